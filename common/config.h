@@ -1,0 +1,87 @@
+/*
+ * config.h - the cluster file, parsed with libconfig.
+ *
+ * One cluster file describes a whole cluster and is read by every process:
+ * servers, workers, zepsctl. Unknown keys, wrong types, missing required values
+ * and out-of-range values are errors that name the file, the line and the key
+ * (zp_config_load), so a process exits before it touches the network.
+ * The accepted keys are documented in docs/configuration.md.
+ */
+#ifndef ZP_CONFIG_H
+#define ZP_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZP_MAX_SHARDS 256
+#define ZP_MAX_WORKERS 4096
+#define ZP_NAME_MAX 64
+#define ZP_PATH_MAX 1024
+#define ZP_ENDPOINT_MAX 256
+
+typedef enum zp_consistency {
+    ZP_CONSISTENCY_BSP = 0,
+    ZP_CONSISTENCY_ASYNC = 1,
+    ZP_CONSISTENCY_SSP = 2,      /* reserved: bounded staleness */
+    ZP_CONSISTENCY_WEIGHTED = 3, /* reserved: staleness-weighted async */
+} zp_consistency;
+
+typedef struct zp_config {
+    char path[ZP_PATH_MAX]; /* the file it was read from ("" for defaults) */
+
+    /* cluster = { ... } */
+    int num_shards;                        /* = number of entries in servers */
+    char servers[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX]; /* endpoints workers connect to */
+    char binds[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX];   /* endpoints servers bind ("" = same as servers) */
+    int num_workers;                       /* required, 1..ZP_MAX_WORKERS */
+    zp_consistency consistency;            /* "bsp" | "async"; default bsp */
+    int staleness;                         /* ssp bound, default 0 */
+    int request_timeout_ms;                /* default 2000, 10..600000 */
+    int max_retries;                       /* default 10, 0..1000 */
+    int hello_timeout_ms;                  /* default 30000 */
+    uint64_t max_message_bytes;            /* default 1 GiB; from max_message_mb */
+    bool reject_nonfinite;                 /* default true */
+    char log_level[16];                    /* "debug" | "info" | "warn" | "error"; default info */
+
+    /* training = { ... } (read by zeps-worker; optional for servers) */
+    char model[ZP_NAME_MAX];     /* "quadratic" | "softmax" | "mlp"; default mlp */
+    char data_dir[ZP_PATH_MAX];  /* default /usr/share/datasets/fashion-mnist */
+    int epochs;                  /* default 10 */
+    int batch_size;              /* per worker, default 64 */
+    int hidden;                  /* mlp hidden units, default 256 */
+    int iterations;              /* quadratic: iterations per worker, default 1000 */
+    int dim;                     /* quadratic: dimension, default 100 */
+    double condition;            /* quadratic: condition number, default 100 */
+    char optimizer[ZP_NAME_MAX]; /* default "momentum" */
+    double lr;                   /* default 0.05 */
+    double momentum;             /* default 0.9 */
+    double beta1, beta2, eps;    /* adam, defaults 0.9 0.999 1e-8 */
+    double weight_decay;         /* default 0 */
+    uint64_t seed;               /* default 1 */
+    int eval_every;              /* evaluate every N epochs (rank 0), default 1 */
+    int max_train_examples;      /* 0 = all; caps the training set (for fast tests) */
+    double delay_ms;             /* injected compute delay per iteration, default 0 */
+    double delay_jitter_ms;      /* uniform extra delay in [0, jitter), default 0 */
+    char result_dir[ZP_PATH_MAX]; /* where workers write result JSON ("" = none) */
+} zp_config;
+
+/* Fill *cfg with the defaults above (no servers, num_workers 0). */
+void zp_config_defaults(zp_config *cfg);
+
+/* Read and validate the cluster file at `path` into *cfg. On error returns
+ * ZEPS_ECONFIG (or ZEPS_EIO if the file cannot be read) and writes a message
+ * naming the file, line and key into err (errlen bytes, always terminated);
+ * *cfg is then unspecified. */
+int zp_config_load(zp_config *cfg, const char *path, char *err, size_t errlen);
+
+/* The same from a string (for tests and the embedded default); `name` stands
+ * in for the file name in messages. */
+int zp_config_parse(zp_config *cfg, const char *text, const char *name, char *err,
+                    size_t errlen);
+
+/* Name of a consistency mode ("bsp", ...), and the reverse (-1 if unknown). */
+const char *zp_consistency_name(zp_consistency c);
+int zp_consistency_from_name(const char *name);
+
+#endif

@@ -1,0 +1,66 @@
+/*
+ * wire.h - framing of zeps messages on ZeroMQ sockets.
+ *
+ * A zeps message is multipart: [header][payload...]. On a ROUTER socket the
+ * routing identity comes first. The header is a protobuf-c zeps.Header; the
+ * payload frames are raw bytes read in place from the received zmq_msg_t and
+ * sent, where the caller asks, without copying (zmq_msg_init_data). The
+ * protocol itself is described in docs/protocol.md.
+ */
+#ifndef ZP_WIRE_H
+#define ZP_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "zeps.pb-c.h"
+
+/* Bumped on any incompatible change of the header or of an op's frames. */
+#define ZP_PROTOCOL_VERSION 1
+
+/* Header.flags */
+#define ZP_FLAG_CLOCK 0x1u      /* PUSH: also advance the worker's clock to clock + 1 */
+#define ZP_FLAG_DUPLICATE 0x2u  /* reply: this request was seen before and not applied again */
+#define ZP_FLAG_PARKED 0x4u     /* reply: the request is parked on the server; keep waiting */
+
+/* Most frames a zeps message has (identity + header + 2 payload frames);
+ * receiving more is a protocol error, and the extra frames are discarded. */
+#define ZP_MAX_FRAMES 4
+
+/* A received multipart message. */
+typedef struct zp_frames {
+    int n;            /* frames held in f[] */
+    int dropped;      /* frames beyond ZP_MAX_FRAMES, received and discarded */
+    size_t bytes;     /* total bytes of all frames */
+    zmq_msg_t f[ZP_MAX_FRAMES];
+} zp_frames;
+
+/* Receive one whole multipart message. flags is 0 or ZMQ_DONTWAIT (for the
+ * first frame; the rest of a multipart message is always there at once).
+ * Returns 0, or -1 with errno from zmq (EAGAIN when nothing is there). On
+ * success the caller owns the frames and releases them with zp_frames_close. */
+int zp_frames_recv(void *sock, zp_frames *m, int flags);
+void zp_frames_close(zp_frames *m);
+
+/* Decode frame `i` as a header. Returns NULL if it is not a valid
+ * zeps.Header; free a result with zeps__header__free_unpacked(h, NULL). */
+Zeps__Header *zp_header_unpack(const zmq_msg_t *frame);
+
+/* Pack `h` into a new frame and send it with `flags` (ZMQ_SNDMORE,
+ * ZMQ_DONTWAIT). Returns 0 or -1 with errno from zmq. */
+int zp_header_send(void *sock, const Zeps__Header *h, int flags);
+
+/* Send `len` bytes at `data` as one frame. With `ffn` non-NULL the bytes are
+ * not copied: ZeroMQ calls ffn(data, hint) from its I/O thread once it no
+ * longer needs them (also when the send fails). With ffn NULL they are
+ * copied. Returns 0 or -1 with errno from zmq. */
+int zp_data_send(void *sock, const void *data, size_t len, zmq_free_fn *ffn, void *hint,
+                 int flags);
+
+/* Name of an op for messages ("PUSH"); "OP(n)" style for unknown ones is
+ * written into a static buffer-free form: returns "UNKNOWN" then. */
+const char *zp_op_name(int op);
+
+#endif

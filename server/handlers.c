@@ -1,0 +1,586 @@
+/*
+ * handlers.c - what a shard does with each op, and how it replies.
+ *
+ * Each handler's path is linear: check the request (rank, table, range,
+ * sizes, values) before touching anything, then act, then reply. Every
+ * request gets exactly one reply, an ERROR one when it is wrong; nothing that
+ * arrives from the network is asserted. Retried requests are recognised by
+ * (rank, incarnation, seq) and never applied twice.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "server.h"
+#include "util.h"
+#include "zeps_errors.h"
+
+#define ERRLEN 512
+
+void zp_reply_init(const zp_server *s, const Zeps__Header *req, Zeps__Header *rep)
+{
+    zeps__header__init(rep);
+    rep->version = ZP_PROTOCOL_VERSION;
+    rep->incarnation = s->incarnation;
+    rep->shard = (uint32_t)s->shard;
+    if (req) {
+        rep->op = req->op;
+        rep->req_id = req->req_id;
+        rep->table = req->table;
+        rep->seq = req->seq;
+    }
+}
+
+void zp_reply_send(zp_server *s, zmq_msg_t *identity, const Zeps__Header *rep, const void *data,
+                   size_t len, zmq_free_fn *ffn, void *hint)
+{
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    zmq_msg_copy(&id, identity);
+    int more = data ? ZMQ_SNDMORE : 0;
+    if (zmq_msg_send(&id, s->sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        zp_debug("reply to a gone peer dropped: %s", zmq_strerror(zmq_errno()));
+        zmq_msg_close(&id);
+        if (ffn)
+            ffn((void *)data, hint);
+        return;
+    }
+    if (zp_header_send(s->sock, rep, more | ZMQ_DONTWAIT) < 0) {
+        zp_warn("sending a %s reply failed: %s", zp_op_name(rep->op), zmq_strerror(zmq_errno()));
+        if (ffn)
+            ffn((void *)data, hint);
+        return;
+    }
+    s->bytes_out += zeps__header__get_packed_size(rep);
+    if (data) {
+        if (zp_data_send(s->sock, data, len, ffn, hint, ZMQ_DONTWAIT) < 0)
+            zp_warn("sending %zu payload bytes failed: %s", len, zmq_strerror(zmq_errno()));
+        else
+            s->bytes_out += len;
+    }
+}
+
+void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, int code,
+                    const char *fmt, ...)
+{
+    char text[ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    Zeps__Header rep;
+    zp_reply_init(s, req, &rep);
+    rep.op = ZEPS__OP__ERROR;
+    rep.error = code;
+    rep.error_text = text;
+    s->errors++;
+    zp_info("%s from rank %d refused (%s): %s", req ? zp_op_name(req->op) : "message",
+            req ? (int)req->rank : -1, zeps_errname(code), text);
+    zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
+}
+
+static void reply_ok(zp_server *s, zp_request *r, uint32_t flags)
+{
+    Zeps__Header rep;
+    zp_reply_init(s, r->h, &rep);
+    rep.flags = flags;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
+                         uint64_t offset, uint64_t count)
+{
+    Zeps__Header rep;
+    zp_reply_init(s, NULL, &rep);
+    rep.op = ZEPS__OP__PULL;
+    rep.req_id = req_id;
+    rep.table = t->id;
+    rep.offset = offset;
+    rep.count = count;
+    rep.data_version = t->version;
+    rep.clock = t->round;
+    zp_buf *b = zp_table_params_ref(t);
+    t->pulls++;
+    zp_reply_send(s, identity, &rep, b->data + (offset - t->begin), count * sizeof(float),
+                  zp_buf_release, b);
+}
+
+void zp_server_serve_parked(zp_server *s, zp_table *t)
+{
+    zp_parked **pp = &t->parked;
+    while (*pp) {
+        zp_parked *p = *pp;
+        if (!s->cons->pull_ready(s, t, p->rank, p->clock)) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        if (t->parked_tail == &p->next)
+            t->parked_tail = pp;
+        t->nparked--;
+        zp_server_send_pull(s, &p->identity, p->req_id, t, p->offset, p->count);
+        zmq_msg_close(&p->identity);
+        free(p);
+    }
+}
+
+/* --- checks shared by the handlers --- */
+
+/* The worker a request comes from, if it is a registered worker of this
+ * incarnation; otherwise replies with an error and returns NULL. */
+static zp_worker *worker_of(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (h->rank >= (uint32_t)s->nworkers) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANK, "rank %u is outside the cluster of %d workers",
+                       h->rank, s->nworkers);
+        return NULL;
+    }
+    zp_worker *w = &s->workers.w[h->rank];
+    if (!w->joined || w->incarnation != h->incarnation) {
+        zp_reply_error(s, r->identity, h, ZEPS_ESTATE,
+                       "worker %u incarnation %" PRIx64 " has not said HELLO to shard %d", h->rank,
+                       h->incarnation, s->shard);
+        return NULL;
+    }
+    w->last_seen_s = zp_now_s();
+    return w;
+}
+
+static zp_table *table_of(zp_server *s, zp_request *r)
+{
+    if (r->h->table >= s->ntables) {
+        zp_reply_error(s, r->identity, r->h, ZEPS_ETABLE,
+                       "no table with id %u on shard %d (%u declared)", r->h->table, s->shard,
+                       s->ntables);
+        return NULL;
+    }
+    return s->tables[r->h->table];
+}
+
+/* [offset, offset + count) must lie inside t's slice on this shard. */
+static int check_range(zp_server *s, zp_request *r, const zp_table *t)
+{
+    uint64_t off = r->h->offset, cnt = r->h->count;
+    if (cnt == 0 || off < t->begin || off > t->end || cnt > t->end - off) {
+        zp_reply_error(s, r->identity, r->h, ZEPS_ERANGE,
+                       "%s of table '%s' elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64
+                       ") is outside shard %d's slice [%" PRIu64 ", %" PRIu64 ")",
+                       zp_op_name(r->h->op), t->name, off, off, cnt, s->shard, t->begin, t->end);
+        return -1;
+    }
+    return 0;
+}
+
+/* --- the ops --- */
+
+static void on_hello(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (h->rank != 0xffffffffu) {
+        if (h->rank >= (uint32_t)s->nworkers) {
+            zp_reply_error(s, r->identity, h, ZEPS_ERANK,
+                           "rank %u is outside the cluster of %d workers", h->rank, s->nworkers);
+            return;
+        }
+        zp_worker *w = &s->workers.w[h->rank];
+        bool rejoined = w->joined;
+        if (zp_worker_hello(w, h->incarnation))
+            zp_info("worker %u %s (incarnation %" PRIx64 ")", h->rank,
+                    rejoined ? "rejoined with a new incarnation" : "joined", h->incarnation);
+        w->last_seen_s = zp_now_s();
+    }
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.num_shards = (uint32_t)s->nshards;
+    rep.num_workers = (uint32_t)s->nworkers;
+    rep.consistency = (char *)s->cons->name;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+static void on_declare(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (h->rank != 0xffffffffu && !worker_of(s, r))
+        return;
+    if (!h->spec) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "DECLARE without a table spec");
+        return;
+    }
+    char err[ERRLEN];
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        if (strcmp(s->tables[i]->name, h->spec->name) != 0)
+            continue;
+        int rc = zp_table_check_same(s->tables[i], h->spec, err, sizeof(err));
+        if (rc != 0) {
+            zp_reply_error(s, r->identity, h, rc, "%s", err);
+            return;
+        }
+        Zeps__Header rep;
+        zp_reply_init(s, h, &rep);
+        rep.table = i;
+        rep.offset = s->tables[i]->begin;
+        rep.count = s->tables[i]->n;
+        zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+        return;
+    }
+    zp_table *t;
+    int rc = zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err,
+                          sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return;
+    }
+    if (s->ntables == s->cap_tables) {
+        s->cap_tables = s->cap_tables ? 2 * s->cap_tables : 8;
+        s->tables = zp_xrealloc(s->tables, s->cap_tables * sizeof(*s->tables));
+    }
+    s->tables[s->ntables++] = t;
+    zp_info("table '%s' declared: %" PRIu64 " elements, slice [%" PRIu64 ", %" PRIu64
+            "), optimizer %s, lr %g, init %s",
+            t->name, t->length, t->begin, t->end, t->optimizer, (double)t->hyper.lr,
+            zp_init_name(t->init));
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.table = t->id;
+    rep.offset = t->begin;
+    rep.count = t->n;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+static bool is_parked(const zp_table *t, uint32_t rank, uint64_t seq)
+{
+    for (const zp_parked *p = t->parked; p; p = p->next)
+        if (p->rank == rank && p->seq == seq)
+            return true;
+    return false;
+}
+
+static void on_pull(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_worker *w = worker_of(s, r);
+    zp_table *t = w ? table_of(s, r) : NULL;
+    if (!t || check_range(s, r, t) != 0)
+        return;
+    if (r->npayload) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "PULL carries %d payload frame(s); it takes none",
+                       r->npayload);
+        return;
+    }
+    if (zp_worker_seen(w, h->seq) && is_parked(t, h->rank, h->seq)) {
+        reply_ok(s, r, ZP_FLAG_PARKED); /* a retry of a pull still waiting: keep-alive */
+        return;
+    }
+    zp_worker_record(w, h->seq);
+    w->pulls++;
+    if (s->cons->pull_ready(s, t, h->rank, h->clock)) {
+        zp_server_send_pull(s, r->identity, h->req_id, t, h->offset, h->count);
+        return;
+    }
+    zp_parked *p = zp_xcalloc(1, sizeof(*p));
+    zmq_msg_init(&p->identity);
+    zmq_msg_copy(&p->identity, r->identity);
+    p->req_id = h->req_id;
+    p->rank = h->rank;
+    p->seq = h->seq;
+    p->offset = h->offset;
+    p->count = h->count;
+    p->clock = h->clock;
+    p->since_s = zp_now_s();
+    zp_table_park(t, p);
+}
+
+/* A payload frame's floats, 4-byte aligned: ZeroMQ may hand small frames
+ * inside its receive buffer at any offset; those are copied to a frame of
+ * their own (rare and small), large ones are read in place. */
+static const float *aligned_values(zmq_msg_t *frame)
+{
+    if (((uintptr_t)zmq_msg_data(frame) & 3u) == 0)
+        return zmq_msg_data(frame);
+    zmq_msg_t copy;
+    zmq_msg_init_size(&copy, zmq_msg_size(frame));
+    memcpy(zmq_msg_data(&copy), zmq_msg_data(frame), zmq_msg_size(frame));
+    zmq_msg_close(frame);
+    zmq_msg_init(frame);
+    zmq_msg_move(frame, &copy);
+    return zmq_msg_data(frame);
+}
+
+static void advance_clock(zp_server *s, zp_worker *w, int64_t finished)
+{
+    if (finished + 1 > w->clock)
+        w->clock = finished + 1;
+}
+
+static void on_push(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_worker *w = worker_of(s, r);
+    zp_table *t = w ? table_of(s, r) : NULL;
+    if (!t || check_range(s, r, t) != 0)
+        return;
+    if (zp_worker_seen(w, h->seq)) {
+        w->duplicates++;
+        reply_ok(s, r, ZP_FLAG_DUPLICATE);
+        return;
+    }
+    if (r->npayload != 1) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
+                       "PUSH must carry exactly one values frame, got %d", r->npayload);
+        return;
+    }
+    if (h->codec != 0) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "codec %u is not supported (0 = raw f32)",
+                       h->codec);
+        return;
+    }
+    size_t bytes = zmq_msg_size(r->payload);
+    if (bytes != h->count * sizeof(float)) {
+        zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
+                       "PUSH of %" PRIu64 " elements to table '%s' carries %zu bytes, expected %" PRIu64,
+                       h->count, t->name, bytes, h->count * (uint64_t)sizeof(float));
+        return;
+    }
+    const float *g = aligned_values(r->payload);
+    if (s->cfg.reject_nonfinite && !zp_all_finite(g, h->count)) {
+        zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
+                       "PUSH to table '%s' from worker %u contains NaN or Inf; nothing applied",
+                       t->name, h->rank);
+        return;
+    }
+    char err[ERRLEN];
+    int rc = s->cons->push(s, t, h->rank, h->clock, g, h->offset - t->begin, h->count, r->payload,
+                           err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return;
+    }
+    zp_worker_record(w, h->seq);
+    w->pushes++;
+    t->pushes++;
+    if (h->flags & ZP_FLAG_CLOCK)
+        advance_clock(s, w, h->clock);
+    reply_ok(s, r, 0);
+    zp_server_serve_parked(s, t);
+}
+
+static void on_clock(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_worker *w = worker_of(s, r);
+    if (!w)
+        return;
+    if (zp_worker_seen(w, h->seq)) {
+        w->duplicates++;
+        reply_ok(s, r, ZP_FLAG_DUPLICATE);
+        return;
+    }
+    if (h->clock < 0 || h->clock + 1 < w->clock) {
+        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK,
+                       "worker %u clock goes backwards: finished %" PRId64 " after %" PRId64,
+                       h->rank, h->clock, w->clock - 1);
+        return;
+    }
+    zp_worker_record(w, h->seq);
+    advance_clock(s, w, h->clock);
+    reply_ok(s, r, 0);
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_server_serve_parked(s, s->tables[i]);
+}
+
+static void on_barrier(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_worker *w = worker_of(s, r);
+    if (!w)
+        return;
+    if (w->barrier_gen == s->barrier_gen) {
+        /* already waiting: a retry; take its identity and say we are alive */
+        zmq_msg_close(&w->barrier_identity);
+        zmq_msg_init(&w->barrier_identity);
+        zmq_msg_copy(&w->barrier_identity, r->identity);
+        w->barrier_req = h->req_id;
+        reply_ok(s, r, ZP_FLAG_PARKED);
+        return;
+    }
+    if (zp_worker_seen(w, h->seq)) {
+        reply_ok(s, r, ZP_FLAG_DUPLICATE); /* this barrier was already released */
+        return;
+    }
+    zp_worker_record(w, h->seq);
+    w->barrier_gen = s->barrier_gen;
+    zmq_msg_init(&w->barrier_identity);
+    zmq_msg_copy(&w->barrier_identity, r->identity);
+    w->barrier_req = h->req_id;
+    if (++s->barrier_count < s->nworkers)
+        return;
+    for (int i = 0; i < s->nworkers; i++) {
+        zp_worker *x = &s->workers.w[i];
+        if (x->barrier_gen != s->barrier_gen)
+            continue;
+        Zeps__Header rep;
+        zp_reply_init(s, NULL, &rep);
+        rep.op = ZEPS__OP__BARRIER;
+        rep.req_id = x->barrier_req;
+        zp_reply_send(s, &x->barrier_identity, &rep, NULL, 0, NULL, NULL);
+        zmq_msg_close(&x->barrier_identity);
+        x->barrier_gen = 0;
+    }
+    s->barrier_gen++;
+    s->barrier_count = 0;
+}
+
+static void on_stats(zp_server *s, zp_request *r)
+{
+    double now = zp_now_s();
+    Zeps__ShardStats st;
+    zeps__shard_stats__init(&st);
+    st.shard = (uint32_t)s->shard;
+    st.num_shards = (uint32_t)s->nshards;
+    st.num_workers = (uint32_t)s->nworkers;
+    st.incarnation = s->incarnation;
+    st.consistency = (char *)s->cons->name;
+    st.uptime_s = now - s->start_s;
+    st.bytes_in = s->bytes_in;
+    st.bytes_out = s->bytes_out;
+    st.requests = s->requests;
+    st.errors = s->errors;
+
+    Zeps__TableStats *ts = zp_xcalloc(s->ntables ? s->ntables : 1, sizeof(*ts));
+    Zeps__TableStats **tsp = zp_xcalloc(s->ntables ? s->ntables : 1, sizeof(*tsp));
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        const zp_table *t = s->tables[i];
+        zeps__table_stats__init(&ts[i]);
+        ts[i].id = t->id;
+        ts[i].name = (char *)t->name;
+        ts[i].length = t->length;
+        ts[i].slice_begin = t->begin;
+        ts[i].slice_end = t->end;
+        ts[i].version = t->version;
+        ts[i].pushes = t->pushes;
+        ts[i].pulls = t->pulls;
+        ts[i].bytes_param = zp_table_bytes(t);
+        ts[i].optimizer = (char *)t->optimizer;
+        ts[i].rounds = (uint64_t)t->round;
+        ts[i].parked = t->nparked;
+        tsp[i] = &ts[i];
+    }
+    st.n_tables = s->ntables;
+    st.tables = tsp;
+
+    int nw = s->nworkers;
+    Zeps__WorkerStats *ws = zp_xcalloc((size_t)nw, sizeof(*ws));
+    Zeps__WorkerStats **wsp = zp_xcalloc((size_t)nw, sizeof(*wsp));
+    size_t k = 0;
+    for (int i = 0; i < nw; i++) {
+        const zp_worker *w = &s->workers.w[i];
+        if (!w->joined)
+            continue;
+        zeps__worker_stats__init(&ws[k]);
+        ws[k].rank = (uint32_t)i;
+        ws[k].clock = w->clock;
+        ws[k].incarnation = w->incarnation;
+        ws[k].pushes = w->pushes;
+        ws[k].pulls = w->pulls;
+        ws[k].duplicates = w->duplicates;
+        ws[k].last_seen_s = now - w->last_seen_s;
+        wsp[k] = &ws[k];
+        k++;
+    }
+    st.n_workers = k;
+    st.workers = wsp;
+
+    Zeps__Header rep;
+    zp_reply_init(s, r->h, &rep);
+    rep.stats = &st;
+    rep.num_shards = (uint32_t)s->nshards;
+    rep.num_workers = (uint32_t)s->nworkers;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+    free(ts);
+    free(tsp);
+    free(ws);
+    free(wsp);
+}
+
+static void on_bye(zp_server *s, zp_request *r)
+{
+    zp_worker *w = worker_of(s, r);
+    if (!w)
+        return;
+    if (!w->left)
+        zp_info("worker %u left", r->h->rank);
+    w->left = true;
+    reply_ok(s, r, 0);
+}
+
+void zp_server_handle(zp_server *s, zp_frames *m)
+{
+    s->requests++;
+    s->bytes_in += m->bytes;
+    zmq_msg_t *identity = &m->f[0];
+    if (m->n < 2) {
+        zp_reply_error(s, identity, NULL, ZEPS_EPROTO, "message has no header frame");
+        return;
+    }
+    Zeps__Header *h = zp_header_unpack(&m->f[1]);
+    if (!h) {
+        zp_reply_error(s, identity, NULL, ZEPS_EPROTO,
+                       "header frame of %zu bytes is not a valid zeps.Header",
+                       zmq_msg_size(&m->f[1]));
+        return;
+    }
+    zp_request r = {
+        .identity = identity,
+        .h = h,
+        .payload = m->n > 2 ? &m->f[2] : NULL,
+        .npayload = m->n - 2 + m->dropped,
+    };
+    if (h->version != ZP_PROTOCOL_VERSION) {
+        zp_reply_error(s, identity, h, ZEPS_EVERSION,
+                       "protocol version %u is not supported; this server speaks version %d",
+                       h->version, ZP_PROTOCOL_VERSION);
+    } else if (m->dropped) {
+        zp_reply_error(s, identity, h, ZEPS_EPROTO, "message has %d frames; at most %d",
+                       m->n + m->dropped, ZP_MAX_FRAMES);
+    } else if (s->stopping && h->op != ZEPS__OP__STATS) {
+        zp_reply_error(s, identity, h, ZEPS_ECLOSED, "shard %d is shutting down", s->shard);
+    } else if (h->rank == 0xffffffffu && h->op != ZEPS__OP__HELLO && h->op != ZEPS__OP__STATS &&
+               h->op != ZEPS__OP__DECLARE) {
+        zp_reply_error(s, identity, h, ZEPS_ERANK, "tools may only send HELLO, DECLARE and STATS");
+    } else {
+        switch (h->op) {
+        case ZEPS__OP__HELLO:
+            on_hello(s, &r);
+            break;
+        case ZEPS__OP__DECLARE:
+            on_declare(s, &r);
+            break;
+        case ZEPS__OP__PULL:
+            on_pull(s, &r);
+            break;
+        case ZEPS__OP__PUSH:
+            on_push(s, &r);
+            break;
+        case ZEPS__OP__CLOCK:
+            on_clock(s, &r);
+            break;
+        case ZEPS__OP__BARRIER:
+            on_barrier(s, &r);
+            break;
+        case ZEPS__OP__STATS:
+            on_stats(s, &r);
+            break;
+        case ZEPS__OP__BYE:
+            on_bye(s, &r);
+            break;
+        default:
+            zp_reply_error(s, identity, h, ZEPS_EOP, "unknown or unexpected op %d", (int)h->op);
+            break;
+        }
+    }
+    zeps__header__free_unpacked(h, NULL);
+}

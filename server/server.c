@@ -1,0 +1,247 @@
+/*
+ * server.c - a shard's event loop: libuv around one ZeroMQ ROUTER socket.
+ *
+ * ZMQ_FD is edge-triggered and only ever signals "something changed", so the
+ * loop never trusts it alone: the poll callback drains while ZMQ_EVENTS says
+ * POLLIN, at most DRAIN_BATCH messages per turn (so timers and signals still
+ * run under load); a uv_check handle re-reads ZMQ_EVENTS after every loop
+ * turn, because any send we made may have consumed the edge, and starts a
+ * uv_idle handle while messages remain so the loop does not block on a
+ * readiness edge that already passed. A 100 ms timer is the last safety net.
+ *
+ * Sends use ZMQ_DONTWAIT with unlimited high-water marks: a reply is bounded
+ * by the requests a client has in flight, so the queue cannot grow without
+ * bound, and ROUTER_MANDATORY makes a reply to a vanished peer fail at once
+ * instead of vanishing silently.
+ */
+#include "server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "util.h"
+#include "zeps_errors.h"
+
+#define DRAIN_BATCH 256
+
+static int zmq_has_input(zp_server *s)
+{
+    int events = 0;
+    size_t len = sizeof(events);
+    if (zmq_getsockopt(s->sock, ZMQ_EVENTS, &events, &len) != 0)
+        return 0;
+    return (events & ZMQ_POLLIN) != 0;
+}
+
+/* Handle up to DRAIN_BATCH messages; returns 1 if more are waiting. */
+static int drain(zp_server *s)
+{
+    for (int i = 0; i < DRAIN_BATCH; i++) {
+        zp_frames m;
+        if (zp_frames_recv(s->sock, &m, ZMQ_DONTWAIT) != 0) {
+            if (zmq_errno() != EAGAIN && zmq_errno() != EINTR)
+                zp_warn("receive failed: %s", zmq_strerror(zmq_errno()));
+            return zmq_has_input(s);
+        }
+        zp_server_handle(s, &m);
+        zp_frames_close(&m);
+    }
+    return zmq_has_input(s);
+}
+
+static void on_idle(uv_idle_t *h)
+{
+    zp_server *s = h->data;
+    if (!drain(s))
+        uv_idle_stop(&s->idle);
+}
+
+static void kick(zp_server *s)
+{
+    if (s->stopping)
+        return;
+    if (drain(s))
+        uv_idle_start(&s->idle, on_idle);
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    zp_server *s = h->data;
+    if (status < 0) {
+        zp_error("poll on the ZeroMQ socket failed: %s", uv_strerror(status));
+        zp_server_stop(s);
+        return;
+    }
+    kick(s);
+}
+
+static void on_check(uv_check_t *h)
+{
+    zp_server *s = h->data;
+    if (!s->stopping && zmq_has_input(s))
+        uv_idle_start(&s->idle, on_idle);
+}
+
+static void on_tick(uv_timer_t *h)
+{
+    kick(h->data);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+    zp_server *s = h->data;
+    zp_info("%s received: shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    zp_server_stop(s);
+}
+
+static void on_closed(uv_handle_t *h)
+{
+    zp_server *s = h->data;
+    s->open_handles--;
+}
+
+void zp_server_stop(zp_server *s)
+{
+    if (s->stopping)
+        return;
+    s->stopping = true;
+    uv_handle_t *handles[] = {
+        (uv_handle_t *)&s->poll,    (uv_handle_t *)&s->idle,    (uv_handle_t *)&s->check,
+        (uv_handle_t *)&s->tick,    (uv_handle_t *)&s->sigterm, (uv_handle_t *)&s->sigint,
+    };
+    for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
+        if (!uv_is_closing(handles[i]))
+            uv_close(handles[i], on_closed);
+}
+
+static int setup_socket(zp_server *s, char *err, size_t errlen)
+{
+    s->zctx = zmq_ctx_new();
+    if (!s->zctx) {
+        snprintf(err, errlen, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
+        return ZEPS_ETRANSPORT;
+    }
+    s->sock = zmq_socket(s->zctx, ZMQ_ROUTER);
+    int zero = 0, one = 1, linger = 1000;
+    int64_t maxmsg = (int64_t)s->cfg.max_message_bytes;
+    zmq_setsockopt(s->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
+    zmq_setsockopt(s->sock, ZMQ_RCVHWM, &zero, sizeof(zero));
+    zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
+    zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof(linger));
+    zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
+    const char *ep = s->cfg.binds[s->shard][0] ? s->cfg.binds[s->shard] : s->cfg.servers[s->shard];
+    snprintf(s->endpoint, sizeof(s->endpoint), "%s", ep);
+    if (zmq_bind(s->sock, ep) != 0) {
+        snprintf(err, errlen, "cannot bind shard %d to %s: %s", s->shard, ep,
+                 zmq_strerror(zmq_errno()));
+        return ZEPS_ETRANSPORT;
+    }
+    return 0;
+}
+
+static int setup_loop(zp_server *s, char *err, size_t errlen)
+{
+    int fd;
+    size_t len = sizeof(fd);
+    if (zmq_getsockopt(s->sock, ZMQ_FD, &fd, &len) != 0) {
+        snprintf(err, errlen, "ZMQ_FD: %s", zmq_strerror(zmq_errno()));
+        return ZEPS_ETRANSPORT;
+    }
+    int rc = uv_loop_init(&s->loop);
+    if (rc != 0) {
+        snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
+        return ZEPS_EINTERNAL;
+    }
+    uv_poll_init(&s->loop, &s->poll, fd);
+    uv_idle_init(&s->loop, &s->idle);
+    uv_check_init(&s->loop, &s->check);
+    uv_timer_init(&s->loop, &s->tick);
+    uv_signal_init(&s->loop, &s->sigterm);
+    uv_signal_init(&s->loop, &s->sigint);
+    s->open_handles = 6;
+    s->poll.data = s->idle.data = s->check.data = s->tick.data = s;
+    s->sigterm.data = s->sigint.data = s;
+    uv_poll_start(&s->poll, UV_READABLE, on_poll);
+    uv_check_start(&s->check, on_check);
+    uv_timer_start(&s->tick, on_tick, 100, 100);
+    uv_signal_start(&s->sigterm, on_signal, SIGTERM);
+    uv_signal_start(&s->sigint, on_signal, SIGINT);
+    return 0;
+}
+
+int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, size_t errlen)
+{
+    if (shard < 0 || shard >= cfg->num_shards) {
+        snprintf(err, errlen, "shard %d is outside the cluster's %d shards (servers list of %s)",
+                 shard, cfg->num_shards, cfg->path);
+        return ZEPS_EINVAL;
+    }
+    const zp_consistency_ops *cons = zp_consistency_ops_for(cfg->consistency);
+    if (!cons) {
+        snprintf(err, errlen, "consistency '%s' is not available in this build",
+                 zp_consistency_name(cfg->consistency));
+        return ZEPS_ECONFIG;
+    }
+    zp_server *s = zp_xcalloc(1, sizeof(*s));
+    s->cfg = *cfg;
+    s->shard = shard;
+    s->nshards = cfg->num_shards;
+    s->nworkers = cfg->num_workers;
+    s->cons = cons;
+    s->barrier_gen = 1;
+    s->start_s = zp_now_s();
+    /* A new incarnation per start: time and pid mixed, so a restarted shard
+     * is told apart from the one before it. */
+    s->incarnation = zp_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32)) | 1u;
+    zp_workers_init(&s->workers, s->nworkers);
+
+    int rc = setup_socket(s, err, errlen);
+    if (rc == 0)
+        rc = setup_loop(s, err, errlen);
+    if (rc != 0) {
+        if (s->sock)
+            zmq_close(s->sock);
+        if (s->zctx)
+            zmq_ctx_term(s->zctx);
+        zp_workers_fini(&s->workers);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int zp_server_run(zp_server *s)
+{
+    zp_info("shard %d/%d serving on %s: %s, %d workers, incarnation %" PRIx64, s->shard,
+            s->nshards, s->endpoint, s->cons->name, s->nworkers, s->incarnation);
+    kick(s);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    return 0;
+}
+
+void zp_server_destroy(zp_server **sp)
+{
+    zp_server *s = *sp;
+    if (!s)
+        return;
+    if (!s->stopping)
+        zp_server_stop(s);
+    while (s->open_handles > 0)
+        uv_run(&s->loop, UV_RUN_ONCE);
+    uv_loop_close(&s->loop);
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_table_destroy(&s->tables[i]);
+    free(s->tables);
+    zp_workers_fini(&s->workers);
+    zmq_close(s->sock);
+    zmq_ctx_term(s->zctx);
+    free(s);
+    *sp = NULL;
+}

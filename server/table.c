@@ -1,0 +1,246 @@
+/*
+ * table.c - a dense table's slice: creation from a declaration, updates with
+ * copy-on-write of the parameter buffer, and the declaration check. See
+ * table.h.
+ */
+#include "table.h"
+
+#include <ctype.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zeps_errors.h"
+
+/* The largest dense table: 2^36 elements (256 GiB of f32) is beyond any one
+ * machine; the bound keeps size arithmetic far from overflow. */
+#define ZP_TABLE_MAX_LENGTH (1ull << 36)
+
+void zp_buf_release(void *data, void *hint)
+{
+    zp_buf *b = hint;
+    (void)data;
+    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
+        free(b);
+}
+
+static zp_buf *buf_new(size_t n)
+{
+    zp_buf *b = malloc(sizeof(*b) + n * sizeof(float));
+    if (!b)
+        return NULL;
+    atomic_init(&b->refs, 1);
+    b->n = n;
+    return b;
+}
+
+static int valid_name(const char *name)
+{
+    size_t len = strlen(name);
+    if (len == 0 || len > 63)
+        return 0;
+    for (size_t i = 0; i < len; i++)
+        if (!isalnum((unsigned char)name[i]) && !strchr("_.-", name[i]))
+            return 0;
+    return 1;
+}
+
+static void hyper_from_spec(zp_hyper *h, const Zeps__TableSpec *spec)
+{
+    h->lr = (float)spec->lr;
+    h->momentum = (float)spec->momentum;
+    h->beta1 = (float)spec->beta1;
+    h->beta2 = (float)spec->beta2;
+    h->eps = (float)spec->eps;
+    h->weight_decay = (float)spec->weight_decay;
+    zp_hyper_defaults(h);
+}
+
+static int check_spec(const Zeps__TableSpec *spec, char *err, size_t errlen)
+{
+    if (!spec->name || !valid_name(spec->name)) {
+        snprintf(err, errlen, "table name '%s' must be 1-63 characters of [A-Za-z0-9_.-]",
+                 spec->name ? spec->name : "");
+        return ZEPS_EINVAL;
+    }
+    if (spec->kind != 0) {
+        snprintf(err, errlen, "table '%s': kind %u is not supported (0 = dense)", spec->name,
+                 spec->kind);
+        return ZEPS_EINVAL;
+    }
+    if (spec->length == 0 || spec->length > ZP_TABLE_MAX_LENGTH) {
+        snprintf(err, errlen, "table '%s': length %llu must be in [1, 2^36]", spec->name,
+                 (unsigned long long)spec->length);
+        return ZEPS_EINVAL;
+    }
+    if (zp_init_from_name(spec->init) < 0) {
+        snprintf(err, errlen, "table '%s': unknown initializer '%s' (zeros, constant, uniform, normal)",
+                 spec->name, spec->init);
+        return ZEPS_EINVAL;
+    }
+    if (!isfinite(spec->init_scale)) {
+        snprintf(err, errlen, "table '%s': init_scale must be finite", spec->name);
+        return ZEPS_EINVAL;
+    }
+    zp_hyper h;
+    hyper_from_spec(&h, spec);
+    char oerr[200];
+    if (zp_optim_validate(spec->optimizer, &h, oerr, sizeof(oerr)) != 0) {
+        snprintf(err, errlen, "table '%s': %s", spec->name, oerr);
+        return ZEPS_EOPTIM;
+    }
+    return 0;
+}
+
+int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int shard, int nshards,
+                 int nworkers, char *err, size_t errlen)
+{
+    int rc = check_spec(spec, err, errlen);
+    if (rc != 0)
+        return rc;
+    zp_table *t = zp_xcalloc(1, sizeof(*t));
+    t->id = id;
+    snprintf(t->name, sizeof(t->name), "%s", spec->name);
+    t->length = spec->length;
+    t->begin = spec->length * (uint64_t)shard / (uint64_t)nshards;
+    t->end = spec->length * (uint64_t)(shard + 1) / (uint64_t)nshards;
+    t->n = (size_t)(t->end - t->begin);
+    snprintf(t->optimizer, sizeof(t->optimizer), "%s", spec->optimizer);
+    hyper_from_spec(&t->hyper, spec);
+    t->init = (zp_init_kind)zp_init_from_name(spec->init);
+    t->init_scale = spec->init_scale;
+    t->seed = spec->seed;
+    t->opt = zp_optim_find(spec->optimizer);
+    t->nworkers = nworkers;
+    t->parked_tail = &t->parked;
+
+    size_t nstate = (size_t)t->opt->state_per_param * t->n;
+    t->params = buf_new(t->n);
+    t->state = nstate ? calloc(nstate, sizeof(float)) : NULL;
+    t->pending = calloc((size_t)nworkers, sizeof(zmq_msg_t));
+    t->have = calloc((size_t)nworkers, sizeof(bool));
+    if (!t->params || (nstate && !t->state) || !t->pending || !t->have) {
+        snprintf(err, errlen, "table '%s': cannot allocate %llu bytes for its slice", t->name,
+                 (unsigned long long)((2 + t->opt->state_per_param) * t->n * sizeof(float)));
+        if (!t->params)
+            t->params = buf_new(0);
+        zp_table_destroy(&t);
+        return ZEPS_ENOMEM;
+    }
+    zp_init_fill(t->params->data, t->begin, t->n, t->init, t->init_scale, t->seed);
+    *out = t;
+    return 0;
+}
+
+void zp_table_destroy(zp_table **tp)
+{
+    zp_table *t = *tp;
+    if (!t)
+        return;
+    for (int r = 0; r < t->nworkers && t->have; r++)
+        if (t->have[r])
+            zmq_msg_close(&t->pending[r]);
+    zp_parked *p = t->parked;
+    while (p) {
+        zp_parked *next = p->next;
+        zmq_msg_close(&p->identity);
+        free(p);
+        p = next;
+    }
+    if (t->params)
+        zp_buf_release(t->params->data, t->params);
+    free(t->state);
+    free(t->acc);
+    free(t->pending);
+    free(t->have);
+    free(t);
+    *tp = NULL;
+}
+
+#define SAME_D(field, label)                                                                       \
+    do {                                                                                           \
+        zp_hyper h_;                                                                               \
+        hyper_from_spec(&h_, spec);                                                                \
+        if (h_.field != t->hyper.field) {                                                          \
+            snprintf(err, errlen, "table '%s' already declared with %s = %g, not %g", t->name,    \
+                     label, (double)t->hyper.field, (double)h_.field);                             \
+            return ZEPS_ECONFLICT;                                                                 \
+        }                                                                                          \
+    } while (0)
+
+int zp_table_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen)
+{
+    if (spec->kind != 0) {
+        snprintf(err, errlen, "table '%s' already declared as dense, not kind %u", t->name,
+                 spec->kind);
+        return ZEPS_ECONFLICT;
+    }
+    if (spec->length != t->length) {
+        snprintf(err, errlen, "table '%s' already declared with length %llu, not %llu", t->name,
+                 (unsigned long long)t->length, (unsigned long long)spec->length);
+        return ZEPS_ECONFLICT;
+    }
+    if (strcmp(spec->optimizer ? spec->optimizer : "", t->optimizer) != 0) {
+        snprintf(err, errlen, "table '%s' already declared with optimizer '%s', not '%s'",
+                 t->name, t->optimizer, spec->optimizer ? spec->optimizer : "");
+        return ZEPS_ECONFLICT;
+    }
+    SAME_D(lr, "lr");
+    SAME_D(momentum, "momentum");
+    SAME_D(beta1, "beta1");
+    SAME_D(beta2, "beta2");
+    SAME_D(eps, "eps");
+    SAME_D(weight_decay, "weight_decay");
+    if (zp_init_from_name(spec->init) != (int)t->init || spec->init_scale != t->init_scale ||
+        spec->seed != t->seed) {
+        snprintf(err, errlen,
+                 "table '%s' already declared with init %s(scale %g, seed %llu), not %s(scale %g, "
+                 "seed %llu)",
+                 t->name, zp_init_name(t->init), t->init_scale, (unsigned long long)t->seed,
+                 spec->init && *spec->init ? spec->init : "zeros", spec->init_scale,
+                 (unsigned long long)spec->seed);
+        return ZEPS_ECONFLICT;
+    }
+    return 0;
+}
+
+void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float scale)
+{
+    if (atomic_load_explicit(&t->params->refs, memory_order_acquire) > 1) {
+        /* A reply still reads the current bytes: write into a copy. */
+        zp_buf *fresh = buf_new(t->n);
+        if (!fresh) {
+            fprintf(stderr, "zeps: out of memory copying table '%s'\n", t->name);
+            abort();
+        }
+        memcpy(fresh->data, t->params->data, t->n * sizeof(float));
+        zp_buf_release(t->params->data, t->params);
+        t->params = fresh;
+    }
+    t->opt->apply(t->params->data + off, t->state ? t->state + off : NULL, g, count, t->n,
+                  &t->hyper, t->version, scale);
+    t->version++;
+}
+
+zp_buf *zp_table_params_ref(zp_table *t)
+{
+    atomic_fetch_add_explicit(&t->params->refs, 1, memory_order_relaxed);
+    return t->params;
+}
+
+uint64_t zp_table_bytes(const zp_table *t)
+{
+    uint64_t floats = (uint64_t)t->n * (1u + (unsigned)t->opt->state_per_param);
+    if (t->acc)
+        floats += t->n;
+    return floats * sizeof(float);
+}
+
+void zp_table_park(zp_table *t, zp_parked *p)
+{
+    p->next = NULL;
+    *t->parked_tail = p;
+    t->parked_tail = &p->next;
+    t->nparked++;
+}

@@ -1,0 +1,112 @@
+/*
+ * table.h - one dense table's slice on this shard.
+ *
+ * A dense table of `length` f32 elements is cut into S contiguous slices;
+ * shard i owns [i*length/S, (i+1)*length/S). This module owns the slice's
+ * parameters, optimizer state, version and the state a consistency policy
+ * keeps per table (BSP's pending round, parked pulls).
+ *
+ * Parameters live in a reference-counted buffer so a pull reply can hand the
+ * bytes to ZeroMQ without copying: while ZeroMQ still holds a reference, the
+ * next update writes into a fresh copy instead (copy-on-write), so a reply
+ * in flight never changes under the wire and always matches the version it
+ * names.
+ */
+#ifndef ZP_TABLE_H
+#define ZP_TABLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "optim.h"
+#include "util.h"
+#include "zeps.pb-c.h"
+
+typedef struct zp_buf {
+    atomic_int refs;
+    size_t n;      /* floats */
+    float data[];  /* 64-byte aligned start not required: f32 needs 4 */
+} zp_buf;
+
+/* Drop one reference; frees the buffer at zero. Callable from any thread
+ * (ZeroMQ calls it from its I/O thread); signature fits zmq_free_fn. */
+void zp_buf_release(void *data, void *hint);
+
+/* A pull waiting for its clock (BSP/SSP). Owns a copy of the requester's
+ * routing identity. */
+typedef struct zp_parked {
+    struct zp_parked *next;
+    zmq_msg_t identity;
+    uint64_t req_id;
+    uint32_t rank;
+    uint64_t seq;
+    uint64_t offset, count;
+    int64_t clock;
+    double since_s; /* when it was parked */
+} zp_parked;
+
+typedef struct zp_table {
+    uint32_t id;
+    char name[64];
+    uint64_t length;       /* whole table */
+    uint64_t begin, end;   /* this shard's slice, global element indices */
+    size_t n;              /* end - begin */
+
+    /* the declaration, kept to check re-declarations */
+    char optimizer[16];
+    zp_hyper hyper;
+    zp_init_kind init;
+    double init_scale;
+    uint64_t seed;
+
+    const zp_optim_ops *opt;
+    zp_buf *params;        /* n floats; the table holds one reference */
+    float *state;          /* opt->state_per_param * n floats, or NULL */
+    uint64_t version;      /* updates applied to this slice */
+
+    /* BSP: the round being collected and the gradients received for it */
+    int64_t round;         /* = rounds closed so far */
+    int npending;
+    int nworkers;
+    zmq_msg_t *pending;    /* [nworkers] gradient frames held until the round closes */
+    bool *have;            /* [nworkers] */
+    float *acc;            /* n floats: rank-ordered sum (BSP only, made on first use) */
+
+    zp_parked *parked;     /* FIFO of waiting pulls */
+    zp_parked **parked_tail;
+    size_t nparked;
+
+    uint64_t pushes, pulls;
+} zp_table;
+
+/* Create the slice of a table declared by `spec` for shard `shard` of
+ * `nshards`, with BSP state for `nworkers`. Validates the spec. On success
+ * *out owns a new table; on error returns a zeps_err with a message in err. */
+int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int shard, int nshards,
+                 int nworkers, char *err, size_t errlen);
+void zp_table_destroy(zp_table **tp);
+
+/* 0 if `spec` declares the same table as t; else ZEPS_ECONFLICT with the
+ * first differing field named in err. */
+int zp_table_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen);
+
+/* Apply a gradient to slice elements [off, off + count) (off relative to
+ * begin), scaled by `scale`, with the table's optimizer; bumps the version.
+ * Copies the parameter buffer first if a reply still references it. */
+void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float scale);
+
+/* Take a reference on the parameter buffer for a zero-copy reply; release
+ * it with zp_buf_release (ZeroMQ does so through the free callback). */
+zp_buf *zp_table_params_ref(zp_table *t);
+
+/* Bytes of parameters and optimizer state held for this slice. */
+uint64_t zp_table_bytes(const zp_table *t);
+
+/* Append a parked pull (takes ownership of p). */
+void zp_table_park(zp_table *t, zp_parked *p);
+
+#endif

@@ -1,0 +1,53 @@
+/*
+ * workers.h - what a shard knows about each worker rank: its incarnation,
+ * clock, which request sequence numbers it has already seen (so a retried
+ * request is never applied twice), liveness and counters.
+ */
+#ifndef ZP_WORKERS_H
+#define ZP_WORKERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+/* Sequence numbers are tracked in a window: the largest seen plus a bitmap of
+ * the ZP_SEQ_WINDOW below it. The client keeps fewer requests than that in
+ * flight per shard, so an older number can only be a duplicate. */
+#define ZP_SEQ_WINDOW 64
+
+typedef struct zp_worker {
+    bool joined;           /* said HELLO at least once */
+    bool left;             /* said BYE */
+    uint64_t incarnation;
+    int64_t clock;         /* clocks finished */
+    uint64_t max_seq;
+    uint64_t window;       /* bit i: max_seq - 1 - i seen */
+    double last_seen_s;
+    uint64_t pushes, pulls, duplicates;
+
+    /* barrier: the generation this worker waits in (0 = not waiting) */
+    uint64_t barrier_gen;
+    zmq_msg_t barrier_identity;
+    uint64_t barrier_req;
+} zp_worker;
+
+typedef struct zp_workers {
+    int n;
+    zp_worker *w;
+} zp_workers;
+
+void zp_workers_init(zp_workers *ws, int n);
+void zp_workers_fini(zp_workers *ws);
+
+/* A worker (re)registered with `incarnation`: a new incarnation forgets the
+ * old sequence numbers and clock. Returns true if it was new or changed. */
+bool zp_worker_hello(zp_worker *w, uint64_t incarnation);
+
+/* True if `seq` was already recorded for this incarnation. */
+bool zp_worker_seen(const zp_worker *w, uint64_t seq);
+
+/* Record `seq` as handled. */
+void zp_worker_record(zp_worker *w, uint64_t seq);
+
+#endif

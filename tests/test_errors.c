@@ -1,0 +1,51 @@
+/*
+ * test_errors.c - the error table: every code has a distinct name and text,
+ * and the numbers that travel on the wire are stable.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "zeps_errors.h"
+
+START_TEST(test_names_and_texts)
+{
+    for (int i = 0; i < ZEPS_ERR_COUNT_; i++) {
+        ck_assert_str_ne(zeps_errname(i), "UNKNOWN");
+        ck_assert_str_ne(zeps_strerror(i), "unknown error");
+        for (int j = 0; j < i; j++) {
+            ck_assert_str_ne(zeps_errname(i), zeps_errname(j));
+            ck_assert_str_ne(zeps_strerror(i), zeps_strerror(j));
+        }
+    }
+    ck_assert_str_eq(zeps_errname(ZEPS_ERR_COUNT_), "UNKNOWN");
+    ck_assert_str_eq(zeps_strerror(-1), "unknown error");
+}
+END_TEST
+
+START_TEST(test_wire_numbers_stable)
+{
+    /* These numbers are part of the protocol (docs/protocol.md). */
+    ck_assert_int_eq(ZEPS_OK, 0);
+    ck_assert_int_eq(ZEPS_EPROTO, 3);
+    ck_assert_int_eq(ZEPS_EVERSION, 4);
+    ck_assert_int_eq(ZEPS_ETABLE, 6);
+    ck_assert_int_eq(ZEPS_ESIZE, 9);
+    ck_assert_int_eq(ZEPS_ENONFINITE, 10);
+    ck_assert_str_eq(zeps_errname(ZEPS_ENONFINITE), "ENONFINITE");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("errors");
+    TCase *tc = tcase_create("table");
+    tcase_add_test(tc, test_names_and_texts);
+    tcase_add_test(tc, test_wire_numbers_stable);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,824 @@
+/*
+ * client.c - libzeps: the client side of the zeps protocol (see zeps.h).
+ *
+ * One DEALER socket per shard. A request (zeps_req) is cut into one
+ * sub-request per shard it touches; all of them are sent at once and
+ * collected in zeps_wait(), which polls every shard socket, matches replies
+ * by request id, and resends what has been unanswered for the request
+ * timeout. Resends go out on the same socket (ZeroMQ reconnects by itself),
+ * with the same sequence number, so the server recognises a duplicate and
+ * never applies it twice. A pull or barrier the server parks is kept alive
+ * by its PARKED answers to those resends, so a long BSP wait is not mistaken
+ * for a dead server, while a server that answers nothing fails the request
+ * with ZEPS_ETIMEDOUT after max_retries.
+ *
+ * Push payloads are handed to ZeroMQ without copying; a counter in the
+ * request drops as ZeroMQ releases each frame, and zeps_wait() returns only
+ * when it is zero, so the caller may reuse its buffer afterwards. When a
+ * request fails, the shard's socket is closed (linger 0) and opened again,
+ * which makes ZeroMQ drop and release whatever it still queued.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+#include "util.h"
+#include "wire.h"
+#include "zeps.h"
+
+/* Fewer than the server's dedup window (ZP_SEQ_WINDOW = 64) in flight per shard. */
+#define MAX_IN_FLIGHT 48
+
+typedef struct zeps_sub zeps_sub;
+
+typedef struct zeps_shard {
+    void *sock;
+    char endpoint[ZP_ENDPOINT_MAX];
+    uint64_t next_seq;
+    uint64_t incarnation; /* the server's, from HELLO */
+    zeps_sub *out;        /* sub-requests sent and not yet answered */
+    int nout;
+} zeps_shard;
+
+typedef struct zeps_table_info {
+    char name[64];
+    uint64_t length;
+    uint32_t *ids;        /* [nshards] the table's id on each shard */
+    uint64_t *version;    /* [nshards] version returned by the last pull */
+} zeps_table_info;
+
+struct zeps_client {
+    void *zctx;
+    int nshards;
+    zeps_shard *shards;
+    zmq_pollitem_t *items;
+    uint32_t rank;
+    uint64_t incarnation;
+    int nworkers;
+    char consistency[16];
+    zeps_options opt;
+    uint64_t next_req_id;
+    zeps_table_info *tables;
+    uint32_t ntables, cap_tables;
+    zeps_client_stats stats;
+    char err[1024];
+};
+
+struct zeps_sub {
+    zeps_sub *next;       /* in the shard's list of outstanding subs */
+    zeps_req *req;
+    int shard;
+    uint64_t req_id, seq;
+    uint32_t table;       /* id on that shard */
+    uint64_t offset, count;
+    uint64_t data_version;
+    uint32_t flags;
+    const void *data;     /* PUSH payload */
+    float *dst;           /* PULL destination */
+    uint64_t deadline_ns;
+    int retries;
+    int max_retries;
+    int done;
+};
+
+struct zeps_req {
+    zeps_client *c;
+    int op;
+    int64_t clock;
+    uint32_t table;       /* client handle */
+    const Zeps__TableSpec *spec;
+    int nsub, ndone;
+    int err;
+    atomic_int zrefs;     /* payload frames ZeroMQ still holds */
+    void *stats_buf;
+    size_t stats_len;
+    zeps_sub subs[];
+};
+
+static int fail(zeps_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(zeps_client *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+const char *zeps_last_error(const zeps_client *c)
+{
+    return c ? c->err : "";
+}
+
+/* --- sockets --- */
+
+static int shard_open(zeps_client *c, int k)
+{
+    zeps_shard *sh = &c->shards[k];
+    sh->sock = zmq_socket(c->zctx, ZMQ_DEALER);
+    if (!sh->sock)
+        return -1;
+    int zero = 0;
+    int64_t nolimit = -1;
+    int reconnect = 100, reconnect_max = 2000;
+    zmq_setsockopt(sh->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_setsockopt(sh->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
+    zmq_setsockopt(sh->sock, ZMQ_RCVHWM, &zero, sizeof(zero));
+    zmq_setsockopt(sh->sock, ZMQ_MAXMSGSIZE, &nolimit, sizeof(nolimit));
+    zmq_setsockopt(sh->sock, ZMQ_RECONNECT_IVL, &reconnect, sizeof(reconnect));
+    zmq_setsockopt(sh->sock, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
+    if (zmq_connect(sh->sock, sh->endpoint) != 0) {
+        zmq_close(sh->sock);
+        sh->sock = NULL;
+        return -1;
+    }
+    c->items[k].socket = sh->sock;
+    c->items[k].events = ZMQ_POLLIN;
+    return 0;
+}
+
+/* Close and reopen shard k's socket: ZeroMQ drops (and releases) whatever
+ * it still queued for it. Outstanding subs are sent again by the caller. */
+static void shard_reset(zeps_client *c, int k)
+{
+    zmq_close(c->shards[k].sock);
+    c->shards[k].sock = NULL;
+    if (shard_open(c, k) != 0)
+        zp_warn("cannot reconnect to shard %d at %s: %s", k, c->shards[k].endpoint,
+                zmq_strerror(zmq_errno()));
+}
+
+static void release_payload(void *data, void *hint)
+{
+    zeps_req *r = hint;
+    atomic_fetch_sub_explicit(&r->zrefs, 1, memory_order_release);
+}
+
+static void sub_fill_header(const zeps_client *c, const zeps_sub *s, Zeps__Header *h)
+{
+    zeps__header__init(h);
+    h->version = ZP_PROTOCOL_VERSION;
+    h->op = (Zeps__Op)s->req->op;
+    h->req_id = s->req_id;
+    h->rank = c->rank;
+    h->incarnation = c->incarnation;
+    h->seq = s->seq;
+    h->table = s->table;
+    h->clock = s->req->clock;
+    h->data_version = s->data_version;
+    h->offset = s->offset;
+    h->count = s->count;
+    h->flags = s->flags;
+    h->spec = (Zeps__TableSpec *)s->req->spec;
+}
+
+/* Send (or resend) one sub-request. A failed send is left to the retry timer. */
+static void sub_send(zeps_client *c, zeps_sub *s)
+{
+    zeps_shard *sh = &c->shards[s->shard];
+    Zeps__Header h;
+    sub_fill_header(c, s, &h);
+    int more = s->data ? ZMQ_SNDMORE : 0;
+    s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
+    if (zp_header_send(sh->sock, &h, more | ZMQ_DONTWAIT) != 0) {
+        zp_debug("send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
+        return;
+    }
+    if (s->data) {
+        atomic_fetch_add_explicit(&s->req->zrefs, 1, memory_order_relaxed);
+        if (zp_data_send(sh->sock, s->data, s->count * sizeof(float), release_payload, s->req,
+                         ZMQ_DONTWAIT) != 0)
+            zp_debug("payload send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
+    }
+}
+
+static void sub_unlink(zeps_client *c, zeps_sub *s)
+{
+    zeps_shard *sh = &c->shards[s->shard];
+    for (zeps_sub **pp = &sh->out; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            sh->nout--;
+            return;
+        }
+    }
+}
+
+static void sub_finish(zeps_client *c, zeps_sub *s, int err)
+{
+    if (s->done)
+        return;
+    s->done = 1;
+    sub_unlink(c, s);
+    s->req->ndone++;
+    if (err && !s->req->err)
+        s->req->err = err;
+}
+
+/* --- replies --- */
+
+static zeps_sub *find_sub(zeps_shard *sh, uint64_t req_id)
+{
+    for (zeps_sub *s = sh->out; s; s = s->next)
+        if (s->req_id == req_id)
+            return s;
+    return NULL;
+}
+
+static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, zp_frames *m)
+{
+    if (m->n != 2 || h->count != s->count || h->offset != s->offset ||
+        zmq_msg_size(&m->f[1]) != s->count * sizeof(float))
+        return fail(c, ZEPS_EPROTO,
+                    "shard %d answered a PULL of %" PRIu64 " elements at %" PRIu64
+                    " with %d frame(s), %" PRIu64 " elements at %" PRIu64,
+                    s->shard, s->count, s->offset, m->n, h->count, h->offset);
+    memcpy(s->dst, zmq_msg_data(&m->f[1]), s->count * sizeof(float));
+    c->stats.bytes_in += s->count * sizeof(float);
+    zeps_req *r = s->req;
+    if (r->table < c->ntables)
+        c->tables[r->table].version[s->shard] = h->data_version;
+    return 0;
+}
+
+static void on_reply(zeps_client *c, int k, zp_frames *m)
+{
+    zeps_shard *sh = &c->shards[k];
+    Zeps__Header *h = m->n >= 1 ? zp_header_unpack(&m->f[0]) : NULL;
+    if (!h) {
+        zp_warn("shard %d sent a reply that is not a zeps header; ignored", k);
+        return;
+    }
+    zeps_sub *s = find_sub(sh, h->req_id);
+    if (!s) {
+        zeps__header__free_unpacked(h, NULL); /* a late answer to a resend: already done */
+        return;
+    }
+    int err = 0;
+    zeps_req *r = s->req;
+    if (h->op == ZEPS__OP__ERROR) {
+        err = h->error ? h->error : ZEPS_EINTERNAL;
+        fail(c, err, "shard %d: %s", k, h->error_text ? h->error_text : zeps_strerror(err));
+    } else if (h->flags & ZP_FLAG_PARKED) {
+        /* alive and holding our request: wait on, retries start over */
+        s->retries = 0;
+        s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
+        zeps__header__free_unpacked(h, NULL);
+        return;
+    } else if (h->version != ZP_PROTOCOL_VERSION || (int)h->op != r->op) {
+        err = fail(c, ZEPS_EPROTO, "shard %d answered %s with %s (protocol %u)", k,
+                   zp_op_name(r->op), zp_op_name(h->op), h->version);
+    } else {
+        switch (r->op) {
+        case ZEPS__OP__PULL:
+            err = check_pull_reply(c, s, h, m);
+            break;
+        case ZEPS__OP__HELLO:
+            sh->incarnation = h->incarnation;
+            if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->nshards)
+                err = fail(c, ZEPS_ECONFIG,
+                           "%s answered as shard %u of %u, but the cluster lists it as shard %d "
+                           "of %d",
+                           sh->endpoint, h->shard, h->num_shards, k, c->nshards);
+            c->nworkers = (int)h->num_workers;
+            snprintf(c->consistency, sizeof(c->consistency), "%s",
+                     h->consistency ? h->consistency : "");
+            break;
+        case ZEPS__OP__DECLARE:
+            s->table = h->table;
+            s->offset = h->offset;
+            s->count = h->count;
+            break;
+        case ZEPS__OP__STATS:
+            if (h->stats) {
+                r->stats_len = zeps__shard_stats__get_packed_size(h->stats);
+                r->stats_buf = zp_xmalloc(r->stats_len);
+                zeps__shard_stats__pack(h->stats, r->stats_buf);
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    zeps__header__free_unpacked(h, NULL);
+    sub_finish(c, s, err);
+}
+
+/* Receive everything waiting on shard k. */
+static void drain_shard(zeps_client *c, int k)
+{
+    for (;;) {
+        zp_frames m;
+        if (zp_frames_recv(c->shards[k].sock, &m, ZMQ_DONTWAIT) != 0)
+            return;
+        on_reply(c, k, &m);
+        zp_frames_close(&m);
+    }
+}
+
+/* Resend or fail every outstanding sub past its deadline. */
+static void check_deadlines(zeps_client *c)
+{
+    uint64_t now = zp_now_ns();
+    for (int k = 0; k < c->nshards; k++) {
+        zeps_shard *sh = &c->shards[k];
+        int failed = 0;
+        for (zeps_sub *s = sh->out, *next; s; s = next) {
+            next = s->next;
+            if (s->deadline_ns > now)
+                continue;
+            if (s->retries >= s->max_retries) {
+                fail(c, ZEPS_ETIMEDOUT,
+                     "shard %d at %s did not answer %s after %d retries (%.1f s)", k,
+                     sh->endpoint, zp_op_name(s->req->op), s->retries,
+                     (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0);
+                sub_finish(c, s, ZEPS_ETIMEDOUT);
+                failed = 1;
+                continue;
+            }
+            s->retries++;
+            c->stats.retries++;
+            if (s->req->op == ZEPS__OP__HELLO)
+                zp_info("waiting for shard %d at %s (attempt %d of %d)", k, sh->endpoint,
+                        s->retries + 1, s->max_retries + 1);
+            else
+                zp_debug("resending %s %" PRIu64 " to shard %d (retry %d)",
+                         zp_op_name(s->req->op), s->seq, k, s->retries);
+            sub_send(c, s);
+        }
+        if (failed) {
+            /* Drop what ZeroMQ still queues for this shard (and the buffers it
+             * references); whatever is still outstanding goes out again. */
+            shard_reset(c, k);
+            for (zeps_sub *s = sh->out; s; s = s->next)
+                sub_send(c, s);
+        }
+    }
+}
+
+/* Wait up to timeout_ms for replies and handle them, then deadlines. */
+static void progress(zeps_client *c, long timeout_ms)
+{
+    uint64_t now = zp_now_ns(), next = UINT64_MAX;
+    for (int k = 0; k < c->nshards; k++)
+        for (zeps_sub *s = c->shards[k].out; s; s = s->next)
+            if (s->deadline_ns < next)
+                next = s->deadline_ns;
+    if (next != UINT64_MAX) {
+        long until = next > now ? (long)((next - now) / 1000000ull) + 1 : 0;
+        if (until < timeout_ms)
+            timeout_ms = until;
+    }
+    int n = zmq_poll(c->items, c->nshards, timeout_ms);
+    if (n > 0)
+        for (int k = 0; k < c->nshards; k++)
+            if (c->items[k].revents & ZMQ_POLLIN)
+                drain_shard(c, k);
+    check_deadlines(c);
+}
+
+/* --- requests --- */
+
+static zeps_req *req_new(zeps_client *c, int op, int nsub)
+{
+    zeps_req *r = zp_xcalloc(1, sizeof(*r) + (size_t)nsub * sizeof(zeps_sub));
+    r->c = c;
+    r->op = op;
+    r->table = UINT32_MAX;
+    atomic_init(&r->zrefs, 0);
+    return r;
+}
+
+/* Add a sub-request for shard k and send it. */
+static zeps_sub *req_add(zeps_req *r, int k)
+{
+    zeps_client *c = r->c;
+    while (c->shards[k].nout >= MAX_IN_FLIGHT)
+        progress(c, 10);
+    zeps_sub *s = &r->subs[r->nsub++];
+    memset(s, 0, sizeof(*s));
+    s->req = r;
+    s->shard = k;
+    s->req_id = ++c->next_req_id;
+    s->seq = ++c->shards[k].next_seq;
+    s->max_retries = c->opt.max_retries;
+    return s;
+}
+
+static void req_send(zeps_req *r, zeps_sub *s)
+{
+    zeps_client *c = r->c;
+    zeps_shard *sh = &c->shards[s->shard];
+    s->next = sh->out;
+    sh->out = s;
+    sh->nout++;
+    c->stats.requests++;
+    sub_send(c, s);
+}
+
+int zeps_wait(zeps_req **rp)
+{
+    zeps_req *r = *rp;
+    if (!r)
+        return ZEPS_EINVAL;
+    *rp = NULL;
+    zeps_client *c = r->c;
+    uint64_t t0 = zp_now_ns();
+    while (r->ndone < r->nsub)
+        progress(c, 1000);
+    /* ZeroMQ releases a payload once it is written out; the reply proves it
+     * was received, so this is at most a few microseconds. If it lingers
+     * (a failed request), drop the queues that hold it. */
+    uint64_t spin_until = zp_now_ns() + 100000000ull;
+    while (atomic_load_explicit(&r->zrefs, memory_order_acquire) > 0) {
+        if (zp_now_ns() > spin_until) {
+            for (int i = 0; i < r->nsub; i++)
+                shard_reset(c, r->subs[i].shard);
+            for (int k = 0; k < c->nshards; k++)
+                for (zeps_sub *s = c->shards[k].out; s; s = s->next)
+                    sub_send(c, s);
+            spin_until = UINT64_MAX;
+        }
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    c->stats.wait_s += (double)(zp_now_ns() - t0) * 1e-9;
+    int err = r->err;
+    free(r->stats_buf);
+    free(r);
+    return err;
+}
+
+/* --- connection --- */
+
+static void client_free(zeps_client *c)
+{
+    for (int k = 0; k < c->nshards; k++)
+        if (c->shards[k].sock)
+            zmq_close(c->shards[k].sock);
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+    for (uint32_t i = 0; i < c->ntables; i++) {
+        free(c->tables[i].ids);
+        free(c->tables[i].version);
+    }
+    free(c->tables);
+    free(c->shards);
+    free(c->items);
+    free(c);
+}
+
+static uint64_t random_incarnation(void)
+{
+    uint64_t x = zp_now_ns() ^ ((uint64_t)getpid() << 32);
+    FILE *f = fopen("/dev/urandom", "rb");
+    if (f) {
+        uint64_t r;
+        if (fread(&r, sizeof(r), 1, f) == 1)
+            x ^= r;
+        fclose(f);
+    }
+    return zp_mix64(x) | 1u;
+}
+
+static int hello_all(zeps_client *c)
+{
+    zeps_req *r = req_new(c, ZEPS__OP__HELLO, c->nshards);
+    int per_try = c->opt.request_timeout_ms < 1000 ? c->opt.request_timeout_ms : 1000;
+    int saved = c->opt.request_timeout_ms;
+    c->opt.request_timeout_ms = per_try;
+    for (int k = 0; k < c->nshards; k++) {
+        zeps_sub *s = req_add(r, k);
+        s->max_retries = c->opt.hello_timeout_ms / per_try;
+        req_send(r, s);
+    }
+    int rc = zeps_wait(&r);
+    c->opt.request_timeout_ms = saved;
+    return rc;
+}
+
+int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
+                              uint32_t rank, const zeps_options *opt)
+{
+    if (!out || !endpoints || num_shards < 1 || num_shards > ZP_MAX_SHARDS)
+        return ZEPS_EINVAL;
+    zeps_client *c = zp_xcalloc(1, sizeof(*c));
+    if (opt)
+        c->opt = *opt;
+    if (c->opt.request_timeout_ms <= 0)
+        c->opt.request_timeout_ms = 2000;
+    if (c->opt.max_retries <= 0)
+        c->opt.max_retries = 10;
+    if (c->opt.hello_timeout_ms <= 0)
+        c->opt.hello_timeout_ms = 30000;
+    c->rank = rank;
+    c->incarnation = c->opt.incarnation ? c->opt.incarnation : random_incarnation();
+    c->nshards = num_shards;
+    c->shards = zp_xcalloc((size_t)num_shards, sizeof(zeps_shard));
+    c->items = zp_xcalloc((size_t)num_shards, sizeof(zmq_pollitem_t));
+    c->zctx = zmq_ctx_new();
+    if (!c->zctx) {
+        free(c->shards);
+        free(c->items);
+        free(c);
+        return ZEPS_ETRANSPORT;
+    }
+    for (int k = 0; k < num_shards; k++) {
+        snprintf(c->shards[k].endpoint, sizeof(c->shards[k].endpoint), "%s", endpoints[k]);
+        if (shard_open(c, k) != 0) {
+            zp_error("cannot connect to shard %d at %s: %s", k, endpoints[k],
+                     zmq_strerror(zmq_errno()));
+            client_free(c);
+            return ZEPS_ETRANSPORT;
+        }
+    }
+    int rc = hello_all(c);
+    if (rc != 0) {
+        zp_error("%s", c->err);
+        client_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank)
+{
+    zp_config *cfg = zp_xmalloc(sizeof(*cfg));
+    char err[1024];
+    int rc = zp_config_load(cfg, cluster_file, err, sizeof(err));
+    if (rc != 0) {
+        zp_error("%s", err);
+        free(cfg);
+        return rc;
+    }
+    if (rank != ZEPS_RANK_TOOL && rank >= (uint32_t)cfg->num_workers) {
+        zp_error("rank %u is outside the cluster of %d workers in %s", rank, cfg->num_workers,
+                 cluster_file);
+        free(cfg);
+        return ZEPS_ERANK;
+    }
+    zeps_options opt = {
+        .request_timeout_ms = cfg->request_timeout_ms,
+        .max_retries = cfg->max_retries,
+        .hello_timeout_ms = cfg->hello_timeout_ms,
+        .num_workers = cfg->num_workers,
+    };
+    const char *eps[ZP_MAX_SHARDS];
+    for (int k = 0; k < cfg->num_shards; k++)
+        eps[k] = cfg->servers[k];
+    rc = zeps_client_new_endpoints(out, eps, cfg->num_shards, rank, &opt);
+    free(cfg);
+    return rc;
+}
+
+void zeps_client_destroy(zeps_client **cp)
+{
+    zeps_client *c = *cp;
+    if (!c)
+        return;
+    *cp = NULL;
+    if (c->rank != ZEPS_RANK_TOOL) {
+        /* Best effort and bounded: a gone server must not hold us up. */
+        int saved_t = c->opt.request_timeout_ms;
+        c->opt.request_timeout_ms = 500;
+        zeps_req *r = req_new(c, ZEPS__OP__BYE, c->nshards);
+        for (int k = 0; k < c->nshards; k++) {
+            zeps_sub *s = req_add(r, k);
+            s->max_retries = 1;
+            req_send(r, s);
+        }
+        zeps_wait(&r);
+        c->opt.request_timeout_ms = saved_t;
+    }
+    client_free(c);
+}
+
+/* --- tables --- */
+
+static uint64_t slice_begin(uint64_t length, int k, int nshards)
+{
+    return length * (uint64_t)k / (uint64_t)nshards;
+}
+
+int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table)
+{
+    if (!c || !spec || !spec->name || !table)
+        return ZEPS_EINVAL;
+    Zeps__TableSpec ts;
+    zeps__table_spec__init(&ts);
+    ts.name = (char *)spec->name;
+    ts.kind = 0;
+    ts.length = spec->length;
+    ts.optimizer = (char *)(spec->optimizer ? spec->optimizer : "sgd");
+    ts.lr = spec->lr;
+    ts.momentum = spec->momentum;
+    ts.beta1 = spec->beta1;
+    ts.beta2 = spec->beta2;
+    ts.eps = spec->eps;
+    ts.weight_decay = spec->weight_decay;
+    ts.init = (char *)(spec->init ? spec->init : "zeros");
+    ts.init_scale = spec->init_scale;
+    ts.seed = spec->seed;
+
+    zeps_req *r = req_new(c, ZEPS__OP__DECLARE, c->nshards);
+    r->spec = &ts;
+    for (int k = 0; k < c->nshards; k++)
+        req_send(r, req_add(r, k));
+    /* zeps_wait frees r: read the per-shard answers first. */
+    while (r->ndone < r->nsub)
+        progress(c, 1000);
+    uint32_t ids[ZP_MAX_SHARDS];
+    int bad = -1;
+    for (int k = 0; k < c->nshards; k++) {
+        ids[k] = r->subs[k].table;
+        uint64_t b = slice_begin(spec->length, k, c->nshards);
+        uint64_t e = slice_begin(spec->length, k + 1, c->nshards);
+        if (!r->err && (r->subs[k].offset != b || r->subs[k].count != e - b))
+            bad = k;
+    }
+    int rc = zeps_wait(&r);
+    if (rc != 0)
+        return rc;
+    if (bad >= 0)
+        return fail(c, ZEPS_EPROTO, "shard %d holds a different slice of table '%s' than expected",
+                    bad, spec->name);
+    for (uint32_t i = 0; i < c->ntables; i++) {
+        if (strcmp(c->tables[i].name, spec->name) == 0) {
+            *table = i;
+            return 0;
+        }
+    }
+    if (c->ntables == c->cap_tables) {
+        c->cap_tables = c->cap_tables ? 2 * c->cap_tables : 8;
+        c->tables = zp_xrealloc(c->tables, c->cap_tables * sizeof(*c->tables));
+    }
+    zeps_table_info *ti = &c->tables[c->ntables];
+    memset(ti, 0, sizeof(*ti));
+    snprintf(ti->name, sizeof(ti->name), "%s", spec->name);
+    ti->length = spec->length;
+    ti->ids = zp_xcalloc((size_t)c->nshards, sizeof(uint32_t));
+    ti->version = zp_xcalloc((size_t)c->nshards, sizeof(uint64_t));
+    memcpy(ti->ids, ids, (size_t)c->nshards * sizeof(uint32_t));
+    *table = c->ntables++;
+    return 0;
+}
+
+uint64_t zeps_table_length(const zeps_client *c, uint32_t table)
+{
+    return c && table < c->ntables ? c->tables[table].length : 0;
+}
+
+uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard)
+{
+    if (!c || table >= c->ntables || shard < 0 || shard >= c->nshards)
+        return 0;
+    return c->tables[table].version[shard];
+}
+
+/* Split [offset, offset + count) of a table over the shards and start one
+ * sub-request per shard touched. */
+static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, const float *src,
+                        uint64_t offset, uint64_t count, int64_t clock, zeps_req **req)
+{
+    if (!c || !req || (!dst && !src))
+        return ZEPS_EINVAL;
+    if (table >= c->ntables)
+        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
+    zeps_table_info *ti = &c->tables[table];
+    if (count == 0 || offset > ti->length || count > ti->length - offset)
+        return fail(c, ZEPS_ERANGE,
+                    "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64 ") are outside table '%s' of %" PRIu64,
+                    offset, offset, count, ti->name, ti->length);
+    zeps_req *r = req_new(c, op, c->nshards);
+    r->table = table;
+    r->clock = clock;
+    for (int k = 0; k < c->nshards; k++) {
+        uint64_t b = slice_begin(ti->length, k, c->nshards);
+        uint64_t e = slice_begin(ti->length, k + 1, c->nshards);
+        uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
+        if (lo >= hi)
+            continue;
+        zeps_sub *s = req_add(r, k);
+        s->table = ti->ids[k];
+        s->offset = lo;
+        s->count = hi - lo;
+        if (op == ZEPS__OP__PUSH) {
+            s->data = src + (lo - offset);
+            s->data_version = ti->version[k];
+            c->stats.bytes_out += s->count * sizeof(float);
+        } else {
+            s->dst = dst + (lo - offset);
+        }
+        req_send(r, s);
+    }
+    *req = r;
+    return 0;
+}
+
+int zeps_pull_start(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
+                    int64_t clock, zeps_req **req)
+{
+    return start_ranged(c, ZEPS__OP__PULL, table, dst, NULL, offset, count, clock, req);
+}
+
+int zeps_push_start(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,
+                    uint64_t count, int64_t clock, zeps_req **req)
+{
+    return start_ranged(c, ZEPS__OP__PUSH, table, NULL, grad, offset, count, clock, req);
+}
+
+int zeps_pull(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
+              int64_t clock)
+{
+    zeps_req *r;
+    int rc = zeps_pull_start(c, table, dst, offset, count, clock, &r);
+    return rc ? rc : zeps_wait(&r);
+}
+
+int zeps_push(zeps_client *c, uint32_t table, const float *grad, uint64_t offset, uint64_t count,
+              int64_t clock)
+{
+    zeps_req *r;
+    int rc = zeps_push_start(c, table, grad, offset, count, clock, &r);
+    return rc ? rc : zeps_wait(&r);
+}
+
+/* A request with one sub-request to each of `nshards` shards from `first`. */
+static int simple_all(zeps_client *c, int op, int64_t clock, int first, int n)
+{
+    zeps_req *r = req_new(c, op, n);
+    r->clock = clock;
+    for (int k = first; k < first + n; k++)
+        req_send(r, req_add(r, k));
+    return zeps_wait(&r);
+}
+
+int zeps_clock(zeps_client *c, int64_t clock)
+{
+    if (!c || clock < 0)
+        return ZEPS_EINVAL;
+    return simple_all(c, ZEPS__OP__CLOCK, clock, 0, c->nshards);
+}
+
+int zeps_barrier(zeps_client *c)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    /* Shard 0 keeps the cluster's barrier. */
+    return simple_all(c, ZEPS__OP__BARRIER, 0, 0, 1);
+}
+
+int zeps_stats_raw(zeps_client *c, int shard, void **buf, size_t *len)
+{
+    if (!c || shard < 0 || shard >= c->nshards || !buf || !len)
+        return ZEPS_EINVAL;
+    zeps_req *r = req_new(c, ZEPS__OP__STATS, 1);
+    req_send(r, req_add(r, shard));
+    while (r->ndone < r->nsub)
+        progress(c, 1000);
+    void *b = r->stats_buf;
+    size_t n = r->stats_len;
+    r->stats_buf = NULL;
+    int rc = zeps_wait(&r);
+    if (rc == 0 && !b)
+        rc = fail(c, ZEPS_EPROTO, "shard %d answered STATS without statistics", shard);
+    if (rc != 0) {
+        free(b);
+        return rc;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}
+
+int zeps_num_shards(const zeps_client *c)
+{
+    return c ? c->nshards : 0;
+}
+
+int zeps_num_workers(const zeps_client *c)
+{
+    return c ? c->nworkers : 0;
+}
+
+uint32_t zeps_rank(const zeps_client *c)
+{
+    return c ? c->rank : 0;
+}
+
+void zeps_client_get_stats(const zeps_client *c, zeps_client_stats *out)
+{
+    if (c && out)
+        *out = c->stats;
+}

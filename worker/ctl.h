@@ -1,0 +1,22 @@
+/*
+ * ctl.h - the subcommands of zepsctl, the operator tool. Each takes the
+ * arguments after its own name (argv[0] is the subcommand name) and returns
+ * the process exit status.
+ */
+#ifndef ZP_CTL_H
+#define ZP_CTL_H
+
+/* zepsctl status: ask every shard for STATS and print a table. */
+int zp_ctl_status(int argc, char **argv);
+
+/* zepsctl bench: zeps vs raw ZeroMQ throughput and latency on loopback. */
+int zp_ctl_bench(int argc, char **argv);
+
+/* zepsctl local: run a whole cluster on this machine and summarise it. */
+int zp_ctl_local(int argc, char **argv);
+
+/* Directory of the running executable (to find zeps-server / zeps-worker
+ * beside zepsctl); writes into buf and returns buf, or "" if unknown. */
+char *zp_ctl_bindir(char *buf, unsigned long len);
+
+#endif

@@ -1,0 +1,287 @@
+/*
+ * train.c - the training loop of zeps-worker.
+ *
+ * Iteration c (the worker's clock): pull every table as of clock c, compute
+ * the gradient of minibatch c, push it for clock c, tell the shards the
+ * clock is finished. The per-table requests of one step are all in flight
+ * together, and the next step's pulls start before this step's pushes are
+ * waited on, so pushes and pulls share the wire. Rank 0 evaluates the model
+ * after every eval_every epochs and at the end, after a barrier, so the
+ * final figure is of the parameters every worker contributed to.
+ */
+#include "train.h"
+
+#include <cblas.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+#include "zeps.h"
+
+typedef struct trainer {
+    const zp_config *cfg;
+    int rank;
+    zeps_client *client;
+    const zp_model_ops *ops;
+    zp_model *model;
+    int ntables;
+    zp_table_def defs[ZP_MODEL_MAX_TABLES];
+    uint32_t ids[ZP_MODEL_MAX_TABLES];
+    float *w[ZP_MODEL_MAX_TABLES];
+    float *g[ZP_MODEL_MAX_TABLES];
+    zeps_req *pulls[ZP_MODEL_MAX_TABLES];
+    zp_rng delay_rng;
+} trainer;
+
+static int declare_tables(trainer *t)
+{
+    const zp_config *cfg = t->cfg;
+    t->ntables = t->ops->tables(t->model, t->defs);
+    for (int i = 0; i < t->ntables; i++) {
+        zeps_table_spec spec = {
+            .name = t->defs[i].name,
+            .length = t->defs[i].length,
+            .optimizer = cfg->optimizer,
+            .lr = cfg->lr,
+            .momentum = cfg->momentum,
+            .beta1 = cfg->beta1,
+            .beta2 = cfg->beta2,
+            .eps = cfg->eps,
+            .weight_decay = cfg->weight_decay,
+            .init = t->defs[i].init,
+            .init_scale = t->defs[i].init_scale,
+            .seed = cfg->seed * 1000003ull + (uint64_t)i,
+        };
+        int rc = zeps_declare(t->client, &spec, &t->ids[i]);
+        if (rc != 0) {
+            zp_error("declaring table '%s': %s", spec.name, zeps_last_error(t->client));
+            return rc;
+        }
+        t->w[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
+        t->g[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
+    }
+    return 0;
+}
+
+static int start_pulls(trainer *t, int64_t clock)
+{
+    for (int i = 0; i < t->ntables; i++) {
+        int rc = zeps_pull_start(t->client, t->ids[i], t->w[i], 0, t->defs[i].length, clock,
+                                 &t->pulls[i]);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* Wait for every handle in reqs[0..n); returns the first error. */
+static int wait_all(zeps_req **reqs, int n)
+{
+    int first = 0;
+    for (int i = 0; i < n; i++) {
+        if (!reqs[i])
+            continue;
+        int rc = zeps_wait(&reqs[i]);
+        if (rc && !first)
+            first = rc;
+    }
+    return first;
+}
+
+static int push_all(trainer *t, int64_t clock)
+{
+    zeps_req *reqs[ZP_MODEL_MAX_TABLES] = {0};
+    int rc = 0;
+    for (int i = 0; i < t->ntables && rc == 0; i++)
+        rc = zeps_push_start(t->client, t->ids[i], t->g[i], 0, t->defs[i].length, clock,
+                             &reqs[i]);
+    int rc2 = wait_all(reqs, t->ntables);
+    return rc ? rc : rc2;
+}
+
+/* The injected compute delay of this step, from the seeded generator. */
+static void inject_delay(trainer *t)
+{
+    double ms = t->cfg->delay_ms;
+    if (t->cfg->delay_jitter_ms > 0)
+        ms += t->cfg->delay_jitter_ms * zp_rng_uniform(&t->delay_rng);
+    if (ms <= 0)
+        return;
+    struct timespec ts = {(time_t)(ms / 1000.0), (long)(fmod(ms, 1000.0) * 1e6)};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static void log_eval(const trainer *t, const char *what, const zp_eval *e)
+{
+    if (isnan(e->accuracy))
+        zp_info("%s: loss %.6g, |x - x*| %.4g, relative %.4g", what, e->loss, e->distance,
+                e->rel_distance);
+    else
+        zp_info("%s: test accuracy %.4f, test loss %.4f", what, e->accuracy, e->loss);
+}
+
+/* Rank 0: pull the current parameters at `clock` and evaluate them. */
+static int evaluate_now(trainer *t, int64_t clock, zp_eval *out, zp_train_result *res)
+{
+    double t0 = zp_now_s();
+    int rc = start_pulls(t, clock);
+    int rc2 = wait_all(t->pulls, t->ntables);
+    if (rc || rc2)
+        return rc ? rc : rc2;
+    rc = t->ops->evaluate(t->model, t->w, out);
+    res->eval_s += zp_now_s() - t0;
+    return rc;
+}
+
+static int train_loop(trainer *t, zp_train_result *res)
+{
+    const zp_config *cfg = t->cfg;
+    int spe = t->ops->steps_per_epoch(t->model);
+    int bex = t->ops->batch_examples(t->model);
+    int64_t total = (int64_t)spe * cfg->epochs;
+    double start = zp_now_s(), epoch_start = start, loss_sum = 0;
+    int rc = start_pulls(t, 0);
+    for (int64_t c = 0; c < total && rc == 0; c++) {
+        double a = zp_now_s();
+        rc = wait_all(t->pulls, t->ntables);
+        double b = zp_now_s();
+        if (rc)
+            break;
+        loss_sum += t->ops->grad(t->model, t->w, t->g, c);
+        inject_delay(t);
+        double d = zp_now_s();
+        rc = push_all(t, c);
+        if (rc == 0)
+            rc = zeps_clock(t->client, c);
+        if (rc == 0 && c + 1 < total)
+            rc = start_pulls(t, c + 1);
+        double e = zp_now_s();
+        res->comm_s += (b - a) + (e - d);
+        res->compute_s += d - b;
+        res->iterations++;
+        res->examples += bex;
+        if ((c + 1) % spe != 0 || rc != 0)
+            continue;
+        int epoch = (int)((c + 1) / spe);
+        double now = zp_now_s();
+        zp_info("epoch %d/%d: train loss %.4f, %.0f examples/s, communication %.1f%%", epoch,
+                cfg->epochs, loss_sum / spe, (double)spe * bex / (now - epoch_start),
+                100.0 * res->comm_s / (res->comm_s + res->compute_s));
+        loss_sum = 0;
+        epoch_start = now;
+        if (t->rank == 0 && epoch % cfg->eval_every == 0 && epoch < cfg->epochs) {
+            /* The pulls of step c + 1 are in flight into t->w: finish them
+             * first, evaluate what they brought, then start them again. */
+            zp_eval ev;
+            rc = wait_all(t->pulls, t->ntables);
+            if (rc == 0)
+                rc = t->ops->evaluate(t->model, t->w, &ev);
+            if (rc == 0) {
+                char what[64];
+                snprintf(what, sizeof(what), "epoch %d/%d", epoch, cfg->epochs);
+                log_eval(t, what, &ev);
+                rc = start_pulls(t, c + 1);
+            }
+            epoch_start = zp_now_s();
+        }
+    }
+    wait_all(t->pulls, t->ntables);
+    res->wall_s = zp_now_s() - start;
+    return rc;
+}
+
+int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
+{
+    trainer t = {.cfg = cfg, .rank = rank};
+    zp_train_result res = {.rank = rank, .epochs = cfg->epochs};
+    char err[1024] = "";
+    t.ops = zp_model_find(cfg->model);
+    if (!t.ops) {
+        zp_error("unknown model '%s' (known: %s)", cfg->model, zp_model_names());
+        return ZEPS_ECONFIG;
+    }
+    zp_rng_seed(&t.delay_rng, cfg->seed, 0xde1a7, (uint64_t)rank);
+    int rc = t.ops->create(&t.model, cfg, rank, cfg->num_workers, err, sizeof(err));
+    if (rc != 0) {
+        zp_error("model %s: %s", cfg->model, err);
+        return rc;
+    }
+    rc = zeps_client_new(&t.client, cfg->path, (uint32_t)rank);
+    if (rc == 0)
+        rc = declare_tables(&t);
+    if (rc == 0)
+        rc = zeps_barrier(t.client);
+    if (rc == 0) {
+        zp_info("training %s: %d epochs of %d steps, %d tables, %s", cfg->model, cfg->epochs,
+                t.ops->steps_per_epoch(t.model), t.ntables, zp_consistency_name(cfg->consistency));
+        rc = train_loop(&t, &res);
+        if (rc != 0)
+            zp_error("training stopped: %s", zeps_last_error(t.client));
+    }
+    /* Everyone finished pushing: rank 0 evaluates the final parameters. */
+    if (rc == 0)
+        rc = zeps_barrier(t.client);
+    if (rc == 0 && rank == 0) {
+        int64_t final_clock = res.iterations;
+        rc = evaluate_now(&t, final_clock, &res.final, &res);
+        if (rc == 0) {
+            res.evaluated = 1;
+            log_eval(&t, "final", &res.final);
+        }
+    }
+    zeps_client_destroy(&t.client);
+    for (int i = 0; i < t.ntables; i++) {
+        free(t.w[i]);
+        free(t.g[i]);
+    }
+    t.ops->destroy(&t.model);
+    *out = res;
+    return rc;
+}
+
+static void json_num(FILE *f, const char *key, double v, int valid)
+{
+    if (valid && isfinite(v))
+        fprintf(f, ",\"%s\":%.10g", key, v);
+    else
+        fprintf(f, ",\"%s\":null", key);
+}
+
+int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const char *path)
+{
+    char tmp[ZP_PATH_MAX + 8];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        zp_error("cannot write %s: %s", tmp, strerror(errno));
+        return ZEPS_EIO;
+    }
+    double active = r->compute_s + r->comm_s;
+    fprintf(f, "{\"rank\":%d,\"model\":\"%s\",\"consistency\":\"%s\",\"epochs\":%d", r->rank,
+            cfg->model, zp_consistency_name(cfg->consistency), r->epochs);
+    fprintf(f, ",\"iterations\":%lld,\"examples\":%lld", (long long)r->iterations,
+            (long long)r->examples);
+    json_num(f, "wall_s", r->wall_s, 1);
+    json_num(f, "compute_s", r->compute_s, 1);
+    json_num(f, "comm_s", r->comm_s, 1);
+    json_num(f, "eval_s", r->eval_s, 1);
+    json_num(f, "examples_per_s", r->wall_s > 0 ? r->examples / r->wall_s : 0, 1);
+    json_num(f, "comm_share", active > 0 ? r->comm_s / active : 0, 1);
+    json_num(f, "final_loss", r->final.loss, r->evaluated);
+    json_num(f, "final_accuracy", r->final.accuracy, r->evaluated);
+    json_num(f, "final_distance", r->final.distance, r->evaluated);
+    json_num(f, "final_rel_distance", r->final.rel_distance, r->evaluated);
+    fprintf(f, "}\n");
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {
+        zp_error("cannot write %s: %s", path, strerror(errno));
+        return ZEPS_EIO;
+    }
+    return 0;
+}

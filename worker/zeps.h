@@ -1,0 +1,151 @@
+/*
+ * zeps.h - the zeps client library (libzeps), public API.
+ *
+ * A zeps_client talks to every shard of one zeps cluster over ZeroMQ (one
+ * DEALER socket per shard). Tables are declared by name; pulls and pushes name
+ * a global element range of a table and the library slices it over the
+ * shards, sending the per-shard requests together and waiting for all of
+ * them. Every request carries (rank, incarnation, sequence); a request that
+ * gets no reply within the configured timeout is sent again, and the server
+ * applies each (rank, sequence) once, so a retry never applies a gradient
+ * twice.
+ *
+ * Threading: a zeps_client and the handles it gives out belong to one thread
+ * at a time. Separate clients are independent. Non-blocking requests travel
+ * while the caller computes (ZeroMQ's I/O thread moves the bytes); their
+ * replies are collected in zeps_wait().
+ *
+ * Errors: every function returns 0 (ZEPS_OK) or a zeps_err code; output
+ * parameters are written only on success. zeps_last_error() gives the text of
+ * the last failure, including the server's message for ERROR replies.
+ */
+#ifndef ZEPS_H
+#define ZEPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "zeps_errors.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ZEPS_VERSION_STRING "0.1.0"
+
+/* Rank used by tools (zepsctl) that observe a cluster without being a worker. */
+#define ZEPS_RANK_TOOL 0xffffffffu
+
+typedef struct zeps_client zeps_client;
+typedef struct zeps_req zeps_req;
+
+/* Options for zeps_client_new_endpoints(); zero-initialise, then set fields.
+ * A zero field takes the default given beside it. */
+typedef struct zeps_options {
+    int request_timeout_ms; /* resend after this long without a reply (2000) */
+    int max_retries;        /* give up with ZEPS_ETIMEDOUT after this many resends (10) */
+    int hello_timeout_ms;   /* how long zeps_client_new waits for every shard (30000) */
+    uint64_t incarnation;   /* 0: chosen at random */
+    int num_workers;        /* informative for tools; workers learn it from HELLO */
+} zeps_options;
+
+/* A table declaration. Every worker may declare the same table; a second
+ * declaration with an equal spec is a no-op, a different one is ZEPS_ECONFLICT. */
+typedef struct zeps_table_spec {
+    const char *name;      /* 1..63 chars of [A-Za-z0-9_.-] */
+    uint64_t length;       /* number of f32 elements */
+    const char *optimizer; /* "sgd" | "momentum" | "adagrad" | "adam" */
+    double lr;
+    double momentum;       /* momentum: mu (0.9 if 0) */
+    double beta1, beta2;   /* adam (0.9, 0.999 if 0) */
+    double eps;            /* adagrad/adam (1e-8 if 0) */
+    double weight_decay;   /* L2 added to the gradient (0) */
+    const char *init;      /* "zeros" | "constant" | "uniform" | "normal" (NULL = zeros) */
+    double init_scale;     /* constant value, uniform half-width, or normal stddev */
+    uint64_t seed;         /* initializer seed; same seed => same values on any shard count */
+} zeps_table_spec;
+
+/* Per-call timing a client accumulates (seconds), for the scaling figures. */
+typedef struct zeps_client_stats {
+    double wait_s;         /* time spent blocked in zeps_wait (communication not hidden) */
+    uint64_t requests;     /* requests sent, retries excluded */
+    uint64_t retries;      /* requests sent again after a timeout */
+    uint64_t bytes_out;    /* payload bytes pushed */
+    uint64_t bytes_in;     /* payload bytes pulled */
+} zeps_client_stats;
+
+/* Connect as worker `rank` to the cluster described by the cluster file at
+ * `path`. Waits (bounded, logged) until every shard answered HELLO. On success
+ * *out owns a new client; destroy it with zeps_client_destroy(). */
+int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank);
+
+/* The same from explicit shard endpoints (endpoints[i] is shard i). */
+int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
+                              uint32_t rank, const zeps_options *opt);
+
+/* Say BYE to every shard (best effort, bounded), close sockets, free. Takes
+ * *cp and sets it to NULL; NULL is ignored. */
+void zeps_client_destroy(zeps_client **cp);
+
+/* Declare a table on every shard. On success *table is its handle (a small
+ * index local to this client). */
+int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table);
+
+/* Number of elements of a declared table, or 0 for an unknown handle. */
+uint64_t zeps_table_length(const zeps_client *c, uint32_t table);
+
+/* Start pulling elements [offset, offset + count) of `table` into dst, as seen
+ * by a worker at `clock` (BSP/SSP may park the pull until that clock is
+ * allowed). dst must stay valid and untouched until zeps_wait() returns.
+ * On success *req is a wait handle. */
+int zeps_pull_start(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
+                    int64_t clock, zeps_req **req);
+
+/* Start pushing a gradient for elements [offset, offset + count) computed at
+ * `clock`. The bytes are sent without copying: grad must stay valid and
+ * unchanged until zeps_wait() returns. */
+int zeps_push_start(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,
+                    uint64_t count, int64_t clock, zeps_req **req);
+
+/* Wait until every shard answered the request (retrying as configured) and
+ * ZeroMQ released the caller's buffer. Takes *req (sets it to NULL) whatever
+ * the result. Returns the first error any shard replied with. */
+int zeps_wait(zeps_req **req);
+
+/* Blocking forms of the above. */
+int zeps_pull(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
+              int64_t clock);
+int zeps_push(zeps_client *c, uint32_t table, const float *grad, uint64_t offset, uint64_t count,
+              int64_t clock);
+
+/* Tell every shard this worker finished clock `clock` (its clock becomes
+ * clock + 1). Clocks must not go backwards. */
+int zeps_clock(zeps_client *c, int64_t clock);
+
+/* Block until every worker of the cluster entered the barrier. */
+int zeps_barrier(zeps_client *c);
+
+/* The version of `table`'s slice on `shard` as returned by the last pull
+ * (0 before any). */
+uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard);
+
+/* Cluster layout learnt at HELLO. */
+int zeps_num_shards(const zeps_client *c);
+int zeps_num_workers(const zeps_client *c);
+uint32_t zeps_rank(const zeps_client *c);
+
+/* The client's accumulated timing and byte counters. */
+void zeps_client_get_stats(const zeps_client *c, zeps_client_stats *out);
+
+/* Text of the last error on this client ("" if none). Valid until the next call. */
+const char *zeps_last_error(const zeps_client *c);
+
+/* Ask shard `shard` for its statistics. On success *buf is a malloc'ed
+ * protobuf-encoded zeps.ShardStats message of *len bytes that the caller
+ * frees. (zepsctl decodes it; other programs may ignore this.) */
+int zeps_stats_raw(zeps_client *c, int shard, void **buf, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/*
+ * zepsctl.c - entry point of the operator tool: dispatches to the
+ * subcommands in ctl_*.c.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ctl.h"
+#include "util.h"
+#include "zeps.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: zepsctl <command> [options]\n"
+               "\n"
+               "commands:\n"
+               "  local    run a whole cluster (servers + workers) on this machine\n"
+               "  status   ask every shard of a cluster for its state\n"
+               "  bench    zeps vs raw ZeroMQ throughput and latency on loopback\n"
+               "  version  print the version\n"
+               "\n"
+               "'zepsctl <command> --help' describes a command's options.\n");
+}
+
+char *zp_ctl_bindir(char *buf, unsigned long len)
+{
+    ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+    if (n <= 0) {
+        buf[0] = '\0';
+        return buf;
+    }
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    if (slash)
+        *slash = '\0';
+    return buf;
+}
+
+int main(int argc, char **argv)
+{
+    zp_malloc_tune();
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "local") == 0)
+        return zp_ctl_local(argc - 1, argv + 1);
+    if (strcmp(cmd, "status") == 0)
+        return zp_ctl_status(argc - 1, argv + 1);
+    if (strcmp(cmd, "bench") == 0)
+        return zp_ctl_bench(argc - 1, argv + 1);
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("zepsctl %s (protocol %d)\n", ZEPS_VERSION_STRING, 1);
+        return 0;
+    }
+    if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    fprintf(stderr, "zepsctl: unknown command '%s'\n", cmd);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,152 @@
+/*
+ * harness.c - see harness.h.
+ */
+#include "harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+const char *zt_bin(const char *name, char *buf, size_t len)
+{
+    const char *dir = getenv("ZEPS_BINDIR");
+    snprintf(buf, len, "%s/%s", dir ? dir : ".", name);
+    return buf;
+}
+
+pid_t zt_spawn(const char *path, char *const argv[], const char *log)
+{
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid != 0)
+        return pid;
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent)
+        _exit(127);
+    if (log) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+    }
+    execv(path, argv);
+    fprintf(stderr, "exec %s: %s\n", path, strerror(errno));
+    _exit(127);
+}
+
+int zt_wait(pid_t pid, double timeout_s)
+{
+    struct timespec ts = {0, 10000000};
+    for (double t = 0; t < timeout_s; t += 0.01) {
+        int st;
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid)
+            return st;
+        if (r < 0)
+            return -1;
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
+                     const char *extra, const char *training)
+{
+    memset(c, 0, sizeof(*c));
+    snprintf(c->dir, sizeof(c->dir), "/tmp/zeps-test-XXXXXX");
+    if (!mkdtemp(c->dir))
+        return -1;
+    c->nservers = nservers;
+    c->nworkers = nworkers;
+    snprintf(c->conf, sizeof(c->conf), "%s/cluster.conf", c->dir);
+    FILE *f = fopen(c->conf, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "cluster = {\n  servers = [");
+    for (int k = 0; k < nservers; k++) {
+        snprintf(c->endpoints[k], sizeof(c->endpoints[k]), "ipc://%s/shard-%d", c->dir, k);
+        fprintf(f, "%s\"%s\"", k ? ", " : "", c->endpoints[k]);
+    }
+    fprintf(f, "];\n  workers = %d;\n  consistency = \"%s\";\n%s\n};\n", nworkers, consistency,
+            extra ? extra : "");
+    if (training)
+        fprintf(f, "training = {\n%s\n};\n", training);
+    fclose(f);
+
+    char bin[512];
+    zt_bin("zeps-server", bin, sizeof(bin));
+    for (int k = 0; k < nservers; k++) {
+        char shard[16], log[400];
+        snprintf(shard, sizeof(shard), "%d", k);
+        snprintf(log, sizeof(log), "%s/server-%d.log", c->dir, k);
+        char *argv[] = {bin, "--config", c->conf, "--shard", shard, NULL};
+        c->pids[k] = zt_spawn(bin, argv, log);
+    }
+    /* Ready when a tool can say HELLO to every shard. */
+    const char *eps[ZT_MAX_SERVERS];
+    for (int k = 0; k < nservers; k++)
+        eps[k] = c->endpoints[k];
+    zeps_options opt = {.request_timeout_ms = 200, .hello_timeout_ms = 10000};
+    zeps_client *probe;
+    if (zeps_client_new_endpoints(&probe, eps, nservers, ZEPS_RANK_TOOL, &opt) != 0)
+        return -1;
+    zeps_client_destroy(&probe);
+    return 0;
+}
+
+int zt_cluster_stop(zt_cluster *c)
+{
+    int bad = 0;
+    for (int k = 0; k < c->nservers; k++)
+        if (c->pids[k] > 0)
+            kill(c->pids[k], SIGTERM);
+    for (int k = 0; k < c->nservers; k++) {
+        if (c->pids[k] <= 0)
+            continue;
+        int st = zt_wait(c->pids[k], 10.0);
+        if (st < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            bad++;
+        c->pids[k] = 0;
+    }
+    if (!getenv("ZEPS_TEST_KEEP")) {
+        char cmd[400];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", c->dir);
+        if (system(cmd) != 0)
+            bad++;
+    }
+    return bad;
+}
+
+zeps_client *zt_client(const zt_cluster *c, uint32_t rank)
+{
+    const char *eps[ZT_MAX_SERVERS];
+    for (int k = 0; k < c->nservers; k++)
+        eps[k] = c->endpoints[k];
+    zeps_options opt = {.request_timeout_ms = 1000, .hello_timeout_ms = 10000};
+    zeps_client *cl = NULL;
+    if (zeps_client_new_endpoints(&cl, eps, c->nservers, rank, &opt) != 0)
+        return NULL;
+    return cl;
+}
+
+void *zt_raw_socket(void *zctx, const zt_cluster *c, int k)
+{
+    void *s = zmq_socket(zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_connect(s, c->endpoints[k]);
+    return s;
+}

@@ -1,0 +1,53 @@
+/*
+ * harness.h - helpers for tests that run real zeps processes.
+ *
+ * A zt_cluster is S zeps-server processes started from a generated cluster
+ * file in a private temporary directory, on ipc:// endpoints inside it, so
+ * tests never collide on ports. Children get PR_SET_PDEATHSIG, so a test that
+ * dies on a failed assertion takes its servers with it.
+ */
+#ifndef ZT_HARNESS_H
+#define ZT_HARNESS_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "zeps.h"
+
+#define ZT_MAX_SERVERS 8
+
+typedef struct zt_cluster {
+    char dir[256];
+    char conf[320];
+    int nservers, nworkers;
+    pid_t pids[ZT_MAX_SERVERS];
+    char endpoints[ZT_MAX_SERVERS][300];
+} zt_cluster;
+
+/* Path of a zeps binary ("zeps-server"): $ZEPS_BINDIR/name. */
+const char *zt_bin(const char *name, char *buf, size_t len);
+
+/* Write the cluster file (cluster section with `extra` lines appended inside
+ * it, then `training` text if not NULL) and start the servers; waits until
+ * each answers HELLO. Returns 0 or -1. */
+int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
+                     const char *extra, const char *training);
+
+/* SIGTERM every server, wait (bounded), SIGKILL stragglers, remove the dir.
+ * Returns the number of servers that did not exit 0 on SIGTERM. */
+int zt_cluster_stop(zt_cluster *c);
+
+/* Start a program with argv, output appended to `log` (NULL: inherit). */
+pid_t zt_spawn(const char *path, char *const argv[], const char *log);
+
+/* Wait for pid up to timeout_s; returns its wait status, or -1 on timeout
+ * (the process is then killed). */
+int zt_wait(pid_t pid, double timeout_s);
+
+/* A client for worker `rank` of the cluster. */
+zeps_client *zt_client(const zt_cluster *c, uint32_t rank);
+
+/* A raw DEALER socket connected to shard k (linger 0). */
+void *zt_raw_socket(void *zctx, const zt_cluster *c, int k);
+
+#endif

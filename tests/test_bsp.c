@@ -1,0 +1,253 @@
+/*
+ * test_bsp.c - BSP with real processes: bit-for-bit determinism, pulls that
+ * wait for their round, and the barrier.
+ *
+ * N worker processes train a table through S real shards. Each sleeps a
+ * random time before every push, seeded from its pid and the clock, so
+ * pushes reach the shards in different orders on every run. The final
+ * parameters must be bit-identical across repeated runs and equal to a
+ * single-process reference that sums the same per-worker gradients in rank
+ * order and applies the same optimizer.
+ */
+#include <check.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "zeps.pb-c.h"
+#include "optim.h"
+#include "util.h"
+#include "zeps.h"
+
+#define L 1003
+#define STEPS 12
+
+static const zeps_table_spec spec = {
+    .name = "w", .length = L, .optimizer = "adam", .lr = 0.01,
+    .init = "normal", .init_scale = 0.5, .seed = 7,
+};
+
+/* Worker r's gradient at step c: a deterministic function of the
+ * parameters it pulled, so any difference in what was applied before shows. */
+static void gradient(const float *w, float *g, int r, int64_t c)
+{
+    for (int i = 0; i < L; i++)
+        g[i] = 0.1f * sinf(w[i] * (float)(r + 1) + 0.01f * (float)c) +
+               0.001f * (float)((i * 7 + r * 13) % 17);
+}
+
+static void msleep_random(unsigned *seed)
+{
+    struct timespec ts = {0, (long)(rand_r(seed) % 3000) * 1000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Child: train as rank r, exit 0 on success. */
+static void worker(const zt_cluster *cl, int r)
+{
+    zeps_client *c = zt_client(cl, (uint32_t)r);
+    if (!c)
+        _exit(10);
+    uint32_t t;
+    if (zeps_declare(c, &spec, &t) != 0)
+        _exit(11);
+    float *w = malloc(L * sizeof(float)), *g = malloc(L * sizeof(float));
+    unsigned seed = (unsigned)(getpid() ^ zp_now_ns());
+    for (int64_t k = 0; k < STEPS; k++) {
+        if (zeps_pull(c, t, w, 0, L, k) != 0)
+            _exit(12);
+        gradient(w, g, r, k);
+        msleep_random(&seed);
+        if (zeps_push(c, t, g, 0, L, k) != 0)
+            _exit(13);
+        if (zeps_clock(c, k) != 0)
+            _exit(14);
+    }
+    free(w);
+    free(g);
+    zeps_client_destroy(&c);
+    _exit(0);
+}
+
+/* Run the cluster once; the final parameters go to out. */
+static void run_cluster(int nworkers, int nservers, float *out)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, nservers, nworkers, "bsp", NULL, NULL), 0);
+    pid_t pids[8];
+    for (int r = 0; r < nworkers; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0)
+            worker(&cl, r);
+    }
+    for (int r = 0; r < nworkers; r++) {
+        int st = zt_wait(pids[r], 60);
+        ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "worker %d failed (status %d)", r, st);
+    }
+    zeps_client *c = zt_client(&cl, 0); /* rank 0 again, new incarnation */
+    ck_assert_ptr_nonnull(c);
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    ck_assert_int_eq(zeps_pull(c, t, out, 0, L, STEPS), 0);
+    for (int k = 0; k < nservers; k++)
+        ck_assert_uint_eq(zeps_pulled_version(c, t, k), STEPS); /* one update per round */
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+/* The same training in one process. */
+static void reference(int nworkers, float *w)
+{
+    const zp_optim_ops *ops = zp_optim_find(spec.optimizer);
+    zp_hyper h = {.lr = (float)spec.lr};
+    zp_hyper_defaults(&h);
+    float *state = calloc((size_t)ops->state_per_param * L, sizeof(float));
+    float *acc = malloc(L * sizeof(float)), *g = malloc(L * sizeof(float));
+    zp_init_fill(w, 0, L, ZP_INIT_NORMAL, spec.init_scale, spec.seed);
+    for (int64_t k = 0; k < STEPS; k++) {
+        gradient(w, acc, 0, k);
+        for (int r = 1; r < nworkers; r++) {
+            gradient(w, g, r, k);
+            for (int i = 0; i < L; i++)
+                acc[i] += g[i];
+        }
+        ops->apply(w, state, acc, L, L, &h, (uint64_t)k,
+                   nworkers == 1 ? 1.0f : 1.0f / (float)nworkers);
+    }
+    free(state);
+    free(acc);
+    free(g);
+}
+
+static const int layouts[][2] = {{1, 1}, {2, 1}, {3, 2}, {4, 3}};
+
+START_TEST(test_deterministic)
+{
+    int n = layouts[_i][0], s = layouts[_i][1];
+    float *a = malloc(L * sizeof(float)), *b = malloc(L * sizeof(float));
+    float *ref = malloc(L * sizeof(float));
+    run_cluster(n, s, a);
+    run_cluster(n, s, b);
+    reference(n, ref);
+    ck_assert_msg(memcmp(a, b, L * sizeof(float)) == 0, "N=%d S=%d: two runs differ", n, s);
+    int diff = -1;
+    for (int i = 0; i < L && diff < 0; i++)
+        if (memcmp(&a[i], &ref[i], sizeof(float)) != 0)
+            diff = i;
+    ck_assert_msg(diff < 0, "N=%d S=%d: element %d is %.9g, reference %.9g", n, s, diff,
+                  diff >= 0 ? a[diff] : 0, diff >= 0 ? ref[diff] : 0);
+    /* and training moved the parameters */
+    float init[L];
+    zp_init_fill(init, 0, L, ZP_INIT_NORMAL, spec.init_scale, spec.seed);
+    ck_assert(memcmp(init, a, sizeof(init)) != 0);
+    free(a);
+    free(b);
+    free(ref);
+}
+END_TEST
+
+/* A pull for clock 1 waits until every worker pushed clock 0. */
+START_TEST(test_pull_waits_for_round)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", NULL, NULL), 0);
+    zeps_client *c0 = zt_client(&cl, 0), *c1 = zt_client(&cl, 1);
+    uint32_t t0, t1;
+    zeps_table_spec sp = {.name = "v", .length = 10, .optimizer = "sgd", .lr = 1.0};
+    ck_assert_int_eq(zeps_declare(c0, &sp, &t0), 0);
+    ck_assert_int_eq(zeps_declare(c1, &sp, &t1), 0);
+    float g[10], v[10];
+    for (int i = 0; i < 10; i++)
+        g[i] = 1.0f;
+    ck_assert_int_eq(zeps_push(c0, t0, g, 0, 10, 0), 0);
+    zeps_req *r;
+    ck_assert_int_eq(zeps_pull_start(c0, t0, v, 0, 10, 1, &r), 0);
+    /* rank 1 has not pushed: the pull must still be parked after 1.5 s,
+     * longer than the client's request timeout (it keeps it alive). */
+    struct timespec ts = {1, 500000000};
+    nanosleep(&ts, NULL);
+    void *buf;
+    size_t len;
+    ck_assert_int_eq(zeps_stats_raw(c1, 0, &buf, &len), 0);
+    Zeps__ShardStats *st = zeps__shard_stats__unpack(NULL, len, buf);
+    ck_assert_uint_eq(st->tables[0]->parked, 1);
+    ck_assert_uint_eq(st->tables[0]->version, 0);
+    zeps__shard_stats__free_unpacked(st, NULL);
+    free(buf);
+    for (int i = 0; i < 10; i++)
+        g[i] = 3.0f;
+    ck_assert_int_eq(zeps_push(c1, t1, g, 0, 10, 0), 0);
+    ck_assert_int_eq(zeps_wait(&r), 0);
+    for (int i = 0; i < 10; i++)
+        ck_assert_float_eq(v[i], -2.0f); /* 0 - 1.0 * (1 + 3) / 2 */
+    /* a push for a round that is not being collected is refused */
+    ck_assert_int_eq(zeps_push(c0, t0, g, 0, 10, 5), ZEPS_ECLOCK);
+    zeps_client_destroy(&c0);
+    zeps_client_destroy(&c1);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+START_TEST(test_barrier)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 3, "bsp", NULL, NULL), 0);
+    int fds[2];
+    ck_assert_int_eq(pipe(fds), 0);
+    pid_t kids[2];
+    for (int r = 1; r <= 2; r++) {
+        kids[r - 1] = fork();
+        if (kids[r - 1] == 0) {
+            close(fds[0]);
+            if (r == 2)
+                sleep(2); /* the last to arrive */
+            zeps_client *c = zt_client(&cl, (uint32_t)r);
+            if (!c || zeps_barrier(c) != 0)
+                _exit(1);
+            double now = zp_now_s();
+            if (write(fds[1], &now, sizeof(now)) != sizeof(now))
+                _exit(2);
+            zeps_client_destroy(&c);
+            _exit(0);
+        }
+    }
+    close(fds[1]);
+    zeps_client *c0 = zt_client(&cl, 0);
+    double t0 = zp_now_s();
+    ck_assert_int_eq(zeps_barrier(c0), 0);
+    double waited = zp_now_s() - t0;
+    ck_assert_msg(waited > 1.5, "barrier released after %.2f s, before the last worker", waited);
+    for (int i = 0; i < 2; i++) {
+        double t;
+        ck_assert_int_eq(read(fds[0], &t, sizeof(t)), sizeof(t));
+        int st = zt_wait(kids[i], 30);
+        ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    close(fds[0]);
+    zeps_client_destroy(&c0);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("bsp");
+    TCase *tc = tcase_create("processes");
+    tcase_set_timeout(tc, 240);
+    tcase_add_loop_test(tc, test_deterministic, 0, (int)(sizeof(layouts) / sizeof(layouts[0])));
+    tcase_add_test(tc, test_pull_waits_for_round);
+    tcase_add_test(tc, test_barrier);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

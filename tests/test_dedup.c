@@ -1,0 +1,203 @@
+/*
+ * test_dedup.c - a duplicated or retried request is applied once.
+ *
+ * Two angles, both against a real zeps-server: a raw socket sends the same
+ * (rank, incarnation, seq) PUSH twice; and a real client whose server is
+ * frozen (SIGSTOP) past the request timeout resends its push, the server
+ * wakes up to both copies, and applies one.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include "harness.h"
+#include "util.h"
+#include "wire.h"
+#include "zeps.h"
+#include "zeps.pb-c.h"
+
+#define LEN 64
+
+static Zeps__Header *roundtrip(void *sock, Zeps__Op op, uint64_t inc, uint64_t seq,
+                               const float *vals)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = op;
+    h.req_id = seq;
+    h.rank = 1;
+    h.incarnation = inc;
+    h.seq = seq;
+    h.count = vals ? LEN : 0;
+    uint8_t buf[256];
+    size_t hl = zeps__header__pack(&h, buf);
+    ck_assert_int_ge(zmq_send(sock, buf, hl, vals ? ZMQ_SNDMORE : 0), 0);
+    if (vals)
+        ck_assert_int_ge(zmq_send(sock, vals, LEN * sizeof(float), 0), 0);
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
+    zp_frames m;
+    ck_assert_int_eq(zp_frames_recv(sock, &m, 0), 0);
+    Zeps__Header *rep = zp_header_unpack(&m.f[0]);
+    zp_frames_close(&m);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->op != ZEPS__OP__ERROR, "error: %s", rep->error_text);
+    return rep;
+}
+
+static uint32_t push_flags(void *sock, uint64_t inc, uint64_t seq, const float *vals)
+{
+    Zeps__Header *rep = roundtrip(sock, ZEPS__OP__PUSH, inc, seq, vals);
+    uint32_t f = rep->flags;
+    zeps__header__free_unpacked(rep, NULL);
+    return f;
+}
+
+static float value(zeps_client *c, uint32_t t)
+{
+    float v[LEN];
+    ck_assert_int_eq(zeps_pull(c, t, v, 0, LEN, 0), 0);
+    for (int i = 1; i < LEN; i++)
+        ck_assert_float_eq(v[i], v[0]);
+    return v[0];
+}
+
+static const zeps_table_spec spec = {.name = "d", .length = LEN, .optimizer = "sgd", .lr = 1.0};
+
+START_TEST(test_raw_duplicate)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    void *zctx = zmq_ctx_new();
+    void *sock = zt_raw_socket(zctx, &cl, 0);
+    const uint64_t inc = 0x1234;
+    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc, 1, NULL), NULL);
+
+    float ones[LEN];
+    for (int i = 0; i < LEN; i++)
+        ones[i] = 1.0f;
+    ck_assert_uint_eq(push_flags(sock, inc, 5, ones), 0);
+    ck_assert_float_eq(value(c, t), -1.0f);
+    ck_assert_uint_eq(push_flags(sock, inc, 5, ones), ZP_FLAG_DUPLICATE);
+    ck_assert_float_eq(value(c, t), -1.0f); /* not applied again */
+    ck_assert_uint_eq(push_flags(sock, inc, 6, ones), 0);
+    ck_assert_float_eq(value(c, t), -2.0f);
+    ck_assert_uint_eq(push_flags(sock, inc, 5, ones), ZP_FLAG_DUPLICATE); /* late copy */
+    ck_assert_uint_eq(push_flags(sock, inc, 200, ones), 0);
+    ck_assert_uint_eq(push_flags(sock, inc, 7, ones), ZP_FLAG_DUPLICATE); /* below the window */
+    ck_assert_float_eq(value(c, t), -3.0f);
+    /* a gap inside the window is a new request */
+    ck_assert_uint_eq(push_flags(sock, inc, 190, ones), 0);
+    ck_assert_uint_eq(push_flags(sock, inc, 190, ones), ZP_FLAG_DUPLICATE);
+    ck_assert_float_eq(value(c, t), -4.0f);
+
+    /* a new incarnation (a restarted worker) starts its numbers afresh */
+    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc + 1, 1, NULL), NULL);
+    ck_assert_uint_eq(push_flags(sock, inc + 1, 5, ones), 0);
+    ck_assert_float_eq(value(c, t), -5.0f);
+
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+START_TEST(test_client_retry_applied_once)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
+    const char *eps[1] = {cl.endpoints[0]};
+    zeps_options opt = {.request_timeout_ms = 200, .max_retries = 50};
+    zeps_client *c;
+    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    float ones[LEN];
+    for (int i = 0; i < LEN; i++)
+        ones[i] = 1.0f;
+
+    /* Freeze the server for 1.2 s: the push is resent about 5 times. */
+    ck_assert_int_eq(kill(cl.pids[0], SIGSTOP), 0);
+    pid_t waker = fork();
+    if (waker == 0) {
+        struct timespec ts = {1, 200000000};
+        nanosleep(&ts, NULL);
+        kill(cl.pids[0], SIGCONT);
+        _exit(0);
+    }
+    ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), 0);
+    zt_wait(waker, 10);
+    zeps_client_stats st;
+    zeps_client_get_stats(c, &st);
+    ck_assert_msg(st.retries >= 2, "only %llu retries", (unsigned long long)st.retries);
+    ck_assert_float_eq(value(c, t), -1.0f); /* applied exactly once */
+
+    void *buf;
+    size_t len;
+    ck_assert_int_eq(zeps_stats_raw(c, 0, &buf, &len), 0);
+    Zeps__ShardStats *ss = zeps__shard_stats__unpack(NULL, len, buf);
+    ck_assert_uint_eq(ss->n_workers, 1);
+    ck_assert_uint_ge(ss->workers[0]->duplicates, 1);
+    ck_assert_uint_eq(ss->workers[0]->pushes, 1);
+    ck_assert_uint_eq(ss->tables[0]->version, 1);
+    zeps__shard_stats__free_unpacked(ss, NULL);
+    free(buf);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+/* A server that never answers fails the request, bounded, and the client
+ * gets the buffer back. */
+START_TEST(test_dead_server_times_out)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
+    const char *eps[1] = {cl.endpoints[0]};
+    zeps_options opt = {.request_timeout_ms = 100, .max_retries = 3};
+    zeps_client *c;
+    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    ck_assert_int_eq(kill(cl.pids[0], SIGSTOP), 0);
+    float *ones = malloc(LEN * sizeof(float));
+    for (int i = 0; i < LEN; i++)
+        ones[i] = 1.0f;
+    double t0 = zp_now_s();
+    ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), ZEPS_ETIMEDOUT);
+    double took = zp_now_s() - t0;
+    ck_assert_msg(took > 0.3 && took < 3.0, "gave up after %.2f s", took);
+    ck_assert_ptr_nonnull(strstr(zeps_last_error(c), "did not answer"));
+    free(ones); /* zeps_wait returned: ZeroMQ no longer references it (ASan checks) */
+    kill(cl.pids[0], SIGCONT);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("dedup");
+    TCase *tc = tcase_create("processes");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_raw_duplicate);
+    tcase_add_test(tc, test_client_retry_applied_once);
+    tcase_add_test(tc, test_dead_server_times_out);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

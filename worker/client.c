@@ -754,21 +754,35 @@ int zeps_push(zeps_client *c, uint32_t table, const float *grad, uint64_t offset
     return rc ? rc : zeps_wait(&r);
 }
 
-/* A request with one sub-request to each of `nshards` shards from `first`. */
-static int simple_all(zeps_client *c, int op, int64_t clock, int first, int n)
+/* Start a request with one sub-request to each of shards [first, first + n). */
+static zeps_req *simple_start(zeps_client *c, int op, int64_t clock, int first, int n)
 {
     zeps_req *r = req_new(c, op, n);
     r->clock = clock;
     for (int k = first; k < first + n; k++)
         req_send(r, req_add(r, k));
+    return r;
+}
+
+static int simple_all(zeps_client *c, int op, int64_t clock, int first, int n)
+{
+    zeps_req *r = simple_start(c, op, clock, first, n);
     return zeps_wait(&r);
+}
+
+int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)
+{
+    if (!c || clock < 0 || !req)
+        return ZEPS_EINVAL;
+    *req = simple_start(c, ZEPS__OP__CLOCK, clock, 0, c->nshards);
+    return 0;
 }
 
 int zeps_clock(zeps_client *c, int64_t clock)
 {
-    if (!c || clock < 0)
-        return ZEPS_EINVAL;
-    return simple_all(c, ZEPS__OP__CLOCK, clock, 0, c->nshards);
+    zeps_req *r;
+    int rc = zeps_clock_start(c, clock, &r);
+    return rc ? rc : zeps_wait(&r);
 }
 
 int zeps_barrier(zeps_client *c)

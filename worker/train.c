@@ -93,14 +93,22 @@ static int wait_all(zeps_req **reqs, int n)
     return first;
 }
 
-static int push_all(trainer *t, int64_t clock)
+/* Push every table's gradient for `clock`, say the clock is finished, and
+ * (unless this was the last step) start the next step's pulls, all in
+ * flight together; then wait for the pushes and the clock. Messages to one
+ * shard keep their order, so the pulls see this worker's own pushes. */
+static int push_clock_pull(trainer *t, int64_t clock, int pull_next)
 {
-    zeps_req *reqs[ZP_MODEL_MAX_TABLES] = {0};
+    zeps_req *reqs[ZP_MODEL_MAX_TABLES + 1] = {0};
     int rc = 0;
     for (int i = 0; i < t->ntables && rc == 0; i++)
         rc = zeps_push_start(t->client, t->ids[i], t->g[i], 0, t->defs[i].length, clock,
                              &reqs[i]);
-    int rc2 = wait_all(reqs, t->ntables);
+    if (rc == 0)
+        rc = zeps_clock_start(t->client, clock, &reqs[t->ntables]);
+    if (rc == 0 && pull_next)
+        rc = start_pulls(t, clock + 1);
+    int rc2 = wait_all(reqs, t->ntables + 1);
     return rc ? rc : rc2;
 }
 
@@ -156,11 +164,7 @@ static int train_loop(trainer *t, zp_train_result *res)
         loss_sum += t->ops->grad(t->model, t->w, t->g, c);
         inject_delay(t);
         double d = zp_now_s();
-        rc = push_all(t, c);
-        if (rc == 0)
-            rc = zeps_clock(t->client, c);
-        if (rc == 0 && c + 1 < total)
-            rc = start_pulls(t, c + 1);
+        rc = push_clock_pull(t, c, c + 1 < total);
         double e = zp_now_s();
         res->comm_s += (b - a) + (e - d);
         res->compute_s += d - b;

@@ -122,6 +122,9 @@ int zeps_push(zeps_client *c, uint32_t table, const float *grad, uint64_t offset
  * clock + 1). Clocks must not go backwards. */
 int zeps_clock(zeps_client *c, int64_t clock);
 
+/* Non-blocking form of zeps_clock(): on success *req is a wait handle. */
+int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req);
+
 /* Block until every worker of the cluster entered the barrier. */
 int zeps_barrier(zeps_client *c);
 

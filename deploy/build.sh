@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Configure and build zeps into $ZEPS_BUILD_DIR (default: build/ in the
+# source tree). Extra arguments go to cmake's configure step.
+set -euo pipefail
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${ZEPS_BUILD_DIR:-$src/build}
+cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+cmake --build "$build" -j"$(nproc)"

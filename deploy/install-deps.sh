@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install what zeps needs to build, test and run, from the Debian archive.
+# Only missing packages are installed; a machine that has them all is left
+# alone (no apt-get update). Needs root, or sudo.
+set -euo pipefail
+
+PACKAGES=(
+    build-essential cmake pkg-config
+    libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev
+    libopenblas-dev libconfig-dev zlib1g-dev
+    check libsubunit-dev
+    dataset-fashion-mnist
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing+=("$p")
+    fi
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null; then
+        SUDO=(sudo)
+    else
+        echo "install-deps: missing packages (${missing[*]}) and not root; run as root or install them" >&2
+        exit 1
+    fi
+fi
+echo "install-deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+"${SUDO[@]}" apt-get update -qq
+"${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

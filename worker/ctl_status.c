@@ -1,0 +1,422 @@
+/*
+ * ctl_status.c - `zepsctl status`: ask shards for their statistics (STATS)
+ * and print them as tables or JSON.
+ *
+ * The command doubles as a readiness probe, so its exit status means
+ * something: 0 only if every shard asked answered. For the whole cluster it
+ * connects through libzeps as a tool (rank ZEPS_RANK_TOOL), whose HELLO also
+ * checks that each endpoint really serves the shard the cluster file says.
+ * When that fails, or when one shard is asked with --shard, it sends STATS
+ * straight to each shard on its own DEALER socket instead: that way a probe of
+ * shard i never waits on another shard (a StatefulSet with ordered start-up
+ * would otherwise deadlock), and a failure names every shard that did not
+ * answer, with its endpoint, not just the first.
+ */
+#define _GNU_SOURCE
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zmq.h>
+
+#include "config.h"
+#include "ctl.h"
+#include "log.h"
+#include "util.h"
+#include "wire.h"
+#include "zeps.h"
+#include "zeps.pb-c.h"
+
+#define DEFAULT_TIMEOUT_MS 3000
+#define PROBE_RETRIES      2 /* a probe must answer quickly: at most this many resends */
+
+typedef struct status_opts {
+    const char *config;
+    int shard; /* -1: all */
+    bool json;
+    int timeout_ms;
+} status_opts;
+
+/* What one shard answered: the packed ShardStats, or why there is none. */
+typedef struct answer {
+    void *buf; /* malloc'ed; NULL if the shard did not answer */
+    size_t len;
+    char why[320];
+} answer;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: zepsctl status --config FILE [--shard I] [--json] [--timeout MS]\n\n"
+            "Asks every shard of the cluster in FILE (or only shard I) for its state and\n"
+            "prints, per shard, a header line, its tables and its workers.\n\n"
+            "  --config FILE   the cluster file\n"
+            "  --shard I       ask shard I only (and wait for no other shard)\n"
+            "  --json          print a JSON array with one object per shard\n"
+            "  --timeout MS    how long to wait for the shards (default %d; with a shard\n"
+            "                  down, the command takes up to about twice this)\n\n"
+            "Exit status: 0 if every shard asked answered, 1 if one did not, 2 on bad\n"
+            "options or a bad cluster file.\n",
+            DEFAULT_TIMEOUT_MS);
+}
+
+static bool parse_int(const char *opt, const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || *end || v < lo || v > hi) {
+        fprintf(stderr, "zepsctl status: %s wants an integer in [%d, %d], not '%s'\n", opt, lo, hi,
+                s);
+        return false;
+    }
+    *out = (int)v;
+    return true;
+}
+
+/* Returns -1 to go on, or the exit status. */
+static int parse_opts(int argc, char **argv, status_opts *o)
+{
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, 'c'}, {"shard", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 't'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    };
+    *o = (status_opts){.shard = -1, .timeout_ms = DEFAULT_TIMEOUT_MS};
+    optind = 1;
+    opterr = 0; /* getopt would name us "status" */
+    int c;
+    while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        bool ok = true;
+        if (c == 'h') {
+            usage(stdout);
+            return 0;
+        } else if (c == 'c') {
+            o->config = optarg;
+        } else if (c == 's') {
+            ok = parse_int("--shard", optarg, 0, ZP_MAX_SHARDS - 1, &o->shard);
+        } else if (c == 'j') {
+            o->json = true;
+        } else if (c == 't') {
+            ok = parse_int("--timeout", optarg, 10, 3600000, &o->timeout_ms);
+        } else {
+            fprintf(stderr, "zepsctl status: unknown option or missing value: '%s'\n",
+                    argv[optind - 1]);
+            ok = false;
+        }
+        if (!ok)
+            return 2;
+    }
+    if (optind < argc || !o->config) {
+        fprintf(stderr,
+                optind < argc ? "zepsctl status: unexpected argument '%s'\n"
+                              : "zepsctl status: --config FILE is required%s\n",
+                optind < argc ? argv[optind] : "");
+        usage(stderr);
+        return 2;
+    }
+    return -1;
+}
+
+/* ------------------------------------------------------------ asking */
+
+/* Keep the packed ShardStats of shard `i`'s STATS reply `h` in *a, after
+ * checking it is the shard the cluster file says. */
+static void take_reply(const zp_config *cfg, int i, const Zeps__Header *h, answer *a)
+{
+    if (h->op == ZEPS__OP__ERROR) {
+        snprintf(a->why, sizeof(a->why), "answered with an error: %s",
+                 h->error_text && *h->error_text ? h->error_text : zeps_strerror(h->error));
+    } else if (h->op != ZEPS__OP__STATS || !h->stats) {
+        snprintf(a->why, sizeof(a->why), "answered STATS with %s and no statistics",
+                 zp_op_name(h->op));
+    } else if (h->stats->shard != (uint32_t)i ||
+               h->stats->num_shards != (uint32_t)cfg->num_shards) {
+        snprintf(a->why, sizeof(a->why), "answered as shard %u of %u, not %d of %d",
+                 h->stats->shard, h->stats->num_shards, i, cfg->num_shards);
+    } else {
+        a->len = zeps__shard_stats__get_packed_size(h->stats);
+        a->buf = zp_xmalloc(a->len ? a->len : 1);
+        zeps__shard_stats__pack(h->stats, a->buf);
+    }
+}
+
+static void *probe_open(void *ctx, const char *endpoint)
+{
+    void *s = zmq_socket(ctx, ZMQ_DEALER);
+    int zero = 0;
+    if (!s)
+        return NULL;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__STATS;
+    h.req_id = 1;
+    h.rank = ZEPS_RANK_TOOL;
+    if (zmq_connect(s, endpoint) != 0 || zp_header_send(s, &h, ZMQ_DONTWAIT) != 0) {
+        zmq_close(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Send STATS straight to shards [first, first + n), each on its own DEALER
+ * socket, and collect the replies that come within timeout_ms into a[]. */
+static void probe(const zp_config *cfg, int first, int n, int timeout_ms, answer *a)
+{
+    void *ctx = zmq_ctx_new();
+    zmq_pollitem_t *items = zp_xcalloc((size_t)n, sizeof(*items));
+    for (int k = 0; k < n; k++) {
+        items[k].socket = ctx ? probe_open(ctx, cfg->servers[first + k]) : NULL;
+        items[k].events = ZMQ_POLLIN;
+        if (!items[k].socket)
+            snprintf(a[k].why, sizeof(a[k].why), "cannot connect: %s", zmq_strerror(zmq_errno()));
+    }
+    double deadline = zp_now_s() + timeout_ms / 1e3;
+    for (int left = n; left > 0 && zp_now_s() < deadline;) {
+        long ms = (long)((deadline - zp_now_s()) * 1e3) + 1;
+        if (zmq_poll(items, n, ms > 0 ? ms : 0) < 0)
+            break;
+        for (int k = 0; k < n; k++) {
+            zp_frames m;
+            if (!items[k].socket || !(items[k].revents & ZMQ_POLLIN) ||
+                zp_frames_recv(items[k].socket, &m, ZMQ_DONTWAIT) != 0)
+                continue;
+            Zeps__Header *h = m.n >= 1 ? zp_header_unpack(&m.f[0]) : NULL;
+            if (h)
+                take_reply(cfg, first + k, h, &a[k]);
+            else
+                snprintf(a[k].why, sizeof(a[k].why), "sent a reply that is not a zeps header");
+            zeps__header__free_unpacked(h, NULL);
+            zp_frames_close(&m);
+            zmq_close(items[k].socket);
+            items[k].socket = NULL;
+            left--;
+        }
+    }
+    for (int k = 0; k < n; k++) {
+        if (items[k].socket) {
+            snprintf(a[k].why, sizeof(a[k].why), "did not answer within %.1f s", timeout_ms / 1e3);
+            zmq_close(items[k].socket);
+        }
+    }
+    free(items);
+    if (ctx)
+        zmq_ctx_term(ctx);
+}
+
+/* Ask every shard through libzeps; false if the client could not connect
+ * (HELLO failed), and a[] is then untouched. */
+static bool ask_all(const zp_config *cfg, int timeout_ms, answer *a)
+{
+    /* At least 1 retry: the library reads 0 as its default of 10. */
+    int retries = cfg->max_retries < PROBE_RETRIES ? cfg->max_retries : PROBE_RETRIES;
+    zeps_options opt = {
+        .request_timeout_ms =
+            cfg->request_timeout_ms < timeout_ms ? cfg->request_timeout_ms : timeout_ms,
+        .max_retries = retries > 0 ? retries : 1,
+        .hello_timeout_ms = timeout_ms,
+        .num_workers = cfg->num_workers,
+    };
+    const char *eps[ZP_MAX_SHARDS];
+    for (int k = 0; k < cfg->num_shards; k++)
+        eps[k] = cfg->servers[k];
+    zeps_client *c = NULL;
+    if (zeps_client_new_endpoints(&c, eps, cfg->num_shards, ZEPS_RANK_TOOL, &opt) != 0)
+        return false;
+    for (int k = 0; k < cfg->num_shards; k++) {
+        void *buf;
+        size_t len;
+        if (zeps_stats_raw(c, k, &buf, &len) == 0) {
+            a[k].buf = buf;
+            a[k].len = len;
+        } else {
+            snprintf(a[k].why, sizeof(a[k].why), "%s", zeps_last_error(c));
+        }
+    }
+    zeps_client_destroy(&c);
+    return true;
+}
+
+/* ------------------------------------------------------------ printing */
+
+/* A byte count for people: "812 B", "1.5 KiB", "3.2 MiB", "1.1 GiB". */
+static const char *human(uint64_t n, char *buf, size_t len)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024 && u < 4) {
+        v /= 1024;
+        u++;
+    }
+    snprintf(buf, len, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+    return buf;
+}
+
+static void print_shard(const Zeps__ShardStats *st)
+{
+    char in[32], out[32], held[32];
+    printf("shard %u/%u  incarnation %016" PRIx64 "  consistency %s  uptime %.1f s  "
+           "requests %" PRIu64 "  errors %" PRIu64 "  bytes in %s  out %s\n",
+           st->shard, st->num_shards, st->incarnation, st->consistency, st->uptime_s, st->requests,
+           st->errors, human(st->bytes_in, in, sizeof(in)), human(st->bytes_out, out, sizeof(out)));
+    printf("  tables (%zu)\n", st->n_tables);
+    if (st->n_tables)
+        printf("    %3s  %-20s %-25s %10s %10s %10s %10s %6s %11s  %s\n", "id", "name",
+               "slice [begin, end)", "version", "rounds", "pushes", "pulls", "parked", "bytes held",
+               "optimizer");
+    for (size_t i = 0; i < st->n_tables; i++) {
+        const Zeps__TableStats *t = st->tables[i];
+        char slice[64];
+        snprintf(slice, sizeof(slice), "[%" PRIu64 ", %" PRIu64 ")", t->slice_begin, t->slice_end);
+        printf("    %3u  %-20s %-25s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
+               " %6" PRIu64 " %11s  %s\n",
+               t->id, t->name, slice, t->version, t->rounds, t->pushes, t->pulls, t->parked,
+               human(t->bytes_param, held, sizeof(held)), t->optimizer);
+    }
+    printf("  workers (%zu of %u joined)\n", st->n_workers, st->num_workers);
+    if (st->n_workers)
+        printf("    %5s %10s  %-16s %10s %10s %10s %12s\n", "rank", "clock", "incarnation",
+               "pushes", "pulls", "duplicates", "last seen s");
+    for (size_t i = 0; i < st->n_workers; i++) {
+        const Zeps__WorkerStats *w = st->workers[i];
+        printf("    %5u %10" PRId64 "  %016" PRIx64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
+               " %12.1f\n",
+               w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
+               w->last_seen_s);
+    }
+}
+
+/* A JSON string (names come from the network: escape everything needed). */
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; s && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            printf("\\%c", c);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
+static void json_table(const Zeps__TableStats *t)
+{
+    printf("{\"id\": %u, \"name\": ", t->id);
+    json_str(t->name);
+    printf(", \"length\": %" PRIu64 ", \"slice_begin\": %" PRIu64 ", \"slice_end\": %" PRIu64
+           ", \"version\": %" PRIu64 ", \"rounds\": %" PRIu64 ", \"pushes\": %" PRIu64
+           ", \"pulls\": %" PRIu64 ", \"parked\": %" PRIu64 ", \"bytes_param\": %" PRIu64
+           ", \"optimizer\": ",
+           t->length, t->slice_begin, t->slice_end, t->version, t->rounds, t->pushes, t->pulls,
+           t->parked, t->bytes_param);
+    json_str(t->optimizer);
+    putchar('}');
+}
+
+/* One shard's object. Incarnations are hex strings: JSON readers keep only
+ * 53 bits of a number. */
+static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const char *ep)
+{
+    printf("  {\"shard\": %d, \"endpoint\": ", i);
+    json_str(ep);
+    if (!st) {
+        printf(", \"answered\": false, \"error\": ");
+        json_str(a->why);
+        printf("}");
+        return;
+    }
+    printf(", \"answered\": true, \"num_shards\": %u, \"num_workers\": %u, "
+           "\"incarnation\": \"%016" PRIx64 "\", \"consistency\": ",
+           st->num_shards, st->num_workers, st->incarnation);
+    json_str(st->consistency);
+    printf(", \"uptime_s\": %.3f, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
+           ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ",\n   \"tables\": [",
+           st->uptime_s, st->requests, st->errors, st->bytes_in, st->bytes_out);
+    for (size_t k = 0; k < st->n_tables; k++) {
+        printf("%s\n    ", k ? "," : "");
+        json_table(st->tables[k]);
+    }
+    printf("],\n   \"workers\": [");
+    for (size_t k = 0; k < st->n_workers; k++) {
+        const Zeps__WorkerStats *w = st->workers[k];
+        printf("%s\n    {\"rank\": %u, \"clock\": %" PRId64 ", \"incarnation\": \"%016" PRIx64
+               "\", \"pushes\": %" PRIu64 ", \"pulls\": %" PRIu64 ", \"duplicates\": %" PRIu64
+               ", \"last_seen_s\": %.3f}",
+               k ? "," : "", w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
+               w->last_seen_s);
+    }
+    printf("]}");
+}
+
+/* Print every answer; returns how many shards did not answer. */
+static int print_answers(const zp_config *cfg, int first, int n, answer *a, bool json)
+{
+    int missing = 0;
+    if (json)
+        printf("[\n");
+    for (int k = 0; k < n; k++) {
+        Zeps__ShardStats *st =
+            a[k].buf ? zeps__shard_stats__unpack(NULL, a[k].len, a[k].buf) : NULL;
+        if (a[k].buf && !st)
+            snprintf(a[k].why, sizeof(a[k].why), "sent statistics that do not decode");
+        if (!st) {
+            missing++;
+            fprintf(stderr, "zepsctl status: shard %d (%s) %s\n", first + k,
+                    cfg->servers[first + k], a[k].why);
+        }
+        if (json)
+            json_shard(first + k, st, &a[k], cfg->servers[first + k]);
+        else if (st)
+            print_shard(st);
+        if (json)
+            printf("%s\n", k + 1 < n ? "," : "");
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    if (json)
+        printf("]\n");
+    fflush(stdout);
+    return missing;
+}
+
+int zp_ctl_status(int argc, char **argv)
+{
+    status_opts o;
+    int rc = parse_opts(argc, argv, &o);
+    if (rc >= 0)
+        return rc;
+    zp_config *cfg = zp_xmalloc(sizeof(*cfg));
+    char err[1024];
+    if (zp_config_load(cfg, o.config, err, sizeof(err)) != 0) {
+        rc = 2;
+    } else if (o.shard >= cfg->num_shards) {
+        snprintf(err, sizeof(err), "--shard %d, but %s has %d shards", o.shard, o.config,
+                 cfg->num_shards);
+        rc = 2;
+    }
+    if (rc == 2) {
+        fprintf(stderr, "zepsctl status: %s\n", err);
+        free(cfg);
+        return 2;
+    }
+    /* The library's progress lines ("waiting for shard ...") are noise here;
+     * its errors name the shard, so keep those. */
+    zp_log_init("zepsctl", ZP_LOG_ERROR);
+    int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
+    answer *a = zp_xcalloc((size_t)n, sizeof(*a));
+    if (o.shard >= 0 || !ask_all(cfg, o.timeout_ms, a))
+        probe(cfg, first, n, o.timeout_ms, a);
+    rc = print_answers(cfg, first, n, a, o.json) ? 1 : 0;
+    for (int k = 0; k < n; k++)
+        free(a[k].buf);
+    free(a);
+    free(cfg);
+    return rc;
+}

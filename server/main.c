@@ -8,7 +8,6 @@
  * of a deployment. The cluster file is read and checked before any socket
  * is opened; a bad one exits with status 2.
  */
-#include <cblas.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "mathenv.h"
 #include "server.h"
 #include "util.h"
 #include "zeps_errors.h"
@@ -43,6 +43,7 @@ static int parse_index(const char *text, int *out)
 
 int main(int argc, char **argv)
 {
+    zp_mathenv_setup(argv);
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"shard", required_argument, NULL, 's'},
         {"log-level", required_argument, NULL, 'l'}, {"version", no_argument, NULL, 'V'},
@@ -102,7 +103,6 @@ int main(int argc, char **argv)
     snprintf(who, sizeof(who), "server[%d]", shard);
     zp_log_init(who, (zp_log_level)lv);
     zp_malloc_tune();
-    openblas_set_num_threads(1); /* the loop and ZeroMQ's I/O thread need the cores */
     signal(SIGPIPE, SIG_IGN);
 
     zp_server *srv;

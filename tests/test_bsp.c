@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "mathenv.h"
 #include "harness.h"
 #include "zeps.pb-c.h"
 #include "optim.h"
@@ -236,8 +237,9 @@ START_TEST(test_barrier)
 }
 END_TEST
 
-int main(void)
+int main(int argc, char **argv)
 {
+    zp_mathenv_setup(argv);
     Suite *s = suite_create("bsp");
     TCase *tc = tcase_create("processes");
     tcase_set_timeout(tc, 240);

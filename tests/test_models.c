@@ -19,6 +19,7 @@
 #include <cblas.h>
 #include <zlib.h>
 
+#include "mathenv.h"
 #include "config.h"
 #include "mnist.h"
 #include "model.h"
@@ -804,9 +805,9 @@ static Suite *models_suite(void)
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
-    openblas_set_num_threads(1);
+    zp_mathenv_setup(argv);
     SRunner *sr = srunner_create(models_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "mathenv.h"
 #include "optim.h"
 #include "zeps_errors.h"
 
@@ -488,8 +489,9 @@ static Suite *optim_suite(void)
     return s;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    zp_mathenv_setup(argv);
     SRunner *sr = srunner_create(optim_suite());
     srunner_run_all(sr, CK_NORMAL);
     int failed = srunner_ntests_failed(sr);

@@ -7,7 +7,6 @@
  * (JOB_COMPLETION_INDEX on Kubernetes, SLURM_PROCID on Slurm). Exits 0 when
  * training finished, 1 when it failed, 2 on bad usage or configuration.
  */
-#include <cblas.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +15,7 @@
 
 #include "config.h"
 #include "log.h"
+#include "mathenv.h"
 #include "train.h"
 #include "util.h"
 #include "zeps.h"
@@ -41,6 +41,7 @@ static const char *rank_from_env(void)
 
 int main(int argc, char **argv)
 {
+    zp_mathenv_setup(argv);
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"rank", required_argument, NULL, 'r'},
         {"log-level", required_argument, NULL, 'l'}, {"version", no_argument, NULL, 'V'},
@@ -101,7 +102,6 @@ int main(int argc, char **argv)
     snprintf(who, sizeof(who), "worker[%ld]", rank);
     zp_log_init(who, lv < 0 ? ZP_LOG_INFO : (zp_log_level)lv);
     zp_malloc_tune();
-    openblas_set_num_threads(1);
     signal(SIGPIPE, SIG_IGN);
 
     zp_train_result res;

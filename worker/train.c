@@ -277,10 +277,12 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
     json_num(f, "eval_s", r->eval_s, 1);
     json_num(f, "examples_per_s", r->wall_s > 0 ? r->examples / r->wall_s : 0, 1);
     json_num(f, "comm_share", active > 0 ? r->comm_s / active : 0, 1);
+    /* classifiers report accuracy, quadratic the distance to x*; the other is null */
+    int classifier = r->evaluated && !isnan(r->final.accuracy);
     json_num(f, "final_loss", r->final.loss, r->evaluated);
-    json_num(f, "final_accuracy", r->final.accuracy, r->evaluated);
-    json_num(f, "final_distance", r->final.distance, r->evaluated);
-    json_num(f, "final_rel_distance", r->final.rel_distance, r->evaluated);
+    json_num(f, "final_accuracy", r->final.accuracy, classifier);
+    json_num(f, "final_distance", r->final.distance, r->evaluated && !classifier);
+    json_num(f, "final_rel_distance", r->final.rel_distance, r->evaluated && !classifier);
     fprintf(f, "}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {

@@ -297,6 +297,54 @@ START_TEST(test_good_push_after_bad)
 }
 END_TEST
 
+/* A server limited to 1 MiB drops a 2 MiB message (and that connection)
+ * before allocating it, and keeps serving others; a client that knows the
+ * limit refuses to send it, with ETOOBIG. */
+START_TEST(test_oversized)
+{
+    zt_cluster big;
+    ck_assert_int_eq(zt_cluster_start(&big, 1, 2, "async", "  max_message_mb = 1;", NULL), 0);
+    zeps_client *c = zt_client(&big, 0);
+    ck_assert_ptr_nonnull(c);
+    const uint64_t n = 600000; /* 2.4 MB */
+    zeps_table_spec sp = {.name = "big", .length = n, .optimizer = "sgd", .lr = 0.1};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &sp, &t), 0);
+    float *v = calloc(n, sizeof(float));
+    void *ctx = zmq_ctx_new();
+    void *s = zt_raw_socket(ctx, &big, 0);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__PUSH;
+    h.rank = 1;
+    h.count = n;
+    uint8_t hb[256];
+    size_t hl = zeps__header__pack(&h, hb);
+    ck_assert_int_ge(zmq_send(s, hb, hl, ZMQ_SNDMORE), 0);
+    ck_assert_int_ge(zmq_send(s, v, n * sizeof(float), 0), 0);
+    zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};
+    ck_assert_int_eq(zmq_poll(&it, 1, 1000), 0); /* dropped: no reply */
+    /* the server is still there for everyone else */
+    ck_assert_int_eq(zeps_pull(c, t, v, 0, 1000, 0), 0);
+    ck_assert_float_eq(v[0], 0.0f);
+    zmq_close(s);
+    zmq_ctx_term(ctx);
+    zeps_client_destroy(&c);
+
+    const char *eps[1] = {big.endpoints[0]};
+    zeps_options opt = {.max_message_bytes = 1u << 20};
+    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
+    ck_assert_int_eq(zeps_declare(c, &sp, &t), 0);
+    ck_assert_int_eq(zeps_push(c, t, v, 0, n, 0), ZEPS_ETOOBIG);
+    ck_assert_ptr_nonnull(strstr(zeps_last_error(c), "max_message_mb"));
+    ck_assert_int_eq(zeps_push(c, t, v, 0, 1000, 0), 0); /* small ones still go */
+    free(v);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&big), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("protocol");
@@ -315,6 +363,10 @@ int main(void)
     tcase_add_test(tc, test_bad_rank_and_state);
     tcase_add_test(tc, test_declare_conflicts);
     tcase_add_test(tc, test_good_push_after_bad);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("limits");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_oversized);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
     srunner_run_all(sr, CK_NORMAL);

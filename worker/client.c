@@ -573,6 +573,7 @@ int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank)
         .max_retries = cfg->max_retries,
         .hello_timeout_ms = cfg->hello_timeout_ms,
         .num_workers = cfg->num_workers,
+        .max_message_bytes = cfg->max_message_bytes,
     };
     const char *eps[ZP_MAX_SHARDS];
     for (int k = 0; k < cfg->num_shards; k++)
@@ -700,6 +701,19 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
         return fail(c, ZEPS_ERANGE,
                     "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64 ") are outside table '%s' of %" PRIu64,
                     offset, offset, count, ti->name, ti->length);
+    /* The servers drop messages over max_message_bytes (and the connection
+     * with them): refuse such a request here, with a reason, instead. */
+    uint64_t limit = c->opt.max_message_bytes;
+    for (int k = 0; limit && op == ZEPS__OP__PUSH && k < c->nshards; k++) {
+        uint64_t b = slice_begin(ti->length, k, c->nshards);
+        uint64_t e = slice_begin(ti->length, k + 1, c->nshards);
+        uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
+        if (lo < hi && (hi - lo) * sizeof(float) + 1024 > limit)
+            return fail(c, ZEPS_ETOOBIG,
+                        "a push of %" PRIu64 " bytes to shard %d of table '%s' exceeds "
+                        "max_message_mb (%" PRIu64 " bytes)",
+                        (hi - lo) * (uint64_t)sizeof(float), k, ti->name, limit);
+    }
     zeps_req *r = req_new(c, op, c->nshards);
     r->table = table;
     r->clock = clock;

@@ -47,6 +47,7 @@ typedef struct zeps_options {
     int hello_timeout_ms;   /* how long zeps_client_new waits for every shard (30000) */
     uint64_t incarnation;   /* 0: chosen at random */
     int num_workers;        /* informative for tools; workers learn it from HELLO */
+    uint64_t max_message_bytes; /* refuse larger payloads with ZEPS_ETOOBIG (0: no limit) */
 } zeps_options;
 
 /* A table declaration. Every worker may declare the same table; a second

@@ -1,0 +1,179 @@
+/*
+ * test_table.c - server/table.c and server/workers.c: declarations,
+ * conflicts, slicing, copy-on-write of the parameter buffer, and the
+ * duplicate window.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mathenv.h"
+#include "table.h"
+#include "workers.h"
+#include "zeps_errors.h"
+
+static Zeps__TableSpec spec_of(const char *name, uint64_t len, const char *opt)
+{
+    Zeps__TableSpec s;
+    zeps__table_spec__init(&s);
+    s.name = (char *)name;
+    s.length = len;
+    s.optimizer = (char *)opt;
+    s.lr = 0.5;
+    s.init = "constant";
+    s.init_scale = 2.0;
+    return s;
+}
+
+START_TEST(test_slices_cover_table)
+{
+    char err[256];
+    for (int S = 1; S <= 7; S++) {
+        uint64_t next = 0;
+        for (int k = 0; k < S; k++) {
+            Zeps__TableSpec sp = spec_of("w", 1000003, "sgd");
+            zp_table *t;
+            ck_assert_int_eq(zp_table_new(&t, 0, &sp, k, S, 2, err, sizeof(err)), 0);
+            ck_assert_uint_eq(t->begin, next);
+            ck_assert_uint_eq(t->n, t->end - t->begin);
+            ck_assert_float_eq(t->params->data[t->n - 1], 2.0f);
+            next = t->end;
+            zp_table_destroy(&t);
+            ck_assert_ptr_null(t);
+        }
+        ck_assert_uint_eq(next, 1000003);
+    }
+}
+END_TEST
+
+START_TEST(test_bad_specs)
+{
+    char err[256];
+    zp_table *t = NULL;
+    Zeps__TableSpec sp = spec_of("", 10, "sgd");
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), ZEPS_EINVAL);
+    sp = spec_of("a b", 10, "sgd");
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "[A-Za-z0-9_.-]"));
+    sp = spec_of("w", 0, "sgd");
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "length 0"));
+    sp = spec_of("w", 1ull << 40, "sgd");
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), ZEPS_EINVAL);
+    sp = spec_of("w", 10, "nesterov");
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), ZEPS_EOPTIM);
+    ck_assert_ptr_nonnull(strstr(err, "nesterov"));
+    sp = spec_of("w", 10, "sgd");
+    sp.init = "xavier";
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "xavier"));
+    sp = spec_of("w", 10, "sgd");
+    sp.kind = 1;
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_null(t); /* output written only on success */
+}
+END_TEST
+
+START_TEST(test_check_same)
+{
+    char err[256];
+    Zeps__TableSpec sp = spec_of("w", 100, "adam");
+    zp_table *t;
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_table_check_same(t, &sp, err, sizeof(err)), 0);
+    /* a zero field means the default: beta2 = 0 and beta2 = 0.999 are the same */
+    Zeps__TableSpec d = sp;
+    d.beta2 = 0.999;
+    ck_assert_int_eq(zp_table_check_same(t, &d, err, sizeof(err)), 0);
+    d = sp;
+    d.lr = 0.25;
+    ck_assert_int_eq(zp_table_check_same(t, &d, err, sizeof(err)), ZEPS_ECONFLICT);
+    ck_assert_ptr_nonnull(strstr(err, "lr = 0.5, not 0.25"));
+    d = sp;
+    d.seed = 9;
+    ck_assert_int_eq(zp_table_check_same(t, &d, err, sizeof(err)), ZEPS_ECONFLICT);
+    ck_assert_ptr_nonnull(strstr(err, "seed"));
+    d = sp;
+    d.optimizer = "sgd";
+    ck_assert_int_eq(zp_table_check_same(t, &d, err, sizeof(err)), ZEPS_ECONFLICT);
+    zp_table_destroy(&t);
+}
+END_TEST
+
+/* While a reply holds the buffer, an update writes into a copy: the bytes
+ * the reply references keep the values of the version it names. */
+START_TEST(test_copy_on_write)
+{
+    char err[256];
+    Zeps__TableSpec sp = spec_of("w", 8, "sgd");
+    zp_table *t;
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), 0);
+    float g[8];
+    for (int i = 0; i < 8; i++)
+        g[i] = 1.0f;
+    zp_buf *held = zp_table_params_ref(t);
+    zp_table_apply(t, g, 0, 8, 1.0f);
+    ck_assert_ptr_ne(held, t->params);
+    ck_assert_float_eq(held->data[3], 2.0f);    /* what the reply sends */
+    ck_assert_float_eq(t->params->data[3], 1.5f); /* 2 - 0.5 * 1 */
+    ck_assert_uint_eq(t->version, 1);
+    zp_buf_release(held->data, held); /* ZeroMQ done with it: freed */
+    zp_buf *cur = t->params;
+    zp_table_apply(t, g, 2, 3, 2.0f); /* no reply holds it: in place, sub-range */
+    ck_assert_ptr_eq(cur, t->params);
+    ck_assert_float_eq(t->params->data[1], 1.5f);
+    ck_assert_float_eq(t->params->data[2], 0.5f);
+    ck_assert_float_eq(t->params->data[5], 1.5f);
+    ck_assert_uint_eq(t->version, 2);
+    ck_assert_uint_eq(zp_table_bytes(t), 8 * sizeof(float));
+    zp_table_destroy(&t);
+}
+END_TEST
+
+START_TEST(test_seq_window)
+{
+    zp_workers ws;
+    zp_workers_init(&ws, 2);
+    zp_worker *w = &ws.w[1];
+    ck_assert(zp_worker_hello(w, 77));
+    ck_assert(!zp_worker_hello(w, 77)); /* same incarnation: nothing changes */
+    ck_assert(!zp_worker_seen(w, 1));
+    zp_worker_record(w, 1);
+    ck_assert(zp_worker_seen(w, 1));
+    zp_worker_record(w, 3); /* 2 skipped: still new */
+    ck_assert(!zp_worker_seen(w, 2));
+    ck_assert(zp_worker_seen(w, 3));
+    zp_worker_record(w, 2);
+    ck_assert(zp_worker_seen(w, 2));
+    zp_worker_record(w, 3 + ZP_SEQ_WINDOW);
+    ck_assert(zp_worker_seen(w, 3));            /* exactly at the window's edge */
+    ck_assert(!zp_worker_seen(w, 4));           /* inside, never seen */
+    ck_assert(zp_worker_seen(w, 2));            /* below the window: a duplicate */
+    zp_worker_record(w, 1000);
+    ck_assert(!zp_worker_seen(w, 999));
+    ck_assert(zp_worker_seen(w, 3 + ZP_SEQ_WINDOW));
+    ck_assert(zp_worker_hello(w, 78)); /* restarted: numbers start over */
+    ck_assert(!zp_worker_seen(w, 1));
+    ck_assert(!zp_worker_seen(w, 1000));
+    zp_workers_fini(&ws);
+}
+END_TEST
+
+int main(int argc, char **argv)
+{
+    zp_mathenv_setup(argv);
+    Suite *s = suite_create("table");
+    TCase *tc = tcase_create("table");
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, test_slices_cover_table);
+    tcase_add_test(tc, test_bad_specs);
+    tcase_add_test(tc, test_check_same);
+    tcase_add_test(tc, test_copy_on_write);
+    tcase_add_test(tc, test_seq_window);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -54,6 +54,11 @@ void zp_malloc_tune(void)
      * raised with it so freed message buffers are not handed back at once. */
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    /* One arena: ZeroMQ's I/O thread would otherwise get its own, whose
+     * heaps hold at most 64 MB and are unmapped as soon as they empty, so
+     * every large receive faulted in fresh pages (measured: 311k faults for
+     * 105 pairs of 32 MB push+pull; 24.6k with one arena). */
+    mallopt(M_ARENA_MAX, 1);
 }
 
 uint64_t zp_now_ns(void)

@@ -23,9 +23,9 @@ void *zp_xrealloc(void *p, size_t n);
 char *zp_xstrdup(const char *s);
 
 /* Keep large buffers on the heap instead of fresh mmaps: glibc maps every
- * allocation over 32 MB anew and the kernel faults it in page by page on
- * every use, which halves the throughput of large messages. Call once at
- * start-up, before threads. */
+ * allocation over 32 MB anew (and every heap of a secondary arena) and the
+ * kernel faults it in page by page on every use, which halves the
+ * throughput of large messages. Call once at start-up, before threads. */
 void zp_malloc_tune(void);
 
 /* Monotonic clock. */

@@ -82,7 +82,9 @@ struct zeps_sub {
     uint64_t data_version;
     uint32_t flags;
     const void *data;     /* PUSH payload */
-    float *dst;           /* PULL destination */
+    float *dst;           /* PULL destination (NULL for a view) */
+    zmq_msg_t frame;      /* view PULL: the received values */
+    int has_frame;
     uint64_t deadline_ns;
     int retries;
     int max_retries;
@@ -97,6 +99,7 @@ struct zeps_req {
     const Zeps__TableSpec *spec;
     int nsub, ndone;
     int err;
+    int view;             /* a zero-copy pull */
     atomic_int zrefs;     /* payload frames ZeroMQ still holds */
     void *stats_buf;
     size_t stats_len;
@@ -243,7 +246,20 @@ static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, 
                     "shard %d answered a PULL of %" PRIu64 " elements at %" PRIu64
                     " with %d frame(s), %" PRIu64 " elements at %" PRIu64,
                     s->shard, s->count, s->offset, m->n, h->count, h->offset);
-    memcpy(s->dst, zmq_msg_data(&m->f[1]), s->count * sizeof(float));
+    if (s->dst) {
+        memcpy(s->dst, zmq_msg_data(&m->f[1]), s->count * sizeof(float));
+    } else {
+        /* a view keeps the frame; frames ZeroMQ handed us inside its own
+         * receive buffer may sit at any offset, so copy those (small) ones */
+        zmq_msg_init(&s->frame);
+        if (((uintptr_t)zmq_msg_data(&m->f[1]) & 3u) == 0) {
+            zmq_msg_move(&s->frame, &m->f[1]);
+        } else {
+            zmq_msg_init_size(&s->frame, zmq_msg_size(&m->f[1]));
+            memcpy(zmq_msg_data(&s->frame), zmq_msg_data(&m->f[1]), zmq_msg_size(&m->f[1]));
+        }
+        s->has_frame = 1;
+    }
     c->stats.bytes_in += s->count * sizeof(float);
     zeps_req *r = s->req;
     if (r->table < c->ntables)
@@ -426,12 +442,10 @@ static void req_send(zeps_req *r, zeps_sub *s)
     sub_send(c, s);
 }
 
-int zeps_wait(zeps_req **rp)
+/* Wait until every sub-request of r is answered (or failed) and ZeroMQ has
+ * released r's payloads. Returns r's first error; r stays allocated. */
+static int req_finish(zeps_req *r)
 {
-    zeps_req *r = *rp;
-    if (!r)
-        return ZEPS_EINVAL;
-    *rp = NULL;
     zeps_client *c = r->c;
     uint64_t t0 = zp_now_ns();
     while (r->ndone < r->nsub)
@@ -453,10 +467,95 @@ int zeps_wait(zeps_req **rp)
         nanosleep(&ts, NULL);
     }
     c->stats.wait_s += (double)(zp_now_ns() - t0) * 1e-9;
-    int err = r->err;
+    return r->err;
+}
+
+static void req_free(zeps_req *r)
+{
+    for (int i = 0; i < r->nsub; i++)
+        if (r->subs[i].has_frame)
+            zmq_msg_close(&r->subs[i].frame);
     free(r->stats_buf);
     free(r);
+}
+
+int zeps_wait(zeps_req **rp)
+{
+    if (!rp || !*rp)
+        return ZEPS_EINVAL;
+    zeps_req *r = *rp;
+    *rp = NULL;
+    int err = req_finish(r);
+    req_free(r);
     return err;
+}
+
+struct zeps_view {
+    int nparts;
+    uint64_t *offset, *count;
+    zmq_msg_t *frames;
+};
+
+int zeps_wait_view(zeps_req **rp, zeps_view **out)
+{
+    if (!rp || !*rp || !out)
+        return ZEPS_EINVAL;
+    zeps_req *r = *rp;
+    *rp = NULL;
+    int err = req_finish(r);
+    if (err == 0 && !r->view)
+        err = fail(r->c, ZEPS_EINVAL, "zeps_wait_view on a request that is not a view pull");
+    if (err != 0) {
+        req_free(r);
+        return err;
+    }
+    zeps_view *v = zp_xcalloc(1, sizeof(*v));
+    v->nparts = r->nsub;
+    v->offset = zp_xcalloc((size_t)r->nsub, sizeof(uint64_t));
+    v->count = zp_xcalloc((size_t)r->nsub, sizeof(uint64_t));
+    v->frames = zp_xcalloc((size_t)r->nsub, sizeof(zmq_msg_t));
+    for (int i = 0; i < r->nsub; i++) { /* subs are in shard order = element order */
+        zeps_sub *s = &r->subs[i];
+        v->offset[i] = s->offset;
+        v->count[i] = s->count;
+        zmq_msg_init(&v->frames[i]);
+        zmq_msg_move(&v->frames[i], &s->frame);
+        zmq_msg_close(&s->frame);
+        s->has_frame = 0;
+    }
+    req_free(r);
+    *out = v;
+    return 0;
+}
+
+int zeps_view_parts(const zeps_view *v)
+{
+    return v ? v->nparts : 0;
+}
+
+const float *zeps_view_part(const zeps_view *v, int i, uint64_t *offset, uint64_t *count)
+{
+    if (!v || i < 0 || i >= v->nparts)
+        return NULL;
+    if (offset)
+        *offset = v->offset[i];
+    if (count)
+        *count = v->count[i];
+    return zmq_msg_data(&v->frames[i]);
+}
+
+void zeps_view_release(zeps_view **vp)
+{
+    zeps_view *v = vp ? *vp : NULL;
+    if (!v)
+        return;
+    for (int i = 0; i < v->nparts; i++)
+        zmq_msg_close(&v->frames[i]);
+    free(v->frames);
+    free(v->offset);
+    free(v->count);
+    free(v);
+    *vp = NULL;
 }
 
 /* --- connection --- */
@@ -692,7 +791,7 @@ uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard)
 static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, const float *src,
                         uint64_t offset, uint64_t count, int64_t clock, zeps_req **req)
 {
-    if (!c || !req || (!dst && !src))
+    if (!c || !req || (op == ZEPS__OP__PUSH && !src))
         return ZEPS_EINVAL;
     if (table >= c->ntables)
         return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
@@ -732,7 +831,7 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
             s->data_version = ti->version[k];
             c->stats.bytes_out += s->count * sizeof(float);
         } else {
-            s->dst = dst + (lo - offset);
+            s->dst = dst ? dst + (lo - offset) : NULL; /* NULL: a view */
         }
         req_send(r, s);
     }
@@ -743,7 +842,18 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
 int zeps_pull_start(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
                     int64_t clock, zeps_req **req)
 {
+    if (!dst)
+        return ZEPS_EINVAL;
     return start_ranged(c, ZEPS__OP__PULL, table, dst, NULL, offset, count, clock, req);
+}
+
+int zeps_pull_view_start(zeps_client *c, uint32_t table, uint64_t offset, uint64_t count,
+                         int64_t clock, zeps_req **req)
+{
+    int rc = start_ranged(c, ZEPS__OP__PULL, table, NULL, NULL, offset, count, clock, req);
+    if (rc == 0)
+        (*req)->view = 1;
+    return rc;
 }
 
 int zeps_push_start(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,

@@ -1,0 +1,192 @@
+/*
+ * test_client.c - the client library against real servers: ranges sliced
+ * over shards, requests in flight together, zero-copy views, versions.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "zeps.h"
+
+#define N 1001
+
+static zt_cluster cl;
+static zeps_client *c;
+
+static void setup(void)
+{
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", NULL, NULL), 0);
+    c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+}
+
+static void teardown(void)
+{
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+static uint32_t declare(const char *name, uint64_t len)
+{
+    zeps_table_spec sp = {.name = name, .length = len, .optimizer = "sgd", .lr = 1.0,
+                          .init = "uniform", .init_scale = 1.0, .seed = 3};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &sp, &t), 0);
+    ck_assert_uint_eq(zeps_table_length(c, t), len);
+    return t;
+}
+
+/* Any sub-range pulls the same values whichever shards it spans. */
+START_TEST(test_ranges_over_shards)
+{
+    uint32_t t = declare("r", N);
+    float *all = malloc(N * sizeof(float)), *part = malloc(N * sizeof(float));
+    ck_assert_int_eq(zeps_pull(c, t, all, 0, N, 0), 0);
+    const uint64_t cuts[][2] = {{0, 1}, {332, 2}, {333, 334}, {500, 501}, {1000, 1}, {10, 900}};
+    for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+        uint64_t off = cuts[i][0], cnt = cuts[i][1];
+        memset(part, 0, N * sizeof(float));
+        ck_assert_int_eq(zeps_pull(c, t, part, off, cnt, 0), 0);
+        ck_assert(memcmp(part, all + off, cnt * sizeof(float)) == 0);
+    }
+    /* a push to a range spanning two shards changes exactly that range */
+    float g[10];
+    for (int i = 0; i < 10; i++)
+        g[i] = 1.0f;
+    ck_assert_int_eq(zeps_push(c, t, g, 330, 10, 0), 0);
+    ck_assert_int_eq(zeps_pull(c, t, part, 0, N, 0), 0);
+    for (int i = 0; i < N; i++) {
+        float want = (i >= 330 && i < 340) ? all[i] - 1.0f : all[i];
+        ck_assert_float_eq(part[i], want);
+    }
+    ck_assert_uint_eq(zeps_pulled_version(c, t, 0), 1); /* shard 0 has [0, 333) */
+    ck_assert_uint_eq(zeps_pulled_version(c, t, 1), 1);
+    ck_assert_uint_eq(zeps_pulled_version(c, t, 2), 0);
+    free(all);
+    free(part);
+}
+END_TEST
+
+START_TEST(test_view)
+{
+    uint32_t t = declare("v", N);
+    float *all = malloc(N * sizeof(float));
+    ck_assert_int_eq(zeps_pull(c, t, all, 0, N, 0), 0);
+    zeps_req *r;
+    ck_assert_int_eq(zeps_pull_view_start(c, t, 100, 800, 0, &r), 0);
+    zeps_view *v = NULL;
+    ck_assert_int_eq(zeps_wait_view(&r, &v), 0);
+    ck_assert_ptr_null(r);
+    ck_assert_int_eq(zeps_view_parts(v), 3);
+    uint64_t next = 100;
+    for (int i = 0; i < zeps_view_parts(v); i++) {
+        uint64_t off, cnt;
+        const float *d = zeps_view_part(v, i, &off, &cnt);
+        ck_assert_uint_eq(off, next);
+        ck_assert_uint_eq((uintptr_t)d % 4, 0);
+        ck_assert(memcmp(d, all + off, cnt * sizeof(float)) == 0);
+        next = off + cnt;
+    }
+    ck_assert_uint_eq(next, 900);
+    ck_assert_ptr_null(zeps_view_part(v, 3, NULL, NULL));
+    zeps_view_release(&v);
+    ck_assert_ptr_null(v);
+    zeps_view_release(&v); /* NULL is fine */
+
+    /* a small view (frames inside ZeroMQ's receive buffer) is aligned too */
+    ck_assert_int_eq(zeps_pull_view_start(c, t, 333, 1, 0, &r), 0);
+    ck_assert_int_eq(zeps_wait_view(&r, &v), 0);
+    uint64_t cnt;
+    const float *d = zeps_view_part(v, 0, NULL, &cnt);
+    ck_assert_uint_eq(cnt, 1);
+    ck_assert_uint_eq((uintptr_t)d % 4, 0);
+    ck_assert_float_eq(d[0], all[333]);
+    zeps_view_release(&v);
+
+    /* a copying pull is not a view; a view may still be waited on plainly */
+    ck_assert_int_eq(zeps_pull_start(c, t, all, 0, 10, 0, &r), 0);
+    ck_assert_int_eq(zeps_wait_view(&r, &v), ZEPS_EINVAL);
+    ck_assert_ptr_null(v);
+    ck_assert_int_eq(zeps_pull_view_start(c, t, 0, N, 0, &r), 0);
+    ck_assert_int_eq(zeps_wait(&r), 0);
+    /* errors come back through the view call too */
+    ck_assert_int_eq(zeps_pull_view_start(c, t, N, 1, 0, &r), ZEPS_ERANGE);
+    free(all);
+}
+END_TEST
+
+/* Several tables' pulls and pushes in flight at once, waited in any order. */
+START_TEST(test_in_flight_together)
+{
+    enum { T = 5 };
+    uint32_t ids[T];
+    float *w[T], *g[T];
+    zeps_req *pr[T], *ur[T];
+    for (int i = 0; i < T; i++) {
+        char name[8] = {'t', (char)('0' + i), 0};
+        ids[i] = declare(name, 3000);
+        w[i] = calloc(3000, sizeof(float));
+        g[i] = malloc(3000 * sizeof(float));
+        for (int k = 0; k < 3000; k++)
+            g[i][k] = (float)(i + 1);
+    }
+    for (int i = 0; i < T; i++)
+        ck_assert_int_eq(zeps_push_start(c, ids[i], g[i], 0, 3000, 0, &ur[i]), 0);
+    for (int i = 0; i < T; i++)
+        ck_assert_int_eq(zeps_pull_start(c, ids[i], w[i], 0, 3000, 1, &pr[i]), 0);
+    for (int i = T - 1; i >= 0; i--) { /* out of order */
+        ck_assert_int_eq(zeps_wait(&pr[i]), 0);
+        ck_assert_int_eq(zeps_wait(&ur[i]), 0);
+    }
+    float init[3000];
+    for (int i = 0; i < T; i++) {
+        /* the pull was sent after the push on each shard's socket: it sees it */
+        zeps_pull(c, ids[i], init, 0, 3000, 1);
+        for (int k = 0; k < 3000; k++)
+            ck_assert_float_eq(w[i][k], init[k]);
+        free(w[i]);
+        free(g[i]);
+    }
+    zeps_client_stats st;
+    zeps_client_get_stats(c, &st);
+    ck_assert_uint_eq(st.retries, 0);
+    ck_assert_uint_ge(st.requests, 3 * T * 2);
+}
+END_TEST
+
+START_TEST(test_bad_calls)
+{
+    float v[4];
+    zeps_req *r = NULL;
+    ck_assert_int_eq(zeps_pull(c, 99, v, 0, 4, 0), ZEPS_ETABLE);
+    ck_assert_int_eq(zeps_pull_start(c, 0, NULL, 0, 4, 0, &r), ZEPS_EINVAL);
+    ck_assert_int_eq(zeps_wait(&r), ZEPS_EINVAL);
+    ck_assert_int_eq(zeps_clock(c, -1), ZEPS_EINVAL);
+    uint32_t t = declare("b", 4);
+    ck_assert_int_eq(zeps_pull(c, t, v, 0, 0, 0), ZEPS_ERANGE);
+    ck_assert_int_eq(zeps_pull(c, t, v, 3, 2, 0), ZEPS_ERANGE);
+    ck_assert_int_eq(zeps_clock(c, 5), 0);
+    ck_assert_int_eq(zeps_clock(c, 2), ZEPS_ECLOCK); /* clocks do not go back */
+    ck_assert_int_eq(zeps_num_shards(c), 3);
+    ck_assert_int_eq(zeps_num_workers(c), 1);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("client");
+    TCase *tc = tcase_create("client");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_ranges_over_shards);
+    tcase_add_test(tc, test_view);
+    tcase_add_test(tc, test_in_flight_together);
+    tcase_add_test(tc, test_bad_calls);
+    suite_add_tcase(s, tc);
+    SRunner *sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -28,6 +28,12 @@ char *zp_xstrdup(const char *s);
  * throughput of large messages. Call once at start-up, before threads. */
 void zp_malloc_tune(void);
 
+/* Write a printf-style message into err (errlen bytes, always terminated;
+ * nothing if err is NULL) and return `code`: the one helper behind every
+ * "return an error code with a message" in zeps. */
+int zp_seterr(char *err, size_t errlen, int code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* Monotonic clock. */
 uint64_t zp_now_ns(void);
 double zp_now_s(void);

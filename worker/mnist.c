@@ -8,6 +8,7 @@
  * training set once between them, not N times. Every check on a file names the
  * file: a worker that dies on bad data should say which file to look at.
  */
+#include "util.h"
 #include "mnist.h"
 
 #include <assert.h>
@@ -29,20 +30,6 @@
 #define IDX_MAX_EXAMPLES 10000000u
 #define IDX_MAX_SIDE     4096u
 #define IDX_MAX_BYTES    ((uint64_t)1 << 32)
-
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* ---- IDX files -------------------------------------------------------------- */
 
@@ -66,11 +53,11 @@ static int gz_read_exact(gzFile f, void *buf, size_t n, const char *path, const 
         if (got < 0) {
             int zerr;
             const char *msg = gzerror(f, &zerr);
-            return seterr(err, errlen, ZEPS_EDATA, "%s: read error in %s: %s", path, what,
+            return zp_seterr(err, errlen, ZEPS_EDATA, "%s: read error in %s: %s", path, what,
                           msg != NULL ? msg : "unknown zlib error");
         }
         if (got == 0)
-            return seterr(err, errlen, ZEPS_EDATA,
+            return zp_seterr(err, errlen, ZEPS_EDATA,
                           "%s: file truncated: %s needs %zu bytes, got %zu", path, what, n, done);
         done += (size_t)got;
     }
@@ -89,13 +76,13 @@ static int idx_read(idx_file *f, const char *path, uint32_t magic, int ndims, ch
 {
     memset(f, 0, sizeof(*f));
     if (access(path, F_OK) != 0)
-        return seterr(err, errlen, ZEPS_EDATA,
+        return zp_seterr(err, errlen, ZEPS_EDATA,
                       "%s: %s (the Fashion-MNIST files come with "
                       "`apt-get install dataset-fashion-mnist`, or set training.data_dir)",
                       path, strerror(errno));
     gzFile gz = gzopen(path, "rb");
     if (gz == NULL)
-        return seterr(err, errlen, ZEPS_EDATA, "%s: cannot open: %s", path,
+        return zp_seterr(err, errlen, ZEPS_EDATA, "%s: cannot open: %s", path,
                       errno != 0 ? strerror(errno) : "zlib error");
 
     uint8_t head[16];
@@ -105,7 +92,7 @@ static int idx_read(idx_file *f, const char *path, uint32_t magic, int ndims, ch
         goto fail;
     uint32_t got = be32(head);
     if (got != magic) {
-        rc = seterr(err, errlen, ZEPS_EDATA,
+        rc = zp_seterr(err, errlen, ZEPS_EDATA,
                     "%s: bad IDX magic 0x%08x, expected 0x%08x (not an IDX %s file?)", path, got,
                     magic, ndims == 1 ? "label" : "image");
         goto fail;
@@ -115,21 +102,21 @@ static int idx_read(idx_file *f, const char *path, uint32_t magic, int ndims, ch
         f->dims[i] = be32(head + 4 + 4 * i);
         uint32_t max = i == 0 ? IDX_MAX_EXAMPLES : IDX_MAX_SIDE;
         if (f->dims[i] == 0 || f->dims[i] > max) {
-            rc = seterr(err, errlen, ZEPS_EDATA, "%s: dimension %d is %u, expected 1..%u", path, i,
+            rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: dimension %d is %u, expected 1..%u", path, i,
                         f->dims[i], max);
             goto fail;
         }
         bytes *= f->dims[i];
     }
     if (bytes > IDX_MAX_BYTES) {
-        rc = seterr(err, errlen, ZEPS_EDATA, "%s: %llu bytes of data is too large", path,
+        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: %llu bytes of data is too large", path,
                     (unsigned long long)bytes);
         goto fail;
     }
     f->bytes = (size_t)bytes;
     f->data = malloc(f->bytes);
     if (f->data == NULL) {
-        rc = seterr(err, errlen, ZEPS_ENOMEM, "%s: cannot allocate %zu bytes", path, f->bytes);
+        rc = zp_seterr(err, errlen, ZEPS_ENOMEM, "%s: cannot allocate %zu bytes", path, f->bytes);
         goto fail;
     }
     rc = gz_read_exact(gz, f->data, f->bytes, path, "the data", err, errlen);
@@ -137,7 +124,7 @@ static int idx_read(idx_file *f, const char *path, uint32_t magic, int ndims, ch
         goto fail;
     uint8_t extra;
     if (gzread(gz, &extra, 1) != 0) {
-        rc = seterr(err, errlen, ZEPS_EDATA, "%s: data after the %zu bytes the header declares",
+        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: data after the %zu bytes the header declares",
                     path, f->bytes);
         goto fail;
     }
@@ -164,13 +151,13 @@ static int read_pair(idx_file *img, idx_file *lab, const char *images_path, cons
         return rc;
     }
     if (img->dims[0] != lab->dims[0]) {
-        rc = seterr(err, errlen, ZEPS_EDATA, "%s has %u images but %s has %u labels", images_path,
+        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s has %u images but %s has %u labels", images_path,
                     img->dims[0], labels_path, lab->dims[0]);
         goto fail;
     }
     for (size_t i = 0; i < lab->bytes; i++) {
         if (lab->data[i] >= ZP_MNIST_CLASSES) {
-            rc = seterr(err, errlen, ZEPS_EDATA, "%s: label %zu is %u, expected 0..%d", labels_path,
+            rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: label %zu is %u, expected 0..%d", labels_path,
                         i, lab->data[i], ZP_MNIST_CLASSES - 1);
             goto fail;
         }
@@ -196,14 +183,14 @@ static int select_examples(zp_dataset *ds, const idx_file *img, const idx_file *
     if (d.x == NULL || d.y == NULL) {
         free(d.x);
         free(d.y);
-        return seterr(err, errlen, ZEPS_ENOMEM, "%s: cannot allocate %d examples", images_path, n);
+        return zp_seterr(err, errlen, ZEPS_ENOMEM, "%s: cannot allocate %d examples", images_path, n);
     }
     for (int i = 0; i < n; i++) {
         uint32_t k = keep != NULL ? keep[i] : (uint32_t)i;
         if (k >= img->dims[0]) {
             free(d.x);
             free(d.y);
-            return seterr(err, errlen, ZEPS_EDATA, "%s: example %u requested, file has %u",
+            return zp_seterr(err, errlen, ZEPS_EDATA, "%s: example %u requested, file has %u",
                           images_path, k, img->dims[0]);
         }
         const uint8_t *src = img->data + (size_t)k * dim;
@@ -281,7 +268,7 @@ static int set_path(char *buf, size_t len, const char *dir, const char *file, ch
 {
     int n = snprintf(buf, len, "%s/%s", dir, file);
     if (n < 0 || (size_t)n >= len)
-        return seterr(err, errlen, ZEPS_ECONFIG, "data_dir too long: %s", dir);
+        return zp_seterr(err, errlen, ZEPS_ECONFIG, "data_dir too long: %s", dir);
     return 0;
 }
 
@@ -304,7 +291,7 @@ static int load_train(zp_mnist_data *d, const zp_config *cfg, int rank, int num_
     int n = cfg->max_train_examples > 0 && cfg->max_train_examples < total ? cfg->max_train_examples
                                                                            : total;
     if (n < num_workers) {
-        rc = seterr(err, errlen, ZEPS_ECONFIG,
+        rc = zp_seterr(err, errlen, ZEPS_ECONFIG,
                     "%d training examples cannot be split over %d workers", n, num_workers);
     } else {
         uint32_t *part = zp_xcalloc((size_t)(n / num_workers + 1), sizeof(*part));
@@ -328,7 +315,7 @@ static int load_test(zp_mnist_data *d, const zp_config *cfg, char *err, size_t e
     if (rc == 0)
         rc = zp_mnist_read(&d->test, ipath, lpath, NULL, 0, err, errlen);
     if (rc == 0 && d->test.dim != d->train.dim)
-        rc = seterr(err, errlen, ZEPS_EDATA, "%s: images are %dx%d, training images %dx%d", ipath,
+        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: images are %dx%d, training images %dx%d", ipath,
                     d->test.rows, d->test.cols, d->train.rows, d->train.cols);
     return rc;
 }
@@ -337,17 +324,17 @@ int zp_mnist_data_new(zp_mnist_data **out, const zp_config *cfg, int rank, int n
                       char *err, size_t errlen)
 {
     if (num_workers < 1 || rank < 0 || rank >= num_workers)
-        return seterr(err, errlen, ZEPS_ERANK, "worker rank %d outside 0..%d", rank,
+        return zp_seterr(err, errlen, ZEPS_ERANK, "worker rank %d outside 0..%d", rank,
                       num_workers - 1);
     if (cfg->batch_size < 1)
-        return seterr(err, errlen, ZEPS_ECONFIG, "training.batch_size must be >= 1, not %d",
+        return zp_seterr(err, errlen, ZEPS_ECONFIG, "training.batch_size must be >= 1, not %d",
                       cfg->batch_size);
     zp_mnist_data *d = zp_xcalloc(1, sizeof(*d));
     int rc = load_train(d, cfg, rank, num_workers, err, errlen);
     if (rc != 0)
         goto fail;
     if (d->train.dim != ZP_MNIST_PIXELS) {
-        rc = seterr(err, errlen, ZEPS_EDATA, "%s: images are %dx%d, the models need 28x28",
+        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: images are %dx%d, the models need 28x28",
                     cfg->data_dir, d->train.rows, d->train.cols);
         goto fail;
     }

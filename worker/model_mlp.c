@@ -10,6 +10,7 @@
  * chunk, so grad() and evaluate() never allocate. Gradients are the mean over
  * the minibatch. The data side is zp_mnist_data, shared with softmax.
  */
+#include "util.h"
 #include "model.h"
 
 #include <math.h>
@@ -36,20 +37,6 @@ struct zp_model {
     float *dlogits; /* batch x NK */
 };
 
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
-
 static void mlp_destroy(zp_model **mp)
 {
     if (mp == NULL || *mp == NULL)
@@ -67,7 +54,7 @@ static int mlp_create(zp_model **out, const zp_config *cfg, int rank, int num_wo
                       size_t errlen)
 {
     if (cfg->hidden < 1 || cfg->hidden > MAX_HIDDEN)
-        return seterr(err, errlen, ZEPS_ECONFIG, "training.hidden must be in 1..%d, not %d",
+        return zp_seterr(err, errlen, ZEPS_ECONFIG, "training.hidden must be in 1..%d, not %d",
                       MAX_HIDDEN, cfg->hidden);
     zp_model *m = zp_xcalloc(1, sizeof(*m));
     int rc = zp_mnist_data_new(&m->data, cfg, rank, num_workers, err, errlen);

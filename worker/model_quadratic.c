@@ -13,6 +13,7 @@
  * O(d^3) (Gram-Schmidt) and d^2 doubles of memory, so d is meant to stay in the
  * hundreds or low thousands.
  */
+#include "util.h"
 #include "model.h"
 
 #include <math.h>
@@ -39,20 +40,6 @@ struct zp_model {
     double *r;     /* scratch: A x - b */
     double *g;     /* scratch: A^T r */
 };
-
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-
-static int seterr(char *err, size_t errlen, int code, const char *fmt, ...)
-{
-    if (err != NULL && errlen > 0) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return code;
-}
 
 /* Fill the d x d row-major u with a random matrix with orthonormal rows:
  * Gaussian rows, each orthogonalised against the previous ones with classical
@@ -100,13 +87,13 @@ static int quad_create(zp_model **out, const zp_config *cfg, int rank, int num_w
     int d = cfg->dim;
     double kappa = cfg->condition;
     if (d < 1 || d > QUAD_MAX_DIM)
-        return seterr(err, errlen, ZEPS_ECONFIG, "training.dim must be in 1..%d, not %d",
+        return zp_seterr(err, errlen, ZEPS_ECONFIG, "training.dim must be in 1..%d, not %d",
                       QUAD_MAX_DIM, d);
     if (!isfinite(kappa) || kappa < 1.0)
-        return seterr(err, errlen, ZEPS_ECONFIG,
+        return zp_seterr(err, errlen, ZEPS_ECONFIG,
                       "training.condition must be a finite number >= 1, not %g", kappa);
     if (cfg->iterations < 1)
-        return seterr(err, errlen, ZEPS_ECONFIG, "training.iterations must be >= 1, not %d",
+        return zp_seterr(err, errlen, ZEPS_ECONFIG, "training.iterations must be >= 1, not %d",
                       cfg->iterations);
 
     zp_model *m = zp_xcalloc(1, sizeof(*m));
@@ -115,7 +102,7 @@ static int quad_create(zp_model **out, const zp_config *cfg, int rank, int num_w
     m->a = malloc((size_t)d * d * sizeof(double));
     if (m->a == NULL) {
         quad_destroy(&m);
-        return seterr(err, errlen, ZEPS_ENOMEM, "quadratic: cannot allocate a %dx%d matrix", d, d);
+        return zp_seterr(err, errlen, ZEPS_ENOMEM, "quadratic: cannot allocate a %dx%d matrix", d, d);
     }
     m->b = zp_xcalloc((size_t)d, sizeof(double));
     m->xstar = zp_xcalloc((size_t)d, sizeof(double));

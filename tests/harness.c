@@ -3,6 +3,7 @@
  */
 #include "harness.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -65,6 +66,7 @@ int zt_wait(pid_t pid, double timeout_s)
 int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
                      const char *extra, const char *training)
 {
+    assert(nservers >= 1 && nservers <= ZT_MAX_SERVERS); /* endpoints[] and pids[] */
     memset(c, 0, sizeof(*c));
     snprintf(c->dir, sizeof(c->dir), "/tmp/zeps-test-XXXXXX");
     if (!mkdtemp(c->dir))
@@ -140,6 +142,17 @@ zeps_client *zt_client(const zt_cluster *c, uint32_t rank)
     if (zeps_client_new_endpoints(&cl, eps, c->nservers, rank, &opt) != 0)
         return NULL;
     return cl;
+}
+
+Zeps__ShardStats *zt_stats(zeps_client *c, int k)
+{
+    void *buf;
+    size_t len;
+    if (zeps_stats_raw(c, k, &buf, &len) != 0)
+        return NULL;
+    Zeps__ShardStats *st = zeps__shard_stats__unpack(NULL, len, buf);
+    free(buf);
+    return st;
 }
 
 void *zt_raw_socket(void *zctx, const zt_cluster *c, int k)

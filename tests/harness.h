@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "zeps.h"
+#include "zeps.pb-c.h"
 
 #define ZT_MAX_SERVERS 8
 
@@ -46,6 +47,10 @@ int zt_wait(pid_t pid, double timeout_s);
 
 /* A client for worker `rank` of the cluster. */
 zeps_client *zt_client(const zt_cluster *c, uint32_t rank);
+
+/* Shard k's statistics, decoded; NULL on failure. Free with
+ * zeps__shard_stats__free_unpacked(st, NULL). */
+Zeps__ShardStats *zt_stats(zeps_client *c, int k);
 
 /* A raw DEALER socket connected to shard k (linger 0). */
 void *zt_raw_socket(void *zctx, const zt_cluster *c, int k);

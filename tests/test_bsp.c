@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "check_main.h"
 #include "mathenv.h"
 #include "harness.h"
 #include "zeps.pb-c.h"
@@ -174,14 +175,11 @@ START_TEST(test_pull_waits_for_round)
      * longer than the client's request timeout (it keeps it alive). */
     struct timespec ts = {1, 500000000};
     nanosleep(&ts, NULL);
-    void *buf;
-    size_t len;
-    ck_assert_int_eq(zeps_stats_raw(c1, 0, &buf, &len), 0);
-    Zeps__ShardStats *st = zeps__shard_stats__unpack(NULL, len, buf);
+    Zeps__ShardStats *st = zt_stats(c1, 0);
+    ck_assert_ptr_nonnull(st);
     ck_assert_uint_eq(st->tables[0]->parked, 1);
     ck_assert_uint_eq(st->tables[0]->version, 0);
     zeps__shard_stats__free_unpacked(st, NULL);
-    free(buf);
     for (int i = 0; i < 10; i++)
         g[i] = 3.0f;
     ck_assert_int_eq(zeps_push(c1, t1, g, 0, 10, 0), 0);
@@ -247,9 +245,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_pull_waits_for_round);
     tcase_add_test(tc, test_barrier);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return zt_run_suite(s);
 }

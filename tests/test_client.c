@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "harness.h"
 #include "zeps.h"
 
@@ -184,9 +185,5 @@ int main(void)
     tcase_add_test(tc, test_in_flight_together);
     tcase_add_test(tc, test_bad_calls);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return zt_run_suite(s);
 }

@@ -7,6 +7,7 @@
  * test removes again. Line numbers in the expected messages count from the
  * first line of each test's text.
  */
+#include "check_main.h"
 #include "config.h"
 #include "zeps_errors.h"
 
@@ -565,9 +566,5 @@ static Suite *config_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(config_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return zt_run_suite(config_suite());
 }

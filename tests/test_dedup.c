@@ -16,6 +16,7 @@
 
 #include <zmq.h>
 
+#include "check_main.h"
 #include "harness.h"
 #include "util.h"
 #include "wire.h"
@@ -143,16 +144,13 @@ START_TEST(test_client_retry_applied_once)
     ck_assert_msg(st.retries >= 2, "only %llu retries", (unsigned long long)st.retries);
     ck_assert_float_eq(value(c, t), -1.0f); /* applied exactly once */
 
-    void *buf;
-    size_t len;
-    ck_assert_int_eq(zeps_stats_raw(c, 0, &buf, &len), 0);
-    Zeps__ShardStats *ss = zeps__shard_stats__unpack(NULL, len, buf);
+    Zeps__ShardStats *ss = zt_stats(c, 0);
+    ck_assert_ptr_nonnull(ss);
     ck_assert_uint_eq(ss->n_workers, 1);
     ck_assert_uint_ge(ss->workers[0]->duplicates, 1);
     ck_assert_uint_eq(ss->workers[0]->pushes, 1);
     ck_assert_uint_eq(ss->tables[0]->version, 1);
     zeps__shard_stats__free_unpacked(ss, NULL);
-    free(buf);
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
@@ -195,9 +193,5 @@ int main(void)
     tcase_add_test(tc, test_client_retry_applied_once);
     tcase_add_test(tc, test_dead_server_times_out);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return zt_run_suite(s);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "zeps_errors.h"
 
 START_TEST(test_names_and_texts)
@@ -43,9 +44,5 @@ int main(void)
     tcase_add_test(tc, test_names_and_texts);
     tcase_add_test(tc, test_wire_numbers_stable);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return zt_run_suite(s);
 }

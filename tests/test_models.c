@@ -19,6 +19,7 @@
 #include <cblas.h>
 #include <zlib.h>
 
+#include "check_main.h"
 #include "mathenv.h"
 #include "config.h"
 #include "mnist.h"
@@ -808,9 +809,5 @@ static Suite *models_suite(void)
 int main(int argc, char **argv)
 {
     zp_mathenv_setup(argv);
-    SRunner *sr = srunner_create(models_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return zt_run_suite(models_suite());
 }

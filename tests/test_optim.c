@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "check_main.h"
 #include "mathenv.h"
 #include "optim.h"
 #include "zeps_errors.h"
@@ -492,9 +493,5 @@ static Suite *optim_suite(void)
 int main(int argc, char **argv)
 {
     zp_mathenv_setup(argv);
-    SRunner *sr = srunner_create(optim_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return zt_run_suite(optim_suite());
 }

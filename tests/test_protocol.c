@@ -15,6 +15,7 @@
 
 #include <zmq.h>
 
+#include "check_main.h"
 #include "harness.h"
 #include "wire.h"
 #include "zeps.h"
@@ -368,9 +369,5 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_oversized);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return zt_run_suite(s);
 }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "check_main.h"
 #include "mathenv.h"
 #include "table.h"
 #include "workers.h"
@@ -171,9 +172,5 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_copy_on_write);
     tcase_add_test(tc, test_seq_window);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return zt_run_suite(s);
 }

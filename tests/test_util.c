@@ -10,6 +10,7 @@
 
 #include <zmq.h>
 
+#include "check_main.h"
 #include "util.h"
 #include "wire.h"
 
@@ -198,9 +199,5 @@ int main(void)
     tcase_add_test(tc, test_all_finite);
     tcase_add_test(tc, test_wire_framing);
     suite_add_tcase(s, tc);
-    SRunner *sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    int failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return zt_run_suite(s);
 }

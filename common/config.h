@@ -23,9 +23,26 @@
 typedef enum zp_consistency {
     ZP_CONSISTENCY_BSP = 0,
     ZP_CONSISTENCY_ASYNC = 1,
-    ZP_CONSISTENCY_SSP = 2,      /* reserved: bounded staleness */
-    ZP_CONSISTENCY_WEIGHTED = 3, /* reserved: staleness-weighted async */
+    ZP_CONSISTENCY_SSP = 2,      /* bounded staleness */
+    ZP_CONSISTENCY_WEIGHTED = 3, /* staleness-weighted async */
 } zp_consistency;
+
+/* Staleness weighting functions w(tau) of the weighted mode. */
+typedef enum zp_weight_fn {
+    ZP_WEIGHT_NONE = 0,        /* "none": 1 */
+    ZP_WEIGHT_INVERSE = 1,     /* "inverse": 1 / (1 + tau) */
+    ZP_WEIGHT_EXP = 2,         /* "exp": exp(-lambda * tau) */
+    ZP_WEIGHT_LR_OVER_TAU = 3, /* "lr_over_tau": 1 / max(1, tau) (step alpha0/max(1,tau), alpha0 = lr) */
+} zp_weight_fn;
+
+/* Distribution of the injected per-step compute delay of a worker. */
+typedef enum zp_delay_dist {
+    ZP_DELAY_FIXED = 0,     /* "fixed": delay_ms */
+    ZP_DELAY_UNIFORM = 1,   /* "uniform": delay_ms + U[0, delay_jitter_ms) */
+    ZP_DELAY_LOGNORMAL = 2, /* "lognormal": median delay_ms, log-stddev delay_sigma */
+} zp_delay_dist;
+
+#define ZP_MAX_SLOW_RANKS 64
 
 typedef struct zp_config {
     char path[ZP_PATH_MAX]; /* the file it was read from ("" for defaults) */
@@ -36,7 +53,16 @@ typedef struct zp_config {
     char binds[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX];   /* endpoints servers bind ("" = same as servers) */
     int num_workers;                       /* required, 1..ZP_MAX_WORKERS */
     zp_consistency consistency;            /* "bsp" | "async"; default bsp */
-    int staleness;                         /* ssp bound, default 0 */
+    int staleness;                         /* ssp bound in clocks, default 0, 0..1000000 */
+    int backup_workers;                    /* bsp: a round closes after workers - k pushes; default 0, < workers */
+    bool late_weighted;                    /* bsp backup: "late_pushes" = "drop" (false, default) | "weighted" */
+    /* cluster.weighting = { ... } (optional group; used by "weighted", and by bsp late pushes) */
+    zp_weight_fn weight_fn;                /* "function": default "inverse" */
+    double weight_lambda;                  /* "lambda": exp decay, default 0.5, > 0 */
+    int max_staleness;                     /* "max_staleness": drop pushes with tau above it (versions); -1 = never (default) */
+    double dc_lambda;                      /* "dc_lambda": DC-ASGD compensation strength, default 0 (off), >= 0 */
+    int weighted_bound;                    /* "bound": also hold pulls as ssp with this bound (clocks); -1 = none (default) */
+    char trace_dir[ZP_PATH_MAX];           /* "trace_dir": each shard writes <dir>/trace-shard<i>.csv; "" = off (default) */
     int request_timeout_ms;                /* default 2000, 10..600000 */
     int max_retries;                       /* default 10, 0..1000 */
     int hello_timeout_ms;                  /* default 30000 */
@@ -61,8 +87,14 @@ typedef struct zp_config {
     uint64_t seed;               /* default 1 */
     int eval_every;              /* evaluate every N epochs (rank 0), default 1 */
     int max_train_examples;      /* 0 = all; caps the training set (for fast tests) */
+    zp_delay_dist delay_dist;    /* "fixed" | "uniform" | "lognormal"; default fixed */
     double delay_ms;             /* injected compute delay per iteration, default 0 */
-    double delay_jitter_ms;      /* uniform extra delay in [0, jitter), default 0 */
+    double delay_jitter_ms;      /* uniform: extra delay in [0, jitter), default 0 */
+    double delay_sigma;          /* lognormal: stddev of log(delay), default 0.5 */
+    int num_slow_ranks;          /* entries of slow_ranks */
+    int slow_ranks[ZP_MAX_SLOW_RANKS]; /* these ranks' delays are multiplied by slow_factor */
+    double slow_factor;          /* default 1, >= 1 */
+    int eval_every_steps;        /* rank 0 evaluates its pulled parameters every N steps (curve); 0 = off */
     char result_dir[ZP_PATH_MAX]; /* where workers write result JSON ("" = none) */
 } zp_config;
 
@@ -83,5 +115,11 @@ int zp_config_parse(zp_config *cfg, const char *text, const char *name, char *er
 /* Name of a consistency mode ("bsp", ...), and the reverse (-1 if unknown). */
 const char *zp_consistency_name(zp_consistency c);
 int zp_consistency_from_name(const char *name);
+
+/* The same for weighting functions and delay distributions. */
+const char *zp_weight_fn_name(zp_weight_fn f);
+int zp_weight_fn_from_name(const char *name);
+const char *zp_delay_dist_name(zp_delay_dist d);
+int zp_delay_dist_from_name(const char *name);
 
 #endif

@@ -24,6 +24,7 @@
 #define ZP_FLAG_CLOCK 0x1u      /* PUSH: also advance the worker's clock to clock + 1 */
 #define ZP_FLAG_DUPLICATE 0x2u  /* reply: this request was seen before and not applied again */
 #define ZP_FLAG_PARKED 0x4u     /* reply: the request is parked on the server; keep waiting */
+#define ZP_FLAG_DROPPED 0x8u    /* PUSH reply: received but not applied (too stale, or late) */
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);
  * receiving more is a protocol error, and the extra frames are discarded. */

@@ -90,9 +90,71 @@ static void reply_ok(zp_server *s, zp_request *r, uint32_t flags)
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
 }
 
-void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
-                         uint64_t offset, uint64_t count)
+uint32_t zp_server_staleness(const zp_server *s, const zp_table *t)
 {
+    return t->has_staleness ? t->staleness : (uint32_t)s->cfg.staleness;
+}
+
+void zp_server_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace_kind kind,
+                           uint64_t version_applied, double weight, int applied)
+{
+    zp_worker *w = p->rank < (uint32_t)s->nworkers ? &s->workers.w[p->rank] : NULL;
+    uint64_t tau = version_applied - p->data_version;
+    int64_t gap = s->max_clock - p->clock;
+    if (gap < 0)
+        gap = 0;
+    if (applied) {
+        zp_hist_add_linear(&t->tau, tau);
+        zp_hist_add_linear(&t->clock_gap, (uint64_t)gap);
+        if (w)
+            zp_hist_add_linear(&w->tau, tau);
+    }
+    if (kind == ZP_TRACE_DROP) {
+        t->dropped++;
+        if (w)
+            w->dropped++;
+    } else if (kind == ZP_TRACE_LATE) {
+        t->late++;
+        if (w)
+            w->late++;
+    }
+    if (s->trace) {
+        zp_trace_row row = {.kind = kind, .worker = p->rank, .table = t->id, .clock = p->clock,
+                            .version_read = p->data_version, .version_applied = version_applied,
+                            .tau = tau, .clock_gap = gap, .weight = weight, .applied = applied};
+        zp_trace_write(s->trace, &row);
+    }
+}
+
+/* DC-ASGD needs, per worker, the parameters it last pulled: keep a reference
+ * to the buffer the reply is sent from (copy-on-write keeps it unchanged). */
+static void remember_pulled(zp_server *s, zp_table *t, uint32_t rank, zp_buf *b)
+{
+    if (s->cfg.consistency != ZP_CONSISTENCY_WEIGHTED || s->cfg.dc_lambda <= 0 ||
+        rank >= (uint32_t)t->nworkers)
+        return;
+    if (!t->pulled)
+        t->pulled = zp_xcalloc((size_t)t->nworkers, sizeof(zp_buf *));
+    if (t->pulled[rank] == b)
+        return;
+    if (t->pulled[rank])
+        zp_buf_release(t->pulled[rank]->data, t->pulled[rank]);
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    t->pulled[rank] = b;
+}
+
+void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
+                         uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
+                         double wait_us)
+{
+    zp_hist_add_log2(&t->pull_wait_us, (uint64_t)wait_us);
+    if (s->trace) {
+        zp_trace_row row = {.kind = ZP_TRACE_PULL, .worker = rank, .table = t->id,
+                            .clock = clock, .version_read = t->version,
+                            .version_applied = t->version, .clock_gap = clock - s->min_clock,
+                            .weight = 1.0, .wait_us = wait_us};
+        zp_trace_write(s->trace, &row);
+    }
     Zeps__Header rep;
     zp_reply_init(s, NULL, &rep);
     rep.op = ZEPS__OP__PULL;
@@ -103,6 +165,7 @@ void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_
     rep.data_version = t->version;
     rep.clock = t->round;
     zp_buf *b = zp_table_params_ref(t);
+    remember_pulled(s, t, rank, b);
     t->pulls++;
     zp_reply_send(s, identity, &rep, b->data + (offset - t->begin), count * sizeof(float),
                   zp_buf_release, b);
@@ -121,7 +184,8 @@ void zp_server_serve_parked(zp_server *s, zp_table *t)
         if (t->parked_tail == &p->next)
             t->parked_tail = pp;
         t->nparked--;
-        zp_server_send_pull(s, &p->identity, p->req_id, t, p->offset, p->count);
+        zp_server_send_pull(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset,
+                            p->count, (zp_now_s() - p->since_s) * 1e6);
         zmq_msg_close(&p->identity);
         free(p);
     }
@@ -278,7 +342,8 @@ static void on_pull(zp_server *s, zp_request *r)
     zp_worker_record(w, h->seq);
     w->pulls++;
     if (s->cons->pull_ready(s, t, h->rank, h->clock)) {
-        zp_server_send_pull(s, r->identity, h->req_id, t, h->offset, h->count);
+        zp_server_send_pull(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset, h->count,
+                            0.0);
         return;
     }
     zp_parked *p = zp_xcalloc(1, sizeof(*p));
@@ -310,10 +375,37 @@ static const float *aligned_values(zmq_msg_t *frame)
     return zmq_msg_data(frame);
 }
 
+/* The slowest and fastest clocks over live workers (those that have not
+ * said BYE; a worker that has not joined yet counts with clock 0). */
+static void update_clock_bounds(zp_server *s)
+{
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        const zp_worker *w = &s->workers.w[i];
+        if (w->left)
+            continue;
+        if (w->clock < lo)
+            lo = w->clock;
+        if (w->clock > hi)
+            hi = w->clock;
+    }
+    s->min_clock = lo == INT64_MAX ? hi : lo;
+    if (hi > s->max_clock)
+        s->max_clock = hi;
+}
+
+static void serve_all_parked(zp_server *s)
+{
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_server_serve_parked(s, s->tables[i]);
+}
+
 static void advance_clock(zp_server *s, zp_worker *w, int64_t finished)
 {
-    if (finished + 1 > w->clock)
+    if (finished + 1 > w->clock) {
         w->clock = finished + 1;
+        update_clock_bounds(s);
+    }
 }
 
 static void on_push(zp_server *s, zp_request *r)
@@ -345,6 +437,18 @@ static void on_push(zp_server *s, zp_request *r)
                        h->count, t->name, bytes, h->count * (uint64_t)sizeof(float));
         return;
     }
+    if (h->data_version > t->version) {
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "PUSH to table '%s' claims it was computed from version %" PRIu64
+                       ", but shard %d's slice is only at version %" PRIu64,
+                       t->name, h->data_version, s->shard, t->version);
+        return;
+    }
+    if (h->clock < 0) {
+        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK, "PUSH with negative clock %" PRId64,
+                       h->clock);
+        return;
+    }
     const float *g = aligned_values(r->payload);
     if (s->cfg.reject_nonfinite && !zp_all_finite(g, h->count)) {
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
@@ -353,8 +457,9 @@ static void on_push(zp_server *s, zp_request *r)
         return;
     }
     char err[ERRLEN];
-    int rc = s->cons->push(s, t, h->rank, h->clock, g, h->offset - t->begin, h->count, r->payload,
-                           err, sizeof(err));
+    zp_push p = {.rank = h->rank, .clock = h->clock, .data_version = h->data_version, .g = g,
+                 .off = h->offset - t->begin, .count = h->count, .frame = r->payload};
+    int rc = s->cons->push(s, t, &p, err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;
@@ -364,8 +469,11 @@ static void on_push(zp_server *s, zp_request *r)
     t->pushes++;
     if (h->flags & ZP_FLAG_CLOCK)
         advance_clock(s, w, h->clock);
-    reply_ok(s, r, 0);
-    zp_server_serve_parked(s, t);
+    reply_ok(s, r, p.reply_flags);
+    if (h->flags & ZP_FLAG_CLOCK)
+        serve_all_parked(s);
+    else
+        zp_server_serve_parked(s, t);
 }
 
 static void on_clock(zp_server *s, zp_request *r)
@@ -388,8 +496,7 @@ static void on_clock(zp_server *s, zp_request *r)
     zp_worker_record(w, h->seq);
     advance_clock(s, w, h->clock);
     reply_ok(s, r, 0);
-    for (uint32_t i = 0; i < s->ntables; i++)
-        zp_server_serve_parked(s, s->tables[i]);
+    serve_all_parked(s);
 }
 
 static void on_barrier(zp_server *s, zp_request *r)
@@ -451,6 +558,7 @@ static void on_stats(zp_server *s, zp_request *r)
     st.errors = s->errors;
 
     Zeps__TableStats *ts = zp_xcalloc(s->ntables ? s->ntables : 1, sizeof(*ts));
+    Zeps__Histogram *th = zp_xcalloc(3 * (s->ntables ? s->ntables : 1), sizeof(*th));
     Zeps__TableStats **tsp = zp_xcalloc(s->ntables ? s->ntables : 1, sizeof(*tsp));
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
@@ -467,6 +575,15 @@ static void on_stats(zp_server *s, zp_request *r)
         ts[i].optimizer = (char *)t->optimizer;
         ts[i].rounds = (uint64_t)t->round;
         ts[i].parked = t->nparked;
+        zp_hist_to_pb(&t->tau, &th[3 * i]);
+        zp_hist_to_pb(&t->clock_gap, &th[3 * i + 1]);
+        zp_hist_to_pb(&t->pull_wait_us, &th[3 * i + 2]);
+        ts[i].tau = &th[3 * i];
+        ts[i].clock_gap = &th[3 * i + 1];
+        ts[i].pull_wait_us = &th[3 * i + 2];
+        ts[i].dropped = t->dropped;
+        ts[i].late = t->late;
+        ts[i].staleness = zp_server_staleness(s, t);
         tsp[i] = &ts[i];
     }
     st.n_tables = s->ntables;
@@ -474,6 +591,7 @@ static void on_stats(zp_server *s, zp_request *r)
 
     int nw = s->nworkers;
     Zeps__WorkerStats *ws = zp_xcalloc((size_t)nw, sizeof(*ws));
+    Zeps__Histogram *wh = zp_xcalloc((size_t)nw, sizeof(*wh));
     Zeps__WorkerStats **wsp = zp_xcalloc((size_t)nw, sizeof(*wsp));
     size_t k = 0;
     for (int i = 0; i < nw; i++) {
@@ -488,6 +606,10 @@ static void on_stats(zp_server *s, zp_request *r)
         ws[k].pulls = w->pulls;
         ws[k].duplicates = w->duplicates;
         ws[k].last_seen_s = now - w->last_seen_s;
+        zp_hist_to_pb(&w->tau, &wh[k]);
+        ws[k].tau = &wh[k];
+        ws[k].dropped = w->dropped;
+        ws[k].late = w->late;
         wsp[k] = &ws[k];
         k++;
     }
@@ -501,8 +623,10 @@ static void on_stats(zp_server *s, zp_request *r)
     rep.num_workers = (uint32_t)s->nworkers;
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
     free(ts);
+    free(th);
     free(tsp);
     free(ws);
+    free(wh);
     free(wsp);
 }
 
@@ -514,7 +638,9 @@ static void on_bye(zp_server *s, zp_request *r)
     if (!w->left)
         zp_info("worker %u left", r->h->rank);
     w->left = true;
+    update_clock_bounds(s); /* the slowest clock may have moved on */
     reply_ok(s, r, 0);
+    serve_all_parked(s);
 }
 
 void zp_server_handle(zp_server *s, zp_frames *m)

@@ -91,7 +91,9 @@ static void on_check(uv_check_t *h)
 
 static void on_tick(uv_timer_t *h)
 {
-    kick(h->data);
+    zp_server *s = h->data;
+    kick(s);
+    zp_trace_flush(s->trace);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -202,10 +204,13 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
     s->incarnation = zp_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32)) | 1u;
     zp_workers_init(&s->workers, s->nworkers);
 
-    int rc = setup_socket(s, err, errlen);
+    int rc = cfg->trace_dir[0] ? zp_trace_open(&s->trace, cfg->trace_dir, shard, err, errlen) : 0;
+    if (rc == 0)
+        rc = setup_socket(s, err, errlen);
     if (rc == 0)
         rc = setup_loop(s, err, errlen);
     if (rc != 0) {
+        zp_trace_close(&s->trace);
         if (s->sock)
             zmq_close(s->sock);
         if (s->zctx)
@@ -242,6 +247,7 @@ void zp_server_destroy(zp_server **sp)
         zp_table_destroy(&s->tables[i]);
     free(s->tables);
     zp_workers_fini(&s->workers);
+    zp_trace_close(&s->trace);
     zmq_close(s->sock);
     zmq_ctx_term(s->zctx);
     free(s);

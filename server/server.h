@@ -21,6 +21,7 @@
 
 #include "config.h"
 #include "consistency.h"
+#include "stats.h"
 #include "table.h"
 #include "wire.h"
 #include "workers.h"
@@ -47,6 +48,10 @@ typedef struct zp_server {
     uint32_t ntables, cap_tables;
     zp_workers workers;
     const zp_consistency_ops *cons;
+
+    int64_t min_clock;     /* slowest live worker's clock (never-joined count as 0) */
+    int64_t max_clock;     /* most advanced worker's clock */
+    zp_trace *trace;       /* per-update trace, or NULL */
 
     uint64_t barrier_gen;  /* generation being collected, from 1 */
     int barrier_count;
@@ -99,8 +104,18 @@ void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, 
 /* Answer every parked pull of t that its policy now allows. */
 void zp_server_serve_parked(zp_server *s, zp_table *t);
 
-/* Answer a pull of [offset, offset + count) from table t now. */
+/* Answer a pull by `rank` at `clock` of [offset, offset + count) from
+ * table t now; it waited `wait_us` parked. Records it (stats, trace). */
 void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
-                         uint64_t offset, uint64_t count);
+                         uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
+                         double wait_us);
+
+/* Record a push that was applied (kind PUSH, or LATE applied), dropped or
+ * late: histograms of the table and the worker, counters, trace. */
+void zp_server_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace_kind kind,
+                           uint64_t version_applied, double weight, int applied);
+
+/* The ssp bound in force for table t. */
+uint32_t zp_server_staleness(const zp_server *s, const zp_table *t);
 
 #endif

@@ -111,6 +111,8 @@ int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int s
     t->init = (zp_init_kind)zp_init_from_name(spec->init);
     t->init_scale = spec->init_scale;
     t->seed = spec->seed;
+    t->has_staleness = spec->has_staleness;
+    t->staleness = spec->staleness;
     t->opt = zp_optim_find(spec->optimizer);
     t->nworkers = nworkers;
     t->parked_tail = &t->parked;
@@ -120,7 +122,8 @@ int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int s
     t->state = nstate ? calloc(nstate, sizeof(float)) : NULL;
     t->pending = calloc((size_t)nworkers, sizeof(zmq_msg_t));
     t->have = calloc((size_t)nworkers, sizeof(bool));
-    if (!t->params || (nstate && !t->state) || !t->pending || !t->have) {
+    t->pending_version = calloc((size_t)nworkers, sizeof(uint64_t));
+    if (!t->params || (nstate && !t->state) || !t->pending || !t->have || !t->pending_version) {
         snprintf(err, errlen, "table '%s': cannot allocate %llu bytes for its slice", t->name,
                  (unsigned long long)((2 + t->opt->state_per_param) * t->n * sizeof(float)));
         if (!t->params)
@@ -150,6 +153,12 @@ void zp_table_destroy(zp_table **tp)
     }
     if (t->params)
         zp_buf_release(t->params->data, t->params);
+    for (int r = 0; r < t->nworkers && t->pulled; r++)
+        if (t->pulled[r])
+            zp_buf_release(t->pulled[r]->data, t->pulled[r]);
+    free(t->pulled);
+    free(t->scratch);
+    free(t->pending_version);
     free(t->state);
     free(t->acc);
     free(t->pending);
@@ -192,6 +201,13 @@ int zp_table_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *er
     SAME_D(beta2, "beta2");
     SAME_D(eps, "eps");
     SAME_D(weight_decay, "weight_decay");
+    if (spec->has_staleness != t->has_staleness ||
+        (t->has_staleness && spec->staleness != t->staleness)) {
+        snprintf(err, errlen, "table '%s' already declared with %s, not %s", t->name,
+                 t->has_staleness ? "its own staleness bound" : "the cluster's staleness bound",
+                 spec->has_staleness ? "its own" : "the cluster's");
+        return ZEPS_ECONFLICT;
+    }
     if (zp_init_from_name(spec->init) != (int)t->init || spec->init_scale != t->init_scale ||
         spec->seed != t->seed) {
         snprintf(err, errlen,
@@ -233,6 +249,8 @@ uint64_t zp_table_bytes(const zp_table *t)
 {
     uint64_t floats = (uint64_t)t->n * (1u + (unsigned)t->opt->state_per_param);
     if (t->acc)
+        floats += t->n;
+    if (t->scratch)
         floats += t->n;
     return floats * sizeof(float);
 }

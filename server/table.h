@@ -23,6 +23,7 @@
 #include <zmq.h>
 
 #include "optim.h"
+#include "stats.h"
 #include "util.h"
 #include "zeps.pb-c.h"
 
@@ -49,6 +50,18 @@ typedef struct zp_parked {
     double since_s; /* when it was parked */
 } zp_parked;
 
+/* One push as the consistency policy sees it. */
+typedef struct zp_push zp_push;
+struct zp_push {
+    uint32_t rank;
+    int64_t clock;          /* the clock it was computed at */
+    uint64_t data_version;  /* the slice version it was computed from */
+    const float *g;         /* count values, read in place from `frame` */
+    size_t off, count;      /* slice-relative range */
+    zmq_msg_t *frame;       /* holds g; a policy may take it (zmq_msg_move) */
+    uint32_t reply_flags;   /* out: ZP_FLAG_DROPPED if received but not applied */
+};
+
 typedef struct zp_table {
     uint32_t id;
     char name[64];
@@ -62,6 +75,8 @@ typedef struct zp_table {
     zp_init_kind init;
     double init_scale;
     uint64_t seed;
+    bool has_staleness;    /* ssp bound declared for this table */
+    uint32_t staleness;
 
     const zp_optim_ops *opt;
     zp_buf *params;        /* n floats; the table holds one reference */
@@ -74,6 +89,7 @@ typedef struct zp_table {
     int nworkers;
     zmq_msg_t *pending;    /* [nworkers] gradient frames held until the round closes */
     bool *have;            /* [nworkers] */
+    uint64_t *pending_version; /* [nworkers] data_version of each held push */
     float *acc;            /* n floats: rank-ordered sum (BSP only, made on first use) */
 
     zp_parked *parked;     /* FIFO of waiting pulls */
@@ -81,6 +97,15 @@ typedef struct zp_table {
     size_t nparked;
 
     uint64_t pushes, pulls;
+
+    /* exact staleness measurement (stats.h) */
+    zp_hist tau, clock_gap, pull_wait_us;
+    uint64_t dropped, late;
+
+    /* DC-ASGD: the buffer each worker last pulled (a reference: copy-on-write
+     * keeps it as it was sent) and scratch for the compensated gradient */
+    zp_buf **pulled;       /* [nworkers], made on first use */
+    float *scratch;
 } zp_table;
 
 /* Create the slice of a table declared by `spec` for shard `shard` of

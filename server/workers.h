@@ -11,6 +11,8 @@
 
 #include <zmq.h>
 
+#include "stats.h"
+
 /* Sequence numbers are tracked in a window: the largest seen plus a bitmap of
  * the ZP_SEQ_WINDOW below it. The client keeps fewer requests than that in
  * flight per shard, so an older number can only be a duplicate. */
@@ -25,6 +27,8 @@ typedef struct zp_worker {
     uint64_t window;       /* bit i: max_seq - 1 - i seen */
     double last_seen_s;
     uint64_t pushes, pulls, duplicates;
+    zp_hist tau;           /* staleness of this worker's applied pushes */
+    uint64_t dropped, late;
 
     /* barrier: the generation this worker waits in (0 = not waiting) */
     uint64_t barrier_gen;

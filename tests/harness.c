@@ -63,8 +63,8 @@ int zt_wait(pid_t pid, double timeout_s)
     return -1;
 }
 
-int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
-                     const char *extra, const char *training)
+static int cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
+                         const char *extra, const char *training, int traced)
 {
     assert(nservers >= 1 && nservers <= ZT_MAX_SERVERS); /* endpoints[] and pids[] */
     memset(c, 0, sizeof(*c));
@@ -82,8 +82,11 @@ int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *cons
         snprintf(c->endpoints[k], sizeof(c->endpoints[k]), "ipc://%s/shard-%d", c->dir, k);
         fprintf(f, "%s\"%s\"", k ? ", " : "", c->endpoints[k]);
     }
-    fprintf(f, "];\n  workers = %d;\n  consistency = \"%s\";\n%s\n};\n", nworkers, consistency,
+    fprintf(f, "];\n  workers = %d;\n  consistency = \"%s\";\n%s\n", nworkers, consistency,
             extra ? extra : "");
+    if (traced)
+        fprintf(f, "  trace_dir = \"%s\";\n", c->dir);
+    fprintf(f, "};\n");
     if (training)
         fprintf(f, "training = {\n%s\n};\n", training);
     fclose(f);
@@ -107,6 +110,18 @@ int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *cons
         return -1;
     zeps_client_destroy(&probe);
     return 0;
+}
+
+int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
+                     const char *extra, const char *training)
+{
+    return cluster_start(c, nservers, nworkers, consistency, extra, training, 0);
+}
+
+int zt_cluster_start_traced(zt_cluster *c, int nservers, int nworkers, const char *consistency,
+                            const char *extra)
+{
+    return cluster_start(c, nservers, nworkers, consistency, extra, NULL, 1);
 }
 
 int zt_cluster_stop(zt_cluster *c)

@@ -34,6 +34,11 @@ const char *zt_bin(const char *name, char *buf, size_t len);
 int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
                      const char *extra, const char *training);
 
+/* The same with the servers' per-update trace on: trace_dir is the
+ * cluster's own directory (read <dir>/trace-shard<k>.csv). */
+int zt_cluster_start_traced(zt_cluster *c, int nservers, int nworkers, const char *consistency,
+                            const char *extra);
+
 /* SIGTERM every server, wait (bounded), SIGKILL stragglers, remove the dir.
  * Returns the number of servers that did not exit 0 on SIGTERM. */
 int zt_cluster_stop(zt_cluster *c);

@@ -226,6 +226,23 @@ START_TEST(test_nonfinite)
 }
 END_TEST
 
+START_TEST(test_future_version)
+{
+    raw_hello();
+    float vals[LEN] = {0};
+    Zeps__Header h;
+    base_header(&h, ZEPS__OP__PUSH);
+    h.count = LEN;
+    h.data_version = 99; /* the table is at version 0 */
+    expect_error(send_req(&h, vals, sizeof(vals)), ZEPS_EINVAL, "version 99");
+    base_header(&h, ZEPS__OP__PUSH);
+    h.count = LEN;
+    h.clock = -5;
+    expect_error(send_req(&h, vals, sizeof(vals)), ZEPS_ECLOCK, "negative clock");
+    still_serving(1.0f);
+}
+END_TEST
+
 START_TEST(test_too_many_frames)
 {
     raw_hello();
@@ -361,6 +378,7 @@ int main(void)
     tcase_add_test(tc, test_out_of_range);
     tcase_add_test(tc, test_nonfinite);
     tcase_add_test(tc, test_too_many_frames);
+    tcase_add_test(tc, test_future_version);
     tcase_add_test(tc, test_bad_rank_and_state);
     tcase_add_test(tc, test_declare_conflicts);
     tcase_add_test(tc, test_good_push_after_bad);

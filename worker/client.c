@@ -315,6 +315,10 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
             s->offset = h->offset;
             s->count = h->count;
             break;
+        case ZEPS__OP__PUSH:
+            if (h->flags & ZP_FLAG_DROPPED)
+                c->stats.dropped++;
+            break;
         case ZEPS__OP__STATS:
             if (h->stats) {
                 r->stats_len = zeps__shard_stats__get_packed_size(h->stats);
@@ -730,6 +734,8 @@ int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table)
     ts.init = (char *)(spec->init ? spec->init : "zeros");
     ts.init_scale = spec->init_scale;
     ts.seed = spec->seed;
+    ts.has_staleness = spec->has_staleness != 0;
+    ts.staleness = spec->has_staleness ? spec->staleness : 0;
 
     zeps_req *r = req_new(c, ZEPS__OP__DECLARE, c->nshards);
     r->spec = &ts;

@@ -64,6 +64,8 @@ typedef struct zeps_table_spec {
     const char *init;      /* "zeros" | "constant" | "uniform" | "normal" (NULL = zeros) */
     double init_scale;     /* constant value, uniform half-width, or normal stddev */
     uint64_t seed;         /* initializer seed; same seed => same values on any shard count */
+    int has_staleness;     /* ssp: nonzero to give this table its own bound ... */
+    unsigned staleness;    /* ... of this many clocks (else the cluster's `staleness`) */
 } zeps_table_spec;
 
 /* Per-call timing a client accumulates (seconds), for the scaling figures. */
@@ -73,6 +75,7 @@ typedef struct zeps_client_stats {
     uint64_t retries;      /* requests sent again after a timeout */
     uint64_t bytes_out;    /* payload bytes pushed */
     uint64_t bytes_in;     /* payload bytes pulled */
+    uint64_t dropped;      /* pushes the servers received but did not apply (too stale, late) */
 } zeps_client_stats;
 
 /* Connect as worker `rank` to the cluster described by the cluster file at

@@ -1,0 +1,99 @@
+/*
+ * stats.c - see stats.h.
+ */
+#include "stats.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util.h"
+#include "zeps_errors.h"
+
+static void hist_count(zp_hist *h, int bucket, uint64_t v)
+{
+    h->counts[bucket]++;
+    h->n++;
+    h->sum += v;
+    if (v > h->max)
+        h->max = v;
+}
+
+void zp_hist_add_linear(zp_hist *h, uint64_t v)
+{
+    hist_count(h, v < ZP_HIST_BUCKETS - 1 ? (int)v : ZP_HIST_BUCKETS - 1, v);
+}
+
+void zp_hist_add_log2(zp_hist *h, uint64_t v)
+{
+    int b = v == 0 ? 0 : 64 - __builtin_clzll(v);
+    hist_count(h, b < ZP_HIST_BUCKETS ? b : ZP_HIST_BUCKETS - 1, v);
+}
+
+void zp_hist_to_pb(const zp_hist *h, Zeps__Histogram *pb)
+{
+    zeps__histogram__init(pb);
+    /* only up to the last non-empty bucket */
+    size_t n = ZP_HIST_BUCKETS;
+    while (n > 0 && h->counts[n - 1] == 0)
+        n--;
+    pb->n_counts = n;
+    pb->counts = (uint64_t *)h->counts;
+    pb->n = h->n;
+    pb->sum = h->sum;
+    pb->max = h->max;
+}
+
+struct zp_trace {
+    FILE *f;
+    char *buf;
+    double t0;
+};
+
+int zp_trace_open(zp_trace **out, const char *dir, int shard, char *err, size_t errlen)
+{
+    char path[1200];
+    snprintf(path, sizeof(path), "%s/trace-shard%d.csv", dir, shard);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return zp_seterr(err, errlen, ZEPS_EIO, "cannot open trace %s: %s", path, strerror(errno));
+    zp_trace *t = zp_xcalloc(1, sizeof(*t));
+    t->f = f;
+    t->buf = zp_xmalloc(1 << 20);
+    setvbuf(f, t->buf, _IOFBF, 1 << 20);
+    t->t0 = zp_now_s();
+    fprintf(f, "time_s,kind,worker,table,clock,version_read,version_applied,tau,clock_gap,weight,"
+               "wait_us,applied\n");
+    *out = t;
+    return 0;
+}
+
+void zp_trace_write(zp_trace *t, const zp_trace_row *r)
+{
+    static const char *const kinds[] = {"push", "drop", "late", "pull"};
+    fprintf(t->f, "%.6f,%s,%u,%u,%lld,%llu,%llu,%llu,%lld,%.9g,%.1f,%d\n", zp_now_s() - t->t0,
+            kinds[r->kind], r->worker, r->table, (long long)r->clock,
+            (unsigned long long)r->version_read, (unsigned long long)r->version_applied,
+            (unsigned long long)r->tau, (long long)r->clock_gap, r->weight, r->wait_us,
+            r->applied);
+}
+
+void zp_trace_flush(zp_trace *t)
+{
+    if (t)
+        fflush(t->f);
+}
+
+void zp_trace_close(zp_trace **tp)
+{
+    zp_trace *t = tp ? *tp : NULL;
+    if (!t)
+        return;
+    fflush(t->f);
+    fsync(fileno(t->f));
+    fclose(t->f);
+    free(t->buf);
+    free(t);
+    *tp = NULL;
+}

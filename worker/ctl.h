@@ -9,6 +9,10 @@
 /* zepsctl status: ask every shard for STATS and print a table. */
 int zp_ctl_status(int argc, char **argv);
 
+/* zepsctl stats: status plus the staleness histograms (tau, clock gap, pull
+ * wait) of every table and worker. */
+int zp_ctl_stats(int argc, char **argv);
+
 /* zepsctl bench: zeps vs raw ZeroMQ throughput and latency on loopback. */
 int zp_ctl_bench(int argc, char **argv);
 

@@ -37,6 +37,7 @@ typedef struct status_opts {
     const char *config;
     int shard; /* -1: all */
     bool json;
+    bool staleness; /* zepsctl stats: also the staleness histograms */
     int timeout_ms;
 } status_opts;
 
@@ -257,6 +258,68 @@ static const char *human(uint64_t n, char *buf, size_t len)
     return buf;
 }
 
+/* The value below which a fraction q of a linear histogram's observations
+ * fall (bucket i = value i; the last bucket means "that much or more"). */
+static uint64_t hist_quantile(const Zeps__Histogram *h, double q)
+{
+    if (!h || h->n == 0)
+        return 0;
+    uint64_t want = (uint64_t)(q * (double)h->n + 0.5), seen = 0;
+    for (size_t i = 0; i < h->n_counts; i++) {
+        seen += h->counts[i];
+        if (seen >= want && seen > 0)
+            return i;
+    }
+    return h->n_counts ? h->n_counts - 1 : 0;
+}
+
+static double hist_mean(const Zeps__Histogram *h)
+{
+    return h && h->n ? (double)h->sum / (double)h->n : 0.0;
+}
+
+/* "0:120 1:40 2:3" for the non-empty buckets (log2 buckets as ranges). */
+static void print_buckets(const char *label, const Zeps__Histogram *h, bool log2)
+{
+    printf("      %-13s n %" PRIu64 "  mean %.2f  p50 %" PRIu64 "  p99 %" PRIu64 "  max %" PRIu64
+           "\n        ",
+           label, h ? h->n : 0, hist_mean(h), log2 ? 0 : hist_quantile(h, 0.5),
+           log2 ? 0 : hist_quantile(h, 0.99), h ? h->max : 0);
+    int shown = 0;
+    for (size_t i = 0; h && i < h->n_counts; i++) {
+        if (!h->counts[i])
+            continue;
+        if (log2)
+            printf(" %s%llu:%" PRIu64, i ? "<" : "", i ? 1ull << i : 0ull, h->counts[i]);
+        else
+            printf(" %zu%s:%" PRIu64, i, i + 1 == 64 ? "+" : "", h->counts[i]);
+        shown++;
+    }
+    printf("%s\n", shown ? "" : " (none)");
+}
+
+static void print_staleness(const Zeps__ShardStats *st)
+{
+    printf("  staleness (tau in versions, clock gap in clocks, pull wait in us)\n");
+    for (size_t i = 0; i < st->n_tables; i++) {
+        const Zeps__TableStats *t = st->tables[i];
+        char bound[32] = "";
+        if (st->consistency && strcmp(st->consistency, "ssp") == 0)
+            snprintf(bound, sizeof(bound), "ssp bound %u, ", t->staleness);
+        printf("    table %s: %sdropped %" PRIu64 ", late %" PRIu64 "\n", t->name, bound,
+               t->dropped, t->late);
+        print_buckets("tau", t->tau, false);
+        print_buckets("clock gap", t->clock_gap, false);
+        print_buckets("pull wait us", t->pull_wait_us, true);
+    }
+    for (size_t i = 0; i < st->n_workers; i++) {
+        const Zeps__WorkerStats *w = st->workers[i];
+        printf("    worker %u: tau mean %.2f max %" PRIu64 ", dropped %" PRIu64 ", late %" PRIu64
+               "\n",
+               w->rank, hist_mean(w->tau), w->tau ? w->tau->max : 0, w->dropped, w->late);
+    }
+}
+
 static void print_shard(const Zeps__ShardStats *st)
 {
     char in[32], out[32], held[32];
@@ -307,6 +370,16 @@ static void json_str(const char *s)
     putchar('"');
 }
 
+static void json_hist(const char *name, const Zeps__Histogram *h)
+{
+    printf(", \"%s\": {\"n\": %" PRIu64 ", \"sum\": %" PRIu64 ", \"max\": %" PRIu64
+           ", \"counts\": [",
+           name, h ? h->n : 0, h ? h->sum : 0, h ? h->max : 0);
+    for (size_t i = 0; h && i < h->n_counts; i++)
+        printf("%s%" PRIu64, i ? ", " : "", h->counts[i]);
+    printf("]}");
+}
+
 static void json_table(const Zeps__TableStats *t)
 {
     printf("{\"id\": %u, \"name\": ", t->id);
@@ -318,6 +391,11 @@ static void json_table(const Zeps__TableStats *t)
            t->length, t->slice_begin, t->slice_end, t->version, t->rounds, t->pushes, t->pulls,
            t->parked, t->bytes_param);
     json_str(t->optimizer);
+    printf(", \"staleness\": %u, \"dropped\": %" PRIu64 ", \"late\": %" PRIu64, t->staleness,
+           t->dropped, t->late);
+    json_hist("tau", t->tau);
+    json_hist("clock_gap", t->clock_gap);
+    json_hist("pull_wait_us", t->pull_wait_us);
     putchar('}');
 }
 
@@ -357,7 +435,8 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
 }
 
 /* Print every answer; returns how many shards did not answer. */
-static int print_answers(const zp_config *cfg, int first, int n, answer *a, bool json)
+static int print_answers(const zp_config *cfg, int first, int n, answer *a, bool json,
+                         bool staleness)
 {
     int missing = 0;
     if (json)
@@ -376,6 +455,8 @@ static int print_answers(const zp_config *cfg, int first, int n, answer *a, bool
             json_shard(first + k, st, &a[k], cfg->servers[first + k]);
         else if (st)
             print_shard(st);
+        if (!json && st && staleness)
+            print_staleness(st);
         if (json)
             printf("%s\n", k + 1 < n ? "," : "");
         zeps__shard_stats__free_unpacked(st, NULL);
@@ -386,10 +467,11 @@ static int print_answers(const zp_config *cfg, int first, int n, answer *a, bool
     return missing;
 }
 
-int zp_ctl_status(int argc, char **argv)
+static int status_or_stats(int argc, char **argv, bool staleness)
 {
     status_opts o;
     int rc = parse_opts(argc, argv, &o);
+    o.staleness = staleness;
     if (rc >= 0)
         return rc;
     zp_config *cfg = zp_xmalloc(sizeof(*cfg));
@@ -413,10 +495,20 @@ int zp_ctl_status(int argc, char **argv)
     answer *a = zp_xcalloc((size_t)n, sizeof(*a));
     if (o.shard >= 0 || !ask_all(cfg, o.timeout_ms, a))
         probe(cfg, first, n, o.timeout_ms, a);
-    rc = print_answers(cfg, first, n, a, o.json) ? 1 : 0;
+    rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? 1 : 0;
     for (int k = 0; k < n; k++)
         free(a[k].buf);
     free(a);
     free(cfg);
     return rc;
+}
+
+int zp_ctl_status(int argc, char **argv)
+{
+    return status_or_stats(argc, argv, false);
+}
+
+int zp_ctl_stats(int argc, char **argv)
+{
+    return status_or_stats(argc, argv, true);
 }

@@ -18,6 +18,7 @@ static void usage(FILE *f)
                "commands:\n"
                "  local    run a whole cluster (servers + workers) on this machine\n"
                "  status   ask every shard of a cluster for its state\n"
+               "  stats    status plus staleness histograms (tau, clock gap, pull wait)\n"
                "  bench    zeps vs raw ZeroMQ throughput and latency on loopback\n"
                "  version  print the version\n"
                "\n"
@@ -50,6 +51,8 @@ int main(int argc, char **argv)
         return zp_ctl_local(argc - 1, argv + 1);
     if (strcmp(cmd, "status") == 0)
         return zp_ctl_status(argc - 1, argv + 1);
+    if (strcmp(cmd, "stats") == 0)
+        return zp_ctl_stats(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return zp_ctl_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

@@ -2,10 +2,13 @@
  * config.c - reads and validates the cluster file (libconfig 1.5).
  *
  * libconfig does the parsing; this file only walks the parsed tree and checks
- * it against two const key tables, one per section (cluster, training). Each
- * table row says the key's kind, where it lands in zp_config, whether it is
- * required and its allowed range, so adding a key is adding one row (and a
- * line in docs/configuration.md). Every problem - a syntax error, an unknown
+ * it against const key tables, one per section (cluster, training) and one
+ * per nested group (cluster.weighting). Each table row says the key's kind,
+ * where it lands in zp_config, whether it is required and its allowed range,
+ * so adding a key is adding one row (and a line in docs/configuration.md).
+ * The few limits that depend on another key (backup_workers and slow_ranks
+ * against workers) are checked once the whole file has been read, since the
+ * sections may come in either order. Every problem - a syntax error, an unknown
  * key, a wrong type, a missing or out-of-range value - becomes ZEPS_ECONFIG
  * and one message of the form "file:line: what is wrong with 'section.key'",
  * so a process stops before it touches the network.
@@ -32,16 +35,21 @@
 #define CONFIG_FILE_MAX (16u << 20)
 
 typedef enum key_kind {
-    K_INT,         /* int field, range imin..imax */
-    K_UINT64,      /* uint64_t field from a non-negative int or int64 (seed) */
-    K_MEGABYTES,   /* uint64_t field in bytes, written in MiB */
-    K_FLOAT,       /* double field, int or float accepted */
-    K_BOOL,        /* bool field */
-    K_STRING,      /* char[size] field, any string that fits */
-    K_CHOICE,      /* char[size] field, one of choices */
-    K_CONSISTENCY, /* zp_consistency field, "bsp" | "async" */
-    K_ENDPOINTS,   /* servers / binds: array of endpoints */
+    K_INT,       /* int field, range imin..imax */
+    K_UINT64,    /* uint64_t field from a non-negative int or int64 (seed) */
+    K_MEGABYTES, /* uint64_t field in bytes, written in MiB */
+    K_FLOAT,     /* double field, int or float accepted */
+    K_BOOL,      /* bool field */
+    K_STRING,    /* char[size] field, any string that fits */
+    K_CHOICE,    /* char[size] field, one of choices */
+    K_ENUM,      /* enum (int-sized) field, the index of one of choices */
+    K_FLAG,      /* bool field named by a string: choices[0] = false, [1] = true */
+    K_RANKS,     /* slow_ranks: array of distinct worker ranks */
+    K_ENDPOINTS, /* servers / binds: array of endpoints */
+    K_GROUP,     /* a nested group of keys, described by group */
 } key_kind;
+
+struct section_spec;
 
 typedef struct key_spec {
     const char *name;
@@ -49,10 +57,11 @@ typedef struct key_spec {
     size_t off;  /* offset of the field in zp_config */
     size_t size; /* K_STRING, K_CHOICE: size of the char array */
     bool required;
-    long long imin, imax;       /* integer kinds */
-    double fmin, fmax;          /* K_FLOAT; fmax = INFINITY for no bound */
-    bool fmin_open, fmax_open;  /* K_FLOAT: exclusive bounds */
-    const char *const *choices; /* K_CHOICE: NULL-terminated */
+    long long imin, imax;             /* integer kinds */
+    double fmin, fmax;                /* K_FLOAT; fmax = INFINITY for no bound */
+    bool fmin_open, fmax_open;        /* K_FLOAT: exclusive bounds */
+    const char *const *choices;       /* K_CHOICE, K_ENUM, K_FLAG: NULL-terminated */
+    const struct section_spec *group; /* K_GROUP */
 } key_spec;
 
 typedef struct section_spec {
@@ -68,9 +77,12 @@ typedef struct parse_ctx {
     const char *text; /* the source, for the 32-bit literal check */
     char *err;
     size_t errlen;
-    int nservers;       /* entries in cluster.servers (0 = absent) */
-    int nbinds;         /* entries in cluster.binds (-1 = absent) */
-    unsigned bind_line; /* line of cluster.binds */
+    int nservers;                           /* entries in cluster.servers (0 = absent) */
+    int nbinds;                             /* entries in cluster.binds (-1 = absent) */
+    unsigned bind_line;                     /* line of cluster.binds */
+    unsigned backup_line;                   /* line of cluster.backup_workers */
+    unsigned slow_lines[ZP_MAX_SLOW_RANKS]; /* line of each training.slow_ranks[i] */
+    bool delay_dist_seen;                   /* training.delay_dist was given */
 } parse_ctx;
 
 #define FIELD(f) offsetof(zp_config, f)
@@ -80,23 +92,68 @@ static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL}
 static const char *const models[] = {"quadratic", "softmax", "mlp", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "adagrad", "adam", NULL};
 
+/* Enum name tables, indexed by the enum and NULL-terminated so that K_ENUM
+ * rows and the *_name / *_from_name functions share them. */
 static const char *const consistency_names[] = {
     [ZP_CONSISTENCY_BSP] = "bsp",
     [ZP_CONSISTENCY_ASYNC] = "async",
     [ZP_CONSISTENCY_SSP] = "ssp",
     [ZP_CONSISTENCY_WEIGHTED] = "weighted",
+    NULL,
 };
+static const char *const weight_fn_names[] = {
+    [ZP_WEIGHT_NONE] = "none",
+    [ZP_WEIGHT_INVERSE] = "inverse",
+    [ZP_WEIGHT_EXP] = "exp",
+    [ZP_WEIGHT_LR_OVER_TAU] = "lr_over_tau",
+    NULL,
+};
+static const char *const delay_dist_names[] = {
+    [ZP_DELAY_FIXED] = "fixed",
+    [ZP_DELAY_UNIFORM] = "uniform",
+    [ZP_DELAY_LOGNORMAL] = "lognormal",
+    NULL,
+};
+static const char *const late_push_names[] = {"drop", "weighted", NULL}; /* late_weighted */
+
+/* K_ENUM writes through an int *. */
+_Static_assert(sizeof(zp_consistency) == sizeof(int) && sizeof(zp_weight_fn) == sizeof(int) &&
+                   sizeof(zp_delay_dist) == sizeof(int),
+               "enum fields must be int-sized");
 
 /* Keep in step with docs/configuration.md. */
 /* One row per key reads as a table; clang-format would split every row. */
 /* clang-format off */
+static const key_spec weighting_keys[] = {
+    {.name = "function", .kind = K_ENUM, .off = FIELD(weight_fn), .choices = weight_fn_names},
+    {.name = "lambda", .kind = K_FLOAT, .off = FIELD(weight_lambda), .fmin = 0, .fmin_open = true,
+     .fmax = INFINITY},
+    {.name = "max_staleness", .kind = K_INT, .off = FIELD(max_staleness), .imin = -1,
+     .imax = INT_MAX},
+    {.name = "dc_lambda", .kind = K_FLOAT, .off = FIELD(dc_lambda), .fmin = 0, .fmax = INFINITY},
+    {.name = "bound", .kind = K_INT, .off = FIELD(weighted_bound), .imin = -1, .imax = 1000000},
+};
+
+static const section_spec weighting_group = {
+    .name = "weighting", .keys = weighting_keys,
+    .nkeys = sizeof(weighting_keys) / sizeof(weighting_keys[0]),
+};
+
 static const key_spec cluster_keys[] = {
     {.name = "servers", .kind = K_ENDPOINTS, .off = FIELD(servers), .required = true},
     {.name = "binds", .kind = K_ENDPOINTS, .off = FIELD(binds)},
     {.name = "workers", .kind = K_INT, .off = FIELD(num_workers), .required = true,
      .imin = 1, .imax = ZP_MAX_WORKERS},
-    {.name = "consistency", .kind = K_CONSISTENCY, .off = FIELD(consistency)},
+    {.name = "consistency", .kind = K_ENUM, .off = FIELD(consistency),
+     .choices = consistency_names},
     {.name = "staleness", .kind = K_INT, .off = FIELD(staleness), .imin = 0, .imax = 1000000},
+    /* < workers is checked in check_cross, once workers is known */
+    {.name = "backup_workers", .kind = K_INT, .off = FIELD(backup_workers), .imin = 0,
+     .imax = ZP_MAX_WORKERS - 1},
+    {.name = "late_pushes", .kind = K_FLAG, .off = FIELD(late_weighted),
+     .choices = late_push_names},
+    {.name = "weighting", .kind = K_GROUP, .group = &weighting_group},
+    {.name = "trace_dir", .kind = K_STRING, .off = STR(trace_dir)},
     {.name = "request_timeout_ms", .kind = K_INT, .off = FIELD(request_timeout_ms), .imin = 10,
      .imax = 600000},
     {.name = "max_retries", .kind = K_INT, .off = FIELD(max_retries), .imin = 0, .imax = 1000},
@@ -135,6 +192,14 @@ static const key_spec training_keys[] = {
     {.name = "delay_ms", .kind = K_FLOAT, .off = FIELD(delay_ms), .fmin = 0, .fmax = 60000},
     {.name = "delay_jitter_ms", .kind = K_FLOAT, .off = FIELD(delay_jitter_ms), .fmin = 0,
      .fmax = 60000},
+    {.name = "delay_dist", .kind = K_ENUM, .off = FIELD(delay_dist), .choices = delay_dist_names},
+    {.name = "delay_sigma", .kind = K_FLOAT, .off = FIELD(delay_sigma), .fmin = 0,
+     .fmin_open = true, .fmax = 10},
+    /* each < workers is checked in check_cross, once workers is known */
+    {.name = "slow_ranks", .kind = K_RANKS, .off = FIELD(slow_ranks)},
+    {.name = "slow_factor", .kind = K_FLOAT, .off = FIELD(slow_factor), .fmin = 1, .fmax = 1000},
+    {.name = "eval_every_steps", .kind = K_INT, .off = FIELD(eval_every_steps), .imin = 0,
+     .imax = INT_MAX},
     {.name = "result_dir", .kind = K_STRING, .off = STR(result_dir)},
 };
 
@@ -148,7 +213,9 @@ static const section_spec sections[] = {
 };
 
 /* read_section marks seen keys in a 32-bit mask. */
-_Static_assert(NKEYS(cluster_keys) <= 32 && NKEYS(training_keys) <= 32, "seen mask too small");
+_Static_assert(NKEYS(cluster_keys) <= 32 && NKEYS(training_keys) <= 32 &&
+                   NKEYS(weighting_keys) <= 32,
+               "seen mask too small");
 
 /* Fill *cfg with the defaults documented in config.h. Any thread. */
 void zp_config_defaults(zp_config *cfg)
@@ -156,6 +223,14 @@ void zp_config_defaults(zp_config *cfg)
     memset(cfg, 0, sizeof(*cfg));
     cfg->consistency = ZP_CONSISTENCY_BSP;
     cfg->staleness = 0;
+    cfg->backup_workers = 0;
+    cfg->late_weighted = false;
+    cfg->weight_fn = ZP_WEIGHT_INVERSE;
+    cfg->weight_lambda = 0.5;
+    cfg->max_staleness = -1;
+    cfg->dc_lambda = 0.0;
+    cfg->weighted_bound = -1;
+    cfg->trace_dir[0] = '\0';
     cfg->request_timeout_ms = 2000;
     cfg->max_retries = 10;
     cfg->hello_timeout_ms = 30000;
@@ -181,27 +256,61 @@ void zp_config_defaults(zp_config *cfg)
     cfg->seed = 1;
     cfg->eval_every = 1;
     cfg->max_train_examples = 0;
+    cfg->delay_dist = ZP_DELAY_FIXED;
     cfg->delay_ms = 0.0;
     cfg->delay_jitter_ms = 0.0;
+    cfg->delay_sigma = 0.5;
+    cfg->num_slow_ranks = 0;
+    cfg->slow_factor = 1.0;
+    cfg->eval_every_steps = 0;
 }
 
-/* A static name, "unknown" for a value outside the enum. Any thread. */
+/* names[v] of a NULL-terminated table, "unknown" outside it. */
+static const char *name_of(const char *const *names, size_t n, unsigned v)
+{
+    return v < n - 1 ? names[v] : "unknown";
+}
+
+/* The index of the entry named exactly `name`, or -1 (also for NULL). */
+static int index_of(const char *const *names, const char *name)
+{
+    for (int i = 0; name != NULL && names[i] != NULL; i++)
+        if (strcmp(name, names[i]) == 0)
+            return i;
+    return -1;
+}
+
+/* The *_name functions return a static name, "unknown" for a value outside
+ * the enum; the *_from_name functions the value named exactly `name`, or -1.
+ * Any thread. */
 const char *zp_consistency_name(zp_consistency c)
 {
-    if ((unsigned)c < NKEYS(consistency_names))
-        return consistency_names[c];
-    return "unknown";
+    return name_of(consistency_names, NKEYS(consistency_names), (unsigned)c);
 }
 
-/* The mode named exactly `name` (reserved ones included), or -1. Any thread. */
 int zp_consistency_from_name(const char *name)
 {
-    if (name == NULL)
-        return -1;
-    for (size_t i = 0; i < NKEYS(consistency_names); i++)
-        if (strcmp(name, consistency_names[i]) == 0)
-            return (int)i;
-    return -1;
+    return index_of(consistency_names, name);
+}
+
+const char *zp_weight_fn_name(zp_weight_fn f)
+{
+    return name_of(weight_fn_names, NKEYS(weight_fn_names), (unsigned)f);
+}
+
+int zp_weight_fn_from_name(const char *name)
+{
+    return index_of(weight_fn_names, name);
+}
+
+const char *zp_delay_dist_name(zp_delay_dist d)
+{
+    return name_of(delay_dist_names, NKEYS(delay_dist_names), (unsigned)d);
+}
+
+int zp_delay_dist_from_name(const char *name)
+{
+    return index_of(delay_dist_names, name);
 }
 
 /* Write "name:line: <message>" (or "name: " without a line) into p->err and
@@ -475,31 +584,25 @@ static int read_string(zp_config *cfg, parse_ctx *p, const char *key, const key_
         return fail(p, line, "'%s' must be a string (got %s)", key, type_name(s));
     const char *v = config_setting_get_string(s);
 
-    if (k->kind == K_CONSISTENCY) {
-        int c = zp_consistency_from_name(v);
-        if (c == ZP_CONSISTENCY_SSP || c == ZP_CONSISTENCY_WEIGHTED)
-            return fail(p, line,
-                        "'%s' = \"%s\" is not supported yet (reserved for a later release; "
-                        "use \"bsp\" or \"async\")",
-                        key, v);
-        if (c < 0)
-            return fail(p, line, "'%s' = \"%s\" is not one of bsp, async", key, v);
-        *(zp_consistency *)((char *)cfg + k->off) = (zp_consistency)c;
-        return ZEPS_OK;
-    }
-    if (k->kind == K_CHOICE) {
-        const char *const *c = k->choices;
-        while (*c != NULL && strcmp(*c, v) != 0)
-            c++;
-        if (*c == NULL) {
+    if (k->kind != K_STRING) {
+        int c = index_of(k->choices, v);
+        if (c < 0) {
             char list[128] = "";
             size_t used = 0;
-            for (c = k->choices; *c != NULL && used < sizeof(list); c++) {
-                int n = snprintf(list + used, sizeof(list) - used, "%s%s",
-                                 c == k->choices ? "" : ", ", *c);
+            for (int i = 0; k->choices[i] != NULL && used < sizeof(list); i++) {
+                int n = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "",
+                                 k->choices[i]);
                 used += n > 0 ? (size_t)n : 0;
             }
             return fail(p, line, "'%s' = \"%s\" is not one of %s", key, v, list);
+        }
+        if (k->kind == K_ENUM) {
+            *(int *)((char *)cfg + k->off) = c;
+            return ZEPS_OK;
+        }
+        if (k->kind == K_FLAG) {
+            *(bool *)((char *)cfg + k->off) = c != 0;
+            return ZEPS_OK;
         }
     }
     size_t len = strlen(v);
@@ -509,11 +612,50 @@ static int read_string(zp_config *cfg, parse_ctx *p, const char *key, const key_
     return ZEPS_OK;
 }
 
+/* training.slow_ranks: distinct ranks below ZP_MAX_WORKERS here; below
+ * workers in check_cross, which needs the lines kept in p->slow_lines. */
+static int read_ranks(zp_config *cfg, parse_ctx *p, const char *key, const config_setting_t *s)
+{
+    unsigned line = config_setting_source_line(s);
+    int type = config_setting_type(s);
+
+    if (type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST)
+        return fail(p, line, "'%s' must be an array of integers (got %s)", key, type_name(s));
+    int n = config_setting_length(s);
+    if (n > ZP_MAX_SLOW_RANKS)
+        return fail(p, line, "'%s' has %d entries (at most %d)", key, n, ZP_MAX_SLOW_RANKS);
+    for (int i = 0; i < n; i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        unsigned eline = config_setting_source_line(e) ? config_setting_source_line(e) : line;
+        int etype = config_setting_type(e);
+        if (etype != CONFIG_TYPE_INT && etype != CONFIG_TYPE_INT64)
+            return fail(p, eline, "'%s[%d]' must be an integer (got %s)", key, i, type_name(e));
+        long long r = config_setting_get_int64(e);
+        if (r < 0 || r >= ZP_MAX_WORKERS)
+            return fail(p, eline, "'%s[%d]' = %lld is out of range (allowed: 0 <= rank < %d)", key,
+                        i, r, ZP_MAX_WORKERS);
+        for (int j = 0; j < i; j++)
+            if (cfg->slow_ranks[j] == r)
+                return fail(p, eline, "'%s[%d]' = %lld repeats '%s[%d]'", key, i, r, key, j);
+        cfg->slow_ranks[i] = (int)r;
+        p->slow_lines[i] = eline;
+    }
+    cfg->num_slow_ranks = n;
+    return ZEPS_OK;
+}
+
+static int read_section(zp_config *cfg, parse_ctx *p, const char *path, const section_spec *sec,
+                        const config_setting_t *group);
+
 static int read_key(zp_config *cfg, parse_ctx *p, const char *section, const key_spec *k,
                     const config_setting_t *s)
 {
     char key[96];
     snprintf(key, sizeof(key), "%s.%s", section, k->name);
+    if (k->off == FIELD(backup_workers) && k->kind == K_INT)
+        p->backup_line = config_setting_source_line(s);
+    if (k->off == FIELD(delay_dist) && k->kind == K_ENUM)
+        p->delay_dist_seen = true;
 
     switch (k->kind) {
     case K_INT:
@@ -530,15 +672,25 @@ static int read_key(zp_config *cfg, parse_ctx *p, const char *section, const key
         return ZEPS_OK;
     case K_STRING:
     case K_CHOICE:
-    case K_CONSISTENCY:
+    case K_ENUM:
+    case K_FLAG:
         return read_string(cfg, p, key, k, s);
+    case K_RANKS:
+        return read_ranks(cfg, p, key, s);
     case K_ENDPOINTS:
         return read_endpoints(cfg, p, key, k, s);
+    case K_GROUP:
+        if (config_setting_type(s) != CONFIG_TYPE_GROUP)
+            return fail(p, config_setting_source_line(s),
+                        "'%s' must be a group, %s = { ... } (got %s)", key, k->name, type_name(s));
+        return read_section(cfg, p, key, k->group, s);
     }
     return ZEPS_EINTERNAL;
 }
 
-static int read_section(zp_config *cfg, parse_ctx *p, const section_spec *sec,
+/* Read the keys of `group` against sec; `path` ("cluster", "cluster.weighting")
+ * prefixes every key in messages. */
+static int read_section(zp_config *cfg, parse_ctx *p, const char *path, const section_spec *sec,
                         const config_setting_t *group)
 {
     uint32_t seen = 0;
@@ -551,16 +703,37 @@ static int read_section(zp_config *cfg, parse_ctx *p, const section_spec *sec,
         while (j < sec->nkeys && strcmp(sec->keys[j].name, name) != 0)
             j++;
         if (j == sec->nkeys)
-            return fail(p, config_setting_source_line(s), "unknown key '%s.%s'", sec->name, name);
-        int rc = read_key(cfg, p, sec->name, &sec->keys[j], s);
+            return fail(p, config_setting_source_line(s), "unknown key '%s.%s'", path, name);
+        int rc = read_key(cfg, p, path, &sec->keys[j], s);
         if (rc != ZEPS_OK)
             return rc;
         seen |= 1u << j;
     }
     for (size_t j = 0; j < sec->nkeys; j++)
         if (sec->keys[j].required && !(seen & (1u << j)))
-            return fail(p, config_setting_source_line(group), "missing required key '%s.%s'",
-                        sec->name, sec->keys[j].name);
+            return fail(p, config_setting_source_line(group), "missing required key '%s.%s'", path,
+                        sec->keys[j].name);
+    return ZEPS_OK;
+}
+
+/* Limits that involve keys of both sections; run after everything was read. */
+static int check_cross(zp_config *cfg, parse_ctx *p)
+{
+    /* Before delay_dist existed, a jitter alone meant a uniform delay; keep
+     * such files meaning what they did. */
+    if (!p->delay_dist_seen && cfg->delay_jitter_ms > 0)
+        cfg->delay_dist = ZP_DELAY_UNIFORM;
+    if (cfg->backup_workers >= cfg->num_workers)
+        return fail(p, p->backup_line,
+                    "'cluster.backup_workers' = %d is out of range (allowed: 0 <= backup_workers "
+                    "< workers = %d)",
+                    cfg->backup_workers, cfg->num_workers);
+    for (int i = 0; i < cfg->num_slow_ranks; i++)
+        if (cfg->slow_ranks[i] >= cfg->num_workers)
+            return fail(p, p->slow_lines[i],
+                        "'training.slow_ranks[%d]' = %d is out of range (allowed: 0 <= rank < "
+                        "workers = %d)",
+                        i, cfg->slow_ranks[i], cfg->num_workers);
     return ZEPS_OK;
 }
 
@@ -581,7 +754,7 @@ static int read_root(zp_config *cfg, parse_ctx *p, const config_setting_t *root)
         if (config_setting_type(s) != CONFIG_TYPE_GROUP)
             return fail(p, line, "'%s' must be a group, %s = { ... } (got %s)", name, name,
                         type_name(s));
-        int rc = read_section(cfg, p, &sections[j], s);
+        int rc = read_section(cfg, p, sections[j].name, &sections[j], s);
         if (rc != ZEPS_OK)
             return rc;
         seen[j] = true;
@@ -594,7 +767,7 @@ static int read_root(zp_config *cfg, parse_ctx *p, const config_setting_t *root)
                     "'cluster.binds' has %d entries but 'cluster.servers' has %d; "
                     "give one bind per server",
                     p->nbinds, p->nservers);
-    return ZEPS_OK;
+    return check_cross(cfg, p);
 }
 
 /* Parse `text` (borrowed) into *cfg; see config.h. ZEPS_EINVAL for a NULL cfg

@@ -83,8 +83,15 @@ START_TEST(good_file_all_values)
                        "             \"inproc://shard2\"];\n"
                        "  binds = [\"tcp://*:17000\", \"ipc:///tmp/zeps1\", \"inproc://shard2\"];\n"
                        "  workers = 4;\n"
-                       "  consistency = \"async\";\n"
+                       "  consistency = \"weighted\";\n"
                        "  staleness = 3;\n"
+                       "  backup_workers = 1;\n"
+                       "  late_pushes = \"weighted\";\n"
+                       "  weighting = {\n"
+                       "    function = \"exp\"; lambda = 0.25; max_staleness = 8;\n"
+                       "    dc_lambda = 0.04; bound = 2;\n"
+                       "  };\n"
+                       "  trace_dir = \"/tmp/trace\";\n"
                        "  request_timeout_ms = 500;\n"
                        "  max_retries = 0;\n"
                        "  hello_timeout_ms = 1000;\n"
@@ -99,6 +106,8 @@ START_TEST(good_file_all_values)
                        "  beta1 = 0.8; beta2 = 0.99; eps = 1e-6; weight_decay = 0.0001;\n"
                        "  seed = 42; eval_every = 2; max_train_examples = 1000;\n"
                        "  delay_ms = 1.5; delay_jitter_ms = 2.0; result_dir = \"/tmp/res\";\n"
+                       "  delay_dist = \"lognormal\"; delay_sigma = 0.75;\n"
+                       "  slow_ranks = [3, 1]; slow_factor = 4; eval_every_steps = 20;\n"
                        "};\n";
     zp_config *cfg = parse_ok(text);
     ck_assert_str_eq(cfg->path, "cluster.conf");
@@ -109,8 +118,16 @@ START_TEST(good_file_all_values)
     ck_assert_str_eq(cfg->binds[0], "tcp://*:17000");
     ck_assert_str_eq(cfg->binds[2], "inproc://shard2");
     ck_assert_int_eq(cfg->num_workers, 4);
-    ck_assert_int_eq(cfg->consistency, ZP_CONSISTENCY_ASYNC);
+    ck_assert_int_eq(cfg->consistency, ZP_CONSISTENCY_WEIGHTED);
     ck_assert_int_eq(cfg->staleness, 3);
+    ck_assert_int_eq(cfg->backup_workers, 1);
+    ck_assert(cfg->late_weighted);
+    ck_assert_int_eq(cfg->weight_fn, ZP_WEIGHT_EXP);
+    ck_assert_double_eq(cfg->weight_lambda, 0.25);
+    ck_assert_int_eq(cfg->max_staleness, 8);
+    ck_assert_double_eq(cfg->dc_lambda, 0.04);
+    ck_assert_int_eq(cfg->weighted_bound, 2);
+    ck_assert_str_eq(cfg->trace_dir, "/tmp/trace");
     ck_assert_int_eq(cfg->request_timeout_ms, 500);
     ck_assert_int_eq(cfg->max_retries, 0);
     ck_assert_int_eq(cfg->hello_timeout_ms, 1000);
@@ -138,6 +155,13 @@ START_TEST(good_file_all_values)
     ck_assert_double_eq(cfg->delay_ms, 1.5);
     ck_assert_double_eq(cfg->delay_jitter_ms, 2.0);
     ck_assert_str_eq(cfg->result_dir, "/tmp/res");
+    ck_assert_int_eq(cfg->delay_dist, ZP_DELAY_LOGNORMAL);
+    ck_assert_double_eq(cfg->delay_sigma, 0.75);
+    ck_assert_int_eq(cfg->num_slow_ranks, 2);
+    ck_assert_int_eq(cfg->slow_ranks[0], 3);
+    ck_assert_int_eq(cfg->slow_ranks[1], 1);
+    ck_assert_double_eq(cfg->slow_factor, 4.0);
+    ck_assert_int_eq(cfg->eval_every_steps, 20);
     free(cfg);
 }
 END_TEST
@@ -146,6 +170,14 @@ static void check_defaults(const zp_config *cfg)
 {
     ck_assert_int_eq(cfg->consistency, ZP_CONSISTENCY_BSP);
     ck_assert_int_eq(cfg->staleness, 0);
+    ck_assert_int_eq(cfg->backup_workers, 0);
+    ck_assert(!cfg->late_weighted);
+    ck_assert_int_eq(cfg->weight_fn, ZP_WEIGHT_INVERSE);
+    ck_assert_double_eq(cfg->weight_lambda, 0.5);
+    ck_assert_int_eq(cfg->max_staleness, -1);
+    ck_assert_double_eq(cfg->dc_lambda, 0.0);
+    ck_assert_int_eq(cfg->weighted_bound, -1);
+    ck_assert_str_eq(cfg->trace_dir, "");
     ck_assert_int_eq(cfg->request_timeout_ms, 2000);
     ck_assert_int_eq(cfg->max_retries, 10);
     ck_assert_int_eq(cfg->hello_timeout_ms, 30000);
@@ -173,6 +205,11 @@ static void check_defaults(const zp_config *cfg)
     ck_assert_double_eq(cfg->delay_ms, 0.0);
     ck_assert_double_eq(cfg->delay_jitter_ms, 0.0);
     ck_assert_str_eq(cfg->result_dir, "");
+    ck_assert_int_eq(cfg->delay_dist, ZP_DELAY_FIXED);
+    ck_assert_double_eq(cfg->delay_sigma, 0.5);
+    ck_assert_int_eq(cfg->num_slow_ranks, 0);
+    ck_assert_double_eq(cfg->slow_factor, 1.0);
+    ck_assert_int_eq(cfg->eval_every_steps, 0);
 }
 
 START_TEST(defaults_applied)
@@ -184,8 +221,11 @@ START_TEST(defaults_applied)
     ck_assert_str_eq(cfg->binds[0], ""); /* "" = bind where workers connect */
     check_defaults(cfg);
 
-    /* An empty training section changes nothing either. */
+    /* An empty training section or weighting group changes nothing either. */
     zp_config *cfg2 = parse_ok(HEAD TAIL "training = {};\n");
+    check_defaults(cfg2);
+    free(cfg2);
+    cfg2 = parse_ok(HEAD "  weighting = {};\n" TAIL);
     check_defaults(cfg2);
     free(cfg2);
 
@@ -433,15 +473,22 @@ END_TEST
 
 START_TEST(consistency_modes)
 {
-    expect_error(HEAD "  consistency = \"ssp\";\n" TAIL, ZEPS_ECONFIG,
-                 "cluster.conf:4: 'cluster.consistency' = \"ssp\" is not supported yet", NULL);
-    expect_error(HEAD "  consistency = \"weighted\";\n" TAIL, ZEPS_ECONFIG,
-                 "cluster.conf:4: 'cluster.consistency' = \"weighted\" is not supported yet", NULL);
     expect_error(HEAD "  consistency = \"eventual\";\n" TAIL, ZEPS_ECONFIG,
-                 "'cluster.consistency' = \"eventual\" is not one of bsp, async", NULL);
-    zp_config *cfg = parse_ok(HEAD "  consistency = \"bsp\";\n" TAIL);
-    ck_assert_int_eq(cfg->consistency, ZP_CONSISTENCY_BSP);
-    free(cfg);
+                 "cluster.conf:4: 'cluster.consistency' = \"eventual\" is not one of "
+                 "bsp, async, ssp, weighted",
+                 NULL);
+    expect_error(HEAD "  consistency = \"SSP\";\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.consistency' = \"SSP\"", NULL);
+    const char *modes[] = {"bsp", "async", "ssp", "weighted"};
+    for (int i = 0; i < 4; i++) {
+        char text[256];
+        snprintf(text, sizeof(text), HEAD "  consistency = \"%s\";\n  staleness = 2;\n" TAIL,
+                 modes[i]);
+        zp_config *cfg = parse_ok(text);
+        ck_assert_int_eq(cfg->consistency, i);
+        ck_assert_int_eq(cfg->staleness, 2);
+        free(cfg);
+    }
 
     ck_assert_str_eq(zp_consistency_name(ZP_CONSISTENCY_BSP), "bsp");
     ck_assert_str_eq(zp_consistency_name(ZP_CONSISTENCY_ASYNC), "async");
@@ -542,6 +589,225 @@ START_TEST(message_truncated)
 }
 END_TEST
 
+START_TEST(enum_names)
+{
+    ck_assert_str_eq(zp_weight_fn_name(ZP_WEIGHT_NONE), "none");
+    ck_assert_str_eq(zp_weight_fn_name(ZP_WEIGHT_INVERSE), "inverse");
+    ck_assert_str_eq(zp_weight_fn_name(ZP_WEIGHT_EXP), "exp");
+    ck_assert_str_eq(zp_weight_fn_name(ZP_WEIGHT_LR_OVER_TAU), "lr_over_tau");
+    ck_assert_str_eq(zp_weight_fn_name((zp_weight_fn)4), "unknown");
+    ck_assert_str_eq(zp_weight_fn_name((zp_weight_fn)-1), "unknown");
+    ck_assert_int_eq(zp_weight_fn_from_name("none"), ZP_WEIGHT_NONE);
+    ck_assert_int_eq(zp_weight_fn_from_name("inverse"), ZP_WEIGHT_INVERSE);
+    ck_assert_int_eq(zp_weight_fn_from_name("exp"), ZP_WEIGHT_EXP);
+    ck_assert_int_eq(zp_weight_fn_from_name("lr_over_tau"), ZP_WEIGHT_LR_OVER_TAU);
+    ck_assert_int_eq(zp_weight_fn_from_name("sqrt"), -1);
+    ck_assert_int_eq(zp_weight_fn_from_name(NULL), -1);
+
+    ck_assert_str_eq(zp_delay_dist_name(ZP_DELAY_FIXED), "fixed");
+    ck_assert_str_eq(zp_delay_dist_name(ZP_DELAY_UNIFORM), "uniform");
+    ck_assert_str_eq(zp_delay_dist_name(ZP_DELAY_LOGNORMAL), "lognormal");
+    ck_assert_str_eq(zp_delay_dist_name((zp_delay_dist)3), "unknown");
+    ck_assert_int_eq(zp_delay_dist_from_name("fixed"), ZP_DELAY_FIXED);
+    ck_assert_int_eq(zp_delay_dist_from_name("uniform"), ZP_DELAY_UNIFORM);
+    ck_assert_int_eq(zp_delay_dist_from_name("lognormal"), ZP_DELAY_LOGNORMAL);
+    ck_assert_int_eq(zp_delay_dist_from_name("normal"), -1);
+    ck_assert_int_eq(zp_delay_dist_from_name(""), -1);
+    ck_assert_int_eq(zp_delay_dist_from_name(NULL), -1);
+}
+END_TEST
+
+/* cluster.backup_workers, late_pushes, weighting = { ... }, trace_dir. */
+START_TEST(staleness_keys)
+{
+    /* Every weighting function by name; lambda as an int. */
+    const char *fns[] = {"none", "inverse", "exp", "lr_over_tau"};
+    for (int i = 0; i < 4; i++) {
+        char text[256];
+        snprintf(text, sizeof(text),
+                 HEAD "  weighting = { function = \"%s\"; lambda = 2; };\n" TAIL, fns[i]);
+        zp_config *cfg = parse_ok(text);
+        ck_assert_int_eq(cfg->weight_fn, i);
+        ck_assert_double_eq(cfg->weight_lambda, 2.0);
+        free(cfg);
+    }
+    zp_config *cfg =
+        parse_ok(HEAD "  late_pushes = \"drop\"; backup_workers = 0;\n"
+                      "  weighting = { max_staleness = -1; bound = -1; dc_lambda = 0; };\n" TAIL);
+    ck_assert(!cfg->late_weighted);
+    ck_assert_int_eq(cfg->max_staleness, -1);
+    ck_assert_int_eq(cfg->weighted_bound, -1);
+    ck_assert_double_eq(cfg->dc_lambda, 0.0);
+    free(cfg);
+    cfg = parse_ok(HEAD "  weighting = { max_staleness = 0; bound = 0; };\n" TAIL);
+    ck_assert_int_eq(cfg->max_staleness, 0);
+    ck_assert_int_eq(cfg->weighted_bound, 0);
+    free(cfg);
+
+    /* The weighting group: names, ranges, types, unknown keys. */
+    expect_error(HEAD "  weighting = {\n"
+                      "    function = \"sqrt\";\n"
+                      "  };\n" TAIL,
+                 ZEPS_ECONFIG,
+                 "cluster.conf:5: 'cluster.weighting.function' = \"sqrt\" is not one of "
+                 "none, inverse, exp, lr_over_tau",
+                 NULL);
+    expect_error(HEAD "  weighting = {\n    lambda = -1;\n  };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:5: 'cluster.weighting.lambda' = -1 is out of range "
+                 "(allowed: lambda > 0)",
+                 NULL);
+    expect_error(HEAD "  weighting = { lambda = 0.0; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.weighting.lambda' = 0 is out of range", "lambda > 0",
+                 NULL);
+    expect_error(HEAD "  weighting = { lambda = 1e400; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.weighting.lambda' = inf is out of range", NULL);
+    expect_error(HEAD "  weighting = { lambda = -1e400; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.weighting.lambda' = -inf", NULL);
+    expect_error(HEAD "  weighting = { lambda = \"nan\"; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.weighting.lambda' must be a number (got a string)",
+                 NULL);
+    expect_error(HEAD "  weighting = { dc_lambda = -0.5; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.weighting.dc_lambda' = -0.5 is out of range",
+                 "dc_lambda >= 0", NULL);
+    expect_error(HEAD "  weighting = { dc_lambda = 1e400; };\n" TAIL, ZEPS_ECONFIG,
+                 "'cluster.weighting.dc_lambda' = inf", NULL);
+    expect_error(HEAD "  weighting = {\n    max_staleness = -2;\n  };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:5: 'cluster.weighting.max_staleness' = -2 is out of range",
+                 "-1 <= max_staleness", NULL);
+    expect_error(HEAD "  weighting = { bound = -2; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.weighting.bound' = -2 is out of range", NULL);
+    expect_error(HEAD "  weighting = { max_staleness = 1.5; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.weighting.max_staleness' must be an integer", NULL);
+    expect_error(HEAD "  weighting = {\n    function = \"exp\";\n    decay = 0.1;\n  };\n" TAIL,
+                 ZEPS_ECONFIG, "cluster.conf:6: unknown key 'cluster.weighting.decay'", NULL);
+    expect_error(HEAD "  weighting = \"inverse\";\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.weighting' must be a group", "(got a string)", NULL);
+    expect_error(HEAD TAIL "training = { weighting = { lambda = 1; }; };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5: unknown key 'training.weighting'", NULL);
+
+    /* backup_workers below workers (2 here), whichever order the keys come in. */
+    expect_error(HEAD "  backup_workers = 2;\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.backup_workers' = 2 is out of range",
+                 "backup_workers < workers = 2", NULL);
+    expect_error("cluster = {\n  backup_workers = 5;\n  servers = [\"tcp://h:1\"];\n"
+                 "  workers = 3;\n};\n",
+                 ZEPS_ECONFIG, "cluster.conf:2: 'cluster.backup_workers' = 5", "workers = 3", NULL);
+    expect_error(HEAD "  backup_workers = -1;\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.backup_workers' = -1 is out of range", NULL);
+    cfg = parse_ok(HEAD "  backup_workers = 1;\n" TAIL);
+    ck_assert_int_eq(cfg->backup_workers, 1);
+    free(cfg);
+
+    expect_error(HEAD "  late_pushes = \"apply\";\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.late_pushes' = \"apply\" is not one of drop, weighted",
+                 NULL);
+    expect_error(HEAD "  late_pushes = true;\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.late_pushes' must be a string (got a boolean)", NULL);
+
+    char dir[ZP_PATH_MAX + 8], text[ZP_PATH_MAX + 256];
+    memset(dir, 't', sizeof(dir));
+    dir[ZP_PATH_MAX] = '\0';
+    snprintf(text, sizeof(text), HEAD "  trace_dir = \"%s\";\n" TAIL, dir);
+    expect_error(text, ZEPS_ECONFIG, "cluster.conf:4: 'cluster.trace_dir' is too long", NULL);
+    dir[ZP_PATH_MAX - 1] = '\0';
+    snprintf(text, sizeof(text), HEAD "  trace_dir = \"%s\";\n" TAIL, dir);
+    cfg = parse_ok(text);
+    ck_assert_str_eq(cfg->trace_dir, dir);
+    free(cfg);
+}
+END_TEST
+
+/* training.delay_dist, delay_sigma, slow_ranks, slow_factor, eval_every_steps. */
+START_TEST(delay_keys)
+{
+    const char *dists[] = {"fixed", "uniform", "lognormal"};
+    for (int i = 0; i < 3; i++) {
+        char text[256];
+        snprintf(text, sizeof(text), HEAD TAIL "training = { delay_dist = \"%s\"; };\n", dists[i]);
+        zp_config *cfg = parse_ok(text);
+        ck_assert_int_eq(cfg->delay_dist, i);
+        free(cfg);
+    }
+    /* Training may come first: slow ranks are checked against workers at the end. */
+    zp_config *cfg = parse_ok("training = { slow_ranks = [1, 0]; slow_factor = 1000.0;\n"
+                              "  delay_sigma = 10; eval_every_steps = 0; };\n" HEAD TAIL);
+    ck_assert_int_eq(cfg->num_slow_ranks, 2);
+    ck_assert_int_eq(cfg->slow_ranks[0], 1);
+    ck_assert_int_eq(cfg->slow_ranks[1], 0);
+    ck_assert_double_eq(cfg->slow_factor, 1000.0);
+    ck_assert_double_eq(cfg->delay_sigma, 10.0);
+    free(cfg);
+    cfg = parse_ok(HEAD TAIL "training = { slow_ranks = []; slow_factor = 1; };\n");
+    ck_assert_int_eq(cfg->num_slow_ranks, 0);
+    free(cfg);
+
+    /* A jitter without delay_dist is a uniform delay, as before delay_dist
+     * existed; a delay_dist given explicitly stands. */
+    cfg = parse_ok(HEAD TAIL "training = { delay_ms = 1; delay_jitter_ms = 2; };\n");
+    ck_assert_int_eq(cfg->delay_dist, ZP_DELAY_UNIFORM);
+    free(cfg);
+    cfg = parse_ok(HEAD TAIL "training = { delay_jitter_ms = 2; delay_dist = \"fixed\"; };\n");
+    ck_assert_int_eq(cfg->delay_dist, ZP_DELAY_FIXED);
+    free(cfg);
+    cfg = parse_ok(HEAD TAIL "training = { delay_ms = 1; delay_jitter_ms = 0; };\n");
+    ck_assert_int_eq(cfg->delay_dist, ZP_DELAY_FIXED);
+    free(cfg);
+
+    expect_error(HEAD TAIL "training = {\n  delay_dist = \"normal\";\n};\n", ZEPS_ECONFIG,
+                 "cluster.conf:6: 'training.delay_dist' = \"normal\" is not one of "
+                 "fixed, uniform, lognormal",
+                 NULL);
+    expect_error(HEAD TAIL "training = { delay_sigma = 0; };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5: 'training.delay_sigma' = 0 is out of range",
+                 "0 < delay_sigma <= 10", NULL);
+    expect_error(HEAD TAIL "training = { delay_sigma = 10.5; };\n", ZEPS_ECONFIG,
+                 "'training.delay_sigma' = 10.5 is out of range", NULL);
+    expect_error(HEAD TAIL "training = { slow_factor = 0.5; };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5: 'training.slow_factor' = 0.5 is out of range",
+                 "1 <= slow_factor <= 1000", NULL);
+    expect_error(HEAD TAIL "training = { slow_factor = 1001; };\n", ZEPS_ECONFIG,
+                 "'training.slow_factor' = 1001 is out of range", NULL);
+    expect_error(HEAD TAIL "training = { eval_every_steps = -1; };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5: 'training.eval_every_steps' = -1 is out of range", NULL);
+
+    /* slow_ranks: in range for workers = 2, distinct, integers, at most 64. */
+    expect_error(HEAD TAIL "training = {\n  slow_ranks = [1, 2];\n};\n", ZEPS_ECONFIG,
+                 "cluster.conf:6: 'training.slow_ranks[1]' = 2 is out of range",
+                 "rank < workers = 2", NULL);
+    expect_error("training = {\n  slow_ranks = [5];\n};\n" HEAD TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:2: 'training.slow_ranks[0]' = 5", "workers = 2", NULL);
+    expect_error(HEAD TAIL "training = { slow_ranks = [-1]; };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5: 'training.slow_ranks[0]' = -1 is out of range", NULL);
+    expect_error(HEAD TAIL "training = {\n  slow_ranks = [1, 0,\n    1];\n};\n", ZEPS_ECONFIG,
+                 "cluster.conf:7: 'training.slow_ranks[2]' = 1 repeats 'training.slow_ranks[0]'",
+                 NULL);
+    expect_error(HEAD TAIL "training = { slow_ranks = 1; };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5: 'training.slow_ranks' must be an array of integers "
+                 "(got an integer)",
+                 NULL);
+    expect_error(HEAD TAIL "training = { slow_ranks = (1, \"2\"); };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5: 'training.slow_ranks[1]' must be an integer (got a string)",
+                 NULL);
+    char text[1024];
+    size_t len =
+        (size_t)snprintf(text, sizeof(text),
+                         "cluster = {\n  servers = [\"tcp://h:1\"];\n  workers = 100;\n};\n"
+                         "training = { slow_ranks = [");
+    for (int i = 0; i <= ZP_MAX_SLOW_RANKS; i++)
+        len += (size_t)snprintf(text + len, sizeof(text) - len, "%s%d", i ? ", " : "", i);
+    snprintf(text + len, sizeof(text) - len, "]; };\n");
+    expect_error(text, ZEPS_ECONFIG, "cluster.conf:5: 'training.slow_ranks' has 65 entries",
+                 "at most 64", NULL);
+    /* Exactly 64 is fine. */
+    char *comma = strrchr(text, ',');
+    snprintf(comma, sizeof(text) - (size_t)(comma - text), "]; };\n");
+    cfg = parse_ok(text);
+    ck_assert_int_eq(cfg->num_slow_ranks, ZP_MAX_SLOW_RANKS);
+    ck_assert_int_eq(cfg->slow_ranks[63], 63);
+    free(cfg);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -557,6 +823,9 @@ static Suite *config_suite(void)
     tcase_add_test(tc, bad_endpoint);
     tcase_add_test(tc, bad_names);
     tcase_add_test(tc, consistency_modes);
+    tcase_add_test(tc, enum_names);
+    tcase_add_test(tc, staleness_keys);
+    tcase_add_test(tc, delay_keys);
     tcase_add_test(tc, load_file);
     tcase_add_test(tc, load_unreadable);
     tcase_add_test(tc, message_truncated);

@@ -8,6 +8,13 @@
  * waited on, so pushes and pulls share the wire. Rank 0 evaluates the model
  * after every eval_every epochs and at the end, after a barrier, so the
  * final figure is of the parameters every worker contributed to.
+ *
+ * Two things serve experiments on stale updates. An injected per-step delay
+ * (zp_train_delay_ms) simulates slow or noisy workers; it is a pure function
+ * of (seed, rank, step) so reruns see the same delays. With eval_every_steps
+ * rank 0 also evaluates the parameters it has just pulled, before computing
+ * its gradient, every N steps, which gives a convergence curve against steps
+ * in the result JSON; that time counts as eval_s, not compute or comm.
  */
 #include "train.h"
 
@@ -35,8 +42,11 @@ typedef struct trainer {
     float *w[ZP_MODEL_MAX_TABLES];
     float *g[ZP_MODEL_MAX_TABLES];
     zeps_req *pulls[ZP_MODEL_MAX_TABLES];
-    zp_rng delay_rng;
 } trainer;
+
+/* zp_rng stream of the injected delays (ASCII "delay"), apart from the
+ * models' streams. */
+#define STREAM_DELAY 0x64656c6179ull
 
 static int declare_tables(trainer *t)
 {
@@ -102,8 +112,7 @@ static int push_clock_pull(trainer *t, int64_t clock, int pull_next)
     zeps_req *reqs[ZP_MODEL_MAX_TABLES + 1] = {0};
     int rc = 0;
     for (int i = 0; i < t->ntables && rc == 0; i++)
-        rc = zeps_push_start(t->client, t->ids[i], t->g[i], 0, t->defs[i].length, clock,
-                             &reqs[i]);
+        rc = zeps_push_start(t->client, t->ids[i], t->g[i], 0, t->defs[i].length, clock, &reqs[i]);
     if (rc == 0)
         rc = zeps_clock_start(t->client, clock, &reqs[t->ntables]);
     if (rc == 0 && pull_next)
@@ -112,17 +121,95 @@ static int push_clock_pull(trainer *t, int64_t clock, int pull_next)
     return rc ? rc : rc2;
 }
 
-/* The injected compute delay of this step, from the seeded generator. */
-static void inject_delay(trainer *t)
+static int is_slow(const zp_config *cfg, int rank)
 {
-    double ms = t->cfg->delay_ms;
-    if (t->cfg->delay_jitter_ms > 0)
-        ms += t->cfg->delay_jitter_ms * zp_rng_uniform(&t->delay_rng);
+    for (int i = 0; i < cfg->num_slow_ranks; i++)
+        if (cfg->slow_ranks[i] == rank)
+            return 1;
+    return 0;
+}
+
+/* See train.h. One generator per step, seeded from (seed, rank, step),
+ * costs a few mixes and keeps step c's delay independent of steps 0..c-1. */
+double zp_train_delay_ms(const zp_config *cfg, int rank, int64_t step)
+{
+    double ms = cfg->delay_ms;
+    zp_rng r;
+    zp_rng_seed(&r, cfg->seed ^ STREAM_DELAY, (uint64_t)rank, (uint64_t)step);
+    switch (cfg->delay_dist) {
+    case ZP_DELAY_FIXED:
+        break;
+    case ZP_DELAY_UNIFORM:
+        ms += cfg->delay_jitter_ms * zp_rng_uniform(&r);
+        break;
+    case ZP_DELAY_LOGNORMAL:
+        ms *= exp(cfg->delay_sigma * zp_rng_normal(&r));
+        break;
+    }
+    if (is_slow(cfg, rank))
+        ms *= cfg->slow_factor;
+    return ms;
+}
+
+/* Say once what delay this worker injects, if any. */
+static void log_delay(const trainer *t)
+{
+    const zp_config *cfg = t->cfg;
+    char what[128] = "";
+    if (cfg->delay_dist == ZP_DELAY_UNIFORM)
+        snprintf(what, sizeof(what), " + U[0, %g) ms", cfg->delay_jitter_ms);
+    else if (cfg->delay_dist == ZP_DELAY_LOGNORMAL)
+        snprintf(what, sizeof(what), " (median), log-stddev %g", cfg->delay_sigma);
+    double factor = is_slow(cfg, t->rank) ? cfg->slow_factor : 1.0;
+    if (cfg->delay_ms <= 0 && (cfg->delay_dist != ZP_DELAY_UNIFORM || cfg->delay_jitter_ms <= 0))
+        zp_info("injected delay: none");
+    else if (factor != 1.0)
+        zp_info("injected delay: %s, %g ms%s, times %g (slow rank)",
+                zp_delay_dist_name(cfg->delay_dist), cfg->delay_ms, what, factor);
+    else
+        zp_info("injected delay: %s, %g ms%s", zp_delay_dist_name(cfg->delay_dist), cfg->delay_ms,
+                what);
+}
+
+/* Sleep for step `step`'s injected compute delay. */
+static void inject_delay(trainer *t, int64_t step)
+{
+    double ms = zp_train_delay_ms(t->cfg, t->rank, step);
     if (ms <= 0)
         return;
     struct timespec ts = {(time_t)(ms / 1000.0), (long)(fmod(ms, 1000.0) * 1e6)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
         ;
+}
+
+int zp_train_curve_due(const zp_config *cfg, int rank, int64_t step)
+{
+    return rank == 0 && cfg->eval_every_steps > 0 && step % cfg->eval_every_steps == 0;
+}
+
+void zp_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e)
+{
+    if (c->n == c->cap) {
+        c->cap = c->cap ? 2 * c->cap : 64;
+        c->points = zp_xrealloc(c->points, c->cap * sizeof(*c->points));
+    }
+    /* As the flat final_* keys: a classifier (accuracy not NaN) has no
+     * distance to an optimum, whatever its zp_eval holds there. */
+    int classifier = !isnan(e->accuracy);
+    c->points[c->n++] = (zp_curve_point){
+        .step = step,
+        .loss = e->loss,
+        .rel_distance = classifier ? NAN : e->rel_distance,
+        .distance = classifier ? NAN : e->distance,
+        .accuracy = e->accuracy,
+        .version = version,
+    };
+}
+
+void zp_train_result_fini(zp_train_result *r)
+{
+    free(r->curve.points);
+    r->curve = (zp_curve){0};
 }
 
 static void log_eval(const trainer *t, const char *what, const zp_eval *e)
@@ -158,16 +245,27 @@ static int train_loop(trainer *t, zp_train_result *res)
     for (int64_t c = 0; c < total && rc == 0; c++) {
         double a = zp_now_s();
         rc = wait_all(t->pulls, t->ntables);
-        double b = zp_now_s();
+        double b = zp_now_s(), compute_start = b;
         if (rc)
             break;
+        if (zp_train_curve_due(cfg, t->rank, c)) {
+            /* t->w holds what step c pulled: the point is of those parameters. */
+            zp_eval ev;
+            rc = t->ops->evaluate(t->model, t->w, &ev);
+            if (rc)
+                break;
+            zp_curve_add(&res->curve, c, zeps_pulled_version(t->client, t->ids[0], 0), &ev);
+            double now = zp_now_s();
+            res->eval_s += now - b;
+            compute_start = now;
+        }
         loss_sum += t->ops->grad(t->model, t->w, t->g, c);
-        inject_delay(t);
+        inject_delay(t, c);
         double d = zp_now_s();
         rc = push_clock_pull(t, c, c + 1 < total);
         double e = zp_now_s();
         res->comm_s += (b - a) + (e - d);
-        res->compute_s += d - b;
+        res->compute_s += d - compute_start;
         res->iterations++;
         res->examples += bex;
         if ((c + 1) % spe != 0 || rc != 0)
@@ -184,8 +282,10 @@ static int train_loop(trainer *t, zp_train_result *res)
              * first, evaluate what they brought, then start them again. */
             zp_eval ev;
             rc = wait_all(t->pulls, t->ntables);
+            double e0 = zp_now_s();
             if (rc == 0)
                 rc = t->ops->evaluate(t->model, t->w, &ev);
+            res->eval_s += zp_now_s() - e0;
             if (rc == 0) {
                 char what[64];
                 snprintf(what, sizeof(what), "epoch %d/%d", epoch, cfg->epochs);
@@ -210,7 +310,6 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
         zp_error("unknown model '%s' (known: %s)", cfg->model, zp_model_names());
         return ZEPS_ECONFIG;
     }
-    zp_rng_seed(&t.delay_rng, cfg->seed, 0xde1a7, (uint64_t)rank);
     int rc = t.ops->create(&t.model, cfg, rank, cfg->num_workers, err, sizeof(err));
     if (rc != 0) {
         zp_error("model %s: %s", cfg->model, err);
@@ -224,6 +323,7 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
     if (rc == 0) {
         zp_info("training %s: %d epochs of %d steps, %d tables, %s", cfg->model, cfg->epochs,
                 t.ops->steps_per_epoch(t.model), t.ntables, zp_consistency_name(cfg->consistency));
+        log_delay(&t);
         rc = train_loop(&t, &res);
         if (rc != 0)
             zp_error("training stopped: %s", zeps_last_error(t.client));
@@ -257,6 +357,32 @@ static void json_num(FILE *f, const char *key, double v, int valid)
         fprintf(f, ",\"%s\":null", key);
 }
 
+/* A JSON number, or null for NaN/Inf (JSON has neither). */
+static void json_value(FILE *f, const char *sep, double v)
+{
+    if (isfinite(v))
+        fprintf(f, "%s%.10g", sep, v);
+    else
+        fprintf(f, "%snull", sep);
+}
+
+/* ,"curve":[[step,loss,rel_distance,distance,accuracy,version],...] - always
+ * present, [] when no curve was recorded, so readers need not test for it. */
+static void write_curve(FILE *f, const zp_curve *c)
+{
+    fprintf(f, ",\"curve\":[");
+    for (size_t i = 0; i < c->n; i++) {
+        const zp_curve_point *pt = &c->points[i];
+        fprintf(f, "%s[%lld", i ? "," : "", (long long)pt->step);
+        json_value(f, ",", pt->loss);
+        json_value(f, ",", pt->rel_distance);
+        json_value(f, ",", pt->distance);
+        json_value(f, ",", pt->accuracy);
+        fprintf(f, ",%llu]", (unsigned long long)pt->version);
+    }
+    fprintf(f, "]");
+}
+
 int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const char *path)
 {
     char tmp[ZP_PATH_MAX + 8];
@@ -283,6 +409,7 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
     json_num(f, "final_accuracy", r->final.accuracy, classifier);
     json_num(f, "final_distance", r->final.distance, r->evaluated && !classifier);
     json_num(f, "final_rel_distance", r->final.rel_distance, r->evaluated && !classifier);
+    write_curve(f, &r->curve);
     fprintf(f, "}\n");
     int bad = ferror(f);
     if (fclose(f) != 0 || bad || rename(tmp, path) != 0) {

@@ -10,24 +10,66 @@
 #include "config.h"
 #include "model.h"
 
+/* One point of the convergence curve: rank 0's evaluation of the parameters
+ * it pulled for step `step`. accuracy is NAN for quadratic; distance and
+ * rel_distance are NAN for classifiers (as zp_eval). */
+typedef struct zp_curve_point {
+    int64_t step;
+    double loss;
+    double rel_distance;
+    double distance;
+    double accuracy;
+    uint64_t version; /* updates applied to the first table's slice on shard 0 when pulled */
+} zp_curve_point;
+
+/* A growable array of curve points; {0} is an empty curve. */
+typedef struct zp_curve {
+    zp_curve_point *points;
+    size_t n, cap;
+} zp_curve;
+
 typedef struct zp_train_result {
     int rank;
     int epochs;
     int64_t iterations;
     int64_t examples;
-    double wall_s;     /* from the first pull to the end of the last push */
-    double compute_s;  /* gradient computation and injected delays */
-    double comm_s;     /* blocked on the parameter servers */
-    double eval_s;     /* evaluations (rank 0) */
-    zp_eval final;     /* rank 0: evaluation of the final parameters */
-    int evaluated;     /* final is valid */
+    double wall_s;    /* from the first pull to the end of the last push */
+    double compute_s; /* gradient computation and injected delays */
+    double comm_s;    /* blocked on the parameter servers */
+    double eval_s;    /* evaluations (rank 0) */
+    zp_eval final;    /* rank 0: evaluation of the final parameters */
+    int evaluated;    /* final is valid */
+    zp_curve curve;   /* rank 0 with eval_every_steps > 0; owned by the result */
 } zp_train_result;
 
 /* Train worker `rank` of the cluster in cfg (read from cfg->path). Progress
- * goes to stderr through the log. Returns 0 or a zeps_err. */
+ * goes to stderr through the log. Returns 0 or a zeps_err; *out is filled
+ * either way, and the caller releases it with zp_train_result_fini. */
 int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out);
 
-/* Write a result as JSON to `path` (flat keys, see docs/operations.md). */
+/* Free what a result owns (its curve); the struct itself stays the caller's.
+ * Safe on a zeroed result and twice in a row. */
+void zp_train_result_fini(zp_train_result *r);
+
+/* Write a result as JSON to `path` (flat keys, see docs/operations.md, then
+ * "curve": [[step, loss, rel_distance, distance, accuracy, version], ...], with null
+ * for a value that does not apply). */
 int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const char *path);
+
+/* The injected compute delay, in ms, of worker `rank` at step `step`: from
+ * delay_dist (fixed: delay_ms; uniform: delay_ms + U[0, delay_jitter_ms);
+ * lognormal: delay_ms * exp(delay_sigma * N(0,1))), times slow_factor if
+ * rank is one of slow_ranks. A pure function of (cfg, rank, step): its
+ * random draw comes from a generator seeded with (seed, rank, step), so it
+ * does not depend on the steps taken before. Any thread. */
+double zp_train_delay_ms(const zp_config *cfg, int rank, int64_t step);
+
+/* Whether `rank` records a curve point at step `step`: rank 0 only, with
+ * eval_every_steps > 0, at step 0 and every eval_every_steps steps after. */
+int zp_train_curve_due(const zp_config *cfg, int rank, int64_t step);
+
+/* Append the evaluation `e` at `step` to curve c (growing it; aborts on out
+ * of memory like every small allocation of zeps). */
+void zp_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e);
 
 #endif

@@ -39,7 +39,8 @@ extern "C" {
     X(ESTALE, 20, "update too stale, dropped")                                       \
     X(EDATA, 21, "bad or missing data file")                                         \
     X(EOPTIM, 22, "unknown optimizer or bad hyper-parameter")                        \
-    X(EINTERNAL, 23, "internal error")
+    X(EINTERNAL, 23, "internal error")                                               \
+    X(EDIVERGED, 24, "training diverged")
 
 typedef enum zeps_err {
 #define ZEPS_ERR_ENUM_(name, num, text) ZEPS_##name = num,

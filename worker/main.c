@@ -5,7 +5,8 @@
  *
  * The rank comes from --rank, else ZEPS_RANK, else the engine's variables
  * (JOB_COMPLETION_INDEX on Kubernetes, SLURM_PROCID on Slurm). Exits 0 when
- * training finished, 1 when it failed, 2 on bad usage or configuration.
+ * training finished, 1 when it failed, 2 on bad usage or configuration, 3
+ * when training diverged (the result JSON is still written).
  */
 #include <getopt.h>
 #include <signal.h>
@@ -106,10 +107,13 @@ int main(int argc, char **argv)
 
     zp_train_result res;
     int rc = zp_train_run(cfg, (int)rank, &res);
-    if (rc == 0 && cfg->result_dir[0]) {
+    /* A diverged run still leaves its result (curve, step), for studies. */
+    if ((rc == 0 || rc == ZEPS_EDIVERGED) && cfg->result_dir[0]) {
         char out[ZP_PATH_MAX + 64];
         snprintf(out, sizeof(out), "%s/worker-%ld.json", cfg->result_dir, rank);
-        rc = zp_train_write_json(cfg, &res, out);
+        int wrc = zp_train_write_json(cfg, &res, out);
+        if (rc == 0)
+            rc = wrc;
     }
     if (rc == 0)
         zp_info("done: %lld iterations in %.1f s (%.1f%% communicating)",
@@ -117,5 +121,5 @@ int main(int argc, char **argv)
                 100.0 * res.comm_s / (res.comm_s + res.compute_s + 1e-12));
     zp_train_result_fini(&res);
     free(cfg);
-    return rc == 0 ? 0 : 1;
+    return rc == 0 ? 0 : rc == ZEPS_EDIVERGED ? 3 : 1;
 }

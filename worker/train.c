@@ -30,6 +30,9 @@
 #include "util.h"
 #include "zeps.h"
 
+/* A training loss above this (or not finite) ends training as diverged. */
+#define ZP_DIVERGED_LOSS 1e30
+
 typedef struct trainer {
     const zp_config *cfg;
     int rank;
@@ -259,7 +262,17 @@ static int train_loop(trainer *t, zp_train_result *res)
             res->eval_s += now - b;
             compute_start = now;
         }
-        loss_sum += t->ops->grad(t->model, t->w, t->g, c);
+        double loss = t->ops->grad(t->model, t->w, t->g, c);
+        if (!isfinite(loss) || loss > ZP_DIVERGED_LOSS) {
+            /* stop before pushing what would be Inf or NaN: the servers would
+             * refuse it, and a study wants a clean "diverged" outcome */
+            zp_error("diverged at step %lld: loss %g", (long long)c, loss);
+            res->diverged = 1;
+            res->diverged_step = c;
+            rc = ZEPS_EDIVERGED;
+            break;
+        }
+        loss_sum += loss;
         inject_delay(t, c);
         double d = zp_now_s();
         rc = push_clock_pull(t, c, c + 1 < total);
@@ -325,7 +338,7 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
                 t.ops->steps_per_epoch(t.model), t.ntables, zp_consistency_name(cfg->consistency));
         log_delay(&t);
         rc = train_loop(&t, &res);
-        if (rc != 0)
+        if (rc != 0 && rc != ZEPS_EDIVERGED)
             zp_error("training stopped: %s", zeps_last_error(t.client));
     }
     /* Everyone finished pushing: rank 0 evaluates the final parameters. */
@@ -409,6 +422,8 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
     json_num(f, "final_accuracy", r->final.accuracy, classifier);
     json_num(f, "final_distance", r->final.distance, r->evaluated && !classifier);
     json_num(f, "final_rel_distance", r->final.rel_distance, r->evaluated && !classifier);
+    fprintf(f, ",\"diverged\":%s", r->diverged ? "true" : "false");
+    json_num(f, "diverged_step", (double)r->diverged_step, r->diverged);
     write_curve(f, &r->curve);
     fprintf(f, "}\n");
     int bad = ferror(f);

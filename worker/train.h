@@ -39,6 +39,8 @@ typedef struct zp_train_result {
     double eval_s;    /* evaluations (rank 0) */
     zp_eval final;    /* rank 0: evaluation of the final parameters */
     int evaluated;    /* final is valid */
+    int diverged;     /* stopped: the loss became non-finite or exceeded 1e30 */
+    int64_t diverged_step;
     zp_curve curve;   /* rank 0 with eval_every_steps > 0; owned by the result */
 } zp_train_result;
 

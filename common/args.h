@@ -1,0 +1,39 @@
+/*
+ * args.h - the command line and start-up shared by the zeps daemons.
+ *
+ *   zeps-server --config FILE [--shard N] [--log-level L]
+ *   zeps-worker --config FILE [--rank N]  [--log-level L]
+ *
+ * A daemon's index (shard or rank) comes from its flag, else from the first
+ * set environment variable of its list, so one command line serves every
+ * instance under systemd templates, Kubernetes indexed Jobs and Slurm. The
+ * cluster file is loaded and checked, and the index checked against it,
+ * before the daemon touches the network.
+ */
+#ifndef ZP_ARGS_H
+#define ZP_ARGS_H
+
+#include "config.h"
+
+typedef enum zp_daemon_kind {
+    ZP_DAEMON_SERVER = 0, /* index = shard, < num_shards */
+    ZP_DAEMON_WORKER = 1, /* index = rank, < num_workers */
+} zp_daemon_kind;
+
+typedef struct zp_daemon_args {
+    const char *config;
+    const char *log_level; /* NULL: the file's */
+    int index;
+} zp_daemon_args;
+
+/* Parse argv for a daemon of `kind`. Returns -1 when the daemon should go
+ * on (*out filled), else the exit status (0 after --help or --version, 2 on
+ * bad usage, with a message). */
+int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *out);
+
+/* Load the cluster file into cfg, check the index against it and set up the
+ * log as "server[i]" / "worker[r]". Returns -1 to go on, else the exit
+ * status (2) after printing what is wrong. */
+int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg);
+
+#endif

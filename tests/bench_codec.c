@@ -1,0 +1,103 @@
+/*
+ * bench_codec.c - throughput of the gradient codecs (common/codec.c), the
+ * figures docs/compression.md cites. Not a test: it asserts nothing.
+ *
+ * For 1M and 16M gaussian f32 values and default parameters (int8 block
+ * 256, topk/randk fraction 0.01), it times encode, validate, decode and
+ * decode_add of each codec and prints GB/s of the f32 input (4n bytes per
+ * call, 10^9 B/s), best of a few runs, and the payload size relative to
+ * raw f32. Usage: bench_codec [reps] (default 5).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "util.h"
+
+typedef struct bench_ctx {
+    const zp_codec_ops *c;
+    const zp_codec_params *p;
+    const float *x;
+    size_t n, len;
+    unsigned char *buf;
+    float *out;
+} bench_ctx;
+
+enum { OP_ENCODE, OP_VALIDATE, OP_DECODE, OP_DECODE_ADD, NOPS };
+
+static void run_op(bench_ctx *b, int op, uint64_t rep)
+{
+    char err[128];
+    switch (op) {
+    case OP_ENCODE:
+        b->len = b->c->encode(b->x, b->n, b->p, rep, b->buf);
+        break;
+    case OP_VALIDATE:
+        if (b->c->validate(b->buf, b->len, b->n, err, sizeof err) != 0) {
+            fprintf(stderr, "bench_codec: %s: %s\n", b->c->name, err);
+            exit(1);
+        }
+        break;
+    case OP_DECODE:
+        b->c->decode(b->buf, b->len, b->n, b->out);
+        break;
+    default:
+        b->c->decode_add(b->buf, b->len, b->n, 0.5f, b->out);
+        break;
+    }
+}
+
+/* Best wall time of `reps` runs of one operation, in seconds. */
+static double best_of(bench_ctx *b, int op, int reps)
+{
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        double t0 = zp_now_s();
+        run_op(b, op, (uint64_t)r);
+        double t = zp_now_s() - t0;
+        best = t < best ? t : best;
+    }
+    return best;
+}
+
+int main(int argc, char **argv)
+{
+    int reps = argc > 1 ? atoi(argv[1]) : 5;
+    if (reps < 1)
+        reps = 1;
+    zp_malloc_tune();
+    const size_t sizes[] = {(size_t)1 << 20, (size_t)1 << 24};
+    zp_codec_params p;
+    zp_codec_params_init(&p);
+    p.seed = 1;
+    printf("%-6s %9s %8s %10s %10s %10s %10s\n", "codec", "n", "ratio", "encode", "validate",
+           "decode", "dec_add");
+    for (int si = 0; si < 2; si++) {
+        size_t n = sizes[si];
+        float *x = zp_xmalloc(n * sizeof(float));
+        float *out = zp_xmalloc(n * sizeof(float));
+        zp_rng r;
+        zp_rng_seed(&r, 1, 0, 0);
+        for (size_t i = 0; i < n; i++)
+            x[i] = (float)zp_rng_normal(&r);
+        memset(out, 0, n * sizeof(float));
+        for (size_t ci = 0; zp_codec_at(ci); ci++) {
+            const zp_codec_ops *c = zp_codec_at(ci);
+            bench_ctx b = {.c = c, .p = &p, .x = x, .n = n, .out = out};
+            b.buf = zp_xmalloc(c->max_size(n, &p));
+            memset(b.buf, 0, c->max_size(n, &p)); /* fault the pages in before timing */
+            run_op(&b, OP_ENCODE, 0);
+            double gbs[NOPS];
+            for (int op = 0; op < NOPS; op++)
+                gbs[op] = 4.0 * (double)n / best_of(&b, op, reps) / 1e9;
+            printf("%-6s %9zu %8.4f %10.2f %10.2f %10.2f %10.2f\n", c->name, n,
+                   (double)b.len / (4.0 * (double)n), gbs[0], gbs[1], gbs[2], gbs[3]);
+            free(b.buf);
+        }
+        free(x);
+        free(out);
+    }
+    printf("GB/s of f32 input (4n bytes, 10^9 B/s), best of %d\n", reps);
+    return 0;
+}

@@ -91,6 +91,8 @@ typedef struct parse_ctx {
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const models[] = {"quadratic", "softmax", "mlp", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "adagrad", "adam", NULL};
+static const char *const codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", "randk",
+                                     NULL};
 
 /* Enum name tables, indexed by the enum and NULL-terminated so that K_ENUM
  * rows and the *_name / *_from_name functions share them. */
@@ -201,6 +203,12 @@ static const key_spec training_keys[] = {
     {.name = "eval_every_steps", .kind = K_INT, .off = FIELD(eval_every_steps), .imin = 0,
      .imax = INT_MAX},
     {.name = "result_dir", .kind = K_STRING, .off = STR(result_dir)},
+    {.name = "push_codec", .kind = K_CHOICE, .off = STR(push_codec), .choices = codecs},
+    {.name = "codec_fraction", .kind = K_FLOAT, .off = FIELD(codec_fraction), .fmin = 0,
+     .fmin_open = true, .fmax = 1},
+    {.name = "codec_block", .kind = K_INT, .off = FIELD(codec_block), .imin = 1,
+     .imax = 1 << 20},
+    {.name = "error_feedback", .kind = K_BOOL, .off = FIELD(error_feedback)},
 };
 
 /* clang-format on */
@@ -263,6 +271,10 @@ void zp_config_defaults(zp_config *cfg)
     cfg->num_slow_ranks = 0;
     cfg->slow_factor = 1.0;
     cfg->eval_every_steps = 0;
+    snprintf(cfg->push_codec, sizeof(cfg->push_codec), "none");
+    cfg->codec_fraction = 0.01;
+    cfg->codec_block = 256;
+    cfg->error_feedback = true;
 }
 
 /* names[v] of a NULL-terminated table, "unknown" outside it. */

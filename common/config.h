@@ -96,6 +96,10 @@ typedef struct zp_config {
     double slow_factor;          /* default 1, >= 1 */
     int eval_every_steps;        /* rank 0 evaluates its pulled parameters every N steps (curve); 0 = off */
     char result_dir[ZP_PATH_MAX]; /* where workers write result JSON ("" = none) */
+    char push_codec[16];         /* none | fp16 | bf16 | int8 | sign | topk | randk; default none */
+    double codec_fraction;       /* topk/randk: share of elements sent, default 0.01, (0, 1] */
+    int codec_block;             /* int8: elements per scale, default 256 */
+    bool error_feedback;         /* keep the compression residual per table, default true */
 } zp_config;
 
 /* Fill *cfg with the defaults above (no servers, num_workers 0). */

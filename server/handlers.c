@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "log.h"
 #include "server.h"
 #include "util.h"
@@ -400,6 +401,43 @@ static void serve_all_parked(zp_server *s)
         zp_server_serve_parked(s, s->tables[i]);
 }
 
+/* A compressed push: check the payload against its codec's rules before
+ * reading it, then replace the frame with the decoded f32 values, so the
+ * rest of the path (and every consistency policy) sees plain floats.
+ * Returns 0, or -1 after replying with an error. */
+static int decode_push(zp_server *s, zp_request *r, zp_table *t)
+{
+    const Zeps__Header *h = r->h;
+    const zp_codec_ops *codec = zp_codec_by_id(h->codec);
+    if (!codec) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "unknown codec %u in a PUSH to table '%s'",
+                       h->codec, t->name);
+        return -1;
+    }
+    double t0 = zp_now_s();
+    char err[ERRLEN];
+    const void *buf = zmq_msg_data(r->payload);
+    size_t len = zmq_msg_size(r->payload);
+    int rc = codec->validate(buf, len, (size_t)h->count, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s push to table '%s' from worker %u: %s",
+                       codec->name, t->name, h->rank, err);
+        return -1;
+    }
+    zmq_msg_t dec;
+    if (zmq_msg_init_size(&dec, h->count * sizeof(float)) != 0) {
+        zp_reply_error(s, r->identity, h, ZEPS_ENOMEM, "cannot decode %" PRIu64 " elements",
+                       h->count);
+        return -1;
+    }
+    codec->decode(buf, len, (size_t)h->count, zmq_msg_data(&dec));
+    zmq_msg_close(r->payload);
+    zmq_msg_init(r->payload);
+    zmq_msg_move(r->payload, &dec);
+    t->decode_s += zp_now_s() - t0;
+    return 0;
+}
+
 static void advance_clock(zp_server *s, zp_worker *w, int64_t finished)
 {
     if (finished + 1 > w->clock) {
@@ -425,11 +463,9 @@ static void on_push(zp_server *s, zp_request *r)
                        "PUSH must carry exactly one values frame, got %d", r->npayload);
         return;
     }
-    if (h->codec != 0) {
-        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "codec %u is not supported (0 = raw f32)",
-                       h->codec);
+    size_t wire_bytes = zmq_msg_size(r->payload);
+    if (h->codec != 0 && decode_push(s, r, t) != 0)
         return;
-    }
     size_t bytes = zmq_msg_size(r->payload);
     if (bytes != h->count * sizeof(float)) {
         zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
@@ -467,6 +503,10 @@ static void on_push(zp_server *s, zp_request *r)
     zp_worker_record(w, h->seq);
     w->pushes++;
     t->pushes++;
+    t->push_bytes_wire += wire_bytes;
+    t->push_bytes_raw += h->count * sizeof(float);
+    w->push_bytes_wire += wire_bytes;
+    w->push_bytes_raw += h->count * sizeof(float);
     if (h->flags & ZP_FLAG_CLOCK)
         advance_clock(s, w, h->clock);
     reply_ok(s, r, p.reply_flags);
@@ -584,6 +624,9 @@ static void on_stats(zp_server *s, zp_request *r)
         ts[i].dropped = t->dropped;
         ts[i].late = t->late;
         ts[i].staleness = zp_server_staleness(s, t);
+        ts[i].push_bytes_wire = t->push_bytes_wire;
+        ts[i].push_bytes_raw = t->push_bytes_raw;
+        ts[i].decode_s = t->decode_s;
         tsp[i] = &ts[i];
     }
     st.n_tables = s->ntables;
@@ -610,6 +653,8 @@ static void on_stats(zp_server *s, zp_request *r)
         ws[k].tau = &wh[k];
         ws[k].dropped = w->dropped;
         ws[k].late = w->late;
+        ws[k].push_bytes_wire = w->push_bytes_wire;
+        ws[k].push_bytes_raw = w->push_bytes_raw;
         wsp[k] = &ws[k];
         k++;
     }

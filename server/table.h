@@ -101,6 +101,8 @@ typedef struct zp_table {
     /* exact staleness measurement (stats.h) */
     zp_hist tau, clock_gap, pull_wait_us;
     uint64_t dropped, late;
+    uint64_t push_bytes_wire, push_bytes_raw; /* compression accounting */
+    double decode_s;
 
     /* DC-ASGD: the buffer each worker last pulled (a reference: copy-on-write
      * keeps it as it was sent) and scratch for the compensated gradient */

@@ -29,6 +29,7 @@ typedef struct zp_worker {
     uint64_t pushes, pulls, duplicates;
     zp_hist tau;           /* staleness of this worker's applied pushes */
     uint64_t dropped, late;
+    uint64_t push_bytes_wire, push_bytes_raw;
 
     /* barrier: the generation this worker waits in (0 = not waiting) */
     uint64_t barrier_gen;

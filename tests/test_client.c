@@ -156,6 +156,63 @@ START_TEST(test_in_flight_together)
 }
 END_TEST
 
+/* Compressed pushes through the real servers: topk keeps the largest
+ * element per shard; with error feedback what it left out arrives later;
+ * the servers count wire and raw bytes. */
+START_TEST(test_compressed_push)
+{
+    uint32_t t = declare("c", 9); /* 3 elements per shard */
+    float w0[9], w[9];
+    ck_assert_int_eq(zeps_pull(c, t, w0, 0, 9, 0), 0);
+    zeps_codec_opts o = {.codec = "topk", .count = 1, .error_feedback = 1};
+    ck_assert_int_eq(zeps_set_push_codec(c, t, &o), 0);
+    const float g[9] = {1, 5, 2, /**/ -7, 3, 1, /**/ 0.5f, 0.25f, 4};
+    ck_assert_int_eq(zeps_push(c, t, g, 0, 9, 0), 0);
+    ck_assert_int_eq(zeps_pull(c, t, w, 0, 9, 0), 0);
+    const float sent1[9] = {0, 5, 0, -7, 0, 0, 0, 0, 4};
+    for (int i = 0; i < 9; i++)
+        ck_assert_float_eq(w[i], w0[i] - sent1[i]); /* sgd, lr 1 */
+    const float zero[9] = {0};
+    ck_assert_int_eq(zeps_push(c, t, zero, 0, 9, 1), 0); /* the residual's largest now */
+    ck_assert_int_eq(zeps_pull(c, t, w, 0, 9, 0), 0);
+    const float sent2[9] = {0, 5, 2, -7, 3, 0, 0.5f, 0, 4};
+    for (int i = 0; i < 9; i++)
+        ck_assert_float_eq(w[i], w0[i] - sent2[i]);
+    Zeps__ShardStats *st = zt_stats(c, 0);
+    ck_assert_ptr_nonnull(st);
+    Zeps__TableStats *ts = NULL;
+    for (size_t i = 0; i < st->n_tables; i++)
+        if (strcmp(st->tables[i]->name, "c") == 0)
+            ts = st->tables[i];
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_uint_eq(ts->push_bytes_raw, 2 * 3 * sizeof(float));
+    ck_assert_uint_lt(ts->push_bytes_wire, 2 * 3 * sizeof(float) + 1); /* 12 B each: k, idx, val */
+    zeps__shard_stats__free_unpacked(st, NULL);
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    ck_assert_uint_lt(cs.bytes_out, cs.bytes_out_raw + 1);
+
+    /* int8 within its error bound, without error feedback */
+    uint32_t t2 = declare("q", 1000);
+    float *v0 = malloc(1000 * sizeof(float)), *v = malloc(1000 * sizeof(float));
+    float *gg = malloc(1000 * sizeof(float));
+    ck_assert_int_eq(zeps_pull(c, t2, v0, 0, 1000, 0), 0);
+    zeps_codec_opts q = {.codec = "int8", .block = 100};
+    ck_assert_int_eq(zeps_set_push_codec(c, t2, &q), 0);
+    for (int i = 0; i < 1000; i++)
+        gg[i] = (float)((i * 37) % 101 - 50) / 50.0f;
+    ck_assert_int_eq(zeps_push(c, t2, gg, 0, 1000, 0), 0);
+    ck_assert_int_eq(zeps_pull(c, t2, v, 0, 1000, 0), 0);
+    for (int i = 0; i < 1000; i++)
+        ck_assert_float_eq_tol(v0[i] - v[i], gg[i], 1.0f / 127.0f + 1e-6f);
+    free(v0);
+    free(v);
+    free(gg);
+    zeps_codec_opts bad = {.codec = "zip"};
+    ck_assert_int_eq(zeps_set_push_codec(c, t2, &bad), ZEPS_EINVAL);
+}
+END_TEST
+
 START_TEST(test_bad_calls)
 {
     float v[4];
@@ -184,6 +241,7 @@ int main(void)
     tcase_add_test(tc, test_view);
     tcase_add_test(tc, test_in_flight_together);
     tcase_add_test(tc, test_bad_calls);
+    tcase_add_test(tc, test_compressed_push);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -243,6 +243,31 @@ START_TEST(test_future_version)
 }
 END_TEST
 
+/* Compressed payloads are checked against their codec before decoding. */
+START_TEST(test_bad_codec_payloads)
+{
+    raw_hello();
+    uint8_t junk[64] = {0};
+    Zeps__Header h;
+    base_header(&h, ZEPS__OP__PUSH);
+    h.count = LEN;
+    h.codec = 42;
+    expect_error(send_req(&h, junk, sizeof(junk)), ZEPS_EPROTO, "unknown codec 42");
+    /* topk (id 5): [u32 k][k x u32 index][k x f32 value]; index 500 >= 100 */
+    uint32_t topk[3] = {1, 500, 0};
+    base_header(&h, ZEPS__OP__PUSH);
+    h.count = LEN;
+    h.codec = 5;
+    expect_error(send_req(&h, topk, sizeof(topk)), ZEPS_ERANGE, "topk");
+    /* fp16 (id 1) of the wrong length */
+    base_header(&h, ZEPS__OP__PUSH);
+    h.count = LEN;
+    h.codec = 1;
+    expect_error(send_req(&h, junk, 7), ZEPS_ESIZE, "fp16");
+    still_serving(1.0f);
+}
+END_TEST
+
 START_TEST(test_too_many_frames)
 {
     raw_hello();
@@ -379,6 +404,7 @@ int main(void)
     tcase_add_test(tc, test_nonfinite);
     tcase_add_test(tc, test_too_many_frames);
     tcase_add_test(tc, test_future_version);
+    tcase_add_test(tc, test_bad_codec_payloads);
     tcase_add_test(tc, test_bad_rank_and_state);
     tcase_add_test(tc, test_declare_conflicts);
     tcase_add_test(tc, test_good_push_after_bad);

@@ -28,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "codec.h"
 #include "config.h"
 #include "log.h"
 #include "util.h"
@@ -53,6 +54,9 @@ typedef struct zeps_table_info {
     uint64_t length;
     uint32_t *ids;        /* [nshards] the table's id on each shard */
     uint64_t *version;    /* [nshards] version returned by the last pull */
+    const zp_codec_ops *codec; /* push codec, NULL = raw f32 */
+    zp_codec_params cparams;
+    float *residual;      /* error feedback, length elements, or NULL */
 } zeps_table_info;
 
 struct zeps_client {
@@ -82,6 +86,9 @@ struct zeps_sub {
     uint64_t data_version;
     uint32_t flags;
     const void *data;     /* PUSH payload */
+    size_t data_len;      /* its bytes */
+    void *encoded;        /* compressed payload owned by the sub (data points here) */
+    uint32_t codec;
     float *dst;           /* PULL destination (NULL for a view) */
     zmq_msg_t frame;      /* view PULL: the received values */
     int has_frame;
@@ -182,6 +189,7 @@ static void sub_fill_header(const zeps_client *c, const zeps_sub *s, Zeps__Heade
     h->offset = s->offset;
     h->count = s->count;
     h->flags = s->flags;
+    h->codec = s->codec;
     h->spec = (Zeps__TableSpec *)s->req->spec;
 }
 
@@ -199,7 +207,7 @@ static void sub_send(zeps_client *c, zeps_sub *s)
     }
     if (s->data) {
         atomic_fetch_add_explicit(&s->req->zrefs, 1, memory_order_relaxed);
-        if (zp_data_send(sh->sock, s->data, s->count * sizeof(float), release_payload, s->req,
+        if (zp_data_send(sh->sock, s->data, s->data_len, release_payload, s->req,
                          ZMQ_DONTWAIT) != 0)
             zp_debug("payload send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
     }
@@ -476,9 +484,11 @@ static int req_finish(zeps_req *r)
 
 static void req_free(zeps_req *r)
 {
-    for (int i = 0; i < r->nsub; i++)
+    for (int i = 0; i < r->nsub; i++) {
         if (r->subs[i].has_frame)
             zmq_msg_close(&r->subs[i].frame);
+        free(r->subs[i].encoded); /* ZeroMQ released it: req_finish waited */
+    }
     free(r->stats_buf);
     free(r);
 }
@@ -574,6 +584,7 @@ static void client_free(zeps_client *c)
     for (uint32_t i = 0; i < c->ntables; i++) {
         free(c->tables[i].ids);
         free(c->tables[i].version);
+        free(c->tables[i].residual);
     }
     free(c->tables);
     free(c->shards);
@@ -792,6 +803,52 @@ uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard)
     return c->tables[table].version[shard];
 }
 
+/* Compress a push sub-request's values x (elements [lo, lo + count) of the
+ * table) into a buffer the sub owns, with error feedback if configured. The
+ * sequence number is the nonce: a resend carries the same bytes. */
+static void encode_sub(zeps_table_info *ti, zeps_sub *s, const float *x, uint64_t lo)
+{
+    size_t n = (size_t)s->count;
+    s->encoded = zp_xmalloc(ti->codec->max_size(n, &ti->cparams) + 1);
+    if (ti->residual)
+        s->data_len = zp_ef_encode(ti->codec, &ti->cparams, ti->residual + lo, x, n, s->seq,
+                                   s->encoded);
+    else
+        s->data_len = ti->codec->encode(x, n, &ti->cparams, s->seq, s->encoded);
+    s->data = s->encoded;
+    s->codec = (uint32_t)ti->codec->id;
+}
+
+int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o)
+{
+    if (!c || !o)
+        return ZEPS_EINVAL;
+    if (table >= c->ntables)
+        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
+    const zp_codec_ops *codec = zp_codec_find(o->codec ? o->codec : "none");
+    if (!codec)
+        return fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
+    zp_codec_params p;
+    zp_codec_params_init(&p);
+    if (o->fraction > 0)
+        p.fraction = o->fraction;
+    p.count = o->count;
+    if (o->block)
+        p.block = o->block;
+    p.seed = o->seed;
+    char err[256];
+    if (zp_codec_params_check(codec, &p, err, sizeof(err)) != 0)
+        return fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
+    zeps_table_info *ti = &c->tables[table];
+    free(ti->residual);
+    ti->residual = NULL;
+    ti->codec = codec->id == ZP_CODEC_NONE ? NULL : codec;
+    ti->cparams = p;
+    if (ti->codec && o->error_feedback)
+        ti->residual = zp_xcalloc(ti->length, sizeof(float));
+    return 0;
+}
+
 /* Split [offset, offset + count) of a table over the shards and start one
  * sub-request per shard touched. */
 static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, const float *src,
@@ -834,8 +891,12 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
         s->count = hi - lo;
         if (op == ZEPS__OP__PUSH) {
             s->data = src + (lo - offset);
+            s->data_len = s->count * sizeof(float);
             s->data_version = ti->version[k];
-            c->stats.bytes_out += s->count * sizeof(float);
+            if (ti->codec)
+                encode_sub(ti, s, src + (lo - offset), lo);
+            c->stats.bytes_out += s->data_len;
+            c->stats.bytes_out_raw += s->count * sizeof(float);
         } else {
             s->dst = dst ? dst + (lo - offset) : NULL; /* NULL: a view */
         }

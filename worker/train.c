@@ -75,6 +75,18 @@ static int declare_tables(trainer *t)
             zp_error("declaring table '%s': %s", spec.name, zeps_last_error(t->client));
             return rc;
         }
+        if (strcmp(cfg->push_codec, "none") != 0) {
+            zeps_codec_opts co = {.codec = cfg->push_codec,
+                                  .fraction = cfg->codec_fraction,
+                                  .block = (uint32_t)cfg->codec_block,
+                                  .error_feedback = cfg->error_feedback,
+                                  .seed = cfg->seed * 7919u + (uint64_t)t->rank};
+            rc = zeps_set_push_codec(t->client, t->ids[i], &co);
+            if (rc != 0) {
+                zp_error("table '%s': %s", spec.name, zeps_last_error(t->client));
+                return rc;
+            }
+        }
         t->w[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
         t->g[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
     }

@@ -76,6 +76,7 @@ typedef struct zeps_client_stats {
     uint64_t bytes_out;    /* payload bytes pushed */
     uint64_t bytes_in;     /* payload bytes pulled */
     uint64_t dropped;      /* pushes the servers received but did not apply (too stale, late) */
+    uint64_t bytes_out_raw; /* push bytes before compression (= bytes_out without a codec) */
 } zeps_client_stats;
 
 /* Connect as worker `rank` to the cluster described by the cluster file at
@@ -137,6 +138,23 @@ const float *zeps_view_part(const zeps_view *v, int i, uint64_t *offset, uint64_
 
 /* Give the buffers back. Takes *vp and sets it to NULL; NULL is ignored. */
 void zeps_view_release(zeps_view **vp);
+
+/* Compressed pushes. From now on, pushes of `table` by this client are
+ * encoded with `codec` ("none", "fp16", "bf16", "int8", "sign", "topk",
+ * "randk"; docs/compression.md); with error_feedback, the client keeps a
+ * residual per element (4 bytes per element of the table) and sends
+ * C(residual + g), carrying what compression dropped into later pushes.
+ * The push buffer is read (not referenced) when a push starts. */
+typedef struct zeps_codec_opts {
+    const char *codec;
+    double fraction;     /* topk/randk: share of elements sent (0.01 if 0) */
+    uint64_t count;      /* topk/randk: exact number sent (overrides fraction) */
+    uint32_t block;      /* int8: elements per scale (256 if 0) */
+    int error_feedback;
+    uint64_t seed;       /* stochastic codecs */
+} zeps_codec_opts;
+
+int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *opts);
 
 /* Blocking forms of the above. */
 int zeps_pull(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,

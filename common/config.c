@@ -156,6 +156,14 @@ static const key_spec cluster_keys[] = {
      .choices = late_push_names},
     {.name = "weighting", .kind = K_GROUP, .group = &weighting_group},
     {.name = "trace_dir", .kind = K_STRING, .off = STR(trace_dir)},
+    {.name = "snapshot_dir", .kind = K_STRING, .off = STR(snapshot_dir)},
+    {.name = "snapshot_every_clocks", .kind = K_INT, .off = FIELD(snapshot_every_clocks),
+     .imin = 0, .imax = 1000000000},
+    {.name = "snapshot_every_s", .kind = K_FLOAT, .off = FIELD(snapshot_every_s), .fmin = 0,
+     .fmax = 31536000},
+    {.name = "snapshot_keep", .kind = K_INT, .off = FIELD(snapshot_keep), .imin = 1,
+     .imax = 1000000},
+    {.name = "snapshot_on_exit", .kind = K_BOOL, .off = FIELD(snapshot_on_exit)},
     {.name = "request_timeout_ms", .kind = K_INT, .off = FIELD(request_timeout_ms), .imin = 10,
      .imax = 600000},
     {.name = "max_retries", .kind = K_INT, .off = FIELD(max_retries), .imin = 0, .imax = 1000},
@@ -271,6 +279,8 @@ void zp_config_defaults(zp_config *cfg)
     cfg->num_slow_ranks = 0;
     cfg->slow_factor = 1.0;
     cfg->eval_every_steps = 0;
+    cfg->snapshot_keep = 3;
+    cfg->snapshot_on_exit = true;
     snprintf(cfg->push_codec, sizeof(cfg->push_codec), "none");
     cfg->codec_fraction = 0.01;
     cfg->codec_block = 256;

@@ -63,6 +63,11 @@ typedef struct zp_config {
     double dc_lambda;                      /* "dc_lambda": DC-ASGD compensation strength, default 0 (off), >= 0 */
     int weighted_bound;                    /* "bound": also hold pulls as ssp with this bound (clocks); -1 = none (default) */
     char trace_dir[ZP_PATH_MAX];           /* "trace_dir": each shard writes <dir>/trace-shard<i>.csv; "" = off (default) */
+    char snapshot_dir[ZP_PATH_MAX];        /* snapshots and restore; "" = off (default) */
+    int snapshot_every_clocks;             /* bsp: a consistent cut every K clocks; 0 = off */
+    double snapshot_every_s;               /* other modes: every T seconds; 0 = off */
+    int snapshot_keep;                     /* complete sets kept, default 3, >= 1 */
+    bool snapshot_on_exit;                 /* a final snapshot on SIGTERM/SIGINT, default true */
     int request_timeout_ms;                /* default 2000, 10..600000 */
     int max_retries;                       /* default 10, 0..1000 */
     int hello_timeout_ms;                  /* default 30000 */

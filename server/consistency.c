@@ -121,6 +121,7 @@ static void bsp_close_round(zp_server *s, zp_table *t)
     }
     t->npending = 0;
     t->round++;
+    zp_persist_on_round(s);
     zp_debug("table '%s': round %lld applied (version %llu)", t->name,
              (long long)(t->round - 1), (unsigned long long)t->version);
 }

@@ -94,6 +94,7 @@ static void on_tick(uv_timer_t *h)
     zp_server *s = h->data;
     kick(s);
     zp_trace_flush(s->trace);
+    zp_persist_tick(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -206,11 +207,16 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
 
     int rc = cfg->trace_dir[0] ? zp_trace_open(&s->trace, cfg->trace_dir, shard, err, errlen) : 0;
     if (rc == 0)
+        rc = zp_persist_restore(s, err, errlen);
+    if (rc == 0)
         rc = setup_socket(s, err, errlen);
     if (rc == 0)
         rc = setup_loop(s, err, errlen);
     if (rc != 0) {
         zp_trace_close(&s->trace);
+        for (uint32_t i = 0; i < s->ntables; i++)
+            zp_table_destroy(&s->tables[i]);
+        free(s->tables);
         if (s->sock)
             zmq_close(s->sock);
         if (s->zctx)
@@ -230,7 +236,7 @@ int zp_server_run(zp_server *s)
             zp_mathenv_blas_core());
     kick(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
-    return 0;
+    return zp_persist_final(s) == 0 ? 0 : 1;
 }
 
 void zp_server_destroy(zp_server **sp)

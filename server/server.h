@@ -20,6 +20,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "persist.h"
 #include "consistency.h"
 #include "stats.h"
 #include "table.h"
@@ -52,6 +53,7 @@ typedef struct zp_server {
     int64_t min_clock;     /* slowest live worker's clock (never-joined count as 0) */
     int64_t max_clock;     /* most advanced worker's clock */
     zp_trace *trace;       /* per-update trace, or NULL */
+    zp_persist persist;    /* snapshots */
 
     uint64_t barrier_gen;  /* generation being collected, from 1 */
     int barrier_count;

@@ -17,6 +17,8 @@
 
 #include <zmq.h>
 
+#include "wire.h"
+
 const char *zt_bin(const char *name, char *buf, size_t len)
 {
     const char *dir = getenv("ZEPS_BINDIR");
@@ -63,6 +65,80 @@ int zt_wait(pid_t pid, double timeout_s)
     return -1;
 }
 
+/* Write text with every "@DIR@" replaced by dir. */
+static void put_expanded(FILE *f, const char *text, const char *dir)
+{
+    for (const char *p = text; p && *p;) {
+        const char *at = strstr(p, "@DIR@");
+        if (!at) {
+            fputs(p, f);
+            break;
+        }
+        fwrite(p, 1, (size_t)(at - p), f);
+        fputs(dir, f);
+        p = at + 5;
+    }
+}
+
+static int wait_ready(const zt_cluster *c)
+{
+    const char *eps[ZT_MAX_SERVERS];
+    for (int k = 0; k < c->nservers; k++)
+        eps[k] = c->endpoints[k];
+    zeps_options opt = {.request_timeout_ms = 200, .hello_timeout_ms = 10000};
+    zeps_client *probe;
+    if (zeps_client_new_endpoints(&probe, eps, c->nservers, ZEPS_RANK_TOOL, &opt) != 0)
+        return -1;
+    zeps_client_destroy(&probe);
+    return 0;
+}
+
+/* Wait until shard k alone answers a HELLO (a raw one: the client library
+ * wants every shard). */
+static int wait_one(const zt_cluster *c, int k)
+{
+    void *ctx = zmq_ctx_new();
+    int rc = -1;
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__HELLO;
+    h.rank = ZEPS_RANK_TOOL;
+    uint8_t buf[128];
+    size_t len = zeps__header__pack(&h, buf);
+    for (int attempt = 0; attempt < 50 && rc != 0; attempt++) {
+        void *s = zt_raw_socket(ctx, c, k);
+        zmq_send(s, buf, len, 0);
+        zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};
+        if (zmq_poll(&it, 1, 200) == 1)
+            rc = 0;
+        zmq_close(s);
+    }
+    zmq_ctx_term(ctx);
+    return rc;
+}
+
+int zt_server_start(zt_cluster *c, int k)
+{
+    char bin[512], shard[16], log[400];
+    zt_bin("zeps-server", bin, sizeof(bin));
+    snprintf(shard, sizeof(shard), "%d", k);
+    snprintf(log, sizeof(log), "%s/server-%d.log", c->dir, k);
+    char *argv[] = {bin, "--config", c->conf, "--shard", shard, NULL};
+    c->pids[k] = zt_spawn(bin, argv, log);
+    return c->pids[k] > 0 ? wait_one(c, k) : -1;
+}
+
+int zt_server_kill(zt_cluster *c, int k, int sig)
+{
+    if (c->pids[k] <= 0)
+        return -1;
+    kill(c->pids[k], sig);
+    int st = zt_wait(c->pids[k], 10.0);
+    c->pids[k] = 0;
+    return st;
+}
+
 static int cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
                          const char *extra, const char *training, int traced)
 {
@@ -82,34 +158,28 @@ static int cluster_start(zt_cluster *c, int nservers, int nworkers, const char *
         snprintf(c->endpoints[k], sizeof(c->endpoints[k]), "ipc://%s/shard-%d", c->dir, k);
         fprintf(f, "%s\"%s\"", k ? ", " : "", c->endpoints[k]);
     }
-    fprintf(f, "];\n  workers = %d;\n  consistency = \"%s\";\n%s\n", nworkers, consistency,
-            extra ? extra : "");
+    fprintf(f, "];\n  workers = %d;\n  consistency = \"%s\";\n", nworkers, consistency);
+    put_expanded(f, extra, c->dir);
+    fprintf(f, "\n");
     if (traced)
         fprintf(f, "  trace_dir = \"%s\";\n", c->dir);
     fprintf(f, "};\n");
-    if (training)
-        fprintf(f, "training = {\n%s\n};\n", training);
+    if (training) {
+        fprintf(f, "training = {\n");
+        put_expanded(f, training, c->dir);
+        fprintf(f, "\n};\n");
+    }
     fclose(f);
 
-    char bin[512];
-    zt_bin("zeps-server", bin, sizeof(bin));
     for (int k = 0; k < nservers; k++) {
-        char shard[16], log[400];
+        char bin[512], shard[16], log[400];
+        zt_bin("zeps-server", bin, sizeof(bin));
         snprintf(shard, sizeof(shard), "%d", k);
         snprintf(log, sizeof(log), "%s/server-%d.log", c->dir, k);
         char *argv[] = {bin, "--config", c->conf, "--shard", shard, NULL};
         c->pids[k] = zt_spawn(bin, argv, log);
     }
-    /* Ready when a tool can say HELLO to every shard. */
-    const char *eps[ZT_MAX_SERVERS];
-    for (int k = 0; k < nservers; k++)
-        eps[k] = c->endpoints[k];
-    zeps_options opt = {.request_timeout_ms = 200, .hello_timeout_ms = 10000};
-    zeps_client *probe;
-    if (zeps_client_new_endpoints(&probe, eps, nservers, ZEPS_RANK_TOOL, &opt) != 0)
-        return -1;
-    zeps_client_destroy(&probe);
-    return 0;
+    return wait_ready(c);
 }
 
 int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,

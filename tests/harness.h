@@ -29,8 +29,9 @@ typedef struct zt_cluster {
 const char *zt_bin(const char *name, char *buf, size_t len);
 
 /* Write the cluster file (cluster section with `extra` lines appended inside
- * it, then `training` text if not NULL) and start the servers; waits until
- * each answers HELLO. Returns 0 or -1. */
+ * it, then `training` text if not NULL; "@DIR@" in either stands for the
+ * cluster's directory) and start the servers; waits until each answers
+ * HELLO. Returns 0 or -1. */
 int zt_cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
                      const char *extra, const char *training);
 
@@ -42,6 +43,14 @@ int zt_cluster_start_traced(zt_cluster *c, int nservers, int nworkers, const cha
 /* SIGTERM every server, wait (bounded), SIGKILL stragglers, remove the dir.
  * Returns the number of servers that did not exit 0 on SIGTERM. */
 int zt_cluster_stop(zt_cluster *c);
+
+/* Stop server k with `sig` and wait for it (10 s, then SIGKILL); returns
+ * its wait status. */
+int zt_server_kill(zt_cluster *c, int k, int sig);
+
+/* Start server k again with the same cluster file (its log is appended);
+ * waits until it answers HELLO. Returns 0 or -1. */
+int zt_server_start(zt_cluster *c, int k);
 
 /* Start a program with argv, output appended to `log` (NULL: inherit). */
 pid_t zt_spawn(const char *path, char *const argv[], const char *log);

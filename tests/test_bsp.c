@@ -21,111 +21,31 @@
 
 #include "check_main.h"
 #include "mathenv.h"
+#include "bsp_ref.h"
 #include "harness.h"
 #include "zeps.pb-c.h"
 #include "optim.h"
 #include "util.h"
 #include "zeps.h"
 
-#define L 1003
+#define L ZT_BSP_LEN
 #define STEPS 12
-
-static const zeps_table_spec spec = {
-    .name = "w", .length = L, .optimizer = "adam", .lr = 0.01,
-    .init = "normal", .init_scale = 0.5, .seed = 7,
-};
-
-/* Worker r's gradient at step c: a deterministic function of the
- * parameters it pulled, so any difference in what was applied before shows. */
-static void gradient(const float *w, float *g, int r, int64_t c)
-{
-    for (int i = 0; i < L; i++)
-        g[i] = 0.1f * sinf(w[i] * (float)(r + 1) + 0.01f * (float)c) +
-               0.001f * (float)((i * 7 + r * 13) % 17);
-}
-
-static void msleep_random(unsigned *seed)
-{
-    struct timespec ts = {0, (long)(rand_r(seed) % 3000) * 1000L};
-    nanosleep(&ts, NULL);
-}
-
-/* Child: train as rank r, exit 0 on success. */
-static void worker(const zt_cluster *cl, int r)
-{
-    zeps_client *c = zt_client(cl, (uint32_t)r);
-    if (!c)
-        _exit(10);
-    uint32_t t;
-    if (zeps_declare(c, &spec, &t) != 0)
-        _exit(11);
-    float *w = malloc(L * sizeof(float)), *g = malloc(L * sizeof(float));
-    unsigned seed = (unsigned)(getpid() ^ zp_now_ns());
-    for (int64_t k = 0; k < STEPS; k++) {
-        if (zeps_pull(c, t, w, 0, L, k) != 0)
-            _exit(12);
-        gradient(w, g, r, k);
-        msleep_random(&seed);
-        if (zeps_push(c, t, g, 0, L, k) != 0)
-            _exit(13);
-        if (zeps_clock(c, k) != 0)
-            _exit(14);
-    }
-    free(w);
-    free(g);
-    zeps_client_destroy(&c);
-    _exit(0);
-}
 
 /* Run the cluster once; the final parameters go to out. */
 static void run_cluster(int nworkers, int nservers, float *out)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, nservers, nworkers, "bsp", NULL, NULL), 0);
-    pid_t pids[8];
-    for (int r = 0; r < nworkers; r++) {
-        pids[r] = fork();
-        if (pids[r] == 0)
-            worker(&cl, r);
-    }
-    for (int r = 0; r < nworkers; r++) {
-        int st = zt_wait(pids[r], 60);
-        ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                      "worker %d failed (status %d)", r, st);
-    }
+    ck_assert_int_eq(zt_bsp_run_workers(&cl, nworkers, STEPS), 0);
     zeps_client *c = zt_client(&cl, 0); /* rank 0 again, new incarnation */
     ck_assert_ptr_nonnull(c);
     uint32_t t;
-    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    ck_assert_int_eq(zeps_declare(c, &zt_bsp_spec, &t), 0);
     ck_assert_int_eq(zeps_pull(c, t, out, 0, L, STEPS), 0);
     for (int k = 0; k < nservers; k++)
         ck_assert_uint_eq(zeps_pulled_version(c, t, k), STEPS); /* one update per round */
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
-}
-
-/* The same training in one process. */
-static void reference(int nworkers, float *w)
-{
-    const zp_optim_ops *ops = zp_optim_find(spec.optimizer);
-    zp_hyper h = {.lr = (float)spec.lr};
-    zp_hyper_defaults(&h);
-    float *state = calloc((size_t)ops->state_per_param * L, sizeof(float));
-    float *acc = malloc(L * sizeof(float)), *g = malloc(L * sizeof(float));
-    zp_init_fill(w, 0, L, ZP_INIT_NORMAL, spec.init_scale, spec.seed);
-    for (int64_t k = 0; k < STEPS; k++) {
-        gradient(w, acc, 0, k);
-        for (int r = 1; r < nworkers; r++) {
-            gradient(w, g, r, k);
-            for (int i = 0; i < L; i++)
-                acc[i] += g[i];
-        }
-        ops->apply(w, state, acc, L, L, &h, (uint64_t)k,
-                   nworkers == 1 ? 1.0f : 1.0f / (float)nworkers);
-    }
-    free(state);
-    free(acc);
-    free(g);
 }
 
 static const int layouts[][2] = {{1, 1}, {2, 1}, {3, 2}, {4, 3}};
@@ -137,7 +57,7 @@ START_TEST(test_deterministic)
     float *ref = malloc(L * sizeof(float));
     run_cluster(n, s, a);
     run_cluster(n, s, b);
-    reference(n, ref);
+    zt_bsp_reference(n, STEPS, ref);
     ck_assert_msg(memcmp(a, b, L * sizeof(float)) == 0, "N=%d S=%d: two runs differ", n, s);
     int diff = -1;
     for (int i = 0; i < L && diff < 0; i++)
@@ -147,7 +67,7 @@ START_TEST(test_deterministic)
                   diff >= 0 ? a[diff] : 0, diff >= 0 ? ref[diff] : 0);
     /* and training moved the parameters */
     float init[L];
-    zp_init_fill(init, 0, L, ZP_INIT_NORMAL, spec.init_scale, spec.seed);
+    zp_init_fill(init, 0, L, ZP_INIT_NORMAL, zt_bsp_spec.init_scale, zt_bsp_spec.seed);
     ck_assert(memcmp(init, a, sizeof(init)) != 0);
     free(a);
     free(b);

@@ -19,6 +19,9 @@ int zp_ctl_bench(int argc, char **argv);
 /* zepsctl study: staleness sweeps on the quadratic model (docs/consistency.md). */
 int zp_ctl_study(int argc, char **argv);
 
+/* zepsctl snapshot inspect: what a snapshot file or directory holds. */
+int zp_ctl_snapshot(int argc, char **argv);
+
 /* zepsctl local: run a whole cluster on this machine and summarise it. */
 int zp_ctl_local(int argc, char **argv);
 

@@ -21,6 +21,7 @@ static void usage(FILE *f)
                "  stats    status plus staleness histograms (tau, clock gap, pull wait)\n"
                "  bench    zeps vs raw ZeroMQ throughput and latency on loopback\n"
                "  study    staleness sweeps on the quadratic model\n"
+               "  snapshot inspect a snapshot file or directory\n"
                "  version  print the version\n"
                "\n"
                "'zepsctl <command> --help' describes a command's options.\n");
@@ -54,6 +55,8 @@ int main(int argc, char **argv)
         return zp_ctl_status(argc - 1, argv + 1);
     if (strcmp(cmd, "stats") == 0)
         return zp_ctl_stats(argc - 1, argv + 1);
+    if (strcmp(cmd, "snapshot") == 0)
+        return zp_ctl_snapshot(argc - 1, argv + 1);
     if (strcmp(cmd, "study") == 0)
         return zp_ctl_study(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)

@@ -1,0 +1,59 @@
+/*
+ * persist.h - snapshots of a running shard (a forked writer, so serving
+ * never pauses) and restore at start-up. The file format is snapshot.h's;
+ * the design is in docs/snapshots.md.
+ */
+#ifndef ZP_PERSIST_H
+#define ZP_PERSIST_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+typedef struct zp_server zp_server;
+
+/* Writers may overlap: a cut is never skipped because the previous one is
+ * still being written (a set missing one shard's file would be useless). */
+#define ZP_PERSIST_WRITERS 4
+
+typedef struct zp_writer {
+    pid_t pid;               /* 0 = free slot */
+    uint64_t setid;
+    int64_t clock;
+    double started;
+    char why[24];
+} zp_writer;
+
+typedef struct zp_persist {
+    zp_writer writers[ZP_PERSIST_WRITERS];
+    int64_t last_cut;        /* bsp: the last clock snapshotted (or restored) */
+    uint64_t last_period;    /* every-seconds: the last period index */
+    uint64_t last_setid;
+    uint64_t written, failures;
+    double last_duration_s;
+} zp_persist;
+
+/* Restore the newest restorable set of snapshot_dir for this shard (before
+ * serving). Sets skipped (a corrupt file, another shard count) are logged
+ * with the reason. Returns 0 (restored, or nothing to restore) or a
+ * zeps_err with a message: sets exist but none can be read. */
+int zp_persist_restore(zp_server *s, char *err, size_t errlen);
+
+/* Start writing a snapshot of the current state as set `setid` (cut
+ * `clock`, -1 for a point in time) in a forked child. Up to
+ * ZP_PERSIST_WRITERS run at once; with all busy it first waits for the
+ * oldest (logged). Returns 0 when started, ZEPS_ESTATE if snapshots are off,
+ * ZEPS_EIO if fork failed. */
+int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *why);
+
+/* A bsp round closed: snapshot if it completes a cut every K clocks. */
+void zp_persist_on_round(zp_server *s);
+
+/* Timer: reap a finished writer (logging how long it took); start the
+ * every-seconds snapshot when its period begins. */
+void zp_persist_tick(zp_server *s);
+
+/* At exit (snapshot_on_exit): wait for a running writer, then write the
+ * final snapshot in-process. Returns 0 or a zeps_err (logged). */
+int zp_persist_final(zp_server *s);
+
+#endif

@@ -3,6 +3,7 @@
  */
 #include "bsp_ref.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -56,6 +57,7 @@ void zt_bsp_worker(const zt_cluster *cl, int r, int steps)
 int zt_bsp_run_workers(const zt_cluster *cl, int n, int steps)
 {
     pid_t pids[16];
+    assert(n >= 1 && n <= 16); /* pids[] */
     for (int r = 0; r < n; r++) {
         pids[r] = fork();
         if (pids[r] == 0)

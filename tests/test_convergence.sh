@@ -70,5 +70,23 @@ for fn in inverse lr_over_tau; do
     fi
 done
 
+# zepsctl study end to end, small: 4 workers, s in {0, 2}, one seed.
+"$BIN/zepsctl" study --steps-only --staleness 0,2 --seeds 1 --iterations 800 --workers 4 \
+    --dir "$work/study" >"$work/study.out" 2>"$work/study.err"
+rc=$?
+row0=$(grep -E '^ +0 ' "$work/study.out")
+row2=$(grep -E '^ +2 ' "$work/study.out")
+if [ $rc -eq 0 ] && [ -s "$work/study/study.json" ] &&
+    awk '{exit !($3 <= 0)}' <<<"$row0" && awk '{exit !($3 <= 2)}' <<<"$row2"; then
+    ok "zepsctl study runs; the largest applied tau never exceeds s"
+else
+    bad "zepsctl study failed or applied tau above s (exit $rc): $row0 / $row2"
+fi
+if grep -q "diverges" <<<"$row2" && awk '{exit !($(NF-1) ~ /^[0-9]+$/)}' <<<"$row2"; then
+    ok "study at s = 2: plain diverges, inverse-weighted converges ($row2)"
+else
+    bad "study at s = 2 should show plain diverging and inverse converging: $row2"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

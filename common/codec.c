@@ -224,20 +224,28 @@ static size_t fp16_encode(const float *x, size_t n, const zp_codec_params *p, ui
     return 2 * n;
 }
 
-static int fp16_validate(const void *buf, size_t len, size_t n, char *err, size_t errlen)
+/* fp16 and bf16 payloads: 2 bytes a value, none with an all-ones exponent
+ * (`expmask`: Inf or NaN). */
+static int half_validate(const zp_codec_ops *c, uint16_t expmask, const void *buf, size_t len,
+                         size_t n, char *err, size_t errlen)
 {
     const unsigned char *b = buf;
     if (len % 2 != 0 || len / 2 != n)
-        return size_err(&zp_codec_fp16, n, 2 * n, len, err, errlen);
+        return size_err(c, n, 2 * n, len, err, errlen);
     uint32_t bad = 0;
     for (size_t i = 0; i < n; i++)
-        bad |= (ld16(b + 2 * i) & 0x7c00u) == 0x7c00u;
+        bad |= (ld16(b + 2 * i) & expmask) == expmask;
     if (!bad)
         return 0;
     size_t i = 0;
-    while ((ld16(b + 2 * i) & 0x7c00u) != 0x7c00u)
+    while ((ld16(b + 2 * i) & expmask) != expmask)
         i++;
-    return zp_seterr(err, errlen, ZEPS_ENONFINITE, "fp16: value %zu is NaN or Inf", i);
+    return zp_seterr(err, errlen, ZEPS_ENONFINITE, "%s: value %zu is NaN or Inf", c->name, i);
+}
+
+static int fp16_validate(const void *buf, size_t len, size_t n, char *err, size_t errlen)
+{
+    return half_validate(&zp_codec_fp16, 0x7c00u, buf, len, n, err, errlen);
 }
 
 static void fp16_decode(const void *buf, size_t len, size_t n, float *out)
@@ -293,18 +301,7 @@ static size_t bf16_encode(const float *x, size_t n, const zp_codec_params *p, ui
 
 static int bf16_validate(const void *buf, size_t len, size_t n, char *err, size_t errlen)
 {
-    const unsigned char *b = buf;
-    if (len % 2 != 0 || len / 2 != n)
-        return size_err(&zp_codec_bf16, n, 2 * n, len, err, errlen);
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++)
-        bad |= (ld16(b + 2 * i) & 0x7f80u) == 0x7f80u;
-    if (!bad)
-        return 0;
-    size_t i = 0;
-    while ((ld16(b + 2 * i) & 0x7f80u) != 0x7f80u)
-        i++;
-    return zp_seterr(err, errlen, ZEPS_ENONFINITE, "bf16: value %zu is NaN or Inf", i);
+    return half_validate(&zp_codec_bf16, 0x7f80u, buf, len, n, err, errlen);
 }
 
 static void bf16_decode(const void *buf, size_t len, size_t n, float *out)

@@ -156,6 +156,54 @@ START_TEST(test_client_retry_applied_once)
 }
 END_TEST
 
+/* The client's first send of a push is lost (fault injection): the resend
+ * after the timeout delivers it, once. Then a duplicate on purpose: both
+ * sends of one push arrive (the first is "late"), applied once. */
+START_TEST(test_first_send_dropped)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
+    const char *eps[1] = {cl.endpoints[0]};
+    zeps_options opt = {.request_timeout_ms = 150, .max_retries = 20};
+    zeps_client *c;
+    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    zeps_client_destroy(&c);
+    opt.fault_drop_sends = 1;
+    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0); /* its first send is the one dropped */
+    float ones[LEN];
+    for (int i = 0; i < LEN; i++)
+        ones[i] = 1.0f;
+    ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), 0);
+    zeps_client_stats st;
+    zeps_client_get_stats(c, &st);
+    ck_assert_uint_eq(st.retries, 1); /* the dropped DECLARE went out again */
+    ck_assert_float_eq(value(c, t), -1.0f);
+    zeps_client_destroy(&c);
+
+    /* drop the push itself this time */
+    opt.fault_drop_sends = 0;
+    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    zeps_client_destroy(&c);
+    opt.fault_drop_sends = 2; /* DECLARE and the push's first send */
+    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), 0);
+    zeps_client_get_stats(c, &st);
+    ck_assert_uint_eq(st.retries, 2);
+    ck_assert_float_eq(value(c, t), -2.0f); /* applied exactly once */
+    Zeps__ShardStats *ss = zt_stats(c, 0);
+    ck_assert_ptr_nonnull(ss);
+    ck_assert_uint_eq(ss->tables[0]->version, 2);
+    zeps__shard_stats__free_unpacked(ss, NULL);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* A server that never answers fails the request, bounded, and the client
  * gets the buffer back. */
 START_TEST(test_dead_server_times_out)
@@ -192,6 +240,7 @@ int main(void)
     tcase_add_test(tc, test_raw_duplicate);
     tcase_add_test(tc, test_client_retry_applied_once);
     tcase_add_test(tc, test_dead_server_times_out);
+    tcase_add_test(tc, test_first_send_dropped);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -73,6 +73,7 @@ struct zeps_client {
     zeps_table_info *tables;
     uint32_t ntables, cap_tables;
     zeps_client_stats stats;
+    int drop_sends;       /* fault injection: sends still to drop */
     char err[1024];
 };
 
@@ -201,6 +202,11 @@ static void sub_send(zeps_client *c, zeps_sub *s)
     sub_fill_header(c, s, &h);
     int more = s->data ? ZMQ_SNDMORE : 0;
     s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
+    if (c->drop_sends > 0 && s->req->op != ZEPS__OP__HELLO) {
+        c->drop_sends--; /* lost on the wire: only a resend can deliver it */
+        zp_debug("fault injection: %s to shard %d dropped", zp_op_name(s->req->op), s->shard);
+        return;
+    }
     if (zp_header_send(sh->sock, &h, more | ZMQ_DONTWAIT) != 0) {
         zp_debug("send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
         return;
@@ -657,6 +663,7 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
         }
     }
     int rc = hello_all(c);
+    c->drop_sends = c->opt.fault_drop_sends;
     if (rc != 0) {
         zp_error("%s", c->err);
         client_free(c);

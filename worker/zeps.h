@@ -48,6 +48,8 @@ typedef struct zeps_options {
     uint64_t incarnation;   /* 0: chosen at random */
     int num_workers;        /* informative for tools; workers learn it from HELLO */
     uint64_t max_message_bytes; /* refuse larger payloads with ZEPS_ETOOBIG (0: no limit) */
+    int fault_drop_sends;   /* fault injection for tests: the first N sends of requests
+                               after HELLO are not sent, as if lost on the wire (0) */
 } zeps_options;
 
 /* A table declaration. Every worker may declare the same table; a second

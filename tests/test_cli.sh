@@ -62,6 +62,10 @@ rc=$?
 check "launcher exits 1 when a worker dies (got $rc)" test $rc -eq 1
 check "launcher names the dead worker" grep -q "worker 1" "$work/run2.out"
 check "no process left after a failure" no_leftovers "$work/run2"
+check "a failed run still writes summary.json with its outcome" \
+    grep -q '"outcome": "failed"' "$work/run2/summary.json"
+check "the worker stopped by the launcher wrote its result" \
+    grep -q '"stopped":true' "$work/run2/worker-0.json"
 
 # 3. Bad cluster files: refused before the network, with file, line and key.
 cat >"$work/bad.conf" <<'EOF'

@@ -294,7 +294,7 @@ START_TEST(curve_json)
     char *text = slurp(path);
     /* The flat keys are as before, the curve comes last. */
     ck_assert_ptr_nonnull(strstr(text, "{\"rank\":0,\"model\":\"quadratic\""));
-    ck_assert_ptr_nonnull(strstr(text, ",\"final_rel_distance\":0.125,\"diverged\":false,\"diverged_step\":null,\"curve\":[["));
+    ck_assert_ptr_nonnull(strstr(text, ",\"final_rel_distance\":0.125,\"diverged\":false,\"stopped\":false,\"diverged_step\":null,\"curve\":[["));
     ck_assert_ptr_nonnull(strstr(text, "\"curve\":[[0,100,1,2,null,0],[20,50,0.5,1,null,1],"));
     ck_assert_ptr_nonnull(
         strstr(text, ",[3980,0.5,0.005,0.01,null,199],[4000,0.75,null,null,0.875,7]]}\n"));
@@ -311,7 +311,7 @@ START_TEST(curve_json)
     zp_train_result_fini(&r); /* twice is fine */
     ck_assert_int_eq(zp_train_write_json(cfg, &r, path), 0);
     text = slurp(path);
-    ck_assert_ptr_nonnull(strstr(text, ",\"final_rel_distance\":0.125,\"diverged\":false,\"diverged_step\":null,\"curve\":[]}\n"));
+    ck_assert_ptr_nonnull(strstr(text, ",\"final_rel_distance\":0.125,\"diverged\":false,\"stopped\":false,\"diverged_step\":null,\"curve\":[]}\n"));
     free(text);
     ck_assert_int_eq(unlink(path), 0);
     free(cfg);

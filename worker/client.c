@@ -74,6 +74,7 @@ struct zeps_client {
     uint32_t ntables, cap_tables;
     zeps_client_stats stats;
     int drop_sends;       /* fault injection: sends still to drop */
+    volatile int *interrupt; /* zeps_client_set_interrupt */
     char err[1024];
 };
 
@@ -460,14 +461,41 @@ static void req_send(zeps_req *r, zeps_sub *s)
     sub_send(c, s);
 }
 
+/* Interrupted: fail r's outstanding sub-requests with ZEPS_ECLOSED and reset
+ * their shards' sockets, so ZeroMQ drops (and releases) what it queued. */
+static void give_up(zeps_client *c, zeps_req *r)
+{
+    fail(c, ZEPS_ECLOSED, "interrupted while waiting for %s", zp_op_name(r->op));
+    for (int i = 0; i < r->nsub; i++) {
+        zeps_sub *s = &r->subs[i];
+        if (s->done)
+            continue;
+        sub_finish(c, s, ZEPS_ECLOSED);
+        shard_reset(c, s->shard);
+        for (zeps_sub *o = c->shards[s->shard].out; o; o = o->next)
+            sub_send(c, o);
+    }
+}
+
+void zeps_client_set_interrupt(zeps_client *c, volatile int *flag)
+{
+    if (c)
+        c->interrupt = flag;
+}
+
 /* Wait until every sub-request of r is answered (or failed) and ZeroMQ has
  * released r's payloads. Returns r's first error; r stays allocated. */
 static int req_finish(zeps_req *r)
 {
     zeps_client *c = r->c;
     uint64_t t0 = zp_now_ns();
-    while (r->ndone < r->nsub)
+    while (r->ndone < r->nsub) {
+        if (c->interrupt && *c->interrupt) {
+            give_up(c, r);
+            break;
+        }
         progress(c, 1000);
+    }
     /* ZeroMQ releases a payload once it is written out; the reply proves it
      * was received, so this is at most a few microseconds. If it lingers
      * (a failed request), drop the queues that hold it. */
@@ -760,8 +788,7 @@ int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table)
     for (int k = 0; k < c->nshards; k++)
         req_send(r, req_add(r, k));
     /* zeps_wait frees r: read the per-shard answers first. */
-    while (r->ndone < r->nsub)
-        progress(c, 1000);
+    req_finish(r);
     uint32_t ids[ZP_MAX_SHARDS];
     int bad = -1;
     for (int k = 0; k < c->nshards; k++) {
@@ -997,8 +1024,7 @@ int zeps_stats_raw(zeps_client *c, int shard, void **buf, size_t *len)
         return ZEPS_EINVAL;
     zeps_req *r = req_new(c, ZEPS__OP__STATS, 1);
     req_send(r, req_add(r, shard));
-    while (r->ndone < r->nsub)
-        progress(c, 1000);
+    req_finish(r);
     void *b = r->stats_buf;
     size_t n = r->stats_len;
     r->stats_buf = NULL;

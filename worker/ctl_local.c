@@ -810,7 +810,8 @@ static void json_num(FILE *f, const char *key, double v, const char *after)
         fprintf(f, "\"%s\": null%s", key, after);
 }
 
-static bool write_json(const local_run *r, const double *s, const result *res, bool clean)
+static bool write_json(const local_run *r, const double *s, const result *res, bool clean,
+                       const char *outcome)
 {
     const zp_config *c = r->cfg;
     FILE *f = fopen(r->json, "w");
@@ -819,6 +820,7 @@ static bool write_json(const local_run *r, const double *s, const result *res, b
         return false;
     }
     fputs("{\n  ", f);
+    json_str(f, "outcome", outcome, ",\n  ");
     json_str(f, "run_dir", r->dir, ",\n  ");
     json_str(f, "cluster_file", r->conf, ",\n  ");
     fprintf(f, "\"servers\": %d,\n  \"workers\": %d,\n  ", c->num_shards, c->num_workers);
@@ -866,9 +868,9 @@ static void print_summary(const local_run *r, const double *s, bool json_ok)
     fflush(stdout);
 }
 
-/* Read the workers' results, print and write the summary. Returns the exit
- * status. */
-static int report(local_run *r, double t_end, bool clean)
+/* Read the workers' results, print and write the summary (`outcome`: done,
+ * failed, signal, timeout). Returns the exit status for a finished run. */
+static int report(local_run *r, double t_end, bool clean, const char *outcome)
 {
     int w = r->cfg->num_workers, missing = 0;
     result *res = zp_xcalloc((size_t)w, sizeof(result));
@@ -881,7 +883,7 @@ static int report(local_run *r, double t_end, bool clean)
     double s[S_COUNT];
     summarise(res, w, s);
     s[S_RUN] = t_end - r->t0;
-    bool json_ok = write_json(r, s, res, clean);
+    bool json_ok = write_json(r, s, res, clean, outcome);
     print_summary(r, s, json_ok);
     free(res);
     return missing == 0 && clean && json_ok ? 0 : 1;
@@ -910,7 +912,7 @@ static int finish(local_run *r, run_end end)
         double t_end = zp_now_s();
         bool clean = stop_servers(r);
         pump_echo(r, true);
-        int rc = report(r, t_end, clean);
+        int rc = report(r, t_end, clean, "done");
         return r->signo ? 128 + r->signo : rc;
     }
     if (end == END_FAILED)
@@ -921,6 +923,9 @@ static int finish(local_run *r, run_end end)
         fprintf(stderr, "zepsctl local: timed out after %.0f s (--timeout); stopping the cluster\n",
                 r->o.timeout_s);
     stop_kids(r, 0, r->nkids);
+    /* what the workers managed to write (a stopped worker writes its result) */
+    report(r, zp_now_s(), false,
+           end == END_FAILED ? "failed" : end == END_SIGNAL ? "signal" : "timeout");
     fprintf(stderr, "zepsctl local: logs are in %s\n", r->dir);
     return end == END_SIGNAL ? 128 + r->signo : 1;
 }

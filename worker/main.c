@@ -6,7 +6,8 @@
  * The rank comes from --rank, else ZEPS_RANK, else the engine's variables
  * (JOB_COMPLETION_INDEX on Kubernetes, SLURM_PROCID on Slurm). Exits 0 when
  * training finished, 1 when it failed, 2 on bad usage or configuration, 3
- * when training diverged (the result JSON is still written).
+ * when training diverged, 143 when stopped by SIGTERM/SIGINT (in both cases
+ * the result JSON so far is still written).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -20,6 +21,12 @@
 #include "train.h"
 #include "util.h"
 #include "zeps.h"
+
+static void on_stop_signal(int sig)
+{
+    (void)sig;
+    zp_train_request_stop();
+}
 
 int main(int argc, char **argv)
 {
@@ -37,11 +44,15 @@ int main(int argc, char **argv)
     long rank = args.index;
     zp_malloc_tune();
     signal(SIGPIPE, SIG_IGN);
+    struct sigaction sa = {.sa_handler = on_stop_signal};
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
 
     zp_train_result res;
     rc = zp_train_run(cfg, (int)rank, &res);
     /* A diverged run still leaves its result (curve, step), for studies. */
-    if ((rc == 0 || rc == ZEPS_EDIVERGED) && cfg->result_dir[0]) {
+    if ((rc == 0 || rc == ZEPS_EDIVERGED || rc == ZEPS_ECLOSED) && cfg->result_dir[0]) {
         char out[ZP_PATH_MAX + 64];
         snprintf(out, sizeof(out), "%s/worker-%ld.json", cfg->result_dir, rank);
         int wrc = zp_train_write_json(cfg, &res, out);
@@ -54,5 +65,5 @@ int main(int argc, char **argv)
                 100.0 * res.comm_s / (res.comm_s + res.compute_s + 1e-12));
     zp_train_result_fini(&res);
     free(cfg);
-    return rc == 0 ? 0 : rc == ZEPS_EDIVERGED ? 3 : 1;
+    return rc == 0 ? 0 : rc == ZEPS_EDIVERGED ? 3 : rc == ZEPS_ECLOSED ? 143 : 1;
 }

@@ -21,6 +21,7 @@
 #include <cblas.h>
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,15 @@
 #include "log.h"
 #include "util.h"
 #include "zeps.h"
+
+/* Set from a signal handler (zp_train_request_stop): the one piece of
+ * process-wide state here, as a signal cannot be given a context. */
+static volatile sig_atomic_t stop_requested;
+
+void zp_train_request_stop(void)
+{
+    stop_requested = 1;
+}
 
 /* A training loss above this (or not finite) ends training as diverged. */
 #define ZP_DIVERGED_LOSS 1e30
@@ -274,6 +284,12 @@ static int train_loop(trainer *t, zp_train_result *res)
             res->eval_s += now - b;
             compute_start = now;
         }
+        if (stop_requested || rc == ZEPS_ECLOSED) {
+            zp_warn("stopped by a signal at step %lld", (long long)c);
+            res->stopped = 1;
+            rc = ZEPS_ECLOSED;
+            break;
+        }
         double loss = t->ops->grad(t->model, t->w, t->g, c);
         if (!isfinite(loss) || loss > ZP_DIVERGED_LOSS) {
             /* stop before pushing what would be Inf or NaN: the servers would
@@ -342,6 +358,8 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
     }
     rc = zeps_client_new(&t.client, cfg->path, (uint32_t)rank);
     if (rc == 0)
+        zeps_client_set_interrupt(t.client, (volatile int *)&stop_requested);
+    if (rc == 0)
         rc = declare_tables(&t);
     if (rc == 0)
         rc = zeps_barrier(t.client);
@@ -350,7 +368,9 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
                 t.ops->steps_per_epoch(t.model), t.ntables, zp_consistency_name(cfg->consistency));
         log_delay(&t);
         rc = train_loop(&t, &res);
-        if (rc != 0 && rc != ZEPS_EDIVERGED)
+        if (rc == ZEPS_ECLOSED)
+            res.stopped = 1; /* interrupted in a wait or between steps */
+        if (rc != 0 && rc != ZEPS_EDIVERGED && rc != ZEPS_ECLOSED)
             zp_error("training stopped: %s", zeps_last_error(t.client));
     }
     /* Everyone finished pushing: rank 0 evaluates the final parameters. */
@@ -434,7 +454,8 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
     json_num(f, "final_accuracy", r->final.accuracy, classifier);
     json_num(f, "final_distance", r->final.distance, r->evaluated && !classifier);
     json_num(f, "final_rel_distance", r->final.rel_distance, r->evaluated && !classifier);
-    fprintf(f, ",\"diverged\":%s", r->diverged ? "true" : "false");
+    fprintf(f, ",\"diverged\":%s,\"stopped\":%s", r->diverged ? "true" : "false",
+            r->stopped ? "true" : "false");
     json_num(f, "diverged_step", (double)r->diverged_step, r->diverged);
     write_curve(f, &r->curve);
     fprintf(f, "}\n");

@@ -40,6 +40,7 @@ typedef struct zp_train_result {
     zp_eval final;    /* rank 0: evaluation of the final parameters */
     int evaluated;    /* final is valid */
     int diverged;     /* stopped: the loss became non-finite or exceeded 1e30 */
+    int stopped;      /* stopped early by zp_train_request_stop (a signal) */
     int64_t diverged_step;
     zp_curve curve;   /* rank 0 with eval_every_steps > 0; owned by the result */
 } zp_train_result;
@@ -52,6 +53,10 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out);
 /* Free what a result owns (its curve); the struct itself stays the caller's.
  * Safe on a zeroed result and twice in a row. */
 void zp_train_result_fini(zp_train_result *r);
+
+/* Ask a running zp_train_run to stop at its next step (it then returns
+ * ZEPS_ECLOSED with what it has). Async-signal-safe: only sets a flag. */
+void zp_train_request_stop(void);
 
 /* Write a result as JSON to `path` (flat keys, see docs/operations.md, then
  * "curve": [[step, loss, rel_distance, distance, accuracy, version], ...], with null

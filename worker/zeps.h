@@ -90,6 +90,12 @@ int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank);
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt);
 
+/* Make waits interruptible: while *flag is nonzero, zeps_wait() (and every
+ * blocking call) gives up at once with ZEPS_ECLOSED instead of waiting on. A
+ * signal handler may set the flag (it is only read); the signal itself
+ * wakes a wait that is blocked. NULL turns it off. */
+void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
+
 /* Say BYE to every shard (best effort, bounded), close sockets, free. Takes
  * *cp and sets it to NULL; NULL is ignored. */
 void zeps_client_destroy(zeps_client **cp);

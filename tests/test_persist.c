@@ -182,6 +182,69 @@ START_TEST(test_final_snapshot)
 }
 END_TEST
 
+/* One more BSP round (clock 8, both ranks pushing g) on cluster cl, then
+ * the whole table. */
+static void round_then_pull(const zt_cluster *cl, float *out)
+{
+    zeps_client *c[2];
+    uint32_t t[2];
+    float g[ZT_BSP_LEN];
+    for (int i = 0; i < ZT_BSP_LEN; i++)
+        g[i] = 0.01f * (float)(i % 13) - 0.05f;
+    for (int r = 0; r < 2; r++) {
+        c[r] = zt_client(cl, (uint32_t)r);
+        ck_assert_ptr_nonnull(c[r]);
+        ck_assert_int_eq(zeps_declare(c[r], &zt_bsp_spec, &t[r]), 0);
+    }
+    for (int r = 0; r < 2; r++)
+        ck_assert_int_eq(zeps_push(c[r], t[r], g, 0, ZT_BSP_LEN, 8), 0);
+    ck_assert_int_eq(zeps_pull(c[0], t[0], out, 0, ZT_BSP_LEN, 9), 0);
+    for (int r = 0; r < 2; r++)
+        zeps_client_destroy(&c[r]);
+}
+
+/* A set of S = 2 resharded onto S' = 3 and S' = 1 (zepsctl snapshot
+ * reshard): clusters of those sizes started from it hold identical values,
+ * and identical optimizer state (one more Adam round gives identical bits). */
+START_TEST(test_reshard)
+{
+    zt_cluster a;
+    ck_assert_int_eq(zt_cluster_start(&a, 2, 2, "bsp", SNAP_EXTRA, NULL), 0);
+    ck_assert_int_eq(zt_bsp_run_workers(&a, 2, 8), 0);
+    const char *done = "snapshot set 0000000000000008 (every clocks, clock 8) written";
+    for (int i = 0; i < 200 && !(log_has(&a, 0, done) && log_has(&a, 1, done)); i++) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    float ref[ZT_BSP_LEN], after_a[ZT_BSP_LEN];
+    pull_all(&a, 8, ref);
+    expect_reference(ref, 8);
+    round_then_pull(&a, after_a);
+
+    const int sizes[] = {3, 1};
+    for (int i = 0; i < 2; i++) {
+        char cmd[1024], bin[512], extra[512];
+        snprintf(cmd, sizeof(cmd), "%s snapshot reshard %s/snap %s/snap%d %d > %s/reshard%d.out 2>&1",
+                 zt_bin("zepsctl", bin, sizeof(bin)), a.dir, a.dir, sizes[i], sizes[i], a.dir,
+                 sizes[i]);
+        int st = system(cmd);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reshard to %d failed", sizes[i]);
+        snprintf(extra, sizeof(extra), "  snapshot_dir = \"%s/snap%d\";", a.dir, sizes[i]);
+        zt_cluster b;
+        ck_assert_int_eq(zt_cluster_start(&b, sizes[i], 2, "bsp", extra, NULL), 0);
+        ck_assert(log_has(&b, 0, "restored snapshot set 0000000000000008"));
+        float w[ZT_BSP_LEN], after_b[ZT_BSP_LEN];
+        pull_all(&b, 8, w);
+        ck_assert_msg(memcmp(w, ref, sizeof(w)) == 0, "S'=%d: values differ", sizes[i]);
+        round_then_pull(&b, after_b);
+        ck_assert_msg(memcmp(after_a, after_b, sizeof(after_a)) == 0,
+                      "S'=%d: one more adam round differs: optimizer state not carried", sizes[i]);
+        ck_assert_int_eq(zt_cluster_stop(&b), 0);
+    }
+    ck_assert_int_eq(zt_cluster_stop(&a), 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     zp_mathenv_setup(argv);
@@ -190,6 +253,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_cut_restore_fallback);
     tcase_add_test(tc, test_final_snapshot);
+    tcase_add_test(tc, test_reshard);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

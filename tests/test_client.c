@@ -205,6 +205,21 @@ START_TEST(test_compressed_push)
     ck_assert_int_eq(zeps_pull(c, t2, v, 0, 1000, 0), 0);
     for (int i = 0; i < 1000; i++)
         ck_assert_float_eq_tol(v0[i] - v[i], gg[i], 1.0f / 127.0f + 1e-6f);
+    /* here compression is visible in bytes (top-k of 3 elements above is
+     * as large as raw): shard 0's 333 values arrived as
+     * [u32 block][4 scales][333 x i8] = 353 bytes instead of 1332 */
+    st = zt_stats(c, 0);
+    ck_assert_ptr_nonnull(st);
+    ts = NULL;
+    for (size_t i = 0; i < st->n_tables; i++)
+        if (strcmp(st->tables[i]->name, "q") == 0)
+            ts = st->tables[i];
+    ck_assert_ptr_nonnull(ts);
+    ck_assert_uint_eq(ts->push_bytes_raw, 333 * sizeof(float));
+    ck_assert_uint_eq(ts->push_bytes_wire, 4 + 4 * 4 + 333);
+    zeps__shard_stats__free_unpacked(st, NULL);
+    zeps_client_get_stats(c, &cs);
+    ck_assert_uint_lt(cs.bytes_out * 2, cs.bytes_out_raw);
     free(v0);
     free(v);
     free(gg);

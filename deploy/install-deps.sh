@@ -7,7 +7,7 @@ set -euo pipefail
 PACKAGES=(
     build-essential cmake pkg-config
     libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev
-    libopenblas-dev libconfig-dev zlib1g-dev libisal-dev
+    libopenblas-dev libconfig-dev zlib1g-dev libisal-dev libxxhash-dev
     check libsubunit-dev
     dataset-fashion-mnist
 )

@@ -164,7 +164,72 @@ typedef struct zeps_codec_opts {
 
 int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *opts);
 
-/* Blocking forms of the above. */
+/* --- Sparse tables (docs/sparse.md) ---
+ *
+ * A sparse table maps u64 ids (any value) to rows of `dim` f32. Row `id`
+ * lives on shard hash(id) mod S; rows are created on first touch with the
+ * table's initializer (seeded by (seed, id), so independent of S), go
+ * through admission if configured, and may be evicted (TTL in clocks, or
+ * LRU/LFU under a row capacity or memory budget). Each row has its own
+ * optimizer state and version. */
+typedef struct zeps_sparse_spec {
+    const char *name;       /* as for dense tables; one namespace for both */
+    uint32_t dim;           /* values per row, 1..4096 */
+    const char *optimizer;  /* "sgd" | "adagrad" | "adam" | "ftrl" */
+    double lr;              /* step; ftrl: alpha */
+    double beta1, beta2;    /* adam (0.9, 0.999 if 0) */
+    double eps;             /* adagrad/adam (1e-8 if 0) */
+    double weight_decay;    /* L2 added to the gradient (sgd/adagrad/adam) */
+    double l1, l2;          /* ftrl */
+    double ftrl_beta;       /* ftrl beta (1 if 0) */
+    const char *init;       /* "zeros" | "constant" | "uniform" | "normal" */
+    double init_scale;
+    uint64_t seed;
+    uint32_t admit_count;   /* create a row once its id was touched this often (0/1: at once) */
+    double admit_prob;      /* or with this probability per touch (0 = 1 = always) */
+    uint64_t ttl_clocks;    /* evict rows untouched for this many clocks (0: never) */
+    uint64_t capacity_rows; /* evict (lru/lfu) above this many rows per shard (0: no cap) */
+    uint64_t memory_budget; /* ... or above this many bytes per shard (0: no budget) */
+    const char *evict;      /* "lru" | "lfu" (NULL = lru) */
+} zeps_sparse_spec;
+
+int zeps_declare_sparse(zeps_client *c, const zeps_sparse_spec *spec, uint32_t *table);
+
+/* Values per row of a sparse table; 0 for a dense table or unknown handle. */
+uint32_t zeps_table_dim(const zeps_client *c, uint32_t table);
+
+/* A batch of ids, deduplicated and grouped by shard once, then pulled and
+ * pushed as one request per shard that holds any of them. Positions keep
+ * the caller's order: rows[i * dim] is the row of ids[i] (repeats get the
+ * same row) and a push sums the gradients of repeated ids into one update of
+ * that row. The batch remembers the row versions its last pull saw and sends
+ * them with the push, so the server measures each row's staleness. */
+typedef struct zeps_sbatch zeps_sbatch;
+
+/* ids are copied; n may be 0. */
+int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
+                    zeps_sbatch **out);
+size_t zeps_sbatch_size(const zeps_sbatch *b);   /* n */
+size_t zeps_sbatch_unique(const zeps_sbatch *b); /* distinct ids */
+void zeps_sbatch_free(zeps_sbatch **bp);
+
+/* Pull every row of the batch into rows[n * dim] (as seen at `clock`). rows
+ * must stay valid until zeps_wait() returns. */
+int zeps_sbatch_pull_start(zeps_sbatch *b, float *rows, int64_t clock, zeps_req **req);
+int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock);
+
+/* Push grads[n * dim] (per position; repeats are summed). grads is read
+ * when the call starts. */
+int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, zeps_req **req);
+int zeps_sbatch_push(zeps_sbatch *b, const float *grads, int64_t clock);
+
+/* One-shot forms: a batch made, used once and freed. */
+int zeps_spull(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, float *rows,
+               int64_t clock);
+int zeps_spush(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, const float *grads,
+               int64_t clock);
+
+/* Blocking forms of zeps_pull_start() and zeps_push_start(). */
 int zeps_pull(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
               int64_t clock);
 int zeps_push(zeps_client *c, uint32_t table, const float *grad, uint64_t offset, uint64_t count,

@@ -1,0 +1,27 @@
+/*
+ * sparse_hash.h - where a sparse row lives.
+ *
+ * Row `id` of every sparse table lives on shard hash(id) mod S, hash being
+ * xxHash's XXH3 (64-bit) of the id's 8 little-endian bytes with a fixed seed.
+ * Servers, clients and the resharding tool all use this one function, so
+ * they always agree. The shard-local hash index uses a different seed, so
+ * the ids of one shard (all equal mod S) still spread over its index.
+ */
+#ifndef ZP_SPARSE_HASH_H
+#define ZP_SPARSE_HASH_H
+
+#include <stdint.h>
+
+#define ZP_SHARD_HASH_SEED 0x7a6570735f736864ull /* "zeps_shd" */
+#define ZP_INDEX_HASH_SEED 0x7a6570735f696478ull /* "zeps_idx" */
+
+/* xxHash XXH3-64 of the id's little-endian bytes with `seed`. */
+uint64_t zp_id_hash(uint64_t id, uint64_t seed);
+
+/* The shard of row `id` among `nshards` (> 0). */
+static inline int zp_sparse_shard_of(uint64_t id, int nshards)
+{
+    return (int)(zp_id_hash(id, ZP_SHARD_HASH_SEED) % (uint64_t)nshards);
+}
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * sparse.h - one sparse table's rows on this shard.
+ *
+ * A sparse table maps u64 ids from an unbounded space to rows of `dim` f32
+ * values. Row `id` lives on shard zp_sparse_shard_of(id, S) (common/
+ * sparse_hash.h). Rows are created on first touch with the table's
+ * initializer, seeded by (seed, id) only, so an id starts from the same values
+ * whatever the shard count. Each row keeps its optimizer state beside its
+ * values, a version (updates applied to that row) and the clock it was last
+ * touched at.
+ *
+ * Memory: rows live in slabs (large chunks of fixed-size row records, freed
+ * rows reused from a free list), found through one open-addressing index
+ * (linear probing, backward-shift deletion) of 4-byte row numbers with their
+ * hash beside them; no allocation per row.
+ *
+ * Admission: with admit_count k > 1 an unknown id gets a row only once it
+ * was touched k times, counted in a count-min sketch (fixed memory, may only
+ * over-count); with admit_prob p < 1 each touch of an unknown id admits it
+ * with probability p (a seeded generator). An id not admitted has no row: a
+ * pull returns its initial values, a push of it is counted and skipped.
+ *
+ * Eviction: rows untouched for ttl_clocks clocks are dropped when the clock
+ * advances; with a row capacity or memory budget, inserting past it evicts
+ * the least recently (lru) or least frequently (lfu) touched row among a
+ * random sample (the Redis approximation; exact order would cost a list or
+ * heap per row).
+ *
+ * Threading: the shard's loop thread only. Not copy-on-write: a pull copies
+ * rows into its reply.
+ */
+#ifndef ZP_SPARSE_H
+#define ZP_SPARSE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "stats.h"
+#include "util.h"
+
+typedef enum zp_evict_policy {
+    ZP_EVICT_LRU = 0,
+    ZP_EVICT_LFU = 1,
+} zp_evict_policy;
+
+/* "lru" | "lfu" (NULL or "" = lru); -1 if unknown. */
+int zp_evict_from_name(const char *name);
+const char *zp_evict_name(zp_evict_policy p);
+
+typedef struct zp_sparse_opts {
+    uint32_t dim;             /* 1..4096 */
+    const char *optimizer;    /* "sgd" | "adagrad" | "adam" | "ftrl" */
+    float lr;                 /* sgd/adagrad/adam step; ftrl alpha */
+    float beta1, beta2;       /* adam (0.9, 0.999 if 0) */
+    float eps;                /* adagrad/adam (1e-8 if 0) */
+    float weight_decay;       /* L2 added to the gradient (sgd/adagrad/adam) */
+    float l1, l2;             /* ftrl regularisation (>= 0) */
+    float ftrl_beta;          /* ftrl beta (1 if 0) */
+    zp_init_kind init;
+    double init_scale;
+    uint64_t seed;
+    uint32_t admit_count;     /* 0 or 1: admit on first touch */
+    double admit_prob;        /* 0 or 1: always (when admit_count <= 1) */
+    uint64_t ttl_clocks;      /* 0 = no TTL */
+    uint64_t capacity_rows;   /* 0 = unbounded */
+    uint64_t memory_budget;   /* bytes of rows + state + index; 0 = unbounded */
+    zp_evict_policy evict;
+} zp_sparse_opts;
+
+typedef struct zp_sparse_counters {
+    uint64_t rows;            /* held now */
+    uint64_t created;         /* rows created (admitted) */
+    uint64_t not_admitted;    /* touches of unknown ids that did not (yet) admit them */
+    uint64_t pushes_skipped;  /* row gradients dropped because the id has no row */
+    uint64_t evicted_ttl;
+    uint64_t evicted_capacity; /* by capacity or memory budget */
+    uint64_t bytes;           /* rows + state + index + sketch, as allocated */
+    uint64_t bytes_per_row;   /* one row record: header + values + state */
+} zp_sparse_counters;
+
+typedef struct zp_sparse zp_sparse;
+
+/* Validate o and create an empty table. On error returns ZEPS_EINVAL or
+ * ZEPS_EOPTIM with a message in err (naming the field). */
+int zp_sparse_new(zp_sparse **out, const zp_sparse_opts *o, char *err, size_t errlen);
+void zp_sparse_destroy(zp_sparse **tp);
+
+uint32_t zp_sparse_dim(const zp_sparse *t);
+int zp_sparse_state_per_value(const zp_sparse *t); /* floats of state per value */
+
+/* The initial values of row `id` (dim floats): depend only on
+ * (init, init_scale, seed, id). */
+void zp_sparse_init_row(const zp_sparse *t, uint64_t id, float *out);
+
+/* Read n ids (distinct or not) into out[n * dim] and, if versions is not
+ * NULL, each row's version into versions[n] (0 for an id with no row).
+ * A pull is a touch: unknown ids go through admission and may be created;
+ * known rows get last_clock = clock. */
+void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, float *out,
+                    uint32_t *versions);
+
+/* Apply gradients g[n * dim] (row i for ids[i]; ids distinct) scaled by
+ * `scale`, each row with its own optimizer state and step count (its
+ * version). Unknown ids go through admission first; a gradient for an id
+ * that gets no row is skipped and counted. If read_versions is not NULL,
+ * tau = row version before the update - read_versions[i] is added to `tau`
+ * (when not NULL) for every applied row. Returns the number of rows applied.
+ * The caller has checked that g is finite. */
+size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *g, float scale,
+                      int64_t clock, const uint32_t *read_versions, zp_hist *tau);
+
+/* Drop rows untouched for ttl_clocks as of `clock` (cheap when nothing is
+ * due: a full scan runs at most every max(1, ttl/4) clocks). Returns rows
+ * evicted. */
+size_t zp_sparse_expire(zp_sparse *t, int64_t clock);
+
+void zp_sparse_get_counters(const zp_sparse *t, zp_sparse_counters *out);
+
+/* --- for snapshots and tests --- */
+
+/* One row as stored. values and state point into the table (valid until the
+ * next call that may create or evict rows). */
+typedef struct zp_sparse_row {
+    uint64_t id;
+    uint32_t version;
+    uint32_t freq;            /* touches, saturating */
+    int64_t last_clock;
+    float *values;            /* dim */
+    float *state;             /* state_per_value * dim, block k at state[k * dim] */
+} zp_sparse_row;
+
+/* Iterate over rows in storage order: *cursor starts at 0; returns false at
+ * the end. */
+bool zp_sparse_next(const zp_sparse *t, uint64_t *cursor, zp_sparse_row *row);
+
+/* Find a row without touching it (no admission, no clock update). */
+bool zp_sparse_get(const zp_sparse *t, uint64_t id, zp_sparse_row *row);
+
+/* Insert or overwrite a row exactly as given (restore from a snapshot):
+ * bypasses admission, may evict under capacity. */
+void zp_sparse_put(zp_sparse *t, const zp_sparse_row *row);
+
+#endif

@@ -117,6 +117,7 @@ static const char *const delay_dist_names[] = {
     NULL,
 };
 static const char *const late_push_names[] = {"drop", "weighted", NULL}; /* late_weighted */
+static const char *const lost_worker_names[] = {"wait", "continue", NULL}; /* lost_continue */
 
 /* K_ENUM writes through an int *. */
 _Static_assert(sizeof(zp_consistency) == sizeof(int) && sizeof(zp_weight_fn) == sizeof(int) &&
@@ -164,6 +165,12 @@ static const key_spec cluster_keys[] = {
     {.name = "snapshot_keep", .kind = K_INT, .off = FIELD(snapshot_keep), .imin = 1,
      .imax = 1000000},
     {.name = "snapshot_on_exit", .kind = K_BOOL, .off = FIELD(snapshot_on_exit)},
+    {.name = "snapshot_mtbf_s", .kind = K_FLOAT, .off = FIELD(snapshot_mtbf_s), .fmin = 0,
+     .fmax = 1e9},
+    {.name = "lost_worker_timeout_s", .kind = K_FLOAT, .off = FIELD(lost_worker_timeout_s),
+     .fmin = 0, .fmax = 1e6},
+    {.name = "on_lost_worker", .kind = K_FLAG, .off = FIELD(lost_continue),
+     .choices = lost_worker_names},
     {.name = "request_timeout_ms", .kind = K_INT, .off = FIELD(request_timeout_ms), .imin = 10,
      .imax = 600000},
     {.name = "max_retries", .kind = K_INT, .off = FIELD(max_retries), .imin = 0, .imax = 1000},

@@ -68,6 +68,9 @@ typedef struct zp_config {
     double snapshot_every_s;               /* other modes: every T seconds; 0 = off */
     int snapshot_keep;                     /* complete sets kept, default 3, >= 1 */
     bool snapshot_on_exit;                 /* a final snapshot on SIGTERM/SIGINT, default true */
+    double snapshot_mtbf_s;                /* auto (Young/Daly) interval from this MTBF; 0 = off */
+    double lost_worker_timeout_s;          /* declare a silent worker lost after this; 0 = never */
+    bool lost_continue;                    /* "on_lost_worker": "wait" (false, default) | "continue" */
     int request_timeout_ms;                /* default 2000, 10..600000 */
     int max_retries;                       /* default 10, 0..1000 */
     int hello_timeout_ms;                  /* default 30000 */

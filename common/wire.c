@@ -109,6 +109,8 @@ const char *zp_op_name(int op)
         return "ERROR";
     case ZEPS__OP__SNAPSHOT:
         return "SNAPSHOT";
+    case ZEPS__OP__ROLLBACK:
+        return "ROLLBACK";
     default:
         return "UNKNOWN";
     }

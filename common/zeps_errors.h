@@ -40,7 +40,8 @@ extern "C" {
     X(EDATA, 21, "bad or missing data file")                                         \
     X(EOPTIM, 22, "unknown optimizer or bad hyper-parameter")                        \
     X(EINTERNAL, 23, "internal error")                                               \
-    X(EDIVERGED, 24, "training diverged")
+    X(EDIVERGED, 24, "training diverged")                                          \
+    X(ERESTARTED, 35, "a shard restarted or rolled back: resume from its cut")
 
 typedef enum zeps_err {
 #define ZEPS_ERR_ENUM_(name, num, text) ZEPS_##name = num,

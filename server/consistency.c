@@ -163,9 +163,16 @@ static int bsp_push(zp_server *s, zp_table *t, zp_push *p, char *err, size_t err
     t->have[p->rank] = true;
     t->pending_version[p->rank] = p->data_version;
     t->npending++;
-    if (t->npending >= t->nworkers - s->cfg.backup_workers)
+    if (t->npending >= zp_server_round_quorum(s))
         bsp_close_round(s, t);
     return 0;
+}
+
+void zp_bsp_close_if_ready(zp_server *s, zp_table *t)
+{
+    if (s->cons == &zp_consistency_bsp && t->npending > 0 &&
+        t->npending >= zp_server_round_quorum(s))
+        bsp_close_round(s, t);
 }
 
 const zp_consistency_ops zp_consistency_bsp = {

@@ -36,6 +36,10 @@ extern const zp_consistency_ops zp_consistency_async;
 extern const zp_consistency_ops zp_consistency_ssp;
 extern const zp_consistency_ops zp_consistency_weighted;
 
+/* bsp: close t's open round if it holds as many pushes as the quorum now
+ * needs (a worker was declared lost); no-op in other modes. */
+void zp_bsp_close_if_ready(zp_server *s, zp_table *t);
+
 /* w(tau) of a weighting function (config.h's zp_weight_fn) with parameter
  * lambda (exp only). Pure arithmetic, for the policies and their tests. */
 double zp_weight(int fn, double lambda, uint64_t tau);

@@ -120,9 +120,16 @@ void zp_server_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace
             w->late++;
     }
     if (s->trace) {
-        zp_trace_row row = {.kind = kind, .worker = p->rank, .table = t->id, .clock = p->clock,
-                            .version_read = p->data_version, .version_applied = version_applied,
-                            .tau = tau, .clock_gap = gap, .weight = weight, .applied = applied};
+        zp_trace_row row = {.kind = kind,
+                            .worker = p->rank,
+                            .table = t->id,
+                            .clock = p->clock,
+                            .version_read = p->data_version,
+                            .version_applied = version_applied,
+                            .tau = tau,
+                            .clock_gap = gap,
+                            .weight = weight,
+                            .applied = applied};
         zp_trace_write(s->trace, &row);
     }
 }
@@ -150,10 +157,15 @@ void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_
 {
     zp_hist_add_log2(&t->pull_wait_us, (uint64_t)wait_us);
     if (s->trace) {
-        zp_trace_row row = {.kind = ZP_TRACE_PULL, .worker = rank, .table = t->id,
-                            .clock = clock, .version_read = t->version,
-                            .version_applied = t->version, .clock_gap = clock - s->min_clock,
-                            .weight = 1.0, .wait_us = wait_us};
+        zp_trace_row row = {.kind = ZP_TRACE_PULL,
+                            .worker = rank,
+                            .table = t->id,
+                            .clock = clock,
+                            .version_read = t->version,
+                            .version_applied = t->version,
+                            .clock_gap = clock - s->min_clock,
+                            .weight = 1.0,
+                            .wait_us = wait_us};
         zp_trace_write(s->trace, &row);
     }
     Zeps__Header rep;
@@ -185,8 +197,8 @@ void zp_server_serve_parked(zp_server *s, zp_table *t)
         if (t->parked_tail == &p->next)
             t->parked_tail = pp;
         t->nparked--;
-        zp_server_send_pull(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset,
-                            p->count, (zp_now_s() - p->since_s) * 1e6);
+        zp_server_send_pull(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset, p->count,
+                            (zp_now_s() - p->since_s) * 1e6);
         zmq_msg_close(&p->identity);
         free(p);
     }
@@ -196,20 +208,66 @@ void zp_server_serve_parked(zp_server *s, zp_table *t)
 
 /* The worker a request comes from, if it is a registered worker of this
  * incarnation; otherwise replies with an error and returns NULL. */
+/* An ERROR reply with ERESTARTED: this shard's state came from a snapshot
+ * (a restart, or a bsp rollback) since the worker last said HELLO. It
+ * carries the cut to resume from (docs/faults.md). */
+static void reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
+                            uint64_t req_id, int64_t cut, uint64_t set)
+{
+    char text[ERRLEN];
+    snprintf(text, sizeof(text),
+             "shard %d was restored from snapshot set %016" PRIx64 " (clock %lld): say HELLO "
+             "again and resume from there",
+             s->shard, set, (long long)cut);
+    Zeps__Header rep;
+    zp_reply_init(s, req, &rep);
+    if (!req) {
+        rep.req_id = req_id;
+        rep.op = ZEPS__OP__ERROR;
+    }
+    rep.op = ZEPS__OP__ERROR;
+    rep.error = ZEPS_ERESTARTED;
+    rep.error_text = text;
+    rep.cut = cut;
+    rep.cut_set = set;
+    s->errors++;
+    zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
+}
+
+/* The cut a worker resumes from after a restore: the bsp cut, or the
+ * restored clock in other modes. */
+static int64_t resume_cut(const zp_server *s)
+{
+    int64_t c = zp_server_cut(s);
+    return c >= 0 ? c : s->restored_clock;
+}
+
+/* The worker a request comes from, if it is a registered worker of this
+ * incarnation; otherwise replies with an error and returns NULL. */
 static zp_worker *worker_of(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
     if (h->rank >= (uint32_t)s->nworkers) {
-        zp_reply_error(s, r->identity, h, ZEPS_ERANK, "rank %u is outside the cluster of %d workers",
-                       h->rank, s->nworkers);
+        zp_reply_error(s, r->identity, h, ZEPS_ERANK,
+                       "rank %u is outside the cluster of %d workers", h->rank, s->nworkers);
         return NULL;
     }
     zp_worker *w = &s->workers.w[h->rank];
     if (!w->joined || w->incarnation != h->incarnation) {
+        if (s->epoch > 0) {
+            reply_restarted(s, r->identity, h, 0, resume_cut(s), s->restored_set);
+            return NULL;
+        }
         zp_reply_error(s, r->identity, h, ZEPS_ESTATE,
                        "worker %u incarnation %" PRIx64 " has not said HELLO to shard %d", h->rank,
                        h->incarnation, s->shard);
         return NULL;
+    }
+    if (w->lost) {
+        w->lost = false;
+        zp_warn("worker %u, declared lost, is heard from again (after %.1f s)", h->rank,
+                zp_now_s() - w->last_seen_s);
+        zp_server_update_clock_bounds(s);
     }
     w->last_seen_s = zp_now_s();
     return w;
@@ -242,9 +300,24 @@ static int check_range(zp_server *s, zp_request *r, const zp_table *t)
 
 /* --- the ops --- */
 
+/* A worker came back with a new incarnation: under bsp it redoes its
+ * current clock, so what it had pushed for rounds still open is dropped. */
+static void forget_pending(zp_server *s, uint32_t rank)
+{
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_table *t = s->tables[i];
+        if (!t->have || !t->have[rank])
+            continue;
+        zmq_msg_close(&t->pending[rank]);
+        t->have[rank] = false;
+        t->npending--;
+    }
+}
+
 static void on_hello(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
+    int64_t resume = 0;
     if (h->rank != 0xffffffffu) {
         if (h->rank >= (uint32_t)s->nworkers) {
             zp_reply_error(s, r->identity, h, ZEPS_ERANK,
@@ -252,18 +325,95 @@ static void on_hello(zp_server *s, zp_request *r)
             return;
         }
         zp_worker *w = &s->workers.w[h->rank];
-        bool rejoined = w->joined;
-        if (zp_worker_hello(w, h->incarnation))
-            zp_info("worker %u %s (incarnation %" PRIx64 ")", h->rank,
-                    rejoined ? "rejoined with a new incarnation" : "joined", h->incarnation);
+        bool known = w->joined || w->rehello, lost = w->lost;
+        if (zp_worker_hello(w, h->incarnation)) {
+            zp_info("worker %u %s (incarnation %" PRIx64 "), resumes at clock %lld", h->rank,
+                    known ? "rejoined with a new incarnation" : "joined", h->incarnation,
+                    (long long)w->clock);
+            if (known)
+                forget_pending(s, h->rank);
+        }
+        if (lost)
+            zp_server_update_clock_bounds(s);
         w->last_seen_s = zp_now_s();
+        /* where it resumes: its own clock, or the bsp cut if the rounds went
+         * on without it (on_lost_worker = continue) or closed with its push */
+        int64_t cut = zp_server_cut(s);
+        resume = w->clock > cut ? w->clock : cut;
     }
     Zeps__Header rep;
     zp_reply_init(s, h, &rep);
     rep.num_shards = (uint32_t)s->nshards;
     rep.num_workers = (uint32_t)s->nworkers;
     rep.consistency = (char *)s->cons->name;
+    rep.clock = resume;
+    rep.cut = resume_cut(s);
+    rep.cut_set = s->restored_set;
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+/* ROLLBACK (bsp recovery): put this shard back to the cut the client names. */
+static void on_rollback(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_worker *w = worker_of(s, r);
+    if (!w)
+        return;
+    char err[ERRLEN];
+    int rc = zp_persist_rollback(s, h->clock, h->cut_set, h->rank, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return;
+    }
+    zp_worker_record(w, h->seq);
+    zp_server_update_clock_bounds(s);
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.cut = zp_server_cut(s);
+    rep.cut_set = s->restored_set;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+/* SNAPSHOT on request (zepsctl snapshot take). */
+static void on_snapshot(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    char err[ERRLEN];
+    int rc = zp_persist_request(s, h->clock, h->cut_set, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return;
+    }
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.cut = zp_server_cut(s);
+    rep.clock = h->clock;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+void zp_server_abort_waiting(zp_server *s, int64_t cut, uint64_t set)
+{
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_table *t = s->tables[i];
+        while (t->parked) {
+            zp_parked *p = t->parked;
+            t->parked = p->next;
+            reply_restarted(s, &p->identity, NULL, p->req_id, cut, set);
+            zmq_msg_close(&p->identity);
+            free(p);
+        }
+        t->parked_tail = &t->parked;
+        t->nparked = 0;
+    }
+    for (int i = 0; i < s->nworkers; i++) {
+        zp_worker *x = &s->workers.w[i];
+        if (!x->barrier_gen)
+            continue;
+        reply_restarted(s, &x->barrier_identity, NULL, x->barrier_req, cut, set);
+        zmq_msg_close(&x->barrier_identity);
+        x->barrier_gen = 0;
+    }
+    s->barrier_count = 0;
 }
 
 static void on_declare(zp_server *s, zp_request *r)
@@ -293,8 +443,8 @@ static void on_declare(zp_server *s, zp_request *r)
         return;
     }
     zp_table *t;
-    int rc = zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err,
-                          sizeof(err));
+    int rc =
+        zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;
@@ -332,8 +482,8 @@ static void on_pull(zp_server *s, zp_request *r)
     if (!t || check_range(s, r, t) != 0)
         return;
     if (r->npayload) {
-        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "PULL carries %d payload frame(s); it takes none",
-                       r->npayload);
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
+                       "PULL carries %d payload frame(s); it takes none", r->npayload);
         return;
     }
     if (zp_worker_seen(w, h->seq) && is_parked(t, h->rank, h->seq)) {
@@ -377,13 +527,14 @@ static const float *aligned_values(zmq_msg_t *frame)
 }
 
 /* The slowest and fastest clocks over live workers (those that have not
- * said BYE; a worker that has not joined yet counts with clock 0). */
-static void update_clock_bounds(zp_server *s)
+ * said BYE, nor been declared lost under on_lost_worker = continue; a
+ * worker that has not joined yet counts with clock 0). */
+void zp_server_update_clock_bounds(zp_server *s)
 {
     int64_t lo = INT64_MAX, hi = 0;
     for (int i = 0; i < s->nworkers; i++) {
         const zp_worker *w = &s->workers.w[i];
-        if (w->left)
+        if (w->left || (w->lost && s->cfg.lost_continue))
             continue;
         if (w->clock < lo)
             lo = w->clock;
@@ -442,7 +593,7 @@ static void advance_clock(zp_server *s, zp_worker *w, int64_t finished)
 {
     if (finished + 1 > w->clock) {
         w->clock = finished + 1;
-        update_clock_bounds(s);
+        zp_server_update_clock_bounds(s);
     }
 }
 
@@ -469,7 +620,8 @@ static void on_push(zp_server *s, zp_request *r)
     size_t bytes = zmq_msg_size(r->payload);
     if (bytes != h->count * sizeof(float)) {
         zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
-                       "PUSH of %" PRIu64 " elements to table '%s' carries %zu bytes, expected %" PRIu64,
+                       "PUSH of %" PRIu64
+                       " elements to table '%s' carries %zu bytes, expected %" PRIu64,
                        h->count, t->name, bytes, h->count * (uint64_t)sizeof(float));
         return;
     }
@@ -493,8 +645,13 @@ static void on_push(zp_server *s, zp_request *r)
         return;
     }
     char err[ERRLEN];
-    zp_push p = {.rank = h->rank, .clock = h->clock, .data_version = h->data_version, .g = g,
-                 .off = h->offset - t->begin, .count = h->count, .frame = r->payload};
+    zp_push p = {.rank = h->rank,
+                 .clock = h->clock,
+                 .data_version = h->data_version,
+                 .g = g,
+                 .off = h->offset - t->begin,
+                 .count = h->count,
+                 .frame = r->payload};
     int rc = s->cons->push(s, t, &p, err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);
@@ -596,6 +753,12 @@ static void on_stats(zp_server *s, zp_request *r)
     st.bytes_out = s->bytes_out;
     st.requests = s->requests;
     st.errors = s->errors;
+    st.lost_workers = s->lost_total;
+    st.rollbacks = s->rollbacks;
+    st.snapshots_written = s->persist.written;
+    st.last_snapshot_set = s->persist.last_setid;
+    st.last_snapshot_s = s->persist.last_duration_s;
+    st.restored_clock = s->restored_clock;
 
     Zeps__TableStats *ts = zp_xcalloc(s->ntables ? s->ntables : 1, sizeof(*ts));
     Zeps__Histogram *th = zp_xcalloc(3 * (s->ntables ? s->ntables : 1), sizeof(*th));
@@ -639,7 +802,7 @@ static void on_stats(zp_server *s, zp_request *r)
     size_t k = 0;
     for (int i = 0; i < nw; i++) {
         const zp_worker *w = &s->workers.w[i];
-        if (!w->joined)
+        if (!w->joined && !w->rehello)
             continue;
         zeps__worker_stats__init(&ws[k]);
         ws[k].rank = (uint32_t)i;
@@ -655,6 +818,8 @@ static void on_stats(zp_server *s, zp_request *r)
         ws[k].late = w->late;
         ws[k].push_bytes_wire = w->push_bytes_wire;
         ws[k].push_bytes_raw = w->push_bytes_raw;
+        ws[k].lost = w->lost;
+        ws[k].lost_count = w->lost_count;
         wsp[k] = &ws[k];
         k++;
     }
@@ -683,7 +848,7 @@ static void on_bye(zp_server *s, zp_request *r)
     if (!w->left)
         zp_info("worker %u left", r->h->rank);
     w->left = true;
-    update_clock_bounds(s); /* the slowest clock may have moved on */
+    zp_server_update_clock_bounds(s); /* the slowest clock may have moved on */
     reply_ok(s, r, 0);
     serve_all_parked(s);
 }
@@ -720,8 +885,9 @@ void zp_server_handle(zp_server *s, zp_frames *m)
     } else if (s->stopping && h->op != ZEPS__OP__STATS) {
         zp_reply_error(s, identity, h, ZEPS_ECLOSED, "shard %d is shutting down", s->shard);
     } else if (h->rank == 0xffffffffu && h->op != ZEPS__OP__HELLO && h->op != ZEPS__OP__STATS &&
-               h->op != ZEPS__OP__DECLARE) {
-        zp_reply_error(s, identity, h, ZEPS_ERANK, "tools may only send HELLO, DECLARE and STATS");
+               h->op != ZEPS__OP__DECLARE && h->op != ZEPS__OP__SNAPSHOT) {
+        zp_reply_error(s, identity, h, ZEPS_ERANK,
+                       "tools may only send HELLO, DECLARE, STATS and SNAPSHOT");
     } else {
         switch (h->op) {
         case ZEPS__OP__HELLO:
@@ -748,10 +914,56 @@ void zp_server_handle(zp_server *s, zp_frames *m)
         case ZEPS__OP__BYE:
             on_bye(s, &r);
             break;
+        case ZEPS__OP__ROLLBACK:
+            on_rollback(s, &r);
+            break;
+        case ZEPS__OP__SNAPSHOT:
+            on_snapshot(s, &r);
+            break;
         default:
             zp_reply_error(s, identity, h, ZEPS_EOP, "unknown or unexpected op %d", (int)h->op);
             break;
         }
     }
     zeps__header__free_unpacked(h, NULL);
+}
+
+int zp_server_round_quorum(const zp_server *s)
+{
+    int live = s->nworkers;
+    if (s->cfg.lost_continue)
+        for (int i = 0; i < s->nworkers; i++)
+            if (s->workers.w[i].lost)
+                live--;
+    int q = live - s->cfg.backup_workers;
+    return q < 1 ? 1 : q;
+}
+
+void zp_server_check_lost(zp_server *s)
+{
+    double timeout = s->cfg.lost_worker_timeout_s;
+    if (timeout <= 0 || s->stopping)
+        return;
+    double now = zp_now_s();
+    int newly = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        zp_worker *w = &s->workers.w[i];
+        if (!w->joined || w->left || w->lost || now - w->last_seen_s < timeout)
+            continue;
+        w->lost = true;
+        w->lost_count++;
+        s->lost_total++;
+        newly++;
+        zp_warn("worker %u declared lost: silent for %.1f s (lost_worker_timeout_s = %g); "
+                "on_lost_worker = %s: %s",
+                i, now - w->last_seen_s, timeout, s->cfg.lost_continue ? "continue" : "wait",
+                s->cfg.lost_continue ? "rounds close without it until it is back"
+                                     : "rounds wait for it");
+    }
+    if (!newly || !s->cfg.lost_continue)
+        return;
+    zp_server_update_clock_bounds(s);
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_bsp_close_if_ready(s, s->tables[i]);
+    serve_all_parked(s);
 }

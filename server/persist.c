@@ -25,6 +25,7 @@
 #include "persist.h"
 
 #include <errno.h>
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -130,12 +131,12 @@ static void reap_one(zp_persist *p, zp_writer *w, int block)
         p->written++;
         p->last_duration_s = took;
         p->last_setid = w->setid;
-        zp_info("snapshot set %016" PRIx64 " (%s, clock %" PRId64 ") written in %.3f s",
-                w->setid, w->why, w->clock, took);
+        zp_info("snapshot set %016" PRIx64 " (%s, clock %" PRId64 ") written in %.3f s", w->setid,
+                w->why, w->clock, took);
     } else {
         p->failures++;
-        zp_error("snapshot set %016" PRIx64 " (%s) failed after %.3f s (child status %d)",
-                 w->setid, w->why, took, st);
+        zp_error("snapshot set %016" PRIx64 " (%s) failed after %.3f s (child status %d)", w->setid,
+                 w->why, took, st);
     }
     w->pid = 0;
 }
@@ -195,9 +196,7 @@ int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *wh
     return 0;
 }
 
-/* Under bsp, the round every table of this shard has closed, if they agree
- * (a consistent cut); -1 otherwise. */
-static int64_t bsp_cut(const zp_server *s)
+int64_t zp_server_cut(const zp_server *s)
 {
     if (s->cfg.consistency != ZP_CONSISTENCY_BSP || s->ntables == 0)
         return -1;
@@ -208,22 +207,136 @@ static int64_t bsp_cut(const zp_server *s)
     return r;
 }
 
+static int64_t bsp_cut(const zp_server *s)
+{
+    return zp_server_cut(s);
+}
+
+/* Largest power of two <= x (x >= 1), at least 1. */
+static uint64_t pow2_floor(double x)
+{
+    uint64_t p = 1;
+    while (x >= 2.0 * (double)p && p < (1ull << 40))
+        p <<= 1;
+    return p;
+}
+
+/* Young/Daly: interval = sqrt(2 x MTBF x time to snapshot), from the last
+ * snapshot's measured duration. Shards measure separately, so the interval
+ * is rounded down to a power of two (of clocks under bsp, of seconds
+ * otherwise) and sets are named by multiples of it: a multiple of 2^j is a
+ * multiple of every smaller power, so the sets at multiples of the largest
+ * interval any shard chose are written by every shard and complete, with
+ * no coordinator (a shard that chose a shorter interval also writes sets
+ * the others skip; those stay incomplete and are pruned). */
+static void auto_update(zp_server *s)
+{
+    zp_persist *p = &s->persist;
+    if (s->cfg.snapshot_mtbf_s <= 0 || p->written == 0)
+        return;
+    double d = p->last_duration_s > 1e-3 ? p->last_duration_s : 1e-3;
+    double interval = sqrt(2.0 * s->cfg.snapshot_mtbf_s * d);
+    if (s->cfg.consistency == ZP_CONSISTENCY_BSP) {
+        if (p->round_s <= 0)
+            return;
+        int64_t k = (int64_t)pow2_floor(interval / p->round_s);
+        if (k != p->auto_every_clocks)
+            zp_info("auto snapshots: interval %.3f s = sqrt(2 x MTBF %g s x last snapshot %.3f s)"
+                    ", %.4f s per clock: every %lld clocks",
+                    interval, s->cfg.snapshot_mtbf_s, d, p->round_s, (long long)k);
+        p->auto_every_clocks = k;
+    } else {
+        uint64_t t = pow2_floor(interval);
+        if (t != p->auto_period_s)
+            zp_info("auto snapshots: interval %.3f s = sqrt(2 x MTBF %g s x last snapshot %.3f s)"
+                    ": every %llu s",
+                    interval, s->cfg.snapshot_mtbf_s, d, (unsigned long long)t);
+        p->auto_period_s = t;
+    }
+    p->auto_interval_s = interval;
+}
+
 void zp_persist_on_round(zp_server *s)
 {
-    int k = s->cfg.snapshot_every_clocks;
-    if (!s->cfg.snapshot_dir[0] || k <= 0)
+    zp_persist *p = &s->persist;
+    if (!s->cfg.snapshot_dir[0])
         return;
     int64_t c = bsp_cut(s);
-    if (c > 0 && c % k == 0 && c > s->persist.last_cut)
-        if (zp_persist_start(s, c, (uint64_t)c, "every clocks") == 0)
-            s->persist.last_cut = c;
+    if (c <= 0 || c <= p->last_cut)
+        return;
+    double now = zp_now_s();
+    if (p->last_round_at > 0) {
+        double d = now - p->last_round_at;
+        p->round_s = p->round_s > 0 ? 0.9 * p->round_s + 0.1 * d : d;
+    }
+    p->last_round_at = now;
+    int k = s->cfg.snapshot_every_clocks;
+    const char *why = NULL;
+    if (k > 0 && c % k == 0)
+        why = "every clocks";
+    else if (p->requested_cut >= 0 && c == p->requested_cut)
+        why = "on request";
+    else if (s->cfg.snapshot_mtbf_s > 0 &&
+             (p->written == 0 ? c == 1 : p->auto_every_clocks > 0 && c % p->auto_every_clocks == 0))
+        why = "auto";
+    if (!why)
+        return;
+    if (p->requested_cut >= 0 && c >= p->requested_cut)
+        p->requested_cut = -1;
+    if (zp_persist_start(s, c, (uint64_t)c, why) == 0)
+        p->last_cut = c;
+}
+
+int zp_persist_request(zp_server *s, int64_t clock, uint64_t setid, char *err, size_t errlen)
+{
+    zp_persist *p = &s->persist;
+    if (!s->cfg.snapshot_dir[0])
+        return zp_seterr(err, errlen, ZEPS_ESTATE, "shard %d has no snapshot_dir", s->shard);
+    if (s->cfg.consistency != ZP_CONSISTENCY_BSP) {
+        if (setid == 0)
+            setid = (uint64_t)wall_s();
+        if (zp_persist_start(s, -1, setid, "on request") != 0)
+            return zp_seterr(err, errlen, ZEPS_EIO, "shard %d: cannot start a snapshot", s->shard);
+        return 0;
+    }
+    int64_t c = bsp_cut(s);
+    /* The parameters change only when a round closes, so while every table
+     * stands at round `clock` the state is exactly "after clock clock". */
+    if (c == clock) {
+        if (clock == p->last_cut)
+            return 0; /* that cut is written already */
+        if (zp_persist_start(s, clock, (uint64_t)clock, "on request") != 0)
+            return zp_seterr(err, errlen, ZEPS_EIO, "shard %d: cannot start a snapshot", s->shard);
+        p->last_cut = clock;
+        return 0;
+    }
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (s->tables[i]->round > clock)
+            return zp_seterr(err, errlen, ZEPS_ECLOCK,
+                             "shard %d: table '%s' is already past clock %lld (round %lld)",
+                             s->shard, s->tables[i]->name, (long long)clock,
+                             (long long)s->tables[i]->round);
+    p->requested_cut = clock;
+    zp_info("snapshot requested at clock %lld: armed", (long long)clock);
+    return 0;
 }
 
 void zp_persist_tick(zp_server *s)
 {
     reap(s, 0);
+    if (!s->cfg.snapshot_dir[0] || s->ntables == 0)
+        return;
+    auto_update(s);
+    uint64_t secs = (uint64_t)wall_s();
+    if (s->cfg.snapshot_mtbf_s > 0 && s->cfg.consistency != ZP_CONSISTENCY_BSP) {
+        /* before the first measurement: every 16 s, aligned, so shards agree */
+        uint64_t t = s->persist.auto_period_s ? s->persist.auto_period_s : 16;
+        uint64_t setid = secs / t * t;
+        if (setid > s->persist.auto_last && zp_persist_start(s, -1, setid, "auto") == 0)
+            s->persist.auto_last = setid;
+    }
     double every = s->cfg.snapshot_every_s;
-    if (!s->cfg.snapshot_dir[0] || every <= 0 || s->ntables == 0)
+    if (every <= 0)
         return;
     uint64_t period = (uint64_t)(wall_s() / every);
     if (period > s->persist.last_period) {
@@ -240,10 +353,10 @@ int zp_persist_final(zp_server *s)
         return 0;
     reap(s, 1); /* snapshots in flight finish first */
     int64_t cut = bsp_cut(s);
-    uint64_t setid = cut >= 0 ? (uint64_t)cut
-                              : (uint64_t)(wall_s() / (s->cfg.snapshot_every_s > 0
-                                                          ? s->cfg.snapshot_every_s
-                                                          : 1.0));
+    uint64_t setid =
+        cut >= 0
+            ? (uint64_t)cut
+            : (uint64_t)(wall_s() / (s->cfg.snapshot_every_s > 0 ? s->cfg.snapshot_every_s : 1.0));
     zp_snapshot *snap = describe(s, cut, setid);
     char err[1024];
     double t0 = zp_now_s();
@@ -312,6 +425,8 @@ static int restore_table(zp_server *s, const zp_snap_table *st, char *err, size_
 int zp_persist_restore(zp_server *s, char *err, size_t errlen)
 {
     const char *dir = s->cfg.snapshot_dir;
+    s->persist.requested_cut = -1;
+    s->restored_clock = -1;
     if (!dir[0])
         return 0;
     if (mkdir(dir, 0750) != 0 && errno != EEXIST)
@@ -341,7 +456,10 @@ int zp_persist_restore(zp_server *s, char *err, size_t errlen)
         if (sw->rank >= (uint32_t)s->nworkers)
             continue;
         zp_worker *w = &s->workers.w[sw->rank];
-        w->joined = sw->joined;
+        /* A worker of the snapshot must say HELLO again before anything it
+         * sends is accepted: that is how it learns this shard restarted. */
+        w->joined = false;
+        w->rehello = sw->joined;
         w->left = sw->left;
         w->incarnation = sw->incarnation;
         w->clock = sw->clock;
@@ -353,14 +471,95 @@ int zp_persist_restore(zp_server *s, char *err, size_t errlen)
     if (rc == 0) {
         s->persist.last_setid = setid;
         s->persist.last_cut = snap->h.clock;
+        s->epoch++;
+        s->restored_clock = snap->h.clock;
+        s->restored_set = setid;
         zp_info("restored snapshot set %016" PRIx64 " from %s: clock %" PRId64
                 ", %u tables, %u workers, written by incarnation %016" PRIx64,
-                setid, dir, snap->h.clock, snap->ntables, snap->nworker_recs,
-                snap->h.incarnation);
+                setid, dir, snap->h.clock, snap->ntables, snap->nworker_recs, snap->h.incarnation);
         for (uint32_t i = 0; i < s->ntables; i++)
             zp_info("restored table '%s': version %" PRIu64 ", round %lld", s->tables[i]->name,
                     s->tables[i]->version, (long long)s->tables[i]->round);
     }
     zp_snapshot_free(&snap);
     return rc;
+}
+
+int zp_persist_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester, char *err,
+                        size_t errlen)
+{
+    int64_t cut = bsp_cut(s);
+    if (cut == clock)
+        return 0; /* already there: another worker asked first, or this shard restarted */
+    if (s->cfg.consistency != ZP_CONSISTENCY_BSP)
+        return zp_seterr(err, errlen, ZEPS_ESTATE, "shard %d: rollback is for bsp only", s->shard);
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (s->tables[i]->round < clock)
+            return zp_seterr(err, errlen, ZEPS_ECLOCK,
+                             "shard %d: table '%s' is at round %lld, behind the cut %lld to roll "
+                             "back to",
+                             s->shard, s->tables[i]->name, (long long)s->tables[i]->round,
+                             (long long)clock);
+    char path[ZP_PATH_MAX + 128];
+    if (!s->cfg.snapshot_dir[0] || zp_snapshot_path(path, sizeof(path), s->cfg.snapshot_dir, setid,
+                                                    (uint32_t)s->shard, (uint32_t)s->nshards) != 0)
+        return zp_seterr(err, errlen, ZEPS_EDATA, "shard %d: no snapshot_dir to roll back from",
+                         s->shard);
+    reap(s, 1); /* a writer in flight may be writing this very set */
+    zp_snapshot *snap = NULL;
+    char why[1024];
+    int rc = zp_snapshot_read(path, &snap, why, sizeof(why));
+    if (rc != 0)
+        return zp_seterr(err, errlen, rc, "shard %d: cannot roll back to clock %lld: %s", s->shard,
+                         (long long)clock, why);
+    if (snap->h.clock != clock || snap->ntables != s->ntables) {
+        rc = zp_seterr(err, errlen, ZEPS_EDATA,
+                       "shard %d: %s holds clock %lld and %u tables, not clock %lld and %u",
+                       s->shard, path, (long long)snap->h.clock, snap->ntables, (long long)clock,
+                       s->ntables);
+        zp_snapshot_free(&snap);
+        return rc;
+    }
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        const zp_snap_table *st = &snap->tables[i];
+        const zp_table *t = s->tables[i];
+        if (strcmp(st->name, t->name) != 0 || st->begin != t->begin || st->end != t->end ||
+            st->state_per_param != (uint32_t)t->opt->state_per_param) {
+            rc = zp_seterr(err, errlen, ZEPS_EDATA,
+                           "shard %d: table %u of %s is '%s' [%llu, %llu), this shard has '%s'",
+                           s->shard, i, path, st->name, (unsigned long long)st->begin,
+                           (unsigned long long)st->end, t->name);
+            zp_snapshot_free(&snap);
+            return rc;
+        }
+    }
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        const zp_snap_table *st = &snap->tables[i];
+        zp_table_reset_to(s->tables[i], st->params, st->state, st->version, st->round);
+    }
+    for (uint32_t i = 0; i < snap->nworker_recs; i++) {
+        const zp_snap_worker *sw = &snap->workers[i];
+        if (sw->rank >= (uint32_t)s->nworkers)
+            continue;
+        zp_worker *w = &s->workers.w[sw->rank];
+        w->clock = sw->clock;
+        if (sw->rank == requester)
+            continue; /* it asked: it knows, and it keeps its sequence numbers */
+        if (w->joined || w->rehello) {
+            w->joined = false;
+            w->rehello = true;
+        }
+    }
+    s->max_clock = clock;
+    s->epoch++;
+    s->rollbacks++;
+    s->restored_clock = clock;
+    s->restored_set = setid;
+    s->persist.last_cut = clock;
+    s->persist.requested_cut = -1;
+    zp_info("rolled back to snapshot set %016" PRIx64 " (clock %lld) at the request of worker %u",
+            setid, (long long)clock, requester);
+    zp_snapshot_free(&snap);
+    zp_server_abort_waiting(s, clock, setid);
+    return 0;
 }

@@ -30,6 +30,16 @@ typedef struct zp_persist {
     uint64_t last_setid;
     uint64_t written, failures;
     double last_duration_s;
+    /* on request (SNAPSHOT op): bsp cut armed for clock `requested_cut`
+     * (-1 = none) */
+    int64_t requested_cut;
+    /* auto (Young/Daly) */
+    double auto_interval_s;   /* the interval in force (0 = not measured yet) */
+    int64_t auto_every_clocks; /* bsp: the interval in clocks, a power of two */
+    double round_s;           /* bsp: smoothed seconds per round */
+    double last_round_at;     /* when the last round closed */
+    uint64_t auto_period_s;   /* other modes: the interval in whole seconds, a power of two */
+    uint64_t auto_last;       /* other modes: the last auto set id (wall-clock seconds) */
 } zp_persist;
 
 /* Restore the newest restorable set of snapshot_dir for this shard (before
@@ -44,6 +54,21 @@ int zp_persist_restore(zp_server *s, char *err, size_t errlen);
  * oldest (logged). Returns 0 when started, ZEPS_ESTATE if snapshots are off,
  * ZEPS_EIO if fork failed. */
 int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *why);
+
+/* SNAPSHOT on request. bsp: a cut at clock `clock` (now if every table is
+ * there, else armed for when the last table closes it); other modes: now,
+ * as set `setid` (0: the wall-clock second). Returns 0, ZEPS_ESTATE
+ * (snapshots off), or ZEPS_ECLOCK when the shard is already past `clock`;
+ * a message goes to err. */
+int zp_persist_request(zp_server *s, int64_t clock, uint64_t setid, char *err, size_t errlen);
+
+/* bsp recovery: put this shard back to the cut `clock` of set `setid` from
+ * its own file of that set (docs/faults.md). Every worker but `requester`
+ * must say HELLO again; parked pulls are answered ERESTARTED. A shard
+ * already at that cut does nothing. Returns 0 or a zeps_err with a
+ * message (ECLOCK: the shard is behind the cut; EDATA: no such file). */
+int zp_persist_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
+                        char *err, size_t errlen);
 
 /* A bsp round closed: snapshot if it completes a cut every K clocks. */
 void zp_persist_on_round(zp_server *s);

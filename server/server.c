@@ -95,6 +95,7 @@ static void on_tick(uv_timer_t *h)
     kick(s);
     zp_trace_flush(s->trace);
     zp_persist_tick(s);
+    zp_server_check_lost(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)

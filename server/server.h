@@ -55,6 +55,12 @@ typedef struct zp_server {
     zp_trace *trace;       /* per-update trace, or NULL */
     zp_persist persist;    /* snapshots */
 
+    /* recovery (docs/faults.md) */
+    uint64_t epoch;        /* restores + rollbacks: > 0 once state came from a snapshot */
+    int64_t restored_clock; /* clock of the set restored or rolled back to, -1 = none */
+    uint64_t restored_set;
+    uint64_t rollbacks, lost_total;
+
     uint64_t barrier_gen;  /* generation being collected, from 1 */
     int barrier_count;
 
@@ -116,6 +122,25 @@ void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_
  * late: histograms of the table and the worker, counters, trace. */
 void zp_server_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace_kind kind,
                            uint64_t version_applied, double weight, int applied);
+
+/* The clock every table of this shard has closed under bsp when they
+ * agree (a consistent cut), else -1. */
+int64_t zp_server_cut(const zp_server *s);
+
+/* Answer every parked pull and waiting barrier with ERESTARTED (cut `cut`
+ * of set `set`): after a rollback nothing computed before it may finish. */
+void zp_server_abort_waiting(zp_server *s, int64_t cut, uint64_t set);
+
+/* Timer: declare workers silent past lost_worker_timeout_s lost and, with
+ * on_lost_worker = continue, close the bsp rounds that waited for them. */
+void zp_server_check_lost(zp_server *s);
+
+/* Recompute min_clock/max_clock over live workers. */
+void zp_server_update_clock_bounds(zp_server *s);
+
+/* Workers a bsp round needs before it closes: the live ones (not left, not
+ * lost under on_lost_worker = continue) minus backup_workers, at least 1. */
+int zp_server_round_quorum(const zp_server *s);
 
 /* The ssp bound in force for table t. */
 uint32_t zp_server_staleness(const zp_server *s, const zp_table *t);

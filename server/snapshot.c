@@ -1367,6 +1367,31 @@ int zp_snapshot_find_restorable(const char *dir, uint32_t shard, uint32_t nshard
         }
         if (!rc)
             rc = zp_snapshot_read(path, &s, why, sizeof(why));
+        /* Every shard must restore the same set: a set is usable only if
+         * the other shards' files (in the same shared directory) are intact
+         * too, else one shard would fall back and the others would not. */
+        for (uint32_t j = 0; !rc && j < nshards; j++) {
+            if (j == shard)
+                continue;
+            char other[PATH_MAX];
+            if (manifest_path(other, sizeof(other), dir, set->files[j].name)) {
+                rc = zp_seterr(why, sizeof(why), ZEPS_EINVAL, "path too long");
+            } else if (!(rc = zp_snapshot_verify(other, &in, why, sizeof(why))) &&
+                       (in.file_size != set->files[j].size ||
+                        in.header_crc != set->files[j].header_crc)) {
+                rc = zp_seterr(why, sizeof(why), ZEPS_EDATA,
+                               "snapshot %s (shard %u): changed since the manifest recorded it",
+                               other, j);
+            }
+            if (rc) {
+                char inner[400]; /* room for the sentence around it */
+                snprintf(inner, sizeof(inner), "%.399s", why);
+                snprintf(why, sizeof(why), "shard %u's file is not usable, so no shard may "
+                         "restore this set: %s", j, inner);
+            }
+        }
+        if (rc)
+            zp_snapshot_free(&s);
         if (!rc) {
             zp_manifest_free(&m);
             if (setid_out)

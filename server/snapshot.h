@@ -189,7 +189,10 @@ int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char 
 typedef void (*zp_snap_log_fn)(void *arg, const char *msg);
 
 /* The newest set in the manifest of nshards shards whose file for `shard`
- * reads back valid (size and header CRC as recorded, every CRC). Each set
+ * reads back valid (size and header CRC as recorded, every CRC) and whose
+ * other shards' files verify too (so every shard picks the same set: a
+ * shard whose own file is fine still falls back when another shard's file
+ * of that set is corrupt). Each set
  * skipped is reported through log (if not NULL). On success *out owns the
  * shard's record, or is NULL when the manifest names no set at all (nothing
  * to restore: a fresh start); if sets exist but none is restorable, returns

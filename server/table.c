@@ -245,6 +245,32 @@ zp_buf *zp_table_params_ref(zp_table *t)
     return t->params;
 }
 
+void zp_table_reset_to(zp_table *t, const float *params, const float *state, uint64_t version,
+                       int64_t round)
+{
+    if (atomic_load_explicit(&t->params->refs, memory_order_acquire) > 1) {
+        zp_buf *fresh = buf_new(t->n);
+        if (!fresh) {
+            fprintf(stderr, "zeps: out of memory resetting table '%s'\n", t->name);
+            abort();
+        }
+        zp_buf_release(t->params->data, t->params);
+        t->params = fresh;
+    }
+    memcpy(t->params->data, params, t->n * sizeof(float));
+    if (t->state)
+        memcpy(t->state, state, (size_t)t->opt->state_per_param * t->n * sizeof(float));
+    t->version = version;
+    t->round = round;
+    for (int r = 0; r < t->nworkers && t->have; r++) {
+        if (!t->have[r])
+            continue;
+        zmq_msg_close(&t->pending[r]);
+        t->have[r] = false;
+    }
+    t->npending = 0;
+}
+
 uint64_t zp_table_bytes(const zp_table *t)
 {
     uint64_t floats = (uint64_t)t->n * (1u + (unsigned)t->opt->state_per_param);

@@ -130,6 +130,13 @@ void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float
  * it with zp_buf_release (ZeroMQ does so through the free callback). */
 zp_buf *zp_table_params_ref(zp_table *t);
 
+/* Put the slice back to a snapshot's state (rollback): parameters,
+ * optimizer state, version and round; gradients held for an open BSP round
+ * are dropped. Replies still reading the old parameters keep their bytes
+ * (copy-on-write). Parked pulls are left to the caller. */
+void zp_table_reset_to(zp_table *t, const float *params, const float *state, uint64_t version,
+                       int64_t round);
+
 /* Bytes of parameters and optimizer state held for this slice. */
 uint64_t zp_table_bytes(const zp_table *t);
 

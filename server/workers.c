@@ -26,10 +26,14 @@ void zp_workers_fini(zp_workers *ws)
 
 bool zp_worker_hello(zp_worker *w, uint64_t incarnation)
 {
-    if (w->joined && w->incarnation == incarnation) {
+    w->lost = false;
+    if ((w->joined || w->rehello) && w->incarnation == incarnation) {
+        w->joined = true;
+        w->rehello = false;
         w->left = false;
         return false;
     }
+    w->rehello = false;
     if (w->barrier_gen) {
         zmq_msg_close(&w->barrier_identity);
         w->barrier_gen = 0;

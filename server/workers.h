@@ -21,6 +21,10 @@
 typedef struct zp_worker {
     bool joined;           /* said HELLO at least once */
     bool left;             /* said BYE */
+    bool rehello;          /* restored from a snapshot (start-up or rollback): requests are
+                              answered ERESTARTED until it says HELLO again */
+    bool lost;             /* silent past lost_worker_timeout_s (docs/faults.md) */
+    uint64_t lost_count;   /* times declared lost */
     uint64_t incarnation;
     int64_t clock;         /* clocks finished */
     uint64_t max_seq;
@@ -46,7 +50,11 @@ void zp_workers_init(zp_workers *ws, int n);
 void zp_workers_fini(zp_workers *ws);
 
 /* A worker (re)registered with `incarnation`: a new incarnation forgets the
- * old sequence numbers and clock. Returns true if it was new or changed. */
+ * old sequence numbers (its clock is kept: a restarted worker resumes from
+ * it). The same incarnation as a record restored from a snapshot keeps the
+ * restored window, so retries of requests the snapshot holds stay
+ * duplicates. Clears `rehello` and `lost`. Returns true if it was new or
+ * changed. */
 bool zp_worker_hello(zp_worker *w, uint64_t incarnation);
 
 /* True if `seq` was already recorded for this incarnation. */

@@ -671,15 +671,20 @@ START_TEST(test_restore_fallback)
     add_ok(3, 3);
     corrupt_payload(2, 1, 2);
 
-    /* Shard 0's file of set 2 is fine. */
+    /* Shard 0's file of set 2 is fine, but shard 1's is corrupt: every shard
+     * must restore the same set, so shard 0 falls back to set 1 as well and
+     * names shard 1's file. */
     ck_assert_int_eq(
         zp_snapshot_find_restorable(tmpdir, 0, 2, &s, &id, log_cb, &lb, err, sizeof(err)), 0);
-    ck_assert_uint_eq(id, 2);
-    ck_assert_uint_eq(s->h.setid, 2);
-    ck_assert_int_eq(lb.n, 1); /* set 3 has 3 shards */
-    ck_assert_msg(strstr(lb.last, "0000000000000003") && strstr(lb.last, "resharding"), "%s",
-                  lb.last);
-    ck_assert_float_eq(s->tables[0].params[0], val(0, -1, 0, 2));
+    ck_assert_uint_eq(id, 1);
+    ck_assert_uint_eq(s->h.setid, 1);
+    ck_assert_int_eq(lb.n, 2); /* set 3 has 3 shards; set 2 has a corrupt file */
+    ck_assert_msg(strstr(lb.all, "0000000000000003") && strstr(lb.all, "resharding"), "%s",
+                  lb.all);
+    ck_assert_msg(strstr(lb.last, "0000000000000002") && strstr(lb.last, "shard 1's file") &&
+                      strstr(lb.last, "shard-1-of-2.zsnap") && strstr(lb.last, "CRC mismatch"),
+                  "%s", lb.last);
+    ck_assert_float_eq(s->tables[0].params[0], val(0, -1, 0, 1));
     zp_snapshot_free(&s);
 
     /* Shard 1's file of set 2 is corrupt: falls back to set 1, and says so. */

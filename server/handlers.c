@@ -318,6 +318,7 @@ static void on_hello(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
     int64_t resume = 0;
+    uint32_t flags = 0;
     if (h->rank != 0xffffffffu) {
         if (h->rank >= (uint32_t)s->nworkers) {
             zp_reply_error(s, r->identity, h, ZEPS_ERANK,
@@ -330,8 +331,10 @@ static void on_hello(zp_server *s, zp_request *r)
             zp_info("worker %u %s (incarnation %" PRIx64 "), resumes at clock %lld", h->rank,
                     known ? "rejoined with a new incarnation" : "joined", h->incarnation,
                     (long long)w->clock);
-            if (known)
+            if (known) {
                 forget_pending(s, h->rank);
+                flags |= ZP_FLAG_REJOINED;
+            }
         }
         if (lost)
             zp_server_update_clock_bounds(s);
@@ -347,6 +350,7 @@ static void on_hello(zp_server *s, zp_request *r)
     rep.num_workers = (uint32_t)s->nworkers;
     rep.consistency = (char *)s->cons->name;
     rep.clock = resume;
+    rep.flags = flags;
     rep.cut = resume_cut(s);
     rep.cut_set = s->restored_set;
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
@@ -696,6 +700,17 @@ static void on_clock(zp_server *s, zp_request *r)
     serve_all_parked(s);
 }
 
+/* Workers a barrier waits for: all, but those declared lost under
+ * on_lost_worker = continue. */
+static int live_workers(const zp_server *s)
+{
+    int n = s->nworkers;
+    for (int i = 0; s->cfg.lost_continue && i < s->nworkers; i++)
+        if (s->workers.w[i].lost)
+            n--;
+    return n;
+}
+
 static void on_barrier(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -720,7 +735,7 @@ static void on_barrier(zp_server *s, zp_request *r)
     zmq_msg_init(&w->barrier_identity);
     zmq_msg_copy(&w->barrier_identity, r->identity);
     w->barrier_req = h->req_id;
-    if (++s->barrier_count < s->nworkers)
+    if (++s->barrier_count < live_workers(s))
         return;
     for (int i = 0; i < s->nworkers; i++) {
         zp_worker *x = &s->workers.w[i];

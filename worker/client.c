@@ -47,16 +47,19 @@ typedef struct zeps_shard {
     uint64_t incarnation; /* the server's, from HELLO */
     zeps_sub *out;        /* sub-requests sent and not yet answered */
     int nout;
+    int64_t hello_clock; /* HELLO reply: the clock this worker resumes at on this shard */
+    int need_hello;      /* the shard answered ERESTARTED: say HELLO again */
+    int rejoined;        /* HELLO reply: the shard knew this rank under another incarnation */
 } zeps_shard;
 
 typedef struct zeps_table_info {
     char name[64];
     uint64_t length;
-    uint32_t *ids;        /* [nshards] the table's id on each shard */
-    uint64_t *version;    /* [nshards] version returned by the last pull */
+    uint32_t *ids;             /* [nshards] the table's id on each shard */
+    uint64_t *version;         /* [nshards] version returned by the last pull */
     const zp_codec_ops *codec; /* push codec, NULL = raw f32 */
     zp_codec_params cparams;
-    float *residual;      /* error feedback, length elements, or NULL */
+    float *residual; /* error feedback, length elements, or NULL */
 } zeps_table_info;
 
 struct zeps_client {
@@ -73,26 +76,30 @@ struct zeps_client {
     zeps_table_info *tables;
     uint32_t ntables, cap_tables;
     zeps_client_stats stats;
-    int drop_sends;       /* fault injection: sends still to drop */
+    int drop_sends;          /* fault injection: sends still to drop */
     volatile int *interrupt; /* zeps_client_set_interrupt */
+    int64_t resume_clock;    /* zeps_resume_clock */
+    uint64_t resume_set;     /* the snapshot set of the cut to resume from */
+    int abort_all;           /* bsp: a shard restarted; fail every outstanding request */
+    int in_rehello;
     char err[1024];
 };
 
 struct zeps_sub {
-    zeps_sub *next;       /* in the shard's list of outstanding subs */
+    zeps_sub *next; /* in the shard's list of outstanding subs */
     zeps_req *req;
     int shard;
     uint64_t req_id, seq;
-    uint32_t table;       /* id on that shard */
+    uint32_t table; /* id on that shard */
     uint64_t offset, count;
     uint64_t data_version;
     uint32_t flags;
-    const void *data;     /* PUSH payload */
-    size_t data_len;      /* its bytes */
-    void *encoded;        /* compressed payload owned by the sub (data points here) */
+    const void *data; /* PUSH payload */
+    size_t data_len;  /* its bytes */
+    void *encoded;    /* compressed payload owned by the sub (data points here) */
     uint32_t codec;
-    float *dst;           /* PULL destination (NULL for a view) */
-    zmq_msg_t frame;      /* view PULL: the received values */
+    float *dst;      /* PULL destination (NULL for a view) */
+    zmq_msg_t frame; /* view PULL: the received values */
     int has_frame;
     uint64_t deadline_ns;
     int retries;
@@ -104,12 +111,13 @@ struct zeps_req {
     zeps_client *c;
     int op;
     int64_t clock;
-    uint32_t table;       /* client handle */
+    uint32_t table; /* client handle */
     const Zeps__TableSpec *spec;
+    uint64_t cut_set; /* ROLLBACK */
     int nsub, ndone;
     int err;
-    int view;             /* a zero-copy pull */
-    atomic_int zrefs;     /* payload frames ZeroMQ still holds */
+    int view;         /* a zero-copy pull */
+    atomic_int zrefs; /* payload frames ZeroMQ still holds */
     void *stats_buf;
     size_t stats_len;
     zeps_sub subs[];
@@ -193,6 +201,7 @@ static void sub_fill_header(const zeps_client *c, const zeps_sub *s, Zeps__Heade
     h->flags = s->flags;
     h->codec = s->codec;
     h->spec = (Zeps__TableSpec *)s->req->spec;
+    h->cut_set = s->req->cut_set;
 }
 
 /* Send (or resend) one sub-request. A failed send is left to the retry timer. */
@@ -214,8 +223,8 @@ static void sub_send(zeps_client *c, zeps_sub *s)
     }
     if (s->data) {
         atomic_fetch_add_explicit(&s->req->zrefs, 1, memory_order_relaxed);
-        if (zp_data_send(sh->sock, s->data, s->data_len, release_payload, s->req,
-                         ZMQ_DONTWAIT) != 0)
+        if (zp_data_send(sh->sock, s->data, s->data_len, release_payload, s->req, ZMQ_DONTWAIT) !=
+            0)
             zp_debug("payload send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
     }
 }
@@ -282,6 +291,38 @@ static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, 
     return 0;
 }
 
+/* Shard k answered ERESTARTED: it was restored from a snapshot (it
+ * restarted, or rolled back under bsp) since this worker last said HELLO.
+ * Under bsp the whole job goes back to the cut the reply names, so every
+ * outstanding request is failed with ERESTARTED (progress() does it, outside
+ * the receive loop) and the caller resumes through zeps_rollback(). In the
+ * other modes the library says HELLO again and resends the shard's
+ * outstanding requests with their sequence numbers: the shard restored the
+ * duplicate window, so what it already holds is not applied twice. Returns
+ * nonzero if sub s is to be finished with the error. */
+static int on_restarted(zeps_client *c, int k, zeps_sub *s, const Zeps__Header *h)
+{
+    zeps_shard *sh = &c->shards[k];
+    if (!sh->need_hello)
+        zp_warn("shard %d was restored from snapshot set %016" PRIx64 " (clock %lld)%s", k,
+                h->cut_set, (long long)h->cut,
+                strcmp(c->consistency, "bsp") == 0 ? ": resuming the job from that cut"
+                                                   : ": saying HELLO again");
+    sh->need_hello = 1;
+    c->stats.restarts++;
+    if (strcmp(c->consistency, "bsp") == 0) {
+        c->resume_clock = h->cut;
+        c->resume_set = h->cut_set;
+        c->abort_all = 1;
+        fail(c, ZEPS_ERESTARTED,
+             "shard %d was restored from snapshot set %016" PRIx64 ": resume from clock %lld", k,
+             h->cut_set, (long long)h->cut);
+        return 1;
+    }
+    s->deadline_ns = UINT64_MAX; /* resent after the HELLO (progress) */
+    return 0;
+}
+
 static void on_reply(zeps_client *c, int k, zp_frames *m)
 {
     zeps_shard *sh = &c->shards[k];
@@ -297,6 +338,14 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
     }
     int err = 0;
     zeps_req *r = s->req;
+    if (h->op == ZEPS__OP__ERROR && h->error == ZEPS_ERESTARTED && c->rank != ZEPS_RANK_TOOL &&
+        r->op != ZEPS__OP__HELLO) {
+        int stop = on_restarted(c, k, s, h);
+        zeps__header__free_unpacked(h, NULL);
+        if (stop)
+            sub_finish(c, s, ZEPS_ERESTARTED);
+        return;
+    }
     if (h->op == ZEPS__OP__ERROR) {
         err = h->error ? h->error : ZEPS_EINTERNAL;
         fail(c, err, "shard %d: %s", k, h->error_text ? h->error_text : zeps_strerror(err));
@@ -315,7 +364,14 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
             err = check_pull_reply(c, s, h, m);
             break;
         case ZEPS__OP__HELLO:
+            if (sh->incarnation && sh->incarnation != h->incarnation)
+                zp_info("shard %d has a new incarnation %" PRIx64 " (was %" PRIx64
+                        "): it restarted",
+                        k, h->incarnation, sh->incarnation);
             sh->incarnation = h->incarnation;
+            sh->hello_clock = h->clock;
+            sh->need_hello = 0;
+            sh->rejoined = (h->flags & ZP_FLAG_REJOINED) != 0;
             if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->nshards)
                 err = fail(c, ZEPS_ECONFIG,
                            "%s answered as shard %u of %u, but the cluster lists it as shard %d "
@@ -374,8 +430,8 @@ static void check_deadlines(zeps_client *c)
                 continue;
             if (s->retries >= s->max_retries) {
                 fail(c, ZEPS_ETIMEDOUT,
-                     "shard %d at %s did not answer %s after %d retries (%.1f s)", k,
-                     sh->endpoint, zp_op_name(s->req->op), s->retries,
+                     "shard %d at %s did not answer %s after %d retries (%.1f s)", k, sh->endpoint,
+                     zp_op_name(s->req->op), s->retries,
                      (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0);
                 sub_finish(c, s, ZEPS_ETIMEDOUT);
                 failed = 1;
@@ -387,8 +443,8 @@ static void check_deadlines(zeps_client *c)
                 zp_info("waiting for shard %d at %s (attempt %d of %d)", k, sh->endpoint,
                         s->retries + 1, s->max_retries + 1);
             else
-                zp_debug("resending %s %" PRIu64 " to shard %d (retry %d)",
-                         zp_op_name(s->req->op), s->seq, k, s->retries);
+                zp_debug("resending %s %" PRIu64 " to shard %d (retry %d)", zp_op_name(s->req->op),
+                         s->seq, k, s->retries);
             sub_send(c, s);
         }
         if (failed) {
@@ -399,6 +455,47 @@ static void check_deadlines(zeps_client *c)
                 sub_send(c, s);
         }
     }
+}
+
+static zeps_req *req_new(zeps_client *c, int op, int nsub);
+static zeps_sub *req_add(zeps_req *r, int k);
+static void req_send(zeps_req *r, zeps_sub *s);
+static int req_finish(zeps_req *r);
+static void req_free(zeps_req *r);
+
+/* bsp, a shard restarted: every outstanding request fails with ERESTARTED;
+ * the sockets are reset so ZeroMQ drops (and releases) what it queued. */
+static void abort_outstanding(zeps_client *c)
+{
+    c->abort_all = 0;
+    for (int k = 0; k < c->nshards; k++) {
+        zeps_shard *sh = &c->shards[k];
+        if (!sh->out)
+            continue;
+        while (sh->out)
+            sub_finish(c, sh->out, ZEPS_ERESTARTED);
+        shard_reset(c, k);
+    }
+}
+
+/* Say HELLO again to shard k (same rank and incarnation), then resend what
+ * is outstanding there. */
+static void rehello(zeps_client *c, int k)
+{
+    c->in_rehello = 1;
+    zeps_req *r = req_new(c, ZEPS__OP__HELLO, 1);
+    zeps_sub *s = req_add(r, k);
+    s->max_retries = c->opt.hello_timeout_ms / c->opt.request_timeout_ms + 1;
+    req_send(r, s);
+    int rc = req_finish(r);
+    req_free(r);
+    c->in_rehello = 0;
+    if (rc != 0) {
+        zp_warn("HELLO again to shard %d failed: %s", k, c->err);
+        return;
+    }
+    for (zeps_sub *o = c->shards[k].out; o; o = o->next)
+        sub_send(c, o);
 }
 
 /* Wait up to timeout_ms for replies and handle them, then deadlines. */
@@ -419,6 +516,11 @@ static void progress(zeps_client *c, long timeout_ms)
         for (int k = 0; k < c->nshards; k++)
             if (c->items[k].revents & ZMQ_POLLIN)
                 drain_shard(c, k);
+    if (c->abort_all)
+        abort_outstanding(c);
+    for (int k = 0; k < c->nshards && !c->in_rehello; k++)
+        if (c->shards[k].need_hello && strcmp(c->consistency, "bsp") != 0)
+            rehello(c, k);
     check_deadlines(c);
 }
 
@@ -692,6 +794,12 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
     }
     int rc = hello_all(c);
     c->drop_sends = c->opt.fault_drop_sends;
+    c->resume_clock = INT64_MAX;
+    for (int k = 0; k < num_shards; k++)
+        if (c->shards[k].hello_clock < c->resume_clock)
+            c->resume_clock = c->shards[k].hello_clock;
+    if (c->resume_clock < 0 || rank == ZEPS_RANK_TOOL)
+        c->resume_clock = 0;
     if (rc != 0) {
         zp_error("%s", c->err);
         client_free(c);
@@ -845,8 +953,8 @@ static void encode_sub(zeps_table_info *ti, zeps_sub *s, const float *x, uint64_
     size_t n = (size_t)s->count;
     s->encoded = zp_xmalloc(ti->codec->max_size(n, &ti->cparams) + 1);
     if (ti->residual)
-        s->data_len = zp_ef_encode(ti->codec, &ti->cparams, ti->residual + lo, x, n, s->seq,
-                                   s->encoded);
+        s->data_len =
+            zp_ef_encode(ti->codec, &ti->cparams, ti->residual + lo, x, n, s->seq, s->encoded);
     else
         s->data_len = ti->codec->encode(x, n, &ti->cparams, s->seq, s->encoded);
     s->data = s->encoded;
@@ -895,7 +1003,8 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
     zeps_table_info *ti = &c->tables[table];
     if (count == 0 || offset > ti->length || count > ti->length - offset)
         return fail(c, ZEPS_ERANGE,
-                    "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64 ") are outside table '%s' of %" PRIu64,
+                    "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64
+                    ") are outside table '%s' of %" PRIu64,
                     offset, offset, count, ti->name, ti->length);
     /* The servers drop messages over max_message_bytes (and the connection
      * with them): refuse such a request here, with a reason, instead. */
@@ -1008,6 +1117,40 @@ int zeps_clock(zeps_client *c, int64_t clock)
     zeps_req *r;
     int rc = zeps_clock_start(c, clock, &r);
     return rc ? rc : zeps_wait(&r);
+}
+
+int64_t zeps_resume_clock(const zeps_client *c)
+{
+    return c ? c->resume_clock : 0;
+}
+
+int zeps_rejoined(const zeps_client *c)
+{
+    for (int k = 0; c && k < c->nshards; k++)
+        if (c->shards[k].rejoined)
+            return 1;
+    return 0;
+}
+
+int zeps_rollback(zeps_client *c, int64_t clock)
+{
+    if (!c || clock < 0 || c->rank == ZEPS_RANK_TOOL)
+        return ZEPS_EINVAL;
+    c->abort_all = 0;
+    uint64_t set = c->resume_set;
+    int rc = hello_all(c);
+    if (rc != 0)
+        return rc;
+    zeps_req *r = req_new(c, ZEPS__OP__ROLLBACK, c->nshards);
+    r->clock = clock;
+    r->cut_set = set;
+    for (int k = 0; k < c->nshards; k++)
+        req_send(r, req_add(r, k));
+    rc = zeps_wait(&r);
+    if (rc == 0)
+        zp_info("rolled back to clock %lld (snapshot set %016" PRIx64 ")", (long long)clock,
+                c->resume_set);
+    return rc;
 }
 
 int zeps_barrier(zeps_client *c)

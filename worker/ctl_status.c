@@ -327,6 +327,10 @@ static void print_shard(const Zeps__ShardStats *st)
            "requests %" PRIu64 "  errors %" PRIu64 "  bytes in %s  out %s\n",
            st->shard, st->num_shards, st->incarnation, st->consistency, st->uptime_s, st->requests,
            st->errors, human(st->bytes_in, in, sizeof(in)), human(st->bytes_out, out, sizeof(out)));
+    printf("  recovery: restored clock %" PRId64 "  rollbacks %" PRIu64 "  lost workers %" PRIu64
+           "  snapshots written %" PRIu64 " (last set %016" PRIx64 ", %.3f s)\n",
+           st->restored_clock, st->rollbacks, st->lost_workers, st->snapshots_written,
+           st->last_snapshot_set, st->last_snapshot_s);
     printf("  tables (%zu)\n", st->n_tables);
     if (st->n_tables)
         printf("    %3s  %-20s %-25s %10s %10s %10s %10s %6s %11s  %s\n", "id", "name",
@@ -343,14 +347,14 @@ static void print_shard(const Zeps__ShardStats *st)
     }
     printf("  workers (%zu of %u joined)\n", st->n_workers, st->num_workers);
     if (st->n_workers)
-        printf("    %5s %10s  %-16s %10s %10s %10s %12s\n", "rank", "clock", "incarnation",
-               "pushes", "pulls", "duplicates", "last seen s");
+        printf("    %5s %10s  %-16s %10s %10s %10s %12s %5s\n", "rank", "clock", "incarnation",
+               "pushes", "pulls", "duplicates", "last seen s", "lost");
     for (size_t i = 0; i < st->n_workers; i++) {
         const Zeps__WorkerStats *w = st->workers[i];
         printf("    %5u %10" PRId64 "  %016" PRIx64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
-               " %12.1f\n",
+               " %12.1f %5s\n",
                w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
-               w->last_seen_s);
+               w->last_seen_s, w->lost ? "yes" : "no");
     }
 }
 
@@ -416,8 +420,12 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
            st->num_shards, st->num_workers, st->incarnation);
     json_str(st->consistency);
     printf(", \"uptime_s\": %.3f, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
-           ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ",\n   \"tables\": [",
-           st->uptime_s, st->requests, st->errors, st->bytes_in, st->bytes_out);
+           ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
+           ",\n   \"restored_clock\": %" PRId64 ", \"rollbacks\": %" PRIu64
+           ", \"lost_workers\": %" PRIu64 ", \"snapshots_written\": %" PRIu64
+           ", \"last_snapshot_s\": %.3f,\n   \"tables\": [",
+           st->uptime_s, st->requests, st->errors, st->bytes_in, st->bytes_out, st->restored_clock,
+           st->rollbacks, st->lost_workers, st->snapshots_written, st->last_snapshot_s);
     for (size_t k = 0; k < st->n_tables; k++) {
         printf("%s\n    ", k ? "," : "");
         json_table(st->tables[k]);
@@ -427,9 +435,9 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
         const Zeps__WorkerStats *w = st->workers[k];
         printf("%s\n    {\"rank\": %u, \"clock\": %" PRId64 ", \"incarnation\": \"%016" PRIx64
                "\", \"pushes\": %" PRIu64 ", \"pulls\": %" PRIu64 ", \"duplicates\": %" PRIu64
-               ", \"last_seen_s\": %.3f}",
+               ", \"last_seen_s\": %.3f, \"lost\": %s}",
                k ? "," : "", w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
-               w->last_seen_s);
+               w->last_seen_s, w->lost ? "true" : "false");
     }
     printf("]}");
 }

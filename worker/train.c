@@ -259,20 +259,54 @@ static int evaluate_now(trainer *t, int64_t clock, zp_eval *out, zp_train_result
     return rc;
 }
 
-static int train_loop(trainer *t, zp_train_result *res)
+/* bsp recovery: a shard restarted from a snapshot (or rolled back). Go
+ * back to the cut with every shard (zeps_rollback) and return the clock to
+ * redo from. Retried when another worker's rollback overtakes this one. */
+static int recover(trainer *t, int64_t *clock)
+{
+    wait_all(t->pulls, t->ntables); /* failed already; release the handles */
+    int rc = ZEPS_ERESTARTED;
+    for (int tries = 0; tries < 20 && rc == ZEPS_ERESTARTED && !stop_requested; tries++) {
+        int64_t cut = zeps_resume_clock(t->client);
+        rc = zeps_rollback(t->client, cut);
+        if (rc == 0) {
+            zp_warn("a shard restarted: resuming from clock %lld (snapshot cut)", (long long)cut);
+            *clock = cut;
+        }
+    }
+    if (rc != 0 && rc != ZEPS_ERESTARTED)
+        zp_error("recovery failed: %s", zeps_last_error(t->client));
+    return rc;
+}
+
+/* Steps [start, total). Under bsp a step that fails with ERESTARTED sends
+ * the loop back to the cut every shard rolled back to: the steps after it
+ * are redone, on the same data (a model's minibatch is a function of the
+ * step), so the result is the one an undisturbed run would give. */
+static int train_loop(trainer *t, zp_train_result *res, int64_t start)
 {
     const zp_config *cfg = t->cfg;
     int spe = t->ops->steps_per_epoch(t->model);
     int bex = t->ops->batch_examples(t->model);
     int64_t total = (int64_t)spe * cfg->epochs;
-    double start = zp_now_s(), epoch_start = start, loss_sum = 0;
-    int rc = start_pulls(t, 0);
-    for (int64_t c = 0; c < total && rc == 0; c++) {
+    double t_start = zp_now_s(), epoch_start = t_start, loss_sum = 0;
+    int rc = start_pulls(t, start);
+    for (int64_t c = start; c < total;) {
+        if (rc == ZEPS_ERESTARTED) {
+            rc = recover(t, &c);
+            if (rc == 0)
+                rc = start_pulls(t, c);
+            loss_sum = 0;
+            epoch_start = zp_now_s();
+            continue;
+        }
+        if (rc != 0)
+            break;
         double a = zp_now_s();
         rc = wait_all(t->pulls, t->ntables);
         double b = zp_now_s(), compute_start = b;
         if (rc)
-            break;
+            continue;
         if (zp_train_curve_due(cfg, t->rank, c)) {
             /* t->w holds what step c pulled: the point is of those parameters. */
             zp_eval ev;
@@ -309,9 +343,12 @@ static int train_loop(trainer *t, zp_train_result *res)
         res->compute_s += d - compute_start;
         res->iterations++;
         res->examples += bex;
-        if ((c + 1) % spe != 0 || rc != 0)
+        if (rc != 0)
             continue;
-        int epoch = (int)((c + 1) / spe);
+        c++;
+        if (c % spe != 0)
+            continue;
+        int epoch = (int)(c / spe);
         double now = zp_now_s();
         zp_info("epoch %d/%d: train loss %.4f, %.0f examples/s, communication %.1f%%", epoch,
                 cfg->epochs, loss_sum / spe, (double)spe * bex / (now - epoch_start),
@@ -319,7 +356,7 @@ static int train_loop(trainer *t, zp_train_result *res)
         loss_sum = 0;
         epoch_start = now;
         if (t->rank == 0 && epoch % cfg->eval_every == 0 && epoch < cfg->epochs) {
-            /* The pulls of step c + 1 are in flight into t->w: finish them
+            /* The pulls of step c are in flight into t->w: finish them
              * first, evaluate what they brought, then start them again. */
             zp_eval ev;
             rc = wait_all(t->pulls, t->ntables);
@@ -331,13 +368,13 @@ static int train_loop(trainer *t, zp_train_result *res)
                 char what[64];
                 snprintf(what, sizeof(what), "epoch %d/%d", epoch, cfg->epochs);
                 log_eval(t, what, &ev);
-                rc = start_pulls(t, c + 1);
+                rc = start_pulls(t, c);
             }
             epoch_start = zp_now_s();
         }
     }
     wait_all(t->pulls, t->ntables);
-    res->wall_s = zp_now_s() - start;
+    res->wall_s += zp_now_s() - t_start;
     return rc;
 }
 
@@ -361,29 +398,47 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
         zeps_client_set_interrupt(t.client, (volatile int *)&stop_requested);
     if (rc == 0)
         rc = declare_tables(&t);
-    if (rc == 0)
+    /* A worker replacing one that died (or a job restored from a snapshot)
+     * resumes at the clock the shards recorded for its rank; the others are
+     * past the start-up barrier, so it does not wait there. */
+    int64_t start = rc == 0 ? zeps_resume_clock(t.client) : 0;
+    int rejoined = rc == 0 && zeps_rejoined(t.client);
+    if (rc == 0 && !rejoined)
         rc = zeps_barrier(t.client);
+    int64_t total = (int64_t)t.ops->steps_per_epoch(t.model) * cfg->epochs;
     if (rc == 0) {
-        zp_info("training %s: %d epochs of %d steps, %d tables, %s", cfg->model, cfg->epochs,
-                t.ops->steps_per_epoch(t.model), t.ntables, zp_consistency_name(cfg->consistency));
+        zp_info("training %s: %d epochs of %d steps, %d tables, %s%s", cfg->model, cfg->epochs,
+                t.ops->steps_per_epoch(t.model), t.ntables, zp_consistency_name(cfg->consistency),
+                rejoined ? " (rejoining)" : "");
+        if (start > 0)
+            zp_warn("resuming at clock %lld of %lld (recorded by the shards)", (long long)start,
+                    (long long)total);
         log_delay(&t);
-        rc = train_loop(&t, &res);
+        for (;;) {
+            rc = train_loop(&t, &res, start);
+            /* Everyone finished pushing: rank 0 evaluates the final parameters. */
+            if (rc == 0)
+                rc = zeps_barrier(t.client);
+            if (rc == ZEPS_ERESTARTED && recover(&t, &start) == 0)
+                continue; /* a shard restarted while others were still training */
+            break;
+        }
         if (rc == ZEPS_ECLOSED)
             res.stopped = 1; /* interrupted in a wait or between steps */
         if (rc != 0 && rc != ZEPS_EDIVERGED && rc != ZEPS_ECLOSED)
             zp_error("training stopped: %s", zeps_last_error(t.client));
     }
-    /* Everyone finished pushing: rank 0 evaluates the final parameters. */
-    if (rc == 0)
-        rc = zeps_barrier(t.client);
     if (rc == 0 && rank == 0) {
-        int64_t final_clock = res.iterations;
-        rc = evaluate_now(&t, final_clock, &res.final, &res);
+        rc = evaluate_now(&t, total, &res.final, &res);
         if (rc == 0) {
             res.evaluated = 1;
             log_eval(&t, "final", &res.final);
         }
     }
+    zeps_client_stats cs;
+    zeps_client_get_stats(t.client, &cs);
+    if (cs.restarts)
+        zp_info("recovered from %llu ERESTARTED answer(s)", (unsigned long long)cs.restarts);
     zeps_client_destroy(&t.client);
     for (int i = 0; i < t.ntables; i++) {
         free(t.w[i]);

@@ -79,6 +79,7 @@ typedef struct zeps_client_stats {
     uint64_t bytes_in;     /* payload bytes pulled */
     uint64_t dropped;      /* pushes the servers received but did not apply (too stale, late) */
     uint64_t bytes_out_raw; /* push bytes before compression (= bytes_out without a codec) */
+    uint64_t restarts;     /* ERESTARTED answers: a shard restored from a snapshot */
 } zeps_client_stats;
 
 /* Connect as worker `rank` to the cluster described by the cluster file at
@@ -241,6 +242,28 @@ int zeps_clock(zeps_client *c, int64_t clock);
 
 /* Non-blocking form of zeps_clock(): on success *req is a wait handle. */
 int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req);
+
+/* --- Recovery (docs/faults.md) ---
+ *
+ * The clock this worker resumes at. After zeps_client_new: the smallest
+ * clock any shard recorded for this rank (0 for a new job; a restarted
+ * worker, or a job restored from a snapshot, continues where the shards
+ * are). Under bsp, after a call failed with ZEPS_ERESTARTED (a shard
+ * restarted from a snapshot, or rolled back): the cut the job goes back to. */
+int64_t zeps_resume_clock(const zeps_client *c);
+
+/* Nonzero if some shard knew this rank under another incarnation at
+ * HELLO: this process replaces a worker that died (it must not wait in a
+ * start-up barrier the others have passed). */
+int zeps_rejoined(const zeps_client *c);
+
+/* bsp recovery after ZEPS_ERESTARTED: say HELLO again to every shard and
+ * have every shard roll back to the cut `clock` (zeps_resume_clock()) of the
+ * snapshot set it came from; the caller then pulls at `clock` and redoes the
+ * clocks from there. Shards already at that cut only acknowledge, so every
+ * worker may call it. Returns 0, or an error (ERESTARTED again if another
+ * rollback overtook this one: call it again with the new resume clock). */
+int zeps_rollback(zeps_client *c, int64_t clock);
 
 /* Block until every worker of the cluster entered the barrier. */
 int zeps_barrier(zeps_client *c);

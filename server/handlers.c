@@ -120,16 +120,9 @@ void zp_server_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace
             w->late++;
     }
     if (s->trace) {
-        zp_trace_row row = {.kind = kind,
-                            .worker = p->rank,
-                            .table = t->id,
-                            .clock = p->clock,
-                            .version_read = p->data_version,
-                            .version_applied = version_applied,
-                            .tau = tau,
-                            .clock_gap = gap,
-                            .weight = weight,
-                            .applied = applied};
+        zp_trace_row row = {.kind = kind, .worker = p->rank, .table = t->id, .clock = p->clock,
+                            .version_read = p->data_version, .version_applied = version_applied,
+                            .tau = tau, .clock_gap = gap, .weight = weight, .applied = applied};
         zp_trace_write(s->trace, &row);
     }
 }
@@ -157,15 +150,10 @@ void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_
 {
     zp_hist_add_log2(&t->pull_wait_us, (uint64_t)wait_us);
     if (s->trace) {
-        zp_trace_row row = {.kind = ZP_TRACE_PULL,
-                            .worker = rank,
-                            .table = t->id,
-                            .clock = clock,
-                            .version_read = t->version,
-                            .version_applied = t->version,
-                            .clock_gap = clock - s->min_clock,
-                            .weight = 1.0,
-                            .wait_us = wait_us};
+        zp_trace_row row = {.kind = ZP_TRACE_PULL, .worker = rank, .table = t->id,
+                            .clock = clock, .version_read = t->version,
+                            .version_applied = t->version, .clock_gap = clock - s->min_clock,
+                            .weight = 1.0, .wait_us = wait_us};
         zp_trace_write(s->trace, &row);
     }
     Zeps__Header rep;
@@ -197,8 +185,8 @@ void zp_server_serve_parked(zp_server *s, zp_table *t)
         if (t->parked_tail == &p->next)
             t->parked_tail = pp;
         t->nparked--;
-        zp_server_send_pull(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset, p->count,
-                            (zp_now_s() - p->since_s) * 1e6);
+        zp_server_send_pull(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset,
+                            p->count, (zp_now_s() - p->since_s) * 1e6);
         zmq_msg_close(&p->identity);
         free(p);
     }
@@ -248,8 +236,8 @@ static zp_worker *worker_of(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
     if (h->rank >= (uint32_t)s->nworkers) {
-        zp_reply_error(s, r->identity, h, ZEPS_ERANK,
-                       "rank %u is outside the cluster of %d workers", h->rank, s->nworkers);
+        zp_reply_error(s, r->identity, h, ZEPS_ERANK, "rank %u is outside the cluster of %d workers",
+                       h->rank, s->nworkers);
         return NULL;
     }
     zp_worker *w = &s->workers.w[h->rank];
@@ -447,8 +435,8 @@ static void on_declare(zp_server *s, zp_request *r)
         return;
     }
     zp_table *t;
-    int rc =
-        zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
+    int rc = zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err,
+                          sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;
@@ -486,8 +474,8 @@ static void on_pull(zp_server *s, zp_request *r)
     if (!t || check_range(s, r, t) != 0)
         return;
     if (r->npayload) {
-        zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
-                       "PULL carries %d payload frame(s); it takes none", r->npayload);
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "PULL carries %d payload frame(s); it takes none",
+                       r->npayload);
         return;
     }
     if (zp_worker_seen(w, h->seq) && is_parked(t, h->rank, h->seq)) {
@@ -624,12 +612,14 @@ static void on_push(zp_server *s, zp_request *r)
     size_t bytes = zmq_msg_size(r->payload);
     if (bytes != h->count * sizeof(float)) {
         zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
-                       "PUSH of %" PRIu64
-                       " elements to table '%s' carries %zu bytes, expected %" PRIu64,
+                       "PUSH of %" PRIu64 " elements to table '%s' carries %zu bytes, expected %" PRIu64,
                        h->count, t->name, bytes, h->count * (uint64_t)sizeof(float));
         return;
     }
-    if (h->data_version > t->version) {
+    uint64_t data_version = h->data_version;
+    if (data_version > t->version && s->epoch > 0)
+        data_version = t->version; /* read before a restore took the slice back: tau 0 */
+    if (data_version > t->version) {
         zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
                        "PUSH to table '%s' claims it was computed from version %" PRIu64
                        ", but shard %d's slice is only at version %" PRIu64,
@@ -649,13 +639,8 @@ static void on_push(zp_server *s, zp_request *r)
         return;
     }
     char err[ERRLEN];
-    zp_push p = {.rank = h->rank,
-                 .clock = h->clock,
-                 .data_version = h->data_version,
-                 .g = g,
-                 .off = h->offset - t->begin,
-                 .count = h->count,
-                 .frame = r->payload};
+    zp_push p = {.rank = h->rank, .clock = h->clock, .data_version = data_version, .g = g,
+                 .off = h->offset - t->begin, .count = h->count, .frame = r->payload};
     int rc = s->cons->push(s, t, &p, err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);

@@ -131,12 +131,12 @@ static void reap_one(zp_persist *p, zp_writer *w, int block)
         p->written++;
         p->last_duration_s = took;
         p->last_setid = w->setid;
-        zp_info("snapshot set %016" PRIx64 " (%s, clock %" PRId64 ") written in %.3f s", w->setid,
-                w->why, w->clock, took);
+        zp_info("snapshot set %016" PRIx64 " (%s, clock %" PRId64 ") written in %.3f s",
+                w->setid, w->why, w->clock, took);
     } else {
         p->failures++;
-        zp_error("snapshot set %016" PRIx64 " (%s) failed after %.3f s (child status %d)", w->setid,
-                 w->why, took, st);
+        zp_error("snapshot set %016" PRIx64 " (%s) failed after %.3f s (child status %d)",
+                 w->setid, w->why, took, st);
     }
     w->pid = 0;
 }
@@ -353,10 +353,10 @@ int zp_persist_final(zp_server *s)
         return 0;
     reap(s, 1); /* snapshots in flight finish first */
     int64_t cut = bsp_cut(s);
-    uint64_t setid =
-        cut >= 0
-            ? (uint64_t)cut
-            : (uint64_t)(wall_s() / (s->cfg.snapshot_every_s > 0 ? s->cfg.snapshot_every_s : 1.0));
+    uint64_t setid = cut >= 0 ? (uint64_t)cut
+                              : (uint64_t)(wall_s() / (s->cfg.snapshot_every_s > 0
+                                                          ? s->cfg.snapshot_every_s
+                                                          : 1.0));
     zp_snapshot *snap = describe(s, cut, setid);
     char err[1024];
     double t0 = zp_now_s();
@@ -476,7 +476,8 @@ int zp_persist_restore(zp_server *s, char *err, size_t errlen)
         s->restored_set = setid;
         zp_info("restored snapshot set %016" PRIx64 " from %s: clock %" PRId64
                 ", %u tables, %u workers, written by incarnation %016" PRIx64,
-                setid, dir, snap->h.clock, snap->ntables, snap->nworker_recs, snap->h.incarnation);
+                setid, dir, snap->h.clock, snap->ntables, snap->nworker_recs,
+                snap->h.incarnation);
         for (uint32_t i = 0; i < s->ntables; i++)
             zp_info("restored table '%s': version %" PRIu64 ", round %lld", s->tables[i]->name,
                     s->tables[i]->version, (long long)s->tables[i]->round);

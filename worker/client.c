@@ -55,11 +55,11 @@ typedef struct zeps_shard {
 typedef struct zeps_table_info {
     char name[64];
     uint64_t length;
-    uint32_t *ids;             /* [nshards] the table's id on each shard */
-    uint64_t *version;         /* [nshards] version returned by the last pull */
+    uint32_t *ids;        /* [nshards] the table's id on each shard */
+    uint64_t *version;    /* [nshards] version returned by the last pull */
     const zp_codec_ops *codec; /* push codec, NULL = raw f32 */
     zp_codec_params cparams;
-    float *residual; /* error feedback, length elements, or NULL */
+    float *residual;      /* error feedback, length elements, or NULL */
 } zeps_table_info;
 
 struct zeps_client {
@@ -76,7 +76,7 @@ struct zeps_client {
     zeps_table_info *tables;
     uint32_t ntables, cap_tables;
     zeps_client_stats stats;
-    int drop_sends;          /* fault injection: sends still to drop */
+    int drop_sends;       /* fault injection: sends still to drop */
     volatile int *interrupt; /* zeps_client_set_interrupt */
     int64_t resume_clock;    /* zeps_resume_clock */
     uint64_t resume_set;     /* the snapshot set of the cut to resume from */
@@ -86,20 +86,20 @@ struct zeps_client {
 };
 
 struct zeps_sub {
-    zeps_sub *next; /* in the shard's list of outstanding subs */
+    zeps_sub *next;       /* in the shard's list of outstanding subs */
     zeps_req *req;
     int shard;
     uint64_t req_id, seq;
-    uint32_t table; /* id on that shard */
+    uint32_t table;       /* id on that shard */
     uint64_t offset, count;
     uint64_t data_version;
     uint32_t flags;
-    const void *data; /* PUSH payload */
-    size_t data_len;  /* its bytes */
-    void *encoded;    /* compressed payload owned by the sub (data points here) */
+    const void *data;     /* PUSH payload */
+    size_t data_len;      /* its bytes */
+    void *encoded;        /* compressed payload owned by the sub (data points here) */
     uint32_t codec;
-    float *dst;      /* PULL destination (NULL for a view) */
-    zmq_msg_t frame; /* view PULL: the received values */
+    float *dst;           /* PULL destination (NULL for a view) */
+    zmq_msg_t frame;      /* view PULL: the received values */
     int has_frame;
     uint64_t deadline_ns;
     int retries;
@@ -111,13 +111,13 @@ struct zeps_req {
     zeps_client *c;
     int op;
     int64_t clock;
-    uint32_t table; /* client handle */
+    uint32_t table;       /* client handle */
     const Zeps__TableSpec *spec;
     uint64_t cut_set; /* ROLLBACK */
     int nsub, ndone;
     int err;
-    int view;         /* a zero-copy pull */
-    atomic_int zrefs; /* payload frames ZeroMQ still holds */
+    int view;             /* a zero-copy pull */
+    atomic_int zrefs;     /* payload frames ZeroMQ still holds */
     void *stats_buf;
     size_t stats_len;
     zeps_sub subs[];
@@ -223,8 +223,8 @@ static void sub_send(zeps_client *c, zeps_sub *s)
     }
     if (s->data) {
         atomic_fetch_add_explicit(&s->req->zrefs, 1, memory_order_relaxed);
-        if (zp_data_send(sh->sock, s->data, s->data_len, release_payload, s->req, ZMQ_DONTWAIT) !=
-            0)
+        if (zp_data_send(sh->sock, s->data, s->data_len, release_payload, s->req,
+                         ZMQ_DONTWAIT) != 0)
             zp_debug("payload send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
     }
 }
@@ -430,8 +430,8 @@ static void check_deadlines(zeps_client *c)
                 continue;
             if (s->retries >= s->max_retries) {
                 fail(c, ZEPS_ETIMEDOUT,
-                     "shard %d at %s did not answer %s after %d retries (%.1f s)", k, sh->endpoint,
-                     zp_op_name(s->req->op), s->retries,
+                     "shard %d at %s did not answer %s after %d retries (%.1f s)", k,
+                     sh->endpoint, zp_op_name(s->req->op), s->retries,
                      (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0);
                 sub_finish(c, s, ZEPS_ETIMEDOUT);
                 failed = 1;
@@ -443,8 +443,8 @@ static void check_deadlines(zeps_client *c)
                 zp_info("waiting for shard %d at %s (attempt %d of %d)", k, sh->endpoint,
                         s->retries + 1, s->max_retries + 1);
             else
-                zp_debug("resending %s %" PRIu64 " to shard %d (retry %d)", zp_op_name(s->req->op),
-                         s->seq, k, s->retries);
+                zp_debug("resending %s %" PRIu64 " to shard %d (retry %d)",
+                         zp_op_name(s->req->op), s->seq, k, s->retries);
             sub_send(c, s);
         }
         if (failed) {
@@ -953,8 +953,8 @@ static void encode_sub(zeps_table_info *ti, zeps_sub *s, const float *x, uint64_
     size_t n = (size_t)s->count;
     s->encoded = zp_xmalloc(ti->codec->max_size(n, &ti->cparams) + 1);
     if (ti->residual)
-        s->data_len =
-            zp_ef_encode(ti->codec, &ti->cparams, ti->residual + lo, x, n, s->seq, s->encoded);
+        s->data_len = zp_ef_encode(ti->codec, &ti->cparams, ti->residual + lo, x, n, s->seq,
+                                   s->encoded);
     else
         s->data_len = ti->codec->encode(x, n, &ti->cparams, s->seq, s->encoded);
     s->data = s->encoded;
@@ -1003,8 +1003,7 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
     zeps_table_info *ti = &c->tables[table];
     if (count == 0 || offset > ti->length || count > ti->length - offset)
         return fail(c, ZEPS_ERANGE,
-                    "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64
-                    ") are outside table '%s' of %" PRIu64,
+                    "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64 ") are outside table '%s' of %" PRIu64,
                     offset, offset, count, ti->name, ti->length);
     /* The servers drop messages over max_message_bytes (and the connection
      * with them): refuse such a request here, with a reason, instead. */
@@ -1151,6 +1150,18 @@ int zeps_rollback(zeps_client *c, int64_t clock)
         zp_info("rolled back to clock %lld (snapshot set %016" PRIx64 ")", (long long)clock,
                 c->resume_set);
     return rc;
+}
+
+int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    zeps_req *r = req_new(c, ZEPS__OP__SNAPSHOT, c->nshards);
+    r->clock = clock;
+    r->cut_set = setid;
+    for (int k = 0; k < c->nshards; k++)
+        req_send(r, req_add(r, k));
+    return zeps_wait(&r);
 }
 
 int zeps_barrier(zeps_client *c)

@@ -4,6 +4,8 @@
  *   zepsctl snapshot inspect FILE.zsnap   header, tables, workers; every CRC checked
  *   zepsctl snapshot inspect DIR          the sets its MANIFEST names, newest first
  *   zepsctl snapshot reshard SRC DST S2   the newest set of SRC, re-cut for S2 shards, into DST
+ *   zepsctl snapshot take --config FILE   ask a running cluster for a snapshot (bsp: a cut at
+ *                                         the next clock every shard reaches) and wait for it
  *
  * Reading goes through server/snapshot.c, the same code the server restores
  * with, so what this prints is what a restore would see.
@@ -15,8 +17,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include <time.h>
+
+#include "config.h"
 #include "ctl.h"
 #include "snapshot.h"
+#include "zeps.h"
+#include "zeps.pb-c.h"
 
 static void usage(FILE *f)
 {
@@ -26,7 +33,145 @@ static void usage(FILE *f)
                "  inspect DIR:  list the complete sets its MANIFEST names, newest first\n"
                "  reshard: write the newest complete set of SRC_DIR, re-cut for SHARDS\n"
                "           shards (dense slices and optimizer state), as a set of DST_DIR;\n"
-               "           start the new cluster with snapshot_dir = DST_DIR\n");
+               "           start the new cluster with snapshot_dir = DST_DIR\n"
+               "       zepsctl snapshot take --config FILE [--timeout S]\n"
+               "  take: ask every shard of a running cluster for a snapshot and wait (up to\n"
+               "        S seconds, default 60) until every shard wrote it. bsp: a consistent\n"
+               "        cut at the clock every shard stands at, or else the next one; other\n"
+               "        modes: now, as one set\n");
+}
+
+/* Each shard's statistics (NULL where a shard did not answer). */
+static int shard_stats(zeps_client *c, int n, Zeps__ShardStats **st)
+{
+    int bad = 0;
+    for (int k = 0; k < n; k++) {
+        void *buf = NULL;
+        size_t len = 0;
+        st[k] = zeps_stats_raw(c, k, &buf, &len) == 0
+                    ? zeps__shard_stats__unpack(NULL, len, buf)
+                    : NULL;
+        free(buf);
+        bad += st[k] == NULL;
+    }
+    return bad;
+}
+
+static void free_stats(Zeps__ShardStats **st, int n)
+{
+    for (int k = 0; k < n; k++)
+        if (st[k])
+            zeps__shard_stats__free_unpacked(st[k], NULL);
+}
+
+/* The bsp cut of a shard: the round all its tables closed, or the smallest. */
+static int64_t stats_cut(const Zeps__ShardStats *st)
+{
+    int64_t lo = -1;
+    for (size_t i = 0; i < st->n_tables; i++)
+        if (lo < 0 || (int64_t)st->tables[i]->rounds < lo)
+            lo = (int64_t)st->tables[i]->rounds;
+    return lo;
+}
+
+static int take(int argc, char **argv)
+{
+    const char *conf = NULL;
+    double timeout = 60;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc)
+            conf = argv[++i];
+        else if (strcmp(argv[i], "--timeout") == 0 && i + 1 < argc)
+            timeout = atof(argv[++i]);
+        else {
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (!conf) {
+        fprintf(stderr, "zepsctl snapshot take: --config FILE is required\n");
+        return 2;
+    }
+    zp_config *cfg = calloc(1, sizeof(*cfg));
+    char err[1024];
+    if (!cfg || zp_config_load(cfg, conf, err, sizeof(err)) != 0) {
+        fprintf(stderr, "zepsctl snapshot take: %s\n", cfg ? err : "out of memory");
+        free(cfg);
+        return 2;
+    }
+    int n = cfg->num_shards;
+    bool bsp = cfg->consistency == ZP_CONSISTENCY_BSP;
+    free(cfg);
+    zeps_client *c;
+    if (zeps_client_new(&c, conf, ZEPS_RANK_TOOL) != 0) {
+        fprintf(stderr, "zepsctl snapshot take: cannot reach the cluster of %s\n", conf);
+        return 1;
+    }
+    Zeps__ShardStats *st[ZP_MAX_SHARDS];
+    int64_t target = -1;
+    uint64_t setid = 0;
+    int rc = 1;
+    for (int attempt = 0; attempt < 5 && rc != 0; attempt++) {
+        if (shard_stats(c, n, st) != 0) {
+            free_stats(st, n);
+            fprintf(stderr, "zepsctl snapshot take: a shard did not answer STATS\n");
+            break;
+        }
+        int64_t lo = INT64_MAX, hi = -1;
+        for (int k = 0; k < n; k++) {
+            int64_t cut = stats_cut(st[k]);
+            lo = cut < lo ? cut : lo;
+            hi = cut > hi ? cut : hi;
+        }
+        free_stats(st, n);
+        /* every shard at one cut: that one (the parameters change only when
+         * a round closes); else the next clock, which every shard reaches */
+        target = bsp ? (lo == hi ? hi : hi + 1) : -1;
+        setid = bsp ? (uint64_t)target : (uint64_t)time(NULL);
+        rc = zeps_snapshot_request(c, target, setid);
+        if (rc == ZEPS_ECLOCK)
+            continue; /* a shard moved past it meanwhile: the next one */
+        if (rc != 0)
+            fprintf(stderr, "zepsctl snapshot take: %s\n", zeps_last_error(c));
+    }
+    if (rc == 0) {
+        if (bsp)
+            printf("snapshot requested: consistent cut at clock %lld (set %016" PRIx64 ")\n",
+                   (long long)target, setid);
+        else
+            printf("snapshot requested: point in time, set %016" PRIx64 "\n", setid);
+        fflush(stdout);
+        struct timespec t0;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (;;) {
+            int done = shard_stats(c, n, st) == 0;
+            for (int k = 0; k < n && done; k++)
+                done = st[k]->last_snapshot_set >= setid && st[k]->snapshots_written > 0;
+            double took = 0;
+            for (int k = 0; k < n && done; k++)
+                took = st[k]->last_snapshot_s > took ? st[k]->last_snapshot_s : took;
+            free_stats(st, n);
+            if (done) {
+                printf("snapshot set %016" PRIx64 " written by all %d shards (slowest %.3f s)\n",
+                       setid, n, took);
+                break;
+            }
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) * 1e-9 > timeout) {
+                fprintf(stderr,
+                        "zepsctl snapshot take: set %016" PRIx64 " not written by every shard "
+                        "after %g s%s\n",
+                        setid, timeout, bsp ? " (has the job reached that clock?)" : "");
+                rc = 1;
+                break;
+            }
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    zeps_client_destroy(&c);
+    return rc == 0 ? 0 : 1;
 }
 
 /* Read the newest complete set of dir: *src gets its nsets records. */
@@ -173,6 +318,8 @@ int zp_ctl_snapshot(int argc, char **argv)
     }
     if (argc == 5 && strcmp(argv[1], "reshard") == 0)
         return reshard(argv[2], argv[3], argv[4]);
+    if (argc >= 2 && strcmp(argv[1], "take") == 0)
+        return take(argc, argv);
     if (argc != 3 || strcmp(argv[1], "inspect") != 0) {
         usage(stderr);
         return 2;

@@ -265,6 +265,15 @@ int zeps_rejoined(const zeps_client *c);
  * rollback overtook this one: call it again with the new resume clock). */
 int zeps_rollback(zeps_client *c, int64_t clock);
 
+/* Ask every shard for a snapshot (tools; zepsctl snapshot take). Under
+ * bsp, `clock` is the cut: each shard writes its file when every table of
+ * it has closed round `clock` (at once if it is there), so all shards write
+ * the same cut with no coordinator; a shard already past it answers
+ * ZEPS_ECLOCK. In other modes each shard snapshots now as set `setid`.
+ * Returns once every shard accepted (the files are written in the
+ * background; ShardStats.last_snapshot_set says when). */
+int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
+
 /* Block until every worker of the cluster entered the barrier. */
 int zeps_barrier(zeps_client *c);
 

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "codec.h"
 #include "log.h"
 #include "server.h"
 #include "sparse_hash.h"
@@ -127,10 +128,11 @@ void zp_sparse_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_
     zp_reply_send(s, identity, &rep, buf, len, free_reply, NULL);
 }
 
-/* Checks shared by PULL and PUSH: one payload frame of at least the ids,
- * at most max_keys ids, all of this shard. Returns the ids or NULL after
- * replying with an error. */
-static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, size_t min_bytes)
+/* Checks shared by PULL and PUSH: one payload frame of `bytes` (or, with
+ * `at_least`, more than that), 1 to ZP_SPARSE_MAX_KEYS ids, all of this
+ * shard. Returns the ids or NULL after replying with an error. */
+static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, size_t bytes,
+                                   bool at_least)
 {
     const Zeps__Header *h = r->h;
     const char *op = zp_op_name(h->op);
@@ -147,11 +149,11 @@ static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, siz
         return NULL;
     }
     size_t len = zmq_msg_size(r->payload);
-    if (len != min_bytes) {
+    if (at_least ? len <= bytes : len != bytes) {
         zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
                        "%s of %" PRIu64 " ids to sparse table '%s' (dim %u) carries %zu bytes, "
-                       "expected %zu",
-                       op, h->count, t->name, t->dim, len, min_bytes);
+                       "expected %s%zu",
+                       op, h->count, t->name, t->dim, len, at_least ? "more than " : "", bytes);
         return NULL;
     }
     const uint64_t *ids = copy_ids(t, zmq_msg_data(r->payload), (size_t)h->count);
@@ -171,7 +173,7 @@ void zp_sparse_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
 {
     const Zeps__Header *h = r->h;
     size_t n = (size_t)h->count;
-    const uint64_t *ids = checked_ids(s, r, t, n * sizeof(uint64_t));
+    const uint64_t *ids = checked_ids(s, r, t, n * sizeof(uint64_t), false);
     if (!ids)
         return;
     zp_worker_record(w, h->seq);
@@ -202,18 +204,52 @@ void zp_sparse_serve_parked(zp_server *s, zp_table *t, zp_parked *p)
                         (zp_now_s() - p->since_s) * 1e6);
 }
 
-/* The gradients as aligned floats: in place when the frame allows it. */
-static const float *aligned_grads(zp_table *t, const unsigned char *data, size_t nvals)
+/* Room for n floats in the table's gradient scratch. */
+static float *grad_scratch(zp_table *t, size_t nvals)
 {
-    if (((uintptr_t)data & 3u) == 0)
-        return (const float *)data;
     if (nvals > t->grad_cap) {
         free(t->grads);
         t->grad_cap = nvals;
         t->grads = zp_xmalloc(nvals * sizeof(float));
     }
-    memcpy(t->grads, data, nvals * sizeof(float));
     return t->grads;
+}
+
+/* The gradients as aligned floats: in place when the frame allows it. */
+static const float *aligned_grads(zp_table *t, const unsigned char *data, size_t nvals)
+{
+    if (((uintptr_t)data & 3u) == 0)
+        return (const float *)data;
+    float *g = grad_scratch(t, nvals);
+    memcpy(g, data, nvals * sizeof(float));
+    return g;
+}
+
+/* A compressed push's rows, validated against their codec and decoded into
+ * the table's scratch; NULL after replying with an error. */
+static const float *decoded_grads(zp_server *s, zp_request *r, zp_table *t, const void *buf,
+                                  size_t len)
+{
+    const Zeps__Header *h = r->h;
+    size_t nvals = (size_t)h->count * t->dim;
+    const zp_codec_ops *codec = zp_codec_by_id(h->codec);
+    if (!codec) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
+                       "unknown codec %u in a PUSH to sparse table '%s'", h->codec, t->name);
+        return NULL;
+    }
+    double t0 = zp_now_s();
+    char err[300];
+    int rc = codec->validate(buf, len, nvals, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s push to sparse table '%s' from worker %u: %s",
+                       codec->name, t->name, h->rank, err);
+        return NULL;
+    }
+    float *g = grad_scratch(t, nvals);
+    codec->decode(buf, len, nvals, g);
+    t->decode_s += zp_now_s() - t0;
+    return g;
 }
 
 int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
@@ -221,15 +257,11 @@ int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
     const Zeps__Header *h = r->h;
     size_t n = (size_t)h->count, dim = t->dim;
     bool versions = (h->flags & ZP_FLAG_ROW_VERSIONS) != 0;
-    if (h->codec != 0) {
-        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
-                       "compressed pushes to sparse table '%s' are not supported (codec %u)",
-                       t->name, h->codec);
-        return -1;
-    }
-    size_t want = n * sizeof(uint64_t) + n * dim * sizeof(float) +
-                  (versions ? n * sizeof(uint32_t) : 0);
-    const uint64_t *ids = checked_ids(s, r, t, want);
+    size_t vbytes = versions ? n * sizeof(uint32_t) : 0;
+    /* raw: ids, rows, versions exactly; compressed: ids, a payload, versions */
+    size_t fixed = n * sizeof(uint64_t) + vbytes;
+    const uint64_t *ids = h->codec ? checked_ids(s, r, t, fixed, true)
+                                   : checked_ids(s, r, t, fixed + n * dim * sizeof(float), false);
     if (!ids)
         return -1;
     ptrdiff_t rep = repeated_id(t, ids, n);
@@ -241,7 +273,13 @@ int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
         return -1;
     }
     const unsigned char *data = zmq_msg_data(r->payload);
-    const float *g = aligned_grads(t, data + n * sizeof(uint64_t), n * dim);
+    size_t len = zmq_msg_size(r->payload);
+    const unsigned char *rows = data + n * sizeof(uint64_t);
+    size_t rows_len = len - fixed;
+    const float *g = h->codec ? decoded_grads(s, r, t, rows, rows_len)
+                              : aligned_grads(t, rows, n * dim);
+    if (!g)
+        return -1;
     if (s->cfg.reject_nonfinite && !zp_all_finite(g, n * dim)) {
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                        "PUSH to sparse table '%s' from worker %u contains NaN or Inf; nothing "
@@ -261,8 +299,7 @@ int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
             t->ver_cap = n;
             t->vers = zp_xmalloc(n * sizeof(uint32_t));
         }
-        memcpy(t->vers, data + n * sizeof(uint64_t) + n * dim * sizeof(float),
-               n * sizeof(uint32_t));
+        memcpy(t->vers, rows + rows_len, n * sizeof(uint32_t));
         rv = t->vers;
     }
     zp_worker_record(w, h->seq);
@@ -271,10 +308,10 @@ int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
     t->pushes++;
     t->keys_pushed += n;
     w->pushes++;
-    size_t raw = n * dim * sizeof(float);
-    t->push_bytes_wire += zmq_msg_size(r->payload);
+    size_t raw = fixed + n * dim * sizeof(float);
+    t->push_bytes_wire += len;
     t->push_bytes_raw += raw;
-    w->push_bytes_wire += zmq_msg_size(r->payload);
+    w->push_bytes_wire += len;
     w->push_bytes_raw += raw;
     return 0;
 }

@@ -132,6 +132,57 @@ START_TEST(test_repeated_ids_summed_once)
 }
 END_TEST
 
+/* Top-k with error feedback on sparse rows: push G once, then zeros; the
+ * residual kept per row drains into later pushes until the rows hold exactly
+ * -G (sgd, lr 1, zero init). Without error feedback only the first top-k
+ * ever arrives. */
+static void topk_rows(int ef, const uint64_t *ids, int n, const float *G, float *rows)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t;
+    zeps_sparse_spec spec = emb_spec("sgd", 1.0);
+    spec.init = "zeros";
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    zeps_codec_opts co = {.codec = "topk", .fraction = 0.25, .error_feedback = ef};
+    ck_assert_int_eq(zeps_set_push_codec(c, t, &co), 0);
+    static float zeros[64 * DIM];
+    ck_assert_int_eq(zeps_spush(c, t, ids, (size_t)n, G, 0), 0);
+    for (int k = 1; k <= 8; k++)
+        ck_assert_int_eq(zeps_spush(c, t, ids, (size_t)n, zeros, k), 0);
+    ck_assert_int_eq(zeps_spull(c, t, ids, (size_t)n, rows, 9), 0);
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    ck_assert_msg(cs.bytes_out < cs.bytes_out_raw, "compressed %llu >= raw %llu bytes",
+                  (unsigned long long)cs.bytes_out, (unsigned long long)cs.bytes_out_raw);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_compressed_push_error_feedback)
+{
+    enum { N = 64 };
+    uint64_t ids[N];
+    test_ids(ids, N);
+    static float G[N * DIM], with[N * DIM], without[N * DIM];
+    zp_rng r;
+    zp_rng_seed(&r, 5, 0, 0);
+    for (int i = 0; i < N * DIM; i++)
+        G[i] = (float)(zp_rng_uniform(&r) - 0.5);
+    topk_rows(1, ids, N, G, with);
+    topk_rows(0, ids, N, G, without);
+    int missing = 0;
+    for (int i = 0; i < N * DIM; i++) {
+        ck_assert_msg(fabsf(with[i] + G[i]) < 1e-6f, "value %d: %g, expected %g", i, with[i],
+                      -G[i]);
+        missing += without[i] == 0.0f;
+    }
+    /* a quarter arrives without error feedback */
+    ck_assert_int_ge(missing, N * DIM / 2);
+}
+END_TEST
+
 /* rows held summed over the shards, and evictions by TTL */
 static void table_rows(zeps_client *c, int S, uint64_t *rows, uint64_t *evicted)
 {
@@ -308,10 +359,14 @@ START_TEST(test_bad_requests)
     expect_error(zt_raw_request(raw, &h, mine, 0), ZEPS_ERANGE, "0 ids");
     req(&h, ZEPS__OP__PULL, 2);
     expect_error(zt_raw_request(raw, &h, NULL, 0), ZEPS_EPROTO, "exactly one frame");
-    /* a compressed sparse push */
+    /* compressed sparse pushes: a payload that is not what its codec says,
+     * an unknown codec */
     req(&h, ZEPS__OP__PUSH, 4);
-    h.codec = 1;
-    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_EINVAL, "not supported");
+    h.codec = 1; /* fp16: 2 bytes a value, 64 expected */
+    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ESIZE, "fp16");
+    req(&h, ZEPS__OP__PUSH, 4);
+    h.codec = 99;
+    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_EPROTO, "unknown codec");
     /* versions announced but missing */
     req(&h, ZEPS__OP__PUSH, 4);
     h.flags = ZP_FLAG_ROW_VERSIONS;
@@ -351,6 +406,7 @@ int main(void)
     tcase_add_test(tc, test_same_row_any_shard_count);
     tcase_add_test(tc, test_repeated_ids_summed_once);
     tcase_add_test(tc, test_ttl_bounds_rows);
+    tcase_add_test(tc, test_compressed_push_error_feedback);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("bad_input");
     tcase_set_timeout(bad, 60);

@@ -59,6 +59,8 @@ typedef struct zeps_table_info {
     zp_codec_params cparams;
     float *residual;      /* error feedback, length elements, or NULL */
     uint32_t dim;         /* sparse tables: values per row (0 for dense) */
+    zp_rowres *row_residual; /* sparse tables with error feedback: per touched row */
+    int row_ef;
 } zeps_table_info;
 
 struct zeps_client {
@@ -633,6 +635,7 @@ static void client_free(zeps_client *c)
         free(c->tables[i].ids);
         free(c->tables[i].version);
         free(c->tables[i].residual);
+        zp_rowres_free(&c->tables[i].row_residual);
     }
     free(c->tables);
     free(c->shards);
@@ -935,9 +938,11 @@ int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     zeps_table_info *ti = &c->tables[table];
     free(ti->residual);
     ti->residual = NULL;
+    zp_rowres_free(&ti->row_residual);
     ti->codec = codec->id == ZP_CODEC_NONE ? NULL : codec;
     ti->cparams = p;
-    if (ti->codec && o->error_feedback)
+    ti->row_ef = ti->codec && o->error_feedback && ti->dim; /* sparse: residual per row */
+    if (ti->codec && o->error_feedback && !ti->dim)
         ti->residual = zp_xcalloc(ti->length, sizeof(float));
     return 0;
 }
@@ -1162,13 +1167,23 @@ int zp_client_sparse_start(zeps_client *c, int push, uint32_t table, int64_t clo
         s->data = parts[i].data;
         s->data_len = parts[i].len;
         s->flags = parts[i].flags;
+        s->codec = parts[i].codec;
         s->sb = b;
         if (push) {
             c->stats.bytes_out += parts[i].len;
-            c->stats.bytes_out_raw += parts[i].len;
+            c->stats.bytes_out_raw += parts[i].raw_len;
         }
         req_send(r, s);
     }
     *out = r;
     return 0;
+}
+
+void zp_client_sparse_codec(zeps_client *c, uint32_t table, const zp_codec_ops **codec,
+                            const zp_codec_params **params, zp_rowres ***residual)
+{
+    zeps_table_info *ti = &c->tables[table];
+    *codec = ti->codec;
+    *params = &ti->cparams;
+    *residual = ti->row_ef ? &ti->row_residual : NULL;
 }

@@ -9,7 +9,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "codec.h"
 #include "zeps.h"
+
+/* Error-feedback residuals of a sparse table, one row per id pushed (sbatch.c). */
+typedef struct zp_rowres zp_rowres;
+void zp_rowres_free(zp_rowres **rp);
 
 /* One shard's part of a sparse request: its payload (borrowed; it must stay
  * valid until the request is waited for), the number of ids in it, flags. */
@@ -19,6 +24,8 @@ typedef struct zp_sparse_part {
     size_t len;
     uint64_t nkeys;
     uint32_t flags;
+    uint32_t codec;   /* push: Header.codec of the rows (0: raw f32) */
+    size_t raw_len;   /* push: bytes of the rows as f32 */
 } zp_sparse_part;
 
 /* Record `msg` as the client's last error; returns code. */
@@ -33,6 +40,12 @@ int zp_client_sparse_table(zeps_client *c, uint32_t table, uint32_t *dim);
 int zp_client_sparse_start(zeps_client *c, int push, uint32_t table, int64_t clock,
                            zeps_sbatch *b, const zp_sparse_part *parts, int nparts,
                            zeps_req **out);
+
+/* The push codec of sparse `table` (NULL: raw f32) and its parameters, and
+ * where its row residuals live (NULL without error feedback; *residual is
+ * created on first use). */
+void zp_client_sparse_codec(zeps_client *c, uint32_t table, const zp_codec_ops **codec,
+                            const zp_codec_params **params, zp_rowres ***residual);
 
 /* A sparse pull reply from `shard` for batch b: scatter its rows to the
  * batch's positions. Returns 0, or -1 with a message in err when the payload

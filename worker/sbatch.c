@@ -38,7 +38,78 @@ struct zeps_sbatch {
     float *rows;         /* destination of the pull in flight */
     unsigned char *push; /* push payload, shard blocks at boff[k] */
     size_t *boff;        /* [nshards + 1] */
+    unsigned char *enc;  /* compressed push payload, shard k at eoff[k], elen[k] bytes */
+    size_t enc_cap;
+    size_t *eoff, *elen;
+    uint32_t codec;      /* of the push being sent (0: raw) */
 };
+
+static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_codec_params *p,
+                          zp_rowres **res, int64_t clock);
+
+/* --- error-feedback residuals per row --- */
+
+struct zp_rowres {
+    uint32_t dim;
+    size_t cap, n;       /* index slots (power of two), rows held */
+    uint64_t *keys;
+    uint32_t *row;       /* slot -> row number, UINT32_MAX = empty */
+    float *vals;         /* n rows of dim */
+    size_t vcap;         /* rows allocated */
+};
+
+static void rowres_grow(zp_rowres *r)
+{
+    size_t cap = r->cap ? 2 * r->cap : 1024;
+    uint64_t *keys = zp_xmalloc(cap * sizeof(uint64_t));
+    uint32_t *row = zp_xmalloc(cap * sizeof(uint32_t));
+    memset(row, 0xff, cap * sizeof(uint32_t));
+    for (size_t i = 0; i < r->cap; i++) {
+        if (r->row[i] == UINT32_MAX)
+            continue;
+        size_t j = (size_t)zp_mix64(r->keys[i]) & (cap - 1);
+        while (row[j] != UINT32_MAX)
+            j = (j + 1) & (cap - 1);
+        keys[j] = r->keys[i];
+        row[j] = r->row[i];
+    }
+    free(r->keys);
+    free(r->row);
+    r->keys = keys;
+    r->row = row;
+    r->cap = cap;
+}
+
+/* The residual row of `id`, zeros when first asked for. */
+static float *rowres_get(zp_rowres *r, uint64_t id)
+{
+    if (2 * (r->n + 1) > r->cap)
+        rowres_grow(r);
+    size_t j = (size_t)zp_mix64(id) & (r->cap - 1);
+    while (r->row[j] != UINT32_MAX && r->keys[j] != id)
+        j = (j + 1) & (r->cap - 1);
+    if (r->row[j] == UINT32_MAX) {
+        if (r->n == r->vcap) {
+            r->vcap = r->vcap ? 2 * r->vcap : 1024;
+            r->vals = zp_xrealloc(r->vals, r->vcap * r->dim * sizeof(float));
+        }
+        memset(r->vals + r->n * r->dim, 0, r->dim * sizeof(float));
+        r->keys[j] = id;
+        r->row[j] = (uint32_t)r->n++;
+    }
+    return r->vals + (size_t)r->row[j] * r->dim;
+}
+
+void zp_rowres_free(zp_rowres **rp)
+{
+    if (!rp || !*rp)
+        return;
+    free((*rp)->keys);
+    free((*rp)->row);
+    free((*rp)->vals);
+    free(*rp);
+    *rp = NULL;
+}
 
 /* Bytes of shard block k of a push: ids, rows, versions, padded to 8. */
 static size_t block_bytes(size_t cnt, size_t dim)
@@ -170,6 +241,9 @@ void zeps_sbatch_free(zeps_sbatch **bp)
     free(b->uversions);
     free(b->push);
     free(b->boff);
+    free(b->enc);
+    free(b->eoff);
+    free(b->elen);
     free(b);
     *bp = NULL;
 }
@@ -184,13 +258,22 @@ static int start(zeps_sbatch *b, int push, int64_t clock, zeps_req **req)
         if (!cnt)
             continue;
         zp_sparse_part *p = &parts[np++];
+        memset(p, 0, sizeof(*p));
         p->shard = k;
         p->nkeys = cnt;
-        if (push) {
+        if (push && b->codec) {
+            p->data = b->enc + b->eoff[k];
+            p->len = b->elen[k];
+            p->flags = b->pulled ? ZP_FLAG_ROW_VERSIONS : 0;
+            p->codec = b->codec;
+            p->raw_len = cnt * (sizeof(uint64_t) + b->dim * sizeof(float)) +
+                         (b->pulled ? cnt * sizeof(uint32_t) : 0);
+        } else if (push) {
             p->data = b->push + b->boff[k];
             p->len = cnt * (sizeof(uint64_t) + b->dim * sizeof(float)) +
                      (b->pulled ? cnt * sizeof(uint32_t) : 0);
             p->flags = b->pulled ? ZP_FLAG_ROW_VERSIONS : 0;
+            p->raw_len = p->len;
         } else {
             p->data = b->ukeys + b->sbegin[k];
             p->len = cnt * sizeof(uint64_t);
@@ -261,7 +344,69 @@ int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, ze
         memcpy(blk + cnt * (sizeof(uint64_t) + dim * sizeof(float)), b->uversions + lo,
                cnt * sizeof(uint32_t));
     }
+    const zp_codec_ops *codec;
+    const zp_codec_params *params;
+    zp_rowres **res;
+    zp_client_sparse_codec(b->c, b->table, &codec, &params, &res);
+    b->codec = codec ? (uint32_t)codec->id : 0;
+    if (codec)
+        encode_blocks(b, codec, params, res, clock);
     return start(b, 1, clock, req);
+}
+
+/* Compress each shard's summed rows into b->enc as [ids][C(rows)][versions].
+ * With error feedback the rows' residuals are gathered into one vector,
+ * carried through zp_ef_encode with the rows, and scattered back. */
+static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_codec_params *p,
+                          zp_rowres **res, int64_t clock)
+{
+    size_t dim = b->dim, S = (size_t)b->nshards;
+    if (!b->eoff) {
+        b->eoff = zp_xcalloc(S + 1, sizeof(size_t));
+        b->elen = zp_xcalloc(S, sizeof(size_t));
+    }
+    size_t need = 0;
+    for (size_t k = 0; k < S; k++) {
+        size_t cnt = b->sbegin[k + 1] - b->sbegin[k];
+        b->eoff[k] = need;
+        need += (cnt * (sizeof(uint64_t) + sizeof(uint32_t)) + codec->max_size(cnt * dim, p) + 7) &
+                ~(size_t)7;
+    }
+    if (need > b->enc_cap) {
+        free(b->enc);
+        b->enc_cap = need;
+        b->enc = zp_xmalloc(need ? need : 8);
+    }
+    if (res && !*res) {
+        *res = zp_xcalloc(1, sizeof(zp_rowres));
+        (*res)->dim = b->dim;
+    }
+    float *r = NULL;
+    for (size_t k = 0; k < S; k++) {
+        size_t lo = b->sbegin[k], cnt = b->sbegin[k + 1] - lo;
+        if (!cnt)
+            continue;
+        const unsigned char *blk = b->push + b->boff[k];
+        const float *g = (const float *)(blk + cnt * sizeof(uint64_t));
+        unsigned char *out = b->enc + b->eoff[k];
+        memcpy(out, blk, cnt * sizeof(uint64_t));
+        unsigned char *payload = out + cnt * sizeof(uint64_t);
+        uint64_t nonce = zp_mix64((uint64_t)clock * 1315423911u + k) ^ b->ukeys[lo];
+        size_t len;
+        if (res) {
+            r = zp_xrealloc(r, cnt * dim * sizeof(float));
+            for (size_t j = 0; j < cnt; j++)
+                memcpy(r + j * dim, rowres_get(*res, b->ukeys[lo + j]), dim * sizeof(float));
+            len = zp_ef_encode(codec, p, r, g, cnt * dim, nonce, payload);
+            for (size_t j = 0; j < cnt; j++)
+                memcpy(rowres_get(*res, b->ukeys[lo + j]), r + j * dim, dim * sizeof(float));
+        } else {
+            len = codec->encode(g, cnt * dim, p, nonce, payload);
+        }
+        memcpy(payload + len, b->uversions + lo, cnt * sizeof(uint32_t));
+        b->elen[k] = cnt * sizeof(uint64_t) + len + (b->pulled ? cnt * sizeof(uint32_t) : 0);
+    }
+    free(r);
 }
 
 int zeps_sbatch_push(zeps_sbatch *b, const float *grads, int64_t clock)

@@ -661,11 +661,11 @@ START_TEST(test_memory_budget)
 
     /* Many budgets with small rows: somewhere the next index doubling, not
      * the next chunk, is what would cross the budget. */
-    for (uint64_t bud = 256u << 10; bud <= 2u << 20; bud += 40u << 10) {
+    for (uint64_t bud = 64u << 10; bud <= 512u << 10; bud += 8u << 10) {
         zp_sparse_opts p = base_opts("sgd", 2);
         p.memory_budget = bud;
         t = make(&p);
-        uint64_t n = 3 * bud / 40;
+        uint64_t n = 2 * bud / 40;
         for (uint64_t id = 0; id < n; id += 64) {
             for (int i = 0; i < 64; i++)
                 ids[i] = id + (uint64_t)i;
@@ -731,8 +731,12 @@ START_TEST(test_index_random)
             live += last[i] >= 0;
         }
         ck_assert_uint_eq(counters(t).rows, live);
-        /* Lookups of every id (present and absent) agree with the reference. */
-        for (int i = 0; i < U; i++) {
+        /* Lookups agree with the reference: every id (present or absent)
+         * every 10th clock, 2000 random ones in between. */
+        for (int k = 0; k < U; k++) {
+            int i = c % 10 == 9 ? k : (int)zp_rng_below(&rng, U);
+            if (c % 10 != 9 && k >= 2000)
+                break;
             zp_sparse_row row;
             bool got = zp_sparse_get(t, uni[i], &row);
             ck_assert_msg(got == (last[i] >= 0), "clock %lld: id %d present %d, expected %d",
@@ -804,6 +808,31 @@ START_TEST(test_million_rows)
             uint64_t want = 32 + ((uint64_t)dims[d] * 4 * (1 + (uint64_t)spv[k]) + 7) / 8 * 8;
             ck_assert_int_eq(zp_sparse_state_per_value(u), spv[k]);
             ck_assert_uint_eq(counters(u).bytes_per_row, want);
+            zp_sparse_destroy(&u);
+        }
+
+    /* What a row costs in all, for D = 8 and 64: 200k rows, every byte
+     * held (chunks and index) divided by the rows. */
+    enum { M = 200000 };
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 4; k++) {
+            zp_sparse_opts p = base_opts(names[k], dims[d]);
+            zp_sparse *u = make(&p);
+            for (uint64_t b = 0; b < M / B; b++) {
+                for (uint64_t i = 0; i < B; i++)
+                    ids[i] = zp_mix64(b * B + i);
+                for (uint64_t i = 0; i < B; i += B / 10)
+                    zp_sparse_pull(u, ids + i, B / 10, 0, out, NULL);
+            }
+            zp_sparse_counters uc = counters(u);
+            ck_assert_uint_eq(uc.rows, M);
+            uint64_t index = (uint64_t)8 << 19; /* 2^19 slots: 200k > 0.7 * 2^18 */
+            ck_assert_uint_ge(uc.bytes, M * uc.bytes_per_row + index);
+            printf("sparse: %-7s D=%-2u: record %4llu B (raw values %4u B), held %7.1f B/row "
+                   "(index %.1f, chunk slack %.1f)\n",
+                   names[k], dims[d], (unsigned long long)uc.bytes_per_row, dims[d] * 4,
+                   (double)uc.bytes / M, (double)index / M,
+                   (double)(uc.bytes - index - M * uc.bytes_per_row) / M);
             zp_sparse_destroy(&u);
         }
 }
@@ -938,26 +967,32 @@ START_TEST(test_bad_opts)
 }
 END_TEST
 
+/* One test case per test, so CK_RUN_CASE=<name> runs one. */
+#define ADD(fn)                                                                                    \
+    do {                                                                                           \
+        TCase *tc = tcase_create(#fn + 5);                                                         \
+        tcase_set_timeout(tc, 120);                                                                \
+        tcase_add_test(tc, fn);                                                                    \
+        suite_add_tcase(s, tc);                                                                    \
+    } while (0)
+
 int main(void)
 {
     Suite *s = suite_create("sparse");
-    TCase *tc = tcase_create("sparse");
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, test_init_rows);
-    tcase_add_test(tc, test_optim_sgd);
-    tcase_add_test(tc, test_optim_adagrad);
-    tcase_add_test(tc, test_optim_adam);
-    tcase_add_test(tc, test_optim_ftrl);
-    tcase_add_test(tc, test_tau);
-    tcase_add_test(tc, test_admit_count);
-    tcase_add_test(tc, test_admit_prob);
-    tcase_add_test(tc, test_ttl_drift);
-    tcase_add_test(tc, test_capacity_lru_lfu);
-    tcase_add_test(tc, test_memory_budget);
-    tcase_add_test(tc, test_index_random);
-    tcase_add_test(tc, test_million_rows);
-    tcase_add_test(tc, test_put_get_next);
-    tcase_add_test(tc, test_bad_opts);
-    suite_add_tcase(s, tc);
+    ADD(test_init_rows);
+    ADD(test_optim_sgd);
+    ADD(test_optim_adagrad);
+    ADD(test_optim_adam);
+    ADD(test_optim_ftrl);
+    ADD(test_tau);
+    ADD(test_admit_count);
+    ADD(test_admit_prob);
+    ADD(test_ttl_drift);
+    ADD(test_capacity_lru_lfu);
+    ADD(test_memory_budget);
+    ADD(test_index_random);
+    ADD(test_million_rows);
+    ADD(test_put_get_next);
+    ADD(test_bad_opts);
     return zt_run_suite(s);
 }

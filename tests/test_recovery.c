@@ -176,6 +176,37 @@ START_TEST(test_bsp_take_and_rollback)
 }
 END_TEST
 
+/* auto (Young/Daly): a first snapshot at clock 1 measures the duration,
+ * then the interval is chosen, logged, and complete sets follow. */
+START_TEST(test_bsp_auto)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp",
+                                      "  snapshot_dir = \"@DIR@/snap\";\n"
+                                      "  snapshot_mtbf_s = 0.05;\n  snapshot_on_exit = false;",
+                                      NULL),
+                     0);
+    ck_assert_int_eq(zt_bsp_run_workers(&cl, 2, 40), 0);
+    for (int k = 0; k < 2; k++) {
+        ck_assert(wait_log(&cl, k, "(auto, clock 1) written"));
+        ck_assert(wait_log(&cl, k, "auto snapshots: interval"));
+    }
+    char cmd[1024], bin[512];
+    snprintf(cmd, sizeof(cmd), "%s snapshot inspect %s/snap > %s/inspect.out 2>&1",
+             zt_bin("zepsctl", bin, sizeof(bin)), cl.dir, cl.dir);
+    int st = system(cmd);
+    ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* a restart restores an auto cut after clock 1 */
+    for (int k = 0; k < 2; k++)
+        zt_server_kill(&cl, k, SIGKILL);
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(zt_server_start(&cl, k), 0);
+    ck_assert(log_has(&cl, 0, "restored snapshot set"));
+    ck_assert(!log_has(&cl, 0, "restored snapshot set 0000000000000001 "));
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -185,6 +216,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_async_restart);
     tcase_add_test(tc, test_bsp_take_and_rollback);
+    tcase_add_test(tc, test_bsp_auto);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -52,14 +52,78 @@ static double wall_s(void)
  * the record, never the arrays). */
 static void reap(zp_server *s, int block);
 
+/* A sparse table's meta and declaration; its rows are packed later, by
+ * pack_rows, in the writer (the forked child), so the shard does not pause
+ * to copy them. */
+static void describe_sparse(const zp_table *t, zp_snap_table *st)
+{
+    const Zeps__TableSpec *d = t->sparse_spec;
+    snprintf(st->name, sizeof(st->name), "%s", t->name);
+    st->kind = 1;
+    st->length = t->dim;
+    snprintf(st->optimizer, sizeof(st->optimizer), "%s", d->optimizer ? d->optimizer : "");
+    int init = zp_init_from_name(d->init);
+    st->init = init < 0 ? 0 : (uint32_t)init;
+    st->init_scale = d->init_scale;
+    st->seed = d->seed;
+    st->version = t->version;
+    st->round = t->round;
+    st->state_per_param = (uint32_t)zp_sparse_state_per_value(t->sparse);
+    size_t len = zeps__table_spec__get_packed_size(d);
+    uint8_t *spec = zp_xmalloc(len ? len : 1);
+    zeps__table_spec__pack(d, spec);
+    st->owned_bytes = spec; /* freed with the record; pack_rows replaces it */
+    st->spec = spec;
+    st->spec_len = len;
+}
+
+/* Serialise the rows of every sparse table of s into snap (declaration and
+ * rows in one owned buffer). Runs in the writer: the forked child (glibc's
+ * malloc is usable after fork), or in-process at exit. */
+static void pack_rows(const zp_server *s, zp_snapshot *snap)
+{
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        const zp_table *t = s->tables[i];
+        zp_snap_table *st = &snap->tables[i];
+        if (!t->sparse)
+            continue;
+        zp_sparse_counters c;
+        zp_sparse_get_counters(t->sparse, &c);
+        uint32_t dim = t->dim, spp = st->state_per_param;
+        uint64_t rec = ZP_SNAP_ROW_LEN(dim, spp), n = 0;
+        size_t len = ZP_SNAP_ROWS_HDR + (size_t)(c.rows * rec);
+        uint8_t *mem = zp_xmalloc(st->spec_len + len);
+        memcpy(mem, st->spec, st->spec_len);
+        uint8_t *rows = mem + st->spec_len, *at = rows + ZP_SNAP_ROWS_HDR;
+        uint64_t cursor = 0;
+        zp_sparse_row row;
+        while (n < c.rows && zp_sparse_next(t->sparse, &cursor, &row)) {
+            memcpy(at, &row.id, 8);
+            memcpy(at + 8, &row.version, 4);
+            memcpy(at + 12, &row.freq, 4);
+            memcpy(at + 16, &row.last_clock, 8);
+            memcpy(at + 24, row.values, (size_t)dim * 4);
+            if (spp)
+                memcpy(at + 24 + (size_t)dim * 4, row.state, (size_t)dim * spp * 4);
+            at += rec;
+            n++;
+        }
+        /* little-endian host (snapshot.c asserts it) */
+        uint64_t hdr[8] = {n, (uint64_t)dim | (uint64_t)spp << 32, c.created, c.not_admitted,
+                           c.pushes_skipped, c.evicted_ttl, c.evicted_capacity, 0};
+        memcpy(rows, hdr, sizeof(hdr));
+        free(st->owned_bytes);
+        st->owned_bytes = mem;
+        st->spec = mem;
+        st->rows = rows;
+        st->rows_len = ZP_SNAP_ROWS_HDR + n * rec;
+    }
+}
+
 static zp_snapshot *describe(const zp_server *s, int64_t clock, uint64_t setid)
 {
-    /* Sparse tables are not in snapshots yet (docs/sparse.md): only dense
-     * tables are written, in declaration order. */
-    uint32_t ndense = 0;
-    for (uint32_t i = 0; i < s->ntables; i++)
-        ndense += s->tables[i]->sparse == NULL;
-    zp_snapshot *snap = zp_snapshot_new(ndense, (uint32_t)s->nworkers);
+    /* Every table, in declaration order (table ids are that order). */
+    zp_snapshot *snap = zp_snapshot_new(s->ntables, (uint32_t)s->nworkers);
     snap->h.shard = (uint32_t)s->shard;
     snap->h.nshards = (uint32_t)s->nshards;
     snap->h.nworkers = (uint32_t)s->nworkers;
@@ -68,11 +132,13 @@ static zp_snapshot *describe(const zp_server *s, int64_t clock, uint64_t setid)
     snap->h.setid = setid;
     snap->h.created_ns = (uint64_t)(wall_s() * 1e9);
     snap->h.incarnation = s->incarnation;
-    for (uint32_t i = 0, k = 0; i < s->ntables; i++) {
+    for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
-        if (t->sparse)
+        zp_snap_table *st = &snap->tables[i];
+        if (t->sparse) {
+            describe_sparse(t, st);
             continue;
-        zp_snap_table *st = &snap->tables[k++];
+        }
         snprintf(st->name, sizeof(st->name), "%s", t->name);
         st->length = t->length;
         st->begin = t->begin;
@@ -182,6 +248,7 @@ int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *wh
     pid_t pid = fork();
     if (pid == 0) {
         char err[1024];
+        pack_rows(s, snap);
         int rc = write_set(&s->cfg, snap, err, sizeof(err));
         if (rc != 0)
             fprintf(stderr, "snapshot set %016" PRIx64 ": %s\n", setid, err);
@@ -369,6 +436,7 @@ int zp_persist_final(zp_server *s)
                                                           ? s->cfg.snapshot_every_s
                                                           : 1.0));
     zp_snapshot *snap = describe(s, cut, setid);
+    pack_rows(s, snap);
     char err[1024];
     double t0 = zp_now_s();
     int rc = write_set(&s->cfg, snap, err, sizeof(err));
@@ -389,8 +457,66 @@ static void log_skip(void *arg, const char *msg)
 }
 
 /* Recreate one table from its snapshot record. */
+/* A sparse table from its snapshot record: declared from the recorded
+ * declaration as table `id`, then every row put back as it was (values,
+ * optimizer state, version, touches, last clock). *out owns it. */
+static int sparse_from_snap(zp_server *s, uint32_t id, const zp_snap_table *st, zp_table **out,
+                            char *err, size_t errlen)
+{
+    Zeps__TableSpec *spec = zeps__table_spec__unpack(NULL, (size_t)st->spec_len, st->spec);
+    if (!spec || spec->kind != 1 || strcmp(spec->name, st->name) != 0) {
+        if (spec)
+            zeps__table_spec__free_unpacked(spec, NULL);
+        return zp_seterr(err, errlen, ZEPS_EDATA,
+                         "sparse table '%s': the recorded declaration does not decode", st->name);
+    }
+    zp_table *t;
+    int rc = zp_table_new(&t, id, spec, s->shard, s->nshards, s->nworkers, err, errlen);
+    zeps__table_spec__free_unpacked(spec, NULL);
+    if (rc != 0)
+        return rc;
+    uint32_t dim = t->dim, spp = (uint32_t)zp_sparse_state_per_value(t->sparse);
+    if (dim != st->length || spp != st->state_per_param) {
+        zp_table_destroy(&t);
+        return zp_seterr(err, errlen, ZEPS_EDATA,
+                         "sparse table '%s': rows of dim %" PRIu64 " with %u state floats, the "
+                         "declaration makes %u and %u",
+                         st->name, st->length, st->state_per_param, dim, spp);
+    }
+    uint64_t n, rec = ZP_SNAP_ROW_LEN(dim, spp);
+    memcpy(&n, st->rows, 8);
+    float *vals = zp_xmalloc((size_t)dim * (1 + spp) * sizeof(float));
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *r = st->rows + ZP_SNAP_ROWS_HDR + i * rec;
+        zp_sparse_row row = {.values = vals, .state = vals + dim};
+        memcpy(&row.id, r, 8);
+        memcpy(&row.version, r + 8, 4);
+        memcpy(&row.freq, r + 12, 4);
+        memcpy(&row.last_clock, r + 16, 8);
+        memcpy(vals, r + 24, (size_t)dim * (1 + spp) * sizeof(float)); /* aligned copy */
+        zp_sparse_put(t->sparse, &row);
+    }
+    free(vals);
+    t->version = st->version;
+    t->round = st->round;
+    *out = t;
+    return 0;
+}
+
 static int restore_table(zp_server *s, const zp_snap_table *st, char *err, size_t errlen)
 {
+    if (st->kind == 1) {
+        zp_table *t;
+        int rc = sparse_from_snap(s, s->ntables, st, &t, err, errlen);
+        if (rc != 0)
+            return rc;
+        if (s->ntables == s->cap_tables) {
+            s->cap_tables = s->cap_tables ? 2 * s->cap_tables : 8;
+            s->tables = zp_xrealloc(s->tables, s->cap_tables * sizeof(*s->tables));
+        }
+        s->tables[s->ntables++] = t;
+        return 0;
+    }
     Zeps__TableSpec spec;
     zeps__table_spec__init(&spec);
     spec.name = (char *)st->name;
@@ -535,8 +661,10 @@ int zp_persist_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t re
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_snap_table *st = &snap->tables[i];
         const zp_table *t = s->tables[i];
-        if (strcmp(st->name, t->name) != 0 || st->begin != t->begin || st->end != t->end ||
-            st->state_per_param != (uint32_t)t->opt->state_per_param) {
+        bool sparse = t->sparse != NULL;
+        if (strcmp(st->name, t->name) != 0 || st->kind != (sparse ? 1u : 0u) ||
+            st->begin != t->begin || st->end != t->end ||
+            (!sparse && st->state_per_param != (uint32_t)t->opt->state_per_param)) {
             rc = zp_seterr(err, errlen, ZEPS_EDATA,
                            "shard %d: table %u of %s is '%s' [%llu, %llu), this shard has '%s'",
                            s->shard, i, path, st->name, (unsigned long long)st->begin,
@@ -545,9 +673,28 @@ int zp_persist_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t re
             return rc;
         }
     }
-    for (uint32_t i = 0; i < s->ntables; i++) {
+    for (uint32_t i = 0; i < s->ntables && rc == 0; i++) {
         const zp_snap_table *st = &snap->tables[i];
-        zp_table_reset_to(s->tables[i], st->params, st->state, st->version, st->round);
+        zp_table *t = s->tables[i];
+        if (!t->sparse) {
+            zp_table_reset_to(t, st->params, st->state, st->version, st->round);
+            continue;
+        }
+        /* sparse: a fresh store from the snapshot replaces the live one */
+        zp_table *fresh;
+        rc = sparse_from_snap(s, i, st, &fresh, err, errlen);
+        if (rc != 0)
+            break; /* cannot happen after the checks above but a bad declaration */
+        zp_sparse *old = t->sparse;
+        t->sparse = fresh->sparse;
+        fresh->sparse = old;
+        t->version = fresh->version;
+        t->round = fresh->round;
+        zp_table_destroy(&fresh);
+    }
+    if (rc != 0) {
+        zp_snapshot_free(&snap);
+        return rc;
     }
     for (uint32_t i = 0; i < snap->nworker_recs; i++) {
         const zp_snap_worker *sw = &snap->workers[i];

@@ -12,6 +12,7 @@
  * crc32_iscsi: a library CRC, hardware-accelerated where the CPU has it).
  */
 #include "snapshot.h"
+#include "sparse_hash.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -42,7 +43,14 @@ _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "snapshot format assum
 #define META_LEN     184u
 #define WREC_LEN     48u
 
-enum { SEC_WORKERS = 1, SEC_META = 2, SEC_PARAMS = 3, SEC_STATE = 4 };
+enum {
+    SEC_WORKERS = 1,
+    SEC_META = 2,
+    SEC_PARAMS = 3,
+    SEC_STATE = 4,
+    SEC_SPARSE_SPEC = 5, /* sparse table: its declaration */
+    SEC_SPARSE_ROWS = 6, /* sparse table: its rows and counters */
+};
 
 #define IO_CHUNK     ((size_t)1 << 30) /* largest single read/write/CRC call */
 #define SCRATCH      ((size_t)1 << 20) /* verify's streaming buffer */
@@ -160,8 +168,10 @@ void zp_snapshot_free(zp_snapshot **sp)
     if (!sp || !*sp)
         return;
     zp_snapshot *s = *sp;
-    for (uint32_t i = 0; i < s->ntables; i++)
+    for (uint32_t i = 0; i < s->ntables; i++) {
         free(s->tables[i].owned);
+        free(s->tables[i].owned_bytes);
+    }
     free(s->tables);
     free(s->workers);
     free(s);
@@ -178,9 +188,21 @@ static int check_table_meta(const zp_snap_table *t, uint32_t shard, uint32_t nsh
     if (!str_ok(t->optimizer, sizeof(t->optimizer), false))
         return zp_seterr(err, errlen, ZEPS_EINVAL,
                          "table '%s': optimizer name empty or not terminated", t->name);
-    if (t->kind != 0)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "table '%s': kind %u (only 0, dense, is known)",
-                         t->name, t->kind);
+    if (t->kind > 1)
+        return zp_seterr(err, errlen, ZEPS_EINVAL,
+                         "table '%s': kind %u (0 dense and 1 sparse are known)", t->name, t->kind);
+    if (t->state_per_param > ZP_SNAP_MAX_STATE)
+        return zp_seterr(err, errlen, ZEPS_EINVAL,
+                         "table '%s': %u state floats per parameter (max %u)", t->name,
+                         t->state_per_param, ZP_SNAP_MAX_STATE);
+    if (t->kind == 1) {
+        if (t->length == 0 || t->length > 4096 || t->begin != 0 || t->end != 0)
+            return zp_seterr(err, errlen, ZEPS_EINVAL,
+                             "sparse table '%s': dim %" PRIu64 " (1..4096), slice [%" PRIu64
+                             ", %" PRIu64 ") (must be empty)",
+                             t->name, t->length, t->begin, t->end);
+        return 0;
+    }
     if (t->length == 0)
         return zp_seterr(err, errlen, ZEPS_EINVAL, "table '%s': length 0", t->name);
     uint64_t b = slice_at(t->length, shard, nshards), e = slice_at(t->length, shard + 1, nshards);
@@ -193,6 +215,41 @@ static int check_table_meta(const zp_snap_table *t, uint32_t shard, uint32_t nsh
         return zp_seterr(err, errlen, ZEPS_EINVAL,
                          "table '%s': %u state floats per parameter (max %u)", t->name,
                          t->state_per_param, ZP_SNAP_MAX_STATE);
+    return 0;
+}
+
+/* A sparse table's spec and rows: sizes agree with the header and the meta,
+ * and every row belongs to shard `shard` of `nshards`. */
+static int check_rows(const zp_snap_table *t, uint32_t shard, uint32_t nshards, char *err,
+                      size_t errlen)
+{
+    if (!t->spec || t->spec_len == 0 || t->spec_len > ZP_SNAP_MAX_SPEC)
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "sparse table '%s': declaration of %" PRIu64
+                         " bytes (1..%u)", t->name, t->spec_len, ZP_SNAP_MAX_SPEC);
+    if (!t->rows || t->rows_len < ZP_SNAP_ROWS_HDR)
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "sparse table '%s': rows section of %" PRIu64
+                         " bytes, shorter than its header", t->name, t->rows_len);
+    uint64_t nrows = get64(t->rows), rec = ZP_SNAP_ROW_LEN(t->length, t->state_per_param);
+    if (get32(t->rows + 8) != t->length || get32(t->rows + 12) != t->state_per_param)
+        return zp_seterr(err, errlen, ZEPS_EINVAL,
+                         "sparse table '%s': rows of dim %u and %u state floats per value, the "
+                         "meta says %" PRIu64 " and %u",
+                         t->name, get32(t->rows + 8), get32(t->rows + 12), t->length,
+                         t->state_per_param);
+    if (nrows > (t->rows_len - ZP_SNAP_ROWS_HDR) / rec ||
+        ZP_SNAP_ROWS_HDR + nrows * rec != t->rows_len)
+        return zp_seterr(err, errlen, ZEPS_EINVAL,
+                         "sparse table '%s': %" PRIu64 " rows of %" PRIu64 " bytes do not fill %" PRIu64
+                         " bytes",
+                         t->name, nrows, rec, t->rows_len - ZP_SNAP_ROWS_HDR);
+    for (uint64_t i = 0; i < nrows; i++) {
+        uint64_t id = get64(t->rows + ZP_SNAP_ROWS_HDR + i * rec);
+        if ((uint32_t)zp_sparse_shard_of(id, (int)nshards) != shard)
+            return zp_seterr(err, errlen, ZEPS_EINVAL,
+                             "sparse table '%s': row %" PRIu64 " (id %" PRIu64
+                             ") belongs to shard %d, not %u of %u",
+                             t->name, i, id, zp_sparse_shard_of(id, (int)nshards), shard, nshards);
+    }
     return 0;
 }
 
@@ -212,6 +269,8 @@ int zp_snapshot_validate(const zp_snapshot *s, char *err, size_t errlen)
     for (uint32_t i = 0; !rc && i < s->ntables; i++) {
         const zp_snap_table *t = &s->tables[i];
         rc = check_table_meta(t, s->h.shard, s->h.nshards, m, sizeof(m));
+        if (!rc && t->kind == 1)
+            rc = check_rows(t, s->h.shard, s->h.nshards, m, sizeof(m));
         size_t n = (size_t)(t->end - t->begin);
         if (!rc && n && !t->params)
             rc = zp_seterr(m, sizeof(m), ZEPS_EINVAL, "table '%s': no parameters", t->name);
@@ -304,6 +363,10 @@ static uint64_t file_size_of(const zp_snapshot *s)
         const zp_snap_table *t = &s->tables[i];
         uint64_t n = t->end - t->begin;
         sz += SEC_HDR_LEN + META_LEN;
+        if (t->kind == 1) {
+            sz += SEC_HDR_LEN + pad8(t->spec_len) + SEC_HDR_LEN + pad8(t->rows_len);
+            continue;
+        }
         sz += SEC_HDR_LEN + pad8(n * 4);
         sz += SEC_HDR_LEN + pad8(n * 4 * t->state_per_param);
     }
@@ -421,6 +484,13 @@ static int write_body(int fd, const zp_snapshot *s)
         uint64_t n = t->end - t->begin;
         encode_meta(b, t);
         e = put_section(fd, SEC_META, i, b, META_LEN);
+        if (t->kind == 1) {
+            if (!e)
+                e = put_section(fd, SEC_SPARSE_SPEC, i, t->spec, t->spec_len);
+            if (!e)
+                e = put_section(fd, SEC_SPARSE_ROWS, i, t->rows, t->rows_len);
+            continue;
+        }
         if (!e)
             e = put_section(fd, SEC_PARAMS, i, t->params, n * 4);
         if (!e)
@@ -716,6 +786,61 @@ static int read_workers(rd *r, const zp_snap_info *in, zp_snapshot *s)
     return rc;
 }
 
+/* The declaration and rows of sparse table i (its meta read into *t). */
+static int read_sparse(rd *r, const zp_snap_info *in, uint32_t i, zp_snap_table *t,
+                       zp_snapshot *s)
+{
+    char label[96];
+    uint64_t len[2];
+    uint32_t crc;
+    const uint32_t types[2] = {SEC_SPARSE_SPEC, SEC_SPARSE_ROWS};
+    const char *what[2] = {"declaration", "rows"};
+    uint8_t *mem[2] = {NULL, NULL};
+    int rc = 0;
+    for (int q = 0; q < 2 && !rc; q++) {
+        snprintf(label, sizeof(label), "sparse table '%s' %s", t->name, what[q]);
+        rc = sec_begin(r, types[q], i, label, &len[q], &crc);
+        if (!rc && q == 0 && (len[q] == 0 || len[q] > ZP_SNAP_MAX_SPEC))
+            rc = RD_FAIL(r, ZEPS_EDATA, "section %d (%s): %" PRIu64 " bytes (1..%u)", r->k, label,
+                         len[q], ZP_SNAP_MAX_SPEC);
+        /* sec_begin bounded len by the file; the rows are read to check them */
+        if (!rc && !(mem[q] = malloc((size_t)len[q] + 1)))
+            rc = RD_FAIL(r, ZEPS_ENOMEM, "%s: no memory for %" PRIu64 " bytes", label, len[q]);
+        if (!rc)
+            rc = sec_payload(r, label, mem[q], len[q], crc);
+    }
+    if (!rc) {
+        t->spec = mem[0];
+        t->spec_len = len[0];
+        t->rows = mem[1];
+        t->rows_len = len[1];
+        char m[320];
+        if (check_rows(t, in->h.shard, in->h.nshards, m, sizeof(m)))
+            rc = RD_FAIL(r, ZEPS_EDATA, "section %d (%s): %s", r->k - 1, label, m);
+    }
+    if (rc || !s) {
+        free(mem[0]);
+        free(mem[1]);
+        return rc;
+    }
+    /* one allocation owns both: spec then rows */
+    uint8_t *both = malloc((size_t)(len[0] + len[1]) + 1);
+    if (!both) {
+        free(mem[0]);
+        free(mem[1]);
+        return RD_FAIL(r, ZEPS_ENOMEM, "sparse table '%s': no memory", t->name);
+    }
+    memcpy(both, mem[0], len[0]);
+    memcpy(both + len[0], mem[1], len[1]);
+    free(mem[0]);
+    free(mem[1]);
+    t->owned_bytes = both;
+    t->spec = both;
+    t->rows = both + len[0];
+    s->tables[i] = *t;
+    return 0;
+}
+
 /* Meta, params and state of table i. With s, into s->tables[i] (allocating
  * the floats); without, only checked. */
 static int read_table(rd *r, const zp_snap_info *in, uint32_t i, zp_snapshot *s)
@@ -739,6 +864,8 @@ static int read_table(rd *r, const zp_snap_info *in, uint32_t i, zp_snapshot *s)
     if (check_table_meta(&t, in->h.shard, in->h.nshards, m, sizeof(m)))
         return RD_FAIL(r, ZEPS_EDATA, "section %d (%s): %s", r->k - 1, label, m);
 
+    if (t.kind == 1)
+        return read_sparse(r, in, i, &t, s);
     uint64_t n = t.end - t.begin, spp = t.state_per_param;
     /* Bound the allocation by what is left of the file (n <= size/4 first,
      * so the product cannot overflow: spp <= ZP_SNAP_MAX_STATE). */
@@ -857,7 +984,56 @@ static int same_table(const zp_snap_table *a, const zp_snap_table *b)
            memcmp(&a->hyper, &b->hyper, sizeof(a->hyper)) == 0 && a->init == b->init &&
            a->init_scale == b->init_scale && a->seed == b->seed &&
            a->has_staleness == b->has_staleness && a->staleness == b->staleness &&
-           a->state_per_param == b->state_per_param;
+           a->state_per_param == b->state_per_param &&
+           (a->kind != 1 ||
+            (a->spec_len == b->spec_len && memcmp(a->spec, b->spec, a->spec_len) == 0));
+}
+
+/* Sparse table i of shard `shard` of `nshards`: every source row whose id
+ * hashes there (rows are re-hashed, not re-cut); counters summed over the
+ * sources go to shard 0 (they describe the table's history, not a shard's).
+ * On success t->rows/owned_bytes hold the new spec and rows. */
+static int reshard_sparse(const zp_snapshot *const *src, uint32_t nsrc, uint32_t i,
+                          uint32_t shard, uint32_t nshards, zp_snap_table *t)
+{
+    uint64_t rec = ZP_SNAP_ROW_LEN(t->length, t->state_per_param), nrows = 0;
+    for (uint32_t k = 0; k < nsrc; k++) {
+        const zp_snap_table *u = &src[k]->tables[i];
+        uint64_t n = get64(u->rows);
+        for (uint64_t j = 0; j < n; j++)
+            nrows += (uint32_t)zp_sparse_shard_of(get64(u->rows + ZP_SNAP_ROWS_HDR + j * rec),
+                                                  (int)nshards) == shard;
+    }
+    uint64_t rows_len = ZP_SNAP_ROWS_HDR + nrows * rec;
+    uint8_t *mem = malloc((size_t)(t->spec_len + rows_len));
+    if (!mem)
+        return ZEPS_ENOMEM;
+    memcpy(mem, t->spec, t->spec_len);
+    uint8_t *rows = mem + t->spec_len, *at = rows + ZP_SNAP_ROWS_HDR;
+    memset(rows, 0, ZP_SNAP_ROWS_HDR);
+    put64(rows, nrows);
+    put32(rows + 8, (uint32_t)t->length);
+    put32(rows + 12, t->state_per_param);
+    for (uint32_t k = 0; k < nsrc; k++) {
+        const zp_snap_table *u = &src[k]->tables[i];
+        for (int c = 0; c < 5 && shard == 0; c++)
+            put64(rows + 16 + 8 * c, get64(rows + 16 + 8 * c) + get64(u->rows + 16 + 8 * c));
+        uint64_t n = get64(u->rows);
+        for (uint64_t j = 0; j < n; j++) {
+            const uint8_t *r = u->rows + ZP_SNAP_ROWS_HDR + j * rec;
+            if ((uint32_t)zp_sparse_shard_of(get64(r), (int)nshards) != shard)
+                continue;
+            memcpy(at, r, (size_t)rec);
+            at += rec;
+        }
+    }
+    t->owned = NULL;
+    t->params = t->state = NULL;
+    t->owned_bytes = mem;
+    t->spec = mem;
+    t->rows = rows;
+    t->rows_len = rows_len;
+    return 0;
 }
 
 static int reshard_check(const zp_snapshot *const *src, uint32_t nsrc, char *err, size_t errlen)
@@ -976,6 +1152,24 @@ int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t s
     s->ntables = 0; /* counts tables built, for free on error */
     for (uint32_t i = 0; i < a->ntables; i++) {
         zp_snap_table t = a->tables[i];
+        if (t.kind == 1) {
+            t.owned = NULL;
+            t.owned_bytes = NULL;
+            for (uint32_t k = 0; k < nsrc; k++) {
+                if (src[k]->tables[i].version > t.version)
+                    t.version = src[k]->tables[i].version;
+                if (src[k]->tables[i].round > t.round)
+                    t.round = src[k]->tables[i].round;
+            }
+            if (reshard_sparse(src, nsrc, i, shard, nshards, &t) != 0) {
+                zp_snapshot_free(&s);
+                return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: table '%s': no memory",
+                                 t.name);
+            }
+            s->tables[i] = t;
+            s->ntables = i + 1;
+            continue;
+        }
         t.begin = slice_at(t.length, shard, nshards);
         t.end = slice_at(t.length, shard + 1, nshards);
         uint64_t n = t.end - t.begin, spp = t.state_per_param;

@@ -30,10 +30,19 @@
 #define ZP_SNAP_FORMAT    1u  /* the format version this build writes and reads */
 #define ZP_SNAP_MAX_STATE 16u /* most optimizer state floats per parameter accepted */
 
-/* One dense table's slice [begin, end) of a table of `length` elements. */
+/* Sparse tables (kind 1): the rows section's fixed header, and one row
+ * record's bytes: u64 id, u32 version, u32 freq, i64 last_clock, dim f32
+ * values, state_per_param * dim f32 state (docs/snapshots.md). */
+#define ZP_SNAP_ROWS_HDR 64u
+#define ZP_SNAP_ROW_LEN(dim, spp) (24u + 4u * (uint64_t)(dim) * (1u + (uint64_t)(spp)))
+#define ZP_SNAP_MAX_SPEC 65536u /* largest packed declaration accepted */
+
+/* One table of a shard. Dense (kind 0): the slice [begin, end) of a table
+ * of `length` elements. Sparse (kind 1): `length` is the row width (dim),
+ * begin = end = 0, and the rows of this shard are in `rows`. */
 typedef struct zp_snap_table {
     char name[64];       /* NUL-terminated, non-empty */
-    uint32_t kind;       /* 0 = dense (the only kind so far) */
+    uint32_t kind;       /* 0 = dense, 1 = sparse */
     uint64_t length;     /* whole table */
     uint64_t begin, end; /* must be [length*i/S, length*(i+1)/S) for shard i of S */
     char optimizer[16];
@@ -49,6 +58,14 @@ typedef struct zp_snap_table {
     const float *params; /* end - begin floats */
     const float *state;  /* state_per_param blocks of end - begin floats; NULL if none */
     float *owned;        /* private: the allocation behind params/state, if ours */
+    /* sparse tables only */
+    const uint8_t *spec; /* the declaration, a packed zeps.TableSpec */
+    uint64_t spec_len;
+    const uint8_t *rows; /* ZP_SNAP_ROWS_HDR bytes (u64 rows, u32 dim, u32 state per value,
+                            u64 created, not_admitted, pushes_skipped, evicted_ttl,
+                            evicted_capacity, 0), then the row records */
+    uint64_t rows_len;
+    uint8_t *owned_bytes; /* private: the allocation behind spec/rows, if ours */
 } zp_snap_table;
 
 /* What this shard knew about one worker rank. max_seq/window are this

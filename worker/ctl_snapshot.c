@@ -265,6 +265,15 @@ static int inspect_file(const char *path)
     printf("  tables (%u)\n", s->ntables);
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_snap_table *t = &s->tables[i];
+        if (t->kind == 1) {
+            uint64_t hdr[8];
+            memcpy(hdr, t->rows, sizeof(hdr));
+            printf("    %-20s sparse, dim %" PRIu64 ", %" PRIu64 " rows, %u state floats/value; "
+                   "created %" PRIu64 ", not admitted %" PRIu64 ", evicted %" PRIu64 " (ttl) %" PRIu64
+                   " (capacity)\n",
+                   t->name, t->length, hdr[0], t->state_per_param, hdr[2], hdr[3], hdr[5], hdr[6]);
+            continue;
+        }
         printf("    %-20s length %" PRIu64 ", slice [%" PRIu64 ", %" PRIu64 "), %s lr %g, version "
                "%" PRIu64 ", round %" PRId64 ", %u state floats/param\n",
                t->name, t->length, t->begin, t->end, t->optimizer, (double)t->hyper.lr,

@@ -104,7 +104,8 @@ int main(int argc, char **argv)
     }
     zt_cluster cl;
     if (zt_cluster_start(&cl, 1, 1, "async",
-                         "  snapshot_dir = \"@DIR@/snap\";\n  snapshot_on_exit = false;", NULL) != 0) {
+                         "  snapshot_dir = \"@DIR@/snap\";\n  snapshot_on_exit = false;",
+                         NULL) != 0) {
         fprintf(stderr, "bench_snapshot: cannot start a server (is ZEPS_BINDIR set?)\n");
         return 1;
     }
@@ -120,8 +121,12 @@ int main(int argc, char **argv)
     uint32_t big, small;
     /* constant init: the server writes every page, so the snapshot writes
      * resident memory, as it would after training */
-    zeps_table_spec bigspec = {.name = "big", .length = mb * 262144, .optimizer = "sgd",
-                               .lr = 0.01, .init = "constant", .init_scale = 0.5};
+    zeps_table_spec bigspec = {.name = "big",
+                               .length = mb * 262144,
+                               .optimizer = "sgd",
+                               .lr = 0.01,
+                               .init = "constant",
+                               .init_scale = 0.5};
     zeps_table_spec smallspec = {.name = "small", .length = 1024, .optimizer = "sgd", .lr = 0.01};
     if (!c || !tool || zeps_declare(c, &bigspec, &big) != 0 ||
         zeps_declare(c, &smallspec, &small) != 0) {

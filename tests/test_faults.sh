@@ -17,11 +17,18 @@
 #                           rejoins when restarted; with "continue" the
 #                           rounds close without it and training finishes
 #
+# The full-length comparison (deploy/local/default.conf's 30 epochs on all
+# 60000 examples, shard or worker killed after clock 3000):
+#   FAULTS_EPOCHS=30 FAULTS_EXAMPLES=0 FAULTS_KILL_AT=3000 test_faults.sh server
+#
 # Processes are started and ended by pid only; nothing is left running.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 MODE=${1:?usage: test_faults.sh server|worker|lost}
+EPOCHS=${FAULTS_EPOCHS:-8}
+EXAMPLES=${FAULTS_EXAMPLES:-12000}
+KILL_AT=${FAULTS_KILL_AT:-100} # a multiple of 20 (the cut interval)
 export OPENBLAS_NUM_THREADS=1
 work=$(mktemp -d /tmp/zeps-faults-XXXXXX)
 pass=0
@@ -84,14 +91,14 @@ cluster = {
 };
 training = {
     model = "mlp";
-    epochs = 8;
+    epochs = $EPOCHS;
     batch_size = 64;
     hidden = 256;
     optimizer = "momentum";
     lr = 0.025;
     momentum = 0.9;
     seed = 1;
-    max_train_examples = 12000;
+    max_train_examples = $EXAMPLES;
     result_dir = "$1";
 };
 EOF
@@ -118,7 +125,7 @@ stop_servers() {
 }
 finish_job() { # dir: wait for the workers, stop the servers
     local t0=$SECONDS
-    wait_pids 150 "${WRK[0]}" "${WRK[1]}" "${WRK[2]}" "${WRK[3]}"
+    wait_pids 900 "${WRK[0]}" "${WRK[1]}" "${WRK[2]}" "${WRK[3]}"
     local rc=$?
     stop_servers
     echo "   (job in $1 finished in $((SECONDS - t0)) s after the fault handling)"
@@ -143,8 +150,8 @@ server)
     d=$work/crash
     conf "$d" ""
     start_job "$d"
-    check "shard 1 wrote the cut of clock 100" \
-        wait_for "$d/server-1.log" "clock 100) written" 120
+    check "shard 1 wrote the cut of clock $KILL_AT" \
+        wait_for "$d/server-1.log" "clock $KILL_AT) written" 600
     kill -KILL "${SRV[1]}"
     wait "${SRV[1]}" 2>/dev/null
     start_server "$d" 1
@@ -162,7 +169,7 @@ worker)
     d=$work/crash
     conf "$d" ""
     start_job "$d"
-    check "the job reached clock 100" wait_for "$d/server-1.log" "clock 100) written" 120
+    check "the job reached clock $KILL_AT" wait_for "$d/server-1.log" "clock $KILL_AT) written" 600
     kill -KILL "${WRK[2]}"
     wait "${WRK[2]}" 2>/dev/null
     start_worker "$d" 2

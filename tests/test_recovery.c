@@ -180,10 +180,14 @@ END_TEST
 /* ---- sparse tables in snapshots and resharding ---- */
 
 #define SROWS 300
-#define SDIM 6
+#define SDIM  6
 
-static const zeps_sparse_spec emb = {.name = "emb", .dim = SDIM, .optimizer = "adagrad",
-                                     .lr = 0.1, .init = "uniform", .init_scale = 0.1,
+static const zeps_sparse_spec emb = {.name = "emb",
+                                     .dim = SDIM,
+                                     .optimizer = "adagrad",
+                                     .lr = 0.1,
+                                     .init = "uniform",
+                                     .init_scale = 0.1,
                                      .seed = 5};
 
 static void sparse_ids(uint64_t *ids)
@@ -308,8 +312,7 @@ START_TEST(test_sparse_reshard)
         ck_assert_int_eq(zeps_declare_sparse(cb, &emb, &tb), 0);
         static float got[SROWS * SDIM];
         ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
-        ck_assert_msg(memcmp(got, before, sizeof(got)) == 0, "S'=%d: pulled rows differ",
-                      sizes[i]);
+        ck_assert_msg(memcmp(got, before, sizeof(got)) == 0, "S'=%d: pulled rows differ", sizes[i]);
         sparse_step(cb, tb, ids, 3);
         ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
         ck_assert_msg(memcmp(got, after_a, sizeof(got)) == 0,

@@ -146,7 +146,8 @@ static int take(int argc, char **argv)
         for (;;) {
             int done = shard_stats(c, n, st) == 0;
             for (int k = 0; k < n && done; k++)
-                done = st[k]->last_snapshot_set >= setid && st[k]->snapshots_written > 0;
+                done = st[k]->last_snapshot_set >= setid &&
+                       (st[k]->snapshots_written > 0 || st[k]->restored_clock >= 0);
             double took = 0;
             for (int k = 0; k < n && done; k++)
                 took = st[k]->last_snapshot_s > took ? st[k]->last_snapshot_s : took;

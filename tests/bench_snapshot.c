@@ -11,7 +11,11 @@
  * measured under the same conditions. Prints p50/p99/max per phase and the
  * ratio p99(during) / p99(baseline).
  *
- *   bench_snapshot [--mb MB] [--baseline-ops N]
+ *   bench_snapshot [--mb MB] [--baseline-ops N] [--reps R]
+ *
+ * R times (default 3): N operations without a snapshot, then one snapshot
+ * with operations until it is written; then N more ("after"). The phases
+ * alternate so that drifts of the machine's load hit both alike.
  *
  * Needs ZEPS_BINDIR (the zeps-server binary), like the tests.
  */
@@ -92,13 +96,16 @@ int main(int argc, char **argv)
 {
     uint64_t mb = 1024;
     long baseline_ops = 3000;
+    int reps = 3;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--mb") == 0 && i + 1 < argc)
             mb = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--baseline-ops") == 0 && i + 1 < argc)
             baseline_ops = strtol(argv[++i], NULL, 10);
+        else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
+            reps = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_snapshot [--mb MB] [--baseline-ops N]\n");
+            fprintf(stderr, "usage: bench_snapshot [--mb MB] [--baseline-ops N] [--reps R]\n");
             return 2;
         }
     }
@@ -139,43 +146,49 @@ int main(int argc, char **argv)
         if (op(c, small, buf, clock++, &ap, &aq) != 0)
             goto out;
     ap.n = aq.n = 0;
-    for (long i = 0; i < baseline_ops; i++)
-        if (op(c, small, buf, clock++, &bp, &bq) != 0)
+    /* reps x (a window without a snapshot, then one with): the phases
+     * alternate so slow drifts of the machine's load hit both alike */
+    for (int rep = 0; rep < reps; rep++) {
+        for (long i = 0; i < baseline_ops; i++)
+            if (op(c, small, buf, clock++, &bp, &bq) != 0)
+                goto out;
+        uint64_t setid = 1000 + (uint64_t)rep;
+        double t0 = now_us();
+        if (zeps_snapshot_request(tool, -1, setid) != 0) {
+            fprintf(stderr, "bench_snapshot: SNAPSHOT failed: %s\n", zeps_last_error(tool));
             goto out;
-
-    uint64_t setid = 1000;
-    double t0 = now_us();
-    if (zeps_snapshot_request(tool, -1, setid) != 0) {
-        fprintf(stderr, "bench_snapshot: SNAPSHOT failed: %s\n", zeps_last_error(tool));
-        goto out;
-    }
-    double written_s = NAN;
-    for (long i = 0;; i++) {
-        if (op(c, small, buf, clock++, &dp, &dq) != 0)
+        }
+        double written_s = NAN;
+        for (long i = 0;; i++) {
+            if (op(c, small, buf, clock++, &dp, &dq) != 0)
+                goto out;
+            if (i % 50 != 49)
+                continue;
+            Zeps__ShardStats *st = zt_stats(tool, 0);
+            int done = st && st->last_snapshot_set == setid;
+            if (done)
+                written_s = st->last_snapshot_s;
+            if (st)
+                zeps__shard_stats__free_unpacked(st, NULL);
+            if (done || now_us() - t0 > 300e6)
+                break;
+        }
+        if (isnan(written_s)) {
+            fprintf(stderr, "bench_snapshot: snapshot %d not written within 300 s\n", rep);
             goto out;
-        if (i % 50 != 49)
-            continue;
-        Zeps__ShardStats *st = zt_stats(tool, 0);
-        int done = st && st->last_snapshot_set == setid;
-        if (done)
-            written_s = st->last_snapshot_s;
-        if (st)
-            zeps__shard_stats__free_unpacked(st, NULL);
-        if (done || now_us() - t0 > 300e6)
-            break;
+        }
+        printf("rep %d: table of %" PRIu64 " MiB snapshotted in %.3f s (shard's measure)\n", rep,
+               mb, written_s);
     }
     for (long i = 0; i < baseline_ops; i++)
         if (op(c, small, buf, clock++, &ap, &aq) != 0)
             goto out;
-    printf("table of %" PRIu64 " MiB snapshotted in %.3f s (shard's measure; request to "
-           "written seen by the client: %.3f s)\n",
-           mb, written_s, (now_us() - t0) * 1e-6);
     report("baseline", &bp, &bq);
     report("during", &dp, &dq);
     report("after", &ap, &aq);
     double rp = pct(&dp, 99) / pct(&bp, 99), rq = pct(&dq, 99) / pct(&bq, 99);
     printf("p99 during / baseline: pull %.2f, push %.2f (goal <= 2)\n", rp, rq);
-    rc = isnan(written_s) ? 1 : 0;
+    rc = 0;
 out:
     zeps_client_destroy(&c);
     zeps_client_destroy(&tool);

@@ -352,6 +352,23 @@ START_TEST(test_bsp_auto)
         ck_assert_int_eq(zt_server_start(&cl, k), 0);
     ck_assert(log_has(&cl, 0, "restored snapshot set"));
     ck_assert(!log_has(&cl, 0, "restored snapshot set 0000000000000001 "));
+    /* the newest complete set is an auto cut: the state after its clock,
+     * bit for bit */
+    char dir[400], err[1024];
+    snprintf(dir, sizeof(dir), "%s/snap", cl.dir);
+    zp_manifest *m = NULL;
+    ck_assert_int_eq(zp_manifest_load(dir, &m, err, sizeof(err)), 0);
+    const zp_snap_set *set = zp_manifest_newest(m);
+    ck_assert_ptr_nonnull(set);
+    int64_t cut = set->clock;
+    zp_manifest_free(&m);
+    ck_assert_int_gt(cut, 1);
+    ck_assert_int_le(cut, 40);
+    float w[ZT_BSP_LEN], ref[ZT_BSP_LEN];
+    pull_all(&cl, cut, w);
+    zt_bsp_reference(2, (int)cut, ref);
+    ck_assert_msg(memcmp(w, ref, sizeof(w)) == 0, "auto cut %lld differs from the reference",
+                  (long long)cut);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
 END_TEST

@@ -730,6 +730,8 @@ static int live_workers(const zp_server *s)
     return n;
 }
 
+static void barrier_release_if_complete(zp_server *s);
+
 static void on_barrier(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -754,7 +756,22 @@ static void on_barrier(zp_server *s, zp_request *r)
     zmq_msg_init(&w->barrier_identity);
     zmq_msg_copy(&w->barrier_identity, r->identity);
     w->barrier_req = h->req_id;
-    if (++s->barrier_count < live_workers(s))
+    s->barrier_count++;
+    barrier_release_if_complete(s);
+}
+
+/* Release the barrier once every live worker waits in it. Counted from the
+ * workers' state, not from arrivals: a worker that restarted (its HELLO
+ * dropped its wait) or was declared lost must not be counted. */
+static void barrier_release_if_complete(zp_server *s)
+{
+    int waiting = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        const zp_worker *x = &s->workers.w[i];
+        if (x->barrier_gen == s->barrier_gen && !(x->lost && s->cfg.lost_continue))
+            waiting++;
+    }
+    if (waiting == 0 || waiting < live_workers(s))
         return;
     for (int i = 0; i < s->nworkers; i++) {
         zp_worker *x = &s->workers.w[i];
@@ -1015,4 +1032,6 @@ void zp_server_check_lost(zp_server *s)
     for (uint32_t i = 0; i < s->ntables; i++)
         zp_bsp_close_if_ready(s, s->tables[i]);
     serve_all_parked(s);
+    if (s->nshards && s->shard == 0)
+        barrier_release_if_complete(s); /* the barrier lives on shard 0 */
 }

@@ -618,6 +618,28 @@ START_TEST(enum_names)
 END_TEST
 
 /* cluster.backup_workers, late_pushes, weighting = { ... }, trace_dir. */
+START_TEST(fault_keys)
+{
+    zp_config *cfg = parse_ok(HEAD "  lost_worker_timeout_s = 2.5; on_lost_worker = \"continue\";\n"
+                                   "  snapshot_mtbf_s = 3600;\n" TAIL);
+    ck_assert_double_eq(cfg->lost_worker_timeout_s, 2.5);
+    ck_assert(cfg->lost_continue);
+    ck_assert_double_eq(cfg->snapshot_mtbf_s, 3600.0);
+    free(cfg);
+    cfg = parse_ok(HEAD "  on_lost_worker = \"wait\";\n" TAIL);
+    ck_assert(!cfg->lost_continue);
+    ck_assert_double_eq(cfg->lost_worker_timeout_s, 0.0);
+    ck_assert_double_eq(cfg->snapshot_mtbf_s, 0.0);
+    free(cfg);
+    expect_error(HEAD "  on_lost_worker = \"retry\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
+                 "on_lost_worker", "retry", NULL);
+    expect_error(HEAD "  lost_worker_timeout_s = -1;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
+                 "lost_worker_timeout_s", "out of range", NULL);
+    expect_error(HEAD "  snapshot_mtbf_s = \"1h\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
+                 "snapshot_mtbf_s", NULL);
+}
+END_TEST
+
 START_TEST(staleness_keys)
 {
     /* Every weighting function by name; lambda as an int. */
@@ -829,6 +851,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, load_file);
     tcase_add_test(tc, load_unreadable);
     tcase_add_test(tc, message_truncated);
+    tcase_add_test(tc, fault_keys);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bsp_ref.h"
 #include "check_main.h"
@@ -173,6 +174,77 @@ START_TEST(test_bsp_take_and_rollback)
     /* a cut the shards never wrote cannot be rolled back to */
     ck_assert_int_ne(zeps_rollback(c1, 3), 0);
     zeps_client_destroy(&c1);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+/* zepsctl snapshot take while a bsp job runs: the shards may stand at
+ * different rounds (the tool then asks for the next clock) or at one (that
+ * cut); either way every shard writes the same cut, and a restart holds the
+ * state after it, bit for bit. */
+START_TEST(test_bsp_take_running)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(
+        zt_cluster_start(&cl, 2, 2, "bsp",
+                         "  snapshot_dir = \"@DIR@/snap\";\n  snapshot_on_exit = false;", NULL),
+        0);
+    pid_t kids[2];
+    for (int r = 0; r < 2; r++) {
+        kids[r] = fork();
+        ck_assert_int_ge(kids[r], 0);
+        if (kids[r] == 0)
+            zt_bsp_worker(&cl, r, 400);
+    }
+    /* wait until the job runs (both shards past round 20), then take */
+    zeps_client *tool = zt_client(&cl, ZEPS_RANK_TOOL);
+    ck_assert_ptr_nonnull(tool);
+    for (int i = 0; i < 400; i++) {
+        Zeps__ShardStats *st = zt_stats(tool, 1);
+        int going = st && st->n_tables > 0 && st->tables[0]->rounds > 20;
+        if (st)
+            zeps__shard_stats__free_unpacked(st, NULL);
+        if (going)
+            break;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    zeps_client_destroy(&tool);
+    char cmd[1024], bin[512], path[400];
+    snprintf(cmd, sizeof(cmd), "%s snapshot take --config %s --timeout 30 > %s/take.out 2>&1",
+             zt_bin("zepsctl", bin, sizeof(bin)), cl.conf, cl.dir);
+    int st = system(cmd);
+    for (int r = 0; r < 2; r++) {
+        int ws;
+        ck_assert_int_eq(waitpid(kids[r], &ws, 0), kids[r]);
+        ck_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    }
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl snapshot take failed");
+    snprintf(path, sizeof(path), "%s/take.out", cl.dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    char text[2048] = "";
+    size_t nread = fread(text, 1, sizeof(text) - 1, f);
+    text[nread] = 0;
+    fclose(f);
+    const char *at = strstr(text, "consistent cut at clock ");
+    ck_assert_msg(at != NULL, "%s", text);
+    long cut = strtol(at + strlen("consistent cut at clock "), NULL, 10);
+    ck_assert_int_gt(cut, 20);
+    ck_assert_int_lt(cut, 400); /* taken while the job ran */
+    ck_assert_ptr_nonnull(strstr(text, "written by all 2 shards"));
+
+    for (int k = 0; k < 2; k++)
+        zt_server_kill(&cl, k, SIGKILL);
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(zt_server_start(&cl, k), 0);
+    char want[128];
+    snprintf(want, sizeof(want), "restored snapshot set %016lx", (unsigned long)cut);
+    ck_assert(log_has(&cl, 0, want) && log_has(&cl, 1, want));
+    float w[ZT_BSP_LEN], ref[ZT_BSP_LEN];
+    pull_all(&cl, cut, w);
+    zt_bsp_reference(2, (int)cut, ref);
+    ck_assert_msg(memcmp(w, ref, sizeof(w)) == 0, "cut %ld differs from the reference", cut);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
 END_TEST
@@ -383,6 +455,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_async_restart);
     tcase_add_test(tc, test_bsp_take_and_rollback);
     tcase_add_test(tc, test_bsp_auto);
+    tcase_add_test(tc, test_bsp_take_running);
     tcase_add_test(tc, test_sparse_reshard);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);

@@ -404,10 +404,10 @@ START_TEST(test_bsp_auto)
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp",
                                       "  snapshot_dir = \"@DIR@/snap\";\n"
-                                      "  snapshot_mtbf_s = 0.05;\n  snapshot_on_exit = false;",
+                                      "  snapshot_mtbf_s = 0.001;\n  snapshot_on_exit = false;",
                                       NULL),
                      0);
-    ck_assert_int_eq(zt_bsp_run_workers(&cl, 2, 40), 0);
+    ck_assert_int_eq(zt_bsp_run_workers(&cl, 2, 200), 0);
     for (int k = 0; k < 2; k++) {
         ck_assert(wait_log(&cl, k, "(auto, clock 1) written"));
         ck_assert(wait_log(&cl, k, "auto snapshots: interval"));
@@ -423,7 +423,6 @@ START_TEST(test_bsp_auto)
     for (int k = 0; k < 2; k++)
         ck_assert_int_eq(zt_server_start(&cl, k), 0);
     ck_assert(log_has(&cl, 0, "restored snapshot set"));
-    ck_assert(!log_has(&cl, 0, "restored snapshot set 0000000000000001 "));
     /* the newest complete set is an auto cut: the state after its clock,
      * bit for bit */
     char dir[400], err[1024];
@@ -435,7 +434,7 @@ START_TEST(test_bsp_auto)
     int64_t cut = set->clock;
     zp_manifest_free(&m);
     ck_assert_int_gt(cut, 1);
-    ck_assert_int_le(cut, 40);
+    ck_assert_int_le(cut, 200);
     float w[ZT_BSP_LEN], ref[ZT_BSP_LEN];
     pull_all(&cl, cut, w);
     zt_bsp_reference(2, (int)cut, ref);

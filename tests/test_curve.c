@@ -426,13 +426,37 @@ START_TEST(test_unknown_key_refused)
     ck_assert_uint_ge(st->curve_accepted, 1);
     ck_assert_uint_eq(st->n_tables, 1);
     ck_assert_uint_eq(st->tables[0]->pushes, 0);
-    uint64_t refused = st->curve_refused;
     zeps__shard_stats__free_unpacked(st, NULL);
-    zeps_client_destroy(&good);
-    server_stop(&pid);
     ck_assert_msg(file_has(log, "refused client key") && file_has(log, "from 127.0.0.1"), "log %s",
                   log);
-    (void)refused;
+
+    /* an allowed client key with the wrong server key: no handshake, so it
+     * can only time out, and the message says what to check */
+    char wrong[41];
+    read_key("w1.pub", wrong);
+    read_key("w0.pub", cpub);
+    read_key("w0.key", csec);
+    zeps_options wo = {.request_timeout_ms = 200,
+                       .max_retries = 2,
+                       .hello_timeout_ms = 600,
+                       .curve_server_key = wrong,
+                       .curve_public_key = cpub,
+                       .curve_secret_key = csec};
+    const char *eps[] = {ep};
+    ck_assert_int_eq(zeps_client_new_endpoints(&bad, eps, 1, 0, &wo), ZEPS_ETIMEDOUT);
+
+    /* SIGHUP rereads the allow-list: w1 may connect once its key is there */
+    sh("cp %s/keys/w1.pub %s/allow/", dir, dir);
+    kill(pid, SIGHUP);
+    struct timespec ts = {0, 10000000};
+    for (int i = 0; i < 500 && !file_has(log, "allow-list reloaded: 2 keys"); i++)
+        nanosleep(&ts, NULL);
+    ck_assert_msg(file_has(log, "allow-list reloaded: 2 keys"), "log %s", log);
+    ck_assert_int_eq(client_as("w1", ep, 1000, 5, &bad), 0);
+    ck_assert_int_eq(zeps_pull(bad, declare_x(bad), x, 0, N, 0), 0);
+    zeps_client_destroy(&bad);
+    zeps_client_destroy(&good);
+    server_stop(&pid);
     cleanup();
 }
 END_TEST

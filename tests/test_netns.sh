@@ -168,16 +168,19 @@ wait_pid() {
 }
 
 # finish_run name: wait for the workers, query the shards, stop the servers;
-# sets wrc0 wrc1 (worker exits) and writes $d/stats.json
+# sets wrc0 wrc1 (worker exits), src0 src1 (server exits), writes $d/stats.json
 finish_run() {
     local d="$work/$1"
     wait_pid "$wpid0" 120; wrc0=$?
     wait_pid "$wpid1" 120; wrc1=$?
     in_ns w0 "$BIN/zepsctl" stats --config "$d/cluster.conf" --json >"$d/stats.json" 2>"$d/stats.err"
     kill -TERM "$spid0" "$spid1" 2>/dev/null
-    wait_pid "$spid0" 15
-    wait_pid "$spid1" 15
+    wait_pid "$spid0" 15; src0=$?
+    wait_pid "$spid1" 15; src1=$?
 }
+# both servers stopped cleanly (exit 0 on SIGTERM; an ASan build exits
+# non-zero on a leak)
+servers_ok() { [ "$src0" -eq 0 ] && [ "$src1" -eq 0 ]; }
 
 json_num() { # file key: the first value of "key"
     grep -o "\"$2\": *[-0-9.e+]*" "$1" | head -1 | cut -d: -f2 | tr -d ' '
@@ -215,11 +218,11 @@ in_ns s0 nft delete table inet zeps_loss
 in_ns w0 tc qdisc del dev eth0 root
 base_loss=$(json_num "$work/base/worker-0.json" final_loss)
 base_dist=$(json_num "$work/base/worker-0.json" final_distance)
-if [ "$wrc0" -eq 0 ] && [ "$wrc1" -eq 0 ] && [ -n "$base_loss" ] && [ "${drops:-0}" -gt 0 ] \
+if [ "$wrc0" -eq 0 ] && [ "$wrc1" -eq 0 ] && servers_ok && [ -n "$base_loss" ] && [ "${drops:-0}" -gt 0 ] \
     && grep -q '"curve": true' "$work/base/stats.json"; then
     ok "a) BSP across hosts with CURVE, w0 capped at 20 mbit ($cap), 3% loss on s0 ($drops packets dropped): finished in $((SECONDS - t0)) s, final loss $base_loss"
 else
-    bad "a) training across hosts (workers $wrc0/$wrc1, loss '${base_loss}', drops '${drops:-}'; logs in $work/base)"
+    bad "a) training across hosts (workers $wrc0/$wrc1, servers $src0/$src1, loss '${base_loss}', drops '${drops:-}'; logs in $work/base)"
 fi
 
 # partition name host: wait until training runs, cut `host` for PART_S s, heal;
@@ -244,10 +247,10 @@ start_run bsp_w
 partition bsp_w w1
 finish_run bsp_w
 loss=$(json_num "$work/bsp_w/worker-0.json" final_loss)
-if [ "$wrc0" -eq 0 ] && [ "$wrc1" -eq 0 ] && [ "$alive_after" = 1 ] && [ "$loss" = "$base_loss" ]; then
+if [ "$wrc0" -eq 0 ] && [ "$wrc1" -eq 0 ] && servers_ok && [ "$alive_after" = 1 ] && [ "$loss" = "$base_loss" ]; then
     ok "b) BSP: worker host w1 cut off for ${PART_S} s mid-run; the rounds waited and the result is bit-identical to (a) (final loss $loss)"
 else
-    bad "b) BSP worker partition (workers $wrc0/$wrc1, overlapped $alive_after, loss '$loss' vs '$base_loss'; logs in $work/bsp_w)"
+    bad "b) BSP worker partition (workers $wrc0/$wrc1, servers $src0/$src1, overlapped $alive_after, loss '$loss' vs '$base_loss'; logs in $work/bsp_w)"
 fi
 
 # ---- b) a worker host cut off: async catches up (insecure = true, no keys) ---
@@ -257,12 +260,12 @@ partition async_w w1
 finish_run async_w
 w1p=$(worker1_pushes "$work/async_w/stats.json")
 dup=$(dups "$work/async_w/stats.json")
-if [ "$wrc0" -eq 0 ] && [ "$wrc1" -eq 0 ] && [ "$alive_after" = 1 ] && [ "$w1p" = "$ITER $ITER " ] \
+if [ "$wrc0" -eq 0 ] && [ "$wrc1" -eq 0 ] && servers_ok && [ "$alive_after" = 1 ] && [ "$w1p" = "$ITER $ITER " ] \
     && [ "$dup" -gt 0 ] \
     && grep -q '"curve": false' "$work/async_w/stats.json"; then
     ok "b) async (insecure = true): worker host w1 cut off for ${PART_S} s and reconnected; its requests were retried ($dup duplicates recognised) and each shard applied exactly its $ITER pushes ($w1p)"
 else
-    bad "b) async worker partition (workers $wrc0/$wrc1, overlapped $alive_after, worker 1 pushes per shard '$w1p', want '$ITER $ITER ', duplicates $dup; logs in $work/async_w)"
+    bad "b) async worker partition (workers $wrc0/$wrc1, servers $src0/$src1, overlapped $alive_after, worker 1 pushes per shard '$w1p', want '$ITER $ITER ', duplicates $dup; logs in $work/async_w)"
 fi
 
 # ---- c) a server host cut off: nothing acknowledged is lost -------------------
@@ -274,11 +277,11 @@ loss=$(json_num "$work/bsp_s/worker-0.json" final_loss)
 sp=$(shard_pushes "$work/bsp_s/stats.json")
 dup=$(dups "$work/bsp_s/stats.json")
 want="$((2 * ITER)) $((2 * ITER)) "
-if [ "$wrc0" -eq 0 ] && [ "$wrc1" -eq 0 ] && [ "$alive_after" = 1 ] && [ "$loss" = "$base_loss" ] \
+if [ "$wrc0" -eq 0 ] && [ "$wrc1" -eq 0 ] && servers_ok && [ "$alive_after" = 1 ] && [ "$loss" = "$base_loss" ] \
     && [ "$sp" = "$want" ] && [ "$dup" -gt 0 ]; then
     ok "c) server host s1 cut off for ${PART_S} s mid-run and restored: the workers' retries reached it ($dup duplicates recognised), each shard applied exactly $((2 * ITER)) pushes ($sp) and the result is bit-identical to (a) (final loss $loss)"
 else
-    bad "c) server partition (workers $wrc0/$wrc1, overlapped $alive_after, pushes per shard '$sp' want '$want', duplicates $dup, loss '$loss' vs '$base_loss'; logs in $work/bsp_s)"
+    bad "c) server partition (workers $wrc0/$wrc1, servers $src0/$src1, overlapped $alive_after, pushes per shard '$sp' want '$want', duplicates $dup, loss '$loss' vs '$base_loss'; logs in $work/bsp_s)"
 fi
 
 echo "$pass passed, $fail failed"

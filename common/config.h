@@ -78,7 +78,7 @@ typedef struct zp_config {
     char curve_server_secret[ZP_PATH_MAX]; /* server: its secret key (turns CURVE on) */
     char curve_server_public[ZP_PATH_MAX]; /* clients: the servers' public key */
     char curve_client_secret[ZP_PATH_MAX]; /* clients: their secret key */
-    char curve_client_public[ZP_PATH_MAX]; /* clients: their public key (checked against the secret) */
+    char curve_client_public[ZP_PATH_MAX]; /* clients: their public key (checked) */
     char curve_allow_dir[ZP_PATH_MAX];     /* server: directory of allowed clients' .pub files */
     bool insecure;                         /* allow a non-loopback bind without CURVE; default false */
 

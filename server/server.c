@@ -130,9 +130,9 @@ void zp_server_stop(zp_server *s)
         return;
     s->stopping = true;
     uv_handle_t *handles[] = {
-        (uv_handle_t *)&s->poll,    (uv_handle_t *)&s->idle,    (uv_handle_t *)&s->check,
-        (uv_handle_t *)&s->tick,    (uv_handle_t *)&s->sigterm, (uv_handle_t *)&s->sigint,
-        (uv_handle_t *)&s->sighup,  (uv_handle_t *)&s->zap.poll,
+        (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,     (uv_handle_t *)&s->check,
+        (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->sigterm,  (uv_handle_t *)&s->sigint,
+        (uv_handle_t *)&s->sighup, (uv_handle_t *)&s->zap.poll,
     };
     for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
         if ((handles[i] != (uv_handle_t *)&s->zap.poll || s->zap.enabled) &&

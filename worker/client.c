@@ -50,8 +50,8 @@ typedef struct zeps_sub zeps_sub;
 
 typedef struct zeps_shard {
     void *sock;
-    void *monitor;        /* CURVE: PAIR receiving the socket's handshake failures */
-    char handshake[96];   /* CURVE: the last handshake failure seen, for messages */
+    void *monitor;      /* CURVE: PAIR receiving the socket's handshake failures */
+    char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
     char endpoint[ZP_ENDPOINT_MAX];
     uint64_t next_seq;
     uint64_t incarnation; /* the server's, from HELLO */
@@ -85,8 +85,8 @@ struct zeps_client {
     zeps_client_stats stats;
     int drop_sends;       /* fault injection: sends still to drop */
     volatile int *interrupt; /* zeps_client_set_interrupt */
-    int npoll;            /* items polled: shards, then (CURVE) their monitors */
-    unsigned monitor_gen; /* makes each monitor endpoint unique */
+    int npoll;               /* items polled: shards, then (CURVE) their monitors */
+    unsigned monitor_gen;    /* makes each monitor endpoint unique */
     bool curve;
     char curve_server[ZP_CURVE_KEY_LEN + 1], curve_public[ZP_CURVE_KEY_LEN + 1],
         curve_secret[ZP_CURVE_KEY_LEN + 1];
@@ -191,9 +191,9 @@ static int shard_open(zeps_client *c, int k)
     zmq_setsockopt(sh->sock, ZMQ_MAXMSGSIZE, &nolimit, sizeof(nolimit));
     zmq_setsockopt(sh->sock, ZMQ_RECONNECT_IVL, &reconnect, sizeof(reconnect));
     zmq_setsockopt(sh->sock, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
-    if (c->curve && (zp_curve_apply_client(sh->sock, c->curve_server, c->curve_public,
-                                           c->curve_secret) != 0 ||
-                     monitor_open(c, k) != 0)) {
+    if (c->curve &&
+        (zp_curve_apply_client(sh->sock, c->curve_server, c->curve_public, c->curve_secret) != 0 ||
+         monitor_open(c, k) != 0)) {
         zmq_close(sh->sock);
         sh->sock = NULL;
         return -1;
@@ -437,11 +437,11 @@ static void check_deadlines(zeps_client *c)
                      sh->endpoint, zp_op_name(s->req->op), s->retries,
                      (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0,
                      sh->handshake[0] ? ": " : "",
-                     sh->handshake[0]  ? sh->handshake
-                     : c->curve        ? ": no reply; with CURVE, check that this worker's key is "
-                                         "in the server's allow-list (curve_allow_dir) and that "
-                                         "curve_server_public is the servers' key"
-                                       : "");
+                     sh->handshake[0] ? sh->handshake
+                     : c->curve       ? ": no reply; with CURVE, check that this worker's key is "
+                                        "in the server's allow-list (curve_allow_dir) and that "
+                                        "curve_server_public is the servers' key"
+                                      : "");
                 sub_finish(c, s, ZEPS_ETIMEDOUT);
                 failed = 1;
                 continue;

@@ -81,7 +81,7 @@ typedef struct bench_opts {
     int window, reps;
     double seconds;
     bool keep;
-    int only; /* -1: every side; else SIDE_ZEPS or SIDE_RAW (for profiling) */
+    int only;   /* -1: every side; else SIDE_ZEPS or SIDE_RAW (for profiling) */
     bool curve; /* also zeps over CURVE (SIDE_CURVE) */
     const char *json;
     int nsizes;
@@ -181,16 +181,12 @@ static int parse_sizes(bench_opts *o, const char *list)
 /* Returns 0 to run, 1 after --help, -1 on a usage error. */
 static int parse_opts(bench_opts *o, int argc, char **argv)
 {
-    static const struct option longs[] = {{"sizes", required_argument, NULL, 's'},
-                                          {"window", required_argument, NULL, 'w'},
-                                          {"reps", required_argument, NULL, 'r'},
-                                          {"seconds", required_argument, NULL, 't'},
-                                          {"json", required_argument, NULL, 'j'},
-                                          {"keep", no_argument, NULL, 'k'},
-                                          {"only", required_argument, NULL, 'o'},
-                                          {"curve", no_argument, NULL, 'c'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {
+        {"sizes", required_argument, NULL, 's'}, {"window", required_argument, NULL, 'w'},
+        {"reps", required_argument, NULL, 'r'},  {"seconds", required_argument, NULL, 't'},
+        {"json", required_argument, NULL, 'j'},  {"keep", no_argument, NULL, 'k'},
+        {"only", required_argument, NULL, 'o'},  {"curve", no_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
     *o = (bench_opts){.window = 4, .reps = 3, .seconds = 1.0, .only = -1};
     parse_sizes(o, "64,4K,256K,4M,32M");
     optind = 0; /* a full rescan; argv[0] is the subcommand name */
@@ -855,8 +851,7 @@ static int zeps_open_one(bench *b, zeps_side *z, pid_t *server, bool curve)
             opt.curve_secret_key = keys.client_secret;
         }
         if ((rc = zeps_client_new_endpoints(&z->c, eps, 1, 0, &opt)) != 0)
-            fprintf(stderr, "bench: cannot connect to zeps-server%s: %s\n", tag,
-                    zeps_strerror(rc));
+            fprintf(stderr, "bench: cannot connect to zeps-server%s: %s\n", tag, zeps_strerror(rc));
     }
     if (rc != 0) {
         fprintf(stderr, "bench: the server's log is %s (kept)\n", logpath);
@@ -970,8 +965,8 @@ static void print_table(const bench *b)
     if (b->o.curve) {
         printf("\nCurveZMQ (authenticated and encrypted) vs plain zeps, same run:\n");
         printf("%7s | %-20s | %-20s | %-20s\n", "", "push MB/s", "pull MB/s", "push+pull MB/s");
-        printf("%7s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s\n", "size", "plain", "curve",
-               "ratio", "plain", "curve", "ratio", "plain", "curve", "ratio");
+        printf("%7s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s\n", "size", "plain", "curve", "ratio",
+               "plain", "curve", "ratio", "plain", "curve", "ratio");
         for (int si = 0; si < b->o.nsizes; si++) {
             const double *z = b->res[si][SIDE_ZEPS].v, *c = b->res[si][SIDE_CURVE].v;
             char m[6][16];

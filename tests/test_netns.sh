@@ -20,7 +20,8 @@
 # and retry budget (REQ_MS x RETRIES) are sized well above that, since a
 # client gives up after its retries (docs/operations.md).
 #
-# Needs root (namespaces, tc, nft): prints a SKIP line and exits 0 otherwise.
+# Needs root (namespaces, tc, nft): prints a SKIP line and exits 77 (ctest's
+# "skipped", SKIP_RETURN_CODE) otherwise.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
@@ -28,12 +29,12 @@ export OPENBLAS_NUM_THREADS=1
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: test_netns.sh needs root (ip netns, tc, nft); not run"
-    exit 0
+    exit 77
 fi
 for tool in ip tc nft; do
     if ! command -v $tool >/dev/null; then
         echo "SKIP: '$tool' not found (deploy/install-deps.sh installs iproute2 and nftables); not run"
-        exit 0
+        exit 77
     fi
 done
 
@@ -80,7 +81,7 @@ setup_net() {
 }
 if ! setup_net 2>"$work/net.err"; then
     echo "SKIP: cannot build network namespaces here: $(head -1 "$work/net.err")"
-    exit 0
+    exit 77
 fi
 # the addresses exist only inside the namespaces (reachability is what (a) shows)
 if ! ip -o addr | grep -q "$NET\." && [ "$(ip -n "$P-br" -o link show master br0 | wc -l)" -eq 4 ]; then

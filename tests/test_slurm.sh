@@ -42,11 +42,30 @@ done
 dir=$(mktemp -d /tmp/zeps-slurm-XXXXXX)
 chmod 755 "$dir"
 pids=()
+# Processes of the job that outlive their daemons: anything naming the
+# temporary directory (the batch script, srun, zeps) and the slurmstepd
+# processes of our slurmd (they carry its SLURM_CONF in their environment).
+job_pids() {
+    local p
+    for p in $(pgrep -f -- "$dir/"); do
+        [ "$p" != $$ ] && [ "$p" != "$BASHPID" ] && echo "$p"
+    done
+    for p in $(pgrep -x slurmstepd); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "SLURM_CONF=$dir/slurm.conf" && echo "$p"
+    done
+}
 cleanup() {
-    # Stop what this script started, by PID (the daemons run in the
-    # foreground as our children): jobs first, then slurmd, slurmctld, munged.
-    [ -n "${SLURM_CONF:-}" ] && [ ${#pids[@]} -ge 3 ] && timeout 5 scancel --quiet --user=root 2>/dev/null
-    local i p
+    # Stop what this script started, by PID: the job first (cancelled while
+    # slurmd can still end its steps), then slurmd, slurmctld and munged,
+    # which run in the foreground as our children.
+    local i p left
+    if [ ${#pids[@]} -ge 3 ]; then
+        timeout 5 scancel --quiet --full --user=root 2>/dev/null
+        for _ in $(seq 1 40); do
+            [ -z "$(timeout 3 squeue -h 2>/dev/null)" ] && break
+            sleep 0.5
+        done
+    fi
     for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
         p=${pids[i]}
         kill -TERM "$p" 2>/dev/null
@@ -54,10 +73,11 @@ cleanup() {
         kill -KILL "$p" 2>/dev/null
         wait "$p" 2>/dev/null
     done
-    # zeps processes of the job, if any survived the job's end
-    local left
-    left=$(pgrep -f -- "--config $dir/" 2>/dev/null)
-    [ -n "$left" ] && kill -KILL $left 2>/dev/null
+    left=$(job_pids)
+    if [ -n "$left" ]; then
+        echo "cleanup: killing leftover job processes: $left"
+        kill -KILL $left 2>/dev/null
+    fi
     if [ -n "${ZEPS_TEST_KEEP:-}" ]; then echo "kept $dir"; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
@@ -117,7 +137,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 MpiDefault=none
 ReturnToService=2
-KillWait=30
+KillWait=5
 NodeName=localhost NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN
 PartitionName=zeps Nodes=localhost Default=YES MaxTime=INFINITE State=UP
 EOF

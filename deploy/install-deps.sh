@@ -10,7 +10,7 @@ PACKAGES=(
     libopenblas-dev libconfig-dev zlib1g-dev libisal-dev libxxhash-dev
     check libsubunit-dev
     dataset-fashion-mnist
-    systemd slurm-wlm munge
+    systemd slurm-wlm munge strace
 )
 # Also used by the tests, from the machine rather than this list: Node.js and
 # npm (tests/deploy-check: npm ci of the committed lock file).

@@ -13,10 +13,10 @@
 
 typedef struct daemon_desc {
     const char *prog;
-    const char *flag;       /* "shard" */
-    int short_flag;         /* 's' */
-    const char *what;       /* "shard index" */
-    zp_identity_kind id;    /* how the index is found without the flag */
+    const char *flag;    /* "shard" */
+    int short_flag;      /* 's' */
+    const char *what;    /* "shard index" */
+    zp_identity_kind id; /* how the index is found without the flag */
     int max;
 } daemon_desc;
 

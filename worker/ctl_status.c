@@ -36,7 +36,7 @@
 
 typedef struct status_opts {
     const char *config;
-    int shard; /* -1: all */
+    int shard;              /* -1: all */
     const char *shard_text; /* --shard as given: N, auto, hostname, env:NAME */
     const char *endpoint;   /* --endpoint: ask the shard here instead */
     bool json;

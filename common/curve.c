@@ -39,11 +39,14 @@ int zp_curve_read_key(const char *path, bool secret, char *out, char *err, size_
         close(fd);
         return zp_seterr(err, errlen, ZEPS_ECONFIG, "%s %s: not a regular file", what, path);
     }
-    if (secret && (st.st_mode & 077)) {
+    /* Like ssh for private keys, except that the group may read: a
+     * Kubernetes Secret reaches a non-root pod only through its fsGroup
+     * (mode 0440), as PostgreSQL allows 0640 for its key. */
+    if (secret && (st.st_mode & 037)) {
         close(fd);
         return zp_seterr(err, errlen, ZEPS_ECONFIG,
                          "%s %s: permissions %04o are too open: a secret key must not be "
-                         "readable by group or others (chmod 600 %s)",
+                         "accessible by others or writable by the group (chmod 600 %s)",
                          what, path, (unsigned)(st.st_mode & 07777), path);
     }
     char buf[KEY_FILE_MAX + 1];

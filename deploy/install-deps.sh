@@ -11,7 +11,10 @@ PACKAGES=(
     check libsubunit-dev
     dataset-fashion-mnist
     iproute2 nftables
+    systemd slurm-wlm munge strace
 )
+# Also used by the tests, from the machine rather than this list: Node.js and
+# npm (tests/deploy-check: npm ci of the committed lock file).
 
 missing=()
 for p in "${PACKAGES[@]}"; do

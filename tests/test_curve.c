@@ -244,8 +244,13 @@ START_TEST(test_key_file_errors)
     ck_assert_int_eq(chmod(path, 0644), 0);
     ck_assert_int_eq(zp_curve_read_key(path, true, key, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_msg(strstr(err, path) && strstr(err, "0644") && strstr(err, "too open"), "%s", err);
-    ck_assert_int_eq(chmod(path, 0640), 0);
+    ck_assert_int_eq(chmod(path, 0660), 0); /* group-writable */
     ck_assert_int_eq(zp_curve_read_key(path, true, key, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_int_eq(chmod(path, 0604), 0); /* others may read */
+    ck_assert_int_eq(zp_curve_read_key(path, true, key, err, sizeof(err)), ZEPS_ECONFIG);
+    /* group read is allowed: a Kubernetes Secret mounted 0440 with an fsGroup */
+    ck_assert_int_eq(chmod(path, 0440), 0);
+    ck_assert_int_eq(zp_curve_read_key(path, true, key, err, sizeof(err)), 0);
     ck_assert_int_eq(chmod(path, 0400), 0);
     ck_assert_int_eq(zp_curve_read_key(path, true, key, err, sizeof(err)), 0);
     /* a public key may be world-readable */

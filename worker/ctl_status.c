@@ -25,6 +25,7 @@
 #include "config.h"
 #include "curve.h"
 #include "ctl.h"
+#include "identity.h"
 #include "log.h"
 #include "util.h"
 #include "wire.h"
@@ -36,7 +37,9 @@
 
 typedef struct status_opts {
     const char *config;
-    int shard; /* -1: all */
+    int shard;              /* -1: all */
+    const char *shard_text; /* --shard as given: N, auto, hostname, env:NAME */
+    const char *endpoint;   /* --endpoint: ask the shard here instead */
     bool json;
     bool staleness; /* zepsctl stats: also the staleness histograms */
     int timeout_ms;
@@ -52,11 +55,16 @@ typedef struct answer {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: zepsctl status --config FILE [--shard I] [--json] [--timeout MS]\n\n"
+            "usage: zepsctl status --config FILE [--shard I [--endpoint EP]] [--json]\n"
+            "                      [--timeout MS]\n\n"
             "Asks every shard of the cluster in FILE (or only shard I) for its state and\n"
             "prints, per shard, a header line, its tables and its workers.\n\n"
             "  --config FILE   the cluster file\n"
-            "  --shard I       ask shard I only (and wait for no other shard)\n"
+            "  --shard I       ask shard I only (and wait for no other shard); I is a\n"
+            "                  number, or auto | hostname | env:NAME as for zeps-server\n"
+            "                  (auto in a StatefulSet pod: this pod's own shard)\n"
+            "  --endpoint EP   with --shard: ask it at EP instead of the cluster file's\n"
+            "                  address (a probe inside the pod: tcp://127.0.0.1:PORT)\n"
             "  --json          print a JSON array with one object per shard\n"
             "  --timeout MS    how long to wait for the shards (default %d; with a shard\n"
             "                  down, the command takes up to about twice this)\n\n"
@@ -84,6 +92,7 @@ static int parse_opts(int argc, char **argv, status_opts *o)
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"shard", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 't'},
+        {"endpoint", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     *o = (status_opts){.shard = -1, .timeout_ms = DEFAULT_TIMEOUT_MS};
@@ -98,7 +107,9 @@ static int parse_opts(int argc, char **argv, status_opts *o)
         } else if (c == 'c') {
             o->config = optarg;
         } else if (c == 's') {
-            ok = parse_int("--shard", optarg, 0, ZP_MAX_SHARDS - 1, &o->shard);
+            o->shard_text = optarg;
+        } else if (c == 'e') {
+            o->endpoint = optarg;
         } else if (c == 'j') {
             o->json = true;
         } else if (c == 't') {
@@ -110,6 +121,10 @@ static int parse_opts(int argc, char **argv, status_opts *o)
         }
         if (!ok)
             return 2;
+    }
+    if (o->endpoint && !o->shard_text) {
+        fprintf(stderr, "zepsctl status: --endpoint needs --shard\n");
+        return 2;
     }
     if (optind < argc || !o->config) {
         fprintf(stderr,
@@ -516,13 +531,25 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     zp_config *cfg = zp_xmalloc(sizeof(*cfg));
     char err[1024];
     zp_curve_client_keys keys;
+    zp_identity id;
     if (zp_config_load(cfg, o.config, err, sizeof(err)) != 0 ||
         zp_curve_load_client(cfg, &keys, err, sizeof(err)) != 0) {
         rc = 2;
-    } else if (o.shard >= cfg->num_shards) {
-        snprintf(err, sizeof(err), "--shard %d, but %s has %d shards", o.shard, o.config,
-                 cfg->num_shards);
+    } else if (o.shard_text && zp_identity_resolve(ZP_IDENTITY_SHARD, o.shard_text, NULL,
+                                                   ZP_MAX_SHARDS, &id, err, sizeof(err)) != 0) {
         rc = 2;
+    } else if (o.shard_text && (o.shard = id.index) >= cfg->num_shards) {
+        snprintf(err, sizeof(err), "--shard %d (%s), but %s has %d shards", o.shard, id.source,
+                 o.config, cfg->num_shards);
+        rc = 2;
+    } else if (o.endpoint) {
+        if (strlen(o.endpoint) >= sizeof(cfg->servers[0])) {
+            snprintf(err, sizeof(err), "--endpoint is longer than %zu bytes",
+                     sizeof(cfg->servers[0]) - 1);
+            rc = 2;
+        } else {
+            snprintf(cfg->servers[o.shard], sizeof(cfg->servers[0]), "%s", o.endpoint);
+        }
     }
     if (rc == 2) {
         fprintf(stderr, "zepsctl status: %s\n", err);

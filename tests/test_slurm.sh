@@ -171,6 +171,13 @@ else
     bar=0.87
     limit=1200
 fi
+# The shards bind tcp://*: the job runs with CURVE keys, as on a real cluster.
+keys=$dir/keys
+"$BIN/zepsctl" keygen --out "$keys" --name server >/dev/null
+"$BIN/zepsctl" keygen --out "$keys" --name worker >/dev/null
+mkdir -p "$keys/allowed" && cp "$keys/worker.pub" "$keys/allowed/"
+sed -i -e "s|^cluster = {|cluster = {\n    curve_server_secret = \"$keys/server.key\";\n    curve_server_public = \"$keys/server.pub\";\n    curve_client_secret = \"$keys/worker.key\";\n    curve_client_public = \"$keys/worker.pub\";\n    curve_allow_dir = \"$keys/allowed\";|" \
+    "$dir/template.conf"
 port=$(free_port)
 start=$(date +%s)
 jobid=$(cd "$src" && ZEPS_BINDIR=$BIN ZEPS_RUN_DIR=$run ZEPS_TEMPLATE=$dir/template.conf \

@@ -25,6 +25,7 @@
 #define ZP_FLAG_DUPLICATE 0x2u  /* reply: this request was seen before and not applied again */
 #define ZP_FLAG_PARKED 0x4u     /* reply: the request is parked on the server; keep waiting */
 #define ZP_FLAG_DROPPED 0x8u    /* PUSH reply: received but not applied (too stale, or late) */
+#define ZP_FLAG_ROW_VERSIONS 0x10u /* sparse PUSH: the payload ends with the row versions read */
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);
  * receiving more is a protocol error, and the extra frames are discarded. */

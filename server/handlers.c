@@ -16,6 +16,7 @@
 #include "codec.h"
 #include "log.h"
 #include "server.h"
+#include "sparse_ops.h"
 #include "util.h"
 #include "zeps_errors.h"
 
@@ -177,7 +178,9 @@ void zp_server_serve_parked(zp_server *s, zp_table *t)
     zp_parked **pp = &t->parked;
     while (*pp) {
         zp_parked *p = *pp;
-        if (!s->cons->pull_ready(s, t, p->rank, p->clock)) {
+        bool ready = t->sparse ? zp_sparse_pull_ready(s, t, p->rank, p->clock)
+                               : s->cons->pull_ready(s, t, p->rank, p->clock);
+        if (!ready) {
             pp = &p->next;
             continue;
         }
@@ -185,10 +188,12 @@ void zp_server_serve_parked(zp_server *s, zp_table *t)
         if (t->parked_tail == &p->next)
             t->parked_tail = pp;
         t->nparked--;
-        zp_server_send_pull(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset,
-                            p->count, (zp_now_s() - p->since_s) * 1e6);
-        zmq_msg_close(&p->identity);
-        free(p);
+        if (t->sparse)
+            zp_sparse_serve_parked(s, t, p);
+        else
+            zp_server_send_pull(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset,
+                                p->count, (zp_now_s() - p->since_s) * 1e6);
+        zp_parked_free(p);
     }
 }
 
@@ -304,10 +309,14 @@ static void on_declare(zp_server *s, zp_request *r)
         s->tables = zp_xrealloc(s->tables, s->cap_tables * sizeof(*s->tables));
     }
     s->tables[s->ntables++] = t;
-    zp_info("table '%s' declared: %" PRIu64 " elements, slice [%" PRIu64 ", %" PRIu64
-            "), optimizer %s, lr %g, init %s",
-            t->name, t->length, t->begin, t->end, t->optimizer, (double)t->hyper.lr,
-            zp_init_name(t->init));
+    if (t->sparse)
+        zp_info("sparse table '%s' declared: dim %u, optimizer %s, lr %g, init %s", t->name,
+                t->dim, t->optimizer, h->spec->lr, zp_init_name(t->init));
+    else
+        zp_info("table '%s' declared: %" PRIu64 " elements, slice [%" PRIu64 ", %" PRIu64
+                "), optimizer %s, lr %g, init %s",
+                t->name, t->length, t->begin, t->end, t->optimizer, (double)t->hyper.lr,
+                zp_init_name(t->init));
     Zeps__Header rep;
     zp_reply_init(s, h, &rep);
     rep.table = t->id;
@@ -329,6 +338,13 @@ static void on_pull(zp_server *s, zp_request *r)
     const Zeps__Header *h = r->h;
     zp_worker *w = worker_of(s, r);
     zp_table *t = w ? table_of(s, r) : NULL;
+    if (t && t->sparse) {
+        if (zp_worker_seen(w, h->seq) && is_parked(t, h->rank, h->seq))
+            reply_ok(s, r, ZP_FLAG_PARKED);
+        else
+            zp_sparse_on_pull(s, r, w, t);
+        return;
+    }
     if (!t || check_range(s, r, t) != 0)
         return;
     if (r->npayload) {
@@ -443,6 +459,9 @@ static void advance_clock(zp_server *s, zp_worker *w, int64_t finished)
     if (finished + 1 > w->clock) {
         w->clock = finished + 1;
         update_clock_bounds(s);
+        for (uint32_t i = 0; i < s->ntables; i++)
+            if (s->tables[i]->sparse)
+                zp_sparse_expire(s->tables[i]->sparse, s->max_clock);
     }
 }
 
@@ -451,11 +470,23 @@ static void on_push(zp_server *s, zp_request *r)
     const Zeps__Header *h = r->h;
     zp_worker *w = worker_of(s, r);
     zp_table *t = w ? table_of(s, r) : NULL;
-    if (!t || check_range(s, r, t) != 0)
+    if (!t || (!t->sparse && check_range(s, r, t) != 0))
         return;
     if (zp_worker_seen(w, h->seq)) {
         w->duplicates++;
         reply_ok(s, r, ZP_FLAG_DUPLICATE);
+        return;
+    }
+    if (t->sparse) {
+        if (zp_sparse_on_push(s, r, w, t) != 0)
+            return;
+        if (h->flags & ZP_FLAG_CLOCK)
+            advance_clock(s, w, h->clock);
+        reply_ok(s, r, 0);
+        if (h->flags & ZP_FLAG_CLOCK)
+            serve_all_parked(s);
+        else
+            zp_server_serve_parked(s, t);
         return;
     }
     if (r->npayload != 1) {
@@ -627,6 +658,21 @@ static void on_stats(zp_server *s, zp_request *r)
         ts[i].push_bytes_wire = t->push_bytes_wire;
         ts[i].push_bytes_raw = t->push_bytes_raw;
         ts[i].decode_s = t->decode_s;
+        if (t->sparse) {
+            zp_sparse_counters sc;
+            zp_sparse_get_counters(t->sparse, &sc);
+            ts[i].kind = t->kind;
+            ts[i].dim = t->dim;
+            ts[i].rows = sc.rows;
+            ts[i].rows_created = sc.created;
+            ts[i].not_admitted = sc.not_admitted;
+            ts[i].pushes_skipped = sc.pushes_skipped;
+            ts[i].evicted_ttl = sc.evicted_ttl;
+            ts[i].evicted_capacity = sc.evicted_capacity;
+            ts[i].bytes_per_row = sc.bytes_per_row;
+            ts[i].keys_pulled = t->keys_pulled;
+            ts[i].keys_pushed = t->keys_pushed;
+        }
         tsp[i] = &ts[i];
     }
     st.n_tables = s->ntables;

@@ -6,6 +6,7 @@
 #include "table.h"
 
 #include <ctype.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,10 +65,21 @@ static int check_spec(const Zeps__TableSpec *spec, char *err, size_t errlen)
                  spec->name ? spec->name : "");
         return ZEPS_EINVAL;
     }
-    if (spec->kind != 0) {
-        snprintf(err, errlen, "table '%s': kind %u is not supported (0 = dense)", spec->name,
-                 spec->kind);
+    if (spec->kind != ZP_TABLE_DENSE && spec->kind != ZP_TABLE_SPARSE) {
+        snprintf(err, errlen, "table '%s': kind %u is not supported (0 = dense, 1 = sparse)",
+                 spec->name, spec->kind);
         return ZEPS_EINVAL;
+    }
+    if (spec->kind == ZP_TABLE_SPARSE) {
+        if (zp_init_from_name(spec->init) < 0)
+            return zp_seterr(err, errlen, ZEPS_EINVAL,
+                             "table '%s': unknown initializer '%s' (zeros, constant, uniform, normal)",
+                             spec->name, spec->init);
+        if (zp_evict_from_name(spec->evict) < 0)
+            return zp_seterr(err, errlen, ZEPS_EINVAL,
+                             "table '%s': unknown eviction policy '%s' (lru, lfu)", spec->name,
+                             spec->evict);
+        return 0; /* the rest is checked by zp_sparse_new */
     }
     if (spec->length == 0 || spec->length > ZP_TABLE_MAX_LENGTH) {
         snprintf(err, errlen, "table '%s': length %llu must be in [1, 2^36]", spec->name,
@@ -93,12 +105,82 @@ static int check_spec(const Zeps__TableSpec *spec, char *err, size_t errlen)
     return 0;
 }
 
+static void sparse_opts_from_spec(zp_sparse_opts *o, const Zeps__TableSpec *spec)
+{
+    memset(o, 0, sizeof(*o));
+    o->dim = spec->dim;
+    o->optimizer = spec->optimizer;
+    o->lr = (float)spec->lr;
+    o->beta1 = (float)spec->beta1;
+    o->beta2 = (float)spec->beta2;
+    o->eps = (float)spec->eps;
+    o->weight_decay = (float)spec->weight_decay;
+    o->l1 = (float)spec->l1;
+    o->l2 = (float)spec->l2;
+    o->ftrl_beta = (float)spec->ftrl_beta;
+    o->init = (zp_init_kind)zp_init_from_name(spec->init);
+    o->init_scale = spec->init_scale;
+    o->seed = spec->seed;
+    o->admit_count = spec->admit_count;
+    o->admit_prob = spec->admit_prob;
+    o->ttl_clocks = spec->ttl_clocks;
+    o->capacity_rows = spec->capacity_rows;
+    o->memory_budget = spec->memory_budget;
+    o->evict = (zp_evict_policy)zp_evict_from_name(spec->evict);
+}
+
+/* A sparse table: rows in a zp_sparse; the dense fields stay empty (a
+ * zero-length parameter buffer, a stateless optimizer) so code that walks
+ * every table's slice sees nothing to do. */
+static int sparse_table_new(zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen)
+{
+    zp_sparse_opts o;
+    sparse_opts_from_spec(&o, spec);
+    char serr[300];
+    int rc = zp_sparse_new(&t->sparse, &o, serr, sizeof(serr));
+    if (rc != 0)
+        return zp_seterr(err, errlen, rc, "table '%s': %s", spec->name, serr);
+    t->kind = ZP_TABLE_SPARSE;
+    t->dim = spec->dim;
+    /* kept to compare re-declarations field by field */
+    size_t len = zeps__table_spec__get_packed_size(spec);
+    uint8_t *buf = zp_xmalloc(len ? len : 1);
+    zeps__table_spec__pack(spec, buf);
+    t->sparse_spec = zeps__table_spec__unpack(NULL, len, buf);
+    free(buf);
+    if (!t->sparse_spec)
+        abort(); /* we just packed it */
+    t->opt = zp_optim_find("sgd");
+    t->params = buf_new(0);
+    return 0;
+}
+
 int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int shard, int nshards,
                  int nworkers, char *err, size_t errlen)
 {
     int rc = check_spec(spec, err, errlen);
     if (rc != 0)
         return rc;
+    if (spec->kind == ZP_TABLE_SPARSE) {
+        zp_table *t = zp_xcalloc(1, sizeof(*t));
+        t->id = id;
+        snprintf(t->name, sizeof(t->name), "%s", spec->name);
+        snprintf(t->optimizer, sizeof(t->optimizer), "%s", spec->optimizer ? spec->optimizer : "");
+        t->init = (zp_init_kind)zp_init_from_name(spec->init);
+        t->init_scale = spec->init_scale;
+        t->seed = spec->seed;
+        t->has_staleness = spec->has_staleness;
+        t->staleness = spec->staleness;
+        t->nworkers = nworkers;
+        t->parked_tail = &t->parked;
+        rc = sparse_table_new(t, spec, err, errlen);
+        if (rc != 0) {
+            free(t);
+            return rc;
+        }
+        *out = t;
+        return 0;
+    }
     zp_table *t = zp_xcalloc(1, sizeof(*t));
     t->id = id;
     snprintf(t->name, sizeof(t->name), "%s", spec->name);
@@ -147,10 +229,17 @@ void zp_table_destroy(zp_table **tp)
     zp_parked *p = t->parked;
     while (p) {
         zp_parked *next = p->next;
-        zmq_msg_close(&p->identity);
-        free(p);
+        zp_parked_free(p);
         p = next;
     }
+    zp_sparse_destroy(&t->sparse);
+    free(t->ids);
+    free(t->set_keys);
+    free(t->set_gen);
+    free(t->grads);
+    free(t->vers);
+    if (t->sparse_spec)
+        zeps__table_spec__free_unpacked(t->sparse_spec, NULL);
     if (t->params)
         zp_buf_release(t->params->data, t->params);
     for (int r = 0; r < t->nworkers && t->pulled; r++)
@@ -178,8 +267,65 @@ void zp_table_destroy(zp_table **tp)
         }                                                                                          \
     } while (0)
 
+#define SAME_S(field, fmt, label)                                                                  \
+    do {                                                                                           \
+        if (spec->field != d->field)                                                               \
+            return zp_seterr(err, errlen, ZEPS_ECONFLICT,                                          \
+                             "table '%s' already declared with %s = " fmt ", not " fmt, t->name,  \
+                             label, d->field, spec->field);                                        \
+    } while (0)
+
+static const char *str_or(const char *s, const char *dflt)
+{
+    return s && *s ? s : dflt;
+}
+
+static int check_same_sparse(const zp_table *t, const Zeps__TableSpec *spec, char *err,
+                             size_t errlen)
+{
+    const Zeps__TableSpec *d = t->sparse_spec;
+    if (spec->kind != ZP_TABLE_SPARSE)
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared as sparse, not kind %u", t->name, spec->kind);
+    if (strcmp(str_or(spec->optimizer, ""), str_or(d->optimizer, "")) != 0)
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared with optimizer '%s', not '%s'", t->name,
+                         str_or(d->optimizer, ""), str_or(spec->optimizer, ""));
+    if (strcmp(str_or(spec->init, "zeros"), str_or(d->init, "zeros")) != 0)
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared with init '%s', not '%s'", t->name,
+                         str_or(d->init, "zeros"), str_or(spec->init, "zeros"));
+    if (strcmp(str_or(spec->evict, "lru"), str_or(d->evict, "lru")) != 0)
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared with evict '%s', not '%s'", t->name,
+                         str_or(d->evict, "lru"), str_or(spec->evict, "lru"));
+    SAME_S(dim, "%u", "dim");
+    SAME_S(lr, "%g", "lr");
+    SAME_S(beta1, "%g", "beta1");
+    SAME_S(beta2, "%g", "beta2");
+    SAME_S(eps, "%g", "eps");
+    SAME_S(weight_decay, "%g", "weight_decay");
+    SAME_S(l1, "%g", "l1");
+    SAME_S(l2, "%g", "l2");
+    SAME_S(ftrl_beta, "%g", "ftrl_beta");
+    SAME_S(init_scale, "%g", "init_scale");
+    SAME_S(seed, "%" PRIu64, "seed");
+    SAME_S(admit_count, "%u", "admit_count");
+    SAME_S(admit_prob, "%g", "admit_prob");
+    SAME_S(ttl_clocks, "%" PRIu64, "ttl_clocks");
+    SAME_S(capacity_rows, "%" PRIu64, "capacity_rows");
+    SAME_S(memory_budget, "%" PRIu64, "memory_budget");
+    if (spec->has_staleness != d->has_staleness ||
+        (d->has_staleness && spec->staleness != d->staleness))
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared with another staleness bound", t->name);
+    return 0;
+}
+
 int zp_table_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen)
 {
+    if (t->kind == ZP_TABLE_SPARSE)
+        return check_same_sparse(t, spec, err, errlen);
     if (spec->kind != 0) {
         snprintf(err, errlen, "table '%s' already declared as dense, not kind %u", t->name,
                  spec->kind);
@@ -247,6 +393,11 @@ zp_buf *zp_table_params_ref(zp_table *t)
 
 uint64_t zp_table_bytes(const zp_table *t)
 {
+    if (t->sparse) {
+        zp_sparse_counters c;
+        zp_sparse_get_counters(t->sparse, &c);
+        return c.bytes;
+    }
     uint64_t floats = (uint64_t)t->n * (1u + (unsigned)t->opt->state_per_param);
     if (t->acc)
         floats += t->n;
@@ -261,4 +412,12 @@ void zp_table_park(zp_table *t, zp_parked *p)
     *t->parked_tail = p;
     t->parked_tail = &p->next;
     t->nparked++;
+}
+
+void zp_parked_free(zp_parked *p)
+{
+    zmq_msg_close(&p->identity);
+    if (p->has_keys)
+        zmq_msg_close(&p->keys);
+    free(p);
 }

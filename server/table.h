@@ -23,6 +23,7 @@
 #include <zmq.h>
 
 #include "optim.h"
+#include "sparse.h"
 #include "stats.h"
 #include "util.h"
 #include "zeps.pb-c.h"
@@ -48,7 +49,14 @@ typedef struct zp_parked {
     uint64_t offset, count;
     int64_t clock;
     double since_s; /* when it was parked */
+    zmq_msg_t keys; /* sparse tables: the ids asked for */
+    bool has_keys;
 } zp_parked;
+
+/* Close what a parked pull holds and free it. */
+void zp_parked_free(zp_parked *p);
+
+enum { ZP_TABLE_DENSE = 0, ZP_TABLE_SPARSE = 1 };
 
 /* One push as the consistency policy sees it. */
 typedef struct zp_push zp_push;
@@ -65,6 +73,22 @@ struct zp_push {
 typedef struct zp_table {
     uint32_t id;
     char name[64];
+    uint32_t kind;         /* ZP_TABLE_DENSE or ZP_TABLE_SPARSE */
+
+    /* sparse tables: the rows (the dense fields below are then empty: n = 0) */
+    zp_sparse *sparse;
+    uint32_t dim;
+    Zeps__TableSpec *sparse_spec; /* the declaration, to check re-declarations */
+    uint64_t keys_pulled, keys_pushed;
+    uint64_t *ids;         /* scratch: a request's ids, aligned */
+    size_t ids_cap;
+    uint64_t *set_keys;    /* scratch: the repeated-id check */
+    uint32_t *set_gen, set_stamp;
+    size_t set_cap;
+    float *grads;          /* scratch: misaligned gradients */
+    size_t grad_cap;
+    uint32_t *vers;        /* scratch: row versions read */
+    size_t ver_cap;
     uint64_t length;       /* whole table */
     uint64_t begin, end;   /* this shard's slice, global element indices */
     size_t n;              /* end - begin */

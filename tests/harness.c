@@ -248,3 +248,22 @@ void *zt_raw_socket(void *zctx, const zt_cluster *c, int k)
     zmq_connect(s, c->endpoints[k]);
     return s;
 }
+
+Zeps__Header *zt_raw_request(void *raw, const Zeps__Header *h, const void *payload, size_t len)
+{
+    uint8_t buf[4096];
+    size_t hl = zeps__header__pack(h, buf);
+    if (zmq_send(raw, buf, hl, payload ? ZMQ_SNDMORE : 0) < 0)
+        return NULL;
+    if (payload && zmq_send(raw, payload, len, 0) < 0)
+        return NULL;
+    zmq_pollitem_t it = {.socket = raw, .events = ZMQ_POLLIN};
+    if (zmq_poll(&it, 1, 5000) != 1)
+        return NULL;
+    zp_frames m;
+    if (zp_frames_recv(raw, &m, 0) != 0)
+        return NULL;
+    Zeps__Header *rep = zp_header_unpack(&m.f[0]);
+    zp_frames_close(&m);
+    return rep;
+}

@@ -69,4 +69,9 @@ Zeps__ShardStats *zt_stats(zeps_client *c, int k);
 /* A raw DEALER socket connected to shard k (linger 0). */
 void *zt_raw_socket(void *zctx, const zt_cluster *c, int k);
 
+/* Send header h (and one payload frame if payload is not NULL) on a raw
+ * socket and return the reply's header (free with
+ * zeps__header__free_unpacked), or NULL if none came within 5 s. */
+Zeps__Header *zt_raw_request(void *raw, const Zeps__Header *h, const void *payload, size_t len);
+
 #endif

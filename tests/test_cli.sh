@@ -50,12 +50,16 @@ check "no process left after a clean run" no_leftovers "$work/run1"
 "$BIN/zepsctl" local -q --dir "$work/run2" --model mlp --epochs 50 --batch 32 \
     --max-train-examples 20000 --servers 2 --workers 2 >"$work/run2.out" 2>&1 &
 launcher=$!
-for _ in $(seq 100); do
+# kill rank 1 once both workers are training (data loaded, steps running),
+# so worker 0 is inside its training loop when the launcher stops it
+for _ in $(seq 600); do
     victim=$(pgrep -f "zeps-worker.*$work/run2.*--rank 1" | head -1)
-    [ -n "$victim" ] && break
+    if [ -n "$victim" ] && grep -qs "training mlp" "$work/run2/worker-0.log" &&
+        grep -qs "training mlp" "$work/run2/worker-1.log"; then
+        break
+    fi
     sleep 0.1
 done
-sleep 1
 [ -n "${victim:-}" ] && kill -KILL "$victim"
 wait $launcher
 rc=$?

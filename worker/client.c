@@ -34,6 +34,7 @@
 #include "util.h"
 #include "wire.h"
 #include "zeps.h"
+#include "client_internal.h"
 
 /* Fewer than the server's dedup window (ZP_SEQ_WINDOW = 64) in flight per shard. */
 #define MAX_IN_FLIGHT 48
@@ -57,6 +58,9 @@ typedef struct zeps_table_info {
     const zp_codec_ops *codec; /* push codec, NULL = raw f32 */
     zp_codec_params cparams;
     float *residual;      /* error feedback, length elements, or NULL */
+    uint32_t dim;         /* sparse tables: values per row (0 for dense) */
+    zp_rowres *row_residual; /* sparse tables with error feedback: per touched row */
+    int row_ef;
 } zeps_table_info;
 
 struct zeps_client {
@@ -94,6 +98,7 @@ struct zeps_sub {
     float *dst;           /* PULL destination (NULL for a view) */
     zmq_msg_t frame;      /* view PULL: the received values */
     int has_frame;
+    zeps_sbatch *sb;      /* sparse PULL/PUSH: the batch it belongs to */
     uint64_t deadline_ns;
     int retries;
     int max_retries;
@@ -255,6 +260,17 @@ static zeps_sub *find_sub(zeps_shard *sh, uint64_t req_id)
 
 static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, zp_frames *m)
 {
+    if (s->sb) {
+        char err[512];
+        if (m->n != 2 || h->count != s->count ||
+            zp_sbatch_pull_reply(s->sb, s->shard, zmq_msg_data(&m->f[1]), zmq_msg_size(&m->f[1]),
+                                 err, sizeof(err)) != 0)
+            return fail(c, ZEPS_EPROTO, "shard %d answered a sparse PULL of %" PRIu64 " ids: %s",
+                        s->shard, s->count,
+                        m->n != 2 || h->count != s->count ? "wrong frame or id count" : err);
+        c->stats.bytes_in += zmq_msg_size(&m->f[1]);
+        return 0;
+    }
     if (m->n != 2 || h->count != s->count || h->offset != s->offset ||
         zmq_msg_size(&m->f[1]) != s->count * sizeof(float))
         return fail(c, ZEPS_EPROTO,
@@ -619,6 +635,7 @@ static void client_free(zeps_client *c)
         free(c->tables[i].ids);
         free(c->tables[i].version);
         free(c->tables[i].residual);
+        zp_rowres_free(&c->tables[i].row_residual);
     }
     free(c->tables);
     free(c->shards);
@@ -761,6 +778,56 @@ static uint64_t slice_begin(uint64_t length, int k, int nshards)
     return length * (uint64_t)k / (uint64_t)nshards;
 }
 
+/* Declare ts on every shard and record it (or find it, if this client
+ * declared it before). A dense table must get the slices the client
+ * computes; a sparse one has no slices. */
+static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
+{
+    bool sparse = ts->kind == 1;
+    zeps_req *r = req_new(c, ZEPS__OP__DECLARE, c->nshards);
+    r->spec = ts;
+    for (int k = 0; k < c->nshards; k++)
+        req_send(r, req_add(r, k));
+    /* zeps_wait frees r: read the per-shard answers first. */
+    req_finish(r);
+    uint32_t ids[ZP_MAX_SHARDS];
+    int bad = -1;
+    for (int k = 0; k < c->nshards; k++) {
+        ids[k] = r->subs[k].table;
+        uint64_t b = slice_begin(ts->length, k, c->nshards);
+        uint64_t e = slice_begin(ts->length, k + 1, c->nshards);
+        if (!sparse && !r->err && (r->subs[k].offset != b || r->subs[k].count != e - b))
+            bad = k;
+    }
+    int rc = zeps_wait(&r);
+    if (rc != 0)
+        return rc;
+    if (bad >= 0)
+        return fail(c, ZEPS_EPROTO, "shard %d holds a different slice of table '%s' than expected",
+                    bad, ts->name);
+    for (uint32_t i = 0; i < c->ntables; i++) {
+        if (strcmp(c->tables[i].name, ts->name) == 0) {
+            memcpy(c->tables[i].ids, ids, (size_t)c->nshards * sizeof(uint32_t));
+            *table = i;
+            return 0;
+        }
+    }
+    if (c->ntables == c->cap_tables) {
+        c->cap_tables = c->cap_tables ? 2 * c->cap_tables : 8;
+        c->tables = zp_xrealloc(c->tables, c->cap_tables * sizeof(*c->tables));
+    }
+    zeps_table_info *ti = &c->tables[c->ntables];
+    memset(ti, 0, sizeof(*ti));
+    snprintf(ti->name, sizeof(ti->name), "%s", ts->name);
+    ti->length = ts->length;
+    ti->dim = sparse ? ts->dim : 0;
+    ti->ids = zp_xcalloc((size_t)c->nshards, sizeof(uint32_t));
+    ti->version = zp_xcalloc((size_t)c->nshards, sizeof(uint64_t));
+    memcpy(ti->ids, ids, (size_t)c->nshards * sizeof(uint32_t));
+    *table = c->ntables++;
+    return 0;
+}
+
 int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table)
 {
     if (!c || !spec || !spec->name || !table)
@@ -782,47 +849,42 @@ int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table)
     ts.seed = spec->seed;
     ts.has_staleness = spec->has_staleness != 0;
     ts.staleness = spec->has_staleness ? spec->staleness : 0;
+    return declare(c, &ts, table);
+}
 
-    zeps_req *r = req_new(c, ZEPS__OP__DECLARE, c->nshards);
-    r->spec = &ts;
-    for (int k = 0; k < c->nshards; k++)
-        req_send(r, req_add(r, k));
-    /* zeps_wait frees r: read the per-shard answers first. */
-    req_finish(r);
-    uint32_t ids[ZP_MAX_SHARDS];
-    int bad = -1;
-    for (int k = 0; k < c->nshards; k++) {
-        ids[k] = r->subs[k].table;
-        uint64_t b = slice_begin(spec->length, k, c->nshards);
-        uint64_t e = slice_begin(spec->length, k + 1, c->nshards);
-        if (!r->err && (r->subs[k].offset != b || r->subs[k].count != e - b))
-            bad = k;
-    }
-    int rc = zeps_wait(&r);
-    if (rc != 0)
-        return rc;
-    if (bad >= 0)
-        return fail(c, ZEPS_EPROTO, "shard %d holds a different slice of table '%s' than expected",
-                    bad, spec->name);
-    for (uint32_t i = 0; i < c->ntables; i++) {
-        if (strcmp(c->tables[i].name, spec->name) == 0) {
-            *table = i;
-            return 0;
-        }
-    }
-    if (c->ntables == c->cap_tables) {
-        c->cap_tables = c->cap_tables ? 2 * c->cap_tables : 8;
-        c->tables = zp_xrealloc(c->tables, c->cap_tables * sizeof(*c->tables));
-    }
-    zeps_table_info *ti = &c->tables[c->ntables];
-    memset(ti, 0, sizeof(*ti));
-    snprintf(ti->name, sizeof(ti->name), "%s", spec->name);
-    ti->length = spec->length;
-    ti->ids = zp_xcalloc((size_t)c->nshards, sizeof(uint32_t));
-    ti->version = zp_xcalloc((size_t)c->nshards, sizeof(uint64_t));
-    memcpy(ti->ids, ids, (size_t)c->nshards * sizeof(uint32_t));
-    *table = c->ntables++;
-    return 0;
+int zeps_declare_sparse(zeps_client *c, const zeps_sparse_spec *spec, uint32_t *table)
+{
+    if (!c || !spec || !spec->name || !table)
+        return ZEPS_EINVAL;
+    Zeps__TableSpec ts;
+    zeps__table_spec__init(&ts);
+    ts.name = (char *)spec->name;
+    ts.kind = 1;
+    ts.dim = spec->dim;
+    ts.optimizer = (char *)(spec->optimizer ? spec->optimizer : "sgd");
+    ts.lr = spec->lr;
+    ts.beta1 = spec->beta1;
+    ts.beta2 = spec->beta2;
+    ts.eps = spec->eps;
+    ts.weight_decay = spec->weight_decay;
+    ts.l1 = spec->l1;
+    ts.l2 = spec->l2;
+    ts.ftrl_beta = spec->ftrl_beta;
+    ts.init = (char *)(spec->init ? spec->init : "zeros");
+    ts.init_scale = spec->init_scale;
+    ts.seed = spec->seed;
+    ts.admit_count = spec->admit_count;
+    ts.admit_prob = spec->admit_prob;
+    ts.ttl_clocks = spec->ttl_clocks;
+    ts.capacity_rows = spec->capacity_rows;
+    ts.memory_budget = spec->memory_budget;
+    ts.evict = (char *)(spec->evict ? spec->evict : "lru");
+    return declare(c, &ts, table);
+}
+
+uint32_t zeps_table_dim(const zeps_client *c, uint32_t table)
+{
+    return c && table < c->ntables ? c->tables[table].dim : 0;
 }
 
 uint64_t zeps_table_length(const zeps_client *c, uint32_t table)
@@ -876,9 +938,11 @@ int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     zeps_table_info *ti = &c->tables[table];
     free(ti->residual);
     ti->residual = NULL;
+    zp_rowres_free(&ti->row_residual);
     ti->codec = codec->id == ZP_CODEC_NONE ? NULL : codec;
     ti->cparams = p;
-    if (ti->codec && o->error_feedback)
+    ti->row_ef = ti->codec && o->error_feedback && ti->dim; /* sparse: residual per row */
+    if (ti->codec && o->error_feedback && !ti->dim)
         ti->residual = zp_xcalloc(ti->length, sizeof(float));
     return 0;
 }
@@ -1059,4 +1123,67 @@ void zeps_client_get_stats(const zeps_client *c, zeps_client_stats *out)
 {
     if (c && out)
         *out = c->stats;
+}
+
+/* --- sparse requests (sbatch.c builds the payloads) --- */
+
+int zp_client_fail(zeps_client *c, int code, const char *msg)
+{
+    return fail(c, code, "%s", msg);
+}
+
+int zp_client_sparse_table(zeps_client *c, uint32_t table, uint32_t *dim)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    if (table >= c->ntables)
+        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
+    if (!c->tables[table].dim)
+        return fail(c, ZEPS_EINVAL, "table '%s' is dense; sparse calls need a sparse table",
+                    c->tables[table].name);
+    *dim = c->tables[table].dim;
+    return 0;
+}
+
+int zp_client_sparse_start(zeps_client *c, int push, uint32_t table, int64_t clock,
+                           zeps_sbatch *b, const zp_sparse_part *parts, int nparts,
+                           zeps_req **out)
+{
+    zeps_table_info *ti = &c->tables[table];
+    uint64_t limit = c->opt.max_message_bytes;
+    for (int i = 0; limit && i < nparts; i++)
+        if (parts[i].len + 1024 > limit)
+            return fail(c, ZEPS_ETOOBIG,
+                        "a sparse %s of %zu bytes to shard %d of table '%s' exceeds "
+                        "max_message_mb (%" PRIu64 " bytes); use smaller batches",
+                        push ? "push" : "pull", parts[i].len, parts[i].shard, ti->name, limit);
+    zeps_req *r = req_new(c, push ? ZEPS__OP__PUSH : ZEPS__OP__PULL, nparts);
+    r->table = table;
+    r->clock = clock;
+    for (int i = 0; i < nparts; i++) {
+        zeps_sub *s = req_add(r, parts[i].shard);
+        s->table = ti->ids[parts[i].shard];
+        s->count = parts[i].nkeys;
+        s->data = parts[i].data;
+        s->data_len = parts[i].len;
+        s->flags = parts[i].flags;
+        s->codec = parts[i].codec;
+        s->sb = b;
+        if (push) {
+            c->stats.bytes_out += parts[i].len;
+            c->stats.bytes_out_raw += parts[i].raw_len;
+        }
+        req_send(r, s);
+    }
+    *out = r;
+    return 0;
+}
+
+void zp_client_sparse_codec(zeps_client *c, uint32_t table, const zp_codec_ops **codec,
+                            const zp_codec_params **params, zp_rowres ***residual)
+{
+    zeps_table_info *ti = &c->tables[table];
+    *codec = ti->codec;
+    *params = &ti->cparams;
+    *residual = ti->row_ef ? &ti->row_residual : NULL;
 }

@@ -335,11 +335,22 @@ static void print_shard(const Zeps__ShardStats *st)
     for (size_t i = 0; i < st->n_tables; i++) {
         const Zeps__TableStats *t = st->tables[i];
         char slice[64];
-        snprintf(slice, sizeof(slice), "[%" PRIu64 ", %" PRIu64 ")", t->slice_begin, t->slice_end);
+        if (t->kind == 1)
+            snprintf(slice, sizeof(slice), "sparse dim %u", t->dim);
+        else
+            snprintf(slice, sizeof(slice), "[%" PRIu64 ", %" PRIu64 ")", t->slice_begin,
+                     t->slice_end);
         printf("    %3u  %-20s %-25s %10" PRIu64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
                " %6" PRIu64 " %11s  %s\n",
                t->id, t->name, slice, t->version, t->rounds, t->pushes, t->pulls, t->parked,
                human(t->bytes_param, held, sizeof(held)), t->optimizer);
+        if (t->kind == 1)
+            printf("         rows %" PRIu64 " (created %" PRIu64 ", %" PRIu64
+                   " B each), not admitted %" PRIu64 ", pushes skipped %" PRIu64
+                   ", evicted ttl %" PRIu64 " capacity %" PRIu64 ", keys pulled %" PRIu64
+                   " pushed %" PRIu64 "\n",
+                   t->rows, t->rows_created, t->bytes_per_row, t->not_admitted, t->pushes_skipped,
+                   t->evicted_ttl, t->evicted_capacity, t->keys_pulled, t->keys_pushed);
     }
     printf("  workers (%zu of %u joined)\n", st->n_workers, st->num_workers);
     if (st->n_workers)
@@ -391,6 +402,15 @@ static void json_table(const Zeps__TableStats *t)
            t->length, t->slice_begin, t->slice_end, t->version, t->rounds, t->pushes, t->pulls,
            t->parked, t->bytes_param);
     json_str(t->optimizer);
+    if (t->kind == 1)
+        printf(", \"kind\": \"sparse\", \"dim\": %u, \"rows\": %" PRIu64 ", \"rows_created\": %" PRIu64
+               ", \"not_admitted\": %" PRIu64 ", \"pushes_skipped\": %" PRIu64
+               ", \"evicted_ttl\": %" PRIu64 ", \"evicted_capacity\": %" PRIu64
+               ", \"bytes_per_row\": %" PRIu64 ", \"keys_pulled\": %" PRIu64
+               ", \"keys_pushed\": %" PRIu64,
+               t->dim, t->rows, t->rows_created, t->not_admitted, t->pushes_skipped,
+               t->evicted_ttl, t->evicted_capacity, t->bytes_per_row, t->keys_pulled,
+               t->keys_pushed);
     printf(", \"staleness\": %u, \"dropped\": %" PRIu64 ", \"late\": %" PRIu64, t->staleness,
            t->dropped, t->late);
     json_hist("tau", t->tau);

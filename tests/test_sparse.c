@@ -1,0 +1,998 @@
+/*
+ * test_sparse.c - server/sparse.c: the shard-local store of a sparse table.
+ *
+ * Initial rows as a function of (seed, id) only; every per-row optimizer
+ * against a double-precision reference written here from the textbook
+ * formulas; tau from read versions; admission by count (count-min sketch)
+ * and by probability; TTL eviction on a drifting id stream against the same
+ * stream without TTL; lru and lfu under a row capacity; a memory budget; the
+ * hash index (insert, backward-shift delete, lookup) against a reference;
+ * snapshot round trips; and bad options named in their errors.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "sparse.h"
+#include "zeps_errors.h"
+
+static zp_sparse_opts base_opts(const char *optim, uint32_t dim)
+{
+    zp_sparse_opts o = {
+        .dim = dim,
+        .optimizer = optim,
+        .lr = 0.1f,
+        .init = ZP_INIT_UNIFORM,
+        .init_scale = 0.05,
+        .seed = 42,
+    };
+    return o;
+}
+
+static zp_sparse *make(const zp_sparse_opts *o)
+{
+    char err[256] = "";
+    zp_sparse *t = NULL;
+    int rc = zp_sparse_new(&t, o, err, sizeof err);
+    ck_assert_msg(rc == 0, "zp_sparse_new: %s", err);
+    return t;
+}
+
+static zp_sparse_counters counters(const zp_sparse *t)
+{
+    zp_sparse_counters c;
+    zp_sparse_get_counters(t, &c);
+    return c;
+}
+
+/* ------------------------------------------------------------ init */
+
+START_TEST(test_init_rows)
+{
+    const uint64_t ids[] = {0, 1, 2, 12345, (uint64_t)1 << 63, UINT64_MAX, UINT64_MAX - 1};
+    const size_t n = sizeof ids / sizeof ids[0];
+    const uint32_t dim = 16;
+    zp_sparse_opts o = base_opts("adagrad", dim);
+    zp_sparse *t[3];
+    float a[16], b[16];
+
+    for (int k = 0; k < 3; k++)
+        t[k] = make(&o);
+    for (size_t i = 0; i < n; i++) {
+        zp_sparse_init_row(t[0], ids[i], a);
+        for (int k = 1; k < 3; k++) {
+            zp_sparse_init_row(t[k], ids[i], b);
+            ck_assert_msg(memcmp(a, b, sizeof a) == 0, "id %llu differs between tables",
+                          (unsigned long long)ids[i]);
+        }
+        /* A pull creates the row from the same values. */
+        float p[16];
+        uint32_t v = 99;
+        zp_sparse_pull(t[(int)(i % 3)], &ids[i], 1, 0, p, &v);
+        ck_assert(memcmp(a, p, sizeof a) == 0);
+        ck_assert_uint_eq(v, 0);
+        for (uint32_t j = 0; j < dim; j++) {
+            ck_assert(fabsf(a[j]) <= 0.05f);
+            for (uint32_t k = 0; k < j; k++)
+                ck_assert_msg(a[j] != a[k], "id %llu: elements %u and %u equal",
+                              (unsigned long long)ids[i], j, k);
+        }
+        for (size_t m = 0; m < i; m++) {
+            zp_sparse_init_row(t[0], ids[m], b);
+            ck_assert_msg(memcmp(a, b, sizeof a) != 0, "ids %llu and %llu start equal",
+                          (unsigned long long)ids[i], (unsigned long long)ids[m]);
+        }
+    }
+    /* A different seed gives other rows. */
+    o.seed = 43;
+    zp_sparse *u = make(&o);
+    zp_sparse_init_row(t[0], 7, a);
+    zp_sparse_init_row(u, 7, b);
+    ck_assert(memcmp(a, b, sizeof a) != 0);
+    zp_sparse_destroy(&u);
+
+    /* Normal: mean about 0, stddev about scale, over many ids. */
+    o.init = ZP_INIT_NORMAL;
+    o.init_scale = 2.0;
+    u = make(&o);
+    double s = 0, s2 = 0;
+    for (uint64_t id = 0; id < 4000; id++) {
+        zp_sparse_init_row(u, id * 0x9e3779b97f4a7c15ull, a);
+        for (uint32_t j = 0; j < dim; j++)
+            s += a[j], s2 += (double)a[j] * a[j];
+    }
+    double cnt = 4000.0 * dim, mean = s / cnt, sd = sqrt(s2 / cnt - mean * mean);
+    ck_assert_msg(fabs(mean) < 0.05 && fabs(sd - 2.0) < 0.05, "normal: mean %g sd %g", mean, sd);
+    zp_sparse_destroy(&u);
+
+    o.init = ZP_INIT_CONSTANT;
+    o.init_scale = 0.25;
+    u = make(&o);
+    zp_sparse_init_row(u, UINT64_MAX, a);
+    for (uint32_t j = 0; j < dim; j++)
+        ck_assert_float_eq(a[j], 0.25f);
+    zp_sparse_destroy(&u);
+    for (int k = 0; k < 3; k++)
+        zp_sparse_destroy(&t[k]);
+    ck_assert_ptr_null(t[0]);
+    zp_sparse_destroy(&t[0]); /* NULL is fine */
+}
+END_TEST
+
+/* ------------------------------------------------------------ optimizers */
+
+#define POOL  40
+#define DIM   8
+#define STEPS 200
+#define BATCH 12
+
+typedef struct ref {
+    double w[POOL][DIM], s1[POOL][DIM], s2[POOL][DIM];
+    uint32_t steps[POOL];
+    bool live[POOL];
+} ref;
+
+/* One row's update in double, straight from the formulas. With f32 set the
+ * row is then stored as the table stores it, in float (weights and state
+ * rounded after each step); without, everything stays in double. */
+static void ref_update(const char *name, const zp_sparse_opts *o, ref *r, int k, const float *g,
+                       double scale, bool f32)
+{
+    double lr = o->lr, wd = o->weight_decay;
+    double b1 = o->beta1 ? o->beta1 : 0.9, b2 = o->beta2 ? o->beta2 : 0.999;
+    double eps = o->eps ? o->eps : 1e-8;
+    for (int j = 0; j < DIM; j++) {
+        double *w = &r->w[k][j], *s1 = &r->s1[k][j], *s2 = &r->s2[k][j];
+        if (strcmp(name, "ftrl") == 0) {
+            double gj = scale * g[j], alpha = lr, beta = o->ftrl_beta ? o->ftrl_beta : 1.0;
+            double sigma = (sqrt(*s2 + gj * gj) - sqrt(*s2)) / alpha;
+            *s1 += gj - sigma * *w;
+            *s2 += gj * gj;
+            if (fabs(*s1) <= o->l1)
+                *w = 0;
+            else
+                *w = -(*s1 - (*s1 > 0 ? o->l1 : -o->l1)) / ((beta + sqrt(*s2)) / alpha + o->l2);
+            continue;
+        }
+        double gj = scale * g[j] + wd * *w;
+        if (strcmp(name, "sgd") == 0) {
+            *w -= lr * gj;
+        } else if (strcmp(name, "adagrad") == 0) {
+            *s1 += gj * gj;
+            *w -= lr * gj / (sqrt(*s1) + eps);
+        } else {
+            double t = r->steps[k] + 1.0;
+            *s1 = b1 * *s1 + (1 - b1) * gj;
+            *s2 = b2 * *s2 + (1 - b2) * gj * gj;
+            *w -= lr * (*s1 / (1 - pow(b1, t))) / (sqrt(*s2 / (1 - pow(b2, t))) + eps);
+        }
+    }
+    for (int j = 0; j < DIM && f32; j++) {
+        r->w[k][j] = (float)r->w[k][j];
+        r->s1[k][j] = (float)r->s1[k][j];
+        r->s2[k][j] = (float)r->s2[k][j];
+    }
+    r->steps[k]++;
+}
+
+static void expect_close(const char *what, uint64_t id, int j, float got, double want, double rel,
+                         double abs)
+{
+    double tol = rel * fabs(want) + abs;
+    ck_assert_msg(fabs((double)got - want) <= tol,
+                  "%s of id %llu [%d] = %.9g, reference %.9g (tol %.2g)", what,
+                  (unsigned long long)id, j, (double)got, want, tol);
+}
+
+/* Compare every row with reference r: values, state and version. */
+static void compare_ref(const zp_sparse *t, const ref *r, const uint64_t *pool, double rel,
+                        double abs, int *zeros, int *nonzero)
+{
+    int spv = zp_sparse_state_per_value(t);
+    for (int k = 0; k < POOL; k++) {
+        zp_sparse_row row;
+        ck_assert(zp_sparse_get(t, pool[k], &row) == r->live[k]);
+        if (!r->live[k])
+            continue;
+        ck_assert_uint_eq(row.version, r->steps[k]);
+        for (int j = 0; j < DIM; j++) {
+            expect_close("w", pool[k], j, row.values[j], r->w[k][j], rel, abs);
+            if (spv >= 1)
+                expect_close("state0", pool[k], j, row.state[j], r->s1[k][j], rel, abs);
+            if (spv >= 2)
+                expect_close("state1", pool[k], j, row.state[DIM + j], r->s2[k][j], rel, abs);
+            if (r->w[k][j] == 0.0) {
+                ck_assert_float_eq(row.values[j], 0.0f);
+                (*zeros)++;
+            } else {
+                (*nonzero)++;
+            }
+        }
+    }
+}
+
+static void run_optimizer(const char *name, zp_sparse_opts o)
+{
+    zp_sparse *t = make(&o);
+    ref *r = calloc(1, sizeof *r), *rd = calloc(1, sizeof *rd);
+    uint64_t pool[POOL];
+    zp_rng rng;
+    const double scale = 0.5;
+
+    zp_rng_seed(&rng, 7, 1, 2);
+    for (int k = 0; k < POOL; k++)
+        pool[k] = k < 3 ? (uint64_t[]){0, UINT64_MAX, (uint64_t)1 << 63}[k] : zp_rng_next(&rng);
+    for (int step = 0; step < STEPS; step++) {
+        /* BATCH distinct ids, many of them seen in earlier steps. */
+        uint32_t perm[POOL];
+        for (uint32_t k = 0; k < POOL; k++)
+            perm[k] = k;
+        zp_rng_shuffle(&rng, perm, POOL);
+        uint64_t ids[BATCH];
+        float g[BATCH * DIM];
+        for (int i = 0; i < BATCH; i++) {
+            int k = (int)perm[i];
+            ids[i] = pool[k];
+            for (int j = 0; j < DIM; j++)
+                g[i * DIM + j] = (float)(zp_rng_normal(&rng) * (1 + k % 3));
+            if (!r->live[k]) {
+                float w0[DIM];
+                zp_sparse_init_row(t, pool[k], w0);
+                for (int j = 0; j < DIM; j++)
+                    r->w[k][j] = rd->w[k][j] = w0[j];
+                r->live[k] = rd->live[k] = true;
+            }
+            ref_update(name, &o, r, k, g + i * DIM, scale, true);
+            ref_update(name, &o, rd, k, g + i * DIM, scale, false);
+        }
+        ck_assert_uint_eq(zp_sparse_push(t, ids, BATCH, g, (float)scale, step, NULL, NULL), BATCH);
+    }
+    /* Against the reference that stores float as the table does: 1e-6. */
+    int zeros = 0, nonzero = 0;
+    compare_ref(t, r, pool, 1e-6, 1e-7, &zeros, &nonzero);
+    /* Against pure double: float storage rounds each of ~60 steps per row
+     * (relative 6e-8 each), amplified where sums cancel; 2e-5 bounds it. */
+    int z2 = 0, nz2 = 0;
+    compare_ref(t, rd, pool, 2e-5, 2e-6, &z2, &nz2);
+    if (strcmp(name, "ftrl") == 0)
+        ck_assert_msg(zeros > 10 && nonzero > 10, "ftrl: %d zero and %d non-zero weights", zeros,
+                      nonzero);
+    free(r);
+    free(rd);
+    zp_sparse_destroy(&t);
+}
+
+START_TEST(test_optim_sgd)
+{
+    zp_sparse_opts o = base_opts("sgd", DIM);
+    o.weight_decay = 0.01f;
+    run_optimizer("sgd", o);
+}
+END_TEST
+
+START_TEST(test_optim_adagrad)
+{
+    zp_sparse_opts o = base_opts("adagrad", DIM);
+    o.weight_decay = 0.01f;
+    o.eps = 1e-6f;
+    run_optimizer("adagrad", o);
+}
+END_TEST
+
+START_TEST(test_optim_adam)
+{
+    zp_sparse_opts o = base_opts("adam", DIM);
+    o.lr = 0.01f;
+    o.weight_decay = 0.01f;
+    o.beta2 = 0.99f;
+    run_optimizer("adam", o);
+}
+END_TEST
+
+START_TEST(test_optim_ftrl)
+{
+    zp_sparse_opts o = base_opts("ftrl", DIM);
+    o.init = ZP_INIT_ZEROS;
+    o.lr = 0.2f;
+    o.l1 = 1.5f;
+    o.l2 = 0.3f;
+    o.ftrl_beta = 0.5f;
+    run_optimizer("ftrl", o);
+    /* From non-zero initial weights, and the default beta. */
+    o.init = ZP_INIT_UNIFORM;
+    o.ftrl_beta = 0;
+    run_optimizer("ftrl", o);
+}
+END_TEST
+
+/* ------------------------------------------------------------ tau */
+
+START_TEST(test_tau)
+{
+    zp_sparse_opts o = base_opts("sgd", 2);
+    zp_sparse *t = make(&o);
+    zp_hist tau;
+    float g[4] = {1, 1, 1, 1}, out[4];
+    uint64_t ids[2] = {7, 8};
+    uint32_t vers[2];
+
+    memset(&tau, 0, sizeof tau);
+    for (int i = 0; i < 5; i++)
+        zp_sparse_push(t, ids, 1, g, 1.0f, i, NULL, NULL); /* id 7 at version 5 */
+    zp_sparse_pull(t, ids, 2, 5, out, vers);
+    ck_assert_uint_eq(vers[0], 5);
+    ck_assert_uint_eq(vers[1], 0);
+    uint32_t read[2] = {2, 0};
+    ck_assert_uint_eq(zp_sparse_push(t, ids, 2, g, 1.0f, 6, read, &tau), 2);
+    ck_assert_uint_eq(tau.n, 2);
+    ck_assert_uint_eq(tau.counts[3], 1); /* 5 - 2 */
+    ck_assert_uint_eq(tau.counts[0], 1); /* 0 - 0 */
+    ck_assert_uint_eq(tau.sum, 3);
+    /* A read version ahead of the row (row re-created) counts as 0. */
+    read[0] = 100;
+    zp_sparse_push(t, ids, 1, g, 1.0f, 7, read, &tau);
+    ck_assert_uint_eq(tau.counts[0], 2);
+    zp_sparse_row row;
+    ck_assert(zp_sparse_get(t, 7, &row));
+    ck_assert_uint_eq(row.version, 7);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
+/* ------------------------------------------------------------ admission */
+
+/* All rows as (id, version, values) bytes, to compare table states. */
+static size_t snapshot_rows(const zp_sparse *t, unsigned char *buf, size_t cap)
+{
+    uint64_t cur = 0;
+    zp_sparse_row row;
+    size_t off = 0, dim = zp_sparse_dim(t);
+    while (zp_sparse_next(t, &cur, &row)) {
+        size_t need = 16 + dim * 4;
+        ck_assert(off + need <= cap);
+        memcpy(buf + off, &row.id, 8);
+        memcpy(buf + off + 8, &row.version, 4);
+        memcpy(buf + off + 12, &row.freq, 4);
+        memcpy(buf + off + 16, row.values, dim * 4);
+        off += need;
+    }
+    return off;
+}
+
+START_TEST(test_admit_count)
+{
+    zp_sparse_opts o = base_opts("sgd", 4);
+    o.admit_count = 3;
+    zp_sparse *t = make(&o);
+    float out[4], g[4] = {1, 2, 3, 4}, init[4];
+    uint64_t id = 0xabcdef;
+    uint32_t v;
+    zp_sparse_row row;
+
+    /* Background: 2000 ids touched twice each never get a row. */
+    for (uint64_t i = 1; i <= 2000; i++) {
+        uint64_t x = i * 0x9e3779b97f4a7c15ull;
+        zp_sparse_pull(t, &x, 1, 0, out, NULL);
+        zp_sparse_pull(t, &x, 1, 0, out, NULL);
+    }
+    ck_assert_uint_eq(counters(t).rows, 0);
+    ck_assert_uint_eq(counters(t).not_admitted, 4000);
+    /* One row the others can be compared against. */
+    o.admit_count = 0;
+    zp_sparse *plain = make(&o);
+    zp_sparse_init_row(t, id, init);
+
+    zp_sparse_pull(t, &id, 1, 1, out, &v); /* touch 1 */
+    ck_assert(memcmp(out, init, sizeof out) == 0);
+    ck_assert_uint_eq(v, 0);
+    ck_assert(!zp_sparse_get(t, id, &row));
+
+    static unsigned char before[1 << 16], after[1 << 16];
+    size_t nb = snapshot_rows(t, before, sizeof before);
+    ck_assert_uint_eq(zp_sparse_push(t, &id, 1, g, 1.0f, 2, NULL, NULL), 0); /* touch 2 */
+    ck_assert(!zp_sparse_get(t, id, &row));
+    ck_assert_uint_eq(counters(t).pushes_skipped, 1);
+    ck_assert_uint_eq(counters(t).not_admitted, 4002);
+    size_t na = snapshot_rows(t, after, sizeof after);
+    ck_assert(nb == na && memcmp(before, after, nb) == 0);
+
+    zp_sparse_pull(t, &id, 1, 3, out, &v); /* touch 3: admitted */
+    ck_assert(zp_sparse_get(t, id, &row));
+    ck_assert(memcmp(row.values, init, sizeof init) == 0);
+    ck_assert_uint_eq(row.version, 0);
+    ck_assert_uint_eq(row.freq, 1);
+    ck_assert_int_eq(row.last_clock, 3);
+    ck_assert_uint_eq(counters(t).created, 1);
+    ck_assert_uint_eq(counters(t).rows, 1);
+    ck_assert_uint_eq(counters(t).not_admitted, 4002);
+    ck_assert_uint_eq(zp_sparse_push(t, &id, 1, g, 1.0f, 4, NULL, NULL), 1);
+    ck_assert(zp_sparse_get(t, id, &row));
+    ck_assert_uint_eq(row.version, 1);
+    ck_assert_float_eq_tol(row.values[3], init[3] - 0.4f, 1e-6f);
+
+    /* A push can be the admitting touch, and duplicates in one pull count. */
+    uint64_t id2 = 77, dup[3] = {id2, id2, id2};
+    float out3[12];
+    zp_sparse_pull(t, dup, 2, 5, out3, NULL);
+    ck_assert(!zp_sparse_get(t, id2, &row));
+    ck_assert_uint_eq(zp_sparse_push(t, &id2, 1, g, 1.0f, 6, NULL, NULL), 1);
+    ck_assert(zp_sparse_get(t, id2, &row));
+    ck_assert_uint_eq(row.version, 1);
+    ck_assert_uint_eq(counters(t).rows, 2);
+
+    /* The sketch is fixed memory, counted in bytes. */
+    ck_assert_uint_ge(counters(t).bytes, counters(plain).bytes + ((size_t)1 << 20));
+    zp_sparse_destroy(&plain);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
+START_TEST(test_admit_prob)
+{
+    zp_sparse_opts o = base_opts("sgd", 4);
+    o.admit_prob = 0.25;
+    zp_sparse *t = make(&o);
+    float out[4];
+    const uint64_t n = 10000;
+
+    for (uint64_t i = 0; i < n; i++)
+        zp_sparse_pull(t, &i, 1, 0, out, NULL);
+    zp_sparse_counters c = counters(t);
+    /* Binomial(10000, 0.25): mean 2500, sd 43.3; +-5 sd. */
+    ck_assert_msg(c.created >= 2283 && c.created <= 2717, "admitted %llu of 10000",
+                  (unsigned long long)c.created);
+    ck_assert_uint_eq(c.rows, c.created);
+    ck_assert_uint_eq(c.not_admitted, n - c.created);
+    /* Pushes of ids without rows are skipped or admitted at the same rate. */
+    uint64_t before = c.created, applied = 0;
+    float g[4] = {1, 1, 1, 1};
+    for (uint64_t i = n; i < 2 * n; i++)
+        applied += zp_sparse_push(t, &i, 1, g, 1.0f, 1, NULL, NULL);
+    c = counters(t);
+    ck_assert_uint_eq(applied, c.created - before);
+    ck_assert_uint_eq(c.pushes_skipped, n - applied);
+    ck_assert(applied >= 2283 && applied <= 2717);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
+/* ------------------------------------------------------------ TTL */
+
+#define W_IDS   100 /* ids per clock */
+#define W_SHIFT 50  /* the window slides by this much per clock */
+#define CLOCKS  120
+
+/* Each clock touches ids [c * W_SHIFT, c * W_SHIFT + W_IDS). Returns the
+ * most rows held after any clock. */
+static uint64_t drift(zp_sparse *t, uint64_t ttl, uint64_t *rows_mid)
+{
+    uint64_t ids[W_IDS], max_rows = 0;
+    float out[W_IDS * 4], g[W_IDS * 4];
+    uint64_t period = ttl / 4 > 1 ? ttl / 4 : 1;
+
+    for (size_t i = 0; i < W_IDS * 4; i++)
+        g[i] = 0.01f;
+    for (int64_t c = 0; c < CLOCKS; c++) {
+        for (int i = 0; i < W_IDS; i++)
+            ids[i] = (uint64_t)c * W_SHIFT + (uint64_t)i;
+        zp_sparse_pull(t, ids, W_IDS, c, out, NULL);
+        zp_sparse_push(t, ids, W_IDS, g, 1.0f, c, NULL, NULL);
+        size_t ev = zp_sparse_expire(t, c);
+        zp_sparse_counters k = counters(t);
+        if (k.rows > max_rows)
+            max_rows = k.rows;
+        if (ttl != 0) {
+            /* Scans at clocks 0, period, 2 period, ...: right after one,
+             * exactly the ids last touched in the last ttl clocks are held. */
+            if (c % (int64_t)period == 0 && c >= (int64_t)ttl)
+                ck_assert_uint_eq(k.rows, (ttl - 1) * W_SHIFT + W_IDS);
+            if (c % (int64_t)period != 0)
+                ck_assert_uint_eq(ev, 0);
+        }
+        ck_assert_uint_eq(k.created, (uint64_t)c * W_SHIFT + W_IDS);
+        ck_assert_uint_eq(k.rows, k.created - k.evicted_ttl);
+        if (c == CLOCKS / 2)
+            *rows_mid = k.rows;
+    }
+    return max_rows;
+}
+
+START_TEST(test_ttl_drift)
+{
+    const uint64_t ttls[] = {8, 3, 20};
+    for (size_t i = 0; i < 3; i++) {
+        uint64_t ttl = ttls[i], period = ttl / 4 > 1 ? ttl / 4 : 1, mid;
+        zp_sparse_opts o = base_opts("adagrad", 4);
+        o.ttl_clocks = ttl;
+        zp_sparse *t = make(&o);
+        uint64_t max_rows = drift(t, ttl, &mid);
+        /* Between scans at most period - 1 more clocks' worth of ids. */
+        uint64_t bound = (ttl + period - 2) * W_SHIFT + W_IDS;
+        ck_assert_msg(max_rows <= bound, "ttl %llu: %llu rows > bound %llu",
+                      (unsigned long long)ttl, (unsigned long long)max_rows,
+                      (unsigned long long)bound);
+        zp_sparse_counters c = counters(t);
+        ck_assert_uint_gt(c.evicted_ttl, (CLOCKS - ttl - period) * W_SHIFT);
+        ck_assert_uint_eq(c.evicted_capacity, 0);
+        /* An evicted id comes back from its initial values. */
+        zp_sparse_row row;
+        float init[4], out[4];
+        uint64_t id0 = 0;
+        ck_assert(!zp_sparse_get(t, id0, &row));
+        zp_sparse_pull(t, &id0, 1, CLOCKS, out, NULL);
+        zp_sparse_init_row(t, id0, init);
+        ck_assert(memcmp(out, init, sizeof out) == 0);
+        zp_sparse_destroy(&t);
+    }
+    /* Without TTL the row count only grows. */
+    zp_sparse_opts o = base_opts("adagrad", 4);
+    zp_sparse *t = make(&o);
+    uint64_t mid, max_rows = drift(t, 0, &mid);
+    zp_sparse_counters c = counters(t);
+    ck_assert_uint_eq(c.rows, (CLOCKS - 1) * W_SHIFT + W_IDS);
+    ck_assert_uint_eq(max_rows, c.rows);
+    ck_assert_uint_eq(mid, (CLOCKS / 2) * W_SHIFT + W_IDS);
+    ck_assert_uint_eq(c.evicted_ttl, 0);
+    ck_assert_uint_eq(zp_sparse_expire(t, 1000000), 0);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
+/* ------------------------------------------------------------ capacity */
+
+#define CAP  1000
+#define HOT  200
+#define COLD 50
+
+/* Present ids among [first, first + n). */
+static int present(const zp_sparse *t, uint64_t first, int n)
+{
+    zp_sparse_row row;
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += zp_sparse_get(t, first + (uint64_t)i, &row);
+    return k;
+}
+
+/* Hot ids 0..HOT-1: touched every clock (recent set) in phase "recent", or
+ * 20 times in the first 20 clocks only (frequent set) otherwise; then a
+ * stream of COLD new ids per clock, each touched once. */
+static zp_sparse *capacity_run(zp_evict_policy pol, bool recent, int clocks)
+{
+    zp_sparse_opts o = base_opts("sgd", 4);
+    o.capacity_rows = CAP;
+    o.evict = pol;
+    zp_sparse *t = make(&o);
+    uint64_t ids[HOT];
+    float out[HOT * 4];
+    uint64_t next_cold = 1000000;
+
+    for (int i = 0; i < HOT; i++)
+        ids[i] = (uint64_t)i;
+    for (int c = 0; c < clocks; c++) {
+        if (recent || c < 20)
+            zp_sparse_pull(t, ids, HOT, c, out, NULL);
+        if (c >= 20 || recent) {
+            uint64_t cold[COLD];
+            for (int i = 0; i < COLD; i++)
+                cold[i] = next_cold++;
+            zp_sparse_pull(t, cold, COLD, c, out, NULL);
+        }
+        zp_sparse_counters k = counters(t);
+        ck_assert_uint_le(k.rows, CAP);
+        ck_assert_uint_eq(k.rows, k.created - k.evicted_capacity);
+    }
+    ck_assert_uint_eq(counters(t).rows, CAP);
+    ck_assert_uint_gt(counters(t).evicted_capacity, 0);
+    return t;
+}
+
+START_TEST(test_capacity_lru_lfu)
+{
+    /* lru: the set touched every clock survives. */
+    zp_sparse *t = capacity_run(ZP_EVICT_LRU, true, 200);
+    int survived = 0;
+    zp_sparse_row row;
+    for (uint64_t i = 0; i < HOT; i++)
+        survived += zp_sparse_get(t, i, &row) && row.freq == 200;
+    ck_assert_msg(survived >= HOT * 95 / 100, "lru: %d of %d hot rows never evicted", survived,
+                  HOT);
+    zp_sparse_destroy(&t);
+
+    /* lfu: the set touched 20 times long ago survives a stream of
+     * once-touched ids five times the capacity... */
+    t = capacity_run(ZP_EVICT_LFU, false, 120);
+    survived = present(t, 0, HOT);
+    ck_assert_msg(survived >= HOT * 95 / 100, "lfu: %d of %d frequent rows kept", survived, HOT);
+    ck_assert_uint_eq(counters(t).created, HOT + 100 * COLD);
+    zp_sparse_destroy(&t);
+    /* ...which lru, by design, evicts. */
+    t = capacity_run(ZP_EVICT_LRU, false, 120);
+    survived = present(t, 0, HOT);
+    ck_assert_msg(survived <= HOT / 10, "lru: %d of %d stale frequent rows kept", survived, HOT);
+    zp_sparse_destroy(&t);
+
+    /* put (restore) respects the capacity too. */
+    zp_sparse_opts o = base_opts("adam", 4);
+    o.capacity_rows = 10;
+    t = make(&o);
+    float v[4] = {1, 2, 3, 4}, s[8] = {0};
+    for (uint64_t id = 0; id < 100; id++) {
+        zp_sparse_row r = {
+            .id = id, .version = 1, .freq = 1, .last_clock = (int64_t)id, .values = v, .state = s};
+        zp_sparse_put(t, &r);
+        ck_assert_uint_le(counters(t).rows, 10);
+    }
+    ck_assert_uint_eq(counters(t).rows, 10);
+    ck_assert_uint_eq(counters(t).evicted_capacity, 90);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
+START_TEST(test_memory_budget)
+{
+    const uint64_t budget = 2u << 20;
+    zp_sparse_opts o = base_opts("adam", 16);
+    o.memory_budget = budget;
+    o.evict = ZP_EVICT_LFU;
+    zp_sparse *t = make(&o);
+    uint64_t ids[256];
+    float out[256 * 16];
+
+    for (uint64_t b = 0; b < 400; b++) {
+        for (int i = 0; i < 256; i++)
+            ids[i] = b * 256 + (uint64_t)i;
+        zp_sparse_pull(t, ids, 256, (int64_t)b, out, NULL);
+        zp_sparse_counters c = counters(t);
+        ck_assert_msg(c.bytes <= budget, "%llu bytes held over a budget of %llu",
+                      (unsigned long long)c.bytes, (unsigned long long)budget);
+    }
+    zp_sparse_counters c = counters(t);
+    ck_assert_uint_eq(c.bytes_per_row, 32 + 16 * 4 * 3);
+    /* The budget is used: rows take at least 3/4 of it. */
+    ck_assert_msg(c.rows * c.bytes_per_row >= budget * 3 / 4, "only %llu rows in the budget",
+                  (unsigned long long)c.rows);
+    ck_assert_uint_eq(c.rows, c.created - c.evicted_capacity);
+    ck_assert_uint_gt(c.evicted_capacity, 0);
+    zp_sparse_destroy(&t);
+
+    /* Many budgets with small rows: somewhere the next index doubling, not
+     * the next chunk, is what would cross the budget. */
+    for (uint64_t bud = 64u << 10; bud <= 512u << 10; bud += 8u << 10) {
+        zp_sparse_opts p = base_opts("sgd", 2);
+        p.memory_budget = bud;
+        t = make(&p);
+        uint64_t n = 2 * bud / 40;
+        for (uint64_t id = 0; id < n; id += 64) {
+            for (int i = 0; i < 64; i++)
+                ids[i] = id + (uint64_t)i;
+            zp_sparse_pull(t, ids, 64, (int64_t)id, out, NULL);
+            ck_assert_msg(counters(t).bytes <= bud, "%llu bytes held over a budget of %llu",
+                          (unsigned long long)counters(t).bytes, (unsigned long long)bud);
+        }
+        ck_assert_uint_gt(counters(t).evicted_capacity, 0);
+        zp_sparse_destroy(&t);
+    }
+
+    /* A budget below the fixed overhead is refused, naming the field. */
+    char err[256];
+    o.memory_budget = 4096;
+    o.admit_count = 2;
+    ck_assert_int_eq(zp_sparse_new(&t, &o, err, sizeof err), ZEPS_EINVAL);
+    ck_assert_msg(strstr(err, "memory_budget") != NULL, "%s", err);
+}
+END_TEST
+
+/* ------------------------------------------------------------ index */
+
+/* Randomized: ~200k touches of ids from a universe of 30k (some differing
+ * in one bit only) with TTL deletion every clock, checked against a plain
+ * array of last-touch clocks. */
+START_TEST(test_index_random)
+{
+    enum { U = 30000, PER_CLOCK = 2000, NCLOCK = 100, TTL = 3 };
+    zp_sparse_opts o = base_opts("sgd", 2);
+    o.ttl_clocks = TTL;
+    zp_sparse *t = make(&o);
+    uint64_t *uni = malloc(U * sizeof *uni);
+    int64_t *last = malloc(U * sizeof *last);
+    uint32_t *freq = calloc(U, sizeof *freq);
+    zp_rng rng;
+    float out[2];
+
+    zp_rng_seed(&rng, 99, 0, 0);
+    /* Odd entries random, even ones the previous entry with one bit
+     * flipped (distinct, and close in the key space). */
+    uni[0] = 0;
+    uni[1] = UINT64_MAX;
+    for (int i = 0; i < U; i++) {
+        if (i >= 2)
+            uni[i] = i % 2 ? zp_rng_next(&rng) : uni[i - 1] ^ ((uint64_t)1 << (i % 64));
+        last[i] = -1;
+    }
+    for (int64_t c = 0; c < NCLOCK; c++) {
+        /* Touch a skewed random subset: small indices more often. */
+        for (int k = 0; k < PER_CLOCK; k++) {
+            uint32_t i = zp_rng_below(&rng, 2) ? zp_rng_below(&rng, U / 10) : zp_rng_below(&rng, U);
+            zp_sparse_pull(t, &uni[i], 1, c, out, NULL);
+            if (last[i] < 0)
+                freq[i] = 0;
+            last[i] = c;
+            freq[i]++;
+        }
+        zp_sparse_expire(t, c);
+        uint64_t live = 0;
+        for (int i = 0; i < U; i++) {
+            if (last[i] >= 0 && c - last[i] >= TTL)
+                last[i] = -1;
+            live += last[i] >= 0;
+        }
+        ck_assert_uint_eq(counters(t).rows, live);
+        /* Lookups agree with the reference: every id (present or absent)
+         * every 10th clock, 2000 random ones in between. */
+        for (int k = 0; k < U; k++) {
+            int i = c % 10 == 9 ? k : (int)zp_rng_below(&rng, U);
+            if (c % 10 != 9 && k >= 2000)
+                break;
+            zp_sparse_row row;
+            bool got = zp_sparse_get(t, uni[i], &row);
+            ck_assert_msg(got == (last[i] >= 0), "clock %lld: id %d present %d, expected %d",
+                          (long long)c, i, got, last[i] >= 0);
+            if (got) {
+                ck_assert_uint_eq(row.id, uni[i]);
+                ck_assert_int_eq(row.last_clock, last[i]);
+                ck_assert_uint_eq(row.freq, freq[i]);
+            }
+        }
+    }
+    /* Iteration yields each live row once. */
+    uint64_t cur = 0, n = 0;
+    zp_sparse_row row;
+    while (zp_sparse_next(t, &cur, &row)) {
+        zp_sparse_row again;
+        ck_assert(zp_sparse_get(t, row.id, &again) && again.values == row.values);
+        n++;
+    }
+    ck_assert_uint_eq(n, counters(t).rows);
+    ck_assert_uint_gt(counters(t).evicted_ttl, 100000);
+    free(uni);
+    free(last);
+    free(freq);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
+START_TEST(test_million_rows)
+{
+    zp_sparse_opts o = base_opts("sgd", 8);
+    zp_sparse *t = make(&o);
+    enum { N = 1000000, B = 10000 };
+    static uint64_t ids[B];
+    static float out[B * 8];
+
+    for (uint64_t b = 0; b < N / B; b++) {
+        for (uint64_t i = 0; i < B; i++)
+            ids[i] = zp_mix64(b * B + i); /* distinct: mix64 is a bijection */
+        zp_sparse_pull(t, ids, B, 0, out, NULL);
+    }
+    zp_sparse_counters c = counters(t);
+    ck_assert_uint_eq(c.rows, N);
+    ck_assert_uint_eq(c.created, N);
+    ck_assert_uint_eq(c.bytes_per_row, 32 + 8 * 4);
+    /* Slabs (64k rows each) plus an index of 2^21 8-byte slots. */
+    uint64_t slabs = (N + 65535) / 65536 * 65536 * c.bytes_per_row;
+    ck_assert_uint_eq(c.bytes, slabs + ((uint64_t)8 << 21));
+    printf("sparse: 1M rows dim 8 sgd: %llu bytes held, %.1f per row (record %llu, index %.1f, "
+           "slack %.1f)\n",
+           (unsigned long long)c.bytes, (double)c.bytes / N, (unsigned long long)c.bytes_per_row,
+           (double)((uint64_t)8 << 21) / N, (double)(slabs - (uint64_t)N * c.bytes_per_row) / N);
+    for (uint64_t i = 0; i < N; i += 997) {
+        zp_sparse_row row;
+        uint64_t id = zp_mix64(i);
+        ck_assert(zp_sparse_get(t, id, &row));
+        ck_assert_uint_eq(row.id, id);
+    }
+    zp_sparse_destroy(&t);
+
+    /* Record sizes: header 32 + dim * 4 * (1 + state), rounded up to 8. */
+    const char *names[] = {"sgd", "adagrad", "adam", "ftrl"};
+    const int spv[] = {0, 1, 2, 2};
+    const uint32_t dims[] = {8, 64, 3};
+    for (int k = 0; k < 4; k++)
+        for (int d = 0; d < 3; d++) {
+            zp_sparse_opts p = base_opts(names[k], dims[d]);
+            zp_sparse *u = make(&p);
+            uint64_t want = 32 + ((uint64_t)dims[d] * 4 * (1 + (uint64_t)spv[k]) + 7) / 8 * 8;
+            ck_assert_int_eq(zp_sparse_state_per_value(u), spv[k]);
+            ck_assert_uint_eq(counters(u).bytes_per_row, want);
+            zp_sparse_destroy(&u);
+        }
+
+    /* What a row costs in all, for D = 8 and 64: 200k rows, every byte
+     * held (chunks and index) divided by the rows. */
+    enum { M = 200000 };
+    for (int d = 0; d < 2; d++)
+        for (int k = 0; k < 4; k++) {
+            zp_sparse_opts p = base_opts(names[k], dims[d]);
+            zp_sparse *u = make(&p);
+            for (uint64_t b = 0; b < M / B; b++) {
+                for (uint64_t i = 0; i < B; i++)
+                    ids[i] = zp_mix64(b * B + i);
+                for (uint64_t i = 0; i < B; i += B / 10)
+                    zp_sparse_pull(u, ids + i, B / 10, 0, out, NULL);
+            }
+            zp_sparse_counters uc = counters(u);
+            ck_assert_uint_eq(uc.rows, M);
+            uint64_t index = (uint64_t)8 << 19; /* 2^19 slots: 200k > 0.7 * 2^18 */
+            ck_assert_uint_ge(uc.bytes, M * uc.bytes_per_row + index);
+            printf("sparse: %-7s D=%-2u: record %4llu B (raw values %4u B), held %7.1f B/row "
+                   "(index %.1f, chunk slack %.1f)\n",
+                   names[k], dims[d], (unsigned long long)uc.bytes_per_row, dims[d] * 4,
+                   (double)uc.bytes / M, (double)index / M,
+                   (double)(uc.bytes - index - M * uc.bytes_per_row) / M);
+            zp_sparse_destroy(&u);
+        }
+}
+END_TEST
+
+/* ------------------------------------------------------------ snapshots */
+
+START_TEST(test_put_get_next)
+{
+    zp_sparse_opts o = base_opts("adam", 5);
+    zp_sparse *a = make(&o), *b = make(&o);
+    zp_rng rng;
+    zp_rng_seed(&rng, 5, 0, 0);
+    for (int step = 0; step < 50; step++) {
+        uint64_t ids[8];
+        float g[40];
+        for (int i = 0; i < 8; i++)
+            ids[i] = (uint64_t)(step * 3 + i) * 0x100000001ull;
+        for (int i = 0; i < 40; i++)
+            g[i] = (float)zp_rng_normal(&rng);
+        zp_sparse_push(a, ids, 8, g, 1.0f, step, NULL, NULL);
+    }
+    /* b holds some of the ids already, with other contents: put overwrites. */
+    float junk[5] = {9, 9, 9, 9, 9}, out[5];
+    uint64_t first = 0;
+    zp_sparse_push(b, &first, 1, junk, 1.0f, 0, NULL, NULL);
+
+    uint64_t cur = 0, n = 0;
+    zp_sparse_row r;
+    while (zp_sparse_next(a, &cur, &r)) {
+        zp_sparse_put(b, &r);
+        n++;
+    }
+    ck_assert_uint_eq(n, counters(a).rows);
+    ck_assert_uint_eq(counters(b).rows, n);
+    cur = 0;
+    while (zp_sparse_next(a, &cur, &r)) {
+        zp_sparse_row q;
+        ck_assert(zp_sparse_get(b, r.id, &q));
+        ck_assert_uint_eq(q.id, r.id);
+        ck_assert_uint_eq(q.version, r.version);
+        ck_assert_uint_eq(q.freq, r.freq);
+        ck_assert_int_eq(q.last_clock, r.last_clock);
+        ck_assert(memcmp(q.values, r.values, 5 * sizeof(float)) == 0);
+        ck_assert(memcmp(q.state, r.state, 10 * sizeof(float)) == 0);
+    }
+    /* get does not touch: freq and clock unchanged; a pull does. */
+    ck_assert(zp_sparse_get(b, first, &r));
+    uint32_t f = r.freq;
+    ck_assert(zp_sparse_get(b, first, &r));
+    ck_assert_uint_eq(r.freq, f);
+    zp_sparse_pull(b, &first, 1, 77, out, NULL);
+    ck_assert(zp_sparse_get(b, first, &r));
+    ck_assert_uint_eq(r.freq, f + 1);
+    ck_assert_int_eq(r.last_clock, 77);
+    ck_assert(memcmp(out, r.values, sizeof out) == 0);
+    /* A put of a row onto itself keeps it. */
+    float keep[5];
+    memcpy(keep, r.values, sizeof keep);
+    zp_sparse_put(b, &r);
+    ck_assert(zp_sparse_get(b, first, &r));
+    ck_assert(memcmp(keep, r.values, sizeof keep) == 0);
+    zp_sparse_destroy(&a);
+    zp_sparse_destroy(&b);
+}
+END_TEST
+
+/* ------------------------------------------------------------ bad options */
+
+START_TEST(test_bad_opts)
+{
+    struct bad {
+        const char *field;
+        int code;
+        zp_sparse_opts o;
+    } cases[16];
+    int n = 0;
+    zp_sparse_opts o = base_opts("adam", 8);
+#define BAD(fld, c, stmt)                                                                          \
+    do {                                                                                           \
+        cases[n] = (struct bad){fld, c, o};                                                        \
+        zp_sparse_opts *p = &cases[n].o;                                                           \
+        stmt;                                                                                      \
+        n++;                                                                                       \
+    } while (0)
+    BAD("dim", ZEPS_EINVAL, p->dim = 0);
+    BAD("dim", ZEPS_EINVAL, p->dim = 4097);
+    BAD("optimizer", ZEPS_EOPTIM, p->optimizer = "momentum");
+    BAD("optimizer", ZEPS_EOPTIM, p->optimizer = NULL);
+    BAD("lr", ZEPS_EOPTIM, p->lr = 0);
+    BAD("lr", ZEPS_EOPTIM, p->lr = NAN);
+    BAD("beta1", ZEPS_EOPTIM, p->beta1 = 1.0f);
+    BAD("beta2", ZEPS_EOPTIM, p->beta2 = -0.5f);
+    BAD("eps", ZEPS_EOPTIM, p->eps = -1e-8f);
+    BAD("weight_decay", ZEPS_EOPTIM, p->weight_decay = INFINITY);
+    BAD("l1", ZEPS_EOPTIM, p->l1 = -1);
+    BAD("l2", ZEPS_EOPTIM, p->l2 = -0.1f);
+    BAD("ftrl_beta", ZEPS_EOPTIM, p->ftrl_beta = -1);
+    BAD("admit_prob", ZEPS_EINVAL, p->admit_prob = 1.5);
+    BAD("admit_count", ZEPS_EINVAL, p->admit_count = 70000);
+    BAD("capacity_rows", ZEPS_EINVAL, p->capacity_rows = (uint64_t)1 << 40);
+#undef BAD
+    for (int i = 0; i < n; i++) {
+        char err[256] = "";
+        zp_sparse *t = (zp_sparse *)&err; /* must stay untouched */
+        int rc = zp_sparse_new(&t, &cases[i].o, err, sizeof err);
+        ck_assert_msg(rc == cases[i].code, "case %d (%s): rc %d", i, cases[i].field, rc);
+        ck_assert_msg(strstr(err, cases[i].field) != NULL, "case %d: '%s' does not name %s", i, err,
+                      cases[i].field);
+        ck_assert_ptr_eq(t, (zp_sparse *)&err);
+    }
+    char err[256];
+    zp_sparse *t;
+    o.init = (zp_init_kind)9;
+    ck_assert_int_eq(zp_sparse_new(&t, &o, err, sizeof err), ZEPS_EINVAL);
+    ck_assert(strstr(err, "init") != NULL);
+    o.init = ZP_INIT_ZEROS;
+    o.init_scale = NAN;
+    ck_assert_int_eq(zp_sparse_new(&t, &o, err, sizeof err), ZEPS_EINVAL);
+    ck_assert(strstr(err, "init_scale") != NULL);
+    o.init_scale = 0;
+    o.evict = (zp_evict_policy)3;
+    ck_assert_int_eq(zp_sparse_new(&t, &o, err, sizeof err), ZEPS_EINVAL);
+    ck_assert(strstr(err, "evict") != NULL);
+
+    ck_assert_int_eq(zp_evict_from_name(NULL), ZP_EVICT_LRU);
+    ck_assert_int_eq(zp_evict_from_name("lru"), ZP_EVICT_LRU);
+    ck_assert_int_eq(zp_evict_from_name("lfu"), ZP_EVICT_LFU);
+    ck_assert_int_eq(zp_evict_from_name("arc"), -1);
+    ck_assert_str_eq(zp_evict_name(ZP_EVICT_LFU), "lfu");
+    ck_assert_str_eq(zp_evict_name(ZP_EVICT_LRU), "lru");
+}
+END_TEST
+
+/* One test case per test, so CK_RUN_CASE=<name> runs one. */
+#define ADD(fn)                                                                                    \
+    do {                                                                                           \
+        TCase *tc = tcase_create(#fn + 5);                                                         \
+        tcase_set_timeout(tc, 120);                                                                \
+        tcase_add_test(tc, fn);                                                                    \
+        suite_add_tcase(s, tc);                                                                    \
+    } while (0)
+
+int main(void)
+{
+    Suite *s = suite_create("sparse");
+    ADD(test_init_rows);
+    ADD(test_optim_sgd);
+    ADD(test_optim_adagrad);
+    ADD(test_optim_adam);
+    ADD(test_optim_ftrl);
+    ADD(test_tau);
+    ADD(test_admit_count);
+    ADD(test_admit_prob);
+    ADD(test_ttl_drift);
+    ADD(test_capacity_lru_lfu);
+    ADD(test_memory_budget);
+    ADD(test_index_random);
+    ADD(test_million_rows);
+    ADD(test_put_get_next);
+    ADD(test_bad_opts);
+    return zt_run_suite(s);
+}

@@ -1,0 +1,417 @@
+/*
+ * test_sparse_server.c - sparse tables through real zeps-server processes.
+ *
+ * Rows start the same on any shard count; a batch with repeated ids applies
+ * the summed gradient once per row; TTL eviction keeps a drifting stream's
+ * rows bounded where the table otherwise grows; bad ids, dims and values get
+ * ERROR replies that say what is wrong, and change nothing.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zmq.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "sparse_hash.h"
+#include "util.h"
+#include "wire.h"
+#include "zeps.h"
+
+#define DIM 8
+
+static zeps_sparse_spec emb_spec(const char *optimizer, double lr)
+{
+    zeps_sparse_spec s = {.name = "emb", .dim = DIM, .optimizer = optimizer, .lr = lr,
+                          .init = "uniform", .init_scale = 0.1, .seed = 7};
+    return s;
+}
+
+/* The ids every case uses: edge values and a seeded spread. */
+static size_t test_ids(uint64_t *ids, size_t n)
+{
+    static const uint64_t edge[] = {0, 1, 42, 1ull << 63, UINT64_MAX, 0xdeadbeefull};
+    size_t k = 0;
+    for (; k < sizeof(edge) / sizeof(edge[0]) && k < n; k++)
+        ids[k] = edge[k];
+    zp_rng r;
+    zp_rng_seed(&r, 3, 0, 0);
+    for (; k < n; k++)
+        ids[k] = zp_rng_next(&r);
+    return n;
+}
+
+START_TEST(test_same_row_any_shard_count)
+{
+    enum { N = 500 };
+    uint64_t ids[N];
+    test_ids(ids, N);
+    static float rows[3][N * DIM];
+    for (int S = 1; S <= 3; S++) {
+        zt_cluster cl;
+        ck_assert_int_eq(zt_cluster_start(&cl, S, 1, "async", NULL, NULL), 0);
+        zeps_client *c = zt_client(&cl, 0);
+        ck_assert_ptr_nonnull(c);
+        uint32_t t;
+        zeps_sparse_spec spec = emb_spec("sgd", 0.1);
+        ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+        ck_assert_uint_eq(zeps_table_dim(c, t), DIM);
+        ck_assert_int_eq(zeps_spull(c, t, ids, N, rows[S - 1], 0), 0);
+        zeps_client_destroy(&c);
+        ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+    }
+    ck_assert_msg(memcmp(rows[0], rows[1], sizeof(rows[0])) == 0, "S=1 and S=2 rows differ");
+    ck_assert_msg(memcmp(rows[0], rows[2], sizeof(rows[0])) == 0, "S=1 and S=3 rows differ");
+    /* and they are real initial values: in range, not all equal */
+    int distinct = 0;
+    for (int i = 0; i < N * DIM; i++) {
+        ck_assert(fabsf(rows[0][i]) <= 0.1f);
+        distinct += rows[0][i] != rows[0][0];
+    }
+    ck_assert_int_gt(distinct, N * DIM / 2);
+}
+END_TEST
+
+/* Adagrad from a zero accumulator: one update with G gives
+ * w0 - lr * G / (sqrt(G^2) + eps); two updates g1, g2 give something else. */
+START_TEST(test_repeated_ids_summed_once)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t;
+    zeps_sparse_spec spec = emb_spec("adagrad", 0.5);
+    spec.init = "zeros";
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    static const uint64_t ids[] = {5, 9, 5, 5, 17, 9, 1ull << 40};
+    enum { N = sizeof(ids) / sizeof(ids[0]) };
+    float g[N * DIM];
+    zp_rng r;
+    zp_rng_seed(&r, 11, 0, 0);
+    for (int i = 0; i < N * DIM; i++)
+        g[i] = (float)(zp_rng_uniform(&r) - 0.5);
+    zeps_sbatch *b;
+    ck_assert_int_eq(zeps_sbatch_new(c, t, ids, N, &b), 0);
+    ck_assert_uint_eq(zeps_sbatch_size(b), N);
+    ck_assert_uint_eq(zeps_sbatch_unique(b), 4);
+    float rows[N * DIM];
+    ck_assert_int_eq(zeps_sbatch_pull(b, rows, 0), 0);
+    for (int i = 0; i < N * DIM; i++)
+        ck_assert(rows[i] == 0.0f);
+    ck_assert_int_eq(zeps_sbatch_push(b, g, 0), 0);
+    ck_assert_int_eq(zeps_sbatch_pull(b, rows, 1), 0);
+    for (int i = 0; i < N; i++) {
+        for (int d = 0; d < DIM; d++) {
+            double G = 0;
+            for (int j = 0; j < N; j++)
+                if (ids[j] == ids[i])
+                    G += g[j * DIM + d];
+            double want = -0.5 * G / (sqrt(G * G) + 1e-8);
+            ck_assert_msg(fabs(rows[i * DIM + d] - want) < 1e-6,
+                          "id %llu dim %d: %.9g, reference %.9g", (unsigned long long)ids[i], d,
+                          rows[i * DIM + d], want);
+        }
+    }
+    /* every row updated once: 4 keys pushed over the two shards */
+    uint64_t keys = 0, rows_held = 0;
+    for (int k = 0; k < 2; k++) {
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        keys += st->tables[0]->keys_pushed;
+        rows_held += st->tables[0]->rows;
+        ck_assert_uint_eq(st->tables[0]->kind, 1);
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    ck_assert_uint_eq(keys, 4);
+    ck_assert_uint_eq(rows_held, 4);
+    zeps_sbatch_free(&b);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+/* Top-k with error feedback on sparse rows: push G once, then zeros; the
+ * residual kept per row drains into later pushes until the rows hold exactly
+ * -G (sgd, lr 1, zero init). Without error feedback only the first top-k
+ * ever arrives. */
+static void topk_rows(int ef, const uint64_t *ids, int n, const float *G, float *rows)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t;
+    zeps_sparse_spec spec = emb_spec("sgd", 1.0);
+    spec.init = "zeros";
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    zeps_codec_opts co = {.codec = "topk", .fraction = 0.25, .error_feedback = ef};
+    ck_assert_int_eq(zeps_set_push_codec(c, t, &co), 0);
+    static float zeros[64 * DIM];
+    ck_assert_int_eq(zeps_spush(c, t, ids, (size_t)n, G, 0), 0);
+    for (int k = 1; k <= 8; k++)
+        ck_assert_int_eq(zeps_spush(c, t, ids, (size_t)n, zeros, k), 0);
+    ck_assert_int_eq(zeps_spull(c, t, ids, (size_t)n, rows, 9), 0);
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    ck_assert_msg(cs.bytes_out < cs.bytes_out_raw, "compressed %llu >= raw %llu bytes",
+                  (unsigned long long)cs.bytes_out, (unsigned long long)cs.bytes_out_raw);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_compressed_push_error_feedback)
+{
+    enum { N = 64 };
+    uint64_t ids[N];
+    test_ids(ids, N);
+    static float G[N * DIM], with[N * DIM], without[N * DIM];
+    zp_rng r;
+    zp_rng_seed(&r, 5, 0, 0);
+    for (int i = 0; i < N * DIM; i++)
+        G[i] = (float)(zp_rng_uniform(&r) - 0.5);
+    topk_rows(1, ids, N, G, with);
+    topk_rows(0, ids, N, G, without);
+    int missing = 0;
+    for (int i = 0; i < N * DIM; i++) {
+        ck_assert_msg(fabsf(with[i] + G[i]) < 1e-6f, "value %d: %g, expected %g", i, with[i],
+                      -G[i]);
+        missing += without[i] == 0.0f;
+    }
+    /* a quarter arrives without error feedback */
+    ck_assert_int_ge(missing, N * DIM / 2);
+}
+END_TEST
+
+/* rows held summed over the shards, and evictions by TTL */
+static void table_rows(zeps_client *c, int S, uint64_t *rows, uint64_t *evicted)
+{
+    *rows = *evicted = 0;
+    for (int k = 0; k < S; k++) {
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        *rows += st->tables[0]->rows;
+        *evicted += st->tables[0]->evicted_ttl;
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+}
+
+/* Each clock touches a window of 200 ids that slides by 100: with
+ * ttl_clocks = 2 a row lives at most a few clocks after its last touch. */
+static void drift(uint64_t ttl, uint64_t *max_rows, uint64_t *final_rows, uint64_t *evicted)
+{
+    enum { W = 200, STEP = 100, CLOCKS = 30 };
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t;
+    zeps_sparse_spec spec = emb_spec("sgd", 0.1);
+    spec.ttl_clocks = ttl;
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    uint64_t ids[W];
+    static float g[W * DIM];
+    for (int i = 0; i < W * DIM; i++)
+        g[i] = 0.01f;
+    *max_rows = 0;
+    for (int64_t clk = 0; clk < CLOCKS; clk++) {
+        for (int i = 0; i < W; i++)
+            ids[i] = (uint64_t)(clk * STEP + i) * 7919u;
+        ck_assert_int_eq(zeps_spush(c, t, ids, W, g, clk), 0);
+        ck_assert_int_eq(zeps_clock(c, clk), 0);
+        uint64_t r, e;
+        table_rows(c, 2, &r, &e);
+        if (r > *max_rows)
+            *max_rows = r;
+    }
+    table_rows(c, 2, final_rows, evicted);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_ttl_bounds_rows)
+{
+    uint64_t max_on, final_on, ev_on, max_off, final_off, ev_off;
+    drift(2, &max_on, &final_on, &ev_on);
+    drift(0, &max_off, &final_off, &ev_off);
+    /* without TTL every id ever touched stays: 29 * 100 + 200 */
+    ck_assert_uint_eq(final_off, 29 * 100 + 200);
+    ck_assert_uint_eq(ev_off, 0);
+    /* with it, rows untouched for 2 clocks go; the scan may lag a few clocks */
+    ck_assert_msg(max_on <= 200 + 100 * 6, "rows grew to %llu with ttl_clocks = 2",
+                  (unsigned long long)max_on);
+    ck_assert_uint_eq(final_on + ev_on, final_off);
+}
+END_TEST
+
+/* --- bad input on a raw socket --- */
+
+static zt_cluster bcl;
+static zeps_client *good;
+static uint32_t tid;
+static void *zctx, *raw;
+static uint64_t raw_seq;
+
+static void bad_setup(void)
+{
+    ck_assert_int_eq(zt_cluster_start(&bcl, 2, 2, "async", NULL, NULL), 0);
+    good = zt_client(&bcl, 0);
+    ck_assert_ptr_nonnull(good);
+    zeps_sparse_spec spec = emb_spec("sgd", 0.5);
+    spec.init = "constant";
+    spec.init_scale = 1.0;
+    ck_assert_int_eq(zeps_declare_sparse(good, &spec, &tid), 0);
+    zctx = zmq_ctx_new();
+    raw = zt_raw_socket(zctx, &bcl, 0);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__HELLO;
+    h.rank = 1;
+    h.incarnation = 0x5eed;
+    Zeps__Header *rep = zt_raw_request(raw, &h, NULL, 0);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->op, ZEPS__OP__HELLO);
+    zeps__header__free_unpacked(rep, NULL);
+}
+
+static void bad_teardown(void)
+{
+    zmq_close(raw);
+    zmq_ctx_term(zctx);
+    zeps_client_destroy(&good);
+    ck_assert_int_eq(zt_cluster_stop(&bcl), 0);
+}
+
+static void req(Zeps__Header *h, Zeps__Op op, uint64_t count)
+{
+    zeps__header__init(h);
+    h->version = ZP_PROTOCOL_VERSION;
+    h->op = op;
+    h->req_id = 5;
+    h->rank = 1;
+    h->incarnation = 0x5eed;
+    h->seq = ++raw_seq;
+    h->table = 0;
+    h->count = count;
+}
+
+static void expect_error(Zeps__Header *rep, int code, const char *needle)
+{
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_int_eq(rep->op, ZEPS__OP__ERROR);
+    ck_assert_msg(rep->error == code, "error %s, expected %s: %s", zeps_errname(rep->error),
+                  zeps_errname(code), rep->error_text);
+    ck_assert_msg(strstr(rep->error_text, needle), "'%s' does not mention '%s'", rep->error_text,
+                  needle);
+    zeps__header__free_unpacked(rep, NULL);
+}
+
+/* Ids of shard k. */
+static void ids_of_shard(int k, uint64_t *ids, int n)
+{
+    for (uint64_t x = 1; n > 0; x++)
+        if (zp_sparse_shard_of(x, 2) == k)
+            ids[--n] = x;
+}
+
+/* The good client still gets constant 1.0 rows for the ids the bad
+ * requests named. */
+static void still_serving(const uint64_t *ids, int n)
+{
+    float rows[16 * DIM];
+    ck_assert_int_eq(zeps_spull(good, tid, ids, (size_t)n, rows, 0), 0);
+    for (int i = 0; i < n * DIM; i++)
+        ck_assert_msg(rows[i] == 1.0f, "row value %g changed by a refused request", rows[i]);
+}
+
+START_TEST(test_bad_requests)
+{
+    uint64_t mine[4], theirs[1];
+    ids_of_shard(0, mine, 4);
+    ids_of_shard(1, theirs, 1);
+    unsigned char buf[4 * (8 + 4 * DIM + 4)];
+    float *g;
+    Zeps__Header h;
+
+    /* a push whose rows have the wrong dim */
+    req(&h, ZEPS__OP__PUSH, 4);
+    memcpy(buf, mine, sizeof(mine));
+    expect_error(zt_raw_request(raw, &h, buf, 4 * 8 + 4 * 4 * (DIM - 1)), ZEPS_ESIZE, "dim 8");
+    /* an id of the other shard */
+    req(&h, ZEPS__OP__PULL, 1);
+    expect_error(zt_raw_request(raw, &h, theirs, 8), ZEPS_ERANGE, "belongs to shard 1");
+    /* a repeated id in a push */
+    uint64_t rep_ids[4] = {mine[0], mine[1], mine[0], mine[2]};
+    memcpy(buf, rep_ids, sizeof(rep_ids));
+    g = (float *)(buf + 32);
+    for (int i = 0; i < 4 * DIM; i++)
+        g[i] = 1.0f;
+    req(&h, ZEPS__OP__PUSH, 4);
+    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_EINVAL, "twice");
+    /* NaN in a gradient */
+    memcpy(buf, mine, sizeof(mine));
+    g[13] = NAN;
+    req(&h, ZEPS__OP__PUSH, 4);
+    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ENONFINITE, "NaN");
+    g[13] = 1.0f;
+    /* no ids, or no frame */
+    req(&h, ZEPS__OP__PULL, 0);
+    expect_error(zt_raw_request(raw, &h, mine, 0), ZEPS_ERANGE, "0 ids");
+    req(&h, ZEPS__OP__PULL, 2);
+    expect_error(zt_raw_request(raw, &h, NULL, 0), ZEPS_EPROTO, "exactly one frame");
+    /* compressed sparse pushes: a payload that is not what its codec says,
+     * an unknown codec */
+    req(&h, ZEPS__OP__PUSH, 4);
+    h.codec = 1; /* fp16: 2 bytes a value, 64 expected */
+    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ESIZE, "fp16");
+    req(&h, ZEPS__OP__PUSH, 4);
+    h.codec = 99;
+    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_EPROTO, "unknown codec");
+    /* versions announced but missing */
+    req(&h, ZEPS__OP__PUSH, 4);
+    h.flags = ZP_FLAG_ROW_VERSIONS;
+    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ESIZE, "expected");
+    still_serving(mine, 4);
+    still_serving(theirs, 1);
+
+    /* declarations: bad dim, unknown optimizer, conflicting re-declaration */
+    uint32_t t2;
+    zeps_sparse_spec s = emb_spec("sgd", 0.1);
+    s.name = "bad";
+    s.dim = 0;
+    ck_assert_int_ne(zeps_declare_sparse(good, &s, &t2), 0);
+    ck_assert_msg(strstr(zeps_last_error(good), "dim"), "%s", zeps_last_error(good));
+    s.dim = 4;
+    s.optimizer = "rmsprop";
+    ck_assert_int_ne(zeps_declare_sparse(good, &s, &t2), 0);
+    ck_assert_msg(strstr(zeps_last_error(good), "rmsprop"), "%s", zeps_last_error(good));
+    zeps_sparse_spec again = emb_spec("sgd", 0.5);
+    again.init = "constant";
+    again.init_scale = 1.0;
+    again.dim = 16;
+    ck_assert_int_eq(zeps_declare_sparse(good, &again, &t2), ZEPS_ECONFLICT);
+    ck_assert_msg(strstr(zeps_last_error(good), "dim"), "%s", zeps_last_error(good));
+    /* a dense call on a sparse table is refused by the library */
+    float v[4];
+    ck_assert_int_ne(zeps_pull(good, tid, v, 0, 4, 0), 0);
+    still_serving(mine, 4);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sparse_server");
+    TCase *tc = tcase_create("rows");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_same_row_any_shard_count);
+    tcase_add_test(tc, test_repeated_ids_summed_once);
+    tcase_add_test(tc, test_ttl_bounds_rows);
+    tcase_add_test(tc, test_compressed_push_error_feedback);
+    suite_add_tcase(s, tc);
+    TCase *bad = tcase_create("bad_input");
+    tcase_set_timeout(bad, 60);
+    tcase_add_checked_fixture(bad, bad_setup, bad_teardown);
+    tcase_add_test(bad, test_bad_requests);
+    suite_add_tcase(s, bad);
+    return zt_run_suite(s);
+}

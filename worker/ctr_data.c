@@ -30,10 +30,11 @@
 #define ID_MISSING  (1ull << 40)
 #define ID_STRING   (1ull << 41)
 
-zp_ctr_data *zp_ctr_data_new(int ndense)
+zp_ctr_data *zp_ctr_data_new(int ndense, int weighted)
 {
     zp_ctr_data *d = zp_xcalloc(1, sizeof(*d));
     d->ndense = ndense;
+    d->weighted = weighted;
     d->off = zp_xcalloc(1, sizeof(size_t));
     return d;
 }
@@ -69,7 +70,8 @@ static void reserve(zp_ctr_data *d, size_t nids)
             c *= 2;
         d->idcap = c;
         d->ids = zp_xrealloc(d->ids, c * sizeof(uint64_t));
-        d->val = zp_xrealloc(d->val, c * sizeof(float));
+        if (d->weighted)
+            d->val = zp_xrealloc(d->val, c * sizeof(float));
     }
 }
 
@@ -82,7 +84,8 @@ static void append(zp_ctr_data *d, float label, const float *dense, const uint64
     if (d->ndense)
         memcpy(&d->dense[i * (size_t)d->ndense], dense, (size_t)d->ndense * sizeof(float));
     memcpy(&d->ids[o], ids, nids * sizeof(uint64_t));
-    memcpy(&d->val[o], val, nids * sizeof(float));
+    if (d->weighted)
+        memcpy(&d->val[o], val, nids * sizeof(float));
     d->off[i + 1] = o + nids;
     d->n++;
 }
@@ -259,12 +262,14 @@ static int libsvm_parse(zp_ctr_data *d, const char *line, size_t len, char *why,
 const zp_ctr_reader_ops zp_ctr_reader_criteo = {
     .name = "criteo",
     .ndense = CRITEO_NDENSE,
+    .weighted = 0,
     .parse = criteo_parse,
 };
 
 const zp_ctr_reader_ops zp_ctr_reader_libsvm = {
     .name = "libsvm",
     .ndense = 0,
+    .weighted = 1,
     .parse = libsvm_parse,
 };
 
@@ -286,7 +291,7 @@ int zp_ctr_data_load(zp_ctr_data **out, const zp_ctr_reader_ops *ops, const char
     FILE *f = fopen(path, "r");
     if (!f)
         return zp_seterr(err, errlen, ZEPS_EIO, "cannot open %s: %s", path, strerror(errno));
-    zp_ctr_data *d = zp_ctr_data_new(ops->ndense);
+    zp_ctr_data *d = zp_ctr_data_new(ops->ndense, ops->weighted);
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;

@@ -35,8 +35,9 @@ typedef struct zp_ctr_data {
     float *dense;      /* n * ndense */
     size_t *off;       /* n + 1: example i's ids are ids[off[i] .. off[i+1]) */
     uint64_t *ids;     /* off[n] */
-    float *val;        /* off[n]: the weight of each id */
+    float *val;        /* off[n]: the weight of each id; NULL when all are 1 (criteo) */
     size_t cap, idcap; /* allocated examples and ids */
+    int weighted;      /* val is kept */
 } zp_ctr_data;
 
 /* A format. parse() appends one line (len bytes, no newline, not
@@ -45,6 +46,7 @@ typedef struct zp_ctr_data {
 typedef struct zp_ctr_reader_ops {
     const char *name;
     int ndense;
+    int weighted; /* ids carry weights (else every weight is 1 and val stays NULL) */
     int (*parse)(zp_ctr_data *d, const char *line, size_t len, char *why, size_t whylen);
 } zp_ctr_reader_ops;
 
@@ -54,8 +56,9 @@ extern const zp_ctr_reader_ops zp_ctr_reader_libsvm;
 /* The reader called `name` ("criteo", "libsvm"), or NULL. */
 const zp_ctr_reader_ops *zp_ctr_reader_find(const char *name);
 
-/* An empty data set for `ndense` dense features. */
-zp_ctr_data *zp_ctr_data_new(int ndense);
+/* An empty data set for `ndense` dense features, with per-id weights if
+ * `weighted`. */
+zp_ctr_data *zp_ctr_data_new(int ndense, int weighted);
 void zp_ctr_data_destroy(zp_ctr_data **dp);
 
 /* Read lines i = part, part + nparts, ... of the file at `path` (at most

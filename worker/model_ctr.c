@@ -49,7 +49,7 @@ double zp_ctr_model_pass(const zp_ctr_data *d, const size_t *ex, size_t nb, uint
     size_t p = 0; /* position of the example's first id */
     for (size_t b = 0; b < nb; b++) {
         size_t e = ex[b], lo = d->off[e], n = d->off[e + 1] - lo;
-        const float *x = &d->dense[e * (size_t)nd], *a = &d->val[lo];
+        const float *x = &d->dense[e * (size_t)nd], *a = d->val ? &d->val[lo] : NULL;
         double z = dw[nd];
         for (int j = 0; j < nd; j++)
             z += (double)dw[j] * x[j];
@@ -57,7 +57,7 @@ double zp_ctr_model_pass(const zp_ctr_data *d, const size_t *ex, size_t nb, uint
         double q = 0;
         for (size_t i = 0; i < n; i++) {
             const float *v = &emb[(p + i) * dim];
-            double ai = a[i];
+            double ai = a ? a[i] : 1.0;
             z += lin[p + i] * ai;
             for (uint32_t k = 0; k < dim; k++) {
                 double t = v[k] * ai;
@@ -83,7 +83,7 @@ double zp_ctr_model_pass(const zp_ctr_data *d, const size_t *ex, size_t nb, uint
             for (size_t i = 0; i < n; i++) {
                 const float *v = &emb[(p + i) * dim];
                 float *gv = &gemb[(p + i) * dim];
-                double ai = a[i];
+                double ai = a ? a[i] : 1.0;
                 glin[p + i] = (float)(g * ai);
                 for (uint32_t k = 0; k < dim; k++)
                     gv[k] = (float)(g * (ai * s[k] - v[k] * ai * ai));

@@ -26,6 +26,7 @@ port=${ZEPS_CTR_PORT:-17200}
 data=${ZEPS_CTR_DATA:-${XDG_CACHE_HOME:-$HOME/.cache}/zeps/criteo-gen-$train-$test-seed$seed}
 if [ ! -s "$data/truth.json" ]; then
     echo "run-ctr: generating the data set into $data"
+    mkdir -p "$data"
     "$bin/zepsctl" gen-criteo --out "$data" --train "$train" --test "$test" --seed "$seed"
 else
     echo "run-ctr: using the data set in $data"

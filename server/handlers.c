@@ -478,11 +478,12 @@ static void on_push(zp_server *s, zp_request *r)
         return;
     }
     if (t->sparse) {
-        if (zp_sparse_on_push(s, r, w, t) != 0)
+        uint32_t flags;
+        if (zp_sparse_on_push(s, r, w, t, &flags) != 0)
             return;
         if (h->flags & ZP_FLAG_CLOCK)
             advance_clock(s, w, h->clock);
-        reply_ok(s, r, 0);
+        reply_ok(s, r, flags);
         if (h->flags & ZP_FLAG_CLOCK)
             serve_all_parked(s);
         else

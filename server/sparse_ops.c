@@ -10,7 +10,8 @@
  * (the client library sums repeated ids first); gradients must be finite.
  * Everything is checked before any row is touched.
  *
- * When: sparse pushes are applied as they arrive in every consistency mode;
+ * When: sparse pushes are applied as they arrive in every consistency mode
+ * (under `weighted`, each row scaled by the weight of its own staleness);
  * pulls wait as dense pulls do (ssp, weighted bound), and in bsp until every
  * live worker finished the previous clock (min_clock >= clock), which is
  * ssp with bound 0. See docs/sparse.md for why sparse tables do not collect
@@ -252,7 +253,29 @@ static const float *decoded_grads(zp_server *s, zp_request *r, zp_table *t, cons
     return g;
 }
 
-int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
+/* weighted mode: each row scaled by w(tau of that row), rows staler than
+ * max_staleness dropped. Returns the rows dropped. */
+static size_t push_weighted(zp_server *s, zp_table *t, const uint64_t *ids, size_t n,
+                            const float *g, int64_t clock, const uint32_t *rv)
+{
+    size_t dropped = 0;
+    for (size_t i = 0; i < n; i++) {
+        zp_sparse_row row;
+        uint64_t tau = 0;
+        if (zp_sparse_get(t->sparse, ids[i], &row) && row.version > rv[i])
+            tau = row.version - rv[i];
+        if (s->cfg.max_staleness >= 0 && tau > (uint64_t)s->cfg.max_staleness) {
+            dropped++;
+            continue;
+        }
+        float wt = (float)zp_weight(s->cfg.weight_fn, s->cfg.weight_lambda, tau);
+        zp_sparse_push(t->sparse, &ids[i], 1, g + i * t->dim, wt, clock, &rv[i], &t->tau);
+    }
+    return dropped;
+}
+
+int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
+                      uint32_t *reply_flags)
 {
     const Zeps__Header *h = r->h;
     size_t n = (size_t)h->count, dim = t->dim;
@@ -303,7 +326,16 @@ int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
         rv = t->vers;
     }
     zp_worker_record(w, h->seq);
-    zp_sparse_push(t->sparse, ids, n, g, 1.0f, h->clock, rv, &t->tau);
+    *reply_flags = 0;
+    if (rv && s->cons == &zp_consistency_weighted) {
+        size_t dropped = push_weighted(s, t, ids, n, g, h->clock, rv);
+        t->dropped += dropped;
+        w->dropped += dropped;
+        if (dropped)
+            *reply_flags = ZP_FLAG_DROPPED;
+    } else {
+        zp_sparse_push(t->sparse, ids, n, g, 1.0f, h->clock, rv, &t->tau);
+    }
     t->version++;
     t->pushes++;
     t->keys_pushed += n;

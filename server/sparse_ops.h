@@ -28,9 +28,11 @@ bool zp_sparse_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank, 
 void zp_sparse_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *t);
 
 /* Check and apply a PUSH of a sparse table. Returns 0 when applied (the
- * caller acknowledges it), or -1 after replying with an error (nothing
- * applied). */
-int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t);
+ * caller acknowledges it with *reply_flags: ZP_FLAG_DROPPED if weighted
+ * mode dropped rows as too stale), or -1 after replying with an error
+ * (nothing applied). */
+int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
+                      uint32_t *reply_flags);
 
 /* Answer a parked sparse pull that became ready (p is not freed). */
 void zp_sparse_serve_parked(zp_server *s, zp_table *t, zp_parked *p);

@@ -183,6 +183,65 @@ START_TEST(test_compressed_push_error_feedback)
 }
 END_TEST
 
+/* Weighted mode on rows: worker 0 reads id X at version 0, worker 1 pushes
+ * X three times, then worker 0's push has tau 3 on X and tau 0 on Y: X gets
+ * 1/(1+3) of it, Y all of it (inverse weighting, sgd lr 1, zero init). With
+ * max_staleness 2, X's row is dropped instead, and the push says so. */
+static void weighted_rows(const char *weighting, float *x, float *y, uint64_t *dropped)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "weighted", weighting, NULL), 0);
+    zeps_client *a = zt_client(&cl, 0), *b = zt_client(&cl, 1);
+    uint32_t ta, tb;
+    zeps_sparse_spec spec = emb_spec("sgd", 1.0);
+    spec.init = "zeros";
+    ck_assert_int_eq(zeps_declare_sparse(a, &spec, &ta), 0);
+    ck_assert_int_eq(zeps_declare_sparse(b, &spec, &tb), 0);
+    uint64_t ids[2] = {77, 78};
+    float rows[2 * DIM], ga[2 * DIM], gb[DIM];
+    for (int i = 0; i < DIM; i++) {
+        ga[i] = ga[DIM + i] = 1.0f;
+        gb[i] = 0.5f;
+    }
+    zeps_sbatch *bat;
+    ck_assert_int_eq(zeps_sbatch_new(a, ta, ids, 2, &bat), 0);
+    ck_assert_int_eq(zeps_sbatch_pull(bat, rows, 0), 0);
+    for (int k = 0; k < 3; k++) {
+        zeps_sbatch *one;
+        ck_assert_int_eq(zeps_sbatch_new(b, tb, ids, 1, &one), 0);
+        ck_assert_int_eq(zeps_sbatch_pull(one, rows, k), 0);
+        ck_assert_int_eq(zeps_sbatch_push(one, gb, k), 0);
+        zeps_sbatch_free(&one);
+    }
+    ck_assert_int_eq(zeps_sbatch_push(bat, ga, 0), 0);
+    ck_assert_int_eq(zeps_spull(a, ta, ids, 2, rows, 1), 0);
+    *x = rows[0];
+    *y = rows[DIM];
+    zeps_client_stats st;
+    zeps_client_get_stats(a, &st);
+    *dropped = st.dropped;
+    zeps_sbatch_free(&bat);
+    zeps_client_destroy(&a);
+    zeps_client_destroy(&b);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_weighted_rows)
+{
+    float x, y;
+    uint64_t dropped;
+    weighted_rows("  weighting = { function = \"inverse\"; };\n", &x, &y, &dropped);
+    ck_assert_msg(fabsf(x - (-1.5f - 0.25f)) < 1e-6f, "stale row: %g, expected -1.75", x);
+    ck_assert_msg(y == -1.0f, "fresh row: %g, expected -1", y);
+    ck_assert_uint_eq(dropped, 0);
+    weighted_rows("  weighting = { function = \"inverse\"; max_staleness = 2; };\n", &x, &y,
+                  &dropped);
+    ck_assert_msg(x == -1.5f, "a row past max_staleness was applied: %g", x);
+    ck_assert_msg(y == -1.0f, "fresh row: %g, expected -1", y);
+    ck_assert_uint_eq(dropped, 1);
+}
+END_TEST
+
 /* rows held summed over the shards, and evictions by TTL */
 static void table_rows(zeps_client *c, int S, uint64_t *rows, uint64_t *evicted)
 {
@@ -407,6 +466,7 @@ int main(void)
     tcase_add_test(tc, test_repeated_ids_summed_once);
     tcase_add_test(tc, test_ttl_bounds_rows);
     tcase_add_test(tc, test_compressed_push_error_feedback);
+    tcase_add_test(tc, test_weighted_rows);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("bad_input");
     tcase_set_timeout(bad, 60);

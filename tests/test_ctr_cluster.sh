@@ -32,22 +32,22 @@ check() { # description, command...
 json_num() { # file key
     grep -o "\"$2\": *[-0-9.e+]*" "$1" 2>/dev/null | head -1 | cut -d: -f2 | tr -d ' '
 }
-conf() { # name data-dir
+conf() { # name data-dir [consistency workers batch]
     cat >"$work/$1.conf" <<EOC
 cluster = {
   servers = ["ipc://$work/$1-0.sock", "ipc://$work/$1-1.sock"];
-  workers = 2;
-  consistency = "async";
+  workers = ${4:-2};
+  consistency = "${3:-async}";
 };
 training = {
-  model = "ctr"; epochs = 2; batch_size = 128; optimizer = "adagrad"; lr = 0.05; seed = 1;
+  model = "ctr"; epochs = 2; batch_size = ${5:-128}; optimizer = "adagrad"; lr = 0.05; seed = 1;
   ctr = { format = "criteo"; train_file = "$2/train.txt"; test_file = "$2/test.txt";
           emb_dim = 8; sparse_lr = 0.05; emb_lr = 0.003; emb_init = 0.01; };
 };
 EOC
 }
 run() { # name
-    "$BIN/zepsctl" local --config "$work/$1.conf" -q --dir "$work/$1" --timeout 300 \
+    "$BIN/zepsctl" local --config "$work/$1.conf" -q --dir "$work/$1" --timeout "${2:-300}" \
         >"$work/$1.out" 2>&1 &
     launcher=$!
     wait "$launcher"
@@ -85,7 +85,21 @@ for k in 0 1; do
         grep -q "sparse table 'ctr_emb' declared: dim 8, optimizer adagrad" "$work/good/server-$k.log"
 done
 
-# 3. A malformed line (line 7 is rank 0's with 2 workers) stops the run
+# 3. bsp with partitions of different sizes: 1000 lines over 3 workers are
+#    334, 333 and 333 lines, which a batch of 111 makes 4 and 3 steps; every
+#    worker must still run 4 steps per epoch, or rank 0 waits forever.
+mkdir -p "$work/uneven"
+head -n 1000 "$work/data/train.txt" >"$work/uneven/train.txt"
+head -n 2000 "$work/data/test.txt" >"$work/uneven/test.txt"
+conf uneven "$work/uneven" bsp 3 111
+run uneven 60
+rc=$?
+check "bsp with uneven partitions finishes (exit $rc)" test $rc -eq 0
+for r in 0 1 2; do
+    check "rank $r ran 8 steps" test "$(json_num "$work/uneven/worker-$r.json" iterations)" = 8
+done
+
+# 4. A malformed line (line 7 is rank 0's with 2 workers) stops the run
 #    with the file and the line named.
 mkdir -p "$work/broken"
 cp "$work/data/test.txt" "$work/broken/test.txt"

@@ -299,7 +299,10 @@ int zp_ctr_data_load(zp_ctr_data **out, const zp_ctr_reader_ops *ops, const char
     int rc = 0;
     while ((len = getline(&line, &cap, f)) >= 0) {
         lineno++;
-        if ((lineno - 1) % (uint64_t)nparts != (uint64_t)part)
+        /* past the cap, lines are still counted: file_lines must be the
+         * same on every worker */
+        if ((lineno - 1) % (uint64_t)nparts != (uint64_t)part ||
+            (max_examples && d->n >= max_examples))
             continue;
         if (len > 0 && line[len - 1] == '\n')
             len--;
@@ -311,9 +314,8 @@ int zp_ctr_data_load(zp_ctr_data **out, const zp_ctr_reader_ops *ops, const char
                            why);
             break;
         }
-        if (max_examples && d->n >= max_examples)
-            break;
     }
+    d->file_lines = lineno;
     if (rc == 0 && ferror(f))
         rc = zp_seterr(err, errlen, ZEPS_EIO, "reading %s: %s", path, strerror(errno));
     free(line);

@@ -29,15 +29,16 @@
 #define ZP_CTR_MAX_DENSE 64
 
 typedef struct zp_ctr_data {
-    size_t n;          /* examples */
-    int ndense;        /* dense features per example */
-    float *label;      /* n, 0 or 1 */
-    float *dense;      /* n * ndense */
-    size_t *off;       /* n + 1: example i's ids are ids[off[i] .. off[i+1]) */
-    uint64_t *ids;     /* off[n] */
-    float *val;        /* off[n]: the weight of each id; NULL when all are 1 (criteo) */
-    size_t cap, idcap; /* allocated examples and ids */
-    int weighted;      /* val is kept */
+    size_t n;            /* examples */
+    int ndense;          /* dense features per example */
+    float *label;        /* n, 0 or 1 */
+    float *dense;        /* n * ndense */
+    size_t *off;         /* n + 1: example i's ids are ids[off[i] .. off[i+1]) */
+    uint64_t *ids;       /* off[n] */
+    float *val;          /* off[n]: the weight of each id; NULL when all are 1 (criteo) */
+    size_t cap, idcap;   /* allocated examples and ids */
+    int weighted;        /* val is kept */
+    uint64_t file_lines; /* lines of the whole file (every partition, empty ones too) */
 } zp_ctr_data;
 
 /* A format. parse() appends one line (len bytes, no newline, not
@@ -63,8 +64,9 @@ void zp_ctr_data_destroy(zp_ctr_data **dp);
 
 /* Read lines i = part, part + nparts, ... of the file at `path` (at most
  * max_examples of them; 0 = no limit) with `ops`. Empty lines are skipped
- * (they count as lines). On success *out owns the data. On error returns
- * ZEPS_EDATA (malformed line: "path:line: what") or ZEPS_EIO (cannot read)
+ * (they count as lines). The whole file is read either way, and its line
+ * count kept in file_lines, so every worker knows the largest partition. On success *out owns the
+ * data. On error returns ZEPS_EDATA (malformed line: "path:line: what") or ZEPS_EIO (cannot read)
  * with a message in err. */
 int zp_ctr_data_load(zp_ctr_data **out, const zp_ctr_reader_ops *ops, const char *path, int part,
                      int nparts, uint64_t max_examples, char *err, size_t errlen);

@@ -67,6 +67,7 @@ typedef struct ctr_trainer {
     uint32_t tab[NTABLES];
     uint32_t *order; /* this epoch's permutation of the partition */
     size_t batch, spe;
+    size_t part_max; /* examples in the largest partition: every worker runs its steps */
     step_buf sb[2];
     float *glin, *gemb, *gdense;
     size_t gcap;
@@ -136,7 +137,10 @@ static int declare(ctr_trainer *t)
 }
 
 /* Example positions of global step `step` into s->ex; reshuffles at the
- * start of each epoch. */
+ * start of each epoch. Every worker runs ceil(part_max / batch) steps per
+ * epoch, whatever the size of its own partition (they differ by at most
+ * one example, or more under max_train_examples), so that clocks line up
+ * under bsp/ssp; a smaller partition wraps around to its first examples. */
 static void pick_batch(ctr_trainer *t, int64_t step, step_buf *s)
 {
     size_t n = t->train->n;
@@ -150,9 +154,9 @@ static void pick_batch(ctr_trainer *t, int64_t step, step_buf *s)
         zp_rng_shuffle(&r, t->order, n);
     }
     size_t a = k * t->batch;
-    s->nb = n - a < t->batch ? n - a : t->batch;
+    s->nb = t->part_max - a < t->batch ? t->part_max - a : t->batch;
     for (size_t b = 0; b < s->nb; b++)
-        s->ex[b] = t->order[a + b];
+        s->ex[b] = t->order[(a + b) % n];
 }
 
 /* Build step `step`'s batches and start its pulls as of `step`. */
@@ -389,7 +393,14 @@ int zp_train_ctr_run(const zp_config *cfg, int rank, zp_train_result *out, volat
         t.dim = (uint32_t)cfg->ctr_emb_dim;
         t.ndw = (uint32_t)t.train->ndense + 1;
         t.batch = (size_t)cfg->batch_size;
-        t.spe = (t.train->n + t.batch - 1) / t.batch;
+        uint64_t n = t.nworkers, lines = t.train->file_lines;
+        uint64_t part_max = (lines + n - 1) / n,
+                 cap =
+                     cfg->max_train_examples ? ((uint64_t)cfg->max_train_examples + n - 1) / n : 0;
+        if (cap && cap < part_max)
+            part_max = cap;
+        t.part_max = part_max > t.train->n ? (size_t)part_max : t.train->n;
+        t.spe = (t.part_max + t.batch - 1) / t.batch;
         t.order = zp_xmalloc(t.train->n * sizeof(uint32_t));
         t.gdense = zp_xcalloc(t.ndw, sizeof(float));
         for (int i = 0; i < 2; i++) {

@@ -32,7 +32,7 @@ check() { # description, command...
 json_num() { # file key
     grep -o "\"$2\": *[-0-9.e+]*" "$1" 2>/dev/null | head -1 | cut -d: -f2 | tr -d ' '
 }
-conf() { # name data-dir [consistency workers batch]
+conf() { # name data-dir [consistency workers batch format]
     cat >"$work/$1.conf" <<EOC
 cluster = {
   servers = ["ipc://$work/$1-0.sock", "ipc://$work/$1-1.sock"];
@@ -41,7 +41,7 @@ cluster = {
 };
 training = {
   model = "ctr"; epochs = 2; batch_size = ${5:-128}; optimizer = "adagrad"; lr = 0.05; seed = 1;
-  ctr = { format = "criteo"; train_file = "$2/train.txt"; test_file = "$2/test.txt";
+  ctr = { format = "${6:-criteo}"; train_file = "$2/train.txt"; test_file = "$2/test.txt";
           emb_dim = 8; sparse_lr = 0.05; emb_lr = 0.003; emb_init = 0.01; };
 };
 EOC
@@ -99,7 +99,24 @@ for r in 0 1 2; do
     check "rank $r ran 8 steps" test "$(json_num "$work/uneven/worker-$r.json" iterations)" = 8
 done
 
-# 4. A malformed line (line 7 is rank 0's with 2 workers) stops the run
+# 4. The same data as libsvm (labels -1/+1; one index per (field, value),
+#    the integer fields as weighted indices): it must learn as well.
+mkdir -p "$work/svm"
+awk -F'\t' -v out="$work/svm" '
+    { f = FILENAME ~ /test/ ? out "/test.txt" : out "/train.txt"
+      printf "%s", ($1 == 1 ? "+1" : "-1") > f
+      for (j = 2; j <= 14; j++) if ($j != "" && $j > 0) printf " %d:%.6f", 900000 + j, log(1 + $j) > f
+      for (j = 15; j <= 40; j++) { k = j SUBSEP $j; if (!(k in id)) id[k] = ++n; printf " %d:1", id[k] > f }
+      printf "\n" > f }' "$work/data/train.txt" "$work/data/test.txt"
+conf svm "$work/svm" async 2 128 libsvm
+run svm
+check "libsvm run exits 0" test $? -eq 0
+sauc=$(json_num "$work/svm/worker-0.json" final_auc)
+echo "     libsvm AUC ${sauc:-none}"
+check "libsvm AUC $sauc beats the dense-only baseline $dense by 0.03" \
+    awk -v a="${sauc:-0}" -v d="$dense" 'BEGIN{exit !(a > d + 0.03)}'
+
+# 5. A malformed line (line 7 is rank 0's with 2 workers) stops the run
 #    with the file and the line named.
 mkdir -p "$work/broken"
 cp "$work/data/test.txt" "$work/broken/test.txt"

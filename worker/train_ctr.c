@@ -348,6 +348,24 @@ static int train_loop(ctr_trainer *t, zp_train_result *res)
     return rc;
 }
 
+/* training.max_train_examples split over the workers (0: no cap). */
+static uint64_t worker_cap(const zp_config *cfg, int nworkers)
+{
+    uint64_t n = (uint64_t)nworkers;
+    return cfg->max_train_examples ? ((uint64_t)cfg->max_train_examples + n - 1) / n : 0;
+}
+
+/* The largest partition any worker holds: lines i with i mod N == 0 are
+ * the most, capped as each worker's share is. */
+static size_t largest_partition(const ctr_trainer *t)
+{
+    uint64_t n = (uint64_t)t->nworkers, cap = worker_cap(t->cfg, t->nworkers);
+    uint64_t most = (t->train->file_lines + n - 1) / n;
+    if (cap && cap < most)
+        most = cap;
+    return most > t->train->n ? (size_t)most : t->train->n;
+}
+
 static int load_data(ctr_trainer *t)
 {
     const zp_config *cfg = t->cfg;
@@ -357,10 +375,7 @@ static int load_data(ctr_trainer *t)
         zp_error("unknown data format '%s'", cfg->ctr_format);
         return ZEPS_ECONFIG;
     }
-    uint64_t cap = cfg->max_train_examples
-                       ? ((uint64_t)cfg->max_train_examples + (uint64_t)t->nworkers - 1) /
-                             (uint64_t)t->nworkers
-                       : 0;
+    uint64_t cap = worker_cap(cfg, t->nworkers);
     double t0 = zp_now_s();
     int rc = zp_ctr_data_load(&t->train, ops, cfg->ctr_train_file, t->rank, t->nworkers, cap, err,
                               sizeof(err));
@@ -393,13 +408,7 @@ int zp_train_ctr_run(const zp_config *cfg, int rank, zp_train_result *out, volat
         t.dim = (uint32_t)cfg->ctr_emb_dim;
         t.ndw = (uint32_t)t.train->ndense + 1;
         t.batch = (size_t)cfg->batch_size;
-        uint64_t n = t.nworkers, lines = t.train->file_lines;
-        uint64_t part_max = (lines + n - 1) / n,
-                 cap =
-                     cfg->max_train_examples ? ((uint64_t)cfg->max_train_examples + n - 1) / n : 0;
-        if (cap && cap < part_max)
-            part_max = cap;
-        t.part_max = part_max > t.train->n ? (size_t)part_max : t.train->n;
+        t.part_max = largest_partition(&t);
         t.spe = (t.part_max + t.batch - 1) / t.batch;
         t.order = zp_xmalloc(t.train->n * sizeof(uint32_t));
         t.gdense = zp_xcalloc(t.ndw, sizeof(float));

@@ -278,6 +278,15 @@ static int run_step(ctr_trainer *t, int64_t c, step_buf *s, step_buf *nxt, doubl
         res->diverged_step = c;
         return ZEPS_EDIVERGED;
     }
+    /* The pass gives the gradient of the batch's mean loss. Sparse rows get
+     * the sum over the batch instead (FTRL-Proximal's per-example
+     * convention): an id's step then does not shrink with the batch size,
+     * which matters for ftrl (its beta) and sgd; adagrad is invariant. */
+    float nb = (float)s->nb;
+    for (size_t i = 0; i < s->np; i++)
+        t->glin[i] *= nb;
+    for (size_t i = 0; i < s->np * t->dim; i++)
+        t->gemb[i] *= nb;
     inject_delay(t, c);
     double b1 = zp_now_s();
     zeps_req *reqs[4] = {0};

@@ -197,6 +197,13 @@ static const key_spec cluster_keys[] = {
      .imax = 65536},
     {.name = "reject_nonfinite", .kind = K_BOOL, .off = FIELD(reject_nonfinite)},
     {.name = "log_level", .kind = K_CHOICE, .off = STR(log_level), .choices = log_levels},
+    /* key files are read and checked when a process starts (common/curve.c) */
+    {.name = "curve_server_secret", .kind = K_STRING, .off = STR(curve_server_secret)},
+    {.name = "curve_server_public", .kind = K_STRING, .off = STR(curve_server_public)},
+    {.name = "curve_client_secret", .kind = K_STRING, .off = STR(curve_client_secret)},
+    {.name = "curve_client_public", .kind = K_STRING, .off = STR(curve_client_public)},
+    {.name = "curve_allow_dir", .kind = K_STRING, .off = STR(curve_allow_dir)},
+    {.name = "insecure", .kind = K_BOOL, .off = FIELD(insecure)},
 };
 
 static const key_spec training_keys[] = {

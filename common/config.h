@@ -74,6 +74,13 @@ typedef struct zp_config {
     uint64_t max_message_bytes;            /* default 1 GiB; from max_message_mb */
     bool reject_nonfinite;                 /* default true */
     char log_level[16];                    /* "debug" | "info" | "warn" | "error"; default info */
+    /* CurveZMQ (common/curve.h): key file paths, "" = not set */
+    char curve_server_secret[ZP_PATH_MAX]; /* server: its secret key (turns CURVE on) */
+    char curve_server_public[ZP_PATH_MAX]; /* clients: the servers' public key */
+    char curve_client_secret[ZP_PATH_MAX]; /* clients: their secret key */
+    char curve_client_public[ZP_PATH_MAX]; /* clients: their public key (checked) */
+    char curve_allow_dir[ZP_PATH_MAX];     /* server: directory of allowed clients' .pub files */
+    bool insecure;                         /* allow a non-loopback bind without CURVE; default false */
 
     /* training = { ... } (read by zeps-worker; optional for servers) */
     char model[ZP_NAME_MAX];     /* "quadratic" | "softmax" | "mlp" | "ctr"; default mlp */

@@ -10,6 +10,7 @@ PACKAGES=(
     libopenblas-dev libconfig-dev zlib1g-dev libisal-dev libxxhash-dev
     check libsubunit-dev
     dataset-fashion-mnist
+    iproute2 nftables
 )
 
 missing=()

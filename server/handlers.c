@@ -628,6 +628,9 @@ static void on_stats(zp_server *s, zp_request *r)
     st.bytes_out = s->bytes_out;
     st.requests = s->requests;
     st.errors = s->errors;
+    st.curve = s->zap.enabled;
+    st.curve_accepted = s->zap.accepted;
+    st.curve_refused = s->zap.refused;
 
     Zeps__TableStats *ts = zp_xcalloc(s->ntables ? s->ntables : 1, sizeof(*ts));
     Zeps__Histogram *th = zp_xcalloc(3 * (s->ntables ? s->ntables : 1), sizeof(*th));

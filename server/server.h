@@ -26,6 +26,7 @@
 #include "table.h"
 #include "wire.h"
 #include "workers.h"
+#include "zap.h"
 
 typedef struct zp_server {
     zp_config cfg;
@@ -39,11 +40,13 @@ typedef struct zp_server {
     uv_check_t check;    /* re-checks ZMQ_EVENTS every loop turn */
     uv_timer_t tick;     /* housekeeping, and a safety net for lost edges */
     uv_signal_t sigterm, sigint;
+    uv_signal_t sighup;  /* reloads the CURVE allow-list */
     int open_handles;
 
     void *zctx;
     void *sock;
     char endpoint[ZP_ENDPOINT_MAX];
+    zp_zap zap;          /* CURVE allow-list (zap.enabled = CURVE on) */
 
     zp_table **tables;
     uint32_t ntables, cap_tables;

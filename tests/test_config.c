@@ -857,6 +857,36 @@ START_TEST(ctr_keys)
 }
 END_TEST
 
+/* CurveZMQ keys: paths land in their fields; insecure is a boolean and off
+ * by default (the key files themselves are checked at start, test_curve). */
+START_TEST(curve_keys)
+{
+    zp_config *cfg = parse_ok("cluster = {\n  servers = [\"tcp://h:1\"];\n  workers = 1;\n"
+                              "  curve_server_secret = \"/k/s.key\";\n"
+                              "  curve_server_public = \"/k/s.pub\";\n"
+                              "  curve_client_secret = \"/k/c.key\";\n"
+                              "  curve_client_public = \"/k/c.pub\";\n"
+                              "  curve_allow_dir = \"/k/allow\";\n  insecure = true;\n};\n");
+    ck_assert_str_eq(cfg->curve_server_secret, "/k/s.key");
+    ck_assert_str_eq(cfg->curve_server_public, "/k/s.pub");
+    ck_assert_str_eq(cfg->curve_client_secret, "/k/c.key");
+    ck_assert_str_eq(cfg->curve_client_public, "/k/c.pub");
+    ck_assert_str_eq(cfg->curve_allow_dir, "/k/allow");
+    ck_assert(cfg->insecure);
+    free(cfg);
+    cfg = parse_ok("cluster = {\n  servers = [\"tcp://h:1\"];\n  workers = 1;\n};\n");
+    ck_assert(!cfg->insecure);
+    ck_assert_str_eq(cfg->curve_server_secret, "");
+    free(cfg);
+    expect_error("cluster = {\n  servers = [\"tcp://h:1\"];\n  workers = 1;\n"
+                 "  insecure = \"yes\";\n};\n",
+                 ZEPS_ECONFIG, "cluster.conf:4:", "'cluster.insecure'", "boolean", NULL);
+    expect_error("cluster = {\n  servers = [\"tcp://h:1\"];\n  workers = 1;\n"
+                 "  curve_allow_dir = 3;\n};\n",
+                 ZEPS_ECONFIG, "cluster.conf:4:", "'cluster.curve_allow_dir'", "string", NULL);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -876,6 +906,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, staleness_keys);
     tcase_add_test(tc, delay_keys);
     tcase_add_test(tc, ctr_keys);
+    tcase_add_test(tc, curve_keys);
     tcase_add_test(tc, load_file);
     tcase_add_test(tc, load_unreadable);
     tcase_add_test(tc, message_truncated);

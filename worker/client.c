@@ -17,6 +17,13 @@
  * when it is zero, so the caller may reuse its buffer afterwards. When a
  * request fails, the shard's socket is closed (linger 0) and opened again,
  * which makes ZeroMQ drop and release whatever it still queued.
+ *
+ * With CURVE keys each DEALER authenticates to the shard and encrypts its
+ * traffic. A shard that refuses the key answers the handshake with an error
+ * and nothing else, so each socket then also has a monitor (an inproc PAIR
+ * fed by zmq_socket_monitor) that reports ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+ * the requests waiting on that shard fail at once with ZEPS_ETRANSPORT and a
+ * message that says what to fix, instead of timing out after every retry.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +37,7 @@
 
 #include "codec.h"
 #include "config.h"
+#include "curve.h"
 #include "log.h"
 #include "util.h"
 #include "wire.h"
@@ -43,6 +51,8 @@ typedef struct zeps_sub zeps_sub;
 
 typedef struct zeps_shard {
     void *sock;
+    void *monitor;      /* CURVE: PAIR receiving the socket's handshake failures */
+    char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
     char endpoint[ZP_ENDPOINT_MAX];
     uint64_t next_seq;
     uint64_t incarnation; /* the server's, from HELLO */
@@ -79,6 +89,11 @@ struct zeps_client {
     zeps_client_stats stats;
     int drop_sends;       /* fault injection: sends still to drop */
     volatile int *interrupt; /* zeps_client_set_interrupt */
+    int npoll;               /* items polled: shards, then (CURVE) their monitors */
+    unsigned monitor_gen;    /* makes each monitor endpoint unique */
+    bool curve;
+    char curve_server[ZP_CURVE_KEY_LEN + 1], curve_public[ZP_CURVE_KEY_LEN + 1],
+        curve_secret[ZP_CURVE_KEY_LEN + 1];
     char err[1024];
 };
 
@@ -139,6 +154,33 @@ const char *zeps_last_error(const zeps_client *c)
 
 /* --- sockets --- */
 
+/* Watch shard k's socket for failed handshakes (CURVE only). */
+static int monitor_open(zeps_client *c, int k)
+{
+    zeps_shard *sh = &c->shards[k];
+    char ep[96];
+    snprintf(ep, sizeof(ep), "inproc://zeps-monitor-%p-%d-%u", (void *)c, k, ++c->monitor_gen);
+    int zero = 0;
+    if (zmq_socket_monitor(sh->sock, ep,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
+        return -1;
+    sh->monitor = zmq_socket(c->zctx, ZMQ_PAIR);
+    if (!sh->monitor)
+        return -1;
+    zmq_setsockopt(sh->monitor, ZMQ_LINGER, &zero, sizeof(zero));
+    if (zmq_connect(sh->monitor, ep) != 0) {
+        zmq_close(sh->monitor);
+        sh->monitor = NULL;
+        return -1;
+    }
+    c->items[c->nshards + k].socket = sh->monitor;
+    c->items[c->nshards + k].events = ZMQ_POLLIN;
+    return 0;
+}
+
+static void monitor_close(zeps_client *c, int k);
+
 static int shard_open(zeps_client *c, int k)
 {
     zeps_shard *sh = &c->shards[k];
@@ -154,6 +196,13 @@ static int shard_open(zeps_client *c, int k)
     zmq_setsockopt(sh->sock, ZMQ_MAXMSGSIZE, &nolimit, sizeof(nolimit));
     zmq_setsockopt(sh->sock, ZMQ_RECONNECT_IVL, &reconnect, sizeof(reconnect));
     zmq_setsockopt(sh->sock, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
+    if (c->curve &&
+        (zp_curve_apply_client(sh->sock, c->curve_server, c->curve_public, c->curve_secret) != 0 ||
+         monitor_open(c, k) != 0)) {
+        zmq_close(sh->sock);
+        sh->sock = NULL;
+        return -1;
+    }
     if (zmq_connect(sh->sock, sh->endpoint) != 0) {
         zmq_close(sh->sock);
         sh->sock = NULL;
@@ -164,10 +213,20 @@ static int shard_open(zeps_client *c, int k)
     return 0;
 }
 
+static void monitor_close(zeps_client *c, int k)
+{
+    if (c->shards[k].monitor)
+        zmq_close(c->shards[k].monitor);
+    c->shards[k].monitor = NULL;
+    if (c->curve)
+        c->items[c->nshards + k].socket = NULL;
+}
+
 /* Close and reopen shard k's socket: ZeroMQ drops (and releases) whatever
  * it still queued for it. Outstanding subs are sent again by the caller. */
 static void shard_reset(zeps_client *c, int k)
 {
+    monitor_close(c, k);
     zmq_close(c->shards[k].sock);
     c->shards[k].sock = NULL;
     if (shard_open(c, k) != 0)
@@ -390,9 +449,15 @@ static void check_deadlines(zeps_client *c)
                 continue;
             if (s->retries >= s->max_retries) {
                 fail(c, ZEPS_ETIMEDOUT,
-                     "shard %d at %s did not answer %s after %d retries (%.1f s)", k,
+                     "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
                      sh->endpoint, zp_op_name(s->req->op), s->retries,
-                     (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0);
+                     (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0,
+                     sh->handshake[0] ? ": " : "",
+                     sh->handshake[0] ? sh->handshake
+                     : c->curve       ? ": no reply; with CURVE, check that this worker's key is "
+                                        "in the server's allow-list (curve_allow_dir) and that "
+                                        "curve_server_public is the servers' key"
+                                      : "");
                 sub_finish(c, s, ZEPS_ETIMEDOUT);
                 failed = 1;
                 continue;
@@ -417,6 +482,59 @@ static void check_deadlines(zeps_client *c)
     }
 }
 
+/* Read shard k's monitor. A refused key fails what waits on the shard at
+ * once (retrying cannot help); other handshake failures are kept for the
+ * timeout message. */
+static void drain_monitor(zeps_client *c, int k)
+{
+    zeps_shard *sh = &c->shards[k];
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, sh->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&value, (char *)zmq_msg_data(&ev) + 2, 4);
+        }
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) {
+            zmq_msg_init(&addr);
+            zmq_msg_recv(&addr, sh->monitor, ZMQ_DONTWAIT);
+            zmq_msg_close(&addr);
+        }
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+            snprintf(sh->handshake, sizeof(sh->handshake),
+                     "the shard refused this client's CURVE key (ZAP status %u)", value);
+            int failed = 0;
+            for (zeps_sub *s = sh->out, *next; s; s = next) {
+                next = s->next;
+                fail(c, ZEPS_ETRANSPORT,
+                     "shard %d at %s refused this client's CURVE key %.8s... (ZAP status %u): "
+                     "add its .pub file to the server's curve_allow_dir",
+                     k, sh->endpoint, c->curve_public, value);
+                sub_finish(c, s, ZEPS_ETRANSPORT);
+                failed = 1;
+            }
+            if (failed) {
+                shard_reset(c, k); /* drops (and releases) what ZeroMQ still queued */
+                return;            /* the monitor was replaced */
+            }
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                   event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            snprintf(sh->handshake, sizeof(sh->handshake),
+                     "the CURVE handshake failed (%s, code %u); check curve_server_public",
+                     event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "no detail",
+                     value);
+        }
+    }
+}
+
 /* Wait up to timeout_ms for replies and handle them, then deadlines. */
 static void progress(zeps_client *c, long timeout_ms)
 {
@@ -430,11 +548,15 @@ static void progress(zeps_client *c, long timeout_ms)
         if (until < timeout_ms)
             timeout_ms = until;
     }
-    int n = zmq_poll(c->items, c->nshards, timeout_ms);
-    if (n > 0)
+    int n = zmq_poll(c->items, c->npoll, timeout_ms);
+    if (n > 0) {
         for (int k = 0; k < c->nshards; k++)
             if (c->items[k].revents & ZMQ_POLLIN)
                 drain_shard(c, k);
+        for (int k = 0; c->curve && k < c->nshards; k++)
+            if ((c->items[c->nshards + k].revents & ZMQ_POLLIN) && c->shards[k].monitor)
+                drain_monitor(c, k);
+    }
     check_deadlines(c);
 }
 
@@ -626,9 +748,13 @@ void zeps_view_release(zeps_view **vp)
 
 static void client_free(zeps_client *c)
 {
-    for (int k = 0; k < c->nshards; k++)
+    for (int k = 0; k < c->nshards; k++) {
+        if (c->shards[k].monitor)
+            zmq_close(c->shards[k].monitor);
         if (c->shards[k].sock)
             zmq_close(c->shards[k].sock);
+    }
+    explicit_bzero(c->curve_secret, sizeof(c->curve_secret));
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     for (uint32_t i = 0; i < c->ntables; i++) {
@@ -672,6 +798,35 @@ static int hello_all(zeps_client *c)
     return rc;
 }
 
+/* Copy and check the CURVE keys of c->opt (all three or none). */
+static int curve_setup(zeps_client *c)
+{
+    const char *keys[3] = {c->opt.curve_server_key, c->opt.curve_public_key,
+                           c->opt.curve_secret_key};
+    char *dst[3] = {c->curve_server, c->curve_public, c->curve_secret};
+    static const char *const names[3] = {"curve_server_key", "curve_public_key",
+                                         "curve_secret_key"};
+    int given = 0;
+    for (int i = 0; i < 3; i++)
+        given += keys[i] != NULL && keys[i][0] != '\0';
+    c->opt.curve_server_key = c->opt.curve_public_key = c->opt.curve_secret_key = NULL;
+    if (given == 0)
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        uint8_t raw[32];
+        if (!keys[i] || strlen(keys[i]) != ZP_CURVE_KEY_LEN || !zmq_z85_decode(raw, keys[i]))
+            return fail(c, ZEPS_EINVAL,
+                        "zeps_options.%s must be a %d-character Z85 key when CURVE is used "
+                        "(set all three keys or none)",
+                        names[i], ZP_CURVE_KEY_LEN);
+        memcpy(dst[i], keys[i], ZP_CURVE_KEY_LEN + 1);
+    }
+    if (!zmq_has("curve"))
+        return fail(c, ZEPS_ETRANSPORT, "this libzmq was built without CURVE");
+    c->curve = true;
+    return 0;
+}
+
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt)
 {
@@ -689,8 +844,15 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
     c->rank = rank;
     c->incarnation = c->opt.incarnation ? c->opt.incarnation : random_incarnation();
     c->nshards = num_shards;
+    int rc = curve_setup(c);
+    if (rc != 0) {
+        zp_error("%s", c->err);
+        free(c);
+        return rc;
+    }
+    c->npoll = c->curve ? 2 * num_shards : num_shards;
     c->shards = zp_xcalloc((size_t)num_shards, sizeof(zeps_shard));
-    c->items = zp_xcalloc((size_t)num_shards, sizeof(zmq_pollitem_t));
+    c->items = zp_xcalloc((size_t)c->npoll, sizeof(zmq_pollitem_t));
     c->zctx = zmq_ctx_new();
     if (!c->zctx) {
         free(c->shards);
@@ -707,7 +869,7 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
             return ZEPS_ETRANSPORT;
         }
     }
-    int rc = hello_all(c);
+    rc = hello_all(c);
     c->drop_sends = c->opt.fault_drop_sends;
     if (rc != 0) {
         zp_error("%s", c->err);
@@ -734,17 +896,28 @@ int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank)
         free(cfg);
         return ZEPS_ERANK;
     }
+    zp_curve_client_keys keys;
+    rc = zp_curve_load_client(cfg, &keys, err, sizeof(err));
+    if (rc != 0) {
+        zp_error("%s", err);
+        free(cfg);
+        return rc;
+    }
     zeps_options opt = {
         .request_timeout_ms = cfg->request_timeout_ms,
         .max_retries = cfg->max_retries,
         .hello_timeout_ms = cfg->hello_timeout_ms,
         .num_workers = cfg->num_workers,
         .max_message_bytes = cfg->max_message_bytes,
+        .curve_server_key = keys.server_public,
+        .curve_public_key = keys.client_public,
+        .curve_secret_key = keys.client_secret,
     };
     const char *eps[ZP_MAX_SHARDS];
     for (int k = 0; k < cfg->num_shards; k++)
         eps[k] = cfg->servers[k];
     rc = zeps_client_new_endpoints(out, eps, cfg->num_shards, rank, &opt);
+    explicit_bzero(&keys, sizeof(keys));
     free(cfg);
     return rc;
 }

@@ -23,6 +23,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "curve.h"
 #include "ctl.h"
 #include "log.h"
 #include "util.h"
@@ -144,13 +145,18 @@ static void take_reply(const zp_config *cfg, int i, const Zeps__Header *h, answe
     }
 }
 
-static void *probe_open(void *ctx, const char *endpoint)
+static void *probe_open(void *ctx, const char *endpoint, const zp_curve_client_keys *keys)
 {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
     if (!s)
         return NULL;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    if (keys->server_public[0] &&
+        zp_curve_apply_client(s, keys->server_public, keys->client_public, keys->client_secret)) {
+        zmq_close(s);
+        return NULL;
+    }
     Zeps__Header h;
     zeps__header__init(&h);
     h.version = ZP_PROTOCOL_VERSION;
@@ -166,12 +172,13 @@ static void *probe_open(void *ctx, const char *endpoint)
 
 /* Send STATS straight to shards [first, first + n), each on its own DEALER
  * socket, and collect the replies that come within timeout_ms into a[]. */
-static void probe(const zp_config *cfg, int first, int n, int timeout_ms, answer *a)
+static void probe(const zp_config *cfg, const zp_curve_client_keys *keys, int first, int n,
+                  int timeout_ms, answer *a)
 {
     void *ctx = zmq_ctx_new();
     zmq_pollitem_t *items = zp_xcalloc((size_t)n, sizeof(*items));
     for (int k = 0; k < n; k++) {
-        items[k].socket = ctx ? probe_open(ctx, cfg->servers[first + k]) : NULL;
+        items[k].socket = ctx ? probe_open(ctx, cfg->servers[first + k], keys) : NULL;
         items[k].events = ZMQ_POLLIN;
         if (!items[k].socket)
             snprintf(a[k].why, sizeof(a[k].why), "cannot connect: %s", zmq_strerror(zmq_errno()));
@@ -211,7 +218,8 @@ static void probe(const zp_config *cfg, int first, int n, int timeout_ms, answer
 
 /* Ask every shard through libzeps; false if the client could not connect
  * (HELLO failed), and a[] is then untouched. */
-static bool ask_all(const zp_config *cfg, int timeout_ms, answer *a)
+static bool ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int timeout_ms,
+                    answer *a)
 {
     /* At least 1 retry: the library reads 0 as its default of 10. */
     int retries = cfg->max_retries < PROBE_RETRIES ? cfg->max_retries : PROBE_RETRIES;
@@ -221,6 +229,9 @@ static bool ask_all(const zp_config *cfg, int timeout_ms, answer *a)
         .max_retries = retries > 0 ? retries : 1,
         .hello_timeout_ms = timeout_ms,
         .num_workers = cfg->num_workers,
+        .curve_server_key = keys->server_public,
+        .curve_public_key = keys->client_public,
+        .curve_secret_key = keys->client_secret,
     };
     const char *eps[ZP_MAX_SHARDS];
     for (int k = 0; k < cfg->num_shards; k++)
@@ -327,6 +338,11 @@ static void print_shard(const Zeps__ShardStats *st)
            "requests %" PRIu64 "  errors %" PRIu64 "  bytes in %s  out %s\n",
            st->shard, st->num_shards, st->incarnation, st->consistency, st->uptime_s, st->requests,
            st->errors, human(st->bytes_in, in, sizeof(in)), human(st->bytes_out, out, sizeof(out)));
+    if (st->curve)
+        printf("  CURVE on: %" PRIu64 " handshakes accepted, %" PRIu64 " refused\n",
+               st->curve_accepted, st->curve_refused);
+    else
+        printf("  CURVE off (traffic neither authenticated nor encrypted)\n");
     printf("  tables (%zu)\n", st->n_tables);
     if (st->n_tables)
         printf("    %3s  %-20s %-25s %10s %10s %10s %10s %6s %11s  %s\n", "id", "name",
@@ -436,8 +452,11 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
            st->num_shards, st->num_workers, st->incarnation);
     json_str(st->consistency);
     printf(", \"uptime_s\": %.3f, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
-           ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ",\n   \"tables\": [",
+           ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ",\n",
            st->uptime_s, st->requests, st->errors, st->bytes_in, st->bytes_out);
+    printf("   \"curve\": %s, \"curve_accepted\": %" PRIu64 ", \"curve_refused\": %" PRIu64
+           ",\n   \"tables\": [",
+           st->curve ? "true" : "false", st->curve_accepted, st->curve_refused);
     for (size_t k = 0; k < st->n_tables; k++) {
         printf("%s\n    ", k ? "," : "");
         json_table(st->tables[k]);
@@ -496,7 +515,9 @@ static int status_or_stats(int argc, char **argv, bool staleness)
         return rc;
     zp_config *cfg = zp_xmalloc(sizeof(*cfg));
     char err[1024];
-    if (zp_config_load(cfg, o.config, err, sizeof(err)) != 0) {
+    zp_curve_client_keys keys;
+    if (zp_config_load(cfg, o.config, err, sizeof(err)) != 0 ||
+        zp_curve_load_client(cfg, &keys, err, sizeof(err)) != 0) {
         rc = 2;
     } else if (o.shard >= cfg->num_shards) {
         snprintf(err, sizeof(err), "--shard %d, but %s has %d shards", o.shard, o.config,
@@ -513,8 +534,9 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     zp_log_init("zepsctl", ZP_LOG_ERROR);
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
     answer *a = zp_xcalloc((size_t)n, sizeof(*a));
-    if (o.shard >= 0 || !ask_all(cfg, o.timeout_ms, a))
-        probe(cfg, first, n, o.timeout_ms, a);
+    if (o.shard >= 0 || !ask_all(cfg, &keys, o.timeout_ms, a))
+        probe(cfg, &keys, first, n, o.timeout_ms, a);
+    explicit_bzero(&keys, sizeof(keys));
     rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? 1 : 0;
     for (int k = 0; k < n; k++)
         free(a[k].buf);

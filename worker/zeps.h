@@ -50,6 +50,11 @@ typedef struct zeps_options {
     uint64_t max_message_bytes; /* refuse larger payloads with ZEPS_ETOOBIG (0: no limit) */
     int fault_drop_sends;   /* fault injection for tests: the first N sends of requests
                                after HELLO are not sent, as if lost on the wire (0) */
+    /* CurveZMQ: all three as 40-character Z85 text (zepsctl keygen), or all
+     * NULL for a plain connection. Copied; need not outlive the call. */
+    const char *curve_server_key; /* the servers' public key */
+    const char *curve_public_key; /* this client's public key */
+    const char *curve_secret_key; /* this client's secret key */
 } zeps_options;
 
 /* A table declaration. Every worker may declare the same table; a second

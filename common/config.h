@@ -83,7 +83,7 @@ typedef struct zp_config {
     bool insecure;                         /* allow a non-loopback bind without CURVE; default false */
 
     /* training = { ... } (read by zeps-worker; optional for servers) */
-    char model[ZP_NAME_MAX];     /* "quadratic" | "softmax" | "mlp"; default mlp */
+    char model[ZP_NAME_MAX];     /* "quadratic" | "softmax" | "mlp" | "ctr"; default mlp */
     char data_dir[ZP_PATH_MAX];  /* default /usr/share/datasets/fashion-mnist */
     int epochs;                  /* default 10 */
     int batch_size;              /* per worker, default 64 */
@@ -112,6 +112,18 @@ typedef struct zp_config {
     double codec_fraction;       /* topk/randk: share of elements sent, default 0.01, (0, 1] */
     int codec_block;             /* int8: elements per scale, default 256 */
     bool error_feedback;         /* keep the compression residual per table, default true */
+
+    /* training.ctr = { ... } (model "ctr": sparse LR + FM over click logs) */
+    char ctr_format[16];               /* "format": "criteo" (default) | "libsvm" */
+    char ctr_train_file[ZP_PATH_MAX];  /* "train_file" (required for ctr) */
+    char ctr_test_file[ZP_PATH_MAX];   /* "test_file" (required for ctr) */
+    int ctr_emb_dim;                   /* "emb_dim": FM embedding size, default 8 */
+    char ctr_sparse_optimizer[16];     /* "sparse_optimizer": adagrad (default) | sgd | adam | ftrl */
+    double ctr_sparse_lr;              /* "sparse_lr": linear rows' step (ftrl: alpha), default 0.05 */
+    double ctr_emb_lr;                 /* "emb_lr": embedding rows' step, default 0.003 */
+    double ctr_emb_init;               /* "emb_init": embeddings start N(0, s^2), default 0.01 */
+    double ctr_l1, ctr_l2;             /* "l1" (ftrl), "l2": sparse regularisation, default 0 */
+    int ctr_max_test_examples;         /* "max_test_examples": 0 = all */
 } zp_config;
 
 /* Fill *cfg with the defaults above (no servers, num_workers 0). */

@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "train_ctr.h"
 #include "util.h"
 #include "zeps.h"
 
@@ -343,6 +344,9 @@ static int train_loop(trainer *t, zp_train_result *res)
 
 int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
 {
+    /* ctr trains sparse tables: its own loop (train_ctr.c) */
+    if (strcmp(cfg->model, "ctr") == 0)
+        return zp_train_ctr_run(cfg, rank, out, (volatile int *)&stop_requested);
     trainer t = {.cfg = cfg, .rank = rank};
     zp_train_result res = {.rank = rank, .epochs = cfg->epochs};
     char err[1024] = "";
@@ -454,6 +458,8 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
     json_num(f, "final_accuracy", r->final.accuracy, classifier);
     json_num(f, "final_distance", r->final.distance, r->evaluated && !classifier);
     json_num(f, "final_rel_distance", r->final.rel_distance, r->evaluated && !classifier);
+    if (strcmp(cfg->model, "ctr") == 0) /* loss is then the test logloss */
+        json_num(f, "final_auc", r->final.auc, r->evaluated);
     fprintf(f, ",\"diverged\":%s,\"stopped\":%s", r->diverged ? "true" : "false",
             r->stopped ? "true" : "false");
     json_num(f, "diverged_step", (double)r->diverged_step, r->diverged);

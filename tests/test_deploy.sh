@@ -11,6 +11,9 @@
 #               server and the worker is in the units' SystemCallFilter=,
 #               and none maps memory writable and executable.
 #   cluster     the example cluster files parse as zeps reads them.
+#   readiness   a worker with no shard up retries HELLO (logged) for
+#               hello_timeout_ms and fails naming the shard; one started
+#               before its shard (at a DNS name) waits and trains.
 #   container   tests/deploy-check/check-dockerfile.js (no container engine
 #               runs here: a static check, see that file for what it covers).
 #   kubernetes  tests/deploy-check/validate-k8s.js: kubernetes-models schemas
@@ -21,7 +24,8 @@ src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 BUILD=${ZEPS_BUILD_DIR:-$(dirname "$BIN")}
 work=$(mktemp -d /tmp/zeps-deploy-XXXXXX)
-trap 'rm -rf "$work"' EXIT
+# Processes started below are ended by PID; the directory goes too.
+trap 'kill -KILL ${wpid:-} ${spid:-} ${srv:-} ${st:-} 2>/dev/null; rm -rf "$work"' EXIT
 pass=0
 fail=0
 ok() { pass=$((pass + 1)); echo "ok   - $*"; }
@@ -154,6 +158,46 @@ parses() { # file, expected "N workers"
 }
 check "deploy/systemd/cluster.conf is a valid cluster file" \
     parses "$src/deploy/systemd/cluster.conf" 8
+
+# ---------------------------------------------------------------- readiness
+# Engines start pods and tasks in any order: a worker waits for every shard's
+# HELLO, logging each retry, for cluster.hello_timeout_ms, then fails naming
+# the shard; a shard that comes up in time (here at a DNS name) is used.
+rd=$work/ready
+mkdir -p "$rd"
+rport=$((20000 + RANDOM % 20000))
+ready_conf() { # file, endpoint, hello_timeout_ms
+    printf '%s\n' \
+        "cluster = { servers = [\"$2\"]; binds = [\"tcp://127.0.0.1:$rport\"]; workers = 1;" \
+        "            hello_timeout_ms = $3; };" \
+        "training = { model = \"quadratic\"; iterations = 50; dim = 10; result_dir = \"$rd\"; };" >"$1"
+}
+ready_conf "$rd/nobody.conf" "tcp://127.0.0.1:$rport" 2500
+t0=$(date +%s%N)
+timeout 60 "$BIN/zeps-worker" --config "$rd/nobody.conf" --rank 0 >"$rd/nobody.log" 2>&1
+wrc=$?
+ms=$((($(date +%s%N) - t0) / 1000000))
+check "with no shard up the worker fails (exit $wrc) after hello_timeout_ms 2500 (took $ms ms)" \
+    bash -c "[ $wrc -ne 0 ] && [ $ms -ge 2000 ] && [ $ms -lt 15000 ]"
+check "it logged each retry" grep -q "waiting for shard 0 at tcp://127.0.0.1:$rport (attempt 2 of 3)" \
+    "$rd/nobody.log"
+check "and named the shard that never answered" grep -q "shard 0 at tcp://127.0.0.1:$rport did not answer" \
+    "$rd/nobody.log"
+ready_conf "$rd/late.conf" "tcp://localhost:$rport" 30000
+"$BIN/zeps-worker" --config "$rd/late.conf" --rank 0 >"$rd/late-worker.log" 2>&1 &
+wpid=$!
+for _ in $(seq 1 100); do grep -q "waiting for shard 0" "$rd/late-worker.log" && break; sleep 0.1; done
+"$BIN/zeps-server" --config "$rd/late.conf" --shard 0 >"$rd/late-server.log" 2>&1 &
+spid=$!
+wrc=124
+for _ in $(seq 1 600); do
+    if ! kill -0 $wpid 2>/dev/null; then wait $wpid; wrc=$?; break; fi
+    sleep 0.1
+done
+kill -TERM $wpid $spid 2>/dev/null
+wait $spid 2>/dev/null
+check "a worker started before its shard (at a DNS name) waits, then trains (exit $wrc)" \
+    bash -c "[ $wrc -eq 0 ] && grep -q 'waiting for shard 0 at tcp://localhost:$rport' '$rd/late-worker.log'"
 
 # ---------------------------------------------------------------- container
 checker=$src/tests/deploy-check

@@ -13,8 +13,13 @@ PACKAGES=(
     iproute2 nftables
     systemd slurm-wlm munge strace
 )
-# Also used by the tests, from the machine rather than this list: Node.js and
-# npm (tests/deploy-check: npm ci of the committed lock file).
+# The deployment checks (tests/deploy-check: npm ci of the committed lock
+# file) need Node.js and npm: a machine that already has them (e.g. from
+# NodeSource, whose nodejs conflicts with Debian's npm) keeps its own;
+# otherwise Debian's are installed.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -91,6 +91,8 @@ typedef struct parse_ctx {
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
 static const char *const models[] = {"quadratic", "softmax", "mlp", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "adagrad", "adam", NULL};
+/* randk is not contractive: a copy updated with it would run away */
+static const char *const pull_codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", NULL};
 static const char *const codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", "randk",
                                      NULL};
 
@@ -217,6 +219,7 @@ static const key_spec training_keys[] = {
     {.name = "codec_block", .kind = K_INT, .off = FIELD(codec_block), .imin = 1,
      .imax = 1 << 20},
     {.name = "error_feedback", .kind = K_BOOL, .off = FIELD(error_feedback)},
+    {.name = "pull_codec", .kind = K_CHOICE, .off = STR(pull_codec), .choices = pull_codecs},
 };
 
 /* clang-format on */
@@ -285,6 +288,7 @@ void zp_config_defaults(zp_config *cfg)
     cfg->codec_fraction = 0.01;
     cfg->codec_block = 256;
     cfg->error_feedback = true;
+    snprintf(cfg->pull_codec, sizeof(cfg->pull_codec), "none");
 }
 
 /* names[v] of a NULL-terminated table, "unknown" outside it. */

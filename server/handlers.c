@@ -144,9 +144,51 @@ static void remember_pulled(zp_server *s, zp_table *t, uint32_t rank, zp_buf *b)
     t->pulled[rank] = b;
 }
 
-void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
-                         uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
-                         double wait_us)
+static void free_payload(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* Send the answer to a compressed pull: a delta against the worker's view,
+ * or the full values when its view is unknown. Counts the bytes both ways. */
+static void send_compressed_pull(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep,
+                                 zp_table *t, uint32_t rank, const zp_cpull_req *cp)
+{
+    zp_cpull_reply out;
+    char err[ERRLEN];
+    int rc = zp_cpull_prepare(t, rank, cp, s->incarnation, &out, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, identity, rep, rc, "%s", err);
+        return;
+    }
+    zp_worker *w = &s->workers.w[rank];
+    uint64_t raw = rep->count * sizeof(float);
+    rep->view_id = out.view_id;
+    t->pulls++;
+    t->pull_bytes_raw += raw;
+    w->pull_bytes_raw += raw;
+    if (out.full) {
+        rep->flags = ZP_FLAG_PULL_FULL;
+        if (cp->codec->id != ZP_CODEC_NONE)
+            w->pull_resyncs++;
+        t->pull_bytes_wire += raw;
+        w->pull_bytes_wire += raw;
+        zp_buf *b = zp_table_params_ref(t);
+        remember_pulled(s, t, rank, b);
+        zp_reply_send(s, identity, rep, b->data, raw, zp_buf_release, b);
+        return;
+    }
+    rep->flags = ZP_FLAG_PULL_DELTA;
+    rep->codec = out.codec;
+    t->pull_bytes_wire += out.len;
+    w->pull_bytes_wire += out.len;
+    zp_reply_send(s, identity, rep, out.buf, out.len, free_payload, NULL);
+}
+
+void zp_server_send_pull_cp(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
+                            uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
+                            double wait_us, const zp_cpull_req *cp)
 {
     zp_hist_add_log2(&t->pull_wait_us, (uint64_t)wait_us);
     if (s->trace) {
@@ -165,11 +207,28 @@ void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_
     rep.count = count;
     rep.data_version = t->version;
     rep.clock = t->round;
+    if (cp && cp->codec) {
+        send_compressed_pull(s, identity, &rep, t, rank, cp);
+        return;
+    }
     zp_buf *b = zp_table_params_ref(t);
     remember_pulled(s, t, rank, b);
     t->pulls++;
+    t->pull_bytes_wire += count * sizeof(float);
+    t->pull_bytes_raw += count * sizeof(float);
+    if (rank < (uint32_t)s->nworkers) {
+        s->workers.w[rank].pull_bytes_wire += count * sizeof(float);
+        s->workers.w[rank].pull_bytes_raw += count * sizeof(float);
+    }
     zp_reply_send(s, identity, &rep, b->data + (offset - t->begin), count * sizeof(float),
                   zp_buf_release, b);
+}
+
+void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
+                         uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
+                         double wait_us)
+{
+    zp_server_send_pull_cp(s, identity, req_id, t, rank, clock, offset, count, wait_us, NULL);
 }
 
 void zp_server_serve_parked(zp_server *s, zp_table *t)
@@ -185,8 +244,8 @@ void zp_server_serve_parked(zp_server *s, zp_table *t)
         if (t->parked_tail == &p->next)
             t->parked_tail = pp;
         t->nparked--;
-        zp_server_send_pull(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset,
-                            p->count, (zp_now_s() - p->since_s) * 1e6);
+        zp_server_send_pull_cp(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset,
+                               p->count, (zp_now_s() - p->since_s) * 1e6, &p->cp);
         zmq_msg_close(&p->identity);
         free(p);
     }
@@ -324,6 +383,29 @@ static bool is_parked(const zp_table *t, uint32_t rank, uint64_t seq)
     return false;
 }
 
+/* A compressed pull: a known codec with valid parameters, over the whole
+ * slice (the worker's view is of the slice). Returns 0, or -1 after
+ * replying with an error. */
+static int parse_compressed_pull(zp_server *s, zp_request *r, const zp_table *t, zp_cpull_req *cp)
+{
+    const Zeps__Header *h = r->h;
+    char err[ERRLEN];
+    int rc = zp_cpull_parse(h, cp, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s of table '%s' from worker %u", err, t->name,
+                       h->rank);
+        return -1;
+    }
+    if (h->offset != t->begin || h->count != t->n) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
+                       "a compressed PULL of table '%s' must cover shard %d's whole slice [%" PRIu64
+                       ", %" PRIu64 "), not [%" PRIu64 ", %" PRIu64 "+%" PRIu64 ")",
+                       t->name, s->shard, t->begin, t->end, h->offset, h->offset, h->count);
+        return -1;
+    }
+    return 0;
+}
+
 static void on_pull(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -336,6 +418,9 @@ static void on_pull(zp_server *s, zp_request *r)
                        r->npayload);
         return;
     }
+    zp_cpull_req cp = {0};
+    if ((h->flags & ZP_FLAG_PULL_DELTA) && parse_compressed_pull(s, r, t, &cp) != 0)
+        return;
     if (zp_worker_seen(w, h->seq) && is_parked(t, h->rank, h->seq)) {
         reply_ok(s, r, ZP_FLAG_PARKED); /* a retry of a pull still waiting: keep-alive */
         return;
@@ -343,8 +428,8 @@ static void on_pull(zp_server *s, zp_request *r)
     zp_worker_record(w, h->seq);
     w->pulls++;
     if (s->cons->pull_ready(s, t, h->rank, h->clock)) {
-        zp_server_send_pull(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset, h->count,
-                            0.0);
+        zp_server_send_pull_cp(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset,
+                               h->count, 0.0, &cp);
         return;
     }
     zp_parked *p = zp_xcalloc(1, sizeof(*p));
@@ -357,6 +442,7 @@ static void on_pull(zp_server *s, zp_request *r)
     p->count = h->count;
     p->clock = h->clock;
     p->since_s = zp_now_s();
+    p->cp = cp;
     zp_table_park(t, p);
 }
 
@@ -627,6 +713,11 @@ static void on_stats(zp_server *s, zp_request *r)
         ts[i].push_bytes_wire = t->push_bytes_wire;
         ts[i].push_bytes_raw = t->push_bytes_raw;
         ts[i].decode_s = t->decode_s;
+        ts[i].pull_bytes_wire = t->pull_bytes_wire;
+        ts[i].pull_bytes_raw = t->pull_bytes_raw;
+        ts[i].encode_s = t->encode_s;
+        ts[i].pull_resyncs = t->pull_resyncs;
+        ts[i].pull_view_bytes = zp_cpull_bytes(t);
         tsp[i] = &ts[i];
     }
     st.n_tables = s->ntables;
@@ -655,6 +746,9 @@ static void on_stats(zp_server *s, zp_request *r)
         ws[k].late = w->late;
         ws[k].push_bytes_wire = w->push_bytes_wire;
         ws[k].push_bytes_raw = w->push_bytes_raw;
+        ws[k].pull_bytes_wire = w->pull_bytes_wire;
+        ws[k].pull_bytes_raw = w->pull_bytes_raw;
+        ws[k].pull_resyncs = w->pull_resyncs;
         wsp[k] = &ws[k];
         k++;
     }
@@ -683,6 +777,8 @@ static void on_bye(zp_server *s, zp_request *r)
     if (!w->left)
         zp_info("worker %u left", r->h->rank);
     w->left = true;
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_cpull_forget(s->tables[i], r->h->rank); /* a view is only worth its memory in use */
     update_clock_bounds(s); /* the slowest clock may have moved on */
     reply_ok(s, r, 0);
     serve_all_parked(s);

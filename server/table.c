@@ -158,6 +158,7 @@ void zp_table_destroy(zp_table **tp)
             zp_buf_release(t->pulled[r]->data, t->pulled[r]);
     free(t->pulled);
     free(t->scratch);
+    zp_cpull_free(t);
     free(t->pending_version);
     free(t->state);
     free(t->acc);

@@ -22,6 +22,7 @@
 
 #include <zmq.h>
 
+#include "cpull.h"
 #include "optim.h"
 #include "stats.h"
 #include "util.h"
@@ -48,6 +49,7 @@ typedef struct zp_parked {
     uint64_t offset, count;
     int64_t clock;
     double since_s; /* when it was parked */
+    zp_cpull_req cp; /* a compressed pull (cp.codec != NULL) */
 } zp_parked;
 
 /* One push as the consistency policy sees it. */
@@ -108,6 +110,13 @@ typedef struct zp_table {
      * keeps it as it was sent) and scratch for the compensated gradient */
     zp_buf **pulled;       /* [nworkers], made on first use */
     float *scratch;
+
+    /* compressed pulls (cpull.h): each worker's view and the delta scratch,
+     * made on first use; accounting of every pull's bytes */
+    zp_pull_view *views;   /* [nworkers] */
+    float *pull_delta;
+    uint64_t pull_bytes_wire, pull_bytes_raw, pull_resyncs;
+    double encode_s;
 } zp_table;
 
 /* Create the slice of a table declared by `spec` for shard `shard` of

@@ -487,39 +487,83 @@ static void serve_all_parked(zp_server *s)
         zp_server_serve_parked(s, s->tables[i]);
 }
 
-/* A compressed push: check the payload against its codec's rules before
- * reading it, then replace the frame with the decoded f32 values, so the
- * rest of the path (and every consistency policy) sees plain floats.
- * Returns 0, or -1 after replying with an error. */
-static int decode_push(zp_server *s, zp_request *r, zp_table *t)
+/* A compressed push's codec, after checking the payload against its rules
+ * (nothing reads it before). Returns NULL after replying with an error. */
+static const zp_codec_ops *check_push_payload(zp_server *s, zp_request *r, zp_table *t)
 {
     const Zeps__Header *h = r->h;
     const zp_codec_ops *codec = zp_codec_by_id(h->codec);
     if (!codec) {
         zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "unknown codec %u in a PUSH to table '%s'",
                        h->codec, t->name);
-        return -1;
+        return NULL;
     }
-    double t0 = zp_now_s();
     char err[ERRLEN];
-    const void *buf = zmq_msg_data(r->payload);
-    size_t len = zmq_msg_size(r->payload);
-    int rc = codec->validate(buf, len, (size_t)h->count, err, sizeof(err));
+    int rc = codec->validate(zmq_msg_data(r->payload), zmq_msg_size(r->payload),
+                             (size_t)h->count, err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s push to table '%s' from worker %u: %s",
                        codec->name, t->name, h->rank, err);
-        return -1;
+        return NULL;
     }
+    return codec;
+}
+
+/* A compressed push under bsp, which keeps each push's frame until its
+ * round closes: replace the frame with the decoded f32 values, so the rest
+ * of the path sees plain floats. Returns 0, or -1 after replying with an
+ * error. */
+static int decode_push(zp_server *s, zp_request *r, zp_table *t)
+{
+    const Zeps__Header *h = r->h;
+    double t0 = zp_now_s();
+    const zp_codec_ops *codec = check_push_payload(s, r, t);
+    if (!codec)
+        return -1;
     zmq_msg_t dec;
     if (zmq_msg_init_size(&dec, h->count * sizeof(float)) != 0) {
         zp_reply_error(s, r->identity, h, ZEPS_ENOMEM, "cannot decode %" PRIu64 " elements",
                        h->count);
         return -1;
     }
-    codec->decode(buf, len, (size_t)h->count, zmq_msg_data(&dec));
+    codec->decode(zmq_msg_data(r->payload), zmq_msg_size(r->payload), (size_t)h->count,
+                  zmq_msg_data(&dec));
     zmq_msg_close(r->payload);
     zmq_msg_init(r->payload);
     zmq_msg_move(r->payload, &dec);
+    t->decode_s += zp_now_s() - t0;
+    return 0;
+}
+
+/* A compressed push under async/ssp/weighted, applied before the next
+ * message is read: a topk/randk payload goes to the update as it is where
+ * the optimizer allows (p->sparse_codec, O(k)); any other is decoded into
+ * the table's scratch (p->g), with no allocation per push. Returns 0, or -1
+ * after replying with an error. */
+static int decode_push_in_place(zp_server *s, zp_request *r, zp_table *t, zp_push *p)
+{
+    const Zeps__Header *h = r->h;
+    double t0 = zp_now_s();
+    const zp_codec_ops *codec = check_push_payload(s, r, t);
+    if (!codec)
+        return -1;
+    const void *buf = zmq_msg_data(r->payload);
+    size_t len = zmq_msg_size(r->payload);
+    bool dc = s->cfg.consistency == ZP_CONSISTENCY_WEIGHTED && s->cfg.dc_lambda > 0;
+    if ((codec->id == ZP_CODEC_TOPK || codec->id == ZP_CODEC_RANDK) && !dc &&
+        zp_table_sparse_ok(t)) {
+        p->sparse_codec = codec;
+        p->sparse_buf = buf;
+        p->sparse_len = len;
+    } else {
+        if (!t->push_scratch && !(t->push_scratch = malloc((t->n ? t->n : 1) * sizeof(float)))) {
+            zp_reply_error(s, r->identity, h, ZEPS_ENOMEM,
+                           "no memory to decode pushes to table '%s'", t->name);
+            return -1;
+        }
+        codec->decode(buf, len, (size_t)h->count, t->push_scratch);
+        p->g = t->push_scratch;
+    }
     t->decode_s += zp_now_s() - t0;
     return 0;
 }
@@ -550,10 +594,14 @@ static void on_push(zp_server *s, zp_request *r)
         return;
     }
     size_t wire_bytes = zmq_msg_size(r->payload);
-    if (h->codec != 0 && decode_push(s, r, t) != 0)
+    zp_push p = {.rank = h->rank, .clock = h->clock, .data_version = h->data_version,
+                 .off = h->offset - t->begin, .count = h->count, .frame = r->payload};
+    bool in_place = h->codec != 0 && s->cfg.consistency != ZP_CONSISTENCY_BSP;
+    if (in_place ? decode_push_in_place(s, r, t, &p) != 0
+                 : h->codec != 0 && decode_push(s, r, t) != 0)
         return;
     size_t bytes = zmq_msg_size(r->payload);
-    if (bytes != h->count * sizeof(float)) {
+    if (!in_place && bytes != h->count * sizeof(float)) {
         zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
                        "PUSH of %" PRIu64 " elements to table '%s' carries %zu bytes, expected %" PRIu64,
                        h->count, t->name, bytes, h->count * (uint64_t)sizeof(float));
@@ -571,16 +619,17 @@ static void on_push(zp_server *s, zp_request *r)
                        h->clock);
         return;
     }
-    const float *g = aligned_values(r->payload);
-    if (s->cfg.reject_nonfinite && !zp_all_finite(g, h->count)) {
+    if (!in_place)
+        p.g = aligned_values(r->payload);
+    /* a validated payload is finite already: validate checked every value
+     * and scale it carries */
+    if (s->cfg.reject_nonfinite && !in_place && !zp_all_finite(p.g, h->count)) {
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                        "PUSH to table '%s' from worker %u contains NaN or Inf; nothing applied",
                        t->name, h->rank);
         return;
     }
     char err[ERRLEN];
-    zp_push p = {.rank = h->rank, .clock = h->clock, .data_version = h->data_version, .g = g,
-                 .off = h->offset - t->begin, .count = h->count, .frame = r->payload};
     int rc = s->cons->push(s, t, &p, err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);

@@ -373,6 +373,42 @@ START_TEST(test_malformed)
 }
 END_TEST
 
+static void setup_bsp(void)
+{
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
+    c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+}
+
+/* BSP parks a pull for clock 1 until round 0 closes: the parked pull is
+ * answered as a compressed one, computed when it is served. */
+START_TEST(test_bsp_parked)
+{
+    uint32_t t = declare("bsp");
+    float *w = malloc(LEN * sizeof(float)), *P = malloc(LEN * sizeof(float));
+    float *g = malloc(LEN * sizeof(float));
+    zeps_codec_opts o = {.codec = "topk", .count = 100};
+    ck_assert_int_eq(zeps_set_pull_codec(c, t, &o), 0);
+    ck_assert_int_eq(zeps_pull(c, t, w, 0, LEN, 0), 0);
+    memcpy(P, w, LEN * sizeof(float));
+    zeps_req *r;
+    ck_assert_int_eq(zeps_pull_start(c, t, w, 0, LEN, 1, &r), 0); /* parked */
+    for (int i = 0; i < LEN; i++)
+        g[i] = i % 100 == 3 ? 1.0f : 0.0f; /* 50 elements per shard change */
+    ck_assert_int_eq(zeps_push(c, t, g, 0, LEN, 0), 0);
+    ck_assert_int_eq(zeps_wait(&r), 0);
+    for (int i = 0; i < LEN; i++) /* 50 changes < k = 100: all delivered exactly */
+        ck_assert_float_eq(w[i], P[i] - 0.1f * g[i]);
+    Zeps__ShardStats *st = zt_stats(c, 0);
+    const Zeps__TableStats *ts = table_stats(st, "bsp");
+    ck_assert_uint_eq(ts->pull_bytes_wire, SLICE * 4 + 4 + 100 * 8);
+    zeps__shard_stats__free_unpacked(st, NULL);
+    free(w);
+    free(P);
+    free(g);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpull");
@@ -385,6 +421,11 @@ int main(void)
     tcase_add_test(tc, test_none_equals_plain);
     tcase_add_test(tc, test_bytes);
     tcase_add_test(tc, test_malformed);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("bsp");
+    tcase_add_checked_fixture(tc, setup_bsp, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_bsp_parked);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -105,7 +105,7 @@ typedef struct zp_config {
     double codec_fraction;       /* topk/randk: share of elements sent, default 0.01, (0, 1] */
     int codec_block;             /* int8: elements per scale, default 256 */
     bool error_feedback;         /* keep the compression residual per table, default true */
-    char pull_codec[16];         /* compressed pulls: none | fp16 | bf16 | int8 | sign | topk; default none */
+    char pull_codec[16];         /* none | fp16 | bf16 | int8 | sign | topk; default none */
 } zp_config;
 
 /* Fill *cfg with the defaults above (no servers, num_workers 0). */

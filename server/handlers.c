@@ -152,8 +152,8 @@ static void free_payload(void *data, void *hint)
 
 /* Send the answer to a compressed pull: a delta against the worker's view,
  * or the full values when its view is unknown. Counts the bytes both ways. */
-static void send_compressed_pull(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep,
-                                 zp_table *t, uint32_t rank, const zp_cpull_req *cp)
+static void send_compressed_pull(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep, zp_table *t,
+                                 uint32_t rank, const zp_cpull_req *cp)
 {
     zp_cpull_reply out;
     char err[ERRLEN];
@@ -428,8 +428,8 @@ static void on_pull(zp_server *s, zp_request *r)
     zp_worker_record(w, h->seq);
     w->pulls++;
     if (s->cons->pull_ready(s, t, h->rank, h->clock)) {
-        zp_server_send_pull_cp(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset,
-                               h->count, 0.0, &cp);
+        zp_server_send_pull_cp(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset, h->count,
+                               0.0, &cp);
         return;
     }
     zp_parked *p = zp_xcalloc(1, sizeof(*p));
@@ -499,8 +499,8 @@ static const zp_codec_ops *check_push_payload(zp_server *s, zp_request *r, zp_ta
         return NULL;
     }
     char err[ERRLEN];
-    int rc = codec->validate(zmq_msg_data(r->payload), zmq_msg_size(r->payload),
-                             (size_t)h->count, err, sizeof(err));
+    int rc = codec->validate(zmq_msg_data(r->payload), zmq_msg_size(r->payload), (size_t)h->count,
+                             err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s push to table '%s' from worker %u: %s",
                        codec->name, t->name, h->rank, err);
@@ -594,8 +594,12 @@ static void on_push(zp_server *s, zp_request *r)
         return;
     }
     size_t wire_bytes = zmq_msg_size(r->payload);
-    zp_push p = {.rank = h->rank, .clock = h->clock, .data_version = h->data_version,
-                 .off = h->offset - t->begin, .count = h->count, .frame = r->payload};
+    zp_push p = {.rank = h->rank,
+                 .clock = h->clock,
+                 .data_version = h->data_version,
+                 .off = h->offset - t->begin,
+                 .count = h->count,
+                 .frame = r->payload};
     bool in_place = h->codec != 0 && s->cfg.consistency != ZP_CONSISTENCY_BSP;
     if (in_place ? decode_push_in_place(s, r, t, &p) != 0
                  : h->codec != 0 && decode_push(s, r, t) != 0)

@@ -86,8 +86,8 @@ int main(int argc, char **argv)
     zp_codec_params p;
     zp_codec_params_init(&p);
     p.seed = 1;
-    printf("%-6s %9s %8s %7s %9s %9s %9s %9s %9s %9s\n", "codec", "n", "ratio", "saved",
-           "encode", "validate", "decode", "dec_add", "ef_enc", "pull");
+    printf("%-6s %9s %8s %7s %9s %9s %9s %9s %9s %9s\n", "codec", "n", "ratio", "saved", "encode",
+           "validate", "decode", "dec_add", "ef_enc", "pull");
     for (int si = 0; si < 2; si++) {
         size_t n = sizes[si];
         float *x = zp_xmalloc(n * sizeof(float));
@@ -101,8 +101,8 @@ int main(int argc, char **argv)
         memset(out, 0, n * sizeof(float));
         for (size_t ci = 0; zp_codec_at(ci); ci++) {
             const zp_codec_ops *c = zp_codec_at(ci);
-            bench_ctx b = {.c = c, .p = &p, .x = x, .n = n, .out = out, .residual = residual,
-                           .delta = delta};
+            bench_ctx b = {
+                .c = c, .p = &p, .x = x, .n = n, .out = out, .residual = residual, .delta = delta};
             b.buf = zp_xmalloc(c->max_size(n, &p));
             memset(b.buf, 0, c->max_size(n, &p)); /* fault the pages in before timing */
             run_op(&b, OP_ENCODE, 0);

@@ -225,8 +225,14 @@ START_TEST(test_compressed_push)
     free(gg);
     /* momentum cannot take a top-k payload as it is: decoded into the
      * table's scratch, zeros where nothing was sent (v = 0.5 v + g) */
-    zeps_table_spec ms = {.name = "mom", .length = 9, .optimizer = "momentum", .lr = 1.0,
-                          .momentum = 0.5, .init = "uniform", .init_scale = 1.0, .seed = 4};
+    zeps_table_spec ms = {.name = "mom",
+                          .length = 9,
+                          .optimizer = "momentum",
+                          .lr = 1.0,
+                          .momentum = 0.5,
+                          .init = "uniform",
+                          .init_scale = 1.0,
+                          .seed = 4};
     uint32_t tm;
     ck_assert_int_eq(zeps_declare(c, &ms, &tm), 0);
     ck_assert_int_eq(zeps_pull(c, tm, w0, 0, 9, 0), 0);

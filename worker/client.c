@@ -59,8 +59,8 @@ typedef struct zeps_table_info {
     float *residual;      /* error feedback, length elements, or NULL */
     const zp_codec_ops *pcodec; /* compressed pulls: codec, NULL = plain pulls */
     zp_codec_params pparams;
-    uint64_t *view_id;    /* [nshards] the server's name for what the caller's buffer
-                             holds of that shard's slice; 0 = nothing (made on first use) */
+    uint64_t *view_id; /* [nshards] the server's name for what the caller's buffer
+                          holds of that shard's slice; 0 = nothing (made on first use) */
 } zeps_table_info;
 
 struct zeps_client {
@@ -96,7 +96,7 @@ struct zeps_sub {
     void *encoded;        /* compressed payload owned by the sub (data points here) */
     uint32_t codec;
     const zp_codec_params *cparams; /* compressed PULL: the codec's parameters */
-    uint64_t view_id;     /* compressed PULL: the view dst holds */
+    uint64_t view_id;               /* compressed PULL: the view dst holds */
     float *dst;           /* PULL destination (NULL for a view) */
     zmq_msg_t frame;      /* view PULL: the received values */
     int has_frame;
@@ -962,7 +962,8 @@ int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     if (!codec)
         return fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
     if (codec->id == ZP_CODEC_RANDK)
-        return fail(c, ZEPS_EINVAL, "randk cannot compress pulls (it is not contractive; use topk)");
+        return fail(c, ZEPS_EINVAL,
+                    "randk cannot compress pulls (it is not contractive; use topk)");
     zp_codec_params p;
     zp_codec_params_init(&p);
     if (o->fraction > 0)
@@ -1021,8 +1022,8 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
     }
     /* a compressed pull is of the whole table into a buffer that holds the
      * last one (zeps_set_pull_codec); any other pull is plain */
-    int compressed = op == ZEPS__OP__PULL && dst && ti->pcodec && offset == 0 &&
-                     count == ti->length;
+    int compressed =
+        op == ZEPS__OP__PULL && dst && ti->pcodec && offset == 0 && count == ti->length;
     zeps_req *r = req_new(c, op, c->nshards);
     r->table = table;
     r->clock = clock;

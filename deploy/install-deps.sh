@@ -10,6 +10,7 @@ PACKAGES=(
     libopenblas-dev libconfig-dev zlib1g-dev libisal-dev libxxhash-dev
     check libsubunit-dev
     dataset-fashion-mnist
+    python3 gnuplot-nox iproute2    # deploy/local/*-study.sh (compression studies)
 )
 
 missing=()

@@ -396,6 +396,14 @@ static int parse_compressed_pull(zp_server *s, zp_request *r, const zp_table *t,
                        h->rank);
         return -1;
     }
+    if (s->cfg.consistency == ZP_CONSISTENCY_WEIGHTED && s->cfg.dc_lambda > 0) {
+        /* DC-ASGD compensates against the buffer a worker pulled; a worker
+         * pulling deltas holds its view, which no buffer records */
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "compressed PULL of table '%s': not available with DC-ASGD (dc_lambda > 0)",
+                       t->name);
+        return -1;
+    }
     if (h->offset != t->begin || h->count != t->n) {
         zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
                        "a compressed PULL of table '%s' must cover shard %d's whole slice [%" PRIu64

@@ -409,6 +409,30 @@ START_TEST(test_bsp_parked)
 }
 END_TEST
 
+static void setup_dc(void)
+{
+    ck_assert_int_eq(
+        zt_cluster_start(&cl, 2, 1, "weighted", "weighting = { dc_lambda = 0.5; };", NULL), 0);
+    c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+}
+
+/* DC-ASGD compensates against the buffer a worker pulled: a worker holding
+ * a view instead is refused, with the reason; plain pulls go on. */
+START_TEST(test_dc_refused)
+{
+    uint32_t t = declare("dc");
+    float *w = malloc(LEN * sizeof(float));
+    zeps_codec_opts o = {.codec = "topk"};
+    ck_assert_int_eq(zeps_set_pull_codec(c, t, &o), 0);
+    ck_assert_int_eq(zeps_pull(c, t, w, 0, LEN, 0), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(zeps_last_error(c), "DC-ASGD"));
+    ck_assert_int_eq(zeps_set_pull_codec(c, t, NULL), 0);
+    ck_assert_int_eq(zeps_pull(c, t, w, 0, LEN, 0), 0);
+    free(w);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("cpull");
@@ -426,6 +450,11 @@ int main(void)
     tcase_add_checked_fixture(tc, setup_bsp, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_bsp_parked);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("dc");
+    tcase_add_checked_fixture(tc, setup_dc, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_dc_refused);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

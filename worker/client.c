@@ -95,8 +95,9 @@ struct zeps_sub {
     size_t data_len;      /* its bytes */
     void *encoded;        /* compressed payload owned by the sub (data points here) */
     uint32_t codec;
-    const zp_codec_params *cparams; /* compressed PULL: the codec's parameters */
-    uint64_t view_id;               /* compressed PULL: the view dst holds */
+    int compressed;                 /* a compressed PULL: */
+    zp_codec_params cparams;        /* the codec's parameters (a copy: tables may move) */
+    uint64_t view_id;               /* the view dst holds */
     float *dst;           /* PULL destination (NULL for a view) */
     zmq_msg_t frame;      /* view PULL: the received values */
     int has_frame;
@@ -199,12 +200,12 @@ static void sub_fill_header(const zeps_client *c, const zeps_sub *s, Zeps__Heade
     h->flags = s->flags;
     h->codec = s->codec;
     h->spec = (Zeps__TableSpec *)s->req->spec;
-    if (s->cparams) {
+    if (s->compressed) {
         h->view_id = s->view_id;
-        h->codec_fraction = s->cparams->fraction;
-        h->codec_count = s->cparams->count;
-        h->codec_block = s->cparams->block;
-        h->codec_seed = s->cparams->seed;
+        h->codec_fraction = s->cparams.fraction;
+        h->codec_count = s->cparams.count;
+        h->codec_block = s->cparams.block;
+        h->codec_seed = s->cparams.seed;
     }
 }
 
@@ -308,7 +309,7 @@ static int apply_compressed_pull(zeps_client *c, zeps_sub *s, const Zeps__Header
 
 static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, zp_frames *m)
 {
-    if (s->cparams && m->n == 2 && h->count == s->count && h->offset == s->offset) {
+    if (s->compressed && m->n == 2 && h->count == s->count && h->offset == s->offset) {
         int rc = apply_compressed_pull(c, s, h, &m->f[1]);
         if (rc == 0 && s->req->table < c->ntables)
             c->tables[s->req->table].version[s->shard] = h->data_version;
@@ -1050,7 +1051,8 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
             if (compressed) {
                 s->flags |= ZP_FLAG_PULL_DELTA;
                 s->codec = (uint32_t)ti->pcodec->id;
-                s->cparams = &ti->pparams;
+                s->compressed = 1;
+                s->cparams = ti->pparams;
                 s->view_id = ti->view_id[k];
             }
         }

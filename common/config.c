@@ -93,6 +93,8 @@ static const char *const models[] = {"quadratic", "softmax", "mlp", "ctr", NULL}
 static const char *const ctr_formats[] = {"criteo", "libsvm", NULL};
 static const char *const sparse_optimizers[] = {"adagrad", "sgd", "adam", "ftrl", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "adagrad", "adam", NULL};
+/* randk is not contractive: a copy updated with it would run away */
+static const char *const pull_codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", NULL};
 static const char *const codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", "randk",
                                      NULL};
 
@@ -249,6 +251,7 @@ static const key_spec training_keys[] = {
      .imax = 1 << 20},
     {.name = "error_feedback", .kind = K_BOOL, .off = FIELD(error_feedback)},
     {.name = "ctr", .kind = K_GROUP, .group = &ctr_group},
+    {.name = "pull_codec", .kind = K_CHOICE, .off = STR(pull_codec), .choices = pull_codecs},
 };
 
 /* clang-format on */
@@ -323,6 +326,7 @@ void zp_config_defaults(zp_config *cfg)
     cfg->ctr_sparse_lr = 0.05;
     cfg->ctr_emb_lr = 0.003;
     cfg->ctr_emb_init = 0.01;
+    snprintf(cfg->pull_codec, sizeof(cfg->pull_codec), "none");
 }
 
 /* names[v] of a NULL-terminated table, "unknown" outside it. */

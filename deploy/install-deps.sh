@@ -12,6 +12,7 @@ PACKAGES=(
     dataset-fashion-mnist
     iproute2 nftables
     systemd slurm-wlm munge strace
+    python3 gnuplot-nox    # deploy/local/*-study.sh (compression studies)
 )
 # The deployment checks (tests/deploy-check: npm ci of the committed lock
 # file) need Node.js and npm: a machine that already has them (e.g. from

@@ -115,6 +115,13 @@ void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_
                          uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
                          double wait_us);
 
+/* The same for a compressed pull (cp->codec != NULL; the range is the whole
+ * slice): answers with a delta against the worker's view or the full values
+ * (cpull.h). cp NULL or cp->codec NULL: a plain pull. */
+void zp_server_send_pull_cp(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
+                            uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
+                            double wait_us, const zp_cpull_req *cp);
+
 /* Record a push that was applied (kind PUSH, or LATE applied), dropped or
  * late: histograms of the table and the worker, counters, trace. */
 void zp_server_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace_kind kind,

@@ -71,6 +71,10 @@ typedef struct zeps_table_info {
     uint32_t dim;         /* sparse tables: values per row (0 for dense) */
     zp_rowres *row_residual; /* sparse tables with error feedback: per touched row */
     int row_ef;
+    const zp_codec_ops *pcodec; /* compressed pulls: codec, NULL = plain pulls */
+    zp_codec_params pparams;
+    uint64_t *view_id; /* [nshards] the server's name for what the caller's buffer
+                          holds of that shard's slice; 0 = nothing (made on first use) */
 } zeps_table_info;
 
 struct zeps_client {
@@ -110,6 +114,9 @@ struct zeps_sub {
     size_t data_len;      /* its bytes */
     void *encoded;        /* compressed payload owned by the sub (data points here) */
     uint32_t codec;
+    int compressed;                 /* a compressed PULL: */
+    zp_codec_params cparams;        /* the codec's parameters (a copy: tables may move) */
+    uint64_t view_id;               /* the view dst holds */
     float *dst;           /* PULL destination (NULL for a view) */
     zmq_msg_t frame;      /* view PULL: the received values */
     int has_frame;
@@ -257,6 +264,13 @@ static void sub_fill_header(const zeps_client *c, const zeps_sub *s, Zeps__Heade
     h->flags = s->flags;
     h->codec = s->codec;
     h->spec = (Zeps__TableSpec *)s->req->spec;
+    if (s->compressed) {
+        h->view_id = s->view_id;
+        h->codec_fraction = s->cparams.fraction;
+        h->codec_count = s->cparams.count;
+        h->codec_block = s->cparams.block;
+        h->codec_seed = s->cparams.seed;
+    }
 }
 
 /* Send (or resend) one sub-request. A failed send is left to the retry timer. */
@@ -317,6 +331,46 @@ static zeps_sub *find_sub(zeps_shard *sh, uint64_t req_id)
     return NULL;
 }
 
+/* The answer to a compressed pull: full values (the server resynced the
+ * view) or a delta that is validated and added to what dst holds, exactly as
+ * the server added it to its record of dst. */
+static int apply_compressed_pull(zeps_client *c, zeps_sub *s, const Zeps__Header *h,
+                                 zmq_msg_t *frame)
+{
+    const void *buf = zmq_msg_data(frame);
+    size_t len = zmq_msg_size(frame);
+    uint64_t t0 = zp_now_ns();
+    if (h->flags & ZP_FLAG_PULL_FULL) {
+        if (len != s->count * sizeof(float))
+            return fail(c, ZEPS_EPROTO,
+                        "shard %d answered a compressed PULL of %" PRIu64
+                        " elements with %zu bytes of full values",
+                        s->shard, s->count, len);
+        memcpy(s->dst, buf, len);
+    } else if (h->flags & ZP_FLAG_PULL_DELTA) {
+        const zp_codec_ops *codec = zp_codec_by_id(h->codec);
+        char err[256];
+        if (!codec)
+            return fail(c, ZEPS_EPROTO, "shard %d answered a compressed PULL with codec %u",
+                        s->shard, h->codec);
+        int rc = codec->validate(buf, len, (size_t)s->count, err, sizeof(err));
+        if (rc != 0)
+            return fail(c, rc, "shard %d: compressed PULL reply: %s", s->shard, err);
+        codec->decode_add(buf, len, (size_t)s->count, 1.0f, s->dst);
+    } else {
+        return fail(c, ZEPS_EPROTO,
+                    "shard %d answered a compressed PULL with neither delta nor full values",
+                    s->shard);
+    }
+    zeps_req *r = s->req;
+    if (r->table < c->ntables)
+        c->tables[r->table].view_id[s->shard] = h->view_id;
+    c->stats.decode_s += (double)(zp_now_ns() - t0) * 1e-9;
+    c->stats.bytes_in += len;
+    c->stats.bytes_in_raw += s->count * sizeof(float);
+    return 0;
+}
+
 static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, zp_frames *m)
 {
     if (s->sb) {
@@ -329,6 +383,12 @@ static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, 
                         m->n != 2 || h->count != s->count ? "wrong frame or id count" : err);
         c->stats.bytes_in += zmq_msg_size(&m->f[1]);
         return 0;
+    }
+    if (s->compressed && m->n == 2 && h->count == s->count && h->offset == s->offset) {
+        int rc = apply_compressed_pull(c, s, h, &m->f[1]);
+        if (rc == 0 && s->req->table < c->ntables)
+            c->tables[s->req->table].version[s->shard] = h->data_version;
+        return rc;
     }
     if (m->n != 2 || h->count != s->count || h->offset != s->offset ||
         zmq_msg_size(&m->f[1]) != s->count * sizeof(float))
@@ -351,6 +411,7 @@ static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, 
         s->has_frame = 1;
     }
     c->stats.bytes_in += s->count * sizeof(float);
+    c->stats.bytes_in_raw += s->count * sizeof(float);
     zeps_req *r = s->req;
     if (r->table < c->ntables)
         c->tables[r->table].version[s->shard] = h->data_version;
@@ -762,6 +823,7 @@ static void client_free(zeps_client *c)
         free(c->tables[i].version);
         free(c->tables[i].residual);
         zp_rowres_free(&c->tables[i].row_residual);
+        free(c->tables[i].view_id);
     }
     free(c->tables);
     free(c->shards);
@@ -1075,8 +1137,10 @@ uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard)
 /* Compress a push sub-request's values x (elements [lo, lo + count) of the
  * table) into a buffer the sub owns, with error feedback if configured. The
  * sequence number is the nonce: a resend carries the same bytes. */
-static void encode_sub(zeps_table_info *ti, zeps_sub *s, const float *x, uint64_t lo)
+static void encode_sub(zeps_client *c, zeps_table_info *ti, zeps_sub *s, const float *x,
+                       uint64_t lo)
 {
+    uint64_t t0 = zp_now_ns();
     size_t n = (size_t)s->count;
     s->encoded = zp_xmalloc(ti->codec->max_size(n, &ti->cparams) + 1);
     if (ti->residual)
@@ -1086,6 +1150,7 @@ static void encode_sub(zeps_table_info *ti, zeps_sub *s, const float *x, uint64_
         s->data_len = ti->codec->encode(x, n, &ti->cparams, s->seq, s->encoded);
     s->data = s->encoded;
     s->codec = (uint32_t)ti->codec->id;
+    c->stats.encode_s += (double)(zp_now_ns() - t0) * 1e-9;
 }
 
 int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o)
@@ -1120,6 +1185,57 @@ int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     return 0;
 }
 
+int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    if (table >= c->ntables)
+        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
+    zeps_table_info *ti = &c->tables[table];
+    if (!o) {
+        ti->pcodec = NULL;
+        return 0;
+    }
+    if (ti->dim)
+        return fail(c, ZEPS_EINVAL,
+                    "table '%s' is sparse: its pulls move only the rows asked for and are not "
+                    "compressed",
+                    ti->name);
+    const zp_codec_ops *codec = zp_codec_find(o->codec ? o->codec : "none");
+    if (!codec)
+        return fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
+    if (codec->id == ZP_CODEC_RANDK)
+        return fail(c, ZEPS_EINVAL,
+                    "randk cannot compress pulls (it is not contractive; use topk)");
+    zp_codec_params p;
+    zp_codec_params_init(&p);
+    if (o->fraction > 0)
+        p.fraction = o->fraction;
+    p.count = o->count;
+    if (o->block)
+        p.block = o->block;
+    p.seed = o->seed;
+    char err[256];
+    if (zp_codec_params_check(codec, &p, err, sizeof(err)) != 0)
+        return fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
+    if (!ti->view_id)
+        ti->view_id = zp_xcalloc((size_t)c->nshards, sizeof(uint64_t));
+    ti->pcodec = codec;
+    ti->pparams = p;
+    return 0;
+}
+
+int zeps_pull_codec_reset(zeps_client *c, uint32_t table)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    if (table >= c->ntables)
+        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
+    if (c->tables[table].view_id)
+        memset(c->tables[table].view_id, 0, (size_t)c->nshards * sizeof(uint64_t));
+    return 0;
+}
+
 /* Split [offset, offset + count) of a table over the shards and start one
  * sub-request per shard touched. */
 static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, const float *src,
@@ -1147,6 +1263,10 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
                         "max_message_mb (%" PRIu64 " bytes)",
                         (hi - lo) * (uint64_t)sizeof(float), k, ti->name, limit);
     }
+    /* a compressed pull is of the whole table into a buffer that holds the
+     * last one (zeps_set_pull_codec); any other pull is plain */
+    int compressed =
+        op == ZEPS__OP__PULL && dst && ti->pcodec && offset == 0 && count == ti->length;
     zeps_req *r = req_new(c, op, c->nshards);
     r->table = table;
     r->clock = clock;
@@ -1165,11 +1285,18 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
             s->data_len = s->count * sizeof(float);
             s->data_version = ti->version[k];
             if (ti->codec)
-                encode_sub(ti, s, src + (lo - offset), lo);
+                encode_sub(c, ti, s, src + (lo - offset), lo);
             c->stats.bytes_out += s->data_len;
             c->stats.bytes_out_raw += s->count * sizeof(float);
         } else {
             s->dst = dst ? dst + (lo - offset) : NULL; /* NULL: a view */
+            if (compressed) {
+                s->flags |= ZP_FLAG_PULL_DELTA;
+                s->codec = (uint32_t)ti->pcodec->id;
+                s->compressed = 1;
+                s->cparams = ti->pparams;
+                s->view_id = ti->view_id[k];
+            }
         }
         req_send(r, s);
     }

@@ -346,6 +346,37 @@ static void print_staleness(const Zeps__ShardStats *st)
     }
 }
 
+/* "812 B / 3.2 MiB (0.24)": bytes on the wire / as f32, and their ratio. */
+static const char *wire_raw(uint64_t wire, uint64_t raw, char *buf, size_t len)
+{
+    char a[32], b[32];
+    snprintf(buf, len, "%s / %s (%.3f)", human(wire, a, sizeof(a)), human(raw, b, sizeof(b)),
+             raw ? (double)wire / (double)raw : 1.0);
+    return buf;
+}
+
+/* Payload bytes per direction, on the wire and as f32 (compression). */
+static void print_traffic(const Zeps__ShardStats *st)
+{
+    char push[96], pull[96], views[32];
+    printf("  payload bytes, wire / f32 (ratio)\n");
+    for (size_t i = 0; i < st->n_tables; i++) {
+        const Zeps__TableStats *t = st->tables[i];
+        printf("    table %-20s push %s decode %.3f s; pull %s encode %.3f s, resyncs %" PRIu64
+               ", views %s\n",
+               t->name, wire_raw(t->push_bytes_wire, t->push_bytes_raw, push, sizeof(push)),
+               t->decode_s, wire_raw(t->pull_bytes_wire, t->pull_bytes_raw, pull, sizeof(pull)),
+               t->encode_s, t->pull_resyncs, human(t->pull_view_bytes, views, sizeof(views)));
+    }
+    for (size_t i = 0; i < st->n_workers; i++) {
+        const Zeps__WorkerStats *w = st->workers[i];
+        printf("    worker %-5u push %s; pull %s, resyncs %" PRIu64 "\n", w->rank,
+               wire_raw(w->push_bytes_wire, w->push_bytes_raw, push, sizeof(push)),
+               wire_raw(w->pull_bytes_wire, w->pull_bytes_raw, pull, sizeof(pull)),
+               w->pull_resyncs);
+    }
+}
+
 static void print_shard(const Zeps__ShardStats *st)
 {
     char in[32], out[32], held[32];
@@ -394,6 +425,7 @@ static void print_shard(const Zeps__ShardStats *st)
                w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
                w->last_seen_s);
     }
+    print_traffic(st);
 }
 
 /* A JSON string (names come from the network: escape everything needed). */
@@ -444,6 +476,11 @@ static void json_table(const Zeps__TableStats *t)
                t->keys_pushed);
     printf(", \"staleness\": %u, \"dropped\": %" PRIu64 ", \"late\": %" PRIu64, t->staleness,
            t->dropped, t->late);
+    printf(", \"push_bytes_wire\": %" PRIu64 ", \"push_bytes_raw\": %" PRIu64
+           ", \"decode_s\": %.6f, \"pull_bytes_wire\": %" PRIu64 ", \"pull_bytes_raw\": %" PRIu64
+           ", \"encode_s\": %.6f, \"pull_resyncs\": %" PRIu64 ", \"pull_view_bytes\": %" PRIu64,
+           t->push_bytes_wire, t->push_bytes_raw, t->decode_s, t->pull_bytes_wire,
+           t->pull_bytes_raw, t->encode_s, t->pull_resyncs, t->pull_view_bytes);
     json_hist("tau", t->tau);
     json_hist("clock_gap", t->clock_gap);
     json_hist("pull_wait_us", t->pull_wait_us);
@@ -481,9 +518,12 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
         const Zeps__WorkerStats *w = st->workers[k];
         printf("%s\n    {\"rank\": %u, \"clock\": %" PRId64 ", \"incarnation\": \"%016" PRIx64
                "\", \"pushes\": %" PRIu64 ", \"pulls\": %" PRIu64 ", \"duplicates\": %" PRIu64
-               ", \"last_seen_s\": %.3f}",
+               ", \"last_seen_s\": %.3f, \"push_bytes_wire\": %" PRIu64
+               ", \"push_bytes_raw\": %" PRIu64 ", \"pull_bytes_wire\": %" PRIu64
+               ", \"pull_bytes_raw\": %" PRIu64 ", \"pull_resyncs\": %" PRIu64 "}",
                k ? "," : "", w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
-               w->last_seen_s);
+               w->last_seen_s, w->push_bytes_wire, w->push_bytes_raw, w->pull_bytes_wire,
+               w->pull_bytes_raw, w->pull_resyncs);
     }
     printf("]}");
 }

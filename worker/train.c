@@ -98,6 +98,19 @@ static int declare_tables(trainer *t)
                 return rc;
             }
         }
+        if (strcmp(cfg->pull_codec, "none") != 0) {
+            /* t->w[i] is the one buffer every pull of the table goes into,
+             * and nothing but pulls writes it: the compressed-pull contract */
+            zeps_codec_opts co = {.codec = cfg->pull_codec,
+                                  .fraction = cfg->codec_fraction,
+                                  .block = (uint32_t)cfg->codec_block,
+                                  .seed = cfg->seed * 7919u + 104729u + (uint64_t)t->rank};
+            rc = zeps_set_pull_codec(t->client, t->ids[i], &co);
+            if (rc != 0) {
+                zp_error("table '%s': %s", spec.name, zeps_last_error(t->client));
+                return rc;
+            }
+        }
         t->w[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
         t->g[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
     }
@@ -281,6 +294,12 @@ static int train_loop(trainer *t, zp_train_result *res)
             if (rc)
                 break;
             zp_curve_add(&res->curve, c, zeps_pulled_version(t->client, t->ids[0], 0), &ev);
+            zeps_client_stats cs;
+            zeps_client_get_stats(t->client, &cs);
+            zp_curve_point *pt = &res->curve.points[res->curve.n - 1];
+            pt->bytes_out = cs.bytes_out;
+            pt->bytes_in = cs.bytes_in;
+            pt->t_s = b - start;
             double now = zp_now_s();
             res->eval_s += now - b;
             compute_start = now;
@@ -388,6 +407,8 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
             log_eval(&t, "final", &res.final);
         }
     }
+    if (t.client)
+        zeps_client_get_stats(t.client, &res.comm);
     zeps_client_destroy(&t.client);
     for (int i = 0; i < t.ntables; i++) {
         free(t.w[i]);
@@ -452,6 +473,19 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
     json_num(f, "eval_s", r->eval_s, 1);
     json_num(f, "examples_per_s", r->wall_s > 0 ? r->examples / r->wall_s : 0, 1);
     json_num(f, "comm_share", active > 0 ? r->comm_s / active : 0, 1);
+    /* payload bytes on the wire and as f32, per direction, and codec time */
+    fprintf(f, ",\"bytes_out\":%llu,\"bytes_out_raw\":%llu,\"bytes_in\":%llu,\"bytes_in_raw\":%llu",
+            (unsigned long long)r->comm.bytes_out, (unsigned long long)r->comm.bytes_out_raw,
+            (unsigned long long)r->comm.bytes_in, (unsigned long long)r->comm.bytes_in_raw);
+    json_num(f, "encode_s", r->comm.encode_s, 1);
+    json_num(f, "decode_s", r->comm.decode_s, 1);
+    /* [bytes_out, bytes_in, t_s] of each curve point (same order as "curve") */
+    fprintf(f, ",\"curve_comm\":[");
+    for (size_t i = 0; i < r->curve.n; i++)
+        fprintf(f, "%s[%llu,%llu,%.4f]", i ? "," : "",
+                (unsigned long long)r->curve.points[i].bytes_out,
+                (unsigned long long)r->curve.points[i].bytes_in, r->curve.points[i].t_s);
+    fprintf(f, "]");
     /* classifiers report accuracy, quadratic the distance to x*; the other is null */
     int classifier = r->evaluated && !isnan(r->final.accuracy);
     json_num(f, "final_loss", r->final.loss, r->evaluated);

@@ -7,26 +7,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "identity.h"
 #include "log.h"
 #include "wire.h"
 
 typedef struct daemon_desc {
     const char *prog;
-    const char *flag;       /* "shard" */
-    int short_flag;         /* 's' */
-    const char *what;       /* "shard index" */
-    const char *env[4];     /* tried in order when the flag is absent */
-    const char *env_text;   /* for messages */
+    const char *flag;    /* "shard" */
+    int short_flag;      /* 's' */
+    const char *what;    /* "shard index" */
+    zp_identity_kind id; /* how the index is found without the flag */
     int max;
 } daemon_desc;
 
 static const daemon_desc descs[] = {
-    [ZP_DAEMON_SERVER] = {"zeps-server", "shard", 's', "shard index",
-                          {"ZEPS_SHARD", "SLURM_PROCID", NULL},
-                          "$ZEPS_SHARD, then $SLURM_PROCID", ZP_MAX_SHARDS},
-    [ZP_DAEMON_WORKER] = {"zeps-worker", "rank", 'r', "rank",
-                          {"ZEPS_RANK", "JOB_COMPLETION_INDEX", "SLURM_PROCID", NULL},
-                          "$ZEPS_RANK, $JOB_COMPLETION_INDEX, then $SLURM_PROCID", ZP_MAX_WORKERS},
+    [ZP_DAEMON_SERVER] = {"zeps-server", "shard", 's', "shard index", ZP_IDENTITY_SHARD,
+                          ZP_MAX_SHARDS},
+    [ZP_DAEMON_WORKER] = {"zeps-worker", "rank", 'r', "rank", ZP_IDENTITY_RANK, ZP_MAX_WORKERS},
 };
 
 static void usage(const daemon_desc *d, FILE *f)
@@ -34,13 +31,14 @@ static void usage(const daemon_desc *d, FILE *f)
     char flag[32];
     snprintf(flag, sizeof(flag), "--%s, -%c N", d->flag, d->short_flag);
     fprintf(f,
-            "usage: %s --config FILE [--%s N] [--log-level LEVEL]\n"
+            "usage: %s --config FILE [--%s N|auto] [--log-level LEVEL]\n"
             "  --config, -c FILE   the cluster file (see docs/configuration.md)\n"
-            "  %-18s  this process's %s\n"
-            "                      (default: %s)\n"
+            "  %-18s  this process's %s:\n"
+            "                      %s\n"
+            "                      (docs/operations.md: identity)\n"
             "  --log-level LEVEL   debug | info | warn | error (overrides the file)\n"
             "  --version           print the version and exit\n",
-            d->prog, d->flag, flag, d->what, d->env_text);
+            d->prog, d->flag, flag, d->what, zp_identity_help(d->id));
 }
 
 int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *out)
@@ -71,16 +69,14 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
     }
     if (!a.config || optind < argc)
         return usage(d, stderr), 2;
-    for (int i = 0; !index_text && d->env[i]; i++)
-        index_text = getenv(d->env[i]);
-    char *end = NULL;
-    long v = index_text ? strtol(index_text, &end, 10) : -1;
-    if (!index_text || !*index_text || *end || v < 0 || v >= d->max) {
-        fprintf(stderr, "%s: no valid %s (--%s, %s)%s%s\n", d->prog, d->what, d->flag,
-                d->env_text, index_text ? ": got " : "", index_text ? index_text : "");
+    zp_identity id;
+    char err[512];
+    if (zp_identity_resolve(d->id, index_text, NULL, d->max, &id, err, sizeof(err)) != 0) {
+        fprintf(stderr, "%s: %s\n", d->prog, err);
         return 2;
     }
-    a.index = (int)v;
+    a.index = id.index;
+    snprintf(a.index_source, sizeof(a.index_source), "%s", id.source);
     *out = a;
     return -1;
 }
@@ -108,5 +104,6 @@ int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg)
     snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker",
              a->index);
     zp_log_init(who, (zp_log_level)lv);
+    zp_info("%s %d of %d (from %s)", d->what, a->index, limit, a->index_source);
     return -1;
 }

@@ -1,12 +1,12 @@
 /*
  * args.h - the command line and start-up shared by the zeps daemons.
  *
- *   zeps-server --config FILE [--shard N] [--log-level L]
- *   zeps-worker --config FILE [--rank N]  [--log-level L]
+ *   zeps-server --config FILE [--shard N|auto] [--log-level L]
+ *   zeps-worker --config FILE [--rank N|auto]  [--log-level L]
  *
- * A daemon's index (shard or rank) comes from its flag, else from the first
- * set environment variable of its list, so one command line serves every
- * instance under systemd templates, Kubernetes indexed Jobs and Slurm. The
+ * A daemon's index (shard or rank) comes from its flag, else from the
+ * environment (common/identity.h has the order), so one command line serves
+ * every instance under systemd templates, Kubernetes and Slurm. The
  * cluster file is loaded and checked, and the index checked against it,
  * before the daemon touches the network.
  */
@@ -24,6 +24,7 @@ typedef struct zp_daemon_args {
     const char *config;
     const char *log_level; /* NULL: the file's */
     int index;
+    char index_source[160]; /* where the index came from, for the log */
 } zp_daemon_args;
 
 /* Parse argv for a daemon of `kind`. Returns -1 when the daemon should go

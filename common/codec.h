@@ -5,8 +5,8 @@
  * A codec turns n f32 values into a byte payload and back. Each has a small
  * numeric id that is meant to travel in Header.codec (0 = raw f32, which
  * version 1 of the protocol already sends) and a name for configuration.
- * The codecs are not yet used on the wire: push/pull, the server-side decode
- * and compressed pulls come later; this module is the library they will use.
+ * Pushes carry a codec's payload from the client (worker/client.c) to the
+ * shard (server/handlers.c); compressed pulls carry one back (server/cpull.c).
  *
  * The split of work follows who trusts what:
  *   - the client encodes (zp_ef_encode: with error feedback, into a buffer it

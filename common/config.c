@@ -89,8 +89,12 @@ typedef struct parse_ctx {
 #define STR(f)   FIELD(f), sizeof(((zp_config *)0)->f)
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
-static const char *const models[] = {"quadratic", "softmax", "mlp", NULL};
+static const char *const models[] = {"quadratic", "softmax", "mlp", "ctr", NULL};
+static const char *const ctr_formats[] = {"criteo", "libsvm", NULL};
+static const char *const sparse_optimizers[] = {"adagrad", "sgd", "adam", "ftrl", NULL};
 static const char *const optimizers[] = {"sgd", "momentum", "adagrad", "adam", NULL};
+/* randk is not contractive: a copy updated with it would run away */
+static const char *const pull_codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", NULL};
 static const char *const codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", "randk",
                                      NULL};
 
@@ -142,6 +146,28 @@ static const section_spec weighting_group = {
     .nkeys = sizeof(weighting_keys) / sizeof(weighting_keys[0]),
 };
 
+static const key_spec ctr_keys[] = {
+    {.name = "format", .kind = K_CHOICE, .off = STR(ctr_format), .choices = ctr_formats},
+    {.name = "train_file", .kind = K_STRING, .off = STR(ctr_train_file)},
+    {.name = "test_file", .kind = K_STRING, .off = STR(ctr_test_file)},
+    {.name = "emb_dim", .kind = K_INT, .off = FIELD(ctr_emb_dim), .imin = 1, .imax = 1024},
+    {.name = "sparse_optimizer", .kind = K_CHOICE, .off = STR(ctr_sparse_optimizer),
+     .choices = sparse_optimizers},
+    {.name = "sparse_lr", .kind = K_FLOAT, .off = FIELD(ctr_sparse_lr), .fmin = 0,
+     .fmin_open = true, .fmax = 1000},
+    {.name = "emb_lr", .kind = K_FLOAT, .off = FIELD(ctr_emb_lr), .fmin = 0, .fmin_open = true,
+     .fmax = 1000},
+    {.name = "emb_init", .kind = K_FLOAT, .off = FIELD(ctr_emb_init), .fmin = 0, .fmax = 10},
+    {.name = "l1", .kind = K_FLOAT, .off = FIELD(ctr_l1), .fmin = 0, .fmax = 1000},
+    {.name = "l2", .kind = K_FLOAT, .off = FIELD(ctr_l2), .fmin = 0, .fmax = 1000},
+    {.name = "max_test_examples", .kind = K_INT, .off = FIELD(ctr_max_test_examples), .imin = 0,
+     .imax = INT_MAX},
+};
+
+static const section_spec ctr_group = {
+    .name = "ctr", .keys = ctr_keys, .nkeys = sizeof(ctr_keys) / sizeof(ctr_keys[0]),
+};
+
 static const key_spec cluster_keys[] = {
     {.name = "servers", .kind = K_ENDPOINTS, .off = FIELD(servers), .required = true},
     {.name = "binds", .kind = K_ENDPOINTS, .off = FIELD(binds)},
@@ -180,6 +206,13 @@ static const key_spec cluster_keys[] = {
      .imax = 65536},
     {.name = "reject_nonfinite", .kind = K_BOOL, .off = FIELD(reject_nonfinite)},
     {.name = "log_level", .kind = K_CHOICE, .off = STR(log_level), .choices = log_levels},
+    /* key files are read and checked when a process starts (common/curve.c) */
+    {.name = "curve_server_secret", .kind = K_STRING, .off = STR(curve_server_secret)},
+    {.name = "curve_server_public", .kind = K_STRING, .off = STR(curve_server_public)},
+    {.name = "curve_client_secret", .kind = K_STRING, .off = STR(curve_client_secret)},
+    {.name = "curve_client_public", .kind = K_STRING, .off = STR(curve_client_public)},
+    {.name = "curve_allow_dir", .kind = K_STRING, .off = STR(curve_allow_dir)},
+    {.name = "insecure", .kind = K_BOOL, .off = FIELD(insecure)},
 };
 
 static const key_spec training_keys[] = {
@@ -224,6 +257,8 @@ static const key_spec training_keys[] = {
     {.name = "codec_block", .kind = K_INT, .off = FIELD(codec_block), .imin = 1,
      .imax = 1 << 20},
     {.name = "error_feedback", .kind = K_BOOL, .off = FIELD(error_feedback)},
+    {.name = "ctr", .kind = K_GROUP, .group = &ctr_group},
+    {.name = "pull_codec", .kind = K_CHOICE, .off = STR(pull_codec), .choices = pull_codecs},
 };
 
 /* clang-format on */
@@ -237,7 +272,7 @@ static const section_spec sections[] = {
 
 /* read_section marks seen keys in a 32-bit mask. */
 _Static_assert(NKEYS(cluster_keys) <= 32 && NKEYS(training_keys) <= 32 &&
-                   NKEYS(weighting_keys) <= 32,
+                   NKEYS(weighting_keys) <= 32 && NKEYS(ctr_keys) <= 32,
                "seen mask too small");
 
 /* Fill *cfg with the defaults documented in config.h. Any thread. */
@@ -292,6 +327,13 @@ void zp_config_defaults(zp_config *cfg)
     cfg->codec_fraction = 0.01;
     cfg->codec_block = 256;
     cfg->error_feedback = true;
+    snprintf(cfg->ctr_format, sizeof(cfg->ctr_format), "criteo");
+    cfg->ctr_emb_dim = 8;
+    snprintf(cfg->ctr_sparse_optimizer, sizeof(cfg->ctr_sparse_optimizer), "adagrad");
+    cfg->ctr_sparse_lr = 0.05;
+    cfg->ctr_emb_lr = 0.003;
+    cfg->ctr_emb_init = 0.01;
+    snprintf(cfg->pull_codec, sizeof(cfg->pull_codec), "none");
 }
 
 /* names[v] of a NULL-terminated table, "unknown" outside it. */
@@ -757,6 +799,10 @@ static int check_cross(zp_config *cfg, parse_ctx *p)
                     "'cluster.backup_workers' = %d is out of range (allowed: 0 <= backup_workers "
                     "< workers = %d)",
                     cfg->backup_workers, cfg->num_workers);
+    if (strcmp(cfg->model, "ctr") == 0 && (!cfg->ctr_train_file[0] || !cfg->ctr_test_file[0]))
+        return fail(p, 0,
+                    "model \"ctr\" needs 'training.ctr.train_file' and "
+                    "'training.ctr.test_file'");
     for (int i = 0; i < cfg->num_slow_ranks; i++)
         if (cfg->slow_ranks[i] >= cfg->num_workers)
             return fail(p, p->slow_lines[i],

@@ -77,9 +77,16 @@ typedef struct zp_config {
     uint64_t max_message_bytes;            /* default 1 GiB; from max_message_mb */
     bool reject_nonfinite;                 /* default true */
     char log_level[16];                    /* "debug" | "info" | "warn" | "error"; default info */
+    /* CurveZMQ (common/curve.h): key file paths, "" = not set */
+    char curve_server_secret[ZP_PATH_MAX]; /* server: its secret key (turns CURVE on) */
+    char curve_server_public[ZP_PATH_MAX]; /* clients: the servers' public key */
+    char curve_client_secret[ZP_PATH_MAX]; /* clients: their secret key */
+    char curve_client_public[ZP_PATH_MAX]; /* clients: their public key (checked) */
+    char curve_allow_dir[ZP_PATH_MAX];     /* server: directory of allowed clients' .pub files */
+    bool insecure;                         /* allow a non-loopback bind without CURVE; default false */
 
     /* training = { ... } (read by zeps-worker; optional for servers) */
-    char model[ZP_NAME_MAX];     /* "quadratic" | "softmax" | "mlp"; default mlp */
+    char model[ZP_NAME_MAX];     /* "quadratic" | "softmax" | "mlp" | "ctr"; default mlp */
     char data_dir[ZP_PATH_MAX];  /* default /usr/share/datasets/fashion-mnist */
     int epochs;                  /* default 10 */
     int batch_size;              /* per worker, default 64 */
@@ -108,6 +115,19 @@ typedef struct zp_config {
     double codec_fraction;       /* topk/randk: share of elements sent, default 0.01, (0, 1] */
     int codec_block;             /* int8: elements per scale, default 256 */
     bool error_feedback;         /* keep the compression residual per table, default true */
+
+    /* training.ctr = { ... } (model "ctr": sparse LR + FM over click logs) */
+    char ctr_format[16];               /* "format": "criteo" (default) | "libsvm" */
+    char ctr_train_file[ZP_PATH_MAX];  /* "train_file" (required for ctr) */
+    char ctr_test_file[ZP_PATH_MAX];   /* "test_file" (required for ctr) */
+    int ctr_emb_dim;                   /* "emb_dim": FM embedding size, default 8 */
+    char ctr_sparse_optimizer[16];     /* "sparse_optimizer": adagrad (default) | sgd | adam | ftrl */
+    double ctr_sparse_lr;              /* "sparse_lr": linear rows' step (ftrl: alpha), default 0.05 */
+    double ctr_emb_lr;                 /* "emb_lr": embedding rows' step, default 0.003 */
+    double ctr_emb_init;               /* "emb_init": embeddings start N(0, s^2), default 0.01 */
+    double ctr_l1, ctr_l2;             /* "l1" (ftrl), "l2": sparse regularisation, default 0 */
+    int ctr_max_test_examples;         /* "max_test_examples": 0 = all */
+    char pull_codec[16];         /* none | fp16 | bf16 | int8 | sign | topk; default none */
 } zp_config;
 
 /* Fill *cfg with the defaults above (no servers, num_workers 0). */

@@ -26,6 +26,12 @@
 #define ZP_FLAG_PARKED 0x4u     /* reply: the request is parked on the server; keep waiting */
 #define ZP_FLAG_DROPPED 0x8u    /* PUSH reply: received but not applied (too stale, or late) */
 #define ZP_FLAG_ROW_VERSIONS 0x10u /* sparse PUSH: the payload ends with the row versions read */
+/* PULL request: answer with a compressed delta against view_id (docs/compression.md);
+ * PULL reply: the payload is C(params - view), to be added to the worker's copy. */
+#define ZP_FLAG_PULL_DELTA 0x100u
+/* PULL reply to a PULL_DELTA request: the payload is the full f32 values (the
+ * worker's view was unknown or stale); the worker's copy is replaced. */
+#define ZP_FLAG_PULL_FULL 0x200u
 #define ZP_FLAG_REJOINED 0x1000u /* HELLO reply: this rank was known under another incarnation */
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);

@@ -10,7 +10,17 @@ PACKAGES=(
     libopenblas-dev libconfig-dev zlib1g-dev libisal-dev libxxhash-dev
     check libsubunit-dev
     dataset-fashion-mnist
+    iproute2 nftables
+    systemd slurm-wlm munge strace
+    python3 gnuplot-nox    # deploy/local/*-study.sh (compression studies)
 )
+# The deployment checks (tests/deploy-check: npm ci of the committed lock
+# file) need Node.js and npm: a machine that already has them (e.g. from
+# NodeSource, whose nodejs conflicts with Debian's npm) keeps its own;
+# otherwise Debian's are installed.
+if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+    PACKAGES+=(nodejs npm)
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

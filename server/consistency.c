@@ -62,7 +62,11 @@ static uint64_t tau_of(const zp_table *t, const zp_push *p)
 static void apply_now(zp_server *s, zp_table *t, zp_push *p, zp_trace_kind kind, double weight)
 {
     uint64_t before = t->version;
-    zp_table_apply(t, p->g, p->off, p->count, (float)weight);
+    if (p->sparse_codec)
+        zp_table_apply_sparse(t, p->sparse_codec, p->sparse_buf, p->sparse_len, p->off, p->count,
+                              (float)weight);
+    else
+        zp_table_apply(t, p->g, p->off, p->count, (float)weight);
     zp_server_record_push(s, t, p, kind, before, weight, 1);
 }
 

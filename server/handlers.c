@@ -145,9 +145,51 @@ static void remember_pulled(zp_server *s, zp_table *t, uint32_t rank, zp_buf *b)
     t->pulled[rank] = b;
 }
 
-void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
-                         uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
-                         double wait_us)
+static void free_payload(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* Send the answer to a compressed pull: a delta against the worker's view,
+ * or the full values when its view is unknown. Counts the bytes both ways. */
+static void send_compressed_pull(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep, zp_table *t,
+                                 uint32_t rank, const zp_cpull_req *cp)
+{
+    zp_cpull_reply out;
+    char err[ERRLEN];
+    int rc = zp_cpull_prepare(t, rank, cp, s->incarnation, &out, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, identity, rep, rc, "%s", err);
+        return;
+    }
+    zp_worker *w = &s->workers.w[rank];
+    uint64_t raw = rep->count * sizeof(float);
+    rep->view_id = out.view_id;
+    t->pulls++;
+    t->pull_bytes_raw += raw;
+    w->pull_bytes_raw += raw;
+    if (out.full) {
+        rep->flags = ZP_FLAG_PULL_FULL;
+        if (cp->codec->id != ZP_CODEC_NONE)
+            w->pull_resyncs++;
+        t->pull_bytes_wire += raw;
+        w->pull_bytes_wire += raw;
+        zp_buf *b = zp_table_params_ref(t);
+        remember_pulled(s, t, rank, b);
+        zp_reply_send(s, identity, rep, b->data, raw, zp_buf_release, b);
+        return;
+    }
+    rep->flags = ZP_FLAG_PULL_DELTA;
+    rep->codec = out.codec;
+    t->pull_bytes_wire += out.len;
+    w->pull_bytes_wire += out.len;
+    zp_reply_send(s, identity, rep, out.buf, out.len, free_payload, NULL);
+}
+
+void zp_server_send_pull_cp(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
+                            uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
+                            double wait_us, const zp_cpull_req *cp)
 {
     zp_hist_add_log2(&t->pull_wait_us, (uint64_t)wait_us);
     if (s->trace) {
@@ -166,11 +208,28 @@ void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_
     rep.count = count;
     rep.data_version = t->version;
     rep.clock = t->round;
+    if (cp && cp->codec) {
+        send_compressed_pull(s, identity, &rep, t, rank, cp);
+        return;
+    }
     zp_buf *b = zp_table_params_ref(t);
     remember_pulled(s, t, rank, b);
     t->pulls++;
+    t->pull_bytes_wire += count * sizeof(float);
+    t->pull_bytes_raw += count * sizeof(float);
+    if (rank < (uint32_t)s->nworkers) {
+        s->workers.w[rank].pull_bytes_wire += count * sizeof(float);
+        s->workers.w[rank].pull_bytes_raw += count * sizeof(float);
+    }
     zp_reply_send(s, identity, &rep, b->data + (offset - t->begin), count * sizeof(float),
                   zp_buf_release, b);
+}
+
+void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
+                         uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
+                         double wait_us)
+{
+    zp_server_send_pull_cp(s, identity, req_id, t, rank, clock, offset, count, wait_us, NULL);
 }
 
 void zp_server_serve_parked(zp_server *s, zp_table *t)
@@ -191,8 +250,8 @@ void zp_server_serve_parked(zp_server *s, zp_table *t)
         if (t->sparse)
             zp_sparse_serve_parked(s, t, p);
         else
-            zp_server_send_pull(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset,
-                                p->count, (zp_now_s() - p->since_s) * 1e6);
+            zp_server_send_pull_cp(s, &p->identity, p->req_id, t, p->rank, p->clock, p->offset,
+                                   p->count, (zp_now_s() - p->since_s) * 1e6, &p->cp);
         zp_parked_free(p);
     }
 }
@@ -477,6 +536,37 @@ static bool is_parked(const zp_table *t, uint32_t rank, uint64_t seq)
     return false;
 }
 
+/* A compressed pull: a known codec with valid parameters, over the whole
+ * slice (the worker's view is of the slice). Returns 0, or -1 after
+ * replying with an error. */
+static int parse_compressed_pull(zp_server *s, zp_request *r, const zp_table *t, zp_cpull_req *cp)
+{
+    const Zeps__Header *h = r->h;
+    char err[ERRLEN];
+    int rc = zp_cpull_parse(h, cp, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s of table '%s' from worker %u", err, t->name,
+                       h->rank);
+        return -1;
+    }
+    if (s->cfg.consistency == ZP_CONSISTENCY_WEIGHTED && s->cfg.dc_lambda > 0) {
+        /* DC-ASGD compensates against the buffer a worker pulled; a worker
+         * pulling deltas holds its view, which no buffer records */
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "compressed PULL of table '%s': not available with DC-ASGD (dc_lambda > 0)",
+                       t->name);
+        return -1;
+    }
+    if (h->offset != t->begin || h->count != t->n) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
+                       "a compressed PULL of table '%s' must cover shard %d's whole slice [%" PRIu64
+                       ", %" PRIu64 "), not [%" PRIu64 ", %" PRIu64 "+%" PRIu64 ")",
+                       t->name, s->shard, t->begin, t->end, h->offset, h->offset, h->count);
+        return -1;
+    }
+    return 0;
+}
+
 static void on_pull(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -496,6 +586,9 @@ static void on_pull(zp_server *s, zp_request *r)
                        r->npayload);
         return;
     }
+    zp_cpull_req cp = {0};
+    if ((h->flags & ZP_FLAG_PULL_DELTA) && parse_compressed_pull(s, r, t, &cp) != 0)
+        return;
     if (zp_worker_seen(w, h->seq) && is_parked(t, h->rank, h->seq)) {
         reply_ok(s, r, ZP_FLAG_PARKED); /* a retry of a pull still waiting: keep-alive */
         return;
@@ -503,8 +596,8 @@ static void on_pull(zp_server *s, zp_request *r)
     zp_worker_record(w, h->seq);
     w->pulls++;
     if (s->cons->pull_ready(s, t, h->rank, h->clock)) {
-        zp_server_send_pull(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset, h->count,
-                            0.0);
+        zp_server_send_pull_cp(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset, h->count,
+                               0.0, &cp);
         return;
     }
     zp_parked *p = zp_xcalloc(1, sizeof(*p));
@@ -517,6 +610,7 @@ static void on_pull(zp_server *s, zp_request *r)
     p->count = h->count;
     p->clock = h->clock;
     p->since_s = zp_now_s();
+    p->cp = cp;
     zp_table_park(t, p);
 }
 
@@ -562,39 +656,83 @@ static void serve_all_parked(zp_server *s)
         zp_server_serve_parked(s, s->tables[i]);
 }
 
-/* A compressed push: check the payload against its codec's rules before
- * reading it, then replace the frame with the decoded f32 values, so the
- * rest of the path (and every consistency policy) sees plain floats.
- * Returns 0, or -1 after replying with an error. */
-static int decode_push(zp_server *s, zp_request *r, zp_table *t)
+/* A compressed push's codec, after checking the payload against its rules
+ * (nothing reads it before). Returns NULL after replying with an error. */
+static const zp_codec_ops *check_push_payload(zp_server *s, zp_request *r, zp_table *t)
 {
     const Zeps__Header *h = r->h;
     const zp_codec_ops *codec = zp_codec_by_id(h->codec);
     if (!codec) {
         zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "unknown codec %u in a PUSH to table '%s'",
                        h->codec, t->name);
-        return -1;
+        return NULL;
     }
-    double t0 = zp_now_s();
     char err[ERRLEN];
-    const void *buf = zmq_msg_data(r->payload);
-    size_t len = zmq_msg_size(r->payload);
-    int rc = codec->validate(buf, len, (size_t)h->count, err, sizeof(err));
+    int rc = codec->validate(zmq_msg_data(r->payload), zmq_msg_size(r->payload), (size_t)h->count,
+                             err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s push to table '%s' from worker %u: %s",
                        codec->name, t->name, h->rank, err);
-        return -1;
+        return NULL;
     }
+    return codec;
+}
+
+/* A compressed push under bsp, which keeps each push's frame until its
+ * round closes: replace the frame with the decoded f32 values, so the rest
+ * of the path sees plain floats. Returns 0, or -1 after replying with an
+ * error. */
+static int decode_push(zp_server *s, zp_request *r, zp_table *t)
+{
+    const Zeps__Header *h = r->h;
+    double t0 = zp_now_s();
+    const zp_codec_ops *codec = check_push_payload(s, r, t);
+    if (!codec)
+        return -1;
     zmq_msg_t dec;
     if (zmq_msg_init_size(&dec, h->count * sizeof(float)) != 0) {
         zp_reply_error(s, r->identity, h, ZEPS_ENOMEM, "cannot decode %" PRIu64 " elements",
                        h->count);
         return -1;
     }
-    codec->decode(buf, len, (size_t)h->count, zmq_msg_data(&dec));
+    codec->decode(zmq_msg_data(r->payload), zmq_msg_size(r->payload), (size_t)h->count,
+                  zmq_msg_data(&dec));
     zmq_msg_close(r->payload);
     zmq_msg_init(r->payload);
     zmq_msg_move(r->payload, &dec);
+    t->decode_s += zp_now_s() - t0;
+    return 0;
+}
+
+/* A compressed push under async/ssp/weighted, applied before the next
+ * message is read: a topk/randk payload goes to the update as it is where
+ * the optimizer allows (p->sparse_codec, O(k)); any other is decoded into
+ * the table's scratch (p->g), with no allocation per push. Returns 0, or -1
+ * after replying with an error. */
+static int decode_push_in_place(zp_server *s, zp_request *r, zp_table *t, zp_push *p)
+{
+    const Zeps__Header *h = r->h;
+    double t0 = zp_now_s();
+    const zp_codec_ops *codec = check_push_payload(s, r, t);
+    if (!codec)
+        return -1;
+    const void *buf = zmq_msg_data(r->payload);
+    size_t len = zmq_msg_size(r->payload);
+    bool dc = s->cfg.consistency == ZP_CONSISTENCY_WEIGHTED && s->cfg.dc_lambda > 0;
+    if ((codec->id == ZP_CODEC_TOPK || codec->id == ZP_CODEC_RANDK) && !dc &&
+        zp_table_sparse_ok(t)) {
+        p->sparse_codec = codec;
+        p->sparse_buf = buf;
+        p->sparse_len = len;
+    } else {
+        if (!t->push_scratch && !(t->push_scratch = malloc((t->n ? t->n : 1) * sizeof(float)))) {
+            zp_reply_error(s, r->identity, h, ZEPS_ENOMEM,
+                           "no memory to decode pushes to table '%s'", t->name);
+            return -1;
+        }
+        codec->decode(buf, len, (size_t)h->count, t->push_scratch);
+        p->g = t->push_scratch;
+    }
     t->decode_s += zp_now_s() - t0;
     return 0;
 }
@@ -641,10 +779,18 @@ static void on_push(zp_server *s, zp_request *r)
         return;
     }
     size_t wire_bytes = zmq_msg_size(r->payload);
-    if (h->codec != 0 && decode_push(s, r, t) != 0)
+    zp_push p = {.rank = h->rank,
+                 .clock = h->clock,
+                 .data_version = h->data_version,
+                 .off = h->offset - t->begin,
+                 .count = h->count,
+                 .frame = r->payload};
+    bool in_place = h->codec != 0 && s->cfg.consistency != ZP_CONSISTENCY_BSP;
+    if (in_place ? decode_push_in_place(s, r, t, &p) != 0
+                 : h->codec != 0 && decode_push(s, r, t) != 0)
         return;
     size_t bytes = zmq_msg_size(r->payload);
-    if (bytes != h->count * sizeof(float)) {
+    if (!in_place && bytes != h->count * sizeof(float)) {
         zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
                        "PUSH of %" PRIu64 " elements to table '%s' carries %zu bytes, expected %" PRIu64,
                        h->count, t->name, bytes, h->count * (uint64_t)sizeof(float));
@@ -665,16 +811,18 @@ static void on_push(zp_server *s, zp_request *r)
                        h->clock);
         return;
     }
-    const float *g = aligned_values(r->payload);
-    if (s->cfg.reject_nonfinite && !zp_all_finite(g, h->count)) {
+    if (!in_place)
+        p.g = aligned_values(r->payload);
+    /* a validated payload is finite already: validate checked every value
+     * and scale it carries */
+    if (s->cfg.reject_nonfinite && !in_place && !zp_all_finite(p.g, h->count)) {
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                        "PUSH to table '%s' from worker %u contains NaN or Inf; nothing applied",
                        t->name, h->rank);
         return;
     }
     char err[ERRLEN];
-    zp_push p = {.rank = h->rank, .clock = h->clock, .data_version = data_version, .g = g,
-                 .off = h->offset - t->begin, .count = h->count, .frame = r->payload};
+    p.data_version = data_version;
     int rc = s->cons->push(s, t, &p, err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);
@@ -810,6 +958,9 @@ static void on_stats(zp_server *s, zp_request *r)
     st.last_snapshot_set = s->persist.last_setid;
     st.last_snapshot_s = s->persist.last_duration_s;
     st.restored_clock = s->restored_clock;
+    st.curve = s->zap.enabled;
+    st.curve_accepted = s->zap.accepted;
+    st.curve_refused = s->zap.refused;
 
     Zeps__TableStats *ts = zp_xcalloc(s->ntables ? s->ntables : 1, sizeof(*ts));
     Zeps__Histogram *th = zp_xcalloc(3 * (s->ntables ? s->ntables : 1), sizeof(*th));
@@ -856,6 +1007,11 @@ static void on_stats(zp_server *s, zp_request *r)
             ts[i].keys_pulled = t->keys_pulled;
             ts[i].keys_pushed = t->keys_pushed;
         }
+        ts[i].pull_bytes_wire = t->pull_bytes_wire;
+        ts[i].pull_bytes_raw = t->pull_bytes_raw;
+        ts[i].encode_s = t->encode_s;
+        ts[i].pull_resyncs = t->pull_resyncs;
+        ts[i].pull_view_bytes = zp_cpull_bytes(t);
         tsp[i] = &ts[i];
     }
     st.n_tables = s->ntables;
@@ -886,6 +1042,9 @@ static void on_stats(zp_server *s, zp_request *r)
         ws[k].push_bytes_raw = w->push_bytes_raw;
         ws[k].lost = w->lost;
         ws[k].lost_count = w->lost_count;
+        ws[k].pull_bytes_wire = w->pull_bytes_wire;
+        ws[k].pull_bytes_raw = w->pull_bytes_raw;
+        ws[k].pull_resyncs = w->pull_resyncs;
         wsp[k] = &ws[k];
         k++;
     }
@@ -914,6 +1073,8 @@ static void on_bye(zp_server *s, zp_request *r)
     if (!w->left)
         zp_info("worker %u left", r->h->rank);
     w->left = true;
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_cpull_forget(s->tables[i], r->h->rank); /* a view is only worth its memory in use */
     zp_server_update_clock_bounds(s); /* the slowest clock may have moved on */
     reply_ok(s, r, 0);
     serve_all_parked(s);

@@ -3,8 +3,10 @@
  *
  *   zeps-server --config cluster.conf --shard 1
  *
- * The shard index comes from --shard, else from ZEPS_SHARD, else from
- * SLURM_PROCID (common/args.c). The cluster file is read and checked before
+ * The shard index comes from --shard (a number, or "auto": the engine's
+ * variables, then the StatefulSet ordinal of the host name), else from
+ * ZEPS_SHARD, JOB_COMPLETION_INDEX or SLURM_PROCID (common/identity.h has
+ * the order). The cluster file is read and checked before
  * any socket is opened; a bad one exits with status 2.
  */
 #include <signal.h>

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "curve.h"
 #include "log.h"
 #include "mathenv.h"
 #include "util.h"
@@ -85,6 +86,8 @@ static void on_poll(uv_poll_t *h, int status, int events)
 static void on_check(uv_check_t *h)
 {
     zp_server *s = h->data;
+    if (!s->stopping)
+        zp_zap_pump(&s->zap);
     if (!s->stopping && zmq_has_input(s))
         uv_idle_start(&s->idle, on_idle);
 }
@@ -105,6 +108,17 @@ static void on_signal(uv_signal_t *h, int signum)
     zp_server_stop(s);
 }
 
+static void on_sighup(uv_signal_t *h, int signum)
+{
+    (void)signum;
+    zp_server *s = h->data;
+    char err[512];
+    if (!s->zap.enabled)
+        zp_info("SIGHUP received: CURVE is off, nothing to reload");
+    else if (zp_zap_reload(&s->zap, err, sizeof(err)) != 0)
+        zp_error("SIGHUP: keeping the old allow-list: %s", err);
+}
+
 static void on_closed(uv_handle_t *h)
 {
     zp_server *s = h->data;
@@ -117,12 +131,30 @@ void zp_server_stop(zp_server *s)
         return;
     s->stopping = true;
     uv_handle_t *handles[] = {
-        (uv_handle_t *)&s->poll,    (uv_handle_t *)&s->idle,    (uv_handle_t *)&s->check,
-        (uv_handle_t *)&s->tick,    (uv_handle_t *)&s->sigterm, (uv_handle_t *)&s->sigint,
+        (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,     (uv_handle_t *)&s->check,
+        (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->sigterm,  (uv_handle_t *)&s->sigint,
+        (uv_handle_t *)&s->sighup, (uv_handle_t *)&s->zap.poll,
     };
     for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
-        if (!uv_is_closing(handles[i]))
+        if ((handles[i] != (uv_handle_t *)&s->zap.poll || s->zap.enabled) &&
+            !uv_is_closing(handles[i]))
             uv_close(handles[i], on_closed);
+}
+
+/* The public key file of the servers, when named, must belong to the
+ * secret key this server uses: otherwise every client would fail its
+ * handshake with no reply, which is far harder to diagnose than this. */
+static int check_server_public(const zp_config *cfg, const char *secret, char *err, size_t errlen)
+{
+    char pub[ZP_CURVE_KEY_LEN + 1], derived[ZP_CURVE_KEY_LEN + 1];
+    int rc = zp_curve_read_key(cfg->curve_server_public, false, pub, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (zmq_curve_public(derived, secret) != 0 || strcmp(derived, pub) != 0)
+        return zp_seterr(err, errlen, ZEPS_ECONFIG,
+                         "public key file %s does not belong to secret key file %s",
+                         cfg->curve_server_public, cfg->curve_server_secret);
+    return 0;
 }
 
 static int setup_socket(zp_server *s, char *err, size_t errlen)
@@ -132,7 +164,35 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
         snprintf(err, errlen, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
         return ZEPS_ETRANSPORT;
     }
+    const char *ep = s->cfg.binds[s->shard][0] ? s->cfg.binds[s->shard] : s->cfg.servers[s->shard];
+    int rc = zp_curve_check_server(&s->cfg, ep, err, errlen);
+    if (rc != 0)
+        return rc;
+    char secret[ZP_CURVE_KEY_LEN + 1] = "";
+    if (zp_curve_server_enabled(&s->cfg)) {
+        rc = zp_curve_read_key(s->cfg.curve_server_secret, true, secret, err, errlen);
+        if (rc == 0 && s->cfg.curve_server_public[0])
+            rc = check_server_public(&s->cfg, secret, err, errlen);
+        /* The handler must listen before the ROUTER takes a connection. */
+        if (rc == 0)
+            rc = zp_zap_open(&s->zap, s->zctx, s->cfg.curve_allow_dir, err, errlen);
+        if (rc != 0) {
+            explicit_bzero(secret, sizeof(secret));
+            return rc;
+        }
+    }
     s->sock = zmq_socket(s->zctx, ZMQ_ROUTER);
+    if (secret[0]) {
+        int on = 1;
+        rc = zmq_setsockopt(s->sock, ZMQ_CURVE_SERVER, &on, sizeof(on)) |
+             zmq_setsockopt(s->sock, ZMQ_CURVE_SECRETKEY, secret, sizeof(secret)) |
+             zmq_setsockopt(s->sock, ZMQ_ZAP_DOMAIN, "zeps", 4);
+        explicit_bzero(secret, sizeof(secret));
+        if (rc != 0) {
+            snprintf(err, errlen, "cannot turn CURVE on: %s", zmq_strerror(zmq_errno()));
+            return ZEPS_ETRANSPORT;
+        }
+    }
     int zero = 0, one = 1, linger = 1000;
     int64_t maxmsg = (int64_t)s->cfg.max_message_bytes;
     zmq_setsockopt(s->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
@@ -140,7 +200,6 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
     zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof(linger));
     zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
-    const char *ep = s->cfg.binds[s->shard][0] ? s->cfg.binds[s->shard] : s->cfg.servers[s->shard];
     snprintf(s->endpoint, sizeof(s->endpoint), "%s", ep);
     if (zmq_bind(s->sock, ep) != 0) {
         snprintf(err, errlen, "cannot bind shard %d to %s: %s", s->shard, ep,
@@ -169,14 +228,22 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
     uv_timer_init(&s->loop, &s->tick);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
-    s->open_handles = 6;
+    uv_signal_init(&s->loop, &s->sighup);
+    s->open_handles = 7;
     s->poll.data = s->idle.data = s->check.data = s->tick.data = s;
-    s->sigterm.data = s->sigint.data = s;
+    s->sigterm.data = s->sigint.data = s->sighup.data = s;
+    if (s->zap.enabled) {
+        if ((rc = zp_zap_start(&s->zap, &s->loop, err, errlen)) != 0)
+            return rc;
+        s->zap.poll.data = s;
+        s->open_handles++;
+    }
     uv_poll_start(&s->poll, UV_READABLE, on_poll);
     uv_check_start(&s->check, on_check);
     uv_timer_start(&s->tick, on_tick, 100, 100);
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
+    uv_signal_start(&s->sighup, on_sighup, SIGHUP);
     return 0;
 }
 
@@ -220,6 +287,7 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
         free(s->tables);
         if (s->sock)
             zmq_close(s->sock);
+        zp_zap_close(&s->zap);
         if (s->zctx)
             zmq_ctx_term(s->zctx);
         zp_workers_fini(&s->workers);
@@ -256,6 +324,7 @@ void zp_server_destroy(zp_server **sp)
     zp_workers_fini(&s->workers);
     zp_trace_close(&s->trace);
     zmq_close(s->sock);
+    zp_zap_close(&s->zap);
     zmq_ctx_term(s->zctx);
     free(s);
     *sp = NULL;

@@ -26,6 +26,7 @@
 #include "table.h"
 #include "wire.h"
 #include "workers.h"
+#include "zap.h"
 
 typedef struct zp_server {
     zp_config cfg;
@@ -39,11 +40,13 @@ typedef struct zp_server {
     uv_check_t check;    /* re-checks ZMQ_EVENTS every loop turn */
     uv_timer_t tick;     /* housekeeping, and a safety net for lost edges */
     uv_signal_t sigterm, sigint;
+    uv_signal_t sighup;  /* reloads the CURVE allow-list */
     int open_handles;
 
     void *zctx;
     void *sock;
     char endpoint[ZP_ENDPOINT_MAX];
+    zp_zap zap;          /* CURVE allow-list (zap.enabled = CURVE on) */
 
     zp_table **tables;
     uint32_t ntables, cap_tables;
@@ -117,6 +120,13 @@ void zp_server_serve_parked(zp_server *s, zp_table *t);
 void zp_server_send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
                          uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
                          double wait_us);
+
+/* The same for a compressed pull (cp->codec != NULL; the range is the whole
+ * slice): answers with a delta against the worker's view or the full values
+ * (cpull.h). cp NULL or cp->codec NULL: a plain pull. */
+void zp_server_send_pull_cp(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
+                            uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
+                            double wait_us, const zp_cpull_req *cp);
 
 /* Record a push that was applied (kind PUSH, or LATE applied), dropped or
  * late: histograms of the table and the worker, counters, trace. */

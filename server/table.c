@@ -247,6 +247,8 @@ void zp_table_destroy(zp_table **tp)
             zp_buf_release(t->pulled[r]->data, t->pulled[r]);
     free(t->pulled);
     free(t->scratch);
+    free(t->push_scratch);
+    zp_cpull_free(t);
     free(t->pending_version);
     free(t->state);
     free(t->acc);
@@ -367,7 +369,9 @@ int zp_table_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *er
     return 0;
 }
 
-void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float scale)
+/* Before an update: a reply still reading the current bytes gets to keep
+ * them, the update goes into a copy. */
+static void own_params(zp_table *t)
 {
     if (atomic_load_explicit(&t->params->refs, memory_order_acquire) > 1) {
         /* A reply still reads the current bytes: write into a copy. */
@@ -380,8 +384,27 @@ void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float
         zp_buf_release(t->params->data, t->params);
         t->params = fresh;
     }
+}
+
+void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float scale)
+{
+    own_params(t);
     t->opt->apply(t->params->data + off, t->state ? t->state + off : NULL, g, count, t->n,
                   &t->hyper, t->version, scale);
+    t->version++;
+}
+
+bool zp_table_sparse_ok(const zp_table *t)
+{
+    return strcmp(t->opt->name, "sgd") == 0 && t->hyper.weight_decay == 0.0f;
+}
+
+void zp_table_apply_sparse(zp_table *t, const zp_codec_ops *codec, const void *buf, size_t len,
+                           size_t off, size_t count, float scale)
+{
+    own_params(t);
+    /* the same alpha as sgd's axpy(-lr * scale, g, w) */
+    codec->decode_add(buf, len, count, -t->hyper.lr * scale, t->params->data + off);
     t->version++;
 }
 
@@ -428,6 +451,8 @@ uint64_t zp_table_bytes(const zp_table *t)
     if (t->acc)
         floats += t->n;
     if (t->scratch)
+        floats += t->n;
+    if (t->push_scratch)
         floats += t->n;
     return floats * sizeof(float);
 }

@@ -22,6 +22,7 @@
 
 #include <zmq.h>
 
+#include "cpull.h"
 #include "optim.h"
 #include "sparse.h"
 #include "stats.h"
@@ -51,6 +52,7 @@ typedef struct zp_parked {
     double since_s; /* when it was parked */
     zmq_msg_t keys; /* sparse tables: the ids asked for */
     bool has_keys;
+    zp_cpull_req cp; /* a compressed pull (cp.codec != NULL) */
 } zp_parked;
 
 /* Close what a parked pull holds and free it. */
@@ -67,6 +69,11 @@ struct zp_push {
     const float *g;         /* count values, read in place from `frame` */
     size_t off, count;      /* slice-relative range */
     zmq_msg_t *frame;       /* holds g; a policy may take it (zmq_msg_move) */
+    /* a validated topk/randk payload applied as it is (sgd without weight
+     * decay: only the k sent elements change); g is then NULL */
+    const zp_codec_ops *sparse_codec;
+    const void *sparse_buf;
+    size_t sparse_len;
     uint32_t reply_flags;   /* out: ZP_FLAG_DROPPED if received but not applied */
 };
 
@@ -132,6 +139,14 @@ typedef struct zp_table {
      * keeps it as it was sent) and scratch for the compensated gradient */
     zp_buf **pulled;       /* [nworkers], made on first use */
     float *scratch;
+    float *push_scratch;   /* n floats: compressed pushes decoded for async/ssp/weighted */
+
+    /* compressed pulls (cpull.h): each worker's view and the delta scratch,
+     * made on first use; accounting of every pull's bytes */
+    zp_pull_view *views;   /* [nworkers] */
+    float *pull_delta;
+    uint64_t pull_bytes_wire, pull_bytes_raw, pull_resyncs;
+    double encode_s;
 } zp_table;
 
 /* Create the slice of a table declared by `spec` for shard `shard` of
@@ -149,6 +164,16 @@ int zp_table_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *er
  * begin), scaled by `scale`, with the table's optimizer; bumps the version.
  * Copies the parameter buffer first if a reply still references it. */
 void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float scale);
+
+/* zp_table_apply for a validated topk/randk payload of `count` values at
+ * `off`, on an sgd table without weight decay: w -= lr * scale * decoded,
+ * touching only the sent elements (decode_add); bumps the version. */
+void zp_table_apply_sparse(zp_table *t, const zp_codec_ops *codec, const void *buf, size_t len,
+                           size_t off, size_t count, float scale);
+
+/* True if t's optimizer lets zp_table_apply_sparse stand for zp_table_apply
+ * (sgd, no weight decay). */
+bool zp_table_sparse_ok(const zp_table *t);
 
 /* Take a reference on the parameter buffer for a zero-copy reply; release
  * it with zp_buf_release (ZeroMQ does so through the free callback). */

@@ -34,6 +34,7 @@ typedef struct zp_worker {
     zp_hist tau;           /* staleness of this worker's applied pushes */
     uint64_t dropped, late;
     uint64_t push_bytes_wire, push_bytes_raw;
+    uint64_t pull_bytes_wire, pull_bytes_raw, pull_resyncs;
 
     /* barrier: the generation this worker waits in (0 = not waiting) */
     uint64_t barrier_gen;

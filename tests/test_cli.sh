@@ -113,11 +113,30 @@ cluster = {
 EOF
 "$BIN/zeps-server" --config "$work/st.conf" --shard 0 >"$work/st0.log" 2>&1 &
 s0=$!
-"$BIN/zeps-server" --config "$work/st.conf" --shard 1 >"$work/st1.log" 2>&1 &
+# shard 1 takes its index from the Slurm task rank (no --shard)
+env -u ZEPS_SHARD -u JOB_COMPLETION_INDEX SLURM_PROCID=1 \
+    "$BIN/zeps-server" --config "$work/st.conf" >"$work/st1.log" 2>&1 &
 s1=$!
 "$BIN/zepsctl" status --config "$work/st.conf" --timeout 5000 >"$work/st.out" 2>&1
 check "status exits 0 with every shard up" test $? -eq 0
 check "status shows both shards" bash -c "grep -q 'shard 0/2' '$work/st.out' && grep -q 'shard 1/2' '$work/st.out'"
+check "a server logs its index and where it came from" \
+    grep -q 'shard index 1 of 2 (from \$SLURM_PROCID=1)' "$work/st1.log"
+# One shard as a readiness probe asks it: by variable, by auto, at an endpoint.
+MY_SHARD=1 "$BIN/zepsctl" status --config "$work/st.conf" --shard env:MY_SHARD --timeout 3000 \
+    >"$work/st-one.out" 2>&1
+check "status --shard env:NAME asks that shard" \
+    bash -c "grep -q 'shard 1/2' '$work/st-one.out' && ! grep -q 'shard 0/2' '$work/st-one.out'"
+env -u ZEPS_SHARD JOB_COMPLETION_INDEX=0 "$BIN/zepsctl" status --config "$work/st.conf" \
+    --shard auto --timeout 3000 >"$work/st-auto.out" 2>&1
+check "status --shard auto takes the engine's index" grep -q 'shard 0/2' "$work/st-auto.out"
+"$BIN/zepsctl" status --config "$work/st.conf" --shard 1 --endpoint "ipc://$work/st0" \
+    --timeout 3000 >"$work/st-ep.out" 2>&1
+check "status --endpoint asks there and exits 1 when another shard answers" test $? -eq 1
+check "and says which shard answered" grep -q 'answered as shard 0 of 2, not 1 of 2' "$work/st-ep.out"
+"$BIN/zepsctl" status --config "$work/st.conf" --shard x >"$work/st-bad.out" 2>&1
+check "status --shard x exits 2" test $? -eq 2
+check "and says why" grep -q "'x' is not a number" "$work/st-bad.out"
 kill -TERM $s1
 wait $s1
 check "a shard exits 0 on SIGTERM" test $? -eq 0

@@ -223,6 +223,26 @@ START_TEST(test_compressed_push)
     free(v0);
     free(v);
     free(gg);
+    /* momentum cannot take a top-k payload as it is: decoded into the
+     * table's scratch, zeros where nothing was sent (v = 0.5 v + g) */
+    zeps_table_spec ms = {.name = "mom",
+                          .length = 9,
+                          .optimizer = "momentum",
+                          .lr = 1.0,
+                          .momentum = 0.5,
+                          .init = "uniform",
+                          .init_scale = 1.0,
+                          .seed = 4};
+    uint32_t tm;
+    ck_assert_int_eq(zeps_declare(c, &ms, &tm), 0);
+    ck_assert_int_eq(zeps_pull(c, tm, w0, 0, 9, 0), 0);
+    zeps_codec_opts mo = {.codec = "topk", .count = 1};
+    ck_assert_int_eq(zeps_set_push_codec(c, tm, &mo), 0);
+    ck_assert_int_eq(zeps_push(c, tm, g, 0, 9, 0), 0);
+    ck_assert_int_eq(zeps_push(c, tm, zero, 0, 9, 1), 0);
+    ck_assert_int_eq(zeps_pull(c, tm, w, 0, 9, 1), 0);
+    for (int i = 0; i < 9; i++)
+        ck_assert_float_eq(w[i], (w0[i] - sent1[i]) - 0.5f * sent1[i]);
     zeps_codec_opts bad = {.codec = "zip"};
     ck_assert_int_eq(zeps_set_push_codec(c, t2, &bad), ZEPS_EINVAL);
 }

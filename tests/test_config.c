@@ -830,6 +830,85 @@ START_TEST(delay_keys)
 }
 END_TEST
 
+START_TEST(ctr_keys)
+{
+    /* defaults, and every key of the group */
+    zp_config *cfg =
+        parse_ok(HEAD TAIL "training = { model = \"ctr\";\n"
+                           "  ctr = { train_file = \"/d/tr\"; test_file = \"/d/te\"; };\n"
+                           "};\n");
+    ck_assert_str_eq(cfg->model, "ctr");
+    ck_assert_str_eq(cfg->ctr_format, "criteo");
+    ck_assert_str_eq(cfg->ctr_train_file, "/d/tr");
+    ck_assert_int_eq(cfg->ctr_emb_dim, 8);
+    ck_assert_str_eq(cfg->ctr_sparse_optimizer, "adagrad");
+    ck_assert(cfg->ctr_sparse_lr == 0.05 && cfg->ctr_emb_lr == 0.003 && cfg->ctr_emb_init == 0.01);
+    free(cfg);
+    cfg = parse_ok(HEAD TAIL "training = { model = \"ctr\"; ctr = {\n"
+                             "  format = \"libsvm\"; train_file = \"a\"; test_file = \"b\";\n"
+                             "  emb_dim = 16; sparse_optimizer = \"ftrl\"; sparse_lr = 0.1;\n"
+                             "  emb_lr = 0.01; emb_init = 0.0; l1 = 1.0; l2 = 0.5;\n"
+                             "  max_test_examples = 100; }; };\n");
+    ck_assert_str_eq(cfg->ctr_format, "libsvm");
+    ck_assert_int_eq(cfg->ctr_emb_dim, 16);
+    ck_assert_str_eq(cfg->ctr_sparse_optimizer, "ftrl");
+    ck_assert(cfg->ctr_sparse_lr == 0.1 && cfg->ctr_emb_lr == 0.01 && cfg->ctr_emb_init == 0.0);
+    ck_assert(cfg->ctr_l1 == 1.0 && cfg->ctr_l2 == 0.5 && cfg->ctr_max_test_examples == 100);
+    free(cfg);
+    /* the group is optional for other models */
+    cfg = parse_ok(HEAD TAIL "training = { model = \"mlp\"; };\n");
+    free(cfg);
+
+    expect_error(HEAD TAIL "training = { model = \"ctr\"; };\n", ZEPS_ECONFIG,
+                 "'training.ctr.train_file'", NULL);
+    expect_error(HEAD TAIL "training = { model = \"ctr\"; ctr = { train_file = \"a\"; }; };\n",
+                 ZEPS_ECONFIG, "'training.ctr.test_file'", NULL);
+    expect_error(HEAD TAIL "training = {\n  ctr = { format = \"csv\"; };\n};\n", ZEPS_ECONFIG,
+                 "cluster.conf:6: 'training.ctr.format' = \"csv\" is not one of criteo, libsvm",
+                 NULL);
+    expect_error(HEAD TAIL "training = {\n  ctr = { emb_dim = 0; };\n};\n", ZEPS_ECONFIG,
+                 "cluster.conf:6:", "'training.ctr.emb_dim'", NULL);
+    expect_error(HEAD TAIL "training = {\n  ctr = { sparse_optimizer = \"momentum\"; };\n};\n",
+                 ZEPS_ECONFIG, "'training.ctr.sparse_optimizer'", NULL);
+    expect_error(HEAD TAIL "training = {\n  ctr = { emb_lr = 0.0; };\n};\n", ZEPS_ECONFIG,
+                 "'training.ctr.emb_lr'", NULL);
+    expect_error(HEAD TAIL "training = {\n  ctr = { dim = 8; };\n};\n", ZEPS_ECONFIG,
+                 "cluster.conf:6: unknown key 'training.ctr.dim'", NULL);
+    expect_error(HEAD TAIL "training = { ctr = 3; };\n", ZEPS_ECONFIG,
+                 "'training.ctr' must be a group", NULL);
+}
+END_TEST
+
+/* CurveZMQ keys: paths land in their fields; insecure is a boolean and off
+ * by default (the key files themselves are checked at start, test_curve). */
+START_TEST(curve_keys)
+{
+    zp_config *cfg = parse_ok("cluster = {\n  servers = [\"tcp://h:1\"];\n  workers = 1;\n"
+                              "  curve_server_secret = \"/k/s.key\";\n"
+                              "  curve_server_public = \"/k/s.pub\";\n"
+                              "  curve_client_secret = \"/k/c.key\";\n"
+                              "  curve_client_public = \"/k/c.pub\";\n"
+                              "  curve_allow_dir = \"/k/allow\";\n  insecure = true;\n};\n");
+    ck_assert_str_eq(cfg->curve_server_secret, "/k/s.key");
+    ck_assert_str_eq(cfg->curve_server_public, "/k/s.pub");
+    ck_assert_str_eq(cfg->curve_client_secret, "/k/c.key");
+    ck_assert_str_eq(cfg->curve_client_public, "/k/c.pub");
+    ck_assert_str_eq(cfg->curve_allow_dir, "/k/allow");
+    ck_assert(cfg->insecure);
+    free(cfg);
+    cfg = parse_ok("cluster = {\n  servers = [\"tcp://h:1\"];\n  workers = 1;\n};\n");
+    ck_assert(!cfg->insecure);
+    ck_assert_str_eq(cfg->curve_server_secret, "");
+    free(cfg);
+    expect_error("cluster = {\n  servers = [\"tcp://h:1\"];\n  workers = 1;\n"
+                 "  insecure = \"yes\";\n};\n",
+                 ZEPS_ECONFIG, "cluster.conf:4:", "'cluster.insecure'", "boolean", NULL);
+    expect_error("cluster = {\n  servers = [\"tcp://h:1\"];\n  workers = 1;\n"
+                 "  curve_allow_dir = 3;\n};\n",
+                 ZEPS_ECONFIG, "cluster.conf:4:", "'cluster.curve_allow_dir'", "string", NULL);
+}
+END_TEST
+
 static Suite *config_suite(void)
 {
     Suite *s = suite_create("config");
@@ -848,6 +927,8 @@ static Suite *config_suite(void)
     tcase_add_test(tc, enum_names);
     tcase_add_test(tc, staleness_keys);
     tcase_add_test(tc, delay_keys);
+    tcase_add_test(tc, ctr_keys);
+    tcase_add_test(tc, curve_keys);
     tcase_add_test(tc, load_file);
     tcase_add_test(tc, load_unreadable);
     tcase_add_test(tc, message_truncated);

@@ -17,6 +17,13 @@
  * when it is zero, so the caller may reuse its buffer afterwards. When a
  * request fails, the shard's socket is closed (linger 0) and opened again,
  * which makes ZeroMQ drop and release whatever it still queued.
+ *
+ * With CURVE keys each DEALER authenticates to the shard and encrypts its
+ * traffic. A shard that refuses the key answers the handshake with an error
+ * and nothing else, so each socket then also has a monitor (an inproc PAIR
+ * fed by zmq_socket_monitor) that reports ZMQ_EVENT_HANDSHAKE_FAILED_AUTH:
+ * the requests waiting on that shard fail at once with ZEPS_ETRANSPORT and a
+ * message that says what to fix, instead of timing out after every retry.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -30,6 +37,7 @@
 
 #include "codec.h"
 #include "config.h"
+#include "curve.h"
 #include "log.h"
 #include "util.h"
 #include "wire.h"
@@ -43,6 +51,8 @@ typedef struct zeps_sub zeps_sub;
 
 typedef struct zeps_shard {
     void *sock;
+    void *monitor;      /* CURVE: PAIR receiving the socket's handshake failures */
+    char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
     char endpoint[ZP_ENDPOINT_MAX];
     uint64_t next_seq;
     uint64_t incarnation; /* the server's, from HELLO */
@@ -64,6 +74,10 @@ typedef struct zeps_table_info {
     uint32_t dim;         /* sparse tables: values per row (0 for dense) */
     zp_rowres *row_residual; /* sparse tables with error feedback: per touched row */
     int row_ef;
+    const zp_codec_ops *pcodec; /* compressed pulls: codec, NULL = plain pulls */
+    zp_codec_params pparams;
+    uint64_t *view_id; /* [nshards] the server's name for what the caller's buffer
+                          holds of that shard's slice; 0 = nothing (made on first use) */
 } zeps_table_info;
 
 struct zeps_client {
@@ -86,6 +100,11 @@ struct zeps_client {
     uint64_t resume_set;     /* the snapshot set of the cut to resume from */
     int abort_all;           /* bsp: a shard restarted; fail every outstanding request */
     int in_rehello;
+    int npoll;               /* items polled: shards, then (CURVE) their monitors */
+    unsigned monitor_gen;    /* makes each monitor endpoint unique */
+    bool curve;
+    char curve_server[ZP_CURVE_KEY_LEN + 1], curve_public[ZP_CURVE_KEY_LEN + 1],
+        curve_secret[ZP_CURVE_KEY_LEN + 1];
     char err[1024];
 };
 
@@ -102,6 +121,9 @@ struct zeps_sub {
     size_t data_len;      /* its bytes */
     void *encoded;        /* compressed payload owned by the sub (data points here) */
     uint32_t codec;
+    int compressed;                 /* a compressed PULL: */
+    zp_codec_params cparams;        /* the codec's parameters (a copy: tables may move) */
+    uint64_t view_id;               /* the view dst holds */
     float *dst;           /* PULL destination (NULL for a view) */
     zmq_msg_t frame;      /* view PULL: the received values */
     int has_frame;
@@ -147,6 +169,33 @@ const char *zeps_last_error(const zeps_client *c)
 
 /* --- sockets --- */
 
+/* Watch shard k's socket for failed handshakes (CURVE only). */
+static int monitor_open(zeps_client *c, int k)
+{
+    zeps_shard *sh = &c->shards[k];
+    char ep[96];
+    snprintf(ep, sizeof(ep), "inproc://zeps-monitor-%p-%d-%u", (void *)c, k, ++c->monitor_gen);
+    int zero = 0;
+    if (zmq_socket_monitor(sh->sock, ep,
+                           ZMQ_EVENT_HANDSHAKE_FAILED_AUTH | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                               ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) != 0)
+        return -1;
+    sh->monitor = zmq_socket(c->zctx, ZMQ_PAIR);
+    if (!sh->monitor)
+        return -1;
+    zmq_setsockopt(sh->monitor, ZMQ_LINGER, &zero, sizeof(zero));
+    if (zmq_connect(sh->monitor, ep) != 0) {
+        zmq_close(sh->monitor);
+        sh->monitor = NULL;
+        return -1;
+    }
+    c->items[c->nshards + k].socket = sh->monitor;
+    c->items[c->nshards + k].events = ZMQ_POLLIN;
+    return 0;
+}
+
+static void monitor_close(zeps_client *c, int k);
+
 static int shard_open(zeps_client *c, int k)
 {
     zeps_shard *sh = &c->shards[k];
@@ -162,6 +211,13 @@ static int shard_open(zeps_client *c, int k)
     zmq_setsockopt(sh->sock, ZMQ_MAXMSGSIZE, &nolimit, sizeof(nolimit));
     zmq_setsockopt(sh->sock, ZMQ_RECONNECT_IVL, &reconnect, sizeof(reconnect));
     zmq_setsockopt(sh->sock, ZMQ_RECONNECT_IVL_MAX, &reconnect_max, sizeof(reconnect_max));
+    if (c->curve &&
+        (zp_curve_apply_client(sh->sock, c->curve_server, c->curve_public, c->curve_secret) != 0 ||
+         monitor_open(c, k) != 0)) {
+        zmq_close(sh->sock);
+        sh->sock = NULL;
+        return -1;
+    }
     if (zmq_connect(sh->sock, sh->endpoint) != 0) {
         zmq_close(sh->sock);
         sh->sock = NULL;
@@ -172,10 +228,20 @@ static int shard_open(zeps_client *c, int k)
     return 0;
 }
 
+static void monitor_close(zeps_client *c, int k)
+{
+    if (c->shards[k].monitor)
+        zmq_close(c->shards[k].monitor);
+    c->shards[k].monitor = NULL;
+    if (c->curve)
+        c->items[c->nshards + k].socket = NULL;
+}
+
 /* Close and reopen shard k's socket: ZeroMQ drops (and releases) whatever
  * it still queued for it. Outstanding subs are sent again by the caller. */
 static void shard_reset(zeps_client *c, int k)
 {
+    monitor_close(c, k);
     zmq_close(c->shards[k].sock);
     c->shards[k].sock = NULL;
     if (shard_open(c, k) != 0)
@@ -207,6 +273,13 @@ static void sub_fill_header(const zeps_client *c, const zeps_sub *s, Zeps__Heade
     h->codec = s->codec;
     h->spec = (Zeps__TableSpec *)s->req->spec;
     h->cut_set = s->req->cut_set;
+    if (s->compressed) {
+        h->view_id = s->view_id;
+        h->codec_fraction = s->cparams.fraction;
+        h->codec_count = s->cparams.count;
+        h->codec_block = s->cparams.block;
+        h->codec_seed = s->cparams.seed;
+    }
 }
 
 /* Send (or resend) one sub-request. A failed send is left to the retry timer. */
@@ -267,6 +340,46 @@ static zeps_sub *find_sub(zeps_shard *sh, uint64_t req_id)
     return NULL;
 }
 
+/* The answer to a compressed pull: full values (the server resynced the
+ * view) or a delta that is validated and added to what dst holds, exactly as
+ * the server added it to its record of dst. */
+static int apply_compressed_pull(zeps_client *c, zeps_sub *s, const Zeps__Header *h,
+                                 zmq_msg_t *frame)
+{
+    const void *buf = zmq_msg_data(frame);
+    size_t len = zmq_msg_size(frame);
+    uint64_t t0 = zp_now_ns();
+    if (h->flags & ZP_FLAG_PULL_FULL) {
+        if (len != s->count * sizeof(float))
+            return fail(c, ZEPS_EPROTO,
+                        "shard %d answered a compressed PULL of %" PRIu64
+                        " elements with %zu bytes of full values",
+                        s->shard, s->count, len);
+        memcpy(s->dst, buf, len);
+    } else if (h->flags & ZP_FLAG_PULL_DELTA) {
+        const zp_codec_ops *codec = zp_codec_by_id(h->codec);
+        char err[256];
+        if (!codec)
+            return fail(c, ZEPS_EPROTO, "shard %d answered a compressed PULL with codec %u",
+                        s->shard, h->codec);
+        int rc = codec->validate(buf, len, (size_t)s->count, err, sizeof(err));
+        if (rc != 0)
+            return fail(c, rc, "shard %d: compressed PULL reply: %s", s->shard, err);
+        codec->decode_add(buf, len, (size_t)s->count, 1.0f, s->dst);
+    } else {
+        return fail(c, ZEPS_EPROTO,
+                    "shard %d answered a compressed PULL with neither delta nor full values",
+                    s->shard);
+    }
+    zeps_req *r = s->req;
+    if (r->table < c->ntables)
+        c->tables[r->table].view_id[s->shard] = h->view_id;
+    c->stats.decode_s += (double)(zp_now_ns() - t0) * 1e-9;
+    c->stats.bytes_in += len;
+    c->stats.bytes_in_raw += s->count * sizeof(float);
+    return 0;
+}
+
 static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, zp_frames *m)
 {
     if (s->sb) {
@@ -279,6 +392,12 @@ static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, 
                         m->n != 2 || h->count != s->count ? "wrong frame or id count" : err);
         c->stats.bytes_in += zmq_msg_size(&m->f[1]);
         return 0;
+    }
+    if (s->compressed && m->n == 2 && h->count == s->count && h->offset == s->offset) {
+        int rc = apply_compressed_pull(c, s, h, &m->f[1]);
+        if (rc == 0 && s->req->table < c->ntables)
+            c->tables[s->req->table].version[s->shard] = h->data_version;
+        return rc;
     }
     if (m->n != 2 || h->count != s->count || h->offset != s->offset ||
         zmq_msg_size(&m->f[1]) != s->count * sizeof(float))
@@ -301,6 +420,7 @@ static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, 
         s->has_frame = 1;
     }
     c->stats.bytes_in += s->count * sizeof(float);
+    c->stats.bytes_in_raw += s->count * sizeof(float);
     zeps_req *r = s->req;
     if (r->table < c->ntables)
         c->tables[r->table].version[s->shard] = h->data_version;
@@ -446,9 +566,15 @@ static void check_deadlines(zeps_client *c)
                 continue;
             if (s->retries >= s->max_retries) {
                 fail(c, ZEPS_ETIMEDOUT,
-                     "shard %d at %s did not answer %s after %d retries (%.1f s)", k,
+                     "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
                      sh->endpoint, zp_op_name(s->req->op), s->retries,
-                     (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0);
+                     (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0,
+                     sh->handshake[0] ? ": " : "",
+                     sh->handshake[0] ? sh->handshake
+                     : c->curve       ? ": no reply; with CURVE, check that this worker's key is "
+                                        "in the server's allow-list (curve_allow_dir) and that "
+                                        "curve_server_public is the servers' key"
+                                      : "");
                 sub_finish(c, s, ZEPS_ETIMEDOUT);
                 failed = 1;
                 continue;
@@ -514,6 +640,59 @@ static void rehello(zeps_client *c, int k)
         sub_send(c, o);
 }
 
+/* Read shard k's monitor. A refused key fails what waits on the shard at
+ * once (retrying cannot help); other handshake failures are kept for the
+ * timeout message. */
+static void drain_monitor(zeps_client *c, int k)
+{
+    zeps_shard *sh = &c->shards[k];
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, sh->monitor, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        uint32_t value = 0;
+        if (zmq_msg_size(&ev) >= 6) {
+            memcpy(&event, zmq_msg_data(&ev), 2);
+            memcpy(&value, (char *)zmq_msg_data(&ev) + 2, 4);
+        }
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (more) {
+            zmq_msg_init(&addr);
+            zmq_msg_recv(&addr, sh->monitor, ZMQ_DONTWAIT);
+            zmq_msg_close(&addr);
+        }
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+            snprintf(sh->handshake, sizeof(sh->handshake),
+                     "the shard refused this client's CURVE key (ZAP status %u)", value);
+            int failed = 0;
+            for (zeps_sub *s = sh->out, *next; s; s = next) {
+                next = s->next;
+                fail(c, ZEPS_ETRANSPORT,
+                     "shard %d at %s refused this client's CURVE key %.8s... (ZAP status %u): "
+                     "add its .pub file to the server's curve_allow_dir",
+                     k, sh->endpoint, c->curve_public, value);
+                sub_finish(c, s, ZEPS_ETRANSPORT);
+                failed = 1;
+            }
+            if (failed) {
+                shard_reset(c, k); /* drops (and releases) what ZeroMQ still queued */
+                return;            /* the monitor was replaced */
+            }
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                   event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            snprintf(sh->handshake, sizeof(sh->handshake),
+                     "the CURVE handshake failed (%s, code %u); check curve_server_public",
+                     event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "no detail",
+                     value);
+        }
+    }
+}
+
 /* Wait up to timeout_ms for replies and handle them, then deadlines. */
 static void progress(zeps_client *c, long timeout_ms)
 {
@@ -527,11 +706,15 @@ static void progress(zeps_client *c, long timeout_ms)
         if (until < timeout_ms)
             timeout_ms = until;
     }
-    int n = zmq_poll(c->items, c->nshards, timeout_ms);
-    if (n > 0)
+    int n = zmq_poll(c->items, c->npoll, timeout_ms);
+    if (n > 0) {
         for (int k = 0; k < c->nshards; k++)
             if (c->items[k].revents & ZMQ_POLLIN)
                 drain_shard(c, k);
+        for (int k = 0; c->curve && k < c->nshards; k++)
+            if ((c->items[c->nshards + k].revents & ZMQ_POLLIN) && c->shards[k].monitor)
+                drain_monitor(c, k);
+    }
     if (c->abort_all)
         abort_outstanding(c);
     for (int k = 0; k < c->nshards && !c->in_rehello; k++)
@@ -728,9 +911,13 @@ void zeps_view_release(zeps_view **vp)
 
 static void client_free(zeps_client *c)
 {
-    for (int k = 0; k < c->nshards; k++)
+    for (int k = 0; k < c->nshards; k++) {
+        if (c->shards[k].monitor)
+            zmq_close(c->shards[k].monitor);
         if (c->shards[k].sock)
             zmq_close(c->shards[k].sock);
+    }
+    explicit_bzero(c->curve_secret, sizeof(c->curve_secret));
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     for (uint32_t i = 0; i < c->ntables; i++) {
@@ -738,6 +925,7 @@ static void client_free(zeps_client *c)
         free(c->tables[i].version);
         free(c->tables[i].residual);
         zp_rowres_free(&c->tables[i].row_residual);
+        free(c->tables[i].view_id);
     }
     free(c->tables);
     free(c->shards);
@@ -774,6 +962,35 @@ static int hello_all(zeps_client *c)
     return rc;
 }
 
+/* Copy and check the CURVE keys of c->opt (all three or none). */
+static int curve_setup(zeps_client *c)
+{
+    const char *keys[3] = {c->opt.curve_server_key, c->opt.curve_public_key,
+                           c->opt.curve_secret_key};
+    char *dst[3] = {c->curve_server, c->curve_public, c->curve_secret};
+    static const char *const names[3] = {"curve_server_key", "curve_public_key",
+                                         "curve_secret_key"};
+    int given = 0;
+    for (int i = 0; i < 3; i++)
+        given += keys[i] != NULL && keys[i][0] != '\0';
+    c->opt.curve_server_key = c->opt.curve_public_key = c->opt.curve_secret_key = NULL;
+    if (given == 0)
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        uint8_t raw[32];
+        if (!keys[i] || strlen(keys[i]) != ZP_CURVE_KEY_LEN || !zmq_z85_decode(raw, keys[i]))
+            return fail(c, ZEPS_EINVAL,
+                        "zeps_options.%s must be a %d-character Z85 key when CURVE is used "
+                        "(set all three keys or none)",
+                        names[i], ZP_CURVE_KEY_LEN);
+        memcpy(dst[i], keys[i], ZP_CURVE_KEY_LEN + 1);
+    }
+    if (!zmq_has("curve"))
+        return fail(c, ZEPS_ETRANSPORT, "this libzmq was built without CURVE");
+    c->curve = true;
+    return 0;
+}
+
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt)
 {
@@ -791,8 +1008,15 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
     c->rank = rank;
     c->incarnation = c->opt.incarnation ? c->opt.incarnation : random_incarnation();
     c->nshards = num_shards;
+    int rc = curve_setup(c);
+    if (rc != 0) {
+        zp_error("%s", c->err);
+        free(c);
+        return rc;
+    }
+    c->npoll = c->curve ? 2 * num_shards : num_shards;
     c->shards = zp_xcalloc((size_t)num_shards, sizeof(zeps_shard));
-    c->items = zp_xcalloc((size_t)num_shards, sizeof(zmq_pollitem_t));
+    c->items = zp_xcalloc((size_t)c->npoll, sizeof(zmq_pollitem_t));
     c->zctx = zmq_ctx_new();
     if (!c->zctx) {
         free(c->shards);
@@ -809,7 +1033,7 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
             return ZEPS_ETRANSPORT;
         }
     }
-    int rc = hello_all(c);
+    rc = hello_all(c);
     c->drop_sends = c->opt.fault_drop_sends;
     c->resume_clock = INT64_MAX;
     for (int k = 0; k < num_shards; k++)
@@ -842,17 +1066,28 @@ int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank)
         free(cfg);
         return ZEPS_ERANK;
     }
+    zp_curve_client_keys keys;
+    rc = zp_curve_load_client(cfg, &keys, err, sizeof(err));
+    if (rc != 0) {
+        zp_error("%s", err);
+        free(cfg);
+        return rc;
+    }
     zeps_options opt = {
         .request_timeout_ms = cfg->request_timeout_ms,
         .max_retries = cfg->max_retries,
         .hello_timeout_ms = cfg->hello_timeout_ms,
         .num_workers = cfg->num_workers,
         .max_message_bytes = cfg->max_message_bytes,
+        .curve_server_key = keys.server_public,
+        .curve_public_key = keys.client_public,
+        .curve_secret_key = keys.client_secret,
     };
     const char *eps[ZP_MAX_SHARDS];
     for (int k = 0; k < cfg->num_shards; k++)
         eps[k] = cfg->servers[k];
     rc = zeps_client_new_endpoints(out, eps, cfg->num_shards, rank, &opt);
+    explicit_bzero(&keys, sizeof(keys));
     free(cfg);
     return rc;
 }
@@ -1010,8 +1245,10 @@ uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard)
 /* Compress a push sub-request's values x (elements [lo, lo + count) of the
  * table) into a buffer the sub owns, with error feedback if configured. The
  * sequence number is the nonce: a resend carries the same bytes. */
-static void encode_sub(zeps_table_info *ti, zeps_sub *s, const float *x, uint64_t lo)
+static void encode_sub(zeps_client *c, zeps_table_info *ti, zeps_sub *s, const float *x,
+                       uint64_t lo)
 {
+    uint64_t t0 = zp_now_ns();
     size_t n = (size_t)s->count;
     s->encoded = zp_xmalloc(ti->codec->max_size(n, &ti->cparams) + 1);
     if (ti->residual)
@@ -1021,6 +1258,7 @@ static void encode_sub(zeps_table_info *ti, zeps_sub *s, const float *x, uint64_
         s->data_len = ti->codec->encode(x, n, &ti->cparams, s->seq, s->encoded);
     s->data = s->encoded;
     s->codec = (uint32_t)ti->codec->id;
+    c->stats.encode_s += (double)(zp_now_ns() - t0) * 1e-9;
 }
 
 int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o)
@@ -1055,6 +1293,57 @@ int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     return 0;
 }
 
+int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    if (table >= c->ntables)
+        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
+    zeps_table_info *ti = &c->tables[table];
+    if (!o) {
+        ti->pcodec = NULL;
+        return 0;
+    }
+    if (ti->dim)
+        return fail(c, ZEPS_EINVAL,
+                    "table '%s' is sparse: its pulls move only the rows asked for and are not "
+                    "compressed",
+                    ti->name);
+    const zp_codec_ops *codec = zp_codec_find(o->codec ? o->codec : "none");
+    if (!codec)
+        return fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
+    if (codec->id == ZP_CODEC_RANDK)
+        return fail(c, ZEPS_EINVAL,
+                    "randk cannot compress pulls (it is not contractive; use topk)");
+    zp_codec_params p;
+    zp_codec_params_init(&p);
+    if (o->fraction > 0)
+        p.fraction = o->fraction;
+    p.count = o->count;
+    if (o->block)
+        p.block = o->block;
+    p.seed = o->seed;
+    char err[256];
+    if (zp_codec_params_check(codec, &p, err, sizeof(err)) != 0)
+        return fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
+    if (!ti->view_id)
+        ti->view_id = zp_xcalloc((size_t)c->nshards, sizeof(uint64_t));
+    ti->pcodec = codec;
+    ti->pparams = p;
+    return 0;
+}
+
+int zeps_pull_codec_reset(zeps_client *c, uint32_t table)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    if (table >= c->ntables)
+        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
+    if (c->tables[table].view_id)
+        memset(c->tables[table].view_id, 0, (size_t)c->nshards * sizeof(uint64_t));
+    return 0;
+}
+
 /* Split [offset, offset + count) of a table over the shards and start one
  * sub-request per shard touched. */
 static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, const float *src,
@@ -1082,6 +1371,10 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
                         "max_message_mb (%" PRIu64 " bytes)",
                         (hi - lo) * (uint64_t)sizeof(float), k, ti->name, limit);
     }
+    /* a compressed pull is of the whole table into a buffer that holds the
+     * last one (zeps_set_pull_codec); any other pull is plain */
+    int compressed =
+        op == ZEPS__OP__PULL && dst && ti->pcodec && offset == 0 && count == ti->length;
     zeps_req *r = req_new(c, op, c->nshards);
     r->table = table;
     r->clock = clock;
@@ -1100,11 +1393,18 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
             s->data_len = s->count * sizeof(float);
             s->data_version = ti->version[k];
             if (ti->codec)
-                encode_sub(ti, s, src + (lo - offset), lo);
+                encode_sub(c, ti, s, src + (lo - offset), lo);
             c->stats.bytes_out += s->data_len;
             c->stats.bytes_out_raw += s->count * sizeof(float);
         } else {
             s->dst = dst ? dst + (lo - offset) : NULL; /* NULL: a view */
+            if (compressed) {
+                s->flags |= ZP_FLAG_PULL_DELTA;
+                s->codec = (uint32_t)ti->pcodec->id;
+                s->compressed = 1;
+                s->cparams = ti->pparams;
+                s->view_id = ti->view_id[k];
+            }
         }
         req_send(r, s);
     }

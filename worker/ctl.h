@@ -22,6 +22,11 @@ int zp_ctl_study(int argc, char **argv);
 /* zepsctl snapshot inspect: what a snapshot file or directory holds. */
 int zp_ctl_snapshot(int argc, char **argv);
 
+/* zepsctl gen-criteo: write a Criteo-format data set from a hidden model. */
+int zp_ctl_gen_criteo(int argc, char **argv);
+/* zepsctl keygen: write a CurveZMQ key pair (NAME.key, NAME.pub). */
+int zp_ctl_keygen(int argc, char **argv);
+
 /* zepsctl local: run a whole cluster on this machine and summarise it. */
 int zp_ctl_local(int argc, char **argv);
 

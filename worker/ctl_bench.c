@@ -13,6 +13,11 @@
  * For each size and repetition the zeps cell runs, then the raw cell, so
  * machine noise hits both alike; the figures printed are medians.
  *
+ * With --curve a second zeps-server runs with CurveZMQ on (keys made with
+ * the same code as `zepsctl keygen`, in the temporary directory) and a
+ * third cell, zeps over CURVE, follows the other two in every repetition, so
+ * the cost of encryption is read off one run.
+ *
  * Units: payload sizes are binary (4 MB = 4 MiB); throughputs are payload
  * bytes per second in MB/s = 10^6 B/s; latencies are round trips in µs.
  */
@@ -34,12 +39,14 @@
 #include <strings.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <zmq.h>
 
 #include "ctl.h"
+#include "curve.h"
 #include "util.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"
@@ -56,7 +63,7 @@
 /* OP_PULL_VIEW: a zeps pull through the zero-copy view API; raw ZeroMQ's pull
  * already leaves the payload in its receive buffer, so raw does OP_PULL. */
 enum { OP_PUSH = 0, OP_PULL = 1, OP_PULL_VIEW = 2 };
-enum { SIDE_ZEPS = 0, SIDE_RAW = 1, NSIDES = 2 };
+enum { SIDE_ZEPS = 0, SIDE_RAW = 1, SIDE_CURVE = 2, NSIDES = 3 };
 
 /* The figures of one cell, a plain vector so that medians and JSON are loops. */
 enum {
@@ -74,7 +81,8 @@ typedef struct bench_opts {
     int window, reps;
     double seconds;
     bool keep;
-    int only; /* -1: both sides; else SIDE_ZEPS or SIDE_RAW (for profiling) */
+    int only;   /* -1: every side; else SIDE_ZEPS or SIDE_RAW (for profiling) */
+    bool curve; /* also zeps over CURVE (SIDE_CURVE) */
     const char *json;
     int nsizes;
     size_t sizes[MAX_SIZES];
@@ -111,9 +119,9 @@ typedef struct raw_side {
 typedef struct bench {
     bench_opts o;
     char dir[64];
-    pid_t server, raw;
+    pid_t server, raw, server_curve;
     float *push[MAX_WINDOW], *pull[MAX_WINDOW];
-    zeps_side z;
+    zeps_side z, zc; /* zc: the client of the CURVE server */
     raw_side r;
     cell res[MAX_SIZES][NSIDES];
     double mem_sgd, mem_adam; /* server bytes per parameter */
@@ -141,7 +149,8 @@ static void usage(FILE *f)
                "  --seconds S    target time per throughput phase (default 1.0)\n"
                "  --json PATH    also write the results as JSON\n"
                "  --keep         keep the temporary directory (cluster file, server log)\n"
-               "  --only SIDE    measure only 'zeps' or 'raw' (for profiling)\n");
+               "  --only SIDE    measure only 'zeps' or 'raw' (for profiling)\n"
+               "  --curve        also measure zeps with CurveZMQ on (a second server)\n");
 }
 
 /* "64,4K,256KB,4M,32MiB" -> o->sizes (K and M binary); -1 if malformed. */
@@ -172,15 +181,12 @@ static int parse_sizes(bench_opts *o, const char *list)
 /* Returns 0 to run, 1 after --help, -1 on a usage error. */
 static int parse_opts(bench_opts *o, int argc, char **argv)
 {
-    static const struct option longs[] = {{"sizes", required_argument, NULL, 's'},
-                                          {"window", required_argument, NULL, 'w'},
-                                          {"reps", required_argument, NULL, 'r'},
-                                          {"seconds", required_argument, NULL, 't'},
-                                          {"json", required_argument, NULL, 'j'},
-                                          {"keep", no_argument, NULL, 'k'},
-                                          {"only", required_argument, NULL, 'o'},
-                                          {"help", no_argument, NULL, 'h'},
-                                          {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {
+        {"sizes", required_argument, NULL, 's'}, {"window", required_argument, NULL, 'w'},
+        {"reps", required_argument, NULL, 'r'},  {"seconds", required_argument, NULL, 't'},
+        {"json", required_argument, NULL, 'j'},  {"keep", no_argument, NULL, 'k'},
+        {"only", required_argument, NULL, 'o'},  {"curve", no_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
     *o = (bench_opts){.window = 4, .reps = 3, .seconds = 1.0, .only = -1};
     parse_sizes(o, "64,4K,256K,4M,32M");
     optind = 0; /* a full rescan; argv[0] is the subcommand name */
@@ -198,6 +204,8 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
             o->json = optarg;
         else if (ch == 'k')
             o->keep = true;
+        else if (ch == 'c')
+            o->curve = true;
         else if (ch == 'o')
             o->only = strcmp(optarg, "raw") == 0 ? SIDE_RAW : SIDE_ZEPS;
         else if (ch == 'h')
@@ -649,6 +657,8 @@ static int zs_finish(void *ctx, int op, int slot)
 
 static const side_ops zeps_ops = {
     .name = "zeps", .select = zs_select, .start = zs_start, .finish = zs_finish};
+static const side_ops curve_ops = {
+    .name = "zeps+curve", .select = zs_select, .start = zs_start, .finish = zs_finish};
 
 /* Bind port 0 (or connect to `port`) on 127.0.0.1: returns the port bound,
  * or 1 if the connect succeeded; -1 on failure. */
@@ -669,7 +679,7 @@ static int loopback(int port)
     return rc;
 }
 
-static int write_cluster_file(const bench *b, const char *path, int port)
+static int write_cluster_file(const bench *b, const char *path, int port, bool curve)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -682,15 +692,21 @@ static int write_cluster_file(const bench *b, const char *path, int port)
             "  consistency = \"async\";\n"
             "  request_timeout_ms = 30000;\n"
             "  max_message_mb = %zu;\n"
-            "  log_level = \"info\";\n"
-            "};\n",
+            "  log_level = \"info\";\n",
             port, (max_size(&b->o) >> 20) + 16);
+    if (curve)
+        fprintf(f,
+                "  curve_server_secret = \"%s/keys/server.key\";\n"
+                "  curve_server_public = \"%s/keys/server.pub\";\n"
+                "  curve_allow_dir = \"%s/allow\";\n",
+                b->dir, b->dir, b->dir);
+    fprintf(f, "};\n");
     return fclose(f) == 0 ? 0 : ZEPS_EIO;
 }
 
 /* fork + exec `zeps-server --config cfg --shard 0`, found beside zepsctl or
  * else on PATH, with its output into logpath. */
-static int server_spawn(bench *b, const char *cfg, const char *logpath)
+static int server_spawn(pid_t *server, const char *cfg, const char *logpath)
 {
     char exe[PATH_MAX + 16];
     zp_ctl_bindir(exe, PATH_MAX);
@@ -700,8 +716,8 @@ static int server_spawn(bench *b, const char *cfg, const char *logpath)
     int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return ZEPS_EIO;
-    b->server = fork();
-    if (b->server == 0) {
+    *server = fork();
+    if (*server == 0) {
         child_setup(SIGTERM);
         dup2(fd, STDOUT_FILENO);
         dup2(fd, STDERR_FILENO);
@@ -710,16 +726,16 @@ static int server_spawn(bench *b, const char *cfg, const char *logpath)
         _exit(127);
     }
     close(fd);
-    return b->server > 0 ? 0 : ZEPS_EIO;
+    return *server > 0 ? 0 : ZEPS_EIO;
 }
 
 /* Wait (up to 15 s) until the server listens; fail at once if it exits. */
-static int server_wait_ready(bench *b, int port)
+static int server_wait_ready(pid_t *server, int port)
 {
     int status;
     for (int i = 0; i < 1500 && !g_stop; i++) {
-        if (waitpid(b->server, &status, WNOHANG) == b->server) {
-            b->server = 0;
+        if (waitpid(*server, &status, WNOHANG) == *server) {
+            *server = 0;
             fprintf(stderr, "bench: zeps-server exited during start-up\n");
             return ZEPS_EIO;
         }
@@ -772,19 +788,56 @@ static int read_memory(bench *b)
     return 0;
 }
 
-/* Start the server, connect as rank 0, declare one table per size and the
- * two memory probes. */
-static int zeps_open(bench *b)
+/* Server and client key pairs for the CURVE side: <dir>/keys/server.*,
+ * <dir>/keys/client.*, and the client's public key alone in <dir>/allow. */
+static int make_keys(const bench *b, zp_curve_client_keys *k)
+{
+    char keys[128], allow[128], path[160], pub[ZP_CURVE_KEY_LEN + 1], err[1024];
+    snprintf(keys, sizeof keys, "%s/keys", b->dir);
+    snprintf(allow, sizeof allow, "%s/allow", b->dir);
+    if (mkdir(keys, 0700) != 0 || mkdir(allow, 0700) != 0) {
+        fprintf(stderr, "bench: cannot create key directories in %s: %s\n", b->dir,
+                strerror(errno));
+        return ZEPS_EIO;
+    }
+    int rc = zp_curve_keygen(keys, "server", k->server_public, err, sizeof err);
+    if (rc == 0)
+        rc = zp_curve_keygen(keys, "client", pub, err, sizeof err);
+    snprintf(path, sizeof path, "%s/keys/client.key", b->dir);
+    if (rc == 0)
+        rc = zp_curve_read_key(path, true, k->client_secret, err, sizeof err);
+    memcpy(k->client_public, pub, sizeof pub);
+    snprintf(path, sizeof path, "%s/allow/client.pub", b->dir);
+    FILE *f = rc == 0 ? fopen(path, "w") : NULL;
+    if (rc == 0 && (!f || fprintf(f, "%s\n", pub) < 0 || fclose(f) != 0)) {
+        snprintf(err, sizeof err, "cannot write %s", path);
+        rc = ZEPS_EIO;
+    }
+    if (rc != 0)
+        fprintf(stderr, "bench: %s\n", err);
+    return rc;
+}
+
+/* Start a server (with CURVE on if `curve`), connect to it as rank 0 and
+ * declare one table per size. */
+static int zeps_open_one(bench *b, zeps_side *z, pid_t *server, bool curve)
 {
     char cfg[128], logpath[128], ep[64];
-    snprintf(cfg, sizeof cfg, "%s/cluster.conf", b->dir);
-    snprintf(logpath, sizeof logpath, "%s/server.log", b->dir);
+    const char *tag = curve ? "-curve" : "";
+    zp_curve_client_keys keys;
+    memset(&keys, 0, sizeof keys);
+    snprintf(cfg, sizeof cfg, "%s/cluster%s.conf", b->dir, tag);
+    snprintf(logpath, sizeof logpath, "%s/server%s.log", b->dir, tag);
     int port = loopback(0);
-    int rc = port > 0 ? write_cluster_file(b, cfg, port) : ZEPS_EIO;
+    int rc = port > 0 ? 0 : ZEPS_EIO;
+    if (rc == 0 && curve)
+        rc = make_keys(b, &keys);
     if (rc == 0)
-        rc = server_spawn(b, cfg, logpath);
+        rc = write_cluster_file(b, cfg, port, curve);
     if (rc == 0)
-        rc = server_wait_ready(b, port);
+        rc = server_spawn(server, cfg, logpath);
+    if (rc == 0)
+        rc = server_wait_ready(server, port);
     if (rc == 0) {
         snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
         const char *eps[] = {ep};
@@ -792,33 +845,52 @@ static int zeps_open(bench *b)
                             .max_retries = 1,
                             .hello_timeout_ms = 15000,
                             .num_workers = 1};
-        if ((rc = zeps_client_new_endpoints(&b->z.c, eps, 1, 0, &opt)) != 0)
-            fprintf(stderr, "bench: cannot connect to zeps-server: %s\n", zeps_strerror(rc));
+        if (curve) {
+            opt.curve_server_key = keys.server_public;
+            opt.curve_public_key = keys.client_public;
+            opt.curve_secret_key = keys.client_secret;
+        }
+        if ((rc = zeps_client_new_endpoints(&z->c, eps, 1, 0, &opt)) != 0)
+            fprintf(stderr, "bench: cannot connect to zeps-server%s: %s\n", tag, zeps_strerror(rc));
     }
     if (rc != 0) {
         fprintf(stderr, "bench: the server's log is %s (kept)\n", logpath);
         b->o.keep = true;
         return rc;
     }
-    b->z.push = b->push;
-    b->z.pull = b->pull;
+    z->push = b->push;
+    z->pull = b->pull;
     for (int i = 0; i < b->o.nsizes && rc == 0; i++) {
         char name[32];
         snprintf(name, sizeof name, "bench_%zu", b->o.sizes[i]);
-        rc = declare(&b->z, name, b->o.sizes[i] / sizeof(float), "sgd", &b->z.tables[i]);
+        rc = declare(z, name, b->o.sizes[i] / sizeof(float), "sgd", &z->tables[i]);
     }
+    return rc;
+}
+
+/* The plain server and client, the two memory probes, and with --curve the
+ * CURVE server and client. */
+static int zeps_open(bench *b)
+{
+    int rc = zeps_open_one(b, &b->z, &b->server, false);
     uint32_t t;
     if (rc == 0)
         rc = declare(&b->z, "mem_sgd", MEM_LEN, "sgd", &t);
     if (rc == 0)
         rc = declare(&b->z, "mem_adam", MEM_LEN, "adam", &t);
-    return rc == 0 ? read_memory(b) : rc;
+    if (rc == 0)
+        rc = read_memory(b);
+    if (rc == 0 && b->o.curve)
+        rc = zeps_open_one(b, &b->zc, &b->server_curve, true);
+    return rc;
 }
 
 static void zeps_close(bench *b)
 {
     zeps_client_destroy(&b->z.c);
+    zeps_client_destroy(&b->zc.c);
     stop_child(&b->server, SIGTERM, "zeps-server");
+    stop_child(&b->server_curve, SIGTERM, "zeps-server (CURVE)");
 }
 
 /* ---- the run ---------------------------------------------------------- */
@@ -826,14 +898,14 @@ static void zeps_close(bench *b)
 /* Per size: repetitions of (zeps cell, raw cell), then the medians. */
 static int measure_all(bench *b)
 {
-    const side_ops *ops[NSIDES] = {&zeps_ops, &raw_ops};
-    void *ctx[NSIDES] = {&b->z, &b->r};
+    const side_ops *ops[NSIDES] = {&zeps_ops, &raw_ops, &curve_ops};
+    void *ctx[NSIDES] = {&b->z, &b->r, &b->zc};
     cell *reps = zp_xcalloc((size_t)b->o.reps * NSIDES, sizeof(cell));
     int rc = 0;
     for (int si = 0; si < b->o.nsizes && rc == 0; si++) {
         for (int rep = 0; rep < b->o.reps && rc == 0; rep++)
             for (int s = 0; s < NSIDES && rc == 0; s++)
-                if (b->o.only < 0 || b->o.only == s)
+                if ((b->o.only < 0 || b->o.only == s) && (s != SIDE_CURVE || b->o.curve))
                     rc = measure_cell(b, ops[s], ctx[s], si, rep, &reps[s * b->o.reps + rep]);
         for (int s = 0; s < NSIDES && rc == 0; s++)
             b->res[si][s] = cell_median(&reps[s * b->o.reps], b->o.reps);
@@ -890,6 +962,21 @@ static void print_table(const bench *b)
                mbs(r[F_VIEW], m[1]), ratio(z[F_VIEW], r[F_VIEW]), mbs(z[F_BOTH_VIEW], m[2]),
                mbs(r[F_BOTH_VIEW], m[3]), ratio(z[F_BOTH_VIEW], r[F_BOTH_VIEW]));
     }
+    if (b->o.curve) {
+        printf("\nCurveZMQ (authenticated and encrypted) vs plain zeps, same run:\n");
+        printf("%7s | %-20s | %-20s | %-20s\n", "", "push MB/s", "pull MB/s", "push+pull MB/s");
+        printf("%7s | %6s %6s %6s | %6s %6s %6s | %6s %6s %6s\n", "size", "plain", "curve", "ratio",
+               "plain", "curve", "ratio", "plain", "curve", "ratio");
+        for (int si = 0; si < b->o.nsizes; si++) {
+            const double *z = b->res[si][SIDE_ZEPS].v, *c = b->res[si][SIDE_CURVE].v;
+            char m[6][16];
+            printf("%7s | %6s %6s %6.2f | %6s %6s %6.2f | %6s %6s %6.2f\n",
+                   size_label(b->o.sizes[si], lbl, sizeof lbl), mbs(z[F_PUSH], m[0]),
+                   mbs(c[F_PUSH], m[1]), ratio(c[F_PUSH], z[F_PUSH]), mbs(z[F_PULL], m[2]),
+                   mbs(c[F_PULL], m[3]), ratio(c[F_PULL], z[F_PULL]), mbs(z[F_BOTH], m[4]),
+                   mbs(c[F_BOTH], m[5]), ratio(c[F_BOTH], z[F_BOTH]));
+        }
+    }
     printf("\nserver memory per dense parameter, with optimizer state: sgd %.2f B, adam %.2f B\n",
            b->mem_sgd, b->mem_adam);
     for (int si = 0; si < b->o.nsizes; si++) {
@@ -928,6 +1015,8 @@ static int write_json(const bench *b, const char *path)
         fprintf(f, "    {\n      \"bytes\": %zu,\n", b->o.sizes[si]);
         json_cell(f, "zeps", z, ",");
         json_cell(f, "raw", r, ",");
+        if (b->o.curve)
+            json_cell(f, "zeps_curve", &b->res[si][SIDE_CURVE], ",");
         fprintf(f,
                 "      \"ratio\": {\"push\": %.3f, \"pull\": %.3f, \"push_pull\": %.3f, "
                 "\"pull_view\": %.3f, \"push_pull_view\": %.3f}\n"

@@ -23,7 +23,9 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "curve.h"
 #include "ctl.h"
+#include "identity.h"
 #include "log.h"
 #include "util.h"
 #include "wire.h"
@@ -35,7 +37,9 @@
 
 typedef struct status_opts {
     const char *config;
-    int shard; /* -1: all */
+    int shard;              /* -1: all */
+    const char *shard_text; /* --shard as given: N, auto, hostname, env:NAME */
+    const char *endpoint;   /* --endpoint: ask the shard here instead */
     bool json;
     bool staleness; /* zepsctl stats: also the staleness histograms */
     int timeout_ms;
@@ -51,11 +55,16 @@ typedef struct answer {
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: zepsctl status --config FILE [--shard I] [--json] [--timeout MS]\n\n"
+            "usage: zepsctl status --config FILE [--shard I [--endpoint EP]] [--json]\n"
+            "                      [--timeout MS]\n\n"
             "Asks every shard of the cluster in FILE (or only shard I) for its state and\n"
             "prints, per shard, a header line, its tables and its workers.\n\n"
             "  --config FILE   the cluster file\n"
-            "  --shard I       ask shard I only (and wait for no other shard)\n"
+            "  --shard I       ask shard I only (and wait for no other shard); I is a\n"
+            "                  number, or auto | hostname | env:NAME as for zeps-server\n"
+            "                  (auto in a StatefulSet pod: this pod's own shard)\n"
+            "  --endpoint EP   with --shard: ask it at EP instead of the cluster file's\n"
+            "                  address (a probe inside the pod: tcp://127.0.0.1:PORT)\n"
             "  --json          print a JSON array with one object per shard\n"
             "  --timeout MS    how long to wait for the shards (default %d; with a shard\n"
             "                  down, the command takes up to about twice this)\n\n"
@@ -83,6 +92,7 @@ static int parse_opts(int argc, char **argv, status_opts *o)
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"shard", required_argument, NULL, 's'},
         {"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 't'},
+        {"endpoint", required_argument, NULL, 'e'},
         {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
     };
     *o = (status_opts){.shard = -1, .timeout_ms = DEFAULT_TIMEOUT_MS};
@@ -97,7 +107,9 @@ static int parse_opts(int argc, char **argv, status_opts *o)
         } else if (c == 'c') {
             o->config = optarg;
         } else if (c == 's') {
-            ok = parse_int("--shard", optarg, 0, ZP_MAX_SHARDS - 1, &o->shard);
+            o->shard_text = optarg;
+        } else if (c == 'e') {
+            o->endpoint = optarg;
         } else if (c == 'j') {
             o->json = true;
         } else if (c == 't') {
@@ -109,6 +121,10 @@ static int parse_opts(int argc, char **argv, status_opts *o)
         }
         if (!ok)
             return 2;
+    }
+    if (o->endpoint && !o->shard_text) {
+        fprintf(stderr, "zepsctl status: --endpoint needs --shard\n");
+        return 2;
     }
     if (optind < argc || !o->config) {
         fprintf(stderr,
@@ -144,13 +160,18 @@ static void take_reply(const zp_config *cfg, int i, const Zeps__Header *h, answe
     }
 }
 
-static void *probe_open(void *ctx, const char *endpoint)
+static void *probe_open(void *ctx, const char *endpoint, const zp_curve_client_keys *keys)
 {
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     int zero = 0;
     if (!s)
         return NULL;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    if (keys->server_public[0] &&
+        zp_curve_apply_client(s, keys->server_public, keys->client_public, keys->client_secret)) {
+        zmq_close(s);
+        return NULL;
+    }
     Zeps__Header h;
     zeps__header__init(&h);
     h.version = ZP_PROTOCOL_VERSION;
@@ -166,12 +187,13 @@ static void *probe_open(void *ctx, const char *endpoint)
 
 /* Send STATS straight to shards [first, first + n), each on its own DEALER
  * socket, and collect the replies that come within timeout_ms into a[]. */
-static void probe(const zp_config *cfg, int first, int n, int timeout_ms, answer *a)
+static void probe(const zp_config *cfg, const zp_curve_client_keys *keys, int first, int n,
+                  int timeout_ms, answer *a)
 {
     void *ctx = zmq_ctx_new();
     zmq_pollitem_t *items = zp_xcalloc((size_t)n, sizeof(*items));
     for (int k = 0; k < n; k++) {
-        items[k].socket = ctx ? probe_open(ctx, cfg->servers[first + k]) : NULL;
+        items[k].socket = ctx ? probe_open(ctx, cfg->servers[first + k], keys) : NULL;
         items[k].events = ZMQ_POLLIN;
         if (!items[k].socket)
             snprintf(a[k].why, sizeof(a[k].why), "cannot connect: %s", zmq_strerror(zmq_errno()));
@@ -211,7 +233,8 @@ static void probe(const zp_config *cfg, int first, int n, int timeout_ms, answer
 
 /* Ask every shard through libzeps; false if the client could not connect
  * (HELLO failed), and a[] is then untouched. */
-static bool ask_all(const zp_config *cfg, int timeout_ms, answer *a)
+static bool ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int timeout_ms,
+                    answer *a)
 {
     /* At least 1 retry: the library reads 0 as its default of 10. */
     int retries = cfg->max_retries < PROBE_RETRIES ? cfg->max_retries : PROBE_RETRIES;
@@ -221,6 +244,9 @@ static bool ask_all(const zp_config *cfg, int timeout_ms, answer *a)
         .max_retries = retries > 0 ? retries : 1,
         .hello_timeout_ms = timeout_ms,
         .num_workers = cfg->num_workers,
+        .curve_server_key = keys->server_public,
+        .curve_public_key = keys->client_public,
+        .curve_secret_key = keys->client_secret,
     };
     const char *eps[ZP_MAX_SHARDS];
     for (int k = 0; k < cfg->num_shards; k++)
@@ -320,6 +346,37 @@ static void print_staleness(const Zeps__ShardStats *st)
     }
 }
 
+/* "812 B / 3.2 MiB (0.24)": bytes on the wire / as f32, and their ratio. */
+static const char *wire_raw(uint64_t wire, uint64_t raw, char *buf, size_t len)
+{
+    char a[32], b[32];
+    snprintf(buf, len, "%s / %s (%.3f)", human(wire, a, sizeof(a)), human(raw, b, sizeof(b)),
+             raw ? (double)wire / (double)raw : 1.0);
+    return buf;
+}
+
+/* Payload bytes per direction, on the wire and as f32 (compression). */
+static void print_traffic(const Zeps__ShardStats *st)
+{
+    char push[96], pull[96], views[32];
+    printf("  payload bytes, wire / f32 (ratio)\n");
+    for (size_t i = 0; i < st->n_tables; i++) {
+        const Zeps__TableStats *t = st->tables[i];
+        printf("    table %-20s push %s decode %.3f s; pull %s encode %.3f s, resyncs %" PRIu64
+               ", views %s\n",
+               t->name, wire_raw(t->push_bytes_wire, t->push_bytes_raw, push, sizeof(push)),
+               t->decode_s, wire_raw(t->pull_bytes_wire, t->pull_bytes_raw, pull, sizeof(pull)),
+               t->encode_s, t->pull_resyncs, human(t->pull_view_bytes, views, sizeof(views)));
+    }
+    for (size_t i = 0; i < st->n_workers; i++) {
+        const Zeps__WorkerStats *w = st->workers[i];
+        printf("    worker %-5u push %s; pull %s, resyncs %" PRIu64 "\n", w->rank,
+               wire_raw(w->push_bytes_wire, w->push_bytes_raw, push, sizeof(push)),
+               wire_raw(w->pull_bytes_wire, w->pull_bytes_raw, pull, sizeof(pull)),
+               w->pull_resyncs);
+    }
+}
+
 static void print_shard(const Zeps__ShardStats *st)
 {
     char in[32], out[32], held[32];
@@ -331,6 +388,11 @@ static void print_shard(const Zeps__ShardStats *st)
            "  snapshots written %" PRIu64 " (last set %016" PRIx64 ", %.3f s)\n",
            st->restored_clock, st->rollbacks, st->lost_workers, st->snapshots_written,
            st->last_snapshot_set, st->last_snapshot_s);
+    if (st->curve)
+        printf("  CURVE on: %" PRIu64 " handshakes accepted, %" PRIu64 " refused\n",
+               st->curve_accepted, st->curve_refused);
+    else
+        printf("  CURVE off (traffic neither authenticated nor encrypted)\n");
     printf("  tables (%zu)\n", st->n_tables);
     if (st->n_tables)
         printf("    %3s  %-20s %-25s %10s %10s %10s %10s %6s %11s  %s\n", "id", "name",
@@ -367,6 +429,7 @@ static void print_shard(const Zeps__ShardStats *st)
                w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
                w->last_seen_s, w->lost ? "yes" : "no");
     }
+    print_traffic(st);
 }
 
 /* A JSON string (names come from the network: escape everything needed). */
@@ -417,6 +480,11 @@ static void json_table(const Zeps__TableStats *t)
                t->keys_pushed);
     printf(", \"staleness\": %u, \"dropped\": %" PRIu64 ", \"late\": %" PRIu64, t->staleness,
            t->dropped, t->late);
+    printf(", \"push_bytes_wire\": %" PRIu64 ", \"push_bytes_raw\": %" PRIu64
+           ", \"decode_s\": %.6f, \"pull_bytes_wire\": %" PRIu64 ", \"pull_bytes_raw\": %" PRIu64
+           ", \"encode_s\": %.6f, \"pull_resyncs\": %" PRIu64 ", \"pull_view_bytes\": %" PRIu64,
+           t->push_bytes_wire, t->push_bytes_raw, t->decode_s, t->pull_bytes_wire,
+           t->pull_bytes_raw, t->encode_s, t->pull_resyncs, t->pull_view_bytes);
     json_hist("tau", t->tau);
     json_hist("clock_gap", t->clock_gap);
     json_hist("pull_wait_us", t->pull_wait_us);
@@ -440,12 +508,16 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
            st->num_shards, st->num_workers, st->incarnation);
     json_str(st->consistency);
     printf(", \"uptime_s\": %.3f, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
-           ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64
-           ",\n   \"restored_clock\": %" PRId64 ", \"rollbacks\": %" PRIu64
+           ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ",\n",
+           st->uptime_s, st->requests, st->errors, st->bytes_in, st->bytes_out);
+    printf("   \"restored_clock\": %" PRId64 ", \"rollbacks\": %" PRIu64
            ", \"lost_workers\": %" PRIu64 ", \"snapshots_written\": %" PRIu64
-           ", \"last_snapshot_s\": %.3f,\n   \"tables\": [",
-           st->uptime_s, st->requests, st->errors, st->bytes_in, st->bytes_out, st->restored_clock,
-           st->rollbacks, st->lost_workers, st->snapshots_written, st->last_snapshot_s);
+           ", \"last_snapshot_s\": %.3f,\n",
+           st->restored_clock, st->rollbacks, st->lost_workers, st->snapshots_written,
+           st->last_snapshot_s);
+    printf("   \"curve\": %s, \"curve_accepted\": %" PRIu64 ", \"curve_refused\": %" PRIu64
+           ",\n   \"tables\": [",
+           st->curve ? "true" : "false", st->curve_accepted, st->curve_refused);
     for (size_t k = 0; k < st->n_tables; k++) {
         printf("%s\n    ", k ? "," : "");
         json_table(st->tables[k]);
@@ -455,9 +527,12 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
         const Zeps__WorkerStats *w = st->workers[k];
         printf("%s\n    {\"rank\": %u, \"clock\": %" PRId64 ", \"incarnation\": \"%016" PRIx64
                "\", \"pushes\": %" PRIu64 ", \"pulls\": %" PRIu64 ", \"duplicates\": %" PRIu64
-               ", \"last_seen_s\": %.3f, \"lost\": %s}",
+               ", \"last_seen_s\": %.3f, \"push_bytes_wire\": %" PRIu64
+               ", \"push_bytes_raw\": %" PRIu64 ", \"pull_bytes_wire\": %" PRIu64
+               ", \"pull_bytes_raw\": %" PRIu64 ", \"pull_resyncs\": %" PRIu64 ", \"lost\": %s}",
                k ? "," : "", w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
-               w->last_seen_s, w->lost ? "true" : "false");
+               w->last_seen_s, w->push_bytes_wire, w->push_bytes_raw, w->pull_bytes_wire,
+               w->pull_bytes_raw, w->pull_resyncs, w->lost ? "true" : "false");
     }
     printf("]}");
 }
@@ -504,12 +579,26 @@ static int status_or_stats(int argc, char **argv, bool staleness)
         return rc;
     zp_config *cfg = zp_xmalloc(sizeof(*cfg));
     char err[1024];
-    if (zp_config_load(cfg, o.config, err, sizeof(err)) != 0) {
+    zp_curve_client_keys keys;
+    zp_identity id;
+    if (zp_config_load(cfg, o.config, err, sizeof(err)) != 0 ||
+        zp_curve_load_client(cfg, &keys, err, sizeof(err)) != 0) {
         rc = 2;
-    } else if (o.shard >= cfg->num_shards) {
-        snprintf(err, sizeof(err), "--shard %d, but %s has %d shards", o.shard, o.config,
-                 cfg->num_shards);
+    } else if (o.shard_text && zp_identity_resolve(ZP_IDENTITY_SHARD, o.shard_text, NULL,
+                                                   ZP_MAX_SHARDS, &id, err, sizeof(err)) != 0) {
         rc = 2;
+    } else if (o.shard_text && (o.shard = id.index) >= cfg->num_shards) {
+        snprintf(err, sizeof(err), "--shard %d (%s), but %s has %d shards", o.shard, id.source,
+                 o.config, cfg->num_shards);
+        rc = 2;
+    } else if (o.endpoint) {
+        if (strlen(o.endpoint) >= sizeof(cfg->servers[0])) {
+            snprintf(err, sizeof(err), "--endpoint is longer than %zu bytes",
+                     sizeof(cfg->servers[0]) - 1);
+            rc = 2;
+        } else {
+            snprintf(cfg->servers[o.shard], sizeof(cfg->servers[0]), "%s", o.endpoint);
+        }
     }
     if (rc == 2) {
         fprintf(stderr, "zepsctl status: %s\n", err);
@@ -521,8 +610,9 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     zp_log_init("zepsctl", ZP_LOG_ERROR);
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
     answer *a = zp_xcalloc((size_t)n, sizeof(*a));
-    if (o.shard >= 0 || !ask_all(cfg, o.timeout_ms, a))
-        probe(cfg, first, n, o.timeout_ms, a);
+    if (o.shard >= 0 || !ask_all(cfg, &keys, o.timeout_ms, a))
+        probe(cfg, &keys, first, n, o.timeout_ms, a);
+    explicit_bzero(&keys, sizeof(keys));
     rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? 1 : 0;
     for (int k = 0; k < n; k++)
         free(a[k].buf);

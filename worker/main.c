@@ -4,7 +4,8 @@
  *   zeps-worker --config cluster.conf --rank 3
  *
  * The rank comes from --rank, else ZEPS_RANK, else the engine's variables
- * (JOB_COMPLETION_INDEX on Kubernetes, SLURM_PROCID on Slurm). Exits 0 when
+ * (JOB_COMPLETION_INDEX on Kubernetes, SLURM_PROCID on Slurm; the order is
+ * in common/identity.h). Exits 0 when
  * training finished, 1 when it failed, 2 on bad usage or configuration, 3
  * when training diverged, 143 when stopped by SIGTERM/SIGINT (in both cases
  * the result JSON so far is still written).

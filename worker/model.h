@@ -38,6 +38,7 @@ typedef struct zp_eval {
     double distance;
     double rel_distance;
     int examples;
+    double auc; /* ctr: ROC AUC on the test set (others leave it 0) */
 } zp_eval;
 
 typedef struct zp_model_ops {

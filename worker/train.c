@@ -28,6 +28,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "train_ctr.h"
 #include "util.h"
 #include "zeps.h"
 
@@ -92,6 +93,19 @@ static int declare_tables(trainer *t)
                                   .error_feedback = cfg->error_feedback,
                                   .seed = cfg->seed * 7919u + (uint64_t)t->rank};
             rc = zeps_set_push_codec(t->client, t->ids[i], &co);
+            if (rc != 0) {
+                zp_error("table '%s': %s", spec.name, zeps_last_error(t->client));
+                return rc;
+            }
+        }
+        if (strcmp(cfg->pull_codec, "none") != 0) {
+            /* t->w[i] is the one buffer every pull of the table goes into,
+             * and nothing but pulls writes it: the compressed-pull contract */
+            zeps_codec_opts co = {.codec = cfg->pull_codec,
+                                  .fraction = cfg->codec_fraction,
+                                  .block = (uint32_t)cfg->codec_block,
+                                  .seed = cfg->seed * 7919u + 104729u + (uint64_t)t->rank};
+            rc = zeps_set_pull_codec(t->client, t->ids[i], &co);
             if (rc != 0) {
                 zp_error("table '%s': %s", spec.name, zeps_last_error(t->client));
                 return rc;
@@ -314,6 +328,12 @@ static int train_loop(trainer *t, zp_train_result *res, int64_t start)
             if (rc)
                 break;
             zp_curve_add(&res->curve, c, zeps_pulled_version(t->client, t->ids[0], 0), &ev);
+            zeps_client_stats cs;
+            zeps_client_get_stats(t->client, &cs);
+            zp_curve_point *pt = &res->curve.points[res->curve.n - 1];
+            pt->bytes_out = cs.bytes_out;
+            pt->bytes_in = cs.bytes_in;
+            pt->t_s = b - start;
             double now = zp_now_s();
             res->eval_s += now - b;
             compute_start = now;
@@ -380,6 +400,9 @@ static int train_loop(trainer *t, zp_train_result *res, int64_t start)
 
 int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
 {
+    /* ctr trains sparse tables: its own loop (train_ctr.c) */
+    if (strcmp(cfg->model, "ctr") == 0)
+        return zp_train_ctr_run(cfg, rank, out, (volatile int *)&stop_requested);
     trainer t = {.cfg = cfg, .rank = rank};
     zp_train_result res = {.rank = rank, .epochs = cfg->epochs};
     char err[1024] = "";
@@ -435,10 +458,10 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
             log_eval(&t, "final", &res.final);
         }
     }
-    zeps_client_stats cs;
-    zeps_client_get_stats(t.client, &cs);
-    if (cs.restarts)
-        zp_info("recovered from %llu ERESTARTED answer(s)", (unsigned long long)cs.restarts);
+    if (t.client)
+        zeps_client_get_stats(t.client, &res.comm);
+    if (res.comm.restarts)
+        zp_info("recovered from %llu ERESTARTED answer(s)", (unsigned long long)res.comm.restarts);
     zeps_client_destroy(&t.client);
     for (int i = 0; i < t.ntables; i++) {
         free(t.w[i]);
@@ -503,12 +526,27 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
     json_num(f, "eval_s", r->eval_s, 1);
     json_num(f, "examples_per_s", r->wall_s > 0 ? r->examples / r->wall_s : 0, 1);
     json_num(f, "comm_share", active > 0 ? r->comm_s / active : 0, 1);
+    /* payload bytes on the wire and as f32, per direction, and codec time */
+    fprintf(f, ",\"bytes_out\":%llu,\"bytes_out_raw\":%llu,\"bytes_in\":%llu,\"bytes_in_raw\":%llu",
+            (unsigned long long)r->comm.bytes_out, (unsigned long long)r->comm.bytes_out_raw,
+            (unsigned long long)r->comm.bytes_in, (unsigned long long)r->comm.bytes_in_raw);
+    json_num(f, "encode_s", r->comm.encode_s, 1);
+    json_num(f, "decode_s", r->comm.decode_s, 1);
+    /* [bytes_out, bytes_in, t_s] of each curve point (same order as "curve") */
+    fprintf(f, ",\"curve_comm\":[");
+    for (size_t i = 0; i < r->curve.n; i++)
+        fprintf(f, "%s[%llu,%llu,%.4f]", i ? "," : "",
+                (unsigned long long)r->curve.points[i].bytes_out,
+                (unsigned long long)r->curve.points[i].bytes_in, r->curve.points[i].t_s);
+    fprintf(f, "]");
     /* classifiers report accuracy, quadratic the distance to x*; the other is null */
     int classifier = r->evaluated && !isnan(r->final.accuracy);
     json_num(f, "final_loss", r->final.loss, r->evaluated);
     json_num(f, "final_accuracy", r->final.accuracy, classifier);
     json_num(f, "final_distance", r->final.distance, r->evaluated && !classifier);
     json_num(f, "final_rel_distance", r->final.rel_distance, r->evaluated && !classifier);
+    if (strcmp(cfg->model, "ctr") == 0) /* loss is then the test logloss */
+        json_num(f, "final_auc", r->final.auc, r->evaluated);
     fprintf(f, ",\"diverged\":%s,\"stopped\":%s", r->diverged ? "true" : "false",
             r->stopped ? "true" : "false");
     json_num(f, "diverged_step", (double)r->diverged_step, r->diverged);

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "zeps.h"
 #include "model.h"
 
 /* One point of the convergence curve: rank 0's evaluation of the parameters
@@ -20,6 +21,8 @@ typedef struct zp_curve_point {
     double distance;
     double accuracy;
     uint64_t version; /* updates applied to the first table's slice on shard 0 when pulled */
+    uint64_t bytes_out, bytes_in; /* payload bytes this worker pushed / pulled so far (wire) */
+    double t_s;       /* seconds since training started */
 } zp_curve_point;
 
 /* A growable array of curve points; {0} is an empty curve. */
@@ -43,6 +46,7 @@ typedef struct zp_train_result {
     int stopped;      /* stopped early by zp_train_request_stop (a signal) */
     int64_t diverged_step;
     zp_curve curve;   /* rank 0 with eval_every_steps > 0; owned by the result */
+    zeps_client_stats comm; /* the client's byte counters at the end */
 } zp_train_result;
 
 /* Train worker `rank` of the cluster in cfg (read from cfg->path). Progress

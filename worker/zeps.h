@@ -50,6 +50,11 @@ typedef struct zeps_options {
     uint64_t max_message_bytes; /* refuse larger payloads with ZEPS_ETOOBIG (0: no limit) */
     int fault_drop_sends;   /* fault injection for tests: the first N sends of requests
                                after HELLO are not sent, as if lost on the wire (0) */
+    /* CurveZMQ: all three as 40-character Z85 text (zepsctl keygen), or all
+     * NULL for a plain connection. Copied; need not outlive the call. */
+    const char *curve_server_key; /* the servers' public key */
+    const char *curve_public_key; /* this client's public key */
+    const char *curve_secret_key; /* this client's secret key */
 } zeps_options;
 
 /* A table declaration. Every worker may declare the same table; a second
@@ -79,6 +84,9 @@ typedef struct zeps_client_stats {
     uint64_t bytes_in;     /* payload bytes pulled */
     uint64_t dropped;      /* pushes the servers received but did not apply (too stale, late) */
     uint64_t bytes_out_raw; /* push bytes before compression (= bytes_out without a codec) */
+    uint64_t bytes_in_raw;  /* pull bytes as f32 (= bytes_in without compressed pulls) */
+    double encode_s;        /* time spent compressing pushes (error feedback included) */
+    double decode_s;        /* time spent validating and applying compressed pulls */
     uint64_t restarts;     /* ERESTARTED answers: a shard restored from a snapshot */
 } zeps_client_stats;
 
@@ -164,6 +172,33 @@ typedef struct zeps_codec_opts {
 } zeps_codec_opts;
 
 int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *opts);
+
+/* Compressed pulls. From now on, a pull of the WHOLE of `table` into a
+ * caller buffer (zeps_pull / zeps_pull_start with offset 0 and count = the
+ * table's length) asks each shard for the change since the values this
+ * client last pulled, compressed with opts->codec ("none", "fp16", "bf16",
+ * "int8", "sign", "topk"; fraction/count/block/seed as for pushes;
+ * error_feedback is ignored: it is implicit, see below). Each shard keeps a
+ * copy of what the client holds (its view, 4 bytes per element of its slice
+ * per worker) and sends c = C(params - view), then adds D(c) to its view;
+ * the client adds D(c) to the buffer, so buffer and view stay equal bit for
+ * bit and what the codec left out goes out with later pulls.
+ *
+ * THE CONTRACT: the buffer of a compressed pull must hold exactly what the
+ * previous compressed pull of this table left in it (the caller may read it,
+ * not write it), one compressed pull of the table in flight at a time. The
+ * first pull, a pull after zeps_pull_codec_reset(), and any pull whose view
+ * the shard no longer has (it restarted, a reply was lost) bring the full
+ * f32 values (a resync), so a fresh buffer needs a reset, not zeroing.
+ * With codec "none" every pull brings the full values, as a plain pull.
+ * Pulls of part of the table and view pulls stay plain and do not touch
+ * the buffer's bookkeeping. randk is refused (ZEPS_EINVAL): its n/k scaling
+ * would make the copy run away. opts NULL turns compressed pulls off. */
+int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *opts);
+
+/* Forget what the caller's buffer holds: the next compressed pull of
+ * `table` brings the full values (call it before pulling into a new buffer). */
+int zeps_pull_codec_reset(zeps_client *c, uint32_t table);
 
 /* --- Sparse tables (docs/sparse.md) ---
  *

@@ -22,6 +22,8 @@ static void usage(FILE *f)
                "  bench    zeps vs raw ZeroMQ throughput and latency on loopback\n"
                "  study    staleness sweeps on the quadratic model\n"
                "  snapshot inspect a snapshot file or directory\n"
+               "  gen-criteo write a Criteo-format data set from a hidden model\n"
+               "  keygen   write a CurveZMQ key pair for a server or worker\n"
                "  version  print the version\n"
                "\n"
                "'zepsctl <command> --help' describes a command's options.\n");
@@ -59,6 +61,10 @@ int main(int argc, char **argv)
         return zp_ctl_snapshot(argc - 1, argv + 1);
     if (strcmp(cmd, "study") == 0)
         return zp_ctl_study(argc - 1, argv + 1);
+    if (strcmp(cmd, "gen-criteo") == 0)
+        return zp_ctl_gen_criteo(argc - 1, argv + 1);
+    if (strcmp(cmd, "keygen") == 0)
+        return zp_ctl_keygen(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return zp_ctl_bench(argc - 1, argv + 1);
     if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {

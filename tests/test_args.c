@@ -1,0 +1,195 @@
+/*
+ * test_args.c - a daemon's identity (shard index, worker rank) from its flag
+ * or the engine's environment: each source, the order of precedence, and bad
+ * values refused with a message that names the variable and its value.
+ *
+ * Check forks every test, so setenv/unsetenv here never leak into another
+ * test; each test starts from a clean set of the variables read.
+ */
+#include <check.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "args.h"
+#include "check_main.h"
+#include "identity.h"
+#include "zeps_errors.h"
+
+static const char *const vars[] = {
+    "ZEPS_SHARD",    "ZEPS_RANK", "JOB_COMPLETION_INDEX", "SLURM_PROCID", "SLURM_NODEID",
+    "SLURM_LOCALID", NULL};
+
+static void clean_env(void)
+{
+    for (int i = 0; vars[i]; i++)
+        unsetenv(vars[i]);
+}
+
+/* Resolve and expect success; returns the index. */
+static int ok(zp_identity_kind k, const char *flag, const char *host, const char *want_source)
+{
+    zp_identity id;
+    char err[512] = "";
+    int rc = zp_identity_resolve(k, flag, host, 256, &id, err, sizeof(err));
+    ck_assert_msg(rc == 0, "unexpected error: %s", err);
+    if (want_source)
+        ck_assert_msg(strstr(id.source, want_source), "source '%s' lacks '%s'", id.source,
+                      want_source);
+    return id.index;
+}
+
+/* Resolve and expect ZEPS_ECONFIG with `want` in the message. */
+static void bad(zp_identity_kind k, const char *flag, const char *host, const char *want)
+{
+    zp_identity id = {.index = 77};
+    char err[512] = "";
+    int rc = zp_identity_resolve(k, flag, host, 256, &id, err, sizeof(err));
+    ck_assert_int_eq(rc, ZEPS_ECONFIG);
+    ck_assert_msg(strstr(err, want), "message '%s' lacks '%s'", err, want);
+    ck_assert_int_eq(id.index, 77); /* untouched on error */
+}
+
+START_TEST(test_each_source)
+{
+    clean_env();
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "2", NULL, "--shard=2"), 2);
+    setenv("ZEPS_SHARD", "5", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, NULL, NULL, "$ZEPS_SHARD"), 5);
+    clean_env();
+    setenv("ZEPS_RANK", "9", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_RANK, NULL, NULL, "ZEPS_RANK=9"), 9);
+    clean_env();
+    setenv("JOB_COMPLETION_INDEX", "4", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_RANK, NULL, NULL, "$JOB_COMPLETION_INDEX=4"), 4);
+    clean_env();
+    setenv("SLURM_PROCID", "3", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, NULL, NULL, "$SLURM_PROCID=3"), 3);
+    ck_assert_int_eq(ok(ZP_IDENTITY_RANK, NULL, NULL, "$SLURM_PROCID=3"), 3);
+    clean_env();
+    /* The StatefulSet ordinal, only when asked for. */
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "auto", "zeps-server-3", "host name zeps-server-3"), 3);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "hostname", "zeps-server-12.zeps.ml.svc", NULL), 12);
+    setenv("ZEPS_SHARD", "auto", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, NULL, "zeps-server-0", "host name"), 0);
+    clean_env();
+    /* env:NAME picks any variable, e.g. one daemon per Slurm node. */
+    setenv("SLURM_NODEID", "1", 1);
+    setenv("SLURM_LOCALID", "0", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "env:SLURM_NODEID", NULL, "$SLURM_NODEID=1"), 1);
+    setenv("ZEPS_RANK", "env:SLURM_LOCALID", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_RANK, NULL, NULL, "$SLURM_LOCALID=0"), 0);
+}
+END_TEST
+
+START_TEST(test_precedence)
+{
+    clean_env();
+    setenv("ZEPS_SHARD", "1", 1);
+    setenv("JOB_COMPLETION_INDEX", "2", 1);
+    setenv("SLURM_PROCID", "3", 1);
+    /* flag > ZEPS_* > JOB_COMPLETION_INDEX > SLURM_PROCID > (auto) host name */
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "0", "zeps-server-4", NULL), 0);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, NULL, "zeps-server-4", NULL), 1);
+    unsetenv("ZEPS_SHARD");
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, NULL, "zeps-server-4", NULL), 2);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "auto", "zeps-server-4", NULL), 2);
+    unsetenv("JOB_COMPLETION_INDEX");
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, NULL, "zeps-server-4", NULL), 3);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "auto", "zeps-server-4", NULL), 3);
+    unsetenv("SLURM_PROCID");
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "auto", "zeps-server-4", NULL), 4);
+    /* "hostname" skips the engine variables. */
+    setenv("SLURM_PROCID", "3", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "hostname", "zeps-server-4", NULL), 4);
+    /* ZEPS_SHARD is not read by a worker, nor ZEPS_RANK by a server. */
+    clean_env();
+    setenv("ZEPS_SHARD", "6", 1);
+    setenv("ZEPS_RANK", "7", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_RANK, NULL, NULL, NULL), 7);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, NULL, NULL, NULL), 6);
+    /* A set but empty variable counts as unset. */
+    clean_env();
+    setenv("ZEPS_RANK", "", 1);
+    setenv("JOB_COMPLETION_INDEX", "", 1);
+    setenv("SLURM_PROCID", "8", 1);
+    ck_assert_int_eq(ok(ZP_IDENTITY_RANK, NULL, NULL, "SLURM_PROCID"), 8);
+}
+END_TEST
+
+START_TEST(test_bad_values)
+{
+    clean_env();
+    setenv("SLURM_PROCID", "x", 1);
+    bad(ZP_IDENTITY_RANK, NULL, NULL, "SLURM_PROCID='x' is not a number");
+    setenv("SLURM_PROCID", "3x", 1);
+    bad(ZP_IDENTITY_RANK, NULL, NULL, "SLURM_PROCID='3x' is not a number");
+    setenv("SLURM_PROCID", "-1", 1);
+    bad(ZP_IDENTITY_SHARD, NULL, NULL, "SLURM_PROCID='-1' is out of range (0..255)");
+    setenv("SLURM_PROCID", "99999999999999999999", 1);
+    bad(ZP_IDENTITY_SHARD, NULL, NULL, "is not a number");
+    clean_env();
+    setenv("JOB_COMPLETION_INDEX", "256", 1);
+    bad(ZP_IDENTITY_SHARD, NULL, NULL, "JOB_COMPLETION_INDEX='256' is out of range (0..255)");
+    /* A bad engine variable is an error, not a reason to look further. */
+    setenv("JOB_COMPLETION_INDEX", "one", 1);
+    setenv("SLURM_PROCID", "1", 1);
+    bad(ZP_IDENTITY_RANK, "auto", "zeps-worker-2", "JOB_COMPLETION_INDEX='one' is not a number");
+    clean_env();
+    bad(ZP_IDENTITY_SHARD, "two", NULL,
+        "--shard='two' is not a number (want N, auto, hostname or env:NAME)");
+    setenv("ZEPS_RANK", "-3", 1);
+    bad(ZP_IDENTITY_RANK, NULL, NULL, "ZEPS_RANK='-3' is out of range");
+    clean_env();
+    bad(ZP_IDENTITY_SHARD, "", NULL, "--shard='' is not a number");
+    bad(ZP_IDENTITY_SHARD, "auto", "zeps-server",
+        "host name 'zeps-server' does not end in an ordinal");
+    bad(ZP_IDENTITY_SHARD, "auto", "node7", "host name 'node7' does not end in an ordinal");
+    bad(ZP_IDENTITY_SHARD, "hostname", "zeps-server-3a", "does not end in an ordinal");
+    bad(ZP_IDENTITY_SHARD, "hostname", "zeps-server-300", "ordinal 300 is out of range (0..255)");
+    bad(ZP_IDENTITY_SHARD, "env:SLURM_NODEID", NULL,
+        "--shard='env:SLURM_NODEID', but SLURM_NODEID is not set");
+    bad(ZP_IDENTITY_SHARD, "env:", NULL, "names no variable");
+    setenv("SLURM_LOCALID", "z", 1);
+    bad(ZP_IDENTITY_RANK, "env:SLURM_LOCALID", NULL, "SLURM_LOCALID='z' is not a number");
+    /* Nothing at all: name every way to give one. A host name alone is
+     * never used unless asked for. */
+    bad(ZP_IDENTITY_RANK, NULL, "zeps-worker-1",
+        "no worker rank: give --rank N (or --rank auto), or set ZEPS_RANK, "
+        "JOB_COMPLETION_INDEX or SLURM_PROCID");
+}
+END_TEST
+
+/* The daemons' command line: the flag reaches the resolver, errors exit 2. */
+START_TEST(test_daemon_parse)
+{
+    clean_env();
+    zp_daemon_args a;
+    char *argv1[] = {"zeps-server", "--config", "c.conf", "--shard", "1", NULL};
+    optind = 0;
+    ck_assert_int_eq(zp_daemon_parse(ZP_DAEMON_SERVER, 5, argv1, &a), -1);
+    ck_assert_int_eq(a.index, 1);
+    ck_assert_str_eq(a.config, "c.conf");
+    setenv("SLURM_PROCID", "2", 1);
+    char *argv2[] = {"zeps-worker", "-c", "c.conf", NULL};
+    optind = 0;
+    ck_assert_int_eq(zp_daemon_parse(ZP_DAEMON_WORKER, 3, argv2, &a), -1);
+    ck_assert_int_eq(a.index, 2);
+    ck_assert_msg(strstr(a.index_source, "SLURM_PROCID"), "%s", a.index_source);
+    setenv("SLURM_PROCID", "x", 1);
+    optind = 0;
+    ck_assert_int_eq(zp_daemon_parse(ZP_DAEMON_WORKER, 3, argv2, &a), 2);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("args");
+    TCase *tc = tcase_create("identity");
+    tcase_add_test(tc, test_each_source);
+    tcase_add_test(tc, test_precedence);
+    tcase_add_test(tc, test_bad_values);
+    tcase_add_test(tc, test_daemon_parse);
+    suite_add_tcase(s, tc);
+    return zt_run_suite(s);
+}

@@ -193,6 +193,7 @@ static const key_spec cluster_keys[] = {
     {.name = "snapshot_on_exit", .kind = K_BOOL, .off = FIELD(snapshot_on_exit)},
     {.name = "snapshot_mtbf_s", .kind = K_FLOAT, .off = FIELD(snapshot_mtbf_s), .fmin = 0,
      .fmax = 1e9},
+    {.name = "snapshot_nice", .kind = K_INT, .off = FIELD(snapshot_nice), .imin = 0, .imax = 19},
     {.name = "lost_worker_timeout_s", .kind = K_FLOAT, .off = FIELD(lost_worker_timeout_s),
      .fmin = 0, .fmax = 1e6},
     {.name = "on_lost_worker", .kind = K_FLAG, .off = FIELD(lost_continue),
@@ -323,6 +324,7 @@ void zp_config_defaults(zp_config *cfg)
     cfg->eval_every_steps = 0;
     cfg->snapshot_keep = 3;
     cfg->snapshot_on_exit = true;
+    cfg->snapshot_nice = 10;
     snprintf(cfg->push_codec, sizeof(cfg->push_codec), "none");
     cfg->codec_fraction = 0.01;
     cfg->codec_block = 256;

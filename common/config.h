@@ -69,6 +69,7 @@ typedef struct zp_config {
     int snapshot_keep;                     /* complete sets kept, default 3, >= 1 */
     bool snapshot_on_exit;                 /* a final snapshot on SIGTERM/SIGINT, default true */
     double snapshot_mtbf_s;                /* auto (Young/Daly) interval from this MTBF; 0 = off */
+    int snapshot_nice;                     /* nice value of the forked writer, default 10, 0..19 */
     double lost_worker_timeout_s;          /* declare a silent worker lost after this; 0 = never */
     bool lost_continue;                    /* "on_lost_worker": "wait" (false, default) | "continue" */
     int request_timeout_ms;                /* default 2000, 10..600000 */

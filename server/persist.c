@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -248,6 +249,9 @@ int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *wh
     pid_t pid = fork();
     if (pid == 0) {
         char err[1024];
+        /* the writer yields the CPU to the serving parent (docs/snapshots.md) */
+        if (s->cfg.snapshot_nice > 0 && setpriority(PRIO_PROCESS, 0, s->cfg.snapshot_nice) != 0)
+            fprintf(stderr, "snapshot writer: setpriority: %s\n", strerror(errno));
         pack_rows(s, snap);
         int rc = write_set(&s->cfg, snap, err, sizeof(err));
         if (rc != 0)

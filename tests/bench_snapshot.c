@@ -11,7 +11,9 @@
  * measured under the same conditions. Prints p50/p99/max per phase and the
  * ratio p99(during) / p99(baseline).
  *
- *   bench_snapshot [--mb MB] [--baseline-ops N] [--reps R]
+ *   bench_snapshot [--mb MB] [--baseline-ops N] [--reps R] [--nice N]
+ *
+ * --nice: the shard's snapshot_nice (the writer's nice value, default 10).
  *
  * R times (default 3): N operations without a snapshot, then one snapshot
  * with operations until it is written; then N more ("after"). The phases
@@ -96,7 +98,7 @@ int main(int argc, char **argv)
 {
     uint64_t mb = 1024;
     long baseline_ops = 3000;
-    int reps = 3;
+    int reps = 3, nice_v = 10;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--mb") == 0 && i + 1 < argc)
             mb = strtoull(argv[++i], NULL, 10);
@@ -104,15 +106,22 @@ int main(int argc, char **argv)
             baseline_ops = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--nice") == 0 && i + 1 < argc)
+            nice_v = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_snapshot [--mb MB] [--baseline-ops N] [--reps R]\n");
+            fprintf(
+                stderr,
+                "usage: bench_snapshot [--mb MB] [--baseline-ops N] [--reps R] [--nice 0..19]\n");
             return 2;
         }
     }
     zt_cluster cl;
-    if (zt_cluster_start(&cl, 1, 1, "async",
-                         "  snapshot_dir = \"@DIR@/snap\";\n  snapshot_on_exit = false;",
-                         NULL) != 0) {
+    char extra[256];
+    snprintf(extra, sizeof(extra),
+             "  snapshot_dir = \"@DIR@/snap\";\n  snapshot_on_exit = false;\n"
+             "  snapshot_nice = %d;",
+             nice_v);
+    if (zt_cluster_start(&cl, 1, 1, "async", extra, NULL) != 0) {
         fprintf(stderr, "bench_snapshot: cannot start a server (is ZEPS_BINDIR set?)\n");
         return 1;
     }
@@ -140,7 +149,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_snapshot: setup failed: %s\n", c ? zeps_last_error(c) : "");
         goto out;
     }
-    printf("declared a table of %" PRIu64 " MiB\n", mb);
+    printf("declared a table of %" PRIu64 " MiB; writer nice %d\n", mb, nice_v);
     int64_t clock = 0;
     for (int i = 0; i < 300; i++) /* warm-up */
         if (op(c, small, buf, clock++, &ap, &aq) != 0)

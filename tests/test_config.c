@@ -621,20 +621,24 @@ END_TEST
 START_TEST(fault_keys)
 {
     zp_config *cfg = parse_ok(HEAD "  lost_worker_timeout_s = 2.5; on_lost_worker = \"continue\";\n"
-                                   "  snapshot_mtbf_s = 3600;\n" TAIL);
+                                   "  snapshot_mtbf_s = 3600; snapshot_nice = 19;\n" TAIL);
     ck_assert_double_eq(cfg->lost_worker_timeout_s, 2.5);
     ck_assert(cfg->lost_continue);
     ck_assert_double_eq(cfg->snapshot_mtbf_s, 3600.0);
+    ck_assert_int_eq(cfg->snapshot_nice, 19);
     free(cfg);
     cfg = parse_ok(HEAD "  on_lost_worker = \"wait\";\n" TAIL);
     ck_assert(!cfg->lost_continue);
     ck_assert_double_eq(cfg->lost_worker_timeout_s, 0.0);
     ck_assert_double_eq(cfg->snapshot_mtbf_s, 0.0);
+    ck_assert_int_eq(cfg->snapshot_nice, 10);
     free(cfg);
     expect_error(HEAD "  on_lost_worker = \"retry\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "on_lost_worker", "retry", NULL);
     expect_error(HEAD "  lost_worker_timeout_s = -1;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "lost_worker_timeout_s", "out of range", NULL);
+    expect_error(HEAD "  snapshot_nice = 20;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4", "snapshot_nice",
+                 "out of range", NULL);
     expect_error(HEAD "  snapshot_mtbf_s = \"1h\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "snapshot_mtbf_s", NULL);
 }

@@ -260,6 +260,8 @@ static const key_spec training_keys[] = {
     {.name = "error_feedback", .kind = K_BOOL, .off = FIELD(error_feedback)},
     {.name = "ctr", .kind = K_GROUP, .group = &ctr_group},
     {.name = "pull_codec", .kind = K_CHOICE, .off = STR(pull_codec), .choices = pull_codecs},
+    {.name = "worker_momentum", .kind = K_FLOAT, .off = FIELD(worker_momentum), .fmin = 0,
+     .fmax = 1, .fmax_open = true},
 };
 
 /* clang-format on */
@@ -271,9 +273,9 @@ static const section_spec sections[] = {
     {.name = "training", .keys = training_keys, .nkeys = NKEYS(training_keys)},
 };
 
-/* read_section marks seen keys in a 32-bit mask. */
-_Static_assert(NKEYS(cluster_keys) <= 32 && NKEYS(training_keys) <= 32 &&
-                   NKEYS(weighting_keys) <= 32 && NKEYS(ctr_keys) <= 32,
+/* read_section marks seen keys in a 64-bit mask. */
+_Static_assert(NKEYS(cluster_keys) <= 64 && NKEYS(training_keys) <= 64 &&
+                   NKEYS(weighting_keys) <= 64 && NKEYS(ctr_keys) <= 64,
                "seen mask too small");
 
 /* Fill *cfg with the defaults documented in config.h. Any thread. */
@@ -766,7 +768,7 @@ static int read_key(zp_config *cfg, parse_ctx *p, const char *section, const key
 static int read_section(zp_config *cfg, parse_ctx *p, const char *path, const section_spec *sec,
                         const config_setting_t *group)
 {
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     int n = config_setting_length(group);
 
     for (int i = 0; i < n; i++) {
@@ -780,10 +782,10 @@ static int read_section(zp_config *cfg, parse_ctx *p, const char *path, const se
         int rc = read_key(cfg, p, path, &sec->keys[j], s);
         if (rc != ZEPS_OK)
             return rc;
-        seen |= 1u << j;
+        seen |= 1ull << j;
     }
     for (size_t j = 0; j < sec->nkeys; j++)
-        if (sec->keys[j].required && !(seen & (1u << j)))
+        if (sec->keys[j].required && !(seen & (1ull << j)))
             return fail(p, config_setting_source_line(group), "missing required key '%s.%s'", path,
                         sec->keys[j].name);
     return ZEPS_OK;

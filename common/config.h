@@ -116,6 +116,8 @@ typedef struct zp_config {
     double codec_fraction;       /* topk/randk: share of elements sent, default 0.01, (0, 1] */
     int codec_block;             /* int8: elements per scale, default 256 */
     bool error_feedback;         /* keep the compression residual per table, default true */
+    double worker_momentum;      /* heavy-ball momentum on the worker, before compression
+                                    (pushes m = mu m + g); default 0 = off, [0, 1) */
 
     /* training.ctr = { ... } (model "ctr": sparse LR + FM over click logs) */
     char ctr_format[16];               /* "format": "criteo" (default) | "libsvm" */

@@ -5,7 +5,10 @@
 #   - topk + error feedback ends within 2x of the uncompressed distance to x*,
 #   - topk without error feedback ends at least 10x further away,
 #   - compressed pulls (topk deltas) on top of that still converge as well,
-#   - each worker's push bytes are the top-k size (4 + 8k per push), not f32.
+#   - each worker's push bytes are the top-k size (4 + 8k per push), not f32,
+#   - worker_momentum (momentum on the worker, sgd on the shard) follows the
+#     same trajectory as the shard's momentum optimizer (under bsp the
+#     average of the workers' velocities is the velocity of the average).
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
@@ -17,7 +20,7 @@ fail=0
 ok() { pass=$((pass + 1)); echo "ok   - $*"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
 
-run() { # name push_codec error_feedback pull_codec
+run() { # name push_codec error_feedback pull_codec [optimizer worker_momentum]
     cat >"$work/$1.conf" <<EOC
 cluster = {
   servers = ["ipc://$work/$1.sock"];
@@ -26,7 +29,7 @@ cluster = {
 };
 training = {
   model = "quadratic"; epochs = 1; iterations = 1500; dim = 500; condition = 100.0;
-  optimizer = "sgd"; lr = 0.1; seed = 1;
+  optimizer = "${5:-sgd}"; lr = 0.1; momentum = 0.9; worker_momentum = ${6:-0.0}; seed = 1;
   push_codec = "$2"; codec_fraction = 0.01; error_feedback = $3; pull_codec = "$4";
 };
 EOC
@@ -77,6 +80,16 @@ if [ -n "${inb:-}" ] && [ -n "${inraw:-}" ] && [ "$inb" -lt $((inraw / 10)) ]; t
     ok "compressed pulls: $inb bytes on the wire for $inraw as f32"
 else
     bad "compressed pulls should move < 1/10 of the f32 bytes ($inb of $inraw)"
+fi
+run shardmom none true none momentum 0.0 || bad "server momentum run failed"
+run workermom none true none sgd 0.9 || bad "worker momentum run failed"
+r_sm=$(rel_of shardmom)
+r_wm=$(rel_of workermom)
+if awk -v a="${r_wm:-1}" -v b="${r_sm:-0}" -v c="${r_none:-0}" \
+    'BEGIN{d = a - b; if (d < 0) d = -d; exit !(b > 0 && d <= 1e-3 * b && (a < 0.5 * c || a > 2 * c))}'; then
+    ok "worker_momentum 0.9 + sgd tracks the shard's momentum 0.9 ($r_wm vs $r_sm; plain sgd $r_none)"
+else
+    bad "worker_momentum should match the shard's momentum and differ from sgd ($r_wm vs $r_sm; sgd $r_none)"
 fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -195,6 +195,7 @@ static void check_defaults(const zp_config *cfg)
     ck_assert_str_eq(cfg->optimizer, "momentum");
     ck_assert_double_eq(cfg->lr, 0.05);
     ck_assert_double_eq(cfg->momentum, 0.9);
+    ck_assert_double_eq(cfg->worker_momentum, 0.0);
     ck_assert_double_eq(cfg->beta1, 0.9);
     ck_assert_double_eq(cfg->beta2, 0.999);
     ck_assert_double_eq(cfg->eps, 1e-8);
@@ -359,6 +360,9 @@ START_TEST(out_of_range)
                  "'cluster.max_message_mb' = 0 is out of range", NULL);
     expect_error(HEAD TAIL "training = {\n  momentum = 1.0;\n};\n", ZEPS_ECONFIG,
                  "cluster.conf:6: 'training.momentum' = 1 is out of range", "0 <= momentum < 1",
+                 NULL);
+    expect_error(HEAD TAIL "training = { worker_momentum = 1.0; };\n", ZEPS_ECONFIG,
+                 "'training.worker_momentum' = 1 is out of range", "0 <= worker_momentum < 1",
                  NULL);
     expect_error(HEAD TAIL "training = { lr = 0.0; };\n", ZEPS_ECONFIG,
                  "cluster.conf:5:", "'training.lr' = 0 is out of range", "0 < lr <= 1000", NULL);

@@ -55,6 +55,7 @@ typedef struct trainer {
     uint32_t ids[ZP_MODEL_MAX_TABLES];
     float *w[ZP_MODEL_MAX_TABLES];
     float *g[ZP_MODEL_MAX_TABLES];
+    float *m[ZP_MODEL_MAX_TABLES]; /* worker_momentum: the velocity pushed instead of g */
     zeps_req *pulls[ZP_MODEL_MAX_TABLES];
 } trainer;
 
@@ -113,6 +114,8 @@ static int declare_tables(trainer *t)
         }
         t->w[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
         t->g[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
+        if (cfg->worker_momentum > 0)
+            t->m[i] = zp_xcalloc(t->defs[i].length, sizeof(float));
     }
     return 0;
 }
@@ -150,8 +153,19 @@ static int push_clock_pull(trainer *t, int64_t clock, int pull_next)
 {
     zeps_req *reqs[ZP_MODEL_MAX_TABLES + 1] = {0};
     int rc = 0;
-    for (int i = 0; i < t->ntables && rc == 0; i++)
-        rc = zeps_push_start(t->client, t->ids[i], t->g[i], 0, t->defs[i].length, clock, &reqs[i]);
+    for (int i = 0; i < t->ntables && rc == 0; i++) {
+        const float *send = t->g[i];
+        if (t->m[i]) {
+            /* heavy-ball momentum before compression (as DGC does): the
+             * codec and its error feedback see the velocity, and the
+             * shard applies what arrives with plain sgd */
+            float mu = (float)t->cfg->worker_momentum;
+            for (uint64_t k = 0; k < t->defs[i].length; k++)
+                t->m[i][k] = mu * t->m[i][k] + t->g[i][k];
+            send = t->m[i];
+        }
+        rc = zeps_push_start(t->client, t->ids[i], send, 0, t->defs[i].length, clock, &reqs[i]);
+    }
     if (rc == 0)
         rc = zeps_clock_start(t->client, clock, &reqs[t->ntables]);
     if (rc == 0 && pull_next)
@@ -466,6 +480,7 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
     for (int i = 0; i < t.ntables; i++) {
         free(t.w[i]);
         free(t.g[i]);
+        free(t.m[i]);
     }
     t.ops->destroy(&t.model);
     *out = res;

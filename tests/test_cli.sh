@@ -6,11 +6,10 @@
 #   cluster and fails for a dead shard.
 # Prints "N passed, N failed" at the end; exits non-zero on any failure.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
 work=$(mktemp -d /tmp/zeps-cli-XXXXXX)
-pass=0
-fail=0
 cleanup() {
     pkill -TERM -f "$work" 2>/dev/null
     sleep 0.2
@@ -20,16 +19,6 @@ cleanup() {
 trap cleanup EXIT
 [ -n "${ZEPS_TEST_KEEP:-}" ] && trap - EXIT
 
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() { # description, command...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
-json_num() { # file key
-    grep -o "\"$2\": *[-0-9.e]*" "$1" | head -1 | cut -d: -f2 | tr -d ' '
-}
 no_leftovers() {
     ! pgrep -f "$1" >/dev/null
 }

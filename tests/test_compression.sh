@@ -11,14 +11,11 @@
 #     average of the workers' velocities is the velocity of the average).
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
 work=$(mktemp -d /tmp/zeps-ef-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
 
 run() { # name push_codec error_feedback pull_codec [optimizer worker_momentum]
     cat >"$work/$1.conf" <<EOC
@@ -35,9 +32,6 @@ training = {
 EOC
     "$BIN/zepsctl" local --config "$work/$1.conf" -q --dir "$work/$1" --timeout 300 \
         >"$work/$1.out" 2>&1
-}
-json_num() { # file key
-    grep -o "\"$2\": *[-0-9.e+]*" "$1" | head -1 | cut -d: -f2 | tr -d ' '
 }
 rel_of() { json_num "$work/$1/summary.json" final_rel_distance; }
 

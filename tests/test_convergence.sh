@@ -6,14 +6,11 @@
 # staleness (1 worker) converges, so it is the staleness that breaks async.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
 work=$(mktemp -d /tmp/zeps-conv-XXXXXX)
 trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
 
 conf() { # name consistency function workers
     cat >"$work/$1.conf" <<EOC
@@ -29,9 +26,6 @@ training = {
   delay_ms = 1.0; delay_dist = "lognormal"; delay_sigma = 0.5; seed = 1;
 };
 EOC
-}
-json_num() { # file key
-    grep -o "\"$2\": *[-0-9.e+]*" "$1" | head -1 | cut -d: -f2 | tr -d ' '
 }
 run() { # name
     "$BIN/zepsctl" local --config "$work/$1.conf" -q --dir "$work/$1" --timeout 300 \

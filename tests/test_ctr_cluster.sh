@@ -7,6 +7,7 @@
 # line in the training file stops the run with the file and line named.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
 work=$(mktemp -d /tmp/zeps-ctr-XXXXXX)
@@ -20,18 +21,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() { # description, command...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
-json_num() { # file key
-    grep -o "\"$2\": *[-0-9.e+]*" "$1" 2>/dev/null | head -1 | cut -d: -f2 | tr -d ' '
-}
 conf() { # name data-dir [consistency workers batch format]
     cat >"$work/$1.conf" <<EOC
 cluster = {

@@ -20,21 +20,13 @@
 #               plus a check for unknown fields (npm ci into the build dir).
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 BUILD=${ZEPS_BUILD_DIR:-$(dirname "$BIN")}
 work=$(mktemp -d /tmp/zeps-deploy-XXXXXX)
 # Processes started below are ended by PID; the directory goes too.
 trap 'kill -KILL ${wpid:-} ${spid:-} ${srv:-} ${st:-} 2>/dev/null; rm -rf "$work"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() { # description, command...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
 fails() { ! "$@"; }
 
 # ---------------------------------------------------------------- systemd

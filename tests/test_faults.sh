@@ -24,6 +24,7 @@
 # Processes are started and ended by pid only; nothing is left running.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 MODE=${1:?usage: test_faults.sh server|worker|lost}
 EPOCHS=${FAULTS_EPOCHS:-8}
@@ -31,8 +32,6 @@ EXAMPLES=${FAULTS_EXAMPLES:-12000}
 KILL_AT=${FAULTS_KILL_AT:-100} # a multiple of 20 (the cut interval)
 export OPENBLAS_NUM_THREADS=1
 work=$(mktemp -d /tmp/zeps-faults-XXXXXX)
-pass=0
-fail=0
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done
@@ -41,16 +40,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() { # description, command...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
-json_num() { # file key
-    grep -o "\"$2\": *[-0-9.e]*" "$1" | head -1 | cut -d: -f2 | tr -d ' '
-}
 # wait_for FILE PATTERN SECONDS: poll a log with a deadline
 wait_for() {
     local end=$((SECONDS + $3))

@@ -24,6 +24,7 @@
 # "skipped", SKIP_RETURN_CODE) otherwise.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
 
@@ -58,10 +59,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
 in_ns() { local h=$1; shift; ip netns exec "$P-$h" "$@"; }
 
 # ---- the network ----------------------------------------------------------
@@ -183,9 +180,6 @@ finish_run() {
 # non-zero on a leak)
 servers_ok() { [ "$src0" -eq 0 ] && [ "$src1" -eq 0 ]; }
 
-json_num() { # file key: the first value of "key"
-    grep -o "\"$2\": *[-0-9.e+]*" "$1" | head -1 | cut -d: -f2 | tr -d ' '
-}
 # pushes applied per shard (table "x") from stats.json, as "n0 n1"
 shard_pushes() {
     grep -o '"name": "x"[^}]*"pushes": [0-9]*' "$1" | grep -o '"pushes": [0-9]*' | awk '{printf "%s ", $2}'

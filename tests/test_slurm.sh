@@ -18,18 +18,10 @@
 # running. Needs root (daemons and the slurm/munge users); skips otherwise.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 QUICK=${ZEPS_SLURM_QUICK:-0}
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok   - $*"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $*"; }
-check() { # description, command...
-    local what=$1
-    shift
-    if "$@"; then ok "$what"; else bad "$what"; fi
-}
 
 if [ "$(id -u)" -ne 0 ]; then
     echo "SKIP: test_slurm.sh starts slurmctld, slurmd and munged and needs root"

@@ -34,6 +34,10 @@ QITERS=${STUDY_QUAD_ITERS:-3000}
 CONS=${STUDY_CONS:-bsp async}
 ONLY=${STUDY_VARIANTS:-none topk_ef topk_noef sign_ef sign_noef}
 NAME=${STUDY_NAME:-compression-study}
+# mlp's momentum 0.9: on the shards (optimizer momentum, the default) or on
+# the workers before compression (STUDY_MLP_MOMENTUM=worker: worker_momentum
+# 0.9, optimizer sgd; the same trajectory without compression)
+MLP_MOMENTUM=${STUDY_MLP_MOMENTUM:-shard}
 export OPENBLAS_NUM_THREADS=1
 
 # variant: name codec error_feedback
@@ -48,8 +52,13 @@ training_of() { # model codec ef
         echo "model = \"quadratic\"; epochs = 1; iterations = $QITERS; dim = 1000;
   condition = 100.0; optimizer = \"sgd\"; lr = 0.1; eval_every_steps = 100;" ;;
     mlp)
-        echo "model = \"mlp\"; epochs = $EPOCHS; batch_size = 64; hidden = 256;
-  optimizer = \"momentum\"; lr = 0.025; momentum = 0.9; eval_every_steps = 50;" ;;
+        if [ "$MLP_MOMENTUM" = worker ]; then
+            echo "model = \"mlp\"; epochs = $EPOCHS; batch_size = 64; hidden = 256;
+  optimizer = \"sgd\"; lr = 0.025; worker_momentum = 0.9; eval_every_steps = 50;"
+        else
+            echo "model = \"mlp\"; epochs = $EPOCHS; batch_size = 64; hidden = 256;
+  optimizer = \"momentum\"; lr = 0.025; momentum = 0.9; eval_every_steps = 50;"
+        fi ;;
     esac
 }
 

@@ -501,6 +501,16 @@ static int sparse_from_snap(zp_server *s, uint32_t id, const zp_snap_table *st, 
         zp_sparse_put(t->sparse, &row);
     }
     free(vals);
+    /* the table's history, as recorded (header: u64 rows, u32 dim, u32
+     * state, then created, not_admitted, pushes_skipped, evicted_ttl,
+     * evicted_capacity) */
+    zp_sparse_counters hist = {0};
+    memcpy(&hist.created, st->rows + 16, 8);
+    memcpy(&hist.not_admitted, st->rows + 24, 8);
+    memcpy(&hist.pushes_skipped, st->rows + 32, 8);
+    memcpy(&hist.evicted_ttl, st->rows + 40, 8);
+    memcpy(&hist.evicted_capacity, st->rows + 48, 8);
+    zp_sparse_set_history(t->sparse, &hist);
     t->version = st->version;
     t->round = st->round;
     *out = t;

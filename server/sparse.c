@@ -395,6 +395,15 @@ void zp_sparse_get_counters(const zp_sparse *t, zp_sparse_counters *out)
     *out = t->c;
 }
 
+void zp_sparse_set_history(zp_sparse *t, const zp_sparse_counters *c)
+{
+    t->c.created = c->created;
+    t->c.not_admitted = c->not_admitted;
+    t->c.pushes_skipped = c->pushes_skipped;
+    t->c.evicted_ttl = c->evicted_ttl;
+    t->c.evicted_capacity = c->evicted_capacity;
+}
+
 /* ---------------------------------------------------------------- records */
 
 static inline rowhdr *rec_at(const zp_sparse *t, uint32_t r)

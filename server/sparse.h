@@ -137,6 +137,11 @@ bool zp_sparse_next(const zp_sparse *t, uint64_t *cursor, zp_sparse_row *row);
 /* Find a row without touching it (no admission, no clock update). */
 bool zp_sparse_get(const zp_sparse *t, uint64_t id, zp_sparse_row *row);
 
+/* Set the event counters (created, not_admitted, pushes_skipped,
+ * evicted_ttl, evicted_capacity) from c, as a snapshot recorded them; rows
+ * and bytes stay what the store holds. */
+void zp_sparse_set_history(zp_sparse *t, const zp_sparse_counters *c);
+
 /* Insert or overwrite a row exactly as given (restore from a snapshot):
  * bypasses admission, may evict under capacity. */
 void zp_sparse_put(zp_sparse *t, const zp_sparse_row *row);

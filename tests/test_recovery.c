@@ -385,6 +385,18 @@ START_TEST(test_sparse_reshard)
         static float got[SROWS * SDIM];
         ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
         ck_assert_msg(memcmp(got, before, sizeof(got)) == 0, "S'=%d: pulled rows differ", sizes[i]);
+        /* the table's history comes along: SROWS rows were ever created */
+        uint64_t created = 0;
+        for (int k = 0; k < sizes[i]; k++) {
+            Zeps__ShardStats *ss = zt_stats(cb, k);
+            ck_assert_ptr_nonnull(ss);
+            for (size_t j = 0; j < ss->n_tables; j++)
+                if (ss->tables[j]->kind == 1)
+                    created += ss->tables[j]->rows_created;
+            zeps__shard_stats__free_unpacked(ss, NULL);
+        }
+        ck_assert_msg(created == SROWS, "S'=%d: %llu rows created after the restore, recorded %d",
+                      sizes[i], (unsigned long long)created, SROWS);
         sparse_step(cb, tb, ids, 3);
         ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
         ck_assert_msg(memcmp(got, after_a, sizeof(got)) == 0,

@@ -63,6 +63,8 @@ auc=$(json_num "$res" final_auc)
 loss=$(json_num "$res" final_loss)
 echo "     trained AUC ${auc:-none} (logloss ${loss:-none}); hidden model $truth; dense only $dense"
 check "rank 0 reports a test AUC" test -n "$auc"
+check "the summary carries the same AUC" \
+    test "$(json_num "$work/good/summary.json" final_auc)" = "$auc"
 check "AUC $auc beats the dense-only baseline $dense by 0.03" \
     awk -v a="${auc:-0}" -v d="$dense" 'BEGIN{exit !(a > d + 0.03)}'
 check "AUC $auc within 0.03 of the hidden model's $truth" \

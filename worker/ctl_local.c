@@ -701,11 +701,13 @@ static bool block_signals(local_run *r)
 /* ------------------------------------------------------------------ results */
 
 /* What zepsctl reads from each <result_dir>/worker-<rank>.json. */
-enum { RK_WALL, RK_COMPUTE, RK_COMM, RK_EPS, RK_LOSS, RK_ACC, RK_DIST, RK_RELDIST, RK_COUNT };
+enum {
+    RK_WALL, RK_COMPUTE, RK_COMM, RK_EPS, RK_LOSS, RK_ACC, RK_DIST, RK_RELDIST, RK_AUC, RK_COUNT
+};
 static const char *const result_keys[] = {
     "wall_s",     "compute_s",      "comm_s",         "examples_per_s",
     "final_loss", "final_accuracy", "final_distance", "final_rel_distance",
-    "epochs",     "iterations",     "examples",
+    "final_auc",  "epochs",         "iterations",     "examples",
 };
 #define N_RESULT_KEYS ((int)(sizeof(result_keys) / sizeof(result_keys[0])))
 
@@ -753,12 +755,15 @@ static result read_result(const char *path)
 
 /* The summary: JSON key, label on the terminal (NULL: JSON only), format,
  * note, and the factor the terminal shows it with. */
-enum { S_ACC, S_LOSS, S_RELDIST, S_DIST, S_WALL, S_EPS, S_SHARE, S_RUN, S_CPU, S_COMM, S_COUNT };
+enum {
+    S_ACC, S_AUC, S_LOSS, S_RELDIST, S_DIST, S_WALL, S_EPS, S_SHARE, S_RUN, S_CPU, S_COMM, S_COUNT
+};
 static const struct sum_field {
     const char *key, *label, *fmt, *note;
     double scale;
 } sum_fields[S_COUNT] = {
     [S_ACC] = {"final_accuracy", "final test accuracy", "%.4f", "", 1},
+    [S_AUC] = {"final_auc", "final test AUC", "%.4f", "", 1},
     [S_LOSS] = {"final_loss", "final test loss", "%.4f", "", 1},
     [S_RELDIST] = {"final_rel_distance", "final rel. distance", "%.4g", "", 1},
     [S_DIST] = {"final_distance", "final distance", "%.4g", "", 1},
@@ -774,6 +779,7 @@ static const struct sum_field {
 static void summarise(const result *res, int w, double *s)
 {
     s[S_ACC] = res[0].v[RK_ACC]; /* rank 0 evaluates */
+    s[S_AUC] = res[0].v[RK_AUC];
     s[S_LOSS] = res[0].v[RK_LOSS];
     s[S_RELDIST] = res[0].v[RK_RELDIST];
     s[S_DIST] = res[0].v[RK_DIST];
@@ -857,6 +863,8 @@ static void print_summary(const local_run *r, const double *s, bool json_ok)
         const struct sum_field *sf = &sum_fields[i];
         if (!sf->label || (quadratic ? i == S_ACC || i == S_LOSS : i == S_RELDIST || i == S_DIST))
             continue;
+        if (i == S_AUC && strcmp(c->model, "ctr") != 0)
+            continue; /* only the ctr model reports an AUC */
         printf("  %-21s ", sf->label);
         if (isfinite(s[i]))
             printf(sf->fmt, s[i] * sf->scale);

@@ -44,116 +44,8 @@
 #include "zeps.h"
 #include "client_internal.h"
 
-/* Fewer than the server's dedup window (ZP_SEQ_WINDOW = 64) in flight per shard. */
-#define MAX_IN_FLIGHT 48
 
-typedef struct zeps_sub zeps_sub;
-
-typedef struct zeps_shard {
-    void *sock;
-    void *monitor;      /* CURVE: PAIR receiving the socket's handshake failures */
-    char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
-    char endpoint[ZP_ENDPOINT_MAX];
-    uint64_t next_seq;
-    uint64_t incarnation; /* the server's, from HELLO */
-    zeps_sub *out;        /* sub-requests sent and not yet answered */
-    int nout;
-    int64_t hello_clock; /* HELLO reply: the clock this worker resumes at on this shard */
-    int need_hello;      /* the shard answered ERESTARTED: say HELLO again */
-    int rejoined;        /* HELLO reply: the shard knew this rank under another incarnation */
-} zeps_shard;
-
-typedef struct zeps_table_info {
-    char name[64];
-    uint64_t length;
-    uint32_t *ids;        /* [nshards] the table's id on each shard */
-    uint64_t *version;    /* [nshards] version returned by the last pull */
-    const zp_codec_ops *codec; /* push codec, NULL = raw f32 */
-    zp_codec_params cparams;
-    float *residual;      /* error feedback, length elements, or NULL */
-    uint32_t dim;         /* sparse tables: values per row (0 for dense) */
-    zp_rowres *row_residual; /* sparse tables with error feedback: per touched row */
-    int row_ef;
-    const zp_codec_ops *pcodec; /* compressed pulls: codec, NULL = plain pulls */
-    zp_codec_params pparams;
-    uint64_t *view_id; /* [nshards] the server's name for what the caller's buffer
-                          holds of that shard's slice; 0 = nothing (made on first use) */
-} zeps_table_info;
-
-struct zeps_client {
-    void *zctx;
-    int nshards;
-    zeps_shard *shards;
-    zmq_pollitem_t *items;
-    uint32_t rank;
-    uint64_t incarnation;
-    int nworkers;
-    char consistency[16];
-    zeps_options opt;
-    uint64_t next_req_id;
-    zeps_table_info *tables;
-    uint32_t ntables, cap_tables;
-    zeps_client_stats stats;
-    int drop_sends;       /* fault injection: sends still to drop */
-    volatile int *interrupt; /* zeps_client_set_interrupt */
-    int64_t resume_clock;    /* zeps_resume_clock */
-    uint64_t resume_set;     /* the snapshot set of the cut to resume from */
-    int abort_all;           /* bsp: a shard restarted; fail every outstanding request */
-    int in_rehello;
-    int npoll;               /* items polled: shards, then (CURVE) their monitors */
-    unsigned monitor_gen;    /* makes each monitor endpoint unique */
-    bool curve;
-    char curve_server[ZP_CURVE_KEY_LEN + 1], curve_public[ZP_CURVE_KEY_LEN + 1],
-        curve_secret[ZP_CURVE_KEY_LEN + 1];
-    char err[1024];
-};
-
-struct zeps_sub {
-    zeps_sub *next;       /* in the shard's list of outstanding subs */
-    zeps_req *req;
-    int shard;
-    uint64_t req_id, seq;
-    uint32_t table;       /* id on that shard */
-    uint64_t offset, count;
-    uint64_t data_version;
-    uint32_t flags;
-    const void *data;     /* PUSH payload */
-    size_t data_len;      /* its bytes */
-    void *encoded;        /* compressed payload owned by the sub (data points here) */
-    uint32_t codec;
-    int compressed;                 /* a compressed PULL: */
-    zp_codec_params cparams;        /* the codec's parameters (a copy: tables may move) */
-    uint64_t view_id;               /* the view dst holds */
-    float *dst;           /* PULL destination (NULL for a view) */
-    zmq_msg_t frame;      /* view PULL: the received values */
-    int has_frame;
-    zeps_sbatch *sb;      /* sparse PULL/PUSH: the batch it belongs to */
-    uint64_t deadline_ns;
-    int retries;
-    int max_retries;
-    int done;
-};
-
-struct zeps_req {
-    zeps_client *c;
-    int op;
-    int64_t clock;
-    uint32_t table;       /* client handle */
-    const Zeps__TableSpec *spec;
-    uint64_t cut_set; /* ROLLBACK */
-    int nsub, ndone;
-    int err;
-    int view;             /* a zero-copy pull */
-    atomic_int zrefs;     /* payload frames ZeroMQ still holds */
-    void *stats_buf;
-    size_t stats_len;
-    zeps_sub subs[];
-};
-
-static int fail(zeps_client *c, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(zeps_client *c, int code, const char *fmt, ...)
+int zp_fail(zeps_client *c, int code, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -351,7 +243,7 @@ static int apply_compressed_pull(zeps_client *c, zeps_sub *s, const Zeps__Header
     uint64_t t0 = zp_now_ns();
     if (h->flags & ZP_FLAG_PULL_FULL) {
         if (len != s->count * sizeof(float))
-            return fail(c, ZEPS_EPROTO,
+            return zp_fail(c, ZEPS_EPROTO,
                         "shard %d answered a compressed PULL of %" PRIu64
                         " elements with %zu bytes of full values",
                         s->shard, s->count, len);
@@ -360,14 +252,14 @@ static int apply_compressed_pull(zeps_client *c, zeps_sub *s, const Zeps__Header
         const zp_codec_ops *codec = zp_codec_by_id(h->codec);
         char err[256];
         if (!codec)
-            return fail(c, ZEPS_EPROTO, "shard %d answered a compressed PULL with codec %u",
+            return zp_fail(c, ZEPS_EPROTO, "shard %d answered a compressed PULL with codec %u",
                         s->shard, h->codec);
         int rc = codec->validate(buf, len, (size_t)s->count, err, sizeof(err));
         if (rc != 0)
-            return fail(c, rc, "shard %d: compressed PULL reply: %s", s->shard, err);
+            return zp_fail(c, rc, "shard %d: compressed PULL reply: %s", s->shard, err);
         codec->decode_add(buf, len, (size_t)s->count, 1.0f, s->dst);
     } else {
-        return fail(c, ZEPS_EPROTO,
+        return zp_fail(c, ZEPS_EPROTO,
                     "shard %d answered a compressed PULL with neither delta nor full values",
                     s->shard);
     }
@@ -387,7 +279,7 @@ static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, 
         if (m->n != 2 || h->count != s->count ||
             zp_sbatch_pull_reply(s->sb, s->shard, zmq_msg_data(&m->f[1]), zmq_msg_size(&m->f[1]),
                                  err, sizeof(err)) != 0)
-            return fail(c, ZEPS_EPROTO, "shard %d answered a sparse PULL of %" PRIu64 " ids: %s",
+            return zp_fail(c, ZEPS_EPROTO, "shard %d answered a sparse PULL of %" PRIu64 " ids: %s",
                         s->shard, s->count,
                         m->n != 2 || h->count != s->count ? "wrong frame or id count" : err);
         c->stats.bytes_in += zmq_msg_size(&m->f[1]);
@@ -401,7 +293,7 @@ static int check_pull_reply(zeps_client *c, zeps_sub *s, const Zeps__Header *h, 
     }
     if (m->n != 2 || h->count != s->count || h->offset != s->offset ||
         zmq_msg_size(&m->f[1]) != s->count * sizeof(float))
-        return fail(c, ZEPS_EPROTO,
+        return zp_fail(c, ZEPS_EPROTO,
                     "shard %d answered a PULL of %" PRIu64 " elements at %" PRIu64
                     " with %d frame(s), %" PRIu64 " elements at %" PRIu64,
                     s->shard, s->count, s->offset, m->n, h->count, h->offset);
@@ -450,7 +342,7 @@ static int on_restarted(zeps_client *c, int k, zeps_sub *s, const Zeps__Header *
         c->resume_clock = h->cut;
         c->resume_set = h->cut_set;
         c->abort_all = 1;
-        fail(c, ZEPS_ERESTARTED,
+        zp_fail(c, ZEPS_ERESTARTED,
              "shard %d was restored from snapshot set %016" PRIx64 ": resume from clock %lld", k,
              h->cut_set, (long long)h->cut);
         return 1;
@@ -484,7 +376,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
     }
     if (h->op == ZEPS__OP__ERROR) {
         err = h->error ? h->error : ZEPS_EINTERNAL;
-        fail(c, err, "shard %d: %s", k, h->error_text ? h->error_text : zeps_strerror(err));
+        zp_fail(c, err, "shard %d: %s", k, h->error_text ? h->error_text : zeps_strerror(err));
     } else if (h->flags & ZP_FLAG_PARKED) {
         /* alive and holding our request: wait on, retries start over */
         s->retries = 0;
@@ -492,7 +384,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         zeps__header__free_unpacked(h, NULL);
         return;
     } else if (h->version != ZP_PROTOCOL_VERSION || (int)h->op != r->op) {
-        err = fail(c, ZEPS_EPROTO, "shard %d answered %s with %s (protocol %u)", k,
+        err = zp_fail(c, ZEPS_EPROTO, "shard %d answered %s with %s (protocol %u)", k,
                    zp_op_name(r->op), zp_op_name(h->op), h->version);
     } else {
         switch (r->op) {
@@ -509,7 +401,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
             sh->need_hello = 0;
             sh->rejoined = (h->flags & ZP_FLAG_REJOINED) != 0;
             if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->nshards)
-                err = fail(c, ZEPS_ECONFIG,
+                err = zp_fail(c, ZEPS_ECONFIG,
                            "%s answered as shard %u of %u, but the cluster lists it as shard %d "
                            "of %d",
                            sh->endpoint, h->shard, h->num_shards, k, c->nshards);
@@ -565,7 +457,7 @@ static void check_deadlines(zeps_client *c)
             if (s->deadline_ns > now)
                 continue;
             if (s->retries >= s->max_retries) {
-                fail(c, ZEPS_ETIMEDOUT,
+                zp_fail(c, ZEPS_ETIMEDOUT,
                      "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
                      sh->endpoint, zp_op_name(s->req->op), s->retries,
                      (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0,
@@ -599,10 +491,6 @@ static void check_deadlines(zeps_client *c)
     }
 }
 
-static zeps_req *req_new(zeps_client *c, int op, int nsub);
-static zeps_sub *req_add(zeps_req *r, int k);
-static void req_send(zeps_req *r, zeps_sub *s);
-static int req_finish(zeps_req *r);
 static void req_free(zeps_req *r);
 
 /* bsp, a shard restarted: every outstanding request fails with ERESTARTED;
@@ -625,11 +513,11 @@ static void abort_outstanding(zeps_client *c)
 static void rehello(zeps_client *c, int k)
 {
     c->in_rehello = 1;
-    zeps_req *r = req_new(c, ZEPS__OP__HELLO, 1);
-    zeps_sub *s = req_add(r, k);
+    zeps_req *r = zp_req_new(c, ZEPS__OP__HELLO, 1);
+    zeps_sub *s = zp_req_add(r, k);
     s->max_retries = c->opt.hello_timeout_ms / c->opt.request_timeout_ms + 1;
-    req_send(r, s);
-    int rc = req_finish(r);
+    zp_req_send(r, s);
+    int rc = zp_req_finish(r);
     req_free(r);
     c->in_rehello = 0;
     if (rc != 0) {
@@ -672,7 +560,7 @@ static void drain_monitor(zeps_client *c, int k)
             int failed = 0;
             for (zeps_sub *s = sh->out, *next; s; s = next) {
                 next = s->next;
-                fail(c, ZEPS_ETRANSPORT,
+                zp_fail(c, ZEPS_ETRANSPORT,
                      "shard %d at %s refused this client's CURVE key %.8s... (ZAP status %u): "
                      "add its .pub file to the server's curve_allow_dir",
                      k, sh->endpoint, c->curve_public, value);
@@ -725,7 +613,7 @@ static void progress(zeps_client *c, long timeout_ms)
 
 /* --- requests --- */
 
-static zeps_req *req_new(zeps_client *c, int op, int nsub)
+zeps_req *zp_req_new(zeps_client *c, int op, int nsub)
 {
     zeps_req *r = zp_xcalloc(1, sizeof(*r) + (size_t)nsub * sizeof(zeps_sub));
     r->c = c;
@@ -736,7 +624,7 @@ static zeps_req *req_new(zeps_client *c, int op, int nsub)
 }
 
 /* Add a sub-request for shard k and send it. */
-static zeps_sub *req_add(zeps_req *r, int k)
+zeps_sub *zp_req_add(zeps_req *r, int k)
 {
     zeps_client *c = r->c;
     while (c->shards[k].nout >= MAX_IN_FLIGHT)
@@ -751,7 +639,7 @@ static zeps_sub *req_add(zeps_req *r, int k)
     return s;
 }
 
-static void req_send(zeps_req *r, zeps_sub *s)
+void zp_req_send(zeps_req *r, zeps_sub *s)
 {
     zeps_client *c = r->c;
     zeps_shard *sh = &c->shards[s->shard];
@@ -766,7 +654,7 @@ static void req_send(zeps_req *r, zeps_sub *s)
  * their shards' sockets, so ZeroMQ drops (and releases) what it queued. */
 static void give_up(zeps_client *c, zeps_req *r)
 {
-    fail(c, ZEPS_ECLOSED, "interrupted while waiting for %s", zp_op_name(r->op));
+    zp_fail(c, ZEPS_ECLOSED, "interrupted while waiting for %s", zp_op_name(r->op));
     for (int i = 0; i < r->nsub; i++) {
         zeps_sub *s = &r->subs[i];
         if (s->done)
@@ -786,7 +674,7 @@ void zeps_client_set_interrupt(zeps_client *c, volatile int *flag)
 
 /* Wait until every sub-request of r is answered (or failed) and ZeroMQ has
  * released r's payloads. Returns r's first error; r stays allocated. */
-static int req_finish(zeps_req *r)
+int zp_req_finish(zeps_req *r)
 {
     zeps_client *c = r->c;
     uint64_t t0 = zp_now_ns();
@@ -834,9 +722,22 @@ int zeps_wait(zeps_req **rp)
         return ZEPS_EINVAL;
     zeps_req *r = *rp;
     *rp = NULL;
-    int err = req_finish(r);
+    int err = zp_req_finish(r);
     req_free(r);
     return err;
+}
+
+int zeps_wait_all(zeps_req **reqs, int n)
+{
+    int first = 0;
+    for (int i = 0; reqs && i < n; i++) {
+        if (!reqs[i])
+            continue;
+        int rc = zeps_wait(&reqs[i]);
+        if (rc && !first)
+            first = rc;
+    }
+    return first;
 }
 
 struct zeps_view {
@@ -851,9 +752,9 @@ int zeps_wait_view(zeps_req **rp, zeps_view **out)
         return ZEPS_EINVAL;
     zeps_req *r = *rp;
     *rp = NULL;
-    int err = req_finish(r);
+    int err = zp_req_finish(r);
     if (err == 0 && !r->view)
-        err = fail(r->c, ZEPS_EINVAL, "zeps_wait_view on a request that is not a view pull");
+        err = zp_fail(r->c, ZEPS_EINVAL, "zeps_wait_view on a request that is not a view pull");
     if (err != 0) {
         req_free(r);
         return err;
@@ -948,14 +849,14 @@ static uint64_t random_incarnation(void)
 
 static int hello_all(zeps_client *c)
 {
-    zeps_req *r = req_new(c, ZEPS__OP__HELLO, c->nshards);
+    zeps_req *r = zp_req_new(c, ZEPS__OP__HELLO, c->nshards);
     int per_try = c->opt.request_timeout_ms < 1000 ? c->opt.request_timeout_ms : 1000;
     int saved = c->opt.request_timeout_ms;
     c->opt.request_timeout_ms = per_try;
     for (int k = 0; k < c->nshards; k++) {
-        zeps_sub *s = req_add(r, k);
+        zeps_sub *s = zp_req_add(r, k);
         s->max_retries = c->opt.hello_timeout_ms / per_try;
-        req_send(r, s);
+        zp_req_send(r, s);
     }
     int rc = zeps_wait(&r);
     c->opt.request_timeout_ms = saved;
@@ -979,14 +880,14 @@ static int curve_setup(zeps_client *c)
     for (int i = 0; i < 3; i++) {
         uint8_t raw[32];
         if (!keys[i] || strlen(keys[i]) != ZP_CURVE_KEY_LEN || !zmq_z85_decode(raw, keys[i]))
-            return fail(c, ZEPS_EINVAL,
+            return zp_fail(c, ZEPS_EINVAL,
                         "zeps_options.%s must be a %d-character Z85 key when CURVE is used "
                         "(set all three keys or none)",
                         names[i], ZP_CURVE_KEY_LEN);
         memcpy(dst[i], keys[i], ZP_CURVE_KEY_LEN + 1);
     }
     if (!zmq_has("curve"))
-        return fail(c, ZEPS_ETRANSPORT, "this libzmq was built without CURVE");
+        return zp_fail(c, ZEPS_ETRANSPORT, "this libzmq was built without CURVE");
     c->curve = true;
     return 0;
 }
@@ -1102,11 +1003,11 @@ void zeps_client_destroy(zeps_client **cp)
         /* Best effort and bounded: a gone server must not hold us up. */
         int saved_t = c->opt.request_timeout_ms;
         c->opt.request_timeout_ms = 500;
-        zeps_req *r = req_new(c, ZEPS__OP__BYE, c->nshards);
+        zeps_req *r = zp_req_new(c, ZEPS__OP__BYE, c->nshards);
         for (int k = 0; k < c->nshards; k++) {
-            zeps_sub *s = req_add(r, k);
+            zeps_sub *s = zp_req_add(r, k);
             s->max_retries = 1;
-            req_send(r, s);
+            zp_req_send(r, s);
         }
         zeps_wait(&r);
         c->opt.request_timeout_ms = saved_t;
@@ -1114,350 +1015,13 @@ void zeps_client_destroy(zeps_client **cp)
     client_free(c);
 }
 
-/* --- tables --- */
-
-static uint64_t slice_begin(uint64_t length, int k, int nshards)
-{
-    return length * (uint64_t)k / (uint64_t)nshards;
-}
-
-/* Declare ts on every shard and record it (or find it, if this client
- * declared it before). A dense table must get the slices the client
- * computes; a sparse one has no slices. */
-static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
-{
-    bool sparse = ts->kind == 1;
-    zeps_req *r = req_new(c, ZEPS__OP__DECLARE, c->nshards);
-    r->spec = ts;
-    for (int k = 0; k < c->nshards; k++)
-        req_send(r, req_add(r, k));
-    /* zeps_wait frees r: read the per-shard answers first. */
-    req_finish(r);
-    uint32_t ids[ZP_MAX_SHARDS];
-    int bad = -1;
-    for (int k = 0; k < c->nshards; k++) {
-        ids[k] = r->subs[k].table;
-        uint64_t b = slice_begin(ts->length, k, c->nshards);
-        uint64_t e = slice_begin(ts->length, k + 1, c->nshards);
-        if (!sparse && !r->err && (r->subs[k].offset != b || r->subs[k].count != e - b))
-            bad = k;
-    }
-    int rc = zeps_wait(&r);
-    if (rc != 0)
-        return rc;
-    if (bad >= 0)
-        return fail(c, ZEPS_EPROTO, "shard %d holds a different slice of table '%s' than expected",
-                    bad, ts->name);
-    for (uint32_t i = 0; i < c->ntables; i++) {
-        if (strcmp(c->tables[i].name, ts->name) == 0) {
-            memcpy(c->tables[i].ids, ids, (size_t)c->nshards * sizeof(uint32_t));
-            *table = i;
-            return 0;
-        }
-    }
-    if (c->ntables == c->cap_tables) {
-        c->cap_tables = c->cap_tables ? 2 * c->cap_tables : 8;
-        c->tables = zp_xrealloc(c->tables, c->cap_tables * sizeof(*c->tables));
-    }
-    zeps_table_info *ti = &c->tables[c->ntables];
-    memset(ti, 0, sizeof(*ti));
-    snprintf(ti->name, sizeof(ti->name), "%s", ts->name);
-    ti->length = ts->length;
-    ti->dim = sparse ? ts->dim : 0;
-    ti->ids = zp_xcalloc((size_t)c->nshards, sizeof(uint32_t));
-    ti->version = zp_xcalloc((size_t)c->nshards, sizeof(uint64_t));
-    memcpy(ti->ids, ids, (size_t)c->nshards * sizeof(uint32_t));
-    *table = c->ntables++;
-    return 0;
-}
-
-int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table)
-{
-    if (!c || !spec || !spec->name || !table)
-        return ZEPS_EINVAL;
-    Zeps__TableSpec ts;
-    zeps__table_spec__init(&ts);
-    ts.name = (char *)spec->name;
-    ts.kind = 0;
-    ts.length = spec->length;
-    ts.optimizer = (char *)(spec->optimizer ? spec->optimizer : "sgd");
-    ts.lr = spec->lr;
-    ts.momentum = spec->momentum;
-    ts.beta1 = spec->beta1;
-    ts.beta2 = spec->beta2;
-    ts.eps = spec->eps;
-    ts.weight_decay = spec->weight_decay;
-    ts.init = (char *)(spec->init ? spec->init : "zeros");
-    ts.init_scale = spec->init_scale;
-    ts.seed = spec->seed;
-    ts.has_staleness = spec->has_staleness != 0;
-    ts.staleness = spec->has_staleness ? spec->staleness : 0;
-    return declare(c, &ts, table);
-}
-
-int zeps_declare_sparse(zeps_client *c, const zeps_sparse_spec *spec, uint32_t *table)
-{
-    if (!c || !spec || !spec->name || !table)
-        return ZEPS_EINVAL;
-    Zeps__TableSpec ts;
-    zeps__table_spec__init(&ts);
-    ts.name = (char *)spec->name;
-    ts.kind = 1;
-    ts.dim = spec->dim;
-    ts.optimizer = (char *)(spec->optimizer ? spec->optimizer : "sgd");
-    ts.lr = spec->lr;
-    ts.beta1 = spec->beta1;
-    ts.beta2 = spec->beta2;
-    ts.eps = spec->eps;
-    ts.weight_decay = spec->weight_decay;
-    ts.l1 = spec->l1;
-    ts.l2 = spec->l2;
-    ts.ftrl_beta = spec->ftrl_beta;
-    ts.init = (char *)(spec->init ? spec->init : "zeros");
-    ts.init_scale = spec->init_scale;
-    ts.seed = spec->seed;
-    ts.admit_count = spec->admit_count;
-    ts.admit_prob = spec->admit_prob;
-    ts.ttl_clocks = spec->ttl_clocks;
-    ts.capacity_rows = spec->capacity_rows;
-    ts.memory_budget = spec->memory_budget;
-    ts.evict = (char *)(spec->evict ? spec->evict : "lru");
-    return declare(c, &ts, table);
-}
-
-uint32_t zeps_table_dim(const zeps_client *c, uint32_t table)
-{
-    return c && table < c->ntables ? c->tables[table].dim : 0;
-}
-
-uint64_t zeps_table_length(const zeps_client *c, uint32_t table)
-{
-    return c && table < c->ntables ? c->tables[table].length : 0;
-}
-
-uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard)
-{
-    if (!c || table >= c->ntables || shard < 0 || shard >= c->nshards)
-        return 0;
-    return c->tables[table].version[shard];
-}
-
-/* Compress a push sub-request's values x (elements [lo, lo + count) of the
- * table) into a buffer the sub owns, with error feedback if configured. The
- * sequence number is the nonce: a resend carries the same bytes. */
-static void encode_sub(zeps_client *c, zeps_table_info *ti, zeps_sub *s, const float *x,
-                       uint64_t lo)
-{
-    uint64_t t0 = zp_now_ns();
-    size_t n = (size_t)s->count;
-    s->encoded = zp_xmalloc(ti->codec->max_size(n, &ti->cparams) + 1);
-    if (ti->residual)
-        s->data_len = zp_ef_encode(ti->codec, &ti->cparams, ti->residual + lo, x, n, s->seq,
-                                   s->encoded);
-    else
-        s->data_len = ti->codec->encode(x, n, &ti->cparams, s->seq, s->encoded);
-    s->data = s->encoded;
-    s->codec = (uint32_t)ti->codec->id;
-    c->stats.encode_s += (double)(zp_now_ns() - t0) * 1e-9;
-}
-
-int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o)
-{
-    if (!c || !o)
-        return ZEPS_EINVAL;
-    if (table >= c->ntables)
-        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
-    const zp_codec_ops *codec = zp_codec_find(o->codec ? o->codec : "none");
-    if (!codec)
-        return fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
-    zp_codec_params p;
-    zp_codec_params_init(&p);
-    if (o->fraction > 0)
-        p.fraction = o->fraction;
-    p.count = o->count;
-    if (o->block)
-        p.block = o->block;
-    p.seed = o->seed;
-    char err[256];
-    if (zp_codec_params_check(codec, &p, err, sizeof(err)) != 0)
-        return fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
-    zeps_table_info *ti = &c->tables[table];
-    free(ti->residual);
-    ti->residual = NULL;
-    zp_rowres_free(&ti->row_residual);
-    ti->codec = codec->id == ZP_CODEC_NONE ? NULL : codec;
-    ti->cparams = p;
-    ti->row_ef = ti->codec && o->error_feedback && ti->dim; /* sparse: residual per row */
-    if (ti->codec && o->error_feedback && !ti->dim)
-        ti->residual = zp_xcalloc(ti->length, sizeof(float));
-    return 0;
-}
-
-int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o)
-{
-    if (!c)
-        return ZEPS_EINVAL;
-    if (table >= c->ntables)
-        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
-    zeps_table_info *ti = &c->tables[table];
-    if (!o) {
-        ti->pcodec = NULL;
-        return 0;
-    }
-    if (ti->dim)
-        return fail(c, ZEPS_EINVAL,
-                    "table '%s' is sparse: its pulls move only the rows asked for and are not "
-                    "compressed",
-                    ti->name);
-    const zp_codec_ops *codec = zp_codec_find(o->codec ? o->codec : "none");
-    if (!codec)
-        return fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
-    if (codec->id == ZP_CODEC_RANDK)
-        return fail(c, ZEPS_EINVAL,
-                    "randk cannot compress pulls (it is not contractive; use topk)");
-    zp_codec_params p;
-    zp_codec_params_init(&p);
-    if (o->fraction > 0)
-        p.fraction = o->fraction;
-    p.count = o->count;
-    if (o->block)
-        p.block = o->block;
-    p.seed = o->seed;
-    char err[256];
-    if (zp_codec_params_check(codec, &p, err, sizeof(err)) != 0)
-        return fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
-    if (!ti->view_id)
-        ti->view_id = zp_xcalloc((size_t)c->nshards, sizeof(uint64_t));
-    ti->pcodec = codec;
-    ti->pparams = p;
-    return 0;
-}
-
-int zeps_pull_codec_reset(zeps_client *c, uint32_t table)
-{
-    if (!c)
-        return ZEPS_EINVAL;
-    if (table >= c->ntables)
-        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
-    if (c->tables[table].view_id)
-        memset(c->tables[table].view_id, 0, (size_t)c->nshards * sizeof(uint64_t));
-    return 0;
-}
-
-/* Split [offset, offset + count) of a table over the shards and start one
- * sub-request per shard touched. */
-static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, const float *src,
-                        uint64_t offset, uint64_t count, int64_t clock, zeps_req **req)
-{
-    if (!c || !req || (op == ZEPS__OP__PUSH && !src))
-        return ZEPS_EINVAL;
-    if (table >= c->ntables)
-        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
-    zeps_table_info *ti = &c->tables[table];
-    if (count == 0 || offset > ti->length || count > ti->length - offset)
-        return fail(c, ZEPS_ERANGE,
-                    "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64 ") are outside table '%s' of %" PRIu64,
-                    offset, offset, count, ti->name, ti->length);
-    /* The servers drop messages over max_message_bytes (and the connection
-     * with them): refuse such a request here, with a reason, instead. */
-    uint64_t limit = c->opt.max_message_bytes;
-    for (int k = 0; limit && op == ZEPS__OP__PUSH && k < c->nshards; k++) {
-        uint64_t b = slice_begin(ti->length, k, c->nshards);
-        uint64_t e = slice_begin(ti->length, k + 1, c->nshards);
-        uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
-        if (lo < hi && (hi - lo) * sizeof(float) + 1024 > limit)
-            return fail(c, ZEPS_ETOOBIG,
-                        "a push of %" PRIu64 " bytes to shard %d of table '%s' exceeds "
-                        "max_message_mb (%" PRIu64 " bytes)",
-                        (hi - lo) * (uint64_t)sizeof(float), k, ti->name, limit);
-    }
-    /* a compressed pull is of the whole table into a buffer that holds the
-     * last one (zeps_set_pull_codec); any other pull is plain */
-    int compressed =
-        op == ZEPS__OP__PULL && dst && ti->pcodec && offset == 0 && count == ti->length;
-    zeps_req *r = req_new(c, op, c->nshards);
-    r->table = table;
-    r->clock = clock;
-    for (int k = 0; k < c->nshards; k++) {
-        uint64_t b = slice_begin(ti->length, k, c->nshards);
-        uint64_t e = slice_begin(ti->length, k + 1, c->nshards);
-        uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
-        if (lo >= hi)
-            continue;
-        zeps_sub *s = req_add(r, k);
-        s->table = ti->ids[k];
-        s->offset = lo;
-        s->count = hi - lo;
-        if (op == ZEPS__OP__PUSH) {
-            s->data = src + (lo - offset);
-            s->data_len = s->count * sizeof(float);
-            s->data_version = ti->version[k];
-            if (ti->codec)
-                encode_sub(c, ti, s, src + (lo - offset), lo);
-            c->stats.bytes_out += s->data_len;
-            c->stats.bytes_out_raw += s->count * sizeof(float);
-        } else {
-            s->dst = dst ? dst + (lo - offset) : NULL; /* NULL: a view */
-            if (compressed) {
-                s->flags |= ZP_FLAG_PULL_DELTA;
-                s->codec = (uint32_t)ti->pcodec->id;
-                s->compressed = 1;
-                s->cparams = ti->pparams;
-                s->view_id = ti->view_id[k];
-            }
-        }
-        req_send(r, s);
-    }
-    *req = r;
-    return 0;
-}
-
-int zeps_pull_start(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
-                    int64_t clock, zeps_req **req)
-{
-    if (!dst)
-        return ZEPS_EINVAL;
-    return start_ranged(c, ZEPS__OP__PULL, table, dst, NULL, offset, count, clock, req);
-}
-
-int zeps_pull_view_start(zeps_client *c, uint32_t table, uint64_t offset, uint64_t count,
-                         int64_t clock, zeps_req **req)
-{
-    int rc = start_ranged(c, ZEPS__OP__PULL, table, NULL, NULL, offset, count, clock, req);
-    if (rc == 0)
-        (*req)->view = 1;
-    return rc;
-}
-
-int zeps_push_start(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,
-                    uint64_t count, int64_t clock, zeps_req **req)
-{
-    return start_ranged(c, ZEPS__OP__PUSH, table, NULL, grad, offset, count, clock, req);
-}
-
-int zeps_pull(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
-              int64_t clock)
-{
-    zeps_req *r;
-    int rc = zeps_pull_start(c, table, dst, offset, count, clock, &r);
-    return rc ? rc : zeps_wait(&r);
-}
-
-int zeps_push(zeps_client *c, uint32_t table, const float *grad, uint64_t offset, uint64_t count,
-              int64_t clock)
-{
-    zeps_req *r;
-    int rc = zeps_push_start(c, table, grad, offset, count, clock, &r);
-    return rc ? rc : zeps_wait(&r);
-}
-
 /* Start a request with one sub-request to each of shards [first, first + n). */
 static zeps_req *simple_start(zeps_client *c, int op, int64_t clock, int first, int n)
 {
-    zeps_req *r = req_new(c, op, n);
+    zeps_req *r = zp_req_new(c, op, n);
     r->clock = clock;
     for (int k = first; k < first + n; k++)
-        req_send(r, req_add(r, k));
+        zp_req_send(r, zp_req_add(r, k));
     return r;
 }
 
@@ -1504,11 +1068,11 @@ int zeps_rollback(zeps_client *c, int64_t clock)
     int rc = hello_all(c);
     if (rc != 0)
         return rc;
-    zeps_req *r = req_new(c, ZEPS__OP__ROLLBACK, c->nshards);
+    zeps_req *r = zp_req_new(c, ZEPS__OP__ROLLBACK, c->nshards);
     r->clock = clock;
     r->cut_set = set;
     for (int k = 0; k < c->nshards; k++)
-        req_send(r, req_add(r, k));
+        zp_req_send(r, zp_req_add(r, k));
     rc = zeps_wait(&r);
     if (rc == 0)
         zp_info("rolled back to clock %lld (snapshot set %016" PRIx64 ")", (long long)clock,
@@ -1520,11 +1084,11 @@ int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid)
 {
     if (!c)
         return ZEPS_EINVAL;
-    zeps_req *r = req_new(c, ZEPS__OP__SNAPSHOT, c->nshards);
+    zeps_req *r = zp_req_new(c, ZEPS__OP__SNAPSHOT, c->nshards);
     r->clock = clock;
     r->cut_set = setid;
     for (int k = 0; k < c->nshards; k++)
-        req_send(r, req_add(r, k));
+        zp_req_send(r, zp_req_add(r, k));
     return zeps_wait(&r);
 }
 
@@ -1540,15 +1104,15 @@ int zeps_stats_raw(zeps_client *c, int shard, void **buf, size_t *len)
 {
     if (!c || shard < 0 || shard >= c->nshards || !buf || !len)
         return ZEPS_EINVAL;
-    zeps_req *r = req_new(c, ZEPS__OP__STATS, 1);
-    req_send(r, req_add(r, shard));
-    req_finish(r);
+    zeps_req *r = zp_req_new(c, ZEPS__OP__STATS, 1);
+    zp_req_send(r, zp_req_add(r, shard));
+    zp_req_finish(r);
     void *b = r->stats_buf;
     size_t n = r->stats_len;
     r->stats_buf = NULL;
     int rc = zeps_wait(&r);
     if (rc == 0 && !b)
-        rc = fail(c, ZEPS_EPROTO, "shard %d answered STATS without statistics", shard);
+        rc = zp_fail(c, ZEPS_EPROTO, "shard %d answered STATS without statistics", shard);
     if (rc != 0) {
         free(b);
         return rc;
@@ -1577,67 +1141,4 @@ void zeps_client_get_stats(const zeps_client *c, zeps_client_stats *out)
 {
     if (c && out)
         *out = c->stats;
-}
-
-/* --- sparse requests (sbatch.c builds the payloads) --- */
-
-int zp_client_fail(zeps_client *c, int code, const char *msg)
-{
-    return fail(c, code, "%s", msg);
-}
-
-int zp_client_sparse_table(zeps_client *c, uint32_t table, uint32_t *dim)
-{
-    if (!c)
-        return ZEPS_EINVAL;
-    if (table >= c->ntables)
-        return fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
-    if (!c->tables[table].dim)
-        return fail(c, ZEPS_EINVAL, "table '%s' is dense; sparse calls need a sparse table",
-                    c->tables[table].name);
-    *dim = c->tables[table].dim;
-    return 0;
-}
-
-int zp_client_sparse_start(zeps_client *c, int push, uint32_t table, int64_t clock,
-                           zeps_sbatch *b, const zp_sparse_part *parts, int nparts,
-                           zeps_req **out)
-{
-    zeps_table_info *ti = &c->tables[table];
-    uint64_t limit = c->opt.max_message_bytes;
-    for (int i = 0; limit && i < nparts; i++)
-        if (parts[i].len + 1024 > limit)
-            return fail(c, ZEPS_ETOOBIG,
-                        "a sparse %s of %zu bytes to shard %d of table '%s' exceeds "
-                        "max_message_mb (%" PRIu64 " bytes); use smaller batches",
-                        push ? "push" : "pull", parts[i].len, parts[i].shard, ti->name, limit);
-    zeps_req *r = req_new(c, push ? ZEPS__OP__PUSH : ZEPS__OP__PULL, nparts);
-    r->table = table;
-    r->clock = clock;
-    for (int i = 0; i < nparts; i++) {
-        zeps_sub *s = req_add(r, parts[i].shard);
-        s->table = ti->ids[parts[i].shard];
-        s->count = parts[i].nkeys;
-        s->data = parts[i].data;
-        s->data_len = parts[i].len;
-        s->flags = parts[i].flags;
-        s->codec = parts[i].codec;
-        s->sb = b;
-        if (push) {
-            c->stats.bytes_out += parts[i].len;
-            c->stats.bytes_out_raw += parts[i].raw_len;
-        }
-        req_send(r, s);
-    }
-    *out = r;
-    return 0;
-}
-
-void zp_client_sparse_codec(zeps_client *c, uint32_t table, const zp_codec_ops **codec,
-                            const zp_codec_params **params, zp_rowres ***residual)
-{
-    zeps_table_info *ti = &c->tables[table];
-    *codec = ti->codec;
-    *params = &ti->cparams;
-    *residual = ti->row_ef ? &ti->row_residual : NULL;
 }

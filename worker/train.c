@@ -131,20 +131,6 @@ static int start_pulls(trainer *t, int64_t clock)
     return 0;
 }
 
-/* Wait for every handle in reqs[0..n); returns the first error. */
-static int wait_all(zeps_req **reqs, int n)
-{
-    int first = 0;
-    for (int i = 0; i < n; i++) {
-        if (!reqs[i])
-            continue;
-        int rc = zeps_wait(&reqs[i]);
-        if (rc && !first)
-            first = rc;
-    }
-    return first;
-}
-
 /* Push every table's gradient for `clock`, say the clock is finished, and
  * (unless this was the last step) start the next step's pulls, all in
  * flight together; then wait for the pushes and the clock. Messages to one
@@ -170,7 +156,7 @@ static int push_clock_pull(trainer *t, int64_t clock, int pull_next)
         rc = zeps_clock_start(t->client, clock, &reqs[t->ntables]);
     if (rc == 0 && pull_next)
         rc = start_pulls(t, clock + 1);
-    int rc2 = wait_all(reqs, t->ntables + 1);
+    int rc2 = zeps_wait_all(reqs, t->ntables + 1);
     return rc ? rc : rc2;
 }
 
@@ -279,7 +265,7 @@ static int evaluate_now(trainer *t, int64_t clock, zp_eval *out, zp_train_result
 {
     double t0 = zp_now_s();
     int rc = start_pulls(t, clock);
-    int rc2 = wait_all(t->pulls, t->ntables);
+    int rc2 = zeps_wait_all(t->pulls, t->ntables);
     if (rc || rc2)
         return rc ? rc : rc2;
     rc = t->ops->evaluate(t->model, t->w, out);
@@ -292,7 +278,7 @@ static int evaluate_now(trainer *t, int64_t clock, zp_eval *out, zp_train_result
  * redo from. Retried when another worker's rollback overtakes this one. */
 static int recover(trainer *t, int64_t *clock)
 {
-    wait_all(t->pulls, t->ntables); /* failed already; release the handles */
+    zeps_wait_all(t->pulls, t->ntables); /* failed already; release the handles */
     int rc = ZEPS_ERESTARTED;
     for (int tries = 0; tries < 20 && rc == ZEPS_ERESTARTED && !stop_requested; tries++) {
         int64_t cut = zeps_resume_clock(t->client);
@@ -331,7 +317,7 @@ static int train_loop(trainer *t, zp_train_result *res, int64_t start)
         if (rc != 0)
             break;
         double a = zp_now_s();
-        rc = wait_all(t->pulls, t->ntables);
+        rc = zeps_wait_all(t->pulls, t->ntables);
         double b = zp_now_s(), compute_start = b;
         if (rc)
             continue;
@@ -393,7 +379,7 @@ static int train_loop(trainer *t, zp_train_result *res, int64_t start)
             /* The pulls of step c are in flight into t->w: finish them
              * first, evaluate what they brought, then start them again. */
             zp_eval ev;
-            rc = wait_all(t->pulls, t->ntables);
+            rc = zeps_wait_all(t->pulls, t->ntables);
             double e0 = zp_now_s();
             if (rc == 0)
                 rc = t->ops->evaluate(t->model, t->w, &ev);
@@ -407,7 +393,7 @@ static int train_loop(trainer *t, zp_train_result *res, int64_t start)
             epoch_start = zp_now_s();
         }
     }
-    wait_all(t->pulls, t->ntables);
+    zeps_wait_all(t->pulls, t->ntables);
     res->wall_s += zp_now_s() - t_start;
     return rc;
 }

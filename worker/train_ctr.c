@@ -185,19 +185,6 @@ static int start_step(ctr_trainer *t, int64_t step, step_buf *s)
     return rc;
 }
 
-static int wait_all(zeps_req **reqs, int n)
-{
-    int first = 0;
-    for (int i = 0; i < n; i++) {
-        if (!reqs[i])
-            continue;
-        int rc = zeps_wait(&reqs[i]);
-        if (rc && !first)
-            first = rc;
-    }
-    return first;
-}
-
 /* Rank 0: pull what the test set needs as of `clock` and score it. */
 static int evaluate(ctr_trainer *t, int64_t clock, zp_eval *out)
 {
@@ -299,7 +286,7 @@ static int run_step(ctr_trainer *t, int64_t c, step_buf *s, step_buf *nxt, doubl
         rc = zeps_clock_start(t->client, c, &reqs[3]);
     if (rc == 0 && nxt)
         rc = start_step(t, c + 1, nxt);
-    int rc2 = wait_all(reqs, 4);
+    int rc2 = zeps_wait_all(reqs, 4);
     res->compute_s += b1 - b0;
     res->comm_s += zp_now_s() - b1;
     return rc ? rc : rc2;
@@ -314,7 +301,7 @@ static int train_loop(ctr_trainer *t, zp_train_result *res)
     for (int64_t c = 0; c < total && rc == 0; c++) {
         step_buf *s = &t->sb[c % 2], *nxt = c + 1 < total ? &t->sb[(c + 1) % 2] : NULL;
         double a = zp_now_s();
-        rc = wait_all(s->pull, NTABLES);
+        rc = zeps_wait_all(s->pull, NTABLES);
         res->comm_s += zp_now_s() - a;
         if (rc)
             break;
@@ -352,7 +339,7 @@ static int train_loop(ctr_trainer *t, zp_train_result *res)
         epoch_start = zp_now_s();
     }
     for (int i = 0; i < 2; i++)
-        wait_all(t->sb[i].pull, NTABLES);
+        zeps_wait_all(t->sb[i].pull, NTABLES);
     res->wall_s = zp_now_s() - start;
     return rc;
 }

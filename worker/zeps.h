@@ -134,6 +134,10 @@ int zeps_push_start(zeps_client *c, uint32_t table, const float *grad, uint64_t 
  * the result. Returns the first error any shard replied with. */
 int zeps_wait(zeps_req **req);
 
+/* Wait for every non-NULL handle of reqs[0..n) (each is taken and set to
+ * NULL, as by zeps_wait) and return the first error, or 0. */
+int zeps_wait_all(zeps_req **reqs, int n);
+
 /* Zero-copy pulls. zeps_pull_view_start() pulls like zeps_pull_start() but
  * leaves the values in the buffers ZeroMQ received them into; zeps_wait_view()
  * waits like zeps_wait() and on success hands them over as a view: one part

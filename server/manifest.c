@@ -1,0 +1,533 @@
+/*
+ * manifest.c - the manifest of a snapshot directory (which sets are
+ * complete), the choice of the set to restore, and pruning; see snapshot.h
+ * and docs/snapshots.md. The manifest is a small text file with its own
+ * CRC32C, replaced atomically (temporary file, fsync, rename, fsync of the
+ * directory) under an flock, so writers of different shards never lose
+ * each other's lines.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "snapshot.h"
+#include "snapshot_io.h"
+#include "sparse_hash.h"
+#include "util.h"
+#include "zeps_errors.h"
+
+#define MANIFEST_MAX ((size_t)16 << 20)
+
+/* ---- the manifest ---- */
+
+/*
+ * Text, one record per line, ending in a CRC32C of everything before the
+ * last line:
+ *   zeps-manifest 1
+ *   set <setid:016x> shards <S> clock <clock> created <ns>
+ *   file <name> <size> <header crc:08x>        (S lines, by shard)
+ *   ...
+ *   crc32c <08x>
+ */
+
+void zp_manifest_free(zp_manifest **mp)
+{
+    if (!mp || !*mp)
+        return;
+    for (size_t i = 0; i < (*mp)->nsets; i++)
+        free((*mp)->sets[i].files);
+    free((*mp)->sets);
+    free(*mp);
+    *mp = NULL;
+}
+
+const zp_snap_set *zp_manifest_newest(const zp_manifest *m)
+{
+    return m && m->nsets ? &m->sets[0] : NULL;
+}
+
+static int manifest_path(char *buf, size_t len, const char *dir, const char *leaf)
+{
+    int n = snprintf(buf, len, "%s/%s", dir, leaf);
+    return n < 0 || (size_t)n >= len ? ZEPS_EINVAL : 0;
+}
+
+/* Next line of text[*pos..end) into line (without '\n'); false at the end. */
+static bool next_line(const char *text, size_t end, size_t *pos, char *line, size_t cap)
+{
+    if (*pos >= end)
+        return false;
+    const char *nl = memchr(text + *pos, '\n', end - *pos);
+    size_t n = nl ? (size_t)(nl - (text + *pos)) : end - *pos;
+    size_t c = n < cap - 1 ? n : cap - 1;
+    memcpy(line, text + *pos, c);
+    line[c] = '\0';
+    *pos += n + (nl ? 1 : 0);
+    return true;
+}
+
+static int manifest_parse(const char *path, const char *text, size_t size, zp_manifest *m,
+                          char *err, size_t errlen)
+{
+#define BAD(...) zp_seterr(err, errlen, ZEPS_EDATA, "manifest " __VA_ARGS__)
+    /* The last line is the CRC of everything before it. */
+    if (size == 0 || text[size - 1] != '\n')
+        return BAD("%s: truncated (no final newline)", path);
+    size_t last = size - 1;
+    while (last > 0 && text[last - 1] != '\n')
+        last--;
+    unsigned crc;
+    char tail[32];
+    if (sscanf(text + last, "crc32c %8x%1[\n]", &crc, tail) != 2)
+        return BAD("%s: no crc32c line at the end (truncated?)", path);
+    if (zp_snap_crc32c(text, last) != crc)
+        return BAD("%s: CRC mismatch", path);
+
+    char line[256], name[128], canon[sizeof(((zp_snap_file *)0)->name)];
+    size_t pos = 0, cap = 0;
+    unsigned ver;
+    if (!next_line(text, last, &pos, line, sizeof(line)) ||
+        sscanf(line, "zeps-manifest %u", &ver) != 1 || ver != 1)
+        return BAD("%s: first line is not 'zeps-manifest 1'", path);
+    while (next_line(text, last, &pos, line, sizeof(line))) {
+        uint64_t setid, created;
+        int64_t clock;
+        unsigned S;
+        if (sscanf(line, "set %" SCNx64 " shards %u clock %" SCNd64 " created %" SCNu64, &setid, &S,
+                   &clock, &created) != 4 ||
+            S == 0 || S > 1u << 20)
+            return BAD("%s: bad line '%s'", path, line);
+        if (m->nsets == cap) {
+            cap = cap ? 2 * cap : 8;
+            m->sets = zp_xrealloc(m->sets, cap * sizeof(zp_snap_set));
+        }
+        zp_snap_set *set = &m->sets[m->nsets++];
+        *set = (zp_snap_set){.setid = setid, .nshards = S, .clock = clock, .created_ns = created};
+        set->files = zp_xcalloc(S, sizeof(zp_snap_file));
+        if (m->nsets > 1 && setid >= m->sets[m->nsets - 2].setid)
+            return BAD("%s: set %016" PRIx64 " out of order", path, setid);
+        for (unsigned i = 0; i < S; i++) {
+            zp_snap_file *f = &set->files[i];
+            unsigned hc;
+            snprintf(canon, sizeof(canon), "set-%016" PRIx64 "/shard-%u-of-%u.zsnap", setid, i, S);
+            if (!next_line(text, last, &pos, line, sizeof(line)) ||
+                sscanf(line, "file %127s %" SCNu64 " %8x", name, &f->size, &hc) != 3 ||
+                strcmp(name, canon) != 0)
+                return BAD("%s: set %016" PRIx64 ": expected the line of %s", path, setid, canon);
+            memcpy(f->name, canon, sizeof(canon));
+            f->header_crc = hc;
+        }
+    }
+    return 0;
+#undef BAD
+}
+
+int zp_manifest_load(const char *dir, zp_manifest **out, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if (manifest_path(path, sizeof(path), dir, "MANIFEST"))
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+    zp_manifest *m = zp_xcalloc(1, sizeof(*m));
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            *out = m;
+            return 0;
+        }
+        free(m);
+        return zp_seterr(err, errlen, ZEPS_EIO, "manifest %s: cannot open: %s", path,
+                         strerror(errno));
+    }
+    struct stat st;
+    int rc = 0;
+    char *text = NULL;
+    if (fstat(fd, &st) < 0 || (size_t)st.st_size > MANIFEST_MAX)
+        rc = zp_seterr(err, errlen, ZEPS_EDATA, "manifest %s: cannot stat or larger than %zu bytes",
+                       path, MANIFEST_MAX);
+    if (!rc) {
+        text = zp_xmalloc((size_t)st.st_size + 1);
+        rc = zp_snap_read_file(fd, path, text, (size_t)st.st_size, err, errlen);
+    }
+    close(fd);
+    if (!rc)
+        rc = manifest_parse(path, text, (size_t)st.st_size, m, err, errlen);
+    free(text);
+    if (rc) {
+        zp_manifest_free(&m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+/* Rewrite MANIFEST atomically: tmp, fsync, rename, fsync the directory. */
+static int manifest_store(const char *dir, const zp_manifest *m, char *err, size_t errlen)
+{
+    size_t cap = 64, len = 0;
+    for (size_t i = 0; i < m->nsets; i++)
+        cap += 128 + (size_t)m->sets[i].nshards * 160; /* bounds of the two line formats */
+    char *text = zp_xmalloc(cap);
+    len += (size_t)snprintf(text + len, cap - len, "zeps-manifest 1\n");
+    for (size_t i = 0; i < m->nsets; i++) {
+        const zp_snap_set *s = &m->sets[i];
+        len +=
+            (size_t)snprintf(text + len, cap - len,
+                             "set %016" PRIx64 " shards %u clock %" PRId64 " created %" PRIu64 "\n",
+                             s->setid, s->nshards, s->clock, s->created_ns);
+        for (uint32_t k = 0; k < s->nshards; k++)
+            len += (size_t)snprintf(text + len, cap - len, "file %s %" PRIu64 " %08x\n",
+                                    s->files[k].name, s->files[k].size, s->files[k].header_crc);
+    }
+    len += (size_t)snprintf(text + len, cap - len, "crc32c %08x\n", zp_snap_crc32c(text, len));
+
+    char path[PATH_MAX], tmp[PATH_MAX];
+    int n = snprintf(tmp, sizeof(tmp), "%s/MANIFEST.tmp.%ld", dir, (long)getpid());
+    if (manifest_path(path, sizeof(path), dir, "MANIFEST") || n < 0 || (size_t)n >= sizeof(tmp)) {
+        free(text);
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+    }
+    int e = 0;
+    const char *what = "create";
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        e = errno;
+    } else {
+        what = "write";
+        e = zp_snap_write_all(fd, text, len);
+        if (!e && fsync(fd) < 0) {
+            e = errno;
+            what = "fsync";
+        }
+        if (close(fd) < 0 && !e) {
+            e = errno;
+            what = "close";
+        }
+    }
+    if (!e && rename(tmp, path) < 0) {
+        e = errno;
+        what = "rename";
+    }
+    free(text);
+    if (e) {
+        unlink(tmp);
+        return zp_seterr(err, errlen, ZEPS_EIO, "manifest %s: %s failed: %s", path, what,
+                         strerror(e));
+    }
+    if ((e = zp_snap_fsync_dir(dir)))
+        return zp_seterr(err, errlen, ZEPS_EIO, "manifest %s: fsync of directory %s failed: %s",
+                         path, dir, strerror(e));
+    return 0;
+}
+
+/* flock <dir>/MANIFEST.lock: serialises manifest changes between the shard
+ * processes sharing dir. Returns the fd (close to unlock) or -1. */
+static int manifest_lock(const char *dir, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if (manifest_path(path, sizeof(path), dir, "MANIFEST.lock")) {
+        zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        zp_seterr(err, errlen, ZEPS_EIO, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    while (flock(fd, LOCK_EX) < 0) {
+        if (errno != EINTR) {
+            zp_seterr(err, errlen, ZEPS_EIO, "cannot lock %s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+int zp_snapshot_set_complete(const char *dir, uint64_t setid, uint32_t nshards, char *err,
+                             size_t errlen)
+{
+    if (nshards == 0)
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "set %016" PRIx64 ": 0 shards", setid);
+    for (uint32_t i = 0; i < nshards; i++) {
+        char path[PATH_MAX];
+        zp_snap_info in;
+        if (zp_snapshot_path(path, sizeof(path), dir, setid, i, nshards))
+            return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+        if (access(path, F_OK) < 0)
+            return zp_seterr(err, errlen, ZEPS_EDATA, "set %016" PRIx64 " incomplete: %s: %s",
+                             setid, path, strerror(errno));
+        int rc = zp_snapshot_verify(path, &in, err, errlen);
+        if (rc)
+            return rc;
+        if (in.h.setid != setid || in.h.shard != i || in.h.nshards != nshards)
+            return zp_seterr(err, errlen, ZEPS_EDATA,
+                             "snapshot %s: header says set %016" PRIx64 " shard %u of %u", path,
+                             in.h.setid, in.h.shard, in.h.nshards);
+    }
+    return 0;
+}
+
+int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char *err, size_t errlen)
+{
+    if (nshards == 0)
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "set %016" PRIx64 ": 0 shards", setid);
+    zp_snap_set set = {.setid = setid, .nshards = nshards};
+    set.files = zp_xcalloc(nshards, sizeof(zp_snap_file));
+    int rc = 0;
+    for (uint32_t i = 0; i < nshards && !rc; i++) {
+        char path[PATH_MAX];
+        zp_snap_info in;
+        if (zp_snapshot_path(path, sizeof(path), dir, setid, i, nshards)) {
+            rc = zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+            break;
+        }
+        rc = zp_snapshot_read_info(path, &in, err, errlen);
+        if (!rc && (in.h.setid != setid || in.h.shard != i || in.h.nshards != nshards ||
+                    (i > 0 && in.h.clock != set.clock)))
+            rc = zp_seterr(
+                err, errlen, ZEPS_EDATA,
+                "snapshot %s: header says set %016" PRIx64 " shard %u of %u clock %" PRId64
+                ", not part of set %016" PRIx64 " of %u shards (clock %" PRId64 ")",
+                path, in.h.setid, in.h.shard, in.h.nshards, in.h.clock, setid, nshards, set.clock);
+        if (rc)
+            break;
+        if (i == 0) {
+            set.clock = in.h.clock;
+            set.created_ns = in.h.created_ns;
+        }
+        if (in.h.created_ns > set.created_ns)
+            set.created_ns = in.h.created_ns;
+        zp_snap_file *f = &set.files[i];
+        snprintf(f->name, sizeof(f->name), "set-%016" PRIx64 "/shard-%u-of-%u.zsnap", setid, i,
+                 nshards);
+        f->size = in.file_size;
+        f->header_crc = in.header_crc;
+    }
+    if (rc) {
+        free(set.files);
+        return rc;
+    }
+
+    int lk = manifest_lock(dir, err, errlen);
+    if (lk < 0) {
+        free(set.files);
+        return ZEPS_EIO;
+    }
+    zp_manifest *m = NULL;
+    rc = zp_manifest_load(dir, &m, err, errlen);
+    if (!rc) {
+        /* Replace an entry of the same id; keep the list newest first. */
+        size_t at = 0;
+        for (size_t i = 0; i < m->nsets; i++)
+            if (m->sets[i].setid == setid) {
+                free(m->sets[i].files);
+                memmove(&m->sets[i], &m->sets[i + 1], (m->nsets - i - 1) * sizeof(zp_snap_set));
+                m->nsets--;
+                break;
+            }
+        while (at < m->nsets && m->sets[at].setid > setid)
+            at++;
+        m->sets = zp_xrealloc(m->sets, (m->nsets + 1) * sizeof(zp_snap_set));
+        memmove(&m->sets[at + 1], &m->sets[at], (m->nsets - at) * sizeof(zp_snap_set));
+        m->sets[at] = set;
+        m->nsets++;
+        set.files = NULL; /* m owns it now */
+        rc = manifest_store(dir, m, err, errlen);
+    }
+    free(set.files);
+    zp_manifest_free(&m);
+    close(lk);
+    return rc;
+}
+
+int zp_snapshot_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
+                                zp_snapshot **out, uint64_t *setid_out, zp_snap_log_fn log,
+                                void *log_arg, char *err, size_t errlen)
+{
+    if (nshards == 0 || shard >= nshards)
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "restore: shard %u of %u", shard, nshards);
+    zp_manifest *m = NULL;
+    int rc = zp_manifest_load(dir, &m, err, errlen);
+    if (rc)
+        return rc;
+    if (m->nsets == 0) {
+        zp_manifest_free(&m);
+        *out = NULL;
+        return 0;
+    }
+    char why[512], msg[600];
+    size_t skipped = 0;
+    for (size_t i = 0; i < m->nsets; i++) {
+        const zp_snap_set *set = &m->sets[i];
+        char path[PATH_MAX];
+        zp_snap_info in;
+        zp_snapshot *s = NULL;
+        rc = 0;
+        if (set->nshards != nshards) {
+            rc = zp_seterr(why, sizeof(why), ZEPS_EDATA,
+                           "it has %u shards, this cluster %u (it needs resharding)", set->nshards,
+                           nshards);
+        } else if (manifest_path(path, sizeof(path), dir, set->files[shard].name)) {
+            rc = zp_seterr(why, sizeof(why), ZEPS_EINVAL, "path too long");
+        } else if (!(rc = zp_snapshot_read_info(path, &in, why, sizeof(why))) &&
+                   (in.file_size != set->files[shard].size ||
+                    in.header_crc != set->files[shard].header_crc)) {
+            rc = zp_seterr(why, sizeof(why), ZEPS_EDATA,
+                           "snapshot %s: %" PRIu64 " bytes, header CRC %08x; the manifest "
+                           "recorded %" PRIu64 " bytes, %08x",
+                           path, in.file_size, in.header_crc, set->files[shard].size,
+                           set->files[shard].header_crc);
+        }
+        if (!rc)
+            rc = zp_snapshot_read(path, &s, why, sizeof(why));
+        /* Every shard must restore the same set: a set is usable only if
+         * the other shards' files (in the same shared directory) are intact
+         * too, else one shard would fall back and the others would not. */
+        for (uint32_t j = 0; !rc && j < nshards; j++) {
+            if (j == shard)
+                continue;
+            char other[PATH_MAX];
+            if (manifest_path(other, sizeof(other), dir, set->files[j].name)) {
+                rc = zp_seterr(why, sizeof(why), ZEPS_EINVAL, "path too long");
+            } else if (!(rc = zp_snapshot_verify(other, &in, why, sizeof(why))) &&
+                       (in.file_size != set->files[j].size ||
+                        in.header_crc != set->files[j].header_crc)) {
+                rc = zp_seterr(why, sizeof(why), ZEPS_EDATA,
+                               "snapshot %s (shard %u): changed since the manifest recorded it",
+                               other, j);
+            }
+            if (rc) {
+                char inner[400]; /* room for the sentence around it */
+                snprintf(inner, sizeof(inner), "%.399s", why);
+                snprintf(why, sizeof(why), "shard %u's file is not usable, so no shard may "
+                         "restore this set: %s", j, inner);
+            }
+        }
+        if (rc)
+            zp_snapshot_free(&s);
+        if (!rc) {
+            zp_manifest_free(&m);
+            if (setid_out)
+                *setid_out = s->h.setid;
+            *out = s;
+            return 0;
+        }
+        skipped++;
+        snprintf(msg, sizeof(msg), "skipping snapshot set %016" PRIx64 " for shard %u of %u: %s",
+                 set->setid, shard, nshards, why);
+        if (log)
+            log(log_arg, msg);
+    }
+    size_t nsets = m->nsets;
+    zp_manifest_free(&m);
+    return zp_seterr(err, errlen, ZEPS_EDATA,
+                     "no restorable snapshot for shard %u of %u in %s: all %zu set(s) skipped "
+                     "(last: %s)",
+                     shard, nshards, dir, nsets, skipped ? why : "none");
+}
+
+/* setid of a "set-<16 hex>" name; false if it is not one. */
+static bool parse_set_name(const char *name, uint64_t *setid)
+{
+    if (strncmp(name, "set-", 4) != 0 || strlen(name) != 20)
+        return false;
+    uint64_t v = 0;
+    for (int i = 4; i < 20; i++) {
+        char c = name[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0)
+            return false;
+        v = v << 4 | (uint64_t)d;
+    }
+    *setid = v;
+    return true;
+}
+
+/* Delete the files of one set directory, then the directory. */
+static int remove_set_dir(const char *dir, const char *name, char *err, size_t errlen)
+{
+    char path[PATH_MAX];
+    if (manifest_path(path, sizeof(path), dir, name))
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "%s/%s: path too long", dir, name);
+    DIR *d = opendir(path);
+    if (!d)
+        return zp_seterr(err, errlen, ZEPS_EIO, "cannot open %s: %s", path, strerror(errno));
+    int dfd = dirfd(d), rc = 0;
+    struct dirent *de;
+    while (!rc && (de = readdir(d)) != NULL) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        if (unlinkat(dfd, de->d_name, 0) < 0)
+            rc = zp_seterr(err, errlen, ZEPS_EIO, "cannot delete %s/%s: %s", path, de->d_name,
+                           strerror(errno));
+    }
+    closedir(d);
+    if (!rc && rmdir(path) < 0)
+        rc = zp_seterr(err, errlen, ZEPS_EIO, "cannot delete %s: %s", path, strerror(errno));
+    return rc;
+}
+
+int zp_manifest_prune(const char *dir, unsigned keep, unsigned *removed, char *err, size_t errlen)
+{
+    if (keep == 0)
+        keep = 1; /* never delete the newest complete set */
+    int lk = manifest_lock(dir, err, errlen);
+    if (lk < 0)
+        return ZEPS_EIO;
+    zp_manifest *m = NULL;
+    unsigned nrm = 0;
+    int rc = zp_manifest_load(dir, &m, err, errlen);
+    if (rc || m->nsets == 0)
+        goto done; /* no complete set: delete nothing */
+    if (m->nsets > keep) {
+        /* The manifest forgets the sets first, so it never names a file
+         * that is gone. */
+        for (size_t i = keep; i < m->nsets; i++)
+            free(m->sets[i].files);
+        m->nsets = keep;
+        if ((rc = manifest_store(dir, m, err, errlen)))
+            goto done;
+    }
+    /* Any set directory older than the newest complete set and not kept is
+     * either dropped or was never completed; shards write their sets in
+     * order, so none of those is still being written. */
+    uint64_t newest = m->sets[0].setid;
+    DIR *d = opendir(dir);
+    if (!d) {
+        rc = zp_seterr(err, errlen, ZEPS_EIO, "cannot open %s: %s", dir, strerror(errno));
+        goto done;
+    }
+    struct dirent *de;
+    while (!rc && (de = readdir(d)) != NULL) {
+        uint64_t id;
+        if (!parse_set_name(de->d_name, &id) || id >= newest)
+            continue;
+        bool kept = false;
+        for (size_t i = 0; i < m->nsets && !kept; i++)
+            kept = m->sets[i].setid == id;
+        if (kept)
+            continue;
+        rc = remove_set_dir(dir, de->d_name, err, errlen);
+        if (!rc)
+            nrm++;
+    }
+    closedir(d);
+    int e;
+    if (!rc && nrm && (e = zp_snap_fsync_dir(dir)))
+        rc = zp_seterr(err, errlen, ZEPS_EIO, "cannot fsync directory %s: %s", dir, strerror(e));
+done:
+    zp_manifest_free(&m);
+    close(lk);
+    if (!rc && removed)
+        *removed = nrm;
+    return rc;
+}

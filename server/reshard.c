@@ -1,0 +1,247 @@
+/*
+ * reshard.c - a snapshot set of S shards cut again for S' shards: dense
+ * slices re-cut at the new boundaries, sparse rows re-hashed to
+ * zp_sparse_shard_of(id, S'); see snapshot.h and docs/snapshots.md.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "snapshot.h"
+#include "snapshot_io.h"
+#include "sparse_hash.h"
+#include "util.h"
+#include "zeps_errors.h"
+
+/* ---- resharding ---- */
+
+static int same_table(const zp_snap_table *a, const zp_snap_table *b)
+{
+    return strcmp(a->name, b->name) == 0 && strcmp(a->optimizer, b->optimizer) == 0 &&
+           a->kind == b->kind && a->length == b->length &&
+           memcmp(&a->hyper, &b->hyper, sizeof(a->hyper)) == 0 && a->init == b->init &&
+           a->init_scale == b->init_scale && a->seed == b->seed &&
+           a->has_staleness == b->has_staleness && a->staleness == b->staleness &&
+           a->state_per_param == b->state_per_param &&
+           (a->kind != 1 ||
+            (a->spec_len == b->spec_len && memcmp(a->spec, b->spec, a->spec_len) == 0));
+}
+
+/* Sparse table i of shard `shard` of `nshards`: every source row whose id
+ * hashes there (rows are re-hashed, not re-cut); counters summed over the
+ * sources go to shard 0 (they describe the table's history, not a shard's).
+ * On success t->rows/owned_bytes hold the new spec and rows. */
+static int reshard_sparse(const zp_snapshot *const *src, uint32_t nsrc, uint32_t i,
+                          uint32_t shard, uint32_t nshards, zp_snap_table *t)
+{
+    uint64_t rec = ZP_SNAP_ROW_LEN(t->length, t->state_per_param), nrows = 0;
+    for (uint32_t k = 0; k < nsrc; k++) {
+        const zp_snap_table *u = &src[k]->tables[i];
+        uint64_t n = zp_get64(u->rows);
+        for (uint64_t j = 0; j < n; j++)
+            nrows += (uint32_t)zp_sparse_shard_of(zp_get64(u->rows + ZP_SNAP_ROWS_HDR + j * rec),
+                                                  (int)nshards) == shard;
+    }
+    uint64_t rows_len = ZP_SNAP_ROWS_HDR + nrows * rec;
+    uint8_t *mem = malloc((size_t)(t->spec_len + rows_len));
+    if (!mem)
+        return ZEPS_ENOMEM;
+    memcpy(mem, t->spec, t->spec_len);
+    uint8_t *rows = mem + t->spec_len, *at = rows + ZP_SNAP_ROWS_HDR;
+    memset(rows, 0, ZP_SNAP_ROWS_HDR);
+    zp_put64(rows, nrows);
+    zp_put32(rows + 8, (uint32_t)t->length);
+    zp_put32(rows + 12, t->state_per_param);
+    for (uint32_t k = 0; k < nsrc; k++) {
+        const zp_snap_table *u = &src[k]->tables[i];
+        for (int c = 0; c < 5 && shard == 0; c++)
+            zp_put64(rows + 16 + 8 * c, zp_get64(rows + 16 + 8 * c) + zp_get64(u->rows + 16 + 8 * c));
+        uint64_t n = zp_get64(u->rows);
+        for (uint64_t j = 0; j < n; j++) {
+            const uint8_t *r = u->rows + ZP_SNAP_ROWS_HDR + j * rec;
+            if ((uint32_t)zp_sparse_shard_of(zp_get64(r), (int)nshards) != shard)
+                continue;
+            memcpy(at, r, (size_t)rec);
+            at += rec;
+        }
+    }
+    t->owned = NULL;
+    t->params = t->state = NULL;
+    t->owned_bytes = mem;
+    t->spec = mem;
+    t->rows = rows;
+    t->rows_len = rows_len;
+    return 0;
+}
+
+static int reshard_check(const zp_snapshot *const *src, uint32_t nsrc, char *err, size_t errlen)
+{
+    if (nsrc == 0)
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "reshard: no source snapshots");
+    const zp_snapshot *a = src[0];
+    for (uint32_t k = 0; k < nsrc; k++) {
+        const zp_snapshot *b = src[k];
+        if (!b)
+            return zp_seterr(err, errlen, ZEPS_EINVAL, "reshard: source %u missing", k);
+        int rc = zp_snapshot_validate(b, err, errlen);
+        if (rc)
+            return rc;
+        if (b->h.shard != k || b->h.nshards != nsrc)
+            return zp_seterr(err, errlen, ZEPS_EINVAL,
+                             "reshard: source %u is shard %u of %u, expected %u of %u", k,
+                             b->h.shard, b->h.nshards, k, nsrc);
+        if (b->h.setid != a->h.setid || b->h.clock != a->h.clock ||
+            b->h.nworkers != a->h.nworkers || strcmp(b->h.consistency, a->h.consistency) != 0)
+            return zp_seterr(err, errlen, ZEPS_EINVAL,
+                             "reshard: shard %u (set %016" PRIx64 ", clock %" PRId64
+                             ") is not from the same cut as shard 0 (set %016" PRIx64
+                             ", clock %" PRId64 ")",
+                             k, b->h.setid, b->h.clock, a->h.setid, a->h.clock);
+        if (b->ntables != a->ntables)
+            return zp_seterr(err, errlen, ZEPS_EINVAL,
+                             "reshard: shard %u has %u tables, shard 0 %u", k, b->ntables,
+                             a->ntables);
+        for (uint32_t i = 0; i < a->ntables; i++)
+            if (!same_table(&a->tables[i], &b->tables[i]))
+                return zp_seterr(
+                    err, errlen, ZEPS_EINVAL,
+                    "reshard: table %u of shard %u ('%s') differs from shard 0's ('%s')", i, k,
+                    b->tables[i].name, a->tables[i].name);
+    }
+    return 0;
+}
+
+/* Copy block q of the new slice [b2, e2) of table i from the sources. */
+static void reshard_block(const zp_snapshot *const *src, uint32_t nsrc, uint32_t i, int q,
+                          float *dst, uint64_t b2, uint64_t e2)
+{
+    for (uint32_t k = 0; k < nsrc; k++) {
+        const zp_snap_table *t = &src[k]->tables[i];
+        uint64_t lo = t->begin > b2 ? t->begin : b2, hi = t->end < e2 ? t->end : e2;
+        if (lo >= hi)
+            continue;
+        uint64_t nk = t->end - t->begin;
+        const float *from = q < 0 ? t->params : t->state + (uint64_t)q * nk;
+        memcpy(dst + (lo - b2), from + (lo - t->begin), (size_t)(hi - lo) * sizeof(float));
+    }
+}
+
+int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t shard,
+                        uint32_t nshards, zp_snapshot **out, char *err, size_t errlen)
+{
+    if (nshards == 0 || shard >= nshards)
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "reshard: shard %u of %u", shard, nshards);
+    int rc = reshard_check(src, nsrc, err, errlen);
+    if (rc)
+        return rc;
+    const zp_snapshot *a = src[0];
+
+    /* Workers merged per rank (ranks < nworkers, checked by validate). */
+    uint32_t N = a->h.nworkers;
+    zp_snap_worker *m = calloc(N ? N : 1, sizeof(*m));
+    bool *have = calloc(N ? N : 1, sizeof(*have));
+    if (!m || !have) {
+        free(m);
+        free(have);
+        return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: no memory for %u workers", N);
+    }
+    uint32_t nrec = 0;
+    for (uint32_t k = 0; k < nsrc; k++)
+        for (uint32_t j = 0; j < src[k]->nworker_recs; j++) {
+            const zp_snap_worker *w = &src[k]->workers[j];
+            zp_snap_worker *x = &m[w->rank];
+            if (!have[w->rank]) {
+                have[w->rank] = true;
+                nrec++;
+                *x = *w;
+                continue;
+            }
+            if (w->clock > x->clock)
+                x->clock = w->clock;
+            if (w->incarnation > x->incarnation)
+                x->incarnation = w->incarnation;
+            x->left = x->left && w->left;
+        }
+
+    zp_snapshot *s = zp_snapshot_new(a->ntables, nrec);
+    s->h = a->h;
+    s->h.shard = shard;
+    s->h.nshards = nshards;
+    for (uint32_t k = 0; k < nsrc; k++) {
+        if (src[k]->h.incarnation > s->h.incarnation)
+            s->h.incarnation = src[k]->h.incarnation;
+        if (src[k]->h.created_ns > s->h.created_ns)
+            s->h.created_ns = src[k]->h.created_ns;
+    }
+    for (uint32_t r = 0, j = 0; r < N; r++) {
+        if (!have[r])
+            continue;
+        /* The duplicate windows are per (worker, shard) sequence numbers of
+         * the old layout: meaningless here. Not joined forces a fresh HELLO
+         * before this shard accepts anything from the worker. */
+        m[r].joined = false;
+        m[r].max_seq = 0;
+        m[r].window = 0;
+        s->workers[j++] = m[r];
+    }
+    free(m);
+    free(have);
+
+    s->ntables = 0; /* counts tables built, for free on error */
+    for (uint32_t i = 0; i < a->ntables; i++) {
+        zp_snap_table t = a->tables[i];
+        if (t.kind == 1) {
+            t.owned = NULL;
+            t.owned_bytes = NULL;
+            for (uint32_t k = 0; k < nsrc; k++) {
+                if (src[k]->tables[i].version > t.version)
+                    t.version = src[k]->tables[i].version;
+                if (src[k]->tables[i].round > t.round)
+                    t.round = src[k]->tables[i].round;
+            }
+            if (reshard_sparse(src, nsrc, i, shard, nshards, &t) != 0) {
+                zp_snapshot_free(&s);
+                return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: table '%s': no memory",
+                                 t.name);
+            }
+            s->tables[i] = t;
+            s->ntables = i + 1;
+            continue;
+        }
+        t.begin = zp_slice_at(t.length, shard, nshards);
+        t.end = zp_slice_at(t.length, shard + 1, nshards);
+        uint64_t n = t.end - t.begin, spp = t.state_per_param;
+        for (uint32_t k = 0; k < nsrc; k++) {
+            const zp_snap_table *u = &src[k]->tables[i];
+            if (u->version > t.version)
+                t.version = u->version;
+            if (u->round > t.round)
+                t.round = u->round;
+        }
+        float *mem = malloc((size_t)(n * (1 + spp) * 4) + 4);
+        if (!mem) {
+            zp_snapshot_free(&s);
+            return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: table '%s': no memory", t.name);
+        }
+        reshard_block(src, nsrc, i, -1, mem, t.begin, t.end);
+        for (uint64_t q = 0; q < spp; q++)
+            reshard_block(src, nsrc, i, (int)q, mem + n * (1 + q), t.begin, t.end);
+        t.owned = mem;
+        t.params = mem;
+        t.state = spp ? mem + n : NULL;
+        s->tables[i] = t;
+        s->ntables = i + 1;
+    }
+    *out = s;
+    return 0;
+}
+

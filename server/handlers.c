@@ -455,10 +455,7 @@ void zp_server_abort_waiting(zp_server *s, int64_t cut, uint64_t set)
             zp_parked *p = t->parked;
             t->parked = p->next;
             reply_restarted(s, &p->identity, NULL, p->req_id, cut, set);
-            zmq_msg_close(&p->identity);
-            if (t->sparse)
-                zmq_msg_close(&p->keys);
-            free(p);
+            zp_parked_free(p);
         }
         t->parked_tail = &t->parked;
         t->nparked = 0;

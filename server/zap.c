@@ -136,6 +136,25 @@ static bool frame_is(zmq_msg_t *m, const char *s)
 }
 
 /* Decide one request: fills status/text, returns true to accept. */
+/* Whether to log this refusal: at most one message a second, so a client
+ * retrying a refused key every 100 ms does not flood the log; z->note then
+ * says how many went unlogged in between (every refusal is counted). */
+static bool warn_due(zp_zap *z)
+{
+    double now = zp_now_s();
+    z->note[0] = '\0';
+    if (z->last_warn_s > 0 && now - z->last_warn_s < 1.0) {
+        z->unlogged++;
+        return false;
+    }
+    if (z->unlogged)
+        snprintf(z->note, sizeof(z->note), " (%" PRIu64 " more refused since the last message)",
+                 z->unlogged);
+    z->unlogged = 0;
+    z->last_warn_s = now;
+    return true;
+}
+
 static bool decide(zp_zap *z, zmq_msg_t *f, int n, const char **status, const char **text)
 {
     char addr[64], prefix[ZP_CURVE_KEY_LEN + 1];
@@ -150,7 +169,9 @@ static bool decide(zp_zap *z, zmq_msg_t *f, int n, const char **status, const ch
         *status = "400";
         *text = "CURVE required";
         z->refused++;
-        zp_warn("CURVE: refused a connection from %s without a CURVE key", addr);
+        if (warn_due(z))
+            zp_warn("CURVE: refused a connection from %s without a CURVE key%s", addr,
+                    z->note);
         return false;
     }
     const uint8_t *key = zmq_msg_data(&f[6]);
@@ -164,9 +185,10 @@ static bool decide(zp_zap *z, zmq_msg_t *f, int n, const char **status, const ch
     *status = "400";
     *text = "key not in the allow-list";
     z->refused++;
-    zp_warn("CURVE: refused client key %.8s... from %s: not in the allow-list %s (%" PRIu64
-            " refused so far)",
-            prefix, addr, z->allow_dir, z->refused);
+    if (warn_due(z))
+        zp_warn("CURVE: refused client key %.8s... from %s: not in the allow-list %s (%" PRIu64
+                " refused so far)%s",
+                prefix, addr, z->allow_dir, z->refused, z->note);
     return false;
 }
 

@@ -357,6 +357,55 @@ END_TEST
 
 /* ---- who may connect ---------------------------------------------------- */
 
+/* How many times `needle` occurs in the file. */
+static int file_count(const char *path, const char *needle)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    int k = 0;
+    for (const char *p = strstr(buf, needle); p; p = strstr(p + 1, needle))
+        k++;
+    return k;
+}
+
+/* Connect `n` raw DEALERs with the unknown key w1 at once (each handshake
+ * is one refusal), and close them. */
+static void refused_burst(const char *ep, int n)
+{
+    void *ctx = zmq_ctx_new();
+    void *socks[32];
+    char spub[41], cpub[41], csec[41];
+    read_key("server.pub", spub);
+    read_key("w1.pub", cpub);
+    read_key("w1.key", csec);
+    int zero = 0;
+    for (int i = 0; i < n; i++) {
+        socks[i] = zmq_socket(ctx, ZMQ_DEALER);
+        ck_assert_int_eq(zp_curve_apply_client(socks[i], spub, cpub, csec), 0);
+        zmq_setsockopt(socks[i], ZMQ_LINGER, &zero, sizeof(zero));
+        ck_assert_int_eq(zmq_connect(socks[i], ep), 0);
+    }
+    struct timespec ts = {0, 300 * 1000000L};
+    nanosleep(&ts, NULL);
+    for (int i = 0; i < n; i++)
+        zmq_close(socks[i]);
+    zmq_ctx_term(ctx);
+}
+
+static uint64_t refusals(zeps_client *c)
+{
+    Zeps__ShardStats *st = zt_stats(c, 0);
+    ck_assert_ptr_nonnull(st);
+    uint64_t r = st->curve_refused;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return r;
+}
+
 START_TEST(test_unknown_key_refused)
 {
     make_keys();
@@ -434,6 +483,26 @@ START_TEST(test_unknown_key_refused)
     zeps__shard_stats__free_unpacked(st, NULL);
     ck_assert_msg(file_has(log, "refused client key") && file_has(log, "from 127.0.0.1"), "log %s",
                   log);
+
+    /* a burst of refusals is counted in full but logged at most once a
+     * second; the next message says how many went unlogged */
+    sleep(1);
+    uint64_t before = refusals(good);
+    int lines = file_count(log, "CURVE: refused");
+    refused_burst(ep, 20);
+    double until = zp_now_s() + 10;
+    while (refusals(good) < before + 20 && zp_now_s() < until)
+        refused_burst(ep, 1);
+    ck_assert_uint_ge(refusals(good), before + 20);
+    int burst_lines = file_count(log, "CURVE: refused") - lines;
+    ck_assert_msg(burst_lines >= 1 && burst_lines <= 3, "%d log lines for a burst of 20 refusals",
+                  burst_lines);
+    sleep(1);
+    refused_burst(ep, 1);
+    until = zp_now_s() + 10;
+    while (!file_has(log, "more refused since the last message") && zp_now_s() < until)
+        refused_burst(ep, 1);
+    ck_assert_msg(file_has(log, "more refused since the last message"), "log %s", log);
 
     /* an allowed client key with the wrong server key: no handshake, so it
      * can only time out, and the message says what to check */

@@ -267,3 +267,28 @@ Zeps__Header *zt_raw_request(void *raw, const Zeps__Header *h, const void *paylo
     zp_frames_close(&m);
     return rep;
 }
+
+int zt_log_has(const zt_cluster *c, int k, const char *needle)
+{
+    char path[400], line[1024];
+    snprintf(path, sizeof(path), "%s/server-%d.log", c->dir, k);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
+int zt_wait_log(const zt_cluster *c, int k, const char *needle)
+{
+    for (int i = 0; i < 200; i++) {
+        if (zt_log_has(c, k, needle))
+            return 1;
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}

@@ -69,6 +69,11 @@ Zeps__ShardStats *zt_stats(zeps_client *c, int k);
 /* A raw DEALER socket connected to shard k (linger 0). */
 void *zt_raw_socket(void *zctx, const zt_cluster *c, int k);
 
+/* Whether server k's log has a line containing `needle` (now), and the
+ * same polled every 50 ms for up to 10 s. */
+int zt_log_has(const zt_cluster *c, int k, const char *needle);
+int zt_wait_log(const zt_cluster *c, int k, const char *needle);
+
 /* Send header h (and one payload frame if payload is not NULL) on a raw
  * socket and return the reply's header (free with
  * zeps__header__free_unpacked), or NULL if none came within 5 s. */

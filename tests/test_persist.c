@@ -49,20 +49,6 @@ static void restart_all(zt_cluster *cl, int sig)
         ck_assert_int_eq(zt_server_start(cl, k), 0);
 }
 
-static int log_has(const zt_cluster *cl, int k, const char *needle)
-{
-    char path[400], line[1024];
-    snprintf(path, sizeof(path), "%s/server-%d.log", cl->dir, k);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    int found = 0;
-    while (!found && fgets(line, sizeof(line), f))
-        found = strstr(line, needle) != NULL;
-    fclose(f);
-    return found;
-}
-
 static void expect_reference(const float *got, int steps)
 {
     float ref[ZT_BSP_LEN];
@@ -80,16 +66,16 @@ START_TEST(test_cut_restore_fallback)
     ck_assert_int_eq(zt_bsp_run_workers(&cl, 2, 10), 0);
     /* both shards' writers of clock 8 finished (the last one records the set) */
     const char *done = "snapshot set 0000000000000008 (every clocks, clock 8) written";
-    for (int i = 0; i < 200 && !(log_has(&cl, 0, done) && log_has(&cl, 1, done)); i++) {
+    for (int i = 0; i < 200 && !(zt_log_has(&cl, 0, done) && zt_log_has(&cl, 1, done)); i++) {
         struct timespec ts = {0, 50000000};
         nanosleep(&ts, NULL);
     }
-    ck_assert(log_has(&cl, 0, done) && log_has(&cl, 1, done));
+    ck_assert(zt_log_has(&cl, 0, done) && zt_log_has(&cl, 1, done));
 
     /* crash: no final snapshot; the restart must find clock 8 */
     restart_all(&cl, SIGKILL);
-    ck_assert(log_has(&cl, 0, "restored snapshot set 0000000000000008"));
-    ck_assert(log_has(&cl, 1, "restored snapshot set 0000000000000008"));
+    ck_assert(zt_log_has(&cl, 0, "restored snapshot set 0000000000000008"));
+    ck_assert(zt_log_has(&cl, 1, "restored snapshot set 0000000000000008"));
     float w[ZT_BSP_LEN];
     pull_all(&cl, 8, w);
     expect_reference(w, 8);
@@ -110,7 +96,7 @@ START_TEST(test_cut_restore_fallback)
     close(fd);
     ck_assert_int_eq(zt_server_start(&cl, 0), 0);
     ck_assert_int_eq(zt_server_start(&cl, 1), 0);
-    ck_assert(log_has(&cl, 0, "shard-0-of-2.zsnap"));
+    ck_assert(zt_log_has(&cl, 0, "shard-0-of-2.zsnap"));
     /* zepsctl sees it too, and fails on it */
     char cmd[1024], bin[512];
     snprintf(cmd, sizeof(cmd), "%s snapshot inspect %s/snap > %s/inspect.out 2>&1",
@@ -126,12 +112,12 @@ START_TEST(test_cut_restore_fallback)
     fclose(f);
     ck_assert_ptr_nonnull(strstr(text, "2 complete set(s)"));
     ck_assert_ptr_nonnull(strstr(text, "CRC mismatch"));
-    ck_assert(log_has(&cl, 0, "restored snapshot set 0000000000000004"));
+    ck_assert(zt_log_has(&cl, 0, "restored snapshot set 0000000000000004"));
     /* shard 1's own file of set 8 is fine, but the cluster must restore one
      * cut: it sees shard 0's file is bad (it reads the shared directory),
      * says so, and restores set 4 too */
-    ck_assert(log_has(&cl, 1, "restored snapshot set 0000000000000004"));
-    ck_assert(log_has(&cl, 1, "shard 0's file is not usable"));
+    ck_assert(zt_log_has(&cl, 1, "restored snapshot set 0000000000000004"));
+    ck_assert(zt_log_has(&cl, 1, "shard 0's file is not usable"));
     pull_all(&cl, 4, w);
     expect_reference(w, 4);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
@@ -160,7 +146,7 @@ START_TEST(test_final_snapshot)
     int st = zt_server_kill(&cl, 0, SIGTERM);
     ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "exit status %d", st);
     ck_assert_msg(zp_now_s() - t0 < 5.0, "SIGTERM took %.1f s", zp_now_s() - t0);
-    ck_assert(log_has(&cl, 0, "final snapshot set"));
+    ck_assert(zt_log_has(&cl, 0, "final snapshot set"));
     ck_assert_int_eq(zt_server_start(&cl, 0), 0);
     c = zt_client(&cl, 0);
     ck_assert_int_eq(zeps_declare(c, &sp, &t), 0);
@@ -208,7 +194,7 @@ START_TEST(test_reshard)
     ck_assert_int_eq(zt_cluster_start(&a, 2, 2, "bsp", SNAP_EXTRA, NULL), 0);
     ck_assert_int_eq(zt_bsp_run_workers(&a, 2, 8), 0);
     const char *done = "snapshot set 0000000000000008 (every clocks, clock 8) written";
-    for (int i = 0; i < 200 && !(log_has(&a, 0, done) && log_has(&a, 1, done)); i++) {
+    for (int i = 0; i < 200 && !(zt_log_has(&a, 0, done) && zt_log_has(&a, 1, done)); i++) {
         struct timespec ts = {0, 50000000};
         nanosleep(&ts, NULL);
     }
@@ -228,7 +214,7 @@ START_TEST(test_reshard)
         snprintf(extra, sizeof(extra), "  snapshot_dir = \"%s/snap%d\";", a.dir, sizes[i]);
         zt_cluster b;
         ck_assert_int_eq(zt_cluster_start(&b, sizes[i], 2, "bsp", extra, NULL), 0);
-        ck_assert(log_has(&b, 0, "restored snapshot set 0000000000000008"));
+        ck_assert(zt_log_has(&b, 0, "restored snapshot set 0000000000000008"));
         float w[ZT_BSP_LEN], after_b[ZT_BSP_LEN];
         pull_all(&b, 8, w);
         ck_assert_msg(memcmp(w, ref, sizeof(w)) == 0, "S'=%d: values differ", sizes[i]);

@@ -29,32 +29,6 @@
 #include "snapshot.h"
 #include "zeps.h"
 
-static int log_has(const zt_cluster *cl, int k, const char *needle)
-{
-    char path[400], line[1024];
-    snprintf(path, sizeof(path), "%s/server-%d.log", cl->dir, k);
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return 0;
-    int found = 0;
-    while (!found && fgets(line, sizeof(line), f))
-        found = strstr(line, needle) != NULL;
-    fclose(f);
-    return found;
-}
-
-/* Poll a server log for `needle` (10 s). */
-static int wait_log(const zt_cluster *cl, int k, const char *needle)
-{
-    for (int i = 0; i < 200; i++) {
-        if (log_has(cl, k, needle))
-            return 1;
-        struct timespec ts = {0, 50000000};
-        nanosleep(&ts, NULL);
-    }
-    return 0;
-}
-
 #define N 8
 
 static const zeps_table_spec plain = {
@@ -88,7 +62,7 @@ START_TEST(test_async_restart)
     ck_assert_ptr_nonnull(tool);
     ck_assert_int_eq(zeps_snapshot_request(tool, -1, 100), 0);
     zeps_client_destroy(&tool);
-    ck_assert(wait_log(&cl, 0, "snapshot set 0000000000000064 (on request, clock -1) written"));
+    ck_assert(zt_wait_log(&cl, 0, "snapshot set 0000000000000064 (on request, clock -1) written"));
 
     /* two more pushes the snapshot does not hold: lost with the crash */
     for (int i = 3; i < 5; i++)
@@ -101,7 +75,7 @@ START_TEST(test_async_restart)
     zeps_req *r;
     ck_assert_int_eq(zeps_push_start(c, t, g, 0, N, 5, &r), 0);
     ck_assert_int_eq(zt_server_start(&cl, 0), 0);
-    ck_assert(log_has(&cl, 0, "restored snapshot set 0000000000000064"));
+    ck_assert(zt_log_has(&cl, 0, "restored snapshot set 0000000000000064"));
     ck_assert_int_eq(zeps_wait(&r), 0);
     expect_all(c, t, -4.0f); /* -3 restored, then exactly one push */
 
@@ -109,8 +83,8 @@ START_TEST(test_async_restart)
     zeps_client_get_stats(c, &cs);
     ck_assert_uint_ge(cs.restarts, 1);
     /* the client kept its incarnation: the shard knows it as before */
-    ck_assert(log_has(&cl, 0, "restored snapshot set"));
-    ck_assert(!log_has(&cl, 0, "worker 0 rejoined with a new incarnation"));
+    ck_assert(zt_log_has(&cl, 0, "restored snapshot set"));
+    ck_assert(!zt_log_has(&cl, 0, "worker 0 rejoined with a new incarnation"));
     ck_assert_int_eq(zeps_push(c, t, g, 0, N, 6), 0);
     expect_all(c, t, -5.0f);
     zeps_client_destroy(&c);
@@ -141,8 +115,8 @@ START_TEST(test_bsp_take_and_rollback)
              zt_bin("zepsctl", bin, sizeof(bin)), cl.conf, cl.dir);
     int st = system(cmd);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl snapshot take failed");
-    ck_assert(log_has(&cl, 0, "snapshot set 0000000000000006 (on request, clock 6)"));
-    ck_assert(log_has(&cl, 1, "snapshot set 0000000000000006 (on request, clock 6)"));
+    ck_assert(zt_log_has(&cl, 0, "snapshot set 0000000000000006 (on request, clock 6)"));
+    ck_assert(zt_log_has(&cl, 1, "snapshot set 0000000000000006 (on request, clock 6)"));
 
     /* a client of rank 1 from before the crash */
     zeps_client *c1 = zt_client(&cl, 1);
@@ -154,8 +128,8 @@ START_TEST(test_bsp_take_and_rollback)
         zt_server_kill(&cl, k, SIGKILL);
     for (int k = 0; k < 2; k++)
         ck_assert_int_eq(zt_server_start(&cl, k), 0);
-    ck_assert(log_has(&cl, 0, "restored snapshot set 0000000000000006"));
-    ck_assert(log_has(&cl, 1, "restored snapshot set 0000000000000006"));
+    ck_assert(zt_log_has(&cl, 0, "restored snapshot set 0000000000000006"));
+    ck_assert(zt_log_has(&cl, 1, "restored snapshot set 0000000000000006"));
     float w[ZT_BSP_LEN], ref[ZT_BSP_LEN];
     pull_all(&cl, 6, w);
     zt_bsp_reference(2, 6, ref);
@@ -240,7 +214,7 @@ START_TEST(test_bsp_take_running)
         ck_assert_int_eq(zt_server_start(&cl, k), 0);
     char want[128];
     snprintf(want, sizeof(want), "restored snapshot set %016lx", (unsigned long)cut);
-    ck_assert(log_has(&cl, 0, want) && log_has(&cl, 1, want));
+    ck_assert(zt_log_has(&cl, 0, want) && zt_log_has(&cl, 1, want));
     float w[ZT_BSP_LEN], ref[ZT_BSP_LEN];
     pull_all(&cl, cut, w);
     zt_bsp_reference(2, (int)cut, ref);
@@ -332,7 +306,7 @@ START_TEST(test_sparse_reshard)
     ck_assert_int_eq(zeps_snapshot_request(tool, -1, 77), 0);
     zeps_client_destroy(&tool);
     for (int k = 0; k < 2; k++)
-        ck_assert(wait_log(&a, k, "snapshot set 000000000000004d (on request, clock -1) written"));
+        ck_assert(zt_wait_log(&a, k, "snapshot set 000000000000004d (on request, clock -1) written"));
     /* one more step on the original: the reference for "state carried" */
     sparse_step(c, t, ids, 3);
     static float after_a[SROWS * SDIM];
@@ -376,7 +350,7 @@ START_TEST(test_sparse_reshard)
         snprintf(extra, sizeof(extra), "  snapshot_dir = \"%s\";", dst);
         zt_cluster b;
         ck_assert_int_eq(zt_cluster_start(&b, sizes[i], 1, "async", extra, NULL), 0);
-        ck_assert(log_has(&b, 0, "restored snapshot set"));
+        ck_assert(zt_log_has(&b, 0, "restored snapshot set"));
         zeps_client *cb = zt_client(&b, 0);
         ck_assert_ptr_nonnull(cb);
         uint32_t db, tb;
@@ -421,8 +395,8 @@ START_TEST(test_bsp_auto)
                      0);
     ck_assert_int_eq(zt_bsp_run_workers(&cl, 2, 200), 0);
     for (int k = 0; k < 2; k++) {
-        ck_assert(wait_log(&cl, k, "(auto, clock 1) written"));
-        ck_assert(wait_log(&cl, k, "auto snapshots: interval"));
+        ck_assert(zt_wait_log(&cl, k, "(auto, clock 1) written"));
+        ck_assert(zt_wait_log(&cl, k, "auto snapshots: interval"));
     }
     char cmd[1024], bin[512];
     snprintf(cmd, sizeof(cmd), "%s snapshot inspect %s/snap > %s/inspect.out 2>&1",
@@ -434,7 +408,7 @@ START_TEST(test_bsp_auto)
         zt_server_kill(&cl, k, SIGKILL);
     for (int k = 0; k < 2; k++)
         ck_assert_int_eq(zt_server_start(&cl, k), 0);
-    ck_assert(log_has(&cl, 0, "restored snapshot set"));
+    ck_assert(zt_log_has(&cl, 0, "restored snapshot set"));
     /* the newest complete set is an auto cut: the state after its clock,
      * bit for bit */
     char dir[400], err[1024];

@@ -170,6 +170,17 @@ int zp_manifest_load(const char *dir, zp_manifest **out, char *err, size_t errle
 }
 
 /* Rewrite MANIFEST atomically: tmp, fsync, rename, fsync the directory. */
+struct text_buf {
+    const char *text;
+    size_t len;
+};
+
+static int fill_text(int fd, const void *arg)
+{
+    const struct text_buf *tb = arg;
+    return zp_snap_write_all(fd, tb->text, tb->len);
+}
+
 static int manifest_store(const char *dir, const zp_manifest *m, char *err, size_t errlen)
 {
     size_t cap = 64, len = 0;
@@ -195,37 +206,10 @@ static int manifest_store(const char *dir, const zp_manifest *m, char *err, size
         free(text);
         return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
     }
-    int e = 0;
-    const char *what = "create";
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) {
-        e = errno;
-    } else {
-        what = "write";
-        e = zp_snap_write_all(fd, text, len);
-        if (!e && fsync(fd) < 0) {
-            e = errno;
-            what = "fsync";
-        }
-        if (close(fd) < 0 && !e) {
-            e = errno;
-            what = "close";
-        }
-    }
-    if (!e && rename(tmp, path) < 0) {
-        e = errno;
-        what = "rename";
-    }
+    struct text_buf tb = {text, len};
+    int rc = zp_snap_replace_file(tmp, path, dir, "manifest", fill_text, &tb, err, errlen);
     free(text);
-    if (e) {
-        unlink(tmp);
-        return zp_seterr(err, errlen, ZEPS_EIO, "manifest %s: %s failed: %s", path, what,
-                         strerror(e));
-    }
-    if ((e = zp_snap_fsync_dir(dir)))
-        return zp_seterr(err, errlen, ZEPS_EIO, "manifest %s: fsync of directory %s failed: %s",
-                         path, dir, strerror(e));
-    return 0;
+    return rc;
 }
 
 /* flock <dir>/MANIFEST.lock: serialises manifest changes between the shard

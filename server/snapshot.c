@@ -477,6 +477,48 @@ static int write_body(int fd, const zp_snapshot *s)
     return e;
 }
 
+int zp_snap_replace_file(const char *tmp, const char *path, const char *dir, const char *label,
+                         int (*fill)(int fd, const void *arg), const void *arg, char *err,
+                         size_t errlen)
+{
+    int e = 0;
+    const char *what = "create";
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        e = errno;
+    } else {
+        what = "write";
+        e = fill(fd, arg);
+        if (!e && fsync(fd) < 0) {
+            e = errno;
+            what = "fsync";
+        }
+        if (close(fd) < 0 && !e) {
+            e = errno;
+            what = "close";
+        }
+    }
+    if (!e && rename(tmp, path) < 0) {
+        e = errno;
+        what = "rename";
+    }
+    if (e) {
+        unlink(tmp);
+        return zp_seterr(err, errlen, ZEPS_EIO, "%s %s: %s failed: %s", label, path, what,
+                         strerror(e));
+    }
+    /* The rename is durable only once the directory entry is. */
+    if ((e = zp_snap_fsync_dir(dir)))
+        return zp_seterr(err, errlen, ZEPS_EIO, "%s %s: fsync of directory %s failed: %s", label,
+                         path, dir, strerror(e));
+    return 0;
+}
+
+static int fill_body(int fd, const void *arg)
+{
+    return write_body(fd, arg);
+}
+
 int zp_snapshot_write(const char *dir, const zp_snapshot *s, char *path_out, size_t path_len,
                       char *err, size_t errlen)
 {
@@ -492,32 +534,8 @@ int zp_snapshot_write(const char *dir, const zp_snapshot *s, char *path_out, siz
     if ((rc = ensure_dir(dir, err, errlen)) || (rc = ensure_dir(setdir, err, errlen)))
         return rc;
 
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return zp_seterr(err, errlen, ZEPS_EIO, "cannot create %s: %s", tmp, strerror(errno));
-    int e = write_body(fd, s);
-    const char *what = "write";
-    if (!e && fsync(fd) < 0) {
-        e = errno;
-        what = "fsync";
-    }
-    if (close(fd) < 0 && !e) {
-        e = errno;
-        what = "close";
-    }
-    if (!e && rename(tmp, path) < 0) {
-        e = errno;
-        what = "rename";
-    }
-    if (e) {
-        unlink(tmp);
-        return zp_seterr(err, errlen, ZEPS_EIO, "snapshot %s: %s failed: %s", path, what,
-                         strerror(e));
-    }
-    /* The rename is durable only once the directory entry is. */
-    if ((e = zp_snap_fsync_dir(setdir)))
-        return zp_seterr(err, errlen, ZEPS_EIO, "snapshot %s: fsync of directory %s failed: %s",
-                         path, setdir, strerror(e));
+    if ((rc = zp_snap_replace_file(tmp, path, setdir, "snapshot", fill_body, s, err, errlen)))
+        return rc;
     if (path_out && path_len)
         snprintf(path_out, path_len, "%s", path);
     return 0;

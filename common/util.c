@@ -7,6 +7,8 @@
 #include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
+#include <sys/random.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -211,4 +213,12 @@ bool zp_all_finite(const float *v, size_t n)
     for (size_t i = 0; i < n; i++)
         bad |= ((u[i] & 0x7f800000u) == 0x7f800000u);
     return bad == 0;
+}
+
+uint64_t zp_random64(void)
+{
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        r ^= zp_now_ns() ^ ((uint64_t)getpid() << 32);
+    return zp_mix64(r);
 }

@@ -52,6 +52,11 @@ double zp_rng_normal(zp_rng *r);                 /* N(0, 1), Box-Muller */
 uint32_t zp_rng_below(zp_rng *r, uint32_t n);    /* [0, n), n > 0 */
 void zp_rng_shuffle(zp_rng *r, uint32_t *v, size_t n); /* Fisher-Yates */
 
+/* 64 random bits from the kernel (getrandom; time and pid mixed in if it
+ * fails): for incarnations and the seeds of hash tables fed with ids from
+ * the network, so nobody can craft ids that collide. Any thread. */
+uint64_t zp_random64(void);
+
 /* splitmix64 finaliser: a bijective 64-bit mix. */
 uint64_t zp_mix64(uint64_t x);
 

@@ -74,7 +74,7 @@ _Static_assert(sizeof(rowhdr) == HDR_BYTES, "row header is 32 bytes");
 
 typedef struct slot {
     uint32_t row;  /* ROW_NONE = empty */
-    uint32_t hash; /* low 32 bits of zp_id_hash(id, ZP_INDEX_HASH_SEED) */
+    uint32_t hash; /* low 32 bits of zp_id_hash(id, t->index_seed) */
 } slot;
 
 typedef struct hyper {
@@ -117,6 +117,7 @@ struct zp_sparse {
 
     uint16_t *sketch; /* SKETCH_DEPTH rows of 2^SKETCH_WIDTH_LOG2, or NULL */
     uint64_t sketch_seed;
+    uint64_t index_seed;   /* id_hash: random per table */
 
     zp_rng rng_admit, rng_sample;
     int64_t next_scan;
@@ -358,6 +359,7 @@ int zp_sparse_new(zp_sparse **out, const zp_sparse_opts *o, char *err, size_t er
         t->sketch = zp_xcalloc(sketch_bytes_for(t->admit_count), 1);
         t->sketch_seed = zp_mix64(t->seed ^ 0x736b65746368ull);
     }
+    t->index_seed = zp_random64();
     zp_rng_seed(&t->rng_admit, t->seed, 0x61646d6974ull, 0);
     zp_rng_seed(&t->rng_sample, t->seed, 0x65766963ull, 1);
     t->c.bytes = t->icap * sizeof(slot) + sketch_bytes_for(t->admit_count);
@@ -522,9 +524,12 @@ static void idx_delete(zp_sparse *t, uint64_t i)
 
 /* ---------------------------------------------------------------- rows */
 
-static inline uint64_t id_hash(uint64_t id)
+/* The index's hash: XXH3 with a seed drawn at random per table, so ids
+ * from the network cannot be crafted to collide (linear probing would then
+ * cost O(n) per lookup); nothing outside this table depends on it. */
+static inline uint64_t id_hash(const zp_sparse *t, uint64_t id)
 {
-    return zp_id_hash(id, ZP_INDEX_HASH_SEED);
+    return zp_id_hash(id, t->index_seed);
 }
 
 void zp_sparse_init_row(const zp_sparse *t, uint64_t id, float *out)
@@ -540,7 +545,7 @@ static void row_drop(zp_sparse *t, uint32_t r, int64_t at)
 {
     rowhdr *h = rec_at(t, r);
     if (at < 0)
-        at = idx_find(t, h->id, id_hash(h->id));
+        at = idx_find(t, h->id, id_hash(t, h->id));
     idx_delete(t, (uint64_t)at);
     h->flags = 0;
     h->next_free = t->free_head;
@@ -668,7 +673,7 @@ static bool admit(zp_sparse *t, uint64_t h)
  * initial values and zero state), or NULL. */
 static rowhdr *touch(zp_sparse *t, uint64_t id, int64_t clock)
 {
-    uint64_t h = id_hash(id);
+    uint64_t h = id_hash(t, id);
     int64_t at = idx_find(t, id, h);
     rowhdr *hd;
 
@@ -783,7 +788,7 @@ bool zp_sparse_next(const zp_sparse *t, uint64_t *cursor, zp_sparse_row *row)
 
 bool zp_sparse_get(const zp_sparse *t, uint64_t id, zp_sparse_row *row)
 {
-    int64_t at = idx_find(t, id, id_hash(id));
+    int64_t at = idx_find(t, id, id_hash(t, id));
     if (at < 0)
         return false;
     fill_row(t, rec_at(t, t->index[at].row), row);
@@ -792,7 +797,7 @@ bool zp_sparse_get(const zp_sparse *t, uint64_t id, zp_sparse_row *row)
 
 void zp_sparse_put(zp_sparse *t, const zp_sparse_row *row)
 {
-    uint64_t h = id_hash(row->id);
+    uint64_t h = id_hash(t, row->id);
     int64_t at = idx_find(t, row->id, h);
     rowhdr *hd;
 

@@ -54,7 +54,10 @@ static ptrdiff_t foreign_id(const zp_server *s, const uint64_t *ids, size_t n)
 }
 
 /* Index of the second occurrence of a repeated id, or -1: an open-addressing
- * set over the table's scratch, cleared by generation stamps. */
+ * set over the table's scratch, cleared by generation stamps, hashed with
+ * XXH3 under a seed drawn at random per table (ids come from the network:
+ * a public hash would let a client make every id collide, and the check
+ * quadratic). */
 static ptrdiff_t repeated_id(zp_table *t, const uint64_t *ids, size_t n)
 {
     size_t cap = 16;
@@ -72,9 +75,11 @@ static ptrdiff_t repeated_id(zp_table *t, const uint64_t *ids, size_t n)
         memset(t->set_gen, 0, t->set_cap * sizeof(uint32_t));
         t->set_stamp = 1;
     }
+    if (!t->set_seed)
+        t->set_seed = zp_random64() | 1u;
     size_t mask = cap - 1;
     for (size_t i = 0; i < n; i++) {
-        size_t j = (size_t)zp_mix64(ids[i]) & mask;
+        size_t j = (size_t)zp_id_hash(ids[i], t->set_seed) & mask;
         while (t->set_gen[j] == t->set_stamp) {
             if (t->set_keys[j] == ids[i])
                 return (ptrdiff_t)i;
@@ -170,12 +175,27 @@ static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, siz
     return ids;
 }
 
+/* Whether `bytes` of rows (a pull's reply, a compressed push decoded) fit
+ * max_message_mb; replies ETOOBIG if not. Ids are small, rows need not be:
+ * without this, 8 bytes of id could ask for 16 KiB of rows (dim 4096). */
+static bool rows_fit(zp_server *s, zp_request *r, const zp_table *t, uint64_t bytes)
+{
+    if (bytes <= s->cfg.max_message_bytes)
+        return true;
+    zp_reply_error(s, r->identity, r->h, ZEPS_ETOOBIG,
+                   "%s of %" PRIu64 " rows of sparse table '%s' (dim %u) is %" PRIu64
+                   " bytes of rows, over max_message_mb (%" PRIu64 " bytes); use smaller batches",
+                   zp_op_name(r->h->op), r->h->count, t->name, t->dim, bytes,
+                   s->cfg.max_message_bytes);
+    return false;
+}
+
 void zp_sparse_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
 {
     const Zeps__Header *h = r->h;
     size_t n = (size_t)h->count;
     const uint64_t *ids = checked_ids(s, r, t, n * sizeof(uint64_t), false);
-    if (!ids)
+    if (!ids || !rows_fit(s, r, t, (uint64_t)n * (t->dim + 1) * sizeof(float)))
         return;
     zp_worker_record(w, h->seq);
     w->pulls++;
@@ -205,15 +225,29 @@ void zp_sparse_serve_parked(zp_server *s, zp_table *t, zp_parked *p)
                         (zp_now_s() - p->since_s) * 1e6);
 }
 
-/* Room for n floats in the table's gradient scratch. */
+/* Room for n floats in the table's gradient scratch, or NULL if that
+ * cannot be allocated. */
 static float *grad_scratch(zp_table *t, size_t nvals)
 {
     if (nvals > t->grad_cap) {
         free(t->grads);
+        t->grad_cap = 0;
+        t->grads = malloc(nvals * sizeof(float));
+        if (!t->grads)
+            return NULL;
         t->grad_cap = nvals;
-        t->grads = zp_xmalloc(nvals * sizeof(float));
     }
     return t->grads;
+}
+
+/* A large scratch is not kept for the next (usually small) push. */
+static void trim_scratch(zp_table *t)
+{
+    if (t->grad_cap * sizeof(float) > ((size_t)64 << 20)) {
+        free(t->grads);
+        t->grads = NULL;
+        t->grad_cap = 0;
+    }
 }
 
 /* The gradients as aligned floats: in place when the frame allows it. */
@@ -222,7 +256,8 @@ static const float *aligned_grads(zp_table *t, const unsigned char *data, size_t
     if (((uintptr_t)data & 3u) == 0)
         return (const float *)data;
     float *g = grad_scratch(t, nvals);
-    memcpy(g, data, nvals * sizeof(float));
+    if (g)
+        memcpy(g, data, nvals * sizeof(float));
     return g;
 }
 
@@ -247,7 +282,15 @@ static const float *decoded_grads(zp_server *s, zp_request *r, zp_table *t, cons
                        codec->name, t->name, h->rank, err);
         return NULL;
     }
+    if (!rows_fit(s, r, t, (uint64_t)nvals * sizeof(float)))
+        return NULL;
     float *g = grad_scratch(t, nvals);
+    if (!g) {
+        zp_reply_error(s, r->identity, h, ZEPS_ENOMEM,
+                       "cannot allocate %zu bytes to decode a push to sparse table '%s'",
+                       nvals * sizeof(float), t->name);
+        return NULL;
+    }
     codec->decode(buf, len, nvals, g);
     t->decode_s += zp_now_s() - t0;
     return g;
@@ -301,8 +344,13 @@ int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
     size_t rows_len = len - fixed;
     const float *g = h->codec ? decoded_grads(s, r, t, rows, rows_len)
                               : aligned_grads(t, rows, n * dim);
-    if (!g)
+    if (!g) {
+        if (!h->codec) /* a misaligned raw frame we could not copy */
+            zp_reply_error(s, r->identity, h, ZEPS_ENOMEM,
+                           "cannot allocate %zu bytes for a push to sparse table '%s'",
+                           n * dim * sizeof(float), t->name);
         return -1;
+    }
     if (s->cfg.reject_nonfinite && !zp_all_finite(g, n * dim)) {
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                        "PUSH to sparse table '%s' from worker %u contains NaN or Inf; nothing "
@@ -336,6 +384,7 @@ int zp_sparse_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
     } else {
         zp_sparse_push(t->sparse, ids, n, g, 1.0f, h->clock, rv, &t->tau);
     }
+    trim_scratch(t);
     t->version++;
     t->pushes++;
     t->keys_pushed += n;

@@ -92,6 +92,7 @@ typedef struct zp_table {
     uint64_t *set_keys;    /* scratch: the repeated-id check */
     uint32_t *set_gen, set_stamp;
     size_t set_cap;
+    uint64_t set_seed;     /* its hash seed, random */
     float *grads;          /* scratch: misaligned gradients */
     size_t grad_cap;
     uint32_t *vers;        /* scratch: row versions read */

@@ -312,7 +312,7 @@ static uint64_t raw_seq;
 
 static void bad_setup(void)
 {
-    ck_assert_int_eq(zt_cluster_start(&bcl, 2, 2, "async", NULL, NULL), 0);
+    ck_assert_int_eq(zt_cluster_start(&bcl, 2, 2, "async", "  max_message_mb = 1;", NULL), 0);
     good = zt_client(&bcl, 0);
     ck_assert_ptr_nonnull(good);
     zeps_sparse_spec spec = emb_spec("sgd", 0.5);
@@ -433,6 +433,26 @@ START_TEST(test_bad_requests)
     still_serving(mine, 4);
     still_serving(theirs, 1);
 
+    /* rows that would not fit max_message_mb (1 MiB here), though the ids
+     * do: a 4-byte top-k payload [k = 0] for 65,536 rows of dim 8 (2 MiB
+     * decoded), and a pull of 40,000 rows (1.4 MiB of reply) */
+    enum { BIG = 65536 };
+    uint64_t *big = malloc((BIG * 8 + 4));
+    ids_of_shard(0, big, BIG);
+    memset((unsigned char *)big + BIG * 8, 0, 4);
+    req(&h, ZEPS__OP__PUSH, BIG);
+    h.codec = 5;
+    expect_error(zt_raw_request(raw, &h, big, BIG * 8 + 4), ZEPS_ETOOBIG, "max_message_mb");
+    req(&h, ZEPS__OP__PULL, 40000);
+    expect_error(zt_raw_request(raw, &h, big, 40000 * 8), ZEPS_ETOOBIG, "max_message_mb");
+    /* and the library says so before sending */
+    float *rows = malloc((size_t)40000 * DIM * sizeof(float));
+    ck_assert_int_eq(zeps_spull(good, tid, big, 40000, rows, 0), ZEPS_ETOOBIG);
+    ck_assert_msg(strstr(zeps_last_error(good), "max_message_mb"), "%s", zeps_last_error(good));
+    free(rows);
+    free(big);
+    still_serving(mine, 4);
+
     /* declarations: bad dim, unknown optimizer, conflicting re-declaration */
     uint32_t t2;
     zeps_sparse_spec s = emb_spec("sgd", 0.1);
@@ -457,6 +477,87 @@ START_TEST(test_bad_requests)
 }
 END_TEST
 
+/* The inverse of zp_mix64 (splitmix64's finaliser), to craft ids whose
+ * public hash is whatever we like. */
+static uint64_t unxorshift(uint64_t y, int k)
+{
+    uint64_t x = y;
+    for (int i = 0; i < 64 / k + 1; i++)
+        x = y ^ (x >> k);
+    return x;
+}
+
+static uint64_t inverse_odd(uint64_t a)
+{
+    uint64_t x = a; /* Newton: x = x (2 - a x), 6 rounds reach 64 bits */
+    for (int i = 0; i < 6; i++)
+        x *= 2 - a * x;
+    return x;
+}
+
+static uint64_t unmix64(uint64_t y)
+{
+    uint64_t x = unxorshift(y, 31);
+    x *= inverse_odd(0x94d049bb133111ebull);
+    x = unxorshift(x, 27);
+    x *= inverse_odd(0xbf58476d1ce4e5b9ull);
+    x = unxorshift(x, 30);
+    return x - 0x9e3779b97f4a7c15ull;
+}
+
+/* Ids crafted so that a public hash (splitmix64) puts them all in one slot
+ * of a power-of-two table: with such a hash, the repeated-id check and the
+ * row index go quadratic (2^18 ids took 13 s). The shard must answer within
+ * zt_raw_request's 5 s, and keep serving. */
+START_TEST(test_crafted_ids)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t;
+    zeps_sparse_spec spec = emb_spec("sgd", 0.1);
+    spec.name = "narrow";
+    spec.dim = 1;
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    enum { K = 1 << 18 };
+    ck_assert_uint_eq(zp_mix64(unmix64(12345)), 12345);
+    unsigned char *buf = malloc((size_t)K * 12);
+    uint64_t *ids = (uint64_t *)buf;
+    for (uint64_t i = 0; i < K; i++)
+        ids[i] = unmix64(i << 32);
+    float *g = (float *)(buf + (size_t)K * 8);
+    for (int i = 0; i < K; i++)
+        g[i] = 0.5f;
+    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, &cl, 0);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__HELLO;
+    h.rank = 1;
+    h.incarnation = 0xc0ffee;
+    Zeps__Header *rep = zt_raw_request(sock, &h, NULL, 0);
+    ck_assert_ptr_nonnull(rep);
+    zeps__header__free_unpacked(rep, NULL);
+    h.op = ZEPS__OP__PUSH;
+    h.req_id = 9;
+    h.seq = 1;
+    h.table = 0;
+    h.count = K;
+    rep = zt_raw_request(sock, &h, buf, (size_t)K * 12);
+    ck_assert_msg(rep != NULL, "no answer within 5 s to a push of %d crafted ids", K);
+    ck_assert_int_eq(rep->op, ZEPS__OP__PUSH);
+    zeps__header__free_unpacked(rep, NULL);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    float row;
+    uint64_t one = ids[K - 1];
+    ck_assert_int_eq(zeps_spull(c, t, &one, 1, &row, 0), 0);
+    free(buf);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sparse_server");
@@ -467,6 +568,7 @@ int main(void)
     tcase_add_test(tc, test_ttl_bounds_rows);
     tcase_add_test(tc, test_compressed_push_error_feedback);
     tcase_add_test(tc, test_weighted_rows);
+    tcase_add_test(tc, test_crafted_ids);
     suite_add_tcase(s, tc);
     TCase *bad = tcase_create("bad_input");
     tcase_set_timeout(bad, 60);

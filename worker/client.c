@@ -834,19 +834,6 @@ static void client_free(zeps_client *c)
     free(c);
 }
 
-static uint64_t random_incarnation(void)
-{
-    uint64_t x = zp_now_ns() ^ ((uint64_t)getpid() << 32);
-    FILE *f = fopen("/dev/urandom", "rb");
-    if (f) {
-        uint64_t r;
-        if (fread(&r, sizeof(r), 1, f) == 1)
-            x ^= r;
-        fclose(f);
-    }
-    return zp_mix64(x) | 1u;
-}
-
 static int hello_all(zeps_client *c)
 {
     zeps_req *r = zp_req_new(c, ZEPS__OP__HELLO, c->nshards);
@@ -907,7 +894,7 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
     if (c->opt.hello_timeout_ms <= 0)
         c->opt.hello_timeout_ms = 30000;
     c->rank = rank;
-    c->incarnation = c->opt.incarnation ? c->opt.incarnation : random_incarnation();
+    c->incarnation = c->opt.incarnation ? c->opt.incarnation : zp_random64() | 1u;
     c->nshards = num_shards;
     int rc = curve_setup(c);
     if (rc != 0) {

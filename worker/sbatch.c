@@ -34,7 +34,8 @@ struct zeps_sbatch {
     size_t *pbegin;      /* [nu + 1] positions of unique u: plist[pbegin[u] .. pbegin[u+1]) */
     uint32_t *plist;     /* [n] */
     uint32_t *uversions; /* [nu] row versions the last pull saw */
-    int pulled;          /* uversions is valid */
+    int pulled;          /* uversions is valid: every shard of the last pull replied */
+    int pull_parts, pull_replies;
     float *rows;         /* destination of the pull in flight */
     unsigned char *push; /* push payload, shard blocks at boff[k] */
     size_t *boff;        /* [nshards + 1] */
@@ -51,6 +52,7 @@ static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_co
 
 struct zp_rowres {
     uint32_t dim;
+    uint64_t seed;       /* hash seed, random */
     size_t cap, n;       /* index slots (power of two), rows held */
     uint64_t *keys;
     uint32_t *row;       /* slot -> row number, UINT32_MAX = empty */
@@ -67,7 +69,7 @@ static void rowres_grow(zp_rowres *r)
     for (size_t i = 0; i < r->cap; i++) {
         if (r->row[i] == UINT32_MAX)
             continue;
-        size_t j = (size_t)zp_mix64(r->keys[i]) & (cap - 1);
+        size_t j = (size_t)zp_id_hash(r->keys[i], r->seed) & (cap - 1);
         while (row[j] != UINT32_MAX)
             j = (j + 1) & (cap - 1);
         keys[j] = r->keys[i];
@@ -85,7 +87,7 @@ static float *rowres_get(zp_rowres *r, uint64_t id)
 {
     if (2 * (r->n + 1) > r->cap)
         rowres_grow(r);
-    size_t j = (size_t)zp_mix64(id) & (r->cap - 1);
+    size_t j = (size_t)zp_id_hash(id, r->seed) & (r->cap - 1);
     while (r->row[j] != UINT32_MAX && r->keys[j] != id)
         j = (j + 1) & (r->cap - 1);
     if (r->row[j] == UINT32_MAX) {
@@ -118,9 +120,12 @@ static size_t block_bytes(size_t cnt, size_t dim)
     return (b + 7) & ~(size_t)7;
 }
 
-/* Unique index (first-appearance order) of every position; returns nu. */
+/* Unique index (first-appearance order) of every position; returns nu.
+ * Hashed under a random seed: ids from training data cannot be made to
+ * collide. */
 static size_t dedup(const uint64_t *ids, size_t n, uint32_t *first_u, uint64_t *uids)
 {
+    uint64_t seed = zp_random64();
     size_t cap = 16;
     while (cap < 2 * n)
         cap <<= 1;
@@ -129,7 +134,7 @@ static size_t dedup(const uint64_t *ids, size_t n, uint32_t *first_u, uint64_t *
     memset(val, 0xff, cap * sizeof(uint32_t));
     size_t nu = 0, mask = cap - 1;
     for (size_t i = 0; i < n; i++) {
-        size_t j = (size_t)zp_mix64(ids[i]) & mask;
+        size_t j = (size_t)zp_id_hash(ids[i], seed) & mask;
         while (val[j] != UINT32_MAX && keys[j] != ids[i])
             j = (j + 1) & mask;
         if (val[j] == UINT32_MAX) {
@@ -279,6 +284,11 @@ static int start(zeps_sbatch *b, int push, int64_t clock, zeps_req **req)
             p->len = cnt * sizeof(uint64_t);
         }
     }
+    if (!push) {
+        b->pulled = 0; /* until every shard of this pull has replied */
+        b->pull_parts = np;
+        b->pull_replies = 0;
+    }
     return zp_client_sparse_start(b->c, push, b->table, clock, b, parts, np, req);
 }
 
@@ -306,7 +316,8 @@ int zp_sbatch_pull_reply(zeps_sbatch *b, int shard, const void *data, size_t len
             memcpy(b->rows + (size_t)b->plist[q] * dim, rows + j * dim * sizeof(float),
                    dim * sizeof(float));
     }
-    b->pulled = 1; /* the last shard's reply completes it; a failed pull fails the call */
+    if (++b->pull_replies == b->pull_parts)
+        b->pulled = 1; /* a pull a shard failed sends no versions with the next push */
     return 0;
 }
 
@@ -380,6 +391,7 @@ static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_co
     if (res && !*res) {
         *res = zp_xcalloc(1, sizeof(zp_rowres));
         (*res)->dim = b->dim;
+        (*res)->seed = zp_random64();
     }
     float *r = NULL;
     for (size_t k = 0; k < S; k++) {

@@ -383,12 +383,19 @@ int zp_client_sparse_start(zeps_client *c, int push, uint32_t table, int64_t clo
 {
     zeps_table_info *ti = &c->tables[table];
     uint64_t limit = c->opt.max_message_bytes;
-    for (int i = 0; limit && i < nparts; i++)
-        if (parts[i].len + 1024 > limit)
+    for (int i = 0; limit && i < nparts; i++) {
+        /* what the shard must hold: the request, and the rows it sends back
+         * (pull) or decodes (compressed push) */
+        uint64_t rows = push ? parts[i].raw_len : parts[i].nkeys * (ti->dim + 1) * sizeof(float);
+        uint64_t big = parts[i].len > rows ? parts[i].len : rows;
+        if (big + 1024 > limit)
             return zp_fail(c, ZEPS_ETOOBIG,
-                        "a sparse %s of %zu bytes to shard %d of table '%s' exceeds "
-                        "max_message_mb (%" PRIu64 " bytes); use smaller batches",
-                        push ? "push" : "pull", parts[i].len, parts[i].shard, ti->name, limit);
+                           "a sparse %s of %" PRIu64 " rows (%" PRIu64 " bytes) to shard %d of "
+                           "table '%s' exceeds max_message_mb (%" PRIu64 " bytes); use smaller "
+                           "batches",
+                           push ? "push" : "pull", parts[i].nkeys, big, parts[i].shard, ti->name,
+                           limit);
+    }
     zeps_req *r = zp_req_new(c, push ? ZEPS__OP__PUSH : ZEPS__OP__PULL, nparts);
     r->table = table;
     r->clock = clock;

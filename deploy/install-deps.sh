@@ -14,7 +14,7 @@ PACKAGES=(
     systemd slurm-wlm munge strace
     python3 gnuplot-nox    # deploy/local/*-study.sh (compression studies)
 )
-# The deployment checks (tests/deploy-check: npm ci of the committed lock
+# The deployment checks (tests/system/deploy-check: npm ci of the committed lock
 # file) need Node.js and npm: a machine that already has them (e.g. from
 # NodeSource, whose nodejs conflicts with Debian's npm) keeps its own;
 # otherwise Debian's are installed.

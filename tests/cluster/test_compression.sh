@@ -11,7 +11,7 @@
 #     average of the workers' velocities is the velocity of the average).
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
 work=$(mktemp -d /tmp/zeps-ef-XXXXXX)

@@ -7,7 +7,7 @@
 # line in the training file stops the run with the file and line named.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
 work=$(mktemp -d /tmp/zeps-ctr-XXXXXX)

@@ -4,8 +4,8 @@
 # munge and slurm-wlm, each with its own key, socket, ports, state and logs
 # in a temporary directory) and stops again, also on failure.
 #
-#   ZEPS_BINDIR=build/bin bash tests/test_slurm.sh           # full: the bar
-#   ZEPS_SLURM_QUICK=1 ZEPS_BINDIR=... bash tests/test_slurm.sh   # short
+#   ZEPS_BINDIR=build/bin bash tests/system/test_slurm.sh           # full: the bar
+#   ZEPS_SLURM_QUICK=1 ZEPS_BINDIR=... bash tests/system/test_slurm.sh   # short
 #
 # Full (ctest entry slurm in a normal build; ~1 min): the job of
 # deploy/local/default.conf (2 shards, 4 workers, MLP on Fashion-MNIST,
@@ -18,8 +18,8 @@
 # running. Needs root (daemons and the slurm/munge users); skips otherwise.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 QUICK=${ZEPS_SLURM_QUICK:-0}
 

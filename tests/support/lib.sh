@@ -1,4 +1,4 @@
-# tests/lib.sh - what the shell tests share, sourced by each: pass/fail
+# tests/support/lib.sh - what the shell tests share, sourced by each: pass/fail
 # counters and their report, a check wrapper, and reading a number from the
 # flat JSON zeps writes (summary.json, worker-N.json).
 pass=0

@@ -24,7 +24,7 @@
 # Processes are started and ended by pid only; nothing is left running.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 MODE=${1:?usage: test_faults.sh server|worker|lost}
 EPOCHS=${FAULTS_EPOCHS:-8}

@@ -5,7 +5,7 @@
  * every malformed case named with its file and line, partitions), AUC
  * against the quadratic pair count with ties, the model's gradient against
  * finite differences, and an in-process training run (rows in a local hash
- * map, tests/ctr_local.c) that gets within 0.02 AUC of the hidden model and
+ * map, tests/support/ctr_local.c) that gets within 0.02 AUC of the hidden model and
  * well above the dense-only baseline.
  */
 #include "check_main.h"

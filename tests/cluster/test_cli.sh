@@ -6,7 +6,7 @@
 #   cluster and fails for a dead shard.
 # Prints "N passed, N failed" at the end; exits non-zero on any failure.
 set -u
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
 work=$(mktemp -d /tmp/zeps-cli-XXXXXX)

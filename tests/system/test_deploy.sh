@@ -14,14 +14,14 @@
 #   readiness   a worker with no shard up retries HELLO (logged) for
 #               hello_timeout_ms and fails naming the shard; one started
 #               before its shard (at a DNS name) waits and trains.
-#   container   tests/deploy-check/check-dockerfile.js (no container engine
+#   container   tests/system/deploy-check/check-dockerfile.js (no container engine
 #               runs here: a static check, see that file for what it covers).
-#   kubernetes  tests/deploy-check/validate-k8s.js: kubernetes-models schemas
+#   kubernetes  tests/system/deploy-check/validate-k8s.js: kubernetes-models schemas
 #               plus a check for unknown fields (npm ci into the build dir).
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+. "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 BUILD=${ZEPS_BUILD_DIR:-$(dirname "$BIN")}
 work=$(mktemp -d /tmp/zeps-deploy-XXXXXX)
@@ -192,7 +192,7 @@ check "a worker started before its shard (at a DNS name) waits, then trains (exi
     bash -c "[ $wrc -eq 0 ] && grep -q 'waiting for shard 0 at tcp://localhost:$rport' '$rd/late-worker.log'"
 
 # ---------------------------------------------------------------- container
-checker=$src/tests/deploy-check
+checker=$src/tests/system/deploy-check
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     bad "Node.js and npm are needed for the container and Kubernetes checks"
     echo "$pass passed, $fail failed"

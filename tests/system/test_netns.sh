@@ -24,7 +24,7 @@
 # "skipped", SKIP_RETURN_CODE) otherwise.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+. "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
 

@@ -36,6 +36,13 @@
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);
  * receiving more is a protocol error, and the extra frames are discarded. */
+/* What the cluster's consistency mode implies for a client, sent in the
+ * HELLO reply (Header.caps) and in STATS (ShardStats.caps), so that no
+ * client or tool decides anything by the mode's name (docs/protocol.md). */
+#define ZP_CAP_CUTS 0x1u     /* snapshots are consistent cuts at a common clock */
+#define ZP_CAP_ROLLBACK 0x2u /* a restored shard sends the whole job back to its cut */
+#define ZP_CAP_BOUND 0x4u    /* pulls wait for a staleness bound (TableStats.staleness) */
+
 #define ZP_MAX_FRAMES 4
 
 /* A received multipart message. */

@@ -13,13 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef struct zp_hyper {
-    float lr;
-    float momentum;     /* momentum mu */
-    float beta1, beta2; /* adam */
-    float eps;          /* adagrad, adam */
-    float weight_decay; /* L2: g += wd * w before the update */
-} zp_hyper;
+#include "hyper.h"
 
 typedef struct zp_optim_ops {
     const char *name;

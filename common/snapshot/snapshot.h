@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "optim.h"
+#include "hyper.h"
 
 #define ZP_SNAP_FORMAT    1u  /* the format version this build writes and reads */
 #define ZP_SNAP_MAX_STATE 16u /* most optimizer state floats per parameter accepted */

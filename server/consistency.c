@@ -181,6 +181,7 @@ void zp_bsp_close_if_ready(zp_server *s, zp_table *t)
 
 const zp_consistency_ops zp_consistency_bsp = {
     .name = "bsp",
+    .caps = ZP_CAP_CUTS | ZP_CAP_ROLLBACK,
     .pull_ready = bsp_pull_ready,
     .push = bsp_push,
 };
@@ -213,6 +214,7 @@ static bool ssp_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank,
 
 const zp_consistency_ops zp_consistency_ssp = {
     .name = "ssp",
+    .caps = ZP_CAP_BOUND,
     .pull_ready = ssp_pull_ready,
     .push = async_push,
 };

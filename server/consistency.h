@@ -19,6 +19,7 @@ typedef struct zp_push zp_push;
 
 typedef struct zp_consistency_ops {
     const char *name;
+    uint32_t caps; /* ZP_CAP_* (wire.h): what the mode implies for clients */
 
     /* May a pull by `rank` at `clock` be answered now? */
     bool (*pull_ready)(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock);

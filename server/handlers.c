@@ -401,6 +401,7 @@ static void on_hello(zp_server *s, zp_request *r)
     rep.num_shards = (uint32_t)s->nshards;
     rep.num_workers = (uint32_t)s->nworkers;
     rep.consistency = (char *)s->cons->name;
+    rep.caps = s->cons->caps;
     rep.clock = resume;
     rep.flags = flags;
     rep.cut = resume_cut(s);
@@ -944,6 +945,7 @@ static void on_stats(zp_server *s, zp_request *r)
     st.num_workers = (uint32_t)s->nworkers;
     st.incarnation = s->incarnation;
     st.consistency = (char *)s->cons->name;
+    st.caps = s->cons->caps;
     st.uptime_s = now - s->start_s;
     st.bytes_in = s->bytes_in;
     st.bytes_out = s->bytes_out;

@@ -45,6 +45,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "optim.h"
 #include "sparse_hash.h"
 #include "zeps_errors.h"
 
@@ -77,24 +78,11 @@ typedef struct slot {
     uint32_t hash; /* low 32 bits of zp_id_hash(id, t->index_seed) */
 } slot;
 
-typedef struct hyper {
-    double lr, beta1, beta2, eps, wd, l1, l2, fbeta;
-} hyper;
-
-/* A per-row optimizer: updates w[dim] and its state s[spv * dim] from the
- * gradient g[dim] times scale; `step` is the row's version before the update. */
-typedef struct sparse_optim {
-    const char *name;
-    int state_per_value;
-    void (*apply)(const hyper *h, uint32_t dim, float *w, float *s, const float *g, float scale,
-                  uint32_t step);
-} sparse_optim;
-
 struct zp_sparse {
     uint32_t dim;
     int spv;
-    const sparse_optim *optim;
-    hyper h;
+    const zp_optim_ops *optim;
+    zp_hyper h; /* defaults applied; the row kernels widen it to double */
     zp_init_kind init;
     double init_scale;
     uint64_t seed;
@@ -125,84 +113,6 @@ struct zp_sparse {
 
     zp_sparse_counters c;
 };
-
-/* ---------------------------------------------------------------- optimizers */
-
-static void sgd_apply(const hyper *h, uint32_t dim, float *w, float *s, const float *g, float scale,
-                      uint32_t step)
-{
-    (void)s, (void)step;
-    for (uint32_t j = 0; j < dim; j++) {
-        double wj = w[j];
-        double gj = (double)scale * g[j] + (h->wd != 0 ? h->wd * wj : 0);
-        w[j] = (float)(wj - h->lr * gj);
-    }
-}
-
-static void adagrad_apply(const hyper *h, uint32_t dim, float *w, float *s, const float *g,
-                          float scale, uint32_t step)
-{
-    (void)step;
-    for (uint32_t j = 0; j < dim; j++) {
-        double wj = w[j];
-        double gj = (double)scale * g[j] + (h->wd != 0 ? h->wd * wj : 0);
-        double acc = (double)s[j] + gj * gj;
-        s[j] = (float)acc;
-        w[j] = (float)(wj - h->lr * gj / (sqrt(acc) + h->eps));
-    }
-}
-
-static void adam_apply(const hyper *h, uint32_t dim, float *w, float *s, const float *g,
-                       float scale, uint32_t step)
-{
-    double t = (double)step + 1.0;
-    double bc1 = 1.0 - pow(h->beta1, t), bc2 = 1.0 - pow(h->beta2, t);
-    float *m = s, *v = s + dim;
-
-    for (uint32_t j = 0; j < dim; j++) {
-        double wj = w[j];
-        double gj = (double)scale * g[j] + (h->wd != 0 ? h->wd * wj : 0);
-        double mj = h->beta1 * m[j] + (1.0 - h->beta1) * gj;
-        double vj = h->beta2 * v[j] + (1.0 - h->beta2) * gj * gj;
-        m[j] = (float)mj;
-        v[j] = (float)vj;
-        w[j] = (float)(wj - h->lr * (mj / bc1) / (sqrt(vj / bc2) + h->eps));
-    }
-}
-
-/* FTRL-Proximal (McMahan et al., "Ad Click Prediction: a View from the
- * Trenches", 2013, algorithm 1) per coordinate; state z at s[0..dim), n at
- * s[dim..2dim). alpha = lr, beta = ftrl_beta. */
-static void ftrl_apply(const hyper *h, uint32_t dim, float *w, float *s, const float *g,
-                       float scale, uint32_t step)
-{
-    (void)step;
-    float *zs = s, *ns = s + dim;
-    const double alpha = h->lr;
-
-    for (uint32_t j = 0; j < dim; j++) {
-        double gj = (double)scale * g[j];
-        double n = ns[j], z = zs[j];
-        double sigma = (sqrt(n + gj * gj) - sqrt(n)) / alpha;
-        z += gj - sigma * w[j];
-        n += gj * gj;
-        zs[j] = (float)z;
-        ns[j] = (float)n;
-        if (fabs(z) <= h->l1)
-            w[j] = 0.0f;
-        else
-            w[j] = (float)(-(z - copysign(h->l1, z)) / ((h->fbeta + sqrt(n)) / alpha + h->l2));
-    }
-}
-
-static const sparse_optim optimizers[] = {
-    {.name = "sgd", .state_per_value = 0, .apply = sgd_apply},
-    {.name = "adagrad", .state_per_value = 1, .apply = adagrad_apply},
-    {.name = "adam", .state_per_value = 2, .apply = adam_apply},
-    {.name = "ftrl", .state_per_value = 2, .apply = ftrl_apply},
-};
-
-#define NOPTIM (sizeof(optimizers) / sizeof(optimizers[0]))
 
 /* ---------------------------------------------------------------- names */
 
@@ -258,21 +168,21 @@ static size_t sketch_bytes_for(uint32_t admit_count)
     return admit_count > 1 ? (size_t)SKETCH_DEPTH * sizeof(uint16_t) << SKETCH_WIDTH_LOG2 : 0;
 }
 
-static int validate(const zp_sparse_opts *o, const sparse_optim **optim, char *err, size_t errlen)
+static int validate(const zp_sparse_opts *o, const zp_optim_ops **optim, char *err, size_t errlen)
 {
     const int O = ZEPS_EOPTIM, I = ZEPS_EINVAL;
     int rc;
 
     if (o->dim < 1 || o->dim > 4096)
         return zp_seterr(err, errlen, I, "sparse table: dim = %u must be in 1..4096", o->dim);
-    *optim = NULL;
-    for (size_t i = 0; i < NOPTIM && o->optimizer != NULL; i++)
-        if (strcmp(optimizers[i].name, o->optimizer) == 0)
-            *optim = &optimizers[i];
-    if (*optim == NULL)
-        return zp_seterr(err, errlen, O,
-                         "sparse table: optimizer = '%s' unknown (known: sgd, adagrad, adam, ftrl)",
-                         o->optimizer ? o->optimizer : "(null)");
+    *optim = zp_optim_find(o->optimizer);
+    if (*optim == NULL || (*optim)->apply_row == NULL) {
+        char known[128];
+        zp_optim_names(ZP_OPTIM_ROW, known, sizeof known);
+        *optim = NULL;
+        return zp_seterr(err, errlen, O, "sparse table: optimizer = '%s' unknown (known: %s)",
+                         o->optimizer ? o->optimizer : "(null)", known);
+    }
     if ((rc = check(O, "lr", o->lr, o->lr > 0, "> 0", err, errlen)) ||
         (rc = check(O, "weight_decay", o->weight_decay, o->weight_decay >= 0, ">= 0", err,
                     errlen)) ||
@@ -304,7 +214,7 @@ static int validate(const zp_sparse_opts *o, const sparse_optim **optim, char *e
         return zp_seterr(err, errlen, I, "sparse table: ttl_clocks = %llu too large",
                          (unsigned long long)o->ttl_clocks);
     if (o->memory_budget != 0) {
-        size_t rec = rec_bytes(o->dim, (*optim)->state_per_value);
+        size_t rec = rec_bytes(o->dim, (*optim)->state_per_param);
         uint64_t fixed = sketch_bytes_for(o->admit_count) + INDEX_MIN_CAP * sizeof(slot) +
                          (rec << chunk_log2_for(rec, o->memory_budget));
         if (o->memory_budget < fixed)
@@ -320,7 +230,7 @@ static int validate(const zp_sparse_opts *o, const sparse_optim **optim, char *e
 
 int zp_sparse_new(zp_sparse **out, const zp_sparse_opts *o, char *err, size_t errlen)
 {
-    const sparse_optim *optim = NULL;
+    const zp_optim_ops *optim = NULL;
     int rc = validate(o, &optim, err, errlen);
     if (rc != 0)
         return rc;
@@ -328,17 +238,18 @@ int zp_sparse_new(zp_sparse **out, const zp_sparse_opts *o, char *err, size_t er
     zp_sparse *t = zp_xcalloc(1, sizeof *t);
     t->dim = o->dim;
     t->optim = optim;
-    t->spv = optim->state_per_value;
-    t->h = (hyper){
+    t->spv = optim->state_per_param;
+    t->h = (zp_hyper){
         .lr = o->lr,
-        .beta1 = o->beta1 != 0 ? o->beta1 : 0.9f,
-        .beta2 = o->beta2 != 0 ? o->beta2 : 0.999f,
-        .eps = o->eps != 0 ? o->eps : 1e-8f,
-        .wd = o->weight_decay,
+        .beta1 = o->beta1,
+        .beta2 = o->beta2,
+        .eps = o->eps,
+        .weight_decay = o->weight_decay,
         .l1 = o->l1,
         .l2 = o->l2,
-        .fbeta = o->ftrl_beta != 0 ? o->ftrl_beta : 1.0f,
+        .ftrl_beta = o->ftrl_beta != 0 ? o->ftrl_beta : 1.0f,
     };
+    zp_hyper_defaults(&t->h);
     t->init = o->init;
     t->init_scale = o->init_scale;
     t->seed = o->seed;
@@ -728,7 +639,7 @@ size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *
             zp_hist_add_linear(tau, hd->version >= read_versions[i]
                                         ? (uint64_t)(hd->version - read_versions[i])
                                         : 0);
-        t->optim->apply(&t->h, t->dim, rec_values(hd), rec_state(t, hd), g + i * t->dim, scale,
+        t->optim->apply_row(&t->h, t->dim, rec_values(hd), rec_state(t, hd), g + i * t->dim, scale,
                         hd->version);
         if (hd->version != UINT32_MAX)
             hd->version++;

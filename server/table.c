@@ -396,14 +396,15 @@ void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float
 
 bool zp_table_sparse_ok(const zp_table *t)
 {
-    return strcmp(t->opt->name, "sgd") == 0 && t->hyper.weight_decay == 0.0f;
+    /* a linear optimizer without a weight-decay term: w -= lr * scale * g */
+    return t->opt->linear && t->hyper.weight_decay == 0.0f;
 }
 
 void zp_table_apply_sparse(zp_table *t, const zp_codec_ops *codec, const void *buf, size_t len,
                            size_t off, size_t count, float scale)
 {
     own_params(t);
-    /* the same alpha as sgd's axpy(-lr * scale, g, w) */
+    /* the same alpha as the linear optimizer's w += (-lr * scale) * g */
     codec->decode_add(buf, len, count, -t->hyper.lr * scale, t->params->data + off);
     t->version++;
 }

@@ -1,0 +1,59 @@
+/*
+ * adagrad.c - Adagrad: G += g^2; w -= lr * g / (sqrt(G) + eps).
+ *
+ * The slice kernel is one fused pass over w, g and G, a restrict-qualified
+ * loop with no calls but sqrtf so that gcc -O2 -ftree-vectorize turns it
+ * into SIMD code - provided the file is built with -fno-math-errno: gcc 12
+ * otherwise keeps a scalar errno path beside each sqrtf and will not
+ * vectorise (server/CMakeLists.txt). The results are the same either way,
+ * as sqrtf only sees non-negative sums of squares.
+ */
+#include <math.h>
+
+#include "optim.h"
+
+/* `wd` is a separate argument so each call below gets a copy specialised
+ * for wd == 0 or not, keeping the loop branch-free. */
+static inline void adagrad_loop(float *restrict w, float *restrict G, const float *restrict g,
+                                size_t n, float lr, float eps, float scale, float wd, int use_wd)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gi = scale * g[i];
+        if (use_wd)
+            gi += wd * w[i];
+        G[i] += gi * gi;
+        w[i] -= lr * gi / (sqrtf(G[i]) + eps);
+    }
+}
+
+static void adagrad_apply(float *w, float *state, const float *g, size_t n, size_t stride,
+                          const zp_hyper *h, uint64_t step, float scale)
+{
+    if (h->weight_decay != 0.0f)
+        adagrad_loop(w, state, g, n, h->lr, h->eps, scale, h->weight_decay, 1);
+    else
+        adagrad_loop(w, state, g, n, h->lr, h->eps, scale, 0.0f, 0);
+}
+
+/* Row, in double; G stored as f32 after each step. */
+static void adagrad_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *s,
+                              const float *g, float scale, uint32_t step)
+{
+    const double lr = h->lr, wd = h->weight_decay, eps = h->eps;
+
+    for (uint32_t j = 0; j < dim; j++) {
+        double wj = w[j];
+        double gj = (double)scale * g[j] + (wd != 0 ? wd * wj : 0);
+        double acc = (double)s[j] + gj * gj;
+        s[j] = (float)acc;
+        w[j] = (float)(wj - lr * gj / (sqrt(acc) + eps));
+    }
+}
+
+const zp_optim_ops zp_optim_adagrad = {
+    .name = "adagrad",
+    .state_per_param = 1,
+    .uses = ZP_OPTIM_USES_EPS,
+    .apply = adagrad_apply,
+    .apply_row = adagrad_apply_row,
+};

@@ -1,0 +1,25 @@
+/*
+ * vec.h - the vector steps of the slice kernels, with the same bits for an
+ * element wherever it sits in a vector and on every x86-64 CPU.
+ *
+ * OpenBLAS's saxpy does not promise that: on some CPUs (seen on AMD EPYC
+ * with its Haswell/Zen kernels) the vector body uses fused multiply-adds and
+ * the tail a separate multiply and add, so an element's result depended on
+ * where a shard's slice began. Here every element is y = fma(a, x, y),
+ * which IEEE 754 defines as one rounding: an FMA instruction where the CPU
+ * has one (a function clone chosen at load time), glibc's exact fmaf
+ * elsewhere. Both give the bits OpenBLAS's AVX-512 kernels gave on the CPUs
+ * where it was consistent, so results did not change there.
+ */
+#ifndef ZP_VEC_H
+#define ZP_VEC_H
+
+#include <stddef.h>
+
+/* y[i] = fma(a, x[i], y[i]) for i < n. x and y must not overlap. */
+void zp_vec_axpy(size_t n, float a, const float *x, float *y);
+
+/* x[i] *= a for i < n (one rounded multiply per element). */
+void zp_vec_scal(size_t n, float a, float *x);
+
+#endif

@@ -105,6 +105,13 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
  * wakes a wait that is blocked. NULL turns it off. */
 void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
 
+/* This worker's rank as zeps-worker finds it (docs/operations.md): from
+ * `value` if not NULL (a number, "auto", "hostname" or "env:NAME"), else
+ * $ZEPS_RANK, else $JOB_COMPLETION_INDEX, else $SLURM_PROCID. On success
+ * writes *rank; otherwise ZEPS_ECONFIG with a message naming the variable
+ * and its value in err (errlen bytes, always terminated). */
+int zeps_resolve_rank(const char *value, uint32_t *rank, char *err, size_t errlen);
+
 /* Say BYE to every shard (best effort, bounded), close sockets, free. Takes
  * *cp and sets it to NULL; NULL is ignored. */
 void zeps_client_destroy(zeps_client **cp);

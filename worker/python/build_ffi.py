@@ -1,0 +1,229 @@
+"""Generate the C source of zeps' cffi extension (API mode, out of line).
+
+Run by CMake at build time (worker/python/CMakeLists.txt):
+
+    /usr/bin/python3 build_ffi.py OUT.c
+
+CMake then compiles OUT.c into the extension module `zeps._native` and
+links it against libzeps.so, so the binding is a thin layer over the one C
+implementation of the protocol. The declarations below are zeps.h's public
+API as cffi reads it (no preprocessor); tests/test_binding.py checks that
+every function libzeps exports is declared here.
+
+Besides the API, the source holds one small C helper: the SIGINT hook that
+makes a Ctrl-C interrupt a wait (see _zp_py_arm below).
+"""
+import sys
+
+import cffi
+
+CDEF = r"""
+typedef struct zeps_client zeps_client;
+typedef struct zeps_req zeps_req;
+typedef struct zeps_view zeps_view;
+typedef struct zeps_sbatch zeps_sbatch;
+
+typedef struct zeps_options {
+    int request_timeout_ms;
+    int max_retries;
+    int hello_timeout_ms;
+    uint64_t incarnation;
+    int num_workers;
+    uint64_t max_message_bytes;
+    int fault_drop_sends;
+    const char *curve_server_key;
+    const char *curve_public_key;
+    const char *curve_secret_key;
+} zeps_options;
+
+typedef struct zeps_table_spec {
+    const char *name;
+    uint64_t length;
+    const char *optimizer;
+    double lr;
+    double momentum;
+    double beta1, beta2;
+    double eps;
+    double weight_decay;
+    const char *init;
+    double init_scale;
+    uint64_t seed;
+    int has_staleness;
+    unsigned staleness;
+} zeps_table_spec;
+
+typedef struct zeps_client_stats {
+    double wait_s;
+    uint64_t requests;
+    uint64_t retries;
+    uint64_t bytes_out;
+    uint64_t bytes_in;
+    uint64_t dropped;
+    uint64_t bytes_out_raw;
+    uint64_t bytes_in_raw;
+    double encode_s;
+    double decode_s;
+    uint64_t restarts;
+} zeps_client_stats;
+
+typedef struct zeps_codec_opts {
+    const char *codec;
+    double fraction;
+    uint64_t count;
+    uint32_t block;
+    int error_feedback;
+    uint64_t seed;
+} zeps_codec_opts;
+
+typedef struct zeps_sparse_spec {
+    const char *name;
+    uint32_t dim;
+    const char *optimizer;
+    double lr;
+    double beta1, beta2;
+    double eps;
+    double weight_decay;
+    double l1, l2;
+    double ftrl_beta;
+    const char *init;
+    double init_scale;
+    uint64_t seed;
+    uint32_t admit_count;
+    double admit_prob;
+    uint64_t ttl_clocks;
+    uint64_t capacity_rows;
+    uint64_t memory_budget;
+    const char *evict;
+} zeps_sparse_spec;
+
+const char *zeps_strerror(int err);
+const char *zeps_errname(int err);
+
+int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank);
+int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
+                              uint32_t rank, const zeps_options *opt);
+void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
+void zeps_client_destroy(zeps_client **cp);
+
+int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table);
+uint64_t zeps_table_length(const zeps_client *c, uint32_t table);
+int zeps_pull_start(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
+                    int64_t clock, zeps_req **req);
+int zeps_push_start(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,
+                    uint64_t count, int64_t clock, zeps_req **req);
+int zeps_wait(zeps_req **req);
+int zeps_wait_all(zeps_req **reqs, int n);
+int zeps_pull_view_start(zeps_client *c, uint32_t table, uint64_t offset, uint64_t count,
+                         int64_t clock, zeps_req **req);
+int zeps_wait_view(zeps_req **req, zeps_view **view);
+int zeps_view_parts(const zeps_view *v);
+const float *zeps_view_part(const zeps_view *v, int i, uint64_t *offset, uint64_t *count);
+void zeps_view_release(zeps_view **vp);
+int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *opts);
+int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *opts);
+int zeps_pull_codec_reset(zeps_client *c, uint32_t table);
+
+int zeps_declare_sparse(zeps_client *c, const zeps_sparse_spec *spec, uint32_t *table);
+uint32_t zeps_table_dim(const zeps_client *c, uint32_t table);
+int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
+                    zeps_sbatch **out);
+size_t zeps_sbatch_size(const zeps_sbatch *b);
+size_t zeps_sbatch_unique(const zeps_sbatch *b);
+void zeps_sbatch_free(zeps_sbatch **bp);
+int zeps_sbatch_pull_start(zeps_sbatch *b, float *rows, int64_t clock, zeps_req **req);
+int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock);
+int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, zeps_req **req);
+int zeps_sbatch_push(zeps_sbatch *b, const float *grads, int64_t clock);
+int zeps_spull(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, float *rows,
+               int64_t clock);
+int zeps_spush(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, const float *grads,
+               int64_t clock);
+
+int zeps_pull(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
+              int64_t clock);
+int zeps_push(zeps_client *c, uint32_t table, const float *grad, uint64_t offset, uint64_t count,
+              int64_t clock);
+int zeps_clock(zeps_client *c, int64_t clock);
+int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req);
+int64_t zeps_resume_clock(const zeps_client *c);
+int zeps_rejoined(const zeps_client *c);
+int zeps_rollback(zeps_client *c, int64_t clock);
+int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
+int zeps_barrier(zeps_client *c);
+uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard);
+int zeps_num_shards(const zeps_client *c);
+int zeps_num_workers(const zeps_client *c);
+uint32_t zeps_rank(const zeps_client *c);
+void zeps_client_get_stats(const zeps_client *c, zeps_client_stats *out);
+const char *zeps_last_error(const zeps_client *c);
+int zeps_stats_raw(zeps_client *c, int shard, void **buf, size_t *len);
+
+int zeps_resolve_rank(const char *value, uint32_t *rank, char *err, size_t errlen);
+void free(void *);
+
+/* the binding's own helper (below) */
+volatile int *_zp_py_arm(void);
+"""
+
+# A Ctrl-C during a wait: Python's own SIGINT handler only marks the signal
+# for the interpreter, which cannot run while C waits. So the binding chains
+# a handler in front of it that also sets the flag libzeps watches
+# (zeps_client_set_interrupt); the signal wakes the blocked poll, the wait
+# returns ZEPS_ECLOSED, and the binding lets Python run its handler
+# (KeyboardInterrupt). _zp_py_arm() (re)installs the chain when someone
+# (Python's signal module) replaced it, clears the flag and returns it; it
+# is called before every wait, a sigaction query when nothing changed.
+SOURCE = r"""
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include "zeps.h"
+
+static volatile int zp_py_flag;
+static struct sigaction zp_py_prev;
+
+static void zp_py_on_sigint(int sig, siginfo_t *si, void *uc)
+{
+    zp_py_flag = 1;
+    if (zp_py_prev.sa_flags & SA_SIGINFO) {
+        if (zp_py_prev.sa_sigaction != NULL)
+            zp_py_prev.sa_sigaction(sig, si, uc);
+    } else if (zp_py_prev.sa_handler != SIG_DFL && zp_py_prev.sa_handler != SIG_IGN &&
+               zp_py_prev.sa_handler != NULL) {
+        zp_py_prev.sa_handler(sig);
+    } else if (zp_py_prev.sa_handler == SIG_DFL) {
+        signal(sig, SIG_DFL); /* nobody else handles it: do what SIGINT does */
+        raise(sig);
+    }
+}
+
+volatile int *_zp_py_arm(void)
+{
+    struct sigaction cur;
+    if (sigaction(SIGINT, NULL, &cur) == 0 && !((cur.sa_flags & SA_SIGINFO) &&
+                                                cur.sa_sigaction == zp_py_on_sigint)) {
+        struct sigaction mine;
+        memset(&mine, 0, sizeof mine);
+        mine.sa_sigaction = zp_py_on_sigint;
+        mine.sa_flags = SA_SIGINFO; /* no SA_RESTART: the poll must wake */
+        sigemptyset(&mine.sa_mask);
+        if (cur.sa_handler != SIG_IGN && sigaction(SIGINT, &mine, &zp_py_prev) != 0)
+            memset(&zp_py_prev, 0, sizeof zp_py_prev);
+    }
+    zp_py_flag = 0;
+    return &zp_py_flag;
+}
+"""
+
+
+def builder():
+    ffi = cffi.FFI()
+    ffi.cdef(CDEF)
+    ffi.set_source("zeps._native", SOURCE)
+    return ffi
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: build_ffi.py OUT.c")
+    builder().emit_c_code(sys.argv[1])

@@ -1,0 +1,120 @@
+"""Every error class the binding raises, and Ctrl-C during a wait."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+import zeps
+from zeps import errors
+
+
+def test_error_classes_follow_libzeps():
+    assert issubclass(errors.ETIMEDOUT, zeps.Error)
+    assert errors.ETIMEDOUT.code == 11 and errors.ETIMEDOUT.name == "ETIMEDOUT"
+    assert zeps.error_class(7) is errors.ECONFLICT
+    assert zeps.error_class(999) is zeps.Error
+    e = errors.ETABLE("no such table")
+    assert (e.code, e.name, e.message) == (6, "ETABLE", "no such table")
+    assert str(e) == "ETABLE: no such table"
+
+
+def test_server_errors(make_cluster):
+    cl = make_cluster(servers=2)
+    with cl.client(0) as c:
+        with pytest.raises(errors.EOPTIM) as ei:
+            c.declare("w", 10, optimizer="rmsprop")
+        assert "rmsprop" in ei.value.message
+        c.declare("w", 10)
+        with pytest.raises(errors.ECONFLICT) as ei:
+            c.declare("w", 11)
+        assert "'w'" in ei.value.message
+        w = c.declare("v", 10)
+        g = np.zeros(10, np.float32)
+        g[3] = np.nan
+        with pytest.raises(errors.ENONFINITE):
+            w.push(g)
+        np.testing.assert_array_equal(w.pull(), np.zeros(10, np.float32))  # nothing applied
+        with pytest.raises(ValueError):
+            w.push(np.zeros(11, np.float32))  # outside the table: refused before sending
+        s = c.declare_sparse("e", 4)
+        with pytest.raises(errors.EOPTIM):
+            c.declare_sparse("f", 4, optimizer="momentum")
+        with pytest.raises(ValueError):
+            s.push([1, 2], np.zeros((2, 3), np.float32))
+
+
+def test_rank_outside_cluster(make_cluster):
+    cl = make_cluster(servers=1, workers=2)
+    with pytest.raises(errors.ERANK):
+        cl.client(5)
+
+
+def test_timeout_when_shard_dies(make_cluster):
+    cl = make_cluster(servers=1)
+    c = cl.client(0, request_timeout_ms=200, max_retries=2)
+    w = c.declare("w", 10)
+    cl.procs[0].kill()
+    cl.procs[0].wait()
+    t0 = time.monotonic()
+    with pytest.raises(errors.ETIMEDOUT):
+        w.pull()
+    assert time.monotonic() - t0 < 5
+    c.close()
+
+
+def test_closed_client(make_cluster):
+    cl = make_cluster(servers=1)
+    c = cl.client(0)
+    w = c.declare("w", 4)
+    c.close()
+    c.close()  # idempotent
+    with pytest.raises(errors.ECLOSED):
+        c.clock(0)
+    with pytest.raises(errors.ECLOSED):
+        w.pull()
+
+
+def test_rank_from_env(monkeypatch):
+    monkeypatch.setenv("ZEPS_RANK", "3")
+    assert zeps.rank_from_env() == 3
+    assert zeps.rank_from_env("5") == 5
+    monkeypatch.setenv("ZEPS_RANK", "x")
+    with pytest.raises(errors.ECONFIG) as ei:
+        zeps.rank_from_env()
+    assert "ZEPS_RANK" in ei.value.message
+
+
+CHILD = textwrap.dedent("""
+    import sys, time, numpy as np, zeps
+    eps = sys.argv[1:]
+    c = zeps.Client.from_endpoints(eps, 0, request_timeout_ms=60000)
+    w = c.declare("w", 10)
+    w.push(np.ones(10, np.float32), clock=0)
+    print("parked", flush=True)
+    t0 = time.monotonic()
+    try:
+        w.pull(clock=1)          # bsp: parked until rank 1 pushes clock 0
+    except KeyboardInterrupt:
+        print("interrupted %.2f" % (time.monotonic() - t0), flush=True)
+        sys.exit(3)
+    print("returned", flush=True)
+""")
+
+
+def test_ctrl_c_interrupts_a_wait(make_cluster):
+    cl = make_cluster(servers=1, workers=2, consistency="bsp")
+    p = subprocess.Popen([sys.executable, "-c", CHILD] + cl.endpoints, stdout=subprocess.PIPE,
+                         text=True, env=dict(os.environ))
+    assert p.stdout.readline().strip() == "parked"
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=10)
+    assert p.returncode == 3, out
+    assert out.startswith("interrupted")
+    assert time.monotonic() - t0 < 3

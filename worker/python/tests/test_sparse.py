@@ -1,0 +1,40 @@
+"""Sparse tables from Python against real zeps-server processes."""
+import numpy as np
+
+import zeps
+
+
+def test_rows_made_on_first_touch_and_pushed(make_cluster):
+    cl = make_cluster(servers=3)
+    with cl.client(0) as c:
+        e = c.declare_sparse("e", 4, optimizer="sgd", lr=0.5, init="constant", init_scale=1.0)
+        ids = np.array([7, 2**63, 7, 2**64 - 1, 0], dtype=np.uint64)
+        rows = e.pull(ids)
+        assert rows.shape == (5, 4) and rows.dtype == np.float32
+        np.testing.assert_array_equal(rows, np.ones((5, 4), np.float32))
+        g = np.arange(20, dtype=np.float32).reshape(5, 4)
+        e.push(ids, g)
+        after = e.pull(ids)
+        # repeated id 7: its two gradient rows are summed into one update
+        np.testing.assert_array_equal(after[0], 1 - 0.5 * (g[0] + g[2]))
+        np.testing.assert_array_equal(after[0], after[2])
+        np.testing.assert_array_equal(after[1], 1 - 0.5 * g[1])
+        np.testing.assert_array_equal(after[4], 1 - 0.5 * g[4])
+
+
+def test_batch_reuse_and_out(make_cluster):
+    cl = make_cluster(servers=2)
+    with cl.client(0) as c:
+        e = c.declare_sparse("e", 8, optimizer="adagrad", lr=0.1)
+        b = e.batch([5, 6, 5, 9])
+        assert len(b) == 4 and b.unique == 3
+        out = np.empty((4, 8), np.float32)
+        assert b.pull(out=out) is out
+        for step in range(3):
+            b.pull(clock=step, out=out)
+            b.push(np.ones((4, 8), np.float32), clock=step)
+        rows = b.pull(clock=3)
+        assert np.all(rows < 0)
+        np.testing.assert_array_equal(rows[0], rows[2])
+        r = b.pull_async(clock=3)
+        np.testing.assert_array_equal(r.wait(), rows)

@@ -1,0 +1,506 @@
+"""Client, tables, sparse batches and non-blocking requests over libzeps.
+
+Threading: a Client and everything it hands out belong to one thread at a
+time, as in C. Calls that wait (pull, push, clock, barrier, Request.wait)
+release the GIL while libzeps waits, and a Ctrl-C (SIGINT) interrupts them:
+the wait gives up and KeyboardInterrupt is raised.
+
+Memory: arrays cross by pointer. A pull fills the caller's `out` array when
+given (float32, C-contiguous, the right size), else a new one. A push sends
+the caller's array without copying when it is float32 and C-contiguous,
+else a contiguous float32 copy. A non-blocking request keeps every array it
+uses alive (the Request holds them, and the Client holds every Request not
+yet waited for) until its wait returns, so dropping an array, or the
+Request itself, can never free memory ZeroMQ still reads or writes.
+"""
+import os
+
+import numpy as np
+
+from ._native import ffi, lib
+from .errors import raise_for, Error
+
+_F32 = np.dtype(np.float32)
+_U64 = np.dtype(np.uint64)
+
+
+def rank_from_env(value=None):
+    """This worker's rank as zeps-worker finds it: `value` (a number,
+    "auto", "hostname" or "env:NAME"), else $ZEPS_RANK, else
+    $JOB_COMPLETION_INDEX, else $SLURM_PROCID (docs/operations.md)."""
+    rank = ffi.new("uint32_t *")
+    err = ffi.new("char[]", 256)
+    rc = lib.zeps_resolve_rank(value.encode() if value is not None else ffi.NULL, rank, err, 256)
+    if rc != 0:
+        raise_for(rc, ffi.string(err).decode())
+    return int(rank[0])
+
+
+def _f32(a, writable=False):
+    """`a` as a C-contiguous float32 array: itself when it already is."""
+    arr = np.asarray(a)
+    if arr.dtype == _F32 and arr.flags.c_contiguous and (arr.flags.writeable or not writable):
+        return arr
+    if writable:
+        raise ValueError("out must be a writable, C-contiguous float32 array")
+    return np.ascontiguousarray(arr, dtype=_F32)
+
+
+def _spec_strings(keep, **fields):
+    """cffi char* fields from str values; `keep` holds the buffers alive."""
+    out = {}
+    for k, v in fields.items():
+        if v is None:
+            out[k] = ffi.NULL
+        else:
+            b = ffi.new("char[]", str(v).encode())
+            keep.append(b)
+            out[k] = b
+    return out
+
+
+class Request:
+    """A non-blocking pull, push or clock in flight; `wait()` finishes it.
+
+    It holds the arrays the request reads or writes until wait returns."""
+
+    __slots__ = ("_client", "_pp", "_keep", "_result", "_done")
+
+    def __init__(self, client, keep, result=None):
+        self._client = client
+        self._pp = ffi.new("zeps_req **")
+        self._keep = keep
+        self._result = result
+        self._done = False
+
+    def wait(self):
+        """Wait for every shard's reply (retrying as configured). Returns the
+        pulled array for pulls, None otherwise. Raises zeps.Error."""
+        if self._done:
+            return self._result
+        c = self._client
+        c._arm()
+        rc = lib.zeps_wait(self._pp)
+        self._done = True
+        c._pending.discard(self)
+        self._keep = None
+        if rc != 0:
+            c._raise(rc)
+        return self._result
+
+    @property
+    def done(self):
+        return self._done
+
+
+class Client:
+    """A connection to every shard of one zeps cluster, as worker `rank`.
+
+    ``Client(config)`` reads the cluster file (the same file the servers
+    read); ``rank`` defaults to :func:`rank_from_env`. Use it as a context
+    manager or call :meth:`close`. ``Client.from_endpoints(endpoints, rank,
+    **options)`` connects to explicit shard endpoints instead."""
+
+    def __init__(self, config=None, rank=None, *, _endpoints=None, **options):
+        self._c = None
+        self._pending = set()
+        self._tables = {}
+        if rank is None:
+            rank = rank_from_env()
+        pp = ffi.new("zeps_client **")
+        if _endpoints is None:
+            if config is None:
+                config = os.environ.get("ZEPS_CONFIG")
+            if config is None:
+                raise ValueError("no cluster file: pass config= or set ZEPS_CONFIG")
+            rc = lib.zeps_client_new(pp, os.fsencode(config), rank)
+        else:
+            eps = [ffi.new("char[]", e.encode()) for e in _endpoints]
+            arr = ffi.new("const char *[]", eps)
+            opt = ffi.new("zeps_options *")
+            keep = []
+            for k, v in options.items():
+                if isinstance(v, str):
+                    v = _spec_strings(keep, x=v)["x"]
+                setattr(opt, k, v)
+            rc = lib.zeps_client_new_endpoints(pp, arr, len(eps), rank, opt)
+        if rc != 0:
+            raise_for(rc, f"cannot connect as rank {rank}: {ffi.string(lib.zeps_strerror(rc)).decode()}")
+        self._c = pp[0]
+        self._flag = None
+        self._arm()
+        lib.zeps_client_set_interrupt(self._c, self._flag)
+
+    @classmethod
+    def from_endpoints(cls, endpoints, rank, **options):
+        """Connect to shards at `endpoints` (endpoints[i] is shard i);
+        options are zeps_options fields (request_timeout_ms, max_retries,
+        hello_timeout_ms, ...)."""
+        return cls(rank=rank, _endpoints=list(endpoints), **options)
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def close(self):
+        """Finish every request not yet waited for, say BYE to every shard
+        and free the client. Idempotent."""
+        if self._c is None:
+            return
+        for r in list(self._pending):
+            try:
+                r.wait()
+            except Error:
+                pass
+        pp = ffi.new("zeps_client **", self._c)
+        self._c = None
+        lib.zeps_client_destroy(pp)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_c", None) is not None:
+            self.close()
+
+    # -- internals -------------------------------------------------------------
+
+    def _arm(self):
+        flag = lib._zp_py_arm()
+        if self._flag is None:
+            self._flag = flag
+        return flag
+
+    def _check(self):
+        if self._c is None:
+            raise_for(lib_code("ECLOSED"), "the client is closed")
+
+    def _raise(self, rc):
+        msg = ffi.string(lib.zeps_last_error(self._c)).decode() if self._c else ""
+        if rc == lib_code("ECLOSED") and self._flag is not None and self._flag[0]:
+            # A signal woke the wait. Running Python code lets the
+            # interpreter call its handler now (KeyboardInterrupt for
+            # SIGINT); if the handler returns, say so as an error.
+            self._flag[0] = 0
+            _let_signal_handlers_run()
+            raise_for(rc, "interrupted by a signal")
+        raise_for(rc, msg or ffi.string(lib.zeps_strerror(rc)).decode())
+
+    def _call(self, rc):
+        if rc != 0:
+            self._raise(rc)
+
+    def _start(self, keep, result=None):
+        r = Request(self, keep, result)
+        self._pending.add(r)
+        return r
+
+    # -- cluster ---------------------------------------------------------------
+
+    @property
+    def rank(self):
+        return int(lib.zeps_rank(self._c))
+
+    @property
+    def num_shards(self):
+        return int(lib.zeps_num_shards(self._c))
+
+    @property
+    def num_workers(self):
+        return int(lib.zeps_num_workers(self._c))
+
+    @property
+    def resume_clock(self):
+        """The clock this worker resumes at (0 for a new job)."""
+        return int(lib.zeps_resume_clock(self._c))
+
+    @property
+    def rejoined(self):
+        return bool(lib.zeps_rejoined(self._c))
+
+    def clock(self, clock):
+        """Tell every shard this worker finished `clock`."""
+        self._check()
+        self._arm()
+        self._call(lib.zeps_clock(self._c, clock))
+
+    def clock_async(self, clock):
+        self._check()
+        r = self._start(None)
+        self._call(lib.zeps_clock_start(self._c, clock, r._pp))
+        return r
+
+    def barrier(self):
+        """Block until every worker of the cluster entered the barrier."""
+        self._check()
+        self._arm()
+        self._call(lib.zeps_barrier(self._c))
+
+    def stats(self):
+        """This client's counters as a dict (wait_s, requests, retries,
+        bytes_out, bytes_in, dropped, bytes_out_raw, bytes_in_raw, encode_s,
+        decode_s, restarts)."""
+        self._check()
+        s = ffi.new("zeps_client_stats *")
+        lib.zeps_client_get_stats(self._c, s)
+        return {f: getattr(s, f) for f, _ in ffi.typeof("zeps_client_stats").fields}
+
+    def shard_stats_raw(self, shard):
+        """Shard `shard`'s statistics as the protobuf-encoded zeps.ShardStats
+        bytes (docs/protocol.md)."""
+        self._check()
+        buf = ffi.new("void **")
+        n = ffi.new("size_t *")
+        self._arm()
+        self._call(lib.zeps_stats_raw(self._c, shard, buf, n))
+        try:
+            return bytes(ffi.buffer(buf[0], n[0]))
+        finally:
+            lib.free(buf[0])
+
+    # -- tables ----------------------------------------------------------------
+
+    def declare(self, name, length, optimizer="sgd", lr=0.01, *, momentum=0.0, beta1=0.0,
+                beta2=0.0, eps=0.0, weight_decay=0.0, init=None, init_scale=0.0, seed=0,
+                staleness=None):
+        """Declare a dense table of `length` float32 elements on every shard
+        (idempotent with the same spec). Returns a DenseTable."""
+        self._check()
+        keep = []
+        spec = ffi.new("zeps_table_spec *")
+        for k, v in _spec_strings(keep, name=name, optimizer=optimizer, init=init).items():
+            setattr(spec, k, v)
+        spec.length = int(length)
+        spec.lr, spec.momentum, spec.beta1, spec.beta2 = lr, momentum, beta1, beta2
+        spec.eps, spec.weight_decay, spec.init_scale, spec.seed = eps, weight_decay, init_scale, seed
+        if staleness is not None:
+            spec.has_staleness, spec.staleness = 1, int(staleness)
+        h = ffi.new("uint32_t *")
+        self._arm()
+        self._call(lib.zeps_declare(self._c, spec, h))
+        t = DenseTable(self, int(h[0]), name, int(length))
+        self._tables[name] = t
+        return t
+
+    def declare_sparse(self, name, dim, optimizer="adagrad", lr=0.01, *, beta1=0.0, beta2=0.0,
+                       eps=0.0, weight_decay=0.0, l1=0.0, l2=0.0, ftrl_beta=0.0, init=None,
+                       init_scale=0.0, seed=0, admit_count=0, admit_prob=0.0, ttl_clocks=0,
+                       capacity_rows=0, memory_budget=0, evict=None):
+        """Declare a sparse table of rows of `dim` float32 keyed by uint64
+        ids (docs/sparse.md). Returns a SparseTable."""
+        self._check()
+        keep = []
+        spec = ffi.new("zeps_sparse_spec *")
+        for k, v in _spec_strings(keep, name=name, optimizer=optimizer, init=init,
+                                  evict=evict).items():
+            setattr(spec, k, v)
+        spec.dim = int(dim)
+        for k, v in dict(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                         l1=l1, l2=l2, ftrl_beta=ftrl_beta, init_scale=init_scale, seed=seed,
+                         admit_count=admit_count, admit_prob=admit_prob, ttl_clocks=ttl_clocks,
+                         capacity_rows=capacity_rows, memory_budget=memory_budget).items():
+            setattr(spec, k, v)
+        h = ffi.new("uint32_t *")
+        self._arm()
+        self._call(lib.zeps_declare_sparse(self._c, spec, h))
+        t = SparseTable(self, int(h[0]), name, int(dim))
+        self._tables[name] = t
+        return t
+
+
+def _let_signal_handlers_run():
+    """A Python-level call and loop: the interpreter checks for pending
+    signals here and runs their handlers."""
+    for _ in range(2):
+        pass
+
+
+def lib_code(name):
+    """The number of zeps error `name` ("ECLOSED")."""
+    from . import errors
+    return getattr(errors, name).code
+
+
+def _codec_opts(keep, codec, fraction, count, block, error_feedback, seed):
+    o = ffi.new("zeps_codec_opts *")
+    o.codec = _spec_strings(keep, c=codec)["c"]
+    o.fraction, o.count, o.block = fraction, count, block
+    o.error_feedback, o.seed = int(bool(error_feedback)), seed
+    return o
+
+
+class DenseTable:
+    """A dense table: a float32 vector sliced over the shards."""
+
+    def __init__(self, client, handle, name, length):
+        self.client, self.handle, self.name, self.length = client, handle, name, length
+
+    def __repr__(self):
+        return f"<zeps.DenseTable {self.name!r} length={self.length}>"
+
+    def _range(self, offset, count):
+        if count is None:
+            count = self.length - offset
+        if offset < 0 or count < 0 or offset + count > self.length:
+            raise ValueError(f"range [{offset}, {offset + count}) outside table {self.name!r} "
+                             f"of {self.length} elements")
+        return offset, count
+
+    def _out(self, out, count):
+        if out is None:
+            return np.empty(count, dtype=_F32)
+        out = _f32(out, writable=True)
+        if out.size != count:
+            raise ValueError(f"out has {out.size} elements, the pull brings {count}")
+        return out
+
+    def pull_async(self, clock=0, out=None, offset=0, count=None):
+        """Start pulling [offset, offset + count) as seen at `clock` into
+        `out` (or a new array); returns a Request whose wait() gives it."""
+        c = self.client
+        c._check()
+        offset, count = self._range(offset, count)
+        out = self._out(out, count)
+        p = ffi.from_buffer("float[]", out, require_writable=True)
+        r = c._start((out, p), out)
+        c._call(lib.zeps_pull_start(c._c, self.handle, p, offset, count, clock, r._pp))
+        return r
+
+    def pull(self, clock=0, out=None, offset=0, count=None):
+        """Pull [offset, offset + count) (the whole table by default) as seen
+        at `clock`; fills `out` without an extra copy when given."""
+        return self.pull_async(clock, out, offset, count).wait()
+
+    def push_async(self, grad, clock=0, offset=0):
+        """Start pushing `grad` for [offset, offset + len(grad)) computed at
+        `clock`; the array is kept alive until the Request's wait()."""
+        c = self.client
+        c._check()
+        g = _f32(grad).reshape(-1)
+        offset, count = self._range(offset, g.size)
+        p = ffi.from_buffer("float[]", g)
+        r = c._start((g, p))
+        c._call(lib.zeps_push_start(c._c, self.handle, p, offset, count, clock, r._pp))
+        return r
+
+    def push(self, grad, clock=0, offset=0):
+        """Push `grad` computed at `clock` and wait for every shard."""
+        self.push_async(grad, clock, offset).wait()
+
+    def set_push_codec(self, codec, *, fraction=0.0, count=0, block=0, error_feedback=True,
+                       seed=0):
+        """Compress this table's pushes ("none", "fp16", "bf16", "int8",
+        "sign", "topk", "randk"), with error feedback by default."""
+        keep = []
+        o = _codec_opts(keep, codec, fraction, count, block, error_feedback, seed)
+        self.client._call(lib.zeps_set_push_codec(self.client._c, self.handle, o))
+
+    def set_pull_codec(self, codec, *, fraction=0.0, count=0, block=0, seed=0):
+        """Pull the whole table as compressed deltas (docs/compression.md:
+        the `out` buffer must keep what the previous pull left in it);
+        codec None turns it off."""
+        if codec is None:
+            self.client._call(lib.zeps_set_pull_codec(self.client._c, self.handle, ffi.NULL))
+            return
+        keep = []
+        o = _codec_opts(keep, codec, fraction, count, block, False, seed)
+        self.client._call(lib.zeps_set_pull_codec(self.client._c, self.handle, o))
+
+    def pull_codec_reset(self):
+        self.client._call(lib.zeps_pull_codec_reset(self.client._c, self.handle))
+
+    def pulled_version(self, shard):
+        """The version of this table's slice on `shard` the last pull read."""
+        return int(lib.zeps_pulled_version(self.client._c, self.handle, shard))
+
+
+class Batch:
+    """A batch of ids of a sparse table, deduplicated and grouped by shard
+    once by libzeps; pull and push it as often as needed. The batch
+    remembers the row versions its last pull saw and sends them with the
+    next push, so the server measures each row's staleness."""
+
+    def __init__(self, table, ids):
+        self.table = table
+        c = table.client
+        c._check()
+        self.ids = np.ascontiguousarray(ids, dtype=_U64).reshape(-1)
+        pp = ffi.new("zeps_sbatch **")
+        p = ffi.from_buffer("uint64_t[]", self.ids)
+        c._call(lib.zeps_sbatch_new(c._c, table.handle, p, self.ids.size, pp))
+        self._b = pp[0]
+
+    def __len__(self):
+        return int(self.ids.size)
+
+    @property
+    def unique(self):
+        """Distinct ids in the batch."""
+        return int(lib.zeps_sbatch_unique(self._b))
+
+    def free(self):
+        if self._b is not None:
+            pp = ffi.new("zeps_sbatch **", self._b)
+            self._b = None
+            lib.zeps_sbatch_free(pp)
+
+    def __del__(self):
+        if getattr(self, "_b", None) is not None and self.table.client._c is not None:
+            self.free()
+
+    def pull_async(self, clock=0, out=None):
+        c = self.table.client
+        dim = self.table.dim
+        if out is None:
+            out = np.empty((self.ids.size, dim), dtype=_F32)
+        else:
+            out = _f32(out, writable=True)
+            if out.size != self.ids.size * dim:
+                raise ValueError(f"out has {out.size} values, the batch needs "
+                                 f"{self.ids.size} x {dim}")
+        p = ffi.from_buffer("float[]", out, require_writable=True)
+        r = c._start((out, p, self), out)
+        c._call(lib.zeps_sbatch_pull_start(self._b, p, clock, r._pp))
+        return r
+
+    def pull(self, clock=0, out=None):
+        """Rows of every id, (n, dim) float32 (repeats get the same row)."""
+        return self.pull_async(clock, out).wait()
+
+    def push_async(self, grads, clock=0):
+        c = self.table.client
+        g = _f32(grads)
+        if g.size != self.ids.size * self.table.dim:
+            raise ValueError(f"grads has {g.size} values, the batch needs "
+                             f"{self.ids.size} x {self.table.dim}")
+        p = ffi.from_buffer("float[]", g)
+        r = c._start((g, p, self))
+        c._call(lib.zeps_sbatch_push_start(self._b, p, clock, r._pp))
+        return r
+
+    def push(self, grads, clock=0):
+        """Push one gradient row per id (repeats are summed into one update)."""
+        self.push_async(grads, clock).wait()
+
+
+class SparseTable:
+    """A sparse table: rows of `dim` float32 keyed by uint64 ids."""
+
+    def __init__(self, client, handle, name, dim):
+        self.client, self.handle, self.name, self.dim = client, handle, name, dim
+
+    def __repr__(self):
+        return f"<zeps.SparseTable {self.name!r} dim={self.dim}>"
+
+    def batch(self, ids):
+        """A reusable Batch of `ids`."""
+        return Batch(self, ids)
+
+    def pull(self, ids, clock=0, out=None):
+        """Rows of `ids` as (n, dim) float32; rows are made on first touch."""
+        return Batch(self, ids).pull(clock, out)
+
+    def push(self, ids, grads, clock=0):
+        """Push a gradient row per id; repeated ids' rows are summed."""
+        Batch(self, ids).push(grads, clock)

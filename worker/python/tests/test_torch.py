@@ -1,0 +1,91 @@
+"""zeps.torch against real servers: Embedding / EmbeddingBag autograd equal
+to torch's own modules, and DenseParameters."""
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import zeps
+import zeps.torch as zt
+
+
+def _reference_embedding(rows_by_id, ids, dim):
+    ref = nn.Embedding(len(rows_by_id), dim)
+    index = {i: k for k, i in enumerate(rows_by_id)}
+    with torch.no_grad():
+        for i, k in index.items():
+            ref.weight[k] = torch.from_numpy(rows_by_id[i])
+    mapped = torch.tensor([[index[int(i)] for i in row] for row in ids.tolist()])
+    return ref, index, mapped
+
+
+def test_embedding_grad_equals_nn_embedding(make_cluster):
+    cl = make_cluster(servers=2)
+    with cl.client(0) as c:
+        table = c.declare_sparse("emb", 6, optimizer="sgd", lr=1.0, init="normal",
+                                 init_scale=0.5, seed=3)
+        emb = zt.Embedding(table)
+        ids = torch.tensor([[3, 9, 3], [2 ** 40, 9, 1]], dtype=torch.int64)
+        uniq = sorted(set(ids.reshape(-1).tolist()))
+        before = table.pull(np.array(uniq, np.uint64))
+        rows_by_id = {i: before[k].copy() for k, i in enumerate(uniq)}
+        ref, index, mapped = _reference_embedding(rows_by_id, ids, 6)
+        w = torch.randn(2, 3, 6, generator=torch.Generator().manual_seed(0))
+
+        out = emb(ids)
+        np.testing.assert_array_equal(out.detach().numpy(), ref(mapped).detach().numpy())
+        (out * w).sum().backward()
+        (ref(mapped) * w).sum().backward()
+        # sgd, lr 1: the row moved by exactly minus its gradient
+        after = table.pull(np.array(uniq, np.uint64))
+        for k, i in enumerate(uniq):
+            np.testing.assert_allclose(before[k] - after[k], ref.weight.grad[index[i]].numpy(),
+                                       rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean"])
+def test_embedding_bag_grad(make_cluster, mode):
+    cl = make_cluster(servers=3)
+    with cl.client(0) as c:
+        table = c.declare_sparse("bag", 4, optimizer="sgd", lr=1.0, init="uniform",
+                                 init_scale=1.0, seed=5)
+        bag = zt.EmbeddingBag(table, mode=mode)
+        ids = torch.tensor([[1, 2, 2, 7], [7, 8, 1, 1]], dtype=torch.int64)
+        uniq = sorted(set(ids.reshape(-1).tolist()))
+        before = table.pull(np.array(uniq, np.uint64))
+        rows_by_id = {i: before[k].copy() for k, i in enumerate(uniq)}
+        index = {i: k for k, i in enumerate(uniq)}
+        ref = nn.EmbeddingBag(len(uniq), 4, mode=mode)
+        with torch.no_grad():
+            ref.weight.copy_(torch.from_numpy(before))
+        mapped = torch.tensor([[index[int(i)] for i in r] for r in ids.tolist()])
+        out = bag(ids)
+        np.testing.assert_allclose(out.detach().numpy(), ref(mapped).detach().numpy(), rtol=1e-6)
+        out.pow(2).sum().backward()
+        ref(mapped).pow(2).sum().backward()
+        after = table.pull(np.array(uniq, np.uint64))
+        np.testing.assert_allclose(before - after, ref.weight.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_dense_parameters_train_a_linear_model(make_cluster):
+    """Two workers under bsp fit y = 3x - 1; both end with the same bits."""
+    cl = make_cluster(servers=2, workers=2, consistency="bsp")
+    clients = [cl.client(r) for r in range(2)]
+    models = [nn.Linear(1, 1) for _ in range(2)]
+    ps = [zt.DenseParameters(c, m, optimizer="sgd", lr=0.1) for c, m in zip(clients, models)]
+    x = torch.linspace(-1, 1, 32).reshape(-1, 1)
+    y = 3 * x - 1
+    for clock in range(60):
+        for r in range(2):  # each worker pulls, computes on its half, pushes
+            ps[r].pull(clock)
+            xs, ys = x[r::2], y[r::2]
+            loss = ((models[r](xs) - ys) ** 2).mean()
+            loss.backward()
+            ps[r].step(clock)
+    for r in range(2):
+        ps[r].pull(60)
+    w0, w1 = [m.weight.item() for m in models], [m.bias.item() for m in models]
+    assert w0[0] == w0[1] and w1[0] == w1[1]
+    assert abs(w0[0] - 3) < 0.05 and abs(w1[0] + 1) < 0.05
+    for c in clients:
+        c.close()

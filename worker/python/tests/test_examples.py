@@ -1,0 +1,58 @@
+"""The examples of worker/python/examples at a small size, as real worker
+processes of a real cluster (rank in $ZEPS_RANK, cluster file in
+$ZEPS_CONFIG, results in $ZEPS_RESULT_DIR)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import bin_path
+
+EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "examples")
+
+
+def run_workers(cl, n, script, *args):
+    env = dict(os.environ, ZEPS_CONFIG=cl.conf, ZEPS_RESULT_DIR=cl.dir)
+    procs = [subprocess.Popen([sys.executable, os.path.join(EXAMPLES, script)] + list(args),
+                              env=dict(env, ZEPS_RANK=str(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(n)]
+    outs = [p.communicate(timeout=600)[0] for p in procs]
+    for p, out in zip(procs, outs):
+        assert p.returncode == 0, out
+    with open(os.path.join(cl.dir, "worker-0.json")) as f:
+        return json.load(f), outs[0]
+
+
+@pytest.mark.skipif(not os.path.isdir("/usr/share/datasets/fashion-mnist"),
+                    reason="dataset-fashion-mnist not installed")
+def test_mnist_mlp_bsp(make_cluster):
+    cl = make_cluster(servers=2, workers=2, consistency="bsp")
+    res, out = run_workers(cl, 2, "mnist_mlp.py", "--epochs", "2", "--examples", "12000")
+    assert res["final_accuracy"] > 0.75, out  # 2 epochs on a fifth of the data
+    assert res["iterations"] == 2 * (12000 // 2 // 64)
+
+
+def test_ctr_dlrm(make_cluster, tmp_path):
+    data = tmp_path / "data"
+    subprocess.run([bin_path("zepsctl"), "gen-criteo", "--out", str(data), "--train", "40000",
+                    "--test", "10000", "--seed", "2"], check=True, capture_output=True)
+    with open(data / "truth.json") as f:
+        truth = json.load(f)
+    cl = make_cluster(servers=2, workers=2, consistency="async")
+    res, out = run_workers(cl, 2, "ctr_dlrm.py", "--data", str(data))
+    # a small run: clearly above what the dense fields alone give
+    assert res["final_auc"] > truth["dense_only_test_auc"] + 0.02, out
+    assert res["examples"] == 20000
+
+
+def test_staleness_sweep():
+    out = subprocess.run([sys.executable, os.path.join(EXAMPLES, "staleness_sweep.py"),
+                          "--iters", "80", "--settings", "bsp,ssp:2,async"],
+                         capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, ZEPS_BINDIR=os.path.dirname(bin_path("x"))))
+    assert out.returncode == 0, out.stderr
+    rows = [l.split() for l in out.stdout.splitlines()[1:]]
+    assert [r[0] for r in rows] == ["bsp", "ssp:2", "async"]
+    assert all(float(r[1]) < 0.05 for r in rows), out.stdout  # every setting converges

@@ -372,6 +372,55 @@ static void still_serving(const uint64_t *ids, int n)
         ck_assert_msg(rows[i] == 1.0f, "row value %g changed by a refused request", rows[i]);
 }
 
+/* Rows that would not fit max_message_mb (1 MiB here), though the ids do,
+ * are refused by the shard, and by the library before sending. */
+static void too_big_refused(void)
+{
+    Zeps__Header h;
+    /* a 4-byte top-k payload [k = 0] for 65,536 rows of dim 8 (2 MiB
+     * decoded), and a pull of 40,000 rows (1.4 MiB of reply) */
+    enum { BIG = 65536 };
+    uint64_t *big = malloc((BIG * 8 + 4));
+    ids_of_shard(0, big, BIG);
+    memset((unsigned char *)big + BIG * 8, 0, 4);
+    req(&h, ZEPS__OP__PUSH, BIG);
+    h.codec = 5;
+    zt_raw_expect_error(zt_raw_req(raw, &h, big, BIG * 8 + 4), ZEPS_ETOOBIG, "max_message_mb");
+    req(&h, ZEPS__OP__PULL, 40000);
+    zt_raw_expect_error(zt_raw_req(raw, &h, big, 40000 * 8), ZEPS_ETOOBIG, "max_message_mb");
+    /* and the library says so before sending */
+    float *rows = malloc((size_t)40000 * DIM * sizeof(float));
+    ck_assert_int_eq(zeps_spull(good, tid, big, 40000, rows, 0), ZEPS_ETOOBIG);
+    ck_assert_msg(strstr(zeps_last_error(good), "max_message_mb"), "%s", zeps_last_error(good));
+    free(rows);
+    free(big);
+}
+
+/* Declarations with a bad dim or an unknown optimizer, a conflicting
+ * re-declaration, and a dense call on a sparse table are all refused. */
+static void bad_declarations(void)
+{
+    uint32_t t2;
+    zeps_sparse_spec s = emb_spec("sgd", 0.1);
+    s.name = "bad";
+    s.dim = 0;
+    ck_assert_int_ne(zeps_declare_sparse(good, &s, &t2), 0);
+    ck_assert_msg(strstr(zeps_last_error(good), "dim"), "%s", zeps_last_error(good));
+    s.dim = 4;
+    s.optimizer = "rmsprop";
+    ck_assert_int_ne(zeps_declare_sparse(good, &s, &t2), 0);
+    ck_assert_msg(strstr(zeps_last_error(good), "rmsprop"), "%s", zeps_last_error(good));
+    zeps_sparse_spec again = emb_spec("sgd", 0.5);
+    again.init = "constant";
+    again.init_scale = 1.0;
+    again.dim = 16;
+    ck_assert_int_eq(zeps_declare_sparse(good, &again, &t2), ZEPS_ECONFLICT);
+    ck_assert_msg(strstr(zeps_last_error(good), "dim"), "%s", zeps_last_error(good));
+    /* a dense call on a sparse table is refused by the library */
+    float v[4];
+    ck_assert_int_ne(zeps_pull(good, tid, v, 0, 4, 0), 0);
+}
+
 START_TEST(test_bad_requests)
 {
     uint64_t mine[4], theirs[1];
@@ -422,46 +471,9 @@ START_TEST(test_bad_requests)
     still_serving(mine, 4);
     still_serving(theirs, 1);
 
-    /* rows that would not fit max_message_mb (1 MiB here), though the ids
-     * do: a 4-byte top-k payload [k = 0] for 65,536 rows of dim 8 (2 MiB
-     * decoded), and a pull of 40,000 rows (1.4 MiB of reply) */
-    enum { BIG = 65536 };
-    uint64_t *big = malloc((BIG * 8 + 4));
-    ids_of_shard(0, big, BIG);
-    memset((unsigned char *)big + BIG * 8, 0, 4);
-    req(&h, ZEPS__OP__PUSH, BIG);
-    h.codec = 5;
-    zt_raw_expect_error(zt_raw_req(raw, &h, big, BIG * 8 + 4), ZEPS_ETOOBIG, "max_message_mb");
-    req(&h, ZEPS__OP__PULL, 40000);
-    zt_raw_expect_error(zt_raw_req(raw, &h, big, 40000 * 8), ZEPS_ETOOBIG, "max_message_mb");
-    /* and the library says so before sending */
-    float *rows = malloc((size_t)40000 * DIM * sizeof(float));
-    ck_assert_int_eq(zeps_spull(good, tid, big, 40000, rows, 0), ZEPS_ETOOBIG);
-    ck_assert_msg(strstr(zeps_last_error(good), "max_message_mb"), "%s", zeps_last_error(good));
-    free(rows);
-    free(big);
+    too_big_refused();
     still_serving(mine, 4);
-
-    /* declarations: bad dim, unknown optimizer, conflicting re-declaration */
-    uint32_t t2;
-    zeps_sparse_spec s = emb_spec("sgd", 0.1);
-    s.name = "bad";
-    s.dim = 0;
-    ck_assert_int_ne(zeps_declare_sparse(good, &s, &t2), 0);
-    ck_assert_msg(strstr(zeps_last_error(good), "dim"), "%s", zeps_last_error(good));
-    s.dim = 4;
-    s.optimizer = "rmsprop";
-    ck_assert_int_ne(zeps_declare_sparse(good, &s, &t2), 0);
-    ck_assert_msg(strstr(zeps_last_error(good), "rmsprop"), "%s", zeps_last_error(good));
-    zeps_sparse_spec again = emb_spec("sgd", 0.5);
-    again.init = "constant";
-    again.init_scale = 1.0;
-    again.dim = 16;
-    ck_assert_int_eq(zeps_declare_sparse(good, &again, &t2), ZEPS_ECONFLICT);
-    ck_assert_msg(strstr(zeps_last_error(good), "dim"), "%s", zeps_last_error(good));
-    /* a dense call on a sparse table is refused by the library */
-    float v[4];
-    ck_assert_int_ne(zeps_pull(good, tid, v, 0, 4, 0), 0);
+    bad_declarations();
     still_serving(mine, 4);
 }
 END_TEST

@@ -333,6 +333,69 @@ int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char 
     return rc;
 }
 
+/* Read this shard's file of `set` into *sp if it is the file the manifest
+ * recorded (size and header CRC). 0, or an error with the reason in why
+ * (*sp stays NULL). */
+static int restore_own(const char *dir, const zp_snap_set *set, uint32_t shard, uint32_t nshards,
+                       zp_snapshot **sp, char *why, size_t whylen)
+{
+    char path[PATH_MAX];
+    zp_snap_info in;
+    int rc = 0;
+    if (set->nshards != nshards) {
+        rc = zp_seterr(why, whylen, ZEPS_EDATA,
+                       "it has %u shards, this cluster %u (it needs resharding)", set->nshards,
+                       nshards);
+    } else if (manifest_path(path, sizeof(path), dir, set->files[shard].name)) {
+        rc = zp_seterr(why, whylen, ZEPS_EINVAL, "path too long");
+    } else if (!(rc = zp_snapshot_read_info(path, &in, why, whylen)) &&
+               (in.file_size != set->files[shard].size ||
+                in.header_crc != set->files[shard].header_crc)) {
+        rc = zp_seterr(why, whylen, ZEPS_EDATA,
+                       "snapshot %s: %" PRIu64 " bytes, header CRC %08x; the manifest "
+                       "recorded %" PRIu64 " bytes, %08x",
+                       path, in.file_size, in.header_crc, set->files[shard].size,
+                       set->files[shard].header_crc);
+    }
+    if (!rc)
+        rc = zp_snapshot_read(path, sp, why, whylen);
+    return rc;
+}
+
+/* Every shard must restore the same set: a set is usable only if the other
+ * shards' files (in the same shared directory) are intact too, else one
+ * shard would fall back and the others would not. 0 if they all verify and
+ * match the manifest, or an error with the reason in why. */
+static int restore_others(const char *dir, const zp_snap_set *set, uint32_t shard,
+                          uint32_t nshards, char *why, size_t whylen)
+{
+    int rc = 0;
+    for (uint32_t j = 0; !rc && j < nshards; j++) {
+        if (j == shard)
+            continue;
+        char other[PATH_MAX];
+        zp_snap_info in;
+        if (manifest_path(other, sizeof(other), dir, set->files[j].name)) {
+            rc = zp_seterr(why, whylen, ZEPS_EINVAL, "path too long");
+        } else if (!(rc = zp_snapshot_verify(other, &in, why, whylen)) &&
+                   (in.file_size != set->files[j].size ||
+                    in.header_crc != set->files[j].header_crc)) {
+            rc = zp_seterr(why, whylen, ZEPS_EDATA,
+                           "snapshot %s (shard %u): changed since the manifest recorded it", other,
+                           j);
+        }
+        if (rc) {
+            char inner[400]; /* room for the sentence around it */
+            snprintf(inner, sizeof(inner), "%.399s", why);
+            snprintf(why, whylen,
+                     "shard %u's file is not usable, so no shard may "
+                     "restore this set: %s",
+                     j, inner);
+        }
+    }
+    return rc;
+}
+
 int zp_snapshot_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
                                 zp_snapshot **out, uint64_t *setid_out, zp_snap_log_fn log,
                                 void *log_arg, char *err, size_t errlen)
@@ -352,50 +415,10 @@ int zp_snapshot_find_restorable(const char *dir, uint32_t shard, uint32_t nshard
     size_t skipped = 0;
     for (size_t i = 0; i < m->nsets; i++) {
         const zp_snap_set *set = &m->sets[i];
-        char path[PATH_MAX];
-        zp_snap_info in;
         zp_snapshot *s = NULL;
-        rc = 0;
-        if (set->nshards != nshards) {
-            rc = zp_seterr(why, sizeof(why), ZEPS_EDATA,
-                           "it has %u shards, this cluster %u (it needs resharding)", set->nshards,
-                           nshards);
-        } else if (manifest_path(path, sizeof(path), dir, set->files[shard].name)) {
-            rc = zp_seterr(why, sizeof(why), ZEPS_EINVAL, "path too long");
-        } else if (!(rc = zp_snapshot_read_info(path, &in, why, sizeof(why))) &&
-                   (in.file_size != set->files[shard].size ||
-                    in.header_crc != set->files[shard].header_crc)) {
-            rc = zp_seterr(why, sizeof(why), ZEPS_EDATA,
-                           "snapshot %s: %" PRIu64 " bytes, header CRC %08x; the manifest "
-                           "recorded %" PRIu64 " bytes, %08x",
-                           path, in.file_size, in.header_crc, set->files[shard].size,
-                           set->files[shard].header_crc);
-        }
+        rc = restore_own(dir, set, shard, nshards, &s, why, sizeof(why));
         if (!rc)
-            rc = zp_snapshot_read(path, &s, why, sizeof(why));
-        /* Every shard must restore the same set: a set is usable only if
-         * the other shards' files (in the same shared directory) are intact
-         * too, else one shard would fall back and the others would not. */
-        for (uint32_t j = 0; !rc && j < nshards; j++) {
-            if (j == shard)
-                continue;
-            char other[PATH_MAX];
-            if (manifest_path(other, sizeof(other), dir, set->files[j].name)) {
-                rc = zp_seterr(why, sizeof(why), ZEPS_EINVAL, "path too long");
-            } else if (!(rc = zp_snapshot_verify(other, &in, why, sizeof(why))) &&
-                       (in.file_size != set->files[j].size ||
-                        in.header_crc != set->files[j].header_crc)) {
-                rc = zp_seterr(why, sizeof(why), ZEPS_EDATA,
-                               "snapshot %s (shard %u): changed since the manifest recorded it",
-                               other, j);
-            }
-            if (rc) {
-                char inner[400]; /* room for the sentence around it */
-                snprintf(inner, sizeof(inner), "%.399s", why);
-                snprintf(why, sizeof(why), "shard %u's file is not usable, so no shard may "
-                         "restore this set: %s", j, inner);
-            }
-        }
+            rc = restore_others(dir, set, shard, nshards, why, sizeof(why));
         if (rc)
             zp_snapshot_free(&s);
         if (!rc) {

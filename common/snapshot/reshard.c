@@ -135,24 +135,53 @@ static void reshard_block(const zp_snapshot *const *src, uint32_t nsrc, uint32_t
     }
 }
 
-int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t shard,
-                        uint32_t nshards, zp_snapshot **out, char *err, size_t errlen)
+/* The newest version and round of table i over the sources, into t. */
+static void reshard_newest(const zp_snapshot *const *src, uint32_t nsrc, uint32_t i,
+                           zp_snap_table *t)
 {
-    if (nshards == 0 || shard >= nshards)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "reshard: shard %u of %u", shard, nshards);
-    int rc = reshard_check(src, nsrc, err, errlen);
-    if (rc)
-        return rc;
-    const zp_snapshot *a = src[0];
+    for (uint32_t k = 0; k < nsrc; k++) {
+        const zp_snap_table *u = &src[k]->tables[i];
+        if (u->version > t->version)
+            t->version = u->version;
+        if (u->round > t->round)
+            t->round = u->round;
+    }
+}
 
-    /* Workers merged per rank (ranks < nworkers, checked by validate). */
-    uint32_t N = a->h.nworkers;
+/* Dense table i of shard `shard` of `nshards`: the new slice's parameters
+ * and state copied from the sources' slices it overlaps. On success t->owned
+ * holds them; on ZEPS_ENOMEM t is unchanged but for begin and end. */
+static int reshard_dense(const zp_snapshot *const *src, uint32_t nsrc, uint32_t i, uint32_t shard,
+                         uint32_t nshards, zp_snap_table *t)
+{
+    t->begin = zp_slice_at(t->length, shard, nshards);
+    t->end = zp_slice_at(t->length, shard + 1, nshards);
+    uint64_t n = t->end - t->begin, spp = t->state_per_param;
+    float *mem = malloc((size_t)(n * (1 + spp) * 4) + 4);
+    if (!mem)
+        return ZEPS_ENOMEM;
+    reshard_block(src, nsrc, i, -1, mem, t->begin, t->end);
+    for (uint64_t q = 0; q < spp; q++)
+        reshard_block(src, nsrc, i, (int)q, mem + n * (1 + q), t->begin, t->end);
+    t->owned = mem;
+    t->params = mem;
+    t->state = spp ? mem + n : NULL;
+    return 0;
+}
+
+/* A new snapshot for a->ntables tables holding the sources' worker records
+ * merged per rank (ranks < nworkers, checked by validate): the newest clock
+ * and incarnation, left only if every shard saw the worker leave. NULL if
+ * out of memory; the caller owns the result. */
+static zp_snapshot *reshard_workers(const zp_snapshot *const *src, uint32_t nsrc)
+{
+    uint32_t N = src[0]->h.nworkers;
     zp_snap_worker *m = calloc(N ? N : 1, sizeof(*m));
     bool *have = calloc(N ? N : 1, sizeof(*have));
     if (!m || !have) {
         free(m);
         free(have);
-        return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: no memory for %u workers", N);
+        return NULL;
     }
     uint32_t nrec = 0;
     for (uint32_t k = 0; k < nsrc; k++)
@@ -171,17 +200,7 @@ int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t s
                 x->incarnation = w->incarnation;
             x->left = x->left && w->left;
         }
-
-    zp_snapshot *s = zp_snapshot_new(a->ntables, nrec);
-    s->h = a->h;
-    s->h.shard = shard;
-    s->h.nshards = nshards;
-    for (uint32_t k = 0; k < nsrc; k++) {
-        if (src[k]->h.incarnation > s->h.incarnation)
-            s->h.incarnation = src[k]->h.incarnation;
-        if (src[k]->h.created_ns > s->h.created_ns)
-            s->h.created_ns = src[k]->h.created_ns;
-    }
+    zp_snapshot *s = zp_snapshot_new(src[0]->ntables, nrec);
     for (uint32_t r = 0, j = 0; r < N; r++) {
         if (!have[r])
             continue;
@@ -195,53 +214,50 @@ int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t s
     }
     free(m);
     free(have);
+    return s;
+}
+
+int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t shard,
+                        uint32_t nshards, zp_snapshot **out, char *err, size_t errlen)
+{
+    if (nshards == 0 || shard >= nshards)
+        return zp_seterr(err, errlen, ZEPS_EINVAL, "reshard: shard %u of %u", shard, nshards);
+    int rc = reshard_check(src, nsrc, err, errlen);
+    if (rc)
+        return rc;
+    const zp_snapshot *a = src[0];
+    zp_snapshot *s = reshard_workers(src, nsrc);
+    if (!s)
+        return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: no memory for %u workers",
+                         a->h.nworkers);
+    s->h = a->h;
+    s->h.shard = shard;
+    s->h.nshards = nshards;
+    for (uint32_t k = 0; k < nsrc; k++) {
+        if (src[k]->h.incarnation > s->h.incarnation)
+            s->h.incarnation = src[k]->h.incarnation;
+        if (src[k]->h.created_ns > s->h.created_ns)
+            s->h.created_ns = src[k]->h.created_ns;
+    }
 
     s->ntables = 0; /* counts tables built, for free on error */
     for (uint32_t i = 0; i < a->ntables; i++) {
         zp_snap_table t = a->tables[i];
+        reshard_newest(src, nsrc, i, &t);
         if (t.kind == 1) {
             t.owned = NULL;
             t.owned_bytes = NULL;
-            for (uint32_t k = 0; k < nsrc; k++) {
-                if (src[k]->tables[i].version > t.version)
-                    t.version = src[k]->tables[i].version;
-                if (src[k]->tables[i].round > t.round)
-                    t.round = src[k]->tables[i].round;
-            }
-            if (reshard_sparse(src, nsrc, i, shard, nshards, &t) != 0) {
-                zp_snapshot_free(&s);
-                return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: table '%s': no memory",
-                                 t.name);
-            }
-            s->tables[i] = t;
-            s->ntables = i + 1;
-            continue;
+            rc = reshard_sparse(src, nsrc, i, shard, nshards, &t);
+        } else {
+            rc = reshard_dense(src, nsrc, i, shard, nshards, &t);
         }
-        t.begin = zp_slice_at(t.length, shard, nshards);
-        t.end = zp_slice_at(t.length, shard + 1, nshards);
-        uint64_t n = t.end - t.begin, spp = t.state_per_param;
-        for (uint32_t k = 0; k < nsrc; k++) {
-            const zp_snap_table *u = &src[k]->tables[i];
-            if (u->version > t.version)
-                t.version = u->version;
-            if (u->round > t.round)
-                t.round = u->round;
-        }
-        float *mem = malloc((size_t)(n * (1 + spp) * 4) + 4);
-        if (!mem) {
+        if (rc != 0) {
             zp_snapshot_free(&s);
             return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: table '%s': no memory", t.name);
         }
-        reshard_block(src, nsrc, i, -1, mem, t.begin, t.end);
-        for (uint64_t q = 0; q < spp; q++)
-            reshard_block(src, nsrc, i, (int)q, mem + n * (1 + q), t.begin, t.end);
-        t.owned = mem;
-        t.params = mem;
-        t.state = spp ? mem + n : NULL;
         s->tables[i] = t;
         s->ntables = i + 1;
     }
     *out = s;
     return 0;
 }
-

@@ -1,7 +1,7 @@
 /*
- * snapshot_io.h - what snapshot.c, manifest.c and reshard.c share: byte
- * order helpers for the little-endian format, the CRC, durable writes.
- * Internal to server/.
+ * snapshot_io.h - what the snapshot files (snapshot*.c), manifest.c and
+ * reshard.c share: byte order helpers for the little-endian format, the CRC,
+ * durable writes. Internal to common/snapshot/ (and its tools).
  */
 #ifndef ZP_SNAPSHOT_IO_H
 #define ZP_SNAPSHOT_IO_H

@@ -94,20 +94,25 @@ static void report(const char *phase, series *pull, series *push)
            pct(push, 99), pct(push, 100));
 }
 
-int main(int argc, char **argv)
+typedef struct bench_opts {
+    uint64_t mb;
+    long baseline_ops;
+    int reps, nice_v;
+} bench_opts;
+
+/* The command line into *o: 0, or 2 after the usage line. */
+static int parse_args(int argc, char **argv, bench_opts *o)
 {
-    uint64_t mb = 1024;
-    long baseline_ops = 3000;
-    int reps = 3, nice_v = 10;
+    *o = (bench_opts){.mb = 1024, .baseline_ops = 3000, .reps = 3, .nice_v = 10};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--mb") == 0 && i + 1 < argc)
-            mb = strtoull(argv[++i], NULL, 10);
+            o->mb = strtoull(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--baseline-ops") == 0 && i + 1 < argc)
-            baseline_ops = strtol(argv[++i], NULL, 10);
+            o->baseline_ops = strtol(argv[++i], NULL, 10);
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            reps = atoi(argv[++i]);
+            o->reps = atoi(argv[++i]);
         else if (strcmp(argv[i], "--nice") == 0 && i + 1 < argc)
-            nice_v = atoi(argv[++i]);
+            o->nice_v = atoi(argv[++i]);
         else {
             fprintf(
                 stderr,
@@ -115,12 +120,95 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    return 0;
+}
+
+/* The timed operations of each phase. */
+typedef struct phases {
+    series bp, bq, dp, dq, ap, aq; /* baseline, during, after: pull, push */
+} phases;
+
+/* One rep: baseline_ops operations without a snapshot, then one snapshot
+ * (set 1000 + rep) with operations until the shard reports it written.
+ * 0, or -1 after a message. */
+static int one_rep(zeps_client *c, zeps_client *tool, uint32_t small, float *buf, int64_t *clock,
+                   int rep, const bench_opts *o, phases *ph)
+{
+    for (long i = 0; i < o->baseline_ops; i++)
+        if (op(c, small, buf, (*clock)++, &ph->bp, &ph->bq) != 0)
+            return -1;
+    uint64_t setid = 1000 + (uint64_t)rep;
+    double t0 = now_us();
+    if (zeps_snapshot_request(tool, -1, setid) != 0) {
+        fprintf(stderr, "bench_snapshot: SNAPSHOT failed: %s\n", zeps_last_error(tool));
+        return -1;
+    }
+    double written_s = NAN;
+    for (long i = 0;; i++) {
+        if (op(c, small, buf, (*clock)++, &ph->dp, &ph->dq) != 0)
+            return -1;
+        if (i % 50 != 49)
+            continue;
+        Zeps__ShardStats *st = zt_stats(tool, 0);
+        int done = st && st->last_snapshot_set == setid;
+        if (done)
+            written_s = st->last_snapshot_s;
+        if (st)
+            zeps__shard_stats__free_unpacked(st, NULL);
+        if (done || now_us() - t0 > 300e6)
+            break;
+    }
+    if (isnan(written_s)) {
+        fprintf(stderr, "bench_snapshot: snapshot %d not written within 300 s\n", rep);
+        return -1;
+    }
+    printf("rep %d: table of %" PRIu64 " MiB snapshotted in %.3f s (shard's measure)\n", rep,
+           o->mb, written_s);
+    return 0;
+}
+
+/* Warm-up, the reps, the "after" window and the report: 0, or -1. */
+static int run(zeps_client *c, zeps_client *tool, uint32_t small, const bench_opts *o)
+{
+    float *buf = calloc(1024, sizeof(float));
+    phases ph = {0};
+    int rc = -1;
+    int64_t clock = 0;
+    for (int i = 0; i < 300; i++) /* warm-up */
+        if (op(c, small, buf, clock++, &ph.ap, &ph.aq) != 0)
+            goto out;
+    ph.ap.n = ph.aq.n = 0;
+    /* reps x (a window without a snapshot, then one with): the phases
+     * alternate so slow drifts of the machine's load hit both alike */
+    for (int rep = 0; rep < o->reps; rep++)
+        if (one_rep(c, tool, small, buf, &clock, rep, o, &ph) != 0)
+            goto out;
+    for (long i = 0; i < o->baseline_ops; i++)
+        if (op(c, small, buf, clock++, &ph.ap, &ph.aq) != 0)
+            goto out;
+    report("baseline", &ph.bp, &ph.bq);
+    report("during", &ph.dp, &ph.dq);
+    report("after", &ph.ap, &ph.aq);
+    double rp = pct(&ph.dp, 99) / pct(&ph.bp, 99), rq = pct(&ph.dq, 99) / pct(&ph.bq, 99);
+    printf("p99 during / baseline: pull %.2f, push %.2f (goal <= 2)\n", rp, rq);
+    rc = 0;
+out:
+    free(buf);
+    free(ph.bp.v), free(ph.bq.v), free(ph.dp.v), free(ph.dq.v), free(ph.ap.v), free(ph.aq.v);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    bench_opts o;
+    if (parse_args(argc, argv, &o) != 0)
+        return 2;
     zt_cluster cl;
     char extra[256];
     snprintf(extra, sizeof(extra),
              "  snapshot_dir = \"@DIR@/snap\";\n  snapshot_on_exit = false;\n"
              "  snapshot_nice = %d;",
-             nice_v);
+             o.nice_v);
     if (zt_cluster_start(&cl, 1, 1, "async", extra, NULL) != 0) {
         fprintf(stderr, "bench_snapshot: cannot start a server (is ZEPS_BINDIR set?)\n");
         return 1;
@@ -132,13 +220,11 @@ int main(int argc, char **argv)
     zeps_client *c = NULL, *tool = zt_client(&cl, ZEPS_RANK_TOOL);
     if (zeps_client_new_endpoints(&c, ep, 1, 0, &opt) != 0)
         c = NULL;
-    float *buf = calloc(1024, sizeof(float));
-    series bp = {0}, bq = {0}, dp = {0}, dq = {0}, ap = {0}, aq = {0};
     uint32_t big, small;
     /* constant init: the server writes every page, so the snapshot writes
      * resident memory, as it would after training */
     zeps_table_spec bigspec = {.name = "big",
-                               .length = mb * 262144,
+                               .length = o.mb * 262144,
                                .optimizer = "sgd",
                                .lr = 0.01,
                                .init = "constant",
@@ -147,62 +233,12 @@ int main(int argc, char **argv)
     if (!c || !tool || zeps_declare(c, &bigspec, &big) != 0 ||
         zeps_declare(c, &smallspec, &small) != 0) {
         fprintf(stderr, "bench_snapshot: setup failed: %s\n", c ? zeps_last_error(c) : "");
-        goto out;
+    } else {
+        printf("declared a table of %" PRIu64 " MiB; writer nice %d\n", o.mb, o.nice_v);
+        rc = run(c, tool, small, &o) == 0 ? 0 : 1;
     }
-    printf("declared a table of %" PRIu64 " MiB; writer nice %d\n", mb, nice_v);
-    int64_t clock = 0;
-    for (int i = 0; i < 300; i++) /* warm-up */
-        if (op(c, small, buf, clock++, &ap, &aq) != 0)
-            goto out;
-    ap.n = aq.n = 0;
-    /* reps x (a window without a snapshot, then one with): the phases
-     * alternate so slow drifts of the machine's load hit both alike */
-    for (int rep = 0; rep < reps; rep++) {
-        for (long i = 0; i < baseline_ops; i++)
-            if (op(c, small, buf, clock++, &bp, &bq) != 0)
-                goto out;
-        uint64_t setid = 1000 + (uint64_t)rep;
-        double t0 = now_us();
-        if (zeps_snapshot_request(tool, -1, setid) != 0) {
-            fprintf(stderr, "bench_snapshot: SNAPSHOT failed: %s\n", zeps_last_error(tool));
-            goto out;
-        }
-        double written_s = NAN;
-        for (long i = 0;; i++) {
-            if (op(c, small, buf, clock++, &dp, &dq) != 0)
-                goto out;
-            if (i % 50 != 49)
-                continue;
-            Zeps__ShardStats *st = zt_stats(tool, 0);
-            int done = st && st->last_snapshot_set == setid;
-            if (done)
-                written_s = st->last_snapshot_s;
-            if (st)
-                zeps__shard_stats__free_unpacked(st, NULL);
-            if (done || now_us() - t0 > 300e6)
-                break;
-        }
-        if (isnan(written_s)) {
-            fprintf(stderr, "bench_snapshot: snapshot %d not written within 300 s\n", rep);
-            goto out;
-        }
-        printf("rep %d: table of %" PRIu64 " MiB snapshotted in %.3f s (shard's measure)\n", rep,
-               mb, written_s);
-    }
-    for (long i = 0; i < baseline_ops; i++)
-        if (op(c, small, buf, clock++, &ap, &aq) != 0)
-            goto out;
-    report("baseline", &bp, &bq);
-    report("during", &dp, &dq);
-    report("after", &ap, &aq);
-    double rp = pct(&dp, 99) / pct(&bp, 99), rq = pct(&dq, 99) / pct(&bq, 99);
-    printf("p99 during / baseline: pull %.2f, push %.2f (goal <= 2)\n", rp, rq);
-    rc = 0;
-out:
     zeps_client_destroy(&c);
     zeps_client_destroy(&tool);
-    free(buf);
-    free(bp.v), free(bq.v), free(dp.v), free(dq.v), free(ap.v), free(aq.v);
     zt_cluster_stop(&cl);
     return rc;
 }

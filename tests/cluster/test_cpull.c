@@ -22,6 +22,7 @@
 #include "check_main.h"
 #include "codec.h"
 #include "harness.h"
+#include "rawreq.h"
 #include "wire.h"
 #include "zeps.h"
 
@@ -277,21 +278,6 @@ END_TEST
 
 /* --- malformed compressed pulls on a raw socket --- */
 
-static Zeps__Header *raw_request(void *sock, const Zeps__Header *h)
-{
-    uint8_t buf[1024];
-    size_t hl = zeps__header__pack(h, buf);
-    ck_assert_int_ge(zmq_send(sock, buf, hl, 0), 0);
-    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
-    ck_assert_msg(zmq_poll(&it, 1, 5000) == 1, "no reply within 5 s");
-    zp_frames m;
-    ck_assert_int_eq(zp_frames_recv(sock, &m, 0), 0);
-    Zeps__Header *rep = zp_header_unpack(&m.f[0]);
-    zp_frames_close(&m);
-    ck_assert_ptr_nonnull(rep);
-    return rep;
-}
-
 static void pull_header(Zeps__Header *h, uint64_t seq, uint32_t table)
 {
     zeps__header__init(h);
@@ -308,16 +294,6 @@ static void pull_header(Zeps__Header *h, uint64_t seq, uint32_t table)
     h->codec = ZP_CODEC_TOPK;
 }
 
-static void expect_error(Zeps__Header *rep, int code, const char *needle)
-{
-    ck_assert_int_eq(rep->op, ZEPS__OP__ERROR);
-    ck_assert_msg(rep->error == code, "error %d (%s), expected %d: %s", rep->error,
-                  zeps_errname(rep->error), code, rep->error_text);
-    ck_assert_msg(rep->error_text && strstr(rep->error_text, needle),
-                  "message '%s' does not mention '%s'", rep->error_text, needle);
-    zeps__header__free_unpacked(rep, NULL);
-}
-
 START_TEST(test_malformed)
 {
     declare("m");
@@ -326,30 +302,30 @@ START_TEST(test_malformed)
     Zeps__Header h;
     pull_header(&h, 1, 0);
     h.op = ZEPS__OP__HELLO;
-    zeps__header__free_unpacked(raw_request(raw, &h), NULL);
+    zeps__header__free_unpacked(zt_raw_req(raw, &h, NULL, 0), NULL);
     uint64_t seq = 2;
 
     pull_header(&h, seq++, 0);
     h.codec = 77;
-    expect_error(raw_request(raw, &h), ZEPS_EPROTO, "unknown codec 77");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EPROTO, "unknown codec 77");
     pull_header(&h, seq++, 0);
     h.codec_fraction = 1.5;
-    expect_error(raw_request(raw, &h), ZEPS_EINVAL, "fraction");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EINVAL, "fraction");
     pull_header(&h, seq++, 0);
     h.codec = ZP_CODEC_INT8;
     h.codec_block = (1u << 20) + 1;
-    expect_error(raw_request(raw, &h), ZEPS_EINVAL, "block");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EINVAL, "block");
     pull_header(&h, seq++, 0);
     h.codec = ZP_CODEC_RANDK;
-    expect_error(raw_request(raw, &h), ZEPS_EINVAL, "randk");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EINVAL, "randk");
     pull_header(&h, seq++, 0);
     h.count = SLICE - 1;
-    expect_error(raw_request(raw, &h), ZEPS_ERANGE, "whole slice");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_ERANGE, "whole slice");
 
     /* a view the shard never handed out: the full values, and a fresh id */
     pull_header(&h, seq++, 0);
     h.view_id = 12345;
-    Zeps__Header *rep = raw_request(raw, &h);
+    Zeps__Header *rep = zt_raw_req(raw, &h, NULL, 0);
     ck_assert_int_eq(rep->op, ZEPS__OP__PULL);
     ck_assert_uint_eq(rep->flags & (ZP_FLAG_PULL_FULL | ZP_FLAG_PULL_DELTA), ZP_FLAG_PULL_FULL);
     uint64_t id = rep->view_id;
@@ -359,7 +335,7 @@ START_TEST(test_malformed)
     /* naming it: a delta */
     pull_header(&h, seq++, 0);
     h.view_id = id;
-    rep = raw_request(raw, &h);
+    rep = zt_raw_req(raw, &h, NULL, 0);
     ck_assert_uint_eq(rep->flags & (ZP_FLAG_PULL_FULL | ZP_FLAG_PULL_DELTA), ZP_FLAG_PULL_DELTA);
     ck_assert_uint_eq(rep->codec, ZP_CODEC_TOPK);
     ck_assert_uint_ne(rep->view_id, id);

@@ -3,8 +3,8 @@
  * files (zepsctl keygen's format, modes, bad text), the refusal to bind a
  * non-loopback address without keys, a client whose key is not in the
  * allow-list (refused, counted, gets and changes nothing), a client whose
- * key is (trains), and what crosses the wire: a TCP relay inside the test
- * sits between client and server and records every byte, so the test sees
+ * key is (trains), and what crosses the wire: a TCP relay (tests/support/
+ * relay.c) sits between client and server and records every byte, so the test sees
  * that a plain run carries a known float pattern in clear and a CURVE run
  * does not.
  */
@@ -32,6 +32,7 @@
 #include "config.h"
 #include "curve.h"
 #include "harness.h"
+#include "relay.h"
 #include "util.h"
 #include "wire.h"
 #include "zeps.h"
@@ -406,32 +407,10 @@ static uint64_t refusals(zeps_client *c)
     return r;
 }
 
-START_TEST(test_unknown_key_refused)
+/* Raw PUSH and PULL from the unknown key w1 get no reply (and, as the
+ * caller checks, change nothing). */
+static void raw_unknown_requests(const char *ep)
 {
-    make_keys();
-    char conf[256], log[256], ep[64];
-    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", free_port());
-    snprintf(conf, sizeof(conf), "%s/c.conf", dir);
-    snprintf(log, sizeof(log), "%s/server.log", dir);
-    write_conf(conf, ep, ep, 1, NULL, NULL);
-    pid_t pid;
-    ck_assert_int_eq(server_start(conf, log, &pid), 0);
-
-    zeps_client *good = NULL, *bad = NULL;
-    ck_assert_int_eq(client_as("w0", ep, 1000, 5, &good), 0);
-    uint32_t t = declare_x(good);
-
-    /* an unknown key: HELLO fails fast (the monitor sees the refusal; a
-     * timeout would take 6 x 1.5 s) with a transport error */
-    double t0 = zp_now_s();
-    ck_assert_int_eq(client_as("w1", ep, 1500, 5, &bad), ZEPS_ETRANSPORT);
-    ck_assert_double_lt(zp_now_s() - t0, 5.0);
-    ck_assert_ptr_null(bad);
-
-    /* a plain (no CURVE) client: refused too; it can only time out */
-    ck_assert_int_eq(client_as(NULL, ep, 200, 2, &bad), ZEPS_ETIMEDOUT);
-
-    /* raw PUSH and PULL from an unknown key get no reply and change nothing */
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_DEALER);
     char spub[41], cpub[41], csec[41];
@@ -467,8 +446,12 @@ START_TEST(test_unknown_key_refused)
     ck_assert_int_eq(zmq_poll(&it, 1, 1500), 0);
     zmq_close(s);
     zmq_ctx_term(ctx);
+}
 
-    /* the table is untouched, and the shard counted the refusals */
+/* The table is untouched, and the shard counted the refusals and logged
+ * where they came from. */
+static void untouched_and_counted(zeps_client *good, uint32_t t, const char *log)
+{
     float x[N];
     ck_assert_int_eq(zeps_pull(good, t, x, 0, N, 0), 0);
     for (int i = 0; i < N; i++)
@@ -483,9 +466,12 @@ START_TEST(test_unknown_key_refused)
     zeps__shard_stats__free_unpacked(st, NULL);
     ck_assert_msg(file_has(log, "refused client key") && file_has(log, "from 127.0.0.1"), "log %s",
                   log);
+}
 
-    /* a burst of refusals is counted in full but logged at most once a
-     * second; the next message says how many went unlogged */
+/* A burst of refusals is counted in full but logged at most once a second;
+ * the next message says how many went unlogged. */
+static void burst_rate_limited(zeps_client *good, const char *ep, const char *log)
+{
     sleep(1);
     uint64_t before = refusals(good);
     int lines = file_count(log, "CURVE: refused");
@@ -503,10 +489,13 @@ START_TEST(test_unknown_key_refused)
     while (!file_has(log, "more refused since the last message") && zp_now_s() < until)
         refused_burst(ep, 1);
     ck_assert_msg(file_has(log, "more refused since the last message"), "log %s", log);
+}
 
-    /* an allowed client key with the wrong server key: no handshake, so it
-     * can only time out, and the message says what to check */
-    char wrong[41];
+/* An allowed client key with the wrong server key: no handshake, so it can
+ * only time out, and the message says what to check. */
+static void wrong_server_key(const char *ep)
+{
+    char wrong[41], cpub[41], csec[41];
     read_key("w1.pub", wrong);
     read_key("w0.pub", cpub);
     read_key("w0.key", csec);
@@ -517,18 +506,56 @@ START_TEST(test_unknown_key_refused)
                        .curve_public_key = cpub,
                        .curve_secret_key = csec};
     const char *eps[] = {ep};
+    zeps_client *bad = NULL;
     ck_assert_int_eq(zeps_client_new_endpoints(&bad, eps, 1, 0, &wo), ZEPS_ETIMEDOUT);
+}
 
-    /* SIGHUP rereads the allow-list: w1 may connect once its key is there */
+/* SIGHUP rereads the allow-list: w1 may connect once its key is there. */
+static void sighup_allows_w1(pid_t pid, const char *ep, const char *log)
+{
     sh("cp %s/keys/w1.pub %s/allow/", dir, dir);
     kill(pid, SIGHUP);
     struct timespec ts = {0, 10000000};
     for (int i = 0; i < 500 && !file_has(log, "allow-list reloaded: 2 keys"); i++)
         nanosleep(&ts, NULL);
     ck_assert_msg(file_has(log, "allow-list reloaded: 2 keys"), "log %s", log);
+    zeps_client *bad = NULL;
+    float x[N];
     ck_assert_int_eq(client_as("w1", ep, 1000, 5, &bad), 0);
     ck_assert_int_eq(zeps_pull(bad, declare_x(bad), x, 0, N, 0), 0);
     zeps_client_destroy(&bad);
+}
+
+START_TEST(test_unknown_key_refused)
+{
+    make_keys();
+    char conf[256], log[256], ep[64];
+    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", free_port());
+    snprintf(conf, sizeof(conf), "%s/c.conf", dir);
+    snprintf(log, sizeof(log), "%s/server.log", dir);
+    write_conf(conf, ep, ep, 1, NULL, NULL);
+    pid_t pid;
+    ck_assert_int_eq(server_start(conf, log, &pid), 0);
+
+    zeps_client *good = NULL, *bad = NULL;
+    ck_assert_int_eq(client_as("w0", ep, 1000, 5, &good), 0);
+    uint32_t t = declare_x(good);
+
+    /* an unknown key: HELLO fails fast (the monitor sees the refusal; a
+     * timeout would take 6 x 1.5 s) with a transport error */
+    double t0 = zp_now_s();
+    ck_assert_int_eq(client_as("w1", ep, 1500, 5, &bad), ZEPS_ETRANSPORT);
+    ck_assert_double_lt(zp_now_s() - t0, 5.0);
+    ck_assert_ptr_null(bad);
+
+    /* a plain (no CURVE) client: refused too; it can only time out */
+    ck_assert_int_eq(client_as(NULL, ep, 200, 2, &bad), ZEPS_ETIMEDOUT);
+
+    raw_unknown_requests(ep);
+    untouched_and_counted(good, t, log);
+    burst_rate_limited(good, ep, log);
+    wrong_server_key(ep);
+    sighup_allows_w1(pid, ep, log);
     zeps_client_destroy(&good);
     server_stop(&pid);
     cleanup();
@@ -581,127 +608,6 @@ END_TEST
 
 /* ---- what crosses the wire ---------------------------------------------- */
 
-/* A TCP relay: accepts on `lfd`, connects each client to 127.0.0.1:port and
- * copies both ways, appending every byte to `rec`. */
-typedef struct relay {
-    int lfd, port, stop[2];
-    pthread_t th;
-    pthread_mutex_t mu;
-    char *rec;
-    size_t len, cap;
-} relay;
-
-static void relay_record(relay *r, const char *p, size_t n)
-{
-    pthread_mutex_lock(&r->mu);
-    if (r->len + n > r->cap) {
-        r->cap = (r->len + n) * 2;
-        r->rec = zp_xrealloc(r->rec, r->cap);
-    }
-    memcpy(r->rec + r->len, p, n);
-    r->len += n;
-    pthread_mutex_unlock(&r->mu);
-}
-
-#define RELAY_MAX 16
-
-static void *relay_main(void *arg)
-{
-    relay *r = arg;
-    int a[RELAY_MAX], b[RELAY_MAX], n = 0;
-    char buf[1 << 16];
-    for (;;) {
-        struct pollfd p[2 + 2 * RELAY_MAX];
-        p[0] = (struct pollfd){.fd = r->stop[0], .events = POLLIN};
-        p[1] = (struct pollfd){.fd = r->lfd, .events = POLLIN};
-        for (int i = 0; i < n; i++) {
-            p[2 + 2 * i] = (struct pollfd){.fd = a[i], .events = POLLIN};
-            p[3 + 2 * i] = (struct pollfd){.fd = b[i], .events = POLLIN};
-        }
-        if (poll(p, (nfds_t)(2 + 2 * n), -1) < 0 && errno != EINTR)
-            break;
-        if (p[0].revents)
-            break;
-        if ((p[1].revents & POLLIN) && n < RELAY_MAX) {
-            int c = accept(r->lfd, NULL, NULL);
-            struct sockaddr_in sa = {.sin_family = AF_INET,
-                                     .sin_port = htons((uint16_t)r->port),
-                                     .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-            int s = socket(AF_INET, SOCK_STREAM, 0);
-            if (c >= 0 && s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0) {
-                a[n] = c;
-                b[n] = s;
-                n++;
-            } else {
-                if (c >= 0)
-                    close(c);
-                if (s >= 0)
-                    close(s);
-            }
-        }
-        for (int i = 0; i < n; i++) {
-            for (int d = 0; d < 2; d++) {
-                struct pollfd *q = &p[2 + 2 * i + d];
-                if (!(q->revents & (POLLIN | POLLHUP | POLLERR)))
-                    continue;
-                int from = d ? b[i] : a[i], to = d ? a[i] : b[i];
-                ssize_t got = read(from, buf, sizeof(buf));
-                if (got > 0) {
-                    relay_record(r, buf, (size_t)got);
-                    for (ssize_t off = 0; off < got;) {
-                        ssize_t w = write(to, buf + off, (size_t)(got - off));
-                        if (w <= 0)
-                            break;
-                        off += w;
-                    }
-                } else {
-                    /* one side closed: drop the pair */
-                    close(a[i]);
-                    close(b[i]);
-                    a[i] = a[n - 1];
-                    b[i] = b[n - 1];
-                    n--;
-                    i--;
-                    break;
-                }
-            }
-        }
-    }
-    for (int i = 0; i < n; i++) {
-        close(a[i]);
-        close(b[i]);
-    }
-    return NULL;
-}
-
-/* Listen on a free loopback port (returned), relaying to `port`. */
-static int relay_start(relay *r, int port)
-{
-    memset(r, 0, sizeof(*r));
-    pthread_mutex_init(&r->mu, NULL);
-    r->port = port;
-    ck_assert_int_eq(pipe(r->stop), 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    r->lfd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert(bind(r->lfd, (struct sockaddr *)&a, sizeof(a)) == 0);
-    ck_assert(listen(r->lfd, 8) == 0);
-    ck_assert(getsockname(r->lfd, (struct sockaddr *)&a, &len) == 0);
-    ck_assert_int_eq(pthread_create(&r->th, NULL, relay_main, r), 0);
-    return ntohs(a.sin_port);
-}
-
-static void relay_stop(relay *r)
-{
-    ck_assert_int_eq(write(r->stop[1], "x", 1), 1);
-    pthread_join(r->th, NULL);
-    close(r->lfd);
-    close(r->stop[0]);
-    close(r->stop[1]);
-    free(r->rec);
-    pthread_mutex_destroy(&r->mu);
-}
-
 /* Floats no message could contain by accident. */
 static float pattern(int i)
 {
@@ -716,8 +622,8 @@ static size_t wire_run(int curve, int *seen_push, int *seen_pull)
 {
     char conf[256], log[256], ep[64], relay_ep[64];
     int port = free_port();
-    relay r;
-    int rport = relay_start(&r, port);
+    zt_relay r;
+    int rport = zt_relay_start(&r, port);
     snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", port);
     snprintf(relay_ep, sizeof(relay_ep), "tcp://127.0.0.1:%d", rport);
     snprintf(conf, sizeof(conf), "%s/wire-%d.conf", dir, curve);
@@ -744,12 +650,10 @@ static size_t wire_run(int curve, int *seen_push, int *seen_pull)
         want_push[i] = -pattern(i);
         want_pull[i] = pattern(i);
     }
-    pthread_mutex_lock(&r.mu);
-    size_t len = r.len;
-    *seen_push = memmem(r.rec, r.len, want_push, sizeof(want_push)) != NULL;
-    *seen_pull = memmem(r.rec, r.len, want_pull, sizeof(want_pull)) != NULL;
-    pthread_mutex_unlock(&r.mu);
-    relay_stop(&r);
+    size_t len = zt_relay_bytes(&r);
+    *seen_push = zt_relay_saw(&r, want_push, sizeof(want_push));
+    *seen_pull = zt_relay_saw(&r, want_pull, sizeof(want_pull));
+    zt_relay_stop(&r);
     return len;
 }
 

@@ -18,6 +18,7 @@
 
 #include "check_main.h"
 #include "harness.h"
+#include "rawreq.h"
 #include "util.h"
 #include "wire.h"
 #include "zeps.h"
@@ -37,18 +38,7 @@ static Zeps__Header *roundtrip(void *sock, Zeps__Op op, uint64_t inc, uint64_t s
     h.incarnation = inc;
     h.seq = seq;
     h.count = vals ? LEN : 0;
-    uint8_t buf[256];
-    size_t hl = zeps__header__pack(&h, buf);
-    ck_assert_int_ge(zmq_send(sock, buf, hl, vals ? ZMQ_SNDMORE : 0), 0);
-    if (vals)
-        ck_assert_int_ge(zmq_send(sock, vals, LEN * sizeof(float), 0), 0);
-    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
-    ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
-    zp_frames m;
-    ck_assert_int_eq(zp_frames_recv(sock, &m, 0), 0);
-    Zeps__Header *rep = zp_header_unpack(&m.f[0]);
-    zp_frames_close(&m);
-    ck_assert_ptr_nonnull(rep);
+    Zeps__Header *rep = zt_raw_req(sock, &h, vals, vals ? LEN * sizeof(float) : 0);
     ck_assert_msg(rep->op != ZEPS__OP__ERROR, "error: %s", rep->error_text);
     return rep;
 }

@@ -17,6 +17,7 @@
 
 #include "check_main.h"
 #include "harness.h"
+#include "rawreq.h"
 #include "wire.h"
 #include "zeps.h"
 
@@ -60,41 +61,6 @@ static void base_header(Zeps__Header *h, Zeps__Op op)
     h->seq = ++raw_seq;
 }
 
-/* Send frames (header bytes as given, then payloads) and return the reply
- * header; fails the test if none comes within 5 s. */
-static Zeps__Header *send_frames(const void *const *frames, const size_t *lens, int n)
-{
-    for (int i = 0; i < n; i++)
-        ck_assert_int_ge(zmq_send(raw, frames[i], lens[i], i + 1 < n ? ZMQ_SNDMORE : 0), 0);
-    zmq_pollitem_t it = {.socket = raw, .events = ZMQ_POLLIN};
-    ck_assert_msg(zmq_poll(&it, 1, 5000) == 1, "no reply within 5 s");
-    zp_frames m;
-    ck_assert_int_eq(zp_frames_recv(raw, &m, 0), 0);
-    Zeps__Header *rep = zp_header_unpack(&m.f[0]);
-    zp_frames_close(&m);
-    ck_assert_ptr_nonnull(rep);
-    return rep;
-}
-
-static Zeps__Header *send_req(const Zeps__Header *h, const void *payload, size_t len)
-{
-    uint8_t buf[4096];
-    size_t hl = zeps__header__pack(h, buf);
-    const void *frames[2] = {buf, payload};
-    size_t lens[2] = {hl, len};
-    return send_frames(frames, lens, payload ? 2 : 1);
-}
-
-static void expect_error(Zeps__Header *rep, int code, const char *needle)
-{
-    ck_assert_int_eq(rep->op, ZEPS__OP__ERROR);
-    ck_assert_msg(rep->error == code, "error %d (%s), expected %d (%s): %s", rep->error,
-                  zeps_errname(rep->error), code, zeps_errname(code), rep->error_text);
-    ck_assert_msg(rep->error_text && strstr(rep->error_text, needle),
-                  "message '%s' does not mention '%s'", rep->error_text, needle);
-    zeps__header__free_unpacked(rep, NULL);
-}
-
 /* The good client is still served, and the table still holds `expect`. */
 static void still_serving(float expect)
 {
@@ -108,7 +74,7 @@ static void raw_hello(void)
 {
     Zeps__Header h;
     base_header(&h, ZEPS__OP__HELLO);
-    Zeps__Header *rep = send_req(&h, NULL, 0);
+    Zeps__Header *rep = zt_raw_req(raw, &h, NULL, 0);
     ck_assert_int_eq(rep->op, ZEPS__OP__HELLO);
     zeps__header__free_unpacked(rep, NULL);
 }
@@ -118,7 +84,8 @@ START_TEST(test_garbage_header)
     static const char junk[] = "\xff\xff\xff\xff garbage that is not protobuf \x01\x02";
     const void *frames[1] = {junk};
     size_t lens[1] = {sizeof(junk)};
-    expect_error(send_frames(frames, lens, 1), ZEPS_EPROTO, "not a valid zeps.Header");
+    zt_raw_expect_error(zt_raw_req_frames(raw, frames, lens, 1), ZEPS_EPROTO,
+                        "not a valid zeps.Header");
     still_serving(1.0f);
 }
 END_TEST
@@ -128,11 +95,11 @@ START_TEST(test_wrong_version)
     Zeps__Header h;
     base_header(&h, ZEPS__OP__HELLO);
     h.version = 7;
-    expect_error(send_req(&h, NULL, 0), ZEPS_EVERSION, "version 7");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EVERSION, "version 7");
     /* an empty frame decodes as all defaults: version 0 */
     const void *frames[1] = {""};
     size_t lens[1] = {0};
-    expect_error(send_frames(frames, lens, 1), ZEPS_EVERSION, "version 0");
+    zt_raw_expect_error(zt_raw_req_frames(raw, frames, lens, 1), ZEPS_EVERSION, "version 0");
     still_serving(1.0f);
 }
 END_TEST
@@ -142,7 +109,7 @@ START_TEST(test_unknown_op)
     raw_hello();
     Zeps__Header h;
     base_header(&h, (Zeps__Op)99);
-    expect_error(send_req(&h, NULL, 0), ZEPS_EOP, "99");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EOP, "99");
     still_serving(1.0f);
 }
 END_TEST
@@ -154,7 +121,7 @@ START_TEST(test_unknown_table)
     base_header(&h, ZEPS__OP__PULL);
     h.table = 42;
     h.count = 1;
-    expect_error(send_req(&h, NULL, 0), ZEPS_ETABLE, "42");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_ETABLE, "42");
     still_serving(1.0f);
 }
 END_TEST
@@ -167,7 +134,7 @@ START_TEST(test_wrong_length)
     base_header(&h, ZEPS__OP__PUSH);
     h.table = 0;
     h.count = 10;
-    expect_error(send_req(&h, vals, sizeof(vals)), ZEPS_ESIZE, "36 bytes");
+    zt_raw_expect_error(zt_raw_req(raw, &h, vals, sizeof(vals)), ZEPS_ESIZE, "36 bytes");
     still_serving(1.0f);
 }
 END_TEST
@@ -178,7 +145,7 @@ START_TEST(test_truncated)
     Zeps__Header h;
     base_header(&h, ZEPS__OP__PUSH);
     h.count = 10;
-    expect_error(send_req(&h, NULL, 0), ZEPS_EPROTO, "values frame");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EPROTO, "values frame");
     still_serving(1.0f);
 }
 END_TEST
@@ -190,11 +157,11 @@ START_TEST(test_out_of_range)
     base_header(&h, ZEPS__OP__PULL);
     h.offset = 90;
     h.count = 20;
-    expect_error(send_req(&h, NULL, 0), ZEPS_ERANGE, "outside");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_ERANGE, "outside");
     base_header(&h, ZEPS__OP__PULL);
     h.offset = UINT64_MAX - 1;
     h.count = 4; /* offset + count wraps around */
-    expect_error(send_req(&h, NULL, 0), ZEPS_ERANGE, "outside");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_ERANGE, "outside");
     still_serving(1.0f);
     /* and the client library refuses it before sending */
     float v[20];
@@ -212,11 +179,12 @@ START_TEST(test_nonfinite)
     Zeps__Header h;
     base_header(&h, ZEPS__OP__PUSH);
     h.count = LEN;
-    expect_error(send_req(&h, vals, sizeof(vals)), ZEPS_ENONFINITE, "NaN or Inf");
+    zt_raw_expect_error(zt_raw_req(raw, &h, vals, sizeof(vals)), ZEPS_ENONFINITE, "NaN or Inf");
     vals[37] = INFINITY;
     base_header(&h, ZEPS__OP__PUSH);
     h.count = LEN;
-    expect_error(send_req(&h, vals, sizeof(vals)), ZEPS_ENONFINITE, "nothing applied");
+    zt_raw_expect_error(zt_raw_req(raw, &h, vals, sizeof(vals)), ZEPS_ENONFINITE,
+                        "nothing applied");
     still_serving(1.0f); /* nothing was applied */
     /* through the library too */
     vals[37] = -INFINITY;
@@ -234,11 +202,11 @@ START_TEST(test_future_version)
     base_header(&h, ZEPS__OP__PUSH);
     h.count = LEN;
     h.data_version = 99; /* the table is at version 0 */
-    expect_error(send_req(&h, vals, sizeof(vals)), ZEPS_EINVAL, "version 99");
+    zt_raw_expect_error(zt_raw_req(raw, &h, vals, sizeof(vals)), ZEPS_EINVAL, "version 99");
     base_header(&h, ZEPS__OP__PUSH);
     h.count = LEN;
     h.clock = -5;
-    expect_error(send_req(&h, vals, sizeof(vals)), ZEPS_ECLOCK, "negative clock");
+    zt_raw_expect_error(zt_raw_req(raw, &h, vals, sizeof(vals)), ZEPS_ECLOCK, "negative clock");
     still_serving(1.0f);
 }
 END_TEST
@@ -252,18 +220,18 @@ START_TEST(test_bad_codec_payloads)
     base_header(&h, ZEPS__OP__PUSH);
     h.count = LEN;
     h.codec = 42;
-    expect_error(send_req(&h, junk, sizeof(junk)), ZEPS_EPROTO, "unknown codec 42");
+    zt_raw_expect_error(zt_raw_req(raw, &h, junk, sizeof(junk)), ZEPS_EPROTO, "unknown codec 42");
     /* topk (id 5): [u32 k][k x u32 index][k x f32 value]; index 500 >= 100 */
     uint32_t topk[3] = {1, 500, 0};
     base_header(&h, ZEPS__OP__PUSH);
     h.count = LEN;
     h.codec = 5;
-    expect_error(send_req(&h, topk, sizeof(topk)), ZEPS_ERANGE, "topk");
+    zt_raw_expect_error(zt_raw_req(raw, &h, topk, sizeof(topk)), ZEPS_ERANGE, "topk");
     /* fp16 (id 1) of the wrong length */
     base_header(&h, ZEPS__OP__PUSH);
     h.count = LEN;
     h.codec = 1;
-    expect_error(send_req(&h, junk, 7), ZEPS_ESIZE, "fp16");
+    zt_raw_expect_error(zt_raw_req(raw, &h, junk, 7), ZEPS_ESIZE, "fp16");
     still_serving(1.0f);
 }
 END_TEST
@@ -277,7 +245,7 @@ START_TEST(test_too_many_frames)
     size_t hl = zeps__header__pack(&h, buf);
     const void *frames[6] = {buf, "a", "b", "c", "d", "e"};
     size_t lens[6] = {hl, 1, 1, 1, 1, 1};
-    expect_error(send_frames(frames, lens, 6), ZEPS_EPROTO, "frames");
+    zt_raw_expect_error(zt_raw_req_frames(raw, frames, lens, 6), ZEPS_EPROTO, "frames");
     still_serving(1.0f);
 }
 END_TEST
@@ -287,12 +255,12 @@ START_TEST(test_bad_rank_and_state)
     Zeps__Header h;
     base_header(&h, ZEPS__OP__HELLO);
     h.rank = 9;
-    expect_error(send_req(&h, NULL, 0), ZEPS_ERANK, "outside the cluster of 2");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_ERANK, "outside the cluster of 2");
     /* a request from an incarnation that never said HELLO */
     base_header(&h, ZEPS__OP__PULL);
     h.incarnation = 12345;
     h.count = 1;
-    expect_error(send_req(&h, NULL, 0), ZEPS_ESTATE, "HELLO");
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_ESTATE, "HELLO");
     still_serving(1.0f);
 }
 END_TEST
@@ -332,7 +300,7 @@ START_TEST(test_good_push_after_bad)
     Zeps__Header h;
     base_header(&h, ZEPS__OP__PUSH);
     h.count = LEN;
-    expect_error(send_req(&h, vals, sizeof(vals)), ZEPS_ENONFINITE, "NaN");
+    zt_raw_expect_error(zt_raw_req(raw, &h, vals, sizeof(vals)), ZEPS_ENONFINITE, "NaN");
     for (int i = 0; i < LEN; i++)
         vals[i] = 1.0f;
     ck_assert_int_eq(zeps_push(good, tid, vals, 0, LEN, 0), 0);
@@ -362,10 +330,7 @@ START_TEST(test_oversized)
     h.op = ZEPS__OP__PUSH;
     h.rank = 1;
     h.count = n;
-    uint8_t hb[256];
-    size_t hl = zeps__header__pack(&h, hb);
-    ck_assert_int_ge(zmq_send(s, hb, hl, ZMQ_SNDMORE), 0);
-    ck_assert_int_ge(zmq_send(s, v, n * sizeof(float), 0), 0);
+    zt_raw_send(s, &h, v, n * sizeof(float));
     zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};
     ck_assert_int_eq(zmq_poll(&it, 1, 1000), 0); /* dropped: no reply */
     /* the server is still there for everyone else */

@@ -286,6 +286,81 @@ static const uint8_t *find_row(const uint8_t *all, uint64_t n, uint64_t id)
     return NULL;
 }
 
+/* zepsctl snapshot reshard of set src into dst (<dir>/snap<S2>) for S2
+ * shards; it must succeed. */
+static void zepsctl_reshard(const char *dir, const char *src, int S2, char *dst, size_t dstlen)
+{
+    char cmd[1200], bin[512];
+    snprintf(dst, dstlen, "%s/snap%d", dir, S2);
+    snprintf(cmd, sizeof(cmd), "%s snapshot reshard %s %s %d > %s/reshard%d.out 2>&1",
+             zt_bin("zepsctl", bin, sizeof(bin)), src, dst, S2, dir, S2);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reshard to %d failed", S2);
+}
+
+/* Every row of the newest set in dst (S2 shards) identical to rows_a, with
+ * its state, version, touches and clock. */
+static void rows_carried(const char *dst, int S2, const uint8_t *rows_a, uint64_t na,
+                         const uint64_t *ids)
+{
+    uint64_t rec = ZP_SNAP_ROW_LEN(SDIM, 1);
+    zp_manifest *m = NULL;
+    char err[1024];
+    ck_assert_int_eq(zp_manifest_load(dst, &m, err, sizeof(err)), 0);
+    const zp_snap_set *set = zp_manifest_newest(m);
+    ck_assert_ptr_nonnull(set);
+    uint64_t nb;
+    uint8_t *rows_b = set_rows(dst, set->setid, S2, &nb);
+    zp_manifest_free(&m);
+    ck_assert_uint_eq(nb, SROWS);
+    for (int r = 0; r < SROWS; r++) {
+        const uint8_t *x = find_row(rows_a, na, ids[r]), *y = find_row(rows_b, nb, ids[r]);
+        ck_assert_ptr_nonnull(x);
+        ck_assert_msg(y && memcmp(x, y, rec) == 0, "S'=%d: row of id %llu differs", S2,
+                      (unsigned long long)ids[r]);
+    }
+    free(rows_b);
+}
+
+/* A cluster of S2 shards restores the set in dst: same rows as `before`,
+ * the table's history (rows ever created) comes along, and one more step
+ * gives the same bits as on the original (`after_a`). */
+static void restore_and_step(const char *dst, int S2, const uint64_t *ids, const float *before,
+                             const float *after_a)
+{
+    char extra[512];
+    snprintf(extra, sizeof(extra), "  snapshot_dir = \"%s\";", dst);
+    zt_cluster b;
+    ck_assert_int_eq(zt_cluster_start(&b, S2, 1, "async", extra, NULL), 0);
+    ck_assert(zt_log_has(&b, 0, "restored snapshot set"));
+    zeps_client *cb = zt_client(&b, 0);
+    ck_assert_ptr_nonnull(cb);
+    uint32_t db, tb;
+    ck_assert_int_eq(zeps_declare(cb, &plain, &db), 0);
+    ck_assert_int_eq(zeps_declare_sparse(cb, &emb, &tb), 0);
+    static float got[SROWS * SDIM];
+    ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
+    ck_assert_msg(memcmp(got, before, sizeof(got)) == 0, "S'=%d: pulled rows differ", S2);
+    /* the table's history comes along: SROWS rows were ever created */
+    uint64_t created = 0;
+    for (int k = 0; k < S2; k++) {
+        Zeps__ShardStats *ss = zt_stats(cb, k);
+        ck_assert_ptr_nonnull(ss);
+        for (size_t j = 0; j < ss->n_tables; j++)
+            if (ss->tables[j]->kind == 1)
+                created += ss->tables[j]->rows_created;
+        zeps__shard_stats__free_unpacked(ss, NULL);
+    }
+    ck_assert_msg(created == SROWS, "S'=%d: %llu rows created after the restore, recorded %d", S2,
+                  (unsigned long long)created, SROWS);
+    sparse_step(cb, tb, ids, 3);
+    ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
+    ck_assert_msg(memcmp(got, after_a, sizeof(got)) == 0,
+                  "S'=%d: one more adagrad step differs: row state not carried", S2);
+    zeps_client_destroy(&cb);
+    ck_assert_int_eq(zt_cluster_stop(&b), 0);
+}
+
 START_TEST(test_sparse_reshard)
 {
     zt_cluster a;
@@ -318,65 +393,13 @@ START_TEST(test_sparse_reshard)
     uint64_t na;
     uint8_t *rows_a = set_rows(src, 77, 2, &na);
     ck_assert_uint_eq(na, SROWS);
-    uint64_t rec = ZP_SNAP_ROW_LEN(SDIM, 1);
 
     const int sizes[] = {3, 1};
     for (int i = 0; i < 2; i++) {
-        char cmd[1200], bin[512], extra[512], dst[400];
-        snprintf(dst, sizeof(dst), "%s/snap%d", a.dir, sizes[i]);
-        snprintf(cmd, sizeof(cmd), "%s snapshot reshard %s %s %d > %s/reshard%d.out 2>&1",
-                 zt_bin("zepsctl", bin, sizeof(bin)), src, dst, sizes[i], a.dir, sizes[i]);
-        int st = system(cmd);
-        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reshard to %d failed", sizes[i]);
-        /* every row identical, with its state, version, touches and clock */
-        zp_manifest *m = NULL;
-        char err[1024];
-        ck_assert_int_eq(zp_manifest_load(dst, &m, err, sizeof(err)), 0);
-        const zp_snap_set *set = zp_manifest_newest(m);
-        ck_assert_ptr_nonnull(set);
-        uint64_t nb;
-        uint8_t *rows_b = set_rows(dst, set->setid, sizes[i], &nb);
-        zp_manifest_free(&m);
-        ck_assert_uint_eq(nb, SROWS);
-        for (int r = 0; r < SROWS; r++) {
-            const uint8_t *x = find_row(rows_a, na, ids[r]), *y = find_row(rows_b, nb, ids[r]);
-            ck_assert_ptr_nonnull(x);
-            ck_assert_msg(y && memcmp(x, y, rec) == 0, "S'=%d: row of id %llu differs", sizes[i],
-                          (unsigned long long)ids[r]);
-        }
-        free(rows_b);
-        /* a cluster of S' shards restores it: same rows, and one more step
-         * gives the same bits as on the original */
-        snprintf(extra, sizeof(extra), "  snapshot_dir = \"%s\";", dst);
-        zt_cluster b;
-        ck_assert_int_eq(zt_cluster_start(&b, sizes[i], 1, "async", extra, NULL), 0);
-        ck_assert(zt_log_has(&b, 0, "restored snapshot set"));
-        zeps_client *cb = zt_client(&b, 0);
-        ck_assert_ptr_nonnull(cb);
-        uint32_t db, tb;
-        ck_assert_int_eq(zeps_declare(cb, &plain, &db), 0);
-        ck_assert_int_eq(zeps_declare_sparse(cb, &emb, &tb), 0);
-        static float got[SROWS * SDIM];
-        ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
-        ck_assert_msg(memcmp(got, before, sizeof(got)) == 0, "S'=%d: pulled rows differ", sizes[i]);
-        /* the table's history comes along: SROWS rows were ever created */
-        uint64_t created = 0;
-        for (int k = 0; k < sizes[i]; k++) {
-            Zeps__ShardStats *ss = zt_stats(cb, k);
-            ck_assert_ptr_nonnull(ss);
-            for (size_t j = 0; j < ss->n_tables; j++)
-                if (ss->tables[j]->kind == 1)
-                    created += ss->tables[j]->rows_created;
-            zeps__shard_stats__free_unpacked(ss, NULL);
-        }
-        ck_assert_msg(created == SROWS, "S'=%d: %llu rows created after the restore, recorded %d",
-                      sizes[i], (unsigned long long)created, SROWS);
-        sparse_step(cb, tb, ids, 3);
-        ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
-        ck_assert_msg(memcmp(got, after_a, sizeof(got)) == 0,
-                      "S'=%d: one more adagrad step differs: row state not carried", sizes[i]);
-        zeps_client_destroy(&cb);
-        ck_assert_int_eq(zt_cluster_stop(&b), 0);
+        char dst[400];
+        zepsctl_reshard(a.dir, src, sizes[i], dst, sizeof(dst));
+        rows_carried(dst, sizes[i], rows_a, na, ids);
+        restore_and_step(dst, sizes[i], ids, before, after_a);
     }
     free(rows_a);
     ck_assert_int_eq(zt_cluster_stop(&a), 0);

@@ -15,6 +15,7 @@
 
 #include "check_main.h"
 #include "harness.h"
+#include "rawreq.h"
 #include "sparse_hash.h"
 #include "util.h"
 #include "wire.h"
@@ -327,8 +328,7 @@ static void bad_setup(void)
     h.op = ZEPS__OP__HELLO;
     h.rank = 1;
     h.incarnation = 0x5eed;
-    Zeps__Header *rep = zt_raw_request(raw, &h, NULL, 0);
-    ck_assert_ptr_nonnull(rep);
+    Zeps__Header *rep = zt_raw_req(raw, &h, NULL, 0);
     ck_assert_int_eq(rep->op, ZEPS__OP__HELLO);
     zeps__header__free_unpacked(rep, NULL);
 }
@@ -354,17 +354,6 @@ static void req(Zeps__Header *h, Zeps__Op op, uint64_t count)
     h->count = count;
 }
 
-static void expect_error(Zeps__Header *rep, int code, const char *needle)
-{
-    ck_assert_ptr_nonnull(rep);
-    ck_assert_int_eq(rep->op, ZEPS__OP__ERROR);
-    ck_assert_msg(rep->error == code, "error %s, expected %s: %s", zeps_errname(rep->error),
-                  zeps_errname(code), rep->error_text);
-    ck_assert_msg(strstr(rep->error_text, needle), "'%s' does not mention '%s'", rep->error_text,
-                  needle);
-    zeps__header__free_unpacked(rep, NULL);
-}
-
 /* Ids of shard k. */
 static void ids_of_shard(int k, uint64_t *ids, int n)
 {
@@ -383,58 +372,12 @@ static void still_serving(const uint64_t *ids, int n)
         ck_assert_msg(rows[i] == 1.0f, "row value %g changed by a refused request", rows[i]);
 }
 
-START_TEST(test_bad_requests)
+/* Rows that would not fit max_message_mb (1 MiB here), though the ids do,
+ * are refused by the shard, and by the library before sending. */
+static void too_big_refused(void)
 {
-    uint64_t mine[4], theirs[1];
-    ids_of_shard(0, mine, 4);
-    ids_of_shard(1, theirs, 1);
-    unsigned char buf[4 * (8 + 4 * DIM + 4)];
-    float *g;
     Zeps__Header h;
-
-    /* a push whose rows have the wrong dim */
-    req(&h, ZEPS__OP__PUSH, 4);
-    memcpy(buf, mine, sizeof(mine));
-    expect_error(zt_raw_request(raw, &h, buf, 4 * 8 + 4 * 4 * (DIM - 1)), ZEPS_ESIZE, "dim 8");
-    /* an id of the other shard */
-    req(&h, ZEPS__OP__PULL, 1);
-    expect_error(zt_raw_request(raw, &h, theirs, 8), ZEPS_ERANGE, "belongs to shard 1");
-    /* a repeated id in a push */
-    uint64_t rep_ids[4] = {mine[0], mine[1], mine[0], mine[2]};
-    memcpy(buf, rep_ids, sizeof(rep_ids));
-    g = (float *)(buf + 32);
-    for (int i = 0; i < 4 * DIM; i++)
-        g[i] = 1.0f;
-    req(&h, ZEPS__OP__PUSH, 4);
-    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_EINVAL, "twice");
-    /* NaN in a gradient */
-    memcpy(buf, mine, sizeof(mine));
-    g[13] = NAN;
-    req(&h, ZEPS__OP__PUSH, 4);
-    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ENONFINITE, "NaN");
-    g[13] = 1.0f;
-    /* no ids, or no frame */
-    req(&h, ZEPS__OP__PULL, 0);
-    expect_error(zt_raw_request(raw, &h, mine, 0), ZEPS_ERANGE, "0 ids");
-    req(&h, ZEPS__OP__PULL, 2);
-    expect_error(zt_raw_request(raw, &h, NULL, 0), ZEPS_EPROTO, "exactly one frame");
-    /* compressed sparse pushes: a payload that is not what its codec says,
-     * an unknown codec */
-    req(&h, ZEPS__OP__PUSH, 4);
-    h.codec = 1; /* fp16: 2 bytes a value, 64 expected */
-    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ESIZE, "fp16");
-    req(&h, ZEPS__OP__PUSH, 4);
-    h.codec = 99;
-    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_EPROTO, "unknown codec");
-    /* versions announced but missing */
-    req(&h, ZEPS__OP__PUSH, 4);
-    h.flags = ZP_FLAG_ROW_VERSIONS;
-    expect_error(zt_raw_request(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ESIZE, "expected");
-    still_serving(mine, 4);
-    still_serving(theirs, 1);
-
-    /* rows that would not fit max_message_mb (1 MiB here), though the ids
-     * do: a 4-byte top-k payload [k = 0] for 65,536 rows of dim 8 (2 MiB
+    /* a 4-byte top-k payload [k = 0] for 65,536 rows of dim 8 (2 MiB
      * decoded), and a pull of 40,000 rows (1.4 MiB of reply) */
     enum { BIG = 65536 };
     uint64_t *big = malloc((BIG * 8 + 4));
@@ -442,18 +385,21 @@ START_TEST(test_bad_requests)
     memset((unsigned char *)big + BIG * 8, 0, 4);
     req(&h, ZEPS__OP__PUSH, BIG);
     h.codec = 5;
-    expect_error(zt_raw_request(raw, &h, big, BIG * 8 + 4), ZEPS_ETOOBIG, "max_message_mb");
+    zt_raw_expect_error(zt_raw_req(raw, &h, big, BIG * 8 + 4), ZEPS_ETOOBIG, "max_message_mb");
     req(&h, ZEPS__OP__PULL, 40000);
-    expect_error(zt_raw_request(raw, &h, big, 40000 * 8), ZEPS_ETOOBIG, "max_message_mb");
+    zt_raw_expect_error(zt_raw_req(raw, &h, big, 40000 * 8), ZEPS_ETOOBIG, "max_message_mb");
     /* and the library says so before sending */
     float *rows = malloc((size_t)40000 * DIM * sizeof(float));
     ck_assert_int_eq(zeps_spull(good, tid, big, 40000, rows, 0), ZEPS_ETOOBIG);
     ck_assert_msg(strstr(zeps_last_error(good), "max_message_mb"), "%s", zeps_last_error(good));
     free(rows);
     free(big);
-    still_serving(mine, 4);
+}
 
-    /* declarations: bad dim, unknown optimizer, conflicting re-declaration */
+/* Declarations with a bad dim or an unknown optimizer, a conflicting
+ * re-declaration, and a dense call on a sparse table are all refused. */
+static void bad_declarations(void)
+{
     uint32_t t2;
     zeps_sparse_spec s = emb_spec("sgd", 0.1);
     s.name = "bad";
@@ -473,6 +419,61 @@ START_TEST(test_bad_requests)
     /* a dense call on a sparse table is refused by the library */
     float v[4];
     ck_assert_int_ne(zeps_pull(good, tid, v, 0, 4, 0), 0);
+}
+
+START_TEST(test_bad_requests)
+{
+    uint64_t mine[4], theirs[1];
+    ids_of_shard(0, mine, 4);
+    ids_of_shard(1, theirs, 1);
+    unsigned char buf[4 * (8 + 4 * DIM + 4)];
+    float *g;
+    Zeps__Header h;
+
+    /* a push whose rows have the wrong dim */
+    req(&h, ZEPS__OP__PUSH, 4);
+    memcpy(buf, mine, sizeof(mine));
+    zt_raw_expect_error(zt_raw_req(raw, &h, buf, 4 * 8 + 4 * 4 * (DIM - 1)), ZEPS_ESIZE, "dim 8");
+    /* an id of the other shard */
+    req(&h, ZEPS__OP__PULL, 1);
+    zt_raw_expect_error(zt_raw_req(raw, &h, theirs, 8), ZEPS_ERANGE, "belongs to shard 1");
+    /* a repeated id in a push */
+    uint64_t rep_ids[4] = {mine[0], mine[1], mine[0], mine[2]};
+    memcpy(buf, rep_ids, sizeof(rep_ids));
+    g = (float *)(buf + 32);
+    for (int i = 0; i < 4 * DIM; i++)
+        g[i] = 1.0f;
+    req(&h, ZEPS__OP__PUSH, 4);
+    zt_raw_expect_error(zt_raw_req(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_EINVAL, "twice");
+    /* NaN in a gradient */
+    memcpy(buf, mine, sizeof(mine));
+    g[13] = NAN;
+    req(&h, ZEPS__OP__PUSH, 4);
+    zt_raw_expect_error(zt_raw_req(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ENONFINITE, "NaN");
+    g[13] = 1.0f;
+    /* no ids, or no frame */
+    req(&h, ZEPS__OP__PULL, 0);
+    zt_raw_expect_error(zt_raw_req(raw, &h, mine, 0), ZEPS_ERANGE, "0 ids");
+    req(&h, ZEPS__OP__PULL, 2);
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EPROTO, "exactly one frame");
+    /* compressed sparse pushes: a payload that is not what its codec says,
+     * an unknown codec */
+    req(&h, ZEPS__OP__PUSH, 4);
+    h.codec = 1; /* fp16: 2 bytes a value, 64 expected */
+    zt_raw_expect_error(zt_raw_req(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ESIZE, "fp16");
+    req(&h, ZEPS__OP__PUSH, 4);
+    h.codec = 99;
+    zt_raw_expect_error(zt_raw_req(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_EPROTO, "unknown codec");
+    /* versions announced but missing */
+    req(&h, ZEPS__OP__PUSH, 4);
+    h.flags = ZP_FLAG_ROW_VERSIONS;
+    zt_raw_expect_error(zt_raw_req(raw, &h, buf, 32 + 4 * 4 * DIM), ZEPS_ESIZE, "expected");
+    still_serving(mine, 4);
+    still_serving(theirs, 1);
+
+    too_big_refused();
+    still_serving(mine, 4);
+    bad_declarations();
     still_serving(mine, 4);
 }
 END_TEST

@@ -1,0 +1,44 @@
+/*
+ * rawreq.h - hand-built requests on a raw DEALER socket, for the tests that
+ * speak the wire protocol to a real shard directly (test_protocol,
+ * test_cpull, test_dedup, test_sparse_server): send a header and payload
+ * frames exactly as given, wait for the reply with a timeout, unpack its
+ * header, and check an ERROR reply's code and message.
+ *
+ * The socket comes from zt_raw_socket (harness.h) and stays the caller's.
+ * Every function here asserts with Check (a send that fails, no reply in
+ * time, a reply that does not unpack all fail the test): call them from a
+ * test. harness.h's zt_raw_request is the non-asserting form, for a test
+ * that wants to word its own failure.
+ */
+#ifndef ZT_RAWREQ_H
+#define ZT_RAWREQ_H
+
+#include <stddef.h>
+
+#include "zeps.pb-c.h"
+
+/* How long zt_raw_req and zt_raw_req_frames wait for a reply. */
+#define ZT_RAW_TIMEOUT_MS 5000
+
+/* Send n frames, frames[i] of lens[i] bytes, as one message. */
+void zt_raw_send_frames(void *sock, const void *const *frames, const size_t *lens, int n);
+
+/* Send header h packed, then one frame payload[0..len) if payload is not
+ * NULL (len may be 0: an empty frame). */
+void zt_raw_send(void *sock, const Zeps__Header *h, const void *payload, size_t len);
+
+/* The next reply's header, which must come within timeout_ms; the caller
+ * frees it with zeps__header__free_unpacked. */
+Zeps__Header *zt_raw_recv(void *sock, int timeout_ms);
+
+/* zt_raw_send (or zt_raw_send_frames), then zt_raw_recv with
+ * ZT_RAW_TIMEOUT_MS: the reply's header, which the caller frees. */
+Zeps__Header *zt_raw_req(void *sock, const Zeps__Header *h, const void *payload, size_t len);
+Zeps__Header *zt_raw_req_frames(void *sock, const void *const *frames, const size_t *lens, int n);
+
+/* Check that rep is an ERROR reply with error `code` and an error_text that
+ * contains `needle`, then free it (this call takes rep). */
+void zt_raw_expect_error(Zeps__Header *rep, int code, const char *needle);
+
+#endif

@@ -68,8 +68,9 @@ typedef struct study_opts {
 
 typedef struct run_spec {
     char name[64];           /* its run directory under the study directory */
-    const char *consistency; /* "weighted" or "async" */
-    const char *function;    /* w(tau), weighted only */
+    const char *consistency; /* written into the cluster file as given */
+    bool weighting;          /* write a weighting section: function, s, bound */
+    const char *function;    /* w(tau), with a weighting section */
     int s, bound;            /* max_staleness and pull bound; -1: none */
     double lr;
     int seed, iterations, eval_every;
@@ -401,7 +402,7 @@ static bool write_conf(const study *st, const run_spec *sp, const char *rundir, 
     fprintf(f, "# Written by zepsctl study (run %s).\ncluster = {\n", sp->name);
     fprintf(f, "  servers = [\"tcp://127.0.0.1:%d\"];\n  workers = %d;\n", port, o->workers);
     fprintf(f, "  consistency = \"%s\";\n", sp->consistency);
-    if (strcmp(sp->consistency, "weighted") == 0)
+    if (sp->weighting)
         fprintf(f, "  weighting = { function = \"%s\"; max_staleness = %d; bound = %d; };\n",
                 sp->function, sp->s, sp->bound);
     fprintf(f, "  trace_dir = \"%s\";\n};\ntraining = {\n", rundir);
@@ -598,7 +599,7 @@ static void describe(const study *st, const run *r)
     if (sp->s >= 0)
         fprintf(stderr, "s=%d ", sp->s);
     fprintf(stderr, "seed=%d %s lr=%.4g: ", sp->seed,
-            strcmp(sp->consistency, "async") == 0 ? "async" : sp->function, sp->lr);
+            sp->weighting ? sp->function : sp->consistency, sp->lr);
     if (r->out == CONVERGED)
         fprintf(stderr, "converged at update %.0f (step %.0f)", r->updates, r->steps);
     else if (r->out == DIVERGED && r->diverged_step >= 0)
@@ -671,6 +672,7 @@ static bool steps_part(study *st)
         for (int k = 0; k < NSETTINGS; k++)
             for (int seed = 1; seed <= o->seeds; seed++) {
                 run_spec sp = {.consistency = "weighted",
+                               .weighting = true,
                                .function = settings[k].function,
                                .s = o->stal[i],
                                .bound = bound_for(o, o->stal[i]),
@@ -698,6 +700,7 @@ static bool stability_part(study *st)
             bool stable = true;
             for (int seed = 1; seed <= o->stab_seeds && stable; seed++) {
                 run_spec sp = {.consistency = "weighted",
+                               .weighting = true,
                                .function = "none",
                                .s = o->stal[i],
                                .bound = bound_for(o, o->stal[i]),
@@ -752,6 +755,7 @@ static bool curves_part(study *st)
         return true;
     }
     sp.consistency = "weighted";
+    sp.weighting = true;
     sp.function = "inverse";
     snprintf(sp.name, sizeof(sp.name), "curve-inverse-seed%d", sp.seed);
     if (!run_one(st, &sp, "curves", 0))

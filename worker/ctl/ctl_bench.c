@@ -37,7 +37,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -47,6 +46,7 @@
 
 #include "ctl.h"
 #include "curve.h"
+#include "spawn.h"
 #include "util.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"
@@ -277,30 +277,16 @@ static float *buf_new(size_t bytes, float value)
     return p;
 }
 
-/* Children get their own process group (a terminal's ^C reaches only
- * zepsctl, which then stops them in order) and a signal if zepsctl dies. */
-static void child_setup(int deathsig)
-{
-    setpgid(0, 0);
-    prctl(PR_SET_PDEATHSIG, deathsig);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-}
-
 /* Send `sig` to child *pid, wait up to 5 s, then SIGKILL. Sets *pid to 0. */
 static void stop_child(pid_t *pid, int sig, const char *what)
 {
-    int status = 0, i;
+    int status = 0;
     if (*pid <= 0)
         return;
-    kill(*pid, sig);
-    for (i = 0; i < 500 && waitpid(*pid, &status, WNOHANG) != *pid; i++)
-        usleep(10000);
-    if (i == 500) {
+    int rc = zp_spawn_stop(*pid, sig, 5.0, &status);
+    if (rc == 0) {
         fprintf(stderr, "bench: %s did not stop within 5 s; killing it\n", what);
-        kill(*pid, SIGKILL);
-        waitpid(*pid, &status, 0);
-    } else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+    } else if (rc == 1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
         fprintf(stderr, "bench: %s exited with status %d\n", what, WEXITSTATUS(status));
     }
     *pid = 0;
@@ -469,10 +455,18 @@ static int raw_serve_one(void *s, const char *payload, size_t max)
     return zmq_msg_send(&data, s, 0) < 0 ? -1 : 0;
 }
 
-static void raw_child_main(int wfd, size_t max) __attribute__((noreturn));
-static void raw_child_main(int wfd, size_t max)
+/* What the raw child is given: the pipe to write its endpoint to, and the
+ * largest message. */
+typedef struct raw_child_arg {
+    int wfd;
+    size_t max;
+} raw_child_arg;
+
+static void raw_child_main(void *arg) __attribute__((noreturn));
+static void raw_child_main(void *arg)
 {
-    child_setup(SIGKILL);
+    int wfd = ((raw_child_arg *)arg)->wfd;
+    size_t max = ((raw_child_arg *)arg)->max;
     void *ctx = zmq_ctx_new();
     void *s = zmq_socket(ctx, ZMQ_ROUTER);
     raw_sockopts(s);
@@ -498,11 +492,11 @@ static int raw_open(bench *b)
     char ep[256] = "";
     if (pipe(fds) != 0)
         return ZEPS_EIO;
-    b->raw = fork();
-    if (b->raw == 0) {
-        close(fds[0]);
-        raw_child_main(fds[1], max_size(&b->o));
-    }
+    /* its own process group (a terminal's ^C reaches only zepsctl, which
+     * then stops it in order), and gone if zepsctl dies */
+    zp_spawn_opts so = {.log_fd = -1, .flags = ZP_SPAWN_GROUP, .deathsig = SIGKILL};
+    raw_child_arg arg = {.wfd = fds[1], .max = max_size(&b->o)};
+    b->raw = zp_spawn_fork(raw_child_main, &arg, &so);
     close(fds[1]);
     ssize_t n = b->raw > 0 ? read(fds[0], ep, sizeof ep - 1) : -1;
     close(fds[0]);
@@ -716,15 +710,9 @@ static int server_spawn(pid_t *server, const char *cfg, const char *logpath)
     int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return ZEPS_EIO;
-    *server = fork();
-    if (*server == 0) {
-        child_setup(SIGTERM);
-        dup2(fd, STDOUT_FILENO);
-        dup2(fd, STDERR_FILENO);
-        execvp(exe, (char *[]){exe, "--config", (char *)cfg, "--shard", "0", NULL});
-        fprintf(stderr, "bench: cannot run %s: %s\n", exe, strerror(errno));
-        _exit(127);
-    }
+    zp_spawn_opts so = {.log_fd = fd, .flags = ZP_SPAWN_GROUP | ZP_SPAWN_PATH,
+                        .deathsig = SIGTERM};
+    *server = zp_spawn_start((char *[]){exe, "--config", (char *)cfg, "--shard", "0", NULL}, &so);
     close(fd);
     return *server > 0 ? 0 : ZEPS_EIO;
 }
@@ -734,7 +722,7 @@ static int server_wait_ready(pid_t *server, int port)
 {
     int status;
     for (int i = 0; i < 1500 && !g_stop; i++) {
-        if (waitpid(*server, &status, WNOHANG) == *server) {
+        if (zp_spawn_wait(*server, 0, &status) == 1) {
             *server = 0;
             fprintf(stderr, "bench: zeps-server exited during start-up\n");
             return ZEPS_EIO;

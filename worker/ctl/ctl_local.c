@@ -31,7 +31,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -40,6 +39,7 @@
 
 #include "config.h"
 #include "ctl.h"
+#include "spawn.h"
 #include "util.h"
 
 #define GRACE_S           10.0 /* SIGTERM -> SIGKILL */
@@ -436,28 +436,6 @@ static void pump_echo(local_run *r, bool drain)
     }
 }
 
-/* In the child between fork and exec: async-signal-safe calls only. */
-static void child_exec(const local_run *r, int outfd, pid_t parent, char *const argv[])
-{
-    setpgid(0, 0); /* a terminal's Ctrl-C reaches zepsctl only */
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent)
-        _exit(127); /* zepsctl died before prctl took effect */
-    int nul = open("/dev/null", O_RDONLY);
-    if (nul > 0) {
-        dup2(nul, STDIN_FILENO);
-        close(nul);
-    }
-    dup2(outfd, STDOUT_FILENO);
-    dup2(outfd, STDERR_FILENO);
-    signal(SIGPIPE, SIG_DFL);
-    sigprocmask(SIG_SETMASK, &r->oldmask, NULL);
-    execv(argv[0], argv);
-    static const char msg[] = "zepsctl local: exec failed\n";
-    write_all(STDERR_FILENO, msg, sizeof(msg) - 1);
-    _exit(127);
-}
-
 /* Start kid k as `bin --config <conf> <flag> <index>`, its output going to
  * its log (through the echo pipe if `echo`). */
 static bool spawn(local_run *r, kid *k, const char *bin, const char *flag, bool echo)
@@ -467,11 +445,15 @@ static bool spawn(local_run *r, kid *k, const char *bin, const char *flag, bool 
     snprintf(k->log, sizeof(k->log), "%s/%s-%d.log", r->dir, k->role, k->index);
     int logfd = open(k->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
     int pfd[2] = {-1, -1};
-    pid_t parent = getpid(), pid = -1;
+    pid_t pid = -1;
     if (logfd >= 0 && (!echo || pipe2(pfd, O_CLOEXEC) == 0)) {
         char *argv[] = {(char *)bin, "--config", r->conf, (char *)flag, idx, NULL};
-        if ((pid = fork()) == 0)
-            child_exec(r, echo ? pfd[1] : logfd, parent, argv);
+        /* its own group: a terminal's Ctrl-C reaches zepsctl only */
+        zp_spawn_opts so = {.log_fd = echo ? pfd[1] : logfd,
+                            .flags = ZP_SPAWN_GROUP | ZP_SPAWN_NULLIN,
+                            .deathsig = SIGTERM,
+                            .sigmask = &r->oldmask};
+        pid = zp_spawn_start(argv, &so);
     }
     if (pid < 0) {
         fprintf(stderr, "zepsctl local: cannot start %s %d: %s\n", k->role, k->index,
@@ -483,7 +465,6 @@ static bool spawn(local_run *r, kid *k, const char *bin, const char *flag, bool 
             close(logfd);
         return false;
     }
-    setpgid(pid, pid); /* also here, so the group exists before we signal it */
     k->pid = pid;
     k->running = true;
     if (!echo) {
@@ -499,8 +480,8 @@ static bool spawn(local_run *r, kid *k, const char *bin, const char *flag, bool 
 
 static void signal_kid(const kid *k, int sig)
 {
-    if (k->running && kill(-k->pid, sig) != 0)
-        kill(k->pid, sig);
+    if (k->running)
+        zp_spawn_signal(k->pid, sig, true);
 }
 
 /* Collect every exited child, and the signals that arrived. */
@@ -513,7 +494,7 @@ static void read_signals(local_run *r)
     }
     int st;
     pid_t pid;
-    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) { /* SIGCHLDs coalesce: always look */
+    while ((pid = zp_spawn_reap(&st)) > 0) { /* SIGCHLDs coalesce: always look */
         for (int i = 0; i < r->nkids; i++) {
             if (r->kids[i].pid != pid)
                 continue;

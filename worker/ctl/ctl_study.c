@@ -31,13 +31,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ctl.h"
+#include "spawn.h"
 #include "util.h"
 
 #define MAX_S        32
@@ -430,28 +429,17 @@ static int run_local(const study *st, const char *conf, const char *rundir, int 
                     (char *)rundir,      "--timeout", tmo,        NULL};
     fflush(stdout);
     fflush(stderr);
-    pid_t parent = getpid(), pid = fork();
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGTERM); /* it stops its cluster if we die */
-        if (getppid() != parent)
-            _exit(127);
-        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        if (fd >= 0) {
-            dup2(fd, STDOUT_FILENO);
-            dup2(fd, STDERR_FILENO);
-        }
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    /* SIGTERM if we die: it stops its cluster */
+    zp_spawn_opts so = {.log = log, .log_fd = -1, .flags = ZP_SPAWN_TRUNC, .deathsig = SIGTERM};
+    pid_t pid = zp_spawn_start(argv, &so);
     int status;
     if (pid < 0) {
         fprintf(stderr, "zepsctl study: cannot fork: %s\n", strerror(errno));
         return -1;
     }
-    while (waitpid(pid, &status, 0) < 0)
-        if (errno != EINTR)
-            return -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (zp_spawn_wait(pid, -1, &status) != 1)
+        return -1;
+    return zp_spawn_exit_code(status);
 }
 
 /* The whole file at path, NUL-terminated (caller frees), or NULL. */

@@ -20,6 +20,9 @@
  *
  * Units: payload sizes are binary (4 MB = 4 MiB); throughputs are payload
  * bytes per second in MB/s = 10^6 B/s; latencies are round trips in µs.
+ *
+ * This file: options, the measurement loops both sides share, the run and
+ * its table and JSON; the sides are ctl_bench_zeps.c and ctl_bench_raw.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -50,90 +53,20 @@
 #include "util.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"
+#include "ctl_bench.h"
 
-#define MAX_SIZES  16
-#define MAX_WINDOW 64
-#define MAX_REPS   99
-#define MAX_BYTES  ((size_t)512 << 20)
-#define MIN_TIMED  5  /* requests per throughput phase, at least */
-#define MIN_RTT    20 /* round trips per latency phase, at least */
-#define MEM_LEN    ((uint64_t)1 << 20)
-#define ACCEPT     0.7 /* the project's bar: zeps push+pull >= 0.7 x raw at 4 MB, 32 MB */
-
-/* OP_PULL_VIEW: a zeps pull through the zero-copy view API; raw ZeroMQ's pull
- * already leaves the payload in its receive buffer, so raw does OP_PULL. */
-enum { OP_PUSH = 0, OP_PULL = 1, OP_PULL_VIEW = 2 };
-enum { SIDE_ZEPS = 0, SIDE_RAW = 1, SIDE_CURVE = 2, NSIDES = 3 };
-
-/* The figures of one cell, a plain vector so that medians and JSON are loops. */
-enum {
-    F_PUSH, F_PULL, F_BOTH, F_PUSH_P50, F_PUSH_P99, F_PULL_P50, F_PULL_P99, F_VIEW, F_BOTH_VIEW, NF
-};
 static const char *const field_names[NF] = {
     "push_MBps",       "pull_MBps",       "push_pull_MBps",
     "push_rtt_p50_us", "push_rtt_p99_us", "pull_rtt_p50_us",
     "pull_rtt_p99_us", "pull_view_MBps",  "push_pull_view_MBps"};
-typedef struct cell {
-    double v[NF];
-} cell;
-
-typedef struct bench_opts {
-    int window, reps;
-    double seconds;
-    bool keep;
-    int only;   /* -1: every side; else SIDE_ZEPS or SIDE_RAW (for profiling) */
-    bool curve; /* also zeps over CURVE (SIDE_CURVE) */
-    const char *json;
-    int nsizes;
-    size_t sizes[MAX_SIZES];
-} bench_opts;
-
-/* One system under test. select() makes size index i (of `bytes` bytes)
- * current; start() sends request `op` from slot `slot`; finish() waits for
- * that slot's reply and until its buffer is free again. */
-typedef struct side_ops {
-    const char *name;
-    void (*select)(void *ctx, int i, size_t bytes);
-    int (*start)(void *ctx, int op, int slot);
-    int (*finish)(void *ctx, int op, int slot);
-} side_ops;
-
-typedef struct zeps_side {
-    zeps_client *c;
-    uint32_t tables[MAX_SIZES], table;
-    uint64_t count;
-    float **push, **pull;
-    zeps_req *reqs[MAX_WINDOW];
-} zeps_side;
-
-typedef struct raw_side {
-    void *ctx, *sock;
-    size_t bytes;
-    uint32_t seq;
-    bool broken; /* after a transport error replies can no longer be matched */
-    float **push;
-    uint64_t tags[MAX_WINDOW];
-    atomic_int inflight[MAX_WINDOW]; /* per slot: payloads ZeroMQ still holds */
-} raw_side;
-
-typedef struct bench {
-    bench_opts o;
-    char dir[64];
-    pid_t server, raw, server_curve;
-    float *push[MAX_WINDOW], *pull[MAX_WINDOW];
-    zeps_side z, zc; /* zc: the client of the CURVE server */
-    raw_side r;
-    cell res[MAX_SIZES][NSIDES];
-    double mem_sgd, mem_adam; /* server bytes per parameter */
-} bench;
 
 /* The one piece of static state: set by SIGINT/SIGTERM, polled by the loops. */
-static volatile sig_atomic_t g_stop;
+volatile sig_atomic_t zp_bench_stop;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    g_stop = 1;
+    zp_bench_stop = 1;
 }
 
 /* ---- options ---------------------------------------------------------- */
@@ -260,38 +193,6 @@ static double ratio(double a, double b)
 {
     return b > 0 ? a / b : 0;
 }
-
-static size_t max_size(const bench_opts *o)
-{
-    size_t m = 0;
-    for (int i = 0; i < o->nsizes; i++)
-        m = o->sizes[i] > m ? o->sizes[i] : m;
-    return m;
-}
-
-static float *buf_new(size_t bytes, float value)
-{
-    float *p = zp_xmalloc(bytes);
-    for (size_t i = 0; i < bytes / sizeof(float); i++)
-        p[i] = value; /* also faults every page in before anything is timed */
-    return p;
-}
-
-/* Send `sig` to child *pid, wait up to 5 s, then SIGKILL. Sets *pid to 0. */
-static void stop_child(pid_t *pid, int sig, const char *what)
-{
-    int status = 0;
-    if (*pid <= 0)
-        return;
-    int rc = zp_spawn_stop(*pid, sig, 5.0, &status);
-    if (rc == 0) {
-        fprintf(stderr, "bench: %s did not stop within 5 s; killing it\n", what);
-    } else if (rc == 1 && WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "bench: %s exited with status %d\n", what, WEXITSTATUS(status));
-    }
-    *pid = 0;
-}
-
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st, (void)flag, (void)ftw;
@@ -312,7 +213,7 @@ static int ring(const side_ops *s, void *ctx, int op, int window, long min_n, do
     for (;;) {
         if (issued - done == window && (rc = s->finish(ctx, op, (int)(done++ % window))) != 0)
             break;
-        if (g_stop)
+        if (zp_bench_stop)
             rc = ZEPS_ECLOSED;
         if (rc != 0 || (issued >= min_n && zp_now_s() - t0 >= seconds))
             break;
@@ -338,7 +239,7 @@ static int latency(const side_ops *s, void *ctx, int op, double seconds, double 
     int rc = 0;
     while (n < MIN_RTT || zp_now_s() - t0 < seconds) {
         uint64_t a = zp_now_ns();
-        if (g_stop || (rc = s->start(ctx, op, 0)) != 0 || (rc = s->finish(ctx, op, 0)) != 0) {
+        if (zp_bench_stop || (rc = s->start(ctx, op, 0)) != 0 || (rc = s->finish(ctx, op, 0)) != 0) {
             rc = rc ? rc : ZEPS_ECLOSED;
             break;
         }
@@ -402,491 +303,12 @@ static int measure_cell(const bench *b, const side_ops *s, void *ctx, int si, in
                 s->name, v[F_PUSH_P50], v[F_PUSH_P99], v[F_PULL_P50], v[F_PULL_P99]);
     return rc;
 }
-
-/* ---- raw ZeroMQ side -------------------------------------------------- */
-
-static void raw_sockopts(void *s)
-{
-    int zero = 0;
-    int64_t unlimited = -1;
-    zmq_setsockopt(s, ZMQ_SNDHWM, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_RCVHWM, &zero, sizeof zero);
-    zmq_setsockopt(s, ZMQ_MAXMSGSIZE, &unlimited, sizeof unlimited);
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof zero);
-}
-
-static int rcvmore(void *s)
-{
-    int more = 0;
-    size_t len = sizeof more;
-    zmq_getsockopt(s, ZMQ_RCVMORE, &more, &len);
-    return more;
-}
-
-static void no_free(void *data, void *hint)
-{
-    (void)data, (void)hint;
-}
-
-/* The raw server, one request: push [id][tag][payload] -> [id][tag];
- * pull [id][tag] -> [id][tag][payload], the payload sent without copying
- * from one preallocated buffer. The tag's high 32 bits give the payload
- * length in floats, as a zeps header gives the element count. */
-static int raw_serve_one(void *s, const char *payload, size_t max)
-{
-    zmq_msg_t id, data;
-    uint64_t tag;
-    zmq_msg_init(&id);
-    if (zmq_msg_recv(&id, s, 0) < 0 || zmq_recv(s, &tag, sizeof tag, 0) != sizeof tag)
-        return -1;
-    bool push = rcvmore(s);
-    while (rcvmore(s)) { /* the pushed payload, received in place and dropped */
-        zmq_msg_init(&data);
-        zmq_msg_recv(&data, s, 0);
-        zmq_msg_close(&data);
-    }
-    size_t bytes = (size_t)(tag >> 32) * sizeof(float);
-    if (zmq_msg_send(&id, s, ZMQ_SNDMORE) < 0 ||
-        zmq_send(s, &tag, sizeof tag, push ? 0 : ZMQ_SNDMORE) != sizeof tag)
-        return -1;
-    if (push)
-        return 0;
-    zmq_msg_init_data(&data, (void *)payload, bytes <= max ? bytes : 0, no_free, NULL);
-    return zmq_msg_send(&data, s, 0) < 0 ? -1 : 0;
-}
-
-/* What the raw child is given: the pipe to write its endpoint to, and the
- * largest message. */
-typedef struct raw_child_arg {
-    int wfd;
-    size_t max;
-} raw_child_arg;
-
-static void raw_child_main(void *arg) __attribute__((noreturn));
-static void raw_child_main(void *arg)
-{
-    int wfd = ((raw_child_arg *)arg)->wfd;
-    size_t max = ((raw_child_arg *)arg)->max;
-    void *ctx = zmq_ctx_new();
-    void *s = zmq_socket(ctx, ZMQ_ROUTER);
-    raw_sockopts(s);
-    char ep[256] = "";
-    size_t len = sizeof ep;
-    if (zmq_bind(s, "tcp://127.0.0.1:*") != 0 ||
-        zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &len) != 0)
-        _exit(1);
-    char *payload = (char *)buf_new(max, 1.0f);
-    if (write(wfd, ep, strlen(ep) + 1) < 0)
-        _exit(1);
-    close(wfd);
-    while (raw_serve_one(s, payload, max) == 0)
-        ;
-    _exit(2); /* normally it ends by SIGTERM from stop_child */
-}
-
-/* Fork the raw server (it binds an ephemeral port and reports its endpoint
- * through a pipe) and connect a DEALER to it. */
-static int raw_open(bench *b)
-{
-    int fds[2], timeout = 60000;
-    char ep[256] = "";
-    if (pipe(fds) != 0)
-        return ZEPS_EIO;
-    /* its own process group (a terminal's ^C reaches only zepsctl, which
-     * then stops it in order), and gone if zepsctl dies */
-    zp_spawn_opts so = {.log_fd = -1, .flags = ZP_SPAWN_GROUP, .deathsig = SIGKILL};
-    raw_child_arg arg = {.wfd = fds[1], .max = max_size(&b->o)};
-    b->raw = zp_spawn_fork(raw_child_main, &arg, &so);
-    close(fds[1]);
-    ssize_t n = b->raw > 0 ? read(fds[0], ep, sizeof ep - 1) : -1;
-    close(fds[0]);
-    if (n <= 0) {
-        fprintf(stderr, "bench: the raw ZeroMQ child failed to start\n");
-        return ZEPS_ETRANSPORT;
-    }
-    raw_side *r = &b->r;
-    r->ctx = zmq_ctx_new();
-    r->sock = zmq_socket(r->ctx, ZMQ_DEALER);
-    raw_sockopts(r->sock);
-    zmq_setsockopt(r->sock, ZMQ_RCVTIMEO, &timeout, sizeof timeout); /* nothing blocks forever */
-    r->push = b->push;
-    return zmq_connect(r->sock, ep) == 0 ? 0 : ZEPS_ETRANSPORT;
-}
-
-/* With linger 0, closing drops what ZeroMQ still holds and releases our
- * buffers, so they may be freed after this. */
-static void raw_close(bench *b)
-{
-    if (b->r.sock)
-        zmq_close(b->r.sock);
-    if (b->r.ctx)
-        zmq_ctx_term(b->r.ctx);
-    b->r.sock = b->r.ctx = NULL;
-    stop_child(&b->raw, SIGTERM, "raw ZeroMQ child");
-}
-
-/* ZeroMQ's I/O thread is done with a payload buffer we sent. */
-static void raw_released(void *data, void *hint)
-{
-    (void)data;
-    atomic_fetch_sub_explicit((atomic_int *)hint, 1, memory_order_release);
-}
-
-static int raw_fail(raw_side *r, const char *what)
-{
-    fprintf(stderr, "bench: raw %s: %s\n", what, errno ? zmq_strerror(errno) : "bad reply");
-    r->broken = true;
-    return ZEPS_ETRANSPORT;
-}
-
-static void raw_select(void *ctx, int i, size_t bytes)
-{
-    ((raw_side *)ctx)->bytes = bytes;
-}
-
-static int raw_start(void *ctx, int op, int slot)
-{
-    if (op == OP_PULL_VIEW)
-        op = OP_PULL;
-    raw_side *r = ctx;
-    zmq_msg_t m;
-    if (r->broken)
-        return ZEPS_ETRANSPORT;
-    uint64_t tag = ((uint64_t)(r->bytes / sizeof(float)) << 32) | r->seq++;
-    r->tags[slot] = tag;
-    if (zmq_send(r->sock, &tag, sizeof tag, op == OP_PUSH ? ZMQ_SNDMORE : 0) != sizeof tag)
-        return raw_fail(r, "send");
-    if (op == OP_PULL)
-        return 0;
-    atomic_fetch_add_explicit(&r->inflight[slot], 1, memory_order_relaxed);
-    zmq_msg_init_data(&m, r->push[slot], r->bytes, raw_released, &r->inflight[slot]);
-    if (zmq_msg_send(&m, r->sock, 0) < 0) {
-        zmq_msg_close(&m); /* calls raw_released */
-        return raw_fail(r, "send");
-    }
-    return 0;
-}
-
-/* Until ZeroMQ released the slot's buffer (at once, nearly always: the
- * reply proves the payload was sent). Bounded: 10 s. */
-static int raw_wait_released(raw_side *r, int slot)
-{
-    uint64_t t0 = zp_now_ns();
-    while (atomic_load_explicit(&r->inflight[slot], memory_order_acquire)) {
-        if (zp_now_ns() - t0 > 10000000000ull)
-            return errno = ETIMEDOUT, raw_fail(r, "buffer release");
-        sched_yield();
-    }
-    return 0;
-}
-
-static int raw_finish(void *ctx, int op, int slot)
-{
-    if (op == OP_PULL_VIEW)
-        op = OP_PULL;
-    raw_side *r = ctx;
-    uint64_t tag;
-    int n;
-    if (r->broken)
-        return ZEPS_ETRANSPORT;
-    while ((n = zmq_recv(r->sock, &tag, sizeof tag, 0)) < 0 && errno == EINTR && !g_stop)
-        ;
-    if (n != sizeof tag)
-        return raw_fail(r, "recv");
-    errno = 0;
-    if (tag != r->tags[slot] || rcvmore(r->sock) != (op == OP_PULL))
-        return raw_fail(r, "reply");
-    if (op == OP_PUSH)
-        return raw_wait_released(r, slot);
-    zmq_msg_t m; /* the pulled payload, received in place and not copied */
-    zmq_msg_init(&m);
-    n = zmq_msg_recv(&m, r->sock, 0);
-    size_t got = zmq_msg_size(&m);
-    zmq_msg_close(&m);
-    return n < 0 || got != r->bytes ? raw_fail(r, "pull payload") : 0;
-}
-
-static const side_ops raw_ops = {
-    .name = "raw", .select = raw_select, .start = raw_start, .finish = raw_finish};
-
-/* ---- zeps side -------------------------------------------------------- */
-
-static void zs_select(void *ctx, int i, size_t bytes)
-{
-    zeps_side *z = ctx;
-    z->table = z->tables[i];
-    z->count = bytes / sizeof(float);
-}
-
-static int zs_report(zeps_side *z, int op, int rc)
-{
-    if (rc != 0)
-        fprintf(stderr, "bench: zeps %s: %s\n", op == OP_PUSH ? "push" : "pull",
-                zeps_last_error(z->c));
-    return rc;
-}
-
-static int zs_start(void *ctx, int op, int slot)
-{
-    zeps_side *z = ctx;
-    zeps_req **req = &z->reqs[slot];
-    if (op == OP_PUSH)
-        return zs_report(z, op,
-                         zeps_push_start(z->c, z->table, z->push[slot], 0, z->count, 0, req));
-    if (op == OP_PULL_VIEW)
-        return zs_report(z, op, zeps_pull_view_start(z->c, z->table, 0, z->count, 0, req));
-    return zs_report(z, op, zeps_pull_start(z->c, z->table, z->pull[slot], 0, z->count, 0, req));
-}
-
-static int zs_finish(void *ctx, int op, int slot)
-{
-    zeps_side *z = ctx;
-    if (op != OP_PULL_VIEW)
-        return zs_report(z, op, zeps_wait(&z->reqs[slot]));
-    zeps_view *v = NULL;
-    int rc = zeps_wait_view(&z->reqs[slot], &v);
-    zeps_view_release(&v);
-    return zs_report(z, op, rc);
-}
-
-static const side_ops zeps_ops = {
-    .name = "zeps", .select = zs_select, .start = zs_start, .finish = zs_finish};
-static const side_ops curve_ops = {
-    .name = "zeps+curve", .select = zs_select, .start = zs_start, .finish = zs_finish};
-
-/* Bind port 0 (or connect to `port`) on 127.0.0.1: returns the port bound,
- * or 1 if the connect succeeded; -1 on failure. */
-static int loopback(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), rc = -1;
-    if (fd >= 0 && port > 0)
-        rc = connect(fd, (struct sockaddr *)&a, sizeof a) == 0 ? 1 : -1;
-    else if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-             getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        rc = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return rc;
-}
-
-static int write_cluster_file(const bench *b, const char *path, int port, bool curve)
-{
-    FILE *f = fopen(path, "w");
-    if (!f)
-        return ZEPS_EIO;
-    fprintf(f,
-            "# written by zepsctl bench\n"
-            "cluster = {\n"
-            "  servers = [ \"tcp://127.0.0.1:%d\" ];\n"
-            "  workers = 1;\n"
-            "  consistency = \"async\";\n"
-            "  request_timeout_ms = 30000;\n"
-            "  max_message_mb = %zu;\n"
-            "  log_level = \"info\";\n",
-            port, (max_size(&b->o) >> 20) + 16);
-    if (curve)
-        fprintf(f,
-                "  curve_server_secret = \"%s/keys/server.key\";\n"
-                "  curve_server_public = \"%s/keys/server.pub\";\n"
-                "  curve_allow_dir = \"%s/allow\";\n",
-                b->dir, b->dir, b->dir);
-    fprintf(f, "};\n");
-    return fclose(f) == 0 ? 0 : ZEPS_EIO;
-}
-
-/* fork + exec `zeps-server --config cfg --shard 0`, found beside zepsctl or
- * else on PATH, with its output into logpath. */
-static int server_spawn(pid_t *server, const char *cfg, const char *logpath)
-{
-    char exe[PATH_MAX + 16];
-    zp_ctl_bindir(exe, PATH_MAX);
-    strcat(exe, "/zeps-server");
-    if (exe[0] != '/' || access(exe, X_OK) != 0)
-        snprintf(exe, sizeof exe, "zeps-server");
-    int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0)
-        return ZEPS_EIO;
-    zp_spawn_opts so = {.log_fd = fd, .flags = ZP_SPAWN_GROUP | ZP_SPAWN_PATH,
-                        .deathsig = SIGTERM};
-    *server = zp_spawn_start((char *[]){exe, "--config", (char *)cfg, "--shard", "0", NULL}, &so);
-    close(fd);
-    return *server > 0 ? 0 : ZEPS_EIO;
-}
-
-/* Wait (up to 15 s) until the server listens; fail at once if it exits. */
-static int server_wait_ready(pid_t *server, int port)
-{
-    int status;
-    for (int i = 0; i < 1500 && !g_stop; i++) {
-        if (zp_spawn_wait(*server, 0, &status) == 1) {
-            *server = 0;
-            fprintf(stderr, "bench: zeps-server exited during start-up\n");
-            return ZEPS_EIO;
-        }
-        if (loopback(port) == 1)
-            return 0;
-        usleep(10000);
-    }
-    fprintf(stderr, "bench: zeps-server is not listening on port %d\n", port);
-    return ZEPS_ETIMEDOUT;
-}
-
-static int declare(zeps_side *z, const char *name, uint64_t len, const char *optim, uint32_t *table)
-{
-    /* sgd with a tiny rate: a gradient of ones keeps the values finite */
-    zeps_table_spec spec = {.name = name,
-                            .length = len,
-                            .optimizer = optim,
-                            .lr = strcmp(optim, "sgd") == 0 ? 1e-9 : 1e-3,
-                            .init = "zeros"};
-    int rc = zeps_declare(z->c, &spec, table);
-    if (rc != 0)
-        fprintf(stderr, "bench: declare %s: %s\n", name, zeps_last_error(z->c));
-    return rc;
-}
-
-/* Server bytes per parameter of the tables mem_sgd and mem_adam, from STATS. */
-static int read_memory(bench *b)
-{
-    void *buf = NULL;
-    size_t len = 0;
-    int rc = zeps_stats_raw(b->z.c, 0, &buf, &len);
-    if (rc != 0) {
-        fprintf(stderr, "bench: stats: %s\n", zeps_last_error(b->z.c));
-        return rc;
-    }
-    Zeps__ShardStats *st = zeps__shard_stats__unpack(NULL, len, buf);
-    free(buf);
-    if (!st)
-        return ZEPS_EPROTO;
-    for (size_t i = 0; i < st->n_tables; i++) {
-        const Zeps__TableStats *t = st->tables[i];
-        uint64_t n = t->slice_end > t->slice_begin ? t->slice_end - t->slice_begin : t->length;
-        double per = n ? (double)t->bytes_param / (double)n : 0;
-        if (strcmp(t->name, "mem_sgd") == 0)
-            b->mem_sgd = per;
-        else if (strcmp(t->name, "mem_adam") == 0)
-            b->mem_adam = per;
-    }
-    zeps__shard_stats__free_unpacked(st, NULL);
-    return 0;
-}
-
-/* Server and client key pairs for the CURVE side: <dir>/keys/server.*,
- * <dir>/keys/client.*, and the client's public key alone in <dir>/allow. */
-static int make_keys(const bench *b, zp_curve_client_keys *k)
-{
-    char keys[128], allow[128], path[160], pub[ZP_CURVE_KEY_LEN + 1], err[1024];
-    snprintf(keys, sizeof keys, "%s/keys", b->dir);
-    snprintf(allow, sizeof allow, "%s/allow", b->dir);
-    if (mkdir(keys, 0700) != 0 || mkdir(allow, 0700) != 0) {
-        fprintf(stderr, "bench: cannot create key directories in %s: %s\n", b->dir,
-                strerror(errno));
-        return ZEPS_EIO;
-    }
-    int rc = zp_curve_keygen(keys, "server", k->server_public, err, sizeof err);
-    if (rc == 0)
-        rc = zp_curve_keygen(keys, "client", pub, err, sizeof err);
-    snprintf(path, sizeof path, "%s/keys/client.key", b->dir);
-    if (rc == 0)
-        rc = zp_curve_read_key(path, true, k->client_secret, err, sizeof err);
-    memcpy(k->client_public, pub, sizeof pub);
-    snprintf(path, sizeof path, "%s/allow/client.pub", b->dir);
-    FILE *f = rc == 0 ? fopen(path, "w") : NULL;
-    if (rc == 0 && (!f || fprintf(f, "%s\n", pub) < 0 || fclose(f) != 0)) {
-        snprintf(err, sizeof err, "cannot write %s", path);
-        rc = ZEPS_EIO;
-    }
-    if (rc != 0)
-        fprintf(stderr, "bench: %s\n", err);
-    return rc;
-}
-
-/* Start a server (with CURVE on if `curve`), connect to it as rank 0 and
- * declare one table per size. */
-static int zeps_open_one(bench *b, zeps_side *z, pid_t *server, bool curve)
-{
-    char cfg[128], logpath[128], ep[64];
-    const char *tag = curve ? "-curve" : "";
-    zp_curve_client_keys keys;
-    memset(&keys, 0, sizeof keys);
-    snprintf(cfg, sizeof cfg, "%s/cluster%s.conf", b->dir, tag);
-    snprintf(logpath, sizeof logpath, "%s/server%s.log", b->dir, tag);
-    int port = loopback(0);
-    int rc = port > 0 ? 0 : ZEPS_EIO;
-    if (rc == 0 && curve)
-        rc = make_keys(b, &keys);
-    if (rc == 0)
-        rc = write_cluster_file(b, cfg, port, curve);
-    if (rc == 0)
-        rc = server_spawn(server, cfg, logpath);
-    if (rc == 0)
-        rc = server_wait_ready(server, port);
-    if (rc == 0) {
-        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-        const char *eps[] = {ep};
-        zeps_options opt = {.request_timeout_ms = 30000,
-                            .max_retries = 1,
-                            .hello_timeout_ms = 15000,
-                            .num_workers = 1};
-        if (curve) {
-            opt.curve_server_key = keys.server_public;
-            opt.curve_public_key = keys.client_public;
-            opt.curve_secret_key = keys.client_secret;
-        }
-        if ((rc = zeps_client_new_endpoints(&z->c, eps, 1, 0, &opt)) != 0)
-            fprintf(stderr, "bench: cannot connect to zeps-server%s: %s\n", tag, zeps_strerror(rc));
-    }
-    if (rc != 0) {
-        fprintf(stderr, "bench: the server's log is %s (kept)\n", logpath);
-        b->o.keep = true;
-        return rc;
-    }
-    z->push = b->push;
-    z->pull = b->pull;
-    for (int i = 0; i < b->o.nsizes && rc == 0; i++) {
-        char name[32];
-        snprintf(name, sizeof name, "bench_%zu", b->o.sizes[i]);
-        rc = declare(z, name, b->o.sizes[i] / sizeof(float), "sgd", &z->tables[i]);
-    }
-    return rc;
-}
-
-/* The plain server and client, the two memory probes, and with --curve the
- * CURVE server and client. */
-static int zeps_open(bench *b)
-{
-    int rc = zeps_open_one(b, &b->z, &b->server, false);
-    uint32_t t;
-    if (rc == 0)
-        rc = declare(&b->z, "mem_sgd", MEM_LEN, "sgd", &t);
-    if (rc == 0)
-        rc = declare(&b->z, "mem_adam", MEM_LEN, "adam", &t);
-    if (rc == 0)
-        rc = read_memory(b);
-    if (rc == 0 && b->o.curve)
-        rc = zeps_open_one(b, &b->zc, &b->server_curve, true);
-    return rc;
-}
-
-static void zeps_close(bench *b)
-{
-    zeps_client_destroy(&b->z.c);
-    zeps_client_destroy(&b->zc.c);
-    stop_child(&b->server, SIGTERM, "zeps-server");
-    stop_child(&b->server_curve, SIGTERM, "zeps-server (CURVE)");
-}
-
 /* ---- the run ---------------------------------------------------------- */
 
 /* Per size: repetitions of (zeps cell, raw cell), then the medians. */
 static int measure_all(bench *b)
 {
-    const side_ops *ops[NSIDES] = {&zeps_ops, &raw_ops, &curve_ops};
+    const side_ops *ops[NSIDES] = {&zp_bench_zeps_ops, &zp_bench_raw_ops, &zp_bench_curve_ops};
     void *ctx[NSIDES] = {&b->z, &b->r, &b->zc};
     cell *reps = zp_xcalloc((size_t)b->o.reps * NSIDES, sizeof(cell));
     int rc = 0;
@@ -1026,9 +448,9 @@ static int run(bench *b)
         b->pull[i] = buf_new(max, 0.0f);
     }
     /* The raw child forks before this process has any ZeroMQ context. */
-    int rc = raw_open(b);
+    int rc = zp_bench_raw_open(b);
     if (rc == 0)
-        rc = zeps_open(b);
+        rc = zp_bench_zeps_open(b);
     if (rc == 0)
         rc = measure_all(b);
     if (rc == 0) {
@@ -1045,8 +467,8 @@ static int run(bench *b)
  * buffers (ZeroMQ holds none of them any more) and the directory. */
 static void teardown(bench *b)
 {
-    zeps_close(b);
-    raw_close(b);
+    zp_bench_zeps_close(b);
+    zp_bench_raw_close(b);
     for (int i = 0; i < MAX_WINDOW; i++) {
         free(b->push[i]);
         free(b->pull[i]);
@@ -1084,7 +506,7 @@ int zp_ctl_bench(int argc, char **argv)
     sigaction(SIGTERM, &old_term, NULL);
     if (rc != 0)
         fprintf(stderr, "zepsctl bench: failed: %s%s\n", zeps_strerror(rc),
-                g_stop ? " (interrupted)" : "");
+                zp_bench_stop ? " (interrupted)" : "");
     free(b);
     return rc == 0 ? 0 : 1;
 }

@@ -15,7 +15,8 @@
  * terminal. Each child leads its own process group, so a Ctrl-C typed in the
  * terminal reaches zepsctl alone, which then stops the children in order
  * (SIGTERM, 10 s of grace, SIGKILL); PR_SET_PDEATHSIG stops them as well if
- * zepsctl itself dies. Every exit path after the first fork reaps every child.
+ * zepsctl itself dies. Every exit path after the first fork reaps every child
+ * (through common/spawn.c). The summary is ctl_local_report.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -41,78 +42,14 @@
 #include "ctl.h"
 #include "spawn.h"
 #include "util.h"
+#include "ctl_local.h"
 
 #define GRACE_S           10.0 /* SIGTERM -> SIGKILL */
 #define TAIL_LINES        10   /* log lines shown for a failed process */
 #define DEFAULT_TIMEOUT_S 1800.0
-#define MAX_RESULT_BYTES  (1 << 20)
 
-/* The embedded default cluster file. Keep it identical to
- * deploy/local/default.conf: that file is what operators read and copy, this
- * is what runs when no --config is given. */
-/* deploy/local/default.conf, turned into a C string at build time. */
-#include "default_conf.h"
 
-/* The overrides of the embedded default: option, where its value goes in the
- * cluster file, type ('i' integer, 'f' float, 's' string, 'n' the number of
- * servers, which become that many free ports) and range. */
-static const struct override {
-    const char *opt, *group, *key;
-    char type;
-    double lo, hi;
-} overrides[] = {
-    {"servers", "cluster", "servers", 'n', 1, ZP_MAX_SHARDS},
-    {"workers", "cluster", "workers", 'i', 1, ZP_MAX_WORKERS},
-    {"model", "training", "model", 's', 0, 0},
-    {"consistency", "cluster", "consistency", 's', 0, 0},
-    {"epochs", "training", "epochs", 'i', 1, INT_MAX},
-    {"lr", "training", "lr", 'f', 0, 1e6},
-    {"batch", "training", "batch_size", 'i', 1, INT_MAX},
-    {"max-train-examples", "training", "max_train_examples", 'i', 0, INT_MAX},
-    {"seed", "training", "seed", 'i', 0, 1e18},
-};
-#define N_OVERRIDES ((int)(sizeof(overrides) / sizeof(overrides[0])))
 
-typedef struct local_opts {
-    const char *config;          /* --config FILE; NULL: the embedded default */
-    const char *dir;             /* --dir DIR; NULL: a new $TMPDIR/zeps-local-XXXXXX */
-    const char *json;            /* --json PATH; NULL: <dir>/summary.json */
-    double timeout_s;            /* --timeout; 0: none */
-    bool quiet;                  /* -q: rank 0's output only goes to its log */
-    const char *ov[N_OVERRIDES]; /* override values as given; NULL: not given */
-    int noverrides;
-} local_opts;
-
-typedef struct kid {
-    const char *role; /* "server" | "worker" */
-    int index;        /* shard or rank */
-    pid_t pid;        /* 0 before it is started */
-    bool running;     /* started and not reaped yet */
-    bool judged;      /* its exit was looked at by check_exits */
-    bool killed;      /* stop_kids had to SIGKILL it */
-    int status;       /* wait status once reaped */
-    char log[PATH_MAX];
-} kid;
-
-typedef struct local_run {
-    local_opts o;
-    zp_config *cfg;        /* the validated cluster file */
-    char dir[ZP_PATH_MAX]; /* absolute; it becomes training.result_dir */
-    char conf[PATH_MAX], json[PATH_MAX];
-    char server_bin[PATH_MAX], worker_bin[PATH_MAX];
-    kid *kids; /* servers [0, nservers), then workers by rank */
-    int nkids, nservers;
-    int sigfd;
-    sigset_t oldmask;
-    int echo_fd;  /* read end of rank 0's output pipe; -1 if none */
-    int echo_log; /* rank 0's log file, written by us; -1 if none */
-    int signo;    /* first SIGINT/SIGTERM received; 0 if none */
-    int nsignals;
-    int failed; /* index of the kid whose exit failed the run; -1 if none */
-    double t0;  /* when the first child was started */
-} local_run;
-
-typedef enum run_end { END_DONE, END_FAILED, END_SIGNAL, END_TIMEOUT } run_end;
 
 /* ---------------------------------------------------------------- options */
 
@@ -181,7 +118,7 @@ static const struct option long_opts[] = {
 static bool apply_opt(local_opts *o, int c, const char *arg)
 {
     if (c >= OPT_OVERRIDE && c < OPT_OVERRIDE + N_OVERRIDES) {
-        const struct override *ov = &overrides[c - OPT_OVERRIDE];
+        const zp_local_override *ov = &zp_local_overrides[c - OPT_OVERRIDE];
         o->ov[c - OPT_OVERRIDE] = arg;
         o->noverrides++;
         return ov->type == 's' || check_num(ov->opt, arg, ov->lo, ov->hi, ov->type != 'f');
@@ -238,164 +175,6 @@ static int parse_opts(int argc, char **argv, local_opts *o)
         return 2;
     }
     return -1;
-}
-
-/* -------------------------------------------------------- the cluster file */
-
-/* Find `name` beside the running zepsctl, else in PATH. */
-static bool find_bin(const char *name, char *out, size_t len)
-{
-    char dir[PATH_MAX];
-    zp_ctl_bindir(dir, sizeof(dir));
-    if (dir[0] && snprintf(out, len, "%s/%s", dir, name) < (int)len && access(out, X_OK) == 0)
-        return true;
-    for (const char *p = getenv("PATH"); p && *p; p += strcspn(p, ":"), p += *p == ':') {
-        int n = (int)strcspn(p, ":");
-        if (n > 0 && snprintf(out, len, "%.*s/%s", n, p, name) < (int)len && access(out, X_OK) == 0)
-            return true;
-    }
-    fprintf(stderr, "zepsctl local: cannot find %s (looked in %s and in PATH)\n", name,
-            dir[0] ? dir : "the directory of zepsctl");
-    return false;
-}
-
-/* Create the run directory (--dir, or a new one under $TMPDIR or /tmp) and
- * store its absolute path in r->dir. */
-static bool make_run_dir(local_run *r)
-{
-    char tmp[PATH_MAX];
-    const char *base = getenv("TMPDIR");
-    bool made;
-    if (r->o.dir) {
-        snprintf(tmp, sizeof(tmp), "%s", r->o.dir);
-        made = mkdir(tmp, 0755) == 0 || errno == EEXIST;
-    } else {
-        snprintf(tmp, sizeof(tmp), "%s/zeps-local-XXXXXX", base && *base ? base : "/tmp");
-        made = mkdtemp(tmp) != NULL;
-    }
-    char *abs = made ? realpath(tmp, NULL) : NULL;
-    struct stat st;
-    bool ok = abs && strlen(abs) < sizeof(r->dir) && stat(abs, &st) == 0 && S_ISDIR(st.st_mode);
-    if (ok)
-        snprintf(r->dir, sizeof(r->dir), "%s", abs);
-    else
-        fprintf(stderr, "zepsctl local: cannot make run directory %s: %s\n", tmp,
-                !made || !abs ? strerror(errno) : "not a directory, or its path is too long");
-    free(abs);
-    return ok;
-}
-
-/* Replace member `name` of group `group` (created if missing) with a new
- * setting of `type`; returns it. */
-static config_setting_t *fresh(config_t *lc, const char *group, const char *name, int type)
-{
-    config_setting_t *g = config_lookup(lc, group);
-    if (!g)
-        g = config_setting_add(config_root_setting(lc), group, CONFIG_TYPE_GROUP);
-    config_setting_t *s = config_setting_get_member(g, name);
-    if (s && config_setting_type(s) == type && type != CONFIG_TYPE_ARRAY)
-        return s; /* keeps its place in the file */
-    if (s)
-        config_setting_remove(g, name);
-    return config_setting_add(g, name, type);
-}
-
-/* cluster.servers = `n` endpoints on distinct free loopback ports: bind each
- * to port 0 and read what the kernel chose, holding all until all are read. */
-static bool set_servers(config_t *lc, int n)
-{
-    config_setting_t *list = fresh(lc, "cluster", "servers", CONFIG_TYPE_ARRAY);
-    int *fds = zp_xcalloc((size_t)n, sizeof(int));
-    bool ok = true;
-    int i;
-    for (i = 0; i < n && ok; i++) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t alen = sizeof(a);
-        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        ok = fds[i] >= 0 && bind(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
-             getsockname(fds[i], (struct sockaddr *)&a, &alen) == 0;
-        char ep[64];
-        snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", ntohs(a.sin_port));
-        if (ok)
-            config_setting_set_string_elem(list, -1, ep);
-        else
-            fprintf(stderr, "zepsctl local: cannot pick a free port: %s\n", strerror(errno));
-    }
-    while (i-- > 0)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    free(fds);
-    return ok;
-}
-
-/* The embedded default with free ports and the command-line overrides. */
-static bool apply_overrides(const local_opts *o, config_t *lc)
-{
-    config_setting_t *old = config_lookup(lc, "cluster.servers");
-    if (!set_servers(lc, o->ov[0] ? atoi(o->ov[0]) : old ? config_setting_length(old) : 2))
-        return false;
-    for (int i = 1; i < N_OVERRIDES; i++) {
-        const struct override *ov = &overrides[i];
-        const char *v = o->ov[i];
-        long long x = v ? strtoll(v, NULL, 10) : 0;
-        if (!v)
-            continue;
-        if (ov->type == 's')
-            config_setting_set_string(fresh(lc, ov->group, ov->key, CONFIG_TYPE_STRING), v);
-        else if (ov->type == 'f')
-            config_setting_set_float(fresh(lc, ov->group, ov->key, CONFIG_TYPE_FLOAT),
-                                     strtod(v, NULL));
-        else if (x <= INT_MAX)
-            config_setting_set_int(fresh(lc, ov->group, ov->key, CONFIG_TYPE_INT), (int)x);
-        else
-            config_setting_set_int64(fresh(lc, ov->group, ov->key, CONFIG_TYPE_INT64), x);
-    }
-    return true;
-}
-
-/* Validate the file at `path` into r->cfg; prints the loader's message. */
-static bool load_conf(local_run *r, const char *path)
-{
-    char err[1024];
-    if (zp_config_load(r->cfg, path, err, sizeof(err)) == 0)
-        return true;
-    fprintf(stderr, "zepsctl local: %s\n", err);
-    return false;
-}
-
-/* Write <dir>/cluster.conf and validate it. Returns -1 to go on, or the exit
- * status. */
-static int make_conf(local_run *r)
-{
-    const char *from = r->o.config ? r->o.config : "the embedded default";
-    snprintf(r->conf, sizeof(r->conf), "%s/cluster.conf", r->dir);
-    config_t lc;
-    config_init(&lc);
-    int rc = 1;
-    FILE *f = NULL;
-    if (r->o.config ? !config_read_file(&lc, r->o.config)
-                    : !config_read_string(&lc, default_conf)) {
-        fprintf(stderr, "zepsctl local: %s:%d: %s\n", from, config_error_line(&lc),
-                config_error_text(&lc));
-        rc = 2;
-        goto out;
-    }
-    if (!r->o.config && !apply_overrides(&r->o, &lc))
-        goto out;
-    config_setting_set_string(fresh(&lc, "training", "result_dir", CONFIG_TYPE_STRING), r->dir);
-    if (!(f = fopen(r->conf, "w"))) {
-        fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->conf, strerror(errno));
-        goto out;
-    }
-    fprintf(f, "# Written by zepsctl local from %s.\n\n", from);
-    config_write(&lc, f);
-    if (fclose(f) != 0)
-        fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->conf, strerror(errno));
-    else
-        rc = load_conf(r, r->conf) ? -1 : 2;
-out:
-    config_destroy(&lc);
-    return rc;
 }
 
 /* --------------------------------------------------------- child processes */
@@ -678,206 +457,6 @@ static bool block_signals(local_run *r)
     sigprocmask(SIG_SETMASK, &r->oldmask, NULL);
     return false;
 }
-
-/* ------------------------------------------------------------------ results */
-
-/* What zepsctl reads from each <result_dir>/worker-<rank>.json. */
-enum {
-    RK_WALL, RK_COMPUTE, RK_COMM, RK_EPS, RK_LOSS, RK_ACC, RK_DIST, RK_RELDIST, RK_AUC, RK_COUNT
-};
-static const char *const result_keys[] = {
-    "wall_s",     "compute_s",      "comm_s",         "examples_per_s",
-    "final_loss", "final_accuracy", "final_distance", "final_rel_distance",
-    "final_auc",  "epochs",         "iterations",     "examples",
-};
-#define N_RESULT_KEYS ((int)(sizeof(result_keys) / sizeof(result_keys[0])))
-
-typedef struct result {
-    bool ok;
-    double v[N_RESULT_KEYS]; /* NAN when missing or null */
-} result;
-
-/* The number after "key": in a flat JSON object; NAN if absent or not a
- * number (null). */
-static double json_number(const char *text, const char *key)
-{
-    char pat[80];
-    snprintf(pat, sizeof(pat), "\"%s\"", key);
-    for (const char *p = strstr(text, pat); p; p = strstr(p + 1, pat)) {
-        const char *q = p + strlen(pat);
-        q += strspn(q, " \t\r\n");
-        if (*q != ':')
-            continue;
-        q += 1 + strspn(q + 1, " \t\r\n");
-        char *end;
-        double v = strtod(q, &end);
-        return end == q ? NAN : v;
-    }
-    return NAN;
-}
-
-static result read_result(const char *path)
-{
-    result res = {.ok = false};
-    char *text = zp_xmalloc(MAX_RESULT_BYTES + 1);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(text, 1, MAX_RESULT_BYTES, f) : 0;
-    if (f)
-        fclose(f);
-    text[n] = '\0';
-    res.ok = strchr(text, '{') != NULL;
-    for (int i = 0; i < N_RESULT_KEYS; i++)
-        res.v[i] = res.ok ? json_number(text, result_keys[i]) : NAN;
-    free(text);
-    if (!res.ok)
-        fprintf(stderr, "zepsctl local: no readable result in %s\n", path);
-    return res;
-}
-
-/* The summary: JSON key, label on the terminal (NULL: JSON only), format,
- * note, and the factor the terminal shows it with. */
-enum {
-    S_ACC, S_AUC, S_LOSS, S_RELDIST, S_DIST, S_WALL, S_EPS, S_SHARE, S_RUN, S_CPU, S_COMM, S_COUNT
-};
-static const struct sum_field {
-    const char *key, *label, *fmt, *note;
-    double scale;
-} sum_fields[S_COUNT] = {
-    [S_ACC] = {"final_accuracy", "final test accuracy", "%.4f", "", 1},
-    [S_AUC] = {"final_auc", "final test AUC", "%.4f", "", 1},
-    [S_LOSS] = {"final_loss", "final test loss", "%.4f", "", 1},
-    [S_RELDIST] = {"final_rel_distance", "final rel. distance", "%.4g", "", 1},
-    [S_DIST] = {"final_distance", "final distance", "%.4g", "", 1},
-    [S_WALL] = {"wall_s", "wall time", "%.1f s", "  (slowest worker)", 1},
-    [S_EPS] = {"examples_per_s", "examples/s", "%.0f", "   (sum over workers)", 1},
-    [S_SHARE] = {"comm_share", "communication share", "%.1f %%",
-                 "  (worker time spent waiting on the parameter servers)", 100},
-    [S_RUN] = {"run_s", NULL, NULL, NULL, 1},
-    [S_CPU] = {"compute_s", NULL, NULL, NULL, 1},
-    [S_COMM] = {"comm_s", NULL, NULL, NULL, 1},
-};
-
-static void summarise(const result *res, int w, double *s)
-{
-    s[S_ACC] = res[0].v[RK_ACC]; /* rank 0 evaluates */
-    s[S_AUC] = res[0].v[RK_AUC];
-    s[S_LOSS] = res[0].v[RK_LOSS];
-    s[S_RELDIST] = res[0].v[RK_RELDIST];
-    s[S_DIST] = res[0].v[RK_DIST];
-    s[S_WALL] = s[S_EPS] = NAN;
-    s[S_CPU] = s[S_COMM] = 0;
-    for (int i = 0; i < w; i++) {
-        const double *v = res[i].v;
-        if (!isnan(v[RK_WALL]) && !(v[RK_WALL] <= s[S_WALL])) /* the max; NAN-safe */
-            s[S_WALL] = v[RK_WALL];
-        if (!isnan(v[RK_EPS]))
-            s[S_EPS] = (isnan(s[S_EPS]) ? 0 : s[S_EPS]) + v[RK_EPS];
-        s[S_CPU] += isnan(v[RK_COMPUTE]) ? 0 : v[RK_COMPUTE];
-        s[S_COMM] += isnan(v[RK_COMM]) ? 0 : v[RK_COMM];
-    }
-    double busy = s[S_CPU] + s[S_COMM];
-    s[S_SHARE] = busy > 0 ? s[S_COMM] / busy : NAN;
-}
-
-static void json_str(FILE *f, const char *key, const char *s, const char *after)
-{
-    fprintf(f, "\"%s\": \"", key);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        fprintf(f, c == '"' || c == '\\' ? "\\%c" : c < 0x20 ? "\\u%04x" : "%c", c);
-    }
-    fprintf(f, "\"%s", after);
-}
-
-static void json_num(FILE *f, const char *key, double v, const char *after)
-{
-    if (isfinite(v))
-        fprintf(f, "\"%s\": %.10g%s", key, v, after);
-    else
-        fprintf(f, "\"%s\": null%s", key, after);
-}
-
-static bool write_json(const local_run *r, const double *s, const result *res, bool clean,
-                       const char *outcome)
-{
-    const zp_config *c = r->cfg;
-    FILE *f = fopen(r->json, "w");
-    if (!f) {
-        fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->json, strerror(errno));
-        return false;
-    }
-    fputs("{\n  ", f);
-    json_str(f, "outcome", outcome, ",\n  ");
-    json_str(f, "run_dir", r->dir, ",\n  ");
-    json_str(f, "cluster_file", r->conf, ",\n  ");
-    fprintf(f, "\"servers\": %d,\n  \"workers\": %d,\n  ", c->num_shards, c->num_workers);
-    json_str(f, "model", c->model, ",\n  ");
-    json_str(f, "consistency", zp_consistency_name(c->consistency), ",\n  ");
-    for (int i = 0; i < S_COUNT; i++)
-        json_num(f, sum_fields[i].key, s[i], ",\n  ");
-    fprintf(f, "\"servers_stopped_cleanly\": %s,\n  \"worker_results\": [\n",
-            clean ? "true" : "false");
-    for (int w = 0; w < c->num_workers; w++) {
-        int st = r->kids[r->nservers + w].status;
-        fprintf(f, "    {\"rank\": %d, \"exit_status\": %d, \"result_ok\": %s", w,
-                WIFEXITED(st) ? WEXITSTATUS(st) : -1, res[w].ok ? "true" : "false");
-        for (int i = 0; i < N_RESULT_KEYS; i++) {
-            fputs(", ", f);
-            json_num(f, result_keys[i], res[w].v[i], "");
-        }
-        fprintf(f, "}%s\n", w + 1 < c->num_workers ? "," : "");
-    }
-    fputs("  ]\n}\n", f);
-    if (fclose(f) == 0)
-        return true;
-    fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->json, strerror(errno));
-    return false;
-}
-
-static void print_summary(const local_run *r, const double *s, bool json_ok)
-{
-    const zp_config *c = r->cfg;
-    bool quadratic = strcmp(c->model, "quadratic") == 0;
-    printf("zeps local cluster: %d servers, %d workers, model %s, consistency %s\n", c->num_shards,
-           c->num_workers, c->model, zp_consistency_name(c->consistency));
-    for (int i = 0; i < S_COUNT; i++) {
-        const struct sum_field *sf = &sum_fields[i];
-        if (!sf->label || (quadratic ? i == S_ACC || i == S_LOSS : i == S_RELDIST || i == S_DIST))
-            continue;
-        if (i == S_AUC && strcmp(c->model, "ctr") != 0)
-            continue; /* only the ctr model reports an AUC */
-        printf("  %-21s ", sf->label);
-        if (isfinite(s[i]))
-            printf(sf->fmt, s[i] * sf->scale);
-        else
-            printf("n/a");
-        printf("%s\n", sf->note);
-    }
-    printf("  %-21s %s\n", "summary JSON", json_ok ? r->json : "(not written)");
-    fflush(stdout);
-}
-
-/* Read the workers' results, print and write the summary (`outcome`: done,
- * failed, signal, timeout). Returns the exit status for a finished run. */
-static int report(local_run *r, double t_end, bool clean, const char *outcome)
-{
-    int w = r->cfg->num_workers, missing = 0;
-    result *res = zp_xcalloc((size_t)w, sizeof(result));
-    for (int i = 0; i < w; i++) {
-        char path[PATH_MAX + 32];
-        snprintf(path, sizeof(path), "%s/worker-%d.json", r->cfg->result_dir, i);
-        res[i] = read_result(path);
-        missing += !res[i].ok;
-    }
-    double s[S_COUNT];
-    summarise(res, w, s);
-    s[S_RUN] = t_end - r->t0;
-    bool json_ok = write_json(r, s, res, clean, outcome);
-    print_summary(r, s, json_ok);
-    free(res);
-    return missing == 0 && clean && json_ok ? 0 : 1;
-}
-
 /* After training: stop the servers; true if each exited 0 in time. */
 static bool stop_servers(local_run *r)
 {
@@ -901,7 +480,7 @@ static int finish(local_run *r, run_end end)
         double t_end = zp_now_s();
         bool clean = stop_servers(r);
         pump_echo(r, true);
-        int rc = report(r, t_end, clean, "done");
+        int rc = zp_local_report(r, t_end, clean, "done");
         return r->signo ? 128 + r->signo : rc;
     }
     if (end == END_FAILED)
@@ -913,7 +492,7 @@ static int finish(local_run *r, run_end end)
                 r->o.timeout_s);
     stop_kids(r, 0, r->nkids);
     /* what the workers managed to write (a stopped worker writes its result) */
-    report(r, zp_now_s(), false,
+    zp_local_report(r, zp_now_s(), false,
            end == END_FAILED ? "failed" : end == END_SIGNAL ? "signal" : "timeout");
     fprintf(stderr, "zepsctl local: logs are in %s\n", r->dir);
     return end == END_SIGNAL ? 128 + r->signo : 1;
@@ -947,12 +526,12 @@ static int execute(local_run *r)
  * status. */
 static int prepare(local_run *r)
 {
-    if (r->o.config && !load_conf(r, r->o.config))
+    if (r->o.config && !zp_local_load_conf(r, r->o.config))
         return 2; /* before anything is created */
-    if (!find_bin("zeps-server", r->server_bin, sizeof(r->server_bin)) ||
-        !find_bin("zeps-worker", r->worker_bin, sizeof(r->worker_bin)) || !make_run_dir(r))
+    if (!zp_local_find_bin("zeps-server", r->server_bin, sizeof(r->server_bin)) ||
+        !zp_local_find_bin("zeps-worker", r->worker_bin, sizeof(r->worker_bin)) || !zp_local_make_run_dir(r))
         return 1;
-    int rc = make_conf(r);
+    int rc = zp_local_make_conf(r);
     if (rc >= 0)
         return rc;
     snprintf(r->json, sizeof(r->json), "%s%s", r->o.json ? r->o.json : r->dir,

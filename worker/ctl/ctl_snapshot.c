@@ -52,9 +52,8 @@ static int shard_stats(zeps_client *c, int n, Zeps__ShardStats **st)
     for (int k = 0; k < n; k++) {
         void *buf = NULL;
         size_t len = 0;
-        st[k] = zeps_stats_raw(c, k, &buf, &len) == 0
-                    ? zeps__shard_stats__unpack(NULL, len, buf)
-                    : NULL;
+        st[k] = zeps_stats_raw(c, k, &buf, &len) == 0 ? zeps__shard_stats__unpack(NULL, len, buf)
+                                                      : NULL;
         free(buf);
         bad += st[k] == NULL;
     }
@@ -130,8 +129,8 @@ static int wait_written(zeps_client *c, int n, uint64_t setid, bool cuts, double
             took = st[k]->last_snapshot_s > took ? st[k]->last_snapshot_s : took;
         free_stats(st, n);
         if (done) {
-            printf("snapshot set %016" PRIx64 " written by all %d shards (slowest %.3f s)\n",
-                   setid, n, took);
+            printf("snapshot set %016" PRIx64 " written by all %d shards (slowest %.3f s)\n", setid,
+                   n, took);
             return 0;
         }
         struct timespec now;
@@ -248,8 +247,8 @@ static int reshard(const char *src_dir, const char *dst_dir, const char *shards_
     for (long j = 0; rc == 0 && j < nout; j++) {
         zp_snapshot *out;
         char path[2048];
-        if (zp_snapshot_reshard((const zp_snapshot *const *)src, nsrc, (uint32_t)j,
-                                (uint32_t)nout, &out, err, sizeof(err)) != 0 ||
+        if (zp_snapshot_reshard((const zp_snapshot *const *)src, nsrc, (uint32_t)j, (uint32_t)nout,
+                                &out, err, sizeof(err)) != 0 ||
             zp_snapshot_write(dst_dir, out, path, sizeof(path), err, sizeof(err)) != 0) {
             fprintf(stderr, "zepsctl snapshot reshard: %s\n", err);
             rc = 1;
@@ -292,23 +291,26 @@ static int inspect_file(const char *path)
             uint64_t hdr[8];
             memcpy(hdr, t->rows, sizeof(hdr));
             printf("    %-20s sparse, dim %" PRIu64 ", %" PRIu64 " rows, %u state floats/value; "
-                   "created %" PRIu64 ", not admitted %" PRIu64 ", evicted %" PRIu64 " (ttl) %" PRIu64
-                   " (capacity)\n",
+                   "created %" PRIu64 ", not admitted %" PRIu64 ", evicted %" PRIu64
+                   " (ttl) %" PRIu64 " (capacity)\n",
                    t->name, t->length, hdr[0], t->state_per_param, hdr[2], hdr[3], hdr[5], hdr[6]);
             continue;
         }
         printf("    %-20s length %" PRIu64 ", slice [%" PRIu64 ", %" PRIu64 "), %s lr %g, version "
                "%" PRIu64 ", round %" PRId64 ", %u state floats/param\n",
-               t->name, t->length, t->begin, t->end, t->optimizer, (double)t->hyper.lr,
-               t->version, t->round, t->state_per_param);
+               t->name, t->length, t->begin, t->end, t->optimizer, (double)t->hyper.lr, t->version,
+               t->round, t->state_per_param);
     }
     printf("  workers (%u)\n", s->nworker_recs);
     for (uint32_t i = 0; i < s->nworker_recs; i++) {
         const zp_snap_worker *w = &s->workers[i];
         printf("    rank %u: %s, clock %" PRId64 ", incarnation %016" PRIx64 ", max seq %" PRIu64
                "\n",
-               w->rank, w->left ? "left" : w->joined ? "joined" : "never joined", w->clock,
-               w->incarnation, w->max_seq);
+               w->rank,
+               w->left     ? "left"
+               : w->joined ? "joined"
+                           : "never joined",
+               w->clock, w->incarnation, w->max_seq);
     }
     zp_snapshot_free(&s);
     return 0;

@@ -123,8 +123,8 @@ static int end_epoch(zp_trainer *t, zp_train_result *res, int epoch, int64_t c, 
 /* Step c once its pulls arrived (at time b; training started at t_start):
  * curve point, gradient, delay, pushes. Returns 0, a
  * zeps_err, ZEPS_EDIVERGED or ZEPS_ECLOSED (stopped). */
-static int one_step(zp_trainer *t, zp_train_result *res, int64_t c, int64_t total,
-                    double t_start, double b, double *loss)
+static int one_step(zp_trainer *t, zp_train_result *res, int64_t c, int64_t total, double t_start,
+                    double b, double *loss)
 {
     double compute_start = b;
     if (zp_train_curve_due(t->cfg, t->rank, c)) {

@@ -23,7 +23,7 @@ typedef struct zp_curve_point {
     double accuracy;
     uint64_t version; /* updates applied to the first table's slice on shard 0 when pulled */
     uint64_t bytes_out, bytes_in; /* payload bytes this worker pushed / pulled so far (wire) */
-    double t_s;       /* seconds since training started */
+    double t_s;                   /* seconds since training started */
 } zp_curve_point;
 
 /* A growable array of curve points; {0} is an empty curve. */
@@ -46,9 +46,9 @@ typedef struct zp_train_result {
     int diverged;     /* stopped: the loss became non-finite or exceeded 1e30 */
     int stopped;      /* stopped early by zp_train_request_stop (a signal) */
     int64_t diverged_step;
-    zp_curve curve;   /* rank 0 with eval_every_steps > 0; owned by the result */
+    zp_curve curve;         /* rank 0 with eval_every_steps > 0; owned by the result */
     zeps_client_stats comm; /* the client's byte counters at the end */
-    int has_auc;      /* the model reports AUC (final.auc); the JSON then has final_auc */
+    int has_auc;            /* the model reports AUC (final.auc); the JSON then has final_auc */
 } zp_train_result;
 
 /* Train worker `rank` of the cluster in cfg (read from cfg->path). Progress

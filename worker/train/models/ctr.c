@@ -131,8 +131,8 @@ static int create(zp_model **out, const zp_config *cfg, int rank, int num_worker
     m->order = zp_xmalloc(m->train->n * sizeof(uint32_t));
     if (m->test)
         m->logit = zp_xmalloc((m->test->n ? m->test->n : 1) * sizeof(float));
-    zp_info("ctr: %zu steps per epoch (batch %zu), emb_dim %u, sparse %s", m->spe, m->batch,
-            m->dim, cfg->ctr_sparse_optimizer);
+    zp_info("ctr: %zu steps per epoch (batch %zu), emb_dim %u, sparse %s", m->spe, m->batch, m->dim,
+            cfg->ctr_sparse_optimizer);
     *out = m;
     return 0;
 }
@@ -222,8 +222,8 @@ static size_t batch_pick(zp_model *m, zp_model_batch *b, int64_t step, const uin
 
 static double batch_grad(zp_model *m, zp_model_batch *b, float *const *w, float *const *g)
 {
-    double loss = zp_ctr_model_pass(m->train, b->ex, b->nb, m->dim, w[T_LIN], w[T_EMB],
-                                    w[T_DENSE], NULL, g[T_LIN], g[T_EMB], g[T_DENSE]);
+    double loss = zp_ctr_model_pass(m->train, b->ex, b->nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE],
+                                    NULL, g[T_LIN], g[T_EMB], g[T_DENSE]);
     /* The pass gives the gradient of the batch's mean loss. Sparse rows get
      * the sum over the batch instead (FTRL-Proximal's per-example
      * convention): an id's step then does not shrink with the batch size,

@@ -45,7 +45,6 @@ typedef struct zp_table_def {
     zeps_sparse_spec sparse;
 } zp_table_def;
 
-
 typedef struct zp_model_ops {
     const char *name;
     int reports_auc; /* its evaluation fills zp_eval.auc (final_auc in the result) */

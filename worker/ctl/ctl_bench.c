@@ -25,34 +25,15 @@
  * its table and JSON; the sides are ctl_bench_zeps.c and ctl_bench_raw.c.
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
 #include <ftw.h>
 #include <getopt.h>
-#include <limits.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <sched.h>
-#include <signal.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <zmq.h>
 
 #include "ctl.h"
-#include "curve.h"
-#include "spawn.h"
-#include "util.h"
-#include "zeps.h"
-#include "zeps.pb-c.h"
 #include "ctl_bench.h"
 
 static const char *const field_names[NF] = {

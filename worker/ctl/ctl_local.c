@@ -22,23 +22,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <libconfig.h>
-#include <limits.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "config.h"
 #include "ctl.h"
 #include "spawn.h"
 #include "util.h"
@@ -47,9 +37,6 @@
 #define GRACE_S           10.0 /* SIGTERM -> SIGKILL */
 #define TAIL_LINES        10   /* log lines shown for a failed process */
 #define DEFAULT_TIMEOUT_S 1800.0
-
-
-
 
 /* ---------------------------------------------------------------- options */
 

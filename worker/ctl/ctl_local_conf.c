@@ -6,30 +6,14 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
 #include <libconfig.h>
-#include <limits.h>
-#include <math.h>
 #include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "config.h"
 #include "ctl.h"
-#include "spawn.h"
 #include "util.h"
-#include "ctl_local.h"
-
 #include "ctl_local.h"
 
 /* The embedded default cluster file. Keep it identical to
@@ -50,7 +34,6 @@ const zp_local_override zp_local_overrides[] = {
     {"seed", "training", "seed", 'i', 0, 1e18},
 };
 _Static_assert(sizeof(zp_local_overrides) / sizeof(zp_local_overrides[0]) == N_OVERRIDES, "N_OVERRIDES");
-
 
 /* Find `name` beside the running zepsctl, else in PATH. */
 bool zp_local_find_bin(const char *name, char *out, size_t len)

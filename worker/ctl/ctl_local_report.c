@@ -6,27 +6,11 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <libconfig.h>
-#include <limits.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/signalfd.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include "config.h"
-#include "ctl.h"
-#include "spawn.h"
 #include "util.h"
 #include "ctl_local.h"
 

@@ -24,22 +24,13 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
 #include <getopt.h>
-#include <limits.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "ctl.h"
-#include "spawn.h"
 #include "util.h"
 #include "ctl_study.h"
 
@@ -48,7 +39,6 @@ const study_setting zp_study_settings[NSETTINGS] = {
     {'B', "plain, lr = 1/(2L(1+s))", "none", true},
     {'C', "inverse, lr = 1/L", "inverse", false},
 };
-
 
 /* ---------------------------------------------------------------- options */
 

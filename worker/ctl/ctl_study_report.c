@@ -6,25 +6,12 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <limits.h>
 #include <math.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include "ctl.h"
-#include "spawn.h"
 #include "util.h"
 #include "ctl_study.h"
-
 
 typedef struct cell {
     double updates, steps; /* medians; INFINITY when more than half did not converge */

@@ -8,28 +8,18 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <getopt.h>
-#include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include "ctl.h"
 #include "spawn.h"
 #include "util.h"
 #include "ctl_study.h"
 
 const char *const zp_study_outcome_word[NOUTCOMES] = {"converged", "diverges", "stalls", "fails"};
 const char *const zp_study_outcome_verb[NOUTCOMES] = {"converge", "diverge", "stall", "fail"};
-
 
 /* A free loopback port: bind port 0 and read what the kernel chose. */
 static int free_port(void)

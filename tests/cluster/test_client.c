@@ -156,23 +156,26 @@ START_TEST(test_in_flight_together)
 }
 END_TEST
 
-/* Compressed pushes through the real servers: topk keeps the largest
- * element per shard; with error feedback what it left out arrives later;
- * the servers count wire and raw bytes. */
-START_TEST(test_compressed_push)
+/* The gradient of the top-k pushes, what top-k (1 per shard) sends of it
+ * first, and a zero gradient that sends what error feedback kept back. */
+static const float topk_g[9] = {1, 5, 2, /**/ -7, 3, 1, /**/ 0.5f, 0.25f, 4};
+static const float topk_sent1[9] = {0, 5, 0, -7, 0, 0, 0, 0, 4};
+static const float topk_zero[9] = {0};
+
+/* topk keeps the largest element per shard; with error feedback what it
+ * left out arrives later; the servers count wire and raw bytes. */
+static void check_topk_push(void)
 {
+    const float *g = topk_g, *sent1 = topk_sent1, *zero = topk_zero;
     uint32_t t = declare("c", 9); /* 3 elements per shard */
     float w0[9], w[9];
     ck_assert_int_eq(zeps_pull(c, t, w0, 0, 9, 0), 0);
     zeps_codec_opts o = {.codec = "topk", .count = 1, .error_feedback = 1};
     ck_assert_int_eq(zeps_set_push_codec(c, t, &o), 0);
-    const float g[9] = {1, 5, 2, /**/ -7, 3, 1, /**/ 0.5f, 0.25f, 4};
     ck_assert_int_eq(zeps_push(c, t, g, 0, 9, 0), 0);
     ck_assert_int_eq(zeps_pull(c, t, w, 0, 9, 0), 0);
-    const float sent1[9] = {0, 5, 0, -7, 0, 0, 0, 0, 4};
     for (int i = 0; i < 9; i++)
         ck_assert_float_eq(w[i], w0[i] - sent1[i]); /* sgd, lr 1 */
-    const float zero[9] = {0};
     ck_assert_int_eq(zeps_push(c, t, zero, 0, 9, 1), 0); /* the residual's largest now */
     ck_assert_int_eq(zeps_pull(c, t, w, 0, 9, 0), 0);
     const float sent2[9] = {0, 5, 2, -7, 3, 0, 0.5f, 0, 4};
@@ -191,8 +194,14 @@ START_TEST(test_compressed_push)
     zeps_client_stats cs;
     zeps_client_get_stats(c, &cs);
     ck_assert_uint_lt(cs.bytes_out, cs.bytes_out_raw + 1);
+}
 
-    /* int8 within its error bound, without error feedback */
+/* int8 within its error bound, without error feedback; returns the table. */
+static uint32_t check_int8_push(void)
+{
+    zeps_client_stats cs;
+    Zeps__ShardStats *st;
+    Zeps__TableStats *ts;
     uint32_t t2 = declare("q", 1000);
     float *v0 = malloc(1000 * sizeof(float)), *v = malloc(1000 * sizeof(float));
     float *gg = malloc(1000 * sizeof(float));
@@ -223,6 +232,14 @@ START_TEST(test_compressed_push)
     free(v0);
     free(v);
     free(gg);
+    return t2;
+}
+
+/* top-k into a momentum table; then an unknown codec on table t2. */
+static void check_momentum_push(uint32_t t2)
+{
+    const float *g = topk_g, *sent1 = topk_sent1, *zero = topk_zero;
+    float w0[9], w[9];
     /* momentum cannot take a top-k payload as it is: decoded into the
      * table's scratch, zeros where nothing was sent (v = 0.5 v + g) */
     zeps_table_spec ms = {.name = "mom",
@@ -245,6 +262,15 @@ START_TEST(test_compressed_push)
         ck_assert_float_eq(w[i], (w0[i] - sent1[i]) - 0.5f * sent1[i]);
     zeps_codec_opts bad = {.codec = "zip"};
     ck_assert_int_eq(zeps_set_push_codec(c, t2, &bad), ZEPS_EINVAL);
+}
+
+/* Compressed pushes through the real servers: top-k with error feedback,
+ * int8, and top-k into a momentum table. */
+START_TEST(test_compressed_push)
+{
+    check_topk_push();
+    uint32_t t2 = check_int8_push();
+    check_momentum_push(t2);
 }
 END_TEST
 

@@ -10,13 +10,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <zmq.h>
 
+#include "spawn.h"
 #include "wire.h"
 
 const char *zt_bin(const char *name, char *buf, size_t len)
@@ -28,40 +28,19 @@ const char *zt_bin(const char *name, char *buf, size_t len)
 
 pid_t zt_spawn(const char *path, char *const argv[], const char *log)
 {
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid != 0)
-        return pid;
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent)
-        _exit(127);
-    if (log) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-            close(fd);
-        }
-    }
-    execv(path, argv);
-    fprintf(stderr, "exec %s: %s\n", path, strerror(errno));
-    _exit(127);
+    zp_spawn_opts o = {.log = log, .log_fd = -1, .deathsig = SIGTERM};
+    (void)path; /* argv[0] is the program (every caller passes path there) */
+    return zp_spawn_start(argv, &o);
 }
 
 int zt_wait(pid_t pid, double timeout_s)
 {
-    struct timespec ts = {0, 10000000};
-    for (double t = 0; t < timeout_s; t += 0.01) {
-        int st;
-        pid_t r = waitpid(pid, &st, WNOHANG);
-        if (r == pid)
-            return st;
-        if (r < 0)
-            return -1;
-        nanosleep(&ts, NULL);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
+    int st;
+    int rc = zp_spawn_wait(pid, timeout_s, &st);
+    if (rc == 1)
+        return st;
+    if (rc == 0)
+        zp_spawn_stop(pid, SIGKILL, 0, NULL);
     return -1;
 }
 

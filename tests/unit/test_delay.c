@@ -1,6 +1,6 @@
 /*
  * test_delay.c - the injected per-step delays and the convergence curve of
- * the training loop (worker/train.c), without a cluster.
+ * the training loop (worker/train/train.c, delay.c), without a cluster.
  *
  * zp_train_delay_ms is a pure function of (config, rank, step), so its
  * distributions are checked by drawing many steps: fixed exactly, uniform

@@ -1,6 +1,6 @@
 /*
- * test_models.c - the built-in models and their data: the IDX reader on the
- * real Fashion-MNIST files and on corrupted ones, worker partitions and
+ * test_models.c - the built-in models and their data: the registry, worker
+ * partitions and
  * per-epoch minibatch order, gradients against finite differences, the
  * quadratic's spectrum and optimum, bit-for-bit determinism, and a short
  * training run that shows the mlp learns.
@@ -99,170 +99,6 @@ static double seconds(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* Write an IDX file of the given header words followed by `ndata` bytes. */
-static void write_gz(const char *path, const uint32_t *words, int nwords, size_t ndata)
-{
-    gzFile gz = gzopen(path, "wb");
-    ck_assert_ptr_nonnull(gz);
-    for (int i = 0; i < nwords; i++) {
-        uint8_t b[4] = {(uint8_t)(words[i] >> 24), (uint8_t)(words[i] >> 16),
-                        (uint8_t)(words[i] >> 8), (uint8_t)words[i]};
-        ck_assert_int_eq(gzwrite(gz, b, 4), 4);
-    }
-    for (size_t i = 0; i < ndata; i++) {
-        uint8_t b = (uint8_t)(i % 10);
-        ck_assert_int_eq(gzwrite(gz, &b, 1), 1);
-    }
-    ck_assert_int_eq(gzclose(gz), Z_OK);
-}
-
-/* ---- IDX reader ------------------------------------------------------------- */
-
-static void check_set(const zp_dataset *ds, int n)
-{
-    ck_assert_int_eq(ds->n, n);
-    ck_assert_int_eq(ds->rows, 28);
-    ck_assert_int_eq(ds->cols, 28);
-    ck_assert_int_eq(ds->dim, ZP_MNIST_PIXELS);
-    int count[ZP_MNIST_CLASSES] = {0};
-    for (int i = 0; i < ds->n; i++) {
-        ck_assert_int_lt(ds->y[i], ZP_MNIST_CLASSES);
-        count[ds->y[i]]++;
-    }
-    for (int k = 0; k < ZP_MNIST_CLASSES; k++)
-        ck_assert_int_eq(count[k], n / 10); /* Fashion-MNIST is balanced */
-    float lo = 1.0f, hi = 0.0f;
-    double sum = 0.0;
-    for (size_t i = 0; i < (size_t)ds->n * ds->dim; i++) {
-        lo = ds->x[i] < lo ? ds->x[i] : lo;
-        hi = ds->x[i] > hi ? ds->x[i] : hi;
-        sum += ds->x[i];
-    }
-    ck_assert(lo == 0.0f && hi == 1.0f);
-    double mean = sum / ((double)ds->n * ds->dim);
-    ck_assert_msg(mean > 0.2 && mean < 0.4, "mean pixel %g", mean); /* ~0.286 */
-}
-
-START_TEST(idx_reads_real_files)
-{
-    char err[512] = "";
-    zp_dataset ds;
-    int rc = zp_mnist_read(&ds, DATA_DIR "/train-images-idx3-ubyte.gz",
-                           DATA_DIR "/train-labels-idx1-ubyte.gz", NULL, 0, err, sizeof(err));
-    ck_assert_msg(rc == 0, "%s", err);
-    check_set(&ds, 60000);
-    zp_dataset_fini(&ds);
-    ck_assert_ptr_null(ds.x);
-
-    rc = zp_mnist_read(&ds, DATA_DIR "/t10k-images-idx3-ubyte.gz",
-                       DATA_DIR "/t10k-labels-idx1-ubyte.gz", NULL, 0, err, sizeof(err));
-    ck_assert_msg(rc == 0, "%s", err);
-    check_set(&ds, 10000);
-
-    /* keep[] selects and orders examples */
-    zp_dataset sub;
-    uint32_t keep[3] = {9999, 0, 17};
-    rc = zp_mnist_read(&sub, DATA_DIR "/t10k-images-idx3-ubyte.gz",
-                       DATA_DIR "/t10k-labels-idx1-ubyte.gz", keep, 3, err, sizeof(err));
-    ck_assert_msg(rc == 0, "%s", err);
-    ck_assert_int_eq(sub.n, 3);
-    for (int i = 0; i < 3; i++) {
-        ck_assert_int_eq(sub.y[i], ds.y[keep[i]]);
-        ck_assert(memcmp(sub.x + (size_t)i * 784, ds.x + (size_t)keep[i] * 784,
-                         784 * sizeof(float)) == 0);
-    }
-    keep[1] = 10000; /* out of range */
-    zp_dataset_fini(&sub);
-    rc = zp_mnist_read(&sub, DATA_DIR "/t10k-images-idx3-ubyte.gz",
-                       DATA_DIR "/t10k-labels-idx1-ubyte.gz", keep, 3, err, sizeof(err));
-    ck_assert_int_eq(rc, ZEPS_EDATA);
-    zp_dataset_fini(&ds);
-}
-END_TEST
-
-START_TEST(idx_rejects_bad_files)
-{
-    char img[128], lab[128], err[512];
-    zp_dataset ds;
-    snprintf(img, sizeof(img), "/tmp/zeps_test_models_%d_img.gz", (int)getpid());
-    snprintf(lab, sizeof(lab), "/tmp/zeps_test_models_%d_lab.gz", (int)getpid());
-    const uint32_t good_lab[] = {0x801, 2};
-    write_gz(lab, good_lab, 2, 2);
-
-    /* bad magic */
-    const uint32_t bad_magic[] = {0x802, 2, 28, 28};
-    write_gz(img, bad_magic, 4, 2 * 784);
-    int rc = zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err));
-    ck_assert_int_eq(rc, ZEPS_EDATA);
-    ck_assert_msg(strstr(err, img) != NULL && strstr(err, "magic") != NULL, "%s", err);
-    ck_assert_ptr_null(ds.x);
-
-    /* labels file given where images are expected */
-    rc = zp_mnist_read(&ds, lab, lab, NULL, 0, err, sizeof(err));
-    ck_assert_int_eq(rc, ZEPS_EDATA);
-
-    /* short header */
-    write_gz(img, bad_magic, 2, 0);
-    rc = zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err));
-    ck_assert_int_eq(rc, ZEPS_EDATA);
-    ck_assert_msg(strstr(err, "truncated") != NULL, "%s", err);
-
-    /* truncated data */
-    const uint32_t good_img[] = {0x803, 2, 28, 28};
-    write_gz(img, good_img, 4, 784 + 100);
-    rc = zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err));
-    ck_assert_int_eq(rc, ZEPS_EDATA);
-    ck_assert_msg(strstr(err, img) != NULL && strstr(err, "truncated") != NULL, "%s", err);
-
-    /* trailing data */
-    write_gz(img, good_img, 4, 3 * 784);
-    rc = zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err));
-    ck_assert_int_eq(rc, ZEPS_EDATA);
-
-    /* zero / absurd dimensions */
-    const uint32_t zero_n[] = {0x803, 0, 28, 28};
-    write_gz(img, zero_n, 4, 0);
-    ck_assert_int_eq(zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err)), ZEPS_EDATA);
-    const uint32_t huge[] = {0x803, 2, 100000, 28};
-    write_gz(img, huge, 4, 0);
-    ck_assert_int_eq(zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err)), ZEPS_EDATA);
-
-    /* counts disagree */
-    const uint32_t three_lab[] = {0x801, 3};
-    write_gz(img, good_img, 4, 2 * 784);
-    write_gz(lab, three_lab, 2, 3);
-    rc = zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err));
-    ck_assert_int_eq(rc, ZEPS_EDATA);
-    ck_assert_msg(strstr(err, "2 images") != NULL && strstr(err, "3 labels") != NULL, "%s", err);
-
-    /* and the good pair reads */
-    write_gz(lab, good_lab, 2, 2);
-    rc = zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err));
-    ck_assert_msg(rc == 0, "%s", err);
-    ck_assert_int_eq(ds.n, 2);
-    ck_assert_int_eq(ds.y[1], 1);
-    zp_dataset_fini(&ds);
-
-    /* label out of range: data bytes are i % 10, so write a file by hand */
-    gzFile gz = gzopen(lab, "wb");
-    const uint8_t bad_labels[] = {0, 0, 8, 1, 0, 0, 0, 2, 3, 10};
-    gzwrite(gz, bad_labels, sizeof(bad_labels));
-    gzclose(gz);
-    rc = zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err));
-    ck_assert_int_eq(rc, ZEPS_EDATA);
-    ck_assert_msg(strstr(err, "label 1 is 10") != NULL, "%s", err);
-
-    /* missing file: the message says where to get it */
-    unlink(img);
-    unlink(lab);
-    rc = zp_mnist_read(&ds, img, lab, NULL, 0, err, sizeof(err));
-    ck_assert_int_eq(rc, ZEPS_EDATA);
-    ck_assert_msg(strstr(err, img) != NULL &&
-                      strstr(err, "apt-get install dataset-fashion-mnist") != NULL,
-                  "%s", err);
-}
-END_TEST
-
 START_TEST(create_reports_missing_data)
 {
     zp_config cfg;
@@ -308,6 +144,15 @@ START_TEST(registry_finds_models)
         ck_assert(ops->create && ops->destroy && ops->tables && ops->steps_per_epoch &&
                   ops->batch_examples && ops->grad && ops->evaluate);
     }
+    /* ctr (sparse tables) has the batch and chunked-evaluation hooks instead
+     * of grad and evaluate */
+    const zp_model_ops *ctr = zp_model_find("ctr");
+    ck_assert_ptr_nonnull(ctr);
+    ck_assert_ptr_nonnull(strstr(zp_model_names(), "ctr"));
+    ck_assert(ctr->create && ctr->destroy && ctr->tables && ctr->steps_per_epoch &&
+              ctr->batch_new && ctr->batch_free && ctr->batch_pick && ctr->batch_grad &&
+              ctr->eval_chunks && ctr->eval_ids && ctr->eval_chunk && ctr->eval_finish &&
+              ctr->reports_auc);
     ck_assert_ptr_null(zp_model_find("resnet"));
     ck_assert_ptr_null(zp_model_find(""));
     ck_assert_ptr_null(zp_model_find(NULL));
@@ -780,8 +625,6 @@ static Suite *models_suite(void)
     Suite *s = suite_create("models");
     TCase *tc = tcase_create("data");
     tcase_set_timeout(tc, 60);
-    tcase_add_test(tc, idx_reads_real_files);
-    tcase_add_test(tc, idx_rejects_bad_files);
     tcase_add_test(tc, create_reports_missing_data);
     tcase_add_test(tc, registry_finds_models);
     tcase_add_test(tc, partitions_disjoint_and_cover);

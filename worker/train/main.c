@@ -61,9 +61,8 @@ int main(int argc, char **argv)
             rc = wrc;
     }
     if (rc == 0)
-        zp_info("done: %lld iterations in %.1f s (%.1f%% communicating)",
-                (long long)res.iterations, res.wall_s,
-                100.0 * res.comm_s / (res.comm_s + res.compute_s + 1e-12));
+        zp_info("done: %lld iterations in %.1f s (%.1f%% communicating)", (long long)res.iterations,
+                res.wall_s, 100.0 * res.comm_s / (res.comm_s + res.compute_s + 1e-12));
     zp_train_result_fini(&res);
     free(cfg);
     return rc == 0 ? 0 : rc == ZEPS_EDIVERGED ? 3 : rc == ZEPS_ECLOSED ? 143 : 1;

@@ -52,6 +52,73 @@ static int parse_num(const char *opt, const char *v, double lo, double hi, doubl
     return 0;
 }
 
+/* Apply option c (optarg) to o. Returns -1 to go on, else the exit status
+ * (0 after --help, 2 for a bad value). */
+static int apply_opt(zp_criteo_gen_opts *o, int c)
+{
+    double v;
+    int bad = 0;
+    switch (c) {
+    case 'o':
+        o->out_dir = optarg;
+        break;
+    case 't':
+        bad = parse_num("train", optarg, 1, 1e12, &v);
+        o->train = (uint64_t)v;
+        break;
+    case 'T':
+        bad = parse_num("test", optarg, 2, 1e12, &v);
+        o->test = (uint64_t)v;
+        break;
+    case 's':
+        bad = parse_num("seed", optarg, 0, 1e18, &v);
+        o->seed = (uint64_t)v;
+        break;
+    case 'z':
+        bad = parse_num("zipf", optarg, 1.000001, 4, &o->zipf);
+        break;
+    case 'x':
+        bad = parse_num("scale", optarg, 1e-6, 100, &o->scale);
+        break;
+    case 'r':
+        bad = parse_num("interactions", optarg, 0, 16, &v);
+        o->interaction_rank = (int)v;
+        break;
+    case 'i':
+        bad = parse_num("interaction-scale", optarg, 0, 10, &o->interaction_scale);
+        break;
+    case 'b':
+        bad = parse_num("bias", optarg, -20, 20, &o->bias);
+        break;
+    case 'k':
+        bad = parse_num("rare-k0", optarg, 1e-3, 1e12, &o->rare_k0);
+        break;
+    case 'q':
+        o->progress = 0;
+        break;
+    case 'h':
+        usage(stdout);
+        return 0;
+    default:
+        usage(stderr);
+        return 2;
+    }
+    return bad ? 2 : -1;
+}
+
+/* What the generator wrote and the figures of its hidden model. */
+static void print_truth(const zp_criteo_gen_opts *o, const zp_criteo_truth *t)
+{
+    printf("wrote %s/train.txt (%llu lines), %s/test.txt (%llu lines) in %.1f s\n", o->out_dir,
+           (unsigned long long)t->train, o->out_dir, (unsigned long long)t->test, t->seconds);
+    printf("  distinct ids           %llu\n", (unsigned long long)t->distinct_total);
+    printf("  positive rate          %.4f (train), %.4f (test)\n", t->pos_rate_train,
+           t->pos_rate_test);
+    printf("  hidden model, test     AUC %.4f, logloss %.4f\n", t->truth_auc, t->truth_logloss);
+    printf("  dense fields only      AUC %.4f, logloss %.4f\n", t->dense_auc, t->dense_logloss);
+    printf("  figures in             %s/truth.json\n", o->out_dir);
+}
+
 int zp_ctl_gen_criteo(int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -74,56 +141,10 @@ int zp_ctl_gen_criteo(int argc, char **argv)
     o.progress = 1;
     optind = 1;
     int c;
-    double v;
     while ((c = getopt_long(argc, argv, "qh", longopts, NULL)) != -1) {
-        int bad = 0;
-        switch (c) {
-        case 'o':
-            o.out_dir = optarg;
-            break;
-        case 't':
-            bad = parse_num("train", optarg, 1, 1e12, &v);
-            o.train = (uint64_t)v;
-            break;
-        case 'T':
-            bad = parse_num("test", optarg, 2, 1e12, &v);
-            o.test = (uint64_t)v;
-            break;
-        case 's':
-            bad = parse_num("seed", optarg, 0, 1e18, &v);
-            o.seed = (uint64_t)v;
-            break;
-        case 'z':
-            bad = parse_num("zipf", optarg, 1.000001, 4, &o.zipf);
-            break;
-        case 'x':
-            bad = parse_num("scale", optarg, 1e-6, 100, &o.scale);
-            break;
-        case 'r':
-            bad = parse_num("interactions", optarg, 0, 16, &v);
-            o.interaction_rank = (int)v;
-            break;
-        case 'i':
-            bad = parse_num("interaction-scale", optarg, 0, 10, &o.interaction_scale);
-            break;
-        case 'b':
-            bad = parse_num("bias", optarg, -20, 20, &o.bias);
-            break;
-        case 'k':
-            bad = parse_num("rare-k0", optarg, 1e-3, 1e12, &o.rare_k0);
-            break;
-        case 'q':
-            o.progress = 0;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            usage(stderr);
-            return 2;
-        }
-        if (bad)
-            return 2;
+        int rc = apply_opt(&o, c);
+        if (rc >= 0)
+            return rc;
     }
     if (optind < argc || !o.out_dir) {
         fprintf(stderr, "zepsctl gen-criteo: %s\n",
@@ -138,13 +159,6 @@ int zp_ctl_gen_criteo(int argc, char **argv)
         fprintf(stderr, "zepsctl gen-criteo: %s\n", err);
         return rc == ZEPS_EINVAL ? 2 : 1;
     }
-    printf("wrote %s/train.txt (%llu lines), %s/test.txt (%llu lines) in %.1f s\n", o.out_dir,
-           (unsigned long long)t.train, o.out_dir, (unsigned long long)t.test, t.seconds);
-    printf("  distinct ids           %llu\n", (unsigned long long)t.distinct_total);
-    printf("  positive rate          %.4f (train), %.4f (test)\n", t.pos_rate_train,
-           t.pos_rate_test);
-    printf("  hidden model, test     AUC %.4f, logloss %.4f\n", t.truth_auc, t.truth_logloss);
-    printf("  dense fields only      AUC %.4f, logloss %.4f\n", t.dense_auc, t.dense_logloss);
-    printf("  figures in             %s/truth.json\n", o.out_dir);
+    print_truth(&o, &t);
     return 0;
 }

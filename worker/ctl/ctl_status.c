@@ -330,8 +330,8 @@ static void print_staleness(const Zeps__ShardStats *st)
     for (size_t i = 0; i < st->n_tables; i++) {
         const Zeps__TableStats *t = st->tables[i];
         char bound[32] = "";
-        if (st->consistency && strcmp(st->consistency, "ssp") == 0)
-            snprintf(bound, sizeof(bound), "ssp bound %u, ", t->staleness);
+        if (st->caps & ZP_CAP_BOUND)
+            snprintf(bound, sizeof(bound), "%s bound %u, ", st->consistency, t->staleness);
         printf("    table %s: %sdropped %" PRIu64 ", late %" PRIu64 "\n", t->name, bound,
                t->dropped, t->late);
         print_buckets("tau", t->tau, false);

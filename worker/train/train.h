@@ -1,6 +1,7 @@
 /*
- * train.h - the training loop of zeps-worker: a model (model.h) driven
- * through the client library (zeps.h).
+ * train.h - the training loop of zeps-worker (train.c): a model (model.h)
+ * driven through the client library (zeps.h); its injected delays
+ * (delay.c) and its result (result.c).
  */
 #ifndef ZP_TRAIN_H
 #define ZP_TRAIN_H
@@ -22,7 +23,7 @@ typedef struct zp_curve_point {
     double accuracy;
     uint64_t version; /* updates applied to the first table's slice on shard 0 when pulled */
     uint64_t bytes_out, bytes_in; /* payload bytes this worker pushed / pulled so far (wire) */
-    double t_s;       /* seconds since training started */
+    double t_s;                   /* seconds since training started */
 } zp_curve_point;
 
 /* A growable array of curve points; {0} is an empty curve. */
@@ -45,8 +46,9 @@ typedef struct zp_train_result {
     int diverged;     /* stopped: the loss became non-finite or exceeded 1e30 */
     int stopped;      /* stopped early by zp_train_request_stop (a signal) */
     int64_t diverged_step;
-    zp_curve curve;   /* rank 0 with eval_every_steps > 0; owned by the result */
+    zp_curve curve;         /* rank 0 with eval_every_steps > 0; owned by the result */
     zeps_client_stats comm; /* the client's byte counters at the end */
+    int has_auc;            /* the model reports AUC (final.auc); the JSON then has final_auc */
 } zp_train_result;
 
 /* Train worker `rank` of the cluster in cfg (read from cfg->path). Progress
@@ -74,6 +76,13 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
  * random draw comes from a generator seeded with (seed, rank, step), so it
  * does not depend on the steps taken before. Any thread. */
 double zp_train_delay_ms(const zp_config *cfg, int rank, int64_t step);
+
+/* Sleep for step `step`'s injected compute delay (zp_train_delay_ms);
+ * retried across signals. */
+void zp_train_inject_delay(const zp_config *cfg, int rank, int64_t step);
+
+/* Log once what delay worker `rank` injects, if any. */
+void zp_train_log_delay(const zp_config *cfg, int rank);
 
 /* Whether `rank` records a curve point at step `step`: rank 0 only, with
  * eval_every_steps > 0, at step 0 and every eval_every_steps steps after. */

@@ -7,8 +7,10 @@
  *   zepsctl snapshot take --config FILE   ask a running cluster for a snapshot (bsp: a cut at
  *                                         the next clock every shard reaches) and wait for it
  *
- * Reading goes through server/snapshot.c, the same code the server restores
- * with, so what this prints is what a restore would see.
+ * Reading goes through common/snapshot (zeps_snapshot), the same code the
+ * server restores with, so what this prints is what a restore would see.
+ * `take` learns from the shards' STATS whether the cluster's mode takes
+ * consistent cuts (ZP_CAP_CUTS); it never parses the mode's name.
  */
 #include <inttypes.h>
 #include <errno.h>
@@ -23,6 +25,7 @@
 #include "config.h"
 #include "ctl.h"
 #include "snapshot.h"
+#include "wire.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"
 
@@ -49,9 +52,8 @@ static int shard_stats(zeps_client *c, int n, Zeps__ShardStats **st)
     for (int k = 0; k < n; k++) {
         void *buf = NULL;
         size_t len = 0;
-        st[k] = zeps_stats_raw(c, k, &buf, &len) == 0
-                    ? zeps__shard_stats__unpack(NULL, len, buf)
-                    : NULL;
+        st[k] = zeps_stats_raw(c, k, &buf, &len) == 0 ? zeps__shard_stats__unpack(NULL, len, buf)
+                                                      : NULL;
         free(buf);
         bad += st[k] == NULL;
     }
@@ -65,7 +67,7 @@ static void free_stats(Zeps__ShardStats **st, int n)
             zeps__shard_stats__free_unpacked(st[k], NULL);
 }
 
-/* The bsp cut of a shard: the round all its tables closed, or the smallest. */
+/* The cut of a shard (ZP_CAP_CUTS): the round all its tables closed, or the smallest. */
 static int64_t stats_cut(const Zeps__ShardStats *st)
 {
     int64_t lo = -1;
@@ -73,6 +75,76 @@ static int64_t stats_cut(const Zeps__ShardStats *st)
         if (lo < 0 || (int64_t)st->tables[i]->rounds < lo)
             lo = (int64_t)st->tables[i]->rounds;
     return lo;
+}
+
+/* Ask every shard for snapshot set `setid`: with ZP_CAP_CUTS (the mode's
+ * snapshots are consistent cuts, bsp) at the clock every shard stands at, or
+ * else the next one; otherwise now. The mode's caps come from the shards'
+ * STATS, never from parsing the mode. Returns 0 with *cuts, *target, *setid
+ * set, or 1 after printing why. */
+static int request_snapshot(zeps_client *c, int n, bool *cuts, int64_t *target, uint64_t *setid)
+{
+    Zeps__ShardStats *st[ZP_MAX_SHARDS];
+    int rc = 1;
+    for (int attempt = 0; attempt < 5 && rc != 0; attempt++) {
+        if (shard_stats(c, n, st) != 0) {
+            free_stats(st, n);
+            fprintf(stderr, "zepsctl snapshot take: a shard did not answer STATS\n");
+            return 1;
+        }
+        int64_t lo = INT64_MAX, hi = -1;
+        for (int k = 0; k < n; k++) {
+            int64_t cut = stats_cut(st[k]);
+            lo = cut < lo ? cut : lo;
+            hi = cut > hi ? cut : hi;
+        }
+        *cuts = (st[0]->caps & ZP_CAP_CUTS) != 0;
+        free_stats(st, n);
+        /* every shard at one cut: that one (the parameters change only when
+         * a round closes); else the next clock, which every shard reaches */
+        *target = *cuts ? (lo == hi ? hi : hi + 1) : -1;
+        *setid = *cuts ? (uint64_t)*target : (uint64_t)time(NULL);
+        rc = zeps_snapshot_request(c, *target, *setid);
+        if (rc == ZEPS_ECLOCK)
+            continue; /* a shard moved past it meanwhile: the next one */
+        if (rc != 0)
+            fprintf(stderr, "zepsctl snapshot take: %s\n", zeps_last_error(c));
+    }
+    return rc == 0 ? 0 : 1;
+}
+
+/* Wait up to `timeout` seconds until every shard wrote set `setid`. */
+static int wait_written(zeps_client *c, int n, uint64_t setid, bool cuts, double timeout)
+{
+    Zeps__ShardStats *st[ZP_MAX_SHARDS];
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        int done = shard_stats(c, n, st) == 0;
+        for (int k = 0; k < n && done; k++)
+            done = st[k]->last_snapshot_set >= setid &&
+                   (st[k]->snapshots_written > 0 || st[k]->restored_clock >= 0);
+        double took = 0;
+        for (int k = 0; k < n && done; k++)
+            took = st[k]->last_snapshot_s > took ? st[k]->last_snapshot_s : took;
+        free_stats(st, n);
+        if (done) {
+            printf("snapshot set %016" PRIx64 " written by all %d shards (slowest %.3f s)\n", setid,
+                   n, took);
+            return 0;
+        }
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if ((double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) * 1e-9 > timeout) {
+            fprintf(stderr,
+                    "zepsctl snapshot take: set %016" PRIx64 " not written by every shard "
+                    "after %g s%s\n",
+                    setid, timeout, cuts ? " (has the job reached that clock?)" : "");
+            return 1;
+        }
+        struct timespec ts = {0, 100000000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 static int take(int argc, char **argv)
@@ -101,76 +173,24 @@ static int take(int argc, char **argv)
         return 2;
     }
     int n = cfg->num_shards;
-    bool bsp = cfg->consistency == ZP_CONSISTENCY_BSP;
     free(cfg);
     zeps_client *c;
     if (zeps_client_new(&c, conf, ZEPS_RANK_TOOL) != 0) {
         fprintf(stderr, "zepsctl snapshot take: cannot reach the cluster of %s\n", conf);
         return 1;
     }
-    Zeps__ShardStats *st[ZP_MAX_SHARDS];
+    bool cuts = false;
     int64_t target = -1;
     uint64_t setid = 0;
-    int rc = 1;
-    for (int attempt = 0; attempt < 5 && rc != 0; attempt++) {
-        if (shard_stats(c, n, st) != 0) {
-            free_stats(st, n);
-            fprintf(stderr, "zepsctl snapshot take: a shard did not answer STATS\n");
-            break;
-        }
-        int64_t lo = INT64_MAX, hi = -1;
-        for (int k = 0; k < n; k++) {
-            int64_t cut = stats_cut(st[k]);
-            lo = cut < lo ? cut : lo;
-            hi = cut > hi ? cut : hi;
-        }
-        free_stats(st, n);
-        /* every shard at one cut: that one (the parameters change only when
-         * a round closes); else the next clock, which every shard reaches */
-        target = bsp ? (lo == hi ? hi : hi + 1) : -1;
-        setid = bsp ? (uint64_t)target : (uint64_t)time(NULL);
-        rc = zeps_snapshot_request(c, target, setid);
-        if (rc == ZEPS_ECLOCK)
-            continue; /* a shard moved past it meanwhile: the next one */
-        if (rc != 0)
-            fprintf(stderr, "zepsctl snapshot take: %s\n", zeps_last_error(c));
-    }
+    int rc = request_snapshot(c, n, &cuts, &target, &setid);
     if (rc == 0) {
-        if (bsp)
+        if (cuts)
             printf("snapshot requested: consistent cut at clock %lld (set %016" PRIx64 ")\n",
                    (long long)target, setid);
         else
             printf("snapshot requested: point in time, set %016" PRIx64 "\n", setid);
         fflush(stdout);
-        struct timespec t0;
-        clock_gettime(CLOCK_MONOTONIC, &t0);
-        for (;;) {
-            int done = shard_stats(c, n, st) == 0;
-            for (int k = 0; k < n && done; k++)
-                done = st[k]->last_snapshot_set >= setid &&
-                       (st[k]->snapshots_written > 0 || st[k]->restored_clock >= 0);
-            double took = 0;
-            for (int k = 0; k < n && done; k++)
-                took = st[k]->last_snapshot_s > took ? st[k]->last_snapshot_s : took;
-            free_stats(st, n);
-            if (done) {
-                printf("snapshot set %016" PRIx64 " written by all %d shards (slowest %.3f s)\n",
-                       setid, n, took);
-                break;
-            }
-            struct timespec now;
-            clock_gettime(CLOCK_MONOTONIC, &now);
-            if ((double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) * 1e-9 > timeout) {
-                fprintf(stderr,
-                        "zepsctl snapshot take: set %016" PRIx64 " not written by every shard "
-                        "after %g s%s\n",
-                        setid, timeout, bsp ? " (has the job reached that clock?)" : "");
-                rc = 1;
-                break;
-            }
-            struct timespec ts = {0, 100000000};
-            nanosleep(&ts, NULL);
-        }
+        rc = wait_written(c, n, setid, cuts, timeout);
     }
     zeps_client_destroy(&c);
     return rc == 0 ? 0 : 1;
@@ -227,8 +247,8 @@ static int reshard(const char *src_dir, const char *dst_dir, const char *shards_
     for (long j = 0; rc == 0 && j < nout; j++) {
         zp_snapshot *out;
         char path[2048];
-        if (zp_snapshot_reshard((const zp_snapshot *const *)src, nsrc, (uint32_t)j,
-                                (uint32_t)nout, &out, err, sizeof(err)) != 0 ||
+        if (zp_snapshot_reshard((const zp_snapshot *const *)src, nsrc, (uint32_t)j, (uint32_t)nout,
+                                &out, err, sizeof(err)) != 0 ||
             zp_snapshot_write(dst_dir, out, path, sizeof(path), err, sizeof(err)) != 0) {
             fprintf(stderr, "zepsctl snapshot reshard: %s\n", err);
             rc = 1;
@@ -271,23 +291,26 @@ static int inspect_file(const char *path)
             uint64_t hdr[8];
             memcpy(hdr, t->rows, sizeof(hdr));
             printf("    %-20s sparse, dim %" PRIu64 ", %" PRIu64 " rows, %u state floats/value; "
-                   "created %" PRIu64 ", not admitted %" PRIu64 ", evicted %" PRIu64 " (ttl) %" PRIu64
-                   " (capacity)\n",
+                   "created %" PRIu64 ", not admitted %" PRIu64 ", evicted %" PRIu64
+                   " (ttl) %" PRIu64 " (capacity)\n",
                    t->name, t->length, hdr[0], t->state_per_param, hdr[2], hdr[3], hdr[5], hdr[6]);
             continue;
         }
         printf("    %-20s length %" PRIu64 ", slice [%" PRIu64 ", %" PRIu64 "), %s lr %g, version "
                "%" PRIu64 ", round %" PRId64 ", %u state floats/param\n",
-               t->name, t->length, t->begin, t->end, t->optimizer, (double)t->hyper.lr,
-               t->version, t->round, t->state_per_param);
+               t->name, t->length, t->begin, t->end, t->optimizer, (double)t->hyper.lr, t->version,
+               t->round, t->state_per_param);
     }
     printf("  workers (%u)\n", s->nworker_recs);
     for (uint32_t i = 0; i < s->nworker_recs; i++) {
         const zp_snap_worker *w = &s->workers[i];
         printf("    rank %u: %s, clock %" PRId64 ", incarnation %016" PRIx64 ", max seq %" PRIu64
                "\n",
-               w->rank, w->left ? "left" : w->joined ? "joined" : "never joined", w->clock,
-               w->incarnation, w->max_seq);
+               w->rank,
+               w->left     ? "left"
+               : w->joined ? "joined"
+                           : "never joined",
+               w->clock, w->incarnation, w->max_seq);
     }
     zp_snapshot_free(&s);
     return 0;

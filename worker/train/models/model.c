@@ -11,6 +11,7 @@ static const zp_model_ops *const models[] = {
     &zp_model_quadratic,
     &zp_model_softmax,
     &zp_model_mlp,
+    &zp_model_ctr,
 };
 
 #define NUM_MODELS (sizeof(models) / sizeof(models[0]))
@@ -29,5 +30,5 @@ const char *zp_model_names(void)
 {
     /* A literal rather than a string built at run time: no buffer, no state.
      * Keep in step with models[] (test_models checks that it is). */
-    return "quadratic, softmax, mlp";
+    return "quadratic, softmax, mlp, ctr";
 }

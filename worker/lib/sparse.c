@@ -1,5 +1,5 @@
 /*
- * sbatch.c - batches of sparse ids (zeps_sbatch, see zeps.h).
+ * sparse.c - libzeps: batches of sparse ids (zeps_sbatch, see zeps.h).
  *
  * A batch is built once from the caller's ids: repeated ids are merged (an
  * open-addressing map from id to its unique index), the unique ids are
@@ -11,14 +11,21 @@
  *    each shard [ids][rows][row versions], the versions being the ones the
  *    batch's last pull saw, so the server measures staleness per row.
  * Payload buffers belong to the batch and are reused; one request per batch
- * may be in flight at a time.
+ * may be in flight at a time. The batch builds the requests (req.c) itself;
+ * a pull's sub-requests carry a scatter (zp_req_scatter) that tells the
+ * engine where each returned row goes, so nothing calls back into here.
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "client_internal.h"
+#include <inttypes.h>
+
+#include "client.h"
 #include "config.h"
+#include "req.h"
+#include "rowres.h"
 #include "sparse_hash.h"
+#include "tables.h"
 #include "util.h"
 #include "wire.h"
 #include "zeps.h"
@@ -34,84 +41,19 @@ struct zeps_sbatch {
     size_t *pbegin;      /* [nu + 1] positions of unique u: plist[pbegin[u] .. pbegin[u+1]) */
     uint32_t *plist;     /* [n] */
     uint32_t *uversions; /* [nu] row versions the last pull saw */
-    int pulled;          /* uversions is valid: every shard of the last pull replied */
-    int pull_parts, pull_replies;
-    float *rows;         /* destination of the pull in flight */
-    unsigned char *push; /* push payload, shard blocks at boff[k] */
-    size_t *boff;        /* [nshards + 1] */
-    unsigned char *enc;  /* compressed push payload, shard k at eoff[k], elen[k] bytes */
+    int pull_started;    /* a pull was started; with pull_replies == pull_parts > 0, */
+    int pull_parts, pull_replies; /* uversions is valid: every shard of it replied */
+    float *rows;                  /* destination of the pull in flight */
+    unsigned char *push;          /* push payload, shard blocks at boff[k] */
+    size_t *boff;                 /* [nshards + 1] */
+    unsigned char *enc;           /* compressed push payload, shard k at eoff[k], elen[k] bytes */
     size_t enc_cap;
     size_t *eoff, *elen;
-    uint32_t codec;      /* of the push being sent (0: raw) */
+    uint32_t codec; /* of the push being sent (0: raw) */
 };
 
 static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_codec_params *p,
                           zp_rowres **res, int64_t clock);
-
-/* --- error-feedback residuals per row --- */
-
-struct zp_rowres {
-    uint32_t dim;
-    uint64_t seed;       /* hash seed, random */
-    size_t cap, n;       /* index slots (power of two), rows held */
-    uint64_t *keys;
-    uint32_t *row;       /* slot -> row number, UINT32_MAX = empty */
-    float *vals;         /* n rows of dim */
-    size_t vcap;         /* rows allocated */
-};
-
-static void rowres_grow(zp_rowres *r)
-{
-    size_t cap = r->cap ? 2 * r->cap : 1024;
-    uint64_t *keys = zp_xmalloc(cap * sizeof(uint64_t));
-    uint32_t *row = zp_xmalloc(cap * sizeof(uint32_t));
-    memset(row, 0xff, cap * sizeof(uint32_t));
-    for (size_t i = 0; i < r->cap; i++) {
-        if (r->row[i] == UINT32_MAX)
-            continue;
-        size_t j = (size_t)zp_id_hash(r->keys[i], r->seed) & (cap - 1);
-        while (row[j] != UINT32_MAX)
-            j = (j + 1) & (cap - 1);
-        keys[j] = r->keys[i];
-        row[j] = r->row[i];
-    }
-    free(r->keys);
-    free(r->row);
-    r->keys = keys;
-    r->row = row;
-    r->cap = cap;
-}
-
-/* The residual row of `id`, zeros when first asked for. */
-static float *rowres_get(zp_rowres *r, uint64_t id)
-{
-    if (2 * (r->n + 1) > r->cap)
-        rowres_grow(r);
-    size_t j = (size_t)zp_id_hash(id, r->seed) & (r->cap - 1);
-    while (r->row[j] != UINT32_MAX && r->keys[j] != id)
-        j = (j + 1) & (r->cap - 1);
-    if (r->row[j] == UINT32_MAX) {
-        if (r->n == r->vcap) {
-            r->vcap = r->vcap ? 2 * r->vcap : 1024;
-            r->vals = zp_xrealloc(r->vals, r->vcap * r->dim * sizeof(float));
-        }
-        memset(r->vals + r->n * r->dim, 0, r->dim * sizeof(float));
-        r->keys[j] = id;
-        r->row[j] = (uint32_t)r->n++;
-    }
-    return r->vals + (size_t)r->row[j] * r->dim;
-}
-
-void zp_rowres_free(zp_rowres **rp)
-{
-    if (!rp || !*rp)
-        return;
-    free((*rp)->keys);
-    free((*rp)->row);
-    free((*rp)->vals);
-    free(*rp);
-    *rp = NULL;
-}
 
 /* Bytes of shard block k of a push: ids, rows, versions, padded to 8. */
 static size_t block_bytes(size_t cnt, size_t dim)
@@ -154,17 +96,20 @@ int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t 
 {
     if (!c || !out || (n && !ids))
         return ZEPS_EINVAL;
-    uint32_t dim;
-    int rc = zp_client_sparse_table(c, table, &dim);
-    if (rc != 0)
-        return rc;
+    zp_table *ti = zp_tables_get(c, table);
+    if (!ti)
+        return ZEPS_ETABLE;
+    if (!ti->dim)
+        return zp_req_fail(c, ZEPS_EINVAL, "table '%s' is dense; sparse calls need a sparse table",
+                           ti->name);
+    uint32_t dim = ti->dim;
     if (n >= UINT32_MAX)
-        return zp_client_fail(c, ZEPS_ETOOBIG, "a sparse batch holds fewer than 2^32 ids");
+        return zp_req_fail(c, ZEPS_ETOOBIG, "a sparse batch holds fewer than 2^32 ids");
     zeps_sbatch *b = zp_xcalloc(1, sizeof(*b));
     b->c = c;
     b->table = table;
     b->dim = dim;
-    b->nshards = zeps_num_shards(c);
+    b->nshards = c->nshards;
     b->n = n;
     int S = b->nshards;
 
@@ -253,43 +198,116 @@ void zeps_sbatch_free(zeps_sbatch **bp)
     *bp = NULL;
 }
 
-/* A request with no ids has nothing to send: an empty request completes at once. */
-static int start(zeps_sbatch *b, int push, int64_t clock, zeps_req **req)
+/* uversions holds what every shard of the last pull replied (a pull a shard
+ * failed sends no versions with the next push). */
+static int pulled(const zeps_sbatch *b)
 {
-    zp_sparse_part parts[ZP_MAX_SHARDS];
-    int np = 0;
-    for (int k = 0; k < b->nshards; k++) {
-        size_t cnt = b->sbegin[k + 1] - b->sbegin[k];
+    return b->pull_started && b->pull_parts > 0 && b->pull_replies == b->pull_parts;
+}
+
+/* Shard k's part of a push or pull of b: the payload (borrowed from the
+ * batch), its bytes, and for a push its bytes as raw f32 rows. */
+typedef struct part {
+    const void *data;
+    size_t len, raw_len;
+    uint32_t flags, codec;
+} part;
+
+static part part_of(const zeps_sbatch *b, int push, int k)
+{
+    size_t cnt = b->sbegin[k + 1] - b->sbegin[k];
+    size_t vers = pulled(b) ? cnt * sizeof(uint32_t) : 0;
+    part p = {0};
+    if (!push) {
+        p.data = b->ukeys + b->sbegin[k];
+        p.len = cnt * sizeof(uint64_t);
+        return p;
+    }
+    p.flags = pulled(b) ? ZP_FLAG_ROW_VERSIONS : 0;
+    p.raw_len = cnt * (sizeof(uint64_t) + b->dim * sizeof(float)) + vers;
+    if (b->codec) {
+        p.data = b->enc + b->eoff[k];
+        p.len = b->elen[k];
+        p.codec = b->codec;
+    } else {
+        p.data = b->push + b->boff[k];
+        p.len = p.raw_len;
+    }
+    return p;
+}
+
+/* The servers drop messages over max_message_bytes (and the connection with
+ * them): refuse such a request here, with a reason, instead. */
+static int check_size(const zeps_sbatch *b, int push, const zp_table *ti)
+{
+    zeps_client *c = b->c;
+    uint64_t limit = c->opt.max_message_bytes;
+    for (int k = 0; limit && k < b->nshards; k++) {
+        uint64_t cnt = b->sbegin[k + 1] - b->sbegin[k];
         if (!cnt)
             continue;
-        zp_sparse_part *p = &parts[np++];
-        memset(p, 0, sizeof(*p));
-        p->shard = k;
-        p->nkeys = cnt;
-        if (push && b->codec) {
-            p->data = b->enc + b->eoff[k];
-            p->len = b->elen[k];
-            p->flags = b->pulled ? ZP_FLAG_ROW_VERSIONS : 0;
-            p->codec = b->codec;
-            p->raw_len = cnt * (sizeof(uint64_t) + b->dim * sizeof(float)) +
-                         (b->pulled ? cnt * sizeof(uint32_t) : 0);
-        } else if (push) {
-            p->data = b->push + b->boff[k];
-            p->len = cnt * (sizeof(uint64_t) + b->dim * sizeof(float)) +
-                     (b->pulled ? cnt * sizeof(uint32_t) : 0);
-            p->flags = b->pulled ? ZP_FLAG_ROW_VERSIONS : 0;
-            p->raw_len = p->len;
-        } else {
-            p->data = b->ukeys + b->sbegin[k];
-            p->len = cnt * sizeof(uint64_t);
-        }
+        part p = part_of(b, push, k);
+        /* what the shard must hold: the request, and the rows it sends back
+         * (pull) or decodes (compressed push) */
+        uint64_t rows = push ? p.raw_len : cnt * (ti->dim + 1) * sizeof(float);
+        uint64_t big = p.len > rows ? p.len : rows;
+        if (big + 1024 > limit)
+            return zp_req_fail(c, ZEPS_ETOOBIG,
+                               "a sparse %s of %" PRIu64 " rows (%" PRIu64 " bytes) to shard %d "
+                               "of table '%s' exceeds max_message_mb (%" PRIu64 " bytes); use "
+                               "smaller batches",
+                               push ? "push" : "pull", cnt, big, k, ti->name, limit);
     }
+    return 0;
+}
+
+/* Start a pull (push = 0) or push of b: one sub-request per shard that holds
+ * some of its ids. A request with no ids has nothing to send: an empty
+ * request completes at once. On success *req is the caller's wait handle. */
+static int start(zeps_sbatch *b, int push, int64_t clock, zeps_req **req)
+{
+    zeps_client *c = b->c;
+    zp_table *ti = &c->tables[b->table];
+    int np = 0;
+    for (int k = 0; k < b->nshards; k++)
+        np += b->sbegin[k + 1] > b->sbegin[k];
     if (!push) {
-        b->pulled = 0; /* until every shard of this pull has replied */
+        b->pull_started = 1; /* pulled() is false until every shard of it replied */
         b->pull_parts = np;
         b->pull_replies = 0;
     }
-    return zp_client_sparse_start(b->c, push, b->table, clock, b, parts, np, req);
+    int rc = check_size(b, push, ti);
+    if (rc != 0)
+        return rc;
+    zp_req *r = zp_req_new(c, push ? ZEPS__OP__PUSH : ZEPS__OP__PULL, np);
+    r->clock = clock;
+    for (int k = 0; k < b->nshards; k++) {
+        size_t lo = b->sbegin[k], cnt = b->sbegin[k + 1] - lo;
+        if (!cnt)
+            continue;
+        part p = part_of(b, push, k);
+        zp_req_sub *s = zp_req_add(r, k);
+        s->table = ti->ids[k];
+        s->count = cnt;
+        s->data = p.data;
+        s->data_len = p.len;
+        s->flags = p.flags;
+        s->codec = p.codec;
+        if (push) {
+            c->stats.bytes_out += p.len;
+            c->stats.bytes_out_raw += p.raw_len;
+        } else {
+            s->scatter = (zp_req_scatter){.rows = b->rows,
+                                          .dim = b->dim,
+                                          .pbegin = b->pbegin + lo,
+                                          .plist = b->plist,
+                                          .versions = b->uversions + lo,
+                                          .replied = &b->pull_replies};
+        }
+        zp_req_send(r, s);
+    }
+    *req = r;
+    return 0;
 }
 
 int zeps_sbatch_pull_start(zeps_sbatch *b, float *rows, int64_t clock, zeps_req **req)
@@ -298,27 +316,6 @@ int zeps_sbatch_pull_start(zeps_sbatch *b, float *rows, int64_t clock, zeps_req 
         return ZEPS_EINVAL;
     b->rows = rows;
     return start(b, 0, clock, req);
-}
-
-int zp_sbatch_pull_reply(zeps_sbatch *b, int shard, const void *data, size_t len, char *err,
-                         size_t errlen)
-{
-    size_t lo = b->sbegin[shard], cnt = b->sbegin[shard + 1] - lo, dim = b->dim;
-    if (len != cnt * (dim + 1) * sizeof(float))
-        return zp_seterr(err, errlen, -1, "%zu bytes for %zu rows of dim %zu (expected %zu)", len,
-                         cnt, dim, cnt * (dim + 1) * sizeof(float));
-    const unsigned char *rows = data;
-    const unsigned char *vers = rows + cnt * dim * sizeof(float);
-    for (size_t j = 0; j < cnt; j++) {
-        size_t u = lo + j;
-        memcpy(&b->uversions[u], vers + j * sizeof(uint32_t), sizeof(uint32_t));
-        for (size_t q = b->pbegin[u]; q < b->pbegin[u + 1]; q++)
-            memcpy(b->rows + (size_t)b->plist[q] * dim, rows + j * dim * sizeof(float),
-                   dim * sizeof(float));
-    }
-    if (++b->pull_replies == b->pull_parts)
-        b->pulled = 1; /* a pull a shard failed sends no versions with the next push */
-    return 0;
 }
 
 int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock)
@@ -355,13 +352,10 @@ int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, ze
         memcpy(blk + cnt * (sizeof(uint64_t) + dim * sizeof(float)), b->uversions + lo,
                cnt * sizeof(uint32_t));
     }
-    const zp_codec_ops *codec;
-    const zp_codec_params *params;
-    zp_rowres **res;
-    zp_client_sparse_codec(b->c, b->table, &codec, &params, &res);
-    b->codec = codec ? (uint32_t)codec->id : 0;
-    if (codec)
-        encode_blocks(b, codec, params, res, clock);
+    zp_table *ti = &b->c->tables[b->table];
+    b->codec = ti->codec ? (uint32_t)ti->codec->id : 0;
+    if (ti->codec)
+        encode_blocks(b, ti->codec, &ti->cparams, ti->row_ef ? &ti->row_residual : NULL, clock);
     return start(b, 1, clock, req);
 }
 
@@ -388,11 +382,8 @@ static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_co
         b->enc_cap = need;
         b->enc = zp_xmalloc(need ? need : 8);
     }
-    if (res && !*res) {
-        *res = zp_xcalloc(1, sizeof(zp_rowres));
-        (*res)->dim = b->dim;
-        (*res)->seed = zp_random64();
-    }
+    if (res && !*res)
+        *res = zp_rowres_new(b->dim);
     float *r = NULL;
     for (size_t k = 0; k < S; k++) {
         size_t lo = b->sbegin[k], cnt = b->sbegin[k + 1] - lo;
@@ -408,15 +399,15 @@ static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_co
         if (res) {
             r = zp_xrealloc(r, cnt * dim * sizeof(float));
             for (size_t j = 0; j < cnt; j++)
-                memcpy(r + j * dim, rowres_get(*res, b->ukeys[lo + j]), dim * sizeof(float));
+                memcpy(r + j * dim, zp_rowres_get(*res, b->ukeys[lo + j]), dim * sizeof(float));
             len = zp_ef_encode(codec, p, r, g, cnt * dim, nonce, payload);
             for (size_t j = 0; j < cnt; j++)
-                memcpy(rowres_get(*res, b->ukeys[lo + j]), r + j * dim, dim * sizeof(float));
+                memcpy(zp_rowres_get(*res, b->ukeys[lo + j]), r + j * dim, dim * sizeof(float));
         } else {
             len = codec->encode(g, cnt * dim, p, nonce, payload);
         }
         memcpy(payload + len, b->uversions + lo, cnt * sizeof(uint32_t));
-        b->elen[k] = cnt * sizeof(uint64_t) + len + (b->pulled ? cnt * sizeof(uint32_t) : 0);
+        b->elen[k] = cnt * sizeof(uint64_t) + len + (pulled(b) ? cnt * sizeof(uint32_t) : 0);
     }
     free(r);
 }

@@ -20,7 +20,7 @@
 
 #include "config.h"
 #include "util.h"
-#include "model.h"
+#include "eval.h"
 
 #define ZP_MNIST_PIXELS     784 /* 28 x 28 */
 #define ZP_MNIST_CLASSES    10

@@ -1,0 +1,88 @@
+/*
+ * ctl_local.h - what the parts of `zepsctl local` share: the run, its
+ * children and its options. ctl_local.c runs the cluster;
+ * ctl_local_conf.c writes its cluster file; ctl_local_report.c reads the workers' results and
+ * summarises them.
+ */
+#ifndef ZP_CTL_LOCAL_H
+#define ZP_CTL_LOCAL_H
+
+#include <limits.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "config.h"
+
+/* The overrides of the embedded default: option, where its value goes in the
+ * cluster file, type ('i' integer, 'f' float, 's' string, 'n' the number of
+ * servers, which become that many free ports) and range (ctl_local_conf.c). */
+typedef struct zp_local_override {
+    const char *opt, *group, *key;
+    char type;
+    double lo, hi;
+} zp_local_override;
+#define N_OVERRIDES 9
+extern const zp_local_override zp_local_overrides[N_OVERRIDES];
+
+typedef struct local_opts {
+    const char *config;          /* --config FILE; NULL: the embedded default */
+    const char *dir;             /* --dir DIR; NULL: a new $TMPDIR/zeps-local-XXXXXX */
+    const char *json;            /* --json PATH; NULL: <dir>/summary.json */
+    double timeout_s;            /* --timeout; 0: none */
+    bool quiet;                  /* -q: rank 0's output only goes to its log */
+    const char *ov[N_OVERRIDES]; /* override values as given; NULL: not given */
+    int noverrides;
+} local_opts;
+
+typedef struct kid {
+    const char *role; /* "server" | "worker" */
+    int index;        /* shard or rank */
+    pid_t pid;        /* 0 before it is started */
+    bool running;     /* started and not reaped yet */
+    bool judged;      /* its exit was looked at by check_exits */
+    bool killed;      /* stop_kids had to SIGKILL it */
+    int status;       /* wait status once reaped */
+    char log[PATH_MAX];
+} kid;
+
+typedef struct local_run {
+    local_opts o;
+    zp_config *cfg;        /* the validated cluster file */
+    char dir[ZP_PATH_MAX]; /* absolute; it becomes training.result_dir */
+    char conf[PATH_MAX], json[PATH_MAX];
+    char server_bin[PATH_MAX], worker_bin[PATH_MAX];
+    kid *kids; /* servers [0, nservers), then workers by rank */
+    int nkids, nservers;
+    int sigfd;
+    sigset_t oldmask;
+    int echo_fd;  /* read end of rank 0's output pipe; -1 if none */
+    int echo_log; /* rank 0's log file, written by us; -1 if none */
+    int signo;    /* first SIGINT/SIGTERM received; 0 if none */
+    int nsignals;
+    int failed; /* index of the kid whose exit failed the run; -1 if none */
+    double t0;  /* when the first child was started */
+} local_run;
+
+typedef enum run_end { END_DONE, END_FAILED, END_SIGNAL, END_TIMEOUT } run_end;
+
+/* Find program `name` beside zepsctl, else on PATH: true and its path. */
+bool zp_local_find_bin(const char *name, char *out, size_t len);
+
+/* Make r->dir (--dir, or a new $TMPDIR/zeps-local-XXXXXX). */
+bool zp_local_make_run_dir(local_run *r);
+
+/* Load and validate the cluster file at path into r->cfg. */
+bool zp_local_load_conf(local_run *r, const char *path);
+
+/* Write r->conf from the default or --config, with result_dir = r->dir,
+ * and load it. Returns -1 on success, else zepsctl's exit status. */
+int zp_local_make_conf(local_run *r);
+
+/* Read every worker's result file, print the summary and write the
+ * summary JSON (r->json). t_end: when the workers were done; clean: every
+ * process ended well; outcome: how the run ended, in words. Returns 0 if
+ * every result was read, the run was clean and the JSON written, else 1. */
+int zp_local_report(local_run *r, double t_end, bool clean, const char *outcome);
+
+#endif

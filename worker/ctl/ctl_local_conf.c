@@ -1,0 +1,193 @@
+/*
+ * ctl_local_conf.c - `zepsctl local`: the run directory and its cluster
+ * file: the embedded default (deploy/local/default.conf) with free
+ * loopback ports and the command-line overrides, or a copy of --config
+ * FILE, validated with zp_config_load; and where the binaries are.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <libconfig.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ctl.h"
+#include "util.h"
+#include "ctl_local.h"
+
+/* The embedded default cluster file. Keep it identical to
+ * deploy/local/default.conf: that file is what operators read and copy, this
+ * is what runs when no --config is given. */
+/* deploy/local/default.conf, turned into a C string at build time. */
+#include "default_conf.h"
+
+const zp_local_override zp_local_overrides[] = {
+    {"servers", "cluster", "servers", 'n', 1, ZP_MAX_SHARDS},
+    {"workers", "cluster", "workers", 'i', 1, ZP_MAX_WORKERS},
+    {"model", "training", "model", 's', 0, 0},
+    {"consistency", "cluster", "consistency", 's', 0, 0},
+    {"epochs", "training", "epochs", 'i', 1, INT_MAX},
+    {"lr", "training", "lr", 'f', 0, 1e6},
+    {"batch", "training", "batch_size", 'i', 1, INT_MAX},
+    {"max-train-examples", "training", "max_train_examples", 'i', 0, INT_MAX},
+    {"seed", "training", "seed", 'i', 0, 1e18},
+};
+_Static_assert(sizeof(zp_local_overrides) / sizeof(zp_local_overrides[0]) == N_OVERRIDES, "N_OVERRIDES");
+
+/* Find `name` beside the running zepsctl, else in PATH. */
+bool zp_local_find_bin(const char *name, char *out, size_t len)
+{
+    char dir[PATH_MAX];
+    zp_ctl_bindir(dir, sizeof(dir));
+    if (dir[0] && snprintf(out, len, "%s/%s", dir, name) < (int)len && access(out, X_OK) == 0)
+        return true;
+    for (const char *p = getenv("PATH"); p && *p; p += strcspn(p, ":"), p += *p == ':') {
+        int n = (int)strcspn(p, ":");
+        if (n > 0 && snprintf(out, len, "%.*s/%s", n, p, name) < (int)len && access(out, X_OK) == 0)
+            return true;
+    }
+    fprintf(stderr, "zepsctl local: cannot find %s (looked in %s and in PATH)\n", name,
+            dir[0] ? dir : "the directory of zepsctl");
+    return false;
+}
+
+/* Create the run directory (--dir, or a new one under $TMPDIR or /tmp) and
+ * store its absolute path in r->dir. */
+bool zp_local_make_run_dir(local_run *r)
+{
+    char tmp[PATH_MAX];
+    const char *base = getenv("TMPDIR");
+    bool made;
+    if (r->o.dir) {
+        snprintf(tmp, sizeof(tmp), "%s", r->o.dir);
+        made = mkdir(tmp, 0755) == 0 || errno == EEXIST;
+    } else {
+        snprintf(tmp, sizeof(tmp), "%s/zeps-local-XXXXXX", base && *base ? base : "/tmp");
+        made = mkdtemp(tmp) != NULL;
+    }
+    char *abs = made ? realpath(tmp, NULL) : NULL;
+    struct stat st;
+    bool ok = abs && strlen(abs) < sizeof(r->dir) && stat(abs, &st) == 0 && S_ISDIR(st.st_mode);
+    if (ok)
+        snprintf(r->dir, sizeof(r->dir), "%s", abs);
+    else
+        fprintf(stderr, "zepsctl local: cannot make run directory %s: %s\n", tmp,
+                !made || !abs ? strerror(errno) : "not a directory, or its path is too long");
+    free(abs);
+    return ok;
+}
+
+/* Replace member `name` of group `group` (created if missing) with a new
+ * setting of `type`; returns it. */
+static config_setting_t *fresh(config_t *lc, const char *group, const char *name, int type)
+{
+    config_setting_t *g = config_lookup(lc, group);
+    if (!g)
+        g = config_setting_add(config_root_setting(lc), group, CONFIG_TYPE_GROUP);
+    config_setting_t *s = config_setting_get_member(g, name);
+    if (s && config_setting_type(s) == type && type != CONFIG_TYPE_ARRAY)
+        return s; /* keeps its place in the file */
+    if (s)
+        config_setting_remove(g, name);
+    return config_setting_add(g, name, type);
+}
+
+/* cluster.servers = `n` endpoints on distinct free loopback ports: bind each
+ * to port 0 and read what the kernel chose, holding all until all are read. */
+static bool set_servers(config_t *lc, int n)
+{
+    config_setting_t *list = fresh(lc, "cluster", "servers", CONFIG_TYPE_ARRAY);
+    int *fds = zp_xcalloc((size_t)n, sizeof(int));
+    bool ok = true;
+    int i;
+    for (i = 0; i < n && ok; i++) {
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t alen = sizeof(a);
+        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        ok = fds[i] >= 0 && bind(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
+             getsockname(fds[i], (struct sockaddr *)&a, &alen) == 0;
+        char ep[64];
+        snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+        if (ok)
+            config_setting_set_string_elem(list, -1, ep);
+        else
+            fprintf(stderr, "zepsctl local: cannot pick a free port: %s\n", strerror(errno));
+    }
+    while (i-- > 0)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    free(fds);
+    return ok;
+}
+
+/* The embedded default with free ports and the command-line overrides. */
+static bool apply_overrides(const local_opts *o, config_t *lc)
+{
+    config_setting_t *old = config_lookup(lc, "cluster.servers");
+    if (!set_servers(lc, o->ov[0] ? atoi(o->ov[0]) : old ? config_setting_length(old) : 2))
+        return false;
+    for (int i = 1; i < N_OVERRIDES; i++) {
+        const zp_local_override *ov = &zp_local_overrides[i];
+        const char *v = o->ov[i];
+        long long x = v ? strtoll(v, NULL, 10) : 0;
+        if (!v)
+            continue;
+        if (ov->type == 's')
+            config_setting_set_string(fresh(lc, ov->group, ov->key, CONFIG_TYPE_STRING), v);
+        else if (ov->type == 'f')
+            config_setting_set_float(fresh(lc, ov->group, ov->key, CONFIG_TYPE_FLOAT),
+                                     strtod(v, NULL));
+        else if (x <= INT_MAX)
+            config_setting_set_int(fresh(lc, ov->group, ov->key, CONFIG_TYPE_INT), (int)x);
+        else
+            config_setting_set_int64(fresh(lc, ov->group, ov->key, CONFIG_TYPE_INT64), x);
+    }
+    return true;
+}
+
+/* Validate the file at `path` into r->cfg; prints the loader's message. */
+bool zp_local_load_conf(local_run *r, const char *path)
+{
+    char err[1024];
+    if (zp_config_load(r->cfg, path, err, sizeof(err)) == 0)
+        return true;
+    fprintf(stderr, "zepsctl local: %s\n", err);
+    return false;
+}
+
+/* Write <dir>/cluster.conf and validate it. Returns -1 to go on, or the exit
+ * status. */
+int zp_local_make_conf(local_run *r)
+{
+    const char *from = r->o.config ? r->o.config : "the embedded default";
+    snprintf(r->conf, sizeof(r->conf), "%s/cluster.conf", r->dir);
+    config_t lc;
+    config_init(&lc);
+    int rc = 1;
+    FILE *f = NULL;
+    if (r->o.config ? !config_read_file(&lc, r->o.config)
+                    : !config_read_string(&lc, default_conf)) {
+        fprintf(stderr, "zepsctl local: %s:%d: %s\n", from, config_error_line(&lc),
+                config_error_text(&lc));
+        rc = 2;
+        goto out;
+    }
+    if (!r->o.config && !apply_overrides(&r->o, &lc))
+        goto out;
+    config_setting_set_string(fresh(&lc, "training", "result_dir", CONFIG_TYPE_STRING), r->dir);
+    if (!(f = fopen(r->conf, "w"))) {
+        fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->conf, strerror(errno));
+        goto out;
+    }
+    fprintf(f, "# Written by zepsctl local from %s.\n\n", from);
+    config_write(&lc, f);
+    if (fclose(f) != 0)
+        fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->conf, strerror(errno));
+    else
+        rc = zp_local_load_conf(r, r->conf) ? -1 : 2;
+out:
+    config_destroy(&lc);
+    return rc;
+}
+

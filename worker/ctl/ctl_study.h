@@ -1,0 +1,104 @@
+/*
+ * ctl_study.h - what the parts of `zepsctl study` share: the study, its
+ * runs and their outcomes. ctl_study.c parses the options and runs the
+ * three parts (steps, stability, curves); ctl_study_run.c runs one
+ * `zepsctl local` child and reads what it left; ctl_study_report.c turns
+ * the runs into tables, JSON, markdown and the curves' data.
+ */
+#ifndef ZP_CTL_STUDY_H
+#define ZP_CTL_STUDY_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define MAX_S        32
+#define NSETTINGS    3
+#define NGRID        14  /* step sizes of the stability grid: 2 * 2^(-k/2) */
+#define DIVERGED_REL 1e3 /* a curve point this far from x* counts as diverged */
+#define MAX_FILE     (8 << 20)
+#define CURVE_TRIES  20 /* seeds tried for an async curve rank 0 survived */
+
+typedef struct setting {
+    char key;
+    const char *label, *function;
+    bool theorem_step; /* lr = 1/(2L(1+s)) instead of 1/L */
+} study_setting;
+
+/* The three settings per s (ctl_study.c). */
+extern const study_setting zp_study_settings[NSETTINGS];
+
+typedef struct study_opts {
+    int workers, dim, seeds, iterations, eval_every, bound;
+    int stab_iterations, stab_seeds, curve_iterations, curve_eval, curve_seed;
+    double condition, delay_ms, delay_sigma, threshold, timeout_s;
+    int stal[MAX_S], nstal;
+    const char *dir, *json, *markdown, *curves;
+    bool keep_traces, no_steps, no_stability, no_curves;
+} study_opts;
+
+typedef struct run_spec {
+    char name[64];           /* its run directory under the study directory */
+    const char *consistency; /* written into the cluster file as given */
+    bool weighting;          /* write a weighting section: function, s, bound */
+    const char *function;    /* w(tau), with a weighting section */
+    int s, bound;            /* max_staleness and pull bound; -1: none */
+    double lr;
+    int seed, iterations, eval_every;
+} run_spec;
+
+typedef enum outcome { CONVERGED, DIVERGED, STALLED, FAILED, NOUTCOMES } outcome;
+/* "converged", "diverges", ...; "converge", "diverge", ... (ctl_study_run.c) */
+extern const char *const zp_study_outcome_word[NOUTCOMES];
+extern const char *const zp_study_outcome_verb[NOUTCOMES];
+
+typedef struct curve_pt {
+    double step, loss, rel, version;
+} curve_pt;
+
+typedef struct run {
+    const char *part; /* "steps", "stability", "curves" */
+    char setting;     /* 'A'..'C' in "steps", else 0 */
+    run_spec spec;
+    outcome out;
+    double updates, steps;      /* first curve point under the threshold; INFINITY if none */
+    double final_rel;           /* the last curve point's; NAN without a curve */
+    long long applied, dropped; /* push rows of the trace; -1 if it was unreadable */
+    long long max_tau;          /* largest tau of an applied push */
+    double sum_tau;             /* over the applied pushes */
+    long long diverged_step;    /* of the worker that said so; -1 */
+    int status;                 /* zepsctl local's exit status */
+    double wall_s;
+    curve_pt *curve; /* rank 0's; owned */
+    size_t ncurve;
+} run;
+
+typedef struct study {
+    study_opts o;
+    char dir[PATH_MAX - 256], zepsctl[PATH_MAX], command[2048];
+    run *runs;
+    size_t nruns, cap;
+    double stable_lr[MAX_S], stable_rel[MAX_S]; /* stability grid; 0: none stable */
+    int curve_seed;                             /* seed of the figure's runs; 0: none */
+    size_t curve_runs[2];
+    double t0;
+} study;
+
+/* The pull bound of staleness bound s: --bound, or floor(s / workers). */
+int zp_study_bound_for(const study_opts *o, int s);
+
+/* Run sp as one `zepsctl local` child in its own run directory, read what
+ * it left and record it in st (part "steps", "stability" or "curves";
+ * setting 'A'..'C' or 0). Returns the run (st's), or NULL if it could not
+ * be run at all (said why). */
+run *zp_study_run_one(study *st, const run_spec *sp, const char *part, char setting);
+
+/* Print the study's tables to f, as text or (md) markdown. */
+void zp_study_print_tables(const study *st, FILE *f, bool md);
+
+/* Write the JSON, markdown and curves outputs.
+ * Returns whether every output was written. */
+bool zp_study_write_outputs(study *st);
+
+#endif

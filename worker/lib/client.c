@@ -1,0 +1,238 @@
+/*
+ * client.c - libzeps: a client's lifecycle (see zeps.h).
+ *
+ * zeps_client_new_endpoints checks the options and CURVE keys, opens one
+ * socket per shard (shard.c), says HELLO to every shard (req.c) and learns
+ * from the answers where this worker resumes, how many workers there are
+ * and what the cluster's consistency mode implies (caps); destroying says
+ * BYE (best effort, bounded) and frees everything the client owns. Also
+ * the accessors of what HELLO and the engine learned.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zmq.h>
+
+#include "client.h"
+#include "config.h"
+#include "curve.h"
+#include "log.h"
+#include "req.h"
+#include "shard.h"
+#include "tables.h"
+#include "util.h"
+#include "wire.h"
+#include "zeps.h"
+
+/* Close every socket, then the context, then free what the client owns. */
+static void client_free(zeps_client *c)
+{
+    for (int k = 0; k < c->nshards; k++)
+        zp_shard_close(c, k);
+    explicit_bzero(c->curve_secret, sizeof(c->curve_secret));
+    if (c->zctx)
+        zmq_ctx_term(c->zctx);
+    zp_tables_free(c);
+    free(c->shards);
+    free(c->items);
+    free(c);
+}
+
+/* Copy and check the CURVE keys of c->opt (all three or none). */
+static int curve_setup(zeps_client *c)
+{
+    const char *keys[3] = {c->opt.curve_server_key, c->opt.curve_public_key,
+                           c->opt.curve_secret_key};
+    char *dst[3] = {c->curve_server, c->curve_public, c->curve_secret};
+    static const char *const names[3] = {"curve_server_key", "curve_public_key",
+                                         "curve_secret_key"};
+    int given = 0;
+    for (int i = 0; i < 3; i++)
+        given += keys[i] != NULL && keys[i][0] != '\0';
+    c->opt.curve_server_key = c->opt.curve_public_key = c->opt.curve_secret_key = NULL;
+    if (given == 0)
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        uint8_t raw[32];
+        if (!keys[i] || strlen(keys[i]) != ZP_CURVE_KEY_LEN || !zmq_z85_decode(raw, keys[i]))
+            return zp_req_fail(c, ZEPS_EINVAL,
+                               "zeps_options.%s must be a %d-character Z85 key when CURVE is used "
+                               "(set all three keys or none)",
+                               names[i], ZP_CURVE_KEY_LEN);
+        memcpy(dst[i], keys[i], ZP_CURVE_KEY_LEN + 1);
+    }
+    if (!zmq_has("curve"))
+        return zp_req_fail(c, ZEPS_ETRANSPORT, "this libzmq was built without CURVE");
+    c->curve = true;
+    return 0;
+}
+
+int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
+                              uint32_t rank, const zeps_options *opt)
+{
+    if (!out || !endpoints || num_shards < 1 || num_shards > ZP_MAX_SHARDS)
+        return ZEPS_EINVAL;
+    zeps_client *c = zp_xcalloc(1, sizeof(*c));
+    if (opt)
+        c->opt = *opt;
+    if (c->opt.request_timeout_ms <= 0)
+        c->opt.request_timeout_ms = 2000;
+    if (c->opt.max_retries <= 0)
+        c->opt.max_retries = 10;
+    if (c->opt.hello_timeout_ms <= 0)
+        c->opt.hello_timeout_ms = 30000;
+    c->rank = rank;
+    c->incarnation = c->opt.incarnation ? c->opt.incarnation : zp_random64() | 1u;
+    c->nshards = num_shards;
+    int rc = curve_setup(c);
+    if (rc != 0) {
+        zp_error("%s", c->err);
+        free(c);
+        return rc;
+    }
+    c->npoll = c->curve ? 2 * num_shards : num_shards;
+    c->shards = zp_xcalloc((size_t)num_shards, sizeof(zp_shard));
+    c->items = zp_xcalloc((size_t)c->npoll, sizeof(zmq_pollitem_t));
+    c->zctx = zmq_ctx_new();
+    if (!c->zctx) {
+        free(c->shards);
+        free(c->items);
+        free(c);
+        return ZEPS_ETRANSPORT;
+    }
+    for (int k = 0; k < num_shards; k++) {
+        snprintf(c->shards[k].endpoint, sizeof(c->shards[k].endpoint), "%s", endpoints[k]);
+        if (zp_shard_open(c, k) != 0) {
+            zp_error("cannot connect to shard %d at %s: %s", k, endpoints[k],
+                     zmq_strerror(zmq_errno()));
+            client_free(c);
+            return ZEPS_ETRANSPORT;
+        }
+    }
+    rc = zp_req_hello_all(c);
+    c->drop_sends = c->opt.fault_drop_sends;
+    c->resume_clock = INT64_MAX;
+    for (int k = 0; k < num_shards; k++)
+        if (c->shards[k].hello_clock < c->resume_clock)
+            c->resume_clock = c->shards[k].hello_clock;
+    if (c->resume_clock < 0 || rank == ZEPS_RANK_TOOL)
+        c->resume_clock = 0;
+    if (rc != 0) {
+        zp_error("%s", c->err);
+        client_free(c);
+        return rc;
+    }
+    *out = c;
+    return 0;
+}
+
+int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank)
+{
+    zp_config *cfg = zp_xmalloc(sizeof(*cfg));
+    char err[1024];
+    int rc = zp_config_load(cfg, cluster_file, err, sizeof(err));
+    if (rc != 0) {
+        zp_error("%s", err);
+        free(cfg);
+        return rc;
+    }
+    if (rank != ZEPS_RANK_TOOL && rank >= (uint32_t)cfg->num_workers) {
+        zp_error("rank %u is outside the cluster of %d workers in %s", rank, cfg->num_workers,
+                 cluster_file);
+        free(cfg);
+        return ZEPS_ERANK;
+    }
+    zp_curve_client_keys keys;
+    rc = zp_curve_load_client(cfg, &keys, err, sizeof(err));
+    if (rc != 0) {
+        zp_error("%s", err);
+        free(cfg);
+        return rc;
+    }
+    zeps_options opt = {
+        .request_timeout_ms = cfg->request_timeout_ms,
+        .max_retries = cfg->max_retries,
+        .hello_timeout_ms = cfg->hello_timeout_ms,
+        .num_workers = cfg->num_workers,
+        .max_message_bytes = cfg->max_message_bytes,
+        .curve_server_key = keys.server_public,
+        .curve_public_key = keys.client_public,
+        .curve_secret_key = keys.client_secret,
+    };
+    const char *eps[ZP_MAX_SHARDS];
+    for (int k = 0; k < cfg->num_shards; k++)
+        eps[k] = cfg->servers[k];
+    rc = zeps_client_new_endpoints(out, eps, cfg->num_shards, rank, &opt);
+    explicit_bzero(&keys, sizeof(keys));
+    free(cfg);
+    return rc;
+}
+
+void zeps_client_destroy(zeps_client **cp)
+{
+    zeps_client *c = *cp;
+    if (!c)
+        return;
+    *cp = NULL;
+    if (c->rank != ZEPS_RANK_TOOL) {
+        /* Best effort and bounded: a gone server must not hold us up. */
+        int saved_t = c->opt.request_timeout_ms;
+        c->opt.request_timeout_ms = 500;
+        zp_req *r = zp_req_new(c, ZEPS__OP__BYE, c->nshards);
+        for (int k = 0; k < c->nshards; k++) {
+            zp_req_sub *s = zp_req_add(r, k);
+            s->max_retries = 1;
+            zp_req_send(r, s);
+        }
+        zeps_wait(&r);
+        c->opt.request_timeout_ms = saved_t;
+    }
+    client_free(c);
+}
+
+int64_t zeps_resume_clock(const zeps_client *c)
+{
+    return c ? c->resume_clock : 0;
+}
+
+int zeps_rejoined(const zeps_client *c)
+{
+    for (int k = 0; c && k < c->nshards; k++)
+        if (c->shards[k].rejoined)
+            return 1;
+    return 0;
+}
+
+int zeps_num_shards(const zeps_client *c)
+{
+    return c ? c->nshards : 0;
+}
+
+int zeps_num_workers(const zeps_client *c)
+{
+    return c ? c->nworkers : 0;
+}
+
+uint32_t zeps_rank(const zeps_client *c)
+{
+    return c ? c->rank : 0;
+}
+
+void zeps_client_get_stats(const zeps_client *c, zeps_client_stats *out)
+{
+    if (c && out)
+        *out = c->stats;
+}
+
+void zeps_client_set_interrupt(zeps_client *c, volatile int *flag)
+{
+    if (c)
+        c->interrupt = flag;
+}
+
+const char *zeps_last_error(const zeps_client *c)
+{
+    return c ? c->err : "";
+}

@@ -1,0 +1,62 @@
+/*
+ * client.h - the body of zeps_client, which every part of libzeps reads:
+ * each field says which file writes it. The client is one struct because
+ * it is one object to the caller (zeps.h); the files that work on it are
+ * layered (docs/architecture.md, "libzeps"):
+ *
+ *   client.c, control.c    lifecycle, HELLO at start, CLOCK/BARRIER/ROLLBACK/...
+ *   tables.c, dense.c,     declarations and dense transfers; sparse batches
+ *   sparse.c, view.c       (and zero-copy views of pulls)
+ *   req.c                  the engine: sub-requests, replies, retries, waits
+ *   shard.c, rowres.c      one socket per shard; per-row residuals
+ *
+ * Each file calls only files below it. Not installed.
+ */
+#ifndef ZP_CLIENT_H
+#define ZP_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "config.h"
+#include "curve.h"
+#include "shard.h"
+#include "tables.h"
+#include "zeps.h"
+
+struct zeps_client {
+    /* client.c: set once by zeps_client_new_endpoints */
+    void *zctx;
+    int nshards;
+    zp_shard *shards;      /* [nshards]; their sockets belong to shard.c */
+    zmq_pollitem_t *items; /* [npoll]: shards, then (CURVE) their monitors */
+    int npoll;
+    uint32_t rank;
+    uint64_t incarnation;
+    zeps_options opt;
+    bool curve;
+    char curve_server[ZP_CURVE_KEY_LEN + 1], curve_public[ZP_CURVE_KEY_LEN + 1],
+        curve_secret[ZP_CURVE_KEY_LEN + 1];
+    volatile int *interrupt; /* zeps_client_set_interrupt */
+    int drop_sends;          /* fault injection: sends still to drop (req.c counts down) */
+
+    /* req.c: the engine's state */
+    uint64_t next_req_id;
+    int nworkers;         /* HELLO reply */
+    uint32_t caps;        /* HELLO reply: ZP_CAP_* of the cluster's consistency mode */
+    int64_t resume_clock; /* zeps_resume_clock (client.c at start, req.c on ERESTARTED) */
+    uint64_t resume_set;  /* the snapshot set of the cut to resume from */
+    int abort_all;        /* ZP_CAP_ROLLBACK: a shard restarted; fail every request */
+    int in_rehello;
+    unsigned monitor_gen;    /* shard.c: makes each monitor endpoint unique */
+    zeps_client_stats stats; /* every layer adds what it did */
+    char err[1024];          /* zp_req_fail: the last error */
+
+    /* tables.c: the declared tables, by handle */
+    zp_table *tables;
+    uint32_t ntables, cap_tables;
+};
+
+#endif

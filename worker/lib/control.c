@@ -1,0 +1,107 @@
+/*
+ * control.c - libzeps: the requests that name no table: CLOCK, BARRIER,
+ * ROLLBACK, SNAPSHOT and STATS. Each is one sub-request per shard (BARRIER
+ * and STATS: one shard) through the engine (req.c).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+
+#include "client.h"
+#include "log.h"
+#include "req.h"
+#include "zeps.h"
+
+/* Start a request with one sub-request to each of shards [first, first + n). */
+
+static zp_req *simple_start(zeps_client *c, int op, int64_t clock, int first, int n)
+{
+    zp_req *r = zp_req_new(c, op, n);
+    r->clock = clock;
+    for (int k = first; k < first + n; k++)
+        zp_req_send(r, zp_req_add(r, k));
+    return r;
+}
+
+static int simple_all(zeps_client *c, int op, int64_t clock, int first, int n)
+{
+    zp_req *r = simple_start(c, op, clock, first, n);
+    return zeps_wait(&r);
+}
+
+int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)
+{
+    if (!c || clock < 0 || !req)
+        return ZEPS_EINVAL;
+    *req = simple_start(c, ZEPS__OP__CLOCK, clock, 0, c->nshards);
+    return 0;
+}
+
+int zeps_clock(zeps_client *c, int64_t clock)
+{
+    zp_req *r;
+    int rc = zeps_clock_start(c, clock, &r);
+    return rc ? rc : zeps_wait(&r);
+}
+
+int zeps_rollback(zeps_client *c, int64_t clock)
+{
+    if (!c || clock < 0 || c->rank == ZEPS_RANK_TOOL)
+        return ZEPS_EINVAL;
+    c->abort_all = 0;
+    uint64_t set = c->resume_set;
+    int rc = zp_req_hello_all(c);
+    if (rc != 0)
+        return rc;
+    zp_req *r = zp_req_new(c, ZEPS__OP__ROLLBACK, c->nshards);
+    r->clock = clock;
+    r->cut_set = set;
+    for (int k = 0; k < c->nshards; k++)
+        zp_req_send(r, zp_req_add(r, k));
+    rc = zeps_wait(&r);
+    if (rc == 0)
+        zp_info("rolled back to clock %lld (snapshot set %016" PRIx64 ")", (long long)clock,
+                c->resume_set);
+    return rc;
+}
+
+int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    zp_req *r = zp_req_new(c, ZEPS__OP__SNAPSHOT, c->nshards);
+    r->clock = clock;
+    r->cut_set = setid;
+    for (int k = 0; k < c->nshards; k++)
+        zp_req_send(r, zp_req_add(r, k));
+    return zeps_wait(&r);
+}
+
+int zeps_barrier(zeps_client *c)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    /* Shard 0 keeps the cluster's barrier. */
+    return simple_all(c, ZEPS__OP__BARRIER, 0, 0, 1);
+}
+
+int zeps_stats_raw(zeps_client *c, int shard, void **buf, size_t *len)
+{
+    if (!c || shard < 0 || shard >= c->nshards || !buf || !len)
+        return ZEPS_EINVAL;
+    zp_req *r = zp_req_new(c, ZEPS__OP__STATS, 1);
+    zp_req_send(r, zp_req_add(r, shard));
+    zp_req_finish(r);
+    void *b = r->stats_buf;
+    size_t n = r->stats_len;
+    r->stats_buf = NULL;
+    int rc = zeps_wait(&r);
+    if (rc == 0 && !b)
+        rc = zp_req_fail(c, ZEPS_EPROTO, "shard %d answered STATS without statistics", shard);
+    if (rc != 0) {
+        free(b);
+        return rc;
+    }
+    *buf = b;
+    *len = n;
+    return 0;
+}

@@ -1,0 +1,679 @@
+/*
+ * req.c - libzeps: the request engine, the layer every other part of the
+ * library builds on (only shard.c is below it).
+ *
+ * A request (zp_req, the caller's zeps_req) is cut by the layer above into
+ * one sub-request per shard it touches; all of them are sent at once and
+ * collected in zeps_wait(), which polls every shard socket, matches replies
+ * by request id, and resends what has been unanswered for the request
+ * timeout. Resends go out on the same socket (ZeroMQ reconnects by itself),
+ * with the same sequence number, so the server recognises a duplicate and
+ * never applies it twice. A pull or barrier the server parks is kept alive
+ * by its PARKED answers to those resends, so a long BSP wait is not mistaken
+ * for a dead server, while a server that answers nothing fails the request
+ * with ZEPS_ETIMEDOUT after max_retries.
+ *
+ * A reply is written where its sub-request says (a destination buffer, a
+ * scatter of sparse rows, a kept frame for views, version counters), so the
+ * engine never calls back into the layers that built the request.
+ *
+ * Push payloads are handed to ZeroMQ without copying; a counter in the
+ * request drops as ZeroMQ releases each frame, and zeps_wait() returns only
+ * when it is zero, so the caller may reuse its buffer afterwards. When a
+ * request fails, the shard's socket is closed (linger 0) and opened again
+ * (shard.c), which makes ZeroMQ drop and release whatever it still queued.
+ *
+ * What a restarted shard means depends on the cluster's consistency mode;
+ * the engine asks only the capability bits the HELLO reply carried
+ * (ZP_CAP_ROLLBACK), never the mode's name. A CURVE key a shard refuses
+ * (its monitor reports ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) fails the requests
+ * waiting on that shard at once with ZEPS_ETRANSPORT and a message that says
+ * what to fix, instead of timing out after every retry.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "codec.h"
+#include "config.h"
+#include "curve.h"
+#include "log.h"
+#include "util.h"
+#include "wire.h"
+#include "client.h"
+#include "req.h"
+#include "shard.h"
+#include "zeps.h"
+
+int zp_req_fail(zeps_client *c, int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->err, sizeof(c->err), fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+static void release_payload(void *data, void *hint)
+{
+    zp_req *r = hint;
+    atomic_fetch_sub_explicit(&r->zrefs, 1, memory_order_release);
+}
+
+static void sub_fill_header(const zeps_client *c, const zp_req_sub *s, Zeps__Header *h)
+{
+    zeps__header__init(h);
+    h->version = ZP_PROTOCOL_VERSION;
+    h->op = (Zeps__Op)s->req->op;
+    h->req_id = s->req_id;
+    h->rank = c->rank;
+    h->incarnation = c->incarnation;
+    h->seq = s->seq;
+    h->table = s->table;
+    h->clock = s->req->clock;
+    h->data_version = s->data_version;
+    h->offset = s->offset;
+    h->count = s->count;
+    h->flags = s->flags;
+    h->codec = s->codec;
+    h->spec = (Zeps__TableSpec *)s->req->spec;
+    h->cut_set = s->req->cut_set;
+    if (s->compressed) {
+        h->view_id = s->view_id;
+        h->codec_fraction = s->cparams.fraction;
+        h->codec_count = s->cparams.count;
+        h->codec_block = s->cparams.block;
+        h->codec_seed = s->cparams.seed;
+    }
+}
+
+/* Send (or resend) one sub-request. A failed send is left to the retry timer. */
+static void sub_send(zeps_client *c, zp_req_sub *s)
+{
+    zp_shard *sh = &c->shards[s->shard];
+    Zeps__Header h;
+    sub_fill_header(c, s, &h);
+    int more = s->data ? ZMQ_SNDMORE : 0;
+    s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
+    if (c->drop_sends > 0 && s->req->op != ZEPS__OP__HELLO) {
+        c->drop_sends--; /* lost on the wire: only a resend can deliver it */
+        zp_debug("fault injection: %s to shard %d dropped", zp_op_name(s->req->op), s->shard);
+        return;
+    }
+    if (zp_header_send(sh->sock, &h, more | ZMQ_DONTWAIT) != 0) {
+        zp_debug("send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
+        return;
+    }
+    if (s->data) {
+        atomic_fetch_add_explicit(&s->req->zrefs, 1, memory_order_relaxed);
+        if (zp_data_send(sh->sock, s->data, s->data_len, release_payload, s->req, ZMQ_DONTWAIT) !=
+            0)
+            zp_debug("payload send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
+    }
+}
+
+static void sub_unlink(zeps_client *c, zp_req_sub *s)
+{
+    zp_shard *sh = &c->shards[s->shard];
+    for (zp_req_sub **pp = &sh->out; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
+            sh->nout--;
+            return;
+        }
+    }
+}
+
+static void sub_finish(zeps_client *c, zp_req_sub *s, int err)
+{
+    if (s->done)
+        return;
+    s->done = 1;
+    sub_unlink(c, s);
+    s->req->ndone++;
+    if (err && !s->req->err)
+        s->req->err = err;
+}
+
+/* --- replies --- */
+
+static zp_req_sub *find_sub(zp_shard *sh, uint64_t req_id)
+{
+    for (zp_req_sub *s = sh->out; s; s = s->next)
+        if (s->req_id == req_id)
+            return s;
+    return NULL;
+}
+
+/* The answer to a compressed pull: full values (the server resynced the
+ * view) or a delta that is validated and added to what dst holds, exactly as
+ * the server added it to its record of dst. */
+static int apply_compressed_pull(zeps_client *c, zp_req_sub *s, const Zeps__Header *h,
+                                 zmq_msg_t *frame)
+{
+    const void *buf = zmq_msg_data(frame);
+    size_t len = zmq_msg_size(frame);
+    uint64_t t0 = zp_now_ns();
+    if (h->flags & ZP_FLAG_PULL_FULL) {
+        if (len != s->count * sizeof(float))
+            return zp_req_fail(c, ZEPS_EPROTO,
+                               "shard %d answered a compressed PULL of %" PRIu64
+                               " elements with %zu bytes of full values",
+                               s->shard, s->count, len);
+        memcpy(s->dst, buf, len);
+    } else if (h->flags & ZP_FLAG_PULL_DELTA) {
+        const zp_codec_ops *codec = zp_codec_by_id(h->codec);
+        char err[256];
+        if (!codec)
+            return zp_req_fail(c, ZEPS_EPROTO, "shard %d answered a compressed PULL with codec %u",
+                               s->shard, h->codec);
+        int rc = codec->validate(buf, len, (size_t)s->count, err, sizeof(err));
+        if (rc != 0)
+            return zp_req_fail(c, rc, "shard %d: compressed PULL reply: %s", s->shard, err);
+        codec->decode_add(buf, len, (size_t)s->count, 1.0f, s->dst);
+    } else {
+        return zp_req_fail(c, ZEPS_EPROTO,
+                           "shard %d answered a compressed PULL with neither delta nor full values",
+                           s->shard);
+    }
+    if (s->view_id_out)
+        *s->view_id_out = h->view_id;
+    c->stats.decode_s += (double)(zp_now_ns() - t0) * 1e-9;
+    c->stats.bytes_in += len;
+    c->stats.bytes_in_raw += s->count * sizeof(float);
+    return 0;
+}
+
+/* The answer to a sparse pull: s->count rows, then their versions, each
+ * row copied to every position of its id (zp_req_scatter). */
+static int scatter_rows(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_frames *m)
+{
+    const zp_req_scatter *sc = &s->scatter;
+    size_t cnt = (size_t)s->count, dim = sc->dim;
+    size_t len = m->n == 2 ? zmq_msg_size(&m->f[1]) : 0;
+    if (m->n != 2 || h->count != s->count)
+        return zp_req_fail(c, ZEPS_EPROTO,
+                           "shard %d answered a sparse PULL of %" PRIu64
+                           " ids: wrong frame or id count",
+                           s->shard, s->count);
+    if (len != cnt * (dim + 1) * sizeof(float))
+        return zp_req_fail(c, ZEPS_EPROTO,
+                           "shard %d answered a sparse PULL of %" PRIu64
+                           " ids: %zu bytes for %zu rows of dim %zu (expected %zu)",
+                           s->shard, s->count, len, cnt, dim, cnt * (dim + 1) * sizeof(float));
+    const unsigned char *rows = zmq_msg_data(&m->f[1]);
+    const unsigned char *vers = rows + cnt * dim * sizeof(float);
+    for (size_t j = 0; j < cnt; j++) {
+        memcpy(&sc->versions[j], vers + j * sizeof(uint32_t), sizeof(uint32_t));
+        for (size_t q = sc->pbegin[j]; q < sc->pbegin[j + 1]; q++)
+            memcpy(sc->rows + (size_t)sc->plist[q] * dim, rows + j * dim * sizeof(float),
+                   dim * sizeof(float));
+    }
+    (*sc->replied)++;
+    c->stats.bytes_in += len;
+    return 0;
+}
+
+static int check_pull_reply(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_frames *m)
+{
+    if (s->scatter.rows)
+        return scatter_rows(c, s, h, m);
+    if (s->compressed && m->n == 2 && h->count == s->count && h->offset == s->offset) {
+        int rc = apply_compressed_pull(c, s, h, &m->f[1]);
+        if (rc == 0 && s->version_out)
+            *s->version_out = h->data_version;
+        return rc;
+    }
+    if (m->n != 2 || h->count != s->count || h->offset != s->offset ||
+        zmq_msg_size(&m->f[1]) != s->count * sizeof(float))
+        return zp_req_fail(c, ZEPS_EPROTO,
+                           "shard %d answered a PULL of %" PRIu64 " elements at %" PRIu64
+                           " with %d frame(s), %" PRIu64 " elements at %" PRIu64,
+                           s->shard, s->count, s->offset, m->n, h->count, h->offset);
+    if (s->dst) {
+        memcpy(s->dst, zmq_msg_data(&m->f[1]), s->count * sizeof(float));
+    } else {
+        /* a view keeps the frame; frames ZeroMQ handed us inside its own
+         * receive buffer may sit at any offset, so copy those (small) ones */
+        zmq_msg_init(&s->frame);
+        if (((uintptr_t)zmq_msg_data(&m->f[1]) & 3u) == 0) {
+            zmq_msg_move(&s->frame, &m->f[1]);
+        } else {
+            zmq_msg_init_size(&s->frame, zmq_msg_size(&m->f[1]));
+            memcpy(zmq_msg_data(&s->frame), zmq_msg_data(&m->f[1]), zmq_msg_size(&m->f[1]));
+        }
+        s->has_frame = 1;
+    }
+    c->stats.bytes_in += s->count * sizeof(float);
+    c->stats.bytes_in_raw += s->count * sizeof(float);
+    if (s->version_out)
+        *s->version_out = h->data_version;
+    return 0;
+}
+
+/* Shard k answered ERESTARTED: it was restored from a snapshot (it
+ * restarted, or rolled back under bsp) since this worker last said HELLO.
+ * When the cluster's mode has ZP_CAP_ROLLBACK (bsp) the whole job goes back
+ * to the cut the reply names, so every
+ * outstanding request is failed with ERESTARTED (progress() does it, outside
+ * the receive loop) and the caller resumes through zeps_rollback(). In the
+ * other modes (no ZP_CAP_ROLLBACK) the library says HELLO again and resends the shard's
+ * outstanding requests with their sequence numbers: the shard restored the
+ * duplicate window, so what it already holds is not applied twice. Returns
+ * nonzero if sub s is to be finished with the error. */
+static int on_restarted(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h)
+{
+    zp_shard *sh = &c->shards[k];
+    if (!sh->need_hello)
+        zp_warn("shard %d was restored from snapshot set %016" PRIx64 " (clock %lld)%s", k,
+                h->cut_set, (long long)h->cut,
+                (c->caps & ZP_CAP_ROLLBACK) ? ": resuming the job from that cut"
+                                            : ": saying HELLO again");
+    sh->need_hello = 1;
+    c->stats.restarts++;
+    if (c->caps & ZP_CAP_ROLLBACK) {
+        c->resume_clock = h->cut;
+        c->resume_set = h->cut_set;
+        c->abort_all = 1;
+        zp_req_fail(c, ZEPS_ERESTARTED,
+                    "shard %d was restored from snapshot set %016" PRIx64
+                    ": resume from clock %lld",
+                    k, h->cut_set, (long long)h->cut);
+        return 1;
+    }
+    s->deadline_ns = UINT64_MAX; /* resent after the HELLO (progress) */
+    return 0;
+}
+
+/* The HELLO reply of shard k: its incarnation, where this worker resumes,
+ * and what the cluster's consistency mode implies (caps). */
+static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
+{
+    zp_shard *sh = &c->shards[k];
+    if (sh->incarnation && sh->incarnation != h->incarnation)
+        zp_info("shard %d has a new incarnation %" PRIx64 " (was %" PRIx64 "): it restarted", k,
+                h->incarnation, sh->incarnation);
+    sh->incarnation = h->incarnation;
+    sh->hello_clock = h->clock;
+    sh->need_hello = 0;
+    sh->rejoined = (h->flags & ZP_FLAG_REJOINED) != 0;
+    c->nworkers = (int)h->num_workers;
+    c->caps = h->caps;
+    if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->nshards)
+        return zp_req_fail(c, ZEPS_ECONFIG,
+                           "%s answered as shard %u of %u, but the cluster lists it as shard %d "
+                           "of %d",
+                           sh->endpoint, h->shard, h->num_shards, k, c->nshards);
+    return 0;
+}
+
+static void on_reply(zeps_client *c, int k, zp_frames *m)
+{
+    zp_shard *sh = &c->shards[k];
+    Zeps__Header *h = m->n >= 1 ? zp_header_unpack(&m->f[0]) : NULL;
+    if (!h) {
+        zp_warn("shard %d sent a reply that is not a zeps header; ignored", k);
+        return;
+    }
+    zp_req_sub *s = find_sub(sh, h->req_id);
+    if (!s) {
+        zeps__header__free_unpacked(h, NULL); /* a late answer to a resend: already done */
+        return;
+    }
+    int err = 0;
+    zp_req *r = s->req;
+    if (h->op == ZEPS__OP__ERROR && h->error == ZEPS_ERESTARTED && c->rank != ZEPS_RANK_TOOL &&
+        r->op != ZEPS__OP__HELLO) {
+        int stop = on_restarted(c, k, s, h);
+        zeps__header__free_unpacked(h, NULL);
+        if (stop)
+            sub_finish(c, s, ZEPS_ERESTARTED);
+        return;
+    }
+    if (h->op == ZEPS__OP__ERROR) {
+        err = h->error ? h->error : ZEPS_EINTERNAL;
+        zp_req_fail(c, err, "shard %d: %s", k, h->error_text ? h->error_text : zeps_strerror(err));
+    } else if (h->flags & ZP_FLAG_PARKED) {
+        /* alive and holding our request: wait on, retries start over */
+        s->retries = 0;
+        s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
+        zeps__header__free_unpacked(h, NULL);
+        return;
+    } else if (h->version != ZP_PROTOCOL_VERSION || (int)h->op != r->op) {
+        err = zp_req_fail(c, ZEPS_EPROTO, "shard %d answered %s with %s (protocol %u)", k,
+                          zp_op_name(r->op), zp_op_name(h->op), h->version);
+    } else {
+        switch (r->op) {
+        case ZEPS__OP__PULL:
+            err = check_pull_reply(c, s, h, m);
+            break;
+        case ZEPS__OP__HELLO:
+            err = on_hello(c, k, h);
+            break;
+        case ZEPS__OP__DECLARE:
+            s->table = h->table;
+            s->offset = h->offset;
+            s->count = h->count;
+            break;
+        case ZEPS__OP__PUSH:
+            if (h->flags & ZP_FLAG_DROPPED)
+                c->stats.dropped++;
+            break;
+        case ZEPS__OP__STATS:
+            if (h->stats) {
+                r->stats_len = zeps__shard_stats__get_packed_size(h->stats);
+                r->stats_buf = zp_xmalloc(r->stats_len);
+                zeps__shard_stats__pack(h->stats, r->stats_buf);
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    zeps__header__free_unpacked(h, NULL);
+    sub_finish(c, s, err);
+}
+
+/* Receive everything waiting on shard k. */
+static void drain_shard(zeps_client *c, int k)
+{
+    for (;;) {
+        zp_frames m;
+        if (zp_frames_recv(c->shards[k].sock, &m, ZMQ_DONTWAIT) != 0)
+            return;
+        on_reply(c, k, &m);
+        zp_frames_close(&m);
+    }
+}
+
+/* Resend or fail every outstanding sub past its deadline. */
+static void check_deadlines(zeps_client *c)
+{
+    uint64_t now = zp_now_ns();
+    for (int k = 0; k < c->nshards; k++) {
+        zp_shard *sh = &c->shards[k];
+        int failed = 0;
+        for (zp_req_sub *s = sh->out, *next; s; s = next) {
+            next = s->next;
+            if (s->deadline_ns > now)
+                continue;
+            if (s->retries >= s->max_retries) {
+                zp_req_fail(c, ZEPS_ETIMEDOUT,
+                            "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
+                            sh->endpoint, zp_op_name(s->req->op), s->retries,
+                            (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0,
+                            sh->handshake[0] ? ": " : "",
+                            sh->handshake[0] ? sh->handshake
+                            : c->curve ? ": no reply; with CURVE, check that this worker's key is "
+                                         "in the server's allow-list (curve_allow_dir) and that "
+                                         "curve_server_public is the servers' key"
+                                       : "");
+                sub_finish(c, s, ZEPS_ETIMEDOUT);
+                failed = 1;
+                continue;
+            }
+            s->retries++;
+            c->stats.retries++;
+            if (s->req->op == ZEPS__OP__HELLO)
+                zp_info("waiting for shard %d at %s (attempt %d of %d)", k, sh->endpoint,
+                        s->retries + 1, s->max_retries + 1);
+            else
+                zp_debug("resending %s %" PRIu64 " to shard %d (retry %d)", zp_op_name(s->req->op),
+                         s->seq, k, s->retries);
+            sub_send(c, s);
+        }
+        if (failed) {
+            /* Drop what ZeroMQ still queues for this shard (and the buffers it
+             * references); whatever is still outstanding goes out again. */
+            zp_shard_reset(c, k);
+            for (zp_req_sub *s = sh->out; s; s = s->next)
+                sub_send(c, s);
+        }
+    }
+}
+
+/* ZP_CAP_ROLLBACK, a shard restarted: every outstanding request fails with ERESTARTED;
+ * the sockets are reset so ZeroMQ drops (and releases) what it queued. */
+static void abort_outstanding(zeps_client *c)
+{
+    c->abort_all = 0;
+    for (int k = 0; k < c->nshards; k++) {
+        zp_shard *sh = &c->shards[k];
+        if (!sh->out)
+            continue;
+        while (sh->out)
+            sub_finish(c, sh->out, ZEPS_ERESTARTED);
+        zp_shard_reset(c, k);
+    }
+}
+
+/* Say HELLO again to shard k (same rank and incarnation), then resend what
+ * is outstanding there. */
+static void rehello(zeps_client *c, int k)
+{
+    c->in_rehello = 1;
+    zp_req *r = zp_req_new(c, ZEPS__OP__HELLO, 1);
+    zp_req_sub *s = zp_req_add(r, k);
+    s->max_retries = c->opt.hello_timeout_ms / c->opt.request_timeout_ms + 1;
+    zp_req_send(r, s);
+    int rc = zp_req_finish(r);
+    zp_req_free(r);
+    c->in_rehello = 0;
+    if (rc != 0) {
+        zp_warn("HELLO again to shard %d failed: %s", k, c->err);
+        return;
+    }
+    for (zp_req_sub *o = c->shards[k].out; o; o = o->next)
+        sub_send(c, o);
+}
+
+/* Read shard k's monitor. A refused key fails what waits on the shard at
+ * once (retrying cannot help); other handshake failures are kept for the
+ * timeout message. */
+static void drain_monitor(zeps_client *c, int k)
+{
+    zp_shard *sh = &c->shards[k];
+    uint16_t event;
+    uint32_t value;
+    while (zp_shard_monitor_read(c, k, &event, &value)) {
+        if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) {
+            snprintf(sh->handshake, sizeof(sh->handshake),
+                     "the shard refused this client's CURVE key (ZAP status %u)", value);
+            int failed = 0;
+            for (zp_req_sub *s = sh->out, *next; s; s = next) {
+                next = s->next;
+                zp_req_fail(
+                    c, ZEPS_ETRANSPORT,
+                    "shard %d at %s refused this client's CURVE key %.8s... (ZAP status %u): "
+                    "add its .pub file to the server's curve_allow_dir",
+                    k, sh->endpoint, c->curve_public, value);
+                sub_finish(c, s, ZEPS_ETRANSPORT);
+                failed = 1;
+            }
+            if (failed) {
+                zp_shard_reset(c, k); /* drops (and releases) what ZeroMQ still queued */
+                return;               /* the monitor was replaced */
+            }
+        } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
+                   event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
+            snprintf(sh->handshake, sizeof(sh->handshake),
+                     "the CURVE handshake failed (%s, code %u); check curve_server_public",
+                     event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ? "protocol error" : "no detail",
+                     value);
+        }
+    }
+}
+
+/* Wait up to timeout_ms for replies and handle them, then deadlines. */
+static void progress(zeps_client *c, long timeout_ms)
+{
+    uint64_t now = zp_now_ns(), next = UINT64_MAX;
+    for (int k = 0; k < c->nshards; k++)
+        for (zp_req_sub *s = c->shards[k].out; s; s = s->next)
+            if (s->deadline_ns < next)
+                next = s->deadline_ns;
+    if (next != UINT64_MAX) {
+        long until = next > now ? (long)((next - now) / 1000000ull) + 1 : 0;
+        if (until < timeout_ms)
+            timeout_ms = until;
+    }
+    int n = zmq_poll(c->items, c->npoll, timeout_ms);
+    if (n > 0) {
+        for (int k = 0; k < c->nshards; k++)
+            if (c->items[k].revents & ZMQ_POLLIN)
+                drain_shard(c, k);
+        for (int k = 0; c->curve && k < c->nshards; k++)
+            if ((c->items[c->nshards + k].revents & ZMQ_POLLIN) && c->shards[k].monitor)
+                drain_monitor(c, k);
+    }
+    if (c->abort_all)
+        abort_outstanding(c);
+    for (int k = 0; k < c->nshards && !c->in_rehello; k++)
+        if (c->shards[k].need_hello && !(c->caps & ZP_CAP_ROLLBACK))
+            rehello(c, k);
+    check_deadlines(c);
+}
+
+/* --- requests --- */
+
+zp_req *zp_req_new(zeps_client *c, int op, int nsub)
+{
+    zp_req *r = zp_xcalloc(1, sizeof(*r) + (size_t)nsub * sizeof(zp_req_sub));
+    r->c = c;
+    r->op = op;
+    atomic_init(&r->zrefs, 0);
+    return r;
+}
+
+/* Add a sub-request for shard k and send it. */
+zp_req_sub *zp_req_add(zp_req *r, int k)
+{
+    zeps_client *c = r->c;
+    while (c->shards[k].nout >= ZP_REQ_MAX_IN_FLIGHT)
+        progress(c, 10);
+    zp_req_sub *s = &r->subs[r->nsub++];
+    memset(s, 0, sizeof(*s));
+    s->req = r;
+    s->shard = k;
+    s->req_id = ++c->next_req_id;
+    s->seq = ++c->shards[k].next_seq;
+    s->max_retries = c->opt.max_retries;
+    return s;
+}
+
+void zp_req_send(zp_req *r, zp_req_sub *s)
+{
+    zeps_client *c = r->c;
+    zp_shard *sh = &c->shards[s->shard];
+    s->next = sh->out;
+    sh->out = s;
+    sh->nout++;
+    c->stats.requests++;
+    sub_send(c, s);
+}
+
+/* Interrupted: fail r's outstanding sub-requests with ZEPS_ECLOSED and reset
+ * their shards' sockets, so ZeroMQ drops (and releases) what it queued. */
+static void give_up(zeps_client *c, zp_req *r)
+{
+    zp_req_fail(c, ZEPS_ECLOSED, "interrupted while waiting for %s", zp_op_name(r->op));
+    for (int i = 0; i < r->nsub; i++) {
+        zp_req_sub *s = &r->subs[i];
+        if (s->done)
+            continue;
+        sub_finish(c, s, ZEPS_ECLOSED);
+        zp_shard_reset(c, s->shard);
+        for (zp_req_sub *o = c->shards[s->shard].out; o; o = o->next)
+            sub_send(c, o);
+    }
+}
+
+/* Wait until every sub-request of r is answered (or failed) and ZeroMQ has
+ * released r's payloads. Returns r's first error; r stays allocated. */
+int zp_req_finish(zp_req *r)
+{
+    zeps_client *c = r->c;
+    uint64_t t0 = zp_now_ns();
+    while (r->ndone < r->nsub) {
+        if (c->interrupt && *c->interrupt) {
+            give_up(c, r);
+            break;
+        }
+        progress(c, 1000);
+    }
+    /* ZeroMQ releases a payload once it is written out; the reply proves it
+     * was received, so this is at most a few microseconds. If it lingers
+     * (a failed request), drop the queues that hold it. */
+    uint64_t spin_until = zp_now_ns() + 100000000ull;
+    while (atomic_load_explicit(&r->zrefs, memory_order_acquire) > 0) {
+        if (zp_now_ns() > spin_until) {
+            for (int i = 0; i < r->nsub; i++)
+                zp_shard_reset(c, r->subs[i].shard);
+            for (int k = 0; k < c->nshards; k++)
+                for (zp_req_sub *s = c->shards[k].out; s; s = s->next)
+                    sub_send(c, s);
+            spin_until = UINT64_MAX;
+        }
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    c->stats.wait_s += (double)(zp_now_ns() - t0) * 1e-9;
+    return r->err;
+}
+
+void zp_req_free(zp_req *r)
+{
+    for (int i = 0; i < r->nsub; i++) {
+        if (r->subs[i].has_frame)
+            zmq_msg_close(&r->subs[i].frame);
+        free(r->subs[i].encoded); /* ZeroMQ released it: req_finish waited */
+    }
+    free(r->stats_buf);
+    free(r);
+}
+
+int zeps_wait(zp_req **rp)
+{
+    if (!rp || !*rp)
+        return ZEPS_EINVAL;
+    zp_req *r = *rp;
+    *rp = NULL;
+    int err = zp_req_finish(r);
+    zp_req_free(r);
+    return err;
+}
+
+int zeps_wait_all(zp_req **reqs, int n)
+{
+    int first = 0;
+    for (int i = 0; reqs && i < n; i++) {
+        if (!reqs[i])
+            continue;
+        int rc = zeps_wait(&reqs[i]);
+        if (rc && !first)
+            first = rc;
+    }
+    return first;
+}
+
+int zp_req_hello_all(zeps_client *c)
+{
+    zp_req *r = zp_req_new(c, ZEPS__OP__HELLO, c->nshards);
+    int per_try = c->opt.request_timeout_ms < 1000 ? c->opt.request_timeout_ms : 1000;
+    int saved = c->opt.request_timeout_ms;
+    c->opt.request_timeout_ms = per_try;
+    for (int k = 0; k < c->nshards; k++) {
+        zp_req_sub *s = zp_req_add(r, k);
+        s->max_retries = c->opt.hello_timeout_ms / per_try;
+        zp_req_send(r, s);
+    }
+    int rc = zeps_wait(&r);
+    c->opt.request_timeout_ms = saved;
+    return rc;
+}

@@ -1,0 +1,111 @@
+/*
+ * req.h - the request engine of libzeps (req.c): requests cut into one
+ * sub-request per shard, sent, answered, retried and waited for. The layers
+ * above (tables.c, dense.c, sparse.c, view.c, control.c, client.c) build a
+ * request, fill its sub-requests and wait; the engine never calls them back:
+ * what a reply must fill is described in the sub-request beforehand (a
+ * destination, a scatter, where to record versions). Internal to libzeps.
+ */
+#ifndef ZP_REQ_H
+#define ZP_REQ_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "codec.h"
+#include "zeps.h"
+#include "zeps.pb-c.h"
+
+/* Fewer than the server's dedup window (ZP_SEQ_WINDOW = 64) in flight per shard. */
+#define ZP_REQ_MAX_IN_FLIGHT 48
+
+/* The public handle zeps_req is the engine's request. */
+typedef struct zeps_req zp_req;
+
+/* Where the rows of a sparse PULL reply go: the reply holds `count` rows of
+ * `dim` floats, then `count` u32 row versions. Row j goes to every position
+ * plist[pbegin[j]] .. plist[pbegin[j + 1] - 1] of rows, its version to
+ * versions[j]; a reply that fits increments *replied. Everything is borrowed
+ * from the sparse batch (sparse.c), which outlives the request. */
+typedef struct zp_req_scatter {
+    float *rows;
+    uint32_t dim;
+    const size_t *pbegin;
+    const uint32_t *plist;
+    uint32_t *versions;
+    int *replied;
+} zp_req_scatter;
+
+struct zp_req_sub {
+    zp_req_sub *next; /* in the shard's list of outstanding subs */
+    zp_req *req;
+    int shard;
+    uint64_t req_id, seq;
+    uint32_t table; /* id on that shard */
+    uint64_t offset, count;
+    uint64_t data_version;
+    uint32_t flags;
+    const void *data; /* PUSH payload (borrowed, or `encoded`) */
+    size_t data_len;  /* its bytes */
+    void *encoded;    /* compressed payload owned by the sub (data points here) */
+    uint32_t codec;
+    int compressed;          /* a compressed PULL: */
+    zp_codec_params cparams; /* the codec's parameters (a copy: tables may move) */
+    uint64_t view_id;        /* the view dst holds */
+    uint64_t *view_id_out;   /* where the reply's view id is recorded */
+    uint64_t *version_out;   /* PULL: where the slice version of the reply is recorded */
+    float *dst;              /* PULL destination (NULL for a view or a scatter) */
+    zp_req_scatter scatter;  /* sparse PULL: where the rows go (rows != NULL) */
+    zmq_msg_t frame;         /* view PULL: the received values */
+    int has_frame;
+    uint64_t deadline_ns;
+    int retries;
+    int max_retries;
+    int done;
+};
+
+struct zeps_req {
+    zeps_client *c;
+    int op;
+    int64_t clock;
+    const Zeps__TableSpec *spec;
+    uint64_t cut_set; /* ROLLBACK */
+    int nsub, ndone;
+    int err;
+    int view;         /* a zero-copy pull */
+    atomic_int zrefs; /* payload frames ZeroMQ still holds */
+    void *stats_buf;
+    size_t stats_len;
+    zp_req_sub subs[];
+};
+
+/* Record a printf-style message as the client's last error; returns code. */
+int zp_req_fail(zeps_client *c, int code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* A request of `op` with room for nsub sub-requests. The caller owns it
+ * until it hands it to zeps_wait (or frees it with zp_req_free). */
+zp_req *zp_req_new(zeps_client *c, int op, int nsub);
+
+/* Add a sub-request for shard k (waiting while k has ZP_REQ_MAX_IN_FLIGHT
+ * out); the caller fills it, then sends it with zp_req_send. */
+zp_req_sub *zp_req_add(zp_req *r, int k);
+void zp_req_send(zp_req *r, zp_req_sub *s);
+
+/* Wait until every sub-request of r is answered or failed and ZeroMQ
+ * released r's payloads; r stays allocated. Returns r's first error. */
+int zp_req_finish(zp_req *r);
+
+/* Free a finished request and what its subs own. */
+void zp_req_free(zp_req *r);
+
+/* Say HELLO to every shard and wait for the answers, which set each
+ * shard's incarnation, clock and rejoined flag and the client's worker count
+ * and caps; a shard is waited for up to opt.hello_timeout_ms. Returns 0 or
+ * the first error. */
+int zp_req_hello_all(zeps_client *c);
+
+#endif

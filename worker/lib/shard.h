@@ -1,0 +1,49 @@
+/*
+ * shard.h - the connection to one shard (shard.c): its DEALER socket, the
+ * CURVE monitor beside it, and what the engine (req.c) keeps per shard.
+ * Internal to libzeps.
+ */
+#ifndef ZP_SHARD_H
+#define ZP_SHARD_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "zeps.h"
+
+typedef struct zp_req_sub zp_req_sub;
+
+typedef struct zp_shard {
+    /* shard.c */
+    void *sock;
+    void *monitor; /* CURVE: PAIR receiving the socket's handshake failures */
+    char endpoint[ZP_ENDPOINT_MAX];
+    /* req.c */
+    char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
+    uint64_t next_seq;
+    uint64_t incarnation; /* the server's, from HELLO */
+    zp_req_sub *out;      /* sub-requests sent and not yet answered */
+    int nout;
+    int64_t hello_clock; /* HELLO reply: the clock this worker resumes at on this shard */
+    int need_hello;      /* the shard answered ERESTARTED: say HELLO again */
+    int rejoined;        /* HELLO reply: the shard knew this rank under another incarnation */
+} zp_shard;
+
+/* Open shard k's socket (and, with CURVE, its monitor) and connect it to
+ * c->shards[k].endpoint; registers both in c->items. Returns 0, or -1 with
+ * zmq_errno() set and nothing left open. */
+int zp_shard_open(zeps_client *c, int k);
+
+/* Close shard k's socket and monitor (linger 0: ZeroMQ drops and releases
+ * what it still queued). Safe on a shard that is not open. */
+void zp_shard_close(zeps_client *c, int k);
+
+/* Close and reopen shard k's socket. A failure to reopen is logged; the
+ * engine's retries then time out. */
+void zp_shard_reset(zeps_client *c, int k);
+
+/* Read one event from shard k's monitor without blocking: 1 and *event,
+ * *value (ZMQ_EVENT_*), or 0 when there is none. */
+int zp_shard_monitor_read(zeps_client *c, int k, uint16_t *event, uint32_t *value);
+
+#endif

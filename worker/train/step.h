@@ -1,0 +1,80 @@
+/*
+ * step.h - the tables of a training run and the requests of one step
+ * (step.c), for the loop in train.c. Internal to zeps-worker.
+ */
+#ifndef ZP_STEP_H
+#define ZP_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "model.h"
+#include "zeps.h"
+
+/* What one step holds while its requests are in flight. Two alternate
+ * (slot[clock % 2]): step c's pushes are still in flight when step c + 1's
+ * pulls start, and a sparse batch allows one request at a time. */
+typedef struct zp_step_slot {
+    zp_model_batch *mb;                   /* sparse models: the minibatch */
+    size_t examples;                      /* in the minibatch */
+    zeps_sbatch *sb[ZP_MODEL_MAX_TABLES]; /* sparse tables: the minibatch's ids */
+    float *rows[ZP_MODEL_MAX_TABLES];     /* sparse tables: pulled rows, one per position */
+    size_t cap;                           /* positions rows[] hold */
+    zeps_req *pulls[ZP_MODEL_MAX_TABLES];
+} zp_step_slot;
+
+typedef struct zp_trainer {
+    const zp_config *cfg;
+    int rank;
+    zeps_client *client;
+    const zp_model_ops *ops;
+    zp_model *model;
+    int sparse; /* the model has sparse tables (and the batch hooks) */
+    int ntables;
+    zp_table_def defs[ZP_MODEL_MAX_TABLES];
+    uint32_t ids[ZP_MODEL_MAX_TABLES];
+    float *w[ZP_MODEL_MAX_TABLES]; /* dense tables: the pulled parameters */
+    float *g[ZP_MODEL_MAX_TABLES]; /* the gradient (sparse tables: per position) */
+    float *m[ZP_MODEL_MAX_TABLES]; /* worker_momentum: the velocity pushed instead of g */
+    size_t gcap;                   /* positions the sparse gradients hold */
+    zp_step_slot slot[2];
+} zp_trainer;
+
+/* Declare the model's tables (dense ones with the configured codecs) and
+ * allocate the buffers. Returns 0 or a zeps_err (logged). */
+int zp_step_declare(zp_trainer *t);
+
+/* Start the pulls of step `clock` (sparse models: pick its minibatch first). */
+int zp_step_start(zp_trainer *t, int64_t clock);
+
+/* Wait for step `clock`'s pulls; wait_all: for every pull still out. */
+int zp_step_wait(zp_trainer *t, int64_t clock);
+void zp_step_wait_all(zp_trainer *t);
+
+/* The gradient of step `clock` at what its pulls brought; returns the
+ * minibatch loss and, in *examples, the examples it covered. */
+double zp_step_grad(zp_trainer *t, int64_t clock, size_t *examples);
+
+/* Push step `clock`'s gradients, say the clock is finished and (pull_next)
+ * start step clock + 1's pulls, all in flight together; then wait for the
+ * pushes and the clock. Messages to one shard keep their order, so the
+ * pulls see this worker's own pushes. */
+int zp_step_push(zp_trainer *t, int64_t clock, int pull_next);
+
+/* How the dense tables' buffers stand when evaluating at a clock. */
+typedef enum zp_step_eval {
+    ZP_EVAL_PULLED,    /* step clock's pulls were waited for: evaluate them */
+    ZP_EVAL_IN_FLIGHT, /* they are in flight: wait, evaluate, start them again */
+    ZP_EVAL_PULL,      /* nothing is in flight: pull, then evaluate */
+} zp_step_eval;
+
+/* Evaluate the parameters as of `clock` into *out. A sparse model always
+ * pulls what its test set needs into buffers of its own, leaving the step's
+ * pulls alone. Returns 0 or a zeps_err. */
+int zp_step_evaluate(zp_trainer *t, int64_t clock, zp_step_eval how, zp_eval *out);
+
+/* Free every buffer and batch of t (not the client or the model). */
+void zp_step_fini(zp_trainer *t);
+
+#endif

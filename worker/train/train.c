@@ -1,0 +1,292 @@
+/*
+ * train.c - the training loop of zeps-worker, one for every model.
+ *
+ * Iteration c (the worker's clock): pull every table as of clock c, compute
+ * the gradient of minibatch c, push it for clock c, tell the shards the
+ * clock is finished. The per-table requests of one step are all in flight
+ * together, and the next step's pulls start before this step's pushes are
+ * waited on, so pushes and pulls share the wire (step.c sends them). Rank 0
+ * evaluates the model after every eval_every epochs and at the end, after a
+ * barrier, so the final figure is of the parameters every worker
+ * contributed to. A model with sparse tables differs only inside step.c:
+ * its minibatch names the rows to pull, and it evaluates on rows it pulls
+ * for its test set.
+ *
+ * Two things serve experiments on stale updates. An injected per-step delay
+ * (delay.c) simulates slow or noisy workers. With eval_every_steps rank 0
+ * also evaluates the parameters it has just pulled, before computing its
+ * gradient, every N steps, which gives a convergence curve against steps
+ * in the result JSON; that time counts as eval_s, not compute or comm.
+ */
+#include "train.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "step.h"
+#include "util.h"
+#include "zeps.h"
+
+/* Set from a signal handler (zp_train_request_stop): the one piece of
+ * process-wide state here, as a signal cannot be given a context. */
+static volatile sig_atomic_t stop_requested;
+
+void zp_train_request_stop(void)
+{
+    stop_requested = 1;
+}
+
+/* A training loss above this (or not finite) ends training as diverged. */
+#define ZP_DIVERGED_LOSS 1e30
+
+int zp_train_curve_due(const zp_config *cfg, int rank, int64_t step)
+{
+    return rank == 0 && cfg->eval_every_steps > 0 && step % cfg->eval_every_steps == 0;
+}
+
+static void log_eval(const zp_trainer *t, const char *what, const zp_eval *e)
+{
+    if (t->ops->reports_auc)
+        zp_info("%s: test AUC %.4f, logloss %.4f, accuracy %.4f (%d examples)", what, e->auc,
+                e->loss, e->accuracy, e->examples);
+    else if (isnan(e->accuracy))
+        zp_info("%s: loss %.6g, |x - x*| %.4g, relative %.4g", what, e->loss, e->distance,
+                e->rel_distance);
+    else
+        zp_info("%s: test accuracy %.4f, test loss %.4f", what, e->accuracy, e->loss);
+}
+
+/* bsp recovery: a shard restarted from a snapshot (or rolled back). Go
+ * back to the cut with every shard (zeps_rollback) and return the clock to
+ * redo from. Retried when another worker's rollback overtakes this one. */
+static int recover(zp_trainer *t, int64_t *clock)
+{
+    zp_step_wait_all(t); /* failed already; release the handles */
+    int rc = ZEPS_ERESTARTED;
+    for (int tries = 0; tries < 20 && rc == ZEPS_ERESTARTED && !stop_requested; tries++) {
+        int64_t cut = zeps_resume_clock(t->client);
+        rc = zeps_rollback(t->client, cut);
+        if (rc == 0) {
+            zp_warn("a shard restarted: resuming from clock %lld (snapshot cut)", (long long)cut);
+            *clock = cut;
+        }
+    }
+    if (rc != 0 && rc != ZEPS_ERESTARTED)
+        zp_error("recovery failed: %s", zeps_last_error(t->client));
+    return rc;
+}
+
+/* Rank 0, with eval_every_steps: a curve point of what step c pulled. */
+static int curve_point(zp_trainer *t, zp_train_result *res, int64_t c, double t_s)
+{
+    zp_eval ev;
+    int rc = zp_step_evaluate(t, c, ZP_EVAL_PULLED, &ev);
+    if (rc)
+        return rc;
+    zp_curve_add(&res->curve, c, zeps_pulled_version(t->client, t->ids[0], 0), &ev);
+    zeps_client_stats cs;
+    zeps_client_get_stats(t->client, &cs);
+    zp_curve_point *pt = &res->curve.points[res->curve.n - 1];
+    pt->bytes_out = cs.bytes_out;
+    pt->bytes_in = cs.bytes_in;
+    pt->t_s = t_s;
+    return 0;
+}
+
+/* The end of epoch `epoch` at clock c: log it and (rank 0, every
+ * eval_every epochs but the last) evaluate, with step c's pulls in flight. */
+static int end_epoch(zp_trainer *t, zp_train_result *res, int epoch, int64_t c, double loss,
+                     double examples_per_s)
+{
+    const zp_config *cfg = t->cfg;
+    zp_info("epoch %d/%d: train loss %.4f, %.0f examples/s, communication %.1f%%", epoch,
+            cfg->epochs, loss, examples_per_s,
+            100.0 * res->comm_s / (res->comm_s + res->compute_s + 1e-12));
+    if (t->rank != 0 || epoch % cfg->eval_every != 0 || epoch >= cfg->epochs)
+        return 0;
+    zp_eval ev;
+    double e0 = zp_now_s();
+    int rc = zp_step_evaluate(t, c, ZP_EVAL_IN_FLIGHT, &ev);
+    res->eval_s += zp_now_s() - e0;
+    if (rc == 0) {
+        char what[64];
+        snprintf(what, sizeof(what), "epoch %d/%d", epoch, cfg->epochs);
+        log_eval(t, what, &ev);
+    }
+    return rc;
+}
+
+/* Step c once its pulls arrived (at time b; training started at t_start):
+ * curve point, gradient, delay, pushes. Returns 0, a
+ * zeps_err, ZEPS_EDIVERGED or ZEPS_ECLOSED (stopped). */
+static int one_step(zp_trainer *t, zp_train_result *res, int64_t c, int64_t total, double t_start,
+                    double b, double *loss)
+{
+    double compute_start = b;
+    if (zp_train_curve_due(t->cfg, t->rank, c)) {
+        int rc = curve_point(t, res, c, b - t_start);
+        if (rc)
+            return rc;
+        double now = zp_now_s();
+        res->eval_s += now - b;
+        compute_start = now;
+    }
+    if (stop_requested) {
+        zp_warn("stopped by a signal at step %lld", (long long)c);
+        res->stopped = 1;
+        return ZEPS_ECLOSED;
+    }
+    size_t examples;
+    *loss = zp_step_grad(t, c, &examples);
+    if (!isfinite(*loss) || *loss > ZP_DIVERGED_LOSS) {
+        /* stop before pushing what would be Inf or NaN: the servers would
+         * refuse it, and a study wants a clean "diverged" outcome */
+        zp_error("diverged at step %lld: loss %g", (long long)c, *loss);
+        res->diverged = 1;
+        res->diverged_step = c;
+        return ZEPS_EDIVERGED;
+    }
+    zp_train_inject_delay(t->cfg, t->rank, c);
+    double d = zp_now_s();
+    int rc = zp_step_push(t, c, c + 1 < total);
+    res->comm_s += zp_now_s() - d;
+    res->compute_s += d - compute_start;
+    res->iterations++;
+    res->examples += (int64_t)examples;
+    return rc;
+}
+
+/* Steps [start, total). Under bsp a step that fails with ERESTARTED sends
+ * the loop back to the cut every shard rolled back to: the steps after it
+ * are redone, on the same data (a model's minibatch is a function of the
+ * step), so the result is the one an undisturbed run would give. */
+static int train_loop(zp_trainer *t, zp_train_result *res, int64_t start)
+{
+    int spe = t->ops->steps_per_epoch(t->model);
+    int64_t total = (int64_t)spe * t->cfg->epochs;
+    double t_start = zp_now_s(), epoch_start = t_start, loss_sum = 0, epoch_examples = 0;
+    int rc = zp_step_start(t, start);
+    for (int64_t c = start; c < total;) {
+        if (rc == ZEPS_ERESTARTED) {
+            rc = recover(t, &c);
+            if (rc == 0)
+                rc = zp_step_start(t, c);
+            loss_sum = epoch_examples = 0;
+            epoch_start = zp_now_s();
+            continue;
+        }
+        if (rc != 0)
+            break;
+        double a = zp_now_s();
+        rc = zp_step_wait(t, c);
+        double b = zp_now_s(), loss = 0;
+        res->comm_s += b - a;
+        if (rc)
+            continue;
+        int64_t ex0 = res->examples;
+        rc = one_step(t, res, c, total, t_start, b, &loss);
+        if (rc == ZEPS_EDIVERGED || rc == ZEPS_ECLOSED)
+            break;
+        if (rc != 0)
+            continue;
+        loss_sum += loss;
+        epoch_examples += (double)(res->examples - ex0);
+        if (++c % spe != 0)
+            continue;
+        double now = zp_now_s();
+        rc = end_epoch(t, res, (int)(c / spe), c, loss_sum / spe,
+                       epoch_examples / (now - epoch_start));
+        loss_sum = epoch_examples = 0;
+        epoch_start = zp_now_s();
+    }
+    zp_step_wait_all(t);
+    res->wall_s += zp_now_s() - t_start;
+    return rc;
+}
+
+/* Steps until the end, then the final barrier; a shard restarted while
+ * others were still training sends everyone back to the cut again. */
+static int train_all(zp_trainer *t, zp_train_result *res, int64_t start, int rejoined)
+{
+    const zp_config *cfg = t->cfg;
+    int spe = t->ops->steps_per_epoch(t->model);
+    int64_t total = (int64_t)spe * cfg->epochs;
+    zp_info("training %s: %d epochs of %d steps, %d tables, %s%s", cfg->model, cfg->epochs, spe,
+            t->ntables, zp_consistency_name(cfg->consistency), rejoined ? " (rejoining)" : "");
+    if (start > 0)
+        zp_warn("resuming at clock %lld of %lld (recorded by the shards)", (long long)start,
+                (long long)total);
+    zp_train_log_delay(cfg, t->rank);
+    int rc;
+    for (;;) {
+        rc = train_loop(t, res, start);
+        /* Everyone finished pushing: rank 0 evaluates the final parameters. */
+        if (rc == 0)
+            rc = zeps_barrier(t->client);
+        if (rc == ZEPS_ERESTARTED && recover(t, &start) == 0)
+            continue;
+        break;
+    }
+    if (rc == ZEPS_ECLOSED)
+        res->stopped = 1; /* interrupted in a wait or between steps */
+    if (rc != 0 && rc != ZEPS_EDIVERGED && rc != ZEPS_ECLOSED)
+        zp_error("training stopped: %s", zeps_last_error(t->client));
+    if (rc == 0 && t->rank == 0) {
+        double e0 = zp_now_s();
+        rc = zp_step_evaluate(t, total, ZP_EVAL_PULL, &res->final);
+        res->eval_s += zp_now_s() - e0;
+        if (rc == 0) {
+            res->evaluated = 1;
+            log_eval(t, "final", &res->final);
+        }
+    }
+    return rc;
+}
+
+int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
+{
+    zp_trainer t = {.cfg = cfg, .rank = rank};
+    zp_train_result res = {.rank = rank, .epochs = cfg->epochs};
+    char err[1536] = "";
+    t.ops = zp_model_find(cfg->model);
+    if (!t.ops) {
+        zp_error("unknown model '%s' (known: %s)", cfg->model, zp_model_names());
+        *out = res;
+        return ZEPS_ECONFIG;
+    }
+    res.has_auc = t.ops->reports_auc;
+    int rc = t.ops->create(&t.model, cfg, rank, cfg->num_workers, err, sizeof(err));
+    if (rc != 0) {
+        zp_error("model %s: %s", cfg->model, err);
+        *out = res;
+        return rc;
+    }
+    rc = zeps_client_new(&t.client, cfg->path, (uint32_t)rank);
+    if (rc == 0)
+        zeps_client_set_interrupt(t.client, (volatile int *)&stop_requested);
+    if (rc == 0)
+        rc = zp_step_declare(&t);
+    /* A worker replacing one that died (or a job restored from a snapshot)
+     * resumes at the clock the shards recorded for its rank; the others are
+     * past the start-up barrier, so it does not wait there. */
+    int64_t start = rc == 0 ? zeps_resume_clock(t.client) : 0;
+    int rejoined = rc == 0 && zeps_rejoined(t.client);
+    if (rc == 0 && !rejoined)
+        rc = zeps_barrier(t.client);
+    if (rc == 0)
+        rc = train_all(&t, &res, start, rejoined);
+    if (t.client)
+        zeps_client_get_stats(t.client, &res.comm);
+    if (res.comm.restarts)
+        zp_info("recovered from %llu ERESTARTED answer(s)", (unsigned long long)res.comm.restarts);
+    zp_step_wait_all(&t);
+    zeps_client_destroy(&t.client);
+    zp_step_fini(&t);
+    t.ops->destroy(&t.model);
+    *out = res;
+    return rc;
+}

@@ -13,6 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -61,6 +62,8 @@ static void child_setup(const zp_spawn_opts *o, pid_t parent)
     signal(SIGPIPE, SIG_DFL);
     if (o->sigmask)
         sigprocmask(SIG_SETMASK, o->sigmask, NULL);
+    for (char *const *e = o->env; e && *e; e++)
+        putenv(*e); /* the child's own copy of the environment: nothing to free */
 }
 
 static const zp_spawn_opts defaults = {.log_fd = -1};

@@ -24,6 +24,8 @@ typedef struct zp_spawn_opts {
     int flags;               /* ZP_SPAWN_* */
     int deathsig;            /* sent to the child when the parent dies (0: none) */
     const sigset_t *sigmask; /* the signal mask the child starts with (NULL: the parent's) */
+    char *const *env;        /* "NAME=value" strings set in the child before exec, after
+                                the parent's environment (NULL: none) */
 } zp_spawn_opts;
 
 /* Start argv[0] with argv as described by o (NULL: defaults, as

@@ -59,6 +59,11 @@ static void usage(FILE *f)
             "  --json PATH          summary JSON (default: <dir>/summary.json)\n"
             "  --timeout SECONDS    stop everything and fail after this (default %.0f;\n"
             "                       0: none)\n"
+            "  --exec CMD           run `sh -c CMD` as each worker instead of zeps-worker\n"
+            "                       (a Python training script, say), with $ZEPS_RANK,\n"
+            "                       $ZEPS_CONFIG (the cluster file) and $ZEPS_RESULT_DIR\n"
+            "                       (where worker-<rank>.json goes) set, and the build\n"
+            "                       tree's Python package on $PYTHONPATH when there is one\n"
             "  -q, --quiet          do not echo rank 0's output\n\n"
             "Exit status: 0 trained and stopped cleanly; 1 a process failed, the run\n"
             "timed out or a result is missing; 2 bad options or cluster file; 128+N\n"
@@ -87,6 +92,7 @@ static const struct option long_opts[] = {
     {"json", required_argument, NULL, 'j'},
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"quiet", no_argument, NULL, 'q'},
+    {"exec", required_argument, NULL, 'x'},
     {"help", no_argument, NULL, 'h'},
     /* overrides[], in order */
     {"servers", required_argument, NULL, OPT_OVERRIDE + 0},
@@ -122,6 +128,9 @@ static bool apply_opt(local_opts *o, int c, const char *arg)
         return true;
     case 'q':
         o->quiet = true;
+        return true;
+    case 'x':
+        o->exec = arg;
         return true;
     case OPT_TIMEOUT:
         o->timeout_s = strtod(arg, NULL);
@@ -214,12 +223,19 @@ static bool spawn(local_run *r, kid *k, const char *bin, const char *flag, bool 
     pid_t pid = -1;
     if (logfd >= 0 && (!echo || pipe2(pfd, O_CLOEXEC) == 0)) {
         char *argv[] = {(char *)bin, "--config", r->conf, (char *)flag, idx, NULL};
+        bool user = r->o.exec != NULL && strcmp(k->role, "worker") == 0;
+        char *shell[] = {"/bin/sh", "-c", (char *)r->o.exec, NULL};
+        char rank[32];
+        snprintf(rank, sizeof(rank), "ZEPS_RANK=%d", k->index);
+        char *env[] = {rank, r->env_config, r->env_result, r->env_python[0] ? r->env_python : NULL,
+                       NULL};
         /* its own group: a terminal's Ctrl-C reaches zepsctl only */
         zp_spawn_opts so = {.log_fd = echo ? pfd[1] : logfd,
                             .flags = ZP_SPAWN_GROUP | ZP_SPAWN_NULLIN,
                             .deathsig = SIGTERM,
-                            .sigmask = &r->oldmask};
-        pid = zp_spawn_start(argv, &so);
+                            .sigmask = &r->oldmask,
+                            .env = user ? env : NULL};
+        pid = zp_spawn_start(user ? shell : argv, &so);
     }
     if (pid < 0) {
         fprintf(stderr, "zepsctl local: cannot start %s %d: %s\n", k->role, k->index,
@@ -525,6 +541,8 @@ static int prepare(local_run *r)
              r->o.json ? "" : "/summary.json");
     /* Several BLAS thread pools on a few cores fight the event loops. */
     setenv("OPENBLAS_NUM_THREADS", "1", 0);
+    if (r->o.exec)
+        zp_local_exec_env(r);
     return -1;
 }
 

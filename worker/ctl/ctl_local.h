@@ -31,6 +31,7 @@ typedef struct local_opts {
     const char *json;            /* --json PATH; NULL: <dir>/summary.json */
     double timeout_s;            /* --timeout; 0: none */
     bool quiet;                  /* -q: rank 0's output only goes to its log */
+    const char *exec;            /* --exec CMD: run `sh -c CMD` as each worker; NULL: zeps-worker */
     const char *ov[N_OVERRIDES]; /* override values as given; NULL: not given */
     int noverrides;
 } local_opts;
@@ -52,6 +53,8 @@ typedef struct local_run {
     char dir[ZP_PATH_MAX]; /* absolute; it becomes training.result_dir */
     char conf[PATH_MAX], json[PATH_MAX];
     char server_bin[PATH_MAX], worker_bin[PATH_MAX];
+    /* --exec: the environment of user workers (ctl_local_conf.c) */
+    char env_config[PATH_MAX + 16], env_result[ZP_PATH_MAX + 32], env_python[2 * PATH_MAX + 16];
     kid *kids; /* servers [0, nservers), then workers by rank */
     int nkids, nservers;
     int sigfd;
@@ -78,6 +81,11 @@ bool zp_local_load_conf(local_run *r, const char *path);
 /* Write r->conf from the default or --config, with result_dir = r->dir,
  * and load it. Returns -1 on success, else zepsctl's exit status. */
 int zp_local_make_conf(local_run *r);
+
+/* --exec: fill r's env_* strings: the cluster file, the run directory and,
+ * when the build tree holds the Python package beside zepsctl's folder
+ * (bin/../python/zeps), PYTHONPATH with it first. */
+void zp_local_exec_env(local_run *r);
 
 /* Read every worker's result file, print the summary and write the
  * summary JSON (r->json). t_end: when the workers were done; clean: every

@@ -52,6 +52,21 @@ bool zp_local_find_bin(const char *name, char *out, size_t len)
     return false;
 }
 
+void zp_local_exec_env(local_run *r)
+{
+    char dir[PATH_MAX], pkg[PATH_MAX + 32], py[PATH_MAX];
+    snprintf(r->env_config, sizeof(r->env_config), "ZEPS_CONFIG=%s", r->conf);
+    snprintf(r->env_result, sizeof(r->env_result), "ZEPS_RESULT_DIR=%s", r->dir);
+    r->env_python[0] = '\0';
+    zp_ctl_bindir(dir, sizeof(dir));
+    snprintf(pkg, sizeof(pkg), "%s/../python/zeps/__init__.py", dir);
+    if (!dir[0] || access(pkg, R_OK) != 0 || !realpath(strcat(dir, "/../python"), py))
+        return; /* an installed zepsctl: the package is where python3 looks */
+    const char *old = getenv("PYTHONPATH");
+    snprintf(r->env_python, sizeof(r->env_python), "PYTHONPATH=%s%s%s", py,
+             old && *old ? ":" : "", old && *old ? old : "");
+}
+
 /* Create the run directory (--dir, or a new one under $TMPDIR or /tmp) and
  * store its absolute path in r->dir. */
 bool zp_local_make_run_dir(local_run *r)

@@ -148,7 +148,9 @@ static bool write_json(const local_run *r, const double *s, const result *res, b
     json_str(f, "run_dir", r->dir, ",\n  ");
     json_str(f, "cluster_file", r->conf, ",\n  ");
     fprintf(f, "\"servers\": %d,\n  \"workers\": %d,\n  ", c->num_shards, c->num_workers);
-    json_str(f, "model", c->model, ",\n  ");
+    json_str(f, "model", r->o.exec ? "exec" : c->model, ",\n  ");
+    if (r->o.exec)
+        json_str(f, "exec", r->o.exec, ",\n  ");
     json_str(f, "consistency", zp_consistency_name(c->consistency), ",\n  ");
     for (int i = 0; i < S_COUNT; i++)
         json_num(f, sum_fields[i].key, s[i], ",\n  ");
@@ -175,13 +177,19 @@ static void print_summary(const local_run *r, const double *s, bool json_ok)
 {
     const zp_config *c = r->cfg;
     bool quadratic = strcmp(c->model, "quadratic") == 0;
-    printf("zeps local cluster: %d servers, %d workers, model %s, consistency %s\n", c->num_shards,
-           c->num_workers, c->model, zp_consistency_name(c->consistency));
+    if (r->o.exec)
+        printf("zeps local cluster: %d servers, %d workers running '%s', consistency %s\n",
+               c->num_shards, c->num_workers, r->o.exec, zp_consistency_name(c->consistency));
+    else
+        printf("zeps local cluster: %d servers, %d workers, model %s, consistency %s\n",
+               c->num_shards, c->num_workers, c->model, zp_consistency_name(c->consistency));
     for (int i = 0; i < S_COUNT; i++) {
         const struct sum_field *sf = &sum_fields[i];
-        if (!sf->label || (quadratic ? i == S_ACC || i == S_LOSS : i == S_RELDIST || i == S_DIST))
+        if (!sf->label)
             continue;
-        if (i == S_AUC && strcmp(c->model, "ctr") != 0)
+        if (r->o.exec ? !isfinite(s[i]) /* a program reports what it has */
+                      : (quadratic ? i == S_ACC || i == S_LOSS : i == S_RELDIST || i == S_DIST) ||
+                            (i == S_AUC && strcmp(c->model, "ctr") != 0))
             continue; /* only the ctr model reports an AUC */
         printf("  %-21s ", sf->label);
         if (isfinite(s[i]))

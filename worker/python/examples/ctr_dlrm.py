@@ -125,9 +125,10 @@ def main():
             clock += 1
             n += min(a.batch, len(y) - s)
     wall = time.monotonic() - t0
-    result = {"rank": rank, "epochs": a.epochs, "iterations": clock, "examples": n,
+    result = {"rank": rank, "stopped": False, "epochs": a.epochs, "iterations": clock, "examples": n,
               "wall_s": wall, "examples_per_s": n / wall,
-              "comm_s": client.stats()["wait_s"] - comm0}
+              "comm_s": client.stats()["wait_s"] - comm0,
+              "compute_s": wall - (client.stats()["wait_s"] - comm0)}
     client.barrier()
     if rank == 0:
         yt, dt, it = parse(os.path.join(a.data, "test.txt"))

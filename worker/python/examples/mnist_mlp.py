@@ -95,8 +95,9 @@ def main():
     wall = time.monotonic() - t0
     client.barrier()
     ps.pull(clock)
-    result = {"rank": rank, "epochs": a.epochs, "iterations": clock, "wall_s": wall,
+    result = {"rank": rank, "stopped": False, "epochs": a.epochs, "iterations": clock, "wall_s": wall,
               "comm_s": client.stats()["wait_s"] - comm0,
+              "compute_s": wall - (client.stats()["wait_s"] - comm0),
               "examples": steps * a.batch * a.epochs,
               "examples_per_s": steps * a.batch * a.epochs / wall}
     if rank == 0:

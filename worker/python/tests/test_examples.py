@@ -56,3 +56,25 @@ def test_staleness_sweep():
     rows = [l.split() for l in out.stdout.splitlines()[1:]]
     assert [r[0] for r in rows] == ["bsp", "ssp:2", "async"]
     assert all(float(r[1]) < 0.05 for r in rows), out.stdout  # every setting converges
+
+
+@pytest.mark.skipif(not os.path.isdir("/usr/share/datasets/fashion-mnist"),
+                    reason="dataset-fashion-mnist not installed")
+def test_zepsctl_local_exec(tmp_path):
+    """zepsctl local --exec runs the program as every worker of its local
+    cluster, with the build tree's package on PYTHONPATH, and sums up the
+    results the workers wrote."""
+    env = dict(os.environ)
+    env.pop("PYTHONPATH", None)  # zepsctl must find the package itself
+    cmd = (f"{sys.executable} {os.path.join(EXAMPLES, 'mnist_mlp.py')} "
+           f"--epochs 1 --examples 8000")
+    out = subprocess.run([bin_path("zepsctl"), "local", "--servers", "2", "--workers", "2",
+                          "--dir", str(tmp_path / "run"), "--exec", cmd], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "running '" in out.stdout
+    with open(tmp_path / "run" / "summary.json") as f:
+        s = json.load(f)
+    assert s["outcome"] == "done" and s["model"] == "exec" and s["exec"] == cmd
+    assert s["final_accuracy"] > 0.7
+    assert all(w["result_ok"] and w["exit_status"] == 0 for w in s["worker_results"])

@@ -1,11 +1,16 @@
 /*
- * persist.h - snapshots of a running shard (a forked writer, so serving
- * never pauses) and restore at start-up. The file format is snapshot.h's;
- * the design is in docs/snapshots.md.
+ * persist.h - snapshots of a running shard (persist.c: a forked writer, so
+ * serving never pauses) and putting them back (restore.c: at start-up, and
+ * bsp rollback). The file format is common/snapshot's; the design is in
+ * docs/snapshots.md. Whether snapshots are consistent cuts and whether a
+ * rollback is possible is the policy's (ZP_CAP_CUTS, ZP_CAP_ROLLBACK and
+ * its cut hook); nothing here compares the mode.
  */
 #ifndef ZP_PERSIST_H
 #define ZP_PERSIST_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -42,7 +47,7 @@ typedef struct zp_persist {
     uint64_t auto_last;       /* other modes: the last auto set id (wall-clock seconds) */
 } zp_persist;
 
-/* Restore the newest restorable set of snapshot_dir for this shard (before
+/* (restore.c) Restore the newest restorable set of snapshot_dir for this shard (before
  * serving). Sets skipped (a corrupt file, another shard count) are logged
  * with the reason. Returns 0 (restored, or nothing to restore) or a
  * zeps_err with a message: sets exist but none can be read. */
@@ -62,16 +67,22 @@ int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *wh
  * a message goes to err. */
 int zp_persist_request(zp_server *s, int64_t clock, uint64_t setid, char *err, size_t errlen);
 
-/* bsp recovery: put this shard back to the cut `clock` of set `setid` from
- * its own file of that set (docs/faults.md). Every worker but `requester`
- * must say HELLO again; parked pulls are answered ERESTARTED. A shard
- * already at that cut does nothing. Returns 0 or a zeps_err with a
- * message (ECLOCK: the shard is behind the cut; EDATA: no such file). */
+/* bsp recovery (restore.c): put this shard back to the cut `clock` of set
+ * `setid` from its own file of that set (docs/faults.md). Every worker but
+ * `requester` must say HELLO again. A shard already at that cut does
+ * nothing. Returns 0 with *rolled_back telling whether the state changed
+ * (the caller then answers what waited with ERESTARTED), or a zeps_err
+ * with a message (ESTATE: the mode has no rollback; ECLOCK: the shard is
+ * behind the cut; EDATA: no such file). */
 int zp_persist_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
-                        char *err, size_t errlen);
+                        bool *rolled_back, char *err, size_t errlen);
 
-/* A bsp round closed: snapshot if it completes a cut every K clocks. */
+/* A round closed (the op layer calls it when a policy says so): snapshot
+ * if it completes a cut every K clocks, on request or auto. */
 void zp_persist_on_round(zp_server *s);
+
+/* Reap finished writers (with `block`, wait for every running one). */
+void zp_persist_reap(zp_server *s, int block);
 
 /* Timer: reap a finished writer (logging how long it took); start the
  * every-seconds snapshot when its period begins. */

@@ -1,7 +1,9 @@
 /*
  * workers.h - what a shard knows about each worker rank: its incarnation,
  * clock, which request sequence numbers it has already seen (so a retried
- * request is never applied twice), liveness and counters.
+ * request is never applied twice), liveness and counters; and what follows
+ * from all of them: the live count, the bsp quorum, the slowest and fastest
+ * clocks, and which workers have gone silent (lost).
  */
 #ifndef ZP_WORKERS_H
 #define ZP_WORKERS_H
@@ -11,7 +13,7 @@
 
 #include <zmq.h>
 
-#include "stats.h"
+#include "hist.h"
 
 /* Sequence numbers are tracked in a window: the largest seen plus a bitmap of
  * the ZP_SEQ_WINDOW below it. The client keeps fewer requests than that in
@@ -45,6 +47,8 @@ typedef struct zp_worker {
 typedef struct zp_workers {
     int n;
     zp_worker *w;
+    int64_t min_clock; /* slowest live worker's clock (never-joined count as 0) */
+    int64_t max_clock; /* most advanced worker's clock (never decreases) */
 } zp_workers;
 
 void zp_workers_init(zp_workers *ws, int n);
@@ -63,5 +67,22 @@ bool zp_worker_seen(const zp_worker *w, uint64_t seq);
 
 /* Record `seq` as handled. */
 void zp_worker_record(zp_worker *w, uint64_t seq);
+
+/* Workers counted as live: all but those that said BYE (with `left`) or
+ * were declared lost under on_lost_worker = continue. */
+int zp_workers_live(const zp_workers *ws, bool lost_continue);
+
+/* Pushes a bsp round needs before it closes: the workers not lost (under
+ * on_lost_worker = continue) minus `backup`, at least 1. */
+int zp_workers_quorum(const zp_workers *ws, bool lost_continue, int backup);
+
+/* Recompute min_clock/max_clock over live workers (not left, not lost under
+ * on_lost_worker = continue; a worker that has not joined counts with clock
+ * 0). */
+void zp_workers_update_bounds(zp_workers *ws, bool lost_continue);
+
+/* Declare joined workers silent for `timeout` s as of `now` lost (logged,
+ * counted in lost_count). Returns how many were newly declared. */
+int zp_workers_check_lost(zp_workers *ws, double timeout, bool lost_continue, double now);
 
 #endif

@@ -17,6 +17,7 @@
  * bound, and ROUTER_MANDATORY makes a reply to a vanished peer fail at once
  * instead of vanishing silently.
  */
+#include "restore.h"
 #include "server.h"
 
 #include "dispatch.h"
@@ -317,7 +318,7 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
     int rc = zp_server_new_core(&s, cfg, shard, (zp_reply_sink){0}, err, errlen);
     if (rc != 0)
         return rc;
-    rc = zp_persist_restore(s, err, errlen);
+    rc = zp_restore_newest(s, err, errlen);
     if (rc == 0)
         rc = setup_socket(s, err, errlen);
     if (rc == 0) {

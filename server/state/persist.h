@@ -1,7 +1,6 @@
 /*
  * persist.h - snapshots of a running shard (persist.c: a forked writer, so
- * serving never pauses) and putting them back (restore.c: at start-up, and
- * bsp rollback). The file format is common/snapshot's; the design is in
+ * serving never pauses; restore.h puts them back). The file format is common/snapshot's; the design is in
  * docs/snapshots.md. Whether snapshots are consistent cuts and whether a
  * rollback is possible is the policy's (ZP_CAP_CUTS, ZP_CAP_ROLLBACK and
  * its cut hook); nothing here compares the mode.
@@ -47,12 +46,6 @@ typedef struct zp_persist {
     uint64_t auto_last;       /* other modes: the last auto set id (wall-clock seconds) */
 } zp_persist;
 
-/* (restore.c) Restore the newest restorable set of snapshot_dir for this shard (before
- * serving). Sets skipped (a corrupt file, another shard count) are logged
- * with the reason. Returns 0 (restored, or nothing to restore) or a
- * zeps_err with a message: sets exist but none can be read. */
-int zp_persist_restore(zp_server *s, char *err, size_t errlen);
-
 /* Start writing a snapshot of the current state as set `setid` (cut
  * `clock`, -1 for a point in time) in a forked child. Up to
  * ZP_PERSIST_WRITERS run at once; with all busy it first waits for the
@@ -66,16 +59,6 @@ int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *wh
  * (snapshots off), or ZEPS_ECLOCK when the shard is already past `clock`;
  * a message goes to err. */
 int zp_persist_request(zp_server *s, int64_t clock, uint64_t setid, char *err, size_t errlen);
-
-/* bsp recovery (restore.c): put this shard back to the cut `clock` of set
- * `setid` from its own file of that set (docs/faults.md). Every worker but
- * `requester` must say HELLO again. A shard already at that cut does
- * nothing. Returns 0 with *rolled_back telling whether the state changed
- * (the caller then answers what waited with ERESTARTED), or a zeps_err
- * with a message (ESTATE: the mode has no rollback; ECLOCK: the shard is
- * behind the cut; EDATA: no such file). */
-int zp_persist_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
-                        bool *rolled_back, char *err, size_t errlen);
 
 /* A round closed (the op layer calls it when a policy says so): snapshot
  * if it completes a cut every K clocks, on request or auto. */

@@ -5,7 +5,7 @@
  * of the record (table/). A rollback says whether it changed anything;
  * answering what waited on the old state is the op layer's (op/admin.c).
  */
-#include "persist.h"
+#include "restore.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -56,7 +56,7 @@ static void restore_workers(zp_server *s, const zp_snapshot *snap)
     }
 }
 
-int zp_persist_restore(zp_server *s, char *err, size_t errlen)
+int zp_restore_newest(zp_server *s, char *err, size_t errlen)
 {
     const char *dir = s->cfg.snapshot_dir;
     s->persist.requested_cut = -1;
@@ -173,7 +173,7 @@ static void rollback_workers(zp_server *s, const zp_snapshot *snap, uint32_t req
     }
 }
 
-int zp_persist_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
+int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
                         bool *rolled_back, char *err, size_t errlen)
 {
     *rolled_back = false;

@@ -7,7 +7,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "table.h"
+#include "buf.h"
 #include "util.h"
 
 void zp_dc_remember(zp_dc *dc, int nworkers, uint32_t rank, zp_buf *b)

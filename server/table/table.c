@@ -20,22 +20,10 @@
  * machine; the bound keeps size arithmetic far from overflow. */
 #define ZP_TABLE_MAX_LENGTH (1ull << 36)
 
-void zp_buf_release(void *data, void *hint)
-{
-    zp_buf *b = hint;
-    (void)data;
-    if (atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) == 1)
-        free(b);
-}
-
+/* The slice's buffers (own_params below copies on write with it). */
 static zp_buf *buf_new(size_t n)
 {
-    zp_buf *b = malloc(sizeof(*b) + n * sizeof(float));
-    if (!b)
-        return NULL;
-    atomic_init(&b->refs, 1);
-    b->n = n;
-    return b;
+    return zp_buf_new(n);
 }
 
 static int valid_name(const char *name)

@@ -34,6 +34,7 @@
 
 #include <zmq.h>
 
+#include "buf.h"
 #include "codec.h"
 #include "cpull.h"
 #include "dc.h"
@@ -45,16 +46,6 @@
 #include "snapshot.h"
 #include "util.h"
 #include "zeps.pb-c.h"
-
-typedef struct zp_buf {
-    atomic_int refs;
-    size_t n;      /* floats */
-    float data[];  /* 64-byte aligned start not required: f32 needs 4 */
-} zp_buf;
-
-/* Drop one reference; frees the buffer at zero. Callable from any thread
- * (ZeroMQ calls it from its I/O thread); signature fits zmq_free_fn. */
-void zp_buf_release(void *data, void *hint);
 
 enum { ZP_TABLE_DENSE = 0, ZP_TABLE_SPARSE = 1 };
 

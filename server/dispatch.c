@@ -14,10 +14,14 @@
 typedef void (*zp_op_handler)(zp_server *s, zp_request *r);
 
 static const zp_op_handler handlers[] = {
-    [ZEPS__OP__HELLO] = zp_hello_on,       [ZEPS__OP__DECLARE] = zp_declare_on,
-    [ZEPS__OP__PULL] = zp_pull_on,         [ZEPS__OP__PUSH] = zp_push_on,
-    [ZEPS__OP__CLOCK] = zp_clock_on_clock, [ZEPS__OP__BARRIER] = zp_clock_on_barrier,
-    [ZEPS__OP__STATS] = zp_stats_on,       [ZEPS__OP__BYE] = zp_admin_on_bye,
+    [ZEPS__OP__HELLO] = zp_hello_on,
+    [ZEPS__OP__DECLARE] = zp_declare_on,
+    [ZEPS__OP__PULL] = zp_pull_on,
+    [ZEPS__OP__PUSH] = zp_push_on,
+    [ZEPS__OP__CLOCK] = zp_clock_on_clock,
+    [ZEPS__OP__BARRIER] = zp_clock_on_barrier,
+    [ZEPS__OP__STATS] = zp_stats_on,
+    [ZEPS__OP__BYE] = zp_admin_on_bye,
     [ZEPS__OP__ROLLBACK] = zp_admin_on_rollback,
     [ZEPS__OP__SNAPSHOT] = zp_admin_on_snapshot,
 };

@@ -92,8 +92,8 @@ void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, 
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }
 
-void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
-                        uint64_t req_id, int64_t cut, uint64_t set)
+void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uint64_t req_id,
+                        int64_t cut, uint64_t set)
 {
     char text[ERRLEN];
     snprintf(text, sizeof(text),

@@ -57,7 +57,7 @@ void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, 
  * (a restart, or a bsp rollback) since the worker last said HELLO. It
  * carries the cut to resume from (docs/faults.md). With req NULL, req_id
  * names the request answered. */
-void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
-                        uint64_t req_id, int64_t cut, uint64_t set);
+void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uint64_t req_id,
+                        int64_t cut, uint64_t set);
 
 #endif

@@ -335,8 +335,8 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
 
 int zp_server_run(zp_server *s)
 {
-    zp_info("shard %d/%d serving on %s: %s, %d workers, incarnation %" PRIx64 ", BLAS %s",
-            s->shard, s->nshards, s->endpoint, s->cons->name, s->nworkers, s->incarnation,
+    zp_info("shard %d/%d serving on %s: %s, %d workers, incarnation %" PRIx64 ", BLAS %s", s->shard,
+            s->nshards, s->endpoint, s->cons->name, s->nworkers, s->incarnation,
             zp_mathenv_blas_core());
     kick(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);

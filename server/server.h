@@ -38,31 +38,31 @@ struct zp_server {
     double start_s;
 
     uv_loop_t loop;
-    uv_poll_t poll;      /* readable edge of ZMQ_FD */
-    uv_idle_t idle;      /* keeps draining while messages remain */
-    uv_check_t check;    /* re-checks ZMQ_EVENTS every loop turn */
-    uv_timer_t tick;     /* housekeeping, and a safety net for lost edges */
+    uv_poll_t poll;   /* readable edge of ZMQ_FD */
+    uv_idle_t idle;   /* keeps draining while messages remain */
+    uv_check_t check; /* re-checks ZMQ_EVENTS every loop turn */
+    uv_timer_t tick;  /* housekeeping, and a safety net for lost edges */
     uv_signal_t sigterm, sigint;
-    uv_signal_t sighup;  /* reloads the CURVE allow-list */
+    uv_signal_t sighup; /* reloads the CURVE allow-list */
     int open_handles;
-    bool has_loop;       /* false for a shard made by zp_server_new_core */
+    bool has_loop; /* false for a shard made by zp_server_new_core */
 
     void *zctx;
     void *sock;
     char endpoint[ZP_ENDPOINT_MAX];
-    zp_zap zap;          /* CURVE allow-list (zap.enabled = CURVE on) */
-    zp_reply_sink sink;  /* where replies go: the socket, or a test's capture */
+    zp_zap zap;         /* CURVE allow-list (zap.enabled = CURVE on) */
+    zp_reply_sink sink; /* where replies go: the socket, or a test's capture */
 
     zp_table **tables;
     uint32_t ntables, cap_tables;
-    zp_workers workers;  /* ranks, clocks (min_clock, max_clock), quorum */
+    zp_workers workers;             /* ranks, clocks (min_clock, max_clock), quorum */
     const zp_consistency_ops *cons; /* the mode: every mode decision goes through it */
 
-    zp_trace *trace;       /* per-update trace, or NULL */
-    zp_persist persist;    /* snapshots */
+    zp_trace *trace;    /* per-update trace, or NULL */
+    zp_persist persist; /* snapshots */
 
     /* recovery (docs/faults.md) */
-    uint64_t epoch;        /* restores + rollbacks: > 0 once state came from a snapshot */
+    uint64_t epoch;         /* restores + rollbacks: > 0 once state came from a snapshot */
     int64_t restored_clock; /* clock of the set restored or rolled back to, -1 = none */
     uint64_t restored_set;
     uint64_t rollbacks, lost_total;

@@ -43,8 +43,8 @@ void zp_declare_on(zp_server *s, zp_request *r)
         return;
     }
     zp_table *t;
-    int rc = zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err,
-                          sizeof(err));
+    int rc =
+        zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;

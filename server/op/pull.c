@@ -64,8 +64,8 @@ static void send_compressed(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep
 /* Answer a pull by `rank` at `clock` of [offset, offset + count) from t
  * now; it waited `wait_us` parked. cp NULL or cp->codec NULL: plain. */
 static void send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
-                      uint32_t rank, int64_t clock, uint64_t offset, uint64_t count,
-                      double wait_us, const zp_cpull_req *cp)
+                      uint32_t rank, int64_t clock, uint64_t offset, uint64_t count, double wait_us,
+                      const zp_cpull_req *cp)
 {
     zp_record_pull(s, t, rank, clock, wait_us);
     Zeps__Header rep;
@@ -194,8 +194,8 @@ void zp_pull_on(zp_server *s, zp_request *r)
     if (!t || zp_request_range(s, r, t) != 0)
         return;
     if (r->npayload) {
-        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "PULL carries %d payload frame(s); it takes none",
-                       r->npayload);
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
+                       "PULL carries %d payload frame(s); it takes none", r->npayload);
         return;
     }
     zp_cpull_req cp = {0};

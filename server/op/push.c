@@ -97,8 +97,8 @@ static int decode_in_place(zp_server *s, zp_request *r, zp_table *t, zp_push *p)
         return -1;
     const void *buf = zmq_msg_data(r->payload);
     size_t len = zmq_msg_size(r->payload);
-    if ((codec->id == ZP_CODEC_TOPK || codec->id == ZP_CODEC_RANDK) &&
-        !s->cons->needs_values(s) && zp_table_sparse_ok(t)) {
+    if ((codec->id == ZP_CODEC_TOPK || codec->id == ZP_CODEC_RANDK) && !s->cons->needs_values(s) &&
+        zp_table_sparse_ok(t)) {
         p->sparse_codec = codec;
         p->sparse_buf = buf;
         p->sparse_len = len;
@@ -128,7 +128,8 @@ static int checked_values(zp_server *s, zp_request *r, zp_table *t, zp_push *p)
     size_t bytes = zmq_msg_size(r->payload);
     if (!in_place && bytes != h->count * sizeof(float)) {
         zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
-                       "PUSH of %" PRIu64 " elements to table '%s' carries %zu bytes, expected %" PRIu64,
+                       "PUSH of %" PRIu64
+                       " elements to table '%s' carries %zu bytes, expected %" PRIu64,
                        h->count, t->name, bytes, h->count * (uint64_t)sizeof(float));
         return -1;
     }

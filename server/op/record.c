@@ -32,9 +32,16 @@ void zp_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace_kind k
             w->late++;
     }
     if (s->trace) {
-        zp_trace_row row = {.kind = kind, .worker = p->rank, .table = t->id, .clock = p->clock,
-                            .version_read = p->data_version, .version_applied = version_applied,
-                            .tau = tau, .clock_gap = gap, .weight = weight, .applied = applied};
+        zp_trace_row row = {.kind = kind,
+                            .worker = p->rank,
+                            .table = t->id,
+                            .clock = p->clock,
+                            .version_read = p->data_version,
+                            .version_applied = version_applied,
+                            .tau = tau,
+                            .clock_gap = gap,
+                            .weight = weight,
+                            .applied = applied};
         zp_trace_write(s->trace, &row);
     }
 }
@@ -43,8 +50,10 @@ void zp_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace_kind k
 static void record_round(zp_server *s, zp_table *t, const zp_push_result *res)
 {
     for (int i = 0; i < res->nheld; i++) {
-        zp_push p = {.rank = res->held_rank[i], .clock = res->round,
-                     .data_version = res->held_version[i], .count = t->n};
+        zp_push p = {.rank = res->held_rank[i],
+                     .clock = res->round,
+                     .data_version = res->held_version[i],
+                     .count = t->n};
         zp_record_push(s, t, &p, ZP_TRACE_PUSH, res->version_applied, 1.0, 1);
     }
 }
@@ -73,10 +82,14 @@ void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, dou
 {
     zp_hist_add_log2(&t->stats.pull_wait_us, (uint64_t)wait_us);
     if (s->trace) {
-        zp_trace_row row = {.kind = ZP_TRACE_PULL, .worker = rank, .table = t->id,
-                            .clock = clock, .version_read = t->version,
+        zp_trace_row row = {.kind = ZP_TRACE_PULL,
+                            .worker = rank,
+                            .table = t->id,
+                            .clock = clock,
+                            .version_read = t->version,
                             .version_applied = t->version,
-                            .clock_gap = clock - s->workers.min_clock, .weight = 1.0,
+                            .clock_gap = clock - s->workers.min_clock,
+                            .weight = 1.0,
                             .wait_us = wait_us};
         zp_trace_write(s->trace, &row);
     }

@@ -19,8 +19,8 @@ zp_worker *zp_request_worker(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
     if (h->rank >= (uint32_t)s->nworkers) {
-        zp_reply_error(s, r->identity, h, ZEPS_ERANK, "rank %u is outside the cluster of %d workers",
-                       h->rank, s->nworkers);
+        zp_reply_error(s, r->identity, h, ZEPS_ERANK,
+                       "rank %u is outside the cluster of %d workers", h->rank, s->nworkers);
         return NULL;
     }
     zp_worker *w = &s->workers.w[h->rank];

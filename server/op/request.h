@@ -22,7 +22,7 @@ typedef struct zp_worker zp_worker;
 typedef struct zp_request {
     zmq_msg_t *identity;
     const Zeps__Header *h;
-    zmq_msg_t *payload;    /* first payload frame or NULL */
+    zmq_msg_t *payload; /* first payload frame or NULL */
     int npayload;
 } zp_request;
 

@@ -90,8 +90,8 @@ static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, siz
     const char *op = zp_op_name(h->op);
     if (r->npayload != 1) {
         zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
-                       "%s of sparse table '%s' must carry exactly one frame, got %d", op,
-                       t->name, r->npayload);
+                       "%s of sparse table '%s' must carry exactly one frame, got %d", op, t->name,
+                       r->npayload);
         return NULL;
     }
     if (h->count == 0 || h->count > ZP_SPARSE_MAX_KEYS) {
@@ -105,7 +105,8 @@ static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, siz
         zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
                        "%s of %" PRIu64 " ids to sparse table '%s' (dim %u) carries %zu bytes, "
                        "expected %s%zu",
-                       op, h->count, t->name, t->rows->dim, len, at_least ? "more than " : "", bytes);
+                       op, h->count, t->name, t->rows->dim, len, at_least ? "more than " : "",
+                       bytes);
         return NULL;
     }
     const uint64_t *ids = zp_rows_ids(t->rows, zmq_msg_data(r->payload), (size_t)h->count);
@@ -246,7 +247,8 @@ static const uint64_t *checked_push(zp_server *s, zp_request *r, zp_table *t, co
                        t->name, ids[rep], rep);
         return NULL;
     }
-    const unsigned char *rows = (const unsigned char *)zmq_msg_data(r->payload) + n * sizeof(uint64_t);
+    const unsigned char *rows =
+        (const unsigned char *)zmq_msg_data(r->payload) + n * sizeof(uint64_t);
     size_t rows_len = zmq_msg_size(r->payload) - fixed;
     *g = h->codec ? decoded_grads(s, r, t, rows, rows_len) : aligned_grads(t, rows, n * dim);
     if (!*g) {

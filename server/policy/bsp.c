@@ -28,8 +28,7 @@ static bool bsp_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank,
     return t->round.closed >= clock;
 }
 
-static bool bsp_rows_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank,
-                                int64_t clock)
+static bool bsp_rows_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock)
 {
     (void)t, (void)rank;
     return s->workers.min_clock >= clock;
@@ -78,9 +77,10 @@ static int bsp_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, 
 {
     zp_round *rd = &t->round;
     if (p->off != 0 || p->count != t->n)
-        return zp_seterr(err, errlen, ZEPS_ERANGE,
-                         "bsp: a push to table '%s' must cover this shard's whole slice [%llu, %llu)",
-                         t->name, (unsigned long long)t->begin, (unsigned long long)t->end);
+        return zp_seterr(
+            err, errlen, ZEPS_ERANGE,
+            "bsp: a push to table '%s' must cover this shard's whole slice [%llu, %llu)", t->name,
+            (unsigned long long)t->begin, (unsigned long long)t->end);
     if (p->clock < rd->closed) {
         late_push(s, t, p, res);
         return 0;

@@ -30,11 +30,11 @@ struct zp_buf;
 /* One dense push as a policy sees it. */
 typedef struct zp_push {
     uint32_t rank;
-    int64_t clock;          /* the clock it was computed at */
-    uint64_t data_version;  /* the slice version it was computed from */
-    const float *g;         /* count values, read in place from `frame` */
-    size_t off, count;      /* slice-relative range */
-    zmq_msg_t *frame;       /* holds g; a policy may take it (zmq_msg_move) */
+    int64_t clock;         /* the clock it was computed at */
+    uint64_t data_version; /* the slice version it was computed from */
+    const float *g;        /* count values, read in place from `frame` */
+    size_t off, count;     /* slice-relative range */
+    zmq_msg_t *frame;      /* holds g; a policy may take it (zmq_msg_move) */
     /* a validated topk/randk payload applied as it is (sgd without weight
      * decay: only the k sent elements change); g is then NULL */
     const zp_codec_ops *sparse_codec;
@@ -69,9 +69,9 @@ typedef struct zp_push_result {
 
 /* One sparse push as a policy sees it (op/sparse_ops.c checked it). */
 typedef struct zp_rows_push {
-    const uint64_t *ids;  /* n distinct ids of this shard */
+    const uint64_t *ids; /* n distinct ids of this shard */
     size_t n;
-    const float *g;       /* n * dim finite gradients */
+    const float *g; /* n * dim finite gradients */
     int64_t clock;
     const uint32_t *read_versions; /* n row versions read, or NULL */
 } zp_rows_push;

@@ -33,8 +33,7 @@ double zp_weighted_weight(int fn, double lambda, uint64_t tau)
     }
 }
 
-static bool weighted_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank,
-                                int64_t clock)
+static bool weighted_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock)
 {
     (void)t, (void)rank;
     return s->cfg.weighted_bound < 0 || s->workers.min_clock >= clock - s->cfg.weighted_bound;

@@ -127,12 +127,12 @@ static void reap_one(zp_persist *p, zp_writer *w, int block)
         p->written++;
         p->last_duration_s = took;
         p->last_setid = w->setid;
-        zp_info("snapshot set %016" PRIx64 " (%s, clock %" PRId64 ") written in %.3f s",
-                w->setid, w->why, w->clock, took);
+        zp_info("snapshot set %016" PRIx64 " (%s, clock %" PRId64 ") written in %.3f s", w->setid,
+                w->why, w->clock, took);
     } else {
         p->failures++;
-        zp_error("snapshot set %016" PRIx64 " (%s) failed after %.3f s (child status %d)",
-                 w->setid, w->why, took, st);
+        zp_error("snapshot set %016" PRIx64 " (%s) failed after %.3f s (child status %d)", w->setid,
+                 w->why, took, st);
     }
     w->pid = 0;
 }
@@ -337,10 +337,10 @@ int zp_persist_final(zp_server *s)
         return 0;
     zp_persist_reap(s, 1); /* snapshots in flight finish first */
     int64_t cut = s->cons->cut(s);
-    uint64_t setid = cut >= 0 ? (uint64_t)cut
-                              : (uint64_t)(wall_s() / (s->cfg.snapshot_every_s > 0
-                                                          ? s->cfg.snapshot_every_s
-                                                          : 1.0));
+    uint64_t setid =
+        cut >= 0
+            ? (uint64_t)cut
+            : (uint64_t)(wall_s() / (s->cfg.snapshot_every_s > 0 ? s->cfg.snapshot_every_s : 1.0));
     zp_snapshot *snap = describe(s, cut, setid);
     pack(s, snap);
     char err[1024];
@@ -355,4 +355,3 @@ int zp_persist_final(zp_server *s)
             zp_now_s() - t0);
     return 0;
 }
-

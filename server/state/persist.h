@@ -1,9 +1,8 @@
 /*
  * persist.h - snapshots of a running shard (persist.c: a forked writer, so
- * serving never pauses; restore.h puts them back). The file format is common/snapshot's; the design is in
- * docs/snapshots.md. Whether snapshots are consistent cuts and whether a
- * rollback is possible is the policy's (ZP_CAP_CUTS, ZP_CAP_ROLLBACK and
- * its cut hook); nothing here compares the mode.
+ * serving never pauses; restore.h puts them back). The file format is common/snapshot's; the design
+ * is in docs/snapshots.md. Whether snapshots are consistent cuts and whether a rollback is possible
+ * is the policy's (ZP_CAP_CUTS, ZP_CAP_ROLLBACK and its cut hook); nothing here compares the mode.
  */
 #ifndef ZP_PERSIST_H
 #define ZP_PERSIST_H
@@ -20,7 +19,7 @@ typedef struct zp_server zp_server;
 #define ZP_PERSIST_WRITERS 4
 
 typedef struct zp_writer {
-    pid_t pid;               /* 0 = free slot */
+    pid_t pid; /* 0 = free slot */
     uint64_t setid;
     int64_t clock;
     double started;
@@ -29,8 +28,8 @@ typedef struct zp_writer {
 
 typedef struct zp_persist {
     zp_writer writers[ZP_PERSIST_WRITERS];
-    int64_t last_cut;        /* bsp: the last clock snapshotted (or restored) */
-    uint64_t last_period;    /* every-seconds: the last period index */
+    int64_t last_cut;     /* bsp: the last clock snapshotted (or restored) */
+    uint64_t last_period; /* every-seconds: the last period index */
     uint64_t last_setid;
     uint64_t written, failures;
     double last_duration_s;
@@ -38,12 +37,12 @@ typedef struct zp_persist {
      * (-1 = none) */
     int64_t requested_cut;
     /* auto (Young/Daly) */
-    double auto_interval_s;   /* the interval in force (0 = not measured yet) */
+    double auto_interval_s;    /* the interval in force (0 = not measured yet) */
     int64_t auto_every_clocks; /* bsp: the interval in clocks, a power of two */
-    double round_s;           /* bsp: smoothed seconds per round */
-    double last_round_at;     /* when the last round closed */
-    uint64_t auto_period_s;   /* other modes: the interval in whole seconds, a power of two */
-    uint64_t auto_last;       /* other modes: the last auto set id (wall-clock seconds) */
+    double round_s;            /* bsp: smoothed seconds per round */
+    double last_round_at;      /* when the last round closed */
+    uint64_t auto_period_s;    /* other modes: the interval in whole seconds, a power of two */
+    uint64_t auto_last;        /* other modes: the last auto set id (wall-clock seconds) */
 } zp_persist;
 
 /* Start writing a snapshot of the current state as set `setid` (cut

@@ -27,8 +27,7 @@ static void log_skip(void *arg, const char *msg)
 static int restore_table(zp_server *s, const zp_snap_table *st, char *err, size_t errlen)
 {
     zp_table *t;
-    int rc = zp_table_from_snap(&t, s->ntables, st, s->shard, s->nshards, s->nworkers, err,
-                                errlen);
+    int rc = zp_table_from_snap(&t, s->ntables, st, s->shard, s->nshards, s->nworkers, err, errlen);
     if (rc != 0)
         return rc;
     zp_table_append(&s->tables, &s->ntables, &s->cap_tables, t); /* s takes t */
@@ -95,8 +94,7 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
         s->restored_set = setid;
         zp_info("restored snapshot set %016" PRIx64 " from %s: clock %" PRId64
                 ", %u tables, %u workers, written by incarnation %016" PRIx64,
-                setid, dir, snap->h.clock, snap->ntables, snap->nworker_recs,
-                snap->h.incarnation);
+                setid, dir, snap->h.clock, snap->ntables, snap->nworker_recs, snap->h.incarnation);
         for (uint32_t i = 0; i < s->ntables; i++)
             zp_info("restored table '%s': version %" PRIu64 ", round %lld", s->tables[i]->name,
                     s->tables[i]->version, (long long)s->tables[i]->round.closed);
@@ -108,8 +106,8 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
 /* A rollback's checks before anything changes: the mode rolls back, every
  * table has reached the cut, and the file holds the cut of these tables.
  * On success *out owns the record read. */
-static int rollback_read(zp_server *s, int64_t clock, uint64_t setid, zp_snapshot **out,
-                         char *err, size_t errlen)
+static int rollback_read(zp_server *s, int64_t clock, uint64_t setid, zp_snapshot **out, char *err,
+                         size_t errlen)
 {
     if (!(s->cons->caps & ZP_CAP_ROLLBACK))
         return zp_seterr(err, errlen, ZEPS_ESTATE, "shard %d: rollback is for bsp only", s->shard);

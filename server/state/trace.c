@@ -44,8 +44,7 @@ void zp_trace_write(zp_trace *t, const zp_trace_row *r)
     fprintf(t->f, "%.6f,%s,%u,%u,%lld,%llu,%llu,%llu,%lld,%.9g,%.1f,%d\n", zp_now_s() - t->t0,
             kinds[r->kind], r->worker, r->table, (long long)r->clock,
             (unsigned long long)r->version_read, (unsigned long long)r->version_applied,
-            (unsigned long long)r->tau, (long long)r->clock_gap, r->weight, r->wait_us,
-            r->applied);
+            (unsigned long long)r->tau, (long long)r->clock_gap, r->weight, r->wait_us, r->applied);
 }
 
 void zp_trace_flush(zp_trace *t)

@@ -127,8 +127,7 @@ int zp_workers_check_lost(zp_workers *ws, double timeout, bool lost_continue, do
         zp_warn("worker %d declared lost: silent for %.1f s (lost_worker_timeout_s = %g); "
                 "on_lost_worker = %s: %s",
                 i, now - w->last_seen_s, timeout, lost_continue ? "continue" : "wait",
-                lost_continue ? "rounds close without it until it is back"
-                              : "rounds wait for it");
+                lost_continue ? "rounds close without it until it is back" : "rounds wait for it");
     }
     return newly;
 }

@@ -21,19 +21,19 @@
 #define ZP_SEQ_WINDOW 64
 
 typedef struct zp_worker {
-    bool joined;           /* said HELLO at least once */
-    bool left;             /* said BYE */
-    bool rehello;          /* restored from a snapshot (start-up or rollback): requests are
-                              answered ERESTARTED until it says HELLO again */
-    bool lost;             /* silent past lost_worker_timeout_s (docs/faults.md) */
-    uint64_t lost_count;   /* times declared lost */
+    bool joined;         /* said HELLO at least once */
+    bool left;           /* said BYE */
+    bool rehello;        /* restored from a snapshot (start-up or rollback): requests are
+                            answered ERESTARTED until it says HELLO again */
+    bool lost;           /* silent past lost_worker_timeout_s (docs/faults.md) */
+    uint64_t lost_count; /* times declared lost */
     uint64_t incarnation;
-    int64_t clock;         /* clocks finished */
+    int64_t clock; /* clocks finished */
     uint64_t max_seq;
-    uint64_t window;       /* bit i: max_seq - 1 - i seen */
+    uint64_t window; /* bit i: max_seq - 1 - i seen */
     double last_seen_s;
     uint64_t pushes, pulls, duplicates;
-    zp_hist tau;           /* staleness of this worker's applied pushes */
+    zp_hist tau; /* staleness of this worker's applied pushes */
     uint64_t dropped, late;
     uint64_t push_bytes_wire, push_bytes_raw;
     uint64_t pull_bytes_wire, pull_bytes_raw, pull_resyncs;

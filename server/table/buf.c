@@ -24,4 +24,3 @@ zp_buf *zp_buf_new(size_t n)
     b->n = n;
     return b;
 }
-

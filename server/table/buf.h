@@ -11,8 +11,8 @@
 
 typedef struct zp_buf {
     atomic_int refs;
-    size_t n;      /* floats */
-    float data[];  /* 64-byte aligned start not required: f32 needs 4 */
+    size_t n;     /* floats */
+    float data[]; /* 64-byte aligned start not required: f32 needs 4 */
 } zp_buf;
 
 /* Drop one reference; frees the buffer at zero. Callable from any thread

@@ -17,8 +17,8 @@
 #include <zmq.h>
 
 typedef struct zp_round {
-    int64_t closed;            /* rounds closed so far = the round being collected */
-    int nworkers;              /* 0: a table without rounds (sparse) */
+    int64_t closed; /* rounds closed so far = the round being collected */
+    int nworkers;   /* 0: a table without rounds (sparse) */
     int npending;
     zmq_msg_t *pending;        /* [nworkers] frames held until the round closes */
     bool *have;                /* [nworkers] */

@@ -130,8 +130,8 @@ static void sparse_opts_from_spec(zp_sparse_opts *o, const Zeps__TableSpec *spec
 }
 
 /* A sparse table: rows in a zp_sparse; the dense fields stay empty. */
-static int rows_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards,
-                       char *err, size_t errlen)
+static int rows_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards, char *err,
+                       size_t errlen)
 {
     (void)shard;
     (void)nshards; /* every shard holds the rows of its ids (zp_sparse_shard_of) */
@@ -184,7 +184,7 @@ static void rows_destroy(zp_table *t)
     do {                                                                                           \
         if (spec->field != d->field)                                                               \
             return zp_seterr(err, errlen, ZEPS_ECONFLICT,                                          \
-                             "table '%s' already declared with %s = " fmt ", not " fmt, t->name,  \
+                             "table '%s' already declared with %s = " fmt ", not " fmt, t->name,   \
                              label, d->field, spec->field);                                        \
     } while (0)
 
@@ -193,8 +193,7 @@ static const char *str_or(const char *s, const char *dflt)
     return s && *s ? s : dflt;
 }
 
-static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *err,
-                           size_t errlen)
+static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen)
 {
     const Zeps__TableSpec *d = t->rows->spec;
     if (spec->kind != ZP_TABLE_SPARSE)
@@ -323,8 +322,14 @@ static void rows_pack(const zp_table *t, zp_snap_table *st)
         n++;
     }
     /* little-endian host (snapshot.c asserts it) */
-    uint64_t hdr[8] = {n, (uint64_t)dim | (uint64_t)spp << 32, c.created, c.not_admitted,
-                       c.pushes_skipped, c.evicted_ttl, c.evicted_capacity, 0};
+    uint64_t hdr[8] = {n,
+                       (uint64_t)dim | (uint64_t)spp << 32,
+                       c.created,
+                       c.not_admitted,
+                       c.pushes_skipped,
+                       c.evicted_ttl,
+                       c.evicted_capacity,
+                       0};
     memcpy(rows, hdr, sizeof(hdr));
     free(st->owned_bytes);
     st->owned_bytes = mem;
@@ -334,8 +339,7 @@ static void rows_pack(const zp_table *t, zp_snap_table *st)
 }
 
 /* The recorded declaration of a sparse record. */
-static int rows_snap_spec(const zp_snap_table *st, Zeps__TableSpec **out, char *err,
-                          size_t errlen)
+static int rows_snap_spec(const zp_snap_table *st, Zeps__TableSpec **out, char *err, size_t errlen)
 {
     Zeps__TableSpec *spec = zeps__table_spec__unpack(NULL, (size_t)st->spec_len, st->spec);
     if (!spec || spec->kind != ZP_TABLE_SPARSE || strcmp(spec->name, st->name) != 0) {

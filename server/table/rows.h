@@ -23,13 +23,13 @@ typedef struct zp_rows {
     Zeps__TableSpec *spec; /* the declaration, to check re-declarations */
     uint64_t *ids;         /* scratch: a request's ids, aligned */
     size_t ids_cap;
-    uint64_t *set_keys;    /* scratch: the repeated-id check */
+    uint64_t *set_keys; /* scratch: the repeated-id check */
     uint32_t *set_gen, set_stamp;
     size_t set_cap;
-    uint64_t set_seed;     /* its hash seed, random */
-    float *grads;          /* scratch: misaligned or decoded gradients */
+    uint64_t set_seed; /* its hash seed, random */
+    float *grads;      /* scratch: misaligned or decoded gradients */
     size_t grad_cap;
-    uint32_t *vers;        /* scratch: row versions read */
+    uint32_t *vers; /* scratch: row versions read */
     size_t ver_cap;
 } zp_rows;
 

@@ -73,7 +73,8 @@ static int check_dense(const Zeps__TableSpec *spec, char *err, size_t errlen)
         return ZEPS_EINVAL;
     }
     if (zp_init_from_name(spec->init) < 0) {
-        snprintf(err, errlen, "table '%s': unknown initializer '%s' (zeros, constant, uniform, normal)",
+        snprintf(err, errlen,
+                 "table '%s': unknown initializer '%s' (zeros, constant, uniform, normal)",
                  spec->name, spec->init);
         return ZEPS_EINVAL;
     }
@@ -93,14 +94,14 @@ static int check_dense(const Zeps__TableSpec *spec, char *err, size_t errlen)
 
 const zp_table_kind *zp_table_kind_for(uint32_t kind)
 {
-    static const zp_table_kind *const kinds[] = {[ZP_TABLE_DENSE] = &zp_table_dense,
-                                                 [ZP_TABLE_SPARSE] = &zp_rows_kind};
+    static const zp_table_kind *const kinds[] = {
+        [ZP_TABLE_DENSE] = &zp_table_dense, [ZP_TABLE_SPARSE] = &zp_rows_kind};
     return kind < sizeof(kinds) / sizeof(kinds[0]) ? kinds[kind] : NULL;
 }
 
 /* A dense slice: parameters, optimizer state and the round state. */
-static int dense_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards,
-                        char *err, size_t errlen)
+static int dense_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards, char *err,
+                        size_t errlen)
 {
     int rc = check_dense(spec, err, errlen);
     if (rc != 0)
@@ -114,8 +115,7 @@ static int dense_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int
     size_t nstate = (size_t)t->opt->state_per_param * t->n;
     t->params = buf_new(t->n);
     t->state = nstate ? calloc(nstate, sizeof(float)) : NULL;
-    if (!t->params || (nstate && !t->state) ||
-        zp_round_init(&t->round, t->nworkers, t->n) != 0) {
+    if (!t->params || (nstate && !t->state) || zp_round_init(&t->round, t->nworkers, t->n) != 0) {
         snprintf(err, errlen, "table '%s': cannot allocate %llu bytes for its slice", t->name,
                  (unsigned long long)((2 + t->opt->state_per_param) * t->n * sizeof(float)));
         return ZEPS_ENOMEM;
@@ -173,8 +173,8 @@ void zp_table_destroy(zp_table **tp)
     *tp = NULL;
 }
 
-int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard,
-                       int nshards, int nworkers, char *err, size_t errlen)
+int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard, int nshards,
+                       int nworkers, char *err, size_t errlen)
 {
     const zp_table_kind *kind = zp_table_kind_for(st->kind);
     if (!kind)
@@ -217,7 +217,7 @@ int zp_table_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *er
         zp_hyper h_;                                                                               \
         hyper_from_spec(&h_, spec);                                                                \
         if (h_.field != t->hyper.field) {                                                          \
-            snprintf(err, errlen, "table '%s' already declared with %s = %g, not %g", t->name,    \
+            snprintf(err, errlen, "table '%s' already declared with %s = %g, not %g", t->name,     \
                      label, (double)t->hyper.field, (double)h_.field);                             \
             return ZEPS_ECONFLICT;                                                                 \
         }                                                                                          \
@@ -237,8 +237,8 @@ static int dense_check_same(const zp_table *t, const Zeps__TableSpec *spec, char
         return ZEPS_ECONFLICT;
     }
     if (strcmp(spec->optimizer ? spec->optimizer : "", t->optimizer) != 0) {
-        snprintf(err, errlen, "table '%s' already declared with optimizer '%s', not '%s'",
-                 t->name, t->optimizer, spec->optimizer ? spec->optimizer : "");
+        snprintf(err, errlen, "table '%s' already declared with optimizer '%s', not '%s'", t->name,
+                 t->optimizer, spec->optimizer ? spec->optimizer : "");
         return ZEPS_ECONFLICT;
     }
     SAME_D(lr, "lr");
@@ -399,8 +399,7 @@ static void dense_pack(const zp_table *t, zp_snap_table *st)
 }
 
 /* The declaration a dense record was made from, as a heap spec. */
-static int dense_snap_spec(const zp_snap_table *st, Zeps__TableSpec **out, char *err,
-                           size_t errlen)
+static int dense_snap_spec(const zp_snap_table *st, Zeps__TableSpec **out, char *err, size_t errlen)
 {
     Zeps__TableSpec spec;
     zeps__table_spec__init(&spec);

@@ -55,7 +55,7 @@ typedef struct zp_table zp_table;
  * STATS. */
 typedef struct zp_table_stats {
     uint64_t pushes, pulls;
-    uint64_t keys_pulled, keys_pushed; /* sparse */
+    uint64_t keys_pulled, keys_pushed;    /* sparse */
     zp_hist tau, clock_gap, pull_wait_us; /* exact staleness (hist.h) */
     uint64_t dropped, late;
     uint64_t push_bytes_wire, push_bytes_raw; /* compression accounting */
@@ -67,8 +67,8 @@ typedef struct zp_table_stats {
 /* What a kind of table does its own way. */
 typedef struct zp_table_kind {
     const char *name;
-    uint32_t id;  /* TableSpec.kind */
-    bool rounds;  /* collects BSP rounds (a cut is read from them) */
+    uint32_t id; /* TableSpec.kind */
+    bool rounds; /* collects BSP rounds (a cut is read from them) */
     /* fill t's kind-specific part from a checked spec */
     int (*create)(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards, char *err,
                   size_t errlen);
@@ -97,7 +97,7 @@ struct zp_table {
     char name[64];
     const zp_table_kind *kind;
     int nworkers;
-    uint64_t version;      /* updates applied (dense: to the slice; sparse: pushes) */
+    uint64_t version; /* updates applied (dense: to the slice; sparse: pushes) */
 
     /* the declaration, kept to check re-declarations */
     char optimizer[16];
@@ -105,22 +105,22 @@ struct zp_table {
     zp_init_kind init;
     double init_scale;
     uint64_t seed;
-    bool has_staleness;    /* ssp bound declared for this table */
+    bool has_staleness; /* ssp bound declared for this table */
     uint32_t staleness;
 
     /* a dense table's slice (empty for a sparse table: n = 0) */
-    uint64_t length;       /* whole table */
-    uint64_t begin, end;   /* this shard's slice, global element indices */
-    size_t n;              /* end - begin */
+    uint64_t length;     /* whole table */
+    uint64_t begin, end; /* this shard's slice, global element indices */
+    size_t n;            /* end - begin */
     const zp_optim_ops *opt;
-    zp_buf *params;        /* n floats; the table holds one reference */
-    float *state;          /* opt->state_per_param * n floats, or NULL */
-    float *push_scratch;   /* n floats: compressed pushes decoded in place */
+    zp_buf *params;      /* n floats; the table holds one reference */
+    float *state;        /* opt->state_per_param * n floats, or NULL */
+    float *push_scratch; /* n floats: compressed pushes decoded in place */
 
-    zp_rows *rows;         /* a sparse table's rows (rows.c); NULL if dense */
-    zp_round round;        /* round.c */
-    zp_dc dc;              /* dc.c */
-    zp_cpull cpull;        /* cpull.c */
+    zp_rows *rows;          /* a sparse table's rows (rows.c); NULL if dense */
+    zp_round round;         /* round.c */
+    zp_dc dc;               /* dc.c */
+    zp_cpull cpull;         /* cpull.c */
     zp_parked_queue parked; /* parked.c */
     zp_table_stats stats;
 };
@@ -137,8 +137,8 @@ void zp_table_destroy(zp_table **tp);
 
 /* A table made from a snapshot record as table `id`: declared from the
  * recorded declaration, then loaded. *out owns it on success. */
-int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard,
-                       int nshards, int nworkers, char *err, size_t errlen);
+int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard, int nshards,
+                       int nworkers, char *err, size_t errlen);
 
 /* Append t to a growing array of tables; the array takes t. */
 void zp_table_append(zp_table ***tables, uint32_t *n, uint32_t *cap, zp_table *t);

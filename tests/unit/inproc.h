@@ -23,8 +23,8 @@
 
 typedef struct zt_reply {
     Zeps__Header *h;
-    char to[16];  /* the identity it was sent to */
-    void *data;   /* payload copy or NULL */
+    char to[16]; /* the identity it was sent to */
+    void *data;  /* payload copy or NULL */
     size_t len;
 } zt_reply;
 
@@ -37,8 +37,8 @@ typedef struct zt_shard {
     uint64_t req;
 } zt_shard;
 
-static inline size_t zt_capture(void *arg, zmq_msg_t *identity, const Zeps__Header *rep, const void *data,
-                         size_t len, zmq_free_fn *ffn, void *hint)
+static inline size_t zt_capture(void *arg, zmq_msg_t *identity, const Zeps__Header *rep,
+                                const void *data, size_t len, zmq_free_fn *ffn, void *hint)
 {
     zt_shard *z = arg;
     ck_assert_int_lt(z->n, ZT_MAX_REPLIES);
@@ -48,8 +48,8 @@ static inline size_t zt_capture(void *arg, zmq_msg_t *identity, const Zeps__Head
     zeps__header__pack(rep, buf);
     r->h = zeps__header__unpack(NULL, hl, buf);
     free(buf);
-    size_t il = zmq_msg_size(identity) < sizeof(r->to) - 1 ? zmq_msg_size(identity)
-                                                             : sizeof(r->to) - 1;
+    size_t il =
+        zmq_msg_size(identity) < sizeof(r->to) - 1 ? zmq_msg_size(identity) : sizeof(r->to) - 1;
     memcpy(r->to, zmq_msg_data(identity), il);
     r->to[il] = 0;
     if (data) {
@@ -164,7 +164,8 @@ static inline void zt_hello(zt_shard *z, uint32_t rank)
 
 /* Declare a dense table of `length` (sgd, lr, constant init 1) as `rank`;
  * returns its id. */
-static inline uint32_t zt_declare(zt_shard *z, uint32_t rank, const char *name, uint64_t length, double lr)
+static inline uint32_t zt_declare(zt_shard *z, uint32_t rank, const char *name, uint64_t length,
+                                  double lr)
 {
     Zeps__TableSpec spec;
     zeps__table_spec__init(&spec);
@@ -183,8 +184,8 @@ static inline uint32_t zt_declare(zt_shard *z, uint32_t rank, const char *name, 
 
 /* A PUSH of n values g to table `table` at [offset, offset + n), computed
  * at `clock` from `version`; returns the replies it produced. */
-static inline int zt_push(zt_shard *z, uint32_t rank, uint32_t table, uint64_t offset, const float *g,
-                   size_t n, int64_t clock, uint64_t version)
+static inline int zt_push(zt_shard *z, uint32_t rank, uint32_t table, uint64_t offset,
+                          const float *g, size_t n, int64_t clock, uint64_t version)
 {
     Zeps__Header h = zt_header(z, ZEPS__OP__PUSH, rank);
     h.table = table;
@@ -197,7 +198,7 @@ static inline int zt_push(zt_shard *z, uint32_t rank, uint32_t table, uint64_t o
 
 /* A PULL of [offset, offset + n) at `clock`; returns the replies. */
 static inline int zt_pull(zt_shard *z, uint32_t rank, uint32_t table, uint64_t offset, size_t n,
-                   int64_t clock)
+                          int64_t clock)
 {
     Zeps__Header h = zt_header(z, ZEPS__OP__PULL, rank);
     h.table = table;

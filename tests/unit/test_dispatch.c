@@ -161,7 +161,7 @@ START_TEST(test_bsp_parks_until_round)
     ck_assert_uint_eq(zt_last(z)->h->flags, ZP_FLAG_PARKED);
     float g0[2] = {1.0f, 2.0f}, g1[2] = {3.0f, 6.0f};
     ck_assert_int_eq(zt_push(z, 1, t, 0, g1, 2, 0, 0), 1);
-    ck_assert_uint_eq(z->s->tables[t]->version, 0); /* kept for the round */
+    ck_assert_uint_eq(z->s->tables[t]->version, 0);        /* kept for the round */
     ck_assert_int_eq(zt_push(z, 0, t, 0, g0, 2, 0, 0), 3); /* ack + both parked pulls */
     ck_assert_uint_eq(z->s->tables[t]->version, 1);
     ck_assert_uint_eq(z->s->tables[t]->parked.n, 0);
@@ -170,7 +170,7 @@ START_TEST(test_bsp_parks_until_round)
     ck_assert_float_eq(v[1], 1.0f - 4.0f);
     ck_assert_int_eq(zt_last(z)->h->clock, 1);
     ck_assert_uint_eq(z->s->tables[t]->stats.tau.n, 2); /* both pushes recorded */
-    zt_push(z, 0, t, 0, g0, 1, 1, 1); /* not the whole slice */
+    zt_push(z, 0, t, 0, g0, 1, 1, 1);                   /* not the whole slice */
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ERANGE);
     zt_shard_free(z);
 }

@@ -27,8 +27,13 @@ static void tpush_init(tpush *x, uint32_t rank, int64_t clock, uint64_t version,
 {
     zmq_msg_init_size(&x->frame, n * sizeof(float));
     memcpy(zmq_msg_data(&x->frame), g, n * sizeof(float));
-    x->p = (zp_push){.rank = rank, .clock = clock, .data_version = version,
-                     .g = zmq_msg_data(&x->frame), .off = 0, .count = n, .frame = &x->frame};
+    x->p = (zp_push){.rank = rank,
+                     .clock = clock,
+                     .data_version = version,
+                     .g = zmq_msg_data(&x->frame),
+                     .off = 0,
+                     .count = n,
+                     .frame = &x->frame};
 }
 
 static int push(zt_shard *z, zp_table *t, uint32_t rank, int64_t clock, uint64_t version,

@@ -156,8 +156,8 @@ START_TEST(test_weighted_rows)
     uint64_t a = 5, ab[2] = {5, 6};
     float g[2 * DIM] = {1, 1, 1, 1, 1, 1};
     uint32_t rv0[2] = {0, 0};
-    spush(z, 0, t, &a, 1, g, DIM, rv0);   /* a: tau 0, w 1 */
-    spush(z, 0, t, &a, 1, g, DIM, rv0);   /* a: tau 1, w 1/2 */
+    spush(z, 0, t, &a, 1, g, DIM, rv0); /* a: tau 0, w 1 */
+    spush(z, 0, t, &a, 1, g, DIM, rv0); /* a: tau 1, w 1/2 */
     ck_assert_uint_eq(zt_last(z)->h->flags, 0);
     spush(z, 0, t, ab, 2, g, 2 * DIM, rv0); /* a: tau 2, dropped; b: tau 0 */
     ck_assert_uint_eq(zt_last(z)->h->flags, ZP_FLAG_DROPPED);

@@ -1,5 +1,8 @@
 /*
- * server.c - a shard's event loop: libuv around one ZeroMQ ROUTER socket.
+ * server.c - a shard's event loop: libuv around one ZeroMQ ROUTER socket,
+ * its timers and signals, and the zp_server's lifecycle. Each received
+ * message goes to dispatch.c; the housekeeping timer drives the snapshot
+ * writers (state/persist.c) and the lost-worker check (op/clock.c).
  *
  * ZMQ_FD is edge-triggered and only ever signals "something changed", so the
  * loop never trusts it alone: the poll callback drains while ZMQ_EVENTS says
@@ -14,7 +17,12 @@
  * bound, and ROUTER_MANDATORY makes a reply to a vanished peer fail at once
  * instead of vanishing silently.
  */
+#include "restore.h"
 #include "server.h"
+
+#include "dispatch.h"
+#include "ops.h"
+#include "registry.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -51,7 +59,7 @@ static int drain(zp_server *s)
                 zp_warn("receive failed: %s", zmq_strerror(zmq_errno()));
             return zmq_has_input(s);
         }
-        zp_server_handle(s, &m);
+        zp_dispatch(s, &m);
         zp_frames_close(&m);
     }
     return zmq_has_input(s);
@@ -98,7 +106,7 @@ static void on_tick(uv_timer_t *h)
     kick(s);
     zp_trace_flush(s->trace);
     zp_persist_tick(s);
-    zp_server_check_lost(s);
+    zp_clock_check_lost(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -130,6 +138,8 @@ void zp_server_stop(zp_server *s)
     if (s->stopping)
         return;
     s->stopping = true;
+    if (!s->has_loop)
+        return;
     uv_handle_t *handles[] = {
         (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,     (uv_handle_t *)&s->check,
         (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->sigterm,  (uv_handle_t *)&s->sigint,
@@ -222,6 +232,7 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
         snprintf(err, errlen, "uv_loop_init: %s", uv_strerror(rc));
         return ZEPS_EINTERNAL;
     }
+    s->has_loop = true;
     uv_poll_init(&s->loop, &s->poll, fd);
     uv_idle_init(&s->loop, &s->idle);
     uv_check_init(&s->loop, &s->check);
@@ -247,14 +258,31 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
     return 0;
 }
 
-int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, size_t errlen)
+/* Free what zp_server_new_core made, and the socket if any. */
+static void free_core(zp_server *s)
+{
+    zp_trace_close(&s->trace);
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_table_destroy(&s->tables[i]);
+    free(s->tables);
+    if (s->sock)
+        zmq_close(s->sock);
+    zp_zap_close(&s->zap);
+    if (s->zctx)
+        zmq_ctx_term(s->zctx);
+    zp_workers_fini(&s->workers);
+    free(s);
+}
+
+int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_reply_sink sink,
+                       char *err, size_t errlen)
 {
     if (shard < 0 || shard >= cfg->num_shards) {
         snprintf(err, errlen, "shard %d is outside the cluster's %d shards (servers list of %s)",
                  shard, cfg->num_shards, cfg->path);
         return ZEPS_EINVAL;
     }
-    const zp_consistency_ops *cons = zp_consistency_ops_for(cfg->consistency);
+    const zp_consistency_ops *cons = zp_registry_find(zp_consistency_name(cfg->consistency));
     if (!cons) {
         snprintf(err, errlen, "consistency '%s' is not available in this build",
                  zp_consistency_name(cfg->consistency));
@@ -266,32 +294,39 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
     s->nshards = cfg->num_shards;
     s->nworkers = cfg->num_workers;
     s->cons = cons;
+    s->sink = sink;
     s->barrier_gen = 1;
     s->start_s = zp_now_s();
+    s->persist.requested_cut = -1;
+    s->restored_clock = -1;
     /* A new incarnation per start: time and pid mixed, so a restarted shard
      * is told apart from the one before it. */
     s->incarnation = zp_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32)) | 1u;
     zp_workers_init(&s->workers, s->nworkers);
-
     int rc = cfg->trace_dir[0] ? zp_trace_open(&s->trace, cfg->trace_dir, shard, err, errlen) : 0;
-    if (rc == 0)
-        rc = zp_persist_restore(s, err, errlen);
+    if (rc != 0) {
+        free_core(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, size_t errlen)
+{
+    zp_server *s;
+    int rc = zp_server_new_core(&s, cfg, shard, (zp_reply_sink){0}, err, errlen);
+    if (rc != 0)
+        return rc;
+    rc = zp_restore_newest(s, err, errlen);
     if (rc == 0)
         rc = setup_socket(s, err, errlen);
-    if (rc == 0)
+    if (rc == 0) {
+        s->sink = (zp_reply_sink){.send = zp_reply_socket_send, .arg = s->sock};
         rc = setup_loop(s, err, errlen);
+    }
     if (rc != 0) {
-        zp_trace_close(&s->trace);
-        for (uint32_t i = 0; i < s->ntables; i++)
-            zp_table_destroy(&s->tables[i]);
-        free(s->tables);
-        if (s->sock)
-            zmq_close(s->sock);
-        zp_zap_close(&s->zap);
-        if (s->zctx)
-            zmq_ctx_term(s->zctx);
-        zp_workers_fini(&s->workers);
-        free(s);
+        free_core(s);
         return rc;
     }
     *out = s;
@@ -300,8 +335,8 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
 
 int zp_server_run(zp_server *s)
 {
-    zp_info("shard %d/%d serving on %s: %s, %d workers, incarnation %" PRIx64 ", BLAS %s",
-            s->shard, s->nshards, s->endpoint, s->cons->name, s->nworkers, s->incarnation,
+    zp_info("shard %d/%d serving on %s: %s, %d workers, incarnation %" PRIx64 ", BLAS %s", s->shard,
+            s->nshards, s->endpoint, s->cons->name, s->nworkers, s->incarnation,
             zp_mathenv_blas_core());
     kick(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
@@ -313,19 +348,13 @@ void zp_server_destroy(zp_server **sp)
     zp_server *s = *sp;
     if (!s)
         return;
-    if (!s->stopping)
-        zp_server_stop(s);
-    while (s->open_handles > 0)
-        uv_run(&s->loop, UV_RUN_ONCE);
-    uv_loop_close(&s->loop);
-    for (uint32_t i = 0; i < s->ntables; i++)
-        zp_table_destroy(&s->tables[i]);
-    free(s->tables);
-    zp_workers_fini(&s->workers);
-    zp_trace_close(&s->trace);
-    zmq_close(s->sock);
-    zp_zap_close(&s->zap);
-    zmq_ctx_term(s->zctx);
-    free(s);
+    if (s->has_loop) {
+        if (!s->stopping)
+            zp_server_stop(s);
+        while (s->open_handles > 0)
+            uv_run(&s->loop, UV_RUN_ONCE);
+        uv_loop_close(&s->loop);
+    }
+    free_core(s);
     *sp = NULL;
 }

@@ -19,9 +19,10 @@
 
 #include "check_main.h"
 #include "config.h"
-#include "consistency.h"
+#include "dc.h"
+#include "modes.h"
 #include "harness.h"
-#include "stats.h"
+#include "hist.h"
 #include "util.h"
 #include "zeps.h"
 
@@ -33,14 +34,14 @@ static const zeps_table_spec spec = {.name = "x", .length = LEN, .optimizer = "s
 
 START_TEST(test_weight_functions)
 {
-    ck_assert_double_eq(zp_weight(ZP_WEIGHT_NONE, 0, 7), 1.0);
-    ck_assert_double_eq(zp_weight(ZP_WEIGHT_INVERSE, 0, 0), 1.0);
-    ck_assert_double_eq(zp_weight(ZP_WEIGHT_INVERSE, 0, 3), 0.25);
-    ck_assert_double_eq_tol(zp_weight(ZP_WEIGHT_EXP, 0.5, 2), exp(-1.0), 1e-15);
-    ck_assert_double_eq(zp_weight(ZP_WEIGHT_EXP, 0.5, 0), 1.0);
-    ck_assert_double_eq(zp_weight(ZP_WEIGHT_LR_OVER_TAU, 0, 0), 1.0);
-    ck_assert_double_eq(zp_weight(ZP_WEIGHT_LR_OVER_TAU, 0, 1), 1.0);
-    ck_assert_double_eq(zp_weight(ZP_WEIGHT_LR_OVER_TAU, 0, 4), 0.25);
+    ck_assert_double_eq(zp_weighted_weight(ZP_WEIGHT_NONE, 0, 7), 1.0);
+    ck_assert_double_eq(zp_weighted_weight(ZP_WEIGHT_INVERSE, 0, 0), 1.0);
+    ck_assert_double_eq(zp_weighted_weight(ZP_WEIGHT_INVERSE, 0, 3), 0.25);
+    ck_assert_double_eq_tol(zp_weighted_weight(ZP_WEIGHT_EXP, 0.5, 2), exp(-1.0), 1e-15);
+    ck_assert_double_eq(zp_weighted_weight(ZP_WEIGHT_EXP, 0.5, 0), 1.0);
+    ck_assert_double_eq(zp_weighted_weight(ZP_WEIGHT_LR_OVER_TAU, 0, 0), 1.0);
+    ck_assert_double_eq(zp_weighted_weight(ZP_WEIGHT_LR_OVER_TAU, 0, 1), 1.0);
+    ck_assert_double_eq(zp_weighted_weight(ZP_WEIGHT_LR_OVER_TAU, 0, 4), 0.25);
 }
 END_TEST
 

@@ -1,5 +1,5 @@
 /*
- * test_sparse.c - server/sparse.c: the shard-local store of a sparse table.
+ * test_sparse.c - server/table/sparse.c: the shard-local store of a sparse table.
  *
  * Initial rows as a function of (seed, id) only; every per-row optimizer
  * against a double-precision reference written here from the textbook

@@ -1,5 +1,5 @@
 /*
- * test_table.c - server/table.c and server/workers.c: declarations,
+ * test_table.c - server/table/table.c and server/state/workers.c: declarations,
  * conflicts, slicing, copy-on-write of the parameter buffer, and the
  * duplicate window.
  */

@@ -16,7 +16,8 @@
  * delta per table; made on first use, a worker's view freed when it says
  * BYE. docs/compression.md has the protocol and the reasons.
  *
- * Everything runs on the server's loop thread.
+ * Everything runs on the server's loop thread. The state lives in the
+ * table (zp_table.cpull) and only this file touches it.
  */
 #ifndef ZP_CPULL_H
 #define ZP_CPULL_H
@@ -41,6 +42,12 @@ typedef struct zp_pull_view {
     float *v;    /* n floats, NULL until the first compressed pull */
     uint64_t id; /* names the content of v; 0 = none */
 } zp_pull_view;
+
+/* A table's compressed-pull state: the views and the delta scratch. */
+typedef struct zp_cpull {
+    zp_pull_view *views; /* [nworkers], made on first use */
+    float *delta;        /* n floats, made on first delta */
+} zp_cpull;
 
 /* The reply a compressed pull gets. */
 typedef struct zp_cpull_reply {

@@ -1,6 +1,8 @@
 /*
  * cpull.c - compressed pulls on the shard: per-worker views, the delta and
- * its encoding. See cpull.h; docs/compression.md has the protocol.
+ * its encoding. It owns zp_table.cpull; the op layer (op/pull.c) asks it
+ * for a reply and sends it. See cpull.h; docs/compression.md has the
+ * protocol.
  */
 #include "cpull.h"
 
@@ -55,10 +57,10 @@ int zp_cpull_prepare(zp_table *t, uint32_t rank, const zp_cpull_req *rq, uint64_
                      zp_cpull_reply *out, char *err, size_t errlen)
 {
     double t0 = zp_now_s();
-    if (!t->views && !(t->views = calloc((size_t)t->nworkers, sizeof(*t->views))))
+    if (!t->cpull.views && !(t->cpull.views = calloc((size_t)t->nworkers, sizeof(*t->cpull.views))))
         return zp_seterr(err, errlen, ZEPS_ENOMEM, "no memory for the pull views of table '%s'",
                          t->name);
-    zp_pull_view *view = &t->views[rank];
+    zp_pull_view *view = &t->cpull.views[rank];
     size_t n = t->n;
     int fresh = !view->v;
     if (fresh && !(view->v = malloc((n ? n : 1) * sizeof(float))))
@@ -71,22 +73,22 @@ int zp_cpull_prepare(zp_table *t, uint32_t rank, const zp_cpull_req *rq, uint64_
      * would not reproduce them exactly) */
     if (fresh || rq->view_id == 0 || rq->view_id != view->id || rq->codec->id == ZP_CODEC_NONE) {
         if (rq->codec->id != ZP_CODEC_NONE)
-            t->pull_resyncs++;
+            t->stats.pull_resyncs++;
         memcpy(view->v, params, n * sizeof(float));
         view->id = next_id(t, rank, view->id, incarnation);
         out->full = 1;
         out->view_id = view->id;
-        t->encode_s += zp_now_s() - t0;
+        t->stats.encode_s += zp_now_s() - t0;
         return 0;
     }
-    if (!t->pull_delta && !(t->pull_delta = malloc((n ? n : 1) * sizeof(float))))
+    if (!t->cpull.delta && !(t->cpull.delta = malloc((n ? n : 1) * sizeof(float))))
         return zp_seterr(err, errlen, ZEPS_ENOMEM, "no memory for the pull delta of table '%s'",
                          t->name);
     size_t cap = rq->codec->max_size(n, &rq->params);
     void *buf = malloc(cap ? cap : 1);
     if (!buf)
         return zp_seterr(err, errlen, ZEPS_ENOMEM, "no memory for a %zu-byte pull payload", cap);
-    float *restrict d = t->pull_delta;
+    float *restrict d = t->cpull.delta;
     const float *restrict v = view->v;
     for (size_t i = 0; i < n; i++)
         d[i] = params[i] - v[i];
@@ -99,35 +101,35 @@ int zp_cpull_prepare(zp_table *t, uint32_t rank, const zp_cpull_req *rq, uint64_
     out->len = len;
     out->codec = (uint32_t)rq->codec->id;
     out->view_id = id;
-    t->encode_s += zp_now_s() - t0;
+    t->stats.encode_s += zp_now_s() - t0;
     return 0;
 }
 
 void zp_cpull_forget(zp_table *t, uint32_t rank)
 {
-    if (!t->views || rank >= (uint32_t)t->nworkers)
+    if (!t->cpull.views || rank >= (uint32_t)t->nworkers)
         return;
     /* the id is kept: the next view continues its sequence, so an id handed
      * out before cannot name it */
-    free(t->views[rank].v);
-    t->views[rank].v = NULL;
+    free(t->cpull.views[rank].v);
+    t->cpull.views[rank].v = NULL;
 }
 
 void zp_cpull_free(zp_table *t)
 {
-    for (int r = 0; t->views && r < t->nworkers; r++)
-        free(t->views[r].v);
-    free(t->views);
-    free(t->pull_delta);
-    t->views = NULL;
-    t->pull_delta = NULL;
+    for (int r = 0; t->cpull.views && r < t->nworkers; r++)
+        free(t->cpull.views[r].v);
+    free(t->cpull.views);
+    free(t->cpull.delta);
+    t->cpull.views = NULL;
+    t->cpull.delta = NULL;
 }
 
 uint64_t zp_cpull_bytes(const zp_table *t)
 {
-    uint64_t floats = t->pull_delta ? t->n : 0;
-    for (int r = 0; t->views && r < t->nworkers; r++)
-        if (t->views[r].v)
+    uint64_t floats = t->cpull.delta ? t->n : 0;
+    for (int r = 0; t->cpull.views && r < t->nworkers; r++)
+        if (t->cpull.views[r].v)
             floats += t->n;
     return floats * sizeof(float);
 }

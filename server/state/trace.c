@@ -1,7 +1,10 @@
 /*
- * stats.c - see stats.h.
+ * trace.c - the per-update trace CSV of a shard: one row per applied,
+ * dropped or late push and per answered pull, through a 1 MiB stdio
+ * buffer flushed by the server's timer and at exit. The op layer writes
+ * rows; nothing here knows about tables or policies. See trace.h.
  */
-#include "stats.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -10,40 +13,6 @@
 
 #include "util.h"
 #include "zeps_errors.h"
-
-static void hist_count(zp_hist *h, int bucket, uint64_t v)
-{
-    h->counts[bucket]++;
-    h->n++;
-    h->sum += v;
-    if (v > h->max)
-        h->max = v;
-}
-
-void zp_hist_add_linear(zp_hist *h, uint64_t v)
-{
-    hist_count(h, v < ZP_HIST_BUCKETS - 1 ? (int)v : ZP_HIST_BUCKETS - 1, v);
-}
-
-void zp_hist_add_log2(zp_hist *h, uint64_t v)
-{
-    int b = v == 0 ? 0 : 64 - __builtin_clzll(v);
-    hist_count(h, b < ZP_HIST_BUCKETS ? b : ZP_HIST_BUCKETS - 1, v);
-}
-
-void zp_hist_to_pb(const zp_hist *h, Zeps__Histogram *pb)
-{
-    zeps__histogram__init(pb);
-    /* only up to the last non-empty bucket */
-    size_t n = ZP_HIST_BUCKETS;
-    while (n > 0 && h->counts[n - 1] == 0)
-        n--;
-    pb->n_counts = n;
-    pb->counts = (uint64_t *)h->counts;
-    pb->n = h->n;
-    pb->sum = h->sum;
-    pb->max = h->max;
-}
 
 struct zp_trace {
     FILE *f;
@@ -75,8 +44,7 @@ void zp_trace_write(zp_trace *t, const zp_trace_row *r)
     fprintf(t->f, "%.6f,%s,%u,%u,%lld,%llu,%llu,%llu,%lld,%.9g,%.1f,%d\n", zp_now_s() - t->t0,
             kinds[r->kind], r->worker, r->table, (long long)r->clock,
             (unsigned long long)r->version_read, (unsigned long long)r->version_applied,
-            (unsigned long long)r->tau, (long long)r->clock_gap, r->weight, r->wait_us,
-            r->applied);
+            (unsigned long long)r->tau, (long long)r->clock_gap, r->weight, r->wait_us, r->applied);
 }
 
 void zp_trace_flush(zp_trace *t)

@@ -1,11 +1,14 @@
 /*
- * persist.h - snapshots of a running shard (a forked writer, so serving
- * never pauses) and restore at start-up. The file format is snapshot.h's;
- * the design is in docs/snapshots.md.
+ * persist.h - snapshots of a running shard (persist.c: a forked writer, so
+ * serving never pauses; restore.h puts them back). The file format is common/snapshot's; the design
+ * is in docs/snapshots.md. Whether snapshots are consistent cuts and whether a rollback is possible
+ * is the policy's (ZP_CAP_CUTS, ZP_CAP_ROLLBACK and its cut hook); nothing here compares the mode.
  */
 #ifndef ZP_PERSIST_H
 #define ZP_PERSIST_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -16,7 +19,7 @@ typedef struct zp_server zp_server;
 #define ZP_PERSIST_WRITERS 4
 
 typedef struct zp_writer {
-    pid_t pid;               /* 0 = free slot */
+    pid_t pid; /* 0 = free slot */
     uint64_t setid;
     int64_t clock;
     double started;
@@ -25,8 +28,8 @@ typedef struct zp_writer {
 
 typedef struct zp_persist {
     zp_writer writers[ZP_PERSIST_WRITERS];
-    int64_t last_cut;        /* bsp: the last clock snapshotted (or restored) */
-    uint64_t last_period;    /* every-seconds: the last period index */
+    int64_t last_cut;     /* bsp: the last clock snapshotted (or restored) */
+    uint64_t last_period; /* every-seconds: the last period index */
     uint64_t last_setid;
     uint64_t written, failures;
     double last_duration_s;
@@ -34,19 +37,13 @@ typedef struct zp_persist {
      * (-1 = none) */
     int64_t requested_cut;
     /* auto (Young/Daly) */
-    double auto_interval_s;   /* the interval in force (0 = not measured yet) */
+    double auto_interval_s;    /* the interval in force (0 = not measured yet) */
     int64_t auto_every_clocks; /* bsp: the interval in clocks, a power of two */
-    double round_s;           /* bsp: smoothed seconds per round */
-    double last_round_at;     /* when the last round closed */
-    uint64_t auto_period_s;   /* other modes: the interval in whole seconds, a power of two */
-    uint64_t auto_last;       /* other modes: the last auto set id (wall-clock seconds) */
+    double round_s;            /* bsp: smoothed seconds per round */
+    double last_round_at;      /* when the last round closed */
+    uint64_t auto_period_s;    /* other modes: the interval in whole seconds, a power of two */
+    uint64_t auto_last;        /* other modes: the last auto set id (wall-clock seconds) */
 } zp_persist;
-
-/* Restore the newest restorable set of snapshot_dir for this shard (before
- * serving). Sets skipped (a corrupt file, another shard count) are logged
- * with the reason. Returns 0 (restored, or nothing to restore) or a
- * zeps_err with a message: sets exist but none can be read. */
-int zp_persist_restore(zp_server *s, char *err, size_t errlen);
 
 /* Start writing a snapshot of the current state as set `setid` (cut
  * `clock`, -1 for a point in time) in a forked child. Up to
@@ -62,16 +59,12 @@ int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *wh
  * a message goes to err. */
 int zp_persist_request(zp_server *s, int64_t clock, uint64_t setid, char *err, size_t errlen);
 
-/* bsp recovery: put this shard back to the cut `clock` of set `setid` from
- * its own file of that set (docs/faults.md). Every worker but `requester`
- * must say HELLO again; parked pulls are answered ERESTARTED. A shard
- * already at that cut does nothing. Returns 0 or a zeps_err with a
- * message (ECLOCK: the shard is behind the cut; EDATA: no such file). */
-int zp_persist_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
-                        char *err, size_t errlen);
-
-/* A bsp round closed: snapshot if it completes a cut every K clocks. */
+/* A round closed (the op layer calls it when a policy says so): snapshot
+ * if it completes a cut every K clocks, on request or auto. */
 void zp_persist_on_round(zp_server *s);
+
+/* Reap finished writers (with `block`, wait for every running one). */
+void zp_persist_reap(zp_server *s, int block);
 
 /* Timer: reap a finished writer (logging how long it took); start the
  * every-seconds snapshot when its period begins. */

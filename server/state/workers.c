@@ -1,11 +1,14 @@
 /*
- * workers.c - per-rank state of a shard; see workers.h.
+ * workers.c - per-rank state of a shard, and what the shard derives from
+ * it (quorum, clock bounds, lost workers); see workers.h. Nothing here
+ * replies or touches a table: the op layer acts on what these return.
  */
 #include "workers.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+#include "log.h"
 #include "util.h"
 
 void zp_workers_init(zp_workers *ws, int n)
@@ -77,4 +80,54 @@ void zp_worker_record(zp_worker *w, uint64_t seq)
         if (back <= ZP_SEQ_WINDOW)
             w->window |= 1ull << (back - 1);
     }
+}
+
+int zp_workers_live(const zp_workers *ws, bool lost_continue)
+{
+    int n = ws->n;
+    for (int i = 0; lost_continue && i < ws->n; i++)
+        if (ws->w[i].lost)
+            n--;
+    return n;
+}
+
+int zp_workers_quorum(const zp_workers *ws, bool lost_continue, int backup)
+{
+    int q = zp_workers_live(ws, lost_continue) - backup;
+    return q < 1 ? 1 : q;
+}
+
+void zp_workers_update_bounds(zp_workers *ws, bool lost_continue)
+{
+    int64_t lo = INT64_MAX, hi = 0;
+    for (int i = 0; i < ws->n; i++) {
+        const zp_worker *w = &ws->w[i];
+        if (w->left || (w->lost && lost_continue))
+            continue;
+        if (w->clock < lo)
+            lo = w->clock;
+        if (w->clock > hi)
+            hi = w->clock;
+    }
+    ws->min_clock = lo == INT64_MAX ? hi : lo;
+    if (hi > ws->max_clock)
+        ws->max_clock = hi;
+}
+
+int zp_workers_check_lost(zp_workers *ws, double timeout, bool lost_continue, double now)
+{
+    int newly = 0;
+    for (int i = 0; i < ws->n; i++) {
+        zp_worker *w = &ws->w[i];
+        if (!w->joined || w->left || w->lost || now - w->last_seen_s < timeout)
+            continue;
+        w->lost = true;
+        w->lost_count++;
+        newly++;
+        zp_warn("worker %d declared lost: silent for %.1f s (lost_worker_timeout_s = %g); "
+                "on_lost_worker = %s: %s",
+                i, now - w->last_seen_s, timeout, lost_continue ? "continue" : "wait",
+                lost_continue ? "rounds close without it until it is back" : "rounds wait for it");
+    }
+    return newly;
 }

@@ -36,7 +36,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stats.h"
+#include "hist.h"
 #include "util.h"
 
 typedef enum zp_evict_policy {

@@ -1,0 +1,87 @@
+/*
+ * dispatch.c - a received message to its op handler (op/). The header is
+ * decoded and what every op shares is checked here (protocol version,
+ * frame count, a stopping shard, which ops a tool may send); then a table
+ * indexed by op names the handler. Every message gets exactly one reply,
+ * an ERROR one when it is wrong; nothing from the network is asserted.
+ */
+#include "dispatch.h"
+
+#include "ops.h"
+#include "server.h"
+#include "zeps_errors.h"
+
+typedef void (*zp_op_handler)(zp_server *s, zp_request *r);
+
+static const zp_op_handler handlers[] = {
+    [ZEPS__OP__HELLO] = zp_hello_on,
+    [ZEPS__OP__DECLARE] = zp_declare_on,
+    [ZEPS__OP__PULL] = zp_pull_on,
+    [ZEPS__OP__PUSH] = zp_push_on,
+    [ZEPS__OP__CLOCK] = zp_clock_on_clock,
+    [ZEPS__OP__BARRIER] = zp_clock_on_barrier,
+    [ZEPS__OP__STATS] = zp_stats_on,
+    [ZEPS__OP__BYE] = zp_admin_on_bye,
+    [ZEPS__OP__ROLLBACK] = zp_admin_on_rollback,
+    [ZEPS__OP__SNAPSHOT] = zp_admin_on_snapshot,
+};
+
+/* Ops a tool (rank 0xffffffff, no HELLO of its own) may send. */
+static bool tool_op(int op)
+{
+    return op == ZEPS__OP__HELLO || op == ZEPS__OP__STATS || op == ZEPS__OP__DECLARE ||
+           op == ZEPS__OP__SNAPSHOT;
+}
+
+/* The checks every op shares; 0, or -1 after replying. */
+static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
+                        const Zeps__Header *h)
+{
+    if (h->version != ZP_PROTOCOL_VERSION)
+        zp_reply_error(s, identity, h, ZEPS_EVERSION,
+                       "protocol version %u is not supported; this server speaks version %d",
+                       h->version, ZP_PROTOCOL_VERSION);
+    else if (m->dropped)
+        zp_reply_error(s, identity, h, ZEPS_EPROTO, "message has %d frames; at most %d",
+                       m->n + m->dropped, ZP_MAX_FRAMES);
+    else if (s->stopping && h->op != ZEPS__OP__STATS)
+        zp_reply_error(s, identity, h, ZEPS_ECLOSED, "shard %d is shutting down", s->shard);
+    else if (h->rank == 0xffffffffu && !tool_op(h->op))
+        zp_reply_error(s, identity, h, ZEPS_ERANK,
+                       "tools may only send HELLO, DECLARE, STATS and SNAPSHOT");
+    else
+        return 0;
+    return -1;
+}
+
+void zp_dispatch(zp_server *s, zp_frames *m)
+{
+    s->requests++;
+    s->bytes_in += m->bytes;
+    zmq_msg_t *identity = &m->f[0];
+    if (m->n < 2) {
+        zp_reply_error(s, identity, NULL, ZEPS_EPROTO, "message has no header frame");
+        return;
+    }
+    Zeps__Header *h = zp_header_unpack(&m->f[1]);
+    if (!h) {
+        zp_reply_error(s, identity, NULL, ZEPS_EPROTO,
+                       "header frame of %zu bytes is not a valid zeps.Header",
+                       zmq_msg_size(&m->f[1]));
+        return;
+    }
+    zp_request r = {
+        .identity = identity,
+        .h = h,
+        .payload = m->n > 2 ? &m->f[2] : NULL,
+        .npayload = m->n - 2 + m->dropped,
+    };
+    if (check_common(s, m, identity, h) == 0) {
+        unsigned op = (unsigned)h->op;
+        if (op < sizeof(handlers) / sizeof(handlers[0]) && handlers[op])
+            handlers[op](s, &r);
+        else
+            zp_reply_error(s, identity, h, ZEPS_EOP, "unknown or unexpected op %d", (int)h->op);
+    }
+    zeps__header__free_unpacked(h, NULL);
+}

@@ -1,0 +1,69 @@
+/*
+ * admin.c - SNAPSHOT (zepsctl snapshot take), ROLLBACK (bsp recovery) and
+ * BYE. state/persist.c does the snapshot work and says what it did; this
+ * file replies and, after a rollback, answers everything that waited with
+ * ERESTARTED: nothing computed before the cut may finish.
+ */
+#include "log.h"
+#include "ops.h"
+#include "restore.h"
+#include "server.h"
+
+#define ERRLEN 512
+
+void zp_admin_on_rollback(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_worker *w = zp_request_worker(s, r);
+    if (!w)
+        return;
+    char err[ERRLEN];
+    bool rolled = false;
+    int rc = zp_restore_rollback(s, h->clock, h->cut_set, h->rank, &rolled, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return;
+    }
+    if (rolled) {
+        zp_pull_abort_parked(s, h->clock, h->cut_set);
+        zp_clock_barrier_abort(s, h->clock, h->cut_set);
+    }
+    zp_worker_record(w, h->seq);
+    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.cut = s->cons->cut(s);
+    rep.cut_set = s->restored_set;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+void zp_admin_on_snapshot(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    char err[ERRLEN];
+    int rc = zp_persist_request(s, h->clock, h->cut_set, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return;
+    }
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.cut = s->cons->cut(s);
+    rep.clock = h->clock;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+void zp_admin_on_bye(zp_server *s, zp_request *r)
+{
+    zp_worker *w = zp_request_worker(s, r);
+    if (!w)
+        return;
+    if (!w->left)
+        zp_info("worker %u left", r->h->rank);
+    w->left = true;
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_cpull_forget(s->tables[i], r->h->rank); /* a view is only worth its memory in use */
+    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue); /* the slowest may move on */
+    zp_reply_ok(s, r->identity, r->h, 0);
+    zp_pull_serve_all(s);
+}

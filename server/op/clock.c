@@ -1,0 +1,147 @@
+/*
+ * clock.c - the workers' clocks: CLOCK, BARRIER, and lost workers.
+ *
+ * A worker's clock advances with CLOCK (or a PUSH with ZP_FLAG_CLOCK); the
+ * slowest and fastest live clocks (state/workers.c) are what ssp and bsp's
+ * sparse pulls wait on, and a table kind may age its contents by them
+ * (sparse TTL). The barrier lives on shard 0 and is released once every
+ * live worker waits in it. The lost-worker timer is here too: a worker
+ * declared lost under on_lost_worker = continue changes the quorum, so the
+ * policy may close rounds (recorded and snapshotted as a push's would be),
+ * and the waits it blocked are served.
+ */
+#include <inttypes.h>
+
+#include "ops.h"
+#include "server.h"
+#include "zeps_errors.h"
+
+void zp_clock_advance(zp_server *s, zp_worker *w, int64_t finished)
+{
+    if (finished + 1 <= w->clock)
+        return;
+    w->clock = finished + 1;
+    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    for (uint32_t i = 0; i < s->ntables; i++)
+        s->tables[i]->kind->clock(s->tables[i], s->workers.max_clock);
+}
+
+void zp_clock_on_clock(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_worker *w = zp_request_worker(s, r);
+    if (!w)
+        return;
+    if (zp_worker_seen(w, h->seq)) {
+        w->duplicates++;
+        zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE);
+        return;
+    }
+    if (h->clock < 0 || h->clock + 1 < w->clock) {
+        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK,
+                       "worker %u clock goes backwards: finished %" PRId64 " after %" PRId64,
+                       h->rank, h->clock, w->clock - 1);
+        return;
+    }
+    zp_worker_record(w, h->seq);
+    zp_clock_advance(s, w, h->clock);
+    zp_reply_ok(s, r->identity, h, 0);
+    zp_pull_serve_all(s);
+}
+
+/* Release the barrier once every live worker waits in it. Counted from the
+ * workers' state, not from arrivals: a worker that restarted (its HELLO
+ * dropped its wait) or was declared lost must not be counted. */
+static void barrier_release_if_complete(zp_server *s)
+{
+    int waiting = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        const zp_worker *x = &s->workers.w[i];
+        if (x->barrier_gen == s->barrier_gen && !(x->lost && s->cfg.lost_continue))
+            waiting++;
+    }
+    if (waiting == 0 || waiting < zp_workers_live(&s->workers, s->cfg.lost_continue))
+        return;
+    for (int i = 0; i < s->nworkers; i++) {
+        zp_worker *x = &s->workers.w[i];
+        if (x->barrier_gen != s->barrier_gen)
+            continue;
+        Zeps__Header rep;
+        zp_reply_init(s, NULL, &rep);
+        rep.op = ZEPS__OP__BARRIER;
+        rep.req_id = x->barrier_req;
+        zp_reply_send(s, &x->barrier_identity, &rep, NULL, 0, NULL, NULL);
+        zmq_msg_close(&x->barrier_identity);
+        x->barrier_gen = 0;
+    }
+    s->barrier_gen++;
+    s->barrier_count = 0;
+}
+
+/* Worker w waits in the barrier: keep a copy of its identity to answer. */
+static void barrier_wait(zp_worker *w, zp_request *r, bool retry)
+{
+    if (retry)
+        zmq_msg_close(&w->barrier_identity);
+    zmq_msg_init(&w->barrier_identity);
+    zmq_msg_copy(&w->barrier_identity, r->identity);
+    w->barrier_req = r->h->req_id;
+}
+
+void zp_clock_on_barrier(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_worker *w = zp_request_worker(s, r);
+    if (!w)
+        return;
+    if (w->barrier_gen == s->barrier_gen) {
+        /* already waiting: a retry; take its identity and say we are alive */
+        barrier_wait(w, r, true);
+        zp_reply_ok(s, r->identity, h, ZP_FLAG_PARKED);
+        return;
+    }
+    if (zp_worker_seen(w, h->seq)) {
+        zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE); /* this barrier was already released */
+        return;
+    }
+    zp_worker_record(w, h->seq);
+    w->barrier_gen = s->barrier_gen;
+    barrier_wait(w, r, false);
+    s->barrier_count++;
+    barrier_release_if_complete(s);
+}
+
+void zp_clock_barrier_abort(zp_server *s, int64_t cut, uint64_t set)
+{
+    for (int i = 0; i < s->nworkers; i++) {
+        zp_worker *x = &s->workers.w[i];
+        if (!x->barrier_gen)
+            continue;
+        zp_reply_restarted(s, &x->barrier_identity, NULL, x->barrier_req, cut, set);
+        zmq_msg_close(&x->barrier_identity);
+        x->barrier_gen = 0;
+    }
+    s->barrier_count = 0;
+}
+
+void zp_clock_check_lost(zp_server *s)
+{
+    double timeout = s->cfg.lost_worker_timeout_s;
+    if (timeout <= 0 || s->stopping)
+        return;
+    int newly = zp_workers_check_lost(&s->workers, timeout, s->cfg.lost_continue, zp_now_s());
+    s->lost_total += (uint64_t)newly;
+    if (!newly || !s->cfg.lost_continue)
+        return;
+    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_push_result res = {0};
+        if (!s->cons->quorum_changed(s, s->tables[i], &res))
+            continue;
+        zp_record_result(s, s->tables[i], NULL, &res);
+        zp_persist_on_round(s);
+    }
+    zp_pull_serve_all(s);
+    if (s->nshards && s->shard == 0)
+        barrier_release_if_complete(s); /* the barrier lives on shard 0 */
+}

@@ -1,0 +1,55 @@
+/*
+ * declare.c - DECLARE: create a table on this shard from its declaration,
+ * or check that a re-declaration (another worker, a restart) names the same
+ * table. The table's kind (table/) builds and checks it; the reply names
+ * the table's id and this shard's slice.
+ */
+#include <string.h>
+
+#include "ops.h"
+#include "server.h"
+#include "zeps_errors.h"
+
+#define ERRLEN 512
+
+static void reply_declared(zp_server *s, zp_request *r, const zp_table *t)
+{
+    Zeps__Header rep;
+    zp_reply_init(s, r->h, &rep);
+    rep.table = t->id;
+    rep.offset = t->begin;
+    rep.count = t->n;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+void zp_declare_on(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (h->rank != 0xffffffffu && !zp_request_worker(s, r))
+        return;
+    if (!h->spec) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "DECLARE without a table spec");
+        return;
+    }
+    char err[ERRLEN];
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        if (strcmp(s->tables[i]->name, h->spec->name) != 0)
+            continue;
+        int rc = zp_table_check_same(s->tables[i], h->spec, err, sizeof(err));
+        if (rc != 0)
+            zp_reply_error(s, r->identity, h, rc, "%s", err);
+        else
+            reply_declared(s, r, s->tables[i]);
+        return;
+    }
+    zp_table *t;
+    int rc =
+        zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return;
+    }
+    zp_table_append(&s->tables, &s->ntables, &s->cap_tables, t); /* s takes t */
+    t->kind->log_declared(t, h->spec);
+    reply_declared(s, r, t);
+}

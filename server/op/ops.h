@@ -1,0 +1,75 @@
+/*
+ * ops.h - the op handlers of a shard, one file per op family, and the few
+ * entry points one op family offers another.
+ *
+ * Each handler takes a request whose header dispatch.c has decoded and
+ * checked (protocol version, frame count, tool ranks) and answers it
+ * exactly once. Handlers call down into policy/, table/ and state/, and
+ * sideways only in this order: admin, clock, push -> pull, record;
+ * pull -> record, sparse_ops; nothing calls back up.
+ */
+#ifndef ZP_OPS_H
+#define ZP_OPS_H
+
+#include <stdint.h>
+
+#include "consistency.h"
+#include "request.h"
+#include "trace.h"
+
+/* hello.c: HELLO: a worker (or a tool, rank 0xffffffff) registers. */
+void zp_hello_on(zp_server *s, zp_request *r);
+
+/* declare.c: DECLARE: create a table, or check a re-declaration. */
+void zp_declare_on(zp_server *s, zp_request *r);
+
+/* pull.c: PULL: answer now, or park until the policy allows it. */
+void zp_pull_on(zp_server *s, zp_request *r);
+/* Answer every parked pull of t that its policy now allows. */
+void zp_pull_serve_parked(zp_server *s, zp_table *t);
+/* The same for every table. */
+void zp_pull_serve_all(zp_server *s);
+/* Answer every parked pull with ERESTARTED (cut `cut` of set `set`). */
+void zp_pull_abort_parked(zp_server *s, int64_t cut, uint64_t set);
+
+/* push.c: PUSH: check, hand to the policy, record, reply, serve. */
+void zp_push_on(zp_server *s, zp_request *r);
+
+/* sparse_ops.c: PULL and PUSH of a sparse table, once the worker and the
+ * table are checked. The pull always replies; the push returns 0 when
+ * applied (the caller replies with *reply_flags) or -1 after replying with
+ * an error. */
+void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *t);
+int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
+                          uint32_t *reply_flags);
+
+/* clock.c: CLOCK and BARRIER, the workers' clocks, lost workers. */
+void zp_clock_on_clock(zp_server *s, zp_request *r);
+void zp_clock_on_barrier(zp_server *s, zp_request *r);
+/* Worker w finished clock `finished`: advance its clock and what follows
+ * (bounds, sparse expiry). */
+void zp_clock_advance(zp_server *s, zp_worker *w, int64_t finished);
+/* Answer every worker waiting in the barrier with ERESTARTED. */
+void zp_clock_barrier_abort(zp_server *s, int64_t cut, uint64_t set);
+/* Timer: declare silent workers lost and, with on_lost_worker = continue,
+ * close the rounds and release the waits that no longer need them. */
+void zp_clock_check_lost(zp_server *s);
+
+/* admin.c: SNAPSHOT, ROLLBACK, BYE. */
+void zp_admin_on_snapshot(zp_server *s, zp_request *r);
+void zp_admin_on_rollback(zp_server *s, zp_request *r);
+void zp_admin_on_bye(zp_server *s, zp_request *r);
+
+/* stats.c: STATS. */
+void zp_stats_on(zp_server *s, zp_request *r);
+
+/* record.c: what the shard measures of each update (histograms of the
+ * table and the worker, counters, trace). */
+void zp_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace_kind kind,
+                    uint64_t version_applied, double weight, int applied);
+/* Record what a policy did with push p (every push of a closed round). */
+void zp_record_result(zp_server *s, zp_table *t, const zp_push *p, const zp_push_result *res);
+/* Record an answered dense pull that waited wait_us parked. */
+void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, double wait_us);
+
+#endif

@@ -1,0 +1,69 @@
+/*
+ * request.c - the checks every op shares; see request.h.
+ */
+#include "request.h"
+
+#include <inttypes.h>
+
+#include "log.h"
+#include "server.h"
+#include "zeps_errors.h"
+
+int64_t zp_request_resume_cut(const zp_server *s)
+{
+    int64_t c = s->cons->cut(s);
+    return c >= 0 ? c : s->restored_clock;
+}
+
+zp_worker *zp_request_worker(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (h->rank >= (uint32_t)s->nworkers) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANK,
+                       "rank %u is outside the cluster of %d workers", h->rank, s->nworkers);
+        return NULL;
+    }
+    zp_worker *w = &s->workers.w[h->rank];
+    if (!w->joined || w->incarnation != h->incarnation) {
+        if (s->epoch > 0) {
+            zp_reply_restarted(s, r->identity, h, 0, zp_request_resume_cut(s), s->restored_set);
+            return NULL;
+        }
+        zp_reply_error(s, r->identity, h, ZEPS_ESTATE,
+                       "worker %u incarnation %" PRIx64 " has not said HELLO to shard %d", h->rank,
+                       h->incarnation, s->shard);
+        return NULL;
+    }
+    if (w->lost) {
+        w->lost = false;
+        zp_warn("worker %u, declared lost, is heard from again (after %.1f s)", h->rank,
+                zp_now_s() - w->last_seen_s);
+        zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    }
+    w->last_seen_s = zp_now_s();
+    return w;
+}
+
+zp_table *zp_request_table(zp_server *s, zp_request *r)
+{
+    if (r->h->table >= s->ntables) {
+        zp_reply_error(s, r->identity, r->h, ZEPS_ETABLE,
+                       "no table with id %u on shard %d (%u declared)", r->h->table, s->shard,
+                       s->ntables);
+        return NULL;
+    }
+    return s->tables[r->h->table];
+}
+
+int zp_request_range(zp_server *s, zp_request *r, const zp_table *t)
+{
+    uint64_t off = r->h->offset, cnt = r->h->count;
+    if (cnt == 0 || off < t->begin || off > t->end || cnt > t->end - off) {
+        zp_reply_error(s, r->identity, r->h, ZEPS_ERANGE,
+                       "%s of table '%s' elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64
+                       ") is outside shard %d's slice [%" PRIu64 ", %" PRIu64 ")",
+                       zp_op_name(r->h->op), t->name, off, off, cnt, s->shard, t->begin, t->end);
+        return -1;
+    }
+    return 0;
+}

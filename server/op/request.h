@@ -1,0 +1,45 @@
+/*
+ * request.h - one request being handled, and the checks every op shares
+ * (request.c): the worker it comes from, the table it names, the range it
+ * covers. Each check replies with an error itself when it fails, so a
+ * handler's path stays linear: check, act, reply.
+ */
+#ifndef ZP_REQUEST_H
+#define ZP_REQUEST_H
+
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "zeps.pb-c.h"
+
+typedef struct zp_server zp_server;
+typedef struct zp_table zp_table;
+typedef struct zp_worker zp_worker;
+
+/* Borrowed views into the received frames (dispatch.c owns them). A
+ * handler may take the payload frame's bytes (zmq_msg_move). */
+typedef struct zp_request {
+    zmq_msg_t *identity;
+    const Zeps__Header *h;
+    zmq_msg_t *payload; /* first payload frame or NULL */
+    int npayload;
+} zp_request;
+
+/* The worker a request comes from, if it is a registered worker of this
+ * incarnation (a lost one is live again); otherwise replies with an error
+ * (ERESTARTED after a restore) and returns NULL. */
+zp_worker *zp_request_worker(zp_server *s, zp_request *r);
+
+/* The table the request names, or NULL after replying ETABLE. */
+zp_table *zp_request_table(zp_server *s, zp_request *r);
+
+/* 0 if [offset, offset + count) lies inside t's slice; else -1 after
+ * replying ERANGE. */
+int zp_request_range(zp_server *s, zp_request *r, const zp_table *t);
+
+/* The cut a worker resumes from after a restore: the policy's cut, or the
+ * restored clock in modes without cuts. */
+int64_t zp_request_resume_cut(const zp_server *s);
+
+#endif

@@ -1,0 +1,313 @@
+/*
+ * sparse_ops.c - PULL and PUSH of sparse tables on a shard (entered from
+ * pull.c and push.c once the worker and the table are checked).
+ *
+ * Frames (docs/protocol.md, "Sparse tables"): a PULL carries `count` ids as
+ * little-endian u64; its reply carries count * dim f32 values (row i for id i)
+ * followed by count u32 row versions. A PUSH carries the ids, then count *
+ * dim f32 gradients, then, with ZP_FLAG_ROW_VERSIONS, the u32 row versions
+ * the gradients were computed from (so tau is measured per row). Ids must
+ * belong to this shard (zp_sparse_shard_of) and be distinct within a push
+ * (the client library sums repeated ids first); gradients must be finite.
+ * Everything is checked before any row is touched.
+ *
+ * When is the policy's: its rows_pull_ready hook holds pulls, its push_rows
+ * hook applies the rows (under `weighted`, each row scaled by the weight of
+ * its own staleness). This file checks, records and replies; the rows and
+ * the scratch are table/rows.c's. See docs/sparse.md for why sparse tables
+ * do not collect whole rounds.
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "log.h"
+#include "ops.h"
+#include "server.h"
+#include "sparse_hash.h"
+#include "util.h"
+#include "zeps_errors.h"
+
+/* Most ids one request may name (16 Mi: 128 MiB of ids). */
+#define ZP_SPARSE_MAX_KEYS (1 << 24)
+
+/* Index of an id that does not belong to this shard, or -1. */
+static ptrdiff_t foreign_id(const zp_server *s, const uint64_t *ids, size_t n)
+{
+    if (s->nshards == 1)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (zp_sparse_shard_of(ids[i], s->nshards) != s->shard)
+            return (ptrdiff_t)i;
+    return -1;
+}
+
+static void free_reply(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* Send the rows of ids[0..n) to `identity` as the reply to req_id. */
+static void send_rows(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
+                      int64_t clock, const uint64_t *ids, size_t n, double wait_us)
+{
+    zp_hist_add_log2(&t->stats.pull_wait_us, (uint64_t)wait_us);
+    size_t dim = t->rows->dim;
+    size_t len = n * (dim + 1) * sizeof(float);
+    float *buf = malloc(len);
+    if (!buf) {
+        Zeps__Header req;
+        zeps__header__init(&req);
+        req.op = ZEPS__OP__PULL;
+        req.req_id = req_id;
+        req.table = t->id;
+        zp_reply_error(s, identity, &req, ZEPS_ENOMEM, "cannot allocate %zu bytes for %zu rows",
+                       len, n);
+        return;
+    }
+    zp_sparse_pull(t->rows->store, ids, n, clock, buf, (uint32_t *)(buf + n * dim));
+    Zeps__Header rep;
+    zp_reply_init(s, NULL, &rep);
+    rep.op = ZEPS__OP__PULL;
+    rep.req_id = req_id;
+    rep.table = t->id;
+    rep.count = n;
+    rep.clock = s->workers.min_clock;
+    t->stats.pulls++;
+    t->stats.keys_pulled += n;
+    zp_reply_send(s, identity, &rep, buf, len, free_reply, NULL); /* takes buf */
+}
+
+/* Checks shared by PULL and PUSH: one payload frame of `bytes` (or, with
+ * `at_least`, more than that), 1 to ZP_SPARSE_MAX_KEYS ids, all of this
+ * shard. Returns the ids or NULL after replying with an error. */
+static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, size_t bytes,
+                                   bool at_least)
+{
+    const Zeps__Header *h = r->h;
+    const char *op = zp_op_name(h->op);
+    if (r->npayload != 1) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
+                       "%s of sparse table '%s' must carry exactly one frame, got %d", op, t->name,
+                       r->npayload);
+        return NULL;
+    }
+    if (h->count == 0 || h->count > ZP_SPARSE_MAX_KEYS) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
+                       "%s of sparse table '%s' names %" PRIu64 " ids; 1 to %d per request", op,
+                       t->name, h->count, ZP_SPARSE_MAX_KEYS);
+        return NULL;
+    }
+    size_t len = zmq_msg_size(r->payload);
+    if (at_least ? len <= bytes : len != bytes) {
+        zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
+                       "%s of %" PRIu64 " ids to sparse table '%s' (dim %u) carries %zu bytes, "
+                       "expected %s%zu",
+                       op, h->count, t->name, t->rows->dim, len, at_least ? "more than " : "",
+                       bytes);
+        return NULL;
+    }
+    const uint64_t *ids = zp_rows_ids(t->rows, zmq_msg_data(r->payload), (size_t)h->count);
+    ptrdiff_t bad = foreign_id(s, ids, (size_t)h->count);
+    if (bad >= 0) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
+                       "%s of sparse table '%s': id %" PRIu64 " (position %td) belongs to shard "
+                       "%d, not shard %d",
+                       op, t->name, ids[bad], bad, zp_sparse_shard_of(ids[bad], s->nshards),
+                       s->shard);
+        return NULL;
+    }
+    return ids;
+}
+
+/* Whether `bytes` of rows (a pull's reply, a compressed push decoded) fit
+ * max_message_mb; replies ETOOBIG if not. Ids are small, rows need not be:
+ * without this, 8 bytes of id could ask for 16 KiB of rows (dim 4096). */
+static bool rows_fit(zp_server *s, zp_request *r, const zp_table *t, uint64_t bytes)
+{
+    if (bytes <= s->cfg.max_message_bytes)
+        return true;
+    zp_reply_error(s, r->identity, r->h, ZEPS_ETOOBIG,
+                   "%s of %" PRIu64 " rows of sparse table '%s' (dim %u) is %" PRIu64
+                   " bytes of rows, over max_message_mb (%" PRIu64 " bytes); use smaller batches",
+                   zp_op_name(r->h->op), r->h->count, t->name, t->rows->dim, bytes,
+                   s->cfg.max_message_bytes);
+    return false;
+}
+
+static bool rows_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
+{
+    return s->cons->rows_pull_ready(s, t, p->rank, p->clock);
+}
+
+static void rows_serve(zp_server *s, zp_table *t, zp_parked *p)
+{
+    const uint64_t *ids = zp_rows_ids(t->rows, zmq_msg_data(&p->keys), (size_t)p->count);
+    send_rows(s, &p->identity, p->req_id, t, p->clock, ids, (size_t)p->count,
+              (zp_now_s() - p->since_s) * 1e6);
+}
+
+static const zp_parked_path rows_path = {.ready = rows_ready, .serve = rows_serve};
+
+void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
+{
+    const Zeps__Header *h = r->h;
+    size_t n = (size_t)h->count;
+    const uint64_t *ids = checked_ids(s, r, t, n * sizeof(uint64_t), false);
+    if (!ids || !rows_fit(s, r, t, (uint64_t)n * (t->rows->dim + 1) * sizeof(float)))
+        return;
+    zp_worker_record(w, h->seq);
+    w->pulls++;
+    if (s->cons->rows_pull_ready(s, t, h->rank, h->clock)) {
+        send_rows(s, r->identity, h->req_id, t, h->clock, ids, n, 0.0);
+        return;
+    }
+    zp_parked *p = zp_parked_new(r->identity);
+    p->path = &rows_path;
+    zmq_msg_init(&p->keys);
+    zmq_msg_copy(&p->keys, r->payload);
+    p->has_keys = true;
+    p->req_id = h->req_id;
+    p->rank = h->rank;
+    p->seq = h->seq;
+    p->count = h->count;
+    p->clock = h->clock;
+    p->since_s = zp_now_s();
+    zp_parked_push(&t->parked, p); /* the queue takes p */
+}
+
+/* The gradients as aligned floats: in place when the frame allows it. */
+static const float *aligned_grads(zp_table *t, const unsigned char *data, size_t nvals)
+{
+    if (((uintptr_t)data & 3u) == 0)
+        return (const float *)data;
+    float *g = zp_rows_grads(t->rows, nvals);
+    if (g)
+        memcpy(g, data, nvals * sizeof(float));
+    return g;
+}
+
+/* A compressed push's rows, validated against their codec and decoded into
+ * the table's scratch; NULL after replying with an error. */
+static const float *decoded_grads(zp_server *s, zp_request *r, zp_table *t, const void *buf,
+                                  size_t len)
+{
+    const Zeps__Header *h = r->h;
+    size_t nvals = (size_t)h->count * t->rows->dim;
+    const zp_codec_ops *codec = zp_codec_by_id(h->codec);
+    if (!codec) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
+                       "unknown codec %u in a PUSH to sparse table '%s'", h->codec, t->name);
+        return NULL;
+    }
+    double t0 = zp_now_s();
+    char err[300];
+    int rc = codec->validate(buf, len, nvals, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s push to sparse table '%s' from worker %u: %s",
+                       codec->name, t->name, h->rank, err);
+        return NULL;
+    }
+    if (!rows_fit(s, r, t, (uint64_t)nvals * sizeof(float)))
+        return NULL;
+    float *g = zp_rows_grads(t->rows, nvals);
+    if (!g) {
+        zp_reply_error(s, r->identity, h, ZEPS_ENOMEM,
+                       "cannot allocate %zu bytes to decode a push to sparse table '%s'",
+                       nvals * sizeof(float), t->name);
+        return NULL;
+    }
+    codec->decode(buf, len, nvals, g);
+    t->stats.decode_s += zp_now_s() - t0;
+    return g;
+}
+
+/* The checks of a sparse PUSH up to its gradients: ids (of this shard,
+ * distinct), payload size, gradients (raw: in place when aligned;
+ * compressed: validated and decoded), finite. Fills *g and returns the ids,
+ * or NULL after replying with an error. */
+static const uint64_t *checked_push(zp_server *s, zp_request *r, zp_table *t, const float **g)
+{
+    const Zeps__Header *h = r->h;
+    size_t n = (size_t)h->count, dim = t->rows->dim;
+    size_t vbytes = (h->flags & ZP_FLAG_ROW_VERSIONS) ? n * sizeof(uint32_t) : 0;
+    /* raw: ids, rows, versions exactly; compressed: ids, a payload, versions */
+    size_t fixed = n * sizeof(uint64_t) + vbytes;
+    const uint64_t *ids = h->codec ? checked_ids(s, r, t, fixed, true)
+                                   : checked_ids(s, r, t, fixed + n * dim * sizeof(float), false);
+    if (!ids)
+        return NULL;
+    ptrdiff_t rep = zp_rows_repeated(t->rows, ids, n);
+    if (rep >= 0) {
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "PUSH to sparse table '%s' names id %" PRIu64 " twice (position %td); "
+                       "sum repeated ids first",
+                       t->name, ids[rep], rep);
+        return NULL;
+    }
+    const unsigned char *rows =
+        (const unsigned char *)zmq_msg_data(r->payload) + n * sizeof(uint64_t);
+    size_t rows_len = zmq_msg_size(r->payload) - fixed;
+    *g = h->codec ? decoded_grads(s, r, t, rows, rows_len) : aligned_grads(t, rows, n * dim);
+    if (!*g) {
+        if (!h->codec) /* a misaligned raw frame we could not copy */
+            zp_reply_error(s, r->identity, h, ZEPS_ENOMEM,
+                           "cannot allocate %zu bytes for a push to sparse table '%s'",
+                           n * dim * sizeof(float), t->name);
+        return NULL;
+    }
+    if (s->cfg.reject_nonfinite && !zp_all_finite(*g, n * dim)) {
+        zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
+                       "PUSH to sparse table '%s' from worker %u contains NaN or Inf; nothing "
+                       "applied",
+                       t->name, h->rank);
+        return NULL;
+    }
+    return ids;
+}
+
+/* Count a push of n ids carrying `wire` bytes (raw: `raw`). */
+static void count_push(zp_table *t, zp_worker *w, size_t n, size_t wire, size_t raw)
+{
+    t->version++;
+    t->stats.pushes++;
+    t->stats.keys_pushed += n;
+    w->pushes++;
+    t->stats.push_bytes_wire += wire;
+    t->stats.push_bytes_raw += raw;
+    w->push_bytes_wire += wire;
+    w->push_bytes_raw += raw;
+}
+
+int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
+                          uint32_t *reply_flags)
+{
+    const Zeps__Header *h = r->h;
+    size_t n = (size_t)h->count, dim = t->rows->dim;
+    const float *g;
+    const uint64_t *ids = checked_push(s, r, t, &g);
+    if (!ids)
+        return -1;
+    if (h->clock < 0) {
+        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK, "PUSH with negative clock %" PRId64,
+                       h->clock);
+        return -1;
+    }
+    size_t len = zmq_msg_size(r->payload);
+    bool versions = (h->flags & ZP_FLAG_ROW_VERSIONS) != 0;
+    size_t vbytes = versions ? n * sizeof(uint32_t) : 0;
+    zp_rows_push rp = {.ids = ids, .n = n, .g = g, .clock = h->clock};
+    if (versions)
+        rp.read_versions = zp_rows_versions(
+            t->rows, (const unsigned char *)zmq_msg_data(r->payload) + len - vbytes, n);
+    zp_worker_record(w, h->seq);
+    size_t dropped = s->cons->push_rows(s, t, &rp);
+    t->stats.dropped += dropped;
+    w->dropped += dropped;
+    *reply_flags = dropped ? ZP_FLAG_DROPPED : 0;
+    zp_rows_trim(t->rows);
+    count_push(t, w, n, len, n * sizeof(uint64_t) + vbytes + n * dim * sizeof(float));
+    return 0;
+}

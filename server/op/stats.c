@@ -1,0 +1,140 @@
+/*
+ * stats.c - STATS: a snapshot of the shard's counters, histograms and
+ * per-worker state in one reply (zepsctl stats, the staleness study). The
+ * reply's records point into the live histograms; the arrays holding them
+ * are this function's and are freed once the reply is packed and sent.
+ */
+#include <stdlib.h>
+
+#include "modes.h"
+#include "ops.h"
+#include "server.h"
+
+static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
+{
+    zeps__shard_stats__init(st);
+    st->shard = (uint32_t)s->shard;
+    st->num_shards = (uint32_t)s->nshards;
+    st->num_workers = (uint32_t)s->nworkers;
+    st->incarnation = s->incarnation;
+    st->consistency = (char *)s->cons->name;
+    st->caps = s->cons->caps;
+    st->uptime_s = now - s->start_s;
+    st->bytes_in = s->bytes_in;
+    st->bytes_out = s->bytes_out;
+    st->requests = s->requests;
+    st->errors = s->errors;
+    st->lost_workers = s->lost_total;
+    st->rollbacks = s->rollbacks;
+    st->snapshots_written = s->persist.written;
+    st->last_snapshot_set = s->persist.last_setid;
+    st->last_snapshot_s = s->persist.last_duration_s;
+    st->restored_clock = s->restored_clock;
+    st->curve = s->zap.enabled;
+    st->curve_accepted = s->zap.accepted;
+    st->curve_refused = s->zap.refused;
+}
+
+/* ts points into t and into th[0..3) (which the caller owns). */
+static void table_stats(const zp_server *s, const zp_table *t, Zeps__TableStats *ts,
+                        Zeps__Histogram *th)
+{
+    zeps__table_stats__init(ts);
+    ts->id = t->id;
+    ts->name = (char *)t->name;
+    ts->length = t->length;
+    ts->slice_begin = t->begin;
+    ts->slice_end = t->end;
+    ts->version = t->version;
+    ts->pushes = t->stats.pushes;
+    ts->pulls = t->stats.pulls;
+    ts->bytes_param = zp_table_bytes(t);
+    ts->optimizer = (char *)t->optimizer;
+    ts->rounds = (uint64_t)t->round.closed;
+    ts->parked = t->parked.n;
+    zp_hist_to_pb(&t->stats.tau, &th[0]);
+    zp_hist_to_pb(&t->stats.clock_gap, &th[1]);
+    zp_hist_to_pb(&t->stats.pull_wait_us, &th[2]);
+    ts->tau = &th[0];
+    ts->clock_gap = &th[1];
+    ts->pull_wait_us = &th[2];
+    ts->dropped = t->stats.dropped;
+    ts->late = t->stats.late;
+    ts->staleness = zp_ssp_bound(s, t);
+    ts->push_bytes_wire = t->stats.push_bytes_wire;
+    ts->push_bytes_raw = t->stats.push_bytes_raw;
+    ts->decode_s = t->stats.decode_s;
+    t->kind->stats(t, ts);
+    ts->pull_bytes_wire = t->stats.pull_bytes_wire;
+    ts->pull_bytes_raw = t->stats.pull_bytes_raw;
+    ts->encode_s = t->stats.encode_s;
+    ts->pull_resyncs = t->stats.pull_resyncs;
+    ts->pull_view_bytes = zp_cpull_bytes(t);
+}
+
+static void worker_stats(const zp_worker *w, int rank, double now, Zeps__WorkerStats *ws,
+                         Zeps__Histogram *wh)
+{
+    zeps__worker_stats__init(ws);
+    ws->rank = (uint32_t)rank;
+    ws->clock = w->clock;
+    ws->incarnation = w->incarnation;
+    ws->pushes = w->pushes;
+    ws->pulls = w->pulls;
+    ws->duplicates = w->duplicates;
+    ws->last_seen_s = now - w->last_seen_s;
+    zp_hist_to_pb(&w->tau, wh);
+    ws->tau = wh;
+    ws->dropped = w->dropped;
+    ws->late = w->late;
+    ws->push_bytes_wire = w->push_bytes_wire;
+    ws->push_bytes_raw = w->push_bytes_raw;
+    ws->lost = w->lost;
+    ws->lost_count = w->lost_count;
+    ws->pull_bytes_wire = w->pull_bytes_wire;
+    ws->pull_bytes_raw = w->pull_bytes_raw;
+    ws->pull_resyncs = w->pull_resyncs;
+}
+
+void zp_stats_on(zp_server *s, zp_request *r)
+{
+    double now = zp_now_s();
+    Zeps__ShardStats st;
+    shard_stats(s, &st, now);
+    size_t nt = s->ntables ? s->ntables : 1, nw = (size_t)s->nworkers;
+    Zeps__TableStats *ts = zp_xcalloc(nt, sizeof(*ts));
+    Zeps__Histogram *th = zp_xcalloc(3 * nt, sizeof(*th));
+    Zeps__TableStats **tsp = zp_xcalloc(nt, sizeof(*tsp));
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        table_stats(s, s->tables[i], &ts[i], &th[3 * i]);
+        tsp[i] = &ts[i];
+    }
+    st.n_tables = s->ntables;
+    st.tables = tsp;
+    Zeps__WorkerStats *ws = zp_xcalloc(nw, sizeof(*ws));
+    Zeps__Histogram *wh = zp_xcalloc(nw, sizeof(*wh));
+    Zeps__WorkerStats **wsp = zp_xcalloc(nw, sizeof(*wsp));
+    size_t k = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        const zp_worker *w = &s->workers.w[i];
+        if (!w->joined && !w->rehello)
+            continue;
+        worker_stats(w, i, now, &ws[k], &wh[k]);
+        wsp[k] = &ws[k];
+        k++;
+    }
+    st.n_workers = k;
+    st.workers = wsp;
+    Zeps__Header rep;
+    zp_reply_init(s, r->h, &rep);
+    rep.stats = &st;
+    rep.num_shards = (uint32_t)s->nshards;
+    rep.num_workers = (uint32_t)s->nworkers;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+    free(ts);
+    free(th);
+    free(tsp);
+    free(ws);
+    free(wh);
+    free(wsp);
+}

@@ -1,0 +1,151 @@
+/*
+ * bsp.c - bulk synchronous parallel.
+ *
+ * A round of table t is clock c. Each worker's gradient for the round is
+ * kept as the received ZeroMQ frame (no copy, table/round.c) until the
+ * quorum, `live workers - backup_workers`, arrived; then they are summed in
+ * rank order into one buffer, so the result is bit-for-bit the same
+ * whatever order they arrived in, averaged over the pushes summed and
+ * applied once. A pull at clock c waits until round c - 1 is applied
+ * (rounds closed >= c). A push for a round already closed (a backup
+ * worker's, late) is dropped, or applied at once scaled by w(tau) when
+ * late_pushes = "weighted". Sparse tables collect no rounds: their pulls
+ * wait until every live worker finished the previous clock, their pushes
+ * are applied on arrival (docs/sparse.md).
+ *
+ * The tables' common round is a consistent cut: snapshots are taken there
+ * and a shard may be rolled back to one (ZP_CAP_CUTS, ZP_CAP_ROLLBACK).
+ */
+#include "modes.h"
+
+#include "log.h"
+#include "server.h"
+#include "zeps_errors.h"
+
+static bool bsp_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock)
+{
+    (void)s, (void)rank;
+    return t->round.closed >= clock;
+}
+
+static bool bsp_rows_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock)
+{
+    (void)t, (void)rank;
+    return s->workers.min_clock >= clock;
+}
+
+static int quorum(const zp_server *s)
+{
+    return zp_workers_quorum(&s->workers, s->cfg.lost_continue, s->cfg.backup_workers);
+}
+
+/* Apply the open round: the held gradients summed in rank order, scaled
+ * by 1/k. */
+static void close_round(zp_table *t, zp_push_result *res)
+{
+    uint64_t before = t->version;
+    int k;
+    const float *g = zp_round_sum(&t->round, &k);
+    zp_table_apply(t, g, 0, t->n, 1.0f / (float)k);
+    res->round = t->round.closed;
+    zp_round_close(&t->round);
+    res->outcome = ZP_PUSH_ROUND_CLOSED;
+    res->applied = true;
+    res->version_applied = before;
+    res->weight = 1.0;
+    res->nheld = t->round.nlast;
+    res->held_rank = t->round.last_rank;
+    res->held_version = t->round.last_version;
+    zp_debug("table '%s': round %lld applied (version %llu)", t->name, (long long)res->round,
+             (unsigned long long)t->version);
+}
+
+/* A backup worker's push for a round that closed without it. */
+static void late_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res)
+{
+    if (s->cfg.late_weighted)
+        zp_async_apply(t, p,
+                       zp_weighted_weight(s->cfg.weight_fn, s->cfg.weight_lambda,
+                                          t->version - p->data_version),
+                       ZP_PUSH_LATE, res);
+    else
+        zp_async_refuse(t, p, ZP_PUSH_LATE, res);
+}
+
+static int bsp_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, char *err,
+                    size_t errlen)
+{
+    zp_round *rd = &t->round;
+    if (p->off != 0 || p->count != t->n)
+        return zp_seterr(
+            err, errlen, ZEPS_ERANGE,
+            "bsp: a push to table '%s' must cover this shard's whole slice [%llu, %llu)", t->name,
+            (unsigned long long)t->begin, (unsigned long long)t->end);
+    if (p->clock < rd->closed) {
+        late_push(s, t, p, res);
+        return 0;
+    }
+    if (p->clock > rd->closed)
+        return zp_seterr(err, errlen, ZEPS_ECLOCK,
+                         "bsp: push for clock %lld but table '%s' is collecting round %lld",
+                         (long long)p->clock, t->name, (long long)rd->closed);
+    if (zp_round_holds(rd, p->rank))
+        return zp_seterr(err, errlen, ZEPS_ESTATE,
+                         "bsp: worker %u already pushed table '%s' for round %lld", p->rank,
+                         t->name, (long long)p->clock);
+    if (zp_round_hold(rd, p->rank, p->frame, p->data_version) != 0)
+        return zp_seterr(err, errlen, ZEPS_ENOMEM,
+                         "bsp: cannot allocate the round buffer of table '%s'", t->name);
+    res->outcome = ZP_PUSH_KEPT;
+    res->version_applied = t->version;
+    if (rd->npending >= quorum(s))
+        close_round(t, res);
+    return 0;
+}
+
+static bool bsp_quorum_changed(zp_server *s, zp_table *t, zp_push_result *res)
+{
+    if (!t->kind->rounds || t->round.npending == 0 || t->round.npending < quorum(s))
+        return false;
+    close_round(t, res);
+    return true;
+}
+
+static void bsp_forget(zp_server *s, zp_table *t, uint32_t rank)
+{
+    (void)s;
+    zp_round_forget(&t->round, rank);
+}
+
+/* The round every dense table stands at, when they agree. */
+static int64_t bsp_cut(const zp_server *s)
+{
+    if (s->ntables == 0)
+        return -1;
+    int64_t r = -1;
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        const zp_table *t = s->tables[i];
+        if (!t->kind->rounds)
+            continue;
+        if (r >= 0 && t->round.closed != r)
+            return -1;
+        r = t->round.closed;
+    }
+    return r;
+}
+
+const zp_consistency_ops zp_bsp_ops = {
+    .name = "bsp",
+    .caps = ZP_CAP_CUTS | ZP_CAP_ROLLBACK,
+    .holds_frames = true,
+    .pull_ready = bsp_pull_ready,
+    .rows_pull_ready = bsp_rows_pull_ready,
+    .push = bsp_push,
+    .push_rows = zp_async_push_rows,
+    .quorum_changed = bsp_quorum_changed,
+    .forget = bsp_forget,
+    .cut = bsp_cut,
+    .needs_values = zp_async_needs_values,
+    .cpull_ok = zp_async_cpull_ok,
+    .pulled = zp_async_pulled,
+};

@@ -1,0 +1,126 @@
+/*
+ * consistency.h - when a pull may be answered and what becomes of a push,
+ * as an ops table chosen by the cluster file's `consistency` (registry.c).
+ *
+ * Every decision that depends on the mode is a hook or a capability here;
+ * code outside server/policy/ asks the table and never compares the mode.
+ * Adding a mode is one more file defining a `const zp_consistency_ops` and
+ * one line in registry.c.
+ *
+ * Calls go down: a policy reads and updates tables (table/) and reads the
+ * workers' clocks (state/workers.h); it never replies, records or starts a
+ * snapshot. It says what happened in a zp_push_result and the op layer
+ * (op/push.c, op/clock.c) records it, replies and triggers what follows.
+ */
+#ifndef ZP_CONSISTENCY_H
+#define ZP_CONSISTENCY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "codec.h"
+
+typedef struct zp_server zp_server;
+typedef struct zp_table zp_table;
+struct zp_buf;
+
+/* One dense push as a policy sees it. */
+typedef struct zp_push {
+    uint32_t rank;
+    int64_t clock;         /* the clock it was computed at */
+    uint64_t data_version; /* the slice version it was computed from */
+    const float *g;        /* count values, read in place from `frame` */
+    size_t off, count;     /* slice-relative range */
+    zmq_msg_t *frame;      /* holds g; a policy may take it (zmq_msg_move) */
+    /* a validated topk/randk payload applied as it is (sgd without weight
+     * decay: only the k sent elements change); g is then NULL */
+    const zp_codec_ops *sparse_codec;
+    const void *sparse_buf;
+    size_t sparse_len;
+} zp_push;
+
+/* What a policy did with a push. */
+typedef enum zp_push_outcome {
+    ZP_PUSH_APPLIED = 0,  /* applied now, scaled by weight */
+    ZP_PUSH_KEPT,         /* held for the open round: nothing applied yet */
+    ZP_PUSH_ROUND_CLOSED, /* completed the round: every held push applied at once */
+    ZP_PUSH_DROPPED,      /* too stale: not applied */
+    ZP_PUSH_LATE,         /* for a round already closed: applied weighted, or dropped */
+} zp_push_outcome;
+
+typedef struct zp_push_result {
+    zp_push_outcome outcome;
+    bool applied;             /* the push's own values changed the table */
+    uint64_t version_applied; /* the table's version when applied (or refused) */
+    uint64_t tau;             /* version_applied - data_version */
+    double weight;            /* its scale (0 when not applied) */
+    uint32_t reply_flags;     /* ZP_FLAG_DROPPED when received but not applied */
+    /* ZP_PUSH_ROUND_CLOSED: the pushes of round `round`, in rank order, all
+     * applied at version_applied (views into the table's round state, valid
+     * until the next push to it) */
+    int64_t round;
+    int nheld;
+    const uint32_t *held_rank;
+    const uint64_t *held_version;
+} zp_push_result;
+
+/* One sparse push as a policy sees it (op/sparse_ops.c checked it). */
+typedef struct zp_rows_push {
+    const uint64_t *ids; /* n distinct ids of this shard */
+    size_t n;
+    const float *g; /* n * dim finite gradients */
+    int64_t clock;
+    const uint32_t *read_versions; /* n row versions read, or NULL */
+} zp_rows_push;
+
+typedef struct zp_consistency_ops {
+    const char *name;
+    /* ZP_CAP_* (wire.h): sent to clients in HELLO and STATS, and read on
+     * the shard: CUTS (snapshots are consistent cuts at a common clock),
+     * ROLLBACK (a shard may be rolled back to a cut), BOUND (pulls wait for
+     * a staleness bound) */
+    uint32_t caps;
+    /* the policy keeps a push's frame past the request (p->frame moves into
+     * the table): a compressed push is decoded into a frame of its own
+     * instead of scratch */
+    bool holds_frames;
+
+    /* May a pull of dense table t by `rank` at `clock` be answered now? */
+    bool (*pull_ready)(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock);
+    /* The same for a sparse table (which has no rounds). */
+    bool (*rows_pull_ready)(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock);
+
+    /* A validated dense push: apply it, keep it (taking p->frame), or drop
+     * it, and say which in *res. Returns 0, or a zeps_err with a message in
+     * err (nothing changed, *res untouched). */
+    int (*push)(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, char *err,
+                size_t errlen);
+    /* A validated sparse push: apply its rows. Returns the rows dropped as
+     * too stale. */
+    size_t (*push_rows)(zp_server *s, zp_table *t, const zp_rows_push *rp);
+
+    /* The quorum changed (a worker declared lost): close t's open round if
+     * it now holds enough pushes. Returns true and fills *res
+     * (ZP_PUSH_ROUND_CLOSED) if it did. */
+    bool (*quorum_changed)(zp_server *s, zp_table *t, zp_push_result *res);
+    /* Worker `rank` rejoined with a new incarnation and redoes its clock:
+     * drop what it had pushed to t that is not applied yet. */
+    void (*forget)(zp_server *s, zp_table *t, uint32_t rank);
+    /* The clock every table of the shard has closed when they agree (a
+     * consistent cut), else -1 (always -1 without ZP_CAP_CUTS). */
+    int64_t (*cut)(const zp_server *s);
+
+    /* Must every dense push reach the policy as f32 values (no topk/randk
+     * shortcut)? */
+    bool (*needs_values)(const zp_server *s);
+    /* May a worker pull deltas against its own view (compressed pulls)? */
+    bool (*cpull_ok)(const zp_server *s);
+    /* A pull of t by `rank` is answered from buffer b (the policy may keep
+     * a reference of its own). */
+    void (*pulled)(zp_server *s, zp_table *t, uint32_t rank, struct zp_buf *b);
+} zp_consistency_ops;
+
+#endif

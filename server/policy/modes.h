@@ -1,0 +1,45 @@
+/*
+ * modes.h - the consistency modes of this build, for registry.c and the
+ * policy tests, and the pieces the modes share: async.c's "apply on
+ * arrival" hooks, which ssp and weighted reuse.
+ */
+#ifndef ZP_MODES_H
+#define ZP_MODES_H
+
+#include "consistency.h"
+
+extern const zp_consistency_ops zp_bsp_ops;      /* bsp.c */
+extern const zp_consistency_ops zp_async_ops;    /* async.c */
+extern const zp_consistency_ops zp_ssp_ops;      /* ssp.c */
+extern const zp_consistency_ops zp_weighted_ops; /* weighted.c */
+
+/* async.c: apply p to t now scaled by `weight` and describe it in *res as
+ * `outcome` (ZP_PUSH_APPLIED or ZP_PUSH_LATE). */
+void zp_async_apply(zp_table *t, zp_push *p, double weight, zp_push_outcome outcome,
+                    zp_push_result *res);
+
+/* async.c: describe in *res a push refused as `outcome` (dropped or late). */
+void zp_async_refuse(const zp_table *t, const zp_push *p, zp_push_outcome outcome,
+                     zp_push_result *res);
+
+/* async.c: the hooks of a mode that applies every push on arrival. */
+bool zp_async_ready(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock);
+int zp_async_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, char *err,
+                  size_t errlen);
+size_t zp_async_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp);
+bool zp_async_quorum_changed(zp_server *s, zp_table *t, zp_push_result *res);
+void zp_async_forget(zp_server *s, zp_table *t, uint32_t rank);
+int64_t zp_async_cut(const zp_server *s);
+bool zp_async_needs_values(const zp_server *s);
+bool zp_async_cpull_ok(const zp_server *s);
+void zp_async_pulled(zp_server *s, zp_table *t, uint32_t rank, struct zp_buf *b);
+
+/* ssp.c: the staleness bound in force for table t (its own, or the
+ * cluster's). */
+uint32_t zp_ssp_bound(const zp_server *s, const zp_table *t);
+
+/* weighted.c: w(tau) of a weighting function (config.h's zp_weight_fn)
+ * with parameter lambda (exp only). Pure arithmetic. */
+double zp_weighted_weight(int fn, double lambda, uint64_t tau);
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * reply.c - how a shard answers; see reply.h. Every request gets exactly
+ * one reply, built here and delivered by the shard's sink (the socket, or a
+ * test's capture); nothing here knows which op it answers.
+ */
+#include "reply.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "log.h"
+#include "server.h"
+#include "zeps_errors.h"
+
+#define ERRLEN 512
+
+size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header *rep,
+                            const void *data, size_t len, zmq_free_fn *ffn, void *hint)
+{
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    zmq_msg_copy(&id, identity);
+    int more = data ? ZMQ_SNDMORE : 0;
+    if (zmq_msg_send(&id, sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        zp_debug("reply to a gone peer dropped: %s", zmq_strerror(zmq_errno()));
+        zmq_msg_close(&id);
+        if (ffn)
+            ffn((void *)data, hint);
+        return 0;
+    }
+    if (zp_header_send(sock, rep, more | ZMQ_DONTWAIT) < 0) {
+        zp_warn("sending a %s reply failed: %s", zp_op_name(rep->op), zmq_strerror(zmq_errno()));
+        if (ffn)
+            ffn((void *)data, hint);
+        return 0;
+    }
+    size_t out = zeps__header__get_packed_size(rep);
+    if (data) {
+        if (zp_data_send(sock, data, len, ffn, hint, ZMQ_DONTWAIT) < 0)
+            zp_warn("sending %zu payload bytes failed: %s", len, zmq_strerror(zmq_errno()));
+        else
+            out += len;
+    }
+    return out;
+}
+
+void zp_reply_init(const zp_server *s, const Zeps__Header *req, Zeps__Header *rep)
+{
+    zeps__header__init(rep);
+    rep->version = ZP_PROTOCOL_VERSION;
+    rep->incarnation = s->incarnation;
+    rep->shard = (uint32_t)s->shard;
+    if (req) {
+        rep->op = req->op;
+        rep->req_id = req->req_id;
+        rep->table = req->table;
+        rep->seq = req->seq;
+    }
+}
+
+void zp_reply_send(zp_server *s, zmq_msg_t *identity, const Zeps__Header *rep, const void *data,
+                   size_t len, zmq_free_fn *ffn, void *hint)
+{
+    s->bytes_out += s->sink.send(s->sink.arg, identity, rep, data, len, ffn, hint);
+}
+
+void zp_reply_ok(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uint32_t flags)
+{
+    Zeps__Header rep;
+    zp_reply_init(s, req, &rep);
+    rep.flags = flags;
+    zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
+}
+
+void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, int code,
+                    const char *fmt, ...)
+{
+    char text[ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    Zeps__Header rep;
+    zp_reply_init(s, req, &rep);
+    rep.op = ZEPS__OP__ERROR;
+    rep.error = code;
+    rep.error_text = text;
+    s->errors++;
+    zp_info("%s from rank %d refused (%s): %s", req ? zp_op_name(req->op) : "message",
+            req ? (int)req->rank : -1, zeps_errname(code), text);
+    zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
+}
+
+void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uint64_t req_id,
+                        int64_t cut, uint64_t set)
+{
+    char text[ERRLEN];
+    snprintf(text, sizeof(text),
+             "shard %d was restored from snapshot set %016" PRIx64 " (clock %lld): say HELLO "
+             "again and resume from there",
+             s->shard, set, (long long)cut);
+    Zeps__Header rep;
+    zp_reply_init(s, req, &rep);
+    if (!req)
+        rep.req_id = req_id;
+    rep.op = ZEPS__OP__ERROR;
+    rep.error = ZEPS_ERESTARTED;
+    rep.error_text = text;
+    rep.cut = cut;
+    rep.cut_set = set;
+    s->errors++;
+    zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
+}

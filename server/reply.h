@@ -1,0 +1,63 @@
+/*
+ * reply.h - how a shard answers (reply.c): reply headers, sending through
+ * the shard's sink, ERROR and ERESTARTED replies.
+ *
+ * Every reply goes through one sink: the ROUTER socket in a running shard,
+ * a capture in the in-process tests, so an op handler can be driven with a
+ * message in and its replies read out without sockets.
+ */
+#ifndef ZP_REPLY_H
+#define ZP_REPLY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "zeps.pb-c.h"
+
+typedef struct zp_server zp_server;
+
+/* Deliver one reply: [identity][rep] and, if data != NULL, a payload frame
+ * of len bytes. The sink owns `data` from the call on: it calls ffn(data,
+ * hint) when done with it (ffn may be NULL: data is borrowed and must be
+ * copied before the call returns). Returns bytes delivered (0 if the peer
+ * is gone). */
+typedef size_t (*zp_reply_send_fn)(void *arg, zmq_msg_t *identity, const Zeps__Header *rep,
+                                   const void *data, size_t len, zmq_free_fn *ffn, void *hint);
+
+typedef struct zp_reply_sink {
+    zp_reply_send_fn send;
+    void *arg;
+} zp_reply_sink;
+
+/* The sink of a ROUTER socket `sock` (arg = sock): ZMQ_DONTWAIT, failures
+ * to send (peer gone) logged at debug level and otherwise ignored: the
+ * client will retry. */
+size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header *rep,
+                            const void *data, size_t len, zmq_free_fn *ffn, void *hint);
+
+/* A reply header with version, op, req_id, incarnation and table filled. */
+void zp_reply_init(const zp_server *s, const Zeps__Header *req, Zeps__Header *rep);
+
+/* Send a reply through the shard's sink and count its bytes out. The
+ * payload is handed over as zp_reply_send_fn says. */
+void zp_reply_send(zp_server *s, zmq_msg_t *identity, const Zeps__Header *rep, const void *data,
+                   size_t len, zmq_free_fn *ffn, void *hint);
+
+/* An empty reply to `req` with `flags`. */
+void zp_reply_ok(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uint32_t flags);
+
+/* Send an ERROR reply for request header `req` (may be NULL when the header
+ * could not be read) with a printf-style message; counts it. */
+void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, int code,
+                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* An ERROR reply with ERESTARTED: this shard's state came from a snapshot
+ * (a restart, or a bsp rollback) since the worker last said HELLO. It
+ * carries the cut to resume from (docs/faults.md). With req NULL, req_id
+ * names the request answered. */
+void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uint64_t req_id,
+                        int64_t cut, uint64_t set);
+
+#endif

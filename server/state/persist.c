@@ -1,0 +1,357 @@
+/*
+ * persist.c - snapshots of a running shard (restore.c puts them back).
+ *
+ * A snapshot never pauses the shard: the server describes its state (a
+ * zp_snapshot record pointing at the live tables, each table's kind
+ * describing its own part), fork()s, and the child writes that
+ * copy-on-write image with common/snapshot while the parent
+ * keeps serving (the Redis BGSAVE way). The parent reaps the child from its
+ * timer. Copy-on-write is the kernel's: the child sees memory as it was at
+ * fork() whatever the parent applies next.
+ *
+ * Which state, and which set it belongs to (sets group one file per shard):
+ * - a mode with cuts (ZP_CAP_CUTS: bsp) and snapshot_every_clocks = K: a
+ *   consistent cut, which the policy's cut hook reads. When the last
+ *   table of this shard closes round c with c a multiple of K, no table can
+ *   have applied anything of round c + 1 yet (a worker pushes c + 1 only
+ *   after its pulls of c + 1 returned, which needs every table's round c),
+ *   so the state is exactly "after clock c" on every shard, and every shard
+ *   names the set c: no coordinator is needed.
+ * - other modes with snapshot_every_s = T: a point in time; the set is the
+ *   period index floor(wall time / T), so shards with synchronised clocks
+ *   agree; the per-worker sequence windows recorded say which requests each
+ *   snapshot contains (docs/snapshots.md).
+ * - on SIGTERM/SIGINT (snapshot_on_exit): written in-process before exit,
+ *   named like the periodic sets (bsp: the cut clock when consistent).
+ */
+#include "persist.h"
+
+#include <errno.h>
+#include <math.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "server.h"
+#include "snapshot.h"
+#include "util.h"
+#include "zeps_errors.h"
+
+static double wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Serialise what the writer copies (sparse rows) into snap. Runs in the
+ * writer: the forked child, or in-process at exit. */
+static void pack(const zp_server *s, zp_snapshot *snap)
+{
+    for (uint32_t i = 0; i < s->ntables; i++)
+        s->tables[i]->kind->pack(s->tables[i], &snap->tables[i]);
+}
+
+/* The shard's state as a record pointing at live memory (the caller frees
+ * the record, never the arrays). */
+static zp_snapshot *describe(const zp_server *s, int64_t clock, uint64_t setid)
+{
+    /* Every table, in declaration order (table ids are that order). */
+    zp_snapshot *snap = zp_snapshot_new(s->ntables, (uint32_t)s->nworkers);
+    snap->h.shard = (uint32_t)s->shard;
+    snap->h.nshards = (uint32_t)s->nshards;
+    snap->h.nworkers = (uint32_t)s->nworkers;
+    snprintf(snap->h.consistency, sizeof(snap->h.consistency), "%s", s->cons->name);
+    snap->h.clock = clock;
+    snap->h.setid = setid;
+    snap->h.created_ns = (uint64_t)(wall_s() * 1e9);
+    snap->h.incarnation = s->incarnation;
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        const zp_table *t = s->tables[i];
+        zp_snap_table *st = &snap->tables[i];
+        st->kind = t->kind->id;
+        t->kind->describe(t, st);
+    }
+    for (int r = 0; r < s->nworkers; r++) {
+        const zp_worker *w = &s->workers.w[r];
+        zp_snap_worker *sw = &snap->workers[r];
+        sw->rank = (uint32_t)r;
+        sw->joined = w->joined;
+        sw->left = w->left;
+        sw->incarnation = w->incarnation;
+        sw->clock = w->clock;
+        sw->max_seq = w->max_seq;
+        sw->window = w->window;
+    }
+    return snap;
+}
+
+/* Write the record and, if this file completed its set, record the set and
+ * prune old ones. Runs in the forked child, or in-process at exit. */
+static int write_set(const zp_config *cfg, const zp_snapshot *snap, char *err, size_t errlen)
+{
+    char path[ZP_PATH_MAX + 128];
+    int rc = zp_snapshot_write(cfg->snapshot_dir, snap, path, sizeof(path), err, errlen);
+    if (rc != 0)
+        return rc;
+    char why[512];
+    if (zp_snapshot_set_complete(cfg->snapshot_dir, snap->h.setid, snap->h.nshards, why,
+                                 sizeof(why)) != 0)
+        return 0; /* other shards' files are still to come: they will record it */
+    rc = zp_manifest_add_set(cfg->snapshot_dir, snap->h.setid, snap->h.nshards, err, errlen);
+    if (rc == 0)
+        rc = zp_manifest_prune(cfg->snapshot_dir, (unsigned)cfg->snapshot_keep, NULL, err, errlen);
+    return rc;
+}
+
+/* Reap writer w if it finished (or, with `block`, when it does). */
+static void reap_one(zp_persist *p, zp_writer *w, int block)
+{
+    if (w->pid <= 0)
+        return;
+    int st;
+    pid_t r;
+    while ((r = waitpid(w->pid, &st, block ? 0 : WNOHANG)) < 0 && errno == EINTR)
+        ;
+    if (r == 0)
+        return;
+    double took = zp_now_s() - w->started;
+    if (r == w->pid && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+        p->written++;
+        p->last_duration_s = took;
+        p->last_setid = w->setid;
+        zp_info("snapshot set %016" PRIx64 " (%s, clock %" PRId64 ") written in %.3f s", w->setid,
+                w->why, w->clock, took);
+    } else {
+        p->failures++;
+        zp_error("snapshot set %016" PRIx64 " (%s) failed after %.3f s (child status %d)", w->setid,
+                 w->why, took, st);
+    }
+    w->pid = 0;
+}
+
+void zp_persist_reap(zp_server *s, int block)
+{
+    for (int i = 0; i < ZP_PERSIST_WRITERS; i++)
+        reap_one(&s->persist, &s->persist.writers[i], block);
+}
+
+/* A free writer slot; with all busy, wait for the oldest writer. */
+static zp_writer *free_slot(zp_persist *p)
+{
+    zp_writer *oldest = &p->writers[0];
+    for (int i = 0; i < ZP_PERSIST_WRITERS; i++) {
+        if (p->writers[i].pid <= 0)
+            return &p->writers[i];
+        if (p->writers[i].started < oldest->started)
+            oldest = &p->writers[i];
+    }
+    zp_warn("all %d snapshot writers busy: waiting for set %016" PRIx64, ZP_PERSIST_WRITERS,
+            oldest->setid);
+    reap_one(p, oldest, 1);
+    return oldest;
+}
+
+int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *why)
+{
+    zp_persist *p = &s->persist;
+    if (!s->cfg.snapshot_dir[0])
+        return ZEPS_ESTATE;
+    zp_writer *w = free_slot(p);
+    zp_snapshot *snap = describe(s, clock, setid);
+    zp_trace_flush(s->trace); /* the child must not inherit unflushed trace rows */
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char err[1024];
+        /* the writer yields the CPU to the serving parent (docs/snapshots.md) */
+        if (s->cfg.snapshot_nice > 0 && setpriority(PRIO_PROCESS, 0, s->cfg.snapshot_nice) != 0)
+            fprintf(stderr, "snapshot writer: setpriority: %s\n", strerror(errno));
+        pack(s, snap);
+        int rc = write_set(&s->cfg, snap, err, sizeof(err));
+        if (rc != 0)
+            fprintf(stderr, "snapshot set %016" PRIx64 ": %s\n", setid, err);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    zp_snapshot_free(&snap);
+    if (pid < 0) {
+        zp_error("snapshot (%s): fork failed: %s", why, strerror(errno));
+        p->failures++;
+        return ZEPS_EIO;
+    }
+    w->pid = pid;
+    w->setid = setid;
+    w->clock = clock;
+    w->started = zp_now_s();
+    snprintf(w->why, sizeof(w->why), "%s", why);
+    zp_info("snapshot set %016" PRIx64 " (%s, clock %" PRId64 ") started in child %d", setid, why,
+            clock, (int)pid);
+    return 0;
+}
+
+/* Largest power of two <= x (x >= 1), at least 1. */
+static uint64_t pow2_floor(double x)
+{
+    uint64_t p = 1;
+    while (x >= 2.0 * (double)p && p < (1ull << 40))
+        p <<= 1;
+    return p;
+}
+
+/* Young/Daly: interval = sqrt(2 x MTBF x time to snapshot), from the last
+ * snapshot's measured duration. Shards measure separately, so the interval
+ * is rounded down to a power of two (of clocks under bsp, of seconds
+ * otherwise) and sets are named by multiples of it: a multiple of 2^j is a
+ * multiple of every smaller power, so the sets at multiples of the largest
+ * interval any shard chose are written by every shard and complete, with
+ * no coordinator (a shard that chose a shorter interval also writes sets
+ * the others skip; those stay incomplete and are pruned). */
+static void auto_update(zp_server *s)
+{
+    zp_persist *p = &s->persist;
+    if (s->cfg.snapshot_mtbf_s <= 0 || p->written == 0)
+        return;
+    double d = p->last_duration_s > 1e-3 ? p->last_duration_s : 1e-3;
+    double interval = sqrt(2.0 * s->cfg.snapshot_mtbf_s * d);
+    if ((s->cons->caps & ZP_CAP_CUTS)) {
+        if (p->round_s <= 0)
+            return;
+        int64_t k = (int64_t)pow2_floor(interval / p->round_s);
+        if (k != p->auto_every_clocks)
+            zp_info("auto snapshots: interval %.3f s = sqrt(2 x MTBF %g s x last snapshot %.3f s)"
+                    ", %.4f s per clock: every %lld clocks",
+                    interval, s->cfg.snapshot_mtbf_s, d, p->round_s, (long long)k);
+        p->auto_every_clocks = k;
+    } else {
+        uint64_t t = pow2_floor(interval);
+        if (t != p->auto_period_s)
+            zp_info("auto snapshots: interval %.3f s = sqrt(2 x MTBF %g s x last snapshot %.3f s)"
+                    ": every %llu s",
+                    interval, s->cfg.snapshot_mtbf_s, d, (unsigned long long)t);
+        p->auto_period_s = t;
+    }
+    p->auto_interval_s = interval;
+}
+
+void zp_persist_on_round(zp_server *s)
+{
+    zp_persist *p = &s->persist;
+    if (!s->cfg.snapshot_dir[0])
+        return;
+    int64_t c = s->cons->cut(s);
+    if (c <= 0 || c <= p->last_cut)
+        return;
+    double now = zp_now_s();
+    if (p->last_round_at > 0) {
+        double d = now - p->last_round_at;
+        p->round_s = p->round_s > 0 ? 0.9 * p->round_s + 0.1 * d : d;
+    }
+    p->last_round_at = now;
+    int k = s->cfg.snapshot_every_clocks;
+    const char *why = NULL;
+    if (k > 0 && c % k == 0)
+        why = "every clocks";
+    else if (p->requested_cut >= 0 && c == p->requested_cut)
+        why = "on request";
+    else if (s->cfg.snapshot_mtbf_s > 0 &&
+             (p->written == 0 ? c == 1 : p->auto_every_clocks > 0 && c % p->auto_every_clocks == 0))
+        why = "auto";
+    if (!why)
+        return;
+    if (p->requested_cut >= 0 && c >= p->requested_cut)
+        p->requested_cut = -1;
+    if (zp_persist_start(s, c, (uint64_t)c, why) == 0)
+        p->last_cut = c;
+}
+
+int zp_persist_request(zp_server *s, int64_t clock, uint64_t setid, char *err, size_t errlen)
+{
+    zp_persist *p = &s->persist;
+    if (!s->cfg.snapshot_dir[0])
+        return zp_seterr(err, errlen, ZEPS_ESTATE, "shard %d has no snapshot_dir", s->shard);
+    if (!(s->cons->caps & ZP_CAP_CUTS)) {
+        if (setid == 0)
+            setid = (uint64_t)wall_s();
+        if (zp_persist_start(s, -1, setid, "on request") != 0)
+            return zp_seterr(err, errlen, ZEPS_EIO, "shard %d: cannot start a snapshot", s->shard);
+        return 0;
+    }
+    int64_t c = s->cons->cut(s);
+    /* The parameters change only when a round closes, so while every table
+     * stands at round `clock` the state is exactly "after clock clock". */
+    if (c == clock) {
+        if (clock == p->last_cut)
+            return 0; /* that cut is written already */
+        if (zp_persist_start(s, clock, (uint64_t)clock, "on request") != 0)
+            return zp_seterr(err, errlen, ZEPS_EIO, "shard %d: cannot start a snapshot", s->shard);
+        p->last_cut = clock;
+        return 0;
+    }
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (s->tables[i]->round.closed > clock)
+            return zp_seterr(err, errlen, ZEPS_ECLOCK,
+                             "shard %d: table '%s' is already past clock %lld (round %lld)",
+                             s->shard, s->tables[i]->name, (long long)clock,
+                             (long long)s->tables[i]->round.closed);
+    p->requested_cut = clock;
+    zp_info("snapshot requested at clock %lld: armed", (long long)clock);
+    return 0;
+}
+
+void zp_persist_tick(zp_server *s)
+{
+    zp_persist_reap(s, 0);
+    if (!s->cfg.snapshot_dir[0] || s->ntables == 0)
+        return;
+    auto_update(s);
+    uint64_t secs = (uint64_t)wall_s();
+    if (s->cfg.snapshot_mtbf_s > 0 && !(s->cons->caps & ZP_CAP_CUTS)) {
+        /* before the first measurement: every 16 s, aligned, so shards agree */
+        uint64_t t = s->persist.auto_period_s ? s->persist.auto_period_s : 16;
+        uint64_t setid = secs / t * t;
+        if (setid > s->persist.auto_last && zp_persist_start(s, -1, setid, "auto") == 0)
+            s->persist.auto_last = setid;
+    }
+    double every = s->cfg.snapshot_every_s;
+    if (every <= 0)
+        return;
+    uint64_t period = (uint64_t)(wall_s() / every);
+    if (period > s->persist.last_period) {
+        if (s->persist.last_period != 0 &&
+            zp_persist_start(s, s->cons->cut(s), period, "every seconds") != 0)
+            return;
+        s->persist.last_period = period;
+    }
+}
+
+int zp_persist_final(zp_server *s)
+{
+    if (!s->cfg.snapshot_dir[0] || !s->cfg.snapshot_on_exit || s->ntables == 0)
+        return 0;
+    zp_persist_reap(s, 1); /* snapshots in flight finish first */
+    int64_t cut = s->cons->cut(s);
+    uint64_t setid =
+        cut >= 0
+            ? (uint64_t)cut
+            : (uint64_t)(wall_s() / (s->cfg.snapshot_every_s > 0 ? s->cfg.snapshot_every_s : 1.0));
+    zp_snapshot *snap = describe(s, cut, setid);
+    pack(s, snap);
+    char err[1024];
+    double t0 = zp_now_s();
+    int rc = write_set(&s->cfg, snap, err, sizeof(err));
+    zp_snapshot_free(&snap);
+    if (rc != 0) {
+        zp_error("final snapshot set %016" PRIx64 " failed: %s", setid, err);
+        return rc;
+    }
+    zp_info("final snapshot set %016" PRIx64 " (clock %" PRId64 ") written in %.3f s", setid, cut,
+            zp_now_s() - t0);
+    return 0;
+}

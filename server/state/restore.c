@@ -1,0 +1,202 @@
+/*
+ * restore.c - a shard's state put back from a snapshot: the newest
+ * restorable set at start-up, and a bsp rollback to a cut on request
+ * (docs/snapshots.md, docs/faults.md). Each table's kind reads its own part
+ * of the record (table/). A rollback says whether it changed anything;
+ * answering what waited on the old state is the op layer's (op/admin.c).
+ */
+#include "restore.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "log.h"
+#include "server.h"
+#include "snapshot.h"
+#include "zeps_errors.h"
+
+static void log_skip(void *arg, const char *msg)
+{
+    (void)arg;
+    zp_warn("restore: %s", msg);
+}
+
+static int restore_table(zp_server *s, const zp_snap_table *st, char *err, size_t errlen)
+{
+    zp_table *t;
+    int rc = zp_table_from_snap(&t, s->ntables, st, s->shard, s->nshards, s->nworkers, err, errlen);
+    if (rc != 0)
+        return rc;
+    zp_table_append(&s->tables, &s->ntables, &s->cap_tables, t); /* s takes t */
+    return 0;
+}
+
+/* The workers of the snapshot, who must say HELLO again before anything
+ * they send is accepted: that is how they learn this shard restarted. */
+static void restore_workers(zp_server *s, const zp_snapshot *snap)
+{
+    for (uint32_t i = 0; i < snap->nworker_recs; i++) {
+        const zp_snap_worker *sw = &snap->workers[i];
+        if (sw->rank >= (uint32_t)s->nworkers)
+            continue;
+        zp_worker *w = &s->workers.w[sw->rank];
+        w->joined = false;
+        w->rehello = sw->joined;
+        w->left = sw->left;
+        w->incarnation = sw->incarnation;
+        w->clock = sw->clock;
+        w->max_seq = sw->max_seq;
+        w->window = sw->window;
+        if (sw->clock > s->workers.max_clock)
+            s->workers.max_clock = sw->clock;
+    }
+}
+
+int zp_restore_newest(zp_server *s, char *err, size_t errlen)
+{
+    const char *dir = s->cfg.snapshot_dir;
+    s->persist.requested_cut = -1;
+    s->restored_clock = -1;
+    if (!dir[0])
+        return 0;
+    if (mkdir(dir, 0750) != 0 && errno != EEXIST)
+        return zp_seterr(err, errlen, ZEPS_EIO, "snapshot_dir %s: %s", dir, strerror(errno));
+    zp_snapshot *snap = NULL;
+    uint64_t setid = 0;
+    int rc = zp_snapshot_find_restorable(dir, (uint32_t)s->shard, (uint32_t)s->nshards, &snap,
+                                         &setid, log_skip, s, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (!snap) {
+        zp_info("restore: no snapshot set in %s: starting empty", dir);
+        return 0;
+    }
+    if (snap->h.nworkers != (uint32_t)s->nworkers) {
+        uint32_t had = snap->h.nworkers;
+        zp_snapshot_free(&snap);
+        return zp_seterr(err, errlen, ZEPS_EDATA,
+                         "snapshot set %016" PRIx64 " in %s is of a cluster of %u workers, this "
+                         "one has %d",
+                         setid, dir, had, s->nworkers);
+    }
+    for (uint32_t i = 0; i < snap->ntables && rc == 0; i++)
+        rc = restore_table(s, &snap->tables[i], err, errlen);
+    if (rc == 0)
+        restore_workers(s, snap);
+    if (rc == 0) {
+        s->persist.last_setid = setid;
+        s->persist.last_cut = snap->h.clock;
+        s->epoch++;
+        s->restored_clock = snap->h.clock;
+        s->restored_set = setid;
+        zp_info("restored snapshot set %016" PRIx64 " from %s: clock %" PRId64
+                ", %u tables, %u workers, written by incarnation %016" PRIx64,
+                setid, dir, snap->h.clock, snap->ntables, snap->nworker_recs, snap->h.incarnation);
+        for (uint32_t i = 0; i < s->ntables; i++)
+            zp_info("restored table '%s': version %" PRIu64 ", round %lld", s->tables[i]->name,
+                    s->tables[i]->version, (long long)s->tables[i]->round.closed);
+    }
+    zp_snapshot_free(&snap);
+    return rc;
+}
+
+/* A rollback's checks before anything changes: the mode rolls back, every
+ * table has reached the cut, and the file holds the cut of these tables.
+ * On success *out owns the record read. */
+static int rollback_read(zp_server *s, int64_t clock, uint64_t setid, zp_snapshot **out, char *err,
+                         size_t errlen)
+{
+    if (!(s->cons->caps & ZP_CAP_ROLLBACK))
+        return zp_seterr(err, errlen, ZEPS_ESTATE, "shard %d: rollback is for bsp only", s->shard);
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (s->tables[i]->round.closed < clock)
+            return zp_seterr(err, errlen, ZEPS_ECLOCK,
+                             "shard %d: table '%s' is at round %lld, behind the cut %lld to roll "
+                             "back to",
+                             s->shard, s->tables[i]->name, (long long)s->tables[i]->round.closed,
+                             (long long)clock);
+    char path[ZP_PATH_MAX + 128];
+    if (!s->cfg.snapshot_dir[0] || zp_snapshot_path(path, sizeof(path), s->cfg.snapshot_dir, setid,
+                                                    (uint32_t)s->shard, (uint32_t)s->nshards) != 0)
+        return zp_seterr(err, errlen, ZEPS_EDATA, "shard %d: no snapshot_dir to roll back from",
+                         s->shard);
+    zp_persist_reap(s, 1); /* a writer in flight may be writing this very set */
+    zp_snapshot *snap = NULL;
+    char why[1024];
+    int rc = zp_snapshot_read(path, &snap, why, sizeof(why));
+    if (rc != 0)
+        return zp_seterr(err, errlen, rc, "shard %d: cannot roll back to clock %lld: %s", s->shard,
+                         (long long)clock, why);
+    if (snap->h.clock != clock || snap->ntables != s->ntables)
+        rc = zp_seterr(err, errlen, ZEPS_EDATA,
+                       "shard %d: %s holds clock %lld and %u tables, not clock %lld and %u",
+                       s->shard, path, (long long)snap->h.clock, snap->ntables, (long long)clock,
+                       s->ntables);
+    for (uint32_t i = 0; i < s->ntables && rc == 0; i++) {
+        const zp_snap_table *st = &snap->tables[i];
+        const zp_table *t = s->tables[i];
+        if (strcmp(st->name, t->name) != 0 || !t->kind->fits(t, st))
+            rc = zp_seterr(err, errlen, ZEPS_EDATA,
+                           "shard %d: table %u of %s is '%s' [%llu, %llu), this shard has '%s'",
+                           s->shard, i, path, st->name, (unsigned long long)st->begin,
+                           (unsigned long long)st->end, t->name);
+    }
+    if (rc != 0) {
+        zp_snapshot_free(&snap);
+        return rc;
+    }
+    *out = snap;
+    return 0;
+}
+
+/* Every worker's clock back to the cut's; all but the requester must say
+ * HELLO again (it asked: it knows, and it keeps its sequence numbers). */
+static void rollback_workers(zp_server *s, const zp_snapshot *snap, uint32_t requester)
+{
+    for (uint32_t i = 0; i < snap->nworker_recs; i++) {
+        const zp_snap_worker *sw = &snap->workers[i];
+        if (sw->rank >= (uint32_t)s->nworkers)
+            continue;
+        zp_worker *w = &s->workers.w[sw->rank];
+        w->clock = sw->clock;
+        if (sw->rank == requester)
+            continue;
+        if (w->joined || w->rehello) {
+            w->joined = false;
+            w->rehello = true;
+        }
+    }
+}
+
+int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
+                        bool *rolled_back, char *err, size_t errlen)
+{
+    *rolled_back = false;
+    if (s->cons->cut(s) == clock)
+        return 0; /* already there: another worker asked first, or this shard restarted */
+    zp_snapshot *snap = NULL;
+    int rc = rollback_read(s, clock, setid, &snap, err, errlen);
+    for (uint32_t i = 0; i < s->ntables && rc == 0; i++)
+        rc = s->tables[i]->kind->reset(s->tables[i], &snap->tables[i], err, errlen);
+    if (rc != 0) {
+        if (snap)
+            zp_snapshot_free(&snap);
+        return rc;
+    }
+    rollback_workers(s, snap, requester);
+    s->workers.max_clock = clock;
+    s->epoch++;
+    s->rollbacks++;
+    s->restored_clock = clock;
+    s->restored_set = setid;
+    s->persist.last_cut = clock;
+    s->persist.requested_cut = -1;
+    zp_info("rolled back to snapshot set %016" PRIx64 " (clock %lld) at the request of worker %u",
+            setid, (long long)clock, requester);
+    zp_snapshot_free(&snap);
+    *rolled_back = true;
+    return 0;
+}

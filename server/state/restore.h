@@ -1,0 +1,30 @@
+/*
+ * restore.h - a shard's state put back from its snapshots (restore.c): the
+ * newest restorable set at start-up, and a bsp rollback to a cut.
+ */
+#ifndef ZP_RESTORE_H
+#define ZP_RESTORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zp_server zp_server;
+
+/* Restore the newest restorable set of snapshot_dir for this shard (before
+ * serving). Sets skipped (a corrupt file, another shard count) are logged
+ * with the reason. Returns 0 (restored, or nothing to restore) or a
+ * zeps_err with a message: sets exist but none can be read. */
+int zp_restore_newest(zp_server *s, char *err, size_t errlen);
+
+/* bsp recovery: put this shard back to the cut `clock` of set
+ * `setid` from its own file of that set (docs/faults.md). Every worker but
+ * `requester` must say HELLO again. A shard already at that cut does
+ * nothing. Returns 0 with *rolled_back telling whether the state changed
+ * (the caller then answers what waited with ERESTARTED), or a zeps_err
+ * with a message (ESTATE: the mode has no rollback; ECLOCK: the shard is
+ * behind the cut; EDATA: no such file). */
+int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
+                        bool *rolled_back, char *err, size_t errlen);
+
+#endif

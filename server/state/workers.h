@@ -1,0 +1,88 @@
+/*
+ * workers.h - what a shard knows about each worker rank: its incarnation,
+ * clock, which request sequence numbers it has already seen (so a retried
+ * request is never applied twice), liveness and counters; and what follows
+ * from all of them: the live count, the bsp quorum, the slowest and fastest
+ * clocks, and which workers have gone silent (lost).
+ */
+#ifndef ZP_WORKERS_H
+#define ZP_WORKERS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "hist.h"
+
+/* Sequence numbers are tracked in a window: the largest seen plus a bitmap of
+ * the ZP_SEQ_WINDOW below it. The client keeps fewer requests than that in
+ * flight per shard, so an older number can only be a duplicate. */
+#define ZP_SEQ_WINDOW 64
+
+typedef struct zp_worker {
+    bool joined;         /* said HELLO at least once */
+    bool left;           /* said BYE */
+    bool rehello;        /* restored from a snapshot (start-up or rollback): requests are
+                            answered ERESTARTED until it says HELLO again */
+    bool lost;           /* silent past lost_worker_timeout_s (docs/faults.md) */
+    uint64_t lost_count; /* times declared lost */
+    uint64_t incarnation;
+    int64_t clock; /* clocks finished */
+    uint64_t max_seq;
+    uint64_t window; /* bit i: max_seq - 1 - i seen */
+    double last_seen_s;
+    uint64_t pushes, pulls, duplicates;
+    zp_hist tau; /* staleness of this worker's applied pushes */
+    uint64_t dropped, late;
+    uint64_t push_bytes_wire, push_bytes_raw;
+    uint64_t pull_bytes_wire, pull_bytes_raw, pull_resyncs;
+
+    /* barrier: the generation this worker waits in (0 = not waiting) */
+    uint64_t barrier_gen;
+    zmq_msg_t barrier_identity;
+    uint64_t barrier_req;
+} zp_worker;
+
+typedef struct zp_workers {
+    int n;
+    zp_worker *w;
+    int64_t min_clock; /* slowest live worker's clock (never-joined count as 0) */
+    int64_t max_clock; /* most advanced worker's clock (never decreases) */
+} zp_workers;
+
+void zp_workers_init(zp_workers *ws, int n);
+void zp_workers_fini(zp_workers *ws);
+
+/* A worker (re)registered with `incarnation`: a new incarnation forgets the
+ * old sequence numbers (its clock is kept: a restarted worker resumes from
+ * it). The same incarnation as a record restored from a snapshot keeps the
+ * restored window, so retries of requests the snapshot holds stay
+ * duplicates. Clears `rehello` and `lost`. Returns true if it was new or
+ * changed. */
+bool zp_worker_hello(zp_worker *w, uint64_t incarnation);
+
+/* True if `seq` was already recorded for this incarnation. */
+bool zp_worker_seen(const zp_worker *w, uint64_t seq);
+
+/* Record `seq` as handled. */
+void zp_worker_record(zp_worker *w, uint64_t seq);
+
+/* Workers counted as live: all but those that said BYE (with `left`) or
+ * were declared lost under on_lost_worker = continue. */
+int zp_workers_live(const zp_workers *ws, bool lost_continue);
+
+/* Pushes a bsp round needs before it closes: the workers not lost (under
+ * on_lost_worker = continue) minus `backup`, at least 1. */
+int zp_workers_quorum(const zp_workers *ws, bool lost_continue, int backup);
+
+/* Recompute min_clock/max_clock over live workers (not left, not lost under
+ * on_lost_worker = continue; a worker that has not joined counts with clock
+ * 0). */
+void zp_workers_update_bounds(zp_workers *ws, bool lost_continue);
+
+/* Declare joined workers silent for `timeout` s as of `now` lost (logged,
+ * counted in lost_count). Returns how many were newly declared. */
+int zp_workers_check_lost(zp_workers *ws, double timeout, bool lost_continue, double now);
+
+#endif

@@ -1,0 +1,445 @@
+/*
+ * rows.c - the sparse kind of table: a zp_rows (the row store of sparse.c,
+ * the declaration, the request scratch) behind zp_rows_kind. It creates and
+ * checks declarations, reports the store's counters, expires rows as the
+ * clock moves, and writes and reads the rows of snapshot records. See
+ * rows.h; docs/sparse.md has the design.
+ */
+#include "rows.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "sparse_hash.h"
+#include "table.h"
+#include "util.h"
+#include "zeps_errors.h"
+
+/* A pull's or push's ids, copied out of the frame (which may sit at any
+ * alignment inside ZeroMQ's receive buffer) into the table's scratch. */
+const uint64_t *zp_rows_ids(zp_rows *t, const void *data, size_t n)
+{
+    if (n > t->ids_cap) {
+        free(t->ids);
+        t->ids_cap = n < 1024 ? 1024 : n;
+        t->ids = zp_xmalloc(t->ids_cap * sizeof(uint64_t));
+    }
+    memcpy(t->ids, data, n * sizeof(uint64_t));
+    return t->ids;
+}
+
+/* Index of the second occurrence of a repeated id, or -1: an open-addressing
+ * set over the table's scratch, cleared by generation stamps, hashed with
+ * XXH3 under a seed drawn at random per table (ids come from the network:
+ * a public hash would let a client make every id collide, and the check
+ * quadratic). */
+ptrdiff_t zp_rows_repeated(zp_rows *t, const uint64_t *ids, size_t n)
+{
+    size_t cap = 16;
+    while (cap < 2 * n)
+        cap <<= 1;
+    if (cap > t->set_cap) {
+        free(t->set_keys);
+        free(t->set_gen);
+        t->set_cap = cap;
+        t->set_keys = zp_xmalloc(cap * sizeof(uint64_t));
+        t->set_gen = zp_xcalloc(cap, sizeof(uint32_t));
+        t->set_stamp = 0;
+    }
+    if (++t->set_stamp == 0) { /* wrapped: clear once every 2^32 pushes */
+        memset(t->set_gen, 0, t->set_cap * sizeof(uint32_t));
+        t->set_stamp = 1;
+    }
+    if (!t->set_seed)
+        t->set_seed = zp_random64() | 1u;
+    size_t mask = cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = (size_t)zp_id_hash(ids[i], t->set_seed) & mask;
+        while (t->set_gen[j] == t->set_stamp) {
+            if (t->set_keys[j] == ids[i])
+                return (ptrdiff_t)i;
+            j = (j + 1) & mask;
+        }
+        t->set_gen[j] = t->set_stamp;
+        t->set_keys[j] = ids[i];
+    }
+    return -1;
+}
+
+/* Room for n floats in the table's gradient scratch, or NULL if that
+ * cannot be allocated. */
+float *zp_rows_grads(zp_rows *t, size_t nvals)
+{
+    if (nvals > t->grad_cap) {
+        free(t->grads);
+        t->grad_cap = 0;
+        t->grads = malloc(nvals * sizeof(float));
+        if (!t->grads)
+            return NULL;
+        t->grad_cap = nvals;
+    }
+    return t->grads;
+}
+
+/* A large scratch is not kept for the next (usually small) push. */
+void zp_rows_trim(zp_rows *t)
+{
+    if (t->grad_cap * sizeof(float) > ((size_t)64 << 20)) {
+        free(t->grads);
+        t->grads = NULL;
+        t->grad_cap = 0;
+    }
+}
+
+const uint32_t *zp_rows_versions(zp_rows *t, const void *data, size_t n)
+{
+    if (n > t->ver_cap) {
+        free(t->vers);
+        t->ver_cap = n;
+        t->vers = zp_xmalloc(n * sizeof(uint32_t));
+    }
+    memcpy(t->vers, data, n * sizeof(uint32_t));
+    return t->vers;
+}
+
+static void sparse_opts_from_spec(zp_sparse_opts *o, const Zeps__TableSpec *spec)
+{
+    memset(o, 0, sizeof(*o));
+    o->dim = spec->dim;
+    o->optimizer = spec->optimizer;
+    o->lr = (float)spec->lr;
+    o->beta1 = (float)spec->beta1;
+    o->beta2 = (float)spec->beta2;
+    o->eps = (float)spec->eps;
+    o->weight_decay = (float)spec->weight_decay;
+    o->l1 = (float)spec->l1;
+    o->l2 = (float)spec->l2;
+    o->ftrl_beta = (float)spec->ftrl_beta;
+    o->init = (zp_init_kind)zp_init_from_name(spec->init);
+    o->init_scale = spec->init_scale;
+    o->seed = spec->seed;
+    o->admit_count = spec->admit_count;
+    o->admit_prob = spec->admit_prob;
+    o->ttl_clocks = spec->ttl_clocks;
+    o->capacity_rows = spec->capacity_rows;
+    o->memory_budget = spec->memory_budget;
+    o->evict = (zp_evict_policy)zp_evict_from_name(spec->evict);
+}
+
+/* A sparse table: rows in a zp_sparse; the dense fields stay empty. */
+static int rows_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards, char *err,
+                       size_t errlen)
+{
+    (void)shard;
+    (void)nshards; /* every shard holds the rows of its ids (zp_sparse_shard_of) */
+    if (zp_init_from_name(spec->init) < 0)
+        return zp_seterr(err, errlen, ZEPS_EINVAL,
+                         "table '%s': unknown initializer '%s' (zeros, constant, uniform, normal)",
+                         spec->name, spec->init);
+    if (zp_evict_from_name(spec->evict) < 0)
+        return zp_seterr(err, errlen, ZEPS_EINVAL,
+                         "table '%s': unknown eviction policy '%s' (lru, lfu)", spec->name,
+                         spec->evict);
+    zp_sparse_opts o;
+    sparse_opts_from_spec(&o, spec);
+    char serr[300];
+    zp_rows *r = zp_xcalloc(1, sizeof(*r));
+    t->rows = r;
+    int rc = zp_sparse_new(&r->store, &o, serr, sizeof(serr));
+    if (rc != 0)
+        return zp_seterr(err, errlen, rc, "table '%s': %s", spec->name, serr);
+    r->dim = spec->dim;
+    /* kept to compare re-declarations field by field */
+    size_t len = zeps__table_spec__get_packed_size(spec);
+    uint8_t *buf = zp_xmalloc(len ? len : 1);
+    zeps__table_spec__pack(spec, buf);
+    r->spec = zeps__table_spec__unpack(NULL, len, buf);
+    free(buf);
+    if (!r->spec)
+        abort(); /* we just packed it */
+    return 0;
+}
+
+static void rows_destroy(zp_table *t)
+{
+    zp_rows *r = t->rows;
+    if (!r)
+        return;
+    zp_sparse_destroy(&r->store);
+    free(r->ids);
+    free(r->set_keys);
+    free(r->set_gen);
+    free(r->grads);
+    free(r->vers);
+    if (r->spec)
+        zeps__table_spec__free_unpacked(r->spec, NULL);
+    free(r);
+    t->rows = NULL;
+}
+
+#define SAME_S(field, fmt, label)                                                                  \
+    do {                                                                                           \
+        if (spec->field != d->field)                                                               \
+            return zp_seterr(err, errlen, ZEPS_ECONFLICT,                                          \
+                             "table '%s' already declared with %s = " fmt ", not " fmt, t->name,   \
+                             label, d->field, spec->field);                                        \
+    } while (0)
+
+static const char *str_or(const char *s, const char *dflt)
+{
+    return s && *s ? s : dflt;
+}
+
+static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen)
+{
+    const Zeps__TableSpec *d = t->rows->spec;
+    if (spec->kind != ZP_TABLE_SPARSE)
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared as sparse, not kind %u", t->name, spec->kind);
+    if (strcmp(str_or(spec->optimizer, ""), str_or(d->optimizer, "")) != 0)
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared with optimizer '%s', not '%s'", t->name,
+                         str_or(d->optimizer, ""), str_or(spec->optimizer, ""));
+    if (strcmp(str_or(spec->init, "zeros"), str_or(d->init, "zeros")) != 0)
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared with init '%s', not '%s'", t->name,
+                         str_or(d->init, "zeros"), str_or(spec->init, "zeros"));
+    if (strcmp(str_or(spec->evict, "lru"), str_or(d->evict, "lru")) != 0)
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared with evict '%s', not '%s'", t->name,
+                         str_or(d->evict, "lru"), str_or(spec->evict, "lru"));
+    SAME_S(dim, "%u", "dim");
+    SAME_S(lr, "%g", "lr");
+    SAME_S(beta1, "%g", "beta1");
+    SAME_S(beta2, "%g", "beta2");
+    SAME_S(eps, "%g", "eps");
+    SAME_S(weight_decay, "%g", "weight_decay");
+    SAME_S(l1, "%g", "l1");
+    SAME_S(l2, "%g", "l2");
+    SAME_S(ftrl_beta, "%g", "ftrl_beta");
+    SAME_S(init_scale, "%g", "init_scale");
+    SAME_S(seed, "%" PRIu64, "seed");
+    SAME_S(admit_count, "%u", "admit_count");
+    SAME_S(admit_prob, "%g", "admit_prob");
+    SAME_S(ttl_clocks, "%" PRIu64, "ttl_clocks");
+    SAME_S(capacity_rows, "%" PRIu64, "capacity_rows");
+    SAME_S(memory_budget, "%" PRIu64, "memory_budget");
+    if (spec->has_staleness != d->has_staleness ||
+        (d->has_staleness && spec->staleness != d->staleness))
+        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
+                         "table '%s' already declared with another staleness bound", t->name);
+    return 0;
+}
+
+static uint64_t rows_bytes(const zp_table *t)
+{
+    zp_sparse_counters c;
+    zp_sparse_get_counters(t->rows->store, &c);
+    return c.bytes;
+}
+
+static void rows_clock(zp_table *t, int64_t clock)
+{
+    zp_sparse_expire(t->rows->store, clock);
+}
+
+static void rows_stats(const zp_table *t, Zeps__TableStats *ts)
+{
+    zp_sparse_counters sc;
+    zp_sparse_get_counters(t->rows->store, &sc);
+    ts->kind = ZP_TABLE_SPARSE;
+    ts->dim = t->rows->dim;
+    ts->rows = sc.rows;
+    ts->rows_created = sc.created;
+    ts->not_admitted = sc.not_admitted;
+    ts->pushes_skipped = sc.pushes_skipped;
+    ts->evicted_ttl = sc.evicted_ttl;
+    ts->evicted_capacity = sc.evicted_capacity;
+    ts->bytes_per_row = sc.bytes_per_row;
+    ts->keys_pulled = t->stats.keys_pulled;
+    ts->keys_pushed = t->stats.keys_pushed;
+}
+
+static void rows_log_declared(const zp_table *t, const Zeps__TableSpec *spec)
+{
+    zp_info("sparse table '%s' declared: dim %u, optimizer %s, lr %g, init %s", t->name,
+            t->rows->dim, t->optimizer, spec->lr, zp_init_name(t->init));
+}
+
+/* A sparse table's meta and declaration; its rows are packed later, by
+ * rows_pack, in the writer (the forked child), so the shard does not pause
+ * to copy them. */
+static void rows_describe(const zp_table *t, zp_snap_table *st)
+{
+    const Zeps__TableSpec *d = t->rows->spec;
+    snprintf(st->name, sizeof(st->name), "%s", t->name);
+    st->kind = 1;
+    st->length = t->rows->dim;
+    snprintf(st->optimizer, sizeof(st->optimizer), "%s", d->optimizer ? d->optimizer : "");
+    int init = zp_init_from_name(d->init);
+    st->init = init < 0 ? 0 : (uint32_t)init;
+    st->init_scale = d->init_scale;
+    st->seed = d->seed;
+    st->version = t->version;
+    st->round = t->round.closed;
+    st->state_per_param = (uint32_t)zp_sparse_state_per_value(t->rows->store);
+    size_t len = zeps__table_spec__get_packed_size(d);
+    uint8_t *spec = zp_xmalloc(len ? len : 1);
+    zeps__table_spec__pack(d, spec);
+    st->owned_bytes = spec; /* freed with the record; rows_pack replaces it */
+    st->spec = spec;
+    st->spec_len = len;
+}
+
+/* Serialise t's rows into st (declaration and rows in one owned buffer).
+ * Runs in the writer: the forked child (glibc's malloc is usable after
+ * fork), or in-process at exit. */
+static void rows_pack(const zp_table *t, zp_snap_table *st)
+{
+    const zp_sparse *store = t->rows->store;
+    zp_sparse_counters c;
+    zp_sparse_get_counters(store, &c);
+    uint32_t dim = t->rows->dim, spp = st->state_per_param;
+    uint64_t rec = ZP_SNAP_ROW_LEN(dim, spp), n = 0;
+    size_t len = ZP_SNAP_ROWS_HDR + (size_t)(c.rows * rec);
+    uint8_t *mem = zp_xmalloc(st->spec_len + len);
+    memcpy(mem, st->spec, st->spec_len);
+    uint8_t *rows = mem + st->spec_len, *at = rows + ZP_SNAP_ROWS_HDR;
+    uint64_t cursor = 0;
+    zp_sparse_row row;
+    while (n < c.rows && zp_sparse_next(store, &cursor, &row)) {
+        memcpy(at, &row.id, 8);
+        memcpy(at + 8, &row.version, 4);
+        memcpy(at + 12, &row.freq, 4);
+        memcpy(at + 16, &row.last_clock, 8);
+        memcpy(at + 24, row.values, (size_t)dim * 4);
+        if (spp)
+            memcpy(at + 24 + (size_t)dim * 4, row.state, (size_t)dim * spp * 4);
+        at += rec;
+        n++;
+    }
+    /* little-endian host (snapshot.c asserts it) */
+    uint64_t hdr[8] = {n,
+                       (uint64_t)dim | (uint64_t)spp << 32,
+                       c.created,
+                       c.not_admitted,
+                       c.pushes_skipped,
+                       c.evicted_ttl,
+                       c.evicted_capacity,
+                       0};
+    memcpy(rows, hdr, sizeof(hdr));
+    free(st->owned_bytes);
+    st->owned_bytes = mem;
+    st->spec = mem;
+    st->rows = rows;
+    st->rows_len = ZP_SNAP_ROWS_HDR + n * rec;
+}
+
+/* The recorded declaration of a sparse record. */
+static int rows_snap_spec(const zp_snap_table *st, Zeps__TableSpec **out, char *err, size_t errlen)
+{
+    Zeps__TableSpec *spec = zeps__table_spec__unpack(NULL, (size_t)st->spec_len, st->spec);
+    if (!spec || spec->kind != ZP_TABLE_SPARSE || strcmp(spec->name, st->name) != 0) {
+        if (spec)
+            zeps__table_spec__free_unpacked(spec, NULL);
+        return zp_seterr(err, errlen, ZEPS_EDATA,
+                         "sparse table '%s': the recorded declaration does not decode", st->name);
+    }
+    *out = spec;
+    return 0;
+}
+
+/* Every row of st put back into `store` as it was (values, optimizer
+ * state, version, touches, last clock), and the store's history. */
+static void put_rows(zp_sparse *store, const zp_snap_table *st, uint32_t dim, uint32_t spp)
+{
+    uint64_t n, rec = ZP_SNAP_ROW_LEN(dim, spp);
+    memcpy(&n, st->rows, 8);
+    float *vals = zp_xmalloc((size_t)dim * (1 + spp) * sizeof(float));
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *r = st->rows + ZP_SNAP_ROWS_HDR + i * rec;
+        zp_sparse_row row = {.values = vals, .state = vals + dim};
+        memcpy(&row.id, r, 8);
+        memcpy(&row.version, r + 8, 4);
+        memcpy(&row.freq, r + 12, 4);
+        memcpy(&row.last_clock, r + 16, 8);
+        memcpy(vals, r + 24, (size_t)dim * (1 + spp) * sizeof(float)); /* aligned copy */
+        zp_sparse_put(store, &row);
+    }
+    free(vals);
+    /* the table's history, as recorded (header: u64 rows, u32 dim, u32
+     * state, then created, not_admitted, pushes_skipped, evicted_ttl,
+     * evicted_capacity) */
+    zp_sparse_counters hist = {0};
+    memcpy(&hist.created, st->rows + 16, 8);
+    memcpy(&hist.not_admitted, st->rows + 24, 8);
+    memcpy(&hist.pushes_skipped, st->rows + 32, 8);
+    memcpy(&hist.evicted_ttl, st->rows + 40, 8);
+    memcpy(&hist.evicted_capacity, st->rows + 48, 8);
+    zp_sparse_set_history(store, &hist);
+}
+
+static int rows_load(zp_table *t, const zp_snap_table *st, char *err, size_t errlen)
+{
+    uint32_t dim = t->rows->dim, spp = (uint32_t)zp_sparse_state_per_value(t->rows->store);
+    if (dim != st->length || spp != st->state_per_param)
+        return zp_seterr(err, errlen, ZEPS_EDATA,
+                         "sparse table '%s': rows of dim %" PRIu64 " with %u state floats, the "
+                         "declaration makes %u and %u",
+                         st->name, st->length, st->state_per_param, dim, spp);
+    put_rows(t->rows->store, st, dim, spp);
+    t->version = st->version;
+    t->round.closed = st->round;
+    return 0;
+}
+
+static bool rows_fits(const zp_table *t, const zp_snap_table *st)
+{
+    return st->kind == ZP_TABLE_SPARSE && st->begin == t->begin && st->end == t->end;
+}
+
+/* Rollback: a fresh store from the record replaces the live one. */
+static int rows_reset(zp_table *t, const zp_snap_table *st, char *err, size_t errlen)
+{
+    Zeps__TableSpec *spec;
+    int rc = rows_snap_spec(st, &spec, err, errlen);
+    if (rc != 0)
+        return rc;
+    zp_table fresh = {.rows = NULL};
+    snprintf(fresh.name, sizeof(fresh.name), "%s", t->name);
+    rc = rows_create(&fresh, spec, 0, 1, err, errlen);
+    zeps__table_spec__free_unpacked(spec, NULL);
+    if (rc == 0)
+        rc = rows_load(&fresh, st, err, errlen);
+    if (rc == 0) {
+        zp_sparse *old = t->rows->store;
+        t->rows->store = fresh.rows->store;
+        fresh.rows->store = old;
+        t->version = fresh.version;
+        t->round.closed = fresh.round.closed;
+    }
+    rows_destroy(&fresh);
+    return rc;
+}
+
+const zp_table_kind zp_rows_kind = {
+    .name = "sparse",
+    .id = ZP_TABLE_SPARSE,
+    .rounds = false,
+    .create = rows_create,
+    .destroy = rows_destroy,
+    .check_same = rows_check_same,
+    .bytes = rows_bytes,
+    .clock = rows_clock,
+    .stats = rows_stats,
+    .log_declared = rows_log_declared,
+    .describe = rows_describe,
+    .pack = rows_pack,
+    .snap_spec = rows_snap_spec,
+    .load = rows_load,
+    .fits = rows_fits,
+    .reset = rows_reset,
+};

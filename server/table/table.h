@@ -1,0 +1,182 @@
+/*
+ * table.h - one table on this shard, and the dense kind of table: a slice.
+ *
+ * A dense table of `length` f32 elements is cut into S contiguous slices;
+ * shard i owns [i*length/S, (i+1)*length/S). This module owns the slice's
+ * parameters, optimizer state and version, the declaration, and the
+ * zp_table record that ties a table's parts together. Each part has its
+ * own module and is touched only through it:
+ *
+ *   rows     a sparse table's row store and scratch   rows.c (+ sparse.c)
+ *   round    BSP round state                          round.c
+ *   dc       DC-ASGD state                            dc.c
+ *   cpull    compressed-pull views                    cpull.c
+ *   parked   pulls waiting on the table               parked.c
+ *   stats    counters and histograms                  recorded by op/
+ *
+ * What differs between a dense and a sparse table is a zp_table_kind (the
+ * dense one here, zp_rows_kind in rows.c), so code that walks every table
+ * never tests which kind it holds.
+ *
+ * Parameters live in a reference-counted buffer so a pull reply can hand the
+ * bytes to ZeroMQ without copying: while ZeroMQ still holds a reference, the
+ * next update writes into a fresh copy instead (copy-on-write), so a reply
+ * in flight never changes under the wire and always matches the version it
+ * names.
+ */
+#ifndef ZP_TABLE_H
+#define ZP_TABLE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "buf.h"
+#include "codec.h"
+#include "cpull.h"
+#include "dc.h"
+#include "hist.h"
+#include "optim.h"
+#include "parked.h"
+#include "round.h"
+#include "rows.h"
+#include "snapshot.h"
+#include "util.h"
+#include "zeps.pb-c.h"
+
+enum { ZP_TABLE_DENSE = 0, ZP_TABLE_SPARSE = 1 };
+
+typedef struct zp_table zp_table;
+
+/* Counters and histograms of one table: recorded by the op layer, read by
+ * STATS. */
+typedef struct zp_table_stats {
+    uint64_t pushes, pulls;
+    uint64_t keys_pulled, keys_pushed;    /* sparse */
+    zp_hist tau, clock_gap, pull_wait_us; /* exact staleness (hist.h) */
+    uint64_t dropped, late;
+    uint64_t push_bytes_wire, push_bytes_raw; /* compression accounting */
+    double decode_s;
+    uint64_t pull_bytes_wire, pull_bytes_raw, pull_resyncs;
+    double encode_s;
+} zp_table_stats;
+
+/* What a kind of table does its own way. */
+typedef struct zp_table_kind {
+    const char *name;
+    uint32_t id; /* TableSpec.kind */
+    bool rounds; /* collects BSP rounds (a cut is read from them) */
+    /* fill t's kind-specific part from a checked spec */
+    int (*create)(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards, char *err,
+                  size_t errlen);
+    void (*destroy)(zp_table *t);
+    int (*check_same)(const zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen);
+    uint64_t (*bytes)(const zp_table *t);
+    void (*clock)(zp_table *t, int64_t clock); /* the shard's clock moved on */
+    void (*stats)(const zp_table *t, Zeps__TableStats *ts);
+    void (*log_declared)(const zp_table *t, const Zeps__TableSpec *spec);
+    /* snapshots (common/snapshot): the record pointing at live memory; in
+     * the writer, pack what is copied (rows); the declaration of a record
+     * (heap, zeps__table_spec__free_unpacked); load a record into a table
+     * made from it; whether a record fits t; put t back to a record */
+    void (*describe)(const zp_table *t, zp_snap_table *st);
+    void (*pack)(const zp_table *t, zp_snap_table *st);
+    int (*snap_spec)(const zp_snap_table *st, Zeps__TableSpec **out, char *err, size_t errlen);
+    int (*load)(zp_table *t, const zp_snap_table *st, char *err, size_t errlen);
+    bool (*fits)(const zp_table *t, const zp_snap_table *st);
+    int (*reset)(zp_table *t, const zp_snap_table *st, char *err, size_t errlen);
+} zp_table_kind;
+
+extern const zp_table_kind zp_table_dense;
+
+struct zp_table {
+    uint32_t id;
+    char name[64];
+    const zp_table_kind *kind;
+    int nworkers;
+    uint64_t version; /* updates applied (dense: to the slice; sparse: pushes) */
+
+    /* the declaration, kept to check re-declarations */
+    char optimizer[16];
+    zp_hyper hyper;
+    zp_init_kind init;
+    double init_scale;
+    uint64_t seed;
+    bool has_staleness; /* ssp bound declared for this table */
+    uint32_t staleness;
+
+    /* a dense table's slice (empty for a sparse table: n = 0) */
+    uint64_t length;     /* whole table */
+    uint64_t begin, end; /* this shard's slice, global element indices */
+    size_t n;            /* end - begin */
+    const zp_optim_ops *opt;
+    zp_buf *params;      /* n floats; the table holds one reference */
+    float *state;        /* opt->state_per_param * n floats, or NULL */
+    float *push_scratch; /* n floats: compressed pushes decoded in place */
+
+    zp_rows *rows;          /* a sparse table's rows (rows.c); NULL if dense */
+    zp_round round;         /* round.c */
+    zp_dc dc;               /* dc.c */
+    zp_cpull cpull;         /* cpull.c */
+    zp_parked_queue parked; /* parked.c */
+    zp_table_stats stats;
+};
+
+/* The kind of table for TableSpec.kind, NULL if none. */
+const zp_table_kind *zp_table_kind_for(uint32_t kind);
+
+/* Create the slice of a table declared by `spec` for shard `shard` of
+ * `nshards`, with BSP state for `nworkers`. Validates the spec. On success
+ * *out owns a new table; on error returns a zeps_err with a message in err. */
+int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int shard, int nshards,
+                 int nworkers, char *err, size_t errlen);
+void zp_table_destroy(zp_table **tp);
+
+/* A table made from a snapshot record as table `id`: declared from the
+ * recorded declaration, then loaded. *out owns it on success. */
+int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard, int nshards,
+                       int nworkers, char *err, size_t errlen);
+
+/* Append t to a growing array of tables; the array takes t. */
+void zp_table_append(zp_table ***tables, uint32_t *n, uint32_t *cap, zp_table *t);
+
+/* 0 if `spec` declares the same table as t; else ZEPS_ECONFLICT with the
+ * first differing field named in err. */
+int zp_table_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen);
+
+/* Apply a gradient to slice elements [off, off + count) (off relative to
+ * begin), scaled by `scale`, with the table's optimizer; bumps the version.
+ * Copies the parameter buffer first if a reply still references it. */
+void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float scale);
+
+/* zp_table_apply for a validated topk/randk payload of `count` values at
+ * `off`, on an sgd table without weight decay: w -= lr * scale * decoded,
+ * touching only the sent elements (decode_add); bumps the version. */
+void zp_table_apply_sparse(zp_table *t, const zp_codec_ops *codec, const void *buf, size_t len,
+                           size_t off, size_t count, float scale);
+
+/* True if t's optimizer lets zp_table_apply_sparse stand for zp_table_apply
+ * (sgd, no weight decay). */
+bool zp_table_sparse_ok(const zp_table *t);
+
+/* Take a reference on the parameter buffer for a zero-copy reply; release
+ * it with zp_buf_release (ZeroMQ does so through the free callback). */
+zp_buf *zp_table_params_ref(zp_table *t);
+
+/* n floats of scratch to decode a compressed push into, or NULL. */
+float *zp_table_push_scratch(zp_table *t);
+
+/* Put the slice back to a snapshot's state (rollback): parameters,
+ * optimizer state, version and round; gradients held for an open BSP round
+ * are dropped. Replies still reading the old parameters keep their bytes
+ * (copy-on-write). Parked pulls are left to the caller. */
+void zp_table_reset_to(zp_table *t, const float *params, const float *state, uint64_t version,
+                       int64_t round);
+
+/* Bytes of parameters, optimizer state and scratch held for this table. */
+uint64_t zp_table_bytes(const zp_table *t);
+
+#endif

@@ -1,0 +1,236 @@
+/*
+ * test_sparse_ops.c - server/op/sparse_ops.c (with table/rows.c and the
+ * policies' sparse hooks), in process through dispatch (inproc.h): the
+ * checks of a sparse PULL and PUSH (ids of another shard, repeated ids,
+ * sizes that do not fit the table's dim, counts, non-finite gradients), the
+ * rows and versions a pull returns, weighted mode's per-row staleness
+ * (weights and drops), and bsp's wait for the slowest clock.
+ */
+#include <check.h>
+#include <math.h>
+
+#include "check_main.h"
+#include "inproc.h"
+#include "sparse_hash.h"
+#include "zeps_errors.h"
+
+#define DIM 3
+
+static uint32_t declare_sparse(zt_shard *z)
+{
+    Zeps__TableSpec spec;
+    zeps__table_spec__init(&spec);
+    spec.name = "emb";
+    spec.kind = 1;
+    spec.dim = DIM;
+    spec.optimizer = "sgd";
+    spec.lr = 1.0;
+    spec.init = "zeros";
+    Zeps__Header h = zt_header(z, ZEPS__OP__DECLARE, 0);
+    h.spec = &spec;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__DECLARE);
+    return zt_last(z)->h->table;
+}
+
+/* The first n ids (from 1) that belong (or not) to `shard` of `nshards`. */
+static void ids_of(uint64_t *ids, size_t n, int shard, int nshards, bool mine)
+{
+    size_t k = 0;
+    for (uint64_t id = 1; k < n; id++)
+        if ((zp_sparse_shard_of(id, nshards) == shard) == mine)
+            ids[k++] = id;
+}
+
+static int spull(zt_shard *z, uint32_t rank, uint32_t t, const uint64_t *ids, size_t n,
+                 int64_t clock)
+{
+    Zeps__Header h = zt_header(z, ZEPS__OP__PULL, rank);
+    h.table = t;
+    h.count = n;
+    h.clock = clock;
+    return zt_send(z, &h, ids, n * sizeof(uint64_t));
+}
+
+/* A push of n ids with gradients g (n * DIM) and, if rv, row versions. */
+static int spush(zt_shard *z, uint32_t rank, uint32_t t, const uint64_t *ids, size_t n,
+                 const float *g, size_t ng, const uint32_t *rv)
+{
+    unsigned char buf[1024];
+    size_t len = n * 8;
+    memcpy(buf, ids, n * 8);
+    memcpy(buf + len, g, ng * sizeof(float));
+    len += ng * sizeof(float);
+    if (rv) {
+        memcpy(buf + len, rv, n * 4);
+        len += n * 4;
+    }
+    Zeps__Header h = zt_header(z, ZEPS__OP__PUSH, rank);
+    h.table = t;
+    h.count = n;
+    h.flags = rv ? ZP_FLAG_ROW_VERSIONS : 0;
+    return zt_send(z, &h, buf, len);
+}
+
+static zt_shard *start(const char *mode, int nworkers, int nshards)
+{
+    zt_shard *z = zt_shard_start(zt_config(mode, nworkers, nshards), 0);
+    zt_hello(z, 0);
+    return z;
+}
+
+START_TEST(test_pull_checks)
+{
+    zt_shard *z = start("async", 1, 2);
+    uint32_t t = declare_sparse(z);
+    uint64_t mine[2], theirs[1];
+    ids_of(mine, 2, 0, 2, true);
+    ids_of(theirs, 1, 0, 2, false);
+    ck_assert_int_eq(spull(z, 0, t, mine, 2, 0), 1);
+    zt_reply *r = zt_last(z);
+    ck_assert_int_eq(r->h->op, ZEPS__OP__PULL);
+    ck_assert_uint_eq(r->len, 2 * (DIM + 1) * 4); /* rows, then u32 versions */
+    ck_assert_float_eq(((float *)r->data)[DIM + 1], 0.0f);
+    ck_assert_uint_eq(((uint32_t *)r->data)[2 * DIM + 1], 0);
+    uint64_t mixed[3] = {mine[0], theirs[0], mine[1]};
+    spull(z, 0, t, mixed, 3, 0);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ERANGE);
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "position 1"));
+    Zeps__Header h = zt_header(z, ZEPS__OP__PULL, 0);
+    h.table = t;
+    h.count = 0;
+    zt_send(z, &h, mine, 8);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ERANGE);
+    h = zt_header(z, ZEPS__OP__PULL, 0);
+    h.table = t;
+    h.count = 2;
+    zt_send(z, &h, mine, 12); /* 1.5 ids */
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ESIZE);
+    zt_shard_free(z);
+}
+END_TEST
+
+START_TEST(test_push_checks)
+{
+    zt_shard *z = start("async", 1, 1);
+    uint32_t t = declare_sparse(z);
+    zp_table *tb = z->s->tables[t];
+    uint64_t ids[2] = {7, 7};
+    float g[2 * DIM] = {1, 1, 1, 1, 1, 1};
+    spush(z, 0, t, ids, 2, g, 2 * DIM, NULL);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EINVAL); /* repeated */
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "twice"));
+    ids[1] = 8;
+    spush(z, 0, t, ids, 2, g, 2 * DIM - 1, NULL); /* rows of dim 3, short by one */
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ESIZE);
+    g[4] = NAN;
+    spush(z, 0, t, ids, 2, g, 2 * DIM, NULL);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ENONFINITE);
+    ck_assert_uint_eq(tb->version, 0); /* nothing applied */
+    zp_sparse_counters c;
+    zp_sparse_get_counters(tb->rows->store, &c);
+    ck_assert_uint_eq(c.rows, 0);
+    g[4] = 1;
+    ck_assert_int_eq(spush(z, 0, t, ids, 2, g, 2 * DIM, NULL), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__PUSH);
+    ck_assert_uint_eq(zt_last(z)->h->flags, 0);
+    ck_assert_uint_eq(tb->version, 1);
+    ck_assert_uint_eq(tb->stats.keys_pushed, 2);
+    spull(z, 0, t, ids, 2, 0);
+    ck_assert_float_eq(((float *)zt_last(z)->data)[DIM], -1.0f);
+    ck_assert_uint_eq(((uint32_t *)zt_last(z)->data)[2 * DIM + 1], 1);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* weighted: each row scaled by w(tau of that row), a row staler than
+ * max_staleness dropped while the others of the push apply. */
+START_TEST(test_weighted_rows)
+{
+    zp_config *cfg = zt_config("weighted", 1, 1);
+    cfg->weight_fn = ZP_WEIGHT_INVERSE;
+    cfg->max_staleness = 1;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    uint32_t t = declare_sparse(z);
+    uint64_t a = 5, ab[2] = {5, 6};
+    float g[2 * DIM] = {1, 1, 1, 1, 1, 1};
+    uint32_t rv0[2] = {0, 0};
+    spush(z, 0, t, &a, 1, g, DIM, rv0); /* a: tau 0, w 1 */
+    spush(z, 0, t, &a, 1, g, DIM, rv0); /* a: tau 1, w 1/2 */
+    ck_assert_uint_eq(zt_last(z)->h->flags, 0);
+    spush(z, 0, t, ab, 2, g, 2 * DIM, rv0); /* a: tau 2, dropped; b: tau 0 */
+    ck_assert_uint_eq(zt_last(z)->h->flags, ZP_FLAG_DROPPED);
+    zp_table *tb = z->s->tables[t];
+    ck_assert_uint_eq(tb->stats.dropped, 1);
+    ck_assert_uint_eq(z->s->workers.w[0].dropped, 1);
+    zp_sparse_row row;
+    ck_assert(zp_sparse_get(tb->rows->store, 5, &row));
+    ck_assert_float_eq(row.values[0], -1.5f);
+    ck_assert_uint_eq(row.version, 2);
+    ck_assert(zp_sparse_get(tb->rows->store, 6, &row));
+    ck_assert_float_eq(row.values[2], -1.0f);
+    ck_assert_uint_eq(tb->stats.tau.n, 3); /* a twice, b once */
+    ck_assert_uint_eq(tb->stats.tau.sum, 1);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* Without row versions every mode applies rows with the full step. */
+START_TEST(test_async_rows)
+{
+    zt_shard *z = start("weighted", 1, 1);
+    uint32_t t = declare_sparse(z);
+    uint64_t a = 5;
+    float g[DIM] = {2, 2, 2};
+    spush(z, 0, t, &a, 1, g, DIM, NULL);
+    spush(z, 0, t, &a, 1, g, DIM, NULL);
+    zp_sparse_row row;
+    ck_assert(zp_sparse_get(z->s->tables[t]->rows->store, 5, &row));
+    ck_assert_float_eq(row.values[1], -4.0f);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* bsp: a sparse pull at clock c waits until every live worker finished
+ * clock c - 1 (no rounds for sparse tables), then is served from the
+ * parked queue. */
+START_TEST(test_bsp_pull_waits)
+{
+    zt_shard *z = start("bsp", 2, 1);
+    zt_hello(z, 1);
+    uint32_t t = declare_sparse(z);
+    uint64_t a = 5;
+    ck_assert_int_eq(spull(z, 0, t, &a, 1, 1), 0);
+    ck_assert_uint_eq(z->s->tables[t]->parked.n, 1);
+    Zeps__Header h = zt_header(z, ZEPS__OP__CLOCK, 0);
+    h.clock = 0;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1); /* rank 1 is still at 0 */
+    h = zt_header(z, ZEPS__OP__CLOCK, 1);
+    h.clock = 0;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 2);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__PULL);
+    ck_assert_str_eq(zt_last(z)->to, "w0");
+    ck_assert_uint_eq(zt_last(z)->len, (DIM + 1) * 4);
+    ck_assert_uint_eq(z->s->tables[t]->parked.n, 0);
+    zt_shard_free(z);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("sparse_ops");
+    TCase *tc = tcase_create("ops");
+    tcase_add_test(tc, test_pull_checks);
+    tcase_add_test(tc, test_push_checks);
+    tcase_add_test(tc, test_weighted_rows);
+    tcase_add_test(tc, test_async_rows);
+    tcase_add_test(tc, test_bsp_pull_waits);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

@@ -20,6 +20,7 @@
 #include "config.h"
 
 #include "config_int.h"
+#include "util.h"
 #include "zeps_errors.h"
 
 #include <errno.h>
@@ -34,6 +35,39 @@
 static int read_section(zp_config *cfg, parse_ctx *p, const char *path, const section_spec *sec,
                         const config_setting_t *group);
 
+/* cluster.consistency: a word naming a mode; which modes exist is checked
+ * by the program that runs them (zp_config_check_mode). */
+static int read_mode(zp_config *cfg, parse_ctx *p, const char *key, const key_spec *k,
+                     const config_setting_t *s)
+{
+    int rc = zp_config_read_string(cfg, p, key, k, s);
+    if (rc != ZEPS_OK)
+        return rc;
+    cfg->consistency_line = config_setting_source_line(s);
+    size_t len = strlen(cfg->consistency);
+    if (len == 0 || strspn(cfg->consistency, "abcdefghijklmnopqrstuvwxyz0123456789_") != len)
+        return zp_config_read_fail(p, cfg->consistency_line,
+                                   "'%s' = \"%s\" is not a mode name (lowercase letters, digits "
+                                   "and '_', e.g. bsp, ssp, async, weighted)",
+                                   key, cfg->consistency);
+    return ZEPS_OK;
+}
+
+int zp_config_check_mode(const zp_config *cfg, const char *const *known, char *err,
+                         size_t errlen)
+{
+    char list[256] = "";
+    size_t used = 0;
+    for (int i = 0; known[i] != NULL; i++) {
+        if (strcmp(known[i], cfg->consistency) == 0)
+            return ZEPS_OK;
+        int n = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", known[i]);
+        used += n > 0 && (size_t)n < sizeof(list) - used ? (size_t)n : 0;
+    }
+    return zp_seterr(err, errlen, ZEPS_ECONFIG, "%s:%u: 'cluster.consistency' = \"%s\" is not one of %s",
+                     cfg->path, cfg->consistency_line, cfg->consistency, list);
+}
+
 static int read_key(zp_config *cfg, parse_ctx *p, const char *section, const key_spec *k,
                     const config_setting_t *s)
 {
@@ -43,6 +77,8 @@ static int read_key(zp_config *cfg, parse_ctx *p, const char *section, const key
         p->backup_line = config_setting_source_line(s);
     if (k->off == FIELD(delay_dist) && k->kind == K_ENUM)
         p->delay_dist_seen = true;
+    if (k->off == FIELD(consistency))
+        return read_mode(cfg, p, key, k, s);
 
     switch (k->kind) {
     case K_INT:

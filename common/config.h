@@ -20,12 +20,6 @@
 #define ZP_PATH_MAX 1024
 #define ZP_ENDPOINT_MAX 256
 
-typedef enum zp_consistency {
-    ZP_CONSISTENCY_BSP = 0,
-    ZP_CONSISTENCY_ASYNC = 1,
-    ZP_CONSISTENCY_SSP = 2,      /* bounded staleness */
-    ZP_CONSISTENCY_WEIGHTED = 3, /* staleness-weighted async */
-} zp_consistency;
 
 /* Staleness weighting functions w(tau) of the weighted mode. */
 typedef enum zp_weight_fn {
@@ -52,7 +46,10 @@ typedef struct zp_config {
     char servers[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX]; /* endpoints workers connect to */
     char binds[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX];   /* endpoints servers bind ("" = same as servers) */
     int num_workers;                       /* required, 1..ZP_MAX_WORKERS */
-    zp_consistency consistency;            /* "bsp" | "async"; default bsp */
+    char consistency[16];                  /* the mode's name, default "bsp"; which names exist is
+                                              the server's policy registry's business:
+                                              zp_config_check_mode */
+    unsigned consistency_line;             /* where it was set (0: the default) */
     int staleness;                         /* ssp bound in clocks, default 0, 0..1000000 */
     int backup_workers;                    /* bsp: a round closes after workers - k pushes; default 0, < workers */
     bool late_weighted;                    /* bsp backup: "late_pushes" = "drop" (false, default) | "weighted" */
@@ -147,9 +144,14 @@ int zp_config_load(zp_config *cfg, const char *path, char *err, size_t errlen);
 int zp_config_parse(zp_config *cfg, const char *text, const char *name, char *err,
                     size_t errlen);
 
-/* Name of a consistency mode ("bsp", ...), and the reverse (-1 if unknown). */
-const char *zp_consistency_name(zp_consistency c);
-int zp_consistency_from_name(const char *name);
+/* Check cfg->consistency against the modes a program knows (`known`,
+ * NULL-terminated: the server passes its policy registry's names). The
+ * loader itself only checks that the name is a word of lowercase letters,
+ * digits and '_', so that a mode is added in the server alone. Returns 0,
+ * or ZEPS_ECONFIG with "<file>:<line>: 'cluster.consistency' = "x" is not
+ * one of a, b, ..." in err (errlen bytes, always terminated). Any thread. */
+int zp_config_check_mode(const zp_config *cfg, const char *const *known, char *err,
+                         size_t errlen);
 
 /* The same for weighting functions and delay distributions. */
 const char *zp_weight_fn_name(zp_weight_fn f);

@@ -29,13 +29,6 @@ static const char *const codecs[] = {"none", "fp16", "bf16", "int8", "sign", "to
 
 /* Enum name tables, indexed by the enum and NULL-terminated so that K_ENUM
  * rows and the *_name / *_from_name functions share them. */
-static const char *const consistency_names[] = {
-    [ZP_CONSISTENCY_BSP] = "bsp",
-    [ZP_CONSISTENCY_ASYNC] = "async",
-    [ZP_CONSISTENCY_SSP] = "ssp",
-    [ZP_CONSISTENCY_WEIGHTED] = "weighted",
-    NULL,
-};
 static const char *const weight_fn_names[] = {
     [ZP_WEIGHT_NONE] = "none",
     [ZP_WEIGHT_INVERSE] = "inverse",
@@ -53,7 +46,7 @@ static const char *const late_push_names[] = {"drop", "weighted", NULL}; /* late
 static const char *const lost_worker_names[] = {"wait", "continue", NULL}; /* lost_continue */
 
 /* K_ENUM writes through an int *. */
-_Static_assert(sizeof(zp_consistency) == sizeof(int) && sizeof(zp_weight_fn) == sizeof(int) &&
+_Static_assert(sizeof(zp_weight_fn) == sizeof(int) &&
                    sizeof(zp_delay_dist) == sizeof(int),
                "enum fields must be int-sized");
 
@@ -102,8 +95,7 @@ static const key_spec cluster_keys[] = {
     {.name = "binds", .kind = K_ENDPOINTS, .off = FIELD(binds)},
     {.name = "workers", .kind = K_INT, .off = FIELD(num_workers), .required = true,
      .imin = 1, .imax = ZP_MAX_WORKERS},
-    {.name = "consistency", .kind = K_ENUM, .off = FIELD(consistency),
-     .choices = consistency_names},
+    {.name = "consistency", .kind = K_STRING, .off = STR(consistency)},
     {.name = "staleness", .kind = K_INT, .off = FIELD(staleness), .imin = 0, .imax = 1000000},
     /* < workers is checked in check_cross, once workers is known */
     {.name = "backup_workers", .kind = K_INT, .off = FIELD(backup_workers), .imin = 0,
@@ -209,7 +201,7 @@ _Static_assert(NKEYS(cluster_keys) <= 64 && NKEYS(training_keys) <= 64 &&
 void zp_config_defaults(zp_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->consistency = ZP_CONSISTENCY_BSP;
+    snprintf(cfg->consistency, sizeof(cfg->consistency), "bsp");
     cfg->staleness = 0;
     cfg->backup_workers = 0;
     cfg->late_weighted = false;
@@ -285,16 +277,6 @@ int zp_config_keys_index_of(const char *const *names, const char *name)
 /* The *_name functions return a static name, "unknown" for a value outside
  * the enum; the *_from_name functions the value named exactly `name`, or -1.
  * Any thread. */
-const char *zp_consistency_name(zp_consistency c)
-{
-    return name_of(consistency_names, NKEYS(consistency_names), (unsigned)c);
-}
-
-int zp_consistency_from_name(const char *name)
-{
-    return zp_config_keys_index_of(consistency_names, name);
-}
-
 const char *zp_weight_fn_name(zp_weight_fn f)
 {
     return name_of(weight_fn_names, NKEYS(weight_fn_names), (unsigned)f);

@@ -15,6 +15,7 @@
 #include "args.h"
 #include "log.h"
 #include "mathenv.h"
+#include "registry.h"
 #include "server.h"
 #include "util.h"
 
@@ -29,11 +30,17 @@ int main(int argc, char **argv)
     rc = zp_daemon_load(ZP_DAEMON_SERVER, &args, &cfg);
     if (rc >= 0)
         return rc;
+    const char *modes[16];
+    char err[1024];
+    zp_registry_names(modes, sizeof(modes) / sizeof(modes[0]));
+    if (zp_config_check_mode(&cfg, modes, err, sizeof(err)) != 0) {
+        zp_error("%s", err); /* a bad cluster file, as zp_daemon_load reports it */
+        return 2;
+    }
     zp_malloc_tune();
     signal(SIGPIPE, SIG_IGN);
 
     zp_server *srv;
-    char err[1024];
     if (zp_server_new(&srv, &cfg, args.index, err, sizeof(err)) != 0) {
         zp_error("%s", err);
         return 1;

@@ -282,10 +282,10 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
                  shard, cfg->num_shards, cfg->path);
         return ZEPS_EINVAL;
     }
-    const zp_consistency_ops *cons = zp_registry_find(zp_consistency_name(cfg->consistency));
+    const zp_consistency_ops *cons = zp_registry_find(cfg->consistency);
     if (!cons) {
         snprintf(err, errlen, "consistency '%s' is not available in this build",
-                 zp_consistency_name(cfg->consistency));
+                 cfg->consistency);
         return ZEPS_ECONFIG;
     }
     zp_server *s = zp_xcalloc(1, sizeof(*s));

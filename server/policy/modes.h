@@ -1,6 +1,6 @@
 /*
- * modes.h - the consistency modes of this build, for registry.c and the
- * policy tests, and the pieces the modes share: async.c's "apply on
+ * modes.h - what the modes' files share (the list of modes is registry.h),
+ * for them and the policy tests: async.c's "apply on
  * arrival" hooks, which ssp and weighted reuse.
  */
 #ifndef ZP_MODES_H
@@ -8,10 +8,7 @@
 
 #include "consistency.h"
 
-extern const zp_consistency_ops zp_bsp_ops;      /* bsp.c */
-extern const zp_consistency_ops zp_async_ops;    /* async.c */
-extern const zp_consistency_ops zp_ssp_ops;      /* ssp.c */
-extern const zp_consistency_ops zp_weighted_ops; /* weighted.c */
+#include "registry.h" /* zp_<mode>_ops of every mode */
 
 /* async.c: apply p to t now scaled by `weight` and describe it in *res as
  * `outcome` (ZP_PUSH_APPLIED or ZP_PUSH_LATE). */

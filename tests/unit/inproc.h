@@ -70,7 +70,7 @@ static inline zp_config *zt_config(const char *mode, int nworkers, int nshards)
     zp_config_defaults(c);
     c->num_workers = nworkers;
     c->num_shards = nshards;
-    c->consistency = (zp_consistency)zp_consistency_from_name(mode);
+    snprintf(c->consistency, sizeof(c->consistency), "%s", mode);
     return c;
 }
 

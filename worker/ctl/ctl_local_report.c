@@ -151,7 +151,7 @@ static bool write_json(const local_run *r, const double *s, const result *res, b
     json_str(f, "model", r->o.exec ? "exec" : c->model, ",\n  ");
     if (r->o.exec)
         json_str(f, "exec", r->o.exec, ",\n  ");
-    json_str(f, "consistency", zp_consistency_name(c->consistency), ",\n  ");
+    json_str(f, "consistency", c->consistency, ",\n  ");
     for (int i = 0; i < S_COUNT; i++)
         json_num(f, sum_fields[i].key, s[i], ",\n  ");
     fprintf(f, "\"servers_stopped_cleanly\": %s,\n  \"worker_results\": [\n",
@@ -179,10 +179,10 @@ static void print_summary(const local_run *r, const double *s, bool json_ok)
     bool quadratic = strcmp(c->model, "quadratic") == 0;
     if (r->o.exec)
         printf("zeps local cluster: %d servers, %d workers running '%s', consistency %s\n",
-               c->num_shards, c->num_workers, r->o.exec, zp_consistency_name(c->consistency));
+               c->num_shards, c->num_workers, r->o.exec, c->consistency);
     else
         printf("zeps local cluster: %d servers, %d workers, model %s, consistency %s\n",
-               c->num_shards, c->num_workers, c->model, zp_consistency_name(c->consistency));
+               c->num_shards, c->num_workers, c->model, c->consistency);
     for (int i = 0; i < S_COUNT; i++) {
         const struct sum_field *sf = &sum_fields[i];
         if (!sf->label)

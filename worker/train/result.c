@@ -84,7 +84,7 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
     }
     double active = r->compute_s + r->comm_s;
     fprintf(f, "{\"rank\":%d,\"model\":\"%s\",\"consistency\":\"%s\",\"epochs\":%d", r->rank,
-            cfg->model, zp_consistency_name(cfg->consistency), r->epochs);
+            cfg->model, cfg->consistency, r->epochs);
     fprintf(f, ",\"iterations\":%lld,\"examples\":%lld", (long long)r->iterations,
             (long long)r->examples);
     json_num(f, "wall_s", r->wall_s, 1);

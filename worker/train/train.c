@@ -216,7 +216,7 @@ static int train_all(zp_trainer *t, zp_train_result *res, int64_t start, int rej
     int spe = t->ops->steps_per_epoch(t->model);
     int64_t total = (int64_t)spe * cfg->epochs;
     zp_info("training %s: %d epochs of %d steps, %d tables, %s%s", cfg->model, cfg->epochs, spe,
-            t->ntables, zp_consistency_name(cfg->consistency), rejoined ? " (rejoining)" : "");
+            t->ntables, cfg->consistency, rejoined ? " (rejoining)" : "");
     if (start > 0)
         zp_warn("resuming at clock %lld of %lld (recorded by the shards)", (long long)start,
                 (long long)total);

@@ -176,18 +176,22 @@ jobid=$(cd "$src" && ZEPS_BINDIR=$BIN ZEPS_RUN_DIR=$run ZEPS_TEMPLATE=$dir/templ
     ZEPS_PORT_BASE=$port sbatch --parsable --ntasks=6 --output="$dir/job.out" \
     deploy/slurm/zeps.sbatch)
 check "sbatch accepted the job ($jobid)" test -n "$jobid"
-state=""
-while :; do
-    state=$(timeout 5 squeue -h -j "$jobid" -o '%T' 2>/dev/null)
-    [ -z "$state" ] && break
-    if [ $(($(date +%s) - start)) -gt $limit ]; then
-        echo "job $jobid still $state after $limit s: cancelling"
-        scancel "$jobid"
-        sleep 2
-        break
-    fi
-    sleep 1
-done
+# Wait for job $1 (started at $2) to leave the queue, cancelling it after $3 s.
+wait_job() {
+    local state
+    while :; do
+        state=$(timeout 5 squeue -h -j "$1" -o '%T' 2>/dev/null)
+        [ -z "$state" ] && break
+        if [ $(($(date +%s) - $2)) -gt "$3" ]; then
+            echo "job $1 still $state after $3 s: cancelling"
+            scancel "$1"
+            sleep 2
+            break
+        fi
+        sleep 1
+    done
+}
+wait_job "$jobid" "$start" "$limit"
 elapsed=$(($(date +%s) - start))
 sed 's/^/    job: /' "$dir/job.out" | tail -8
 check "the job finished within $limit s (${elapsed} s) and the script reported success" \
@@ -207,6 +211,30 @@ check "workers took their ranks from the multi-prog offset" \
     grep -q 'rank 3 of 4 (from --rank=3)' "$run/logs/task-5.log"
 none_left() { ! pgrep -f -- "--config $run/" >/dev/null; }
 check "no zeps process left" none_left
+
+# A user's program as the workers (ZEPS_WORKER_CMD): the PyTorch example,
+# 2 shards and 2 workers, one short epoch. Not in the sanitizer build: its
+# libzeps.so cannot be loaded into a python3 built without ASan.
+if [ "$QUICK" != 1 ] && [ -f "$BIN/../python/zeps/__init__.py" ]; then
+    prun=$dir/prun
+    port=$(free_port)
+    start=$(date +%s)
+    pjob=$(cd "$src" && ZEPS_BINDIR=$BIN ZEPS_RUN_DIR=$prun ZEPS_TEMPLATE=$dir/template.conf \
+        ZEPS_PORT_BASE=$port PYTHONPATH="$BIN/../python" \
+        ZEPS_WORKER_CMD="/usr/bin/python3 $src/worker/python/examples/mnist_mlp.py --epochs 1 --examples 8000" \
+        sbatch --parsable --ntasks=4 --output="$dir/pjob.out" deploy/slurm/zeps.sbatch)
+    check "sbatch accepted the Python job ($pjob)" test -n "$pjob"
+    wait_job "$pjob" "$start" 300
+    sed 's/^/    python job: /' "$dir/pjob.out" | tail -4
+    check "the Python workers finished and the job exited 0" \
+        bash -c "grep -q '2 of 2 workers finished' '$dir/pjob.out' && tail -1 '$dir/pjob.out' | grep -q 'step exit 0'"
+    pacc=$(grep -oE '"final_accuracy": ?[0-9.e-]*' "$prun/results/worker-0.json" 2>/dev/null |
+        cut -d: -f2 | tr -d ' ')
+    check "the Python job's test accuracy ${pacc:-none} >= 0.70" \
+        awk -v a="${pacc:-0}" 'BEGIN { exit !(a >= 0.70) }'
+    check "the Python workers took their ranks from ZEPS_RANK" \
+        bash -c "[ -s '$prun/results/worker-0.json' ] && [ -s '$prun/results/worker-1.json' ]"
+fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "evict.h"
 #include "log.h"
 #include "sparse_hash.h"
 #include "table.h"

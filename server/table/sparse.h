@@ -26,6 +26,10 @@
  * random sample (the Redis approximation; exact order would cost a list or
  * heap per row).
  *
+ * The store is split by concept: sparse.c (records, pull/push, snapshots),
+ * rowindex.c (the index), admit.c (admission), evict.c (eviction); their
+ * shared layout is sparse_int.h.
+ *
  * Threading: the shard's loop thread only. Not copy-on-write: a pull copies
  * rows into its reply.
  */
@@ -36,17 +40,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "evict.h" /* zp_evict_policy */
 #include "hist.h"
 #include "util.h"
-
-typedef enum zp_evict_policy {
-    ZP_EVICT_LRU = 0,
-    ZP_EVICT_LFU = 1,
-} zp_evict_policy;
-
-/* "lru" | "lfu" (NULL or "" = lru); -1 if unknown. */
-int zp_evict_from_name(const char *name);
-const char *zp_evict_name(zp_evict_policy p);
 
 typedef struct zp_sparse_opts {
     uint32_t dim;             /* 1..4096 */

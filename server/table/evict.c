@@ -1,0 +1,140 @@
+/*
+ * evict.c - which rows a sparse table's store drops, and when.
+ *
+ * TTL: zp_evict_expire scans all records at most every max(1, ttl/4)
+ * clocks, so a row untouched for ttl clocks is gone at most
+ * max(1, ttl/4) - 1 clocks later. Capacity and memory budget: before a new
+ * row would pass either, the least recently (lru: smallest last_clock, then
+ * smallest freq) or least frequently (lfu: smallest freq, then oldest clock)
+ * touched of SAMPLE_SIZE randomly drawn rows is evicted (the Redis
+ * approximation; exact order would cost a list or heap per row). The budget
+ * is checked against the bytes the table would hold after the insert (a new
+ * chunk, a doubled index), so the held bytes never pass it.
+ *
+ * Everything here works on the store's records and index (sparse_int.h,
+ * rowindex.h); an evicted record goes on the store's free list.
+ */
+#include "evict.h"
+
+#include <string.h>
+
+#include "rowindex.h"
+#include "sparse_int.h"
+#include "util.h"
+
+#define SAMPLE_SIZE 16
+
+int zp_evict_from_name(const char *name)
+{
+    if (name == NULL || *name == '\0' || strcmp(name, "lru") == 0)
+        return ZP_EVICT_LRU;
+    if (strcmp(name, "lfu") == 0)
+        return ZP_EVICT_LFU;
+    return -1;
+}
+
+const char *zp_evict_name(zp_evict_policy p)
+{
+    return p == ZP_EVICT_LFU ? "lfu" : p == ZP_EVICT_LRU ? "lru" : "?";
+}
+
+void zp_evict_init(zp_sparse *t)
+{
+    zp_rng_seed(&t->rng_sample, t->seed, 0x65766963ull, 1);
+}
+
+/* Drop live row r: out of the index, its record onto the free list. */
+static void drop(zp_sparse *t, uint32_t r)
+{
+    rowhdr *h = zp_sparse_rec_at(t, r);
+    int64_t at = zp_rowindex_find(t, h->id, zp_rowindex_hash(t, h->id));
+    zp_rowindex_delete(t, (uint64_t)at);
+    h->flags = 0;
+    h->next_free = t->free_head;
+    t->free_head = r;
+    t->c.rows--;
+}
+
+/* Is a worse eviction candidate than b (i.e. evict a first)? */
+static bool colder(const zp_sparse *t, const rowhdr *a, const rowhdr *b)
+{
+    if (t->evict == ZP_EVICT_LFU)
+        return a->freq != b->freq ? a->freq < b->freq : a->last_clock < b->last_clock;
+    return a->last_clock != b->last_clock ? a->last_clock < b->last_clock : a->freq < b->freq;
+}
+
+/* Evict the coldest of SAMPLE_SIZE random live rows. false if no row. */
+static bool evict_one(zp_sparse *t)
+{
+    uint32_t best = ROW_NONE;
+    int found = 0;
+
+    if (t->c.rows == 0)
+        return false;
+    /* Random record numbers, skipping free records; bounded tries, then a
+     * scan, so a table with many free records still finds a victim. */
+    for (int tries = 0; tries < 8 * SAMPLE_SIZE && found < SAMPLE_SIZE; tries++) {
+        uint32_t r = (uint32_t)(zp_rng_next(&t->rng_sample) % t->nalloc);
+        rowhdr *h = zp_sparse_rec_at(t, r);
+        if (!(h->flags & FLAG_LIVE))
+            continue;
+        found++;
+        if (best == ROW_NONE || colder(t, h, zp_sparse_rec_at(t, best)))
+            best = r;
+    }
+    if (best == ROW_NONE) {
+        uint32_t start = (uint32_t)(zp_rng_next(&t->rng_sample) % t->nalloc);
+        for (uint32_t k = 0; k < t->nalloc && best == ROW_NONE; k++) {
+            uint32_t r = (start + k) % t->nalloc;
+            if (zp_sparse_rec_at(t, r)->flags & FLAG_LIVE)
+                best = r;
+        }
+    }
+    drop(t, best);
+    t->c.evicted_capacity++;
+    return true;
+}
+
+/* The bytes held after adding one row now. */
+static uint64_t bytes_after_insert(const zp_sparse *t)
+{
+    uint64_t b = t->c.bytes;
+    if (zp_sparse_need_chunk(t))
+        b += t->rec << t->chunk_log2;
+    if (zp_rowindex_needs_grow(t))
+        b += t->icap * sizeof(slot);
+    return b;
+}
+
+bool zp_evict_make_room(zp_sparse *t)
+{
+    while ((t->capacity != 0 && t->c.rows >= t->capacity) ||
+           (t->budget != 0 && bytes_after_insert(t) > t->budget) || t->c.rows >= MAX_ROWS) {
+        if (!evict_one(t))
+            return false;
+    }
+    return true;
+}
+
+size_t zp_evict_expire(zp_sparse *t, int64_t clock)
+{
+    size_t n = 0;
+
+    if (t->ttl == 0 || (t->scanned && clock < t->next_scan))
+        return 0;
+    uint64_t period = t->ttl / 4 > 1 ? t->ttl / 4 : 1;
+    t->scanned = true;
+    t->next_scan = clock > INT64_MAX - (int64_t)period ? INT64_MAX : clock + (int64_t)period;
+    for (uint32_t r = 0; r < t->nalloc; r++) {
+        rowhdr *hd = zp_sparse_rec_at(t, r);
+        /* clock - last_clock in u64: a row touched "in the future" (clock
+         * went back, e.g. a restore) is not old. */
+        if ((hd->flags & FLAG_LIVE) && clock >= hd->last_clock &&
+            (uint64_t)clock - (uint64_t)hd->last_clock >= t->ttl) {
+            drop(t, r);
+            n++;
+        }
+    }
+    t->c.evicted_ttl += n;
+    return n;
+}

@@ -1,0 +1,114 @@
+/*
+ * sparse_int.h - the layout of a sparse table's store, private to the files
+ * that make it up: sparse.c (records, rows, pull/push, snapshots),
+ * rowindex.c (the id -> row index), admit.c (admission) and evict.c (TTL and
+ * capacity eviction). Nothing else includes it; everyone else sees the
+ * opaque zp_sparse of sparse.h.
+ *
+ * The struct body lives here rather than in sparse.c because the per-row
+ * hot paths (a pull or push touches every id through the index and the
+ * record lookup) must stay static inline across the split: an out-of-line
+ * call per row would cost more than the lookup itself. For the same reason
+ * the short macro names below are kept; they are visible only to those
+ * four files.
+ *
+ * Records. A row is one fixed-size record: a 32-byte header (id,
+ * last_clock, version, freq, flags, free-list link), then `dim` values, then
+ * state_per_value * dim optimizer floats, rounded up to 8 bytes. Records
+ * live in chunks of a power-of-two number of rows, so a row number maps to
+ * its record with a shift and a mask.
+ *
+ * Threading: the shard's loop thread only, like the table.
+ */
+#ifndef ZP_SPARSE_INT_H
+#define ZP_SPARSE_INT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "optim.h"
+#include "sparse.h"
+
+#define HDR_BYTES 32
+#define ROW_NONE  UINT32_MAX
+#define MAX_ROWS  ((uint64_t)1 << 31) /* row numbers are u32; index <= 2^32 slots */
+#define FLAG_LIVE 1u
+
+/* The record header; values and state follow it. */
+typedef struct rowhdr {
+    uint64_t id;
+    int64_t last_clock;
+    uint32_t version;
+    uint32_t freq;
+    uint32_t flags;
+    uint32_t next_free; /* free-list link while not live */
+} rowhdr;
+
+_Static_assert(sizeof(rowhdr) == HDR_BYTES, "row header is 32 bytes");
+
+/* One index slot (rowindex.c). */
+typedef struct slot {
+    uint32_t row;  /* ROW_NONE = empty */
+    uint32_t hash; /* low 32 bits of zp_id_hash(id, t->index_seed) */
+} slot;
+
+struct zp_sparse {
+    uint32_t dim;
+    int spv;
+    const zp_optim_ops *optim;
+    zp_hyper h; /* defaults applied; the row kernels widen it to double */
+    zp_init_kind init;
+    double init_scale;
+    uint64_t seed;
+    uint32_t admit_count;
+    double admit_prob;
+    uint64_t ttl;
+    uint64_t capacity;
+    uint64_t budget;
+    zp_evict_policy evict;
+
+    size_t rec;          /* bytes per record */
+    uint32_t chunk_log2; /* rows per chunk = 1 << chunk_log2 */
+    unsigned char **chunks;
+    size_t nchunks, chunks_cap;
+    uint32_t nalloc;    /* records ever handed out (high-water mark) */
+    uint32_t free_head; /* ROW_NONE if empty */
+
+    slot *index;         /* rowindex.c */
+    uint64_t icap;       /* power of two */
+    uint64_t index_seed; /* id_hash: random per table */
+
+    uint16_t *sketch; /* admit.c: NULL unless admit_count > 1 */
+    uint64_t sketch_seed;
+
+    zp_rng rng_admit, rng_sample;
+    int64_t next_scan; /* evict.c: the next TTL scan */
+    bool scanned;
+
+    zp_sparse_counters c;
+};
+
+/* The record of row number r. */
+static inline rowhdr *zp_sparse_rec_at(const zp_sparse *t, uint32_t r)
+{
+    uint32_t mask = ((uint32_t)1 << t->chunk_log2) - 1;
+    return (rowhdr *)(t->chunks[r >> t->chunk_log2] + (size_t)(r & mask) * t->rec);
+}
+
+static inline float *zp_sparse_rec_values(rowhdr *h)
+{
+    return (float *)(h + 1);
+}
+
+static inline float *zp_sparse_rec_state(const zp_sparse *t, rowhdr *h)
+{
+    return (float *)(h + 1) + t->dim;
+}
+
+/* Would taking one more record need a new chunk? */
+static inline bool zp_sparse_need_chunk(const zp_sparse *t)
+{
+    return t->free_head == ROW_NONE && (uint64_t)t->nalloc == (uint64_t)t->nchunks << t->chunk_log2;
+}
+
+#endif

@@ -118,6 +118,21 @@ int zt_server_kill(zt_cluster *c, int k, int sig)
     return st;
 }
 
+int zt_cluster_quiet(const zt_cluster *c, double timeout_s)
+{
+    char cmd[512];
+    /* [-]: the pattern must not match this shell's own command line */
+    snprintf(cmd, sizeof(cmd), "pgrep -f -- '[-]-config %s' >/dev/null", c->conf);
+    for (double t = 0; t < timeout_s; t += 0.05) {
+        int st = system(cmd);
+        if (WIFEXITED(st) && WEXITSTATUS(st) == 1) /* pgrep: nothing matched */
+            return 1;
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
 static int cluster_start(zt_cluster *c, int nservers, int nworkers, const char *consistency,
                          const char *extra, const char *training, int traced)
 {

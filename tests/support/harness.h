@@ -48,6 +48,13 @@ int zt_cluster_stop(zt_cluster *c);
  * its wait status. */
 int zt_server_kill(zt_cluster *c, int k, int sig);
 
+/* Wait (up to timeout_s) until no process of this cluster is left: the
+ * snapshot writers a killed server forked finish on their own and may
+ * still complete a set; a test that restarts every shard waits for them,
+ * or shards started in between could see different newest sets. Returns
+ * 1 when none is left. */
+int zt_cluster_quiet(const zt_cluster *c, double timeout_s);
+
 /* Start server k again with the same cluster file (its log is appended);
  * waits until it answers HELLO. Returns 0 or -1. */
 int zt_server_start(zt_cluster *c, int k);

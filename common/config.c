@@ -220,7 +220,7 @@ int zp_config_parse(zp_config *cfg, const char *text, const char *name, char *er
         zp_config_read_fail(&p, 0, "no configuration given");
         return ZEPS_EINVAL;
     }
-    zp_config_defaults(cfg);
+    zp_config_keys_defaults(cfg);
     snprintf(cfg->path, sizeof(cfg->path), "%s", p.name);
 
     config_t lc;

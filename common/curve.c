@@ -154,7 +154,7 @@ int zp_curve_keygen(const char *dir, const char *name, char *public_out, char *e
     return ZEPS_OK;
 }
 
-bool zp_endpoint_is_loopback(const char *ep)
+bool zp_curve_is_loopback(const char *ep)
 {
     if (strncmp(ep, "ipc://", 6) == 0 || strncmp(ep, "inproc://", 9) == 0)
         return true;
@@ -211,7 +211,7 @@ int zp_curve_check_server(const zp_config *cfg, const char *bind_ep, char *err, 
                          "%s: 'cluster.curve_allow_dir' is set but 'cluster.curve_server_secret' "
                          "is not: a server needs its secret key to use CURVE",
                          f);
-    if (!zp_endpoint_is_loopback(bind_ep) && !cfg->insecure)
+    if (!zp_curve_is_loopback(bind_ep) && !cfg->insecure)
         return zp_seterr(err, errlen, ZEPS_ECONFIG,
                          "%s: refusing to bind %s without CURVE keys: that address is reachable "
                          "from other hosts and the traffic would be neither authenticated nor "

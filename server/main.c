@@ -12,7 +12,7 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "args.h"
+#include "daemon.h"
 #include "log.h"
 #include "mathenv.h"
 #include "registry.h"

@@ -54,13 +54,13 @@ static int drain(zp_server *s)
 {
     for (int i = 0; i < DRAIN_BATCH; i++) {
         zp_frames m;
-        if (zp_frames_recv(s->sock, &m, ZMQ_DONTWAIT) != 0) {
+        if (zp_wire_frames_recv(s->sock, &m, ZMQ_DONTWAIT) != 0) {
             if (zmq_errno() != EAGAIN && zmq_errno() != EINTR)
                 zp_warn("receive failed: %s", zmq_strerror(zmq_errno()));
             return zmq_has_input(s);
         }
         zp_dispatch(s, &m);
-        zp_frames_close(&m);
+        zp_wire_frames_close(&m);
     }
     return zmq_has_input(s);
 }

@@ -4,7 +4,7 @@
  * docs/compression.md.
  *
  * Each codec family is its own file, a const zp_codec_ops per codec:
- * float.c (none, fp16, bf16), int8.c, sign.c and sparse.c (topk, randk).
+ * float.c (none, fp16, bf16), int8.c, sign.c and sparsify.c (topk, randk).
  * Adding a codec is adding its file and one line in the table below.
  */
 #include "codec.h"
@@ -16,8 +16,8 @@
 
 /* In id order: codecs[i].id == i. */
 static const zp_codec_ops *const codecs[] = {
-    &zp_codec_none, &zp_codec_fp16, &zp_codec_bf16,  &zp_codec_int8,
-    &zp_codec_sign, &zp_codec_topk, &zp_codec_randk,
+    &zp_float_none_ops, &zp_float_fp16_ops,    &zp_float_bf16_ops,     &zp_int8_ops,
+    &zp_sign_ops,       &zp_sparsify_topk_ops, &zp_sparsify_randk_ops,
 };
 
 #define NCODECS (sizeof(codecs) / sizeof(codecs[0]))
@@ -66,8 +66,8 @@ int zp_codec_params_check(const zp_codec_ops *c, const zp_codec_params *p, char 
     return 0;
 }
 
-size_t zp_ef_encode(const zp_codec_ops *c, const zp_codec_params *p, float *residual,
-                    const float *g, size_t n, uint64_t nonce, void *out)
+size_t zp_codec_ef_encode(const zp_codec_ops *c, const zp_codec_params *p, float *residual,
+                          const float *g, size_t n, uint64_t nonce, void *out)
 {
     for (size_t i = 0; i < n; i++)
         residual[i] += g[i];

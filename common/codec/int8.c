@@ -113,7 +113,7 @@ static int int8_validate(const void *buf, size_t len, size_t n, char *err, size_
     /* n <= len first, so the sum below cannot overflow for any real buffer */
     size_t nb = nblocks(n, B);
     if (n > len || len != 4 + 4 * nb + n)
-        return size_err(&zp_codec_int8, n, 4 + 4 * nblocks(n, B) + n, len, err, errlen);
+        return size_err(&zp_int8_ops, n, 4 + 4 * nblocks(n, B) + n, len, err, errlen);
     for (size_t i = 0; i < nb; i++) {
         float s = ldf(b + 4 + 4 * i);
         if (!isfinite(s))
@@ -171,7 +171,7 @@ static void int8_decode(const void *buf, size_t len, size_t n, float *out)
     }
 }
 
-const zp_codec_ops zp_codec_int8 = {
+const zp_codec_ops zp_int8_ops = {
     .name = "int8",
     .id = ZP_CODEC_INT8,
     .layout = "[u32 B][ceil(n/B) x f32 scale][n x i8 value]",

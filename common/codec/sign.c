@@ -68,7 +68,7 @@ static int sign_validate(const void *buf, size_t len, size_t n, char *err, size_
     const unsigned char *b = buf;
     size_t want = sign_size(n, NULL);
     if (len != want)
-        return size_err(&zp_codec_sign, n, want, len, err, errlen);
+        return size_err(&zp_sign_ops, n, want, len, err, errlen);
     float s = ldf(b);
     if (!isfinite(s))
         return zp_seterr(err, errlen, ZEPS_ENONFINITE, "sign: scale is %g", (double)s);
@@ -114,7 +114,7 @@ static void sign_decode(const void *buf, size_t len, size_t n, float *out)
     sign_expand(b + 4, n, fbits(ldf(b)), out, false);
 }
 
-const zp_codec_ops zp_codec_sign = {
+const zp_codec_ops zp_sign_ops = {
     .name = "sign",
     .id = ZP_CODEC_SIGN,
     .layout = "[f32 scale][ceil(n/8) bytes, bit i%8 of byte i/8 = sign bit of x_i]",

@@ -89,7 +89,7 @@ static int manifest_parse(const char *path, const char *text, size_t size, zp_ma
     char tail[32];
     if (sscanf(text + last, "crc32c %8x%1[\n]", &crc, tail) != 2)
         return BAD("%s: no crc32c line at the end (truncated?)", path);
-    if (zp_snap_crc32c(text, last) != crc)
+    if (zp_snapshot_crc32c(text, last) != crc)
         return BAD("%s: CRC mismatch", path);
 
     char line[256], name[128], canon[sizeof(((zp_snap_file *)0)->name)];
@@ -155,7 +155,7 @@ int zp_manifest_load(const char *dir, zp_manifest **out, char *err, size_t errle
                        path, MANIFEST_MAX);
     if (!rc) {
         text = zp_xmalloc((size_t)st.st_size + 1);
-        rc = zp_snap_read_file(fd, path, text, (size_t)st.st_size, err, errlen);
+        rc = zp_snapshot_read_file(fd, path, text, (size_t)st.st_size, err, errlen);
     }
     close(fd);
     if (!rc)
@@ -178,7 +178,7 @@ struct text_buf {
 static int fill_text(int fd, const void *arg)
 {
     const struct text_buf *tb = arg;
-    return zp_snap_write_all(fd, tb->text, tb->len);
+    return zp_snapshot_write_all(fd, tb->text, tb->len);
 }
 
 static int manifest_store(const char *dir, const zp_manifest *m, char *err, size_t errlen)
@@ -198,7 +198,7 @@ static int manifest_store(const char *dir, const zp_manifest *m, char *err, size
             len += (size_t)snprintf(text + len, cap - len, "file %s %" PRIu64 " %08x\n",
                                     s->files[k].name, s->files[k].size, s->files[k].header_crc);
     }
-    len += (size_t)snprintf(text + len, cap - len, "crc32c %08x\n", zp_snap_crc32c(text, len));
+    len += (size_t)snprintf(text + len, cap - len, "crc32c %08x\n", zp_snapshot_crc32c(text, len));
 
     char path[PATH_MAX], tmp[PATH_MAX];
     int n = snprintf(tmp, sizeof(tmp), "%s/MANIFEST.tmp.%ld", dir, (long)getpid());
@@ -207,7 +207,8 @@ static int manifest_store(const char *dir, const zp_manifest *m, char *err, size
         return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
     }
     struct text_buf tb = {text, len};
-    int rc = zp_snap_replace_file(tmp, path, dir, "manifest", fill_text, &tb, err, errlen);
+    int rc =
+        zp_snapshot_write_replace_file(tmp, path, dir, "manifest", fill_text, &tb, err, errlen);
     free(text);
     return rc;
 }
@@ -236,7 +237,7 @@ static int manifest_lock(const char *dir, char *err, size_t errlen)
     return fd;
 }
 
-int zp_snapshot_set_complete(const char *dir, uint64_t setid, uint32_t nshards, char *err,
+int zp_manifest_set_complete(const char *dir, uint64_t setid, uint32_t nshards, char *err,
                              size_t errlen)
 {
     if (nshards == 0)
@@ -249,7 +250,7 @@ int zp_snapshot_set_complete(const char *dir, uint64_t setid, uint32_t nshards, 
         if (access(path, F_OK) < 0)
             return zp_seterr(err, errlen, ZEPS_EDATA, "set %016" PRIx64 " incomplete: %s: %s",
                              setid, path, strerror(errno));
-        int rc = zp_snapshot_verify(path, &in, err, errlen);
+        int rc = zp_snapshot_read_verify(path, &in, err, errlen);
         if (rc)
             return rc;
         if (in.h.setid != setid || in.h.shard != i || in.h.nshards != nshards)
@@ -377,7 +378,7 @@ static int restore_others(const char *dir, const zp_snap_set *set, uint32_t shar
         zp_snap_info in;
         if (manifest_path(other, sizeof(other), dir, set->files[j].name)) {
             rc = zp_seterr(why, whylen, ZEPS_EINVAL, "path too long");
-        } else if (!(rc = zp_snapshot_verify(other, &in, why, whylen)) &&
+        } else if (!(rc = zp_snapshot_read_verify(other, &in, why, whylen)) &&
                    (in.file_size != set->files[j].size ||
                     in.header_crc != set->files[j].header_crc)) {
             rc = zp_seterr(why, whylen, ZEPS_EDATA,
@@ -396,7 +397,7 @@ static int restore_others(const char *dir, const zp_snap_set *set, uint32_t shar
     return rc;
 }
 
-int zp_snapshot_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
+int zp_manifest_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
                                 zp_snapshot **out, uint64_t *setid_out, zp_snap_log_fn log,
                                 void *log_arg, char *err, size_t errlen)
 {
@@ -529,7 +530,7 @@ int zp_manifest_prune(const char *dir, unsigned keep, unsigned *removed, char *e
     }
     closedir(d);
     int e;
-    if (!rc && nrm && (e = zp_snap_fsync_dir(dir)))
+    if (!rc && nrm && (e = zp_snapshot_write_fsync_dir(dir)))
         rc = zp_seterr(err, errlen, ZEPS_EIO, "cannot fsync directory %s: %s", dir, strerror(e));
 done:
     zp_manifest_free(&m);

@@ -217,8 +217,8 @@ static zp_snapshot *reshard_workers(const zp_snapshot *const *src, uint32_t nsrc
     return s;
 }
 
-int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t shard,
-                        uint32_t nshards, zp_snapshot **out, char *err, size_t errlen)
+int zp_reshard_build(const zp_snapshot *const *src, uint32_t nsrc, uint32_t shard, uint32_t nshards,
+                     zp_snapshot **out, char *err, size_t errlen)
 {
     if (nshards == 0 || shard >= nshards)
         return zp_seterr(err, errlen, ZEPS_EINVAL, "reshard: shard %u of %u", shard, nshards);

@@ -44,7 +44,7 @@ uint32_t zp_snapshot_crc_raw(uint32_t raw, const void *p, size_t n)
     return raw;
 }
 
-uint32_t zp_snap_crc32c(const void *p, size_t n)
+uint32_t zp_snapshot_crc32c(const void *p, size_t n)
 {
     return ~zp_snapshot_crc_raw(0xffffffffu, p, n);
 }

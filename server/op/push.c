@@ -222,7 +222,7 @@ void zp_push_on(zp_server *s, zp_request *r)
     zp_table *t = w ? zp_request_table(s, r) : NULL;
     if (!t || (!t->rows && zp_request_range(s, r, t) != 0))
         return;
-    if (zp_worker_seen(w, h->seq)) {
+    if (zp_workers_seen(w, h->seq)) {
         w->duplicates++;
         zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE);
         return;
@@ -247,7 +247,7 @@ void zp_push_on(zp_server *s, zp_request *r)
     zp_record_result(s, t, &p, &res);
     if (res.outcome == ZP_PUSH_ROUND_CLOSED)
         zp_persist_on_round(s);
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     count_push(t, w, wire_bytes, h->count * sizeof(float));
     finish(s, r, w, t, res.reply_flags);
 }

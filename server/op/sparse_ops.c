@@ -87,7 +87,7 @@ static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, siz
                                    bool at_least)
 {
     const Zeps__Header *h = r->h;
-    const char *op = zp_op_name(h->op);
+    const char *op = zp_wire_op_name(h->op);
     if (r->npayload != 1) {
         zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
                        "%s of sparse table '%s' must carry exactly one frame, got %d", op, t->name,
@@ -132,7 +132,7 @@ static bool rows_fit(zp_server *s, zp_request *r, const zp_table *t, uint64_t by
     zp_reply_error(s, r->identity, r->h, ZEPS_ETOOBIG,
                    "%s of %" PRIu64 " rows of sparse table '%s' (dim %u) is %" PRIu64
                    " bytes of rows, over max_message_mb (%" PRIu64 " bytes); use smaller batches",
-                   zp_op_name(r->h->op), r->h->count, t->name, t->rows->dim, bytes,
+                   zp_wire_op_name(r->h->op), r->h->count, t->name, t->rows->dim, bytes,
                    s->cfg.max_message_bytes);
     return false;
 }
@@ -158,7 +158,7 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
     const uint64_t *ids = checked_ids(s, r, t, n * sizeof(uint64_t), false);
     if (!ids || !rows_fit(s, r, t, (uint64_t)n * (t->rows->dim + 1) * sizeof(float)))
         return;
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     w->pulls++;
     if (s->cons->rows_pull_ready(s, t, h->rank, h->clock)) {
         send_rows(s, r->identity, h->req_id, t, h->clock, ids, n, 0.0);
@@ -302,7 +302,7 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     if (versions)
         rp.read_versions = zp_rows_versions(
             t->rows, (const unsigned char *)zmq_msg_data(r->payload) + len - vbytes, n);
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     size_t dropped = s->cons->push_rows(s, t, &rp);
     t->stats.dropped += dropped;
     w->dropped += dropped;

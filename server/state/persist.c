@@ -102,7 +102,7 @@ static int write_set(const zp_config *cfg, const zp_snapshot *snap, char *err, s
     if (rc != 0)
         return rc;
     char why[512];
-    if (zp_snapshot_set_complete(cfg->snapshot_dir, snap->h.setid, snap->h.nshards, why,
+    if (zp_manifest_set_complete(cfg->snapshot_dir, snap->h.setid, snap->h.nshards, why,
                                  sizeof(why)) != 0)
         return 0; /* other shards' files are still to come: they will record it */
     rc = zp_manifest_add_set(cfg->snapshot_dir, snap->h.setid, snap->h.nshards, err, errlen);

@@ -66,7 +66,7 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
         return zp_seterr(err, errlen, ZEPS_EIO, "snapshot_dir %s: %s", dir, strerror(errno));
     zp_snapshot *snap = NULL;
     uint64_t setid = 0;
-    int rc = zp_snapshot_find_restorable(dir, (uint32_t)s->shard, (uint32_t)s->nshards, &snap,
+    int rc = zp_manifest_find_restorable(dir, (uint32_t)s->shard, (uint32_t)s->nshards, &snap,
                                          &setid, log_skip, s, err, errlen);
     if (rc != 0)
         return rc;

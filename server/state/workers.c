@@ -27,7 +27,7 @@ void zp_workers_fini(zp_workers *ws)
     ws->n = 0;
 }
 
-bool zp_worker_hello(zp_worker *w, uint64_t incarnation)
+bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
 {
     w->lost = false;
     if ((w->joined || w->rehello) && w->incarnation == incarnation) {
@@ -49,7 +49,7 @@ bool zp_worker_hello(zp_worker *w, uint64_t incarnation)
     return true;
 }
 
-bool zp_worker_seen(const zp_worker *w, uint64_t seq)
+bool zp_workers_seen(const zp_worker *w, uint64_t seq)
 {
     if (seq > w->max_seq)
         return false;
@@ -61,7 +61,7 @@ bool zp_worker_seen(const zp_worker *w, uint64_t seq)
     return (w->window >> (back - 1)) & 1u;
 }
 
-void zp_worker_record(zp_worker *w, uint64_t seq)
+void zp_workers_record(zp_worker *w, uint64_t seq)
 {
     if (seq > w->max_seq) {
         uint64_t shift = seq - w->max_seq;

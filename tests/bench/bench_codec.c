@@ -7,7 +7,7 @@
  * decode_add of each codec and prints GB/s of the f32 input (4n bytes per
  * call, 10^9 B/s), best of a few runs, and the payload size relative to
  * raw f32. Two composite operations follow what zeps does per message:
- * ef_enc is a push with error feedback (zp_ef_encode: r += g, encode,
+ * ef_enc is a push with error feedback (zp_codec_ef_encode: r += g, encode,
  * r -= decoded), and pull is what a shard does for a compressed pull
  * (delta = params - view, encode, view += decoded). "saved" is the share of
  * bytes a message of that codec does not send. Usage: bench_codec [reps]
@@ -52,7 +52,7 @@ static void run_op(bench_ctx *b, int op, uint64_t rep)
         b->c->decode_add(b->buf, b->len, b->n, 0.5f, b->out);
         break;
     case OP_EF_ENCODE:
-        b->len = zp_ef_encode(b->c, b->p, b->residual, b->x, b->n, rep, b->buf);
+        b->len = zp_codec_ef_encode(b->c, b->p, b->residual, b->x, b->n, rep, b->buf);
         break;
     default:
         for (size_t i = 0; i < b->n; i++)

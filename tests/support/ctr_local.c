@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "ctr_metrics.h"
-#include "model_ctr.h"
+#include "ctr_math.h"
 #include "sparse_hash.h"
 #include "util.h"
 
@@ -105,7 +105,7 @@ static void evaluate(const zp_ctr_data *test, rowmap *m, const float *dw, zt_ctr
         size_t nb = test->n - a < chunk ? test->n - a : chunk;
         for (size_t b = 0; b < nb; b++)
             ex[b] = a + b;
-        size_t np = zp_ctr_batch_positions(test, ex, nb);
+        size_t np = zp_ctr_math_batch_positions(test, ex, nb);
         float *lin = malloc(np * sizeof(float)), *emb = malloc(np * D * sizeof(float));
         for (size_t p = 0; p < np; p++) {
             /* an unseen id reads as a fresh row, as on a server */
@@ -113,13 +113,13 @@ static void evaluate(const zp_ctr_data *test, rowmap *m, const float *dw, zt_ctr
             lin[p] = row[0];
             memcpy(&emb[p * D], row + 1, D * sizeof(float));
         }
-        zp_ctr_model_pass(test, ex, nb, D, lin, emb, dw, &logit[a], NULL, NULL, NULL);
+        zp_ctr_math_pass(test, ex, nb, D, lin, emb, dw, &logit[a], NULL, NULL, NULL);
         free(lin);
         free(emb);
     }
-    r->auc = zp_ctr_auc(logit, test->label, test->n);
-    r->logloss = zp_ctr_logloss(logit, test->label, test->n);
-    r->accuracy = zp_ctr_accuracy(logit, test->label, test->n);
+    r->auc = zp_ctr_metrics_auc(logit, test->label, test->n);
+    r->logloss = zp_ctr_metrics_logloss(logit, test->label, test->n);
+    r->accuracy = zp_ctr_metrics_accuracy(logit, test->label, test->n);
     free(ex);
     free(logit);
 }
@@ -165,7 +165,7 @@ int zt_ctr_local_train(const zp_ctr_data *train, const zp_ctr_data *test,
                 lin[i] = r[0];
                 memcpy(&emb[i * D], r + 1, D * sizeof(float));
             }
-            zp_ctr_model_pass(train, ex, nb, D, lin, emb, dw, NULL, glin, gemb, gd);
+            zp_ctr_math_pass(train, ex, nb, D, lin, emb, dw, NULL, glin, gemb, gd);
             /* sum the gradients of each distinct row, then one step per row */
             nbatch++;
             size_t nt = 0;

@@ -48,9 +48,9 @@ START_TEST(test_validate_lengths)
             free(longer);
         }
     }
-    check_payload(&zp_codec_fp16, "abc", 3, 1, ZEPS_ESIZE, "must be 2 bytes, got 3");
-    check_payload(&zp_codec_topk, "abc", 3, 1, ZEPS_ESIZE, "shorter");
-    check_payload(&zp_codec_int8, "abc", 3, 1, ZEPS_ESIZE, "shorter");
+    check_payload(&zp_float_fp16_ops, "abc", 3, 1, ZEPS_ESIZE, "must be 2 bytes, got 3");
+    check_payload(&zp_sparsify_topk_ops, "abc", 3, 1, ZEPS_ESIZE, "shorter");
+    check_payload(&zp_int8_ops, "abc", 3, 1, ZEPS_ESIZE, "shorter");
 }
 END_TEST
 
@@ -70,61 +70,61 @@ START_TEST(test_validate_values)
     /* none */
     putf(b, 1.0f);
     putf(b + 4, NAN);
-    check_payload(&zp_codec_none, b, 8, 2, ZEPS_ENONFINITE, "value 1");
+    check_payload(&zp_float_none_ops, b, 8, 2, ZEPS_ENONFINITE, "value 1");
     putf(b + 4, -INFINITY);
-    check_payload(&zp_codec_none, b, 8, 2, ZEPS_ENONFINITE, NULL);
+    check_payload(&zp_float_none_ops, b, 8, 2, ZEPS_ENONFINITE, NULL);
     /* fp16, bf16 */
     const uint16_t bad16[] = {0x7c00, 0xfc00, 0x7e00, 0x7c01};
     for (int i = 0; i < 4; i++) {
         uint16_t h[3] = {0x3c00, 0x0001, bad16[i]};
-        check_payload(&zp_codec_fp16, h, 6, 3, ZEPS_ENONFINITE, "value 2");
+        check_payload(&zp_float_fp16_ops, h, 6, 3, ZEPS_ENONFINITE, "value 2");
     }
     const uint16_t badb[] = {0x7f80, 0xff80, 0x7fc0, 0xffc1};
     for (int i = 0; i < 4; i++) {
         uint16_t h[3] = {0x3f80, badb[i], 0x0001};
-        check_payload(&zp_codec_bf16, h, 6, 3, ZEPS_ENONFINITE, "value 1");
+        check_payload(&zp_float_bf16_ops, h, 6, 3, ZEPS_ENONFINITE, "value 1");
     }
     /* int8: [u32 B][scales][values], n = 5, B = 4: two scales */
     memset(b, 0, sizeof b);
     put32(b, 4);
     putf(b + 4, 0.5f);
     putf(b + 8, 0.25f);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, 0, NULL);
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, 0, NULL);
     put32(b, 0);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size 0");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size 0");
     put32(b, ZP_CODEC_INT8_BLOCK_MAX + 1);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size");
     put32(b, 0xffffffffu);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size");
     put32(b, 8); /* one scale fewer than the length says */
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_ESIZE, NULL);
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_ESIZE, NULL);
     put32(b, 4);
     putf(b + 8, NAN);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_ENONFINITE, "block 1");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_ENONFINITE, "block 1");
     putf(b + 8, INFINITY);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_ENONFINITE, "block 1");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_ENONFINITE, "block 1");
     putf(b + 8, -0.25f);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "negative");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "negative");
     putf(b + 8, 0.25f);
     b[4 + 8 + 3] = 0x80;
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "value 3 is -128");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "value 3 is -128");
     b[4 + 8 + 3] = 0x81; /* -127 is fine */
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, 0, NULL);
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, 0, NULL);
     /* sign: n = 11, 2 bytes of bits */
     memset(b, 0, sizeof b);
     putf(b, 0.5f);
     b[4] = 0xff;
     b[5] = 0x07;
-    check_payload(&zp_codec_sign, b, 6, 11, 0, NULL);
+    check_payload(&zp_sign_ops, b, 6, 11, 0, NULL);
     b[5] = 0x0f; /* bit 11 is past the end */
-    check_payload(&zp_codec_sign, b, 6, 11, ZEPS_EPROTO, "must be zero");
+    check_payload(&zp_sign_ops, b, 6, 11, ZEPS_EPROTO, "must be zero");
     b[5] = 0x07;
     putf(b, NAN);
-    check_payload(&zp_codec_sign, b, 6, 11, ZEPS_ENONFINITE, "scale");
+    check_payload(&zp_sign_ops, b, 6, 11, ZEPS_ENONFINITE, "scale");
     putf(b, INFINITY);
-    check_payload(&zp_codec_sign, b, 6, 11, ZEPS_ENONFINITE, "scale");
+    check_payload(&zp_sign_ops, b, 6, 11, ZEPS_ENONFINITE, "scale");
     putf(b, -1.0f);
-    check_payload(&zp_codec_sign, b, 6, 11, ZEPS_EPROTO, "negative");
+    check_payload(&zp_sign_ops, b, 6, 11, ZEPS_EPROTO, "negative");
 }
 END_TEST
 
@@ -141,7 +141,7 @@ static size_t sparse(unsigned char *b, uint32_t k, const uint32_t *idx, const fl
 
 START_TEST(test_validate_sparse)
 {
-    const zp_codec_ops *cs[] = {&zp_codec_topk, &zp_codec_randk};
+    const zp_codec_ops *cs[] = {&zp_sparsify_topk_ops, &zp_sparsify_randk_ops};
     unsigned char b[256];
     for (int ci = 0; ci < 2; ci++) {
         const zp_codec_ops *c = cs[ci];
@@ -299,7 +299,7 @@ START_TEST(test_ef_invariant)
                 g[i] = (float)(sc * zp_rng_normal(&r));
                 mag = fmax(mag, fabs((double)g[i]) + fabs((double)res[i]));
             }
-            size_t len = zp_ef_encode(c, &p, res, g, n, (uint64_t)t, buf);
+            size_t len = zp_codec_ef_encode(c, &p, res, g, n, (uint64_t)t, buf);
             ck_assert_uint_eq(len, c->max_size(n, &p));
             char err[128] = "";
             ck_assert_msg(c->validate(buf, len, n, err, sizeof err) == 0, "%s: %s", c->name, err);
@@ -342,11 +342,11 @@ START_TEST(test_ef_topk_delivers)
     float *acc = zp_xcalloc(n, sizeof(float));
     zp_codec_params p = params();
     p.count = 10;
-    unsigned char *buf = zp_xmalloc(zp_codec_topk.max_size(n, &p));
+    unsigned char *buf = zp_xmalloc(zp_sparsify_topk_ops.max_size(n, &p));
     const int T = 2000;
     for (int t = 0; t < T; t++) {
-        size_t len = zp_ef_encode(&zp_codec_topk, &p, res, g, n, (uint64_t)t, buf);
-        zp_codec_topk.decode_add(buf, len, n, 1.0f, acc);
+        size_t len = zp_codec_ef_encode(&zp_sparsify_topk_ops, &p, res, g, n, (uint64_t)t, buf);
+        zp_sparsify_topk_ops.decode_add(buf, len, n, 1.0f, acc);
     }
     /* every element was sent; each has received ~T g_i */
     for (size_t i = 0; i < n; i++)
@@ -410,10 +410,10 @@ START_TEST(test_edge_cases)
     float z[10] = {0};
     unsigned char b[64];
     float s;
-    zp_codec_sign.encode(z, 10, &p, 0, b);
+    zp_sign_ops.encode(z, 10, &p, 0, b);
     memcpy(&s, b, 4);
     ck_assert(s == 0.0f);
-    zp_codec_int8.encode(z, 10, &p, 0, b);
+    zp_int8_ops.encode(z, 10, &p, 0, b);
     memcpy(&s, b + 4, 4);
     ck_assert(s == 0.0f);
     /* ragged int8 blocks: n = block * 3 + 1 keeps the last element */
@@ -421,7 +421,7 @@ START_TEST(test_edge_cases)
     float x[16];
     for (int i = 0; i < 16; i++)
         x[i] = (float)(i + 1);
-    float *y = roundtrip(&zp_codec_int8, x, 16, &p, 0);
+    float *y = roundtrip(&zp_int8_ops, x, 16, &p, 0);
     ck_assert(y[15] == 16.0f); /* alone in its block: exactly its scale times 127 */
     for (int i = 0; i < 16; i++) {
         float mx = (float)(i / 5 * 5 + 5 < 16 ? i / 5 * 5 + 5 : 16); /* its block's max */

@@ -42,12 +42,12 @@ static const char *const field_names[NF] = {
     "pull_rtt_p99_us", "pull_view_MBps",  "push_pull_view_MBps"};
 
 /* The one piece of static state: set by SIGINT/SIGTERM, polled by the loops. */
-volatile sig_atomic_t zp_bench_stop;
+volatile sig_atomic_t zp_ctl_bench_stop;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    zp_bench_stop = 1;
+    zp_ctl_bench_stop = 1;
 }
 
 /* ---- options ---------------------------------------------------------- */
@@ -194,7 +194,7 @@ static int ring(const side_ops *s, void *ctx, int op, int window, long min_n, do
     for (;;) {
         if (issued - done == window && (rc = s->finish(ctx, op, (int)(done++ % window))) != 0)
             break;
-        if (zp_bench_stop)
+        if (zp_ctl_bench_stop)
             rc = ZEPS_ECLOSED;
         if (rc != 0 || (issued >= min_n && zp_now_s() - t0 >= seconds))
             break;
@@ -220,7 +220,8 @@ static int latency(const side_ops *s, void *ctx, int op, double seconds, double 
     int rc = 0;
     while (n < MIN_RTT || zp_now_s() - t0 < seconds) {
         uint64_t a = zp_now_ns();
-        if (zp_bench_stop || (rc = s->start(ctx, op, 0)) != 0 || (rc = s->finish(ctx, op, 0)) != 0) {
+        if (zp_ctl_bench_stop || (rc = s->start(ctx, op, 0)) != 0 ||
+            (rc = s->finish(ctx, op, 0)) != 0) {
             rc = rc ? rc : ZEPS_ECLOSED;
             break;
         }
@@ -289,7 +290,8 @@ static int measure_cell(const bench *b, const side_ops *s, void *ctx, int si, in
 /* Per size: repetitions of (zeps cell, raw cell), then the medians. */
 static int measure_all(bench *b)
 {
-    const side_ops *ops[NSIDES] = {&zp_bench_zeps_ops, &zp_bench_raw_ops, &zp_bench_curve_ops};
+    const side_ops *ops[NSIDES] = {&zp_ctl_bench_zeps_ops, &zp_ctl_bench_raw_ops,
+                                   &zp_ctl_bench_zeps_curve_ops};
     void *ctx[NSIDES] = {&b->z, &b->r, &b->zc};
     cell *reps = zp_xcalloc((size_t)b->o.reps * NSIDES, sizeof(cell));
     int rc = 0;
@@ -429,9 +431,9 @@ static int run(bench *b)
         b->pull[i] = buf_new(max, 0.0f);
     }
     /* The raw child forks before this process has any ZeroMQ context. */
-    int rc = zp_bench_raw_open(b);
+    int rc = zp_ctl_bench_raw_open(b);
     if (rc == 0)
-        rc = zp_bench_zeps_open(b);
+        rc = zp_ctl_bench_zeps_open(b);
     if (rc == 0)
         rc = measure_all(b);
     if (rc == 0) {
@@ -448,8 +450,8 @@ static int run(bench *b)
  * buffers (ZeroMQ holds none of them any more) and the directory. */
 static void teardown(bench *b)
 {
-    zp_bench_zeps_close(b);
-    zp_bench_raw_close(b);
+    zp_ctl_bench_zeps_close(b);
+    zp_ctl_bench_raw_close(b);
     for (int i = 0; i < MAX_WINDOW; i++) {
         free(b->push[i]);
         free(b->pull[i]);
@@ -487,7 +489,7 @@ int zp_ctl_bench(int argc, char **argv)
     sigaction(SIGTERM, &old_term, NULL);
     if (rc != 0)
         fprintf(stderr, "zepsctl bench: failed: %s%s\n", zeps_strerror(rc),
-                zp_bench_stop ? " (interrupted)" : "");
+                zp_ctl_bench_stop ? " (interrupted)" : "");
     free(b);
     return rc == 0 ? 0 : 1;
 }

@@ -204,7 +204,7 @@ static void print_summary(const local_run *r, const double *s, bool json_ok)
 
 /* Read the workers' results, print and write the summary (`outcome`: done,
  * failed, signal, timeout). Returns the exit status for a finished run. */
-int zp_local_report(local_run *r, double t_end, bool clean, const char *outcome)
+int zp_ctl_local_report(local_run *r, double t_end, bool clean, const char *outcome)
 {
     int w = r->cfg->num_workers, missing = 0;
     result *res = zp_xcalloc((size_t)w, sizeof(result));

@@ -148,7 +148,7 @@ static void take_reply(const zp_config *cfg, int i, const Zeps__Header *h, answe
                  h->error_text && *h->error_text ? h->error_text : zeps_strerror(h->error));
     } else if (h->op != ZEPS__OP__STATS || !h->stats) {
         snprintf(a->why, sizeof(a->why), "answered STATS with %s and no statistics",
-                 zp_op_name(h->op));
+                 zp_wire_op_name(h->op));
     } else if (h->stats->shard != (uint32_t)i ||
                h->stats->num_shards != (uint32_t)cfg->num_shards) {
         snprintf(a->why, sizeof(a->why), "answered as shard %u of %u, not %d of %d",
@@ -178,7 +178,7 @@ static void *probe_open(void *ctx, const char *endpoint, const zp_curve_client_k
     h.op = ZEPS__OP__STATS;
     h.req_id = 1;
     h.rank = ZEPS_RANK_TOOL;
-    if (zmq_connect(s, endpoint) != 0 || zp_header_send(s, &h, ZMQ_DONTWAIT) != 0) {
+    if (zmq_connect(s, endpoint) != 0 || zp_wire_send_header(s, &h, ZMQ_DONTWAIT) != 0) {
         zmq_close(s);
         return NULL;
     }
@@ -206,15 +206,15 @@ static void probe(const zp_config *cfg, const zp_curve_client_keys *keys, int fi
         for (int k = 0; k < n; k++) {
             zp_frames m;
             if (!items[k].socket || !(items[k].revents & ZMQ_POLLIN) ||
-                zp_frames_recv(items[k].socket, &m, ZMQ_DONTWAIT) != 0)
+                zp_wire_frames_recv(items[k].socket, &m, ZMQ_DONTWAIT) != 0)
                 continue;
-            Zeps__Header *h = m.n >= 1 ? zp_header_unpack(&m.f[0]) : NULL;
+            Zeps__Header *h = m.n >= 1 ? zp_wire_unpack_header(&m.f[0]) : NULL;
             if (h)
                 take_reply(cfg, first + k, h, &a[k]);
             else
                 snprintf(a[k].why, sizeof(a[k].why), "sent a reply that is not a zeps header");
             zeps__header__free_unpacked(h, NULL);
-            zp_frames_close(&m);
+            zp_wire_frames_close(&m);
             zmq_close(items[k].socket);
             items[k].socket = NULL;
             left--;
@@ -626,7 +626,7 @@ int zp_ctl_status(int argc, char **argv)
     return status_or_stats(argc, argv, false);
 }
 
-int zp_ctl_stats(int argc, char **argv)
+int zp_ctl_status_stats(int argc, char **argv)
 {
     return status_or_stats(argc, argv, true);
 }

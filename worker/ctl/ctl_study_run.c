@@ -18,8 +18,10 @@
 #include "util.h"
 #include "ctl_study.h"
 
-const char *const zp_study_outcome_word[NOUTCOMES] = {"converged", "diverges", "stalls", "fails"};
-const char *const zp_study_outcome_verb[NOUTCOMES] = {"converge", "diverge", "stall", "fail"};
+const char *const zp_ctl_study_run_outcome_word[NOUTCOMES] = {"converged", "diverges", "stalls",
+                                                              "fails"};
+const char *const zp_ctl_study_run_outcome_verb[NOUTCOMES] = {"converge", "diverge", "stall",
+                                                              "fail"};
 
 /* A free loopback port: bind port 0 and read what the kernel chose. */
 static int free_port(void)
@@ -246,14 +248,15 @@ static void describe(const study *st, const run *r)
         fprintf(stderr, "failed (zepsctl local exit %d; see %s/%s/local.log)", r->status, st->dir,
                 sp->name);
     else
-        fprintf(stderr, "%s (final rel. distance %.3g)", zp_study_outcome_word[r->out], r->final_rel);
+        fprintf(stderr, "%s (final rel. distance %.3g)", zp_ctl_study_run_outcome_word[r->out],
+                r->final_rel);
     fprintf(stderr, " in %.1f s; %lld applied, %lld dropped, tau mean %.2f max %lld\n", r->wall_s,
             r->applied, r->dropped, r->applied > 0 ? r->sum_tau / r->applied : NAN, r->max_tau);
 }
 
 /* Run sp and record it. Returns the record (valid until the next run), or
  * NULL if the study must stop (no zepsctl local, or it got a signal). */
-run *zp_study_run_one(study *st, const run_spec *sp, const char *part, char setting)
+run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char setting)
 {
     char rundir[PATH_MAX - 128], conf[PATH_MAX], path[PATH_MAX];
     snprintf(rundir, sizeof(rundir), "%s/%s", st->dir, sp->name);

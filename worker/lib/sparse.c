@@ -361,7 +361,7 @@ int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, ze
 
 /* Compress each shard's summed rows into b->enc as [ids][C(rows)][versions].
  * With error feedback the rows' residuals are gathered into one vector,
- * carried through zp_ef_encode with the rows, and scattered back. */
+ * carried through zp_codec_ef_encode with the rows, and scattered back. */
 static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_codec_params *p,
                           zp_rowres **res, int64_t clock)
 {
@@ -400,7 +400,7 @@ static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_co
             r = zp_xrealloc(r, cnt * dim * sizeof(float));
             for (size_t j = 0; j < cnt; j++)
                 memcpy(r + j * dim, zp_rowres_get(*res, b->ukeys[lo + j]), dim * sizeof(float));
-            len = zp_ef_encode(codec, p, r, g, cnt * dim, nonce, payload);
+            len = zp_codec_ef_encode(codec, p, r, g, cnt * dim, nonce, payload);
             for (size_t j = 0; j < cnt; j++)
                 memcpy(zp_rowres_get(*res, b->ukeys[lo + j]), r + j * dim, dim * sizeof(float));
         } else {

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
+#include "daemon.h"
 #include "config.h"
 #include "log.h"
 #include "mathenv.h"
@@ -56,14 +56,14 @@ int main(int argc, char **argv)
     if ((rc == 0 || rc == ZEPS_EDIVERGED || rc == ZEPS_ECLOSED) && cfg->result_dir[0]) {
         char out[ZP_PATH_MAX + 64];
         snprintf(out, sizeof(out), "%s/worker-%ld.json", cfg->result_dir, rank);
-        int wrc = zp_train_write_json(cfg, &res, out);
+        int wrc = zp_result_write_json(cfg, &res, out);
         if (rc == 0)
             rc = wrc;
     }
     if (rc == 0)
         zp_info("done: %lld iterations in %.1f s (%.1f%% communicating)", (long long)res.iterations,
                 res.wall_s, 100.0 * res.comm_s / (res.comm_s + res.compute_s + 1e-12));
-    zp_train_result_fini(&res);
+    zp_result_fini(&res);
     free(cfg);
     return rc == 0 ? 0 : rc == ZEPS_EDIVERGED ? 3 : rc == ZEPS_ECLOSED ? 143 : 1;
 }

@@ -14,7 +14,7 @@
 #include "train.h"
 #include "util.h"
 
-void zp_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e)
+void zp_result_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e)
 {
     if (c->n == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 64;
@@ -33,7 +33,7 @@ void zp_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e)
     };
 }
 
-void zp_train_result_fini(zp_train_result *r)
+void zp_result_fini(zp_train_result *r)
 {
     free(r->curve.points);
     r->curve = (zp_curve){0};
@@ -73,7 +73,7 @@ static void write_curve(FILE *f, const zp_curve *c)
     fprintf(f, "]");
 }
 
-int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const char *path)
+int zp_result_write_json(const zp_config *cfg, const zp_train_result *r, const char *path)
 {
     char tmp[ZP_PATH_MAX + 8];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);

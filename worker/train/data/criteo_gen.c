@@ -459,8 +459,8 @@ static void fit_dense(gen *g, zp_criteo_truth *t)
             s += beta[j] * x[j];
         z[i] = (float)s;
     }
-    t->dense_logloss = zp_ctr_logloss(z, g->test_y, g->ntest);
-    t->dense_auc = zp_ctr_auc(z, g->test_y, g->ntest);
+    t->dense_logloss = zp_ctr_metrics_logloss(z, g->test_y, g->ntest);
+    t->dense_auc = zp_ctr_metrics_auc(z, g->test_y, g->ntest);
     free(z);
 }
 
@@ -550,8 +550,8 @@ static void gen_free(gen *g)
     free(g->test_logit);
 }
 
-int zp_criteo_generate(const zp_criteo_gen_opts *o, zp_criteo_truth *out_truth, char *err,
-                       size_t errlen)
+int zp_criteo_gen_write(const zp_criteo_gen_opts *o, zp_criteo_truth *out_truth, char *err,
+                        size_t errlen)
 {
     if (!o->out_dir || !o->out_dir[0])
         return zp_seterr(err, errlen, ZEPS_EINVAL, "no output directory");
@@ -597,8 +597,8 @@ int zp_criteo_generate(const zp_criteo_gen_opts *o, zp_criteo_truth *out_truth, 
         }
         t.pos_rate_train = (double)g->pos[0] / (double)o->train;
         t.pos_rate_test = (double)g->pos[1] / (double)o->test;
-        t.truth_logloss = zp_ctr_logloss(g->test_logit, g->test_y, g->ntest);
-        t.truth_auc = zp_ctr_auc(g->test_logit, g->test_y, g->ntest);
+        t.truth_logloss = zp_ctr_metrics_logloss(g->test_logit, g->test_y, g->ntest);
+        t.truth_auc = zp_ctr_metrics_auc(g->test_logit, g->test_y, g->ntest);
         if (o->progress)
             fprintf(stderr, "gen-criteo: fitting the dense-only baseline\n");
         fit_dense(g, &t);

@@ -103,7 +103,7 @@ static const char *excerpt(const char *s, size_t len, char *buf, size_t buflen)
     return buf;
 }
 
-uint64_t zp_ctr_criteo_id(int field, const char *s, size_t len)
+uint64_t zp_ctr_data_criteo_id(int field, const char *s, size_t len)
 {
     uint64_t f = (uint64_t)(field + 1) << 32;
     if (len == 0)
@@ -193,7 +193,8 @@ static int criteo_parse(zp_ctr_data *d, const char *line, size_t len, char *why,
     uint64_t ids[CRITEO_NCAT];
     float val[CRITEO_NCAT];
     for (int c = 0; c < CRITEO_NCAT; c++) {
-        ids[c] = zp_ctr_criteo_id(c, start[1 + CRITEO_NDENSE + c], flen[1 + CRITEO_NDENSE + c]);
+        ids[c] =
+            zp_ctr_data_criteo_id(c, start[1 + CRITEO_NDENSE + c], flen[1 + CRITEO_NDENSE + c]);
         val[c] = 1.0f;
     }
     append(d, label, dense, ids, val, CRITEO_NCAT);
@@ -259,24 +260,24 @@ static int libsvm_parse(zp_ctr_data *d, const char *line, size_t len, char *why,
     return 0;
 }
 
-const zp_ctr_reader_ops zp_ctr_reader_criteo = {
+const zp_ctr_reader_ops zp_ctr_data_criteo_ops = {
     .name = "criteo",
     .ndense = CRITEO_NDENSE,
     .weighted = 0,
     .parse = criteo_parse,
 };
 
-const zp_ctr_reader_ops zp_ctr_reader_libsvm = {
+const zp_ctr_reader_ops zp_ctr_data_libsvm_ops = {
     .name = "libsvm",
     .ndense = 0,
     .weighted = 1,
     .parse = libsvm_parse,
 };
 
-const zp_ctr_reader_ops *zp_ctr_reader_find(const char *name)
+const zp_ctr_reader_ops *zp_ctr_data_reader_find(const char *name)
 {
-    static const zp_ctr_reader_ops *const readers[] = {&zp_ctr_reader_criteo,
-                                                       &zp_ctr_reader_libsvm};
+    static const zp_ctr_reader_ops *const readers[] = {&zp_ctr_data_criteo_ops,
+                                                       &zp_ctr_data_libsvm_ops};
     for (size_t i = 0; name && i < sizeof(readers) / sizeof(readers[0]); i++)
         if (strcmp(readers[i]->name, name) == 0)
             return readers[i];

@@ -51,11 +51,11 @@ typedef struct zp_ctr_reader_ops {
     int (*parse)(zp_ctr_data *d, const char *line, size_t len, char *why, size_t whylen);
 } zp_ctr_reader_ops;
 
-extern const zp_ctr_reader_ops zp_ctr_reader_criteo;
-extern const zp_ctr_reader_ops zp_ctr_reader_libsvm;
+extern const zp_ctr_reader_ops zp_ctr_data_criteo_ops;
+extern const zp_ctr_reader_ops zp_ctr_data_libsvm_ops;
 
 /* The reader called `name` ("criteo", "libsvm"), or NULL. */
-const zp_ctr_reader_ops *zp_ctr_reader_find(const char *name);
+const zp_ctr_reader_ops *zp_ctr_data_reader_find(const char *name);
 
 /* An empty data set for `ndense` dense features, with per-id weights if
  * `weighted`. */
@@ -73,6 +73,6 @@ int zp_ctr_data_load(zp_ctr_data **out, const zp_ctr_reader_ops *ops, const char
 
 /* The id criteo gives the value string s (len bytes) of categorical field
  * `field` (0-based; len 0 = missing). */
-uint64_t zp_ctr_criteo_id(int field, const char *s, size_t len);
+uint64_t zp_ctr_data_criteo_id(int field, const char *s, size_t len);
 
 #endif

@@ -217,7 +217,7 @@ int zp_mnist_read(zp_dataset *ds, const char *images_path, const char *labels_pa
     return rc;
 }
 
-void zp_dataset_fini(zp_dataset *ds)
+void zp_mnist_dataset_fini(zp_dataset *ds)
 {
     if (ds == NULL)
         return;
@@ -363,8 +363,8 @@ void zp_mnist_data_destroy(zp_mnist_data **dp)
     if (dp == NULL || *dp == NULL)
         return;
     zp_mnist_data *d = *dp;
-    zp_dataset_fini(&d->train);
-    zp_dataset_fini(&d->test);
+    zp_mnist_dataset_fini(&d->train);
+    zp_mnist_dataset_fini(&d->test);
     free(d->order);
     free(d->bx);
     free(d->by);

@@ -1,6 +1,6 @@
 /*
  * ctr.c - the ctr model as a zp_model_ops: logistic regression plus a
- * factorization machine over sparse ids (the mathematics is model_ctr.c),
+ * factorization machine over sparse ids (the mathematics is ctr_math.c),
  * driven by the training loop (train.c) like every other model.
  *
  * Tables: "ctr_lin" (sparse, dim 1: the linear weight of each id),
@@ -25,7 +25,7 @@
 #include "ctr_metrics.h"
 #include "log.h"
 #include "model.h"
-#include "model_ctr.h"
+#include "ctr_math.h"
 #include "util.h"
 #include "zeps_errors.h"
 
@@ -74,7 +74,7 @@ static size_t largest_partition(const zp_model *m)
 static int load_data(zp_model *m, char *err, size_t errlen)
 {
     const zp_config *cfg = m->cfg;
-    const zp_ctr_reader_ops *ops = zp_ctr_reader_find(cfg->ctr_format);
+    const zp_ctr_reader_ops *ops = zp_ctr_data_reader_find(cfg->ctr_format);
     if (!ops)
         return zp_seterr(err, errlen, ZEPS_ECONFIG, "unknown data format '%s'", cfg->ctr_format);
     uint64_t cap = worker_cap(cfg, m->nworkers);
@@ -209,12 +209,12 @@ static size_t batch_pick(zp_model *m, zp_model_batch *b, int64_t step, const uin
     b->nb = m->part_max - a < m->batch ? m->part_max - a : m->batch;
     for (size_t i = 0; i < b->nb; i++)
         b->ex[i] = m->order[(a + i) % n];
-    b->np = zp_ctr_batch_positions(m->train, b->ex, b->nb);
+    b->np = zp_ctr_math_batch_positions(m->train, b->ex, b->nb);
     if (b->np > b->cap) {
         b->cap = b->np;
         b->ids = zp_xrealloc(b->ids, b->cap * sizeof(uint64_t));
     }
-    zp_ctr_batch_ids(m->train, b->ex, b->nb, b->ids);
+    zp_ctr_math_batch_ids(m->train, b->ex, b->nb, b->ids);
     *ids = b->ids;
     *npos = b->np;
     return b->nb;
@@ -222,8 +222,8 @@ static size_t batch_pick(zp_model *m, zp_model_batch *b, int64_t step, const uin
 
 static double batch_grad(zp_model *m, zp_model_batch *b, float *const *w, float *const *g)
 {
-    double loss = zp_ctr_model_pass(m->train, b->ex, b->nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE],
-                                    NULL, g[T_LIN], g[T_EMB], g[T_DENSE]);
+    double loss = zp_ctr_math_pass(m->train, b->ex, b->nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE],
+                                   NULL, g[T_LIN], g[T_EMB], g[T_DENSE]);
     /* The pass gives the gradient of the batch's mean loss. Sparse rows get
      * the sum over the batch instead (FTRL-Proximal's per-example
      * convention): an id's step then does not shrink with the batch size,
@@ -262,17 +262,17 @@ static void eval_chunk(zp_model *m, size_t k, float *const *w)
     size_t nb, a = chunk(m, k, &nb);
     for (size_t i = 0; i < nb; i++)
         m->ex[i] = a + i;
-    zp_ctr_model_pass(m->test, m->ex, nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE], &m->logit[a],
-                      NULL, NULL, NULL);
+    zp_ctr_math_pass(m->test, m->ex, nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE], &m->logit[a], NULL,
+                     NULL, NULL);
 }
 
 static int eval_finish(zp_model *m, zp_eval *out)
 {
     const zp_ctr_data *d = m->test;
     *out = (zp_eval){
-        .loss = zp_ctr_logloss(m->logit, d->label, d->n),
-        .accuracy = zp_ctr_accuracy(m->logit, d->label, d->n),
-        .auc = zp_ctr_auc(m->logit, d->label, d->n),
+        .loss = zp_ctr_metrics_logloss(m->logit, d->label, d->n),
+        .accuracy = zp_ctr_metrics_accuracy(m->logit, d->label, d->n),
+        .auc = zp_ctr_metrics_auc(m->logit, d->label, d->n),
         .distance = NAN,
         .rel_distance = NAN,
         .examples = (int)d->n,
@@ -280,7 +280,7 @@ static int eval_finish(zp_model *m, zp_eval *out)
     return 0;
 }
 
-const zp_model_ops zp_model_ctr = {
+const zp_model_ops zp_ctr_ops = {
     .name = "ctr",
     .reports_auc = 1,
     .create = create,

@@ -1,5 +1,5 @@
 /*
- * model_quadratic.c - "quadratic": f(x) = 1/2 ||A x - b||^2, a problem whose
+ * quadratic.c - "quadratic": f(x) = 1/2 ||A x - b||^2, a problem whose
  * answer is known, for testing optimizers and consistency modes.
  *
  * The Hessian H = A^T A = Q diag(lambda) Q^T has eigenvalues log-spaced from
@@ -186,7 +186,7 @@ static int quad_evaluate(zp_model *m, float *const *w, zp_eval *out)
     return 0;
 }
 
-const zp_model_ops zp_model_quadratic = {
+const zp_model_ops zp_quadratic_ops = {
     .name = "quadratic",
     .create = quad_create,
     .destroy = quad_destroy,

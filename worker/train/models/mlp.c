@@ -1,5 +1,5 @@
 /*
- * model_mlp.c - "mlp": 784 -> hidden (ReLU) -> 10 with softmax cross-entropy
+ * mlp.c - "mlp": 784 -> hidden (ReLU) -> 10 with softmax cross-entropy
  * on Fashion-MNIST, the non-convex model.
  *
  * Tables, all row-major with the input index first: "w1" (784 x hidden, He
@@ -163,7 +163,7 @@ static int mlp_evaluate(zp_model *m, float *const *w, zp_eval *out)
     return zp_mnist_evaluate(m->data, forward, m, w, out);
 }
 
-const zp_model_ops zp_model_mlp = {
+const zp_model_ops zp_mlp_ops = {
     .name = "mlp",
     .create = mlp_create,
     .destroy = mlp_destroy,

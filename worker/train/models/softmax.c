@@ -1,5 +1,5 @@
 /*
- * model_softmax.c - "softmax": multinomial logistic regression 784 -> 10 on
+ * softmax.c - "softmax": multinomial logistic regression 784 -> 10 on
  * Fashion-MNIST, the convex classifier.
  *
  * Tables "W" (784 x 10, row-major: W[i*10 + k] links pixel i to class k) and
@@ -115,7 +115,7 @@ static int softmax_evaluate(zp_model *m, float *const *w, zp_eval *out)
     return zp_mnist_evaluate(m->data, forward, NULL, w, out);
 }
 
-const zp_model_ops zp_model_softmax = {
+const zp_model_ops zp_softmax_ops = {
     .name = "softmax",
     .create = softmax_create,
     .destroy = softmax_destroy,

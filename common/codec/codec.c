@@ -11,7 +11,7 @@
 
 #include <string.h>
 
-#include "util.h"
+#include "errors.h"
 #include "zeps_errors.h"
 
 /* In id order: codecs[i].id == i. */
@@ -56,13 +56,13 @@ int zp_codec_params_check(const zp_codec_ops *c, const zp_codec_params *p, char 
 {
     if (c->id == ZP_CODEC_TOPK || c->id == ZP_CODEC_RANDK) {
         if (p->count == 0 && !(p->fraction > 0.0 && p->fraction <= 1.0))
-            return zp_seterr(err, errlen, ZEPS_EINVAL,
-                             "%s: fraction = %g must be in (0, 1] (or set a count)", c->name,
-                             p->fraction);
+            return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                                 "%s: fraction = %g must be in (0, 1] (or set a count)", c->name,
+                                 p->fraction);
     }
     if (c->id == ZP_CODEC_INT8 && p->block > ZP_CODEC_INT8_BLOCK_MAX)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "int8: block = %u must be in 1..%u", p->block,
-                         ZP_CODEC_INT8_BLOCK_MAX);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "int8: block = %u must be in 1..%u",
+                             p->block, ZP_CODEC_INT8_BLOCK_MAX);
     return 0;
 }
 

@@ -13,6 +13,7 @@
 
 #include "codec.h"
 #include "codec_bits.h"
+#include "errors.h"
 
 /* ------------------------------------------------------------------ */
 /* none: raw f32                                                      */
@@ -36,7 +37,7 @@ static int none_validate(const void *buf, size_t len, size_t n, char *err, size_
         return size_err(&zp_float_none_ops, n, 4 * n, len, err, errlen);
     size_t i = first_nonfinite_f32(buf, n);
     if (i < n)
-        return zp_seterr(err, errlen, ZEPS_ENONFINITE, "none: value %zu is NaN or Inf", i);
+        return zp_errors_set(err, errlen, ZEPS_ENONFINITE, "none: value %zu is NaN or Inf", i);
     return 0;
 }
 
@@ -134,7 +135,7 @@ static int half_validate(const zp_codec_ops *c, uint16_t expmask, const void *bu
     size_t i = 0;
     while ((ld16(b + 2 * i) & expmask) != expmask)
         i++;
-    return zp_seterr(err, errlen, ZEPS_ENONFINITE, "%s: value %zu is NaN or Inf", c->name, i);
+    return zp_errors_set(err, errlen, ZEPS_ENONFINITE, "%s: value %zu is NaN or Inf", c->name, i);
 }
 
 static int fp16_validate(const void *buf, size_t len, size_t n, char *err, size_t errlen)

@@ -12,6 +12,7 @@
 
 #include "codec.h"
 #include "codec_bits.h"
+#include "errors.h"
 
 static size_t sign_size(size_t n, const zp_codec_params *p)
 {
@@ -71,12 +72,12 @@ static int sign_validate(const void *buf, size_t len, size_t n, char *err, size_
         return size_err(&zp_sign_ops, n, want, len, err, errlen);
     float s = ldf(b);
     if (!isfinite(s))
-        return zp_seterr(err, errlen, ZEPS_ENONFINITE, "sign: scale is %g", (double)s);
+        return zp_errors_set(err, errlen, ZEPS_ENONFINITE, "sign: scale is %g", (double)s);
     if (!(s >= 0.0f))
-        return zp_seterr(err, errlen, ZEPS_EPROTO, "sign: scale is negative (%g)", (double)s);
+        return zp_errors_set(err, errlen, ZEPS_EPROTO, "sign: scale is negative (%g)", (double)s);
     if (n % 8 && (b[len - 1] >> (n % 8)) != 0)
-        return zp_seterr(err, errlen, ZEPS_EPROTO,
-                         "sign: bits past element %zu in the last byte must be zero", n - 1);
+        return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                             "sign: bits past element %zu in the last byte must be zero", n - 1);
     return 0;
 }
 

@@ -15,6 +15,8 @@
 
 #include "codec.h"
 #include "codec_bits.h"
+#include "errors.h"
+#include "rng.h"
 
 size_t zp_sparsify_k(size_t n, const zp_codec_params *p)
 {
@@ -38,32 +40,32 @@ static int sparse_validate(const zp_codec_ops *c, const void *buf, size_t len, s
 {
     const unsigned char *b = buf;
     if (len < 4)
-        return zp_seterr(err, errlen, ZEPS_ESIZE,
-                         "%s payload of %zu bytes is shorter than its 4-byte k", c->name, len);
+        return zp_errors_set(err, errlen, ZEPS_ESIZE,
+                             "%s payload of %zu bytes is shorter than its 4-byte k", c->name, len);
     uint32_t k = ld32(b);
     if (k > n)
-        return zp_seterr(err, errlen, ZEPS_EPROTO, "%s: k = %u exceeds n = %zu", c->name, k, n);
+        return zp_errors_set(err, errlen, ZEPS_EPROTO, "%s: k = %u exceeds n = %zu", c->name, k, n);
     if (len != 4 + 8 * (size_t)k)
-        return zp_seterr(err, errlen, ZEPS_ESIZE,
-                         "%s payload with k = %u must be %zu bytes, got %zu", c->name, k,
-                         4 + 8 * (size_t)k, len);
+        return zp_errors_set(err, errlen, ZEPS_ESIZE,
+                             "%s payload with k = %u must be %zu bytes, got %zu", c->name, k,
+                             4 + 8 * (size_t)k, len);
     const unsigned char *idx = b + 4;
     uint32_t prev = 0;
     for (uint32_t j = 0; j < k; j++) {
         uint32_t i = ld32(idx + 4 * (size_t)j);
         if (i >= n)
-            return zp_seterr(err, errlen, ZEPS_ERANGE, "%s: index[%u] = %u is not below n = %zu",
-                             c->name, j, i, n);
+            return zp_errors_set(err, errlen, ZEPS_ERANGE,
+                                 "%s: index[%u] = %u is not below n = %zu", c->name, j, i, n);
         if (j > 0 && i <= prev)
-            return zp_seterr(err, errlen, ZEPS_EPROTO,
-                             "%s: indices must be strictly increasing, index[%u] = %u %s %u",
-                             c->name, j, i, i == prev ? "duplicates" : "follows", prev);
+            return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                                 "%s: indices must be strictly increasing, index[%u] = %u %s %u",
+                                 c->name, j, i, i == prev ? "duplicates" : "follows", prev);
         prev = i;
     }
     size_t j = first_nonfinite_f32(idx + 4 * (size_t)k, k);
     if (j < k)
-        return zp_seterr(err, errlen, ZEPS_ENONFINITE, "%s: value %zu (index %u) is NaN or Inf",
-                         c->name, j, ld32(idx + 4 * j));
+        return zp_errors_set(err, errlen, ZEPS_ENONFINITE, "%s: value %zu (index %u) is NaN or Inf",
+                             c->name, j, ld32(idx + 4 * j));
     return 0;
 }
 

@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "snapshot.h"
 #include "snapshot_format.h"
 #include "snapshot_io.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 typedef struct rd {
@@ -47,7 +47,7 @@ __attribute__((format(printf, 3, 4))) static int rd_fail(rd *r, int code, const 
     va_start(ap, fmt);
     vsnprintf(m, sizeof(m), fmt, ap);
     va_end(ap);
-    return zp_seterr(r->err, r->errlen, code, "snapshot %s: %s", r->path, m);
+    return zp_errors_set(r->err, r->errlen, code, "snapshot %s: %s", r->path, m);
 }
 
 /* pread exactly len bytes at off, through EINTR and short reads. */
@@ -398,8 +398,8 @@ static int parse(const char *path, zp_snapshot **out, zp_snap_info *info, bool h
     rd r = {.fd = -1, .path = path, .err = err, .errlen = errlen};
     r.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r.fd < 0)
-        return zp_seterr(err, errlen, ZEPS_EIO, "snapshot %s: cannot open: %s", path,
-                         strerror(errno));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "snapshot %s: cannot open: %s", path,
+                             strerror(errno));
     struct stat st;
     int rc = 0;
     if (fstat(r.fd, &st) < 0)

@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "snapshot.h"
 #include "snapshot_format.h"
 #include "snapshot_io.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 /* Write all of buf, in chunks, through EINTR and short writes. 0 or errno. */
@@ -82,16 +82,16 @@ static int ensure_dir(const char *path, char *err, size_t errlen)
         parent_of(path, parent, sizeof(parent));
         int e = zp_snapshot_write_fsync_dir(parent);
         if (e)
-            return zp_seterr(err, errlen, ZEPS_EIO, "cannot fsync directory %s: %s", parent,
-                             strerror(e));
+            return zp_errors_set(err, errlen, ZEPS_EIO, "cannot fsync directory %s: %s", parent,
+                                 strerror(e));
         return 0;
     }
     int e = errno;
     struct stat st;
     if (e == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return 0;
-    return zp_seterr(err, errlen, ZEPS_EIO, "cannot create directory %s: %s", path,
-                     e == EEXIST ? "exists and is not a directory" : strerror(e));
+    return zp_errors_set(err, errlen, ZEPS_EIO, "cannot create directory %s: %s", path,
+                         e == EEXIST ? "exists and is not a directory" : strerror(e));
 }
 
 static uint64_t file_size_of(const zp_snapshot *s)
@@ -264,13 +264,13 @@ int zp_snapshot_write_replace_file(const char *tmp, const char *path, const char
     }
     if (e) {
         unlink(tmp);
-        return zp_seterr(err, errlen, ZEPS_EIO, "%s %s: %s failed: %s", label, path, what,
-                         strerror(e));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "%s %s: %s failed: %s", label, path, what,
+                             strerror(e));
     }
     /* The rename is durable only once the directory entry is. */
     if ((e = zp_snapshot_write_fsync_dir(dir)))
-        return zp_seterr(err, errlen, ZEPS_EIO, "%s %s: fsync of directory %s failed: %s", label,
-                         path, dir, strerror(e));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "%s %s: fsync of directory %s failed: %s",
+                             label, path, dir, strerror(e));
     return 0;
 }
 
@@ -290,7 +290,7 @@ int zp_snapshot_write(const char *dir, const zp_snapshot *s, char *path_out, siz
     if (n < 0 || (size_t)n >= sizeof(setdir) ||
         zp_snapshot_path(path, sizeof(path), dir, s->h.setid, s->h.shard, s->h.nshards) ||
         snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
     if ((rc = ensure_dir(dir, err, errlen)) || (rc = ensure_dir(setdir, err, errlen)))
         return rc;
 

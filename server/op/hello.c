@@ -8,6 +8,7 @@
 #include <inttypes.h>
 
 #include "log.h"
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"

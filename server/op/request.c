@@ -6,6 +6,7 @@
 #include <inttypes.h>
 
 #include "log.h"
+#include "now.h"
 #include "server.h"
 #include "zeps_errors.h"
 

@@ -22,11 +22,12 @@
 #include <string.h>
 
 #include "codec.h"
+#include "finite.h"
 #include "log.h"
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 /* Most ids one request may name (16 Mi: 128 MiB of ids). */
@@ -258,7 +259,7 @@ static const uint64_t *checked_push(zp_server *s, zp_request *r, zp_table *t, co
                            n * dim * sizeof(float), t->name);
         return NULL;
     }
-    if (s->cfg.reject_nonfinite && !zp_all_finite(*g, n * dim)) {
+    if (s->cfg.reject_nonfinite && !zp_finite_all(*g, n * dim)) {
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                        "PUSH to sparse table '%s' from worker %u contains NaN or Inf; nothing "
                        "applied",

@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "log.h"
-#include "util.h"
 
 void zp_workers_init(zp_workers *ws, int n)
 {
     ws->n = n;
-    ws->w = zp_xcalloc((size_t)n, sizeof(zp_worker));
+    ws->w = zp_alloc_zeroed((size_t)n, sizeof(zp_worker));
 }
 
 void zp_workers_fini(zp_workers *ws)

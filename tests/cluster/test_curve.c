@@ -32,8 +32,8 @@
 #include "config.h"
 #include "curve.h"
 #include "harness.h"
+#include "now.h"
 #include "relay.h"
-#include "util.h"
 #include "wire.h"
 #include "zeps.h"
 

@@ -17,7 +17,8 @@
 #include "ctr_metrics.h"
 #include "ctr_math.h"
 #include "sparse_hash.h"
-#include "util.h"
+#include "now.h"
+#include "rng.h"
 
 typedef struct rowmap {
     uint64_t *keys;
@@ -44,7 +45,7 @@ static void map_grow(rowmap *m)
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->slot[i])
             continue;
-        size_t h = zp_id_hash(m->keys[i], ZP_INDEX_HASH_SEED) & (ncap - 1);
+        size_t h = zp_sparse_hash_id(m->keys[i], ZP_INDEX_HASH_SEED) & (ncap - 1);
         while (slot[h])
             h = (h + 1) & (ncap - 1);
         keys[h] = m->keys[i];
@@ -63,7 +64,7 @@ static size_t map_row(rowmap *m, uint64_t id)
 {
     if (2 * (m->n + 1) > m->cap)
         map_grow(m);
-    size_t h = zp_id_hash(id, ZP_INDEX_HASH_SEED) & (m->cap - 1);
+    size_t h = zp_sparse_hash_id(id, ZP_INDEX_HASH_SEED) & (m->cap - 1);
     while (m->slot[h] && m->keys[h] != id)
         h = (h + 1) & (m->cap - 1);
     if (m->slot[h])

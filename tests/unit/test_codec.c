@@ -11,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "check_main.h"
 #include "codec.h"
 #include "codec_fixture.h"
-#include "util.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 /* ------------------------------------------------------------------ */
@@ -93,7 +94,7 @@ START_TEST(test_fp16_error_bound)
     zp_rng r;
     zp_rng_seed(&r, 5, 0, 0);
     const size_t n = 200000;
-    float *x = zp_xmalloc(n * sizeof(float));
+    float *x = zp_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
         /* normal range of binary16: [2^-14, 65504] */
         int e = -14 + (int)zp_rng_below(&r, 30);
@@ -119,13 +120,13 @@ END_TEST
 /* Every finite half decodes to its exact value and encodes back to itself. */
 START_TEST(test_fp16_exhaustive)
 {
-    uint16_t *h = zp_xmalloc(65536 * 2);
+    uint16_t *h = zp_alloc(65536 * 2);
     size_t n = 0;
     for (uint32_t v = 0; v < 65536; v++)
         if ((v & 0x7c00) != 0x7c00)
             h[n++] = (uint16_t)v;
     ck_assert_int_eq(check_payload(&zp_float_fp16_ops, h, 2 * n, n, 0, NULL), 0);
-    float *f = zp_xmalloc(n * sizeof(float));
+    float *f = zp_alloc(n * sizeof(float));
     zp_float_fp16_ops.decode(h, 2 * n, n, f);
     for (size_t i = 0; i < n; i++) {
         int e = (h[i] >> 10) & 0x1f, m = h[i] & 0x3ff;
@@ -135,7 +136,7 @@ START_TEST(test_fp16_exhaustive)
         ck_assert_msg((double)f[i] == want && !!signbit(f[i]) == !!signbit(want),
                       "half %04x decoded to %g, want %g", h[i], (double)f[i], want);
     }
-    uint16_t *back = zp_xmalloc(65536 * 2);
+    uint16_t *back = zp_alloc(65536 * 2);
     zp_codec_params p = params();
     zp_float_fp16_ops.encode(f, n, &p, 0, back);
     ck_assert(memcmp(back, h, 2 * n) == 0);
@@ -201,7 +202,7 @@ START_TEST(test_bf16)
     zp_rng r;
     zp_rng_seed(&r, 8, 0, 0);
     const size_t n = 200000;
-    float *x = zp_xmalloc(n * sizeof(float));
+    float *x = zp_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
         uint32_t u = ((uint32_t)zp_rng_next(&r) & 0x807fffffu) | (1 + zp_rng_below(&r, 253)) << 23;
         x[i] = u2f(u);
@@ -233,12 +234,12 @@ START_TEST(test_bf16)
     uint16_t hn = enc1_16(&zp_float_bf16_ops, NAN);
     ck_assert((hn & 0x7f80) == 0x7f80 && (hn & 0x7f) != 0);
     /* every finite bf16 survives decode -> encode */
-    uint16_t *h = zp_xmalloc(65536 * 2), *back = zp_xmalloc(65536 * 2);
+    uint16_t *h = zp_alloc(65536 * 2), *back = zp_alloc(65536 * 2);
     size_t m = 0;
     for (uint32_t v = 0; v < 65536; v++)
         if ((v & 0x7f80) != 0x7f80)
             h[m++] = (uint16_t)v;
-    float *f = zp_xmalloc(m * sizeof(float));
+    float *f = zp_alloc(m * sizeof(float));
     ck_assert_int_eq(check_payload(&zp_float_bf16_ops, h, 2 * m, m, 0, NULL), 0);
     zp_float_bf16_ops.decode(h, 2 * m, m, f);
     zp_float_bf16_ops.encode(f, m, &p, 0, back);
@@ -271,7 +272,7 @@ START_TEST(test_int8_error_bound)
     unsigned char *buf = enc(&zp_int8_ops, x, n, &p, 3, &len);
     ck_assert_uint_eq(len, 4 + 4 * 16 + n);
     ck_assert_int_eq(check_payload(&zp_int8_ops, buf, len, n, 0, NULL), 0);
-    float *y = zp_xmalloc(n * sizeof(float));
+    float *y = zp_alloc(n * sizeof(float));
     zp_int8_ops.decode(buf, len, n, y);
     const int8_t *q = (const int8_t *)(buf + 4 + 4 * 16);
     int rounded_up = 0, rounded_down = 0;
@@ -309,7 +310,7 @@ START_TEST(test_int8_exact_multiples)
     zp_rng_seed(&r, 10, 0, 0);
     const float scales[] = {0.125f, 3.0f, 1.0f / 3.0f, 0.0173f, 2.5e-20f, 1e30f};
     for (int si = 0; si < 6; si++) {
-        float *x = zp_xmalloc(n * sizeof(float));
+        float *x = zp_alloc(n * sizeof(float));
         float s = scales[si];
         for (size_t i = 0; i < n; i++)
             x[i] = (float)((int)zp_rng_below(&r, 255) - 127) * s;
@@ -337,12 +338,12 @@ START_TEST(test_int8_unbiased)
     const size_t n = 300, T = 2000;
     float *x = randn(n, 11, 1.0);
     zp_codec_params p = params();
-    double *sum = zp_xcalloc(n, sizeof(double));
+    double *sum = zp_alloc_zeroed(n, sizeof(double));
     float s_max = 0;
     for (uint64_t t = 0; t < T; t++) {
         size_t len;
         unsigned char *buf = enc(&zp_int8_ops, x, n, &p, t, &len);
-        float *y = zp_xmalloc(n * sizeof(float));
+        float *y = zp_alloc(n * sizeof(float));
         zp_int8_ops.decode(buf, len, n, y);
         for (size_t i = 0; i < n; i++)
             sum[i] += y[i];
@@ -418,14 +419,14 @@ static void topk_check(const float *x, size_t n, const zp_codec_params *p)
     uint32_t kk;
     memcpy(&kk, buf, 4);
     ck_assert_uint_eq(kk, k);
-    float *y = zp_xmalloc(n * sizeof(float) + 1);
+    float *y = zp_alloc(n * sizeof(float) + 1);
     zp_sparsify_topk_ops.decode(buf, len, n, y);
-    uint32_t *order = zp_xmalloc(n * sizeof(uint32_t) + 1);
+    uint32_t *order = zp_alloc(n * sizeof(uint32_t) + 1);
     for (uint32_t i = 0; i < n; i++)
         order[i] = i;
     sort_key = x;
     qsort(order, n, sizeof(uint32_t), by_mag_then_index);
-    char *kept = zp_xcalloc(n + 1, 1);
+    char *kept = zp_alloc_zeroed(n + 1, 1);
     for (size_t j = 0; j < k; j++)
         kept[order[j]] = 1;
     for (size_t i = 0; i < n; i++) {
@@ -449,7 +450,7 @@ START_TEST(test_topk_exact)
     p.fraction = 0.013;
     zp_rng r;
     zp_rng_seed(&r, 13, 0, 0);
-    float *x = zp_xmalloc(n * sizeof(float));
+    float *x = zp_alloc(n * sizeof(float));
     /* gaussian */
     for (size_t i = 0; i < n; i++)
         x[i] = (float)zp_rng_normal(&r);
@@ -500,7 +501,7 @@ START_TEST(test_randk)
     p.count = 37;
     float *x = randn(n, 14, 1.0);
     float scale = (float)(1000.0 / 37.0);
-    unsigned *hits = zp_xcalloc(n, sizeof(unsigned));
+    unsigned *hits = zp_alloc_zeroed(n, sizeof(unsigned));
     for (uint64_t t = 0; t < T; t++) {
         size_t len;
         unsigned char *buf = enc(&zp_sparsify_randk_ops, x, n, &p, t, &len);
@@ -537,8 +538,8 @@ START_TEST(test_randk_unbiased)
     zp_codec_params p = params();
     p.fraction = 0.1;
     float *x = randn(n, 15, 1.0);
-    double *sum = zp_xcalloc(n, sizeof(double));
-    float *acc = zp_xcalloc(n, sizeof(float));
+    double *sum = zp_alloc_zeroed(n, sizeof(double));
+    float *acc = zp_alloc_zeroed(n, sizeof(float));
     for (uint64_t t = 0; t < T; t++) {
         size_t len;
         unsigned char *buf = enc(&zp_sparsify_randk_ops, x, n, &p, t, &len);

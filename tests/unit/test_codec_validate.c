@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "check_main.h"
 #include "codec.h"
 #include "codec_fixture.h"
-#include "util.h"
+#include "finite.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 /* ------------------------------------------------------------------ */
@@ -33,7 +35,7 @@ START_TEST(test_validate_lengths)
             size_t n = sizes[si], len;
             float *x = randn(n, 17, 1.0);
             unsigned char *buf = enc(c, x, n, &p, 0, &len);
-            unsigned char *longer = zp_xcalloc(len + 1, 1);
+            unsigned char *longer = zp_alloc_zeroed(len + 1, 1);
             memcpy(longer, buf, len);
             check_payload(c, buf, len, n, 0, NULL);
             check_payload(c, buf, len - 1, n, ZEPS_ESIZE, NULL);
@@ -185,7 +187,7 @@ START_TEST(test_validate_fuzz)
     zp_rng r;
     zp_rng_seed(&r, 18, 0, 0);
     unsigned char raw[256];
-    float *out = zp_xmalloc(40 * sizeof(float));
+    float *out = zp_alloc(40 * sizeof(float));
     unsigned accepted = 0;
     for (size_t ci = 0; zp_codec_at(ci); ci++) {
         const zp_codec_ops *c = zp_codec_at(ci);
@@ -218,14 +220,14 @@ START_TEST(test_validate_fuzz)
             char err[128];
             if (c->validate(copy, len, n, err, sizeof err) == 0) {
                 accepted++;
-                float *o = zp_xmalloc((n ? n : 1) * sizeof(float));
+                float *o = zp_alloc((n ? n : 1) * sizeof(float));
                 c->decode(copy, len, n, o);
-                ck_assert_msg(zp_all_finite(o, n), "%s: accepted payload decodes to non-finite",
+                ck_assert_msg(zp_finite_all(o, n), "%s: accepted payload decodes to non-finite",
                               c->name);
                 for (size_t i = 0; i < n; i++)
                     o[i] = 1.0f;
                 c->decode_add(copy, len, n, 0.5f, o);
-                ck_assert(zp_all_finite(o, n));
+                ck_assert(zp_finite_all(o, n));
                 free(o);
             }
             free(copy);
@@ -250,8 +252,8 @@ START_TEST(test_decode_add)
         const zp_codec_ops *c = zp_codec_at(ci);
         size_t len;
         unsigned char *buf = enc(c, x, n, &p, 7, &len);
-        float *d = zp_xmalloc(n * sizeof(float));
-        float *acc = zp_xmalloc(n * sizeof(float));
+        float *d = zp_alloc(n * sizeof(float));
+        float *acc = zp_alloc(n * sizeof(float));
         c->decode(buf, len, n, d);
         const float alphas[] = {1.0f, -1.0f, 0.3f, 0.0f};
         for (int a = 0; a < 4; a++) {
@@ -287,11 +289,12 @@ START_TEST(test_ef_invariant)
         /* randk at k = n/2: with error feedback its n/k scaling makes the
          * residual grow for smaller k (see codec.h) */
         p.fraction = c->id == ZP_CODEC_RANDK ? 0.5 : 0.02;
-        float *res = zp_xcalloc(n, sizeof(float));
-        float *g = zp_xmalloc(n * sizeof(float));
-        float *d = zp_xmalloc(n * sizeof(float));
-        double *sent = zp_xcalloc(n, sizeof(double)), *gsum = zp_xcalloc(n, sizeof(double));
-        unsigned char *buf = zp_xmalloc(c->max_size(n, &p));
+        float *res = zp_alloc_zeroed(n, sizeof(float));
+        float *g = zp_alloc(n * sizeof(float));
+        float *d = zp_alloc(n * sizeof(float));
+        double *sent = zp_alloc_zeroed(n, sizeof(double)),
+               *gsum = zp_alloc_zeroed(n, sizeof(double));
+        unsigned char *buf = zp_alloc(c->max_size(n, &p));
         double mag = 0;
         for (int t = 0; t < T; t++) {
             double sc = 1.0 + (t % 5);
@@ -338,11 +341,11 @@ START_TEST(test_ef_topk_delivers)
 {
     const size_t n = 500;
     float *g = randn(n, 22, 1.0);
-    float *res = zp_xcalloc(n, sizeof(float));
-    float *acc = zp_xcalloc(n, sizeof(float));
+    float *res = zp_alloc_zeroed(n, sizeof(float));
+    float *acc = zp_alloc_zeroed(n, sizeof(float));
     zp_codec_params p = params();
     p.count = 10;
-    unsigned char *buf = zp_xmalloc(zp_sparsify_topk_ops.max_size(n, &p));
+    unsigned char *buf = zp_alloc(zp_sparsify_topk_ops.max_size(n, &p));
     const int T = 2000;
     for (int t = 0; t < T; t++) {
         size_t len = zp_codec_ef_encode(&zp_sparsify_topk_ops, &p, res, g, n, (uint64_t)t, buf);
@@ -387,7 +390,7 @@ START_TEST(test_edge_cases)
         }
         /* all zeros, and values too small for an int8 scale: no NaN, no division by zero */
         const size_t n = 1000;
-        float *z = zp_xcalloc(n, sizeof(float));
+        float *z = zp_alloc_zeroed(n, sizeof(float));
         float *y = roundtrip(c, z, n, &p, 2);
         for (size_t i = 0; i < n; i++)
             ck_assert_msg(y[i] == 0.0f, "%s: zero input decoded to %g", c->name, (double)y[i]);
@@ -395,14 +398,14 @@ START_TEST(test_edge_cases)
         for (size_t i = 0; i < n; i++)
             z[i] = (i % 2 ? -1e-38f : 1e-39f);
         y = roundtrip(c, z, n, &p, 3);
-        ck_assert(zp_all_finite(y, n));
+        ck_assert(zp_finite_all(y, n));
         free(y);
         /* the largest floats: int8's 127 x scale must not overflow, sign's
          * mean must not either */
         for (size_t i = 0; i < n; i++)
             z[i] = i % 3 == 0 ? FLT_MAX : i % 3 == 1 ? -FLT_MAX : 1.0f;
         y = roundtrip(c, z, n, &p, 4);
-        ck_assert(zp_all_finite(y, n));
+        ck_assert(zp_finite_all(y, n));
         free(y);
         free(z);
     }

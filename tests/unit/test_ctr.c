@@ -14,7 +14,7 @@
 #include "ctr_local.h"
 #include "ctr_metrics.h"
 #include "ctr_math.h"
-#include "util.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 #include <check.h>

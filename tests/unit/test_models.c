@@ -24,6 +24,7 @@
 #include "config.h"
 #include "mnist.h"
 #include "model.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"

@@ -1,5 +1,5 @@
 /*
- * test_util.c - common/util.c and common/wire.c: the seeded generator, the
+ * test_util.c - common/rng.c, init.c, finite.c and wire.c: the seeded generator, the
  * shard-independent initialiser, the finiteness check, and message framing
  * over a real (inproc) ZeroMQ socket pair.
  */
@@ -11,7 +11,9 @@
 #include <zmq.h>
 
 #include "check_main.h"
-#include "util.h"
+#include "finite.h"
+#include "init.h"
+#include "rng.h"
 #include "wire.h"
 
 START_TEST(test_rng_streams)
@@ -112,18 +114,18 @@ START_TEST(test_all_finite)
     float v[1031];
     for (int i = 0; i < 1031; i++)
         v[i] = (float)i * 1e30f; /* large but finite */
-    ck_assert(zp_all_finite(v, 1031));
-    ck_assert(zp_all_finite(v, 0));
+    ck_assert(zp_finite_all(v, 1031));
+    ck_assert(zp_finite_all(v, 0));
     const float bad[] = {NAN, INFINITY, -INFINITY};
     for (int b = 0; b < 3; b++)
         for (int pos = 0; pos < 1031; pos += 103) {
             float keep = v[pos];
             v[pos] = bad[b];
-            ck_assert(!zp_all_finite(v, 1031));
+            ck_assert(!zp_finite_all(v, 1031));
             v[pos] = keep;
         }
     v[0] = 1e-45f; /* a subnormal is finite */
-    ck_assert(zp_all_finite(v, 1031));
+    ck_assert(zp_finite_all(v, 1031));
 }
 END_TEST
 

@@ -33,8 +33,10 @@
 
 #include <zmq.h>
 
+#include "alloc.h"
 #include "ctl.h"
 #include "ctl_bench.h"
+#include "now.h"
 
 static const char *const field_names[NF] = {
     "push_MBps",       "pull_MBps",       "push_pull_MBps",
@@ -70,7 +72,7 @@ static void usage(FILE *f)
 /* "64,4K,256KB,4M,32MiB" -> o->sizes (K and M binary); -1 if malformed. */
 static int parse_sizes(bench_opts *o, const char *list)
 {
-    char *copy = zp_xstrdup(list), *save = NULL, *end;
+    char *copy = zp_alloc_strdup(list), *save = NULL, *end;
     o->nsizes = 0;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         errno = 0;
@@ -216,7 +218,7 @@ static int ring(const side_ops *s, void *ctx, int op, int window, long min_n, do
 static int latency(const side_ops *s, void *ctx, int op, double seconds, double *p50, double *p99)
 {
     size_t n = 0, cap = 4096;
-    double *v = zp_xmalloc(cap * sizeof(double)), t0 = zp_now_s();
+    double *v = zp_alloc(cap * sizeof(double)), t0 = zp_now_s();
     int rc = 0;
     while (n < MIN_RTT || zp_now_s() - t0 < seconds) {
         uint64_t a = zp_now_ns();
@@ -226,7 +228,7 @@ static int latency(const side_ops *s, void *ctx, int op, double seconds, double 
             break;
         }
         if (n == cap)
-            v = zp_xrealloc(v, (cap *= 2) * sizeof(double));
+            v = zp_alloc_resize(v, (cap *= 2) * sizeof(double));
         v[n++] = (double)(zp_now_ns() - a) * 1e-3;
     }
     if (rc == 0) {
@@ -293,7 +295,7 @@ static int measure_all(bench *b)
     const side_ops *ops[NSIDES] = {&zp_ctl_bench_zeps_ops, &zp_ctl_bench_raw_ops,
                                    &zp_ctl_bench_zeps_curve_ops};
     void *ctx[NSIDES] = {&b->z, &b->r, &b->zc};
-    cell *reps = zp_xcalloc((size_t)b->o.reps * NSIDES, sizeof(cell));
+    cell *reps = zp_alloc_zeroed((size_t)b->o.reps * NSIDES, sizeof(cell));
     int rc = 0;
     for (int si = 0; si < b->o.nsizes && rc == 0; si++) {
         for (int rep = 0; rep < b->o.reps && rc == 0; rep++)
@@ -464,7 +466,7 @@ static void teardown(bench *b)
 
 int zp_ctl_bench(int argc, char **argv)
 {
-    bench *b = zp_xcalloc(1, sizeof *b);
+    bench *b = zp_alloc_zeroed(1, sizeof *b);
     int rc = parse_opts(&b->o, argc, argv);
     if (rc != 0) {
         free(b);

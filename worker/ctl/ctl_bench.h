@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "alloc.h"
 #include "spawn.h"
-#include "util.h"
 #include "zeps.h"
 
 #define MAX_SIZES  16
@@ -116,7 +116,7 @@ static inline size_t max_size(const bench_opts *o)
 
 static inline float *buf_new(size_t bytes, float value)
 {
-    float *p = zp_xmalloc(bytes);
+    float *p = zp_alloc(bytes);
     for (size_t i = 0; i < bytes / sizeof(float); i++)
         p[i] = value; /* also faults every page in before anything is timed */
     return p;

@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "ctl_bench.h"
+#include "now.h"
 
 static void raw_sockopts(void *s)
 {

@@ -31,7 +31,8 @@
 
 #include "ctl.h"
 #include "spawn.h"
-#include "util.h"
+#include "alloc.h"
+#include "now.h"
 #include "ctl_local.h"
 
 #define GRACE_S           10.0 /* SIGTERM -> SIGKILL */
@@ -425,7 +426,7 @@ static bool start_all(local_run *r)
 {
     r->nservers = r->cfg->num_shards;
     r->nkids = r->nservers + r->cfg->num_workers;
-    r->kids = zp_xcalloc((size_t)r->nkids, sizeof(kid));
+    r->kids = zp_alloc_zeroed((size_t)r->nkids, sizeof(kid));
     r->t0 = zp_now_s();
     for (int i = 0; i < r->cfg->num_workers; i++) { /* no stale results from a reused --dir */
         char path[PATH_MAX + 32];
@@ -555,7 +556,7 @@ int zp_ctl_local(int argc, char **argv)
     int rc = parse_opts(argc, argv, &r.o);
     if (rc >= 0)
         return rc;
-    r.cfg = zp_xcalloc(1, sizeof(*r.cfg));
+    r.cfg = zp_alloc_zeroed(1, sizeof(*r.cfg));
     rc = prepare(&r);
     if (rc < 0)
         rc = execute(&r);

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc.h"
 #include "ctl.h"
-#include "util.h"
 #include "ctl_local.h"
 
 /* The embedded default cluster file. Keep it identical to
@@ -115,7 +115,7 @@ static config_setting_t *fresh(config_t *lc, const char *group, const char *name
 static bool set_servers(config_t *lc, int n)
 {
     config_setting_t *list = fresh(lc, "cluster", "servers", CONFIG_TYPE_ARRAY);
-    int *fds = zp_xcalloc((size_t)n, sizeof(int));
+    int *fds = zp_alloc_zeroed((size_t)n, sizeof(int));
     bool ok = true;
     int i;
     for (i = 0; i < n && ok; i++) {

@@ -27,7 +27,8 @@
 #include "ctl.h"
 #include "identity.h"
 #include "log.h"
-#include "util.h"
+#include "alloc.h"
+#include "now.h"
 #include "wire.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"
@@ -155,7 +156,7 @@ static void take_reply(const zp_config *cfg, int i, const Zeps__Header *h, answe
                  h->stats->shard, h->stats->num_shards, i, cfg->num_shards);
     } else {
         a->len = zeps__shard_stats__get_packed_size(h->stats);
-        a->buf = zp_xmalloc(a->len ? a->len : 1);
+        a->buf = zp_alloc(a->len ? a->len : 1);
         zeps__shard_stats__pack(h->stats, a->buf);
     }
 }
@@ -191,7 +192,7 @@ static void probe(const zp_config *cfg, const zp_curve_client_keys *keys, int fi
                   int timeout_ms, answer *a)
 {
     void *ctx = zmq_ctx_new();
-    zmq_pollitem_t *items = zp_xcalloc((size_t)n, sizeof(*items));
+    zmq_pollitem_t *items = zp_alloc_zeroed((size_t)n, sizeof(*items));
     for (int k = 0; k < n; k++) {
         items[k].socket = ctx ? probe_open(ctx, cfg->servers[first + k], keys) : NULL;
         items[k].events = ZMQ_POLLIN;
@@ -577,7 +578,7 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     o.staleness = staleness;
     if (rc >= 0)
         return rc;
-    zp_config *cfg = zp_xmalloc(sizeof(*cfg));
+    zp_config *cfg = zp_alloc(sizeof(*cfg));
     char err[1024];
     zp_curve_client_keys keys;
     zp_identity id;
@@ -609,7 +610,7 @@ static int status_or_stats(int argc, char **argv, bool staleness)
      * its errors name the shard, so keep those. */
     zp_log_init("zepsctl", ZP_LOG_ERROR);
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
-    answer *a = zp_xcalloc((size_t)n, sizeof(*a));
+    answer *a = zp_alloc_zeroed((size_t)n, sizeof(*a));
     if (o.shard >= 0 || !ask_all(cfg, &keys, o.timeout_ms, a))
         probe(cfg, &keys, first, n, o.timeout_ms, a);
     explicit_bzero(&keys, sizeof(keys));

@@ -30,9 +30,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc.h"
 #include "ctl.h"
-#include "util.h"
 #include "ctl_study.h"
+#include "now.h"
 
 const study_setting zp_ctl_study_settings[NSETTINGS] = {
     {'A', "plain, lr = 1/L", "none", false},
@@ -439,7 +440,7 @@ static void record_command(study *st, int argc, char **argv)
 
 int zp_ctl_study(int argc, char **argv)
 {
-    study *st = zp_xcalloc(1, sizeof(*st));
+    study *st = zp_alloc_zeroed(1, sizeof(*st));
     int rc = parse_opts(argc, argv, &st->o);
     if (rc >= 0) {
         free(st);

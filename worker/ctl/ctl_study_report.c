@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "alloc.h"
 #include "ctl_study.h"
+#include "now.h"
 
 typedef struct cell {
     double updates, steps; /* medians; INFINITY when more than half did not converge */
@@ -35,8 +36,8 @@ static double median(double *v, int n)
 static cell make_cell(const study *st, int s, char setting)
 {
     cell c = {0};
-    double *u = zp_xcalloc(st->nruns + 1, sizeof(double)),
-           *k = zp_xcalloc(st->nruns + 1, sizeof(double));
+    double *u = zp_alloc_zeroed(st->nruns + 1, sizeof(double)),
+           *k = zp_alloc_zeroed(st->nruns + 1, sizeof(double));
     for (size_t i = 0; i < st->nruns; i++) {
         const run *r = &st->runs[i];
         if (r->setting != setting || r->spec.s != s)

@@ -15,7 +15,8 @@
 #include <sys/stat.h>
 
 #include "spawn.h"
-#include "util.h"
+#include "alloc.h"
+#include "now.h"
 #include "ctl_study.h"
 
 const char *const zp_ctl_study_run_outcome_word[NOUTCOMES] = {"converged", "diverges", "stalls",
@@ -100,7 +101,7 @@ static char *slurp(const char *path)
     FILE *f = fopen(path, "r");
     if (!f)
         return NULL;
-    char *text = zp_xmalloc(MAX_FILE + 1);
+    char *text = zp_alloc(MAX_FILE + 1);
     size_t n = fread(text, 1, MAX_FILE, f);
     fclose(f);
     text[n] = '\0';
@@ -143,7 +144,7 @@ static bool parse_curve(const char *text, run *r)
                 return false;
         if (r->ncurve == cap) {
             cap = cap ? 2 * cap : 256;
-            r->curve = zp_xrealloc(r->curve, cap * sizeof(curve_pt));
+            r->curve = zp_alloc_resize(r->curve, cap * sizeof(curve_pt));
         }
         r->curve[r->ncurve++] =
             (curve_pt){.step = v[0], .loss = v[1], .rel = v[2], .version = v[5]};
@@ -266,7 +267,7 @@ run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char 
         return NULL;
     if (st->nruns == st->cap) {
         st->cap = st->cap ? 2 * st->cap : 64;
-        st->runs = zp_xrealloc(st->runs, st->cap * sizeof(run));
+        st->runs = zp_alloc_resize(st->runs, st->cap * sizeof(run));
     }
     run *r = &st->runs[st->nruns++];
     *r = (run){.part = part,

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "ctl.h"
-#include "util.h"
 #include "zeps.h"
 
 static void usage(FILE *f)
@@ -45,7 +45,7 @@ char *zp_zepsctl_bindir(char *buf, unsigned long len)
 
 int main(int argc, char **argv)
 {
-    zp_malloc_tune();
+    zp_alloc_tune();
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -44,7 +44,8 @@
 #include "config.h"
 #include "curve.h"
 #include "log.h"
-#include "util.h"
+#include "alloc.h"
+#include "now.h"
 #include "wire.h"
 #include "client.h"
 #include "req.h"
@@ -368,7 +369,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         case ZEPS__OP__STATS:
             if (h->stats) {
                 r->stats_len = zeps__shard_stats__get_packed_size(h->stats);
-                r->stats_buf = zp_xmalloc(r->stats_len);
+                r->stats_buf = zp_alloc(r->stats_len);
                 zeps__shard_stats__pack(h->stats, r->stats_buf);
             }
             break;
@@ -544,7 +545,7 @@ static void progress(zeps_client *c, long timeout_ms)
 
 zp_req *zp_req_new(zeps_client *c, int op, int nsub)
 {
-    zp_req *r = zp_xcalloc(1, sizeof(*r) + (size_t)nsub * sizeof(zp_req_sub));
+    zp_req *r = zp_alloc_zeroed(1, sizeof(*r) + (size_t)nsub * sizeof(zp_req_sub));
     r->c = c;
     r->op = op;
     atomic_init(&r->zrefs, 0);

@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "log.h"
+#include "rng.h"
 #include "train.h"
-#include "util.h"
 
 /* zp_rng stream of the injected delays (ASCII "delay"), apart from the
  * models' streams. */

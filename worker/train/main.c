@@ -20,7 +20,7 @@
 #include "log.h"
 #include "mathenv.h"
 #include "train.h"
-#include "util.h"
+#include "alloc.h"
 #include "zeps.h"
 
 static void on_stop_signal(int sig)
@@ -36,14 +36,14 @@ int main(int argc, char **argv)
     int rc = zp_daemon_parse(ZP_DAEMON_WORKER, argc, argv, &args);
     if (rc >= 0)
         return rc;
-    zp_config *cfg = zp_xmalloc(sizeof(*cfg));
+    zp_config *cfg = zp_alloc(sizeof(*cfg));
     rc = zp_daemon_load(ZP_DAEMON_WORKER, &args, cfg);
     if (rc >= 0) {
         free(cfg);
         return rc;
     }
     long rank = args.index;
-    zp_malloc_tune();
+    zp_alloc_tune();
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigemptyset(&sa.sa_mask);

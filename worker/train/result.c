@@ -10,15 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "log.h"
 #include "train.h"
-#include "util.h"
 
 void zp_result_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e)
 {
     if (c->n == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 64;
-        c->points = zp_xrealloc(c->points, c->cap * sizeof(*c->points));
+        c->points = zp_alloc_resize(c->points, c->cap * sizeof(*c->points));
     }
     /* As the flat final_* keys: a classifier (accuracy not NaN) has no
      * distance to an optimum, whatever its zp_eval holds there. */

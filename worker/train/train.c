@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "log.h"
+#include "now.h"
 #include "step.h"
-#include "util.h"
 #include "zeps.h"
 
 /* Set from a signal handler (zp_train_request_stop): the one piece of

@@ -9,7 +9,7 @@
  *           missing). Dense feature j = log(1 + I_j) for I_j > 0, else 0.
  *           Every categorical field gives one id, weight 1: a field-aware
  *           hash of (field, value) - the value's 32-bit hex number or, for
- *           any other string, its xxHash - through zp_id_hash, so one string
+ *           any other string, its xxHash - through zp_sparse_hash_id, so one string
  *           in two fields gives two ids, and an empty field its own
  *           "missing in field f" id.
  *   libsvm  label idx:val idx:val ... (label 0/1 or -1/+1); the feature

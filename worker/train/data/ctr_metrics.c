@@ -12,7 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "util.h"
+#include "alloc.h"
 
 double zp_ctr_metrics_logloss(const float *logit, const float *label, size_t n)
 {
@@ -42,7 +42,7 @@ static int by_score(const void *a, const void *b)
 
 double zp_ctr_metrics_auc(const float *score, const float *label, size_t n)
 {
-    scored *s = zp_xmalloc((n ? n : 1) * sizeof(*s));
+    scored *s = zp_alloc((n ? n : 1) * sizeof(*s));
     size_t npos = 0;
     for (size_t i = 0; i < n; i++) {
         s[i].score = score[i];

@@ -19,7 +19,6 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "util.h"
 #include "eval.h"
 
 #define ZP_MNIST_PIXELS     784 /* 28 x 28 */

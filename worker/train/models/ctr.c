@@ -26,7 +26,10 @@
 #include "log.h"
 #include "model.h"
 #include "ctr_math.h"
-#include "util.h"
+#include "alloc.h"
+#include "errors.h"
+#include "now.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 /* Test examples scored per round of pulls. */
@@ -76,19 +79,20 @@ static int load_data(zp_model *m, char *err, size_t errlen)
     const zp_config *cfg = m->cfg;
     const zp_ctr_reader_ops *ops = zp_ctr_data_reader_find(cfg->ctr_format);
     if (!ops)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG, "unknown data format '%s'", cfg->ctr_format);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "unknown data format '%s'",
+                             cfg->ctr_format);
     uint64_t cap = worker_cap(cfg, m->nworkers);
     double t0 = zp_now_s();
     int rc = zp_ctr_data_load(&m->train, ops, cfg->ctr_train_file, m->rank, m->nworkers, cap, err,
                               errlen);
     if (rc == 0 && m->train->n == 0)
-        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: no training examples for rank %d",
-                       cfg->ctr_train_file, m->rank);
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s: no training examples for rank %d",
+                           cfg->ctr_train_file, m->rank);
     if (rc == 0 && m->rank == 0) {
         rc = zp_ctr_data_load(&m->test, ops, cfg->ctr_test_file, 0, 1,
                               (uint64_t)cfg->ctr_max_test_examples, err, errlen);
         if (rc == 0 && m->test->n == 0)
-            rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: no test examples", cfg->ctr_test_file);
+            rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s: no test examples", cfg->ctr_test_file);
     }
     if (rc != 0)
         return rc;
@@ -114,7 +118,7 @@ static void destroy(zp_model **mp)
 static int create(zp_model **out, const zp_config *cfg, int rank, int num_workers, char *err,
                   size_t errlen)
 {
-    zp_model *m = zp_xcalloc(1, sizeof(*m));
+    zp_model *m = zp_alloc_zeroed(1, sizeof(*m));
     m->cfg = cfg;
     m->rank = rank;
     m->nworkers = num_workers;
@@ -128,9 +132,9 @@ static int create(zp_model **out, const zp_config *cfg, int rank, int num_worker
     m->batch = (size_t)cfg->batch_size;
     m->part_max = largest_partition(m);
     m->spe = (m->part_max + m->batch - 1) / m->batch;
-    m->order = zp_xmalloc(m->train->n * sizeof(uint32_t));
+    m->order = zp_alloc(m->train->n * sizeof(uint32_t));
     if (m->test)
-        m->logit = zp_xmalloc((m->test->n ? m->test->n : 1) * sizeof(float));
+        m->logit = zp_alloc((m->test->n ? m->test->n : 1) * sizeof(float));
     zp_info("ctr: %zu steps per epoch (batch %zu), emb_dim %u, sparse %s", m->spe, m->batch, m->dim,
             cfg->ctr_sparse_optimizer);
     *out = m;
@@ -171,8 +175,8 @@ static int batch_examples(const zp_model *m)
 
 static zp_model_batch *batch_new(zp_model *m)
 {
-    zp_model_batch *b = zp_xcalloc(1, sizeof(*b));
-    b->ex = zp_xmalloc(m->batch * sizeof(size_t));
+    zp_model_batch *b = zp_alloc_zeroed(1, sizeof(*b));
+    b->ex = zp_alloc(m->batch * sizeof(size_t));
     return b;
 }
 
@@ -212,7 +216,7 @@ static size_t batch_pick(zp_model *m, zp_model_batch *b, int64_t step, const uin
     b->np = zp_ctr_math_batch_positions(m->train, b->ex, b->nb);
     if (b->np > b->cap) {
         b->cap = b->np;
-        b->ids = zp_xrealloc(b->ids, b->cap * sizeof(uint64_t));
+        b->ids = zp_alloc_resize(b->ids, b->cap * sizeof(uint64_t));
     }
     zp_ctr_math_batch_ids(m->train, b->ex, b->nb, b->ids);
     *ids = b->ids;

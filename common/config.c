@@ -20,7 +20,7 @@
 #include "config.h"
 
 #include "config_int.h"
-#include "util.h"
+#include "errors.h"
 #include "zeps_errors.h"
 
 #include <errno.h>
@@ -64,8 +64,9 @@ int zp_config_check_mode(const zp_config *cfg, const char *const *known, char *e
         int n = snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", known[i]);
         used += n > 0 && (size_t)n < sizeof(list) - used ? (size_t)n : 0;
     }
-    return zp_seterr(err, errlen, ZEPS_ECONFIG, "%s:%u: 'cluster.consistency' = \"%s\" is not one of %s",
-                     cfg->path, cfg->consistency_line, cfg->consistency, list);
+    return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                         "%s:%u: 'cluster.consistency' = \"%s\" is not one of %s", cfg->path,
+                         cfg->consistency_line, cfg->consistency, list);
 }
 
 static int read_key(zp_config *cfg, parse_ctx *p, const char *section, const key_spec *k,
@@ -220,7 +221,7 @@ int zp_config_parse(zp_config *cfg, const char *text, const char *name, char *er
         zp_config_read_fail(&p, 0, "no configuration given");
         return ZEPS_EINVAL;
     }
-    zp_config_defaults(cfg);
+    zp_config_keys_defaults(cfg);
     snprintf(cfg->path, sizeof(cfg->path), "%s", p.name);
 
     config_t lc;

@@ -131,7 +131,7 @@ typedef struct zp_config {
 } zp_config;
 
 /* Fill *cfg with the defaults above (no servers, num_workers 0). */
-void zp_config_defaults(zp_config *cfg);
+void zp_config_keys_defaults(zp_config *cfg);
 
 /* Read and validate the cluster file at `path` into *cfg. On error returns
  * ZEPS_ECONFIG (or ZEPS_EIO if the file cannot be read) and writes a message
@@ -154,9 +154,9 @@ int zp_config_check_mode(const zp_config *cfg, const char *const *known, char *e
                          size_t errlen);
 
 /* The same for weighting functions and delay distributions. */
-const char *zp_weight_fn_name(zp_weight_fn f);
-int zp_weight_fn_from_name(const char *name);
-const char *zp_delay_dist_name(zp_delay_dist d);
-int zp_delay_dist_from_name(const char *name);
+const char *zp_config_keys_weight_fn_name(zp_weight_fn f);
+int zp_config_keys_weight_fn_from_name(const char *name);
+const char *zp_config_keys_delay_dist_name(zp_delay_dist d);
+int zp_config_keys_delay_dist_from_name(const char *name);
 
 #endif

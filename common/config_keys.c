@@ -6,7 +6,7 @@
  *
  * Each table row says the key's kind, where it lands in zp_config, whether it
  * is required and its allowed range, so adding a key is adding one row here,
- * its default in zp_config_defaults, and a line in docs/configuration.md.
+ * its default in zp_config_keys_defaults, and a line in docs/configuration.md.
  * config.c walks these tables; config_read.c reads one value.
  */
 #include <limits.h>
@@ -198,7 +198,7 @@ _Static_assert(NKEYS(cluster_keys) <= 64 && NKEYS(training_keys) <= 64 &&
                "seen mask too small");
 
 /* Fill *cfg with the defaults documented in config.h. Any thread. */
-void zp_config_defaults(zp_config *cfg)
+void zp_config_keys_defaults(zp_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     snprintf(cfg->consistency, sizeof(cfg->consistency), "bsp");
@@ -277,22 +277,22 @@ int zp_config_keys_index_of(const char *const *names, const char *name)
 /* The *_name functions return a static name, "unknown" for a value outside
  * the enum; the *_from_name functions the value named exactly `name`, or -1.
  * Any thread. */
-const char *zp_weight_fn_name(zp_weight_fn f)
+const char *zp_config_keys_weight_fn_name(zp_weight_fn f)
 {
     return name_of(weight_fn_names, NKEYS(weight_fn_names), (unsigned)f);
 }
 
-int zp_weight_fn_from_name(const char *name)
+int zp_config_keys_weight_fn_from_name(const char *name)
 {
     return zp_config_keys_index_of(weight_fn_names, name);
 }
 
-const char *zp_delay_dist_name(zp_delay_dist d)
+const char *zp_config_keys_delay_dist_name(zp_delay_dist d)
 {
     return name_of(delay_dist_names, NKEYS(delay_dist_names), (unsigned)d);
 }
 
-int zp_delay_dist_from_name(const char *name)
+int zp_config_keys_delay_dist_from_name(const char *name)
 {
     return zp_config_keys_index_of(delay_dist_names, name);
 }

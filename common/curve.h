@@ -50,7 +50,7 @@ int zp_curve_keygen(const char *dir, const char *name, char *public_out, char *e
 /* True if `ep` can only be reached from this host: ipc://, inproc://, or
  * tcp:// to 127.0.0.0/8, ::1 or localhost. A wildcard or any other address
  * (including a host name) is not. */
-bool zp_endpoint_is_loopback(const char *ep);
+bool zp_curve_is_loopback(const char *ep);
 
 /* True if the config turns CURVE on for the server side (a server secret
  * key is configured). */

@@ -1,8 +1,22 @@
 /*
  * errors.c - text for the zeps_err codes, generated from the one table in
- * zeps_errors.h.
+ * zeps_errors.h, and zp_errors_set, which pairs a code with a message.
  */
-#include "zeps_errors.h"
+#include "errors.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+int zp_errors_set(char *err, size_t errlen, int code, const char *fmt, ...)
+{
+    if (err && errlen > 0) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return code;
+}
 
 const char *zeps_strerror(int err)
 {

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "errors.h"
 #include "zeps_errors.h"
 
 typedef struct kind_desc {
@@ -45,10 +45,10 @@ static int parse_index(const char *text, const char *where, int max, int *out, c
     errno = 0;
     long v = strtol(text, &end, 10);
     if (!*text || *end || errno == ERANGE || end == text)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG, "%s='%s' is not a number", where, text);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "%s='%s' is not a number", where, text);
     if (v < 0 || v >= max)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG, "%s='%s' is out of range (0..%d)", where, text,
-                         max - 1);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "%s='%s' is out of range (0..%d)", where,
+                             text, max - 1);
     *out = (int)v;
     return 0;
 }
@@ -60,8 +60,8 @@ static int from_hostname(const char *hostname, int max, zp_identity *out, char *
     char buf[256];
     if (!hostname) {
         if (gethostname(buf, sizeof(buf)) != 0)
-            return zp_seterr(err, errlen, ZEPS_ECONFIG, "cannot read the host name: %s",
-                             strerror(errno));
+            return zp_errors_set(err, errlen, ZEPS_ECONFIG, "cannot read the host name: %s",
+                                 strerror(errno));
         buf[sizeof(buf) - 1] = 0;
     } else {
         snprintf(buf, sizeof(buf), "%s", hostname);
@@ -75,14 +75,14 @@ static int from_hostname(const char *hostname, int max, zp_identity *out, char *
     for (const char *p = digits; ok && *p; p++)
         ok = *p >= '0' && *p <= '9';
     if (!ok)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG,
-                         "host name '%s' does not end in an ordinal (want NAME-N, as a "
-                         "StatefulSet names its pods: zeps-server-3)",
-                         buf);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                             "host name '%s' does not end in an ordinal (want NAME-N, as a "
+                             "StatefulSet names its pods: zeps-server-3)",
+                             buf);
     int v = atoi(digits);
     if (v >= max)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG,
-                         "host name '%s': ordinal %d is out of range (0..%d)", buf, v, max - 1);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                             "host name '%s': ordinal %d is out of range (0..%d)", buf, v, max - 1);
     out->index = v;
     snprintf(out->source, sizeof(out->source), "host name %.100s", buf);
     return 0;
@@ -117,10 +117,11 @@ static int from_value(const char *value, const char *where, const char *hostname
         const char *name = value + 4;
         const char *v = *name ? env(name) : NULL;
         if (!*name)
-            return zp_seterr(err, errlen, ZEPS_ECONFIG, "%s='%s' names no variable", where, value);
+            return zp_errors_set(err, errlen, ZEPS_ECONFIG, "%s='%s' names no variable", where,
+                                 value);
         if (!v)
-            return zp_seterr(err, errlen, ZEPS_ECONFIG, "%s='%s', but %s is not set", where, value,
-                             name);
+            return zp_errors_set(err, errlen, ZEPS_ECONFIG, "%s='%s', but %s is not set", where,
+                                 value, name);
         int rc = parse_index(v, name, max, &out->index, err, errlen);
         if (rc == 0)
             snprintf(out->source, sizeof(out->source), "$%s=%s (%s)", name, v, where);
@@ -129,9 +130,9 @@ static int from_value(const char *value, const char *where, const char *hostname
     char *end;
     strtol(value, &end, 10);
     if (!*value || *end)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG,
-                         "%s='%s' is not a number (want N, auto, hostname or env:NAME)", where,
-                         value);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                             "%s='%s' is not a number (want N, auto, hostname or env:NAME)", where,
+                             value);
     int rc = parse_index(value, where, max, &out->index, err, errlen);
     if (rc == 0)
         snprintf(out->source, sizeof(out->source), "%s%s=%s", where[0] == '-' ? "" : "$", where,
@@ -154,10 +155,10 @@ int zp_identity_resolve(zp_identity_kind kind, const char *flag, const char *hos
     } else {
         rc = from_engine(max, &id, err, errlen);
         if (rc == 1)
-            rc = zp_seterr(err, errlen, ZEPS_ECONFIG,
-                           "no %s: give %s N (or %s auto), or set %s, JOB_COMPLETION_INDEX or "
-                           "SLURM_PROCID",
-                           d->what, d->flag, d->flag, d->var);
+            rc = zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                               "no %s: give %s N (or %s auto), or set %s, JOB_COMPLETION_INDEX or "
+                               "SLURM_PROCID",
+                               d->what, d->flag, d->flag, d->var);
     }
     if (rc != 0)
         return rc;

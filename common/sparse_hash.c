@@ -7,7 +7,7 @@
 
 #include <xxhash.h>
 
-uint64_t zp_id_hash(uint64_t id, uint64_t seed)
+uint64_t zp_sparse_hash_id(uint64_t id, uint64_t seed)
 {
     unsigned char b[8];
     for (int i = 0; i < 8; i++)

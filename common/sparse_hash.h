@@ -18,12 +18,12 @@
 #define ZP_INDEX_HASH_SEED 0x7a6570735f696478ull /* "zeps_idx": tables of trusted ids */
 
 /* xxHash XXH3-64 of the id's little-endian bytes with `seed`. */
-uint64_t zp_id_hash(uint64_t id, uint64_t seed);
+uint64_t zp_sparse_hash_id(uint64_t id, uint64_t seed);
 
 /* The shard of row `id` among `nshards` (> 0). */
 static inline int zp_sparse_shard_of(uint64_t id, int nshards)
 {
-    return (int)(zp_id_hash(id, ZP_SHARD_HASH_SEED) % (uint64_t)nshards);
+    return (int)(zp_sparse_hash_id(id, ZP_SHARD_HASH_SEED) % (uint64_t)nshards);
 }
 
 #endif

@@ -6,7 +6,7 @@
 #include <errno.h>
 #include <string.h>
 
-int zp_frames_recv(void *sock, zp_frames *m, int flags)
+int zp_wire_frames_recv(void *sock, zp_frames *m, int flags)
 {
     m->n = 0;
     m->dropped = 0;
@@ -18,7 +18,7 @@ int zp_frames_recv(void *sock, zp_frames *m, int flags)
         if (zmq_msg_recv(dst, sock, m->n == 0 && m->dropped == 0 ? flags : 0) < 0) {
             int e = errno;
             zmq_msg_close(dst);
-            zp_frames_close(m);
+            zp_wire_frames_close(m);
             errno = e;
             return -1;
         }
@@ -35,20 +35,20 @@ int zp_frames_recv(void *sock, zp_frames *m, int flags)
     }
 }
 
-void zp_frames_close(zp_frames *m)
+void zp_wire_frames_close(zp_frames *m)
 {
     for (int i = 0; i < m->n; i++)
         zmq_msg_close(&m->f[i]);
     m->n = 0;
 }
 
-Zeps__Header *zp_header_unpack(const zmq_msg_t *frame)
+Zeps__Header *zp_wire_unpack_header(const zmq_msg_t *frame)
 {
     return zeps__header__unpack(NULL, zmq_msg_size((zmq_msg_t *)frame),
                                 zmq_msg_data((zmq_msg_t *)frame));
 }
 
-int zp_header_send(void *sock, const Zeps__Header *h, int flags)
+int zp_wire_send_header(void *sock, const Zeps__Header *h, int flags)
 {
     size_t len = zeps__header__get_packed_size(h);
     zmq_msg_t msg;
@@ -64,8 +64,8 @@ int zp_header_send(void *sock, const Zeps__Header *h, int flags)
     return 0;
 }
 
-int zp_data_send(void *sock, const void *data, size_t len, zmq_free_fn *ffn, void *hint,
-                 int flags)
+int zp_wire_send_data(void *sock, const void *data, size_t len, zmq_free_fn *ffn, void *hint,
+                      int flags)
 {
     zmq_msg_t msg;
     int rc = ffn ? zmq_msg_init_data(&msg, (void *)data, len, ffn, hint)
@@ -86,7 +86,7 @@ int zp_data_send(void *sock, const void *data, size_t len, zmq_free_fn *ffn, voi
     return 0;
 }
 
-const char *zp_op_name(int op)
+const char *zp_wire_op_name(int op)
 {
     switch (op) {
     case ZEPS__OP__HELLO:

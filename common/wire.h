@@ -56,27 +56,27 @@ typedef struct zp_frames {
 /* Receive one whole multipart message. flags is 0 or ZMQ_DONTWAIT (for the
  * first frame; the rest of a multipart message is always there at once).
  * Returns 0, or -1 with errno from zmq (EAGAIN when nothing is there). On
- * success the caller owns the frames and releases them with zp_frames_close. */
-int zp_frames_recv(void *sock, zp_frames *m, int flags);
-void zp_frames_close(zp_frames *m);
+ * success the caller owns the frames and releases them with zp_wire_frames_close. */
+int zp_wire_frames_recv(void *sock, zp_frames *m, int flags);
+void zp_wire_frames_close(zp_frames *m);
 
 /* Decode frame `i` as a header. Returns NULL if it is not a valid
  * zeps.Header; free a result with zeps__header__free_unpacked(h, NULL). */
-Zeps__Header *zp_header_unpack(const zmq_msg_t *frame);
+Zeps__Header *zp_wire_unpack_header(const zmq_msg_t *frame);
 
 /* Pack `h` into a new frame and send it with `flags` (ZMQ_SNDMORE,
  * ZMQ_DONTWAIT). Returns 0 or -1 with errno from zmq. */
-int zp_header_send(void *sock, const Zeps__Header *h, int flags);
+int zp_wire_send_header(void *sock, const Zeps__Header *h, int flags);
 
 /* Send `len` bytes at `data` as one frame. With `ffn` non-NULL the bytes are
  * not copied: ZeroMQ calls ffn(data, hint) from its I/O thread once it no
  * longer needs them (also when the send fails). With ffn NULL they are
  * copied. Returns 0 or -1 with errno from zmq. */
-int zp_data_send(void *sock, const void *data, size_t len, zmq_free_fn *ffn, void *hint,
-                 int flags);
+int zp_wire_send_data(void *sock, const void *data, size_t len, zmq_free_fn *ffn, void *hint,
+                      int flags);
 
 /* Name of an op for messages ("PUSH"); "OP(n)" style for unknown ones is
  * written into a static buffer-free form: returns "UNKNOWN" then. */
-const char *zp_op_name(int op);
+const char *zp_wire_op_name(int op);
 
 #endif

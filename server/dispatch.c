@@ -63,7 +63,7 @@ void zp_dispatch(zp_server *s, zp_frames *m)
         zp_reply_error(s, identity, NULL, ZEPS_EPROTO, "message has no header frame");
         return;
     }
-    Zeps__Header *h = zp_header_unpack(&m->f[1]);
+    Zeps__Header *h = zp_wire_unpack_header(&m->f[1]);
     if (!h) {
         zp_reply_error(s, identity, NULL, ZEPS_EPROTO,
                        "header frame of %zu bytes is not a valid zeps.Header",

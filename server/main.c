@@ -12,12 +12,12 @@
 #include <signal.h>
 #include <stdio.h>
 
-#include "args.h"
+#include "alloc.h"
+#include "daemon.h"
 #include "log.h"
 #include "mathenv.h"
 #include "registry.h"
 #include "server.h"
-#include "util.h"
 
 int main(int argc, char **argv)
 {
@@ -37,7 +37,7 @@ int main(int argc, char **argv)
         zp_error("%s", err); /* a bad cluster file, as zp_daemon_load reports it */
         return 2;
     }
-    zp_malloc_tune();
+    zp_alloc_tune();
     signal(SIGPIPE, SIG_IGN);
 
     zp_server *srv;

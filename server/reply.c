@@ -29,15 +29,16 @@ size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header 
             ffn((void *)data, hint);
         return 0;
     }
-    if (zp_header_send(sock, rep, more | ZMQ_DONTWAIT) < 0) {
-        zp_warn("sending a %s reply failed: %s", zp_op_name(rep->op), zmq_strerror(zmq_errno()));
+    if (zp_wire_send_header(sock, rep, more | ZMQ_DONTWAIT) < 0) {
+        zp_warn("sending a %s reply failed: %s", zp_wire_op_name(rep->op),
+                zmq_strerror(zmq_errno()));
         if (ffn)
             ffn((void *)data, hint);
         return 0;
     }
     size_t out = zeps__header__get_packed_size(rep);
     if (data) {
-        if (zp_data_send(sock, data, len, ffn, hint, ZMQ_DONTWAIT) < 0)
+        if (zp_wire_send_data(sock, data, len, ffn, hint, ZMQ_DONTWAIT) < 0)
             zp_warn("sending %zu payload bytes failed: %s", len, zmq_strerror(zmq_errno()));
         else
             out += len;
@@ -87,7 +88,7 @@ void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, 
     rep.error = code;
     rep.error_text = text;
     s->errors++;
-    zp_info("%s from rank %d refused (%s): %s", req ? zp_op_name(req->op) : "message",
+    zp_info("%s from rank %d refused (%s): %s", req ? zp_wire_op_name(req->op) : "message",
             req ? (int)req->rank : -1, zeps_errname(code), text);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }

@@ -32,10 +32,13 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "curve.h"
+#include "errors.h"
 #include "log.h"
 #include "mathenv.h"
-#include "util.h"
+#include "now.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 #define DRAIN_BATCH 256
@@ -54,13 +57,13 @@ static int drain(zp_server *s)
 {
     for (int i = 0; i < DRAIN_BATCH; i++) {
         zp_frames m;
-        if (zp_frames_recv(s->sock, &m, ZMQ_DONTWAIT) != 0) {
+        if (zp_wire_frames_recv(s->sock, &m, ZMQ_DONTWAIT) != 0) {
             if (zmq_errno() != EAGAIN && zmq_errno() != EINTR)
                 zp_warn("receive failed: %s", zmq_strerror(zmq_errno()));
             return zmq_has_input(s);
         }
         zp_dispatch(s, &m);
-        zp_frames_close(&m);
+        zp_wire_frames_close(&m);
     }
     return zmq_has_input(s);
 }
@@ -161,9 +164,9 @@ static int check_server_public(const zp_config *cfg, const char *secret, char *e
     if (rc != 0)
         return rc;
     if (zmq_curve_public(derived, secret) != 0 || strcmp(derived, pub) != 0)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG,
-                         "public key file %s does not belong to secret key file %s",
-                         cfg->curve_server_public, cfg->curve_server_secret);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                             "public key file %s does not belong to secret key file %s",
+                             cfg->curve_server_public, cfg->curve_server_secret);
     return 0;
 }
 
@@ -288,7 +291,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
                  cfg->consistency);
         return ZEPS_ECONFIG;
     }
-    zp_server *s = zp_xcalloc(1, sizeof(*s));
+    zp_server *s = zp_alloc_zeroed(1, sizeof(*s));
     s->cfg = *cfg;
     s->shard = shard;
     s->nshards = cfg->num_shards;
@@ -301,7 +304,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     s->restored_clock = -1;
     /* A new incarnation per start: time and pid mixed, so a restarted shard
      * is told apart from the one before it. */
-    s->incarnation = zp_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32)) | 1u;
+    s->incarnation = zp_rng_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32)) | 1u;
     zp_workers_init(&s->workers, s->nworkers);
     int rc = cfg->trace_dir[0] ? zp_trace_open(&s->trace, cfg->trace_dir, shard, err, errlen) : 0;
     if (rc != 0) {

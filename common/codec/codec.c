@@ -4,20 +4,20 @@
  * docs/compression.md.
  *
  * Each codec family is its own file, a const zp_codec_ops per codec:
- * float.c (none, fp16, bf16), int8.c, sign.c and sparse.c (topk, randk).
+ * float.c (none, fp16, bf16), int8.c, sign.c and sparsify.c (topk, randk).
  * Adding a codec is adding its file and one line in the table below.
  */
 #include "codec.h"
 
 #include <string.h>
 
-#include "util.h"
+#include "errors.h"
 #include "zeps_errors.h"
 
 /* In id order: codecs[i].id == i. */
 static const zp_codec_ops *const codecs[] = {
-    &zp_codec_none, &zp_codec_fp16, &zp_codec_bf16,  &zp_codec_int8,
-    &zp_codec_sign, &zp_codec_topk, &zp_codec_randk,
+    &zp_float_none_ops, &zp_float_fp16_ops,    &zp_float_bf16_ops,     &zp_int8_ops,
+    &zp_sign_ops,       &zp_sparsify_topk_ops, &zp_sparsify_randk_ops,
 };
 
 #define NCODECS (sizeof(codecs) / sizeof(codecs[0]))
@@ -56,18 +56,18 @@ int zp_codec_params_check(const zp_codec_ops *c, const zp_codec_params *p, char 
 {
     if (c->id == ZP_CODEC_TOPK || c->id == ZP_CODEC_RANDK) {
         if (p->count == 0 && !(p->fraction > 0.0 && p->fraction <= 1.0))
-            return zp_seterr(err, errlen, ZEPS_EINVAL,
-                             "%s: fraction = %g must be in (0, 1] (or set a count)", c->name,
-                             p->fraction);
+            return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                                 "%s: fraction = %g must be in (0, 1] (or set a count)", c->name,
+                                 p->fraction);
     }
     if (c->id == ZP_CODEC_INT8 && p->block > ZP_CODEC_INT8_BLOCK_MAX)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "int8: block = %u must be in 1..%u", p->block,
-                         ZP_CODEC_INT8_BLOCK_MAX);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "int8: block = %u must be in 1..%u",
+                             p->block, ZP_CODEC_INT8_BLOCK_MAX);
     return 0;
 }
 
-size_t zp_ef_encode(const zp_codec_ops *c, const zp_codec_params *p, float *residual,
-                    const float *g, size_t n, uint64_t nonce, void *out)
+size_t zp_codec_ef_encode(const zp_codec_ops *c, const zp_codec_params *p, float *residual,
+                          const float *g, size_t n, uint64_t nonce, void *out)
 {
     for (size_t i = 0; i < n; i++)
         residual[i] += g[i];

@@ -9,7 +9,7 @@
  * shard (server/handlers.c); compressed pulls carry one back (server/cpull.c).
  *
  * The split of work follows who trusts what:
- *   - the client encodes (zp_ef_encode: with error feedback, into a buffer it
+ *   - the client encodes (zp_codec_ef_encode: with error feedback, into a buffer it
  *     then sends); encoding trusts its input, which must be finite;
  *   - the server calls validate() on a payload from the network, which checks
  *     everything decode() relies on (exact length for n, ranges, ordering,
@@ -99,13 +99,13 @@ typedef struct zp_codec_ops {
 } zp_codec_ops;
 
 /* The codecs, for direct use (e.g. tests) and for the lookups below. */
-extern const zp_codec_ops zp_codec_none;
-extern const zp_codec_ops zp_codec_fp16;
-extern const zp_codec_ops zp_codec_bf16;
-extern const zp_codec_ops zp_codec_int8;
-extern const zp_codec_ops zp_codec_sign;
-extern const zp_codec_ops zp_codec_topk;
-extern const zp_codec_ops zp_codec_randk;
+extern const zp_codec_ops zp_float_none_ops;
+extern const zp_codec_ops zp_float_fp16_ops;
+extern const zp_codec_ops zp_float_bf16_ops;
+extern const zp_codec_ops zp_int8_ops;
+extern const zp_codec_ops zp_sign_ops;
+extern const zp_codec_ops zp_sparsify_topk_ops;
+extern const zp_codec_ops zp_sparsify_randk_ops;
 
 /* Look up by name ("none", "fp16", ...) or by Header.codec value; NULL if
  * unknown. The returned table is static. */
@@ -128,7 +128,7 @@ int zp_codec_params_check(const zp_codec_ops *c, const zp_codec_params *p, char 
 
 /* k that topk/randk send for n values: min(count, n), or ceil(fraction * n)
  * clamped to [1, n]; 0 if n == 0. */
-size_t zp_codec_k(size_t n, const zp_codec_params *p);
+size_t zp_sparsify_k(size_t n, const zp_codec_params *p);
 
 /* One step of error feedback (EF-SGD, EF-signSGD): r <- r + g; c = C(r);
  * r <- r - D(c). Writes c into out (c->max_size(n, p) bytes) and returns its
@@ -138,7 +138,7 @@ size_t zp_codec_k(size_t n, const zp_codec_params *p);
  * up to float rounding, so nothing the codec drops is lost, only delayed.
  * randk's n/k scaling makes the residual grow when k < n/2 (it is unbiased,
  * not contractive); use randk without error feedback. */
-size_t zp_ef_encode(const zp_codec_ops *c, const zp_codec_params *p, float *residual,
-                    const float *g, size_t n, uint64_t nonce, void *out);
+size_t zp_codec_ef_encode(const zp_codec_ops *c, const zp_codec_params *p, float *residual,
+                          const float *g, size_t n, uint64_t nonce, void *out);
 
 #endif

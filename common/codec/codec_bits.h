@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "codec.h"
-#include "util.h"
+#include "errors.h"
 #include "zeps_errors.h"
 
 /* Payloads are little-endian and read by memcpy: zeps supports only
@@ -92,8 +92,9 @@ static inline bool finite_bits(uint32_t u)
 static inline int size_err(const zp_codec_ops *c, size_t n, size_t want, size_t len, char *err,
                     size_t errlen)
 {
-    return zp_seterr(err, errlen, ZEPS_ESIZE,
-                     "%s payload for %zu values must be %zu bytes, got %zu", c->name, n, want, len);
+    return zp_errors_set(err, errlen, ZEPS_ESIZE,
+                         "%s payload for %zu values must be %zu bytes, got %zu", c->name, n, want,
+                         len);
 }
 
 /* First element of an f32 array (unaligned) that is NaN or Inf; n if none.

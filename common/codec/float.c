@@ -13,6 +13,7 @@
 
 #include "codec.h"
 #include "codec_bits.h"
+#include "errors.h"
 
 /* ------------------------------------------------------------------ */
 /* none: raw f32                                                      */
@@ -33,10 +34,10 @@ static size_t none_encode(const float *x, size_t n, const zp_codec_params *p, ui
 static int none_validate(const void *buf, size_t len, size_t n, char *err, size_t errlen)
 {
     if (len % 4 != 0 || len / 4 != n)
-        return size_err(&zp_codec_none, n, 4 * n, len, err, errlen);
+        return size_err(&zp_float_none_ops, n, 4 * n, len, err, errlen);
     size_t i = first_nonfinite_f32(buf, n);
     if (i < n)
-        return zp_seterr(err, errlen, ZEPS_ENONFINITE, "none: value %zu is NaN or Inf", i);
+        return zp_errors_set(err, errlen, ZEPS_ENONFINITE, "none: value %zu is NaN or Inf", i);
     return 0;
 }
 
@@ -53,7 +54,7 @@ static void none_decode_add(const void *buf, size_t len, size_t n, float alpha, 
         acc[i] += alpha * ldf(b + 4 * i);
 }
 
-const zp_codec_ops zp_codec_none = {
+const zp_codec_ops zp_float_none_ops = {
     .name = "none",
     .id = ZP_CODEC_NONE,
     .layout = "[n x f32]",
@@ -134,12 +135,12 @@ static int half_validate(const zp_codec_ops *c, uint16_t expmask, const void *bu
     size_t i = 0;
     while ((ld16(b + 2 * i) & expmask) != expmask)
         i++;
-    return zp_seterr(err, errlen, ZEPS_ENONFINITE, "%s: value %zu is NaN or Inf", c->name, i);
+    return zp_errors_set(err, errlen, ZEPS_ENONFINITE, "%s: value %zu is NaN or Inf", c->name, i);
 }
 
 static int fp16_validate(const void *buf, size_t len, size_t n, char *err, size_t errlen)
 {
-    return half_validate(&zp_codec_fp16, 0x7c00u, buf, len, n, err, errlen);
+    return half_validate(&zp_float_fp16_ops, 0x7c00u, buf, len, n, err, errlen);
 }
 
 static void fp16_decode(const void *buf, size_t len, size_t n, float *out)
@@ -156,7 +157,7 @@ static void fp16_decode_add(const void *buf, size_t len, size_t n, float alpha, 
         acc[i] += alpha * f16_to_f32(ld16(b + 2 * i));
 }
 
-const zp_codec_ops zp_codec_fp16 = {
+const zp_codec_ops zp_float_fp16_ops = {
     .name = "fp16",
     .id = ZP_CODEC_FP16,
     .layout = "[n x IEEE binary16]",
@@ -195,7 +196,7 @@ static size_t bf16_encode(const float *x, size_t n, const zp_codec_params *p, ui
 
 static int bf16_validate(const void *buf, size_t len, size_t n, char *err, size_t errlen)
 {
-    return half_validate(&zp_codec_bf16, 0x7f80u, buf, len, n, err, errlen);
+    return half_validate(&zp_float_bf16_ops, 0x7f80u, buf, len, n, err, errlen);
 }
 
 static void bf16_decode(const void *buf, size_t len, size_t n, float *out)
@@ -212,7 +213,7 @@ static void bf16_decode_add(const void *buf, size_t len, size_t n, float alpha, 
         acc[i] += alpha * bitsf((uint32_t)ld16(b + 2 * i) << 16);
 }
 
-const zp_codec_ops zp_codec_bf16 = {
+const zp_codec_ops zp_float_bf16_ops = {
     .name = "bf16",
     .id = ZP_CODEC_BF16,
     .layout = "[n x bfloat16]",

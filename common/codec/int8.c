@@ -15,6 +15,8 @@
 
 #include "codec.h"
 #include "codec_bits.h"
+#include "errors.h"
+#include "rng.h"
 
 static uint32_t int8_block(const zp_codec_params *p)
 {
@@ -32,7 +34,7 @@ static size_t int8_size(size_t n, const zp_codec_params *p)
 }
 
 /* lowbias32 (C. Wellons): a bijective 32-bit hash with good avalanche, two
- * multiplies. Together with a per-block key from zp_mix64 it is the
+ * multiplies. Together with a per-block key from zp_rng_mix64 it is the
  * counter-based generator of int8's stochastic rounding. */
 static inline uint32_t hash32(uint32_t x)
 {
@@ -70,7 +72,8 @@ static size_t int8_encode(const float *x, size_t n, const zp_codec_params *p, ui
     size_t nb = nblocks(n, B);
     unsigned char *scales = o + 4;
     int8_t *q = (int8_t *)(o + 4 + 4 * nb);
-    uint64_t base = zp_mix64((p ? p->seed : 0) ^ zp_mix64(nonce ^ 0x696e7438ull /* "int8" */));
+    uint64_t base =
+        zp_rng_mix64((p ? p->seed : 0) ^ zp_rng_mix64(nonce ^ 0x696e7438ull /* "int8" */));
     st32(o, B);
     for (size_t b = 0; b < nb; b++) {
         size_t first = b * B, L = n - first < B ? n - first : B;
@@ -93,7 +96,7 @@ static size_t int8_encode(const float *x, size_t n, const zp_codec_params *p, ui
             /* max|x| near FLT_MAX: m/127 may round up so that 127 s is Inf */
             while (!isfinite(127.0f * s))
                 s = bitsf(fbits(s) - 1);
-            int8_quantise(x + first, L, s, (uint32_t)zp_mix64(base + b), q + first);
+            int8_quantise(x + first, L, s, (uint32_t)zp_rng_mix64(base + b), q + first);
         }
         stf(scales + 4 * b, s);
     }
@@ -104,29 +107,30 @@ static int int8_validate(const void *buf, size_t len, size_t n, char *err, size_
 {
     const unsigned char *b = buf;
     if (len < 4)
-        return zp_seterr(err, errlen, ZEPS_ESIZE,
-                         "int8 payload of %zu bytes is shorter than its 4-byte block size", len);
+        return zp_errors_set(err, errlen, ZEPS_ESIZE,
+                             "int8 payload of %zu bytes is shorter than its 4-byte block size",
+                             len);
     uint32_t B = ld32(b);
     if (B == 0 || B > ZP_CODEC_INT8_BLOCK_MAX)
-        return zp_seterr(err, errlen, ZEPS_EPROTO, "int8: block size %u outside 1..%u", B,
-                         ZP_CODEC_INT8_BLOCK_MAX);
+        return zp_errors_set(err, errlen, ZEPS_EPROTO, "int8: block size %u outside 1..%u", B,
+                             ZP_CODEC_INT8_BLOCK_MAX);
     /* n <= len first, so the sum below cannot overflow for any real buffer */
     size_t nb = nblocks(n, B);
     if (n > len || len != 4 + 4 * nb + n)
-        return size_err(&zp_codec_int8, n, 4 + 4 * nblocks(n, B) + n, len, err, errlen);
+        return size_err(&zp_int8_ops, n, 4 + 4 * nblocks(n, B) + n, len, err, errlen);
     for (size_t i = 0; i < nb; i++) {
         float s = ldf(b + 4 + 4 * i);
         if (!isfinite(s))
-            return zp_seterr(err, errlen, ZEPS_ENONFINITE, "int8: scale of block %zu is %g", i,
-                             (double)s);
+            return zp_errors_set(err, errlen, ZEPS_ENONFINITE, "int8: scale of block %zu is %g", i,
+                                 (double)s);
         if (!(s >= 0.0f))
-            return zp_seterr(err, errlen, ZEPS_EPROTO, "int8: scale of block %zu is negative (%g)",
-                             i, (double)s);
+            return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                                 "int8: scale of block %zu is negative (%g)", i, (double)s);
         /* the encoder keeps 127 s finite; a larger scale would decode to Inf */
         if (!isfinite(127.0f * s))
-            return zp_seterr(err, errlen, ZEPS_EPROTO,
-                             "int8: scale of block %zu is %g, too large (127 x scale overflows)", i,
-                             (double)s);
+            return zp_errors_set(
+                err, errlen, ZEPS_EPROTO,
+                "int8: scale of block %zu is %g, too large (127 x scale overflows)", i, (double)s);
     }
     /* -128 is never produced (|q| <= 127 keeps the code symmetric) */
     const unsigned char *q = b + 4 + 4 * nb;
@@ -137,8 +141,8 @@ static int int8_validate(const void *buf, size_t len, size_t n, char *err, size_
         size_t i = 0;
         while (q[i] != 0x80)
             i++;
-        return zp_seterr(err, errlen, ZEPS_EPROTO, "int8: value %zu is -128 (allowed: -127..127)",
-                         i);
+        return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                             "int8: value %zu is -128 (allowed: -127..127)", i);
     }
     return 0;
 }
@@ -171,7 +175,7 @@ static void int8_decode(const void *buf, size_t len, size_t n, float *out)
     }
 }
 
-const zp_codec_ops zp_codec_int8 = {
+const zp_codec_ops zp_int8_ops = {
     .name = "int8",
     .id = ZP_CODEC_INT8,
     .layout = "[u32 B][ceil(n/B) x f32 scale][n x i8 value]",

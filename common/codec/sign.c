@@ -12,6 +12,7 @@
 
 #include "codec.h"
 #include "codec_bits.h"
+#include "errors.h"
 
 static size_t sign_size(size_t n, const zp_codec_params *p)
 {
@@ -68,15 +69,15 @@ static int sign_validate(const void *buf, size_t len, size_t n, char *err, size_
     const unsigned char *b = buf;
     size_t want = sign_size(n, NULL);
     if (len != want)
-        return size_err(&zp_codec_sign, n, want, len, err, errlen);
+        return size_err(&zp_sign_ops, n, want, len, err, errlen);
     float s = ldf(b);
     if (!isfinite(s))
-        return zp_seterr(err, errlen, ZEPS_ENONFINITE, "sign: scale is %g", (double)s);
+        return zp_errors_set(err, errlen, ZEPS_ENONFINITE, "sign: scale is %g", (double)s);
     if (!(s >= 0.0f))
-        return zp_seterr(err, errlen, ZEPS_EPROTO, "sign: scale is negative (%g)", (double)s);
+        return zp_errors_set(err, errlen, ZEPS_EPROTO, "sign: scale is negative (%g)", (double)s);
     if (n % 8 && (b[len - 1] >> (n % 8)) != 0)
-        return zp_seterr(err, errlen, ZEPS_EPROTO,
-                         "sign: bits past element %zu in the last byte must be zero", n - 1);
+        return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                             "sign: bits past element %zu in the last byte must be zero", n - 1);
     return 0;
 }
 
@@ -114,7 +115,7 @@ static void sign_decode(const void *buf, size_t len, size_t n, float *out)
     sign_expand(b + 4, n, fbits(ldf(b)), out, false);
 }
 
-const zp_codec_ops zp_codec_sign = {
+const zp_codec_ops zp_sign_ops = {
     .name = "sign",
     .id = ZP_CODEC_SIGN,
     .layout = "[f32 scale][ceil(n/8) bytes, bit i%8 of byte i/8 = sign bit of x_i]",

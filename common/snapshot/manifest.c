@@ -19,10 +19,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
+#include "errors.h"
 #include "snapshot.h"
 #include "snapshot_io.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 #define MANIFEST_MAX ((size_t)16 << 20)
@@ -78,7 +79,7 @@ static bool next_line(const char *text, size_t end, size_t *pos, char *line, siz
 static int manifest_parse(const char *path, const char *text, size_t size, zp_manifest *m,
                           char *err, size_t errlen)
 {
-#define BAD(...) zp_seterr(err, errlen, ZEPS_EDATA, "manifest " __VA_ARGS__)
+#define BAD(...) zp_errors_set(err, errlen, ZEPS_EDATA, "manifest " __VA_ARGS__)
     /* The last line is the CRC of everything before it. */
     if (size == 0 || text[size - 1] != '\n')
         return BAD("%s: truncated (no final newline)", path);
@@ -89,7 +90,7 @@ static int manifest_parse(const char *path, const char *text, size_t size, zp_ma
     char tail[32];
     if (sscanf(text + last, "crc32c %8x%1[\n]", &crc, tail) != 2)
         return BAD("%s: no crc32c line at the end (truncated?)", path);
-    if (zp_snap_crc32c(text, last) != crc)
+    if (zp_snapshot_crc32c(text, last) != crc)
         return BAD("%s: CRC mismatch", path);
 
     char line[256], name[128], canon[sizeof(((zp_snap_file *)0)->name)];
@@ -108,11 +109,11 @@ static int manifest_parse(const char *path, const char *text, size_t size, zp_ma
             return BAD("%s: bad line '%s'", path, line);
         if (m->nsets == cap) {
             cap = cap ? 2 * cap : 8;
-            m->sets = zp_xrealloc(m->sets, cap * sizeof(zp_snap_set));
+            m->sets = zp_alloc_resize(m->sets, cap * sizeof(zp_snap_set));
         }
         zp_snap_set *set = &m->sets[m->nsets++];
         *set = (zp_snap_set){.setid = setid, .nshards = S, .clock = clock, .created_ns = created};
-        set->files = zp_xcalloc(S, sizeof(zp_snap_file));
+        set->files = zp_alloc_zeroed(S, sizeof(zp_snap_file));
         if (m->nsets > 1 && setid >= m->sets[m->nsets - 2].setid)
             return BAD("%s: set %016" PRIx64 " out of order", path, setid);
         for (unsigned i = 0; i < S; i++) {
@@ -135,8 +136,8 @@ int zp_manifest_load(const char *dir, zp_manifest **out, char *err, size_t errle
 {
     char path[PATH_MAX];
     if (manifest_path(path, sizeof(path), dir, "MANIFEST"))
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
-    zp_manifest *m = zp_xcalloc(1, sizeof(*m));
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+    zp_manifest *m = zp_alloc_zeroed(1, sizeof(*m));
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         if (errno == ENOENT) {
@@ -144,18 +145,18 @@ int zp_manifest_load(const char *dir, zp_manifest **out, char *err, size_t errle
             return 0;
         }
         free(m);
-        return zp_seterr(err, errlen, ZEPS_EIO, "manifest %s: cannot open: %s", path,
-                         strerror(errno));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "manifest %s: cannot open: %s", path,
+                             strerror(errno));
     }
     struct stat st;
     int rc = 0;
     char *text = NULL;
     if (fstat(fd, &st) < 0 || (size_t)st.st_size > MANIFEST_MAX)
-        rc = zp_seterr(err, errlen, ZEPS_EDATA, "manifest %s: cannot stat or larger than %zu bytes",
-                       path, MANIFEST_MAX);
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA,
+                           "manifest %s: cannot stat or larger than %zu bytes", path, MANIFEST_MAX);
     if (!rc) {
-        text = zp_xmalloc((size_t)st.st_size + 1);
-        rc = zp_snap_read_file(fd, path, text, (size_t)st.st_size, err, errlen);
+        text = zp_alloc((size_t)st.st_size + 1);
+        rc = zp_snapshot_read_file(fd, path, text, (size_t)st.st_size, err, errlen);
     }
     close(fd);
     if (!rc)
@@ -178,7 +179,7 @@ struct text_buf {
 static int fill_text(int fd, const void *arg)
 {
     const struct text_buf *tb = arg;
-    return zp_snap_write_all(fd, tb->text, tb->len);
+    return zp_snapshot_write_all(fd, tb->text, tb->len);
 }
 
 static int manifest_store(const char *dir, const zp_manifest *m, char *err, size_t errlen)
@@ -186,7 +187,7 @@ static int manifest_store(const char *dir, const zp_manifest *m, char *err, size
     size_t cap = 64, len = 0;
     for (size_t i = 0; i < m->nsets; i++)
         cap += 128 + (size_t)m->sets[i].nshards * 160; /* bounds of the two line formats */
-    char *text = zp_xmalloc(cap);
+    char *text = zp_alloc(cap);
     len += (size_t)snprintf(text + len, cap - len, "zeps-manifest 1\n");
     for (size_t i = 0; i < m->nsets; i++) {
         const zp_snap_set *s = &m->sets[i];
@@ -198,16 +199,17 @@ static int manifest_store(const char *dir, const zp_manifest *m, char *err, size
             len += (size_t)snprintf(text + len, cap - len, "file %s %" PRIu64 " %08x\n",
                                     s->files[k].name, s->files[k].size, s->files[k].header_crc);
     }
-    len += (size_t)snprintf(text + len, cap - len, "crc32c %08x\n", zp_snap_crc32c(text, len));
+    len += (size_t)snprintf(text + len, cap - len, "crc32c %08x\n", zp_snapshot_crc32c(text, len));
 
     char path[PATH_MAX], tmp[PATH_MAX];
     int n = snprintf(tmp, sizeof(tmp), "%s/MANIFEST.tmp.%ld", dir, (long)getpid());
     if (manifest_path(path, sizeof(path), dir, "MANIFEST") || n < 0 || (size_t)n >= sizeof(tmp)) {
         free(text);
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
     }
     struct text_buf tb = {text, len};
-    int rc = zp_snap_replace_file(tmp, path, dir, "manifest", fill_text, &tb, err, errlen);
+    int rc =
+        zp_snapshot_write_replace_file(tmp, path, dir, "manifest", fill_text, &tb, err, errlen);
     free(text);
     return rc;
 }
@@ -218,17 +220,17 @@ static int manifest_lock(const char *dir, char *err, size_t errlen)
 {
     char path[PATH_MAX];
     if (manifest_path(path, sizeof(path), dir, "MANIFEST.lock")) {
-        zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+        zp_errors_set(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
         return -1;
     }
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
     if (fd < 0) {
-        zp_seterr(err, errlen, ZEPS_EIO, "cannot open %s: %s", path, strerror(errno));
+        zp_errors_set(err, errlen, ZEPS_EIO, "cannot open %s: %s", path, strerror(errno));
         return -1;
     }
     while (flock(fd, LOCK_EX) < 0) {
         if (errno != EINTR) {
-            zp_seterr(err, errlen, ZEPS_EIO, "cannot lock %s: %s", path, strerror(errno));
+            zp_errors_set(err, errlen, ZEPS_EIO, "cannot lock %s: %s", path, strerror(errno));
             close(fd);
             return -1;
         }
@@ -236,26 +238,27 @@ static int manifest_lock(const char *dir, char *err, size_t errlen)
     return fd;
 }
 
-int zp_snapshot_set_complete(const char *dir, uint64_t setid, uint32_t nshards, char *err,
+int zp_manifest_set_complete(const char *dir, uint64_t setid, uint32_t nshards, char *err,
                              size_t errlen)
 {
     if (nshards == 0)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "set %016" PRIx64 ": 0 shards", setid);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "set %016" PRIx64 ": 0 shards", setid);
     for (uint32_t i = 0; i < nshards; i++) {
         char path[PATH_MAX];
         zp_snap_info in;
         if (zp_snapshot_path(path, sizeof(path), dir, setid, i, nshards))
-            return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+            return zp_errors_set(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long",
+                                 dir);
         if (access(path, F_OK) < 0)
-            return zp_seterr(err, errlen, ZEPS_EDATA, "set %016" PRIx64 " incomplete: %s: %s",
-                             setid, path, strerror(errno));
-        int rc = zp_snapshot_verify(path, &in, err, errlen);
+            return zp_errors_set(err, errlen, ZEPS_EDATA, "set %016" PRIx64 " incomplete: %s: %s",
+                                 setid, path, strerror(errno));
+        int rc = zp_snapshot_read_verify(path, &in, err, errlen);
         if (rc)
             return rc;
         if (in.h.setid != setid || in.h.shard != i || in.h.nshards != nshards)
-            return zp_seterr(err, errlen, ZEPS_EDATA,
-                             "snapshot %s: header says set %016" PRIx64 " shard %u of %u", path,
-                             in.h.setid, in.h.shard, in.h.nshards);
+            return zp_errors_set(err, errlen, ZEPS_EDATA,
+                                 "snapshot %s: header says set %016" PRIx64 " shard %u of %u", path,
+                                 in.h.setid, in.h.shard, in.h.nshards);
     }
     return 0;
 }
@@ -263,21 +266,22 @@ int zp_snapshot_set_complete(const char *dir, uint64_t setid, uint32_t nshards, 
 int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char *err, size_t errlen)
 {
     if (nshards == 0)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "set %016" PRIx64 ": 0 shards", setid);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "set %016" PRIx64 ": 0 shards", setid);
     zp_snap_set set = {.setid = setid, .nshards = nshards};
-    set.files = zp_xcalloc(nshards, sizeof(zp_snap_file));
+    set.files = zp_alloc_zeroed(nshards, sizeof(zp_snap_file));
     int rc = 0;
     for (uint32_t i = 0; i < nshards && !rc; i++) {
         char path[PATH_MAX];
         zp_snap_info in;
         if (zp_snapshot_path(path, sizeof(path), dir, setid, i, nshards)) {
-            rc = zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+            rc = zp_errors_set(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long",
+                               dir);
             break;
         }
         rc = zp_snapshot_read_info(path, &in, err, errlen);
         if (!rc && (in.h.setid != setid || in.h.shard != i || in.h.nshards != nshards ||
                     (i > 0 && in.h.clock != set.clock)))
-            rc = zp_seterr(
+            rc = zp_errors_set(
                 err, errlen, ZEPS_EDATA,
                 "snapshot %s: header says set %016" PRIx64 " shard %u of %u clock %" PRId64
                 ", not part of set %016" PRIx64 " of %u shards (clock %" PRId64 ")",
@@ -320,7 +324,7 @@ int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char 
             }
         while (at < m->nsets && m->sets[at].setid > setid)
             at++;
-        m->sets = zp_xrealloc(m->sets, (m->nsets + 1) * sizeof(zp_snap_set));
+        m->sets = zp_alloc_resize(m->sets, (m->nsets + 1) * sizeof(zp_snap_set));
         memmove(&m->sets[at + 1], &m->sets[at], (m->nsets - at) * sizeof(zp_snap_set));
         m->sets[at] = set;
         m->nsets++;
@@ -343,19 +347,19 @@ static int restore_own(const char *dir, const zp_snap_set *set, uint32_t shard, 
     zp_snap_info in;
     int rc = 0;
     if (set->nshards != nshards) {
-        rc = zp_seterr(why, whylen, ZEPS_EDATA,
-                       "it has %u shards, this cluster %u (it needs resharding)", set->nshards,
-                       nshards);
+        rc = zp_errors_set(why, whylen, ZEPS_EDATA,
+                           "it has %u shards, this cluster %u (it needs resharding)", set->nshards,
+                           nshards);
     } else if (manifest_path(path, sizeof(path), dir, set->files[shard].name)) {
-        rc = zp_seterr(why, whylen, ZEPS_EINVAL, "path too long");
+        rc = zp_errors_set(why, whylen, ZEPS_EINVAL, "path too long");
     } else if (!(rc = zp_snapshot_read_info(path, &in, why, whylen)) &&
                (in.file_size != set->files[shard].size ||
                 in.header_crc != set->files[shard].header_crc)) {
-        rc = zp_seterr(why, whylen, ZEPS_EDATA,
-                       "snapshot %s: %" PRIu64 " bytes, header CRC %08x; the manifest "
-                       "recorded %" PRIu64 " bytes, %08x",
-                       path, in.file_size, in.header_crc, set->files[shard].size,
-                       set->files[shard].header_crc);
+        rc = zp_errors_set(why, whylen, ZEPS_EDATA,
+                           "snapshot %s: %" PRIu64 " bytes, header CRC %08x; the manifest "
+                           "recorded %" PRIu64 " bytes, %08x",
+                           path, in.file_size, in.header_crc, set->files[shard].size,
+                           set->files[shard].header_crc);
     }
     if (!rc)
         rc = zp_snapshot_read(path, sp, why, whylen);
@@ -376,13 +380,13 @@ static int restore_others(const char *dir, const zp_snap_set *set, uint32_t shar
         char other[PATH_MAX];
         zp_snap_info in;
         if (manifest_path(other, sizeof(other), dir, set->files[j].name)) {
-            rc = zp_seterr(why, whylen, ZEPS_EINVAL, "path too long");
-        } else if (!(rc = zp_snapshot_verify(other, &in, why, whylen)) &&
+            rc = zp_errors_set(why, whylen, ZEPS_EINVAL, "path too long");
+        } else if (!(rc = zp_snapshot_read_verify(other, &in, why, whylen)) &&
                    (in.file_size != set->files[j].size ||
                     in.header_crc != set->files[j].header_crc)) {
-            rc = zp_seterr(why, whylen, ZEPS_EDATA,
-                           "snapshot %s (shard %u): changed since the manifest recorded it", other,
-                           j);
+            rc = zp_errors_set(why, whylen, ZEPS_EDATA,
+                               "snapshot %s (shard %u): changed since the manifest recorded it",
+                               other, j);
         }
         if (rc) {
             char inner[400]; /* room for the sentence around it */
@@ -396,12 +400,12 @@ static int restore_others(const char *dir, const zp_snap_set *set, uint32_t shar
     return rc;
 }
 
-int zp_snapshot_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
+int zp_manifest_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
                                 zp_snapshot **out, uint64_t *setid_out, zp_snap_log_fn log,
                                 void *log_arg, char *err, size_t errlen)
 {
     if (nshards == 0 || shard >= nshards)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "restore: shard %u of %u", shard, nshards);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "restore: shard %u of %u", shard, nshards);
     zp_manifest *m = NULL;
     int rc = zp_manifest_load(dir, &m, err, errlen);
     if (rc)
@@ -436,10 +440,10 @@ int zp_snapshot_find_restorable(const char *dir, uint32_t shard, uint32_t nshard
     }
     size_t nsets = m->nsets;
     zp_manifest_free(&m);
-    return zp_seterr(err, errlen, ZEPS_EDATA,
-                     "no restorable snapshot for shard %u of %u in %s: all %zu set(s) skipped "
-                     "(last: %s)",
-                     shard, nshards, dir, nsets, skipped ? why : "none");
+    return zp_errors_set(err, errlen, ZEPS_EDATA,
+                         "no restorable snapshot for shard %u of %u in %s: all %zu set(s) skipped "
+                         "(last: %s)",
+                         shard, nshards, dir, nsets, skipped ? why : "none");
 }
 
 /* setid of a "set-<16 hex>" name; false if it is not one. */
@@ -464,22 +468,22 @@ static int remove_set_dir(const char *dir, const char *name, char *err, size_t e
 {
     char path[PATH_MAX];
     if (manifest_path(path, sizeof(path), dir, name))
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "%s/%s: path too long", dir, name);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "%s/%s: path too long", dir, name);
     DIR *d = opendir(path);
     if (!d)
-        return zp_seterr(err, errlen, ZEPS_EIO, "cannot open %s: %s", path, strerror(errno));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "cannot open %s: %s", path, strerror(errno));
     int dfd = dirfd(d), rc = 0;
     struct dirent *de;
     while (!rc && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
         if (unlinkat(dfd, de->d_name, 0) < 0)
-            rc = zp_seterr(err, errlen, ZEPS_EIO, "cannot delete %s/%s: %s", path, de->d_name,
-                           strerror(errno));
+            rc = zp_errors_set(err, errlen, ZEPS_EIO, "cannot delete %s/%s: %s", path, de->d_name,
+                               strerror(errno));
     }
     closedir(d);
     if (!rc && rmdir(path) < 0)
-        rc = zp_seterr(err, errlen, ZEPS_EIO, "cannot delete %s: %s", path, strerror(errno));
+        rc = zp_errors_set(err, errlen, ZEPS_EIO, "cannot delete %s: %s", path, strerror(errno));
     return rc;
 }
 
@@ -510,7 +514,7 @@ int zp_manifest_prune(const char *dir, unsigned keep, unsigned *removed, char *e
     uint64_t newest = m->sets[0].setid;
     DIR *d = opendir(dir);
     if (!d) {
-        rc = zp_seterr(err, errlen, ZEPS_EIO, "cannot open %s: %s", dir, strerror(errno));
+        rc = zp_errors_set(err, errlen, ZEPS_EIO, "cannot open %s: %s", dir, strerror(errno));
         goto done;
     }
     struct dirent *de;
@@ -529,8 +533,9 @@ int zp_manifest_prune(const char *dir, unsigned keep, unsigned *removed, char *e
     }
     closedir(d);
     int e;
-    if (!rc && nrm && (e = zp_snap_fsync_dir(dir)))
-        rc = zp_seterr(err, errlen, ZEPS_EIO, "cannot fsync directory %s: %s", dir, strerror(e));
+    if (!rc && nrm && (e = zp_snapshot_write_fsync_dir(dir)))
+        rc =
+            zp_errors_set(err, errlen, ZEPS_EIO, "cannot fsync directory %s: %s", dir, strerror(e));
 done:
     zp_manifest_free(&m);
     close(lk);

@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "snapshot.h"
 #include "snapshot_io.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 /* ---- resharding ---- */
@@ -86,33 +86,33 @@ static int reshard_sparse(const zp_snapshot *const *src, uint32_t nsrc, uint32_t
 static int reshard_check(const zp_snapshot *const *src, uint32_t nsrc, char *err, size_t errlen)
 {
     if (nsrc == 0)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "reshard: no source snapshots");
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "reshard: no source snapshots");
     const zp_snapshot *a = src[0];
     for (uint32_t k = 0; k < nsrc; k++) {
         const zp_snapshot *b = src[k];
         if (!b)
-            return zp_seterr(err, errlen, ZEPS_EINVAL, "reshard: source %u missing", k);
+            return zp_errors_set(err, errlen, ZEPS_EINVAL, "reshard: source %u missing", k);
         int rc = zp_snapshot_validate(b, err, errlen);
         if (rc)
             return rc;
         if (b->h.shard != k || b->h.nshards != nsrc)
-            return zp_seterr(err, errlen, ZEPS_EINVAL,
-                             "reshard: source %u is shard %u of %u, expected %u of %u", k,
-                             b->h.shard, b->h.nshards, k, nsrc);
+            return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                                 "reshard: source %u is shard %u of %u, expected %u of %u", k,
+                                 b->h.shard, b->h.nshards, k, nsrc);
         if (b->h.setid != a->h.setid || b->h.clock != a->h.clock ||
             b->h.nworkers != a->h.nworkers || strcmp(b->h.consistency, a->h.consistency) != 0)
-            return zp_seterr(err, errlen, ZEPS_EINVAL,
-                             "reshard: shard %u (set %016" PRIx64 ", clock %" PRId64
-                             ") is not from the same cut as shard 0 (set %016" PRIx64
-                             ", clock %" PRId64 ")",
-                             k, b->h.setid, b->h.clock, a->h.setid, a->h.clock);
+            return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                                 "reshard: shard %u (set %016" PRIx64 ", clock %" PRId64
+                                 ") is not from the same cut as shard 0 (set %016" PRIx64
+                                 ", clock %" PRId64 ")",
+                                 k, b->h.setid, b->h.clock, a->h.setid, a->h.clock);
         if (b->ntables != a->ntables)
-            return zp_seterr(err, errlen, ZEPS_EINVAL,
-                             "reshard: shard %u has %u tables, shard 0 %u", k, b->ntables,
-                             a->ntables);
+            return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                                 "reshard: shard %u has %u tables, shard 0 %u", k, b->ntables,
+                                 a->ntables);
         for (uint32_t i = 0; i < a->ntables; i++)
             if (!same_table(&a->tables[i], &b->tables[i]))
-                return zp_seterr(
+                return zp_errors_set(
                     err, errlen, ZEPS_EINVAL,
                     "reshard: table %u of shard %u ('%s') differs from shard 0's ('%s')", i, k,
                     b->tables[i].name, a->tables[i].name);
@@ -217,19 +217,19 @@ static zp_snapshot *reshard_workers(const zp_snapshot *const *src, uint32_t nsrc
     return s;
 }
 
-int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t shard,
-                        uint32_t nshards, zp_snapshot **out, char *err, size_t errlen)
+int zp_reshard_build(const zp_snapshot *const *src, uint32_t nsrc, uint32_t shard, uint32_t nshards,
+                     zp_snapshot **out, char *err, size_t errlen)
 {
     if (nshards == 0 || shard >= nshards)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "reshard: shard %u of %u", shard, nshards);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "reshard: shard %u of %u", shard, nshards);
     int rc = reshard_check(src, nsrc, err, errlen);
     if (rc)
         return rc;
     const zp_snapshot *a = src[0];
     zp_snapshot *s = reshard_workers(src, nsrc);
     if (!s)
-        return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: no memory for %u workers",
-                         a->h.nworkers);
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM, "reshard: no memory for %u workers",
+                             a->h.nworkers);
     s->h = a->h;
     s->h.shard = shard;
     s->h.nshards = nshards;
@@ -253,7 +253,8 @@ int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t s
         }
         if (rc != 0) {
             zp_snapshot_free(&s);
-            return zp_seterr(err, errlen, ZEPS_ENOMEM, "reshard: table '%s': no memory", t.name);
+            return zp_errors_set(err, errlen, ZEPS_ENOMEM, "reshard: table '%s': no memory",
+                                 t.name);
         }
         s->tables[i] = t;
         s->ntables = i + 1;

@@ -20,11 +20,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
+#include "errors.h"
 #include "snapshot.h"
 #include "snapshot_format.h"
 #include "snapshot_io.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 #include <isa-l/crc.h>
@@ -44,7 +45,7 @@ uint32_t zp_snapshot_crc_raw(uint32_t raw, const void *p, size_t n)
     return raw;
 }
 
-uint32_t zp_snap_crc32c(const void *p, size_t n)
+uint32_t zp_snapshot_crc32c(const void *p, size_t n)
 {
     return ~zp_snapshot_crc_raw(0xffffffffu, p, n);
 }
@@ -69,7 +70,7 @@ int zp_snapshot_path(char *buf, size_t len, const char *dir, uint64_t setid, uin
 
 zp_snapshot *zp_snapshot_new(uint32_t ntables, uint32_t nworker_recs)
 {
-    zp_snapshot *s = zp_xcalloc(1, sizeof(*s));
+    zp_snapshot *s = zp_alloc_zeroed(1, sizeof(*s));
     s->h.format = ZP_SNAP_FORMAT;
     s->h.nshards = 1;
     s->h.clock = -1;
@@ -77,9 +78,9 @@ zp_snapshot *zp_snapshot_new(uint32_t ntables, uint32_t nworker_recs)
     clock_gettime(CLOCK_REALTIME, &ts);
     s->h.created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     s->ntables = ntables;
-    s->tables = zp_xcalloc(ntables ? ntables : 1, sizeof(zp_snap_table));
+    s->tables = zp_alloc_zeroed(ntables ? ntables : 1, sizeof(zp_snap_table));
     s->nworker_recs = nworker_recs;
-    s->workers = zp_xcalloc(nworker_recs ? nworker_recs : 1, sizeof(zp_snap_worker));
+    s->workers = zp_alloc_zeroed(nworker_recs ? nworker_recs : 1, sizeof(zp_snap_worker));
     return s;
 }
 
@@ -104,38 +105,40 @@ int zp_snapshot_check_table_meta(const zp_snap_table *t, uint32_t shard, uint32_
                                  char *err, size_t errlen)
 {
     if (!str_ok(t->name, sizeof(t->name), false))
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "table name empty or not terminated");
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "table name empty or not terminated");
     if (!str_ok(t->optimizer, sizeof(t->optimizer), false))
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "table '%s': optimizer name empty or not terminated", t->name);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "table '%s': optimizer name empty or not terminated", t->name);
     if (t->kind > 1)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "table '%s': kind %u (0 dense and 1 sparse are known)", t->name, t->kind);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "table '%s': kind %u (0 dense and 1 sparse are known)", t->name,
+                             t->kind);
     if (t->state_per_param > ZP_SNAP_MAX_STATE)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "table '%s': %u state floats per parameter (max %u)", t->name,
-                         t->state_per_param, ZP_SNAP_MAX_STATE);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "table '%s': %u state floats per parameter (max %u)", t->name,
+                             t->state_per_param, ZP_SNAP_MAX_STATE);
     if (t->kind == 1) {
         if (t->length == 0 || t->length > 4096 || t->begin != 0 || t->end != 0)
-            return zp_seterr(err, errlen, ZEPS_EINVAL,
-                             "sparse table '%s': dim %" PRIu64 " (1..4096), slice [%" PRIu64
-                             ", %" PRIu64 ") (must be empty)",
-                             t->name, t->length, t->begin, t->end);
+            return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                                 "sparse table '%s': dim %" PRIu64 " (1..4096), slice [%" PRIu64
+                                 ", %" PRIu64 ") (must be empty)",
+                                 t->name, t->length, t->begin, t->end);
         return 0;
     }
     if (t->length == 0)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "table '%s': length 0", t->name);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "table '%s': length 0", t->name);
     uint64_t b = zp_slice_at(t->length, shard, nshards),
              e = zp_slice_at(t->length, shard + 1, nshards);
     if (t->begin != b || t->end != e)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "table '%s': slice [%" PRIu64 ", %" PRIu64 ") is not shard %u of %u of "
-                         "length %" PRIu64 " ([%" PRIu64 ", %" PRIu64 "))",
-                         t->name, t->begin, t->end, shard, nshards, t->length, b, e);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "table '%s': slice [%" PRIu64 ", %" PRIu64
+                             ") is not shard %u of %u of "
+                             "length %" PRIu64 " ([%" PRIu64 ", %" PRIu64 "))",
+                             t->name, t->begin, t->end, shard, nshards, t->length, b, e);
     if (t->state_per_param > ZP_SNAP_MAX_STATE)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "table '%s': %u state floats per parameter (max %u)", t->name,
-                         t->state_per_param, ZP_SNAP_MAX_STATE);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "table '%s': %u state floats per parameter (max %u)", t->name,
+                             t->state_per_param, ZP_SNAP_MAX_STATE);
     return 0;
 }
 
@@ -145,34 +148,35 @@ int zp_snapshot_check_rows(const zp_snap_table *t, uint32_t shard, uint32_t nsha
                            size_t errlen)
 {
     if (!t->spec || t->spec_len == 0 || t->spec_len > ZP_SNAP_MAX_SPEC)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "sparse table '%s': declaration of %" PRIu64 " bytes (1..%u)", t->name,
-                         t->spec_len, ZP_SNAP_MAX_SPEC);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "sparse table '%s': declaration of %" PRIu64 " bytes (1..%u)", t->name,
+                             t->spec_len, ZP_SNAP_MAX_SPEC);
     if (!t->rows || t->rows_len < ZP_SNAP_ROWS_HDR)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "sparse table '%s': rows section of %" PRIu64
-                         " bytes, shorter than its header",
-                         t->name, t->rows_len);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "sparse table '%s': rows section of %" PRIu64
+                             " bytes, shorter than its header",
+                             t->name, t->rows_len);
     uint64_t nrows = zp_get64(t->rows), rec = ZP_SNAP_ROW_LEN(t->length, t->state_per_param);
     if (zp_get32(t->rows + 8) != t->length || zp_get32(t->rows + 12) != t->state_per_param)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "sparse table '%s': rows of dim %u and %u state floats per value, the "
-                         "meta says %" PRIu64 " and %u",
-                         t->name, zp_get32(t->rows + 8), zp_get32(t->rows + 12), t->length,
-                         t->state_per_param);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "sparse table '%s': rows of dim %u and %u state floats per value, the "
+                             "meta says %" PRIu64 " and %u",
+                             t->name, zp_get32(t->rows + 8), zp_get32(t->rows + 12), t->length,
+                             t->state_per_param);
     if (nrows > (t->rows_len - ZP_SNAP_ROWS_HDR) / rec ||
         ZP_SNAP_ROWS_HDR + nrows * rec != t->rows_len)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "sparse table '%s': %" PRIu64 " rows of %" PRIu64
-                         " bytes do not fill %" PRIu64 " bytes",
-                         t->name, nrows, rec, t->rows_len - ZP_SNAP_ROWS_HDR);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "sparse table '%s': %" PRIu64 " rows of %" PRIu64
+                             " bytes do not fill %" PRIu64 " bytes",
+                             t->name, nrows, rec, t->rows_len - ZP_SNAP_ROWS_HDR);
     for (uint64_t i = 0; i < nrows; i++) {
         uint64_t id = zp_get64(t->rows + ZP_SNAP_ROWS_HDR + i * rec);
         if ((uint32_t)zp_sparse_shard_of(id, (int)nshards) != shard)
-            return zp_seterr(err, errlen, ZEPS_EINVAL,
-                             "sparse table '%s': row %" PRIu64 " (id %" PRIu64
-                             ") belongs to shard %d, not %u of %u",
-                             t->name, i, id, zp_sparse_shard_of(id, (int)nshards), shard, nshards);
+            return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                                 "sparse table '%s': row %" PRIu64 " (id %" PRIu64
+                                 ") belongs to shard %d, not %u of %u",
+                                 t->name, i, id, zp_sparse_shard_of(id, (int)nshards), shard,
+                                 nshards);
     }
     return 0;
 }
@@ -180,9 +184,9 @@ int zp_snapshot_check_rows(const zp_snap_table *t, uint32_t shard, uint32_t nsha
 int zp_snapshot_check_header(const zp_snap_header *h, char *err, size_t errlen)
 {
     if (h->nshards == 0 || h->shard >= h->nshards)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "shard %u of %u", h->shard, h->nshards);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "shard %u of %u", h->shard, h->nshards);
     if (!str_ok(h->consistency, sizeof(h->consistency), true))
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "consistency name not terminated");
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "consistency name not terminated");
     return 0;
 }
 
@@ -197,16 +201,17 @@ int zp_snapshot_validate(const zp_snapshot *s, char *err, size_t errlen)
             rc = zp_snapshot_check_rows(t, s->h.shard, s->h.nshards, m, sizeof(m));
         size_t n = (size_t)(t->end - t->begin);
         if (!rc && n && !t->params)
-            rc = zp_seterr(m, sizeof(m), ZEPS_EINVAL, "table '%s': no parameters", t->name);
+            rc = zp_errors_set(m, sizeof(m), ZEPS_EINVAL, "table '%s': no parameters", t->name);
         if (!rc && n && t->state_per_param && !t->state)
-            rc = zp_seterr(m, sizeof(m), ZEPS_EINVAL, "table '%s': no optimizer state", t->name);
+            rc =
+                zp_errors_set(m, sizeof(m), ZEPS_EINVAL, "table '%s': no optimizer state", t->name);
     }
     for (uint32_t i = 0; !rc && i < s->nworker_recs; i++)
         if (s->workers[i].rank >= s->h.nworkers)
-            rc = zp_seterr(m, sizeof(m), ZEPS_EINVAL, "worker record %u: rank %u of %u workers", i,
-                           s->workers[i].rank, s->h.nworkers);
+            rc = zp_errors_set(m, sizeof(m), ZEPS_EINVAL, "worker record %u: rank %u of %u workers",
+                               i, s->workers[i].rank, s->h.nworkers);
     if (rc)
-        return zp_seterr(err, errlen, rc, "snapshot of shard %u of %u: %s", s->h.shard,
-                         s->h.nshards, m);
+        return zp_errors_set(err, errlen, rc, "snapshot of shard %u of %u: %s", s->h.shard,
+                             s->h.nshards, m);
     return 0;
 }

@@ -143,7 +143,7 @@ int zp_snapshot_read(const char *path, zp_snapshot **out, char *err, size_t errl
 
 /* As zp_snapshot_read but only checks: streams through the file with a
  * small buffer and allocates nothing large. info may be NULL. */
-int zp_snapshot_verify(const char *path, zp_snap_info *info, char *err, size_t errlen);
+int zp_snapshot_read_verify(const char *path, zp_snap_info *info, char *err, size_t errlen);
 
 /* Read and check only the header (its CRC and the file size it states). */
 int zp_snapshot_read_info(const char *path, zp_snap_info *info, char *err, size_t errlen);
@@ -155,8 +155,8 @@ int zp_snapshot_read_info(const char *path, zp_snap_info *info, char *err, size_
  * merged per rank (clock and incarnation: max; joined false, max_seq and
  * window 0: dedup starts afresh, see docs/snapshots.md). On success *out
  * owns a new record with its own arrays; the sources are not changed. */
-int zp_snapshot_reshard(const zp_snapshot *const *src, uint32_t nsrc, uint32_t shard,
-                        uint32_t nshards, zp_snapshot **out, char *err, size_t errlen);
+int zp_reshard_build(const zp_snapshot *const *src, uint32_t nsrc, uint32_t shard, uint32_t nshards,
+                     zp_snapshot **out, char *err, size_t errlen);
 
 /* ---- the manifest ---- */
 
@@ -192,13 +192,13 @@ const zp_snap_set *zp_manifest_newest(const zp_manifest *m);
  * is missing or bad. Whoever writes the last file of a set finds out this
  * way: each shard calls it after writing its own file, and the one that
  * sees 0 calls zp_manifest_add_set (doing so twice is harmless). */
-int zp_snapshot_set_complete(const char *dir, uint64_t setid, uint32_t nshards, char *err,
+int zp_manifest_set_complete(const char *dir, uint64_t setid, uint32_t nshards, char *err,
                              size_t errlen);
 
 /* Record set `setid` of nshards files as complete: reads each file's header
  * (it must agree on setid, shard count and clock), then rewrites MANIFEST
  * atomically under the manifest lock. Adding a set already there replaces
- * its entry. Does not verify payloads (zp_snapshot_set_complete does). */
+ * its entry. Does not verify payloads (zp_manifest_set_complete does). */
 int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char *err,
                         size_t errlen);
 
@@ -214,7 +214,7 @@ typedef void (*zp_snap_log_fn)(void *arg, const char *msg);
  * shard's record, or is NULL when the manifest names no set at all (nothing
  * to restore: a fresh start); if sets exist but none is restorable, returns
  * ZEPS_EDATA with a summary in err. *setid_out (if not NULL) gets the set. */
-int zp_snapshot_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
+int zp_manifest_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
                                 zp_snapshot **out, uint64_t *setid_out, zp_snap_log_fn log,
                                 void *log_arg, char *err, size_t errlen);
 

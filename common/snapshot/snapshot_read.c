@@ -5,7 +5,7 @@
  * The reader trusts nothing in the file: every length is checked against the
  * file size before it is used for a read or an allocation, and every byte
  * that is used is covered by a CRC32C. One parser serves zp_snapshot_read
- * (the whole record), zp_snapshot_verify (every CRC, streaming through a
+ * (the whole record), zp_snapshot_read_verify (every CRC, streaming through a
  * small buffer, keeping nothing) and zp_snapshot_read_info (the header only).
  */
 #include <errno.h>
@@ -20,11 +20,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "snapshot.h"
 #include "snapshot_format.h"
 #include "snapshot_io.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 typedef struct rd {
@@ -47,7 +47,7 @@ __attribute__((format(printf, 3, 4))) static int rd_fail(rd *r, int code, const 
     va_start(ap, fmt);
     vsnprintf(m, sizeof(m), fmt, ap);
     va_end(ap);
-    return zp_seterr(r->err, r->errlen, code, "snapshot %s: %s", r->path, m);
+    return zp_errors_set(r->err, r->errlen, code, "snapshot %s: %s", r->path, m);
 }
 
 /* pread exactly len bytes at off, through EINTR and short reads. */
@@ -75,7 +75,7 @@ static int rd_at(rd *r, uint64_t off, void *buf, size_t len)
     return 0;
 }
 
-int zp_snap_read_file(int fd, const char *path, void *buf, size_t len, char *err, size_t errlen)
+int zp_snapshot_read_file(int fd, const char *path, void *buf, size_t len, char *err, size_t errlen)
 {
     rd r = {.fd = fd, .path = path, .err = err, .errlen = errlen};
     return rd_at(&r, 0, buf, len);
@@ -106,7 +106,7 @@ static int decode_header(rd *r, zp_snap_info *info, uint32_t *nsections)
     if (r->size < FILE_HDR_LEN)
         return RD_FAIL(r, ZEPS_EDATA, "truncated: %" PRIu64 " bytes, shorter than the header",
                        r->size);
-    if (zp_snap_crc32c(b, 124) != zp_get32(b + 124))
+    if (zp_snapshot_crc32c(b, 124) != zp_get32(b + 124))
         return RD_FAIL(r, ZEPS_EDATA, "header CRC mismatch");
     uint64_t stated = zp_get64(b + 64);
     if (stated != r->size)
@@ -158,7 +158,7 @@ static int sec_begin(rd *r, uint32_t type, uint32_t index, const char *label, ui
     int rc = rd_at(r, r->pos, h, sizeof(h));
     if (rc)
         return rc;
-    if (zp_snap_crc32c(h, 20) != zp_get32(h + 20))
+    if (zp_snapshot_crc32c(h, 20) != zp_get32(h + 20))
         return RD_FAIL(r, ZEPS_EDATA, "section %d (%s) header CRC mismatch", r->k, label);
     if (zp_get32(h) != type || zp_get32(h + 4) != index)
         return RD_FAIL(r, ZEPS_EDATA,
@@ -398,8 +398,8 @@ static int parse(const char *path, zp_snapshot **out, zp_snap_info *info, bool h
     rd r = {.fd = -1, .path = path, .err = err, .errlen = errlen};
     r.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (r.fd < 0)
-        return zp_seterr(err, errlen, ZEPS_EIO, "snapshot %s: cannot open: %s", path,
-                         strerror(errno));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "snapshot %s: cannot open: %s", path,
+                             strerror(errno));
     struct stat st;
     int rc = 0;
     if (fstat(r.fd, &st) < 0)
@@ -450,7 +450,7 @@ int zp_snapshot_read(const char *path, zp_snapshot **out, char *err, size_t errl
     return parse(path, out, NULL, false, err, errlen);
 }
 
-int zp_snapshot_verify(const char *path, zp_snap_info *info, char *err, size_t errlen)
+int zp_snapshot_read_verify(const char *path, zp_snap_info *info, char *err, size_t errlen)
 {
     return parse(path, NULL, info, false, err, errlen);
 }

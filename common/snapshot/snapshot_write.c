@@ -1,6 +1,6 @@
 /*
  * snapshot_write.c - writes a snapshot file, and the durable-write helpers
- * (zp_snap_write_all, zp_snap_fsync_dir, zp_snap_replace_file) that the
+ * (zp_snapshot_write_all, zp_snapshot_write_fsync_dir, zp_snapshot_write_replace_file) that the
  * manifest and resharding share; see snapshot.h and docs/snapshots.md.
  *
  * The writer may run in a fork()ed child of a threaded server, so it
@@ -20,15 +20,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "snapshot.h"
 #include "snapshot_format.h"
 #include "snapshot_io.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 /* Write all of buf, in chunks, through EINTR and short writes. 0 or errno. */
-int zp_snap_write_all(int fd, const void *buf, size_t len)
+int zp_snapshot_write_all(int fd, const void *buf, size_t len)
 {
     const char *p = buf;
     while (len) {
@@ -47,7 +47,7 @@ int zp_snap_write_all(int fd, const void *buf, size_t len)
     return 0;
 }
 
-int zp_snap_fsync_dir(const char *path)
+int zp_snapshot_write_fsync_dir(const char *path)
 {
     int fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0)
@@ -80,18 +80,18 @@ static int ensure_dir(const char *path, char *err, size_t errlen)
     if (mkdir(path, 0755) == 0) {
         char parent[PATH_MAX];
         parent_of(path, parent, sizeof(parent));
-        int e = zp_snap_fsync_dir(parent);
+        int e = zp_snapshot_write_fsync_dir(parent);
         if (e)
-            return zp_seterr(err, errlen, ZEPS_EIO, "cannot fsync directory %s: %s", parent,
-                             strerror(e));
+            return zp_errors_set(err, errlen, ZEPS_EIO, "cannot fsync directory %s: %s", parent,
+                                 strerror(e));
         return 0;
     }
     int e = errno;
     struct stat st;
     if (e == EEXIST && stat(path, &st) == 0 && S_ISDIR(st.st_mode))
         return 0;
-    return zp_seterr(err, errlen, ZEPS_EIO, "cannot create directory %s: %s", path,
-                     e == EEXIST ? "exists and is not a directory" : strerror(e));
+    return zp_errors_set(err, errlen, ZEPS_EIO, "cannot create directory %s: %s", path,
+                         e == EEXIST ? "exists and is not a directory" : strerror(e));
 }
 
 static uint64_t file_size_of(const zp_snapshot *s)
@@ -129,7 +129,7 @@ static void encode_header(uint8_t *b, const zp_snapshot *s, uint64_t size)
     memcpy(b + 72, s->h.consistency, strnlen(s->h.consistency, 15));
     zp_put32(b + 88, s->ntables);
     zp_put32(b + 92, s->nworker_recs);
-    zp_put32(b + 124, zp_snap_crc32c(b, 124));
+    zp_put32(b + 124, zp_snapshot_crc32c(b, 124));
 }
 
 static void encode_meta(uint8_t *b, const zp_snap_table *t)
@@ -165,13 +165,13 @@ static int put_section(int fd, uint32_t type, uint32_t index, const void *payloa
     zp_put32(h, type);
     zp_put32(h + 4, index);
     zp_put64(h + 8, len);
-    zp_put32(h + 16, zp_snap_crc32c(payload, len));
-    zp_put32(h + 20, zp_snap_crc32c(h, 20));
-    int e = zp_snap_write_all(fd, h, sizeof(h));
+    zp_put32(h + 16, zp_snapshot_crc32c(payload, len));
+    zp_put32(h + 20, zp_snapshot_crc32c(h, 20));
+    int e = zp_snapshot_write_all(fd, h, sizeof(h));
     if (!e && len)
-        e = zp_snap_write_all(fd, payload, len);
+        e = zp_snapshot_write_all(fd, payload, len);
     if (!e && pad8(len) != len)
-        e = zp_snap_write_all(fd, zeros, pad8(len) - len);
+        e = zp_snapshot_write_all(fd, zeros, pad8(len) - len);
     return e;
 }
 
@@ -179,7 +179,7 @@ static int write_body(int fd, const zp_snapshot *s)
 {
     uint8_t b[FILE_HDR_LEN > META_LEN ? FILE_HDR_LEN : META_LEN];
     encode_header(b, s, file_size_of(s));
-    int e = zp_snap_write_all(fd, b, FILE_HDR_LEN);
+    int e = zp_snapshot_write_all(fd, b, FILE_HDR_LEN);
 
     /* Worker records go through a small stack buffer, 64 at a time, with
      * the CRC chained over the chunks: no heap in a fork()ed child. */
@@ -193,8 +193,8 @@ static int write_body(int fd, const zp_snapshot *s)
             zp_put32(h + 4, 0);
             zp_put64(h + 8, wlen);
             zp_put32(h + 16, ~raw);
-            zp_put32(h + 20, zp_snap_crc32c(h, 20));
-            e = zp_snap_write_all(fd, h, sizeof(h));
+            zp_put32(h + 20, zp_snapshot_crc32c(h, 20));
+            e = zp_snapshot_write_all(fd, h, sizeof(h));
         }
         for (uint32_t i = 0; i < s->nworker_recs && !e; i += 64) {
             uint32_t k = s->nworker_recs - i < 64 ? s->nworker_recs - i : 64;
@@ -212,7 +212,7 @@ static int write_body(int fd, const zp_snapshot *s)
             if (pass == 0)
                 raw = zp_snapshot_crc_raw(raw, rec, (size_t)k * WREC_LEN);
             else
-                e = zp_snap_write_all(fd, rec, (size_t)k * WREC_LEN);
+                e = zp_snapshot_write_all(fd, rec, (size_t)k * WREC_LEN);
         }
     }
     /* wlen is a multiple of 48, so of 8: no padding. */
@@ -237,9 +237,9 @@ static int write_body(int fd, const zp_snapshot *s)
     return e;
 }
 
-int zp_snap_replace_file(const char *tmp, const char *path, const char *dir, const char *label,
-                         int (*fill)(int fd, const void *arg), const void *arg, char *err,
-                         size_t errlen)
+int zp_snapshot_write_replace_file(const char *tmp, const char *path, const char *dir,
+                                   const char *label, int (*fill)(int fd, const void *arg),
+                                   const void *arg, char *err, size_t errlen)
 {
     int e = 0;
     const char *what = "create";
@@ -264,13 +264,13 @@ int zp_snap_replace_file(const char *tmp, const char *path, const char *dir, con
     }
     if (e) {
         unlink(tmp);
-        return zp_seterr(err, errlen, ZEPS_EIO, "%s %s: %s failed: %s", label, path, what,
-                         strerror(e));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "%s %s: %s failed: %s", label, path, what,
+                             strerror(e));
     }
     /* The rename is durable only once the directory entry is. */
-    if ((e = zp_snap_fsync_dir(dir)))
-        return zp_seterr(err, errlen, ZEPS_EIO, "%s %s: fsync of directory %s failed: %s", label,
-                         path, dir, strerror(e));
+    if ((e = zp_snapshot_write_fsync_dir(dir)))
+        return zp_errors_set(err, errlen, ZEPS_EIO, "%s %s: fsync of directory %s failed: %s",
+                             label, path, dir, strerror(e));
     return 0;
 }
 
@@ -290,11 +290,12 @@ int zp_snapshot_write(const char *dir, const zp_snapshot *s, char *path_out, siz
     if (n < 0 || (size_t)n >= sizeof(setdir) ||
         zp_snapshot_path(path, sizeof(path), dir, s->h.setid, s->h.shard, s->h.nshards) ||
         snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
     if ((rc = ensure_dir(dir, err, errlen)) || (rc = ensure_dir(setdir, err, errlen)))
         return rc;
 
-    if ((rc = zp_snap_replace_file(tmp, path, setdir, "snapshot", fill_body, s, err, errlen)))
+    if ((rc = zp_snapshot_write_replace_file(tmp, path, setdir, "snapshot", fill_body, s, err,
+                                             errlen)))
         return rc;
     if (path_out && path_len)
         snprintf(path_out, path_len, "%s", path);

@@ -28,7 +28,7 @@ void zp_admin_on_rollback(zp_server *s, zp_request *r)
         zp_pull_abort_parked(s, h->clock, h->cut_set);
         zp_clock_barrier_abort(s, h->clock, h->cut_set);
     }
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     Zeps__Header rep;
     zp_reply_init(s, h, &rep);

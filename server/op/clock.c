@@ -12,6 +12,7 @@
  */
 #include <inttypes.h>
 
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"
@@ -32,7 +33,7 @@ void zp_clock_on_clock(zp_server *s, zp_request *r)
     zp_worker *w = zp_request_worker(s, r);
     if (!w)
         return;
-    if (zp_worker_seen(w, h->seq)) {
+    if (zp_workers_seen(w, h->seq)) {
         w->duplicates++;
         zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE);
         return;
@@ -43,7 +44,7 @@ void zp_clock_on_clock(zp_server *s, zp_request *r)
                        h->rank, h->clock, w->clock - 1);
         return;
     }
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     zp_clock_advance(s, w, h->clock);
     zp_reply_ok(s, r->identity, h, 0);
     zp_pull_serve_all(s);
@@ -100,11 +101,11 @@ void zp_clock_on_barrier(zp_server *s, zp_request *r)
         zp_reply_ok(s, r->identity, h, ZP_FLAG_PARKED);
         return;
     }
-    if (zp_worker_seen(w, h->seq)) {
+    if (zp_workers_seen(w, h->seq)) {
         zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE); /* this barrier was already released */
         return;
     }
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     w->barrier_gen = s->barrier_gen;
     barrier_wait(w, r, false);
     s->barrier_count++;

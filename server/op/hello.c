@@ -8,6 +8,7 @@
 #include <inttypes.h>
 
 #include "log.h"
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"
@@ -24,7 +25,7 @@ static int64_t hello_worker(zp_server *s, zp_request *r, uint32_t *flags)
     }
     zp_worker *w = &s->workers.w[h->rank];
     bool known = w->joined || w->rehello, lost = w->lost;
-    if (zp_worker_hello(w, h->incarnation)) {
+    if (zp_workers_hello(w, h->incarnation)) {
         zp_info("worker %u %s (incarnation %" PRIx64 "), resumes at clock %lld", h->rank,
                 known ? "rejoined with a new incarnation" : "joined", h->incarnation,
                 (long long)w->clock);

@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"
@@ -185,7 +186,7 @@ void zp_pull_on(zp_server *s, zp_request *r)
     zp_worker *w = zp_request_worker(s, r);
     zp_table *t = w ? zp_request_table(s, r) : NULL;
     if (t && t->rows) {
-        if (zp_worker_seen(w, h->seq) && zp_parked_has(&t->parked, h->rank, h->seq))
+        if (zp_workers_seen(w, h->seq) && zp_parked_has(&t->parked, h->rank, h->seq))
             zp_reply_ok(s, r->identity, h, ZP_FLAG_PARKED);
         else
             zp_sparse_ops_on_pull(s, r, w, t);
@@ -201,11 +202,11 @@ void zp_pull_on(zp_server *s, zp_request *r)
     zp_cpull_req cp = {0};
     if ((h->flags & ZP_FLAG_PULL_DELTA) && parse_compressed(s, r, t, &cp) != 0)
         return;
-    if (zp_worker_seen(w, h->seq) && zp_parked_has(&t->parked, h->rank, h->seq)) {
+    if (zp_workers_seen(w, h->seq) && zp_parked_has(&t->parked, h->rank, h->seq)) {
         zp_reply_ok(s, r->identity, h, ZP_FLAG_PARKED); /* a retry of a pull still waiting */
         return;
     }
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     w->pulls++;
     if (s->cons->pull_ready(s, t, h->rank, h->clock))
         send_pull(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset, h->count, 0.0, &cp);

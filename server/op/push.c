@@ -14,6 +14,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "finite.h"
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"
@@ -182,7 +184,7 @@ static int checked_push(zp_server *s, zp_request *r, zp_table *t, zp_push *p)
     bool in_place = h->codec != 0 && !s->cons->holds_frames;
     if (checked_values(s, r, t, p) != 0 || checked_version(s, r, t, &p->data_version) != 0)
         return -1;
-    if (s->cfg.reject_nonfinite && !in_place && !zp_all_finite(p->g, h->count)) {
+    if (s->cfg.reject_nonfinite && !in_place && !zp_finite_all(p->g, h->count)) {
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                        "PUSH to table '%s' from worker %u contains NaN or Inf; nothing applied",
                        t->name, h->rank);
@@ -222,7 +224,7 @@ void zp_push_on(zp_server *s, zp_request *r)
     zp_table *t = w ? zp_request_table(s, r) : NULL;
     if (!t || (!t->rows && zp_request_range(s, r, t) != 0))
         return;
-    if (zp_worker_seen(w, h->seq)) {
+    if (zp_workers_seen(w, h->seq)) {
         w->duplicates++;
         zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE);
         return;
@@ -247,7 +249,7 @@ void zp_push_on(zp_server *s, zp_request *r)
     zp_record_result(s, t, &p, &res);
     if (res.outcome == ZP_PUSH_ROUND_CLOSED)
         zp_persist_on_round(s);
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     count_push(t, w, wire_bytes, h->count * sizeof(float));
     finish(s, r, w, t, res.reply_flags);
 }

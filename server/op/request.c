@@ -6,6 +6,7 @@
 #include <inttypes.h>
 
 #include "log.h"
+#include "now.h"
 #include "server.h"
 #include "zeps_errors.h"
 
@@ -62,7 +63,8 @@ int zp_request_range(zp_server *s, zp_request *r, const zp_table *t)
         zp_reply_error(s, r->identity, r->h, ZEPS_ERANGE,
                        "%s of table '%s' elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64
                        ") is outside shard %d's slice [%" PRIu64 ", %" PRIu64 ")",
-                       zp_op_name(r->h->op), t->name, off, off, cnt, s->shard, t->begin, t->end);
+                       zp_wire_op_name(r->h->op), t->name, off, off, cnt, s->shard, t->begin,
+                       t->end);
         return -1;
     }
     return 0;

@@ -22,11 +22,12 @@
 #include <string.h>
 
 #include "codec.h"
+#include "finite.h"
 #include "log.h"
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 /* Most ids one request may name (16 Mi: 128 MiB of ids). */
@@ -87,7 +88,7 @@ static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, siz
                                    bool at_least)
 {
     const Zeps__Header *h = r->h;
-    const char *op = zp_op_name(h->op);
+    const char *op = zp_wire_op_name(h->op);
     if (r->npayload != 1) {
         zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
                        "%s of sparse table '%s' must carry exactly one frame, got %d", op, t->name,
@@ -132,7 +133,7 @@ static bool rows_fit(zp_server *s, zp_request *r, const zp_table *t, uint64_t by
     zp_reply_error(s, r->identity, r->h, ZEPS_ETOOBIG,
                    "%s of %" PRIu64 " rows of sparse table '%s' (dim %u) is %" PRIu64
                    " bytes of rows, over max_message_mb (%" PRIu64 " bytes); use smaller batches",
-                   zp_op_name(r->h->op), r->h->count, t->name, t->rows->dim, bytes,
+                   zp_wire_op_name(r->h->op), r->h->count, t->name, t->rows->dim, bytes,
                    s->cfg.max_message_bytes);
     return false;
 }
@@ -158,7 +159,7 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
     const uint64_t *ids = checked_ids(s, r, t, n * sizeof(uint64_t), false);
     if (!ids || !rows_fit(s, r, t, (uint64_t)n * (t->rows->dim + 1) * sizeof(float)))
         return;
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     w->pulls++;
     if (s->cons->rows_pull_ready(s, t, h->rank, h->clock)) {
         send_rows(s, r->identity, h->req_id, t, h->clock, ids, n, 0.0);
@@ -258,7 +259,7 @@ static const uint64_t *checked_push(zp_server *s, zp_request *r, zp_table *t, co
                            n * dim * sizeof(float), t->name);
         return NULL;
     }
-    if (s->cfg.reject_nonfinite && !zp_all_finite(*g, n * dim)) {
+    if (s->cfg.reject_nonfinite && !zp_finite_all(*g, n * dim)) {
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                        "PUSH to sparse table '%s' from worker %u contains NaN or Inf; nothing "
                        "applied",
@@ -302,7 +303,7 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     if (versions)
         rp.read_versions = zp_rows_versions(
             t->rows, (const unsigned char *)zmq_msg_data(r->payload) + len - vbytes, n);
-    zp_worker_record(w, h->seq);
+    zp_workers_record(w, h->seq);
     size_t dropped = s->cons->push_rows(s, t, &rp);
     t->stats.dropped += dropped;
     w->dropped += dropped;

@@ -6,7 +6,9 @@
  */
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "modes.h"
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 
@@ -102,18 +104,18 @@ void zp_stats_on(zp_server *s, zp_request *r)
     Zeps__ShardStats st;
     shard_stats(s, &st, now);
     size_t nt = s->ntables ? s->ntables : 1, nw = (size_t)s->nworkers;
-    Zeps__TableStats *ts = zp_xcalloc(nt, sizeof(*ts));
-    Zeps__Histogram *th = zp_xcalloc(3 * nt, sizeof(*th));
-    Zeps__TableStats **tsp = zp_xcalloc(nt, sizeof(*tsp));
+    Zeps__TableStats *ts = zp_alloc_zeroed(nt, sizeof(*ts));
+    Zeps__Histogram *th = zp_alloc_zeroed(3 * nt, sizeof(*th));
+    Zeps__TableStats **tsp = zp_alloc_zeroed(nt, sizeof(*tsp));
     for (uint32_t i = 0; i < s->ntables; i++) {
         table_stats(s, s->tables[i], &ts[i], &th[3 * i]);
         tsp[i] = &ts[i];
     }
     st.n_tables = s->ntables;
     st.tables = tsp;
-    Zeps__WorkerStats *ws = zp_xcalloc(nw, sizeof(*ws));
-    Zeps__Histogram *wh = zp_xcalloc(nw, sizeof(*wh));
-    Zeps__WorkerStats **wsp = zp_xcalloc(nw, sizeof(*wsp));
+    Zeps__WorkerStats *ws = zp_alloc_zeroed(nw, sizeof(*ws));
+    Zeps__Histogram *wh = zp_alloc_zeroed(nw, sizeof(*wh));
+    Zeps__WorkerStats **wsp = zp_alloc_zeroed(nw, sizeof(*wsp));
     size_t k = 0;
     for (int i = 0; i < s->nworkers; i++) {
         const zp_worker *w = &s->workers.w[i];

@@ -50,7 +50,7 @@ static void adagrad_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *
     }
 }
 
-const zp_optim_ops zp_optim_adagrad = {
+const zp_optim_ops zp_adagrad_ops = {
     .name = "adagrad",
     .state_per_param = 1,
     .uses = ZP_OPTIM_USES_EPS,

@@ -64,7 +64,7 @@ static void adam_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *s, 
     }
 }
 
-const zp_optim_ops zp_optim_adam = {
+const zp_optim_ops zp_adam_ops = {
     .name = "adam",
     .state_per_param = 2,
     .uses = ZP_OPTIM_USES_BETAS | ZP_OPTIM_USES_EPS,

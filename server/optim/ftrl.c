@@ -33,7 +33,7 @@ static void ftrl_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *s, 
     }
 }
 
-const zp_optim_ops zp_optim_ftrl = {
+const zp_optim_ops zp_ftrl_ops = {
     .name = "ftrl",
     .state_per_param = 2,
     .uses = ZP_OPTIM_USES_FTRL,

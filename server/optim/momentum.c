@@ -22,7 +22,7 @@ static void momentum_apply(float *w, float *state, const float *g, size_t n, siz
     zp_vec_axpy(n, -h->lr, v, w);
 }
 
-const zp_optim_ops zp_optim_momentum = {
+const zp_optim_ops zp_momentum_ops = {
     .name = "momentum",
     .state_per_param = 1,
     .uses = ZP_OPTIM_USES_MOMENTUM,

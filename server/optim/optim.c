@@ -16,7 +16,7 @@
 
 /* The registry, in the order names are listed. */
 static const zp_optim_ops *const registry[] = {
-    &zp_optim_sgd, &zp_optim_momentum, &zp_optim_adagrad, &zp_optim_adam, &zp_optim_ftrl,
+    &zp_sgd_ops, &zp_momentum_ops, &zp_adagrad_ops, &zp_adam_ops, &zp_ftrl_ops,
 };
 
 #define NOPTIM (sizeof(registry) / sizeof(registry[0]))

@@ -73,11 +73,11 @@ typedef struct zp_optim_ops {
                       float scale, uint32_t step);
 } zp_optim_ops;
 
-extern const zp_optim_ops zp_optim_sgd;
-extern const zp_optim_ops zp_optim_momentum;
-extern const zp_optim_ops zp_optim_adagrad;
-extern const zp_optim_ops zp_optim_adam;
-extern const zp_optim_ops zp_optim_ftrl;
+extern const zp_optim_ops zp_sgd_ops;
+extern const zp_optim_ops zp_momentum_ops;
+extern const zp_optim_ops zp_adagrad_ops;
+extern const zp_optim_ops zp_adam_ops;
+extern const zp_optim_ops zp_ftrl_ops;
 
 /* Look up by name ("sgd", "momentum", "adagrad", "adam", "ftrl"); NULL if
  * unknown or name is NULL. The table returned is static. Thread-safe. */

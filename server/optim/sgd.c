@@ -28,7 +28,7 @@ static void sgd_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *s, c
     }
 }
 
-const zp_optim_ops zp_optim_sgd = {
+const zp_optim_ops zp_sgd_ops = {
     .name = "sgd",
     .state_per_param = 0,
     .uses = 0,

@@ -18,6 +18,7 @@
  */
 #include "modes.h"
 
+#include "errors.h"
 #include "log.h"
 #include "server.h"
 #include "zeps_errors.h"
@@ -77,7 +78,7 @@ static int bsp_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, 
 {
     zp_round *rd = &t->round;
     if (p->off != 0 || p->count != t->n)
-        return zp_seterr(
+        return zp_errors_set(
             err, errlen, ZEPS_ERANGE,
             "bsp: a push to table '%s' must cover this shard's whole slice [%llu, %llu)", t->name,
             (unsigned long long)t->begin, (unsigned long long)t->end);
@@ -86,16 +87,16 @@ static int bsp_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, 
         return 0;
     }
     if (p->clock > rd->closed)
-        return zp_seterr(err, errlen, ZEPS_ECLOCK,
-                         "bsp: push for clock %lld but table '%s' is collecting round %lld",
-                         (long long)p->clock, t->name, (long long)rd->closed);
+        return zp_errors_set(err, errlen, ZEPS_ECLOCK,
+                             "bsp: push for clock %lld but table '%s' is collecting round %lld",
+                             (long long)p->clock, t->name, (long long)rd->closed);
     if (zp_round_holds(rd, p->rank))
-        return zp_seterr(err, errlen, ZEPS_ESTATE,
-                         "bsp: worker %u already pushed table '%s' for round %lld", p->rank,
-                         t->name, (long long)p->clock);
+        return zp_errors_set(err, errlen, ZEPS_ESTATE,
+                             "bsp: worker %u already pushed table '%s' for round %lld", p->rank,
+                             t->name, (long long)p->clock);
     if (zp_round_hold(rd, p->rank, p->frame, p->data_version) != 0)
-        return zp_seterr(err, errlen, ZEPS_ENOMEM,
-                         "bsp: cannot allocate the round buffer of table '%s'", t->name);
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM,
+                             "bsp: cannot allocate the round buffer of table '%s'", t->name);
     res->outcome = ZP_PUSH_KEPT;
     res->version_applied = t->version;
     if (rd->npending >= quorum(s))

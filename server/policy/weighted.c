@@ -16,6 +16,7 @@
 
 #include <math.h>
 
+#include "errors.h"
 #include "server.h"
 #include "zeps_errors.h"
 
@@ -52,7 +53,7 @@ static int dc_compensate(zp_server *s, zp_table *t, zp_push *p, char *err, size_
         return 0; /* never pulled: w_stale = w_now, no compensation */
     float *scratch = zp_dc_scratch(&t->dc, t->n);
     if (!scratch)
-        return zp_seterr(err, errlen, ZEPS_ENOMEM, "weighted: no memory for DC-ASGD scratch");
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM, "weighted: no memory for DC-ASGD scratch");
     zp_dc_compensate(scratch + p->off, p->g, t->params->data + p->off, stale->data + p->off,
                      p->count, (float)s->cfg.dc_lambda);
     p->g = scratch + p->off;

@@ -38,10 +38,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "errors.h"
 #include "log.h"
+#include "now.h"
 #include "server.h"
 #include "snapshot.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 static double wall_s(void)
@@ -102,7 +103,7 @@ static int write_set(const zp_config *cfg, const zp_snapshot *snap, char *err, s
     if (rc != 0)
         return rc;
     char why[512];
-    if (zp_snapshot_set_complete(cfg->snapshot_dir, snap->h.setid, snap->h.nshards, why,
+    if (zp_manifest_set_complete(cfg->snapshot_dir, snap->h.setid, snap->h.nshards, why,
                                  sizeof(why)) != 0)
         return 0; /* other shards' files are still to come: they will record it */
     rc = zp_manifest_add_set(cfg->snapshot_dir, snap->h.setid, snap->h.nshards, err, errlen);
@@ -275,12 +276,13 @@ int zp_persist_request(zp_server *s, int64_t clock, uint64_t setid, char *err, s
 {
     zp_persist *p = &s->persist;
     if (!s->cfg.snapshot_dir[0])
-        return zp_seterr(err, errlen, ZEPS_ESTATE, "shard %d has no snapshot_dir", s->shard);
+        return zp_errors_set(err, errlen, ZEPS_ESTATE, "shard %d has no snapshot_dir", s->shard);
     if (!(s->cons->caps & ZP_CAP_CUTS)) {
         if (setid == 0)
             setid = (uint64_t)wall_s();
         if (zp_persist_start(s, -1, setid, "on request") != 0)
-            return zp_seterr(err, errlen, ZEPS_EIO, "shard %d: cannot start a snapshot", s->shard);
+            return zp_errors_set(err, errlen, ZEPS_EIO, "shard %d: cannot start a snapshot",
+                                 s->shard);
         return 0;
     }
     int64_t c = s->cons->cut(s);
@@ -290,16 +292,17 @@ int zp_persist_request(zp_server *s, int64_t clock, uint64_t setid, char *err, s
         if (clock == p->last_cut)
             return 0; /* that cut is written already */
         if (zp_persist_start(s, clock, (uint64_t)clock, "on request") != 0)
-            return zp_seterr(err, errlen, ZEPS_EIO, "shard %d: cannot start a snapshot", s->shard);
+            return zp_errors_set(err, errlen, ZEPS_EIO, "shard %d: cannot start a snapshot",
+                                 s->shard);
         p->last_cut = clock;
         return 0;
     }
     for (uint32_t i = 0; i < s->ntables; i++)
         if (s->tables[i]->round.closed > clock)
-            return zp_seterr(err, errlen, ZEPS_ECLOCK,
-                             "shard %d: table '%s' is already past clock %lld (round %lld)",
-                             s->shard, s->tables[i]->name, (long long)clock,
-                             (long long)s->tables[i]->round.closed);
+            return zp_errors_set(err, errlen, ZEPS_ECLOCK,
+                                 "shard %d: table '%s' is already past clock %lld (round %lld)",
+                                 s->shard, s->tables[i]->name, (long long)clock,
+                                 (long long)s->tables[i]->round.closed);
     p->requested_cut = clock;
     zp_info("snapshot requested at clock %lld: armed", (long long)clock);
     return 0;

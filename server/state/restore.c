@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "errors.h"
 #include "log.h"
 #include "server.h"
 #include "snapshot.h"
@@ -63,10 +64,10 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
     if (!dir[0])
         return 0;
     if (mkdir(dir, 0750) != 0 && errno != EEXIST)
-        return zp_seterr(err, errlen, ZEPS_EIO, "snapshot_dir %s: %s", dir, strerror(errno));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "snapshot_dir %s: %s", dir, strerror(errno));
     zp_snapshot *snap = NULL;
     uint64_t setid = 0;
-    int rc = zp_snapshot_find_restorable(dir, (uint32_t)s->shard, (uint32_t)s->nshards, &snap,
+    int rc = zp_manifest_find_restorable(dir, (uint32_t)s->shard, (uint32_t)s->nshards, &snap,
                                          &setid, log_skip, s, err, errlen);
     if (rc != 0)
         return rc;
@@ -77,10 +78,11 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
     if (snap->h.nworkers != (uint32_t)s->nworkers) {
         uint32_t had = snap->h.nworkers;
         zp_snapshot_free(&snap);
-        return zp_seterr(err, errlen, ZEPS_EDATA,
-                         "snapshot set %016" PRIx64 " in %s is of a cluster of %u workers, this "
-                         "one has %d",
-                         setid, dir, had, s->nworkers);
+        return zp_errors_set(err, errlen, ZEPS_EDATA,
+                             "snapshot set %016" PRIx64
+                             " in %s is of a cluster of %u workers, this "
+                             "one has %d",
+                             setid, dir, had, s->nworkers);
     }
     for (uint32_t i = 0; i < snap->ntables && rc == 0; i++)
         rc = restore_table(s, &snap->tables[i], err, errlen);
@@ -110,39 +112,41 @@ static int rollback_read(zp_server *s, int64_t clock, uint64_t setid, zp_snapsho
                          size_t errlen)
 {
     if (!(s->cons->caps & ZP_CAP_ROLLBACK))
-        return zp_seterr(err, errlen, ZEPS_ESTATE, "shard %d: rollback is for bsp only", s->shard);
+        return zp_errors_set(err, errlen, ZEPS_ESTATE, "shard %d: rollback is for bsp only",
+                             s->shard);
     for (uint32_t i = 0; i < s->ntables; i++)
         if (s->tables[i]->round.closed < clock)
-            return zp_seterr(err, errlen, ZEPS_ECLOCK,
-                             "shard %d: table '%s' is at round %lld, behind the cut %lld to roll "
-                             "back to",
-                             s->shard, s->tables[i]->name, (long long)s->tables[i]->round.closed,
-                             (long long)clock);
+            return zp_errors_set(
+                err, errlen, ZEPS_ECLOCK,
+                "shard %d: table '%s' is at round %lld, behind the cut %lld to roll "
+                "back to",
+                s->shard, s->tables[i]->name, (long long)s->tables[i]->round.closed,
+                (long long)clock);
     char path[ZP_PATH_MAX + 128];
     if (!s->cfg.snapshot_dir[0] || zp_snapshot_path(path, sizeof(path), s->cfg.snapshot_dir, setid,
                                                     (uint32_t)s->shard, (uint32_t)s->nshards) != 0)
-        return zp_seterr(err, errlen, ZEPS_EDATA, "shard %d: no snapshot_dir to roll back from",
-                         s->shard);
+        return zp_errors_set(err, errlen, ZEPS_EDATA, "shard %d: no snapshot_dir to roll back from",
+                             s->shard);
     zp_persist_reap(s, 1); /* a writer in flight may be writing this very set */
     zp_snapshot *snap = NULL;
     char why[1024];
     int rc = zp_snapshot_read(path, &snap, why, sizeof(why));
     if (rc != 0)
-        return zp_seterr(err, errlen, rc, "shard %d: cannot roll back to clock %lld: %s", s->shard,
-                         (long long)clock, why);
+        return zp_errors_set(err, errlen, rc, "shard %d: cannot roll back to clock %lld: %s",
+                             s->shard, (long long)clock, why);
     if (snap->h.clock != clock || snap->ntables != s->ntables)
-        rc = zp_seterr(err, errlen, ZEPS_EDATA,
-                       "shard %d: %s holds clock %lld and %u tables, not clock %lld and %u",
-                       s->shard, path, (long long)snap->h.clock, snap->ntables, (long long)clock,
-                       s->ntables);
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA,
+                           "shard %d: %s holds clock %lld and %u tables, not clock %lld and %u",
+                           s->shard, path, (long long)snap->h.clock, snap->ntables,
+                           (long long)clock, s->ntables);
     for (uint32_t i = 0; i < s->ntables && rc == 0; i++) {
         const zp_snap_table *st = &snap->tables[i];
         const zp_table *t = s->tables[i];
         if (strcmp(st->name, t->name) != 0 || !t->kind->fits(t, st))
-            rc = zp_seterr(err, errlen, ZEPS_EDATA,
-                           "shard %d: table %u of %s is '%s' [%llu, %llu), this shard has '%s'",
-                           s->shard, i, path, st->name, (unsigned long long)st->begin,
-                           (unsigned long long)st->end, t->name);
+            rc = zp_errors_set(err, errlen, ZEPS_EDATA,
+                               "shard %d: table %u of %s is '%s' [%llu, %llu), this shard has '%s'",
+                               s->shard, i, path, st->name, (unsigned long long)st->begin,
+                               (unsigned long long)st->end, t->name);
     }
     if (rc != 0) {
         zp_snapshot_free(&snap);

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "alloc.h"
+#include "errors.h"
+#include "now.h"
 #include "zeps_errors.h"
 
 struct zp_trace {
@@ -26,10 +28,11 @@ int zp_trace_open(zp_trace **out, const char *dir, int shard, char *err, size_t 
     snprintf(path, sizeof(path), "%s/trace-shard%d.csv", dir, shard);
     FILE *f = fopen(path, "w");
     if (!f)
-        return zp_seterr(err, errlen, ZEPS_EIO, "cannot open trace %s: %s", path, strerror(errno));
-    zp_trace *t = zp_xcalloc(1, sizeof(*t));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "cannot open trace %s: %s", path,
+                             strerror(errno));
+    zp_trace *t = zp_alloc_zeroed(1, sizeof(*t));
     t->f = f;
-    t->buf = zp_xmalloc(1 << 20);
+    t->buf = zp_alloc(1 << 20);
     setvbuf(f, t->buf, _IOFBF, 1 << 20);
     t->t0 = zp_now_s();
     fprintf(f, "time_s,kind,worker,table,clock,version_read,version_applied,tau,clock_gap,weight,"

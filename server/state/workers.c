@@ -8,13 +8,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "log.h"
-#include "util.h"
 
 void zp_workers_init(zp_workers *ws, int n)
 {
     ws->n = n;
-    ws->w = zp_xcalloc((size_t)n, sizeof(zp_worker));
+    ws->w = zp_alloc_zeroed((size_t)n, sizeof(zp_worker));
 }
 
 void zp_workers_fini(zp_workers *ws)
@@ -27,7 +27,7 @@ void zp_workers_fini(zp_workers *ws)
     ws->n = 0;
 }
 
-bool zp_worker_hello(zp_worker *w, uint64_t incarnation)
+bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
 {
     w->lost = false;
     if ((w->joined || w->rehello) && w->incarnation == incarnation) {
@@ -49,7 +49,7 @@ bool zp_worker_hello(zp_worker *w, uint64_t incarnation)
     return true;
 }
 
-bool zp_worker_seen(const zp_worker *w, uint64_t seq)
+bool zp_workers_seen(const zp_worker *w, uint64_t seq)
 {
     if (seq > w->max_seq)
         return false;
@@ -61,7 +61,7 @@ bool zp_worker_seen(const zp_worker *w, uint64_t seq)
     return (w->window >> (back - 1)) & 1u;
 }
 
-void zp_worker_record(zp_worker *w, uint64_t seq)
+void zp_workers_record(zp_worker *w, uint64_t seq)
 {
     if (seq > w->max_seq) {
         uint64_t shift = seq - w->max_seq;

@@ -60,13 +60,13 @@ void zp_workers_fini(zp_workers *ws);
  * restored window, so retries of requests the snapshot holds stay
  * duplicates. Clears `rehello` and `lost`. Returns true if it was new or
  * changed. */
-bool zp_worker_hello(zp_worker *w, uint64_t incarnation);
+bool zp_workers_hello(zp_worker *w, uint64_t incarnation);
 
 /* True if `seq` was already recorded for this incarnation. */
-bool zp_worker_seen(const zp_worker *w, uint64_t seq);
+bool zp_workers_seen(const zp_worker *w, uint64_t seq);
 
 /* Record `seq` as handled. */
-void zp_worker_record(zp_worker *w, uint64_t seq);
+void zp_workers_record(zp_worker *w, uint64_t seq);
 
 /* Workers counted as live: all but those that said BYE (with `left`) or
  * were declared lost under on_lost_worker = continue. */

@@ -19,9 +19,11 @@
 
 #include <zmq.h>
 
+#include "alloc.h"
 #include "curve.h"
+#include "errors.h"
 #include "log.h"
-#include "util.h"
+#include "now.h"
 #include "zeps_errors.h"
 
 #define ZAP_ENDPOINT   "inproc://zeromq.zap.01"
@@ -37,8 +39,8 @@ static int load_keys(const char *dir, uint8_t (**out)[32], size_t *nout, char *e
 {
     DIR *d = opendir(dir);
     if (!d)
-        return zp_seterr(err, errlen, ZEPS_EIO, "curve_allow_dir %s: cannot open: %s", dir,
-                         strerror(errno));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "curve_allow_dir %s: cannot open: %s", dir,
+                             strerror(errno));
     uint8_t(*keys)[32] = NULL;
     size_t n = 0, cap = 0;
     int rc = ZEPS_OK;
@@ -53,16 +55,16 @@ static int load_keys(const char *dir, uint8_t (**out)[32], size_t *nout, char *e
             break;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
-            keys = zp_xrealloc(keys, cap * sizeof(*keys));
+            keys = zp_alloc_resize(keys, cap * sizeof(*keys));
         }
         zmq_z85_decode(keys[n++], text);
     }
     closedir(d);
     if (rc == 0 && n == 0)
-        rc = zp_seterr(err, errlen, ZEPS_ECONFIG,
-                       "curve_allow_dir %s: holds no .pub files, so no worker could connect "
-                       "(copy each worker's NAME.pub from 'zepsctl keygen' there)",
-                       dir);
+        rc = zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                           "curve_allow_dir %s: holds no .pub files, so no worker could connect "
+                           "(copy each worker's NAME.pub from 'zepsctl keygen' there)",
+                           dir);
     if (rc != 0) {
         free(keys);
         return rc;
@@ -85,8 +87,8 @@ int zp_zap_open(zp_zap *z, void *zctx, const char *allow_dir, char *err, size_t 
     if (z->sock)
         zmq_setsockopt(z->sock, ZMQ_LINGER, &zero, sizeof(zero));
     if (!z->sock || zmq_bind(z->sock, ZAP_ENDPOINT) != 0) {
-        rc = zp_seterr(err, errlen, ZEPS_ETRANSPORT, "cannot start the ZAP handler at %s: %s",
-                       ZAP_ENDPOINT, zmq_strerror(zmq_errno()));
+        rc = zp_errors_set(err, errlen, ZEPS_ETRANSPORT, "cannot start the ZAP handler at %s: %s",
+                           ZAP_ENDPOINT, zmq_strerror(zmq_errno()));
         if (z->sock)
             zmq_close(z->sock);
         free(z->keys);
@@ -258,8 +260,8 @@ int zp_zap_start(zp_zap *z, uv_loop_t *loop, char *err, size_t errlen)
     int fd;
     size_t len = sizeof(fd);
     if (zmq_getsockopt(z->sock, ZMQ_FD, &fd, &len) != 0)
-        return zp_seterr(err, errlen, ZEPS_ETRANSPORT, "ZAP socket ZMQ_FD: %s",
-                         zmq_strerror(zmq_errno()));
+        return zp_errors_set(err, errlen, ZEPS_ETRANSPORT, "ZAP socket ZMQ_FD: %s",
+                             zmq_strerror(zmq_errno()));
     uv_poll_init(loop, &z->poll, fd);
     uv_poll_start(&z->poll, UV_READABLE, on_poll);
     return ZEPS_OK;

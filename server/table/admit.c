@@ -14,20 +14,22 @@
  */
 #include "admit.h"
 
-#include "util.h"
+#include "alloc.h"
+#include "errors.h"
+#include "rng.h"
 
 void zp_admit_init(zp_sparse *t)
 {
     if (t->admit_count > 1) {
-        t->sketch = zp_xcalloc(zp_admit_sketch_bytes(t->admit_count), 1);
-        t->sketch_seed = zp_mix64(t->seed ^ 0x736b65746368ull);
+        t->sketch = zp_alloc_zeroed(zp_admit_sketch_bytes(t->admit_count), 1);
+        t->sketch_seed = zp_rng_mix64(t->seed ^ 0x736b65746368ull);
     }
     zp_rng_seed(&t->rng_admit, t->seed, 0x61646d6974ull, 0);
 }
 
 uint32_t zp_admit_sketch_touch(zp_sparse *t, uint64_t h)
 {
-    uint64_t a = zp_mix64(h ^ t->sketch_seed), b = zp_mix64(a) | 1;
+    uint64_t a = zp_rng_mix64(h ^ t->sketch_seed), b = zp_rng_mix64(a) | 1;
     const uint64_t width = (uint64_t)1 << ZP_ADMIT_SKETCH_WIDTH_LOG2;
     uint16_t *cell[ZP_ADMIT_SKETCH_DEPTH];
     uint32_t min = UINT16_MAX;

@@ -10,20 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "errors.h"
+#include "now.h"
+#include "rng.h"
 #include "table.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 int zp_cpull_parse(const Zeps__Header *h, zp_cpull_req *out, char *err, size_t errlen)
 {
     const zp_codec_ops *codec = zp_codec_by_id(h->codec);
     if (!codec)
-        return zp_seterr(err, errlen, ZEPS_EPROTO, "unknown codec %u in a compressed PULL",
-                         h->codec);
+        return zp_errors_set(err, errlen, ZEPS_EPROTO, "unknown codec %u in a compressed PULL",
+                             h->codec);
     if (codec->id == ZP_CODEC_RANDK)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "randk cannot compress pulls: its n/k scaling is not contractive, so "
-                         "the worker's copy would move away from the parameters");
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "randk cannot compress pulls: its n/k scaling is not contractive, so "
+                             "the worker's copy would move away from the parameters");
     zp_codec_params p;
     zp_codec_params_init(&p);
     if (h->codec_fraction != 0)
@@ -34,8 +36,8 @@ int zp_cpull_parse(const Zeps__Header *h, zp_cpull_req *out, char *err, size_t e
     p.seed = h->codec_seed;
     char why[256];
     if (zp_codec_params_check(codec, &p, why, sizeof(why)) != 0)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "compressed PULL with codec %s: %s", codec->name,
-                         why);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "compressed PULL with codec %s: %s",
+                             codec->name, why);
     out->codec = codec;
     out->params = p;
     out->view_id = h->view_id;
@@ -47,7 +49,7 @@ int zp_cpull_parse(const Zeps__Header *h, zp_cpull_req *out, char *err, size_t e
 static uint64_t next_id(const zp_table *t, uint32_t rank, uint64_t id, uint64_t incarnation)
 {
     if (id == 0)
-        id = zp_mix64(incarnation ^ ((uint64_t)t->id << 40) ^ ((uint64_t)rank << 8));
+        id = zp_rng_mix64(incarnation ^ ((uint64_t)t->id << 40) ^ ((uint64_t)rank << 8));
     else
         id++;
     return id ? id : 1;
@@ -58,15 +60,15 @@ int zp_cpull_prepare(zp_table *t, uint32_t rank, const zp_cpull_req *rq, uint64_
 {
     double t0 = zp_now_s();
     if (!t->cpull.views && !(t->cpull.views = calloc((size_t)t->nworkers, sizeof(*t->cpull.views))))
-        return zp_seterr(err, errlen, ZEPS_ENOMEM, "no memory for the pull views of table '%s'",
-                         t->name);
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM, "no memory for the pull views of table '%s'",
+                             t->name);
     zp_pull_view *view = &t->cpull.views[rank];
     size_t n = t->n;
     int fresh = !view->v;
     if (fresh && !(view->v = malloc((n ? n : 1) * sizeof(float))))
-        return zp_seterr(err, errlen, ZEPS_ENOMEM,
-                         "no memory for worker %u's pull view of table '%s' (%zu bytes)", rank,
-                         t->name, n * sizeof(float));
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM,
+                             "no memory for worker %u's pull view of table '%s' (%zu bytes)", rank,
+                             t->name, n * sizeof(float));
     const float *params = t->params->data;
     memset(out, 0, sizeof(*out));
     /* codec none: the values themselves (a delta sent as f32 and added back
@@ -82,12 +84,13 @@ int zp_cpull_prepare(zp_table *t, uint32_t rank, const zp_cpull_req *rq, uint64_
         return 0;
     }
     if (!t->cpull.delta && !(t->cpull.delta = malloc((n ? n : 1) * sizeof(float))))
-        return zp_seterr(err, errlen, ZEPS_ENOMEM, "no memory for the pull delta of table '%s'",
-                         t->name);
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM, "no memory for the pull delta of table '%s'",
+                             t->name);
     size_t cap = rq->codec->max_size(n, &rq->params);
     void *buf = malloc(cap ? cap : 1);
     if (!buf)
-        return zp_seterr(err, errlen, ZEPS_ENOMEM, "no memory for a %zu-byte pull payload", cap);
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM, "no memory for a %zu-byte pull payload",
+                             cap);
     float *restrict d = t->cpull.delta;
     const float *restrict v = view->v;
     for (size_t i = 0; i < n; i++)

@@ -7,15 +7,15 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "buf.h"
-#include "util.h"
 
 void zp_dc_remember(zp_dc *dc, int nworkers, uint32_t rank, zp_buf *b)
 {
     if (rank >= (uint32_t)nworkers)
         return;
     if (!dc->pulled)
-        dc->pulled = zp_xcalloc((size_t)nworkers, sizeof(zp_buf *));
+        dc->pulled = zp_alloc_zeroed((size_t)nworkers, sizeof(zp_buf *));
     if (dc->pulled[rank] == b)
         return;
     if (dc->pulled[rank])

@@ -20,7 +20,9 @@
 
 #include "rowindex.h"
 #include "sparse_int.h"
-#include "util.h"
+#include "alloc.h"
+#include "errors.h"
+#include "rng.h"
 
 #define SAMPLE_SIZE 16
 

@@ -7,7 +7,7 @@
 
 #include <stdlib.h>
 
-#include "util.h"
+#include "alloc.h"
 
 void zp_parked_init(zp_parked_queue *q)
 {
@@ -18,7 +18,7 @@ void zp_parked_init(zp_parked_queue *q)
 
 zp_parked *zp_parked_new(const zmq_msg_t *identity)
 {
-    zp_parked *p = zp_xcalloc(1, sizeof(*p));
+    zp_parked *p = zp_alloc_zeroed(1, sizeof(*p));
     zmq_msg_init(&p->identity);
     zmq_msg_copy(&p->identity, (zmq_msg_t *)identity);
     return p;

@@ -18,20 +18,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "alloc.h"
+#include "errors.h"
+#include "rng.h"
 
 void zp_rowindex_init(zp_sparse *t)
 {
     t->icap = ZP_ROWINDEX_MIN_CAP;
-    t->index = zp_xmalloc(t->icap * sizeof(slot));
+    t->index = zp_alloc(t->icap * sizeof(slot));
     memset(t->index, 0xff, t->icap * sizeof(slot));
-    t->index_seed = zp_random64();
+    t->index_seed = zp_rng_random64();
 }
 
 void zp_rowindex_grow(zp_sparse *t)
 {
     uint64_t ncap = t->icap * 2;
-    slot *ni = zp_xmalloc(ncap * sizeof(slot));
+    slot *ni = zp_alloc(ncap * sizeof(slot));
 
     memset(ni, 0xff, ncap * sizeof(slot));
     for (uint64_t i = 0; i < t->icap; i++)

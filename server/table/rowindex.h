@@ -23,7 +23,7 @@
  * cost O(n) per lookup); nothing outside this table depends on it. */
 static inline uint64_t zp_rowindex_hash(const zp_sparse *t, uint64_t id)
 {
-    return zp_id_hash(id, t->index_seed);
+    return zp_sparse_hash_id(id, t->index_seed);
 }
 
 /* The slot holding `id` (hash h), or -1. */

@@ -12,11 +12,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+#include "errors.h"
 #include "evict.h"
+#include "init.h"
 #include "log.h"
+#include "rng.h"
 #include "sparse_hash.h"
 #include "table.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 /* A pull's or push's ids, copied out of the frame (which may sit at any
@@ -26,7 +29,7 @@ const uint64_t *zp_rows_ids(zp_rows *t, const void *data, size_t n)
     if (n > t->ids_cap) {
         free(t->ids);
         t->ids_cap = n < 1024 ? 1024 : n;
-        t->ids = zp_xmalloc(t->ids_cap * sizeof(uint64_t));
+        t->ids = zp_alloc(t->ids_cap * sizeof(uint64_t));
     }
     memcpy(t->ids, data, n * sizeof(uint64_t));
     return t->ids;
@@ -46,8 +49,8 @@ ptrdiff_t zp_rows_repeated(zp_rows *t, const uint64_t *ids, size_t n)
         free(t->set_keys);
         free(t->set_gen);
         t->set_cap = cap;
-        t->set_keys = zp_xmalloc(cap * sizeof(uint64_t));
-        t->set_gen = zp_xcalloc(cap, sizeof(uint32_t));
+        t->set_keys = zp_alloc(cap * sizeof(uint64_t));
+        t->set_gen = zp_alloc_zeroed(cap, sizeof(uint32_t));
         t->set_stamp = 0;
     }
     if (++t->set_stamp == 0) { /* wrapped: clear once every 2^32 pushes */
@@ -55,10 +58,10 @@ ptrdiff_t zp_rows_repeated(zp_rows *t, const uint64_t *ids, size_t n)
         t->set_stamp = 1;
     }
     if (!t->set_seed)
-        t->set_seed = zp_random64() | 1u;
+        t->set_seed = zp_rng_random64() | 1u;
     size_t mask = cap - 1;
     for (size_t i = 0; i < n; i++) {
-        size_t j = (size_t)zp_id_hash(ids[i], t->set_seed) & mask;
+        size_t j = (size_t)zp_sparse_hash_id(ids[i], t->set_seed) & mask;
         while (t->set_gen[j] == t->set_stamp) {
             if (t->set_keys[j] == ids[i])
                 return (ptrdiff_t)i;
@@ -100,7 +103,7 @@ const uint32_t *zp_rows_versions(zp_rows *t, const void *data, size_t n)
     if (n > t->ver_cap) {
         free(t->vers);
         t->ver_cap = n;
-        t->vers = zp_xmalloc(n * sizeof(uint32_t));
+        t->vers = zp_alloc(n * sizeof(uint32_t));
     }
     memcpy(t->vers, data, n * sizeof(uint32_t));
     return t->vers;
@@ -137,25 +140,26 @@ static int rows_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int 
     (void)shard;
     (void)nshards; /* every shard holds the rows of its ids (zp_sparse_shard_of) */
     if (zp_init_from_name(spec->init) < 0)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "table '%s': unknown initializer '%s' (zeros, constant, uniform, normal)",
-                         spec->name, spec->init);
+        return zp_errors_set(
+            err, errlen, ZEPS_EINVAL,
+            "table '%s': unknown initializer '%s' (zeros, constant, uniform, normal)", spec->name,
+            spec->init);
     if (zp_evict_from_name(spec->evict) < 0)
-        return zp_seterr(err, errlen, ZEPS_EINVAL,
-                         "table '%s': unknown eviction policy '%s' (lru, lfu)", spec->name,
-                         spec->evict);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "table '%s': unknown eviction policy '%s' (lru, lfu)", spec->name,
+                             spec->evict);
     zp_sparse_opts o;
     sparse_opts_from_spec(&o, spec);
     char serr[300];
-    zp_rows *r = zp_xcalloc(1, sizeof(*r));
+    zp_rows *r = zp_alloc_zeroed(1, sizeof(*r));
     t->rows = r;
     int rc = zp_sparse_new(&r->store, &o, serr, sizeof(serr));
     if (rc != 0)
-        return zp_seterr(err, errlen, rc, "table '%s': %s", spec->name, serr);
+        return zp_errors_set(err, errlen, rc, "table '%s': %s", spec->name, serr);
     r->dim = spec->dim;
     /* kept to compare re-declarations field by field */
     size_t len = zeps__table_spec__get_packed_size(spec);
-    uint8_t *buf = zp_xmalloc(len ? len : 1);
+    uint8_t *buf = zp_alloc(len ? len : 1);
     zeps__table_spec__pack(spec, buf);
     r->spec = zeps__table_spec__unpack(NULL, len, buf);
     free(buf);
@@ -184,9 +188,9 @@ static void rows_destroy(zp_table *t)
 #define SAME_S(field, fmt, label)                                                                  \
     do {                                                                                           \
         if (spec->field != d->field)                                                               \
-            return zp_seterr(err, errlen, ZEPS_ECONFLICT,                                          \
-                             "table '%s' already declared with %s = " fmt ", not " fmt, t->name,   \
-                             label, d->field, spec->field);                                        \
+            return zp_errors_set(err, errlen, ZEPS_ECONFLICT,                                      \
+                                 "table '%s' already declared with %s = " fmt ", not " fmt,        \
+                                 t->name, label, d->field, spec->field);                           \
     } while (0)
 
 static const char *str_or(const char *s, const char *dflt)
@@ -198,20 +202,21 @@ static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char 
 {
     const Zeps__TableSpec *d = t->rows->spec;
     if (spec->kind != ZP_TABLE_SPARSE)
-        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
-                         "table '%s' already declared as sparse, not kind %u", t->name, spec->kind);
+        return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
+                             "table '%s' already declared as sparse, not kind %u", t->name,
+                             spec->kind);
     if (strcmp(str_or(spec->optimizer, ""), str_or(d->optimizer, "")) != 0)
-        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
-                         "table '%s' already declared with optimizer '%s', not '%s'", t->name,
-                         str_or(d->optimizer, ""), str_or(spec->optimizer, ""));
+        return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
+                             "table '%s' already declared with optimizer '%s', not '%s'", t->name,
+                             str_or(d->optimizer, ""), str_or(spec->optimizer, ""));
     if (strcmp(str_or(spec->init, "zeros"), str_or(d->init, "zeros")) != 0)
-        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
-                         "table '%s' already declared with init '%s', not '%s'", t->name,
-                         str_or(d->init, "zeros"), str_or(spec->init, "zeros"));
+        return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
+                             "table '%s' already declared with init '%s', not '%s'", t->name,
+                             str_or(d->init, "zeros"), str_or(spec->init, "zeros"));
     if (strcmp(str_or(spec->evict, "lru"), str_or(d->evict, "lru")) != 0)
-        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
-                         "table '%s' already declared with evict '%s', not '%s'", t->name,
-                         str_or(d->evict, "lru"), str_or(spec->evict, "lru"));
+        return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
+                             "table '%s' already declared with evict '%s', not '%s'", t->name,
+                             str_or(d->evict, "lru"), str_or(spec->evict, "lru"));
     SAME_S(dim, "%u", "dim");
     SAME_S(lr, "%g", "lr");
     SAME_S(beta1, "%g", "beta1");
@@ -230,8 +235,8 @@ static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char 
     SAME_S(memory_budget, "%" PRIu64, "memory_budget");
     if (spec->has_staleness != d->has_staleness ||
         (d->has_staleness && spec->staleness != d->staleness))
-        return zp_seterr(err, errlen, ZEPS_ECONFLICT,
-                         "table '%s' already declared with another staleness bound", t->name);
+        return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
+                             "table '%s' already declared with another staleness bound", t->name);
     return 0;
 }
 
@@ -288,7 +293,7 @@ static void rows_describe(const zp_table *t, zp_snap_table *st)
     st->round = t->round.closed;
     st->state_per_param = (uint32_t)zp_sparse_state_per_value(t->rows->store);
     size_t len = zeps__table_spec__get_packed_size(d);
-    uint8_t *spec = zp_xmalloc(len ? len : 1);
+    uint8_t *spec = zp_alloc(len ? len : 1);
     zeps__table_spec__pack(d, spec);
     st->owned_bytes = spec; /* freed with the record; rows_pack replaces it */
     st->spec = spec;
@@ -306,7 +311,7 @@ static void rows_pack(const zp_table *t, zp_snap_table *st)
     uint32_t dim = t->rows->dim, spp = st->state_per_param;
     uint64_t rec = ZP_SNAP_ROW_LEN(dim, spp), n = 0;
     size_t len = ZP_SNAP_ROWS_HDR + (size_t)(c.rows * rec);
-    uint8_t *mem = zp_xmalloc(st->spec_len + len);
+    uint8_t *mem = zp_alloc(st->spec_len + len);
     memcpy(mem, st->spec, st->spec_len);
     uint8_t *rows = mem + st->spec_len, *at = rows + ZP_SNAP_ROWS_HDR;
     uint64_t cursor = 0;
@@ -346,8 +351,9 @@ static int rows_snap_spec(const zp_snap_table *st, Zeps__TableSpec **out, char *
     if (!spec || spec->kind != ZP_TABLE_SPARSE || strcmp(spec->name, st->name) != 0) {
         if (spec)
             zeps__table_spec__free_unpacked(spec, NULL);
-        return zp_seterr(err, errlen, ZEPS_EDATA,
-                         "sparse table '%s': the recorded declaration does not decode", st->name);
+        return zp_errors_set(err, errlen, ZEPS_EDATA,
+                             "sparse table '%s': the recorded declaration does not decode",
+                             st->name);
     }
     *out = spec;
     return 0;
@@ -359,7 +365,7 @@ static void put_rows(zp_sparse *store, const zp_snap_table *st, uint32_t dim, ui
 {
     uint64_t n, rec = ZP_SNAP_ROW_LEN(dim, spp);
     memcpy(&n, st->rows, 8);
-    float *vals = zp_xmalloc((size_t)dim * (1 + spp) * sizeof(float));
+    float *vals = zp_alloc((size_t)dim * (1 + spp) * sizeof(float));
     for (uint64_t i = 0; i < n; i++) {
         const uint8_t *r = st->rows + ZP_SNAP_ROWS_HDR + i * rec;
         zp_sparse_row row = {.values = vals, .state = vals + dim};
@@ -387,10 +393,10 @@ static int rows_load(zp_table *t, const zp_snap_table *st, char *err, size_t err
 {
     uint32_t dim = t->rows->dim, spp = (uint32_t)zp_sparse_state_per_value(t->rows->store);
     if (dim != st->length || spp != st->state_per_param)
-        return zp_seterr(err, errlen, ZEPS_EDATA,
-                         "sparse table '%s': rows of dim %" PRIu64 " with %u state floats, the "
-                         "declaration makes %u and %u",
-                         st->name, st->length, st->state_per_param, dim, spp);
+        return zp_errors_set(err, errlen, ZEPS_EDATA,
+                             "sparse table '%s': rows of dim %" PRIu64 " with %u state floats, the "
+                             "declaration makes %u and %u",
+                             st->name, st->length, st->state_per_param, dim, spp);
     put_rows(t->rows->store, st, dim, spp);
     t->version = st->version;
     t->round.closed = st->round;

@@ -14,7 +14,7 @@
  *
  * Optimizers compute in double from the stored floats (rows are short, the
  * cost is in the lookups) and store float; see the per-row ops in optim/.
- * Out of memory aborts (zp_xmalloc): bound a table with capacity_rows or
+ * Out of memory aborts (zp_alloc): bound a table with capacity_rows or
  * memory_budget.
  */
 #include "sparse.h"
@@ -26,6 +26,8 @@
 
 #include "admit.h"
 #include "evict.h"
+#include "alloc.h"
+#include "errors.h"
 #include "optim.h"
 #include "rowindex.h"
 #include "sparse_hash.h"
@@ -44,7 +46,7 @@ static int check(int code, const char *field, double x, int ok, const char *rang
 {
     if (isfinite(x) && ok)
         return 0;
-    return zp_seterr(err, errlen, code, "sparse table: %s = %g must be %s", field, x,
+    return zp_errors_set(err, errlen, code, "sparse table: %s = %g must be %s", field, x,
                      isfinite(x) ? range : "finite");
 }
 
@@ -75,13 +77,13 @@ static int validate(const zp_sparse_opts *o, const zp_optim_ops **optim, char *e
     int rc;
 
     if (o->dim < 1 || o->dim > 4096)
-        return zp_seterr(err, errlen, I, "sparse table: dim = %u must be in 1..4096", o->dim);
+        return zp_errors_set(err, errlen, I, "sparse table: dim = %u must be in 1..4096", o->dim);
     *optim = zp_optim_find(o->optimizer);
     if (*optim == NULL || (*optim)->apply_row == NULL) {
         char known[128];
         zp_optim_names(ZP_OPTIM_ROW, known, sizeof known);
         *optim = NULL;
-        return zp_seterr(err, errlen, O, "sparse table: optimizer = '%s' unknown (known: %s)",
+        return zp_errors_set(err, errlen, O, "sparse table: optimizer = '%s' unknown (known: %s)",
                          o->optimizer ? o->optimizer : "(null)", known);
     }
     if ((rc = check(O, "lr", o->lr, o->lr > 0, "> 0", err, errlen)) ||
@@ -98,21 +100,21 @@ static int validate(const zp_sparse_opts *o, const zp_optim_ops **optim, char *e
                     errlen)))
         return rc;
     if ((unsigned)o->init > ZP_INIT_NORMAL)
-        return zp_seterr(err, errlen, I, "sparse table: init = %d unknown", (int)o->init);
+        return zp_errors_set(err, errlen, I, "sparse table: init = %d unknown", (int)o->init);
     if ((rc = check(I, "init_scale", o->init_scale, 1, "", err, errlen)) ||
         (rc = check(I, "admit_prob", o->admit_prob, o->admit_prob >= 0 && o->admit_prob <= 1,
                     "in [0, 1] (0 = always)", err, errlen)))
         return rc;
     if (o->admit_count > UINT16_MAX)
-        return zp_seterr(err, errlen, I, "sparse table: admit_count = %u must be at most %u",
+        return zp_errors_set(err, errlen, I, "sparse table: admit_count = %u must be at most %u",
                          o->admit_count, (unsigned)UINT16_MAX);
     if (o->capacity_rows > MAX_ROWS)
-        return zp_seterr(err, errlen, I, "sparse table: capacity_rows = %llu must be at most %llu",
+        return zp_errors_set(err, errlen, I, "sparse table: capacity_rows = %llu must be at most %llu",
                          (unsigned long long)o->capacity_rows, (unsigned long long)MAX_ROWS);
     if ((unsigned)o->evict > ZP_EVICT_LFU)
-        return zp_seterr(err, errlen, I, "sparse table: evict = %d unknown", (int)o->evict);
+        return zp_errors_set(err, errlen, I, "sparse table: evict = %d unknown", (int)o->evict);
     if (o->ttl_clocks > INT64_MAX)
-        return zp_seterr(err, errlen, I, "sparse table: ttl_clocks = %llu too large",
+        return zp_errors_set(err, errlen, I, "sparse table: ttl_clocks = %llu too large",
                          (unsigned long long)o->ttl_clocks);
     if (o->memory_budget != 0) {
         size_t rec = rec_bytes(o->dim, (*optim)->state_per_param);
@@ -120,7 +122,7 @@ static int validate(const zp_sparse_opts *o, const zp_optim_ops **optim, char *e
                          ZP_ROWINDEX_MIN_CAP * sizeof(slot) +
                          (rec << chunk_log2_for(rec, o->memory_budget));
         if (o->memory_budget < fixed)
-            return zp_seterr(err, errlen, I,
+            return zp_errors_set(err, errlen, I,
                              "sparse table: memory_budget = %llu bytes is below the table's "
                              "minimum of %llu bytes (sketch, index, one chunk of rows)",
                              (unsigned long long)o->memory_budget, (unsigned long long)fixed);
@@ -137,7 +139,7 @@ int zp_sparse_new(zp_sparse **out, const zp_sparse_opts *o, char *err, size_t er
     if (rc != 0)
         return rc;
 
-    zp_sparse *t = zp_xcalloc(1, sizeof *t);
+    zp_sparse *t = zp_alloc_zeroed(1, sizeof *t);
     t->dim = o->dim;
     t->optim = optim;
     t->spv = optim->state_per_param;
@@ -226,12 +228,12 @@ static uint32_t rec_take(zp_sparse *t)
     if (zp_sparse_need_chunk(t)) {
         if (t->nchunks == t->chunks_cap) {
             t->chunks_cap = t->chunks_cap ? 2 * t->chunks_cap : 8;
-            t->chunks = zp_xrealloc(t->chunks, t->chunks_cap * sizeof *t->chunks);
+            t->chunks = zp_alloc_resize(t->chunks, t->chunks_cap * sizeof *t->chunks);
         }
         size_t bytes = t->rec << t->chunk_log2;
         /* Records past the high-water mark are never read (iteration and
          * sampling stop at nalloc), so the chunk needs no clearing. */
-        t->chunks[t->nchunks++] = zp_xmalloc(bytes);
+        t->chunks[t->nchunks++] = zp_alloc(bytes);
         t->c.bytes += bytes;
     }
     return t->nalloc++;
@@ -241,7 +243,7 @@ void zp_sparse_init_row(const zp_sparse *t, uint64_t id, float *out)
 {
     /* A per-row seed, then elements 0..dim-1 of the counter-based
      * initialiser: no id * dim product that could overflow or collide. */
-    uint64_t rs = zp_mix64(t->seed ^ zp_id_hash(id, INIT_HASH_SEED));
+    uint64_t rs = zp_rng_mix64(t->seed ^ zp_sparse_hash_id(id, INIT_HASH_SEED));
     zp_init_fill(out, 0, t->dim, t->init, t->init_scale, rs);
 }
 

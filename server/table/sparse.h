@@ -42,7 +42,8 @@
 
 #include "evict.h" /* zp_evict_policy */
 #include "hist.h"
-#include "util.h"
+#include "init.h"
+#include "rng.h"
 
 typedef struct zp_sparse_opts {
     uint32_t dim;             /* 1..4096 */

@@ -49,7 +49,7 @@ _Static_assert(sizeof(rowhdr) == HDR_BYTES, "row header is 32 bytes");
 /* One index slot (rowindex.c). */
 typedef struct slot {
     uint32_t row;  /* ROW_NONE = empty */
-    uint32_t hash; /* low 32 bits of zp_id_hash(id, t->index_seed) */
+    uint32_t hash; /* low 32 bits of zp_sparse_hash_id(id, t->index_seed) */
 } slot;
 
 struct zp_sparse {

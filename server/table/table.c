@@ -13,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+#include "errors.h"
+#include "init.h"
 #include "log.h"
 #include "zeps_errors.h"
 
@@ -141,7 +144,7 @@ int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int s
     int rc = check_common(spec, err, errlen);
     if (rc != 0)
         return rc;
-    zp_table *t = zp_xcalloc(1, sizeof(*t));
+    zp_table *t = zp_alloc_zeroed(1, sizeof(*t));
     t->id = id;
     t->kind = zp_table_kind_for(spec->kind);
     snprintf(t->name, sizeof(t->name), "%s", spec->name);
@@ -178,8 +181,8 @@ int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int
 {
     const zp_table_kind *kind = zp_table_kind_for(st->kind);
     if (!kind)
-        return zp_seterr(err, errlen, ZEPS_EDATA, "table '%s': unknown kind %u in the snapshot",
-                         st->name, st->kind);
+        return zp_errors_set(err, errlen, ZEPS_EDATA, "table '%s': unknown kind %u in the snapshot",
+                             st->name, st->kind);
     Zeps__TableSpec *spec;
     int rc = kind->snap_spec(st, &spec, err, errlen);
     if (rc != 0)
@@ -202,7 +205,7 @@ void zp_table_append(zp_table ***tables, uint32_t *n, uint32_t *cap, zp_table *t
 {
     if (*n == *cap) {
         *cap = *cap ? 2 * *cap : 8;
-        *tables = zp_xrealloc(*tables, *cap * sizeof(**tables));
+        *tables = zp_alloc_resize(*tables, *cap * sizeof(**tables));
     }
     (*tables)[(*n)++] = t;
 }
@@ -420,13 +423,13 @@ static int dense_snap_spec(const zp_snap_table *st, Zeps__TableSpec **out, char 
     spec.has_staleness = st->has_staleness;
     spec.staleness = st->staleness;
     size_t len = zeps__table_spec__get_packed_size(&spec);
-    uint8_t *buf = zp_xmalloc(len ? len : 1);
+    uint8_t *buf = zp_alloc(len ? len : 1);
     zeps__table_spec__pack(&spec, buf);
     *out = zeps__table_spec__unpack(NULL, len, buf);
     free(buf);
     if (!*out)
-        return zp_seterr(err, errlen, ZEPS_EDATA, "table '%s': declaration does not encode",
-                         st->name);
+        return zp_errors_set(err, errlen, ZEPS_EDATA, "table '%s': declaration does not encode",
+                             st->name);
     return 0;
 }
 
@@ -439,8 +442,9 @@ static bool dense_fits(const zp_table *t, const zp_snap_table *st)
 static int dense_load(zp_table *t, const zp_snap_table *st, char *err, size_t errlen)
 {
     if (!dense_fits(t, st))
-        return zp_seterr(err, errlen, ZEPS_EDATA,
-                         "table '%s' in the snapshot does not fit this shard's slice", st->name);
+        return zp_errors_set(err, errlen, ZEPS_EDATA,
+                             "table '%s' in the snapshot does not fit this shard's slice",
+                             st->name);
     /* the declaration went through float once already: keep the exact values */
     t->hyper = st->hyper;
     memcpy(t->params->data, st->params, t->n * sizeof(float));

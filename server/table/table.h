@@ -39,12 +39,12 @@
 #include "cpull.h"
 #include "dc.h"
 #include "hist.h"
+#include "init.h"
 #include "optim.h"
 #include "parked.h"
 #include "round.h"
 #include "rows.h"
 #include "snapshot.h"
-#include "util.h"
 #include "zeps.pb-c.h"
 
 enum { ZP_TABLE_DENSE = 0, ZP_TABLE_SPARSE = 1 };

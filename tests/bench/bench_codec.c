@@ -7,7 +7,7 @@
  * decode_add of each codec and prints GB/s of the f32 input (4n bytes per
  * call, 10^9 B/s), best of a few runs, and the payload size relative to
  * raw f32. Two composite operations follow what zeps does per message:
- * ef_enc is a push with error feedback (zp_ef_encode: r += g, encode,
+ * ef_enc is a push with error feedback (zp_codec_ef_encode: r += g, encode,
  * r -= decoded), and pull is what a shard does for a compressed pull
  * (delta = params - view, encode, view += decoded). "saved" is the share of
  * bytes a message of that codec does not send. Usage: bench_codec [reps]
@@ -17,8 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "codec.h"
-#include "util.h"
+#include "now.h"
+#include "rng.h"
 
 typedef struct bench_ctx {
     const zp_codec_ops *c;
@@ -52,7 +54,7 @@ static void run_op(bench_ctx *b, int op, uint64_t rep)
         b->c->decode_add(b->buf, b->len, b->n, 0.5f, b->out);
         break;
     case OP_EF_ENCODE:
-        b->len = zp_ef_encode(b->c, b->p, b->residual, b->x, b->n, rep, b->buf);
+        b->len = zp_codec_ef_encode(b->c, b->p, b->residual, b->x, b->n, rep, b->buf);
         break;
     default:
         for (size_t i = 0; i < b->n; i++)
@@ -81,7 +83,7 @@ int main(int argc, char **argv)
     int reps = argc > 1 ? atoi(argv[1]) : 5;
     if (reps < 1)
         reps = 1;
-    zp_malloc_tune();
+    zp_alloc_tune();
     const size_t sizes[] = {(size_t)1 << 20, (size_t)1 << 24};
     zp_codec_params p;
     zp_codec_params_init(&p);
@@ -90,10 +92,10 @@ int main(int argc, char **argv)
            "validate", "decode", "dec_add", "ef_enc", "pull");
     for (int si = 0; si < 2; si++) {
         size_t n = sizes[si];
-        float *x = zp_xmalloc(n * sizeof(float));
-        float *out = zp_xmalloc(n * sizeof(float));
-        float *residual = zp_xcalloc(n, sizeof(float));
-        float *delta = zp_xcalloc(n, sizeof(float));
+        float *x = zp_alloc(n * sizeof(float));
+        float *out = zp_alloc(n * sizeof(float));
+        float *residual = zp_alloc_zeroed(n, sizeof(float));
+        float *delta = zp_alloc_zeroed(n, sizeof(float));
         zp_rng r;
         zp_rng_seed(&r, 1, 0, 0);
         for (size_t i = 0; i < n; i++)
@@ -103,7 +105,7 @@ int main(int argc, char **argv)
             const zp_codec_ops *c = zp_codec_at(ci);
             bench_ctx b = {
                 .c = c, .p = &p, .x = x, .n = n, .out = out, .residual = residual, .delta = delta};
-            b.buf = zp_xmalloc(c->max_size(n, &p));
+            b.buf = zp_alloc(c->max_size(n, &p));
             memset(b.buf, 0, c->max_size(n, &p)); /* fault the pages in before timing */
             run_op(&b, OP_ENCODE, 0);
             double ratio = (double)b.len / (4.0 * (double)n);

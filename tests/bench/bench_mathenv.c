@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "mathenv.h"
-#include "util.h"
+#include "now.h"
 
 /* Microseconds per (sscal + saxpy) over n floats, the momentum update. */
 static double momentum_pass_us(float fill)

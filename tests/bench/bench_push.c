@@ -17,7 +17,8 @@
 #include <string.h>
 
 #include "harness.h"
-#include "util.h"
+#include "now.h"
+#include "rng.h"
 #include "zeps.h"
 
 /* CPU time of the server's main (loop) thread in seconds. */

@@ -18,8 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "harness.h"
-#include "util.h"
+#include "now.h"
+#include "rng.h"
 #include "zeps.h"
 
 #define VOCAB 10000000ull
@@ -40,7 +42,7 @@ static void make_ids(uint64_t *ids, size_t n, int zipf, uint64_t seed)
     zp_rng_seed(&r, seed, (uint64_t)n, (uint64_t)zipf);
     for (size_t i = 0; i < n; i++) {
         uint64_t rank = zipf ? zipf_rank(&r, 1.1) : zp_rng_next(&r) % VOCAB;
-        ids[i] = zp_mix64(rank + 1); /* ids spread over u64, as hashed features are */
+        ids[i] = zp_rng_mix64(rank + 1); /* ids spread over u64, as hashed features are */
     }
 }
 
@@ -52,7 +54,7 @@ typedef struct fig {
 static int run_sparse(zeps_client *c, uint32_t t, const uint64_t *ids, size_t n, uint32_t dim,
                       int push, double secs, fig *out)
 {
-    float *buf = zp_xcalloc(n * dim, sizeof(float));
+    float *buf = zp_alloc_zeroed(n * dim, sizeof(float));
     for (size_t i = 0; push && i < n * dim; i++)
         buf[i] = 1e-6f;
     size_t nu = 0, reps = 0;
@@ -79,7 +81,7 @@ static int run_sparse(zeps_client *c, uint32_t t, const uint64_t *ids, size_t n,
 static int run_dense(zeps_client *c, uint32_t t, uint64_t count, int push, double secs,
                      double *mb_s)
 {
-    float *buf = zp_xcalloc(count, sizeof(float));
+    float *buf = zp_alloc_zeroed(count, sizeof(float));
     size_t reps = 0;
     double t0 = zp_now_s(), t1;
     int rc = 0;
@@ -144,7 +146,7 @@ int main(int argc, char **argv)
         for (size_t bi = 0; bi < 3 && rc == 0; bi++) {
             for (int zipf = 0; zipf < 2 && rc == 0; zipf++) {
                 size_t n = batches[bi];
-                uint64_t *ids = zp_xmalloc(n * sizeof(uint64_t));
+                uint64_t *ids = zp_alloc(n * sizeof(uint64_t));
                 make_ids(ids, n, zipf, 42);
                 fig pull, push;
                 double dpull = 0, dpush = 0;
@@ -166,11 +168,11 @@ int main(int argc, char **argv)
         }
         /* memory: fill 1M more rows, then read the shards' accounting */
         enum { FILL = 1000000, CHUNK = 100000 };
-        uint64_t *ids = zp_xmalloc(CHUNK * sizeof(uint64_t));
-        float *rows = zp_xmalloc((size_t)CHUNK * dim * sizeof(float));
+        uint64_t *ids = zp_alloc(CHUNK * sizeof(uint64_t));
+        float *rows = zp_alloc((size_t)CHUNK * dim * sizeof(float));
         for (uint64_t k = 0; k < FILL / CHUNK && rc == 0; k++) {
             for (uint64_t i = 0; i < CHUNK; i++)
-                ids[i] = zp_mix64(0x10000000000ull + k * CHUNK + i);
+                ids[i] = zp_rng_mix64(0x10000000000ull + k * CHUNK + i);
             rc = zeps_spull(c, st, ids, CHUNK, rows, 0);
         }
         free(ids);

@@ -25,7 +25,8 @@
 #include "harness.h"
 #include "zeps.pb-c.h"
 #include "optim.h"
-#include "util.h"
+#include "now.h"
+#include "init.h"
 #include "zeps.h"
 
 #define L ZT_BSP_LEN

@@ -32,8 +32,8 @@
 #include "config.h"
 #include "curve.h"
 #include "harness.h"
+#include "now.h"
 #include "relay.h"
-#include "util.h"
 #include "wire.h"
 #include "zeps.h"
 
@@ -275,7 +275,7 @@ START_TEST(test_key_file_errors)
     ck_assert_ptr_nonnull(strstr(err, path));
     /* a client public key that is not its secret key's */
     zp_config cfg;
-    zp_config_defaults(&cfg);
+    zp_config_keys_defaults(&cfg);
     snprintf(cfg.curve_server_public, sizeof(cfg.curve_server_public), "%s/keys/server.pub", dir);
     snprintf(cfg.curve_client_secret, sizeof(cfg.curve_client_secret), "%s/keys/w0.key", dir);
     snprintf(cfg.curve_client_public, sizeof(cfg.curve_client_public), "%s/keys/w1.pub", dir);
@@ -298,9 +298,9 @@ START_TEST(test_loopback)
                         "tcp://[::]:4",        "tcp://eth0:5",          "tcp://128.0.0.1:6",
                         "tcp://example.com:7", "tcp://localhost.evil:8"};
     for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++)
-        ck_assert_msg(zp_endpoint_is_loopback(yes[i]), "%s", yes[i]);
+        ck_assert_msg(zp_curve_is_loopback(yes[i]), "%s", yes[i]);
     for (size_t i = 0; i < sizeof(no) / sizeof(no[0]); i++)
-        ck_assert_msg(!zp_endpoint_is_loopback(no[i]), "%s", no[i]);
+        ck_assert_msg(!zp_curve_is_loopback(no[i]), "%s", no[i]);
 }
 END_TEST
 

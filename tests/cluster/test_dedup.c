@@ -18,8 +18,8 @@
 
 #include "check_main.h"
 #include "harness.h"
+#include "now.h"
 #include "rawreq.h"
-#include "util.h"
 #include "wire.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"

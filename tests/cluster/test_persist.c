@@ -22,7 +22,7 @@
 #include "check_main.h"
 #include "harness.h"
 #include "mathenv.h"
-#include "util.h"
+#include "now.h"
 #include "zeps.h"
 
 #define SNAP_EXTRA "  snapshot_dir = \"@DIR@/snap\";\n  snapshot_every_clocks = 4;"

@@ -16,8 +16,8 @@
 #include "check_main.h"
 #include "harness.h"
 #include "rawreq.h"
+#include "rng.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "wire.h"
 #include "zeps.h"
 
@@ -478,7 +478,7 @@ START_TEST(test_bad_requests)
 }
 END_TEST
 
-/* The inverse of zp_mix64 (splitmix64's finaliser), to craft ids whose
+/* The inverse of zp_rng_mix64 (splitmix64's finaliser), to craft ids whose
  * public hash is whatever we like. */
 static uint64_t unxorshift(uint64_t y, int k)
 {
@@ -521,7 +521,7 @@ START_TEST(test_crafted_ids)
     spec.dim = 1;
     ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
     enum { K = 1 << 18 };
-    ck_assert_uint_eq(zp_mix64(unmix64(12345)), 12345);
+    ck_assert_uint_eq(zp_rng_mix64(unmix64(12345)), 12345);
     unsigned char *buf = malloc((size_t)K * 12);
     uint64_t *ids = (uint64_t *)buf;
     for (uint64_t i = 0; i < K; i++)

@@ -23,7 +23,6 @@
 #include "modes.h"
 #include "harness.h"
 #include "hist.h"
-#include "util.h"
 #include "zeps.h"
 
 #define LEN 64

@@ -10,8 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "init.h"
+#include "now.h"
 #include "optim.h"
-#include "util.h"
 
 const zeps_table_spec zt_bsp_spec = {
     .name = "w", .length = ZT_BSP_LEN, .optimizer = "adam", .lr = 0.01,

@@ -15,15 +15,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "codec.h"
-#include "util.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 static inline float *randn(size_t n, uint64_t seed, double scale)
 {
     zp_rng r;
     zp_rng_seed(&r, seed, 0, 0);
-    float *x = zp_xmalloc(n * sizeof(float) + 1);
+    float *x = zp_alloc(n * sizeof(float) + 1);
     for (size_t i = 0; i < n; i++)
         x[i] = (float)(scale * zp_rng_normal(&r));
     return x;
@@ -42,7 +43,7 @@ static inline unsigned char *enc(const zp_codec_ops *c, const float *x, size_t n
                           uint64_t nonce, size_t *len)
 {
     size_t want = c->max_size(n, p);
-    unsigned char *buf = zp_xmalloc(want);
+    unsigned char *buf = zp_alloc(want);
     *len = c->encode(x, n, p, nonce, buf);
     ck_assert_uint_eq(*len, want);
     return buf;
@@ -57,7 +58,7 @@ static inline float *roundtrip(const zp_codec_ops *c, const float *x, size_t n, 
     char err[256] = "";
     int rc = c->validate(buf, len, n, err, sizeof err);
     ck_assert_msg(rc == 0, "%s: own payload rejected: %s", c->name, err);
-    float *out = zp_xmalloc(n * sizeof(float) + 1);
+    float *out = zp_alloc(n * sizeof(float) + 1);
     c->decode(buf, len, n, out);
     free(buf);
     return out;

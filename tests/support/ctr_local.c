@@ -15,9 +15,10 @@
 #include <string.h>
 
 #include "ctr_metrics.h"
-#include "model_ctr.h"
+#include "ctr_math.h"
 #include "sparse_hash.h"
-#include "util.h"
+#include "now.h"
+#include "rng.h"
 
 typedef struct rowmap {
     uint64_t *keys;
@@ -44,7 +45,7 @@ static void map_grow(rowmap *m)
     for (size_t i = 0; i < m->cap; i++) {
         if (!m->slot[i])
             continue;
-        size_t h = zp_id_hash(m->keys[i], ZP_INDEX_HASH_SEED) & (ncap - 1);
+        size_t h = zp_sparse_hash_id(m->keys[i], ZP_INDEX_HASH_SEED) & (ncap - 1);
         while (slot[h])
             h = (h + 1) & (ncap - 1);
         keys[h] = m->keys[i];
@@ -63,7 +64,7 @@ static size_t map_row(rowmap *m, uint64_t id)
 {
     if (2 * (m->n + 1) > m->cap)
         map_grow(m);
-    size_t h = zp_id_hash(id, ZP_INDEX_HASH_SEED) & (m->cap - 1);
+    size_t h = zp_sparse_hash_id(id, ZP_INDEX_HASH_SEED) & (m->cap - 1);
     while (m->slot[h] && m->keys[h] != id)
         h = (h + 1) & (m->cap - 1);
     if (m->slot[h])
@@ -105,7 +106,7 @@ static void evaluate(const zp_ctr_data *test, rowmap *m, const float *dw, zt_ctr
         size_t nb = test->n - a < chunk ? test->n - a : chunk;
         for (size_t b = 0; b < nb; b++)
             ex[b] = a + b;
-        size_t np = zp_ctr_batch_positions(test, ex, nb);
+        size_t np = zp_ctr_math_batch_positions(test, ex, nb);
         float *lin = malloc(np * sizeof(float)), *emb = malloc(np * D * sizeof(float));
         for (size_t p = 0; p < np; p++) {
             /* an unseen id reads as a fresh row, as on a server */
@@ -113,13 +114,13 @@ static void evaluate(const zp_ctr_data *test, rowmap *m, const float *dw, zt_ctr
             lin[p] = row[0];
             memcpy(&emb[p * D], row + 1, D * sizeof(float));
         }
-        zp_ctr_model_pass(test, ex, nb, D, lin, emb, dw, &logit[a], NULL, NULL, NULL);
+        zp_ctr_math_pass(test, ex, nb, D, lin, emb, dw, &logit[a], NULL, NULL, NULL);
         free(lin);
         free(emb);
     }
-    r->auc = zp_ctr_auc(logit, test->label, test->n);
-    r->logloss = zp_ctr_logloss(logit, test->label, test->n);
-    r->accuracy = zp_ctr_accuracy(logit, test->label, test->n);
+    r->auc = zp_ctr_metrics_auc(logit, test->label, test->n);
+    r->logloss = zp_ctr_metrics_logloss(logit, test->label, test->n);
+    r->accuracy = zp_ctr_metrics_accuracy(logit, test->label, test->n);
     free(ex);
     free(logit);
 }
@@ -165,7 +166,7 @@ int zt_ctr_local_train(const zp_ctr_data *train, const zp_ctr_data *test,
                 lin[i] = r[0];
                 memcpy(&emb[i * D], r + 1, D * sizeof(float));
             }
-            zp_ctr_model_pass(train, ex, nb, D, lin, emb, dw, NULL, glin, gemb, gd);
+            zp_ctr_math_pass(train, ex, nb, D, lin, emb, dw, NULL, glin, gemb, gd);
             /* sum the gradients of each distinct row, then one step per row */
             nbatch++;
             size_t nt = 0;

@@ -255,10 +255,10 @@ Zeps__Header *zt_raw_request(void *raw, const Zeps__Header *h, const void *paylo
     if (zmq_poll(&it, 1, 5000) != 1)
         return NULL;
     zp_frames m;
-    if (zp_frames_recv(raw, &m, 0) != 0)
+    if (zp_wire_frames_recv(raw, &m, 0) != 0)
         return NULL;
-    Zeps__Header *rep = zp_header_unpack(&m.f[0]);
-    zp_frames_close(&m);
+    Zeps__Header *rep = zp_wire_unpack_header(&m.f[0]);
+    zp_wire_frames_close(&m);
     return rep;
 }
 

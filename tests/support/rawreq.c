@@ -36,9 +36,9 @@ Zeps__Header *zt_raw_recv(void *sock, int timeout_ms)
     zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
     ck_assert_msg(zmq_poll(&it, 1, timeout_ms) == 1, "no reply within %g s", timeout_ms / 1000.0);
     zp_frames m;
-    ck_assert_int_eq(zp_frames_recv(sock, &m, 0), 0);
-    Zeps__Header *rep = zp_header_unpack(&m.f[0]);
-    zp_frames_close(&m);
+    ck_assert_int_eq(zp_wire_frames_recv(sock, &m, 0), 0);
+    Zeps__Header *rep = zp_wire_unpack_header(&m.f[0]);
+    zp_wire_frames_close(&m);
     ck_assert_ptr_nonnull(rep);
     return rep;
 }

@@ -14,14 +14,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "alloc.h"
 
 static void record(zt_relay *r, const char *p, size_t n)
 {
     pthread_mutex_lock(&r->mu);
     if (r->len + n > r->cap) {
         r->cap = (r->len + n) * 2;
-        r->rec = zp_xrealloc(r->rec, r->cap);
+        r->rec = zp_alloc_resize(r->rec, r->cap);
     }
     memcpy(r->rec + r->len, p, n);
     r->len += n;

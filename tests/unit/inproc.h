@@ -67,7 +67,7 @@ static inline size_t zt_capture(void *arg, zmq_msg_t *identity, const Zeps__Head
 static inline zp_config *zt_config(const char *mode, int nworkers, int nshards)
 {
     zp_config *c = malloc(sizeof(*c));
-    zp_config_defaults(c);
+    zp_config_keys_defaults(c);
     c->num_workers = nworkers;
     c->num_shards = nshards;
     snprintf(c->consistency, sizeof(c->consistency), "%s", mode);
@@ -143,7 +143,7 @@ static inline int zt_send(zt_shard *z, const Zeps__Header *h, const void *payloa
     }
     m.bytes = strlen(id) + hl + len;
     zp_dispatch(z->s, &m);
-    zp_frames_close(&m);
+    zp_wire_frames_close(&m);
     return z->n - before;
 }
 

@@ -11,10 +11,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "check_main.h"
 #include "codec.h"
 #include "codec_fixture.h"
-#include "util.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 /* ------------------------------------------------------------------ */
@@ -22,8 +23,8 @@
 
 START_TEST(test_registry)
 {
-    ck_assert_ptr_eq(zp_codec_by_id(0), &zp_codec_none);
-    ck_assert_str_eq(zp_codec_none.name, "none");
+    ck_assert_ptr_eq(zp_codec_by_id(0), &zp_float_none_ops);
+    ck_assert_str_eq(zp_float_none_ops.name, "none");
     size_t i = 0;
     for (; zp_codec_at(i); i++) {
         const zp_codec_ops *c = zp_codec_at(i);
@@ -41,8 +42,9 @@ START_TEST(test_registry)
     ck_assert_ptr_null(zp_codec_by_id(0xffffffffu));
     ck_assert_ptr_null(zp_codec_find("gzip"));
     ck_assert_ptr_null(zp_codec_find(NULL));
-    ck_assert(zp_codec_none.lossless && !zp_codec_fp16.lossless);
-    ck_assert(zp_codec_int8.stochastic && zp_codec_randk.stochastic && !zp_codec_topk.stochastic);
+    ck_assert(zp_float_none_ops.lossless && !zp_float_fp16_ops.lossless);
+    ck_assert(zp_int8_ops.stochastic && zp_sparsify_randk_ops.stochastic &&
+              !zp_sparsify_topk_ops.stochastic);
 }
 END_TEST
 
@@ -53,32 +55,33 @@ START_TEST(test_params)
     ck_assert_uint_eq(p.block, 256);
     ck_assert_double_eq(p.fraction, 0.01);
     char err[128];
-    ck_assert_int_eq(zp_codec_params_check(&zp_codec_topk, &p, err, sizeof err), 0);
-    ck_assert_int_eq(zp_codec_params_check(&zp_codec_int8, &p, err, sizeof err), 0);
-    ck_assert_uint_eq(zp_codec_k(0, &p), 0);
-    ck_assert_uint_eq(zp_codec_k(1000, &p), 10);
-    ck_assert_uint_eq(zp_codec_k(1050, &p), 11); /* ceil(10.5) */
-    ck_assert_uint_eq(zp_codec_k(5, &p), 1);     /* at least one */
+    ck_assert_int_eq(zp_codec_params_check(&zp_sparsify_topk_ops, &p, err, sizeof err), 0);
+    ck_assert_int_eq(zp_codec_params_check(&zp_int8_ops, &p, err, sizeof err), 0);
+    ck_assert_uint_eq(zp_sparsify_k(0, &p), 0);
+    ck_assert_uint_eq(zp_sparsify_k(1000, &p), 10);
+    ck_assert_uint_eq(zp_sparsify_k(1050, &p), 11); /* ceil(10.5) */
+    ck_assert_uint_eq(zp_sparsify_k(5, &p), 1);     /* at least one */
     p.fraction = 1.0;
-    ck_assert_uint_eq(zp_codec_k(77, &p), 77);
+    ck_assert_uint_eq(zp_sparsify_k(77, &p), 77);
     p.count = 5000;
-    ck_assert_uint_eq(zp_codec_k(1000, &p), 1000);
+    ck_assert_uint_eq(zp_sparsify_k(1000, &p), 1000);
     p.count = 3;
-    ck_assert_uint_eq(zp_codec_k(1000, &p), 3);
+    ck_assert_uint_eq(zp_sparsify_k(1000, &p), 3);
     p.fraction = 0; /* a count alone is fine */
-    ck_assert_int_eq(zp_codec_params_check(&zp_codec_randk, &p, err, sizeof err), 0);
+    ck_assert_int_eq(zp_codec_params_check(&zp_sparsify_randk_ops, &p, err, sizeof err), 0);
     p.count = 0;
     const double bad[] = {0.0, -0.5, 1.5, NAN};
     for (int i = 0; i < 4; i++) {
         p.fraction = bad[i];
-        ck_assert_int_eq(zp_codec_params_check(&zp_codec_topk, &p, err, sizeof err), ZEPS_EINVAL);
+        ck_assert_int_eq(zp_codec_params_check(&zp_sparsify_topk_ops, &p, err, sizeof err),
+                         ZEPS_EINVAL);
         ck_assert_ptr_nonnull(strstr(err, "fraction"));
         /* codecs that do not read the fraction do not check it */
-        ck_assert_int_eq(zp_codec_params_check(&zp_codec_fp16, &p, err, sizeof err), 0);
+        ck_assert_int_eq(zp_codec_params_check(&zp_float_fp16_ops, &p, err, sizeof err), 0);
     }
     zp_codec_params_init(&p);
     p.block = ZP_CODEC_INT8_BLOCK_MAX + 1;
-    ck_assert_int_eq(zp_codec_params_check(&zp_codec_int8, &p, err, sizeof err), ZEPS_EINVAL);
+    ck_assert_int_eq(zp_codec_params_check(&zp_int8_ops, &p, err, sizeof err), ZEPS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "block"));
 }
 END_TEST
@@ -91,7 +94,7 @@ START_TEST(test_fp16_error_bound)
     zp_rng r;
     zp_rng_seed(&r, 5, 0, 0);
     const size_t n = 200000;
-    float *x = zp_xmalloc(n * sizeof(float));
+    float *x = zp_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
         /* normal range of binary16: [2^-14, 65504] */
         int e = -14 + (int)zp_rng_below(&r, 30);
@@ -101,7 +104,7 @@ START_TEST(test_fp16_error_bound)
         x[i] = (float)(zp_rng_below(&r, 2) ? -v : v);
     }
     zp_codec_params p = params();
-    float *y = roundtrip(&zp_codec_fp16, x, n, &p, 0);
+    float *y = roundtrip(&zp_float_fp16_ops, x, n, &p, 0);
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         double rel = fabs((double)y[i] - x[i]) / fabs((double)x[i]);
@@ -117,14 +120,14 @@ END_TEST
 /* Every finite half decodes to its exact value and encodes back to itself. */
 START_TEST(test_fp16_exhaustive)
 {
-    uint16_t *h = zp_xmalloc(65536 * 2);
+    uint16_t *h = zp_alloc(65536 * 2);
     size_t n = 0;
     for (uint32_t v = 0; v < 65536; v++)
         if ((v & 0x7c00) != 0x7c00)
             h[n++] = (uint16_t)v;
-    ck_assert_int_eq(check_payload(&zp_codec_fp16, h, 2 * n, n, 0, NULL), 0);
-    float *f = zp_xmalloc(n * sizeof(float));
-    zp_codec_fp16.decode(h, 2 * n, n, f);
+    ck_assert_int_eq(check_payload(&zp_float_fp16_ops, h, 2 * n, n, 0, NULL), 0);
+    float *f = zp_alloc(n * sizeof(float));
+    zp_float_fp16_ops.decode(h, 2 * n, n, f);
     for (size_t i = 0; i < n; i++) {
         int e = (h[i] >> 10) & 0x1f, m = h[i] & 0x3ff;
         double want = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
@@ -133,9 +136,9 @@ START_TEST(test_fp16_exhaustive)
         ck_assert_msg((double)f[i] == want && !!signbit(f[i]) == !!signbit(want),
                       "half %04x decoded to %g, want %g", h[i], (double)f[i], want);
     }
-    uint16_t *back = zp_xmalloc(65536 * 2);
+    uint16_t *back = zp_alloc(65536 * 2);
     zp_codec_params p = params();
-    zp_codec_fp16.encode(f, n, &p, 0, back);
+    zp_float_fp16_ops.encode(f, n, &p, 0, back);
     ck_assert(memcmp(back, h, 2 * n) == 0);
     free(h);
     free(f);
@@ -148,29 +151,29 @@ END_TEST
  * included, plus hand-made ties and the saturation rule. */
 START_TEST(test_fp16_rounding)
 {
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 1.0f + 0x1p-11f), 0x3c00);     /* tie -> even */
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 1.0f + 3 * 0x1p-11f), 0x3c02); /* tie -> even */
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 0x1p-25f), 0x0000);     /* subnormal tie -> 0 */
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 3 * 0x1p-25f), 0x0002); /* -> even */
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 0x1p-24f), 0x0001);
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 0x1p-14f), 0x0400);
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 0x1p-14f - 0x1p-26f),
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 1.0f + 0x1p-11f), 0x3c00);     /* tie -> even */
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 1.0f + 3 * 0x1p-11f), 0x3c02); /* tie -> even */
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 1.0f + 0x1p-11f + 0x1p-20f), 0x3c01);
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 0x1p-25f), 0x0000);     /* subnormal tie -> 0 */
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 3 * 0x1p-25f), 0x0002); /* -> even */
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 0x1p-24f), 0x0001);
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 0x1p-14f), 0x0400);
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 0x1p-14f - 0x1p-26f),
                       0x0400); /* rounds up to normal */
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, -0.0f), 0x8000);
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 1e-30f), 0x0000);
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, -0.0f), 0x8000);
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 1e-30f), 0x0000);
     /* finite overflow saturates to the largest half, keeping the sign */
     const float big[] = {65504.0f, 65519.0f, 65520.0f, 65536.0f, 1e10f, FLT_MAX};
     for (int i = 0; i < 6; i++) {
-        ck_assert_uint_eq(enc1_16(&zp_codec_fp16, big[i]), 0x7bff);
-        ck_assert_uint_eq(enc1_16(&zp_codec_fp16, -big[i]), 0xfbff);
+        ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, big[i]), 0x7bff);
+        ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, -big[i]), 0xfbff);
     }
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 65503.0f), 0x7bff);
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, 65487.0f), 0x7bfe);
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 65503.0f), 0x7bff);
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, 65487.0f), 0x7bfe);
     /* Inf and NaN stay non-finite, so the server rejects them */
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, INFINITY), 0x7c00);
-    ck_assert_uint_eq(enc1_16(&zp_codec_fp16, -INFINITY), 0xfc00);
-    uint16_t hn = enc1_16(&zp_codec_fp16, NAN);
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, INFINITY), 0x7c00);
+    ck_assert_uint_eq(enc1_16(&zp_float_fp16_ops, -INFINITY), 0xfc00);
+    uint16_t hn = enc1_16(&zp_float_fp16_ops, NAN);
     ck_assert((hn & 0x7c00) == 0x7c00 && (hn & 0x3ff) != 0);
 #ifdef __FLT16_MAX__
     zp_rng r;
@@ -186,8 +189,8 @@ START_TEST(test_fp16_rounding)
         _Float16 ref = (_Float16)x;
         uint16_t rb;
         memcpy(&rb, &ref, 2);
-        ck_assert_msg(enc1_16(&zp_codec_fp16, x) == rb, "fp16(%a) = %04x, reference %04x",
-                      (double)x, enc1_16(&zp_codec_fp16, x), rb);
+        ck_assert_msg(enc1_16(&zp_float_fp16_ops, x) == rb, "fp16(%a) = %04x, reference %04x",
+                      (double)x, enc1_16(&zp_float_fp16_ops, x), rb);
     }
 #endif
 }
@@ -199,13 +202,13 @@ START_TEST(test_bf16)
     zp_rng r;
     zp_rng_seed(&r, 8, 0, 0);
     const size_t n = 200000;
-    float *x = zp_xmalloc(n * sizeof(float));
+    float *x = zp_alloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++) {
         uint32_t u = ((uint32_t)zp_rng_next(&r) & 0x807fffffu) | (1 + zp_rng_below(&r, 253)) << 23;
         x[i] = u2f(u);
     }
     zp_codec_params p = params();
-    float *y = roundtrip(&zp_codec_bf16, x, n, &p, 0);
+    float *y = roundtrip(&zp_float_bf16_ops, x, n, &p, 0);
     double worst = 0;
     for (size_t i = 0; i < n; i++) {
         double rel = fabs((double)y[i] - x[i]) / fabs((double)x[i]);
@@ -222,24 +225,24 @@ START_TEST(test_bf16)
     ck_assert(worst > 0x1p-10);
     free(x);
     free(y);
-    ck_assert_uint_eq(enc1_16(&zp_codec_bf16, 1.0f + 0x1p-8f), 0x3f80);     /* tie -> even */
-    ck_assert_uint_eq(enc1_16(&zp_codec_bf16, 1.0f + 3 * 0x1p-8f), 0x3f82); /* tie -> even */
-    ck_assert_uint_eq(enc1_16(&zp_codec_bf16, 1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
-    ck_assert_uint_eq(enc1_16(&zp_codec_bf16, FLT_MAX), 0x7f7f);
-    ck_assert_uint_eq(enc1_16(&zp_codec_bf16, -FLT_MAX), 0xff7f);
-    ck_assert_uint_eq(enc1_16(&zp_codec_bf16, INFINITY), 0x7f80);
-    uint16_t hn = enc1_16(&zp_codec_bf16, NAN);
+    ck_assert_uint_eq(enc1_16(&zp_float_bf16_ops, 1.0f + 0x1p-8f), 0x3f80);     /* tie -> even */
+    ck_assert_uint_eq(enc1_16(&zp_float_bf16_ops, 1.0f + 3 * 0x1p-8f), 0x3f82); /* tie -> even */
+    ck_assert_uint_eq(enc1_16(&zp_float_bf16_ops, 1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+    ck_assert_uint_eq(enc1_16(&zp_float_bf16_ops, FLT_MAX), 0x7f7f);
+    ck_assert_uint_eq(enc1_16(&zp_float_bf16_ops, -FLT_MAX), 0xff7f);
+    ck_assert_uint_eq(enc1_16(&zp_float_bf16_ops, INFINITY), 0x7f80);
+    uint16_t hn = enc1_16(&zp_float_bf16_ops, NAN);
     ck_assert((hn & 0x7f80) == 0x7f80 && (hn & 0x7f) != 0);
     /* every finite bf16 survives decode -> encode */
-    uint16_t *h = zp_xmalloc(65536 * 2), *back = zp_xmalloc(65536 * 2);
+    uint16_t *h = zp_alloc(65536 * 2), *back = zp_alloc(65536 * 2);
     size_t m = 0;
     for (uint32_t v = 0; v < 65536; v++)
         if ((v & 0x7f80) != 0x7f80)
             h[m++] = (uint16_t)v;
-    float *f = zp_xmalloc(m * sizeof(float));
-    ck_assert_int_eq(check_payload(&zp_codec_bf16, h, 2 * m, m, 0, NULL), 0);
-    zp_codec_bf16.decode(h, 2 * m, m, f);
-    zp_codec_bf16.encode(f, m, &p, 0, back);
+    float *f = zp_alloc(m * sizeof(float));
+    ck_assert_int_eq(check_payload(&zp_float_bf16_ops, h, 2 * m, m, 0, NULL), 0);
+    zp_float_bf16_ops.decode(h, 2 * m, m, f);
+    zp_float_bf16_ops.encode(f, m, &p, 0, back);
     ck_assert(memcmp(back, h, 2 * m) == 0);
     free(h);
     free(back);
@@ -266,11 +269,11 @@ START_TEST(test_int8_error_bound)
     zp_codec_params p = params();
     p.block = 64;
     size_t len;
-    unsigned char *buf = enc(&zp_codec_int8, x, n, &p, 3, &len);
+    unsigned char *buf = enc(&zp_int8_ops, x, n, &p, 3, &len);
     ck_assert_uint_eq(len, 4 + 4 * 16 + n);
-    ck_assert_int_eq(check_payload(&zp_codec_int8, buf, len, n, 0, NULL), 0);
-    float *y = zp_xmalloc(n * sizeof(float));
-    zp_codec_int8.decode(buf, len, n, y);
+    ck_assert_int_eq(check_payload(&zp_int8_ops, buf, len, n, 0, NULL), 0);
+    float *y = zp_alloc(n * sizeof(float));
+    zp_int8_ops.decode(buf, len, n, y);
     const int8_t *q = (const int8_t *)(buf + 4 + 4 * 16);
     int rounded_up = 0, rounded_down = 0;
     for (size_t b = 0; b < 16; b++) {
@@ -307,7 +310,7 @@ START_TEST(test_int8_exact_multiples)
     zp_rng_seed(&r, 10, 0, 0);
     const float scales[] = {0.125f, 3.0f, 1.0f / 3.0f, 0.0173f, 2.5e-20f, 1e30f};
     for (int si = 0; si < 6; si++) {
-        float *x = zp_xmalloc(n * sizeof(float));
+        float *x = zp_alloc(n * sizeof(float));
         float s = scales[si];
         for (size_t i = 0; i < n; i++)
             x[i] = (float)((int)zp_rng_below(&r, 255) - 127) * s;
@@ -316,7 +319,7 @@ START_TEST(test_int8_exact_multiples)
         zp_codec_params p = params();
         p.block = 100;
         for (uint64_t nonce = 0; nonce < 5; nonce++) {
-            float *y = roundtrip(&zp_codec_int8, x, n, &p, nonce);
+            float *y = roundtrip(&zp_int8_ops, x, n, &p, nonce);
             for (size_t i = 0; i < n; i++)
                 ck_assert_msg(y[i] == x[i], "scale %g: x[%zu] = %a decoded %a", (double)s, i,
                               (double)x[i], (double)y[i]);
@@ -335,13 +338,13 @@ START_TEST(test_int8_unbiased)
     const size_t n = 300, T = 2000;
     float *x = randn(n, 11, 1.0);
     zp_codec_params p = params();
-    double *sum = zp_xcalloc(n, sizeof(double));
+    double *sum = zp_alloc_zeroed(n, sizeof(double));
     float s_max = 0;
     for (uint64_t t = 0; t < T; t++) {
         size_t len;
-        unsigned char *buf = enc(&zp_codec_int8, x, n, &p, t, &len);
-        float *y = zp_xmalloc(n * sizeof(float));
-        zp_codec_int8.decode(buf, len, n, y);
+        unsigned char *buf = enc(&zp_int8_ops, x, n, &p, t, &len);
+        float *y = zp_alloc(n * sizeof(float));
+        zp_int8_ops.decode(buf, len, n, y);
         for (size_t i = 0; i < n; i++)
             sum[i] += y[i];
         s_max = fmaxf(s_max, fmaxf(int8_scale(buf, 0), int8_scale(buf, 1)));
@@ -377,12 +380,12 @@ START_TEST(test_sign)
         mean /= (double)n;
         zp_codec_params p = params();
         size_t len;
-        unsigned char *buf = enc(&zp_codec_sign, x, n, &p, 0, &len);
+        unsigned char *buf = enc(&zp_sign_ops, x, n, &p, 0, &len);
         ck_assert_uint_eq(len, 4 + (n + 7) / 8);
         float s;
         memcpy(&s, buf, 4);
         ck_assert_double_eq_tol(s, mean, 1e-6 * mean + 1e-30);
-        float *y = roundtrip(&zp_codec_sign, x, n, &p, 0);
+        float *y = roundtrip(&zp_sign_ops, x, n, &p, 0);
         for (size_t i = 0; i < n; i++)
             ck_assert_msg(y[i] == (signbit(x[i]) ? -s : s), "sign: x[%zu] = %g decoded %g", i,
                           (double)x[i], (double)y[i]);
@@ -410,20 +413,20 @@ static int by_mag_then_index(const void *a, const void *b)
  * against a full sort. */
 static void topk_check(const float *x, size_t n, const zp_codec_params *p)
 {
-    size_t k = zp_codec_k(n, p), len;
-    unsigned char *buf = enc(&zp_codec_topk, x, n, p, 0, &len);
-    ck_assert_int_eq(check_payload(&zp_codec_topk, buf, len, n, 0, NULL), 0);
+    size_t k = zp_sparsify_k(n, p), len;
+    unsigned char *buf = enc(&zp_sparsify_topk_ops, x, n, p, 0, &len);
+    ck_assert_int_eq(check_payload(&zp_sparsify_topk_ops, buf, len, n, 0, NULL), 0);
     uint32_t kk;
     memcpy(&kk, buf, 4);
     ck_assert_uint_eq(kk, k);
-    float *y = zp_xmalloc(n * sizeof(float) + 1);
-    zp_codec_topk.decode(buf, len, n, y);
-    uint32_t *order = zp_xmalloc(n * sizeof(uint32_t) + 1);
+    float *y = zp_alloc(n * sizeof(float) + 1);
+    zp_sparsify_topk_ops.decode(buf, len, n, y);
+    uint32_t *order = zp_alloc(n * sizeof(uint32_t) + 1);
     for (uint32_t i = 0; i < n; i++)
         order[i] = i;
     sort_key = x;
     qsort(order, n, sizeof(uint32_t), by_mag_then_index);
-    char *kept = zp_xcalloc(n + 1, 1);
+    char *kept = zp_alloc_zeroed(n + 1, 1);
     for (size_t j = 0; j < k; j++)
         kept[order[j]] = 1;
     for (size_t i = 0; i < n; i++) {
@@ -447,7 +450,7 @@ START_TEST(test_topk_exact)
     p.fraction = 0.013;
     zp_rng r;
     zp_rng_seed(&r, 13, 0, 0);
-    float *x = zp_xmalloc(n * sizeof(float));
+    float *x = zp_alloc(n * sizeof(float));
     /* gaussian */
     for (size_t i = 0; i < n; i++)
         x[i] = (float)zp_rng_normal(&r);
@@ -498,12 +501,12 @@ START_TEST(test_randk)
     p.count = 37;
     float *x = randn(n, 14, 1.0);
     float scale = (float)(1000.0 / 37.0);
-    unsigned *hits = zp_xcalloc(n, sizeof(unsigned));
+    unsigned *hits = zp_alloc_zeroed(n, sizeof(unsigned));
     for (uint64_t t = 0; t < T; t++) {
         size_t len;
-        unsigned char *buf = enc(&zp_codec_randk, x, n, &p, t, &len);
+        unsigned char *buf = enc(&zp_sparsify_randk_ops, x, n, &p, t, &len);
         ck_assert_uint_eq(len, 4 + 8 * 37);
-        ck_assert_int_eq(check_payload(&zp_codec_randk, buf, len, n, 0, NULL), 0);
+        ck_assert_int_eq(check_payload(&zp_sparsify_randk_ops, buf, len, n, 0, NULL), 0);
         uint32_t k, prev = 0;
         memcpy(&k, buf, 4);
         ck_assert_uint_eq(k, 37);
@@ -535,13 +538,13 @@ START_TEST(test_randk_unbiased)
     zp_codec_params p = params();
     p.fraction = 0.1;
     float *x = randn(n, 15, 1.0);
-    double *sum = zp_xcalloc(n, sizeof(double));
-    float *acc = zp_xcalloc(n, sizeof(float));
+    double *sum = zp_alloc_zeroed(n, sizeof(double));
+    float *acc = zp_alloc_zeroed(n, sizeof(float));
     for (uint64_t t = 0; t < T; t++) {
         size_t len;
-        unsigned char *buf = enc(&zp_codec_randk, x, n, &p, t, &len);
+        unsigned char *buf = enc(&zp_sparsify_randk_ops, x, n, &p, t, &len);
         memset(acc, 0, n * sizeof(float));
-        zp_codec_randk.decode_add(buf, len, n, 1.0f, acc);
+        zp_sparsify_randk_ops.decode_add(buf, len, n, 1.0f, acc);
         for (size_t i = 0; i < n; i++)
             sum[i] += acc[i];
         free(buf);

@@ -12,10 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "check_main.h"
 #include "codec.h"
 #include "codec_fixture.h"
-#include "util.h"
+#include "finite.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 /* ------------------------------------------------------------------ */
@@ -33,7 +35,7 @@ START_TEST(test_validate_lengths)
             size_t n = sizes[si], len;
             float *x = randn(n, 17, 1.0);
             unsigned char *buf = enc(c, x, n, &p, 0, &len);
-            unsigned char *longer = zp_xcalloc(len + 1, 1);
+            unsigned char *longer = zp_alloc_zeroed(len + 1, 1);
             memcpy(longer, buf, len);
             check_payload(c, buf, len, n, 0, NULL);
             check_payload(c, buf, len - 1, n, ZEPS_ESIZE, NULL);
@@ -48,9 +50,9 @@ START_TEST(test_validate_lengths)
             free(longer);
         }
     }
-    check_payload(&zp_codec_fp16, "abc", 3, 1, ZEPS_ESIZE, "must be 2 bytes, got 3");
-    check_payload(&zp_codec_topk, "abc", 3, 1, ZEPS_ESIZE, "shorter");
-    check_payload(&zp_codec_int8, "abc", 3, 1, ZEPS_ESIZE, "shorter");
+    check_payload(&zp_float_fp16_ops, "abc", 3, 1, ZEPS_ESIZE, "must be 2 bytes, got 3");
+    check_payload(&zp_sparsify_topk_ops, "abc", 3, 1, ZEPS_ESIZE, "shorter");
+    check_payload(&zp_int8_ops, "abc", 3, 1, ZEPS_ESIZE, "shorter");
 }
 END_TEST
 
@@ -70,61 +72,61 @@ START_TEST(test_validate_values)
     /* none */
     putf(b, 1.0f);
     putf(b + 4, NAN);
-    check_payload(&zp_codec_none, b, 8, 2, ZEPS_ENONFINITE, "value 1");
+    check_payload(&zp_float_none_ops, b, 8, 2, ZEPS_ENONFINITE, "value 1");
     putf(b + 4, -INFINITY);
-    check_payload(&zp_codec_none, b, 8, 2, ZEPS_ENONFINITE, NULL);
+    check_payload(&zp_float_none_ops, b, 8, 2, ZEPS_ENONFINITE, NULL);
     /* fp16, bf16 */
     const uint16_t bad16[] = {0x7c00, 0xfc00, 0x7e00, 0x7c01};
     for (int i = 0; i < 4; i++) {
         uint16_t h[3] = {0x3c00, 0x0001, bad16[i]};
-        check_payload(&zp_codec_fp16, h, 6, 3, ZEPS_ENONFINITE, "value 2");
+        check_payload(&zp_float_fp16_ops, h, 6, 3, ZEPS_ENONFINITE, "value 2");
     }
     const uint16_t badb[] = {0x7f80, 0xff80, 0x7fc0, 0xffc1};
     for (int i = 0; i < 4; i++) {
         uint16_t h[3] = {0x3f80, badb[i], 0x0001};
-        check_payload(&zp_codec_bf16, h, 6, 3, ZEPS_ENONFINITE, "value 1");
+        check_payload(&zp_float_bf16_ops, h, 6, 3, ZEPS_ENONFINITE, "value 1");
     }
     /* int8: [u32 B][scales][values], n = 5, B = 4: two scales */
     memset(b, 0, sizeof b);
     put32(b, 4);
     putf(b + 4, 0.5f);
     putf(b + 8, 0.25f);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, 0, NULL);
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, 0, NULL);
     put32(b, 0);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size 0");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size 0");
     put32(b, ZP_CODEC_INT8_BLOCK_MAX + 1);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size");
     put32(b, 0xffffffffu);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "block size");
     put32(b, 8); /* one scale fewer than the length says */
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_ESIZE, NULL);
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_ESIZE, NULL);
     put32(b, 4);
     putf(b + 8, NAN);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_ENONFINITE, "block 1");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_ENONFINITE, "block 1");
     putf(b + 8, INFINITY);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_ENONFINITE, "block 1");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_ENONFINITE, "block 1");
     putf(b + 8, -0.25f);
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "negative");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "negative");
     putf(b + 8, 0.25f);
     b[4 + 8 + 3] = 0x80;
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "value 3 is -128");
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, ZEPS_EPROTO, "value 3 is -128");
     b[4 + 8 + 3] = 0x81; /* -127 is fine */
-    check_payload(&zp_codec_int8, b, 4 + 8 + 5, 5, 0, NULL);
+    check_payload(&zp_int8_ops, b, 4 + 8 + 5, 5, 0, NULL);
     /* sign: n = 11, 2 bytes of bits */
     memset(b, 0, sizeof b);
     putf(b, 0.5f);
     b[4] = 0xff;
     b[5] = 0x07;
-    check_payload(&zp_codec_sign, b, 6, 11, 0, NULL);
+    check_payload(&zp_sign_ops, b, 6, 11, 0, NULL);
     b[5] = 0x0f; /* bit 11 is past the end */
-    check_payload(&zp_codec_sign, b, 6, 11, ZEPS_EPROTO, "must be zero");
+    check_payload(&zp_sign_ops, b, 6, 11, ZEPS_EPROTO, "must be zero");
     b[5] = 0x07;
     putf(b, NAN);
-    check_payload(&zp_codec_sign, b, 6, 11, ZEPS_ENONFINITE, "scale");
+    check_payload(&zp_sign_ops, b, 6, 11, ZEPS_ENONFINITE, "scale");
     putf(b, INFINITY);
-    check_payload(&zp_codec_sign, b, 6, 11, ZEPS_ENONFINITE, "scale");
+    check_payload(&zp_sign_ops, b, 6, 11, ZEPS_ENONFINITE, "scale");
     putf(b, -1.0f);
-    check_payload(&zp_codec_sign, b, 6, 11, ZEPS_EPROTO, "negative");
+    check_payload(&zp_sign_ops, b, 6, 11, ZEPS_EPROTO, "negative");
 }
 END_TEST
 
@@ -141,7 +143,7 @@ static size_t sparse(unsigned char *b, uint32_t k, const uint32_t *idx, const fl
 
 START_TEST(test_validate_sparse)
 {
-    const zp_codec_ops *cs[] = {&zp_codec_topk, &zp_codec_randk};
+    const zp_codec_ops *cs[] = {&zp_sparsify_topk_ops, &zp_sparsify_randk_ops};
     unsigned char b[256];
     for (int ci = 0; ci < 2; ci++) {
         const zp_codec_ops *c = cs[ci];
@@ -185,7 +187,7 @@ START_TEST(test_validate_fuzz)
     zp_rng r;
     zp_rng_seed(&r, 18, 0, 0);
     unsigned char raw[256];
-    float *out = zp_xmalloc(40 * sizeof(float));
+    float *out = zp_alloc(40 * sizeof(float));
     unsigned accepted = 0;
     for (size_t ci = 0; zp_codec_at(ci); ci++) {
         const zp_codec_ops *c = zp_codec_at(ci);
@@ -218,14 +220,14 @@ START_TEST(test_validate_fuzz)
             char err[128];
             if (c->validate(copy, len, n, err, sizeof err) == 0) {
                 accepted++;
-                float *o = zp_xmalloc((n ? n : 1) * sizeof(float));
+                float *o = zp_alloc((n ? n : 1) * sizeof(float));
                 c->decode(copy, len, n, o);
-                ck_assert_msg(zp_all_finite(o, n), "%s: accepted payload decodes to non-finite",
+                ck_assert_msg(zp_finite_all(o, n), "%s: accepted payload decodes to non-finite",
                               c->name);
                 for (size_t i = 0; i < n; i++)
                     o[i] = 1.0f;
                 c->decode_add(copy, len, n, 0.5f, o);
-                ck_assert(zp_all_finite(o, n));
+                ck_assert(zp_finite_all(o, n));
                 free(o);
             }
             free(copy);
@@ -250,8 +252,8 @@ START_TEST(test_decode_add)
         const zp_codec_ops *c = zp_codec_at(ci);
         size_t len;
         unsigned char *buf = enc(c, x, n, &p, 7, &len);
-        float *d = zp_xmalloc(n * sizeof(float));
-        float *acc = zp_xmalloc(n * sizeof(float));
+        float *d = zp_alloc(n * sizeof(float));
+        float *acc = zp_alloc(n * sizeof(float));
         c->decode(buf, len, n, d);
         const float alphas[] = {1.0f, -1.0f, 0.3f, 0.0f};
         for (int a = 0; a < 4; a++) {
@@ -287,11 +289,12 @@ START_TEST(test_ef_invariant)
         /* randk at k = n/2: with error feedback its n/k scaling makes the
          * residual grow for smaller k (see codec.h) */
         p.fraction = c->id == ZP_CODEC_RANDK ? 0.5 : 0.02;
-        float *res = zp_xcalloc(n, sizeof(float));
-        float *g = zp_xmalloc(n * sizeof(float));
-        float *d = zp_xmalloc(n * sizeof(float));
-        double *sent = zp_xcalloc(n, sizeof(double)), *gsum = zp_xcalloc(n, sizeof(double));
-        unsigned char *buf = zp_xmalloc(c->max_size(n, &p));
+        float *res = zp_alloc_zeroed(n, sizeof(float));
+        float *g = zp_alloc(n * sizeof(float));
+        float *d = zp_alloc(n * sizeof(float));
+        double *sent = zp_alloc_zeroed(n, sizeof(double)),
+               *gsum = zp_alloc_zeroed(n, sizeof(double));
+        unsigned char *buf = zp_alloc(c->max_size(n, &p));
         double mag = 0;
         for (int t = 0; t < T; t++) {
             double sc = 1.0 + (t % 5);
@@ -299,7 +302,7 @@ START_TEST(test_ef_invariant)
                 g[i] = (float)(sc * zp_rng_normal(&r));
                 mag = fmax(mag, fabs((double)g[i]) + fabs((double)res[i]));
             }
-            size_t len = zp_ef_encode(c, &p, res, g, n, (uint64_t)t, buf);
+            size_t len = zp_codec_ef_encode(c, &p, res, g, n, (uint64_t)t, buf);
             ck_assert_uint_eq(len, c->max_size(n, &p));
             char err[128] = "";
             ck_assert_msg(c->validate(buf, len, n, err, sizeof err) == 0, "%s: %s", c->name, err);
@@ -338,15 +341,15 @@ START_TEST(test_ef_topk_delivers)
 {
     const size_t n = 500;
     float *g = randn(n, 22, 1.0);
-    float *res = zp_xcalloc(n, sizeof(float));
-    float *acc = zp_xcalloc(n, sizeof(float));
+    float *res = zp_alloc_zeroed(n, sizeof(float));
+    float *acc = zp_alloc_zeroed(n, sizeof(float));
     zp_codec_params p = params();
     p.count = 10;
-    unsigned char *buf = zp_xmalloc(zp_codec_topk.max_size(n, &p));
+    unsigned char *buf = zp_alloc(zp_sparsify_topk_ops.max_size(n, &p));
     const int T = 2000;
     for (int t = 0; t < T; t++) {
-        size_t len = zp_ef_encode(&zp_codec_topk, &p, res, g, n, (uint64_t)t, buf);
-        zp_codec_topk.decode_add(buf, len, n, 1.0f, acc);
+        size_t len = zp_codec_ef_encode(&zp_sparsify_topk_ops, &p, res, g, n, (uint64_t)t, buf);
+        zp_sparsify_topk_ops.decode_add(buf, len, n, 1.0f, acc);
     }
     /* every element was sent; each has received ~T g_i */
     for (size_t i = 0; i < n; i++)
@@ -387,7 +390,7 @@ START_TEST(test_edge_cases)
         }
         /* all zeros, and values too small for an int8 scale: no NaN, no division by zero */
         const size_t n = 1000;
-        float *z = zp_xcalloc(n, sizeof(float));
+        float *z = zp_alloc_zeroed(n, sizeof(float));
         float *y = roundtrip(c, z, n, &p, 2);
         for (size_t i = 0; i < n; i++)
             ck_assert_msg(y[i] == 0.0f, "%s: zero input decoded to %g", c->name, (double)y[i]);
@@ -395,14 +398,14 @@ START_TEST(test_edge_cases)
         for (size_t i = 0; i < n; i++)
             z[i] = (i % 2 ? -1e-38f : 1e-39f);
         y = roundtrip(c, z, n, &p, 3);
-        ck_assert(zp_all_finite(y, n));
+        ck_assert(zp_finite_all(y, n));
         free(y);
         /* the largest floats: int8's 127 x scale must not overflow, sign's
          * mean must not either */
         for (size_t i = 0; i < n; i++)
             z[i] = i % 3 == 0 ? FLT_MAX : i % 3 == 1 ? -FLT_MAX : 1.0f;
         y = roundtrip(c, z, n, &p, 4);
-        ck_assert(zp_all_finite(y, n));
+        ck_assert(zp_finite_all(y, n));
         free(y);
         free(z);
     }
@@ -410,10 +413,10 @@ START_TEST(test_edge_cases)
     float z[10] = {0};
     unsigned char b[64];
     float s;
-    zp_codec_sign.encode(z, 10, &p, 0, b);
+    zp_sign_ops.encode(z, 10, &p, 0, b);
     memcpy(&s, b, 4);
     ck_assert(s == 0.0f);
-    zp_codec_int8.encode(z, 10, &p, 0, b);
+    zp_int8_ops.encode(z, 10, &p, 0, b);
     memcpy(&s, b + 4, 4);
     ck_assert(s == 0.0f);
     /* ragged int8 blocks: n = block * 3 + 1 keeps the last element */
@@ -421,7 +424,7 @@ START_TEST(test_edge_cases)
     float x[16];
     for (int i = 0; i < 16; i++)
         x[i] = (float)(i + 1);
-    float *y = roundtrip(&zp_codec_int8, x, 16, &p, 0);
+    float *y = roundtrip(&zp_int8_ops, x, 16, &p, 0);
     ck_assert(y[15] == 16.0f); /* alone in its block: exactly its scale times 127 */
     for (int i = 0; i < 16; i++) {
         float mx = (float)(i / 5 * 5 + 5 < 16 ? i / 5 * 5 + 5 : 16); /* its block's max */

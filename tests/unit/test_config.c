@@ -196,8 +196,8 @@ START_TEST(defaults_applied)
     check_defaults(cfg2);
     free(cfg2);
 
-    /* zp_config_defaults on its own: no servers, no workers, no path. */
-    zp_config_defaults(cfg);
+    /* zp_config_keys_defaults on its own: no servers, no workers, no path. */
+    zp_config_keys_defaults(cfg);
     check_defaults(cfg);
     ck_assert_str_eq(cfg->path, "");
     ck_assert_int_eq(cfg->num_shards, 0);
@@ -558,29 +558,29 @@ END_TEST
 
 START_TEST(enum_names)
 {
-    ck_assert_str_eq(zp_weight_fn_name(ZP_WEIGHT_NONE), "none");
-    ck_assert_str_eq(zp_weight_fn_name(ZP_WEIGHT_INVERSE), "inverse");
-    ck_assert_str_eq(zp_weight_fn_name(ZP_WEIGHT_EXP), "exp");
-    ck_assert_str_eq(zp_weight_fn_name(ZP_WEIGHT_LR_OVER_TAU), "lr_over_tau");
-    ck_assert_str_eq(zp_weight_fn_name((zp_weight_fn)4), "unknown");
-    ck_assert_str_eq(zp_weight_fn_name((zp_weight_fn)-1), "unknown");
-    ck_assert_int_eq(zp_weight_fn_from_name("none"), ZP_WEIGHT_NONE);
-    ck_assert_int_eq(zp_weight_fn_from_name("inverse"), ZP_WEIGHT_INVERSE);
-    ck_assert_int_eq(zp_weight_fn_from_name("exp"), ZP_WEIGHT_EXP);
-    ck_assert_int_eq(zp_weight_fn_from_name("lr_over_tau"), ZP_WEIGHT_LR_OVER_TAU);
-    ck_assert_int_eq(zp_weight_fn_from_name("sqrt"), -1);
-    ck_assert_int_eq(zp_weight_fn_from_name(NULL), -1);
+    ck_assert_str_eq(zp_config_keys_weight_fn_name(ZP_WEIGHT_NONE), "none");
+    ck_assert_str_eq(zp_config_keys_weight_fn_name(ZP_WEIGHT_INVERSE), "inverse");
+    ck_assert_str_eq(zp_config_keys_weight_fn_name(ZP_WEIGHT_EXP), "exp");
+    ck_assert_str_eq(zp_config_keys_weight_fn_name(ZP_WEIGHT_LR_OVER_TAU), "lr_over_tau");
+    ck_assert_str_eq(zp_config_keys_weight_fn_name((zp_weight_fn)4), "unknown");
+    ck_assert_str_eq(zp_config_keys_weight_fn_name((zp_weight_fn)-1), "unknown");
+    ck_assert_int_eq(zp_config_keys_weight_fn_from_name("none"), ZP_WEIGHT_NONE);
+    ck_assert_int_eq(zp_config_keys_weight_fn_from_name("inverse"), ZP_WEIGHT_INVERSE);
+    ck_assert_int_eq(zp_config_keys_weight_fn_from_name("exp"), ZP_WEIGHT_EXP);
+    ck_assert_int_eq(zp_config_keys_weight_fn_from_name("lr_over_tau"), ZP_WEIGHT_LR_OVER_TAU);
+    ck_assert_int_eq(zp_config_keys_weight_fn_from_name("sqrt"), -1);
+    ck_assert_int_eq(zp_config_keys_weight_fn_from_name(NULL), -1);
 
-    ck_assert_str_eq(zp_delay_dist_name(ZP_DELAY_FIXED), "fixed");
-    ck_assert_str_eq(zp_delay_dist_name(ZP_DELAY_UNIFORM), "uniform");
-    ck_assert_str_eq(zp_delay_dist_name(ZP_DELAY_LOGNORMAL), "lognormal");
-    ck_assert_str_eq(zp_delay_dist_name((zp_delay_dist)3), "unknown");
-    ck_assert_int_eq(zp_delay_dist_from_name("fixed"), ZP_DELAY_FIXED);
-    ck_assert_int_eq(zp_delay_dist_from_name("uniform"), ZP_DELAY_UNIFORM);
-    ck_assert_int_eq(zp_delay_dist_from_name("lognormal"), ZP_DELAY_LOGNORMAL);
-    ck_assert_int_eq(zp_delay_dist_from_name("normal"), -1);
-    ck_assert_int_eq(zp_delay_dist_from_name(""), -1);
-    ck_assert_int_eq(zp_delay_dist_from_name(NULL), -1);
+    ck_assert_str_eq(zp_config_keys_delay_dist_name(ZP_DELAY_FIXED), "fixed");
+    ck_assert_str_eq(zp_config_keys_delay_dist_name(ZP_DELAY_UNIFORM), "uniform");
+    ck_assert_str_eq(zp_config_keys_delay_dist_name(ZP_DELAY_LOGNORMAL), "lognormal");
+    ck_assert_str_eq(zp_config_keys_delay_dist_name((zp_delay_dist)3), "unknown");
+    ck_assert_int_eq(zp_config_keys_delay_dist_from_name("fixed"), ZP_DELAY_FIXED);
+    ck_assert_int_eq(zp_config_keys_delay_dist_from_name("uniform"), ZP_DELAY_UNIFORM);
+    ck_assert_int_eq(zp_config_keys_delay_dist_from_name("lognormal"), ZP_DELAY_LOGNORMAL);
+    ck_assert_int_eq(zp_config_keys_delay_dist_from_name("normal"), -1);
+    ck_assert_int_eq(zp_config_keys_delay_dist_from_name(""), -1);
+    ck_assert_int_eq(zp_config_keys_delay_dist_from_name(NULL), -1);
 }
 END_TEST
 

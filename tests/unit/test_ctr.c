@@ -13,8 +13,8 @@
 #include "ctr_data.h"
 #include "ctr_local.h"
 #include "ctr_metrics.h"
-#include "model_ctr.h"
-#include "util.h"
+#include "ctr_math.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 #include <check.h>
@@ -73,7 +73,7 @@ static zp_criteo_truth gen(const char *dir, uint64_t train, uint64_t test, uint6
     o.scale = scale;
     zp_criteo_truth t;
     char err[1200];
-    int rc = zp_criteo_generate(&o, &t, err, sizeof(err));
+    int rc = zp_criteo_gen_write(&o, &t, err, sizeof(err));
     ck_assert_msg(rc == 0, "generate: %s", err);
     return t;
 }
@@ -125,8 +125,8 @@ START_TEST(generator_deterministic)
 
     /* The reader finds exactly the distinct (field, value) pairs the
      * generator counted, and the labels it drew. */
-    zp_ctr_data *tr = load(a, "train.txt", &zp_ctr_reader_criteo);
-    zp_ctr_data *te = load(a, "test.txt", &zp_ctr_reader_criteo);
+    zp_ctr_data *tr = load(a, "train.txt", &zp_ctr_data_criteo_ops);
+    zp_ctr_data *te = load(a, "test.txt", &zp_ctr_data_criteo_ops);
     ck_assert_uint_eq(tr->n, 3000);
     ck_assert_uint_eq(te->n, 1000);
     size_t n = tr->off[tr->n] + te->off[te->n];
@@ -168,11 +168,11 @@ START_TEST(generator_bad_options)
     char err[256];
     zp_criteo_truth t;
     o.zipf = 1.0;
-    ck_assert_int_eq(zp_criteo_generate(&o, &t, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_int_eq(zp_criteo_gen_write(&o, &t, err, sizeof(err)), ZEPS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "zipf"));
     o.zipf = 1.1;
     o.out_dir = "/proc/zeps-no-such-dir/x";
-    ck_assert_int_eq(zp_criteo_generate(&o, &t, err, sizeof(err)), ZEPS_EIO);
+    ck_assert_int_eq(zp_criteo_gen_write(&o, &t, err, sizeof(err)), ZEPS_EIO);
     ck_assert_ptr_nonnull(strstr(err, "/proc/zeps-no-such-dir/x"));
 }
 END_TEST
@@ -209,7 +209,7 @@ START_TEST(reader_criteo_good)
     strcpy(line + strlen(line) - 1, "\r\n\n");
     strcat(text, line);
     write_file(path, text);
-    zp_ctr_data *d = load(dir, "c.txt", &zp_ctr_reader_criteo);
+    zp_ctr_data *d = load(dir, "c.txt", &zp_ctr_data_criteo_ops);
     ck_assert_uint_eq(d->n, 6);
     ck_assert_int_eq(d->ndense, 13);
     ck_assert(d->label[0] == 0.0f && d->label[1] == 1.0f && d->label[5] == 1.0f);
@@ -218,11 +218,11 @@ START_TEST(reader_criteo_good)
     ck_assert_float_eq_tol(d->dense[4], (float)log1p(100.0), 1e-6);
     ck_assert_uint_eq(d->off[1] - d->off[0], 26);
     const uint64_t *id = &d->ids[0];
-    ck_assert(id[0] == zp_ctr_criteo_id(0, "0000abcd", 8));
-    ck_assert(id[0] == zp_ctr_criteo_id(0, "abcd", 4)); /* the same hex value */
+    ck_assert(id[0] == zp_ctr_data_criteo_id(0, "0000abcd", 8));
+    ck_assert(id[0] == zp_ctr_data_criteo_id(0, "abcd", 4)); /* the same hex value */
     ck_assert(id[0] != id[1]);                          /* same string, another field */
-    ck_assert(id[2] == zp_ctr_criteo_id(2, "", 0) && id[2] != id[3]); /* missing per field */
-    ck_assert(id[5] == zp_ctr_criteo_id(5, "hello", 5));
+    ck_assert(id[2] == zp_ctr_data_criteo_id(2, "", 0) && id[2] != id[3]); /* missing per field */
+    ck_assert(id[5] == zp_ctr_data_criteo_id(5, "hello", 5));
     ck_assert_ptr_null(d->val);  /* weights are all 1: not stored */
     for (int k = 0; k < 26; k++) /* every line has the same ids */
         ck_assert(d->ids[5 * 26 + k] == id[k]);
@@ -230,12 +230,12 @@ START_TEST(reader_criteo_good)
 
     /* partitions: lines 2 and 4 for part 1 of 2; at most 1 with a cap */
     char err[512];
-    ck_assert_int_eq(zp_ctr_data_load(&d, &zp_ctr_reader_criteo, path, 1, 2, 0, err, sizeof(err)),
+    ck_assert_int_eq(zp_ctr_data_load(&d, &zp_ctr_data_criteo_ops, path, 1, 2, 0, err, sizeof(err)),
                      0);
     ck_assert_uint_eq(d->n, 3); /* lines 2, 4, 6 */
     ck_assert(d->label[0] == 1.0f && d->label[1] == 1.0f);
     zp_ctr_data_destroy(&d);
-    ck_assert_int_eq(zp_ctr_data_load(&d, &zp_ctr_reader_criteo, path, 0, 2, 1, err, sizeof(err)),
+    ck_assert_int_eq(zp_ctr_data_load(&d, &zp_ctr_data_criteo_ops, path, 0, 2, 1, err, sizeof(err)),
                      0);
     ck_assert_uint_eq(d->n, 1);
     zp_ctr_data_destroy(&d);
@@ -284,18 +284,18 @@ START_TEST(reader_criteo_malformed)
     /* wrong field counts: one missing, one extra */
     criteo_line(bad, sizeof(bad), "1", ints, cats);
     *strrchr(bad, '\t') = '\0';
-    expect_bad(&zp_ctr_reader_criteo, good, bad, "39 tab-separated fields, expected 40");
+    expect_bad(&zp_ctr_data_criteo_ops, good, bad, "39 tab-separated fields, expected 40");
     criteo_line(bad, sizeof(bad), "1", ints, cats);
     strcpy(bad + strlen(bad) - 1, "\tx");
-    expect_bad(&zp_ctr_reader_criteo, good, bad, "41 tab-separated fields");
-    expect_bad(&zp_ctr_reader_criteo, good, "1", "1 tab-separated fields");
+    expect_bad(&zp_ctr_data_criteo_ops, good, bad, "41 tab-separated fields");
+    expect_bad(&zp_ctr_data_criteo_ops, good, "1", "1 tab-separated fields");
 
     /* bad labels */
     const char *labels[] = {"2", "", "-1", "1.0", "yes"};
     for (int i = 0; i < 5; i++) {
         criteo_line(bad, sizeof(bad), labels[i], ints, cats);
         bad[strlen(bad) - 1] = '\0';
-        expect_bad(&zp_ctr_reader_criteo, good, bad, "bad label");
+        expect_bad(&zp_ctr_data_criteo_ops, good, bad, "bad label");
     }
     /* bad integers, named by field */
     const char *nums[] = {"12x", "-", "1.5", "0x10", "1234567890123456789"};
@@ -305,12 +305,12 @@ START_TEST(reader_criteo_malformed)
         bad[strlen(bad) - 1] = '\0';
         char want[64];
         snprintf(want, sizeof(want), "field 5 (I4): bad integer '%s'", nums[i]);
-        expect_bad(&zp_ctr_reader_criteo, good, bad, want);
+        expect_bad(&zp_ctr_data_criteo_ops, good, bad, want);
     }
     /* a file that is not there */
     char err[512];
     zp_ctr_data *d = NULL;
-    ck_assert_int_eq(zp_ctr_data_load(&d, &zp_ctr_reader_criteo, "/nonexistent/zeps.txt", 0, 1, 0,
+    ck_assert_int_eq(zp_ctr_data_load(&d, &zp_ctr_data_criteo_ops, "/nonexistent/zeps.txt", 0, 1, 0,
                                       err, sizeof(err)),
                      ZEPS_EIO);
     ck_assert_ptr_nonnull(strstr(err, "/nonexistent/zeps.txt"));
@@ -323,7 +323,7 @@ START_TEST(reader_libsvm)
     make_dir(dir, sizeof(dir));
     snprintf(path, sizeof(path), "%s/l.txt", dir);
     write_file(path, "1 3:1 7:0.5\n-1 2:1\n+1\n0 5:2 5:1  9:-0.25\t\n");
-    zp_ctr_data *d = load(dir, "l.txt", &zp_ctr_reader_libsvm);
+    zp_ctr_data *d = load(dir, "l.txt", &zp_ctr_data_libsvm_ops);
     ck_assert_uint_eq(d->n, 4);
     ck_assert_int_eq(d->ndense, 0);
     ck_assert(d->label[0] == 1 && d->label[1] == 0 && d->label[2] == 1 && d->label[3] == 0);
@@ -337,13 +337,13 @@ START_TEST(reader_libsvm)
     rmdir_all(dir);
 
     const char *good = "1 3:1\n";
-    expect_bad(&zp_ctr_reader_libsvm, good, "2 3:1", "bad label '2'");
-    expect_bad(&zp_ctr_reader_libsvm, good, "0.5 3:1", "bad label");
-    expect_bad(&zp_ctr_reader_libsvm, good, "1 3-1", "bad feature '3-1'");
-    expect_bad(&zp_ctr_reader_libsvm, good, "1 x:1", "bad feature 'x:1'");
-    expect_bad(&zp_ctr_reader_libsvm, good, "1 3:abc", "bad value in '3:abc'");
-    expect_bad(&zp_ctr_reader_libsvm, good, "1 3:inf", "bad value");
-    expect_bad(&zp_ctr_reader_libsvm, good, "1 3:", "bad value");
+    expect_bad(&zp_ctr_data_libsvm_ops, good, "2 3:1", "bad label '2'");
+    expect_bad(&zp_ctr_data_libsvm_ops, good, "0.5 3:1", "bad label");
+    expect_bad(&zp_ctr_data_libsvm_ops, good, "1 3-1", "bad feature '3-1'");
+    expect_bad(&zp_ctr_data_libsvm_ops, good, "1 x:1", "bad feature 'x:1'");
+    expect_bad(&zp_ctr_data_libsvm_ops, good, "1 3:abc", "bad value in '3:abc'");
+    expect_bad(&zp_ctr_data_libsvm_ops, good, "1 3:inf", "bad value");
+    expect_bad(&zp_ctr_data_libsvm_ops, good, "1 3:", "bad value");
 }
 END_TEST
 
@@ -374,23 +374,23 @@ START_TEST(auc_against_pair_count)
             /* coarse grids make many ties, across labels too */
             s[i] = (float)(grid > 0 ? floor(v / grid) * grid : v);
         }
-        double want = auc_pairs(s, y, N), got = zp_ctr_auc(s, y, N);
+        double want = auc_pairs(s, y, N), got = zp_ctr_metrics_auc(s, y, N);
         ck_assert_msg(fabs(want - got) < 1e-12, "grid %g: %.15f vs %.15f", grid, got, want);
     }
     float s4[4] = {0.1f, 0.2f, 0.3f, 0.4f}, y4[4] = {0, 0, 1, 1};
-    ck_assert_double_eq(zp_ctr_auc(s4, y4, 4), 1.0);
+    ck_assert_double_eq(zp_ctr_metrics_auc(s4, y4, 4), 1.0);
     float flat[4] = {1, 1, 1, 1};
-    ck_assert_double_eq(zp_ctr_auc(flat, y4, 4), 0.5);
+    ck_assert_double_eq(zp_ctr_metrics_auc(flat, y4, 4), 0.5);
     float yb[4] = {1, 1, 0, 0};
-    ck_assert_double_eq(zp_ctr_auc(s4, yb, 4), 0.0);
+    ck_assert_double_eq(zp_ctr_metrics_auc(s4, yb, 4), 0.0);
     float one[2] = {0, 0};
-    ck_assert(isnan(zp_ctr_auc(s4, one, 2)));
+    ck_assert(isnan(zp_ctr_metrics_auc(s4, one, 2)));
     /* logloss from logits: log 2 at 0, and the direct formula elsewhere */
     float z[3] = {0.0f, 2.0f, -40.0f}, yz[3] = {1, 0, 0};
     double direct = (log(2.0) - log(1.0 - 1.0 / (1.0 + exp(-2.0))) + log1p(exp(-40.0))) / 3.0;
-    ck_assert_double_eq_tol(zp_ctr_logloss(z, yz, 3), direct, 1e-12);
+    ck_assert_double_eq_tol(zp_ctr_metrics_logloss(z, yz, 3), direct, 1e-12);
     /* z = 0 counts as a 0 prediction: only the third is right */
-    ck_assert_double_eq_tol(zp_ctr_accuracy(z, yz, 3), 1.0 / 3.0, 1e-12);
+    ck_assert_double_eq_tol(zp_ctr_metrics_accuracy(z, yz, 3), 1.0 / 3.0, 1e-12);
 }
 END_TEST
 
@@ -403,7 +403,7 @@ static void grad_check(const zp_ctr_data *d, uint32_t dim)
     size_t nb = d->n < 8 ? d->n : 8;
     for (size_t i = 0; i < nb; i++)
         ex[i] = nb - 1 - i; /* not in file order */
-    size_t np = zp_ctr_batch_positions(d, ex, nb);
+    size_t np = zp_ctr_math_batch_positions(d, ex, nb);
     int nw = d->ndense + 1;
     float *lin = malloc(np * sizeof(float)), *emb = malloc(np * dim * sizeof(float));
     float *gl = malloc(np * sizeof(float)), *ge = malloc(np * dim * sizeof(float));
@@ -416,7 +416,7 @@ static void grad_check(const zp_ctr_data *d, uint32_t dim)
         emb[i] = (float)(0.4 * zp_rng_normal(&r));
     for (int j = 0; j < nw; j++)
         dw[j] = (float)(0.2 * zp_rng_normal(&r));
-    zp_ctr_model_pass(d, ex, nb, dim, lin, emb, dw, NULL, gl, ge, gd);
+    zp_ctr_math_pass(d, ex, nb, dim, lin, emb, dw, NULL, gl, ge, gd);
     float *params[3] = {lin, emb, dw};
     const float *grads[3] = {gl, ge, gd};
     size_t counts[3] = {np, np * dim, (size_t)nw};
@@ -426,9 +426,9 @@ static void grad_check(const zp_ctr_data *d, uint32_t dim)
         for (size_t i = 0; i < counts[t]; i++) {
             float keep = params[t][i];
             params[t][i] = (float)(keep + h);
-            double up = zp_ctr_model_pass(d, ex, nb, dim, lin, emb, dw, NULL, NULL, NULL, NULL);
+            double up = zp_ctr_math_pass(d, ex, nb, dim, lin, emb, dw, NULL, NULL, NULL, NULL);
             params[t][i] = (float)(keep - h);
-            double dn = zp_ctr_model_pass(d, ex, nb, dim, lin, emb, dw, NULL, NULL, NULL, NULL);
+            double dn = zp_ctr_math_pass(d, ex, nb, dim, lin, emb, dw, NULL, NULL, NULL, NULL);
             params[t][i] = keep;
             double fd = (up - dn) / (2 * h), an = grads[t][i];
             double e = fabs(fd - an) / (1e-4 + fabs(fd));
@@ -448,13 +448,13 @@ START_TEST(gradient_finite_differences)
     char dir[64], path[128];
     make_dir(dir, sizeof(dir));
     gen(dir, 20, 10, 9, 0.01);
-    zp_ctr_data *c = load(dir, "test.txt", &zp_ctr_reader_criteo);
+    zp_ctr_data *c = load(dir, "test.txt", &zp_ctr_data_criteo_ops);
     grad_check(c, 4);
     grad_check(c, 1);
     zp_ctr_data_destroy(&c);
     snprintf(path, sizeof(path), "%s/l.txt", dir);
     write_file(path, "1 3:1.5 7:0.5 3:1\n0 2:-1 9:2\n1 3:0.25\n0 4:1 5:1 6:1 7:1\n");
-    zp_ctr_data *l = load(dir, "l.txt", &zp_ctr_reader_libsvm);
+    zp_ctr_data *l = load(dir, "l.txt", &zp_ctr_data_libsvm_ops);
     grad_check(l, 3);
     zp_ctr_data_destroy(&l);
     rmdir_all(dir);
@@ -468,8 +468,8 @@ START_TEST(in_process_training)
     /* vocabularies at 1% of the Kaggle sizes: at 50k lines the values are
      * seen often enough to be learnt */
     zp_criteo_truth truth = gen(dir, 50000, 20000, 1, 0.01);
-    zp_ctr_data *tr = load(dir, "train.txt", &zp_ctr_reader_criteo);
-    zp_ctr_data *te = load(dir, "test.txt", &zp_ctr_reader_criteo);
+    zp_ctr_data *tr = load(dir, "train.txt", &zp_ctr_data_criteo_ops);
+    zp_ctr_data *te = load(dir, "test.txt", &zp_ctr_data_criteo_ops);
     zt_ctr_local_opts o = {.dim = 8,
                            .epochs = 2,
                            .batch = 256,

@@ -2,14 +2,14 @@
  * test_delay.c - the injected per-step delays and the convergence curve of
  * the training loop (worker/train/train.c, delay.c), without a cluster.
  *
- * zp_train_delay_ms is a pure function of (config, rank, step), so its
+ * zp_delay_ms is a pure function of (config, rank, step), so its
  * distributions are checked by drawing many steps: fixed exactly, uniform
  * within its bounds with the right mean, lognormal with median delay_ms and
  * log-stddev delay_sigma, slow ranks exactly slow_factor times the same step
  * of a non-slow configuration. The statistical tolerances are several
  * standard errors wide, and the draws are seeded, so the tests do not
  * flake. The curve part checks when rank 0 records a point and what
- * zp_train_write_json makes of the points.
+ * zp_result_write_json makes of the points.
  */
 #include "check_main.h"
 #include "config.h"
@@ -28,7 +28,7 @@ static zp_config *new_cfg(zp_delay_dist dist, double ms)
 {
     zp_config *cfg = malloc(sizeof(*cfg));
     ck_assert_ptr_nonnull(cfg);
-    zp_config_defaults(cfg);
+    zp_config_keys_defaults(cfg);
     cfg->num_workers = 8;
     cfg->seed = 7;
     cfg->delay_dist = dist;
@@ -51,23 +51,23 @@ START_TEST(deterministic)
         enum { N = 1000 };
         static double fwd[N];
         for (int c = 0; c < N; c++)
-            fwd[c] = zp_train_delay_ms(cfg, 2, c);
+            fwd[c] = zp_delay_ms(cfg, 2, c);
         /* Backwards, and step by step in another order: the same values,
          * so a step's delay does not depend on the steps before it. */
         for (int c = N - 1; c >= 0; c--)
-            ck_assert_msg(zp_train_delay_ms(cfg, 2, c) == fwd[c], "step %d changed", c);
+            ck_assert_msg(zp_delay_ms(cfg, 2, c) == fwd[c], "step %d changed", c);
         for (int c = 0; c < N; c += 7)
-            ck_assert(zp_train_delay_ms(cfg, 2, c) == fwd[c]);
+            ck_assert(zp_delay_ms(cfg, 2, c) == fwd[c]);
         /* A second config with the same seed (another process) agrees... */
         zp_config *same = new_cfg(dists[k], 3.0);
         same->delay_jitter_ms = 5.0;
         for (int c = 0; c < N; c++)
-            ck_assert(zp_train_delay_ms(same, 2, c) == fwd[c]);
+            ck_assert(zp_delay_ms(same, 2, c) == fwd[c]);
         /* ...and another seed does not. */
         same->seed = 8;
         int differ = 0;
         for (int c = 0; c < N; c++)
-            differ += zp_train_delay_ms(same, 2, c) != fwd[c];
+            differ += zp_delay_ms(same, 2, c) != fwd[c];
         ck_assert_int_ge(differ, N - 5);
         free(same);
         free(cfg);
@@ -82,14 +82,14 @@ START_TEST(fixed_exact)
     cfg->delay_sigma = 2.0;     /* and sigma */
     for (int r = 0; r < 8; r++)
         for (int64_t c = 0; c < 1000; c++)
-            ck_assert_double_eq(zp_train_delay_ms(cfg, r, c), 2.5);
-    ck_assert_double_eq(zp_train_delay_ms(cfg, 0, INT64_MAX), 2.5);
+            ck_assert_double_eq(zp_delay_ms(cfg, r, c), 2.5);
+    ck_assert_double_eq(zp_delay_ms(cfg, 0, INT64_MAX), 2.5);
     cfg->delay_ms = 0.0;
-    ck_assert_double_eq(zp_train_delay_ms(cfg, 3, 17), 0.0);
+    ck_assert_double_eq(zp_delay_ms(cfg, 3, 17), 0.0);
     /* The default configuration injects nothing. */
-    zp_config_defaults(cfg);
-    ck_assert_double_eq(zp_train_delay_ms(cfg, 0, 0), 0.0);
-    ck_assert_double_eq(zp_train_delay_ms(cfg, 5, 123), 0.0);
+    zp_config_keys_defaults(cfg);
+    ck_assert_double_eq(zp_delay_ms(cfg, 0, 0), 0.0);
+    ck_assert_double_eq(zp_delay_ms(cfg, 5, 123), 0.0);
     free(cfg);
 }
 END_TEST
@@ -101,7 +101,7 @@ START_TEST(uniform_bounds_and_mean)
     double sum = 0, lo = INFINITY, hi = -INFINITY;
     int below_mid = 0;
     for (int64_t c = 0; c < NDRAWS; c++) {
-        double d = zp_train_delay_ms(cfg, 1, c);
+        double d = zp_delay_ms(cfg, 1, c);
         ck_assert_msg(d >= 2.0 && d < 6.0, "step %lld: %g outside [2, 6)", (long long)c, d);
         sum += d;
         lo = fmin(lo, d);
@@ -120,7 +120,7 @@ START_TEST(uniform_bounds_and_mean)
     /* No jitter: exactly delay_ms. */
     cfg->delay_jitter_ms = 0.0;
     for (int64_t c = 0; c < 100; c++)
-        ck_assert_double_eq(zp_train_delay_ms(cfg, 1, c), 2.0);
+        ck_assert_double_eq(zp_delay_ms(cfg, 1, c), 2.0);
     free(cfg);
 }
 END_TEST
@@ -136,7 +136,7 @@ START_TEST(lognormal_median_and_sigma)
         ck_assert_ptr_nonnull(d);
         double slog = 0, slog2 = 0;
         for (int64_t c = 0; c < NDRAWS; c++) {
-            d[c] = zp_train_delay_ms(cfg, 0, c);
+            d[c] = zp_delay_ms(cfg, 0, c);
             ck_assert(d[c] > 0 && isfinite(d[c]));
             double l = log(d[c]);
             slog += l;
@@ -173,8 +173,8 @@ START_TEST(slow_ranks_scaled)
         slow->slow_factor = 3.0;
         for (int64_t c = 0; c < 2000; c++) {
             for (int r = 0; r < 8; r++) {
-                double b = zp_train_delay_ms(base, r, c);
-                double s = zp_train_delay_ms(slow, r, c);
+                double b = zp_delay_ms(base, r, c);
+                double s = zp_delay_ms(slow, r, c);
                 if (r == 3 || r == 5)
                     ck_assert_msg(fabs(s - 3.0 * b) <= 1e-12 * b, "rank %d step %lld: %g vs 3 x %g",
                                   r, (long long)c, s, b);
@@ -184,7 +184,7 @@ START_TEST(slow_ranks_scaled)
         }
         /* A factor of 1 (the default) leaves slow ranks as they were. */
         slow->slow_factor = 1.0;
-        ck_assert(zp_train_delay_ms(slow, 3, 42) == zp_train_delay_ms(base, 3, 42));
+        ck_assert(zp_delay_ms(slow, 3, 42) == zp_delay_ms(base, 3, 42));
         free(slow);
         free(base);
     }
@@ -199,11 +199,11 @@ START_TEST(ranks_and_steps_differ)
         cfg->delay_jitter_ms = 4.0;
         int same_rank = 0, same_step = 0, same_swap = 0;
         for (int64_t c = 0; c < 1000; c++) {
-            double d = zp_train_delay_ms(cfg, 0, c);
-            same_rank += d == zp_train_delay_ms(cfg, 1, c);
-            same_step += d == zp_train_delay_ms(cfg, 0, c + 1);
+            double d = zp_delay_ms(cfg, 0, c);
+            same_rank += d == zp_delay_ms(cfg, 1, c);
+            same_step += d == zp_delay_ms(cfg, 0, c + 1);
             /* (rank, step) are not interchangeable either */
-            same_swap += zp_train_delay_ms(cfg, 1, c + 2) == zp_train_delay_ms(cfg, 2, c + 1);
+            same_swap += zp_delay_ms(cfg, 1, c + 2) == zp_delay_ms(cfg, 2, c + 1);
         }
         ck_assert_int_le(same_rank, 2);
         ck_assert_int_le(same_step, 2);
@@ -212,12 +212,12 @@ START_TEST(ranks_and_steps_differ)
          * not rank 0 at step c + 1, ... */
         int shifted = 0;
         for (int64_t c = 0; c < 1000; c++)
-            shifted += zp_train_delay_ms(cfg, 1, c) == zp_train_delay_ms(cfg, 0, c + 1);
+            shifted += zp_delay_ms(cfg, 1, c) == zp_delay_ms(cfg, 0, c + 1);
         ck_assert_int_le(shifted, 2);
         /* and their uniform draws are not correlated. */
         double sxy = 0, sx = 0, sy = 0, sxx = 0, syy = 0;
         for (int64_t c = 0; c < NDRAWS / 10; c++) {
-            double x = zp_train_delay_ms(cfg, 0, c), y = zp_train_delay_ms(cfg, 1, c);
+            double x = zp_delay_ms(cfg, 0, c), y = zp_delay_ms(cfg, 1, c);
             sx += x, sy += y, sxy += x * y, sxx += x * x, syy += y * y;
         }
         double n = NDRAWS / 10;
@@ -277,11 +277,11 @@ START_TEST(curve_json)
                      .accuracy = NAN,
                      .distance = 2.0 / (i + 1),
                      .rel_distance = 1.0 / (i + 1)};
-        zp_curve_add(&r.curve, 20 * i, (uint64_t)i, &e);
+        zp_result_curve_add(&r.curve, 20 * i, (uint64_t)i, &e);
     }
     /* A classifier's point: accuracy, and no distances whatever evaluate left there. */
     zp_eval cls = {.loss = 0.75, .accuracy = 0.875, .distance = 0.0, .rel_distance = 0.0};
-    zp_curve_add(&r.curve, 4000, 7, &cls);
+    zp_result_curve_add(&r.curve, 4000, 7, &cls);
     ck_assert_uint_eq(r.curve.n, 201);
     ck_assert_int_eq(r.curve.points[199].step, 3980);
     ck_assert_double_eq(r.curve.points[1].loss, 50.0);
@@ -290,7 +290,7 @@ START_TEST(curve_json)
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     close(fd);
-    ck_assert_int_eq(zp_train_write_json(cfg, &r, path), 0);
+    ck_assert_int_eq(zp_result_write_json(cfg, &r, path), 0);
     char *text = slurp(path);
     /* The flat keys are as before, the curve comes last. */
     ck_assert_ptr_nonnull(strstr(text, "{\"rank\":0,\"model\":\"quadratic\""));
@@ -305,11 +305,11 @@ START_TEST(curve_json)
     free(text);
 
     /* Without points the key is still there, empty. */
-    zp_train_result_fini(&r);
+    zp_result_fini(&r);
     ck_assert_ptr_null(r.curve.points);
     ck_assert_uint_eq(r.curve.n, 0);
-    zp_train_result_fini(&r); /* twice is fine */
-    ck_assert_int_eq(zp_train_write_json(cfg, &r, path), 0);
+    zp_result_fini(&r); /* twice is fine */
+    ck_assert_int_eq(zp_result_write_json(cfg, &r, path), 0);
     text = slurp(path);
     ck_assert_ptr_nonnull(strstr(text, ",\"final_rel_distance\":0.125,\"diverged\":false,\"stopped\":false,\"diverged_step\":null,\"curve\":[]}\n"));
     free(text);

@@ -19,7 +19,7 @@ START_TEST(test_malformed)
     zmq_msg_init_size(&m.f[0], 2);
     memcpy(zmq_msg_data(&m.f[0]), "w0", 2);
     zp_dispatch(z->s, &m); /* no header frame */
-    zp_frames_close(&m);
+    zp_wire_frames_close(&m);
     ck_assert_int_eq(z->n, 1);
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EPROTO);
     ck_assert_str_eq(zt_last(z)->to, "w0");

@@ -38,7 +38,7 @@ static void write_set(uint64_t setid, uint32_t S, uint32_t only /* UINT32_MAX = 
 static void add_ok(uint64_t setid, uint32_t S)
 {
     char err[512];
-    int rc = zp_snapshot_set_complete(zt_snap_dir, setid, S, err, sizeof(err));
+    int rc = zp_manifest_set_complete(zt_snap_dir, setid, S, err, sizeof(err));
     ck_assert_msg(rc == 0, "complete: %s", err);
     rc = zp_manifest_add_set(zt_snap_dir, setid, S, err, sizeof(err));
     ck_assert_msg(rc == 0, "add: %s", err);
@@ -94,7 +94,7 @@ START_TEST(test_manifest)
 
     /* An incomplete set is not complete and cannot be added. */
     write_set(4, 2, 0);
-    ck_assert_int_eq(zp_snapshot_set_complete(zt_snap_dir, 4, 2, err, sizeof(err)), ZEPS_EDATA);
+    ck_assert_int_eq(zp_manifest_set_complete(zt_snap_dir, 4, 2, err, sizeof(err)), ZEPS_EDATA);
     ck_assert_int_eq(zp_snapshot_path(path, sizeof(path), zt_snap_dir, 4, 1, 2), 0);
     ck_assert_msg(strstr(err, path), "%s", err);
     ck_assert_int_ne(zp_manifest_add_set(zt_snap_dir, 4, 2, err, sizeof(err)), 0);
@@ -102,7 +102,7 @@ START_TEST(test_manifest)
     /* A corrupt payload: present but not complete. */
     write_set(4, 2, 1);
     corrupt_payload(4, 1, 2);
-    ck_assert_int_eq(zp_snapshot_set_complete(zt_snap_dir, 4, 2, err, sizeof(err)), ZEPS_EDATA);
+    ck_assert_int_eq(zp_manifest_set_complete(zt_snap_dir, 4, 2, err, sizeof(err)), ZEPS_EDATA);
     ck_assert_msg(strstr(err, path) && strstr(err, "CRC mismatch"), "%s", err);
 
     /* No temporaries left in dir: MANIFEST, its lock and the set dirs. */
@@ -151,7 +151,7 @@ START_TEST(test_restore_fallback)
 
     /* Nothing yet: a fresh start, not an error. */
     ck_assert_int_eq(
-        zp_snapshot_find_restorable(zt_snap_dir, 0, 2, &s, &id, log_cb, &lb, err, sizeof(err)), 0);
+        zp_manifest_find_restorable(zt_snap_dir, 0, 2, &s, &id, log_cb, &lb, err, sizeof(err)), 0);
     ck_assert_ptr_null(s);
 
     write_set(1, 2, UINT32_MAX);
@@ -166,7 +166,7 @@ START_TEST(test_restore_fallback)
      * must restore the same set, so shard 0 falls back to set 1 as well and
      * names shard 1's file. */
     ck_assert_int_eq(
-        zp_snapshot_find_restorable(zt_snap_dir, 0, 2, &s, &id, log_cb, &lb, err, sizeof(err)), 0);
+        zp_manifest_find_restorable(zt_snap_dir, 0, 2, &s, &id, log_cb, &lb, err, sizeof(err)), 0);
     ck_assert_uint_eq(id, 1);
     ck_assert_uint_eq(s->h.setid, 1);
     ck_assert_int_eq(lb.n, 2); /* set 3 has 3 shards; set 2 has a corrupt file */
@@ -181,7 +181,7 @@ START_TEST(test_restore_fallback)
     /* Shard 1's file of set 2 is corrupt: falls back to set 1, and says so. */
     lb = (logbuf){0};
     ck_assert_int_eq(
-        zp_snapshot_find_restorable(zt_snap_dir, 1, 2, &s, &id, log_cb, &lb, err, sizeof(err)), 0);
+        zp_manifest_find_restorable(zt_snap_dir, 1, 2, &s, &id, log_cb, &lb, err, sizeof(err)), 0);
     ck_assert_uint_eq(id, 1);
     ck_assert_uint_eq(s->h.shard, 1);
     ck_assert_float_eq(s->tables[0].params[0], zt_snap_val(0, -1, 500, 1));
@@ -203,7 +203,7 @@ START_TEST(test_restore_fallback)
     }
     lb = (logbuf){0};
     s = (zp_snapshot *)1;
-    int rc = zp_snapshot_find_restorable(zt_snap_dir, 1, 2, &s, &id, log_cb, &lb, err, sizeof(err));
+    int rc = zp_manifest_find_restorable(zt_snap_dir, 1, 2, &s, &id, log_cb, &lb, err, sizeof(err));
     ck_assert_int_eq(rc, ZEPS_EDATA);
     ck_assert_ptr_eq(s, (zp_snapshot *)1); /* untouched on error */
     ck_assert_int_eq(lb.n, 3);
@@ -213,7 +213,7 @@ START_TEST(test_restore_fallback)
                   "%s", err);
     /* without a log callback the summary still arrives */
     ck_assert_int_eq(
-        zp_snapshot_find_restorable(zt_snap_dir, 1, 2, &s, NULL, NULL, NULL, err, sizeof(err)),
+        zp_manifest_find_restorable(zt_snap_dir, 1, 2, &s, NULL, NULL, NULL, err, sizeof(err)),
         ZEPS_EDATA);
     zt_snap_dir_remove();
 }
@@ -262,10 +262,10 @@ START_TEST(test_prune)
     ck_assert_int_eq(zp_manifest_prune(zt_snap_dir, 0, &removed, err, sizeof(err)), 0);
     ck_assert_uint_eq(removed, 1);
     ck_assert(!exists(4) && exists(5) && exists(6));
-    ck_assert_int_eq(zp_snapshot_set_complete(zt_snap_dir, 5, 2, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_manifest_set_complete(zt_snap_dir, 5, 2, err, sizeof(err)), 0);
     zp_snapshot *s = NULL;
     ck_assert_int_eq(
-        zp_snapshot_find_restorable(zt_snap_dir, 1, 2, &s, NULL, NULL, NULL, err, sizeof(err)), 0);
+        zp_manifest_find_restorable(zt_snap_dir, 1, 2, &s, NULL, NULL, NULL, err, sizeof(err)), 0);
     ck_assert_uint_eq(s->h.setid, 5);
     zp_snapshot_free(&s);
     /* idempotent */

@@ -71,7 +71,7 @@ START_TEST(idx_reads_real_files)
                            DATA_DIR "/train-labels-idx1-ubyte.gz", NULL, 0, err, sizeof(err));
     ck_assert_msg(rc == 0, "%s", err);
     check_set(&ds, 60000);
-    zp_dataset_fini(&ds);
+    zp_mnist_dataset_fini(&ds);
     ck_assert_ptr_null(ds.x);
 
     rc = zp_mnist_read(&ds, DATA_DIR "/t10k-images-idx3-ubyte.gz",
@@ -92,11 +92,11 @@ START_TEST(idx_reads_real_files)
                          784 * sizeof(float)) == 0);
     }
     keep[1] = 10000; /* out of range */
-    zp_dataset_fini(&sub);
+    zp_mnist_dataset_fini(&sub);
     rc = zp_mnist_read(&sub, DATA_DIR "/t10k-images-idx3-ubyte.gz",
                        DATA_DIR "/t10k-labels-idx1-ubyte.gz", keep, 3, err, sizeof(err));
     ck_assert_int_eq(rc, ZEPS_EDATA);
-    zp_dataset_fini(&ds);
+    zp_mnist_dataset_fini(&ds);
 }
 END_TEST
 
@@ -161,7 +161,7 @@ START_TEST(idx_rejects_bad_files)
     ck_assert_msg(rc == 0, "%s", err);
     ck_assert_int_eq(ds.n, 2);
     ck_assert_int_eq(ds.y[1], 1);
-    zp_dataset_fini(&ds);
+    zp_mnist_dataset_fini(&ds);
 
     /* label out of range: data bytes are i % 10, so write a file by hand */
     gzFile gz = gzopen(lab, "wb");

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "mnist.h"
 #include "model.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 #define DATA_DIR "/usr/share/datasets/fashion-mnist"
@@ -106,7 +107,7 @@ START_TEST(create_reports_missing_data)
     snprintf(cfg.data_dir, sizeof(cfg.data_dir), "/nonexistent/zeps");
     char err[512] = "";
     zp_model *m = NULL;
-    int rc = zp_model_mlp.create(&m, &cfg, 0, 1, err, sizeof(err));
+    int rc = zp_mlp_ops.create(&m, &cfg, 0, 1, err, sizeof(err));
     ck_assert_int_eq(rc, ZEPS_EDATA);
     ck_assert_ptr_null(m);
     ck_assert_msg(strstr(err, "/nonexistent/zeps/train-images-idx3-ubyte.gz") != NULL &&
@@ -115,18 +116,18 @@ START_TEST(create_reports_missing_data)
 
     test_config(&cfg, "mlp");
     cfg.hidden = 0;
-    ck_assert_int_eq(zp_model_mlp.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_int_eq(zp_mlp_ops.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
     test_config(&cfg, "softmax");
     cfg.batch_size = 0;
-    ck_assert_int_eq(zp_model_softmax.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_int_eq(zp_softmax_ops.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
     test_config(&cfg, "softmax");
-    ck_assert_int_eq(zp_model_softmax.create(&m, &cfg, 4, 4, err, sizeof(err)), ZEPS_ERANK);
+    ck_assert_int_eq(zp_softmax_ops.create(&m, &cfg, 4, 4, err, sizeof(err)), ZEPS_ERANK);
     test_config(&cfg, "quadratic");
     cfg.condition = 0.5;
-    ck_assert_int_eq(zp_model_quadratic.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_int_eq(zp_quadratic_ops.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
     cfg.condition = 10;
     cfg.dim = 0;
-    ck_assert_int_eq(zp_model_quadratic.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_int_eq(zp_quadratic_ops.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_ptr_null(m);
 }
 END_TEST

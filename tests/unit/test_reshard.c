@@ -64,8 +64,8 @@ static void reshard_all(zp_snapshot *const *src, uint32_t S, zp_snapshot **dst, 
 {
     char err[512];
     for (uint32_t j = 0; j < S2; j++) {
-        int rc = zp_snapshot_reshard((const zp_snapshot *const *)src, S, j, S2, &dst[j], err,
-                                     sizeof(err));
+        int rc =
+            zp_reshard_build((const zp_snapshot *const *)src, S, j, S2, &dst[j], err, sizeof(err));
         ck_assert_msg(rc == 0, "reshard: %s", err);
         ck_assert_uint_eq(dst[j]->h.shard, j);
         ck_assert_uint_eq(dst[j]->h.nshards, S2);
@@ -153,18 +153,18 @@ START_TEST(test_reshard_refused)
     }
     zp_snapshot *swapped[2] = {src[1], src[0]};
     ck_assert_int_eq(
-        zp_snapshot_reshard((const zp_snapshot *const *)swapped, 2, 0, 3, &r, err, sizeof(err)),
+        zp_reshard_build((const zp_snapshot *const *)swapped, 2, 0, 3, &r, err, sizeof(err)),
         ZEPS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "expected 0 of 2"));
     src[1]->h.clock = 43;
     ck_assert_int_eq(
-        zp_snapshot_reshard((const zp_snapshot *const *)src, 2, 0, 3, &r, err, sizeof(err)),
+        zp_reshard_build((const zp_snapshot *const *)src, 2, 0, 3, &r, err, sizeof(err)),
         ZEPS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "same cut"));
     src[1]->h.clock = 42;
     snprintf(src[1]->tables[2].optimizer, 16, "adam");
     ck_assert_int_eq(
-        zp_snapshot_reshard((const zp_snapshot *const *)src, 2, 0, 3, &r, err, sizeof(err)),
+        zp_reshard_build((const zp_snapshot *const *)src, 2, 0, 3, &r, err, sizeof(err)),
         ZEPS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "'emb'"));
     ck_assert_ptr_null(r);

@@ -81,7 +81,7 @@ START_TEST(test_roundtrip)
     free(b2);
 
     zp_snap_info in;
-    ck_assert_int_eq(zp_snapshot_verify(path, &in, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_snapshot_read_verify(path, &in, err, sizeof(err)), 0);
     ck_assert_uint_eq(in.file_size, l1);
     ck_assert_uint_eq(in.ntables, ZT_SNAP_NT);
     ck_assert_uint_eq(in.h.setid, o->h.setid);
@@ -121,7 +121,7 @@ static void expect_fail(const char *path, int code, const char *what)
     ck_assert_msg(strstr(err, path), "message does not name the file: %s", err);
     ck_assert_msg(strstr(err, what), "message '%s' does not say '%s'", err, what);
     /* verify walks the same checks without loading */
-    rc = zp_snapshot_verify(path, NULL, err, sizeof(err));
+    rc = zp_snapshot_read_verify(path, NULL, err, sizeof(err));
     ck_assert_int_eq(rc, code);
     ck_assert_msg(strstr(err, what), "verify: '%s' does not say '%s'", err, what);
 }

@@ -404,7 +404,7 @@ START_TEST(test_million_rows)
 
     for (uint64_t b = 0; b < N / B; b++) {
         for (uint64_t i = 0; i < B; i++)
-            ids[i] = zp_mix64(b * B + i); /* distinct: mix64 is a bijection */
+            ids[i] = zp_rng_mix64(b * B + i); /* distinct: mix64 is a bijection */
         zp_sparse_pull(t, ids, B, 0, out, NULL);
     }
     zp_sparse_counters c = counters(t);
@@ -420,7 +420,7 @@ START_TEST(test_million_rows)
            (double)((uint64_t)8 << 21) / N, (double)(slabs - (uint64_t)N * c.bytes_per_row) / N);
     for (uint64_t i = 0; i < N; i += 997) {
         zp_sparse_row row;
-        uint64_t id = zp_mix64(i);
+        uint64_t id = zp_rng_mix64(i);
         ck_assert(zp_sparse_get(t, id, &row));
         ck_assert_uint_eq(row.id, id);
     }
@@ -449,7 +449,7 @@ START_TEST(test_million_rows)
             zp_sparse *u = make(&p);
             for (uint64_t b = 0; b < M / B; b++) {
                 for (uint64_t i = 0; i < B; i++)
-                    ids[i] = zp_mix64(b * B + i);
+                    ids[i] = zp_rng_mix64(b * B + i);
                 for (uint64_t i = 0; i < B; i += B / 10)
                     zp_sparse_pull(u, ids + i, B / 10, 0, out, NULL);
             }

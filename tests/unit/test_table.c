@@ -136,26 +136,26 @@ START_TEST(test_seq_window)
     zp_workers ws;
     zp_workers_init(&ws, 2);
     zp_worker *w = &ws.w[1];
-    ck_assert(zp_worker_hello(w, 77));
-    ck_assert(!zp_worker_hello(w, 77)); /* same incarnation: nothing changes */
-    ck_assert(!zp_worker_seen(w, 1));
-    zp_worker_record(w, 1);
-    ck_assert(zp_worker_seen(w, 1));
-    zp_worker_record(w, 3); /* 2 skipped: still new */
-    ck_assert(!zp_worker_seen(w, 2));
-    ck_assert(zp_worker_seen(w, 3));
-    zp_worker_record(w, 2);
-    ck_assert(zp_worker_seen(w, 2));
-    zp_worker_record(w, 3 + ZP_SEQ_WINDOW);
-    ck_assert(zp_worker_seen(w, 3));            /* exactly at the window's edge */
-    ck_assert(!zp_worker_seen(w, 4));           /* inside, never seen */
-    ck_assert(zp_worker_seen(w, 2));            /* below the window: a duplicate */
-    zp_worker_record(w, 1000);
-    ck_assert(!zp_worker_seen(w, 999));
-    ck_assert(zp_worker_seen(w, 3 + ZP_SEQ_WINDOW));
-    ck_assert(zp_worker_hello(w, 78)); /* restarted: numbers start over */
-    ck_assert(!zp_worker_seen(w, 1));
-    ck_assert(!zp_worker_seen(w, 1000));
+    ck_assert(zp_workers_hello(w, 77));
+    ck_assert(!zp_workers_hello(w, 77)); /* same incarnation: nothing changes */
+    ck_assert(!zp_workers_seen(w, 1));
+    zp_workers_record(w, 1);
+    ck_assert(zp_workers_seen(w, 1));
+    zp_workers_record(w, 3); /* 2 skipped: still new */
+    ck_assert(!zp_workers_seen(w, 2));
+    ck_assert(zp_workers_seen(w, 3));
+    zp_workers_record(w, 2);
+    ck_assert(zp_workers_seen(w, 2));
+    zp_workers_record(w, 3 + ZP_SEQ_WINDOW);
+    ck_assert(zp_workers_seen(w, 3));  /* exactly at the window's edge */
+    ck_assert(!zp_workers_seen(w, 4)); /* inside, never seen */
+    ck_assert(zp_workers_seen(w, 2));  /* below the window: a duplicate */
+    zp_workers_record(w, 1000);
+    ck_assert(!zp_workers_seen(w, 999));
+    ck_assert(zp_workers_seen(w, 3 + ZP_SEQ_WINDOW));
+    ck_assert(zp_workers_hello(w, 78)); /* restarted: numbers start over */
+    ck_assert(!zp_workers_seen(w, 1));
+    ck_assert(!zp_workers_seen(w, 1000));
     zp_workers_fini(&ws);
 }
 END_TEST

@@ -1,5 +1,5 @@
 /*
- * test_util.c - common/util.c and common/wire.c: the seeded generator, the
+ * test_util.c - common/rng.c, init.c, finite.c and wire.c: the seeded generator, the
  * shard-independent initialiser, the finiteness check, and message framing
  * over a real (inproc) ZeroMQ socket pair.
  */
@@ -11,7 +11,9 @@
 #include <zmq.h>
 
 #include "check_main.h"
-#include "util.h"
+#include "finite.h"
+#include "init.h"
+#include "rng.h"
 #include "wire.h"
 
 START_TEST(test_rng_streams)
@@ -112,18 +114,18 @@ START_TEST(test_all_finite)
     float v[1031];
     for (int i = 0; i < 1031; i++)
         v[i] = (float)i * 1e30f; /* large but finite */
-    ck_assert(zp_all_finite(v, 1031));
-    ck_assert(zp_all_finite(v, 0));
+    ck_assert(zp_finite_all(v, 1031));
+    ck_assert(zp_finite_all(v, 0));
     const float bad[] = {NAN, INFINITY, -INFINITY};
     for (int b = 0; b < 3; b++)
         for (int pos = 0; pos < 1031; pos += 103) {
             float keep = v[pos];
             v[pos] = bad[b];
-            ck_assert(!zp_all_finite(v, 1031));
+            ck_assert(!zp_finite_all(v, 1031));
             v[pos] = keep;
         }
     v[0] = 1e-45f; /* a subnormal is finite */
-    ck_assert(zp_all_finite(v, 1031));
+    ck_assert(zp_finite_all(v, 1031));
 }
 END_TEST
 
@@ -146,13 +148,13 @@ START_TEST(test_wire_framing)
     h.count = 3;
     h.error_text = "hello";
     float vals[3] = {1.5f, -2.0f, 3.25f};
-    ck_assert_int_eq(zp_header_send(a, &h, ZMQ_SNDMORE), 0);
-    ck_assert_int_eq(zp_data_send(a, vals, sizeof(vals), NULL, NULL, 0), 0);
+    ck_assert_int_eq(zp_wire_send_header(a, &h, ZMQ_SNDMORE), 0);
+    ck_assert_int_eq(zp_wire_send_data(a, vals, sizeof(vals), NULL, NULL, 0), 0);
     zp_frames m;
-    ck_assert_int_eq(zp_frames_recv(b, &m, 0), 0);
+    ck_assert_int_eq(zp_wire_frames_recv(b, &m, 0), 0);
     ck_assert_int_eq(m.n, 2);
     ck_assert_int_eq(m.dropped, 0);
-    Zeps__Header *got = zp_header_unpack(&m.f[0]);
+    Zeps__Header *got = zp_wire_unpack_header(&m.f[0]);
     ck_assert_ptr_nonnull(got);
     ck_assert_uint_eq(got->req_id, h.req_id);
     ck_assert_uint_eq(got->count, 3);
@@ -161,26 +163,26 @@ START_TEST(test_wire_framing)
     ck_assert(memcmp(zmq_msg_data(&m.f[1]), vals, sizeof(vals)) == 0);
     ck_assert_uint_eq(m.bytes, zmq_msg_size(&m.f[0]) + sizeof(vals));
     zeps__header__free_unpacked(got, NULL);
-    zp_frames_close(&m);
+    zp_wire_frames_close(&m);
 
     for (int i = 0; i < 7; i++)
         ck_assert_int_ge(zmq_send(a, "x", 1, i < 6 ? ZMQ_SNDMORE : 0), 0);
-    ck_assert_int_eq(zp_frames_recv(b, &m, 0), 0);
+    ck_assert_int_eq(zp_wire_frames_recv(b, &m, 0), 0);
     ck_assert_int_eq(m.n, ZP_MAX_FRAMES);
     ck_assert_int_eq(m.dropped, 7 - ZP_MAX_FRAMES);
-    zp_frames_close(&m);
+    zp_wire_frames_close(&m);
 
     /* nothing waiting: EAGAIN, not a hang */
-    ck_assert_int_eq(zp_frames_recv(b, &m, ZMQ_DONTWAIT), -1);
+    ck_assert_int_eq(zp_wire_frames_recv(b, &m, ZMQ_DONTWAIT), -1);
     ck_assert_int_eq(zmq_errno(), EAGAIN);
     /* garbage is not a header */
     zmq_msg_t junk;
     zmq_msg_init_size(&junk, 5);
     memcpy(zmq_msg_data(&junk), "\xff\xff\xff\xff\xff", 5);
-    ck_assert_ptr_null(zp_header_unpack(&junk));
+    ck_assert_ptr_null(zp_wire_unpack_header(&junk));
     zmq_msg_close(&junk);
-    ck_assert_str_eq(zp_op_name(ZEPS__OP__BARRIER), "BARRIER");
-    ck_assert_str_eq(zp_op_name(77), "UNKNOWN");
+    ck_assert_str_eq(zp_wire_op_name(ZEPS__OP__BARRIER), "BARRIER");
+    ck_assert_str_eq(zp_wire_op_name(77), "UNKNOWN");
 
     zmq_close(a);
     zmq_close(b);

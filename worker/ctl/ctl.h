@@ -11,7 +11,7 @@ int zp_ctl_status(int argc, char **argv);
 
 /* zepsctl stats: status plus the staleness histograms (tau, clock gap, pull
  * wait) of every table and worker. */
-int zp_ctl_stats(int argc, char **argv);
+int zp_ctl_status_stats(int argc, char **argv);
 
 /* zepsctl bench: zeps vs raw ZeroMQ throughput and latency on loopback. */
 int zp_ctl_bench(int argc, char **argv);
@@ -32,6 +32,6 @@ int zp_ctl_local(int argc, char **argv);
 
 /* Directory of the running executable (to find zeps-server / zeps-worker
  * beside zepsctl); writes into buf and returns buf, or "" if unknown. */
-char *zp_ctl_bindir(char *buf, unsigned long len);
+char *zp_zepsctl_bindir(char *buf, unsigned long len);
 
 #endif

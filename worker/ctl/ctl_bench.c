@@ -33,8 +33,10 @@
 
 #include <zmq.h>
 
+#include "alloc.h"
 #include "ctl.h"
 #include "ctl_bench.h"
+#include "now.h"
 
 static const char *const field_names[NF] = {
     "push_MBps",       "pull_MBps",       "push_pull_MBps",
@@ -42,12 +44,12 @@ static const char *const field_names[NF] = {
     "pull_rtt_p99_us", "pull_view_MBps",  "push_pull_view_MBps"};
 
 /* The one piece of static state: set by SIGINT/SIGTERM, polled by the loops. */
-volatile sig_atomic_t zp_bench_stop;
+volatile sig_atomic_t zp_ctl_bench_stop;
 
 static void on_signal(int sig)
 {
     (void)sig;
-    zp_bench_stop = 1;
+    zp_ctl_bench_stop = 1;
 }
 
 /* ---- options ---------------------------------------------------------- */
@@ -70,7 +72,7 @@ static void usage(FILE *f)
 /* "64,4K,256KB,4M,32MiB" -> o->sizes (K and M binary); -1 if malformed. */
 static int parse_sizes(bench_opts *o, const char *list)
 {
-    char *copy = zp_xstrdup(list), *save = NULL, *end;
+    char *copy = zp_alloc_strdup(list), *save = NULL, *end;
     o->nsizes = 0;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         errno = 0;
@@ -194,7 +196,7 @@ static int ring(const side_ops *s, void *ctx, int op, int window, long min_n, do
     for (;;) {
         if (issued - done == window && (rc = s->finish(ctx, op, (int)(done++ % window))) != 0)
             break;
-        if (zp_bench_stop)
+        if (zp_ctl_bench_stop)
             rc = ZEPS_ECLOSED;
         if (rc != 0 || (issued >= min_n && zp_now_s() - t0 >= seconds))
             break;
@@ -216,16 +218,17 @@ static int ring(const side_ops *s, void *ctx, int op, int window, long min_n, do
 static int latency(const side_ops *s, void *ctx, int op, double seconds, double *p50, double *p99)
 {
     size_t n = 0, cap = 4096;
-    double *v = zp_xmalloc(cap * sizeof(double)), t0 = zp_now_s();
+    double *v = zp_alloc(cap * sizeof(double)), t0 = zp_now_s();
     int rc = 0;
     while (n < MIN_RTT || zp_now_s() - t0 < seconds) {
         uint64_t a = zp_now_ns();
-        if (zp_bench_stop || (rc = s->start(ctx, op, 0)) != 0 || (rc = s->finish(ctx, op, 0)) != 0) {
+        if (zp_ctl_bench_stop || (rc = s->start(ctx, op, 0)) != 0 ||
+            (rc = s->finish(ctx, op, 0)) != 0) {
             rc = rc ? rc : ZEPS_ECLOSED;
             break;
         }
         if (n == cap)
-            v = zp_xrealloc(v, (cap *= 2) * sizeof(double));
+            v = zp_alloc_resize(v, (cap *= 2) * sizeof(double));
         v[n++] = (double)(zp_now_ns() - a) * 1e-3;
     }
     if (rc == 0) {
@@ -289,9 +292,10 @@ static int measure_cell(const bench *b, const side_ops *s, void *ctx, int si, in
 /* Per size: repetitions of (zeps cell, raw cell), then the medians. */
 static int measure_all(bench *b)
 {
-    const side_ops *ops[NSIDES] = {&zp_bench_zeps_ops, &zp_bench_raw_ops, &zp_bench_curve_ops};
+    const side_ops *ops[NSIDES] = {&zp_ctl_bench_zeps_ops, &zp_ctl_bench_raw_ops,
+                                   &zp_ctl_bench_zeps_curve_ops};
     void *ctx[NSIDES] = {&b->z, &b->r, &b->zc};
-    cell *reps = zp_xcalloc((size_t)b->o.reps * NSIDES, sizeof(cell));
+    cell *reps = zp_alloc_zeroed((size_t)b->o.reps * NSIDES, sizeof(cell));
     int rc = 0;
     for (int si = 0; si < b->o.nsizes && rc == 0; si++) {
         for (int rep = 0; rep < b->o.reps && rc == 0; rep++)
@@ -429,9 +433,9 @@ static int run(bench *b)
         b->pull[i] = buf_new(max, 0.0f);
     }
     /* The raw child forks before this process has any ZeroMQ context. */
-    int rc = zp_bench_raw_open(b);
+    int rc = zp_ctl_bench_raw_open(b);
     if (rc == 0)
-        rc = zp_bench_zeps_open(b);
+        rc = zp_ctl_bench_zeps_open(b);
     if (rc == 0)
         rc = measure_all(b);
     if (rc == 0) {
@@ -448,8 +452,8 @@ static int run(bench *b)
  * buffers (ZeroMQ holds none of them any more) and the directory. */
 static void teardown(bench *b)
 {
-    zp_bench_zeps_close(b);
-    zp_bench_raw_close(b);
+    zp_ctl_bench_zeps_close(b);
+    zp_ctl_bench_raw_close(b);
     for (int i = 0; i < MAX_WINDOW; i++) {
         free(b->push[i]);
         free(b->pull[i]);
@@ -462,7 +466,7 @@ static void teardown(bench *b)
 
 int zp_ctl_bench(int argc, char **argv)
 {
-    bench *b = zp_xcalloc(1, sizeof *b);
+    bench *b = zp_alloc_zeroed(1, sizeof *b);
     int rc = parse_opts(&b->o, argc, argv);
     if (rc != 0) {
         free(b);
@@ -487,7 +491,7 @@ int zp_ctl_bench(int argc, char **argv)
     sigaction(SIGTERM, &old_term, NULL);
     if (rc != 0)
         fprintf(stderr, "zepsctl bench: failed: %s%s\n", zeps_strerror(rc),
-                zp_bench_stop ? " (interrupted)" : "");
+                zp_ctl_bench_stop ? " (interrupted)" : "");
     free(b);
     return rc == 0 ? 0 : 1;
 }

@@ -15,8 +15,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "alloc.h"
 #include "spawn.h"
-#include "util.h"
 #include "zeps.h"
 
 #define MAX_SIZES  16
@@ -104,7 +104,7 @@ typedef struct bench {
 static volatile sig_atomic_t g_stop;
 
 /* Set by SIGINT/SIGTERM (ctl_bench.c), polled by every loop. */
-extern volatile sig_atomic_t zp_bench_stop;
+extern volatile sig_atomic_t zp_ctl_bench_stop;
 
 static inline size_t max_size(const bench_opts *o)
 {
@@ -116,7 +116,7 @@ static inline size_t max_size(const bench_opts *o)
 
 static inline float *buf_new(size_t bytes, float value)
 {
-    float *p = zp_xmalloc(bytes);
+    float *p = zp_alloc(bytes);
     for (size_t i = 0; i < bytes / sizeof(float); i++)
         p[i] = value; /* also faults every page in before anything is timed */
     return p;
@@ -138,15 +138,15 @@ static inline void stop_child(pid_t *pid, int sig, const char *what)
 }
 
 /* The raw ZeroMQ side (ctl_bench_raw.c): fork its child and connect. */
-int zp_bench_raw_open(bench *b);
-void zp_bench_raw_close(bench *b);
-extern const side_ops zp_bench_raw_ops;
+int zp_ctl_bench_raw_open(bench *b);
+void zp_ctl_bench_raw_close(bench *b);
+extern const side_ops zp_ctl_bench_raw_ops;
 
 /* The zeps side (ctl_bench_zeps.c): start zeps-server (and with --curve a
  * second one over CURVE), connect, declare a table per size, read the
  * server's memory per parameter. */
-int zp_bench_zeps_open(bench *b);
-void zp_bench_zeps_close(bench *b);
-extern const side_ops zp_bench_zeps_ops, zp_bench_curve_ops;
+int zp_ctl_bench_zeps_open(bench *b);
+void zp_ctl_bench_zeps_close(bench *b);
+extern const side_ops zp_ctl_bench_zeps_ops, zp_ctl_bench_zeps_curve_ops;
 
 #endif

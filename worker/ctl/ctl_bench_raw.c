@@ -4,7 +4,7 @@
  * context) binds a ROUTER on loopback and answers the zeps request pattern
  * with no protocol at all: a push is a tag and a payload, answered by the
  * tag; a pull is a tag, answered by the tag and a payload sent without
- * copying. This process drives it through zp_bench_raw_ops.
+ * copying. This process drives it through zp_ctl_bench_raw_ops.
  */
 #define _GNU_SOURCE
 #include <sched.h>
@@ -14,6 +14,7 @@
 #include <zmq.h>
 
 #include "ctl_bench.h"
+#include "now.h"
 
 static void raw_sockopts(void *s)
 {
@@ -96,7 +97,7 @@ static void raw_child_main(void *arg)
 
 /* Fork the raw server (it binds an ephemeral port and reports its endpoint
  * through a pipe) and connect a DEALER to it. */
-int zp_bench_raw_open(bench *b)
+int zp_ctl_bench_raw_open(bench *b)
 {
     int fds[2], timeout = 60000;
     char ep[256] = "";
@@ -125,7 +126,7 @@ int zp_bench_raw_open(bench *b)
 
 /* With linger 0, closing drops what ZeroMQ still holds and releases our
  * buffers, so they may be freed after this. */
-void zp_bench_raw_close(bench *b)
+void zp_ctl_bench_raw_close(bench *b)
 {
     if (b->r.sock)
         zmq_close(b->r.sock);
@@ -199,7 +200,7 @@ static int raw_finish(void *ctx, int op, int slot)
     int n;
     if (r->broken)
         return ZEPS_ETRANSPORT;
-    while ((n = zmq_recv(r->sock, &tag, sizeof tag, 0)) < 0 && errno == EINTR && !zp_bench_stop)
+    while ((n = zmq_recv(r->sock, &tag, sizeof tag, 0)) < 0 && errno == EINTR && !zp_ctl_bench_stop)
         ;
     if (n != sizeof tag)
         return raw_fail(r, "recv");
@@ -216,6 +217,5 @@ static int raw_finish(void *ctx, int op, int slot)
     return n < 0 || got != r->bytes ? raw_fail(r, "pull payload") : 0;
 }
 
-const side_ops zp_bench_raw_ops = {
+const side_ops zp_ctl_bench_raw_ops = {
     .name = "raw", .select = raw_select, .start = raw_start, .finish = raw_finish};
-

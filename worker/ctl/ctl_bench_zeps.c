@@ -2,8 +2,8 @@
  * ctl_bench_zeps.c - `zepsctl bench`: the zeps side. A real zeps-server (1
  * shard, async, from a cluster file written into the run's temporary
  * directory; with --curve a second one with CurveZMQ keys made there) and
- * one libzeps client each, driven through zp_bench_zeps_ops and
- * zp_bench_curve_ops; also the server's memory per parameter.
+ * one libzeps client each, driven through zp_ctl_bench_zeps_ops and
+ * zp_ctl_bench_zeps_curve_ops; also the server's memory per parameter.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -57,9 +57,9 @@ static int zs_finish(void *ctx, int op, int slot)
     return zs_report(z, op, rc);
 }
 
-const side_ops zp_bench_zeps_ops = {
+const side_ops zp_ctl_bench_zeps_ops = {
     .name = "zeps", .select = zs_select, .start = zs_start, .finish = zs_finish};
-const side_ops zp_bench_curve_ops = {
+const side_ops zp_ctl_bench_zeps_curve_ops = {
     .name = "zeps+curve", .select = zs_select, .start = zs_start, .finish = zs_finish};
 
 /* Bind port 0 (or connect to `port`) on 127.0.0.1: returns the port bound,
@@ -111,7 +111,7 @@ static int write_cluster_file(const bench *b, const char *path, int port, bool c
 static int server_spawn(pid_t *server, const char *cfg, const char *logpath)
 {
     char exe[PATH_MAX + 16];
-    zp_ctl_bindir(exe, PATH_MAX);
+    zp_zepsctl_bindir(exe, PATH_MAX);
     strcat(exe, "/zeps-server");
     if (exe[0] != '/' || access(exe, X_OK) != 0)
         snprintf(exe, sizeof exe, "zeps-server");
@@ -129,7 +129,7 @@ static int server_spawn(pid_t *server, const char *cfg, const char *logpath)
 static int server_wait_ready(pid_t *server, int port)
 {
     int status;
-    for (int i = 0; i < 1500 && !zp_bench_stop; i++) {
+    for (int i = 0; i < 1500 && !zp_ctl_bench_stop; i++) {
         if (zp_spawn_wait(*server, 0, &status) == 1) {
             *server = 0;
             fprintf(stderr, "bench: zeps-server exited during start-up\n");
@@ -266,7 +266,7 @@ static int zeps_open_one(bench *b, zeps_side *z, pid_t *server, bool curve)
 
 /* The plain server and client, the two memory probes, and with --curve the
  * CURVE server and client. */
-int zp_bench_zeps_open(bench *b)
+int zp_ctl_bench_zeps_open(bench *b)
 {
     int rc = zeps_open_one(b, &b->z, &b->server, false);
     uint32_t t;
@@ -281,7 +281,7 @@ int zp_bench_zeps_open(bench *b)
     return rc;
 }
 
-void zp_bench_zeps_close(bench *b)
+void zp_ctl_bench_zeps_close(bench *b)
 {
     zeps_client_destroy(&b->z.c);
     zeps_client_destroy(&b->zc.c);

@@ -154,7 +154,7 @@ int zp_ctl_gen_criteo(int argc, char **argv)
     }
     zp_criteo_truth t;
     char err[1200];
-    int rc = zp_criteo_generate(&o, &t, err, sizeof(err));
+    int rc = zp_criteo_gen_write(&o, &t, err, sizeof(err));
     if (rc != 0) {
         fprintf(stderr, "zepsctl gen-criteo: %s\n", err);
         return rc == ZEPS_EINVAL ? 2 : 1;

@@ -31,7 +31,8 @@
 
 #include "ctl.h"
 #include "spawn.h"
-#include "util.h"
+#include "alloc.h"
+#include "now.h"
 #include "ctl_local.h"
 
 #define GRACE_S           10.0 /* SIGTERM -> SIGKILL */
@@ -111,7 +112,7 @@ static const struct option long_opts[] = {
 static bool apply_opt(local_opts *o, int c, const char *arg)
 {
     if (c >= OPT_OVERRIDE && c < OPT_OVERRIDE + N_OVERRIDES) {
-        const zp_local_override *ov = &zp_local_overrides[c - OPT_OVERRIDE];
+        const zp_local_override *ov = &zp_ctl_local_conf_overrides[c - OPT_OVERRIDE];
         o->ov[c - OPT_OVERRIDE] = arg;
         o->noverrides++;
         return ov->type == 's' || check_num(ov->opt, arg, ov->lo, ov->hi, ov->type != 'f');
@@ -425,7 +426,7 @@ static bool start_all(local_run *r)
 {
     r->nservers = r->cfg->num_shards;
     r->nkids = r->nservers + r->cfg->num_workers;
-    r->kids = zp_xcalloc((size_t)r->nkids, sizeof(kid));
+    r->kids = zp_alloc_zeroed((size_t)r->nkids, sizeof(kid));
     r->t0 = zp_now_s();
     for (int i = 0; i < r->cfg->num_workers; i++) { /* no stale results from a reused --dir */
         char path[PATH_MAX + 32];
@@ -483,7 +484,7 @@ static int finish(local_run *r, run_end end)
         double t_end = zp_now_s();
         bool clean = stop_servers(r);
         pump_echo(r, true);
-        int rc = zp_local_report(r, t_end, clean, "done");
+        int rc = zp_ctl_local_report(r, t_end, clean, "done");
         return r->signo ? 128 + r->signo : rc;
     }
     if (end == END_FAILED)
@@ -495,8 +496,10 @@ static int finish(local_run *r, run_end end)
                 r->o.timeout_s);
     stop_kids(r, 0, r->nkids);
     /* what the workers managed to write (a stopped worker writes its result) */
-    zp_local_report(r, zp_now_s(), false,
-           end == END_FAILED ? "failed" : end == END_SIGNAL ? "signal" : "timeout");
+    zp_ctl_local_report(r, zp_now_s(), false,
+                        end == END_FAILED   ? "failed"
+                        : end == END_SIGNAL ? "signal"
+                                            : "timeout");
     fprintf(stderr, "zepsctl local: logs are in %s\n", r->dir);
     return end == END_SIGNAL ? 128 + r->signo : 1;
 }
@@ -529,12 +532,13 @@ static int execute(local_run *r)
  * status. */
 static int prepare(local_run *r)
 {
-    if (r->o.config && !zp_local_load_conf(r, r->o.config))
+    if (r->o.config && !zp_ctl_local_conf_load(r, r->o.config))
         return 2; /* before anything is created */
-    if (!zp_local_find_bin("zeps-server", r->server_bin, sizeof(r->server_bin)) ||
-        !zp_local_find_bin("zeps-worker", r->worker_bin, sizeof(r->worker_bin)) || !zp_local_make_run_dir(r))
+    if (!zp_ctl_local_conf_find_bin("zeps-server", r->server_bin, sizeof(r->server_bin)) ||
+        !zp_ctl_local_conf_find_bin("zeps-worker", r->worker_bin, sizeof(r->worker_bin)) ||
+        !zp_ctl_local_conf_make_run_dir(r))
         return 1;
-    int rc = zp_local_make_conf(r);
+    int rc = zp_ctl_local_conf_make(r);
     if (rc >= 0)
         return rc;
     snprintf(r->json, sizeof(r->json), "%s%s", r->o.json ? r->o.json : r->dir,
@@ -542,7 +546,7 @@ static int prepare(local_run *r)
     /* Several BLAS thread pools on a few cores fight the event loops. */
     setenv("OPENBLAS_NUM_THREADS", "1", 0);
     if (r->o.exec)
-        zp_local_exec_env(r);
+        zp_ctl_local_conf_exec_env(r);
     return -1;
 }
 
@@ -552,7 +556,7 @@ int zp_ctl_local(int argc, char **argv)
     int rc = parse_opts(argc, argv, &r.o);
     if (rc >= 0)
         return rc;
-    r.cfg = zp_xcalloc(1, sizeof(*r.cfg));
+    r.cfg = zp_alloc_zeroed(1, sizeof(*r.cfg));
     rc = prepare(&r);
     if (rc < 0)
         rc = execute(&r);

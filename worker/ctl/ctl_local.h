@@ -23,7 +23,7 @@ typedef struct zp_local_override {
     double lo, hi;
 } zp_local_override;
 #define N_OVERRIDES 9
-extern const zp_local_override zp_local_overrides[N_OVERRIDES];
+extern const zp_local_override zp_ctl_local_conf_overrides[N_OVERRIDES];
 
 typedef struct local_opts {
     const char *config;          /* --config FILE; NULL: the embedded default */
@@ -70,27 +70,27 @@ typedef struct local_run {
 typedef enum run_end { END_DONE, END_FAILED, END_SIGNAL, END_TIMEOUT } run_end;
 
 /* Find program `name` beside zepsctl, else on PATH: true and its path. */
-bool zp_local_find_bin(const char *name, char *out, size_t len);
+bool zp_ctl_local_conf_find_bin(const char *name, char *out, size_t len);
 
 /* Make r->dir (--dir, or a new $TMPDIR/zeps-local-XXXXXX). */
-bool zp_local_make_run_dir(local_run *r);
+bool zp_ctl_local_conf_make_run_dir(local_run *r);
 
 /* Load and validate the cluster file at path into r->cfg. */
-bool zp_local_load_conf(local_run *r, const char *path);
+bool zp_ctl_local_conf_load(local_run *r, const char *path);
 
 /* Write r->conf from the default or --config, with result_dir = r->dir,
  * and load it. Returns -1 on success, else zepsctl's exit status. */
-int zp_local_make_conf(local_run *r);
+int zp_ctl_local_conf_make(local_run *r);
 
 /* --exec: fill r's env_* strings: the cluster file, the run directory and,
  * when the build tree holds the Python package beside zepsctl's folder
  * (bin/../python/zeps), PYTHONPATH with it first. */
-void zp_local_exec_env(local_run *r);
+void zp_ctl_local_conf_exec_env(local_run *r);
 
 /* Read every worker's result file, print the summary and write the
  * summary JSON (r->json). t_end: when the workers were done; clean: every
  * process ended well; outcome: how the run ended, in words. Returns 0 if
  * every result was read, the run was clean and the JSON written, else 1. */
-int zp_local_report(local_run *r, double t_end, bool clean, const char *outcome);
+int zp_ctl_local_report(local_run *r, double t_end, bool clean, const char *outcome);
 
 #endif

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc.h"
 #include "ctl.h"
-#include "util.h"
 #include "ctl_local.h"
 
 /* The embedded default cluster file. Keep it identical to
@@ -22,7 +22,7 @@
 /* deploy/local/default.conf, turned into a C string at build time. */
 #include "default_conf.h"
 
-const zp_local_override zp_local_overrides[] = {
+const zp_local_override zp_ctl_local_conf_overrides[] = {
     {"servers", "cluster", "servers", 'n', 1, ZP_MAX_SHARDS},
     {"workers", "cluster", "workers", 'i', 1, ZP_MAX_WORKERS},
     {"model", "training", "model", 's', 0, 0},
@@ -33,13 +33,15 @@ const zp_local_override zp_local_overrides[] = {
     {"max-train-examples", "training", "max_train_examples", 'i', 0, INT_MAX},
     {"seed", "training", "seed", 'i', 0, 1e18},
 };
-_Static_assert(sizeof(zp_local_overrides) / sizeof(zp_local_overrides[0]) == N_OVERRIDES, "N_OVERRIDES");
+_Static_assert(sizeof(zp_ctl_local_conf_overrides) / sizeof(zp_ctl_local_conf_overrides[0]) ==
+                   N_OVERRIDES,
+               "N_OVERRIDES");
 
 /* Find `name` beside the running zepsctl, else in PATH. */
-bool zp_local_find_bin(const char *name, char *out, size_t len)
+bool zp_ctl_local_conf_find_bin(const char *name, char *out, size_t len)
 {
     char dir[PATH_MAX];
-    zp_ctl_bindir(dir, sizeof(dir));
+    zp_zepsctl_bindir(dir, sizeof(dir));
     if (dir[0] && snprintf(out, len, "%s/%s", dir, name) < (int)len && access(out, X_OK) == 0)
         return true;
     for (const char *p = getenv("PATH"); p && *p; p += strcspn(p, ":"), p += *p == ':') {
@@ -52,13 +54,13 @@ bool zp_local_find_bin(const char *name, char *out, size_t len)
     return false;
 }
 
-void zp_local_exec_env(local_run *r)
+void zp_ctl_local_conf_exec_env(local_run *r)
 {
     char dir[PATH_MAX], pkg[PATH_MAX + 32], py[PATH_MAX];
     snprintf(r->env_config, sizeof(r->env_config), "ZEPS_CONFIG=%s", r->conf);
     snprintf(r->env_result, sizeof(r->env_result), "ZEPS_RESULT_DIR=%s", r->dir);
     r->env_python[0] = '\0';
-    zp_ctl_bindir(dir, sizeof(dir));
+    zp_zepsctl_bindir(dir, sizeof(dir));
     snprintf(pkg, sizeof(pkg), "%s/../python/zeps/__init__.py", dir);
     if (!dir[0] || access(pkg, R_OK) != 0 || !realpath(strcat(dir, "/../python"), py))
         return; /* an installed zepsctl: the package is where python3 looks */
@@ -69,7 +71,7 @@ void zp_local_exec_env(local_run *r)
 
 /* Create the run directory (--dir, or a new one under $TMPDIR or /tmp) and
  * store its absolute path in r->dir. */
-bool zp_local_make_run_dir(local_run *r)
+bool zp_ctl_local_conf_make_run_dir(local_run *r)
 {
     char tmp[PATH_MAX];
     const char *base = getenv("TMPDIR");
@@ -113,7 +115,7 @@ static config_setting_t *fresh(config_t *lc, const char *group, const char *name
 static bool set_servers(config_t *lc, int n)
 {
     config_setting_t *list = fresh(lc, "cluster", "servers", CONFIG_TYPE_ARRAY);
-    int *fds = zp_xcalloc((size_t)n, sizeof(int));
+    int *fds = zp_alloc_zeroed((size_t)n, sizeof(int));
     bool ok = true;
     int i;
     for (i = 0; i < n && ok; i++) {
@@ -143,7 +145,7 @@ static bool apply_overrides(const local_opts *o, config_t *lc)
     if (!set_servers(lc, o->ov[0] ? atoi(o->ov[0]) : old ? config_setting_length(old) : 2))
         return false;
     for (int i = 1; i < N_OVERRIDES; i++) {
-        const zp_local_override *ov = &zp_local_overrides[i];
+        const zp_local_override *ov = &zp_ctl_local_conf_overrides[i];
         const char *v = o->ov[i];
         long long x = v ? strtoll(v, NULL, 10) : 0;
         if (!v)
@@ -162,7 +164,7 @@ static bool apply_overrides(const local_opts *o, config_t *lc)
 }
 
 /* Validate the file at `path` into r->cfg; prints the loader's message. */
-bool zp_local_load_conf(local_run *r, const char *path)
+bool zp_ctl_local_conf_load(local_run *r, const char *path)
 {
     char err[1024];
     if (zp_config_load(r->cfg, path, err, sizeof(err)) == 0)
@@ -173,7 +175,7 @@ bool zp_local_load_conf(local_run *r, const char *path)
 
 /* Write <dir>/cluster.conf and validate it. Returns -1 to go on, or the exit
  * status. */
-int zp_local_make_conf(local_run *r)
+int zp_ctl_local_conf_make(local_run *r)
 {
     const char *from = r->o.config ? r->o.config : "the embedded default";
     snprintf(r->conf, sizeof(r->conf), "%s/cluster.conf", r->dir);
@@ -200,7 +202,7 @@ int zp_local_make_conf(local_run *r)
     if (fclose(f) != 0)
         fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->conf, strerror(errno));
     else
-        rc = zp_local_load_conf(r, r->conf) ? -1 : 2;
+        rc = zp_ctl_local_conf_load(r, r->conf) ? -1 : 2;
 out:
     config_destroy(&lc);
     return rc;

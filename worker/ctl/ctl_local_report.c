@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "alloc.h"
 #include "ctl_local.h"
 
 #define MAX_RESULT_BYTES (1 << 20)
@@ -56,7 +56,7 @@ static double json_number(const char *text, const char *key)
 static result read_result(const char *path)
 {
     result res = {.ok = false};
-    char *text = zp_xmalloc(MAX_RESULT_BYTES + 1);
+    char *text = zp_alloc(MAX_RESULT_BYTES + 1);
     FILE *f = fopen(path, "r");
     size_t n = f ? fread(text, 1, MAX_RESULT_BYTES, f) : 0;
     if (f)
@@ -204,10 +204,10 @@ static void print_summary(const local_run *r, const double *s, bool json_ok)
 
 /* Read the workers' results, print and write the summary (`outcome`: done,
  * failed, signal, timeout). Returns the exit status for a finished run. */
-int zp_local_report(local_run *r, double t_end, bool clean, const char *outcome)
+int zp_ctl_local_report(local_run *r, double t_end, bool clean, const char *outcome)
 {
     int w = r->cfg->num_workers, missing = 0;
-    result *res = zp_xcalloc((size_t)w, sizeof(result));
+    result *res = zp_alloc_zeroed((size_t)w, sizeof(result));
     for (int i = 0; i < w; i++) {
         char path[PATH_MAX + 32];
         snprintf(path, sizeof(path), "%s/worker-%d.json", r->cfg->result_dir, i);

@@ -247,8 +247,8 @@ static int reshard(const char *src_dir, const char *dst_dir, const char *shards_
     for (long j = 0; rc == 0 && j < nout; j++) {
         zp_snapshot *out;
         char path[2048];
-        if (zp_snapshot_reshard((const zp_snapshot *const *)src, nsrc, (uint32_t)j, (uint32_t)nout,
-                                &out, err, sizeof(err)) != 0 ||
+        if (zp_reshard_build((const zp_snapshot *const *)src, nsrc, (uint32_t)j, (uint32_t)nout,
+                             &out, err, sizeof(err)) != 0 ||
             zp_snapshot_write(dst_dir, out, path, sizeof(path), err, sizeof(err)) != 0) {
             fprintf(stderr, "zepsctl snapshot reshard: %s\n", err);
             rc = 1;
@@ -348,7 +348,7 @@ static int inspect_dir(const char *dir)
             char path[2048];
             snprintf(path, sizeof(path), "%s/%s", dir, set->files[k].name);
             zp_snap_info info;
-            int rc = zp_snapshot_verify(path, &info, err, sizeof(err));
+            int rc = zp_snapshot_read_verify(path, &info, err, sizeof(err));
             bool pruned = false;
             /* Live shards prune while we read; their writers run at a low
              * priority, so give the manifest a moment to say so before
@@ -356,7 +356,7 @@ static int inspect_dir(const char *dir)
             for (int t = 0; rc != 0 && !(pruned = pruned_since(dir, set->setid)) && t < 20; t++) {
                 struct timespec ts = {0, 50000000};
                 nanosleep(&ts, NULL);
-                rc = zp_snapshot_verify(path, &info, err, sizeof(err));
+                rc = zp_snapshot_read_verify(path, &info, err, sizeof(err));
             }
             if (rc != 0 && pruned) {
                 /* a live shard completed a newer set and pruned this one

@@ -27,7 +27,8 @@
 #include "ctl.h"
 #include "identity.h"
 #include "log.h"
-#include "util.h"
+#include "alloc.h"
+#include "now.h"
 #include "wire.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"
@@ -148,14 +149,14 @@ static void take_reply(const zp_config *cfg, int i, const Zeps__Header *h, answe
                  h->error_text && *h->error_text ? h->error_text : zeps_strerror(h->error));
     } else if (h->op != ZEPS__OP__STATS || !h->stats) {
         snprintf(a->why, sizeof(a->why), "answered STATS with %s and no statistics",
-                 zp_op_name(h->op));
+                 zp_wire_op_name(h->op));
     } else if (h->stats->shard != (uint32_t)i ||
                h->stats->num_shards != (uint32_t)cfg->num_shards) {
         snprintf(a->why, sizeof(a->why), "answered as shard %u of %u, not %d of %d",
                  h->stats->shard, h->stats->num_shards, i, cfg->num_shards);
     } else {
         a->len = zeps__shard_stats__get_packed_size(h->stats);
-        a->buf = zp_xmalloc(a->len ? a->len : 1);
+        a->buf = zp_alloc(a->len ? a->len : 1);
         zeps__shard_stats__pack(h->stats, a->buf);
     }
 }
@@ -178,7 +179,7 @@ static void *probe_open(void *ctx, const char *endpoint, const zp_curve_client_k
     h.op = ZEPS__OP__STATS;
     h.req_id = 1;
     h.rank = ZEPS_RANK_TOOL;
-    if (zmq_connect(s, endpoint) != 0 || zp_header_send(s, &h, ZMQ_DONTWAIT) != 0) {
+    if (zmq_connect(s, endpoint) != 0 || zp_wire_send_header(s, &h, ZMQ_DONTWAIT) != 0) {
         zmq_close(s);
         return NULL;
     }
@@ -191,7 +192,7 @@ static void probe(const zp_config *cfg, const zp_curve_client_keys *keys, int fi
                   int timeout_ms, answer *a)
 {
     void *ctx = zmq_ctx_new();
-    zmq_pollitem_t *items = zp_xcalloc((size_t)n, sizeof(*items));
+    zmq_pollitem_t *items = zp_alloc_zeroed((size_t)n, sizeof(*items));
     for (int k = 0; k < n; k++) {
         items[k].socket = ctx ? probe_open(ctx, cfg->servers[first + k], keys) : NULL;
         items[k].events = ZMQ_POLLIN;
@@ -206,15 +207,15 @@ static void probe(const zp_config *cfg, const zp_curve_client_keys *keys, int fi
         for (int k = 0; k < n; k++) {
             zp_frames m;
             if (!items[k].socket || !(items[k].revents & ZMQ_POLLIN) ||
-                zp_frames_recv(items[k].socket, &m, ZMQ_DONTWAIT) != 0)
+                zp_wire_frames_recv(items[k].socket, &m, ZMQ_DONTWAIT) != 0)
                 continue;
-            Zeps__Header *h = m.n >= 1 ? zp_header_unpack(&m.f[0]) : NULL;
+            Zeps__Header *h = m.n >= 1 ? zp_wire_unpack_header(&m.f[0]) : NULL;
             if (h)
                 take_reply(cfg, first + k, h, &a[k]);
             else
                 snprintf(a[k].why, sizeof(a[k].why), "sent a reply that is not a zeps header");
             zeps__header__free_unpacked(h, NULL);
-            zp_frames_close(&m);
+            zp_wire_frames_close(&m);
             zmq_close(items[k].socket);
             items[k].socket = NULL;
             left--;
@@ -577,7 +578,7 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     o.staleness = staleness;
     if (rc >= 0)
         return rc;
-    zp_config *cfg = zp_xmalloc(sizeof(*cfg));
+    zp_config *cfg = zp_alloc(sizeof(*cfg));
     char err[1024];
     zp_curve_client_keys keys;
     zp_identity id;
@@ -609,7 +610,7 @@ static int status_or_stats(int argc, char **argv, bool staleness)
      * its errors name the shard, so keep those. */
     zp_log_init("zepsctl", ZP_LOG_ERROR);
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
-    answer *a = zp_xcalloc((size_t)n, sizeof(*a));
+    answer *a = zp_alloc_zeroed((size_t)n, sizeof(*a));
     if (o.shard >= 0 || !ask_all(cfg, &keys, o.timeout_ms, a))
         probe(cfg, &keys, first, n, o.timeout_ms, a);
     explicit_bzero(&keys, sizeof(keys));
@@ -626,7 +627,7 @@ int zp_ctl_status(int argc, char **argv)
     return status_or_stats(argc, argv, false);
 }
 
-int zp_ctl_stats(int argc, char **argv)
+int zp_ctl_status_stats(int argc, char **argv)
 {
     return status_or_stats(argc, argv, true);
 }

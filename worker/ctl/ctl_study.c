@@ -30,11 +30,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc.h"
 #include "ctl.h"
-#include "util.h"
 #include "ctl_study.h"
+#include "now.h"
 
-const study_setting zp_study_settings[NSETTINGS] = {
+const study_setting zp_ctl_study_settings[NSETTINGS] = {
     {'A', "plain, lr = 1/L", "none", false},
     {'B', "plain, lr = 1/(2L(1+s))", "none", true},
     {'C', "inverse, lr = 1/L", "inverse", false},
@@ -300,7 +301,7 @@ static int parse_opts(int argc, char **argv, study_opts *o)
 
 /* ------------------------------------------------------------ the parts */
 
-int zp_study_bound_for(const study_opts *o, int s)
+int zp_ctl_study_bound_for(const study_opts *o, int s)
 {
     return o->bound != INT_MIN ? o->bound : s / o->workers;
 }
@@ -318,16 +319,16 @@ static bool steps_part(study *st)
             for (int seed = 1; seed <= o->seeds; seed++) {
                 run_spec sp = {.consistency = "weighted",
                                .weighting = true,
-                               .function = zp_study_settings[k].function,
+                               .function = zp_ctl_study_settings[k].function,
                                .s = o->stal[i],
-                               .bound = zp_study_bound_for(o, o->stal[i]),
-                               .lr = setting_lr(&zp_study_settings[k], o->stal[i]),
+                               .bound = zp_ctl_study_bound_for(o, o->stal[i]),
+                               .lr = setting_lr(&zp_ctl_study_settings[k], o->stal[i]),
                                .seed = seed,
                                .iterations = o->iterations,
                                .eval_every = o->eval_every};
-                snprintf(sp.name, sizeof(sp.name), "steps-s%d-%c-seed%d", sp.s, zp_study_settings[k].key,
-                         seed);
-                if (!zp_study_run_one(st, &sp, "steps", zp_study_settings[k].key))
+                snprintf(sp.name, sizeof(sp.name), "steps-s%d-%c-seed%d", sp.s,
+                         zp_ctl_study_settings[k].key, seed);
+                if (!zp_ctl_study_run_one(st, &sp, "steps", zp_ctl_study_settings[k].key))
                     return false;
             }
     return true;
@@ -348,13 +349,13 @@ static bool stability_part(study *st)
                                .weighting = true,
                                .function = "none",
                                .s = o->stal[i],
-                               .bound = zp_study_bound_for(o, o->stal[i]),
+                               .bound = zp_ctl_study_bound_for(o, o->stal[i]),
                                .lr = lr,
                                .seed = seed,
                                .iterations = o->stab_iterations,
                                .eval_every = o->eval_every};
                 snprintf(sp.name, sizeof(sp.name), "stab-s%d-lr%.4g-seed%d", sp.s, lr, seed);
-                const run *r = zp_study_run_one(st, &sp, "stability", 0);
+                const run *r = zp_ctl_study_run_one(st, &sp, "stability", 0);
                 if (!r)
                     return false;
                 stable = r->out != DIVERGED;
@@ -386,7 +387,7 @@ static bool curves_part(study *st)
     for (int t = 0; t < CURVE_TRIES && !st->curve_seed; t++) {
         sp.seed = o->curve_seed + t;
         snprintf(sp.name, sizeof(sp.name), "curve-async-seed%d", sp.seed);
-        const run *r = zp_study_run_one(st, &sp, "curves", 0);
+        const run *r = zp_ctl_study_run_one(st, &sp, "curves", 0);
         if (!r)
             return false;
         if (r->ncurve > 0) {
@@ -403,7 +404,7 @@ static bool curves_part(study *st)
     sp.weighting = true;
     sp.function = "inverse";
     snprintf(sp.name, sizeof(sp.name), "curve-inverse-seed%d", sp.seed);
-    if (!zp_study_run_one(st, &sp, "curves", 0))
+    if (!zp_ctl_study_run_one(st, &sp, "curves", 0))
         return false;
     st->curve_runs[1] = st->nruns - 1;
     return true;
@@ -439,14 +440,14 @@ static void record_command(study *st, int argc, char **argv)
 
 int zp_ctl_study(int argc, char **argv)
 {
-    study *st = zp_xcalloc(1, sizeof(*st));
+    study *st = zp_alloc_zeroed(1, sizeof(*st));
     int rc = parse_opts(argc, argv, &st->o);
     if (rc >= 0) {
         free(st);
         return rc;
     }
     record_command(st, argc, argv);
-    zp_ctl_bindir(st->zepsctl, sizeof(st->zepsctl) - 16);
+    zp_zepsctl_bindir(st->zepsctl, sizeof(st->zepsctl) - 16);
     strcat(st->zepsctl, "/zepsctl");
     rc = 1;
     if (make_study_dir(st)) {
@@ -456,8 +457,8 @@ int zp_ctl_study(int argc, char **argv)
                   (st->o.no_stability || stability_part(st)) &&
                   (st->o.no_curves || curves_part(st));
         printf("\n");
-        zp_study_print_tables(st, stdout, false);
-        rc = zp_study_write_outputs(st) && ok ? 0 : 1;
+        zp_ctl_study_report_tables(st, stdout, false);
+        rc = zp_ctl_study_report_write(st) && ok ? 0 : 1;
     }
     for (size_t i = 0; i < st->nruns; i++)
         free(st->runs[i].curve);

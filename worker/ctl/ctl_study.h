@@ -27,7 +27,7 @@ typedef struct setting {
 } study_setting;
 
 /* The three settings per s (ctl_study.c). */
-extern const study_setting zp_study_settings[NSETTINGS];
+extern const study_setting zp_ctl_study_settings[NSETTINGS];
 
 typedef struct study_opts {
     int workers, dim, seeds, iterations, eval_every, bound;
@@ -50,8 +50,8 @@ typedef struct run_spec {
 
 typedef enum outcome { CONVERGED, DIVERGED, STALLED, FAILED, NOUTCOMES } outcome;
 /* "converged", "diverges", ...; "converge", "diverge", ... (ctl_study_run.c) */
-extern const char *const zp_study_outcome_word[NOUTCOMES];
-extern const char *const zp_study_outcome_verb[NOUTCOMES];
+extern const char *const zp_ctl_study_run_outcome_word[NOUTCOMES];
+extern const char *const zp_ctl_study_run_outcome_verb[NOUTCOMES];
 
 typedef struct curve_pt {
     double step, loss, rel, version;
@@ -86,19 +86,19 @@ typedef struct study {
 } study;
 
 /* The pull bound of staleness bound s: --bound, or floor(s / workers). */
-int zp_study_bound_for(const study_opts *o, int s);
+int zp_ctl_study_bound_for(const study_opts *o, int s);
 
 /* Run sp as one `zepsctl local` child in its own run directory, read what
  * it left and record it in st (part "steps", "stability" or "curves";
  * setting 'A'..'C' or 0). Returns the run (st's), or NULL if it could not
  * be run at all (said why). */
-run *zp_study_run_one(study *st, const run_spec *sp, const char *part, char setting);
+run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char setting);
 
 /* Print the study's tables to f, as text or (md) markdown. */
-void zp_study_print_tables(const study *st, FILE *f, bool md);
+void zp_ctl_study_report_tables(const study *st, FILE *f, bool md);
 
 /* Write the JSON, markdown and curves outputs.
  * Returns whether every output was written. */
-bool zp_study_write_outputs(study *st);
+bool zp_ctl_study_report_write(study *st);
 
 #endif

@@ -10,8 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util.h"
+#include "alloc.h"
 #include "ctl_study.h"
+#include "now.h"
 
 typedef struct cell {
     double updates, steps; /* medians; INFINITY when more than half did not converge */
@@ -35,8 +36,8 @@ static double median(double *v, int n)
 static cell make_cell(const study *st, int s, char setting)
 {
     cell c = {0};
-    double *u = zp_xcalloc(st->nruns + 1, sizeof(double)),
-           *k = zp_xcalloc(st->nruns + 1, sizeof(double));
+    double *u = zp_alloc_zeroed(st->nruns + 1, sizeof(double)),
+           *k = zp_alloc_zeroed(st->nruns + 1, sizeof(double));
     for (size_t i = 0; i < st->nruns; i++) {
         const run *r = &st->runs[i];
         if (r->setting != setting || r->spec.s != s)
@@ -63,13 +64,13 @@ static void cell_text(const cell *c, char *buf, size_t len)
     else if (isfinite(c->updates))
         n = snprintf(buf, len, "%.0f (%.0f)", c->updates, c->steps);
     else
-        n = snprintf(buf, len, "%s", zp_study_outcome_word[top]);
+        n = snprintf(buf, len, "%s", zp_ctl_study_run_outcome_word[top]);
     const char *sep = " (";
     for (int i = 0; i < NOUTCOMES && n < (int)len; i++) {
         if (!c->count[i] || (i == CONVERGED && isfinite(c->updates)))
             continue;
         n += snprintf(buf + n, len - (size_t)n, "%s%d/%d %s", sep, c->count[i], c->n,
-                      zp_study_outcome_verb[i]);
+                      zp_ctl_study_run_outcome_verb[i]);
         sep = ", ";
     }
     if (strcmp(sep, ", ") == 0 && n < (int)len)
@@ -105,7 +106,8 @@ static void print_steps(const study *st, FILE *f, bool md)
         fprintf(f,
                 "| s | pull bound | max τ applied | mean τ (B) | applied share (B) | lr of B "
                 "| A: %s | B: %s | C: %s |\n|---|---|---|---|---|---|---|---|---|\n",
-                zp_study_settings[0].label, zp_study_settings[1].label, zp_study_settings[2].label);
+                zp_ctl_study_settings[0].label, zp_ctl_study_settings[1].label,
+                zp_ctl_study_settings[2].label);
     else
         fprintf(f, "%3s %5s %7s %6s %7s %7s  %-34s %-34s %-34s\n", "s", "bound", "max tau", "mean",
                 "applied", "lr(B)", "A plain lr=1", "B plain lr=1/(2(1+s))", "C inverse lr=1");
@@ -116,14 +118,14 @@ static void print_steps(const study *st, FILE *f, bool md)
         char cells[NSETTINGS][96];
         s_facts(st, s, &mt, &share, &mean);
         for (int k = 0; k < NSETTINGS; k++) {
-            cell c = make_cell(st, s, zp_study_settings[k].key);
+            cell c = make_cell(st, s, zp_ctl_study_settings[k].key);
             cell_text(&c, cells[k], sizeof(cells[k]));
         }
         fprintf(f,
                 md ? "| %d | %d | %lld | %.2f | %.3f | %.4g | %s | %s | %s |\n"
                    : "%3d %5d %7lld %6.2f %7.3f %7.4g  %-34s %-34s %-34s\n",
-                s, zp_study_bound_for(o, s), mt, mean, share, 1.0 / (2.0 * (1 + s)), cells[0], cells[1],
-                cells[2]);
+                s, zp_ctl_study_bound_for(o, s), mt, mean, share, 1.0 / (2.0 * (1 + s)), cells[0],
+                cells[1], cells[2]);
     }
     fprintf(f, "\n");
 }
@@ -143,12 +145,12 @@ static void print_stability(const study *st, FILE *f, bool md)
         fprintf(f,
                 md ? "| %d | %d | %.4g | %.4g | %.4g | %.3g |\n"
                    : "%3d %5d %9.4g %9.4g %11.4g  %.3g\n",
-                o->stal[i], zp_study_bound_for(o, o->stal[i]), st->stable_lr[i], 1.0 / (1 + o->stal[i]),
-                1.0 / (2.0 * (1 + o->stal[i])), st->stable_rel[i]);
+                o->stal[i], zp_ctl_study_bound_for(o, o->stal[i]), st->stable_lr[i],
+                1.0 / (1 + o->stal[i]), 1.0 / (2.0 * (1 + o->stal[i])), st->stable_rel[i]);
     fprintf(f, "\n");
 }
 
-void zp_study_print_tables(const study *st, FILE *f, bool md)
+void zp_ctl_study_report_tables(const study *st, FILE *f, bool md)
 {
     if (!st->o.no_steps)
         print_steps(st, f, md);
@@ -188,7 +190,7 @@ static void json_run(FILE *f, const run *r)
     fprintf(f, "\"consistency\": \"%s\", \"function\": \"%s\", \"s\": %d, \"bound\": %d, ",
             sp->consistency, sp->function, sp->s, sp->bound);
     fprintf(f, "\"lr\": %.10g, \"seed\": %d, \"iterations\": %d, \"outcome\": \"%s\", ", sp->lr,
-            sp->seed, sp->iterations, zp_study_outcome_word[r->out]);
+            sp->seed, sp->iterations, zp_ctl_study_run_outcome_word[r->out]);
     json_num(f, "updates_to_threshold", r->updates, ", ");
     json_num(f, "steps_to_threshold", r->steps, ", ");
     json_num(f, "final_rel_distance", r->final_rel, ", ");
@@ -215,9 +217,9 @@ static bool write_json(const study *st, const char *path)
     fprintf(f, "  \"wall_s\": %.1f,\n  \"cells\": [\n", zp_now_s() - st->t0);
     for (int i = 0; i < o->nstal && !o->no_steps; i++)
         for (int k = 0; k < NSETTINGS; k++) {
-            cell c = make_cell(st, o->stal[i], zp_study_settings[k].key);
+            cell c = make_cell(st, o->stal[i], zp_ctl_study_settings[k].key);
             fprintf(f, "    {\"s\": %d, \"setting\": \"%c\", \"label\": \"%s\", ", o->stal[i],
-                    zp_study_settings[k].key, zp_study_settings[k].label);
+                    zp_ctl_study_settings[k].key, zp_ctl_study_settings[k].label);
             json_num(f, "median_updates", c.updates, ", ");
             json_num(f, "median_steps", c.steps, ", ");
             fprintf(f,
@@ -256,7 +258,7 @@ static bool write_markdown(const study *st, const char *path)
             "of applied updates to the threshold (worker steps).\n\n",
             o->workers, o->dim, o->condition, o->delay_ms, o->delay_sigma, o->threshold, o->seeds,
             o->iterations);
-    zp_study_print_tables(st, f, true);
+    zp_ctl_study_report_tables(st, f, true);
     return close_out(f, path);
 }
 
@@ -272,7 +274,7 @@ static bool write_curves(const study *st, const char *path)
         const run *r = &st->runs[st->curve_runs[k]];
         fprintf(f, "%s# %s: %s, lr %g, %s\n# update step rel_distance loss\n", k ? "\n\n" : "",
                 k ? "weighted inverse" : "plain async", r->spec.consistency, r->spec.lr,
-                zp_study_outcome_word[r->out]);
+                zp_ctl_study_run_outcome_word[r->out]);
         for (size_t i = 0; i < r->ncurve; i++)
             fprintf(f, "%.0f %.0f %.6g %.6g\n", r->curve[i].version, r->curve[i].step,
                     r->curve[i].rel, r->curve[i].loss);
@@ -280,7 +282,7 @@ static bool write_curves(const study *st, const char *path)
     return close_out(f, path);
 }
 
-bool zp_study_write_outputs(study *st)
+bool zp_ctl_study_report_write(study *st)
 {
     char json[PATH_MAX], md[PATH_MAX], curves[PATH_MAX];
     snprintf(json, sizeof(json), "%s", st->o.json ? st->o.json : "");

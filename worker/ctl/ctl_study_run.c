@@ -15,11 +15,14 @@
 #include <sys/stat.h>
 
 #include "spawn.h"
-#include "util.h"
+#include "alloc.h"
+#include "now.h"
 #include "ctl_study.h"
 
-const char *const zp_study_outcome_word[NOUTCOMES] = {"converged", "diverges", "stalls", "fails"};
-const char *const zp_study_outcome_verb[NOUTCOMES] = {"converge", "diverge", "stall", "fail"};
+const char *const zp_ctl_study_run_outcome_word[NOUTCOMES] = {"converged", "diverges", "stalls",
+                                                              "fails"};
+const char *const zp_ctl_study_run_outcome_verb[NOUTCOMES] = {"converge", "diverge", "stall",
+                                                              "fail"};
 
 /* A free loopback port: bind port 0 and read what the kernel chose. */
 static int free_port(void)
@@ -98,7 +101,7 @@ static char *slurp(const char *path)
     FILE *f = fopen(path, "r");
     if (!f)
         return NULL;
-    char *text = zp_xmalloc(MAX_FILE + 1);
+    char *text = zp_alloc(MAX_FILE + 1);
     size_t n = fread(text, 1, MAX_FILE, f);
     fclose(f);
     text[n] = '\0';
@@ -141,7 +144,7 @@ static bool parse_curve(const char *text, run *r)
                 return false;
         if (r->ncurve == cap) {
             cap = cap ? 2 * cap : 256;
-            r->curve = zp_xrealloc(r->curve, cap * sizeof(curve_pt));
+            r->curve = zp_alloc_resize(r->curve, cap * sizeof(curve_pt));
         }
         r->curve[r->ncurve++] =
             (curve_pt){.step = v[0], .loss = v[1], .rel = v[2], .version = v[5]};
@@ -246,14 +249,15 @@ static void describe(const study *st, const run *r)
         fprintf(stderr, "failed (zepsctl local exit %d; see %s/%s/local.log)", r->status, st->dir,
                 sp->name);
     else
-        fprintf(stderr, "%s (final rel. distance %.3g)", zp_study_outcome_word[r->out], r->final_rel);
+        fprintf(stderr, "%s (final rel. distance %.3g)", zp_ctl_study_run_outcome_word[r->out],
+                r->final_rel);
     fprintf(stderr, " in %.1f s; %lld applied, %lld dropped, tau mean %.2f max %lld\n", r->wall_s,
             r->applied, r->dropped, r->applied > 0 ? r->sum_tau / r->applied : NAN, r->max_tau);
 }
 
 /* Run sp and record it. Returns the record (valid until the next run), or
  * NULL if the study must stop (no zepsctl local, or it got a signal). */
-run *zp_study_run_one(study *st, const run_spec *sp, const char *part, char setting)
+run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char setting)
 {
     char rundir[PATH_MAX - 128], conf[PATH_MAX], path[PATH_MAX];
     snprintf(rundir, sizeof(rundir), "%s/%s", st->dir, sp->name);
@@ -263,7 +267,7 @@ run *zp_study_run_one(study *st, const run_spec *sp, const char *part, char sett
         return NULL;
     if (st->nruns == st->cap) {
         st->cap = st->cap ? 2 * st->cap : 64;
-        st->runs = zp_xrealloc(st->runs, st->cap * sizeof(run));
+        st->runs = zp_alloc_resize(st->runs, st->cap * sizeof(run));
     }
     run *r = &st->runs[st->nruns++];
     *r = (run){.part = part,

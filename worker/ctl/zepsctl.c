@@ -7,8 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "ctl.h"
-#include "util.h"
 #include "zeps.h"
 
 static void usage(FILE *f)
@@ -29,7 +29,7 @@ static void usage(FILE *f)
                "'zepsctl <command> --help' describes a command's options.\n");
 }
 
-char *zp_ctl_bindir(char *buf, unsigned long len)
+char *zp_zepsctl_bindir(char *buf, unsigned long len)
 {
     ssize_t n = readlink("/proc/self/exe", buf, len - 1);
     if (n <= 0) {
@@ -45,7 +45,7 @@ char *zp_ctl_bindir(char *buf, unsigned long len)
 
 int main(int argc, char **argv)
 {
-    zp_malloc_tune();
+    zp_alloc_tune();
     if (argc < 2) {
         usage(stderr);
         return 2;
@@ -56,7 +56,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "status") == 0)
         return zp_ctl_status(argc - 1, argv + 1);
     if (strcmp(cmd, "stats") == 0)
-        return zp_ctl_stats(argc - 1, argv + 1);
+        return zp_ctl_status_stats(argc - 1, argv + 1);
     if (strcmp(cmd, "snapshot") == 0)
         return zp_ctl_snapshot(argc - 1, argv + 1);
     if (strcmp(cmd, "study") == 0)

@@ -15,14 +15,15 @@
 
 #include <zmq.h>
 
+#include "alloc.h"
 #include "client.h"
 #include "config.h"
 #include "curve.h"
 #include "log.h"
 #include "req.h"
+#include "rng.h"
 #include "shard.h"
 #include "tables.h"
-#include "util.h"
 #include "wire.h"
 #include "zeps.h"
 
@@ -74,7 +75,7 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
 {
     if (!out || !endpoints || num_shards < 1 || num_shards > ZP_MAX_SHARDS)
         return ZEPS_EINVAL;
-    zeps_client *c = zp_xcalloc(1, sizeof(*c));
+    zeps_client *c = zp_alloc_zeroed(1, sizeof(*c));
     if (opt)
         c->opt = *opt;
     if (c->opt.request_timeout_ms <= 0)
@@ -84,7 +85,7 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
     if (c->opt.hello_timeout_ms <= 0)
         c->opt.hello_timeout_ms = 30000;
     c->rank = rank;
-    c->incarnation = c->opt.incarnation ? c->opt.incarnation : zp_random64() | 1u;
+    c->incarnation = c->opt.incarnation ? c->opt.incarnation : zp_rng_random64() | 1u;
     c->nshards = num_shards;
     int rc = curve_setup(c);
     if (rc != 0) {
@@ -93,8 +94,8 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
         return rc;
     }
     c->npoll = c->curve ? 2 * num_shards : num_shards;
-    c->shards = zp_xcalloc((size_t)num_shards, sizeof(zp_shard));
-    c->items = zp_xcalloc((size_t)c->npoll, sizeof(zmq_pollitem_t));
+    c->shards = zp_alloc_zeroed((size_t)num_shards, sizeof(zp_shard));
+    c->items = zp_alloc_zeroed((size_t)c->npoll, sizeof(zmq_pollitem_t));
     c->zctx = zmq_ctx_new();
     if (!c->zctx) {
         free(c->shards);
@@ -130,7 +131,7 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
 
 int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank)
 {
-    zp_config *cfg = zp_xmalloc(sizeof(*cfg));
+    zp_config *cfg = zp_alloc(sizeof(*cfg));
     char err[1024];
     int rc = zp_config_load(cfg, cluster_file, err, sizeof(err));
     if (rc != 0) {

@@ -12,11 +12,12 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "alloc.h"
 #include "client.h"
 #include "codec.h"
+#include "now.h"
 #include "req.h"
 #include "tables.h"
-#include "util.h"
 #include "wire.h"
 #include "zeps.h"
 
@@ -27,10 +28,10 @@ static void encode_sub(zeps_client *c, zp_table *ti, zp_req_sub *s, const float 
 {
     uint64_t t0 = zp_now_ns();
     size_t n = (size_t)s->count;
-    s->encoded = zp_xmalloc(ti->codec->max_size(n, &ti->cparams) + 1);
+    s->encoded = zp_alloc(ti->codec->max_size(n, &ti->cparams) + 1);
     if (ti->residual)
-        s->data_len =
-            zp_ef_encode(ti->codec, &ti->cparams, ti->residual + lo, x, n, s->seq, s->encoded);
+        s->data_len = zp_codec_ef_encode(ti->codec, &ti->cparams, ti->residual + lo, x, n, s->seq,
+                                         s->encoded);
     else
         s->data_len = ti->codec->encode(x, n, &ti->cparams, s->seq, s->encoded);
     s->data = s->encoded;

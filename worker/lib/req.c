@@ -44,7 +44,8 @@
 #include "config.h"
 #include "curve.h"
 #include "log.h"
-#include "util.h"
+#include "alloc.h"
+#include "now.h"
 #include "wire.h"
 #include "client.h"
 #include "req.h"
@@ -103,17 +104,17 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
     s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
     if (c->drop_sends > 0 && s->req->op != ZEPS__OP__HELLO) {
         c->drop_sends--; /* lost on the wire: only a resend can deliver it */
-        zp_debug("fault injection: %s to shard %d dropped", zp_op_name(s->req->op), s->shard);
+        zp_debug("fault injection: %s to shard %d dropped", zp_wire_op_name(s->req->op), s->shard);
         return;
     }
-    if (zp_header_send(sh->sock, &h, more | ZMQ_DONTWAIT) != 0) {
+    if (zp_wire_send_header(sh->sock, &h, more | ZMQ_DONTWAIT) != 0) {
         zp_debug("send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
         return;
     }
     if (s->data) {
         atomic_fetch_add_explicit(&s->req->zrefs, 1, memory_order_relaxed);
-        if (zp_data_send(sh->sock, s->data, s->data_len, release_payload, s->req, ZMQ_DONTWAIT) !=
-            0)
+        if (zp_wire_send_data(sh->sock, s->data, s->data_len, release_payload, s->req,
+                              ZMQ_DONTWAIT) != 0)
             zp_debug("payload send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
     }
 }
@@ -316,7 +317,7 @@ static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
 static void on_reply(zeps_client *c, int k, zp_frames *m)
 {
     zp_shard *sh = &c->shards[k];
-    Zeps__Header *h = m->n >= 1 ? zp_header_unpack(&m->f[0]) : NULL;
+    Zeps__Header *h = m->n >= 1 ? zp_wire_unpack_header(&m->f[0]) : NULL;
     if (!h) {
         zp_warn("shard %d sent a reply that is not a zeps header; ignored", k);
         return;
@@ -347,7 +348,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         return;
     } else if (h->version != ZP_PROTOCOL_VERSION || (int)h->op != r->op) {
         err = zp_req_fail(c, ZEPS_EPROTO, "shard %d answered %s with %s (protocol %u)", k,
-                          zp_op_name(r->op), zp_op_name(h->op), h->version);
+                          zp_wire_op_name(r->op), zp_wire_op_name(h->op), h->version);
     } else {
         switch (r->op) {
         case ZEPS__OP__PULL:
@@ -368,7 +369,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         case ZEPS__OP__STATS:
             if (h->stats) {
                 r->stats_len = zeps__shard_stats__get_packed_size(h->stats);
-                r->stats_buf = zp_xmalloc(r->stats_len);
+                r->stats_buf = zp_alloc(r->stats_len);
                 zeps__shard_stats__pack(h->stats, r->stats_buf);
             }
             break;
@@ -385,10 +386,10 @@ static void drain_shard(zeps_client *c, int k)
 {
     for (;;) {
         zp_frames m;
-        if (zp_frames_recv(c->shards[k].sock, &m, ZMQ_DONTWAIT) != 0)
+        if (zp_wire_frames_recv(c->shards[k].sock, &m, ZMQ_DONTWAIT) != 0)
             return;
         on_reply(c, k, &m);
-        zp_frames_close(&m);
+        zp_wire_frames_close(&m);
     }
 }
 
@@ -406,7 +407,7 @@ static void check_deadlines(zeps_client *c)
             if (s->retries >= s->max_retries) {
                 zp_req_fail(c, ZEPS_ETIMEDOUT,
                             "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
-                            sh->endpoint, zp_op_name(s->req->op), s->retries,
+                            sh->endpoint, zp_wire_op_name(s->req->op), s->retries,
                             (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0,
                             sh->handshake[0] ? ": " : "",
                             sh->handshake[0] ? sh->handshake
@@ -424,8 +425,8 @@ static void check_deadlines(zeps_client *c)
                 zp_info("waiting for shard %d at %s (attempt %d of %d)", k, sh->endpoint,
                         s->retries + 1, s->max_retries + 1);
             else
-                zp_debug("resending %s %" PRIu64 " to shard %d (retry %d)", zp_op_name(s->req->op),
-                         s->seq, k, s->retries);
+                zp_debug("resending %s %" PRIu64 " to shard %d (retry %d)",
+                         zp_wire_op_name(s->req->op), s->seq, k, s->retries);
             sub_send(c, s);
         }
         if (failed) {
@@ -544,7 +545,7 @@ static void progress(zeps_client *c, long timeout_ms)
 
 zp_req *zp_req_new(zeps_client *c, int op, int nsub)
 {
-    zp_req *r = zp_xcalloc(1, sizeof(*r) + (size_t)nsub * sizeof(zp_req_sub));
+    zp_req *r = zp_alloc_zeroed(1, sizeof(*r) + (size_t)nsub * sizeof(zp_req_sub));
     r->c = c;
     r->op = op;
     atomic_init(&r->zrefs, 0);
@@ -582,7 +583,7 @@ void zp_req_send(zp_req *r, zp_req_sub *s)
  * their shards' sockets, so ZeroMQ drops (and releases) what it queued. */
 static void give_up(zeps_client *c, zp_req *r)
 {
-    zp_req_fail(c, ZEPS_ECLOSED, "interrupted while waiting for %s", zp_op_name(r->op));
+    zp_req_fail(c, ZEPS_ECLOSED, "interrupted while waiting for %s", zp_wire_op_name(r->op));
     for (int i = 0; i < r->nsub; i++) {
         zp_req_sub *s = &r->subs[i];
         if (s->done)

@@ -8,9 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+#include "rng.h"
 #include "rowres.h"
 #include "sparse_hash.h"
-#include "util.h"
 
 struct zp_rowres {
     uint32_t dim;
@@ -25,13 +26,13 @@ struct zp_rowres {
 static void grow(zp_rowres *r)
 {
     size_t cap = r->cap ? 2 * r->cap : 1024;
-    uint64_t *keys = zp_xmalloc(cap * sizeof(uint64_t));
-    uint32_t *row = zp_xmalloc(cap * sizeof(uint32_t));
+    uint64_t *keys = zp_alloc(cap * sizeof(uint64_t));
+    uint32_t *row = zp_alloc(cap * sizeof(uint32_t));
     memset(row, 0xff, cap * sizeof(uint32_t));
     for (size_t i = 0; i < r->cap; i++) {
         if (r->row[i] == UINT32_MAX)
             continue;
-        size_t j = (size_t)zp_id_hash(r->keys[i], r->seed) & (cap - 1);
+        size_t j = (size_t)zp_sparse_hash_id(r->keys[i], r->seed) & (cap - 1);
         while (row[j] != UINT32_MAX)
             j = (j + 1) & (cap - 1);
         keys[j] = r->keys[i];
@@ -48,13 +49,13 @@ float *zp_rowres_get(zp_rowres *r, uint64_t id)
 {
     if (2 * (r->n + 1) > r->cap)
         grow(r);
-    size_t j = (size_t)zp_id_hash(id, r->seed) & (r->cap - 1);
+    size_t j = (size_t)zp_sparse_hash_id(id, r->seed) & (r->cap - 1);
     while (r->row[j] != UINT32_MAX && r->keys[j] != id)
         j = (j + 1) & (r->cap - 1);
     if (r->row[j] == UINT32_MAX) {
         if (r->n == r->vcap) {
             r->vcap = r->vcap ? 2 * r->vcap : 1024;
-            r->vals = zp_xrealloc(r->vals, r->vcap * r->dim * sizeof(float));
+            r->vals = zp_alloc_resize(r->vals, r->vcap * r->dim * sizeof(float));
         }
         memset(r->vals + r->n * r->dim, 0, r->dim * sizeof(float));
         r->keys[j] = id;
@@ -65,9 +66,9 @@ float *zp_rowres_get(zp_rowres *r, uint64_t id)
 
 zp_rowres *zp_rowres_new(uint32_t dim)
 {
-    zp_rowres *r = zp_xcalloc(1, sizeof(*r));
+    zp_rowres *r = zp_alloc_zeroed(1, sizeof(*r));
     r->dim = dim;
-    r->seed = zp_random64();
+    r->seed = zp_rng_random64();
     return r;
 }
 

@@ -20,13 +20,14 @@
 
 #include <inttypes.h>
 
+#include "alloc.h"
 #include "client.h"
 #include "config.h"
 #include "req.h"
+#include "rng.h"
 #include "rowres.h"
 #include "sparse_hash.h"
 #include "tables.h"
-#include "util.h"
 #include "wire.h"
 #include "zeps.h"
 
@@ -67,16 +68,16 @@ static size_t block_bytes(size_t cnt, size_t dim)
  * collide. */
 static size_t dedup(const uint64_t *ids, size_t n, uint32_t *first_u, uint64_t *uids)
 {
-    uint64_t seed = zp_random64();
+    uint64_t seed = zp_rng_random64();
     size_t cap = 16;
     while (cap < 2 * n)
         cap <<= 1;
-    uint64_t *keys = zp_xmalloc(cap * sizeof(uint64_t));
-    uint32_t *val = zp_xmalloc(cap * sizeof(uint32_t));
+    uint64_t *keys = zp_alloc(cap * sizeof(uint64_t));
+    uint32_t *val = zp_alloc(cap * sizeof(uint32_t));
     memset(val, 0xff, cap * sizeof(uint32_t));
     size_t nu = 0, mask = cap - 1;
     for (size_t i = 0; i < n; i++) {
-        size_t j = (size_t)zp_id_hash(ids[i], seed) & mask;
+        size_t j = (size_t)zp_sparse_hash_id(ids[i], seed) & mask;
         while (val[j] != UINT32_MAX && keys[j] != ids[i])
             j = (j + 1) & mask;
         if (val[j] == UINT32_MAX) {
@@ -105,7 +106,7 @@ int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t 
     uint32_t dim = ti->dim;
     if (n >= UINT32_MAX)
         return zp_req_fail(c, ZEPS_ETOOBIG, "a sparse batch holds fewer than 2^32 ids");
-    zeps_sbatch *b = zp_xcalloc(1, sizeof(*b));
+    zeps_sbatch *b = zp_alloc_zeroed(1, sizeof(*b));
     b->c = c;
     b->table = table;
     b->dim = dim;
@@ -114,24 +115,24 @@ int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t 
     int S = b->nshards;
 
     /* 1. merge repeated ids (order of first appearance) */
-    uint32_t *first_u = zp_xmalloc((n ? n : 1) * sizeof(uint32_t));
-    uint64_t *uids = zp_xmalloc((n ? n : 1) * sizeof(uint64_t));
+    uint32_t *first_u = zp_alloc((n ? n : 1) * sizeof(uint32_t));
+    uint64_t *uids = zp_alloc((n ? n : 1) * sizeof(uint64_t));
     size_t nu = dedup(ids, n, first_u, uids);
     b->nu = nu;
 
     /* 2. order uniques by shard (stable counting sort) */
-    int *ushard = zp_xmalloc((nu ? nu : 1) * sizeof(int));
-    b->sbegin = zp_xcalloc((size_t)S + 1, sizeof(size_t));
+    int *ushard = zp_alloc((nu ? nu : 1) * sizeof(int));
+    b->sbegin = zp_alloc_zeroed((size_t)S + 1, sizeof(size_t));
     for (size_t u = 0; u < nu; u++) {
         ushard[u] = zp_sparse_shard_of(uids[u], S);
         b->sbegin[ushard[u] + 1]++;
     }
     for (int k = 0; k < S; k++)
         b->sbegin[k + 1] += b->sbegin[k];
-    size_t *fill = zp_xmalloc(((size_t)S + 1) * sizeof(size_t));
+    size_t *fill = zp_alloc(((size_t)S + 1) * sizeof(size_t));
     memcpy(fill, b->sbegin, ((size_t)S + 1) * sizeof(size_t));
-    uint32_t *rank = zp_xmalloc((nu ? nu : 1) * sizeof(uint32_t)); /* first-order -> shard order */
-    b->ukeys = zp_xmalloc((nu ? nu : 1) * sizeof(uint64_t));
+    uint32_t *rank = zp_alloc((nu ? nu : 1) * sizeof(uint32_t)); /* first-order -> shard order */
+    b->ukeys = zp_alloc((nu ? nu : 1) * sizeof(uint64_t));
     for (size_t u = 0; u < nu; u++) {
         size_t at = fill[ushard[u]]++;
         rank[u] = (uint32_t)at;
@@ -139,22 +140,22 @@ int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t 
     }
 
     /* 3. positions per unique (CSR) */
-    b->pos_u = zp_xmalloc((n ? n : 1) * sizeof(uint32_t));
-    b->pbegin = zp_xcalloc(nu + 1, sizeof(size_t));
+    b->pos_u = zp_alloc((n ? n : 1) * sizeof(uint32_t));
+    b->pbegin = zp_alloc_zeroed(nu + 1, sizeof(size_t));
     for (size_t i = 0; i < n; i++) {
         b->pos_u[i] = rank[first_u[i]];
         b->pbegin[b->pos_u[i] + 1]++;
     }
     for (size_t u = 0; u < nu; u++)
         b->pbegin[u + 1] += b->pbegin[u];
-    b->plist = zp_xmalloc((n ? n : 1) * sizeof(uint32_t));
-    size_t *pf = zp_xmalloc((nu + 1) * sizeof(size_t));
+    b->plist = zp_alloc((n ? n : 1) * sizeof(uint32_t));
+    size_t *pf = zp_alloc((nu + 1) * sizeof(size_t));
     memcpy(pf, b->pbegin, (nu + 1) * sizeof(size_t));
     for (size_t i = 0; i < n; i++)
         b->plist[pf[b->pos_u[i]]++] = (uint32_t)i;
 
-    b->uversions = zp_xcalloc(nu ? nu : 1, sizeof(uint32_t));
-    b->boff = zp_xcalloc((size_t)S + 1, sizeof(size_t));
+    b->uversions = zp_alloc_zeroed(nu ? nu : 1, sizeof(uint32_t));
+    b->boff = zp_alloc_zeroed((size_t)S + 1, sizeof(size_t));
     for (int k = 0; k < S; k++)
         b->boff[k + 1] = b->boff[k] + block_bytes(b->sbegin[k + 1] - b->sbegin[k], dim);
 
@@ -331,7 +332,7 @@ int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, ze
         return ZEPS_EINVAL;
     size_t dim = b->dim;
     if (!b->push)
-        b->push = zp_xmalloc(b->boff[b->nshards] ? b->boff[b->nshards] : 8);
+        b->push = zp_alloc(b->boff[b->nshards] ? b->boff[b->nshards] : 8);
     /* per shard block: ids, then the summed rows, then the versions read */
     for (int k = 0; k < b->nshards; k++) {
         size_t lo = b->sbegin[k], cnt = b->sbegin[k + 1] - lo;
@@ -361,14 +362,14 @@ int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, ze
 
 /* Compress each shard's summed rows into b->enc as [ids][C(rows)][versions].
  * With error feedback the rows' residuals are gathered into one vector,
- * carried through zp_ef_encode with the rows, and scattered back. */
+ * carried through zp_codec_ef_encode with the rows, and scattered back. */
 static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_codec_params *p,
                           zp_rowres **res, int64_t clock)
 {
     size_t dim = b->dim, S = (size_t)b->nshards;
     if (!b->eoff) {
-        b->eoff = zp_xcalloc(S + 1, sizeof(size_t));
-        b->elen = zp_xcalloc(S, sizeof(size_t));
+        b->eoff = zp_alloc_zeroed(S + 1, sizeof(size_t));
+        b->elen = zp_alloc_zeroed(S, sizeof(size_t));
     }
     size_t need = 0;
     for (size_t k = 0; k < S; k++) {
@@ -380,7 +381,7 @@ static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_co
     if (need > b->enc_cap) {
         free(b->enc);
         b->enc_cap = need;
-        b->enc = zp_xmalloc(need ? need : 8);
+        b->enc = zp_alloc(need ? need : 8);
     }
     if (res && !*res)
         *res = zp_rowres_new(b->dim);
@@ -394,13 +395,13 @@ static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_co
         unsigned char *out = b->enc + b->eoff[k];
         memcpy(out, blk, cnt * sizeof(uint64_t));
         unsigned char *payload = out + cnt * sizeof(uint64_t);
-        uint64_t nonce = zp_mix64((uint64_t)clock * 1315423911u + k) ^ b->ukeys[lo];
+        uint64_t nonce = zp_rng_mix64((uint64_t)clock * 1315423911u + k) ^ b->ukeys[lo];
         size_t len;
         if (res) {
-            r = zp_xrealloc(r, cnt * dim * sizeof(float));
+            r = zp_alloc_resize(r, cnt * dim * sizeof(float));
             for (size_t j = 0; j < cnt; j++)
                 memcpy(r + j * dim, zp_rowres_get(*res, b->ukeys[lo + j]), dim * sizeof(float));
-            len = zp_ef_encode(codec, p, r, g, cnt * dim, nonce, payload);
+            len = zp_codec_ef_encode(codec, p, r, g, cnt * dim, nonce, payload);
             for (size_t j = 0; j < cnt; j++)
                 memcpy(zp_rowres_get(*res, b->ukeys[lo + j]), r + j * dim, dim * sizeof(float));
         } else {

@@ -13,11 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "client.h"
 #include "codec.h"
 #include "req.h"
 #include "tables.h"
-#include "util.h"
 #include "wire.h"
 #include "zeps.h"
 
@@ -86,15 +86,15 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     }
     if (c->ntables == c->cap_tables) {
         c->cap_tables = c->cap_tables ? 2 * c->cap_tables : 8;
-        c->tables = zp_xrealloc(c->tables, c->cap_tables * sizeof(*c->tables));
+        c->tables = zp_alloc_resize(c->tables, c->cap_tables * sizeof(*c->tables));
     }
     zp_table *ti = &c->tables[c->ntables];
     memset(ti, 0, sizeof(*ti));
     snprintf(ti->name, sizeof(ti->name), "%s", ts->name);
     ti->length = ts->length;
     ti->dim = sparse ? ts->dim : 0;
-    ti->ids = zp_xcalloc((size_t)c->nshards, sizeof(uint32_t));
-    ti->version = zp_xcalloc((size_t)c->nshards, sizeof(uint64_t));
+    ti->ids = zp_alloc_zeroed((size_t)c->nshards, sizeof(uint32_t));
+    ti->version = zp_alloc_zeroed((size_t)c->nshards, sizeof(uint64_t));
     memcpy(ti->ids, ids, (size_t)c->nshards * sizeof(uint32_t));
     *table = c->ntables++;
     return 0;
@@ -199,7 +199,7 @@ int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     ti->cparams = p;
     ti->row_ef = ti->codec && o->error_feedback && ti->dim; /* sparse: residual per row */
     if (ti->codec && o->error_feedback && !ti->dim)
-        ti->residual = zp_xcalloc(ti->length, sizeof(float));
+        ti->residual = zp_alloc_zeroed(ti->length, sizeof(float));
     return 0;
 }
 
@@ -238,7 +238,7 @@ int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     if (zp_codec_params_check(codec, &p, err, sizeof(err)) != 0)
         return zp_req_fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
     if (!ti->view_id)
-        ti->view_id = zp_xcalloc((size_t)c->nshards, sizeof(uint64_t));
+        ti->view_id = zp_alloc_zeroed((size_t)c->nshards, sizeof(uint64_t));
     ti->pcodec = codec;
     ti->pparams = p;
     return 0;

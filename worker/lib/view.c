@@ -10,9 +10,9 @@
 
 #include <zmq.h>
 
+#include "alloc.h"
 #include "client.h"
 #include "req.h"
-#include "util.h"
 #include "zeps.h"
 
 struct zeps_view {
@@ -36,11 +36,11 @@ int zeps_wait_view(zeps_req **rp, zeps_view **out)
         zp_req_free(r);
         return err;
     }
-    zeps_view *v = zp_xcalloc(1, sizeof(*v));
+    zeps_view *v = zp_alloc_zeroed(1, sizeof(*v));
     v->nparts = r->nsub;
-    v->offset = zp_xcalloc((size_t)r->nsub, sizeof(uint64_t));
-    v->count = zp_xcalloc((size_t)r->nsub, sizeof(uint64_t));
-    v->frames = zp_xcalloc((size_t)r->nsub, sizeof(zmq_msg_t));
+    v->offset = zp_alloc_zeroed((size_t)r->nsub, sizeof(uint64_t));
+    v->count = zp_alloc_zeroed((size_t)r->nsub, sizeof(uint64_t));
+    v->frames = zp_alloc_zeroed((size_t)r->nsub, sizeof(zmq_msg_t));
     for (int i = 0; i < r->nsub; i++) { /* subs are in shard order = element order */
         zp_req_sub *s = &r->subs[i];
         v->offset[i] = s->offset;

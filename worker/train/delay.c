@@ -9,8 +9,8 @@
 #include <time.h>
 
 #include "log.h"
+#include "rng.h"
 #include "train.h"
-#include "util.h"
 
 /* zp_rng stream of the injected delays (ASCII "delay"), apart from the
  * models' streams. */
@@ -26,7 +26,7 @@ static int is_slow(const zp_config *cfg, int rank)
 
 /* See train.h. One generator per step, seeded from (seed, rank, step),
  * costs a few mixes and keeps step c's delay independent of steps 0..c-1. */
-double zp_train_delay_ms(const zp_config *cfg, int rank, int64_t step)
+double zp_delay_ms(const zp_config *cfg, int rank, int64_t step)
 {
     double ms = cfg->delay_ms;
     zp_rng r;
@@ -46,7 +46,7 @@ double zp_train_delay_ms(const zp_config *cfg, int rank, int64_t step)
     return ms;
 }
 
-void zp_train_log_delay(const zp_config *cfg, int rank)
+void zp_delay_log(const zp_config *cfg, int rank)
 {
     char what[128] = "";
     if (cfg->delay_dist == ZP_DELAY_UNIFORM)
@@ -58,15 +58,15 @@ void zp_train_log_delay(const zp_config *cfg, int rank)
         zp_info("injected delay: none");
     else if (factor != 1.0)
         zp_info("injected delay: %s, %g ms%s, times %g (slow rank)",
-                zp_delay_dist_name(cfg->delay_dist), cfg->delay_ms, what, factor);
+                zp_config_keys_delay_dist_name(cfg->delay_dist), cfg->delay_ms, what, factor);
     else
-        zp_info("injected delay: %s, %g ms%s", zp_delay_dist_name(cfg->delay_dist), cfg->delay_ms,
-                what);
+        zp_info("injected delay: %s, %g ms%s", zp_config_keys_delay_dist_name(cfg->delay_dist),
+                cfg->delay_ms, what);
 }
 
-void zp_train_inject_delay(const zp_config *cfg, int rank, int64_t step)
+void zp_delay_inject(const zp_config *cfg, int rank, int64_t step)
 {
-    double ms = zp_train_delay_ms(cfg, rank, step);
+    double ms = zp_delay_ms(cfg, rank, step);
     if (ms <= 0)
         return;
     struct timespec ts = {(time_t)(ms / 1000.0), (long)(fmod(ms, 1000.0) * 1e6)};

@@ -15,12 +15,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
+#include "daemon.h"
 #include "config.h"
 #include "log.h"
 #include "mathenv.h"
 #include "train.h"
-#include "util.h"
+#include "alloc.h"
 #include "zeps.h"
 
 static void on_stop_signal(int sig)
@@ -36,14 +36,14 @@ int main(int argc, char **argv)
     int rc = zp_daemon_parse(ZP_DAEMON_WORKER, argc, argv, &args);
     if (rc >= 0)
         return rc;
-    zp_config *cfg = zp_xmalloc(sizeof(*cfg));
+    zp_config *cfg = zp_alloc(sizeof(*cfg));
     rc = zp_daemon_load(ZP_DAEMON_WORKER, &args, cfg);
     if (rc >= 0) {
         free(cfg);
         return rc;
     }
     long rank = args.index;
-    zp_malloc_tune();
+    zp_alloc_tune();
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_stop_signal};
     sigemptyset(&sa.sa_mask);
@@ -56,14 +56,14 @@ int main(int argc, char **argv)
     if ((rc == 0 || rc == ZEPS_EDIVERGED || rc == ZEPS_ECLOSED) && cfg->result_dir[0]) {
         char out[ZP_PATH_MAX + 64];
         snprintf(out, sizeof(out), "%s/worker-%ld.json", cfg->result_dir, rank);
-        int wrc = zp_train_write_json(cfg, &res, out);
+        int wrc = zp_result_write_json(cfg, &res, out);
         if (rc == 0)
             rc = wrc;
     }
     if (rc == 0)
         zp_info("done: %lld iterations in %.1f s (%.1f%% communicating)", (long long)res.iterations,
                 res.wall_s, 100.0 * res.comm_s / (res.comm_s + res.compute_s + 1e-12));
-    zp_train_result_fini(&res);
+    zp_result_fini(&res);
     free(cfg);
     return rc == 0 ? 0 : rc == ZEPS_EDIVERGED ? 3 : rc == ZEPS_ECLOSED ? 143 : 1;
 }

@@ -10,15 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "log.h"
 #include "train.h"
-#include "util.h"
 
-void zp_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e)
+void zp_result_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e)
 {
     if (c->n == c->cap) {
         c->cap = c->cap ? 2 * c->cap : 64;
-        c->points = zp_xrealloc(c->points, c->cap * sizeof(*c->points));
+        c->points = zp_alloc_resize(c->points, c->cap * sizeof(*c->points));
     }
     /* As the flat final_* keys: a classifier (accuracy not NaN) has no
      * distance to an optimum, whatever its zp_eval holds there. */
@@ -33,7 +33,7 @@ void zp_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e)
     };
 }
 
-void zp_train_result_fini(zp_train_result *r)
+void zp_result_fini(zp_train_result *r)
 {
     free(r->curve.points);
     r->curve = (zp_curve){0};
@@ -73,7 +73,7 @@ static void write_curve(FILE *f, const zp_curve *c)
     fprintf(f, "]");
 }
 
-int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const char *path)
+int zp_result_write_json(const zp_config *cfg, const zp_train_result *r, const char *path)
 {
     char tmp[ZP_PATH_MAX + 8];
     snprintf(tmp, sizeof(tmp), "%s.tmp", path);

@@ -16,8 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "log.h"
-#include "util.h"
 #include "zeps.h"
 
 /* Set table i's push and pull codecs (dense tables) from the config. */
@@ -72,10 +72,10 @@ static int declare_dense(zp_trainer *t, int i)
     rc = set_codecs(t, i);
     if (rc != 0)
         return rc;
-    t->w[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
-    t->g[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
+    t->w[i] = zp_alloc(t->defs[i].length * sizeof(float));
+    t->g[i] = zp_alloc(t->defs[i].length * sizeof(float));
     if (cfg->worker_momentum > 0)
-        t->m[i] = zp_xcalloc(t->defs[i].length, sizeof(float));
+        t->m[i] = zp_alloc_zeroed(t->defs[i].length, sizeof(float));
     return 0;
 }
 
@@ -107,7 +107,7 @@ int zp_step_declare(zp_trainer *t)
 
 static void grow(float **p, size_t n)
 {
-    *p = zp_xrealloc(*p, (n ? n : 1) * sizeof(float));
+    *p = zp_alloc_resize(*p, (n ? n : 1) * sizeof(float));
 }
 
 /* Sparse models: pick step `clock`'s minibatch into slot s and make one
@@ -221,7 +221,7 @@ static int evaluate_sparse(zp_trainer *t, int64_t clock, zp_eval *out)
     for (int i = 0; i < t->ntables && rc == 0; i++) {
         if (t->defs[i].dim)
             continue;
-        w[i] = zp_xmalloc(t->defs[i].length * sizeof(float));
+        w[i] = zp_alloc(t->defs[i].length * sizeof(float));
         rc = zeps_pull(t->client, t->ids[i], w[i], 0, t->defs[i].length, clock);
     }
     size_t cap = 0, nchunks = t->ops->eval_chunks(t->model);

@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "log.h"
+#include "now.h"
 #include "step.h"
-#include "util.h"
 #include "zeps.h"
 
 /* Set from a signal handler (zp_train_request_stop): the one piece of
@@ -87,7 +87,7 @@ static int curve_point(zp_trainer *t, zp_train_result *res, int64_t c, double t_
     int rc = zp_step_evaluate(t, c, ZP_EVAL_PULLED, &ev);
     if (rc)
         return rc;
-    zp_curve_add(&res->curve, c, zeps_pulled_version(t->client, t->ids[0], 0), &ev);
+    zp_result_curve_add(&res->curve, c, zeps_pulled_version(t->client, t->ids[0], 0), &ev);
     zeps_client_stats cs;
     zeps_client_get_stats(t->client, &cs);
     zp_curve_point *pt = &res->curve.points[res->curve.n - 1];
@@ -150,7 +150,7 @@ static int one_step(zp_trainer *t, zp_train_result *res, int64_t c, int64_t tota
         res->diverged_step = c;
         return ZEPS_EDIVERGED;
     }
-    zp_train_inject_delay(t->cfg, t->rank, c);
+    zp_delay_inject(t->cfg, t->rank, c);
     double d = zp_now_s();
     int rc = zp_step_push(t, c, c + 1 < total);
     res->comm_s += zp_now_s() - d;
@@ -220,7 +220,7 @@ static int train_all(zp_trainer *t, zp_train_result *res, int64_t start, int rej
     if (start > 0)
         zp_warn("resuming at clock %lld of %lld (recorded by the shards)", (long long)start,
                 (long long)total);
-    zp_train_log_delay(cfg, t->rank);
+    zp_delay_log(cfg, t->rank);
     int rc;
     for (;;) {
         rc = train_loop(t, res, start);

@@ -53,12 +53,12 @@ typedef struct zp_train_result {
 
 /* Train worker `rank` of the cluster in cfg (read from cfg->path). Progress
  * goes to stderr through the log. Returns 0 or a zeps_err; *out is filled
- * either way, and the caller releases it with zp_train_result_fini. */
+ * either way, and the caller releases it with zp_result_fini. */
 int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out);
 
 /* Free what a result owns (its curve); the struct itself stays the caller's.
  * Safe on a zeroed result and twice in a row. */
-void zp_train_result_fini(zp_train_result *r);
+void zp_result_fini(zp_train_result *r);
 
 /* Ask a running zp_train_run to stop at its next step (it then returns
  * ZEPS_ECLOSED with what it has). Async-signal-safe: only sets a flag. */
@@ -67,7 +67,7 @@ void zp_train_request_stop(void);
 /* Write a result as JSON to `path` (flat keys, see docs/operations.md, then
  * "curve": [[step, loss, rel_distance, distance, accuracy, version], ...], with null
  * for a value that does not apply). */
-int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const char *path);
+int zp_result_write_json(const zp_config *cfg, const zp_train_result *r, const char *path);
 
 /* The injected compute delay, in ms, of worker `rank` at step `step`: from
  * delay_dist (fixed: delay_ms; uniform: delay_ms + U[0, delay_jitter_ms);
@@ -75,14 +75,14 @@ int zp_train_write_json(const zp_config *cfg, const zp_train_result *r, const ch
  * rank is one of slow_ranks. A pure function of (cfg, rank, step): its
  * random draw comes from a generator seeded with (seed, rank, step), so it
  * does not depend on the steps taken before. Any thread. */
-double zp_train_delay_ms(const zp_config *cfg, int rank, int64_t step);
+double zp_delay_ms(const zp_config *cfg, int rank, int64_t step);
 
-/* Sleep for step `step`'s injected compute delay (zp_train_delay_ms);
+/* Sleep for step `step`'s injected compute delay (zp_delay_ms);
  * retried across signals. */
-void zp_train_inject_delay(const zp_config *cfg, int rank, int64_t step);
+void zp_delay_inject(const zp_config *cfg, int rank, int64_t step);
 
 /* Log once what delay worker `rank` injects, if any. */
-void zp_train_log_delay(const zp_config *cfg, int rank);
+void zp_delay_log(const zp_config *cfg, int rank);
 
 /* Whether `rank` records a curve point at step `step`: rank 0 only, with
  * eval_every_steps > 0, at step 0 and every eval_every_steps steps after. */
@@ -90,6 +90,6 @@ int zp_train_curve_due(const zp_config *cfg, int rank, int64_t step);
 
 /* Append the evaluation `e` at `step` to curve c (growing it; aborts on out
  * of memory like every small allocation of zeps). */
-void zp_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e);
+void zp_result_curve_add(zp_curve *c, int64_t step, uint64_t version, const zp_eval *e);
 
 #endif

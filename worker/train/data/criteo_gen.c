@@ -24,8 +24,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "ctr_metrics.h"
-#include "util.h"
+#include "errors.h"
+#include "now.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 /* Ranks whose probabilities (and weights) are tabulated per field. */
@@ -133,7 +136,7 @@ static int setup_field(gen *g, int fi)
     f->missing = zp_rng_uniform(&r) < 0.35 ? 0.1 + 0.4 * zp_rng_uniform(&r) : 0.0;
     f->key = (uint32_t)zp_rng_next(&r);
     f->nhead = f->vocab < HEAD ? (int)f->vocab : HEAD;
-    f->cum = zp_xmalloc((size_t)f->nhead * sizeof(double));
+    f->cum = zp_alloc((size_t)f->nhead * sizeof(double));
     double sum = 0;
     for (int k = 1; k <= f->nhead; k++) {
         sum += pow((double)k, -g->s);
@@ -146,12 +149,12 @@ static int setup_field(gen *g, int fi)
         f->tail_int = (f->tail_a - f->tail_b) / (g->s - 1.0);
     }
     f->total = f->head_sum + f->tail_int;
-    f->w = zp_xmalloc((size_t)f->nhead * sizeof(float));
-    f->v = zp_xcalloc((size_t)f->nhead * (size_t)(g->r ? g->r : 1), sizeof(float));
+    f->w = zp_alloc((size_t)f->nhead * sizeof(float));
+    f->v = zp_alloc_zeroed((size_t)f->nhead * (size_t)(g->r ? g->r : 1), sizeof(float));
     for (int k = 1; k <= f->nhead; k++)
         draw_weight(g, fi, (uint64_t)k, &f->w[k - 1], &f->v[(size_t)(k - 1) * (size_t)g->r]);
     draw_weight(g, fi, 0, &f->w_missing, f->v_missing);
-    f->seen = zp_xcalloc((size_t)(f->vocab / 64 + 1), sizeof(uint64_t));
+    f->seen = zp_alloc_zeroed((size_t)(f->vocab / 64 + 1), sizeof(uint64_t));
     return 0;
 }
 
@@ -314,8 +317,8 @@ static int out_open(out *o, const char *dir, const char *name, char *err, size_t
     snprintf(o->tmp, sizeof(o->tmp), "%s.tmp", o->path);
     o->f = fopen(o->tmp, "w");
     if (!o->f)
-        return zp_seterr(err, errlen, ZEPS_EIO, "cannot write %s: %s", o->tmp, strerror(errno));
-    o->buf = zp_xmalloc(OUTBUF);
+        return zp_errors_set(err, errlen, ZEPS_EIO, "cannot write %s: %s", o->tmp, strerror(errno));
+    o->buf = zp_alloc(OUTBUF);
     o->len = 0;
     o->failed = 0;
     return 0;
@@ -338,8 +341,8 @@ static int out_close(out *o, char *err, size_t errlen)
         o->failed = errno;
     if (o->failed) {
         unlink(o->tmp);
-        return zp_seterr(err, errlen, ZEPS_EIO, "cannot write %s: %s", o->path,
-                         strerror(o->failed));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "cannot write %s: %s", o->path,
+                             strerror(o->failed));
     }
     return 0;
 }
@@ -451,7 +454,7 @@ static void fit_dense(gen *g, zp_criteo_truth *t)
         if (step < 1e-9)
             break;
     }
-    float *z = zp_xmalloc((g->ntest ? g->ntest : 1) * sizeof(float));
+    float *z = zp_alloc((g->ntest ? g->ntest : 1) * sizeof(float));
     for (size_t i = 0; i < g->ntest; i++) {
         const float *x = &g->test_x[i * ZP_CRITEO_NDENSE];
         double s = beta[ZP_CRITEO_NDENSE];
@@ -459,8 +462,8 @@ static void fit_dense(gen *g, zp_criteo_truth *t)
             s += beta[j] * x[j];
         z[i] = (float)s;
     }
-    t->dense_logloss = zp_ctr_logloss(z, g->test_y, g->ntest);
-    t->dense_auc = zp_ctr_auc(z, g->test_y, g->ntest);
+    t->dense_logloss = zp_ctr_metrics_logloss(z, g->test_y, g->ntest);
+    t->dense_auc = zp_ctr_metrics_auc(z, g->test_y, g->ntest);
     free(z);
 }
 
@@ -550,26 +553,26 @@ static void gen_free(gen *g)
     free(g->test_logit);
 }
 
-int zp_criteo_generate(const zp_criteo_gen_opts *o, zp_criteo_truth *out_truth, char *err,
-                       size_t errlen)
+int zp_criteo_gen_write(const zp_criteo_gen_opts *o, zp_criteo_truth *out_truth, char *err,
+                        size_t errlen)
 {
     if (!o->out_dir || !o->out_dir[0])
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "no output directory");
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "no output directory");
     if (!(o->zipf > 1.0 && o->zipf <= 4.0))
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "zipf exponent %g outside (1, 4]", o->zipf);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "zipf exponent %g outside (1, 4]", o->zipf);
     if (!(o->scale > 0 && o->scale <= 100))
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "scale %g outside (0, 100]", o->scale);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "scale %g outside (0, 100]", o->scale);
     if (o->interaction_rank < 0 || o->interaction_rank > MAX_RANK)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "interaction rank %d outside 0..%d",
-                         o->interaction_rank, MAX_RANK);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "interaction rank %d outside 0..%d",
+                             o->interaction_rank, MAX_RANK);
     if (!(o->rare_k0 > 0))
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "rare_k0 %g must be > 0", o->rare_k0);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "rare_k0 %g must be > 0", o->rare_k0);
     if (o->train < 1 || o->test < 2)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "need at least 1 train and 2 test examples");
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "need at least 1 train and 2 test examples");
     if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST)
-        return zp_seterr(err, errlen, ZEPS_EIO, "cannot create %s: %s", o->out_dir,
-                         strerror(errno));
-    gen *g = zp_xcalloc(1, sizeof(*g));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "cannot create %s: %s", o->out_dir,
+                             strerror(errno));
+    gen *g = zp_alloc_zeroed(1, sizeof(*g));
     g->o = o;
     g->s = o->zipf;
     g->r = o->interaction_rank;
@@ -578,11 +581,11 @@ int zp_criteo_generate(const zp_criteo_gen_opts *o, zp_criteo_truth *out_truth, 
         setup_field(g, fi);
     setup_dense(g);
     size_t nfit = o->train < FIT_MAX ? (size_t)o->train : FIT_MAX;
-    g->fit_x = zp_xmalloc(nfit * ZP_CRITEO_NDENSE * sizeof(float));
-    g->fit_y = zp_xmalloc(nfit * sizeof(float));
-    g->test_x = zp_xmalloc((size_t)o->test * ZP_CRITEO_NDENSE * sizeof(float));
-    g->test_y = zp_xmalloc((size_t)o->test * sizeof(float));
-    g->test_logit = zp_xmalloc((size_t)o->test * sizeof(float));
+    g->fit_x = zp_alloc(nfit * ZP_CRITEO_NDENSE * sizeof(float));
+    g->fit_y = zp_alloc(nfit * sizeof(float));
+    g->test_x = zp_alloc((size_t)o->test * ZP_CRITEO_NDENSE * sizeof(float));
+    g->test_y = zp_alloc((size_t)o->test * sizeof(float));
+    g->test_logit = zp_alloc((size_t)o->test * sizeof(float));
 
     zp_criteo_truth t = {.train = o->train, .test = o->test};
     int rc = write_split(g, 0, err, errlen);
@@ -597,8 +600,8 @@ int zp_criteo_generate(const zp_criteo_gen_opts *o, zp_criteo_truth *out_truth, 
         }
         t.pos_rate_train = (double)g->pos[0] / (double)o->train;
         t.pos_rate_test = (double)g->pos[1] / (double)o->test;
-        t.truth_logloss = zp_ctr_logloss(g->test_logit, g->test_y, g->ntest);
-        t.truth_auc = zp_ctr_auc(g->test_logit, g->test_y, g->ntest);
+        t.truth_logloss = zp_ctr_metrics_logloss(g->test_logit, g->test_y, g->ntest);
+        t.truth_auc = zp_ctr_metrics_auc(g->test_logit, g->test_y, g->ntest);
         if (o->progress)
             fprintf(stderr, "gen-criteo: fitting the dense-only baseline\n");
         fit_dense(g, &t);

@@ -61,6 +61,7 @@ typedef struct zp_criteo_truth {
  * (a file could not be written) with a message in err. Files are written
  * under temporary names, fsynced and renamed, so a set that exists is
  * complete. */
-int zp_criteo_generate(const zp_criteo_gen_opts *o, zp_criteo_truth *out, char *err, size_t errlen);
+int zp_criteo_gen_write(const zp_criteo_gen_opts *o, zp_criteo_truth *out, char *err,
+                        size_t errlen);
 
 #endif

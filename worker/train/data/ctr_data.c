@@ -18,8 +18,9 @@
 
 #include <xxhash.h>
 
+#include "alloc.h"
+#include "errors.h"
 #include "sparse_hash.h"
-#include "util.h"
 #include "zeps_errors.h"
 
 #define CRITEO_NDENSE  13
@@ -32,10 +33,10 @@
 
 zp_ctr_data *zp_ctr_data_new(int ndense, int weighted)
 {
-    zp_ctr_data *d = zp_xcalloc(1, sizeof(*d));
+    zp_ctr_data *d = zp_alloc_zeroed(1, sizeof(*d));
     d->ndense = ndense;
     d->weighted = weighted;
-    d->off = zp_xcalloc(1, sizeof(size_t));
+    d->off = zp_alloc_zeroed(1, sizeof(size_t));
     return d;
 }
 
@@ -58,10 +59,10 @@ static void reserve(zp_ctr_data *d, size_t nids)
 {
     if (d->n + 1 > d->cap) {
         d->cap = d->cap ? 2 * d->cap : 1024;
-        d->label = zp_xrealloc(d->label, d->cap * sizeof(float));
+        d->label = zp_alloc_resize(d->label, d->cap * sizeof(float));
         d->dense =
-            zp_xrealloc(d->dense, d->cap * (size_t)(d->ndense ? d->ndense : 1) * sizeof(float));
-        d->off = zp_xrealloc(d->off, (d->cap + 1) * sizeof(size_t));
+            zp_alloc_resize(d->dense, d->cap * (size_t)(d->ndense ? d->ndense : 1) * sizeof(float));
+        d->off = zp_alloc_resize(d->off, (d->cap + 1) * sizeof(size_t));
     }
     size_t need = d->off[d->n] + nids;
     if (need > d->idcap) {
@@ -69,9 +70,9 @@ static void reserve(zp_ctr_data *d, size_t nids)
         while (c < need)
             c *= 2;
         d->idcap = c;
-        d->ids = zp_xrealloc(d->ids, c * sizeof(uint64_t));
+        d->ids = zp_alloc_resize(d->ids, c * sizeof(uint64_t));
         if (d->weighted)
-            d->val = zp_xrealloc(d->val, c * sizeof(float));
+            d->val = zp_alloc_resize(d->val, c * sizeof(float));
     }
 }
 
@@ -103,11 +104,11 @@ static const char *excerpt(const char *s, size_t len, char *buf, size_t buflen)
     return buf;
 }
 
-uint64_t zp_ctr_criteo_id(int field, const char *s, size_t len)
+uint64_t zp_ctr_data_criteo_id(int field, const char *s, size_t len)
 {
     uint64_t f = (uint64_t)(field + 1) << 32;
     if (len == 0)
-        return zp_id_hash(f | ID_MISSING, CTR_ID_SEED);
+        return zp_sparse_hash_id(f | ID_MISSING, CTR_ID_SEED);
     if (len <= 8) {
         uint64_t v = 0;
         size_t i = 0;
@@ -122,11 +123,11 @@ uint64_t zp_ctr_criteo_id(int field, const char *s, size_t len)
             v = v << 4 | (uint64_t)x;
         }
         if (i == len)
-            return zp_id_hash(f | v, CTR_ID_SEED);
+            return zp_sparse_hash_id(f | v, CTR_ID_SEED);
     }
     /* not a 32-bit hex value: hash the bytes, keeping the field apart */
     uint64_t h = (uint64_t)XXH3_64bits_withSeed(s, len, (XXH64_hash_t)(field + 1));
-    return zp_id_hash(h ^ f ^ ID_STRING, CTR_ID_SEED);
+    return zp_sparse_hash_id(h ^ f ^ ID_STRING, CTR_ID_SEED);
 }
 
 /* An optional '-' and 1..18 digits. */
@@ -169,31 +170,32 @@ static int criteo_parse(zp_ctr_data *d, const char *line, size_t len, char *why,
         a = i + 1;
     }
     if (nf != CRITEO_NFIELDS)
-        return zp_seterr(why, whylen, ZEPS_EDATA,
-                         "%d tab-separated fields, expected %d (label, 13 integer, 26 "
-                         "categorical)",
-                         nf, CRITEO_NFIELDS);
+        return zp_errors_set(why, whylen, ZEPS_EDATA,
+                             "%d tab-separated fields, expected %d (label, 13 integer, 26 "
+                             "categorical)",
+                             nf, CRITEO_NFIELDS);
     char ex[48];
     float label;
     if (flen[0] == 1 && (start[0][0] == '0' || start[0][0] == '1'))
         label = (float)(start[0][0] - '0');
     else
-        return zp_seterr(why, whylen, ZEPS_EDATA, "bad label '%s' (expected 0 or 1)",
-                         excerpt(start[0], flen[0], ex, sizeof(ex)));
+        return zp_errors_set(why, whylen, ZEPS_EDATA, "bad label '%s' (expected 0 or 1)",
+                             excerpt(start[0], flen[0], ex, sizeof(ex)));
     float dense[CRITEO_NDENSE];
     for (int j = 0; j < CRITEO_NDENSE; j++) {
         const char *s = start[1 + j];
         size_t l = flen[1 + j];
         long long v = 0;
         if (l > 0 && parse_int(s, l, &v) != 0)
-            return zp_seterr(why, whylen, ZEPS_EDATA, "field %d (I%d): bad integer '%s'", 2 + j,
-                             1 + j, excerpt(s, l, ex, sizeof(ex)));
+            return zp_errors_set(why, whylen, ZEPS_EDATA, "field %d (I%d): bad integer '%s'", 2 + j,
+                                 1 + j, excerpt(s, l, ex, sizeof(ex)));
         dense[j] = v > 0 ? (float)log1p((double)v) : 0.0f;
     }
     uint64_t ids[CRITEO_NCAT];
     float val[CRITEO_NCAT];
     for (int c = 0; c < CRITEO_NCAT; c++) {
-        ids[c] = zp_ctr_criteo_id(c, start[1 + CRITEO_NDENSE + c], flen[1 + CRITEO_NDENSE + c]);
+        ids[c] =
+            zp_ctr_data_criteo_id(c, start[1 + CRITEO_NDENSE + c], flen[1 + CRITEO_NDENSE + c]);
         val[c] = 1.0f;
     }
     append(d, label, dense, ids, val, CRITEO_NCAT);
@@ -221,62 +223,63 @@ static int libsvm_parse(zp_ctr_data *d, const char *line, size_t len, char *why,
             i++;
         size_t tl = i - a;
         if (tl >= sizeof(tok))
-            return zp_seterr(why, whylen, ZEPS_EDATA, "token '%s' too long",
-                             excerpt(line + a, tl, ex, sizeof(ex)));
+            return zp_errors_set(why, whylen, ZEPS_EDATA, "token '%s' too long",
+                                 excerpt(line + a, tl, ex, sizeof(ex)));
         memcpy(tok, line + a, tl);
         tok[tl] = '\0';
         if (!have_label) {
             char *end;
             double y = strtod(tok, &end);
             if (*end || !(y == 0 || y == 1 || y == -1))
-                return zp_seterr(why, whylen, ZEPS_EDATA, "bad label '%s' (expected 0/1 or -1/+1)",
-                                 tok);
+                return zp_errors_set(why, whylen, ZEPS_EDATA,
+                                     "bad label '%s' (expected 0/1 or -1/+1)", tok);
             label = y > 0 ? 1.0f : 0.0f;
             have_label = 1;
             continue;
         }
         if (tok[0] < '0' || tok[0] > '9')
-            return zp_seterr(why, whylen, ZEPS_EDATA, "bad feature '%s' (expected index:value)",
-                             tok);
+            return zp_errors_set(why, whylen, ZEPS_EDATA, "bad feature '%s' (expected index:value)",
+                                 tok);
         char *colon;
         errno = 0;
         unsigned long long idx = strtoull(tok, &colon, 10);
         if (errno || *colon != ':')
-            return zp_seterr(why, whylen, ZEPS_EDATA, "bad feature '%s' (expected index:value)",
-                             tok);
+            return zp_errors_set(why, whylen, ZEPS_EDATA, "bad feature '%s' (expected index:value)",
+                                 tok);
         char *end;
         double v = strtod(colon + 1, &end);
         if (end == colon + 1 || *end || !isfinite(v))
-            return zp_seterr(why, whylen, ZEPS_EDATA, "bad value in '%s' (expected a number)", tok);
+            return zp_errors_set(why, whylen, ZEPS_EDATA, "bad value in '%s' (expected a number)",
+                                 tok);
         if (n == MAXF)
-            return zp_seterr(why, whylen, ZEPS_EDATA, "more than %d features", MAXF);
+            return zp_errors_set(why, whylen, ZEPS_EDATA, "more than %d features", MAXF);
         ids[n] = idx;
         val[n++] = (float)v;
     }
     if (!have_label)
-        return zp_seterr(why, whylen, ZEPS_EDATA, "no label");
+        return zp_errors_set(why, whylen, ZEPS_EDATA, "no label");
     append(d, label, NULL, ids, val, n);
     return 0;
 }
 
-const zp_ctr_reader_ops zp_ctr_reader_criteo = {
+const zp_ctr_reader_ops zp_ctr_data_criteo_ops = {
     .name = "criteo",
     .ndense = CRITEO_NDENSE,
     .weighted = 0,
     .parse = criteo_parse,
 };
 
-const zp_ctr_reader_ops zp_ctr_reader_libsvm = {
+const zp_ctr_reader_ops zp_ctr_data_libsvm_ops = {
     .name = "libsvm",
     .ndense = 0,
     .weighted = 1,
     .parse = libsvm_parse,
 };
 
-const zp_ctr_reader_ops *zp_ctr_reader_find(const char *name)
+const zp_ctr_reader_ops *zp_ctr_data_reader_find(const char *name)
 {
-    static const zp_ctr_reader_ops *const readers[] = {&zp_ctr_reader_criteo,
-                                                       &zp_ctr_reader_libsvm};
+    static const zp_ctr_reader_ops *const readers[] = {&zp_ctr_data_criteo_ops,
+                                                       &zp_ctr_data_libsvm_ops};
     for (size_t i = 0; name && i < sizeof(readers) / sizeof(readers[0]); i++)
         if (strcmp(readers[i]->name, name) == 0)
             return readers[i];
@@ -287,10 +290,10 @@ int zp_ctr_data_load(zp_ctr_data **out, const zp_ctr_reader_ops *ops, const char
                      int nparts, uint64_t max_examples, char *err, size_t errlen)
 {
     if (nparts < 1 || part < 0 || part >= nparts)
-        return zp_seterr(err, errlen, ZEPS_EINVAL, "partition %d of %d", part, nparts);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "partition %d of %d", part, nparts);
     FILE *f = fopen(path, "r");
     if (!f)
-        return zp_seterr(err, errlen, ZEPS_EIO, "cannot open %s: %s", path, strerror(errno));
+        return zp_errors_set(err, errlen, ZEPS_EIO, "cannot open %s: %s", path, strerror(errno));
     zp_ctr_data *d = zp_ctr_data_new(ops->ndense, ops->weighted);
     char *line = NULL;
     size_t cap = 0;
@@ -310,14 +313,14 @@ int zp_ctr_data_load(zp_ctr_data **out, const zp_ctr_reader_ops *ops, const char
             continue;
         char why[256];
         if (ops->parse(d, line, (size_t)len, why, sizeof(why)) != 0) {
-            rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s:%llu: %s", path, (unsigned long long)lineno,
-                           why);
+            rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s:%llu: %s", path,
+                               (unsigned long long)lineno, why);
             break;
         }
     }
     d->file_lines = lineno;
     if (rc == 0 && ferror(f))
-        rc = zp_seterr(err, errlen, ZEPS_EIO, "reading %s: %s", path, strerror(errno));
+        rc = zp_errors_set(err, errlen, ZEPS_EIO, "reading %s: %s", path, strerror(errno));
     free(line);
     fclose(f);
     if (rc) {

@@ -9,7 +9,7 @@
  *           missing). Dense feature j = log(1 + I_j) for I_j > 0, else 0.
  *           Every categorical field gives one id, weight 1: a field-aware
  *           hash of (field, value) - the value's 32-bit hex number or, for
- *           any other string, its xxHash - through zp_id_hash, so one string
+ *           any other string, its xxHash - through zp_sparse_hash_id, so one string
  *           in two fields gives two ids, and an empty field its own
  *           "missing in field f" id.
  *   libsvm  label idx:val idx:val ... (label 0/1 or -1/+1); the feature
@@ -51,11 +51,11 @@ typedef struct zp_ctr_reader_ops {
     int (*parse)(zp_ctr_data *d, const char *line, size_t len, char *why, size_t whylen);
 } zp_ctr_reader_ops;
 
-extern const zp_ctr_reader_ops zp_ctr_reader_criteo;
-extern const zp_ctr_reader_ops zp_ctr_reader_libsvm;
+extern const zp_ctr_reader_ops zp_ctr_data_criteo_ops;
+extern const zp_ctr_reader_ops zp_ctr_data_libsvm_ops;
 
 /* The reader called `name` ("criteo", "libsvm"), or NULL. */
-const zp_ctr_reader_ops *zp_ctr_reader_find(const char *name);
+const zp_ctr_reader_ops *zp_ctr_data_reader_find(const char *name);
 
 /* An empty data set for `ndense` dense features, with per-id weights if
  * `weighted`. */
@@ -73,6 +73,6 @@ int zp_ctr_data_load(zp_ctr_data **out, const zp_ctr_reader_ops *ops, const char
 
 /* The id criteo gives the value string s (len bytes) of categorical field
  * `field` (0-based; len 0 = missing). */
-uint64_t zp_ctr_criteo_id(int field, const char *s, size_t len);
+uint64_t zp_ctr_data_criteo_id(int field, const char *s, size_t len);
 
 #endif

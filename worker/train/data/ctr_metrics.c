@@ -12,9 +12,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "util.h"
+#include "alloc.h"
 
-double zp_ctr_logloss(const float *logit, const float *label, size_t n)
+double zp_ctr_metrics_logloss(const float *logit, const float *label, size_t n)
 {
     if (n == 0)
         return NAN;
@@ -40,9 +40,9 @@ static int by_score(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-double zp_ctr_auc(const float *score, const float *label, size_t n)
+double zp_ctr_metrics_auc(const float *score, const float *label, size_t n)
 {
-    scored *s = zp_xmalloc((n ? n : 1) * sizeof(*s));
+    scored *s = zp_alloc((n ? n : 1) * sizeof(*s));
     size_t npos = 0;
     for (size_t i = 0; i < n; i++) {
         s[i].score = score[i];
@@ -72,7 +72,7 @@ double zp_ctr_auc(const float *score, const float *label, size_t n)
     return u / ((double)npos * (double)nneg);
 }
 
-double zp_ctr_accuracy(const float *logit, const float *label, size_t n)
+double zp_ctr_metrics_accuracy(const float *logit, const float *label, size_t n)
 {
     if (n == 0)
         return NAN;

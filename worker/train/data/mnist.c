@@ -8,8 +8,10 @@
  * training set once between them, not N times. Every check on a file names the
  * file: a worker that dies on bad data should say which file to look at.
  */
-#include "util.h"
+#include "alloc.h"
+#include "errors.h"
 #include "mnist.h"
+#include "rng.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -53,12 +55,13 @@ static int gz_read_exact(gzFile f, void *buf, size_t n, const char *path, const 
         if (got < 0) {
             int zerr;
             const char *msg = gzerror(f, &zerr);
-            return zp_seterr(err, errlen, ZEPS_EDATA, "%s: read error in %s: %s", path, what,
-                          msg != NULL ? msg : "unknown zlib error");
+            return zp_errors_set(err, errlen, ZEPS_EDATA, "%s: read error in %s: %s", path, what,
+                                 msg != NULL ? msg : "unknown zlib error");
         }
         if (got == 0)
-            return zp_seterr(err, errlen, ZEPS_EDATA,
-                          "%s: file truncated: %s needs %zu bytes, got %zu", path, what, n, done);
+            return zp_errors_set(err, errlen, ZEPS_EDATA,
+                                 "%s: file truncated: %s needs %zu bytes, got %zu", path, what, n,
+                                 done);
         done += (size_t)got;
     }
     return 0;
@@ -76,14 +79,14 @@ static int idx_read(idx_file *f, const char *path, uint32_t magic, int ndims, ch
 {
     memset(f, 0, sizeof(*f));
     if (access(path, F_OK) != 0)
-        return zp_seterr(err, errlen, ZEPS_EDATA,
-                      "%s: %s (the Fashion-MNIST files come with "
-                      "`apt-get install dataset-fashion-mnist`, or set training.data_dir)",
-                      path, strerror(errno));
+        return zp_errors_set(err, errlen, ZEPS_EDATA,
+                             "%s: %s (the Fashion-MNIST files come with "
+                             "`apt-get install dataset-fashion-mnist`, or set training.data_dir)",
+                             path, strerror(errno));
     gzFile gz = gzopen(path, "rb");
     if (gz == NULL)
-        return zp_seterr(err, errlen, ZEPS_EDATA, "%s: cannot open: %s", path,
-                      errno != 0 ? strerror(errno) : "zlib error");
+        return zp_errors_set(err, errlen, ZEPS_EDATA, "%s: cannot open: %s", path,
+                             errno != 0 ? strerror(errno) : "zlib error");
 
     uint8_t head[16];
     size_t headlen = 4 + 4 * (size_t)ndims;
@@ -92,9 +95,9 @@ static int idx_read(idx_file *f, const char *path, uint32_t magic, int ndims, ch
         goto fail;
     uint32_t got = be32(head);
     if (got != magic) {
-        rc = zp_seterr(err, errlen, ZEPS_EDATA,
-                    "%s: bad IDX magic 0x%08x, expected 0x%08x (not an IDX %s file?)", path, got,
-                    magic, ndims == 1 ? "label" : "image");
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA,
+                           "%s: bad IDX magic 0x%08x, expected 0x%08x (not an IDX %s file?)", path,
+                           got, magic, ndims == 1 ? "label" : "image");
         goto fail;
     }
     uint64_t bytes = 1;
@@ -102,21 +105,22 @@ static int idx_read(idx_file *f, const char *path, uint32_t magic, int ndims, ch
         f->dims[i] = be32(head + 4 + 4 * i);
         uint32_t max = i == 0 ? IDX_MAX_EXAMPLES : IDX_MAX_SIDE;
         if (f->dims[i] == 0 || f->dims[i] > max) {
-            rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: dimension %d is %u, expected 1..%u", path, i,
-                        f->dims[i], max);
+            rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s: dimension %d is %u, expected 1..%u",
+                               path, i, f->dims[i], max);
             goto fail;
         }
         bytes *= f->dims[i];
     }
     if (bytes > IDX_MAX_BYTES) {
-        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: %llu bytes of data is too large", path,
-                    (unsigned long long)bytes);
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s: %llu bytes of data is too large", path,
+                           (unsigned long long)bytes);
         goto fail;
     }
     f->bytes = (size_t)bytes;
     f->data = malloc(f->bytes);
     if (f->data == NULL) {
-        rc = zp_seterr(err, errlen, ZEPS_ENOMEM, "%s: cannot allocate %zu bytes", path, f->bytes);
+        rc = zp_errors_set(err, errlen, ZEPS_ENOMEM, "%s: cannot allocate %zu bytes", path,
+                           f->bytes);
         goto fail;
     }
     rc = gz_read_exact(gz, f->data, f->bytes, path, "the data", err, errlen);
@@ -124,8 +128,8 @@ static int idx_read(idx_file *f, const char *path, uint32_t magic, int ndims, ch
         goto fail;
     uint8_t extra;
     if (gzread(gz, &extra, 1) != 0) {
-        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: data after the %zu bytes the header declares",
-                    path, f->bytes);
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA,
+                           "%s: data after the %zu bytes the header declares", path, f->bytes);
         goto fail;
     }
     gzclose(gz);
@@ -151,14 +155,14 @@ static int read_pair(idx_file *img, idx_file *lab, const char *images_path, cons
         return rc;
     }
     if (img->dims[0] != lab->dims[0]) {
-        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s has %u images but %s has %u labels", images_path,
-                    img->dims[0], labels_path, lab->dims[0]);
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s has %u images but %s has %u labels",
+                           images_path, img->dims[0], labels_path, lab->dims[0]);
         goto fail;
     }
     for (size_t i = 0; i < lab->bytes; i++) {
         if (lab->data[i] >= ZP_MNIST_CLASSES) {
-            rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: label %zu is %u, expected 0..%d", labels_path,
-                        i, lab->data[i], ZP_MNIST_CLASSES - 1);
+            rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s: label %zu is %u, expected 0..%d",
+                               labels_path, i, lab->data[i], ZP_MNIST_CLASSES - 1);
             goto fail;
         }
     }
@@ -183,15 +187,16 @@ static int select_examples(zp_dataset *ds, const idx_file *img, const idx_file *
     if (d.x == NULL || d.y == NULL) {
         free(d.x);
         free(d.y);
-        return zp_seterr(err, errlen, ZEPS_ENOMEM, "%s: cannot allocate %d examples", images_path, n);
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM, "%s: cannot allocate %d examples",
+                             images_path, n);
     }
     for (int i = 0; i < n; i++) {
         uint32_t k = keep != NULL ? keep[i] : (uint32_t)i;
         if (k >= img->dims[0]) {
             free(d.x);
             free(d.y);
-            return zp_seterr(err, errlen, ZEPS_EDATA, "%s: example %u requested, file has %u",
-                          images_path, k, img->dims[0]);
+            return zp_errors_set(err, errlen, ZEPS_EDATA, "%s: example %u requested, file has %u",
+                                 images_path, k, img->dims[0]);
         }
         const uint8_t *src = img->data + (size_t)k * dim;
         float *dst = d.x + (size_t)i * dim;
@@ -217,7 +222,7 @@ int zp_mnist_read(zp_dataset *ds, const char *images_path, const char *labels_pa
     return rc;
 }
 
-void zp_dataset_fini(zp_dataset *ds)
+void zp_mnist_dataset_fini(zp_dataset *ds)
 {
     if (ds == NULL)
         return;
@@ -236,7 +241,7 @@ int zp_mnist_partition(uint64_t seed, int total, int n, int rank, int num_worker
 {
     assert(total > 0 && n > 0 && n <= total && num_workers > 0);
     assert(rank >= 0 && rank < num_workers);
-    uint32_t *perm = zp_xcalloc((size_t)total, sizeof(*perm));
+    uint32_t *perm = zp_alloc_zeroed((size_t)total, sizeof(*perm));
     for (int i = 0; i < total; i++)
         perm[i] = (uint32_t)i;
     zp_rng r;
@@ -268,7 +273,7 @@ static int set_path(char *buf, size_t len, const char *dir, const char *file, ch
 {
     int n = snprintf(buf, len, "%s/%s", dir, file);
     if (n < 0 || (size_t)n >= len)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG, "data_dir too long: %s", dir);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "data_dir too long: %s", dir);
     return 0;
 }
 
@@ -291,10 +296,10 @@ static int load_train(zp_mnist_data *d, const zp_config *cfg, int rank, int num_
     int n = cfg->max_train_examples > 0 && cfg->max_train_examples < total ? cfg->max_train_examples
                                                                            : total;
     if (n < num_workers) {
-        rc = zp_seterr(err, errlen, ZEPS_ECONFIG,
-                    "%d training examples cannot be split over %d workers", n, num_workers);
+        rc = zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                           "%d training examples cannot be split over %d workers", n, num_workers);
     } else {
-        uint32_t *part = zp_xcalloc((size_t)(n / num_workers + 1), sizeof(*part));
+        uint32_t *part = zp_alloc_zeroed((size_t)(n / num_workers + 1), sizeof(*part));
         int k = zp_mnist_partition(cfg->seed, total, n, rank, num_workers, part);
         rc = select_examples(&d->train, &img, &lab, part, k, ipath, err, errlen);
         free(part);
@@ -315,8 +320,8 @@ static int load_test(zp_mnist_data *d, const zp_config *cfg, char *err, size_t e
     if (rc == 0)
         rc = zp_mnist_read(&d->test, ipath, lpath, NULL, 0, err, errlen);
     if (rc == 0 && d->test.dim != d->train.dim)
-        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: images are %dx%d, training images %dx%d", ipath,
-                    d->test.rows, d->test.cols, d->train.rows, d->train.cols);
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s: images are %dx%d, training images %dx%d",
+                           ipath, d->test.rows, d->test.cols, d->train.rows, d->train.cols);
     return rc;
 }
 
@@ -324,18 +329,18 @@ int zp_mnist_data_new(zp_mnist_data **out, const zp_config *cfg, int rank, int n
                       char *err, size_t errlen)
 {
     if (num_workers < 1 || rank < 0 || rank >= num_workers)
-        return zp_seterr(err, errlen, ZEPS_ERANK, "worker rank %d outside 0..%d", rank,
-                      num_workers - 1);
+        return zp_errors_set(err, errlen, ZEPS_ERANK, "worker rank %d outside 0..%d", rank,
+                             num_workers - 1);
     if (cfg->batch_size < 1)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG, "training.batch_size must be >= 1, not %d",
-                      cfg->batch_size);
-    zp_mnist_data *d = zp_xcalloc(1, sizeof(*d));
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "training.batch_size must be >= 1, not %d",
+                             cfg->batch_size);
+    zp_mnist_data *d = zp_alloc_zeroed(1, sizeof(*d));
     int rc = load_train(d, cfg, rank, num_workers, err, errlen);
     if (rc != 0)
         goto fail;
     if (d->train.dim != ZP_MNIST_PIXELS) {
-        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: images are %dx%d, the models need 28x28",
-                    cfg->data_dir, d->train.rows, d->train.cols);
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s: images are %dx%d, the models need 28x28",
+                           cfg->data_dir, d->train.rows, d->train.cols);
         goto fail;
     }
     rc = load_test(d, cfg, err, errlen);
@@ -345,11 +350,11 @@ int zp_mnist_data_new(zp_mnist_data **out, const zp_config *cfg, int rank, int n
     d->steps = d->train.n / d->batch > 0 ? d->train.n / d->batch : 1;
     d->rank = rank;
     d->seed = cfg->seed;
-    d->order = zp_xcalloc((size_t)d->train.n, sizeof(*d->order));
+    d->order = zp_alloc_zeroed((size_t)d->train.n, sizeof(*d->order));
     d->order_epoch = -1;
-    d->bx = zp_xcalloc((size_t)d->batch * ZP_MNIST_PIXELS, sizeof(float));
-    d->by = zp_xcalloc((size_t)d->batch, 1);
-    d->logits = zp_xcalloc((size_t)ZP_MNIST_EVAL_CHUNK * ZP_MNIST_CLASSES, sizeof(float));
+    d->bx = zp_alloc_zeroed((size_t)d->batch * ZP_MNIST_PIXELS, sizeof(float));
+    d->by = zp_alloc_zeroed((size_t)d->batch, 1);
+    d->logits = zp_alloc_zeroed((size_t)ZP_MNIST_EVAL_CHUNK * ZP_MNIST_CLASSES, sizeof(float));
     *out = d;
     return 0;
 
@@ -363,8 +368,8 @@ void zp_mnist_data_destroy(zp_mnist_data **dp)
     if (dp == NULL || *dp == NULL)
         return;
     zp_mnist_data *d = *dp;
-    zp_dataset_fini(&d->train);
-    zp_dataset_fini(&d->test);
+    zp_mnist_dataset_fini(&d->train);
+    zp_mnist_dataset_fini(&d->test);
     free(d->order);
     free(d->bx);
     free(d->by);

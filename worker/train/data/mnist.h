@@ -19,7 +19,6 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "util.h"
 #include "eval.h"
 
 #define ZP_MNIST_PIXELS     784 /* 28 x 28 */
@@ -46,13 +45,13 @@ typedef struct zp_dataset {
  * Checks magics, that the counts agree, sizes, labels < ZP_MNIST_CLASSES and
  * short reads. Returns 0, or ZEPS_EDATA (ZEPS_ENOMEM) with a message naming
  * the file in err; a missing file's message says which package provides it.
- * On success *ds owns its buffers (free with zp_dataset_fini); on error *ds is
+ * On success *ds owns its buffers (free with zp_mnist_dataset_fini); on error *ds is
  * left empty. */
 int zp_mnist_read(zp_dataset *ds, const char *images_path, const char *labels_path,
                   const uint32_t *keep, int nkeep, char *err, size_t errlen);
 
 /* Free the buffers of *ds and zero it; tolerates an empty *ds. */
-void zp_dataset_fini(zp_dataset *ds);
+void zp_mnist_dataset_fini(zp_dataset *ds);
 
 /* ---- partitions and minibatches --------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /*
  * ctr.c - the ctr model as a zp_model_ops: logistic regression plus a
- * factorization machine over sparse ids (the mathematics is model_ctr.c),
+ * factorization machine over sparse ids (the mathematics is ctr_math.c),
  * driven by the training loop (train.c) like every other model.
  *
  * Tables: "ctr_lin" (sparse, dim 1: the linear weight of each id),
@@ -25,8 +25,11 @@
 #include "ctr_metrics.h"
 #include "log.h"
 #include "model.h"
-#include "model_ctr.h"
-#include "util.h"
+#include "ctr_math.h"
+#include "alloc.h"
+#include "errors.h"
+#include "now.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 /* Test examples scored per round of pulls. */
@@ -74,21 +77,22 @@ static size_t largest_partition(const zp_model *m)
 static int load_data(zp_model *m, char *err, size_t errlen)
 {
     const zp_config *cfg = m->cfg;
-    const zp_ctr_reader_ops *ops = zp_ctr_reader_find(cfg->ctr_format);
+    const zp_ctr_reader_ops *ops = zp_ctr_data_reader_find(cfg->ctr_format);
     if (!ops)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG, "unknown data format '%s'", cfg->ctr_format);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "unknown data format '%s'",
+                             cfg->ctr_format);
     uint64_t cap = worker_cap(cfg, m->nworkers);
     double t0 = zp_now_s();
     int rc = zp_ctr_data_load(&m->train, ops, cfg->ctr_train_file, m->rank, m->nworkers, cap, err,
                               errlen);
     if (rc == 0 && m->train->n == 0)
-        rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: no training examples for rank %d",
-                       cfg->ctr_train_file, m->rank);
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s: no training examples for rank %d",
+                           cfg->ctr_train_file, m->rank);
     if (rc == 0 && m->rank == 0) {
         rc = zp_ctr_data_load(&m->test, ops, cfg->ctr_test_file, 0, 1,
                               (uint64_t)cfg->ctr_max_test_examples, err, errlen);
         if (rc == 0 && m->test->n == 0)
-            rc = zp_seterr(err, errlen, ZEPS_EDATA, "%s: no test examples", cfg->ctr_test_file);
+            rc = zp_errors_set(err, errlen, ZEPS_EDATA, "%s: no test examples", cfg->ctr_test_file);
     }
     if (rc != 0)
         return rc;
@@ -114,7 +118,7 @@ static void destroy(zp_model **mp)
 static int create(zp_model **out, const zp_config *cfg, int rank, int num_workers, char *err,
                   size_t errlen)
 {
-    zp_model *m = zp_xcalloc(1, sizeof(*m));
+    zp_model *m = zp_alloc_zeroed(1, sizeof(*m));
     m->cfg = cfg;
     m->rank = rank;
     m->nworkers = num_workers;
@@ -128,9 +132,9 @@ static int create(zp_model **out, const zp_config *cfg, int rank, int num_worker
     m->batch = (size_t)cfg->batch_size;
     m->part_max = largest_partition(m);
     m->spe = (m->part_max + m->batch - 1) / m->batch;
-    m->order = zp_xmalloc(m->train->n * sizeof(uint32_t));
+    m->order = zp_alloc(m->train->n * sizeof(uint32_t));
     if (m->test)
-        m->logit = zp_xmalloc((m->test->n ? m->test->n : 1) * sizeof(float));
+        m->logit = zp_alloc((m->test->n ? m->test->n : 1) * sizeof(float));
     zp_info("ctr: %zu steps per epoch (batch %zu), emb_dim %u, sparse %s", m->spe, m->batch, m->dim,
             cfg->ctr_sparse_optimizer);
     *out = m;
@@ -171,8 +175,8 @@ static int batch_examples(const zp_model *m)
 
 static zp_model_batch *batch_new(zp_model *m)
 {
-    zp_model_batch *b = zp_xcalloc(1, sizeof(*b));
-    b->ex = zp_xmalloc(m->batch * sizeof(size_t));
+    zp_model_batch *b = zp_alloc_zeroed(1, sizeof(*b));
+    b->ex = zp_alloc(m->batch * sizeof(size_t));
     return b;
 }
 
@@ -209,12 +213,12 @@ static size_t batch_pick(zp_model *m, zp_model_batch *b, int64_t step, const uin
     b->nb = m->part_max - a < m->batch ? m->part_max - a : m->batch;
     for (size_t i = 0; i < b->nb; i++)
         b->ex[i] = m->order[(a + i) % n];
-    b->np = zp_ctr_batch_positions(m->train, b->ex, b->nb);
+    b->np = zp_ctr_math_batch_positions(m->train, b->ex, b->nb);
     if (b->np > b->cap) {
         b->cap = b->np;
-        b->ids = zp_xrealloc(b->ids, b->cap * sizeof(uint64_t));
+        b->ids = zp_alloc_resize(b->ids, b->cap * sizeof(uint64_t));
     }
-    zp_ctr_batch_ids(m->train, b->ex, b->nb, b->ids);
+    zp_ctr_math_batch_ids(m->train, b->ex, b->nb, b->ids);
     *ids = b->ids;
     *npos = b->np;
     return b->nb;
@@ -222,8 +226,8 @@ static size_t batch_pick(zp_model *m, zp_model_batch *b, int64_t step, const uin
 
 static double batch_grad(zp_model *m, zp_model_batch *b, float *const *w, float *const *g)
 {
-    double loss = zp_ctr_model_pass(m->train, b->ex, b->nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE],
-                                    NULL, g[T_LIN], g[T_EMB], g[T_DENSE]);
+    double loss = zp_ctr_math_pass(m->train, b->ex, b->nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE],
+                                   NULL, g[T_LIN], g[T_EMB], g[T_DENSE]);
     /* The pass gives the gradient of the batch's mean loss. Sparse rows get
      * the sum over the batch instead (FTRL-Proximal's per-example
      * convention): an id's step then does not shrink with the batch size,
@@ -262,17 +266,17 @@ static void eval_chunk(zp_model *m, size_t k, float *const *w)
     size_t nb, a = chunk(m, k, &nb);
     for (size_t i = 0; i < nb; i++)
         m->ex[i] = a + i;
-    zp_ctr_model_pass(m->test, m->ex, nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE], &m->logit[a],
-                      NULL, NULL, NULL);
+    zp_ctr_math_pass(m->test, m->ex, nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE], &m->logit[a], NULL,
+                     NULL, NULL);
 }
 
 static int eval_finish(zp_model *m, zp_eval *out)
 {
     const zp_ctr_data *d = m->test;
     *out = (zp_eval){
-        .loss = zp_ctr_logloss(m->logit, d->label, d->n),
-        .accuracy = zp_ctr_accuracy(m->logit, d->label, d->n),
-        .auc = zp_ctr_auc(m->logit, d->label, d->n),
+        .loss = zp_ctr_metrics_logloss(m->logit, d->label, d->n),
+        .accuracy = zp_ctr_metrics_accuracy(m->logit, d->label, d->n),
+        .auc = zp_ctr_metrics_auc(m->logit, d->label, d->n),
         .distance = NAN,
         .rel_distance = NAN,
         .examples = (int)d->n,
@@ -280,7 +284,7 @@ static int eval_finish(zp_model *m, zp_eval *out)
     return 0;
 }
 
-const zp_model_ops zp_model_ctr = {
+const zp_model_ops zp_ctr_ops = {
     .name = "ctr",
     .reports_auc = 1,
     .create = create,

@@ -8,10 +8,10 @@
 #include <string.h>
 
 static const zp_model_ops *const models[] = {
-    &zp_model_quadratic,
-    &zp_model_softmax,
-    &zp_model_mlp,
-    &zp_model_ctr,
+    &zp_quadratic_ops,
+    &zp_softmax_ops,
+    &zp_mlp_ops,
+    &zp_ctr_ops,
 };
 
 #define NUM_MODELS (sizeof(models) / sizeof(models[0]))

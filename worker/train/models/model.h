@@ -108,9 +108,9 @@ const zp_model_ops *zp_model_find(const char *name);
 /* Comma-separated list of the model names, for messages. */
 const char *zp_model_names(void);
 
-extern const zp_model_ops zp_model_quadratic;
-extern const zp_model_ops zp_model_softmax;
-extern const zp_model_ops zp_model_mlp;
-extern const zp_model_ops zp_model_ctr;
+extern const zp_model_ops zp_quadratic_ops;
+extern const zp_model_ops zp_softmax_ops;
+extern const zp_model_ops zp_mlp_ops;
+extern const zp_model_ops zp_ctr_ops;
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * model_quadratic.c - "quadratic": f(x) = 1/2 ||A x - b||^2, a problem whose
+ * quadratic.c - "quadratic": f(x) = 1/2 ||A x - b||^2, a problem whose
  * answer is known, for testing optimizers and consistency modes.
  *
  * The Hessian H = A^T A = Q diag(lambda) Q^T has eigenvalues log-spaced from
@@ -13,8 +13,10 @@
  * O(d^3) (Gram-Schmidt) and d^2 doubles of memory, so d is meant to stay in the
  * hundreds or low thousands.
  */
-#include "util.h"
+#include "alloc.h"
+#include "errors.h"
 #include "model.h"
+#include "rng.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -87,28 +89,29 @@ static int quad_create(zp_model **out, const zp_config *cfg, int rank, int num_w
     int d = cfg->dim;
     double kappa = cfg->condition;
     if (d < 1 || d > QUAD_MAX_DIM)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG, "training.dim must be in 1..%d, not %d",
-                      QUAD_MAX_DIM, d);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "training.dim must be in 1..%d, not %d",
+                             QUAD_MAX_DIM, d);
     if (!isfinite(kappa) || kappa < 1.0)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG,
-                      "training.condition must be a finite number >= 1, not %g", kappa);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                             "training.condition must be a finite number >= 1, not %g", kappa);
     if (cfg->iterations < 1)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG, "training.iterations must be >= 1, not %d",
-                      cfg->iterations);
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "training.iterations must be >= 1, not %d",
+                             cfg->iterations);
 
-    zp_model *m = zp_xcalloc(1, sizeof(*m));
+    zp_model *m = zp_alloc_zeroed(1, sizeof(*m));
     m->d = d;
     m->iterations = cfg->iterations;
     m->a = malloc((size_t)d * d * sizeof(double));
     if (m->a == NULL) {
         quad_destroy(&m);
-        return zp_seterr(err, errlen, ZEPS_ENOMEM, "quadratic: cannot allocate a %dx%d matrix", d, d);
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM, "quadratic: cannot allocate a %dx%d matrix",
+                             d, d);
     }
-    m->b = zp_xcalloc((size_t)d, sizeof(double));
-    m->xstar = zp_xcalloc((size_t)d, sizeof(double));
-    m->x = zp_xcalloc((size_t)d, sizeof(double));
-    m->r = zp_xcalloc((size_t)d, sizeof(double));
-    m->g = zp_xcalloc((size_t)d, sizeof(double));
+    m->b = zp_alloc_zeroed((size_t)d, sizeof(double));
+    m->xstar = zp_alloc_zeroed((size_t)d, sizeof(double));
+    m->x = zp_alloc_zeroed((size_t)d, sizeof(double));
+    m->r = zp_alloc_zeroed((size_t)d, sizeof(double));
+    m->g = zp_alloc_zeroed((size_t)d, sizeof(double));
 
     zp_rng rng;
     zp_rng_seed(&rng, cfg->seed, STREAM_QUADRATIC, (uint64_t)d);
@@ -186,7 +189,7 @@ static int quad_evaluate(zp_model *m, float *const *w, zp_eval *out)
     return 0;
 }
 
-const zp_model_ops zp_model_quadratic = {
+const zp_model_ops zp_quadratic_ops = {
     .name = "quadratic",
     .create = quad_create,
     .destroy = quad_destroy,

@@ -1,5 +1,5 @@
 /*
- * test_args.c - a daemon's identity (shard index, worker rank) from its flag
+ * test_daemon.c - a daemon's identity (shard index, worker rank) from its flag
  * or the engine's environment: each source, the order of precedence, and bad
  * values refused with a message that names the variable and its value.
  *
@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "args.h"
+#include "daemon.h"
 #include "check_main.h"
 #include "identity.h"
 #include "zeps_errors.h"

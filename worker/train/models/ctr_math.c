@@ -1,5 +1,5 @@
 /*
- * model_ctr.c - forward and backward pass of the ctr model (model_ctr.h).
+ * ctr_math.c - forward and backward pass of the ctr model (ctr_math.h).
  *
  * Per example: S_d = sum_i v_id a_i and Q = sum_i,d v_id^2 a_i^2 give the
  * FM term (|S|^2 - Q) / 2; with g = (sigmoid(z) - y) / nb the gradients
@@ -7,7 +7,7 @@
  * dz/db = 1. Accumulation is in double per example; rows stay f32 as on
  * the servers.
  */
-#include "model_ctr.h"
+#include "ctr_math.h"
 
 #include <math.h>
 #include <string.h>
@@ -16,7 +16,7 @@
 
 #define MAX_DIM 4096
 
-size_t zp_ctr_batch_positions(const zp_ctr_data *d, const size_t *ex, size_t nb)
+size_t zp_ctr_math_batch_positions(const zp_ctr_data *d, const size_t *ex, size_t nb)
 {
     size_t n = 0;
     for (size_t b = 0; b < nb; b++)
@@ -24,7 +24,7 @@ size_t zp_ctr_batch_positions(const zp_ctr_data *d, const size_t *ex, size_t nb)
     return n;
 }
 
-size_t zp_ctr_batch_ids(const zp_ctr_data *d, const size_t *ex, size_t nb, uint64_t *ids)
+size_t zp_ctr_math_batch_ids(const zp_ctr_data *d, const size_t *ex, size_t nb, uint64_t *ids)
 {
     size_t n = 0;
     for (size_t b = 0; b < nb; b++) {
@@ -35,9 +35,9 @@ size_t zp_ctr_batch_ids(const zp_ctr_data *d, const size_t *ex, size_t nb, uint6
     return n;
 }
 
-double zp_ctr_model_pass(const zp_ctr_data *d, const size_t *ex, size_t nb, uint32_t dim,
-                         const float *lin, const float *emb, const float *dw, float *logit,
-                         float *glin, float *gemb, float *gdense)
+double zp_ctr_math_pass(const zp_ctr_data *d, const size_t *ex, size_t nb, uint32_t dim,
+                        const float *lin, const float *emb, const float *dw, float *logit,
+                        float *glin, float *gemb, float *gdense)
 {
     int nd = d->ndense;
     double loss = 0, s[MAX_DIM];

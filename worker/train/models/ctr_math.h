@@ -1,5 +1,5 @@
 /*
- * model_ctr.h - the ctr model's mathematics: logistic regression over
+ * ctr_math.h - the ctr model's mathematics: logistic regression over
  * sparse ids plus a factorization machine over their embeddings plus a
  * linear term over the dense features.
  *
@@ -13,13 +13,13 @@
  * <v_i, v_k> a_i a_k computed in O(n D) by the square-of-sums trick.
  *
  * The functions work on rows laid out per position: the ids of a batch of
- * examples concatenated in order (zp_ctr_batch_ids), row p of every table
+ * examples concatenated in order (zp_ctr_math_batch_ids), row p of every table
  * for position p - exactly what zeps_sbatch pulls and what its push sums
  * back per distinct id. Nothing here talks to the network, so the tests
  * check the gradient by finite differences and train in-process with it.
  */
-#ifndef ZP_MODEL_CTR_H
-#define ZP_MODEL_CTR_H
+#ifndef ZP_CTR_MATH_H
+#define ZP_CTR_MATH_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -27,9 +27,9 @@
 #include "ctr_data.h"
 
 /* The positions of examples ex[0..nb) of d: writes their ids, in order,
- * into ids (room for zp_ctr_batch_positions) and returns how many. */
-size_t zp_ctr_batch_positions(const zp_ctr_data *d, const size_t *ex, size_t nb);
-size_t zp_ctr_batch_ids(const zp_ctr_data *d, const size_t *ex, size_t nb, uint64_t *ids);
+ * into ids (room for zp_ctr_math_batch_positions) and returns how many. */
+size_t zp_ctr_math_batch_positions(const zp_ctr_data *d, const size_t *ex, size_t nb);
+size_t zp_ctr_math_batch_ids(const zp_ctr_data *d, const size_t *ex, size_t nb, uint64_t *ids);
 
 /* Forward (and backward) pass over examples ex[0..nb) of d.
  *   lin[p], emb[p * dim ..]: rows of the linear and embedding tables for
@@ -38,8 +38,8 @@ size_t zp_ctr_batch_ids(const zp_ctr_data *d, const size_t *ex, size_t nb, uint6
  * writes the gradient of the MEAN loss over the batch: glin/gemb per
  * position (the caller or the server sums positions of one id), gdense
  * (ndense + 1). Returns the mean logloss. */
-double zp_ctr_model_pass(const zp_ctr_data *d, const size_t *ex, size_t nb, uint32_t dim,
-                         const float *lin, const float *emb, const float *dw, float *logit,
-                         float *glin, float *gemb, float *gdense);
+double zp_ctr_math_pass(const zp_ctr_data *d, const size_t *ex, size_t nb, uint32_t dim,
+                        const float *lin, const float *emb, const float *dw, float *logit,
+                        float *glin, float *gemb, float *gdense);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * model_mlp.c - "mlp": 784 -> hidden (ReLU) -> 10 with softmax cross-entropy
+ * mlp.c - "mlp": 784 -> hidden (ReLU) -> 10 with softmax cross-entropy
  * on Fashion-MNIST, the non-convex model.
  *
  * Tables, all row-major with the input index first: "w1" (784 x hidden, He
@@ -10,7 +10,8 @@
  * chunk, so grad() and evaluate() never allocate. Gradients are the mean over
  * the minibatch. The data side is zp_mnist_data, shared with softmax.
  */
-#include "util.h"
+#include "alloc.h"
+#include "errors.h"
 #include "model.h"
 
 #include <math.h>
@@ -54,9 +55,9 @@ static int mlp_create(zp_model **out, const zp_config *cfg, int rank, int num_wo
                       size_t errlen)
 {
     if (cfg->hidden < 1 || cfg->hidden > MAX_HIDDEN)
-        return zp_seterr(err, errlen, ZEPS_ECONFIG, "training.hidden must be in 1..%d, not %d",
-                      MAX_HIDDEN, cfg->hidden);
-    zp_model *m = zp_xcalloc(1, sizeof(*m));
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "training.hidden must be in 1..%d, not %d",
+                             MAX_HIDDEN, cfg->hidden);
+    zp_model *m = zp_alloc_zeroed(1, sizeof(*m));
     int rc = zp_mnist_data_new(&m->data, cfg, rank, num_workers, err, errlen);
     if (rc != 0) {
         mlp_destroy(&m);
@@ -65,9 +66,9 @@ static int mlp_create(zp_model **out, const zp_config *cfg, int rank, int num_wo
     m->batch = zp_mnist_data_batch_size(m->data);
     m->hidden = cfg->hidden;
     size_t rows = m->batch > ZP_MNIST_EVAL_CHUNK ? (size_t)m->batch : ZP_MNIST_EVAL_CHUNK;
-    m->a1 = zp_xcalloc(rows * (size_t)m->hidden, sizeof(float));
-    m->da1 = zp_xcalloc((size_t)m->batch * m->hidden, sizeof(float));
-    m->dlogits = zp_xcalloc((size_t)m->batch * NK, sizeof(float));
+    m->a1 = zp_alloc_zeroed(rows * (size_t)m->hidden, sizeof(float));
+    m->da1 = zp_alloc_zeroed((size_t)m->batch * m->hidden, sizeof(float));
+    m->dlogits = zp_alloc_zeroed((size_t)m->batch * NK, sizeof(float));
     *out = m;
     return 0;
 }
@@ -163,7 +164,7 @@ static int mlp_evaluate(zp_model *m, float *const *w, zp_eval *out)
     return zp_mnist_evaluate(m->data, forward, m, w, out);
 }
 
-const zp_model_ops zp_model_mlp = {
+const zp_model_ops zp_mlp_ops = {
     .name = "mlp",
     .create = mlp_create,
     .destroy = mlp_destroy,

@@ -1,7 +1,7 @@
 /*
- * args.c - see args.h. getopt_long does the parsing.
+ * daemon.c - see daemon.h. getopt_long does the parsing.
  */
-#include "args.h"
+#include "daemon.h"
 
 #include <getopt.h>
 #include <stdio.h>

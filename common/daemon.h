@@ -1,5 +1,5 @@
 /*
- * args.h - the command line and start-up shared by the zeps daemons.
+ * daemon.h - the command line and start-up shared by the zeps daemons.
  *
  *   zeps-server --config FILE [--shard N|auto] [--log-level L]
  *   zeps-worker --config FILE [--rank N|auto]  [--log-level L]
@@ -10,8 +10,8 @@
  * cluster file is loaded and checked, and the index checked against it,
  * before the daemon touches the network.
  */
-#ifndef ZP_ARGS_H
-#define ZP_ARGS_H
+#ifndef ZP_DAEMON_H
+#define ZP_DAEMON_H
 
 #include "config.h"
 

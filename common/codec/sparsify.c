@@ -1,6 +1,6 @@
 /*
- * sparse.c - the sparse codecs topk and randk, [u32 k][k x u32 index]
- * [k x f32 value], and zp_codec_k, the k both send; see codec.h for the
+ * sparsify.c - the sparsifying codecs topk and randk, [u32 k][k x u32 index]
+ * [k x f32 value], and zp_sparsify_k, the k both send; see codec.h for the
  * layouts and docs/compression.md for the rules.
  *
  * Neither sorts, and both emit indices already in increasing order: topk
@@ -15,8 +15,10 @@
 
 #include "codec.h"
 #include "codec_bits.h"
+#include "errors.h"
+#include "rng.h"
 
-size_t zp_codec_k(size_t n, const zp_codec_params *p)
+size_t zp_sparsify_k(size_t n, const zp_codec_params *p)
 {
     if (n == 0)
         return 0;
@@ -30,7 +32,7 @@ size_t zp_codec_k(size_t n, const zp_codec_params *p)
 
 static size_t sparse_size(size_t n, const zp_codec_params *p)
 {
-    return 4 + 8 * zp_codec_k(n, p);
+    return 4 + 8 * zp_sparsify_k(n, p);
 }
 
 static int sparse_validate(const zp_codec_ops *c, const void *buf, size_t len, size_t n, char *err,
@@ -38,32 +40,32 @@ static int sparse_validate(const zp_codec_ops *c, const void *buf, size_t len, s
 {
     const unsigned char *b = buf;
     if (len < 4)
-        return zp_seterr(err, errlen, ZEPS_ESIZE,
-                         "%s payload of %zu bytes is shorter than its 4-byte k", c->name, len);
+        return zp_errors_set(err, errlen, ZEPS_ESIZE,
+                             "%s payload of %zu bytes is shorter than its 4-byte k", c->name, len);
     uint32_t k = ld32(b);
     if (k > n)
-        return zp_seterr(err, errlen, ZEPS_EPROTO, "%s: k = %u exceeds n = %zu", c->name, k, n);
+        return zp_errors_set(err, errlen, ZEPS_EPROTO, "%s: k = %u exceeds n = %zu", c->name, k, n);
     if (len != 4 + 8 * (size_t)k)
-        return zp_seterr(err, errlen, ZEPS_ESIZE,
-                         "%s payload with k = %u must be %zu bytes, got %zu", c->name, k,
-                         4 + 8 * (size_t)k, len);
+        return zp_errors_set(err, errlen, ZEPS_ESIZE,
+                             "%s payload with k = %u must be %zu bytes, got %zu", c->name, k,
+                             4 + 8 * (size_t)k, len);
     const unsigned char *idx = b + 4;
     uint32_t prev = 0;
     for (uint32_t j = 0; j < k; j++) {
         uint32_t i = ld32(idx + 4 * (size_t)j);
         if (i >= n)
-            return zp_seterr(err, errlen, ZEPS_ERANGE, "%s: index[%u] = %u is not below n = %zu",
-                             c->name, j, i, n);
+            return zp_errors_set(err, errlen, ZEPS_ERANGE,
+                                 "%s: index[%u] = %u is not below n = %zu", c->name, j, i, n);
         if (j > 0 && i <= prev)
-            return zp_seterr(err, errlen, ZEPS_EPROTO,
-                             "%s: indices must be strictly increasing, index[%u] = %u %s %u",
-                             c->name, j, i, i == prev ? "duplicates" : "follows", prev);
+            return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                                 "%s: indices must be strictly increasing, index[%u] = %u %s %u",
+                                 c->name, j, i, i == prev ? "duplicates" : "follows", prev);
         prev = i;
     }
     size_t j = first_nonfinite_f32(idx + 4 * (size_t)k, k);
     if (j < k)
-        return zp_seterr(err, errlen, ZEPS_ENONFINITE, "%s: value %zu (index %u) is NaN or Inf",
-                         c->name, j, ld32(idx + 4 * j));
+        return zp_errors_set(err, errlen, ZEPS_ENONFINITE, "%s: value %zu (index %u) is NaN or Inf",
+                             c->name, j, ld32(idx + 4 * j));
     return 0;
 }
 
@@ -141,7 +143,7 @@ static size_t topk_encode(const float *x, size_t n, const zp_codec_params *p, ui
                           void *out)
 {
     unsigned char *o = out;
-    size_t k = zp_codec_k(n, p);
+    size_t k = zp_sparsify_k(n, p);
     assert(n <= UINT32_MAX);
     st32(o, (uint32_t)k);
     unsigned char *idx = o + 4, *val = o + 4 + 4 * k;
@@ -174,10 +176,10 @@ static size_t topk_encode(const float *x, size_t n, const zp_codec_params *p, ui
 
 static int topk_validate(const void *buf, size_t len, size_t n, char *err, size_t errlen)
 {
-    return sparse_validate(&zp_codec_topk, buf, len, n, err, errlen);
+    return sparse_validate(&zp_sparsify_topk_ops, buf, len, n, err, errlen);
 }
 
-const zp_codec_ops zp_codec_topk = {
+const zp_codec_ops zp_sparsify_topk_ops = {
     .name = "topk",
     .id = ZP_CODEC_TOPK,
     .layout = "[u32 k][k x u32 index, strictly increasing][k x f32 value]",
@@ -199,7 +201,7 @@ static size_t randk_encode(const float *x, size_t n, const zp_codec_params *p, u
                            void *out)
 {
     unsigned char *o = out;
-    size_t k = zp_codec_k(n, p);
+    size_t k = zp_sparsify_k(n, p);
     assert(n <= UINT32_MAX);
     st32(o, (uint32_t)k);
     if (k == 0)
@@ -226,10 +228,10 @@ static size_t randk_encode(const float *x, size_t n, const zp_codec_params *p, u
 
 static int randk_validate(const void *buf, size_t len, size_t n, char *err, size_t errlen)
 {
-    return sparse_validate(&zp_codec_randk, buf, len, n, err, errlen);
+    return sparse_validate(&zp_sparsify_randk_ops, buf, len, n, err, errlen);
 }
 
-const zp_codec_ops zp_codec_randk = {
+const zp_codec_ops zp_sparsify_randk_ops = {
     .name = "randk",
     .id = ZP_CODEC_RANDK,
     .layout = "[u32 k][k x u32 index, strictly increasing][k x f32 value * n/k]",

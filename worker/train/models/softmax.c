@@ -1,5 +1,5 @@
 /*
- * model_softmax.c - "softmax": multinomial logistic regression 784 -> 10 on
+ * softmax.c - "softmax": multinomial logistic regression 784 -> 10 on
  * Fashion-MNIST, the convex classifier.
  *
  * Tables "W" (784 x 10, row-major: W[i*10 + k] links pixel i to class k) and
@@ -16,6 +16,7 @@
 
 #include <cblas.h>
 
+#include "alloc.h"
 #include "mnist.h"
 
 #define NI ZP_MNIST_PIXELS
@@ -41,14 +42,14 @@ static void softmax_destroy(zp_model **mp)
 static int softmax_create(zp_model **out, const zp_config *cfg, int rank, int num_workers,
                           char *err, size_t errlen)
 {
-    zp_model *m = zp_xcalloc(1, sizeof(*m));
+    zp_model *m = zp_alloc_zeroed(1, sizeof(*m));
     int rc = zp_mnist_data_new(&m->data, cfg, rank, num_workers, err, errlen);
     if (rc != 0) {
         softmax_destroy(&m);
         return rc;
     }
     m->batch = zp_mnist_data_batch_size(m->data);
-    m->dlogits = zp_xcalloc((size_t)m->batch * NK, sizeof(float));
+    m->dlogits = zp_alloc_zeroed((size_t)m->batch * NK, sizeof(float));
     *out = m;
     return 0;
 }
@@ -115,7 +116,7 @@ static int softmax_evaluate(zp_model *m, float *const *w, zp_eval *out)
     return zp_mnist_evaluate(m->data, forward, NULL, w, out);
 }
 
-const zp_model_ops zp_model_softmax = {
+const zp_model_ops zp_softmax_ops = {
     .name = "softmax",
     .create = softmax_create,
     .destroy = softmax_destroy,

@@ -1,0 +1,30 @@
+/*
+ * alloc.h - allocation that aborts on exhaustion, and the malloc tuning of
+ * every zeps process.
+ *
+ * Out-of-memory policy (written down once): small and fixed-size allocations
+ * go through zp_alloc & co., which abort with a message, since a daemon that
+ * cannot allocate a few hundred bytes cannot do anything useful. Sizes that
+ * come from the network or from a table declaration are checked against the
+ * configured limits first and allocated with plain malloc, and failure is an
+ * ENOMEM reply, not an abort.
+ */
+#ifndef ZP_ALLOC_H
+#define ZP_ALLOC_H
+
+#include <stddef.h>
+
+/* malloc, calloc, realloc and strdup that never return NULL (a size of 0
+ * allocates 1 byte). The caller owns the result and frees it with free(). */
+void *zp_alloc(size_t n);
+void *zp_alloc_zeroed(size_t n, size_t size);
+void *zp_alloc_resize(void *p, size_t n);
+char *zp_alloc_strdup(const char *s);
+
+/* Keep large buffers on the heap instead of fresh mmaps: glibc maps every
+ * allocation over 32 MB anew (and every heap of a secondary arena) and the
+ * kernel faults it in page by page on every use, which halves the
+ * throughput of large messages. Call once at start-up, before threads. */
+void zp_alloc_tune(void);
+
+#endif

@@ -42,6 +42,7 @@
 #define ZP_CAP_CUTS 0x1u     /* snapshots are consistent cuts at a common clock */
 #define ZP_CAP_ROLLBACK 0x2u /* a restored shard sends the whole job back to its cut */
 #define ZP_CAP_BOUND 0x4u    /* pulls wait for a staleness bound (TableStats.staleness) */
+/* The same bits are public in zeps.h as ZEPS_CAP_* (zeps_consistency). */
 
 #define ZP_MAX_FRAMES 4
 

@@ -211,6 +211,13 @@ int zeps_num_shards(const zeps_client *c)
     return c ? c->nshards : 0;
 }
 
+const char *zeps_consistency(const zeps_client *c, uint32_t *caps)
+{
+    if (caps != NULL)
+        *caps = c ? c->caps : 0;
+    return c ? c->consistency : "";
+}
+
 int zeps_num_workers(const zeps_client *c)
 {
     return c ? c->nworkers : 0;

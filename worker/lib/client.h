@@ -46,6 +46,7 @@ struct zeps_client {
     uint64_t next_req_id;
     int nworkers;         /* HELLO reply */
     uint32_t caps;        /* HELLO reply: ZP_CAP_* of the cluster's consistency mode */
+    char consistency[16]; /* HELLO reply: the mode's name, for people and logs */
     int64_t resume_clock; /* zeps_resume_clock (client.c at start, req.c on ERESTARTED) */
     uint64_t resume_set;  /* the snapshot set of the cut to resume from */
     int abort_all;        /* ZP_CAP_ROLLBACK: a shard restarted; fail every request */

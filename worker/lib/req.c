@@ -294,6 +294,10 @@ static int on_restarted(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header
 
 /* The HELLO reply of shard k: its incarnation, where this worker resumes,
  * and what the cluster's consistency mode implies (caps). */
+_Static_assert(ZEPS_CAP_CUTS == ZP_CAP_CUTS && ZEPS_CAP_ROLLBACK == ZP_CAP_ROLLBACK &&
+                   ZEPS_CAP_BOUND == ZP_CAP_BOUND,
+               "zeps.h's capability bits are the wire's");
+
 static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
 {
     zp_shard *sh = &c->shards[k];
@@ -306,6 +310,7 @@ static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
     sh->rejoined = (h->flags & ZP_FLAG_REJOINED) != 0;
     c->nworkers = (int)h->num_workers;
     c->caps = h->caps;
+    snprintf(c->consistency, sizeof(c->consistency), "%s", h->consistency ? h->consistency : "");
     if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->nshards)
         return zp_req_fail(c, ZEPS_ECONFIG,
                            "%s answered as shard %u of %u, but the cluster lists it as shard %d "

@@ -327,6 +327,14 @@ int zeps_barrier(zeps_client *c);
  * (0 before any). */
 uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard);
 
+/* The cluster's consistency mode as the shards said at HELLO: its name
+ * ("bsp", ...; for people and logs: decide nothing by it) and, in *caps if
+ * not NULL, what it implies (ZEPS_CAP_*). The string lives as long as c. */
+#define ZEPS_CAP_CUTS 0x1u     /* snapshots are consistent cuts at a common clock */
+#define ZEPS_CAP_ROLLBACK 0x2u /* a restored shard sends the whole job back to its cut */
+#define ZEPS_CAP_BOUND 0x4u    /* pulls wait for a staleness bound */
+const char *zeps_consistency(const zeps_client *c, uint32_t *caps);
+
 /* Cluster layout learnt at HELLO. */
 int zeps_num_shards(const zeps_client *c);
 int zeps_num_workers(const zeps_client *c);

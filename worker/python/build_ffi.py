@@ -153,6 +153,7 @@ int zeps_barrier(zeps_client *c);
 uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard);
 int zeps_num_shards(const zeps_client *c);
 int zeps_num_workers(const zeps_client *c);
+const char *zeps_consistency(const zeps_client *c, uint32_t *caps);
 uint32_t zeps_rank(const zeps_client *c);
 void zeps_client_get_stats(const zeps_client *c, zeps_client_stats *out);
 const char *zeps_last_error(const zeps_client *c);

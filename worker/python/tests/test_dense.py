@@ -13,6 +13,8 @@ def test_push_pull_sgd_exact(make_cluster):
     cl = make_cluster(servers=2, workers=1)
     with cl.client(0) as c:
         assert (c.rank, c.num_shards, c.num_workers) == (0, 2, 1)
+        assert c.consistency == {"mode": "async", "cuts": False, "rollback": False,
+                                 "bound": False}
         w = c.declare("w", 1001, optimizer="sgd", lr=0.5)
         assert w.length == 1001
         np.testing.assert_array_equal(w.pull(clock=0), np.zeros(1001, np.float32))
@@ -95,6 +97,7 @@ def test_gil_released_while_waiting(make_cluster):
     thread keeps running meanwhile."""
     cl = make_cluster(servers=1, workers=2, consistency="bsp")
     with cl.client(0) as c0, cl.client(1) as c1:
+        assert c0.consistency == {"mode": "bsp", "cuts": True, "rollback": True, "bound": False}
         w0 = c0.declare("w", 10, optimizer="sgd", lr=1.0)
         w1 = c1.declare("w", 10, optimizer="sgd", lr=1.0)
         w0.push(np.ones(10, np.float32), clock=0)

@@ -211,6 +211,19 @@ class Client:
         return int(lib.zeps_num_workers(self._c))
 
     @property
+    def consistency(self):
+        """The cluster's consistency mode as the shards told it at HELLO:
+        {"mode": "bsp", "cuts": bool, "rollback": bool, "bound": bool}
+        (cuts: snapshots are consistent cuts; rollback: a restored shard
+        sends the job back to its cut; bound: pulls wait for a staleness
+        bound)."""
+        self._check()
+        caps = ffi.new("uint32_t *")
+        name = ffi.string(lib.zeps_consistency(self._c, caps)).decode()
+        return {"mode": name, "cuts": bool(caps[0] & 1), "rollback": bool(caps[0] & 2),
+                "bound": bool(caps[0] & 4)}
+
+    @property
     def resume_clock(self):
         """The clock this worker resumes at (0 for a new job)."""
         return int(lib.zeps_resume_clock(self._c))

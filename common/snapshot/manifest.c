@@ -263,12 +263,14 @@ int zp_manifest_set_complete(const char *dir, uint64_t setid, uint32_t nshards, 
     return 0;
 }
 
-int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char *err, size_t errlen)
+/* Describe set `setid` from its files' headers into *set (which owns
+ * set->files on success): every file present, of this set, agreeing on the
+ * clock. Returns 0 or an error naming the file. */
+static int describe_set(const char *dir, uint64_t setid, uint32_t nshards, zp_snap_set *set,
+                        char *err, size_t errlen)
 {
-    if (nshards == 0)
-        return zp_errors_set(err, errlen, ZEPS_EINVAL, "set %016" PRIx64 ": 0 shards", setid);
-    zp_snap_set set = {.setid = setid, .nshards = nshards};
-    set.files = zp_alloc_zeroed(nshards, sizeof(zp_snap_file));
+    *set = (zp_snap_set){.setid = setid, .nshards = nshards};
+    set->files = zp_alloc_zeroed(nshards, sizeof(zp_snap_file));
     int rc = 0;
     for (uint32_t i = 0; i < nshards && !rc; i++) {
         char path[PATH_MAX];
@@ -280,56 +282,77 @@ int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char 
         }
         rc = zp_snapshot_read_info(path, &in, err, errlen);
         if (!rc && (in.h.setid != setid || in.h.shard != i || in.h.nshards != nshards ||
-                    (i > 0 && in.h.clock != set.clock)))
+                    (i > 0 && in.h.clock != set->clock)))
             rc = zp_errors_set(
                 err, errlen, ZEPS_EDATA,
                 "snapshot %s: header says set %016" PRIx64 " shard %u of %u clock %" PRId64
                 ", not part of set %016" PRIx64 " of %u shards (clock %" PRId64 ")",
-                path, in.h.setid, in.h.shard, in.h.nshards, in.h.clock, setid, nshards, set.clock);
+                path, in.h.setid, in.h.shard, in.h.nshards, in.h.clock, setid, nshards,
+                set->clock);
         if (rc)
             break;
         if (i == 0) {
-            set.clock = in.h.clock;
-            set.created_ns = in.h.created_ns;
+            set->clock = in.h.clock;
+            set->created_ns = in.h.created_ns;
         }
-        if (in.h.created_ns > set.created_ns)
-            set.created_ns = in.h.created_ns;
-        zp_snap_file *f = &set.files[i];
+        if (in.h.created_ns > set->created_ns)
+            set->created_ns = in.h.created_ns;
+        zp_snap_file *f = &set->files[i];
         snprintf(f->name, sizeof(f->name), "set-%016" PRIx64 "/shard-%u-of-%u.zsnap", setid, i,
                  nshards);
         f->size = in.file_size;
         f->header_crc = in.header_crc;
     }
     if (rc) {
-        free(set.files);
-        return rc;
+        free(set->files);
+        set->files = NULL;
     }
+    return rc;
+}
 
+/* Put `set` into m, newest first, replacing an entry of the same id; m
+ * takes set->files. */
+static void insert_set(zp_manifest *m, zp_snap_set *set)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < m->nsets; i++)
+        if (m->sets[i].setid == set->setid) {
+            free(m->sets[i].files);
+            memmove(&m->sets[i], &m->sets[i + 1], (m->nsets - i - 1) * sizeof(zp_snap_set));
+            m->nsets--;
+            break;
+        }
+    while (at < m->nsets && m->sets[at].setid > set->setid)
+        at++;
+    m->sets = zp_alloc_resize(m->sets, (m->nsets + 1) * sizeof(zp_snap_set));
+    memmove(&m->sets[at + 1], &m->sets[at], (m->nsets - at) * sizeof(zp_snap_set));
+    m->sets[at] = *set;
+    m->nsets++;
+    set->files = NULL;
+}
+
+/* The files are read under the manifest lock, as prune deletes under it:
+ * a set that a newer one pruned while its last writer was still on its
+ * way (writers run in parallel at a low priority) is gone by then and is
+ * not recorded; the manifest never names a file that is gone. */
+int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char *err, size_t errlen)
+{
+    if (nshards == 0)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "set %016" PRIx64 ": 0 shards", setid);
     int lk = manifest_lock(dir, err, errlen);
-    if (lk < 0) {
-        free(set.files);
+    if (lk < 0)
         return ZEPS_EIO;
-    }
     zp_manifest *m = NULL;
-    rc = zp_manifest_load(dir, &m, err, errlen);
+    zp_snap_set set = {0};
+    int rc = zp_manifest_load(dir, &m, err, errlen);
     if (!rc) {
-        /* Replace an entry of the same id; keep the list newest first. */
-        size_t at = 0;
-        for (size_t i = 0; i < m->nsets; i++)
-            if (m->sets[i].setid == setid) {
-                free(m->sets[i].files);
-                memmove(&m->sets[i], &m->sets[i + 1], (m->nsets - i - 1) * sizeof(zp_snap_set));
-                m->nsets--;
-                break;
-            }
-        while (at < m->nsets && m->sets[at].setid > setid)
-            at++;
-        m->sets = zp_alloc_resize(m->sets, (m->nsets + 1) * sizeof(zp_snap_set));
-        memmove(&m->sets[at + 1], &m->sets[at], (m->nsets - at) * sizeof(zp_snap_set));
-        m->sets[at] = set;
-        m->nsets++;
-        set.files = NULL; /* m owns it now */
-        rc = manifest_store(dir, m, err, errlen);
+        rc = describe_set(dir, setid, nshards, &set, err, errlen);
+        if (rc && m->nsets > 0 && m->sets[0].setid > setid)
+            rc = 0; /* pruned by a newer set before it could be recorded */
+        else if (!rc) {
+            insert_set(m, &set);
+            rc = manifest_store(dir, m, err, errlen);
+        }
     }
     free(set.files);
     zp_manifest_free(&m);

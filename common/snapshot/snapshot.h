@@ -195,10 +195,12 @@ const zp_snap_set *zp_manifest_newest(const zp_manifest *m);
 int zp_manifest_set_complete(const char *dir, uint64_t setid, uint32_t nshards, char *err,
                              size_t errlen);
 
-/* Record set `setid` of nshards files as complete: reads each file's header
- * (it must agree on setid, shard count and clock), then rewrites MANIFEST
- * atomically under the manifest lock. Adding a set already there replaces
- * its entry. Does not verify payloads (zp_manifest_set_complete does). */
+/* Record set `setid` of nshards files as complete: under the manifest
+ * lock, reads each file's header (it must agree on setid, shard count and
+ * clock) and rewrites MANIFEST atomically. Adding a set already there
+ * replaces its entry; a set whose files a newer set's pruning removed
+ * meanwhile is not recorded (returns 0). Does not verify payloads
+ * (zp_manifest_set_complete does). */
 int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char *err,
                         size_t errlen);
 

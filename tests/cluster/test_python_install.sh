@@ -3,7 +3,8 @@
 # beside the installed libzeps.so: install the build tree into a fresh
 # prefix, then import zeps from outside the source and build trees and
 # check that both the package and the library it loaded are the installed
-# ones. Then one real call (rank resolution through libzeps).
+# ones. Then one real call (rank resolution through libzeps), and that
+# libzeps.pc names the prefix installed to.
 set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 build=${ZEPS_BUILD_DIR:?}
@@ -21,5 +22,9 @@ pkg=$(sed -n 1p <<<"$out") rank=$(sed -n 2p <<<"$out") lib=$(sed -n 3p <<<"$out"
 check "package imported from the install ($pkg)" test "${pkg#"$prefix"/}" != "$pkg"
 check "libzeps.so loaded from the install ($lib)" test "${lib#"$prefix"/}" != "$lib"
 check "rank resolved through libzeps" test "$rank" = 7
+# libzeps.pc describes the prefix it was installed to, not the configured one
+inc=$(PKG_CONFIG_PATH=$(dirname "$(find "$prefix" -name libzeps.pc | head -1)") \
+    pkg-config --variable=includedir libzeps)
+check "libzeps.pc points into the install ($inc)" test -f "$inc/zeps/zeps.h"
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -52,7 +52,7 @@ static void usage(FILE *f)
             "  --config FILE        run this cluster file as it is (in a copy whose only\n"
             "                       change is training.result_dir = the run directory)\n"
             "  --servers S, --workers N, --model quadratic|softmax|mlp,\n"
-            "  --consistency bsp|async, --epochs E, --lr X, --batch B,\n"
+            "  --consistency bsp|ssp|async|weighted, --epochs E, --lr X, --batch B,\n"
             "  --max-train-examples N, --seed N\n"
             "                       change the embedded default (not with --config)\n"
             "  --dir DIR            run directory for cluster.conf, logs and results\n"

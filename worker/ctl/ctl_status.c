@@ -25,6 +25,7 @@
 #include "config.h"
 #include "curve.h"
 #include "ctl.h"
+#include "ctl_hist.h"
 #include "identity.h"
 #include "log.h"
 #include "alloc.h"
@@ -53,13 +54,19 @@ typedef struct answer {
     char why[320];
 } answer;
 
-static void usage(FILE *f)
+/* The usage of `zepsctl status`, or of `zepsctl stats` with `staleness`. */
+static void usage(FILE *f, bool staleness)
 {
+    const char *cmd = staleness ? "stats" : "status";
     fprintf(f,
-            "usage: zepsctl status --config FILE [--shard I [--endpoint EP]] [--json]\n"
+            "usage: zepsctl %s --config FILE [--shard I [--endpoint EP]] [--json]\n"
             "                      [--timeout MS]\n\n"
             "Asks every shard of the cluster in FILE (or only shard I) for its state and\n"
-            "prints, per shard, a header line, its tables and its workers.\n\n"
+            "prints, per shard, a header line, its tables and its workers%s.\n\n",
+            cmd,
+            staleness ? ", and per table the\nstaleness histograms: tau (versions), "
+                        "clock gap (clocks), pull wait (us)" : "");
+    fprintf(f,
             "  --config FILE   the cluster file\n"
             "  --shard I       ask shard I only (and wait for no other shard); I is a\n"
             "                  number, or auto | hostname | env:NAME as for zeps-server\n"
@@ -88,7 +95,7 @@ static bool parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 }
 
 /* Returns -1 to go on, or the exit status. */
-static int parse_opts(int argc, char **argv, status_opts *o)
+static int parse_opts(int argc, char **argv, status_opts *o, bool staleness)
 {
     static const struct option opts[] = {
         {"config", required_argument, NULL, 'c'}, {"shard", required_argument, NULL, 's'},
@@ -103,7 +110,7 @@ static int parse_opts(int argc, char **argv, status_opts *o)
     while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
         bool ok = true;
         if (c == 'h') {
-            usage(stdout);
+            usage(stdout, staleness);
             return 0;
         } else if (c == 'c') {
             o->config = optarg;
@@ -132,7 +139,7 @@ static int parse_opts(int argc, char **argv, status_opts *o)
                 optind < argc ? "zepsctl status: unexpected argument '%s'\n"
                               : "zepsctl status: --config FILE is required%s\n",
                 optind < argc ? argv[optind] : "");
-        usage(stderr);
+        usage(stderr, staleness);
         return 2;
     }
     return -1;
@@ -287,31 +294,14 @@ static const char *human(uint64_t n, char *buf, size_t len)
 
 /* The value below which a fraction q of a linear histogram's observations
  * fall (bucket i = value i; the last bucket means "that much or more"). */
-static uint64_t hist_quantile(const Zeps__Histogram *h, double q)
-{
-    if (!h || h->n == 0)
-        return 0;
-    uint64_t want = (uint64_t)(q * (double)h->n + 0.5), seen = 0;
-    for (size_t i = 0; i < h->n_counts; i++) {
-        seen += h->counts[i];
-        if (seen >= want && seen > 0)
-            return i;
-    }
-    return h->n_counts ? h->n_counts - 1 : 0;
-}
-
-static double hist_mean(const Zeps__Histogram *h)
-{
-    return h && h->n ? (double)h->sum / (double)h->n : 0.0;
-}
-
 /* "0:120 1:40 2:3" for the non-empty buckets (log2 buckets as ranges). */
 static void print_buckets(const char *label, const Zeps__Histogram *h, bool log2)
 {
-    printf("      %-13s n %" PRIu64 "  mean %.2f  p50 %" PRIu64 "  p99 %" PRIu64 "  max %" PRIu64
-           "\n        ",
-           label, h ? h->n : 0, hist_mean(h), log2 ? 0 : hist_quantile(h, 0.5),
-           log2 ? 0 : hist_quantile(h, 0.99), h ? h->max : 0);
+    char p50[32], p99[32];
+    zp_ctl_hist_quantile(h, 0.5, log2, p50, sizeof(p50));
+    zp_ctl_hist_quantile(h, 0.99, log2, p99, sizeof(p99));
+    printf("      %-13s n %" PRIu64 "  mean %.2f  p50 %s  p99 %s  max %" PRIu64 "\n        ",
+           label, h ? h->n : 0, zp_ctl_hist_mean(h), p50, p99, h ? h->max : 0);
     int shown = 0;
     for (size_t i = 0; h && i < h->n_counts; i++) {
         if (!h->counts[i])
@@ -343,7 +333,7 @@ static void print_staleness(const Zeps__ShardStats *st)
         const Zeps__WorkerStats *w = st->workers[i];
         printf("    worker %u: tau mean %.2f max %" PRIu64 ", dropped %" PRIu64 ", late %" PRIu64
                "\n",
-               w->rank, hist_mean(w->tau), w->tau ? w->tau->max : 0, w->dropped, w->late);
+               w->rank, zp_ctl_hist_mean(w->tau), w->tau ? w->tau->max : 0, w->dropped, w->late);
     }
 }
 
@@ -574,7 +564,7 @@ static int print_answers(const zp_config *cfg, int first, int n, answer *a, bool
 static int status_or_stats(int argc, char **argv, bool staleness)
 {
     status_opts o;
-    int rc = parse_opts(argc, argv, &o);
+    int rc = parse_opts(argc, argv, &o, staleness);
     o.staleness = staleness;
     if (rc >= 0)
         return rc;

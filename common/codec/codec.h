@@ -5,8 +5,8 @@
  * A codec turns n f32 values into a byte payload and back. Each has a small
  * numeric id that is meant to travel in Header.codec (0 = raw f32, which
  * version 1 of the protocol already sends) and a name for configuration.
- * Pushes carry a codec's payload from the client (worker/client.c) to the
- * shard (server/handlers.c); compressed pulls carry one back (server/cpull.c).
+ * Pushes carry a codec's payload from the client (worker/lib/dense.c, sparse.c) to the
+ * shard (server/op/push.c); compressed pulls carry one back (server/table/cpull.c).
  *
  * The split of work follows who trusts what:
  *   - the client encodes (zp_codec_ef_encode: with error feedback, into a buffer it

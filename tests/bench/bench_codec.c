@@ -1,5 +1,5 @@
 /*
- * bench_codec.c - throughput of the gradient codecs (common/codec.c), the
+ * bench_codec.c - throughput of the gradient codecs (common/codec/), the
  * figures docs/compression.md cites. Not a test: it asserts nothing.
  *
  * For 1M and 16M gaussian f32 values and default parameters (int8 block

@@ -1,5 +1,5 @@
 /*
- * test_optim.c - unit tests for server/optim.c.
+ * test_optim.c - unit tests for server/optim/ (the slice kernels).
  *
  * Each optimizer is run for several steps on random data and compared,
  * weights and state, against a plain double-precision reference written

@@ -7,7 +7,7 @@ Run by CMake at build time (worker/python/CMakeLists.txt):
 CMake then compiles OUT.c into the extension module `zeps._native` and
 links it against libzeps.so, so the binding is a thin layer over the one C
 implementation of the protocol. The declarations below are zeps.h's public
-API as cffi reads it (no preprocessor); tests/test_binding.py checks that
+API as cffi reads it (no preprocessor); worker/python/tests/test_binding.py checks that
 every function libzeps exports is declared here.
 
 Besides the API, the source holds one small C helper: the SIGINT hook that

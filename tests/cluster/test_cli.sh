@@ -60,6 +60,28 @@ check "a failed run still writes summary.json with its outcome" \
 check "the worker stopped by the launcher wrote its result" \
     grep -q '"stopped":true' "$work/run2/worker-0.json"
 
+check "the servers of a failed run, stopped by the launcher, count as stopped cleanly" \
+    grep -q '"servers_stopped_cleanly": true' "$work/run2/summary.json"
+
+# 2b. Ctrl-C to the launcher: everything stops, exit 130, and the summary
+# says the servers stopped cleanly (they exit 0 on SIGTERM).
+"$BIN/zepsctl" local -q --dir "$work/run2b" --model mlp --epochs 50 --batch 32 \
+    --max-train-examples 20000 --servers 2 --workers 2 >"$work/run2b.out" 2>&1 &
+launcher=$!
+for _ in $(seq 600); do
+    grep -qs "training mlp" "$work/run2b/worker-1.log" && break
+    sleep 0.1
+done
+kill -INT $launcher
+wait $launcher
+rc=$?
+check "launcher exits 130 on SIGINT (got $rc)" test $rc -eq 130
+check "after SIGINT summary.json says the servers stopped cleanly" \
+    grep -q '"servers_stopped_cleanly": true' "$work/run2b/summary.json"
+check "after SIGINT summary.json says how the run ended" \
+    grep -q '"outcome": "signal"' "$work/run2b/summary.json"
+check "no process left after SIGINT" no_leftovers "$work/run2b"
+
 # 3. Bad cluster files: refused before the network, with file, line and key.
 cat >"$work/bad.conf" <<'EOF'
 cluster = {

@@ -494,9 +494,11 @@ static int finish(local_run *r, run_end end)
     else
         fprintf(stderr, "zepsctl local: timed out after %.0f s (--timeout); stopping the cluster\n",
                 r->o.timeout_s);
-    stop_kids(r, 0, r->nkids);
-    /* what the workers managed to write (a stopped worker writes its result) */
-    zp_ctl_local_report(r, zp_now_s(), false,
+    /* workers first (a stopped worker writes its result and says BYE), then
+     * the servers, each judged by how it exited */
+    stop_kids(r, r->nservers, r->nkids - r->nservers);
+    bool clean = stop_servers(r);
+    zp_ctl_local_report(r, zp_now_s(), clean,
                         end == END_FAILED   ? "failed"
                         : end == END_SIGNAL ? "signal"
                                             : "timeout");

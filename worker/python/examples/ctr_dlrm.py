@@ -147,10 +147,7 @@ def main():
         print(f"final: test AUC {result['final_auc']:.4f}, logloss {result['final_loss']:.4f}"
               f" (hidden model AUC {truth.get('truth_test_auc', float('nan')):.4f}); "
               f"{n / wall:.0f} examples/s on rank 0", flush=True)
-    out_dir = os.environ.get("ZEPS_RESULT_DIR")
-    if out_dir:
-        with open(os.path.join(out_dir, f"worker-{rank}.json"), "w") as f:
-            json.dump(result, f)
+    zeps.write_result(rank, result)  # $ZEPS_RESULT_DIR/worker-<rank>.json
     client.close()
 
 

@@ -17,7 +17,6 @@ The data come from Debian's dataset-fashion-mnist package
 """
 import argparse
 import gzip
-import json
 import os
 import struct
 import sys
@@ -108,10 +107,7 @@ def main():
             result["final_accuracy"] = (out.argmax(1) == yt).float().mean().item()
         print(f"final: test accuracy {result['final_accuracy']:.4f}, "
               f"test loss {result['final_loss']:.4f}", flush=True)
-    out_dir = os.environ.get("ZEPS_RESULT_DIR")
-    if out_dir:
-        with open(os.path.join(out_dir, f"worker-{rank}.json"), "w") as f:
-            json.dump(result, f)
+    zeps.write_result(rank, result)  # $ZEPS_RESULT_DIR/worker-<rank>.json
     client.close()
 
 

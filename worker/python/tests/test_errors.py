@@ -118,3 +118,23 @@ def test_ctrl_c_interrupts_a_wait(make_cluster):
     assert p.returncode == 3, out
     assert out.startswith("interrupted")
     assert time.monotonic() - t0 < 3
+
+
+RESULT_CHILD = textwrap.dedent("""
+    import sys, time, zeps
+    print(zeps.write_result(3, {"final_accuracy": 0.5, "stopped": False}), flush=True)
+    time.sleep(30)
+""")
+
+
+def test_write_result_then_sigterm_exits_0(tmp_path):
+    """A worker that wrote its result exits 0 when its launcher stops it."""
+    p = subprocess.Popen([sys.executable, "-c", RESULT_CHILD], stdout=subprocess.PIPE, text=True,
+                         env=dict(os.environ, ZEPS_RESULT_DIR=str(tmp_path)))
+    path = p.stdout.readline().strip()
+    assert path == str(tmp_path / "worker-3.json")
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 0
+    import json
+    with open(path) as f:
+        assert json.load(f) == {"final_accuracy": 0.5, "stopped": False, "rank": 3}

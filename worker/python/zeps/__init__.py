@@ -14,7 +14,8 @@ batching. numpy arrays cross by pointer. See docs/python.md.
 from .errors import Error, error_class
 from . import errors
 from .client import Client, DenseTable, SparseTable, Batch, Request, rank_from_env
+from .result import write_result
 
 __all__ = ["Client", "DenseTable", "SparseTable", "Batch", "Request", "Error", "errors",
-           "error_class", "rank_from_env"]
+           "error_class", "rank_from_env", "write_result"]
 __version__ = "0.1.0"

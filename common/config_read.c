@@ -20,6 +20,7 @@
 
 #include "config.h"
 #include "config_int.h"
+#include "wire.h"
 #include "zeps_errors.h"
 
 /* Write "name:line: <message>" (or "name: " without a line) into p->err and
@@ -278,8 +279,11 @@ int zp_config_read_endpoints(zp_config *cfg, parse_ctx *p, const char *key, cons
         const char *why = endpoint_problem(ep, bind);
         if (why != NULL)
             return zp_config_read_fail(p, eline, "'%s[%d]' = \"%s\" %s", key, i, ep, why);
+        char canon[ZP_ENDPOINT_MAX + 16], other[ZP_ENDPOINT_MAX + 16];
+        zp_wire_canonical_endpoint(ep, canon, sizeof(canon));
         for (int j = 0; !bind && j < i; j++)
-            if (strcmp(out[j], ep) == 0)
+            if (zp_wire_canonical_endpoint(out[j], other, sizeof(other)) &&
+                strcmp(other, canon) == 0)
                 return zp_config_read_fail(p, eline, "'%s[%d]' = \"%s\" repeats '%s[%d]'", key, i,
                                            ep, key, j);
         memcpy(out[i], ep, len + 1);

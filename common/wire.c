@@ -115,3 +115,14 @@ const char *zp_wire_op_name(int op)
         return "UNKNOWN";
     }
 }
+
+bool zp_wire_canonical_endpoint(const char *ep, char *out, size_t len)
+{
+    static const char local[] = "tcp://localhost:";
+    int n;
+    if (strncmp(ep, local, sizeof(local) - 1) == 0)
+        n = snprintf(out, len, "tcp://127.0.0.1:%s", ep + sizeof(local) - 1);
+    else
+        n = snprintf(out, len, "%s", ep);
+    return n >= 0 && (size_t)n < len;
+}

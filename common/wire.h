@@ -10,6 +10,7 @@
 #ifndef ZP_WIRE_H
 #define ZP_WIRE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,5 +80,12 @@ int zp_wire_send_data(void *sock, const void *data, size_t len, zmq_free_fn *ffn
 /* Name of an op for messages ("PUSH"); "OP(n)" style for unknown ones is
  * written into a static buffer-free form: returns "UNKNOWN" then. */
 const char *zp_wire_op_name(int op);
+
+/* The endpoint ZeroMQ can bind for `ep`, and the one two endpoints are
+ * compared by: a tcp host named "localhost" becomes 127.0.0.1 (ZeroMQ
+ * binds interfaces and addresses, not host names: "tcp://localhost:P"
+ * failed with "No such device"); anything else is copied. Returns false if
+ * the result does not fit in len bytes. Thread-safe. */
+bool zp_wire_canonical_endpoint(const char *ep, char *out, size_t len);
 
 #endif

@@ -214,7 +214,9 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof(linger));
     zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
     snprintf(s->endpoint, sizeof(s->endpoint), "%s", ep);
-    if (zmq_bind(s->sock, ep) != 0) {
+    char bind_ep[ZP_ENDPOINT_MAX + 16];
+    zp_wire_canonical_endpoint(ep, bind_ep, sizeof(bind_ep));
+    if (zmq_bind(s->sock, bind_ep) != 0) {
         snprintf(err, errlen, "cannot bind shard %d to %s: %s", s->shard, ep,
                  zmq_strerror(zmq_errno()));
         return ZEPS_ETRANSPORT;

@@ -82,6 +82,19 @@ check "after SIGINT summary.json says how the run ended" \
     grep -q '"outcome": "signal"' "$work/run2b/summary.json"
 check "no process left after SIGINT" no_leftovers "$work/run2b"
 
+# 2c. A shard bound as tcp://localhost:PORT (ZeroMQ binds addresses, not host
+# names: the server binds 127.0.0.1) serves; status reaches it by that name.
+lport=$(free_port)
+printf 'cluster = {\n  servers = ["tcp://localhost:%s"];\n  workers = 1;\n};\n' "$lport" \
+    >"$work/localhost.conf"
+"$BIN/zeps-server" --config "$work/localhost.conf" --shard 0 >"$work/localhost.log" 2>&1 &
+lsrv=$!
+"$BIN/zepsctl" status --config "$work/localhost.conf" --timeout 5000 >"$work/localhost.out" 2>&1
+check "a shard at tcp://localhost:PORT binds and answers status (got $?)" test $? -eq 0
+kill -TERM $lsrv
+wait $lsrv
+check "the localhost shard stops cleanly" test $? -eq 0
+
 # 3. Bad cluster files: refused before the network, with file, line and key.
 cat >"$work/bad.conf" <<'EOF'
 cluster = {

@@ -75,12 +75,6 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-free_port() { # a TCP port nothing listens on, from a random start
-    local p=$((20000 + RANDOM % 20000))
-    while ss -Htln "sport = :$p" | grep -q .; do p=$((p + 1)); done
-    echo $p
-}
-
 # munge: a private daemon with its own key (in a 0700 directory) and socket
 # (munged wants the socket's directory searchable by all).
 mkdir -p "$dir/munge" "$dir/munge-run"

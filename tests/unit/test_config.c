@@ -390,6 +390,11 @@ START_TEST(bad_endpoint)
                  "'cluster.servers[0]'", "no address", NULL);
     expect_error("cluster = {\n  workers = 1;\n  servers = [\"tcp://h:1\", \"tcp://h:1\"];\n};\n",
                  ZEPS_ECONFIG, "'cluster.servers[1]'", "repeats 'cluster.servers[0]'", NULL);
+    /* localhost is 127.0.0.1: one endpoint under two names */
+    expect_error("cluster = {\n  workers = 1;\n  servers = [\"tcp://127.0.0.1:17300\", "
+                 "\"tcp://localhost:17300\"];\n};\n",
+                 ZEPS_ECONFIG, "'cluster.servers[1]' = \"tcp://localhost:17300\"",
+                 "repeats 'cluster.servers[0]'", NULL);
 
     char long_ep[ZP_ENDPOINT_MAX + 16];
     memset(long_ep, 'a', sizeof(long_ep));

@@ -374,14 +374,22 @@ static void print_table(const bench *b)
     }
     printf("\nserver memory per dense parameter, with optimizer state: sgd %.2f B, adam %.2f B\n",
            b->mem_sgd, b->mem_adam);
+    bool said = false;
     for (int si = 0; si < b->o.nsizes; si++) {
         const double *z = b->res[si][SIDE_ZEPS].v, *r = b->res[si][SIDE_RAW].v;
         double q = ratio(z[F_BOTH], r[F_BOTH]), qv = ratio(z[F_BOTH_VIEW], r[F_BOTH_VIEW]);
-        if (b->o.sizes[si] == (4u << 20) || b->o.sizes[si] == (32u << 20))
-            printf("acceptance %s: zeps push+pull = %.3f x raw with copying pulls, %.3f with "
-                   "zero-copy pulls (bar %.1f): %s / %s\n",
-                   size_label(b->o.sizes[si], lbl, sizeof lbl), q, qv, ACCEPT,
-                   q >= ACCEPT ? "PASS" : "FAIL", qv >= ACCEPT ? "PASS" : "FAIL");
+        if (b->o.sizes[si] != (4u << 20) && b->o.sizes[si] != (32u << 20))
+            continue;
+        if (!said)
+            printf("\nzeps push+pull / raw ZeroMQ push+pull, the same bytes over the same loopback\n"
+                   "in alternating runs (the project aims at >= %.1f; on a busy machine both\n"
+                   "sides slow down, but unevenly, so repeat with more --reps before reading\n"
+                   "much into a low figure):\n",
+                   ACCEPT);
+        said = true;
+        printf("  %s: %.3f with copying pulls, %.3f with zero-copy pulls%s\n",
+               size_label(b->o.sizes[si], lbl, sizeof lbl), q, qv,
+               q < ACCEPT || qv < ACCEPT ? " (below the aim)" : "");
     }
 }
 

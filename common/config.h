@@ -59,6 +59,8 @@ typedef struct zp_config {
     int max_staleness;                     /* "max_staleness": drop pushes with tau above it (versions); -1 = never (default) */
     double dc_lambda;                      /* "dc_lambda": DC-ASGD compensation strength, default 0 (off), >= 0 */
     int weighted_bound;                    /* "bound": also hold pulls as ssp with this bound (clocks); -1 = none (default) */
+    char metrics_listen[ZP_ENDPOINT_MAX];  /* "metrics_listen": HOST:PORT of each shard's HTTP endpoint; "" = off (default) */
+    char worker_metrics_listen[ZP_ENDPOINT_MAX]; /* training "metrics_listen": HOST:PORT of each zeps-worker's HTTP endpoint; "" = off (default) */
     char trace_dir[ZP_PATH_MAX];           /* "trace_dir": each shard writes <dir>/trace-shard<i>.csv; "" = off (default) */
     char snapshot_dir[ZP_PATH_MAX];        /* snapshots and restore; "" = off (default) */
     int snapshot_every_clocks;             /* bsp: a consistent cut every K clocks; 0 = off */

@@ -104,6 +104,7 @@ static const key_spec cluster_keys[] = {
      .choices = late_push_names},
     {.name = "weighting", .kind = K_GROUP, .group = &weighting_group},
     {.name = "trace_dir", .kind = K_STRING, .off = STR(trace_dir)},
+    {.name = "metrics_listen", .kind = K_STRING, .off = STR(metrics_listen)},
     {.name = "snapshot_dir", .kind = K_STRING, .off = STR(snapshot_dir)},
     {.name = "snapshot_every_clocks", .kind = K_INT, .off = FIELD(snapshot_every_clocks),
      .imin = 0, .imax = 1000000000},
@@ -173,6 +174,7 @@ static const key_spec training_keys[] = {
     {.name = "eval_every_steps", .kind = K_INT, .off = FIELD(eval_every_steps), .imin = 0,
      .imax = INT_MAX},
     {.name = "result_dir", .kind = K_STRING, .off = STR(result_dir)},
+    {.name = "metrics_listen", .kind = K_STRING, .off = STR(worker_metrics_listen)},
     {.name = "push_codec", .kind = K_CHOICE, .off = STR(push_codec), .choices = codecs},
     {.name = "codec_fraction", .kind = K_FLOAT, .off = FIELD(codec_fraction), .fmin = 0,
      .fmin_open = true, .fmax = 1},
@@ -211,6 +213,8 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->dc_lambda = 0.0;
     cfg->weighted_bound = -1;
     cfg->trace_dir[0] = '\0';
+    cfg->metrics_listen[0] = '\0';
+    cfg->worker_metrics_listen[0] = '\0';
     cfg->request_timeout_ms = 2000;
     cfg->max_retries = 10;
     cfg->hello_timeout_ms = 30000;

@@ -6,6 +6,7 @@
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "identity.h"
 #include "log.h"
@@ -37,6 +38,9 @@ static void usage(const daemon_desc *d, FILE *f)
             "                      %s\n"
             "                      (docs/operations.md: identity)\n"
             "  --log-level LEVEL   debug | info | warn | error (overrides the file)\n"
+            "  --metrics-listen HOST:PORT  serve /metrics, /healthz, /readyz there\n"
+            "                      (overrides metrics_listen and $ZEPS_METRICS_LISTEN;\n"
+            "                      \"\" turns it off; docs/operations.md)\n"
             "  --version           print the version and exit\n",
             d->prog, d->flag, flag, d->what, zp_identity_help(d->id));
 }
@@ -45,9 +49,13 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
 {
     const daemon_desc *d = &descs[kind];
     const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},    {d->flag, required_argument, NULL, 'i'},
-        {"log-level", required_argument, NULL, 'l'}, {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'},
+        {d->flag, required_argument, NULL, 'i'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {"metrics-listen", required_argument, NULL, 'm'},
+        {NULL, 0, NULL, 0},
     };
     char shortopts[8] = {'c', ':', (char)d->short_flag, ':', 'h', 0};
     const char *index_text = NULL;
@@ -60,6 +68,8 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
             index_text = optarg;
         else if (c == 'l')
             a.log_level = optarg;
+        else if (c == 'm')
+            a.metrics_listen = optarg;
         else if (c == 'V')
             return printf("%s %s (protocol %d)\n", d->prog, ZP_VERSION, ZP_PROTOCOL_VERSION), 0;
         else if (c == 'h')
@@ -67,6 +77,8 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
         else
             return usage(d, stderr), 2;
     }
+    if (!a.metrics_listen)
+        a.metrics_listen = getenv("ZEPS_METRICS_LISTEN");
     if (!a.config || optind < argc)
         return usage(d, stderr), 2;
     zp_identity id;
@@ -89,6 +101,14 @@ int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg)
         fprintf(stderr, "%s: %s\n", d->prog, err);
         return 2;
     }
+    if (a->metrics_listen) {
+        char *dst = kind == ZP_DAEMON_SERVER ? cfg->metrics_listen : cfg->worker_metrics_listen;
+        if (strlen(a->metrics_listen) >= ZP_ENDPOINT_MAX) {
+            fprintf(stderr, "%s: --metrics-listen '%s' is too long\n", d->prog, a->metrics_listen);
+            return 2;
+        }
+        snprintf(dst, ZP_ENDPOINT_MAX, "%s", a->metrics_listen);
+    }
     int limit = kind == ZP_DAEMON_SERVER ? cfg->num_shards : cfg->num_workers;
     if (a->index >= limit) {
         fprintf(stderr, "%s: %s %d is outside the cluster of %d %s in %s\n", d->prog, d->what,
@@ -101,8 +121,7 @@ int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg)
         return 2;
     }
     char who[32];
-    snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker",
-             a->index);
+    snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker", a->index);
     zp_log_init(who, (zp_log_level)lv);
     zp_info("%s %d of %d (from %s)", d->what, a->index, limit, a->index_source);
     return -1;

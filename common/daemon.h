@@ -1,8 +1,8 @@
 /*
  * daemon.h - the command line and start-up shared by the zeps daemons.
  *
- *   zeps-server --config FILE [--shard N|auto] [--log-level L]
- *   zeps-worker --config FILE [--rank N|auto]  [--log-level L]
+ *   zeps-server --config FILE [--shard N|auto] [--log-level L] [--metrics-listen H:P]
+ *   zeps-worker --config FILE [--rank N|auto]  [--log-level L] [--metrics-listen H:P]
  *
  * A daemon's index (shard or rank) comes from its flag, else from the
  * environment (common/identity.h has the order), so one command line serves
@@ -22,7 +22,9 @@ typedef enum zp_daemon_kind {
 
 typedef struct zp_daemon_args {
     const char *config;
-    const char *log_level; /* NULL: the file's */
+    const char *log_level;      /* NULL: the file's */
+    const char *metrics_listen; /* --metrics-listen HOST:PORT, else $ZEPS_METRICS_LISTEN, else NULL:
+                                   the file's */
     int index;
     char index_source[160]; /* where the index came from, for the log */
 } zp_daemon_args;
@@ -33,7 +35,8 @@ typedef struct zp_daemon_args {
 int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *out);
 
 /* Load the cluster file into cfg, check the index against it and set up the
- * log as "server[i]" / "worker[r]". Returns -1 to go on, else the exit
+ * log as "server[i]" / "worker[r]". --metrics-listen (or $ZEPS_METRICS_LISTEN)
+ * replaces the file's metrics_listen of this kind of daemon. Returns -1 to go on, else the exit
  * status (2) after printing what is wrong. */
 int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg);
 

@@ -8,6 +8,8 @@ PACKAGES=(
     build-essential cmake pkg-config
     libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev
     libopenblas-dev libconfig-dev zlib1g-dev libisal-dev libxxhash-dev
+    libhttp-parser-dev     # the metrics endpoints (common/http.c)
+    prometheus             # tests: prometheus scrapes a cluster; promtool checks metrics and rules
     check libsubunit-dev
     dataset-fashion-mnist
     iproute2 nftables

@@ -7,6 +7,7 @@
  */
 #include "dispatch.h"
 
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"
@@ -60,11 +61,13 @@ void zp_dispatch(zp_server *s, zp_frames *m)
     s->bytes_in += m->bytes;
     zmq_msg_t *identity = &m->f[0];
     if (m->n < 2) {
+        s->op_requests[0]++;
         zp_reply_error(s, identity, NULL, ZEPS_EPROTO, "message has no header frame");
         return;
     }
     Zeps__Header *h = zp_wire_unpack_header(&m->f[1]);
     if (!h) {
+        s->op_requests[0]++;
         zp_reply_error(s, identity, NULL, ZEPS_EPROTO,
                        "header frame of %zu bytes is not a valid zeps.Header",
                        zmq_msg_size(&m->f[1]));
@@ -76,12 +79,18 @@ void zp_dispatch(zp_server *s, zp_frames *m)
         .payload = m->n > 2 ? &m->f[2] : NULL,
         .npayload = m->n - 2 + m->dropped,
     };
+    unsigned op = (unsigned)h->op;
+    bool known = op < sizeof(handlers) / sizeof(handlers[0]) && handlers[op];
+    unsigned slot = known && op < ZP_SERVER_OPS ? op : 0;
+    uint64_t t0 = zp_now_ns();
+    s->op_requests[slot]++;
     if (check_common(s, m, identity, h) == 0) {
-        unsigned op = (unsigned)h->op;
-        if (op < sizeof(handlers) / sizeof(handlers[0]) && handlers[op])
+        if (known)
             handlers[op](s, &r);
         else
             zp_reply_error(s, identity, h, ZEPS_EOP, "unknown or unexpected op %d", (int)h->op);
     }
+    /* handling time on this shard (a parked pull's wait is pull_wait_us) */
+    zp_hist_add_log2(&s->op_handle_us[slot], (zp_now_ns() - t0) / 1000);
     zeps__header__free_unpacked(h, NULL);
 }

@@ -88,6 +88,7 @@ void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, 
     rep.error = code;
     rep.error_text = text;
     s->errors++;
+    s->errors_by_code[code >= 0 && code < ZP_SERVER_CODES ? code : 0]++;
     zp_info("%s from rank %d refused (%s): %s", req ? zp_wire_op_name(req->op) : "message",
             req ? (int)req->rank : -1, zeps_errname(code), text);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
@@ -111,5 +112,6 @@ void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *r
     rep.cut = cut;
     rep.cut_set = set;
     s->errors++;
+    s->errors_by_code[ZEPS_ERESTARTED]++;
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }

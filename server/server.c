@@ -21,6 +21,7 @@
 #include "server.h"
 
 #include "dispatch.h"
+#include "metrics.h"
 #include "ops.h"
 #include "registry.h"
 
@@ -136,6 +137,12 @@ static void on_closed(uv_handle_t *h)
     s->open_handles--;
 }
 
+static void on_http_closed(void *arg)
+{
+    zp_server *s = arg;
+    s->open_handles--;
+}
+
 void zp_server_stop(zp_server *s)
 {
     if (s->stopping)
@@ -152,6 +159,8 @@ void zp_server_stop(zp_server *s)
         if ((handles[i] != (uv_handle_t *)&s->zap.poll || s->zap.enabled) &&
             !uv_is_closing(handles[i]))
             uv_close(handles[i], on_closed);
+    if (s->http)
+        zp_endpoint_stop(s, on_http_closed, s);
 }
 
 /* The public key file of the servers, when named, must belong to the
@@ -260,6 +269,11 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sighup, on_sighup, SIGHUP);
+    if (s->cfg.metrics_listen[0]) {
+        if ((rc = zp_endpoint_start(s, s->cfg.metrics_listen, err, errlen)) != 0)
+            return rc;
+        s->open_handles++; /* the listener, closed as one in zp_server_stop */
+    }
     return 0;
 }
 
@@ -289,8 +303,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     }
     const zp_consistency_ops *cons = zp_registry_find(cfg->consistency);
     if (!cons) {
-        snprintf(err, errlen, "consistency '%s' is not available in this build",
-                 cfg->consistency);
+        snprintf(err, errlen, "consistency '%s' is not available in this build", cfg->consistency);
         return ZEPS_ECONFIG;
     }
     zp_server *s = zp_alloc_zeroed(1, sizeof(*s));
@@ -323,7 +336,14 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
     int rc = zp_server_new_core(&s, cfg, shard, (zp_reply_sink){0}, err, errlen);
     if (rc != 0)
         return rc;
-    rc = zp_restore_newest(s, err, errlen);
+    char host[128];
+    int port;
+    /* a bad metrics_listen is refused before anything is restored or bound */
+    rc = s->cfg.metrics_listen[0] ? zp_http_parse_listen(s->cfg.metrics_listen, "metrics_listen",
+                                                         host, sizeof(host), &port, err, errlen)
+                                  : 0;
+    if (rc == 0)
+        rc = zp_restore_newest(s, err, errlen);
     if (rc == 0)
         rc = setup_socket(s, err, errlen);
     if (rc == 0) {

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "consistency.h"
 #include "hist.h"
+#include "http.h"
 #include "persist.h"
 #include "reply.h"
 #include "table.h"
@@ -30,6 +31,9 @@
 #include "wire.h"
 #include "workers.h"
 #include "zap.h"
+
+#define ZP_SERVER_OPS   12 /* Zeps__Op values 0..11 */
+#define ZP_SERVER_CODES 40 /* zeps_err values below this */
 
 struct zp_server {
     zp_config cfg;
@@ -73,6 +77,15 @@ struct zp_server {
 
     uint64_t bytes_in, bytes_out, requests, errors;
     bool stopping;
+
+    /* observability (server/metrics.c): by op (index = Zeps__Op; 0 = the
+     * header could not be read or named no op), handling time in log2 us
+     * (hist.h), errors by zeps_err code (0 = a code beyond the table) */
+    uint64_t op_requests[ZP_SERVER_OPS];
+    zp_hist op_handle_us[ZP_SERVER_OPS];
+    uint64_t errors_by_code[ZP_SERVER_CODES];
+    zp_http *http; /* the metrics listener, or NULL (metrics_listen = "") */
+    int http_port;
 };
 
 /* Create shard `shard` from a loaded config: restore its snapshot, bind the

@@ -1,8 +1,10 @@
 /*
  * stats.c - STATS: a snapshot of the shard's counters, histograms and
  * per-worker state in one reply (zepsctl stats, the staleness study). The
- * reply's records point into the live histograms; the arrays holding them
- * are this function's and are freed once the reply is packed and sent.
+ * same snapshot (zp_stats_fill) is what /metrics renders (server/metrics.c),
+ * so the two always agree. The records point into the live histograms; the
+ * arrays holding them belong to the view and are freed by
+ * zp_stats_view_fini once the reply is packed and sent.
  */
 #include <stdlib.h>
 
@@ -11,6 +13,7 @@
 #include "now.h"
 #include "ops.h"
 #include "server.h"
+#include "stats.h"
 
 static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
 {
@@ -98,45 +101,56 @@ static void worker_stats(const zp_worker *w, int rank, double now, Zeps__WorkerS
     ws->pull_resyncs = w->pull_resyncs;
 }
 
-void zp_stats_on(zp_server *s, zp_request *r)
+void zp_stats_fill(const zp_server *s, zp_stats_view *v)
 {
     double now = zp_now_s();
-    Zeps__ShardStats st;
-    shard_stats(s, &st, now);
-    size_t nt = s->ntables ? s->ntables : 1, nw = (size_t)s->nworkers;
-    Zeps__TableStats *ts = zp_alloc_zeroed(nt, sizeof(*ts));
-    Zeps__Histogram *th = zp_alloc_zeroed(3 * nt, sizeof(*th));
-    Zeps__TableStats **tsp = zp_alloc_zeroed(nt, sizeof(*tsp));
+    Zeps__ShardStats *st = &v->st;
+    shard_stats(s, st, now);
+    size_t nt = s->ntables ? s->ntables : 1, nw = s->nworkers > 0 ? (size_t)s->nworkers : 1;
+    v->ts = zp_alloc_zeroed(nt, sizeof(*v->ts));
+    v->th = zp_alloc_zeroed(3 * nt, sizeof(*v->th));
+    v->tsp = zp_alloc_zeroed(nt, sizeof(*v->tsp));
     for (uint32_t i = 0; i < s->ntables; i++) {
-        table_stats(s, s->tables[i], &ts[i], &th[3 * i]);
-        tsp[i] = &ts[i];
+        table_stats(s, s->tables[i], &v->ts[i], &v->th[3 * i]);
+        v->tsp[i] = &v->ts[i];
     }
-    st.n_tables = s->ntables;
-    st.tables = tsp;
-    Zeps__WorkerStats *ws = zp_alloc_zeroed(nw, sizeof(*ws));
-    Zeps__Histogram *wh = zp_alloc_zeroed(nw, sizeof(*wh));
-    Zeps__WorkerStats **wsp = zp_alloc_zeroed(nw, sizeof(*wsp));
+    st->n_tables = s->ntables;
+    st->tables = v->tsp;
+    v->ws = zp_alloc_zeroed(nw, sizeof(*v->ws));
+    v->wh = zp_alloc_zeroed(nw, sizeof(*v->wh));
+    v->wsp = zp_alloc_zeroed(nw, sizeof(*v->wsp));
     size_t k = 0;
     for (int i = 0; i < s->nworkers; i++) {
         const zp_worker *w = &s->workers.w[i];
         if (!w->joined && !w->rehello)
             continue;
-        worker_stats(w, i, now, &ws[k], &wh[k]);
-        wsp[k] = &ws[k];
+        worker_stats(w, i, now, &v->ws[k], &v->wh[k]);
+        v->wsp[k] = &v->ws[k];
         k++;
     }
-    st.n_workers = k;
-    st.workers = wsp;
+    st->n_workers = k;
+    st->workers = v->wsp;
+}
+
+void zp_stats_view_fini(zp_stats_view *v)
+{
+    free(v->ts);
+    free(v->th);
+    free(v->tsp);
+    free(v->ws);
+    free(v->wh);
+    free(v->wsp);
+}
+
+void zp_stats_on(zp_server *s, zp_request *r)
+{
+    zp_stats_view v;
+    zp_stats_fill(s, &v);
     Zeps__Header rep;
     zp_reply_init(s, r->h, &rep);
-    rep.stats = &st;
+    rep.stats = &v.st;
     rep.num_shards = (uint32_t)s->nshards;
     rep.num_workers = (uint32_t)s->nworkers;
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
-    free(ts);
-    free(th);
-    free(tsp);
-    free(ws);
-    free(wh);
-    free(wsp);
+    zp_stats_view_fini(&v);
 }

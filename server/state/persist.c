@@ -127,6 +127,7 @@ static void reap_one(zp_persist *p, zp_writer *w, int block)
     if (r == w->pid && WIFEXITED(st) && WEXITSTATUS(st) == 0) {
         p->written++;
         p->last_duration_s = took;
+        p->last_done_s = zp_now_s();
         p->last_setid = w->setid;
         zp_info("snapshot set %016" PRIx64 " (%s, clock %" PRId64 ") written in %.3f s", w->setid,
                 w->why, w->clock, took);

@@ -33,6 +33,7 @@ typedef struct zp_persist {
     uint64_t last_setid;
     uint64_t written, failures;
     double last_duration_s;
+    double last_done_s; /* zp_now_s() when the last snapshot was complete (0 = none) */
     /* on request (SNAPSHOT op): bsp cut armed for clock `requested_cut`
      * (-1 = none) */
     int64_t requested_cut;

@@ -1,0 +1,373 @@
+/*
+ * metrics.c - a shard's state in the Prometheus text exposition format
+ * (version 0.0.4), for GET /metrics. Every figure STATS also reports is read
+ * from the same zp_stats_view (op/stats.c), so `zepsctl stats` and a scrape
+ * taken between the same two requests agree exactly; what STATS does not
+ * carry (requests by op, handling time, errors by code, the listener's own
+ * counters, the process's memory) is read from zp_server here.
+ *
+ * Names follow Prometheus conventions: the zeps_ prefix, _total on
+ * counters, base units (seconds, bytes) in the name. Label sets are bounded
+ * (docs/operations.md lists them): op (12 values), code (the zeps_err
+ * table), table (the declared tables), rank (only when the cluster has at
+ * most ZP_METRICS_MAX_RANKS workers), and small fixed sets (direction,
+ * encoding, reason, result).
+ */
+#include "metrics.h"
+
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "now.h"
+#include "server.h"
+#include "stats.h"
+#include "zeps_errors.h"
+
+static const char *const op_names[ZP_SERVER_OPS] = {
+    "invalid", "hello", "declare", "pull",  "push",     "clock",
+    "barrier", "stats", "bye",     "error", "snapshot", "rollback",
+};
+
+/* tau and clock gap: bucket i = exactly i (63 = 63 or more); these are the
+ * le bounds exported (cumulative counts are exact at each). */
+static const int lin_le[] = {0, 1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32, 48, 62};
+/* log2 microsecond histograms: bucket 0 = [0, 1) us, i = [2^(i-1), 2^i) us */
+#define LOG2_TOP 27 /* le up to 2^26 us = 67 s, then +Inf */
+
+static void head(zp_http_reply *r, const char *name, const char *type, const char *help)
+{
+    zp_http_printf(r, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* A label value with \ " and newline escaped, as the format requires. */
+static void label_value(char *out, size_t cap, const char *v)
+{
+    size_t k = 0;
+    for (; *v && k + 3 < cap; v++) {
+        if (*v == '\\' || *v == '"' || *v == '\n') {
+            out[k++] = '\\';
+            out[k++] = *v == '\n' ? 'n' : *v;
+        } else {
+            out[k++] = *v;
+        }
+    }
+    out[k] = '\0';
+}
+
+static void gauge1(zp_http_reply *r, const char *name, const char *help, double v)
+{
+    head(r, name, "gauge", help);
+    zp_http_printf(r, "%s %.17g\n", name, v);
+}
+
+static void counter1(zp_http_reply *r, const char *name, const char *help, uint64_t v)
+{
+    head(r, name, "counter", help);
+    zp_http_printf(r, "%s %" PRIu64 "\n", name, v);
+}
+
+/* One histogram series: labels is "" or `k="v",` (with the comma). */
+static void hist_series(zp_http_reply *r, const char *name, const char *labels,
+                        const Zeps__Histogram *h, bool log2_us)
+{
+    uint64_t cum = 0;
+    size_t b = 0;
+    int nle = log2_us ? LOG2_TOP : (int)(sizeof(lin_le) / sizeof(lin_le[0]));
+    for (int i = 0; i < nle; i++) {
+        size_t upto = log2_us ? (size_t)i : (size_t)lin_le[i];
+        for (; b <= upto && b < h->n_counts; b++)
+            cum += h->counts[b];
+        if (log2_us)
+            zp_http_printf(r, "%s_bucket{%sle=\"%.9g\"} %" PRIu64 "\n", name, labels,
+                           (double)(1ull << i) * 1e-6, cum);
+        else
+            zp_http_printf(r, "%s_bucket{%sle=\"%d\"} %" PRIu64 "\n", name, labels, lin_le[i], cum);
+    }
+    zp_http_printf(r, "%s_bucket{%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, h->n);
+    size_t ll = strlen(labels);
+    char bare[200];
+    snprintf(bare, sizeof(bare), "%.*s", ll ? (int)ll - 1 : 0, labels); /* no trailing comma */
+    const char *open = ll ? "{" : "", *close = ll ? "}" : "";
+    if (log2_us)
+        zp_http_printf(r, "%s_sum%s%s%s %.17g\n", name, open, bare, close, (double)h->sum * 1e-6);
+    else
+        zp_http_printf(r, "%s_sum%s%s%s %" PRIu64 "\n", name, open, bare, close, h->sum);
+    zp_http_printf(r, "%s_count%s%s%s %" PRIu64 "\n", name, open, bare, close, h->n);
+}
+
+static void shard_metrics(const zp_server *s, const Zeps__ShardStats *st, zp_http_reply *r)
+{
+    char cons[64];
+    label_value(cons, sizeof(cons), st->consistency);
+    head(r, "zeps_shard_info", "gauge", "This shard: index, shard count and consistency mode.");
+    zp_http_printf(r, "zeps_shard_info{shard=\"%u\",num_shards=\"%u\",consistency=\"%s\"} 1\n",
+                   st->shard, st->num_shards, cons);
+    gauge1(r, "zeps_uptime_seconds", "Seconds since this shard process started.", st->uptime_s);
+    counter1(r, "zeps_requests_total", "Requests received (all ops; STATS requests).",
+             st->requests);
+    head(r, "zeps_op_requests_total", "counter",
+         "Requests received by op (op=invalid: no readable header or no such op).");
+    for (int i = 0; i < ZP_SERVER_OPS; i++)
+        if (i != ZEPS__OP__ERROR)
+            zp_http_printf(r, "zeps_op_requests_total{op=\"%s\"} %" PRIu64 "\n", op_names[i],
+                           s->op_requests[i]);
+    counter1(r, "zeps_errors_total", "ERROR replies sent (STATS errors).", st->errors);
+    head(r, "zeps_op_errors_total", "counter", "ERROR replies sent, by zeps_err code name.");
+    for (int c = 0; c < ZP_SERVER_CODES; c++)
+        if (s->errors_by_code[c] > 0)
+            zp_http_printf(r, "zeps_op_errors_total{code=\"%s\"} %" PRIu64 "\n",
+                           c ? zeps_errname(c) : "UNKNOWN", s->errors_by_code[c]);
+    head(r, "zeps_op_duration_seconds", "histogram",
+         "Time this shard spent handling a request, by op (a parked pull's wait excluded).");
+    for (int i = 0; i < ZP_SERVER_OPS; i++) {
+        if (s->op_handle_us[i].n == 0)
+            continue;
+        char labels[40];
+        snprintf(labels, sizeof(labels), "op=\"%s\",", op_names[i]);
+        Zeps__Histogram h;
+        zp_hist_to_pb(&s->op_handle_us[i], &h);
+        hist_series(r, "zeps_op_duration_seconds", labels, &h, true);
+    }
+    head(r, "zeps_network_bytes_total", "counter",
+         "Bytes of ZeroMQ messages received and sent (STATS bytes_in, bytes_out).");
+    zp_http_printf(r, "zeps_network_bytes_total{direction=\"in\"} %" PRIu64 "\n", st->bytes_in);
+    zp_http_printf(r, "zeps_network_bytes_total{direction=\"out\"} %" PRIu64 "\n", st->bytes_out);
+}
+
+static void state_metrics(const zp_server *s, const Zeps__ShardStats *st, zp_http_reply *r)
+{
+    double now = zp_now_s();
+    gauge1(r, "zeps_workers_configured", "Workers in the cluster file.", st->num_workers);
+    int joined = 0;
+    for (int i = 0; i < s->nworkers; i++)
+        joined += s->workers.w[i].joined && !s->workers.w[i].left;
+    gauge1(r, "zeps_workers_joined", "Workers that said HELLO and not BYE.", joined);
+    gauge1(r, "zeps_workers_live", "Workers counted live (not left, not lost under continue).",
+           zp_workers_live(&s->workers, s->cfg.lost_continue));
+    gauge1(r, "zeps_clock_min", "Slowest live worker's clock.", (double)s->workers.min_clock);
+    gauge1(r, "zeps_clock_max", "Most advanced worker's clock.", (double)s->workers.max_clock);
+    counter1(r, "zeps_lost_workers_total", "Workers declared lost (silent past the timeout).",
+             st->lost_workers);
+    counter1(r, "zeps_restores_total", "Times this shard's state came from a snapshot at start.",
+             s->epoch >= s->rollbacks ? s->epoch - s->rollbacks : 0);
+    counter1(r, "zeps_rollbacks_total", "bsp rollbacks to a cut.", st->rollbacks);
+    gauge1(r, "zeps_restored_clock", "Clock of the set restored or rolled back to (-1 = none).",
+           (double)st->restored_clock);
+    counter1(r, "zeps_snapshots_written_total", "Snapshot files this shard wrote.",
+             st->snapshots_written);
+    counter1(r, "zeps_snapshot_failures_total", "Snapshot writers that failed.",
+             s->persist.failures);
+    gauge1(r, "zeps_snapshot_last_duration_seconds", "How long the last snapshot took to write.",
+           st->last_snapshot_s);
+    gauge1(r, "zeps_snapshot_age_seconds",
+           "Seconds since the last snapshot was complete (-1 = none yet).",
+           s->persist.last_done_s > 0 ? now - s->persist.last_done_s : -1);
+    gauge1(r, "zeps_snapshot_last_set", "Set id of the last snapshot written (0 = none).",
+           (double)st->last_snapshot_set);
+    gauge1(r, "zeps_curve_enabled", "1 if CURVE authenticates clients.", st->curve);
+    head(r, "zeps_curve_handshakes_total", "counter", "CURVE handshakes by result.");
+    zp_http_printf(r, "zeps_curve_handshakes_total{result=\"accepted\"} %" PRIu64 "\n",
+                   st->curve_accepted);
+    zp_http_printf(r, "zeps_curve_handshakes_total{result=\"refused\"} %" PRIu64 "\n",
+                   st->curve_refused);
+}
+
+/* A per-table field: its offset in Zeps__TableStats and whether it is a
+ * double; `label` adds a fixed label (`encoding="wire"`) to a family. */
+typedef struct tfield {
+    const char *name, *type, *help, *label;
+    size_t off;
+    bool dbl, sparse_only;
+} tfield;
+
+#define TF(f, n, t, h)                                                                             \
+    {                                                                                              \
+        .name = n, .type = t, .help = h, .off = offsetof(Zeps__TableStats, f)                      \
+    }
+
+static const tfield tfields[] = {
+    TF(version, "zeps_table_version", "gauge", "Updates applied to the table on this shard."),
+    TF(pushes, "zeps_table_pushes_total", "counter", "Pushes received for the table."),
+    TF(pulls, "zeps_table_pulls_total", "counter", "Pulls answered for the table."),
+    TF(bytes_param, "zeps_table_memory_bytes", "gauge",
+       "Bytes of parameters, optimizer state and scratch held."),
+    TF(rounds, "zeps_table_rounds_total", "counter", "bsp rounds closed."),
+    TF(parked, "zeps_table_parked_pulls", "gauge", "Pulls waiting now (bsp/ssp)."),
+    TF(dropped, "zeps_table_dropped_pushes_total", "counter",
+       "Pushes dropped as too stale (weighted max_staleness)."),
+    TF(late, "zeps_table_late_pushes_total", "counter", "Pushes for a bsp round already closed."),
+    TF(staleness, "zeps_table_staleness_bound", "gauge", "The ssp bound in force (clocks)."),
+    TF(pull_resyncs, "zeps_table_pull_resyncs_total", "counter",
+       "Compressed pulls answered with full values."),
+    TF(pull_view_bytes, "zeps_table_pull_view_bytes", "gauge",
+       "Memory of the per-worker views of compressed pulls."),
+};
+
+#define TB(f, n, l, h)                                                                             \
+    {                                                                                              \
+        .name = n, .type = "counter", .help = h, .label = l, .off = offsetof(Zeps__TableStats, f)  \
+    }
+#define TS(f, n, t, h)                                                                             \
+    {                                                                                              \
+        .name = n, .type = t, .help = h, .off = offsetof(Zeps__TableStats, f), .sparse_only = true \
+    }
+
+/* families with two series told apart by a fixed label, then sparse ones */
+static const tfield tpairs[] = {
+    TB(push_bytes_wire, "zeps_table_push_bytes_total", "encoding=\"wire\"",
+       "Push payload bytes: as received (wire) and as f32 (raw)."),
+    TB(push_bytes_raw, "zeps_table_push_bytes_total", "encoding=\"f32\"", NULL),
+    TB(pull_bytes_wire, "zeps_table_pull_bytes_total", "encoding=\"wire\"",
+       "Pull reply payload bytes: as sent (wire) and as f32 (raw)."),
+    TB(pull_bytes_raw, "zeps_table_pull_bytes_total", "encoding=\"f32\"", NULL),
+    TB(evicted_ttl, "zeps_table_rows_evicted_total", "reason=\"ttl\"",
+       "Sparse rows evicted, by reason."),
+    TB(evicted_capacity, "zeps_table_rows_evicted_total", "reason=\"capacity\"", NULL),
+    TS(rows, "zeps_table_rows", "gauge", "Sparse rows held on this shard."),
+    TS(rows_created, "zeps_table_rows_created_total", "counter", "Sparse rows created (admitted)."),
+    TS(not_admitted, "zeps_table_not_admitted_total", "counter",
+       "Touches of ids that did not (yet) get a row."),
+    TS(pushes_skipped, "zeps_table_row_pushes_skipped_total", "counter",
+       "Row gradients for ids without a row."),
+    TS(keys_pulled, "zeps_table_keys_pulled_total", "counter", "Sparse ids pulled."),
+    TS(keys_pushed, "zeps_table_keys_pushed_total", "counter", "Sparse ids pushed."),
+};
+
+static void table_family(const Zeps__ShardStats *st, const tfield *f, bool header, zp_http_reply *r)
+{
+    if (header)
+        head(r, f->name, f->type, f->help);
+    for (size_t i = 0; i < st->n_tables; i++) {
+        const Zeps__TableStats *t = st->tables[i];
+        if (f->sparse_only && t->kind != 1)
+            continue;
+        char name[160];
+        label_value(name, sizeof(name), t->name);
+        const char *p = (const char *)t + f->off;
+        uint64_t v = f->off == offsetof(Zeps__TableStats, staleness) ? *(const uint32_t *)p
+                                                                     : *(const uint64_t *)p;
+        zp_http_printf(r, "%s{table=\"%s\"%s%s} %" PRIu64 "\n", f->name, name, f->label ? "," : "",
+                       f->label ? f->label : "", v);
+    }
+}
+
+static void table_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
+{
+    for (size_t k = 0; k < sizeof(tfields) / sizeof(tfields[0]); k++)
+        table_family(st, &tfields[k], true, r);
+    for (size_t k = 0; k < sizeof(tpairs) / sizeof(tpairs[0]); k++)
+        table_family(st, &tpairs[k], tpairs[k].help != NULL, r);
+    head(r, "zeps_table_codec_seconds_total", "counter",
+         "Time spent decoding compressed pushes and encoding compressed pulls.");
+    for (size_t i = 0; i < st->n_tables; i++) {
+        char name[160];
+        label_value(name, sizeof(name), st->tables[i]->name);
+        zp_http_printf(r, "zeps_table_codec_seconds_total{table=\"%s\",stage=\"decode\"} %.17g\n",
+                       name, st->tables[i]->decode_s);
+        zp_http_printf(r, "zeps_table_codec_seconds_total{table=\"%s\",stage=\"encode\"} %.17g\n",
+                       name, st->tables[i]->encode_s);
+    }
+    static const struct {
+        const char *name, *help;
+        int which; /* 0 tau, 1 clock gap, 2 pull wait */
+    } hs[] = {
+        {"zeps_push_staleness_versions", "Staleness tau of applied pushes, in versions.", 0},
+        {"zeps_push_clock_gap_clocks", "Clock gap of applied pushes, in clocks.", 1},
+        {"zeps_pull_wait_seconds", "How long pulls were parked before their answer.", 2},
+    };
+    for (size_t k = 0; k < 3; k++) {
+        head(r, hs[k].name, "histogram", hs[k].help);
+        for (size_t i = 0; i < st->n_tables; i++) {
+            const Zeps__TableStats *t = st->tables[i];
+            const Zeps__Histogram *h = hs[k].which == 0   ? t->tau
+                                       : hs[k].which == 1 ? t->clock_gap
+                                                          : t->pull_wait_us;
+            char name[160], labels[200];
+            label_value(name, sizeof(name), t->name);
+            snprintf(labels, sizeof(labels), "table=\"%s\",", name);
+            hist_series(r, hs[k].name, labels, h, hs[k].which == 2);
+        }
+    }
+}
+
+static void worker_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
+{
+    if (st->num_workers > ZP_METRICS_MAX_RANKS)
+        return; /* per-rank series only while their number is small */
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } wf[] = {
+        {"zeps_worker_clock", "gauge", "The worker's clock.", offsetof(Zeps__WorkerStats, clock)},
+        {"zeps_worker_pushes_total", "counter", "Pushes from the worker.",
+         offsetof(Zeps__WorkerStats, pushes)},
+        {"zeps_worker_pulls_total", "counter", "Pulls from the worker.",
+         offsetof(Zeps__WorkerStats, pulls)},
+        {"zeps_worker_duplicates_total", "counter",
+         "Retried requests answered without re-applying.", offsetof(Zeps__WorkerStats, duplicates)},
+        {"zeps_worker_lost_total", "counter", "Times the worker was declared lost.",
+         offsetof(Zeps__WorkerStats, lost_count)},
+    };
+    for (size_t k = 0; k < sizeof(wf) / sizeof(wf[0]); k++) {
+        head(r, wf[k].name, wf[k].type, wf[k].help);
+        for (size_t i = 0; i < st->n_workers; i++) {
+            const char *p = (const char *)st->workers[i] + wf[k].off;
+            zp_http_printf(r, "%s{rank=\"%u\"} %" PRId64 "\n", wf[k].name, st->workers[i]->rank,
+                           *(const int64_t *)p);
+        }
+    }
+    head(r, "zeps_worker_last_seen_seconds", "gauge", "Seconds since the worker was last heard.");
+    for (size_t i = 0; i < st->n_workers; i++)
+        zp_http_printf(r, "zeps_worker_last_seen_seconds{rank=\"%u\"} %.6f\n", st->workers[i]->rank,
+                       st->workers[i]->last_seen_s);
+    head(r, "zeps_worker_push_staleness_versions", "histogram",
+         "Staleness tau of the worker's applied pushes (all tables), in versions.");
+    for (size_t i = 0; i < st->n_workers; i++) {
+        char labels[32];
+        snprintf(labels, sizeof(labels), "rank=\"%u\",", st->workers[i]->rank);
+        hist_series(r, "zeps_worker_push_staleness_versions", labels, st->workers[i]->tau, false);
+    }
+}
+
+static void process_metrics(const zp_server *s, zp_http_reply *r)
+{
+    long pages = 0, rss = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+            rss = 0;
+        fclose(f);
+    }
+    gauge1(r, "process_resident_memory_bytes", "Resident memory of this process.",
+           (double)rss * (double)sysconf(_SC_PAGESIZE));
+    gauge1(r, "process_start_time_seconds", "Start time of this process (Unix time).",
+           (double)time(NULL) - (zp_now_s() - s->start_s));
+    if (!s->http)
+        return;
+    zp_http_counts c = zp_http_get_counts(s->http);
+    gauge1(r, "zeps_http_connections", "Open connections to this metrics endpoint.", c.open);
+    head(r, "zeps_http_connections_total", "counter",
+         "Connections to this endpoint by outcome (served, bad request, evicted over the cap, "
+         "timed out).");
+    zp_http_printf(r, "zeps_http_connections_total{result=\"served\"} %" PRIu64 "\n", c.served);
+    zp_http_printf(r, "zeps_http_connections_total{result=\"bad\"} %" PRIu64 "\n", c.bad);
+    zp_http_printf(r, "zeps_http_connections_total{result=\"evicted\"} %" PRIu64 "\n", c.evicted);
+    zp_http_printf(r, "zeps_http_connections_total{result=\"timed_out\"} %" PRIu64 "\n",
+                   c.timed_out);
+}
+
+void zp_metrics_render(const zp_server *s, zp_http_reply *r)
+{
+    zp_stats_view v;
+    zp_stats_fill(s, &v);
+    shard_metrics(s, &v.st, r);
+    state_metrics(s, &v.st, r);
+    table_metrics(&v.st, r);
+    worker_metrics(&v.st, r);
+    process_metrics(s, r);
+    zp_stats_view_fini(&v);
+    r->type = "text/plain; version=0.0.4; charset=utf-8";
+}

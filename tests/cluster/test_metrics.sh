@@ -29,7 +29,7 @@ cluster = {
   workers = 2;
   consistency = "async";
 };
-training = { model = "quadratic"; iterations = 300; dim = 2000; lr = 0.05; seed = 2;
+training = { model = "quadratic"; iterations = 300; dim = 300; lr = 0.05; seed = 2;
              delay_ms = 1.0; delay_dist = "uniform"; delay_jitter_ms = 2.0; };
 EOC
 port=()

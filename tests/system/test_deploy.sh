@@ -18,6 +18,13 @@
 #               runs here: a static check, see that file for what it covers).
 #   kubernetes  tests/system/deploy-check/validate-k8s.js: kubernetes-models schemas
 #               plus a check for unknown fields (npm ci into the build dir).
+#               The shards' readiness probe is GET /readyz on the port their
+#               cluster file's metrics_listen names.
+#   prometheus  deploy/prometheus: `promtool check rules` on the alert rules
+#               and `promtool check config` on the scrape configs (the
+#               Kubernetes one only parsed: Debian's prometheus is built
+#               without kubernetes_sd); deploy/grafana's dashboard parses as
+#               JSON and every zeps metric it or the rules name is exported.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
@@ -250,6 +257,52 @@ check "the ConfigMap's cluster.conf is a valid cluster file with ${completions:-
 "$BIN/zeps-server" --config "$work/k8s.conf" --shard 255 >"$work/shards.out" 2>&1
 check "its servers match the StatefulSet's ${replicas:-?} replicas" \
     grep -q "outside the cluster of ${replicas:-x} shards" "$work/shards.out"
+
+node -e '
+const y = require(process.argv[1] + "/node_modules/js-yaml");
+const fs = require("fs");
+const s = y.load(fs.readFileSync(process.argv[2] + "/statefulset.yaml", "utf8"));
+const c = s.spec.template.spec.containers[0];
+const port = c.ports.find((p) => p.name === c.readinessProbe.httpGet.port);
+console.log(c.readinessProbe.httpGet.path, port ? port.containerPort : "none",
+            s.spec.template.metadata.annotations["prometheus.io/port"]);
+' "$nm" "$k8s" >"$work/probe" 2>&1
+read -r probe_path probe_port ann_port <"$work/probe"
+check "the StatefulSet's readiness probe is GET /readyz ($probe_path on $probe_port)" \
+    test "$probe_path" = /readyz
+check "  on the port of the ConfigMap's metrics_listen and the scrape annotation ($ann_port)" \
+    grep -q "metrics_listen = \"0.0.0.0:${probe_port}\"" "$work/k8s.conf"
+check "  (annotation port)" test "$ann_port" = "$probe_port"
+
+# ---------------------------------------------------------------- prometheus
+prom=$src/deploy/prometheus
+check "promtool check rules passes on deploy/prometheus/zeps-alerts.yml" \
+    promtool check rules "$prom/zeps-alerts.yml"
+sed 's/expr: increase(zeps_lost_workers_total\[5m\]) > 0/expr: increase(zeps_lost_workers_total[5m] > 0/' \
+    "$prom/zeps-alerts.yml" >"$work/bad-alerts.yml"
+check "  and fails on a broken expression" fails promtool check rules "$work/bad-alerts.yml"
+for f in local.yml systemd.yml; do
+    cp "$prom/$f" "$work/$f"
+    cp "$prom/zeps-alerts.yml" "$work/zeps-alerts.yml"
+    check "promtool check config passes on deploy/prometheus/$f" promtool check config "$work/$f"
+done
+check "deploy/prometheus/kubernetes.yml and podmonitor.yaml parse as YAML" /usr/bin/python3 -c \
+    "import yaml,sys; [yaml.safe_load(open(f)) for f in sys.argv[1:]]" "$prom/kubernetes.yml" \
+    "$prom/podmonitor.yaml"
+dash=$src/deploy/grafana/zeps-dashboard.json
+check "the Grafana dashboard parses as JSON and has panels with queries" /usr/bin/python3 -c \
+    "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(not all(p['targets'] for p in d['panels']))" "$dash"
+sed 's/"panels": \[/"panels": [,/' "$dash" >"$work/bad-dash.json"
+check "  (and the check fails on a broken copy)" fails /usr/bin/python3 -c \
+    "import json,sys; json.load(open(sys.argv[1]))" "$work/bad-dash.json"
+missing=
+for m in $(grep -oh 'zeps_[a-z_]*\|process_[a-z_]*' "$dash" "$prom/zeps-alerts.yml" | sort -u); do
+    base=$(sed -E 's/_(bucket|sum|count)$//' <<<"$m")
+    grep -q "\"$base\|$base\"" "$src/server/metrics.c" "$src/worker/train/wmetrics.c" ||
+        missing="$missing $m"
+done
+check "every metric the dashboard and the rules use is exported (missing:${missing:- none})" \
+    test -z "$missing"
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

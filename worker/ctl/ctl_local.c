@@ -65,6 +65,10 @@ static void usage(FILE *f)
             "                       $ZEPS_CONFIG (the cluster file) and $ZEPS_RESULT_DIR\n"
             "                       (where worker-<rank>.json goes) set, and the build\n"
             "                       tree's Python package on $PYTHONPATH when there is one\n"
+            "  --metrics            every server and worker serves /metrics (and /healthz,\n"
+            "                       /readyz) on a free loopback port; the URLs are printed\n"
+            "                       and written as Prometheus file_sd targets to\n"
+            "                       <dir>/prometheus-targets.json\n"
             "  -q, --quiet          do not echo rank 0's output\n\n"
             "Exit status: 0 trained and stopped cleanly; 1 a process failed, the run\n"
             "timed out or a result is missing; 2 bad options or cluster file; 128+N\n"
@@ -94,6 +98,7 @@ static const struct option long_opts[] = {
     {"timeout", required_argument, NULL, OPT_TIMEOUT},
     {"quiet", no_argument, NULL, 'q'},
     {"exec", required_argument, NULL, 'x'},
+    {"metrics", no_argument, NULL, 'm'},
     {"help", no_argument, NULL, 'h'},
     /* overrides[], in order */
     {"servers", required_argument, NULL, OPT_OVERRIDE + 0},
@@ -132,6 +137,9 @@ static bool apply_opt(local_opts *o, int c, const char *arg)
         return true;
     case 'x':
         o->exec = arg;
+        return true;
+    case 'm':
+        o->metrics = true;
         return true;
     case OPT_TIMEOUT:
         o->timeout_s = strtod(arg, NULL);
@@ -223,13 +231,22 @@ static bool spawn(local_run *r, kid *k, const char *bin, const char *flag, bool 
     int pfd[2] = {-1, -1};
     pid_t pid = -1;
     if (logfd >= 0 && (!echo || pipe2(pfd, O_CLOEXEC) == 0)) {
-        char *argv[] = {(char *)bin, "--config", r->conf, (char *)flag, idx, NULL};
+        char listen[32];
+        snprintf(listen, sizeof(listen), "127.0.0.1:%d", k->metrics_port);
+        char *argv[] = {(char *)bin,  "--config", r->conf,
+                        (char *)flag, idx,        k->metrics_port ? "--metrics-listen" : NULL,
+                        listen,       NULL};
         bool user = r->o.exec != NULL && strcmp(k->role, "worker") == 0;
         char *shell[] = {"/bin/sh", "-c", (char *)r->o.exec, NULL};
-        char rank[32];
+        char rank[32], menv[64];
         snprintf(rank, sizeof(rank), "ZEPS_RANK=%d", k->index);
-        char *env[] = {rank, r->env_config, r->env_result, r->env_python[0] ? r->env_python : NULL,
-                       NULL};
+        snprintf(menv, sizeof(menv), "ZEPS_METRICS_LISTEN=%s", listen);
+        char *env[6] = {rank, r->env_config, r->env_result, NULL, NULL, NULL};
+        int ne = 3;
+        if (r->env_python[0])
+            env[ne++] = r->env_python;
+        if (k->metrics_port) /* a libzeps program may serve its own metrics there */
+            env[ne++] = menv;
         /* its own group: a terminal's Ctrl-C reaches zepsctl only */
         zp_spawn_opts so = {.log_fd = echo ? pfd[1] : logfd,
                             .flags = ZP_SPAWN_GROUP | ZP_SPAWN_NULLIN,
@@ -435,9 +452,14 @@ static bool start_all(local_run *r)
     }
     for (int i = 0; i < r->nkids; i++) {
         kid *k = &r->kids[i];
+        k->role = i < r->nservers ? "server" : "worker";
+        k->index = i < r->nservers ? i : i - r->nservers;
+    }
+    if (r->o.metrics && !zp_ctl_local_conf_metrics(r))
+        return false;
+    for (int i = 0; i < r->nkids; i++) {
+        kid *k = &r->kids[i];
         bool server = i < r->nservers;
-        k->role = server ? "server" : "worker";
-        k->index = server ? i : i - r->nservers;
         if (!(server ? spawn(r, k, r->server_bin, "--shard", false)
                      : spawn(r, k, r->worker_bin, "--rank", k->index == 0 && !r->o.quiet)))
             return false;

@@ -32,6 +32,7 @@ typedef struct local_opts {
     double timeout_s;            /* --timeout; 0: none */
     bool quiet;                  /* -q: rank 0's output only goes to its log */
     const char *exec;            /* --exec CMD: run `sh -c CMD` as each worker; NULL: zeps-worker */
+    bool metrics;                /* --metrics: every process serves /metrics on a free port */
     const char *ov[N_OVERRIDES]; /* override values as given; NULL: not given */
     int noverrides;
 } local_opts;
@@ -45,6 +46,7 @@ typedef struct kid {
     bool killed;      /* stop_kids had to SIGKILL it */
     int status;       /* wait status once reaped */
     char log[PATH_MAX];
+    int metrics_port; /* --metrics: the port given to it; 0 = none */
 } kid;
 
 typedef struct local_run {
@@ -74,6 +76,11 @@ bool zp_ctl_local_conf_find_bin(const char *name, char *out, size_t len);
 
 /* Make r->dir (--dir, or a new $TMPDIR/zeps-local-XXXXXX). */
 bool zp_ctl_local_conf_make_run_dir(local_run *r);
+
+/* --metrics: give every kid a free loopback port, write them as a Prometheus
+ * file_sd list to <dir>/prometheus-targets.json and print them. False if no
+ * port or the file could not be had (reported). */
+bool zp_ctl_local_conf_metrics(local_run *r);
 
 /* Load and validate the cluster file at path into r->cfg. */
 bool zp_ctl_local_conf_load(local_run *r, const char *path);

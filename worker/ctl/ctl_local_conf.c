@@ -7,7 +7,11 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <libconfig.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -65,8 +69,8 @@ void zp_ctl_local_conf_exec_env(local_run *r)
     if (!dir[0] || access(pkg, R_OK) != 0 || !realpath(strcat(dir, "/../python"), py))
         return; /* an installed zepsctl: the package is where python3 looks */
     const char *old = getenv("PYTHONPATH");
-    snprintf(r->env_python, sizeof(r->env_python), "PYTHONPATH=%s%s%s", py,
-             old && *old ? ":" : "", old && *old ? old : "");
+    snprintf(r->env_python, sizeof(r->env_python), "PYTHONPATH=%s%s%s", py, old && *old ? ":" : "",
+             old && *old ? old : "");
 }
 
 /* Create the run directory (--dir, or a new one under $TMPDIR or /tmp) and
@@ -208,3 +212,49 @@ out:
     return rc;
 }
 
+/* A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick);
+ * 0 on failure. */
+static int free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int port = 0;
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+        port = ntohs(a.sin_port);
+    if (fd >= 0)
+        close(fd);
+    return port;
+}
+
+bool zp_ctl_local_conf_metrics(local_run *r)
+{
+    char path[ZP_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/prometheus-targets.json", r->dir);
+    FILE *f = fopen(path, "w");
+    if (!f) {
+        fprintf(stderr, "zepsctl local: cannot write %s: %s\n", path, strerror(errno));
+        return false;
+    }
+    fprintf(f, "[");
+    for (int i = 0; i < r->nkids; i++) {
+        kid *k = &r->kids[i];
+        if (!(k->metrics_port = free_port())) {
+            fprintf(stderr, "zepsctl local: no free loopback port for --metrics\n");
+            fclose(f);
+            return false;
+        }
+        const char *job = i < r->nservers ? "zeps-server" : "zeps-worker";
+        fprintf(f,
+                "%s\n  {\"targets\": [\"127.0.0.1:%d\"], \"labels\": {\"job\": \"%s\", "
+                "\"%s\": \"%d\"}}",
+                i ? "," : "", k->metrics_port, job, i < r->nservers ? "shard" : "rank", k->index);
+        printf("zeps local: %s %d metrics on http://127.0.0.1:%d/metrics\n", k->role, k->index,
+               k->metrics_port);
+    }
+    fprintf(f, "\n]\n");
+    printf("zeps local: Prometheus targets (file_sd) in %s\n", path);
+    fflush(stdout);
+    return fclose(f) == 0;
+}

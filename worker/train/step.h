@@ -39,6 +39,7 @@ typedef struct zp_trainer {
     float *m[ZP_MODEL_MAX_TABLES]; /* worker_momentum: the velocity pushed instead of g */
     size_t gcap;                   /* positions the sparse gradients hold */
     zp_step_slot slot[2];
+    struct zp_wmetrics *metrics; /* the worker's metrics endpoint, or NULL (wmetrics.h) */
 } zp_trainer;
 
 /* Declare the model's tables (dense ones with the configured codecs) and

@@ -29,6 +29,7 @@
 #include "log.h"
 #include "now.h"
 #include "step.h"
+#include "wmetrics.h"
 #include "zeps.h"
 
 /* Set from a signal handler (zp_train_request_stop): the one piece of
@@ -160,6 +161,16 @@ static int one_step(zp_trainer *t, zp_train_result *res, int64_t c, int64_t tota
     return rc;
 }
 
+/* Hand the step's figures to the metrics endpoint, if there is one. */
+static void publish(zp_trainer *t, const zp_train_result *res, double step_s)
+{
+    if (!t->metrics)
+        return;
+    zeps_client_stats cs;
+    zeps_client_get_stats(t->client, &cs);
+    zp_wmetrics_update(t->metrics, res, &cs, step_s);
+}
+
 /* Steps [start, total). Under bsp a step that fails with ERESTARTED sends
  * the loop back to the cut every shard rolled back to: the steps after it
  * are redone, on the same data (a model's minibatch is a function of the
@@ -195,6 +206,7 @@ static int train_loop(zp_trainer *t, zp_train_result *res, int64_t start)
             continue;
         loss_sum += loss;
         epoch_examples += (double)(res->examples - ex0);
+        publish(t, res, zp_now_s() - a);
         if (++c % spe != 0)
             continue;
         double now = zp_now_s();
@@ -259,9 +271,16 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
         return ZEPS_ECONFIG;
     }
     res.has_auc = t.ops->reports_auc;
+    if (cfg->worker_metrics_listen[0] &&
+        zp_wmetrics_start(&t.metrics, cfg->worker_metrics_listen, rank, err, sizeof(err)) != 0) {
+        zp_error("%s", err);
+        *out = res;
+        return ZEPS_ECONFIG;
+    }
     int rc = t.ops->create(&t.model, cfg, rank, cfg->num_workers, err, sizeof(err));
     if (rc != 0) {
         zp_error("model %s: %s", cfg->model, err);
+        zp_wmetrics_stop(&t.metrics);
         *out = res;
         return rc;
     }
@@ -287,6 +306,7 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
     zeps_client_destroy(&t.client);
     zp_step_fini(&t);
     t.ops->destroy(&t.model);
+    zp_wmetrics_stop(&t.metrics);
     *out = res;
     return rc;
 }

@@ -115,11 +115,13 @@ static void shard_metrics(const zp_server *s, const Zeps__ShardStats *st, zp_htt
             zp_http_printf(r, "zeps_op_requests_total{op=\"%s\"} %" PRIu64 "\n", op_names[i],
                            s->op_requests[i]);
     counter1(r, "zeps_errors_total", "ERROR replies sent (STATS errors).", st->errors);
-    head(r, "zeps_op_errors_total", "counter", "ERROR replies sent, by zeps_err code name.");
-    for (int c = 0; c < ZP_SERVER_CODES; c++)
-        if (s->errors_by_code[c] > 0)
-            zp_http_printf(r, "zeps_op_errors_total{code=\"%s\"} %" PRIu64 "\n",
-                           c ? zeps_errname(c) : "UNKNOWN", s->errors_by_code[c]);
+    head(r, "zeps_op_errors_total", "counter",
+         "ERROR replies sent, by the op answered and the zeps_err code name (only those seen).");
+    for (int i = 0; i < ZP_SERVER_OPS; i++)
+        for (int c = 0; c < ZP_SERVER_CODES; c++)
+            if (s->errors_by[i][c] > 0)
+                zp_http_printf(r, "zeps_op_errors_total{op=\"%s\",code=\"%s\"} %" PRIu64 "\n",
+                               op_names[i], c ? zeps_errname(c) : "UNKNOWN", s->errors_by[i][c]);
     head(r, "zeps_op_duration_seconds", "histogram",
          "Time this shard spent handling a request, by op (a parked pull's wait excluded).");
     for (int i = 0; i < ZP_SERVER_OPS; i++) {

@@ -74,6 +74,12 @@ void zp_reply_ok(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uin
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }
 
+static void count_error(zp_server *s, unsigned op, int code)
+{
+    s->errors++;
+    s->errors_by[op < ZP_SERVER_OPS ? op : 0][code >= 0 && code < ZP_SERVER_CODES ? code : 0]++;
+}
+
 void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, int code,
                     const char *fmt, ...)
 {
@@ -87,8 +93,7 @@ void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, 
     rep.op = ZEPS__OP__ERROR;
     rep.error = code;
     rep.error_text = text;
-    s->errors++;
-    s->errors_by_code[code >= 0 && code < ZP_SERVER_CODES ? code : 0]++;
+    count_error(s, req ? (unsigned)req->op : 0, code);
     zp_info("%s from rank %d refused (%s): %s", req ? zp_wire_op_name(req->op) : "message",
             req ? (int)req->rank : -1, zeps_errname(code), text);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
@@ -111,7 +116,7 @@ void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *r
     rep.error_text = text;
     rep.cut = cut;
     rep.cut_set = set;
-    s->errors++;
-    s->errors_by_code[ZEPS_ERESTARTED]++;
+    /* without a request header it answers a parked pull (zp_pull_abort_parked) */
+    count_error(s, req ? (unsigned)req->op : ZEPS__OP__PULL, ZEPS_ERESTARTED);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }

@@ -80,10 +80,10 @@ struct zp_server {
 
     /* observability (server/metrics.c): by op (index = Zeps__Op; 0 = the
      * header could not be read or named no op), handling time in log2 us
-     * (hist.h), errors by zeps_err code (0 = a code beyond the table) */
+     * (hist.h), errors by op and zeps_err code (0 = a code beyond the table) */
     uint64_t op_requests[ZP_SERVER_OPS];
     zp_hist op_handle_us[ZP_SERVER_OPS];
-    uint64_t errors_by_code[ZP_SERVER_CODES];
+    uint64_t errors_by[ZP_SERVER_OPS][ZP_SERVER_CODES]; /* [op][code] */
     zp_http *http; /* the metrics listener, or NULL (metrics_listen = "") */
     int http_port;
 };

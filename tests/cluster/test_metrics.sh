@@ -106,6 +106,15 @@ for m in zeps_op_duration_seconds_count process_resident_memory_bytes zeps_worke
     check "the exposition has $m" grep -q "^$m" "$work/after-0.txt"
 done
 
+# errors by op and code: SNAPSHOT without a snapshot_dir is refused (ESTATE)
+"$BIN/zepsctl" snapshot take --config "$work/c.conf" >"$work/snap.out" 2>&1
+curl -s "$url0/metrics" >"$work/errs.txt"
+check "a refused SNAPSHOT is counted as zeps_op_errors_total{op=\"snapshot\",code=\"ESTATE\"}" \
+    grep -q '^zeps_op_errors_total{op="snapshot",code="ESTATE"} [1-9]' "$work/errs.txt"
+check "  and the errors by op and code add up to zeps_errors_total" awk '
+    /^zeps_errors_total / { t = $2 } /^zeps_op_errors_total\{/ { s += $2 }
+    END { exit !(t > 0 && s == t) }' "$work/errs.txt"
+
 # bad requests: bounded answers, then the endpoint still serves
 check "POST is refused with 405" test "$(code -X POST "$url0/metrics")" = 405
 check "an unknown path is 404" test "$(code "$url0/nope")" = 404

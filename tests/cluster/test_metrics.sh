@@ -129,6 +129,15 @@ check "the bad requests are counted" \
     awk -v v="$(grep '^zeps_http_connections_total{result="bad"}' "$work/body" | awk '{print $2}')" \
     'BEGIN{exit !(v >= 4)}'
 
+# SIGTERM with the endpoint open: a clean exit (under ASan: nothing leaked)
+for s in 0 1; do
+    kill -TERM "${pids[$s]}"
+    wait "${pids[$s]}"
+    rc=$?
+    check "shard $s exits 0 on SIGTERM with its endpoint open" test $rc -eq 0
+done
+pids=()
+
 # a listen address that cannot work is refused with its name
 sed "s|s0.sock|s9.sock|" "$work/c.conf" >"$work/bad.conf"
 "$BIN/zeps-server" --config "$work/bad.conf" --shard 0 --metrics-listen nohost >"$work/bad.log" 2>&1

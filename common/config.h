@@ -38,6 +38,17 @@ typedef enum zp_delay_dist {
 
 #define ZP_MAX_SLOW_RANKS 64
 
+/* Staleness injected by the shard for studies (cluster.inject, server/state/inject.c):
+ * the law of the tau a pull is served with. */
+typedef enum zp_inject_schedule {
+    ZP_INJECT_OFF = 0,       /* "off": pulls see the newest version (default) */
+    ZP_INJECT_FIXED = 1,     /* "fixed": every pull tau old */
+    ZP_INJECT_UNIFORM = 2,   /* "uniform": tau ~ U{0..max_tau} */
+    ZP_INJECT_GEOMETRIC = 3, /* "geometric": P(tau = k) = p (1-p)^k, cut at max_tau */
+    ZP_INJECT_REPLAY = 4,    /* "replay": tau drawn from a histogram file ("tau count" lines) */
+    ZP_INJECT_STRAGGLER = 5, /* "straggler": rank `straggler` tau old, the others fresh */
+} zp_inject_schedule;
+
 typedef struct zp_config {
     char path[ZP_PATH_MAX]; /* the file it was read from ("" for defaults) */
 
@@ -59,6 +70,18 @@ typedef struct zp_config {
     int max_staleness;                     /* "max_staleness": drop pushes with tau above it (versions); -1 = never (default) */
     double dc_lambda;                      /* "dc_lambda": DC-ASGD compensation strength, default 0 (off), >= 0 */
     int weighted_bound;                    /* "bound": also hold pulls as ssp with this bound (clocks); -1 = none (default) */
+    /* cluster.inject = { ... } (optional group; docs/consistency.md, "Staleness on demand") */
+    zp_inject_schedule inject;             /* "schedule": default off */
+    int inject_tau;                        /* "tau": fixed, straggler; default 1, 0..1000000 */
+    int inject_max_tau;                    /* "max_tau": uniform, geometric; default 0 */
+    double inject_p;                       /* "p": geometric, (0, 1], default 0.5 */
+    char inject_replay[ZP_PATH_MAX];       /* "replay_file": replay's histogram */
+    int inject_straggler;                  /* "straggler": the slow rank, default 0, < workers */
+    int inject_window;                     /* "window": versions kept; 0 = the schedule's largest tau */
+    bool inject_turns;                     /* "turns": pulls of dense tables take turns by rank so
+                                              no push comes between a pull and its push (exact tau);
+                                              default true; unused where pushes wait for rounds */
+    uint64_t inject_seed;                  /* "seed": default 1 */
     char trace_dir[ZP_PATH_MAX];           /* "trace_dir": each shard writes <dir>/trace-shard<i>.csv; "" = off (default) */
     char snapshot_dir[ZP_PATH_MAX];        /* snapshots and restore; "" = off (default) */
     int snapshot_every_clocks;             /* bsp: a consistent cut every K clocks; 0 = off */
@@ -158,5 +181,6 @@ const char *zp_config_keys_weight_fn_name(zp_weight_fn f);
 int zp_config_keys_weight_fn_from_name(const char *name);
 const char *zp_config_keys_delay_dist_name(zp_delay_dist d);
 int zp_config_keys_delay_dist_from_name(const char *name);
+const char *zp_config_keys_inject_name(zp_inject_schedule k);
 
 #endif

@@ -267,6 +267,7 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
 static void free_core(zp_server *s)
 {
     zp_trace_close(&s->trace);
+    zp_inject_fini(&s->inject);
     for (uint32_t i = 0; i < s->ntables; i++)
         zp_table_destroy(&s->tables[i]);
     free(s->tables);
@@ -309,6 +310,8 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     s->incarnation = zp_rng_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32)) | 1u;
     zp_workers_init(&s->workers, s->nworkers);
     int rc = cfg->trace_dir[0] ? zp_trace_open(&s->trace, cfg->trace_dir, shard, err, errlen) : 0;
+    if (rc == 0)
+        rc = zp_inject_init(&s->inject, cfg, err, errlen);
     if (rc != 0) {
         free_core(s);
         return rc;

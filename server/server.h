@@ -23,6 +23,7 @@
 #include "config.h"
 #include "consistency.h"
 #include "hist.h"
+#include "inject.h"
 #include "persist.h"
 #include "reply.h"
 #include "table.h"
@@ -59,6 +60,7 @@ struct zp_server {
     const zp_consistency_ops *cons; /* the mode: every mode decision goes through it */
 
     zp_trace *trace;    /* per-update trace, or NULL */
+    zp_inject inject;   /* staleness on demand (state/inject.h); off unless configured */
     zp_persist persist; /* snapshots */
 
     /* recovery (docs/faults.md) */

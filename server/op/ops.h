@@ -29,6 +29,9 @@ void zp_pull_on(zp_server *s, zp_request *r);
 void zp_pull_serve_parked(zp_server *s, zp_table *t);
 /* The same for every table. */
 void zp_pull_serve_all(zp_server *s);
+/* A push by `rank` to t was answered: under cluster.inject turns, the
+ * turn moves on if it was rank's (op/pull.c). */
+void zp_pull_turn_done(zp_server *s, zp_table *t, uint32_t rank);
 /* Answer every parked pull with ERESTARTED (cut `cut` of set `set`). */
 void zp_pull_abort_parked(zp_server *s, int64_t cut, uint64_t set);
 
@@ -69,7 +72,9 @@ void zp_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace_kind k
                     uint64_t version_applied, double weight, int applied);
 /* Record what a policy did with push p (every push of a closed round). */
 void zp_record_result(zp_server *s, zp_table *t, const zp_push *p, const zp_push_result *res);
-/* Record an answered dense pull that waited wait_us parked. */
-void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, double wait_us);
+/* Record an answered dense pull that waited wait_us parked and was served
+ * the slice at version_sent (older than the newest under cluster.inject). */
+void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, double wait_us,
+                    uint64_t version_sent);
 
 #endif

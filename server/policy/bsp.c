@@ -139,6 +139,7 @@ const zp_consistency_ops zp_bsp_ops = {
     .name = "bsp",
     .caps = ZP_CAP_CUTS | ZP_CAP_ROLLBACK,
     .holds_frames = true,
+    .rounds = true,
     .pull_ready = bsp_pull_ready,
     .rows_pull_ready = bsp_rows_pull_ready,
     .push = bsp_push,

@@ -123,6 +123,55 @@ START_TEST(weighting_errors)
 }
 END_TEST
 
+/* cluster.inject = { ... }: defaults, every schedule, and what each needs. */
+START_TEST(inject_keys)
+{
+    zp_config *c = parse_ok(HEAD TAIL);
+    ck_assert_int_eq(c->inject, ZP_INJECT_OFF);
+    ck_assert(c->inject_turns);
+    ck_assert_int_eq(c->inject_window, 0);
+    free(c);
+    c = parse_ok(HEAD "  inject = { schedule = \"uniform\"; max_tau = 8; seed = 3; turns = false; "
+                      "window = 10; };\n" TAIL);
+    ck_assert_int_eq(c->inject, ZP_INJECT_UNIFORM);
+    ck_assert_int_eq(c->inject_max_tau, 8);
+    ck_assert_uint_eq(c->inject_seed, 3);
+    ck_assert(!c->inject_turns);
+    ck_assert_int_eq(c->inject_window, 10);
+    free(c);
+    c = parse_ok(HEAD "  inject = { schedule = \"straggler\"; straggler = 1; tau = 5; };\n" TAIL);
+    ck_assert_int_eq(c->inject, ZP_INJECT_STRAGGLER);
+    ck_assert_int_eq(c->inject_straggler, 1);
+    free(c);
+    expect_error(HEAD "  inject = {\n    schedule = \"normal\";\n  };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:5: 'cluster.inject.schedule' = \"normal\" is not one of off, fixed, "
+                 "uniform, geometric, replay, straggler",
+                 NULL);
+    expect_error(HEAD "  inject = {\n    schedule = \"uniform\";\n  };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:5: 'cluster.inject.schedule' = \"uniform\" needs "
+                 "'cluster.inject.max_tau' >= 1",
+                 NULL);
+    expect_error(HEAD "  inject = { schedule = \"replay\"; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.inject.schedule' = \"replay\" needs "
+                 "'cluster.inject.replay_file'",
+                 NULL);
+    expect_error(HEAD "  inject = { schedule = \"straggler\"; straggler = 2; };\n" TAIL,
+                 ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.inject.straggler' = 2 is out of range (allowed: 0 <= "
+                 "rank < workers = 2)",
+                 NULL);
+    expect_error(HEAD "  inject = { schedule = \"fixed\"; tau = 5; window = 4; };\n" TAIL,
+                 ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.inject.window' = 4 keeps fewer versions than schedule "
+                 "\"fixed\" can ask for (tau up to 5)",
+                 NULL);
+    expect_error(HEAD "  inject = { schedule = \"geometric\"; max_tau = 4; p = 0; };\n" TAIL,
+                 ZEPS_ECONFIG, "cluster.conf:4: 'cluster.inject.p' = 0 is out of range", NULL);
+    expect_error(HEAD "  inject = { tau = -1; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.inject.tau' = -1 is out of range", NULL);
+}
+END_TEST
+
 /* cluster.backup_workers, late_pushes, trace_dir. */
 START_TEST(backup_and_trace_keys)
 {
@@ -344,6 +393,7 @@ static Suite *config_keys_suite(void)
     tcase_add_test(tc, slow_ranks_keys);
     tcase_add_test(tc, ctr_keys);
     tcase_add_test(tc, curve_keys);
+    tcase_add_test(tc, inject_keys);
     suite_add_tcase(s, tc);
     return s;
 }

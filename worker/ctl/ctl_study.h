@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #define MAX_S        32
-#define NSETTINGS    3
+#define NSETTINGS    4
 #define NGRID        14  /* step sizes of the stability grid: 2 * 2^(-k/2) */
 #define DIVERGED_REL 1e3 /* a curve point this far from x* counts as diverged */
 #define MAX_FILE     (8 << 20)
@@ -26,7 +26,7 @@ typedef struct setting {
     bool theorem_step; /* lr = 1/(2L(1+s)) instead of 1/L */
 } study_setting;
 
-/* The three settings per s (ctl_study.c). */
+/* The four settings per s (ctl_study.c). */
 extern const study_setting zp_ctl_study_settings[NSETTINGS];
 
 typedef struct study_opts {
@@ -36,6 +36,8 @@ typedef struct study_opts {
     int stal[MAX_S], nstal;
     const char *dir, *json, *markdown, *curves;
     bool keep_traces, no_steps, no_stability, no_curves;
+    bool inject; /* tau from the shard's schedule (cluster.inject), not from timing */
+    int bisect;  /* --inject: bisection steps of the largest stable lr */
 } study_opts;
 
 typedef struct run_spec {
@@ -44,6 +46,8 @@ typedef struct run_spec {
     bool weighting;          /* write a weighting section: function, s, bound */
     const char *function;    /* w(tau), with a weighting section */
     int s, bound;            /* max_staleness and pull bound; -1: none */
+    const char *inject;      /* cluster.inject schedule with tau s ("uniform": max_tau s,
+                                "fixed": tau s), or NULL */
     double lr;
     int seed, iterations, eval_every;
 } run_spec;
@@ -80,10 +84,15 @@ typedef struct study {
     run *runs;
     size_t nruns, cap;
     double stable_lr[MAX_S], stable_rel[MAX_S]; /* stability grid; 0: none stable */
+    double unstable_lr[MAX_S];                  /* --inject: the smallest lr seen to diverge */
     int curve_seed;                             /* seed of the figure's runs; 0: none */
     size_t curve_runs[2];
     double t0;
 } study;
+
+/* The largest stable lr of x_{k+1} = x_k - lr L x_{k-s} (the delayed
+ * gradient iteration with a fixed delay s): 2 sin(pi / (4s + 2)) / L. */
+double zp_ctl_study_analytic_lr(int s);
 
 /* The pull bound of staleness bound s: --bound, or floor(s / workers). */
 int zp_ctl_study_bound_for(const study_opts *o, int s);

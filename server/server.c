@@ -289,8 +289,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     }
     const zp_consistency_ops *cons = zp_registry_find(cfg->consistency);
     if (!cons) {
-        snprintf(err, errlen, "consistency '%s' is not available in this build",
-                 cfg->consistency);
+        snprintf(err, errlen, "consistency '%s' is not available in this build", cfg->consistency);
         return ZEPS_ECONFIG;
     }
     zp_server *s = zp_alloc_zeroed(1, sizeof(*s));
@@ -307,6 +306,10 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     /* A new incarnation per start: time and pid mixed, so a restarted shard
      * is told apart from the one before it. */
     s->incarnation = zp_rng_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32)) | 1u;
+    zp_ratelimit_init(&s->logs.refused, "refused", 10, 1.0);
+    zp_ratelimit_init(&s->logs.joined, "HELLOs", 10, 1.0);
+    zp_ratelimit_init(&s->logs.left, "BYEs", 10, 1.0);
+    zp_ratelimit_init(&s->logs.send, "failed sends", 10, 1.0);
     zp_workers_init(&s->workers, s->nworkers);
     int rc = cfg->trace_dir[0] ? zp_trace_open(&s->trace, cfg->trace_dir, shard, err, errlen) : 0;
     if (rc != 0) {
@@ -327,7 +330,7 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
     if (rc == 0)
         rc = setup_socket(s, err, errlen);
     if (rc == 0) {
-        s->sink = (zp_reply_sink){.send = zp_reply_socket_send, .arg = s->sock};
+        s->sink = (zp_reply_sink){.send = zp_reply_socket_send, .arg = s};
         rc = setup_loop(s, err, errlen);
     }
     if (rc != 0) {

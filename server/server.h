@@ -24,6 +24,7 @@
 #include "consistency.h"
 #include "hist.h"
 #include "persist.h"
+#include "ratelimit.h"
 #include "reply.h"
 #include "table.h"
 #include "trace.h"
@@ -73,6 +74,16 @@ struct zp_server {
 
     uint64_t bytes_in, bytes_out, requests, errors;
     bool stopping;
+
+    /* Log lines a peer can cause once per request, each kind limited the
+     * same way (common/ratelimit.h); STATS log_suppressed sums what they
+     * (and zap's) left out. */
+    struct {
+        zp_ratelimit refused; /* a request answered with ERROR */
+        zp_ratelimit joined;  /* a HELLO registering or rejoining a rank */
+        zp_ratelimit left;    /* a BYE */
+        zp_ratelimit send;    /* a reply that could not be sent */
+    } logs;
 };
 
 /* Create shard `shard` from a loaded config: restore its snapshot, bind the

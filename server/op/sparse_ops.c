@@ -291,11 +291,8 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     const uint64_t *ids = checked_push(s, r, t, &g);
     if (!ids)
         return -1;
-    if (h->clock < 0) {
-        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK, "PUSH with negative clock %" PRId64,
-                       h->clock);
+    if (zp_request_clock(s, r) != 0)
         return -1;
-    }
     size_t len = zmq_msg_size(r->payload);
     bool versions = (h->flags & ZP_FLAG_ROW_VERSIONS) != 0;
     size_t vbytes = versions ? n * sizeof(uint32_t) : 0;

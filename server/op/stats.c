@@ -35,6 +35,8 @@ static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
     st->curve = s->zap.enabled;
     st->curve_accepted = s->zap.accepted;
     st->curve_refused = s->zap.refused;
+    st->log_suppressed = s->logs.refused.suppressed + s->logs.joined.suppressed +
+                         s->logs.left.suppressed + s->logs.send.suppressed + s->zap.log.suppressed;
 }
 
 /* ts points into t and into th[0..3) (which the caller owns). */
@@ -93,6 +95,7 @@ static void worker_stats(const zp_worker *w, int rank, double now, Zeps__WorkerS
     ws->push_bytes_raw = w->push_bytes_raw;
     ws->lost = w->lost;
     ws->lost_count = w->lost_count;
+    ws->seq_jumps = w->seq_jumps;
     ws->pull_bytes_wire = w->pull_bytes_wire;
     ws->pull_bytes_raw = w->pull_bytes_raw;
     ws->pull_resyncs = w->pull_resyncs;

@@ -115,7 +115,7 @@ START_TEST(test_copy_on_write)
     zp_buf *held = zp_table_params_ref(t);
     zp_table_apply(t, g, 0, 8, 1.0f);
     ck_assert_ptr_ne(held, t->params);
-    ck_assert_float_eq(held->data[3], 2.0f);    /* what the reply sends */
+    ck_assert_float_eq(held->data[3], 2.0f);      /* what the reply sends */
     ck_assert_float_eq(t->params->data[3], 1.5f); /* 2 - 0.5 * 1 */
     ck_assert_uint_eq(t->version, 1);
     zp_buf_release(held->data, held); /* ZeroMQ done with it: freed */
@@ -156,6 +156,17 @@ START_TEST(test_seq_window)
     ck_assert(zp_workers_hello(w, 78)); /* restarted: numbers start over */
     ck_assert(!zp_workers_seen(w, 1));
     ck_assert(!zp_workers_seen(w, 1000));
+    /* a seq more than the window past the highest sent is a jump */
+    ck_assert(!zp_workers_seq_jump(w, ZP_SEQ_WINDOW));
+    ck_assert(zp_workers_seq_jump(w, ZP_SEQ_WINDOW + 1));
+    zp_workers_note_seq(w, 10);
+    zp_workers_note_seq(w, 3); /* lower: nothing changes */
+    ck_assert(!zp_workers_seq_jump(w, 10 + ZP_SEQ_WINDOW));
+    ck_assert(zp_workers_seq_jump(w, 11 + ZP_SEQ_WINDOW));
+    ck_assert(!zp_workers_seq_jump(w, 1));
+    ck_assert(zp_workers_seq_jump(w, UINT64_MAX));
+    ck_assert(zp_workers_hello(w, 79)); /* a new incarnation starts from 0 again */
+    ck_assert(zp_workers_seq_jump(w, 11 + ZP_SEQ_WINDOW));
     zp_workers_fini(&ws);
 }
 END_TEST

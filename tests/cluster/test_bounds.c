@@ -1,0 +1,272 @@
+/*
+ * test_bounds.c - a real zeps-server against requests that would make it
+ * hold more than it should: sequence numbers that jump past the duplicate
+ * window, flag bits it does not know, clocks at the end of their range, a
+ * flood of refused requests (the log stays a few lines, STATS counts the
+ * rest), and tables, rows and bytes past the shard's limits (a sparse pull
+ * of 10M new ids against a small row cap is refused and the server's RSS
+ * stays bounded).
+ *
+ * Each case starts its own server (ipc endpoints in a private directory)
+ * and talks to it over a raw DEALER socket as rank 1 while a library
+ * client (rank 0) checks what the table holds.
+ */
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "rawreq.h"
+#include "wire.h"
+#include "zeps.h"
+
+#define LEN 16
+
+static zt_cluster cl;
+static zeps_client *good;
+static uint32_t tid;
+static void *zctx, *raw;
+static const uint64_t inc = 0x5eed;
+
+static void start(const char *extra)
+{
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", extra, NULL), 0);
+    good = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(good);
+    zeps_table_spec spec = {.name = "t", .length = LEN, .optimizer = "sgd", .lr = 1.0};
+    ck_assert_int_eq(zeps_declare(good, &spec, &tid), 0);
+    zctx = zmq_ctx_new();
+    raw = zt_raw_socket(zctx, &cl, 0);
+}
+
+static void setup(void)
+{
+    start(NULL);
+}
+
+static void teardown(void)
+{
+    zmq_close(raw);
+    zmq_ctx_term(zctx);
+    zeps_client_destroy(&good);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+static Zeps__Header header(Zeps__Op op, uint64_t seq)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = op;
+    h.req_id = seq;
+    h.rank = 1;
+    h.incarnation = inc;
+    h.seq = seq;
+    return h;
+}
+
+static Zeps__Header *hello(uint64_t incarnation, uint64_t seq)
+{
+    Zeps__Header h = header(ZEPS__OP__HELLO, seq);
+    h.incarnation = incarnation;
+    return zt_raw_req(raw, &h, NULL, 0);
+}
+
+/* A PUSH of ones to the whole table as rank 1 with `seq` and `flags`. */
+static Zeps__Header *push(uint64_t incarnation, uint64_t seq, uint32_t flags)
+{
+    float ones[LEN];
+    for (int i = 0; i < LEN; i++)
+        ones[i] = 1.0f;
+    Zeps__Header h = header(ZEPS__OP__PUSH, seq);
+    h.incarnation = incarnation;
+    h.table = tid;
+    h.count = LEN;
+    h.flags = flags;
+    return zt_raw_req(raw, &h, ones, sizeof(ones));
+}
+
+/* The reply is an ack with exactly `flags`; frees it. */
+static void expect_ack(Zeps__Header *rep, uint32_t flags)
+{
+    ck_assert_msg(rep->op == ZEPS__OP__PUSH || rep->op == ZEPS__OP__CLOCK ||
+                      rep->op == ZEPS__OP__HELLO,
+                  "op %d: %s", rep->op, rep->error_text ? rep->error_text : "");
+    ck_assert_uint_eq(rep->flags, flags);
+    zeps__header__free_unpacked(rep, NULL);
+}
+
+/* Every element of the table (sgd, lr 1, from 0) equals -pushes. */
+static void expect_value(float pushes)
+{
+    float v[LEN];
+    ck_assert_int_eq(zeps_pull(good, tid, v, 0, LEN, 0), 0);
+    for (int i = 0; i < LEN; i++)
+        ck_assert_msg(v[i] == -pushes, "v[%d] = %g, expected %g", i, v[i], -pushes);
+}
+
+/* Lines of server 0's log containing `needle`. */
+static int log_count(const char *needle)
+{
+    char path[400], line[2048];
+    snprintf(path, sizeof(path), "%s/server-0.log", cl.dir);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, needle) != NULL;
+    fclose(f);
+    return n;
+}
+
+static const Zeps__WorkerStats *worker_stats(const Zeps__ShardStats *st, uint32_t rank)
+{
+    for (size_t i = 0; i < st->n_workers; i++)
+        if (st->workers[i]->rank == rank)
+            return st->workers[i];
+    ck_abort_msg("no stats for worker %u", rank);
+    return NULL;
+}
+
+/* One PUSH with seq 2^64-1 used to make every later push of the rank a
+ * "duplicate" (acknowledged, never applied). It is refused now, and the
+ * rank's pushes go on being applied; 64 ahead is the largest step taken. */
+START_TEST(test_seq_jump_refused)
+{
+    expect_ack(hello(inc, 1), 0);
+    expect_ack(push(inc, 2, 0), 0);
+    expect_value(1);
+    zt_raw_expect_error(push(inc, UINT64_MAX, 0), ZEPS_EPROTO, "past the highest");
+    zt_raw_expect_error(push(inc, 2 + 65, 0), ZEPS_EPROTO, "at most 64 ahead");
+    expect_ack(push(inc, 3, 0), 0); /* not a duplicate: the window did not move */
+    expect_value(2);
+    expect_ack(push(inc, 3 + 64, 0), 0); /* exactly the largest step */
+    expect_ack(push(inc, 4, 0), 0);      /* inside the window, never seen */
+    expect_value(4);
+    /* a CLOCK and a PULL are held to the same rule */
+    Zeps__Header h = header(ZEPS__OP__CLOCK, 67 + 100);
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EPROTO, "past the highest");
+    h = header(ZEPS__OP__PULL, 67 + 100);
+    h.table = tid;
+    h.count = LEN;
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EPROTO, "past the highest");
+
+    Zeps__ShardStats *st = zt_stats(good, 0);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(worker_stats(st, 1)->seq_jumps, 4);
+    zeps__shard_stats__free_unpacked(st, NULL);
+    ck_assert_int_eq(log_count("jumps"), 1); /* logged once per incarnation */
+
+    /* a restarted worker (new incarnation) starts its numbers afresh ... */
+    expect_ack(hello(inc + 1, 1), ZP_FLAG_REJOINED);
+    expect_ack(push(inc + 1, 2, 0), 0);
+    expect_value(5);
+    /* ... and a HELLO sets where the numbers stand (a client that gave up
+     * requests, or whose shard restored an older record, says HELLO) */
+    expect_ack(hello(inc + 1, 1000), 0);
+    expect_ack(push(inc + 1, 1001, 0), 0);
+    expect_value(6);
+    zt_raw_expect_error(push(inc + 1, 1001 + 65, 0), ZEPS_EPROTO, "past the highest");
+    ck_assert_int_eq(log_count("jumps"), 2); /* once for the new incarnation */
+}
+END_TEST
+
+/* Flag bits a request may not carry are refused with EPROTO and change
+ * nothing; the known ones still work. */
+START_TEST(test_unknown_flags_refused)
+{
+    expect_ack(hello(inc, 1), 0);
+    zt_raw_expect_error(push(inc, 2, 0xffffffffu), ZEPS_EPROTO, "unknown flag bits 0xffffffee");
+    zt_raw_expect_error(push(inc, 3, ZP_FLAG_PULL_DELTA), ZEPS_EPROTO, "unknown flag bits 0x100");
+    expect_value(0);
+    Zeps__Header h = header(ZEPS__OP__PULL, 4);
+    h.table = tid;
+    h.count = LEN;
+    h.flags = ZP_FLAG_CLOCK;
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EPROTO, "in a PULL request");
+    h = header(ZEPS__OP__CLOCK, 5);
+    h.flags = 0x80000000u;
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EPROTO, "0x80000000");
+    h = header(ZEPS__OP__HELLO, 6);
+    h.flags = ZP_FLAG_DUPLICATE; /* a reply's flag */
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EPROTO, "in a HELLO request");
+    /* a tool's request too */
+    h = header(ZEPS__OP__STATS, 0);
+    h.rank = 0xffffffffu;
+    h.flags = 0x40;
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_EPROTO, "0x40");
+    expect_ack(push(inc, 7, ZP_FLAG_CLOCK), 0); /* a known flag */
+    expect_value(1);
+}
+END_TEST
+
+/* A clock at the end of its range is refused as out of range, not reported
+ * as going backwards with an overflowed number. */
+START_TEST(test_clock_range)
+{
+    expect_ack(hello(inc, 1), 0);
+    Zeps__Header h = header(ZEPS__OP__CLOCK, 2);
+    h.clock = 5;
+    expect_ack(zt_raw_req(raw, &h, NULL, 0), 0);
+    h = header(ZEPS__OP__CLOCK, 3);
+    h.clock = INT64_MAX;
+    Zeps__Header *rep = zt_raw_req(raw, &h, NULL, 0);
+    ck_assert_ptr_null(strstr(rep->error_text ? rep->error_text : "", "backwards"));
+    zt_raw_expect_error(rep, ZEPS_ECLOCK, "is out of range (at most 9223372036854775806)");
+    h = header(ZEPS__OP__CLOCK, 4);
+    h.clock = 2;
+    zt_raw_expect_error(zt_raw_req(raw, &h, NULL, 0), ZEPS_ECLOCK,
+                        "clock goes backwards: finished 2 after 5");
+    rep = push(inc, 5, 0);
+    expect_ack(rep, 0);
+    float ones[LEN] = {0};
+    h = header(ZEPS__OP__PUSH, 6);
+    h.table = tid;
+    h.count = LEN;
+    h.clock = INT64_MAX;
+    zt_raw_expect_error(zt_raw_req(raw, &h, ones, sizeof(ones)), ZEPS_ECLOCK, "out of range");
+    expect_value(1);
+}
+END_TEST
+
+/* A flood of refused requests is logged on a few lines; the rest are
+ * counted in STATS (log_suppressed), and the next line says how many were
+ * left out. */
+START_TEST(test_refusals_rate_limited)
+{
+    expect_ack(hello(inc, 1), 0);
+    int lines0 = log_count("refused (EPROTO)");
+    for (uint64_t i = 0; i < 500; i++)
+        zt_raw_expect_error(push(inc, 2, 0x4000u), ZEPS_EPROTO, "unknown flag bits");
+    int lines = log_count("refused (EPROTO)") - lines0;
+    ck_assert_msg(lines >= 1 && lines <= 20, "%d lines for 500 refusals", lines);
+    Zeps__ShardStats *st = zt_stats(good, 0);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_ge(st->errors, 500);
+    ck_assert_uint_eq(st->log_suppressed, 500 - (uint64_t)lines);
+    zeps__shard_stats__free_unpacked(st, NULL);
+    sleep(2); /* the bucket refills: the next line is logged, with the count */
+    zt_raw_expect_error(push(inc, 3, 0x4000u), ZEPS_EPROTO, "unknown flag bits");
+    ck_assert(zt_wait_log(&cl, 0, "more refused since the last message"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("bounds");
+    TCase *tc = tcase_create("requests");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_seq_jump_refused);
+    tcase_add_test(tc, test_unknown_flags_refused);
+    tcase_add_test(tc, test_clock_range);
+    tcase_add_test(tc, test_refusals_rate_limited);
+    suite_add_tcase(s, tc);
+    return zt_run_suite(s);
+}

@@ -23,6 +23,7 @@
 #include "config.h"
 #include "consistency.h"
 #include "hist.h"
+#include "quota.h"
 #include "persist.h"
 #include "ratelimit.h"
 #include "reply.h"
@@ -56,6 +57,7 @@ struct zp_server {
 
     zp_table **tables;
     uint32_t ntables, cap_tables;
+    zp_quota quota;                 /* tables, rows and bytes peers may make it hold */
     zp_workers workers;             /* ranks, clocks (min_clock, max_clock), quorum */
     const zp_consistency_ops *cons; /* the mode: every mode decision goes through it */
 

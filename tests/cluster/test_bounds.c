@@ -257,6 +257,168 @@ START_TEST(test_refusals_rate_limited)
 }
 END_TEST
 
+/* Peak resident memory (VmHWM) of server 0, in MiB. */
+static long server_hwm_mib(void)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof(path), "/proc/%d/status", (int)cl.pids[0]);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long kb = -1;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+            break;
+    fclose(f);
+    return kb / 1024;
+}
+
+static Zeps__ShardStats *stats0(void)
+{
+    Zeps__ShardStats *st = zt_stats(good, 0);
+    ck_assert_ptr_nonnull(st);
+    return st;
+}
+
+/* A raw sparse PULL of ids [first, first + n) of table `table` as rank 1. */
+static Zeps__Header *spull(uint64_t seq, uint32_t table, uint64_t first, size_t n)
+{
+    uint64_t *ids = malloc(n * sizeof(uint64_t));
+    ck_assert_ptr_nonnull(ids);
+    for (size_t i = 0; i < n; i++)
+        ids[i] = first + i;
+    Zeps__Header h = header(ZEPS__OP__PULL, seq);
+    h.table = table;
+    h.count = n;
+    Zeps__Header *rep = zt_raw_req(raw, &h, ids, n * sizeof(uint64_t));
+    free(ids);
+    return rep;
+}
+
+/* max_tables = 3: the fourth table is refused with ENOMEM; declaring one
+ * that exists still answers. */
+START_TEST(test_max_tables)
+{
+    start("  max_tables = 3;");
+    zeps_table_spec spec = {.name = "u", .length = LEN, .optimizer = "sgd", .lr = 1.0};
+    uint32_t id;
+    ck_assert_int_eq(zeps_declare(good, &spec, &id), 0);
+    spec.name = "v";
+    ck_assert_int_eq(zeps_declare(good, &spec, &id), 0);
+    spec.name = "w";
+    ck_assert_int_eq(zeps_declare(good, &spec, &id), ZEPS_ENOMEM);
+    ck_assert_ptr_nonnull(strstr(zeps_last_error(good), "holds 3 tables, its limit (max_tables)"));
+    spec.name = "u";
+    ck_assert_int_eq(zeps_declare(good, &spec, &id), 0);
+    Zeps__ShardStats *st = stats0();
+    ck_assert_uint_eq(st->n_tables, 3);
+    ck_assert_uint_eq(st->max_tables, 3);
+    ck_assert_uint_eq(st->full_refused, 1);
+    zeps__shard_stats__free_unpacked(st, NULL);
+}
+END_TEST
+
+/* max_memory_mb = 1: a dense table whose slice needs more is refused
+ * before anything is allocated (2^36 elements would be 512 GiB), and the
+ * shard goes on serving. */
+START_TEST(test_max_bytes_dense)
+{
+    start("  max_memory_mb = 1;");
+    zeps_table_spec spec = {.name = "big", .length = 1u << 20, .optimizer = "adam", .lr = 0.1};
+    uint32_t id;
+    ck_assert_int_eq(zeps_declare(good, &spec, &id), ZEPS_ENOMEM);
+    ck_assert_ptr_nonnull(strstr(zeps_last_error(good), "needs 16777216 bytes on shard 0"));
+    ck_assert_ptr_nonnull(strstr(zeps_last_error(good), "(max_memory_mb)"));
+    spec.length = 1ull << 36;
+    ck_assert_int_eq(zeps_declare(good, &spec, &id), ZEPS_ENOMEM);
+    spec.name = "small";
+    spec.length = 1000;
+    ck_assert_int_eq(zeps_declare(good, &spec, &id), 0);
+    expect_value(0);
+    Zeps__ShardStats *st = stats0();
+    ck_assert_uint_eq(st->max_bytes, 1u << 20);
+    ck_assert_uint_gt(st->bytes_held, 1000 * 4);
+    ck_assert_uint_le(st->bytes_held, 1u << 20);
+    ck_assert_uint_eq(st->full_refused, 2);
+    zeps__shard_stats__free_unpacked(st, NULL);
+}
+END_TEST
+
+/* A sparse pull of 10M new ids against max_rows = 100000 is refused with
+ * ENOMEM before a row is made, and the server's peak RSS stays far below
+ * what 10M rows take (they took it from 54 to 973 MiB); pulls that fit
+ * still create their rows, and a table that evicts (capacity_rows) only
+ * counts the growth up to its own bound. */
+START_TEST(test_sparse_rows_bounded)
+{
+    start("  max_rows = 100000;");
+    expect_ack(hello(inc, 1), 0);
+    zeps_sparse_spec sp = {.name = "e", .dim = 1, .optimizer = "sgd", .lr = 0.1};
+    uint32_t e;
+    ck_assert_int_eq(zeps_declare_sparse(good, &sp, &e), 0);
+    long before = server_hwm_mib();
+    zt_raw_expect_error(spull(2, e, 1, 10000000), ZEPS_ENOMEM,
+                        "shard 0 is full: 10000000 new rows of table 'e'");
+    long after = server_hwm_mib();
+    Zeps__ShardStats *st = stats0();
+    ck_assert_uint_eq(st->rows_held, 0);
+    ck_assert_uint_eq(st->max_rows, 100000);
+    ck_assert_uint_eq(st->full_refused, 1);
+    zeps__shard_stats__free_unpacked(st, NULL);
+    /* the 80 MB request itself passes through; 10M rows would be ~1 GiB */
+    ck_assert_msg(after - before < 400, "peak RSS grew from %ld to %ld MiB", before, after);
+
+    Zeps__Header *rep = spull(3, e, 1, 60000);
+    ck_assert_msg(rep->op == ZEPS__OP__PULL, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    zt_raw_expect_error(spull(4, e, 100000, 60000), ZEPS_ENOMEM, "beside 60000 rows");
+    /* a push of new ids would create rows too */
+    rep = spull(5, e, 1, 60000); /* known ids: nothing new */
+    ck_assert_int_eq(rep->op, ZEPS__OP__PULL);
+    zeps__header__free_unpacked(rep, NULL);
+
+    sp.name = "lru";
+    sp.capacity_rows = 30000;
+    uint32_t l;
+    ck_assert_int_eq(zeps_declare_sparse(good, &sp, &l), 0);
+    rep = spull(6, l, 1, 80000); /* grows by 30000 at most, then evicts */
+    ck_assert_msg(rep->op == ZEPS__OP__PULL, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    st = stats0();
+    ck_assert_uint_eq(st->rows_held, 90000);
+    zeps__shard_stats__free_unpacked(st, NULL);
+}
+END_TEST
+
+/* A sparse push of new ids past the limit is refused and changes no row. */
+START_TEST(test_sparse_push_bounded)
+{
+    start("  max_rows = 1000;");
+    expect_ack(hello(inc, 1), 0);
+    zeps_sparse_spec sp = {.name = "e", .dim = 2, .optimizer = "sgd", .lr = 1.0};
+    uint32_t e;
+    ck_assert_int_eq(zeps_declare_sparse(good, &sp, &e), 0);
+    size_t n = 1500;
+    size_t len = n * sizeof(uint64_t) + n * 2 * sizeof(float);
+    unsigned char *buf = calloc(1, len);
+    for (size_t i = 0; i < n; i++) {
+        uint64_t id = i;
+        memcpy(buf + i * sizeof(id), &id, sizeof(id));
+    }
+    Zeps__Header h = header(ZEPS__OP__PUSH, 2);
+    h.table = e;
+    h.count = n;
+    zt_raw_expect_error(zt_raw_req(raw, &h, buf, len), ZEPS_ENOMEM, "1500 new rows");
+    h = header(ZEPS__OP__PUSH, 3);
+    h.table = e;
+    h.count = 800;
+    expect_ack(zt_raw_req(raw, &h, buf, 800 * sizeof(uint64_t) + 800 * 2 * sizeof(float)), 0);
+    free(buf);
+    Zeps__ShardStats *st = stats0();
+    ck_assert_uint_eq(st->rows_held, 800);
+    zeps__shard_stats__free_unpacked(st, NULL);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("bounds");
@@ -267,6 +429,14 @@ int main(void)
     tcase_add_test(tc, test_unknown_flags_refused);
     tcase_add_test(tc, test_clock_range);
     tcase_add_test(tc, test_refusals_rate_limited);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("limits");
+    tcase_add_checked_fixture(tc, NULL, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_max_tables);
+    tcase_add_test(tc, test_max_bytes_dense);
+    tcase_add_test(tc, test_sparse_rows_bounded);
+    tcase_add_test(tc, test_sparse_push_bounded);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -6,6 +6,7 @@
 #include "quota.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 
 #include "errors.h"
 #include "memlimit.h"
@@ -95,21 +96,41 @@ static uint64_t own_room(const zp_table *t, const zp_sparse_counters *c)
     return room;
 }
 
-int zp_quota_check_rows(zp_quota *l, zp_table *const *tables, uint32_t n, const zp_table *t,
-                        uint64_t rows, int shard, char *err, size_t errlen)
+/* Whether `rows` new rows of t fit; fills *grow, *rows_held, *bytes_held
+ * and *bytes for the message. */
+static bool rows_fit(const zp_quota *l, zp_table *const *tables, uint32_t n, const zp_table *t,
+                     uint64_t rows, uint64_t out[4])
 {
     zp_sparse_counters c;
     zp_sparse_get_counters(t->rows->store, &c);
     uint64_t room = own_room(t, &c);
     uint64_t grow = rows < room ? rows : room;
+    out[0] = grow;
     if (grow == 0)
-        return ZEPS_OK;
+        return true;
     uint64_t rows_held = zp_quota_rows_held(tables, n);
     uint64_t bytes_held = zp_quota_bytes_held(tables, n);
     uint64_t per_row = c.bytes_per_row + 16; /* + its index entry */
     uint64_t bytes = grow > UINT64_MAX / per_row ? UINT64_MAX : grow * per_row;
-    if (grow <= l->max_rows - (rows_held < l->max_rows ? rows_held : l->max_rows) &&
-        bytes_held <= l->max_bytes && bytes <= l->max_bytes - bytes_held)
+    out[1] = bytes;
+    out[2] = rows_held;
+    out[3] = bytes_held;
+    return grow <= l->max_rows - (rows_held < l->max_rows ? rows_held : l->max_rows) &&
+           bytes_held <= l->max_bytes && bytes <= l->max_bytes - bytes_held;
+}
+
+bool zp_quota_room_for(const zp_quota *l, zp_table *const *tables, uint32_t n, const zp_table *t,
+                       uint64_t rows)
+{
+    uint64_t out[4];
+    return rows_fit(l, tables, n, t, rows, out);
+}
+
+int zp_quota_check_rows(zp_quota *l, zp_table *const *tables, uint32_t n, const zp_table *t,
+                        uint64_t rows, int shard, char *err, size_t errlen)
+{
+    uint64_t out[4];
+    if (rows_fit(l, tables, n, t, rows, out))
         return ZEPS_OK;
     l->full_refused++;
     return zp_errors_set(err, errlen, ZEPS_ENOMEM,
@@ -118,6 +139,5 @@ int zp_quota_check_rows(zp_quota *l, zp_table *const *tables, uint32_t n, const 
                          " bytes held (limits: max_rows %" PRIu64 ", max_memory_mb %" PRIu64
                          " bytes); nothing was created. Bound the table (capacity_rows, "
                          "memory_budget, ttl_clocks) or raise the limits",
-                         shard, grow, t->name, bytes, rows_held, bytes_held, l->max_rows,
-                         l->max_bytes);
+                         shard, out[0], t->name, out[1], out[2], out[3], l->max_rows, l->max_bytes);
 }

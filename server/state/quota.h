@@ -16,6 +16,7 @@
 #ifndef ZP_QUOTA_H
 #define ZP_QUOTA_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,6 +51,11 @@ int zp_quota_check_table(zp_quota *l, zp_table *const *tables, uint32_t n, const
  * `rows` have no row yet) fit; else ZEPS_ENOMEM with a message (counted). */
 int zp_quota_check_rows(zp_quota *l, zp_table *const *tables, uint32_t n, const zp_table *t,
                         uint64_t rows, int shard, char *err, size_t errlen);
+
+/* Whether `rows` new rows of t would fit (nothing counted): when even
+ * every id of a request being new fits, its ids need not be looked up. */
+bool zp_quota_room_for(const zp_quota *l, zp_table *const *tables, uint32_t n, const zp_table *t,
+                       uint64_t rows);
 
 /* How many of ids[0..count) table t holds no row for (repeats counted
  * each time: the check errs on the safe side). */

@@ -130,8 +130,8 @@ static void run_workers(const zt_cluster *cl, int n, int slow_steps, int fast_st
 
 typedef struct trace_sum {
     int pulls, pushes, drops, lates, lates_applied;
-    int64_t max_pull_gap[16];  /* per worker */
-    int waited_pulls[16];      /* pulls parked over 2 ms, per worker */
+    int64_t max_pull_gap[16]; /* per worker */
+    int waited_pulls[16];     /* pulls parked over 2 ms, per worker */
     double tau_sum[16];
     int tau_n[16];
 } trace_sum;
@@ -152,9 +152,9 @@ static void read_trace(const zt_cluster *cl, trace_sum *ts)
         long long clock, gap;
         unsigned long long vr, va, tau;
         int applied;
-        int n = sscanf(line, "%lf,%15[a-z],%u,%u,%lld,%llu,%llu,%llu,%lld,%lf,%lf,%d", &time_s,
-                       kind, &worker, &table, &clock, &vr, &va, &tau, &gap, &weight, &wait_us,
-                       &applied);
+        int n =
+            sscanf(line, "%lf,%15[a-z],%u,%u,%lld,%llu,%llu,%llu,%lld,%lf,%lf,%d", &time_s, kind,
+                   &worker, &table, &clock, &vr, &va, &tau, &gap, &weight, &wait_us, &applied);
         ck_assert_int_eq(n, 12);
         ck_assert_uint_lt(worker, 16);
         if (strcmp(kind, "pull") == 0) {
@@ -225,6 +225,39 @@ START_TEST(test_ssp_bound)
         ck_assert_msg(tr.waited_pulls[w] >= 5, "s=%d: fast worker %d was parked only %d times", s,
                       w, tr.waited_pulls[w]);
     }
+    check_trace_matches_stats(&cl, &tr);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+static const int weighted_bounds[] = {1, 2};
+
+/* weighted with a pull `bound`: as ssp, the largest clock gap any pull
+ * observes is exactly the bound (an off-by-one either way fails: one more
+ * is seen, or the fast workers never reach it), and the fast workers are
+ * parked for it. */
+START_TEST(test_weighted_bound)
+{
+    int b = weighted_bounds[_i];
+    char extra[96];
+    zt_cluster cl;
+    snprintf(extra, sizeof(extra), "  weighting = { function = \"inverse\"; bound = %d; };", b);
+    ck_assert_int_eq(zt_cluster_start_traced(&cl, 1, 3, "weighted", extra), 0);
+    run_workers(&cl, 3, 12, 12, 2, 25.0, 0.0);
+    struct timespec flush = {0, 250000000};
+    nanosleep(&flush, NULL);
+    trace_sum tr;
+    read_trace(&cl, &tr);
+    ck_assert_int_ge(tr.pulls, 36);
+    int64_t max = 0;
+    for (int w = 0; w < 3; w++)
+        if (tr.max_pull_gap[w] > max)
+            max = tr.max_pull_gap[w];
+    ck_assert_msg(max == b, "bound %d: the largest clock gap at a pull was %lld", b,
+                  (long long)max);
+    for (int w = 0; w < 2; w++)
+        ck_assert_msg(tr.waited_pulls[w] >= 5, "bound %d: fast worker %d was parked only %d times",
+                      b, w, tr.waited_pulls[w]);
     check_trace_matches_stats(&cl, &tr);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
@@ -334,8 +367,12 @@ START_TEST(test_dc_asgd)
                                              "0.5; };"),
                      0);
     zeps_client *a = zt_client(&cl, 0), *b = zt_client(&cl, 1);
-    zeps_table_spec sp = {.name = "w", .length = LEN, .optimizer = "sgd", .lr = 1.0,
-                          .init = "constant", .init_scale = 1.0};
+    zeps_table_spec sp = {.name = "w",
+                          .length = LEN,
+                          .optimizer = "sgd",
+                          .lr = 1.0,
+                          .init = "constant",
+                          .init_scale = 1.0};
     uint32_t ta, tb;
     ck_assert_int_eq(zeps_declare(a, &sp, &ta), 0);
     ck_assert_int_eq(zeps_declare(b, &sp, &tb), 0);
@@ -409,6 +446,7 @@ int main(int argc, char **argv)
     tc = tcase_create("processes");
     tcase_set_timeout(tc, 180);
     tcase_add_loop_test(tc, test_ssp_bound, 0, 3);
+    tcase_add_loop_test(tc, test_weighted_bound, 0, 2);
     tcase_add_test(tc, test_bsp_tau_zero);
     tcase_add_test(tc, test_async_tau_grows);
     tcase_add_test(tc, test_weighted_exact);

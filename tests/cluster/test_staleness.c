@@ -130,8 +130,8 @@ static void run_workers(const zt_cluster *cl, int n, int slow_steps, int fast_st
 
 typedef struct trace_sum {
     int pulls, pushes, drops, lates, lates_applied;
-    int64_t max_pull_gap[16]; /* per worker */
-    int waited_pulls[16];     /* pulls parked over 2 ms, per worker */
+    int64_t max_pull_gap[16];  /* per worker */
+    int waited_pulls[16];      /* pulls parked over 2 ms, per worker */
     double tau_sum[16];
     int tau_n[16];
 } trace_sum;
@@ -152,9 +152,9 @@ static void read_trace(const zt_cluster *cl, trace_sum *ts)
         long long clock, gap;
         unsigned long long vr, va, tau;
         int applied;
-        int n =
-            sscanf(line, "%lf,%15[a-z],%u,%u,%lld,%llu,%llu,%llu,%lld,%lf,%lf,%d", &time_s, kind,
-                   &worker, &table, &clock, &vr, &va, &tau, &gap, &weight, &wait_us, &applied);
+        int n = sscanf(line, "%lf,%15[a-z],%u,%u,%lld,%llu,%llu,%llu,%lld,%lf,%lf,%d", &time_s,
+                       kind, &worker, &table, &clock, &vr, &va, &tau, &gap, &weight, &wait_us,
+                       &applied);
         ck_assert_int_eq(n, 12);
         ck_assert_uint_lt(worker, 16);
         if (strcmp(kind, "pull") == 0) {
@@ -367,12 +367,8 @@ START_TEST(test_dc_asgd)
                                              "0.5; };"),
                      0);
     zeps_client *a = zt_client(&cl, 0), *b = zt_client(&cl, 1);
-    zeps_table_spec sp = {.name = "w",
-                          .length = LEN,
-                          .optimizer = "sgd",
-                          .lr = 1.0,
-                          .init = "constant",
-                          .init_scale = 1.0};
+    zeps_table_spec sp = {.name = "w", .length = LEN, .optimizer = "sgd", .lr = 1.0,
+                          .init = "constant", .init_scale = 1.0};
     uint32_t ta, tb;
     ck_assert_int_eq(zeps_declare(a, &sp, &ta), 0);
     ck_assert_int_eq(zeps_declare(b, &sp, &tb), 0);

@@ -289,7 +289,8 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     }
     const zp_consistency_ops *cons = zp_registry_find(cfg->consistency);
     if (!cons) {
-        snprintf(err, errlen, "consistency '%s' is not available in this build", cfg->consistency);
+        snprintf(err, errlen, "consistency '%s' is not available in this build",
+                 cfg->consistency);
         return ZEPS_ECONFIG;
     }
     zp_server *s = zp_alloc_zeroed(1, sizeof(*s));

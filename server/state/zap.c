@@ -163,7 +163,8 @@ static bool decide(zp_zap *z, zmq_msg_t *f, int n, const char **status, const ch
         *text = "CURVE required";
         z->refused++;
         if (warn_due(z))
-            zp_warn("CURVE: refused a connection from %s without a CURVE key%s", addr, z->note);
+            zp_warn("CURVE: refused a connection from %s without a CURVE key%s", addr,
+                    z->note);
         return false;
     }
     const uint8_t *key = zmq_msg_data(&f[6]);

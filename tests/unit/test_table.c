@@ -115,7 +115,7 @@ START_TEST(test_copy_on_write)
     zp_buf *held = zp_table_params_ref(t);
     zp_table_apply(t, g, 0, 8, 1.0f);
     ck_assert_ptr_ne(held, t->params);
-    ck_assert_float_eq(held->data[3], 2.0f);      /* what the reply sends */
+    ck_assert_float_eq(held->data[3], 2.0f);    /* what the reply sends */
     ck_assert_float_eq(t->params->data[3], 1.5f); /* 2 - 0.5 * 1 */
     ck_assert_uint_eq(t->version, 1);
     zp_buf_release(held->data, held); /* ZeroMQ done with it: freed */

@@ -125,6 +125,19 @@ static int log_count(const char *needle)
     return n;
 }
 
+static int file_has(const char *path, const char *needle)
+{
+    char line[4096];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    int found = 0;
+    while (!found && fgets(line, sizeof(line), f))
+        found = strstr(line, needle) != NULL;
+    fclose(f);
+    return found;
+}
+
 static const Zeps__WorkerStats *worker_stats(const Zeps__ShardStats *st, uint32_t rank)
 {
     for (size_t i = 0; i < st->n_workers; i++)
@@ -251,6 +264,19 @@ START_TEST(test_refusals_rate_limited)
     ck_assert_uint_ge(st->errors, 500);
     ck_assert_uint_eq(st->log_suppressed, 500 - (uint64_t)lines);
     zeps__shard_stats__free_unpacked(st, NULL);
+    /* zepsctl stats shows the count, and JSON carries it */
+    char cmd[1024], out[400], want[64];
+    snprintf(out, sizeof(out), "%s/stats.out", cl.dir);
+    snprintf(cmd, sizeof(cmd), "%s/zepsctl stats --config %s > %s 2>&1", getenv("ZEPS_BINDIR"),
+             cl.conf, out);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(want, sizeof(want), "%d log lines suppressed", 500 - lines);
+    ck_assert_msg(file_has(out, want), "no '%s' in %s", want, out);
+    snprintf(cmd, sizeof(cmd), "%s/zepsctl stats --json --config %s > %s 2>&1",
+             getenv("ZEPS_BINDIR"), cl.conf, out);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(want, sizeof(want), "\"log_suppressed\": %d", 500 - lines);
+    ck_assert_msg(file_has(out, want), "no '%s' in %s", want, out);
     sleep(2); /* the bucket refills: the next line is logged, with the count */
     zt_raw_expect_error(push(inc, 3, 0x4000u), ZEPS_EPROTO, "unknown flag bits");
     ck_assert(zt_wait_log(&cl, 0, "more refused since the last message"));

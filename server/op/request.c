@@ -111,3 +111,15 @@ int zp_request_clock(zp_server *s, zp_request *r)
                        zp_wire_op_name(h->op), h->clock, INT64_MAX - 1);
     return -1;
 }
+
+int zp_request_may_park(zp_server *s, zp_request *r, const zp_worker *w)
+{
+    if (w->parked < ZP_PARKED_MAX)
+        return 0;
+    s->quota.full_refused++;
+    zp_reply_error(s, r->identity, r->h, ZEPS_ENOMEM,
+                   "worker %u already has %u pulls waiting on shard %d, the most that may wait "
+                   "(a client keeps at most 48 requests in flight)",
+                   r->h->rank, w->parked, s->shard);
+    return -1;
+}

@@ -44,6 +44,10 @@ int zp_request_range(zp_server *s, zp_request *r, const zp_table *t);
  * finished after it, is representable); else -1 after replying ECLOCK. */
 int zp_request_clock(zp_server *s, zp_request *r);
 
+/* 0 if worker w may park one more pull (fewer than ZP_PARKED_MAX wait);
+ * else -1 after replying ENOMEM (counted as a refusal of the limits). */
+int zp_request_may_park(zp_server *s, zp_request *r, const zp_worker *w);
+
 /* The cut a worker resumes from after a restore: the policy's cut, or the
  * restored clock in modes without cuts. */
 int64_t zp_request_resume_cut(const zp_server *s);

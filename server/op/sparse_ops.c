@@ -176,12 +176,16 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
     if (!ids || !rows_fit(s, r, t, (uint64_t)n * (t->rows->dim + 1) * sizeof(float)) ||
         !rows_room(s, r, t, ids, n))
         return;
+    bool ready = s->cons->rows_pull_ready(s, t, h->rank, h->clock);
+    if (!ready && zp_request_may_park(s, r, w) != 0)
+        return;
     zp_workers_record(w, h->seq);
     w->pulls++;
-    if (s->cons->rows_pull_ready(s, t, h->rank, h->clock)) {
+    if (ready) {
         send_rows(s, r->identity, h->req_id, t, h->clock, ids, n, 0.0);
         return;
     }
+    w->parked++;
     zp_parked *p = zp_parked_new(r->identity);
     p->path = &rows_path;
     zmq_msg_init(&p->keys);

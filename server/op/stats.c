@@ -102,6 +102,7 @@ static void worker_stats(const zp_worker *w, int rank, double now, Zeps__WorkerS
     ws->lost = w->lost;
     ws->lost_count = w->lost_count;
     ws->seq_jumps = w->seq_jumps;
+    ws->parked = w->parked;
     ws->pull_bytes_wire = w->pull_bytes_wire;
     ws->pull_bytes_raw = w->pull_bytes_raw;
     ws->pull_resyncs = w->pull_resyncs;

@@ -20,6 +20,11 @@
  * flight per shard, so an older number can only be a duplicate. */
 #define ZP_SEQ_WINDOW 64
 
+/* Pulls of one rank that may wait (parked) on a shard at once, over all its
+ * tables: a client has at most 48 requests in flight per shard; the margin
+ * covers pulls an earlier incarnation of the rank left waiting. */
+#define ZP_PARKED_MAX (4 * ZP_SEQ_WINDOW)
+
 typedef struct zp_worker {
     bool joined;         /* said HELLO at least once */
     bool left;           /* said BYE */
@@ -35,6 +40,7 @@ typedef struct zp_worker {
     bool jump_logged;   /* a seq jump of this incarnation was logged (once) */
     uint64_t seq_jumps; /* requests refused for a seq jump, ever */
     double last_seen_s;
+    uint32_t parked; /* pulls of this rank parked now, all tables (at most ZP_PARKED_MAX) */
     uint64_t pushes, pulls, duplicates;
     zp_hist tau; /* staleness of this worker's applied pushes */
     uint64_t dropped, late;

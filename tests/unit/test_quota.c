@@ -219,6 +219,42 @@ START_TEST(test_seq_and_flags)
 }
 END_TEST
 
+/* At most ZP_PARKED_MAX pulls of one rank wait at once; served ones make
+ * room again. ssp with bound 0: a pull at clock c waits until every worker
+ * finished c - 1. */
+START_TEST(test_parked_bounded)
+{
+    zp_config *c = zt_config("ssp", 2, 1);
+    c->staleness = 0;
+    zt_shard *z = zt_shard_start(c, 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    uint32_t t = zt_declare(z, 0, "d", 4, 0.1);
+    zt_clear(z);
+    for (int i = 0; i < ZP_PARKED_MAX; i++)
+        ck_assert_int_eq(zt_pull(z, 0, t, 0, 4, i < 200 ? 1 : 2), 0); /* parked: no reply */
+    ck_assert_uint_eq(z->s->workers.w[0].parked, ZP_PARKED_MAX);
+    ck_assert_int_eq(zt_pull(z, 0, t, 0, 4, 1), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ENOMEM);
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "256 pulls waiting"));
+    ck_assert_int_eq(zt_pull(z, 1, t, 0, 4, 1), 0); /* another rank is not held back */
+    zt_clear(z);
+    Zeps__Header h = zt_header(z, ZEPS__OP__CLOCK, 1);
+    h.clock = 0;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    zt_clear(z);
+    h = zt_header(z, ZEPS__OP__CLOCK, 0);
+    h.clock = 0;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1 + 200 + 1); /* the ack, rank 0's and rank 1's */
+    ck_assert_uint_eq(z->s->workers.w[0].parked, ZP_PARKED_MAX - 200);
+    ck_assert_uint_eq(z->s->workers.w[1].parked, 0);
+    zt_clear(z);
+    ck_assert_int_eq(zt_pull(z, 0, t, 0, 4, 2), 0); /* room again */
+    ck_assert_uint_eq(z->s->workers.w[0].parked, ZP_PARKED_MAX - 199);
+    zt_shard_free(z);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("quota");
@@ -229,6 +265,7 @@ int main(void)
     tcase_add_test(tc, test_tables_and_bytes);
     tcase_add_test(tc, test_rows);
     tcase_add_test(tc, test_seq_and_flags);
+    tcase_add_test(tc, test_parked_bounded);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

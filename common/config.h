@@ -96,6 +96,9 @@ typedef struct zp_config {
     int max_retries;                       /* default 10, 0..1000 */
     int hello_timeout_ms;                  /* default 30000 */
     uint64_t max_message_bytes;            /* default 1 GiB; from max_message_mb */
+    int max_tables;                        /* tables per shard, default 1024, 1..1000000 */
+    uint64_t max_rows;                     /* sparse rows per shard, all tables; 0 = max_memory / 64 (default) */
+    uint64_t max_memory_bytes;             /* bytes per shard, all tables; from max_memory_mb; 0 = half the machine's or cgroup's memory (default) */
     bool reject_nonfinite;                 /* default true */
     char log_level[16];                    /* "debug" | "info" | "warn" | "error"; default info */
     /* CurveZMQ (common/curve.h): key file paths, "" = not set */

@@ -155,6 +155,11 @@ static const key_spec cluster_keys[] = {
      .imax = 3600000},
     {.name = "max_message_mb", .kind = K_MEGABYTES, .off = FIELD(max_message_bytes), .imin = 1,
      .imax = 65536},
+    {.name = "max_tables", .kind = K_INT, .off = FIELD(max_tables), .imin = 1, .imax = 1000000},
+    {.name = "max_rows", .kind = K_UINT64, .off = FIELD(max_rows), .imin = 0,
+     .imax = 1ll << 40},
+    {.name = "max_memory_mb", .kind = K_MEGABYTES, .off = FIELD(max_memory_bytes), .imin = 0,
+     .imax = 1ll << 30},
     {.name = "reject_nonfinite", .kind = K_BOOL, .off = FIELD(reject_nonfinite)},
     {.name = "log_level", .kind = K_CHOICE, .off = STR(log_level), .choices = log_levels},
     /* key files are read and checked when a process starts (common/curve.c) */
@@ -253,6 +258,9 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->max_retries = 10;
     cfg->hello_timeout_ms = 30000;
     cfg->max_message_bytes = 1024ull << 20;
+    cfg->max_tables = 1024;
+    cfg->max_rows = 0;
+    cfg->max_memory_bytes = 0;
     cfg->reject_nonfinite = true;
     snprintf(cfg->log_level, sizeof(cfg->log_level), "info");
 

@@ -1,7 +1,7 @@
 /*
  * dispatch.c - a received message to its op handler (op/). The header is
  * decoded and what every op shares is checked here (protocol version,
- * frame count, a stopping shard, which ops a tool may send); then a table
+ * frame count, flag bits, a stopping shard, which ops a tool may send); then a table
  * indexed by op names the handler. Every message gets exactly one reply,
  * an ERROR one when it is wrong; nothing from the network is asserted.
  */
@@ -33,6 +33,21 @@ static bool tool_op(int op)
            op == ZEPS__OP__SNAPSHOT;
 }
 
+/* The flag bits a request of `op` may carry (wire.h); any other bit is
+ * refused, so a bit given a meaning later is never silently ignored by an
+ * older shard. */
+static uint32_t request_flags(int op)
+{
+    switch (op) {
+    case ZEPS__OP__PUSH:
+        return ZP_FLAG_CLOCK | ZP_FLAG_ROW_VERSIONS;
+    case ZEPS__OP__PULL:
+        return ZP_FLAG_PULL_DELTA;
+    default:
+        return 0;
+    }
+}
+
 /* The checks every op shares; 0, or -1 after replying. */
 static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
                         const Zeps__Header *h)
@@ -44,6 +59,11 @@ static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
     else if (m->dropped)
         zp_reply_error(s, identity, h, ZEPS_EPROTO, "message has %d frames; at most %d",
                        m->n + m->dropped, ZP_MAX_FRAMES);
+    else if (h->flags & ~request_flags(h->op))
+        zp_reply_error(s, identity, h, ZEPS_EPROTO,
+                       "unknown flag bits 0x%x in a %s request (it may carry 0x%x)",
+                       h->flags & ~request_flags(h->op), zp_wire_op_name(h->op),
+                       request_flags(h->op));
     else if (s->stopping && h->op != ZEPS__OP__STATS)
         zp_reply_error(s, identity, h, ZEPS_ECLOSED, "shard %d is shutting down", s->shard);
     else if (h->rank == 0xffffffffu && !tool_op(h->op))

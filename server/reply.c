@@ -10,14 +10,25 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "now.h"
 #include "server.h"
 #include "zeps_errors.h"
 
 #define ERRLEN 512
 
-size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header *rep,
+/* Log a failed send, at most as often as s->logs.send allows. */
+static void send_failed(zp_server *s, const char *what, const char *why)
+{
+    char note[96];
+    if (zp_ratelimit_due(&s->logs.send, zp_now_s(), note, sizeof(note)))
+        zp_warn("sending %s failed: %s%s", what, why, note);
+}
+
+size_t zp_reply_socket_send(void *server, zmq_msg_t *identity, const Zeps__Header *rep,
                             const void *data, size_t len, zmq_free_fn *ffn, void *hint)
 {
+    zp_server *s = server;
+    void *sock = s->sock;
     zmq_msg_t id;
     zmq_msg_init(&id);
     zmq_msg_copy(&id, identity);
@@ -30,8 +41,7 @@ size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header 
         return 0;
     }
     if (zp_wire_send_header(sock, rep, more | ZMQ_DONTWAIT) < 0) {
-        zp_warn("sending a %s reply failed: %s", zp_wire_op_name(rep->op),
-                zmq_strerror(zmq_errno()));
+        send_failed(s, zp_wire_op_name(rep->op), zmq_strerror(zmq_errno()));
         if (ffn)
             ffn((void *)data, hint);
         return 0;
@@ -39,7 +49,7 @@ size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header 
     size_t out = zeps__header__get_packed_size(rep);
     if (data) {
         if (zp_wire_send_data(sock, data, len, ffn, hint, ZMQ_DONTWAIT) < 0)
-            zp_warn("sending %zu payload bytes failed: %s", len, zmq_strerror(zmq_errno()));
+            send_failed(s, "a reply's payload", zmq_strerror(zmq_errno()));
         else
             out += len;
     }
@@ -88,8 +98,10 @@ void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, 
     rep.error = code;
     rep.error_text = text;
     s->errors++;
-    zp_info("%s from rank %d refused (%s): %s", req ? zp_wire_op_name(req->op) : "message",
-            req ? (int)req->rank : -1, zeps_errname(code), text);
+    char note[96];
+    if (zp_ratelimit_due(&s->logs.refused, zp_now_s(), note, sizeof(note)))
+        zp_info("%s from rank %d refused (%s): %s%s", req ? zp_wire_op_name(req->op) : "message",
+                req ? (int)req->rank : -1, zeps_errname(code), text, note);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }
 

@@ -31,10 +31,11 @@ typedef struct zp_reply_sink {
     void *arg;
 } zp_reply_sink;
 
-/* The sink of a ROUTER socket `sock` (arg = sock): ZMQ_DONTWAIT, failures
- * to send (peer gone) logged at debug level and otherwise ignored: the
- * client will retry. */
-size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header *rep,
+/* The sink of the shard's ROUTER socket (arg = the zp_server): ZMQ_DONTWAIT,
+ * a reply to a gone peer logged at debug level, other failures to send
+ * logged (rate-limited, s->logs.send) and otherwise ignored: the client
+ * will retry. */
+size_t zp_reply_socket_send(void *server, zmq_msg_t *identity, const Zeps__Header *rep,
                             const void *data, size_t len, zmq_free_fn *ffn, void *hint);
 
 /* A reply header with version, op, req_id, incarnation and table filled. */

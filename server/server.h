@@ -24,7 +24,9 @@
 #include "consistency.h"
 #include "hist.h"
 #include "inject.h"
+#include "quota.h"
 #include "persist.h"
+#include "ratelimit.h"
 #include "reply.h"
 #include "table.h"
 #include "trace.h"
@@ -56,6 +58,7 @@ struct zp_server {
 
     zp_table **tables;
     uint32_t ntables, cap_tables;
+    zp_quota quota;                 /* tables, rows and bytes peers may make it hold */
     zp_workers workers;             /* ranks, clocks (min_clock, max_clock), quorum */
     const zp_consistency_ops *cons; /* the mode: every mode decision goes through it */
 
@@ -75,6 +78,16 @@ struct zp_server {
 
     uint64_t bytes_in, bytes_out, requests, errors;
     bool stopping;
+
+    /* Log lines a peer can cause once per request, each kind limited the
+     * same way (common/ratelimit.h); STATS log_suppressed sums what they
+     * (and zap's) left out. */
+    struct {
+        zp_ratelimit refused; /* a request answered with ERROR */
+        zp_ratelimit joined;  /* a HELLO registering or rejoining a rank */
+        zp_ratelimit left;    /* a BYE */
+        zp_ratelimit send;    /* a reply that could not be sent */
+    } logs;
 };
 
 /* Create shard `shard` from a loaded config: restore its snapshot, bind the

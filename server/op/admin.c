@@ -5,6 +5,7 @@
  * ERESTARTED: nothing computed before the cut may finish.
  */
 #include "log.h"
+#include "now.h"
 #include "ops.h"
 #include "restore.h"
 #include "server.h"
@@ -58,8 +59,9 @@ void zp_admin_on_bye(zp_server *s, zp_request *r)
     zp_worker *w = zp_request_worker(s, r);
     if (!w)
         return;
-    if (!w->left)
-        zp_info("worker %u left", r->h->rank);
+    char note[96];
+    if (!w->left && zp_ratelimit_due(&s->logs.left, zp_now_s(), note, sizeof(note)))
+        zp_info("worker %u left%s", r->h->rank, note);
     w->left = true;
     for (uint32_t i = 0; i < s->ntables; i++)
         zp_cpull_forget(s->tables[i], r->h->rank); /* a view is only worth its memory in use */

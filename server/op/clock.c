@@ -38,7 +38,9 @@ void zp_clock_on_clock(zp_server *s, zp_request *r)
         zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE);
         return;
     }
-    if (h->clock < 0 || h->clock + 1 < w->clock) {
+    if (zp_request_clock(s, r) != 0)
+        return;
+    if (h->clock < w->clock - 1) { /* w->clock >= 0: no overflow either way */
         zp_reply_error(s, r->identity, h, ZEPS_ECLOCK,
                        "worker %u clock goes backwards: finished %" PRId64 " after %" PRId64,
                        h->rank, h->clock, w->clock - 1);

@@ -26,15 +26,20 @@ static int64_t hello_worker(zp_server *s, zp_request *r, uint32_t *flags)
     zp_worker *w = &s->workers.w[h->rank];
     bool known = w->joined || w->rehello, lost = w->lost;
     if (zp_workers_hello(w, h->incarnation)) {
-        zp_info("worker %u %s (incarnation %" PRIx64 "), resumes at clock %lld", h->rank,
-                known ? "rejoined with a new incarnation" : "joined", h->incarnation,
-                (long long)w->clock);
+        char note[96];
+        if (zp_ratelimit_due(&s->logs.joined, zp_now_s(), note, sizeof(note)))
+            zp_info("worker %u %s (incarnation %" PRIx64 "), resumes at clock %lld%s", h->rank,
+                    known ? "rejoined with a new incarnation" : "joined", h->incarnation,
+                    (long long)w->clock, note);
         if (known) {
             for (uint32_t i = 0; i < s->ntables; i++)
                 s->cons->forget(s, s->tables[i], h->rank);
             *flags |= ZP_FLAG_REJOINED;
         }
     }
+    /* HELLO sets where this incarnation's numbers stand: after a restore the
+     * shard's record is older than the client's count (docs/protocol.md) */
+    zp_workers_note_seq(w, h->seq);
     if (lost)
         zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     w->last_seen_s = zp_now_s();

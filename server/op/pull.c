@@ -165,12 +165,20 @@ static void dense_serve(zp_server *s, zp_table *t, zp_parked *p)
 
 static const zp_parked_path dense_path = {.ready = dense_ready, .serve = dense_serve};
 
+/* A parked pull answered: its rank has one fewer waiting; free it. */
+static void unpark(zp_server *s, zp_parked *p)
+{
+    if (p->rank < (uint32_t)s->nworkers && s->workers.w[p->rank].parked > 0)
+        s->workers.w[p->rank].parked--;
+    zp_parked_free(p);
+}
+
 void zp_pull_serve_parked(zp_server *s, zp_table *t)
 {
     zp_parked *p;
     while ((p = zp_parked_take_ready(&t->parked, s, t))) {
         p->path->serve(s, t, p);
-        zp_parked_free(p);
+        unpark(s, p);
     }
 }
 
@@ -186,7 +194,7 @@ void zp_pull_abort_parked(zp_server *s, int64_t cut, uint64_t set)
         zp_parked *p;
         while ((p = zp_parked_pop(&s->tables[i]->parked))) {
             zp_reply_restarted(s, &p->identity, NULL, p->req_id, cut, set);
-            zp_parked_free(p);
+            unpark(s, p);
         }
     }
 }
@@ -269,10 +277,15 @@ void zp_pull_on(zp_server *s, zp_request *r)
         zp_reply_ok(s, r->identity, h, ZP_FLAG_PARKED); /* a retry of a pull still waiting */
         return;
     }
+    bool ready = s->cons->pull_ready(s, t, h->rank, h->clock) && my_turn(s, t, h->rank);
+    if (!ready && zp_request_may_park(s, r, w) != 0)
+        return;
     zp_workers_record(w, h->seq);
     w->pulls++;
-    if (s->cons->pull_ready(s, t, h->rank, h->clock) && my_turn(s, t, h->rank))
+    if (ready) {
         send_pull(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset, h->count, 0.0, &cp);
-    else
+    } else {
         park(t, r, &cp);
+        w->parked++;
+    }
 }

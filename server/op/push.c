@@ -157,11 +157,8 @@ static int checked_version(zp_server *s, zp_request *r, zp_table *t, uint64_t *o
                        t->name, h->data_version, s->shard, t->version);
         return -1;
     }
-    if (h->clock < 0) {
-        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK, "PUSH with negative clock %" PRId64,
-                       h->clock);
+    if (zp_request_clock(s, r) != 0)
         return -1;
-    }
     *out = v;
     return 0;
 }

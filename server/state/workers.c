@@ -46,6 +46,8 @@ bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
     w->incarnation = incarnation;
     w->max_seq = 0;
     w->window = 0;
+    w->seq_hi = 0;
+    w->jump_logged = false;
     return true;
 }
 
@@ -80,6 +82,17 @@ void zp_workers_record(zp_worker *w, uint64_t seq)
         if (back <= ZP_SEQ_WINDOW)
             w->window |= 1ull << (back - 1);
     }
+}
+
+bool zp_workers_seq_jump(const zp_worker *w, uint64_t seq)
+{
+    return seq > w->seq_hi && seq - w->seq_hi > ZP_SEQ_WINDOW;
+}
+
+void zp_workers_note_seq(zp_worker *w, uint64_t seq)
+{
+    if (seq > w->seq_hi)
+        w->seq_hi = seq;
 }
 
 int zp_workers_live(const zp_workers *ws, bool lost_continue)

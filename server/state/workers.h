@@ -20,6 +20,11 @@
  * flight per shard, so an older number can only be a duplicate. */
 #define ZP_SEQ_WINDOW 64
 
+/* Pulls of one rank that may wait (parked) on a shard at once, over all its
+ * tables: a client has at most 48 requests in flight per shard; the margin
+ * covers pulls an earlier incarnation of the rank left waiting. */
+#define ZP_PARKED_MAX (4 * ZP_SEQ_WINDOW)
+
 typedef struct zp_worker {
     bool joined;         /* said HELLO at least once */
     bool left;           /* said BYE */
@@ -30,8 +35,12 @@ typedef struct zp_worker {
     uint64_t incarnation;
     int64_t clock; /* clocks finished */
     uint64_t max_seq;
-    uint64_t window; /* bit i: max_seq - 1 - i seen */
+    uint64_t window;    /* bit i: max_seq - 1 - i seen */
+    uint64_t seq_hi;    /* highest seq of any request of this incarnation (HELLO included) */
+    bool jump_logged;   /* a seq jump of this incarnation was logged (once) */
+    uint64_t seq_jumps; /* requests refused for a seq jump, ever */
     double last_seen_s;
+    uint32_t parked; /* pulls of this rank parked now, all tables (at most ZP_PARKED_MAX) */
     uint64_t pushes, pulls, duplicates;
     zp_hist tau; /* staleness of this worker's applied pushes */
     uint64_t dropped, late;
@@ -67,6 +76,16 @@ bool zp_workers_seen(const zp_worker *w, uint64_t seq);
 
 /* Record `seq` as handled. */
 void zp_workers_record(zp_worker *w, uint64_t seq);
+
+/* True if `seq` is more than ZP_SEQ_WINDOW above the highest seq this
+ * incarnation has sent (w->seq_hi): no client of this protocol gets there
+ * (it keeps fewer requests in flight than the window), and accepting it
+ * would push every request still to come below the window, where it counts
+ * as a duplicate. */
+bool zp_workers_seq_jump(const zp_worker *w, uint64_t seq);
+
+/* Note `seq` as sent by this incarnation (raises w->seq_hi). */
+void zp_workers_note_seq(zp_worker *w, uint64_t seq);
 
 /* Workers counted as live: all but those that said BYE (with `left`) or
  * were declared lost under on_lost_worker = continue. */

@@ -78,6 +78,7 @@ static int load_keys(const char *dir, uint8_t (**out)[32], size_t *nout, char *e
 int zp_zap_open(zp_zap *z, void *zctx, const char *allow_dir, char *err, size_t errlen)
 {
     memset(z, 0, sizeof(*z));
+    zp_ratelimit_init(&z->log, "refused", 1, 1.0);
     snprintf(z->allow_dir, sizeof(z->allow_dir), "%s", allow_dir);
     int rc = load_keys(allow_dir, &z->keys, &z->nkeys, err, errlen);
     if (rc != 0)
@@ -137,26 +138,16 @@ static bool frame_is(zmq_msg_t *m, const char *s)
     return zmq_msg_size(m) == strlen(s) && memcmp(zmq_msg_data(m), s, strlen(s)) == 0;
 }
 
-/* Decide one request: fills status/text, returns true to accept. */
 /* Whether to log this refusal: at most one message a second, so a client
  * retrying a refused key every 100 ms does not flood the log; z->note then
  * says how many went unlogged in between (every refusal is counted). */
 static bool warn_due(zp_zap *z)
 {
-    double now = zp_now_s();
     z->note[0] = '\0';
-    if (z->last_warn_s > 0 && now - z->last_warn_s < 1.0) {
-        z->unlogged++;
-        return false;
-    }
-    if (z->unlogged)
-        snprintf(z->note, sizeof(z->note), " (%" PRIu64 " more refused since the last message)",
-                 z->unlogged);
-    z->unlogged = 0;
-    z->last_warn_s = now;
-    return true;
+    return zp_ratelimit_due(&z->log, zp_now_s(), z->note, sizeof(z->note));
 }
 
+/* Decide one request: fills status/text, returns true to accept. */
 static bool decide(zp_zap *z, zmq_msg_t *f, int n, const char **status, const char **text)
 {
     char addr[64], prefix[ZP_CURVE_KEY_LEN + 1];

@@ -20,6 +20,8 @@
 
 #include <uv.h>
 
+#include "ratelimit.h"
+
 typedef struct zp_zap {
     bool enabled;
     void *sock;          /* REP at inproc://zeromq.zap.01 */
@@ -28,9 +30,8 @@ typedef struct zp_zap {
     size_t nkeys;
     char allow_dir[1024];
     uint64_t accepted, refused;
-    double last_warn_s;  /* refusals are logged at most once a second ... */
-    uint64_t unlogged;   /* ... these were counted but not logged since */
-    char note[64];       /* " (N more refused since the last message)" or "" */
+    zp_ratelimit log; /* refusals are logged at most once a second (common/ratelimit.h) */
+    char note[64];    /* " (N more refused since the last message)" or "" */
 } zp_zap;
 
 /* Read the allow-list from allow_dir (every *.pub file in it; a bad file or

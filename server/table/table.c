@@ -378,6 +378,18 @@ uint64_t zp_table_bytes(const zp_table *t)
     return t->kind->bytes(t);
 }
 
+uint64_t zp_table_estimate_bytes(const Zeps__TableSpec *spec, int shard, int nshards)
+{
+    if (spec->kind != ZP_TABLE_DENSE || spec->length > ZP_TABLE_MAX_LENGTH)
+        return 0;
+    const zp_optim_ops *opt = zp_optim_find(spec->optimizer);
+    if (!opt)
+        return 0;
+    uint64_t n = spec->length * (uint64_t)(shard + 1) / (uint64_t)nshards -
+                 spec->length * (uint64_t)shard / (uint64_t)nshards;
+    return n * (2u + (unsigned)opt->state_per_param) * sizeof(float);
+}
+
 static uint64_t dense_bytes(const zp_table *t)
 {
     uint64_t floats = (uint64_t)t->n * (1u + (unsigned)t->opt->state_per_param);

@@ -192,4 +192,10 @@ void zp_table_reset_to(zp_table *t, const float *params, const float *state, uin
 /* Bytes of parameters, optimizer state and scratch held for this table. */
 uint64_t zp_table_bytes(const zp_table *t);
 
+/* About the bytes a table declared by `spec` takes on shard `shard` of
+ * `nshards` when created, before anything is allocated: a dense slice's
+ * parameters, optimizer state and push scratch; 0 for a sparse table (it
+ * grows by rows, checked per request) or a spec its kind will refuse. */
+uint64_t zp_table_estimate_bytes(const Zeps__TableSpec *spec, int shard, int nshards);
+
 #endif

@@ -48,6 +48,28 @@ START_TEST(fault_keys)
 }
 END_TEST
 
+/* cluster.max_tables, max_rows, max_memory_mb: a shard's limits. */
+START_TEST(limit_keys)
+{
+    zp_config *cfg = parse_ok(HEAD TAIL);
+    ck_assert_int_eq(cfg->max_tables, 1024);
+    ck_assert_uint_eq(cfg->max_rows, 0);
+    ck_assert_uint_eq(cfg->max_memory_bytes, 0);
+    free(cfg);
+    cfg = parse_ok(HEAD "  max_tables = 5; max_rows = 10000000000L; max_memory_mb = 2048;\n" TAIL);
+    ck_assert_int_eq(cfg->max_tables, 5);
+    ck_assert_uint_eq(cfg->max_rows, 10000000000ull);
+    ck_assert_uint_eq(cfg->max_memory_bytes, 2048ull << 20);
+    free(cfg);
+    expect_error(HEAD "  max_tables = 0;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4", "max_tables",
+                 "out of range", NULL);
+    expect_error(HEAD "  max_rows = -1;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4", "max_rows",
+                 NULL);
+    expect_error(HEAD "  max_memory_mb = \"8G\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
+                 "max_memory_mb", NULL);
+}
+END_TEST
+
 /* cluster.weighting = { ... }: every function, and the values that mean
  * "no bound". */
 START_TEST(staleness_keys)
@@ -386,6 +408,7 @@ static Suite *config_keys_suite(void)
     Suite *s = suite_create("config_keys");
     TCase *tc = tcase_create("keys");
     tcase_add_test(tc, fault_keys);
+    tcase_add_test(tc, limit_keys);
     tcase_add_test(tc, staleness_keys);
     tcase_add_test(tc, weighting_errors);
     tcase_add_test(tc, backup_and_trace_keys);

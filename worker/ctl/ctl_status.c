@@ -384,6 +384,12 @@ static void print_shard(const Zeps__ShardStats *st)
                st->curve_accepted, st->curve_refused);
     else
         printf("  CURVE off (traffic neither authenticated nor encrypted)\n");
+    char bh[32], bm[32];
+    printf("  limits: tables %zu of %u, rows %" PRIu64 " of %" PRIu64 ", bytes %s of %s; "
+           "%" PRIu64 " requests refused as full; %" PRIu64 " log lines suppressed\n",
+           st->n_tables, st->max_tables, st->rows_held, st->max_rows,
+           human(st->bytes_held, bh, sizeof(bh)), human(st->max_bytes, bm, sizeof(bm)),
+           st->full_refused, st->log_suppressed);
     printf("  tables (%zu)\n", st->n_tables);
     if (st->n_tables)
         printf("    %3s  %-20s %-25s %10s %10s %10s %10s %6s %11s  %s\n", "id", "name",
@@ -507,8 +513,13 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
            st->restored_clock, st->rollbacks, st->lost_workers, st->snapshots_written,
            st->last_snapshot_s);
     printf("   \"curve\": %s, \"curve_accepted\": %" PRIu64 ", \"curve_refused\": %" PRIu64
-           ",\n   \"tables\": [",
+           ",\n",
            st->curve ? "true" : "false", st->curve_accepted, st->curve_refused);
+    printf("   \"max_tables\": %u, \"max_rows\": %" PRIu64 ", \"max_bytes\": %" PRIu64
+           ", \"rows_held\": %" PRIu64 ", \"bytes_held\": %" PRIu64 ", \"full_refused\": %" PRIu64
+           ", \"log_suppressed\": %" PRIu64 ",\n   \"tables\": [",
+           st->max_tables, st->max_rows, st->max_bytes, st->rows_held, st->bytes_held,
+           st->full_refused, st->log_suppressed);
     for (size_t k = 0; k < st->n_tables; k++) {
         printf("%s\n    ", k ? "," : "");
         json_table(st->tables[k]);
@@ -520,10 +531,11 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
                "\", \"pushes\": %" PRIu64 ", \"pulls\": %" PRIu64 ", \"duplicates\": %" PRIu64
                ", \"last_seen_s\": %.3f, \"push_bytes_wire\": %" PRIu64
                ", \"push_bytes_raw\": %" PRIu64 ", \"pull_bytes_wire\": %" PRIu64
-               ", \"pull_bytes_raw\": %" PRIu64 ", \"pull_resyncs\": %" PRIu64 ", \"lost\": %s}",
+               ", \"pull_bytes_raw\": %" PRIu64 ", \"pull_resyncs\": %" PRIu64
+               ", \"seq_jumps\": %" PRIu64 ", \"lost\": %s}",
                k ? "," : "", w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
                w->last_seen_s, w->push_bytes_wire, w->push_bytes_raw, w->pull_bytes_wire,
-               w->pull_bytes_raw, w->pull_resyncs, w->lost ? "true" : "false");
+               w->pull_bytes_raw, w->pull_resyncs, w->seq_jumps, w->lost ? "true" : "false");
     }
     printf("]}");
 }

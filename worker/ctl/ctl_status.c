@@ -24,6 +24,7 @@
 
 #include "config.h"
 #include "curve.h"
+#include "exitcode.h"
 #include "ctl.h"
 #include "ctl_hist.h"
 #include "identity.h"
@@ -65,7 +66,8 @@ static void usage(FILE *f, bool staleness)
             "prints, per shard, a header line, its tables and its workers%s.\n\n",
             cmd,
             staleness ? ", and per table the\nstaleness histograms: tau (versions), "
-                        "clock gap (clocks), pull wait (us)" : "");
+                        "clock gap (clocks), pull wait (us)"
+                      : "");
     fprintf(f,
             "  --config FILE   the cluster file\n"
             "  --shard I       ask shard I only (and wait for no other shard); I is a\n"
@@ -77,7 +79,7 @@ static void usage(FILE *f, bool staleness)
             "  --timeout MS    how long to wait for the shards (default %d; with a shard\n"
             "                  down, the command takes up to about twice this)\n\n"
             "Exit status: 0 if every shard asked answered, 1 if one did not, 2 on bad\n"
-            "options or a bad cluster file.\n",
+            "options, a bad cluster file or key, or a key a shard refused.\n",
             DEFAULT_TIMEOUT_MS);
 }
 
@@ -98,10 +100,13 @@ static bool parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 static int parse_opts(int argc, char **argv, status_opts *o, bool staleness)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"shard", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 't'},
+        {"config", required_argument, NULL, 'c'},
+        {"shard", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 't'},
         {"endpoint", required_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     *o = (status_opts){.shard = -1, .timeout_ms = DEFAULT_TIMEOUT_MS};
     optind = 1;
@@ -239,10 +244,11 @@ static void probe(const zp_config *cfg, const zp_curve_client_keys *keys, int fi
         zmq_ctx_term(ctx);
 }
 
-/* Ask every shard through libzeps; false if the client could not connect
- * (HELLO failed), and a[] is then untouched. */
-static bool ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int timeout_ms,
-                    answer *a)
+/* Ask every shard through libzeps. Returns 0, or the zeps_err of a client
+ * that could not connect (HELLO failed; the library has logged why, and
+ * a[] is untouched). */
+static int ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int timeout_ms,
+                   answer *a)
 {
     /* At least 1 retry: the library reads 0 as its default of 10. */
     int retries = cfg->max_retries < PROBE_RETRIES ? cfg->max_retries : PROBE_RETRIES;
@@ -260,8 +266,9 @@ static bool ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int 
     for (int k = 0; k < cfg->num_shards; k++)
         eps[k] = cfg->servers[k];
     zeps_client *c = NULL;
-    if (zeps_client_new_endpoints(&c, eps, cfg->num_shards, ZEPS_RANK_TOOL, &opt) != 0)
-        return false;
+    int rc = zeps_client_new_endpoints(&c, eps, cfg->num_shards, ZEPS_RANK_TOOL, &opt);
+    if (rc != 0)
+        return rc;
     for (int k = 0; k < cfg->num_shards; k++) {
         void *buf;
         size_t len;
@@ -273,7 +280,7 @@ static bool ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int 
         }
     }
     zeps_client_destroy(&c);
-    return true;
+    return 0;
 }
 
 /* ------------------------------------------------------------ printing */
@@ -300,8 +307,8 @@ static void print_buckets(const char *label, const Zeps__Histogram *h, bool log2
     char p50[32], p99[32];
     zp_ctl_hist_quantile(h, 0.5, log2, p50, sizeof(p50));
     zp_ctl_hist_quantile(h, 0.99, log2, p99, sizeof(p99));
-    printf("      %-13s n %" PRIu64 "  mean %.2f  p50 %s  p99 %s  max %" PRIu64 "\n        ",
-           label, h ? h->n : 0, zp_ctl_hist_mean(h), p50, p99, h ? h->max : 0);
+    printf("      %-13s n %" PRIu64 "  mean %.2f  p50 %s  p99 %s  max %" PRIu64 "\n        ", label,
+           h ? h->n : 0, zp_ctl_hist_mean(h), p50, p99, h ? h->max : 0);
     int shown = 0;
     for (size_t i = 0; h && i < h->n_counts; i++) {
         if (!h->counts[i])
@@ -461,14 +468,13 @@ static void json_table(const Zeps__TableStats *t)
            t->parked, t->bytes_param);
     json_str(t->optimizer);
     if (t->kind == 1)
-        printf(", \"kind\": \"sparse\", \"dim\": %u, \"rows\": %" PRIu64 ", \"rows_created\": %" PRIu64
-               ", \"not_admitted\": %" PRIu64 ", \"pushes_skipped\": %" PRIu64
-               ", \"evicted_ttl\": %" PRIu64 ", \"evicted_capacity\": %" PRIu64
-               ", \"bytes_per_row\": %" PRIu64 ", \"keys_pulled\": %" PRIu64
-               ", \"keys_pushed\": %" PRIu64,
-               t->dim, t->rows, t->rows_created, t->not_admitted, t->pushes_skipped,
-               t->evicted_ttl, t->evicted_capacity, t->bytes_per_row, t->keys_pulled,
-               t->keys_pushed);
+        printf(", \"kind\": \"sparse\", \"dim\": %u, \"rows\": %" PRIu64
+               ", \"rows_created\": %" PRIu64 ", \"not_admitted\": %" PRIu64
+               ", \"pushes_skipped\": %" PRIu64 ", \"evicted_ttl\": %" PRIu64
+               ", \"evicted_capacity\": %" PRIu64 ", \"bytes_per_row\": %" PRIu64
+               ", \"keys_pulled\": %" PRIu64 ", \"keys_pushed\": %" PRIu64,
+               t->dim, t->rows, t->rows_created, t->not_admitted, t->pushes_skipped, t->evicted_ttl,
+               t->evicted_capacity, t->bytes_per_row, t->keys_pulled, t->keys_pushed);
     printf(", \"staleness\": %u, \"dropped\": %" PRIu64 ", \"late\": %" PRIu64, t->staleness,
            t->dropped, t->late);
     printf(", \"push_bytes_wire\": %" PRIu64 ", \"push_bytes_raw\": %" PRIu64
@@ -601,10 +607,23 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     zp_log_init("zepsctl", ZP_LOG_ERROR);
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
     answer *a = zp_alloc_zeroed((size_t)n, sizeof(*a));
-    if (o.shard >= 0 || !ask_all(cfg, &keys, o.timeout_ms, a))
+    rc = o.shard >= 0 ? ZEPS_ETIMEDOUT : ask_all(cfg, &keys, o.timeout_ms, a);
+    if (rc == ZEPS_EREFUSED) {
+        /* The library said which shard refused our key; asking each shard
+         * on its own would only wait out the timeout on it. */
+        fprintf(stderr,
+                "zepsctl status: our key (curve_client_public of %s) was refused: "
+                "fix the allow-list or the key, then ask again\n",
+                o.config);
+        explicit_bzero(&keys, sizeof(keys));
+        free(a);
+        free(cfg);
+        return ZP_EXIT_SETUP;
+    }
+    if (rc != 0)
         probe(cfg, &keys, first, n, o.timeout_ms, a);
     explicit_bzero(&keys, sizeof(keys));
-    rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? 1 : 0;
+    rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? ZP_EXIT_FAILED : ZP_EXIT_OK;
     for (int k = 0; k < n; k++)
         free(a[k].buf);
     free(a);

@@ -567,7 +567,7 @@ END_TEST
 START_TEST(test_worker_with_keys)
 {
     make_keys();
-    char conf[256], log[256], ep[64], wconf[256], wlog[256], bin[512];
+    char conf[256], log[256], ep[64], wconf[256], wlog[256], bin[512], msg[128];
     snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", free_port());
     snprintf(conf, sizeof(conf), "%s/c.conf", dir);
     snprintf(log, sizeof(log), "%s/server.log", dir);
@@ -586,13 +586,30 @@ START_TEST(test_worker_with_keys)
     write_conf(wconf, ep, ep, 1, "w1", NULL);
     snprintf(wlog, sizeof(wlog), "%s/w1.log", dir);
     char *argv1[] = {bin, "--config", wconf, "--rank", "0", NULL};
+    /* refused at once (the default hello_timeout_ms would wait 30 s), and
+     * exit 2: the operator must add the key (docs/operations.md) */
+    double t0 = zp_now_s();
     st = zt_wait(zt_spawn(bin, argv1, wlog), 60.0);
-    ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) != 0, "refused worker exited 0");
-    ck_assert_msg(file_has(wlog, "refused our key") && file_has(wlog, "curve_allow_dir"), "log %s",
-                  wlog);
+    double took = zp_now_s() - t0;
+    ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 2, "refused worker: status %d",
+                  st);
+    snprintf(msg, sizeof(msg), "shard 0 (%s) refused our key", ep);
+    ck_assert_msg(file_has(wlog, msg) && file_has(wlog, "curve_allow_dir"), "log %s", wlog);
+    ck_assert_msg(took < 1.0, "the refused worker took %.2f s", took);
+
+    /* zepsctl status with the refused key: the same line within 1 s, exit 2 */
+    char cmd[1024], out[256];
+    snprintf(out, sizeof(out), "%s/status-w1.out", dir);
+    snprintf(cmd, sizeof(cmd), "%s/zepsctl status --config %s > %s 2>&1", getenv("ZEPS_BINDIR"),
+             wconf, out);
+    t0 = zp_now_s();
+    st = system(cmd);
+    took = zp_now_s() - t0;
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "zepsctl status: status %d", st);
+    ck_assert_msg(file_has(out, msg), "see %s", out);
+    ck_assert_msg(took < 1.0, "zepsctl status took %.2f s", took);
 
     /* zepsctl status with the allowed key shows the refusal count */
-    char cmd[1024], out[256];
     snprintf(out, sizeof(out), "%s/status.out", dir);
     snprintf(cmd, sizeof(cmd), "%s/zepsctl status --config %s > %s 2>&1", getenv("ZEPS_BINDIR"),
              conf, out);

@@ -376,10 +376,12 @@ static int inspect_dir(const char *dir)
 
 int zp_ctl_snapshot(int argc, char **argv)
 {
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
+    /* `snapshot --help` and `snapshot inspect|take|reshard --help` alike */
+    for (int i = 1; i < argc && i <= 2; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
     if (argc == 5 && strcmp(argv[1], "reshard") == 0)
         return reshard(argv[2], argv[3], argv[4]);
     if (argc >= 2 && strcmp(argv[1], "take") == 0)

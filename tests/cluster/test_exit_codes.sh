@@ -123,6 +123,10 @@ check "server stopped 0 after SIGTERM" test $? -eq 0
 check "missing trace_dir created, trace written" test -s "$work/new/trace/trace-shard0.csv"
 check "missing snapshot_dir created" test -d "$work/new/snap"
 check "result written into the created result_dir" test -s "$work/new/results/worker-0.json"
+# the final snapshot is of 1 worker: a cluster of 2 cannot restore it
+sed 's/workers = 1;/workers = 2;/' "$fresh" >"$work/two.conf"
+expect "server, snapshot set it cannot restore" 2 "is of a cluster of 1 workers, this one has 2" \
+    "$S" -c "$work/two.conf" --shard 0
 
 # ---- zeps-worker --------------------------------------------------------
 expect "worker without arguments" 2 "usage: zeps-worker" "$W"
@@ -146,6 +150,8 @@ expect "worker, key refused by the shard" 2 "shard 0 \\($ep\\) refused our key" 
     "$W" -c "$(conf w1 "$w1")" --rank 0
 expect "zepsctl status, key refused by the shard" 2 "shard 0 \\($ep\\) refused our key" \
     "$C" status --config "$(conf w1 "$w1")"
+expect "zepsctl snapshot take, key refused by the shard" 2 "shard 0 \\($ep\\) refused our key" \
+    "$C" snapshot take --config "$work/w1.conf"
 kill -TERM "$srv"
 wait "$srv"
 
@@ -160,6 +166,13 @@ expect "zepsctl status, no shard answers (runtime)" 1 "shard 0 \\($ep\\) did not
 expect "zepsctl local, bad option value" 2 "--epochs wants" "$C" local --epochs x
 expect "zepsctl local, bad cluster file" 2 "syntax.conf" "$C" local --config "$work/syntax.conf" \
     --dir "$work/localrun"
+expect "zepsctl local, run directory under a file" 2 "cannot make run directory" \
+    "$C" local --dir "$work/afile/run"
+expect "zepsctl snapshot inspect, no such path" 2 "nope: not found" "$C" snapshot inspect "$work/nope"
+expect "zepsctl snapshot take, bad cluster file" 2 "syntax.conf" \
+    "$C" snapshot take --config "$work/syntax.conf"
+expect "zepsctl snapshot take, no shard answers (runtime)" 1 "cannot reach the cluster" \
+    "$C" snapshot take --config "$good"
 expect "zepsctl keygen, missing --name" 2 "--name NAME are required" "$C" keygen --out "$work"
 
 # ---- the systemd units skip restarting on exactly the "must fix" statuses

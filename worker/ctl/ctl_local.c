@@ -30,6 +30,7 @@
 #include <sys/signalfd.h>
 
 #include "ctl.h"
+#include "exitcode.h"
 #include "spawn.h"
 #include "alloc.h"
 #include "now.h"
@@ -70,8 +71,9 @@ static void usage(FILE *f)
             "                       free loopback ports and training.result_dir =\n"
             "                       \"results\") as a cluster file to run by hand, and exit\n\n"
             "Exit status: 0 trained and stopped cleanly; 1 a process failed, the run\n"
-            "timed out or a result is missing; 2 bad options or cluster file; 128+N\n"
-            "when stopped by signal N.\n",
+            "timed out or a result is missing; 2 bad options or cluster file, zeps-server\n"
+            "or zeps-worker not found, or a run directory that cannot be made or\n"
+            "written; 128+N when stopped by signal N.\n",
             DEFAULT_TIMEOUT_S);
 }
 
@@ -551,7 +553,7 @@ static int prepare(local_run *r)
     if (!zp_ctl_local_conf_find_bin("zeps-server", r->server_bin, sizeof(r->server_bin)) ||
         !zp_ctl_local_conf_find_bin("zeps-worker", r->worker_bin, sizeof(r->worker_bin)) ||
         !zp_ctl_local_conf_make_run_dir(r))
-        return 1;
+        return ZP_EXIT_SETUP; /* an installation or a folder to fix */
     int rc = zp_ctl_local_conf_make(r);
     if (rc >= 0)
         return rc;

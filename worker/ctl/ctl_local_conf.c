@@ -219,6 +219,7 @@ int zp_ctl_local_conf_make(local_run *r)
     config_setting_set_string(fresh(&lc, "training", "result_dir", CONFIG_TYPE_STRING), r->dir);
     if (!(f = fopen(r->conf, "w"))) {
         fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->conf, strerror(errno));
+        rc = 2; /* the run directory cannot take a file */
         goto out;
     }
     fprintf(f, "# Written by zepsctl local from %s.\n\n", from);

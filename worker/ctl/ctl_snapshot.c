@@ -24,6 +24,7 @@
 
 #include "config.h"
 #include "ctl.h"
+#include "exitcode.h"
 #include "snapshot.h"
 #include "wire.h"
 #include "zeps.h"
@@ -175,9 +176,10 @@ static int take(int argc, char **argv)
     int n = cfg->num_shards;
     free(cfg);
     zeps_client *c;
-    if (zeps_client_new(&c, conf, ZEPS_RANK_TOOL) != 0) {
+    int crc = zeps_client_new(&c, conf, ZEPS_RANK_TOOL);
+    if (crc != 0) { /* the library logged why: a key file, a refused key, no answer */
         fprintf(stderr, "zepsctl snapshot take: cannot reach the cluster of %s\n", conf);
-        return 1;
+        return zp_exitcode_startup(crc);
     }
     bool cuts = false;
     int64_t target = -1;
@@ -393,7 +395,7 @@ int zp_ctl_snapshot(int argc, char **argv)
     struct stat sb;
     if (stat(argv[2], &sb) != 0) {
         fprintf(stderr, "zepsctl snapshot: %s: not found\n", argv[2]);
-        return 1;
+        return ZP_EXIT_SETUP; /* a bad argument, as a bad option */
     }
     return S_ISDIR(sb.st_mode) ? inspect_dir(argv[2]) : inspect_file(argv[2]);
 }

@@ -7,7 +7,7 @@
  * connects through libzeps as a tool (rank ZEPS_RANK_TOOL), whose HELLO also
  * checks that each endpoint really serves the shard the cluster file says.
  * When that fails, or when one shard is asked with --shard, it sends STATS
- * straight to each shard on its own DEALER socket instead: that way a probe of
+ * straight to each shard on its own DEALER socket instead (ctl_probe.c): that way a probe of
  * shard i never waits on another shard (a StatefulSet with ordered start-up
  * would otherwise deadlock), and a failure names every shard that did not
  * answer, with its endpoint, not just the first.
@@ -27,6 +27,7 @@
 #include "exitcode.h"
 #include "ctl.h"
 #include "ctl_hist.h"
+#include "ctl_probe.h"
 #include "identity.h"
 #include "log.h"
 #include "alloc.h"
@@ -47,13 +48,6 @@ typedef struct status_opts {
     bool staleness; /* zepsctl stats: also the staleness histograms */
     int timeout_ms;
 } status_opts;
-
-/* What one shard answered: the packed ShardStats, or why there is none. */
-typedef struct answer {
-    void *buf; /* malloc'ed; NULL if the shard did not answer */
-    size_t len;
-    char why[320];
-} answer;
 
 /* The usage of `zepsctl status`, or of `zepsctl stats` with `staleness`. */
 static void usage(FILE *f, bool staleness)
@@ -151,98 +145,6 @@ static int parse_opts(int argc, char **argv, status_opts *o, bool staleness)
 }
 
 /* ------------------------------------------------------------ asking */
-
-/* Keep the packed ShardStats of shard `i`'s STATS reply `h` in *a, after
- * checking it is the shard the cluster file says. */
-static void take_reply(const zp_config *cfg, int i, const Zeps__Header *h, answer *a)
-{
-    if (h->op == ZEPS__OP__ERROR) {
-        snprintf(a->why, sizeof(a->why), "answered with an error: %s",
-                 h->error_text && *h->error_text ? h->error_text : zeps_strerror(h->error));
-    } else if (h->op != ZEPS__OP__STATS || !h->stats) {
-        snprintf(a->why, sizeof(a->why), "answered STATS with %s and no statistics",
-                 zp_wire_op_name(h->op));
-    } else if (h->stats->shard != (uint32_t)i ||
-               h->stats->num_shards != (uint32_t)cfg->num_shards) {
-        snprintf(a->why, sizeof(a->why), "answered as shard %u of %u, not %d of %d",
-                 h->stats->shard, h->stats->num_shards, i, cfg->num_shards);
-    } else {
-        a->len = zeps__shard_stats__get_packed_size(h->stats);
-        a->buf = zp_alloc(a->len ? a->len : 1);
-        zeps__shard_stats__pack(h->stats, a->buf);
-    }
-}
-
-static void *probe_open(void *ctx, const char *endpoint, const zp_curve_client_keys *keys)
-{
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    if (!s)
-        return NULL;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
-    if (keys->server_public[0] &&
-        zp_curve_apply_client(s, keys->server_public, keys->client_public, keys->client_secret)) {
-        zmq_close(s);
-        return NULL;
-    }
-    Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__STATS;
-    h.req_id = 1;
-    h.rank = ZEPS_RANK_TOOL;
-    if (zmq_connect(s, endpoint) != 0 || zp_wire_send_header(s, &h, ZMQ_DONTWAIT) != 0) {
-        zmq_close(s);
-        return NULL;
-    }
-    return s;
-}
-
-/* Send STATS straight to shards [first, first + n), each on its own DEALER
- * socket, and collect the replies that come within timeout_ms into a[]. */
-static void probe(const zp_config *cfg, const zp_curve_client_keys *keys, int first, int n,
-                  int timeout_ms, answer *a)
-{
-    void *ctx = zmq_ctx_new();
-    zmq_pollitem_t *items = zp_alloc_zeroed((size_t)n, sizeof(*items));
-    for (int k = 0; k < n; k++) {
-        items[k].socket = ctx ? probe_open(ctx, cfg->servers[first + k], keys) : NULL;
-        items[k].events = ZMQ_POLLIN;
-        if (!items[k].socket)
-            snprintf(a[k].why, sizeof(a[k].why), "cannot connect: %s", zmq_strerror(zmq_errno()));
-    }
-    double deadline = zp_now_s() + timeout_ms / 1e3;
-    for (int left = n; left > 0 && zp_now_s() < deadline;) {
-        long ms = (long)((deadline - zp_now_s()) * 1e3) + 1;
-        if (zmq_poll(items, n, ms > 0 ? ms : 0) < 0)
-            break;
-        for (int k = 0; k < n; k++) {
-            zp_frames m;
-            if (!items[k].socket || !(items[k].revents & ZMQ_POLLIN) ||
-                zp_wire_frames_recv(items[k].socket, &m, ZMQ_DONTWAIT) != 0)
-                continue;
-            Zeps__Header *h = m.n >= 1 ? zp_wire_unpack_header(&m.f[0]) : NULL;
-            if (h)
-                take_reply(cfg, first + k, h, &a[k]);
-            else
-                snprintf(a[k].why, sizeof(a[k].why), "sent a reply that is not a zeps header");
-            zeps__header__free_unpacked(h, NULL);
-            zp_wire_frames_close(&m);
-            zmq_close(items[k].socket);
-            items[k].socket = NULL;
-            left--;
-        }
-    }
-    for (int k = 0; k < n; k++) {
-        if (items[k].socket) {
-            snprintf(a[k].why, sizeof(a[k].why), "did not answer within %.1f s", timeout_ms / 1e3);
-            zmq_close(items[k].socket);
-        }
-    }
-    free(items);
-    if (ctx)
-        zmq_ctx_term(ctx);
-}
 
 /* Ask every shard through libzeps. Returns 0, or the zeps_err of a client
  * that could not connect (HELLO failed; the library has logged why, and
@@ -621,9 +523,12 @@ static int status_or_stats(int argc, char **argv, bool staleness)
         return ZP_EXIT_SETUP;
     }
     if (rc != 0)
-        probe(cfg, &keys, first, n, o.timeout_ms, a);
+        zp_ctl_probe(cfg, &keys, first, n, o.timeout_ms, a);
     explicit_bzero(&keys, sizeof(keys));
     rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? ZP_EXIT_FAILED : ZP_EXIT_OK;
+    for (int k = 0; k < n; k++)
+        if (a[k].refused)
+            rc = ZP_EXIT_SETUP; /* a key to fix, not a shard to wait for */
     for (int k = 0; k < n; k++)
         free(a[k].buf);
     free(a);

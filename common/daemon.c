@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "exitcode.h"
 #include "identity.h"
 #include "log.h"
 #include "wire.h"
@@ -45,9 +46,12 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
 {
     const daemon_desc *d = &descs[kind];
     const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},    {d->flag, required_argument, NULL, 'i'},
-        {"log-level", required_argument, NULL, 'l'}, {"version", no_argument, NULL, 'V'},
-        {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'},
+        {d->flag, required_argument, NULL, 'i'},
+        {"log-level", required_argument, NULL, 'l'},
+        {"version", no_argument, NULL, 'V'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     char shortopts[8] = {'c', ':', (char)d->short_flag, ':', 'h', 0};
     const char *index_text = NULL;
@@ -65,15 +69,15 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
         else if (c == 'h')
             return usage(d, stdout), 0;
         else
-            return usage(d, stderr), 2;
+            return usage(d, stderr), ZP_EXIT_SETUP;
     }
     if (!a.config || optind < argc)
-        return usage(d, stderr), 2;
+        return usage(d, stderr), ZP_EXIT_SETUP;
     zp_identity id;
     char err[512];
     if (zp_identity_resolve(d->id, index_text, NULL, d->max, &id, err, sizeof(err)) != 0) {
         fprintf(stderr, "%s: %s\n", d->prog, err);
-        return 2;
+        return ZP_EXIT_SETUP;
     }
     a.index = id.index;
     snprintf(a.index_source, sizeof(a.index_source), "%s", id.source);
@@ -87,22 +91,21 @@ int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg)
     char err[1024];
     if (zp_config_load(cfg, a->config, err, sizeof(err)) != 0) {
         fprintf(stderr, "%s: %s\n", d->prog, err);
-        return 2;
+        return ZP_EXIT_SETUP;
     }
     int limit = kind == ZP_DAEMON_SERVER ? cfg->num_shards : cfg->num_workers;
     if (a->index >= limit) {
         fprintf(stderr, "%s: %s %d is outside the cluster of %d %s in %s\n", d->prog, d->what,
                 a->index, limit, kind == ZP_DAEMON_SERVER ? "shards" : "workers", a->config);
-        return 2;
+        return ZP_EXIT_SETUP;
     }
     int lv = zp_log_level_from_name(a->log_level ? a->log_level : cfg->log_level);
     if (lv < 0) {
         fprintf(stderr, "%s: unknown log level '%s'\n", d->prog, a->log_level);
-        return 2;
+        return ZP_EXIT_SETUP;
     }
     char who[32];
-    snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker",
-             a->index);
+    snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker", a->index);
     zp_log_init(who, (zp_log_level)lv);
     zp_info("%s %d of %d (from %s)", d->what, a->index, limit, a->index_source);
     return -1;

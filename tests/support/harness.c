@@ -6,10 +6,12 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,6 +20,18 @@
 
 #include "spawn.h"
 #include "wire.h"
+
+int zt_free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+             getsockname(fd, (struct sockaddr *)&a, &len) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok ? ntohs(a.sin_port) : -1;
+}
 
 const char *zt_bin(const char *name, char *buf, size_t len)
 {

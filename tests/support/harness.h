@@ -25,6 +25,10 @@ typedef struct zt_cluster {
     char endpoints[ZT_MAX_SERVERS][300];
 } zt_cluster;
 
+/* A loopback TCP port free right now (the kernel's pick for port 0), for
+ * tests that need tcp:// endpoints. */
+int zt_free_port(void);
+
 /* Path of a zeps binary ("zeps-server"): $ZEPS_BINDIR/name. */
 const char *zt_bin(const char *name, char *buf, size_t len);
 

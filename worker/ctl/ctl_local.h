@@ -34,6 +34,7 @@ typedef struct local_opts {
     const char *exec;            /* --exec CMD: run `sh -c CMD` as each worker; NULL: zeps-worker */
     const char *ov[N_OVERRIDES]; /* override values as given; NULL: not given */
     int noverrides;
+    bool print_config; /* --print-config: print the default cluster file, run nothing */
 } local_opts;
 
 typedef struct kid {
@@ -74,6 +75,11 @@ bool zp_ctl_local_conf_find_bin(const char *name, char *out, size_t len);
 
 /* Make r->dir (--dir, or a new $TMPDIR/zeps-local-XXXXXX). */
 bool zp_ctl_local_conf_make_run_dir(local_run *r);
+
+/* --print-config: print the embedded default with free loopback ports, the
+ * overrides of `o` and training.result_dir = "results" to stdout. Returns
+ * the exit status. */
+int zp_ctl_local_conf_print(const local_opts *o);
 
 /* Load and validate the cluster file at path into r->cfg. */
 bool zp_ctl_local_conf_load(local_run *r, const char *path);

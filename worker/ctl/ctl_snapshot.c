@@ -24,6 +24,7 @@
 
 #include "config.h"
 #include "ctl.h"
+#include "exitcode.h"
 #include "snapshot.h"
 #include "wire.h"
 #include "zeps.h"
@@ -175,9 +176,10 @@ static int take(int argc, char **argv)
     int n = cfg->num_shards;
     free(cfg);
     zeps_client *c;
-    if (zeps_client_new(&c, conf, ZEPS_RANK_TOOL) != 0) {
+    int crc = zeps_client_new(&c, conf, ZEPS_RANK_TOOL);
+    if (crc != 0) { /* the library logged why: a key file, a refused key, no answer */
         fprintf(stderr, "zepsctl snapshot take: cannot reach the cluster of %s\n", conf);
-        return 1;
+        return zp_exitcode_startup(crc);
     }
     bool cuts = false;
     int64_t target = -1;
@@ -376,10 +378,12 @@ static int inspect_dir(const char *dir)
 
 int zp_ctl_snapshot(int argc, char **argv)
 {
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
+    /* `snapshot --help` and `snapshot inspect|take|reshard --help` alike */
+    for (int i = 1; i < argc && i <= 2; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
     if (argc == 5 && strcmp(argv[1], "reshard") == 0)
         return reshard(argv[2], argv[3], argv[4]);
     if (argc >= 2 && strcmp(argv[1], "take") == 0)
@@ -391,7 +395,7 @@ int zp_ctl_snapshot(int argc, char **argv)
     struct stat sb;
     if (stat(argv[2], &sb) != 0) {
         fprintf(stderr, "zepsctl snapshot: %s: not found\n", argv[2]);
-        return 1;
+        return ZP_EXIT_SETUP; /* a bad argument, as a bad option */
     }
     return S_ISDIR(sb.st_mode) ? inspect_dir(argv[2]) : inspect_file(argv[2]);
 }

@@ -27,7 +27,7 @@
  * the engine asks only the capability bits the HELLO reply carried
  * (ZP_CAP_ROLLBACK), never the mode's name. A CURVE key a shard refuses
  * (its monitor reports ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) fails the requests
- * waiting on that shard at once with ZEPS_ETRANSPORT and a message that says
+ * waiting on that shard at once with ZEPS_EREFUSED and a message that says
  * what to fix, instead of timing out after every retry.
  */
 #include <errno.h>
@@ -494,12 +494,11 @@ static void drain_monitor(zeps_client *c, int k)
             int failed = 0;
             for (zp_req_sub *s = sh->out, *next; s; s = next) {
                 next = s->next;
-                zp_req_fail(
-                    c, ZEPS_ETRANSPORT,
-                    "shard %d at %s refused this client's CURVE key %.8s... (ZAP status %u): "
-                    "add its .pub file to the server's curve_allow_dir",
-                    k, sh->endpoint, c->curve_public, value);
-                sub_finish(c, s, ZEPS_ETRANSPORT);
+                zp_req_fail(c, ZEPS_EREFUSED,
+                            "shard %d (%s) refused our key %.8s... (ZAP status %u): add its .pub "
+                            "file to the server's curve_allow_dir",
+                            k, sh->endpoint, c->curve_public, value);
+                sub_finish(c, s, ZEPS_EREFUSED);
                 failed = 1;
             }
             if (failed) {

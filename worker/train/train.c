@@ -266,8 +266,10 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
         return rc;
     }
     rc = zeps_client_new(&t.client, cfg->path, (uint32_t)rank);
-    if (rc == 0)
+    if (rc == 0) {
         zeps_client_set_interrupt(t.client, (volatile int *)&stop_requested);
+        res.started = 1;
+    }
     if (rc == 0)
         rc = zp_step_declare(&t);
     /* A worker replacing one that died (or a job restored from a snapshot)

@@ -14,12 +14,13 @@ secs=${3:?seconds}
 work=${4:-/tmp/zeps-fuzz-campaign/$target}
 mkdir -p "$work"
 cp -n "$here/corpus/$target"/* "$work/"
-export LSAN_OPTIONS="suppressions=$here/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+# shellcheck source=fuzz_env.sh
+. "$here/fuzz_env.sh"
 log=$work/../$target-campaign.log
 TIMEFORMAT="cpu: user %U s, sys %S s, wall %R s"
 rc=0
 { time nice -n 19 "$build/bin/fuzz_$target" -max_total_time="$secs" -timeout=10 \
-    -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$work/../$target-" \
+    -rss_limit_mb=3072 -print_final_stats=1 -artifact_prefix="$work/../$target-" \
     "$work" >"$log" 2>&1; } 2>"$log.time" || rc=$?
 grep -E '^#[0-9]+ +(DONE|INITED)' "$log" | tail -2
 grep -E '^stat::(number_of_executed_units|peak_rss_mb)' "$log" || true

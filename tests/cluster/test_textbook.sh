@@ -22,6 +22,14 @@ if ! "$BIN/zepsctl" study --inject --quick --dir "$work/study" >"$work/study.out
     exit 1
 fi
 cat "$work/study.out"
+# The figures, made by the command itself (gnuplot): two PNG files.
+for png in cost stability; do
+    if [ "$(head -c 8 "$work/study/$png.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" != 89504e470d0a1a0a ]; then
+        echo "FAIL - zepsctl study made no $png.png (gnuplot: $(tail -3 "$work/study/gnuplot.log" 2>/dev/null))"
+        echo "0 passed, 1 failed"
+        exit 1
+    fi
+done
 /usr/bin/python3 "$here/textbook_compare.py" "$work/study/study.json" "$BIN/zt_delay_sim"
 rc=$?
 # The stability bracket against the analytic bound: the stable end at most

@@ -572,7 +572,7 @@ int zp_ctl_study(int argc, char **argv)
                   (st->o.no_curves || curves_part(st));
         printf("\n");
         zp_ctl_study_report_tables(st, stdout, false);
-        rc = zp_ctl_study_report_write(st) && ok ? 0 : 1;
+        rc = zp_ctl_study_report_write(st) && zp_ctl_study_plot_write(st) && ok ? 0 : 1;
     }
     for (size_t i = 0; i < st->nruns; i++)
         free(st->runs[i].curve);

@@ -106,6 +106,17 @@ run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char 
 /* Print the study's tables to f, as text or (md) markdown. */
 void zp_ctl_study_report_tables(const study *st, FILE *f, bool md);
 
+/* The median over seeds of updates to the threshold of cell (s, setting);
+ * INFINITY when more than half did not converge. */
+double zp_ctl_study_report_median_updates(const study *st, int s, char setting);
+
+/* The figures (ctl_study_plot.c): gnuplot data and script in the study
+ * directory, then gnuplot on them: cost.png (median updates to the
+ * threshold against s per setting) and stability.png (the largest stable
+ * lr against s, with --inject beside 2 sin(pi/(4s+2))). Returns false only
+ * if a file could not be written; a missing gnuplot is said, not failed. */
+bool zp_ctl_study_plot_write(const study *st);
+
 /* Write the JSON, markdown and curves outputs.
  * Returns whether every output was written. */
 bool zp_ctl_study_report_write(study *st);

@@ -99,6 +99,11 @@ static void s_facts(const study *st, int s, long long *max_tau, double *share, d
     *mean_tau = applied ? sum_tau / (double)applied : NAN;
 }
 
+double zp_ctl_study_report_median_updates(const study *st, int s, char setting)
+{
+    return make_cell(st, s, setting).updates;
+}
+
 static void print_steps(const study *st, FILE *f, bool md)
 {
     const study_opts *o = &st->o;

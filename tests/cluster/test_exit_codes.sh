@@ -85,6 +85,8 @@ expect "server, missing allow-list folder" 2 "noallow" \
     "$S" -c "$(conf noallow "curve_server_secret = \"$k/server.key\"; curve_allow_dir = \"$work/noallow\";")" --shard 0
 expect "server, non-loopback bind without keys" 2 "insecure" \
     "$S" -c "$(conf wild "binds = [ \"tcp://0.0.0.0:$port\" ];")" --shard 0
+expect "server, address not local" 2 "cannot bind shard 0 to tcp://192.0.2.1:$port" \
+    "$S" -c "$(conf notlocal "binds = [ \"tcp://192.0.2.1:$port\" ]; insecure = true;")" --shard 0
 "$S" -c "$good" --shard 0 >"$work/holder.log" 2>&1 &
 holder=$!
 pids+=("$holder")
@@ -171,6 +173,10 @@ expect "zepsctl local, bad cluster file" 2 "syntax.conf" "$C" local --config "$w
     --dir "$work/localrun"
 expect "zepsctl local, run directory under a file" 2 "cannot make run directory" \
     "$C" local --dir "$work/afile/run"
+mkdir -p "$work/lonely"
+cp "$C" "$work/lonely/zepsctl"
+expect "zepsctl local, zeps-server not found" 2 "cannot find zeps-server" \
+    env PATH=/usr/bin:/bin "$work/lonely/zepsctl" local --dir "$work/lonelyrun"
 expect "zepsctl snapshot inspect, no such path" 2 "nope: not found" "$C" snapshot inspect "$work/nope"
 expect "zepsctl snapshot take, bad cluster file" 2 "syntax.conf" \
     "$C" snapshot take --config "$work/syntax.conf"

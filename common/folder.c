@@ -42,6 +42,8 @@ static int make_path(const char *dir, char *at, size_t atlen)
 int zp_folder_ready(const char *key, const char *dir, char *err, size_t errlen)
 {
     char at[4096], probe[4200];
+    if (!dir[0])
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "%s is empty", key);
     if (strlen(dir) >= sizeof(at) - 32)
         return zp_errors_set(err, errlen, ZEPS_ECONFIG, "%s '%s' is too long", key, dir);
     if (make_path(dir, at, sizeof(at)) != 0) {

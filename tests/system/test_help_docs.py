@@ -6,7 +6,9 @@ each `zepsctl snapshot` subcommand) from the build tree, then checks:
   1. each --help exits 0 and prints its own usage line (`usage: zepsctl
      stats`, not another command's);
   2. the commands `zepsctl --help` lists are the commands checked here, and
-     docs/commands.md has a section for each;
+     docs/commands.md has a section for each; its snapshot line names
+     inspect, take and reshard; `zepsctl local --help` names every
+     consistency mode zeps-server knows (from its refusal of an unknown one);
   3. every long option a --help prints is in that command's section of
      docs/commands.md, and every long option the section names is in the
      --help;
@@ -21,9 +23,10 @@ import pathlib
 import re
 import subprocess
 import sys
+import tempfile
 
 SRC = pathlib.Path(sys.argv[1])
-BIN = pathlib.Path(sys.argv[2])
+BIN = pathlib.Path(sys.argv[2]).resolve()
 OPT = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
 # command as the docs write it -> argv before --help, and its usage line
 COMMANDS = {
@@ -62,6 +65,18 @@ def run_help(argv):
 
 def options(text):
     return set(OPT.findall(text)) - {"--help"}
+
+
+def server_modes():
+    """The consistency modes zeps-server knows, from its own refusal."""
+    with tempfile.TemporaryDirectory(prefix="zeps-helpdoc-") as d:
+        conf = pathlib.Path(d) / "c.conf"
+        conf.write_text('cluster = { servers = ["ipc://%s/s"]; workers = 1; '
+                        'consistency = "nosuchmode"; };\n' % d)
+        p = subprocess.run([str(BIN / "zeps-server"), "--config", str(conf), "--shard", "0"],
+                           capture_output=True, text=True, timeout=30)
+    m = re.search(r"is not one of ([a-z_, ]+)", p.stderr)
+    return m.group(1).split(", ") if m else []
 
 
 def doc_sections():
@@ -113,6 +128,15 @@ def main():
     ours = {n.split()[1] for n in COMMANDS if n.startswith("zepsctl ")}
     check(listed == ours, "`zepsctl --help` lists exactly the commands checked here",
           f"listed only: {sorted(listed - ours)}, checked only: {sorted(ours - listed)}")
+
+    snap = re.search(r"^  snapshot (.*)$", out, flags=re.M)
+    check(snap and all(w in snap.group(1) for w in ("inspect", "take", "reshard")),
+          "`zepsctl --help` names snapshot inspect, take and reshard",
+          snap.group(0) if snap else "no snapshot line")
+    modes = server_modes()
+    _, local_help = run_help(["zepsctl", "local"])
+    check(len(modes) >= 4 and all(re.search(r"\b" + m + r"\b", local_help) for m in modes),
+          f"`zepsctl local --help` names every mode zeps-server has ({', '.join(modes)})")
 
     sections = doc_sections()
     for name, opts in helps.items():

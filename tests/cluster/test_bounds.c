@@ -305,7 +305,9 @@ static Zeps__ShardStats *stats0(void)
     return st;
 }
 
-/* A raw sparse PULL of ids [first, first + n) of table `table` as rank 1. */
+/* A raw sparse PULL of ids [first, first + n) of table `table` as rank 1;
+ * the reply may take up to 60 s (10M ids under a sanitizer on a loaded
+ * machine take more than zt_raw_req's 5 s). */
 static Zeps__Header *spull(uint64_t seq, uint32_t table, uint64_t first, size_t n)
 {
     uint64_t *ids = malloc(n * sizeof(uint64_t));
@@ -315,9 +317,9 @@ static Zeps__Header *spull(uint64_t seq, uint32_t table, uint64_t first, size_t 
     Zeps__Header h = header(ZEPS__OP__PULL, seq);
     h.table = table;
     h.count = n;
-    Zeps__Header *rep = zt_raw_req(raw, &h, ids, n * sizeof(uint64_t));
+    zt_raw_send(raw, &h, ids, n * sizeof(uint64_t));
     free(ids);
-    return rep;
+    return zt_raw_recv(raw, 60000);
 }
 
 /* max_tables = 3: the fourth table is refused with ENOMEM; declaring one

@@ -22,6 +22,7 @@
 
 #include "check_main.h"
 #include "harness.h"
+#include "now.h"
 #include "rawreq.h"
 #include "wire.h"
 #include "zeps.h"
@@ -255,10 +256,15 @@ START_TEST(test_refusals_rate_limited)
 {
     expect_ack(hello(inc, 1), 0);
     int lines0 = log_count("refused (EPROTO)");
+    double t0 = zp_now_s();
     for (uint64_t i = 0; i < 500; i++)
         zt_raw_expect_error(push(inc, 2, 0x4000u), ZEPS_EPROTO, "unknown flag bits");
     int lines = log_count("refused (EPROTO)") - lines0;
-    ck_assert_msg(lines >= 1 && lines <= 20, "%d lines for 500 refusals", lines);
+    /* a burst of 10, then one a second: 500 refusals take a fraction of a
+     * second here, longer under a sanitizer on a loaded machine */
+    int most = 10 + (int)(zp_now_s() - t0) + 1;
+    ck_assert_msg(lines >= 1 && lines <= most, "%d lines for 500 refusals (at most %d)", lines,
+                  most);
     Zeps__ShardStats *st = zt_stats(good, 0);
     ck_assert_ptr_nonnull(st);
     ck_assert_uint_ge(st->errors, 500);

@@ -50,9 +50,13 @@ void zp_declare_on(zp_server *s, zp_request *r)
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;
     }
-    zp_table *t;
+    zp_table *t = NULL; /* set only on success */
     rc = zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
+    if (rc == 0) /* what it took (a sparse table's index and sketch are known only now) */
+        rc = zp_quota_check_table(&s->quota, s->tables, s->ntables, t->name, zp_table_bytes(t),
+                                  s->shard, err, sizeof(err));
     if (rc != 0) {
+        zp_table_destroy(&t); /* NULL (nothing made) is a no-op */
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;
     }

@@ -254,6 +254,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("inject");
     TCase *tc = tcase_create("schedules");
+    tcase_set_timeout(tc, 60); /* 60,000 draws a schedule: seconds on a loaded machine */
     tcase_add_test(tc, test_fixed_and_straggler);
     tcase_add_test(tc, test_uniform);
     tcase_add_test(tc, test_geometric);

@@ -120,6 +120,18 @@ START_TEST(test_tables_and_bytes)
     zt_send(z, &h, NULL, 0);
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ENOMEM);
     ck_assert_uint_eq(z->s->quota.full_refused, 1);
+    /* a sparse table with admission counts holds a 2 MiB sketch from the
+     * start: measured once made, and refused */
+    spec.name = "s";
+    spec.kind = 1;
+    spec.dim = 1;
+    spec.admit_count = 2;
+    h = zt_header(z, ZEPS__OP__DECLARE, 0);
+    h.spec = &spec;
+    zt_send(z, &h, NULL, 0);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ENOMEM);
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "table 's' needs"));
+    ck_assert_uint_eq(z->s->ntables, 1);
     zt_shard_free(z);
 }
 END_TEST

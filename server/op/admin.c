@@ -63,7 +63,7 @@ void zp_admin_on_bye(zp_server *s, zp_request *r)
     w->left = true;
     for (uint32_t i = 0; i < s->ntables; i++)
         zp_cpull_forget(s->tables[i], r->h->rank); /* a view is only worth its memory in use */
-    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue); /* the slowest may move on */
     zp_reply_ok(s, r->identity, r->h, 0);
-    zp_pull_serve_all(s);
+    /* the slowest may move on; under continue the rounds stop counting it */
+    zp_clock_quorum_changed(s);
 }

@@ -41,7 +41,10 @@ zp_worker *zp_request_worker(zp_server *s, zp_request *r)
                 zp_now_s() - w->last_seen_s);
         zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     }
-    w->last_seen_s = zp_now_s();
+    double now = zp_now_s();
+    if (!w->left && now - w->last_seen_s > s->max_silence_s)
+        s->max_silence_s = now - w->last_seen_s; /* sizes the auto lost-worker timeout */
+    w->last_seen_s = now;
     return w;
 }
 

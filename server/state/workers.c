@@ -86,7 +86,7 @@ int zp_workers_live(const zp_workers *ws, bool lost_continue)
 {
     int n = ws->n;
     for (int i = 0; lost_continue && i < ws->n; i++)
-        if (ws->w[i].lost)
+        if (ws->w[i].lost || ws->w[i].left)
             n--;
     return n;
 }

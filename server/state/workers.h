@@ -68,8 +68,9 @@ bool zp_workers_seen(const zp_worker *w, uint64_t seq);
 /* Record `seq` as handled. */
 void zp_workers_record(zp_worker *w, uint64_t seq);
 
-/* Workers counted as live: all but those that said BYE (with `left`) or
- * were declared lost under on_lost_worker = continue. */
+/* Workers counted as live: under on_lost_worker = continue all but those
+ * declared lost or gone with BYE; under wait all of them (a round waits
+ * for a departed worker until op/waits.c gives up on it). */
 int zp_workers_live(const zp_workers *ws, bool lost_continue);
 
 /* Pushes a bsp round needs before it closes: the workers not lost (under

@@ -676,7 +676,8 @@ int zp_req_hello_all(zeps_client *c)
     c->opt.request_timeout_ms = per_try;
     for (int k = 0; k < c->nshards; k++) {
         zp_req_sub *s = zp_req_add(r, k);
-        s->max_retries = c->opt.hello_timeout_ms / per_try;
+        /* ceil(hello_timeout_ms / per_try) tries: about hello_timeout_ms in all */
+        s->max_retries = (c->opt.hello_timeout_ms + per_try - 1) / per_try - 1;
         zp_req_send(r, s);
     }
     int rc = zeps_wait(&r);

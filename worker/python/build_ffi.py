@@ -100,6 +100,8 @@ const char *zeps_strerror(int err);
 const char *zeps_errname(int err);
 
 int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank);
+int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, uint32_t rank,
+                                  volatile int *flag);
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt);
 void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);

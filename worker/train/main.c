@@ -7,8 +7,10 @@
  * (JOB_COMPLETION_INDEX on Kubernetes, SLURM_PROCID on Slurm; the order is
  * in common/identity.h). Exits 0 when
  * training finished, 1 when it failed, 2 on bad usage or configuration, 3
- * when training diverged, 143 when stopped by SIGTERM/SIGINT (in both cases
- * the result JSON so far is still written).
+ * when training diverged, 143 when stopped by SIGTERM and 130 by SIGINT (the
+ * shell's 128 + signal). Stopped, it gives up what it waits for (a parked
+ * pull, a barrier, the start-up HELLO), says BYE to every shard (bounded,
+ * about a second: zeps_client_destroy) and writes the result JSON so far.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -23,9 +25,14 @@
 #include "alloc.h"
 #include "zeps.h"
 
+/* Which signal stopped the process (0: none), for the exit status; a
+ * signal handler cannot be given a context. */
+static volatile sig_atomic_t stop_signal;
+
 static void on_stop_signal(int sig)
 {
-    (void)sig;
+    if (!stop_signal)
+        stop_signal = sig;
     zp_train_request_stop();
 }
 
@@ -65,5 +72,7 @@ int main(int argc, char **argv)
                 res.wall_s, 100.0 * res.comm_s / (res.comm_s + res.compute_s + 1e-12));
     zp_result_fini(&res);
     free(cfg);
-    return rc == 0 ? 0 : rc == ZEPS_EDIVERGED ? 3 : rc == ZEPS_ECLOSED ? 143 : 1;
+    if (rc == ZEPS_ECLOSED)
+        return stop_signal == SIGINT ? 130 : 143;
+    return rc == 0 ? 0 : rc == ZEPS_EDIVERGED ? 3 : 1;
 }

@@ -134,6 +134,15 @@ double zp_clock_lost_timeout(const zp_server *s)
     return seen > t ? seen : t;
 }
 
+double zp_clock_lease(const zp_server *s)
+{
+    double t = zp_clock_lost_timeout(s);
+    if (t > 0)
+        return t;
+    t = 5.0 * s->cfg.request_timeout_ms / 1000.0;
+    return t > 10.0 ? t : 10.0;
+}
+
 double zp_clock_lost_wait(const zp_server *s)
 {
     if (s->cfg.lost_worker_wait_s >= 0)

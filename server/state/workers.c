@@ -30,6 +30,7 @@ void zp_workers_fini(zp_workers *ws)
 bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
 {
     w->lost = false;
+    w->evicted = false;
     if ((w->joined || w->rehello) && w->incarnation == incarnation) {
         w->joined = true;
         w->rehello = false;
@@ -47,6 +48,12 @@ bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
     w->max_seq = 0;
     w->window = 0;
     return true;
+}
+
+bool zp_workers_held(const zp_worker *w, uint64_t incarnation, double lease, double now)
+{
+    return w->joined && w->incarnation != incarnation && !w->left && !w->lost && !w->rehello &&
+           !w->evicted && now - w->last_seen_s < lease;
 }
 
 bool zp_workers_seen(const zp_worker *w, uint64_t seq)

@@ -328,6 +328,13 @@ int zeps_rollback(zeps_client *c, int64_t clock);
  * background; ShardStats.last_snapshot_set says when). */
 int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
 
+/* Operators (a tool client, zepsctl evict): release worker `rank` on every
+ * shard, so that the next HELLO of a new incarnation of that rank is taken
+ * even though the old one was heard from within its lease (docs/faults.md,
+ * "Two processes with one rank"). The old incarnation's requests are then
+ * refused. Returns 0 once every shard acknowledged. */
+int zeps_evict(zeps_client *c, uint32_t rank);
+
 /* Block until every worker of the cluster entered the barrier. */
 int zeps_barrier(zeps_client *c);
 

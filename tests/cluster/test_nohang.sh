@@ -10,7 +10,9 @@
 #                            end with an error naming worker 2 within the
 #                            documented bound; with on_lost_worker =
 #                            "continue" they finish instead
-#   test_nohang.sh signals   SIGINT to a worker parked in a bsp round: it
+#   test_nohang.sh signals   a second worker 0 started while the first
+#                            trains: refused, naming both incarnations;
+#                            SIGINT to a worker parked in a bsp round: it
 #                            says BYE to every shard and exits 130 at once,
 #                            its peers go on (continue); SIGTERM to a worker
 #                            still waiting for its shards: exits 143 at once;
@@ -140,16 +142,27 @@ killed() {
 signals() {
     # SIGINT to a worker parked in a round (worker 2 stopped, so no round closes)
     local d=$work/sigint
-    conf "$d" 'on_lost_worker = "continue";' 600
+    conf "$d" 'on_lost_worker = "continue"; hello_timeout_ms = 3000;' 600
     start_job "$d"
     sleep 1
+    # a second process with a live rank: refused by name, exits 1
+    "$BIN/zeps-worker" --config "$d/cluster.conf" --rank 0 >"$d/second-0.log" 2>&1 &
+    local second=$!
+    pids+=($second)
+    wait_exit 20 $second
+    local rc=$?
+    check "a second worker 0 while the first trains exits 1 (got $rc)" test $rc -eq 1
+    check "its error names both incarnations" grep -q \
+        "refused HELLO: worker 0 is held by incarnation [0-9a-f]*, heard .*HELLO from incarnation [0-9a-f]* refused" \
+        "$d/second-0.log"
     kill -STOP "${WRK[2]}"
     check "worker 1 is parked in a round" wait_for "$d/server-0.log" \
         "PULL of worker 1 at clock [0-9]* waiting" 20
     local t0=$SECONDS
     kill -INT "${WRK[1]}"
     wait_exit 5 "${WRK[1]}"
-    local rc=$? took=$((SECONDS - t0))
+    rc=$?
+    local took=$((SECONDS - t0))
     check "SIGINT: the parked worker exits 130 (got $rc) at once ($took s)" test $rc -eq 130
     check "SIGINT: it said BYE to shard 0" grep -q "worker 1 left" "$d/server-0.log"
     check "SIGINT: it said BYE to shard 1" grep -q "worker 1 left" "$d/server-1.log"

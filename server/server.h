@@ -66,7 +66,7 @@ struct zp_server {
     int64_t restored_clock; /* clock of the set restored or rolled back to, -1 = none */
     uint64_t restored_set;
     uint64_t rollbacks, lost_total;
-    double max_silence_s;   /* longest a joined worker went unheard (auto lost timeout) */
+    double max_silence_s;   /* longest a worker went unheard after its first clock */
     double waits_logged_s;  /* when op/waits.c last logged the held requests */
     uint64_t waits_failed;  /* held requests failed: they waited for a worker gone for good */
     uint64_t hello_refused; /* HELLOs refused: the rank is held by a live incarnation */

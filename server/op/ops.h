@@ -60,7 +60,7 @@ void zp_clock_quorum_changed(zp_server *s);
 
 /* The lost-worker timeout in effect: lost_worker_timeout_s, or when it is
  * auto (< 0) max(10 s, 5 x request_timeout, 4 x the longest silence of a
- * worker this shard has seen); 0 = off. */
+ * worker this shard has seen after its first clock); 0 = off. */
 double zp_clock_lost_timeout(const zp_server *s);
 /* How long a worker's incarnation holds its rank after it was last heard
  * from: the lost-worker timeout, or when that is off max(10 s, 5 x

@@ -127,6 +127,33 @@ START_TEST(test_evict)
 }
 END_TEST
 
+/* A crashed worker's replacement (after the lease): its push for the open
+ * round stays when the clock rode on it (the replacement resumes after that
+ * round and will not push it again), and goes when it did not. */
+START_TEST(test_crash_keeps_clocked_push)
+{
+    zt_shard *z = shard();
+    float g[2] = {1, 1};
+    Zeps__Header h = zt_header(z, ZEPS__OP__PUSH, 0);
+    h.table = 0, h.offset = 0, h.count = 2, h.clock = 0, h.flags = ZP_FLAG_CLOCK;
+    ck_assert_int_eq(zt_send(z, &h, g, sizeof(g)), 1);
+    ck_assert_int_eq(z->s->workers.w[0].clock, 1);
+    z->s->workers.w[0].last_seen_s -= 60;
+    zt_reply *r = hello_as(z, 0, 999);
+    ck_assert_int_eq(r->h->op, ZEPS__OP__HELLO);
+    ck_assert_int_eq(r->h->clock, 1); /* resumes after round 0 */
+    ck_assert_int_eq(z->s->tables[0]->round.npending, 1);
+    ck_assert_int_eq(zt_push(z, 1, 0, 0, g, 2, 0, 0), 1);
+    ck_assert_int_eq(z->s->tables[0]->round.closed, 1); /* closed with both */
+    /* worker 1's push of round 1 without its clock: redone, so dropped */
+    ck_assert_int_eq(zt_push(z, 1, 0, 0, g, 2, 1, 1), 1);
+    z->s->workers.w[1].last_seen_s -= 60;
+    ck_assert_int_eq(hello_as(z, 1, 888)->h->op, ZEPS__OP__HELLO);
+    ck_assert_int_eq(z->s->tables[0]->round.npending, 0);
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("lease");
@@ -135,6 +162,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_after_lease);
     tcase_add_test(tc, test_bye_and_lost);
     tcase_add_test(tc, test_evict);
+    tcase_add_test(tc, test_crash_keeps_clocked_push);
     suite_add_tcase(s, tc);
     return s;
 }

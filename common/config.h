@@ -90,7 +90,10 @@ typedef struct zp_config {
     bool snapshot_on_exit;                 /* a final snapshot on SIGTERM/SIGINT, default true */
     double snapshot_mtbf_s;                /* auto (Young/Daly) interval from this MTBF; 0 = off */
     int snapshot_nice;                     /* nice value of the forked writer, default 10, 0..19 */
-    double lost_worker_timeout_s;          /* declare a silent worker lost after this; 0 = never */
+    double lost_worker_timeout_s;          /* declare a silent worker lost after this; 0 = never,
+                                              negative = auto (default -1, docs/faults.md) */
+    double lost_worker_wait_s;             /* on_lost_worker = wait: how long a wait on a lost or
+                                              departed worker lasts before it fails; < 0 = auto */
     bool lost_continue;                    /* "on_lost_worker": "wait" (false, default) | "continue" */
     int request_timeout_ms;                /* default 2000, 10..600000 */
     int max_retries;                       /* default 10, 0..1000 */

@@ -144,8 +144,11 @@ static const key_spec cluster_keys[] = {
     {.name = "snapshot_mtbf_s", .kind = K_FLOAT, .off = FIELD(snapshot_mtbf_s), .fmin = 0,
      .fmax = 1e9},
     {.name = "snapshot_nice", .kind = K_INT, .off = FIELD(snapshot_nice), .imin = 0, .imax = 19},
+    /* negative (-1, the default) = auto: server/op/clock.c */
     {.name = "lost_worker_timeout_s", .kind = K_FLOAT, .off = FIELD(lost_worker_timeout_s),
-     .fmin = 0, .fmax = 1e6},
+     .fmin = -1, .fmax = 1e6},
+    {.name = "lost_worker_wait_s", .kind = K_FLOAT, .off = FIELD(lost_worker_wait_s),
+     .fmin = -1, .fmax = 1e6},
     {.name = "on_lost_worker", .kind = K_FLAG, .off = FIELD(lost_continue),
      .choices = lost_worker_names},
     {.name = "request_timeout_ms", .kind = K_INT, .off = FIELD(request_timeout_ms), .imin = 10,
@@ -254,6 +257,8 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->inject_turns = true;
     cfg->inject_seed = 1;
     cfg->trace_dir[0] = '\0';
+    cfg->lost_worker_timeout_s = -1; /* auto */
+    cfg->lost_worker_wait_s = -1;    /* auto */
     cfg->request_timeout_ms = 2000;
     cfg->max_retries = 10;
     cfg->hello_timeout_ms = 30000;

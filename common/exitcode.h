@@ -13,7 +13,8 @@ enum {
     ZP_EXIT_SETUP = 2,     /* bad usage, configuration or start-up condition the
                               operator must fix; a restart repeats it */
     ZP_EXIT_DIVERGED = 3,  /* zeps-worker: training diverged */
-    ZP_EXIT_STOPPED = 143, /* zeps-worker: stopped by SIGTERM/SIGINT (128 + 15) */
+    ZP_EXIT_INTERRUPTED = 130, /* zeps-worker: stopped by SIGINT (128 + 2) */
+    ZP_EXIT_STOPPED = 143,     /* zeps-worker: stopped by SIGTERM (128 + 15) */
 };
 
 /* The exit status for a start-up failure with zeps_err `err`: ZP_EXIT_SETUP,

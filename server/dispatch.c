@@ -7,6 +7,8 @@
  */
 #include "dispatch.h"
 
+#include <stdio.h>
+
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"
@@ -24,13 +26,38 @@ static const zp_op_handler handlers[] = {
     [ZEPS__OP__BYE] = zp_admin_on_bye,
     [ZEPS__OP__ROLLBACK] = zp_admin_on_rollback,
     [ZEPS__OP__SNAPSHOT] = zp_admin_on_snapshot,
+    [ZEPS__OP__EVICT] = zp_admin_on_evict,
 };
 
 /* Ops a tool (rank 0xffffffff, no HELLO of its own) may send. */
 static bool tool_op(int op)
 {
     return op == ZEPS__OP__HELLO || op == ZEPS__OP__STATS || op == ZEPS__OP__DECLARE ||
-           op == ZEPS__OP__SNAPSHOT;
+           op == ZEPS__OP__SNAPSHOT || op == ZEPS__OP__EVICT;
+}
+
+/* With CURVE and bound keys: the rank h claims must be one the message's
+ * key may speak as (its ZAP User-Id names the key). 0, or -1 after replying
+ * ERANK; nothing else happens for a refused request. */
+static int check_key(zp_server *s, const zp_frames *m, zmq_msg_t *identity, const Zeps__Header *h)
+{
+    if (!s->zap.enabled || !s->zap.bound)
+        return 0;
+    const char *uid = zmq_msg_gets((zmq_msg_t *)&m->f[1], "User-Id");
+    const zp_bind *b = zp_zap_binding(&s->zap, uid);
+    if (b && zp_bind_allows(b, h->rank))
+        return 0;
+    char may[160], as[32];
+    if (b)
+        zp_bind_describe(b, may, sizeof(may));
+    if (h->rank == 0xffffffffu)
+        snprintf(as, sizeof(as), "a tool");
+    else
+        snprintf(as, sizeof(as), "worker %u", h->rank);
+    s->key_refused++;
+    zp_reply_error(s, identity, h, ZEPS_ERANK, "CURVE key %.8s... may speak as %s, not as %s",
+                   uid ? uid : "?", b ? may : "nothing (no longer in the allow-list)", as);
+    return -1;
 }
 
 /* The flag bits a request of `op` may carry (wire.h); any other bit is
@@ -68,7 +95,7 @@ static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
         zp_reply_error(s, identity, h, ZEPS_ECLOSED, "shard %d is shutting down", s->shard);
     else if (h->rank == 0xffffffffu && !tool_op(h->op))
         zp_reply_error(s, identity, h, ZEPS_ERANK,
-                       "tools may only send HELLO, DECLARE, STATS and SNAPSHOT");
+                       "tools may only send HELLO, DECLARE, STATS, SNAPSHOT and EVICT");
     else
         return 0;
     return -1;
@@ -96,7 +123,7 @@ void zp_dispatch(zp_server *s, zp_frames *m)
         .payload = m->n > 2 ? &m->f[2] : NULL,
         .npayload = m->n - 2 + m->dropped,
     };
-    if (check_common(s, m, identity, h) == 0) {
+    if (check_common(s, m, identity, h) == 0 && check_key(s, m, identity, h) == 0) {
         unsigned op = (unsigned)h->op;
         if (op < sizeof(handlers) / sizeof(handlers[0]) && handlers[op])
             handlers[op](s, &r);

@@ -105,6 +105,25 @@ void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, 
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }
 
+void zp_reply_error_to(zp_server *s, zmq_msg_t *identity, int op, uint64_t req_id, int code,
+                       const char *fmt, ...)
+{
+    char text[ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    Zeps__Header rep;
+    zp_reply_init(s, NULL, &rep);
+    rep.op = ZEPS__OP__ERROR;
+    rep.req_id = req_id;
+    rep.error = code;
+    rep.error_text = text;
+    s->errors++;
+    zp_warn("held %s answered %s: %s", zp_wire_op_name(op), zeps_errname(code), text);
+    zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
+}
+
 void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uint64_t req_id,
                         int64_t cut, uint64_t set)
 {

@@ -54,6 +54,11 @@ void zp_reply_ok(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uin
 void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, int code,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
+/* An ERROR reply to a request the shard held (its header is gone): `op`
+ * names it in the log (a warning), req_id matches it at the client. */
+void zp_reply_error_to(zp_server *s, zmq_msg_t *identity, int op, uint64_t req_id, int code,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
 /* An ERROR reply with ERESTARTED: this shard's state came from a snapshot
  * (a restart, or a bsp rollback) since the worker last said HELLO. It
  * carries the cut to resume from (docs/faults.md). With req NULL, req_id

@@ -110,6 +110,7 @@ static void on_tick(uv_timer_t *h)
     zp_trace_flush(s->trace);
     zp_persist_tick(s);
     zp_clock_check_lost(s);
+    zp_waits_check(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -290,8 +291,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     }
     const zp_consistency_ops *cons = zp_registry_find(cfg->consistency);
     if (!cons) {
-        snprintf(err, errlen, "consistency '%s' is not available in this build",
-                 cfg->consistency);
+        snprintf(err, errlen, "consistency '%s' is not available in this build", cfg->consistency);
         return ZEPS_ECONFIG;
     }
     zp_server *s = zp_alloc_zeroed(1, sizeof(*s));

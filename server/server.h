@@ -71,6 +71,11 @@ struct zp_server {
     int64_t restored_clock; /* clock of the set restored or rolled back to, -1 = none */
     uint64_t restored_set;
     uint64_t rollbacks, lost_total;
+    double max_silence_s;   /* longest a worker went unheard after its first clock */
+    double waits_logged_s;  /* when op/waits.c last logged the held requests */
+    uint64_t waits_failed;  /* held requests failed: they waited for a worker gone for good */
+    uint64_t hello_refused; /* HELLOs refused: the rank is held by a live incarnation */
+    uint64_t key_refused;   /* requests refused: the CURVE key may not speak as that rank */
 
     /* BARRIER (op/clock.c): the generation being collected, from 1 */
     uint64_t barrier_gen;

@@ -57,11 +57,34 @@ void zp_clock_barrier_abort(zp_server *s, int64_t cut, uint64_t set);
 /* Timer: declare silent workers lost and, with on_lost_worker = continue,
  * close the rounds and release the waits that no longer need them. */
 void zp_clock_check_lost(zp_server *s);
+/* The live workers changed (lost or left under on_lost_worker = continue):
+ * close the rounds the smaller quorum completes, serve what waited. */
+void zp_clock_quorum_changed(zp_server *s);
+
+/* The lost-worker timeout in effect: lost_worker_timeout_s, or when it is
+ * auto (< 0) max(10 s, 5 x request_timeout, 4 x the longest silence of a
+ * worker this shard has seen after its first clock); 0 = off. */
+double zp_clock_lost_timeout(const zp_server *s);
+/* How long a worker's incarnation holds its rank after it was last heard
+ * from: the lost-worker timeout, or when that is off max(10 s, 5 x
+ * request_timeout). A HELLO of another incarnation is refused within it. */
+double zp_clock_lease(const zp_server *s);
+/* How long a wait on a lost or departed worker lasts under on_lost_worker
+ * = wait: lost_worker_wait_s, or when auto max(10 s, 2 x the timeout). */
+double zp_clock_lost_wait(const zp_server *s);
+
+/* waits.c: every held request (parked pull, barrier) names the ranks it
+ * waits for in the log every few seconds, and fails with ETIMEDOUT once one
+ * of them is gone past lost_worker_wait_s (on_lost_worker = wait). Timer. */
+void zp_waits_check(zp_server *s);
 
 /* admin.c: SNAPSHOT, ROLLBACK, BYE. */
 void zp_admin_on_snapshot(zp_server *s, zp_request *r);
 void zp_admin_on_rollback(zp_server *s, zp_request *r);
 void zp_admin_on_bye(zp_server *s, zp_request *r);
+/* EVICT (a tool, zepsctl evict): release rank h->evict_rank so that a new
+ * incarnation's HELLO takes it. */
+void zp_admin_on_evict(zp_server *s, zp_request *r);
 
 /* stats.c: STATS. */
 void zp_stats_on(zp_server *s, zp_request *r);

@@ -68,7 +68,12 @@ zp_worker *zp_request_worker(zp_server *s, zp_request *r)
                 zp_now_s() - w->last_seen_s);
         zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     }
-    w->last_seen_s = zp_now_s();
+    double now = zp_now_s();
+    /* sizes the auto lost-worker timeout: steps only, not the start-up
+     * barrier (which only shard 0 hears the worker wait in) */
+    if (!w->left && w->clock > 0 && now - w->last_seen_s > s->max_silence_s)
+        s->max_silence_s = now - w->last_seen_s;
+    w->last_seen_s = now;
     return w;
 }
 

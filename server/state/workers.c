@@ -30,6 +30,7 @@ void zp_workers_fini(zp_workers *ws)
 bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
 {
     w->lost = false;
+    w->evicted = false;
     if ((w->joined || w->rehello) && w->incarnation == incarnation) {
         w->joined = true;
         w->rehello = false;
@@ -49,6 +50,12 @@ bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
     w->seq_hi = 0;
     w->jump_logged = false;
     return true;
+}
+
+bool zp_workers_held(const zp_worker *w, uint64_t incarnation, double lease, double now)
+{
+    return w->joined && w->incarnation != incarnation && !w->left && !w->lost && !w->rehello &&
+           !w->evicted && now - w->last_seen_s < lease;
 }
 
 bool zp_workers_seen(const zp_worker *w, uint64_t seq)
@@ -99,7 +106,7 @@ int zp_workers_live(const zp_workers *ws, bool lost_continue)
 {
     int n = ws->n;
     for (int i = 0; lost_continue && i < ws->n; i++)
-        if (ws->w[i].lost)
+        if (ws->w[i].lost || ws->w[i].left)
             n--;
     return n;
 }

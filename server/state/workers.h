@@ -31,6 +31,8 @@ typedef struct zp_worker {
     bool rehello;        /* restored from a snapshot (start-up or rollback): requests are
                             answered ERESTARTED until it says HELLO again */
     bool lost;           /* silent past lost_worker_timeout_s (docs/faults.md) */
+    bool evicted;        /* released by an operator (EVICT): a new incarnation may take it */
+    double held_warn_s;  /* when a HELLO refused for this live rank was last logged */
     uint64_t lost_count; /* times declared lost */
     uint64_t incarnation;
     int64_t clock; /* clocks finished */
@@ -71,6 +73,12 @@ void zp_workers_fini(zp_workers *ws);
  * changed. */
 bool zp_workers_hello(zp_worker *w, uint64_t incarnation);
 
+/* True if a HELLO of `incarnation` must be refused because the rank is
+ * held by another incarnation heard from within `lease` s of `now`: joined,
+ * not gone (BYE, lost), not restored from a snapshot, not released by an
+ * operator (docs/faults.md, "Two processes with one rank"). */
+bool zp_workers_held(const zp_worker *w, uint64_t incarnation, double lease, double now);
+
 /* True if `seq` was already recorded for this incarnation. */
 bool zp_workers_seen(const zp_worker *w, uint64_t seq);
 
@@ -87,8 +95,9 @@ bool zp_workers_seq_jump(const zp_worker *w, uint64_t seq);
 /* Note `seq` as sent by this incarnation (raises w->seq_hi). */
 void zp_workers_note_seq(zp_worker *w, uint64_t seq);
 
-/* Workers counted as live: all but those that said BYE (with `left`) or
- * were declared lost under on_lost_worker = continue. */
+/* Workers counted as live: under on_lost_worker = continue all but those
+ * declared lost or gone with BYE; under wait all of them (a round waits
+ * for a departed worker until op/waits.c gives up on it). */
 int zp_workers_live(const zp_workers *ws, bool lost_continue);
 
 /* Pushes a bsp round needs before it closes: the workers not lost (under

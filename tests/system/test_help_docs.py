@@ -40,6 +40,7 @@ COMMANDS = {
     "zepsctl snapshot": (["zepsctl", "snapshot"], "usage: zepsctl snapshot"),
     "zepsctl gen-criteo": (["zepsctl", "gen-criteo"], "usage: zepsctl gen-criteo"),
     "zepsctl keygen": (["zepsctl", "keygen"], "usage: zepsctl keygen"),
+    "zepsctl evict": (["zepsctl", "evict"], "usage: zepsctl evict"),
     "zepsctl version": (["zepsctl", "version"], "zepsctl "),
 }
 SUBCOMMANDS = [["zepsctl", "snapshot", s] for s in ("inspect", "take", "reshard")]

@@ -33,14 +33,21 @@ START_TEST(fault_keys)
     free(cfg);
     cfg = parse_ok(HEAD "  on_lost_worker = \"wait\";\n" TAIL);
     ck_assert(!cfg->lost_continue);
-    ck_assert_double_eq(cfg->lost_worker_timeout_s, 0.0);
+    ck_assert_double_eq(cfg->lost_worker_timeout_s, -1.0); /* auto */
+    ck_assert_double_eq(cfg->lost_worker_wait_s, -1.0);    /* auto */
     ck_assert_double_eq(cfg->snapshot_mtbf_s, 0.0);
     ck_assert_int_eq(cfg->snapshot_nice, 10);
     free(cfg);
     expect_error(HEAD "  on_lost_worker = \"retry\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "on_lost_worker", "retry", NULL);
-    expect_error(HEAD "  lost_worker_timeout_s = -1;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
+    expect_error(HEAD "  lost_worker_timeout_s = -2;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "lost_worker_timeout_s", "out of range", NULL);
+    expect_error(HEAD "  lost_worker_wait_s = -3;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
+                 "lost_worker_wait_s", "out of range", NULL);
+    cfg = parse_ok(HEAD "  lost_worker_timeout_s = 0; lost_worker_wait_s = 7.5;\n" TAIL);
+    ck_assert_double_eq(cfg->lost_worker_timeout_s, 0.0); /* off */
+    ck_assert_double_eq(cfg->lost_worker_wait_s, 7.5);
+    free(cfg);
     expect_error(HEAD "  snapshot_nice = 20;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "snapshot_nice", "out of range", NULL);
     expect_error(HEAD "  snapshot_mtbf_s = \"1h\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",

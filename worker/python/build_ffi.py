@@ -100,6 +100,8 @@ const char *zeps_strerror(int err);
 const char *zeps_errname(int err);
 
 int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank);
+int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, uint32_t rank,
+                                  volatile int *flag);
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt);
 void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
@@ -149,6 +151,7 @@ int64_t zeps_resume_clock(const zeps_client *c);
 int zeps_rejoined(const zeps_client *c);
 int zeps_rollback(zeps_client *c, int64_t clock);
 int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
+int zeps_evict(zeps_client *c, uint32_t rank);
 int zeps_barrier(zeps_client *c);
 uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard);
 int zeps_num_shards(const zeps_client *c);

@@ -9,8 +9,10 @@
  * 0 when training finished, 1 when it failed while training (or no shard
  * answered in time), 2 on a start-up failure the operator must fix (usage,
  * cluster file, keys or a key the shards refuse, model or data, result_dir),
- * 3 when training diverged, 143 when stopped by SIGTERM/SIGINT (in both
- * cases the result JSON so far is still written).
+ * 3 when training diverged, 143 when stopped by SIGTERM and 130 by SIGINT.
+ * Stopped, it gives up what it waits for (a parked pull, a barrier, the
+ * start-up HELLO), says BYE to every shard (bounded, about a second:
+ * zeps_client_destroy) and writes the result JSON so far.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -27,9 +29,14 @@
 #include "alloc.h"
 #include "zeps.h"
 
+/* Which signal stopped the process (0: none), for the exit status; a
+ * signal handler cannot be given a context. */
+static volatile sig_atomic_t stop_signal;
+
 static void on_stop_signal(int sig)
 {
-    (void)sig;
+    if (!stop_signal)
+        stop_signal = sig;
     zp_train_request_stop();
 }
 
@@ -80,6 +87,6 @@ int main(int argc, char **argv)
     if (rc == ZEPS_EDIVERGED)
         return ZP_EXIT_DIVERGED;
     if (rc == ZEPS_ECLOSED)
-        return ZP_EXIT_STOPPED;
+        return stop_signal == SIGINT ? ZP_EXIT_INTERRUPTED : ZP_EXIT_STOPPED;
     return res.started ? ZP_EXIT_FAILED : zp_exitcode_startup(rc);
 }

@@ -78,6 +78,8 @@ static int read_key(zp_config *cfg, parse_ctx *p, const char *section, const key
         p->backup_line = config_setting_source_line(s);
     if (k->off == FIELD(delay_dist) && k->kind == K_ENUM)
         p->delay_dist_seen = true;
+    if (k->off == FIELD(inject) && k->kind == K_ENUM)
+        p->inject_line = config_setting_source_line(s);
     if (k->off == FIELD(consistency))
         return read_mode(cfg, p, key, k, s);
 
@@ -143,6 +145,48 @@ static int read_section(zp_config *cfg, parse_ctx *p, const char *path, const se
     return ZEPS_OK;
 }
 
+/* What the injection schedule needs from the other keys of cluster.inject
+ * (the replay file's largest tau is checked when a server reads it). */
+static int check_inject(const zp_config *cfg, parse_ctx *p)
+{
+    const char *name = zp_config_keys_inject_name(cfg->inject);
+    int largest = cfg->inject_tau;
+    switch (cfg->inject) {
+    case ZP_INJECT_OFF:
+    case ZP_INJECT_REPLAY:
+        if (cfg->inject == ZP_INJECT_REPLAY && !cfg->inject_replay[0])
+            return zp_config_read_fail(p, p->inject_line,
+                                       "'cluster.inject.schedule' = \"replay\" needs "
+                                       "'cluster.inject.replay_file'");
+        return ZEPS_OK;
+    case ZP_INJECT_UNIFORM:
+    case ZP_INJECT_GEOMETRIC:
+        if (cfg->inject_max_tau < 1)
+            return zp_config_read_fail(p, p->inject_line,
+                                       "'cluster.inject.schedule' = \"%s\" needs "
+                                       "'cluster.inject.max_tau' >= 1",
+                                       name);
+        largest = cfg->inject_max_tau;
+        break;
+    case ZP_INJECT_STRAGGLER:
+        if (cfg->inject_straggler >= cfg->num_workers)
+            return zp_config_read_fail(
+                p, p->inject_line,
+                "'cluster.inject.straggler' = %d is out of range (allowed: 0 <= rank < "
+                "workers = %d)",
+                cfg->inject_straggler, cfg->num_workers);
+        break;
+    case ZP_INJECT_FIXED:
+        break;
+    }
+    if (cfg->inject_window != 0 && cfg->inject_window < largest)
+        return zp_config_read_fail(p, p->inject_line,
+                                   "'cluster.inject.window' = %d keeps fewer versions than "
+                                   "schedule \"%s\" can ask for (tau up to %d)",
+                                   cfg->inject_window, name, largest);
+    return ZEPS_OK;
+}
+
 /* Limits that involve keys of both sections; run after everything was read. */
 static int check_cross(zp_config *cfg, parse_ctx *p)
 {
@@ -167,7 +211,7 @@ static int check_cross(zp_config *cfg, parse_ctx *p)
                 "'training.slow_ranks[%d]' = %d is out of range (allowed: 0 <= rank < "
                 "workers = %d)",
                 i, cfg->slow_ranks[i], cfg->num_workers);
-    return ZEPS_OK;
+    return check_inject(cfg, p);
 }
 
 static int read_root(zp_config *cfg, parse_ctx *p, const config_setting_t *root)

@@ -38,6 +38,17 @@ typedef enum zp_delay_dist {
 
 #define ZP_MAX_SLOW_RANKS 64
 
+/* Staleness injected by the shard for studies (cluster.inject, server/state/inject.c):
+ * the law of the tau a pull is served with. */
+typedef enum zp_inject_schedule {
+    ZP_INJECT_OFF = 0,       /* "off": pulls see the newest version (default) */
+    ZP_INJECT_FIXED = 1,     /* "fixed": every pull tau old */
+    ZP_INJECT_UNIFORM = 2,   /* "uniform": tau ~ U{0..max_tau} */
+    ZP_INJECT_GEOMETRIC = 3, /* "geometric": P(tau = k) = p (1-p)^k, cut at max_tau */
+    ZP_INJECT_REPLAY = 4,    /* "replay": tau drawn from a histogram file ("tau count" lines) */
+    ZP_INJECT_STRAGGLER = 5, /* "straggler": rank `straggler` tau old, the others fresh */
+} zp_inject_schedule;
+
 typedef struct zp_config {
     char path[ZP_PATH_MAX]; /* the file it was read from ("" for defaults) */
 
@@ -61,6 +72,18 @@ typedef struct zp_config {
     int weighted_bound;                    /* "bound": also hold pulls as ssp with this bound (clocks); -1 = none (default) */
     char metrics_listen[ZP_ENDPOINT_MAX];  /* "metrics_listen": HOST:PORT of each shard's HTTP endpoint; "" = off (default) */
     char worker_metrics_listen[ZP_ENDPOINT_MAX]; /* training "metrics_listen": HOST:PORT of each zeps-worker's HTTP endpoint; "" = off (default) */
+    /* cluster.inject = { ... } (optional group; docs/consistency.md, "Staleness on demand") */
+    zp_inject_schedule inject;             /* "schedule": default off */
+    int inject_tau;                        /* "tau": fixed, straggler; default 1, 0..1000000 */
+    int inject_max_tau;                    /* "max_tau": uniform, geometric; default 0 */
+    double inject_p;                       /* "p": geometric, (0, 1], default 0.5 */
+    char inject_replay[ZP_PATH_MAX];       /* "replay_file": replay's histogram */
+    int inject_straggler;                  /* "straggler": the slow rank, default 0, < workers */
+    int inject_window;                     /* "window": versions kept; 0 = the schedule's largest tau */
+    bool inject_turns;                     /* "turns": pulls of dense tables take turns by rank so
+                                              no push comes between a pull and its push (exact tau);
+                                              default true; unused where pushes wait for rounds */
+    uint64_t inject_seed;                  /* "seed": default 1 */
     char trace_dir[ZP_PATH_MAX];           /* "trace_dir": each shard writes <dir>/trace-shard<i>.csv; "" = off (default) */
     char snapshot_dir[ZP_PATH_MAX];        /* snapshots and restore; "" = off (default) */
     int snapshot_every_clocks;             /* bsp: a consistent cut every K clocks; 0 = off */
@@ -69,12 +92,18 @@ typedef struct zp_config {
     bool snapshot_on_exit;                 /* a final snapshot on SIGTERM/SIGINT, default true */
     double snapshot_mtbf_s;                /* auto (Young/Daly) interval from this MTBF; 0 = off */
     int snapshot_nice;                     /* nice value of the forked writer, default 10, 0..19 */
-    double lost_worker_timeout_s;          /* declare a silent worker lost after this; 0 = never */
+    double lost_worker_timeout_s;          /* declare a silent worker lost after this; 0 = never,
+                                              negative = auto (default -1, docs/faults.md) */
+    double lost_worker_wait_s;             /* on_lost_worker = wait: how long a wait on a lost or
+                                              departed worker lasts before it fails; < 0 = auto */
     bool lost_continue;                    /* "on_lost_worker": "wait" (false, default) | "continue" */
     int request_timeout_ms;                /* default 2000, 10..600000 */
     int max_retries;                       /* default 10, 0..1000 */
     int hello_timeout_ms;                  /* default 30000 */
     uint64_t max_message_bytes;            /* default 1 GiB; from max_message_mb */
+    int max_tables;                        /* tables per shard, default 1024, 1..1000000 */
+    uint64_t max_rows;                     /* sparse rows per shard, all tables; 0 = max_memory / 64 (default) */
+    uint64_t max_memory_bytes;             /* bytes per shard, all tables; from max_memory_mb; 0 = half the machine's or cgroup's memory (default) */
     bool reject_nonfinite;                 /* default true */
     char log_level[16];                    /* "debug" | "info" | "warn" | "error"; default info */
     /* CurveZMQ (common/curve.h): key file paths, "" = not set */
@@ -160,5 +189,6 @@ const char *zp_config_keys_weight_fn_name(zp_weight_fn f);
 int zp_config_keys_weight_fn_from_name(const char *name);
 const char *zp_config_keys_delay_dist_name(zp_delay_dist d);
 int zp_config_keys_delay_dist_from_name(const char *name);
+const char *zp_config_keys_inject_name(zp_inject_schedule k);
 
 #endif

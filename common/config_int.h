@@ -65,6 +65,7 @@ typedef struct parse_ctx {
     unsigned backup_line;                   /* line of cluster.backup_workers */
     unsigned slow_lines[ZP_MAX_SLOW_RANKS]; /* line of each training.slow_ranks[i] */
     bool delay_dist_seen;                   /* training.delay_dist was given */
+    unsigned inject_line;                   /* line of cluster.inject.schedule */
 } parse_ctx;
 
 #define FIELD(f) offsetof(zp_config, f)

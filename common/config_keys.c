@@ -42,12 +42,21 @@ static const char *const delay_dist_names[] = {
     [ZP_DELAY_LOGNORMAL] = "lognormal",
     NULL,
 };
+static const char *const inject_names[] = {
+    [ZP_INJECT_OFF] = "off",
+    [ZP_INJECT_FIXED] = "fixed",
+    [ZP_INJECT_UNIFORM] = "uniform",
+    [ZP_INJECT_GEOMETRIC] = "geometric",
+    [ZP_INJECT_REPLAY] = "replay",
+    [ZP_INJECT_STRAGGLER] = "straggler",
+    NULL,
+};
 static const char *const late_push_names[] = {"drop", "weighted", NULL}; /* late_weighted */
 static const char *const lost_worker_names[] = {"wait", "continue", NULL}; /* lost_continue */
 
 /* K_ENUM writes through an int *. */
 _Static_assert(sizeof(zp_weight_fn) == sizeof(int) &&
-                   sizeof(zp_delay_dist) == sizeof(int),
+                   sizeof(zp_delay_dist) == sizeof(int) && sizeof(zp_inject_schedule) == sizeof(int),
                "enum fields must be int-sized");
 
 /* Keep in step with docs/configuration.md. */
@@ -66,6 +75,25 @@ static const key_spec weighting_keys[] = {
 static const section_spec weighting_group = {
     .name = "weighting", .keys = weighting_keys,
     .nkeys = sizeof(weighting_keys) / sizeof(weighting_keys[0]),
+};
+
+/* the schedule's own needs (max_tau, replay_file, straggler < workers) are
+ * checked in check_cross */
+static const key_spec inject_keys[] = {
+    {.name = "schedule", .kind = K_ENUM, .off = FIELD(inject), .choices = inject_names},
+    {.name = "tau", .kind = K_INT, .off = FIELD(inject_tau), .imin = 0, .imax = 1000000},
+    {.name = "max_tau", .kind = K_INT, .off = FIELD(inject_max_tau), .imin = 0, .imax = 1000000},
+    {.name = "p", .kind = K_FLOAT, .off = FIELD(inject_p), .fmin = 0, .fmin_open = true, .fmax = 1},
+    {.name = "replay_file", .kind = K_STRING, .off = STR(inject_replay)},
+    {.name = "straggler", .kind = K_INT, .off = FIELD(inject_straggler), .imin = 0,
+     .imax = ZP_MAX_WORKERS - 1},
+    {.name = "window", .kind = K_INT, .off = FIELD(inject_window), .imin = 0, .imax = 1000000},
+    {.name = "turns", .kind = K_BOOL, .off = FIELD(inject_turns)},
+    {.name = "seed", .kind = K_UINT64, .off = FIELD(inject_seed), .imin = 0, .imax = LLONG_MAX},
+};
+
+static const section_spec inject_group = {
+    .name = "inject", .keys = inject_keys, .nkeys = sizeof(inject_keys) / sizeof(inject_keys[0]),
 };
 
 static const key_spec ctr_keys[] = {
@@ -103,6 +131,7 @@ static const key_spec cluster_keys[] = {
     {.name = "late_pushes", .kind = K_FLAG, .off = FIELD(late_weighted),
      .choices = late_push_names},
     {.name = "weighting", .kind = K_GROUP, .group = &weighting_group},
+    {.name = "inject", .kind = K_GROUP, .group = &inject_group},
     {.name = "trace_dir", .kind = K_STRING, .off = STR(trace_dir)},
     {.name = "metrics_listen", .kind = K_STRING, .off = STR(metrics_listen)},
     {.name = "snapshot_dir", .kind = K_STRING, .off = STR(snapshot_dir)},
@@ -116,8 +145,11 @@ static const key_spec cluster_keys[] = {
     {.name = "snapshot_mtbf_s", .kind = K_FLOAT, .off = FIELD(snapshot_mtbf_s), .fmin = 0,
      .fmax = 1e9},
     {.name = "snapshot_nice", .kind = K_INT, .off = FIELD(snapshot_nice), .imin = 0, .imax = 19},
+    /* negative (-1, the default) = auto: server/op/clock.c */
     {.name = "lost_worker_timeout_s", .kind = K_FLOAT, .off = FIELD(lost_worker_timeout_s),
-     .fmin = 0, .fmax = 1e6},
+     .fmin = -1, .fmax = 1e6},
+    {.name = "lost_worker_wait_s", .kind = K_FLOAT, .off = FIELD(lost_worker_wait_s),
+     .fmin = -1, .fmax = 1e6},
     {.name = "on_lost_worker", .kind = K_FLAG, .off = FIELD(lost_continue),
      .choices = lost_worker_names},
     {.name = "request_timeout_ms", .kind = K_INT, .off = FIELD(request_timeout_ms), .imin = 10,
@@ -127,6 +159,11 @@ static const key_spec cluster_keys[] = {
      .imax = 3600000},
     {.name = "max_message_mb", .kind = K_MEGABYTES, .off = FIELD(max_message_bytes), .imin = 1,
      .imax = 65536},
+    {.name = "max_tables", .kind = K_INT, .off = FIELD(max_tables), .imin = 1, .imax = 1000000},
+    {.name = "max_rows", .kind = K_UINT64, .off = FIELD(max_rows), .imin = 0,
+     .imax = 1ll << 40},
+    {.name = "max_memory_mb", .kind = K_MEGABYTES, .off = FIELD(max_memory_bytes), .imin = 0,
+     .imax = 1ll << 30},
     {.name = "reject_nonfinite", .kind = K_BOOL, .off = FIELD(reject_nonfinite)},
     {.name = "log_level", .kind = K_CHOICE, .off = STR(log_level), .choices = log_levels},
     /* key files are read and checked when a process starts (common/curve.c) */
@@ -196,7 +233,8 @@ const section_spec zp_config_keys_sections[ZP_CONFIG_NSECTIONS] = {
 
 /* read_section marks seen keys in a 64-bit mask. */
 _Static_assert(NKEYS(cluster_keys) <= 64 && NKEYS(training_keys) <= 64 &&
-                   NKEYS(weighting_keys) <= 64 && NKEYS(ctr_keys) <= 64,
+                   NKEYS(weighting_keys) <= 64 && NKEYS(ctr_keys) <= 64 &&
+                   NKEYS(inject_keys) <= 64,
                "seen mask too small");
 
 /* Fill *cfg with the defaults documented in config.h. Any thread. */
@@ -212,13 +250,26 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->max_staleness = -1;
     cfg->dc_lambda = 0.0;
     cfg->weighted_bound = -1;
+    cfg->inject = ZP_INJECT_OFF;
+    cfg->inject_tau = 1;
+    cfg->inject_max_tau = 0;
+    cfg->inject_p = 0.5;
+    cfg->inject_straggler = 0;
+    cfg->inject_window = 0;
+    cfg->inject_turns = true;
+    cfg->inject_seed = 1;
     cfg->trace_dir[0] = '\0';
     cfg->metrics_listen[0] = '\0';
     cfg->worker_metrics_listen[0] = '\0';
+    cfg->lost_worker_timeout_s = -1; /* auto */
+    cfg->lost_worker_wait_s = -1;    /* auto */
     cfg->request_timeout_ms = 2000;
     cfg->max_retries = 10;
     cfg->hello_timeout_ms = 30000;
     cfg->max_message_bytes = 1024ull << 20;
+    cfg->max_tables = 1024;
+    cfg->max_rows = 0;
+    cfg->max_memory_bytes = 0;
     cfg->reject_nonfinite = true;
     snprintf(cfg->log_level, sizeof(cfg->log_level), "info");
 
@@ -299,4 +350,9 @@ const char *zp_config_keys_delay_dist_name(zp_delay_dist d)
 int zp_config_keys_delay_dist_from_name(const char *name)
 {
     return zp_config_keys_index_of(delay_dist_names, name);
+}
+
+const char *zp_config_keys_inject_name(zp_inject_schedule k)
+{
+    return name_of(inject_names, NKEYS(inject_names), (unsigned)k);
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "exitcode.h"
 #include "identity.h"
 #include "log.h"
 #include "wire.h"
@@ -75,17 +76,17 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
         else if (c == 'h')
             return usage(d, stdout), 0;
         else
-            return usage(d, stderr), 2;
+            return usage(d, stderr), ZP_EXIT_SETUP;
     }
     if (!a.metrics_listen)
         a.metrics_listen = getenv("ZEPS_METRICS_LISTEN");
     if (!a.config || optind < argc)
-        return usage(d, stderr), 2;
+        return usage(d, stderr), ZP_EXIT_SETUP;
     zp_identity id;
     char err[512];
     if (zp_identity_resolve(d->id, index_text, NULL, d->max, &id, err, sizeof(err)) != 0) {
         fprintf(stderr, "%s: %s\n", d->prog, err);
-        return 2;
+        return ZP_EXIT_SETUP;
     }
     a.index = id.index;
     snprintf(a.index_source, sizeof(a.index_source), "%s", id.source);
@@ -99,13 +100,13 @@ int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg)
     char err[1024];
     if (zp_config_load(cfg, a->config, err, sizeof(err)) != 0) {
         fprintf(stderr, "%s: %s\n", d->prog, err);
-        return 2;
+        return ZP_EXIT_SETUP;
     }
     if (a->metrics_listen) {
         char *dst = kind == ZP_DAEMON_SERVER ? cfg->metrics_listen : cfg->worker_metrics_listen;
         if (strlen(a->metrics_listen) >= ZP_ENDPOINT_MAX) {
             fprintf(stderr, "%s: --metrics-listen '%s' is too long\n", d->prog, a->metrics_listen);
-            return 2;
+            return ZP_EXIT_SETUP;
         }
         snprintf(dst, ZP_ENDPOINT_MAX, "%s", a->metrics_listen);
     }
@@ -113,12 +114,12 @@ int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg)
     if (a->index >= limit) {
         fprintf(stderr, "%s: %s %d is outside the cluster of %d %s in %s\n", d->prog, d->what,
                 a->index, limit, kind == ZP_DAEMON_SERVER ? "shards" : "workers", a->config);
-        return 2;
+        return ZP_EXIT_SETUP;
     }
     int lv = zp_log_level_from_name(a->log_level ? a->log_level : cfg->log_level);
     if (lv < 0) {
         fprintf(stderr, "%s: unknown log level '%s'\n", d->prog, a->log_level);
-        return 2;
+        return ZP_EXIT_SETUP;
     }
     char who[32];
     snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker", a->index);

@@ -68,8 +68,8 @@ int zp_wire_send_data(void *sock, const void *data, size_t len, zmq_free_fn *ffn
                       int flags)
 {
     zmq_msg_t msg;
-    int rc = ffn ? zmq_msg_init_data(&msg, (void *)data, len, ffn, hint)
-                 : zmq_msg_init_size(&msg, len);
+    int rc =
+        ffn ? zmq_msg_init_data(&msg, (void *)data, len, ffn, hint) : zmq_msg_init_size(&msg, len);
     if (rc != 0) {
         if (ffn)
             ffn((void *)data, hint);
@@ -111,6 +111,8 @@ const char *zp_wire_op_name(int op)
         return "SNAPSHOT";
     case ZEPS__OP__ROLLBACK:
         return "ROLLBACK";
+    case ZEPS__OP__EVICT:
+        return "EVICT";
     default:
         return "UNKNOWN";
     }

@@ -16,6 +16,7 @@ PACKAGES=(
     systemd slurm-wlm munge strace
     python3 gnuplot-nox    # deploy/local/*-study.sh (compression studies)
     python3-dev python3-cffi python3-numpy python3-pytest python3-torch  # worker/python
+    clang libfuzzer-14-dev # tests/fuzz (libFuzzer targets, ZEPS_FUZZ=ON)
 )
 # The deployment checks (tests/system/deploy-check: npm ci of the committed lock
 # file) need Node.js and npm: a machine that already has them (e.g. from

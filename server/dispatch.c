@@ -1,11 +1,13 @@
 /*
  * dispatch.c - a received message to its op handler (op/). The header is
  * decoded and what every op shares is checked here (protocol version,
- * frame count, a stopping shard, which ops a tool may send); then a table
+ * frame count, flag bits, a stopping shard, which ops a tool may send); then a table
  * indexed by op names the handler. Every message gets exactly one reply,
  * an ERROR one when it is wrong; nothing from the network is asserted.
  */
 #include "dispatch.h"
+
+#include <stdio.h>
 
 #include "now.h"
 #include "ops.h"
@@ -25,13 +27,56 @@ static const zp_op_handler handlers[] = {
     [ZEPS__OP__BYE] = zp_admin_on_bye,
     [ZEPS__OP__ROLLBACK] = zp_admin_on_rollback,
     [ZEPS__OP__SNAPSHOT] = zp_admin_on_snapshot,
+    [ZEPS__OP__EVICT] = zp_admin_on_evict,
 };
+/* every op has its own slot in the metrics' per-op counters (server.h) */
+_Static_assert(sizeof(handlers) / sizeof(handlers[0]) <= ZP_SERVER_OPS,
+               "ZP_SERVER_OPS must cover every op");
 
 /* Ops a tool (rank 0xffffffff, no HELLO of its own) may send. */
 static bool tool_op(int op)
 {
     return op == ZEPS__OP__HELLO || op == ZEPS__OP__STATS || op == ZEPS__OP__DECLARE ||
-           op == ZEPS__OP__SNAPSHOT;
+           op == ZEPS__OP__SNAPSHOT || op == ZEPS__OP__EVICT;
+}
+
+/* With CURVE and bound keys: the rank h claims must be one the message's
+ * key may speak as (its ZAP User-Id names the key). 0, or -1 after replying
+ * ERANK; nothing else happens for a refused request. */
+static int check_key(zp_server *s, const zp_frames *m, zmq_msg_t *identity, const Zeps__Header *h)
+{
+    if (!s->zap.enabled || !s->zap.bound)
+        return 0;
+    const char *uid = zmq_msg_gets((zmq_msg_t *)&m->f[1], "User-Id");
+    const zp_bind *b = zp_zap_binding(&s->zap, uid);
+    if (b && zp_bind_allows(b, h->rank))
+        return 0;
+    char may[160], as[32];
+    if (b)
+        zp_bind_describe(b, may, sizeof(may));
+    if (h->rank == 0xffffffffu)
+        snprintf(as, sizeof(as), "a tool");
+    else
+        snprintf(as, sizeof(as), "worker %u", h->rank);
+    s->key_refused++;
+    zp_reply_error(s, identity, h, ZEPS_ERANK, "CURVE key %.8s... may speak as %s, not as %s",
+                   uid ? uid : "?", b ? may : "nothing (no longer in the allow-list)", as);
+    return -1;
+}
+
+/* The flag bits a request of `op` may carry (wire.h); any other bit is
+ * refused, so a bit given a meaning later is never silently ignored by an
+ * older shard. */
+static uint32_t request_flags(int op)
+{
+    switch (op) {
+    case ZEPS__OP__PUSH:
+        return ZP_FLAG_CLOCK | ZP_FLAG_ROW_VERSIONS;
+    case ZEPS__OP__PULL:
+        return ZP_FLAG_PULL_DELTA;
+    default:
+        return 0;
+    }
 }
 
 /* The checks every op shares; 0, or -1 after replying. */
@@ -45,11 +90,16 @@ static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
     else if (m->dropped)
         zp_reply_error(s, identity, h, ZEPS_EPROTO, "message has %d frames; at most %d",
                        m->n + m->dropped, ZP_MAX_FRAMES);
+    else if (h->flags & ~request_flags(h->op))
+        zp_reply_error(s, identity, h, ZEPS_EPROTO,
+                       "unknown flag bits 0x%x in a %s request (it may carry 0x%x)",
+                       h->flags & ~request_flags(h->op), zp_wire_op_name(h->op),
+                       request_flags(h->op));
     else if (s->stopping && h->op != ZEPS__OP__STATS)
         zp_reply_error(s, identity, h, ZEPS_ECLOSED, "shard %d is shutting down", s->shard);
     else if (h->rank == 0xffffffffu && !tool_op(h->op))
         zp_reply_error(s, identity, h, ZEPS_ERANK,
-                       "tools may only send HELLO, DECLARE, STATS and SNAPSHOT");
+                       "tools may only send HELLO, DECLARE, STATS, SNAPSHOT and EVICT");
     else
         return 0;
     return -1;
@@ -84,7 +134,7 @@ void zp_dispatch(zp_server *s, zp_frames *m)
     unsigned slot = known && op < ZP_SERVER_OPS ? op : 0;
     uint64_t t0 = zp_now_ns();
     s->op_requests[slot]++;
-    if (check_common(s, m, identity, h) == 0) {
+    if (check_common(s, m, identity, h) == 0 && check_key(s, m, identity, h) == 0) {
         if (known)
             handlers[op](s, &r);
         else

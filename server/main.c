@@ -7,13 +7,17 @@
  * variables, then the StatefulSet ordinal of the host name), else from
  * ZEPS_SHARD, JOB_COMPLETION_INDEX or SLURM_PROCID (common/identity.h has
  * the order). The cluster file is read and checked before
- * any socket is opened; a bad one exits with status 2.
+ * any socket is opened. Exit status (common/exitcode.h, docs/operations.md):
+ * 0 stopped cleanly, 1 failed while serving (the final snapshot too), 2 a
+ * start-up failure the operator must fix (usage, cluster file, keys,
+ * allow-list, address, snapshot or trace folder, snapshot to restore).
  */
 #include <signal.h>
 #include <stdio.h>
 
 #include "alloc.h"
 #include "daemon.h"
+#include "exitcode.h"
 #include "log.h"
 #include "mathenv.h"
 #include "registry.h"
@@ -35,18 +39,19 @@ int main(int argc, char **argv)
     zp_registry_names(modes, sizeof(modes) / sizeof(modes[0]));
     if (zp_config_check_mode(&cfg, modes, err, sizeof(err)) != 0) {
         zp_error("%s", err); /* a bad cluster file, as zp_daemon_load reports it */
-        return 2;
+        return ZP_EXIT_SETUP;
     }
     zp_alloc_tune();
     signal(SIGPIPE, SIG_IGN);
 
     zp_server *srv;
-    if (zp_server_new(&srv, &cfg, args.index, err, sizeof(err)) != 0) {
+    rc = zp_server_new(&srv, &cfg, args.index, err, sizeof(err));
+    if (rc != 0) {
         zp_error("%s", err);
-        return 1;
+        return zp_exitcode_startup(rc);
     }
     rc = zp_server_run(srv);
     zp_server_destroy(&srv);
     zp_info("stopped");
-    return rc == 0 ? 0 : 1;
+    return rc == 0 ? ZP_EXIT_OK : ZP_EXIT_FAILED;
 }

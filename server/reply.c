@@ -10,14 +10,25 @@
 #include <stdio.h>
 
 #include "log.h"
+#include "now.h"
 #include "server.h"
 #include "zeps_errors.h"
 
 #define ERRLEN 512
 
-size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header *rep,
+/* Log a failed send, at most as often as s->logs.send allows. */
+static void send_failed(zp_server *s, const char *what, const char *why)
+{
+    char note[96];
+    if (zp_ratelimit_due(&s->logs.send, zp_now_s(), note, sizeof(note)))
+        zp_warn("sending %s failed: %s%s", what, why, note);
+}
+
+size_t zp_reply_socket_send(void *server, zmq_msg_t *identity, const Zeps__Header *rep,
                             const void *data, size_t len, zmq_free_fn *ffn, void *hint)
 {
+    zp_server *s = server;
+    void *sock = s->sock;
     zmq_msg_t id;
     zmq_msg_init(&id);
     zmq_msg_copy(&id, identity);
@@ -30,8 +41,7 @@ size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header 
         return 0;
     }
     if (zp_wire_send_header(sock, rep, more | ZMQ_DONTWAIT) < 0) {
-        zp_warn("sending a %s reply failed: %s", zp_wire_op_name(rep->op),
-                zmq_strerror(zmq_errno()));
+        send_failed(s, zp_wire_op_name(rep->op), zmq_strerror(zmq_errno()));
         if (ffn)
             ffn((void *)data, hint);
         return 0;
@@ -39,7 +49,7 @@ size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header 
     size_t out = zeps__header__get_packed_size(rep);
     if (data) {
         if (zp_wire_send_data(sock, data, len, ffn, hint, ZMQ_DONTWAIT) < 0)
-            zp_warn("sending %zu payload bytes failed: %s", len, zmq_strerror(zmq_errno()));
+            send_failed(s, "a reply's payload", zmq_strerror(zmq_errno()));
         else
             out += len;
     }
@@ -74,7 +84,7 @@ void zp_reply_ok(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uin
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }
 
-static void count_error(zp_server *s, unsigned op, int code)
+void zp_reply_count_error(zp_server *s, unsigned op, int code)
 {
     s->errors++;
     s->errors_by[op < ZP_SERVER_OPS ? op : 0][code >= 0 && code < ZP_SERVER_CODES ? code : 0]++;
@@ -93,9 +103,30 @@ void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, 
     rep.op = ZEPS__OP__ERROR;
     rep.error = code;
     rep.error_text = text;
-    count_error(s, req ? (unsigned)req->op : 0, code);
-    zp_info("%s from rank %d refused (%s): %s", req ? zp_wire_op_name(req->op) : "message",
-            req ? (int)req->rank : -1, zeps_errname(code), text);
+    zp_reply_count_error(s, req ? (unsigned)req->op : 0, code);
+    char note[96];
+    if (zp_ratelimit_due(&s->logs.refused, zp_now_s(), note, sizeof(note)))
+        zp_info("%s from rank %d refused (%s): %s%s", req ? zp_wire_op_name(req->op) : "message",
+                req ? (int)req->rank : -1, zeps_errname(code), text, note);
+    zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
+}
+
+void zp_reply_error_to(zp_server *s, zmq_msg_t *identity, int op, uint64_t req_id, int code,
+                       const char *fmt, ...)
+{
+    char text[ERRLEN];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof(text), fmt, ap);
+    va_end(ap);
+    Zeps__Header rep;
+    zp_reply_init(s, NULL, &rep);
+    rep.op = ZEPS__OP__ERROR;
+    rep.req_id = req_id;
+    rep.error = code;
+    rep.error_text = text;
+    zp_reply_count_error(s, (unsigned)op, code);
+    zp_warn("held %s answered %s: %s", zp_wire_op_name(op), zeps_errname(code), text);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }
 
@@ -117,6 +148,6 @@ void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *r
     rep.cut = cut;
     rep.cut_set = set;
     /* without a request header it answers a parked pull (zp_pull_abort_parked) */
-    count_error(s, req ? (unsigned)req->op : ZEPS__OP__PULL, ZEPS_ERESTARTED);
+    zp_reply_count_error(s, req ? (unsigned)req->op : ZEPS__OP__PULL, ZEPS_ERESTARTED);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }

@@ -31,10 +31,11 @@ typedef struct zp_reply_sink {
     void *arg;
 } zp_reply_sink;
 
-/* The sink of a ROUTER socket `sock` (arg = sock): ZMQ_DONTWAIT, failures
- * to send (peer gone) logged at debug level and otherwise ignored: the
- * client will retry. */
-size_t zp_reply_socket_send(void *sock, zmq_msg_t *identity, const Zeps__Header *rep,
+/* The sink of the shard's ROUTER socket (arg = the zp_server): ZMQ_DONTWAIT,
+ * a reply to a gone peer logged at debug level, other failures to send
+ * logged (rate-limited, s->logs.send) and otherwise ignored: the client
+ * will retry. */
+size_t zp_reply_socket_send(void *server, zmq_msg_t *identity, const Zeps__Header *rep,
                             const void *data, size_t len, zmq_free_fn *ffn, void *hint);
 
 /* A reply header with version, op, req_id, incarnation and table filled. */
@@ -48,10 +49,20 @@ void zp_reply_send(zp_server *s, zmq_msg_t *identity, const Zeps__Header *rep, c
 /* An empty reply to `req` with `flags`. */
 void zp_reply_ok(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uint32_t flags);
 
+/* Count an ERROR reply to op `op` with zeps_err `code`: STATS errors and
+ * the metrics' errors by op and code (reply.c's senders call it; so does a
+ * handler that builds its ERROR header itself). */
+void zp_reply_count_error(zp_server *s, unsigned op, int code);
+
 /* Send an ERROR reply for request header `req` (may be NULL when the header
  * could not be read) with a printf-style message; counts it. */
 void zp_reply_error(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, int code,
                     const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* An ERROR reply to a request the shard held (its header is gone): `op`
+ * names it in the log (a warning), req_id matches it at the client. */
+void zp_reply_error_to(zp_server *s, zmq_msg_t *identity, int op, uint64_t req_id, int code,
+                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* An ERROR reply with ERESTARTED: this shard's state came from a snapshot
  * (a restart, or a bsp rollback) since the worker last said HELLO. It

@@ -111,6 +111,7 @@ static void on_tick(uv_timer_t *h)
     zp_trace_flush(s->trace);
     zp_persist_tick(s);
     zp_clock_check_lost(s);
+    zp_waits_check(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -281,6 +282,7 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
 static void free_core(zp_server *s)
 {
     zp_trace_close(&s->trace);
+    zp_inject_fini(&s->inject);
     for (uint32_t i = 0; i < s->ntables; i++)
         zp_table_destroy(&s->tables[i]);
     free(s->tables);
@@ -320,8 +322,15 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     /* A new incarnation per start: time and pid mixed, so a restarted shard
      * is told apart from the one before it. */
     s->incarnation = zp_rng_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32)) | 1u;
+    zp_quota_init(&s->quota, cfg);
+    zp_ratelimit_init(&s->logs.refused, "refused", 10, 1.0);
+    zp_ratelimit_init(&s->logs.joined, "HELLOs", 10, 1.0);
+    zp_ratelimit_init(&s->logs.left, "BYEs", 10, 1.0);
+    zp_ratelimit_init(&s->logs.send, "failed sends", 10, 1.0);
     zp_workers_init(&s->workers, s->nworkers);
     int rc = cfg->trace_dir[0] ? zp_trace_open(&s->trace, cfg->trace_dir, shard, err, errlen) : 0;
+    if (rc == 0)
+        rc = zp_inject_init(&s->inject, cfg, err, errlen);
     if (rc != 0) {
         free_core(s);
         return rc;
@@ -347,7 +356,7 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
     if (rc == 0)
         rc = setup_socket(s, err, errlen);
     if (rc == 0) {
-        s->sink = (zp_reply_sink){.send = zp_reply_socket_send, .arg = s->sock};
+        s->sink = (zp_reply_sink){.send = zp_reply_socket_send, .arg = s};
         rc = setup_loop(s, err, errlen);
     }
     if (rc != 0) {
@@ -363,6 +372,10 @@ int zp_server_run(zp_server *s)
     zp_info("shard %d/%d serving on %s: %s, %d workers, incarnation %" PRIx64 ", BLAS %s", s->shard,
             s->nshards, s->endpoint, s->cons->name, s->nworkers, s->incarnation,
             zp_mathenv_blas_core());
+    zp_info("limits: %u tables, %" PRIu64 " rows, %" PRIu64 " MiB (max_tables, max_rows, "
+            "max_memory_mb; memory %" PRIu64 " MiB from %s)",
+            s->quota.max_tables, s->quota.max_rows, s->quota.max_bytes >> 20, s->quota.memory >> 20,
+            s->quota.memory_from);
     kick(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     return zp_persist_final(s) == 0 ? 0 : 1;

@@ -24,7 +24,10 @@
 #include "consistency.h"
 #include "hist.h"
 #include "http.h"
+#include "inject.h"
+#include "quota.h"
 #include "persist.h"
+#include "ratelimit.h"
 #include "reply.h"
 #include "table.h"
 #include "trace.h"
@@ -32,7 +35,7 @@
 #include "workers.h"
 #include "zap.h"
 
-#define ZP_SERVER_OPS   12 /* Zeps__Op values 0..11 */
+#define ZP_SERVER_OPS   13 /* Zeps__Op values 0..12 */
 #define ZP_SERVER_CODES 40 /* zeps_err values below this */
 
 struct zp_server {
@@ -59,10 +62,12 @@ struct zp_server {
 
     zp_table **tables;
     uint32_t ntables, cap_tables;
+    zp_quota quota;                 /* tables, rows and bytes peers may make it hold */
     zp_workers workers;             /* ranks, clocks (min_clock, max_clock), quorum */
     const zp_consistency_ops *cons; /* the mode: every mode decision goes through it */
 
     zp_trace *trace;    /* per-update trace, or NULL */
+    zp_inject inject;   /* staleness on demand (state/inject.h); off unless configured */
     zp_persist persist; /* snapshots */
 
     /* recovery (docs/faults.md) */
@@ -70,6 +75,11 @@ struct zp_server {
     int64_t restored_clock; /* clock of the set restored or rolled back to, -1 = none */
     uint64_t restored_set;
     uint64_t rollbacks, lost_total;
+    double max_silence_s;   /* longest a worker went unheard after its first clock */
+    double waits_logged_s;  /* when op/waits.c last logged the held requests */
+    uint64_t waits_failed;  /* held requests failed: they waited for a worker gone for good */
+    uint64_t hello_refused; /* HELLOs refused: the rank is held by a live incarnation */
+    uint64_t key_refused;   /* requests refused: the CURVE key may not speak as that rank */
 
     /* BARRIER (op/clock.c): the generation being collected, from 1 */
     uint64_t barrier_gen;
@@ -86,6 +96,15 @@ struct zp_server {
     uint64_t errors_by[ZP_SERVER_OPS][ZP_SERVER_CODES]; /* [op][code] */
     zp_http *http; /* the metrics listener, or NULL (metrics_listen = "") */
     int http_port;
+    /* Log lines a peer can cause once per request, each kind limited the
+     * same way (common/ratelimit.h); STATS log_suppressed sums what they
+     * (and zap's) left out. */
+    struct {
+        zp_ratelimit refused; /* a request answered with ERROR */
+        zp_ratelimit joined;  /* a HELLO registering or rejoining a rank */
+        zp_ratelimit left;    /* a BYE */
+        zp_ratelimit send;    /* a reply that could not be sent */
+    } logs;
 };
 
 /* Create shard `shard` from a loaded config: restore its snapshot, bind the

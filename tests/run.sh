@@ -5,6 +5,9 @@
 # AddressSanitizer/UBSan build, without the tests labelled `system` (whole
 # training jobs under Slurm, network namespaces, crash runs: they exercise
 # deployment and processes, not new code paths, and would double CI time).
+# In that case it also builds the libFuzzer targets with clang into
+# build-fuzz/ (-DZEPS_FUZZ=ON) and runs each for ZEPS_FUZZ_SECONDS (20) on
+# its seed corpus (ctest label `fuzz`, tests/fuzz).
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$src/deploy/install-deps.sh"
@@ -26,5 +29,12 @@ run_suite "${ZEPS_BUILD_DIR:-$src/build}" ""
 asan=${ZEPS_TEST_ASAN:-${CI:+1}}
 if [ "${asan:-0}" = 1 ]; then
     run_suite "$src/build-asan" "-LE system" -DZEPS_ASAN=ON -DCMAKE_BUILD_TYPE=Debug
+    fuzz=$src/build-fuzz
+    echo "== build $fuzz (clang, libFuzzer, ASan/UBSan)"
+    cmake -S "$src" -B "$fuzz" -DCMAKE_C_COMPILER=clang -DZEPS_FUZZ=ON -DZEPS_TESTS=OFF \
+        -DZEPS_PYTHON=OFF -DZEPS_FUZZ_SECONDS="${ZEPS_FUZZ_SECONDS:-20}" >/dev/null
+    cmake --build "$fuzz" --target zeps_fuzz -j"$jobs" >/dev/null
+    echo "== fuzz $fuzz"
+    (cd "$fuzz" && ctest --output-on-failure -j"$jobs" -L fuzz)
 fi
 echo "== all tests passed in $(($(date +%s) - start)) s"

@@ -2,12 +2,17 @@
  * admin.c - SNAPSHOT (zepsctl snapshot take), ROLLBACK (bsp recovery) and
  * BYE. state/persist.c does the snapshot work and says what it did; this
  * file replies and, after a rollback, answers everything that waited with
- * ERESTARTED: nothing computed before the cut may finish.
+ * ERESTARTED: nothing computed before the cut may finish. EVICT (an
+ * operator) releases a rank held by a live incarnation.
  */
+#include <inttypes.h>
+
 #include "log.h"
+#include "now.h"
 #include "ops.h"
 #include "restore.h"
 #include "server.h"
+#include "zeps_errors.h"
 
 #define ERRLEN 512
 
@@ -53,17 +58,40 @@ void zp_admin_on_snapshot(zp_server *s, zp_request *r)
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
 }
 
+void zp_admin_on_evict(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (h->rank != 0xffffffffu) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANK,
+                       "EVICT is for tools (zepsctl evict), not worker %u", h->rank);
+        return;
+    }
+    if (h->evict_rank >= (uint32_t)s->nworkers) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANK,
+                       "EVICT of rank %u: outside the cluster of %d workers", h->evict_rank,
+                       s->nworkers);
+        return;
+    }
+    zp_worker *w = &s->workers.w[h->evict_rank];
+    w->evicted = true;
+    zp_warn("worker %u released by an operator (zepsctl evict): the next HELLO of a new "
+            "incarnation takes the rank from incarnation %" PRIx64,
+            h->evict_rank, w->incarnation);
+    zp_reply_ok(s, r->identity, h, 0);
+}
+
 void zp_admin_on_bye(zp_server *s, zp_request *r)
 {
     zp_worker *w = zp_request_worker(s, r);
     if (!w)
         return;
-    if (!w->left)
-        zp_info("worker %u left", r->h->rank);
+    char note[96];
+    if (!w->left && zp_ratelimit_due(&s->logs.left, zp_now_s(), note, sizeof(note)))
+        zp_info("worker %u left%s", r->h->rank, note);
     w->left = true;
     for (uint32_t i = 0; i < s->ntables; i++)
         zp_cpull_forget(s->tables[i], r->h->rank); /* a view is only worth its memory in use */
-    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue); /* the slowest may move on */
     zp_reply_ok(s, r->identity, r->h, 0);
-    zp_pull_serve_all(s);
+    /* the slowest may move on; under continue the rounds stop counting it */
+    zp_clock_quorum_changed(s);
 }

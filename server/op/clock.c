@@ -38,7 +38,9 @@ void zp_clock_on_clock(zp_server *s, zp_request *r)
         zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE);
         return;
     }
-    if (h->clock < 0 || h->clock + 1 < w->clock) {
+    if (zp_request_clock(s, r) != 0)
+        return;
+    if (h->clock < w->clock - 1) { /* w->clock >= 0: no overflow either way */
         zp_reply_error(s, r->identity, h, ZEPS_ECLOCK,
                        "worker %u clock goes backwards: finished %" PRId64 " after %" PRId64,
                        h->rank, h->clock, w->clock - 1);
@@ -58,7 +60,7 @@ static void barrier_release_if_complete(zp_server *s)
     int waiting = 0;
     for (int i = 0; i < s->nworkers; i++) {
         const zp_worker *x = &s->workers.w[i];
-        if (x->barrier_gen == s->barrier_gen && !(x->lost && s->cfg.lost_continue))
+        if (x->barrier_gen == s->barrier_gen && !((x->lost || x->left) && s->cfg.lost_continue))
             waiting++;
     }
     if (waiting == 0 || waiting < zp_workers_live(&s->workers, s->cfg.lost_continue))
@@ -125,15 +127,45 @@ void zp_clock_barrier_abort(zp_server *s, int64_t cut, uint64_t set)
     s->barrier_count = 0;
 }
 
+double zp_clock_lost_timeout(const zp_server *s)
+{
+    if (s->cfg.lost_worker_timeout_s >= 0)
+        return s->cfg.lost_worker_timeout_s;
+    double t = 10.0, req = 5.0 * s->cfg.request_timeout_ms / 1000.0, seen = 4.0 * s->max_silence_s;
+    t = req > t ? req : t;
+    return seen > t ? seen : t;
+}
+
+double zp_clock_lease(const zp_server *s)
+{
+    double t = zp_clock_lost_timeout(s);
+    if (t > 0)
+        return t;
+    t = 5.0 * s->cfg.request_timeout_ms / 1000.0;
+    return t > 10.0 ? t : 10.0;
+}
+
+double zp_clock_lost_wait(const zp_server *s)
+{
+    if (s->cfg.lost_worker_wait_s >= 0)
+        return s->cfg.lost_worker_wait_s;
+    double t = 2.0 * zp_clock_lost_timeout(s);
+    return t > 10.0 ? t : 10.0;
+}
+
 void zp_clock_check_lost(zp_server *s)
 {
-    double timeout = s->cfg.lost_worker_timeout_s;
+    double timeout = zp_clock_lost_timeout(s);
     if (timeout <= 0 || s->stopping)
         return;
     int newly = zp_workers_check_lost(&s->workers, timeout, s->cfg.lost_continue, zp_now_s());
     s->lost_total += (uint64_t)newly;
-    if (!newly || !s->cfg.lost_continue)
-        return;
+    if (newly && s->cfg.lost_continue)
+        zp_clock_quorum_changed(s);
+}
+
+void zp_clock_quorum_changed(zp_server *s)
+{
     zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     for (uint32_t i = 0; i < s->ntables; i++) {
         zp_push_result res = {0};

@@ -1,8 +1,9 @@
 /*
  * declare.c - DECLARE: create a table on this shard from its declaration,
  * or check that a re-declaration (another worker, a restart) names the same
- * table. The table's kind (table/) builds and checks it; the reply names
- * the table's id and this shard's slice.
+ * table. A new table must fit the shard's limits (state/quota.c: how many
+ * tables, the bytes its slice takes) before anything is allocated. The table's kind (table/) builds
+ * and checks it; the reply names the table's id and this shard's slice.
  */
 #include <string.h>
 
@@ -42,10 +43,20 @@ void zp_declare_on(zp_server *s, zp_request *r)
             reply_declared(s, r, s->tables[i]);
         return;
     }
-    zp_table *t;
-    int rc =
-        zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
+    int rc = zp_quota_check_table(&s->quota, s->tables, s->ntables, h->spec->name,
+                                  zp_table_estimate_bytes(h->spec, s->shard, s->nshards), s->shard,
+                                  err, sizeof(err));
     if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return;
+    }
+    zp_table *t = NULL; /* set only on success */
+    rc = zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
+    if (rc == 0) /* what it took (a sparse table's index and sketch are known only now) */
+        rc = zp_quota_check_table(&s->quota, s->tables, s->ntables, t->name, zp_table_bytes(t),
+                                  s->shard, err, sizeof(err));
+    if (rc != 0) {
+        zp_table_destroy(&t); /* NULL (nothing made) is a no-op */
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;
     }

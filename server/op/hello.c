@@ -3,15 +3,48 @@
  * rank 0xffffffff to learn the cluster's shape). A worker back with a new
  * incarnation redoes its clock, so the policy forgets what it had pushed
  * and not yet applied. The reply tells the client what it needs of the
- * mode (its name and capability bits) and where to resume.
+ * mode (its name and capability bits) and where to resume. A new
+ * incarnation of a rank whose current one is alive (heard from within its
+ * lease) is refused: a forged HELLO, or a second process started with the
+ * rank, must not evict a worker that is training (docs/faults.md).
  */
 #include <inttypes.h>
+#include <stdio.h>
 
 #include "log.h"
 #include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"
+
+/* The rank is held by a live incarnation: refuse with ERANK naming both,
+ * flagged PARKED (the client asks again until its hello_timeout_ms: a
+ * restarted process gets in once the old one's lease ran out). */
+static void refuse_held(zp_server *s, zp_request *r, zp_worker *w, double lease)
+{
+    const Zeps__Header *h = r->h;
+    double now = zp_now_s();
+    char text[512];
+    snprintf(text, sizeof(text),
+             "worker %u is held by incarnation %" PRIx64 ", heard from %.1f s ago (within its "
+             "lease of %.0f s); HELLO from incarnation %" PRIx64 " refused: two processes with "
+             "one rank? Stop one, wait until the old one is silent for the lease, or release the "
+             "rank with 'zepsctl evict %u'",
+             h->rank, w->incarnation, now - w->last_seen_s, lease, h->incarnation, h->rank);
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.op = ZEPS__OP__ERROR;
+    rep.error = ZEPS_ERANK;
+    rep.error_text = text;
+    rep.flags = ZP_FLAG_PARKED;
+    zp_reply_count_error(s, ZEPS__OP__HELLO, ZEPS_ERANK);
+    s->hello_refused++;
+    if (now - w->held_warn_s >= 5.0) { /* a retrying or hostile peer: not a line per try */
+        w->held_warn_s = now;
+        zp_warn("%s", text);
+    }
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
 
 /* Register rank h->rank; returns the clock it resumes at and sets *flags,
  * or -1 after replying with an error. */
@@ -24,17 +57,29 @@ static int64_t hello_worker(zp_server *s, zp_request *r, uint32_t *flags)
         return -1;
     }
     zp_worker *w = &s->workers.w[h->rank];
-    bool known = w->joined || w->rehello, lost = w->lost;
+    double lease = zp_clock_lease(s);
+    if (zp_workers_held(w, h->incarnation, lease, zp_now_s())) {
+        refuse_held(s, r, w, lease);
+        return -1;
+    }
+    bool known = w->joined || w->rehello, lost = w->lost, left = w->left;
     if (zp_workers_hello(w, h->incarnation)) {
-        zp_info("worker %u %s (incarnation %" PRIx64 "), resumes at clock %lld", h->rank,
-                known ? "rejoined with a new incarnation" : "joined", h->incarnation,
-                (long long)w->clock);
-        if (known) {
+        char note[96];
+        if (zp_ratelimit_due(&s->logs.joined, zp_now_s(), note, sizeof(note)))
+            zp_info("worker %u %s (incarnation %" PRIx64 "), resumes at clock %lld%s", h->rank,
+                    known ? "rejoined with a new incarnation" : "joined", h->incarnation,
+                    (long long)w->clock, note);
+        /* what a crashed incarnation pushed for open rounds is redone by the
+         * new one; one that said BYE finished what it pushed: keep it */
+        if (known && !left) {
             for (uint32_t i = 0; i < s->ntables; i++)
                 s->cons->forget(s, s->tables[i], h->rank);
             *flags |= ZP_FLAG_REJOINED;
         }
     }
+    /* HELLO sets where this incarnation's numbers stand: after a restore the
+     * shard's record is older than the client's count (docs/protocol.md) */
+    zp_workers_note_seq(w, h->seq);
     if (lost)
         zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     w->last_seen_s = zp_now_s();

@@ -29,6 +29,9 @@ void zp_pull_on(zp_server *s, zp_request *r);
 void zp_pull_serve_parked(zp_server *s, zp_table *t);
 /* The same for every table. */
 void zp_pull_serve_all(zp_server *s);
+/* A push by `rank` to t was answered: under cluster.inject turns, the
+ * turn moves on if it was rank's (op/pull.c). */
+void zp_pull_turn_done(zp_server *s, zp_table *t, uint32_t rank);
 /* Answer every parked pull with ERESTARTED (cut `cut` of set `set`). */
 void zp_pull_abort_parked(zp_server *s, int64_t cut, uint64_t set);
 
@@ -54,11 +57,34 @@ void zp_clock_barrier_abort(zp_server *s, int64_t cut, uint64_t set);
 /* Timer: declare silent workers lost and, with on_lost_worker = continue,
  * close the rounds and release the waits that no longer need them. */
 void zp_clock_check_lost(zp_server *s);
+/* The live workers changed (lost or left under on_lost_worker = continue):
+ * close the rounds the smaller quorum completes, serve what waited. */
+void zp_clock_quorum_changed(zp_server *s);
+
+/* The lost-worker timeout in effect: lost_worker_timeout_s, or when it is
+ * auto (< 0) max(10 s, 5 x request_timeout, 4 x the longest silence of a
+ * worker this shard has seen after its first clock); 0 = off. */
+double zp_clock_lost_timeout(const zp_server *s);
+/* How long a worker's incarnation holds its rank after it was last heard
+ * from: the lost-worker timeout, or when that is off max(10 s, 5 x
+ * request_timeout). A HELLO of another incarnation is refused within it. */
+double zp_clock_lease(const zp_server *s);
+/* How long a wait on a lost or departed worker lasts under on_lost_worker
+ * = wait: lost_worker_wait_s, or when auto max(10 s, 2 x the timeout). */
+double zp_clock_lost_wait(const zp_server *s);
+
+/* waits.c: every held request (parked pull, barrier) names the ranks it
+ * waits for in the log every few seconds, and fails with ETIMEDOUT once one
+ * of them is gone past lost_worker_wait_s (on_lost_worker = wait). Timer. */
+void zp_waits_check(zp_server *s);
 
 /* admin.c: SNAPSHOT, ROLLBACK, BYE. */
 void zp_admin_on_snapshot(zp_server *s, zp_request *r);
 void zp_admin_on_rollback(zp_server *s, zp_request *r);
 void zp_admin_on_bye(zp_server *s, zp_request *r);
+/* EVICT (a tool, zepsctl evict): release rank h->evict_rank so that a new
+ * incarnation's HELLO takes it. */
+void zp_admin_on_evict(zp_server *s, zp_request *r);
 
 /* stats.c: STATS. */
 void zp_stats_on(zp_server *s, zp_request *r);
@@ -69,7 +95,9 @@ void zp_record_push(zp_server *s, zp_table *t, const zp_push *p, zp_trace_kind k
                     uint64_t version_applied, double weight, int applied);
 /* Record what a policy did with push p (every push of a closed round). */
 void zp_record_result(zp_server *s, zp_table *t, const zp_push *p, const zp_push_result *res);
-/* Record an answered dense pull that waited wait_us parked. */
-void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, double wait_us);
+/* Record an answered dense pull that waited wait_us parked and was served
+ * the slice at version_sent (older than the newest under cluster.inject). */
+void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, double wait_us,
+                    uint64_t version_sent);
 
 #endif

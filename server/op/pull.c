@@ -62,13 +62,67 @@ static void send_compressed(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep
     zp_reply_send(s, identity, rep, out.buf, out.len, free_payload, NULL); /* takes out.buf */
 }
 
+/* Staleness on demand (cluster.inject, state/inject.h): worker pulls of a
+ * dense table are served from a kept version tau behind, tau drawn for
+ * (rank, version); tools' pulls see the newest. */
+static bool injecting(const zp_server *s, uint32_t rank)
+{
+    return s->inject.ops && rank < (uint32_t)s->nworkers;
+}
+
+/* A reference on the buffer a pull by `rank` is served from, its version
+ * in *served. */
+static zp_buf *served_params(zp_server *s, zp_table *t, uint32_t rank, uint64_t *served)
+{
+    if (!injecting(s, rank)) {
+        *served = t->version;
+        return zp_table_params_ref(t);
+    }
+    zp_table_keep_versions(t, s->inject.window + 1);
+    uint64_t tau = zp_inject_tau(&s->inject, rank, t->version);
+    /* no version is older than the first kept: the start of the run */
+    uint64_t oldest = zp_versions_oldest(&t->versions);
+    uint64_t want = t->version - tau < oldest || tau > t->version ? oldest : t->version - tau;
+    return zp_table_params_at(t, want, served);
+}
+
+/* Pulls take turns (cluster.inject turns, where pushes are applied on
+ * arrival): rank r is served only when the turn is r's, and the turn moves
+ * on when r's push is applied, so no push comes between a pull and its
+ * push and every push is exactly as old as its pull was served. The turn
+ * skips workers that said BYE or were declared lost. */
+static bool turns_on(const zp_server *s)
+{
+    return s->inject.ops && s->inject.turns && !s->cons->rounds;
+}
+
+static uint32_t turn_holder(const zp_server *s, const zp_table *t)
+{
+    for (int i = 0; i < s->nworkers; i++) {
+        uint32_t r = (t->turn + (uint32_t)i) % (uint32_t)s->nworkers;
+        if (!s->workers.w[r].left && !s->workers.w[r].lost)
+            return r;
+    }
+    return t->turn;
+}
+
+static bool my_turn(const zp_server *s, const zp_table *t, uint32_t rank)
+{
+    return !turns_on(s) || rank >= (uint32_t)s->nworkers || rank == turn_holder(s, t);
+}
+
+void zp_pull_turn_done(zp_server *s, zp_table *t, uint32_t rank)
+{
+    if (turns_on(s) && !t->rows && rank == turn_holder(s, t))
+        t->turn = (rank + 1) % (uint32_t)s->nworkers;
+}
+
 /* Answer a pull by `rank` at `clock` of [offset, offset + count) from t
  * now; it waited `wait_us` parked. cp NULL or cp->codec NULL: plain. */
 static void send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
                       uint32_t rank, int64_t clock, uint64_t offset, uint64_t count, double wait_us,
                       const zp_cpull_req *cp)
 {
-    zp_record_pull(s, t, rank, clock, wait_us);
     Zeps__Header rep;
     zp_reply_init(s, NULL, &rep);
     rep.op = ZEPS__OP__PULL;
@@ -79,10 +133,12 @@ static void send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
     rep.data_version = t->version;
     rep.clock = t->round.closed;
     if (cp && cp->codec) {
+        zp_record_pull(s, t, rank, clock, wait_us, t->version);
         send_compressed(s, identity, &rep, t, rank, cp);
         return;
     }
-    zp_buf *b = zp_table_params_ref(t);
+    zp_buf *b = served_params(s, t, rank, &rep.data_version);
+    zp_record_pull(s, t, rank, clock, wait_us, rep.data_version);
     s->cons->pulled(s, t, rank, b);
     t->stats.pulls++;
     t->stats.pull_bytes_wire += count * sizeof(float);
@@ -98,7 +154,7 @@ static void send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
 
 static bool dense_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
 {
-    return s->cons->pull_ready(s, t, p->rank, p->clock);
+    return s->cons->pull_ready(s, t, p->rank, p->clock) && my_turn(s, t, p->rank);
 }
 
 static void dense_serve(zp_server *s, zp_table *t, zp_parked *p)
@@ -109,12 +165,20 @@ static void dense_serve(zp_server *s, zp_table *t, zp_parked *p)
 
 static const zp_parked_path dense_path = {.ready = dense_ready, .serve = dense_serve};
 
+/* A parked pull answered: its rank has one fewer waiting; free it. */
+static void unpark(zp_server *s, zp_parked *p)
+{
+    if (p->rank < (uint32_t)s->nworkers && s->workers.w[p->rank].parked > 0)
+        s->workers.w[p->rank].parked--;
+    zp_parked_free(p);
+}
+
 void zp_pull_serve_parked(zp_server *s, zp_table *t)
 {
     zp_parked *p;
     while ((p = zp_parked_take_ready(&t->parked, s, t))) {
         p->path->serve(s, t, p);
-        zp_parked_free(p);
+        unpark(s, p);
     }
 }
 
@@ -130,7 +194,7 @@ void zp_pull_abort_parked(zp_server *s, int64_t cut, uint64_t set)
         zp_parked *p;
         while ((p = zp_parked_pop(&s->tables[i]->parked))) {
             zp_reply_restarted(s, &p->identity, NULL, p->req_id, cut, set);
-            zp_parked_free(p);
+            unpark(s, p);
         }
     }
 }
@@ -146,6 +210,13 @@ static int parse_compressed(zp_server *s, zp_request *r, const zp_table *t, zp_c
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s of table '%s' from worker %u", err, t->name,
                        h->rank);
+        return -1;
+    }
+    if (s->inject.ops) {
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "compressed PULL of table '%s': not available under cluster.inject "
+                       "(staleness on demand serves plain pulls)",
+                       t->name);
         return -1;
     }
     if (!s->cons->cpull_ok(s)) {
@@ -206,10 +277,15 @@ void zp_pull_on(zp_server *s, zp_request *r)
         zp_reply_ok(s, r->identity, h, ZP_FLAG_PARKED); /* a retry of a pull still waiting */
         return;
     }
+    bool ready = s->cons->pull_ready(s, t, h->rank, h->clock) && my_turn(s, t, h->rank);
+    if (!ready && zp_request_may_park(s, r, w) != 0)
+        return;
     zp_workers_record(w, h->seq);
     w->pulls++;
-    if (s->cons->pull_ready(s, t, h->rank, h->clock))
+    if (ready) {
         send_pull(s, r->identity, h->req_id, t, h->rank, h->clock, h->offset, h->count, 0.0, &cp);
-    else
+    } else {
         park(t, r, &cp);
+        w->parked++;
+    }
 }

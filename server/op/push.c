@@ -157,11 +157,8 @@ static int checked_version(zp_server *s, zp_request *r, zp_table *t, uint64_t *o
                        t->name, h->data_version, s->shard, t->version);
         return -1;
     }
-    if (h->clock < 0) {
-        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK, "PUSH with negative clock %" PRId64,
-                       h->clock);
+    if (zp_request_clock(s, r) != 0)
         return -1;
-    }
     *out = v;
     return 0;
 }
@@ -208,6 +205,7 @@ static void count_push(zp_table *t, zp_worker *w, size_t wire, uint64_t raw)
 static void finish(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, uint32_t flags)
 {
     const Zeps__Header *h = r->h;
+    zp_pull_turn_done(s, t, h->rank);
     if (h->flags & ZP_FLAG_CLOCK)
         zp_clock_advance(s, w, h->clock);
     zp_reply_ok(s, r->identity, h, flags);

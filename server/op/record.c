@@ -78,7 +78,8 @@ void zp_record_result(zp_server *s, zp_table *t, const zp_push *p, const zp_push
     }
 }
 
-void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, double wait_us)
+void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, double wait_us,
+                    uint64_t version_sent)
 {
     zp_hist_add_log2(&t->stats.pull_wait_us, (uint64_t)wait_us);
     if (s->trace) {
@@ -86,8 +87,8 @@ void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, dou
                             .worker = rank,
                             .table = t->id,
                             .clock = clock,
-                            .version_read = t->version,
-                            .version_applied = t->version,
+                            .version_read = version_sent,
+                            .version_applied = version_sent,
                             .clock_gap = clock - s->workers.min_clock,
                             .weight = 1.0,
                             .wait_us = wait_us};

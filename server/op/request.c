@@ -16,6 +16,28 @@ int64_t zp_request_resume_cut(const zp_server *s)
     return c >= 0 ? c : s->restored_clock;
 }
 
+/* A request whose seq jumps past the window (workers.h): refused with
+ * EPROTO and not recorded, so it cannot move the duplicate window; the
+ * first of an incarnation is logged at WARN, the rest only counted. */
+static void refuse_jump(zp_server *s, zp_request *r, zp_worker *w)
+{
+    const Zeps__Header *h = r->h;
+    w->seq_jumps++;
+    if (!w->jump_logged)
+        zp_warn("worker %u incarnation %" PRIx64 ": %s with seq %" PRIu64 " jumps %" PRIu64
+                " past the highest seen (%" PRIu64 "); refused, and further jumps of this "
+                "incarnation are counted (STATS seq_jumps) but not logged",
+                h->rank, h->incarnation, zp_wire_op_name(h->op), h->seq, h->seq - w->seq_hi,
+                w->seq_hi);
+    w->jump_logged = true;
+    zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
+                   "seq %" PRIu64 " is %" PRIu64
+                   " past the highest this worker sent to shard %d (%" PRIu64
+                   "); at most %d ahead is accepted (a client that gave up requests says HELLO "
+                   "again)",
+                   h->seq, h->seq - w->seq_hi, s->shard, w->seq_hi, ZP_SEQ_WINDOW);
+}
+
 zp_worker *zp_request_worker(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -35,13 +57,23 @@ zp_worker *zp_request_worker(zp_server *s, zp_request *r)
                        h->incarnation, s->shard);
         return NULL;
     }
+    if (zp_workers_seq_jump(w, h->seq)) {
+        refuse_jump(s, r, w);
+        return NULL;
+    }
+    zp_workers_note_seq(w, h->seq);
     if (w->lost) {
         w->lost = false;
         zp_warn("worker %u, declared lost, is heard from again (after %.1f s)", h->rank,
                 zp_now_s() - w->last_seen_s);
         zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     }
-    w->last_seen_s = zp_now_s();
+    double now = zp_now_s();
+    /* sizes the auto lost-worker timeout: steps only, not the start-up
+     * barrier (which only shard 0 hears the worker wait in) */
+    if (!w->left && w->clock > 0 && now - w->last_seen_s > s->max_silence_s)
+        s->max_silence_s = now - w->last_seen_s;
+    w->last_seen_s = now;
     return w;
 }
 
@@ -68,4 +100,31 @@ int zp_request_range(zp_server *s, zp_request *r, const zp_table *t)
         return -1;
     }
     return 0;
+}
+
+int zp_request_clock(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (h->clock >= 0 && h->clock < INT64_MAX)
+        return 0;
+    if (h->clock < 0)
+        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK, "%s with negative clock %" PRId64,
+                       zp_wire_op_name(h->op), h->clock);
+    else /* clock + 1, the clocks finished, must stay representable */
+        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK,
+                       "%s with clock %" PRId64 " is out of range (at most %" PRId64 ")",
+                       zp_wire_op_name(h->op), h->clock, INT64_MAX - 1);
+    return -1;
+}
+
+int zp_request_may_park(zp_server *s, zp_request *r, const zp_worker *w)
+{
+    if (w->parked < ZP_PARKED_MAX)
+        return 0;
+    s->quota.full_refused++;
+    zp_reply_error(s, r->identity, r->h, ZEPS_ENOMEM,
+                   "worker %u already has %u pulls waiting on shard %d, the most that may wait "
+                   "(a client keeps at most 48 requests in flight)",
+                   r->h->rank, w->parked, s->shard);
+    return -1;
 }

@@ -27,8 +27,10 @@ typedef struct zp_request {
 } zp_request;
 
 /* The worker a request comes from, if it is a registered worker of this
- * incarnation (a lost one is live again); otherwise replies with an error
- * (ERESTARTED after a restore) and returns NULL. */
+ * incarnation (a lost one is live again) and the request's seq is not more
+ * than ZP_SEQ_WINDOW past the highest it sent (then the seq is noted);
+ * otherwise replies with an error (ERESTARTED after a restore, EPROTO for a
+ * seq jump) and returns NULL. */
 zp_worker *zp_request_worker(zp_server *s, zp_request *r);
 
 /* The table the request names, or NULL after replying ETABLE. */
@@ -37,6 +39,14 @@ zp_table *zp_request_table(zp_server *s, zp_request *r);
 /* 0 if [offset, offset + count) lies inside t's slice; else -1 after
  * replying ERANGE. */
 int zp_request_range(zp_server *s, zp_request *r, const zp_table *t);
+
+/* 0 if the request's clock is in [0, INT64_MAX) (so clock + 1, the clocks
+ * finished after it, is representable); else -1 after replying ECLOCK. */
+int zp_request_clock(zp_server *s, zp_request *r);
+
+/* 0 if worker w may park one more pull (fewer than ZP_PARKED_MAX wait);
+ * else -1 after replying ENOMEM (counted as a refusal of the limits). */
+int zp_request_may_park(zp_server *s, zp_request *r, const zp_worker *w);
 
 /* The cut a worker resumes from after a restore: the policy's cut, or the
  * restored clock in modes without cuts. */

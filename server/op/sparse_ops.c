@@ -138,6 +138,22 @@ static bool rows_fit(zp_server *s, zp_request *r, const zp_table *t, uint64_t by
     return false;
 }
 
+/* Whether the rows the ids would create fit the shard's limits
+ * (state/quota.c); false after replying ENOMEM. A parked pull was checked
+ * when it arrived. */
+static bool rows_room(zp_server *s, zp_request *r, const zp_table *t, const uint64_t *ids, size_t n)
+{
+    char err[512];
+    if (zp_quota_room_for(&s->quota, s->tables, s->ntables, t, n))
+        return true; /* even if every id is new: no lookups */
+    uint64_t fresh = zp_quota_new_rows(t, ids, n);
+    if (fresh == 0 || zp_quota_check_rows(&s->quota, s->tables, s->ntables, t, fresh, s->shard, err,
+                                          sizeof(err)) == 0)
+        return true;
+    zp_reply_error(s, r->identity, r->h, ZEPS_ENOMEM, "%s", err);
+    return false;
+}
+
 static bool rows_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
 {
     return s->cons->rows_pull_ready(s, t, p->rank, p->clock);
@@ -157,14 +173,19 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
     const Zeps__Header *h = r->h;
     size_t n = (size_t)h->count;
     const uint64_t *ids = checked_ids(s, r, t, n * sizeof(uint64_t), false);
-    if (!ids || !rows_fit(s, r, t, (uint64_t)n * (t->rows->dim + 1) * sizeof(float)))
+    if (!ids || !rows_fit(s, r, t, (uint64_t)n * (t->rows->dim + 1) * sizeof(float)) ||
+        !rows_room(s, r, t, ids, n))
+        return;
+    bool ready = s->cons->rows_pull_ready(s, t, h->rank, h->clock);
+    if (!ready && zp_request_may_park(s, r, w) != 0)
         return;
     zp_workers_record(w, h->seq);
     w->pulls++;
-    if (s->cons->rows_pull_ready(s, t, h->rank, h->clock)) {
+    if (ready) {
         send_rows(s, r->identity, h->req_id, t, h->clock, ids, n, 0.0);
         return;
     }
+    w->parked++;
     zp_parked *p = zp_parked_new(r->identity);
     p->path = &rows_path;
     zmq_msg_init(&p->keys);
@@ -291,11 +312,8 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     const uint64_t *ids = checked_push(s, r, t, &g);
     if (!ids)
         return -1;
-    if (h->clock < 0) {
-        zp_reply_error(s, r->identity, h, ZEPS_ECLOCK, "PUSH with negative clock %" PRId64,
-                       h->clock);
+    if (zp_request_clock(s, r) != 0 || !rows_room(s, r, t, ids, n))
         return -1;
-    }
     size_t len = zmq_msg_size(r->payload);
     bool versions = (h->flags & ZP_FLAG_ROW_VERSIONS) != 0;
     size_t vbytes = versions ? n * sizeof(uint32_t) : 0;

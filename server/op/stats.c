@@ -38,6 +38,14 @@ static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
     st->curve = s->zap.enabled;
     st->curve_accepted = s->zap.accepted;
     st->curve_refused = s->zap.refused;
+    st->max_tables = s->quota.max_tables;
+    st->max_rows = s->quota.max_rows;
+    st->max_bytes = s->quota.max_bytes;
+    st->bytes_held = zp_quota_bytes_held(s->tables, s->ntables);
+    st->rows_held = zp_quota_rows_held(s->tables, s->ntables);
+    st->full_refused = s->quota.full_refused;
+    st->log_suppressed = s->logs.refused.suppressed + s->logs.joined.suppressed +
+                         s->logs.left.suppressed + s->logs.send.suppressed + s->zap.log.suppressed;
 }
 
 /* ts points into t and into th[0..3) (which the caller owns). */
@@ -96,6 +104,8 @@ static void worker_stats(const zp_worker *w, int rank, double now, Zeps__WorkerS
     ws->push_bytes_raw = w->push_bytes_raw;
     ws->lost = w->lost;
     ws->lost_count = w->lost_count;
+    ws->seq_jumps = w->seq_jumps;
+    ws->parked = w->parked;
     ws->pull_bytes_wire = w->pull_bytes_wire;
     ws->pull_bytes_raw = w->pull_bytes_raw;
     ws->pull_resyncs = w->pull_resyncs;

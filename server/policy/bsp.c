@@ -112,10 +112,14 @@ static bool bsp_quorum_changed(zp_server *s, zp_table *t, zp_push_result *res)
     return true;
 }
 
+/* A new incarnation of `rank` redoes the clock it resumes at (its recorded
+ * clock): what the old one pushed for an open round it had not finished is
+ * redone, so it goes; a push for a round it had finished (the clock rode on
+ * it) will not be redone, so it stays, or the round would never close. */
 static void bsp_forget(zp_server *s, zp_table *t, uint32_t rank)
 {
-    (void)s;
-    zp_round_forget(&t->round, rank);
+    if (t->round.closed >= s->workers.w[rank].clock)
+        zp_round_forget(&t->round, rank);
 }
 
 /* The round every dense table stands at, when they agree. */
@@ -139,6 +143,7 @@ const zp_consistency_ops zp_bsp_ops = {
     .name = "bsp",
     .caps = ZP_CAP_CUTS | ZP_CAP_ROLLBACK,
     .holds_frames = true,
+    .rounds = true,
     .pull_ready = bsp_pull_ready,
     .rows_pull_ready = bsp_rows_pull_ready,
     .push = bsp_push,

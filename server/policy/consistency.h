@@ -87,6 +87,10 @@ typedef struct zp_consistency_ops {
      * the table): a compressed push is decoded into a frame of its own
      * instead of scratch */
     bool holds_frames;
+    /* pushes wait for a round of every worker before anything is applied
+     * (bsp): a fixed pull order (cluster.inject turns) would never close
+     * one, and is not needed (a round's pushes all meet one version) */
+    bool rounds;
 
     /* May a pull of dense table t by `rank` at `clock` be answered now? */
     bool (*pull_ready)(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock);

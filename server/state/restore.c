@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "errors.h"
+#include "folder.h"
 #include "log.h"
 #include "server.h"
 #include "snapshot.h"
@@ -63,12 +64,13 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
     s->restored_clock = -1;
     if (!dir[0])
         return 0;
-    if (mkdir(dir, 0750) != 0 && errno != EEXIST)
-        return zp_errors_set(err, errlen, ZEPS_EIO, "snapshot_dir %s: %s", dir, strerror(errno));
+    int rc = zp_folder_ready("snapshot_dir", dir, err, errlen);
+    if (rc != 0)
+        return rc;
     zp_snapshot *snap = NULL;
     uint64_t setid = 0;
-    int rc = zp_manifest_find_restorable(dir, (uint32_t)s->shard, (uint32_t)s->nshards, &snap,
-                                         &setid, log_skip, s, err, errlen);
+    rc = zp_manifest_find_restorable(dir, (uint32_t)s->shard, (uint32_t)s->nshards, &snap, &setid,
+                                     log_skip, s, err, errlen);
     if (rc != 0)
         return rc;
     if (!snap) {

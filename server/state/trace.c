@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "errors.h"
+#include "folder.h"
 #include "now.h"
 #include "zeps_errors.h"
 
@@ -25,6 +26,9 @@ struct zp_trace {
 int zp_trace_open(zp_trace **out, const char *dir, int shard, char *err, size_t errlen)
 {
     char path[1200];
+    int rc = zp_folder_ready("trace_dir", dir, err, errlen);
+    if (rc != 0)
+        return rc;
     snprintf(path, sizeof(path), "%s/trace-shard%d.csv", dir, shard);
     FILE *f = fopen(path, "w");
     if (!f)

@@ -30,6 +30,7 @@ void zp_workers_fini(zp_workers *ws)
 bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
 {
     w->lost = false;
+    w->evicted = false;
     if ((w->joined || w->rehello) && w->incarnation == incarnation) {
         w->joined = true;
         w->rehello = false;
@@ -46,7 +47,15 @@ bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
     w->incarnation = incarnation;
     w->max_seq = 0;
     w->window = 0;
+    w->seq_hi = 0;
+    w->jump_logged = false;
     return true;
+}
+
+bool zp_workers_held(const zp_worker *w, uint64_t incarnation, double lease, double now)
+{
+    return w->joined && w->incarnation != incarnation && !w->left && !w->lost && !w->rehello &&
+           !w->evicted && now - w->last_seen_s < lease;
 }
 
 bool zp_workers_seen(const zp_worker *w, uint64_t seq)
@@ -82,11 +91,22 @@ void zp_workers_record(zp_worker *w, uint64_t seq)
     }
 }
 
+bool zp_workers_seq_jump(const zp_worker *w, uint64_t seq)
+{
+    return seq > w->seq_hi && seq - w->seq_hi > ZP_SEQ_WINDOW;
+}
+
+void zp_workers_note_seq(zp_worker *w, uint64_t seq)
+{
+    if (seq > w->seq_hi)
+        w->seq_hi = seq;
+}
+
 int zp_workers_live(const zp_workers *ws, bool lost_continue)
 {
     int n = ws->n;
     for (int i = 0; lost_continue && i < ws->n; i++)
-        if (ws->w[i].lost)
+        if (ws->w[i].lost || ws->w[i].left)
             n--;
     return n;
 }

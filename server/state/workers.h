@@ -20,18 +20,29 @@
  * flight per shard, so an older number can only be a duplicate. */
 #define ZP_SEQ_WINDOW 64
 
+/* Pulls of one rank that may wait (parked) on a shard at once, over all its
+ * tables: a client has at most 48 requests in flight per shard; the margin
+ * covers pulls an earlier incarnation of the rank left waiting. */
+#define ZP_PARKED_MAX (4 * ZP_SEQ_WINDOW)
+
 typedef struct zp_worker {
     bool joined;         /* said HELLO at least once */
     bool left;           /* said BYE */
     bool rehello;        /* restored from a snapshot (start-up or rollback): requests are
                             answered ERESTARTED until it says HELLO again */
     bool lost;           /* silent past lost_worker_timeout_s (docs/faults.md) */
+    bool evicted;        /* released by an operator (EVICT): a new incarnation may take it */
+    double held_warn_s;  /* when a HELLO refused for this live rank was last logged */
     uint64_t lost_count; /* times declared lost */
     uint64_t incarnation;
     int64_t clock; /* clocks finished */
     uint64_t max_seq;
-    uint64_t window; /* bit i: max_seq - 1 - i seen */
+    uint64_t window;    /* bit i: max_seq - 1 - i seen */
+    uint64_t seq_hi;    /* highest seq of any request of this incarnation (HELLO included) */
+    bool jump_logged;   /* a seq jump of this incarnation was logged (once) */
+    uint64_t seq_jumps; /* requests refused for a seq jump, ever */
     double last_seen_s;
+    uint32_t parked; /* pulls of this rank parked now, all tables (at most ZP_PARKED_MAX) */
     uint64_t pushes, pulls, duplicates;
     zp_hist tau; /* staleness of this worker's applied pushes */
     uint64_t dropped, late;
@@ -62,14 +73,31 @@ void zp_workers_fini(zp_workers *ws);
  * changed. */
 bool zp_workers_hello(zp_worker *w, uint64_t incarnation);
 
+/* True if a HELLO of `incarnation` must be refused because the rank is
+ * held by another incarnation heard from within `lease` s of `now`: joined,
+ * not gone (BYE, lost), not restored from a snapshot, not released by an
+ * operator (docs/faults.md, "Two processes with one rank"). */
+bool zp_workers_held(const zp_worker *w, uint64_t incarnation, double lease, double now);
+
 /* True if `seq` was already recorded for this incarnation. */
 bool zp_workers_seen(const zp_worker *w, uint64_t seq);
 
 /* Record `seq` as handled. */
 void zp_workers_record(zp_worker *w, uint64_t seq);
 
-/* Workers counted as live: all but those that said BYE (with `left`) or
- * were declared lost under on_lost_worker = continue. */
+/* True if `seq` is more than ZP_SEQ_WINDOW above the highest seq this
+ * incarnation has sent (w->seq_hi): no client of this protocol gets there
+ * (it keeps fewer requests in flight than the window), and accepting it
+ * would push every request still to come below the window, where it counts
+ * as a duplicate. */
+bool zp_workers_seq_jump(const zp_worker *w, uint64_t seq);
+
+/* Note `seq` as sent by this incarnation (raises w->seq_hi). */
+void zp_workers_note_seq(zp_worker *w, uint64_t seq);
+
+/* Workers counted as live: under on_lost_worker = continue all but those
+ * declared lost or gone with BYE; under wait all of them (a round waits
+ * for a departed worker until op/waits.c gives up on it). */
 int zp_workers_live(const zp_workers *ws, bool lost_continue);
 
 /* Pushes a bsp round needs before it closes: the workers not lost (under

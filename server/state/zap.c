@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <zmq.h>
 
@@ -34,15 +35,46 @@ static int key_cmp(const void *a, const void *b)
     return memcmp(a, b, 32);
 }
 
-/* Read every *.pub of dir into a new sorted array. */
-static int load_keys(const char *dir, uint8_t (**out)[32], size_t *nout, char *err, size_t errlen)
+/* Bind key k from NAME.id beside its NAME.pub (path), if there is one;
+ * *has_id says whether there was. */
+static int load_bind(const char *path, zp_zap_key *k, bool *has_id, char *err, size_t errlen)
+{
+    char id[2048];
+    snprintf(id, sizeof(id), "%.*s.id", (int)(strlen(path) - 4), path);
+    *has_id = access(id, F_OK) == 0;
+    if (!*has_id) {
+        memset(&k->bind, 0, sizeof(k->bind));
+        k->bind.any = true;
+        return 0;
+    }
+    return zp_bind_load(id, &k->bind, err, errlen);
+}
+
+/* Either every key is bound or none is: a key left unbound beside bound
+ * ones would speak as anything, which is surely not what was meant. */
+static int check_bound(const char *dir, size_t n, size_t nbound, const char *unbound, char *err,
+                       size_t errlen)
+{
+    if (nbound == 0 || nbound == n)
+        return 0;
+    return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                         "curve_allow_dir %s: %s has no binding file (%.*s.id) but %zu other "
+                         "key(s) have one; bind every key (ranks = [...]; tool = true) or none "
+                         "(docs/operations.md, Security)",
+                         dir, unbound, (int)strlen(unbound) - 4, unbound, nbound);
+}
+
+/* Read every *.pub of dir (and its NAME.id) into a new sorted array. */
+static int load_keys(const char *dir, zp_zap_key **out, size_t *nout, bool *bound, char *err,
+                     size_t errlen)
 {
     DIR *d = opendir(dir);
     if (!d)
         return zp_errors_set(err, errlen, ZEPS_EIO, "curve_allow_dir %s: cannot open: %s", dir,
                              strerror(errno));
-    uint8_t(*keys)[32] = NULL;
-    size_t n = 0, cap = 0;
+    zp_zap_key *keys = NULL;
+    size_t n = 0, cap = 0, nbound = 0;
+    char unbound[256] = "";
     int rc = ZEPS_OK;
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
@@ -57,7 +89,13 @@ static int load_keys(const char *dir, uint8_t (**out)[32], size_t *nout, char *e
             cap = cap ? 2 * cap : 16;
             keys = zp_alloc_resize(keys, cap * sizeof(*keys));
         }
-        zmq_z85_decode(keys[n++], text);
+        bool has_id;
+        if ((rc = load_bind(path, &keys[n], &has_id, err, errlen)) != 0)
+            break;
+        nbound += has_id;
+        if (!has_id)
+            snprintf(unbound, sizeof(unbound), "%s", e->d_name);
+        zmq_z85_decode(keys[n++].key, text);
     }
     closedir(d);
     if (rc == 0 && n == 0)
@@ -65,6 +103,8 @@ static int load_keys(const char *dir, uint8_t (**out)[32], size_t *nout, char *e
                            "curve_allow_dir %s: holds no .pub files, so no worker could connect "
                            "(copy each worker's NAME.pub from 'zepsctl keygen' there)",
                            dir);
+    if (rc == 0)
+        rc = check_bound(dir, n, nbound, unbound, err, errlen);
     if (rc != 0) {
         free(keys);
         return rc;
@@ -72,14 +112,31 @@ static int load_keys(const char *dir, uint8_t (**out)[32], size_t *nout, char *e
     qsort(keys, n, sizeof(*keys), key_cmp);
     *out = keys;
     *nout = n;
+    *bound = nbound > 0;
     return ZEPS_OK;
+}
+
+/* Say how many keys there are and how they are bound: "CURVE on: 2
+ * allowed client keys from DIR, ..." (`what` is "CURVE on: " or "CURVE
+ * allow-list reloaded: "); a warning for an unbound list. */
+static void log_binding(const zp_zap *z, const char *what)
+{
+    if (z->bound)
+        zp_info("%s%zu %s from %s, each bound to its ranks or tools", what, z->nkeys,
+                z->nkeys == 1 ? "allowed client key" : "allowed client keys", z->allow_dir);
+    else
+        zp_warn("%s%zu %s from %s; none is bound to an identity, so any of them may speak as "
+                "any worker rank or as a tool (add NAME.id files: docs/operations.md, Security)",
+                what, z->nkeys, z->nkeys == 1 ? "allowed client key" : "allowed client keys",
+                z->allow_dir);
 }
 
 int zp_zap_open(zp_zap *z, void *zctx, const char *allow_dir, char *err, size_t errlen)
 {
     memset(z, 0, sizeof(*z));
+    zp_ratelimit_init(&z->log, "refused", 1, 1.0);
     snprintf(z->allow_dir, sizeof(z->allow_dir), "%s", allow_dir);
-    int rc = load_keys(allow_dir, &z->keys, &z->nkeys, err, errlen);
+    int rc = load_keys(allow_dir, &z->keys, &z->nkeys, &z->bound, err, errlen);
     if (rc != 0)
         return rc;
     z->sock = zmq_socket(zctx, ZMQ_REP);
@@ -96,22 +153,23 @@ int zp_zap_open(zp_zap *z, void *zctx, const char *allow_dir, char *err, size_t 
         return rc;
     }
     z->enabled = true;
-    zp_info("CURVE on: %zu allowed client key%s from %s", z->nkeys, z->nkeys == 1 ? "" : "s",
-            allow_dir);
+    log_binding(z, "CURVE on: ");
     return ZEPS_OK;
 }
 
 int zp_zap_reload(zp_zap *z, char *err, size_t errlen)
 {
-    uint8_t(*keys)[32];
+    zp_zap_key *keys;
     size_t n;
-    int rc = load_keys(z->allow_dir, &keys, &n, err, errlen);
+    bool bound;
+    int rc = load_keys(z->allow_dir, &keys, &n, &bound, err, errlen);
     if (rc != 0)
         return rc;
     free(z->keys);
     z->keys = keys;
     z->nkeys = n;
-    zp_info("CURVE allow-list reloaded: %zu key%s from %s", n, n == 1 ? "" : "s", z->allow_dir);
+    z->bound = bound;
+    log_binding(z, "CURVE allow-list reloaded: ");
     return ZEPS_OK;
 }
 
@@ -137,27 +195,19 @@ static bool frame_is(zmq_msg_t *m, const char *s)
     return zmq_msg_size(m) == strlen(s) && memcmp(zmq_msg_data(m), s, strlen(s)) == 0;
 }
 
-/* Decide one request: fills status/text, returns true to accept. */
 /* Whether to log this refusal: at most one message a second, so a client
  * retrying a refused key every 100 ms does not flood the log; z->note then
  * says how many went unlogged in between (every refusal is counted). */
 static bool warn_due(zp_zap *z)
 {
-    double now = zp_now_s();
     z->note[0] = '\0';
-    if (z->last_warn_s > 0 && now - z->last_warn_s < 1.0) {
-        z->unlogged++;
-        return false;
-    }
-    if (z->unlogged)
-        snprintf(z->note, sizeof(z->note), " (%" PRIu64 " more refused since the last message)",
-                 z->unlogged);
-    z->unlogged = 0;
-    z->last_warn_s = now;
-    return true;
+    return zp_ratelimit_due(&z->log, zp_now_s(), z->note, sizeof(z->note));
 }
 
-static bool decide(zp_zap *z, zmq_msg_t *f, int n, const char **status, const char **text)
+/* Decide one request: fills status/text, and uid (the key as Z85) when it
+ * accepts; returns true to accept. */
+static bool decide(zp_zap *z, zmq_msg_t *f, int n, const char **status, const char **text,
+                   char *uid)
 {
     char addr[64], prefix[ZP_CURVE_KEY_LEN + 1];
     if (n < 6 || !frame_is(&f[0], "1.0")) {
@@ -172,14 +222,14 @@ static bool decide(zp_zap *z, zmq_msg_t *f, int n, const char **status, const ch
         *text = "CURVE required";
         z->refused++;
         if (warn_due(z))
-            zp_warn("CURVE: refused a connection from %s without a CURVE key%s", addr,
-                    z->note);
+            zp_warn("CURVE: refused a connection from %s without a CURVE key%s", addr, z->note);
         return false;
     }
     const uint8_t *key = zmq_msg_data(&f[6]);
     if (z->nkeys && bsearch(key, z->keys, z->nkeys, sizeof(*z->keys), key_cmp)) {
         *status = "200";
         *text = "OK";
+        zmq_z85_encode(uid, key, 32);
         z->accepted++;
         return true;
     }
@@ -216,8 +266,9 @@ static bool serve_one(zp_zap *z)
         n++;
     }
     const char *status, *text;
+    char uid[ZP_CURVE_KEY_LEN + 1] = "";
     int have = n < ZAP_FRAMES_MAX ? n : ZAP_FRAMES_MAX;
-    decide(z, f, n, &status, &text);
+    decide(z, f, n, &status, &text, uid);
     /* Reply: version, request id, status code, status text, user id, metadata. */
     zmq_send(z->sock, "1.0", 3, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     if (have >= 2)
@@ -226,7 +277,7 @@ static bool serve_one(zp_zap *z)
         zmq_send(z->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     zmq_send(z->sock, status, 3, ZMQ_SNDMORE | ZMQ_DONTWAIT);
     zmq_send(z->sock, text, strlen(text), ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    zmq_send(z->sock, "", 0, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(z->sock, uid, strlen(uid), ZMQ_SNDMORE | ZMQ_DONTWAIT); /* User-Id: the key */
     zmq_send(z->sock, "", 0, ZMQ_DONTWAIT);
     for (int i = 0; i < have; i++)
         zmq_msg_close(&f[i]);
@@ -265,6 +316,15 @@ int zp_zap_start(zp_zap *z, uv_loop_t *loop, char *err, size_t errlen)
     uv_poll_init(loop, &z->poll, fd);
     uv_poll_start(&z->poll, UV_READABLE, on_poll);
     return ZEPS_OK;
+}
+
+const zp_bind *zp_zap_binding(const zp_zap *z, const char *user_id)
+{
+    uint8_t key[32];
+    if (!user_id || strlen(user_id) != ZP_CURVE_KEY_LEN || !zmq_z85_decode(key, user_id))
+        return NULL;
+    const zp_zap_key *k = bsearch(key, z->keys, z->nkeys, sizeof(*z->keys), key_cmp);
+    return k ? &k->bind : NULL;
 }
 
 void zp_zap_close(zp_zap *z)

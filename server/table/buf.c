@@ -24,3 +24,9 @@ zp_buf *zp_buf_new(size_t n)
     b->n = n;
     return b;
 }
+
+zp_buf *zp_buf_ref(zp_buf *b)
+{
+    atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+    return b;
+}

@@ -19,6 +19,9 @@ typedef struct zp_buf {
  * (ZeroMQ calls it from its I/O thread); signature fits zmq_free_fn. */
 void zp_buf_release(void *data, void *hint);
 
+/* Take one more reference on b (released with zp_buf_release); returns b. */
+zp_buf *zp_buf_ref(zp_buf *b);
+
 /* A buffer of n floats holding one reference (the caller's), or NULL. */
 zp_buf *zp_buf_new(size_t n);
 

@@ -15,7 +15,8 @@
  * Optimizers compute in double from the stored floats (rows are short, the
  * cost is in the lookups) and store float; see the per-row ops in optim/.
  * Out of memory aborts (zp_alloc): bound a table with capacity_rows or
- * memory_budget.
+ * memory_budget; the shard refuses requests that would create rows past
+ * its own limits before they get here (state/quota.c).
  */
 #include "sparse.h"
 

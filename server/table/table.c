@@ -129,6 +129,7 @@ static int dense_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int
 
 static void dense_destroy(zp_table *t)
 {
+    zp_versions_fini(&t->versions);
     zp_round_fini(&t->round);
     if (t->params)
         zp_buf_release(t->params->data, t->params);
@@ -287,12 +288,20 @@ static void own_params(zp_table *t)
     }
 }
 
+/* After an update: the slice is one version further (kept if asked). */
+static void bump_version(zp_table *t)
+{
+    t->version++;
+    if (t->versions.cap)
+        zp_versions_note(&t->versions, t->params, t->version);
+}
+
 void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float scale)
 {
     own_params(t);
     t->opt->apply(t->params->data + off, t->state ? t->state + off : NULL, g, count, t->n,
                   &t->hyper, t->version, scale);
-    t->version++;
+    bump_version(t);
 }
 
 bool zp_table_sparse_ok(const zp_table *t)
@@ -307,7 +316,7 @@ void zp_table_apply_sparse(zp_table *t, const zp_codec_ops *codec, const void *b
     own_params(t);
     /* the same alpha as the linear optimizer's w += (-lr * scale) * g */
     codec->decode_add(buf, len, count, -t->hyper.lr * scale, t->params->data + off);
-    t->version++;
+    bump_version(t);
 }
 
 float *zp_table_push_scratch(zp_table *t)
@@ -319,8 +328,25 @@ float *zp_table_push_scratch(zp_table *t)
 
 zp_buf *zp_table_params_ref(zp_table *t)
 {
-    atomic_fetch_add_explicit(&t->params->refs, 1, memory_order_relaxed);
-    return t->params;
+    return zp_buf_ref(t->params);
+}
+
+void zp_table_keep_versions(zp_table *t, uint32_t keep)
+{
+    if (t->versions.cap || t->rows)
+        return;
+    zp_versions_init(&t->versions, keep);
+    zp_versions_note(&t->versions, t->params, t->version);
+}
+
+zp_buf *zp_table_params_at(zp_table *t, uint64_t want, uint64_t *got)
+{
+    zp_buf *b = t->versions.cap ? zp_versions_find(&t->versions, want, got) : NULL;
+    if (!b) {
+        *got = t->version;
+        b = t->params;
+    }
+    return zp_buf_ref(b);
 }
 
 void zp_table_reset_to(zp_table *t, const float *params, const float *state, uint64_t version,
@@ -340,11 +366,28 @@ void zp_table_reset_to(zp_table *t, const float *params, const float *state, uin
         memcpy(t->state, state, (size_t)t->opt->state_per_param * t->n * sizeof(float));
     t->version = version;
     zp_round_reset(&t->round, round);
+    if (t->versions.cap) {
+        /* the kept versions belong to a history that is gone */
+        zp_versions_clear(&t->versions);
+        zp_versions_note(&t->versions, t->params, t->version);
+    }
 }
 
 uint64_t zp_table_bytes(const zp_table *t)
 {
     return t->kind->bytes(t);
+}
+
+uint64_t zp_table_estimate_bytes(const Zeps__TableSpec *spec, int shard, int nshards)
+{
+    if (spec->kind != ZP_TABLE_DENSE || spec->length > ZP_TABLE_MAX_LENGTH)
+        return 0;
+    const zp_optim_ops *opt = zp_optim_find(spec->optimizer);
+    if (!opt)
+        return 0;
+    uint64_t n = spec->length * (uint64_t)(shard + 1) / (uint64_t)nshards -
+                 spec->length * (uint64_t)shard / (uint64_t)nshards;
+    return n * (2u + (unsigned)opt->state_per_param) * sizeof(float);
 }
 
 static uint64_t dense_bytes(const zp_table *t)

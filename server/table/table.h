@@ -12,6 +12,7 @@
  *   dc       DC-ASGD state                            dc.c
  *   cpull    compressed-pull views                    cpull.c
  *   parked   pulls waiting on the table               parked.c
+ *   versions the last versions, for injected staleness versions.c
  *   stats    counters and histograms                  recorded by op/
  *
  * What differs between a dense and a sparse table is a zp_table_kind (the
@@ -44,6 +45,7 @@
 #include "parked.h"
 #include "round.h"
 #include "rows.h"
+#include "versions.h"
 #include "snapshot.h"
 #include "zeps.pb-c.h"
 
@@ -122,6 +124,8 @@ struct zp_table {
     zp_dc dc;               /* dc.c */
     zp_cpull cpull;         /* cpull.c */
     zp_parked_queue parked; /* parked.c */
+    zp_versions versions;   /* versions.c: kept only under cluster.inject */
+    uint32_t turn;          /* cluster.inject turns: the rank whose pull is next (op/pull.c) */
     zp_table_stats stats;
 };
 
@@ -166,6 +170,15 @@ bool zp_table_sparse_ok(const zp_table *t);
  * it with zp_buf_release (ZeroMQ does so through the free callback). */
 zp_buf *zp_table_params_ref(zp_table *t);
 
+/* Keep the last `keep` versions of a dense slice from now on (the current
+ * one first); nothing for a sparse table or when already keeping. */
+void zp_table_keep_versions(zp_table *t, uint32_t keep);
+
+/* A reference on the parameters as they were at the newest kept version
+ * <= want (the current ones if none is kept), its version in *got. Release
+ * with zp_buf_release. */
+zp_buf *zp_table_params_at(zp_table *t, uint64_t want, uint64_t *got);
+
 /* n floats of scratch to decode a compressed push into, or NULL. */
 float *zp_table_push_scratch(zp_table *t);
 
@@ -178,5 +191,11 @@ void zp_table_reset_to(zp_table *t, const float *params, const float *state, uin
 
 /* Bytes of parameters, optimizer state and scratch held for this table. */
 uint64_t zp_table_bytes(const zp_table *t);
+
+/* About the bytes a table declared by `spec` takes on shard `shard` of
+ * `nshards` when created, before anything is allocated: a dense slice's
+ * parameters, optimizer state and push scratch; 0 for a sparse table (it
+ * grows by rows, checked per request) or a spec its kind will refuse. */
+uint64_t zp_table_estimate_bytes(const Zeps__TableSpec *spec, int shard, int nshards);
 
 #endif

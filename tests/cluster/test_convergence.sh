@@ -76,7 +76,13 @@ if [ $rc -eq 0 ] && [ -s "$work/study/study.json" ] &&
 else
     bad "zepsctl study failed or applied tau above s (exit $rc): $row0 / $row2"
 fi
-if grep -q "diverges" <<<"$row2" && awk '{exit !($(NF-1) ~ /^[0-9]+$/)}' <<<"$row2"; then
+# From the JSON, not the table's columns: at s = 2, A (plain) diverged and
+# C (inverse) converged.
+if /usr/bin/python3 -c '
+import json, sys
+cells = {c["setting"]: c for c in json.load(open(sys.argv[1]))["cells"] if c["s"] == 2}
+sys.exit(not (cells["A"]["diverged"] > 0 and cells["C"]["converged"] > 0))
+' "$work/study/study.json"; then
     ok "study at s = 2: plain diverges, inverse-weighted converges ($row2)"
 else
     bad "study at s = 2 should show plain diverging and inverse converging: $row2"

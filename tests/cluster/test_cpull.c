@@ -302,7 +302,10 @@ START_TEST(test_malformed)
     Zeps__Header h;
     pull_header(&h, 1, 0);
     h.op = ZEPS__OP__HELLO;
-    zeps__header__free_unpacked(zt_raw_req(raw, &h, NULL, 0), NULL);
+    h.flags = 0; /* a HELLO carries no flags (docs/protocol.md, the flags rule) */
+    Zeps__Header *hello = zt_raw_req(raw, &h, NULL, 0);
+    ck_assert_msg(hello->op == ZEPS__OP__HELLO, "%s", hello->error_text);
+    zeps__header__free_unpacked(hello, NULL);
     uint64_t seq = 2;
 
     pull_header(&h, seq++, 0);

@@ -84,18 +84,23 @@ START_TEST(test_raw_duplicate)
     ck_assert_uint_eq(push_flags(sock, inc, 6, ones), 0);
     ck_assert_float_eq(value(c, t), -2.0f);
     ck_assert_uint_eq(push_flags(sock, inc, 5, ones), ZP_FLAG_DUPLICATE); /* late copy */
-    ck_assert_uint_eq(push_flags(sock, inc, 200, ones), 0);
+    /* 64 ahead of the highest seq sent is the largest step accepted
+     * (test_bounds: one more is refused), so two steps pass the window */
+    ck_assert_uint_eq(push_flags(sock, inc, 70, ones), 0);
+    ck_assert_uint_eq(push_flags(sock, inc, 134, ones), 0);
     ck_assert_uint_eq(push_flags(sock, inc, 7, ones), ZP_FLAG_DUPLICATE); /* below the window */
-    ck_assert_float_eq(value(c, t), -3.0f);
-    /* a gap inside the window is a new request */
-    ck_assert_uint_eq(push_flags(sock, inc, 190, ones), 0);
-    ck_assert_uint_eq(push_flags(sock, inc, 190, ones), ZP_FLAG_DUPLICATE);
     ck_assert_float_eq(value(c, t), -4.0f);
+    /* a gap inside the window is a new request */
+    ck_assert_uint_eq(push_flags(sock, inc, 130, ones), 0);
+    ck_assert_uint_eq(push_flags(sock, inc, 130, ones), ZP_FLAG_DUPLICATE);
+    ck_assert_float_eq(value(c, t), -5.0f);
 
-    /* a new incarnation (a restarted worker) starts its numbers afresh */
+    /* a new incarnation (a restarted worker) starts its numbers afresh; the
+     * old one said BYE first (a live one holds its rank: test_lease) */
+    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__BYE, inc, 135, NULL), NULL);
     zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc + 1, 1, NULL), NULL);
     ck_assert_uint_eq(push_flags(sock, inc + 1, 5, ones), 0);
-    ck_assert_float_eq(value(c, t), -5.0f);
+    ck_assert_float_eq(value(c, t), -6.0f);
 
     zmq_close(sock);
     zmq_ctx_term(zctx);
@@ -194,6 +199,105 @@ START_TEST(test_first_send_dropped)
 }
 END_TEST
 
+/* The same sparse PUSH sent twice (same rank, incarnation, seq): the
+ * second is acknowledged DUPLICATE, and every row changed once (sgd, lr 1,
+ * zeros: -g, version 1). */
+START_TEST(test_sparse_duplicate)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    zeps_sparse_spec sp = {.name = "e", .dim = 2, .optimizer = "sgd", .lr = 1.0, .init = "zeros"};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare_sparse(c, &sp, &t), 0);
+    void *zctx = zmq_ctx_new();
+    void *sock = zt_raw_socket(zctx, &cl, 0);
+    const uint64_t inc = 0x5a5a;
+    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc, 1, NULL), NULL);
+    struct {
+        uint64_t ids[3];
+        float g[6];
+    } msg = {{3, 7, 11}, {1, 2, 3, 4, 5, 6}};
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__PUSH;
+    h.rank = 1;
+    h.incarnation = inc;
+    h.seq = 2;
+    h.table = t;
+    h.count = 3;
+    for (int k = 0; k < 2; k++) {
+        h.req_id = 10 + k;
+        Zeps__Header *rep = zt_raw_req(sock, &h, &msg, sizeof(msg));
+        ck_assert_msg(rep->op == ZEPS__OP__PUSH, "%s", rep->error_text);
+        ck_assert_uint_eq(rep->flags, k ? ZP_FLAG_DUPLICATE : 0);
+        zeps__header__free_unpacked(rep, NULL);
+    }
+    float rows[6];
+    ck_assert_int_eq(zeps_spull(c, t, msg.ids, 3, rows, 0), 0);
+    for (int i = 0; i < 6; i++)
+        ck_assert_msg(rows[i] == -msg.g[i], "row value %d is %g, expected %g", i, rows[i],
+                      -msg.g[i]);
+    Zeps__ShardStats *ss = zt_stats(c, 0);
+    ck_assert_ptr_nonnull(ss);
+    ck_assert_uint_eq(ss->tables[0]->keys_pushed, 3);
+    ck_assert_uint_eq(ss->tables[0]->rows, 3);
+    zeps__shard_stats__free_unpacked(ss, NULL);
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+/* A CLOCK resent after a later CLOCK was applied (its reply was lost) is a
+ * duplicate: acknowledged with DUPLICATE, not refused as a clock going
+ * backwards, and the clock stays where the later one put it. */
+START_TEST(test_retried_clock)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    void *zctx = zmq_ctx_new();
+    void *sock = zt_raw_socket(zctx, &cl, 0);
+    const uint64_t inc = 0xc10c;
+    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc, 1, NULL), NULL);
+    int64_t clocks[4] = {0, 1, 0, 1}; /* seq 2, 3, then both again */
+    uint64_t seqs[4] = {2, 3, 2, 3};
+    for (int k = 0; k < 4; k++) {
+        Zeps__Header h;
+        zeps__header__init(&h);
+        h.version = ZP_PROTOCOL_VERSION;
+        h.op = ZEPS__OP__CLOCK;
+        h.req_id = seqs[k];
+        h.rank = 1;
+        h.incarnation = inc;
+        h.seq = seqs[k];
+        h.clock = clocks[k];
+        Zeps__Header *rep = zt_raw_req(sock, &h, NULL, 0);
+        ck_assert_msg(rep->op == ZEPS__OP__CLOCK, "CLOCK %lld (seq %llu): %s", (long long)clocks[k],
+                      (unsigned long long)seqs[k], rep->error_text);
+        ck_assert_uint_eq(rep->flags, k >= 2 ? ZP_FLAG_DUPLICATE : 0);
+        zeps__header__free_unpacked(rep, NULL);
+    }
+    Zeps__ShardStats *ss = zt_stats(c, 0);
+    ck_assert_ptr_nonnull(ss);
+    const Zeps__WorkerStats *w = NULL;
+    for (size_t i = 0; i < ss->n_workers; i++)
+        if (ss->workers[i]->rank == 1)
+            w = ss->workers[i];
+    ck_assert_ptr_nonnull(w);
+    ck_assert_int_eq(w->clock, 2); /* finished clocks 0 and 1 */
+    ck_assert_uint_eq(w->duplicates, 2);
+    zeps__shard_stats__free_unpacked(ss, NULL);
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* A server that never answers fails the request, bounded, and the client
  * gets the buffer back. */
 START_TEST(test_dead_server_times_out)
@@ -228,6 +332,8 @@ int main(void)
     TCase *tc = tcase_create("processes");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_raw_duplicate);
+    tcase_add_test(tc, test_sparse_duplicate);
+    tcase_add_test(tc, test_retried_clock);
     tcase_add_test(tc, test_client_retry_applied_once);
     tcase_add_test(tc, test_dead_server_times_out);
     tcase_add_test(tc, test_first_send_dropped);

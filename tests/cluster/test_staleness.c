@@ -230,6 +230,39 @@ START_TEST(test_ssp_bound)
 }
 END_TEST
 
+static const int weighted_bounds[] = {1, 2};
+
+/* weighted with a pull `bound`: as ssp, the largest clock gap any pull
+ * observes is exactly the bound (an off-by-one either way fails: one more
+ * is seen, or the fast workers never reach it), and the fast workers are
+ * parked for it. */
+START_TEST(test_weighted_bound)
+{
+    int b = weighted_bounds[_i];
+    char extra[96];
+    zt_cluster cl;
+    snprintf(extra, sizeof(extra), "  weighting = { function = \"inverse\"; bound = %d; };", b);
+    ck_assert_int_eq(zt_cluster_start_traced(&cl, 1, 3, "weighted", extra), 0);
+    run_workers(&cl, 3, 12, 12, 2, 25.0, 0.0);
+    struct timespec flush = {0, 250000000};
+    nanosleep(&flush, NULL);
+    trace_sum tr;
+    read_trace(&cl, &tr);
+    ck_assert_int_ge(tr.pulls, 36);
+    int64_t max = 0;
+    for (int w = 0; w < 3; w++)
+        if (tr.max_pull_gap[w] > max)
+            max = tr.max_pull_gap[w];
+    ck_assert_msg(max == b, "bound %d: the largest clock gap at a pull was %lld", b,
+                  (long long)max);
+    for (int w = 0; w < 2; w++)
+        ck_assert_msg(tr.waited_pulls[w] >= 5, "bound %d: fast worker %d was parked only %d times",
+                      b, w, tr.waited_pulls[w]);
+    check_trace_matches_stats(&cl, &tr);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* bsp: every applied push has tau 0, slow worker or not. */
 START_TEST(test_bsp_tau_zero)
 {
@@ -409,6 +442,7 @@ int main(int argc, char **argv)
     tc = tcase_create("processes");
     tcase_set_timeout(tc, 180);
     tcase_add_loop_test(tc, test_ssp_bound, 0, 3);
+    tcase_add_loop_test(tc, test_weighted_bound, 0, 2);
     tcase_add_test(tc, test_bsp_tau_zero);
     tcase_add_test(tc, test_async_tau_grows);
     tcase_add_test(tc, test_weighted_exact);

@@ -6,18 +6,34 @@
 #include <assert.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <zmq.h>
 
+#include "config.h"
+#include "curve.h"
 #include "spawn.h"
 #include "wire.h"
+
+int zt_free_port(void)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof(a);
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+             getsockname(fd, (struct sockaddr *)&a, &len) == 0;
+    if (fd >= 0)
+        close(fd);
+    return ok ? ntohs(a.sin_port) : -1;
+}
 
 const char *zt_bin(const char *name, char *buf, size_t len)
 {
@@ -59,14 +75,41 @@ static void put_expanded(FILE *f, const char *text, const char *dir)
     }
 }
 
-static int wait_ready(const zt_cluster *c)
+/* The CURVE client keys of c's cluster file into *k; false if it sets
+ * none (a plain cluster). */
+static bool curve_keys(const zt_cluster *c, zp_curve_client_keys *k)
+{
+    zp_config *cfg = malloc(sizeof(*cfg));
+    char err[512];
+    bool on = zp_config_load(cfg, c->conf, err, sizeof(err)) == 0 && cfg->curve_client_secret[0] &&
+              zp_curve_load_client(cfg, k, err, sizeof(err)) == 0;
+    free(cfg);
+    return on;
+}
+
+zeps_client *zt_client_opts(const zt_cluster *c, uint32_t rank, zeps_options *opt)
 {
     const char *eps[ZT_MAX_SERVERS];
     for (int k = 0; k < c->nservers; k++)
         eps[k] = c->endpoints[k];
+    zp_curve_client_keys keys;
+    if (curve_keys(c, &keys)) {
+        opt->curve_server_key = keys.server_public;
+        opt->curve_public_key = keys.client_public;
+        opt->curve_secret_key = keys.client_secret;
+    }
+    zeps_client *cl = NULL;
+    if (zeps_client_new_endpoints(&cl, eps, c->nservers, rank, opt) != 0)
+        cl = NULL;
+    opt->curve_server_key = opt->curve_public_key = opt->curve_secret_key = NULL;
+    return cl;
+}
+
+static int wait_ready(const zt_cluster *c)
+{
     zeps_options opt = {.request_timeout_ms = 200, .hello_timeout_ms = 10000};
-    zeps_client *probe;
-    if (zeps_client_new_endpoints(&probe, eps, c->nservers, ZEPS_RANK_TOOL, &opt) != 0)
+    zeps_client *probe = zt_client_opts(c, ZEPS_RANK_TOOL, &opt);
+    if (!probe)
         return -1;
     zeps_client_destroy(&probe);
     return 0;
@@ -213,14 +256,8 @@ int zt_cluster_stop(zt_cluster *c)
 
 zeps_client *zt_client(const zt_cluster *c, uint32_t rank)
 {
-    const char *eps[ZT_MAX_SERVERS];
-    for (int k = 0; k < c->nservers; k++)
-        eps[k] = c->endpoints[k];
     zeps_options opt = {.request_timeout_ms = 1000, .hello_timeout_ms = 10000};
-    zeps_client *cl = NULL;
-    if (zeps_client_new_endpoints(&cl, eps, c->nservers, rank, &opt) != 0)
-        return NULL;
-    return cl;
+    return zt_client_opts(c, rank, &opt);
 }
 
 Zeps__ShardStats *zt_stats(zeps_client *c, int k)
@@ -239,6 +276,9 @@ void *zt_raw_socket(void *zctx, const zt_cluster *c, int k)
     void *s = zmq_socket(zctx, ZMQ_DEALER);
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    zp_curve_client_keys keys;
+    if (curve_keys(c, &keys))
+        zp_curve_apply_client(s, keys.server_public, keys.client_public, keys.client_secret);
     zmq_connect(s, c->endpoints[k]);
     return s;
 }

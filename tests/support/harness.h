@@ -25,6 +25,10 @@ typedef struct zt_cluster {
     char endpoints[ZT_MAX_SERVERS][300];
 } zt_cluster;
 
+/* A loopback TCP port free right now (the kernel's pick for port 0), for
+ * tests that need tcp:// endpoints. */
+int zt_free_port(void);
+
 /* Path of a zeps binary ("zeps-server"): $ZEPS_BINDIR/name. */
 const char *zt_bin(const char *name, char *buf, size_t len);
 
@@ -66,14 +70,19 @@ pid_t zt_spawn(const char *path, char *const argv[], const char *log);
  * (the process is then killed). */
 int zt_wait(pid_t pid, double timeout_s);
 
-/* A client for worker `rank` of the cluster. */
+/* A client for worker `rank` of the cluster (with the cluster file's CURVE
+ * client keys when it sets them). */
 zeps_client *zt_client(const zt_cluster *c, uint32_t rank);
+/* The same with the caller's options (its CURVE keys are taken from the
+ * cluster file when it sets them); NULL on failure. */
+zeps_client *zt_client_opts(const zt_cluster *c, uint32_t rank, zeps_options *opt);
 
 /* Shard k's statistics, decoded; NULL on failure. Free with
  * zeps__shard_stats__free_unpacked(st, NULL). */
 Zeps__ShardStats *zt_stats(zeps_client *c, int k);
 
-/* A raw DEALER socket connected to shard k (linger 0). */
+/* A raw DEALER socket connected to shard k (linger 0; with the cluster
+ * file's CURVE client keys when it sets them). */
 void *zt_raw_socket(void *zctx, const zt_cluster *c, int k);
 
 /* Whether server k's log has a line containing `needle` (now), and the

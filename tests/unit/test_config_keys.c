@@ -33,18 +33,47 @@ START_TEST(fault_keys)
     free(cfg);
     cfg = parse_ok(HEAD "  on_lost_worker = \"wait\";\n" TAIL);
     ck_assert(!cfg->lost_continue);
-    ck_assert_double_eq(cfg->lost_worker_timeout_s, 0.0);
+    ck_assert_double_eq(cfg->lost_worker_timeout_s, -1.0); /* auto */
+    ck_assert_double_eq(cfg->lost_worker_wait_s, -1.0);    /* auto */
     ck_assert_double_eq(cfg->snapshot_mtbf_s, 0.0);
     ck_assert_int_eq(cfg->snapshot_nice, 10);
     free(cfg);
     expect_error(HEAD "  on_lost_worker = \"retry\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "on_lost_worker", "retry", NULL);
-    expect_error(HEAD "  lost_worker_timeout_s = -1;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
+    expect_error(HEAD "  lost_worker_timeout_s = -2;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "lost_worker_timeout_s", "out of range", NULL);
+    expect_error(HEAD "  lost_worker_wait_s = -3;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
+                 "lost_worker_wait_s", "out of range", NULL);
+    cfg = parse_ok(HEAD "  lost_worker_timeout_s = 0; lost_worker_wait_s = 7.5;\n" TAIL);
+    ck_assert_double_eq(cfg->lost_worker_timeout_s, 0.0); /* off */
+    ck_assert_double_eq(cfg->lost_worker_wait_s, 7.5);
+    free(cfg);
     expect_error(HEAD "  snapshot_nice = 20;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "snapshot_nice", "out of range", NULL);
     expect_error(HEAD "  snapshot_mtbf_s = \"1h\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "snapshot_mtbf_s", NULL);
+}
+END_TEST
+
+/* cluster.max_tables, max_rows, max_memory_mb: a shard's limits. */
+START_TEST(limit_keys)
+{
+    zp_config *cfg = parse_ok(HEAD TAIL);
+    ck_assert_int_eq(cfg->max_tables, 1024);
+    ck_assert_uint_eq(cfg->max_rows, 0);
+    ck_assert_uint_eq(cfg->max_memory_bytes, 0);
+    free(cfg);
+    cfg = parse_ok(HEAD "  max_tables = 5; max_rows = 10000000000L; max_memory_mb = 2048;\n" TAIL);
+    ck_assert_int_eq(cfg->max_tables, 5);
+    ck_assert_uint_eq(cfg->max_rows, 10000000000ull);
+    ck_assert_uint_eq(cfg->max_memory_bytes, 2048ull << 20);
+    free(cfg);
+    expect_error(HEAD "  max_tables = 0;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4", "max_tables",
+                 "out of range", NULL);
+    expect_error(HEAD "  max_rows = -1;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4", "max_rows",
+                 NULL);
+    expect_error(HEAD "  max_memory_mb = \"8G\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
+                 "max_memory_mb", NULL);
 }
 END_TEST
 
@@ -120,6 +149,55 @@ START_TEST(weighting_errors)
                  "cluster.conf:4: 'cluster.weighting' must be a group", "(got a string)", NULL);
     expect_error(HEAD TAIL "training = { weighting = { lambda = 1; }; };\n", ZEPS_ECONFIG,
                  "cluster.conf:5: unknown key 'training.weighting'", NULL);
+}
+END_TEST
+
+/* cluster.inject = { ... }: defaults, every schedule, and what each needs. */
+START_TEST(inject_keys)
+{
+    zp_config *c = parse_ok(HEAD TAIL);
+    ck_assert_int_eq(c->inject, ZP_INJECT_OFF);
+    ck_assert(c->inject_turns);
+    ck_assert_int_eq(c->inject_window, 0);
+    free(c);
+    c = parse_ok(HEAD "  inject = { schedule = \"uniform\"; max_tau = 8; seed = 3; turns = false; "
+                      "window = 10; };\n" TAIL);
+    ck_assert_int_eq(c->inject, ZP_INJECT_UNIFORM);
+    ck_assert_int_eq(c->inject_max_tau, 8);
+    ck_assert_uint_eq(c->inject_seed, 3);
+    ck_assert(!c->inject_turns);
+    ck_assert_int_eq(c->inject_window, 10);
+    free(c);
+    c = parse_ok(HEAD "  inject = { schedule = \"straggler\"; straggler = 1; tau = 5; };\n" TAIL);
+    ck_assert_int_eq(c->inject, ZP_INJECT_STRAGGLER);
+    ck_assert_int_eq(c->inject_straggler, 1);
+    free(c);
+    expect_error(HEAD "  inject = {\n    schedule = \"normal\";\n  };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:5: 'cluster.inject.schedule' = \"normal\" is not one of off, fixed, "
+                 "uniform, geometric, replay, straggler",
+                 NULL);
+    expect_error(HEAD "  inject = {\n    schedule = \"uniform\";\n  };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:5: 'cluster.inject.schedule' = \"uniform\" needs "
+                 "'cluster.inject.max_tau' >= 1",
+                 NULL);
+    expect_error(HEAD "  inject = { schedule = \"replay\"; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.inject.schedule' = \"replay\" needs "
+                 "'cluster.inject.replay_file'",
+                 NULL);
+    expect_error(HEAD "  inject = { schedule = \"straggler\"; straggler = 2; };\n" TAIL,
+                 ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.inject.straggler' = 2 is out of range (allowed: 0 <= "
+                 "rank < workers = 2)",
+                 NULL);
+    expect_error(HEAD "  inject = { schedule = \"fixed\"; tau = 5; window = 4; };\n" TAIL,
+                 ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.inject.window' = 4 keeps fewer versions than schedule "
+                 "\"fixed\" can ask for (tau up to 5)",
+                 NULL);
+    expect_error(HEAD "  inject = { schedule = \"geometric\"; max_tau = 4; p = 0; };\n" TAIL,
+                 ZEPS_ECONFIG, "cluster.conf:4: 'cluster.inject.p' = 0 is out of range", NULL);
+    expect_error(HEAD "  inject = { tau = -1; };\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.inject.tau' = -1 is out of range", NULL);
 }
 END_TEST
 
@@ -337,6 +415,7 @@ static Suite *config_keys_suite(void)
     Suite *s = suite_create("config_keys");
     TCase *tc = tcase_create("keys");
     tcase_add_test(tc, fault_keys);
+    tcase_add_test(tc, limit_keys);
     tcase_add_test(tc, staleness_keys);
     tcase_add_test(tc, weighting_errors);
     tcase_add_test(tc, backup_and_trace_keys);
@@ -344,6 +423,7 @@ static Suite *config_keys_suite(void)
     tcase_add_test(tc, slow_ranks_keys);
     tcase_add_test(tc, ctr_keys);
     tcase_add_test(tc, curve_keys);
+    tcase_add_test(tc, inject_keys);
     suite_add_tcase(s, tc);
     return s;
 }

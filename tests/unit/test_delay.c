@@ -322,6 +322,7 @@ static Suite *delay_suite(void)
 {
     Suite *s = suite_create("delay");
     TCase *tc = tcase_create("core");
+    tcase_set_timeout(tc, 60); /* sampling tests: seconds under ASan on a loaded machine */
     tcase_add_test(tc, deterministic);
     tcase_add_test(tc, fixed_exact);
     tcase_add_test(tc, uniform_bounds_and_mean);

@@ -156,6 +156,17 @@ START_TEST(test_seq_window)
     ck_assert(zp_workers_hello(w, 78)); /* restarted: numbers start over */
     ck_assert(!zp_workers_seen(w, 1));
     ck_assert(!zp_workers_seen(w, 1000));
+    /* a seq more than the window past the highest sent is a jump */
+    ck_assert(!zp_workers_seq_jump(w, ZP_SEQ_WINDOW));
+    ck_assert(zp_workers_seq_jump(w, ZP_SEQ_WINDOW + 1));
+    zp_workers_note_seq(w, 10);
+    zp_workers_note_seq(w, 3); /* lower: nothing changes */
+    ck_assert(!zp_workers_seq_jump(w, 10 + ZP_SEQ_WINDOW));
+    ck_assert(zp_workers_seq_jump(w, 11 + ZP_SEQ_WINDOW));
+    ck_assert(!zp_workers_seq_jump(w, 1));
+    ck_assert(zp_workers_seq_jump(w, UINT64_MAX));
+    ck_assert(zp_workers_hello(w, 79)); /* a new incarnation starts from 0 again */
+    ck_assert(zp_workers_seq_jump(w, 11 + ZP_SEQ_WINDOW));
     zp_workers_fini(&ws);
 }
 END_TEST

@@ -13,6 +13,7 @@
 #include "check_main.h"
 #include "finite.h"
 #include "init.h"
+#include "ratelimit.h"
 #include "rng.h"
 #include "wire.h"
 
@@ -190,6 +191,34 @@ START_TEST(test_wire_framing)
 }
 END_TEST
 
+/* The one limiter of per-request log lines: a burst, then one per
+ * interval; what it leaves out is counted and named on the next line. */
+START_TEST(test_ratelimit)
+{
+    zp_ratelimit rl;
+    zp_ratelimit_init(&rl, "refused", 3, 1.0);
+    char note[96] = "x";
+    double t = 100.0;
+    for (int i = 0; i < 3; i++) {
+        ck_assert(zp_ratelimit_due(&rl, t, note, sizeof(note)));
+        ck_assert_str_eq(note, "");
+    }
+    for (int i = 0; i < 50; i++)
+        ck_assert(!zp_ratelimit_due(&rl, t + 0.01 * i, note, sizeof(note)));
+    ck_assert_uint_eq(rl.suppressed, 50);
+    ck_assert(!zp_ratelimit_due(&rl, t + 0.9, note, sizeof(note)));
+    ck_assert(zp_ratelimit_due(&rl, t + 1.0, note, sizeof(note))); /* one token back */
+    ck_assert_str_eq(note, " (51 more refused since the last message)");
+    ck_assert(!zp_ratelimit_due(&rl, t + 1.5, note, sizeof(note)));
+    /* a long quiet spell refills the burst, no more */
+    for (int i = 0; i < 3; i++)
+        ck_assert(zp_ratelimit_due(&rl, t + 100.0, note, sizeof(note)));
+    ck_assert(!zp_ratelimit_due(&rl, t + 100.0, note, sizeof(note)));
+    ck_assert_uint_eq(rl.suppressed, 53);
+    ck_assert_uint_eq(rl.pending, 1);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("util");
@@ -200,6 +229,7 @@ int main(void)
     tcase_add_test(tc, test_init_shard_independent);
     tcase_add_test(tc, test_all_finite);
     tcase_add_test(tc, test_wire_framing);
+    tcase_add_test(tc, test_ratelimit);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -24,6 +24,8 @@ int zp_ctl_snapshot(int argc, char **argv);
 
 /* zepsctl gen-criteo: write a Criteo-format data set from a hidden model. */
 int zp_ctl_gen_criteo(int argc, char **argv);
+/* zepsctl evict RANK: release a worker rank held by a live incarnation. */
+int zp_ctl_evict(int argc, char **argv);
 /* zepsctl keygen: write a CurveZMQ key pair (NAME.key, NAME.pub). */
 int zp_ctl_keygen(int argc, char **argv);
 

@@ -30,6 +30,7 @@
 #include <sys/signalfd.h>
 
 #include "ctl.h"
+#include "exitcode.h"
 #include "spawn.h"
 #include "alloc.h"
 #include "now.h"
@@ -69,10 +70,14 @@ static void usage(FILE *f)
             "                       /readyz) on a free loopback port; the URLs are printed\n"
             "                       and written as Prometheus file_sd targets to\n"
             "                       <dir>/prometheus-targets.json\n"
-            "  -q, --quiet          do not echo rank 0's output\n\n"
+            "  -q, --quiet          do not echo rank 0's output\n"
+            "  --print-config       print the embedded default (with the options above,\n"
+            "                       free loopback ports and training.result_dir =\n"
+            "                       \"results\") as a cluster file to run by hand, and exit\n\n"
             "Exit status: 0 trained and stopped cleanly; 1 a process failed, the run\n"
-            "timed out or a result is missing; 2 bad options or cluster file; 128+N\n"
-            "when stopped by signal N.\n",
+            "timed out or a result is missing; 2 bad options or cluster file, zeps-server\n"
+            "or zeps-worker not found, or a run directory that cannot be made or\n"
+            "written; 128+N when stopped by signal N.\n",
             DEFAULT_TIMEOUT_S);
 }
 
@@ -100,6 +105,7 @@ static const struct option long_opts[] = {
     {"exec", required_argument, NULL, 'x'},
     {"metrics", no_argument, NULL, 'm'},
     {"help", no_argument, NULL, 'h'},
+    {"print-config", no_argument, NULL, 'p'},
     /* overrides[], in order */
     {"servers", required_argument, NULL, OPT_OVERRIDE + 0},
     {"workers", required_argument, NULL, OPT_OVERRIDE + 1},
@@ -141,6 +147,9 @@ static bool apply_opt(local_opts *o, int c, const char *arg)
     case 'm':
         o->metrics = true;
         return true;
+    case 'p':
+        o->print_config = true;
+        return true;
     case OPT_TIMEOUT:
         o->timeout_s = strtod(arg, NULL);
         return check_num("timeout", arg, 0, 1e9, false);
@@ -171,6 +180,11 @@ static int parse_opts(int argc, char **argv, local_opts *o)
     }
     if (optind < argc) {
         fprintf(stderr, "zepsctl local: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
+    if (o->config && o->print_config) {
+        fprintf(stderr, "zepsctl local: --print-config prints the embedded default; with "
+                        "--config you have the file already\n");
         return 2;
     }
     if (o->config && o->noverrides) {
@@ -561,7 +575,7 @@ static int prepare(local_run *r)
     if (!zp_ctl_local_conf_find_bin("zeps-server", r->server_bin, sizeof(r->server_bin)) ||
         !zp_ctl_local_conf_find_bin("zeps-worker", r->worker_bin, sizeof(r->worker_bin)) ||
         !zp_ctl_local_conf_make_run_dir(r))
-        return 1;
+        return ZP_EXIT_SETUP; /* an installation or a folder to fix */
     int rc = zp_ctl_local_conf_make(r);
     if (rc >= 0)
         return rc;
@@ -580,6 +594,8 @@ int zp_ctl_local(int argc, char **argv)
     int rc = parse_opts(argc, argv, &r.o);
     if (rc >= 0)
         return rc;
+    if (r.o.print_config)
+        return zp_ctl_local_conf_print(&r.o);
     r.cfg = zp_alloc_zeroed(1, sizeof(*r.cfg));
     rc = prepare(&r);
     if (rc < 0)

@@ -35,6 +35,7 @@ typedef struct local_opts {
     bool metrics;                /* --metrics: every process serves /metrics on a free port */
     const char *ov[N_OVERRIDES]; /* override values as given; NULL: not given */
     int noverrides;
+    bool print_config; /* --print-config: print the default cluster file, run nothing */
 } local_opts;
 
 typedef struct kid {
@@ -81,6 +82,11 @@ bool zp_ctl_local_conf_make_run_dir(local_run *r);
  * file_sd list to <dir>/prometheus-targets.json and print them. False if no
  * port or the file could not be had (reported). */
 bool zp_ctl_local_conf_metrics(local_run *r);
+
+/* --print-config: print the embedded default with free loopback ports, the
+ * overrides of `o` and training.result_dir = "results" to stdout. Returns
+ * the exit status. */
+int zp_ctl_local_conf_print(const local_opts *o);
 
 /* Load and validate the cluster file at path into r->cfg. */
 bool zp_ctl_local_conf_load(local_run *r, const char *path);

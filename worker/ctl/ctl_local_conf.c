@@ -167,6 +167,30 @@ static bool apply_overrides(const local_opts *o, config_t *lc)
     return true;
 }
 
+int zp_ctl_local_conf_print(const local_opts *o)
+{
+    config_t lc;
+    config_init(&lc);
+    int rc = 1;
+    if (!config_read_string(&lc, default_conf)) {
+        fprintf(stderr, "zepsctl local: the embedded default:%d: %s\n", config_error_line(&lc),
+                config_error_text(&lc));
+    } else if (apply_overrides(o, &lc)) {
+        config_setting_set_string(fresh(&lc, "training", "result_dir", CONFIG_TYPE_STRING),
+                                  "results");
+        printf("# The default cluster of zepsctl local (deploy/local/default.conf), printed by\n"
+               "# `zepsctl local --print-config` to run by hand (README, \"Running by hand\").\n"
+               "# cluster.servers: loopback ports that were free when this was printed;\n"
+               "# edit them (or print again) if one has been taken since.\n"
+               "# training.result_dir: each worker writes results/worker-<rank>.json,\n"
+               "# relative to the folder it runs in (made if missing).\n\n");
+        config_write(&lc, stdout);
+        rc = fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
+    }
+    config_destroy(&lc);
+    return rc;
+}
+
 /* Validate the file at `path` into r->cfg; prints the loader's message. */
 bool zp_ctl_local_conf_load(local_run *r, const char *path)
 {
@@ -199,6 +223,7 @@ int zp_ctl_local_conf_make(local_run *r)
     config_setting_set_string(fresh(&lc, "training", "result_dir", CONFIG_TYPE_STRING), r->dir);
     if (!(f = fopen(r->conf, "w"))) {
         fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->conf, strerror(errno));
+        rc = 2; /* the run directory cannot take a file */
         goto out;
     }
     fprintf(f, "# Written by zepsctl local from %s.\n\n", from);

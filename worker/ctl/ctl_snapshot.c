@@ -23,7 +23,9 @@
 #include <time.h>
 
 #include "config.h"
+#include "curve.h"
 #include "ctl.h"
+#include "exitcode.h"
 #include "snapshot.h"
 #include "wire.h"
 #include "zeps.h"
@@ -147,6 +149,46 @@ static int wait_written(zeps_client *c, int n, uint64_t setid, bool cuts, double
     }
 }
 
+/* Connect to the cluster of `conf` as a tool, waiting at most `timeout` s
+ * for the shards (a missing cluster ends in that time, not after the
+ * cluster file's hello_timeout_ms). Returns 0 with *out owning the client,
+ * or the exit status after printing why. */
+static int connect_tool(const char *conf, double timeout, zeps_client **out)
+{
+    zp_config *cfg = calloc(1, sizeof(*cfg));
+    char err[1024];
+    zp_curve_client_keys keys;
+    if (!cfg || zp_config_load(cfg, conf, err, sizeof(err)) != 0 ||
+        zp_curve_load_client(cfg, &keys, err, sizeof(err)) != 0) {
+        fprintf(stderr, "zepsctl snapshot take: %s\n", cfg ? err : "out of memory");
+        free(cfg);
+        return ZP_EXIT_SETUP;
+    }
+    int ms = timeout * 1000 < 100 ? 100 : timeout * 1000 > 3.6e6 ? 3600000 : (int)(timeout * 1000);
+    if (cfg->hello_timeout_ms < ms) /* the cluster file's bound, when it is the tighter one */
+        ms = cfg->hello_timeout_ms;
+    zeps_options opt = {
+        .request_timeout_ms = cfg->request_timeout_ms < ms ? cfg->request_timeout_ms : ms,
+        .max_retries = cfg->max_retries > 0 ? cfg->max_retries : 1,
+        .hello_timeout_ms = ms,
+        .num_workers = cfg->num_workers,
+        .max_message_bytes = cfg->max_message_bytes,
+        .curve_server_key = keys.server_public,
+        .curve_public_key = keys.client_public,
+        .curve_secret_key = keys.client_secret,
+    };
+    const char *eps[ZP_MAX_SHARDS];
+    for (int k = 0; k < cfg->num_shards; k++)
+        eps[k] = cfg->servers[k];
+    int rc = zeps_client_new_endpoints(out, eps, cfg->num_shards, ZEPS_RANK_TOOL, &opt);
+    explicit_bzero(&keys, sizeof(keys));
+    if (rc != 0) /* the library logged why: a key file, a refused key, no answer */
+        fprintf(stderr, "zepsctl snapshot take: cannot reach the cluster of %s within %.1f s\n",
+                conf, ms / 1e3);
+    free(cfg);
+    return rc == 0 ? 0 : zp_exitcode_startup(rc);
+}
+
 static int take(int argc, char **argv)
 {
     const char *conf = NULL;
@@ -165,24 +207,15 @@ static int take(int argc, char **argv)
         fprintf(stderr, "zepsctl snapshot take: --config FILE is required\n");
         return 2;
     }
-    zp_config *cfg = calloc(1, sizeof(*cfg));
-    char err[1024];
-    if (!cfg || zp_config_load(cfg, conf, err, sizeof(err)) != 0) {
-        fprintf(stderr, "zepsctl snapshot take: %s\n", cfg ? err : "out of memory");
-        free(cfg);
-        return 2;
-    }
-    int n = cfg->num_shards;
-    free(cfg);
     zeps_client *c;
-    if (zeps_client_new(&c, conf, ZEPS_RANK_TOOL) != 0) {
-        fprintf(stderr, "zepsctl snapshot take: cannot reach the cluster of %s\n", conf);
-        return 1;
-    }
+    int rc = connect_tool(conf, timeout, &c);
+    if (rc != 0)
+        return rc;
+    int n = zeps_num_shards(c);
     bool cuts = false;
     int64_t target = -1;
     uint64_t setid = 0;
-    int rc = request_snapshot(c, n, &cuts, &target, &setid);
+    rc = request_snapshot(c, n, &cuts, &target, &setid);
     if (rc == 0) {
         if (cuts)
             printf("snapshot requested: consistent cut at clock %lld (set %016" PRIx64 ")\n",
@@ -376,10 +409,12 @@ static int inspect_dir(const char *dir)
 
 int zp_ctl_snapshot(int argc, char **argv)
 {
-    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        usage(stdout);
-        return 0;
-    }
+    /* `snapshot --help` and `snapshot inspect|take|reshard --help` alike */
+    for (int i = 1; i < argc && i <= 2; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            usage(stdout);
+            return 0;
+        }
     if (argc == 5 && strcmp(argv[1], "reshard") == 0)
         return reshard(argv[2], argv[3], argv[4]);
     if (argc >= 2 && strcmp(argv[1], "take") == 0)
@@ -391,7 +426,7 @@ int zp_ctl_snapshot(int argc, char **argv)
     struct stat sb;
     if (stat(argv[2], &sb) != 0) {
         fprintf(stderr, "zepsctl snapshot: %s: not found\n", argv[2]);
-        return 1;
+        return ZP_EXIT_SETUP; /* a bad argument, as a bad option */
     }
     return S_ISDIR(sb.st_mode) ? inspect_dir(argv[2]) : inspect_file(argv[2]);
 }

@@ -7,7 +7,7 @@
  * connects through libzeps as a tool (rank ZEPS_RANK_TOOL), whose HELLO also
  * checks that each endpoint really serves the shard the cluster file says.
  * When that fails, or when one shard is asked with --shard, it sends STATS
- * straight to each shard on its own DEALER socket instead: that way a probe of
+ * straight to each shard on its own DEALER socket instead (ctl_probe.c): that way a probe of
  * shard i never waits on another shard (a StatefulSet with ordered start-up
  * would otherwise deadlock), and a failure names every shard that did not
  * answer, with its endpoint, not just the first.
@@ -24,8 +24,10 @@
 
 #include "config.h"
 #include "curve.h"
+#include "exitcode.h"
 #include "ctl.h"
 #include "ctl_hist.h"
+#include "ctl_probe.h"
 #include "identity.h"
 #include "log.h"
 #include "alloc.h"
@@ -47,13 +49,6 @@ typedef struct status_opts {
     int timeout_ms;
 } status_opts;
 
-/* What one shard answered: the packed ShardStats, or why there is none. */
-typedef struct answer {
-    void *buf; /* malloc'ed; NULL if the shard did not answer */
-    size_t len;
-    char why[320];
-} answer;
-
 /* The usage of `zepsctl status`, or of `zepsctl stats` with `staleness`. */
 static void usage(FILE *f, bool staleness)
 {
@@ -65,7 +60,8 @@ static void usage(FILE *f, bool staleness)
             "prints, per shard, a header line, its tables and its workers%s.\n\n",
             cmd,
             staleness ? ", and per table the\nstaleness histograms: tau (versions), "
-                        "clock gap (clocks), pull wait (us)" : "");
+                        "clock gap (clocks), pull wait (us)"
+                      : "");
     fprintf(f,
             "  --config FILE   the cluster file\n"
             "  --shard I       ask shard I only (and wait for no other shard); I is a\n"
@@ -77,7 +73,7 @@ static void usage(FILE *f, bool staleness)
             "  --timeout MS    how long to wait for the shards (default %d; with a shard\n"
             "                  down, the command takes up to about twice this)\n\n"
             "Exit status: 0 if every shard asked answered, 1 if one did not, 2 on bad\n"
-            "options or a bad cluster file.\n",
+            "options, a bad cluster file or key, or a key a shard refused.\n",
             DEFAULT_TIMEOUT_MS);
 }
 
@@ -98,10 +94,13 @@ static bool parse_int(const char *opt, const char *s, int lo, int hi, int *out)
 static int parse_opts(int argc, char **argv, status_opts *o, bool staleness)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'}, {"shard", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},         {"timeout", required_argument, NULL, 't'},
+        {"config", required_argument, NULL, 'c'},
+        {"shard", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 't'},
         {"endpoint", required_argument, NULL, 'e'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
     };
     *o = (status_opts){.shard = -1, .timeout_ms = DEFAULT_TIMEOUT_MS};
     optind = 1;
@@ -147,102 +146,11 @@ static int parse_opts(int argc, char **argv, status_opts *o, bool staleness)
 
 /* ------------------------------------------------------------ asking */
 
-/* Keep the packed ShardStats of shard `i`'s STATS reply `h` in *a, after
- * checking it is the shard the cluster file says. */
-static void take_reply(const zp_config *cfg, int i, const Zeps__Header *h, answer *a)
-{
-    if (h->op == ZEPS__OP__ERROR) {
-        snprintf(a->why, sizeof(a->why), "answered with an error: %s",
-                 h->error_text && *h->error_text ? h->error_text : zeps_strerror(h->error));
-    } else if (h->op != ZEPS__OP__STATS || !h->stats) {
-        snprintf(a->why, sizeof(a->why), "answered STATS with %s and no statistics",
-                 zp_wire_op_name(h->op));
-    } else if (h->stats->shard != (uint32_t)i ||
-               h->stats->num_shards != (uint32_t)cfg->num_shards) {
-        snprintf(a->why, sizeof(a->why), "answered as shard %u of %u, not %d of %d",
-                 h->stats->shard, h->stats->num_shards, i, cfg->num_shards);
-    } else {
-        a->len = zeps__shard_stats__get_packed_size(h->stats);
-        a->buf = zp_alloc(a->len ? a->len : 1);
-        zeps__shard_stats__pack(h->stats, a->buf);
-    }
-}
-
-static void *probe_open(void *ctx, const char *endpoint, const zp_curve_client_keys *keys)
-{
-    void *s = zmq_socket(ctx, ZMQ_DEALER);
-    int zero = 0;
-    if (!s)
-        return NULL;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
-    if (keys->server_public[0] &&
-        zp_curve_apply_client(s, keys->server_public, keys->client_public, keys->client_secret)) {
-        zmq_close(s);
-        return NULL;
-    }
-    Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__STATS;
-    h.req_id = 1;
-    h.rank = ZEPS_RANK_TOOL;
-    if (zmq_connect(s, endpoint) != 0 || zp_wire_send_header(s, &h, ZMQ_DONTWAIT) != 0) {
-        zmq_close(s);
-        return NULL;
-    }
-    return s;
-}
-
-/* Send STATS straight to shards [first, first + n), each on its own DEALER
- * socket, and collect the replies that come within timeout_ms into a[]. */
-static void probe(const zp_config *cfg, const zp_curve_client_keys *keys, int first, int n,
-                  int timeout_ms, answer *a)
-{
-    void *ctx = zmq_ctx_new();
-    zmq_pollitem_t *items = zp_alloc_zeroed((size_t)n, sizeof(*items));
-    for (int k = 0; k < n; k++) {
-        items[k].socket = ctx ? probe_open(ctx, cfg->servers[first + k], keys) : NULL;
-        items[k].events = ZMQ_POLLIN;
-        if (!items[k].socket)
-            snprintf(a[k].why, sizeof(a[k].why), "cannot connect: %s", zmq_strerror(zmq_errno()));
-    }
-    double deadline = zp_now_s() + timeout_ms / 1e3;
-    for (int left = n; left > 0 && zp_now_s() < deadline;) {
-        long ms = (long)((deadline - zp_now_s()) * 1e3) + 1;
-        if (zmq_poll(items, n, ms > 0 ? ms : 0) < 0)
-            break;
-        for (int k = 0; k < n; k++) {
-            zp_frames m;
-            if (!items[k].socket || !(items[k].revents & ZMQ_POLLIN) ||
-                zp_wire_frames_recv(items[k].socket, &m, ZMQ_DONTWAIT) != 0)
-                continue;
-            Zeps__Header *h = m.n >= 1 ? zp_wire_unpack_header(&m.f[0]) : NULL;
-            if (h)
-                take_reply(cfg, first + k, h, &a[k]);
-            else
-                snprintf(a[k].why, sizeof(a[k].why), "sent a reply that is not a zeps header");
-            zeps__header__free_unpacked(h, NULL);
-            zp_wire_frames_close(&m);
-            zmq_close(items[k].socket);
-            items[k].socket = NULL;
-            left--;
-        }
-    }
-    for (int k = 0; k < n; k++) {
-        if (items[k].socket) {
-            snprintf(a[k].why, sizeof(a[k].why), "did not answer within %.1f s", timeout_ms / 1e3);
-            zmq_close(items[k].socket);
-        }
-    }
-    free(items);
-    if (ctx)
-        zmq_ctx_term(ctx);
-}
-
-/* Ask every shard through libzeps; false if the client could not connect
- * (HELLO failed), and a[] is then untouched. */
-static bool ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int timeout_ms,
-                    answer *a)
+/* Ask every shard through libzeps. Returns 0, or the zeps_err of a client
+ * that could not connect (HELLO failed; the library has logged why, and
+ * a[] is untouched). */
+static int ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int timeout_ms,
+                   answer *a)
 {
     /* At least 1 retry: the library reads 0 as its default of 10. */
     int retries = cfg->max_retries < PROBE_RETRIES ? cfg->max_retries : PROBE_RETRIES;
@@ -260,8 +168,9 @@ static bool ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int 
     for (int k = 0; k < cfg->num_shards; k++)
         eps[k] = cfg->servers[k];
     zeps_client *c = NULL;
-    if (zeps_client_new_endpoints(&c, eps, cfg->num_shards, ZEPS_RANK_TOOL, &opt) != 0)
-        return false;
+    int rc = zeps_client_new_endpoints(&c, eps, cfg->num_shards, ZEPS_RANK_TOOL, &opt);
+    if (rc != 0)
+        return rc;
     for (int k = 0; k < cfg->num_shards; k++) {
         void *buf;
         size_t len;
@@ -273,7 +182,7 @@ static bool ask_all(const zp_config *cfg, const zp_curve_client_keys *keys, int 
         }
     }
     zeps_client_destroy(&c);
-    return true;
+    return 0;
 }
 
 /* ------------------------------------------------------------ printing */
@@ -300,8 +209,8 @@ static void print_buckets(const char *label, const Zeps__Histogram *h, bool log2
     char p50[32], p99[32];
     zp_ctl_hist_quantile(h, 0.5, log2, p50, sizeof(p50));
     zp_ctl_hist_quantile(h, 0.99, log2, p99, sizeof(p99));
-    printf("      %-13s n %" PRIu64 "  mean %.2f  p50 %s  p99 %s  max %" PRIu64 "\n        ",
-           label, h ? h->n : 0, zp_ctl_hist_mean(h), p50, p99, h ? h->max : 0);
+    printf("      %-13s n %" PRIu64 "  mean %.2f  p50 %s  p99 %s  max %" PRIu64 "\n        ", label,
+           h ? h->n : 0, zp_ctl_hist_mean(h), p50, p99, h ? h->max : 0);
     int shown = 0;
     for (size_t i = 0; h && i < h->n_counts; i++) {
         if (!h->counts[i])
@@ -384,6 +293,12 @@ static void print_shard(const Zeps__ShardStats *st)
                st->curve_accepted, st->curve_refused);
     else
         printf("  CURVE off (traffic neither authenticated nor encrypted)\n");
+    char bh[32], bm[32];
+    printf("  limits: tables %zu of %u, rows %" PRIu64 " of %" PRIu64 ", bytes %s of %s; "
+           "%" PRIu64 " requests refused as full; %" PRIu64 " log lines suppressed\n",
+           st->n_tables, st->max_tables, st->rows_held, st->max_rows,
+           human(st->bytes_held, bh, sizeof(bh)), human(st->max_bytes, bm, sizeof(bm)),
+           st->full_refused, st->log_suppressed);
     printf("  tables (%zu)\n", st->n_tables);
     if (st->n_tables)
         printf("    %3s  %-20s %-25s %10s %10s %10s %10s %6s %11s  %s\n", "id", "name",
@@ -461,14 +376,13 @@ static void json_table(const Zeps__TableStats *t)
            t->parked, t->bytes_param);
     json_str(t->optimizer);
     if (t->kind == 1)
-        printf(", \"kind\": \"sparse\", \"dim\": %u, \"rows\": %" PRIu64 ", \"rows_created\": %" PRIu64
-               ", \"not_admitted\": %" PRIu64 ", \"pushes_skipped\": %" PRIu64
-               ", \"evicted_ttl\": %" PRIu64 ", \"evicted_capacity\": %" PRIu64
-               ", \"bytes_per_row\": %" PRIu64 ", \"keys_pulled\": %" PRIu64
-               ", \"keys_pushed\": %" PRIu64,
-               t->dim, t->rows, t->rows_created, t->not_admitted, t->pushes_skipped,
-               t->evicted_ttl, t->evicted_capacity, t->bytes_per_row, t->keys_pulled,
-               t->keys_pushed);
+        printf(", \"kind\": \"sparse\", \"dim\": %u, \"rows\": %" PRIu64
+               ", \"rows_created\": %" PRIu64 ", \"not_admitted\": %" PRIu64
+               ", \"pushes_skipped\": %" PRIu64 ", \"evicted_ttl\": %" PRIu64
+               ", \"evicted_capacity\": %" PRIu64 ", \"bytes_per_row\": %" PRIu64
+               ", \"keys_pulled\": %" PRIu64 ", \"keys_pushed\": %" PRIu64,
+               t->dim, t->rows, t->rows_created, t->not_admitted, t->pushes_skipped, t->evicted_ttl,
+               t->evicted_capacity, t->bytes_per_row, t->keys_pulled, t->keys_pushed);
     printf(", \"staleness\": %u, \"dropped\": %" PRIu64 ", \"late\": %" PRIu64, t->staleness,
            t->dropped, t->late);
     printf(", \"push_bytes_wire\": %" PRIu64 ", \"push_bytes_raw\": %" PRIu64
@@ -507,8 +421,13 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
            st->restored_clock, st->rollbacks, st->lost_workers, st->snapshots_written,
            st->last_snapshot_s);
     printf("   \"curve\": %s, \"curve_accepted\": %" PRIu64 ", \"curve_refused\": %" PRIu64
-           ",\n   \"tables\": [",
+           ",\n",
            st->curve ? "true" : "false", st->curve_accepted, st->curve_refused);
+    printf("   \"max_tables\": %u, \"max_rows\": %" PRIu64 ", \"max_bytes\": %" PRIu64
+           ", \"rows_held\": %" PRIu64 ", \"bytes_held\": %" PRIu64 ", \"full_refused\": %" PRIu64
+           ", \"log_suppressed\": %" PRIu64 ",\n   \"tables\": [",
+           st->max_tables, st->max_rows, st->max_bytes, st->rows_held, st->bytes_held,
+           st->full_refused, st->log_suppressed);
     for (size_t k = 0; k < st->n_tables; k++) {
         printf("%s\n    ", k ? "," : "");
         json_table(st->tables[k]);
@@ -520,10 +439,11 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
                "\", \"pushes\": %" PRIu64 ", \"pulls\": %" PRIu64 ", \"duplicates\": %" PRIu64
                ", \"last_seen_s\": %.3f, \"push_bytes_wire\": %" PRIu64
                ", \"push_bytes_raw\": %" PRIu64 ", \"pull_bytes_wire\": %" PRIu64
-               ", \"pull_bytes_raw\": %" PRIu64 ", \"pull_resyncs\": %" PRIu64 ", \"lost\": %s}",
+               ", \"pull_bytes_raw\": %" PRIu64 ", \"pull_resyncs\": %" PRIu64
+               ", \"seq_jumps\": %" PRIu64 ", \"lost\": %s}",
                k ? "," : "", w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
                w->last_seen_s, w->push_bytes_wire, w->push_bytes_raw, w->pull_bytes_wire,
-               w->pull_bytes_raw, w->pull_resyncs, w->lost ? "true" : "false");
+               w->pull_bytes_raw, w->pull_resyncs, w->seq_jumps, w->lost ? "true" : "false");
     }
     printf("]}");
 }
@@ -601,10 +521,26 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     zp_log_init("zepsctl", ZP_LOG_ERROR);
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
     answer *a = zp_alloc_zeroed((size_t)n, sizeof(*a));
-    if (o.shard >= 0 || !ask_all(cfg, &keys, o.timeout_ms, a))
-        probe(cfg, &keys, first, n, o.timeout_ms, a);
+    rc = o.shard >= 0 ? ZEPS_ETIMEDOUT : ask_all(cfg, &keys, o.timeout_ms, a);
+    if (rc == ZEPS_EREFUSED) {
+        /* The library said which shard refused our key; asking each shard
+         * on its own would only wait out the timeout on it. */
+        fprintf(stderr,
+                "zepsctl status: our key (curve_client_public of %s) was refused: "
+                "fix the allow-list or the key, then ask again\n",
+                o.config);
+        explicit_bzero(&keys, sizeof(keys));
+        free(a);
+        free(cfg);
+        return ZP_EXIT_SETUP;
+    }
+    if (rc != 0)
+        zp_ctl_probe(cfg, &keys, first, n, o.timeout_ms, a);
     explicit_bzero(&keys, sizeof(keys));
-    rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? 1 : 0;
+    rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? ZP_EXIT_FAILED : ZP_EXIT_OK;
+    for (int k = 0; k < n; k++)
+        if (a[k].refused)
+            rc = ZP_EXIT_SETUP; /* a key to fix, not a shard to wait for */
     for (int k = 0; k < n; k++)
         free(a[k].buf);
     free(a);

@@ -19,7 +19,13 @@
  * w(tau) = 1/(1+tau) at 1/L (L = 1 for the quadratic). docs/consistency.md
  * has the design and the results.
  *
- * This file: options, the three parts and the driver; one run is
+ * With --inject the staleness is exact instead: the shard serves every
+ * pull tau ~ U{0..s} versions old (cluster.inject, pulls in turns), no
+ * delays, no drops, a fourth setting D w(tau) = 1/max(1,tau), and the
+ * stability part bisects the largest stable lr with fixed tau = s, beside
+ * 2 sin(pi/(4s+2)).
+ *
+ * This file: options, the parts and the driver; one run is
  * ctl_study_run.c, the outputs ctl_study_report.c.
  */
 #define _GNU_SOURCE
@@ -39,6 +45,7 @@ const study_setting zp_ctl_study_settings[NSETTINGS] = {
     {'A', "plain, lr = 1/L", "none", false},
     {'B', "plain, lr = 1/(2L(1+s))", "none", true},
     {'C', "inverse, lr = 1/L", "inverse", false},
+    {'D', "lr_over_tau, lr = 1/L", "lr_over_tau", false},
 };
 
 /* ---------------------------------------------------------------- options */
@@ -51,7 +58,8 @@ static void usage(FILE *f)
             "`zepsctl local` cluster with 1 server. Staleness bound s: consistency\n"
             "\"weighted\", max_staleness = s, pull bound floor(s / workers). Per s and seed:\n"
             "  A plain (w = 1) at lr = 1/L = 1, B plain at lr = 1/(2L(1+s)), C w = 1/(1+tau)\n"
-            "  at lr = 1; the table is the median over seeds of updates to the threshold.\n"
+            "  and D w = 1/max(1,tau) at lr = 1; the table is the median over seeds of\n"
+            "  updates to the threshold.\n"
             "Then the largest stable plain lr per s on a grid 2 * 2^(-k/2), k = 0..13, and\n"
             "the curves of plain async vs weighted inverse at lr = 1 (the figure's data).\n\n"
             "  --workers N          workers (8)\n"
@@ -74,7 +82,14 @@ static void usage(FILE *f)
             "                       outputs (default DIR/study.json, study.md, curves.dat)\n"
             "  --steps-only, --stability-only, --curves-only   run one part\n"
             "  --keep-traces        keep each run's trace-shard0.csv (about 5 MB a run)\n"
-            "  --quick              smoke test: s in {0,5}, 1 seed, 1500 steps, grid 500\n\n"
+            "  --quick              smoke test: s in {0,5}, 1 seed, 1500 steps, grid 500\n"
+            "  --inject             exact staleness instead of timing: the shard serves every\n"
+            "                       pull tau ~ U{0..s} versions old (fixed tau = s for the\n"
+            "                       stability part, found by bisection and set beside\n"
+            "                       2 sin(pi/(4s+2))), pulls in turns, no delays, no bound;\n"
+            "                       defaults then: s in {0,1,2,5,10,20,50}, 20000 steps,\n"
+            "                       eval every step, no curves (docs/consistency.md)\n"
+            "  --bisect N           --inject: bisection steps for the stable lr (7)\n\n"
             "Exit status: 0 done (whatever the runs' outcomes); 1 a run could not be\n"
             "started or an output not written; 2 bad options.\n");
 }
@@ -132,6 +147,8 @@ enum {
     O_CURVES_ONLY,
     O_KEEP,
     O_QUICK,
+    O_INJECT,
+    O_BISECT,
     O_HELP
 };
 
@@ -162,6 +179,8 @@ static const struct option long_opts[] = {
     {"curves-only", 0, NULL, O_CURVES_ONLY},
     {"keep-traces", 0, NULL, O_KEEP},
     {"quick", 0, NULL, O_QUICK},
+    {"inject", 0, NULL, O_INJECT},
+    {"bisect", 1, NULL, O_BISECT},
     {"help", 0, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -183,6 +202,7 @@ static bool set_num(study_opts *o, int c, const char *arg)
         {O_SITER, &o->stab_iterations, NULL, 1, 1e8},  {O_SSEEDS, &o->stab_seeds, NULL, 1, 99},
         {O_CITER, &o->curve_iterations, NULL, 1, 1e8}, {O_CEVAL, &o->curve_eval, NULL, 1, 1e6},
         {O_CSEED, &o->curve_seed, NULL, 1, 1e9},       {O_TIMEOUT, NULL, &o->timeout_s, 1, 1e6},
+        {O_BISECT, &o->bisect, NULL, 1, 30},
     };
     const char *name = "?";
     for (const struct option *lo = long_opts; lo->name; lo++)
@@ -240,10 +260,27 @@ static bool apply_opt(study_opts *o, int c, const char *arg)
         o->keep_traces = true;
         return true;
     case O_QUICK:
+    case O_INJECT:
         return true; /* seen in the first pass */
     default:
         return set_num(o, c, arg);
     }
+}
+
+/* --inject's defaults over those: exact tau needs no delays and no bound,
+ * and reaches larger s in the time timing-made staleness takes. */
+static void inject_defaults(study_opts *o, bool quick)
+{
+    static const int stal[] = {0, 1, 2, 5, 10, 20, 50}, quick_stal[] = {0, 2, 5};
+    o->inject = true;
+    o->no_curves = true;
+    o->delay_ms = 0;
+    o->eval_every = 1;
+    o->bisect = 7;
+    o->iterations = quick ? 2000 : 20000;
+    o->stab_iterations = quick ? 400 : 1500;
+    o->nstal = quick ? 3 : 7;
+    memcpy(o->stal, quick ? quick_stal : stal, (size_t)o->nstal * sizeof(int));
 }
 
 /* Defaults, or the --quick ones, before the options given. */
@@ -272,10 +309,14 @@ static void defaults(study_opts *o, bool quick)
 /* Returns -1 to go on, or the exit status. */
 static int parse_opts(int argc, char **argv, study_opts *o)
 {
-    bool quick = false;
-    for (int i = 1; i < argc; i++)
+    bool quick = false, inject = false;
+    for (int i = 1; i < argc; i++) {
         quick |= strcmp(argv[i], "--quick") == 0;
+        inject |= strcmp(argv[i], "--inject") == 0;
+    }
     defaults(o, quick);
+    if (inject)
+        inject_defaults(o, quick);
     optind = 1;
     opterr = 0;
     int c;
@@ -311,21 +352,39 @@ static double setting_lr(const study_setting *set, int s)
     return set->theorem_step ? 1.0 / (2.0 * (1.0 + s)) : 1.0; /* L = 1 */
 }
 
+double zp_ctl_study_analytic_lr(int s)
+{
+    return 2.0 * sin(M_PI / (4.0 * s + 2.0));
+}
+
+/* One cell's run: a bound s made by dropping (weighted, max_staleness s),
+ * or, with --inject, tau ~ U{0..s} served by the shard (plain settings
+ * async, weighted ones without a bound or drops). */
+static run_spec cell_spec(const study_opts *o, const study_setting *set, int s, int seed)
+{
+    bool plain = strcmp(set->function, "none") == 0;
+    run_spec sp = {.consistency = o->inject && plain ? "async" : "weighted",
+                   .weighting = !(o->inject && plain),
+                   .function = set->function,
+                   .s = s,
+                   .bound = o->inject ? -1 : zp_ctl_study_bound_for(o, s),
+                   .inject = !o->inject ? NULL
+                             : s > 0    ? "uniform"
+                                        : "fixed",
+                   .lr = setting_lr(set, s),
+                   .seed = seed,
+                   .iterations = o->iterations,
+                   .eval_every = o->eval_every};
+    return sp;
+}
+
 static bool steps_part(study *st)
 {
     const study_opts *o = &st->o;
     for (int i = 0; i < o->nstal; i++)
         for (int k = 0; k < NSETTINGS; k++)
             for (int seed = 1; seed <= o->seeds; seed++) {
-                run_spec sp = {.consistency = "weighted",
-                               .weighting = true,
-                               .function = zp_ctl_study_settings[k].function,
-                               .s = o->stal[i],
-                               .bound = zp_ctl_study_bound_for(o, o->stal[i]),
-                               .lr = setting_lr(&zp_ctl_study_settings[k], o->stal[i]),
-                               .seed = seed,
-                               .iterations = o->iterations,
-                               .eval_every = o->eval_every};
+                run_spec sp = cell_spec(o, &zp_ctl_study_settings[k], o->stal[i], seed);
                 snprintf(sp.name, sizeof(sp.name), "steps-s%d-%c-seed%d", sp.s,
                          zp_ctl_study_settings[k].key, seed);
                 if (!zp_ctl_study_run_one(st, &sp, "steps", zp_ctl_study_settings[k].key))
@@ -334,12 +393,67 @@ static bool steps_part(study *st)
     return true;
 }
 
+/* A run at lr that a fixed delay s makes unstable: it diverged, or its
+ * distance grew over the second half of the budget and ended above 1e-3
+ * (near the edge growth is too slow to reach the divergence threshold;
+ * float32 noise stays far below 1e-3). */
+static bool unstable_run(const run *r)
+{
+    if (r->out == DIVERGED)
+        return true;
+    if (r->ncurve < 2)
+        return false;
+    double mid = r->curve[r->ncurve / 2].rel;
+    return r->final_rel > mid && r->final_rel > 1e-3;
+}
+
+/* --inject: the largest stable lr with every push exactly s old, by
+ * bisection of [0, 2.2] (2.2 > 2 sin(pi/2) diverges at every s). */
+static bool stability_bisect(study *st, int i)
+{
+    const study_opts *o = &st->o;
+    double lo = 0, hi = 2.2, rel = NAN;
+    for (int step = 0; step <= o->bisect; step++) {
+        double lr = step == 0 ? hi : 0.5 * (lo + hi);
+        run_spec sp = {.consistency = "async",
+                       .function = "none",
+                       .s = o->stal[i],
+                       .bound = -1,
+                       .inject = "fixed",
+                       .lr = lr,
+                       .seed = 1,
+                       .iterations = o->stab_iterations,
+                       .eval_every = o->eval_every};
+        snprintf(sp.name, sizeof(sp.name), "stab-s%d-lr%.6g", sp.s, lr);
+        const run *r = zp_ctl_study_run_one(st, &sp, "stability", 0);
+        if (!r)
+            return false;
+        if (unstable_run(r)) {
+            hi = lr;
+        } else if (step == 0) {
+            lo = hi; /* not even 2.2 diverged: say so, do not bisect */
+            rel = r->final_rel;
+            break;
+        } else {
+            lo = lr;
+            rel = r->final_rel;
+        }
+    }
+    st->stable_lr[i] = lo;
+    st->unstable_lr[i] = hi;
+    st->stable_rel[i] = rel;
+    return true;
+}
+
 /* Largest lr of the grid at which no seed diverges within the budget:
  * going down the grid, the first such lr. */
 static bool stability_part(study *st)
 {
     const study_opts *o = &st->o;
-    for (int i = 0; i < o->nstal; i++) {
+    for (int i = 0; i < o->nstal && o->inject; i++)
+        if (!stability_bisect(st, i))
+            return false;
+    for (int i = 0; i < o->nstal && !o->inject; i++) {
         st->stable_lr[i] = 0;
         for (int g = 0; g < NGRID && st->stable_lr[i] == 0; g++) {
             double lr = 2.0 * pow(2.0, -0.5 * g), worst = 0;
@@ -458,7 +572,7 @@ int zp_ctl_study(int argc, char **argv)
                   (st->o.no_curves || curves_part(st));
         printf("\n");
         zp_ctl_study_report_tables(st, stdout, false);
-        rc = zp_ctl_study_report_write(st) && ok ? 0 : 1;
+        rc = zp_ctl_study_report_write(st) && zp_ctl_study_plot_write(st) && ok ? 0 : 1;
     }
     for (size_t i = 0; i < st->nruns; i++)
         free(st->runs[i].curve);

@@ -14,7 +14,7 @@
 #include <stdio.h>
 
 #define MAX_S        32
-#define NSETTINGS    3
+#define NSETTINGS    4
 #define NGRID        14  /* step sizes of the stability grid: 2 * 2^(-k/2) */
 #define DIVERGED_REL 1e3 /* a curve point this far from x* counts as diverged */
 #define MAX_FILE     (8 << 20)
@@ -26,7 +26,7 @@ typedef struct setting {
     bool theorem_step; /* lr = 1/(2L(1+s)) instead of 1/L */
 } study_setting;
 
-/* The three settings per s (ctl_study.c). */
+/* The four settings per s (ctl_study.c). */
 extern const study_setting zp_ctl_study_settings[NSETTINGS];
 
 typedef struct study_opts {
@@ -36,6 +36,8 @@ typedef struct study_opts {
     int stal[MAX_S], nstal;
     const char *dir, *json, *markdown, *curves;
     bool keep_traces, no_steps, no_stability, no_curves;
+    bool inject; /* tau from the shard's schedule (cluster.inject), not from timing */
+    int bisect;  /* --inject: bisection steps of the largest stable lr */
 } study_opts;
 
 typedef struct run_spec {
@@ -44,6 +46,8 @@ typedef struct run_spec {
     bool weighting;          /* write a weighting section: function, s, bound */
     const char *function;    /* w(tau), with a weighting section */
     int s, bound;            /* max_staleness and pull bound; -1: none */
+    const char *inject;      /* cluster.inject schedule with tau s ("uniform": max_tau s,
+                                "fixed": tau s), or NULL */
     double lr;
     int seed, iterations, eval_every;
 } run_spec;
@@ -80,10 +84,15 @@ typedef struct study {
     run *runs;
     size_t nruns, cap;
     double stable_lr[MAX_S], stable_rel[MAX_S]; /* stability grid; 0: none stable */
+    double unstable_lr[MAX_S];                  /* --inject: the smallest lr seen to diverge */
     int curve_seed;                             /* seed of the figure's runs; 0: none */
     size_t curve_runs[2];
     double t0;
 } study;
+
+/* The largest stable lr of x_{k+1} = x_k - lr L x_{k-s} (the delayed
+ * gradient iteration with a fixed delay s): 2 sin(pi / (4s + 2)) / L. */
+double zp_ctl_study_analytic_lr(int s);
 
 /* The pull bound of staleness bound s: --bound, or floor(s / workers). */
 int zp_ctl_study_bound_for(const study_opts *o, int s);
@@ -96,6 +105,17 @@ run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char 
 
 /* Print the study's tables to f, as text or (md) markdown. */
 void zp_ctl_study_report_tables(const study *st, FILE *f, bool md);
+
+/* The median over seeds of updates to the threshold of cell (s, setting);
+ * INFINITY when more than half did not converge. */
+double zp_ctl_study_report_median_updates(const study *st, int s, char setting);
+
+/* The figures (ctl_study_plot.c): gnuplot data and script in the study
+ * directory, then gnuplot on them: cost.png (median updates to the
+ * threshold against s per setting) and stability.png (the largest stable
+ * lr against s, with --inject beside 2 sin(pi/(4s+2))). Returns false only
+ * if a file could not be written; a missing gnuplot is said, not failed. */
+bool zp_ctl_study_plot_write(const study *st);
 
 /* Write the JSON, markdown and curves outputs.
  * Returns whether every output was written. */

@@ -99,18 +99,24 @@ static void s_facts(const study *st, int s, long long *max_tau, double *share, d
     *mean_tau = applied ? sum_tau / (double)applied : NAN;
 }
 
+double zp_ctl_study_report_median_updates(const study *st, int s, char setting)
+{
+    return make_cell(st, s, setting).updates;
+}
+
 static void print_steps(const study *st, FILE *f, bool md)
 {
     const study_opts *o = &st->o;
     if (md)
         fprintf(f,
                 "| s | pull bound | max τ applied | mean τ (B) | applied share (B) | lr of B "
-                "| A: %s | B: %s | C: %s |\n|---|---|---|---|---|---|---|---|---|\n",
+                "| A: %s | B: %s | C: %s | D: %s |\n|---|---|---|---|---|---|---|---|---|---|\n",
                 zp_ctl_study_settings[0].label, zp_ctl_study_settings[1].label,
-                zp_ctl_study_settings[2].label);
+                zp_ctl_study_settings[2].label, zp_ctl_study_settings[3].label);
     else
-        fprintf(f, "%3s %5s %7s %6s %7s %7s  %-34s %-34s %-34s\n", "s", "bound", "max tau", "mean",
-                "applied", "lr(B)", "A plain lr=1", "B plain lr=1/(2(1+s))", "C inverse lr=1");
+        fprintf(f, "%3s %5s %7s %6s %7s %7s  %-30s %-30s %-30s %-30s\n", "s", "bound", "max tau",
+                "mean", "applied", "lr(B)", "A plain lr=1", "B plain lr=1/(2(1+s))",
+                "C inverse lr=1", "D 1/max(1,tau) lr=1");
     for (int i = 0; i < o->nstal; i++) {
         int s = o->stal[i];
         long long mt;
@@ -122,10 +128,34 @@ static void print_steps(const study *st, FILE *f, bool md)
             cell_text(&c, cells[k], sizeof(cells[k]));
         }
         fprintf(f,
-                md ? "| %d | %d | %lld | %.2f | %.3f | %.4g | %s | %s | %s |\n"
-                   : "%3d %5d %7lld %6.2f %7.3f %7.4g  %-34s %-34s %-34s\n",
-                s, zp_ctl_study_bound_for(o, s), mt, mean, share, 1.0 / (2.0 * (1 + s)), cells[0],
-                cells[1], cells[2]);
+                md ? "| %d | %d | %lld | %.2f | %.3f | %.4g | %s | %s | %s | %s |\n"
+                   : "%3d %5d %7lld %6.2f %7.3f %7.4g  %-30s %-30s %-30s %-30s\n",
+                s, o->inject ? -1 : zp_ctl_study_bound_for(o, s), mt, mean, share,
+                1.0 / (2.0 * (1 + s)), cells[0], cells[1], cells[2], cells[3]);
+    }
+    fprintf(f, "\n");
+}
+
+/* --inject: the bisection's bracket beside the delayed-gradient bound. */
+static void print_stability_bisect(const study *st, FILE *f, bool md)
+{
+    const study_opts *o = &st->o;
+    if (md)
+        fprintf(f,
+                "| s (fixed τ) | largest stable lr found | smallest unstable lr found "
+                "| 2 sin(π/(4s+2)) | found / analytic | rel. distance after %d steps there "
+                "|\n|---|---|---|---|---|---|\n",
+                o->stab_iterations);
+    else
+        fprintf(f, "%5s %9s %9s %9s %7s  %s\n", "tau", "stable", "unstable", "analytic", "ratio",
+                "rel. distance at the end there");
+    for (int i = 0; i < o->nstal; i++) {
+        double a = zp_ctl_study_analytic_lr(o->stal[i]);
+        fprintf(f,
+                md ? "| %d | %.4g | %.4g | %.4g | %.3f | %.3g |\n"
+                   : "%5d %9.4g %9.4g %9.4g %7.3f  %.3g\n",
+                o->stal[i], st->stable_lr[i], st->unstable_lr[i], a, st->stable_lr[i] / a,
+                st->stable_rel[i]);
     }
     fprintf(f, "\n");
 }
@@ -133,6 +163,10 @@ static void print_steps(const study *st, FILE *f, bool md)
 static void print_stability(const study *st, FILE *f, bool md)
 {
     const study_opts *o = &st->o;
+    if (o->inject) {
+        print_stability_bisect(st, f, md);
+        return;
+    }
     if (md)
         fprintf(f,
                 "| s | pull bound | largest stable lr (grid) | 1/(L(1+s)) | 1/(2L(1+s)) "
@@ -189,6 +223,7 @@ static void json_run(FILE *f, const run *r)
             r->setting ? r->setting : '-', sp->name);
     fprintf(f, "\"consistency\": \"%s\", \"function\": \"%s\", \"s\": %d, \"bound\": %d, ",
             sp->consistency, sp->function, sp->s, sp->bound);
+    fprintf(f, "\"inject\": \"%s\", ", sp->inject ? sp->inject : "off");
     fprintf(f, "\"lr\": %.10g, \"seed\": %d, \"iterations\": %d, \"outcome\": \"%s\", ", sp->lr,
             sp->seed, sp->iterations, zp_ctl_study_run_outcome_word[r->out]);
     json_num(f, "updates_to_threshold", r->updates, ", ");
@@ -212,8 +247,9 @@ static bool write_json(const study *st, const char *path)
             o->dim, o->condition, o->seeds);
     fprintf(f,
             "  \"iterations\": %d, \"eval_every\": %d, \"delay_ms\": %.10g, "
-            "\"delay_sigma\": %.10g, \"threshold\": %.10g,\n",
-            o->iterations, o->eval_every, o->delay_ms, o->delay_sigma, o->threshold);
+            "\"delay_sigma\": %.10g, \"threshold\": %.10g, \"inject\": %s,\n",
+            o->iterations, o->eval_every, o->delay_ms, o->delay_sigma, o->threshold,
+            o->inject ? "true" : "false");
     fprintf(f, "  \"wall_s\": %.1f,\n  \"cells\": [\n", zp_now_s() - st->t0);
     for (int i = 0; i < o->nstal && !o->no_steps; i++)
         for (int k = 0; k < NSETTINGS; k++) {
@@ -233,6 +269,10 @@ static bool write_json(const study *st, const char *path)
         fprintf(f, "    {\"s\": %d, ", o->stal[i]);
         json_num(f, "largest_stable_lr", st->stable_lr[i], ", ");
         json_num(f, "final_rel_distance_there", st->stable_rel[i], ", ");
+        if (o->inject) {
+            json_num(f, "smallest_unstable_lr", st->unstable_lr[i], ", ");
+            json_num(f, "analytic_stable_lr", zp_ctl_study_analytic_lr(o->stal[i]), ", ");
+        }
         fprintf(f, "\"one_over_1_plus_s\": %.10g}%s\n", 1.0 / (1 + o->stal[i]),
                 i + 1 < o->nstal ? "," : "");
     }

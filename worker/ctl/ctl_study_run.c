@@ -56,7 +56,10 @@ static bool write_conf(const study *st, const run_spec *sp, const char *rundir, 
     fprintf(f, "  consistency = \"%s\";\n", sp->consistency);
     if (sp->weighting)
         fprintf(f, "  weighting = { function = \"%s\"; max_staleness = %d; bound = %d; };\n",
-                sp->function, sp->s, sp->bound);
+                sp->function, sp->inject ? -1 : sp->s, sp->bound);
+    if (sp->inject)
+        fprintf(f, "  inject = { schedule = \"%s\"; %s = %d; seed = %d; };\n", sp->inject,
+                strcmp(sp->inject, "fixed") == 0 ? "tau" : "max_tau", sp->s, sp->seed);
     fprintf(f, "  trace_dir = \"%s\";\n};\ntraining = {\n", rundir);
     fprintf(f, "  model = \"quadratic\"; epochs = 1; iterations = %d; dim = %d;\n", sp->iterations,
             o->dim);

@@ -24,6 +24,7 @@ static void usage(FILE *f)
                "  snapshot inspect, take or reshard snapshots (inspect|take|reshard)\n"
                "  gen-criteo write a Criteo-format data set from a hidden model\n"
                "  keygen   write a CurveZMQ key pair for a server or worker\n"
+               "  evict    release a worker rank so a new process may take it over\n"
                "  version  print the version\n"
                "\n"
                "'zepsctl <command> --help' describes a command's options.\n");
@@ -63,6 +64,8 @@ int main(int argc, char **argv)
         return zp_ctl_study(argc - 1, argv + 1);
     if (strcmp(cmd, "gen-criteo") == 0)
         return zp_ctl_gen_criteo(argc - 1, argv + 1);
+    if (strcmp(cmd, "evict") == 0)
+        return zp_ctl_evict(argc - 1, argv + 1);
     if (strcmp(cmd, "keygen") == 0)
         return zp_ctl_keygen(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)

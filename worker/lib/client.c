@@ -70,8 +70,10 @@ static int curve_setup(zeps_client *c)
     return 0;
 }
 
-int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
-                              uint32_t rank, const zeps_options *opt)
+/* zeps_client_new_endpoints, with `flag` (may be NULL) interrupting the
+ * HELLO wait as zeps_client_set_interrupt does every later wait. */
+static int new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
+                         uint32_t rank, const zeps_options *opt, volatile int *flag)
 {
     if (!out || !endpoints || num_shards < 1 || num_shards > ZP_MAX_SHARDS)
         return ZEPS_EINVAL;
@@ -85,6 +87,7 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
     if (c->opt.hello_timeout_ms <= 0)
         c->opt.hello_timeout_ms = 30000;
     c->rank = rank;
+    c->interrupt = flag;
     c->incarnation = c->opt.incarnation ? c->opt.incarnation : zp_rng_random64() | 1u;
     c->nshards = num_shards;
     int rc = curve_setup(c);
@@ -129,7 +132,14 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
     return 0;
 }
 
-int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank)
+int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
+                              uint32_t rank, const zeps_options *opt)
+{
+    return new_endpoints(out, endpoints, num_shards, rank, opt, NULL);
+}
+
+int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, uint32_t rank,
+                                  volatile int *flag)
 {
     zp_config *cfg = zp_alloc(sizeof(*cfg));
     char err[1024];
@@ -165,10 +175,15 @@ int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank)
     const char *eps[ZP_MAX_SHARDS];
     for (int k = 0; k < cfg->num_shards; k++)
         eps[k] = cfg->servers[k];
-    rc = zeps_client_new_endpoints(out, eps, cfg->num_shards, rank, &opt);
+    rc = new_endpoints(out, eps, cfg->num_shards, rank, &opt, flag);
     explicit_bzero(&keys, sizeof(keys));
     free(cfg);
     return rc;
+}
+
+int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank)
+{
+    return zeps_client_new_interruptible(out, cluster_file, rank, NULL);
 }
 
 void zeps_client_destroy(zeps_client **cp)
@@ -177,6 +192,9 @@ void zeps_client_destroy(zeps_client **cp)
     if (!c)
         return;
     *cp = NULL;
+    /* A process stopping on a signal still says BYE (its interrupt flag is
+     * set by then), so the shards do not wait for it in silence. */
+    c->interrupt = NULL;
     if (c->rank != ZEPS_RANK_TOOL) {
         /* Best effort and bounded: a gone server must not hold us up. */
         int saved_t = c->opt.request_timeout_ms;

@@ -76,6 +76,17 @@ int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid)
     return zeps_wait(&r);
 }
 
+int zeps_evict(zeps_client *c, uint32_t rank)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    zp_req *r = zp_req_new(c, ZEPS__OP__EVICT, c->nshards);
+    r->evict_rank = rank;
+    for (int k = 0; k < c->nshards; k++)
+        zp_req_send(r, zp_req_add(r, k));
+    return zeps_wait(&r);
+}
+
 int zeps_barrier(zeps_client *c)
 {
     if (!c)

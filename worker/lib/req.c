@@ -27,7 +27,7 @@
  * the engine asks only the capability bits the HELLO reply carried
  * (ZP_CAP_ROLLBACK), never the mode's name. A CURVE key a shard refuses
  * (its monitor reports ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) fails the requests
- * waiting on that shard at once with ZEPS_ETRANSPORT and a message that says
+ * waiting on that shard at once with ZEPS_EREFUSED and a message that says
  * what to fix, instead of timing out after every retry.
  */
 #include <errno.h>
@@ -85,6 +85,7 @@ static void sub_fill_header(const zeps_client *c, const zp_req_sub *s, Zeps__Hea
     h->codec = s->codec;
     h->spec = (Zeps__TableSpec *)s->req->spec;
     h->cut_set = s->req->cut_set;
+    h->evict_rank = s->req->evict_rank;
     if (s->compressed) {
         h->view_id = s->view_id;
         h->codec_fraction = s->cparams.fraction;
@@ -305,6 +306,7 @@ static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
         zp_info("shard %d has a new incarnation %" PRIx64 " (was %" PRIx64 "): it restarted", k,
                 h->incarnation, sh->incarnation);
     sh->incarnation = h->incarnation;
+    sh->held[0] = '\0';
     sh->hello_clock = h->clock;
     sh->need_hello = 0;
     sh->rejoined = (h->flags & ZP_FLAG_REJOINED) != 0;
@@ -340,6 +342,14 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         zeps__header__free_unpacked(h, NULL);
         if (stop)
             sub_finish(c, s, ZEPS_ERESTARTED);
+        return;
+    }
+    if (h->op == ZEPS__OP__ERROR && r->op == ZEPS__OP__HELLO && (h->flags & ZP_FLAG_PARKED)) {
+        /* a live incarnation holds the rank (docs/faults.md): ask again later */
+        if (!sh->held[0])
+            zp_warn("shard %d: %s; asking again until hello_timeout_ms", k, h->error_text);
+        snprintf(sh->held, sizeof(sh->held), "%s", h->error_text ? h->error_text : "rank held");
+        zeps__header__free_unpacked(h, NULL);
         return;
     }
     if (h->op == ZEPS__OP__ERROR) {
@@ -409,7 +419,10 @@ static void check_deadlines(zeps_client *c)
             next = s->next;
             if (s->deadline_ns > now)
                 continue;
-            if (s->retries >= s->max_retries) {
+            int held = s->req->op == ZEPS__OP__HELLO && sh->held[0];
+            if (s->retries >= s->max_retries && held) /* refused, not silent */
+                zp_req_fail(c, ZEPS_ERANK, "shard %d refused HELLO: %s", k, sh->held);
+            else if (s->retries >= s->max_retries)
                 zp_req_fail(c, ZEPS_ETIMEDOUT,
                             "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
                             sh->endpoint, zp_wire_op_name(s->req->op), s->retries,
@@ -420,7 +433,8 @@ static void check_deadlines(zeps_client *c)
                                          "in the server's allow-list (curve_allow_dir) and that "
                                          "curve_server_public is the servers' key"
                                        : "");
-                sub_finish(c, s, ZEPS_ETIMEDOUT);
+            if (s->retries >= s->max_retries) {
+                sub_finish(c, s, held ? ZEPS_ERANK : ZEPS_ETIMEDOUT);
                 failed = 1;
                 continue;
             }
@@ -494,12 +508,11 @@ static void drain_monitor(zeps_client *c, int k)
             int failed = 0;
             for (zp_req_sub *s = sh->out, *next; s; s = next) {
                 next = s->next;
-                zp_req_fail(
-                    c, ZEPS_ETRANSPORT,
-                    "shard %d at %s refused this client's CURVE key %.8s... (ZAP status %u): "
-                    "add its .pub file to the server's curve_allow_dir",
-                    k, sh->endpoint, c->curve_public, value);
-                sub_finish(c, s, ZEPS_ETRANSPORT);
+                zp_req_fail(c, ZEPS_EREFUSED,
+                            "shard %d (%s) refused our key %.8s... (ZAP status %u): add its .pub "
+                            "file to the server's curve_allow_dir",
+                            k, sh->endpoint, c->curve_public, value);
+                sub_finish(c, s, ZEPS_EREFUSED);
                 failed = 1;
             }
             if (failed) {
@@ -676,7 +689,8 @@ int zp_req_hello_all(zeps_client *c)
     c->opt.request_timeout_ms = per_try;
     for (int k = 0; k < c->nshards; k++) {
         zp_req_sub *s = zp_req_add(r, k);
-        s->max_retries = c->opt.hello_timeout_ms / per_try;
+        /* ceil(hello_timeout_ms / per_try) tries: about hello_timeout_ms in all */
+        s->max_retries = (c->opt.hello_timeout_ms + per_try - 1) / per_try - 1;
         zp_req_send(r, s);
     }
     int rc = zeps_wait(&r);

@@ -72,7 +72,8 @@ struct zeps_req {
     int op;
     int64_t clock;
     const Zeps__TableSpec *spec;
-    uint64_t cut_set; /* ROLLBACK */
+    uint64_t cut_set;    /* ROLLBACK */
+    uint32_t evict_rank; /* EVICT */
     int nsub, ndone;
     int err;
     int view;         /* a zero-copy pull */

@@ -20,6 +20,7 @@ typedef struct zp_shard {
     char endpoint[ZP_ENDPOINT_MAX];
     /* req.c */
     char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
+    char held[384];     /* HELLO refused: the rank is held by a live incarnation (why) */
     uint64_t next_seq;
     uint64_t incarnation; /* the server's, from HELLO */
     zp_req_sub *out;      /* sub-requests sent and not yet answered */

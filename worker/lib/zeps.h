@@ -95,6 +95,13 @@ typedef struct zeps_client_stats {
  * *out owns a new client; destroy it with zeps_client_destroy(). */
 int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank);
 
+/* zeps_client_new, with the HELLO wait (and every later wait) interruptible
+ * by *flag as zeps_client_set_interrupt makes them: a process stopped by a
+ * signal while its shards are not up yet gives up at once with ZEPS_ECLOSED
+ * instead of waiting out hello_timeout_ms. flag may be NULL. */
+int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, uint32_t rank,
+                                  volatile int *flag);
+
 /* The same from explicit shard endpoints (endpoints[i] is shard i). */
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt);
@@ -112,7 +119,8 @@ void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
  * and its value in err (errlen bytes, always terminated). */
 int zeps_resolve_rank(const char *value, uint32_t *rank, char *err, size_t errlen);
 
-/* Say BYE to every shard (best effort, bounded), close sockets, free. Takes
+/* Say BYE to every shard (best effort, bounded: one resend after 500 ms,
+ * even when the interrupt flag is set), close sockets, free. Takes
  * *cp and sets it to NULL; NULL is ignored. */
 void zeps_client_destroy(zeps_client **cp);
 
@@ -319,6 +327,13 @@ int zeps_rollback(zeps_client *c, int64_t clock);
  * Returns once every shard accepted (the files are written in the
  * background; ShardStats.last_snapshot_set says when). */
 int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
+
+/* Operators (a tool client, zepsctl evict): release worker `rank` on every
+ * shard, so that the next HELLO of a new incarnation of that rank is taken
+ * even though the old one was heard from within its lease (docs/faults.md,
+ * "Two processes with one rank"). The old incarnation's requests are then
+ * refused. Returns 0 once every shard acknowledged. */
+int zeps_evict(zeps_client *c, uint32_t rank);
 
 /* Block until every worker of the cluster entered the barrier. */
 int zeps_barrier(zeps_client *c);

@@ -100,6 +100,8 @@ const char *zeps_strerror(int err);
 const char *zeps_errname(int err);
 
 int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank);
+int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, uint32_t rank,
+                                  volatile int *flag);
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt);
 void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
@@ -149,6 +151,7 @@ int64_t zeps_resume_clock(const zeps_client *c);
 int zeps_rejoined(const zeps_client *c);
 int zeps_rollback(zeps_client *c, int64_t clock);
 int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
+int zeps_evict(zeps_client *c, uint32_t rank);
 int zeps_barrier(zeps_client *c);
 uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard);
 int zeps_num_shards(const zeps_client *c);
@@ -162,8 +165,9 @@ int zeps_stats_raw(zeps_client *c, int shard, void **buf, size_t *len);
 int zeps_resolve_rank(const char *value, uint32_t *rank, char *err, size_t errlen);
 void free(void *);
 
-/* the binding's own helper (below) */
+/* the binding's own helpers (below) */
 volatile int *_zp_py_arm(void);
+int _zp_py_exit_on_term(void);
 """
 
 # A Ctrl-C during a wait: Python's own SIGINT handler only marks the signal
@@ -178,6 +182,7 @@ SOURCE = r"""
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "zeps.h"
 
 static volatile int zp_py_flag;
@@ -213,6 +218,26 @@ volatile int *_zp_py_arm(void)
     }
     zp_py_flag = 0;
     return &zp_py_flag;
+}
+
+/* After a worker wrote its result, SIGTERM ends it with status 0 at once.
+ * A C handler, not a Python one: the interpreter resets the handlers it
+ * installed to SIG_DFL early in its shutdown, and a SIGTERM that arrived
+ * while torch and numpy were still being torn down killed the process
+ * (status 143) although it had finished. */
+static void zp_py_on_term(int sig)
+{
+    (void)sig;
+    _exit(0);
+}
+
+int _zp_py_exit_on_term(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = zp_py_on_term;
+    sigemptyset(&sa.sa_mask);
+    return sigaction(SIGTERM, &sa, NULL);
 }
 """
 

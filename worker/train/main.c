@@ -5,10 +5,14 @@
  *
  * The rank comes from --rank, else ZEPS_RANK, else the engine's variables
  * (JOB_COMPLETION_INDEX on Kubernetes, SLURM_PROCID on Slurm; the order is
- * in common/identity.h). Exits 0 when
- * training finished, 1 when it failed, 2 on bad usage or configuration, 3
- * when training diverged, 143 when stopped by SIGTERM/SIGINT (in both cases
- * the result JSON so far is still written).
+ * in common/identity.h). Exit status (common/exitcode.h, docs/operations.md):
+ * 0 when training finished, 1 when it failed while training (or no shard
+ * answered in time), 2 on a start-up failure the operator must fix (usage,
+ * cluster file, keys or a key the shards refuse, model or data, result_dir),
+ * 3 when training diverged, 143 when stopped by SIGTERM and 130 by SIGINT.
+ * Stopped, it gives up what it waits for (a parked pull, a barrier, the
+ * start-up HELLO), says BYE to every shard (bounded, about a second:
+ * zeps_client_destroy) and writes the result JSON so far.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -17,15 +21,22 @@
 
 #include "daemon.h"
 #include "config.h"
+#include "exitcode.h"
+#include "folder.h"
 #include "log.h"
 #include "mathenv.h"
 #include "train.h"
 #include "alloc.h"
 #include "zeps.h"
 
+/* Which signal stopped the process (0: none), for the exit status; a
+ * signal handler cannot be given a context. */
+static volatile sig_atomic_t stop_signal;
+
 static void on_stop_signal(int sig)
 {
-    (void)sig;
+    if (!stop_signal)
+        stop_signal = sig;
     zp_train_request_stop();
 }
 
@@ -43,6 +54,12 @@ int main(int argc, char **argv)
         return rc;
     }
     long rank = args.index;
+    char err[1024];
+    if (cfg->result_dir[0] && zp_folder_ready("result_dir", cfg->result_dir, err, sizeof(err))) {
+        zp_error("%s", err);
+        free(cfg);
+        return ZP_EXIT_SETUP;
+    }
     zp_alloc_tune();
     signal(SIGPIPE, SIG_IGN);
     struct sigaction sa = {.sa_handler = on_stop_signal};
@@ -65,5 +82,11 @@ int main(int argc, char **argv)
                 res.wall_s, 100.0 * res.comm_s / (res.comm_s + res.compute_s + 1e-12));
     zp_result_fini(&res);
     free(cfg);
-    return rc == 0 ? 0 : rc == ZEPS_EDIVERGED ? 3 : rc == ZEPS_ECLOSED ? 143 : 1;
+    if (rc == 0)
+        return ZP_EXIT_OK;
+    if (rc == ZEPS_EDIVERGED)
+        return ZP_EXIT_DIVERGED;
+    if (rc == ZEPS_ECLOSED)
+        return stop_signal == SIGINT ? ZP_EXIT_INTERRUPTED : ZP_EXIT_STOPPED;
+    return res.started ? ZP_EXIT_FAILED : zp_exitcode_startup(rc);
 }

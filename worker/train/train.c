@@ -284,9 +284,14 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
         *out = res;
         return rc;
     }
-    rc = zeps_client_new(&t.client, cfg->path, (uint32_t)rank);
+    /* interruptible from the first HELLO: a signal while the shards are not
+     * up yet stops the worker at once */
+    rc = zeps_client_new_interruptible(&t.client, cfg->path, (uint32_t)rank,
+                                       (volatile int *)&stop_requested);
     if (rc == 0)
-        zeps_client_set_interrupt(t.client, (volatile int *)&stop_requested);
+        res.started = 1;
+    if (rc == ZEPS_ECLOSED)
+        res.stopped = 1;
     if (rc == 0)
         rc = zp_step_declare(&t);
     /* A worker replacing one that died (or a job restored from a snapshot)

@@ -49,6 +49,8 @@ typedef struct zp_train_result {
     zp_curve curve;         /* rank 0 with eval_every_steps > 0; owned by the result */
     zeps_client_stats comm; /* the client's byte counters at the end */
     int has_auc;            /* the model reports AUC (final.auc); the JSON then has final_auc */
+    int started;            /* the model was made and every shard answered HELLO: an error
+                               after this is a failure while training, not at start-up */
 } zp_train_result;
 
 /* Train worker `rank` of the cluster in cfg (read from cfg->path). Progress

@@ -138,3 +138,29 @@ def test_write_result_then_sigterm_exits_0(tmp_path):
     import json
     with open(path) as f:
         assert json.load(f) == {"final_accuracy": 0.5, "stopped": False, "rank": 3}
+
+
+# The interpreter's shutdown: module globals are torn down (here an object
+# whose __del__ takes 3 s, as torch's teardown can under load) after the
+# interpreter has reset the signal handlers it installed.
+SHUTDOWN_CHILD = textwrap.dedent("""
+    import signal, sys, time, zeps
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(5))   # the program's own
+    class Slow:
+        def __del__(self):
+            print("tearing down", flush=True)
+            time.sleep(3)
+    slow = Slow()
+    print(zeps.write_result(4, {"stopped": False}), flush=True)
+""")
+
+
+def test_sigterm_during_interpreter_shutdown_exits_0(tmp_path):
+    """A SIGTERM that reaches a finished worker while Python shuts down
+    (the Slurm job's Python workers, killed with 143) still exits 0."""
+    p = subprocess.Popen([sys.executable, "-c", SHUTDOWN_CHILD], stdout=subprocess.PIPE,
+                         text=True, env=dict(os.environ, ZEPS_RESULT_DIR=str(tmp_path)))
+    assert p.stdout.readline().strip() == str(tmp_path / "worker-4.json")
+    assert p.stdout.readline().strip() == "tearing down"
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(10) == 0

@@ -12,6 +12,8 @@ import json
 import os
 import signal
 
+from . import _native
+
 
 def write_result(rank, result, directory=None):
     """Write `result` (a dict: final_accuracy, final_loss, final_auc,
@@ -28,6 +30,12 @@ def write_result(rank, result, directory=None):
         json.dump(dict(result, rank=rank), f)
         f.flush()
         os.fsync(f.fileno())
+    # From here on SIGTERM means "done": armed before the file appears, so
+    # a launcher that sees the file and signals at once finds it armed.
+    # Python's own record goes back to the default first, or its shutdown
+    # would reset the signal over the binding's C handler.
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if _native.lib._zp_py_exit_on_term() != 0:
+        raise OSError("cannot install the SIGTERM handler")
     os.replace(tmp, path)
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     return path

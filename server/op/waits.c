@@ -1,0 +1,208 @@
+/*
+ * waits.c - no silent waits: what every held request waits for, said in the
+ * log every few seconds, and ended with an error when it waits for a worker
+ * that is gone for good.
+ *
+ * A request the shard holds (a parked pull of any table, a worker in the
+ * barrier) waits for some ranks: under a policy that collects rounds, the
+ * ranks whose push the open round lacks; otherwise the slowest live ranks
+ * (the clock bound a ssp or bsp-sparse pull waits on); in the barrier, the
+ * ranks not in it. Every ZP_WAITS_LOG_S the shard logs each wait with those
+ * ranks. Under on_lost_worker = wait, a rank declared lost (silent past the
+ * lost-worker timeout) or gone with BYE is waited for lost_worker_wait_s
+ * more (a replacement may rejoin with its rank meanwhile); then every
+ * request waiting for it is answered ETIMEDOUT naming it, so the other
+ * workers end with a clear error instead of waiting for ever
+ * (docs/faults.md). Under continue such ranks are not waited for at all.
+ * Only the timer calls in here; nothing here changes a table or a round.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "now.h"
+#include "ops.h"
+#include "server.h"
+#include "zeps_errors.h"
+
+#define ZP_WAITS_LOG_S 5.0
+#define LISTLEN        256
+
+/* Counted by the rounds, barrier and clock bounds: under continue a lost or
+ * departed worker is not. */
+static bool counted(const zp_server *s, const zp_worker *w)
+{
+    return !(s->cfg.lost_continue && (w->lost || w->left));
+}
+
+/* Mark (mark[i] = 1) the ranks parked pull p of table t waits for; returns
+ * how many. */
+static int pull_waits_for(const zp_server *s, const zp_table *t, const zp_parked *p,
+                          unsigned char *mark)
+{
+    int n = 0;
+    bool round = s->cons->holds_frames && t->kind->rounds && t->round.nworkers > 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        const zp_worker *w = &s->workers.w[i];
+        bool waits;
+        if (round)
+            waits = counted(s, w) && !zp_round_holds(&t->round, (uint32_t)i);
+        else
+            waits = !w->left && counted(s, w) && w->clock == s->workers.min_clock &&
+                    w->clock < p->clock;
+        mark[i] = waits;
+        n += waits;
+    }
+    return n;
+}
+
+/* The same for a worker waiting in the barrier. */
+static int barrier_waits_for(const zp_server *s, unsigned char *mark)
+{
+    int n = 0;
+    for (int i = 0; i < s->nworkers; i++) {
+        const zp_worker *w = &s->workers.w[i];
+        mark[i] = counted(s, w) && w->barrier_gen != s->barrier_gen;
+        n += mark[i];
+    }
+    return n;
+}
+
+/* How long rank i has been gone (lost or said BYE) beyond what it is
+ * allowed under on_lost_worker = wait; <= 0 while it may still come back. */
+static double overdue(const zp_server *s, const zp_worker *w, double now)
+{
+    if (!w->joined || s->cfg.lost_continue || (!w->lost && !w->left))
+        return 0;
+    double allowed = zp_clock_lost_wait(s) + (w->left ? 0 : zp_clock_lost_timeout(s));
+    return now - w->last_seen_s - allowed;
+}
+
+/* "1, 3 (lost 12 s ago), 4 (left 3 s ago), 5 (never joined)" for the
+ * marked ranks, cut to the buffer. */
+static void list_ranks(const zp_server *s, const unsigned char *mark, double now, char *buf,
+                       size_t len)
+{
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < s->nworkers && at + 40 < len; i++) {
+        if (!mark[i])
+            continue;
+        const zp_worker *w = &s->workers.w[i];
+        at += (size_t)snprintf(buf + at, len - at, "%s%d", at ? ", " : "", i);
+        if (!w->joined)
+            at += (size_t)snprintf(buf + at, len - at, " (never joined)");
+        else if (w->left || w->lost)
+            at += (size_t)snprintf(buf + at, len - at, " (%s %.0f s ago)",
+                                   w->left ? "left" : "lost", now - w->last_seen_s);
+    }
+    if (at + 40 >= len)
+        snprintf(buf + len - 5, 5, "...");
+}
+
+/* Why rank is given up, for the error text. */
+static void gone_why(const zp_server *s, int rank, char *buf, size_t len)
+{
+    if (s->workers.w[rank].left)
+        snprintf(buf, len,
+                 "worker %d said BYE and on_lost_worker = wait gives up on it after "
+                 "lost_worker_wait_s %.0f s",
+                 rank, zp_clock_lost_wait(s));
+    else
+        snprintf(buf, len,
+                 "worker %d is gone: on_lost_worker = wait gives up on it after "
+                 "lost_worker_timeout_s %.0f + lost_worker_wait_s %.0f s of silence",
+                 rank, zp_clock_lost_timeout(s), zp_clock_lost_wait(s));
+}
+
+/* The first marked rank overdue, or -1. */
+static int first_overdue(const zp_server *s, const unsigned char *mark, double now)
+{
+    for (int i = 0; i < s->nworkers; i++)
+        if (mark[i] && overdue(s, &s->workers.w[i], now) > 0)
+            return i;
+    return -1;
+}
+
+static void fail_pull(zp_server *s, zp_table *t, zp_parked *p, int rank, const char *ranks)
+{
+    char why[LISTLEN];
+    gone_why(s, rank, why, sizeof(why));
+    zp_reply_error_to(s, &p->identity, ZEPS__OP__PULL, p->req_id, ZEPS_ETIMEDOUT,
+                      "PULL of table '%s' at clock %lld on shard %d waited %.1f s for worker(s) "
+                      "%s; %s",
+                      t->name, (long long)p->clock, s->shard, zp_now_s() - p->since_s, ranks, why);
+    s->waits_failed++;
+}
+
+/* Log or fail every parked pull of t. */
+static void check_table(zp_server *s, zp_table *t, bool log, double now, unsigned char *mark)
+{
+    char ranks[LISTLEN];
+    zp_parked_queue keep;
+    zp_parked_init(&keep);
+    zp_parked *p;
+    size_t logged = 0;
+    while ((p = zp_parked_pop(&t->parked))) {
+        pull_waits_for(s, t, p, mark);
+        int gone = first_overdue(s, mark, now);
+        if (gone >= 0 || (log && logged < 3)) /* a few lines per table, not one per pull */
+            list_ranks(s, mark, now, ranks, sizeof(ranks));
+        if (gone >= 0) {
+            fail_pull(s, t, p, gone, ranks);
+            zp_parked_free(p);
+            continue;
+        }
+        if (log && now - p->since_s >= 1.0 && logged++ < 3) /* not every short wait */
+            zp_info("table '%s': PULL of worker %u at clock %lld waiting %.0f s for worker(s) %s",
+                    t->name, p->rank, (long long)p->clock, now - p->since_s, ranks);
+        zp_parked_push(&keep, p); /* same order: the queue is FIFO */
+    }
+    t->parked = keep;
+    if (!keep.head)
+        t->parked.tail = &t->parked.head;
+}
+
+/* Log or fail the workers waiting in the barrier (shard 0). */
+static void check_barrier(zp_server *s, bool log, double now, unsigned char *mark)
+{
+    int waiting = 0;
+    for (int i = 0; i < s->nworkers; i++)
+        waiting += s->workers.w[i].barrier_gen == s->barrier_gen;
+    if (!waiting)
+        return;
+    char ranks[LISTLEN], why[LISTLEN];
+    barrier_waits_for(s, mark);
+    list_ranks(s, mark, now, ranks, sizeof(ranks));
+    int gone = first_overdue(s, mark, now);
+    if (gone >= 0)
+        gone_why(s, gone, why, sizeof(why));
+    if (log && gone < 0)
+        zp_info("barrier: %d worker(s) waiting for worker(s) %s", waiting, ranks);
+    for (int i = 0; gone >= 0 && i < s->nworkers; i++) {
+        zp_worker *x = &s->workers.w[i];
+        if (x->barrier_gen != s->barrier_gen)
+            continue;
+        zp_reply_error_to(s, &x->barrier_identity, ZEPS__OP__BARRIER, x->barrier_req,
+                          ZEPS_ETIMEDOUT, "BARRIER on shard %d waited for worker(s) %s; %s",
+                          s->shard, ranks, why);
+        zmq_msg_close(&x->barrier_identity);
+        x->barrier_gen = 0;
+        s->waits_failed++;
+    }
+}
+
+void zp_waits_check(zp_server *s)
+{
+    if (s->stopping)
+        return;
+    double now = zp_now_s();
+    bool log = now - s->waits_logged_s >= ZP_WAITS_LOG_S;
+    unsigned char mark[ZP_MAX_WORKERS];
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (s->tables[i]->parked.n)
+            check_table(s, s->tables[i], log, now, mark);
+    check_barrier(s, log, now, mark);
+    if (log)
+        s->waits_logged_s = now;
+}

@@ -1,0 +1,193 @@
+/*
+ * test_inject_cluster.c - staleness on demand (cluster.inject) with real servers
+ * and worker processes: the tau every applied push really had, as the
+ * shards measure it, is the injected one; uniform{0..s} passes a
+ * chi-square test on a real run's histogram; the same seed gives the same
+ * run bit for bit (every worker hashes every parameter vector it was
+ * served), another seed another run; under bsp rounds make tau exact
+ * without turns.
+ */
+#include <check.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "zeps.h"
+
+#define LEN 64
+#define NW  4
+
+static const zeps_table_spec spec = {.name = "x", .length = LEN, .optimizer = "sgd", .lr = 0.05};
+
+/* FNV-1a over the bytes of a pulled vector, chained. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* A worker: `steps` pulls and pushes (a rank-dependent gradient, so the
+ * order of the pushes shows in the bits); writes the hash of everything it
+ * pulled to <dir>/pulls-<r>. */
+static void worker(const zt_cluster *cl, int r, int steps)
+{
+    zeps_client *c = zt_client(cl, (uint32_t)r);
+    uint32_t t;
+    if (!c || zeps_declare(c, &spec, &t) != 0)
+        _exit(11);
+    float w[LEN], g[LEN];
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int64_t k = 0; k < steps; k++) {
+        if (zeps_pull(c, t, w, 0, LEN, k) != 0)
+            _exit(12);
+        h = fnv(h, w, sizeof(w));
+        for (int i = 0; i < LEN; i++)
+            g[i] = 0.1f * w[i] + 0.01f * (float)(r + 1) * (float)(i % 7);
+        if (zeps_push(c, t, g, 0, LEN, k) != 0 || zeps_clock(c, k) != 0)
+            _exit(13);
+    }
+    char path[400];
+    snprintf(path, sizeof(path), "%s/pulls-%d", cl->dir, r);
+    FILE *f = fopen(path, "w");
+    if (!f || fprintf(f, "%016" PRIx64 "\n", h) < 0 || fclose(f) != 0)
+        _exit(14);
+    zeps_client_destroy(&c);
+    _exit(0);
+}
+
+static void run_workers(const zt_cluster *cl, int steps)
+{
+    pid_t pids[NW];
+    for (int r = 0; r < NW; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0)
+            worker(cl, r, steps);
+    }
+    for (int r = 0; r < NW; r++) {
+        int st = zt_wait(pids[r], 120);
+        ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "worker %d failed (status %d)", r, st);
+    }
+}
+
+/* One run: the tau histogram of table 0 on each shard (counts summed over
+ * shards into tau[64]) and the workers' pull hashes. */
+typedef struct run_out {
+    uint64_t tau[64];
+    uint64_t pushes;
+    char hashes[NW][24];
+} run_out;
+
+static void run(const char *mode, const char *inject, int nservers, int steps, run_out *out)
+{
+    memset(out, 0, sizeof(*out));
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, nservers, NW, mode, inject, NULL), 0);
+    run_workers(&cl, steps);
+    zeps_client *tool = zt_client(&cl, ZEPS_RANK_TOOL);
+    ck_assert_ptr_nonnull(tool);
+    for (int k = 0; k < nservers; k++) {
+        Zeps__ShardStats *st = zt_stats(tool, k);
+        ck_assert_ptr_nonnull(st);
+        ck_assert_uint_eq(st->n_tables, 1);
+        const Zeps__Histogram *h = st->tables[0]->tau;
+        ck_assert_uint_eq(h->n, (uint64_t)NW * (uint64_t)steps); /* every push applied */
+        for (size_t i = 0; i < h->n_counts && i < 64; i++)
+            out->tau[i] += h->counts[i];
+        out->pushes += h->n;
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    zeps_client_destroy(&tool);
+    for (int r = 0; r < NW; r++) {
+        char path[400];
+        snprintf(path, sizeof(path), "%s/pulls-%d", cl.dir, r);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        ck_assert_ptr_nonnull(fgets(out->hashes[r], sizeof(out->hashes[r]), f));
+        fclose(f);
+    }
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+/* async, fixed tau 3, turns, 2 shards: every push is exactly 3 versions
+ * old but the first three (versions 0..2 have nothing older); the run is
+ * the same bits twice. */
+START_TEST(test_fixed_exact)
+{
+    const char *inj = "inject = { schedule = \"fixed\"; tau = 3; };";
+    run_out a, b;
+    run("async", inj, 2, 25, &a);
+    /* summed over the two shards, which see the same pushes */
+    ck_assert_uint_eq(a.tau[3], 2 * (NW * 25 - 3));
+    ck_assert_uint_eq(a.tau[0], 2);
+    ck_assert_uint_eq(a.tau[1], 2);
+    ck_assert_uint_eq(a.tau[2], 2);
+    run("async", inj, 2, 25, &b);
+    ck_assert_mem_eq(a.hashes, b.hashes, sizeof(a.hashes));
+    ck_assert_mem_eq(a.tau, b.tau, sizeof(a.tau));
+}
+END_TEST
+
+/* async, tau ~ U{0..6}: the real run's histogram against 1/7 each (6
+ * degrees of freedom, 22.46 is the 0.1% point; the first six pushes are
+ * clamped to their version); seed 11 twice gives the same bits, seed 12
+ * another run. */
+START_TEST(test_uniform_seeded)
+{
+    const char *fmt = "inject = { schedule = \"uniform\"; max_tau = 6; seed = %d; };";
+    char inj[128];
+    snprintf(inj, sizeof(inj), fmt, 11);
+    run_out a, b, c;
+    run("async", inj, 1, 150, &a);
+    double x = 0, e = (double)a.pushes / 7;
+    for (int k = 0; k < 7; k++)
+        x += (a.tau[k] - e) * (a.tau[k] - e) / e;
+    uint64_t beyond = 0;
+    for (int k = 7; k < 64; k++)
+        beyond += a.tau[k];
+    ck_assert_uint_eq(beyond, 0);
+    ck_assert_msg(x < 22.46, "chi-square %.2f of %" PRIu64 " pushes", x, a.pushes);
+    run("async", inj, 1, 150, &b);
+    ck_assert_mem_eq(a.hashes, b.hashes, sizeof(a.hashes));
+    ck_assert_mem_eq(a.tau, b.tau, sizeof(a.tau));
+    snprintf(inj, sizeof(inj), fmt, 12);
+    run("async", inj, 1, 150, &c);
+    ck_assert(memcmp(a.hashes, c.hashes, sizeof(a.hashes)) != 0);
+}
+END_TEST
+
+/* bsp, fixed tau 2: a round's pushes all meet one version, so without
+ * turns every push of round c >= 2 is exactly 2 old. */
+START_TEST(test_bsp_fixed)
+{
+    run_out a;
+    run("bsp", "inject = { schedule = \"fixed\"; tau = 2; };", 2, 10, &a);
+    ck_assert_uint_eq(a.tau[0], 2 * NW);
+    ck_assert_uint_eq(a.tau[1], 2 * NW);
+    ck_assert_uint_eq(a.tau[2], 2 * NW * 8);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("inject_cluster");
+    TCase *tc = tcase_create("runs");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_fixed_exact);
+    tcase_add_test(tc, test_uniform_seeded);
+    tcase_add_test(tc, test_bsp_fixed);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

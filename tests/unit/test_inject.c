@@ -1,0 +1,271 @@
+/*
+ * test_inject.c - staleness on demand (cluster.inject): the schedules'
+ * laws (state/inject.c), the kept versions (table/versions.c), and a shard
+ * in process serving pulls tau behind, in turns, with every push recorded
+ * exactly tau old.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "inject.h"
+#include "inproc.h"
+#include "ops.h"
+#include "versions.h"
+#include "zeps_errors.h"
+
+#define DRAWS 60000
+
+static zp_config base_config(zp_inject_schedule k)
+{
+    zp_config c;
+    zp_config_keys_defaults(&c);
+    c.num_workers = 4;
+    c.num_shards = 1;
+    c.inject = k;
+    return c;
+}
+
+/* Pearson's chi-square of observed counts against expected probabilities. */
+static double chi2(const uint64_t *obs, const double *p, int k, uint64_t n)
+{
+    double x = 0;
+    for (int i = 0; i < k; i++) {
+        double e = p[i] * (double)n;
+        x += (obs[i] - e) * (obs[i] - e) / e;
+    }
+    return x;
+}
+
+/* Counts of tau over DRAWS pulls: ranks 0..3, versions 0.. */
+static void draw_counts(const zp_inject *in, uint64_t *counts, int k)
+{
+    memset(counts, 0, (size_t)k * sizeof(*counts));
+    for (uint64_t i = 0; i < DRAWS; i++) {
+        uint32_t tau = zp_inject_tau(in, (uint32_t)(i % 4), i / 4);
+        ck_assert_int_lt(tau, k);
+        counts[tau]++;
+    }
+}
+
+START_TEST(test_fixed_and_straggler)
+{
+    zp_config c = base_config(ZP_INJECT_FIXED);
+    c.inject_tau = 3;
+    zp_inject in;
+    char err[256];
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(in.window, 3);
+    for (uint64_t v = 0; v < 1000; v++)
+        ck_assert_uint_eq(zp_inject_tau(&in, (uint32_t)(v % 4), v), 3);
+    zp_inject_fini(&in);
+
+    c = base_config(ZP_INJECT_STRAGGLER);
+    c.inject_tau = 7;
+    c.inject_straggler = 2;
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), 0);
+    for (uint64_t v = 0; v < 100; v++)
+        for (uint32_t r = 0; r < 4; r++)
+            ck_assert_uint_eq(zp_inject_tau(&in, r, v), r == 2 ? 7 : 0);
+    zp_inject_fini(&in);
+
+    c = base_config(ZP_INJECT_OFF);
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), 0);
+    ck_assert_ptr_null(in.ops);
+    ck_assert_uint_eq(zp_inject_tau(&in, 1, 99), 0);
+}
+END_TEST
+
+/* uniform{0..s}: a chi-square test against 1/(s+1) each (8 degrees of
+ * freedom: 26.12 is the 0.1% point); a pure function of (seed, rank,
+ * version); another seed, another sequence. */
+START_TEST(test_uniform)
+{
+    zp_config c = base_config(ZP_INJECT_UNIFORM);
+    c.inject_max_tau = 8;
+    zp_inject in;
+    char err[256];
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(in.window, 8);
+    uint64_t counts[9];
+    double p[9];
+    draw_counts(&in, counts, 9);
+    for (int i = 0; i < 9; i++)
+        p[i] = 1.0 / 9;
+    ck_assert_double_lt(chi2(counts, p, 9, DRAWS), 26.12);
+    ck_assert_uint_eq(zp_inject_tau(&in, 3, 12345), zp_inject_tau(&in, 3, 12345));
+    zp_inject other;
+    c.inject_seed = 2;
+    ck_assert_int_eq(zp_inject_init(&other, &c, err, sizeof(err)), 0);
+    int same = 0;
+    for (uint64_t v = 0; v < 900; v++)
+        same += zp_inject_tau(&in, 1, v) == zp_inject_tau(&other, 1, v);
+    ck_assert_int_lt(same, 200); /* ~100 expected by chance */
+    zp_inject_fini(&in);
+    zp_inject_fini(&other);
+}
+END_TEST
+
+/* geometric p = 0.3 cut at 12: against p (1-p)^k / P(tau <= 12). */
+START_TEST(test_geometric)
+{
+    zp_config c = base_config(ZP_INJECT_GEOMETRIC);
+    c.inject_max_tau = 12;
+    c.inject_p = 0.3;
+    zp_inject in;
+    char err[256];
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), 0);
+    uint64_t counts[13];
+    double p[13], f = 1 - pow(0.7, 13);
+    draw_counts(&in, counts, 13);
+    for (int k = 0; k < 13; k++)
+        p[k] = 0.3 * pow(0.7, k) / f;
+    ck_assert_double_lt(chi2(counts, p, 13, DRAWS), 32.91); /* 12 dof, 0.1% */
+    zp_inject_fini(&in);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* replay: a run's histogram drawn back; bad files named with their line. */
+START_TEST(test_replay)
+{
+    char path[] = "/tmp/zeps-replay-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    write_file(path, "# tau count\n0 100\n2 300\n\n5 600\n");
+    zp_config c = base_config(ZP_INJECT_REPLAY);
+    snprintf(c.inject_replay, sizeof(c.inject_replay), "%s", path);
+    zp_inject in;
+    char err[256];
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(in.window, 5);
+    uint64_t counts[6];
+    draw_counts(&in, counts, 6);
+    ck_assert_uint_eq(counts[1] + counts[3] + counts[4], 0);
+    uint64_t obs[3] = {counts[0], counts[2], counts[5]};
+    double p[3] = {0.1, 0.3, 0.6};
+    ck_assert_double_lt(chi2(obs, p, 3, DRAWS), 13.82); /* 2 dof, 0.1% */
+    zp_inject_fini(&in);
+
+    write_file(path, "0 10\n3 x\n");
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), ZEPS_ECONFIG);
+    char want[300];
+    snprintf(want, sizeof(want), "%s:2: expected 'tau count'", path);
+    ck_assert_msg(strstr(err, want), "%s", err);
+    write_file(path, "4 0\n");
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_msg(strstr(err, "no 'tau count' line with a count > 0"), "%s", err);
+    write_file(path, "9 1\n");
+    c.inject_window = 4;
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_msg(strstr(err, "keeps fewer versions"), "%s", err);
+    unlink(path);
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), ZEPS_EIO);
+    ck_assert_ptr_null(in.ops);
+}
+END_TEST
+
+/* The ring: the newest `keep` versions, found at or below a version, each
+ * holding its own reference; memory is (keep - 1) buffers besides the
+ * newest. */
+START_TEST(test_versions_ring)
+{
+    zp_versions v;
+    zp_versions_init(&v, 4);
+    zp_buf *b[10];
+    for (int i = 0; i < 10; i++) {
+        b[i] = zp_buf_new(100);
+        b[i]->data[0] = (float)i;
+        zp_versions_note(&v, b[i], (uint64_t)i);
+    }
+    /* versions 6..9 kept; the ring and we each hold one reference */
+    ck_assert_uint_eq(zp_versions_oldest(&v), 6);
+    ck_assert_int_eq(atomic_load(&b[5]->refs), 1);
+    ck_assert_int_eq(atomic_load(&b[6]->refs), 2);
+    uint64_t got;
+    ck_assert_ptr_eq(zp_versions_find(&v, 8, &got), b[8]);
+    ck_assert_uint_eq(got, 8);
+    ck_assert_ptr_eq(zp_versions_find(&v, 100, &got), b[9]);
+    ck_assert_ptr_eq(zp_versions_find(&v, 2, &got), b[6]); /* older than kept: the oldest */
+    ck_assert_uint_eq(got, 6);
+    ck_assert_uint_eq(zp_versions_bytes(&v), 3 * 100 * sizeof(float));
+    zp_versions_fini(&v);
+    for (int i = 0; i < 10; i++) {
+        ck_assert_int_eq(atomic_load(&b[i]->refs), 1);
+        zp_buf_release(b[i]->data, b[i]);
+    }
+}
+END_TEST
+
+/* A shard in process, async, fixed tau 2, turns: pulls are served the
+ * version 2 behind (the start while there is none), a rank whose turn it
+ * is not waits, and every push after the first two is recorded tau 2. */
+START_TEST(test_shard_fixed_turns)
+{
+    zp_config *cfg = zt_config("async", 2, 1);
+    cfg->inject = ZP_INJECT_FIXED;
+    cfg->inject_tau = 2;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    uint32_t id = zt_declare(z, 0, "w", 8, 0.5);
+    zp_table *t = z->s->tables[id];
+    float g[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    ck_assert_int_eq(zt_pull(z, 1, id, 0, 8, 0), 0); /* rank 0's turn: parked */
+    for (int k = 0; k < 12; k++) {
+        uint32_t rank = (uint32_t)(k % 2);
+        if (rank == 0)
+            ck_assert_int_eq(zt_pull(z, 0, id, 0, 8, k), 1);
+        /* rank 1's pull was parked and is the reply rank 0's push released */
+        zt_reply *rep = NULL;
+        for (int i = z->n - 1; i >= 0 && !rep; i--)
+            if (z->r[i].h->op == ZEPS__OP__PULL)
+                rep = &z->r[i];
+        ck_assert_ptr_nonnull(rep);
+        uint64_t v = t->version, want = v >= 2 ? v - 2 : 0;
+        ck_assert_uint_eq(rep->h->data_version, want);
+        ck_assert_float_eq(((float *)rep->data)[0], 1.0f - 0.5f * (float)want);
+        zt_push(z, rank, id, 0, g, 8, k, rep->h->data_version);
+        if (rank == 1 && k + 1 < 12)
+            ck_assert_int_ge(zt_pull(z, 1, id, 0, 8, k + 1), 0);
+    }
+    zp_hist *h = &t->stats.tau;
+    ck_assert_uint_eq(h->n, 12);
+    ck_assert_uint_eq(h->counts[0] + h->counts[1] + h->counts[2], 12);
+    ck_assert_uint_eq(h->counts[2], 10); /* versions 0 and 1 had nothing older */
+    ck_assert_uint_eq(zp_versions_bytes(&t->versions), 2 * 8 * sizeof(float));
+    zt_shard_free(z);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("inject");
+    TCase *tc = tcase_create("schedules");
+    tcase_set_timeout(tc, 60); /* 60,000 draws a schedule: seconds on a loaded machine */
+    tcase_add_test(tc, test_fixed_and_straggler);
+    tcase_add_test(tc, test_uniform);
+    tcase_add_test(tc, test_geometric);
+    tcase_add_test(tc, test_replay);
+    tcase_add_test(tc, test_versions_ring);
+    tcase_add_test(tc, test_shard_fixed_turns);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

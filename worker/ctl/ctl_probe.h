@@ -1,0 +1,29 @@
+/*
+ * ctl_probe.h - `zepsctl status` asking shards one by one (ctl_probe.c).
+ */
+#ifndef ZP_CTL_PROBE_H
+#define ZP_CTL_PROBE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "curve.h"
+
+/* What one shard answered: the packed ShardStats, or why there is none. */
+typedef struct answer {
+    void *buf; /* malloc'ed; NULL if the shard did not answer */
+    size_t len;
+    char why[320];
+    bool refused; /* the shard refused our CURVE key (a socket monitor saw it) */
+} answer;
+
+/* Send STATS straight to shards [first, first + n) of cfg, each on its own
+ * DEALER socket (with CURVE, watched by a socket monitor), and collect into
+ * a[] the replies that come within timeout_ms, or why there is none: no
+ * answer, a wrong shard, or a refused key (a[k].refused, said at once). The
+ * caller owns a[] and frees each a[k].buf. */
+void zp_ctl_probe(const zp_config *cfg, const zp_curve_client_keys *keys, int first, int n,
+                  int timeout_ms, answer *a);
+
+#endif

@@ -1,0 +1,142 @@
+/*
+ * ctl_study_plot.c - `zepsctl study`'s figures, made by the command: the
+ * cost of staleness (median applied updates to the threshold against s,
+ * one line per setting, log scale) and the largest stable lr against s
+ * (with --inject, the bisection's bracket beside 2 sin(pi/(4s+2)) and
+ * Theorem 2's 1/(2(1+s))). The data and a gnuplot script go into the study
+ * directory and gnuplot (Debian's gnuplot-nox) turns them into PNGs, so a
+ * figure can be remade or restyled from the files alone.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ctl_study.h"
+#include "spawn.h"
+
+static FILE *open_in(const study *st, const char *name, char *path, size_t len)
+{
+    snprintf(path, len, "%s/%s", st->dir, name);
+    FILE *f = fopen(path, "w");
+    if (!f)
+        fprintf(stderr, "zepsctl study: cannot write %s: %s\n", path, strerror(errno));
+    return f;
+}
+
+static bool closed(FILE *f, const char *path)
+{
+    if (fclose(f) == 0)
+        return true;
+    fprintf(stderr, "zepsctl study: cannot write %s: %s\n", path, strerror(errno));
+    return false;
+}
+
+/* cost.dat: s, then the median updates of A..D ("?" where it did not converge). */
+static bool write_cost(const study *st)
+{
+    char path[PATH_MAX];
+    FILE *f = open_in(st, "cost.dat", path, sizeof(path));
+    if (!f)
+        return false;
+    fprintf(f, "# Written by: %s\n# median applied updates to the threshold\ns", st->command);
+    for (int k = 0; k < NSETTINGS; k++)
+        fprintf(f, " \"%c: %s\"", zp_ctl_study_settings[k].key, zp_ctl_study_settings[k].label);
+    fprintf(f, "\n");
+    for (int i = 0; i < st->o.nstal; i++) {
+        fprintf(f, "%d", st->o.stal[i]);
+        for (int k = 0; k < NSETTINGS; k++) {
+            double u =
+                zp_ctl_study_report_median_updates(st, st->o.stal[i], zp_ctl_study_settings[k].key);
+            if (isfinite(u))
+                fprintf(f, " %.0f", u);
+            else
+                fprintf(f, " ?");
+        }
+        fprintf(f, "\n");
+    }
+    return closed(f, path);
+}
+
+/* stability.dat: s, largest stable lr, smallest unstable lr (--inject; else
+ * "?"), 2 sin(pi/(4s+2)). */
+static bool write_stability(const study *st)
+{
+    char path[PATH_MAX];
+    FILE *f = open_in(st, "stability.dat", path, sizeof(path));
+    if (!f)
+        return false;
+    fprintf(f, "# Written by: %s\n# s stable unstable analytic\n", st->command);
+    for (int i = 0; i < st->o.nstal; i++) {
+        fprintf(f, "%d %.6g ", st->o.stal[i], st->stable_lr[i]);
+        if (st->o.inject)
+            fprintf(f, "%.6g", st->unstable_lr[i]);
+        else
+            fprintf(f, "?");
+        fprintf(f, " %.6g\n", zp_ctl_study_analytic_lr(st->o.stal[i]));
+    }
+    return closed(f, path);
+}
+
+static bool write_script(const study *st, char *gp, size_t len)
+{
+    FILE *f = open_in(st, "study.gp", gp, len);
+    if (!f)
+        return false;
+    const char *d = st->dir; /* no quotes or backslashes: make_study_dir checked */
+    const char *tau = st->o.inject ? "tau ~ U{0..s}, exact" : "bound s, from timing";
+    fprintf(f, "# Written by: %s\n# gnuplot %s\n", st->command, gp);
+    fprintf(f, "set terminal pngcairo size 900,560 font \",11\"\nset datafile missing \"?\"\n"
+               "set termoption noenhanced\nset grid\nset key top left\n");
+    fprintf(f, "set output \"%s/cost.png\"\nset logscale y\n", d);
+    fprintf(f, "set title \"Cost of staleness: quadratic d = %d, kappa = %g, %d workers\"\n",
+            st->o.dim, st->o.condition, st->o.workers);
+    fprintf(f, "set xlabel \"s (%s)\"\nset ylabel \"applied updates to rel. distance %g\"\n", tau,
+            st->o.threshold);
+    fprintf(f,
+            "plot for [i=2:%d] \"%s/cost.dat\" using 0:i:xtic(1) with linespoints lw 2 "
+            "title columnheader(i)\n",
+            NSETTINGS + 1, d);
+    fprintf(f, "set output \"%s/stability.png\"\nset title \"Largest stable lr (L = 1)\"\n", d);
+    fprintf(f, "set xlabel \"%s\"\nset ylabel \"lr\"\nset logscale x 2\nset xrange [0.8:*]\n",
+            st->o.inject ? "fixed tau = s (plotted at s + 1)" : "bound s (plotted at s + 1)");
+    fprintf(f, "f(x) = 2*sin(pi/(4*(x-1)+2))\ng(x) = 1/(2*x)\nset samples 400\n");
+    if (st->o.inject)
+        fprintf(f,
+                "plot \"%s/stability.dat\" using ($1+1):2:2:3 with yerrorbars lw 2 pt 7 "
+                "title \"zeps: stable .. unstable (bisection)\", ",
+                d);
+    else
+        fprintf(f,
+                "plot \"%s/stability.dat\" using ($1+1):2 with points pt 7 ps 1.5 "
+                "title \"zeps: largest stable lr of the grid\", ",
+                d);
+    fprintf(f, "f(x) lw 2 title \"2 sin(pi/(4s+2))\", g(x) dt 2 lw 2 "
+               "title \"Theorem 2: 1/(2(1+s))\"\n");
+    return closed(f, gp);
+}
+
+bool zp_ctl_study_plot_write(const study *st)
+{
+    char gp[PATH_MAX], log[PATH_MAX];
+    if (!write_cost(st) || !write_stability(st) || !write_script(st, gp, sizeof(gp)))
+        return false;
+    snprintf(log, sizeof(log), "%s/gnuplot.log", st->dir);
+    char *argv[] = {"gnuplot", gp, NULL};
+    zp_spawn_opts so = {.log = log, .log_fd = -1, .flags = ZP_SPAWN_TRUNC | ZP_SPAWN_PATH};
+    pid_t pid = zp_spawn_start(argv, &so);
+    int status = 0, waited = pid > 0 ? zp_spawn_wait(pid, 60, &status) : -1;
+    if (waited == 1 && zp_spawn_exit_code(status) == 0) {
+        printf("study: figures %s/cost.png, %s/stability.png\n", st->dir, st->dir);
+        return true;
+    }
+    if (waited == 0)
+        zp_spawn_stop(pid, SIGTERM, 1.0, NULL); /* still drawing after a minute */
+    fprintf(stderr,
+            "zepsctl study: gnuplot did not make the figures (see %s; Debian: gnuplot-nox); "
+            "the data and script are in %s\n",
+            log, st->dir);
+    return true;
+}

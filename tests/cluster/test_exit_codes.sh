@@ -92,6 +92,13 @@ holder=$!
 pids+=("$holder")
 for _ in $(seq 100); do grep -q "serving on" "$work/holder.log" && break; sleep 0.1; done
 expect "server, address in use" 2 "cannot bind shard 0 to $ep" "$S" -c "$good" --shard 0
+# the metrics endpoint (metrics_listen / --metrics-listen): a bad address, or
+# a port taken (here by the holder's ZeroMQ socket), is the operator's to fix
+expect "server, bad metrics_listen" 2 'metrics_listen = "nohost" must be HOST:PORT' \
+    "$S" -c "$(conf mbad 'metrics_listen = "nohost";')" --shard 0
+sed "s|$ep|tcp://127.0.0.1:$(free_port)|" "$good" >"$work/mport.conf"
+expect "server, metrics port in use" 2 "cannot listen for HTTP on 127.0.0.1:$port" \
+    "$S" -c "$work/mport.conf" --shard 0 --metrics-listen "127.0.0.1:$port"
 
 # ---- folders ------------------------------------------------------------
 touch "$work/afile"
@@ -137,6 +144,8 @@ expect "server, snapshot set it cannot restore" 2 "is of a cluster of 1 workers,
 expect "worker without arguments" 2 "usage: zeps-worker" "$W"
 expect "worker, missing cluster file" 2 "nope.conf" "$W" -c "$work/nope.conf" --rank 0
 expect "worker, rank outside the cluster" 2 "outside the cluster" "$W" -c "$good" --rank 1
+expect "worker, bad --metrics-listen" 2 'metrics_listen = "nohost" must be HOST:PORT' \
+    "$W" -c "$good" --rank 0 --metrics-listen nohost
 expect "worker, result_dir is a file" 2 "result_dir '$work/afile'" \
     "$W" -c "$(conf resfile "" "result_dir = \"$work/afile\";")" --rank 0
 expect "worker, missing data for mlp" 2 "nodata" \

@@ -141,7 +141,7 @@ pids=()
 # a listen address that cannot work is refused with its name
 sed "s|s0.sock|s9.sock|" "$work/c.conf" >"$work/bad.conf"
 "$BIN/zeps-server" --config "$work/bad.conf" --shard 0 --metrics-listen nohost >"$work/bad.log" 2>&1
-check "zeps-server --metrics-listen nohost exits 1" test $? -eq 1
+check "zeps-server --metrics-listen nohost exits 2 (the operator must fix it)" test $? -eq 2
 check "  naming metrics_listen" grep -q 'metrics_listen = "nohost" must be HOST:PORT' "$work/bad.log"
 
 echo "$pass passed, $fail failed"

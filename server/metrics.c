@@ -175,6 +175,33 @@ static void state_metrics(const zp_server *s, const Zeps__ShardStats *st, zp_htt
                    st->curve_accepted);
     zp_http_printf(r, "zeps_curve_handshakes_total{result=\"refused\"} %" PRIu64 "\n",
                    st->curve_refused);
+    counter1(r, "zeps_hello_refused_total",
+             "HELLOs refused: the rank is held by a live incarnation (its lease).",
+             s->hello_refused);
+    counter1(r, "zeps_key_refused_total",
+             "Requests refused: the CURVE key may not speak as the rank it claimed.",
+             s->key_refused);
+    counter1(r, "zeps_held_requests_failed_total",
+             "Held pulls and barriers failed: they waited for a worker gone past "
+             "lost_worker_wait_s.",
+             s->waits_failed);
+    counter1(r, "zeps_log_suppressed_total",
+             "Per-request log lines left out by the rate limits (STATS log_suppressed).",
+             st->log_suppressed);
+    gauge1(r, "zeps_limit_tables", "Tables this shard accepts (max_tables).", st->max_tables);
+    gauge1(r, "zeps_limit_rows", "Sparse rows this shard holds at most, all tables (max_rows).",
+           (double)st->max_rows);
+    gauge1(r, "zeps_limit_memory_bytes",
+           "Parameter and optimizer bytes this shard holds at most (max_memory_mb).",
+           (double)st->max_bytes);
+    gauge1(r, "zeps_held_rows", "Sparse rows held now, all tables (STATS rows_held).",
+           (double)st->rows_held);
+    gauge1(r, "zeps_held_memory_bytes",
+           "Parameter and optimizer bytes held now, all tables (STATS bytes_held).",
+           (double)st->bytes_held);
+    counter1(r, "zeps_limit_refused_total",
+             "Requests refused because a limit was reached (ENOMEM, ETOOBIG; STATS full_refused).",
+             st->full_refused);
 }
 
 /* A per-table field: its offset in Zeps__TableStats and whether it is a
@@ -312,6 +339,9 @@ static void worker_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
          "Retried requests answered without re-applying.", offsetof(Zeps__WorkerStats, duplicates)},
         {"zeps_worker_lost_total", "counter", "Times the worker was declared lost.",
          offsetof(Zeps__WorkerStats, lost_count)},
+        {"zeps_worker_seq_jumps_total", "counter",
+         "Requests refused: seq more than 64 past the highest the worker sent.",
+         offsetof(Zeps__WorkerStats, seq_jumps)},
     };
     for (size_t k = 0; k < sizeof(wf) / sizeof(wf[0]); k++) {
         head(r, wf[k].name, wf[k].type, wf[k].help);
@@ -321,6 +351,10 @@ static void worker_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
                            *(const int64_t *)p);
         }
     }
+    head(r, "zeps_worker_parked_pulls", "gauge", "The worker's pulls waiting now, all tables.");
+    for (size_t i = 0; i < st->n_workers; i++)
+        zp_http_printf(r, "zeps_worker_parked_pulls{rank=\"%u\"} %u\n", st->workers[i]->rank,
+                       st->workers[i]->parked);
     head(r, "zeps_worker_last_seen_seconds", "gauge", "Seconds since the worker was last heard.");
     for (size_t i = 0; i < st->n_workers; i++)
         zp_http_printf(r, "zeps_worker_last_seen_seconds{rank=\"%u\"} %.6f\n", st->workers[i]->rank,

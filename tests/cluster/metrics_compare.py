@@ -87,6 +87,14 @@ def main():
     eq('requests', 'zeps_requests_total', (), stats['requests'])
     eq('errors', 'zeps_errors_total', (), stats['errors'])
     eq('bytes in', 'zeps_network_bytes_total', (('direction', 'in'),), stats['bytes_in'])
+    for key, name in (('log_suppressed', 'zeps_log_suppressed_total'),
+                      ('max_tables', 'zeps_limit_tables'),
+                      ('max_rows', 'zeps_limit_rows'),
+                      ('max_bytes', 'zeps_limit_memory_bytes'),
+                      ('rows_held', 'zeps_held_rows'),
+                      ('bytes_held', 'zeps_held_memory_bytes'),
+                      ('full_refused', 'zeps_limit_refused_total')):
+        eq(key, name, (), stats[key])
     out = src.get('zeps_network_bytes_total', (('direction', 'out'),))
     extra = (out or 0) - stats['bytes_out']
     if out is not None and 0 < extra < 1 << 20:
@@ -121,7 +129,7 @@ def main():
                tl + (('le', le),), cumulative(h['counts'], i))
     for w in stats['workers']:
         rl = (('rank', str(w['rank'])),)
-        for key in ('pushes', 'pulls', 'duplicates'):
+        for key in ('pushes', 'pulls', 'duplicates', 'seq_jumps'):
             eq(f"worker {w['rank']} {key}", f'zeps_worker_{key}_total', rl, w[key])
     print(f"shard {shard}: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

@@ -112,6 +112,7 @@ static void on_tick(uv_timer_t *h)
     zp_persist_tick(s);
     zp_clock_check_lost(s);
     zp_waits_check(s);
+    zp_pull_turns_check(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)

@@ -29,6 +29,10 @@ void zp_pull_on(zp_server *s, zp_request *r);
 void zp_pull_serve_parked(zp_server *s, zp_table *t);
 /* The same for every table. */
 void zp_pull_serve_all(zp_server *s);
+/* Under cluster.inject turns, serve the parked pulls whose turn came by a
+ * change no request makes (a worker declared lost, or in the final
+ * barrier); from the housekeeping timer. */
+void zp_pull_turns_check(zp_server *s);
 /* A push by `rank` to t was answered: under cluster.inject turns, the
  * turn moves on if it was rank's (op/pull.c). */
 void zp_pull_turn_done(zp_server *s, zp_table *t, uint32_t rank);

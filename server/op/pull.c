@@ -100,7 +100,8 @@ static uint32_t turn_holder(const zp_server *s, const zp_table *t)
 {
     for (int i = 0; i < s->nworkers; i++) {
         uint32_t r = (t->turn + (uint32_t)i) % (uint32_t)s->nworkers;
-        if (!s->workers.w[r].left && !s->workers.w[r].lost)
+        const zp_worker *w = &s->workers.w[r];
+        if (!w->left && !w->lost && !w->barrier_gen) /* the barrier: shard 0 alone */
             return r;
     }
     return t->turn;
@@ -109,6 +110,14 @@ static uint32_t turn_holder(const zp_server *s, const zp_table *t)
 static bool my_turn(const zp_server *s, const zp_table *t, uint32_t rank)
 {
     return !turns_on(s) || rank >= (uint32_t)s->nworkers || rank == turn_holder(s, t);
+}
+
+void zp_pull_turns_check(zp_server *s)
+{
+    /* the holder may have changed by a BYE, a lost worker or the barrier,
+     * none of which looks at parked pulls */
+    for (uint32_t i = 0; turns_on(s) && i < s->ntables; i++)
+        zp_pull_serve_parked(s, s->tables[i]);
 }
 
 void zp_pull_turn_done(zp_server *s, zp_table *t, uint32_t rank)

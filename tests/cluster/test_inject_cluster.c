@@ -53,6 +53,8 @@ static void worker(const zt_cluster *cl, int r, int steps)
         if (zeps_push(c, t, g, 0, LEN, k) != 0 || zeps_clock(c, k) != 0)
             _exit(13);
     }
+    if (zeps_barrier(c) != 0) /* as zeps-worker ends: wait for the others */
+        _exit(15);
     char path[400];
     snprintf(path, sizeof(path), "%s/pulls-%d", cl->dir, r);
     FILE *f = fopen(path, "w");
@@ -60,6 +62,15 @@ static void worker(const zt_cluster *cl, int r, int steps)
         _exit(14);
     zeps_client_destroy(&c);
     _exit(0);
+}
+
+static void wait_workers(const pid_t *pids)
+{
+    for (int r = 0; r < NW; r++) {
+        int st = zt_wait(pids[r], 120);
+        ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                      "worker %d failed (status %d)", r, st);
+    }
 }
 
 static void run_workers(const zt_cluster *cl, int steps)
@@ -70,11 +81,7 @@ static void run_workers(const zt_cluster *cl, int steps)
         if (pids[r] == 0)
             worker(cl, r, steps);
     }
-    for (int r = 0; r < NW; r++) {
-        int st = zt_wait(pids[r], 120);
-        ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                      "worker %d failed (status %d)", r, st);
-    }
+    wait_workers(pids);
 }
 
 /* One run: the tau histogram of table 0 on each shard (counts summed over
@@ -175,6 +182,38 @@ START_TEST(test_bsp_fixed)
 }
 END_TEST
 
+/* Unequal step counts (rank 3 stops after 4 steps and waits in the final
+ * barrier, which lives on shard 0 alone): shard 0 skips it at once, shard 1
+ * once it is declared lost (the automatic lost-worker timeout); the run
+ * ends instead of holding for ever, and every push stays exactly tau old. */
+START_TEST(test_unequal_steps)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, NW, "async",
+                                      "inject = { schedule = \"fixed\"; tau = 3; };", NULL),
+                     0);
+    pid_t pids[NW];
+    for (int r = 0; r < NW; r++) {
+        pids[r] = fork();
+        if (pids[r] == 0)
+            worker(&cl, r, r == NW - 1 ? 4 : 12);
+    }
+    wait_workers(pids);
+    zeps_client *tool = zt_client(&cl, ZEPS_RANK_TOOL);
+    for (int k = 0; k < 2; k++) {
+        Zeps__ShardStats *st = zt_stats(tool, k);
+        ck_assert_ptr_nonnull(st);
+        const Zeps__Histogram *h = st->tables[0]->tau;
+        ck_assert_uint_eq(h->n, 3 * 12 + 4);
+        ck_assert_uint_eq(h->counts[3], h->n - 3);
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    zeps_client_destroy(&tool);
+    ck_assert(zt_wait_log(&cl, 1, "worker 3 declared lost")); /* shard 1 has no barrier */
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("inject_cluster");
@@ -183,6 +222,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_fixed_exact);
     tcase_add_test(tc, test_uniform_seeded);
     tcase_add_test(tc, test_bsp_fixed);
+    tcase_add_test(tc, test_unequal_steps);
     suite_add_tcase(s, tc);
     return s;
 }

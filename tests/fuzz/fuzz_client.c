@@ -19,6 +19,7 @@
  * sanitizer reports are the findings; a request that ends in an error is
  * not, and one that never ends is a timeout finding.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -195,6 +196,8 @@ static Zeps__Header *recv_request(zp_frames *m, uint64_t want)
 {
     for (;;) {
         if (zp_wire_frames_recv(g.router, m, 0) != 0) {
+            if (zmq_errno() == EINTR)
+                continue; /* libFuzzer's -timeout alarm (SIGALRM) */
             fprintf(stderr, "fuzz_client: no request %" PRIu64 " from the client: %s\n", want,
                     zmq_strerror(zmq_errno()));
             abort();

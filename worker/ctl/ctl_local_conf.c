@@ -237,22 +237,6 @@ out:
     return rc;
 }
 
-/* A TCP port on 127.0.0.1 that nothing listens on now (the kernel's pick);
- * 0 on failure. */
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(a);
-    int port = 0;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 bool zp_ctl_local_conf_metrics(local_run *r)
 {
     char path[ZP_PATH_MAX + 32];
@@ -265,7 +249,8 @@ bool zp_ctl_local_conf_metrics(local_run *r)
     fprintf(f, "[");
     for (int i = 0; i < r->nkids; i++) {
         kid *k = &r->kids[i];
-        if (!(k->metrics_port = free_port())) {
+        if ((k->metrics_port = zp_ctl_free_port()) <= 0) {
+            k->metrics_port = 0;
             fprintf(stderr, "zepsctl local: no free loopback port for --metrics\n");
             fclose(f);
             return false;

@@ -9,7 +9,6 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <math.h>
-#include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -17,6 +16,7 @@
 #include "spawn.h"
 #include "alloc.h"
 #include "now.h"
+#include "ctl.h"
 #include "ctl_study.h"
 
 const char *const zp_ctl_study_run_outcome_word[NOUTCOMES] = {"converged", "diverges", "stalls",
@@ -24,24 +24,10 @@ const char *const zp_ctl_study_run_outcome_word[NOUTCOMES] = {"converged", "dive
 const char *const zp_ctl_study_run_outcome_verb[NOUTCOMES] = {"converge", "diverge", "stall",
                                                               "fail"};
 
-/* A free loopback port: bind port 0 and read what the kernel chose. */
-static int free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0)
-        close(fd);
-    return port;
-}
-
 static bool write_conf(const study *st, const run_spec *sp, const char *rundir, const char *path)
 {
     const study_opts *o = &st->o;
-    int port = free_port();
+    int port = zp_ctl_free_port();
     if (port <= 0) {
         fprintf(stderr, "zepsctl study: cannot pick a free port: %s\n", strerror(errno));
         return false;

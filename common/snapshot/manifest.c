@@ -157,6 +157,7 @@ int zp_manifest_load(const char *dir, zp_manifest **out, char *err, size_t errle
     if (!rc) {
         text = zp_alloc((size_t)st.st_size + 1);
         rc = zp_snapshot_read_file(fd, path, text, (size_t)st.st_size, err, errlen);
+        text[st.st_size] = '\0'; /* the parser's sscanf reads a C string */
     }
     close(fd);
     if (!rc)

@@ -98,6 +98,12 @@ static bool turns_on(const zp_server *s)
 
 static uint32_t turn_holder(const zp_server *s, const zp_table *t)
 {
+    /* a holder that was served keeps the turn until its push, even if
+     * declared lost (silent here while it waits on another shard): passing
+     * it on would make that push one update older than drawn */
+    const zp_worker *h = &s->workers.w[t->turn];
+    if (t->turn_taken && !h->left && !h->barrier_gen)
+        return t->turn;
     for (int i = 0; i < s->nworkers; i++) {
         uint32_t r = (t->turn + (uint32_t)i) % (uint32_t)s->nworkers;
         const zp_worker *w = &s->workers.w[r];
@@ -116,14 +122,25 @@ void zp_pull_turns_check(zp_server *s)
 {
     /* the holder may have changed by a BYE, a lost worker or the barrier,
      * none of which looks at parked pulls */
-    for (uint32_t i = 0; turns_on(s) && i < s->ntables; i++)
-        zp_pull_serve_parked(s, s->tables[i]);
+    if (turns_on(s))
+        zp_pull_serve_all(s);
+}
+
+/* rank was served a pull of t: under turns the turn is taken until its push */
+static void turn_take(zp_server *s, zp_table *t, uint32_t rank)
+{
+    if (turns_on(s) && !t->rows && rank < (uint32_t)s->nworkers) {
+        t->turn = rank;
+        t->turn_taken = true;
+    }
 }
 
 void zp_pull_turn_done(zp_server *s, zp_table *t, uint32_t rank)
 {
-    if (turns_on(s) && !t->rows && rank == turn_holder(s, t))
+    if (turns_on(s) && !t->rows && rank == turn_holder(s, t)) {
         t->turn = (rank + 1) % (uint32_t)s->nworkers;
+        t->turn_taken = false;
+    }
 }
 
 /* Answer a pull by `rank` at `clock` of [offset, offset + count) from t
@@ -141,6 +158,7 @@ static void send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
     rep.count = count;
     rep.data_version = t->version;
     rep.clock = t->round.closed;
+    turn_take(s, t, rank);
     if (cp && cp->codec) {
         zp_record_pull(s, t, rank, clock, wait_us, t->version);
         send_compressed(s, identity, &rep, t, rank, cp);

@@ -126,6 +126,7 @@ struct zp_table {
     zp_parked_queue parked; /* parked.c */
     zp_versions versions;   /* versions.c: kept only under cluster.inject */
     uint32_t turn;          /* cluster.inject turns: the rank whose pull is next (op/pull.c) */
+    bool turn_taken;        /* ... and it was served: its push is still to come */
     zp_table_stats stats;
 };
 

@@ -9,6 +9,7 @@
  */
 #include <check.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -214,6 +215,70 @@ START_TEST(test_unequal_steps)
 }
 END_TEST
 
+/* Count in name.dat (zepsctl stats --plot) at bucket row `bucket`, column
+ * `col` (1: the first series); -1 if absent. */
+static long long dat_cell(const char *dir, const char *name, const char *bucket, int col)
+{
+    char path[400], line[512];
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    long long v = -1;
+    while (v < 0 && fgets(line, sizeof(line), f)) {
+        char *tok = strtok(line, " \n");
+        if (!tok || strcmp(tok, bucket) != 0)
+            continue;
+        for (int c = 0; c < col && tok; c++)
+            tok = strtok(NULL, " \n");
+        v = tok ? atoll(tok) : -1;
+    }
+    fclose(f);
+    return v;
+}
+
+static bool is_png(const char *dir, const char *name)
+{
+    char path[400];
+    unsigned char magic[8] = {0};
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    FILE *f = fopen(path, "rb");
+    size_t n = f ? fread(magic, 1, 8, f) : 0;
+    if (f)
+        fclose(f);
+    return n == 8 && memcmp(magic, "\x89PNG\r\n\x1a\n", 8) == 0;
+}
+
+/* zepsctl stats --plot on a run with fixed tau 3: the data summed over both
+ * shards has the single bar the shards recorded (per table and per rank),
+ * and gnuplot made the four PNGs. */
+START_TEST(test_stats_plot)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, NW, "async",
+                                      "inject = { schedule = \"fixed\"; tau = 3; };", NULL),
+                     0);
+    run_workers(&cl, 10);
+    char dir[300], cmd[1200];
+    snprintf(dir, sizeof(dir), "%s/plots/new", cl.dir); /* made with parents */
+    snprintf(cmd, sizeof(cmd), "%s/zepsctl stats --config %s --plot %s > %s/plot.log 2>&1",
+             getenv("ZEPS_BINDIR"), cl.conf, dir, cl.dir);
+    ck_assert_int_eq(system(cmd), 0);
+    /* table x: 2 x (40 - 3) pushes at tau 3, 2 at each of 0, 1, 2 */
+    ck_assert_int_eq(dat_cell(dir, "tau.dat", "3", 1), 2 * (NW * 10 - 3));
+    ck_assert_int_eq(dat_cell(dir, "tau.dat", "0", 1), 2);
+    ck_assert_int_eq(dat_cell(dir, "tau.dat", "4", 1), -1); /* no row past the last count */
+    /* every rank's pushes after the first round are 3 old: rank 3's 10 */
+    ck_assert_int_eq(dat_cell(dir, "tau_ranks.dat", "3", NW), 2 * 10);
+    ck_assert_int_eq(dat_cell(dir, "clock_gap.dat", "0", 1) >= 0, 1);
+    static const char *const png[] = {"tau.png", "tau_ranks.png", "clock_gap.png",
+                                      "pull_wait.png"};
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(is_png(dir, png[i]), "%s/%s is not a PNG", dir, png[i]);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("inject_cluster");
@@ -223,6 +288,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_uniform_seeded);
     tcase_add_test(tc, test_bsp_fixed);
     tcase_add_test(tc, test_unequal_steps);
+    tcase_add_test(tc, test_stats_plot);
     suite_add_tcase(s, tc);
     return s;
 }

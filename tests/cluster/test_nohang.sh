@@ -15,7 +15,8 @@
 #                            SIGINT to a worker parked in a bsp round: it
 #                            says BYE to every shard and exits 130 at once,
 #                            its peers go on (continue); SIGTERM to a worker
-#                            still waiting for its shards: exits 143 at once;
+#                            still waiting for its shards, or still building
+#                            its model: exits 143 at once;
 #                            a shard SIGKILLed: the workers say which shard
 #                            did not answer and exit 1 after their retries;
 #                            zepsctl snapshot take --timeout 3 with no
@@ -209,6 +210,24 @@ signals() {
         test $rc -eq 143
     check "SIGTERM during the HELLO wait: says it was interrupted" \
         grep -q "interrupted while waiting for HELLO" "$d/worker-0.log"
+
+    # SIGTERM to a worker still building its model (quadratic, dim 2000: a
+    # random orthogonal matrix, seconds of work before any HELLO)
+    d=$work/sigterm-build
+    conf "$d" "" 10
+    sed -i 's/dim = 64/dim = 2000/' "$d/cluster.conf"
+    start_worker "$d" 0
+    wait_for "$d/worker-0.log" "rank 0 of 3" 20
+    sleep 0.5
+    t0=$(date +%s%N)
+    kill -TERM "${WRK[0]}"
+    wait_exit 3 "${WRK[0]}"
+    rc=$?
+    local build_ms=$((($(date +%s%N) - t0) / 1000000))
+    check "SIGTERM while building the model: exits 143 at once (got $rc in $build_ms ms)" \
+        bash -c "[ $rc -eq 143 ] && [ $build_ms -lt 2000 ]"
+    check "SIGTERM while building the model: says no shard was contacted" \
+        grep -q "stopped by a signal before contacting any shard" "$d/worker-0.log"
 
     # zepsctl snapshot take with no cluster ends after its --timeout
     t0=$(date +%s%N)

@@ -30,6 +30,7 @@
 #include "client.h"
 #include "fuzz_input.h"
 #include "log.h"
+#include "now.h"
 #include "req.h"
 #include "wire.h"
 #include "zeps.h"
@@ -191,22 +192,36 @@ static zp_req *start(uint8_t kind, int *view)
 /* Receive the request with req_id `want` on the ROUTER into *m; returns
  * its header. Older requests (a resend that crossed its answer) are
  * dropped. A request whose first send failed (a socket just reset) comes
- * with its resend, after request_timeout_ms. */
+ * with its resend, after request_timeout_ms. Not there within 8 s (under
+ * libFuzzer's -timeout of 10): a finding, with the client's state. */
 static Zeps__Header *recv_request(zp_frames *m, uint64_t want)
 {
+    uint64_t end = zp_now_ns() + 8000000000ull;
+    zmq_pollitem_t it = {.socket = g.router, .events = ZMQ_POLLIN};
     for (;;) {
-        if (zp_wire_frames_recv(g.router, m, 0) != 0) {
-            if (zmq_errno() == EINTR)
-                continue; /* libFuzzer's -timeout alarm (SIGALRM) */
-            fprintf(stderr, "fuzz_client: no request %" PRIu64 " from the client: %s\n", want,
-                    zmq_strerror(zmq_errno()));
+        uint64_t now = zp_now_ns();
+        /* EINTR (libFuzzer's -timeout alarm) just polls again */
+        if (now >= end || (zmq_poll(&it, 1, (long)((end - now) / 1000000ull) + 1) > 0 &&
+                           zp_wire_frames_recv(g.router, m, ZMQ_DONTWAIT) != 0)) {
+            fprintf(stderr,
+                    "fuzz_client: no request %" PRIu64 " from the client in 8 s (%s); "
+                    "the client: %d in flight, need_hello %d, in_rehello %d, caps %#x\n",
+                    want, zmq_strerror(zmq_errno()), g.c->shards[0].nout,
+                    g.c->shards[0].need_hello, g.c->in_rehello, (unsigned)g.c->caps);
             abort();
         }
+        if (!(it.revents & ZMQ_POLLIN))
+            continue;
+        it.revents = 0;
         Zeps__Header *req = m->n >= 2 ? zp_wire_unpack_header(&m->f[1]) : NULL;
         if (req && req->req_id == want)
             return req;
-        if (req)
+        if (req) {
+            if (getenv("ZEPS_FUZZ_VERBOSE"))
+                fprintf(stderr, "fuzz_client: dropped request %" PRIu64 " (op %d), want %" PRIu64 "\n",
+                        req->req_id, req->op, want);
             zeps__header__free_unpacked(req, NULL);
+        }
         zp_wire_frames_close(m);
     }
 }

@@ -28,6 +28,8 @@
 #include "ctl.h"
 #include "ctl_hist.h"
 #include "ctl_probe.h"
+#include "ctl_stats_plot.h"
+#include "folder.h"
 #include "identity.h"
 #include "log.h"
 #include "alloc.h"
@@ -46,6 +48,7 @@ typedef struct status_opts {
     const char *endpoint;   /* --endpoint: ask the shard here instead */
     bool json;
     bool staleness; /* zepsctl stats: also the staleness histograms */
+    const char *plot; /* stats --plot DIR: the histograms as figures there */
     int timeout_ms;
 } status_opts;
 
@@ -55,13 +58,20 @@ static void usage(FILE *f, bool staleness)
     const char *cmd = staleness ? "stats" : "status";
     fprintf(f,
             "usage: zepsctl %s --config FILE [--shard I [--endpoint EP]] [--json]\n"
-            "                      [--timeout MS]\n\n"
+            "                      [--timeout MS]%s\n\n"
             "Asks every shard of the cluster in FILE (or only shard I) for its state and\n"
             "prints, per shard, a header line, its tables and its workers%s.\n\n",
-            cmd,
+            cmd, staleness ? " [--plot DIR]" : "",
             staleness ? ", and per table the\nstaleness histograms: tau (versions), "
                         "clock gap (clocks), pull wait (us)"
                       : "");
+    if (staleness)
+        fprintf(f, "  --plot DIR      also draw the histograms, summed over the shards, as\n"
+                   "                  PNGs in DIR (made if missing): tau.png per table,\n"
+                   "                  tau_ranks.png per rank, clock_gap.png, pull_wait.png;\n"
+                   "                  beside them the data (.dat) and the gnuplot script\n"
+                   "                  (stats.gp); needs gnuplot (Debian: gnuplot-nox):\n"
+                   "                  exit 1 if the figures could not be made\n");
     fprintf(f,
             "  --config FILE   the cluster file\n"
             "  --shard I       ask shard I only (and wait for no other shard); I is a\n"
@@ -90,6 +100,23 @@ static bool parse_int(const char *opt, const char *s, int lo, int hi, int *out)
     return true;
 }
 
+/* The --plot folder: made with parents and writable, and no '"' in its name
+ * (it is quoted in the gnuplot script). */
+static bool plot_dir_ok(const char *dir)
+{
+    char err[1024];
+    if (strchr(dir, '"') || strchr(dir, '\\')) {
+        fprintf(stderr, "zepsctl stats: --plot %s: the folder name may not hold '\"' or '\\'\n",
+                dir);
+        return false;
+    }
+    if (zp_folder_ready("--plot", dir, err, sizeof(err)) != 0) {
+        fprintf(stderr, "zepsctl stats: %s\n", err);
+        return false;
+    }
+    return true;
+}
+
 /* Returns -1 to go on, or the exit status. */
 static int parse_opts(int argc, char **argv, status_opts *o, bool staleness)
 {
@@ -99,6 +126,7 @@ static int parse_opts(int argc, char **argv, status_opts *o, bool staleness)
         {"json", no_argument, NULL, 'j'},
         {"timeout", required_argument, NULL, 't'},
         {"endpoint", required_argument, NULL, 'e'},
+        {"plot", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -119,6 +147,9 @@ static int parse_opts(int argc, char **argv, status_opts *o, bool staleness)
             o->endpoint = optarg;
         } else if (c == 'j') {
             o->json = true;
+        } else if (c == 'p' && staleness) {
+            o->plot = optarg;
+            ok = plot_dir_ok(optarg);
         } else if (c == 't') {
             ok = parse_int("--timeout", optarg, 10, 3600000, &o->timeout_ms);
         } else {
@@ -481,6 +512,24 @@ static int print_answers(const zp_config *cfg, int first, int n, answer *a, bool
     return missing;
 }
 
+/* stats --plot: the answers' histograms as figures in dir. Returns 0 or
+ * what zp_ctl_stats_plot returned. */
+static int plot_answers(const char *dir, const answer *a, int n, int argc, char **argv)
+{
+    char command[1024] = "zepsctl stats";
+    size_t used = strlen(command);
+    for (int i = 1; i < argc && used + 2 < sizeof(command); i++)
+        used += (size_t)snprintf(command + used, sizeof(command) - used, " %s", argv[i]);
+    Zeps__ShardStats **st = zp_alloc_zeroed((size_t)n, sizeof(*st));
+    for (int k = 0; k < n; k++)
+        st[k] = a[k].buf ? zeps__shard_stats__unpack(NULL, a[k].len, a[k].buf) : NULL;
+    int rc = zp_ctl_stats_plot(dir, st, n, command);
+    for (int k = 0; k < n; k++)
+        zeps__shard_stats__free_unpacked(st[k], NULL);
+    free(st);
+    return rc;
+}
+
 static int status_or_stats(int argc, char **argv, bool staleness)
 {
     status_opts o;
@@ -538,6 +587,8 @@ static int status_or_stats(int argc, char **argv, bool staleness)
         zp_ctl_probe(cfg, &keys, first, n, o.timeout_ms, a);
     explicit_bzero(&keys, sizeof(keys));
     rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? ZP_EXIT_FAILED : ZP_EXIT_OK;
+    if (o.plot && plot_answers(o.plot, a, n, argc, argv) != 0)
+        rc = ZP_EXIT_FAILED;
     for (int k = 0; k < n; k++)
         if (a[k].refused)
             rc = ZP_EXIT_SETUP; /* a key to fix, not a shard to wait for */

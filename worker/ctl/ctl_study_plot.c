@@ -7,31 +7,22 @@
  * directory and gnuplot (Debian's gnuplot-nox) turns them into PNGs, so a
  * figure can be remade or restyled from the files alone.
  */
-#include <errno.h>
 #include <limits.h>
-#include <signal.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "ctl_plot.h"
 #include "ctl_study.h"
-#include "spawn.h"
 
 static FILE *open_in(const study *st, const char *name, char *path, size_t len)
 {
-    snprintf(path, len, "%s/%s", st->dir, name);
-    FILE *f = fopen(path, "w");
-    if (!f)
-        fprintf(stderr, "zepsctl study: cannot write %s: %s\n", path, strerror(errno));
-    return f;
+    return zp_ctl_plot_open("study", st->dir, name, path, len);
 }
 
 static bool closed(FILE *f, const char *path)
 {
-    if (fclose(f) == 0)
-        return true;
-    fprintf(stderr, "zepsctl study: cannot write %s: %s\n", path, strerror(errno));
-    return false;
+    return zp_ctl_plot_close("study", f, path);
 }
 
 /* cost.dat: s, then the median updates of A..D ("?" where it did not converge). */
@@ -87,9 +78,7 @@ static bool write_script(const study *st, char *gp, size_t len)
         return false;
     const char *d = st->dir; /* no quotes or backslashes: make_study_dir checked */
     const char *tau = st->o.inject ? "tau ~ U{0..s}, exact" : "bound s, from timing";
-    fprintf(f, "# Written by: %s\n# gnuplot %s\n", st->command, gp);
-    fprintf(f, "set terminal pngcairo size 900,560 font \",11\"\nset datafile missing \"?\"\n"
-               "set termoption noenhanced\nset grid\nset key top left\n");
+    zp_ctl_plot_preamble(f, st->command, gp);
     fprintf(f, "set output \"%s/cost.png\"\nset logscale y\n", d);
     fprintf(f, "set title \"Cost of staleness: quadratic d = %d, kappa = %g, %d workers\"\n",
             st->o.dim, st->o.condition, st->o.workers);
@@ -120,23 +109,10 @@ static bool write_script(const study *st, char *gp, size_t len)
 
 bool zp_ctl_study_plot_write(const study *st)
 {
-    char gp[PATH_MAX], log[PATH_MAX];
+    char gp[PATH_MAX];
     if (!write_cost(st) || !write_stability(st) || !write_script(st, gp, sizeof(gp)))
         return false;
-    snprintf(log, sizeof(log), "%s/gnuplot.log", st->dir);
-    char *argv[] = {"gnuplot", gp, NULL};
-    zp_spawn_opts so = {.log = log, .log_fd = -1, .flags = ZP_SPAWN_TRUNC | ZP_SPAWN_PATH};
-    pid_t pid = zp_spawn_start(argv, &so);
-    int status = 0, waited = pid > 0 ? zp_spawn_wait(pid, 60, &status) : -1;
-    if (waited == 1 && zp_spawn_exit_code(status) == 0) {
+    if (zp_ctl_plot_run("study", st->dir, gp))
         printf("study: figures %s/cost.png, %s/stability.png\n", st->dir, st->dir);
-        return true;
-    }
-    if (waited == 0)
-        zp_spawn_stop(pid, SIGTERM, 1.0, NULL); /* still drawing after a minute */
-    fprintf(stderr,
-            "zepsctl study: gnuplot did not make the figures (see %s; Debian: gnuplot-nox); "
-            "the data and script are in %s\n",
-            log, st->dir);
     return true;
 }

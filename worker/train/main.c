@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon.h"
 #include "config.h"
@@ -35,6 +36,14 @@ static volatile sig_atomic_t stop_signal;
 
 static void on_stop_signal(int sig)
 {
+    if (!zp_train_talking()) {
+        /* loading data or building the model: no shard has heard of us,
+         * nothing is written yet; a stop must not wait for that to end */
+        static const char msg[] = "zeps-worker: stopped by a signal before contacting any shard\n";
+        ssize_t n = write(STDERR_FILENO, msg, sizeof(msg) - 1);
+        (void)n;
+        _exit(sig == SIGINT ? ZP_EXIT_INTERRUPTED : ZP_EXIT_STOPPED);
+    }
     if (!stop_signal)
         stop_signal = sig;
     zp_train_request_stop();

@@ -32,13 +32,19 @@
 #include "wmetrics.h"
 #include "zeps.h"
 
-/* Set from a signal handler (zp_train_request_stop): the one piece of
- * process-wide state here, as a signal cannot be given a context. */
-static volatile sig_atomic_t stop_requested;
+/* Set from a signal handler (zp_train_request_stop), and read by one
+ * (zp_train_talking): the process-wide state here, as a signal cannot be
+ * given a context. `talking` is set once the worker first calls a shard. */
+static volatile sig_atomic_t stop_requested, talking;
 
 void zp_train_request_stop(void)
 {
     stop_requested = 1;
+}
+
+int zp_train_talking(void)
+{
+    return talking;
 }
 
 /* A training loss above this (or not finite) ends training as diverged. */
@@ -286,6 +292,7 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
     }
     /* interruptible from the first HELLO: a signal while the shards are not
      * up yet stops the worker at once */
+    talking = 1;
     rc = zeps_client_new_interruptible(&t.client, cfg->path, (uint32_t)rank,
                                        (volatile int *)&stop_requested);
     if (rc == 0)

@@ -66,6 +66,11 @@ void zp_result_fini(zp_train_result *r);
  * ZEPS_ECLOSED with what it has). Async-signal-safe: only sets a flag. */
 void zp_train_request_stop(void);
 
+/* Whether zp_train_run has started talking to the shards (its first HELLO):
+ * before that a stop has nothing to tell anyone and may end the process at
+ * once. Async-signal-safe. */
+int zp_train_talking(void);
+
 /* Write a result as JSON to `path` (flat keys, see docs/operations.md, then
  * "curve": [[step, loss, rel_distance, distance, accuracy, version], ...], with null
  * for a value that does not apply). */

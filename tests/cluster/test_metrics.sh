@@ -38,15 +38,7 @@ for s in 0 1; do
         >"$work/server-$s.log" 2>&1 &
     pids+=($!)
 done
-for s in 0 1; do
-    for _ in $(seq 50); do
-        p=$(grep -o 'metrics listening on .* (port [0-9]*)' "$work/server-$s.log" |
-            grep -o '[0-9]*)$' | tr -d ')')
-        [ -n "$p" ] && break
-        sleep 0.1
-    done
-    port[$s]=$p
-done
+for s in 0 1; do port[$s]=$(listen_port "$work/server-$s.log"); done
 check "both shards print the port they listen on (${port[*]})" test -n "${port[0]}" -a -n "${port[1]}"
 url0="http://127.0.0.1:${port[0]}"
 code() { curl -s -o "$work/body" -w '%{http_code}' "$@"; }

@@ -27,16 +27,6 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
-listen_port() { # log file: the port a process logged it listens on (waits up to 10 s)
-    local p=
-    for _ in $(seq 100); do
-        p=$(grep -o 'metrics listening on .* (port [0-9]*)' "$1" 2>/dev/null | grep -o '[0-9]*)$' |
-            tr -d ')')
-        [ -n "$p" ] && break
-        sleep 0.1
-    done
-    echo "$p"
-}
 query() { # PromQL: the first value, or nothing
     curl -s --get "http://127.0.0.1:$pport/api/v1/query" --data-urlencode "query=$1" |
         /usr/bin/python3 -c 'import json,sys; r=json.load(sys.stdin)["data"]["result"]; print(r[0]["value"][1] if r else "")'

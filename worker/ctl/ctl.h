@@ -38,6 +38,6 @@ char *zp_zepsctl_bindir(char *buf, unsigned long len);
 
 /* A TCP port on 127.0.0.1 that nothing listened on just now: bind port 0,
  * read what the kernel chose, close. -1 on failure (errno says why). */
-int zp_ctl_free_port(void);
+int zp_zepsctl_free_port(void);
 
 #endif

@@ -27,7 +27,7 @@ const char *const zp_ctl_study_run_outcome_verb[NOUTCOMES] = {"converge", "diver
 static bool write_conf(const study *st, const run_spec *sp, const char *rundir, const char *path)
 {
     const study_opts *o = &st->o;
-    int port = zp_ctl_free_port();
+    int port = zp_zepsctl_free_port();
     if (port <= 0) {
         fprintf(stderr, "zepsctl study: cannot pick a free port: %s\n", strerror(errno));
         return false;

@@ -48,7 +48,7 @@ char *zp_zepsctl_bindir(char *buf, unsigned long len)
     return buf;
 }
 
-int zp_ctl_free_port(void)
+int zp_zepsctl_free_port(void)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof(a);

@@ -340,6 +340,23 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     return 0;
 }
 
+static void close_handle(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h))
+        uv_close(h, NULL);
+}
+
+/* A loop whose set-up failed part way: close what it holds (the handles
+ * initialised so far, a metrics listener already closing) and the loop. */
+static void close_loop(zp_server *s)
+{
+    uv_walk(&s->loop, close_handle, NULL);
+    uv_run(&s->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&s->loop);
+    s->has_loop = false;
+}
+
 int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, size_t errlen)
 {
     zp_server *s;
@@ -361,6 +378,8 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
         rc = setup_loop(s, err, errlen);
     }
     if (rc != 0) {
+        if (s->has_loop) /* setup_loop failed after the loop began (the metrics port taken) */
+            close_loop(s);
         free_core(s);
         return rc;
     }

@@ -159,7 +159,9 @@ START_TEST(test_first_send_dropped)
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
     const char *eps[1] = {cl.endpoints[0]};
-    zeps_options opt = {.request_timeout_ms = 150, .max_retries = 20};
+    /* a reply slower than the timeout (a loaded machine) adds a resend: the
+     * counts below are lower bounds, "applied once" is exact */
+    zeps_options opt = {.request_timeout_ms = 400, .max_retries = 20};
     zeps_client *c;
     ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
     uint32_t t;
@@ -174,7 +176,7 @@ START_TEST(test_first_send_dropped)
     ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), 0);
     zeps_client_stats st;
     zeps_client_get_stats(c, &st);
-    ck_assert_uint_eq(st.retries, 1); /* the dropped DECLARE went out again */
+    ck_assert_uint_ge(st.retries, 1); /* the dropped DECLARE went out again */
     ck_assert_float_eq(value(c, t), -1.0f);
     zeps_client_destroy(&c);
 
@@ -188,7 +190,7 @@ START_TEST(test_first_send_dropped)
     ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
     ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), 0);
     zeps_client_get_stats(c, &st);
-    ck_assert_uint_eq(st.retries, 2);
+    ck_assert_uint_ge(st.retries, 2);
     ck_assert_float_eq(value(c, t), -2.0f); /* applied exactly once */
     Zeps__ShardStats *ss = zt_stats(c, 0);
     ck_assert_ptr_nonnull(ss);

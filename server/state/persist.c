@@ -34,6 +34,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -160,6 +161,22 @@ static zp_writer *free_slot(zp_persist *p)
     return oldest;
 }
 
+/* In the writer child: close every inherited descriptor but stdin, stdout
+ * and stderr. The child opens what it writes by path; what it would keep
+ * otherwise includes the shard's listening socket, so a shard SIGKILLed
+ * while a writer ran could not be restarted on its address until the
+ * writer finished ("Address already in use": found by the chaos test). */
+static void close_inherited(void)
+{
+#ifdef SYS_close_range
+    if (syscall(SYS_close_range, 3U, ~0U, 0U) == 0)
+        return;
+#endif
+    long max = sysconf(_SC_OPEN_MAX);
+    for (int fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++)
+        close(fd);
+}
+
 int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *why)
 {
     zp_persist *p = &s->persist;
@@ -172,6 +189,7 @@ int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *wh
     pid_t pid = fork();
     if (pid == 0) {
         char err[1024];
+        close_inherited();
         /* the writer yields the CPU to the serving parent (docs/snapshots.md) */
         if (s->cfg.snapshot_nice > 0 && setpriority(PRIO_PROCESS, 0, s->cfg.snapshot_nice) != 0)
             fprintf(stderr, "snapshot writer: setpriority: %s\n", strerror(errno));

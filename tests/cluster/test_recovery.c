@@ -43,18 +43,25 @@ static void expect_all(zeps_client *c, uint32_t t, float v)
         ck_assert_msg(x[i] == v, "element %d is %g, expected %g", i, x[i], v);
 }
 
+/* An async cluster of one shard (extra config lines `extra`), its worker 0
+ * with table `plain` declared as *t, and g all ones. */
+static zeps_client *async_one(zt_cluster *cl, const char *extra, uint32_t *t, float *g)
+{
+    ck_assert_int_eq(zt_cluster_start(cl, 1, 1, "async", extra, NULL), 0);
+    zeps_client *c = zt_client(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(zeps_declare(c, &plain, t), 0);
+    for (int i = 0; i < N; i++)
+        g[i] = 1.0f;
+    return c;
+}
+
 START_TEST(test_async_restart)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", "  snapshot_dir = \"@DIR@/snap\";", NULL),
-                     0);
-    zeps_client *c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
     uint32_t t;
-    ck_assert_int_eq(zeps_declare(c, &plain, &t), 0);
     float g[N];
-    for (int i = 0; i < N; i++)
-        g[i] = 1.0f;
+    zeps_client *c = async_one(&cl, "  snapshot_dir = \"@DIR@/snap\";", &t, g);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(zeps_push(c, t, g, 0, N, i), 0);
 
@@ -99,14 +106,9 @@ END_TEST
 START_TEST(test_async_restart_empty)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
     uint32_t t;
-    ck_assert_int_eq(zeps_declare(c, &plain, &t), 0);
     float g[N];
-    for (int i = 0; i < N; i++)
-        g[i] = 1.0f;
+    zeps_client *c = async_one(&cl, NULL, &t, g);
     ck_assert_int_eq(zeps_push(c, t, g, 0, N, 0), 0);
     zt_server_kill(&cl, 0, SIGKILL);
     ck_assert_int_eq(zt_server_start(&cl, 0), 0);

@@ -63,18 +63,7 @@ trap 'exit 130' INT TERM
 
 # ---- hosts: one network namespace per process, joined by a bridge ----------
 setup_net() {
-    [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null || return 1
-    ip netns add "$P-br" && ip -n "$P-br" link add br0 type bridge || return 1
-    ip -n "$P-br" link set br0 up
-    for h in $HOSTS; do
-        ip netns add "$P-$h" || return 1
-        ip link add eth0 netns "$P-$h" type veth peer name "$h" netns "$P-br" || return 1
-        ip -n "$P-$h" addr add "${ADDR[$h]}/24" dev eth0
-        ip -n "$P-$h" link set lo up
-        ip -n "$P-$h" link set eth0 up
-        ip -n "$P-br" link set "$h" master br0
-        ip -n "$P-br" link set "$h" up
-    done
+    [ "$(id -u)" -eq 0 ] && command -v ip >/dev/null && netns_setup
 }
 if setup_net 2>"$work/net.err"; then
     NETNS=1
@@ -149,14 +138,6 @@ start_worker() { # dir rank
     "${ON[@]}" "$BIN/zeps-worker" --config "$1/cluster.conf" --rank "$2" >>"$1/worker-$2.log" 2>&1 &
     WRK[$2]=$!
     pids+=($!)
-}
-wait_for() { # file pattern seconds
-    local end=$((SECONDS + $3))
-    while [ $SECONDS -lt $end ]; do
-        grep -q -- "$2" "$1" 2>/dev/null && return 0
-        sleep 0.05
-    done
-    return 1
 }
 # end_pid PID DEADLINE: its exit status once it ended by SECONDS = DEADLINE;
 # else it is killed and 124 returned (a hang)

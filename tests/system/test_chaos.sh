@@ -353,7 +353,7 @@ for ((i = 1; i <= ITERS; i++)); do
             fi
             echo "     result: $res"
         fi
-        echo "$i|$job|$kind|$FAULT|${OUTCOME%%:*}|$res|$JOBOK|${OUTCOME#failed:}" >>"$work/outcomes"
+        echo "$i|$job|$kind|$FAULT|${OUTCOME%%:*}|$res|$JOBOK|${OUTCOME#failed:}|$ACC" >>"$work/outcomes"
         [ "$JOBOK" = 1 ] || iter_ok=0
         [ "$JOBOK" = 1 ] || ZEPS_TEST_KEEP=1
     done
@@ -362,9 +362,15 @@ for ((i = 1; i <= ITERS; i++)); do
 done
 
 echo "seed $SEED, $done_iters iteration(s) in $((SECONDS - T0)) s: $hangs hang(s), $doubles double apply(s)"
-echo "outcomes per job and fault kind (finished / failed):"
-awk -F'|' '{k = $2 " " $3; n[k]++; if ($5 == "finished") f[k]++}
-    END {for (k in n) printf "  %-22s %d / %d\n", k, f[k], n[k] - f[k]}' "$work/outcomes" | sort
+echo "outcomes per job and fault kind (finished / failed; faults that missed: the job had ended):"
+awk -F'|' '{k = $2 " " $3; n[k]++; if ($5 == "finished") f[k]++; if ($4 ~ /^missed/) m[k]++}
+    END {for (k in n) printf "  %-22s %d / %d; missed %d\n", k, f[k], n[k] - f[k], m[k]}' "$work/outcomes" | sort
+awk -F'|' -v r="$REF_AACC" '$5 == "finished" && $2 == "bsp" {n++; if ($6 == "bit-identical") b++}
+    $5 == "finished" && $2 == "async" {m++; if (!lo || $9 < lo) lo = $9; if ($9 > hi) hi = $9
+        d = $9 - r; if (d < 0) d = -d; if (d > g) g = d}
+    END {printf "bsp finished: %d, bit-identical to the undisturbed run: %d\n", n, b
+        printf "async finished: %d, accuracy %s..%s (reference %s), largest gap %.2f point(s)\n",
+            m, lo, hi, r, 100 * g}' "$work/outcomes"
 grep '|failed|' "$work/outcomes" | awk -F'|' '{printf "  iteration %s %s %s (%s):%s\n", $1, $2, $3, $4, $8}'
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -38,6 +38,29 @@ static void refuse_jump(zp_server *s, zp_request *r, zp_worker *w)
                    h->seq, h->seq - w->seq_hi, s->shard, w->seq_hi, ZP_SEQ_WINDOW);
 }
 
+/* A request of an incarnation that has not said HELLO to this shard, which
+ * restored nothing: ESTATE. When the rank never said HELLO to this process
+ * at all, the likeliest cause is a shard restarted with no snapshot to
+ * restore (killed before its first one, or snapshots off): the message says
+ * so, since the worker cannot go on (the tables it used are gone here). */
+static void refuse_unknown(zp_server *s, zp_request *r, const zp_worker *w)
+{
+    const Zeps__Header *h = r->h;
+    if (w->joined || w->incarnation != 0) {
+        zp_reply_error(s, r->identity, h, ZEPS_ESTATE,
+                       "worker %u incarnation %" PRIx64 " has not said HELLO to shard %d", h->rank,
+                       h->incarnation, s->shard);
+        return;
+    }
+    zp_reply_error(s, r->identity, h, ZEPS_ESTATE,
+                   "worker %u incarnation %" PRIx64 " has not said HELLO to shard %d, which "
+                   "started %.1f s ago with nothing restored: if it was restarted, the "
+                   "parameters it held are lost (%s); restart the job",
+                   h->rank, h->incarnation, s->shard, zp_now_s() - s->start_s,
+                   s->cfg.snapshot_dir[0] ? "it had no complete snapshot set to restore"
+                                          : "snapshots are off: set snapshot_dir");
+}
+
 zp_worker *zp_request_worker(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -52,9 +75,7 @@ zp_worker *zp_request_worker(zp_server *s, zp_request *r)
             zp_reply_restarted(s, r->identity, h, 0, zp_request_resume_cut(s), s->restored_set);
             return NULL;
         }
-        zp_reply_error(s, r->identity, h, ZEPS_ESTATE,
-                       "worker %u incarnation %" PRIx64 " has not said HELLO to shard %d", h->rank,
-                       h->incarnation, s->shard);
+        refuse_unknown(s, r, w);
         return NULL;
     }
     if (zp_workers_seq_jump(w, h->seq)) {

@@ -138,6 +138,9 @@ START_TEST(test_client_retry_applied_once)
     zeps_client_get_stats(c, &st);
     ck_assert_msg(st.retries >= 2, "only %llu retries", (unsigned long long)st.retries);
     ck_assert_float_eq(value(c, t), -1.0f); /* applied exactly once */
+    /* acknowledged once however often it was resent: the shard's applied
+     * count below (test_chaos.sh compares the two) */
+    ck_assert_uint_eq(st.pushes_acked, 1);
 
     Zeps__ShardStats *ss = zt_stats(c, 0);
     ck_assert_ptr_nonnull(ss);

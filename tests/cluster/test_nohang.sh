@@ -38,14 +38,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for() { # file pattern seconds
-    local end=$((SECONDS + $3))
-    while [ $SECONDS -lt $end ]; do
-        grep -q -- "$2" "$1" 2>/dev/null && return 0
-        sleep 0.05
-    done
-    return 1
-}
 # wait_exit SECONDS pid: the exit status, or 255 (and SIGKILL) past the deadline
 wait_exit() {
     local end=$((SECONDS + $1))

@@ -6,7 +6,8 @@
  * restarted, holds exactly the snapshot's state; the same client object,
  * which still has the old server incarnation, gets ERESTARTED, says HELLO
  * again and resends transparently; a push sent while the shard is down is
- * applied exactly once.
+ * applied exactly once. Without snapshots, a restarted shard refuses the
+ * worker with ESTATE and says that it restored nothing.
  *
  * bsp: `zepsctl snapshot take` on a cluster standing at one cut writes that
  * cut on every shard; after SIGKILL of both shards the restart holds the
@@ -42,18 +43,25 @@ static void expect_all(zeps_client *c, uint32_t t, float v)
         ck_assert_msg(x[i] == v, "element %d is %g, expected %g", i, x[i], v);
 }
 
+/* An async cluster of one shard (extra config lines `extra`), its worker 0
+ * with table `plain` declared as *t, and g all ones. */
+static zeps_client *async_one(zt_cluster *cl, const char *extra, uint32_t *t, float *g)
+{
+    ck_assert_int_eq(zt_cluster_start(cl, 1, 1, "async", extra, NULL), 0);
+    zeps_client *c = zt_client(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_int_eq(zeps_declare(c, &plain, t), 0);
+    for (int i = 0; i < N; i++)
+        g[i] = 1.0f;
+    return c;
+}
+
 START_TEST(test_async_restart)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", "  snapshot_dir = \"@DIR@/snap\";", NULL),
-                     0);
-    zeps_client *c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
     uint32_t t;
-    ck_assert_int_eq(zeps_declare(c, &plain, &t), 0);
     float g[N];
-    for (int i = 0; i < N; i++)
-        g[i] = 1.0f;
+    zeps_client *c = async_one(&cl, "  snapshot_dir = \"@DIR@/snap\";", &t, g);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(zeps_push(c, t, g, 0, N, i), 0);
 
@@ -87,6 +95,29 @@ START_TEST(test_async_restart)
     ck_assert(!zt_log_has(&cl, 0, "worker 0 rejoined with a new incarnation"));
     ck_assert_int_eq(zeps_push(c, t, g, 0, N, 6), 0);
     expect_all(c, t, -5.0f);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+/* async, no snapshots: a shard SIGKILLed and restarted has lost what it held;
+ * the worker's next request fails with ESTATE saying why (the chaos test's
+ * shard kill before any snapshot), not just that it never said HELLO */
+START_TEST(test_async_restart_empty)
+{
+    zt_cluster cl;
+    uint32_t t;
+    float g[N];
+    zeps_client *c = async_one(&cl, NULL, &t, g);
+    ck_assert_int_eq(zeps_push(c, t, g, 0, N, 0), 0);
+    zt_server_kill(&cl, 0, SIGKILL);
+    ck_assert_int_eq(zt_server_start(&cl, 0), 0);
+    ck_assert_int_eq(zeps_push(c, t, g, 0, N, 1), ZEPS_ESTATE);
+    const char *e = zeps_last_error(c);
+    ck_assert_msg(strstr(e, "has not said HELLO to shard 0, which started") &&
+                      strstr(e, "with nothing restored: if it was restarted, the parameters it "
+                                "held are lost (snapshots are off: set snapshot_dir)"),
+                  "error: %s", e);
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
@@ -463,6 +494,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("recovery");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_async_restart);
+    tcase_add_test(tc, test_async_restart_empty);
     tcase_add_test(tc, test_bsp_take_and_rollback);
     tcase_add_test(tc, test_bsp_auto);
     tcase_add_test(tc, test_bsp_take_running);

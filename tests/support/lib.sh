@@ -1,7 +1,8 @@
 # tests/support/lib.sh - what the shell tests share, sourced by each: pass/fail
 # counters and their report, a check wrapper, and reading a number from the
-# flat JSON zeps writes (summary.json, worker-N.json), a free TCP port, and
-# the port a metrics endpoint logged.
+# flat JSON zeps writes (summary.json, worker-N.json), a free TCP port, the
+# port a metrics endpoint logged, a log poll with a deadline, and test hosts
+# as network namespaces.
 pass=0
 fail=0
 ok() { pass=$((pass + 1)); echo "ok   - $*"; }
@@ -28,4 +29,30 @@ listen_port() { # log file: the port a process logged its metrics endpoint on (w
         sleep 0.1
     done
     echo "$p"
+}
+wait_for() { # file pattern seconds: 0 once the file has the pattern, 1 at the deadline
+    local end=$((SECONDS + $3))
+    while [ $SECONDS -lt $end ]; do
+        grep -q -- "$2" "$1" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
+# netns_setup: one network namespace "$P-HOST" per host of $HOSTS, its
+# eth0 at ${ADDR[HOST]}/24, joined by a bridge in "$P-br" (the host's end of
+# its link there is named HOST); needs root. Returns 1 when one cannot be
+# made (the caller deletes what was made).
+netns_setup() {
+    ip netns add "$P-br" || return 1
+    ip -n "$P-br" link add br0 type bridge || return 1
+    ip -n "$P-br" link set br0 up
+    for h in $HOSTS; do
+        ip netns add "$P-$h" || return 1
+        ip link add eth0 netns "$P-$h" type veth peer name "$h" netns "$P-br" || return 1
+        ip -n "$P-$h" addr add "${ADDR[$h]}/24" dev eth0
+        ip -n "$P-$h" link set lo up
+        ip -n "$P-$h" link set eth0 up
+        ip -n "$P-br" link set "$h" master br0
+        ip -n "$P-br" link set "$h" up
+    done
 }

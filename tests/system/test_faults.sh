@@ -40,15 +40,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# wait_for FILE PATTERN SECONDS: poll a log with a deadline
-wait_for() {
-    local end=$((SECONDS + $3))
-    while [ $SECONDS -lt $end ]; do
-        grep -q -- "$2" "$1" 2>/dev/null && return 0
-        sleep 0.05
-    done
-    return 1
-}
 # wait_pids SECONDS pid...: wait for processes with a deadline; 0 if all exited 0
 wait_pids() {
     local end=$((SECONDS + $1)) rc=0

@@ -62,21 +62,7 @@ trap 'exit 130' INT TERM
 in_ns() { local h=$1; shift; ip netns exec "$P-$h" "$@"; }
 
 # ---- the network ----------------------------------------------------------
-setup_net() {
-    ip netns add "$P-br" || return 1
-    ip -n "$P-br" link add br0 type bridge || return 1
-    ip -n "$P-br" link set br0 up
-    for h in $HOSTS; do
-        ip netns add "$P-$h" || return 1
-        ip link add eth0 netns "$P-$h" type veth peer name "$h" netns "$P-br" || return 1
-        ip -n "$P-$h" addr add "${ADDR[$h]}/24" dev eth0
-        ip -n "$P-$h" link set lo up
-        ip -n "$P-$h" link set eth0 up
-        ip -n "$P-br" link set "$h" master br0
-        ip -n "$P-br" link set "$h" up
-    done
-}
-if ! setup_net 2>"$work/net.err"; then
+if ! netns_setup 2>"$work/net.err"; then
     echo "SKIP: cannot build network namespaces here: $(head -1 "$work/net.err")"
     exit 77
 fi
@@ -143,15 +129,6 @@ start_run() {
     pids+=("$spid0" "$spid1" "$wpid0" "$wpid1")
 }
 
-# wait_for file pattern seconds: poll with a deadline
-wait_for() {
-    local end=$((SECONDS + $3))
-    while [ $SECONDS -lt $end ]; do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        sleep 0.05
-    done
-    return 1
-}
 
 # wait_pid pid seconds: its exit status, or 124 after killing it at the deadline
 wait_pid() {

@@ -378,6 +378,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
             s->count = h->count;
             break;
         case ZEPS__OP__PUSH:
+            c->stats.pushes_acked++;
             if (h->flags & ZP_FLAG_DROPPED)
                 c->stats.dropped++;
             break;

@@ -88,6 +88,10 @@ typedef struct zeps_client_stats {
     double encode_s;        /* time spent compressing pushes (error feedback included) */
     double decode_s;        /* time spent validating and applying compressed pulls */
     uint64_t restarts;     /* ERESTARTED answers: a shard restored from a snapshot */
+    uint64_t pushes_acked; /* push requests acknowledged, once per shard a push reached
+                            * however often it was resent (a DUPLICATE answer acknowledges
+                            * it too): the sum of the shards' per-worker `pushes` (STATS)
+                            * for this rank, if each was applied once */
 } zeps_client_stats;
 
 /* Connect as worker `rank` to the cluster described by the cluster file at

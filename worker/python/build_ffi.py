@@ -64,6 +64,7 @@ typedef struct zeps_client_stats {
     double encode_s;
     double decode_s;
     uint64_t restarts;
+    uint64_t pushes_acked;
 } zeps_client_stats;
 
 typedef struct zeps_codec_opts {

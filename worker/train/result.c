@@ -99,6 +99,9 @@ int zp_result_write_json(const zp_config *cfg, const zp_train_result *r, const c
             (unsigned long long)r->comm.bytes_in, (unsigned long long)r->comm.bytes_in_raw);
     json_num(f, "encode_s", r->comm.encode_s, 1);
     json_num(f, "decode_s", r->comm.decode_s, 1);
+    /* push requests the shards acknowledged (per shard reached): the shards'
+     * per-worker applied-push counters must add up to this (test_chaos.sh) */
+    fprintf(f, ",\"pushes_acked\":%llu", (unsigned long long)r->comm.pushes_acked);
     /* [bytes_out, bytes_in, t_s] of each curve point (same order as "curve") */
     fprintf(f, ",\"curve_comm\":[");
     for (size_t i = 0; i < r->curve.n; i++)

@@ -1,0 +1,133 @@
+/*
+ * test_writer.c - the snapshot writer child of a shard in process
+ * (server/state/persist.c).
+ *
+ * The child keeps no descriptor of the shard's: a pipe's write end open in
+ * the parent when the writer forks must reach EOF once the parent closes
+ * it, while the child still runs (it waits here on the manifest lock the
+ * test holds). A child that kept the shard's descriptors kept its
+ * listening socket too, so a shard SIGKILLed while a writer ran could not
+ * be restarted on its address ("Address already in use") until the writer
+ * finished. And the child dies with the shard: a SIGKILLed shard's writer
+ * that lived on recorded its set after the restarted shard restored an
+ * older one, and its prune removed the set the job rolled back to.
+ */
+#include <check.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "inproc.h"
+#include "persist.h"
+
+START_TEST(test_child_closes_inherited)
+{
+    char dir[] = "/tmp/zeps-writer-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    zp_config *cfg = zt_config("async", 1, 1);
+    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_declare(z, 0, "w", 16, 1.0);
+
+    char lock[256];
+    snprintf(lock, sizeof(lock), "%s/MANIFEST.lock", dir);
+    int lfd = open(lock, O_RDWR | O_CREAT, 0644);
+    ck_assert_int_ge(lfd, 0);
+    ck_assert_int_eq(flock(lfd, LOCK_EX), 0); /* the child will wait for it */
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0); /* stands for the shard's sockets */
+
+    ck_assert_int_eq(zp_persist_start(z->s, -1, 7, "test"), 0);
+    close(p[1]);
+    struct pollfd pfd = {.fd = p[0], .events = POLLIN};
+    int ready = poll(&pfd, 1, 3000);
+    char c;
+    ssize_t n = ready == 1 ? read(p[0], &c, 1) : -1;
+    ck_assert_int_eq(flock(lfd, LOCK_UN), 0);
+    close(lfd);
+    ck_assert_msg(ready == 1 && n == 0,
+                  "the writer child still holds a descriptor of its parent (poll %d, read %zd)",
+                  ready, n);
+    close(p[0]);
+
+    zp_persist_reap(z->s, 1);
+    ck_assert_uint_eq(z->s->persist.written, 1); /* and it wrote its set */
+    zt_shard_free(z);
+    char rm[300];
+    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+    ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
+/* A shard SIGKILLed while its writer waits (on the manifest lock the test
+ * holds): the writer dies with it and never records its set, which would
+ * otherwise complete after a restarted shard restored an older one and
+ * prune that one away. */
+START_TEST(test_child_dies_with_shard)
+{
+    char dir[] = "/tmp/zeps-writer-XXXXXX";
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char lock[256], manifest[256];
+    snprintf(lock, sizeof(lock), "%s/MANIFEST.lock", dir);
+    snprintf(manifest, sizeof(manifest), "%s/MANIFEST", dir);
+    int lfd = open(lock, O_RDWR | O_CREAT, 0644);
+    ck_assert_int_ge(lfd, 0);
+    ck_assert_int_eq(flock(lfd, LOCK_EX), 0);
+    int p[2];
+    ck_assert_int_eq(pipe(p), 0);
+    pid_t shard = fork();
+    ck_assert_int_ge(shard, 0);
+    if (shard == 0) { /* the shard: starts its writer, says so, waits to be killed */
+        close(lfd);
+        zp_config *cfg = zt_config("async", 1, 1);
+        snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+        zt_shard *z = zt_shard_start(cfg, 0);
+        zt_hello(z, 0);
+        zt_declare(z, 0, "w", 16, 1.0);
+        int rc = zp_persist_start(z->s, -1, 7, "test");
+        char c = rc == 0 ? 'y' : 'n';
+        if (write(p[1], &c, 1) != 1)
+            _exit(1);
+        for (;;)
+            pause();
+    }
+    close(p[1]);
+    char c = 0;
+    ck_assert_int_eq(read(p[0], &c, 1), 1);
+    ck_assert_int_eq(c, 'y');
+    close(p[0]);
+    ck_assert_int_eq(kill(shard, SIGKILL), 0);
+    ck_assert_int_eq(waitpid(shard, NULL, 0), shard);
+    usleep(300 * 1000);
+    ck_assert_int_eq(flock(lfd, LOCK_UN), 0); /* a writer still alive records its set now */
+    close(lfd);
+    usleep(1000 * 1000);
+    ck_assert_msg(access(manifest, F_OK) != 0,
+                  "the writer of a SIGKILLed shard outlived it and recorded its set");
+    char rm[300];
+    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+    ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("writer");
+    TCase *tc = tcase_create("writer");
+    tcase_add_test(tc, test_child_closes_inherited);
+    tcase_add_test(tc, test_child_dies_with_shard);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

@@ -37,6 +37,7 @@ COMMANDS = {
     "zepsctl stats": (["zepsctl", "stats"], "usage: zepsctl stats"),
     "zepsctl bench": (["zepsctl", "bench"], "usage: zepsctl bench"),
     "zepsctl study": (["zepsctl", "study"], "usage: zepsctl study"),
+    "zepsctl scale": (["zepsctl", "scale"], "usage: zepsctl scale"),
     "zepsctl snapshot": (["zepsctl", "snapshot"], "usage: zepsctl snapshot"),
     "zepsctl gen-criteo": (["zepsctl", "gen-criteo"], "usage: zepsctl gen-criteo"),
     "zepsctl keygen": (["zepsctl", "keygen"], "usage: zepsctl keygen"),

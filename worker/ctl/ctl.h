@@ -19,6 +19,10 @@ int zp_ctl_bench(int argc, char **argv);
 /* zepsctl study: staleness sweeps on the quadratic model (docs/consistency.md). */
 int zp_ctl_study(int argc, char **argv);
 
+/* zepsctl scale: a strong-scaling study, S(N), E(N) and an alpha-beta fit
+ * (docs/performance.md). */
+int zp_ctl_scale(int argc, char **argv);
+
 /* zepsctl snapshot inspect: what a snapshot file or directory holds. */
 int zp_ctl_snapshot(int argc, char **argv);
 

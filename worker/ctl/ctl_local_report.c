@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "ctl_json.h"
 #include "ctl_local.h"
 
 #define MAX_RESULT_BYTES (1 << 20)
@@ -34,37 +35,13 @@ typedef struct result {
     double v[N_RESULT_KEYS]; /* NAN when missing or null */
 } result;
 
-/* The number after "key": in a flat JSON object; NAN if absent or not a
- * number (null). */
-static double json_number(const char *text, const char *key)
-{
-    char pat[80];
-    snprintf(pat, sizeof(pat), "\"%s\"", key);
-    for (const char *p = strstr(text, pat); p; p = strstr(p + 1, pat)) {
-        const char *q = p + strlen(pat);
-        q += strspn(q, " \t\r\n");
-        if (*q != ':')
-            continue;
-        q += 1 + strspn(q + 1, " \t\r\n");
-        char *end;
-        double v = strtod(q, &end);
-        return end == q ? NAN : v;
-    }
-    return NAN;
-}
-
 static result read_result(const char *path)
 {
     result res = {.ok = false};
-    char *text = zp_alloc(MAX_RESULT_BYTES + 1);
-    FILE *f = fopen(path, "r");
-    size_t n = f ? fread(text, 1, MAX_RESULT_BYTES, f) : 0;
-    if (f)
-        fclose(f);
-    text[n] = '\0';
-    res.ok = strchr(text, '{') != NULL;
+    char *text = zp_ctl_json_slurp(path, MAX_RESULT_BYTES);
+    res.ok = text && strchr(text, '{') != NULL;
     for (int i = 0; i < N_RESULT_KEYS; i++)
-        res.v[i] = res.ok ? json_number(text, result_keys[i]) : NAN;
+        res.v[i] = res.ok ? zp_ctl_json_number(text, result_keys[i]) : NAN;
     free(text);
     if (!res.ok)
         fprintf(stderr, "zepsctl local: no readable result in %s\n", path);

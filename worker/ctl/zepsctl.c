@@ -25,6 +25,7 @@ static void usage(FILE *f)
                "  stats    status plus staleness histograms (tau, clock gap, pull wait)\n"
                "  bench    zeps vs raw ZeroMQ throughput and latency on loopback\n"
                "  study    staleness sweeps on the quadratic model\n"
+               "  scale    strong scaling: speedup, efficiency, waiting, alpha-beta fit\n"
                "  snapshot inspect, take or reshard snapshots (inspect|take|reshard)\n"
                "  gen-criteo write a Criteo-format data set from a hidden model\n"
                "  keygen   write a CurveZMQ key pair for a server or worker\n"
@@ -82,6 +83,8 @@ int main(int argc, char **argv)
         return zp_ctl_snapshot(argc - 1, argv + 1);
     if (strcmp(cmd, "study") == 0)
         return zp_ctl_study(argc - 1, argv + 1);
+    if (strcmp(cmd, "scale") == 0)
+        return zp_ctl_scale(argc - 1, argv + 1);
     if (strcmp(cmd, "gen-criteo") == 0)
         return zp_ctl_gen_criteo(argc - 1, argv + 1);
     if (strcmp(cmd, "evict") == 0)

@@ -97,6 +97,9 @@ int zp_result_write_json(const zp_config *cfg, const zp_train_result *r, const c
     fprintf(f, ",\"bytes_out\":%llu,\"bytes_out_raw\":%llu,\"bytes_in\":%llu,\"bytes_in_raw\":%llu",
             (unsigned long long)r->comm.bytes_out, (unsigned long long)r->comm.bytes_out_raw,
             (unsigned long long)r->comm.bytes_in, (unsigned long long)r->comm.bytes_in_raw);
+    /* requests sent (one per shard a pull or push reached; resends apart) */
+    fprintf(f, ",\"requests\":%llu,\"retries\":%llu", (unsigned long long)r->comm.requests,
+            (unsigned long long)r->comm.retries);
     json_num(f, "encode_s", r->comm.encode_s, 1);
     json_num(f, "decode_s", r->comm.decode_s, 1);
     /* push requests the shards acknowledged (per shard reached): the shards'

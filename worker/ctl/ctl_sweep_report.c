@@ -135,7 +135,9 @@ static bool write_json(const sweep *sw, const char *path)
             o->inject ? "inject" : "timing", o->workers, o->seeds);
     fprintf(f, "  \"batch\": %d, \"train_examples\": %d, \"epochs\": %d, \"eval_every\": %d,\n",
             o->batch, o->train_examples, o->epochs, o->eval_every);
-    fprintf(f, "  \"target\": %.10g, \"wall_s\": %.1f,\n  \"staleness\": [", o->target, sw->wall_s);
+    /* the first model's target (--target-accuracy, or its default) */
+    double target = sw->nrows ? zp_ctl_sweep_grid_target(sw, sw->cells[0].model) : o->target;
+    fprintf(f, "  \"target\": %.10g, \"wall_s\": %.1f,\n  \"staleness\": [", target, sw->wall_s);
     for (int i = 0; i < o->ax.nstal; i++)
         fprintf(f, "%s%d", i ? ", " : "", o->ax.stal[i]);
     fprintf(f, "],\n");

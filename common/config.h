@@ -119,7 +119,8 @@ typedef struct zp_config {
     char data_dir[ZP_PATH_MAX];  /* default /usr/share/datasets/fashion-mnist */
     int epochs;                  /* default 10 */
     int batch_size;              /* per worker, default 64 */
-    int hidden;                  /* mlp hidden units, default 256 */
+    int hidden;                  /* mlp hidden units per layer, default 256 */
+    int depth;                   /* mlp hidden layers, default 1, 1..8 */
     int iterations;              /* quadratic: iterations per worker, default 1000 */
     int dim;                     /* quadratic: dimension, default 100 */
     double condition;            /* quadratic: condition number, default 100 */
@@ -139,6 +140,7 @@ typedef struct zp_config {
     int slow_ranks[ZP_MAX_SLOW_RANKS]; /* these ranks' delays are multiplied by slow_factor */
     double slow_factor;          /* default 1, >= 1 */
     int eval_every_steps;        /* rank 0 evaluates its pulled parameters every N steps (curve); 0 = off */
+    double target_accuracy;      /* rank 0 stops at the first curve point this accurate; 0 = off */
     char result_dir[ZP_PATH_MAX]; /* where workers write result JSON ("" = none) */
     char push_codec[16];         /* none | fp16 | bf16 | int8 | sign | topk | randk; default none */
     double codec_fraction;       /* topk/randk: share of elements sent, default 0.01, (0, 1] */

@@ -181,6 +181,7 @@ static const key_spec training_keys[] = {
     {.name = "epochs", .kind = K_INT, .off = FIELD(epochs), .imin = 1, .imax = 1000000},
     {.name = "batch_size", .kind = K_INT, .off = FIELD(batch_size), .imin = 1, .imax = 1048576},
     {.name = "hidden", .kind = K_INT, .off = FIELD(hidden), .imin = 1, .imax = 65536},
+    {.name = "depth", .kind = K_INT, .off = FIELD(depth), .imin = 1, .imax = 8},
     {.name = "iterations", .kind = K_INT, .off = FIELD(iterations), .imin = 1,
      .imax = 1000000000},
     {.name = "dim", .kind = K_INT, .off = FIELD(dim), .imin = 1, .imax = 100000000},
@@ -210,6 +211,8 @@ static const key_spec training_keys[] = {
     {.name = "slow_factor", .kind = K_FLOAT, .off = FIELD(slow_factor), .fmin = 1, .fmax = 1000},
     {.name = "eval_every_steps", .kind = K_INT, .off = FIELD(eval_every_steps), .imin = 0,
      .imax = INT_MAX},
+    {.name = "target_accuracy", .kind = K_FLOAT, .off = FIELD(target_accuracy), .fmin = 0,
+     .fmax = 1},
     {.name = "result_dir", .kind = K_STRING, .off = STR(result_dir)},
     {.name = "metrics_listen", .kind = K_STRING, .off = STR(worker_metrics_listen)},
     {.name = "push_codec", .kind = K_CHOICE, .off = STR(push_codec), .choices = codecs},
@@ -278,6 +281,7 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->epochs = 10;
     cfg->batch_size = 64;
     cfg->hidden = 256;
+    cfg->depth = 1;
     cfg->iterations = 1000;
     cfg->dim = 100;
     cfg->condition = 100.0;

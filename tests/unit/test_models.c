@@ -39,6 +39,7 @@ static void test_config(zp_config *cfg, const char *model)
     cfg->num_workers = 1;
     cfg->batch_size = 32;
     cfg->hidden = 16;
+    cfg->depth = 1;
     cfg->iterations = 100;
     cfg->dim = 20;
     cfg->condition = 10.0;
@@ -116,6 +117,9 @@ START_TEST(create_reports_missing_data)
 
     test_config(&cfg, "mlp");
     cfg.hidden = 0;
+    ck_assert_int_eq(zp_mlp_ops.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
+    test_config(&cfg, "mlp");
+    cfg.depth = 9; /* more hidden layers than the tables a model may have */
     ck_assert_int_eq(zp_mlp_ops.create(&m, &cfg, 0, 1, err, sizeof(err)), ZEPS_ECONFIG);
     test_config(&cfg, "softmax");
     cfg.batch_size = 0;
@@ -371,6 +375,34 @@ START_TEST(mlp_gradient_matches_differences)
     for (int i = 0; i < 16; i++) /* nonzero biases so they are tested too */
         f.w[1][i] = 0.01f * (float)(i % 5);
     for (int t = 0; t < 4; t++)
+        check_gradient(&f, t, 1e-3, 1e-2, 5e-4);
+    fixture_fini(&f);
+}
+END_TEST
+
+/* depth 3: three hidden layers of 12, tables w1 b1 .. w4 b4, every one
+ * against central differences (the backward pass through stacked ReLUs). */
+START_TEST(deep_mlp_gradient_matches_differences)
+{
+    zp_config cfg;
+    test_config(&cfg, "mlp");
+    cfg.max_train_examples = 2000;
+    cfg.hidden = 12;
+    cfg.depth = 3;
+    fixture f;
+    fixture_init(&f, &cfg, 0, 1);
+    ck_assert_int_eq(f.ntables, 8);
+    const char *names[] = {"w1", "b1", "w2", "b2", "w3", "b3", "w4", "b4"};
+    const uint64_t lens[] = {784 * 12, 12, 12 * 12, 12, 12 * 12, 12, 12 * 10, 10};
+    for (int t = 0; t < 8; t++) {
+        ck_assert_str_eq(f.defs[t].name, names[t]);
+        ck_assert_uint_eq(f.defs[t].length, lens[t]);
+    }
+    ck_assert(fabs(f.defs[2].init_scale - sqrt(2.0 / 12)) < 1e-12);
+    for (int t = 1; t < 8; t += 2) /* nonzero biases so they are tested too */
+        for (uint64_t i = 0; i < f.defs[t].length; i++)
+            f.w[t][i] = 0.01f * (float)(i % 5);
+    for (int t = 0; t < 8; t++)
         check_gradient(&f, t, 1e-3, 1e-2, 5e-4);
     fixture_fini(&f);
 }
@@ -636,6 +668,7 @@ static Suite *models_suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, softmax_gradient_matches_differences);
     tcase_add_test(tc, mlp_gradient_matches_differences);
+    tcase_add_test(tc, deep_mlp_gradient_matches_differences);
     tcase_add_test(tc, grad_is_deterministic);
     tcase_add_test(tc, quadratic_gradient_and_optimum);
     tcase_add_test(tc, quadratic_spectrum);

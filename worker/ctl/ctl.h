@@ -16,7 +16,8 @@ int zp_ctl_status_stats(int argc, char **argv);
 /* zepsctl bench: zeps vs raw ZeroMQ throughput and latency on loopback. */
 int zp_ctl_bench(int argc, char **argv);
 
-/* zepsctl study: staleness sweeps on the quadratic model (docs/consistency.md). */
+/* zepsctl study: staleness sweeps on the quadratic model, or over any model
+ * with --model / --preset (ctl_sweep.c; docs/consistency.md). */
 int zp_ctl_study(int argc, char **argv);
 
 /* zepsctl scale: a strong-scaling study, S(N), E(N) and an alpha-beta fit

@@ -39,6 +39,7 @@
 #include "alloc.h"
 #include "ctl.h"
 #include "ctl_study.h"
+#include "ctl_sweep.h"
 #include "now.h"
 
 const study_setting zp_ctl_study_settings[NSETTINGS] = {
@@ -91,7 +92,9 @@ static void usage(FILE *f)
             "                       eval every step, no curves (docs/consistency.md)\n"
             "  --bisect N           --inject: bisection steps for the stable lr (7)\n\n"
             "Exit status: 0 done (whatever the runs' outcomes); 1 a run could not be\n"
-            "started or an output not written; 2 bad options.\n");
+            "started or an output not written; 2 bad options.\n\n"
+            "With --model or --preset, a sweep over any built-in model instead:\n\n");
+    zp_ctl_sweep_usage(f);
 }
 
 /* "0,1,2" into out[]; false if malformed or too long. */
@@ -554,6 +557,8 @@ static void record_command(study *st, int argc, char **argv)
 
 int zp_ctl_study(int argc, char **argv)
 {
+    if (zp_ctl_sweep_wanted(argc, argv))
+        return zp_ctl_sweep(argc, argv); /* any model: ctl_sweep.c */
     study *st = zp_alloc_zeroed(1, sizeof(*st));
     int rc = parse_opts(argc, argv, &st->o);
     if (rc >= 0) {

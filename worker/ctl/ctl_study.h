@@ -58,7 +58,7 @@ extern const char *const zp_ctl_study_run_outcome_word[NOUTCOMES];
 extern const char *const zp_ctl_study_run_outcome_verb[NOUTCOMES];
 
 typedef struct curve_pt {
-    double step, loss, rel, version;
+    double step, loss, rel, acc, version; /* rel: quadratic, acc: classifiers; else NAN */
 } curve_pt;
 
 typedef struct run {
@@ -102,6 +102,17 @@ int zp_ctl_study_bound_for(const study_opts *o, int s);
  * setting 'A'..'C' or 0). Returns the run (st's), or NULL if it could not
  * be run at all (said why). */
 run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char setting);
+
+/* Run `zepsctl local` on conf with its output in rundir/local.log and a
+ * timeout of timeout_s. Returns its exit status, 128 + N if signal N ended
+ * it, -1 if it could not start. Also used by the sweeps (ctl_sweep_run.c). */
+int zp_ctl_study_run_local(const char *zepsctl, const char *conf, const char *rundir,
+                           double timeout_s);
+
+/* Append the points of a result JSON's "curve":[[step,loss,rel,dist,acc,
+ * version],...] to *curve (*ncurve of them, grown with zp_alloc_resize; the
+ * caller frees *curve). False if the curve is missing or malformed. */
+bool zp_ctl_study_run_parse_curve(const char *text, curve_pt **curve, size_t *ncurve);
 
 /* Print the study's tables to f, as text or (md) markdown. */
 void zp_ctl_study_report_tables(const study *st, FILE *f, bool md);

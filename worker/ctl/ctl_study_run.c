@@ -17,6 +17,7 @@
 #include "alloc.h"
 #include "now.h"
 #include "ctl.h"
+#include "ctl_json.h"
 #include "ctl_study.h"
 
 const char *const zp_ctl_study_run_outcome_word[NOUTCOMES] = {"converged", "diverges", "stalls",
@@ -59,16 +60,14 @@ static bool write_conf(const study *st, const run_spec *sp, const char *rundir, 
     return false;
 }
 
-/* Run `zepsctl local` on conf with its output in rundir/local.log. Returns
- * its exit status, 128 + N if signal N ended it, -1 if it could not start. */
-static int run_local(const study *st, const char *conf, const char *rundir, int iterations)
+int zp_ctl_study_run_local(const char *zepsctl, const char *conf, const char *rundir,
+                           double timeout_s)
 {
     char log[PATH_MAX + 32], tmo[32];
     snprintf(log, sizeof(log), "%s/local.log", rundir);
-    snprintf(tmo, sizeof(tmo), "%.0f",
-             st->o.timeout_s > 0 ? st->o.timeout_s : 60 + 0.05 * iterations);
-    char *argv[] = {(char *)st->zepsctl, "local",     "--config", (char *)conf, "-q", "--dir",
-                    (char *)rundir,      "--timeout", tmo,        NULL};
+    snprintf(tmo, sizeof(tmo), "%.0f", timeout_s);
+    char *argv[] = {(char *)zepsctl, "local",        "--config",  (char *)conf, "-q",
+                    "--dir",         (char *)rundir, "--timeout", tmo,          NULL};
     fflush(stdout);
     fflush(stderr);
     /* SIGTERM if we die: it stops its cluster */
@@ -82,19 +81,6 @@ static int run_local(const study *st, const char *conf, const char *rundir, int 
     if (zp_spawn_wait(pid, -1, &status) != 1)
         return -1;
     return zp_spawn_exit_code(status);
-}
-
-/* The whole file at path, NUL-terminated (caller frees), or NULL. */
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return NULL;
-    char *text = zp_alloc(MAX_FILE + 1);
-    size_t n = fread(text, 1, MAX_FILE, f);
-    fclose(f);
-    text[n] = '\0';
-    return text;
 }
 
 /* One JSON number or null (NAN) at *pp, followed by `sep`; advances *pp. */
@@ -116,27 +102,26 @@ static bool curve_value(const char **pp, char sep, double *v)
     return true;
 }
 
-/* r->curve from train.c's "curve":[[step,loss,rel,dist,acc,version],...]. */
-static bool parse_curve(const char *text, run *r)
+bool zp_ctl_study_run_parse_curve(const char *text, curve_pt **curve, size_t *ncurve)
 {
     static const char key[] = "\"curve\":[";
     const char *p = strstr(text, key);
     if (!p)
         return false;
     p += strlen(key);
-    size_t cap = 0;
+    size_t cap = *ncurve;
     while (*p == '[') {
         double v[6];
         p++;
         for (int i = 0; i < 6; i++)
             if (!curve_value(&p, i < 5 ? ',' : ']', &v[i]))
                 return false;
-        if (r->ncurve == cap) {
+        if (*ncurve == cap) {
             cap = cap ? 2 * cap : 256;
-            r->curve = zp_alloc_resize(r->curve, cap * sizeof(curve_pt));
+            *curve = zp_alloc_resize(*curve, cap * sizeof(curve_pt));
         }
-        r->curve[r->ncurve++] =
-            (curve_pt){.step = v[0], .loss = v[1], .rel = v[2], .version = v[5]};
+        (*curve)[(*ncurve)++] =
+            (curve_pt){.step = v[0], .loss = v[1], .rel = v[2], .acc = v[4], .version = v[5]};
         if (*p == ',')
             p++;
     }
@@ -150,7 +135,8 @@ static bool any_diverged(const study *st, const char *rundir, run *r)
     for (int w = 0; w < st->o.workers; w++) {
         char path[PATH_MAX + 32];
         snprintf(path, sizeof(path), "%s/worker-%d.json", rundir, w);
-        char *text = slurp(path), *p = text ? strstr(text, "\"diverged\":true") : NULL;
+        char *text = zp_ctl_json_slurp(path, MAX_FILE),
+             *p = text ? strstr(text, "\"diverged\":true") : NULL;
         if (p) {
             diverged = true;
             char *q = strstr(p, "\"diverged_step\":");
@@ -267,15 +253,17 @@ run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char 
                .max_tau = -1,
                .diverged_step = -1};
     double t0 = zp_now_s();
-    r->status = run_local(st, conf, rundir, sp->iterations);
+    r->status =
+        zp_ctl_study_run_local(st->zepsctl, conf, rundir,
+                               st->o.timeout_s > 0 ? st->o.timeout_s : 60 + 0.05 * sp->iterations);
     r->wall_s = zp_now_s() - t0;
     if (r->status < 0 || r->status == 127 || r->status >= 128) {
         fprintf(stderr, "zepsctl study: zepsctl local %s (see %s/local.log); stopping\n",
                 r->status >= 128 ? "was stopped by a signal" : "could not run", rundir);
         return NULL;
     }
-    char *text = slurp(path);
-    if (text && !parse_curve(text, r))
+    char *text = zp_ctl_json_slurp(path, MAX_FILE);
+    if (text && !zp_ctl_study_run_parse_curve(text, &r->curve, &r->ncurve))
         fprintf(stderr, "zepsctl study: cannot read the curve in %s\n", path);
     free(text);
     judge(st, r, any_diverged(st, rundir, r));

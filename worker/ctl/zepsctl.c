@@ -24,7 +24,7 @@ static void usage(FILE *f)
                "  status   ask every shard of a cluster for its state\n"
                "  stats    status plus staleness histograms (tau, clock gap, pull wait)\n"
                "  bench    zeps vs raw ZeroMQ throughput and latency on loopback\n"
-               "  study    staleness sweeps on the quadratic model\n"
+               "  study    staleness sweeps (quadratic; any model with --model)\n"
                "  scale    strong scaling: speedup, efficiency, waiting, alpha-beta fit\n"
                "  snapshot inspect, take or reshard snapshots (inspect|take|reshard)\n"
                "  gen-criteo write a Criteo-format data set from a hidden model\n"

@@ -127,6 +127,19 @@ static int end_epoch(zp_trainer *t, zp_train_result *res, int epoch, int64_t c, 
     return rc;
 }
 
+/* Rank 0 with training.target_accuracy: did the curve point just taken at
+ * step c reach it? Training then ends after step c's push. */
+static void reached(const zp_config *cfg, zp_train_result *res, int64_t c)
+{
+    double acc = res->curve.points[res->curve.n - 1].accuracy;
+    if (cfg->target_accuracy <= 0 || res->reached_target || !(acc >= cfg->target_accuracy))
+        return;
+    zp_info("test accuracy %.4f reached the target %.4f at step %lld: stopping", acc,
+            cfg->target_accuracy, (long long)c);
+    res->reached_target = 1;
+    res->target_step = c;
+}
+
 /* Step c once its pulls arrived (at time b; training started at t_start):
  * curve point, gradient, delay, pushes. Returns 0, a
  * zeps_err, ZEPS_EDIVERGED or ZEPS_ECLOSED (stopped). */
@@ -138,6 +151,7 @@ static int one_step(zp_trainer *t, zp_train_result *res, int64_t c, int64_t tota
         int rc = curve_point(t, res, c, b - t_start);
         if (rc)
             return rc;
+        reached(t->cfg, res, c);
         double now = zp_now_s();
         res->eval_s += now - b;
         compute_start = now;
@@ -159,7 +173,9 @@ static int one_step(zp_trainer *t, zp_train_result *res, int64_t c, int64_t tota
     }
     zp_delay_inject(t->cfg, t->rank, c);
     double d = zp_now_s();
-    int rc = zp_step_push(t, c, c + 1 < total);
+    /* no pull after the target: under injected turns a served pull holds
+     * the turn until its push, which would then never come */
+    int rc = zp_step_push(t, c, c + 1 < total && !res->reached_target);
     res->comm_s += zp_now_s() - d;
     res->compute_s += d - compute_start;
     res->iterations++;
@@ -213,6 +229,8 @@ static int train_loop(zp_trainer *t, zp_train_result *res, int64_t start)
         loss_sum += loss;
         epoch_examples += (double)(res->examples - ex0);
         publish(t, res, zp_now_s() - a);
+        if (res->reached_target)
+            break; /* step c pushed, no pull in flight */
         if (++c % spe != 0)
             continue;
         double now = zp_now_s();

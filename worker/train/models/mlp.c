@@ -1,11 +1,15 @@
 /*
- * mlp.c - "mlp": 784 -> hidden (ReLU) -> 10 with softmax cross-entropy
- * on Fashion-MNIST, the non-convex model.
+ * mlp.c - "mlp": 784 -> hidden (ReLU) x depth -> 10 with softmax
+ * cross-entropy on Fashion-MNIST, the non-convex model.
  *
- * Tables, all row-major with the input index first: "w1" (784 x hidden, He
- * normal sqrt(2/784)), "b1" (hidden), "w2" (hidden x 10, normal
- * sqrt(2/hidden)), "b2" (10); the biases start at zero. Forward and backward
- * are four sgemm calls plus elementwise loops, on scratch buffers allocated
+ * Tables, all row-major with the input index first, two per layer: "w1"
+ * (784 x hidden, He normal sqrt(2/784)), "b1" (hidden), then for each
+ * further hidden layer "wK" (hidden x hidden) and "bK", and last
+ * "w<depth+1>" (hidden x 10, normal sqrt(2/hidden)) and "b<depth+1>" (10);
+ * the biases start at zero. depth = 1 (the default) is the original
+ * 784-hidden-10 net with the same tables. Forward and backward are sgemm
+ * calls (one forward, two backward per layer, one less for the first)
+ * plus elementwise loops, on scratch buffers allocated
  * once in create() and sized for the larger of a minibatch and an evaluation
  * chunk, so grad() and evaluate() never allocate. Gradients are the mean over
  * the minibatch. The data side is zp_mnist_data, shared with softmax.
@@ -28,14 +32,15 @@
 #define NI         ZP_MNIST_PIXELS
 #define NK         ZP_MNIST_CLASSES
 #define MAX_HIDDEN 65536
+#define MAX_DEPTH  8 /* hidden layers; 2 (MAX_DEPTH + 1) <= ZP_MODEL_MAX_TABLES */
 
 struct zp_model {
     zp_mnist_data *data;
     int batch;
-    int hidden;
-    float *a1;      /* rows x hidden: ReLU activations (a1 > 0 is the ReLU mask) */
-    float *da1;     /* batch x hidden: gradient w.r.t. a1, then w.r.t. the pre-activation */
-    float *dlogits; /* batch x NK */
+    int hidden, depth;
+    float *a[MAX_DEPTH]; /* rows x hidden: layer l's ReLU activations (> 0 is its mask) */
+    float *da[2];        /* batch x hidden: gradient w.r.t. an activation, ping-pong */
+    float *dlogits;      /* batch x NK */
 };
 
 static void mlp_destroy(zp_model **mp)
@@ -44,8 +49,10 @@ static void mlp_destroy(zp_model **mp)
         return;
     zp_model *m = *mp;
     zp_mnist_data_destroy(&m->data);
-    free(m->a1);
-    free(m->da1);
+    for (int l = 0; l < MAX_DEPTH; l++)
+        free(m->a[l]);
+    free(m->da[0]);
+    free(m->da[1]);
     free(m->dlogits);
     free(m);
     *mp = NULL;
@@ -57,6 +64,9 @@ static int mlp_create(zp_model **out, const zp_config *cfg, int rank, int num_wo
     if (cfg->hidden < 1 || cfg->hidden > MAX_HIDDEN)
         return zp_errors_set(err, errlen, ZEPS_ECONFIG, "training.hidden must be in 1..%d, not %d",
                              MAX_HIDDEN, cfg->hidden);
+    if (cfg->depth < 1 || cfg->depth > MAX_DEPTH)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "training.depth must be in 1..%d, not %d",
+                             MAX_DEPTH, cfg->depth);
     zp_model *m = zp_alloc_zeroed(1, sizeof(*m));
     int rc = zp_mnist_data_new(&m->data, cfg, rank, num_workers, err, errlen);
     if (rc != 0) {
@@ -65,9 +75,12 @@ static int mlp_create(zp_model **out, const zp_config *cfg, int rank, int num_wo
     }
     m->batch = zp_mnist_data_batch_size(m->data);
     m->hidden = cfg->hidden;
+    m->depth = cfg->depth;
     size_t rows = m->batch > ZP_MNIST_EVAL_CHUNK ? (size_t)m->batch : ZP_MNIST_EVAL_CHUNK;
-    m->a1 = zp_alloc_zeroed(rows * (size_t)m->hidden, sizeof(float));
-    m->da1 = zp_alloc_zeroed((size_t)m->batch * m->hidden, sizeof(float));
+    for (int l = 0; l < m->depth; l++)
+        m->a[l] = zp_alloc_zeroed(rows * (size_t)m->hidden, sizeof(float));
+    for (int k = 0; k < 2; k++)
+        m->da[k] = zp_alloc_zeroed((size_t)m->batch * m->hidden, sizeof(float));
     m->dlogits = zp_alloc_zeroed((size_t)m->batch * NK, sizeof(float));
     *out = m;
     return 0;
@@ -83,14 +96,28 @@ static void set_table(zp_table_def *def, const char *name, uint64_t length, cons
     def->init_scale = scale;
 }
 
+/* Inputs and outputs of layer l (0..depth; layer depth is the output). */
+static int fan_in(const zp_model *m, int l)
+{
+    return l == 0 ? NI : m->hidden;
+}
+
+static int fan_out(const zp_model *m, int l)
+{
+    return l == m->depth ? NK : m->hidden;
+}
+
 static int mlp_tables(const zp_model *m, zp_table_def *defs)
 {
-    uint64_t h = (uint64_t)m->hidden;
-    set_table(&defs[0], "w1", NI * h, "normal", sqrt(2.0 / NI));
-    set_table(&defs[1], "b1", h, "zeros", 0.0);
-    set_table(&defs[2], "w2", h * NK, "normal", sqrt(2.0 / (double)h));
-    set_table(&defs[3], "b2", NK, "zeros", 0.0);
-    return 4;
+    for (int l = 0; l <= m->depth; l++) {
+        char name[16];
+        uint64_t in = (uint64_t)fan_in(m, l), out = (uint64_t)fan_out(m, l);
+        snprintf(name, sizeof(name), "w%d", l + 1);
+        set_table(&defs[2 * l], name, in * out, "normal", sqrt(2.0 / (double)in));
+        snprintf(name, sizeof(name), "b%d", l + 1);
+        set_table(&defs[2 * l + 1], name, out, "zeros", 0.0);
+    }
+    return 2 * (m->depth + 1);
 }
 
 static int mlp_steps_per_epoch(const zp_model *m)
@@ -119,19 +146,26 @@ static void column_sums(float *s, const float *a, int n, int cols)
             s[j] += a[(size_t)i * cols + j];
 }
 
-/* a1 = relu(x w1 + b1); logits = a1 w2 + b2, for n <= the rows of a1. */
+/* a[l] = relu(a[l-1] w[l] + b[l]) (a[-1] = x); logits = a[depth-1] w + b,
+ * for n <= the rows of a[l]. */
 static void forward(void *ctx, float *const *w, const float *x, int n, float *logits)
 {
     zp_model *m = ctx;
     int h = m->hidden;
-    broadcast_rows(m->a1, w[1], n, h);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, h, NI, 1.0f, x, NI, w[0], h, 1.0f,
-                m->a1, h);
-    for (size_t i = 0; i < (size_t)n * h; i++)
-        m->a1[i] = m->a1[i] > 0.0f ? m->a1[i] : 0.0f;
-    broadcast_rows(logits, w[3], n, NK);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, NK, h, 1.0f, m->a1, h, w[2], NK, 1.0f,
-                logits, NK);
+    const float *in = x;
+    for (int l = 0; l < m->depth; l++) {
+        int k = fan_in(m, l);
+        broadcast_rows(m->a[l], w[2 * l + 1], n, h);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, h, k, 1.0f, in, k, w[2 * l], h,
+                    1.0f, m->a[l], h);
+        for (size_t i = 0; i < (size_t)n * h; i++)
+            m->a[l][i] = m->a[l][i] > 0.0f ? m->a[l][i] : 0.0f;
+        in = m->a[l];
+    }
+    int d = m->depth;
+    broadcast_rows(logits, w[2 * d + 1], n, NK);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, NK, h, 1.0f, in, h, w[2 * d], NK,
+                1.0f, logits, NK);
 }
 
 static double mlp_grad(zp_model *m, float *const *w, float *const *g, int64_t step)
@@ -143,19 +177,25 @@ static double mlp_grad(zp_model *m, float *const *w, float *const *g, int64_t st
     forward(m, w, x, n, m->dlogits);
     double loss = zp_mnist_xent(m->dlogits, y, n, 1.0f / (float)n, m->dlogits, NULL);
 
-    /* Output layer: gw2 = a1^T dl, gb2 = colsum dl, da1 = dl w2^T. */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, h, NK, n, 1.0f, m->a1, h, m->dlogits, NK,
-                0.0f, g[2], NK);
-    column_sums(g[3], m->dlogits, n, NK);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, h, NK, 1.0f, m->dlogits, NK, w[2], NK,
-                0.0f, m->da1, h);
-    /* Through the ReLU, then the hidden layer: gw1 = x^T dz1, gb1 = colsum dz1. */
-    for (size_t i = 0; i < (size_t)n * h; i++)
-        if (!(m->a1[i] > 0.0f))
-            m->da1[i] = 0.0f;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, NI, h, n, 1.0f, x, NI, m->da1, h, 0.0f,
-                g[0], h);
-    column_sums(g[1], m->da1, n, h);
+    /* Layer l from the top, with dz its output's gradient (n x out):
+     * gw = in^T dz, gb = colsum dz; below it, d in = dz w^T through in's ReLU. */
+    const float *dz = m->dlogits;
+    for (int l = m->depth; l >= 0; l--) {
+        int k = fan_in(m, l), o = fan_out(m, l);
+        const float *in = l > 0 ? m->a[l - 1] : x;
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, o, n, 1.0f, in, k, dz, o, 0.0f,
+                    g[2 * l], o);
+        column_sums(g[2 * l + 1], dz, n, o);
+        if (l == 0)
+            break;
+        float *din = m->da[l % 2];
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, n, h, o, 1.0f, dz, o, w[2 * l], o,
+                    0.0f, din, h);
+        for (size_t i = 0; i < (size_t)n * h; i++)
+            if (!(in[i] > 0.0f))
+                din[i] = 0.0f;
+        dz = din;
+    }
     return loss / n;
 }
 

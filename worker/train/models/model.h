@@ -26,7 +26,7 @@
 #include "eval.h"
 #include "zeps.h"
 
-#define ZP_MODEL_MAX_TABLES 8
+#define ZP_MODEL_MAX_TABLES 18 /* mlp at depth 8: two per layer */
 
 typedef struct zp_model zp_model;             /* each model defines its own struct */
 typedef struct zp_model_batch zp_model_batch; /* sparse models: one minibatch */

@@ -1,0 +1,146 @@
+/*
+ * ctl_sweep_plot.c - a sweep's figures, made by the command (gnuplot-nox,
+ * through ctl_plot.c): curves.png, one panel per row of the table (every
+ * axis but s), rank 0's evaluation of what it pulled against applied
+ * updates for each s (the first seed), the target as a line; and cost.png,
+ * the cost of staleness: median updates to the target against s, absolute
+ * (log scale) and over the row's s = 0 median. Data and script stay in the
+ * sweep directory (curves.dat, cost.dat, sweep.gp).
+ */
+#include <limits.h>
+#include <math.h>
+#include <string.h>
+
+#include "ctl_plot.h"
+#include "ctl_sweep.h"
+
+#define WHO "study"
+
+/* The first seed's run of cell (row, s), or NULL. */
+static const sweep_run *first_run(const sweep *sw, size_t row, int s)
+{
+    for (size_t i = 0; i < sw->nruns; i++)
+        if ((size_t)sw->runs[i].cell.row == row && sw->runs[i].cell.s == s)
+            return &sw->runs[i];
+    return NULL;
+}
+
+/* curves.dat: block row * nstal + s index (gnuplot "index"), each
+ * "updates metric" lines; an empty block is one "? ?" line. */
+static bool write_curves(const sweep *sw)
+{
+    char path[PATH_MAX];
+    FILE *f = zp_ctl_plot_open(WHO, sw->dir, "curves.dat", path, sizeof(path));
+    if (!f)
+        return false;
+    fprintf(f, "# Written by: %s\n# applied updates, test accuracy (quadratic: rel. distance)\n",
+            sw->command);
+    for (size_t row = 0; row < sw->nrows; row++)
+        for (int i = 0; i < sw->o.ax.nstal; i++) {
+            const sweep_run *r = first_run(sw, row, sw->o.ax.stal[i]);
+            fprintf(f, "# %s, s = %d\n", sw->row_label[row], sw->o.ax.stal[i]);
+            for (size_t k = 0; r && k < r->ncurve; k++) {
+                double v = r->cell.model->classifier ? r->curve[k].acc : r->curve[k].rel;
+                if (isfinite(v))
+                    fprintf(f, "%.0f %.6g\n", r->curve[k].version, v);
+            }
+            fprintf(f, "? ?\n\n\n");
+        }
+    return zp_ctl_plot_close(WHO, f, path);
+}
+
+/* cost.dat: s, then per row the median updates, then per row the ratio to
+ * s = 0 ("?" where the median missed the target). */
+static bool write_cost(const sweep *sw)
+{
+    char path[PATH_MAX];
+    FILE *f = zp_ctl_plot_open(WHO, sw->dir, "cost.dat", path, sizeof(path));
+    if (!f)
+        return false;
+    fprintf(f, "# Written by: %s\ns", sw->command);
+    for (int pass = 0; pass < 2; pass++)
+        for (size_t row = 0; row < sw->nrows; row++)
+            fprintf(f, " \"%s\"", sw->row_label[row]);
+    fprintf(f, "\n");
+    for (int i = 0; i < sw->o.ax.nstal; i++) {
+        fprintf(f, "%d", sw->o.ax.stal[i]);
+        for (int pass = 0; pass < 2; pass++)
+            for (size_t row = 0; row < sw->nrows; row++) {
+                int k;
+                double m = zp_ctl_sweep_report_median(sw, row, i, &k);
+                double b = zp_ctl_sweep_report_median(sw, row, 0, &k);
+                double v = pass ? m / b : m;
+                if (isfinite(v))
+                    fprintf(f, " %.6g", v);
+                else
+                    fprintf(f, " ?");
+            }
+        fprintf(f, "\n");
+    }
+    return zp_ctl_plot_close(WHO, f, path);
+}
+
+static void script_curves(const sweep *sw, FILE *f)
+{
+    int cols = sw->nrows < 3 ? (int)sw->nrows : 3, rows = ((int)sw->nrows + cols - 1) / cols;
+    fprintf(f, "set terminal pngcairo size %d,%d font \",9\"\nset output \"%s/curves.png\"\n",
+            380 * cols, 300 * rows, sw->dir);
+    fprintf(f, "set multiplot layout %d,%d\nset key bottom right\nset xlabel \"applied updates\"\n",
+            rows, cols);
+    fprintf(f, "stal = \"");
+    for (int i = 0; i < sw->o.ax.nstal; i++)
+        fprintf(f, "%s%d", i ? " " : "", sw->o.ax.stal[i]);
+    fprintf(f, "\"\n");
+    for (size_t row = 0; row < sw->nrows; row++) {
+        const zp_sweep_model *m = sw->cells[row * (size_t)sw->o.ax.nstal].model;
+        double t = zp_ctl_sweep_grid_target(sw, m);
+        fprintf(f, "set ylabel \"%s\"\n", m->classifier ? "test accuracy" : "|x - x*| / |x*|");
+        fprintf(f, m->classifier ? "unset logscale y\nset yrange [0:1]\n"
+                                 : "set logscale y\nset yrange [*:*]\n");
+        fprintf(f, "set title \"%s\"\n", sw->row_label[row]);
+        fprintf(f,
+                "plot for [i=1:%d] \"%s/curves.dat\" index %zu+i-1 using 1:2 with lines "
+                "title \"s = \".word(stal, i), %g with lines dashtype 2 lc \"gray\" "
+                "title \"target\"\n",
+                sw->o.ax.nstal, sw->dir, row * (size_t)sw->o.ax.nstal, t);
+    }
+    fprintf(f, "unset multiplot\n");
+}
+
+static void script_cost(const sweep *sw, FILE *f)
+{
+    size_t n = sw->nrows;
+    fprintf(f, "reset\nset terminal pngcairo size 1200,560 font \",10\"\n");
+    fprintf(f, "set output \"%s/cost.png\"\n", sw->dir);
+    fprintf(f, "set datafile missing \"?\"\nset termoption noenhanced\nset grid\n");
+    fprintf(f, "set multiplot layout 1,2\nset xlabel \"staleness bound s (tau ~ U{0..s})\"\n");
+    fprintf(f, "set key top left font \",8\"\nset logscale y\n");
+    fprintf(f, "set title \"median applied updates to the target\"\n");
+    fprintf(f,
+            "plot for [c=2:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
+            n + 1, sw->dir);
+    fprintf(f, "set title \"cost of staleness: over the row's s = 0\"\nunset logscale y\n");
+    fprintf(
+        f,
+        "plot for [c=%zu:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
+        n + 2, 2 * n + 1, sw->dir);
+    fprintf(f, "unset multiplot\n");
+}
+
+bool zp_ctl_sweep_plot_write(const sweep *sw)
+{
+    char path[PATH_MAX];
+    if (sw->nrows == 0 || !write_curves(sw) || !write_cost(sw))
+        return sw->nrows == 0;
+    FILE *f = zp_ctl_plot_open(WHO, sw->dir, "sweep.gp", path, sizeof(path));
+    if (!f)
+        return false;
+    zp_ctl_plot_preamble(f, sw->command, "sweep.gp");
+    script_curves(sw, f);
+    script_cost(sw, f);
+    if (!zp_ctl_plot_close(WHO, f, path))
+        return false;
+    if (zp_ctl_plot_run(WHO, sw->dir, path))
+        fprintf(stderr, "study: figures %s/curves.png and %s/cost.png\n", sw->dir, sw->dir);
+    return true;
+}

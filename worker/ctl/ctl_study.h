@@ -109,6 +109,15 @@ run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char 
 int zp_ctl_study_run_local(const char *zepsctl, const char *conf, const char *rundir,
                            double timeout_s);
 
+/* zp_ctl_study_run_local, then rank 0's curve from rundir/worker-0.json
+ * into *curve / *ncurve (as zp_ctl_study_run_parse_curve; a missing curve
+ * is said and left empty). *status and *wall_s get the exit status and the
+ * run's wall time. False (said) if zepsctl local could not run or a signal
+ * stopped it: the study must stop. */
+bool zp_ctl_study_run_and_read(const char *zepsctl, const char *conf, const char *rundir,
+                               double timeout_s, int *status, double *wall_s, curve_pt **curve,
+                               size_t *ncurve);
+
 /* Append the points of a result JSON's "curve":[[step,loss,rel,dist,acc,
  * version],...] to *curve (*ncurve of them, grown with zp_alloc_resize; the
  * caller frees *curve). False if the curve is missing or malformed. */

@@ -128,6 +128,27 @@ bool zp_ctl_study_run_parse_curve(const char *text, curve_pt **curve, size_t *nc
     return *p == ']';
 }
 
+bool zp_ctl_study_run_and_read(const char *zepsctl, const char *conf, const char *rundir,
+                               double timeout_s, int *status, double *wall_s, curve_pt **curve,
+                               size_t *ncurve)
+{
+    char path[PATH_MAX];
+    double t0 = zp_now_s();
+    *status = zp_ctl_study_run_local(zepsctl, conf, rundir, timeout_s);
+    *wall_s = zp_now_s() - t0;
+    if (*status < 0 || *status == 127 || *status >= 128) {
+        fprintf(stderr, "zepsctl study: zepsctl local %s (see %s/local.log); stopping\n",
+                *status >= 128 ? "was stopped by a signal" : "could not run", rundir);
+        return false;
+    }
+    snprintf(path, sizeof(path), "%s/worker-0.json", rundir);
+    char *text = zp_ctl_json_slurp(path, MAX_FILE);
+    if (text && !zp_ctl_study_run_parse_curve(text, curve, ncurve))
+        fprintf(stderr, "zepsctl study: cannot read the curve in %s\n", path);
+    free(text);
+    return true;
+}
+
 /* Did any worker write "diverged":true? Sets r->diverged_step. */
 static bool any_diverged(const study *st, const char *rundir, run *r)
 {
@@ -234,10 +255,9 @@ static void describe(const study *st, const run *r)
  * NULL if the study must stop (no zepsctl local, or it got a signal). */
 run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char setting)
 {
-    char rundir[PATH_MAX - 128], conf[PATH_MAX], path[PATH_MAX];
+    char rundir[PATH_MAX - 128], conf[PATH_MAX];
     snprintf(rundir, sizeof(rundir), "%s/%s", st->dir, sp->name);
     snprintf(conf, sizeof(conf), "%s/study.conf", rundir);
-    snprintf(path, sizeof(path), "%s/worker-0.json", rundir);
     if ((mkdir(rundir, 0755) != 0 && errno != EEXIST) || !write_conf(st, sp, rundir, conf))
         return NULL;
     if (st->nruns == st->cap) {
@@ -252,20 +272,10 @@ run *zp_ctl_study_run_one(study *st, const run_spec *sp, const char *part, char 
                .dropped = -1,
                .max_tau = -1,
                .diverged_step = -1};
-    double t0 = zp_now_s();
-    r->status =
-        zp_ctl_study_run_local(st->zepsctl, conf, rundir,
-                               st->o.timeout_s > 0 ? st->o.timeout_s : 60 + 0.05 * sp->iterations);
-    r->wall_s = zp_now_s() - t0;
-    if (r->status < 0 || r->status == 127 || r->status >= 128) {
-        fprintf(stderr, "zepsctl study: zepsctl local %s (see %s/local.log); stopping\n",
-                r->status >= 128 ? "was stopped by a signal" : "could not run", rundir);
+    double timeout = st->o.timeout_s > 0 ? st->o.timeout_s : 60 + 0.05 * sp->iterations;
+    if (!zp_ctl_study_run_and_read(st->zepsctl, conf, rundir, timeout, &r->status, &r->wall_s,
+                                   &r->curve, &r->ncurve))
         return NULL;
-    }
-    char *text = zp_ctl_json_slurp(path, MAX_FILE);
-    if (text && !zp_ctl_study_run_parse_curve(text, &r->curve, &r->ncurve))
-        fprintf(stderr, "zepsctl study: cannot read the curve in %s\n", path);
-    free(text);
     judge(st, r, any_diverged(st, rundir, r));
     read_trace(rundir, r, st->o.keep_traces);
     describe(st, r);

@@ -162,26 +162,16 @@ static sweep_run *new_run(sweep *sw, const sweep_cell *c, int seed)
 
 sweep_run *zp_ctl_sweep_run_one(sweep *sw, const sweep_cell *c, int seed)
 {
-    char name[96], rundir[PATH_MAX - 64], conf[PATH_MAX], path[PATH_MAX];
+    char name[96], rundir[PATH_MAX - 64], conf[PATH_MAX];
     zp_ctl_sweep_grid_name(c, name, sizeof(name));
     snprintf(rundir, sizeof(rundir), "%s/%s-seed%d", sw->dir, name, seed);
     snprintf(conf, sizeof(conf), "%s/study.conf", rundir);
-    snprintf(path, sizeof(path), "%s/worker-0.json", rundir);
     sweep_run *r = new_run(sw, c, seed);
     if ((mkdir(rundir, 0755) != 0 && errno != EEXIST) || !write_conf(sw, c, seed, r->lr, conf))
         return NULL;
-    double t0 = zp_now_s();
-    r->status = zp_ctl_study_run_local(sw->zepsctl, conf, rundir, sw->o.timeout_s);
-    r->wall_s = zp_now_s() - t0;
-    if (r->status < 0 || r->status == 127 || r->status >= 128) {
-        fprintf(stderr, "zepsctl study: zepsctl local %s (see %s/local.log); stopping\n",
-                r->status >= 128 ? "was stopped by a signal" : "could not run", rundir);
+    if (!zp_ctl_study_run_and_read(sw->zepsctl, conf, rundir, sw->o.timeout_s, &r->status,
+                                   &r->wall_s, &r->curve, &r->ncurve))
         return NULL;
-    }
-    char *text = zp_ctl_json_slurp(path, MAX_FILE);
-    if (text && !zp_ctl_study_run_parse_curve(text, &r->curve, &r->ncurve))
-        fprintf(stderr, "zepsctl study: cannot read the curve in %s\n", path);
-    free(text);
     judge(sw, r, any_diverged(sw, rundir));
     describe(r, name);
     return r;

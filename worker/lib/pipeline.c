@@ -52,6 +52,7 @@ struct zeps_pipe {
     uint64_t fed, handed;   /* steps fed, steps handed out (seq of the next to hand) */
     int64_t reached;        /* the clock this worker has reached (pull clock) */
     int have_reached;
+    int rounds;             /* dense tables advance in rounds (ZEPS_CAP_CUTS) */
     int err;
 };
 
@@ -96,6 +97,9 @@ int zeps_pipe_new(zeps_client *c, const uint32_t *tables, int ntables, const zep
                            ZEPS_PIPE_MAX_AHEAD);
     zeps_pipe *p = zp_alloc_zeroed(1, sizeof(*p));
     p->c = c;
+    uint32_t caps = 0;
+    zeps_consistency(c, &caps);
+    p->rounds = (caps & ZEPS_CAP_CUTS) != 0;
     p->ntables = ntables;
     p->o = o;
     for (int i = 0; i < ntables; i++) {
@@ -168,13 +172,19 @@ static int ahead(const zeps_pipe *p, int *holding)
     return n;
 }
 
+/* Send slot s's pulls: sparse rows as of the clock reached. Where dense
+ * tables advance in rounds (consistent cuts), a push must be for the round
+ * its table collects, so a step must not compute before the round before
+ * it closed: its dense pulls ask for the step's own clock and the shards
+ * hold them until then (they travel early all the same). */
 static int pull_slot(zeps_pipe *p, slot *s)
 {
-    int64_t clock = p->reached;
+    int64_t dense_clock = p->rounds ? s->step.clock : p->reached;
     for (int i = 0; i < p->ntables; i++) {
-        int rc = p->dim[i] ? zeps_sbatch_pull_start(s->sb[i], s->step.rows[i], clock, &s->reqs[i])
+        int rc = p->dim[i] ? zeps_sbatch_pull_start(s->sb[i], s->step.rows[i], p->reached,
+                                                    &s->reqs[i])
                            : zeps_pull_start(p->c, p->tables[i], s->step.rows[i], 0,
-                                             p->length[i], clock, &s->reqs[i]);
+                                             p->length[i], dense_clock, &s->reqs[i]);
         if (rc != 0)
             return rc;
     }

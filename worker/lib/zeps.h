@@ -316,7 +316,11 @@ int zeps_spush(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, co
  * reads rows that miss at most the worker's own last k pushes, and the
  * shards measure that per row as now (a row touched by every step has
  * tau = k under async with one worker). Under bsp/ssp the lower pull clock
- * is what lets the pull go out early; it is k clocks staler.
+ * is what lets the pull go out early; it is k clocks staler. Where dense
+ * tables advance in rounds (ZEPS_CAP_CUTS: bsp), a round's pushes must
+ * wait for the round before it, so a dense table's pull asks for the
+ * step's own clock: it travels early and the shards hold it until the
+ * round before it closed (dense values are then never stale).
  *
  * Ownership. The pipe owns the sparse batches (ids are copied at feed), the
  * row and gradient buffers of every step (valid from zeps_pipe_next until

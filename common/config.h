@@ -148,6 +148,10 @@ typedef struct zp_config {
     bool error_feedback;         /* keep the compression residual per table, default true */
     double worker_momentum;      /* heavy-ball momentum on the worker, before compression
                                     (pushes m = mu m + g); default 0 = off, [0, 1) */
+    int prefetch;                /* sparse models: steps whose rows are pulled ahead of the
+                                    one computed (zeps_pipe); default 0, 0..64 */
+    int max_inflight;            /* sparse models: steps whose pushes may stay unanswered;
+                                    default 0, 0..64 */
 
     /* training.ctr = { ... } (model "ctr": sparse LR + FM over click logs) */
     char ctr_format[16];               /* "format": "criteo" (default) | "libsvm" */

@@ -225,6 +225,8 @@ static const key_spec training_keys[] = {
     {.name = "pull_codec", .kind = K_CHOICE, .off = STR(pull_codec), .choices = pull_codecs},
     {.name = "worker_momentum", .kind = K_FLOAT, .off = FIELD(worker_momentum), .fmin = 0,
      .fmax = 1, .fmax_open = true},
+    {.name = "prefetch", .kind = K_INT, .off = FIELD(prefetch), .imin = 0, .imax = 64},
+    {.name = "max_inflight", .kind = K_INT, .off = FIELD(max_inflight), .imin = 0, .imax = 64},
 };
 
 /* clang-format on */
@@ -302,6 +304,8 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->num_slow_ranks = 0;
     cfg->slow_factor = 1.0;
     cfg->eval_every_steps = 0;
+    cfg->prefetch = 0;
+    cfg->max_inflight = 0;
     cfg->snapshot_keep = 3;
     cfg->snapshot_on_exit = true;
     cfg->snapshot_nice = 10;

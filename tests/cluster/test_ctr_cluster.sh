@@ -30,6 +30,7 @@ cluster = {
 };
 training = {
   model = "ctr"; epochs = 2; batch_size = ${5:-128}; optimizer = "adagrad"; lr = 0.05; seed = 1;
+  prefetch = 1; max_inflight = 1;
   ctr = { format = "${6:-criteo}"; train_file = "$2/train.txt"; test_file = "$2/test.txt";
           emb_dim = 8; sparse_lr = 0.05; emb_lr = 0.003; emb_init = 0.01; };
 };

@@ -410,6 +410,24 @@ START_TEST(curve_keys)
 }
 END_TEST
 
+/* training.prefetch, max_inflight: 0 by default, 0..64. */
+START_TEST(pipeline_keys)
+{
+    zp_config *cfg = parse_ok(HEAD TAIL "training = { model = \"quadratic\"; };\n");
+    ck_assert_int_eq(cfg->prefetch, 0);
+    ck_assert_int_eq(cfg->max_inflight, 0);
+    free(cfg);
+    cfg = parse_ok(HEAD TAIL "training = { prefetch = 64; max_inflight = 3; };\n");
+    ck_assert_int_eq(cfg->prefetch, 64);
+    ck_assert_int_eq(cfg->max_inflight, 3);
+    free(cfg);
+    expect_error(HEAD TAIL "training = { prefetch = 65; };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5: 'training.prefetch' = 65 is out of range", NULL);
+    expect_error(HEAD TAIL "training = { max_inflight = -1; };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5: 'training.max_inflight' = -1 is out of range", NULL);
+}
+END_TEST
+
 static Suite *config_keys_suite(void)
 {
     Suite *s = suite_create("config_keys");
@@ -424,6 +442,7 @@ static Suite *config_keys_suite(void)
     tcase_add_test(tc, ctr_keys);
     tcase_add_test(tc, curve_keys);
     tcase_add_test(tc, inject_keys);
+    tcase_add_test(tc, pipeline_keys);
     suite_add_tcase(s, tc);
     return s;
 }

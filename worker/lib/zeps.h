@@ -288,6 +288,111 @@ int zeps_spull(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, fl
 int zeps_spush(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, const float *grads,
                int64_t clock);
 
+/* --- Pipelines (docs/pipeline.md) ---
+ *
+ * A zeps_pipe runs the requests of a training loop over a fixed list of
+ * tables (sparse and dense) so that communication overlaps computation:
+ * the pulls of the next `prefetch` steps travel while the caller computes
+ * one, and the pushes of up to `max_inflight` steps stay unanswered. The
+ * caller feeds steps (a clock and, for the sparse tables, the minibatch's
+ * ids), takes them back in order with zeps_pipe_next() once their rows
+ * arrived, writes gradients into the step's buffers and hands it back with
+ * zeps_pipe_push(). Loop:
+ *
+ *     for (s = start; s <= start + prefetch; s++) zeps_pipe_feed(p, s, ids(s), n(s), NULL);
+ *     for (c = start; c < end; c++) {
+ *         zeps_pipe_next(p, &st);            // rows of step c are in st->rows
+ *         compute(st->rows, st->grads);
+ *         zeps_pipe_push(p, st);             // pushes (and the clock) start, no wait
+ *         if (c + prefetch + 1 < end) zeps_pipe_feed(p, c + prefetch + 1, ...);
+ *     }
+ *     zeps_pipe_drain(p);
+ *
+ * Ordering and staleness. The pulls of a step go out after the pushes of
+ * every step pushed before them (messages to a shard keep their order), as
+ * of the clock the worker has reached then (the last pushed clock + 1, or
+ * the first fed clock): with prefetch 0 a step's pull follows the previous
+ * step's push, exactly as a loop of blocking calls; with prefetch k a step
+ * reads rows that miss at most the worker's own last k pushes, and the
+ * shards measure that per row as now (a row touched by every step has
+ * tau = k under async with one worker). Under bsp/ssp the lower pull clock
+ * is what lets the pull go out early; it is k clocks staler. Where dense
+ * tables advance in rounds (ZEPS_CAP_CUTS: bsp), a round's pushes must
+ * wait for the round before it, so a dense table's pull asks for the
+ * step's own clock: it travels early and the shards hold it until the
+ * round before it closed (dense values are then never stale).
+ *
+ * Ownership. The pipe owns the sparse batches (ids are copied at feed), the
+ * row and gradient buffers of every step (valid from zeps_pipe_next until
+ * that step's zeps_pipe_push; gradients must be written before it) and
+ * every request in flight; the caller owns `user` (handed back untouched).
+ * One thread at a time, as the client. A dense table is pulled whole into
+ * the step's buffer, so tables with compressed pulls (zeps_set_pull_codec,
+ * whose contract is one buffer) must not be in a pipe.
+ *
+ * Errors. A failing call waits for every request of the pipe in flight
+ * (bounded by the client's timeouts and interrupt flag), so no buffer is
+ * referenced and nothing hangs, and returns the error; every later call
+ * returns the same error until zeps_pipe_reset() (zeps_last_error() has the
+ * text). Misuse (next before the held step was pushed, feeding more than the
+ * ring holds) is ZEPS_EINVAL and changes nothing. */
+typedef struct zeps_pipe zeps_pipe;
+
+#define ZEPS_PIPE_MAX_TABLES 16
+#define ZEPS_PIPE_MAX_AHEAD 64
+
+typedef struct zeps_pipe_opts {
+    int prefetch;     /* steps pulled ahead of the one being computed (0: none) */
+    int max_inflight; /* steps whose pushes may stay unanswered when the next step
+                         is handed out (0: each push is answered first) */
+    int clock;        /* nonzero: zeps_pipe_push also finishes the step's clock */
+} zeps_pipe_opts;
+
+/* One step as zeps_pipe_next hands it out. rows[i]: table i's pulled rows
+ * (sparse: n * dim, row of position j at j * dim; dense: the whole table);
+ * grads[i]: where the caller writes table i's gradient, same shape. */
+typedef struct zeps_pipe_step {
+    int64_t clock;
+    void *user;
+    size_t n; /* positions of the sparse tables */
+    float *rows[ZEPS_PIPE_MAX_TABLES];
+    float *grads[ZEPS_PIPE_MAX_TABLES];
+} zeps_pipe_step;
+
+/* A pipe over tables[0..ntables) of c (copied; opts NULL = all zero). It
+ * holds prefetch + max_inflight + 2 steps (zeps_pipe_slots). On success
+ * *out owns it; destroy it before the client. */
+int zeps_pipe_new(zeps_client *c, const uint32_t *tables, int ntables, const zeps_pipe_opts *opts,
+                  zeps_pipe **out);
+
+/* Queue step `clock` with the ids of its minibatch (copied; the same ids go
+ * to every sparse table) and start its pulls if the bound allows. Waits for
+ * old pushes if their slot is needed. */
+int zeps_pipe_feed(zeps_pipe *p, int64_t clock, const uint64_t *ids, size_t n, void *user);
+
+/* Wait for the oldest fed step's pulls (and for pushes beyond
+ * max_inflight); on success *step is it, the pipe's until zeps_pipe_push. */
+int zeps_pipe_next(zeps_pipe *p, zeps_pipe_step **step);
+
+/* Start the pushes of `step` (the one zeps_pipe_next handed out) from its
+ * grads, and its clock if opts.clock; then the pulls the bound now allows.
+ * Does not wait for replies. */
+int zeps_pipe_push(zeps_pipe *p, zeps_pipe_step *step);
+
+/* Wait for every push in flight; returns the first error. */
+int zeps_pipe_drain(zeps_pipe *p);
+
+/* Wait for everything in flight, forget every fed step and clear the
+ * error: the pipe is as new (bsp recovery feeds again from the cut). */
+void zeps_pipe_reset(zeps_pipe *p);
+
+/* Steps the pipe holds. */
+int zeps_pipe_slots(const zeps_pipe *p);
+
+/* Waits like zeps_pipe_reset, frees. Takes *pp and sets it to NULL; NULL
+ * is ignored. */
+void zeps_pipe_destroy(zeps_pipe **pp);
+
 /* Blocking forms of zeps_pull_start() and zeps_push_start(). */
 int zeps_pull(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
               int64_t clock);

@@ -7,9 +7,13 @@
  * one buffer every pull of the table goes into), a sparse table row by row
  * for the positions of the step's minibatch, into the step's slot. Every
  * request of a step goes out in table order: pulls (step c), then pushes
- * (step c), the clock and the pulls of step c + 1 together. The loop
- * (train.c) decides when; this file knows how, and is the only part of
- * zeps-worker that calls libzeps for tables.
+ * (step c), the clock and the pulls of step c + 1 together. A sparse
+ * model's steps go through a zeps_pipe instead (training.prefetch,
+ * max_inflight): the pipe pulls the next steps' rows while one computes and
+ * leaves pushes unanswered; with both 0 it sends exactly what the loop
+ * above sends, in the same order. The loop (train.c) decides when; this
+ * file knows how, and is the only part of zeps-worker that calls libzeps
+ * for tables.
  */
 #include "step.h"
 
@@ -91,6 +95,30 @@ static int declare_sparse(zp_trainer *t, int i)
     return rc;
 }
 
+/* Sparse models: the pipe over every table and the ring of minibatches. */
+static int pipe_new(zp_trainer *t)
+{
+    const zp_config *cfg = t->cfg;
+    if (strcmp(cfg->pull_codec, "none") != 0) {
+        /* a pipe pulls a dense table into one buffer per step, and a
+         * compressed pull needs the same buffer every time */
+        zp_error("pull_codec '%s' is for dense models; model %s pulls through a pipe",
+                 cfg->pull_codec, cfg->model);
+        return ZEPS_ECONFIG;
+    }
+    zeps_pipe_opts o = {.prefetch = cfg->prefetch, .max_inflight = cfg->max_inflight, .clock = 1};
+    int rc = zeps_pipe_new(t->client, t->ids, t->ntables, &o, &t->pipe);
+    if (rc != 0) {
+        zp_error("pipe: %s", zeps_last_error(t->client));
+        return rc;
+    }
+    t->nmb = cfg->prefetch + 2;
+    t->mbs = zp_alloc_zeroed((size_t)t->nmb, sizeof(zp_step_mb));
+    for (int k = 0; k < t->nmb; k++)
+        t->mbs[k].mb = t->ops->batch_new(t->model);
+    return 0;
+}
+
 int zp_step_declare(zp_trainer *t)
 {
     t->ntables = t->ops->tables(t->model, t->defs);
@@ -100,9 +128,7 @@ int zp_step_declare(zp_trainer *t)
         if (rc != 0)
             return rc;
     }
-    for (int k = 0; t->sparse && k < 2; k++)
-        t->slot[k].mb = t->ops->batch_new(t->model);
-    return 0;
+    return t->sparse ? pipe_new(t) : 0;
 }
 
 static void grow(float **p, size_t n)
@@ -110,52 +136,69 @@ static void grow(float **p, size_t n)
     *p = zp_alloc_resize(*p, (n ? n : 1) * sizeof(float));
 }
 
-/* Sparse models: pick step `clock`'s minibatch into slot s and make one
- * batch of its ids per sparse table (nothing is sent yet). */
-static int pick(zp_trainer *t, int64_t clock, zp_step_slot *s)
+/* Sparse models: pick step `clock`'s minibatch into the next one of the
+ * ring and feed its ids to the pipe. */
+static int feed(zp_trainer *t, int64_t clock)
 {
+    zp_step_mb *m = &t->mbs[t->nfed++ % (uint64_t)t->nmb];
     const uint64_t *ids;
     size_t np;
-    s->examples = t->ops->batch_pick(t->model, s->mb, clock, &ids, &np);
-    int grown = np > s->cap;
-    if (grown)
-        s->cap = np;
-    for (int i = 0; i < t->ntables; i++) {
-        if (!t->defs[i].dim)
-            continue;
-        if (grown)
-            grow(&s->rows[i], s->cap * t->defs[i].dim);
-        zeps_sbatch_free(&s->sb[i]);
-        int rc = zeps_sbatch_new(t->client, t->ids[i], ids, np, &s->sb[i]);
-        if (rc != 0)
-            return rc;
-    }
-    return 0;
+    m->examples = t->ops->batch_pick(t->model, m->mb, clock, &ids, &np);
+    return zeps_pipe_feed(t->pipe, clock, ids, np, m);
 }
 
 int zp_step_start(zp_trainer *t, int64_t clock)
 {
-    zp_step_slot *s = &t->slot[clock % 2];
-    int rc = t->sparse ? pick(t, clock, s) : 0;
-    for (int i = 0; i < t->ntables && rc == 0; i++) {
-        if (t->defs[i].dim)
-            rc = zeps_sbatch_pull_start(s->sb[i], s->rows[i], clock, &s->pulls[i]);
-        else
-            rc = zeps_pull_start(t->client, t->ids[i], t->w[i], 0, t->defs[i].length, clock,
-                                 &s->pulls[i]);
+    if (t->sparse) {
+        zeps_pipe_reset(t->pipe);
+        t->cur = NULL;
+        int rc = 0;
+        for (int64_t s = clock; s <= clock + t->cfg->prefetch && s < t->total && rc == 0; s++)
+            rc = feed(t, s);
+        return rc;
     }
+    zp_step_slot *s = &t->slot[clock % 2];
+    int rc = 0;
+    for (int i = 0; i < t->ntables && rc == 0; i++)
+        rc = zeps_pull_start(t->client, t->ids[i], t->w[i], 0, t->defs[i].length, clock,
+                             &s->pulls[i]);
     return rc;
+}
+
+int zp_step_feed(zp_trainer *t, int64_t clock)
+{
+    int64_t s = clock + t->cfg->prefetch + 1;
+    return t->sparse && s < t->total ? feed(t, s) : 0;
 }
 
 int zp_step_wait(zp_trainer *t, int64_t clock)
 {
-    return zeps_wait_all(t->slot[clock % 2].pulls, t->ntables);
+    if (!t->sparse)
+        return zeps_wait_all(t->slot[clock % 2].pulls, t->ntables);
+    int rc = zeps_pipe_next(t->pipe, &t->cur);
+    if (rc == 0 && t->cur->clock != clock) {
+        zp_error("pipe handed out step %lld for step %lld", (long long)t->cur->clock,
+                 (long long)clock);
+        return ZEPS_EINVAL;
+    }
+    return rc;
 }
 
 void zp_step_wait_all(zp_trainer *t)
 {
+    if (t->pipe) {
+        zeps_pipe_reset(t->pipe);
+        t->cur = NULL;
+    }
     for (int k = 0; k < 2; k++)
         zeps_wait_all(t->slot[k].pulls, t->ntables);
+}
+
+int zp_step_drain(zp_trainer *t)
+{
+    int rc = t->pipe ? zeps_pipe_drain(t->pipe) : 0;
+    zp_step_wait_all(t);
+    return rc;
 }
 
 double zp_step_grad(zp_trainer *t, int64_t clock, size_t *examples)
@@ -164,18 +207,10 @@ double zp_step_grad(zp_trainer *t, int64_t clock, size_t *examples)
         *examples = (size_t)t->ops->batch_examples(t->model);
         return t->ops->grad(t->model, t->w, t->g, clock);
     }
-    zp_step_slot *s = &t->slot[clock % 2];
-    float *w[ZP_MODEL_MAX_TABLES];
-    if (s->cap > t->gcap) {
-        t->gcap = s->cap;
-        for (int i = 0; i < t->ntables; i++)
-            if (t->defs[i].dim)
-                grow(&t->g[i], t->gcap * t->defs[i].dim);
-    }
-    for (int i = 0; i < t->ntables; i++)
-        w[i] = t->defs[i].dim ? s->rows[i] : t->w[i];
-    *examples = s->examples;
-    return t->ops->batch_grad(t->model, s->mb, w, t->g);
+    (void)clock; /* t->cur is step clock (zp_step_wait checked) */
+    zp_step_mb *m = t->cur->user;
+    *examples = m->examples;
+    return t->ops->batch_grad(t->model, m->mb, t->cur->rows, t->cur->grads);
 }
 
 /* What to push for dense table i: the gradient, or with worker_momentum
@@ -192,18 +227,31 @@ static const float *dense_send(zp_trainer *t, int i)
     return t->m[i];
 }
 
+/* Sparse models: worker_momentum on the dense tables (in place: the pipe
+ * pushes the step's gradient buffer), then the pipe's pushes and clock. */
+static int sparse_push(zp_trainer *t)
+{
+    for (int i = 0; i < t->ntables; i++) {
+        if (!t->m[i])
+            continue;
+        float mu = (float)t->cfg->worker_momentum, *g = t->cur->grads[i];
+        for (uint64_t k = 0; k < t->defs[i].length; k++)
+            g[k] = t->m[i][k] = mu * t->m[i][k] + g[k];
+    }
+    int rc = zeps_pipe_push(t->pipe, t->cur);
+    t->cur = NULL;
+    return rc;
+}
+
 int zp_step_push(zp_trainer *t, int64_t clock, int pull_next)
 {
-    zp_step_slot *s = &t->slot[clock % 2];
+    if (t->sparse)
+        return sparse_push(t);
     zeps_req *reqs[ZP_MODEL_MAX_TABLES + 1] = {0};
     int rc = 0;
-    for (int i = 0; i < t->ntables && rc == 0; i++) {
-        if (t->defs[i].dim)
-            rc = zeps_sbatch_push_start(s->sb[i], t->g[i], clock, &reqs[i]);
-        else
-            rc = zeps_push_start(t->client, t->ids[i], dense_send(t, i), 0, t->defs[i].length,
-                                 clock, &reqs[i]);
-    }
+    for (int i = 0; i < t->ntables && rc == 0; i++)
+        rc = zeps_push_start(t->client, t->ids[i], dense_send(t, i), 0, t->defs[i].length, clock,
+                             &reqs[i]);
     if (rc == 0)
         rc = zeps_clock_start(t->client, clock, &reqs[t->ntables]);
     if (rc == 0 && pull_next)
@@ -264,15 +312,11 @@ int zp_step_evaluate(zp_trainer *t, int64_t clock, zp_step_eval how, zp_eval *ou
 
 void zp_step_fini(zp_trainer *t)
 {
-    for (int k = 0; k < 2; k++) {
-        zp_step_slot *s = &t->slot[k];
-        for (int i = 0; i < t->ntables; i++) {
-            zeps_sbatch_free(&s->sb[i]);
-            free(s->rows[i]);
-        }
-        if (s->mb)
-            t->ops->batch_free(&s->mb);
-    }
+    zeps_pipe_destroy(&t->pipe);
+    for (int k = 0; k < t->nmb; k++)
+        t->ops->batch_free(&t->mbs[k].mb);
+    free(t->mbs);
+    t->mbs = NULL;
     for (int i = 0; i < t->ntables; i++) {
         free(t->w[i]);
         free(t->g[i]);

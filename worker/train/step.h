@@ -12,15 +12,10 @@
 #include "model.h"
 #include "zeps.h"
 
-/* What one step holds while its requests are in flight. Two alternate
- * (slot[clock % 2]): step c's pushes are still in flight when step c + 1's
- * pulls start, and a sparse batch allows one request at a time. */
+/* Dense models: what one step holds while its requests are in flight. Two
+ * alternate (slot[clock % 2]): step c's pushes are still in flight when
+ * step c + 1's pulls start. */
 typedef struct zp_step_slot {
-    zp_model_batch *mb;                   /* sparse models: the minibatch */
-    size_t examples;                      /* in the minibatch */
-    zeps_sbatch *sb[ZP_MODEL_MAX_TABLES]; /* sparse tables: the minibatch's ids */
-    float *rows[ZP_MODEL_MAX_TABLES];     /* sparse tables: pulled rows, one per position */
-    size_t cap;                           /* positions rows[] hold */
     zeps_req *pulls[ZP_MODEL_MAX_TABLES];
 } zp_step_slot;
 
@@ -35,23 +30,49 @@ typedef struct zp_trainer {
     zp_table_def defs[ZP_MODEL_MAX_TABLES];
     uint32_t ids[ZP_MODEL_MAX_TABLES];
     float *w[ZP_MODEL_MAX_TABLES]; /* dense tables: the pulled parameters */
-    float *g[ZP_MODEL_MAX_TABLES]; /* the gradient (sparse tables: per position) */
+    float *g[ZP_MODEL_MAX_TABLES]; /* dense tables: the gradient */
     float *m[ZP_MODEL_MAX_TABLES]; /* worker_momentum: the velocity pushed instead of g */
-    size_t gcap;                   /* positions the sparse gradients hold */
-    zp_step_slot slot[2];
+    zp_step_slot slot[2];          /* dense models */
+    /* sparse models: the steps go through a pipe (zeps.h, zeps_pipe) that owns
+     * their batches, rows and gradients; the minibatch of each fed step is
+     * one of nmb (prefetch + 2) in a ring, handed through the pipe as `user` */
+    zeps_pipe *pipe;
+    zeps_pipe_step *cur; /* the step being computed, between wait and push */
+    struct zp_step_mb *mbs;
+    int nmb;
+    uint64_t nfed;
+    int64_t total; /* steps of the run: none is fed past it */
     struct zp_wmetrics *metrics; /* the worker's metrics endpoint, or NULL (wmetrics.h) */
 } zp_trainer;
+
+/* A sparse model's minibatch of one fed step. */
+typedef struct zp_step_mb {
+    zp_model_batch *mb;
+    size_t examples;
+} zp_step_mb;
 
 /* Declare the model's tables (dense ones with the configured codecs) and
  * allocate the buffers. Returns 0 or a zeps_err (logged). */
 int zp_step_declare(zp_trainer *t);
 
-/* Start the pulls of step `clock` (sparse models: pick its minibatch first). */
+/* Start the pulls of step `clock` (sparse models: pick its minibatch first,
+ * and the next `prefetch` steps' too, after forgetting what was in flight;
+ * t->total must be set). */
 int zp_step_start(zp_trainer *t, int64_t clock);
+
+/* Sparse models, after zp_step_push of step `clock`: pick the minibatch
+ * that enters the pipe now (step clock + prefetch + 1, if the run has it)
+ * and start its pulls as the pipe allows. A no-op for dense models, whose
+ * zp_step_push starts the next pulls. */
+int zp_step_feed(zp_trainer *t, int64_t clock);
 
 /* Wait for step `clock`'s pulls; wait_all: for every pull still out. */
 int zp_step_wait(zp_trainer *t, int64_t clock);
 void zp_step_wait_all(zp_trainer *t);
+
+/* The end of the steps: wait for every push still in flight and return the
+ * first error (sparse models' pushes may be unanswered, max_inflight). */
+int zp_step_drain(zp_trainer *t);
 
 /* The gradient of step `clock` at what its pulls brought; returns the
  * minibatch loss and, in *examples, the examples it covered. */

@@ -176,8 +176,13 @@ static int one_step(zp_trainer *t, zp_train_result *res, int64_t c, int64_t tota
     /* no pull after the target: under injected turns a served pull holds
      * the turn until its push, which would then never come */
     int rc = zp_step_push(t, c, c + 1 < total && !res->reached_target);
-    res->comm_s += zp_now_s() - d;
-    res->compute_s += d - compute_start;
+    double e = zp_now_s();
+    /* a sparse model builds the batches of the step entering its pipe:
+     * the worker's own work, so compute (it waits for nothing) */
+    if (rc == 0 && !res->reached_target)
+        rc = zp_step_feed(t, c);
+    res->comm_s += e - d;
+    res->compute_s += (d - compute_start) + (zp_now_s() - e);
     res->iterations++;
     res->examples += (int64_t)examples;
     return rc;
@@ -202,6 +207,7 @@ static int train_loop(zp_trainer *t, zp_train_result *res, int64_t start)
     int spe = t->ops->steps_per_epoch(t->model);
     int64_t total = (int64_t)spe * t->cfg->epochs;
     double t_start = zp_now_s(), epoch_start = t_start, loss_sum = 0, epoch_examples = 0;
+    t->total = total;
     int rc = zp_step_start(t, start);
     for (int64_t c = start; c < total;) {
         if (rc == ZEPS_ERESTARTED) {
@@ -239,7 +245,13 @@ static int train_loop(zp_trainer *t, zp_train_result *res, int64_t start)
         loss_sum = epoch_examples = 0;
         epoch_start = zp_now_s();
     }
-    zp_step_wait_all(t);
+    /* pushes may still be in flight (a pipe's max_inflight): their
+     * errors count as the loop's */
+    double a = zp_now_s();
+    int rc2 = zp_step_drain(t);
+    res->comm_s += zp_now_s() - a;
+    if (rc == 0)
+        rc = rc2;
     res->wall_s += zp_now_s() - t_start;
     return rc;
 }
@@ -333,8 +345,8 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
     if (res.comm.restarts)
         zp_info("recovered from %llu ERESTARTED answer(s)", (unsigned long long)res.comm.restarts);
     zp_step_wait_all(&t);
+    zp_step_fini(&t); /* the pipe goes before its client */
     zeps_client_destroy(&t.client);
-    zp_step_fini(&t);
     t.ops->destroy(&t.model);
     zp_wmetrics_stop(&t.metrics);
     *out = res;

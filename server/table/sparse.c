@@ -223,7 +223,7 @@ static uint32_t rec_take(zp_sparse *t)
 {
     if (t->free_head != ROW_NONE) {
         uint32_t r = t->free_head;
-        t->free_head = zp_sparse_rec_at(t, r)->next_free;
+        t->free_head = zp_sparse_rec_at(t, r)->freq; /* the link of a free record */
         return r;
     }
     if (zp_sparse_need_chunk(t)) {
@@ -258,9 +258,8 @@ static rowhdr *row_create(zp_sparse *t, uint64_t id, uint64_t h)
         zp_rowindex_grow(t);
     uint32_t r = rec_take(t);
     rowhdr *hd = zp_sparse_rec_at(t, r);
-    memset(hd, 0, HDR_BYTES);
+    memset(hd, 0, HDR_BYTES); /* last_clock 0: live */
     hd->id = id;
-    hd->flags = FLAG_LIVE;
     zp_rowindex_put(t->index, t->icap - 1, (slot){.row = r, .hash = (uint32_t)h});
     t->c.rows++;
     return hd;
@@ -400,6 +399,7 @@ void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, 
 {
     const size_t dim = t->dim;
     rowpipe p;
+    clock = zp_sparse_live_clock(clock);
     pipe_start(t, &p, ids, n);
     for (size_t gi = 0; gi * GROUP < n; gi++) {
         pipe_next(t, &p, gi);
@@ -434,6 +434,7 @@ static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float
     const zp_optim_ops *optim = t->optim;
     size_t applied = 0;
     rowpipe p;
+    clock = zp_sparse_live_clock(clock);
     pipe_start(t, &p, ids, n);
     for (size_t gi = 0; gi * GROUP < n; gi++) {
         pipe_next(t, &p, gi);
@@ -496,7 +497,7 @@ bool zp_sparse_next(const zp_sparse *t, uint64_t *cursor, zp_sparse_row *row)
 {
     for (uint64_t r = *cursor; r < t->nalloc; r++) {
         rowhdr *hd = zp_sparse_rec_at(t, (uint32_t)r);
-        if (hd->flags & FLAG_LIVE) {
+        if (zp_sparse_rec_live(hd)) {
             fill_row(t, hd, row);
             *cursor = r + 1;
             return true;
@@ -527,7 +528,7 @@ void zp_sparse_put(zp_sparse *t, const zp_sparse_row *row)
         return; /* only when the table cannot hold a single row */
     hd->version = row->version;
     hd->freq = row->freq;
-    hd->last_clock = row->last_clock;
+    hd->last_clock = zp_sparse_live_clock(row->last_clock);
     /* memmove: the source may be this very row (a get, then a put). */
     memmove(zp_sparse_rec_values(hd), row->values, t->dim * sizeof(float));
     if (t->spv > 0)

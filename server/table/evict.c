@@ -51,8 +51,8 @@ static void drop(zp_sparse *t, uint32_t r)
     rowhdr *h = zp_sparse_rec_at(t, r);
     int64_t at = zp_rowindex_find(t, h->id, zp_rowindex_hash(t, h->id));
     zp_rowindex_delete(t, (uint64_t)at);
-    h->flags = 0;
-    h->next_free = t->free_head;
+    h->last_clock = CLOCK_FREE;
+    h->freq = t->free_head;
     t->free_head = r;
     t->c.rows--;
 }
@@ -78,7 +78,7 @@ static bool evict_one(zp_sparse *t)
     for (int tries = 0; tries < 8 * SAMPLE_SIZE && found < SAMPLE_SIZE; tries++) {
         uint32_t r = (uint32_t)(zp_rng_next(&t->rng_sample) % t->nalloc);
         rowhdr *h = zp_sparse_rec_at(t, r);
-        if (!(h->flags & FLAG_LIVE))
+        if (!zp_sparse_rec_live(h))
             continue;
         found++;
         if (best == ROW_NONE || colder(t, h, zp_sparse_rec_at(t, best)))
@@ -88,7 +88,7 @@ static bool evict_one(zp_sparse *t)
         uint32_t start = (uint32_t)(zp_rng_next(&t->rng_sample) % t->nalloc);
         for (uint32_t k = 0; k < t->nalloc && best == ROW_NONE; k++) {
             uint32_t r = (start + k) % t->nalloc;
-            if (zp_sparse_rec_at(t, r)->flags & FLAG_LIVE)
+            if (zp_sparse_rec_live(zp_sparse_rec_at(t, r)))
                 best = r;
         }
     }
@@ -131,7 +131,7 @@ size_t zp_evict_expire(zp_sparse *t, int64_t clock)
         rowhdr *hd = zp_sparse_rec_at(t, r);
         /* clock - last_clock in u64: a row touched "in the future" (clock
          * went back, e.g. a restore) is not old. */
-        if ((hd->flags & FLAG_LIVE) && clock >= hd->last_clock &&
+        if (zp_sparse_rec_live(hd) && clock >= hd->last_clock &&
             (uint64_t)clock - (uint64_t)hd->last_clock >= t->ttl) {
             drop(t, r);
             n++;

@@ -223,7 +223,7 @@ static uint32_t rec_take(zp_sparse *t)
 {
     if (t->free_head != ROW_NONE) {
         uint32_t r = t->free_head;
-        t->free_head = zp_sparse_rec_at(t, r)->next_free;
+        t->free_head = zp_sparse_rec_at(t, r)->freq; /* the link of a free record */
         return r;
     }
     if (zp_sparse_need_chunk(t)) {
@@ -258,9 +258,8 @@ static rowhdr *row_create(zp_sparse *t, uint64_t id, uint64_t h)
         zp_rowindex_grow(t);
     uint32_t r = rec_take(t);
     rowhdr *hd = zp_sparse_rec_at(t, r);
-    memset(hd, 0, HDR_BYTES);
+    memset(hd, 0, HDR_BYTES); /* last_clock 0: live */
     hd->id = id;
-    hd->flags = FLAG_LIVE;
     zp_rowindex_put(t->index, t->icap - 1, (slot){.row = r, .hash = (uint32_t)h});
     t->c.rows++;
     return hd;
@@ -295,45 +294,185 @@ static rowhdr *touch(zp_sparse *t, uint64_t id, int64_t clock)
     return hd;
 }
 
+/* ------------------------------------------------------- the batched row path
+ *
+ * A request's ids are looked up GROUP at a time in a three-stage pipeline,
+ * so the cache misses of many ids overlap instead of following one
+ * another: group g + 2 is hashed and its home slots prefetched, group g + 1
+ * probed (comparing only the 32 hash bits a slot holds, which stay in the
+ * index) and its candidate records prefetched, while group g's records are
+ * checked (their id) and touched. An id whose candidate is not its row (not
+ * present, or another id with the same 32 hash bits) takes the one-at-a-time
+ * path (touch), which may create a row; creating may grow the index or
+ * evict, which could stale what was found for later ids, so the rest of
+ * that group takes the one-at-a-time path and the next group is probed
+ * again. Results and their order are those of touching the ids one by one. */
+#define GROUP 16
+
+typedef struct rowpipe {
+    const uint64_t *ids;
+    size_t n;
+    uint64_t h[3][GROUP];   /* hashes of groups g, g + 1, g + 2 (ring by group number) */
+    uint32_t row[2][GROUP]; /* candidates of groups g, g + 1 */
+} rowpipe;
+
+static inline size_t group_len(const rowpipe *p, size_t gi)
+{
+    size_t i0 = gi * GROUP;
+    return i0 >= p->n ? 0 : p->n - i0 < GROUP ? p->n - i0 : GROUP;
+}
+
+static inline void stage_hash(const zp_sparse *t, rowpipe *p, size_t gi)
+{
+    const uint64_t mask = t->icap - 1, *ids = p->ids + gi * GROUP;
+    uint64_t *h = p->h[gi % 3];
+    for (size_t j = 0, k = group_len(p, gi); j < k; j++) {
+        h[j] = zp_rowindex_hash(t, ids[j]);
+        __builtin_prefetch(&t->index[h[j] & mask]);
+    }
+}
+
+static inline void stage_probe(const zp_sparse *t, rowpipe *p, size_t gi)
+{
+    const uint64_t mask = t->icap - 1;
+    const slot *index = t->index;
+    const uint64_t *h = p->h[gi % 3];
+    uint32_t *row = p->row[gi % 2];
+    for (size_t j = 0, k = group_len(p, gi); j < k; j++) {
+        uint64_t i = h[j] & mask;
+        uint32_t h32 = (uint32_t)h[j], r = ROW_NONE;
+        for (;;) {
+            slot e = index[i];
+            if (e.row == ROW_NONE)
+                break;
+            if (e.hash == h32) {
+                r = e.row;
+                break;
+            }
+            i = (i + 1) & mask;
+        }
+        row[j] = r;
+        if (r != ROW_NONE) {
+            const char *rec = (const char *)zp_sparse_rec_at(t, r);
+            __builtin_prefetch(rec, 1);
+            if (t->rec > 64)
+                __builtin_prefetch(rec + 64, 1);
+        }
+    }
+}
+
+static void pipe_start(const zp_sparse *t, rowpipe *p, const uint64_t *ids, size_t n)
+{
+    p->ids = ids;
+    p->n = n;
+    stage_hash(t, p, 0);
+    stage_hash(t, p, 1);
+    stage_probe(t, p, 0);
+}
+
+/* Advance to group gi (its candidates ready): start the stages of the next
+ * two groups. */
+static inline void pipe_next(const zp_sparse *t, rowpipe *p, size_t gi)
+{
+    stage_hash(t, p, gi + 2);
+    stage_probe(t, p, gi + 1);
+}
+
+/* The found record of id j of group gi, touched at `clock`, or NULL when
+ * the one-at-a-time path must decide. */
+static inline rowhdr *pipe_hit(const zp_sparse *t, const rowpipe *p, size_t gi, size_t j,
+                               int64_t clock)
+{
+    uint32_t r = p->row[gi % 2][j];
+    if (r == ROW_NONE)
+        return NULL;
+    rowhdr *hd = zp_sparse_rec_at(t, r);
+    if (hd->id != p->ids[gi * GROUP + j])
+        return NULL;
+    hd->freq += hd->freq != UINT32_MAX;
+    hd->last_clock = clock;
+    return hd;
+}
+
 void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, float *out,
                     uint32_t *versions)
 {
-    for (size_t i = 0; i < n; i++) {
-        float *dst = out + i * t->dim;
-        rowhdr *hd = touch(t, ids[i], clock);
-        if (hd != NULL)
-            memcpy(dst, zp_sparse_rec_values(hd), t->dim * sizeof(float));
-        else
-            zp_sparse_init_row(t, ids[i], dst);
-        if (versions != NULL)
-            versions[i] = hd != NULL ? hd->version : 0;
+    const size_t dim = t->dim;
+    rowpipe p;
+    clock = zp_sparse_live_clock(clock);
+    pipe_start(t, &p, ids, n);
+    for (size_t gi = 0; gi * GROUP < n; gi++) {
+        pipe_next(t, &p, gi);
+        bool slow = false;
+        for (size_t j = 0, k = group_len(&p, gi); j < k; j++) {
+            size_t i = gi * GROUP + j;
+            float *dst = out + i * dim;
+            rowhdr *hd = slow ? NULL : pipe_hit(t, &p, gi, j, clock);
+            if (hd == NULL) {
+                slow = true;
+                hd = touch(t, ids[i], clock);
+            }
+            if (hd != NULL)
+                memcpy(dst, zp_sparse_rec_values(hd), dim * sizeof(float));
+            else
+                zp_sparse_init_row(t, ids[i], dst);
+            if (versions != NULL)
+                versions[i] = hd != NULL ? hd->version : 0;
+        }
+        if (slow) /* the index may have changed under the next group's probe */
+            stage_probe(t, &p, gi + 1);
     }
+}
+
+/* Apply g's rows to the rows of ids[0..n): the same path with the
+ * optimizer's step, the version bump and, when `tau` is given, each row's
+ * staleness. */
+static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float *grad,
+                        float scale, int64_t clock, const uint32_t *read_versions, zp_hist *tau)
+{
+    const size_t dim = t->dim;
+    const zp_optim_ops *optim = t->optim;
+    size_t applied = 0;
+    rowpipe p;
+    clock = zp_sparse_live_clock(clock);
+    pipe_start(t, &p, ids, n);
+    for (size_t gi = 0; gi * GROUP < n; gi++) {
+        pipe_next(t, &p, gi);
+        bool slow = false;
+        for (size_t j = 0, k = group_len(&p, gi); j < k; j++) {
+            size_t i = gi * GROUP + j;
+            rowhdr *hd = slow ? NULL : pipe_hit(t, &p, gi, j, clock);
+            if (hd == NULL) {
+                slow = true;
+                hd = touch(t, ids[i], clock);
+                if (hd == NULL) {
+                    t->c.pushes_skipped++;
+                    continue;
+                }
+            }
+            if (tau != NULL)
+                /* A row evicted and re-created since the read restarts at
+                 * version 0: count that as tau 0, not a wrapped difference. */
+                zp_hist_add_linear(tau, hd->version >= read_versions[i]
+                                            ? (uint64_t)(hd->version - read_versions[i])
+                                            : 0);
+            optim->apply_row(&t->h, t->dim, zp_sparse_rec_values(hd), zp_sparse_rec_state(t, hd),
+                             grad + i * dim, scale, hd->version);
+            hd->version += hd->version != UINT32_MAX;
+            applied++;
+        }
+        if (slow)
+            stage_probe(t, &p, gi + 1);
+    }
+    return applied;
 }
 
 size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *g, float scale,
                       int64_t clock, const uint32_t *read_versions, zp_hist *tau)
 {
-    size_t applied = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        rowhdr *hd = touch(t, ids[i], clock);
-        if (hd == NULL) {
-            t->c.pushes_skipped++;
-            continue;
-        }
-        if (read_versions != NULL && tau != NULL)
-            /* A row evicted and re-created since the read restarts at
-             * version 0: count that as tau 0, not a wrapped difference. */
-            zp_hist_add_linear(tau, hd->version >= read_versions[i]
-                                        ? (uint64_t)(hd->version - read_versions[i])
-                                        : 0);
-        t->optim->apply_row(&t->h, t->dim, zp_sparse_rec_values(hd), zp_sparse_rec_state(t, hd),
-                            g + i * t->dim, scale, hd->version);
-        if (hd->version != UINT32_MAX)
-            hd->version++;
-        applied++;
-    }
-    return applied;
+    /* the per-row staleness record is decided once per request */
+    return push_rows(t, ids, n, g, scale, clock, read_versions,
+                     read_versions != NULL ? tau : NULL);
 }
 
 /* The TTL scan is eviction's (evict.c); the API stays the table's. */
@@ -358,7 +497,7 @@ bool zp_sparse_next(const zp_sparse *t, uint64_t *cursor, zp_sparse_row *row)
 {
     for (uint64_t r = *cursor; r < t->nalloc; r++) {
         rowhdr *hd = zp_sparse_rec_at(t, (uint32_t)r);
-        if (hd->flags & FLAG_LIVE) {
+        if (zp_sparse_rec_live(hd)) {
             fill_row(t, hd, row);
             *cursor = r + 1;
             return true;
@@ -389,7 +528,7 @@ void zp_sparse_put(zp_sparse *t, const zp_sparse_row *row)
         return; /* only when the table cannot hold a single row */
     hd->version = row->version;
     hd->freq = row->freq;
-    hd->last_clock = row->last_clock;
+    hd->last_clock = zp_sparse_live_clock(row->last_clock);
     /* memmove: the source may be this very row (a get, then a put). */
     memmove(zp_sparse_rec_values(hd), row->values, t->dim * sizeof(float));
     if (t->spv > 0)

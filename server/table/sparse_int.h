@@ -12,8 +12,9 @@
  * the short macro names below are kept; they are visible only to those
  * four files.
  *
- * Records. A row is one fixed-size record: a 32-byte header (id,
- * last_clock, version, freq, flags, free-list link), then `dim` values, then
+ * Records. A row is one fixed-size record: a 24-byte header (id,
+ * last_clock, version, freq; a free record is marked by last_clock ==
+ * CLOCK_FREE and keeps its free-list link in freq), then `dim` values, then
  * state_per_value * dim optimizer floats, rounded up to 8 bytes. Records
  * live in chunks of a power-of-two number of rows, so a row number maps to
  * its record with a shift and a mask.
@@ -29,22 +30,31 @@
 #include "optim.h"
 #include "sparse.h"
 
-#define HDR_BYTES 32
-#define ROW_NONE  UINT32_MAX
-#define MAX_ROWS  ((uint64_t)1 << 31) /* row numbers are u32; index <= 2^32 slots */
-#define FLAG_LIVE 1u
+#define HDR_BYTES  24
+#define ROW_NONE   UINT32_MAX
+#define MAX_ROWS   ((uint64_t)1 << 31) /* row numbers are u32; index <= 2^32 slots */
+#define CLOCK_FREE INT64_MIN           /* last_clock of a free record */
 
 /* The record header; values and state follow it. */
 typedef struct rowhdr {
     uint64_t id;
-    int64_t last_clock;
+    int64_t last_clock; /* CLOCK_FREE: the record is free */
     uint32_t version;
-    uint32_t freq;
-    uint32_t flags;
-    uint32_t next_free; /* free-list link while not live */
+    uint32_t freq; /* the free-list link while the record is free */
 } rowhdr;
 
-_Static_assert(sizeof(rowhdr) == HDR_BYTES, "row header is 32 bytes");
+_Static_assert(sizeof(rowhdr) == HDR_BYTES, "row header is 24 bytes");
+
+static inline bool zp_sparse_rec_live(const rowhdr *h)
+{
+    return h->last_clock != CLOCK_FREE;
+}
+
+/* A touch clock a live row may hold (CLOCK_FREE marks free records). */
+static inline int64_t zp_sparse_live_clock(int64_t clock)
+{
+    return clock == CLOCK_FREE ? CLOCK_FREE + 1 : clock;
+}
 
 /* One index slot (rowindex.c). */
 typedef struct slot {

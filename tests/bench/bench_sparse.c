@@ -12,6 +12,8 @@
  * payload D x 4 bytes + optimizer state.
  *
  * Usage: bench_sparse [seconds per figure (0.5)]. Needs ZEPS_BINDIR.
+ * bench_sparse --ref ...: zeps against a reference sparse server instead
+ * (bench_sparse_ref.c).
  */
 #include <math.h>
 #include <stdio.h>
@@ -115,8 +117,12 @@ static int table_memory(zeps_client *c, const char *name, uint64_t *bytes, uint6
     return 0;
 }
 
+int zt_bench_sparse_ref(int argc, char **argv);
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "--ref") == 0)
+        return zt_bench_sparse_ref(argc, argv);
     double secs = argc > 1 ? atof(argv[1]) : 0.5;
     zt_cluster cl;
     if (zt_cluster_start(&cl, 2, 1, "async", "max_message_mb = 512;", NULL) != 0) {

@@ -410,7 +410,7 @@ START_TEST(test_million_rows)
     zp_sparse_counters c = counters(t);
     ck_assert_uint_eq(c.rows, N);
     ck_assert_uint_eq(c.created, N);
-    ck_assert_uint_eq(c.bytes_per_row, 32 + 8 * 4);
+    ck_assert_uint_eq(c.bytes_per_row, 24 + 8 * 4);
     /* Slabs (64k rows each) plus an index of 2^21 8-byte slots. */
     uint64_t slabs = (N + 65535) / 65536 * 65536 * c.bytes_per_row;
     ck_assert_uint_eq(c.bytes, slabs + ((uint64_t)8 << 21));
@@ -426,7 +426,7 @@ START_TEST(test_million_rows)
     }
     zp_sparse_destroy(&t);
 
-    /* Record sizes: header 32 + dim * 4 * (1 + state), rounded up to 8. */
+    /* Record sizes: header 24 + dim * 4 * (1 + state), rounded up to 8. */
     const char *names[] = {"sgd", "adagrad", "adam", "ftrl"};
     const int spv[] = {0, 1, 2, 2};
     const uint32_t dims[] = {8, 64, 3};
@@ -434,7 +434,7 @@ START_TEST(test_million_rows)
         for (int d = 0; d < 3; d++) {
             zp_sparse_opts p = base_opts(names[k], dims[d]);
             zp_sparse *u = make(&p);
-            uint64_t want = 32 + ((uint64_t)dims[d] * 4 * (1 + (uint64_t)spv[k]) + 7) / 8 * 8;
+            uint64_t want = 24 + ((uint64_t)dims[d] * 4 * (1 + (uint64_t)spv[k]) + 7) / 8 * 8;
             ck_assert_int_eq(zp_sparse_state_per_value(u), spv[k]);
             ck_assert_uint_eq(counters(u).bytes_per_row, want);
             zp_sparse_destroy(&u);

@@ -328,7 +328,7 @@ START_TEST(test_memory_budget)
                       (unsigned long long)c.bytes, (unsigned long long)budget);
     }
     zp_sparse_counters c = counters(t);
-    ck_assert_uint_eq(c.bytes_per_row, 32 + 16 * 4 * 3);
+    ck_assert_uint_eq(c.bytes_per_row, 24 + 16 * 4 * 3);
     /* The budget is used: rows take at least 3/4 of it. */
     ck_assert_msg(c.rows * c.bytes_per_row >= budget * 3 / 4, "only %llu rows in the budget",
                   (unsigned long long)c.rows);

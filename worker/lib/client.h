@@ -26,6 +26,10 @@
 #include "tables.h"
 #include "zeps.h"
 
+/* sparse.c: zeps_sbatch_new's scratch, kept between calls */
+typedef struct zp_sbuild zp_sbuild;
+void zp_sbuild_free(zeps_client *c);
+
 struct zeps_client {
     /* client.c: set once by zeps_client_new_endpoints */
     void *zctx;
@@ -58,6 +62,9 @@ struct zeps_client {
     /* tables.c: the declared tables, by handle */
     zp_table *tables;
     uint32_t ntables, cap_tables;
+
+    /* sparse.c: the batch builder's scratch (freed by zp_sbuild_free) */
+    zp_sbuild *sbuild;
 };
 
 #endif

@@ -63,32 +63,112 @@ static size_t block_bytes(size_t cnt, size_t dim)
     return (b + 7) & ~(size_t)7;
 }
 
-/* Unique index (first-appearance order) of every position; returns nu.
- * Hashed under a random seed: ids from training data cannot be made to
- * collide. */
-static size_t dedup(const uint64_t *ids, size_t n, uint32_t *first_u, uint64_t *uids)
+/* The scratch of zeps_sbatch_new, kept by the client between calls
+ * (zp_sbuild_free at zeps_client_destroy): a dedup table cleared by
+ * generation stamps, so a call touches only the slots its ids hash to, and
+ * per-position and per-unique arrays. Nothing in it outlives a call. */
+typedef struct dslot {
+    uint64_t key;
+    uint32_t gen, val;
+} dslot;
+
+struct zp_sbuild {
+    dslot *slots;
+    size_t cap;
+    uint32_t stamp;
+    size_t ncap;
+    uint64_t *hs;    /* [n] each position's dedup hash */
+    uint32_t *first; /* [n] unique index (first-appearance order) of each position */
+    uint64_t *uids;  /* [n] uniques in first-appearance order (several shards) */
+    uint32_t *ushard, *rank;
+    size_t *fill, *pf;
+};
+
+void zp_sbuild_free(zeps_client *c)
 {
-    uint64_t seed = zp_rng_random64();
+    zp_sbuild *s = c->sbuild;
+    if (!s)
+        return;
+    free(s->slots);
+    free(s->hs);
+    free(s->first);
+    free(s->uids);
+    free(s->ushard);
+    free(s->rank);
+    free(s->fill);
+    free(s->pf);
+    free(s);
+    c->sbuild = NULL;
+}
+
+/* The client's scratch with room for n ids over S shards, a fresh stamp and
+ * a dedup table of *mask + 1 slots (>= 2n). */
+static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
+{
+    zp_sbuild *s = c->sbuild;
+    if (!s)
+        s = c->sbuild = zp_alloc_zeroed(1, sizeof(*s));
     size_t cap = 16;
     while (cap < 2 * n)
         cap <<= 1;
-    uint64_t *keys = zp_alloc(cap * sizeof(uint64_t));
-    uint32_t *val = zp_alloc(cap * sizeof(uint32_t));
-    memset(val, 0xff, cap * sizeof(uint32_t));
-    size_t nu = 0, mask = cap - 1;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = (size_t)zp_sparse_hash_id(ids[i], seed) & mask;
-        while (val[j] != UINT32_MAX && keys[j] != ids[i])
-            j = (j + 1) & mask;
-        if (val[j] == UINT32_MAX) {
-            keys[j] = ids[i];
-            val[j] = (uint32_t)nu;
-            uids[nu++] = ids[i];
-        }
-        first_u[i] = val[j];
+    if (cap > s->cap) {
+        free(s->slots);
+        s->slots = zp_alloc_zeroed(cap, sizeof(dslot));
+        s->cap = cap;
+        s->stamp = 0;
     }
-    free(keys);
-    free(val);
+    if (n + 1 > s->ncap) {
+        size_t m = n + 1;
+        s->hs = zp_alloc_resize(s->hs, m * sizeof(uint64_t));
+        s->first = zp_alloc_resize(s->first, m * sizeof(uint32_t));
+        s->uids = zp_alloc_resize(s->uids, m * sizeof(uint64_t));
+        s->ushard = zp_alloc_resize(s->ushard, m * sizeof(uint32_t));
+        s->rank = zp_alloc_resize(s->rank, m * sizeof(uint32_t));
+        s->pf = zp_alloc_resize(s->pf, (m + 1) * sizeof(size_t));
+        s->ncap = m;
+    }
+    s->fill = zp_alloc_resize(s->fill, ((size_t)S + 1) * sizeof(size_t));
+    if (++s->stamp == 0) { /* wrapped: clear once every 2^32 batches */
+        memset(s->slots, 0, s->cap * sizeof(dslot));
+        s->stamp = 1;
+    }
+    *mask = cap - 1;
+    return s;
+}
+
+/* Unique index (first-appearance order) of every position into first[],
+ * the uniques into uids[]; returns nu. The table is hashed under a seed
+ * drawn at random per call: ids from training data cannot be made to
+ * collide. Hashes are computed in one pass and the slots prefetched a few
+ * positions ahead, so the probes' cache misses overlap. */
+static size_t dedup(zp_sbuild *s, size_t mask, const uint64_t *ids, size_t n, uint32_t *first,
+                    uint64_t *uids)
+{
+    enum { AHEAD = 8 };
+    uint64_t seed = zp_rng_random64();
+    uint64_t *hs = s->hs;
+    dslot *sl = s->slots;
+    const uint32_t stamp = s->stamp;
+    for (size_t i = 0; i < n; i++)
+        hs[i] = zp_sparse_hash_id(ids[i], seed);
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        __builtin_prefetch(&sl[hs[i] & mask], 1);
+    size_t nu = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            __builtin_prefetch(&sl[hs[i + AHEAD] & mask], 1);
+        uint64_t id = ids[i];
+        size_t j = (size_t)hs[i] & mask;
+        while (sl[j].gen == stamp && sl[j].key != id)
+            j = (j + 1) & mask;
+        if (sl[j].gen != stamp) {
+            sl[j].key = id;
+            sl[j].gen = stamp;
+            sl[j].val = (uint32_t)nu;
+            uids[nu++] = id;
+        }
+        first[i] = sl[j].val;
+    }
     return nu;
 }
 
@@ -113,58 +193,65 @@ int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t 
     b->nshards = c->nshards;
     b->n = n;
     int S = b->nshards;
+    size_t mask, n1 = n ? n : 1;
+    zp_sbuild *s = sbuild_get(c, n, S, &mask);
 
-    /* 1. merge repeated ids (order of first appearance) */
-    uint32_t *first_u = zp_alloc((n ? n : 1) * sizeof(uint32_t));
-    uint64_t *uids = zp_alloc((n ? n : 1) * sizeof(uint64_t));
-    size_t nu = dedup(ids, n, first_u, uids);
+    /* 1. merge repeated ids (order of first appearance). On one shard the
+     * first-appearance order is the shard order: dedup writes the batch's
+     * own arrays and step 2 has nothing to do. */
+    b->pos_u = zp_alloc(n1 * sizeof(uint32_t));
+    b->ukeys = zp_alloc(n1 * sizeof(uint64_t));
+    b->sbegin = zp_alloc_zeroed((size_t)S + 1, sizeof(size_t));
+    size_t nu;
+    if (S == 1) {
+        nu = dedup(s, mask, ids, n, b->pos_u, b->ukeys);
+        b->sbegin[1] = nu;
+    } else {
+        nu = dedup(s, mask, ids, n, s->first, s->uids);
+        /* 2. order uniques by shard (stable counting sort); the shard hash
+         * runs once per distinct id */
+        for (size_t u = 0; u < nu; u++) {
+            s->ushard[u] = (uint32_t)zp_sparse_shard_of(s->uids[u], S);
+            b->sbegin[s->ushard[u] + 1]++;
+        }
+        for (int k = 0; k < S; k++)
+            b->sbegin[k + 1] += b->sbegin[k];
+        memcpy(s->fill, b->sbegin, ((size_t)S + 1) * sizeof(size_t));
+        for (size_t u = 0; u < nu; u++) {
+            size_t at = s->fill[s->ushard[u]]++;
+            s->rank[u] = (uint32_t)at;
+            b->ukeys[at] = s->uids[u];
+        }
+        for (size_t i = 0; i < n; i++)
+            b->pos_u[i] = s->rank[s->first[i]];
+    }
     b->nu = nu;
 
-    /* 2. order uniques by shard (stable counting sort) */
-    int *ushard = zp_alloc((nu ? nu : 1) * sizeof(int));
-    b->sbegin = zp_alloc_zeroed((size_t)S + 1, sizeof(size_t));
-    for (size_t u = 0; u < nu; u++) {
-        ushard[u] = zp_sparse_shard_of(uids[u], S);
-        b->sbegin[ushard[u] + 1]++;
+    /* 3. positions per unique (CSR); without repeats on one shard it is
+     * the identity */
+    b->pbegin = zp_alloc((nu + 1) * sizeof(size_t));
+    b->plist = zp_alloc(n1 * sizeof(uint32_t));
+    if (nu == n && S == 1) {
+        for (size_t i = 0; i <= n; i++)
+            b->pbegin[i] = i;
+        for (size_t i = 0; i < n; i++)
+            b->plist[i] = (uint32_t)i;
+    } else {
+        memset(b->pbegin, 0, (nu + 1) * sizeof(size_t));
+        for (size_t i = 0; i < n; i++)
+            b->pbegin[b->pos_u[i] + 1]++;
+        for (size_t u = 0; u < nu; u++)
+            b->pbegin[u + 1] += b->pbegin[u];
+        size_t *pf = s->pf;
+        memcpy(pf, b->pbegin, (nu + 1) * sizeof(size_t));
+        for (size_t i = 0; i < n; i++)
+            b->plist[pf[b->pos_u[i]]++] = (uint32_t)i;
     }
-    for (int k = 0; k < S; k++)
-        b->sbegin[k + 1] += b->sbegin[k];
-    size_t *fill = zp_alloc(((size_t)S + 1) * sizeof(size_t));
-    memcpy(fill, b->sbegin, ((size_t)S + 1) * sizeof(size_t));
-    uint32_t *rank = zp_alloc((nu ? nu : 1) * sizeof(uint32_t)); /* first-order -> shard order */
-    b->ukeys = zp_alloc((nu ? nu : 1) * sizeof(uint64_t));
-    for (size_t u = 0; u < nu; u++) {
-        size_t at = fill[ushard[u]]++;
-        rank[u] = (uint32_t)at;
-        b->ukeys[at] = uids[u];
-    }
-
-    /* 3. positions per unique (CSR) */
-    b->pos_u = zp_alloc((n ? n : 1) * sizeof(uint32_t));
-    b->pbegin = zp_alloc_zeroed(nu + 1, sizeof(size_t));
-    for (size_t i = 0; i < n; i++) {
-        b->pos_u[i] = rank[first_u[i]];
-        b->pbegin[b->pos_u[i] + 1]++;
-    }
-    for (size_t u = 0; u < nu; u++)
-        b->pbegin[u + 1] += b->pbegin[u];
-    b->plist = zp_alloc((n ? n : 1) * sizeof(uint32_t));
-    size_t *pf = zp_alloc((nu + 1) * sizeof(size_t));
-    memcpy(pf, b->pbegin, (nu + 1) * sizeof(size_t));
-    for (size_t i = 0; i < n; i++)
-        b->plist[pf[b->pos_u[i]]++] = (uint32_t)i;
 
     b->uversions = zp_alloc_zeroed(nu ? nu : 1, sizeof(uint32_t));
     b->boff = zp_alloc_zeroed((size_t)S + 1, sizeof(size_t));
     for (int k = 0; k < S; k++)
         b->boff[k + 1] = b->boff[k] + block_bytes(b->sbegin[k + 1] - b->sbegin[k], dim);
-
-    free(first_u);
-    free(uids);
-    free(ushard);
-    free(fill);
-    free(rank);
-    free(pf);
     *out = b;
     return 0;
 }

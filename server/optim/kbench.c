@@ -9,8 +9,8 @@
  * so load from other processes falls on all alike; the figure printed per
  * kernel is the best (shortest) over repetitions - other processes only
  * ever add time, and on a loaded 2-core machine a median of a few calls
- * still caught stalls (one kernel 5x slower than the next in one run) - and its ratio is saxpy's best
- * time over its own (a "time-rate": 1.0 = as fast as saxpy on the same n;
+ * still caught stalls (one kernel 5x slower than the next in one run) -
+ * and its ratio is saxpy's best time over its own (a "time-rate": 1.0 = as fast as saxpy on the same n;
  * Adam moves 7 float streams to saxpy's 3, so memory allows it 3/7).
  * The fused check-and-apply path (zp_optim_apply_checked) is timed too,
  * beside the two passes it replaces (zp_finite_all, then apply).

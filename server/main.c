@@ -11,13 +11,22 @@
  * 0 stopped cleanly, 1 failed while serving (the final snapshot too), 2 a
  * start-up failure the operator must fix (usage, cluster file, keys,
  * allow-list, address, snapshot or trace folder, snapshot to restore).
+ *
+ *   zeps-server --bench-apply [REPS]
+ *
+ * times the dense optimizer kernels this binary runs against saxpy, on 4M
+ * and 8M floats (optim/kbench.c), prints the table and exits 0; `zepsctl
+ * bench --apply` runs it.
  */
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "alloc.h"
 #include "daemon.h"
 #include "exitcode.h"
+#include "kbench.h"
 #include "log.h"
 #include "mathenv.h"
 #include "registry.h"
@@ -26,6 +35,11 @@
 int main(int argc, char **argv)
 {
     zp_mathenv_setup(argv);
+    if (argc >= 2 && strcmp(argv[1], "--bench-apply") == 0) {
+        static const size_t sizes[] = {(size_t)4 << 20, (size_t)8 << 20};
+        zp_alloc_tune();
+        return zp_optim_bench(stdout, sizes, 2, argc >= 3 ? atoi(argv[2]) : 11);
+    }
     zp_daemon_args args;
     int rc = zp_daemon_parse(ZP_DAEMON_SERVER, argc, argv, &args);
     if (rc >= 0)

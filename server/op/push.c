@@ -2,7 +2,10 @@
  * push.c - PUSH: the path of a gradient from the wire into a table.
  *
  * Check the request (worker, table, range, duplicate window, payload size,
- * version, clock, finiteness) before touching anything; hand the values to
+ * version, clock, finiteness) before touching anything - finiteness of a
+ * push the policy applies on arrival is checked in the pass that applies
+ * it (zp_push.unchecked: the table's kernel refuses it with nothing
+ * applied), so the gradient is read once; hand the values to
  * the policy (s->cons->push), which applies, keeps or drops them and says
  * which in a zp_push_result; then record it (record.c), start a snapshot
  * when it closed a BSP round (state/persist.c), count, advance the clock
@@ -181,7 +184,17 @@ static int checked_push(zp_server *s, zp_request *r, zp_table *t, zp_push *p)
     bool in_place = h->codec != 0 && !s->cons->holds_frames;
     if (checked_values(s, r, t, p) != 0 || checked_version(s, r, t, &p->data_version) != 0)
         return -1;
-    if (s->cfg.reject_nonfinite && !in_place && !zp_finite_all(p->g, h->count)) {
+    if (!s->cfg.reject_nonfinite || in_place)
+        return 0;
+    if (!s->cons->holds_frames) {
+        /* Applied on arrival: the policy checks it while applying, reading
+         * it once; the frame is closed after the reply, so the kernel may
+         * consume it (zp_push.unchecked, g_own). */
+        p->unchecked = true;
+        p->g_own = zmq_msg_data(r->payload);
+        return 0;
+    }
+    if (!zp_finite_all(p->g, h->count)) { /* kept for a round: refused before it is held */
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                        "PUSH to table '%s' from worker %u contains NaN or Inf; nothing applied",
                        t->name, h->rank);

@@ -6,10 +6,12 @@
  * into SIMD code - provided the file is built with -fno-math-errno: gcc 12
  * otherwise keeps a scalar errno path beside each sqrtf and will not
  * vectorise (server/CMakeLists.txt). The results are the same either way,
- * as sqrtf only sees non-negative sums of squares.
+ * as sqrtf only sees non-negative sums of squares. Built per CPU level
+ * (clones.h).
  */
 #include <math.h>
 
+#include "clones.h"
 #include "optim.h"
 
 /* `wd` is a separate argument so each call below gets a copy specialised
@@ -26,8 +28,8 @@ static inline void adagrad_loop(float *restrict w, float *restrict G, const floa
     }
 }
 
-static void adagrad_apply(float *w, float *state, const float *g, size_t n, size_t stride,
-                          const zp_hyper *h, uint64_t step, float scale)
+ZP_CLONES static void adagrad_apply(float *w, float *state, const float *g, size_t n,
+                                    size_t stride, const zp_hyper *h, uint64_t step, float scale)
 {
     if (h->weight_decay != 0.0f)
         adagrad_loop(w, state, g, n, h->lr, h->eps, scale, h->weight_decay, 1);

@@ -2,12 +2,14 @@
  * adam.c - Adam: m = b1*m + (1-b1)g; v = b2*v + (1-b2)g^2; with t = step + 1,
  * w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps).
  *
- * The slice kernel is one fused pass (see adagrad.c on -fno-math-errno);
- * the bias corrections are computed once per call, in double, because
+ * The slice kernel is one fused pass (see adagrad.c on -fno-math-errno),
+ * built per CPU level (clones.h: 16 floats a step with AVX-512); the
+ * bias corrections are computed once per call, in double, because
  * 1 - b2^t is tiny for small t and b2 near 1.
  */
 #include <math.h>
 
+#include "clones.h"
 #include "optim.h"
 
 /* See adagrad_loop for `use_wd`. */
@@ -29,6 +31,16 @@ static inline void adam_loop(float *restrict w, float *restrict m, float *restri
     }
 }
 
+/* One copy per CPU level, each with a loop for wd == 0 and one for not. */
+ZP_CLONES static void adam_run(float *w, float *m, float *v, const float *g, size_t n,
+                               const zp_hyper *h, float bc1inv, float bc2inv, float scale)
+{
+    if (h->weight_decay != 0.0f)
+        adam_loop(w, m, v, g, n, h, bc1inv, bc2inv, scale, 1);
+    else
+        adam_loop(w, m, v, g, n, h, bc1inv, bc2inv, scale, 0);
+}
+
 static void adam_apply(float *w, float *state, const float *g, size_t n, size_t stride,
                        const zp_hyper *h, uint64_t step, float scale)
 {
@@ -37,10 +49,7 @@ static void adam_apply(float *w, float *state, const float *g, size_t n, size_t 
     float bc2inv = (float)(1.0 / (1.0 - pow(h->beta2, t)));
     float *m = state, *v = state + stride;
 
-    if (h->weight_decay != 0.0f)
-        adam_loop(w, m, v, g, n, h, bc1inv, bc2inv, scale, 1);
-    else
-        adam_loop(w, m, v, g, n, h, bc1inv, bc2inv, scale, 0);
+    adam_run(w, m, v, g, n, h, bc1inv, bc2inv, scale);
 }
 
 /* Row, in double; m and v stored as f32 after each step. */

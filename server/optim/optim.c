@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "finite.h"
 #include "zeps_errors.h"
 
 /* The registry, in the order names are listed. */
@@ -113,4 +114,16 @@ int zp_optim_validate(const char *name, const zp_hyper *h, char *err, size_t err
         (rc = check(name, "eps", h->eps, h->eps > 0.0f, "> 0", err, errlen)) != 0)
         return rc;
     return 0;
+}
+
+bool zp_optim_apply_checked(const zp_optim_ops *o, float *w, float *state, const float *g,
+                            float *g_own, size_t n, size_t stride, const zp_hyper *h,
+                            uint64_t step, float scale)
+{
+    if (g_own && o->apply_keep)
+        return o->apply_keep(w, state, g_own, n, stride, h, step, scale);
+    if (!zp_finite_all(g, n))
+        return false;
+    o->apply(w, state, g, n, stride, h, step, scale);
+    return true;
 }

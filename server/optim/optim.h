@@ -71,6 +71,16 @@ typedef struct zp_optim_ops {
      * version before the update. NULL if the optimizer is for slices only. */
     void (*apply_row)(const zp_hyper *h, uint32_t dim, float *w, float *s, const float *g,
                       float scale, uint32_t step);
+
+    /* Dense slices, optional: `apply` from a gradient the caller gives up,
+     * checked for NaN/Inf in the same pass. Returns true after the same
+     * update `apply` makes; false if some g[i] was NaN or Inf, with w and
+     * state bit for bit as before. g is overwritten either way (the kernel
+     * keeps old values there to put them back). Only an optimizer whose
+     * old values fit in g's place (one float per element: sgd) has one;
+     * zp_optim_apply_checked falls back to a check then `apply`. */
+    bool (*apply_keep)(float *w, float *state, float *g, size_t n, size_t stride,
+                       const zp_hyper *h, uint64_t step, float scale);
 } zp_optim_ops;
 
 extern const zp_optim_ops zp_sgd_ops;
@@ -78,6 +88,16 @@ extern const zp_optim_ops zp_momentum_ops;
 extern const zp_optim_ops zp_adagrad_ops;
 extern const zp_optim_ops zp_adam_ops;
 extern const zp_optim_ops zp_ftrl_ops;
+
+/* `o->apply` if every g[i] (i < n) is finite; nothing otherwise. With
+ * `g_own` (g itself, writable, which the caller gives up: it is garbage
+ * afterwards) and an optimizer that has apply_keep, the gradient is read
+ * once; otherwise it is checked first, then applied. Returns true if
+ * applied, false if nothing was (w and state unchanged). The arguments are
+ * `apply`'s. Thread-safe as `apply` is. */
+bool zp_optim_apply_checked(const zp_optim_ops *o, float *w, float *state, const float *g,
+                            float *g_own, size_t n, size_t stride, const zp_hyper *h,
+                            uint64_t step, float scale);
 
 /* Look up by name ("sgd", "momentum", "adagrad", "adam", "ftrl"); NULL if
  * unknown or name is NULL. The table returned is static. Thread-safe. */

@@ -6,22 +6,45 @@
  */
 #include "modes.h"
 
+#include "errors.h"
+#include "finite.h"
 #include "server.h"
+#include "zeps_errors.h"
 
-void zp_async_apply(zp_table *t, zp_push *p, double weight, zp_push_outcome outcome,
-                    zp_push_result *res)
+int zp_push_nonfinite(const zp_table *t, const zp_push *p, char *err, size_t errlen)
+{
+    return zp_errors_set(err, errlen, ZEPS_ENONFINITE,
+                         "PUSH to table '%s' from worker %u contains NaN or Inf; nothing applied",
+                         t->name, p->rank);
+}
+
+int zp_push_check(const zp_table *t, zp_push *p, char *err, size_t errlen)
+{
+    if (!p->unchecked)
+        return 0;
+    if (!zp_finite_all(p->g, p->count))
+        return zp_push_nonfinite(t, p, err, errlen);
+    p->unchecked = false;
+    return 0;
+}
+
+int zp_async_apply(zp_table *t, zp_push *p, double weight, zp_push_outcome outcome,
+                   zp_push_result *res, char *err, size_t errlen)
 {
     uint64_t before = t->version;
     if (p->sparse_codec)
         zp_table_apply_sparse(t, p->sparse_codec, p->sparse_buf, p->sparse_len, p->off, p->count,
                               (float)weight);
-    else
+    else if (!p->unchecked)
         zp_table_apply(t, p->g, p->off, p->count, (float)weight);
+    else if (!zp_table_apply_checked(t, p->g, p->g_own, p->off, p->count, (float)weight))
+        return zp_push_nonfinite(t, p, err, errlen);
     res->outcome = outcome;
     res->applied = true;
     res->version_applied = before;
     res->tau = before - p->data_version;
     res->weight = weight;
+    return 0;
 }
 
 void zp_async_refuse(const zp_table *t, const zp_push *p, zp_push_outcome outcome,
@@ -44,9 +67,8 @@ bool zp_async_ready(const zp_server *s, const zp_table *t, uint32_t rank, int64_
 int zp_async_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, char *err,
                   size_t errlen)
 {
-    (void)s, (void)err, (void)errlen;
-    zp_async_apply(t, p, 1.0, ZP_PUSH_APPLIED, res);
-    return 0;
+    (void)s;
+    return zp_async_apply(t, p, 1.0, ZP_PUSH_APPLIED, res, err, errlen);
 }
 
 size_t zp_async_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp)

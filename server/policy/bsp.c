@@ -62,15 +62,16 @@ static void close_round(zp_table *t, zp_push_result *res)
 }
 
 /* A backup worker's push for a round that closed without it. */
-static void late_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res)
+static int late_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, char *err,
+                     size_t errlen)
 {
     if (s->cfg.late_weighted)
-        zp_async_apply(t, p,
-                       zp_weighted_weight(s->cfg.weight_fn, s->cfg.weight_lambda,
-                                          t->version - p->data_version),
-                       ZP_PUSH_LATE, res);
-    else
-        zp_async_refuse(t, p, ZP_PUSH_LATE, res);
+        return zp_async_apply(t, p,
+                              zp_weighted_weight(s->cfg.weight_fn, s->cfg.weight_lambda,
+                                                 t->version - p->data_version),
+                              ZP_PUSH_LATE, res, err, errlen);
+    zp_async_refuse(t, p, ZP_PUSH_LATE, res);
+    return 0;
 }
 
 static int bsp_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, char *err,
@@ -82,10 +83,8 @@ static int bsp_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, 
             err, errlen, ZEPS_ERANGE,
             "bsp: a push to table '%s' must cover this shard's whole slice [%llu, %llu)", t->name,
             (unsigned long long)t->begin, (unsigned long long)t->end);
-    if (p->clock < rd->closed) {
-        late_push(s, t, p, res);
-        return 0;
-    }
+    if (p->clock < rd->closed)
+        return late_push(s, t, p, res, err, errlen);
     if (p->clock > rd->closed)
         return zp_errors_set(err, errlen, ZEPS_ECLOCK,
                              "bsp: push for clock %lld but table '%s' is collecting round %lld",

@@ -33,6 +33,15 @@ typedef struct zp_push {
     int64_t clock;         /* the clock it was computed at */
     uint64_t data_version; /* the slice version it was computed from */
     const float *g;        /* count values, read in place from `frame` */
+    /* g has not been checked for NaN/Inf yet (reject_nonfinite, a policy
+     * that applies on arrival): whoever applies it checks it in the same
+     * pass (zp_table_apply_checked), whoever drops it checks it first
+     * (zp_push_check), so a bad push is refused whatever the policy does */
+    bool unchecked;
+    /* g itself, writable, when nothing reads it after this push (its frame
+     * is closed after the reply): a kernel may consume it (apply_keep).
+     * NULL otherwise. */
+    float *g_own;
     size_t off, count;     /* slice-relative range */
     zmq_msg_t *frame;      /* holds g; a policy may take it (zmq_msg_move) */
     /* a validated topk/randk payload applied as it is (sgd without weight

@@ -11,9 +11,19 @@
 #include "registry.h" /* zp_<mode>_ops of every mode */
 
 /* async.c: apply p to t now scaled by `weight` and describe it in *res as
- * `outcome` (ZP_PUSH_APPLIED or ZP_PUSH_LATE). */
-void zp_async_apply(zp_table *t, zp_push *p, double weight, zp_push_outcome outcome,
-                    zp_push_result *res);
+ * `outcome` (ZP_PUSH_APPLIED or ZP_PUSH_LATE). An unchecked push is checked
+ * in the same pass: 0, or ZEPS_ENONFINITE with nothing applied and the
+ * message in err. */
+int zp_async_apply(zp_table *t, zp_push *p, double weight, zp_push_outcome outcome,
+                   zp_push_result *res, char *err, size_t errlen);
+
+/* async.c: for a policy about to drop or transform p: 0 if p is checked
+ * or finite (then marked checked), else ZEPS_ENONFINITE and the message
+ * a bad push gets in err. */
+int zp_push_check(const zp_table *t, zp_push *p, char *err, size_t errlen);
+
+/* async.c: ZEPS_ENONFINITE and its message for p in err. */
+int zp_push_nonfinite(const zp_table *t, const zp_push *p, char *err, size_t errlen);
 
 /* async.c: describe in *res a push refused as `outcome` (dropped or late). */
 void zp_async_refuse(const zp_table *t, const zp_push *p, zp_push_outcome outcome,

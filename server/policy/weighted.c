@@ -64,18 +64,22 @@ static int weighted_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *
                          size_t errlen)
 {
     uint64_t tau = t->version - p->data_version; /* data_version <= version: checked on arrival */
+    int rc;
     if (s->cfg.max_staleness >= 0 && tau > (uint64_t)s->cfg.max_staleness) {
+        if ((rc = zp_push_check(t, p, err, errlen)) != 0)
+            return rc; /* a bad push is refused as such, stale or not */
         zp_async_refuse(t, p, ZP_PUSH_DROPPED, res);
         return 0;
     }
     if (dc_on(s)) {
-        int rc = dc_compensate(s, t, p, err, errlen);
-        if (rc != 0)
+        /* the compensation reads g beside two other vectors: check first */
+        if ((rc = zp_push_check(t, p, err, errlen)) != 0 ||
+            (rc = dc_compensate(s, t, p, err, errlen)) != 0)
             return rc;
+        p->g_own = NULL; /* g is the table's DC scratch now */
     }
-    zp_async_apply(t, p, zp_weighted_weight(s->cfg.weight_fn, s->cfg.weight_lambda, tau),
-                   ZP_PUSH_APPLIED, res);
-    return 0;
+    return zp_async_apply(t, p, zp_weighted_weight(s->cfg.weight_fn, s->cfg.weight_lambda, tau),
+                          ZP_PUSH_APPLIED, res, err, errlen);
 }
 
 /* With row versions: each row scaled by w(tau of that row), rows staler

@@ -304,6 +304,17 @@ void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float
     bump_version(t);
 }
 
+bool zp_table_apply_checked(zp_table *t, const float *g, float *g_own, size_t off, size_t count,
+                            float scale)
+{
+    own_params(t);
+    if (!zp_optim_apply_checked(t->opt, t->params->data + off, t->state ? t->state + off : NULL, g,
+                                g_own, count, t->n, &t->hyper, t->version, scale))
+        return false;
+    bump_version(t);
+    return true;
+}
+
 bool zp_table_sparse_ok(const zp_table *t)
 {
     /* a linear optimizer without a weight-decay term: w -= lr * scale * g */

@@ -157,6 +157,14 @@ int zp_table_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *er
  * Copies the parameter buffer first if a reply still references it. */
 void zp_table_apply(zp_table *t, const float *g, size_t off, size_t count, float scale);
 
+/* zp_table_apply of a gradient not checked yet: applies it only if every
+ * value is finite, reading it once where the optimizer can (g_own: g
+ * itself, given up by the caller, garbage afterwards; or NULL). Returns
+ * true if applied (version bumped), false if a value was NaN or Inf and
+ * nothing changed (the version neither). */
+bool zp_table_apply_checked(zp_table *t, const float *g, float *g_own, size_t off, size_t count,
+                            float scale);
+
 /* zp_table_apply for a validated topk/randk payload of `count` values at
  * `off`, on an sgd table without weight decay: w -= lr * scale * decoded,
  * touching only the sent elements (decode_add); bumps the version. */

@@ -144,6 +144,95 @@ START_TEST(test_async_push_pull)
 }
 END_TEST
 
+/* A dense table declared with optimizer `opt` (constant init 1). */
+static uint32_t declare_opt(zt_shard *z, const char *name, uint64_t length, const char *opt)
+{
+    Zeps__TableSpec spec;
+    zeps__table_spec__init(&spec);
+    spec.name = (char *)name;
+    spec.length = length;
+    spec.optimizer = (char *)opt;
+    spec.lr = 0.01;
+    spec.momentum = 0.9;
+    spec.beta1 = 0.9;
+    spec.beta2 = 0.999;
+    spec.eps = 1e-8;
+    spec.init = "constant";
+    spec.init_scale = 1.0;
+    Zeps__Header h = zt_header(z, ZEPS__OP__DECLARE, 0);
+    h.spec = &spec;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    return zt_last(z)->h->table;
+}
+
+/* Modes that apply on arrival check a gradient in the pass that applies
+ * it (push.c, zp_push.unchecked): a NaN or Inf anywhere - the first value,
+ * the middle, the very last (the last chunk of sgd's one-pass kernel) -
+ * is refused with ENONFINITE and changes no weight, no optimizer state and
+ * not the version, for every optimizer; the next good push applies. Also
+ * weighted with DC-ASGD and a push dropped as too stale. */
+START_TEST(test_nonfinite_applies_nothing)
+{
+    static const char *const opts[] = {"sgd", "momentum", "adagrad", "adam"};
+    static const struct {
+        const char *mode;
+        int dc, drop;
+    } modes[] = {{"async", 0, 0}, {"ssp", 0, 0}, {"weighted", 0, 0}, {"weighted", 1, 0},
+                 {"weighted", 0, 1}};
+    const size_t n = 3 * 4096 + 37;
+    const size_t at[] = {0, n / 2, n - 1};
+    int mi = _i / 4;
+    const char *opt = opts[_i % 4];
+    zp_config *cfg = zt_config(modes[mi].mode, 1, 1);
+    if (modes[mi].dc)
+        cfg->dc_lambda = 0.04;
+    if (modes[mi].drop)
+        cfg->max_staleness = 0;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    uint32_t t = declare_opt(z, "w", n, opt);
+    zp_table *tb = z->s->tables[t];
+    float *g = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        g[i] = (float)((int)(i % 7) - 3) * 0.125f;
+    zt_pull(z, 0, t, 0, n, 0); /* DC-ASGD keeps what was pulled */
+    ck_assert_int_eq(zt_push(z, 0, t, 0, g, n, 0, 0), 1); /* state is not all zero now */
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    size_t ns = (size_t)tb->opt->state_per_param * n;
+    float *w0 = malloc(n * sizeof(float)), *s0 = malloc((ns ? ns : 1) * sizeof(float));
+    static const float bad[] = {NAN, INFINITY, -INFINITY};
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++)
+        for (size_t b = 0; b < 3; b++) {
+            memcpy(w0, tb->params->data, n * sizeof(float));
+            if (ns)
+                memcpy(s0, tb->state, ns * sizeof(float));
+            uint64_t v0 = tb->version;
+            float keep = g[at[k]];
+            g[at[k]] = bad[b];
+            /* drop: a push from version 0 is too stale once v0 > 0 */
+            zt_push(z, 0, t, 0, g, n, 0, modes[mi].drop ? 0 : v0);
+            g[at[k]] = keep;
+            ck_assert_msg(zt_last(z)->h->error == ZEPS_ENONFINITE, "%s/%s: bad at %zu: error %d",
+                          modes[mi].mode, opt, at[k], (int)zt_last(z)->h->error);
+            ck_assert_uint_eq(tb->version, v0);
+            ck_assert_msg(memcmp(w0, tb->params->data, n * sizeof(float)) == 0,
+                          "%s/%s: weights changed by a refused push (bad at %zu)", modes[mi].mode,
+                          opt, at[k]);
+            ck_assert_msg(!ns || memcmp(s0, tb->state, ns * sizeof(float)) == 0,
+                          "%s/%s: state changed by a refused push (bad at %zu)", modes[mi].mode,
+                          opt, at[k]);
+        }
+    zt_push(z, 0, t, 0, g, n, 0, tb->version);
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    ck_assert(modes[mi].drop || memcmp(w0, tb->params->data, n * sizeof(float)) != 0);
+    free(g);
+    free(w0);
+    free(s0);
+    zt_shard_free(z);
+}
+END_TEST
+
 /* bsp: a pull of clock 1 is parked until round 0 closes; the round closes
  * when both pushed, and applies their mean once; the parked pull is then
  * answered with the new values. */
@@ -265,6 +354,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_requires_hello);
     tcase_add_test(tc, test_declare);
     tcase_add_test(tc, test_async_push_pull);
+    tcase_add_loop_test(tc, test_nonfinite_applies_nothing, 0, 20);
     tcase_add_test(tc, test_bsp_parks_until_round);
     tcase_add_test(tc, test_clock_barrier_bye);
     tcase_add_test(tc, test_stats);

@@ -66,7 +66,11 @@ static void usage(FILE *f)
                "  --json PATH    also write the results as JSON\n"
                "  --keep         keep the temporary directory (cluster file, server log)\n"
                "  --only SIDE    measure only 'zeps' or 'raw' (for profiling)\n"
-               "  --curve        also measure zeps with CurveZMQ on (a second server)\n");
+               "  --curve        also measure zeps with CurveZMQ on (a second server)\n"
+               "  --apply        also time the server's dense optimizer kernels against\n"
+               "                 saxpy on 4M and 8M floats (zeps-server --bench-apply)\n\n"
+               "The dense-path figures in one command (docs/performance.md):\n"
+               "  zepsctl bench --sizes 4M,32M,40M --apply\n");
 }
 
 /* "64,4K,256KB,4M,32MiB" -> o->sizes (K and M binary); -1 if malformed. */
@@ -102,6 +106,7 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
         {"reps", required_argument, NULL, 'r'},  {"seconds", required_argument, NULL, 't'},
         {"json", required_argument, NULL, 'j'},  {"keep", no_argument, NULL, 'k'},
         {"only", required_argument, NULL, 'o'},  {"curve", no_argument, NULL, 'c'},
+        {"apply", no_argument, NULL, 'a'},
         {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
     *o = (bench_opts){.window = 4, .reps = 3, .seconds = 1.0, .only = -1};
     parse_sizes(o, "64,4K,256K,4M,32M");
@@ -122,6 +127,8 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
             o->keep = true;
         else if (ch == 'c')
             o->curve = true;
+        else if (ch == 'a')
+            o->apply = true;
         else if (ch == 'o')
             o->only = strcmp(optarg, "raw") == 0 ? SIDE_RAW : SIDE_ZEPS;
         else if (ch == 'h')
@@ -372,6 +379,11 @@ static void print_table(const bench *b)
                    mbs(c[F_BOTH], m[5]), ratio(c[F_BOTH], z[F_BOTH]));
         }
     }
+    printf("\npush zeps / raw ZeroMQ:");
+    for (int si = 0; si < b->o.nsizes; si++)
+        printf("%s %s %.3f", si ? "," : "", size_label(b->o.sizes[si], lbl, sizeof lbl),
+               ratio(b->res[si][SIDE_ZEPS].v[F_PUSH], b->res[si][SIDE_RAW].v[F_PUSH]));
+    printf("\n");
     printf("\nserver memory per dense parameter, with optimizer state: sgd %.2f B, adam %.2f B\n",
            b->mem_sgd, b->mem_adam);
     bool said = false;
@@ -453,6 +465,11 @@ static int run(bench *b)
     }
     if (rc == 0 && b->o.json)
         rc = write_json(b, b->o.json);
+    if (rc == 0 && b->o.apply) {
+        printf("\n");
+        fflush(stdout);
+        rc = zp_ctl_bench_apply(b->o.reps < 11 ? 11 : b->o.reps);
+    }
     return rc;
 }
 

@@ -56,6 +56,7 @@ typedef struct bench_opts {
     bool keep;
     int only;   /* -1: every side; else SIDE_ZEPS or SIDE_RAW (for profiling) */
     bool curve; /* also zeps over CURVE (SIDE_CURVE) */
+    bool apply; /* also the server's kernel timings (zeps-server --bench-apply) */
     const char *json;
     int nsizes;
     size_t sizes[MAX_SIZES];
@@ -148,5 +149,10 @@ extern const side_ops zp_ctl_bench_raw_ops;
 int zp_ctl_bench_zeps_open(bench *b);
 void zp_ctl_bench_zeps_close(bench *b);
 extern const side_ops zp_ctl_bench_zeps_ops, zp_ctl_bench_zeps_curve_ops;
+
+/* Run `zeps-server --bench-apply reps` (found as server_spawn finds it),
+ * its table going to this process's stdout; 0, or ZEPS_EIO if it could
+ * not run or failed. */
+int zp_ctl_bench_apply(int reps);
 
 #endif

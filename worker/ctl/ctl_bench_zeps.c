@@ -289,3 +289,22 @@ void zp_ctl_bench_zeps_close(bench *b)
     stop_child(&b->server_curve, SIGTERM, "zeps-server (CURVE)");
 }
 
+
+int zp_ctl_bench_apply(int reps)
+{
+    char exe[PATH_MAX + 16], nreps[16];
+    zp_zepsctl_bindir(exe, PATH_MAX);
+    strcat(exe, "/zeps-server");
+    if (exe[0] != '/' || access(exe, X_OK) != 0)
+        snprintf(exe, sizeof exe, "zeps-server");
+    snprintf(nreps, sizeof nreps, "%d", reps);
+    zp_spawn_opts so = {.log_fd = -1, .flags = ZP_SPAWN_PATH};
+    pid_t pid = zp_spawn_start((char *[]){exe, "--bench-apply", nreps, NULL}, &so);
+    int status = 0;
+    if (pid <= 0 || zp_spawn_wait(pid, -1, &status) != 1 || !WIFEXITED(status) ||
+        WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "bench: %s --bench-apply failed\n", exe);
+        return ZEPS_EIO;
+    }
+    return 0;
+}

@@ -44,6 +44,9 @@ static void usage(const daemon_desc *d, FILE *f)
             "                      \"\" turns it off; docs/operations.md)\n"
             "  --version           print the version and exit\n",
             d->prog, d->flag, flag, d->what, zp_identity_help(d->id));
+    if (d->id == ZP_IDENTITY_SHARD)
+        fprintf(f, "  --bench-apply [REPS]  time the dense optimizer kernels against saxpy\n"
+                   "                      on 4M and 8M floats (best of REPS, 11) and exit\n");
 }
 
 int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *out)

@@ -38,7 +38,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "--bench-apply") == 0) {
         static const size_t sizes[] = {(size_t)4 << 20, (size_t)8 << 20};
         zp_alloc_tune();
-        return zp_optim_bench(stdout, sizes, 2, argc >= 3 ? atoi(argv[2]) : 11);
+        return zp_kbench_run(stdout, sizes, 2, argc >= 3 ? atoi(argv[2]) : 11);
     }
     zp_daemon_args args;
     int rc = zp_daemon_parse(ZP_DAEMON_SERVER, argc, argv, &args);

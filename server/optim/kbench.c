@@ -105,7 +105,7 @@ static double time_one(int k, size_t n, float *w, float *st, float *g, float *gk
     return (double)(zp_now_ns() - t0) * 1e-9;
 }
 
-int zp_optim_bench(FILE *out, const size_t *sizes, int nsizes, int reps)
+int zp_kbench_run(FILE *out, const size_t *sizes, int nsizes, int reps)
 {
     if (reps < 1 || reps > MAX_REPS)
         reps = reps < 1 ? 1 : MAX_REPS;

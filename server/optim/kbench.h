@@ -12,6 +12,6 @@
  * interleaved, `reps` times (1..99), and print medians and ratios to out.
  * Allocates 5 floats per element of the largest size. Returns 0. Call
  * from a process with zp_mathenv_setup done (one BLAS thread, FTZ). */
-int zp_optim_bench(FILE *out, const size_t *sizes, int nsizes, int reps);
+int zp_kbench_run(FILE *out, const size_t *sizes, int nsizes, int reps);
 
 #endif

@@ -11,19 +11,19 @@
 #include "server.h"
 #include "zeps_errors.h"
 
-int zp_push_nonfinite(const zp_table *t, const zp_push *p, char *err, size_t errlen)
+int zp_async_nonfinite(const zp_table *t, const zp_push *p, char *err, size_t errlen)
 {
     return zp_errors_set(err, errlen, ZEPS_ENONFINITE,
                          "PUSH to table '%s' from worker %u contains NaN or Inf; nothing applied",
                          t->name, p->rank);
 }
 
-int zp_push_check(const zp_table *t, zp_push *p, char *err, size_t errlen)
+int zp_async_push_check(const zp_table *t, zp_push *p, char *err, size_t errlen)
 {
     if (!p->unchecked)
         return 0;
     if (!zp_finite_all(p->g, p->count))
-        return zp_push_nonfinite(t, p, err, errlen);
+        return zp_async_nonfinite(t, p, err, errlen);
     p->unchecked = false;
     return 0;
 }
@@ -38,7 +38,7 @@ int zp_async_apply(zp_table *t, zp_push *p, double weight, zp_push_outcome outco
     else if (!p->unchecked)
         zp_table_apply(t, p->g, p->off, p->count, (float)weight);
     else if (!zp_table_apply_checked(t, p->g, p->g_own, p->off, p->count, (float)weight))
-        return zp_push_nonfinite(t, p, err, errlen);
+        return zp_async_nonfinite(t, p, err, errlen);
     res->outcome = outcome;
     res->applied = true;
     res->version_applied = before;

@@ -36,7 +36,7 @@ typedef struct zp_push {
     /* g has not been checked for NaN/Inf yet (reject_nonfinite, a policy
      * that applies on arrival): whoever applies it checks it in the same
      * pass (zp_table_apply_checked), whoever drops it checks it first
-     * (zp_push_check), so a bad push is refused whatever the policy does */
+     * (zp_async_push_check), so a bad push is refused whatever the policy does */
     bool unchecked;
     /* g itself, writable, when nothing reads it after this push (its frame
      * is closed after the reply): a kernel may consume it (apply_keep).

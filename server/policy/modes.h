@@ -20,10 +20,10 @@ int zp_async_apply(zp_table *t, zp_push *p, double weight, zp_push_outcome outco
 /* async.c: for a policy about to drop or transform p: 0 if p is checked
  * or finite (then marked checked), else ZEPS_ENONFINITE and the message
  * a bad push gets in err. */
-int zp_push_check(const zp_table *t, zp_push *p, char *err, size_t errlen);
+int zp_async_push_check(const zp_table *t, zp_push *p, char *err, size_t errlen);
 
 /* async.c: ZEPS_ENONFINITE and its message for p in err. */
-int zp_push_nonfinite(const zp_table *t, const zp_push *p, char *err, size_t errlen);
+int zp_async_nonfinite(const zp_table *t, const zp_push *p, char *err, size_t errlen);
 
 /* async.c: describe in *res a push refused as `outcome` (dropped or late). */
 void zp_async_refuse(const zp_table *t, const zp_push *p, zp_push_outcome outcome,

@@ -66,14 +66,14 @@ static int weighted_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *
     uint64_t tau = t->version - p->data_version; /* data_version <= version: checked on arrival */
     int rc;
     if (s->cfg.max_staleness >= 0 && tau > (uint64_t)s->cfg.max_staleness) {
-        if ((rc = zp_push_check(t, p, err, errlen)) != 0)
+        if ((rc = zp_async_push_check(t, p, err, errlen)) != 0)
             return rc; /* a bad push is refused as such, stale or not */
         zp_async_refuse(t, p, ZP_PUSH_DROPPED, res);
         return 0;
     }
     if (dc_on(s)) {
         /* the compensation reads g beside two other vectors: check first */
-        if ((rc = zp_push_check(t, p, err, errlen)) != 0 ||
+        if ((rc = zp_async_push_check(t, p, err, errlen)) != 0 ||
             (rc = dc_compensate(s, t, p, err, errlen)) != 0)
             return rc;
         p->g_own = NULL; /* g is the table's DC scratch now */

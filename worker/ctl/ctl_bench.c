@@ -68,7 +68,7 @@ static void usage(FILE *f)
                "  --only SIDE    measure only 'zeps' or 'raw' (for profiling)\n"
                "  --curve        also measure zeps with CurveZMQ on (a second server)\n"
                "  --apply        also time the server's dense optimizer kernels against\n"
-               "                 saxpy on 4M and 8M floats (zeps-server --bench-apply)\n\n"
+               "                 saxpy on 4M and 8M floats (zeps-server times them)\n\n"
                "The dense-path figures in one command (docs/performance.md):\n"
                "  zepsctl bench --sizes 4M,32M,40M --apply\n");
 }
@@ -468,7 +468,7 @@ static int run(bench *b)
     if (rc == 0 && b->o.apply) {
         printf("\n");
         fflush(stdout);
-        rc = zp_ctl_bench_apply(b->o.reps < 11 ? 11 : b->o.reps);
+        rc = zp_ctl_bench_zeps_apply(b->o.reps < 11 ? 11 : b->o.reps);
     }
     return rc;
 }

@@ -153,6 +153,6 @@ extern const side_ops zp_ctl_bench_zeps_ops, zp_ctl_bench_zeps_curve_ops;
 /* Run `zeps-server --bench-apply reps` (found as server_spawn finds it),
  * its table going to this process's stdout; 0, or ZEPS_EIO if it could
  * not run or failed. */
-int zp_ctl_bench_apply(int reps);
+int zp_ctl_bench_zeps_apply(int reps);
 
 #endif

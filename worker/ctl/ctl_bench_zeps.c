@@ -290,7 +290,7 @@ void zp_ctl_bench_zeps_close(bench *b)
 }
 
 
-int zp_ctl_bench_apply(int reps)
+int zp_ctl_bench_zeps_apply(int reps)
 {
     char exe[PATH_MAX + 16], nreps[16];
     zp_zepsctl_bindir(exe, PATH_MAX);

@@ -36,7 +36,7 @@ static void client_free(zeps_client *c)
     if (c->zctx)
         zmq_ctx_term(c->zctx);
     zp_tables_free(c);
-    zp_sbuild_free(c);
+    zp_sparse_build_free(c);
     free(c->shards);
     free(c->items);
     free(c);

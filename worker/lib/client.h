@@ -28,7 +28,7 @@
 
 /* sparse.c: zeps_sbatch_new's scratch, kept between calls */
 typedef struct zp_sbuild zp_sbuild;
-void zp_sbuild_free(zeps_client *c);
+void zp_sparse_build_free(zeps_client *c);
 
 struct zeps_client {
     /* client.c: set once by zeps_client_new_endpoints */
@@ -63,7 +63,7 @@ struct zeps_client {
     zp_table *tables;
     uint32_t ntables, cap_tables;
 
-    /* sparse.c: the batch builder's scratch (freed by zp_sbuild_free) */
+    /* sparse.c: the batch builder's scratch (freed by zp_sparse_build_free) */
     zp_sbuild *sbuild;
 };
 

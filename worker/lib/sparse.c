@@ -64,7 +64,7 @@ static size_t block_bytes(size_t cnt, size_t dim)
 }
 
 /* The scratch of zeps_sbatch_new, kept by the client between calls
- * (zp_sbuild_free at zeps_client_destroy): a dedup table cleared by
+ * (zp_sparse_build_free at zeps_client_destroy): a dedup table cleared by
  * generation stamps, so a call touches only the slots its ids hash to, and
  * per-position and per-unique arrays. Nothing in it outlives a call. */
 typedef struct dslot {
@@ -84,7 +84,7 @@ struct zp_sbuild {
     size_t *fill, *pf;
 };
 
-void zp_sbuild_free(zeps_client *c)
+void zp_sparse_build_free(zeps_client *c)
 {
     zp_sbuild *s = c->sbuild;
     if (!s)
@@ -172,6 +172,64 @@ static size_t dedup(zp_sbuild *s, size_t mask, const uint64_t *ids, size_t n, ui
     return nu;
 }
 
+/* Steps 1 and 2 of a batch: merge repeated ids (order of first appearance)
+ * into b->ukeys grouped by shard (b->sbegin), b->pos_u[i] the unique of
+ * position i. On one shard the first-appearance order is the shard order:
+ * dedup writes the batch's own arrays and step 2 has nothing to do. */
+static size_t group_uniques(zeps_sbatch *b, zp_sbuild *s, size_t mask, const uint64_t *ids)
+{
+    int S = b->nshards;
+    size_t n = b->n, nu;
+    if (S == 1) {
+        nu = dedup(s, mask, ids, n, b->pos_u, b->ukeys);
+        b->sbegin[1] = nu;
+        return nu;
+    }
+    nu = dedup(s, mask, ids, n, s->first, s->uids);
+    /* 2. order uniques by shard (stable counting sort); the shard hash
+     * runs once per distinct id */
+    for (size_t u = 0; u < nu; u++) {
+        s->ushard[u] = (uint32_t)zp_sparse_shard_of(s->uids[u], S);
+        b->sbegin[s->ushard[u] + 1]++;
+    }
+    for (int k = 0; k < S; k++)
+        b->sbegin[k + 1] += b->sbegin[k];
+    memcpy(s->fill, b->sbegin, ((size_t)S + 1) * sizeof(size_t));
+    for (size_t u = 0; u < nu; u++) {
+        size_t at = s->fill[s->ushard[u]]++;
+        s->rank[u] = (uint32_t)at;
+        b->ukeys[at] = s->uids[u];
+    }
+    for (size_t i = 0; i < n; i++)
+        b->pos_u[i] = s->rank[s->first[i]];
+    return nu;
+}
+
+/* Step 3: positions per unique (CSR); without repeats on one shard it is
+ * the identity. */
+static void list_positions(zeps_sbatch *b, zp_sbuild *s)
+{
+    size_t n = b->n, nu = b->nu;
+    b->pbegin = zp_alloc((nu + 1) * sizeof(size_t));
+    b->plist = zp_alloc((n ? n : 1) * sizeof(uint32_t));
+    if (nu == n && b->nshards == 1) {
+        for (size_t i = 0; i <= n; i++)
+            b->pbegin[i] = i;
+        for (size_t i = 0; i < n; i++)
+            b->plist[i] = (uint32_t)i;
+        return;
+    }
+    memset(b->pbegin, 0, (nu + 1) * sizeof(size_t));
+    for (size_t i = 0; i < n; i++)
+        b->pbegin[b->pos_u[i] + 1]++;
+    for (size_t u = 0; u < nu; u++)
+        b->pbegin[u + 1] += b->pbegin[u];
+    size_t *pf = s->pf;
+    memcpy(pf, b->pbegin, (nu + 1) * sizeof(size_t));
+    for (size_t i = 0; i < n; i++)
+        b->plist[pf[b->pos_u[i]]++] = (uint32_t)i;
+}
+
 int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
                     zeps_sbatch **out)
 {
@@ -195,60 +253,12 @@ int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t 
     int S = b->nshards;
     size_t mask, n1 = n ? n : 1;
     zp_sbuild *s = sbuild_get(c, n, S, &mask);
-
-    /* 1. merge repeated ids (order of first appearance). On one shard the
-     * first-appearance order is the shard order: dedup writes the batch's
-     * own arrays and step 2 has nothing to do. */
     b->pos_u = zp_alloc(n1 * sizeof(uint32_t));
     b->ukeys = zp_alloc(n1 * sizeof(uint64_t));
     b->sbegin = zp_alloc_zeroed((size_t)S + 1, sizeof(size_t));
-    size_t nu;
-    if (S == 1) {
-        nu = dedup(s, mask, ids, n, b->pos_u, b->ukeys);
-        b->sbegin[1] = nu;
-    } else {
-        nu = dedup(s, mask, ids, n, s->first, s->uids);
-        /* 2. order uniques by shard (stable counting sort); the shard hash
-         * runs once per distinct id */
-        for (size_t u = 0; u < nu; u++) {
-            s->ushard[u] = (uint32_t)zp_sparse_shard_of(s->uids[u], S);
-            b->sbegin[s->ushard[u] + 1]++;
-        }
-        for (int k = 0; k < S; k++)
-            b->sbegin[k + 1] += b->sbegin[k];
-        memcpy(s->fill, b->sbegin, ((size_t)S + 1) * sizeof(size_t));
-        for (size_t u = 0; u < nu; u++) {
-            size_t at = s->fill[s->ushard[u]]++;
-            s->rank[u] = (uint32_t)at;
-            b->ukeys[at] = s->uids[u];
-        }
-        for (size_t i = 0; i < n; i++)
-            b->pos_u[i] = s->rank[s->first[i]];
-    }
-    b->nu = nu;
-
-    /* 3. positions per unique (CSR); without repeats on one shard it is
-     * the identity */
-    b->pbegin = zp_alloc((nu + 1) * sizeof(size_t));
-    b->plist = zp_alloc(n1 * sizeof(uint32_t));
-    if (nu == n && S == 1) {
-        for (size_t i = 0; i <= n; i++)
-            b->pbegin[i] = i;
-        for (size_t i = 0; i < n; i++)
-            b->plist[i] = (uint32_t)i;
-    } else {
-        memset(b->pbegin, 0, (nu + 1) * sizeof(size_t));
-        for (size_t i = 0; i < n; i++)
-            b->pbegin[b->pos_u[i] + 1]++;
-        for (size_t u = 0; u < nu; u++)
-            b->pbegin[u + 1] += b->pbegin[u];
-        size_t *pf = s->pf;
-        memcpy(pf, b->pbegin, (nu + 1) * sizeof(size_t));
-        for (size_t i = 0; i < n; i++)
-            b->plist[pf[b->pos_u[i]]++] = (uint32_t)i;
-    }
-
-    b->uversions = zp_alloc_zeroed(nu ? nu : 1, sizeof(uint32_t));
+    b->nu = group_uniques(b, s, mask, ids);
+    list_positions(b, s);
+    b->uversions = zp_alloc_zeroed(b->nu ? b->nu : 1, sizeof(uint32_t));
     b->boff = zp_alloc_zeroed((size_t)S + 1, sizeof(size_t));
     for (int k = 0; k < S; k++)
         b->boff[k + 1] = b->boff[k] + block_bytes(b->sbegin[k + 1] - b->sbegin[k], dim);

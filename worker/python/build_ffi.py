@@ -142,6 +142,29 @@ int zeps_spull(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, fl
 int zeps_spush(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, const float *grads,
                int64_t clock);
 
+typedef struct zeps_pipe zeps_pipe;
+typedef struct zeps_pipe_opts {
+    int prefetch;
+    int max_inflight;
+    int clock;
+} zeps_pipe_opts;
+typedef struct zeps_pipe_step {
+    int64_t clock;
+    void *user;
+    size_t n;
+    float *rows[16];
+    float *grads[16];
+} zeps_pipe_step;
+int zeps_pipe_new(zeps_client *c, const uint32_t *tables, int ntables, const zeps_pipe_opts *opts,
+                  zeps_pipe **out);
+int zeps_pipe_feed(zeps_pipe *p, int64_t clock, const uint64_t *ids, size_t n, void *user);
+int zeps_pipe_next(zeps_pipe *p, zeps_pipe_step **step);
+int zeps_pipe_push(zeps_pipe *p, zeps_pipe_step *step);
+int zeps_pipe_drain(zeps_pipe *p);
+void zeps_pipe_reset(zeps_pipe *p);
+int zeps_pipe_slots(const zeps_pipe *p);
+void zeps_pipe_destroy(zeps_pipe **pp);
+
 int zeps_pull(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,
               int64_t clock);
 int zeps_push(zeps_client *c, uint32_t table, const float *grad, uint64_t offset, uint64_t count,

@@ -184,6 +184,10 @@ signals() {
     check "shard gone: worker 0 exits 1 (got $rc) after its retries ($took s)" test $rc -eq 1
     check "shard gone: it says which shard did not answer" \
         grep -q "shard 1 at .* did not answer" "$d/worker-0.log"
+    if [ $rc -ne 1 ]; then # what it was doing instead
+        tail -5 "$d/worker-0.log" "$d/server-0.log"
+        grep -c "" "$d/server-1.log"
+    fi
     for r in 1 2; do wait_exit 20 "${WRK[$r]}"; done
     kill -TERM "${SRV[0]}" 2>/dev/null
     wait_exit 20 "${SRV[0]}"

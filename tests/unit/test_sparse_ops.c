@@ -172,6 +172,13 @@ START_TEST(test_weighted_rows)
     ck_assert_float_eq(row.values[2], -1.0f);
     ck_assert_uint_eq(tb->stats.tau.n, 3); /* a twice, b once */
     ck_assert_uint_eq(tb->stats.tau.sum, 1);
+    /* by row frequency: a's 1st touch and b's 1st in bucket 0 (tau 0), a's
+     * 2nd in bucket 1 (tau 1); the dropped row was not touched */
+    ck_assert_uint_eq(tb->stats.tau_by_freq[0].n, 2);
+    ck_assert_uint_eq(tb->stats.tau_by_freq[0].sum, 0);
+    ck_assert_uint_eq(tb->stats.tau_by_freq[1].n, 1);
+    ck_assert_uint_eq(tb->stats.tau_by_freq[1].counts[1], 1);
+    ck_assert_uint_eq(zp_hist_freq_used(tb->stats.tau_by_freq), 2);
     zt_shard_free(z);
 }
 END_TEST

@@ -8,8 +8,13 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "check_main.h"
+#include "http.h"
+#include "metrics.h"
 #include "inproc.h"
 #include "sparse_hash.h"
 #include "zeps_errors.h"
@@ -179,6 +184,20 @@ START_TEST(test_weighted_rows)
     ck_assert_uint_eq(tb->stats.tau_by_freq[1].n, 1);
     ck_assert_uint_eq(tb->stats.tau_by_freq[1].counts[1], 1);
     ck_assert_uint_eq(zp_hist_freq_used(tb->stats.tau_by_freq), 2);
+    /* and /metrics has them, a series per non-empty frequency bucket */
+    zp_http_reply rep = {0};
+    zp_metrics_render(z->s, &rep);
+    ck_assert_ptr_nonnull(rep.body);
+    ck_assert_ptr_nonnull(
+        strstr(rep.body, "zeps_row_staleness_versions_count{table=\"emb\",touches=\"1\"} 2\n"));
+    const char *b23 = "zeps_row_staleness_versions_bucket{table=\"emb\",touches=\"2-3\",";
+    char want[160];
+    snprintf(want, sizeof(want), "%sle=\"0\"} 0\n", b23);
+    ck_assert_ptr_nonnull(strstr(rep.body, want));
+    snprintf(want, sizeof(want), "%sle=\"1\"} 1\n", b23);
+    ck_assert_ptr_nonnull(strstr(rep.body, want));
+    ck_assert_ptr_null(strstr(rep.body, "touches=\"4-7\""));
+    free(rep.body);
     zt_shard_free(z);
 }
 END_TEST

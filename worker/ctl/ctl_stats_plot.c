@@ -154,7 +154,7 @@ static void plot_freq(FILE *f, const char *dir, const freq_set *set)
     fprintf(f, "set output \"%s/tau_by_freq.png\"\nset title \"Per-row staleness of sparse "
                "tables, by row frequency\"\nset xlabel \"touches of the row when pushed (log2 "
                "buckets)\"\nset ylabel \"tau (versions)\"\nset style data linespoints\n"
-               "set xtics rotate by 0\nset key inside left top\n",
+               "set xtics rotate by -45\nset offsets 0.5, 0.5, graph 0.08, 0\nset key inside left top\n",
             dir);
     if (set->n == 0) {
         fprintf(f, "set label 1 \"no data\" at graph 0.5, graph 0.5 center\n"
@@ -167,9 +167,9 @@ static void plot_freq(FILE *f, const char *dir, const freq_set *set)
         char name[80];
         gp_name(set->s[i].name, name, sizeof(name));
         for (int k = 0; k < 4; k++)
-            fprintf(f, "%s\"%s/tau_by_freq.dat\" index %zu using 1:%d:xtic(2) with %s lw 2 "
-                       "title \"%s %s\"",
-                    i || k ? ", \\\n     " : "", dir, i, 4 + k, k ? "linespoints dt 2" : "linespoints",
+            fprintf(f, "%s\"%s/tau_by_freq.dat\" index %zu using 1:%d:xtic(2) with linespoints "
+                       "lc %zu dt %d pt %d lw %d title \"%s %s\"",
+                    i || k ? ", \\\n     " : "", dir, i, 4 + k, i + 1, k + 1, k + 5, k ? 1 : 2,
                     name, what[k]);
     }
     fprintf(f, "\n");

@@ -53,16 +53,28 @@ static inline void zp_hist_add_linear(zp_hist *h, uint64_t v)
 /* Count v in bucket 0 if v == 0, else 1 + floor(log2(v)) (capped at 63). */
 void zp_hist_add_log2(zp_hist *h, uint64_t v);
 
-/* Count a row's tau in by_freq[zp_freq_bucket(freq)] (ZP_FREQ_BUCKETS
- * histograms, linear buckets as zp_hist_add_linear). */
-static inline void zp_hist_add_row(zp_hist *by_freq, uint32_t freq, uint64_t tau)
+/* Per-row tau by row frequency: counts[f][t] = rows pushed in frequency
+ * bucket f with tau bucket t (linear, as zp_hist_add_linear). Only counts,
+ * so a row costs one increment; a bucket's n, sum and max are derived when
+ * exported (zp_freq_hist_to_pb), where a tau of 63 or more counts as 63
+ * (the table's tau histogram keeps the exact sum and max). */
+typedef struct zp_freq_hist {
+    uint64_t counts[ZP_FREQ_BUCKETS][ZP_HIST_BUCKETS];
+} zp_freq_hist;
+
+/* Count a row touched freq times (this push's touch included) with tau. */
+static inline void zp_freq_hist_add(zp_freq_hist *f, uint32_t freq, uint64_t tau)
 {
-    zp_hist_add_linear(&by_freq[zp_freq_bucket(freq)], tau);
+    f->counts[zp_freq_bucket(freq)][tau < ZP_HIST_BUCKETS - 1 ? tau : ZP_HIST_BUCKETS - 1]++;
 }
 
-/* How many of the ZP_FREQ_BUCKETS histograms in by_freq to export: up to
- * the last one with a count (0 when none has). */
-size_t zp_hist_freq_used(const zp_hist *by_freq);
+/* How many frequency buckets to export: up to the last one with a count
+ * (0 when none has). */
+size_t zp_freq_hist_used(const zp_freq_hist *f);
+
+/* Fill a protobuf Histogram of frequency bucket b: counts point into f
+ * (valid while f is), n, sum and max derived from them. */
+void zp_freq_hist_to_pb(const zp_freq_hist *f, size_t b, Zeps__Histogram *pb);
 
 /* Fill a protobuf Histogram that points into h (valid while h is). */
 void zp_hist_to_pb(const zp_hist *h, Zeps__Histogram *pb);

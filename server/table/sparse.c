@@ -430,7 +430,7 @@ void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, 
  * included) into by_freq. */
 static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float *grad,
                         float scale, int64_t clock, const uint32_t *read_versions, zp_hist *tau,
-                        zp_hist *by_freq)
+                        zp_freq_hist *by_freq)
 {
     const size_t dim = t->dim;
     const zp_optim_ops *optim = t->optim;
@@ -459,7 +459,7 @@ static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float
                                   ? (uint64_t)(hd->version - read_versions[i])
                                   : 0;
                 zp_hist_add_linear(tau, rt);
-                zp_hist_add_row(by_freq, hd->freq, rt);
+                zp_freq_hist_add(by_freq, hd->freq, rt);
             }
             optim->apply_row(&t->h, t->dim, zp_sparse_rec_values(hd), zp_sparse_rec_state(t, hd),
                              grad + i * dim, scale, hd->version);
@@ -474,7 +474,7 @@ static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float
 
 size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *g, float scale,
                       int64_t clock, const uint32_t *read_versions, zp_hist *tau,
-                      zp_hist *tau_by_freq)
+                      zp_freq_hist *tau_by_freq)
 {
     /* the per-row staleness record is decided once per request */
     bool rec = read_versions != NULL && tau != NULL && tau_by_freq != NULL;

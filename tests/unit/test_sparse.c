@@ -288,13 +288,14 @@ START_TEST(test_tau)
 {
     zp_sparse_opts o = base_opts("sgd", 2);
     zp_sparse *t = make(&o);
-    zp_hist tau, by_freq[ZP_FREQ_BUCKETS];
+    zp_hist tau;
+    zp_freq_hist by_freq;
     float g[4] = {1, 1, 1, 1}, out[4];
     uint64_t ids[2] = {7, 8};
     uint32_t vers[2];
 
     memset(&tau, 0, sizeof tau);
-    memset(by_freq, 0, sizeof by_freq);
+    memset(&by_freq, 0, sizeof by_freq);
     for (int i = 0; i < 5; i++)
         zp_sparse_push(t, ids, 1, g, 1.0f, i, NULL, NULL, NULL); /* id 7 at version 5 */
     zp_sparse_pull(t, ids, 2, 5, out, vers);
@@ -307,24 +308,31 @@ START_TEST(test_tau)
     read[0] = 4; /* id 7 is at version 6 now: tau 2 below */
     /* id 7: 5 pushes, 1 pull, 1 push, now the 8th touch (bucket 3, 8..15);
      * id 8: created by the pull, 1 push, now the 3rd touch (bucket 1, 2..3) */
-    ck_assert_uint_eq(zp_sparse_push(t, ids, 2, g, 1.0f, 6, read, &tau, by_freq), 2);
+    ck_assert_uint_eq(zp_sparse_push(t, ids, 2, g, 1.0f, 6, read, &tau, &by_freq), 2);
     ck_assert_uint_eq(tau.n, 2);
     ck_assert_uint_eq(tau.counts[2], 1); /* 6 - 4 */
     ck_assert_uint_eq(tau.counts[1], 1); /* 1 - 0 */
     ck_assert_uint_eq(tau.sum, 3);
-    ck_assert_uint_eq(by_freq[3].n, 1);
-    ck_assert_uint_eq(by_freq[3].counts[2], 1);
-    ck_assert_uint_eq(by_freq[3].sum, 2);
-    ck_assert_uint_eq(by_freq[3].max, 2);
-    ck_assert_uint_eq(by_freq[1].n, 1);
-    ck_assert_uint_eq(by_freq[1].counts[1], 1);
-    ck_assert_uint_eq(by_freq[0].n + by_freq[2].n, 0);
-    ck_assert_uint_eq(zp_hist_freq_used(by_freq), 4);
+    Zeps__Histogram pb;
+    zp_freq_hist_to_pb(&by_freq, 3, &pb);
+    ck_assert_uint_eq(pb.n, 1);
+    ck_assert_uint_eq(pb.n_counts, 3);
+    ck_assert_uint_eq(pb.counts[2], 1);
+    ck_assert_uint_eq(pb.sum, 2);
+    ck_assert_uint_eq(pb.max, 2);
+    zp_freq_hist_to_pb(&by_freq, 1, &pb);
+    ck_assert_uint_eq(pb.n, 1);
+    ck_assert_uint_eq(pb.counts[1], 1);
+    zp_freq_hist_to_pb(&by_freq, 0, &pb);
+    ck_assert_uint_eq(pb.n + pb.n_counts, 0);
+    zp_freq_hist_to_pb(&by_freq, 2, &pb);
+    ck_assert_uint_eq(pb.n, 0);
+    ck_assert_uint_eq(zp_freq_hist_used(&by_freq), 4);
     /* A read version ahead of the row (row re-created) counts as 0. */
     read[0] = 100;
-    zp_sparse_push(t, ids, 1, g, 1.0f, 7, read, &tau, by_freq);
+    zp_sparse_push(t, ids, 1, g, 1.0f, 7, read, &tau, &by_freq);
     ck_assert_uint_eq(tau.counts[0], 1);
-    ck_assert_uint_eq(by_freq[3].counts[0], 1); /* 9th touch */
+    ck_assert_uint_eq(by_freq.counts[3][0], 1); /* 9th touch */
     zp_sparse_row row;
     ck_assert(zp_sparse_get(t, 7, &row));
     ck_assert_uint_eq(row.version, 8);
@@ -334,7 +342,8 @@ START_TEST(test_tau)
 END_TEST
 
 /* Frequency buckets are floor(log2(touches)), the last open-ended; a row's
- * tau goes to its bucket's histogram only. */
+ * tau goes to its bucket's histogram only, exported with n, sum and max
+ * derived from the counts (tau 63 or more as 63). */
 START_TEST(test_freq_buckets)
 {
     static const struct {
@@ -346,26 +355,34 @@ START_TEST(test_freq_buckets)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         ck_assert_msg(zp_freq_bucket(cases[i].freq) == cases[i].bucket, "freq %u: bucket %d not %d",
                       cases[i].freq, zp_freq_bucket(cases[i].freq), cases[i].bucket);
-    zp_hist by_freq[ZP_FREQ_BUCKETS];
-    memset(by_freq, 0, sizeof by_freq);
-    ck_assert_uint_eq(zp_hist_freq_used(by_freq), 0);
-    zp_hist_add_row(by_freq, 1, 0);
-    zp_hist_add_row(by_freq, 5, 3);
-    zp_hist_add_row(by_freq, 6, 70); /* tau past the last tau bucket */
-    zp_hist_add_row(by_freq, UINT32_MAX, 1);
-    ck_assert_uint_eq(by_freq[0].n, 1);
-    ck_assert_uint_eq(by_freq[0].counts[0], 1);
-    ck_assert_uint_eq(by_freq[2].n, 2);
-    ck_assert_uint_eq(by_freq[2].counts[3], 1);
-    ck_assert_uint_eq(by_freq[2].counts[ZP_HIST_BUCKETS - 1], 1);
-    ck_assert_uint_eq(by_freq[2].sum, 73);
-    ck_assert_uint_eq(by_freq[2].max, 70);
-    ck_assert_uint_eq(by_freq[15].counts[1], 1);
+    zp_freq_hist f;
+    memset(&f, 0, sizeof f);
+    ck_assert_uint_eq(zp_freq_hist_used(&f), 0);
+    zp_freq_hist_add(&f, 1, 0);
+    zp_freq_hist_add(&f, 5, 3);
+    zp_freq_hist_add(&f, 6, 70); /* tau past the last tau bucket */
+    zp_freq_hist_add(&f, UINT32_MAX, 1);
+    ck_assert_uint_eq(zp_freq_hist_used(&f), ZP_FREQ_BUCKETS);
+    Zeps__Histogram pb;
+    zp_freq_hist_to_pb(&f, 0, &pb);
+    ck_assert_uint_eq(pb.n, 1);
+    ck_assert_uint_eq(pb.n_counts, 1);
+    ck_assert_uint_eq(pb.counts[0], 1);
+    zp_freq_hist_to_pb(&f, 2, &pb);
+    ck_assert_uint_eq(pb.n, 2);
+    ck_assert_uint_eq(pb.n_counts, ZP_HIST_BUCKETS);
+    ck_assert_uint_eq(pb.counts[3], 1);
+    ck_assert_uint_eq(pb.counts[ZP_HIST_BUCKETS - 1], 1);
+    ck_assert_uint_eq(pb.sum, 3 + 63);
+    ck_assert_uint_eq(pb.max, 63);
+    zp_freq_hist_to_pb(&f, 15, &pb);
+    ck_assert_uint_eq(pb.n, 1);
+    ck_assert_uint_eq(pb.counts[1], 1);
     uint64_t n = 0;
-    for (int b = 0; b < ZP_FREQ_BUCKETS; b++)
-        n += by_freq[b].n;
+    for (size_t b = 0; b < ZP_FREQ_BUCKETS; b++)
+        for (size_t t = 0; t < ZP_HIST_BUCKETS; t++)
+            n += f.counts[b][t];
     ck_assert_uint_eq(n, 4);
-    ck_assert_uint_eq(zp_hist_freq_used(by_freq), ZP_FREQ_BUCKETS);
 }
 END_TEST
 

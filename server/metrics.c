@@ -322,6 +322,34 @@ static void table_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
     }
 }
 
+/* Per-row tau of sparse tables by row frequency: a series per table and
+ * non-empty frequency bucket, labelled by the bucket's touches. */
+static void row_tau_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
+{
+    static const char name[] = "zeps_row_staleness_versions";
+    head(r, name, "histogram",
+         "Staleness tau of a sparse table's applied rows, by the row's touches when pushed "
+         "(log2 buckets), in versions.");
+    for (size_t i = 0; i < st->n_tables; i++) {
+        const Zeps__TableStats *t = st->tables[i];
+        char tname[128], labels[200], touches[24];
+        label_value(tname, sizeof(tname), t->name);
+        for (size_t b = 0; b < t->n_tau_by_freq; b++) {
+            if (t->tau_by_freq[b]->n == 0)
+                continue;
+            unsigned long long lo = 1ull << b;
+            if (b + 1 == ZP_FREQ_BUCKETS)
+                snprintf(touches, sizeof(touches), "%llu+", lo);
+            else if (b == 0)
+                snprintf(touches, sizeof(touches), "1");
+            else
+                snprintf(touches, sizeof(touches), "%llu-%llu", lo, 2 * lo - 1);
+            snprintf(labels, sizeof(labels), "table=\"%s\",touches=\"%s\",", tname, touches);
+            hist_series(r, name, labels, t->tau_by_freq[b], false);
+        }
+    }
+}
+
 static void worker_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
 {
     if (st->num_workers > ZP_METRICS_MAX_RANKS)
@@ -402,6 +430,7 @@ void zp_metrics_render(const zp_server *s, zp_http_reply *r)
     shard_metrics(s, &v.st, r);
     state_metrics(s, &v.st, r);
     table_metrics(&v.st, r);
+    row_tau_metrics(&v.st, r);
     worker_metrics(&v.st, r);
     process_metrics(s, r);
     zp_stats_view_fini(&v);

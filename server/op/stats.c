@@ -48,9 +48,10 @@ static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
                          s->logs.left.suppressed + s->logs.send.suppressed + s->zap.log.suppressed;
 }
 
-/* ts points into t and into th[0..3) (which the caller owns). */
+/* ts points into t, into th[0..TH_PER_TABLE) and into fp[0..ZP_FREQ_BUCKETS)
+ * (which the caller owns). */
 static void table_stats(const zp_server *s, const zp_table *t, Zeps__TableStats *ts,
-                        Zeps__Histogram *th)
+                        Zeps__Histogram *th, Zeps__Histogram **fp)
 {
     zeps__table_stats__init(ts);
     ts->id = t->id;
@@ -71,6 +72,12 @@ static void table_stats(const zp_server *s, const zp_table *t, Zeps__TableStats 
     ts->tau = &th[0];
     ts->clock_gap = &th[1];
     ts->pull_wait_us = &th[2];
+    ts->n_tau_by_freq = zp_freq_hist_used(&t->stats.tau_by_freq);
+    for (size_t b = 0; b < ts->n_tau_by_freq; b++) {
+        zp_freq_hist_to_pb(&t->stats.tau_by_freq, b, &th[3 + b]);
+        fp[b] = &th[3 + b];
+    }
+    ts->tau_by_freq = fp;
     ts->dropped = t->stats.dropped;
     ts->late = t->stats.late;
     ts->staleness = zp_ssp_bound(s, t);
@@ -118,10 +125,12 @@ void zp_stats_fill(const zp_server *s, zp_stats_view *v)
     shard_stats(s, st, now);
     size_t nt = s->ntables ? s->ntables : 1, nw = s->nworkers > 0 ? (size_t)s->nworkers : 1;
     v->ts = zp_alloc_zeroed(nt, sizeof(*v->ts));
-    v->th = zp_alloc_zeroed(3 * nt, sizeof(*v->th));
+    v->th = zp_alloc_zeroed(TH_PER_TABLE * nt, sizeof(*v->th));
+    v->tfp = zp_alloc_zeroed(ZP_FREQ_BUCKETS * nt, sizeof(*v->tfp));
     v->tsp = zp_alloc_zeroed(nt, sizeof(*v->tsp));
     for (uint32_t i = 0; i < s->ntables; i++) {
-        table_stats(s, s->tables[i], &v->ts[i], &v->th[3 * i]);
+        table_stats(s, s->tables[i], &v->ts[i], &v->th[TH_PER_TABLE * i],
+                    &v->tfp[ZP_FREQ_BUCKETS * i]);
         v->tsp[i] = &v->ts[i];
     }
     st->n_tables = s->ntables;
@@ -146,6 +155,7 @@ void zp_stats_view_fini(zp_stats_view *v)
 {
     free(v->ts);
     free(v->th);
+    free(v->tfp);
     free(v->tsp);
     free(v->ws);
     free(v->wh);

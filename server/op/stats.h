@@ -5,14 +5,18 @@
 #ifndef ZP_STATS_H
 #define ZP_STATS_H
 
+#include "hist.h"
 #include "zeps.pb-c.h"
+
+#define TH_PER_TABLE (3 + ZP_FREQ_BUCKETS)
 
 typedef struct zp_server zp_server;
 
 typedef struct zp_stats_view {
     Zeps__ShardStats st; /* tables and workers point into the arrays below */
     Zeps__TableStats *ts, **tsp;
-    Zeps__Histogram *th; /* 3 per table: tau, clock gap, pull wait */
+    Zeps__Histogram *th; /* TH_PER_TABLE per table: tau, clock gap, pull wait, by freq */
+    Zeps__Histogram **tfp; /* ZP_FREQ_BUCKETS per table: tau_by_freq's pointers */
     Zeps__WorkerStats *ws, **wsp;
     Zeps__Histogram *wh; /* tau, one per listed worker */
 } zp_stats_view;

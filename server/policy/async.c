@@ -75,7 +75,7 @@ size_t zp_async_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp)
 {
     (void)s;
     zp_sparse_push(t->rows->store, rp->ids, rp->n, rp->g, 1.0f, rp->clock, rp->read_versions,
-                   &t->stats.tau);
+                   &t->stats.tau, &t->stats.tau_by_freq);
     return 0;
 }
 

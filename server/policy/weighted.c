@@ -100,7 +100,7 @@ static size_t weighted_push_rows(zp_server *s, zp_table *t, const zp_rows_push *
         }
         float wt = (float)zp_weighted_weight(s->cfg.weight_fn, s->cfg.weight_lambda, tau);
         zp_sparse_push(t->rows->store, &rp->ids[i], 1, rp->g + i * dim, wt, rp->clock,
-                       &rp->read_versions[i], &t->stats.tau);
+                       &rp->read_versions[i], &t->stats.tau, &t->stats.tau_by_freq);
     }
     return dropped;
 }

@@ -1,9 +1,12 @@
 /*
  * hist.c - the fixed-bucket histograms of exact staleness measurement
- * (tau, clock gap, pull wait). Pure counting, no allocation: the op layer
- * records into them, STATS copies them out. See hist.h.
+ * (tau, clock gap, pull wait, a sparse table's per-row tau by row
+ * frequency). Pure counting, no allocation: the op layer records into
+ * them, STATS copies them out. See hist.h.
  */
 #include "hist.h"
+
+#include <stdbool.h>
 
 static void hist_count(zp_hist *h, int bucket, uint64_t v)
 {
@@ -14,15 +17,43 @@ static void hist_count(zp_hist *h, int bucket, uint64_t v)
         h->max = v;
 }
 
-void zp_hist_add_linear(zp_hist *h, uint64_t v)
-{
-    hist_count(h, v < ZP_HIST_BUCKETS - 1 ? (int)v : ZP_HIST_BUCKETS - 1, v);
-}
-
 void zp_hist_add_log2(zp_hist *h, uint64_t v)
 {
     int b = v == 0 ? 0 : 64 - __builtin_clzll(v);
     hist_count(h, b < ZP_HIST_BUCKETS ? b : ZP_HIST_BUCKETS - 1, v);
+}
+
+static bool freq_bucket_empty(const zp_freq_hist *f, size_t b)
+{
+    for (size_t t = 0; t < ZP_HIST_BUCKETS; t++)
+        if (f->counts[b][t])
+            return false;
+    return true;
+}
+
+size_t zp_freq_hist_used(const zp_freq_hist *f)
+{
+    size_t n = ZP_FREQ_BUCKETS;
+    while (n > 0 && freq_bucket_empty(f, n - 1))
+        n--;
+    return n;
+}
+
+void zp_freq_hist_to_pb(const zp_freq_hist *f, size_t b, Zeps__Histogram *pb)
+{
+    zeps__histogram__init(pb);
+    size_t last = 0;
+    for (size_t t = 0; t < ZP_HIST_BUCKETS; t++) {
+        uint64_t c = f->counts[b][t];
+        if (c == 0)
+            continue;
+        pb->n += c;
+        pb->sum += c * t;
+        last = t + 1;
+    }
+    pb->n_counts = last;
+    pb->counts = (uint64_t *)f->counts[b];
+    pb->max = last ? last - 1 : 0;
 }
 
 void zp_hist_to_pb(const zp_hist *h, Zeps__Histogram *pb)

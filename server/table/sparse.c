@@ -426,9 +426,11 @@ void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, 
 
 /* Apply g's rows to the rows of ids[0..n): the same path with the
  * optimizer's step, the version bump and, when `tau` is given, each row's
- * staleness. */
+ * staleness, also by the row's frequency bucket (its touches, this push's
+ * included) into by_freq. */
 static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float *grad,
-                        float scale, int64_t clock, const uint32_t *read_versions, zp_hist *tau)
+                        float scale, int64_t clock, const uint32_t *read_versions, zp_hist *tau,
+                        zp_freq_hist *by_freq)
 {
     const size_t dim = t->dim;
     const zp_optim_ops *optim = t->optim;
@@ -450,12 +452,15 @@ static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float
                     continue;
                 }
             }
-            if (tau != NULL)
+            if (tau != NULL) {
                 /* A row evicted and re-created since the read restarts at
                  * version 0: count that as tau 0, not a wrapped difference. */
-                zp_hist_add_linear(tau, hd->version >= read_versions[i]
-                                            ? (uint64_t)(hd->version - read_versions[i])
-                                            : 0);
+                uint64_t rt = hd->version >= read_versions[i]
+                                  ? (uint64_t)(hd->version - read_versions[i])
+                                  : 0;
+                zp_hist_add_linear(tau, rt);
+                zp_freq_hist_add(by_freq, hd->freq, rt);
+            }
             optim->apply_row(&t->h, t->dim, zp_sparse_rec_values(hd), zp_sparse_rec_state(t, hd),
                              grad + i * dim, scale, hd->version);
             hd->version += hd->version != UINT32_MAX;
@@ -468,11 +473,13 @@ static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float
 }
 
 size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *g, float scale,
-                      int64_t clock, const uint32_t *read_versions, zp_hist *tau)
+                      int64_t clock, const uint32_t *read_versions, zp_hist *tau,
+                      zp_freq_hist *tau_by_freq)
 {
     /* the per-row staleness record is decided once per request */
-    return push_rows(t, ids, n, g, scale, clock, read_versions,
-                     read_versions != NULL ? tau : NULL);
+    bool rec = read_versions != NULL && tau != NULL && tau_by_freq != NULL;
+    return push_rows(t, ids, n, g, scale, clock, read_versions, rec ? tau : NULL,
+                     rec ? tau_by_freq : NULL);
 }
 
 /* The TTL scan is eviction's (evict.c); the API stays the table's. */

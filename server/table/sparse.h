@@ -102,10 +102,13 @@ void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, 
  * version). Unknown ids go through admission first; a gradient for an id
  * that gets no row is skipped and counted. If read_versions is not NULL,
  * tau = row version before the update - read_versions[i] is added to `tau`
- * (when not NULL) for every applied row. Returns the number of rows applied.
- * The caller has checked that g is finite. */
+ * and to tau_by_freq in the row's frequency bucket (zp_freq_bucket of its
+ * touches, this push's included; both given or nothing is recorded) for every
+ * applied row. Returns the number of rows applied. The caller has checked
+ * that g is finite. */
 size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *g, float scale,
-                      int64_t clock, const uint32_t *read_versions, zp_hist *tau);
+                      int64_t clock, const uint32_t *read_versions, zp_hist *tau,
+                      zp_freq_hist *tau_by_freq);
 
 /* Drop rows untouched for ttl_clocks as of `clock` (cheap when nothing is
  * due: a full scan runs at most every max(1, ttl/4) clocks). Returns rows

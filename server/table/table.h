@@ -59,6 +59,7 @@ typedef struct zp_table_stats {
     uint64_t pushes, pulls;
     uint64_t keys_pulled, keys_pushed;    /* sparse */
     zp_hist tau, clock_gap, pull_wait_us; /* exact staleness (hist.h) */
+    zp_freq_hist tau_by_freq; /* sparse: per-row tau by row frequency */
     uint64_t dropped, late;
     uint64_t push_bytes_wire, push_bytes_raw; /* compression accounting */
     double decode_s;

@@ -9,7 +9,8 @@ server's HTTP API (instant queries, label instance=INSTANCE) for the same
 series. The stats must have been taken with the cluster idle, just BEFORE
 the scrape (or Prometheus's last scrape): then requests, errors, bytes in,
 per table pushes, pulls, version, push/pull bytes and every cumulative tau,
-clock-gap and pull-wait bucket must be equal; bytes out exceeds the stats'
+clock-gap and pull-wait bucket (and a sparse table's per-row tau by row
+frequency) must be equal; bytes out exceeds the stats'
 by the STATS reply itself (checked to be positive and small).
 
 Prints one line per check, "N passed, N failed"; exits 1 on a failure.
@@ -121,6 +122,18 @@ def main():
             for le in LIN_LE:
                 eq(f"table {t['name']} {key} le {le}", name + '_bucket',
                    tl + (('le', str(le)),), cumulative(h['counts'], le))
+        for b, h in enumerate(t.get('tau_by_freq', [])):
+            if h['n'] == 0:
+                continue
+            lo = 1 << b
+            touches = '1' if b == 0 else f'{lo}+' if b == 15 else f'{lo}-{2 * lo - 1}'
+            fl = tl + (('touches', touches),)
+            name = 'zeps_row_staleness_versions'
+            eq(f"table {t['name']} tau touches {touches} count", name + '_count', fl, h['n'])
+            eq(f"table {t['name']} tau touches {touches} sum", name + '_sum', fl, h['sum'])
+            for le in LIN_LE:
+                eq(f"table {t['name']} tau touches {touches} le {le}", name + '_bucket',
+                   fl + (('le', str(le)),), cumulative(h['counts'], le))
         h = t['pull_wait_us']
         eq(f"table {t['name']} pull wait count", 'zeps_pull_wait_seconds_count', tl, h['n'])
         for i in range(27):

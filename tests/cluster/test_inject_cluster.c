@@ -251,7 +251,7 @@ static bool is_png(const char *dir, const char *name)
 
 /* zepsctl stats --plot on a run with fixed tau 3: the data summed over both
  * shards has the single bar the shards recorded (per table and per rank),
- * and gnuplot made the four PNGs. */
+ * and gnuplot made the five PNGs. */
 START_TEST(test_stats_plot)
 {
     zt_cluster cl;
@@ -271,9 +271,10 @@ START_TEST(test_stats_plot)
     /* every rank's pushes after the first round are 3 old: rank 3's 10 */
     ck_assert_int_eq(dat_cell(dir, "tau_ranks.dat", "3", NW), 2 * 10);
     ck_assert_int_eq(dat_cell(dir, "clock_gap.dat", "0", 1) >= 0, 1);
+    /* tau_by_freq.png: "no data" (no sparse table) */
     static const char *const png[] = {"tau.png", "tau_ranks.png", "clock_gap.png",
-                                      "pull_wait.png"};
-    for (int i = 0; i < 4; i++)
+                                      "pull_wait.png", "tau_by_freq.png"};
+    for (int i = 0; i < 5; i++)
         ck_assert_msg(is_png(dir, png[i]), "%s/%s is not a PNG", dir, png[i]);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }

@@ -62,12 +62,30 @@ START_TEST(test_linear_quantiles)
 }
 END_TEST
 
+/* The frequency buckets' labels (tau by row frequency): floor(log2) ranges
+ * of touches, the last open-ended. */
+START_TEST(test_freq_labels)
+{
+    static const struct {
+        size_t b;
+        const char *label;
+    } cases[] = {{0, "1"}, {1, "2-3"}, {2, "4-7"}, {10, "1024-2047"}, {14, "16384-32767"},
+                 {15, "32768+"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char buf[32];
+        zp_ctl_freq_label(cases[i].b, buf, sizeof(buf));
+        ck_assert_str_eq(buf, cases[i].label);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("ctl_hist");
     TCase *tc = tcase_create("quantiles");
     tcase_add_test(tc, test_pull_wait_quantiles);
     tcase_add_test(tc, test_linear_quantiles);
+    tcase_add_test(tc, test_freq_labels);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

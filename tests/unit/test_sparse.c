@@ -221,7 +221,8 @@ static void run_optimizer(const char *name, zp_sparse_opts o)
             ref_update(name, &o, r, k, g + i * DIM, scale, true);
             ref_update(name, &o, rd, k, g + i * DIM, scale, false);
         }
-        ck_assert_uint_eq(zp_sparse_push(t, ids, BATCH, g, (float)scale, step, NULL, NULL), BATCH);
+        ck_assert_uint_eq(
+            zp_sparse_push(t, ids, BATCH, g, (float)scale, step, NULL, NULL, NULL), BATCH);
     }
     /* Against the reference that stores float as the table does: 1e-6. */
     int zeros = 0, nonzero = 0;
@@ -288,30 +289,100 @@ START_TEST(test_tau)
     zp_sparse_opts o = base_opts("sgd", 2);
     zp_sparse *t = make(&o);
     zp_hist tau;
+    zp_freq_hist by_freq;
     float g[4] = {1, 1, 1, 1}, out[4];
     uint64_t ids[2] = {7, 8};
     uint32_t vers[2];
 
     memset(&tau, 0, sizeof tau);
+    memset(&by_freq, 0, sizeof by_freq);
     for (int i = 0; i < 5; i++)
-        zp_sparse_push(t, ids, 1, g, 1.0f, i, NULL, NULL); /* id 7 at version 5 */
+        zp_sparse_push(t, ids, 1, g, 1.0f, i, NULL, NULL, NULL); /* id 7 at version 5 */
     zp_sparse_pull(t, ids, 2, 5, out, vers);
     ck_assert_uint_eq(vers[0], 5);
     ck_assert_uint_eq(vers[1], 0);
     uint32_t read[2] = {2, 0};
-    ck_assert_uint_eq(zp_sparse_push(t, ids, 2, g, 1.0f, 6, read, &tau), 2);
+    /* Without the by-frequency histograms nothing is recorded. */
+    ck_assert_uint_eq(zp_sparse_push(t, ids, 2, g, 1.0f, 6, read, &tau, NULL), 2);
+    ck_assert_uint_eq(tau.n, 0);
+    read[0] = 4; /* id 7 is at version 6 now: tau 2 below */
+    /* id 7: 5 pushes, 1 pull, 1 push, now the 8th touch (bucket 3, 8..15);
+     * id 8: created by the pull, 1 push, now the 3rd touch (bucket 1, 2..3) */
+    ck_assert_uint_eq(zp_sparse_push(t, ids, 2, g, 1.0f, 6, read, &tau, &by_freq), 2);
     ck_assert_uint_eq(tau.n, 2);
-    ck_assert_uint_eq(tau.counts[3], 1); /* 5 - 2 */
-    ck_assert_uint_eq(tau.counts[0], 1); /* 0 - 0 */
+    ck_assert_uint_eq(tau.counts[2], 1); /* 6 - 4 */
+    ck_assert_uint_eq(tau.counts[1], 1); /* 1 - 0 */
     ck_assert_uint_eq(tau.sum, 3);
+    Zeps__Histogram pb;
+    zp_freq_hist_to_pb(&by_freq, 3, &pb);
+    ck_assert_uint_eq(pb.n, 1);
+    ck_assert_uint_eq(pb.n_counts, 3);
+    ck_assert_uint_eq(pb.counts[2], 1);
+    ck_assert_uint_eq(pb.sum, 2);
+    ck_assert_uint_eq(pb.max, 2);
+    zp_freq_hist_to_pb(&by_freq, 1, &pb);
+    ck_assert_uint_eq(pb.n, 1);
+    ck_assert_uint_eq(pb.counts[1], 1);
+    zp_freq_hist_to_pb(&by_freq, 0, &pb);
+    ck_assert_uint_eq(pb.n + pb.n_counts, 0);
+    zp_freq_hist_to_pb(&by_freq, 2, &pb);
+    ck_assert_uint_eq(pb.n, 0);
+    ck_assert_uint_eq(zp_freq_hist_used(&by_freq), 4);
     /* A read version ahead of the row (row re-created) counts as 0. */
     read[0] = 100;
-    zp_sparse_push(t, ids, 1, g, 1.0f, 7, read, &tau);
-    ck_assert_uint_eq(tau.counts[0], 2);
+    zp_sparse_push(t, ids, 1, g, 1.0f, 7, read, &tau, &by_freq);
+    ck_assert_uint_eq(tau.counts[0], 1);
+    ck_assert_uint_eq(by_freq.counts[3][0], 1); /* 9th touch */
     zp_sparse_row row;
     ck_assert(zp_sparse_get(t, 7, &row));
-    ck_assert_uint_eq(row.version, 7);
+    ck_assert_uint_eq(row.version, 8);
+    ck_assert_uint_eq(row.freq, 9);
     zp_sparse_destroy(&t);
+}
+END_TEST
+
+/* Frequency buckets are floor(log2(touches)), the last open-ended; a row's
+ * tau goes to its bucket's histogram only, exported with n, sum and max
+ * derived from the counts (tau 63 or more as 63). */
+START_TEST(test_freq_buckets)
+{
+    static const struct {
+        uint32_t freq;
+        int bucket;
+    } cases[] = {{0, 0},      {1, 0},      {2, 1},      {3, 1},          {4, 2},
+                 {7, 2},      {8, 3},      {1023, 9},   {1024, 10},      {32767, 14},
+                 {32768, 15}, {65536, 15}, {1u << 31, 15}, {UINT32_MAX, 15}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        ck_assert_msg(zp_freq_bucket(cases[i].freq) == cases[i].bucket, "freq %u: bucket %d not %d",
+                      cases[i].freq, zp_freq_bucket(cases[i].freq), cases[i].bucket);
+    zp_freq_hist f;
+    memset(&f, 0, sizeof f);
+    ck_assert_uint_eq(zp_freq_hist_used(&f), 0);
+    zp_freq_hist_add(&f, 1, 0);
+    zp_freq_hist_add(&f, 5, 3);
+    zp_freq_hist_add(&f, 6, 70); /* tau past the last tau bucket */
+    zp_freq_hist_add(&f, UINT32_MAX, 1);
+    ck_assert_uint_eq(zp_freq_hist_used(&f), ZP_FREQ_BUCKETS);
+    Zeps__Histogram pb;
+    zp_freq_hist_to_pb(&f, 0, &pb);
+    ck_assert_uint_eq(pb.n, 1);
+    ck_assert_uint_eq(pb.n_counts, 1);
+    ck_assert_uint_eq(pb.counts[0], 1);
+    zp_freq_hist_to_pb(&f, 2, &pb);
+    ck_assert_uint_eq(pb.n, 2);
+    ck_assert_uint_eq(pb.n_counts, ZP_HIST_BUCKETS);
+    ck_assert_uint_eq(pb.counts[3], 1);
+    ck_assert_uint_eq(pb.counts[ZP_HIST_BUCKETS - 1], 1);
+    ck_assert_uint_eq(pb.sum, 3 + 63);
+    ck_assert_uint_eq(pb.max, 63);
+    zp_freq_hist_to_pb(&f, 15, &pb);
+    ck_assert_uint_eq(pb.n, 1);
+    ck_assert_uint_eq(pb.counts[1], 1);
+    uint64_t n = 0;
+    for (size_t b = 0; b < ZP_FREQ_BUCKETS; b++)
+        for (size_t t = 0; t < ZP_HIST_BUCKETS; t++)
+            n += f.counts[b][t];
+    ck_assert_uint_eq(n, 4);
 }
 END_TEST
 
@@ -482,12 +553,12 @@ START_TEST(test_put_get_next)
             ids[i] = (uint64_t)(step * 3 + i) * 0x100000001ull;
         for (int i = 0; i < 40; i++)
             g[i] = (float)zp_rng_normal(&rng);
-        zp_sparse_push(a, ids, 8, g, 1.0f, step, NULL, NULL);
+        zp_sparse_push(a, ids, 8, g, 1.0f, step, NULL, NULL, NULL);
     }
     /* b holds some of the ids already, with other contents: put overwrites. */
     float junk[5] = {9, 9, 9, 9, 9}, out[5];
     uint64_t first = 0;
-    zp_sparse_push(b, &first, 1, junk, 1.0f, 0, NULL, NULL);
+    zp_sparse_push(b, &first, 1, junk, 1.0f, 0, NULL, NULL, NULL);
 
     uint64_t cur = 0, n = 0;
     zp_sparse_row r;
@@ -605,6 +676,7 @@ int main(void)
     ZT_SPARSE_ADD(s, test_optim_adam);
     ZT_SPARSE_ADD(s, test_optim_ftrl);
     ZT_SPARSE_ADD(s, test_tau);
+    ZT_SPARSE_ADD(s, test_freq_buckets);
     ZT_SPARSE_ADD(s, test_index_random);
     ZT_SPARSE_ADD(s, test_million_rows);
     ZT_SPARSE_ADD(s, test_put_get_next);

@@ -69,7 +69,7 @@ START_TEST(test_admit_count)
 
     static unsigned char before[1 << 16], after[1 << 16];
     size_t nb = snapshot_rows(t, before, sizeof before);
-    ck_assert_uint_eq(zp_sparse_push(t, &id, 1, g, 1.0f, 2, NULL, NULL), 0); /* touch 2 */
+    ck_assert_uint_eq(zp_sparse_push(t, &id, 1, g, 1.0f, 2, NULL, NULL, NULL), 0); /* touch 2 */
     ck_assert(!zp_sparse_get(t, id, &row));
     ck_assert_uint_eq(counters(t).pushes_skipped, 1);
     ck_assert_uint_eq(counters(t).not_admitted, 4002);
@@ -85,7 +85,7 @@ START_TEST(test_admit_count)
     ck_assert_uint_eq(counters(t).created, 1);
     ck_assert_uint_eq(counters(t).rows, 1);
     ck_assert_uint_eq(counters(t).not_admitted, 4002);
-    ck_assert_uint_eq(zp_sparse_push(t, &id, 1, g, 1.0f, 4, NULL, NULL), 1);
+    ck_assert_uint_eq(zp_sparse_push(t, &id, 1, g, 1.0f, 4, NULL, NULL, NULL), 1);
     ck_assert(zp_sparse_get(t, id, &row));
     ck_assert_uint_eq(row.version, 1);
     ck_assert_float_eq_tol(row.values[3], init[3] - 0.4f, 1e-6f);
@@ -95,7 +95,7 @@ START_TEST(test_admit_count)
     float out3[12];
     zp_sparse_pull(t, dup, 2, 5, out3, NULL);
     ck_assert(!zp_sparse_get(t, id2, &row));
-    ck_assert_uint_eq(zp_sparse_push(t, &id2, 1, g, 1.0f, 6, NULL, NULL), 1);
+    ck_assert_uint_eq(zp_sparse_push(t, &id2, 1, g, 1.0f, 6, NULL, NULL, NULL), 1);
     ck_assert(zp_sparse_get(t, id2, &row));
     ck_assert_uint_eq(row.version, 1);
     ck_assert_uint_eq(counters(t).rows, 2);
@@ -127,7 +127,7 @@ START_TEST(test_admit_prob)
     uint64_t before = c.created, applied = 0;
     float g[4] = {1, 1, 1, 1};
     for (uint64_t i = n; i < 2 * n; i++)
-        applied += zp_sparse_push(t, &i, 1, g, 1.0f, 1, NULL, NULL);
+        applied += zp_sparse_push(t, &i, 1, g, 1.0f, 1, NULL, NULL, NULL);
     c = counters(t);
     ck_assert_uint_eq(applied, c.created - before);
     ck_assert_uint_eq(c.pushes_skipped, n - applied);
@@ -156,7 +156,7 @@ static uint64_t drift(zp_sparse *t, uint64_t ttl, uint64_t *rows_mid)
         for (int i = 0; i < W_IDS; i++)
             ids[i] = (uint64_t)c * W_SHIFT + (uint64_t)i;
         zp_sparse_pull(t, ids, W_IDS, c, out, NULL);
-        zp_sparse_push(t, ids, W_IDS, g, 1.0f, c, NULL, NULL);
+        zp_sparse_push(t, ids, W_IDS, g, 1.0f, c, NULL, NULL, NULL);
         size_t ev = zp_sparse_expire(t, c);
         zp_sparse_counters k = counters(t);
         if (k.rows > max_rows)

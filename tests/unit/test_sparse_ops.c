@@ -8,8 +8,13 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "check_main.h"
+#include "http.h"
+#include "metrics.h"
 #include "inproc.h"
 #include "sparse_hash.h"
 #include "zeps_errors.h"
@@ -172,6 +177,26 @@ START_TEST(test_weighted_rows)
     ck_assert_float_eq(row.values[2], -1.0f);
     ck_assert_uint_eq(tb->stats.tau.n, 3); /* a twice, b once */
     ck_assert_uint_eq(tb->stats.tau.sum, 1);
+    /* by row frequency: a's 1st touch and b's 1st in bucket 0 (tau 0), a's
+     * 2nd in bucket 1 (tau 1); the dropped row was not touched */
+    ck_assert_uint_eq(tb->stats.tau_by_freq.counts[0][0], 2);
+    ck_assert_uint_eq(tb->stats.tau_by_freq.counts[1][1], 1);
+    ck_assert_uint_eq(tb->stats.tau_by_freq.counts[1][0], 0);
+    ck_assert_uint_eq(zp_freq_hist_used(&tb->stats.tau_by_freq), 2);
+    /* and /metrics has them, a series per non-empty frequency bucket */
+    zp_http_reply rep = {0};
+    zp_metrics_render(z->s, &rep);
+    ck_assert_ptr_nonnull(rep.body);
+    ck_assert_ptr_nonnull(
+        strstr(rep.body, "zeps_row_staleness_versions_count{table=\"emb\",touches=\"1\"} 2\n"));
+    const char *b23 = "zeps_row_staleness_versions_bucket{table=\"emb\",touches=\"2-3\",";
+    char want[160];
+    snprintf(want, sizeof(want), "%sle=\"0\"} 0\n", b23);
+    ck_assert_ptr_nonnull(strstr(rep.body, want));
+    snprintf(want, sizeof(want), "%sle=\"1\"} 1\n", b23);
+    ck_assert_ptr_nonnull(strstr(rep.body, want));
+    ck_assert_ptr_null(strstr(rep.body, "touches=\"4-7\""));
+    free(rep.body);
     zt_shard_free(z);
 }
 END_TEST

@@ -35,3 +35,14 @@ void zp_ctl_hist_quantile(const Zeps__Histogram *h, double q, bool log2, char *b
     else
         snprintf(buf, len, "%zu%s", b, last && h->n_counts == 64 ? "+" : "");
 }
+
+void zp_ctl_freq_label(size_t b, char *buf, size_t len)
+{
+    unsigned long long lo = b < 63 ? 1ull << b : 0;
+    if (b + 1 >= ZP_CTL_FREQ_BUCKETS)
+        snprintf(buf, len, "%llu+", lo);
+    else if (b == 0)
+        snprintf(buf, len, "1");
+    else
+        snprintf(buf, len, "%llu-%llu", lo, 2 * lo - 1);
+}

@@ -12,6 +12,13 @@
 
 #include "zeps.pb-c.h"
 
+/* Row frequency buckets of TableStats.tau_by_freq: b = rows touched
+ * [2^b, 2^(b+1)) times, the last 2^15 times or more (server/state/hist.h). */
+#define ZP_CTL_FREQ_BUCKETS 16
+
+/* The touches of frequency bucket b as text: "1", "2-3", .., "32768+". */
+void zp_ctl_freq_label(size_t b, char *buf, size_t len);
+
 /* The mean of the values counted (exact: the histogram keeps their sum). */
 double zp_ctl_hist_mean(const Zeps__Histogram *h);
 

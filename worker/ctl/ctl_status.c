@@ -63,14 +63,17 @@ static void usage(FILE *f, bool staleness)
             "prints, per shard, a header line, its tables and its workers%s.\n\n",
             cmd, staleness ? " [--plot DIR]" : "",
             staleness ? ", and per table the\nstaleness histograms: tau (versions), "
-                        "clock gap (clocks), pull wait (us)"
+                        "clock gap (clocks), pull wait (us), and for\nsparse tables tau by "
+                        "row frequency"
                       : "");
     if (staleness)
         fprintf(f, "  --plot DIR      also draw the histograms, summed over the shards, as\n"
                    "                  PNGs in DIR (made if missing): tau.png per table,\n"
-                   "                  tau_ranks.png per rank, clock_gap.png, pull_wait.png;\n"
-                   "                  beside them the data (.dat) and the gnuplot script\n"
-                   "                  (stats.gp); needs gnuplot (Debian: gnuplot-nox):\n"
+                   "                  tau_ranks.png per rank, clock_gap.png, pull_wait.png,\n"
+                   "                  tau_by_freq.png (sparse tables: per-row tau by row\n"
+                   "                  frequency); beside them the data (.dat) and the\n"
+                   "                  gnuplot script (stats.gp); needs gnuplot (Debian:\n"
+                   "                  gnuplot-nox):\n"
                    "                  exit 1 if the figures could not be made\n");
     fprintf(f,
             "  --config FILE   the cluster file\n"
@@ -255,6 +258,28 @@ static void print_buckets(const char *label, const Zeps__Histogram *h, bool log2
     printf("%s\n", shown ? "" : " (none)");
 }
 
+/* A sparse table's per-row tau by row frequency: a line per non-empty
+ * bucket (the row's touches when it was pushed). */
+static void print_tau_by_freq(const Zeps__TableStats *t)
+{
+    if (t->n_tau_by_freq == 0)
+        return;
+    printf("      tau by row frequency (rows pushed, by touches of the row)\n");
+    printf("        %-13s %12s %8s %5s %5s %5s\n", "touches", "rows pushed", "mean", "p50", "p99",
+           "max");
+    for (size_t b = 0; b < t->n_tau_by_freq; b++) {
+        const Zeps__Histogram *h = t->tau_by_freq[b];
+        if (!h || h->n == 0)
+            continue;
+        char label[32], p50[32], p99[32];
+        zp_ctl_freq_label(b, label, sizeof(label));
+        zp_ctl_hist_quantile(h, 0.5, false, p50, sizeof(p50));
+        zp_ctl_hist_quantile(h, 0.99, false, p99, sizeof(p99));
+        printf("        %-13s %12" PRIu64 " %8.2f %5s %5s %5" PRIu64 "\n", label, h->n,
+               zp_ctl_hist_mean(h), p50, p99, h->max);
+    }
+}
+
 static void print_staleness(const Zeps__ShardStats *st)
 {
     printf("  staleness (tau in versions, clock gap in clocks, pull wait in us)\n");
@@ -268,6 +293,7 @@ static void print_staleness(const Zeps__ShardStats *st)
         print_buckets("tau", t->tau, false);
         print_buckets("clock gap", t->clock_gap, false);
         print_buckets("pull wait us", t->pull_wait_us, true);
+        print_tau_by_freq(t);
     }
     for (size_t i = 0; i < st->n_workers; i++) {
         const Zeps__WorkerStats *w = st->workers[i];
@@ -385,14 +411,19 @@ static void json_str(const char *s)
     putchar('"');
 }
 
-static void json_hist(const char *name, const Zeps__Histogram *h)
+static void json_hist_body(const Zeps__Histogram *h)
 {
-    printf(", \"%s\": {\"n\": %" PRIu64 ", \"sum\": %" PRIu64 ", \"max\": %" PRIu64
-           ", \"counts\": [",
-           name, h ? h->n : 0, h ? h->sum : 0, h ? h->max : 0);
+    printf("{\"n\": %" PRIu64 ", \"sum\": %" PRIu64 ", \"max\": %" PRIu64 ", \"counts\": [",
+           h ? h->n : 0, h ? h->sum : 0, h ? h->max : 0);
     for (size_t i = 0; h && i < h->n_counts; i++)
         printf("%s%" PRIu64, i ? ", " : "", h->counts[i]);
     printf("]}");
+}
+
+static void json_hist(const char *name, const Zeps__Histogram *h)
+{
+    printf(", \"%s\": ", name);
+    json_hist_body(h);
 }
 
 static void json_table(const Zeps__TableStats *t)
@@ -424,6 +455,12 @@ static void json_table(const Zeps__TableStats *t)
     json_hist("tau", t->tau);
     json_hist("clock_gap", t->clock_gap);
     json_hist("pull_wait_us", t->pull_wait_us);
+    printf(", \"tau_by_freq\": [");
+    for (size_t b = 0; b < t->n_tau_by_freq; b++) {
+        printf("%s", b ? ", " : "");
+        json_hist_body(t->tau_by_freq[b]);
+    }
+    putchar(']');
     putchar('}');
 }
 

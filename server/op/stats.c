@@ -72,9 +72,9 @@ static void table_stats(const zp_server *s, const zp_table *t, Zeps__TableStats 
     ts->tau = &th[0];
     ts->clock_gap = &th[1];
     ts->pull_wait_us = &th[2];
-    ts->n_tau_by_freq = zp_freq_hist_used(&t->stats.tau_by_freq);
+    ts->n_tau_by_freq = zp_hist_freq_used(&t->stats.tau_by_freq);
     for (size_t b = 0; b < ts->n_tau_by_freq; b++) {
-        zp_freq_hist_to_pb(&t->stats.tau_by_freq, b, &th[3 + b]);
+        zp_hist_freq_to_pb(&t->stats.tau_by_freq, b, &th[3 + b]);
         fp[b] = &th[3 + b];
     }
     ts->tau_by_freq = fp;

@@ -31,7 +31,7 @@ static bool freq_bucket_empty(const zp_freq_hist *f, size_t b)
     return true;
 }
 
-size_t zp_freq_hist_used(const zp_freq_hist *f)
+size_t zp_hist_freq_used(const zp_freq_hist *f)
 {
     size_t n = ZP_FREQ_BUCKETS;
     while (n > 0 && freq_bucket_empty(f, n - 1))
@@ -39,7 +39,7 @@ size_t zp_freq_hist_used(const zp_freq_hist *f)
     return n;
 }
 
-void zp_freq_hist_to_pb(const zp_freq_hist *f, size_t b, Zeps__Histogram *pb)
+void zp_hist_freq_to_pb(const zp_freq_hist *f, size_t b, Zeps__Histogram *pb)
 {
     zeps__histogram__init(pb);
     size_t last = 0;

@@ -56,7 +56,7 @@ void zp_hist_add_log2(zp_hist *h, uint64_t v);
 /* Per-row tau by row frequency: counts[f][t] = rows pushed in frequency
  * bucket f with tau bucket t (linear, as zp_hist_add_linear). Only counts,
  * so a row costs one increment; a bucket's n, sum and max are derived when
- * exported (zp_freq_hist_to_pb), where a tau of 63 or more counts as 63
+ * exported (zp_hist_freq_to_pb), where a tau of 63 or more counts as 63
  * (the table's tau histogram keeps the exact sum and max). */
 typedef struct zp_freq_hist {
     uint64_t counts[ZP_FREQ_BUCKETS][ZP_HIST_BUCKETS];
@@ -70,11 +70,11 @@ static inline void zp_freq_hist_add(zp_freq_hist *f, uint32_t freq, uint64_t tau
 
 /* How many frequency buckets to export: up to the last one with a count
  * (0 when none has). */
-size_t zp_freq_hist_used(const zp_freq_hist *f);
+size_t zp_hist_freq_used(const zp_freq_hist *f);
 
 /* Fill a protobuf Histogram of frequency bucket b: counts point into f
  * (valid while f is), n, sum and max derived from them. */
-void zp_freq_hist_to_pb(const zp_freq_hist *f, size_t b, Zeps__Histogram *pb);
+void zp_hist_freq_to_pb(const zp_freq_hist *f, size_t b, Zeps__Histogram *pb);
 
 /* Fill a protobuf Histogram that points into h (valid while h is). */
 void zp_hist_to_pb(const zp_hist *h, Zeps__Histogram *pb);

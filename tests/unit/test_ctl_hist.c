@@ -73,7 +73,7 @@ START_TEST(test_freq_labels)
                  {15, "32768+"}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char buf[32];
-        zp_ctl_freq_label(cases[i].b, buf, sizeof(buf));
+        zp_ctl_hist_freq_label(cases[i].b, buf, sizeof(buf));
         ck_assert_str_eq(buf, cases[i].label);
     }
 }

@@ -314,20 +314,20 @@ START_TEST(test_tau)
     ck_assert_uint_eq(tau.counts[1], 1); /* 1 - 0 */
     ck_assert_uint_eq(tau.sum, 3);
     Zeps__Histogram pb;
-    zp_freq_hist_to_pb(&by_freq, 3, &pb);
+    zp_hist_freq_to_pb(&by_freq, 3, &pb);
     ck_assert_uint_eq(pb.n, 1);
     ck_assert_uint_eq(pb.n_counts, 3);
     ck_assert_uint_eq(pb.counts[2], 1);
     ck_assert_uint_eq(pb.sum, 2);
     ck_assert_uint_eq(pb.max, 2);
-    zp_freq_hist_to_pb(&by_freq, 1, &pb);
+    zp_hist_freq_to_pb(&by_freq, 1, &pb);
     ck_assert_uint_eq(pb.n, 1);
     ck_assert_uint_eq(pb.counts[1], 1);
-    zp_freq_hist_to_pb(&by_freq, 0, &pb);
+    zp_hist_freq_to_pb(&by_freq, 0, &pb);
     ck_assert_uint_eq(pb.n + pb.n_counts, 0);
-    zp_freq_hist_to_pb(&by_freq, 2, &pb);
+    zp_hist_freq_to_pb(&by_freq, 2, &pb);
     ck_assert_uint_eq(pb.n, 0);
-    ck_assert_uint_eq(zp_freq_hist_used(&by_freq), 4);
+    ck_assert_uint_eq(zp_hist_freq_used(&by_freq), 4);
     /* A read version ahead of the row (row re-created) counts as 0. */
     read[0] = 100;
     zp_sparse_push(t, ids, 1, g, 1.0f, 7, read, &tau, &by_freq);
@@ -357,25 +357,25 @@ START_TEST(test_freq_buckets)
                       cases[i].freq, zp_freq_bucket(cases[i].freq), cases[i].bucket);
     zp_freq_hist f;
     memset(&f, 0, sizeof f);
-    ck_assert_uint_eq(zp_freq_hist_used(&f), 0);
+    ck_assert_uint_eq(zp_hist_freq_used(&f), 0);
     zp_freq_hist_add(&f, 1, 0);
     zp_freq_hist_add(&f, 5, 3);
     zp_freq_hist_add(&f, 6, 70); /* tau past the last tau bucket */
     zp_freq_hist_add(&f, UINT32_MAX, 1);
-    ck_assert_uint_eq(zp_freq_hist_used(&f), ZP_FREQ_BUCKETS);
+    ck_assert_uint_eq(zp_hist_freq_used(&f), ZP_FREQ_BUCKETS);
     Zeps__Histogram pb;
-    zp_freq_hist_to_pb(&f, 0, &pb);
+    zp_hist_freq_to_pb(&f, 0, &pb);
     ck_assert_uint_eq(pb.n, 1);
     ck_assert_uint_eq(pb.n_counts, 1);
     ck_assert_uint_eq(pb.counts[0], 1);
-    zp_freq_hist_to_pb(&f, 2, &pb);
+    zp_hist_freq_to_pb(&f, 2, &pb);
     ck_assert_uint_eq(pb.n, 2);
     ck_assert_uint_eq(pb.n_counts, ZP_HIST_BUCKETS);
     ck_assert_uint_eq(pb.counts[3], 1);
     ck_assert_uint_eq(pb.counts[ZP_HIST_BUCKETS - 1], 1);
     ck_assert_uint_eq(pb.sum, 3 + 63);
     ck_assert_uint_eq(pb.max, 63);
-    zp_freq_hist_to_pb(&f, 15, &pb);
+    zp_hist_freq_to_pb(&f, 15, &pb);
     ck_assert_uint_eq(pb.n, 1);
     ck_assert_uint_eq(pb.counts[1], 1);
     uint64_t n = 0;

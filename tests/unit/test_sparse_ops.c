@@ -182,7 +182,7 @@ START_TEST(test_weighted_rows)
     ck_assert_uint_eq(tb->stats.tau_by_freq.counts[0][0], 2);
     ck_assert_uint_eq(tb->stats.tau_by_freq.counts[1][1], 1);
     ck_assert_uint_eq(tb->stats.tau_by_freq.counts[1][0], 0);
-    ck_assert_uint_eq(zp_freq_hist_used(&tb->stats.tau_by_freq), 2);
+    ck_assert_uint_eq(zp_hist_freq_used(&tb->stats.tau_by_freq), 2);
     /* and /metrics has them, a series per non-empty frequency bucket */
     zp_http_reply rep = {0};
     zp_metrics_render(z->s, &rep);

@@ -36,7 +36,7 @@ void zp_ctl_hist_quantile(const Zeps__Histogram *h, double q, bool log2, char *b
         snprintf(buf, len, "%zu%s", b, last && h->n_counts == 64 ? "+" : "");
 }
 
-void zp_ctl_freq_label(size_t b, char *buf, size_t len)
+void zp_ctl_hist_freq_label(size_t b, char *buf, size_t len)
 {
     unsigned long long lo = b < 63 ? 1ull << b : 0;
     if (b + 1 >= ZP_CTL_FREQ_BUCKETS)

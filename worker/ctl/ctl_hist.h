@@ -17,7 +17,7 @@
 #define ZP_CTL_FREQ_BUCKETS 16
 
 /* The touches of frequency bucket b as text: "1", "2-3", .., "32768+". */
-void zp_ctl_freq_label(size_t b, char *buf, size_t len);
+void zp_ctl_hist_freq_label(size_t b, char *buf, size_t len);
 
 /* The mean of the values counted (exact: the histogram keeps their sum). */
 double zp_ctl_hist_mean(const Zeps__Histogram *h);

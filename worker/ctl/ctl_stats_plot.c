@@ -135,7 +135,7 @@ static bool write_freq_dat(const char *dir, const freq_set *set, const char *com
             h.sum = x->sum[b];
             h.max = x->max[b];
             char label[32];
-            zp_ctl_freq_label(b, label, sizeof(label));
+            zp_ctl_hist_freq_label(b, label, sizeof(label));
             fprintf(f, "%zu %s %llu %.4f %zu %zu %zu %llu\n", b, label,
                     (unsigned long long)x->n[b], zp_ctl_hist_mean(&h), zp_ctl_hist_bucket(&h, 0.5),
                     zp_ctl_hist_bucket(&h, 0.9), zp_ctl_hist_bucket(&h, 0.99),

@@ -272,7 +272,7 @@ static void print_tau_by_freq(const Zeps__TableStats *t)
         if (!h || h->n == 0)
             continue;
         char label[32], p50[32], p99[32];
-        zp_ctl_freq_label(b, label, sizeof(label));
+        zp_ctl_hist_freq_label(b, label, sizeof(label));
         zp_ctl_hist_quantile(h, 0.5, false, p50, sizeof(p50));
         zp_ctl_hist_quantile(h, 0.99, false, p99, sizeof(p99));
         printf("        %-13s %12" PRIu64 " %8.2f %5s %5s %5" PRIu64 "\n", label, h->n,

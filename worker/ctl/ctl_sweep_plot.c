@@ -4,7 +4,8 @@
  * axis but s), rank 0's evaluation of what it pulled against applied
  * updates for each s (the first seed), the target as a line; and cost.png,
  * the cost of staleness: median updates to the target against s, absolute
- * (log scale) and over the row's s = 0 median. Data and script stay in the
+ * (log scale) and over the row's s = 0 median, and the median seconds of
+ * rank 0's training to the target (log scale). Data and script stay in the
  * sweep directory (curves.dat, cost.dat, sweep.gp).
  */
 #include <limits.h>
@@ -50,7 +51,8 @@ static bool write_curves(const sweep *sw)
 }
 
 /* cost.dat: s, then per row the median updates, then per row the ratio to
- * s = 0 ("?" where the median missed the target). */
+ * s = 0, then per row the median seconds ("?" where the median missed the
+ * target). */
 static bool write_cost(const sweep *sw)
 {
     char path[PATH_MAX];
@@ -58,18 +60,20 @@ static bool write_cost(const sweep *sw)
     if (!f)
         return false;
     fprintf(f, "# Written by: %s\ns", sw->command);
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 3; pass++)
         for (size_t row = 0; row < sw->nrows; row++)
             fprintf(f, " \"%s\"", sw->row_label[row]);
     fprintf(f, "\n");
     for (int i = 0; i < sw->o.ax.nstal; i++) {
         fprintf(f, "%d", sw->o.ax.stal[i]);
-        for (int pass = 0; pass < 2; pass++)
+        for (int pass = 0; pass < 3; pass++)
             for (size_t row = 0; row < sw->nrows; row++) {
                 int k;
                 double m = zp_ctl_sweep_report_median(sw, row, i, &k);
                 double b = zp_ctl_sweep_report_median(sw, row, 0, &k);
-                double v = pass ? m / b : m;
+                double v = pass == 2 ? zp_ctl_sweep_report_median_s(sw, row, i)
+                           : pass    ? m / b
+                                     : m;
                 if (isfinite(v))
                     fprintf(f, " %.6g", v);
                 else
@@ -110,10 +114,10 @@ static void script_curves(const sweep *sw, FILE *f)
 static void script_cost(const sweep *sw, FILE *f)
 {
     size_t n = sw->nrows;
-    fprintf(f, "reset\nset terminal pngcairo size 1200,560 font \",10\"\n");
+    fprintf(f, "reset\nset terminal pngcairo size 1800,560 font \",10\"\n");
     fprintf(f, "set output \"%s/cost.png\"\n", sw->dir);
     fprintf(f, "set datafile missing \"?\"\nset termoption noenhanced\nset grid\n");
-    fprintf(f, "set multiplot layout 1,2\nset xlabel \"staleness bound s (tau ~ U{0..s})\"\n");
+    fprintf(f, "set multiplot layout 1,3\nset xlabel \"staleness bound s (tau ~ U{0..s})\"\n");
     fprintf(f, "set key top left font \",8\"\nset logscale y\n");
     fprintf(f, "set title \"median applied updates to the target\"\n");
     fprintf(f,
@@ -124,6 +128,12 @@ static void script_cost(const sweep *sw, FILE *f)
         f,
         "plot for [c=%zu:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
         n + 2, 2 * n + 1, sw->dir);
+    fprintf(f, "set title \"median seconds of rank 0's training to the target\"\n");
+    fprintf(f, "set logscale y\n");
+    fprintf(
+        f,
+        "plot for [c=%zu:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
+        2 * n + 2, 3 * n + 1, sw->dir);
     fprintf(f, "unset multiplot\n");
 }
 

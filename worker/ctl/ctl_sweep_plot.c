@@ -5,7 +5,8 @@
  * updates for each s (the first seed), the target as a line; and cost.png,
  * the cost of staleness: median updates to the target against s, absolute
  * (log scale) and over the row's s = 0 median, and the median seconds of
- * rank 0's training to the target (log scale). Data and script stay in the
+ * rank 0's training to the target (log scale). Both are titled with the
+ * command, the seeds and the sweep's wall time. Data and script stay in the
  * sweep directory (curves.dat, cost.dat, sweep.gp).
  */
 #include <limits.h>
@@ -84,13 +85,21 @@ static bool write_cost(const sweep *sw)
     return zp_ctl_plot_close(WHO, f, path);
 }
 
+/* The multiplot's title: the command, seeds and wall time. */
+static void multiplot(const sweep *sw, FILE *f, int rows, int cols)
+{
+    fprintf(f, "set multiplot layout %d,%d title \"%s   (seeds 1..%d, %.0f s in all)\"\n", rows,
+            cols, sw->command, sw->o.seeds, sw->wall_s);
+}
+
 static void script_curves(const sweep *sw, FILE *f)
 {
     int cols = sw->nrows < 3 ? (int)sw->nrows : 3, rows = ((int)sw->nrows + cols - 1) / cols;
     fprintf(f, "set terminal pngcairo size %d,%d font \",9\"\nset output \"%s/curves.png\"\n",
-            380 * cols, 300 * rows, sw->dir);
-    fprintf(f, "set multiplot layout %d,%d\nset key bottom right\nset xlabel \"applied updates\"\n",
-            rows, cols);
+            380 * cols, 300 * rows + 30, sw->dir);
+    fprintf(f, "set termoption noenhanced\n"); /* labels hold '_' */
+    multiplot(sw, f, rows, cols);
+    fprintf(f, "set key bottom right\nset xlabel \"applied updates\"\n");
     fprintf(f, "stal = \"");
     for (int i = 0; i < sw->o.ax.nstal; i++)
         fprintf(f, "%s%d", i ? " " : "", sw->o.ax.stal[i]);
@@ -117,7 +126,8 @@ static void script_cost(const sweep *sw, FILE *f)
     fprintf(f, "reset\nset terminal pngcairo size 1800,560 font \",10\"\n");
     fprintf(f, "set output \"%s/cost.png\"\n", sw->dir);
     fprintf(f, "set datafile missing \"?\"\nset termoption noenhanced\nset grid\n");
-    fprintf(f, "set multiplot layout 1,3\nset xlabel \"staleness bound s (tau ~ U{0..s})\"\n");
+    multiplot(sw, f, 1, 3);
+    fprintf(f, "set xlabel \"staleness bound s (tau ~ U{0..s})\"\n");
     fprintf(f, "set key top left font \",8\"\nset logscale y\n");
     fprintf(f, "set title \"median applied updates to the target\"\n");
     fprintf(f,

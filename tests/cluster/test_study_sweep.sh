@@ -7,7 +7,13 @@
 #     makes a row reach it sooner and costs at least 1.5x somewhere (the
 #     runs are the same bits for the same seed: pulls in turns, one BLAS
 #     thread), and both figures are PNG files;
-#  2. the other axes: quadratic and softmax, sgd and momentum, weighting
+#  2. the Zhang et al. / DC-ASGD comparison, `zepsctl study --preset zhang
+#     --quick` (mlp, sgd, weighting none / lr_over_tau / dc:4 under async
+#     and one bsp row, s in {0, 8}): every cell present, every s = 0 run
+#     reaches the target, the bsp row (served tau 0 whatever s) takes the
+#     same updates at every s, the seconds to the target are in the JSON,
+#     and both figures are PNG files;
+#  3. the other axes: quadratic and softmax, sgd and momentum, weighting
 #     none / inverse / DC-ASGD, s in {0, 4}: every cell present, every
 #     s = 0 run reaches its target.
 # Prints "N passed, N failed"; exits non-zero on any failure.
@@ -40,6 +46,7 @@ check() { # dir, rows, s values, extra check (python expression or "")
     /usr/bin/python3 - "$@" <<'PY'
 import json, math, sys
 d, rows, nstal, qual = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "dai"
+zhang = sys.argv[4] == "zhang"
 st = json.load(open(d + "/study.json"))
 bad = []
 if st["kind"] != "sweep" or len(st["rows"]) != rows:
@@ -60,6 +67,14 @@ for row in st["rows"]:
         if any(m[i + 1] < m[i] for i in range(len(m) - 1)):
             bad.append("%s: staleness made it faster: %s" % (row["label"], m))
         worst = max(worst, m[-1] / m[0])
+    if zhang and row["label"].endswith(" bsp") and len(set(m)) != 1:
+        bad.append("%s: bsp is not the same at every s: %s" % (row["label"], m))
+if zhang:
+    if sum(row["label"].endswith(" bsp") for row in st["rows"]) != 1:
+        bad.append("expected one bsp row")
+    for r in st["runs"]:
+        if r["outcome"] == "reached" and not (r.get("target_s") or 0) > 0:
+            bad.append("no seconds to the target: %s s %d" % (r["weighting"], r["s"]))
 if qual and worst < 1.5:
     bad.append("the largest s costs at most %.2fx in every row" % worst)
 for b in bad:
@@ -78,6 +93,12 @@ if run dai --preset dai --quick; then
             echo "FAIL - no $png.png (gnuplot: $(tail -3 "$work/dai/gnuplot.log" 2>/dev/null))"
             fail=$((fail + 1))
         fi
+    done
+fi
+if run zhang --preset zhang --quick; then
+    if check "$work/zhang" 4 2 zhang; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    for png in curves cost; do
+        if is_png "$work/zhang/$png.png"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
     done
 fi
 if run axes --model quadratic,softmax --optimizer sgd,momentum \

@@ -9,7 +9,11 @@
  *
  * The "dai" preset fills in the axes of Dai et al. (ICLR 2019): the mlp at
  * depths 1-4, sgd/momentum/adam, s in {0, 4, 8, 16}, exact staleness from
- * the shard with one worker, updates to a target test accuracy.
+ * the shard with one worker, updates to a target test accuracy. The
+ * "zhang" preset sets up the comparison of staleness-aware async (Zhang et
+ * al., IJCAI 2016: the step over tau, weighting lr_over_tau) and DC-ASGD
+ * (Zheng et al., ICML 2017: a lambda sweep) with plain async and bsp on the
+ * mlp, the same s and delay model.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -27,7 +31,7 @@
 void zp_ctl_sweep_usage(FILE *f)
 {
     fprintf(f,
-            "usage: zepsctl study --model LIST [options]   (or --preset dai)\n\n"
+            "usage: zepsctl study --model LIST [options]   (or --preset dai|zhang)\n\n"
             "Staleness sweeps over any built-in model (docs/consistency.md): the grid is\n"
             "the product of the axes below, each cell run over seeds, one `zepsctl local`\n"
             "cluster (1 server) at a time; a cell's outcome is the median over seeds of\n"
@@ -41,9 +45,9 @@ void zp_ctl_sweep_usage(FILE *f)
             "  --consistency LIST   async, ssp, bsp (async)\n"
             "  --staleness LIST     s (0,4,8,16)\n"
             "Delay model: --inject (tau ~ U{0..s} served by the shard, pulls in turns; the\n"
-            "default with --preset dai) or real timing (lognormal delays per step; async\n"
+            "default with a preset) or real timing (lognormal delays per step; async\n"
             "bounds tau by dropping pushes older than s, ssp bounds clocks by s).\n"
-            "  --seeds N            seeds per cell (3)\n"
+            "  --seeds N            seeds per cell (3; a preset 2; --quick 1)\n"
             "  --workers N          workers (1 with --inject, else 4)\n"
             "  --target-accuracy X  classifiers: test accuracy to reach (mlp, softmax 0.75,\n"
             "                       ctr 0.77); quadratic: rel. distance to get under (1e-4)\n"
@@ -52,13 +56,18 @@ void zp_ctl_sweep_usage(FILE *f)
             "  --batch N, --train-examples N, --epochs N   the budget of the data models\n"
             "                       (32, 10000, 4); training stops at the target\n"
             "  --iterations N       quadratic's budget (3000)\n"
-            "  --eval-every N       rank 0 evaluates every N steps (10)\n"
+            "  --eval-every N       rank 0 evaluates every N steps (20; --quick 10)\n"
             "  --delay-ms M, --delay-sigma X   timing: median lognormal delay (1.0, 0.5)\n"
             "  --timeout S          per run (600)\n"
             "  --dir DIR, --json PATH, --markdown PATH   outputs (DIR/study.json, study.md)\n"
             "  --preset dai         mlp, depth 1,2,3,4, sgd,momentum,adam, s 0,4,8,16, --inject\n"
-            "  --quick              CI size: 1 seed, s 0,8, 3000 examples, 3 epochs (dai:\n"
-            "                       depth 1,3, sgd,adam)\n\n"
+            "  --preset zhang       mlp, sgd, weighting none,lr_over_tau,dc:0.04,dc:0.4,dc:4,\n"
+            "                       dc:40, consistency async,bsp (bsp: tau 0), s 0,4,8,16,\n"
+            "                       --inject\n"
+            "  --quick              CI size: 1 seed, s 0,8, 4000 examples, 3 epochs (dai:\n"
+            "                       depth 1,3, sgd,adam, target 0.7; zhang: weighting\n"
+            "                       none,lr_over_tau,dc:4)\n\n"
+            "Tables: updates and rank 0's seconds of training to the target.\n"
             "Figures (gnuplot-nox): DIR/curves.png and DIR/cost.png.\n"
             "Exit status: 0 done (whatever the runs' outcomes); 1 a run could not be\n"
             "started or an output not written; 2 bad options.\n");
@@ -267,7 +276,7 @@ static bool apply_opt(sweep_opts *o, int c, const char *arg)
         o->markdown = arg;
         return true;
     case O_PRESET:
-        return strcmp(arg, "dai") == 0; /* applied in the first pass */
+        return strcmp(arg, "dai") == 0 || strcmp(arg, "zhang") == 0; /* the first pass */
     case O_QUICK:
     case O_INJECT:
         return true;
@@ -276,12 +285,15 @@ static bool apply_opt(sweep_opts *o, int c, const char *arg)
     }
 }
 
-/* Defaults, then the preset's and --quick's, before the options given. */
-static void defaults(sweep_opts *o, bool quick, bool dai, bool inject)
+/* Defaults, then the preset's (NULL, "dai" or "zhang") and --quick's,
+ * before the options given. */
+static void defaults(sweep_opts *o, bool quick, const char *preset, bool inject)
 {
-    *o = (sweep_opts){.seeds = quick ? 1
-                               : dai ? 2
-                                     : 3,
+    bool dai = preset && strcmp(preset, "dai") == 0;
+    bool zhang = preset && strcmp(preset, "zhang") == 0;
+    *o = (sweep_opts){.seeds = quick    ? 1
+                               : preset ? 2
+                                        : 3,
                       .batch = 32,
                       .train_examples = quick ? 4000 : 10000,
                       .epochs = quick ? 3 : 4,
@@ -292,16 +304,18 @@ static void defaults(sweep_opts *o, bool quick, bool dai, bool inject)
                       .delay_sigma = 0.5,
                       .timeout_s = 600,
                       .quick = quick,
-                      .inject = inject || dai,
-                      .preset = dai ? "dai" : NULL};
+                      .inject = inject || preset,
+                      .preset = preset};
     o->workers = o->inject ? 1 : 4;
     sweep_axes *ax = &o->ax;
     list_opt(o, O_MODEL, "mlp");
     list_opt(o, O_DEPTH, dai ? (quick ? "1,3" : "1,2,3,4") : "1");
     list_opt(o, O_WIDTH, "64");
     list_opt(o, O_OPT, dai ? (quick ? "sgd,adam" : "sgd,momentum,adam") : "sgd");
-    list_opt(o, O_WEIGHT, "none");
-    list_opt(o, O_CONS, "async");
+    list_opt(o, O_WEIGHT, !zhang ? "none"
+                          : quick ? "none,lr_over_tau,dc:4"
+                                  : "none,lr_over_tau,dc:0.04,dc:0.4,dc:4,dc:40");
+    list_opt(o, O_CONS, zhang ? "async,bsp" : "async");
     list_opt(o, O_STAL, quick ? "0,8" : "0,4,8,16");
     (void)ax;
 }
@@ -309,15 +323,17 @@ static void defaults(sweep_opts *o, bool quick, bool dai, bool inject)
 /* Returns -1 to go on, or the exit status. */
 static int parse_opts(int argc, char **argv, sweep_opts *o)
 {
-    bool quick = false, dai = false, inject = false;
+    bool quick = false, inject = false;
+    const char *preset = NULL;
     for (int i = 1; i < argc; i++) {
         quick |= strcmp(argv[i], "--quick") == 0;
         inject |= strcmp(argv[i], "--inject") == 0;
-        dai |=
-            strcmp(argv[i], "--preset=dai") == 0 ||
-            (strcmp(argv[i], "--preset") == 0 && i + 1 < argc && strcmp(argv[i + 1], "dai") == 0);
+        for (const char *const *p = (const char *const[]){"dai", "zhang", NULL}; *p; p++)
+            if ((strncmp(argv[i], "--preset=", 9) == 0 && strcmp(argv[i] + 9, *p) == 0) ||
+                (strcmp(argv[i], "--preset") == 0 && i + 1 < argc && strcmp(argv[i + 1], *p) == 0))
+                preset = *p;
     }
-    defaults(o, quick, dai, inject);
+    defaults(o, quick, preset, inject);
     optind = 1;
     opterr = 0;
     int c;

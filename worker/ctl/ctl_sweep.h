@@ -99,7 +99,8 @@ typedef struct sweep_run {
     sweep_outcome out;
     double updates, steps; /* at the first curve point at the target; INFINITY if none */
     double best;           /* best accuracy (or smallest rel. distance) on the curve */
-    double wall_s;
+    double target_s;       /* rank 0's seconds of training to that point; INFINITY if none */
+    double wall_s;         /* the whole `zepsctl local` run, start-up included */
     int status;
     curve_pt *curve; /* rank 0's; owned */
     size_t ncurve;
@@ -144,6 +145,10 @@ double zp_ctl_sweep_grid_lr(const sweep *sw, const sweep_cell *c);
 /* The target of model m: --target-accuracy, else the model's default. */
 double zp_ctl_sweep_grid_target(const sweep *sw, const zp_sweep_model *m);
 
+/* Whether the consistency mode named applies in rounds (bsp): no
+ * weighting, no staleness injected. */
+bool zp_ctl_sweep_run_rounds(const char *consistency);
+
 /* Run seed `seed` of cell c and record it in sw. Returns the run (valid
  * until the next), or NULL if the sweep must stop (said why). */
 sweep_run *zp_ctl_sweep_run_one(sweep *sw, const sweep_cell *c, int seed);
@@ -153,7 +158,10 @@ sweep_run *zp_ctl_sweep_run_one(sweep *sw, const sweep_cell *c, int seed);
  * seeds reached it. */
 double zp_ctl_sweep_report_median(const sweep *sw, size_t row, int si, int *reached);
 
-/* Print the table (text or markdown) to f. */
+/* The same median of rank 0's seconds of training to the target. */
+double zp_ctl_sweep_report_median_s(const sweep *sw, size_t row, int si);
+
+/* Print the tables (text or markdown) to f: updates, then seconds. */
 void zp_ctl_sweep_report_table(const sweep *sw, FILE *f, bool md);
 
 /* Write the JSON and markdown outputs; false if one could not be written. */

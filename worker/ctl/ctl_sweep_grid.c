@@ -4,7 +4,10 @@
  * staleness s (model, depth, width, optimizer, weighting, consistency) and
  * one column per s. Axes that do not apply to a model (depth and width
  * outside mlp) take one value, 0, for it, so a sweep over quadratic and
- * mlp does not repeat quadratic per depth.
+ * mlp does not repeat quadratic per depth. Likewise the weighting does not
+ * apply to bsp (its pushes are applied in rounds, never weighted): a bsp
+ * row is laid out once, with the weighting "none", as the baseline the
+ * weighted async rows are held against.
  */
 #define _GNU_SOURCE
 #include <stdlib.h>
@@ -64,8 +67,10 @@ static void add_row(sweep *sw, sweep_cell proto)
     }
 }
 
+static const sweep_weighting no_weighting = {.name = "none", .function = "none"};
+
 /* The rows of one model: its depth x width (mlp) x optimizer x weighting
- * x consistency. */
+ * x consistency, bsp only once (unweighted) per optimizer. */
 static void model_rows(sweep *sw, const zp_sweep_model *m)
 {
     const sweep_axes *ax = &sw->o.ax;
@@ -74,13 +79,18 @@ static void model_rows(sweep *sw, const zp_sweep_model *m)
         for (int w = 0; w < nw; w++)
             for (int k = 0; k < ax->noptimizer; k++)
                 for (int g = 0; g < ax->nweighting; g++)
-                    for (int c = 0; c < ax->nconsistency; c++)
+                    for (int c = 0; c < ax->nconsistency; c++) {
+                        bool bsp = zp_ctl_sweep_run_rounds(ax->consistency[c]);
+                        if (bsp && g > 0)
+                            continue;
                         add_row(sw, (sweep_cell){.model = m,
                                                  .depth = m->deep ? ax->depth[d] : 0,
                                                  .width = m->deep ? ax->width[w] : 0,
                                                  .optimizer = ax->optimizer[k],
-                                                 .weighting = &ax->weighting[g],
+                                                 .weighting = bsp ? &no_weighting
+                                                                  : &ax->weighting[g],
                                                  .consistency = ax->consistency[c]});
+                    }
 }
 
 void zp_ctl_sweep_grid_build(sweep *sw)

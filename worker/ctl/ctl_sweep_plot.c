@@ -4,7 +4,9 @@
  * axis but s), rank 0's evaluation of what it pulled against applied
  * updates for each s (the first seed), the target as a line; and cost.png,
  * the cost of staleness: median updates to the target against s, absolute
- * (log scale) and over the row's s = 0 median. Data and script stay in the
+ * (log scale) and over the row's s = 0 median, and the median seconds of
+ * rank 0's training to the target (log scale). Both are titled with the
+ * command, the seeds and the sweep's wall time. Data and script stay in the
  * sweep directory (curves.dat, cost.dat, sweep.gp).
  */
 #include <limits.h>
@@ -50,7 +52,8 @@ static bool write_curves(const sweep *sw)
 }
 
 /* cost.dat: s, then per row the median updates, then per row the ratio to
- * s = 0 ("?" where the median missed the target). */
+ * s = 0, then per row the median seconds ("?" where the median missed the
+ * target). */
 static bool write_cost(const sweep *sw)
 {
     char path[PATH_MAX];
@@ -58,18 +61,20 @@ static bool write_cost(const sweep *sw)
     if (!f)
         return false;
     fprintf(f, "# Written by: %s\ns", sw->command);
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 3; pass++)
         for (size_t row = 0; row < sw->nrows; row++)
             fprintf(f, " \"%s\"", sw->row_label[row]);
     fprintf(f, "\n");
     for (int i = 0; i < sw->o.ax.nstal; i++) {
         fprintf(f, "%d", sw->o.ax.stal[i]);
-        for (int pass = 0; pass < 2; pass++)
+        for (int pass = 0; pass < 3; pass++)
             for (size_t row = 0; row < sw->nrows; row++) {
                 int k;
                 double m = zp_ctl_sweep_report_median(sw, row, i, &k);
                 double b = zp_ctl_sweep_report_median(sw, row, 0, &k);
-                double v = pass ? m / b : m;
+                double v = pass == 2 ? zp_ctl_sweep_report_median_s(sw, row, i)
+                           : pass    ? m / b
+                                     : m;
                 if (isfinite(v))
                     fprintf(f, " %.6g", v);
                 else
@@ -80,13 +85,21 @@ static bool write_cost(const sweep *sw)
     return zp_ctl_plot_close(WHO, f, path);
 }
 
+/* The multiplot's title: the command, seeds and wall time. */
+static void multiplot(const sweep *sw, FILE *f, int rows, int cols)
+{
+    fprintf(f, "set multiplot layout %d,%d title \"%s   (seeds 1..%d, %.0f s in all)\"\n", rows,
+            cols, sw->command, sw->o.seeds, sw->wall_s);
+}
+
 static void script_curves(const sweep *sw, FILE *f)
 {
     int cols = sw->nrows < 3 ? (int)sw->nrows : 3, rows = ((int)sw->nrows + cols - 1) / cols;
     fprintf(f, "set terminal pngcairo size %d,%d font \",9\"\nset output \"%s/curves.png\"\n",
-            380 * cols, 300 * rows, sw->dir);
-    fprintf(f, "set multiplot layout %d,%d\nset key bottom right\nset xlabel \"applied updates\"\n",
-            rows, cols);
+            380 * cols, 300 * rows + 30, sw->dir);
+    fprintf(f, "set termoption noenhanced\n"); /* labels hold '_' */
+    multiplot(sw, f, rows, cols);
+    fprintf(f, "set key bottom right\nset xlabel \"applied updates\"\n");
     fprintf(f, "stal = \"");
     for (int i = 0; i < sw->o.ax.nstal; i++)
         fprintf(f, "%s%d", i ? " " : "", sw->o.ax.stal[i]);
@@ -110,10 +123,11 @@ static void script_curves(const sweep *sw, FILE *f)
 static void script_cost(const sweep *sw, FILE *f)
 {
     size_t n = sw->nrows;
-    fprintf(f, "reset\nset terminal pngcairo size 1200,560 font \",10\"\n");
+    fprintf(f, "reset\nset terminal pngcairo size 1800,560 font \",10\"\n");
     fprintf(f, "set output \"%s/cost.png\"\n", sw->dir);
     fprintf(f, "set datafile missing \"?\"\nset termoption noenhanced\nset grid\n");
-    fprintf(f, "set multiplot layout 1,2\nset xlabel \"staleness bound s (tau ~ U{0..s})\"\n");
+    multiplot(sw, f, 1, 3);
+    fprintf(f, "set xlabel \"staleness bound s (tau ~ U{0..s})\"\n");
     fprintf(f, "set key top left font \",8\"\nset logscale y\n");
     fprintf(f, "set title \"median applied updates to the target\"\n");
     fprintf(f,
@@ -124,6 +138,12 @@ static void script_cost(const sweep *sw, FILE *f)
         f,
         "plot for [c=%zu:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
         n + 2, 2 * n + 1, sw->dir);
+    fprintf(f, "set title \"median seconds of rank 0's training to the target\"\n");
+    fprintf(f, "set logscale y\n");
+    fprintf(
+        f,
+        "plot for [c=%zu:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
+        2 * n + 2, 3 * n + 1, sw->dir);
     fprintf(f, "unset multiplot\n");
 }
 

@@ -3,7 +3,9 @@
  * combination of every axis but s, one column per s; a cell is the median
  * over seeds of applied updates to the target, how many seeds reached it,
  * and the cost of staleness: that median over the row's s = 0 median), as
- * text on stdout and as markdown, and every run in JSON.
+ * text on stdout and as markdown, and every run in JSON. A second table
+ * gives the same in wall time: the median over seeds of rank 0's seconds of
+ * training until the evaluation that reached the target.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -19,7 +21,7 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-double zp_ctl_sweep_report_median(const sweep *sw, size_t row, int si, int *reached)
+static double median_of(const sweep *sw, size_t row, int si, bool secs, int *reached)
 {
     double v[100];
     int n = 0;
@@ -29,7 +31,7 @@ double zp_ctl_sweep_report_median(const sweep *sw, size_t row, int si, int *reac
         const sweep_run *r = &sw->runs[i];
         if ((size_t)r->cell.row != row || r->cell.s != s)
             continue;
-        v[n++] = r->updates;
+        v[n++] = secs ? r->target_s : r->updates;
         *reached += r->out == SW_REACHED;
     }
     if (n == 0)
@@ -38,26 +40,45 @@ double zp_ctl_sweep_report_median(const sweep *sw, size_t row, int si, int *reac
     return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-/* One cell as the table shows it: "412 (3/3, x1.8)", "- (0/3)". */
-static void cell_text(const sweep *sw, size_t row, int si, char *out, size_t len)
+double zp_ctl_sweep_report_median(const sweep *sw, size_t row, int si, int *reached)
+{
+    return median_of(sw, row, si, false, reached);
+}
+
+double zp_ctl_sweep_report_median_s(const sweep *sw, size_t row, int si)
+{
+    int k;
+    return median_of(sw, row, si, true, &k);
+}
+
+/* One cell as the table shows it: "412 (3/3, x1.8)", "- (0/3)"; in
+ * seconds "12.5 (x1.8)", "-". */
+static void cell_text(const sweep *sw, size_t row, int si, bool secs, char *out, size_t len)
 {
     int k, k0;
-    double m = zp_ctl_sweep_report_median(sw, row, si, &k);
-    double base = zp_ctl_sweep_report_median(sw, row, 0, &k0);
+    double m = median_of(sw, row, si, secs, &k);
+    double base = median_of(sw, row, 0, secs, &k0);
+    bool rel = si > 0 && isfinite(base) && base > 0;
     if (isnan(m))
         snprintf(out, len, "not run");
+    else if (!isfinite(m) && secs)
+        snprintf(out, len, "-");
     else if (!isfinite(m))
         snprintf(out, len, "- (%d/%d)", k, sw->o.seeds);
-    else if (si > 0 && isfinite(base) && base > 0)
+    else if (secs && rel)
+        snprintf(out, len, "%.1f (x%.2f)", m, m / base);
+    else if (secs)
+        snprintf(out, len, "%.1f", m);
+    else if (rel)
         snprintf(out, len, "%.0f (%d/%d, x%.2f)", m, k, sw->o.seeds, m / base);
     else
         snprintf(out, len, "%.0f (%d/%d)", m, k, sw->o.seeds);
 }
 
-void zp_ctl_sweep_report_table(const sweep *sw, FILE *f, bool md)
+static void table(const sweep *sw, FILE *f, bool md, bool secs)
 {
     const sweep_axes *ax = &sw->o.ax;
-    fprintf(f, md ? "| row |" : "\n%-40s", "row");
+    fprintf(f, md ? "| %s |" : "\n%-40s", secs ? "seconds to the target" : "row");
     for (int i = 0; i < ax->nstal; i++) {
         char h[32];
         snprintf(h, sizeof(h), "s = %d", ax->stal[i]);
@@ -74,11 +95,21 @@ void zp_ctl_sweep_report_table(const sweep *sw, FILE *f, bool md)
         fprintf(f, md ? "| %s |" : "%-40s", sw->row_label[row]);
         for (int i = 0; i < ax->nstal; i++) {
             char t[64];
-            cell_text(sw, row, i, t, sizeof(t));
+            cell_text(sw, row, i, secs, t, sizeof(t));
             fprintf(f, md ? " %s |" : " %19s", t);
         }
         fprintf(f, "\n");
     }
+}
+
+void zp_ctl_sweep_report_table(const sweep *sw, FILE *f, bool md)
+{
+    table(sw, f, md, false);
+    if (md)
+        fprintf(f, "\nMedian over the seeds of rank 0's seconds of training until the "
+                   "evaluation that reached the target (\"-\": the median missed it), and "
+                   "over the row's s = 0:\n\n");
+    table(sw, f, md, true);
 }
 
 static void json_num(FILE *f, const char *key, double v)
@@ -104,6 +135,8 @@ static void json_run(FILE *f, const sweep_run *r)
     json_num(f, "steps", r->steps);
     fprintf(f, ", ");
     json_num(f, "best", r->best);
+    fprintf(f, ", ");
+    json_num(f, "target_s", r->target_s);
     fprintf(f, ", \"wall_s\": %.2f, \"status\": %d}", r->wall_s, r->status);
 }
 
@@ -117,6 +150,8 @@ static void json_rows(FILE *f, const sweep *sw)
             double m = zp_ctl_sweep_report_median(sw, row, i, &k);
             fprintf(f, "%s{\"s\": %d, ", i ? ", " : "", sw->o.ax.stal[i]);
             json_num(f, "median_updates", m);
+            fprintf(f, ", ");
+            json_num(f, "median_target_s", zp_ctl_sweep_report_median_s(sw, row, i));
             fprintf(f, ", \"reached\": %d, \"seeds\": %d}", k, sw->o.seeds);
         }
         fprintf(f, "]}%s\n", row + 1 < sw->nrows ? "," : "");

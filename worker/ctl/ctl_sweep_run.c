@@ -7,8 +7,11 @@
  * How a cell's staleness s becomes a cluster file:
  *  - --inject: the shard serves every pull tau ~ U{0..s} versions old
  *    (s = 0: fixed tau 0), pulls in turns; the mode is the cell's (async,
- *    ssp with staleness s, bsp), or "weighted" without bound or drops when
- *    the cell weights (w(tau) or DC-ASGD), which then sees the exact tau.
+ *    ssp with staleness s), or "weighted" without bound or drops when the
+ *    cell weights (w(tau) or DC-ASGD), which then sees the exact tau. A bsp
+ *    cell is served tau 0 (fixed) whatever s: bsp is the baseline without
+ *    staleness, as under timing, where a round's pulls wait for all of the
+ *    previous round.
  *  - timing: every worker sleeps a lognormal delay per step; async is
  *    "weighted" with max_staleness s and pull bound floor(s / workers) (the
  *    textbook study's exact bound by drops); ssp is ssp with staleness s
@@ -46,12 +49,22 @@ static const struct sweep_mode {
     bool rounds;  /* applies in rounds: no weighting (bsp) */
 } sweep_modes[] = {{"async", false, false}, {"ssp", true, false}, {"bsp", false, true}};
 
-static const struct sweep_mode *mode_of(const sweep_cell *c)
+static const struct sweep_mode *mode_named(const char *consistency)
 {
     for (size_t i = 0; i < sizeof(sweep_modes) / sizeof(sweep_modes[0]); i++)
-        if (strcmp(sweep_modes[i].name, c->consistency) == 0)
+        if (strcmp(sweep_modes[i].name, consistency) == 0)
             return &sweep_modes[i];
     return &sweep_modes[0]; /* ctl_sweep.c admits only the names above */
+}
+
+static const struct sweep_mode *mode_of(const sweep_cell *c)
+{
+    return mode_named(c->consistency);
+}
+
+bool zp_ctl_sweep_run_rounds(const char *consistency)
+{
+    return mode_named(consistency)->rounds;
 }
 
 static void write_mode(FILE *f, const sweep *sw, const sweep_cell *c)
@@ -65,9 +78,10 @@ static void write_mode(FILE *f, const sweep *sw, const sweep_cell *c)
         fprintf(f, "  consistency = \"ssp\"; staleness = %d;\n", c->s);
     else
         fprintf(f, "  consistency = \"%s\";\n", c->consistency);
+    int s = bsp ? 0 : c->s;
     if (sw->o.inject)
         fprintf(f, "  inject = { schedule = \"%s\"; %s = %d; seed = %d; };\n",
-                c->s > 0 ? "uniform" : "fixed", c->s > 0 ? "max_tau" : "tau", c->s, 1);
+                s > 0 ? "uniform" : "fixed", s > 0 ? "max_tau" : "tau", s, 1);
 }
 
 static bool write_conf(const sweep *sw, const sweep_cell *c, int seed, double lr, const char *path)
@@ -119,10 +133,32 @@ static bool at_target(const sweep *sw, const sweep_run *r, const curve_pt *pt)
     return r->cell.model->classifier ? pt->acc >= t : pt->rel < t;
 }
 
-static void judge(const sweep *sw, sweep_run *r, bool diverged)
+/* Seconds from the start of rank 0's training to its curve point idx: the
+ * third number of entry idx of "curve_comm" in its result (same order as
+ * "curve"), or INFINITY. */
+static double curve_time(const char *rundir, size_t idx)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/worker-0.json", rundir);
+    char *text = zp_ctl_json_slurp(path, MAX_FILE);
+    const char *p = text ? strstr(text, "\"curve_comm\":[") : NULL;
+    double t = INFINITY;
+    if (p)
+        p += strlen("\"curve_comm\":"); /* the outer '[' */
+    for (size_t i = 0; p && i <= idx; i++)
+        p = strchr(p + 1, '[');
+    for (int k = 0; p && k < 2; k++)
+        p = strchr(p + 1, ',');
+    if (p)
+        t = strtod(p + 1, NULL);
+    free(text);
+    return t;
+}
+
+static void judge(const sweep *sw, sweep_run *r, bool diverged, const char *rundir)
 {
     bool cls = r->cell.model->classifier;
-    r->updates = r->steps = INFINITY;
+    r->updates = r->steps = r->target_s = INFINITY;
     r->best = cls ? 0 : INFINITY;
     for (size_t i = 0; i < r->ncurve; i++) {
         const curve_pt *pt = &r->curve[i];
@@ -131,6 +167,7 @@ static void judge(const sweep *sw, sweep_run *r, bool diverged)
         if (isinf(r->updates) && at_target(sw, r, pt)) {
             r->updates = pt->version;
             r->steps = pt->step;
+            r->target_s = curve_time(rundir, i);
         }
     }
     r->out = isfinite(r->updates) ? SW_REACHED
@@ -145,7 +182,8 @@ static void describe(const sweep_run *r, const char *name)
                                         "failed"};
     fprintf(stderr, "study: %s seed %d lr %.4g: %s", name, r->seed, r->lr, words[r->out]);
     if (r->out == SW_REACHED)
-        fprintf(stderr, " at update %.0f (step %.0f)", r->updates, r->steps);
+        fprintf(stderr, " at update %.0f (step %.0f, %.1f s)", r->updates, r->steps,
+                r->target_s);
     fprintf(stderr, ", best %.4g, in %.1f s\n", r->best, r->wall_s);
 }
 
@@ -172,7 +210,7 @@ sweep_run *zp_ctl_sweep_run_one(sweep *sw, const sweep_cell *c, int seed)
     if (!zp_ctl_study_run_and_read(sw->zepsctl, conf, rundir, sw->o.timeout_s, &r->status,
                                    &r->wall_s, &r->curve, &r->ncurve))
         return NULL;
-    judge(sw, r, any_diverged(sw, rundir));
+    judge(sw, r, any_diverged(sw, rundir), rundir);
     describe(r, name);
     return r;
 }

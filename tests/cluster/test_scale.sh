@@ -38,6 +38,8 @@ for c in cells:
     assert c["requests"] >= 2 * (4096 // 64), c
     assert c["bytes"] > 0 and 0 < c["waiting_share"] < 1, c
     assert c["accuracy"] > 0.3, c  # 4096 examples of Fashion-MNIST: above chance (0.1)
+    # 4096 examples over the workers in batches of 64: 64 steps in all
+    assert c["steps"] == 4096 // 64, c
     assert "transfer_share" in c, c
 # the fit is the least-squares line of the bench's p50 round trips
 b = json.load(open(d + "/bench.json"))
@@ -54,6 +56,10 @@ f = s["fit"]
 assert abs(f["beta_s_per_byte"] - beta) <= 1e-6 * abs(beta) + 1e-15, (f, beta)
 assert abs(f["alpha_s"] - alpha) <= 1e-6 * abs(alpha) + 1e-9, (f, alpha)
 assert beta > 0, beta  # bigger messages take longer
+for c in cells:  # two round trips a step plus every byte once, over worker time
+    busy = c["compute_s"] + c["comm_s"]
+    want = (2 * c["steps"] * f["alpha_s"] + c["bytes"] * f["beta_s_per_byte"]) / busy
+    assert abs(c["transfer_share"] - want) <= 1e-3 * want + 1e-4, (c, want)
 PY
 
 if [ "$(head -c 8 "$work/s/scale.png" 2>/dev/null | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; then

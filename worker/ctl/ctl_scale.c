@@ -255,17 +255,19 @@ static bool read_rep(const char *rundir, int workers, scale_fig *r)
     r->comm_s = zp_ctl_json_number(text, "comm_s");
     r->accuracy = zp_ctl_json_number(text, "final_accuracy");
     free(text);
-    r->requests = r->bytes = 0;
+    r->requests = r->steps = r->bytes = 0;
     for (int w = 0; w < workers; w++) {
         snprintf(path, sizeof(path), "%s/worker-%d.json", rundir, w);
         text = zp_ctl_json_slurp(path, MAX_JSON);
         if (!text)
             return false;
         r->requests += zp_ctl_json_number(text, "requests");
+        r->steps += zp_ctl_json_number(text, "iterations");
         r->bytes += zp_ctl_json_number(text, "bytes_out") + zp_ctl_json_number(text, "bytes_in");
         free(text);
     }
-    return isfinite(r->wall_s) && isfinite(r->requests) && isfinite(r->bytes);
+    return isfinite(r->wall_s) && isfinite(r->requests) && isfinite(r->steps) &&
+           isfinite(r->bytes);
 }
 
 static bool run_rep(const scale *sc, int servers, int workers, int rep, scale_fig *r)

@@ -38,6 +38,7 @@ typedef struct scale_fig {
     double compute_s; /* summed over workers */
     double comm_s;    /* time blocked on the shards, summed over workers */
     double requests;  /* per-shard requests, summed over workers */
+    double steps;     /* training steps, summed over workers */
     double bytes;     /* payload bytes in + out, summed over workers */
     double accuracy;  /* rank 0's final test accuracy (NAN: none) */
 } scale_fig;

@@ -8,11 +8,12 @@
  *   S(N)     T(N0) * N0 / T(N), N0 the smallest N asked for (1 by default)
  *   E(N)     S(N) / N
  *   waiting  comm / (compute + comm): time blocked on the shards
- *   transfer requests * alpha + bytes * beta, as a share of worker time: what
- *            moving the bytes one request at a time would cost. Requests to
- *            different shards overlap, so this is an upper bound on the part
- *            of the waiting the wire explains; the rest is barrier idle,
- *            shard CPU and processes sharing cores.
+ *   transfer 2 * steps * alpha + bytes * beta, as a share of worker time:
+ *            what the wire alone would cost. A step's pulls go out together
+ *            (every table, every shard) and so do its pushes, so a step pays
+ *            two round trips of latency and every byte once; the waiting
+ *            beyond that is barrier idle, shard CPU and processes sharing
+ *            cores.
  */
 #include <errno.h>
 #include <math.h>
@@ -59,7 +60,7 @@ static row derive(const scale *sc, int si, const scale_cell *c)
     r.waiting = busy > 0 ? c->f.comm_s / busy : NAN;
     const scale_fit *fit = &sc->fit;
     r.transfer = fit->ok && busy > 0
-                     ? (c->f.requests * fit->alpha_s + c->f.bytes * fit->beta_s_per_byte) / busy
+                     ? (2 * c->f.steps * fit->alpha_s + c->f.bytes * fit->beta_s_per_byte) / busy
                      : NAN;
     return r;
 }
@@ -142,9 +143,9 @@ static void json_cell(FILE *f, const scale *sc, int si, const scale_cell *c, boo
     fprintf(f,
             "    {\"servers\": %d, \"workers\": %d, \"wall_s\": %.4f, \"speedup\": %.4f, "
             "\"efficiency\": %.4f, \"examples_per_s\": %.1f, \"compute_s\": %.4f, "
-            "\"comm_s\": %.4f, \"requests\": %.0f, \"bytes\": %.0f, ",
+            "\"comm_s\": %.4f, \"requests\": %.0f, \"steps\": %.0f, \"bytes\": %.0f, ",
             c->servers, c->workers, c->f.wall_s, r.speedup, r.efficiency, c->f.eps, c->f.compute_s,
-            c->f.comm_s, c->f.requests, c->f.bytes);
+            c->f.comm_s, c->f.requests, c->f.steps, c->f.bytes);
     if (isfinite(r.transfer))
         fprintf(f, "\"transfer_share\": %.4f, ", r.transfer);
     if (isfinite(c->f.accuracy))

@@ -332,7 +332,7 @@ static void row_tau_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
          "(log2 buckets), in versions.");
     for (size_t i = 0; i < st->n_tables; i++) {
         const Zeps__TableStats *t = st->tables[i];
-        char tname[128], labels[200], touches[24];
+        char tname[128], labels[200], touches[48];
         label_value(tname, sizeof(tname), t->name);
         for (size_t b = 0; b < t->n_tau_by_freq; b++) {
             if (t->tau_by_freq[b]->n == 0)

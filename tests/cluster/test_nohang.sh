@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_nohang.sh - nothing waits in silence or for ever (docs/faults.md,
-# "No silent waits"). Real zeps-server and zeps-worker processes on
-# loopback (ephemeral ports), a bsp job of the quadratic model slowed by an
+# "No silent waits"). Real zeps-server and zeps-worker processes over
+# ipc:// endpoints in the test's folder, a bsp job of the quadratic model slowed by an
 # injected per-step delay so it is mid-training when a process is stopped.
 #
 #   test_nohang.sh killed    SIGKILL one of 3 workers for good, default
@@ -50,11 +50,14 @@ wait_exit() {
     wait "$2"
 }
 
+# Endpoints are ipc:// files in the case's folder, not loopback ports: a
+# shard killed on purpose frees its port, and a test running beside this
+# one could bind it and answer the workers still retrying it.
 conf() { # dir extra-cluster-keys iterations
     mkdir -p "$1"
     cat >"$1/cluster.conf" <<EOF
 cluster = {
-    servers = [ "tcp://127.0.0.1:$(free_port)", "tcp://127.0.0.1:$(free_port)" ];
+    servers = [ "ipc://$1/shard-0", "ipc://$1/shard-1" ];
     workers = 3;
     consistency = "bsp";
     $2

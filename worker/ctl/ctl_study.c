@@ -375,6 +375,9 @@ static run_spec cell_spec(const study_opts *o, const study_setting *set, int s, 
                              : s > 0    ? "uniform"
                                         : "fixed",
                    .lr = setting_lr(set, s),
+                   /* --inject: the run ends at the threshold (the workers stop
+                    * on FINISH); the updates before it are the same */
+                   .target = o->inject ? o->threshold : 0,
                    .seed = seed,
                    .iterations = o->iterations,
                    .eval_every = o->eval_every};

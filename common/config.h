@@ -141,6 +141,7 @@ typedef struct zp_config {
     double slow_factor;          /* default 1, >= 1 */
     int eval_every_steps;        /* rank 0 evaluates its pulled parameters every N steps (curve); 0 = off */
     double target_accuracy;      /* rank 0 stops at the first curve point this accurate; 0 = off */
+    double target_rel_distance;  /* or this close to x* (quadratic, relative); 0 = off */
     char result_dir[ZP_PATH_MAX]; /* where workers write result JSON ("" = none) */
     char push_codec[16];         /* none | fp16 | bf16 | int8 | sign | topk | randk; default none */
     double codec_fraction;       /* topk/randk: share of elements sent, default 0.01, (0, 1] */

@@ -213,6 +213,8 @@ static const key_spec training_keys[] = {
      .imax = INT_MAX},
     {.name = "target_accuracy", .kind = K_FLOAT, .off = FIELD(target_accuracy), .fmin = 0,
      .fmax = 1},
+    {.name = "target_rel_distance", .kind = K_FLOAT, .off = FIELD(target_rel_distance), .fmin = 0,
+     .fmax = 1},
     {.name = "result_dir", .kind = K_STRING, .off = STR(result_dir)},
     {.name = "metrics_listen", .kind = K_STRING, .off = STR(worker_metrics_listen)},
     {.name = "push_codec", .kind = K_CHOICE, .off = STR(push_codec), .choices = codecs},

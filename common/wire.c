@@ -113,6 +113,8 @@ const char *zp_wire_op_name(int op)
         return "ROLLBACK";
     case ZEPS__OP__EVICT:
         return "EVICT";
+    case ZEPS__OP__FINISH:
+        return "FINISH";
     default:
         return "UNKNOWN";
     }

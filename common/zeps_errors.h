@@ -42,7 +42,8 @@ extern "C" {
     X(EINTERNAL, 23, "internal error")                                                             \
     X(EDIVERGED, 24, "training diverged")                                                          \
     X(ERESTARTED, 35, "a shard restarted or rolled back: resume from its cut")                     \
-    X(EREFUSED, 36, "a shard refused this client's CURVE key")
+    X(EREFUSED, 36, "a shard refused this client's CURVE key")                                      \
+    X(EFINISHED, 37, "a worker reached the job's target: training is over")
 
 typedef enum zeps_err {
 #define ZEPS_ERR_ENUM_(name, num, text) ZEPS_##name = num,

@@ -35,7 +35,7 @@
 #include "workers.h"
 #include "zap.h"
 
-#define ZP_SERVER_OPS   13 /* Zeps__Op values 0..12 */
+#define ZP_SERVER_OPS   14 /* Zeps__Op values 0..13 */
 #define ZP_SERVER_CODES 40 /* zeps_err values below this */
 
 struct zp_server {
@@ -80,6 +80,14 @@ struct zp_server {
     uint64_t waits_failed;  /* held requests failed: they waited for a worker gone for good */
     uint64_t hello_refused; /* HELLOs refused: the rank is held by a live incarnation */
     uint64_t key_refused;   /* requests refused: the CURVE key may not speak as that rank */
+
+    /* FINISH (op/admin.c): a worker reached the job's target; every other
+     * worker's pulls are answered EFINISHED from then on */
+    struct {
+        bool on;
+        uint32_t by;   /* the rank that said so: its own pulls are still served */
+        int64_t clock; /* the clock it stopped at */
+    } finished;
 
     /* BARRIER (op/clock.c): the generation being collected, from 1 */
     uint64_t barrier_gen;

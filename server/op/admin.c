@@ -3,7 +3,10 @@
  * BYE. state/persist.c does the snapshot work and says what it did; this
  * file replies and, after a rollback, answers everything that waited with
  * ERESTARTED: nothing computed before the cut may finish. EVICT (an
- * operator) releases a rank held by a live incarnation.
+ * operator) releases a rank held by a live incarnation. FINISH (a worker
+ * that reached the job's target) ends the job for the others: their pulls
+ * are answered EFINISHED from then on, so they stop at once instead of
+ * running out their step budget.
  */
 #include <inttypes.h>
 
@@ -94,4 +97,22 @@ void zp_admin_on_bye(zp_server *s, zp_request *r)
     zp_reply_ok(s, r->identity, r->h, 0);
     /* the slowest may move on; under continue the rounds stop counting it */
     zp_clock_quorum_changed(s);
+}
+
+void zp_admin_on_finish(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (!zp_request_worker(s, r))
+        return;
+    if (!s->finished.on) {
+        /* the first finisher's: a second one changes nothing */
+        s->finished.on = true;
+        s->finished.by = h->rank;
+        s->finished.clock = h->clock;
+        zp_info("worker %u reached the job's target at clock %lld: the other workers' pulls "
+                "are answered EFINISHED from now on",
+                h->rank, (long long)h->clock);
+    }
+    zp_reply_ok(s, r->identity, h, 0);
+    zp_pull_finish_parked(s);
 }

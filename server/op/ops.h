@@ -38,6 +38,8 @@ void zp_pull_turns_check(zp_server *s);
 void zp_pull_turn_done(zp_server *s, zp_table *t, uint32_t rank);
 /* Answer every parked pull with ERESTARTED (cut `cut` of set `set`). */
 void zp_pull_abort_parked(zp_server *s, int64_t cut, uint64_t set);
+/* After FINISH: answer every parked pull but the finisher's EFINISHED. */
+void zp_pull_finish_parked(zp_server *s);
 
 /* push.c: PUSH: check, hand to the policy, record, reply, serve. */
 void zp_push_on(zp_server *s, zp_request *r);
@@ -89,6 +91,9 @@ void zp_admin_on_bye(zp_server *s, zp_request *r);
 /* EVICT (a tool, zepsctl evict): release rank h->evict_rank so that a new
  * incarnation's HELLO takes it. */
 void zp_admin_on_evict(zp_server *s, zp_request *r);
+/* FINISH (a worker that reached the job's target): from now on every other
+ * worker's pulls, parked or new, are answered EFINISHED. */
+void zp_admin_on_finish(zp_server *s, zp_request *r);
 
 /* stats.c: STATS. */
 void zp_stats_on(zp_server *s, zp_request *r);

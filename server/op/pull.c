@@ -7,7 +7,9 @@
  * update and every clock. A reply references the parameter buffer without
  * copying (copy-on-write, table.h), or carries a compressed delta against
  * the worker's view (table/cpull.c). A sparse table's pull goes to
- * sparse_ops.c, which parks with its own answer path.
+ * sparse_ops.c, which parks with its own answer path. Once a worker said
+ * FINISH (op/admin.c), every other worker's pull, parked or new, dense or
+ * sparse, is answered EFINISHED: the job reached its target.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -278,10 +280,55 @@ static void park(zp_table *t, zp_request *r, const zp_cpull_req *cp)
     zp_parked_push(&t->parked, p); /* the queue takes p */
 }
 
+/* After FINISH a pull of any worker but the finisher is over: its job is. */
+static bool finished_for(const zp_server *s, uint32_t rank)
+{
+    return s->finished.on && rank != s->finished.by;
+}
+
+/* Answer rank's pull EFINISHED: req the request, or NULL and req_id a
+ * parked one's. */
+static void reply_finished(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
+                           uint64_t req_id, uint32_t rank)
+{
+    char text[ERRLEN];
+    snprintf(text, sizeof(text),
+             "worker %u reached the job's target at clock %lld (FINISH): worker %u's training "
+             "is over",
+             s->finished.by, (long long)s->finished.clock, rank);
+    if (req)
+        zp_reply_error(s, identity, req, ZEPS_EFINISHED, "%s", text);
+    else
+        zp_reply_error_to(s, identity, ZEPS__OP__PULL, req_id, ZEPS_EFINISHED, "%s", text);
+}
+
+void zp_pull_finish_parked(zp_server *s)
+{
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_parked_queue keep;
+        zp_parked_init(&keep);
+        zp_parked *p;
+        while ((p = zp_parked_pop(&s->tables[i]->parked))) {
+            if (finished_for(s, p->rank)) {
+                reply_finished(s, &p->identity, NULL, p->req_id, p->rank);
+                unpark(s, p);
+            } else {
+                zp_parked_push(&keep, p); /* the finisher's own, kept in order */
+            }
+        }
+        while ((p = zp_parked_pop(&keep)))
+            zp_parked_push(&s->tables[i]->parked, p);
+    }
+}
+
 void zp_pull_on(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
     zp_worker *w = zp_request_worker(s, r);
+    if (w && finished_for(s, h->rank)) {
+        reply_finished(s, r->identity, h, 0, h->rank);
+        return;
+    }
     zp_table *t = w ? zp_request_table(s, r) : NULL;
     if (t && t->rows) {
         if (zp_workers_seen(w, h->seq) && zp_parked_has(&t->parked, h->rank, h->seq))

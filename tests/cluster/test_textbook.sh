@@ -5,8 +5,10 @@
 # largest stable lr with fixed tau = s by bisection), every run held against
 # the reference simulation of the same iteration (tests/support/zt_delay_sim.c,
 # tests/cluster/textbook_compare.py): same outcome, updates to the threshold
-# within 10%, divergence exactly where the simulation diverges; and the
-# bisection's bracket around 2 sin(pi/(4s+2)), the delayed-gradient bound.
+# within 10%, divergence exactly where the simulation diverges; the early
+# stop at the threshold (FINISH) counting the same updates as a run to the
+# end of its budget; and the bisection's bracket around 2 sin(pi/(4s+2)),
+# the delayed-gradient bound.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
@@ -32,6 +34,58 @@ for png in cost stability; do
 done
 /usr/bin/python3 "$here/textbook_compare.py" "$work/study/study.json" "$BIN/zt_delay_sim"
 rc=$?
+
+# The early stop counts the same updates. The study's s = 5, B run ended at
+# the threshold (rank 0 said FINISH, the others' pulls were answered
+# EFINISHED): run its cluster file again without training.target_rel_distance,
+# to the end of its budget, and hold the two against each other and against
+# the simulation run out too: the same first version under the threshold
+# (to the update), and the early run must have stopped well before the
+# budget with every other worker told so.
+run=$work/study/steps-s5-B-seed1
+sed -e '/target_rel_distance/d' -e "s|127.0.0.1:[0-9]*|127.0.0.1:$(free_port)|" \
+    -e "s|trace_dir = .*|trace_dir = \"$work/full\";|" "$run/study.conf" >"$work/full.conf"
+mkdir -p "$work/full"
+"$BIN/zepsctl" local --config "$work/full.conf" -q --dir "$work/full" --timeout 300 \
+    >"$work/full.log" 2>&1 || echo "zepsctl local exited $? (see below)"
+/usr/bin/python3 - "$run" "$work/full" "$work/study/study.json" "$BIN/zt_delay_sim" <<'PY' || rc=1
+import json, re, subprocess, sys
+early, full, study, sim = sys.argv[1:5]
+st = json.load(open(study))
+spec = [r for r in st["runs"] if r["dir"] == "steps-s5-B-seed1"][0]
+
+def first_under(d):
+    text = open(d + "/worker-0.json").read()
+    pts = json.loads(re.search(r'"curve":(\[.*?\]\])', text).group(1))
+    return next((p[5] for p in pts if p[2] is not None and p[2] < st["threshold"]), None)
+
+def result(d, w):
+    return json.load(open("%s/worker-%d.json" % (d, w)))
+
+out = subprocess.run([sim, "uniform", "5", repr(spec["lr"]), "none", "1", str(st["workers"]),
+                      str(spec["iterations"]), str(st["dim"]), repr(st["condition"]),
+                      repr(st["threshold"])], check=True, capture_output=True,
+                     text=True).stdout.split()
+budget = st["workers"] * spec["iterations"]
+checks = [
+    ("early stop: first version under the threshold %s, run out %s, simulation run out %s"
+     % (first_under(early), first_under(full), out[1]),
+     first_under(early) is not None and first_under(early) == first_under(full)
+     and first_under(full) == float(out[1])),
+    ("early stop: %d updates applied of a budget of %d" % (spec["applied"], budget),
+     spec["applied"] < 0.6 * budget),
+    ("early stop: rank 0 reached the target, ranks 1-%d were told (finished)"
+     % (st["workers"] - 1), result(early, 0)["reached_target"]
+     and all(result(early, w)["finished"] for w in range(1, st["workers"]))),
+    ("run out: every worker ran its %d steps" % spec["iterations"],
+     all(result(full, w)["iterations"] == spec["iterations"] for w in range(st["workers"]))),
+]
+for what, ok in checks:
+    print("%-4s %s" % ("ok" if ok else "FAIL", what))
+bad = sum(not ok for _, ok in checks)
+print("%d passed, %d failed" % (len(checks) - bad, bad))
+sys.exit(1 if bad else 0)
+PY
 # The stability bracket against the analytic bound: the stable end at most
 # 3% above it and the unstable end at most 3% below (a bisection of
 # [0, 2.2] in 7 steps resolves 1.7%).

@@ -12,13 +12,16 @@
  * served at each of its turns. tests/cluster/textbook_compare.py holds the
  * study's runs against it.
  *
- *   zt_delay_sim SCHEDULE TAU LR FUNCTION SEED WORKERS ITERATIONS DIM COND THRESHOLD
+ *   zt_delay_sim SCHEDULE TAU LR FUNCTION SEED WORKERS ITERATIONS DIM COND THRESHOLD [stop]
  *
- * prints "outcome updates final_rel mid_rel" (outcome converged, diverges
- * or stalls; updates the first version under THRESHOLD rank 0 was served,
- * or inf).
+ * prints "outcome updates final_rel mid_rel count" (outcome converged,
+ * diverges or stalls; updates the first version under THRESHOLD rank 0 was
+ * served, or inf; count the updates computed). With "stop" the iteration
+ * ends at that first version, as a run with training.target_rel_distance
+ * does (the workers stop on FINISH); without it, it runs out the budget.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +70,7 @@ static double evaluate(sim *s, float *x)
 static void usage(void)
 {
     fprintf(stderr, "usage: zt_delay_sim SCHEDULE TAU LR FUNCTION SEED WORKERS ITERATIONS DIM "
-                    "COND THRESHOLD\n");
+                    "COND THRESHOLD [stop]\n");
     exit(2);
 }
 
@@ -97,8 +100,9 @@ static void setup(sim *s, char **argv)
 
 int main(int argc, char **argv)
 {
-    if (argc != 11)
+    if (argc != 11 && !(argc == 12 && strcmp(argv[11], "stop") == 0))
         usage();
+    bool stop = argc == 12;
     sim s = {0};
     setup(&s, argv);
     float lr = (float)atof(argv[3]), thr = (float)atof(argv[10]);
@@ -107,7 +111,8 @@ int main(int argc, char **argv)
     double first = INFINITY;
     const char *outcome = "stalls";
     float *g = malloc((size_t)s.d * sizeof(float)), *gw[1] = {g};
-    for (uint64_t k = 0; k < updates; k++) {
+    uint64_t k;
+    for (k = 0; k < updates; k++) {
         uint32_t rank = (uint32_t)(k % (uint64_t)s.workers);
         uint64_t tau = zp_inject_tau(&s.inj, rank, k);
         tau = tau < k ? tau : k; /* nothing is older than the start */
@@ -116,8 +121,11 @@ int main(int argc, char **argv)
             outcome = "diverges";
             break;
         }
-        if (rank == 0 && s.rel[s.nrel - 1] < thr && isinf(first))
+        if (rank == 0 && s.rel[s.nrel - 1] < thr && isinf(first)) {
             first = (double)(k - tau);
+            if (stop)
+                break;
+        }
         double loss = zp_quadratic_ops.grad(s.m, wr, gw, (int64_t)k);
         if (!isfinite(loss) || loss > DIVERGED_LOSS) {
             outcome = "diverges";
@@ -131,7 +139,7 @@ int main(int argc, char **argv)
     if (strcmp(outcome, "diverges") != 0 && isfinite(first))
         outcome = "converged";
     double fin = s.nrel ? s.rel[s.nrel - 1] : NAN, mid = s.nrel ? s.rel[s.nrel / 2] : NAN;
-    printf("%s %.17g %.6g %.6g\n", outcome, first, fin, mid);
+    printf("%s %.17g %.6g %.6g %llu\n", outcome, first, fin, mid, (unsigned long long)k);
     zp_quadratic_ops.destroy(&s.m);
     zp_inject_fini(&s.inj);
     free(s.hist);

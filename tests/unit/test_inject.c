@@ -250,6 +250,56 @@ START_TEST(test_shard_fixed_turns)
 }
 END_TEST
 
+/* FINISH: rank 0 reached the target. The pull of rank 1 parked for its
+ * turn is answered EFINISHED at once, so are its later pulls, while rank
+ * 0's own are still served (its final evaluation); a second FINISH changes
+ * nothing; a tool may not send it, and it carries no flag bits. */
+START_TEST(test_shard_finish)
+{
+    zp_config *cfg = zt_config("async", 3, 1);
+    cfg->inject = ZP_INJECT_FIXED;
+    cfg->inject_tau = 1;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    for (uint32_t r = 0; r < 3; r++)
+        zt_hello(z, r);
+    uint32_t id = zt_declare(z, 0, "w", 4, 0.5);
+    float g[4] = {1, 1, 1, 1};
+    ck_assert_int_eq(zt_pull(z, 1, id, 0, 4, 0), 0); /* rank 0's turn: parked */
+    ck_assert_int_eq(zt_pull(z, 0, id, 0, 4, 0), 1);
+    ck_assert_int_eq(zt_push(z, 0, id, 0, g, 4, 0, 0), 2); /* ack, and rank 1 served */
+    ck_assert_int_eq(zt_push(z, 1, id, 0, g, 4, 0, 0), 1);
+    ck_assert_int_eq(zt_pull(z, 2, id, 0, 4, 0), 1); /* rank 2's turn */
+    ck_assert_int_eq(zt_pull(z, 1, id, 0, 4, 1), 0); /* parked: rank 2 holds the turn */
+    Zeps__Header f = zt_header(z, ZEPS__OP__FINISH, 0);
+    f.clock = 0;
+    ck_assert_int_eq(zt_send(z, &f, NULL, 0), 2); /* the parked pull, and the ack */
+    ck_assert_int_eq(z->r[z->n - 2].h->op, ZEPS__OP__FINISH);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__ERROR);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EFINISHED);
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "worker 0 reached the job's target"));
+    ck_assert_int_eq(z->s->workers.w[1].parked, 0);
+    /* rank 2, served before, still pushes (applied), then its pull is over */
+    ck_assert_int_eq(zt_push(z, 2, id, 0, g, 4, 0, 2), 1);
+    ck_assert_uint_eq(z->s->tables[id]->version, 3);
+    ck_assert_int_eq(zt_pull(z, 2, id, 0, 4, 1), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EFINISHED);
+    /* a FINISH from rank 2 does not take the finisher's place */
+    f = zt_header(z, ZEPS__OP__FINISH, 2);
+    ck_assert_int_eq(zt_send(z, &f, NULL, 0), 1);
+    ck_assert_uint_eq(z->s->finished.by, 0);
+    ck_assert_int_eq(zt_pull(z, 0, id, 0, 4, 1), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__PULL);
+    f = zt_header(z, ZEPS__OP__FINISH, 0xffffffffu);
+    ck_assert_int_eq(zt_send(z, &f, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ERANK);
+    f = zt_header(z, ZEPS__OP__FINISH, 0);
+    f.flags = 0x1;
+    ck_assert_int_eq(zt_send(z, &f, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EPROTO);
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("inject");
@@ -261,6 +311,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_replay);
     tcase_add_test(tc, test_versions_ring);
     tcase_add_test(tc, test_shard_fixed_turns);
+    tcase_add_test(tc, test_shard_finish);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -88,8 +88,10 @@ static void usage(FILE *f)
             "                       pull tau ~ U{0..s} versions old (fixed tau = s for the\n"
             "                       stability part, found by bisection and set beside\n"
             "                       2 sin(pi/(4s+2))), pulls in turns, no delays, no bound;\n"
-            "                       defaults then: s in {0,1,2,5,10,20,50}, 20000 steps,\n"
-            "                       eval every step, no curves (docs/consistency.md)\n"
+            "                       a run of the table ends at the threshold (rank 0's\n"
+            "                       FINISH stops every worker); defaults then:\n"
+            "                       s in {0,1,2,5,10,20,50}, 20000 steps, eval every step,\n"
+            "                       no curves (docs/consistency.md)\n"
             "  --bisect N           --inject: bisection steps for the stable lr (7)\n\n"
             "Exit status: 0 done (whatever the runs' outcomes); 1 a run could not be\n"
             "started or an output not written; 2 bad options.\n\n"
@@ -375,6 +377,9 @@ static run_spec cell_spec(const study_opts *o, const study_setting *set, int s, 
                              : s > 0    ? "uniform"
                                         : "fixed",
                    .lr = setting_lr(set, s),
+                   /* --inject: the run ends at the threshold (the workers stop
+                    * on FINISH); the updates before it are the same */
+                   .target = o->inject ? o->threshold : 0,
                    .seed = seed,
                    .iterations = o->iterations,
                    .eval_every = o->eval_every};

@@ -49,6 +49,7 @@ typedef struct run_spec {
     const char *inject;      /* cluster.inject schedule with tau s ("uniform": max_tau s,
                                 "fixed": tau s), or NULL */
     double lr;
+    double target; /* training.target_rel_distance: the run ends there (FINISH); 0: none */
     int seed, iterations, eval_every;
 } run_spec;
 

@@ -226,6 +226,7 @@ static void json_run(FILE *f, const run *r)
     fprintf(f, "\"inject\": \"%s\", ", sp->inject ? sp->inject : "off");
     fprintf(f, "\"lr\": %.10g, \"seed\": %d, \"iterations\": %d, \"outcome\": \"%s\", ", sp->lr,
             sp->seed, sp->iterations, zp_ctl_study_run_outcome_word[r->out]);
+    json_num(f, "target_rel_distance", sp->target, ", "); /* 0: ran out its budget */
     json_num(f, "updates_to_threshold", r->updates, ", ");
     json_num(f, "steps_to_threshold", r->steps, ", ");
     json_num(f, "final_rel_distance", r->final_rel, ", ");

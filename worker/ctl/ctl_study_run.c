@@ -52,6 +52,8 @@ static bool write_conf(const study *st, const run_spec *sp, const char *rundir, 
             o->dim);
     fprintf(f, "  condition = %.10g; optimizer = \"sgd\"; lr = %.10g;\n", o->condition, sp->lr);
     fprintf(f, "  eval_every_steps = %d; seed = %d;\n", sp->eval_every, sp->seed);
+    if (sp->target > 0)
+        fprintf(f, "  target_rel_distance = %.10g;\n", sp->target);
     fprintf(f, "  delay_ms = %.10g; delay_dist = \"lognormal\"; delay_sigma = %.10g;\n};\n",
             o->delay_ms, o->delay_sigma);
     if (fclose(f) == 0)

@@ -1,6 +1,6 @@
 /*
  * control.c - libzeps: the requests that name no table: CLOCK, BARRIER,
- * ROLLBACK, SNAPSHOT and STATS. Each is one sub-request per shard (BARRIER
+ * FINISH, ROLLBACK, SNAPSHOT and STATS. Each is one sub-request per shard (BARRIER
  * and STATS: one shard) through the engine (req.c).
  */
 #include <inttypes.h>
@@ -85,6 +85,13 @@ int zeps_evict(zeps_client *c, uint32_t rank)
     for (int k = 0; k < c->nshards; k++)
         zp_req_send(r, zp_req_add(r, k));
     return zeps_wait(&r);
+}
+
+int zeps_finish(zeps_client *c, int64_t clock)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    return simple_all(c, ZEPS__OP__FINISH, clock, 0, c->nshards);
 }
 
 int zeps_barrier(zeps_client *c)

@@ -444,6 +444,14 @@ int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
  * refused. Returns 0 once every shard acknowledged. */
 int zeps_evict(zeps_client *c, uint32_t rank);
 
+/* The job reached its target at `clock` (this worker's last pushed step):
+ * tell every shard, which then answers every other worker's pulls with
+ * ZEPS_EFINISHED, parked ones at once, so they stop instead of running out
+ * their step budget; this worker's own pulls are still served (its final
+ * evaluation). Call it after the last push was acknowledged. Returns 0 once
+ * every shard acknowledged. */
+int zeps_finish(zeps_client *c, int64_t clock);
+
 /* Block until every worker of the cluster entered the barrier. */
 int zeps_barrier(zeps_client *c);
 

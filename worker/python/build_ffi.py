@@ -176,6 +176,7 @@ int zeps_rejoined(const zeps_client *c);
 int zeps_rollback(zeps_client *c, int64_t clock);
 int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
 int zeps_evict(zeps_client *c, uint32_t rank);
+int zeps_finish(zeps_client *c, int64_t clock);
 int zeps_barrier(zeps_client *c);
 uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard);
 int zeps_num_shards(const zeps_client *c);

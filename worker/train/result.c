@@ -123,9 +123,11 @@ int zp_result_write_json(const zp_config *cfg, const zp_train_result *r, const c
     fprintf(f, ",\"diverged\":%s,\"stopped\":%s", r->diverged ? "true" : "false",
             r->stopped ? "true" : "false");
     json_num(f, "diverged_step", (double)r->diverged_step, r->diverged);
-    if (cfg->target_accuracy > 0) {
+    if (cfg->target_accuracy > 0 || cfg->target_rel_distance > 0) {
         fprintf(f, ",\"reached_target\":%s", r->reached_target ? "true" : "false");
         json_num(f, "target_step", (double)r->target_step, r->reached_target);
+        fprintf(f, ",\"finished\":%s", r->finished ? "true" : "false");
+        json_num(f, "finished_step", (double)r->finished_step, r->finished);
     }
     write_curve(f, &r->curve);
     fprintf(f, "}\n");

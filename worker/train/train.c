@@ -127,17 +127,45 @@ static int end_epoch(zp_trainer *t, zp_train_result *res, int epoch, int64_t c, 
     return rc;
 }
 
-/* Rank 0 with training.target_accuracy: did the curve point just taken at
- * step c reach it? Training then ends after step c's push. */
+/* Rank 0 with training.target_accuracy or target_rel_distance: did the
+ * curve point just taken at step c reach it? Training then ends after step
+ * c's push, and FINISH ends it for the other workers (train_loop). */
 static void reached(const zp_config *cfg, zp_train_result *res, int64_t c)
 {
-    double acc = res->curve.points[res->curve.n - 1].accuracy;
-    if (cfg->target_accuracy <= 0 || res->reached_target || !(acc >= cfg->target_accuracy))
+    const zp_curve_point *pt = &res->curve.points[res->curve.n - 1];
+    bool acc = cfg->target_accuracy > 0 && pt->accuracy >= cfg->target_accuracy;
+    bool rel = cfg->target_rel_distance > 0 && pt->rel_distance < cfg->target_rel_distance;
+    if (res->reached_target || !(acc || rel))
         return;
-    zp_info("test accuracy %.4f reached the target %.4f at step %lld: stopping", acc,
-            cfg->target_accuracy, (long long)c);
+    if (acc)
+        zp_info("test accuracy %.4f reached the target %.4f at step %lld: stopping",
+                pt->accuracy, cfg->target_accuracy, (long long)c);
+    else
+        zp_info("relative distance %.4g reached the target %.4g at step %lld: stopping",
+                pt->rel_distance, cfg->target_rel_distance, (long long)c);
     res->reached_target = 1;
     res->target_step = c;
+}
+
+/* The end of the loop: a pull answered EFINISHED means another worker
+ * reached the job's target (FINISH), a normal end for this one; the worker
+ * that reached it says FINISH once its last push was acknowledged, so no
+ * update of its own is cut short. A shard that does not know FINISH is
+ * said and not fatal: the others then run out their budget. */
+static int loop_end(zp_trainer *t, zp_train_result *res, int rc, int64_t c)
+{
+    if (rc == ZEPS_EFINISHED) {
+        zp_info("step %lld: %s", (long long)c, zeps_last_error(t->client));
+        res->finished = 1;
+        res->finished_step = c;
+        return 0;
+    }
+    if (rc != 0 || !res->reached_target)
+        return rc;
+    if (zeps_finish(t->client, res->target_step) != 0)
+        zp_warn("FINISH was not taken (%s): the other workers run out their step budget",
+                zeps_last_error(t->client));
+    return 0;
 }
 
 /* Step c once its pulls arrived (at time b; training started at t_start):
@@ -209,7 +237,8 @@ static int train_loop(zp_trainer *t, zp_train_result *res, int64_t start)
     double t_start = zp_now_s(), epoch_start = t_start, loss_sum = 0, epoch_examples = 0;
     t->total = total;
     int rc = zp_step_start(t, start);
-    for (int64_t c = start; c < total;) {
+    int64_t c = start;
+    while (c < total) {
         if (rc == ZEPS_ERESTARTED) {
             rc = recover(t, &c);
             if (rc == 0)
@@ -250,8 +279,9 @@ static int train_loop(zp_trainer *t, zp_train_result *res, int64_t start)
     double a = zp_now_s();
     int rc2 = zp_step_drain(t);
     res->comm_s += zp_now_s() - a;
-    if (rc == 0)
-        rc = rc2;
+    if (rc == 0 || rc == ZEPS_EFINISHED)
+        rc = rc2 ? rc2 : rc;
+    rc = loop_end(t, res, rc, c);
     res->wall_s += zp_now_s() - t_start;
     return rc;
 }

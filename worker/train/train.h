@@ -46,8 +46,11 @@ typedef struct zp_train_result {
     int diverged;     /* stopped: the loss became non-finite or exceeded 1e30 */
     int stopped;      /* stopped early by zp_train_request_stop (a signal) */
     int64_t diverged_step;
-    int reached_target;     /* rank 0: a curve point reached training.target_accuracy */
+    int reached_target;     /* rank 0: a curve point reached training.target_accuracy or
+                               target_rel_distance */
     int64_t target_step;    /* the step of that curve point */
+    int finished;           /* another worker reached the target (a pull answered EFINISHED) */
+    int64_t finished_step;  /* the step whose pull was answered so: not taken */
     zp_curve curve;         /* rank 0 with eval_every_steps > 0; owned by the result */
     zeps_client_stats comm; /* the client's byte counters at the end */
     int has_auc;            /* the model reports AUC (final.auc); the JSON then has final_auc */

@@ -126,7 +126,10 @@ void zp_reply_error_to(zp_server *s, zmq_msg_t *identity, int op, uint64_t req_i
     rep.error = code;
     rep.error_text = text;
     zp_reply_count_error(s, (unsigned)op, code);
-    zp_warn("held %s answered %s: %s", zp_wire_op_name(op), zeps_errname(code), text);
+    if (code == ZEPS_EFINISHED) /* the normal end of a job with a target */
+        zp_info("held %s answered %s: %s", zp_wire_op_name(op), zeps_errname(code), text);
+    else
+        zp_warn("held %s answered %s: %s", zp_wire_op_name(op), zeps_errname(code), text);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }
 

@@ -104,6 +104,16 @@ void zp_admin_on_finish(zp_server *s, zp_request *r)
     const Zeps__Header *h = r->h;
     if (!zp_request_worker(s, r))
         return;
+    if (s->cfg.target_accuracy <= 0 && s->cfg.target_rel_distance <= 0) {
+        /* a job without a target cannot reach one: one worker (or a peer
+         * that took a free rank) must not end everyone's training */
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "FINISH from worker %u refused: this shard's cluster file sets no "
+                       "training.target_accuracy or target_rel_distance, so no target can "
+                       "have been reached",
+                       h->rank);
+        return;
+    }
     if (!s->finished.on) {
         /* the first finisher's: a second one changes nothing */
         s->finished.on = true;

@@ -259,6 +259,7 @@ START_TEST(test_shard_finish)
     zp_config *cfg = zt_config("async", 3, 1);
     cfg->inject = ZP_INJECT_FIXED;
     cfg->inject_tau = 1;
+    cfg->target_rel_distance = 1e-4;
     zt_shard *z = zt_shard_start(cfg, 0);
     for (uint32_t r = 0; r < 3; r++)
         zt_hello(z, r);
@@ -300,6 +301,26 @@ START_TEST(test_shard_finish)
 }
 END_TEST
 
+/* A job whose cluster file sets no target: FINISH is refused (EINVAL,
+ * saying why) and every worker's pulls are served as before. */
+START_TEST(test_shard_finish_needs_target)
+{
+    zp_config *cfg = zt_config("async", 2, 1);
+    zt_shard *z = zt_shard_start(cfg, 0);
+    for (uint32_t r = 0; r < 2; r++)
+        zt_hello(z, r);
+    uint32_t id = zt_declare(z, 0, "w", 4, 0.5);
+    Zeps__Header f = zt_header(z, ZEPS__OP__FINISH, 0);
+    ck_assert_int_eq(zt_send(z, &f, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "sets no training.target_accuracy"));
+    ck_assert(!z->s->finished.on);
+    ck_assert_int_eq(zt_pull(z, 1, id, 0, 4, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__PULL);
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("inject");
@@ -312,6 +333,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_versions_ring);
     tcase_add_test(tc, test_shard_fixed_turns);
     tcase_add_test(tc, test_shard_finish);
+    tcase_add_test(tc, test_shard_finish_needs_target);
     suite_add_tcase(s, tc);
     return s;
 }

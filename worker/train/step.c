@@ -165,7 +165,8 @@ int zp_step_start(zp_trainer *t, int64_t clock)
     int rc = 0;
     for (int i = 0; i < t->ntables && rc == 0; i++) {
         uint64_t n = t->defs[i].length;
-        if (!t->by_view[i]) {
+        s->view[i] = t->by_view[i];
+        if (!s->view[i]) {
             rc = zeps_pull_start(t->client, t->ids[i], t->w[i], 0, n, clock, &s->pulls[i]);
             continue;
         }
@@ -184,8 +185,11 @@ int zp_step_feed(zp_trainer *t, int64_t clock)
 }
 
 /* Wait for dense table i's view pull *req and point wr[i] at its values:
- * in place if they came in one part, else copied into w[i] (step.h). On
- * success t->view[i] owns the view read in place (or stays NULL). */
+ * in place if they came in one part, else copied into w[i] (step.h), and
+ * the table's later pulls copy (a whole table's parts are the shards its
+ * slices lie on, fixed for the client's life): zeps_wait then copies each
+ * shard's reply as it arrives, while the others are still on their way.
+ * On success t->view[i] owns the view read in place (or stays NULL). */
 static int wait_view(zp_trainer *t, int i, zeps_req **req)
 {
     zeps_view *v = NULL;
@@ -207,6 +211,7 @@ static int wait_view(zp_trainer *t, int i, zeps_req **req)
     }
     zeps_view_release(&v);
     t->wr[i] = t->w[i];
+    t->by_view[i] = 0;
     t->pulled_copied += bytes;
     return 0;
 }
@@ -219,7 +224,7 @@ static int wait_dense(zp_trainer *t, zp_step_slot *s)
         if (!s->pulls[i])
             continue;
         int rc;
-        if (t->by_view[i]) {
+        if (s->view[i]) {
             rc = wait_view(t, i, &s->pulls[i]);
         } else {
             rc = zeps_wait(&s->pulls[i]);

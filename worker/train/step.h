@@ -17,6 +17,7 @@
  * step c + 1's pulls start. */
 typedef struct zp_step_slot {
     zeps_req *pulls[ZP_MODEL_MAX_TABLES];
+    int view[ZP_MODEL_MAX_TABLES]; /* pulls[i] is a view pull */
 } zp_step_slot;
 
 typedef struct zp_trainer {
@@ -37,9 +38,10 @@ typedef struct zp_trainer {
      * the wait of a pull to the start of the table's next pull (or
      * zp_step_fini), so it outlives every grad() and evaluate() of that
      * step. One that arrived in several parts (one per shard) is copied
-     * into w[i], view[i] released at once: the models read each table as
-     * one contiguous matrix (sgemm over a split K would sum in another
-     * order). pulled_in_place / pulled_copied count the bytes of each. */
+     * into w[i], view[i] released at once, and by_view[i] cleared: the
+     * models read each table as one contiguous matrix (sgemm over a split
+     * K would sum in another order), so its later pulls are copying ones.
+     * pulled_in_place / pulled_copied count the bytes of each. */
     float *wr[ZP_MODEL_MAX_TABLES];
     zeps_view *view[ZP_MODEL_MAX_TABLES];
     int by_view[ZP_MODEL_MAX_TABLES];

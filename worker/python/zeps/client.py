@@ -77,7 +77,8 @@ class Request:
 
     def wait(self):
         """Wait for every shard's reply (retrying as configured). Returns the
-        pulled array for pulls, None otherwise. Raises zeps.Error."""
+        pulled array for pulls (a View for view pulls), None otherwise.
+        Raises zeps.Error."""
         if self._done:
             return self._result
         c = self._client

@@ -166,6 +166,8 @@ typedef struct zp_config {
     double ctr_l1, ctr_l2;             /* "l1" (ftrl), "l2": sparse regularisation, default 0 */
     int ctr_max_test_examples;         /* "max_test_examples": 0 = all */
     char pull_codec[16];         /* none | fp16 | bf16 | int8 | sign | topk; default none */
+    bool pull_views;             /* dense models read plain pulls where they were received
+                                    (zeps_pull_view_start); default true */
 } zp_config;
 
 /* Fill *cfg with the defaults above (no servers, num_workers 0). */

@@ -229,6 +229,7 @@ static const key_spec training_keys[] = {
      .fmax = 1, .fmax_open = true},
     {.name = "prefetch", .kind = K_INT, .off = FIELD(prefetch), .imin = 0, .imax = 64},
     {.name = "max_inflight", .kind = K_INT, .off = FIELD(max_inflight), .imin = 0, .imax = 64},
+    {.name = "pull_views", .kind = K_BOOL, .off = FIELD(pull_views)},
 };
 
 /* clang-format on */
@@ -322,6 +323,7 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->ctr_emb_lr = 0.003;
     cfg->ctr_emb_init = 0.01;
     snprintf(cfg->pull_codec, sizeof(cfg->pull_codec), "none");
+    cfg->pull_views = true;
 }
 
 /* names[v] of a NULL-terminated table, "unknown" outside it. */

@@ -117,6 +117,28 @@ START_TEST(test_view)
 }
 END_TEST
 
+/* A view refers to no client: read and released after its client is
+ * destroyed (the Python binding's arrays may outlive Client.close()). */
+START_TEST(test_view_outlives_client)
+{
+    uint32_t t = declare("vo", N);
+    float *all = malloc(N * sizeof(float));
+    ck_assert_int_eq(zeps_pull(c, t, all, 0, N, 0), 0);
+    zeps_req *r;
+    zeps_view *v = NULL;
+    ck_assert_int_eq(zeps_pull_view_start(c, t, 0, N, 0, &r), 0);
+    ck_assert_int_eq(zeps_wait_view(&r, &v), 0);
+    zeps_client_destroy(&c);
+    for (int i = 0; i < zeps_view_parts(v); i++) {
+        uint64_t off, cnt;
+        const float *d = zeps_view_part(v, i, &off, &cnt);
+        ck_assert(memcmp(d, all + off, cnt * sizeof(float)) == 0);
+    }
+    zeps_view_release(&v);
+    free(all);
+}
+END_TEST
+
 /* Several tables' pulls and pushes in flight at once, waited in any order. */
 START_TEST(test_in_flight_together)
 {
@@ -300,6 +322,7 @@ int main(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_ranges_over_shards);
     tcase_add_test(tc, test_view);
+    tcase_add_test(tc, test_view_outlives_client);
     tcase_add_test(tc, test_in_flight_together);
     tcase_add_test(tc, test_bad_calls);
     tcase_add_test(tc, test_compressed_push);

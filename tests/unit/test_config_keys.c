@@ -410,13 +410,20 @@ START_TEST(curve_keys)
 }
 END_TEST
 
-/* training.prefetch, max_inflight: 0 by default, 0..64. */
+/* training.prefetch, max_inflight: 0 by default, 0..64; pull_views: true
+ * by default. */
 START_TEST(pipeline_keys)
 {
     zp_config *cfg = parse_ok(HEAD TAIL "training = { model = \"quadratic\"; };\n");
     ck_assert_int_eq(cfg->prefetch, 0);
     ck_assert_int_eq(cfg->max_inflight, 0);
+    ck_assert(cfg->pull_views);
     free(cfg);
+    cfg = parse_ok(HEAD TAIL "training = { pull_views = false; };\n");
+    ck_assert(!cfg->pull_views);
+    free(cfg);
+    expect_error(HEAD TAIL "training = { pull_views = 1; };\n", ZEPS_ECONFIG,
+                 "cluster.conf:5:", "'training.pull_views'", "boolean", NULL);
     cfg = parse_ok(HEAD TAIL "training = { prefetch = 64; max_inflight = 3; };\n");
     ck_assert_int_eq(cfg->prefetch, 64);
     ck_assert_int_eq(cfg->max_inflight, 3);

@@ -176,7 +176,9 @@ int zeps_wait_view(zeps_req **req, zeps_view **view);
 int zeps_view_parts(const zeps_view *v);
 const float *zeps_view_part(const zeps_view *v, int i, uint64_t *offset, uint64_t *count);
 
-/* Give the buffers back. Takes *vp and sets it to NULL; NULL is ignored. */
+/* Give the buffers back. Takes *vp and sets it to NULL; NULL is ignored.
+ * A view refers to no client: it may be read and released after
+ * zeps_client_destroy(). */
 void zeps_view_release(zeps_view **vp);
 
 /* Compressed pushes. From now on, pushes of `table` by this client are

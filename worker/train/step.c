@@ -3,8 +3,10 @@
  * one step, for every model alike.
  *
  * A model's tables (model.h) are declared in its order; a dense table is
- * pulled whole into one buffer per run (the compressed-pull contract: the
- * one buffer every pull of the table goes into), a sparse table row by row
+ * pulled whole, as a view read where ZeroMQ received it (training.pull_views,
+ * step.h says when it is copied after all) or into one buffer per run (the
+ * compressed-pull contract: the one buffer every pull of the table goes
+ * into), a sparse table row by row
  * for the positions of the step's minibatch, into the step's slot. Every
  * request of a step goes out in table order: pulls (step c), then pushes
  * (step c), the clock and the pulls of step c + 1 together. A sparse
@@ -77,6 +79,8 @@ static int declare_dense(zp_trainer *t, int i)
     if (rc != 0)
         return rc;
     t->w[i] = zp_alloc(t->defs[i].length * sizeof(float));
+    t->wr[i] = t->w[i];
+    t->by_view[i] = cfg->pull_views && strcmp(cfg->pull_codec, "none") == 0;
     t->g[i] = zp_alloc(t->defs[i].length * sizeof(float));
     if (cfg->worker_momentum > 0)
         t->m[i] = zp_alloc_zeroed(t->defs[i].length, sizeof(float));
@@ -159,9 +163,18 @@ int zp_step_start(zp_trainer *t, int64_t clock)
     }
     zp_step_slot *s = &t->slot[clock % 2];
     int rc = 0;
-    for (int i = 0; i < t->ntables && rc == 0; i++)
-        rc = zeps_pull_start(t->client, t->ids[i], t->w[i], 0, t->defs[i].length, clock,
-                             &s->pulls[i]);
+    for (int i = 0; i < t->ntables && rc == 0; i++) {
+        uint64_t n = t->defs[i].length;
+        s->view[i] = t->by_view[i];
+        if (!s->view[i]) {
+            rc = zeps_pull_start(t->client, t->ids[i], t->w[i], 0, n, clock, &s->pulls[i]);
+            continue;
+        }
+        /* the model is done with the previous pull's values */
+        zeps_view_release(&t->view[i]);
+        t->wr[i] = t->w[i];
+        rc = zeps_pull_view_start(t->client, t->ids[i], 0, n, clock, &s->pulls[i]);
+    }
     return rc;
 }
 
@@ -171,10 +184,61 @@ int zp_step_feed(zp_trainer *t, int64_t clock)
     return t->sparse && s < t->total ? feed(t, s) : 0;
 }
 
+/* Wait for dense table i's view pull *req and point wr[i] at its values:
+ * in place if they came in one part, else copied into w[i] (step.h), and
+ * the table's later pulls copy (a whole table's parts are the shards its
+ * slices lie on, fixed for the client's life): zeps_wait then copies each
+ * shard's reply as it arrives, while the others are still on their way.
+ * On success t->view[i] owns the view read in place (or stays NULL). */
+static int wait_view(zp_trainer *t, int i, zeps_req **req)
+{
+    zeps_view *v = NULL;
+    int rc = zeps_wait_view(req, &v);
+    if (rc != 0)
+        return rc;
+    uint64_t bytes = t->defs[i].length * sizeof(float);
+    if (zeps_view_parts(v) == 1) {
+        /* const only in libzeps: the models read w and never write it (model.h) */
+        t->wr[i] = (float *)zeps_view_part(v, 0, NULL, NULL);
+        t->view[i] = v;
+        t->pulled_in_place += bytes;
+        return 0;
+    }
+    for (int k = 0; k < zeps_view_parts(v); k++) {
+        uint64_t off, n;
+        const float *p = zeps_view_part(v, k, &off, &n);
+        memcpy(t->w[i] + off, p, n * sizeof(float));
+    }
+    zeps_view_release(&v);
+    t->wr[i] = t->w[i];
+    t->by_view[i] = 0;
+    t->pulled_copied += bytes;
+    return 0;
+}
+
+/* Dense models: wait for every pull of slot s, as zeps_wait_all. */
+static int wait_dense(zp_trainer *t, zp_step_slot *s)
+{
+    int first = 0;
+    for (int i = 0; i < t->ntables; i++) {
+        if (!s->pulls[i])
+            continue;
+        int rc;
+        if (s->view[i]) {
+            rc = wait_view(t, i, &s->pulls[i]);
+        } else {
+            rc = zeps_wait(&s->pulls[i]);
+            t->pulled_copied += rc == 0 ? t->defs[i].length * sizeof(float) : 0;
+        }
+        first = first ? first : rc;
+    }
+    return first;
+}
+
 int zp_step_wait(zp_trainer *t, int64_t clock)
 {
     if (!t->sparse)
-        return zeps_wait_all(t->slot[clock % 2].pulls, t->ntables);
+        return wait_dense(t, &t->slot[clock % 2]);
     int rc = zeps_pipe_next(t->pipe, &t->cur);
     if (rc == 0 && t->cur->clock != clock) {
         zp_error("pipe handed out step %lld for step %lld", (long long)t->cur->clock,
@@ -190,7 +254,7 @@ void zp_step_wait_all(zp_trainer *t)
         zeps_pipe_reset(t->pipe);
         t->cur = NULL;
     }
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 2; k++) /* a view pull's frames go back in zeps_wait */
         zeps_wait_all(t->slot[k].pulls, t->ntables);
 }
 
@@ -205,7 +269,7 @@ double zp_step_grad(zp_trainer *t, int64_t clock, size_t *examples)
 {
     if (!t->sparse) {
         *examples = (size_t)t->ops->batch_examples(t->model);
-        return t->ops->grad(t->model, t->w, t->g, clock);
+        return t->ops->grad(t->model, t->wr, t->g, clock);
     }
     (void)clock; /* t->cur is step clock (zp_step_wait checked) */
     zp_step_mb *m = t->cur->user;
@@ -304,7 +368,7 @@ int zp_step_evaluate(zp_trainer *t, int64_t clock, zp_step_eval how, zp_eval *ou
     int rc2 = how == ZP_EVAL_PULLED ? 0 : zp_step_wait(t, clock);
     if (rc || rc2)
         return rc ? rc : rc2;
-    rc = t->ops->evaluate(t->model, t->w, out);
+    rc = t->ops->evaluate(t->model, t->wr, out);
     if (rc == 0 && how == ZP_EVAL_IN_FLIGHT)
         rc = zp_step_start(t, clock);
     return rc;
@@ -318,6 +382,8 @@ void zp_step_fini(zp_trainer *t)
     free(t->mbs);
     t->mbs = NULL;
     for (int i = 0; i < t->ntables; i++) {
+        zeps_view_release(&t->view[i]);
+        t->wr[i] = NULL;
         free(t->w[i]);
         free(t->g[i]);
         free(t->m[i]);

@@ -17,6 +17,7 @@
  * step c + 1's pulls start. */
 typedef struct zp_step_slot {
     zeps_req *pulls[ZP_MODEL_MAX_TABLES];
+    int view[ZP_MODEL_MAX_TABLES]; /* pulls[i] is a view pull */
 } zp_step_slot;
 
 typedef struct zp_trainer {
@@ -29,7 +30,22 @@ typedef struct zp_trainer {
     int ntables;
     zp_table_def defs[ZP_MODEL_MAX_TABLES];
     uint32_t ids[ZP_MODEL_MAX_TABLES];
-    float *w[ZP_MODEL_MAX_TABLES]; /* dense tables: the pulled parameters */
+    float *w[ZP_MODEL_MAX_TABLES]; /* dense tables: the buffer copying pulls fill */
+    /* Dense tables: what the model reads, w[i] or the values of view[i].
+     * A table pulled as a view (by_view[i]: training.pull_views, no
+     * compressed pull) that arrived in one part is read where ZeroMQ
+     * received it: wr[i] points into view[i], which the trainer owns from
+     * the wait of a pull to the start of the table's next pull (or
+     * zp_step_fini), so it outlives every grad() and evaluate() of that
+     * step. One that arrived in several parts (one per shard) is copied
+     * into w[i], view[i] released at once, and by_view[i] cleared: the
+     * models read each table as one contiguous matrix (sgemm over a split
+     * K would sum in another order), so its later pulls are copying ones.
+     * pulled_in_place / pulled_copied count the bytes of each. */
+    float *wr[ZP_MODEL_MAX_TABLES];
+    zeps_view *view[ZP_MODEL_MAX_TABLES];
+    int by_view[ZP_MODEL_MAX_TABLES];
+    uint64_t pulled_in_place, pulled_copied;
     float *g[ZP_MODEL_MAX_TABLES]; /* dense tables: the gradient */
     float *m[ZP_MODEL_MAX_TABLES]; /* worker_momentum: the velocity pushed instead of g */
     zp_step_slot slot[2];          /* dense models */

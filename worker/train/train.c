@@ -375,6 +375,8 @@ int zp_train_run(const zp_config *cfg, int rank, zp_train_result *out)
         rc = train_all(&t, &res, start, rejoined);
     if (t.client)
         zeps_client_get_stats(t.client, &res.comm);
+    res.pulled_in_place = t.pulled_in_place;
+    res.pulled_copied = t.pulled_copied;
     if (res.comm.restarts)
         zp_info("recovered from %llu ERESTARTED answer(s)", (unsigned long long)res.comm.restarts);
     zp_step_wait_all(&t);

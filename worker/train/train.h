@@ -53,6 +53,8 @@ typedef struct zp_train_result {
     int64_t finished_step;  /* the step whose pull was answered so: not taken */
     zp_curve curve;         /* rank 0 with eval_every_steps > 0; owned by the result */
     zeps_client_stats comm; /* the client's byte counters at the end */
+    uint64_t pulled_in_place; /* dense pull bytes the model read where they were received */
+    uint64_t pulled_copied;   /* dense pull bytes copied into the worker's buffers */
     int has_auc;            /* the model reports AUC (final.auc); the JSON then has final_auc */
     int started;            /* the model was made and every shard answered HELLO: an error
                                after this is a failure while training, not at start-up */

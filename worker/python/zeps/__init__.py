@@ -13,9 +13,9 @@ batching. numpy arrays cross by pointer. See docs/python.md.
 """
 from .errors import Error, error_class
 from . import errors
-from .client import Client, DenseTable, SparseTable, Batch, Request, rank_from_env
+from .client import Client, DenseTable, SparseTable, Batch, Request, View, rank_from_env
 from .result import write_result
 
-__all__ = ["Client", "DenseTable", "SparseTable", "Batch", "Request", "Error", "errors",
+__all__ = ["Client", "DenseTable", "SparseTable", "Batch", "Request", "View", "Error", "errors",
            "error_class", "rank_from_env", "write_result"]
 __version__ = "0.1.0"

@@ -6,7 +6,9 @@ release the GIL while libzeps waits, and a Ctrl-C (SIGINT) interrupts them:
 the wait gives up and KeyboardInterrupt is raised.
 
 Memory: arrays cross by pointer. A pull fills the caller's `out` array when
-given (float32, C-contiguous, the right size), else a new one. A push sends
+given (float32, C-contiguous, the right size), else a new one; a view pull
+(`DenseTable.pull_view`) copies nothing: its arrays are read-only windows
+on the buffers ZeroMQ received, which each array keeps alive. A push sends
 the caller's array without copying when it is float32 and C-contiguous,
 else a contiguous float32 copy. A non-blocking request keeps every array it
 uses alive (the Request holds them, and the Client holds every Request not
@@ -75,12 +77,13 @@ class Request:
 
     def wait(self):
         """Wait for every shard's reply (retrying as configured). Returns the
-        pulled array for pulls, None otherwise. Raises zeps.Error."""
+        pulled array for pulls (a View for view pulls), None otherwise.
+        Raises zeps.Error."""
         if self._done:
             return self._result
         c = self._client
         c._arm()
-        rc = lib.zeps_wait(self._pp)
+        rc = self._finish()
         self._done = True
         c._pending.discard(self)
         self._keep = None
@@ -91,6 +94,105 @@ class Request:
     @property
     def done(self):
         return self._done
+
+    def _finish(self):
+        return lib.zeps_wait(self._pp)
+
+
+class _ViewRequest(Request):
+    """A view pull in flight: its wait() gives a View."""
+
+    __slots__ = ()
+
+    def _finish(self):
+        vp = ffi.new("zeps_view **")
+        rc = lib.zeps_wait_view(self._pp, vp)
+        if rc == 0:
+            self._result = View(vp[0])
+        return rc
+
+
+class _ViewBuffers:
+    """Owns one zeps_view: the buffers go back to libzeps
+    (zeps_view_release) when the last reference to this goes, the View's
+    or an array's. A view needs no client: it may outlive Client.close()."""
+
+    __slots__ = ("_v", "__weakref__")
+
+    def __init__(self, v):
+        self._v = v
+
+    def __del__(self):
+        if self._v is not None:
+            lib.zeps_view_release(ffi.new("zeps_view **", self._v))
+            self._v = None
+
+
+class _Part:
+    """One part's memory as numpy takes it (__array_interface__, read-only):
+    the array made from it keeps this as its base, and this keeps the
+    buffers."""
+
+    __slots__ = ("__array_interface__", "_bufs")
+
+    def __init__(self, bufs, ptr, n):
+        self._bufs = bufs
+        self.__array_interface__ = {"data": (int(ffi.cast("uintptr_t", ptr)), True),
+                                    "shape": (n,), "typestr": "<f4", "version": 3}
+
+
+class View:
+    """What a view pull brought, where ZeroMQ received it: `parts`, one
+    (offset, array) per shard the range touched, in element order, each a
+    read-only float32 array over the received buffer, nothing copied.
+
+    Lifetime: every array taken from the view holds the buffers, so none
+    can show freed memory. release() (or the end of a ``with`` block, or
+    garbage collection) drops the view's own hold: the buffers go back at
+    once if no array is left, else when the last one is collected."""
+
+    __slots__ = ("_bufs", "_parts")
+
+    def __init__(self, v):
+        bufs = _ViewBuffers(v)  # owns v from here, whatever follows
+        off, cnt = ffi.new("uint64_t *"), ffi.new("uint64_t *")
+        parts = []
+        for i in range(lib.zeps_view_parts(v)):
+            p = lib.zeps_view_part(v, i, off, cnt)
+            parts.append((int(off[0]), np.asarray(_Part(bufs, p, int(cnt[0])))))
+        self._bufs, self._parts = bufs, tuple(parts)
+
+    @property
+    def parts(self):
+        """((offset, array), ...): the values of each part, read-only."""
+        if self._parts is None:
+            raise ValueError("the view was released")
+        return self._parts
+
+    @property
+    def contiguous(self):
+        """True when the range came in one part (array() copies nothing)."""
+        return len(self.parts) <= 1
+
+    def array(self):
+        """The whole range as one array: the only part itself (read-only,
+        not copied) when it lay on one shard, else a new array the parts are
+        copied into (a range over several shards is not contiguous in
+        memory)."""
+        parts = self.parts
+        if len(parts) == 1:
+            return parts[0][1]
+        return np.concatenate([a for _, a in parts])
+
+    def release(self):
+        """Drop the view's hold on the buffers (see the class). Idempotent."""
+        self._parts = self._bufs = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.release()
 
 
 class Client:
@@ -384,6 +486,23 @@ class DenseTable:
         """Pull [offset, offset + count) (the whole table by default) as seen
         at `clock`; fills `out` without an extra copy when given."""
         return self.pull_async(clock, out, offset, count).wait()
+
+    def pull_view_async(self, clock=0, offset=0, count=None):
+        """Start a view pull of [offset, offset + count) as seen at `clock`;
+        returns a Request whose wait() gives a View."""
+        c = self.client
+        c._check()
+        offset, count = self._range(offset, count)
+        r = _ViewRequest(c, None)
+        c._pending.add(r)
+        c._call(lib.zeps_pull_view_start(c._c, self.handle, offset, count, clock, r._pp))
+        return r
+
+    def pull_view(self, clock=0, offset=0, count=None):
+        """Pull [offset, offset + count) (the whole table by default) as seen
+        at `clock` without copying: a View whose read-only arrays lie in
+        the received buffers (docs/python.md, views)."""
+        return self.pull_view_async(clock, offset, count).wait()
 
     def push_async(self, grad, clock=0, offset=0):
         """Start pushing `grad` for [offset, offset + len(grad)) computed at

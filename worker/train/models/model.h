@@ -4,8 +4,9 @@
  * A model owns its data partition and computes gradients; it does not talk to
  * the network. Its parameters are a small list of tables (zp_table_def) that
  * the training loop (train.c) declares on the servers and moves:
- *  - a model of dense tables only: the loop pulls each table whole into one
- *    float buffer, calls grad() and pushes the gradient buffers back;
+ *  - a model of dense tables only: the loop pulls each table whole (read in
+ *    place, or copied into one float buffer: step.h), calls grad() and
+ *    pushes the gradient buffers back;
  *    evaluate() scores the pulled buffers.
  *  - a model with sparse tables (dim > 0) also has the batch hooks: the loop
  *    asks batch_pick() which ids minibatch `step` reads, pulls those rows of
@@ -69,7 +70,9 @@ typedef struct zp_model_ops {
     /* Gradient of the loss on minibatch `step` (0-based, global over epochs;
      * the model maps it into its partition, reshuffling every epoch from the
      * seed) at parameters w[t] (one buffer per table), written to g[t].
-     * Returns the mean minibatch loss. Deterministic for the same inputs. */
+     * Returns the mean minibatch loss. Deterministic for the same inputs.
+     * grad() and evaluate() read w and never write it: w[t] may be the
+     * pulled values where ZeroMQ received them (step.h), valid for the call. */
     double (*grad)(zp_model *m, float *const *w, float *const *g, int64_t step);
 
     /* Evaluate parameters w on the test set (or against x* for quadratic). */

@@ -74,8 +74,9 @@ static size_t block_bytes(size_t cnt, size_t dim)
  * (zp_sparse_build_free at zeps_client_destroy): a dedup table cleared by
  * generation stamps, so a call touches only the slots its ids hash to, and
  * per-position and per-unique arrays. Nothing in it outlives a call. */
+/* A dedup slot: taken in this call when gen is the stamp; val is the
+ * unique index of the id that took it (its id is uids[val]). */
 typedef struct dslot {
-    uint64_t key;
     uint32_t gen, val;
 } dslot;
 
@@ -84,7 +85,7 @@ struct zp_sbuild {
     size_t cap;
     uint32_t stamp;
     size_t ncap;
-    uint64_t *hs;    /* [n] each position's dedup hash */
+    uint32_t *hs;    /* [n] each position's home slot */
     uint32_t *first; /* [n] unique index (first-appearance order) of each position */
     uint64_t *uids;  /* [n] uniques in first-appearance order (several shards) */
     uint32_t *ushard, *rank;
@@ -114,14 +115,15 @@ void zp_sparse_build_free(zeps_client *c)
 }
 
 /* The client's scratch with room for n ids over S shards, a fresh stamp and
- * a dedup table of *mask + 1 slots (>= 2n). */
+ * a dedup table of *mask + 1 slots (>= 2n, at most 2^32 > n: home slots are
+ * 32-bit). */
 static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
 {
     zp_sbuild *s = c->sbuild;
     if (!s)
         s = c->sbuild = zp_alloc_zeroed(1, sizeof(*s));
     size_t cap = 16;
-    while (cap < 2 * n)
+    while (cap < 2 * n && cap < ((size_t)1 << 32))
         cap <<= 1;
     if (cap > s->cap) {
         free(s->slots);
@@ -131,7 +133,7 @@ static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
     }
     if (n + 1 > s->ncap) {
         size_t m = n + 1;
-        s->hs = zp_alloc_resize(s->hs, m * sizeof(uint64_t));
+        s->hs = zp_alloc_resize(s->hs, m * sizeof(uint32_t));
         s->first = zp_alloc_resize(s->first, m * sizeof(uint32_t));
         s->uids = zp_alloc_resize(s->uids, m * sizeof(uint64_t));
         s->ushard = zp_alloc_resize(s->ushard, m * sizeof(uint32_t));
@@ -151,30 +153,30 @@ static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
 /* Unique index (first-appearance order) of every position into first[],
  * the uniques into uids[]; returns nu. The table is hashed under a seed
  * drawn at random per call: ids from training data cannot be made to
- * collide. Hashes are computed in one pass and the slots prefetched a few
- * positions ahead, so the probes' cache misses overlap. */
+ * collide. Home slots are computed in one pass and prefetched a few
+ * positions ahead, so the probes' cache misses overlap; a slot holds no id
+ * (8 bytes: the table is half the size), a probe compares with uids[]. */
 static size_t dedup(zp_sbuild *s, size_t mask, const uint64_t *ids, size_t n, uint32_t *first,
                     uint64_t *uids)
 {
-    enum { AHEAD = 8 };
+    enum { AHEAD = 16 };
     uint64_t seed = zp_rng_random64();
-    uint64_t *hs = s->hs;
+    uint32_t *hs = s->hs;
     dslot *sl = s->slots;
     const uint32_t stamp = s->stamp;
     for (size_t i = 0; i < n; i++)
-        hs[i] = zp_sparse_hash_id(ids[i], seed);
+        hs[i] = (uint32_t)(zp_sparse_hash_id(ids[i], seed) & mask);
     for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(&sl[hs[i] & mask], 1);
+        __builtin_prefetch(&sl[hs[i]], 1);
     size_t nu = 0;
     for (size_t i = 0; i < n; i++) {
         if (i + AHEAD < n)
-            __builtin_prefetch(&sl[hs[i + AHEAD] & mask], 1);
+            __builtin_prefetch(&sl[hs[i + AHEAD]], 1);
         uint64_t id = ids[i];
-        size_t j = (size_t)hs[i] & mask;
-        while (sl[j].gen == stamp && sl[j].key != id)
+        size_t j = hs[i];
+        while (sl[j].gen == stamp && uids[sl[j].val] != id)
             j = (j + 1) & mask;
         if (sl[j].gen != stamp) {
-            sl[j].key = id;
             sl[j].gen = stamp;
             sl[j].val = (uint32_t)nu;
             uids[nu++] = id;

@@ -14,9 +14,10 @@
  * may be in flight at a time. A freed batch's arrays are kept for the
  * client's next batch (zp_sbspare), so building one per request touches
  * no fresh pages: glibc would otherwise hand buffers this large back to
- * the kernel at free and fault them in again. The batch builds the requests (req.c) itself;
- * a pull's sub-requests carry a scatter (zp_req_scatter) that tells the
- * engine where each returned row goes, so nothing calls back into here.
+ * the kernel at free and fault them in again. The batch builds the
+ * requests (req.c) itself; a pull's sub-requests carry a scatter
+ * (zp_req_scatter) that tells the engine where each returned row goes, so
+ * nothing calls back into here.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +41,8 @@ struct zeps_sbatch {
     uint32_t table, dim;
     int nshards;
     size_t n, nu;
-    size_t ncap;  /* positions the arrays below hold (>= n + 1) */
-    int in_order; /* one shard, no repeats: unique u is position u */
+    size_t ncap;         /* positions the arrays below hold (>= n + 1) */
+    int in_order;        /* one shard, no repeats: unique u is position u */
     uint32_t *pos_u;     /* [n] unique index (in shard order) of each position */
     uint64_t *ukeys;     /* [nu] unique ids in shard order */
     size_t *sbegin;      /* [nshards + 1] shard k holds uniques [sbegin[k], sbegin[k+1]) */
@@ -247,7 +248,7 @@ static void list_positions(zeps_sbatch *b, zp_sbuild *s)
  * still be freed after zeps_client_destroy (its arrays are then freed). */
 struct zp_sbspare {
     unsigned refs;
-    int open;         /* the client is alive: a freed batch is kept */
+    int open;          /* the client is alive: a freed batch is kept */
     zeps_sbatch *kept; /* arrays only: no client, no references */
 };
 

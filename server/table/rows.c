@@ -22,10 +22,14 @@
 #include "table.h"
 #include "zeps_errors.h"
 
-/* A pull's or push's ids, copied out of the frame (which may sit at any
- * alignment inside ZeroMQ's receive buffer) into the table's scratch. */
+/* A pull's or push's ids as aligned u64: in place when the frame is
+ * 8-aligned (ZeroMQ gives a large message a buffer of its own, which
+ * malloc aligns), else copied into the table's scratch (a small frame may
+ * sit at any offset inside ZeroMQ's receive buffer). */
 const uint64_t *zp_rows_ids(zp_rows *t, const void *data, size_t n)
 {
+    if (((uintptr_t)data & 7u) == 0)
+        return data;
     if (n > t->ids_cap) {
         free(t->ids);
         t->ids_cap = n < 1024 ? 1024 : n;
@@ -35,40 +39,58 @@ const uint64_t *zp_rows_ids(zp_rows *t, const void *data, size_t n)
     return t->ids;
 }
 
-/* Index of the second occurrence of a repeated id, or -1: an open-addressing
- * set over the table's scratch, cleared by generation stamps, hashed with
- * XXH3 under a seed drawn at random per table (ids come from the network:
- * a public hash would let a client make every id collide, and the check
- * quadratic). */
-ptrdiff_t zp_rows_repeated(zp_rows *t, const uint64_t *ids, size_t n)
+/* The repeated-id set with room for n ids (capacity >= 2n, a power of two)
+ * and a fresh stamp; returns its mask. */
+static size_t set_reset(zp_rows *t, size_t n)
 {
     size_t cap = 16;
     while (cap < 2 * n)
         cap <<= 1;
     if (cap > t->set_cap) {
-        free(t->set_keys);
-        free(t->set_gen);
+        free(t->set);
+        free(t->set_home);
         t->set_cap = cap;
-        t->set_keys = zp_alloc(cap * sizeof(uint64_t));
-        t->set_gen = zp_alloc_zeroed(cap, sizeof(uint32_t));
+        t->set = zp_alloc_zeroed(cap, sizeof(*t->set));
+        t->set_home = zp_alloc(cap / 2 * sizeof(uint32_t));
         t->set_stamp = 0;
     }
     if (++t->set_stamp == 0) { /* wrapped: clear once every 2^32 pushes */
-        memset(t->set_gen, 0, t->set_cap * sizeof(uint32_t));
+        memset(t->set, 0, t->set_cap * sizeof(*t->set));
         t->set_stamp = 1;
     }
     if (!t->set_seed)
         t->set_seed = zp_rng_random64() | 1u;
-    size_t mask = cap - 1;
+    return cap - 1;
+}
+
+/* Index of the second occurrence of a repeated id, or -1: an open-addressing
+ * set over the table's scratch, cleared by generation stamps, hashed with
+ * XXH3 under a seed drawn at random per table (ids come from the network:
+ * a public hash would let a client make every id collide, and the check
+ * quadratic). A slot holds the stamp and the position of the id it took,
+ * so the set is 8 bytes a slot; every home slot is computed first and
+ * prefetched AHEAD ids before its probe, so the probes' cache misses
+ * overlap instead of following one another. */
+ptrdiff_t zp_rows_repeated(zp_rows *t, const uint64_t *ids, size_t n)
+{
+    enum { AHEAD = 16 };
+    size_t mask = set_reset(t, n);
+    zp_rows_slot *set = t->set;
+    uint32_t *home = t->set_home, stamp = t->set_stamp;
+    for (size_t i = 0; i < n; i++)
+        home[i] = (uint32_t)(zp_sparse_hash_id(ids[i], t->set_seed) & mask);
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        __builtin_prefetch(&set[home[i]], 1);
     for (size_t i = 0; i < n; i++) {
-        size_t j = (size_t)zp_sparse_hash_id(ids[i], t->set_seed) & mask;
-        while (t->set_gen[j] == t->set_stamp) {
-            if (t->set_keys[j] == ids[i])
+        if (i + AHEAD < n)
+            __builtin_prefetch(&set[home[i + AHEAD]], 1);
+        size_t j = home[i];
+        while (set[j].stamp == stamp) {
+            if (ids[set[j].pos] == ids[i])
                 return (ptrdiff_t)i;
             j = (j + 1) & mask;
         }
-        t->set_gen[j] = t->set_stamp;
-        t->set_keys[j] = ids[i];
+        set[j] = (zp_rows_slot){.stamp = stamp, .pos = (uint32_t)i};
     }
     return -1;
 }
@@ -98,8 +120,12 @@ void zp_rows_trim(zp_rows *t)
     }
 }
 
+/* A push's row versions as aligned u32: in place when the frame allows,
+ * else copied into the scratch. */
 const uint32_t *zp_rows_versions(zp_rows *t, const void *data, size_t n)
 {
+    if (((uintptr_t)data & 3u) == 0)
+        return data;
     if (n > t->ver_cap) {
         free(t->vers);
         t->ver_cap = n;
@@ -175,8 +201,8 @@ static void rows_destroy(zp_table *t)
         return;
     zp_sparse_destroy(&r->store);
     free(r->ids);
-    free(r->set_keys);
-    free(r->set_gen);
+    free(r->set);
+    free(r->set_home);
     free(r->grads);
     free(r->vers);
     if (r->spec)

@@ -17,14 +17,21 @@
 #include "sparse.h"
 #include "zeps.pb-c.h"
 
+/* A slot of the repeated-id set: taken by this check when stamp is the
+ * set's current stamp; pos is the position of the id that took it. */
+typedef struct zp_rows_slot {
+    uint32_t stamp, pos;
+} zp_rows_slot;
+
 typedef struct zp_rows {
     zp_sparse *store;
     uint32_t dim;
     Zeps__TableSpec *spec; /* the declaration, to check re-declarations */
-    uint64_t *ids;         /* scratch: a request's ids, aligned */
+    uint64_t *ids;         /* scratch: a request's misaligned ids, copied */
     size_t ids_cap;
-    uint64_t *set_keys; /* scratch: the repeated-id check */
-    uint32_t *set_gen, set_stamp;
+    struct zp_rows_slot *set; /* scratch: the repeated-id check (zp_rows_repeated) */
+    uint32_t *set_home;       /* each id's home slot, hashed ahead of the probes */
+    uint32_t set_stamp;
     size_t set_cap;
     uint64_t set_seed; /* its hash seed, random */
     float *grads;      /* scratch: misaligned or decoded gradients */
@@ -36,7 +43,8 @@ typedef struct zp_rows {
 struct zp_table_kind;
 extern const struct zp_table_kind zp_rows_kind;
 
-/* n ids copied out of `data` (any alignment) into the scratch. */
+/* n ids at `data` (any alignment) as aligned u64: `data` itself when it is
+ * aligned, else a copy in the scratch (valid until the next call). */
 const uint64_t *zp_rows_ids(zp_rows *r, const void *data, size_t n);
 
 /* Index of the second occurrence of a repeated id in ids[0..n), or -1. */
@@ -45,7 +53,8 @@ ptrdiff_t zp_rows_repeated(zp_rows *r, const uint64_t *ids, size_t n);
 /* Room for n floats of gradient scratch, or NULL if it cannot be made. */
 float *zp_rows_grads(zp_rows *r, size_t n);
 
-/* n row versions copied out of `data` into the scratch. */
+/* n row versions at `data` as aligned u32: `data` itself when aligned,
+ * else a copy in the scratch. */
 const uint32_t *zp_rows_versions(zp_rows *r, const void *data, size_t n);
 
 /* After a push: a large gradient scratch is not kept for the next (usually

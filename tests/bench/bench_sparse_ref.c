@@ -16,9 +16,11 @@
  * rows it holds, after the fill.
  *
  * Usage: bench_sparse --ref [--seconds S] [--reps R] [--dims 1,8,64]
- *        [--rows 1M,10M] [--batch N] [--naive] [--big]
+ *        [--rows 1M,10M] [--batch N] [--naive] [--big] [--profile push|pull]
  * D = 64 runs at 10M rows only with --big (the two servers then hold
  * ~11 GB). --naive runs the reference's one-id-at-a-time map instead.
+ * --profile push|pull runs only zeps' cells of that op on uniform ids (the
+ * reference is filled but not timed): a run to hold a profiler to.
  */
 #include <math.h>
 #include <stdio.h>
@@ -37,6 +39,7 @@ int zt_bench_sparse_ref(int argc, char **argv);
 typedef struct ropts {
     double secs;
     int reps, ndims, nsizes, naive, big;
+    int profile; /* 'p' (push) or 'l' (pull): zeps' uniform cells of that op only */
     uint32_t dims[8];
     uint64_t sizes[8];
     size_t batch;
@@ -166,6 +169,34 @@ static int fill(const side *s, uint32_t dim, uint64_t rows)
     return rc;
 }
 
+/* One line of the table: o->reps repetitions of zeps' cell, then the
+ * reference's (none with --profile), their medians and each ratio. */
+static int report_cell(const ropts *o, const side *s, uint32_t dim, uint64_t rows, int zipf,
+                       int push, const uint64_t *ids, size_t n, float *buf)
+{
+    double zv[32], rv[32], ratios[32];
+    for (int r = 0; r < o->reps; r++) {
+        zv[r] = cell(s, 1, push, dim, ids, n, buf, o->secs);
+        rv[r] = o->profile ? 1 : cell(s, 0, push, dim, ids, n, buf, o->secs);
+        if (zv[r] < 0 || rv[r] < 0)
+            return -1;
+        ratios[r] = zv[r] / rv[r];
+    }
+    double zm = median(zv, o->reps), rm = median(rv, o->reps);
+    printf("%-3u %-9llu %-8s %-5s | %11.0f ", dim, (unsigned long long)rows,
+           zipf ? "zipf1.1" : "uniform", push ? "push" : "pull", zm);
+    if (o->profile) {
+        printf("%11s |     -\n", "-");
+        return 0;
+    }
+    printf("%11.0f | %5.2f  (", rm, zm / rm);
+    for (int r = 0; r < o->reps; r++)
+        printf("%s%.2f", r ? " " : "", ratios[r]);
+    printf(")\n");
+    fflush(stdout);
+    return 0;
+}
+
 static int run_config(const ropts *o, side *s, zt_cluster *cl, uint32_t dim, uint64_t rows)
 {
     char name[32];
@@ -191,29 +222,15 @@ static int run_config(const ropts *o, side *s, zt_cluster *cl, uint32_t dim, uin
     for (int zipf = 0; zipf < 2; zipf++) {
         make_ids(ids, n, rows, zipf);
         for (int push = 1; push >= 0; push--) {
+            if (o->profile && (zipf || push != (o->profile == 'p')))
+                continue;
             for (size_t i = 0; i < n * dim; i++)
                 buf[i] = push ? 1e-3f : 0.0f;
-            double zv[32], rv[32];
-            for (int r = 0; r < o->reps; r++) {
-                zv[r] = cell(s, 1, push, dim, ids, n, buf, o->secs);
-                rv[r] = cell(s, 0, push, dim, ids, n, buf, o->secs);
-                if (zv[r] < 0 || rv[r] < 0) {
-                    free(ids);
-                    free(buf);
-                    return -1;
-                }
+            if (report_cell(o, s, dim, rows, zipf, push, ids, n, buf) != 0) {
+                free(ids);
+                free(buf);
+                return -1;
             }
-            double ratios[32];
-            for (int r = 0; r < o->reps; r++)
-                ratios[r] = zv[r] / rv[r];
-            double zm = median(zv, o->reps), rm = median(rv, o->reps);
-            printf("%-3u %-9llu %-8s %-5s | %11.0f %11.0f | %5.2f  (", dim,
-                   (unsigned long long)rows, zipf ? "zipf1.1" : "uniform", push ? "push" : "pull",
-                   zm, rm, zm / rm);
-            for (int r = 0; r < o->reps; r++)
-                printf("%s%.2f", r ? " " : "", ratios[r]);
-            printf(")\n");
-            fflush(stdout);
         }
     }
     free(ids);
@@ -237,6 +254,8 @@ int zt_bench_sparse_ref(int argc, char **argv)
             o.naive = 1;
         else if (strcmp(a, "--big") == 0)
             o.big = 1;
+        else if (nx && strcmp(a, "--profile") == 0 && (!strcmp(nx, "push") || !strcmp(nx, "pull")))
+            o.profile = argv[++i][3] == 'h' ? 'p' : 'l';
         else if (nx && strcmp(a, "--seconds") == 0)
             o.secs = atof(argv[++i]);
         else if (nx && strcmp(a, "--reps") == 0)
@@ -251,7 +270,8 @@ int zt_bench_sparse_ref(int argc, char **argv)
             o.nsizes = parse_list(argv[++i], o.sizes, 8);
         else {
             fprintf(stderr, "usage: bench_sparse --ref [--seconds S] [--reps R] [--dims 1,8,64] "
-                            "[--rows 1M,10M] [--batch N] [--naive] [--big]\n");
+                            "[--rows 1M,10M] [--batch N] [--naive] [--big] "
+                            "[--profile push|pull]\n");
             return 2;
         }
     }

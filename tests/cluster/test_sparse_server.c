@@ -2,7 +2,8 @@
  * test_sparse_server.c - sparse tables through real zeps-server processes.
  *
  * Rows start the same on any shard count; a batch with repeated ids applies
- * the summed gradient once per row; TTL eviction keeps a drifting stream's
+ * the summed gradient once per row; a freed batch's arrays serve the next
+ * batch with nothing of the old one showing; TTL eviction keeps a drifting stream's
  * rows bounded where the table otherwise grows; bad ids, dims and values get
  * ERROR replies that say what is wrong, and change nothing.
  */
@@ -130,6 +131,81 @@ START_TEST(test_repeated_ids_summed_once)
     zeps_sbatch_free(&b);
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+/* Pushes applied with row versions on the cluster's shards (tau counted). */
+static uint64_t tau_count(zeps_client *c, int nshards)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < nshards; k++) {
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        n += st->tables[0]->tau ? st->tables[0]->tau->n : 0;
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    return n;
+}
+
+/* A freed batch's arrays serve the client's next batch: nothing of the old
+ * batch shows (its pull does not make the next push send row versions), a
+ * batch in order (one shard, no repeats) and one with repeats scatter and
+ * sum the same rows, and a batch may be freed after its client. */
+static void batch_reuse(int nshards)
+{
+    enum { N = 1000 };
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, nshards, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t;
+    zeps_sparse_spec spec = emb_spec("sgd", 1.0);
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    static uint64_t ids[N + 1];
+    static float rows[(N + 1) * DIM], again[(N + 1) * DIM];
+    test_ids(ids, N);
+    zeps_sbatch *b;
+    ck_assert_int_eq(zeps_sbatch_new(c, t, ids, N, &b), 0);
+    ck_assert_int_eq(zeps_sbatch_pull(b, rows, 0), 0);
+    zeps_sbatch_free(&b);
+    /* the same ids and a repeat of ids[5]: a batch not in order */
+    ids[N] = ids[5];
+    ck_assert_int_eq(zeps_sbatch_new(c, t, ids, N + 1, &b), 0);
+    ck_assert_uint_eq(zeps_sbatch_unique(b), N);
+    ck_assert_int_eq(zeps_sbatch_pull(b, again, 0), 0);
+    ck_assert_int_eq(memcmp(again, rows, sizeof(float) * N * DIM), 0);
+    ck_assert_int_eq(memcmp(again + N * DIM, rows + 5 * DIM, sizeof(float) * DIM), 0);
+    zeps_sbatch_free(&b);
+    /* pushed without a pull of its own: no row versions go with it */
+    const uint64_t some[3] = {ids[3], ids[700], ids[3]};
+    float g[3 * DIM];
+    for (int i = 0; i < 3 * DIM; i++)
+        g[i] = 0.25f * (float)(i + 1);
+    ck_assert_int_eq(zeps_sbatch_new(c, t, some, 3, &b), 0);
+    ck_assert_int_eq(zeps_sbatch_push(b, g, 0), 0);
+    ck_assert_uint_eq(tau_count(c, nshards), 0);
+    ck_assert_int_eq(zeps_sbatch_pull(b, again, 1), 0);
+    for (int d = 0; d < DIM; d++) {
+        ck_assert(again[d] == rows[3 * DIM + d] - (g[d] + g[2 * DIM + d]));
+        ck_assert(again[DIM + d] == rows[700 * DIM + d] - g[DIM + d]);
+        ck_assert(again[2 * DIM + d] == again[d]);
+    }
+    zeps_sbatch_free(&b);
+    /* in order again, after the repeats: every row as the last pull saw it */
+    ck_assert_int_eq(zeps_sbatch_new(c, t, ids, N, &b), 0);
+    ck_assert_int_eq(zeps_sbatch_pull(b, again, 2), 0);
+    for (int i = 0; i < N; i++)
+        if (i != 3 && i != 700)
+            ck_assert_int_eq(memcmp(again + i * DIM, rows + i * DIM, sizeof(float) * DIM), 0);
+    zeps_client_destroy(&c);
+    zeps_sbatch_free(&b); /* after its client: its arrays are freed, nothing else read */
+    ck_assert_ptr_null(b);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_batch_reuse)
+{
+    batch_reuse(1);
+    batch_reuse(2);
 }
 END_TEST
 
@@ -566,6 +642,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_same_row_any_shard_count);
     tcase_add_test(tc, test_repeated_ids_summed_once);
+    tcase_add_test(tc, test_batch_reuse);
     tcase_add_test(tc, test_ttl_bounds_rows);
     tcase_add_test(tc, test_compressed_push_error_feedback);
     tcase_add_test(tc, test_weighted_rows);

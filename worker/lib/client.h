@@ -26,8 +26,10 @@
 #include "tables.h"
 #include "zeps.h"
 
-/* sparse.c: zeps_sbatch_new's scratch, kept between calls */
+/* sparse.c: zeps_sbatch_new's scratch, kept between calls, and the arrays
+ * of the last batch freed (a holder shared with the live batches) */
 typedef struct zp_sbuild zp_sbuild;
+typedef struct zp_sbspare zp_sbspare;
 void zp_sparse_build_free(zeps_client *c);
 
 struct zeps_client {
@@ -63,8 +65,10 @@ struct zeps_client {
     zp_table *tables;
     uint32_t ntables, cap_tables;
 
-    /* sparse.c: the batch builder's scratch (freed by zp_sparse_build_free) */
+    /* sparse.c: the batch builder's scratch and the spare batch arrays
+     * (both let go by zp_sparse_build_free) */
     zp_sbuild *sbuild;
+    zp_sbspare *sbspare;
 };
 
 #endif

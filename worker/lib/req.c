@@ -193,7 +193,7 @@ static int apply_compressed_pull(zeps_client *c, zp_req_sub *s, const Zeps__Head
 }
 
 /* The answer to a sparse pull: s->count rows, then their versions, each
- * row copied to every position of its id (zp_req_scatter). */
+ * row copied to every position of its id (zp_req_scatter; in order: one copy). */
 static int scatter_rows(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_frames *m)
 {
     const zp_req_scatter *sc = &s->scatter;
@@ -210,13 +210,13 @@ static int scatter_rows(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp
                            " ids: %zu bytes for %zu rows of dim %zu (expected %zu)",
                            s->shard, s->count, len, cnt, dim, cnt * (dim + 1) * sizeof(float));
     const unsigned char *rows = zmq_msg_data(&m->f[1]);
-    const unsigned char *vers = rows + cnt * dim * sizeof(float);
-    for (size_t j = 0; j < cnt; j++) {
-        memcpy(&sc->versions[j], vers + j * sizeof(uint32_t), sizeof(uint32_t));
+    memcpy(sc->versions, rows + cnt * dim * sizeof(float), cnt * sizeof(uint32_t));
+    if (sc->in_order)
+        memcpy(sc->rows, rows, cnt * dim * sizeof(float));
+    for (size_t j = 0; !sc->in_order && j < cnt; j++)
         for (size_t q = sc->pbegin[j]; q < sc->pbegin[j + 1]; q++)
             memcpy(sc->rows + (size_t)sc->plist[q] * dim, rows + j * dim * sizeof(float),
                    dim * sizeof(float));
-    }
     (*sc->replied)++;
     c->stats.bytes_in += len;
     return 0;

@@ -33,6 +33,7 @@ typedef struct zeps_req zp_req;
 typedef struct zp_req_scatter {
     float *rows;
     uint32_t dim;
+    int in_order; /* row j goes to position j: one copy, pbegin and plist unread */
     const size_t *pbegin;
     const uint32_t *plist;
     uint32_t *versions;

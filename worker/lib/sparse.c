@@ -11,9 +11,13 @@
  *    each shard [ids][rows][row versions], the versions being the ones the
  *    batch's last pull saw, so the server measures staleness per row.
  * Payload buffers belong to the batch and are reused; one request per batch
- * may be in flight at a time. The batch builds the requests (req.c) itself;
- * a pull's sub-requests carry a scatter (zp_req_scatter) that tells the
- * engine where each returned row goes, so nothing calls back into here.
+ * may be in flight at a time. A freed batch's arrays are kept for the
+ * client's next batch (zp_sbspare), so building one per request touches
+ * no fresh pages: glibc would otherwise hand buffers this large back to
+ * the kernel at free and fault them in again. The batch builds the
+ * requests (req.c) itself; a pull's sub-requests carry a scatter
+ * (zp_req_scatter) that tells the engine where each returned row goes, so
+ * nothing calls back into here.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -33,9 +37,12 @@
 
 struct zeps_sbatch {
     zeps_client *c;
+    zp_sbspare *spare; /* where zeps_sbatch_free leaves the arrays (one reference) */
     uint32_t table, dim;
     int nshards;
     size_t n, nu;
+    size_t ncap;         /* positions the arrays below hold (>= n + 1) */
+    int in_order;        /* one shard, no repeats: unique u is position u */
     uint32_t *pos_u;     /* [n] unique index (in shard order) of each position */
     uint64_t *ukeys;     /* [nu] unique ids in shard order */
     size_t *sbegin;      /* [nshards + 1] shard k holds uniques [sbegin[k], sbegin[k+1]) */
@@ -46,6 +53,7 @@ struct zeps_sbatch {
     int pull_parts, pull_replies; /* uversions is valid: every shard of it replied */
     float *rows;                  /* destination of the pull in flight */
     unsigned char *push;          /* push payload, shard blocks at boff[k] */
+    size_t push_cap;
     size_t *boff;                 /* [nshards + 1] */
     unsigned char *enc;           /* compressed push payload, shard k at eoff[k], elen[k] bytes */
     size_t enc_cap;
@@ -67,8 +75,9 @@ static size_t block_bytes(size_t cnt, size_t dim)
  * (zp_sparse_build_free at zeps_client_destroy): a dedup table cleared by
  * generation stamps, so a call touches only the slots its ids hash to, and
  * per-position and per-unique arrays. Nothing in it outlives a call. */
+/* A dedup slot: taken in this call when gen is the stamp; val is the
+ * unique index of the id that took it (its id is uids[val]). */
 typedef struct dslot {
-    uint64_t key;
     uint32_t gen, val;
 } dslot;
 
@@ -77,15 +86,20 @@ struct zp_sbuild {
     size_t cap;
     uint32_t stamp;
     size_t ncap;
-    uint64_t *hs;    /* [n] each position's dedup hash */
+    uint32_t *hs;    /* [n] each position's home slot */
     uint32_t *first; /* [n] unique index (first-appearance order) of each position */
     uint64_t *uids;  /* [n] uniques in first-appearance order (several shards) */
     uint32_t *ushard, *rank;
     size_t *fill, *pf;
 };
 
+static void spare_close(zeps_client *c);
+
+/* At zeps_client_destroy: the scratch, and the client's reference to the
+ * spare batch arrays. */
 void zp_sparse_build_free(zeps_client *c)
 {
+    spare_close(c);
     zp_sbuild *s = c->sbuild;
     if (!s)
         return;
@@ -102,14 +116,15 @@ void zp_sparse_build_free(zeps_client *c)
 }
 
 /* The client's scratch with room for n ids over S shards, a fresh stamp and
- * a dedup table of *mask + 1 slots (>= 2n). */
+ * a dedup table of *mask + 1 slots (>= 2n, at most 2^32 > n: home slots are
+ * 32-bit). */
 static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
 {
     zp_sbuild *s = c->sbuild;
     if (!s)
         s = c->sbuild = zp_alloc_zeroed(1, sizeof(*s));
     size_t cap = 16;
-    while (cap < 2 * n)
+    while (cap < 2 * n && cap < ((size_t)1 << 32))
         cap <<= 1;
     if (cap > s->cap) {
         free(s->slots);
@@ -119,7 +134,7 @@ static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
     }
     if (n + 1 > s->ncap) {
         size_t m = n + 1;
-        s->hs = zp_alloc_resize(s->hs, m * sizeof(uint64_t));
+        s->hs = zp_alloc_resize(s->hs, m * sizeof(uint32_t));
         s->first = zp_alloc_resize(s->first, m * sizeof(uint32_t));
         s->uids = zp_alloc_resize(s->uids, m * sizeof(uint64_t));
         s->ushard = zp_alloc_resize(s->ushard, m * sizeof(uint32_t));
@@ -139,30 +154,30 @@ static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
 /* Unique index (first-appearance order) of every position into first[],
  * the uniques into uids[]; returns nu. The table is hashed under a seed
  * drawn at random per call: ids from training data cannot be made to
- * collide. Hashes are computed in one pass and the slots prefetched a few
- * positions ahead, so the probes' cache misses overlap. */
+ * collide. Home slots are computed in one pass and prefetched a few
+ * positions ahead, so the probes' cache misses overlap; a slot holds no id
+ * (8 bytes: the table is half the size), a probe compares with uids[]. */
 static size_t dedup(zp_sbuild *s, size_t mask, const uint64_t *ids, size_t n, uint32_t *first,
                     uint64_t *uids)
 {
-    enum { AHEAD = 8 };
+    enum { AHEAD = 16 };
     uint64_t seed = zp_rng_random64();
-    uint64_t *hs = s->hs;
+    uint32_t *hs = s->hs;
     dslot *sl = s->slots;
     const uint32_t stamp = s->stamp;
     for (size_t i = 0; i < n; i++)
-        hs[i] = zp_sparse_hash_id(ids[i], seed);
+        hs[i] = (uint32_t)(zp_sparse_hash_id(ids[i], seed) & mask);
     for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(&sl[hs[i] & mask], 1);
+        __builtin_prefetch(&sl[hs[i]], 1);
     size_t nu = 0;
     for (size_t i = 0; i < n; i++) {
         if (i + AHEAD < n)
-            __builtin_prefetch(&sl[hs[i + AHEAD] & mask], 1);
+            __builtin_prefetch(&sl[hs[i + AHEAD]], 1);
         uint64_t id = ids[i];
-        size_t j = (size_t)hs[i] & mask;
-        while (sl[j].gen == stamp && sl[j].key != id)
+        size_t j = hs[i];
+        while (sl[j].gen == stamp && uids[sl[j].val] != id)
             j = (j + 1) & mask;
         if (sl[j].gen != stamp) {
-            sl[j].key = id;
             sl[j].gen = stamp;
             sl[j].val = (uint32_t)nu;
             uids[nu++] = id;
@@ -206,19 +221,14 @@ static size_t group_uniques(zeps_sbatch *b, zp_sbuild *s, size_t mask, const uin
 }
 
 /* Step 3: positions per unique (CSR); without repeats on one shard it is
- * the identity. */
+ * the identity (b->in_order) and nothing reads it but a repeated-id push's
+ * summing, which then does not run. */
 static void list_positions(zeps_sbatch *b, zp_sbuild *s)
 {
     size_t n = b->n, nu = b->nu;
-    b->pbegin = zp_alloc((nu + 1) * sizeof(size_t));
-    b->plist = zp_alloc((n ? n : 1) * sizeof(uint32_t));
-    if (nu == n && b->nshards == 1) {
-        for (size_t i = 0; i <= n; i++)
-            b->pbegin[i] = i;
-        for (size_t i = 0; i < n; i++)
-            b->plist[i] = (uint32_t)i;
+    b->in_order = nu == n && b->nshards == 1;
+    if (b->in_order)
         return;
-    }
     memset(b->pbegin, 0, (nu + 1) * sizeof(size_t));
     for (size_t i = 0; i < n; i++)
         b->pbegin[b->pos_u[i] + 1]++;
@@ -228,6 +238,109 @@ static void list_positions(zeps_sbatch *b, zp_sbuild *s)
     memcpy(pf, b->pbegin, (nu + 1) * sizeof(size_t));
     for (size_t i = 0; i < n; i++)
         b->plist[pf[b->pos_u[i]]++] = (uint32_t)i;
+}
+
+/* ---------------------------------------------------------------- spare
+ *
+ * The arrays of the last batch freed, kept for the next zeps_sbatch_new of
+ * the same client. The holder is shared by the client and its live
+ * batches (refs counts them) and freed by the last of them, so a batch may
+ * still be freed after zeps_client_destroy (its arrays are then freed). */
+struct zp_sbspare {
+    unsigned refs;
+    int open;          /* the client is alive: a freed batch is kept */
+    zeps_sbatch *kept; /* arrays only: no client, no references */
+};
+
+/* A kept batch holds at most this much; a larger one is freed. */
+#define SPARE_MAX_BYTES ((size_t)64 << 20)
+
+static void body_free(zeps_sbatch *b)
+{
+    if (!b)
+        return;
+    free(b->pos_u);
+    free(b->ukeys);
+    free(b->sbegin);
+    free(b->pbegin);
+    free(b->plist);
+    free(b->uversions);
+    free(b->push);
+    free(b->boff);
+    free(b->enc);
+    free(b->eoff);
+    free(b->elen);
+    free(b);
+}
+
+static size_t body_bytes(const zeps_sbatch *b)
+{
+    size_t per = sizeof(uint32_t) * 3 + sizeof(uint64_t) + sizeof(size_t);
+    return b->ncap * per + b->push_cap + b->enc_cap;
+}
+
+/* A batch for client c with room for n positions over c's shards: the
+ * kept one if there is one (its arrays grown if too small), else a new
+ * one. The caller owns it and its reference to the spare holder. */
+static zeps_sbatch *body_take(zeps_client *c, size_t n)
+{
+    zp_sbspare *sp = c->sbspare;
+    if (!sp) {
+        sp = c->sbspare = zp_alloc_zeroed(1, sizeof(*sp));
+        sp->refs = 1; /* the client's */
+        sp->open = 1;
+    }
+    zeps_sbatch *b = sp->kept;
+    sp->kept = NULL;
+    if (!b) {
+        b = zp_alloc_zeroed(1, sizeof(*b));
+        size_t S1 = (size_t)c->nshards + 1;
+        b->sbegin = zp_alloc(S1 * sizeof(size_t));
+        b->boff = zp_alloc(S1 * sizeof(size_t));
+    }
+    size_t n1 = n + 1;
+    if (n1 > b->ncap) {
+        free(b->pos_u);
+        free(b->ukeys);
+        free(b->pbegin);
+        free(b->plist);
+        free(b->uversions);
+        b->pos_u = zp_alloc(n1 * sizeof(uint32_t));
+        b->ukeys = zp_alloc(n1 * sizeof(uint64_t));
+        b->pbegin = zp_alloc((n1 + 1) * sizeof(size_t));
+        b->plist = zp_alloc(n1 * sizeof(uint32_t));
+        b->uversions = zp_alloc(n1 * sizeof(uint32_t));
+        b->ncap = n1;
+    }
+    memset(b->sbegin, 0, ((size_t)c->nshards + 1) * sizeof(size_t));
+    memset(b->boff, 0, ((size_t)c->nshards + 1) * sizeof(size_t));
+    b->c = c;
+    b->spare = sp;
+    sp->refs++;
+    return b;
+}
+
+/* Drop one reference to sp; the last one frees it and what it kept. */
+static void spare_unref(zp_sbspare *sp)
+{
+    if (--sp->refs > 0)
+        return;
+    body_free(sp->kept);
+    free(sp);
+}
+
+/* At zeps_client_destroy: the client's reference; batches still alive
+ * free their arrays when they are freed. */
+static void spare_close(zeps_client *c)
+{
+    zp_sbspare *sp = c->sbspare;
+    if (!sp)
+        return;
+    c->sbspare = NULL;
+    sp->open = 0;
+    body_free(sp->kept);
+    sp->kept = NULL;
+    spare_unref(sp);
 }
 
 int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
@@ -244,22 +357,17 @@ int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t 
     uint32_t dim = ti->dim;
     if (n >= UINT32_MAX)
         return zp_req_fail(c, ZEPS_ETOOBIG, "a sparse batch holds fewer than 2^32 ids");
-    zeps_sbatch *b = zp_alloc_zeroed(1, sizeof(*b));
-    b->c = c;
+    int S = c->nshards;
+    size_t mask;
+    zp_sbuild *s = sbuild_get(c, n, S, &mask);
+    zeps_sbatch *b = body_take(c, n);
     b->table = table;
     b->dim = dim;
-    b->nshards = c->nshards;
+    b->nshards = S;
     b->n = n;
-    int S = b->nshards;
-    size_t mask, n1 = n ? n : 1;
-    zp_sbuild *s = sbuild_get(c, n, S, &mask);
-    b->pos_u = zp_alloc(n1 * sizeof(uint32_t));
-    b->ukeys = zp_alloc(n1 * sizeof(uint64_t));
-    b->sbegin = zp_alloc_zeroed((size_t)S + 1, sizeof(size_t));
     b->nu = group_uniques(b, s, mask, ids);
     list_positions(b, s);
-    b->uversions = zp_alloc_zeroed(b->nu ? b->nu : 1, sizeof(uint32_t));
-    b->boff = zp_alloc_zeroed((size_t)S + 1, sizeof(size_t));
+    memset(b->uversions, 0, (b->nu ? b->nu : 1) * sizeof(uint32_t));
     for (int k = 0; k < S; k++)
         b->boff[k + 1] = b->boff[k] + block_bytes(b->sbegin[k + 1] - b->sbegin[k], dim);
     *out = b;
@@ -276,24 +384,27 @@ size_t zeps_sbatch_unique(const zeps_sbatch *b)
     return b ? b->nu : 0;
 }
 
+/* The batch's arrays go to its client's spare holder when the client is
+ * alive and keeps none yet (and they are not too large); its state is
+ * cleared with them. */
 void zeps_sbatch_free(zeps_sbatch **bp)
 {
     if (!bp || !*bp)
         return;
     zeps_sbatch *b = *bp;
-    free(b->pos_u);
-    free(b->ukeys);
-    free(b->sbegin);
-    free(b->pbegin);
-    free(b->plist);
-    free(b->uversions);
-    free(b->push);
-    free(b->boff);
-    free(b->enc);
-    free(b->eoff);
-    free(b->elen);
-    free(b);
     *bp = NULL;
+    zp_sbspare *sp = b->spare;
+    if (sp->open && !sp->kept && body_bytes(b) <= SPARE_MAX_BYTES) {
+        b->c = NULL;
+        b->spare = NULL;
+        b->pull_started = b->pull_parts = b->pull_replies = 0;
+        b->rows = NULL;
+        b->codec = 0;
+        sp->kept = b;
+    } else {
+        body_free(b);
+    }
+    spare_unref(sp);
 }
 
 /* uversions holds what every shard of the last pull replied (a pull a shard
@@ -397,6 +508,7 @@ static int start(zeps_sbatch *b, int push, int64_t clock, zeps_req **req)
         } else {
             s->scatter = (zp_req_scatter){.rows = b->rows,
                                           .dim = b->dim,
+                                          .in_order = b->in_order,
                                           .pbegin = b->pbegin + lo,
                                           .plist = b->plist,
                                           .versions = b->uversions + lo,
@@ -423,31 +535,46 @@ int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock)
     return rc ? rc : zeps_wait(&r);
 }
 
+/* Into g: the summed gradient rows of uniques lo .. lo + cnt, in order (one
+ * copy when the batch is in order). */
+static void sum_rows(const zeps_sbatch *b, const float *grads, size_t lo, size_t cnt, float *g)
+{
+    size_t dim = b->dim;
+    if (b->in_order) {
+        memcpy(g, grads + lo * dim, cnt * dim * sizeof(float));
+        return;
+    }
+    for (size_t j = 0; j < cnt; j++) {
+        size_t u = lo + j;
+        float *row = g + j * dim;
+        const float *first = grads + (size_t)b->plist[b->pbegin[u]] * dim;
+        memcpy(row, first, dim * sizeof(float));
+        for (size_t q = b->pbegin[u] + 1; q < b->pbegin[u + 1]; q++) {
+            const float *x = grads + (size_t)b->plist[q] * dim;
+            for (size_t d = 0; d < dim; d++)
+                row[d] += x[d];
+        }
+    }
+}
+
 int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, zeps_req **req)
 {
     if (!b || !req || (b->n && !grads))
         return ZEPS_EINVAL;
-    size_t dim = b->dim;
-    if (!b->push)
-        b->push = zp_alloc(b->boff[b->nshards] ? b->boff[b->nshards] : 8);
+    size_t bytes = b->boff[b->nshards] ? b->boff[b->nshards] : 8;
+    if (bytes > b->push_cap) {
+        free(b->push);
+        b->push = zp_alloc(bytes);
+        b->push_cap = bytes;
+    }
     /* per shard block: ids, then the summed rows, then the versions read */
     for (int k = 0; k < b->nshards; k++) {
         size_t lo = b->sbegin[k], cnt = b->sbegin[k + 1] - lo;
         unsigned char *blk = b->push + b->boff[k];
         memcpy(blk, b->ukeys + lo, cnt * sizeof(uint64_t));
         float *g = (float *)(blk + cnt * sizeof(uint64_t));
-        for (size_t j = 0; j < cnt; j++) {
-            size_t u = lo + j;
-            float *row = g + j * dim;
-            const float *first = grads + (size_t)b->plist[b->pbegin[u]] * dim;
-            memcpy(row, first, dim * sizeof(float));
-            for (size_t q = b->pbegin[u] + 1; q < b->pbegin[u + 1]; q++) {
-                const float *x = grads + (size_t)b->plist[q] * dim;
-                for (size_t d = 0; d < dim; d++)
-                    row[d] += x[d];
-            }
-        }
-        memcpy(blk + cnt * (sizeof(uint64_t) + dim * sizeof(float)), b->uversions + lo,
+        sum_rows(b, grads, lo, cnt, g);
+        memcpy(blk + cnt * (sizeof(uint64_t) + b->dim * sizeof(float)), b->uversions + lo,
                cnt * sizeof(uint32_t));
     }
     zp_table *ti = &b->c->tables[b->table];

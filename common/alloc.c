@@ -4,9 +4,11 @@
 #include "alloc.h"
 
 #include <malloc.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static void oom(size_t n)
 {
@@ -44,6 +46,41 @@ char *zp_alloc_strdup(const char *s)
     char *p = zp_alloc(n);
     memcpy(p, s, n);
     return p;
+}
+
+/* The mapping's length: n rounded up to whole huge pages. */
+static size_t huge_len(size_t n)
+{
+    return (n + ZP_ALLOC_HUGE_MIN - 1) & ~(ZP_ALLOC_HUGE_MIN - 1);
+}
+
+void *zp_alloc_huge(size_t n)
+{
+    if (n < ZP_ALLOC_HUGE_MIN)
+        return zp_alloc(n);
+    size_t len = huge_len(n), span = len + ZP_ALLOC_HUGE_MIN;
+    char *m = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED)
+        oom(n);
+    /* keep the 2 MiB-aligned len bytes inside the span, unmap the rest */
+    uintptr_t a = ((uintptr_t)m + ZP_ALLOC_HUGE_MIN - 1) & ~(uintptr_t)(ZP_ALLOC_HUGE_MIN - 1);
+    char *p = (char *)a;
+    if (p > m)
+        munmap(m, (size_t)(p - m));
+    if (p + len < m + span)
+        munmap(p + len, (size_t)(m + span - (p + len)));
+    (void)madvise(p, len, MADV_HUGEPAGE); /* advice: 4 KiB pages still work */
+    return p;
+}
+
+void zp_alloc_huge_free(void *p, size_t n)
+{
+    if (!p)
+        return;
+    if (n < ZP_ALLOC_HUGE_MIN)
+        free(p);
+    else
+        munmap(p, huge_len(n));
 }
 
 void zp_alloc_tune(void)

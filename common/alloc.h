@@ -21,6 +21,18 @@ void *zp_alloc_zeroed(size_t n, size_t size);
 void *zp_alloc_resize(void *p, size_t n);
 char *zp_alloc_strdup(const char *s);
 
+/* A large array read at random for a long time (a sparse table's record
+ * chunks and its index). From ZP_ALLOC_HUGE_MIN bytes on it is its own
+ * mapping, aligned to 2 MiB and advised to the kernel for transparent huge
+ * pages (MADV_HUGEPAGE; the kernel may decline), so that ids spread over
+ * tens of MB do not each miss the TLB; smaller arrays come from malloc.
+ * The memory is not cleared. The caller owns it and gives it back with
+ * zp_alloc_huge_free(p, n), n the size it asked for. Aborts like
+ * zp_alloc. */
+#define ZP_ALLOC_HUGE_MIN ((size_t)2 << 20)
+void *zp_alloc_huge(size_t n);
+void zp_alloc_huge_free(void *p, size_t n);
+
 /* Keep large buffers on the heap instead of fresh mmaps: glibc maps every
  * allocation over 32 MB anew (and every heap of a secondary arena) and the
  * kernel faults it in page by page on every use, which halves the

@@ -25,7 +25,7 @@
 void zp_rowindex_init(zp_sparse *t)
 {
     t->icap = ZP_ROWINDEX_MIN_CAP;
-    t->index = zp_alloc(t->icap * sizeof(slot));
+    t->index = zp_alloc_huge(t->icap * sizeof(slot));
     memset(t->index, 0xff, t->icap * sizeof(slot));
     t->index_seed = zp_rng_random64();
 }
@@ -33,13 +33,13 @@ void zp_rowindex_init(zp_sparse *t)
 void zp_rowindex_grow(zp_sparse *t)
 {
     uint64_t ncap = t->icap * 2;
-    slot *ni = zp_alloc(ncap * sizeof(slot));
+    slot *ni = zp_alloc_huge(ncap * sizeof(slot));
 
     memset(ni, 0xff, ncap * sizeof(slot));
     for (uint64_t i = 0; i < t->icap; i++)
         if (t->index[i].row != ROW_NONE)
             zp_rowindex_put(ni, ncap - 1, t->index[i]);
-    free(t->index);
+    zp_alloc_huge_free(t->index, t->icap * sizeof(slot));
     t->c.bytes += (ncap - t->icap) * sizeof(slot);
     t->index = ni;
     t->icap = ncap;

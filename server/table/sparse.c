@@ -182,10 +182,9 @@ void zp_sparse_destroy(zp_sparse **tp)
     if (tp == NULL || *tp == NULL)
         return;
     zp_sparse *t = *tp;
-    for (size_t i = 0; i < t->nchunks; i++)
-        free(t->chunks[i]);
+    zp_arena_fini(&t->arena); /* the chunks */
     free(t->chunks);
-    free(t->index);
+    zp_alloc_huge_free(t->index, t->icap * sizeof(slot));
     free(t->sketch);
     free(t);
     *tp = NULL;
@@ -234,7 +233,7 @@ static uint32_t rec_take(zp_sparse *t)
         size_t bytes = t->rec << t->chunk_log2;
         /* Records past the high-water mark are never read (iteration and
          * sampling stop at nalloc), so the chunk needs no clearing. */
-        t->chunks[t->nchunks++] = zp_alloc(bytes);
+        t->chunks[t->nchunks++] = zp_arena_take(&t->arena, bytes);
         t->c.bytes += bytes;
     }
     return t->nalloc++;

@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "arena.h"
 #include "optim.h"
 #include "sparse.h"
 
@@ -79,6 +80,7 @@ struct zp_sparse {
 
     size_t rec;          /* bytes per record */
     uint32_t chunk_log2; /* rows per chunk = 1 << chunk_log2 */
+    zp_arena arena;          /* the chunks' memory, back to back in huge pages */
     unsigned char **chunks;
     size_t nchunks, chunks_cap;
     uint32_t nalloc;    /* records ever handed out (high-water mark) */

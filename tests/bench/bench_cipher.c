@@ -24,13 +24,13 @@ static double thread_cpu_s(void)
 
 int main(int argc, char **argv)
 {
-    size_t mib = argc > 1 ? (size_t)atol(argv[1]) : 4;
+    long mib_arg = argc > 1 ? atol(argv[1]) : 4;
     int reps = argc > 2 ? atoi(argv[2]) : 50;
-    if (mib == 0 || reps <= 0 || sodium_init() < 0) {
-        fprintf(stderr, "usage: bench_cipher [MiB per message > 0] [messages > 0]\n");
+    if (mib_arg < 1 || mib_arg > 1024 || reps <= 0 || sodium_init() < 0) {
+        fprintf(stderr, "usage: bench_cipher [MiB per message, 1..1024] [messages > 0]\n");
         return 2;
     }
-    size_t n = mib << 20;
+    size_t mib = (size_t)mib_arg, n = mib << 20;
     unsigned char *plain = calloc(n, 1), *boxed = malloc(n + crypto_box_MACBYTES);
     unsigned char *opened = malloc(n);
     unsigned char pk[crypto_box_PUBLICKEYBYTES], sk[crypto_box_SECRETKEYBYTES];

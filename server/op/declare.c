@@ -2,8 +2,11 @@
  * declare.c - DECLARE: create a table on this shard from its declaration,
  * or check that a re-declaration (another worker, a restart) names the same
  * table. A new table must fit the shard's limits (state/quota.c: how many
- * tables, the bytes its slice takes) before anything is allocated. The table's kind (table/) builds
- * and checks it; the reply names the table's id and this shard's slice.
+ * tables, the bytes its slice takes) before anything is allocated. The
+ * table's kind (table/) builds and checks it; under cluster.inject a
+ * sparse table keeps its rows' versions from the start (turns.c), or is
+ * refused if its rows cannot. The reply names the table's id and this
+ * shard's slice.
  */
 #include <string.h>
 
@@ -52,6 +55,8 @@ void zp_declare_on(zp_server *s, zp_request *r)
     }
     zp_table *t = NULL; /* set only on success */
     rc = zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
+    if (rc == 0 && t->rows) /* staleness on demand keeps rows' versions from the start */
+        rc = zp_turns_rows_ready(s, t, 0, err, sizeof(err));
     if (rc == 0) /* what it took (a sparse table's index and sketch are known only now) */
         rc = zp_quota_check_table(&s->quota, s->tables, s->ntables, t->name, zp_table_bytes(t),
                                   s->shard, err, sizeof(err));

@@ -5,14 +5,18 @@
  * Each handler takes a request whose header dispatch.c has decoded and
  * checked (protocol version, frame count, tool ranks) and answers it
  * exactly once. Handlers call down into policy/, table/ and state/, and
- * sideways only in this order: admin, clock, push -> pull, record;
- * pull -> record, sparse_ops; nothing calls back up.
+ * sideways only in this order: admin, clock, push -> pull, record, turns;
+ * pull -> record, sparse_ops, turns; sparse_ops -> turns; nothing calls
+ * back up.
  */
 #ifndef ZP_OPS_H
 #define ZP_OPS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
+#include "buf.h"
 #include "consistency.h"
 #include "request.h"
 #include "trace.h"
@@ -33,13 +37,33 @@ void zp_pull_serve_all(zp_server *s);
  * change no request makes (a worker declared lost, or in the final
  * barrier); from the housekeeping timer. */
 void zp_pull_turns_check(zp_server *s);
-/* A push by `rank` to t was answered: under cluster.inject turns, the
- * turn moves on if it was rank's (op/pull.c). */
-void zp_pull_turn_done(zp_server *s, zp_table *t, uint32_t rank);
 /* Answer every parked pull with ERESTARTED (cut `cut` of set `set`). */
 void zp_pull_abort_parked(zp_server *s, int64_t cut, uint64_t set);
 /* After FINISH: answer every parked pull but the finisher's EFINISHED. */
 void zp_pull_finish_parked(zp_server *s);
+
+/* turns.c: staleness on demand (cluster.inject): */
+/* whether rank's pulls are served stale (a worker, under injection) */
+bool zp_turns_injecting(const zp_server *s, uint32_t rank);
+/* whether pulls take turns (inject.turns, in a mode without rounds) */
+bool zp_turns_on(const zp_server *s);
+/* whether rank may be served a pull of t now (always, without turns) */
+bool zp_turns_mine(const zp_server *s, const zp_table *t, uint32_t rank);
+/* rank was served a pull of t: the turn is taken until its push */
+void zp_turns_take(zp_server *s, zp_table *t, uint32_t rank);
+/* a push by rank to t was answered: the turn moves on if it was rank's */
+void zp_turns_done(zp_server *s, zp_table *t, uint32_t rank);
+/* A reference on the buffer a pull of dense t by rank is served from
+ * (tau behind under injection), its version in *served. */
+zp_buf *zp_turns_dense_params(zp_server *s, zp_table *t, uint32_t rank, uint64_t *served);
+/* Before rank's pull of sparse t is answered: keep the rows' versions if
+ * it is served stale. Returns 0, or ZEPS_EINVAL with a message in err
+ * (rows of t's dim cannot keep the window). */
+int zp_turns_rows_ready(zp_server *s, zp_table *t, uint32_t rank, char *err, size_t errlen);
+/* rank's pull of ids[0..n) of sparse t read rows and versions: serve each
+ * row tau of its updates behind (in place) if rank is served stale. */
+void zp_turns_rows(zp_server *s, zp_table *t, uint32_t rank, const uint64_t *ids, size_t n,
+                   float *rows, uint32_t *versions);
 
 /* push.c: PUSH: check, hand to the policy, record, reply, serve. */
 void zp_push_on(zp_server *s, zp_request *r);

@@ -7,9 +7,10 @@
  * update and every clock. A reply references the parameter buffer without
  * copying (copy-on-write, table.h), or carries a compressed delta against
  * the worker's view (table/cpull.c). A sparse table's pull goes to
- * sparse_ops.c, which parks with its own answer path. Once a worker said
- * FINISH (op/admin.c), every other worker's pull, parked or new, dense or
- * sparse, is answered EFINISHED: the job reached its target.
+ * sparse_ops.c, which parks with its own answer path. Under
+ * cluster.inject the version served and the turns are turns.c's. Once a
+ * worker said FINISH (op/admin.c), every other worker's pull, parked or
+ * new, dense or sparse, is answered EFINISHED: the job reached its target.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -64,85 +65,12 @@ static void send_compressed(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep
     zp_reply_send(s, identity, rep, out.buf, out.len, free_payload, NULL); /* takes out.buf */
 }
 
-/* Staleness on demand (cluster.inject, state/inject.h): worker pulls of a
- * dense table are served from a kept version tau behind, tau drawn for
- * (rank, version); tools' pulls see the newest. */
-static bool injecting(const zp_server *s, uint32_t rank)
-{
-    return s->inject.ops && rank < (uint32_t)s->nworkers;
-}
-
-/* A reference on the buffer a pull by `rank` is served from, its version
- * in *served. */
-static zp_buf *served_params(zp_server *s, zp_table *t, uint32_t rank, uint64_t *served)
-{
-    if (!injecting(s, rank)) {
-        *served = t->version;
-        return zp_table_params_ref(t);
-    }
-    zp_table_keep_versions(t, s->inject.window + 1);
-    uint64_t tau = zp_inject_tau(&s->inject, rank, t->version);
-    /* no version is older than the first kept: the start of the run */
-    uint64_t oldest = zp_versions_oldest(&t->versions);
-    uint64_t want = t->version - tau < oldest || tau > t->version ? oldest : t->version - tau;
-    return zp_table_params_at(t, want, served);
-}
-
-/* Pulls take turns (cluster.inject turns, where pushes are applied on
- * arrival): rank r is served only when the turn is r's, and the turn moves
- * on when r's push is applied, so no push comes between a pull and its
- * push and every push is exactly as old as its pull was served. The turn
- * skips workers that said BYE or were declared lost. */
-static bool turns_on(const zp_server *s)
-{
-    return s->inject.ops && s->inject.turns && !s->cons->rounds;
-}
-
-static uint32_t turn_holder(const zp_server *s, const zp_table *t)
-{
-    /* a holder that was served keeps the turn until its push, even if
-     * declared lost (silent here while it waits on another shard): passing
-     * it on would make that push one update older than drawn */
-    const zp_worker *h = &s->workers.w[t->turn];
-    if (t->turn_taken && !h->left && !h->barrier_gen)
-        return t->turn;
-    for (int i = 0; i < s->nworkers; i++) {
-        uint32_t r = (t->turn + (uint32_t)i) % (uint32_t)s->nworkers;
-        const zp_worker *w = &s->workers.w[r];
-        if (!w->left && !w->lost && !w->barrier_gen) /* the barrier: shard 0 alone */
-            return r;
-    }
-    return t->turn;
-}
-
-static bool my_turn(const zp_server *s, const zp_table *t, uint32_t rank)
-{
-    return !turns_on(s) || rank >= (uint32_t)s->nworkers || rank == turn_holder(s, t);
-}
-
 void zp_pull_turns_check(zp_server *s)
 {
     /* the holder may have changed by a BYE, a lost worker or the barrier,
      * none of which looks at parked pulls */
-    if (turns_on(s))
+    if (zp_turns_on(s))
         zp_pull_serve_all(s);
-}
-
-/* rank was served a pull of t: under turns the turn is taken until its push */
-static void turn_take(zp_server *s, zp_table *t, uint32_t rank)
-{
-    if (turns_on(s) && !t->rows && rank < (uint32_t)s->nworkers) {
-        t->turn = rank;
-        t->turn_taken = true;
-    }
-}
-
-void zp_pull_turn_done(zp_server *s, zp_table *t, uint32_t rank)
-{
-    if (turns_on(s) && !t->rows && rank == turn_holder(s, t)) {
-        t->turn = (rank + 1) % (uint32_t)s->nworkers;
-        t->turn_taken = false;
-    }
 }
 
 /* Answer a pull by `rank` at `clock` of [offset, offset + count) from t
@@ -160,13 +88,13 @@ static void send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
     rep.count = count;
     rep.data_version = t->version;
     rep.clock = t->round.closed;
-    turn_take(s, t, rank);
+    zp_turns_take(s, t, rank);
     if (cp && cp->codec) {
         zp_record_pull(s, t, rank, clock, wait_us, t->version);
         send_compressed(s, identity, &rep, t, rank, cp);
         return;
     }
-    zp_buf *b = served_params(s, t, rank, &rep.data_version);
+    zp_buf *b = zp_turns_dense_params(s, t, rank, &rep.data_version);
     zp_record_pull(s, t, rank, clock, wait_us, rep.data_version);
     s->cons->pulled(s, t, rank, b);
     t->stats.pulls++;
@@ -183,7 +111,7 @@ static void send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
 
 static bool dense_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
 {
-    return s->cons->pull_ready(s, t, p->rank, p->clock) && my_turn(s, t, p->rank);
+    return s->cons->pull_ready(s, t, p->rank, p->clock) && zp_turns_mine(s, t, p->rank);
 }
 
 static void dense_serve(zp_server *s, zp_table *t, zp_parked *p)
@@ -351,7 +279,7 @@ void zp_pull_on(zp_server *s, zp_request *r)
         zp_reply_ok(s, r->identity, h, ZP_FLAG_PARKED); /* a retry of a pull still waiting */
         return;
     }
-    bool ready = s->cons->pull_ready(s, t, h->rank, h->clock) && my_turn(s, t, h->rank);
+    bool ready = s->cons->pull_ready(s, t, h->rank, h->clock) && zp_turns_mine(s, t, h->rank);
     if (!ready && zp_request_may_park(s, r, w) != 0)
         return;
     zp_workers_record(w, h->seq);

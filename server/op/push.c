@@ -218,7 +218,7 @@ static void count_push(zp_table *t, zp_worker *w, size_t wire, uint64_t raw)
 static void finish(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, uint32_t flags)
 {
     const Zeps__Header *h = r->h;
-    zp_pull_turn_done(s, t, h->rank);
+    zp_turns_done(s, t, h->rank);
     if (h->flags & ZP_FLAG_CLOCK)
         zp_clock_advance(s, w, h->clock);
     zp_reply_ok(s, r->identity, h, flags);

@@ -50,9 +50,10 @@ static void free_reply(void *data, void *hint)
     free(data);
 }
 
-/* Send the rows of ids[0..n) to `identity` as the reply to req_id. */
+/* Send the rows of ids[0..n) to rank's `identity` as the reply to req_id
+ * (under cluster.inject, rows as the schedule serves them: turns.c). */
 static void send_rows(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
-                      int64_t clock, const uint64_t *ids, size_t n, double wait_us)
+                      uint32_t rank, int64_t clock, const uint64_t *ids, size_t n, double wait_us)
 {
     zp_hist_add_log2(&t->stats.pull_wait_us, (uint64_t)wait_us);
     size_t dim = t->rows->dim;
@@ -68,13 +69,17 @@ static void send_rows(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
                        len, n);
         return;
     }
-    zp_sparse_pull(t->rows->store, ids, n, clock, buf, (uint32_t *)(buf + n * dim));
+    uint32_t *versions = (uint32_t *)(buf + n * dim);
+    zp_sparse_pull(t->rows->store, ids, n, clock, buf, versions);
+    zp_turns_rows(s, t, rank, ids, n, buf, versions);
+    zp_turns_take(s, t, rank);
     Zeps__Header rep;
     zp_reply_init(s, NULL, &rep);
     rep.op = ZEPS__OP__PULL;
     rep.req_id = req_id;
     rep.table = t->id;
     rep.count = n;
+    rep.data_version = t->version; /* pushes applied to the table on this shard */
     rep.clock = s->workers.min_clock;
     t->stats.pulls++;
     t->stats.keys_pulled += n;
@@ -156,13 +161,13 @@ static bool rows_room(zp_server *s, zp_request *r, const zp_table *t, const uint
 
 static bool rows_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
 {
-    return s->cons->rows_pull_ready(s, t, p->rank, p->clock);
+    return s->cons->rows_pull_ready(s, t, p->rank, p->clock) && zp_turns_mine(s, t, p->rank);
 }
 
 static void rows_serve(zp_server *s, zp_table *t, zp_parked *p)
 {
     const uint64_t *ids = zp_rows_ids(t->rows, zmq_msg_data(&p->keys), (size_t)p->count);
-    send_rows(s, &p->identity, p->req_id, t, p->clock, ids, (size_t)p->count,
+    send_rows(s, &p->identity, p->req_id, t, p->rank, p->clock, ids, (size_t)p->count,
               (zp_now_s() - p->since_s) * 1e6);
 }
 
@@ -176,13 +181,19 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
     if (!ids || !rows_fit(s, r, t, (uint64_t)n * (t->rows->dim + 1) * sizeof(float)) ||
         !rows_room(s, r, t, ids, n))
         return;
-    bool ready = s->cons->rows_pull_ready(s, t, h->rank, h->clock);
+    char err[512];
+    int rc = zp_turns_rows_ready(s, t, h->rank, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "PULL of sparse table '%s': %s", t->name, err);
+        return;
+    }
+    bool ready = s->cons->rows_pull_ready(s, t, h->rank, h->clock) && zp_turns_mine(s, t, h->rank);
     if (!ready && zp_request_may_park(s, r, w) != 0)
         return;
     zp_workers_record(w, h->seq);
     w->pulls++;
     if (ready) {
-        send_rows(s, r->identity, h->req_id, t, h->clock, ids, n, 0.0);
+        send_rows(s, r->identity, h->req_id, t, h->rank, h->clock, ids, n, 0.0);
         return;
     }
     w->parked++;
@@ -322,6 +333,8 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
         rp.read_versions = zp_rows_versions(
             t->rows, (const unsigned char *)zmq_msg_data(r->payload) + len - vbytes, n);
     zp_workers_record(w, h->seq);
+    if (t->rows->kept.hist) /* staleness on demand: the rows as they were */
+        zp_rowvers_note(&t->rows->kept, t->rows->store, ids, n);
     size_t dropped = s->cons->push_rows(s, t, &rp);
     t->stats.dropped += dropped;
     w->dropped += dropped;

@@ -1,16 +1,17 @@
 /*
  * inject.h - staleness on demand (cluster.inject, docs/consistency.md): the
- * law of the tau a dense pull is served with, for studies that ask what
+ * law of the tau a pull is served with, for studies that ask what
  * theory asks ("what if every gradient were exactly tau versions old?").
  *
  * A schedule is a const zp_inject_ops (fixed, uniform, geometric, replay,
  * straggler, in inject.c). The tau of a pull is a pure function of the
  * seed, the pulling rank and the version the table is at, so every shard
- * and every table draws the same tau for one pull of a worker, and a run
- * whose pulls come in a fixed order (turns, op/pull.c) is reproducible bit
- * for bit. The shard keeps the versions a schedule can reach
- * (table/versions.c); the op layer serves the pull from them and records
- * the tau each push then really had, as in any run.
+ * and every dense table draws the same tau for one pull of a worker, and
+ * a run whose pulls come in a fixed order (turns, op/turns.c) is
+ * reproducible bit for bit. The shard keeps the versions a schedule can
+ * reach (dense slices: table/versions.c; sparse rows, each tau of its own
+ * updates behind: table/rowvers.c); the op layer serves the pull from them
+ * and records the tau each push then really had, as in any run.
  */
 #ifndef ZP_INJECT_H
 #define ZP_INJECT_H
@@ -36,7 +37,7 @@ struct zp_inject {
     uint32_t tau, max_tau, straggler;
     uint32_t window; /* versions kept besides the newest: the largest tau served */
     double p;        /* geometric */
-    bool turns;      /* pulls take turns by rank (op/pull.c) */
+    bool turns;      /* pulls take turns by rank (op/turns.c) */
     uint64_t seed;
     uint64_t *replay_cum; /* replay: counts of tau <= k, k = 0..nreplay-1 (owned) */
     uint32_t nreplay;

@@ -110,6 +110,13 @@ float *zp_rows_grads(zp_rows *t, size_t nvals)
     return t->grads;
 }
 
+int zp_rows_keep_versions(zp_rows *r, uint32_t keep, char *err, size_t errlen)
+{
+    if (r->kept.hist)
+        return 0;
+    return zp_rowvers_init(&r->kept, keep, r->dim, err, errlen);
+}
+
 /* A large scratch is not kept for the next (usually small) push. */
 void zp_rows_trim(zp_rows *t)
 {
@@ -205,6 +212,7 @@ static void rows_destroy(zp_table *t)
     free(r->set_home);
     free(r->grads);
     free(r->vers);
+    zp_rowvers_fini(&r->kept);
     if (r->spec)
         zeps__table_spec__free_unpacked(r->spec, NULL);
     free(r);
@@ -451,6 +459,7 @@ static int rows_reset(zp_table *t, const zp_snap_table *st, char *err, size_t er
         zp_sparse *old = t->rows->store;
         t->rows->store = fresh.rows->store;
         fresh.rows->store = old;
+        zp_rowvers_fini(&t->rows->kept); /* the kept versions belong to a history that is gone */
         t->version = fresh.version;
         t->round.closed = fresh.round.closed;
     }

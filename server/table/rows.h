@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rowvers.h"
 #include "sparse.h"
 #include "zeps.pb-c.h"
 
@@ -38,6 +39,7 @@ typedef struct zp_rows {
     size_t grad_cap;
     uint32_t *vers; /* scratch: row versions read */
     size_t ver_cap;
+    zp_rowvers kept; /* cluster.inject: the rows' last versions (kept.hist NULL: none) */
 } zp_rows;
 
 struct zp_table_kind;
@@ -56,6 +58,11 @@ float *zp_rows_grads(zp_rows *r, size_t n);
 /* n row versions at `data` as aligned u32: `data` itself when aligned,
  * else a copy in the scratch. */
 const uint32_t *zp_rows_versions(zp_rows *r, const void *data, size_t n);
+
+/* Keep the last `keep` versions of every row pushed from now on (staleness
+ * on demand); nothing if they are kept already. Returns 0, or ZEPS_EINVAL
+ * with a message in err when rows of this dim cannot keep that many. */
+int zp_rows_keep_versions(zp_rows *r, uint32_t keep, char *err, size_t errlen);
 
 /* After a push: a large gradient scratch is not kept for the next (usually
  * small) one. */

@@ -126,7 +126,7 @@ struct zp_table {
     zp_cpull cpull;         /* cpull.c */
     zp_parked_queue parked; /* parked.c */
     zp_versions versions;   /* versions.c: kept only under cluster.inject */
-    uint32_t turn;          /* cluster.inject turns: the rank whose pull is next (op/pull.c) */
+    uint32_t turn;          /* cluster.inject turns: the rank whose pull is next (op/turns.c) */
     bool turn_taken;        /* ... and it was served: its push is still to come */
     zp_table_stats stats;
 };

@@ -5,7 +5,8 @@
  * chi-square test on a real run's histogram; the same seed gives the same
  * run bit for bit (every worker hashes every parameter vector it was
  * served), another seed another run; under bsp rounds make tau exact
- * without turns.
+ * without turns; a sparse table's rows are each served exactly tau of
+ * their own updates old.
  */
 #include <check.h>
 #include <inttypes.h>
@@ -34,24 +35,61 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-/* A worker: `steps` pulls and pushes (a rank-dependent gradient, so the
- * order of the pushes shows in the bits); writes the hash of everything it
- * pulled to <dir>/pulls-<r>. */
-static void worker(const zt_cluster *cl, int r, int steps)
+#define NIDS 32 /* the sparse worker's rows, each pulled and pushed every step */
+#define DIM  4
+
+static const zeps_sparse_spec sspec = {
+    .name = "e", .dim = DIM, .optimizer = "sgd", .lr = 0.05, .init = "uniform", .init_scale = 0.5};
+
+/* One step of a dense worker: pull at clock k, hash, push a gradient that
+ * depends on the rank (so the order of the pushes shows in the bits). */
+static int dense_step(zeps_client *c, uint32_t t, zeps_sbatch *b, int r, int64_t k, uint64_t *h)
+{
+    (void)b;
+    float w[LEN], g[LEN];
+    if (zeps_pull(c, t, w, 0, LEN, k) != 0)
+        return 12;
+    *h = fnv(*h, w, sizeof(w));
+    for (int i = 0; i < LEN; i++)
+        g[i] = 0.1f * w[i] + 0.01f * (float)(r + 1) * (float)(i % 7);
+    return zeps_push(c, t, g, 0, LEN, k) != 0 ? 13 : 0;
+}
+
+/* The same over NIDS rows of a sparse table (the batch sends the row
+ * versions its pull saw, so each row's tau is measured). */
+static int sparse_step(zeps_client *c, uint32_t t, zeps_sbatch *b, int r, int64_t k, uint64_t *h)
+{
+    (void)c;
+    (void)t;
+    float w[NIDS * DIM], g[NIDS * DIM];
+    if (zeps_sbatch_pull(b, w, k) != 0)
+        return 12;
+    *h = fnv(*h, w, sizeof(w));
+    for (int i = 0; i < NIDS * DIM; i++)
+        g[i] = 0.1f * w[i] + 0.01f * (float)(r + 1) * (float)(i % 7);
+    return zeps_sbatch_push(b, g, k) != 0 ? 13 : 0;
+}
+
+/* A worker: `steps` steps of its table (dense, or sparse), then the final
+ * barrier; writes the hash of everything it pulled to <dir>/pulls-<r>. */
+static void worker(const zt_cluster *cl, int r, int steps, bool sparse)
 {
     zeps_client *c = zt_client(cl, (uint32_t)r);
     uint32_t t;
-    if (!c || zeps_declare(c, &spec, &t) != 0)
+    if (!c || (sparse ? zeps_declare_sparse(c, &sspec, &t) : zeps_declare(c, &spec, &t)) != 0)
         _exit(11);
-    float w[LEN], g[LEN];
+    zeps_sbatch *b = NULL;
+    uint64_t ids[NIDS];
+    for (int i = 0; i < NIDS; i++)
+        ids[i] = 1000u + (uint64_t)i * 7919u;
+    if (sparse && zeps_sbatch_new(c, t, ids, NIDS, &b) != 0)
+        _exit(11);
     uint64_t h = 0xcbf29ce484222325ull;
     for (int64_t k = 0; k < steps; k++) {
-        if (zeps_pull(c, t, w, 0, LEN, k) != 0)
-            _exit(12);
-        h = fnv(h, w, sizeof(w));
-        for (int i = 0; i < LEN; i++)
-            g[i] = 0.1f * w[i] + 0.01f * (float)(r + 1) * (float)(i % 7);
-        if (zeps_push(c, t, g, 0, LEN, k) != 0 || zeps_clock(c, k) != 0)
+        int rc = (sparse ? sparse_step : dense_step)(c, t, b, r, k, &h);
+        if (rc != 0)
+            _exit(rc);
+        if (zeps_clock(c, k) != 0)
             _exit(13);
     }
     if (zeps_barrier(c) != 0) /* as zeps-worker ends: wait for the others */
@@ -61,6 +99,7 @@ static void worker(const zt_cluster *cl, int r, int steps)
     FILE *f = fopen(path, "w");
     if (!f || fprintf(f, "%016" PRIx64 "\n", h) < 0 || fclose(f) != 0)
         _exit(14);
+    zeps_sbatch_free(&b);
     zeps_client_destroy(&c);
     _exit(0);
 }
@@ -74,31 +113,33 @@ static void wait_workers(const pid_t *pids)
     }
 }
 
-static void run_workers(const zt_cluster *cl, int steps)
+static void run_workers(const zt_cluster *cl, int steps, bool sparse)
 {
     pid_t pids[NW];
     for (int r = 0; r < NW; r++) {
         pids[r] = fork();
         if (pids[r] == 0)
-            worker(cl, r, steps);
+            worker(cl, r, steps, sparse);
     }
     wait_workers(pids);
 }
 
-/* One run: the tau histogram of table 0 on each shard (counts summed over
- * shards into tau[64]) and the workers' pull hashes. */
+/* One run (dense, or sparse: each push counts NIDS rows): the tau
+ * histogram of table 0 on each shard (counts summed over shards into
+ * tau[64]) and the workers' pull hashes. */
 typedef struct run_out {
     uint64_t tau[64];
     uint64_t pushes;
     char hashes[NW][24];
 } run_out;
 
-static void run(const char *mode, const char *inject, int nservers, int steps, run_out *out)
+static void run_as(const char *mode, const char *inject, int nservers, int steps, bool sparse,
+                   run_out *out)
 {
     memset(out, 0, sizeof(*out));
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, nservers, NW, mode, inject, NULL), 0);
-    run_workers(&cl, steps);
+    run_workers(&cl, steps, sparse);
     zeps_client *tool = zt_client(&cl, ZEPS_RANK_TOOL);
     ck_assert_ptr_nonnull(tool);
     for (int k = 0; k < nservers; k++) {
@@ -106,7 +147,8 @@ static void run(const char *mode, const char *inject, int nservers, int steps, r
         ck_assert_ptr_nonnull(st);
         ck_assert_uint_eq(st->n_tables, 1);
         const Zeps__Histogram *h = st->tables[0]->tau;
-        ck_assert_uint_eq(h->n, (uint64_t)NW * (uint64_t)steps); /* every push applied */
+        if (!sparse) /* every push applied (a sparse one counts its rows on this shard) */
+            ck_assert_uint_eq(h->n, (uint64_t)NW * (uint64_t)steps);
         for (size_t i = 0; i < h->n_counts && i < 64; i++)
             out->tau[i] += h->counts[i];
         out->pushes += h->n;
@@ -122,6 +164,11 @@ static void run(const char *mode, const char *inject, int nservers, int steps, r
         fclose(f);
     }
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+static void run(const char *mode, const char *inject, int nservers, int steps, run_out *out)
+{
+    run_as(mode, inject, nservers, steps, false, out);
 }
 
 /* async, fixed tau 3, turns, 2 shards: every push is exactly 3 versions
@@ -171,6 +218,29 @@ START_TEST(test_uniform_seeded)
 }
 END_TEST
 
+/* A sparse table, async, fixed tau 3, turns, 2 shards: every row of every
+ * push is exactly 3 of its own updates old but for each row's first three
+ * (it has nothing older); the run is the same bits twice, and another tau
+ * another run. */
+START_TEST(test_sparse_fixed_exact)
+{
+    const char *inj = "inject = { schedule = \"fixed\"; tau = 3; };";
+    run_out a, b, c;
+    run_as("async", inj, 2, 20, true, &a);
+    ck_assert_uint_eq(a.pushes, (uint64_t)NIDS * NW * 20);
+    ck_assert_uint_eq(a.tau[3], (uint64_t)NIDS * (NW * 20 - 3));
+    ck_assert_uint_eq(a.tau[0], NIDS);
+    ck_assert_uint_eq(a.tau[1], NIDS);
+    ck_assert_uint_eq(a.tau[2], NIDS);
+    run_as("async", inj, 2, 20, true, &b);
+    ck_assert_mem_eq(a.hashes, b.hashes, sizeof(a.hashes));
+    ck_assert_mem_eq(a.tau, b.tau, sizeof(a.tau));
+    run_as("async", "inject = { schedule = \"fixed\"; tau = 1; };", 2, 20, true, &c);
+    ck_assert_uint_eq(c.tau[1], (uint64_t)NIDS * (NW * 20 - 1));
+    ck_assert(memcmp(a.hashes, c.hashes, sizeof(a.hashes)) != 0);
+}
+END_TEST
+
 /* bsp, fixed tau 2: a round's pushes all meet one version, so without
  * turns every push of round c >= 2 is exactly 2 old. */
 START_TEST(test_bsp_fixed)
@@ -190,14 +260,14 @@ END_TEST
 START_TEST(test_unequal_steps)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, NW, "async",
-                                      "inject = { schedule = \"fixed\"; tau = 3; };", NULL),
-                     0);
+    ck_assert_int_eq(
+        zt_cluster_start(&cl, 2, NW, "async", "inject = { schedule = \"fixed\"; tau = 3; };", NULL),
+        0);
     pid_t pids[NW];
     for (int r = 0; r < NW; r++) {
         pids[r] = fork();
         if (pids[r] == 0)
-            worker(&cl, r, r == NW - 1 ? 4 : 12);
+            worker(&cl, r, r == NW - 1 ? 4 : 12, false);
     }
     wait_workers(pids);
     zeps_client *tool = zt_client(&cl, ZEPS_RANK_TOOL);
@@ -255,10 +325,10 @@ static bool is_png(const char *dir, const char *name)
 START_TEST(test_stats_plot)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, NW, "async",
-                                      "inject = { schedule = \"fixed\"; tau = 3; };", NULL),
-                     0);
-    run_workers(&cl, 10);
+    ck_assert_int_eq(
+        zt_cluster_start(&cl, 2, NW, "async", "inject = { schedule = \"fixed\"; tau = 3; };", NULL),
+        0);
+    run_workers(&cl, 10, false);
     char dir[300], cmd[1200];
     snprintf(dir, sizeof(dir), "%s/plots/new", cl.dir); /* made with parents */
     snprintf(cmd, sizeof(cmd), "%s/zepsctl stats --config %s --plot %s > %s/plot.log 2>&1",
@@ -272,8 +342,8 @@ START_TEST(test_stats_plot)
     ck_assert_int_eq(dat_cell(dir, "tau_ranks.dat", "3", NW), 2 * 10);
     ck_assert_int_eq(dat_cell(dir, "clock_gap.dat", "0", 1) >= 0, 1);
     /* tau_by_freq.png: "no data" (no sparse table) */
-    static const char *const png[] = {"tau.png", "tau_ranks.png", "clock_gap.png",
-                                      "pull_wait.png", "tau_by_freq.png"};
+    static const char *const png[] = {"tau.png", "tau_ranks.png", "clock_gap.png", "pull_wait.png",
+                                      "tau_by_freq.png"};
     for (int i = 0; i < 5; i++)
         ck_assert_msg(is_png(dir, png[i]), "%s/%s is not a PNG", dir, png[i]);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
@@ -288,6 +358,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_fixed_exact);
     tcase_add_test(tc, test_uniform_seeded);
     tcase_add_test(tc, test_bsp_fixed);
+    tcase_add_test(tc, test_sparse_fixed_exact);
     tcase_add_test(tc, test_unequal_steps);
     tcase_add_test(tc, test_stats_plot);
     suite_add_tcase(s, tc);

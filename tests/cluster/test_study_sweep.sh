@@ -15,7 +15,10 @@
 #     and both figures are PNG files;
 #  3. the other axes: quadratic and softmax, sgd and momentum, weighting
 #     none / inverse / DC-ASGD, s in {0, 4}: every cell present, every
-#     s = 0 run reaches its target.
+#     s = 0 run reaches its target;
+#  4. a sweep and a quadratic study where nothing reaches the target (an
+#     unreachable one): both still draw every figure (gnuplot stopped at the
+#     empty cost plot before).
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
@@ -105,6 +108,17 @@ if run axes --model quadratic,softmax --optimizer sgd,momentum \
     --weighting none,inverse,dc:0.04 --staleness 0,4 --inject --quick; then
     if check "$work/axes" 12 2 ""; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
     if is_png "$work/axes/cost.png"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+fi
+if run none --model quadratic --inject --staleness 0,2 --seeds 1 --iterations 40 \
+    --target-accuracy 1e-12; then
+    for png in curves cost; do
+        if is_png "$work/none/$png.png"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    done
+fi
+if run none-q --inject --staleness 0,1 --seeds 1 --iterations 30 --steps-only; then
+    for png in cost stability; do
+        if is_png "$work/none-q/$png.png"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    done
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

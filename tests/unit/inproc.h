@@ -208,4 +208,56 @@ static inline int zt_pull(zt_shard *z, uint32_t rank, uint32_t table, uint64_t o
     return zt_send(z, &h, NULL, 0);
 }
 
+/* Declare a sparse table `name` of dim floats a row (sgd, lr 1, zeros) as
+ * rank 0; returns its id. */
+static inline uint32_t zt_declare_sparse(zt_shard *z, const char *name, uint32_t dim)
+{
+    Zeps__TableSpec spec;
+    zeps__table_spec__init(&spec);
+    spec.name = (char *)name;
+    spec.kind = 1;
+    spec.dim = dim;
+    spec.optimizer = "sgd";
+    spec.lr = 1.0;
+    spec.init = "zeros";
+    Zeps__Header h = zt_header(z, ZEPS__OP__DECLARE, 0);
+    h.spec = &spec;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__DECLARE);
+    return zt_last(z)->h->table;
+}
+
+/* A sparse PULL of ids[0..n) at `clock`; returns the replies. */
+static inline int zt_spull(zt_shard *z, uint32_t rank, uint32_t t, const uint64_t *ids, size_t n,
+                           int64_t clock)
+{
+    Zeps__Header h = zt_header(z, ZEPS__OP__PULL, rank);
+    h.table = t;
+    h.count = n;
+    h.clock = clock;
+    return zt_send(z, &h, ids, n * sizeof(uint64_t));
+}
+
+/* A sparse PUSH of n ids with gradients g (ng floats: n * dim when valid)
+ * and, if rv, row versions; returns the replies. */
+static inline int zt_spush(zt_shard *z, uint32_t rank, uint32_t t, const uint64_t *ids, size_t n,
+                           const float *g, size_t ng, const uint32_t *rv)
+{
+    unsigned char buf[4096];
+    size_t len = n * 8;
+    ck_assert_uint_le(n * 12 + ng * sizeof(float), sizeof(buf));
+    memcpy(buf, ids, n * 8);
+    memcpy(buf + len, g, ng * sizeof(float));
+    len += ng * sizeof(float);
+    if (rv) {
+        memcpy(buf + len, rv, n * 4);
+        len += n * 4;
+    }
+    Zeps__Header h = zt_header(z, ZEPS__OP__PUSH, rank);
+    h.table = t;
+    h.count = n;
+    h.flags = rv ? ZP_FLAG_ROW_VERSIONS : 0;
+    return zt_send(z, &h, buf, len);
+}
+
 #endif

@@ -1,8 +1,9 @@
 /*
  * test_inject.c - staleness on demand (cluster.inject): the schedules'
- * laws (state/inject.c), the kept versions (table/versions.c), and a shard
- * in process serving pulls tau behind, in turns, with every push recorded
- * exactly tau old.
+ * laws (state/inject.c), the kept versions of dense slices
+ * (table/versions.c) and of sparse rows (table/rowvers.c), and a shard in
+ * process serving dense and sparse pulls tau behind, in turns, with every
+ * push recorded exactly tau old.
  */
 #include <check.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "inject.h"
 #include "inproc.h"
 #include "ops.h"
+#include "rowvers.h"
 #include "versions.h"
 #include "zeps_errors.h"
 
@@ -250,6 +252,149 @@ START_TEST(test_shard_fixed_turns)
 }
 END_TEST
 
+/* A sparse store of dim 2 (sgd, lr 1) whose row `id` is pushed gradient
+ * -(k + 1) at its k-th update, noted first: after k updates it holds
+ * k(k + 1)/2 in both values. */
+static void push_noted(zp_sparse *st, zp_rowvers *v, uint64_t id, float k)
+{
+    float g[2] = {-(k + 1), -(k + 1)};
+    zp_rowvers_note(v, st, &id, 1);
+    zp_sparse_push(st, &id, 1, g, 1.0f, 0, NULL, NULL, NULL);
+}
+
+static float tri(uint32_t k)
+{
+    return (float)(k * (k + 1) / 2);
+}
+
+/* Serve row `id` (read now) tau behind; its version served in *ver. */
+static float served(zp_sparse *st, const zp_rowvers *v, uint64_t id, uint32_t tau, uint32_t *ver)
+{
+    float row[2];
+    zp_sparse_pull(st, &id, 1, 0, row, ver);
+    zp_rowvers_serve(v, &id, 1, tau, row, ver);
+    ck_assert_float_eq(row[0], row[1]);
+    return row[0];
+}
+
+/* The kept versions of sparse rows: a row is served as it was tau of its
+ * own updates ago, the oldest kept when that is gone; a row evicted and
+ * created again is served its new versions only; the largest history is
+ * refused with the numbers. */
+START_TEST(test_rowvers_ring)
+{
+    zp_sparse_opts o = {
+        .dim = 2, .optimizer = "sgd", .lr = 1, .init = ZP_INIT_ZEROS, .capacity_rows = 1};
+    zp_sparse *st;
+    char err[300];
+    ck_assert_int_eq(zp_sparse_new(&st, &o, err, sizeof(err)), 0);
+    zp_rowvers v;
+    ck_assert_int_eq(zp_rowvers_init(&v, 3, 2, err, sizeof(err)), 0);
+    for (uint32_t k = 0; k < 6; k++)
+        push_noted(st, &v, 7, (float)k);
+    uint32_t ver;
+    ck_assert_float_eq(served(st, &v, 7, 0, &ver), tri(6));
+    ck_assert_uint_eq(ver, 6);
+    ck_assert_float_eq(served(st, &v, 7, 2, &ver), tri(4));
+    ck_assert_uint_eq(ver, 4);
+    ck_assert_float_eq(served(st, &v, 7, 3, &ver), tri(3));
+    ck_assert_float_eq(served(st, &v, 7, 5, &ver), tri(3)); /* 1 is gone: the oldest, 3 */
+    ck_assert_uint_eq(ver, 3);
+    ck_assert_uint_gt(zp_rowvers_bytes(&v), 3 * 3 * sizeof(float));
+    /* capacity 1: row 9 evicts row 7, which then comes back at version 0 */
+    push_noted(st, &v, 9, 0);
+    push_noted(st, &v, 7, 0);
+    push_noted(st, &v, 9, 1); /* 7 out again */
+    for (uint32_t k = 0; k < 2; k++)
+        push_noted(st, &v, 7, (float)k);
+    ck_assert_float_eq(served(st, &v, 7, 1, &ver), tri(1));
+    ck_assert_uint_eq(ver, 1);
+    ck_assert_float_eq(served(st, &v, 7, 3, &ver), 0.0f); /* its new version 0 */
+    ck_assert_uint_eq(ver, 0);
+    zp_rowvers_fini(&v);
+    zp_sparse_destroy(&st);
+    ck_assert(zp_rowvers_fits(455, 8));
+    ck_assert(!zp_rowvers_fits(456, 8));
+    ck_assert_int_eq(zp_rowvers_init(&v, 100, 64, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "100 x (dim + 1) = 6500 floats"));
+    zp_rowvers_fini(&v); /* holds nothing: a no-op */
+}
+END_TEST
+
+/* A sparse table on a shard in process, async, fixed tau 2, turns: rank
+ * 1's pull waits for rank 0's turn, every row is served the version 2
+ * behind its own (the start while there is none), and every row of every
+ * push after the first two is recorded tau 2. */
+START_TEST(test_shard_sparse_turns)
+{
+    zp_config *cfg = zt_config("async", 2, 1);
+    cfg->inject = ZP_INJECT_FIXED;
+    cfg->inject_tau = 2;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    uint32_t id = zt_declare_sparse(z, "emb", 3);
+    zp_table *t = z->s->tables[id];
+    uint64_t ids[2] = {4, 9};
+    float g[6] = {1, 1, 1, 1, 1, 1};
+    ck_assert_int_eq(zt_spull(z, 1, id, ids, 2, 0), 0); /* rank 0's turn: parked */
+    for (int k = 0; k < 12; k++) {
+        uint32_t rank = (uint32_t)(k % 2);
+        if (rank == 0)
+            ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, k), 1);
+        zt_reply *rep = NULL;
+        for (int i = z->n - 1; i >= 0 && !rep; i--)
+            if (z->r[i].h->op == ZEPS__OP__PULL)
+                rep = &z->r[i];
+        ck_assert_ptr_nonnull(rep);
+        const float *rows = rep->data;
+        const uint32_t *rv = (const uint32_t *)(rows + 6);
+        uint32_t want = k >= 2 ? (uint32_t)k - 2 : 0;
+        for (int i = 0; i < 2; i++) {
+            ck_assert_uint_eq(rv[i], want);
+            ck_assert_float_eq(rows[i * 3 + 2], -(float)want);
+        }
+        uint32_t sent[2] = {rv[0], rv[1]};
+        ck_assert_int_ge(zt_spush(z, rank, id, ids, 2, g, 6, sent), 1);
+        if (rank == 1 && k + 1 < 12)
+            ck_assert_int_ge(zt_spull(z, 1, id, ids, 2, k + 1), 0);
+    }
+    zp_hist *h = &t->stats.tau;
+    ck_assert_uint_eq(h->n, 24);
+    ck_assert_uint_eq(h->counts[0], 2);
+    ck_assert_uint_eq(h->counts[1], 2);
+    ck_assert_uint_eq(h->counts[2], 20);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* A sparse table whose rows cannot keep the window is refused at DECLARE,
+ * saying why. */
+START_TEST(test_shard_sparse_too_wide)
+{
+    zp_config *cfg = zt_config("async", 1, 1);
+    cfg->inject = ZP_INJECT_FIXED;
+    cfg->inject_tau = 100;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    Zeps__TableSpec spec;
+    zeps__table_spec__init(&spec);
+    spec.name = "wide";
+    spec.kind = 1;
+    spec.dim = 64;
+    spec.optimizer = "sgd";
+    spec.lr = 1.0;
+    spec.init = "zeros";
+    Zeps__Header h = zt_header(z, ZEPS__OP__DECLARE, 0);
+    h.spec = &spec;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "cluster.inject"));
+    ck_assert_uint_eq(z->s->ntables, 0);
+    zt_shard_free(z);
+}
+END_TEST
+
 /* FINISH: rank 0 reached the target. The pull of rank 1 parked for its
  * turn is answered EFINISHED at once, so are its later pulls, while rank
  * 0's own are still served (its final evaluation); a second FINISH changes
@@ -332,6 +477,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_replay);
     tcase_add_test(tc, test_versions_ring);
     tcase_add_test(tc, test_shard_fixed_turns);
+    tcase_add_test(tc, test_rowvers_ring);
+    tcase_add_test(tc, test_shard_sparse_turns);
+    tcase_add_test(tc, test_shard_sparse_too_wide);
     tcase_add_test(tc, test_shard_finish);
     tcase_add_test(tc, test_shard_finish_needs_target);
     suite_add_tcase(s, tc);

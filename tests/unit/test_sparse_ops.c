@@ -21,23 +21,6 @@
 
 #define DIM 3
 
-static uint32_t declare_sparse(zt_shard *z)
-{
-    Zeps__TableSpec spec;
-    zeps__table_spec__init(&spec);
-    spec.name = "emb";
-    spec.kind = 1;
-    spec.dim = DIM;
-    spec.optimizer = "sgd";
-    spec.lr = 1.0;
-    spec.init = "zeros";
-    Zeps__Header h = zt_header(z, ZEPS__OP__DECLARE, 0);
-    h.spec = &spec;
-    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
-    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__DECLARE);
-    return zt_last(z)->h->table;
-}
-
 /* The first n ids (from 1) that belong (or not) to `shard` of `nshards`. */
 static void ids_of(uint64_t *ids, size_t n, int shard, int nshards, bool mine)
 {
@@ -45,36 +28,6 @@ static void ids_of(uint64_t *ids, size_t n, int shard, int nshards, bool mine)
     for (uint64_t id = 1; k < n; id++)
         if ((zp_sparse_shard_of(id, nshards) == shard) == mine)
             ids[k++] = id;
-}
-
-static int spull(zt_shard *z, uint32_t rank, uint32_t t, const uint64_t *ids, size_t n,
-                 int64_t clock)
-{
-    Zeps__Header h = zt_header(z, ZEPS__OP__PULL, rank);
-    h.table = t;
-    h.count = n;
-    h.clock = clock;
-    return zt_send(z, &h, ids, n * sizeof(uint64_t));
-}
-
-/* A push of n ids with gradients g (n * DIM) and, if rv, row versions. */
-static int spush(zt_shard *z, uint32_t rank, uint32_t t, const uint64_t *ids, size_t n,
-                 const float *g, size_t ng, const uint32_t *rv)
-{
-    unsigned char buf[1024];
-    size_t len = n * 8;
-    memcpy(buf, ids, n * 8);
-    memcpy(buf + len, g, ng * sizeof(float));
-    len += ng * sizeof(float);
-    if (rv) {
-        memcpy(buf + len, rv, n * 4);
-        len += n * 4;
-    }
-    Zeps__Header h = zt_header(z, ZEPS__OP__PUSH, rank);
-    h.table = t;
-    h.count = n;
-    h.flags = rv ? ZP_FLAG_ROW_VERSIONS : 0;
-    return zt_send(z, &h, buf, len);
 }
 
 static zt_shard *start(const char *mode, int nworkers, int nshards)
@@ -87,18 +40,18 @@ static zt_shard *start(const char *mode, int nworkers, int nshards)
 START_TEST(test_pull_checks)
 {
     zt_shard *z = start("async", 1, 2);
-    uint32_t t = declare_sparse(z);
+    uint32_t t = zt_declare_sparse(z, "emb", DIM);
     uint64_t mine[2], theirs[1];
     ids_of(mine, 2, 0, 2, true);
     ids_of(theirs, 1, 0, 2, false);
-    ck_assert_int_eq(spull(z, 0, t, mine, 2, 0), 1);
+    ck_assert_int_eq(zt_spull(z, 0, t, mine, 2, 0), 1);
     zt_reply *r = zt_last(z);
     ck_assert_int_eq(r->h->op, ZEPS__OP__PULL);
     ck_assert_uint_eq(r->len, 2 * (DIM + 1) * 4); /* rows, then u32 versions */
     ck_assert_float_eq(((float *)r->data)[DIM + 1], 0.0f);
     ck_assert_uint_eq(((uint32_t *)r->data)[2 * DIM + 1], 0);
     uint64_t mixed[3] = {mine[0], theirs[0], mine[1]};
-    spull(z, 0, t, mixed, 3, 0);
+    zt_spull(z, 0, t, mixed, 3, 0);
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ERANGE);
     ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "position 1"));
     Zeps__Header h = zt_header(z, ZEPS__OP__PULL, 0);
@@ -118,30 +71,31 @@ END_TEST
 START_TEST(test_push_checks)
 {
     zt_shard *z = start("async", 1, 1);
-    uint32_t t = declare_sparse(z);
+    uint32_t t = zt_declare_sparse(z, "emb", DIM);
     zp_table *tb = z->s->tables[t];
     uint64_t ids[2] = {7, 7};
     float g[2 * DIM] = {1, 1, 1, 1, 1, 1};
-    spush(z, 0, t, ids, 2, g, 2 * DIM, NULL);
+    zt_spush(z, 0, t, ids, 2, g, 2 * DIM, NULL);
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EINVAL); /* repeated */
     ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "twice"));
     ids[1] = 8;
-    spush(z, 0, t, ids, 2, g, 2 * DIM - 1, NULL); /* rows of dim 3, short by one */
+    zt_spush(z, 0, t, ids, 2, g, 2 * DIM - 1, NULL); /* rows of dim 3, short by one */
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ESIZE);
     g[4] = NAN;
-    spush(z, 0, t, ids, 2, g, 2 * DIM, NULL);
+    zt_spush(z, 0, t, ids, 2, g, 2 * DIM, NULL);
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ENONFINITE);
     ck_assert_uint_eq(tb->version, 0); /* nothing applied */
     zp_sparse_counters c;
     zp_sparse_get_counters(tb->rows->store, &c);
     ck_assert_uint_eq(c.rows, 0);
     g[4] = 1;
-    ck_assert_int_eq(spush(z, 0, t, ids, 2, g, 2 * DIM, NULL), 1);
+    ck_assert_int_eq(zt_spush(z, 0, t, ids, 2, g, 2 * DIM, NULL), 1);
     ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__PUSH);
     ck_assert_uint_eq(zt_last(z)->h->flags, 0);
     ck_assert_uint_eq(tb->version, 1);
     ck_assert_uint_eq(tb->stats.keys_pushed, 2);
-    spull(z, 0, t, ids, 2, 0);
+    zt_spull(z, 0, t, ids, 2, 0);
+    ck_assert_uint_eq(zt_last(z)->h->data_version, 1); /* the table's pushes applied here */
     ck_assert_float_eq(((float *)zt_last(z)->data)[DIM], -1.0f);
     ck_assert_uint_eq(((uint32_t *)zt_last(z)->data)[2 * DIM + 1], 1);
     zt_shard_free(z);
@@ -157,14 +111,14 @@ START_TEST(test_weighted_rows)
     cfg->max_staleness = 1;
     zt_shard *z = zt_shard_start(cfg, 0);
     zt_hello(z, 0);
-    uint32_t t = declare_sparse(z);
+    uint32_t t = zt_declare_sparse(z, "emb", DIM);
     uint64_t a = 5, ab[2] = {5, 6};
     float g[2 * DIM] = {1, 1, 1, 1, 1, 1};
     uint32_t rv0[2] = {0, 0};
-    spush(z, 0, t, &a, 1, g, DIM, rv0); /* a: tau 0, w 1 */
-    spush(z, 0, t, &a, 1, g, DIM, rv0); /* a: tau 1, w 1/2 */
+    zt_spush(z, 0, t, &a, 1, g, DIM, rv0); /* a: tau 0, w 1 */
+    zt_spush(z, 0, t, &a, 1, g, DIM, rv0); /* a: tau 1, w 1/2 */
     ck_assert_uint_eq(zt_last(z)->h->flags, 0);
-    spush(z, 0, t, ab, 2, g, 2 * DIM, rv0); /* a: tau 2, dropped; b: tau 0 */
+    zt_spush(z, 0, t, ab, 2, g, 2 * DIM, rv0); /* a: tau 2, dropped; b: tau 0 */
     ck_assert_uint_eq(zt_last(z)->h->flags, ZP_FLAG_DROPPED);
     zp_table *tb = z->s->tables[t];
     ck_assert_uint_eq(tb->stats.dropped, 1);
@@ -205,11 +159,11 @@ END_TEST
 START_TEST(test_async_rows)
 {
     zt_shard *z = start("weighted", 1, 1);
-    uint32_t t = declare_sparse(z);
+    uint32_t t = zt_declare_sparse(z, "emb", DIM);
     uint64_t a = 5;
     float g[DIM] = {2, 2, 2};
-    spush(z, 0, t, &a, 1, g, DIM, NULL);
-    spush(z, 0, t, &a, 1, g, DIM, NULL);
+    zt_spush(z, 0, t, &a, 1, g, DIM, NULL);
+    zt_spush(z, 0, t, &a, 1, g, DIM, NULL);
     zp_sparse_row row;
     ck_assert(zp_sparse_get(z->s->tables[t]->rows->store, 5, &row));
     ck_assert_float_eq(row.values[1], -4.0f);
@@ -224,9 +178,9 @@ START_TEST(test_bsp_pull_waits)
 {
     zt_shard *z = start("bsp", 2, 1);
     zt_hello(z, 1);
-    uint32_t t = declare_sparse(z);
+    uint32_t t = zt_declare_sparse(z, "emb", DIM);
     uint64_t a = 5;
-    ck_assert_int_eq(spull(z, 0, t, &a, 1, 1), 0);
+    ck_assert_int_eq(zt_spull(z, 0, t, &a, 1, 1), 0);
     ck_assert_uint_eq(z->s->tables[t]->parked.n, 1);
     Zeps__Header h = zt_header(z, ZEPS__OP__CLOCK, 0);
     h.clock = 0;

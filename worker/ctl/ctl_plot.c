@@ -10,8 +10,7 @@
 
 #include "spawn.h"
 
-FILE *zp_ctl_plot_open(const char *who, const char *dir, const char *name, char *path,
-                       size_t len)
+FILE *zp_ctl_plot_open(const char *who, const char *dir, const char *name, char *path, size_t len)
 {
     snprintf(path, len, "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
@@ -33,6 +32,14 @@ void zp_ctl_plot_preamble(FILE *f, const char *command, const char *gp)
     fprintf(f, "# Written by: %s\n# gnuplot %s\n", command, gp);
     fprintf(f, "set terminal pngcairo size 900,560 font \",11\"\nset datafile missing \"?\"\n"
                "set termoption noenhanced\nset grid\nset key top left\n");
+}
+
+void zp_ctl_plot_empty(FILE *f, const char *why)
+{
+    fprintf(f,
+            "set label 1 \"%s\" at graph 0.5,0.5 center\nplot [0:1] [1:10] NaN notitle\n"
+            "unset label 1\n",
+            why);
 }
 
 bool zp_ctl_plot_run(const char *who, const char *dir, const char *gp)

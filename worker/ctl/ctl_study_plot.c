@@ -71,6 +71,34 @@ static bool write_stability(const study *st)
     return closed(f, path);
 }
 
+/* Whether any setting reached the threshold at any s (else cost.dat has
+ * no point to plot, and gnuplot would stop at an invalid range). */
+static bool any_converged(const study *st)
+{
+    for (int i = 0; i < st->o.nstal; i++)
+        for (int k = 0; k < NSETTINGS; k++)
+            if (isfinite(zp_ctl_study_report_median_updates(st, st->o.stal[i],
+                                                            zp_ctl_study_settings[k].key)))
+                return true;
+    return false;
+}
+
+/* The cost figure: one line per setting, or a frame saying that none
+ * reached the threshold. */
+static void script_cost(FILE *f, const study *st, const char *d)
+{
+    if (any_converged(st)) {
+        fprintf(f,
+                "plot for [i=2:%d] \"%s/cost.dat\" using 0:i:xtic(1) with linespoints lw 2 "
+                "title columnheader(i)\n",
+                NSETTINGS + 1, d);
+        return;
+    }
+    char why[120];
+    snprintf(why, sizeof(why), "no setting reached rel. distance %g at any s", st->o.threshold);
+    zp_ctl_plot_empty(f, why);
+}
+
 static bool write_script(const study *st, char *gp, size_t len)
 {
     FILE *f = open_in(st, "study.gp", gp, len);
@@ -84,10 +112,7 @@ static bool write_script(const study *st, char *gp, size_t len)
             st->o.dim, st->o.condition, st->o.workers);
     fprintf(f, "set xlabel \"s (%s)\"\nset ylabel \"applied updates to rel. distance %g\"\n", tau,
             st->o.threshold);
-    fprintf(f,
-            "plot for [i=2:%d] \"%s/cost.dat\" using 0:i:xtic(1) with linespoints lw 2 "
-            "title columnheader(i)\n",
-            NSETTINGS + 1, d);
+    script_cost(f, st, d);
     fprintf(f, "set output \"%s/stability.png\"\nset title \"Largest stable lr (L = 1)\"\n", d);
     fprintf(f, "set xlabel \"%s\"\nset ylabel \"lr\"\nset logscale x 2\nset xrange [0.8:*]\n",
             st->o.inject ? "fixed tau = s (plotted at s + 1)" : "bound s (plotted at s + 1)");

@@ -51,6 +51,31 @@ static bool write_curves(const sweep *sw)
     return zp_ctl_plot_close(WHO, f, path);
 }
 
+/* cost.dat's value of `pass` (0: the median updates, 1: their ratio to
+ * s = 0, 2: the median seconds) for row `row` at the i-th s; not finite
+ * where the median missed the target. */
+static double cost_value(const sweep *sw, int pass, size_t row, int i)
+{
+    int k;
+    double m = zp_ctl_sweep_report_median(sw, row, i, &k);
+    if (pass == 2)
+        return zp_ctl_sweep_report_median_s(sw, row, i);
+    return pass ? m / zp_ctl_sweep_report_median(sw, row, 0, &k) : m;
+}
+
+/* Whether cost.dat's pass has a value to plot anywhere (finite and, for
+ * the log scale, positive). */
+static bool cost_any(const sweep *sw, int pass)
+{
+    for (size_t row = 0; row < sw->nrows; row++)
+        for (int i = 0; i < sw->o.ax.nstal; i++) {
+            double v = cost_value(sw, pass, row, i);
+            if (isfinite(v) && v > 0)
+                return true;
+        }
+    return false;
+}
+
 /* cost.dat: s, then per row the median updates, then per row the ratio to
  * s = 0, then per row the median seconds ("?" where the median missed the
  * target). */
@@ -69,12 +94,7 @@ static bool write_cost(const sweep *sw)
         fprintf(f, "%d", sw->o.ax.stal[i]);
         for (int pass = 0; pass < 3; pass++)
             for (size_t row = 0; row < sw->nrows; row++) {
-                int k;
-                double m = zp_ctl_sweep_report_median(sw, row, i, &k);
-                double b = zp_ctl_sweep_report_median(sw, row, 0, &k);
-                double v = pass == 2 ? zp_ctl_sweep_report_median_s(sw, row, i)
-                           : pass    ? m / b
-                                     : m;
+                double v = cost_value(sw, pass, row, i);
                 if (isfinite(v))
                     fprintf(f, " %.6g", v);
                 else
@@ -120,9 +140,24 @@ static void script_curves(const sweep *sw, FILE *f)
     fprintf(f, "unset multiplot\n");
 }
 
+/* One panel of cost.png: pass's columns of cost.dat, or a frame saying
+ * that no row reached the target. */
+static void script_cost_panel(const sweep *sw, FILE *f, int pass)
+{
+    size_t n = sw->nrows, first = 2 + (size_t)pass * n;
+    if (!cost_any(sw, pass)) {
+        zp_ctl_plot_empty(f, pass == 1 ? "no row reached the target at s = 0 and another s"
+                                       : "no row reached the target at any s");
+        return;
+    }
+    fprintf(
+        f,
+        "plot for [c=%zu:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
+        first, first + n - 1, sw->dir);
+}
+
 static void script_cost(const sweep *sw, FILE *f)
 {
-    size_t n = sw->nrows;
     fprintf(f, "reset\nset terminal pngcairo size 1800,560 font \",10\"\n");
     fprintf(f, "set output \"%s/cost.png\"\n", sw->dir);
     fprintf(f, "set datafile missing \"?\"\nset termoption noenhanced\nset grid\n");
@@ -130,20 +165,12 @@ static void script_cost(const sweep *sw, FILE *f)
     fprintf(f, "set xlabel \"staleness bound s (tau ~ U{0..s})\"\n");
     fprintf(f, "set key top left font \",8\"\nset logscale y\n");
     fprintf(f, "set title \"median applied updates to the target\"\n");
-    fprintf(f,
-            "plot for [c=2:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
-            n + 1, sw->dir);
+    script_cost_panel(sw, f, 0);
     fprintf(f, "set title \"cost of staleness: over the row's s = 0\"\nunset logscale y\n");
-    fprintf(
-        f,
-        "plot for [c=%zu:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
-        n + 2, 2 * n + 1, sw->dir);
+    script_cost_panel(sw, f, 1);
     fprintf(f, "set title \"median seconds of rank 0's training to the target\"\n");
     fprintf(f, "set logscale y\n");
-    fprintf(
-        f,
-        "plot for [c=%zu:%zu] \"%s/cost.dat\" using 1:c with linespoints title columnheader(c)\n",
-        2 * n + 2, 3 * n + 1, sw->dir);
+    script_cost_panel(sw, f, 2);
     fprintf(f, "unset multiplot\n");
 }
 

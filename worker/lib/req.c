@@ -226,12 +226,8 @@ static int check_pull_reply(zeps_client *c, zp_req_sub *s, const Zeps__Header *h
 {
     if (s->scatter.rows)
         return scatter_rows(c, s, h, m);
-    if (s->compressed && m->n == 2 && h->count == s->count && h->offset == s->offset) {
-        int rc = apply_compressed_pull(c, s, h, &m->f[1]);
-        if (rc == 0 && s->version_out)
-            *s->version_out = h->data_version;
-        return rc;
-    }
+    if (s->compressed && m->n == 2 && h->count == s->count && h->offset == s->offset)
+        return apply_compressed_pull(c, s, h, &m->f[1]);
     if (m->n != 2 || h->count != s->count || h->offset != s->offset ||
         zmq_msg_size(&m->f[1]) != s->count * sizeof(float))
         return zp_req_fail(c, ZEPS_EPROTO,
@@ -254,8 +250,6 @@ static int check_pull_reply(zeps_client *c, zp_req_sub *s, const Zeps__Header *h
     }
     c->stats.bytes_in += s->count * sizeof(float);
     c->stats.bytes_in_raw += s->count * sizeof(float);
-    if (s->version_out)
-        *s->version_out = h->data_version;
     return 0;
 }
 
@@ -368,6 +362,8 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         switch (r->op) {
         case ZEPS__OP__PULL:
             err = check_pull_reply(c, s, h, m);
+            if (err == 0 && s->version_out) /* the version pulled (a sparse table's pushes) */
+                *s->version_out = h->data_version;
             break;
         case ZEPS__OP__HELLO:
             err = on_hello(c, k, h);

@@ -54,8 +54,8 @@ struct zeps_sbatch {
     float *rows;                  /* destination of the pull in flight */
     unsigned char *push;          /* push payload, shard blocks at boff[k] */
     size_t push_cap;
-    size_t *boff;                 /* [nshards + 1] */
-    unsigned char *enc;           /* compressed push payload, shard k at eoff[k], elen[k] bytes */
+    size_t *boff;       /* [nshards + 1] */
+    unsigned char *enc; /* compressed push payload, shard k at eoff[k], elen[k] bytes */
     size_t enc_cap;
     size_t *eoff, *elen;
     uint32_t codec; /* of the push being sent (0: raw) */
@@ -513,6 +513,7 @@ static int start(zeps_sbatch *b, int push, int64_t clock, zeps_req **req)
                                           .plist = b->plist,
                                           .versions = b->uversions + lo,
                                           .replied = &b->pull_replies};
+            s->version_out = &ti->version[k]; /* the table's pushes applied on shard k */
         }
         zp_req_send(r, s);
     }

@@ -42,14 +42,14 @@ typedef struct zeps_req zeps_req;
 /* Options for zeps_client_new_endpoints(); zero-initialise, then set fields.
  * A zero field takes the default given beside it. */
 typedef struct zeps_options {
-    int request_timeout_ms; /* resend after this long without a reply (2000) */
-    int max_retries;        /* give up with ZEPS_ETIMEDOUT after this many resends (10) */
-    int hello_timeout_ms;   /* how long zeps_client_new waits for every shard (30000) */
-    uint64_t incarnation;   /* 0: chosen at random */
-    int num_workers;        /* informative for tools; workers learn it from HELLO */
+    int request_timeout_ms;     /* resend after this long without a reply (2000) */
+    int max_retries;            /* give up with ZEPS_ETIMEDOUT after this many resends (10) */
+    int hello_timeout_ms;       /* how long zeps_client_new waits for every shard (30000) */
+    uint64_t incarnation;       /* 0: chosen at random */
+    int num_workers;            /* informative for tools; workers learn it from HELLO */
     uint64_t max_message_bytes; /* refuse larger payloads with ZEPS_ETOOBIG (0: no limit) */
-    int fault_drop_sends;   /* fault injection for tests: the first N sends of requests
-                               after HELLO are not sent, as if lost on the wire (0) */
+    int fault_drop_sends;       /* fault injection for tests: the first N sends of requests
+                                   after HELLO are not sent, as if lost on the wire (0) */
     /* CurveZMQ: all three as 40-character Z85 text (zepsctl keygen), or all
      * NULL for a plain connection. Copied; need not outlive the call. */
     const char *curve_server_key; /* the servers' public key */
@@ -64,34 +64,34 @@ typedef struct zeps_table_spec {
     uint64_t length;       /* number of f32 elements */
     const char *optimizer; /* "sgd" | "momentum" | "adagrad" | "adam" */
     double lr;
-    double momentum;       /* momentum: mu (0.9 if 0) */
-    double beta1, beta2;   /* adam (0.9, 0.999 if 0) */
-    double eps;            /* adagrad/adam (1e-8 if 0) */
-    double weight_decay;   /* L2 added to the gradient (0) */
-    const char *init;      /* "zeros" | "constant" | "uniform" | "normal" (NULL = zeros) */
-    double init_scale;     /* constant value, uniform half-width, or normal stddev */
-    uint64_t seed;         /* initializer seed; same seed => same values on any shard count */
-    int has_staleness;     /* ssp: nonzero to give this table its own bound ... */
-    unsigned staleness;    /* ... of this many clocks (else the cluster's `staleness`) */
+    double momentum;     /* momentum: mu (0.9 if 0) */
+    double beta1, beta2; /* adam (0.9, 0.999 if 0) */
+    double eps;          /* adagrad/adam (1e-8 if 0) */
+    double weight_decay; /* L2 added to the gradient (0) */
+    const char *init;    /* "zeros" | "constant" | "uniform" | "normal" (NULL = zeros) */
+    double init_scale;   /* constant value, uniform half-width, or normal stddev */
+    uint64_t seed;       /* initializer seed; same seed => same values on any shard count */
+    int has_staleness;   /* ssp: nonzero to give this table its own bound ... */
+    unsigned staleness;  /* ... of this many clocks (else the cluster's `staleness`) */
 } zeps_table_spec;
 
 /* Per-call timing a client accumulates (seconds), for the scaling figures. */
 typedef struct zeps_client_stats {
-    double wait_s;         /* time spent blocked in zeps_wait (communication not hidden) */
-    uint64_t requests;     /* requests sent, retries excluded */
-    uint64_t retries;      /* requests sent again after a timeout */
-    uint64_t bytes_out;    /* payload bytes pushed */
-    uint64_t bytes_in;     /* payload bytes pulled */
-    uint64_t dropped;      /* pushes the servers received but did not apply (too stale, late) */
+    double wait_s;          /* time spent blocked in zeps_wait (communication not hidden) */
+    uint64_t requests;      /* requests sent, retries excluded */
+    uint64_t retries;       /* requests sent again after a timeout */
+    uint64_t bytes_out;     /* payload bytes pushed */
+    uint64_t bytes_in;      /* payload bytes pulled */
+    uint64_t dropped;       /* pushes the servers received but did not apply (too stale, late) */
     uint64_t bytes_out_raw; /* push bytes before compression (= bytes_out without a codec) */
     uint64_t bytes_in_raw;  /* pull bytes as f32 (= bytes_in without compressed pulls) */
     double encode_s;        /* time spent compressing pushes (error feedback included) */
     double decode_s;        /* time spent validating and applying compressed pulls */
-    uint64_t restarts;     /* ERESTARTED answers: a shard restored from a snapshot */
-    uint64_t pushes_acked; /* push requests acknowledged, once per shard a push reached
-                            * however often it was resent (a DUPLICATE answer acknowledges
-                            * it too): the sum of the shards' per-worker `pushes` (STATS)
-                            * for this rank, if each was applied once */
+    uint64_t restarts;      /* ERESTARTED answers: a shard restored from a snapshot */
+    uint64_t pushes_acked;  /* push requests acknowledged, once per shard a push reached
+                             * however often it was resent (a DUPLICATE answer acknowledges
+                             * it too): the sum of the shards' per-worker `pushes` (STATS)
+                             * for this rank, if each was applied once */
 } zeps_client_stats;
 
 /* Connect as worker `rank` to the cluster described by the cluster file at
@@ -189,11 +189,11 @@ void zeps_view_release(zeps_view **vp);
  * The push buffer is read (not referenced) when a push starts. */
 typedef struct zeps_codec_opts {
     const char *codec;
-    double fraction;     /* topk/randk: share of elements sent (0.01 if 0) */
-    uint64_t count;      /* topk/randk: exact number sent (overrides fraction) */
-    uint32_t block;      /* int8: elements per scale (256 if 0) */
+    double fraction; /* topk/randk: share of elements sent (0.01 if 0) */
+    uint64_t count;  /* topk/randk: exact number sent (overrides fraction) */
+    uint32_t block;  /* int8: elements per scale (256 if 0) */
     int error_feedback;
-    uint64_t seed;       /* stochastic codecs */
+    uint64_t seed; /* stochastic codecs */
 } zeps_codec_opts;
 
 int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *opts);
@@ -234,16 +234,16 @@ int zeps_pull_codec_reset(zeps_client *c, uint32_t table);
  * LRU/LFU under a row capacity or memory budget). Each row has its own
  * optimizer state and version. */
 typedef struct zeps_sparse_spec {
-    const char *name;       /* as for dense tables; one namespace for both */
-    uint32_t dim;           /* values per row, 1..4096 */
-    const char *optimizer;  /* "sgd" | "adagrad" | "adam" | "ftrl" */
-    double lr;              /* step; ftrl: alpha */
-    double beta1, beta2;    /* adam (0.9, 0.999 if 0) */
-    double eps;             /* adagrad/adam (1e-8 if 0) */
-    double weight_decay;    /* L2 added to the gradient (sgd/adagrad/adam) */
-    double l1, l2;          /* ftrl */
-    double ftrl_beta;       /* ftrl beta (1 if 0) */
-    const char *init;       /* "zeros" | "constant" | "uniform" | "normal" */
+    const char *name;      /* as for dense tables; one namespace for both */
+    uint32_t dim;          /* values per row, 1..4096 */
+    const char *optimizer; /* "sgd" | "adagrad" | "adam" | "ftrl" */
+    double lr;             /* step; ftrl: alpha */
+    double beta1, beta2;   /* adam (0.9, 0.999 if 0) */
+    double eps;            /* adagrad/adam (1e-8 if 0) */
+    double weight_decay;   /* L2 added to the gradient (sgd/adagrad/adam) */
+    double l1, l2;         /* ftrl */
+    double ftrl_beta;      /* ftrl beta (1 if 0) */
+    const char *init;      /* "zeros" | "constant" | "uniform" | "normal" */
     double init_scale;
     uint64_t seed;
     uint32_t admit_count;   /* create a row once its id was touched this often (0/1: at once) */
@@ -341,7 +341,7 @@ int zeps_spush(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, co
 typedef struct zeps_pipe zeps_pipe;
 
 #define ZEPS_PIPE_MAX_TABLES 16
-#define ZEPS_PIPE_MAX_AHEAD 64
+#define ZEPS_PIPE_MAX_AHEAD  64
 
 typedef struct zeps_pipe_opts {
     int prefetch;     /* steps pulled ahead of the one being computed (0: none) */
@@ -458,15 +458,16 @@ int zeps_finish(zeps_client *c, int64_t clock);
 int zeps_barrier(zeps_client *c);
 
 /* The version of `table`'s slice on `shard` as returned by the last pull
- * (0 before any). */
+ * (a sparse table: the pushes applied to it on that shard, as of the last
+ * pull of a batch with ids there; 0 before any). */
 uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard);
 
 /* The cluster's consistency mode as the shards said at HELLO: its name
  * ("bsp", ...; for people and logs: decide nothing by it) and, in *caps if
  * not NULL, what it implies (ZEPS_CAP_*). The string lives as long as c. */
-#define ZEPS_CAP_CUTS 0x1u     /* snapshots are consistent cuts at a common clock */
+#define ZEPS_CAP_CUTS     0x1u /* snapshots are consistent cuts at a common clock */
 #define ZEPS_CAP_ROLLBACK 0x2u /* a restored shard sends the whole job back to its cut */
-#define ZEPS_CAP_BOUND 0x4u    /* pulls wait for a staleness bound */
+#define ZEPS_CAP_BOUND    0x4u /* pulls wait for a staleness bound */
 const char *zeps_consistency(const zeps_client *c, uint32_t *caps);
 
 /* Cluster layout learnt at HELLO. */

@@ -208,9 +208,9 @@ static inline int zt_pull(zt_shard *z, uint32_t rank, uint32_t table, uint64_t o
     return zt_send(z, &h, NULL, 0);
 }
 
-/* Declare a sparse table `name` of dim floats a row (sgd, lr 1, zeros) as
- * rank 0; returns its id. */
-static inline uint32_t zt_declare_sparse(zt_shard *z, const char *name, uint32_t dim)
+/* Send the DECLARE of a sparse table `name` of dim floats a row (sgd,
+ * lr 1, zeros) as rank 0; returns the replies (the reply is zt_last). */
+static inline int zt_send_declare_sparse(zt_shard *z, const char *name, uint32_t dim)
 {
     Zeps__TableSpec spec;
     zeps__table_spec__init(&spec);
@@ -222,7 +222,13 @@ static inline uint32_t zt_declare_sparse(zt_shard *z, const char *name, uint32_t
     spec.init = "zeros";
     Zeps__Header h = zt_header(z, ZEPS__OP__DECLARE, 0);
     h.spec = &spec;
-    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    return zt_send(z, &h, NULL, 0);
+}
+
+/* The same, checked to succeed; returns the table's id. */
+static inline uint32_t zt_declare_sparse(zt_shard *z, const char *name, uint32_t dim)
+{
+    ck_assert_int_eq(zt_send_declare_sparse(z, name, dim), 1);
     ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__DECLARE);
     return zt_last(z)->h->table;
 }

@@ -300,7 +300,13 @@ START_TEST(test_rowvers_ring)
     ck_assert_float_eq(served(st, &v, 7, 3, &ver), tri(3));
     ck_assert_float_eq(served(st, &v, 7, 5, &ver), tri(3)); /* 1 is gone: the oldest, 3 */
     ck_assert_uint_eq(ver, 3);
-    ck_assert_uint_gt(zp_rowvers_bytes(&v), 3 * 3 * sizeof(float));
+    /* memory as documented: one record of keep x (dim + 1) floats after a
+     * 24-byte header (rounded up to 8 bytes) per row pushed, and the index */
+    zp_sparse_counters hc;
+    zp_sparse_get_counters(v.hist, &hc);
+    ck_assert_uint_eq(hc.rows, 1);
+    ck_assert_uint_eq(hc.bytes_per_row, 24 + 3 * 3 * sizeof(float) + 4);
+    ck_assert_uint_eq(zp_rowvers_bytes(&v), hc.bytes);
     /* capacity 1: row 9 evicts row 7, which then comes back at version 0 */
     push_noted(st, &v, 9, 0);
     push_noted(st, &v, 7, 0);
@@ -377,17 +383,7 @@ START_TEST(test_shard_sparse_too_wide)
     cfg->inject_tau = 100;
     zt_shard *z = zt_shard_start(cfg, 0);
     zt_hello(z, 0);
-    Zeps__TableSpec spec;
-    zeps__table_spec__init(&spec);
-    spec.name = "wide";
-    spec.kind = 1;
-    spec.dim = 64;
-    spec.optimizer = "sgd";
-    spec.lr = 1.0;
-    spec.init = "zeros";
-    Zeps__Header h = zt_header(z, ZEPS__OP__DECLARE, 0);
-    h.spec = &spec;
-    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    ck_assert_int_eq(zt_send_declare_sparse(z, "wide", 64), 1);
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EINVAL);
     ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "cluster.inject"));
     ck_assert_uint_eq(z->s->ntables, 0);

@@ -162,7 +162,10 @@ static void script_cost(const sweep *sw, FILE *f)
     fprintf(f, "set output \"%s/cost.png\"\n", sw->dir);
     fprintf(f, "set datafile missing \"?\"\nset termoption noenhanced\nset grid\n");
     multiplot(sw, f, 1, 3);
-    fprintf(f, "set xlabel \"staleness bound s (tau ~ U{0..s})\"\n");
+    fprintf(f, "set xlabel \"%s\"\n",
+            sw->o.inject ? "staleness bound s (tau ~ U{0..s}, injected)"
+                         : "staleness bound s (real timing: async drops pushes older than s, "
+                           "ssp bounds clocks by s)");
     fprintf(f, "set key top left font \",8\"\nset logscale y\n");
     fprintf(f, "set title \"median applied updates to the target\"\n");
     script_cost_panel(sw, f, 0);

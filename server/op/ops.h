@@ -47,11 +47,11 @@ void zp_pull_finish_parked(zp_server *s);
 bool zp_turns_injecting(const zp_server *s, uint32_t rank);
 /* whether pulls take turns (inject.turns, in a mode without rounds) */
 bool zp_turns_on(const zp_server *s);
-/* whether rank may be served a pull of t now (always, without turns) */
+/* whether rank may be served a pull of dense t now (always, without turns) */
 bool zp_turns_mine(const zp_server *s, const zp_table *t, uint32_t rank);
-/* rank was served a pull of t: the turn is taken until its push */
+/* rank was served a pull of dense t: the turn is taken until its push */
 void zp_turns_take(zp_server *s, zp_table *t, uint32_t rank);
-/* a push by rank to t was answered: the turn moves on if it was rank's */
+/* a push by rank to dense t was answered: the turn moves on if it was rank's */
 void zp_turns_done(zp_server *s, zp_table *t, uint32_t rank);
 /* A reference on the buffer a pull of dense t by rank is served from
  * (tau behind under injection), its version in *served. */

@@ -8,6 +8,13 @@
  * push is applied, so no push comes between a pull and its push and every
  * push is exactly as old as its pull was served. The turn skips workers
  * that said BYE or were declared lost.
+ *
+ * Only dense tables take turns: every dense step pulls and pushes every
+ * shard of a table, so the turns of all shards move together. A sparse
+ * step visits only the shards holding its ids, and a rank that has none on
+ * a shard would keep that shard's turn while its own pull waits for
+ * another shard's turn held by a rank waiting here: a deadlock. Sparse
+ * rows are served tau behind all the same, exact with one worker.
  */
 #include "ops.h"
 
@@ -48,7 +55,7 @@ bool zp_turns_mine(const zp_server *s, const zp_table *t, uint32_t rank)
 
 void zp_turns_take(zp_server *s, zp_table *t, uint32_t rank)
 {
-    if (zp_turns_on(s) && rank < (uint32_t)s->nworkers) {
+    if (zp_turns_on(s) && !t->rows && rank < (uint32_t)s->nworkers) {
         t->turn = rank;
         t->turn_taken = true;
     }
@@ -56,7 +63,7 @@ void zp_turns_take(zp_server *s, zp_table *t, uint32_t rank)
 
 void zp_turns_done(zp_server *s, zp_table *t, uint32_t rank)
 {
-    if (zp_turns_on(s) && rank == turn_holder(s, t)) {
+    if (zp_turns_on(s) && !t->rows && rank == turn_holder(s, t)) {
         t->turn = (rank + 1) % (uint32_t)s->nworkers;
         t->turn_taken = false;
     }
@@ -89,5 +96,5 @@ void zp_turns_rows(zp_server *s, zp_table *t, uint32_t rank, const uint64_t *ids
     if (!zp_turns_injecting(s, rank) || !t->rows->kept.hist)
         return;
     uint32_t tau = zp_inject_tau(&s->inject, rank, t->version);
-    zp_rowvers_serve(&t->rows->kept, ids, n, tau, rows, versions);
+    zp_rowvers_serve(&t->rows->kept, t->rows->store, ids, n, tau, rows, versions);
 }

@@ -37,7 +37,6 @@ int zp_rowvers_init(zp_rowvers *v, uint32_t keep, uint32_t dim, char *err, size_
     v->keep = keep;
     v->dim = dim;
     v->scratch = zp_alloc((size_t)o.dim * sizeof(float));
-    v->init = zp_alloc((size_t)dim * sizeof(float));
     return 0;
 }
 
@@ -45,7 +44,6 @@ void zp_rowvers_fini(zp_rowvers *v)
 {
     zp_sparse_destroy(&v->hist);
     free(v->scratch);
-    free(v->init);
     memset(v, 0, sizeof(*v));
 }
 
@@ -81,32 +79,32 @@ void zp_rowvers_note(zp_rowvers *v, const zp_sparse *store, const uint64_t *ids,
 {
     for (size_t i = 0; i < n; i++) {
         zp_sparse_row row;
-        if (zp_sparse_get(store, ids[i], &row)) {
+        if (zp_sparse_get(store, ids[i], &row)) /* a new row's version 0 is its init */
             note_one(v, ids[i], row.values, row.version);
-        } else {
-            zp_sparse_init_row(store, ids[i], v->init);
-            note_one(v, ids[i], v->init, 0);
-        }
     }
 }
 
-size_t zp_rowvers_serve(const zp_rowvers *v, const uint64_t *ids, size_t n, uint32_t tau,
-                        float *rows, uint32_t *versions)
+size_t zp_rowvers_serve(const zp_rowvers *v, const zp_sparse *store, const uint64_t *ids, size_t n,
+                        uint32_t tau, float *rows, uint32_t *versions)
 {
     size_t older = 0;
     for (size_t i = 0; i < n && tau > 0; i++) {
         zp_sparse_row row;
-        uint32_t now = versions[i];
-        if (now == 0 || !zp_sparse_get(v->hist, ids[i], &row))
-            continue;
+        uint32_t now = versions[i], want = now > tau ? now - tau : 0;
+        bool kept = now > 0 && zp_sparse_get(v->hist, ids[i], &row);
         /* the versions kept are contiguous up to now - 1: the first found
-         * from now - tau on is the oldest there is */
-        for (uint32_t u = now > tau ? now - tau : 0; u < now; u++) {
-            uint32_t k = u % v->keep;
-            if (tag_of(row.values, k) != u + 1)
+         * from want on is the oldest there is; version 0 is the row's
+         * initial values, made again rather than kept */
+        for (uint32_t u = want; u < now; u++) {
+            float *out = &rows[i * v->dim];
+            if (u == 0) {
+                zp_sparse_init_row(store, ids[i], out);
+            } else if (kept && tag_of(row.values, u % v->keep) == u + 1) {
+                memcpy(out, &row.values[v->keep + (size_t)(u % v->keep) * v->dim],
+                       v->dim * sizeof(float));
+            } else {
                 continue;
-            memcpy(&rows[i * v->dim], &row.values[v->keep + (size_t)k * v->dim],
-                   v->dim * sizeof(float));
+            }
             versions[i] = u;
             older++;
             break;

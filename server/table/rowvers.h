@@ -13,11 +13,15 @@
  * of a row's kept versions, and nothing is kept for a row nobody pushes.
  *
  * Memory: one history of keep * (dim + 1) floats (plus the store's 24-byte
- * header and index slot) for every row pushed since the ring was set up,
- * counted by zp_rowvers_bytes(); keep * (dim + 1) is at most 4096, the
- * store's largest row. A row that is evicted keeps its history; when it
- * comes back its versions start again from 0 and each push overwrites the
- * slot it reuses, so a version served is always the row's own.
+ * header and index slot) for every row a push found already there since
+ * the ring was set up (a push that creates a row notes nothing: version 0
+ * is the row's initial values, made again when served), counted by
+ * zp_rowvers_bytes() and nowhere else (not in STATS, not against the
+ * shard's limits); keep * (dim + 1) is at most 4096, the store's largest
+ * row. A row that is evicted keeps its history, so the histories grow with
+ * every such row ever pushed; when a row comes back
+ * its versions start again from 0 and each push overwrites the slot it
+ * reuses, so a version served is always the row's own.
  *
  * Ownership: a zp_rowvers owns its side store; it reads the table's store
  * and never changes it. Threading: the shard's loop thread only.
@@ -37,7 +41,6 @@ typedef struct zp_rowvers {
     zp_sparse *hist; /* NULL: nothing kept */
     uint32_t keep, dim;
     float *scratch; /* keep * (dim + 1) floats: a new history */
-    float *init;    /* dim floats: a new row's initial values */
 } zp_rowvers;
 
 /* Whether rows of dim floats can keep `keep` versions each. */
@@ -51,17 +54,17 @@ int zp_rowvers_init(zp_rowvers *v, uint32_t keep, uint32_t dim, char *err, size_
 /* Free every kept version; tolerates a zeroed *v. */
 void zp_rowvers_fini(zp_rowvers *v);
 
-/* Before a push of ids[0..n) (distinct) to `store`: note each row as it is
- * now, at its version (a row not yet there: its initial values at version
- * 0). */
+/* Before a push of ids[0..n) (distinct) to `store`: note each row the store
+ * holds as it is now, at its version (a row not there yet starts from its
+ * initial values, version 0, which serve makes again). */
 void zp_rowvers_note(zp_rowvers *v, const zp_sparse *store, const uint64_t *ids, size_t n);
 
-/* After a pull read rows[n * dim] and their versions[n] from the store:
+/* After a pull read rows[n * dim] and their versions[n] from `store`:
  * serve each row as it was tau of its updates ago (version v - tau, or
  * the oldest kept after it if that one is not), rewriting its values and
  * version in place. Returns the rows served older than they are. */
-size_t zp_rowvers_serve(const zp_rowvers *v, const uint64_t *ids, size_t n, uint32_t tau,
-                        float *rows, uint32_t *versions);
+size_t zp_rowvers_serve(const zp_rowvers *v, const zp_sparse *store, const uint64_t *ids, size_t n,
+                        uint32_t tau, float *rows, uint32_t *versions);
 
 /* Bytes the histories take (records and index, as allocated). */
 uint64_t zp_rowvers_bytes(const zp_rowvers *v);

@@ -18,7 +18,8 @@
 #     s = 0 run reaches its target;
 #  4. a sweep and a quadratic study where nothing reaches the target (an
 #     unreachable one): both still draw every figure (gnuplot stopped at the
-#     empty cost plot before).
+#     empty cost plot before);
+#  5. the quadratic study's curves (--curves-only) drawn as curves.png.
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
@@ -119,6 +120,9 @@ if run none-q --inject --staleness 0,1 --seeds 1 --iterations 30 --steps-only; t
     for png in cost stability; do
         if is_png "$work/none-q/$png.png"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
     done
+fi
+if run curves --curves-only --curve-iterations 200 --workers 2; then
+    if is_png "$work/curves/curves.png"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 fi
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -88,6 +88,7 @@ typedef struct study {
     double unstable_lr[MAX_S];                  /* --inject: the smallest lr seen to diverge */
     int curve_seed;                             /* seed of the figure's runs; 0: none */
     size_t curve_runs[2];
+    char curves_path[PATH_MAX]; /* where the report wrote the curves; "" if it did not */
     double t0;
 } study;
 

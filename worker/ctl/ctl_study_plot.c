@@ -3,9 +3,11 @@
  * cost of staleness (median applied updates to the threshold against s,
  * one line per setting, log scale) and the largest stable lr against s
  * (with --inject, the bisection's bracket beside 2 sin(pi/(4s+2)) and
- * Theorem 2's 1/(2(1+s))). The data and a gnuplot script go into the study
- * directory and gnuplot (Debian's gnuplot-nox) turns them into PNGs, so a
- * figure can be remade or restyled from the files alone.
+ * Theorem 2's 1/(2(1+s))), and with curves run, rank 0's distance against
+ * updates for plain async and weighted inverse. The data and a gnuplot
+ * script go into the study directory and gnuplot (Debian's gnuplot-nox)
+ * turns them into PNGs, so a figure can be remade or restyled from the
+ * files alone.
  */
 #include <limits.h>
 #include <math.h>
@@ -99,6 +101,29 @@ static void script_cost(FILE *f, const study *st, const char *d)
     zp_ctl_plot_empty(f, why);
 }
 
+/* curves.png from the curves file (--curves): rank 0's relative distance
+ * against applied updates, plain async and weighted inverse at lr = 1/L.
+ * Nothing when no curves were run or their path could not be quoted. */
+static void script_curves(FILE *f, const study *st, const char *d)
+{
+    const char *c = st->curves_path;
+    if (!c[0] || strpbrk(c, "\"\\\n"))
+        return;
+    fprintf(f, "reset\nset datafile missing \"?\"\nset termoption noenhanced\nset grid\n");
+    fprintf(f, "set output \"%s/curves.png\"\nset logscale xy\nset format y \"1e%%L\"\n", d);
+    fprintf(f, "set title \"quadratic d = %d, kappa = %g, %d workers, lr = 1/L = 1, seed %d\"\n",
+            st->o.dim, st->o.condition, st->o.workers, st->curve_seed);
+    fprintf(f, "set xlabel \"applied updates + 1 (the version rank 0 pulled)\"\n"
+               "set ylabel \"|x - x*| / |x*|\"\nset key top right box opaque\n");
+    fprintf(f, "set arrow from graph 0, first %g to graph 1, first %g nohead dt 2\n",
+            st->o.threshold, st->o.threshold);
+    for (int k = 0; k < 2; k++)
+        fprintf(f, "%s \"%s\" index %d using ($1+1):3 with %s lw 2 title \"%s: %s\"%s",
+                k ? "," : "plot", c, k, k ? "lines" : "linespoints pt 7 ps 0.5",
+                k ? "weighted, w = 1/(1+tau)" : "async, w = 1",
+                zp_ctl_study_run_outcome_word[st->runs[st->curve_runs[k]].out], k ? "\n" : "");
+}
+
 static bool write_script(const study *st, char *gp, size_t len)
 {
     FILE *f = open_in(st, "study.gp", gp, len);
@@ -129,6 +154,7 @@ static bool write_script(const study *st, char *gp, size_t len)
                 d);
     fprintf(f, "f(x) lw 2 title \"2 sin(pi/(4s+2))\", g(x) dt 2 lw 2 "
                "title \"Theorem 2: 1/(2(1+s))\"\n");
+    script_curves(f, st, d);
     return closed(f, gp);
 }
 
@@ -138,6 +164,8 @@ bool zp_ctl_study_plot_write(const study *st)
     if (!write_cost(st) || !write_stability(st) || !write_script(st, gp, sizeof(gp)))
         return false;
     if (zp_ctl_plot_run("study", st->dir, gp))
-        printf("study: figures %s/cost.png, %s/stability.png\n", st->dir, st->dir);
+        printf("study: figures %s/cost.png, %s/stability.png%s%s%s\n", st->dir, st->dir,
+               st->curves_path[0] ? ", " : "", st->curves_path[0] ? st->dir : "",
+               st->curves_path[0] ? "/curves.png" : "");
     return true;
 }

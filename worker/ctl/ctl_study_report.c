@@ -336,8 +336,10 @@ bool zp_ctl_study_report_write(study *st)
     if (!curves[0])
         snprintf(curves, sizeof(curves), "%s/curves.dat", st->dir);
     bool ok = write_json(st, json) && write_markdown(st, md);
-    if (st->curve_seed)
-        ok = write_curves(st, curves) && ok;
+    if (st->curve_seed && write_curves(st, curves))
+        snprintf(st->curves_path, sizeof(st->curves_path), "%s", curves);
+    else if (st->curve_seed)
+        ok = false;
     printf("study: %.0f s; JSON %s, markdown %s%s%s\n", zp_now_s() - st->t0, json, md,
            st->curve_seed ? ", curves " : "", st->curve_seed ? curves : "");
     return ok;

@@ -211,6 +211,12 @@ static int check_cross(zp_config *cfg, parse_ctx *p)
                 "'training.slow_ranks[%d]' = %d is out of range (allowed: 0 <= rank < "
                 "workers = %d)",
                 i, cfg->slow_ranks[i], cfg->num_workers);
+    if (cfg->dc_mean_square > 0 && cfg->dc_lambda == 0)
+        return zp_config_read_fail(
+            p, 0,
+            "'cluster.weighting.dc_mean_square' = %g needs "
+            "'cluster.weighting.dc_lambda' > 0 (DC-ASGD-a scales that lambda)",
+            cfg->dc_mean_square);
     return check_inject(cfg, p);
 }
 

@@ -69,6 +69,8 @@ typedef struct zp_config {
     double weight_lambda;                  /* "lambda": exp decay, default 0.5, > 0 */
     int max_staleness;                     /* "max_staleness": drop pushes with tau above it (versions); -1 = never (default) */
     double dc_lambda;                      /* "dc_lambda": DC-ASGD compensation strength, default 0 (off), >= 0 */
+    double dc_mean_square;                 /* "dc_mean_square": DC-ASGD-a, the momentum m of the mean
+                                              square of g that scales lambda (0: constant lambda), [0, 1) */
     int weighted_bound;                    /* "bound": also hold pulls as ssp with this bound (clocks); -1 = none (default) */
     char metrics_listen[ZP_ENDPOINT_MAX];  /* "metrics_listen": HOST:PORT of each shard's HTTP endpoint; "" = off (default) */
     char worker_metrics_listen[ZP_ENDPOINT_MAX]; /* training "metrics_listen": HOST:PORT of each zeps-worker's HTTP endpoint; "" = off (default) */

@@ -69,6 +69,8 @@ static const key_spec weighting_keys[] = {
     {.name = "max_staleness", .kind = K_INT, .off = FIELD(max_staleness), .imin = -1,
      .imax = INT_MAX},
     {.name = "dc_lambda", .kind = K_FLOAT, .off = FIELD(dc_lambda), .fmin = 0, .fmax = INFINITY},
+    {.name = "dc_mean_square", .kind = K_FLOAT, .off = FIELD(dc_mean_square), .fmin = 0, .fmax = 1,
+     .fmax_open = true},
     {.name = "bound", .kind = K_INT, .off = FIELD(weighted_bound), .imin = -1, .imax = 1000000},
 };
 
@@ -257,6 +259,7 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->weight_lambda = 0.5;
     cfg->max_staleness = -1;
     cfg->dc_lambda = 0.0;
+    cfg->dc_mean_square = 0.0;
     cfg->weighted_bound = -1;
     cfg->inject = ZP_INJECT_OFF;
     cfg->inject_tau = 1;

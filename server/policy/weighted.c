@@ -45,17 +45,27 @@ static bool dc_on(const zp_server *s)
     return s->cfg.dc_lambda > 0;
 }
 
-/* DC-ASGD: replace p->g by its compensated form in the table's scratch. */
+/* DC-ASGD: replace p->g by its compensated form in the table's scratch
+ * (DC-ASGD-a with dc_mean_square > 0: lambda scaled by the running mean
+ * square of the gradients, which every push updates, pulled or not). */
 static int dc_compensate(zp_server *s, zp_table *t, zp_push *p, char *err, size_t errlen)
 {
     const zp_buf *stale = zp_dc_pulled(&t->dc, p->rank);
-    if (!stale)
-        return 0; /* never pulled: w_stale = w_now, no compensation */
-    float *scratch = zp_dc_scratch(&t->dc, t->n);
-    if (!scratch)
-        return zp_errors_set(err, errlen, ZEPS_ENOMEM, "weighted: no memory for DC-ASGD scratch");
-    zp_dc_compensate(scratch + p->off, p->g, t->params->data + p->off, stale->data + p->off,
-                     p->count, (float)s->cfg.dc_lambda);
+    float m = (float)s->cfg.dc_mean_square;
+    float *ms = m > 0 ? zp_dc_mean_square(&t->dc, t->n) : NULL;
+    float *scratch = stale || ms ? zp_dc_scratch(&t->dc, t->n) : NULL;
+    if ((m > 0 && !ms) || ((stale || ms) && !scratch))
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM, "weighted: no memory for DC-ASGD state");
+    const float *now = t->params->data + p->off;
+    /* never pulled: w_stale = w_now, no compensation */
+    const float *was = stale ? stale->data + p->off : now;
+    if (ms)
+        zp_dc_compensate_adaptive(scratch + p->off, p->g, now, was, ms + p->off, p->count,
+                                  (float)s->cfg.dc_lambda, m);
+    else if (stale)
+        zp_dc_compensate(scratch + p->off, p->g, now, was, p->count, (float)s->cfg.dc_lambda);
+    else
+        return 0;
     p->g = scratch + p->off;
     return 0;
 }

@@ -5,6 +5,7 @@
 #include "dc.h"
 
 #include <stdatomic.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "alloc.h"
@@ -43,6 +44,24 @@ void zp_dc_compensate(float *restrict out, const float *restrict g, const float 
         out[i] = g[i] + lambda * g[i] * g[i] * (w_now[i] - w_stale[i]);
 }
 
+void zp_dc_compensate_adaptive(float *restrict out, const float *restrict g,
+                               const float *restrict w_now, const float *restrict w_stale,
+                               float *restrict ms, size_t n, float lambda0, float m)
+{
+    for (size_t i = 0; i < n; i++) {
+        float gg = g[i] * g[i];
+        ms[i] = m * ms[i] + (1.0f - m) * gg;
+        out[i] = g[i] + lambda0 / sqrtf(ms[i] + 1e-7f) * gg * (w_now[i] - w_stale[i]);
+    }
+}
+
+float *zp_dc_mean_square(zp_dc *dc, size_t n)
+{
+    if (!dc->ms)
+        dc->ms = calloc(n ? n : 1, sizeof(float));
+    return dc->ms;
+}
+
 void zp_dc_fini(zp_dc *dc, int nworkers)
 {
     for (int r = 0; r < nworkers && dc->pulled; r++)
@@ -50,11 +69,13 @@ void zp_dc_fini(zp_dc *dc, int nworkers)
             zp_buf_release(dc->pulled[r]->data, dc->pulled[r]);
     free(dc->pulled);
     free(dc->scratch);
+    free(dc->ms);
     dc->pulled = NULL;
     dc->scratch = NULL;
+    dc->ms = NULL;
 }
 
 uint64_t zp_dc_bytes(const zp_dc *dc, size_t n)
 {
-    return dc->scratch ? n * sizeof(float) : 0;
+    return ((dc->scratch ? n : 0) + (dc->ms ? n : 0)) * sizeof(float);
 }

@@ -14,8 +14,8 @@
 #     same updates at every s, the seconds to the target are in the JSON,
 #     and both figures are PNG files;
 #  3. the other axes: quadratic and softmax, sgd and momentum, weighting
-#     none / inverse / DC-ASGD, s in {0, 4}: every cell present, every
-#     s = 0 run reaches its target;
+#     none / inverse / DC-ASGD / DC-ASGD-a, s in {0, 4}: every cell present,
+#     every s = 0 run reaches its target;
 #  4. a sweep and a quadratic study where nothing reaches the target (an
 #     unreachable one): both still draw every figure (gnuplot stopped at the
 #     empty cost plot before);
@@ -106,8 +106,8 @@ if run zhang --preset zhang --quick; then
     done
 fi
 if run axes --model quadratic,softmax --optimizer sgd,momentum \
-    --weighting none,inverse,dc:0.04 --staleness 0,4 --inject --quick; then
-    if check "$work/axes" 12 2 ""; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    --weighting none,inverse,dc:0.04,dca:8 --staleness 0,4 --inject --quick; then
+    if check "$work/axes" 16 2 ""; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
     if is_png "$work/axes/cost.png"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 fi
 if run none --model quadratic --inject --staleness 0,2 --seeds 1 --iterations 40 \

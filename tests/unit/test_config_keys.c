@@ -136,6 +136,10 @@ START_TEST(weighting_errors)
                  "dc_lambda >= 0", NULL);
     expect_error(HEAD "  weighting = { dc_lambda = 1e400; };\n" TAIL, ZEPS_ECONFIG,
                  "'cluster.weighting.dc_lambda' = inf", NULL);
+    expect_error(HEAD "  weighting = { dc_lambda = 0.5; dc_mean_square = 1.0; };\n" TAIL,
+                 ZEPS_ECONFIG, "'cluster.weighting.dc_mean_square' = 1 is out of range", NULL);
+    expect_error(HEAD "  weighting = { dc_mean_square = 0.95; };\n" TAIL, ZEPS_ECONFIG,
+                 "needs 'cluster.weighting.dc_lambda' > 0", NULL);
     expect_error(HEAD "  weighting = {\n    max_staleness = -2;\n  };\n" TAIL, ZEPS_ECONFIG,
                  "cluster.conf:5: 'cluster.weighting.max_staleness' = -2 is out of range",
                  "-1 <= max_staleness", NULL);

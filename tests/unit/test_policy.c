@@ -327,6 +327,33 @@ START_TEST(test_weighted_dc)
 }
 END_TEST
 
+/* DC-ASGD-a: lambda scaled by the running mean square of the pushed
+ * gradients, which a push updates whether or not its sender pulled. */
+START_TEST(test_weighted_dc_adaptive)
+{
+    zp_config *cfg = zt_config("weighted", 2, 1);
+    cfg->weight_fn = ZP_WEIGHT_NONE;
+    cfg->dc_lambda = 0.5;
+    cfg->dc_mean_square = 0.75;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zp_table *t = table(z, 1, 1.0);
+    zt_hello(z, 1);
+    zt_pull(z, 1, 0, 0, 1, 0); /* rank 1 holds w = 1 */
+    float g[1] = {2.0f};
+    zp_push_result res;
+    push(z, t, 0, 0, 0, g, 1, &res); /* not pulled: plain, w = -1; ms = 0.25 * 4 = 1 */
+    ck_assert_float_eq(t->params->data[0], -1.0f);
+    ck_assert_float_eq_tol(t->dc.ms[0], 1.0f, 1e-6f);
+    /* ms = 0.75 + 0.25 * 4 = 1.75; g + 0.5 / sqrt(1.75) * 4 * (-1 - 1) */
+    push(z, t, 1, 0, 0, g, 1, &res);
+    float want = -1.0f - (2.0f - 0.5f / sqrtf(1.75f + 1e-7f) * 4.0f * 2.0f);
+    ck_assert_float_eq_tol(t->params->data[0], want, 1e-5f);
+    ck_assert_float_eq_tol(t->dc.ms[0], 1.75f, 1e-6f);
+    ck_assert_uint_eq(zp_dc_bytes(&t->dc, 1), 2 * sizeof(float));
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("policy");
@@ -342,6 +369,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_weights);
     tcase_add_test(tc, test_weighted);
     tcase_add_test(tc, test_weighted_dc);
+    tcase_add_test(tc, test_weighted_dc_adaptive);
     suite_add_tcase(s, tc);
     return s;
 }

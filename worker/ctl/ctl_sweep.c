@@ -41,7 +41,9 @@ void zp_ctl_sweep_usage(FILE *f)
             "  --depth LIST         mlp hidden layers (1)\n"
             "  --width LIST         mlp hidden units per layer (64)\n"
             "  --optimizer LIST     sgd, momentum, adam (sgd)\n"
-            "  --weighting LIST     none, inverse, lr_over_tau, exp, dc:LAMBDA (DC-ASGD) (none)\n"
+            "  --weighting LIST     none, inverse, lr_over_tau, exp, dc:LAMBDA (DC-ASGD),\n"
+            "                       dca:LAMBDA0 (DC-ASGD-a: LAMBDA0 / sqrt(mean square of g),\n"
+            "                       m = 0.95) (none)\n"
             "  --consistency LIST   async, ssp, bsp (async)\n"
             "  --staleness LIST     s (0,4,8,16)\n"
             "Delay model: --inject (tau ~ U{0..s} served by the shard, pulls in turns; the\n"
@@ -136,10 +138,13 @@ static bool weighting_item(sweep_opts *o, const char *t, int i)
     sweep_weighting *w = &o->ax.weighting[i];
     snprintf(w->name, sizeof(w->name), "%s", t);
     w->function = "none";
-    if (strncmp(t, "dc:", 3) == 0) {
+    bool adaptive = strncmp(t, "dca:", 4) == 0;
+    if (adaptive || strncmp(t, "dc:", 3) == 0) {
+        const char *v = t + (adaptive ? 4 : 3);
         char *end;
-        w->dc_lambda = strtod(t + 3, &end);
-        return end != t + 3 && !*end && w->dc_lambda > 0 && w->dc_lambda < 1e6;
+        w->dc_lambda = strtod(v, &end);
+        w->dc_mean_square = adaptive ? 0.95 : 0; /* the paper's m */
+        return end != v && !*end && w->dc_lambda > 0 && w->dc_lambda < 1e6;
     }
     for (size_t k = 0; k < sizeof(fns) / sizeof(fns[0]); k++)
         if (strcmp(t, fns[k]) == 0)
@@ -312,9 +317,10 @@ static void defaults(sweep_opts *o, bool quick, const char *preset, bool inject)
     list_opt(o, O_DEPTH, dai ? (quick ? "1,3" : "1,2,3,4") : "1");
     list_opt(o, O_WIDTH, "64");
     list_opt(o, O_OPT, dai ? (quick ? "sgd,adam" : "sgd,momentum,adam") : "sgd");
-    list_opt(o, O_WEIGHT, !zhang ? "none"
-                          : quick ? "none,lr_over_tau,dc:4"
-                                  : "none,lr_over_tau,dc:0.04,dc:0.4,dc:4,dc:40");
+    list_opt(o, O_WEIGHT,
+             !zhang  ? "none"
+             : quick ? "none,lr_over_tau,dc:4"
+                     : "none,lr_over_tau,dc:0.04,dc:0.4,dc:4,dc:40");
     list_opt(o, O_CONS, zhang ? "async,bsp" : "async");
     list_opt(o, O_STAL, quick ? "0,8" : "0,4,8,16");
     (void)ax;

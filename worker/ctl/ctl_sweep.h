@@ -48,7 +48,8 @@ bool zp_ctl_sweep_model_prepare(sweep *sw);
 typedef struct sweep_weighting {
     char name[SW_NAME]; /* "none", "inverse", "lr_over_tau", "exp", "dc:0.04" */
     const char *function;
-    double dc_lambda; /* > 0: DC-ASGD */
+    double dc_lambda;      /* > 0: DC-ASGD */
+    double dc_mean_square; /* > 0: DC-ASGD-a (lambda scaled by the mean square of g) */
 } sweep_weighting;
 
 /* The axes, as given (or filled in by defaults and presets). */

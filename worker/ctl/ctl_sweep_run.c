@@ -37,9 +37,10 @@ static void write_weighting(FILE *f, const sweep *sw, const sweep_cell *c, bool 
     int bound = sw->o.inject ? -1 : ssp ? c->s : c->s / sw->o.workers;
     fprintf(f, "  consistency = \"weighted\";\n");
     fprintf(f,
-            "  weighting = { function = \"%s\"; dc_lambda = %.10g; max_staleness = %d; "
-            "bound = %d; };\n",
-            c->weighting->function, c->weighting->dc_lambda, maxs, bound);
+            "  weighting = { function = \"%s\"; dc_lambda = %.10g; dc_mean_square = %.10g; "
+            "max_staleness = %d; bound = %d; };\n",
+            c->weighting->function, c->weighting->dc_lambda, c->weighting->dc_mean_square, maxs,
+            bound);
 }
 
 /* The consistency axis: what each mode's cluster file needs written. */

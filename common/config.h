@@ -82,7 +82,7 @@ typedef struct zp_config {
     char inject_replay[ZP_PATH_MAX];       /* "replay_file": replay's histogram */
     int inject_straggler;                  /* "straggler": the slow rank, default 0, < workers */
     int inject_window;                     /* "window": versions kept; 0 = the schedule's largest tau */
-    bool inject_turns;                     /* "turns": pulls of dense tables take turns by rank so
+    bool inject_turns;                     /* "turns": pulls of a table take turns by rank so
                                               no push comes between a pull and its push (exact tau);
                                               default true; unused where pushes wait for rounds */
     uint64_t inject_seed;                  /* "seed": default 1 */

@@ -49,9 +49,12 @@ bool zp_turns_injecting(const zp_server *s, uint32_t rank);
 bool zp_turns_on(const zp_server *s);
 /* whether rank may be served a pull of dense t now (always, without turns) */
 bool zp_turns_mine(const zp_server *s, const zp_table *t, uint32_t rank);
-/* rank was served a pull of dense t: the turn is taken until its push */
+/* whether rank may be served a pull of sparse t for step `clock` now (its
+ * turn, in a round up to that step; always, without turns) */
+bool zp_turns_rows_mine(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock);
+/* rank was served a pull of t: the turn is taken until its push */
 void zp_turns_take(zp_server *s, zp_table *t, uint32_t rank);
-/* a push by rank to dense t was answered: the turn moves on if it was rank's */
+/* a push by rank to t was answered: the turn moves on if it was rank's */
 void zp_turns_done(zp_server *s, zp_table *t, uint32_t rank);
 /* A reference on the buffer a pull of dense t by rank is served from
  * (tau behind under injection), its version in *served. */

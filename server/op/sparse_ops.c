@@ -51,8 +51,8 @@ static void free_reply(void *data, void *hint)
 }
 
 /* Send the rows of ids[0..n) to rank's `identity` as the reply to req_id
- * (under cluster.inject, rows as the schedule serves them: turns.c; sparse
- * pulls do not take turns, see there). */
+ * (under cluster.inject, rows as the schedule serves them, in turns by
+ * round: turns.c). */
 static void send_rows(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_table *t,
                       uint32_t rank, int64_t clock, const uint64_t *ids, size_t n, double wait_us)
 {
@@ -73,6 +73,7 @@ static void send_rows(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
     uint32_t *versions = (uint32_t *)(buf + n * dim);
     zp_sparse_pull(t->rows->store, ids, n, clock, buf, versions);
     zp_turns_rows(s, t, rank, ids, n, buf, versions);
+    zp_turns_take(s, t, rank);
     Zeps__Header rep;
     zp_reply_init(s, NULL, &rep);
     rep.op = ZEPS__OP__PULL;
@@ -161,7 +162,8 @@ static bool rows_room(zp_server *s, zp_request *r, const zp_table *t, const uint
 
 static bool rows_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
 {
-    return s->cons->rows_pull_ready(s, t, p->rank, p->clock);
+    return s->cons->rows_pull_ready(s, t, p->rank, p->clock) &&
+           zp_turns_rows_mine(s, t, p->rank, p->clock);
 }
 
 static void rows_serve(zp_server *s, zp_table *t, zp_parked *p)
@@ -187,7 +189,8 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
         zp_reply_error(s, r->identity, h, rc, "PULL of sparse table '%s': %s", t->name, err);
         return;
     }
-    bool ready = s->cons->rows_pull_ready(s, t, h->rank, h->clock);
+    bool ready = s->cons->rows_pull_ready(s, t, h->rank, h->clock) &&
+                 zp_turns_rows_mine(s, t, h->rank, h->clock);
     if (!ready && zp_request_may_park(s, r, w) != 0)
         return;
     zp_workers_record(w, h->seq);

@@ -9,12 +9,22 @@
  * push is exactly as old as its pull was served. The turn skips workers
  * that said BYE or were declared lost.
  *
- * Only dense tables take turns: every dense step pulls and pushes every
- * shard of a table, so the turns of all shards move together. A sparse
- * step visits only the shards holding its ids, and a rank that has none on
- * a shard would keep that shard's turn while its own pull waits for
- * another shard's turn held by a rank waiting here: a deadlock. Sparse
- * rows are served tau behind all the same, exact with one worker.
+ * Dense tables: every dense step pulls and pushes every shard of a table,
+ * so the turns of all shards move together, one push at a time.
+ *
+ * Sparse tables take turns by round: a sparse step visits only the shards
+ * holding its ids, so a turn that waited for a rank's push would stay with
+ * a rank that has no ids here while that rank waits for another shard's
+ * turn, held by a rank waiting here: a deadlock. So a sparse table's turn
+ * is for a (round, rank), visited in order: round c is every rank's step c.
+ * The holder may be served a pull of a step up to c (a pull for a later
+ * step waits), and the turn moves on when the holder pushes, or once the
+ * holder finished step c (its CLOCK) without a push here, or at once for a
+ * rank that finished step c before the turn reached it, said BYE, was
+ * declared lost or waits in the final barrier. Each shard then serves the
+ * steps in one order, (round, rank), whatever the timing: the smallest
+ * unfinished (round, rank) always holds every turn it needs, so there is
+ * no deadlock, and a run is the same bits for the same seed.
  */
 #include "ops.h"
 
@@ -48,6 +58,74 @@ static uint32_t turn_holder(const zp_server *s, const zp_table *t)
     return t->turn;
 }
 
+/* ------------------------------------------------------ sparse: by round */
+
+/* Whether w can take no turn in round c: gone, or its step c is over. */
+static bool rows_skips(const zp_worker *w, uint64_t c)
+{
+    return w->left || w->lost || w->barrier_gen || w->clock > (int64_t)c;
+}
+
+/* The rank whose turn it is on sparse t, its round in *round: t's turn
+ * moved past every rank that cannot take it (nothing is changed here). */
+static uint32_t rows_holder(const zp_server *s, const zp_table *t, uint64_t *round)
+{
+    uint32_t n = (uint32_t)s->nworkers, r = t->turn;
+    uint64_t c = t->turn_round;
+    const zp_worker *h = &s->workers.w[r];
+    *round = c;
+    if (t->turn_taken && !h->left && !h->barrier_gen && h->clock <= (int64_t)c)
+        return r;            /* served, its step not over: it keeps the turn until its push */
+    int64_t low = INT64_MAX; /* the earliest step a live worker has not finished */
+    for (uint32_t i = 0; i < n; i++) {
+        const zp_worker *w = &s->workers.w[i];
+        if (!w->left && !w->lost && !w->barrier_gen && w->clock < low)
+            low = w->clock;
+    }
+    if (low == INT64_MAX)
+        return r;            /* nobody can take it */
+    if ((uint64_t)low > c) { /* everyone is past round c: on to the first round not */
+        c = (uint64_t)low;
+        r = 0;
+    }
+    for (uint32_t i = 0; i <= 2 * n && rows_skips(&s->workers.w[r], c); i++) {
+        r = (r + 1) % n;
+        c += r == 0;
+    }
+    *round = c;
+    return r;
+}
+
+bool zp_turns_rows_mine(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock)
+{
+    if (!zp_turns_on(s) || rank >= (uint32_t)s->nworkers)
+        return true;
+    uint64_t c;
+    return rank == rows_holder(s, t, &c) && clock <= (int64_t)c;
+}
+
+/* rank was served a pull of sparse t: the turn is taken until its push */
+static void rows_take(zp_server *s, zp_table *t, uint32_t rank)
+{
+    uint64_t c;
+    if (rows_holder(s, t, &c) != rank)
+        return;
+    t->turn = rank;
+    t->turn_round = c;
+    t->turn_taken = true;
+}
+
+/* a push by rank to sparse t: its visit of the round is over */
+static void rows_done(zp_server *s, zp_table *t, uint32_t rank)
+{
+    uint64_t c;
+    if (rows_holder(s, t, &c) != rank)
+        return;
+    t->turn = (rank + 1) % (uint32_t)s->nworkers;
+    t->turn_round = c + (t->turn == 0);
+    t->turn_taken = false;
+}
+
 bool zp_turns_mine(const zp_server *s, const zp_table *t, uint32_t rank)
 {
     return !zp_turns_on(s) || rank >= (uint32_t)s->nworkers || rank == turn_holder(s, t);
@@ -55,7 +133,9 @@ bool zp_turns_mine(const zp_server *s, const zp_table *t, uint32_t rank)
 
 void zp_turns_take(zp_server *s, zp_table *t, uint32_t rank)
 {
-    if (zp_turns_on(s) && !t->rows && rank < (uint32_t)s->nworkers) {
+    if (zp_turns_on(s) && t->rows && rank < (uint32_t)s->nworkers)
+        rows_take(s, t, rank);
+    else if (zp_turns_on(s) && rank < (uint32_t)s->nworkers) {
         t->turn = rank;
         t->turn_taken = true;
     }
@@ -63,7 +143,9 @@ void zp_turns_take(zp_server *s, zp_table *t, uint32_t rank)
 
 void zp_turns_done(zp_server *s, zp_table *t, uint32_t rank)
 {
-    if (zp_turns_on(s) && !t->rows && rank == turn_holder(s, t)) {
+    if (zp_turns_on(s) && t->rows && rank < (uint32_t)s->nworkers)
+        rows_done(s, t, rank);
+    else if (zp_turns_on(s) && !t->rows && rank == turn_holder(s, t)) {
         t->turn = (rank + 1) % (uint32_t)s->nworkers;
         t->turn_taken = false;
     }

@@ -59,7 +59,7 @@ typedef struct zp_table_stats {
     uint64_t pushes, pulls;
     uint64_t keys_pulled, keys_pushed;    /* sparse */
     zp_hist tau, clock_gap, pull_wait_us; /* exact staleness (hist.h) */
-    zp_freq_hist tau_by_freq; /* sparse: per-row tau by row frequency */
+    zp_freq_hist tau_by_freq;             /* sparse: per-row tau by row frequency */
     uint64_t dropped, late;
     uint64_t push_bytes_wire, push_bytes_raw; /* compression accounting */
     double decode_s;
@@ -128,6 +128,7 @@ struct zp_table {
     zp_versions versions;   /* versions.c: kept only under cluster.inject */
     uint32_t turn;          /* cluster.inject turns: the rank whose pull is next (op/turns.c) */
     bool turn_taken;        /* ... and it was served: its push is still to come */
+    uint64_t turn_round;    /* a sparse table's turns: the step the turn is for (op/turns.c) */
     zp_table_stats stats;
 };
 

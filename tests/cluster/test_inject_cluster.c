@@ -6,7 +6,7 @@
  * run bit for bit (every worker hashes every parameter vector it was
  * served), another seed another run; under bsp rounds make tau exact
  * without turns; a sparse table's rows are each served exactly tau of
- * their own updates old (one worker: sparse pulls take no turns).
+ * their own updates old, with steps that visit one shard only.
  */
 #include <check.h>
 #include <inttypes.h>
@@ -19,6 +19,7 @@
 
 #include "check_main.h"
 #include "harness.h"
+#include "sparse_hash.h"
 #include "zeps.h"
 
 #define LEN 64
@@ -35,15 +36,30 @@ static uint64_t fnv(uint64_t h, const void *p, size_t n)
     return h;
 }
 
-#define NIDS 32 /* the sparse worker's rows, each pulled and pushed every step */
-#define DIM  4
+#define NIDS           32 /* the sparse worker's rows */
+#define DIM            4
+#define NSHARDS_SPARSE 2
+
+/* The sparse worker's batches: every id (0), the ids of shard 0 only (1),
+ * of shard 1 only (2); rank r uses batch (r + k) % 3 at step k, so some
+ * steps visit one shard and not the other. */
+static void sparse_ids(uint64_t *all, uint64_t part[2][NIDS], size_t npart[2])
+{
+    npart[0] = npart[1] = 0;
+    for (int i = 0; i < NIDS; i++) {
+        all[i] = 1000u + (uint64_t)i * 7919u;
+        int k = zp_sparse_shard_of(all[i], NSHARDS_SPARSE);
+        part[k][npart[k]++] = all[i];
+    }
+}
 
 static const zeps_sparse_spec sspec = {
     .name = "e", .dim = DIM, .optimizer = "sgd", .lr = 0.05, .init = "uniform", .init_scale = 0.5};
 
 /* One step of a dense worker: pull at clock k, hash, push a gradient that
  * depends on the rank (so the order of the pushes shows in the bits). */
-static int dense_step(zeps_client *c, uint32_t t, zeps_sbatch *b, int r, int64_t k, uint64_t *h)
+static int dense_step(zeps_client *c, uint32_t t, zeps_sbatch *const *b, int r, int64_t k,
+                      uint64_t *h)
 {
     (void)b;
     float w[LEN], g[LEN];
@@ -55,19 +71,34 @@ static int dense_step(zeps_client *c, uint32_t t, zeps_sbatch *b, int r, int64_t
     return zeps_push(c, t, g, 0, LEN, k) != 0 ? 13 : 0;
 }
 
-/* The same over NIDS rows of a sparse table (the batch sends the row
- * versions its pull saw, so each row's tau is measured). */
-static int sparse_step(zeps_client *c, uint32_t t, zeps_sbatch *b, int r, int64_t k, uint64_t *h)
+/* The same over rows of a sparse table, batch (r + k) % 3 (the batch
+ * sends the row versions its pull saw, so each row's tau is measured). */
+static int sparse_step(zeps_client *c, uint32_t t, zeps_sbatch *const *b, int r, int64_t k,
+                       uint64_t *h)
 {
     (void)c;
     (void)t;
+    zeps_sbatch *s = b[(r + k) % 3];
+    size_t n = zeps_sbatch_size(s) * DIM;
     float w[NIDS * DIM], g[NIDS * DIM];
-    if (zeps_sbatch_pull(b, w, k) != 0)
+    if (zeps_sbatch_pull(s, w, k) != 0)
         return 12;
-    *h = fnv(*h, w, sizeof(w));
-    for (int i = 0; i < NIDS * DIM; i++)
+    *h = fnv(*h, w, n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
         g[i] = 0.1f * w[i] + 0.01f * (float)(r + 1) * (float)(i % 7);
-    return zeps_sbatch_push(b, g, k) != 0 ? 13 : 0;
+    return zeps_sbatch_push(s, g, k) != 0 ? 13 : 0;
+}
+
+/* Rows pushed in all by NW sparse workers over `steps` steps. */
+static uint64_t sparse_rows_pushed(int steps)
+{
+    uint64_t all[NIDS], part[2][NIDS], total = 0;
+    size_t npart[2];
+    sparse_ids(all, part, npart);
+    for (int r = 0; r < NW; r++)
+        for (int k = 0; k < steps; k++)
+            total += (r + k) % 3 == 0 ? NIDS : npart[(r + k) % 3 - 1];
+    return total;
 }
 
 /* A worker: `steps` steps of its table (dense, or sparse), then the final
@@ -78,11 +109,13 @@ static void worker(const zt_cluster *cl, int r, int steps, bool sparse)
     uint32_t t;
     if (!c || (sparse ? zeps_declare_sparse(c, &sspec, &t) : zeps_declare(c, &spec, &t)) != 0)
         _exit(11);
-    zeps_sbatch *b = NULL;
-    uint64_t ids[NIDS];
-    for (int i = 0; i < NIDS; i++)
-        ids[i] = 1000u + (uint64_t)i * 7919u;
-    if (sparse && zeps_sbatch_new(c, t, ids, NIDS, &b) != 0)
+    zeps_sbatch *b[3] = {NULL, NULL, NULL};
+    uint64_t all[NIDS], part[2][NIDS];
+    size_t npart[2];
+    sparse_ids(all, part, npart);
+    if (sparse && (zeps_sbatch_new(c, t, all, NIDS, &b[0]) != 0 ||
+                   zeps_sbatch_new(c, t, part[0], npart[0], &b[1]) != 0 ||
+                   zeps_sbatch_new(c, t, part[1], npart[1], &b[2]) != 0))
         _exit(11);
     uint64_t h = 0xcbf29ce484222325ull;
     for (int64_t k = 0; k < steps; k++) {
@@ -99,7 +132,8 @@ static void worker(const zt_cluster *cl, int r, int steps, bool sparse)
     FILE *f = fopen(path, "w");
     if (!f || fprintf(f, "%016" PRIx64 "\n", h) < 0 || fclose(f) != 0)
         _exit(14);
-    zeps_sbatch_free(&b);
+    for (int i = 0; i < 3; i++)
+        zeps_sbatch_free(&b[i]);
     zeps_client_destroy(&c);
     _exit(0);
 }
@@ -218,26 +252,28 @@ START_TEST(test_uniform_seeded)
 }
 END_TEST
 
-/* A sparse table, async, fixed tau 3, one worker, 2 shards: every row of
- * every push is exactly 3 of its own updates old but for each row's first
- * three (it has nothing older); the run is the same bits twice, and
- * another tau another run. (Sparse pulls take no turns, so with several
- * workers the others' pushes would add to tau: docs/consistency.md.) */
+/* A sparse table, async, fixed tau 3, 4 workers, 2 shards, steps that
+ * visit one shard only (batches by shard): the turns by round never hold
+ * (the run ends), every row of every push is exactly 3 of its own updates
+ * old but for each row's first three (it has nothing older), the run is
+ * the same bits twice, and another tau another run. */
 START_TEST(test_sparse_fixed_exact)
 {
     const char *inj = "inject = { schedule = \"fixed\"; tau = 3; };";
     run_out a, b, c;
-    run_as("async", inj, 2, 1, 40, true, &a);
-    ck_assert_uint_eq(a.pushes, (uint64_t)NIDS * 40);
-    ck_assert_uint_eq(a.tau[3], (uint64_t)NIDS * (40 - 3));
+    uint64_t rows = sparse_rows_pushed(20);
+    run_as("async", inj, NSHARDS_SPARSE, NW, 20, true, &a);
+    ck_assert_uint_eq(a.pushes, rows);
     ck_assert_uint_eq(a.tau[0], NIDS);
     ck_assert_uint_eq(a.tau[1], NIDS);
     ck_assert_uint_eq(a.tau[2], NIDS);
-    run_as("async", inj, 2, 1, 40, true, &b);
+    ck_assert_uint_eq(a.tau[3], rows - 3 * NIDS);
+    run_as("async", inj, NSHARDS_SPARSE, NW, 20, true, &b);
     ck_assert_mem_eq(a.hashes, b.hashes, sizeof(a.hashes));
     ck_assert_mem_eq(a.tau, b.tau, sizeof(a.tau));
-    run_as("async", "inject = { schedule = \"fixed\"; tau = 1; };", 2, 1, 40, true, &c);
-    ck_assert_uint_eq(c.tau[1], (uint64_t)NIDS * (40 - 1));
+    run_as("async", "inject = { schedule = \"fixed\"; tau = 1; };", NSHARDS_SPARSE, NW, 20, true,
+           &c);
+    ck_assert_uint_eq(c.tau[1], rows - NIDS);
     ck_assert(memcmp(a.hashes, c.hashes, sizeof(a.hashes)) != 0);
 }
 END_TEST

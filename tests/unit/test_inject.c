@@ -2,8 +2,8 @@
  * test_inject.c - staleness on demand (cluster.inject): the schedules'
  * laws (state/inject.c), the kept versions of dense slices
  * (table/versions.c) and of sparse rows (table/rowvers.c), and a shard in
- * process serving dense and sparse pulls tau behind (dense ones in turns),
- * with every push recorded exactly tau old.
+ * process serving dense and sparse pulls tau behind, in turns (a sparse
+ * table's by round), with every push recorded exactly tau old.
  */
 #include <check.h>
 #include <math.h>
@@ -211,6 +211,15 @@ START_TEST(test_versions_ring)
 }
 END_TEST
 
+/* The reply to the last PULL among the replies. */
+static zt_reply *last_pull(zt_shard *z)
+{
+    for (int i = z->n - 1; i >= 0; i--)
+        if (z->r[i].h->op == ZEPS__OP__PULL)
+            return &z->r[i];
+    return NULL;
+}
+
 /* A shard in process, async, fixed tau 2, turns: pulls are served the
  * version 2 behind (the start while there is none), a rank whose turn it
  * is not waits, and every push after the first two is recorded tau 2. */
@@ -231,10 +240,7 @@ START_TEST(test_shard_fixed_turns)
         if (rank == 0)
             ck_assert_int_eq(zt_pull(z, 0, id, 0, 8, k), 1);
         /* rank 1's pull was parked and is the reply rank 0's push released */
-        zt_reply *rep = NULL;
-        for (int i = z->n - 1; i >= 0 && !rep; i--)
-            if (z->r[i].h->op == ZEPS__OP__PULL)
-                rep = &z->r[i];
+        zt_reply *rep = last_pull(z);
         ck_assert_ptr_nonnull(rep);
         uint64_t v = t->version, want = v >= 2 ? v - 2 : 0;
         ck_assert_uint_eq(rep->h->data_version, want);
@@ -327,12 +333,24 @@ START_TEST(test_rowvers_ring)
 }
 END_TEST
 
-/* A sparse table on a shard in process, async, fixed tau 2: sparse pulls
- * take no turns (rank 1 is answered at once), every row is served the
- * version 2 behind its own (the start while there is none), and with one
- * worker pushing every row of every push after the first two is recorded
- * tau 2. */
-START_TEST(test_shard_sparse_tau)
+/* Check a sparse pull reply of 2 rows of dim 3 (sgd lr 1, zeros, every
+ * push all ones): both rows served at version `want`. */
+static void rows_at(const zt_reply *rep, uint32_t want)
+{
+    ck_assert_ptr_nonnull(rep);
+    const float *rows = rep->data;
+    const uint32_t *rv = (const uint32_t *)(rows + 6);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_uint_eq(rv[i], want);
+        ck_assert_float_eq(rows[i * 3 + 2], -(float)want);
+    }
+}
+
+/* A sparse table on a shard in process, async, fixed tau 2, turns by
+ * round: in each round rank 1's pull waits for rank 0's push, every row is
+ * served the version 2 behind its own (the start while there is none), and
+ * every row of every push after the first two is recorded tau 2. */
+START_TEST(test_shard_sparse_turns)
 {
     zp_config *cfg = zt_config("async", 2, 1);
     cfg->inject = ZP_INJECT_FIXED;
@@ -344,24 +362,53 @@ START_TEST(test_shard_sparse_tau)
     zp_table *t = z->s->tables[id];
     uint64_t ids[2] = {4, 9};
     float g[6] = {1, 1, 1, 1, 1, 1};
-    ck_assert_int_eq(zt_spull(z, 1, id, ids, 2, 0), 1); /* no turns: answered */
-    for (int k = 0; k < 12; k++) {
-        ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, k), 1);
-        const float *rows = zt_last(z)->data;
-        const uint32_t *rv = (const uint32_t *)(rows + 6);
-        uint32_t want = k >= 2 ? (uint32_t)k - 2 : 0;
-        for (int i = 0; i < 2; i++) {
-            ck_assert_uint_eq(rv[i], want);
-            ck_assert_float_eq(rows[i * 3 + 2], -(float)want);
-        }
-        uint32_t sent[2] = {rv[0], rv[1]};
-        ck_assert_int_eq(zt_spush(z, 0, id, ids, 2, g, 6, sent), 1);
+    for (int j = 0; j < 6; j++) {
+        uint32_t v = 2 * (uint32_t)j;                       /* the rows' version at rank 0's pull */
+        ck_assert_int_eq(zt_spull(z, 1, id, ids, 2, j), 0); /* rank 0's turn: parked */
+        ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, j), 1);
+        rows_at(last_pull(z), v >= 2 ? v - 2 : 0);
+        uint32_t sent[2];
+        memcpy(sent, (const float *)last_pull(z)->data + 6, sizeof(sent));
+        ck_assert_int_eq(zt_spush(z, 0, id, ids, 2, g, 6, sent), 2); /* ack, rank 1 served */
+        rows_at(last_pull(z), v + 1 >= 2 ? v - 1 : 0);
+        memcpy(sent, (const float *)last_pull(z)->data + 6, sizeof(sent));
+        ck_assert_int_eq(zt_spush(z, 1, id, ids, 2, g, 6, sent), 1);
     }
     zp_hist *h = &t->stats.tau;
     ck_assert_uint_eq(h->n, 24);
     ck_assert_uint_eq(h->counts[0], 2);
     ck_assert_uint_eq(h->counts[1], 2);
     ck_assert_uint_eq(h->counts[2], 20);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* Sparse turns pass a rank that finished its step without a push here
+ * (its ids were all on other shards): rank 0's pull for step 1 waits for
+ * rank 1's turn of round 0 until rank 1's CLOCK says that step is over. */
+START_TEST(test_shard_sparse_turn_skips)
+{
+    zp_config *cfg = zt_config("async", 2, 1);
+    cfg->inject = ZP_INJECT_FIXED;
+    cfg->inject_tau = 1;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    uint32_t id = zt_declare_sparse(z, "emb", 3);
+    uint64_t ids[2] = {4, 9};
+    float g[6] = {1, 1, 1, 1, 1, 1};
+    uint32_t zero[2] = {0, 0};
+    ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, 0), 1);
+    ck_assert_int_eq(zt_spush(z, 0, id, ids, 2, g, 6, zero), 1);
+    Zeps__Header c = zt_header(z, ZEPS__OP__CLOCK, 0);
+    c.clock = 0;
+    ck_assert_int_eq(zt_send(z, &c, NULL, 0), 1);
+    ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, 1), 0); /* round 0 is rank 1's still */
+    c = zt_header(z, ZEPS__OP__CLOCK, 1);
+    c.clock = 0;
+    ck_assert_int_eq(zt_send(z, &c, NULL, 0), 2); /* the ack, and rank 0's pull */
+    rows_at(last_pull(z), 0);                     /* version 1, served 1 behind */
+    ck_assert_uint_eq(z->s->tables[id]->turn_round, 1);
     zt_shard_free(z);
 }
 END_TEST
@@ -466,7 +513,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_versions_ring);
     tcase_add_test(tc, test_shard_fixed_turns);
     tcase_add_test(tc, test_rowvers_ring);
-    tcase_add_test(tc, test_shard_sparse_tau);
+    tcase_add_test(tc, test_shard_sparse_turns);
+    tcase_add_test(tc, test_shard_sparse_turn_skips);
     tcase_add_test(tc, test_shard_sparse_too_wide);
     tcase_add_test(tc, test_shard_finish);
     tcase_add_test(tc, test_shard_finish_needs_target);

@@ -60,10 +60,19 @@ static uint32_t turn_holder(const zp_server *s, const zp_table *t)
 
 /* ------------------------------------------------------ sparse: by round */
 
-/* Whether w can take no turn in round c: gone, or its step c is over. */
+/* Whether w is behind round c by more than the step it may still be
+ * finishing: it was declared lost (or restarted) while the round moved
+ * on. It is served without turns until it catches up, so it holds none. */
+static bool rows_behind(const zp_worker *w, uint64_t c)
+{
+    return w->clock + 1 < (int64_t)c;
+}
+
+/* Whether w can take no turn in round c: gone, behind, or its step c is
+ * over. */
 static bool rows_skips(const zp_worker *w, uint64_t c)
 {
-    return w->left || w->lost || w->barrier_gen || w->clock > (int64_t)c;
+    return w->left || w->lost || w->barrier_gen || w->clock > (int64_t)c || rows_behind(w, c);
 }
 
 /* The rank whose turn it is on sparse t, its round in *round: t's turn
@@ -100,8 +109,12 @@ bool zp_turns_rows_mine(const zp_server *s, const zp_table *t, uint32_t rank, in
 {
     if (!zp_turns_on(s) || rank >= (uint32_t)s->nworkers)
         return true;
+    const zp_worker *w = &s->workers.w[rank];
+    if (clock > w->clock + 1)
+        return true; /* its CLOCKs never reached this shard (restarted): out of step */
     uint64_t c;
-    return rank == rows_holder(s, t, &c) && clock <= (int64_t)c;
+    uint32_t r = rows_holder(s, t, &c);
+    return rows_behind(w, c) || (rank == r && clock <= (int64_t)c);
 }
 
 /* rank was served a pull of sparse t: the turn is taken until its push */

@@ -333,6 +333,14 @@ START_TEST(test_rowvers_ring)
 }
 END_TEST
 
+/* rank finished step k: its CLOCK; returns the replies. */
+static int clock_done(zt_shard *z, uint32_t rank, int64_t k)
+{
+    Zeps__Header c = zt_header(z, ZEPS__OP__CLOCK, rank);
+    c.clock = k;
+    return zt_send(z, &c, NULL, 0);
+}
+
 /* Check a sparse pull reply of 2 rows of dim 3 (sgd lr 1, zeros, every
  * push all ones): both rows served at version `want`. */
 static void rows_at(const zt_reply *rep, uint32_t want)
@@ -373,6 +381,8 @@ START_TEST(test_shard_sparse_turns)
         rows_at(last_pull(z), v + 1 >= 2 ? v - 1 : 0);
         memcpy(sent, (const float *)last_pull(z)->data + 6, sizeof(sent));
         ck_assert_int_eq(zt_spush(z, 1, id, ids, 2, g, 6, sent), 1);
+        ck_assert_int_eq(clock_done(z, 0, j), 1);
+        ck_assert_int_eq(clock_done(z, 1, j), 1);
     }
     zp_hist *h = &t->stats.tau;
     ck_assert_uint_eq(h->n, 24);
@@ -400,15 +410,52 @@ START_TEST(test_shard_sparse_turn_skips)
     uint32_t zero[2] = {0, 0};
     ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, 0), 1);
     ck_assert_int_eq(zt_spush(z, 0, id, ids, 2, g, 6, zero), 1);
-    Zeps__Header c = zt_header(z, ZEPS__OP__CLOCK, 0);
-    c.clock = 0;
-    ck_assert_int_eq(zt_send(z, &c, NULL, 0), 1);
+    ck_assert_int_eq(clock_done(z, 0, 0), 1);
     ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, 1), 0); /* round 0 is rank 1's still */
-    c = zt_header(z, ZEPS__OP__CLOCK, 1);
-    c.clock = 0;
-    ck_assert_int_eq(zt_send(z, &c, NULL, 0), 2); /* the ack, and rank 0's pull */
-    rows_at(last_pull(z), 0);                     /* version 1, served 1 behind */
+    ck_assert_int_eq(clock_done(z, 1, 0), 2);           /* the ack, and rank 0's pull */
+    rows_at(last_pull(z), 0);                           /* version 1, served 1 behind */
     ck_assert_uint_eq(z->s->tables[id]->turn_round, 1);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* Sparse turns and a worker out of step: rank 1, declared lost while
+ * rank 0 went on for three rounds, is served at once when it comes back
+ * (it holds no turn until it catches up) and does not hold rank 0 up; a
+ * pull for a step whose CLOCKs this shard never saw (a restarted shard)
+ * is served without turns instead of waiting for them. */
+START_TEST(test_shard_sparse_out_of_step)
+{
+    zp_config *cfg = zt_config("async", 2, 1);
+    cfg->inject = ZP_INJECT_FIXED;
+    cfg->inject_tau = 1;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    uint32_t id = zt_declare_sparse(z, "emb", 3);
+    uint64_t ids[2] = {4, 9};
+    float g[6] = {1, 1, 1, 1, 1, 1};
+    uint32_t zero[2] = {0, 0};
+    z->s->workers.w[1].lost = true;
+    for (int k = 0; k < 3; k++) {
+        ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, k), 1);
+        ck_assert_int_eq(zt_spush(z, 0, id, ids, 2, g, 6, zero), 1);
+        ck_assert_int_eq(clock_done(z, 0, k), 1);
+    }
+    z->s->workers.w[1].lost = false;                    /* back, at clock 0 */
+    ck_assert_int_eq(zt_spull(z, 1, id, ids, 2, 0), 1); /* served: out of step */
+    ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, 3), 1); /* not held by rank 1 */
+    zt_shard_free(z);
+    /* rank 1's pull for step 5, the first this shard hears of its steps */
+    cfg = zt_config("async", 2, 1);
+    cfg->inject = ZP_INJECT_FIXED;
+    cfg->inject_tau = 1;
+    z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    id = zt_declare_sparse(z, "emb", 3);
+    ck_assert_int_eq(zt_spull(z, 1, id, ids, 2, 5), 1); /* not held for rank 0's turn */
+    ck_assert_int_eq(zt_spull(z, 1, id, ids, 2, 0), 0); /* in step: waits for it */
     zt_shard_free(z);
 }
 END_TEST
@@ -515,6 +562,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_rowvers_ring);
     tcase_add_test(tc, test_shard_sparse_turns);
     tcase_add_test(tc, test_shard_sparse_turn_skips);
+    tcase_add_test(tc, test_shard_sparse_out_of_step);
     tcase_add_test(tc, test_shard_sparse_too_wide);
     tcase_add_test(tc, test_shard_finish);
     tcase_add_test(tc, test_shard_finish_needs_target);

@@ -333,12 +333,38 @@ START_TEST(test_rowvers_ring)
 }
 END_TEST
 
+/* A shard in process, async, 2 workers joined, fixed tau, and a sparse
+ * table "emb" of dim 3 (its id in *id). */
+static zt_shard *sparse_shard(uint32_t tau, uint32_t *id)
+{
+    zp_config *cfg = zt_config("async", 2, 1);
+    cfg->inject = ZP_INJECT_FIXED;
+    cfg->inject_tau = tau;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    *id = zt_declare_sparse(z, "emb", 3);
+    return z;
+}
+
 /* rank finished step k: its CLOCK; returns the replies. */
 static int clock_done(zt_shard *z, uint32_t rank, int64_t k)
 {
     Zeps__Header c = zt_header(z, ZEPS__OP__CLOCK, rank);
     c.clock = k;
     return zt_send(z, &c, NULL, 0);
+}
+
+/* rank's step k on sparse "emb" of rows 4 and 9, served at once: pull,
+ * push ones (computed at version 0), CLOCK. */
+static void sparse_step(zt_shard *z, uint32_t rank, uint32_t id, int64_t k)
+{
+    static const uint64_t ids[2] = {4, 9};
+    static const float g[6] = {1, 1, 1, 1, 1, 1};
+    static const uint32_t zero[2] = {0, 0};
+    ck_assert_int_eq(zt_spull(z, rank, id, ids, 2, k), 1);
+    ck_assert_int_eq(zt_spush(z, rank, id, ids, 2, g, 6, zero), 1);
+    ck_assert_int_eq(clock_done(z, rank, k), 1);
 }
 
 /* Check a sparse pull reply of 2 rows of dim 3 (sgd lr 1, zeros, every
@@ -360,13 +386,8 @@ static void rows_at(const zt_reply *rep, uint32_t want)
  * every row of every push after the first two is recorded tau 2. */
 START_TEST(test_shard_sparse_turns)
 {
-    zp_config *cfg = zt_config("async", 2, 1);
-    cfg->inject = ZP_INJECT_FIXED;
-    cfg->inject_tau = 2;
-    zt_shard *z = zt_shard_start(cfg, 0);
-    zt_hello(z, 0);
-    zt_hello(z, 1);
-    uint32_t id = zt_declare_sparse(z, "emb", 3);
+    uint32_t id;
+    zt_shard *z = sparse_shard(2, &id);
     zp_table *t = z->s->tables[id];
     uint64_t ids[2] = {4, 9};
     float g[6] = {1, 1, 1, 1, 1, 1};
@@ -398,19 +419,10 @@ END_TEST
  * rank 1's turn of round 0 until rank 1's CLOCK says that step is over. */
 START_TEST(test_shard_sparse_turn_skips)
 {
-    zp_config *cfg = zt_config("async", 2, 1);
-    cfg->inject = ZP_INJECT_FIXED;
-    cfg->inject_tau = 1;
-    zt_shard *z = zt_shard_start(cfg, 0);
-    zt_hello(z, 0);
-    zt_hello(z, 1);
-    uint32_t id = zt_declare_sparse(z, "emb", 3);
+    uint32_t id;
+    zt_shard *z = sparse_shard(1, &id);
     uint64_t ids[2] = {4, 9};
-    float g[6] = {1, 1, 1, 1, 1, 1};
-    uint32_t zero[2] = {0, 0};
-    ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, 0), 1);
-    ck_assert_int_eq(zt_spush(z, 0, id, ids, 2, g, 6, zero), 1);
-    ck_assert_int_eq(clock_done(z, 0, 0), 1);
+    sparse_step(z, 0, id, 0);
     ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, 1), 0); /* round 0 is rank 1's still */
     ck_assert_int_eq(clock_done(z, 1, 0), 2);           /* the ack, and rank 0's pull */
     rows_at(last_pull(z), 0);                           /* version 1, served 1 behind */
@@ -426,34 +438,18 @@ END_TEST
  * is served without turns instead of waiting for them. */
 START_TEST(test_shard_sparse_out_of_step)
 {
-    zp_config *cfg = zt_config("async", 2, 1);
-    cfg->inject = ZP_INJECT_FIXED;
-    cfg->inject_tau = 1;
-    zt_shard *z = zt_shard_start(cfg, 0);
-    zt_hello(z, 0);
-    zt_hello(z, 1);
-    uint32_t id = zt_declare_sparse(z, "emb", 3);
+    uint32_t id;
+    zt_shard *z = sparse_shard(1, &id);
     uint64_t ids[2] = {4, 9};
-    float g[6] = {1, 1, 1, 1, 1, 1};
-    uint32_t zero[2] = {0, 0};
     z->s->workers.w[1].lost = true;
-    for (int k = 0; k < 3; k++) {
-        ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, k), 1);
-        ck_assert_int_eq(zt_spush(z, 0, id, ids, 2, g, 6, zero), 1);
-        ck_assert_int_eq(clock_done(z, 0, k), 1);
-    }
+    for (int k = 0; k < 3; k++)
+        sparse_step(z, 0, id, k);
     z->s->workers.w[1].lost = false;                    /* back, at clock 0 */
     ck_assert_int_eq(zt_spull(z, 1, id, ids, 2, 0), 1); /* served: out of step */
     ck_assert_int_eq(zt_spull(z, 0, id, ids, 2, 3), 1); /* not held by rank 1 */
     zt_shard_free(z);
     /* rank 1's pull for step 5, the first this shard hears of its steps */
-    cfg = zt_config("async", 2, 1);
-    cfg->inject = ZP_INJECT_FIXED;
-    cfg->inject_tau = 1;
-    z = zt_shard_start(cfg, 0);
-    zt_hello(z, 0);
-    zt_hello(z, 1);
-    id = zt_declare_sparse(z, "emb", 3);
+    z = sparse_shard(1, &id);
     ck_assert_int_eq(zt_spull(z, 1, id, ids, 2, 5), 1); /* not held for rank 0's turn */
     ck_assert_int_eq(zt_spull(z, 1, id, ids, 2, 0), 0); /* in step: waits for it */
     zt_shard_free(z);

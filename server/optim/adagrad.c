@@ -37,19 +37,16 @@ ZP_CLONES static void adagrad_apply(float *w, float *state, const float *g, size
         adagrad_loop(w, state, g, n, h->lr, h->eps, scale, 0.0f, 0);
 }
 
-/* Row, in double; G stored as f32 after each step. */
+/* A sparse table's row: the slice's loop on dim values, in f32 as the
+ * slice (a row and a slice given the same gradients end the same bits). */
 static void adagrad_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *s,
                               const float *g, float scale, uint32_t step)
 {
-    const double lr = h->lr, wd = h->weight_decay, eps = h->eps;
-
-    for (uint32_t j = 0; j < dim; j++) {
-        double wj = w[j];
-        double gj = (double)scale * g[j] + (wd != 0 ? wd * wj : 0);
-        double acc = (double)s[j] + gj * gj;
-        s[j] = (float)acc;
-        w[j] = (float)(wj - lr * gj / (sqrt(acc) + eps));
-    }
+    (void)step;
+    if (h->weight_decay != 0.0f)
+        adagrad_loop(w, s, g, dim, h->lr, h->eps, scale, h->weight_decay, 1);
+    else
+        adagrad_loop(w, s, g, dim, h->lr, h->eps, scale, 0.0f, 0);
 }
 
 const zp_optim_ops zp_adagrad_ops = {

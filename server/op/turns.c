@@ -146,19 +146,23 @@ bool zp_turns_mine(const zp_server *s, const zp_table *t, uint32_t rank)
 
 void zp_turns_take(zp_server *s, zp_table *t, uint32_t rank)
 {
-    if (zp_turns_on(s) && t->rows && rank < (uint32_t)s->nworkers)
+    if (!zp_turns_on(s) || rank >= (uint32_t)s->nworkers)
+        return;
+    if (t->rows) {
         rows_take(s, t, rank);
-    else if (zp_turns_on(s) && rank < (uint32_t)s->nworkers) {
-        t->turn = rank;
-        t->turn_taken = true;
+        return;
     }
+    t->turn = rank;
+    t->turn_taken = true;
 }
 
 void zp_turns_done(zp_server *s, zp_table *t, uint32_t rank)
 {
-    if (zp_turns_on(s) && t->rows && rank < (uint32_t)s->nworkers)
+    if (!zp_turns_on(s) || rank >= (uint32_t)s->nworkers)
+        return;
+    if (t->rows) {
         rows_done(s, t, rank);
-    else if (zp_turns_on(s) && !t->rows && rank == turn_holder(s, t)) {
+    } else if (rank == turn_holder(s, t)) {
         t->turn = (rank + 1) % (uint32_t)s->nworkers;
         t->turn_taken = false;
     }

@@ -39,10 +39,11 @@ ZP_CLONES static void adagrad_apply(float *w, float *state, const float *g, size
 
 /* A sparse table's row: the slice's loop on dim values, in f32 as the
  * slice (a row and a slice given the same gradients end the same bits). */
-static void adagrad_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *s,
+static void adagrad_apply_row(const zp_hyper *h, uint32_t dim, uint32_t stride, float *w, float *s,
                               const float *g, float scale, uint32_t step)
 {
     (void)step;
+    (void)stride; /* one block */
     if (h->weight_decay != 0.0f)
         adagrad_loop(w, s, g, dim, h->lr, h->eps, scale, h->weight_decay, 1);
     else

@@ -53,14 +53,14 @@ static void adam_apply(float *w, float *state, const float *g, size_t n, size_t 
 }
 
 /* Row, in double; m and v stored as f32 after each step. */
-static void adam_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *s, const float *g,
-                           float scale, uint32_t step)
+static void adam_apply_row(const zp_hyper *h, uint32_t dim, uint32_t stride, float *w, float *s,
+                           const float *g, float scale, uint32_t step)
 {
     const double lr = h->lr, wd = h->weight_decay, eps = h->eps;
     const double b1 = h->beta1, b2 = h->beta2;
     double t = (double)step + 1.0;
     double bc1 = 1.0 - pow(b1, t), bc2 = 1.0 - pow(b2, t);
-    float *m = s, *v = s + dim;
+    float *m = s, *v = s + stride;
 
     for (uint32_t j = 0; j < dim; j++) {
         double wj = w[j];

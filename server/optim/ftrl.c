@@ -10,12 +10,12 @@
 
 #include "optim.h"
 
-/* State z at s[0..dim), n at s[dim..2dim). alpha = lr, beta = ftrl_beta
- * (the sparse table sets its default, 1). */
-static void ftrl_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *s, const float *g,
-                           float scale, uint32_t step)
+/* State z at s[0..dim), n at s[stride..stride + dim). alpha = lr, beta =
+ * ftrl_beta (the sparse table sets its default, 1). */
+static void ftrl_apply_row(const zp_hyper *h, uint32_t dim, uint32_t stride, float *w, float *s,
+                           const float *g, float scale, uint32_t step)
 {
-    float *zs = s, *ns = s + dim;
+    float *zs = s, *ns = s + stride;
     const double alpha = h->lr, l1 = h->l1, l2 = h->l2, fbeta = h->ftrl_beta;
 
     for (uint32_t j = 0; j < dim; j++) {

@@ -66,11 +66,13 @@ typedef struct zp_optim_ops {
     void (*apply)(float *w, float *state, const float *g, size_t n, size_t stride,
                   const zp_hyper *h, uint64_t step, float scale);
 
-    /* Sparse rows: one update of w[0..dim) and its state s[spp * dim] (block
-     * k at s + k * dim) from g[0..dim) times scale; `step` is the row's
-     * version before the update. NULL if the optimizer is for slices only. */
-    void (*apply_row)(const zp_hyper *h, uint32_t dim, float *w, float *s, const float *g,
-                      float scale, uint32_t step);
+    /* Sparse rows: one update of w[0..n) and its state (block k at s + k *
+     * stride, stride >= n: a row's columns [a, a + n) pass the row's dim and
+     * s + a, so blocks keep their place) from g[0..n) times scale; `step`
+     * is the row's version before the update. NULL if the optimizer is for
+     * slices only. */
+    void (*apply_row)(const zp_hyper *h, uint32_t n, uint32_t stride, float *w, float *s,
+                      const float *g, float scale, uint32_t step);
 
     /* Dense slices, optional: `apply` from a gradient the caller gives up,
      * checked for NaN/Inf in the same pass. Returns true after the same

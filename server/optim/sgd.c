@@ -37,8 +37,8 @@ static bool sgd_apply_keep(float *w, float *state, float *g, size_t n, size_t st
 }
 
 /* Row, in double. */
-static void sgd_apply_row(const zp_hyper *h, uint32_t dim, float *w, float *s, const float *g,
-                          float scale, uint32_t step)
+static void sgd_apply_row(const zp_hyper *h, uint32_t dim, uint32_t stride, float *w, float *s,
+                          const float *g, float scale, uint32_t step)
 {
     const double lr = h->lr, wd = h->weight_decay;
 

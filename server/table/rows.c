@@ -164,6 +164,10 @@ static void sparse_opts_from_spec(zp_sparse_opts *o, const Zeps__TableSpec *spec
     o->capacity_rows = spec->capacity_rows;
     o->memory_budget = spec->memory_budget;
     o->evict = (zp_evict_policy)zp_evict_from_name(spec->evict);
+    o->lead_cols = spec->lead_cols;
+    o->lead_lr = (float)spec->lead_lr;
+    o->lead_init = (zp_init_kind)zp_init_from_name(spec->lead_init);
+    o->lead_init_scale = spec->lead_init_scale;
 }
 
 /* A sparse table: rows in a zp_sparse; the dense fields stay empty. */
@@ -177,6 +181,11 @@ static int rows_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int 
             err, errlen, ZEPS_EINVAL,
             "table '%s': unknown initializer '%s' (zeros, constant, uniform, normal)", spec->name,
             spec->init);
+    if (zp_init_from_name(spec->lead_init) < 0)
+        return zp_errors_set(
+            err, errlen, ZEPS_EINVAL,
+            "table '%s': unknown lead_init '%s' (zeros, constant, uniform, normal)", spec->name,
+            spec->lead_init);
     if (zp_evict_from_name(spec->evict) < 0)
         return zp_errors_set(err, errlen, ZEPS_EINVAL,
                              "table '%s': unknown eviction policy '%s' (lru, lfu)", spec->name,
@@ -247,6 +256,10 @@ static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char 
         return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
                              "table '%s' already declared with init '%s', not '%s'", t->name,
                              str_or(d->init, "zeros"), str_or(spec->init, "zeros"));
+    if (strcmp(str_or(spec->lead_init, "zeros"), str_or(d->lead_init, "zeros")) != 0)
+        return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
+                             "table '%s' already declared with lead_init '%s', not '%s'", t->name,
+                             str_or(d->lead_init, "zeros"), str_or(spec->lead_init, "zeros"));
     if (strcmp(str_or(spec->evict, "lru"), str_or(d->evict, "lru")) != 0)
         return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
                              "table '%s' already declared with evict '%s', not '%s'", t->name,
@@ -267,6 +280,9 @@ static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char 
     SAME_S(ttl_clocks, "%" PRIu64, "ttl_clocks");
     SAME_S(capacity_rows, "%" PRIu64, "capacity_rows");
     SAME_S(memory_budget, "%" PRIu64, "memory_budget");
+    SAME_S(lead_cols, "%u", "lead_cols");
+    SAME_S(lead_lr, "%g", "lead_lr");
+    SAME_S(lead_init_scale, "%g", "lead_init_scale");
     if (spec->has_staleness != d->has_staleness ||
         (d->has_staleness && spec->staleness != d->staleness))
         return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
@@ -305,8 +321,12 @@ static void rows_stats(const zp_table *t, Zeps__TableStats *ts)
 
 static void rows_log_declared(const zp_table *t, const Zeps__TableSpec *spec)
 {
-    zp_info("sparse table '%s' declared: dim %u, optimizer %s, lr %g, init %s", t->name,
-            t->rows->dim, t->optimizer, spec->lr, zp_init_name(t->init));
+    char lead[96] = "";
+    if (spec->lead_cols > 0)
+        snprintf(lead, sizeof lead, "; lead columns %u: lr %g, init %s", spec->lead_cols,
+                 spec->lead_lr, zp_init_name((zp_init_kind)zp_init_from_name(spec->lead_init)));
+    zp_info("sparse table '%s' declared: dim %u, optimizer %s, lr %g, init %s%s", t->name,
+            t->rows->dim, t->optimizer, spec->lr, zp_init_name(t->init), lead);
 }
 
 /* A sparse table's meta and declaration; its rows are packed later, by

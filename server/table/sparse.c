@@ -72,6 +72,22 @@ static size_t rec_bytes(uint32_t dim, int spv)
     return HDR_BYTES + ((size_t)dim * 4 * (1 + (size_t)spv) + 7) / 8 * 8;
 }
 
+static int validate_lead(const zp_sparse_opts *o, char *err, size_t errlen)
+{
+    if (o->lead_cols == 0)
+        return 0;
+    if (o->lead_cols > o->dim)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "sparse table: lead_cols = %u must be at most dim = %u", o->lead_cols,
+                             o->dim);
+    if ((unsigned)o->lead_init > ZP_INIT_NORMAL)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "sparse table: lead_init = %d unknown",
+                             (int)o->lead_init);
+    int rc = check(ZEPS_EOPTIM, "lead_lr", o->lead_lr, o->lead_lr > 0, "> 0 (lead_cols > 0)", err,
+                   errlen);
+    return rc ? rc : check(ZEPS_EINVAL, "lead_init_scale", o->lead_init_scale, 1, "", err, errlen);
+}
+
 static int validate(const zp_sparse_opts *o, const zp_optim_ops **optim, char *err, size_t errlen)
 {
     const int O = ZEPS_EOPTIM, I = ZEPS_EINVAL;
@@ -102,6 +118,8 @@ static int validate(const zp_sparse_opts *o, const zp_optim_ops **optim, char *e
         return rc;
     if ((unsigned)o->init > ZP_INIT_NORMAL)
         return zp_errors_set(err, errlen, I, "sparse table: init = %d unknown", (int)o->init);
+    if ((rc = validate_lead(o, err, errlen)) != 0)
+        return rc;
     if ((rc = check(I, "init_scale", o->init_scale, 1, "", err, errlen)) ||
         (rc = check(I, "admit_prob", o->admit_prob, o->admit_prob >= 0 && o->admit_prob <= 1,
                     "in [0, 1] (0 = always)", err, errlen)))
@@ -157,6 +175,11 @@ int zp_sparse_new(zp_sparse **out, const zp_sparse_opts *o, char *err, size_t er
     zp_hyper_defaults(&t->h);
     t->init = o->init;
     t->init_scale = o->init_scale;
+    t->lead = o->lead_cols;
+    t->lead_h = t->h;
+    t->lead_h.lr = o->lead_lr;
+    t->lead_init = o->lead_init;
+    t->lead_init_scale = o->lead_init_scale;
     t->seed = o->seed;
     t->admit_count = o->admit_count;
     t->admit_prob = o->admit_prob == 0 ? 1.0 : o->admit_prob;
@@ -244,7 +267,21 @@ void zp_sparse_init_row(const zp_sparse *t, uint64_t id, float *out)
     /* A per-row seed, then elements 0..dim-1 of the counter-based
      * initialiser: no id * dim product that could overflow or collide. */
     uint64_t rs = zp_rng_mix64(t->seed ^ zp_sparse_hash_id(id, INIT_HASH_SEED));
-    zp_init_fill(out, 0, t->dim, t->init, t->init_scale, rs);
+    uint32_t a = t->lead;
+    if (a > 0)
+        zp_init_fill(out, 0, a, t->lead_init, t->lead_init_scale, rs);
+    zp_init_fill(out + a, a, t->dim - a, t->init, t->init_scale, rs);
+}
+
+/* One row's update: the lead columns with their step, then the rest. */
+static inline void apply_row(const zp_sparse *t, rowhdr *hd, const float *g, float scale)
+{
+    float *w = zp_sparse_rec_values(hd), *s = zp_sparse_rec_state(t, hd);
+    uint32_t a = t->lead;
+    if (a > 0)
+        t->optim->apply_row(&t->lead_h, a, t->dim, w, s, g, scale, hd->version);
+    if (a < t->dim)
+        t->optim->apply_row(&t->h, t->dim - a, t->dim, w + a, s + a, g + a, scale, hd->version);
 }
 
 /* Create row `id` (not present; hash h) with header fields as given and
@@ -432,7 +469,6 @@ static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float
                         zp_freq_hist *by_freq)
 {
     const size_t dim = t->dim;
-    const zp_optim_ops *optim = t->optim;
     size_t applied = 0;
     rowpipe p;
     clock = zp_sparse_live_clock(clock);
@@ -460,8 +496,7 @@ static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float
                 zp_hist_add_linear(tau, rt);
                 zp_freq_hist_add(by_freq, hd->freq, rt);
             }
-            optim->apply_row(&t->h, t->dim, zp_sparse_rec_values(hd), zp_sparse_rec_state(t, hd),
-                             grad + i * dim, scale, hd->version);
+            apply_row(t, hd, grad + i * dim, scale);
             hd->version += hd->version != UINT32_MAX;
             applied++;
         }

@@ -63,6 +63,13 @@ typedef struct zp_sparse_opts {
     uint64_t capacity_rows;   /* 0 = unbounded */
     uint64_t memory_budget;   /* bytes of rows + state + index; 0 = unbounded */
     zp_evict_policy evict;
+    /* Lead columns: values [0, lead_cols) of every row take their own step
+     * and initializer (e.g. a per-id bias kept in the row of its
+     * embedding); 0 = none. The other hyper-parameters are the table's. */
+    uint32_t lead_cols; /* 0..dim */
+    float lead_lr;      /* > 0 when lead_cols > 0 */
+    zp_init_kind lead_init;
+    double lead_init_scale;
 } zp_sparse_opts;
 
 typedef struct zp_sparse_counters {
@@ -87,7 +94,7 @@ uint32_t zp_sparse_dim(const zp_sparse *t);
 int zp_sparse_state_per_value(const zp_sparse *t); /* floats of state per value */
 
 /* The initial values of row `id` (dim floats): depend only on
- * (init, init_scale, seed, id). */
+ * (init, init_scale, lead columns, seed, id). */
 void zp_sparse_init_row(const zp_sparse *t, uint64_t id, float *out);
 
 /* Read n ids (distinct or not) into out[n * dim] and, if versions is not

@@ -70,6 +70,10 @@ struct zp_sparse {
     zp_hyper h; /* defaults applied; the row kernels widen it to double */
     zp_init_kind init;
     double init_scale;
+    uint32_t lead;   /* lead columns (zp_sparse_opts.lead_cols) */
+    zp_hyper lead_h; /* h with the lead columns' lr */
+    zp_init_kind lead_init;
+    double lead_init_scale;
     uint64_t seed;
     uint32_t admit_count;
     double admit_prob;

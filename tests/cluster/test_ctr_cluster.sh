@@ -74,7 +74,7 @@ check "both workers trained 2 epochs" \
     test "$(json_num "$work/good/worker-1.json" epochs)" = 2
 for k in 0 1; do
     check "shard $k declared the sparse tables" \
-        grep -q "sparse table 'ctr_emb' declared: dim 8, optimizer adagrad" "$work/good/server-$k.log"
+        grep -q "sparse table 'ctr_rows' declared: dim 9, optimizer adagrad, lr 0.003, init normal; lead columns 1: lr 0.05, init zeros" "$work/good/server-$k.log"
 done
 
 # 3. bsp with partitions of different sizes: 1000 lines over 3 workers are

@@ -472,6 +472,45 @@ static void too_big_refused(void)
     free(big);
 }
 
+/* Lead columns travel in DECLARE: a fresh row has the lead init in its
+ * first columns and the table's after them; a re-declaration with another
+ * lead step, a bad lead_init or more lead columns than dim is refused,
+ * naming the field. */
+static void lead_declarations(void)
+{
+    uint32_t t, t2;
+    zeps_sparse_spec s = {.name = "lead",
+                          .dim = 4,
+                          .optimizer = "adagrad",
+                          .lr = 0.01,
+                          .init = "constant",
+                          .init_scale = 2.0,
+                          .lead_cols = 1,
+                          .lead_lr = 0.5,
+                          .lead_init = "constant",
+                          .lead_init_scale = -1.0};
+    ck_assert_msg(zeps_declare_sparse(good, &s, &t) == 0, "%s", zeps_last_error(good));
+    uint64_t id[1];
+    ids_of_shard(0, id, 1);
+    float row[4];
+    ck_assert_int_eq(zeps_spull(good, t, id, 1, row, 0), 0);
+    ck_assert(row[0] == -1.0f && row[1] == 2.0f && row[2] == 2.0f && row[3] == 2.0f);
+    zeps_sparse_spec again = s;
+    again.lead_lr = 0.25;
+    ck_assert_int_eq(zeps_declare_sparse(good, &again, &t2), ZEPS_ECONFLICT);
+    ck_assert_msg(strstr(zeps_last_error(good), "lead_lr"), "%s", zeps_last_error(good));
+    again = s;
+    again.name = "lead2";
+    again.lead_init = "xavier";
+    ck_assert_int_eq(zeps_declare_sparse(good, &again, &t2), ZEPS_EINVAL);
+    ck_assert_msg(strstr(zeps_last_error(good), "lead_init"), "%s", zeps_last_error(good));
+    again.lead_init = NULL;
+    again.lead_cols = 5;
+    ck_assert_int_eq(zeps_declare_sparse(good, &again, &t2), ZEPS_EINVAL);
+    ck_assert_msg(strstr(zeps_last_error(good), "lead_cols = 5 must be at most dim = 4"), "%s",
+                  zeps_last_error(good));
+}
+
 /* Declarations with a bad dim or an unknown optimizer, a conflicting
  * re-declaration, and a dense call on a sparse table are all refused. */
 static void bad_declarations(void)
@@ -495,6 +534,7 @@ static void bad_declarations(void)
     /* a dense call on a sparse table is refused by the library */
     float v[4];
     ck_assert_int_ne(zeps_pull(good, tid, v, 0, 4, 0), 0);
+    lead_declarations();
 }
 
 START_TEST(test_bad_requests)

@@ -107,16 +107,14 @@ static void evaluate(const zp_ctr_data *test, rowmap *m, const float *dw, zt_ctr
         for (size_t b = 0; b < nb; b++)
             ex[b] = a + b;
         size_t np = zp_ctr_math_batch_positions(test, ex, nb);
-        float *lin = malloc(np * sizeof(float)), *emb = malloc(np * D * sizeof(float));
+        float *rows = malloc(np * (1 + D) * sizeof(float));
         for (size_t p = 0; p < np; p++) {
             /* an unseen id reads as a fresh row, as on a server */
             const float *row = &m->rows[map_row(m, test->ids[test->off[a] + p]) * block(m)];
-            lin[p] = row[0];
-            memcpy(&emb[p * D], row + 1, D * sizeof(float));
+            memcpy(&rows[p * (1 + D)], row, (1 + D) * sizeof(float));
         }
-        zp_ctr_math_pass(test, ex, nb, D, lin, emb, dw, &logit[a], NULL, NULL, NULL);
-        free(lin);
-        free(emb);
+        zp_ctr_math_pass(test, ex, nb, D, rows, dw, &logit[a], NULL, 0, NULL);
+        free(rows);
     }
     r->auc = zp_ctr_metrics_auc(logit, test->label, test->n);
     r->logloss = zp_ctr_metrics_logloss(logit, test->label, test->n);
@@ -142,8 +140,8 @@ int zt_ctr_local_train(const zp_ctr_data *train, const zp_ctr_data *test,
         maxp = k > maxp ? k : maxp;
     }
     maxp *= o->batch;
-    float *lin = malloc(maxp * sizeof(float)), *emb = malloc(maxp * D * sizeof(float));
-    float *glin = malloc(maxp * sizeof(float)), *gemb = malloc(maxp * D * sizeof(float));
+    float *rows = malloc(maxp * (1 + D) * sizeof(float));
+    float *grows = malloc(maxp * (1 + D) * sizeof(float));
     size_t *rowi = malloc(maxp * sizeof(size_t));
     size_t *touched = malloc(maxp * sizeof(size_t));
     uint64_t nbatch = 0;
@@ -161,12 +159,9 @@ int zt_ctr_local_train(const zp_ctr_data *train, const zp_ctr_data *test,
             for (size_t b = 0; b < nb; b++)
                 for (size_t q = train->off[ex[b]]; q < train->off[ex[b] + 1]; q++)
                     rowi[p++] = map_row(&m, train->ids[q]);
-            for (size_t i = 0; i < p; i++) {
-                const float *r = &m.rows[rowi[i] * block(&m)];
-                lin[i] = r[0];
-                memcpy(&emb[i * D], r + 1, D * sizeof(float));
-            }
-            zp_ctr_math_pass(train, ex, nb, D, lin, emb, dw, NULL, glin, gemb, gd);
+            for (size_t i = 0; i < p; i++)
+                memcpy(&rows[i * (1 + D)], &m.rows[rowi[i] * block(&m)], (1 + D) * sizeof(float));
+            zp_ctr_math_pass(train, ex, nb, D, rows, dw, NULL, grows, 1.0, gd);
             /* sum the gradients of each distinct row, then one step per row */
             nbatch++;
             size_t nt = 0;
@@ -177,9 +172,8 @@ int zt_ctr_local_train(const zp_ctr_data *train, const zp_ctr_data *test,
                     m.stamp[rowi[i]] = nbatch;
                     touched[nt++] = rowi[i];
                 }
-                g[0] += glin[i];
-                for (uint32_t k = 0; k < D; k++)
-                    g[1 + k] += gemb[i * D + k];
+                for (uint32_t k = 0; k <= D; k++)
+                    g[k] += grows[i * (1 + D) + k];
             }
             for (size_t t = 0; t < nt; t++) {
                 float *r = &m.rows[touched[t] * block(&m)];
@@ -195,10 +189,8 @@ int zt_ctr_local_train(const zp_ctr_data *train, const zp_ctr_data *test,
     out->seconds = zp_now_s() - t0;
     free(order);
     free(ex);
-    free(lin);
-    free(emb);
-    free(glin);
-    free(gemb);
+    free(rows);
+    free(grows);
     free(rowi);
     free(touched);
     free(m.stamp);

@@ -405,30 +405,35 @@ static void grad_check(const zp_ctr_data *d, uint32_t dim)
         ex[i] = nb - 1 - i; /* not in file order */
     size_t np = zp_ctr_math_batch_positions(d, ex, nb);
     int nw = d->ndense + 1;
-    float *lin = malloc(np * sizeof(float)), *emb = malloc(np * dim * sizeof(float));
-    float *gl = malloc(np * sizeof(float)), *ge = malloc(np * dim * sizeof(float));
+    const size_t W = 1 + (size_t)dim; /* a row: linear weight, then embedding */
+    float *rows = malloc(np * W * sizeof(float)), *gr = malloc(np * W * sizeof(float));
     float dw[ZP_CTR_MAX_DENSE + 1], gd[ZP_CTR_MAX_DENSE + 1];
     zp_rng r;
     zp_rng_seed(&r, 3, dim, np);
-    for (size_t i = 0; i < np; i++)
-        lin[i] = (float)(0.3 * zp_rng_normal(&r));
-    for (size_t i = 0; i < np * dim; i++)
-        emb[i] = (float)(0.4 * zp_rng_normal(&r));
+    for (size_t i = 0; i < np * W; i++)
+        rows[i] = (float)((i % W == 0 ? 0.3 : 0.4) * zp_rng_normal(&r));
     for (int j = 0; j < nw; j++)
         dw[j] = (float)(0.2 * zp_rng_normal(&r));
-    zp_ctr_math_pass(d, ex, nb, dim, lin, emb, dw, NULL, gl, ge, gd);
-    float *params[3] = {lin, emb, dw};
-    const float *grads[3] = {gl, ge, gd};
-    size_t counts[3] = {np, np * dim, (size_t)nw};
+    zp_ctr_math_pass(d, ex, nb, dim, rows, dw, NULL, gr, 1.0, gd);
+    /* row_scale multiplies the rows' gradient only (the model's nb) */
+    float *g3 = malloc(np * W * sizeof(float)), gd3[ZP_CTR_MAX_DENSE + 1];
+    zp_ctr_math_pass(d, ex, nb, dim, rows, dw, NULL, g3, 3.0, gd3);
+    for (size_t i = 0; i < np * W; i++)
+        ck_assert_msg(fabs(g3[i] - 3.0 * gr[i]) <= 1e-6 * fabs(3.0 * gr[i]), "row grad %zu", i);
+    ck_assert_mem_eq(gd3, gd, (size_t)nw * sizeof(float));
+    free(g3);
+    float *params[2] = {rows, dw};
+    const float *grads[2] = {gr, gd};
+    size_t counts[2] = {np * W, (size_t)nw};
     const double h = 1e-2;
     double worst = 0;
-    for (int t = 0; t < 3; t++)
+    for (int t = 0; t < 2; t++)
         for (size_t i = 0; i < counts[t]; i++) {
             float keep = params[t][i];
             params[t][i] = (float)(keep + h);
-            double up = zp_ctr_math_pass(d, ex, nb, dim, lin, emb, dw, NULL, NULL, NULL, NULL);
+            double up = zp_ctr_math_pass(d, ex, nb, dim, rows, dw, NULL, NULL, 0, NULL);
             params[t][i] = (float)(keep - h);
-            double dn = zp_ctr_math_pass(d, ex, nb, dim, lin, emb, dw, NULL, NULL, NULL, NULL);
+            double dn = zp_ctr_math_pass(d, ex, nb, dim, rows, dw, NULL, NULL, 0, NULL);
             params[t][i] = keep;
             double fd = (up - dn) / (2 * h), an = grads[t][i];
             double e = fabs(fd - an) / (1e-4 + fabs(fd));
@@ -437,10 +442,8 @@ static void grad_check(const zp_ctr_data *d, uint32_t dim)
                           "table %d coordinate %zu: analytic %g, finite difference %g", t, i, an,
                           fd);
         }
-    free(lin);
-    free(emb);
-    free(gl);
-    free(ge);
+    free(rows);
+    free(gr);
 }
 
 START_TEST(gradient_finite_differences)

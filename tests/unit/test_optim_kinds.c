@@ -64,7 +64,7 @@ START_TEST(test_slice_equals_rows)
             g[i] = rnd(&seed);
         o->apply(ws, ss, g, n, n, &h, (uint64_t)step, 0.5f);
         for (uint32_t r = 0; r < ROWS; r++)
-            o->apply_row(&h, DIM, wr + (size_t)r * DIM, sr + (size_t)r * sp * DIM,
+            o->apply_row(&h, DIM, DIM, wr + (size_t)r * DIM, sr + (size_t)r * sp * DIM,
                          g + (size_t)r * DIM, 0.5f, (uint32_t)step);
     }
     if (strcmp(o->name, "adagrad") == 0) { /* the row runs the slice's own f32 loop */
@@ -83,6 +83,35 @@ START_TEST(test_slice_equals_rows)
     free(ss);
     free(sr);
     free(g);
+}
+END_TEST
+
+/* A row updated in two calls, columns [0, a) and [a, DIM) with the row's
+ * dim as the state stride, ends the same bits as one call over the row:
+ * what a sparse table with lead columns (sparse.c) relies on. Every row
+ * optimizer, including the two with two state blocks (adam, ftrl). */
+static const char *const row_kinds[] = {"sgd", "adagrad", "adam", "ftrl"};
+
+START_TEST(test_row_split_same_bits)
+{
+    const zp_optim_ops *o = zp_optim_find(row_kinds[_i]);
+    ck_assert_ptr_nonnull(o->apply_row);
+    const uint32_t sp = (uint32_t)o->state_per_param, a = 3;
+    zp_hyper h = {.lr = 0.05f, .weight_decay = 0.01f, .l1 = 0.01f, .l2 = 0.1f, .ftrl_beta = 1};
+    zp_hyper_defaults(&h);
+    float w1[DIM], w2[DIM], s1[2 * DIM] = {0}, s2[2 * DIM] = {0}, g[DIM];
+    uint64_t seed = 11;
+    for (uint32_t j = 0; j < DIM; j++)
+        w1[j] = w2[j] = rnd(&seed);
+    for (uint32_t step = 0; step < STEPS; step++) {
+        for (uint32_t j = 0; j < DIM; j++)
+            g[j] = rnd(&seed);
+        o->apply_row(&h, DIM, DIM, w1, s1, g, 0.5f, step);
+        o->apply_row(&h, a, DIM, w2, s2, g, 0.5f, step);
+        o->apply_row(&h, DIM - a, DIM, w2 + a, s2 + a, g + a, 0.5f, step);
+    }
+    ck_assert_mem_eq(w1, w2, sizeof w1);
+    ck_assert_mem_eq(s1, s2, sp * DIM * sizeof(float));
 }
 END_TEST
 
@@ -148,6 +177,8 @@ static Suite *kinds_suite(void)
     TCase *tc = tcase_create("kinds");
     tcase_add_loop_test(tc, test_slice_equals_rows, 0,
                         (int)(sizeof(both_kinds) / sizeof(both_kinds[0])));
+    tcase_add_loop_test(tc, test_row_split_same_bits, 0,
+                        (int)(sizeof(row_kinds) / sizeof(row_kinds[0])));
     tcase_add_test(tc, test_kinds);
     tcase_add_test(tc, test_vec_axpy_is_fma);
     suite_add_tcase(s, tc);

@@ -608,7 +608,7 @@ START_TEST(test_bad_opts)
         const char *field;
         int code;
         zp_sparse_opts o;
-    } cases[16];
+    } cases[20];
     int n = 0;
     zp_sparse_opts o = base_opts("adam", 8);
 #define BAD(fld, c, stmt)                                                                          \
@@ -634,6 +634,11 @@ START_TEST(test_bad_opts)
     BAD("admit_prob", ZEPS_EINVAL, p->admit_prob = 1.5);
     BAD("admit_count", ZEPS_EINVAL, p->admit_count = 70000);
     BAD("capacity_rows", ZEPS_EINVAL, p->capacity_rows = (uint64_t)1 << 40);
+    BAD("lead_cols", ZEPS_EINVAL, p->lead_cols = 9);
+    BAD("lead_lr", ZEPS_EOPTIM, (p->lead_cols = 1, p->lead_lr = 0));
+    BAD("lead_init", ZEPS_EINVAL, (p->lead_cols = 1, p->lead_lr = 1, p->lead_init = 7));
+    BAD("lead_init_scale", ZEPS_EINVAL,
+        (p->lead_cols = 8, p->lead_lr = 1, p->lead_init_scale = INFINITY));
 #undef BAD
     for (int i = 0; i < n; i++) {
         char err[256] = "";

@@ -46,6 +46,7 @@
 #include "log.h"
 #include "alloc.h"
 #include "now.h"
+#include "rowcopy.h"
 #include "wire.h"
 #include "client.h"
 #include "req.h"
@@ -215,8 +216,7 @@ static int scatter_rows(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp
         memcpy(sc->rows, rows, cnt * dim * sizeof(float));
     for (size_t j = 0; !sc->in_order && j < cnt; j++)
         for (size_t q = sc->pbegin[j]; q < sc->pbegin[j + 1]; q++)
-            memcpy(sc->rows + (size_t)sc->plist[q] * dim, rows + j * dim * sizeof(float),
-                   dim * sizeof(float));
+            zp_rowcopy(sc->rows + (size_t)sc->plist[q] * dim, rows + j * dim * sizeof(float), dim);
     (*sc->replied)++;
     c->stats.bytes_in += len;
     return 0;

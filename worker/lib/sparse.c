@@ -30,6 +30,7 @@
 #include "req.h"
 #include "rng.h"
 #include "rowres.h"
+#include "rowcopy.h"
 #include "sparse_hash.h"
 #include "tables.h"
 #include "wire.h"
@@ -549,7 +550,7 @@ static void sum_rows(const zeps_sbatch *b, const float *grads, size_t lo, size_t
         size_t u = lo + j;
         float *row = g + j * dim;
         const float *first = grads + (size_t)b->plist[b->pbegin[u]] * dim;
-        memcpy(row, first, dim * sizeof(float));
+        zp_rowcopy(row, first, dim);
         for (size_t q = b->pbegin[u] + 1; q < b->pbegin[u + 1]; q++) {
             const float *x = grads + (size_t)b->plist[q] * dim;
             for (size_t d = 0; d < dim; d++)

@@ -151,6 +151,10 @@ int zeps_declare_sparse(zeps_client *c, const zeps_sparse_spec *spec, uint32_t *
     ts.capacity_rows = spec->capacity_rows;
     ts.memory_budget = spec->memory_budget;
     ts.evict = (char *)(spec->evict ? spec->evict : "lru");
+    ts.lead_cols = spec->lead_cols;
+    ts.lead_lr = spec->lead_lr;
+    ts.lead_init = (char *)(spec->lead_init ? spec->lead_init : "zeros");
+    ts.lead_init_scale = spec->lead_init_scale;
     return declare(c, &ts, table);
 }
 

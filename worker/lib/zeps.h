@@ -252,6 +252,13 @@ typedef struct zeps_sparse_spec {
     uint64_t capacity_rows; /* evict (lru/lfu) above this many rows per shard (0: no cap) */
     uint64_t memory_budget; /* ... or above this many bytes per shard (0: no budget) */
     const char *evict;      /* "lru" | "lfu" (NULL = lru) */
+    /* Lead columns: values [0, lead_cols) of every row take lead_lr (ftrl:
+     * alpha) and lead_init instead of lr and init, so a per-id bias can live
+     * in the row of its embedding, one lookup for both (docs/sparse.md). */
+    uint32_t lead_cols;    /* 0..dim (0: none) */
+    double lead_lr;        /* > 0 when lead_cols > 0 */
+    const char *lead_init; /* as init (NULL = zeros) */
+    double lead_init_scale;
 } zeps_sparse_spec;
 
 int zeps_declare_sparse(zeps_client *c, const zeps_sparse_spec *spec, uint32_t *table);

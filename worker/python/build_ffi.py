@@ -95,6 +95,10 @@ typedef struct zeps_sparse_spec {
     uint64_t capacity_rows;
     uint64_t memory_budget;
     const char *evict;
+    uint32_t lead_cols;
+    double lead_lr;
+    const char *lead_init;
+    double lead_init_scale;
 } zeps_sparse_spec;
 
 const char *zeps_strerror(int err);

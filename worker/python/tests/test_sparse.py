@@ -1,5 +1,6 @@
 """Sparse tables from Python against real zeps-server processes."""
 import numpy as np
+import pytest
 
 import zeps
 
@@ -38,3 +39,18 @@ def test_batch_reuse_and_out(make_cluster):
         np.testing.assert_array_equal(rows[0], rows[2])
         r = b.pull_async(clock=3)
         np.testing.assert_array_equal(r.wait(), rows)
+
+
+def test_lead_columns(make_cluster):
+    # an id's bias in the row of its embedding: column 0 takes lead_lr and
+    # lead_init, the rest lr and init
+    cl = make_cluster(servers=2)
+    with cl.client(0) as c:
+        e = c.declare_sparse("e", 3, optimizer="sgd", lr=0.5, init="constant", init_scale=1.0,
+                             lead_cols=1, lead_lr=2.0, lead_init="zeros")
+        ids = np.array([4, 11], dtype=np.uint64)
+        np.testing.assert_array_equal(e.pull(ids), [[0, 1, 1], [0, 1, 1]])
+        e.push(ids, np.ones((2, 3), np.float32))
+        np.testing.assert_array_equal(e.pull(ids), [[-2, 0.5, 0.5], [-2, 0.5, 0.5]])
+        with pytest.raises(zeps.errors.EINVAL, match="lead_cols = 4 must be at most dim = 3"):
+            c.declare_sparse("f", 3, lead_cols=4, lead_lr=1.0)

@@ -401,20 +401,24 @@ class Client:
     def declare_sparse(self, name, dim, optimizer="adagrad", lr=0.01, *, beta1=0.0, beta2=0.0,
                        eps=0.0, weight_decay=0.0, l1=0.0, l2=0.0, ftrl_beta=0.0, init=None,
                        init_scale=0.0, seed=0, admit_count=0, admit_prob=0.0, ttl_clocks=0,
-                       capacity_rows=0, memory_budget=0, evict=None):
+                       capacity_rows=0, memory_budget=0, evict=None, lead_cols=0,
+                       lead_lr=0.0, lead_init=None, lead_init_scale=0.0):
         """Declare a sparse table of rows of `dim` float32 keyed by uint64
-        ids (docs/sparse.md). Returns a SparseTable."""
+        ids (docs/sparse.md); the first `lead_cols` values of each row take
+        `lead_lr` and `lead_init` instead. Returns a SparseTable."""
         self._check()
         keep = []
         spec = ffi.new("zeps_sparse_spec *")
         for k, v in _spec_strings(keep, name=name, optimizer=optimizer, init=init,
-                                  evict=evict).items():
+                                  evict=evict, lead_init=lead_init).items():
             setattr(spec, k, v)
         spec.dim = int(dim)
         for k, v in dict(lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
                          l1=l1, l2=l2, ftrl_beta=ftrl_beta, init_scale=init_scale, seed=seed,
                          admit_count=admit_count, admit_prob=admit_prob, ttl_clocks=ttl_clocks,
-                         capacity_rows=capacity_rows, memory_budget=memory_budget).items():
+                         capacity_rows=capacity_rows, memory_budget=memory_budget,
+                         lead_cols=lead_cols, lead_lr=lead_lr,
+                         lead_init_scale=lead_init_scale).items():
             setattr(spec, k, v)
         h = ffi.new("uint32_t *")
         self._arm()

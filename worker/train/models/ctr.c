@@ -3,11 +3,12 @@
  * factorization machine over sparse ids (the mathematics is ctr_math.c),
  * driven by the training loop (train.c) like every other model.
  *
- * Tables: "ctr_lin" (sparse, dim 1: the linear weight of each id),
- * "ctr_emb" (sparse, dim emb_dim: the FM embeddings) and "ctr_dense"
- * (dense, ndense + 1: the dense features' weights and the intercept). The
- * sparse tables use training.ctr's sparse_optimizer, the dense one
- * training.optimizer, as the dense models do.
+ * Tables: "ctr_rows" (sparse, dim 1 + emb_dim: an id's linear weight as
+ * the lead column, with sparse_lr and zeros, then its FM embedding, with
+ * emb_lr and N(0, emb_init^2); one lookup per id for both) and
+ * "ctr_dense" (dense, ndense + 1: the dense features' weights and the
+ * intercept). The sparse table uses training.ctr's sparse_optimizer, the
+ * dense one training.optimizer, as the dense models do.
  *
  * Each worker reads lines rank, rank + N, ... of the training file and
  * reshuffles its part every epoch from (seed, rank, epoch); a minibatch
@@ -35,7 +36,7 @@
 /* Test examples scored per round of pulls. */
 #define EVAL_CHUNK 8192
 
-enum { T_LIN, T_EMB, T_DENSE, NTABLES };
+enum { T_ROWS, T_DENSE, NTABLES };
 
 struct zp_model {
     const zp_config *cfg;
@@ -145,20 +146,21 @@ static int tables(const zp_model *m, zp_table_def *defs)
 {
     const zp_config *cfg = m->cfg;
     int ftrl = strcmp(cfg->ctr_sparse_optimizer, "ftrl") == 0;
-    zeps_sparse_spec lin = {
+    zeps_sparse_spec rows = {
         .optimizer = cfg->ctr_sparse_optimizer,
-        .lr = cfg->ctr_sparse_lr,
+        .lr = cfg->ctr_emb_lr,
         .eps = cfg->eps,
         .weight_decay = ftrl ? 0 : cfg->ctr_l2,
         .l1 = cfg->ctr_l1,
         .l2 = cfg->ctr_l2,
-        .init = "zeros",
+        .init = "normal",
+        .init_scale = cfg->ctr_emb_init,
+        .lead_cols = 1, /* the linear weight */
+        .lead_lr = cfg->ctr_sparse_lr,
+        .lead_init = "zeros",
     };
-    defs[T_LIN] = (zp_table_def){.name = "ctr_lin", .init = "zeros", .dim = 1, .sparse = lin};
-    defs[T_EMB] = (zp_table_def){.name = "ctr_emb", .init = "normal", .dim = m->dim, .sparse = lin};
-    defs[T_EMB].sparse.lr = cfg->ctr_emb_lr;
-    defs[T_EMB].sparse.init = "normal";
-    defs[T_EMB].sparse.init_scale = cfg->ctr_emb_init;
+    defs[T_ROWS] =
+        (zp_table_def){.name = "ctr_rows", .init = "normal", .dim = 1 + m->dim, .sparse = rows};
     defs[T_DENSE] = (zp_table_def){.name = "ctr_dense", .length = m->ndw, .init = "zeros"};
     return NTABLES;
 }
@@ -226,18 +228,12 @@ static size_t batch_pick(zp_model *m, zp_model_batch *b, int64_t step, const uin
 
 static double batch_grad(zp_model *m, zp_model_batch *b, float *const *w, float *const *g)
 {
-    double loss = zp_ctr_math_pass(m->train, b->ex, b->nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE],
-                                   NULL, g[T_LIN], g[T_EMB], g[T_DENSE]);
-    /* The pass gives the gradient of the batch's mean loss. Sparse rows get
-     * the sum over the batch instead (FTRL-Proximal's per-example
+    /* The dense table gets the gradient of the batch's mean loss, the rows
+     * that of the sum over the batch (FTRL-Proximal's per-example
      * convention): an id's step then does not shrink with the batch size,
      * which matters for ftrl (its beta) and sgd; adagrad is invariant. */
-    float nb = (float)b->nb;
-    for (size_t i = 0; i < b->np; i++)
-        g[T_LIN][i] *= nb;
-    for (size_t i = 0; i < b->np * m->dim; i++)
-        g[T_EMB][i] *= nb;
-    return loss;
+    return zp_ctr_math_pass(m->train, b->ex, b->nb, m->dim, w[T_ROWS], w[T_DENSE], NULL, g[T_ROWS],
+                            (double)b->nb, g[T_DENSE]);
 }
 
 static size_t eval_chunks(const zp_model *m)
@@ -266,8 +262,8 @@ static void eval_chunk(zp_model *m, size_t k, float *const *w)
     size_t nb, a = chunk(m, k, &nb);
     for (size_t i = 0; i < nb; i++)
         m->ex[i] = a + i;
-    zp_ctr_math_pass(m->test, m->ex, nb, m->dim, w[T_LIN], w[T_EMB], w[T_DENSE], &m->logit[a], NULL,
-                     NULL, NULL);
+    zp_ctr_math_pass(m->test, m->ex, nb, m->dim, w[T_ROWS], w[T_DENSE], &m->logit[a], NULL, 0,
+                     NULL);
 }
 
 static int eval_finish(zp_model *m, zp_eval *out)

@@ -4,8 +4,8 @@
  * linear term over the dense features.
  *
  *   z = b + sum_j u_j x_j                          dense part (a dense table)
- *     + sum_i w_i a_i                              linear part (sparse, dim 1)
- *     + 1/2 sum_d [(sum_i v_id a_i)^2 - sum_i v_id^2 a_i^2]   FM (sparse, dim D)
+ *     + sum_i w_i a_i                              linear part (column 0 of a row)
+ *     + 1/2 sum_d [(sum_i v_id a_i)^2 - sum_i v_id^2 a_i^2]   FM (columns 1..D)
  *   loss = logloss(sigmoid(z), y)
  *
  * i runs over the example's ids with weights a_i (1 for criteo), j over
@@ -32,14 +32,16 @@ size_t zp_ctr_math_batch_positions(const zp_ctr_data *d, const size_t *ex, size_
 size_t zp_ctr_math_batch_ids(const zp_ctr_data *d, const size_t *ex, size_t nb, uint64_t *ids);
 
 /* Forward (and backward) pass over examples ex[0..nb) of d.
- *   lin[p], emb[p * dim ..]: rows of the linear and embedding tables for
- *   position p; dw[0..ndense): dense weights, dw[ndense]: the intercept.
- * Writes each example's logit to logit (if not NULL). If glin is not NULL,
- * writes the gradient of the MEAN loss over the batch: glin/gemb per
- * position (the caller or the server sums positions of one id), gdense
- * (ndense + 1). Returns the mean logloss. */
+ *   rows[p * (1 + dim) ..]: the row of position p, its linear weight w_i
+ *   then its embedding v_i (one sparse table with a lead column);
+ *   dw[0..ndense): dense weights, dw[ndense]: the intercept.
+ * Writes each example's logit to logit (if not NULL). If grows is not NULL,
+ * writes the gradient of the MEAN loss over the batch: gdense (ndense + 1)
+ * as it is, grows per position, laid out as rows (the caller or the server
+ * sums positions of one id), times row_scale (nb gives the gradient of the
+ * summed loss, in the same pass). Returns the mean logloss. */
 double zp_ctr_math_pass(const zp_ctr_data *d, const size_t *ex, size_t nb, uint32_t dim,
-                        const float *lin, const float *emb, const float *dw, float *logit,
-                        float *glin, float *gemb, float *gdense);
+                        const float *rows, const float *dw, float *logit, float *grows,
+                        double row_scale, float *gdense);
 
 #endif

@@ -74,18 +74,21 @@ static size_t rec_bytes(uint32_t dim, int spv)
 
 static int validate_lead(const zp_sparse_opts *o, char *err, size_t errlen)
 {
-    if (o->lead_cols == 0)
-        return 0;
     if (o->lead_cols > o->dim)
         return zp_errors_set(err, errlen, ZEPS_EINVAL,
                              "sparse table: lead_cols = %u must be at most dim = %u", o->lead_cols,
                              o->dim);
+    /* finite even when unused: a NaN would make every re-declaration differ */
+    int rc = check(ZEPS_EOPTIM, "lead_lr", o->lead_lr, o->lead_cols == 0 || o->lead_lr > 0,
+                   "> 0 (lead_cols > 0)", err, errlen);
+    if (rc == 0)
+        rc = check(ZEPS_EINVAL, "lead_init_scale", o->lead_init_scale, 1, "", err, errlen);
+    if (rc != 0 || o->lead_cols == 0)
+        return rc;
     if ((unsigned)o->lead_init > ZP_INIT_NORMAL)
         return zp_errors_set(err, errlen, ZEPS_EINVAL, "sparse table: lead_init = %d unknown",
                              (int)o->lead_init);
-    int rc = check(ZEPS_EOPTIM, "lead_lr", o->lead_lr, o->lead_lr > 0, "> 0 (lead_cols > 0)", err,
-                   errlen);
-    return rc ? rc : check(ZEPS_EINVAL, "lead_init_scale", o->lead_init_scale, 1, "", err, errlen);
+    return 0;
 }
 
 static int validate(const zp_sparse_opts *o, const zp_optim_ops **optim, char *err, size_t errlen)

@@ -209,6 +209,63 @@ static void tau_case(const char *mode, int k, int m)
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
 
+/* The clock of worker 0 on shard k, as the shard's STATS reports it. */
+static int64_t shard_clock(zeps_client *c, int k)
+{
+    Zeps__ShardStats *st = zt_stats(c, k);
+    ck_assert_ptr_nonnull(st);
+    int64_t clock = -1;
+    for (size_t i = 0; i < st->n_workers; i++)
+        if (st->workers[i]->rank == 0)
+            clock = st->workers[i]->clock;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return clock;
+}
+
+/* A step's clock rides on its last push to each shard: with both tables on
+ * both shards a step is 4 pulls and 4 pushes, no CLOCK (10 requests
+ * before); a pipe of one dense table of length 1 (shard 0's slice empty)
+ * sends shard 0 a CLOCK alone. Either way both shards reach clock STEPS. */
+START_TEST(test_clock_rides_on_pushes)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t[NT];
+    declare(c, t);
+    zeps_client_stats a, b;
+    zeps_client_get_stats(c, &a);
+    zeps_pipe_opts o = {.prefetch = 1, .max_inflight = 1, .clock = 1};
+    run_pipe(c, t, &o, 0, STEPS);
+    zeps_client_get_stats(c, &b);
+    ck_assert_uint_eq(b.requests - a.requests, 8 * STEPS);
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(shard_clock(c, k), STEPS);
+
+    zeps_table_spec one = {.name = "one", .length = 1, .optimizer = "sgd", .lr = 0.1};
+    uint32_t t1;
+    ck_assert_int_eq(zeps_declare(c, &one, &t1), 0);
+    zeps_pipe *p;
+    ck_assert_int_eq(zeps_pipe_new(c, &t1, 1, &o, &p), 0);
+    zeps_client_get_stats(c, &a);
+    for (int64_t s = STEPS; s < 2 * STEPS; s++) {
+        zeps_pipe_step *st;
+        ck_assert_int_eq(zeps_pipe_feed(p, s, NULL, 0, NULL), 0);
+        ck_assert_int_eq(zeps_pipe_next(p, &st), 0);
+        st->grads[0][0] = 1.0f;
+        ck_assert_int_eq(zeps_pipe_push(p, st), 0);
+    }
+    ck_assert_int_eq(zeps_pipe_drain(p), 0);
+    zeps_pipe_destroy(&p);
+    zeps_client_get_stats(c, &b);
+    ck_assert_uint_eq(b.requests - a.requests, 3 * STEPS); /* pull, push + clock, CLOCK */
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(shard_clock(c, k), 2 * STEPS);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 START_TEST(test_tau_counts_prefetch)
 {
     tau_case("async", 0, 0);
@@ -316,6 +373,7 @@ int main(void)
     tcase_set_timeout(tc, 180);
     tcase_add_test(tc, test_prefetch0_bsp_bit_identical);
     tcase_add_test(tc, test_tau_counts_prefetch);
+    tcase_add_test(tc, test_clock_rides_on_pushes);
     tcase_add_test(tc, test_error_mid_pipeline);
     tcase_add_test(tc, test_bad_arguments);
     suite_add_tcase(s, tc);

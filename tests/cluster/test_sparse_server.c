@@ -479,36 +479,29 @@ static void too_big_refused(void)
 static void lead_declarations(void)
 {
     uint32_t t, t2;
-    zeps_sparse_spec s = {.name = "lead",
-                          .dim = 4,
-                          .optimizer = "adagrad",
-                          .lr = 0.01,
-                          .init = "constant",
-                          .init_scale = 2.0,
-                          .lead_cols = 1,
-                          .lead_lr = 0.5,
-                          .lead_init = "constant",
-                          .lead_init_scale = -1.0};
+    zeps_sparse_spec s = emb_spec("adagrad", 0.01), bad[5];
+    s.name = "lead", s.dim = 4, s.init = "constant", s.init_scale = 2.0;
+    s.lead_cols = 1, s.lead_lr = 0.5, s.lead_init = "constant", s.lead_init_scale = -1.0;
     ck_assert_msg(zeps_declare_sparse(good, &s, &t) == 0, "%s", zeps_last_error(good));
     uint64_t id[1];
     ids_of_shard(0, id, 1);
     float row[4];
     ck_assert_int_eq(zeps_spull(good, t, id, 1, row, 0), 0);
     ck_assert(row[0] == -1.0f && row[1] == 2.0f && row[2] == 2.0f && row[3] == 2.0f);
-    zeps_sparse_spec again = s;
-    again.lead_lr = 0.25;
-    ck_assert_int_eq(zeps_declare_sparse(good, &again, &t2), ZEPS_ECONFLICT);
-    ck_assert_msg(strstr(zeps_last_error(good), "lead_lr"), "%s", zeps_last_error(good));
-    again = s;
-    again.name = "lead2";
-    again.lead_init = "xavier";
-    ck_assert_int_eq(zeps_declare_sparse(good, &again, &t2), ZEPS_EINVAL);
-    ck_assert_msg(strstr(zeps_last_error(good), "lead_init"), "%s", zeps_last_error(good));
-    again.lead_init = NULL;
-    again.lead_cols = 5;
-    ck_assert_int_eq(zeps_declare_sparse(good, &again, &t2), ZEPS_EINVAL);
-    ck_assert_msg(strstr(zeps_last_error(good), "lead_cols = 5 must be at most dim = 4"), "%s",
-                  zeps_last_error(good));
+    for (int i = 0; i < 5; i++)
+        bad[i] = s;
+    bad[0].lead_lr = 0.25;
+    bad[1].lead_init = NULL;
+    bad[2].lead_cols = 2;
+    bad[3].name = "lead2", bad[3].lead_init = "xavier";
+    bad[4].name = "lead2", bad[4].lead_cols = 5;
+    const int code[5] = {ZEPS_ECONFLICT, ZEPS_ECONFLICT, ZEPS_ECONFLICT, ZEPS_EINVAL, ZEPS_EINVAL};
+    const char *why[5] = {"lead_lr", "lead_init 'constant', not 'zeros'", "lead_cols", "lead_init",
+                          "lead_cols = 5 must be at most dim = 4"};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(zeps_declare_sparse(good, &bad[i], &t2), code[i]);
+        ck_assert_msg(strstr(zeps_last_error(good), why[i]), "%s", zeps_last_error(good));
+    }
 }
 
 /* Declarations with a bad dim or an unknown optimizer, a conflicting

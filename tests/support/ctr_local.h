@@ -1,6 +1,6 @@
 /*
  * ctr_local.h - the ctr model trained in one process, without servers: the
- * rows of both sparse tables in a local hash map, the same per-position
+ * rows (linear weight, then embedding, as in ctr_rows) in a local hash map, the same per-position
  * passes (worker/train/models/ctr_math.c) and Adagrad applied once per distinct id per
  * batch with the summed gradient, as a zeps server does. The tests use it
  * to show that the model and the generated data are sound on their own.

@@ -608,7 +608,7 @@ START_TEST(test_bad_opts)
         const char *field;
         int code;
         zp_sparse_opts o;
-    } cases[20];
+    } cases[21];
     int n = 0;
     zp_sparse_opts o = base_opts("adam", 8);
 #define BAD(fld, c, stmt)                                                                          \
@@ -639,6 +639,7 @@ START_TEST(test_bad_opts)
     BAD("lead_init", ZEPS_EINVAL, (p->lead_cols = 1, p->lead_lr = 1, p->lead_init = 7));
     BAD("lead_init_scale", ZEPS_EINVAL,
         (p->lead_cols = 8, p->lead_lr = 1, p->lead_init_scale = INFINITY));
+    BAD("lead_lr", ZEPS_EOPTIM, p->lead_lr = NAN); /* unused, but never equal to itself */
 #undef BAD
     for (int i = 0; i < n; i++) {
         char err[256] = "";

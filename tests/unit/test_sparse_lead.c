@@ -10,11 +10,12 @@
 #include "sparse.h"
 #include "sparse_fixture.h"
 
-/* A table of dim 6 whose first 2 columns are lead columns (lead_lr, zeros)
- * is, column for column, a dim-2 table with lr lead_lr and init zeros
- * beside a dim-6 table with the table's lr and init: the same bits after
- * the same pushes, for adam (two state blocks: the stride must be the
- * row's dim) and adagrad. */
+/* A table of dim 6 whose first 2 columns are lead columns (lead_lr, normal
+ * 0.3) is, column for column, a dim-2 table with lr lead_lr and init
+ * normal 0.3 beside a dim-6 table with the table's lr and init (uniform
+ * 0.05): the same bits, from the first values on and after the same
+ * pushes, for adam (two state blocks: the stride must be the row's dim)
+ * and adagrad. */
 START_TEST(test_lead_cols)
 {
     const char *const names[] = {"adam", "adagrad"};
@@ -25,9 +26,9 @@ START_TEST(test_lead_cols)
         zp_sparse_opts o = base_opts(names[k], dim), lo = base_opts(names[k], a);
         o.lead_cols = a;
         o.lead_lr = 0.37f;
-        o.lead_init = ZP_INIT_ZEROS;
+        o.lead_init = lo.init = ZP_INIT_NORMAL;
+        o.lead_init_scale = lo.init_scale = 0.3;
         lo.lr = 0.37f;
-        lo.init = ZP_INIT_ZEROS;
         zp_sparse_opts ro = base_opts(names[k], dim);
         zp_sparse *t = make(&o), *tl = make(&lo), *tr = make(&ro);
         float g[4 * 6], gl[4 * 2];
@@ -56,11 +57,13 @@ START_TEST(test_lead_cols)
             }
             ck_assert(r.values[0] != rr.values[0]); /* the lead step differs */
         }
-        /* a fresh row: zeros in the lead, the table's init after it */
-        float f[6], fr[6];
+        /* a fresh row: element k of the lead init, then of the table's */
+        float f[6], fl[2], fr[6];
         zp_sparse_init_row(t, 777, f);
+        zp_sparse_init_row(tl, 777, fl);
         zp_sparse_init_row(tr, 777, fr);
-        ck_assert(f[0] == 0 && f[1] == 0);
+        ck_assert(f[0] != 0 && f[0] != fr[0]);
+        ck_assert_mem_eq(f, fl, a * sizeof(float));
         ck_assert_mem_eq(f + a, fr + a, (dim - a) * sizeof(float));
         zp_sparse_destroy(&t);
         zp_sparse_destroy(&tl);

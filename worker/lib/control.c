@@ -8,6 +8,7 @@
 
 #include "client.h"
 #include "log.h"
+#include "push_clock.h"
 #include "req.h"
 #include "zeps.h"
 
@@ -34,6 +35,22 @@ int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)
         return ZEPS_EINVAL;
     *req = simple_start(c, ZEPS__OP__CLOCK, clock, 0, c->nshards);
     return 0;
+}
+
+void zp_control_clock_start_on(zeps_client *c, int64_t clock, const uint8_t *shards, zp_req **req)
+{
+    int n = 0;
+    for (int k = 0; k < c->nshards; k++)
+        n += shards[k] != 0;
+    *req = NULL;
+    if (n == 0)
+        return;
+    zp_req *r = zp_req_new(c, ZEPS__OP__CLOCK, n);
+    r->clock = clock;
+    for (int k = 0; k < c->nshards; k++)
+        if (shards[k])
+            zp_req_send(r, zp_req_add(r, k));
+    *req = r;
 }
 
 int zeps_clock(zeps_client *c, int64_t clock)

@@ -16,6 +16,7 @@
 #include "client.h"
 #include "codec.h"
 #include "now.h"
+#include "push_clock.h"
 #include "req.h"
 #include "tables.h"
 #include "wire.h"
@@ -40,9 +41,11 @@ static void encode_sub(zeps_client *c, zp_table *ti, zp_req_sub *s, const float 
 }
 
 /* Split [offset, offset + count) of a table over the shards and start one
- * sub-request per shard touched. */
+ * sub-request per shard touched; a push's to shard k carries the clock if
+ * clock_on[k] (push_clock.h). */
 static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, const float *src,
-                        uint64_t offset, uint64_t count, int64_t clock, zp_req **req)
+                        uint64_t offset, uint64_t count, int64_t clock, const uint8_t *clock_on,
+                        zp_req **req)
 {
     if (!c || !req || (op == ZEPS__OP__PUSH && !src))
         return ZEPS_EINVAL;
@@ -87,6 +90,8 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
             s->data = src + (lo - offset);
             s->data_len = s->count * sizeof(float);
             s->data_version = ti->version[k];
+            if (clock_on && clock_on[k])
+                s->flags |= ZP_FLAG_CLOCK;
             if (ti->codec)
                 encode_sub(c, ti, s, src + (lo - offset), lo);
             c->stats.bytes_out += s->data_len;
@@ -114,13 +119,13 @@ int zeps_pull_start(zeps_client *c, uint32_t table, float *dst, uint64_t offset,
 {
     if (!dst)
         return ZEPS_EINVAL;
-    return start_ranged(c, ZEPS__OP__PULL, table, dst, NULL, offset, count, clock, req);
+    return start_ranged(c, ZEPS__OP__PULL, table, dst, NULL, offset, count, clock, NULL, req);
 }
 
 int zeps_pull_view_start(zeps_client *c, uint32_t table, uint64_t offset, uint64_t count,
                          int64_t clock, zp_req **req)
 {
-    int rc = start_ranged(c, ZEPS__OP__PULL, table, NULL, NULL, offset, count, clock, req);
+    int rc = start_ranged(c, ZEPS__OP__PULL, table, NULL, NULL, offset, count, clock, NULL, req);
     if (rc == 0)
         (*req)->view = 1;
     return rc;
@@ -129,7 +134,14 @@ int zeps_pull_view_start(zeps_client *c, uint32_t table, uint64_t offset, uint64
 int zeps_push_start(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,
                     uint64_t count, int64_t clock, zp_req **req)
 {
-    return start_ranged(c, ZEPS__OP__PUSH, table, NULL, grad, offset, count, clock, req);
+    return start_ranged(c, ZEPS__OP__PUSH, table, NULL, grad, offset, count, clock, NULL, req);
+}
+
+int zp_dense_push_start_clocked(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,
+                                uint64_t count, int64_t clock, const uint8_t *clock_on,
+                                zp_req **req)
+{
+    return start_ranged(c, ZEPS__OP__PUSH, table, NULL, grad, offset, count, clock, clock_on, req);
 }
 
 int zeps_pull(zeps_client *c, uint32_t table, float *dst, uint64_t offset, uint64_t count,

@@ -13,9 +13,11 @@
  * a fed step's pulls go out (at most `prefetch` steps ahead of the one being
  * computed, and always after the pushes of the steps before it, so a pull
  * sees every push the worker made before sending it), and how many steps'
- * pushes may be unanswered (`max_inflight`). It uses only the public
- * request API (zeps_sbatch_*, zeps_pull_start, zeps_push_start,
- * zeps_clock_start, zeps_wait), so it adds no path through the engine.
+ * pushes may be unanswered (`max_inflight`). A step's clock rides on its
+ * last push to each shard (push_clock.h: one message less per shard and
+ * step); a shard it pushed nothing to gets a CLOCK of its own. It uses the
+ * public request API (zeps_sbatch_*, zeps_pull_start, zeps_wait) and those
+ * clocked pushes, so it adds no path through the engine.
  *
  * On any error the pipe waits for every request it has in flight (so no
  * buffer is referenced by ZeroMQ any more), keeps the first error and
@@ -26,6 +28,7 @@
 
 #include "alloc.h"
 #include "client.h"
+#include "push_clock.h"
 #include "req.h"
 #include "zeps.h"
 
@@ -53,6 +56,7 @@ struct zeps_pipe {
     int64_t reached;        /* the clock this worker has reached (pull clock) */
     int have_reached;
     int rounds;             /* dense tables advance in rounds (ZEPS_CAP_CUTS) */
+    uint8_t *clock_on;      /* [(ntables + 1) * nshards]: plan_clock's, for the step pushed */
     int err;
 };
 
@@ -118,6 +122,7 @@ int zeps_pipe_new(zeps_client *c, const uint32_t *tables, int ntables, const zep
      * (the one just pushed and those allowed to stay unanswered) */
     p->nslots = o.prefetch + o.max_inflight + 2;
     p->slots = zp_alloc_zeroed((size_t)p->nslots, sizeof(slot));
+    p->clock_on = zp_alloc_zeroed((size_t)(ntables + 1) * (size_t)c->nshards, 1);
     for (int k = 0; k < p->nslots; k++)
         for (int i = 0; i < ntables; i++)
             if (!p->dim[i]) {
@@ -143,6 +148,7 @@ void zeps_pipe_destroy(zeps_pipe **pp)
         }
     }
     free(p->slots);
+    free(p->clock_on);
     free(p);
     *pp = NULL;
 }
@@ -318,6 +324,32 @@ int zeps_pipe_next(zeps_pipe *p, zeps_pipe_step **step)
     return 0;
 }
 
+/* Whether table i of slot s sends shard k anything. */
+static bool sends(const zeps_pipe *p, const slot *s, int i, int k)
+{
+    int S = p->c->nshards;
+    if (p->dim[i])
+        return zp_sparse_on_shard(s->sb[i], k);
+    return zp_tables_slice_begin(p->length[i], k, S) <
+           zp_tables_slice_begin(p->length[i], k + 1, S);
+}
+
+/* Where slot s's clock goes on each shard (push_clock.h): on the last
+ * table's push to it, in row i of clock_on, or, where no table pushes,
+ * in row ntables: a CLOCK of its own. */
+static void plan_clock(zeps_pipe *p, const slot *s)
+{
+    int S = p->c->nshards;
+    memset(p->clock_on, 0, (size_t)(p->ntables + 1) * (size_t)S);
+    for (int k = 0; k < S; k++) {
+        int last = p->ntables;
+        for (int i = 0; i < p->ntables; i++)
+            if (sends(p, s, i, k))
+                last = i;
+        p->clock_on[last * S + k] = 1;
+    }
+}
+
 int zeps_pipe_push(zeps_pipe *p, zeps_pipe_step *step)
 {
     if (!p || !step)
@@ -327,13 +359,19 @@ int zeps_pipe_push(zeps_pipe *p, zeps_pipe_step *step)
     slot *s = by_seq(p, p->handed - 1);
     if (!s || s->state != S_READY || &s->step != step)
         return zp_req_fail(p->c, ZEPS_EINVAL, "pipe: push the step zeps_pipe_next handed out");
-    int rc = 0;
-    for (int i = 0; i < p->ntables && rc == 0; i++)
-        rc = p->dim[i] ? zeps_sbatch_push_start(s->sb[i], step->grads[i], step->clock, &s->reqs[i])
-                       : zeps_push_start(p->c, p->tables[i], step->grads[i], 0, p->length[i],
-                                         step->clock, &s->reqs[i]);
+    int rc = 0, S = p->c->nshards;
+    if (p->o.clock)
+        plan_clock(p, s);
+    for (int i = 0; i < p->ntables && rc == 0; i++) {
+        const uint8_t *on = p->o.clock ? &p->clock_on[i * S] : NULL;
+        rc = p->dim[i] ? zp_sparse_push_start_clocked(s->sb[i], step->grads[i], step->clock, on,
+                                                      &s->reqs[i])
+                       : zp_dense_push_start_clocked(p->c, p->tables[i], step->grads[i], 0,
+                                                     p->length[i], step->clock, on, &s->reqs[i]);
+    }
     if (rc == 0 && p->o.clock)
-        rc = zeps_clock_start(p->c, step->clock, &s->reqs[p->ntables]);
+        zp_control_clock_start_on(p->c, step->clock, &p->clock_on[p->ntables * S],
+                                  &s->reqs[p->ntables]);
     s->state = S_PUSHING;
     if (rc != 0)
         return fail(p, rc);

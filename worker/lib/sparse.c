@@ -27,6 +27,7 @@
 #include "alloc.h"
 #include "client.h"
 #include "config.h"
+#include "push_clock.h"
 #include "req.h"
 #include "rng.h"
 #include "rowres.h"
@@ -474,7 +475,7 @@ static int check_size(const zeps_sbatch *b, int push, const zp_table *ti)
 /* Start a pull (push = 0) or push of b: one sub-request per shard that holds
  * some of its ids. A request with no ids has nothing to send: an empty
  * request completes at once. On success *req is the caller's wait handle. */
-static int start(zeps_sbatch *b, int push, int64_t clock, zeps_req **req)
+static int start(zeps_sbatch *b, int push, int64_t clock, const uint8_t *clock_on, zeps_req **req)
 {
     zeps_client *c = b->c;
     zp_table *ti = &c->tables[b->table];
@@ -501,7 +502,7 @@ static int start(zeps_sbatch *b, int push, int64_t clock, zeps_req **req)
         s->count = cnt;
         s->data = p.data;
         s->data_len = p.len;
-        s->flags = p.flags;
+        s->flags = p.flags | (push && clock_on && clock_on[k] ? ZP_FLAG_CLOCK : 0);
         s->codec = p.codec;
         if (push) {
             c->stats.bytes_out += p.len;
@@ -527,7 +528,7 @@ int zeps_sbatch_pull_start(zeps_sbatch *b, float *rows, int64_t clock, zeps_req 
     if (!b || !req || (b->n && !rows))
         return ZEPS_EINVAL;
     b->rows = rows;
-    return start(b, 0, clock, req);
+    return start(b, 0, clock, NULL, req);
 }
 
 int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock)
@@ -559,7 +560,18 @@ static void sum_rows(const zeps_sbatch *b, const float *grads, size_t lo, size_t
     }
 }
 
+bool zp_sparse_on_shard(const zeps_sbatch *b, int k)
+{
+    return b->sbegin[k + 1] > b->sbegin[k];
+}
+
 int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, zeps_req **req)
+{
+    return zp_sparse_push_start_clocked(b, grads, clock, NULL, req);
+}
+
+int zp_sparse_push_start_clocked(zeps_sbatch *b, const float *grads, int64_t clock,
+                                 const uint8_t *clock_on, zeps_req **req)
 {
     if (!b || !req || (b->n && !grads))
         return ZEPS_EINVAL;
@@ -583,7 +595,7 @@ int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, ze
     b->codec = ti->codec ? (uint32_t)ti->codec->id : 0;
     if (ti->codec)
         encode_blocks(b, ti->codec, &ti->cparams, ti->row_ef ? &ti->row_residual : NULL, clock);
-    return start(b, 1, clock, req);
+    return start(b, 1, clock, clock_on, req);
 }
 
 /* Compress each shard's summed rows into b->enc as [ids][C(rows)][versions].

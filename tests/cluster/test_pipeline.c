@@ -39,6 +39,15 @@ static void declare(zeps_client *c, uint32_t *t)
     ck_assert_int_eq(zeps_declare(c, &dp, &t[T_DENSE]), 0);
 }
 
+/* 2 shards and one worker in `mode`, its client with the tables declared. */
+static zeps_client *start_declared(zt_cluster *cl, const char *mode, uint32_t *t)
+{
+    ck_assert_int_eq(zt_cluster_start(cl, 2, 1, mode, NULL, NULL), 0);
+    zeps_client *c = zt_client(cl, 0);
+    declare(c, t);
+    return c;
+}
+
 /* Step s's ids: 64 positions over ids s .. s + 40 (repeats, overlaps
  * between steps), or with `same` one fixed set of 16 distinct ids. */
 static void step_ids(int64_t s, int same, uint64_t *ids)
@@ -75,10 +84,8 @@ static void final_params(zeps_client *c, const uint32_t *t, int64_t clock, float
 static void run_plain(float *out)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
     uint32_t t[NT];
-    declare(c, t);
+    zeps_client *c = start_declared(&cl, "bsp", t);
     static float rows[NPOS * DIM], g[NPOS * DIM];
     float w[NDENSE], gw[NDENSE];
     for (int64_t s = 0; s < STEPS; s++) {
@@ -138,10 +145,8 @@ START_TEST(test_prefetch0_bsp_bit_identical)
     run_plain(plain);
     for (int m = 0; m <= 2; m += 2) { /* max_inflight changes when pushes are waited for, not what is read */
         zt_cluster cl;
-        ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
-        zeps_client *c = zt_client(&cl, 0);
         uint32_t t[NT];
-        declare(c, t);
+        zeps_client *c = start_declared(&cl, "bsp", t);
         zeps_pipe_opts o = {.prefetch = 0, .max_inflight = m, .clock = 1};
         run_pipe(c, t, &o, 0, STEPS);
         final_params(c, t, STEPS, piped);
@@ -152,10 +157,8 @@ START_TEST(test_prefetch0_bsp_bit_identical)
     }
     /* and the comparison can fail: prefetch 1 reads older rows */
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
     uint32_t t[NT];
-    declare(c, t);
+    zeps_client *c = start_declared(&cl, "bsp", t);
     zeps_pipe_opts o = {.prefetch = 1, .max_inflight = 1, .clock = 1};
     run_pipe(c, t, &o, 0, STEPS);
     final_params(c, t, STEPS, piped);
@@ -190,10 +193,8 @@ static void tau_case(const char *mode, int k, int m)
 {
     enum { U = 16, N = 20 };
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, mode, NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
     uint32_t t[NT];
-    declare(c, t);
+    zeps_client *c = start_declared(&cl, mode, t);
     zeps_pipe_opts o = {.prefetch = k, .max_inflight = m, .clock = 1};
     run_pipe(c, t, &o, 1, N);
     uint64_t counts[16], n;
@@ -229,10 +230,8 @@ static int64_t shard_clock(zeps_client *c, int k)
 START_TEST(test_clock_rides_on_pushes)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
     uint32_t t[NT];
-    declare(c, t);
+    zeps_client *c = start_declared(&cl, "async", t);
     zeps_client_stats a, b;
     zeps_client_get_stats(c, &a);
     zeps_pipe_opts o = {.prefetch = 1, .max_inflight = 1, .clock = 1};
@@ -278,10 +277,8 @@ END_TEST
 START_TEST(test_error_mid_pipeline)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
     uint32_t t[NT];
-    declare(c, t);
+    zeps_client *c = start_declared(&cl, "async", t);
     zeps_pipe *p;
     zeps_pipe_opts o = {.prefetch = 2, .max_inflight = 2, .clock = 1};
     ck_assert_int_eq(zeps_pipe_new(c, t, NT, &o, &p), 0);

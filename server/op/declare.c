@@ -22,7 +22,9 @@ static void reply_declared(zp_server *s, zp_request *r, const zp_table *t)
     zp_reply_init(s, r->h, &rep);
     rep.table = t->id;
     rep.offset = t->begin;
-    rep.count = t->n;
+    /* a sparse table has no slice: count says the lead columns it keeps, so
+     * a client can tell a shard that would ignore them (docs/protocol.md) */
+    rep.count = t->rows ? t->rows->spec->lead_cols : t->n;
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
 }
 

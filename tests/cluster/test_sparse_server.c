@@ -488,11 +488,21 @@ static void lead_declarations(void)
     float row[4];
     ck_assert_int_eq(zeps_spull(good, t, id, 1, row, 0), 0);
     ck_assert(row[0] == -1.0f && row[1] == 2.0f && row[2] == 2.0f && row[3] == 2.0f);
+    /* DECLARE's reply counts the lead columns kept (libzeps checks it) */
+    Zeps__TableSpec ts;
+    zeps__table_spec__init(&ts);
+    ts.name = "lead", ts.kind = 1, ts.dim = 4, ts.optimizer = "adagrad", ts.lr = 0.01;
+    ts.init = "constant", ts.init_scale = 2.0, ts.seed = 7, ts.lead_cols = 1, ts.lead_lr = 0.5;
+    ts.lead_init = "constant", ts.lead_init_scale = -1.0;
+    Zeps__Header h;
+    req(&h, ZEPS__OP__DECLARE, 0);
+    h.spec = &ts;
+    Zeps__Header *rep = zt_raw_req(raw, &h, NULL, 0);
+    ck_assert_uint_eq(rep->count, 1);
+    zeps__header__free_unpacked(rep, NULL);
     for (int i = 0; i < 5; i++)
         bad[i] = s;
-    bad[0].lead_lr = 0.25;
-    bad[1].lead_init = NULL;
-    bad[2].lead_cols = 2;
+    bad[0].lead_lr = 0.25, bad[1].lead_init = NULL, bad[2].lead_cols = 2;
     bad[3].name = "lead2", bad[3].lead_init = "xavier";
     bad[4].name = "lead2", bad[4].lead_cols = 5;
     const int code[5] = {ZEPS_ECONFLICT, ZEPS_ECONFLICT, ZEPS_ECONFLICT, ZEPS_EINVAL, ZEPS_EINVAL};

@@ -63,16 +63,26 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     zp_req_finish(r);
     uint32_t ids[ZP_MAX_SHARDS];
     int bad = -1;
+    uint64_t lead = 0;
     for (int k = 0; k < c->nshards; k++) {
         ids[k] = r->subs[k].table;
         uint64_t b = zp_tables_slice_begin(ts->length, k, c->nshards);
         uint64_t e = zp_tables_slice_begin(ts->length, k + 1, c->nshards);
         if (!sparse && !r->err && (r->subs[k].offset != b || r->subs[k].count != e - b))
             bad = k;
+        /* a shard older than lead columns answers 0: it would train them
+         * with the table's step and init */
+        if (sparse && !r->err && r->subs[k].count != ts->lead_cols && bad < 0)
+            bad = k, lead = r->subs[k].count;
     }
     int rc = zeps_wait(&r);
     if (rc != 0)
         return rc;
+    if (bad >= 0 && sparse)
+        return zp_req_fail(c, ZEPS_EPROTO,
+                           "shard %d keeps %" PRIu64 " lead columns of table '%s', not %u (a "
+                           "zeps-server older than lead columns ignores them)",
+                           bad, lead, ts->name, ts->lead_cols);
     if (bad >= 0)
         return zp_req_fail(c, ZEPS_EPROTO,
                            "shard %d holds a different slice of table '%s' than expected", bad,

@@ -260,6 +260,23 @@ START_TEST(test_clock_rides_on_pushes)
     ck_assert_uint_eq(b.requests - a.requests, 3 * STEPS); /* pull, push + clock, CLOCK */
     for (int k = 0; k < 2; k++)
         ck_assert_int_eq(shard_clock(c, k), 2 * STEPS);
+
+    /* shard 0 refuses the push that carries its clock (a NaN in w[0]): the
+     * step is still finished there, as a CLOCK of its own would have */
+    ck_assert_int_eq(zeps_pipe_new(c, t, NT, &o, &p), 0);
+    uint64_t ids[NPOS];
+    step_ids(0, 0, ids);
+    zeps_pipe_step *st;
+    ck_assert_int_eq(zeps_pipe_feed(p, 2 * STEPS, ids, NPOS, NULL), 0);
+    ck_assert_int_eq(zeps_pipe_next(p, &st), 0);
+    grad(st->rows[T_EMB], st->rows[T_DENSE], st->grads[T_EMB], st->grads[T_DENSE]);
+    st->grads[T_DENSE][0] = NAN;
+    ck_assert_int_eq(zeps_pipe_push(p, st), 0);
+    ck_assert_int_eq(zeps_pipe_drain(p), ZEPS_ENONFINITE);
+    ck_assert_ptr_nonnull(strstr(zeps_last_error(c), "NaN")); /* the push's text, kept */
+    zeps_pipe_destroy(&p);
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(shard_clock(c, k), 2 * STEPS + 1);
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }

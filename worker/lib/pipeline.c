@@ -66,12 +66,43 @@ static int settle(slot *s, int n)
     return zeps_wait_all(s->reqs, n);
 }
 
+/* A step's clock rides on its pushes (push_clock.h), so a push a shard
+ * refused left the step unfinished there, where a CLOCK of its own would
+ * have finished it: finish it on every shard (one already past it
+ * acknowledges and changes nothing), keeping the first error's text. Not
+ * after errors of the connection or a restarted shard (rollback decides). */
+static void finish_clock(zeps_pipe *p, int64_t clock, int rc)
+{
+    if (!p->o.clock || rc == ZEPS_ETIMEDOUT || rc == ZEPS_ECLOSED || rc == ZEPS_ETRANSPORT ||
+        rc == ZEPS_ERESTARTED || rc == ZEPS_EREFUSED)
+        return;
+    char keep[sizeof p->c->err];
+    memcpy(keep, p->c->err, sizeof keep);
+    zeps_req *r;
+    if (zeps_clock_start(p->c, clock, &r) == 0)
+        zeps_wait(&r);
+    memcpy(p->c->err, keep, sizeof keep);
+}
+
+/* Wait for slot s's pushes and clock; returns the first error. */
+static int settle_push(zeps_pipe *p, slot *s)
+{
+    int rc = settle(s, p->ntables + 1);
+    if (rc != 0)
+        finish_clock(p, s->step.clock, rc);
+    return rc;
+}
+
 /* Wait for everything in flight and free every slot. */
 static void drain(zeps_pipe *p)
 {
     for (int i = 0; i < p->nslots; i++) {
-        settle(&p->slots[i], p->ntables + 1);
-        p->slots[i].state = S_FREE;
+        slot *s = &p->slots[i];
+        if (s->state == S_PUSHING)
+            settle_push(p, s);
+        else
+            settle(s, p->ntables + 1);
+        s->state = S_FREE;
     }
     p->fed = p->handed = 0;
     p->have_reached = 0;
@@ -231,7 +262,7 @@ static int settle_oldest(zeps_pipe *p, int *waited)
     *waited = old != NULL;
     if (!old)
         return 0;
-    int rc = settle(old, p->ntables + 1);
+    int rc = settle_push(p, old);
     old->state = S_FREE;
     return rc;
 }
@@ -373,8 +404,11 @@ int zeps_pipe_push(zeps_pipe *p, zeps_pipe_step *step)
         zp_control_clock_start_on(p->c, step->clock, &p->clock_on[p->ntables * S],
                                   &s->reqs[p->ntables]);
     s->state = S_PUSHING;
-    if (rc != 0)
+    if (rc != 0) { /* a push not sent: the step's clock may be finished on some shards only */
+        settle(s, p->ntables + 1);
+        finish_clock(p, step->clock, rc);
         return fail(p, rc);
+    }
     if (step->clock + 1 > p->reached)
         p->reached = step->clock + 1;
     rc = pump(p);
@@ -392,7 +426,7 @@ int zeps_pipe_drain(zeps_pipe *p)
         slot *s = &p->slots[k];
         if (s->state != S_PUSHING)
             continue;
-        int r = settle(s, p->ntables + 1);
+        int r = settle_push(p, s);
         s->state = S_FREE;
         rc = rc ? rc : r;
     }

@@ -275,7 +275,7 @@ static const uint64_t *checked_push(zp_server *s, zp_request *r, zp_table *t, co
                                    : checked_ids(s, r, t, fixed + n * dim * sizeof(float), false);
     if (!ids)
         return NULL;
-    ptrdiff_t rep = zp_rows_repeated(t->rows, ids, n);
+    ptrdiff_t rep = zp_rows_check_push(t->rows, ids, n);
     if (rep >= 0) {
         zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
                        "PUSH to sparse table '%s' names id %" PRIu64 " twice (position %td); "
@@ -331,7 +331,7 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     size_t len = zmq_msg_size(r->payload);
     bool versions = (h->flags & ZP_FLAG_ROW_VERSIONS) != 0;
     size_t vbytes = versions ? n * sizeof(uint32_t) : 0;
-    zp_rows_push rp = {.ids = ids, .n = n, .g = g, .clock = h->clock};
+    zp_rows_push rp = {.ids = ids, .n = n, .cand = t->rows->cand, .g = g, .clock = h->clock};
     if (versions)
         rp.read_versions = zp_rows_versions(
             t->rows, (const unsigned char *)zmq_msg_data(r->payload) + len - vbytes, n);

@@ -74,8 +74,12 @@ int zp_async_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, ch
 size_t zp_async_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp)
 {
     (void)s;
-    zp_sparse_push(t->rows->store, rp->ids, rp->n, rp->g, 1.0f, rp->clock, rp->read_versions,
-                   &t->stats.tau, &t->stats.tau_by_freq);
+    if (rp->cand != NULL)
+        zp_sparse_push_probed(t->rows->store, rp->ids, rp->n, rp->cand, rp->g, 1.0f, rp->clock,
+                              rp->read_versions, &t->stats.tau, &t->stats.tau_by_freq);
+    else
+        zp_sparse_push(t->rows->store, rp->ids, rp->n, rp->g, 1.0f, rp->clock, rp->read_versions,
+                       &t->stats.tau, &t->stats.tau_by_freq);
     return 0;
 }
 

@@ -63,36 +63,59 @@ static size_t set_reset(zp_rows *t, size_t n)
     return cap - 1;
 }
 
-/* Index of the second occurrence of a repeated id, or -1: an open-addressing
- * set over the table's scratch, cleared by generation stamps, hashed with
- * XXH3 under a seed drawn at random per table (ids come from the network:
- * a public hash would let a client make every id collide, and the check
- * quadratic). A slot holds the stamp and the position of the id it took,
- * so the set is 8 bytes a slot; every home slot is computed first and
- * prefetched AHEAD ids before its probe, so the probes' cache misses
- * overlap instead of following one another. */
-ptrdiff_t zp_rows_repeated(zp_rows *t, const uint64_t *ids, size_t n)
+/* Index of the second occurrence of a repeated id among the ids at
+ * positions pos[0..k) (ascending; pos NULL: positions 0..k), or -1: an
+ * open-addressing set over the table's scratch, cleared by generation
+ * stamps, hashed with XXH3 under a seed drawn at random per table (ids come
+ * from the network: a public hash would let a client make every id
+ * collide, and the check quadratic). A slot holds the stamp and the
+ * position of the id it took, so the set is 8 bytes a slot; every home slot
+ * is computed first and prefetched AHEAD ids before its probe, so the
+ * probes' cache misses overlap instead of following one another. */
+static ptrdiff_t repeated_at(zp_rows *t, const uint64_t *ids, const uint32_t *pos, size_t k)
 {
     enum { AHEAD = 16 };
-    size_t mask = set_reset(t, n);
+    size_t mask = set_reset(t, k);
     zp_rows_slot *set = t->set;
     uint32_t *home = t->set_home, stamp = t->set_stamp;
-    for (size_t i = 0; i < n; i++)
-        home[i] = (uint32_t)(zp_sparse_hash_id(ids[i], t->set_seed) & mask);
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        __builtin_prefetch(&set[home[i]], 1);
-    for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            __builtin_prefetch(&set[home[i + AHEAD]], 1);
-        size_t j = home[i];
-        while (set[j].stamp == stamp) {
-            if (ids[set[j].pos] == ids[i])
+    for (size_t j = 0; j < k; j++)
+        home[j] = (uint32_t)(zp_sparse_hash_id(ids[pos ? pos[j] : j], t->set_seed) & mask);
+    for (size_t j = 0; j < k && j < AHEAD; j++)
+        __builtin_prefetch(&set[home[j]], 1);
+    for (size_t j = 0; j < k; j++) {
+        if (j + AHEAD < k)
+            __builtin_prefetch(&set[home[j + AHEAD]], 1);
+        size_t i = pos ? pos[j] : j, s = home[j];
+        while (set[s].stamp == stamp) {
+            if (ids[set[s].pos] == ids[i])
                 return (ptrdiff_t)i;
-            j = (j + 1) & mask;
+            s = (s + 1) & mask;
         }
-        set[j] = (zp_rows_slot){.stamp = stamp, .pos = (uint32_t)i};
+        set[s] = (zp_rows_slot){.stamp = stamp, .pos = (uint32_t)i};
     }
     return -1;
+}
+
+ptrdiff_t zp_rows_repeated(zp_rows *t, const uint64_t *ids, size_t n)
+{
+    return repeated_at(t, ids, NULL, n);
+}
+
+/* The index's probe vouches for the ids it found (sparse.h); the exact
+ * set checks the rest, or all of them when the probe cannot vouch. */
+ptrdiff_t zp_rows_check_push(zp_rows *t, const uint64_t *ids, size_t n)
+{
+    if (n > t->cand_cap) {
+        free(t->cand);
+        free(t->missing);
+        t->cand_cap = n < 1024 ? 1024 : n;
+        t->cand = zp_alloc(t->cand_cap * sizeof(uint32_t));
+        t->missing = zp_alloc(t->cand_cap * sizeof(uint32_t));
+    }
+    size_t k = 0;
+    if (zp_sparse_probe(t->store, ids, n, t->cand, t->missing, &k))
+        return repeated_at(t, ids, NULL, n);
+    return k > 1 ? repeated_at(t, ids, t->missing, k) : -1;
 }
 
 /* Room for n floats in the table's gradient scratch, or NULL if that
@@ -210,17 +233,27 @@ static int rows_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int 
     return 0;
 }
 
+void zp_rows_scratch_free(zp_rows *r)
+{
+    free(r->ids);
+    free(r->set);
+    free(r->set_home);
+    free(r->cand);
+    free(r->missing);
+    free(r->grads);
+    free(r->vers);
+    r->ids = NULL, r->set = NULL, r->set_home = NULL, r->cand = NULL, r->missing = NULL;
+    r->grads = NULL, r->vers = NULL;
+    r->ids_cap = r->set_cap = r->cand_cap = r->grad_cap = r->ver_cap = 0;
+}
+
 static void rows_destroy(zp_table *t)
 {
     zp_rows *r = t->rows;
     if (!r)
         return;
     zp_sparse_destroy(&r->store);
-    free(r->ids);
-    free(r->set);
-    free(r->set_home);
-    free(r->grads);
-    free(r->vers);
+    zp_rows_scratch_free(r);
     zp_rowvers_fini(&r->kept);
     if (r->spec)
         zeps__table_spec__free_unpacked(r->spec, NULL);

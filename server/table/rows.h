@@ -35,6 +35,9 @@ typedef struct zp_rows {
     uint32_t set_stamp;
     size_t set_cap;
     uint64_t set_seed; /* its hash seed, random */
+    uint32_t *cand;    /* scratch: a push's candidate rows (zp_rows_check_push) */
+    uint32_t *missing; /* scratch: positions of its ids without a row */
+    size_t cand_cap;
     float *grads;      /* scratch: misaligned or decoded gradients */
     size_t grad_cap;
     uint32_t *vers; /* scratch: row versions read */
@@ -52,6 +55,11 @@ const uint64_t *zp_rows_ids(zp_rows *r, const void *data, size_t n);
 /* Index of the second occurrence of a repeated id in ids[0..n), or -1. */
 ptrdiff_t zp_rows_repeated(zp_rows *r, const uint64_t *ids, size_t n);
 
+/* The same answer for a push's ids, found mostly by the store's index
+ * (zp_sparse_probe), which also leaves each id's candidate row in r->cand
+ * for the zp_sparse_push_probed of these ids (valid until the next call). */
+ptrdiff_t zp_rows_check_push(zp_rows *r, const uint64_t *ids, size_t n);
+
 /* Room for n floats of gradient scratch, or NULL if it cannot be made. */
 float *zp_rows_grads(zp_rows *r, size_t n);
 
@@ -63,6 +71,9 @@ const uint32_t *zp_rows_versions(zp_rows *r, const void *data, size_t n);
  * on demand); nothing if they are kept already. Returns 0, or ZEPS_EINVAL
  * with a message in err when rows of this dim cannot keep that many. */
 int zp_rows_keep_versions(zp_rows *r, uint32_t keep, char *err, size_t errlen);
+
+/* Free the scratch (the store and the declaration stay). */
+void zp_rows_scratch_free(zp_rows *r);
 
 /* After a push: a large gradient scratch is not kept for the next (usually
  * small) one. */

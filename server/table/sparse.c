@@ -212,6 +212,8 @@ void zp_sparse_destroy(zp_sparse **tp)
     free(t->chunks);
     zp_alloc_huge_free(t->index, t->icap * sizeof(slot));
     free(t->sketch);
+    free(t->seen);
+    free(t->cand);
     free(t);
     *tp = NULL;
 }
@@ -333,9 +335,55 @@ static rowhdr *touch(zp_sparse *t, uint64_t id, int64_t clock)
     return hd;
 }
 
-/* ------------------------------------------------------- the batched row path
+/* ------------------------------------------------------- candidates
  *
- * A request's ids are looked up GROUP at a time in a three-stage pipeline,
+ * Both paths below find an id's row in two steps: its candidate from the
+ * index alone, then the candidate's record checked against the id. */
+
+/* The first slot from h's home that is empty or holds h's 32 bits: the
+ * row there, or ROW_NONE. */
+static inline uint32_t candidate(const zp_sparse *t, uint64_t h)
+{
+    const uint64_t mask = t->icap - 1;
+    const uint32_t h32 = (uint32_t)h;
+    for (uint64_t i = h & mask;; i = (i + 1) & mask) {
+        slot e = t->index[i];
+        if (e.row == ROW_NONE || e.hash == h32)
+            return e.row;
+    }
+}
+
+/* The record of candidate row r if it holds `id` (a candidate is only a
+ * guess: another id with the same 32 hash bits, or a record evicted and
+ * retaken since it was found), touched at `clock`; else NULL, for the
+ * one-at-a-time path to decide. */
+static inline rowhdr *hit(const zp_sparse *t, uint32_t r, uint64_t id, int64_t clock)
+{
+    if (r == ROW_NONE)
+        return NULL;
+    rowhdr *hd = zp_sparse_rec_at(t, r);
+    if (hd->id != id || !zp_sparse_rec_live(hd))
+        return NULL;
+    hd->freq += hd->freq != UINT32_MAX;
+    hd->last_clock = clock;
+    return hd;
+}
+
+/* always_inline: gcc finds a void function of prefetches free of side
+ * effects and deletes calls to it that are not inlined yet. */
+static inline __attribute__((always_inline)) void prefetch_rec(const zp_sparse *t, uint32_t r)
+{
+    if (r == ROW_NONE)
+        return;
+    const char *rec = (const char *)zp_sparse_rec_at(t, r);
+    __builtin_prefetch(rec, 1);
+    if (t->rec > 64)
+        __builtin_prefetch(rec + 64, 1);
+}
+
+/* ------------------------------------------------------- the pull path
+ *
+ * A pull's ids are looked up GROUP at a time in a three-stage pipeline,
  * so the cache misses of many ids overlap instead of following one
  * another: group g + 2 is hashed and its home slots prefetched, group g + 1
  * probed (comparing only the 32 hash bits a slot holds, which stay in the
@@ -373,30 +421,11 @@ static inline void stage_hash(const zp_sparse *t, rowpipe *p, size_t gi)
 
 static inline void stage_probe(const zp_sparse *t, rowpipe *p, size_t gi)
 {
-    const uint64_t mask = t->icap - 1;
-    const slot *index = t->index;
     const uint64_t *h = p->h[gi % 3];
     uint32_t *row = p->row[gi % 2];
     for (size_t j = 0, k = group_len(p, gi); j < k; j++) {
-        uint64_t i = h[j] & mask;
-        uint32_t h32 = (uint32_t)h[j], r = ROW_NONE;
-        for (;;) {
-            slot e = index[i];
-            if (e.row == ROW_NONE)
-                break;
-            if (e.hash == h32) {
-                r = e.row;
-                break;
-            }
-            i = (i + 1) & mask;
-        }
-        row[j] = r;
-        if (r != ROW_NONE) {
-            const char *rec = (const char *)zp_sparse_rec_at(t, r);
-            __builtin_prefetch(rec, 1);
-            if (t->rec > 64)
-                __builtin_prefetch(rec + 64, 1);
-        }
+        row[j] = candidate(t, h[j]);
+        prefetch_rec(t, row[j]);
     }
 }
 
@@ -422,15 +451,7 @@ static inline void pipe_next(const zp_sparse *t, rowpipe *p, size_t gi)
 static inline rowhdr *pipe_hit(const zp_sparse *t, const rowpipe *p, size_t gi, size_t j,
                                int64_t clock)
 {
-    uint32_t r = p->row[gi % 2][j];
-    if (r == ROW_NONE)
-        return NULL;
-    rowhdr *hd = zp_sparse_rec_at(t, r);
-    if (hd->id != p->ids[gi * GROUP + j])
-        return NULL;
-    hd->freq += hd->freq != UINT32_MAX;
-    hd->last_clock = clock;
-    return hd;
+    return hit(t, p->row[gi % 2][j], p->ids[gi * GROUP + j], clock);
 }
 
 void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, float *out,
@@ -463,60 +484,138 @@ void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, 
     }
 }
 
-/* Apply g's rows to the rows of ids[0..n): the same path with the
+/* ------------------------------------------------------- the push path
+ *
+ * A push runs in two passes, each streaming through the ids with the cache
+ * misses of the next AHEAD ids prefetched: the probe hashes every id and
+ * reads its index slots, comparing only the 32 hash bits a slot holds, and
+ * gives each id a candidate row; the apply pass reads each candidate's
+ * record, checks it (hit) and updates it. An id whose candidate is not its
+ * row takes the one-at-a-time path (touch), which may create a row.
+ * Results and their order are those of touching the ids one by one.
+ *
+ * zp_sparse_probe also tells whether the ids may repeat, at the cost of a
+ * bit per record: equal ids probe the same slots, so they get the same
+ * candidate, and a found row marked twice in `seen` means a repeat (or,
+ * rarely, two ids with equal 32 hash bits). Ids with no row yet are left
+ * to the caller's exact check: in a trained table they are few. */
+#define AHEAD 16
+
+/* The `seen` bitmap covers every record handed out. */
+static void seen_fit(zp_sparse *t)
+{
+    size_t words = ((size_t)t->nalloc + 63) / 64;
+    if (words <= t->seen_words)
+        return;
+    size_t nw = words < 1024 ? 1024 : words + words / 2;
+    t->seen = zp_alloc_resize(t->seen, nw * sizeof(uint64_t));
+    memset(t->seen + t->seen_words, 0, (nw - t->seen_words) * sizeof(uint64_t));
+    t->seen_words = nw;
+}
+
+/* cand[i] for every id; with `missing`, also the repeat test (see above). */
+static bool probe(zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *cand, uint32_t *missing,
+                  size_t *nmissing)
+{
+    const uint64_t mask = t->icap - 1;
+    uint64_t ring[AHEAD];
+    size_t k = 0;
+    bool shared = false;
+    for (size_t i = 0; i < n && i < AHEAD; i++) {
+        ring[i] = zp_rowindex_hash(t, ids[i]);
+        __builtin_prefetch(&t->index[ring[i] & mask]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        uint64_t h = ring[i % AHEAD];
+        if (i + AHEAD < n) {
+            uint64_t ahead = zp_rowindex_hash(t, ids[i + AHEAD]);
+            ring[i % AHEAD] = ahead;
+            __builtin_prefetch(&t->index[ahead & mask]);
+        }
+        uint32_t r = cand[i] = candidate(t, h);
+        if (missing == NULL)
+            continue;
+        if (r == ROW_NONE) {
+            missing[k++] = (uint32_t)i;
+            continue;
+        }
+        uint64_t bit = (uint64_t)1 << (r & 63), *w = &t->seen[r >> 6];
+        shared |= (*w & bit) != 0;
+        *w |= bit;
+    }
+    if (missing != NULL) {
+        for (size_t i = 0; i < n; i++) /* every bit set was one of these */
+            if (cand[i] != ROW_NONE)
+                t->seen[cand[i] >> 6] = 0;
+        *nmissing = k;
+    }
+    return shared;
+}
+
+bool zp_sparse_probe(zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *cand, uint32_t *missing,
+                     size_t *nmissing)
+{
+    seen_fit(t);
+    return probe(t, ids, n, cand, missing, nmissing);
+}
+
+/* Apply g's rows to the rows of ids[0..n) (candidates cand): the
  * optimizer's step, the version bump and, when `tau` is given, each row's
  * staleness, also by the row's frequency bucket (its touches, this push's
  * included) into by_freq. */
-static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const float *grad,
-                        float scale, int64_t clock, const uint32_t *read_versions, zp_hist *tau,
-                        zp_freq_hist *by_freq)
+static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const uint32_t *cand,
+                        const float *grad, float scale, int64_t clock,
+                        const uint32_t *read_versions, zp_hist *tau, zp_freq_hist *by_freq)
 {
     const size_t dim = t->dim;
     size_t applied = 0;
-    rowpipe p;
     clock = zp_sparse_live_clock(clock);
-    pipe_start(t, &p, ids, n);
-    for (size_t gi = 0; gi * GROUP < n; gi++) {
-        pipe_next(t, &p, gi);
-        bool slow = false;
-        for (size_t j = 0, k = group_len(&p, gi); j < k; j++) {
-            size_t i = gi * GROUP + j;
-            rowhdr *hd = slow ? NULL : pipe_hit(t, &p, gi, j, clock);
-            if (hd == NULL) {
-                slow = true;
-                hd = touch(t, ids[i], clock);
-                if (hd == NULL) {
-                    t->c.pushes_skipped++;
-                    continue;
-                }
-            }
-            if (tau != NULL) {
-                /* A row evicted and re-created since the read restarts at
-                 * version 0: count that as tau 0, not a wrapped difference. */
-                uint64_t rt = hd->version >= read_versions[i]
-                                  ? (uint64_t)(hd->version - read_versions[i])
-                                  : 0;
-                zp_hist_add_linear(tau, rt);
-                zp_freq_hist_add(by_freq, hd->freq, rt);
-            }
-            apply_row(t, hd, grad + i * dim, scale);
-            hd->version += hd->version != UINT32_MAX;
-            applied++;
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        prefetch_rec(t, cand[i]);
+    for (size_t i = 0; i < n; i++) {
+        if (i + AHEAD < n)
+            prefetch_rec(t, cand[i + AHEAD]);
+        rowhdr *hd = hit(t, cand[i], ids[i], clock);
+        if (hd == NULL && (hd = touch(t, ids[i], clock)) == NULL) {
+            t->c.pushes_skipped++;
+            continue;
         }
-        if (slow)
-            stage_probe(t, &p, gi + 1);
+        if (tau != NULL) {
+            /* A row evicted and re-created since the read restarts at
+             * version 0: count that as tau 0, not a wrapped difference. */
+            uint64_t rt =
+                hd->version >= read_versions[i] ? (uint64_t)(hd->version - read_versions[i]) : 0;
+            zp_hist_add_linear(tau, rt);
+            zp_freq_hist_add(by_freq, hd->freq, rt);
+        }
+        apply_row(t, hd, grad + i * dim, scale);
+        hd->version += hd->version != UINT32_MAX;
+        applied++;
     }
     return applied;
+}
+
+size_t zp_sparse_push_probed(zp_sparse *t, const uint64_t *ids, size_t n, const uint32_t *cand,
+                             const float *g, float scale, int64_t clock,
+                             const uint32_t *read_versions, zp_hist *tau, zp_freq_hist *tau_by_freq)
+{
+    /* the per-row staleness record is decided once per request */
+    bool rec = read_versions != NULL && tau != NULL && tau_by_freq != NULL;
+    return push_rows(t, ids, n, cand, g, scale, clock, read_versions, rec ? tau : NULL,
+                     rec ? tau_by_freq : NULL);
 }
 
 size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *g, float scale,
                       int64_t clock, const uint32_t *read_versions, zp_hist *tau,
                       zp_freq_hist *tau_by_freq)
 {
-    /* the per-row staleness record is decided once per request */
-    bool rec = read_versions != NULL && tau != NULL && tau_by_freq != NULL;
-    return push_rows(t, ids, n, g, scale, clock, read_versions, rec ? tau : NULL,
-                     rec ? tau_by_freq : NULL);
+    if (n > t->cand_cap) {
+        t->cand_cap = n < 1024 ? 1024 : n;
+        t->cand = zp_alloc_resize(t->cand, t->cand_cap * sizeof(uint32_t));
+    }
+    probe(t, ids, n, t->cand, NULL, NULL);
+    return zp_sparse_push_probed(t, ids, n, t->cand, g, scale, clock, read_versions, tau,
+                                 tau_by_freq);
 }
 
 /* The TTL scan is eviction's (evict.c); the API stays the table's. */

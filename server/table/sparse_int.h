@@ -97,6 +97,11 @@ struct zp_sparse {
     uint16_t *sketch; /* admit.c: NULL unless admit_count > 1 */
     uint64_t sketch_seed;
 
+    uint64_t *seen; /* zp_sparse_probe: a bit per record, all clear between calls */
+    size_t seen_words;
+    uint32_t *cand; /* zp_sparse_push's own candidates (no probe given) */
+    size_t cand_cap;
+
     zp_rng rng_admit, rng_sample;
     int64_t next_scan; /* evict.c: the next TTL scan */
     bool scanned;

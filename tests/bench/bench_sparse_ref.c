@@ -17,10 +17,12 @@
  *
  * Usage: bench_sparse --ref [--seconds S] [--reps R] [--dims 1,8,64]
  *        [--rows 1M,10M] [--batch N] [--naive] [--big] [--profile push|pull]
+ *        [--store]
  * D = 64 runs at 10M rows only with --big (the two servers then hold
  * ~11 GB). --naive runs the reference's one-id-at-a-time map instead.
  * --profile push|pull runs only zeps' cells of that op on uniform ids (the
  * reference is filled but not timed): a run to hold a profiler to.
+ * --store compares the two stores alone, in this process (below).
  */
 #include <math.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 #include "harness.h"
 #include "now.h"
 #include "rng.h"
+#include "rows.h"
 #include "sparse_ref.h"
 #include "zeps.h"
 
@@ -38,7 +41,7 @@ int zt_bench_sparse_ref(int argc, char **argv);
 
 typedef struct ropts {
     double secs;
-    int reps, ndims, nsizes, naive, big;
+    int reps, ndims, nsizes, naive, big, store;
     int profile; /* 'p' (push) or 'l' (pull): zeps' uniform cells of that op only */
     uint32_t dims[8];
     uint64_t sizes[8];
@@ -122,14 +125,45 @@ static int one(const side *s, int zeps, int push, uint32_t dim, const uint64_t *
     return rc;
 }
 
-/* Ids per second of one side over `secs` (at least 3 requests). */
-static double cell(const side *s, int zeps, int push, uint32_t dim, const uint64_t *ids, size_t n,
-                   float *buf, double secs)
+/* ------------------------------------------------- --store: the stores alone
+ *
+ * The shard's store and the reference's map in this process, without
+ * ZeroMQ, the client or the request's other checks: what each does per id.
+ * zeps does what a shard does with a request's ids: a push checks them
+ * (zp_rows_check_push) and applies through the candidates, a pull reads
+ * rows and versions. Both get the same distinct ids, as a shard gets them
+ * from the client library. */
+
+typedef struct stores {
+    zp_rows rows; /* .store: zeps' store */
+    zt_smap *map;
+    float *out;
+    uint32_t *vers;
+} stores;
+
+static void store_op(stores *st, int zeps, int push, const uint64_t *ids, size_t n, const float *g)
+{
+    if (!zeps)
+        zt_smap_run(st->map, ids, n, push ? NULL : st->out, push ? g : NULL);
+    else if (!push)
+        zp_sparse_pull(st->rows.store, ids, n, 0, st->out, st->vers);
+    else if (zp_rows_check_push(&st->rows, ids, n) < 0)
+        zp_sparse_push_probed(st->rows.store, ids, n, st->rows.cand, g, 1.0f, 0, NULL, NULL, NULL);
+    else
+        abort(); /* the ids are distinct */
+}
+
+/* Ids per second of one side over `secs` (at least 3 requests): through
+ * the servers (st NULL) or the stores alone. */
+static double cell(const side *s, stores *st, int zeps, int push, uint32_t dim, const uint64_t *ids,
+                   size_t n, float *buf, double secs)
 {
     size_t reps = 0;
     double t0 = zp_now_s(), t1;
     do {
-        if (one(s, zeps, push, dim, ids, n, buf) != 0)
+        if (st)
+            store_op(st, zeps, push, ids, n, buf);
+        else if (one(s, zeps, push, dim, ids, n, buf) != 0)
             return -1;
         reps++;
         t1 = zp_now_s();
@@ -176,8 +210,8 @@ static int report_cell(const ropts *o, const side *s, uint32_t dim, uint64_t row
 {
     double zv[32], rv[32], ratios[32];
     for (int r = 0; r < o->reps; r++) {
-        zv[r] = cell(s, 1, push, dim, ids, n, buf, o->secs);
-        rv[r] = o->profile ? 1 : cell(s, 0, push, dim, ids, n, buf, o->secs);
+        zv[r] = cell(s, NULL, 1, push, dim, ids, n, buf, o->secs);
+        rv[r] = o->profile ? 1 : cell(s, NULL, 0, push, dim, ids, n, buf, o->secs);
         if (zv[r] < 0 || rv[r] < 0)
             return -1;
         ratios[r] = zv[r] / rv[r];
@@ -194,6 +228,87 @@ static int report_cell(const ropts *o, const side *s, uint32_t dim, uint64_t row
         printf("%s%.2f", r ? " " : "", ratios[r]);
     printf(")\n");
     fflush(stdout);
+    return 0;
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The distinct ids of ids[0..n) (sorted), in place; returns their number. */
+static size_t distinct(uint64_t *ids, size_t n)
+{
+    size_t k = 0;
+    qsort(ids, n, sizeof(uint64_t), cmp_u64);
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || ids[k - 1] != ids[i])
+            ids[k++] = ids[i];
+    return k;
+}
+
+static void store_config(const ropts *o, uint32_t dim, uint64_t rows)
+{
+    zp_sparse_opts so = {.dim = dim,
+                         .optimizer = "adagrad",
+                         .lr = 0.01f,
+                         .init = ZP_INIT_UNIFORM,
+                         .init_scale = 0.01,
+                         .seed = 1};
+    char err[256];
+    stores st = {.rows = {.dim = dim}, .map = zt_smap_new(dim)};
+    if (zp_sparse_new(&st.rows.store, &so, err, sizeof(err)) != 0)
+        abort();
+    size_t n = o->batch;
+    uint64_t *ids = zp_alloc(n * sizeof(uint64_t));
+    float *g = zp_alloc(n * dim * sizeof(float));
+    st.out = zp_alloc(n * dim * sizeof(float));
+    st.vers = zp_alloc(n * sizeof(uint32_t));
+    for (uint64_t k = 0; k < rows; k += n) { /* the fill: rows 0..rows-1 */
+        size_t m = rows - k < n ? (size_t)(rows - k) : n;
+        for (size_t i = 0; i < m; i++)
+            ids[i] = id_of(k + i);
+        store_op(&st, 1, 0, ids, m, NULL);
+        store_op(&st, 0, 0, ids, m, NULL);
+    }
+    for (size_t i = 0; i < n * dim; i++)
+        g[i] = 1e-3f;
+    for (int zipf = 0; zipf < 2; zipf++) {
+        make_ids(ids, n, rows, zipf);
+        size_t nd = distinct(ids, n);
+        for (int push = 1; push >= 0; push--) {
+            double zv[32], rv[32];
+            for (int r = 0; r < o->reps; r++) {
+                zv[r] = cell(NULL, &st, 1, push, dim, ids, nd, g, o->secs);
+                rv[r] = cell(NULL, &st, 0, push, dim, ids, nd, g, o->secs);
+            }
+            printf("%-3u %-9llu %-8s %-5s | %11.0f %11.0f | %5.2f\n", dim, (unsigned long long)rows,
+                   zipf ? "zipf1.1" : "uniform", push ? "push" : "pull", median(zv, o->reps),
+                   median(rv, o->reps), median(zv, o->reps) / median(rv, o->reps));
+            fflush(stdout);
+        }
+    }
+    free(ids);
+    free(g);
+    free(st.out);
+    free(st.vers);
+    zt_smap_free(&st.map);
+    zp_sparse_destroy(&st.rows.store);
+    zp_rows_scratch_free(&st.rows);
+}
+
+static int store_main(const ropts *o)
+{
+    printf("the stores alone, in this process: zeps' shard store (check and apply) vs the "
+           "reference's map; %zu ids drawn per request, distinct; medians of %d\n",
+           o->batch, o->reps);
+    printf("%-3s %-9s %-8s %-5s | %11s %11s | %5s\n", "D", "rows", "ids", "op", "zeps rows/s",
+           "ref rows/s", "ratio");
+    for (int si = 0; si < o->nsizes; si++)
+        for (int di = 0; di < o->ndims; di++)
+            if (!(o->dims[di] >= 64 && o->sizes[si] > 2000000 && !o->big))
+                store_config(o, o->dims[di], o->sizes[si]);
     return 0;
 }
 
@@ -252,6 +367,8 @@ int zt_bench_sparse_ref(int argc, char **argv)
             continue;
         if (strcmp(a, "--naive") == 0)
             o.naive = 1;
+        else if (strcmp(a, "--store") == 0)
+            o.store = 1;
         else if (strcmp(a, "--big") == 0)
             o.big = 1;
         else if (nx && strcmp(a, "--profile") == 0 && (!strcmp(nx, "push") || !strcmp(nx, "pull")))
@@ -271,12 +388,14 @@ int zt_bench_sparse_ref(int argc, char **argv)
         else {
             fprintf(stderr, "usage: bench_sparse --ref [--seconds S] [--reps R] [--dims 1,8,64] "
                             "[--rows 1M,10M] [--batch N] [--naive] [--big] "
-                            "[--profile push|pull]\n");
+                            "[--profile push|pull] [--store]\n");
             return 2;
         }
     }
     if (o.reps < 1 || o.reps > 32 || o.batch < 1)
         return 2;
+    if (o.store)
+        return store_main(&o);
     zt_sref ref;
     if (zt_sref_start(&ref, o.naive ? REF_MAP_NAIVE : REF_MAP_BATCHED) != 0) {
         fprintf(stderr, "bench_sparse: cannot start the reference server\n");

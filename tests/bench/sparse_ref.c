@@ -183,6 +183,32 @@ static void map_run(rmap *m, const uint64_t *ids, size_t n, float *out, const fl
     }
 }
 
+struct zt_smap {
+    rmap m;
+};
+
+zt_smap *zt_smap_new(uint32_t dim)
+{
+    zt_smap *s = malloc(sizeof(*s));
+    if (!s)
+        abort();
+    map_init(&s->m, dim);
+    return s;
+}
+
+void zt_smap_run(zt_smap *s, const uint64_t *ids, size_t n, float *out, const float *g)
+{
+    map_run(&s->m, ids, n, out, g, REF_MAP_BATCHED);
+}
+
+void zt_smap_free(zt_smap **sp)
+{
+    if (*sp)
+        map_free(&(*sp)->m);
+    free(*sp);
+    *sp = NULL;
+}
+
 static void free_cb(void *data, void *hint)
 {
     (void)hint;

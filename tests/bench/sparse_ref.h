@@ -25,6 +25,14 @@ enum { REF_PULL = 1, REF_PUSH = 2, REF_RESET = 3, REF_RSS = 4 };
  * rows, then touch them); "naive" probes and touches one id at a time. */
 enum { REF_MAP_BATCHED = 0, REF_MAP_NAIVE = 1 };
 
+/* The reference's map (the batched variant) in this process, for
+ * bench_sparse --ref --store: rows created on first touch; a pull (g NULL)
+ * copies dim floats per id into out, a push applies g's rows. */
+typedef struct zt_smap zt_smap;
+zt_smap *zt_smap_new(uint32_t dim);
+void zt_smap_run(zt_smap *m, const uint64_t *ids, size_t n, float *out, const float *g);
+void zt_smap_free(zt_smap **m);
+
 typedef struct zt_sref {
     pid_t pid;
     void *ctx, *sock;

@@ -2,7 +2,10 @@
  * test_rows.c - server/table/rows.c's request scratch: the repeated-id
  * check (exact: the first repeat found, whatever the ids, across calls that
  * reuse the set and across a wrapped stamp) and the ids and row versions a
- * request is read from (in place when aligned, else an exact copy).
+ * request is read from (in place when aligned, else an exact copy); the
+ * check of a push's ids through the store's index (zp_rows_check_push):
+ * the same answers as the set, and candidates that lead each id to its own
+ * row, also for ids whose hashes share the 32 bits an index slot keeps.
  */
 #include <check.h>
 #include <stdint.h>
@@ -13,13 +16,11 @@
 #include "rng.h"
 #include "rows.h"
 #include "sparse_hash.h"
+#include "sparse_int.h" /* the index seed, to build colliding ids */
 
 static void rows_fini(zp_rows *r)
 {
-    free(r->set);
-    free(r->set_home);
-    free(r->ids);
-    free(r->vers);
+    zp_rows_scratch_free(r);
 }
 
 /* n distinct ids: a random odd multiplier keeps them distinct. */
@@ -119,6 +120,117 @@ START_TEST(test_ids_in_place)
 }
 END_TEST
 
+/* ---------------------------------------------------------------- a push's ids */
+
+static zp_rows store_rows(void)
+{
+    zp_sparse_opts o = {.dim = 2, .optimizer = "adagrad", .lr = 0.1f, .init = ZP_INIT_ZEROS};
+    zp_rows r = {.dim = 2};
+    char err[256];
+    ck_assert_int_eq(zp_sparse_new(&r.store, &o, err, sizeof(err)), 0);
+    return r;
+}
+
+/* Rows for ids[0..n). */
+static void create(zp_rows *r, const uint64_t *ids, size_t n)
+{
+    float *out = malloc(n * 2 * sizeof(float));
+    zp_sparse_pull(r->store, ids, n, 0, out, NULL);
+    free(out);
+}
+
+static uint32_t version_of(zp_rows *r, uint64_t id)
+{
+    zp_sparse_row row;
+    ck_assert(zp_sparse_get(r->store, id, &row));
+    return row.version;
+}
+
+/* The index vouches for ids it found and leaves the rest to the set: a
+ * repeat among rows, among new ids, or none, is answered as the set alone
+ * answers it, at the same position. */
+START_TEST(test_check_push_exact)
+{
+    enum { N = 5000, FOUND = 3000 };
+    zp_rows r = store_rows();
+    uint64_t *ids = malloc(N * sizeof(uint64_t));
+    distinct_ids(ids, N, 11);
+    create(&r, ids, FOUND);
+    ck_assert_int_eq(zp_rows_check_push(&r, ids, N), -1);
+    const size_t at[][2] = {
+        {10, 300}, {0, FOUND - 1}, {FOUND, N - 1}, {FOUND + 5, FOUND + 6}, {7, N - 2}};
+    for (size_t k = 0; k < sizeof(at) / sizeof(at[0]); k++) {
+        uint64_t saved = ids[at[k][1]];
+        ids[at[k][1]] = ids[at[k][0]];
+        ck_assert_int_eq(zp_rows_check_push(&r, ids, N), zp_rows_repeated(&r, ids, N));
+        ck_assert_int_eq(zp_rows_check_push(&r, ids, N), (ptrdiff_t)at[k][1]);
+        ids[at[k][1]] = saved;
+    }
+    /* the candidates left are each id's row: a push through them */
+    float *g = calloc(N * 2, sizeof(float));
+    ck_assert_int_eq(zp_rows_check_push(&r, ids, N), -1);
+    ck_assert_uint_eq(zp_sparse_push_probed(r.store, ids, N, r.cand, g, 1.0f, 1, NULL, NULL, NULL),
+                      N);
+    for (size_t i = 0; i < N; i += 97)
+        ck_assert_uint_eq(version_of(&r, ids[i]), 1);
+    free(g);
+    free(ids);
+    zp_sparse_destroy(&r.store);
+    rows_fini(&r);
+}
+END_TEST
+
+static int by_low32(const void *a, const void *b)
+{
+    uint32_t x = (uint32_t)((const uint64_t *)a)[0], y = (uint32_t)((const uint64_t *)b)[0];
+    return x < y ? -1 : x > y;
+}
+
+/* Two ids whose index hashes share their low 32 bits (the bits a slot
+ * keeps), found with the store's private seed as a client cannot. */
+static void colliding(const zp_sparse *t, uint64_t *x, uint64_t *y)
+{
+    enum { M = 400000 };
+    uint64_t(*p)[2] = malloc(M * sizeof(*p));
+    for (;;) {
+        uint64_t base = zp_rng_random64();
+        for (size_t i = 0; i < M; i++) {
+            p[i][1] = base + i;
+            p[i][0] = (uint32_t)zp_sparse_hash_id(p[i][1], t->index_seed);
+        }
+        qsort(p, M, sizeof(*p), by_low32);
+        for (size_t i = 1; i < M; i++)
+            if (p[i][0] == p[i - 1][0]) {
+                *x = p[i][1];
+                *y = p[i - 1][1];
+                free(p);
+                return;
+            }
+    }
+}
+
+/* Ids with equal 32 hash bits share a candidate: no repeat is reported, and
+ * each id's gradient reaches its own row, whether the other one has a row
+ * yet or not. */
+START_TEST(test_check_push_collision)
+{
+    zp_rows r = store_rows();
+    uint64_t ids[2];
+    colliding(r.store, &ids[0], &ids[1]);
+    create(&r, &ids[1], 1); /* the first id's probe now stops at this row */
+    float g[4] = {1, 1, 1, 1};
+    for (int round = 1; round <= 2; round++) {
+        ck_assert_int_eq(zp_rows_check_push(&r, ids, 2), -1);
+        ck_assert_uint_eq(
+            zp_sparse_push_probed(r.store, ids, 2, r.cand, g, 1.0f, round, NULL, NULL, NULL), 2);
+        ck_assert_uint_eq(version_of(&r, ids[0]), round); /* created in round 1 */
+        ck_assert_uint_eq(version_of(&r, ids[1]), round);
+    }
+    zp_sparse_destroy(&r.store);
+    rows_fini(&r);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("rows");
@@ -127,6 +239,10 @@ static Suite *suite(void)
     tcase_add_test(tc, test_repeated_one_slot);
     tcase_add_test(tc, test_repeated_stamp_wraps);
     tcase_add_test(tc, test_ids_in_place);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("push");
+    tcase_add_test(tc, test_check_push_exact);
+    tcase_add_test(tc, test_check_push_collision);
     suite_add_tcase(s, tc);
     return s;
 }

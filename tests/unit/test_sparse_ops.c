@@ -98,6 +98,13 @@ START_TEST(test_push_checks)
     ck_assert_uint_eq(zt_last(z)->h->data_version, 1); /* the table's pushes applied here */
     ck_assert_float_eq(((float *)zt_last(z)->data)[DIM], -1.0f);
     ck_assert_uint_eq(((uint32_t *)zt_last(z)->data)[2 * DIM + 1], 1);
+    /* a repeat among ids that have rows is caught as among new ones */
+    uint64_t again[3] = {8, 7, 8};
+    float g3[3 * DIM] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    zt_spush(z, 0, t, again, 3, g3, 3 * DIM, NULL);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "id 8 twice (position 2)"));
+    ck_assert_uint_eq(tb->version, 1);
     zt_shard_free(z);
 }
 END_TEST

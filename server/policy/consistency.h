@@ -80,7 +80,10 @@ typedef struct zp_push_result {
 typedef struct zp_rows_push {
     const uint64_t *ids; /* n distinct ids of this shard */
     size_t n;
-    const uint32_t *cand; /* each id's candidate row (zp_rows_check_push), or NULL */
+    /* each id's candidate row (zp_rows_check_push), or NULL: borrowed from
+     * the table's scratch, valid during push_rows only (a policy that
+     * keeps a push for later must not keep this) */
+    const uint32_t *cand;
     const float *g;       /* n * dim finite gradients */
     int64_t clock;
     const uint32_t *read_versions; /* n row versions read, or NULL */

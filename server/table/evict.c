@@ -9,7 +9,8 @@
  * touched of SAMPLE_SIZE randomly drawn rows is evicted (the Redis
  * approximation; exact order would cost a list or heap per row). The budget
  * is checked against the bytes the table would hold after the insert (a new
- * chunk, a doubled index), so the held bytes never pass it.
+ * chunk, a doubled index), so the held bytes (c.bytes: chunks, index,
+ * sketch; not the push's marks, which are scratch) never pass it.
  *
  * Everything here works on the store's records and index (sparse_int.h,
  * rowindex.h); an evicted record goes on the store's free list.

@@ -101,21 +101,21 @@ ptrdiff_t zp_rows_repeated(zp_rows *t, const uint64_t *ids, size_t n)
     return repeated_at(t, ids, NULL, n);
 }
 
-/* The index's probe vouches for the ids it found (sparse.h); the exact
- * set checks the rest, or all of them when the probe cannot vouch. */
+/* The index's probe (sparse.h) narrows the ids that may repeat to a few
+ * positions, which the exact set then checks: the answer and its position
+ * are the set's over all ids, as every repeated id has all of its
+ * positions among them. */
 ptrdiff_t zp_rows_check_push(zp_rows *t, const uint64_t *ids, size_t n)
 {
     if (n > t->cand_cap) {
         free(t->cand);
-        free(t->missing);
+        free(t->unsure);
         t->cand_cap = n < 1024 ? 1024 : n;
         t->cand = zp_alloc(t->cand_cap * sizeof(uint32_t));
-        t->missing = zp_alloc(t->cand_cap * sizeof(uint32_t));
+        t->unsure = zp_alloc(t->cand_cap * sizeof(uint32_t));
     }
-    size_t k = 0;
-    if (zp_sparse_probe(t->store, ids, n, t->cand, t->missing, &k))
-        return repeated_at(t, ids, NULL, n);
-    return k > 1 ? repeated_at(t, ids, t->missing, k) : -1;
+    size_t k = zp_sparse_probe(t->store, ids, n, t->cand, t->unsure);
+    return k > 1 ? repeated_at(t, ids, t->unsure, k) : -1;
 }
 
 /* Room for n floats in the table's gradient scratch, or NULL if that
@@ -143,6 +143,12 @@ int zp_rows_keep_versions(zp_rows *r, uint32_t keep, char *err, size_t errlen)
 /* A large scratch is not kept for the next (usually small) push. */
 void zp_rows_trim(zp_rows *t)
 {
+    if (t->cand_cap * 2 * sizeof(uint32_t) > ((size_t)16 << 20)) {
+        free(t->cand);
+        free(t->unsure);
+        t->cand = t->unsure = NULL;
+        t->cand_cap = 0;
+    }
     if (t->grad_cap * sizeof(float) > ((size_t)64 << 20)) {
         free(t->grads);
         t->grads = NULL;
@@ -239,10 +245,10 @@ void zp_rows_scratch_free(zp_rows *r)
     free(r->set);
     free(r->set_home);
     free(r->cand);
-    free(r->missing);
+    free(r->unsure);
     free(r->grads);
     free(r->vers);
-    r->ids = NULL, r->set = NULL, r->set_home = NULL, r->cand = NULL, r->missing = NULL;
+    r->ids = NULL, r->set = NULL, r->set_home = NULL, r->cand = NULL, r->unsure = NULL;
     r->grads = NULL, r->vers = NULL;
     r->ids_cap = r->set_cap = r->cand_cap = r->grad_cap = r->ver_cap = 0;
 }

@@ -36,7 +36,7 @@ typedef struct zp_rows {
     size_t set_cap;
     uint64_t set_seed; /* its hash seed, random */
     uint32_t *cand;    /* scratch: a push's candidate rows (zp_rows_check_push) */
-    uint32_t *missing; /* scratch: positions of its ids without a row */
+    uint32_t *unsure;  /* scratch: positions of its ids that may repeat */
     size_t cand_cap;
     float *grads;      /* scratch: misaligned or decoded gradients */
     size_t grad_cap;
@@ -57,7 +57,8 @@ ptrdiff_t zp_rows_repeated(zp_rows *r, const uint64_t *ids, size_t n);
 
 /* The same answer for a push's ids, found mostly by the store's index
  * (zp_sparse_probe), which also leaves each id's candidate row in r->cand
- * for the zp_sparse_push_probed of these ids (valid until the next call). */
+ * for the zp_sparse_push_probed of these ids (valid until the next call
+ * of this or zp_rows_trim). */
 ptrdiff_t zp_rows_check_push(zp_rows *r, const uint64_t *ids, size_t n);
 
 /* Room for n floats of gradient scratch, or NULL if it cannot be made. */
@@ -75,8 +76,8 @@ int zp_rows_keep_versions(zp_rows *r, uint32_t keep, char *err, size_t errlen);
 /* Free the scratch (the store and the declaration stay). */
 void zp_rows_scratch_free(zp_rows *r);
 
-/* After a push: a large gradient scratch is not kept for the next (usually
- * small) one. */
+/* After a push: a large gradient or candidate scratch is not kept for the
+ * next (usually small) one. */
 void zp_rows_trim(zp_rows *r);
 
 #endif

@@ -30,10 +30,13 @@
 #include "alloc.h"
 #include "errors.h"
 #include "optim.h"
+#include "rowcopy.h"
 #include "rowindex.h"
 #include "sparse_hash.h"
 #include "sparse_int.h"
 #include "zeps_errors.h"
+
+_Static_assert(ZP_SPARSE_NO_ROW == ROW_NONE, "sparse.h's no-row is the store's");
 
 #define CHUNK_MAX_ROWS     ((uint32_t)1 << 16)
 #define CHUNK_TARGET_BYTES ((size_t)4 << 20)
@@ -212,7 +215,7 @@ void zp_sparse_destroy(zp_sparse **tp)
     free(t->chunks);
     zp_alloc_huge_free(t->index, t->icap * sizeof(slot));
     free(t->sketch);
-    free(t->seen);
+    free(t->marks);
     free(t->cand);
     free(t);
     *tp = NULL;
@@ -388,12 +391,11 @@ static inline __attribute__((always_inline)) void prefetch_rec(const zp_sparse *
  * another: group g + 2 is hashed and its home slots prefetched, group g + 1
  * probed (comparing only the 32 hash bits a slot holds, which stay in the
  * index) and its candidate records prefetched, while group g's records are
- * checked (their id) and touched. An id whose candidate is not its row (not
- * present, or another id with the same 32 hash bits) takes the one-at-a-time
- * path (touch), which may create a row; creating may grow the index or
- * evict, which could stale what was found for later ids, so the rest of
- * that group takes the one-at-a-time path and the next group is probed
- * again. Results and their order are those of touching the ids one by one. */
+ * checked and touched (hit). An id whose candidate is not its row (not
+ * present, another id with the same 32 hash bits, or a record evicted and
+ * retaken since the probe: a touch may create rows, and evict) takes the
+ * one-at-a-time path (touch), which may create a row. Results and their
+ * order are those of touching the ids one by one. */
 #define GROUP 16
 
 typedef struct rowpipe {
@@ -463,24 +465,19 @@ void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, 
     pipe_start(t, &p, ids, n);
     for (size_t gi = 0; gi * GROUP < n; gi++) {
         pipe_next(t, &p, gi);
-        bool slow = false;
         for (size_t j = 0, k = group_len(&p, gi); j < k; j++) {
             size_t i = gi * GROUP + j;
             float *dst = out + i * dim;
-            rowhdr *hd = slow ? NULL : pipe_hit(t, &p, gi, j, clock);
-            if (hd == NULL) {
-                slow = true;
+            rowhdr *hd = pipe_hit(t, &p, gi, j, clock);
+            if (hd == NULL)
                 hd = touch(t, ids[i], clock);
-            }
             if (hd != NULL)
-                memcpy(dst, zp_sparse_rec_values(hd), dim * sizeof(float));
+                zp_rowcopy(dst, zp_sparse_rec_values(hd), dim);
             else
                 zp_sparse_init_row(t, ids[i], dst);
             if (versions != NULL)
                 versions[i] = hd != NULL ? hd->version : 0;
         }
-        if (slow) /* the index may have changed under the next group's probe */
-            stage_probe(t, &p, gi + 1);
     }
 }
 
@@ -494,32 +491,36 @@ void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, 
  * row takes the one-at-a-time path (touch), which may create a row.
  * Results and their order are those of touching the ids one by one.
  *
- * zp_sparse_probe also tells whether the ids may repeat, at the cost of a
- * bit per record: equal ids probe the same slots, so they get the same
- * candidate, and a found row marked twice in `seen` means a repeat (or,
- * rarely, two ids with equal 32 hash bits). Ids with no row yet are left
- * to the caller's exact check: in a trained table they are few. */
+ * zp_sparse_probe also narrows the check for repeated ids, at the cost of
+ * two bits per record: equal ids probe the same slots, so they get the same
+ * candidate. A found row is marked "seen" the first time and "twice" the
+ * next; only positions whose candidate is no row or a row marked twice can
+ * hold a repeat, and only they are left to the caller's exact check. Ids
+ * with no row are new, and two distinct ids share a candidate when their
+ * hashes share the 32 bits a slot keeps (about n^2 / 2^33 pairs in a push
+ * of n ids: one in a push of 100k): in a trained table both are few. */
 #define AHEAD 16
 
-/* The `seen` bitmap covers every record handed out. */
-static void seen_fit(zp_sparse *t)
+/* The marks cover every record handed out: for each 64 records, a word of
+ * "seen" bits, then a word of "twice" bits. */
+static void marks_fit(zp_sparse *t)
 {
     size_t words = ((size_t)t->nalloc + 63) / 64;
-    if (words <= t->seen_words)
+    if (words <= t->mark_words)
         return;
     size_t nw = words < 1024 ? 1024 : words + words / 2;
-    t->seen = zp_alloc_resize(t->seen, nw * sizeof(uint64_t));
-    memset(t->seen + t->seen_words, 0, (nw - t->seen_words) * sizeof(uint64_t));
-    t->seen_words = nw;
+    t->marks = zp_alloc_resize(t->marks, 2 * nw * sizeof(uint64_t));
+    memset(t->marks + 2 * t->mark_words, 0, 2 * (nw - t->mark_words) * sizeof(uint64_t));
+    t->mark_words = nw;
 }
 
-/* cand[i] for every id; with `missing`, also the repeat test (see above). */
-static bool probe(zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *cand, uint32_t *missing,
-                  size_t *nmissing)
+/* cand[i] for every id; with `marks`, each found row marked as above.
+ * Returns whether a row was marked twice. */
+static bool probe(const zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *cand,
+                  uint64_t *marks)
 {
     const uint64_t mask = t->icap - 1;
     uint64_t ring[AHEAD];
-    size_t k = 0;
     bool shared = false;
     for (size_t i = 0; i < n && i < AHEAD; i++) {
         ring[i] = zp_rowindex_hash(t, ids[i]);
@@ -533,30 +534,34 @@ static bool probe(zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *cand, u
             __builtin_prefetch(&t->index[ahead & mask]);
         }
         uint32_t r = cand[i] = candidate(t, h);
-        if (missing == NULL)
+        if (marks == NULL || r == ROW_NONE)
             continue;
-        if (r == ROW_NONE) {
-            missing[k++] = (uint32_t)i;
-            continue;
+        uint64_t bit = (uint64_t)1 << (r & 63), *w = &marks[2 * (size_t)(r >> 6)];
+        if (w[0] & bit) {
+            w[1] |= bit;
+            shared = true;
         }
-        uint64_t bit = (uint64_t)1 << (r & 63), *w = &t->seen[r >> 6];
-        shared |= (*w & bit) != 0;
-        *w |= bit;
-    }
-    if (missing != NULL) {
-        for (size_t i = 0; i < n; i++) /* every bit set was one of these */
-            if (cand[i] != ROW_NONE)
-                t->seen[cand[i] >> 6] = 0;
-        *nmissing = k;
+        w[0] |= bit;
     }
     return shared;
 }
 
-bool zp_sparse_probe(zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *cand, uint32_t *missing,
-                     size_t *nmissing)
+size_t zp_sparse_probe(zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *cand,
+                       uint32_t *unsure)
 {
-    seen_fit(t);
-    return probe(t, ids, n, cand, missing, nmissing);
+    marks_fit(t);
+    uint64_t *marks = t->marks;
+    bool shared = probe(t, ids, n, cand, marks);
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t r = cand[i];
+        if (r == ROW_NONE || (shared && (marks[2 * (size_t)(r >> 6) + 1] >> (r & 63) & 1)))
+            unsure[k++] = (uint32_t)i;
+    }
+    for (size_t i = 0; i < n; i++) /* every mark set was one of these rows' */
+        if (cand[i] != ROW_NONE)
+            marks[2 * (size_t)(cand[i] >> 6)] = marks[2 * (size_t)(cand[i] >> 6) + 1] = 0;
+    return k;
 }
 
 /* Apply g's rows to the rows of ids[0..n) (candidates cand): the
@@ -613,7 +618,7 @@ size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *
         t->cand_cap = n < 1024 ? 1024 : n;
         t->cand = zp_alloc_resize(t->cand, t->cand_cap * sizeof(uint32_t));
     }
-    probe(t, ids, n, t->cand, NULL, NULL);
+    probe(t, ids, n, t->cand, NULL);
     return zp_sparse_push_probed(t, ids, n, t->cand, g, scale, clock, read_versions, tau,
                                  tau_by_freq);
 }

@@ -117,19 +117,18 @@ size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *
                       int64_t clock, const uint32_t *read_versions, zp_hist *tau,
                       zp_freq_hist *tau_by_freq);
 
-/* The first half of a push, read-only: look up ids[0..n) in the index
- * (no touch, no admission, no creation) and write each id's candidate row
- * to cand[i] (ZP_SPARSE_NO_ROW when it has none yet) for the
- * zp_sparse_push_probed that follows. Also tell how far the ids are known
- * distinct: returns true if two found ids share a candidate (an id named
- * twice, or rarely two ids with equal 32-bit hashes), in which case
- * nothing is known; else the ids with a row are distinct among
- * themselves, and the positions of those without one, ascending, are in
- * missing[0..*nmissing) for the caller to check exactly. cand and missing
- * hold n entries each and stay the caller's. */
+/* The first half of a push, touching no row: look up ids[0..n) in the
+ * index (no touch, no admission, no creation) and write each id's
+ * candidate row to cand[i] (ZP_SPARSE_NO_ROW when it has none yet) for the
+ * zp_sparse_push_probed that follows. Also narrow the check for repeated
+ * ids: returns k and the positions unsure[0..k), ascending, outside of
+ * which no id repeats, and inside which every repeated id has all of its
+ * positions (ids without a row, and ids whose candidate another position
+ * shares: a repeat, or two ids whose hashes share the 32 bits an index
+ * slot keeps). cand and unsure hold n entries each and stay the caller's. */
 #define ZP_SPARSE_NO_ROW UINT32_MAX
-bool zp_sparse_probe(zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *cand, uint32_t *missing,
-                     size_t *nmissing);
+size_t zp_sparse_probe(zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *cand,
+                       uint32_t *unsure);
 
 /* zp_sparse_push with the candidates a zp_sparse_probe of the same ids
  * wrote (borrowed for the call). Rows created or evicted since the probe

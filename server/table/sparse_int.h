@@ -97,8 +97,8 @@ struct zp_sparse {
     uint16_t *sketch; /* admit.c: NULL unless admit_count > 1 */
     uint64_t sketch_seed;
 
-    uint64_t *seen; /* zp_sparse_probe: a bit per record, all clear between calls */
-    size_t seen_words;
+    uint64_t *marks;   /* zp_sparse_probe: 2 bits per record, all clear between calls */
+    size_t mark_words; /* records covered / 64 */
     uint32_t *cand; /* zp_sparse_push's own candidates (no probe given) */
     size_t cand_cap;
 

@@ -62,22 +62,22 @@ START_TEST(test_million_distinct)
     uint64_t *ids = malloc(N * sizeof(uint64_t));
     for (size_t i = 0; i < N; i++)
         ids[i] = zp_rng_mix64(i + 1); /* distinct: mix64 is a bijection */
-    for (int round = 0; round < 2; round++) {
-        zeps_sbatch *b;
-        ck_assert_int_eq(zeps_sbatch_new(c, t, ids, N, &b), 0);
-        ck_assert_uint_eq(zeps_sbatch_unique(b), distinct(ids, N));
-        ck_assert_uint_lt(distinct(ids, N), round ? N - REP / 2 : N + 1);
-        zeps_sbatch_free(&b);
-        for (size_t k = 0; k < REP; k++) /* then: REP later positions repeat earlier ids */
-            ids[N - 1 - k * 997] = ids[k * 991];
-    }
+    zeps_sbatch *b;
+    ck_assert_int_eq(zeps_sbatch_new(c, t, ids, N, &b), 0);
+    ck_assert_uint_eq(zeps_sbatch_unique(b), N);
+    zeps_sbatch_free(&b);
+    for (size_t k = 0; k < REP; k++) /* REP later positions repeat earlier ids */
+        ids[N / 2 + k * 499] = ids[k * 491];
+    ck_assert_int_eq(zeps_sbatch_new(c, t, ids, N, &b), 0);
+    ck_assert_uint_eq(zeps_sbatch_unique(b), N - REP);
+    ck_assert_uint_eq(distinct(ids, N), N - REP);
+    zeps_sbatch_free(&b);
     /* a repeated position reads its id's row */
     float *rows = malloc((size_t)N * DIM * sizeof(float));
-    zeps_sbatch *b;
     ck_assert_int_eq(zeps_sbatch_new(c, t, ids, N, &b), 0);
     ck_assert_int_eq(zeps_sbatch_pull(b, rows, 0), 0);
     for (size_t k = 0; k < REP; k++)
-        ck_assert_mem_eq(rows + (N - 1 - k * 997) * DIM, rows + k * 991 * DIM, DIM * sizeof(float));
+        ck_assert_mem_eq(rows + (N / 2 + k * 499) * DIM, rows + k * 491 * DIM, DIM * sizeof(float));
     zeps_sbatch_free(&b);
     free(rows);
     free(ids);
@@ -101,7 +101,7 @@ START_TEST(test_scratch_reused)
         uint64_t ids[5] = {k, k + 1, k, 7 + k * 3, k + 1};
         int many = k % 4096 == 0; /* now and then a table-filling batch */
         ck_assert_int_eq(zeps_sbatch_new(c, t, many ? big : ids, many ? BIG : 5, &b), 0);
-        ck_assert_uint_eq(zeps_sbatch_unique(b), many ? BIG : k == 0 ? 2 : 3);
+        ck_assert_uint_eq(zeps_sbatch_unique(b), many ? BIG : 3);
         zeps_sbatch_free(&b);
     }
     zeps_client_destroy(&c);

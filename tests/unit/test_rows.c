@@ -171,10 +171,75 @@ START_TEST(test_check_push_exact)
     ck_assert_int_eq(zp_rows_check_push(&r, ids, N), -1);
     ck_assert_uint_eq(zp_sparse_push_probed(r.store, ids, N, r.cand, g, 1.0f, 1, NULL, NULL, NULL),
                       N);
-    for (size_t i = 0; i < N; i += 97)
+    for (size_t i = 0; i < N; i++)
         ck_assert_uint_eq(version_of(&r, ids[i]), 1);
     free(g);
     free(ids);
+    zp_sparse_destroy(&r.store);
+    rows_fini(&r);
+}
+END_TEST
+
+/* The probe leaves to the set only what may repeat: a push of 100,000 ids
+ * that all have rows (past the marks' first 65,536 records) hands on only
+ * the few whose 32 hash bits another shares, the same few when probed
+ * again (the marks were cleared), and with new ids and a repeat added,
+ * every new id and both positions of the repeat. */
+START_TEST(test_probe_narrows)
+{
+    enum { N = 100000, NEW = 1000, M = N + NEW };
+    zp_rows r = store_rows();
+    uint64_t *ids = malloc(M * sizeof(uint64_t));
+    uint32_t *cand = malloc(M * sizeof(uint32_t)), *unsure = malloc(M * sizeof(uint32_t));
+    distinct_ids(ids, M, 5);
+    create(&r, ids, N);
+    size_t k = zp_sparse_probe(r.store, ids, N, cand, unsure);
+    ck_assert_uint_lt(k, 100); /* n^2 / 2^33: about one pair */
+    ck_assert_uint_eq(zp_sparse_probe(r.store, ids, N, cand, unsure), k);
+    ids[N - 1] = ids[12345];
+    size_t k2 = zp_sparse_probe(r.store, ids, M, cand, unsure);
+    ck_assert_uint_lt(k2, NEW + 2 + 100);
+    int seen_first = 0, seen_second = 0;
+    size_t news = 0;
+    for (size_t j = 0; j < k2; j++) {
+        ck_assert(j == 0 || unsure[j] > unsure[j - 1]);
+        seen_first |= unsure[j] == 12345;
+        seen_second |= unsure[j] == N - 1;
+        news += unsure[j] >= N;
+    }
+    ck_assert(seen_first && seen_second);
+    ck_assert_uint_eq(news, NEW);
+    free(cand);
+    free(unsure);
+    free(ids);
+    zp_sparse_destroy(&r.store);
+    rows_fini(&r);
+}
+END_TEST
+
+/* Rows expired between the probe and the push: their records are free
+ * (their ids still in them), and the push must make new rows, not update
+ * the free records. */
+START_TEST(test_check_push_expired)
+{
+    zp_sparse_opts o = {
+        .dim = 2, .optimizer = "adagrad", .lr = 0.1f, .init = ZP_INIT_ZEROS, .ttl_clocks = 1};
+    zp_rows r = {.dim = 2};
+    char err[256];
+    ck_assert_int_eq(zp_sparse_new(&r.store, &o, err, sizeof(err)), 0);
+    uint64_t ids[2] = {41, 42};
+    create(&r, ids, 2);
+    ck_assert_int_eq(zp_rows_check_push(&r, ids, 2), -1);
+    ck_assert_uint_eq(zp_sparse_expire(r.store, 10), 2);
+    float g[4] = {1, 1, 1, 1};
+    ck_assert_uint_eq(zp_sparse_push_probed(r.store, ids, 2, r.cand, g, 1.0f, 10, NULL, NULL, NULL),
+                      2);
+    ck_assert_uint_eq(version_of(&r, 41), 1);
+    ck_assert_uint_eq(version_of(&r, 42), 1);
+    zp_sparse_counters c;
+    zp_sparse_get_counters(r.store, &c);
+    ck_assert_uint_eq(c.rows, 2);
+    ck_assert_uint_eq(c.created, 4);
     zp_sparse_destroy(&r.store);
     rows_fini(&r);
 }
@@ -243,6 +308,8 @@ static Suite *suite(void)
     tc = tcase_create("push");
     tcase_add_test(tc, test_check_push_exact);
     tcase_add_test(tc, test_check_push_collision);
+    tcase_add_test(tc, test_probe_narrows);
+    tcase_add_test(tc, test_check_push_expired);
     suite_add_tcase(s, tc);
     return s;
 }

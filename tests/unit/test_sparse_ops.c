@@ -77,7 +77,7 @@ START_TEST(test_push_checks)
     float g[2 * DIM] = {1, 1, 1, 1, 1, 1};
     zt_spush(z, 0, t, ids, 2, g, 2 * DIM, NULL);
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EINVAL); /* repeated */
-    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "twice"));
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "id 7 twice (position 1)"));
     ids[1] = 8;
     zt_spush(z, 0, t, ids, 2, g, 2 * DIM - 1, NULL); /* rows of dim 3, short by one */
     ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ESIZE);

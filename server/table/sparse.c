@@ -340,7 +340,7 @@ static rowhdr *touch(zp_sparse *t, uint64_t id, int64_t clock)
 
 /* ------------------------------------------------------- candidates
  *
- * Both paths below find an id's row in two steps: its candidate from the
+ * Pulls and pushes find an id's row in two steps: its candidate from the
  * index alone, then the candidate's record checked against the id. */
 
 /* The first slot from h's home that is empty or holds h's 32 bits: the
@@ -357,9 +357,9 @@ static inline uint32_t candidate(const zp_sparse *t, uint64_t h)
 }
 
 /* The record of candidate row r if it holds `id` (a candidate is only a
- * guess: another id with the same 32 hash bits, or a record evicted and
- * retaken since it was found), touched at `clock`; else NULL, for the
- * one-at-a-time path to decide. */
+ * guess: another id with the same 32 hash bits, or a record evicted since
+ * it was found, free now or retaken), touched at `clock`; else NULL, for
+ * the one-at-a-time path to decide. */
 static inline rowhdr *hit(const zp_sparse *t, uint32_t r, uint64_t id, int64_t clock)
 {
     if (r == ROW_NONE)
@@ -384,111 +384,15 @@ static inline __attribute__((always_inline)) void prefetch_rec(const zp_sparse *
         __builtin_prefetch(rec + 64, 1);
 }
 
-/* ------------------------------------------------------- the pull path
+/* ------------------------------------------------------- pulls and pushes
  *
- * A pull's ids are looked up GROUP at a time in a three-stage pipeline,
- * so the cache misses of many ids overlap instead of following one
- * another: group g + 2 is hashed and its home slots prefetched, group g + 1
- * probed (comparing only the 32 hash bits a slot holds, which stay in the
- * index) and its candidate records prefetched, while group g's records are
- * checked and touched (hit). An id whose candidate is not its row (not
- * present, another id with the same 32 hash bits, or a record evicted and
- * retaken since the probe: a touch may create rows, and evict) takes the
- * one-at-a-time path (touch), which may create a row. Results and their
- * order are those of touching the ids one by one. */
-#define GROUP 16
-
-typedef struct rowpipe {
-    const uint64_t *ids;
-    size_t n;
-    uint64_t h[3][GROUP];   /* hashes of groups g, g + 1, g + 2 (ring by group number) */
-    uint32_t row[2][GROUP]; /* candidates of groups g, g + 1 */
-} rowpipe;
-
-static inline size_t group_len(const rowpipe *p, size_t gi)
-{
-    size_t i0 = gi * GROUP;
-    return i0 >= p->n ? 0 : p->n - i0 < GROUP ? p->n - i0 : GROUP;
-}
-
-static inline void stage_hash(const zp_sparse *t, rowpipe *p, size_t gi)
-{
-    const uint64_t mask = t->icap - 1, *ids = p->ids + gi * GROUP;
-    uint64_t *h = p->h[gi % 3];
-    for (size_t j = 0, k = group_len(p, gi); j < k; j++) {
-        h[j] = zp_rowindex_hash(t, ids[j]);
-        __builtin_prefetch(&t->index[h[j] & mask]);
-    }
-}
-
-static inline void stage_probe(const zp_sparse *t, rowpipe *p, size_t gi)
-{
-    const uint64_t *h = p->h[gi % 3];
-    uint32_t *row = p->row[gi % 2];
-    for (size_t j = 0, k = group_len(p, gi); j < k; j++) {
-        row[j] = candidate(t, h[j]);
-        prefetch_rec(t, row[j]);
-    }
-}
-
-static void pipe_start(const zp_sparse *t, rowpipe *p, const uint64_t *ids, size_t n)
-{
-    p->ids = ids;
-    p->n = n;
-    stage_hash(t, p, 0);
-    stage_hash(t, p, 1);
-    stage_probe(t, p, 0);
-}
-
-/* Advance to group gi (its candidates ready): start the stages of the next
- * two groups. */
-static inline void pipe_next(const zp_sparse *t, rowpipe *p, size_t gi)
-{
-    stage_hash(t, p, gi + 2);
-    stage_probe(t, p, gi + 1);
-}
-
-/* The found record of id j of group gi, touched at `clock`, or NULL when
- * the one-at-a-time path must decide. */
-static inline rowhdr *pipe_hit(const zp_sparse *t, const rowpipe *p, size_t gi, size_t j,
-                               int64_t clock)
-{
-    return hit(t, p->row[gi % 2][j], p->ids[gi * GROUP + j], clock);
-}
-
-void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, float *out,
-                    uint32_t *versions)
-{
-    const size_t dim = t->dim;
-    rowpipe p;
-    clock = zp_sparse_live_clock(clock);
-    pipe_start(t, &p, ids, n);
-    for (size_t gi = 0; gi * GROUP < n; gi++) {
-        pipe_next(t, &p, gi);
-        for (size_t j = 0, k = group_len(&p, gi); j < k; j++) {
-            size_t i = gi * GROUP + j;
-            float *dst = out + i * dim;
-            rowhdr *hd = pipe_hit(t, &p, gi, j, clock);
-            if (hd == NULL)
-                hd = touch(t, ids[i], clock);
-            if (hd != NULL)
-                zp_rowcopy(dst, zp_sparse_rec_values(hd), dim);
-            else
-                zp_sparse_init_row(t, ids[i], dst);
-            if (versions != NULL)
-                versions[i] = hd != NULL ? hd->version : 0;
-        }
-    }
-}
-
-/* ------------------------------------------------------- the push path
- *
- * A push runs in two passes, each streaming through the ids with the cache
- * misses of the next AHEAD ids prefetched: the probe hashes every id and
- * reads its index slots, comparing only the 32 hash bits a slot holds, and
- * gives each id a candidate row; the apply pass reads each candidate's
- * record, checks it (hit) and updates it. An id whose candidate is not its
- * row takes the one-at-a-time path (touch), which may create a row.
+ * A pull or push runs in two passes, each streaming through the ids with
+ * the cache misses of the next AHEAD ids prefetched: the probe hashes every
+ * id and reads its index slots, comparing only the 32 hash bits a slot
+ * holds, and gives each id a candidate row; the second pass reads each
+ * candidate's record, checks it (hit) and copies or updates the row. An id
+ * whose candidate is not its row takes the one-at-a-time path (touch),
+ * which may create a row (a pull's repeated and new ids take it too).
  * Results and their order are those of touching the ids one by one.
  *
  * zp_sparse_probe also narrows the check for repeated ids, at the cost of
@@ -564,6 +468,66 @@ size_t zp_sparse_probe(zp_sparse *t, const uint64_t *ids, size_t n, uint32_t *ca
     return k;
 }
 
+/* The store's own candidates for n ids (a pull, or a push given none). */
+static uint32_t *own_cands(zp_sparse *t, size_t n)
+{
+    if (n > t->cand_cap) {
+        t->cand_cap = n < 1024 ? 1024 : n;
+        t->cand = zp_alloc_resize(t->cand, t->cand_cap * sizeof(uint32_t));
+    }
+    return t->cand;
+}
+
+/* A large scratch is not kept for the next (usually small) request. */
+static void own_cands_trim(zp_sparse *t)
+{
+    if (t->cand_cap * sizeof(uint32_t) > ((size_t)16 << 20)) {
+        free(t->cand);
+        t->cand = NULL;
+        t->cand_cap = 0;
+    }
+}
+
+/* The second pass over candidates: start it (the first AHEAD records
+ * asked for; always_inline as prefetch_rec is), then row i, touched at
+ * `clock` (hit, else the one-at-a-time path), with the record AHEAD ids on
+ * asked for. */
+static inline __attribute__((always_inline)) void pass_start(const zp_sparse *t,
+                                                             const uint32_t *cand, size_t n)
+{
+    for (size_t i = 0; i < n && i < AHEAD; i++)
+        prefetch_rec(t, cand[i]);
+}
+
+static inline rowhdr *pass_row(zp_sparse *t, const uint64_t *ids, const uint32_t *cand, size_t n,
+                               size_t i, int64_t clock)
+{
+    if (i + AHEAD < n)
+        prefetch_rec(t, cand[i + AHEAD]);
+    rowhdr *hd = hit(t, cand[i], ids[i], clock);
+    return hd != NULL ? hd : touch(t, ids[i], clock);
+}
+
+void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, float *out,
+                    uint32_t *versions)
+{
+    const size_t dim = t->dim;
+    uint32_t *cand = own_cands(t, n);
+    probe(t, ids, n, cand, NULL);
+    clock = zp_sparse_live_clock(clock);
+    pass_start(t, cand, n);
+    for (size_t i = 0; i < n; i++) {
+        rowhdr *hd = pass_row(t, ids, cand, n, i, clock);
+        if (hd != NULL)
+            zp_rowcopy(out + i * dim, zp_sparse_rec_values(hd), dim);
+        else
+            zp_sparse_init_row(t, ids[i], out + i * dim);
+        if (versions != NULL)
+            versions[i] = hd != NULL ? hd->version : 0;
+    }
+    own_cands_trim(t);
+}
+
 /* Apply g's rows to the rows of ids[0..n) (candidates cand): the
  * optimizer's step, the version bump and, when `tau` is given, each row's
  * staleness, also by the row's frequency bucket (its touches, this push's
@@ -575,13 +539,10 @@ static size_t push_rows(zp_sparse *t, const uint64_t *ids, size_t n, const uint3
     const size_t dim = t->dim;
     size_t applied = 0;
     clock = zp_sparse_live_clock(clock);
-    for (size_t i = 0; i < n && i < AHEAD; i++)
-        prefetch_rec(t, cand[i]);
+    pass_start(t, cand, n);
     for (size_t i = 0; i < n; i++) {
-        if (i + AHEAD < n)
-            prefetch_rec(t, cand[i + AHEAD]);
-        rowhdr *hd = hit(t, cand[i], ids[i], clock);
-        if (hd == NULL && (hd = touch(t, ids[i], clock)) == NULL) {
+        rowhdr *hd = pass_row(t, ids, cand, n, i, clock);
+        if (hd == NULL) {
             t->c.pushes_skipped++;
             continue;
         }
@@ -614,13 +575,12 @@ size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *
                       int64_t clock, const uint32_t *read_versions, zp_hist *tau,
                       zp_freq_hist *tau_by_freq)
 {
-    if (n > t->cand_cap) {
-        t->cand_cap = n < 1024 ? 1024 : n;
-        t->cand = zp_alloc_resize(t->cand, t->cand_cap * sizeof(uint32_t));
-    }
-    probe(t, ids, n, t->cand, NULL);
-    return zp_sparse_push_probed(t, ids, n, t->cand, g, scale, clock, read_versions, tau,
-                                 tau_by_freq);
+    uint32_t *cand = own_cands(t, n);
+    probe(t, ids, n, cand, NULL);
+    size_t applied =
+        zp_sparse_push_probed(t, ids, n, cand, g, scale, clock, read_versions, tau, tau_by_freq);
+    own_cands_trim(t);
+    return applied;
 }
 
 /* The TTL scan is eviction's (evict.c); the API stays the table's. */

@@ -99,7 +99,7 @@ struct zp_sparse {
 
     uint64_t *marks;   /* zp_sparse_probe: 2 bits per record, all clear between calls */
     size_t mark_words; /* records covered / 64 */
-    uint32_t *cand; /* zp_sparse_push's own candidates (no probe given) */
+    uint32_t *cand;    /* a pull's candidates, or a push's given none (sparse.c) */
     size_t cand_cap;
 
     zp_rng rng_admit, rng_sample;

@@ -74,19 +74,18 @@ static size_t block_bytes(size_t cnt, size_t dim)
 }
 
 /* The scratch of zeps_sbatch_new, kept by the client between calls
- * (zp_sparse_build_free at zeps_client_destroy): a dedup table cleared by
- * generation stamps, so a call touches only the slots its ids hash to, and
- * per-position and per-unique arrays. Nothing in it outlives a call. */
-/* A dedup slot: taken in this call when gen is the stamp; val is the
- * unique index of the id that took it (its id is uids[val]). */
-typedef struct dslot {
-    uint32_t gen, val;
-} dslot;
+ * (zp_sparse_build_free at zeps_client_destroy): a dedup table, cleared
+ * for each call (4 bytes a slot: clearing the part a call uses costs less
+ * than the cache misses of slots twice the size that generation stamps
+ * would need; docs/sparse.md, step 9), and per-position and per-unique
+ * arrays. Nothing in it outlives a call. */
+/* A dedup slot: 0 when empty, else 1 + the unique index of the id that
+ * took it (its id is uids[slot - 1]). */
+typedef uint32_t dslot;
 
 struct zp_sbuild {
     dslot *slots;
     size_t cap;
-    uint32_t stamp;
     size_t ncap;
     uint32_t *hs;    /* [n] each position's home slot */
     uint32_t *first; /* [n] unique index (first-appearance order) of each position */
@@ -117,8 +116,8 @@ void zp_sparse_build_free(zeps_client *c)
     c->sbuild = NULL;
 }
 
-/* The client's scratch with room for n ids over S shards, a fresh stamp and
- * a dedup table of *mask + 1 slots (>= 2n, at most 2^32 > n: home slots are
+/* The client's scratch with room for n ids over S shards and a cleared
+ * dedup table of *mask + 1 slots (>= 2n, at most 2^32 > n: home slots are
  * 32-bit). */
 static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
 {
@@ -132,7 +131,6 @@ static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
         free(s->slots);
         s->slots = zp_alloc_zeroed(cap, sizeof(dslot));
         s->cap = cap;
-        s->stamp = 0;
     }
     if (n + 1 > s->ncap) {
         size_t m = n + 1;
@@ -145,10 +143,7 @@ static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
         s->ncap = m;
     }
     s->fill = zp_alloc_resize(s->fill, ((size_t)S + 1) * sizeof(size_t));
-    if (++s->stamp == 0) { /* wrapped: clear once every 2^32 batches */
-        memset(s->slots, 0, s->cap * sizeof(dslot));
-        s->stamp = 1;
-    }
+    memset(s->slots, 0, cap * sizeof(dslot));
     *mask = cap - 1;
     return s;
 }
@@ -158,7 +153,8 @@ static zp_sbuild *sbuild_get(zeps_client *c, size_t n, int S, size_t *mask)
  * drawn at random per call: ids from training data cannot be made to
  * collide. Home slots are computed in one pass and prefetched a few
  * positions ahead, so the probes' cache misses overlap; a slot holds no id
- * (8 bytes: the table is half the size), a probe compares with uids[]. */
+ * (4 bytes: the table is a quarter of the size), a probe compares with
+ * uids[]. */
 static size_t dedup(zp_sbuild *s, size_t mask, const uint64_t *ids, size_t n, uint32_t *first,
                     uint64_t *uids)
 {
@@ -166,7 +162,6 @@ static size_t dedup(zp_sbuild *s, size_t mask, const uint64_t *ids, size_t n, ui
     uint64_t seed = zp_rng_random64();
     uint32_t *hs = s->hs;
     dslot *sl = s->slots;
-    const uint32_t stamp = s->stamp;
     for (size_t i = 0; i < n; i++)
         hs[i] = (uint32_t)(zp_sparse_hash_id(ids[i], seed) & mask);
     for (size_t i = 0; i < n && i < AHEAD; i++)
@@ -177,14 +172,13 @@ static size_t dedup(zp_sbuild *s, size_t mask, const uint64_t *ids, size_t n, ui
             __builtin_prefetch(&sl[hs[i + AHEAD]], 1);
         uint64_t id = ids[i];
         size_t j = hs[i];
-        while (sl[j].gen == stamp && uids[sl[j].val] != id)
+        while (sl[j] != 0 && uids[sl[j] - 1] != id)
             j = (j + 1) & mask;
-        if (sl[j].gen != stamp) {
-            sl[j].gen = stamp;
-            sl[j].val = (uint32_t)nu;
+        if (sl[j] == 0) {
             uids[nu++] = id;
+            sl[j] = (uint32_t)nu;
         }
-        first[i] = sl[j].val;
+        first[i] = sl[j] - 1;
     }
     return nu;
 }

@@ -549,8 +549,8 @@ START_TEST(test_unknown_key_refused)
 }
 END_TEST
 
-/* $ZEPS_BINDIR/`prog` --config conf exits 2 in < 1 s saying msg and where. */
-static void refused_within_1s(const char *prog, const char *conf, const char *msg)
+/* `prog` --config conf exits 2 saying msg and where, well before hello_timeout_ms (5 s) */
+static void refused_at_once(const char *prog, const char *conf, const char *msg)
 {
     char cmd[1024], out[256];
     snprintf(out, sizeof(out), "%s/refused.out", dir);
@@ -560,7 +560,7 @@ static void refused_within_1s(const char *prog, const char *conf, const char *ms
     int st = system(cmd), took_ms = (int)((zp_now_s() - t0) * 1000);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "%s: status %d, see %s", prog, st, out);
     ck_assert_msg(file_has(out, msg) && file_has(out, "curve_allow_dir"), "%s: see %s", prog, out);
-    ck_assert_msg(took_ms < 1000, "%s took %d ms", prog, took_ms);
+    ck_assert_msg(took_ms < 4000, "%s took %d ms", prog, took_ms);
 }
 
 /* zeps-worker with keys from the cluster file: the allowed one trains, the
@@ -591,7 +591,7 @@ START_TEST(test_worker_with_keys)
     snprintf(msg, sizeof(msg), "shard 0 (%s) refused our key", ep);
     const char *progs[] = {"zeps-worker --rank 0", "zepsctl status", "zepsctl status --shard 0"};
     for (int i = 0; i < 3; i++)
-        refused_within_1s(progs[i], wconf, msg);
+        refused_at_once(progs[i], wconf, msg);
 
     /* zepsctl status with the allowed key shows the refusal count */
     snprintf(out, sizeof(out), "%s/status.out", dir);

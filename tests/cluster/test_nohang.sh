@@ -158,7 +158,7 @@ signals() {
         "PULL of worker 1 at clock [0-9]* waiting" 20
     local t0=$SECONDS
     kill -INT "${WRK[1]}"
-    wait_exit 5 "${WRK[1]}"
+    wait_exit 8 "${WRK[1]}" # BYE is bounded at 1 s; the rest is a loaded machine's margin
     rc=$?
     local took=$((SECONDS - t0))
     check "SIGINT: the parked worker exits 130 (got $rc) at once ($took s)" test $rc -eq 130
@@ -203,7 +203,7 @@ signals() {
     sleep 0.5
     t0=$SECONDS
     kill -TERM "${WRK[0]}"
-    wait_exit 3 "${WRK[0]}"
+    wait_exit 5 "${WRK[0]}" # hello_timeout_ms is 30 s: 5 s is "at once" with a margin
     rc=$?
     check "SIGTERM during the HELLO wait: exits 143 at once (got $rc, $((SECONDS - t0)) s)" \
         test $rc -eq 143
@@ -211,7 +211,9 @@ signals() {
         grep -q "interrupted while waiting for HELLO" "$d/worker-0.log"
 
     # SIGTERM to a worker still building its model (quadratic, dim 2000: a
-    # random orthogonal matrix, seconds of work before any HELLO)
+    # random orthogonal matrix, about 7 s of work before any HELLO, release
+    # and ASan builds alike): it stops in well under that (typically 60 ms;
+    # the 4 s bound is a loaded machine's margin)
     d=$work/sigterm-build
     conf "$d" "" 10
     sed -i 's/dim = 64/dim = 2000/' "$d/cluster.conf"
@@ -220,11 +222,11 @@ signals() {
     sleep 0.5
     t0=$(date +%s%N)
     kill -TERM "${WRK[0]}"
-    wait_exit 3 "${WRK[0]}"
+    wait_exit 6 "${WRK[0]}"
     rc=$?
     local build_ms=$((($(date +%s%N) - t0) / 1000000))
     check "SIGTERM while building the model: exits 143 at once (got $rc in $build_ms ms)" \
-        bash -c "[ $rc -eq 143 ] && [ $build_ms -lt 2000 ]"
+        bash -c "[ $rc -eq 143 ] && [ $build_ms -lt 4000 ]"
     check "SIGTERM while building the model: says no shard was contacted" \
         grep -q "stopped by a signal before contacting any shard" "$d/worker-0.log"
 

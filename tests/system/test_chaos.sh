@@ -18,8 +18,11 @@
 #    process still running then is a hang (killed, counted);
 #  - bsp, finished: final loss and accuracy equal the undisturbed run's to
 #    the last printed digit;
-#  - async, finished: final accuracy within 1 point of the undisturbed runs'
-#    (the mean of three: async is not deterministic);
+#  - async, finished: final accuracy within a + b x lost of the undisturbed
+#    runs' (the mean of three: async is not deterministic), lost being the
+#    fraction of a restarted shard's updates its restore lost (0 for every
+#    other fault); a = 1 point, b = 3 points per unit lost, derived from
+#    measurements in docs/faults.md ("The async bar");
 #  - no push applied twice: per rank, the pushes the shards applied (STATS,
 #    `zepsctl stats --json`) equal the pushes the worker counted as
 #    acknowledged (`pushes_acked` in its result JSON); a restarted shard
@@ -28,8 +31,14 @@
 #  - no process of the job left running.
 #
 #   test_chaos.sh [ITERATIONS]
-#   env: ZEPS_CHAOS_ITERATIONS (default 3), ZEPS_CHAOS_SEED (default: from
-#   the clock; printed, the same seed draws the same schedule),
+#   env: ZEPS_CHAOS_SCHEDULE ("fixed": each fault kind in each mode once, at
+#   fixed points, what CI runs; or a list "job:kind:target:permille:seconds
+#   ..."; unset: drawn from the seed), ZEPS_CHAOS_ITERATIONS (drawn
+#   iterations, default 3), ZEPS_CHAOS_SEED (default: from the clock;
+#   printed, the same seed draws the same schedule), ZEPS_CHAOS_REPEAT
+#   (run the whole schedule N times), ZEPS_CHAOS_ASYNC_REFS (undisturbed
+#   async runs in the reference, default 3), ZEPS_CHAOS_BAR_A and
+#   ZEPS_CHAOS_BAR_B (the async bar, defaults 0.01 and 0.03),
 #   ZEPS_CHAOS_WALL_S (default 1200: no iteration starts after that),
 #   ZEPS_TEST_KEEP=1 keeps the run folder.
 # Prints "N passed, N failed" (iterations); exits non-zero on any failure.
@@ -40,6 +49,10 @@ ITERS=${ZEPS_CHAOS_ITERATIONS:-${1:-3}}
 SEED=${ZEPS_CHAOS_SEED:-$(($(date +%s) % 100000))}
 WALL_S=${ZEPS_CHAOS_WALL_S:-1200}
 JOB_S=${ZEPS_CHAOS_JOB_S:-150} # bound on one job, start to last worker exit
+NREF=${ZEPS_CHAOS_ASYNC_REFS:-3} # undisturbed async runs averaged into the reference
+# the async bar, a + b x lost (docs/faults.md, "The async bar")
+BAR_A=${ZEPS_CHAOS_BAR_A:-0.01}
+BAR_B=${ZEPS_CHAOS_BAR_B:-0.03}
 NW=3
 EPOCHS=${ZEPS_CHAOS_EPOCHS:-10}
 EXAMPLES=${ZEPS_CHAOS_EXAMPLES:-24000}
@@ -85,21 +98,65 @@ on() {
     if [ $NETNS = 1 ]; then ON=(ip netns exec "$P-$1"); fi
 }
 
-# ---- the schedule: drawn up front from the seed -----------------------------
+# ---- the schedule ------------------------------------------------------------
+# Entries "iteration job kind target after_permille duration_s". Three sources:
+#  - "fixed" (CI): each fault kind in each mode once, at fixed points, so the
+#    verdict of a CI run does not hang on a draw;
+#  - an explicit list, entries "job:kind:target:permille:duration" separated
+#    by spaces (each entry its own iteration);
+#  - otherwise drawn from the seed (the campaign of docs/faults.md).
+# ZEPS_CHAOS_REPEAT runs the whole list that many times.
 KINDS=(kill_server kill_worker stop_server stop_worker part_server part_worker)
+FIXED="bsp:kill_server:1:740:4 async:kill_server:1:740:4
+bsp:kill_worker:2:400:4 async:kill_worker:0:300:4
+bsp:stop_server:0:300:5 async:stop_server:0:500:5
+bsp:stop_worker:1:600:4 async:stop_worker:2:200:4
+bsp:part_server:1:150:5 async:part_server:1:623:4
+bsp:part_worker:0:500:3 async:part_worker:1:400:3"
+SCHEDULE=${ZEPS_CHAOS_SCHEDULE:-}
+REPEAT=${ZEPS_CHAOS_REPEAT:-1}
+[ "$SCHEDULE" = fixed ] && SCHEDULE=$FIXED
 RANDOM=$SEED
 declare -a SCHED
-for ((i = 1; i <= ITERS; i++)); do
-    for job in bsp async; do
-        k=${KINDS[RANDOM % 6]}
-        case $k in *server) tgt=$((RANDOM % 2)) ;; *) tgt=$((RANDOM % NW)) ;; esac
-        after=$((50 + RANDOM % 800)) # when: per mille of the undisturbed job's training time
-        dur=$((4 + RANDOM % 3))        # stop: s (> the 3 s lease); partition: s
-        [[ $k == part_* ]] && dur=$((2 + RANDOM % 4))
-        SCHED+=("$i $job $k $tgt $after $dur")
+if [ -n "$SCHEDULE" ]; then
+    # fixed: two entries (a bsp and an async job) per iteration, as drawn ones
+    per=1
+    [ "$SCHEDULE" = "$FIXED" ] && per=2
+    n=0
+    for e in $SCHEDULE; do
+        IFS=: read -r job k tgt after dur <<<"$e"
+        SCHED+=("$((n / per + 1)) $job $k $tgt $after $dur")
+        n=$((n + 1))
     done
-done
-echo "seed $SEED: $ITERS iteration(s), schedule (iteration job fault target after_permille duration_s):"
+    ITERS=$(((n + per - 1) / per))
+    FROM="schedule ${ZEPS_CHAOS_SCHEDULE%% *}"
+    echo "$FROM: $n job(s), $ITERS iteration(s)"
+else
+    for ((i = 1; i <= ITERS; i++)); do
+        for job in bsp async; do
+            k=${KINDS[RANDOM % 6]}
+            case $k in *server) tgt=$((RANDOM % 2)) ;; *) tgt=$((RANDOM % NW)) ;; esac
+            after=$((50 + RANDOM % 800)) # when: per mille of the undisturbed job's training time
+            dur=$((4 + RANDOM % 3))        # stop: s (> the 3 s lease); partition: s
+            [[ $k == part_* ]] && dur=$((2 + RANDOM % 4))
+            SCHED+=("$i $job $k $tgt $after $dur")
+        done
+    done
+    FROM="seed $SEED"
+    echo "$FROM: $ITERS iteration(s) drawn"
+fi
+if [ "$REPEAT" -gt 1 ]; then
+    one=("${SCHED[@]}")
+    SCHED=()
+    for ((r = 0; r < REPEAT; r++)); do
+        for e in "${one[@]}"; do
+            read -r i rest <<<"$e"
+            SCHED+=("$((r * ITERS + i)) $rest")
+        done
+    done
+    ITERS=$((ITERS * REPEAT))
+fi
+echo "schedule (iteration job fault target after_permille duration_s):"
 printf '  %s\n' "${SCHED[@]}"
 
 # ---- one job -----------------------------------------------------------------
@@ -169,7 +226,7 @@ inject() {
         kill -KILL "$p"
         wait "$p" 2>/dev/null
         start_server "$d" "$t"
-        RESTARTED=1
+        RESTARTED=1 RSHARD=$t
         FAULT="shard $t SIGKILLed and restarted"
         ;;
     kill_worker)
@@ -227,13 +284,36 @@ sys.exit(1 if bad else 0)
 EOF
 }
 
+# lost_fraction DIR SHARD: the fraction of a restarted async shard's updates
+# that its restore lost. Every push of the mlp reaches every slice of a
+# table split over both shards, so a slice's version on the other shard is
+# what the restarted one would hold had it lost nothing (the largest loss
+# over such tables; 0 when the stats are unreadable).
+lost_fraction() {
+    /usr/bin/python3 - "$@" <<'EOF'
+import json, sys
+try:
+    shards = json.load(open(f"{sys.argv[1]}/stats.json"))
+except (OSError, ValueError):
+    print(0); sys.exit(0)
+r = int(sys.argv[2])
+v = [{t["name"]: t for t in s.get("tables", [])} for s in shards]
+lost = 0.0
+for name, t in v[r].items():
+    o = v[1 - r].get(name)
+    if o and t["slice_end"] > t["slice_begin"] and o["slice_end"] > o["slice_begin"] and o["version"]:
+        lost = max(lost, 1 - t["version"] / o["version"])
+print(f"{lost:.4f}")
+EOF
+}
+
 ms_now() { echo $(($(date +%s%N) / 1000000)); }
 # run_job DIR CONSISTENCY KIND TARGET AFTER_MS DUR: sets OUTCOME, JOBOK, HANGS,
 # DOUBLE, TRAIN_MS (from every worker training to the last one's exit)
 run_job() {
     local d=$1 cons=$2 kind=$3 t=$4 after=$5 dur=$6 t0=$SECONDS r
     conf "$d" "$cons"
-    RESTARTED=0 KILLED=-1 FAULT="none" JOBOK=1 HANGS=0 DOUBLE=0
+    RESTARTED=0 RSHARD=-1 KILLED=-1 FAULT="none" JOBOK=1 HANGS=0 DOUBLE=0 LOST=0
     start_server "$d" 0
     start_server "$d" 1
     for ((r = 0; r < NW; r++)); do start_worker "$d" $r; done
@@ -281,6 +361,7 @@ run_job() {
     if [ $prc -ne 0 ] && [[ $pushes == *"DOUBLE APPLY"* ]]; then DOUBLE=1; fi
     [ $prc -ne 0 ] && JOBOK=0
     [ $HANGS -gt 0 ] && JOBOK=0
+    [ $RESTARTED = 1 ] && [ "$cons" = async ] && LOST=$(lost_fraction "$d" "$RSHARD")
     if [ $finished = 1 ]; then
         OUTCOME="finished"
         LOSS=$(json_num "$d/worker-0.json" final_loss)
@@ -291,6 +372,7 @@ run_job() {
     fi
     echo "   $cons, $FAULT: $OUTCOME in $((SECONDS - t0)) s${LOSS:+, loss $LOSS acc $ACC}"
     echo "     pushes: $pushes"
+    [ $RESTARTED = 1 ] && [ "$cons" = async ] && echo "     lost: $LOST of shard $RSHARD's updates (its snapshot's age at the kill)"
     local left=0
     for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && left=1; done
     if [ $left = 1 ]; then
@@ -301,27 +383,39 @@ run_job() {
 }
 
 # ---- the undisturbed references -----------------------------------------------
-LOSS="" ACC=""
-run_job "$work/ref-bsp" bsp none 0 0 0
-REF_LOSS=$LOSS REF_ACC=$ACC REF_MS_bsp=$TRAIN_MS
-check "undisturbed bsp run finishes (loss $REF_LOSS, accuracy $REF_ACC)" \
-    test "$JOBOK$OUTCOME" = 1finished
-# async is not deterministic: its reference is the mean of three undisturbed
-# runs (one run alone would add its own noise to every comparison)
-accs="" REF_MS_async=0
-for k in 1 2 3; do
+has_job() { printf '%s\n' "${SCHED[@]}" | grep -q " $1 "; }
+REF_MS_bsp=0 REF_MS_async=0
+if has_job bsp; then
     LOSS="" ACC=""
-    run_job "$work/ref-async-$k" async none 0 0 0
-    accs+=" $ACC" REF_MS_async=$((REF_MS_async + TRAIN_MS / 3))
-    check "undisturbed async run $k finishes (accuracy $ACC)" test "$JOBOK$OUTCOME" = 1finished
-done
-REF_AACC=$(awk -v a="$accs" 'BEGIN{n = split(a, v, " "); for (i = 1; i <= n; i++) s += v[i]; printf "%.4f", s / n}')
-echo "async reference: mean accuracy $REF_AACC of$accs"
+    run_job "$work/ref-bsp" bsp none 0 0 0
+    REF_LOSS=$LOSS REF_ACC=$ACC REF_MS_bsp=$TRAIN_MS
+    check "undisturbed bsp run finishes (loss $REF_LOSS, accuracy $REF_ACC)" \
+        test "$JOBOK$OUTCOME" = 1finished
+fi
+# async is not deterministic: its reference is the mean of NREF undisturbed
+# runs (one run alone would add its own noise to every comparison)
+accs=""
+if has_job async; then
+    for ((k = 1; k <= NREF; k++)); do
+        LOSS="" ACC=""
+        run_job "$work/ref-async-$k" async none 0 0 0
+        accs+=" $ACC" REF_MS_async=$((REF_MS_async + TRAIN_MS / NREF))
+        check "undisturbed async run $k finishes (accuracy $ACC)" test "$JOBOK$OUTCOME" = 1finished
+    done
+    REF_AACC=$(awk -v a="$accs" 'BEGIN{n = split(a, v, " "); for (i = 1; i <= n; i++) s += v[i]; printf "%.4f", s / n}')
+    echo "async reference: mean accuracy $REF_AACC of$accs"
+fi
 [ $fail -eq 0 ] || { echo "$pass passed, $fail failed"; exit 1; }
 pass=0 # from here on, one count per iteration
 
 # ---- the iterations -------------------------------------------------------------
-within_1pt() { awk -v a="${1:-0}" -v b="${2:-9}" 'BEGIN{d = a - b; if (d < 0) d = -d; exit !(d <= 0.01)}'; }
+# async_bar LOST: how far (accuracy, as a fraction) a finished async run may
+# end from the reference when the fault lost the fraction LOST of one shard's
+# updates (docs/faults.md, "The async bar")
+async_bar() { awk -v l="${1:-0}" -v a="$BAR_A" -v b="$BAR_B" 'BEGIN{printf "%.4f", a + b * l}'; }
+within() { # acc ref bar
+    awk -v a="${1:-0}" -v r="${2:-9}" -v m="$3" 'BEGIN{d = a - r; if (d < 0) d = -d; exit !(d <= m)}'
+}
 T0=$SECONDS hangs=0 doubles=0 done_iters=0
 : >"$work/outcomes"
 for ((i = 1; i <= ITERS; i++)); do
@@ -331,29 +425,31 @@ for ((i = 1; i <= ITERS; i++)); do
     fi
     echo "iteration $i:"
     iter_ok=1
-    for job in bsp async; do
-        idx=$(((i - 1) * 2))
-        [ $job = async ] && idx=$((idx + 1))
-        read -r _ _ kind tgt permille dur <<<"${SCHED[$idx]}"
+    for e in "${SCHED[@]}"; do
+        read -r it job kind tgt permille dur <<<"$e"
+        [ "$it" = "$i" ] || continue
         ref_ms=REF_MS_$job
         after=$((permille * ${!ref_ms} / 1000))
         LOSS="" ACC=""
         run_job "$work/it$i-$job" $job "$kind" "$tgt" "$after" "$dur"
         hangs=$((hangs + HANGS)) doubles=$((doubles + DOUBLE))
-        res="-"
+        res="-" bar=""
         if [ "$OUTCOME" = finished ]; then
             if [ $job = bsp ]; then
                 if [ "$LOSS $ACC" = "$REF_LOSS $REF_ACC" ]; then res="bit-identical"; else
                     res="DIFFERS ($LOSS $ACC vs $REF_LOSS $REF_ACC)"
                     JOBOK=0
                 fi
-            elif within_1pt "$ACC" "$REF_AACC"; then res="accuracy within 1 point"; else
-                res="accuracy $ACC NOT within 1 point of $REF_AACC"
-                JOBOK=0
+            else
+                bar=$(async_bar "$LOST")
+                if within "$ACC" "$REF_AACC" "$bar"; then res="accuracy within $bar of $REF_AACC"; else
+                    res="accuracy $ACC NOT within $bar of $REF_AACC"
+                    JOBOK=0
+                fi
             fi
             echo "     result: $res"
         fi
-        echo "$i|$job|$kind|$FAULT|${OUTCOME%%:*}|$res|$JOBOK|${OUTCOME#failed:}|$ACC" >>"$work/outcomes"
+        echo "$i|$job|$kind|$FAULT|${OUTCOME%%:*}|$res|$JOBOK|${OUTCOME#failed:}|$ACC|$LOST|$bar" >>"$work/outcomes"
         [ "$JOBOK" = 1 ] || iter_ok=0
         [ "$JOBOK" = 1 ] || ZEPS_TEST_KEEP=1
     done
@@ -361,7 +457,7 @@ for ((i = 1; i <= ITERS; i++)); do
     if [ $iter_ok = 1 ]; then ok "iteration $i"; else bad "iteration $i"; fi
 done
 
-echo "seed $SEED, $done_iters iteration(s) in $((SECONDS - T0)) s: $hangs hang(s), $doubles double apply(s)"
+echo "$FROM, $done_iters iteration(s) in $((SECONDS - T0)) s: $hangs hang(s), $doubles double apply(s)"
 echo "outcomes per job and fault kind (finished / failed; faults that missed: the job had ended):"
 awk -F'|' '{k = $2 " " $3; n[k]++; if ($5 == "finished") f[k]++; if ($4 ~ /^missed/) m[k]++}
     END {for (k in n) printf "  %-22s %d / %d; missed %d\n", k, f[k], n[k] - f[k], m[k]}' "$work/outcomes" | sort

@@ -27,6 +27,7 @@
 #define ZP_FLAG_PARKED 0x4u     /* reply: the request is parked on the server; keep waiting */
 #define ZP_FLAG_DROPPED 0x8u    /* PUSH reply: received but not applied (too stale, or late) */
 #define ZP_FLAG_ROW_VERSIONS 0x10u /* sparse PUSH: the payload ends with the row versions read */
+#define ZP_FLAG_DONE 0x20u /* BYE: the worker ran all its steps (clock: its last); it will not come back */
 /* PULL request: answer with a compressed delta against view_id (docs/compression.md);
  * PULL reply: the payload is C(params - view), to be added to the worker's copy. */
 #define ZP_FLAG_PULL_DELTA 0x100u

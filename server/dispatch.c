@@ -75,6 +75,8 @@ static uint32_t request_flags(int op)
         return ZP_FLAG_CLOCK | ZP_FLAG_ROW_VERSIONS;
     case ZEPS__OP__PULL:
         return ZP_FLAG_PULL_DELTA;
+    case ZEPS__OP__BYE:
+        return ZP_FLAG_DONE;
     default:
         return 0;
     }

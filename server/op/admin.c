@@ -89,9 +89,11 @@ void zp_admin_on_bye(zp_server *s, zp_request *r)
     if (!w)
         return;
     char note[96];
+    bool done = (r->h->flags & ZP_FLAG_DONE) != 0;
     if (!w->left && zp_ratelimit_due(&s->logs.left, zp_now_s(), note, sizeof(note)))
-        zp_info("worker %u left%s", r->h->rank, note);
+        zp_info("worker %u left%s%s", r->h->rank, done ? " after all its steps" : "", note);
     w->left = true;
+    w->done = done; /* rounds it will never join fail at the next tick (op/waits.c) */
     for (uint32_t i = 0; i < s->ntables; i++)
         zp_cpull_forget(s->tables[i], r->h->rank); /* a view is only worth its memory in use */
     zp_reply_ok(s, r->identity, r->h, 0);

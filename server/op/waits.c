@@ -74,6 +74,8 @@ static double overdue(const zp_server *s, const zp_worker *w, double now)
 {
     if (!w->joined || s->cfg.lost_continue || (!w->lost && !w->left))
         return 0;
+    if (w->done) /* it ran all its steps: no wait brings it back */
+        return 1;
     double allowed = zp_clock_lost_wait(s) + (w->left ? 0 : zp_clock_lost_timeout(s));
     return now - w->last_seen_s - allowed;
 }
@@ -103,7 +105,12 @@ static void list_ranks(const zp_server *s, const unsigned char *mark, double now
 /* Why rank is given up, for the error text. */
 static void gone_why(const zp_server *s, int rank, char *buf, size_t len)
 {
-    if (s->workers.w[rank].left)
+    if (s->workers.w[rank].done)
+        snprintf(buf, len,
+                 "worker %d finished all its steps at clock %lld (BYE) and will never join: "
+                 "every worker must run the same number of steps (docs/python.md)",
+                 rank, (long long)s->workers.w[rank].clock);
+    else if (s->workers.w[rank].left)
         snprintf(buf, len,
                  "worker %d said BYE and on_lost_worker = wait gives up on it after "
                  "lost_worker_wait_s %.0f s",
@@ -113,6 +120,13 @@ static void gone_why(const zp_server *s, int rank, char *buf, size_t len)
                  "worker %d is gone: on_lost_worker = wait gives up on it after "
                  "lost_worker_timeout_s %.0f + lost_worker_wait_s %.0f s of silence",
                  rank, zp_clock_lost_timeout(s), zp_clock_lost_wait(s));
+}
+
+/* The error a wait for rank ends with: ECLOCK when it ran all its steps
+ * (the job's ranks ran unequal step counts), else ETIMEDOUT. */
+static int gone_code(const zp_server *s, int rank)
+{
+    return s->workers.w[rank].done ? ZEPS_ECLOCK : ZEPS_ETIMEDOUT;
 }
 
 /* The first marked rank overdue, or -1. */
@@ -128,7 +142,7 @@ static void fail_pull(zp_server *s, zp_table *t, zp_parked *p, int rank, const c
 {
     char why[LISTLEN];
     gone_why(s, rank, why, sizeof(why));
-    zp_reply_error_to(s, &p->identity, ZEPS__OP__PULL, p->req_id, ZEPS_ETIMEDOUT,
+    zp_reply_error_to(s, &p->identity, ZEPS__OP__PULL, p->req_id, gone_code(s, rank),
                       "PULL of table '%s' at clock %lld on shard %d waited %.1f s for worker(s) "
                       "%s; %s",
                       t->name, (long long)p->clock, s->shard, zp_now_s() - p->since_s, ranks, why);
@@ -184,7 +198,7 @@ static void check_barrier(zp_server *s, bool log, double now, unsigned char *mar
         if (x->barrier_gen != s->barrier_gen)
             continue;
         zp_reply_error_to(s, &x->barrier_identity, ZEPS__OP__BARRIER, x->barrier_req,
-                          ZEPS_ETIMEDOUT, "BARRIER on shard %d waited for worker(s) %s; %s",
+                          gone_code(s, gone), "BARRIER on shard %d waited for worker(s) %s; %s",
                           s->shard, ranks, why);
         zmq_msg_close(&x->barrier_identity);
         x->barrier_gen = 0;

@@ -34,7 +34,7 @@ bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
     if ((w->joined || w->rehello) && w->incarnation == incarnation) {
         w->joined = true;
         w->rehello = false;
-        w->left = false;
+        w->left = w->done = false;
         return false;
     }
     w->rehello = false;
@@ -43,7 +43,7 @@ bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
         w->barrier_gen = 0;
     }
     w->joined = true;
-    w->left = false;
+    w->left = w->done = false;
     w->incarnation = incarnation;
     w->max_seq = 0;
     w->window = 0;

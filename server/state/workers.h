@@ -28,6 +28,7 @@
 typedef struct zp_worker {
     bool joined;         /* said HELLO at least once */
     bool left;           /* said BYE */
+    bool done;           /* said BYE with ZP_FLAG_DONE: ran all its steps (`clock` of them) */
     bool rehello;        /* restored from a snapshot (start-up or rollback): requests are
                             answered ERESTARTED until it says HELLO again */
     bool lost;           /* silent past lost_worker_timeout_s (docs/faults.md) */

@@ -35,7 +35,9 @@ typedef struct result {
     double v[N_RESULT_KEYS]; /* NAN when missing or null */
 } result;
 
-static result read_result(const char *path)
+/* Worker `rank`'s result. A program of --exec that ended well (exit 0)
+ * without one is told how a Python worker writes it. */
+static result read_result(const local_run *r, int rank, const char *path)
 {
     result res = {.ok = false};
     char *text = zp_ctl_json_slurp(path, MAX_RESULT_BYTES);
@@ -43,7 +45,14 @@ static result read_result(const char *path)
     for (int i = 0; i < N_RESULT_KEYS; i++)
         res.v[i] = res.ok ? zp_ctl_json_number(text, result_keys[i]) : NAN;
     free(text);
-    if (!res.ok)
+    int st = r->kids[r->nservers + rank].status;
+    if (!res.ok && r->o.exec && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        fprintf(stderr,
+                "zepsctl local: worker %d exited 0 but wrote no result to %s: from Python, "
+                "end with zeps.write_result(rank, {\"final_accuracy\": ...}) "
+                "(docs/python.md, \"Launching Python workers\")\n",
+                rank, path);
+    else if (!res.ok)
         fprintf(stderr, "zepsctl local: no readable result in %s\n", path);
     return res;
 }
@@ -188,7 +197,7 @@ int zp_ctl_local_report(local_run *r, double t_end, bool clean, const char *outc
     for (int i = 0; i < w; i++) {
         char path[PATH_MAX + 32];
         snprintf(path, sizeof(path), "%s/worker-%d.json", r->cfg->result_dir, i);
-        res[i] = read_result(path);
+        res[i] = read_result(r, i, path);
         missing += !res[i].ok;
     }
     double s[S_COUNT];

@@ -9,6 +9,7 @@
  * the accessors of what HELLO and the engine learned.
  */
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "client.h"
 #include "config.h"
 #include "curve.h"
+#include "errors.h"
 #include "log.h"
 #include "req.h"
 #include "rng.h"
@@ -71,13 +73,32 @@ static int curve_setup(zeps_client *c)
     return 0;
 }
 
+/* Why the last zeps_client_new* of this thread failed: there is no client
+ * to hold it (zeps_last_error(NULL) returns it). */
+static _Thread_local char new_err[1024];
+
+/* Log a constructor's failure, keep its text for zeps_last_error(NULL) and
+ * return rc. */
+static int new_fail(int rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int new_fail(int rc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(new_err, sizeof(new_err), fmt, ap);
+    va_end(ap);
+    zp_error("%s", new_err);
+    return rc;
+}
+
 /* zeps_client_new_endpoints, with `flag` (may be NULL) interrupting the
  * HELLO wait as zeps_client_set_interrupt does every later wait. */
 static int new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                          uint32_t rank, const zeps_options *opt, volatile int *flag)
 {
+    new_err[0] = '\0';
     if (!out || !endpoints || num_shards < 1 || num_shards > ZP_MAX_SHARDS)
-        return ZEPS_EINVAL;
+        return new_fail(ZEPS_EINVAL, "zeps_client_new_endpoints: %d endpoints (1..%d)",
+                        num_shards, ZP_MAX_SHARDS);
     zeps_client *c = zp_alloc_zeroed(1, sizeof(*c));
     if (opt)
         c->opt = *opt;
@@ -89,11 +110,12 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
         c->opt.hello_timeout_ms = 30000;
     c->rank = rank;
     c->interrupt = flag;
+    c->done_clock = -1;
     c->incarnation = c->opt.incarnation ? c->opt.incarnation : zp_rng_random64() | 1u;
     c->nshards = num_shards;
     int rc = curve_setup(c);
     if (rc != 0) {
-        zp_error("%s", c->err);
+        new_fail(rc, "%s", c->err);
         free(c);
         return rc;
     }
@@ -105,12 +127,13 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
         free(c->shards);
         free(c->items);
         free(c);
-        return ZEPS_ETRANSPORT;
+        return new_fail(ZEPS_ETRANSPORT, "cannot make a ZeroMQ context: %s",
+                        zmq_strerror(zmq_errno()));
     }
     for (int k = 0; k < num_shards; k++) {
         snprintf(c->shards[k].endpoint, sizeof(c->shards[k].endpoint), "%s", endpoints[k]);
         if (zp_shard_open(c, k) != 0) {
-            zp_error("cannot connect to shard %d at %s: %s", k, endpoints[k],
+            new_fail(ZEPS_ETRANSPORT, "cannot connect to shard %d at %s: %s", k, endpoints[k],
                      zmq_strerror(zmq_errno()));
             client_free(c);
             return ZEPS_ETRANSPORT;
@@ -125,7 +148,7 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
     if (c->resume_clock < 0 || rank == ZEPS_RANK_TOOL)
         c->resume_clock = 0;
     if (rc != 0) {
-        zp_error("%s", c->err);
+        new_fail(rc, "%s", c->err);
         client_free(c);
         return rc;
     }
@@ -136,32 +159,28 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt)
 {
-    return new_endpoints(out, endpoints, num_shards, rank, opt, NULL);
+    return new_endpoints(out, endpoints, num_shards, rank, opt, opt ? opt->interrupt : NULL);
 }
 
 int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, uint32_t rank,
                                   volatile int *flag)
 {
+    new_err[0] = '\0';
+    if (!cluster_file)
+        return new_fail(ZEPS_EINVAL, "zeps_client_new: no cluster file");
     zp_config *cfg = zp_alloc(sizeof(*cfg));
     char err[1024];
     int rc = zp_config_load(cfg, cluster_file, err, sizeof(err));
-    if (rc != 0) {
-        zp_error("%s", err);
-        free(cfg);
-        return rc;
-    }
-    if (rank != ZEPS_RANK_TOOL && rank >= (uint32_t)cfg->num_workers) {
-        zp_error("rank %u is outside the cluster of %d workers in %s", rank, cfg->num_workers,
-                 cluster_file);
-        free(cfg);
-        return ZEPS_ERANK;
-    }
+    if (rc == 0 && rank != ZEPS_RANK_TOOL && rank >= (uint32_t)cfg->num_workers)
+        rc = zp_errors_set(err, sizeof(err), ZEPS_ERANK,
+                           "rank %u is outside the cluster of %d workers in %s", rank,
+                           cfg->num_workers, cluster_file);
     zp_curve_client_keys keys;
-    rc = zp_curve_load_client(cfg, &keys, err, sizeof(err));
+    if (rc == 0)
+        rc = zp_curve_load_client(cfg, &keys, err, sizeof(err));
     if (rc != 0) {
-        zp_error("%s", err);
         free(cfg);
-        return rc;
+        return new_fail(rc, "%s", err);
     }
     zeps_options opt = {
         .request_timeout_ms = cfg->request_timeout_ms,
@@ -201,15 +220,23 @@ void zeps_client_destroy(zeps_client **cp)
         int saved_t = c->opt.request_timeout_ms;
         c->opt.request_timeout_ms = 500;
         zp_req *r = zp_req_new(c, ZEPS__OP__BYE, c->nshards);
+        r->clock = c->done_clock;
         for (int k = 0; k < c->nshards; k++) {
             zp_req_sub *s = zp_req_add(r, k);
             s->max_retries = 1;
+            s->flags = c->done_clock >= 0 ? ZP_FLAG_DONE : 0;
             zp_req_send(r, s);
         }
         zeps_wait(&r);
         c->opt.request_timeout_ms = saved_t;
     }
     client_free(c);
+}
+
+void zeps_client_set_done(zeps_client *c, int64_t clock)
+{
+    if (c)
+        c->done_clock = clock < 0 ? -1 : clock;
 }
 
 int64_t zeps_resume_clock(const zeps_client *c)
@@ -261,5 +288,5 @@ void zeps_client_set_interrupt(zeps_client *c, volatile int *flag)
 
 const char *zeps_last_error(const zeps_client *c)
 {
-    return c ? c->err : "";
+    return c ? c->err : new_err;
 }

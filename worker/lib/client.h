@@ -46,6 +46,7 @@ struct zeps_client {
     char curve_server[ZP_CURVE_KEY_LEN + 1], curve_public[ZP_CURVE_KEY_LEN + 1],
         curve_secret[ZP_CURVE_KEY_LEN + 1];
     volatile int *interrupt; /* zeps_client_set_interrupt */
+    int64_t done_clock;      /* zeps_client_set_done: clocks finished, -1 = not done */
     int drop_sends;          /* fault injection: sends still to drop (req.c counts down) */
 
     /* req.c: the engine's state */

@@ -55,6 +55,9 @@ typedef struct zeps_options {
     const char *curve_server_key; /* the servers' public key */
     const char *curve_public_key; /* this client's public key */
     const char *curve_secret_key; /* this client's secret key */
+    /* Interrupts the HELLO wait as zeps_client_set_interrupt() does later
+     * waits (and is kept as that flag): NULL for none. */
+    volatile int *interrupt;
 } zeps_options;
 
 /* A table declaration. Every worker may declare the same table; a second
@@ -122,6 +125,16 @@ void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
  * writes *rank; otherwise ZEPS_ECONFIG with a message naming the variable
  * and its value in err (errlen bytes, always terminated). */
 int zeps_resolve_rank(const char *value, uint32_t *rank, char *err, size_t errlen);
+
+/* This worker ran all its steps, `clock` being the number of clocks it
+ * finished (its last CLOCK + 1): the BYE of zeps_client_destroy() says so,
+ * and under bsp a worker then parked on a later round, which can never
+ * close, is answered ZEPS_ECLOCK at once, naming this worker and clock,
+ * instead of waiting out lost_worker_wait_s (docs/python.md, "Every rank
+ * the same number of steps"). A negative clock takes it back. Without it
+ * (a worker stopped by a signal or an error) the shards wait for a
+ * replacement as configured. */
+void zeps_client_set_done(zeps_client *c, int64_t clock);
 
 /* Say BYE to every shard (best effort, bounded: one resend after 500 ms,
  * even when the interrupt flag is set), close sockets, free. Takes
@@ -485,7 +498,10 @@ uint32_t zeps_rank(const zeps_client *c);
 /* The client's accumulated timing and byte counters. */
 void zeps_client_get_stats(const zeps_client *c, zeps_client_stats *out);
 
-/* Text of the last error on this client ("" if none). Valid until the next call. */
+/* Text of the last error on this client ("" if none). Valid until the next call.
+ * With c NULL: why the last zeps_client_new* call of this thread failed (the
+ * cluster file's path, line and key for a bad file; the shard and endpoint
+ * that did not answer HELLO), "" after a success. */
 const char *zeps_last_error(const zeps_client *c);
 
 /* Ask shard `shard` for its statistics. On success *buf is a malloc'ed

@@ -34,6 +34,7 @@ typedef struct zeps_options {
     const char *curve_server_key;
     const char *curve_public_key;
     const char *curve_secret_key;
+    volatile int *interrupt;
 } zeps_options;
 
 typedef struct zeps_table_spec {
@@ -111,6 +112,7 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
                               uint32_t rank, const zeps_options *opt);
 void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
 void zeps_client_destroy(zeps_client **cp);
+void zeps_client_set_done(zeps_client *c, int64_t clock);
 
 int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table);
 uint64_t zeps_table_length(const zeps_client *c, uint32_t table);

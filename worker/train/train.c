@@ -313,10 +313,12 @@ static int train_all(zp_trainer *t, zp_train_result *res, int64_t start, int rej
         res->stopped = 1; /* interrupted in a wait or between steps */
     if (rc != 0 && rc != ZEPS_EDIVERGED && rc != ZEPS_ECLOSED)
         zp_error("training stopped: %s", zeps_last_error(t->client));
+    /* at the clock it stopped at: under bsp a pull of clock `total` would
+     * wait for pushes a worker stopped at the target never sends */
+    int64_t end = res->reached_target ? res->target_step + 1 : total;
+    if (rc == 0)
+        zeps_client_set_done(t->client, end); /* its BYE says it ran all its steps */
     if (rc == 0 && t->rank == 0) {
-        /* at the clock it stopped at: under bsp a pull of clock `total`
-         * would wait for pushes a worker stopped at the target never sends */
-        int64_t end = res->reached_target ? res->target_step + 1 : total;
         double e0 = zp_now_s();
         rc = zp_step_evaluate(t, end, ZP_EVAL_PULL, &res->final);
         res->eval_s += zp_now_s() - e0;

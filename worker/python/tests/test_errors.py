@@ -120,6 +120,113 @@ def test_ctrl_c_interrupts_a_wait(make_cluster):
     assert time.monotonic() - t0 < 3
 
 
+# The documented pattern, `with zeps.Client(...) as c:`, with a pull left in
+# flight (parked under bsp) when Ctrl-C interrupts a second one: leaving the
+# block must not wait out that request's retries (it did: 40 s and more).
+WITH_CHILD = textwrap.dedent("""
+    import signal, sys, time, numpy as np, zeps
+    got = []
+    def on_int(*_):
+        got.append(time.monotonic())
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_int)
+    eps = sys.argv[1:]
+    try:
+        with zeps.Client.from_endpoints(eps, 0, request_timeout_ms=2000, max_retries=30) as c:
+            w = c.declare("w", 10)
+            w.push(np.ones(10, np.float32), clock=0)
+            r = w.pull_async(clock=1)    # parked: rank 1 never pushes clock 0
+            print("parked", flush=True)
+            w.pull(clock=1)
+    except KeyboardInterrupt:
+        print("left %.3f" % (time.monotonic() - got[0]), flush=True)
+        sys.exit(3)
+""")
+
+
+def test_ctrl_c_in_with_block_leaves_at_once(make_cluster):
+    cl = make_cluster(servers=2, workers=2, consistency="bsp")
+    p = subprocess.Popen([sys.executable, "-c", WITH_CHILD] + cl.endpoints,
+                         stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert p.stdout.readline().strip() == "parked"
+    time.sleep(0.5)
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 3, out
+    left = float(out.split()[1])
+    assert left < 1.0, out       # from the signal to the end of the with block
+    for k in range(2):            # and it said BYE on the way out
+        assert "worker 0 left" in cl.log(k)
+
+
+# Ctrl-C while zeps.Client() waits for shards that are not up yet.
+CONNECT_CHILD = textwrap.dedent("""
+    import signal, sys, time, zeps
+    got = []
+    def on_int(*_):
+        got.append(time.monotonic())
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGINT, on_int)
+    print("connecting", flush=True)
+    try:
+        zeps.Client(sys.argv[1], rank=0)
+    except KeyboardInterrupt:
+        print("stopped %.3f" % (time.monotonic() - got[0]), flush=True)
+        sys.exit(3)
+""")
+
+
+def test_ctrl_c_while_connecting_stops_at_once(tmp_path):
+    conf = tmp_path / "cluster.conf"
+    conf.write_text('cluster = { servers = [ "ipc://%s/none" ]; workers = 1; '
+                    'hello_timeout_ms = 60000; };\n' % tmp_path)
+    p = subprocess.Popen([sys.executable, "-c", CONNECT_CHILD, str(conf)],
+                         stdout=subprocess.PIPE, text=True, env=dict(os.environ))
+    assert p.stdout.readline().strip() == "connecting"
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGINT)
+    out, _ = p.communicate(timeout=30)
+    assert p.returncode == 3, out
+    assert float(out.split()[1]) < 1.0, out
+    assert time.monotonic() - t0 < 10
+
+
+def test_constructor_errors_carry_the_detail(tmp_path):
+    bad = tmp_path / "bad.conf"
+    bad.write_text('cluster = { servers = [ "ipc://%s/s0" ]; workers = 2;\n'
+                   '  bogus_key = 3; };\n' % tmp_path)
+    with pytest.raises(errors.ECONFIG) as ei:
+        zeps.Client(str(bad), rank=0)
+    assert f"{bad}:2: unknown key 'cluster.bogus_key'" in ei.value.message
+    ok = tmp_path / "ok.conf"
+    ok.write_text('cluster = { servers = [ "ipc://%s/s0" ]; workers = 2; '
+                  'hello_timeout_ms = 500; };\n' % tmp_path)
+    with pytest.raises(errors.ERANK) as ei:
+        zeps.Client(str(ok), rank=7)
+    assert "rank 7 is outside the cluster of 2 workers" in ei.value.message
+    with pytest.raises(errors.ETIMEDOUT) as ei:
+        zeps.Client(str(ok), rank=0)
+    assert f"shard 0 at ipc://{tmp_path}/s0 did not answer HELLO" in ei.value.message
+
+
+def test_missing_rank_names_every_way_to_give_it(monkeypatch):
+    for k in ("ZEPS_RANK", "JOB_COMPLETION_INDEX", "SLURM_PROCID", "RANK", "LOCAL_RANK",
+              "WORLD_SIZE"):
+        monkeypatch.delenv(k, raising=False)
+    with pytest.raises(errors.ECONFIG) as ei:
+        zeps.rank_from_env()
+    for words in ("rank=", "ZEPS_RANK", "torchrun", "RANK"):
+        assert words in ei.value.message
+    # torchrun's variables give the rank; ZEPS_RANK still wins
+    monkeypatch.setenv("RANK", "2")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    assert zeps.rank_from_env() == 2
+    monkeypatch.setenv("ZEPS_RANK", "1")
+    assert zeps.rank_from_env() == 1
+
+
 RESULT_CHILD = textwrap.dedent("""
     import sys, time, zeps
     print(zeps.write_result(3, {"final_accuracy": 0.5, "stopped": False}), flush=True)

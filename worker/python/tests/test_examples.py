@@ -60,6 +60,21 @@ def test_staleness_sweep():
 
 @pytest.mark.skipif(not os.path.isdir("/usr/share/datasets/fashion-mnist"),
                     reason="dataset-fashion-mnist not installed")
+def test_zepsctl_local_exec_without_result(tmp_path):
+    """A program that trains, exits 0 and writes no result: zepsctl local
+    says how to write one, and the run is not called a success."""
+    prog = tmp_path / "noresult.py"
+    prog.write_text("import zeps\nwith zeps.Client() as c:\n    c.declare('w', 4)\n")
+    env = dict(os.environ)
+    out = subprocess.run([bin_path("zepsctl"), "local", "--servers", "1", "--workers", "2",
+                          "--dir", str(tmp_path / "run"), "--exec", f"{sys.executable} {prog}"],
+                         env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 1, out.stdout + out.stderr
+    for r in (0, 1):
+        assert f"worker {r} exited 0 but wrote no result" in out.stderr, out.stderr
+    assert "zeps.write_result(rank" in out.stderr
+
+
 def test_zepsctl_local_exec(tmp_path):
     """zepsctl local --exec runs the program as every worker of its local
     cluster, with the build tree's package on PYTHONPATH, and sums up the

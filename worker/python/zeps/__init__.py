@@ -15,7 +15,8 @@ from .errors import Error, error_class
 from . import errors
 from .client import Client, DenseTable, SparseTable, Batch, Request, View, rank_from_env
 from .result import write_result
+from . import data
 
 __all__ = ["Client", "DenseTable", "SparseTable", "Batch", "Request", "View", "Error", "errors",
-           "error_class", "rank_from_env", "write_result"]
+           "error_class", "rank_from_env", "write_result", "data"]
 __version__ = "0.1.0"

@@ -27,15 +27,28 @@ _U64 = np.dtype(np.uint64)
 
 
 def rank_from_env(value=None):
-    """This worker's rank as zeps-worker finds it: `value` (a number,
-    "auto", "hostname" or "env:NAME"), else $ZEPS_RANK, else
-    $JOB_COMPLETION_INDEX, else $SLURM_PROCID (docs/operations.md)."""
+    """This worker's rank: `value` (a number, "auto", "hostname" or
+    "env:NAME"), else $ZEPS_RANK, else torchrun's $RANK (with $LOCAL_RANK
+    and $WORLD_SIZE beside it), else as zeps-worker finds it:
+    $JOB_COMPLETION_INDEX, else $SLURM_PROCID (docs/operations.md,
+    docs/python.md)."""
+    if value is None and "ZEPS_RANK" not in os.environ and _torchrun():
+        value = "env:RANK"
     rank = ffi.new("uint32_t *")
     err = ffi.new("char[]", 256)
     rc = lib.zeps_resolve_rank(value.encode() if value is not None else ffi.NULL, rank, err, 256)
     if rc != 0:
-        raise_for(rc, ffi.string(err).decode())
+        msg = ffi.string(err).decode()
+        if value is None:
+            msg += ("; from Python pass rank= to zeps.Client, set ZEPS_RANK, or start the "
+                    "program with torchrun (its RANK is read)")
+        raise_for(rc, msg)
     return int(rank[0])
+
+
+def _torchrun():
+    """True in a process torchrun (torch.distributed.run) started."""
+    return all(k in os.environ for k in ("RANK", "LOCAL_RANK", "WORLD_SIZE"))
 
 
 def _f32(a, writable=False):
@@ -94,6 +107,16 @@ class Request:
     @property
     def done(self):
         return self._done
+
+    def _give_up(self):
+        """Finish the request with the client's interrupt flag set: libzeps
+        gives up at once and frees it. Its result is lost; wait() returns
+        None from here."""
+        self._finish()
+        self._done = True
+        self._client._pending.discard(self)
+        self._keep = None
+        self._result = None
 
     def _finish(self):
         return lib.zeps_wait(self._pp)
@@ -207,15 +230,19 @@ class Client:
         self._c = None
         self._pending = set()
         self._tables = {}
+        self._clocks = 0  # clocks this worker finished (the last clock() + 1)
         if rank is None:
             rank = rank_from_env()
         pp = ffi.new("zeps_client **")
+        # armed before the HELLO wait, so a Ctrl-C while the shards are not
+        # up yet ends it at once (KeyboardInterrupt), as in zeps-worker
+        self._flag = lib._zp_py_arm()
         if _endpoints is None:
             if config is None:
                 config = os.environ.get("ZEPS_CONFIG")
             if config is None:
                 raise ValueError("no cluster file: pass config= or set ZEPS_CONFIG")
-            rc = lib.zeps_client_new(pp, os.fsencode(config), rank)
+            rc = lib.zeps_client_new_interruptible(pp, os.fsencode(config), rank, self._flag)
         else:
             eps = [ffi.new("char[]", e.encode()) for e in _endpoints]
             arr = ffi.new("const char *[]", eps)
@@ -225,11 +252,17 @@ class Client:
                 if isinstance(v, str):
                     v = _spec_strings(keep, x=v)["x"]
                 setattr(opt, k, v)
+            opt.interrupt = self._flag
             rc = lib.zeps_client_new_endpoints(pp, arr, len(eps), rank, opt)
         if rc != 0:
-            raise_for(rc, f"cannot connect as rank {rank}: {ffi.string(lib.zeps_strerror(rc)).decode()}")
+            if rc == lib_code("ECLOSED") and self._flag[0]:
+                self._flag[0] = 0
+                _let_signal_handlers_run()
+                raise_for(rc, f"rank {rank}: interrupted by a signal while waiting for the shards")
+            why = ffi.string(lib.zeps_last_error(ffi.NULL)).decode()
+            raise_for(rc, f"zeps.Client as rank {rank}: "
+                          f"{why or ffi.string(lib.zeps_strerror(rc)).decode()}")
         self._c = pp[0]
-        self._flag = None
         self._arm()
         lib.zeps_client_set_interrupt(self._c, self._flag)
 
@@ -242,16 +275,38 @@ class Client:
 
     # -- lifecycle -----------------------------------------------------------
 
-    def close(self):
+    def close(self, abandon=False, done=True):
         """Finish every request not yet waited for, say BYE to every shard
-        and free the client. Idempotent."""
+        and free the client. Idempotent.
+
+        With `done` (the default, and the end of a ``with`` block left
+        without an exception) the BYE says this worker ran all its steps:
+        under bsp a worker still training, parked on a round this one will
+        never join, gets an error at once naming it (docs/python.md, "Every
+        rank the same number of steps") instead of waiting for a
+        replacement.
+
+        With `abandon`, requests in flight are given up at once instead of
+        waited for (whether a push among them was applied is then unknown);
+        leaving a ``with`` block on KeyboardInterrupt or SystemExit does
+        this, so a Ctrl-C ends the program at once. BYE is still said (a
+        bounded wait: under a second when the shards are up)."""
         if self._c is None:
             return
+        if abandon and self._pending:
+            # the interrupt flag set: each wait gives up at once (ECLOSED)
+            # and frees its request, so ZeroMQ writes into no array after
+            self._flag[0] = 1
+            for r in list(self._pending):
+                r._give_up()
+            self._flag[0] = 0
         for r in list(self._pending):
             try:
                 r.wait()
             except Error:
                 pass
+        if done:
+            lib.zeps_client_set_done(self._c, self._clocks)
         pp = ffi.new("zeps_client **", self._c)
         self._c = None
         lib.zeps_client_destroy(pp)
@@ -259,12 +314,16 @@ class Client:
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        # KeyboardInterrupt, SystemExit: the program is stopping, nothing
+        # in flight is waited for (an ordinary exception still waits); only
+        # a block that ended normally ran all its steps
+        self.close(abandon=exc_type is not None and not issubclass(exc_type, Exception),
+                   done=exc_type is None)
 
     def __del__(self):
         if getattr(self, "_c", None) is not None:
-            self.close()
+            self.close(done=False)
 
     # -- internals -------------------------------------------------------------
 
@@ -339,11 +398,13 @@ class Client:
         self._check()
         self._arm()
         self._call(lib.zeps_clock(self._c, clock))
+        self._clocks = max(self._clocks, clock + 1)
 
     def clock_async(self, clock):
         self._check()
         r = self._start(None)
         self._call(lib.zeps_clock_start(self._c, clock, r._pp))
+        self._clocks = max(self._clocks, clock + 1)
         return r
 
     def barrier(self):

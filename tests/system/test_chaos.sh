@@ -278,7 +278,8 @@ for r, rc in enumerate(rcs):
     ok = applied <= acked if restarted else applied == acked
     bad += not ok
     rel = "<=" if restarted else "=="
-    said.append(f"rank {r}: {applied} applied, {acked} acknowledged ({rel}: {'ok' if ok else 'DOUBLE APPLY'})")
+    why = "ok" if ok else "DOUBLE APPLY" if applied > acked else "ACKNOWLEDGED, NOT APPLIED"
+    said.append(f"rank {r}: {applied} applied, {acked} acknowledged ({rel}: {why})")
 print("; ".join(said))
 sys.exit(1 if bad else 0)
 EOF
@@ -313,7 +314,7 @@ ms_now() { echo $(($(date +%s%N) / 1000000)); }
 run_job() {
     local d=$1 cons=$2 kind=$3 t=$4 after=$5 dur=$6 t0=$SECONDS r
     conf "$d" "$cons"
-    RESTARTED=0 RSHARD=-1 KILLED=-1 FAULT="none" JOBOK=1 HANGS=0 DOUBLE=0 LOST=0
+    RESTARTED=0 RSHARD=-1 KILLED=-1 FAULT="none" JOBOK=1 HANGS=0 DOUBLE=0 UNAPPLIED=0 LOST=0
     start_server "$d" 0
     start_server "$d" 1
     for ((r = 0; r < NW; r++)); do start_worker "$d" $r; done
@@ -359,6 +360,7 @@ run_job() {
     pushes=$(check_pushes "$d" $RESTARTED $KILLED "${rcs[@]}")
     local prc=$?
     if [ $prc -ne 0 ] && [[ $pushes == *"DOUBLE APPLY"* ]]; then DOUBLE=1; fi
+    if [ $prc -ne 0 ] && [[ $pushes == *"NOT APPLIED"* ]]; then UNAPPLIED=1; fi
     [ $prc -ne 0 ] && JOBOK=0
     [ $HANGS -gt 0 ] && JOBOK=0
     [ $RESTARTED = 1 ] && [ "$cons" = async ] && LOST=$(lost_fraction "$d" "$RSHARD")
@@ -416,7 +418,7 @@ async_bar() { awk -v l="${1:-0}" -v a="$BAR_A" -v b="$BAR_B" 'BEGIN{printf "%.4f
 within() { # acc ref bar
     awk -v a="${1:-0}" -v r="${2:-9}" -v m="$3" 'BEGIN{d = a - r; if (d < 0) d = -d; exit !(d <= m)}'
 }
-T0=$SECONDS hangs=0 doubles=0 done_iters=0
+T0=$SECONDS hangs=0 doubles=0 unapplied=0 done_iters=0
 : >"$work/outcomes"
 for ((i = 1; i <= ITERS; i++)); do
     if [ $((SECONDS - T0)) -ge "$WALL_S" ]; then
@@ -432,7 +434,7 @@ for ((i = 1; i <= ITERS; i++)); do
         after=$((permille * ${!ref_ms} / 1000))
         LOSS="" ACC=""
         run_job "$work/it$i-$job" $job "$kind" "$tgt" "$after" "$dur"
-        hangs=$((hangs + HANGS)) doubles=$((doubles + DOUBLE))
+        hangs=$((hangs + HANGS)) doubles=$((doubles + DOUBLE)) unapplied=$((unapplied + UNAPPLIED))
         res="-" bar=""
         if [ "$OUTCOME" = finished ]; then
             if [ $job = bsp ]; then
@@ -457,7 +459,7 @@ for ((i = 1; i <= ITERS; i++)); do
     if [ $iter_ok = 1 ]; then ok "iteration $i"; else bad "iteration $i"; fi
 done
 
-echo "$FROM, $done_iters iteration(s) in $((SECONDS - T0)) s: $hangs hang(s), $doubles double apply(s)"
+echo "$FROM, $done_iters iteration(s) in $((SECONDS - T0)) s: $hangs hang(s), $doubles job(s) with a double apply, $unapplied with an acknowledged push not applied"
 echo "outcomes per job and fault kind (finished / failed; faults that missed: the job had ended):"
 awk -F'|' '{k = $2 " " $3; n[k]++; if ($5 == "finished") f[k]++; if ($4 ~ /^missed/) m[k]++}
     END {for (k in n) printf "  %-22s %d / %d; missed %d\n", k, f[k], n[k] - f[k], m[k]}' "$work/outcomes" | sort

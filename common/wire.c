@@ -115,6 +115,8 @@ const char *zp_wire_op_name(int op)
         return "EVICT";
     case ZEPS__OP__FINISH:
         return "FINISH";
+    case ZEPS__OP__TUNE:
+        return "TUNE";
     default:
         return "UNKNOWN";
     }

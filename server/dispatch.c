@@ -29,6 +29,7 @@ static const zp_op_handler handlers[] = {
     [ZEPS__OP__SNAPSHOT] = zp_admin_on_snapshot,
     [ZEPS__OP__EVICT] = zp_admin_on_evict,
     [ZEPS__OP__FINISH] = zp_admin_on_finish,
+    [ZEPS__OP__TUNE] = zp_declare_on_tune,
 };
 /* every op has its own slot in the metrics' per-op counters (server.h) */
 _Static_assert(sizeof(handlers) / sizeof(handlers[0]) <= ZP_SERVER_OPS,

@@ -28,7 +28,7 @@
 
 static const char *const op_names[ZP_SERVER_OPS] = {
     "invalid", "hello", "declare", "pull",  "push",     "clock",
-    "barrier", "stats", "bye",     "error", "snapshot", "rollback", "evict", "finish",
+    "barrier", "stats", "bye",     "error", "snapshot", "rollback", "evict", "finish", "tune",
 };
 
 /* tau and clock gap: bucket i = exactly i (63 = 63 or more); these are the

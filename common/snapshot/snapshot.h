@@ -46,7 +46,8 @@ typedef struct zp_snap_table {
     uint64_t length;     /* whole table */
     uint64_t begin, end; /* must be [length*i/S, length*(i+1)/S) for shard i of S */
     char optimizer[16];
-    zp_hyper hyper; /* f32, as in the live table */
+    zp_hyper hyper; /* f32, as in the live table (lr: as declared) */
+    float lr_now;   /* the lr in force when not the declared one (TUNE); 0: as declared */
     uint32_t init;  /* zp_init_kind */
     double init_scale;
     uint64_t seed;

@@ -234,6 +234,7 @@ static void decode_meta(const uint8_t *b, zp_snap_table *t)
     t->version = zp_get64(b + 160);
     t->round = (int64_t)zp_get64(b + 168);
     t->state_per_param = zp_get32(b + 176);
+    t->lr_now = getf(b + 180); /* 0 in files written before TUNE: as declared */
 }
 
 static int read_workers(rd *r, const zp_snap_info *in, zp_snapshot *s)

@@ -155,6 +155,7 @@ static void encode_meta(uint8_t *b, const zp_snap_table *t)
     zp_put64(b + 160, t->version);
     zp_put64(b + 168, (uint64_t)t->round);
     zp_put32(b + 176, t->state_per_param);
+    putf(b + 180, t->lr_now);
 }
 
 /* Section header, payload straight from `payload`, zero padding. 0 or errno. */

@@ -10,6 +10,7 @@
  */
 #include <string.h>
 
+#include "log.h"
 #include "ops.h"
 #include "server.h"
 #include "zeps_errors.h"
@@ -70,4 +71,34 @@ void zp_declare_on(zp_server *s, zp_request *r)
     zp_table_append(&s->tables, &s->ntables, &s->cap_tables, t); /* s takes t */
     t->kind->log_declared(t, h->spec);
     reply_declared(s, r, t);
+}
+
+void zp_declare_on_tune(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_worker *w = zp_request_worker(s, r);
+    zp_table *t = w ? zp_request_table(s, r) : NULL;
+    if (!t)
+        return;
+    if (!h->spec) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO, "TUNE of table '%s' without a spec (lr)",
+                       t->name);
+        return;
+    }
+    if (zp_workers_seen(w, h->seq)) { /* a resend: an older value must not come back */
+        zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE);
+        return;
+    }
+    char err[ERRLEN];
+    float was = t->lr_now;
+    int rc = zp_table_set_lr(t, h->spec->lr, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return;
+    }
+    zp_workers_record(w, h->seq);
+    if (t->lr_now != was)
+        zp_info("table '%s': lr %g (was %g, declared %g), set by worker %u", t->name,
+                (double)t->lr_now, (double)was, (double)t->lr_declared, h->rank);
+    zp_reply_ok(s, r->identity, h, 0);
 }

@@ -122,6 +122,11 @@ void zp_admin_on_evict(zp_server *s, zp_request *r);
  * worker's pulls, parked or new, are answered EFINISHED. */
 void zp_admin_on_finish(zp_server *s, zp_request *r);
 
+/* TUNE (declare.c): set table h->table's learning rate in force to
+ * h->spec->lr on this shard (a sparse table's lead columns scale with it);
+ * answered with an ack, or EINVAL/ETABLE/EOPTIM naming what is wrong. */
+void zp_declare_on_tune(zp_server *s, zp_request *r);
+
 /* stats.c: STATS. */
 void zp_stats_on(zp_server *s, zp_request *r);
 

@@ -64,6 +64,8 @@ static void table_stats(const zp_server *s, const zp_table *t, Zeps__TableStats 
     ts->pulls = t->stats.pulls;
     ts->bytes_param = zp_table_bytes(t);
     ts->optimizer = (char *)t->optimizer;
+    ts->lr = t->lr_now;
+    ts->lr_declared = t->lr_declared;
     ts->rounds = (uint64_t)t->round.closed;
     ts->parked = t->parked.n;
     zp_hist_to_pb(&t->stats.tau, &th[0]);

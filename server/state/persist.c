@@ -80,8 +80,7 @@ static zp_snapshot *describe(const zp_server *s, int64_t clock, uint64_t setid)
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
         zp_snap_table *st = &snap->tables[i];
-        st->kind = t->kind->id;
-        t->kind->describe(t, st);
+        zp_table_describe(t, st);
     }
     for (int r = 0; r < s->nworkers; r++) {
         const zp_worker *w = &s->workers.w[r];

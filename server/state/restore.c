@@ -186,7 +186,7 @@ int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t re
     zp_snapshot *snap = NULL;
     int rc = rollback_read(s, clock, setid, &snap, err, errlen);
     for (uint32_t i = 0; i < s->ntables && rc == 0; i++)
-        rc = s->tables[i]->kind->reset(s->tables[i], &snap->tables[i], err, errlen);
+        rc = zp_table_reset(s->tables[i], &snap->tables[i], err, errlen);
     if (rc != 0) {
         if (snap)
             zp_snapshot_free(&snap);

@@ -496,6 +496,11 @@ static int rows_load(zp_table *t, const zp_snap_table *st, char *err, size_t err
     return 0;
 }
 
+static void rows_set_lr(zp_table *t, float lr)
+{
+    zp_sparse_set_lr(t->rows->store, lr);
+}
+
 static bool rows_fits(const zp_table *t, const zp_snap_table *st)
 {
     return st->kind == ZP_TABLE_SPARSE && st->begin == t->begin && st->end == t->end;
@@ -537,6 +542,7 @@ const zp_table_kind zp_rows_kind = {
     .clock = rows_clock,
     .stats = rows_stats,
     .log_declared = rows_log_declared,
+    .set_lr = rows_set_lr,
     .describe = rows_describe,
     .pack = rows_pack,
     .snap_spec = rows_snap_spec,

@@ -184,6 +184,8 @@ int zp_sparse_new(zp_sparse **out, const zp_sparse_opts *o, char *err, size_t er
     t->lead = o->lead_cols;
     t->lead_h = t->h;
     t->lead_h.lr = o->lead_lr;
+    t->lr0 = t->h.lr;
+    t->lead_lr0 = o->lead_lr;
     t->lead_init = o->lead_init;
     t->lead_init_scale = o->lead_init_scale;
     t->seed = o->seed;
@@ -234,6 +236,12 @@ int zp_sparse_state_per_value(const zp_sparse *t)
 void zp_sparse_get_counters(const zp_sparse *t, zp_sparse_counters *out)
 {
     *out = t->c;
+}
+
+void zp_sparse_set_lr(zp_sparse *t, float lr)
+{
+    t->h.lr = lr;
+    t->lead_h.lr = (float)((double)t->lead_lr0 * lr / t->lr0);
 }
 
 void zp_sparse_set_history(zp_sparse *t, const zp_sparse_counters *c)

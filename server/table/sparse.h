@@ -170,6 +170,10 @@ bool zp_sparse_get(const zp_sparse *t, uint64_t id, zp_sparse_row *row);
  * and bytes stay what the store holds. */
 void zp_sparse_set_history(zp_sparse *t, const zp_sparse_counters *c);
 
+/* Make lr (finite, > 0: the caller checked) the rows' learning rate; the
+ * lead columns take lead_lr x lr / the declared lr. */
+void zp_sparse_set_lr(zp_sparse *t, float lr);
+
 /* Insert or overwrite a row exactly as given (restore from a snapshot):
  * bypasses admission, may evict under capacity. */
 void zp_sparse_put(zp_sparse *t, const zp_sparse_row *row);

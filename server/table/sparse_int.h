@@ -72,6 +72,7 @@ struct zp_sparse {
     double init_scale;
     uint32_t lead;   /* lead columns (zp_sparse_opts.lead_cols) */
     zp_hyper lead_h; /* h with the lead columns' lr */
+    float lr0, lead_lr0; /* lr and lead_lr as declared (zp_sparse_set_lr scales from them) */
     zp_init_kind lead_init;
     double lead_init_scale;
     uint64_t seed;

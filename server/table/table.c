@@ -162,8 +162,36 @@ int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int s
         zp_table_destroy(&t);
         return rc;
     }
+    t->lr_declared = t->lr_now = (float)spec->lr;
     *out = t;
     return 0;
+}
+
+int zp_table_set_lr(zp_table *t, double lr, char *err, size_t errlen)
+{
+    float f = (float)lr;
+    if (!(isfinite(f) && f > 0))
+        return zp_errors_set(err, errlen, ZEPS_EOPTIM,
+                             "table '%s': lr %g must be finite and > 0 (it stays %g)", t->name, lr,
+                             (double)t->lr_now);
+    t->lr_now = f;
+    t->kind->set_lr(t, f);
+    return 0;
+}
+
+void zp_table_describe(const zp_table *t, zp_snap_table *st)
+{
+    st->kind = t->kind->id;
+    t->kind->describe(t, st);
+    st->lr_now = t->lr_now != t->lr_declared ? t->lr_now : 0;
+}
+
+int zp_table_reset(zp_table *t, const zp_snap_table *st, char *err, size_t errlen)
+{
+    int rc = t->kind->reset(t, st, err, errlen);
+    if (rc == 0) /* the lr in force at the cut: the steps redone tune it again */
+        rc = zp_table_set_lr(t, st->lr_now > 0 ? st->lr_now : t->lr_declared, err, errlen);
+    return rc;
 }
 
 void zp_table_destroy(zp_table **tp)
@@ -194,6 +222,8 @@ int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int
     if (rc != 0)
         return rc;
     rc = kind->load(t, st, err, errlen);
+    if (rc == 0 && st->lr_now > 0)
+        rc = zp_table_set_lr(t, st->lr_now, err, errlen);
     if (rc != 0) {
         zp_table_destroy(&t);
         return rc;
@@ -245,7 +275,11 @@ static int dense_check_same(const zp_table *t, const Zeps__TableSpec *spec, char
                  t->optimizer, spec->optimizer ? spec->optimizer : "");
         return ZEPS_ECONFLICT;
     }
-    SAME_D(lr, "lr");
+    if ((float)spec->lr != t->lr_declared) { /* as declared: TUNE may have changed lr_now */
+        snprintf(err, errlen, "table '%s' already declared with lr = %g, not %g", t->name,
+                 (double)t->lr_declared, (double)(float)spec->lr);
+        return ZEPS_ECONFLICT;
+    }
     SAME_D(momentum, "momentum");
     SAME_D(beta1, "beta1");
     SAME_D(beta2, "beta2");
@@ -438,6 +472,7 @@ static void dense_describe(const zp_table *t, zp_snap_table *st)
     st->end = t->end;
     snprintf(st->optimizer, sizeof(st->optimizer), "%s", t->optimizer);
     st->hyper = t->hyper;
+    st->hyper.lr = t->lr_declared; /* the lr in force is recorded apart (zp_table_describe) */
     st->init = (uint32_t)t->init;
     st->init_scale = t->init_scale;
     st->seed = t->seed;
@@ -487,6 +522,11 @@ static int dense_snap_spec(const zp_snap_table *st, Zeps__TableSpec **out, char 
     return 0;
 }
 
+static void dense_set_lr(zp_table *t, float lr)
+{
+    t->hyper.lr = lr;
+}
+
 static bool dense_fits(const zp_table *t, const zp_snap_table *st)
 {
     return st->kind == ZP_TABLE_DENSE && st->begin == t->begin && st->end == t->end &&
@@ -528,6 +568,7 @@ const zp_table_kind zp_table_dense = {
     .clock = dense_clock,
     .stats = dense_stats,
     .log_declared = dense_log_declared,
+    .set_lr = dense_set_lr,
     .describe = dense_describe,
     .pack = dense_pack,
     .snap_spec = dense_snap_spec,

@@ -81,6 +81,7 @@ typedef struct zp_table_kind {
     void (*clock)(zp_table *t, int64_t clock); /* the shard's clock moved on */
     void (*stats)(const zp_table *t, Zeps__TableStats *ts);
     void (*log_declared)(const zp_table *t, const Zeps__TableSpec *spec);
+    void (*set_lr)(zp_table *t, float lr); /* make lr the kernels' learning rate */
     /* snapshots (common/snapshot): the record pointing at live memory; in
      * the writer, pack what is copied (rows); the declaration of a record
      * (heap, zeps__table_spec__free_unpacked); load a record into a table
@@ -104,7 +105,9 @@ struct zp_table {
 
     /* the declaration, kept to check re-declarations */
     char optimizer[16];
-    zp_hyper hyper;
+    zp_hyper hyper;    /* dense: what the kernels read (hyper.lr = lr_now) */
+    float lr_declared; /* lr as declared: re-declarations are checked against it */
+    float lr_now;      /* the lr in force: lr_declared unless TUNE set another */
     zp_init_kind init;
     double init_scale;
     uint64_t seed;
@@ -149,6 +152,20 @@ int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int
 
 /* Append t to a growing array of tables; the array takes t. */
 void zp_table_append(zp_table ***tables, uint32_t *n, uint32_t *cap, zp_table *t);
+
+/* Make `lr` t's learning rate in force (TUNE; a sparse table's lead
+ * columns scale with it: lead_lr x lr / lr_declared). Returns 0, or
+ * ZEPS_EOPTIM naming the table if lr is not finite and > 0 (nothing
+ * changed). */
+int zp_table_set_lr(zp_table *t, double lr, char *err, size_t errlen);
+
+/* t's snapshot record, pointing at live memory (the kind's describe, and
+ * the lr in force). */
+void zp_table_describe(const zp_table *t, zp_snap_table *st);
+
+/* Rollback: t put back to record st, its lr in force too. 0 or an error
+ * code with a message in err. */
+int zp_table_reset(zp_table *t, const zp_snap_table *st, char *err, size_t errlen);
 
 /* 0 if `spec` declares the same table as t; else ZEPS_ECONFLICT with the
  * first differing field named in err. */

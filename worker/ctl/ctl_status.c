@@ -437,6 +437,7 @@ static void json_table(const Zeps__TableStats *t)
            t->length, t->slice_begin, t->slice_end, t->version, t->rounds, t->pushes, t->pulls,
            t->parked, t->bytes_param);
     json_str(t->optimizer);
+    printf(", \"lr\": %.9g, \"lr_declared\": %.9g", t->lr, t->lr_declared);
     if (t->kind == 1)
         printf(", \"kind\": \"sparse\", \"dim\": %u, \"rows\": %" PRIu64
                ", \"rows_created\": %" PRIu64 ", \"not_admitted\": %" PRIu64

@@ -4,12 +4,14 @@
  * and STATS: one shard) through the engine (req.c).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 
 #include "client.h"
 #include "log.h"
 #include "push_clock.h"
 #include "req.h"
+#include "tables.h"
 #include "zeps.h"
 
 /* Start a request with one sub-request to each of shards [first, first + n). */
@@ -101,6 +103,30 @@ int zeps_evict(zeps_client *c, uint32_t rank)
     r->evict_rank = rank;
     for (int k = 0; k < c->nshards; k++)
         zp_req_send(r, zp_req_add(r, k));
+    return zeps_wait(&r);
+}
+
+int zeps_set_lr(zeps_client *c, uint32_t table, double lr)
+{
+    if (!c)
+        return ZEPS_EINVAL;
+    zp_table *ti = zp_tables_get(c, table);
+    if (!ti)
+        return ZEPS_ETABLE;
+    if (!(isfinite(lr) && lr > 0))
+        return zp_req_fail(c, ZEPS_EOPTIM, "table '%s': lr %g must be finite and > 0", ti->name,
+                           lr);
+    Zeps__TableSpec spec;
+    zeps__table_spec__init(&spec);
+    spec.name = ti->name;
+    spec.lr = lr;
+    zp_req *r = zp_req_new(c, ZEPS__OP__TUNE, c->nshards);
+    r->spec = &spec; /* read by every send and resend: lives until zeps_wait returns */
+    for (int k = 0; k < c->nshards; k++) {
+        zp_req_sub *s = zp_req_add(r, k);
+        s->table = ti->ids[k];
+        zp_req_send(r, s);
+    }
     return zeps_wait(&r);
 }
 

@@ -466,6 +466,17 @@ int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
  * refused. Returns 0 once every shard acknowledged. */
 int zeps_evict(zeps_client *c, uint32_t rank);
 
+/* Make `lr` the learning rate `table` is updated with from now on, on every
+ * shard (dense or sparse; a sparse table's lead columns scale with it:
+ * lead_lr x lr / the declared lr). The other hyper-parameters stay as
+ * declared. Kept in snapshots; a re-declaration is still checked against
+ * the declared lr. Under bsp, call it in a step after that step's pull
+ * (as a schedule does at an epoch's start): the round it applies to is
+ * then the same on every run. Returns 0 once every shard acknowledged;
+ * ZEPS_EOPTIM if lr is not finite and > 0 (docs/python.md, "Learning-rate
+ * schedules"). */
+int zeps_set_lr(zeps_client *c, uint32_t table, double lr);
+
 /* The job reached its target at `clock` (this worker's last pushed step):
  * tell every shard, which then answers every other worker's pulls with
  * ZEPS_EFINISHED, parked ones at once, so they stop instead of running out

@@ -73,6 +73,7 @@ def make_cluster(tmp_path):
 
     for i in range(8):
         (tmp_path / f"c{i}").mkdir()
+    make.tmp = tmp_path
     yield make
     for c in made:
         c.stop()

@@ -456,6 +456,7 @@ class Client:
         self._arm()
         self._call(lib.zeps_declare(self._c, spec, h))
         t = DenseTable(self, int(h[0]), name, int(length))
+        t.lr = lr
         self._tables[name] = t
         return t
 
@@ -485,6 +486,7 @@ class Client:
         self._arm()
         self._call(lib.zeps_declare_sparse(self._c, spec, h))
         t = SparseTable(self, int(h[0]), name, int(dim))
+        t.lr = lr
         self._tables[name] = t
         return t
 
@@ -510,14 +512,29 @@ def _codec_opts(keep, codec, fraction, count, block, error_feedback, seed):
     return o
 
 
+def _set_lr(table, lr):
+    c = table.client
+    c._check()
+    c._arm()
+    c._call(lib.zeps_set_lr(c._c, table.handle, float(lr)))
+    table.lr = float(lr)
+
+
 class DenseTable:
     """A dense table: a float32 vector sliced over the shards."""
 
     def __init__(self, client, handle, name, length):
         self.client, self.handle, self.name, self.length = client, handle, name, length
+        self.lr = None  # the lr in force as this client last set or declared it
 
     def __repr__(self):
         return f"<zeps.DenseTable {self.name!r} length={self.length}>"
+
+    def set_lr(self, lr):
+        """Make `lr` this table's learning rate on every shard from now on
+        (kept in snapshots; docs/python.md, "Learning-rate schedules");
+        `lr` (the attribute) follows."""
+        _set_lr(self, lr)
 
     def _range(self, offset, count):
         if count is None:
@@ -686,9 +703,15 @@ class SparseTable:
 
     def __init__(self, client, handle, name, dim):
         self.client, self.handle, self.name, self.dim = client, handle, name, dim
+        self.lr = None  # the lr in force as this client last set or declared it
 
     def __repr__(self):
         return f"<zeps.SparseTable {self.name!r} dim={self.dim}>"
+
+    def set_lr(self, lr):
+        """Make `lr` the rows' learning rate on every shard from now on;
+        lead columns scale with it (lead_lr x lr / the declared lr)."""
+        _set_lr(self, lr)
 
     def batch(self, ids):
         """A reusable Batch of `ids`."""

@@ -30,7 +30,7 @@ from torch import nn
 
 from .client import Batch
 
-__all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "set_clock"]
+__all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "ShardOptimizer", "set_clock"]
 
 
 def set_clock(module, clock):
@@ -127,27 +127,68 @@ class DenseParameters:
     hyper-parameters; ``init`` a function (name, param) -> (init, scale),
     He-normal weights and zero biases by default, seeded by `seed`).
 
+    `groups`, as ``torch.optim``'s parameter groups: a list of dicts, each
+    with ``"params"`` (parameters of `module`) and any of ``"optimizer"``,
+    ``"lr"`` and the hyper-parameters (momentum, beta1, beta2, eps,
+    weight_decay, staleness) for those parameters' tables; parameters in no
+    group take the arguments. ``param_groups`` lists the groups (the
+    defaults' group last, if it has parameters), each dict with its
+    ``"lr"`` and ``"tables"``.
+
     Per iteration: ``pull(clock)`` before forward, ``loss.backward()``
     (gradients are pushed as autograd produces them), then ``step(clock)``.
     The module's parameters are updated only by pulls: do not give them to
-    a torch optimizer."""
+    a torch optimizer (:class:`ShardOptimizer` drives torch's learning-rate
+    schedulers instead)."""
+
+    _HYPER = ("momentum", "beta1", "beta2", "eps", "weight_decay", "staleness")
 
     def __init__(self, client, module, optimizer="sgd", lr=0.01, prefix="", init=None, seed=1,
-                 **hyper):
+                 groups=None, **hyper):
         self.client = client
         self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         self.tables = []
         self._pending = []
         self._clock = 0
+        self._listeners = []
+        self.param_groups = self._groups(groups, dict(optimizer=optimizer, lr=lr, **hyper))
         init = init or _default_init
+        gid = {id(p): g for g in self.param_groups for p in g["params"]}
         for i, (name, p) in enumerate(self.params):
             if p.dtype != torch.float32 or p.device.type != "cpu":
                 raise ValueError(f"parameter {name}: zeps keeps float32 CPU tensors only")
+            g = gid[id(p)]
             kind, scale = init(name, p)
-            t = client.declare(prefix + name, p.numel(), optimizer=optimizer, lr=lr, init=kind,
-                               init_scale=scale, seed=seed + i, **hyper)
+            opts = {k: g[k] for k in self._HYPER if k in g}
+            t = client.declare(prefix + name, p.numel(), optimizer=g["optimizer"], lr=g["lr"],
+                               init=kind, init_scale=scale, seed=seed + i, **opts)
             self.tables.append(t)
+            g["tables"].append(t)
             p.register_hook(self._pusher(t))
+
+    def _groups(self, groups, defaults):
+        """The parameter groups: each asked-for group with the defaults filled
+        in, then the defaults' own group for the rest (if any)."""
+        mine = {id(p): n for n, p in self.params}
+        out, taken = [], set()
+        for g in groups or []:
+            g = dict(g)
+            ps = list(g.get("params", []))
+            for p in ps:
+                if id(p) not in mine:
+                    raise ValueError("a parameter group names a parameter the module does not "
+                                     "train")
+                if id(p) in taken:
+                    raise ValueError(f"parameter {mine[id(p)]} is in two parameter groups")
+                taken.add(id(p))
+            unknown = set(g) - {"params", "optimizer", "lr", *self._HYPER}
+            if unknown:
+                raise ValueError(f"parameter group keys {sorted(unknown)} are not known")
+            out.append({**defaults, **g, "params": ps, "tables": []})
+        rest = [p for _, p in self.params if id(p) not in taken]
+        if rest:
+            out.append({**defaults, "params": rest, "tables": []})
+        return out
 
     def _pusher(self, table):
         def hook(grad):
@@ -158,7 +199,10 @@ class DenseParameters:
 
     def pull(self, clock):
         """Pull every parameter as seen at `clock` into the module, in place
-        (the pulls of all tables travel together)."""
+        (the pulls of all tables travel together). Then a learning rate
+        changed since (:class:`ShardOptimizer`) goes to the shards: after
+        the pull, so under bsp it takes effect from this clock's round on,
+        the same round on every run."""
         self._clock = clock
         reqs = []
         with torch.no_grad():
@@ -166,6 +210,8 @@ class DenseParameters:
                 reqs.append(t.pull_async(clock, out=p.data.view(-1).numpy()))
         for r in reqs:
             r.wait()
+        for f in self._listeners:
+            f()
 
     def step(self, clock=None):
         """Wait for this iteration's pushes, then tell the shards `clock` is
@@ -177,3 +223,50 @@ class DenseParameters:
         for _, p in self.params:
             p.grad = None  # the shards hold the update; nothing accumulates here
         self.client.clock(clock)
+
+
+class ShardOptimizer(torch.optim.Optimizer):
+    """The learning rates of zeps tables as a ``torch.optim.Optimizer``, so
+    torch's learning-rate schedulers (``StepLR``, ``LambdaLR``,
+    ``CosineAnnealingLR``, ...) drive them. Its ``param_groups`` are the
+    DenseParameters' groups (the same dicts) and one group per sparse table
+    of `sparse` (``"table"``, ``"lr"``). The shards update the parameters,
+    so ``step()`` changes nothing; a learning rate a scheduler changed goes
+    to the shards at the next ``dense.pull(clock)``, after the pull (under
+    bsp the round of that clock on, the same on every run), or at
+    ``sync()`` without DenseParameters (call it after the step's pulls).
+    Call ``scheduler.step()`` where torch's docs say, after the iteration's
+    or epoch's last ``dense.step(clock)``.
+
+    ``opt = zt.ShardOptimizer(dense, [emb.table]); sched =
+    torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.5)``"""
+
+    def __init__(self, dense=None, sparse=()):
+        groups = []
+        if dense is not None:
+            groups += dense.param_groups
+            dense._listeners.append(self.sync)
+        for t in sparse:
+            if t.lr is None:
+                raise ValueError(f"table {t.name!r}: declare it through this client first")
+            groups.append({"params": [torch.zeros((), requires_grad=True)], "lr": t.lr,
+                           "table": t})
+        if not groups:
+            raise ValueError("ShardOptimizer needs DenseParameters or sparse tables")
+        super().__init__(groups, {})
+        self.sync()
+
+    def sync(self):
+        """Send every group's "lr" that differs from what its tables have."""
+        for g in self.param_groups:
+            tables = g.get("tables") or [g["table"]]
+            for t in tables:
+                if t.lr != g["lr"]:
+                    t.set_lr(g["lr"])
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        return closure() if closure is not None else None
+
+    def zero_grad(self, set_to_none=True):
+        pass  # nothing accumulates here: DenseParameters.step clears .grad

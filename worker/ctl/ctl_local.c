@@ -70,7 +70,8 @@ static void usage(FILE *f)
             "                       /readyz) on a free loopback port; the URLs are printed\n"
             "                       and written as Prometheus file_sd targets to\n"
             "                       <dir>/prometheus-targets.json\n"
-            "  -q, --quiet          do not echo rank 0's output\n"
+            "  -q, --quiet          do not echo the workers' output (rank 0's every line, the\n"
+            "                       others' at most one line per 5 s and every warning)\n"
             "  --print-config       print the embedded default (with the options above,\n"
             "                       free loopback ports and training.result_dir =\n"
             "                       \"results\") as a cluster file to run by hand, and exit\n\n"
@@ -198,42 +199,6 @@ static int parse_opts(int argc, char **argv, local_opts *o)
 
 /* --------------------------------------------------------- child processes */
 
-static void write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return; /* a closed terminal or a full disk must not stop the run */
-        p += w;
-        n -= (size_t)w;
-    }
-}
-
-/* Copy what rank 0 wrote to its log and the terminal: one read, or until the
- * pipe is empty if `drain`. Closes the pipe at end of file. */
-static void pump_echo(local_run *r, bool drain)
-{
-    char buf[65536];
-    while (r->echo_fd >= 0) {
-        ssize_t n = read(r->echo_fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return;
-        if (n <= 0) {
-            close(r->echo_fd);
-            r->echo_fd = -1;
-            return;
-        }
-        write_all(r->echo_log, buf, (size_t)n);
-        write_all(STDOUT_FILENO, buf, (size_t)n);
-        if (!drain)
-            return;
-    }
-}
-
 /* Start kid k as `bin --config <conf> <flag> <index>`, its output going to
  * its log (through the echo pipe if `echo`). */
 static bool spawn(local_run *r, kid *k, const char *bin, const char *flag, bool echo)
@@ -287,8 +252,7 @@ static bool spawn(local_run *r, kid *k, const char *bin, const char *flag, bool 
     }
     close(pfd[1]);
     fcntl(pfd[0], F_SETFL, O_NONBLOCK);
-    r->echo_fd = pfd[0];
-    r->echo_log = logfd;
+    zp_ctl_echo_add(&r->echo, k->index, pfd[0], logfd); /* the echo takes both */
     return true;
 }
 
@@ -314,8 +278,8 @@ static void read_signals(local_run *r)
                 continue;
             r->kids[i].running = false;
             r->kids[i].status = st;
-            if (i == r->nservers)
-                pump_echo(r, true); /* rank 0's last words before anything is reported */
+            if (i >= r->nservers) /* its last words before anything is reported */
+                zp_ctl_echo_pump(&r->echo, i - r->nservers, true);
         }
     }
 }
@@ -323,17 +287,17 @@ static void read_signals(local_run *r)
 /* Wait for and handle one round of events, until `deadline` at the latest. */
 static void pump(local_run *r, double deadline)
 {
-    struct pollfd p[2] = {{.fd = r->sigfd, .events = POLLIN}, {.fd = r->echo_fd, .events = POLLIN}};
+    struct pollfd p[1 + ZP_MAX_WORKERS] = {{.fd = r->sigfd, .events = POLLIN}};
+    int n = 1 + zp_ctl_echo_pollfds(&r->echo, p + 1, ZP_MAX_WORKERS);
     double left = deadline - zp_now_s();
     int ms = isinf(deadline) ? -1 : left <= 0 ? 0 : left > 3600 ? 3600000 : (int)(left * 1e3) + 1;
-    if (poll(p, r->echo_fd >= 0 ? 2 : 1, ms) < 0 && errno != EINTR) {
+    if (poll(p, (nfds_t)n, ms) < 0 && errno != EINTR) {
         fprintf(stderr, "zepsctl local: poll: %s\n", strerror(errno));
         return;
     }
+    zp_ctl_echo_ready(&r->echo, p + 1, n - 1); /* before a reap drains a pipe and closes it */
     if (p[0].revents)
         read_signals(r);
-    if (p[1].revents && r->echo_fd >= 0)
-        pump_echo(r, false);
 }
 
 static int count_running(const local_run *r, int first, int count)
@@ -458,6 +422,7 @@ static bool start_all(local_run *r)
     r->nservers = r->cfg->num_shards;
     r->nkids = r->nservers + r->cfg->num_workers;
     r->kids = zp_alloc_zeroed((size_t)r->nkids, sizeof(kid));
+    zp_ctl_echo_init(&r->echo, r->cfg->num_workers, STDOUT_FILENO);
     r->t0 = zp_now_s();
     for (int i = 0; i < r->cfg->num_workers; i++) { /* no stale results from a reused --dir */
         char path[PATH_MAX + 32];
@@ -475,7 +440,7 @@ static bool start_all(local_run *r)
         kid *k = &r->kids[i];
         bool server = i < r->nservers;
         if (!(server ? spawn(r, k, r->server_bin, "--shard", false)
-                     : spawn(r, k, r->worker_bin, "--rank", k->index == 0 && !r->o.quiet)))
+                     : spawn(r, k, r->worker_bin, "--rank", !r->o.quiet)))
             return false;
     }
     return true;
@@ -519,7 +484,8 @@ static int finish(local_run *r, run_end end)
     if (end == END_DONE) {
         double t_end = zp_now_s();
         bool clean = stop_servers(r);
-        pump_echo(r, true);
+        for (int i = 0; i < r->echo.n; i++)
+            zp_ctl_echo_pump(&r->echo, i, true);
         int rc = zp_ctl_local_report(r, t_end, clean, "done");
         return r->signo ? 128 + r->signo : rc;
     }
@@ -557,10 +523,7 @@ static int execute(local_run *r)
         fflush(stdout);
         rc = finish(r, wait_training(r));
     }
-    if (r->echo_fd >= 0)
-        close(r->echo_fd);
-    if (r->echo_log >= 0)
-        close(r->echo_log);
+    zp_ctl_echo_fini(&r->echo);
     close(r->sigfd);
     sigprocmask(SIG_SETMASK, &r->oldmask, NULL);
     return rc;
@@ -590,7 +553,7 @@ static int prepare(local_run *r)
 
 int zp_ctl_local(int argc, char **argv)
 {
-    local_run r = {.sigfd = -1, .echo_fd = -1, .echo_log = -1, .failed = -1};
+    local_run r = {.sigfd = -1, .failed = -1};
     int rc = parse_opts(argc, argv, &r.o);
     if (rc >= 0)
         return rc;

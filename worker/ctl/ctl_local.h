@@ -13,6 +13,7 @@
 #include <sys/types.h>
 
 #include "config.h"
+#include "ctl_echo.h"
 
 /* The overrides of the embedded default: option, where its value goes in the
  * cluster file, type ('i' integer, 'f' float, 's' string, 'n' the number of
@@ -30,7 +31,7 @@ typedef struct local_opts {
     const char *dir;             /* --dir DIR; NULL: a new $TMPDIR/zeps-local-XXXXXX */
     const char *json;            /* --json PATH; NULL: <dir>/summary.json */
     double timeout_s;            /* --timeout; 0: none */
-    bool quiet;                  /* -q: rank 0's output only goes to its log */
+    bool quiet;                  /* -q: the workers' output only goes to their logs */
     const char *exec;            /* --exec CMD: run `sh -c CMD` as each worker; NULL: zeps-worker */
     bool metrics;                /* --metrics: every process serves /metrics on a free port */
     const char *ov[N_OVERRIDES]; /* override values as given; NULL: not given */
@@ -62,8 +63,7 @@ typedef struct local_run {
     int nkids, nservers;
     int sigfd;
     sigset_t oldmask;
-    int echo_fd;  /* read end of rank 0's output pipe; -1 if none */
-    int echo_log; /* rank 0's log file, written by us; -1 if none */
+    zp_echo echo; /* the workers' output to their logs and the terminal */
     int signo;    /* first SIGINT/SIGTERM received; 0 if none */
     int nsignals;
     int failed; /* index of the kid whose exit failed the run; -1 if none */

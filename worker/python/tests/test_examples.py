@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -60,6 +61,38 @@ def test_staleness_sweep():
 
 @pytest.mark.skipif(not os.path.isdir("/usr/share/datasets/fashion-mnist"),
                     reason="dataset-fashion-mnist not installed")
+def test_zepsctl_local_shows_every_rank(tmp_path):
+    """zepsctl local echoes every rank's output, prefixed by rank: rank 0's
+    every line, the others' rate-limited (one per 5 s, warnings always,
+    their last line at the end); every line is in each worker's log."""
+    prog = tmp_path / "talk.py"
+    prog.write_text(textwrap.dedent("""
+        import os, sys, time, zeps
+        r = int(os.environ["ZEPS_RANK"])
+        for i in range(30):
+            print(f"step {i} of rank {r}", flush=True)
+            time.sleep(0.01)
+        if r == 2:
+            print("x WARN rank 2 is slow", flush=True)
+        print(f"last line of rank {r}", flush=True)
+        zeps.write_result(r, {"final_accuracy": 0.5})
+    """))
+    out = subprocess.run([bin_path("zepsctl"), "local", "--servers", "1", "--workers", "3",
+                          "--dir", str(tmp_path / "run"), "--exec", f"{sys.executable} {prog}"],
+                         env=dict(os.environ), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    for r in range(3):
+        mine = [x for x in lines if x.startswith(f"[rank {r}] ")]
+        assert mine and mine[-1].endswith(f"last line of rank {r}"), mine
+        with open(tmp_path / "run" / f"worker-{r}.log") as f:
+            assert sum(x.startswith("step ") for x in f) == 30   # the log has them all
+    assert sum(x.startswith("[rank 0] step ") for x in lines) == 30
+    assert sum(x.startswith("[rank 1] step ") for x in lines) < 5   # rate-limited
+    assert any(x.startswith("[rank 2] ") and x.endswith(" x WARN rank 2 is slow") for x in lines)
+    assert any("lines in its log) last line of rank 1" in x for x in lines)
+
+
 def test_zepsctl_local_exec_without_result(tmp_path):
     """A program that trains, exits 0 and writes no result: zepsctl local
     says how to write one, and the run is not called a success."""

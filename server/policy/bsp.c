@@ -121,7 +121,8 @@ static void bsp_forget(zp_server *s, zp_table *t, uint32_t rank)
         zp_round_forget(&t->round, rank);
 }
 
-/* The round every dense table stands at, when they agree. */
+/* The round every dense table with elements here stands at, when they
+ * agree (an empty slice closes no round: table.h). */
 static int64_t bsp_cut(const zp_server *s)
 {
     if (s->ntables == 0)
@@ -129,7 +130,7 @@ static int64_t bsp_cut(const zp_server *s)
     int64_t r = -1;
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
-        if (!t->kind->rounds)
+        if (!t->kind->rounds || zp_table_empty_slice(t))
             continue;
         if (r >= 0 && t->round.closed != r)
             return -1;

@@ -117,7 +117,7 @@ static int rollback_read(zp_server *s, int64_t clock, uint64_t setid, zp_snapsho
         return zp_errors_set(err, errlen, ZEPS_ESTATE, "shard %d: rollback is for bsp only",
                              s->shard);
     for (uint32_t i = 0; i < s->ntables; i++)
-        if (s->tables[i]->round.closed < clock)
+        if (!zp_table_empty_slice(s->tables[i]) && s->tables[i]->round.closed < clock)
             return zp_errors_set(
                 err, errlen, ZEPS_ECLOCK,
                 "shard %d: table '%s' is at round %lld, behind the cut %lld to roll "

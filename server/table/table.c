@@ -167,6 +167,11 @@ int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int s
     return 0;
 }
 
+bool zp_table_empty_slice(const zp_table *t)
+{
+    return !t->rows && t->n == 0;
+}
+
 int zp_table_set_lr(zp_table *t, double lr, char *err, size_t errlen)
 {
     float f = (float)lr;

@@ -153,6 +153,12 @@ int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int
 /* Append t to a growing array of tables; the array takes t. */
 void zp_table_append(zp_table ***tables, uint32_t *n, uint32_t *cap, zp_table *t);
 
+/* True for a dense table with no element on this shard: a table shorter
+ * than the shard count (a 1-element bias on 2 shards). No push or pull
+ * reaches it here, so it closes no round: it must not hold back the
+ * shard's bsp cut (policy/bsp.c) or a rollback (state/restore.c). */
+bool zp_table_empty_slice(const zp_table *t);
+
 /* Make `lr` t's learning rate in force (TUNE; a sparse table's lead
  * columns scale with it: lead_lr x lr / lr_declared). Returns 0, or
  * ZEPS_EOPTIM naming the table if lr is not finite and > 0 (nothing

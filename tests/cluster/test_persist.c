@@ -8,6 +8,7 @@
  * why; SIGTERM writes a final snapshot and exits 0.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -227,6 +228,59 @@ START_TEST(test_reshard)
 }
 END_TEST
 
+/* Wait until both shards logged `line` (a writer finishes after the round). */
+static bool both_logged(const zt_cluster *cl, const char *line)
+{
+    for (int i = 0; i < 200 && !(zt_log_has(cl, 0, line) && zt_log_has(cl, 1, line)); i++) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    return zt_log_has(cl, 0, line) && zt_log_has(cl, 1, line);
+}
+
+/* A table shorter than the shard count (a 1-element bias on 2 shards) has
+ * an empty slice on shard 0: no push reaches it there, and it must not hold
+ * back shard 0's cuts (it did: shard 0 wrote no set, and a restart found no
+ * complete one). Both shards write every cut; shard 0 killed and restarted
+ * restores the newest and the job goes on. */
+START_TEST(test_empty_slice_cuts)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp",
+                                      "  snapshot_dir = \"@DIR@/snap\";\n"
+                                      "  snapshot_every_clocks = 2;",
+                                      NULL),
+                     0);
+    zeps_client *c = zt_client(&cl, 0);
+    zeps_table_spec ws = {.name = "w", .length = 8, .optimizer = "sgd", .lr = 0.5};
+    zeps_table_spec bs = {.name = "b", .length = 1, .optimizer = "sgd", .lr = 0.5};
+    uint32_t w, b;
+    ck_assert_int_eq(zeps_declare(c, &ws, &w), 0);
+    ck_assert_int_eq(zeps_declare(c, &bs, &b), 0);
+    float g[8] = {1, 1, 1, 1, 1, 1, 1, 1}, v[8];
+    for (int k = 0; k < 6; k++) {
+        ck_assert_int_eq(zeps_push(c, w, g, 0, 8, k), 0);
+        ck_assert_int_eq(zeps_push(c, b, g, 0, 1, k), 0);
+        ck_assert_int_eq(zeps_clock(c, k), 0);
+    }
+    zeps_client_destroy(&c);
+    ck_assert(both_logged(&cl, "snapshot set 0000000000000006 (every clocks, clock 6) written"));
+    zt_server_kill(&cl, 0, SIGKILL);
+    ck_assert_int_eq(zt_server_start(&cl, 0), 0);
+    ck_assert(zt_log_has(&cl, 0, "restored snapshot set 0000000000000006"));
+    c = zt_client(&cl, 0);
+    ck_assert_int_eq(zeps_declare(c, &ws, &w), 0);
+    ck_assert_int_eq(zeps_declare(c, &bs, &b), 0);
+    ck_assert_int_eq(zeps_pull(c, w, v, 0, 8, 6), 0);
+    for (int i = 0; i < 8; i++)
+        ck_assert_float_eq(v[i], -3.0f); /* 6 rounds of -0.5 */
+    ck_assert_int_eq(zeps_pull(c, b, v, 0, 1, 6), 0);
+    ck_assert_float_eq(v[0], -3.0f);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     zp_mathenv_setup(argv);
@@ -236,6 +290,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_cut_restore_fallback);
     tcase_add_test(tc, test_final_snapshot);
     tcase_add_test(tc, test_reshard);
+    tcase_add_test(tc, test_empty_slice_cuts);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

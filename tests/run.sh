@@ -5,7 +5,9 @@
 # AddressSanitizer/UBSan build, without the tests labelled `system` (whole
 # training jobs under Slurm, network namespaces, crash runs: they exercise
 # deployment and processes, not new code paths, and would double CI time).
-# In that case it also builds the libFuzzer targets with clang into
+# In that case it also builds the daemons, tools and library in Release
+# with -Werror (build-release/: a build check, gcc -O3 warns where -O2 does
+# not), and builds the libFuzzer targets with clang into
 # build-fuzz/ (-DZEPS_FUZZ=ON) and runs each for ZEPS_FUZZ_SECONDS (20) on
 # its seed corpus (ctest label `fuzz`, tests/fuzz).
 set -euo pipefail
@@ -29,6 +31,12 @@ run_suite "${ZEPS_BUILD_DIR:-$src/build}" ""
 asan=${ZEPS_TEST_ASAN:-${CI:+1}}
 if [ "${asan:-0}" = 1 ]; then
     run_suite "$src/build-asan" "-LE system" -DZEPS_ASAN=ON -DCMAKE_BUILD_TYPE=Debug
+    # a build check: the daemons, tools and library build warning-free in
+    # Release too (gcc -O3 sees other "may be used uninitialized" paths)
+    echo "== build $src/build-release (Release, -Werror)"
+    cmake -S "$src" -B "$src/build-release" -DCMAKE_BUILD_TYPE=Release -DZEPS_WERROR=ON \
+        -DZEPS_TESTS=OFF -DZEPS_PYTHON=OFF >/dev/null
+    cmake --build "$src/build-release" -j"$jobs" >/dev/null
     fuzz=$src/build-fuzz
     echo "== build $fuzz (clang, libFuzzer, ASan/UBSan)"
     cmake -S "$src" -B "$fuzz" -DCMAKE_C_COMPILER=clang -DZEPS_FUZZ=ON -DZEPS_TESTS=OFF \

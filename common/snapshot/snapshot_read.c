@@ -332,8 +332,8 @@ static int read_sparse(rd *r, const zp_snap_info *in, uint32_t i, zp_snap_table 
 static int read_table(rd *r, const zp_snap_info *in, uint32_t i, zp_snapshot *s)
 {
     char label[96];
-    uint64_t len;
-    uint32_t crc;
+    uint64_t len = 0; /* set by sec_begin; gcc -O3 cannot see it through the early returns */
+    uint32_t crc = 0;
     uint8_t b[META_LEN];
     snprintf(label, sizeof(label), "table #%u meta", i);
     int rc = sec_begin(r, SEC_META, i, label, &len, &crc);

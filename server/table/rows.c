@@ -509,7 +509,7 @@ static bool rows_fits(const zp_table *t, const zp_snap_table *st)
 /* Rollback: a fresh store from the record replaces the live one. */
 static int rows_reset(zp_table *t, const zp_snap_table *st, char *err, size_t errlen)
 {
-    Zeps__TableSpec *spec;
+    Zeps__TableSpec *spec = NULL; /* set on success; gcc -O3 cannot tell */
     int rc = rows_snap_spec(st, &spec, err, errlen);
     if (rc != 0)
         return rc;

@@ -182,9 +182,27 @@ expect "zepsctl status, no --config" 2 "--config FILE is required" "$C" status
 expect "zepsctl status, bad cluster file" 2 "syntax.conf:[0-9]+" "$C" status --config "$work/syntax.conf"
 expect "zepsctl status, no shard answers (runtime)" 1 "shard 0 \\($ep\\) did not answer" \
     "$C" status --config "$good" --timeout 300
+# one --timeout for the whole command (it waited it out twice: 6 s for 3000 ms)
+t0=$(date +%s%N)
+"$C" status --config "$good" >/dev/null 2>&1
+ms=$((($(date +%s%N) - t0) / 1000000))
+check "zepsctl status, no shard, default --timeout 3000: about 3 s, not twice that ($ms ms)" \
+    test $ms -lt 5000
 expect "zepsctl local, bad option value" 2 "--epochs wants" "$C" local --epochs x
 expect "zepsctl local, bad cluster file" 2 "syntax.conf" "$C" local --config "$work/syntax.conf" \
     --dir "$work/localrun"
+expect "zepsctl local --print-config with a run's option" 2 "--exec applies to a run" \
+    "$C" local --print-config --exec true
+# --print-config --metrics: every process serves /metrics on a port it logs
+"$C" local --print-config --metrics >"$work/printed.conf" 2>&1
+check "zepsctl local --print-config --metrics sets metrics_listen for shards and workers" \
+    test "$(grep -c '^  metrics_listen = "127.0.0.1:0";' "$work/printed.conf")" = 2
+"$S" -c "$work/printed.conf" --shard 0 >"$work/printed.log" 2>&1 &
+printed=$!
+pids+=("$printed")
+check "a shard of that file logs its metrics port" wait_for "$work/printed.log" "metrics listening on" 20
+kill -TERM "$printed"
+wait "$printed"
 expect "zepsctl local, run directory under a file" 2 "cannot make run directory" \
     "$C" local --dir "$work/afile/run"
 mkdir -p "$work/lonely"

@@ -175,15 +175,29 @@ int zp_ctl_local_conf_print(const local_opts *o)
     if (!config_read_string(&lc, default_conf)) {
         fprintf(stderr, "zepsctl local: the embedded default:%d: %s\n", config_error_line(&lc),
                 config_error_text(&lc));
+    } else if (o->exec || o->dir || o->json) {
+        fprintf(stderr, "zepsctl local: --print-config prints a cluster file; %s applies to a "
+                        "run, not to the file (leave it out)\n",
+                o->exec ? "--exec" : o->dir ? "--dir" : "--json");
+        rc = 2;
     } else if (apply_overrides(o, &lc)) {
         config_setting_set_string(fresh(&lc, "training", "result_dir", CONFIG_TYPE_STRING),
                                   "results");
+        if (o->metrics) { /* one file for every process: port 0, each logs the port it got */
+            config_setting_set_string(fresh(&lc, "cluster", "metrics_listen", CONFIG_TYPE_STRING),
+                                      "127.0.0.1:0");
+            config_setting_set_string(fresh(&lc, "training", "metrics_listen", CONFIG_TYPE_STRING),
+                                      "127.0.0.1:0");
+        }
         printf("# The default cluster of zepsctl local (deploy/local/default.conf), printed by\n"
                "# `zepsctl local --print-config` to run by hand (README, \"Running by hand\").\n"
                "# cluster.servers: loopback ports that were free when this was printed;\n"
                "# edit them (or print again) if one has been taken since.\n"
                "# training.result_dir: each worker writes results/worker-<rank>.json,\n"
-               "# relative to the folder it runs in (made if missing).\n\n");
+               "# relative to the folder it runs in (made if missing).\n%s\n",
+               o->metrics ? "# metrics_listen (--metrics): every shard and worker serves /metrics on"
+                            "\n# a free loopback port and logs it (\"metrics listening on\").\n"
+                          : "");
         config_write(&lc, stdout);
         rc = fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
     }

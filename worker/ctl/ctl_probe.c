@@ -129,7 +129,7 @@ static void probe_close(zmq_pollitem_t *items, int n, int k)
 }
 
 void zp_ctl_probe(const zp_config *cfg, const zp_curve_client_keys *keys, int first, int n,
-                  int timeout_ms, answer *a)
+                  double deadline, int timeout_ms, answer *a)
 {
     void *ctx = zmq_ctx_new();
     zmq_pollitem_t *items = zp_alloc_zeroed(2 * (size_t)n, sizeof(*items));
@@ -140,7 +140,6 @@ void zp_ctl_probe(const zp_config *cfg, const zp_curve_client_keys *keys, int fi
         if (!items[k].socket)
             snprintf(a[k].why, sizeof(a[k].why), "cannot connect: %s", zmq_strerror(zmq_errno()));
     }
-    double deadline = zp_now_s() + timeout_ms / 1e3;
     for (int left = n; left > 0 && zp_now_s() < deadline;) {
         long ms = (long)((deadline - zp_now_s()) * 1e3) + 1;
         if (zmq_poll(items, 2 * n, ms > 0 ? ms : 0) < 0)

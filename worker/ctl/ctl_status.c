@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include <getopt.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +41,7 @@
 
 #define DEFAULT_TIMEOUT_MS 3000
 #define PROBE_RETRIES      2 /* a probe must answer quickly: at most this many resends */
+#define PROBE_MIN_S        0.25
 
 typedef struct status_opts {
     const char *config;
@@ -608,6 +610,10 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     zp_log_init("zepsctl", ZP_LOG_ERROR);
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
     answer *a = zp_alloc_zeroed((size_t)n, sizeof(*a));
+    /* one --timeout for the whole command: the probe after a failed ask_all
+     * gets what is left (at least PROBE_MIN_S, for the shards that are up:
+     * they answer in milliseconds) */
+    double deadline = zp_now_s() + o.timeout_ms / 1e3;
     rc = o.shard >= 0 ? ZEPS_ETIMEDOUT : ask_all(cfg, &keys, o.timeout_ms, a);
     if (rc == ZEPS_EREFUSED) {
         /* The library said which shard refused our key; asking each shard
@@ -622,7 +628,8 @@ static int status_or_stats(int argc, char **argv, bool staleness)
         return ZP_EXIT_SETUP;
     }
     if (rc != 0)
-        zp_ctl_probe(cfg, &keys, first, n, o.timeout_ms, a);
+        zp_ctl_probe(cfg, &keys, first, n, fmax(deadline, zp_now_s() + PROBE_MIN_S), o.timeout_ms,
+                     a);
     explicit_bzero(&keys, sizeof(keys));
     rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? ZP_EXIT_FAILED : ZP_EXIT_OK;
     if (o.plot && plot_answers(o.plot, a, n, argc, argv) != 0)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: install what is missing, build, run the whole suite
+# The test command: install what is missing (install-deps.sh tests: what the
+# main job needs and what only the tests use), build, run the whole suite
 # (unit tests and multi-process tests) with ctest. With ZEPS_TEST_ASAN=1 (the
 # default under CI=true) the suite runs a second time in an
 # AddressSanitizer/UBSan build, without the tests labelled `system` (whole
@@ -12,7 +13,7 @@
 # its seed corpus (ctest label `fuzz`, tests/fuzz).
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bash "$src/deploy/install-deps.sh"
+bash "$src/deploy/install-deps.sh" tests
 jobs=$(nproc)
 export OPENBLAS_NUM_THREADS=1
 
@@ -20,7 +21,8 @@ run_suite() { # build-dir "ctest-args" cmake-args...
     local dir=$1 ctest_args=$2
     shift 2
     echo "== build $dir $*"
-    ZEPS_BUILD_DIR=$dir bash "$src/deploy/build.sh" -DZEPS_WERROR=ON "$@" >/dev/null
+    ZEPS_BUILD_DIR=$dir bash "$src/deploy/build.sh" -DZEPS_WERROR=ON -DZEPS_TESTS=ON \
+        -DZEPS_PYTHON=ON "$@" >/dev/null
     echo "== test $dir"
     # shellcheck disable=SC2086
     (cd "$dir" && ctest --output-on-failure -j"$jobs" --timeout 900 $ctest_args)

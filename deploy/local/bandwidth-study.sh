@@ -19,7 +19,8 @@
 #   compresses both ways, whose steps are ~50x cheaper here),
 #   EVAL (20), MAX_TRAIN (training examples, 0 = all 60000),
 #   STUDY_DIR (a new /tmp/zeps-bw-XXXXXX, kept)
-# Needs root, iproute2 (ip, tc), python3, gnuplot. Everything it creates is
+# Needs root, iproute2 (ip, tc), python3, gnuplot (bash deploy/install-deps.sh
+# study netns). Everything it creates is
 # named zc<pid>-* and removed on exit, also on failure or Ctrl-C.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)

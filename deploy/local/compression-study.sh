@@ -19,7 +19,7 @@
 #   STUDY_NAME base name of the outputs (compression-study; the curves file
 #   is then STUDY_NAME-curves.dat, and no figure is drawn unless it is the
 #   default)
-# Needs: zepsctl, python3, gnuplot (gnuplot-nox).
+# Needs: zepsctl, python3, gnuplot (bash deploy/install-deps.sh study).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 BIN=${ZEPS_BINDIR:-$here/../../build/bin}

@@ -15,7 +15,7 @@
 # Arguments go to `zepsctl local` (e.g. --timeout 600, -q).
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-bash "$src/deploy/install-deps.sh"
+bash "$src/deploy/install-deps.sh" core
 bash "$src/deploy/build.sh" >/dev/null
 bin=${ZEPS_BUILD_DIR:-$src/build}/bin
 

@@ -16,7 +16,7 @@ BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 out=${1:-metrics-overhead.json}
 rounds=${2:-5}
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-mover-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-mover-XXXXXX)
 scraper=
 trap '[ -n "$scraper" ] && kill "$scraper" 2>/dev/null; rm -rf "$work"' EXIT
 

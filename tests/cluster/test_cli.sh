@@ -9,7 +9,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-cli-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-cli-XXXXXX)
 cleanup() {
     pkill -TERM -f "$work" 2>/dev/null
     sleep 0.2

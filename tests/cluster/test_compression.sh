@@ -14,7 +14,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-ef-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-ef-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 run() { # name push_codec error_feedback pull_codec [optimizer worker_momentum]

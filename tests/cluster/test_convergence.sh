@@ -9,7 +9,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-conv-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-conv-XXXXXX)
 trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
 conf() { # name consistency function workers

@@ -10,7 +10,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-ctr-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-ctr-XXXXXX)
 launcher=
 cleanup() {
     # zepsctl local stops its own children on SIGTERM (and they die with it)

@@ -28,6 +28,7 @@
 #include <zmq.h>
 
 #include "check_main.h"
+#include "scratch.h"
 #include "config.h"
 #include "curve.h"
 #include "harness.h"
@@ -55,8 +56,7 @@ static __attribute__((format(printf, 1, 2))) void sh(const char *fmt, ...)
 /* Keys: server, w0 (in the allow-list), w1 (not). */
 static void make_keys(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/zeps-curve-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "curve"), 0);
     char keys[200], err[512];
     snprintf(keys, sizeof(keys), "%s/keys", dir);
     ck_assert_int_eq(mkdir(keys, 0700), 0);

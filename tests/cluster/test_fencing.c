@@ -25,6 +25,7 @@
 
 #include "bsp_ref.h"
 #include "check_main.h"
+#include "scratch.h"
 #include "curve.h"
 #include "harness.h"
 #include "rawreq.h"
@@ -50,8 +51,7 @@ static void write_file(const char *path, const char *text)
 static const char *make_keys(char *extra, size_t len)
 {
     char err[512], pub[41], path[256];
-    snprintf(keydir, sizeof(keydir), "/tmp/zeps-fence-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(keydir));
+    ck_assert_int_eq(zt_scratch_dir(keydir, sizeof(keydir), "fence"), 0);
     snprintf(path, sizeof(path), "%s/allow", keydir);
     ck_assert_int_eq(mkdir(path, 0700), 0);
     ck_assert_msg(zp_curve_keygen(keydir, "server", NULL, err, sizeof(err)) == 0, "%s", err);

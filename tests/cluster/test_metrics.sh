@@ -14,7 +14,7 @@ set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-metrics-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-metrics-XXXXXX)
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null; done

@@ -29,7 +29,7 @@ set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 MODE=${1:?usage: test_nohang.sh killed|signals}
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-nohang-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-nohang-XXXXXX)
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done

@@ -18,7 +18,7 @@ BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 DEPLOY=$(cd "$HERE/../../deploy/prometheus" && pwd)
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-prom-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-prom-XXXXXX)
 pids=()
 wpids=()
 cleanup() {

@@ -13,7 +13,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-views-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-views-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 
 run() { # name model servers pull_views

@@ -11,7 +11,7 @@ set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-readme-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-readme-XXXXXX)
 runner=
 cleanup() { # the block's shell leads its own process group: end it all
     [ -n "$runner" ] && kill -TERM -- "-$runner" 2>/dev/null

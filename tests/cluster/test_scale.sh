@@ -10,7 +10,7 @@ set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-scale-test-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-scale-test-XXXXXX)
 trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 pass=0 fail=0
 ok() { echo "ok - $1"; pass=$((pass + 1)); }

@@ -24,7 +24,7 @@
 set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-sweep-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-sweep-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 pass=0
 fail=0

@@ -15,7 +15,7 @@ set -u
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-textbook-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-textbook-XXXXXX)
 trap 'pkill -KILL -f "$work" 2>/dev/null; rm -rf "$work"' EXIT
 
 if ! "$BIN/zepsctl" study --inject --quick --dir "$work/study" >"$work/study.out" 2>"$work/study.err"; then

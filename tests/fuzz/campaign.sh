@@ -11,7 +11,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build=${1:?usage: campaign.sh FUZZ_BUILD_DIR TARGET SECONDS [WORKDIR]}
 target=${2:?target: server codec snapshot config client}
 secs=${3:?seconds}
-work=${4:-/tmp/zeps-fuzz-campaign/$target}
+work=${4:-${TMPDIR:-/tmp}/zeps-fuzz-campaign/$target}
 mkdir -p "$work"
 cp -n "$here/corpus/$target"/* "$work/"
 # shellcheck source=fuzz_env.sh

@@ -128,7 +128,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
     /* refusals would flood the output; ZEPS_FUZZ_VERBOSE=1 shows them */
     zp_log_init("fuzz_client", getenv("ZEPS_FUZZ_VERBOSE") ? ZP_LOG_DEBUG : ZP_LOG_ERROR + 1);
-    snprintf(g.dir, sizeof(g.dir), "/tmp/zeps-fuzz-client-XXXXXX");
+    const char *tmp = getenv("TMPDIR"); /* tests write where TMPDIR says */
+    snprintf(g.dir, sizeof(g.dir), "%s/zeps-fuzz-client-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(g.dir))
         abort();
     snprintf(g.endpoint, sizeof(g.endpoint), "ipc://%s/shard", g.dir);

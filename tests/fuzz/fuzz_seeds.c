@@ -329,8 +329,9 @@ static void file_seed(const char *path, uint8_t kind, const char *name)
  * its file and MANIFEST become seeds. */
 static void snapshot_seeds(uint8_t shape, const char *name)
 {
-    char dir[64], path[512];
-    snprintf(dir, sizeof(dir), "/tmp/zeps-fuzz-seeds-XXXXXX");
+    char dir[256], path[512];
+    const char *tmp = getenv("TMPDIR"); /* tests write where TMPDIR says */
+    snprintf(dir, sizeof(dir), "%s/zeps-fuzz-seeds-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(dir))
         exit(1);
     zp_config cfg;

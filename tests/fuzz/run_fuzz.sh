@@ -11,7 +11,7 @@
 set -euo pipefail
 target=$1 bin=$2 secs=${3:-20}
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-scratch=$(mktemp -d /tmp/zeps-fuzz-XXXXXX)
+scratch=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-fuzz-XXXXXX)
 trap 'rm -rf "$scratch"' EXIT
 # shellcheck source=fuzz_env.sh
 . "$here/fuzz_env.sh"

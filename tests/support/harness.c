@@ -22,6 +22,7 @@
 #include "curve.h"
 #include "spawn.h"
 #include "wire.h"
+#include "scratch.h"
 
 int zt_free_port(void)
 {
@@ -181,8 +182,7 @@ static int cluster_start(zt_cluster *c, int nservers, int nworkers, const char *
 {
     assert(nservers >= 1 && nservers <= ZT_MAX_SERVERS); /* endpoints[] and pids[] */
     memset(c, 0, sizeof(*c));
-    snprintf(c->dir, sizeof(c->dir), "/tmp/zeps-test-XXXXXX");
-    if (!mkdtemp(c->dir))
+    if (zt_scratch_dir(c->dir, sizeof(c->dir), "cluster") != 0) /* short: ipc paths live here */
         return -1;
     c->nservers = nservers;
     c->nworkers = nworkers;

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "scratch.h"
 
 /* w1: Adam (2 state blocks), odd slice lengths (padding); b: SGD, no state;
  * emb: momentum; s: one element, so some shards hold an empty slice. */
@@ -107,8 +108,7 @@ char zt_snap_dir[256];
 
 void zt_snap_dir_make(void)
 {
-    snprintf(zt_snap_dir, sizeof(zt_snap_dir), "/tmp/zeps-snap-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(zt_snap_dir));
+    ck_assert_int_eq(zt_scratch_dir(zt_snap_dir, sizeof(zt_snap_dir), "snap"), 0);
 }
 
 static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ftw)

@@ -39,7 +39,7 @@ typedef struct zt_snap_fx {
 void zt_snap_fx_make(zt_snap_fx *f, uint64_t setid, uint32_t shard, uint32_t S, uint32_t salt);
 void zt_snap_fx_free(zt_snap_fx *f);
 
-/* The scratch directory ("/tmp/zeps-snap-XXXXXX"). */
+/* The scratch directory ("<scratch root>/snap-XXXXXX", scratch.h). */
 extern char zt_snap_dir[256];
 void zt_snap_dir_make(void);
 void zt_snap_dir_remove(void);

@@ -31,14 +31,14 @@ set -u
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
 BUILD=${ZEPS_BUILD_DIR:-$(dirname "$BIN")}
-work=$(mktemp -d /tmp/zeps-deploy-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-deploy-XXXXXX)
 # Processes started below are ended by PID; the directory goes too.
 trap 'kill -KILL ${wpid:-} ${spid:-} ${srv:-} ${st:-} 2>/dev/null; rm -rf "$work"' EXIT
 fails() { ! "$@"; }
 
 # ---------------------------------------------------------------- systemd
 if ! command -v systemd-analyze >/dev/null; then
-    bash "$src/deploy/install-deps.sh"
+    bash "$src/deploy/install-deps.sh" tests
 fi
 # Copy the units with ExecStart= pointed at the build; nothing else changes.
 units=$work/units

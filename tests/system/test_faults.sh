@@ -31,7 +31,7 @@ EPOCHS=${FAULTS_EPOCHS:-8}
 EXAMPLES=${FAULTS_EXAMPLES:-12000}
 KILL_AT=${FAULTS_KILL_AT:-100} # a multiple of 20 (the cut interval)
 export OPENBLAS_NUM_THREADS=1
-work=$(mktemp -d /tmp/zeps-faults-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-faults-XXXXXX)
 pids=()
 cleanup() {
     for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null; done

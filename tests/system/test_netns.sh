@@ -34,7 +34,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 for tool in ip tc nft; do
     if ! command -v $tool >/dev/null; then
-        echo "SKIP: '$tool' not found (deploy/install-deps.sh installs iproute2 and nftables); not run"
+        echo "SKIP: '$tool' not found (bash deploy/install-deps.sh netns installs iproute2 and nftables); not run"
         exit 77
     fi
 done
@@ -47,7 +47,7 @@ PART_S=3                      # partition length, seconds
 REQ_MS=1000                   # request timeout ...
 RETRIES=30                    # ... and retries: a 30 s budget, 10x a partition
 ITER=150                      # BSP/async iterations per worker
-work=$(mktemp -d /tmp/zeps-netns-XXXXXX)
+work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-netns-XXXXXX)
 pids=()
 
 cleanup() {

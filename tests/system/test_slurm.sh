@@ -28,10 +28,10 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 77
 fi
 for p in /usr/sbin/munged /usr/sbin/slurmctld /usr/sbin/slurmd /usr/bin/sbatch; do
-    [ -x "$p" ] || bash "$src/deploy/install-deps.sh"
+    [ -x "$p" ] || bash "$src/deploy/install-deps.sh" slurm
 done
 
-dir=$(mktemp -d /tmp/zeps-slurm-XXXXXX)
+dir=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-slurm-XXXXXX)
 chmod 755 "$dir"
 pids=()
 # Processes of the job that outlive their daemons: anything naming the

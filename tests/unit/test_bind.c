@@ -16,14 +16,15 @@
 
 #include "bind.h"
 #include "check_main.h"
+#include "scratch.h"
 #include "zap.h"
 #include "zeps_errors.h"
 
-static char dir[64];
+static char dir[128];
 
 static void put(const char *name, const char *text)
 {
-    char path[160];
+    char path[256];
     snprintf(path, sizeof(path), "%s/%s", dir, name);
     FILE *f = fopen(path, "w");
     ck_assert_ptr_nonnull(f);
@@ -33,13 +34,12 @@ static void put(const char *name, const char *text)
 
 static void fresh_dir(void)
 {
-    snprintf(dir, sizeof(dir), "/tmp/zeps-bind-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "bind"), 0);
 }
 
 static void remove_dir(void)
 {
-    char cmd[128];
+    char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     ck_assert_int_eq(system(cmd), 0);
 }
@@ -55,7 +55,7 @@ static void key(const char *name, char *pub)
 
 static int load(const char *text, zp_bind *b, char *err, size_t len)
 {
-    char path[160];
+    char path[256];
     put("k.id", text);
     snprintf(path, sizeof(path), "%s/k.id", dir);
     return zp_bind_load(path, b, err, len);

@@ -7,11 +7,12 @@
  *
  * Most cases go through zp_config_parse with the name "cluster.conf" so each
  * message can be checked for the file name, the line and the full key path;
- * zp_config_load is exercised with a temporary file under /tmp that every
+ * zp_config_load is exercised with a scratch file (scratch.h) that every
  * test removes again. Line numbers in the expected messages count from the
  * first line of each test's text.
  */
 #include "check_main.h"
+#include "scratch.h"
 #include "config.h"
 #include "config_fixture.h"
 #include "zeps_errors.h"
@@ -25,10 +26,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Write `text` to a new file under /tmp; the name goes into path. */
+/* Write `text` to a new scratch file (scratch.h); the name goes into path. */
 static void write_temp(char *path, size_t len, const char *text)
 {
-    snprintf(path, len, "/tmp/zeps_test_config_XXXXXX");
+    zt_scratch_path(path, len, "config-XXXXXX");
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     size_t n = strlen(text);
@@ -528,7 +529,7 @@ START_TEST(load_unreadable)
     ck_assert_int_eq(unlink(path), 0);
 
     /* Binary junk with a NUL byte is refused, not half-read. */
-    snprintf(path, sizeof(path), "/tmp/zeps_test_config_XXXXXX");
+    zt_scratch_path(path, sizeof(path), "config-XXXXXX");
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
     ck_assert_int_eq(write(fd, "cluster\0= 1;\n", 13), 13);

@@ -9,6 +9,7 @@
  * well above the dense-only baseline.
  */
 #include "check_main.h"
+#include "scratch.h"
 #include "criteo_gen.h"
 #include "ctr_data.h"
 #include "ctr_local.h"
@@ -27,8 +28,7 @@
 /* A fresh temporary directory; removed (with its files) by rmdir_all. */
 static void make_dir(char *buf, size_t len)
 {
-    snprintf(buf, len, "/tmp/zeps-test-ctr-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(buf));
+    ck_assert_int_eq(zt_scratch_dir(buf, len, "ctr"), 0);
 }
 
 static void rmdir_all(const char *dir)

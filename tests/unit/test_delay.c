@@ -12,6 +12,7 @@
  * zp_result_write_json makes of the points.
  */
 #include "check_main.h"
+#include "scratch.h"
 #include "config.h"
 #include "train.h"
 
@@ -286,10 +287,8 @@ START_TEST(curve_json)
     ck_assert_int_eq(r.curve.points[199].step, 3980);
     ck_assert_double_eq(r.curve.points[1].loss, 50.0);
 
-    char path[] = "/tmp/zeps_test_delay_XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    char path[256];
+    ck_assert_int_eq(zt_scratch_file(path, sizeof(path), "delay"), 0);
     ck_assert_int_eq(zp_result_write_json(cfg, &r, path), 0);
     char *text = slurp(path);
     /* The flat keys are as before, the curve comes last. */

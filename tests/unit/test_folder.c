@@ -15,21 +15,21 @@
 #include <sys/stat.h>
 
 #include "check_main.h"
+#include "scratch.h"
 #include "exitcode.h"
 #include "folder.h"
 #include "zeps_errors.h"
 
-static char base[64];
+static char base[160];
 
 static void make_base(void)
 {
-    snprintf(base, sizeof(base), "/tmp/zeps-folder-XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(base));
+    ck_assert_int_eq(zt_scratch_dir(base, sizeof(base), "folder"), 0);
 }
 
 static void remove_base(void)
 {
-    char cmd[128];
+    char cmd[256];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", base);
     ck_assert_int_eq(system(cmd), 0);
 }
@@ -54,7 +54,7 @@ static int entries(const char *path)
 START_TEST(test_made_with_parents)
 {
     make_base();
-    char dir[128], err[512] = "";
+    char dir[256], err[512] = "";
     snprintf(dir, sizeof(dir), "%s/a/b/c", base);
     ck_assert_int_eq(zp_folder_ready("trace_dir", dir, err, sizeof(err)), 0);
     ck_assert(is_dir(dir));
@@ -69,7 +69,7 @@ END_TEST
 START_TEST(test_file_in_the_way)
 {
     make_base();
-    char file[128], under[160], err[512] = "";
+    char file[256], under[288], err[512] = "";
     snprintf(file, sizeof(file), "%s/f", base);
     FILE *f = fopen(file, "w");
     ck_assert_ptr_nonnull(f);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "scratch.h"
 #include "inject.h"
 #include "inproc.h"
 #include "ops.h"
@@ -142,10 +143,8 @@ static void write_file(const char *path, const char *text)
 /* replay: a run's histogram drawn back; bad files named with their line. */
 START_TEST(test_replay)
 {
-    char path[] = "/tmp/zeps-replay-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    close(fd);
+    char path[256];
+    ck_assert_int_eq(zt_scratch_file(path, sizeof(path), "replay"), 0);
     write_file(path, "# tau count\n0 100\n2 300\n\n5 600\n");
     zp_config c = base_config(ZP_INJECT_REPLAY);
     snprintf(c.inject_replay, sizeof(c.inject_replay), "%s", path);

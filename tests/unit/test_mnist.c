@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "check_main.h"
+#include "scratch.h"
 #include "config.h"
 #include "mnist.h"
 #include "zeps_errors.h"
@@ -104,8 +105,8 @@ START_TEST(idx_rejects_bad_files)
 {
     char img[128], lab[128], err[512];
     zp_dataset ds;
-    snprintf(img, sizeof(img), "/tmp/zeps_test_models_%d_img.gz", (int)getpid());
-    snprintf(lab, sizeof(lab), "/tmp/zeps_test_models_%d_lab.gz", (int)getpid());
+    zt_scratch_path(img, sizeof(img), "mnist-img.gz");
+    zt_scratch_path(lab, sizeof(lab), "mnist-lab.gz");
     const uint32_t good_lab[] = {0x801, 2};
     write_gz(lab, good_lab, 2, 2);
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "scratch.h"
 #include "inproc.h"
 #include "memlimit.h"
 #include "zeps_errors.h"
@@ -28,8 +29,8 @@ static void write_file(const char *path, const char *text)
  * physical memory; "max" means none; the root's own file is not read. */
 START_TEST(test_memlimit_cgroup)
 {
-    char root[] = "/tmp/zeps-quota-XXXXXX", p[256];
-    ck_assert_ptr_nonnull(mkdtemp(root));
+    char root[160], p[256];
+    ck_assert_int_eq(zt_scratch_dir(root, sizeof(root), "quota"), 0);
     snprintf(p, sizeof(p), "%s/a", root);
     ck_assert_int_eq(mkdir(p, 0700), 0);
     snprintf(p, sizeof(p), "%s/a/b", root);

@@ -23,13 +23,14 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "scratch.h"
 #include "inproc.h"
 #include "persist.h"
 
 START_TEST(test_child_closes_inherited)
 {
-    char dir[] = "/tmp/zeps-writer-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[160];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
     zp_config *cfg = zt_config("async", 1, 1);
     snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
     zt_shard *z = zt_shard_start(cfg, 0);
@@ -72,8 +73,8 @@ END_TEST
  * prune that one away. */
 START_TEST(test_child_dies_with_shard)
 {
-    char dir[] = "/tmp/zeps-writer-XXXXXX";
-    ck_assert_ptr_nonnull(mkdtemp(dir));
+    char dir[160];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
     char lock[256], manifest[256];
     snprintf(lock, sizeof(lock), "%s/MANIFEST.lock", dir);
     snprintf(manifest, sizeof(manifest), "%s/MANIFEST", dir);

@@ -5,6 +5,7 @@ ZEPS_BINDIR names the folder of zeps-server (ctest sets it; by hand:
 ZEPS_BINDIR=build/bin PYTHONPATH=build/python /usr/bin/python3 -m pytest
 worker/python/tests)."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -60,6 +61,19 @@ class Cluster:
     def log(self, k):
         with open(os.path.join(self.dir, f"server-{k}.log"), errors="replace") as f:
             return f.read()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _scratch_removed(tmp_path_factory):
+    """Every test's tmp_path lives under this session's base folder (under
+    $TMPDIR); it goes when the session ends, passed or failed, unless
+    ZEPS_TEST_KEEP is set (docs/testing.md, "Scratch folders")."""
+    yield
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("ZEPS_TEST_KEEP"):
+        print(f"kept {base}")
+    else:
+        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture

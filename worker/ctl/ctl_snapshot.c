@@ -47,108 +47,6 @@ static void usage(FILE *f)
                "        modes: now, as one set\n");
 }
 
-/* Each shard's statistics (NULL where a shard did not answer). */
-static int shard_stats(zeps_client *c, int n, Zeps__ShardStats **st)
-{
-    int bad = 0;
-    for (int k = 0; k < n; k++) {
-        void *buf = NULL;
-        size_t len = 0;
-        st[k] = zeps_stats_raw(c, k, &buf, &len) == 0 ? zeps__shard_stats__unpack(NULL, len, buf)
-                                                      : NULL;
-        free(buf);
-        bad += st[k] == NULL;
-    }
-    return bad;
-}
-
-static void free_stats(Zeps__ShardStats **st, int n)
-{
-    for (int k = 0; k < n; k++)
-        if (st[k])
-            zeps__shard_stats__free_unpacked(st[k], NULL);
-}
-
-/* The cut of a shard (ZP_CAP_CUTS): the round all its tables closed, or the smallest. */
-static int64_t stats_cut(const Zeps__ShardStats *st)
-{
-    int64_t lo = -1;
-    for (size_t i = 0; i < st->n_tables; i++)
-        if (lo < 0 || (int64_t)st->tables[i]->rounds < lo)
-            lo = (int64_t)st->tables[i]->rounds;
-    return lo;
-}
-
-/* Ask every shard for snapshot set `setid`: with ZP_CAP_CUTS (the mode's
- * snapshots are consistent cuts, bsp) at the clock every shard stands at, or
- * else the next one; otherwise now. The mode's caps come from the shards'
- * STATS, never from parsing the mode. Returns 0 with *cuts, *target, *setid
- * set, or 1 after printing why. */
-static int request_snapshot(zeps_client *c, int n, bool *cuts, int64_t *target, uint64_t *setid)
-{
-    Zeps__ShardStats *st[ZP_MAX_SHARDS];
-    int rc = 1;
-    for (int attempt = 0; attempt < 5 && rc != 0; attempt++) {
-        if (shard_stats(c, n, st) != 0) {
-            free_stats(st, n);
-            fprintf(stderr, "zepsctl snapshot take: a shard did not answer STATS\n");
-            return 1;
-        }
-        int64_t lo = INT64_MAX, hi = -1;
-        for (int k = 0; k < n; k++) {
-            int64_t cut = stats_cut(st[k]);
-            lo = cut < lo ? cut : lo;
-            hi = cut > hi ? cut : hi;
-        }
-        *cuts = (st[0]->caps & ZP_CAP_CUTS) != 0;
-        free_stats(st, n);
-        /* every shard at one cut: that one (the parameters change only when
-         * a round closes); else the next clock, which every shard reaches */
-        *target = *cuts ? (lo == hi ? hi : hi + 1) : -1;
-        *setid = *cuts ? (uint64_t)*target : (uint64_t)time(NULL);
-        rc = zeps_snapshot_request(c, *target, *setid);
-        if (rc == ZEPS_ECLOCK)
-            continue; /* a shard moved past it meanwhile: the next one */
-        if (rc != 0)
-            fprintf(stderr, "zepsctl snapshot take: %s\n", zeps_last_error(c));
-    }
-    return rc == 0 ? 0 : 1;
-}
-
-/* Wait up to `timeout` seconds until every shard wrote set `setid`. */
-static int wait_written(zeps_client *c, int n, uint64_t setid, bool cuts, double timeout)
-{
-    Zeps__ShardStats *st[ZP_MAX_SHARDS];
-    struct timespec t0;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (;;) {
-        int done = shard_stats(c, n, st) == 0;
-        for (int k = 0; k < n && done; k++)
-            done = st[k]->last_snapshot_set >= setid &&
-                   (st[k]->snapshots_written > 0 || st[k]->restored_clock >= 0);
-        double took = 0;
-        for (int k = 0; k < n && done; k++)
-            took = st[k]->last_snapshot_s > took ? st[k]->last_snapshot_s : took;
-        free_stats(st, n);
-        if (done) {
-            printf("snapshot set %016" PRIx64 " written by all %d shards (slowest %.3f s)\n", setid,
-                   n, took);
-            return 0;
-        }
-        struct timespec now;
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) * 1e-9 > timeout) {
-            fprintf(stderr,
-                    "zepsctl snapshot take: set %016" PRIx64 " not written by every shard "
-                    "after %g s%s\n",
-                    setid, timeout, cuts ? " (has the job reached that clock?)" : "");
-            return 1;
-        }
-        struct timespec ts = {0, 100000000};
-        nanosleep(&ts, NULL);
-    }
-}
-
 /* Connect to the cluster of `conf` as a tool, waiting at most `timeout` s
  * for the shards (a missing cluster ends in that time, not after the
  * cluster file's hello_timeout_ms). Returns 0 with *out owning the client,
@@ -211,20 +109,18 @@ static int take(int argc, char **argv)
     int rc = connect_tool(conf, timeout, &c);
     if (rc != 0)
         return rc;
-    int n = zeps_num_shards(c);
-    bool cuts = false;
-    int64_t target = -1;
+    int64_t cut = -1;
     uint64_t setid = 0;
-    rc = request_snapshot(c, n, &cuts, &target, &setid);
-    if (rc == 0) {
-        if (cuts)
-            printf("snapshot requested: consistent cut at clock %lld (set %016" PRIx64 ")\n",
-                   (long long)target, setid);
-        else
-            printf("snapshot requested: point in time, set %016" PRIx64 "\n", setid);
-        fflush(stdout);
-        rc = wait_written(c, n, setid, cuts, timeout);
-    }
+    rc = zeps_snapshot_take(c, timeout, &cut, &setid);
+    if (rc == 0 && cut >= 0)
+        printf("snapshot set %016" PRIx64 " (consistent cut at clock %lld) written by all %d "
+               "shards\n",
+               setid, (long long)cut, zeps_num_shards(c));
+    else if (rc == 0)
+        printf("snapshot set %016" PRIx64 " (point in time) written by all %d shards\n", setid,
+               zeps_num_shards(c));
+    else
+        fprintf(stderr, "zepsctl snapshot take: %s\n", zeps_last_error(c));
     zeps_client_destroy(&c);
     return rc == 0 ? 0 : 1;
 }

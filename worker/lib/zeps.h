@@ -459,6 +459,17 @@ int zeps_rollback(zeps_client *c, int64_t clock);
  * background; ShardStats.last_snapshot_set says when). */
 int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid);
 
+/* Take a snapshot of the whole cluster and wait (at most timeout_s) until
+ * every shard wrote it: under bsp a consistent cut at the clock every shard
+ * stands at, or else the next one every shard reaches (a worker calls it
+ * after a step's pushes and CLOCK, or it would hold that round back);
+ * otherwise a point in time, now. On success *clock (the cut; -1 for a
+ * point in time) and *setid (either may be NULL) name the set. Returns 0;
+ * ZEPS_ETIMEDOUT if not every shard wrote it in time, ZEPS_ESTATE from a
+ * shard without a snapshot_dir, ZEPS_ECLOSED when interrupted. Any client,
+ * a tool (rank ZEPS_RANK_TOOL) or a worker. */
+int zeps_snapshot_take(zeps_client *c, double timeout_s, int64_t *clock, uint64_t *setid);
+
 /* Operators (a tool client, zepsctl evict): release worker `rank` on every
  * shard, so that the next HELLO of a new incarnation of that rank is taken
  * even though the old one was heard from within its lease (docs/faults.md,

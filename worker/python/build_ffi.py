@@ -114,6 +114,7 @@ void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
 void zeps_client_destroy(zeps_client **cp);
 void zeps_client_set_done(zeps_client *c, int64_t clock);
 int zeps_set_lr(zeps_client *c, uint32_t table, double lr);
+int zeps_snapshot_take(zeps_client *c, double timeout_s, int64_t *clock, uint64_t *setid);
 
 int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table);
 uint64_t zeps_table_length(const zeps_client *c, uint32_t table);

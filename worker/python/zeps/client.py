@@ -413,6 +413,19 @@ class Client:
         self._arm()
         self._call(lib.zeps_barrier(self._c))
 
+    def snapshot(self, timeout=60.0):
+        """Take a snapshot of the whole cluster and wait until every shard
+        wrote it (at most `timeout` s). Under bsp it is a consistent cut:
+        call it after a step's pushes and clock (dense.step), or it would
+        hold that round back. Returns {"set": id, "clock": the cut (-1 for a
+        point in time, other modes)}; the shards need a snapshot_dir
+        (ESTATE otherwise). docs/python.md, "Checkpoints"."""
+        self._check()
+        clock, setid = ffi.new("int64_t *"), ffi.new("uint64_t *")
+        self._arm()
+        self._call(lib.zeps_snapshot_take(self._c, float(timeout), clock, setid))
+        return {"set": int(setid[0]), "clock": int(clock[0])}
+
     def stats(self):
         """This client's counters as a dict (wait_s, requests, retries,
         bytes_out, bytes_in, dropped, bytes_out_raw, bytes_in_raw, encode_s,

@@ -1,0 +1,62 @@
+"""Checkpoints from Python: Client.snapshot() takes a snapshot of the whole
+cluster and returns once every shard wrote it; a shard restarted from it
+holds what was pushed before it (async: a point in time; bsp: the cut);
+without a snapshot_dir it is a clear error."""
+import os
+import time
+
+import numpy as np
+import pytest
+
+from zeps import errors
+
+
+def test_snapshot_async_then_restart(make_cluster):
+    snap = os.path.join(str(make_cluster.tmp), "snap-async")
+    cl = make_cluster(servers=2, workers=1, extra=f'  snapshot_dir = "{snap}";\n')
+    c = cl.client(0)
+    w = c.declare("w", 8, optimizer="sgd", lr=1.0)
+    w.push(np.ones(8, np.float32))
+    got = c.snapshot(timeout=30)
+    assert got["clock"] == -1 and got["set"] > 0
+    sets = [d for d in os.listdir(snap) if d.startswith("set-")]
+    assert f"set-{got['set']:016x}" in sets
+    w.push(np.ones(8, np.float32))          # after the snapshot: lost by the restart below
+    c.close(done=False)
+    for p in cl.procs:
+        p.kill()
+        p.wait()
+    cl.procs = []
+    cl2 = make_cluster(servers=2, workers=1, extra=f'  snapshot_dir = "{snap}";\n')
+    for k in range(2):
+        assert f"restored snapshot set {got['set']:016x}" in cl2.log(k)
+    with cl2.client(0) as c2:
+        w2 = c2.declare("w", 8, optimizer="sgd", lr=1.0)
+        assert np.array_equal(w2.pull(), -np.ones(8, np.float32))
+
+
+def test_snapshot_bsp_cut(make_cluster):
+    snap = os.path.join(str(make_cluster.tmp), "snap-bsp")
+    cl = make_cluster(servers=2, workers=1, consistency="bsp",
+                      extra=f'  snapshot_dir = "{snap}";\n')
+    with cl.client(0) as c:
+        w = c.declare("w", 4, optimizer="sgd", lr=0.5)
+        for k in range(3):
+            w.pull(clock=k)
+            w.push(np.ones(4, np.float32), clock=k)
+            c.clock(k)
+        got = c.snapshot(timeout=30)
+        assert got["clock"] == 3 and got["set"] == 3
+        for k in range(2):
+            assert "snapshot set 0000000000000003" in cl.log(k)
+
+
+def test_snapshot_without_dir_is_an_error(make_cluster):
+    cl = make_cluster(servers=1, workers=1)
+    with cl.client(0) as c:
+        c.declare("w", 4)
+        t0 = time.monotonic()
+        with pytest.raises(errors.ESTATE) as ei:
+            c.snapshot(timeout=10)
+        assert time.monotonic() - t0 < 5
+        assert "snapshot_dir" in ei.value.message

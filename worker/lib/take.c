@@ -45,13 +45,19 @@ static void free_stats(Zeps__ShardStats **st, int n)
             zeps__shard_stats__free_unpacked(st[k], NULL);
 }
 
-/* The cut of a shard (ZP_CAP_CUTS): the fewest rounds a table closed. */
+/* The cut of a shard (ZP_CAP_CUTS): the fewest rounds a table with
+ * elements there closed. A sparse table (no slice) closes no rounds, nor
+ * does a dense table's empty slice (a table shorter than the shard count):
+ * counted, they would hold the cut at 0 and the take would wait for a
+ * clock no worker pushes. -1 when no table counts. */
 static int64_t stats_cut(const Zeps__ShardStats *st)
 {
     int64_t lo = -1;
-    for (size_t i = 0; i < st->n_tables; i++)
-        if (lo < 0 || (int64_t)st->tables[i]->rounds < lo)
-            lo = (int64_t)st->tables[i]->rounds;
+    for (size_t i = 0; i < st->n_tables; i++) {
+        const Zeps__TableStats *t = st->tables[i];
+        if (t->slice_end > t->slice_begin && (lo < 0 || (int64_t)t->rounds < lo))
+            lo = (int64_t)t->rounds;
+    }
     return lo;
 }
 

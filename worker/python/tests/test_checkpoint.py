@@ -41,12 +41,16 @@ def test_snapshot_bsp_cut(make_cluster):
                       extra=f'  snapshot_dir = "{snap}";\n')
     with cl.client(0) as c:
         w = c.declare("w", 4, optimizer="sgd", lr=0.5)
+        b = c.declare("b", 1, optimizer="sgd", lr=0.5)  # an empty slice on shard 0
         for k in range(3):
             w.pull(clock=k)
             w.push(np.ones(4, np.float32), clock=k)
+            b.push(np.ones(1, np.float32), clock=k)
             c.clock(k)
+        t0 = time.monotonic()
         got = c.snapshot(timeout=30)
         assert got["clock"] == 3 and got["set"] == 3
+        assert time.monotonic() - t0 < 10  # the empty slice does not hold the cut at 0
         for k in range(2):
             assert "snapshot set 0000000000000003" in cl.log(k)
 
@@ -60,3 +64,6 @@ def test_snapshot_without_dir_is_an_error(make_cluster):
             c.snapshot(timeout=10)
         assert time.monotonic() - t0 < 5
         assert "snapshot_dir" in ei.value.message
+        for bad in (0, -1.0):
+            with pytest.raises(errors.EINVAL):
+                c.snapshot(timeout=bad)

@@ -123,13 +123,16 @@ def test_ctrl_c_interrupts_a_wait(make_cluster):
 # The documented pattern, `with zeps.Client(...) as c:`, with a pull left in
 # flight (parked under bsp) when Ctrl-C interrupts a second one: leaving the
 # block must not wait out that request's retries (it did: 40 s and more).
-WITH_CHILD = textwrap.dedent("""
+# A child's SIGINT handler that notes when the signal came (got[0]).
+NOTE_SIGINT = textwrap.dedent("""
     import signal, sys, time, numpy as np, zeps
     got = []
     def on_int(*_):
         got.append(time.monotonic())
         raise KeyboardInterrupt
     signal.signal(signal.SIGINT, on_int)
+""")
+WITH_CHILD = NOTE_SIGINT + textwrap.dedent("""
     eps = sys.argv[1:]
     try:
         with zeps.Client.from_endpoints(eps, 0, request_timeout_ms=2000, max_retries=30) as c:
@@ -160,13 +163,7 @@ def test_ctrl_c_in_with_block_leaves_at_once(make_cluster):
 
 
 # Ctrl-C while zeps.Client() waits for shards that are not up yet.
-CONNECT_CHILD = textwrap.dedent("""
-    import signal, sys, time, zeps
-    got = []
-    def on_int(*_):
-        got.append(time.monotonic())
-        raise KeyboardInterrupt
-    signal.signal(signal.SIGINT, on_int)
+CONNECT_CHILD = NOTE_SIGINT + textwrap.dedent("""
     print("connecting", flush=True)
     try:
         zeps.Client(sys.argv[1], rank=0)

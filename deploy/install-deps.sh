@@ -12,6 +12,7 @@
 # slurm       Slurm and munge (deploy/slurm, docs/operations.md)
 # netns       ip and nftables: test hosts in network namespaces
 # fuzz        clang and libFuzzer (tests/fuzz)
+# coverage    gcovr (tests/coverage.sh, docs/testing.md "Coverage")
 # tests       everything the test suite uses: all of the above, Check,
 #             systemd-analyze, strace, and Node.js for the deployment checks
 # all         the same as tests
@@ -34,6 +35,7 @@ group() { # name: its packages, one word each
     slurm) echo slurm-wlm munge ;;
     netns) echo iproute2 nftables ;;
     fuzz) echo clang libfuzzer-14-dev ;;
+    coverage) echo gcovr ;;
     tests | all)
         local g
         for g in core python study prometheus slurm netns fuzz; do group $g; done
@@ -48,7 +50,7 @@ group() { # name: its packages, one word each
         ;;
     *)
         echo "install-deps: unknown group '$1' (core, python, study, prometheus, slurm, netns," \
-            "fuzz, tests, all)" >&2
+            "fuzz, coverage, tests, all)" >&2
         return 1
         ;;
     esac

@@ -5,12 +5,15 @@
         --exec 'python3 worker/python/examples/ctr_dlrm.py --data DATA'
 
 The model (a DLRM-like shape, kept small): for the 26 categorical fields of
-a Criteo-format line, a first-order weight per id (an EmbeddingBag of dim 1,
-sum over the fields) and an 8-dimensional embedding per id whose pairwise
-interactions are summed (a factorization machine); the 13 integer fields,
-log(1 + x), go through an MLP (13-16-1). The logit is the sum of the three.
-Rows live in zeps sparse tables with Adagrad on the shards (created on
-first touch); the MLP's parameters in dense tables. Every worker reads its
+a Criteo-format line, a first-order weight per id and an 8-dimensional
+embedding per id whose pairwise interactions are summed (a factorization
+machine); the 13 integer fields, log(1 + x), go through an MLP (13-16-1).
+The logit is the sum of the three. An id's weight and embedding are one
+row of 1 + 8 values in one sparse table (the weight is the row's lead
+column, with its own lr and zero init: docs/sparse.md, "Lead columns"), as
+the C ctr model keeps them: one deduplication, one pull and one push per
+step for both. Adagrad on the shards (rows created on first touch); the
+MLP's parameters in dense tables. Every worker reads its
 partition of the training file (lines i with i mod workers == rank), one
 epoch; rank 0 evaluates AUC and log-loss on the test file and compares with
 the generator's hidden model (truth.json beside the data).
@@ -76,17 +79,17 @@ def auc(scores, labels):
 class CTR(nn.Module):
     def __init__(self, client, emb_dim, sparse_lr, emb_lr, emb_init, seed):
         super().__init__()
-        lin = client.declare_sparse("ctr.lin", 1, optimizer="adagrad", lr=sparse_lr)
-        emb = client.declare_sparse("ctr.emb", emb_dim, optimizer="adagrad", lr=emb_lr,
-                                    init="normal", init_scale=emb_init, seed=seed)
-        self.lin = zt.EmbeddingBag(lin, mode="sum")
-        self.emb = zt.Embedding(emb)
+        rows = client.declare_sparse("ctr.rows", 1 + emb_dim, optimizer="adagrad", lr=emb_lr,
+                                     init="normal", init_scale=emb_init, seed=seed,
+                                     lead_cols=1, lead_lr=sparse_lr, lead_init="zeros")
+        self.rows = zt.Embedding(rows)
         self.mlp = nn.Sequential(nn.Linear(NDENSE, 16), nn.ReLU(), nn.Linear(16, 1))
 
     def forward(self, dense, ids):
-        e = self.emb(ids)                                  # (B, 26, dim)
+        r = self.rows(ids)                                 # (B, 26, 1 + dim)
+        lin, e = r[:, :, 0].sum(1, keepdim=True), r[:, :, 1:]
         fm = 0.5 * (e.sum(1).pow(2) - e.pow(2).sum(1)).sum(1, keepdim=True)
-        return (self.lin(ids) + fm + self.mlp(dense)).squeeze(1)
+        return (lin + fm + self.mlp(dense)).squeeze(1)
 
 
 def main():
@@ -101,6 +104,9 @@ def main():
     ap.add_argument("--dense-lr", type=float, default=0.05)
     ap.add_argument("--train-limit", type=int, default=0, help="first N lines of train.txt")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--profile", action="store_true",
+                    help="time each phase of a step (zeps.torch.StepProfile): printed by "
+                         "rank 0, in every worker's result as step_us")
     a = ap.parse_args()
     torch.set_num_threads(1)
     torch.manual_seed(a.seed)
@@ -113,6 +119,7 @@ def main():
                             prefix="ctr.mlp.", seed=a.seed)
     loss_fn = nn.BCEWithLogitsLoss()
     clock = client.resume_clock
+    prof = zt.StepProfile.start() if a.profile else None
     t0, comm0 = time.monotonic(), client.stats()["wait_s"]
     n = 0
     for epoch in range(a.epochs):
@@ -125,10 +132,20 @@ def main():
             clock += 1
             n += min(a.batch, len(y) - s)
     wall = time.monotonic() - t0
+    steps = clock - client.resume_clock
+    zt.StepProfile.stop()
     result = {"rank": rank, "stopped": False, "epochs": a.epochs, "iterations": clock, "examples": n,
               "wall_s": wall, "examples_per_s": n / wall,
               "comm_s": client.stats()["wait_s"] - comm0,
               "compute_s": wall - (client.stats()["wait_s"] - comm0)}
+    if prof is not None:
+        budget = prof.per_step(steps)
+        budget["step"] = 1e6 * wall / max(steps, 1)
+        budget["rest"] = budget["step"] - sum(v for k, v in budget.items() if k != "step")
+        result["step_us"] = budget
+        if rank == 0:
+            print("per-step budget (us): " + ", ".join(f"{k} {v:.0f}" for k, v in budget.items()),
+                  flush=True)
     client.barrier()
     if rank == 0:
         yt, dt, it = parse(os.path.join(a.data, "test.txt"))

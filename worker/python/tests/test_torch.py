@@ -89,3 +89,31 @@ def test_dense_parameters_train_a_linear_model(make_cluster):
     assert abs(w0[0] - 3) < 0.05 and abs(w1[0] + 1) < 0.05
     for c in clients:
         c.close()
+
+
+def test_step_profile_times_each_phase(make_cluster):
+    """zt.StepProfile: with a profile active every phase of a step is timed;
+    stopped, nothing is added."""
+    cl = make_cluster(servers=2, workers=1)
+    with cl.client(0) as c:
+        emb = zt.Embedding(c.declare_sparse("p.emb", 4, optimizer="sgd", lr=0.1))
+        lin = nn.Linear(4, 1)
+        dense = zt.DenseParameters(c, lin, prefix="p.")
+        ids = torch.tensor([[1, 2, 2], [3, 1, 5]])
+
+        def step(clock):
+            dense.pull(clock)
+            lin(emb(ids)).sum().backward()
+            dense.step(clock)
+
+        prof = zt.StepProfile.start()
+        for k in range(3):
+            step(k)
+        zt.StepProfile.stop()
+        per = prof.per_step(3)
+        for phase in ("dedup", "batch", "sparse_pull", "sparse_push", "dense_pull",
+                      "dense_push", "dense_wait"):
+            assert per[phase] > 0, (phase, per)
+        before = dict(prof.seconds)
+        step(3)
+        assert prof.seconds == before

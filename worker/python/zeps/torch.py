@@ -22,6 +22,8 @@ Clocks: every zeps module has a ``clock`` attribute (the iteration it works
 on); :func:`set_clock` sets it on every zeps module inside a model.
 """
 import math
+import time
+from collections import defaultdict
 
 import numpy as np
 import torch
@@ -30,7 +32,48 @@ from torch import nn
 
 from .client import Batch
 
-__all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "ShardOptimizer", "set_clock"]
+__all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "ShardOptimizer", "set_clock",
+           "StepProfile"]
+
+
+class StepProfile:
+    """Where the time of a step goes inside zeps.torch, per phase (docs/python.md,
+    "Per-step budget"): `dedup` (np.unique of a batch's ids), `batch` (the
+    Batch: libzeps groups the ids by shard), `sparse_pull`, `sparse_push`
+    (both wait for their replies), `dense_pull`, `dense_push` (starting the
+    pushes in the gradient hooks), `dense_wait` (DenseParameters.step: the
+    pushes' replies and the clock). ``zt.StepProfile.start()`` makes one
+    the active profile; the modules then add to it (off: one test per
+    call). ``per_step(steps)`` gives microseconds per step."""
+
+    active = None
+
+    def __init__(self):
+        self.seconds = defaultdict(float)
+
+    @classmethod
+    def start(cls):
+        cls.active = cls()
+        return cls.active
+
+    @classmethod
+    def stop(cls):
+        cls.active = None
+
+    def per_step(self, steps):
+        return {k: 1e6 * v / max(steps, 1) for k, v in sorted(self.seconds.items())}
+
+
+def _timed(name, f, *args, **kw):
+    """f(*args, **kw), its time added to the active profile's `name`."""
+    prof = StepProfile.active
+    if prof is None:
+        return f(*args, **kw)
+    t0 = time.perf_counter()
+    try:
+        return f(*args, **kw)
+    finally:
+        prof.seconds[name] += time.perf_counter() - t0
 
 
 def set_clock(module, clock):
@@ -55,14 +98,14 @@ class _Rows(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, anchor, batch, clock):
-        rows = batch.pull(clock)
+        rows = _timed("sparse_pull", batch.pull, clock)
         ctx.batch, ctx.clock = batch, clock
         return torch.from_numpy(rows)
 
     @staticmethod
     def backward(ctx, grad):
         g = grad.detach().contiguous().numpy()
-        ctx.batch.push(g, ctx.clock)
+        _timed("sparse_push", ctx.batch.push, g, ctx.clock)
         return torch.zeros(()), None, None
 
 
@@ -78,8 +121,8 @@ class _SparseModule(nn.Module):
 
     def _unique_rows(self, ids):
         flat = _as_ids(ids)
-        uniq, inverse = np.unique(flat, return_inverse=True)
-        batch = Batch(self.table, uniq)
+        uniq, inverse = _timed("dedup", np.unique, flat, return_inverse=True)
+        batch = _timed("batch", Batch, self.table, uniq)
         rows = _Rows.apply(self._anchor, batch, self.clock)
         return rows, torch.from_numpy(inverse.astype(np.int64))
 
@@ -193,7 +236,7 @@ class DenseParameters:
     def _pusher(self, table):
         def hook(grad):
             g = grad.detach().contiguous().reshape(-1).numpy()
-            self._pending.append(table.push_async(g, clock=self._clock))
+            self._pending.append(_timed("dense_push", table.push_async, g, clock=self._clock))
             return grad
         return hook
 
@@ -204,19 +247,25 @@ class DenseParameters:
         the pull, so under bsp it takes effect from this clock's round on,
         the same round on every run."""
         self._clock = clock
+        _timed("dense_pull", self._pull, clock)
+        for f in self._listeners:
+            f()
+
+    def _pull(self, clock):
         reqs = []
         with torch.no_grad():
             for (name, p), t in zip(self.params, self.tables):
                 reqs.append(t.pull_async(clock, out=p.data.view(-1).numpy()))
         for r in reqs:
             r.wait()
-        for f in self._listeners:
-            f()
 
     def step(self, clock=None):
         """Wait for this iteration's pushes, then tell the shards `clock` is
         done (default: the clock of the last pull)."""
         clock = self._clock if clock is None else clock
+        _timed("dense_wait", self._finish, clock)
+
+    def _finish(self, clock):
         pending, self._pending = self._pending, []
         for r in pending:
             r.wait()

@@ -131,6 +131,7 @@ def main():
             ps.step(clock)
             clock += 1
             n += min(a.batch, len(y) - s)
+    zt.flush(model)  # the last step's sparse push, acknowledged
     wall = time.monotonic() - t0
     steps = clock - client.resume_clock
     zt.StepProfile.stop()

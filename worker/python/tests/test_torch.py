@@ -36,6 +36,9 @@ def test_embedding_grad_equals_nn_embedding(make_cluster):
         np.testing.assert_array_equal(out.detach().numpy(), ref(mapped).detach().numpy())
         (out * w).sum().backward()
         (ref(mapped) * w).sum().backward()
+        assert len(emb._pushes) == 1          # backward started the push...
+        zt.flush(emb)                         # ...flush waits for its reply
+        assert emb._pushes == []
         # sgd, lr 1: the row moved by exactly minus its gradient
         after = table.pull(np.array(uniq, np.uint64))
         for k, i in enumerate(uniq):

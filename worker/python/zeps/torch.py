@@ -4,8 +4,9 @@ parameters kept on dense tables (docs/python.md).
 - :class:`Embedding` and :class:`EmbeddingBag` are ``nn.Module``s whose rows
   live in a zeps sparse table. Forward pulls the rows of the batch's unique
   ids (one Batch: libzeps groups them by shard, one request per shard);
-  backward pushes their row gradients, summed over repeats, and the shard's
-  per-row optimizer (Adagrad, Adam, FTRL, SGD) updates them. The Batch sends
+  backward starts the push of their row gradients, summed over repeats (the
+  module's next forward, or :func:`flush`, collects its reply), and the
+  shard's per-row optimizer (Adagrad, Adam, FTRL, SGD) updates them. The Batch sends
   back the row versions its pull read, so the shards measure every row's
   staleness. The module itself has no parameters.
 - :class:`DenseParameters` keeps a module's parameters on dense tables: one
@@ -33,7 +34,7 @@ from torch import nn
 from .client import Batch
 
 __all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "ShardOptimizer", "set_clock",
-           "StepProfile"]
+           "flush", "StepProfile"]
 
 
 class StepProfile:
@@ -83,6 +84,17 @@ def set_clock(module, clock):
             m.clock = clock
 
 
+def flush(module):
+    """Wait until every push the zeps modules in `module` started is
+    acknowledged (raising the first error). Backward only starts a sparse
+    push; the module's next forward collects it. Call flush at the end of
+    training, and before an evaluation or a snapshot that must see the last
+    step's rows (Client.close also waits for them)."""
+    for m in module.modules():
+        if isinstance(m, _SparseModule):
+            m.flush()
+
+
 def _as_ids(ids):
     """Torch int64 ids as numpy uint64 (two's complement: -1 is 2^64-1)."""
     a = ids.detach().cpu().contiguous().numpy() if torch.is_tensor(ids) else np.asarray(ids)
@@ -97,16 +109,18 @@ class _Rows(torch.autograd.Function):
     autograd before it gets here) and returns nothing for the anchor."""
 
     @staticmethod
-    def forward(ctx, anchor, batch, clock):
+    def forward(ctx, anchor, batch, clock, module):
         rows = _timed("sparse_pull", batch.pull, clock)
-        ctx.batch, ctx.clock = batch, clock
+        ctx.batch, ctx.clock, ctx.module = batch, clock, module
         return torch.from_numpy(rows)
 
     @staticmethod
     def backward(ctx, grad):
         g = grad.detach().contiguous().numpy()
-        _timed("sparse_push", ctx.batch.push, g, ctx.clock)
-        return torch.zeros(()), None, None
+        # started, not waited for: the reply is collected at the module's
+        # next forward (or flush), so the push overlaps the rest of the step
+        ctx.module._pushes.append(_timed("sparse_push", ctx.batch.push_async, g, ctx.clock))
+        return torch.zeros(()), None, None, None
 
 
 class _SparseModule(nn.Module):
@@ -118,12 +132,20 @@ class _SparseModule(nn.Module):
         # autograd only calls a Function's backward if an input needs a
         # gradient: this scalar is that input (not a parameter).
         self._anchor = torch.zeros((), requires_grad=True)
+        self._pushes = []  # pushes started by backward, not yet acknowledged
+
+    def flush(self):
+        """Wait for every push this module started (raises its error)."""
+        pending, self._pushes = self._pushes, []
+        for r in pending:
+            _timed("sparse_push_wait", r.wait)
 
     def _unique_rows(self, ids):
+        self.flush()  # the previous step's push first: its error surfaces here
         flat = _as_ids(ids)
         uniq, inverse = _timed("dedup", np.unique, flat, return_inverse=True)
         batch = _timed("batch", Batch, self.table, uniq)
-        rows = _Rows.apply(self._anchor, batch, self.clock)
+        rows = _Rows.apply(self._anchor, batch, self.clock, self)
         return rows, torch.from_numpy(inverse.astype(np.int64))
 
 

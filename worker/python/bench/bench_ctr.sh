@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# bench_ctr.sh - the Python CTR job beside its references, in one run, on one
+# data set (docs/python.md, "Per-step budget"):
+#   1. plain PyTorch, one process (ctr_torch_ref.py): the reference;
+#   2. zeps from Python: ctr_dlrm.py --profile as every worker of
+#      deploy/local/ctr.conf (2 servers x 4 workers, async);
+#   3. zeps from C: the ctr model of zeps-worker on the same cluster file.
+# Prints each one's examples/s (training, summed over workers) and test AUC,
+# the ratios Python/plain and Python/C, and rank 0's per-step budget.
+#   bash worker/python/bench/bench_ctr.sh [TRAIN_LINES]    (default 1000000)
+#   env: ZEPS_BUILD_DIR (default build/), ZEPS_CTR_DATA (the data set's
+#   folder; default the cache folder deploy/local/run-ctr.sh uses)
+set -euo pipefail
+src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
+build=${ZEPS_BUILD_DIR:-$src/build}
+bin=$build/bin
+train=${1:-1000000}
+data=${ZEPS_CTR_DATA:-${XDG_CACHE_HOME:-$HOME/.cache}/zeps/criteo-gen-$train-100000-seed1}
+[ -s "$data/truth.json" ] || "$bin/zepsctl" gen-criteo --out "$data" --train "$train" \
+    --test 100000 --seed 1 >/dev/null
+run=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-bench-ctr-XXXXXX)
+trap 'rm -rf "$run"' EXIT
+export OPENBLAS_NUM_THREADS=1 PYTHONPATH=$build/python
+port=$((20000 + RANDOM % 20000))
+sed -e "s|@DATA@|$data|g" -e "s|:17200\"|:$port\"|" -e "s|:17201\"|:$((port + 1))\"|" \
+    "$src/deploy/local/ctr.conf" >"$run/ctr.conf"
+num() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
+
+/usr/bin/python3 "$src/worker/python/bench/ctr_torch_ref.py" --data "$data" --json "$run/ref.json"
+"$bin/zepsctl" local --config "$run/ctr.conf" --dir "$run/py" -q --exec \
+    "/usr/bin/python3 $src/worker/python/examples/ctr_dlrm.py --data $data --profile" >"$run/py.out"
+"$bin/zepsctl" local --config "$run/ctr.conf" --dir "$run/c" -q >"$run/c.out"
+ref=$(num "$run/ref.json" examples_per_s)
+py=$(num "$run/py/summary.json" examples_per_s)
+c=$(num "$run/c/summary.json" examples_per_s)
+/usr/bin/python3 - "$ref" "$py" "$c" "$(num "$run/ref.json" final_auc)" \
+    "$(num "$run/py/summary.json" final_auc)" "$(num "$run/c/summary.json" final_auc)" \
+    "$run/py/worker-0.json" <<'PY'
+import json, sys
+ref, py, c, aref, apy, ac = map(float, sys.argv[1:7])
+print(f"plain PyTorch, 1 process: {ref:9.0f} examples/s, AUC {aref:.4f}")
+print(f"zeps from Python, 2 x 4:  {py:9.0f} examples/s, AUC {apy:.4f}  "
+      f"({py / ref:.2f}x plain PyTorch, {py / c:.2f}x the C job)")
+print(f"zeps from C, 2 x 4:       {c:9.0f} examples/s, AUC {ac:.4f}")
+b = json.load(open(sys.argv[7]))["step_us"]
+print("rank 0's step (us): " + ", ".join(f"{k} {v:.0f}" for k, v in b.items()))
+PY

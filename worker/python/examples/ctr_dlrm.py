@@ -104,6 +104,8 @@ def main():
     ap.add_argument("--dense-lr", type=float, default=0.05)
     ap.add_argument("--train-limit", type=int, default=0, help="first N lines of train.txt")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-prefetch", action="store_true",
+                    help="pull each step's rows in its own forward, not during the step before")
     ap.add_argument("--profile", action="store_true",
                     help="time each phase of a step (zeps.torch.StepProfile): printed by "
                          "rank 0, in every worker's result as step_us")
@@ -122,11 +124,15 @@ def main():
     prof = zt.StepProfile.start() if a.profile else None
     t0, comm0 = time.monotonic(), client.stats()["wait_s"]
     n = 0
+    batches = [(s, ids[s:s + a.batch]) for s in range(0, len(y), a.batch)]
     for epoch in range(a.epochs):
-        for s in range(0, len(y), a.batch):
+        for k, (s, bids) in enumerate(batches):
             zt.set_clock(model, clock)
             ps.pull(clock)
-            loss = loss_fn(model(dense[s:s + a.batch], ids[s:s + a.batch]), y[s:s + a.batch])
+            logits = model(dense[s:s + a.batch], bids)
+            if not a.no_prefetch and k + 1 < len(batches):
+                model.rows.prefetch(batches[k + 1][1])  # travels during backward and step
+            loss = loss_fn(logits, y[s:s + a.batch])
             loss.backward()
             ps.step(clock)
             clock += 1

@@ -120,3 +120,27 @@ def test_step_profile_times_each_phase(make_cluster):
         before = dict(prof.seconds)
         step(3)
         assert prof.seconds == before
+
+
+def test_prefetch_pulls_the_next_rows_early(make_cluster):
+    """prefetch(next_ids) starts the next step's pull now: the next forward
+    with that tensor takes those rows (pulled before this step's push: one
+    update staler), a forward with other ids pulls as usual."""
+    cl = make_cluster(servers=2, workers=1)
+    with cl.client(0) as c:
+        table = c.declare_sparse("pf", 2, optimizer="sgd", lr=1.0, init="constant",
+                                 init_scale=1.0)
+        emb = zt.Embedding(table)
+        a, b = torch.tensor([1, 2]), torch.tensor([2, 3])
+        out = emb(a)
+        emb.prefetch(b)                     # before this step's push
+        out.sum().backward()                # rows 1 and 2 go from 1 to 0
+        zt.set_clock(emb, 1)
+        got = emb(b)                        # the prefetched rows: row 2 still 1
+        assert got.detach().numpy().tolist() == [[1, 1], [1, 1]]
+        zt.flush(emb)
+        assert table.pull(np.array([2], np.uint64)).tolist() == [[0, 0]]
+        other = emb(torch.tensor([2]))      # no prefetch for these: pulled now
+        assert other.detach().numpy().tolist() == [[0, 0]]
+        emb.prefetch(a)
+        assert emb(b).shape == (2, 2)       # other ids than prefetched: pulled, no hang

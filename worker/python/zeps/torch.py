@@ -109,8 +109,11 @@ class _Rows(torch.autograd.Function):
     autograd before it gets here) and returns nothing for the anchor."""
 
     @staticmethod
-    def forward(ctx, anchor, batch, clock, module):
-        rows = _timed("sparse_pull", batch.pull, clock)
+    def forward(ctx, anchor, batch, clock, module, started=None):
+        if started is None:
+            rows = _timed("sparse_pull", batch.pull, clock)
+        else:  # prefetched: its pull has been in flight since the last step
+            rows = _timed("sparse_pull", started.wait)
         ctx.batch, ctx.clock, ctx.module = batch, clock, module
         return torch.from_numpy(rows)
 
@@ -120,7 +123,7 @@ class _Rows(torch.autograd.Function):
         # started, not waited for: the reply is collected at the module's
         # next forward (or flush), so the push overlaps the rest of the step
         ctx.module._pushes.append(_timed("sparse_push", ctx.batch.push_async, g, ctx.clock))
-        return torch.zeros(()), None, None, None
+        return torch.zeros(()), None, None, None, None
 
 
 class _SparseModule(nn.Module):
@@ -133,6 +136,23 @@ class _SparseModule(nn.Module):
         # gradient: this scalar is that input (not a parameter).
         self._anchor = torch.zeros((), requires_grad=True)
         self._pushes = []  # pushes started by backward, not yet acknowledged
+        self._next = None  # prefetch(): (ids, inverse, batch, pull in flight, clock)
+
+    def prefetch(self, ids, clock=None):
+        """Start pulling the rows of the next step's `ids` (at `clock`,
+        default this module's clock + 1) now, so the pull travels while this
+        step computes; the next forward given this same `ids` tensor takes
+        them instead of pulling (C's step pipeline does the same,
+        docs/pipeline.md). The rows then miss this step's own push: one
+        update staler (the shards measure it: the Batch carries the row
+        versions it read). Under bsp the pull is held by the shards until
+        its round is in, so it costs nothing to start early."""
+        self.flush()
+        clock = self.clock + 1 if clock is None else clock
+        flat = _as_ids(ids)
+        uniq, inverse = _timed("dedup", np.unique, flat, return_inverse=True)
+        batch = _timed("batch", Batch, self.table, uniq)
+        self._next = (ids, inverse, batch, batch.pull_async(clock), clock)
 
     def flush(self):
         """Wait for every push this module started (raises its error)."""
@@ -142,6 +162,13 @@ class _SparseModule(nn.Module):
 
     def _unique_rows(self, ids):
         self.flush()  # the previous step's push first: its error surfaces here
+        nxt, self._next = self._next, None
+        if nxt is not None and nxt[0] is ids:
+            _, inverse, batch, started, clock = nxt
+            rows = _Rows.apply(self._anchor, batch, clock, self, started)
+            return rows, torch.from_numpy(inverse.astype(np.int64))
+        if nxt is not None:
+            nxt[3].wait()  # prefetched for other ids: drained, not used
         flat = _as_ids(ids)
         uniq, inverse = _timed("dedup", np.unique, flat, return_inverse=True)
         batch = _timed("batch", Batch, self.table, uniq)

@@ -134,7 +134,7 @@ def main():
                 model.rows.prefetch(batches[k + 1][1])  # travels during backward and step
             loss = loss_fn(logits, y[s:s + a.batch])
             loss.backward()
-            ps.step(clock)
+            ps.step(clock, pull_next=not a.no_prefetch)
             clock += 1
             n += min(a.batch, len(y) - s)
     zt.flush(model)  # the last step's sparse push, acknowledged

@@ -243,6 +243,7 @@ class DenseParameters:
         self._pending = []
         self._clock = 0
         self._listeners = []
+        self._next = None  # step(pull_next=True): (clock, its pulls in flight)
         self.param_groups = self._groups(groups, dict(optimizer=optimizer, lr=lr, **hyper))
         init = init or _default_init
         gid = {id(p): g for g in self.param_groups for p in g["params"]}
@@ -296,31 +297,45 @@ class DenseParameters:
         the pull, so under bsp it takes effect from this clock's round on,
         the same round on every run."""
         self._clock = clock
-        _timed("dense_pull", self._pull, clock)
+        nxt, self._next = self._next, None
+        if nxt is not None and nxt[0] == clock:  # started by step(clock - 1)
+            _timed("dense_pull", self._wait_all, nxt[1])
+        else:
+            if nxt is not None:
+                self._wait_all(nxt[1])  # another clock's: finished, then pulled again
+            _timed("dense_pull", self._wait_all, self._pull_start(clock))
         for f in self._listeners:
             f()
 
-    def _pull(self, clock):
-        reqs = []
+    def _pull_start(self, clock):
         with torch.no_grad():
-            for (name, p), t in zip(self.params, self.tables):
-                reqs.append(t.pull_async(clock, out=p.data.view(-1).numpy()))
+            return [t.pull_async(clock, out=p.data.view(-1).numpy())
+                    for (_, p), t in zip(self.params, self.tables)]
+
+    @staticmethod
+    def _wait_all(reqs):
         for r in reqs:
             r.wait()
 
-    def step(self, clock=None):
-        """Wait for this iteration's pushes, then tell the shards `clock` is
-        done (default: the clock of the last pull)."""
+    def step(self, clock=None, pull_next=False):
+        """Tell the shards `clock` is done (default: the clock of the last
+        pull) and wait for this iteration's pushes. With `pull_next` the
+        pulls of clock + 1 start too (sent after the pushes and the clock,
+        so they see them, as a pull after step would) and the next
+        pull(clock + 1) only waits for them: a round trip saved per step.
+        Until that pull returns the parameters are being written: do not
+        read them in between (an evaluation pulls first)."""
         clock = self._clock if clock is None else clock
-        _timed("dense_wait", self._finish, clock)
+        _timed("dense_wait", self._finish, clock, pull_next)
 
-    def _finish(self, clock):
-        pending, self._pending = self._pending, []
-        for r in pending:
-            r.wait()
+    def _finish(self, clock, pull_next):
+        reqs, self._pending = self._pending, []
         for _, p in self.params:
             p.grad = None  # the shards hold the update; nothing accumulates here
-        self.client.clock(clock)
+        reqs.append(self.client.clock_async(clock))
+        if pull_next:  # started, not waited for: pull(clock + 1) collects them
+            self._next = (clock + 1, self._pull_start(clock + 1))
+        self._wait_all(reqs)
 
 
 class ShardOptimizer(torch.optim.Optimizer):

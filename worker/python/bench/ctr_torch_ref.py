@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-from ctr_dlrm import NDENSE, auc, parse  # noqa: E402  (the same parser and metric)
+from ctr_dlrm import NDENSE, auc, model_args, parse  # noqa: E402  (the same parser and metric)
 
 
 class Ref(nn.Module):
@@ -46,13 +46,7 @@ class Ref(nn.Module):
 
 def main():
     ap = argparse.ArgumentParser(description="plain PyTorch reference of ctr_dlrm.py")
-    ap.add_argument("--data", required=True)
-    ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--emb-dim", type=int, default=8)
-    ap.add_argument("--sparse-lr", type=float, default=0.05)
-    ap.add_argument("--emb-lr", type=float, default=0.003)
-    ap.add_argument("--emb-init", type=float, default=0.01)
-    ap.add_argument("--dense-lr", type=float, default=0.05)
+    model_args(ap)  # the same data and hyper-parameters as the example
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--json")
     a = ap.parse_args()

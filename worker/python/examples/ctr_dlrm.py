@@ -92,16 +92,22 @@ class CTR(nn.Module):
         return (lin + fm + self.mlp(dense)).squeeze(1)
 
 
-def main():
-    ap = argparse.ArgumentParser(description="PyTorch CTR model over zeps sparse tables")
+def model_args(ap):
+    """The data and the model's hyper-parameters (shared with the plain
+    PyTorch reference, worker/python/bench/ctr_torch_ref.py)."""
     ap.add_argument("--data", required=True, help="directory of train.txt, test.txt, truth.json")
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--emb-dim", type=int, default=8)
     ap.add_argument("--sparse-lr", type=float, default=0.05)
     ap.add_argument("--emb-lr", type=float, default=0.003)
     ap.add_argument("--emb-init", type=float, default=0.01)
     ap.add_argument("--dense-lr", type=float, default=0.05)
+
+
+def main():
+    ap = argparse.ArgumentParser(description="PyTorch CTR model over zeps sparse tables")
+    model_args(ap)
+    ap.add_argument("--epochs", type=int, default=1)
     ap.add_argument("--train-limit", type=int, default=0, help="first N lines of train.txt")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-prefetch", action="store_true",

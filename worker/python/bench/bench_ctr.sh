@@ -4,12 +4,14 @@
 #   1. plain PyTorch, one process (ctr_torch_ref.py): the reference;
 #   2. zeps from Python: ctr_dlrm.py --profile as every worker of
 #      deploy/local/ctr.conf (2 servers x 4 workers, async);
-#   3. zeps from C: the ctr model of zeps-worker on the same cluster file.
+#   3. zeps from C: the ctr model of zeps-worker on the same cluster file
+#      (not for dlrm: zeps-worker has no such model).
 # Prints each one's examples/s (training, summed over workers) and test AUC,
 # the ratios Python/plain and Python/C, and rank 0's per-step budget.
 #   bash worker/python/bench/bench_ctr.sh [TRAIN_LINES]    (default 1000000)
 #   env: ZEPS_BUILD_DIR (default build/), ZEPS_CTR_DATA (the data set's
-#   folder; default the cache folder deploy/local/run-ctr.sh uses)
+#   folder; default the cache folder deploy/local/run-ctr.sh uses),
+#   ZEPS_BENCH_MODEL (ctr, the default, or dlrm: ctr_dlrm.py --model)
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 build=${ZEPS_BUILD_DIR:-$src/build}
@@ -26,22 +28,30 @@ sed -e "s|@DATA@|$data|g" -e "s|:17200\"|:$port\"|" -e "s|:17201\"|:$((port + 1)
     "$src/deploy/local/ctr.conf" >"$run/ctr.conf"
 num() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
 
-/usr/bin/python3 "$src/worker/python/bench/ctr_torch_ref.py" --data "$data" --json "$run/ref.json"
+model=${ZEPS_BENCH_MODEL:-ctr}
+/usr/bin/python3 "$src/worker/python/bench/ctr_torch_ref.py" --data "$data" --model "$model" \
+    --json "$run/ref.json"
 "$bin/zepsctl" local --config "$run/ctr.conf" --dir "$run/py" -q --exec \
-    "/usr/bin/python3 $src/worker/python/examples/ctr_dlrm.py --data $data --profile" >"$run/py.out"
-"$bin/zepsctl" local --config "$run/ctr.conf" --dir "$run/c" -q >"$run/c.out"
+    "/usr/bin/python3 $src/worker/python/examples/ctr_dlrm.py --data $data --model $model --profile" \
+    >"$run/py.out"
+c=0 ac=0
+if [ "$model" = ctr ]; then
+    "$bin/zepsctl" local --config "$run/ctr.conf" --dir "$run/c" -q >"$run/c.out"
+    c=$(num "$run/c/summary.json" examples_per_s) ac=$(num "$run/c/summary.json" final_auc)
+fi
 ref=$(num "$run/ref.json" examples_per_s)
 py=$(num "$run/py/summary.json" examples_per_s)
-c=$(num "$run/c/summary.json" examples_per_s)
 /usr/bin/python3 - "$ref" "$py" "$c" "$(num "$run/ref.json" final_auc)" \
-    "$(num "$run/py/summary.json" final_auc)" "$(num "$run/c/summary.json" final_auc)" \
-    "$run/py/worker-0.json" <<'PY'
+    "$(num "$run/py/summary.json" final_auc)" "$ac" "$run/py/worker-0.json" "$model" <<'PY'
 import json, sys
 ref, py, c, aref, apy, ac = map(float, sys.argv[1:7])
+vs_c = f", {py / c:.2f}x the C job" if c else ""
+print(f"model {sys.argv[8]}")
 print(f"plain PyTorch, 1 process: {ref:9.0f} examples/s, AUC {aref:.4f}")
 print(f"zeps from Python, 2 x 4:  {py:9.0f} examples/s, AUC {apy:.4f}  "
-      f"({py / ref:.2f}x plain PyTorch, {py / c:.2f}x the C job)")
-print(f"zeps from C, 2 x 4:       {c:9.0f} examples/s, AUC {ac:.4f}")
+      f"({py / ref:.2f}x plain PyTorch{vs_c})")
+if c:
+    print(f"zeps from C, 2 x 4:       {c:9.0f} examples/s, AUC {ac:.4f}")
 b = json.load(open(sys.argv[7]))["step_us"]
 print("rank 0's step (us): " + ", ".join(f"{k} {v:.0f}" for k, v in b.items()))
 PY

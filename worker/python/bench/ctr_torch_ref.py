@@ -1,6 +1,6 @@
 """The reference for the Python CTR job: the same model as
-worker/python/examples/ctr_dlrm.py on the same data, in one plain PyTorch
-process (no zeps). What zeps' Python path is measured against
+worker/python/examples/ctr_dlrm.py (--model ctr or dlrm) on the same data,
+in one plain PyTorch process (no zeps). What zeps' Python path is measured against
 (docs/python.md, "Per-step budget"; bench_ctr.sh runs both in one run).
 
     /usr/bin/python3 worker/python/bench/ctr_torch_ref.py --data DIR [--batch 256]
@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "examples"))
-from ctr_dlrm import NDENSE, auc, model_args, parse  # noqa: E402  (the same parser and metric)
+from ctr_dlrm import NDENSE, auc, dlrm_mlps, interact, model_args, parse  # noqa: E402
 
 
 class Ref(nn.Module):
@@ -44,6 +44,21 @@ class Ref(nn.Module):
         return (lin + fm + self.mlp(dense)).squeeze(1)
 
 
+class RefDLRM(nn.Module):
+    """ctr_dlrm.py's DLRM (--model dlrm) on a vocabulary."""
+
+    def __init__(self, vocab, emb_dim, emb_init):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, emb_dim, sparse=True)
+        nn.init.normal_(self.emb.weight, 0.0, emb_init)
+        self.mlp = dlrm_mlps(emb_dim)
+
+    def forward(self, dense, idx):
+        b = self.mlp["bottom"](dense)
+        v = torch.cat([b.unsqueeze(1), self.emb(idx)], 1)
+        return self.mlp["top"](torch.cat([b, interact(v)], 1)).squeeze(1)
+
+
 def main():
     ap = argparse.ArgumentParser(description="plain PyTorch reference of ctr_dlrm.py")
     model_args(ap)  # the same data and hyper-parameters as the example
@@ -57,9 +72,13 @@ def main():
     vocab, idx = np.unique(torch.cat([ids, it]).numpy().reshape(-1), return_inverse=True)
     idx = torch.from_numpy(idx.astype(np.int64))
     train_idx, test_idx = idx[:ids.numel()].view(ids.shape), idx[ids.numel():].view(it.shape)
-    m = Ref(len(vocab), a.emb_dim, a.emb_init)
-    sparse = torch.optim.Adagrad([{"params": m.lin.parameters(), "lr": a.sparse_lr},
-                                  {"params": m.emb.parameters(), "lr": a.emb_lr}])
+    if a.model == "dlrm":
+        m = RefDLRM(len(vocab), a.emb_dim, a.emb_init)
+        sparse = torch.optim.Adagrad(m.emb.parameters(), lr=a.emb_lr)
+    else:
+        m = Ref(len(vocab), a.emb_dim, a.emb_init)
+        sparse = torch.optim.Adagrad([{"params": m.lin.parameters(), "lr": a.sparse_lr},
+                                      {"params": m.emb.parameters(), "lr": a.emb_lr}])
     dense_opt = torch.optim.Adagrad(m.mlp.parameters(), lr=a.dense_lr)
     loss_fn = nn.BCEWithLogitsLoss()
     t0 = time.monotonic()

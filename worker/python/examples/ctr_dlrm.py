@@ -92,6 +92,43 @@ class CTR(nn.Module):
         return (lin + fm + self.mlp(dense)).squeeze(1)
 
 
+def interact(v):
+    """DLRM's feature interaction: the dot product of every pair of the F
+    vectors of each example, v (B, F, d) -> (B, F (F - 1) / 2)."""
+    f = v.shape[1]
+    i, j = torch.triu_indices(f, f, offset=1)
+    return torch.bmm(v, v.transpose(1, 2))[:, i, j]
+
+
+def dlrm_mlps(emb_dim):
+    """The bottom MLP (13 dense features -> emb_dim) and the top MLP (its
+    output and the 27 vectors' pairwise dots -> the logit)."""
+    nf = NCAT + 1
+    return nn.ModuleDict({
+        "bottom": nn.Sequential(nn.Linear(NDENSE, 16), nn.ReLU(), nn.Linear(16, emb_dim),
+                                nn.ReLU()),
+        "top": nn.Sequential(nn.Linear(emb_dim + nf * (nf - 1) // 2, 16), nn.ReLU(),
+                             nn.Linear(16, 1))})
+
+
+class DLRM(nn.Module):
+    """The DLRM shape (Naumov et al. 2019), small: an 8-dim embedding per
+    id of the 26 fields, a bottom MLP on the dense fields, the pairwise dots
+    of the 27 vectors, a top MLP. The MLPs (`mlp`) on dense tables."""
+
+    def __init__(self, client, emb_dim, emb_lr, emb_init, seed):
+        super().__init__()
+        rows = client.declare_sparse("dlrm.rows", emb_dim, optimizer="adagrad", lr=emb_lr,
+                                     init="normal", init_scale=emb_init, seed=seed)
+        self.rows = zt.Embedding(rows)
+        self.mlp = dlrm_mlps(emb_dim)
+
+    def forward(self, dense, ids):
+        b = self.mlp["bottom"](dense)                      # (B, dim)
+        v = torch.cat([b.unsqueeze(1), self.rows(ids)], 1)  # (B, 27, dim)
+        return self.mlp["top"](torch.cat([b, interact(v)], 1)).squeeze(1)
+
+
 def model_args(ap):
     """The data and the model's hyper-parameters (shared with the plain
     PyTorch reference, worker/python/bench/ctr_torch_ref.py)."""
@@ -102,6 +139,9 @@ def model_args(ap):
     ap.add_argument("--emb-lr", type=float, default=0.003)
     ap.add_argument("--emb-init", type=float, default=0.01)
     ap.add_argument("--dense-lr", type=float, default=0.05)
+    ap.add_argument("--model", choices=("ctr", "dlrm"), default="ctr",
+                    help="ctr: LR + FM + an MLP on the dense fields (as zeps-worker's ctr); "
+                         "dlrm: embeddings, bottom and top MLP, pairwise dots")
 
 
 def main():
@@ -122,9 +162,12 @@ def main():
     client = zeps.Client()
     rank, workers = client.rank, client.num_workers
     y, dense, ids = parse(os.path.join(a.data, "train.txt"), rank, workers, a.train_limit)
-    model = CTR(client, a.emb_dim, a.sparse_lr, a.emb_lr, a.emb_init, a.seed)
+    if a.model == "dlrm":
+        model = DLRM(client, a.emb_dim, a.emb_lr, a.emb_init, a.seed)
+    else:
+        model = CTR(client, a.emb_dim, a.sparse_lr, a.emb_lr, a.emb_init, a.seed)
     ps = zt.DenseParameters(client, model.mlp, optimizer="adagrad", lr=a.dense_lr,
-                            prefix="ctr.mlp.", seed=a.seed)
+                            prefix=f"{a.model}.mlp.", seed=a.seed)
     loss_fn = nn.BCEWithLogitsLoss()
     clock = client.resume_clock
     prof = zt.StepProfile.start() if a.profile else None

@@ -35,17 +35,20 @@ def test_mnist_mlp_bsp(make_cluster):
     assert res["iterations"] == 2 * (12000 // 2 // 64)
 
 
-def test_ctr_dlrm(make_cluster, tmp_path):
+@pytest.mark.parametrize("model", ["ctr", "dlrm"])
+def test_ctr_dlrm(make_cluster, tmp_path, model):
     data = tmp_path / "data"
     subprocess.run([bin_path("zepsctl"), "gen-criteo", "--out", str(data), "--train", "40000",
                     "--test", "10000", "--seed", "2"], check=True, capture_output=True)
     with open(data / "truth.json") as f:
         truth = json.load(f)
     cl = make_cluster(servers=2, workers=2, consistency="async")
-    res, out = run_workers(cl, 2, "ctr_dlrm.py", "--data", str(data))
+    res, out = run_workers(cl, 2, "ctr_dlrm.py", "--data", str(data), "--model", model,
+                           "--profile")
     # a small run: clearly above what the dense fields alone give
     assert res["final_auc"] > truth["dense_only_test_auc"] + 0.02, out
     assert res["examples"] == 20000
+    assert res["step_us"]["sparse_pull"] > 0 and res["step_us"]["step"] > 0, res
 
 
 def test_staleness_sweep():

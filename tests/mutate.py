@@ -29,8 +29,8 @@ the slow one, later ones recompile one file and relink.
   default 40), --seed S, --ops cmp-flip,logic,... (default all), --tests
   REGEX (ctest -R; default: every entry but label system), --jobs J
   (ctest -j, default 2), --test-timeout S (per test, default 300),
-  --report FILE (JSON; default <build>/mutants.json), --list (print the
-  mutants, build and run nothing)
+  --report FILE (JSON; default <build>/mutants.json), --lines A-B (only
+  these lines), --list (print the mutants, build and run nothing)
 
 Prints one line per mutant and a summary: killed / (killed + survived) is the
 score. Each survivor is printed with its diff: kill it with a test that
@@ -136,7 +136,7 @@ def mutants_of(path, text, ops):
         stmt = s.strip()
         if "drop-assign" in ops and re.match(
                 r"^[\w\.\->\[\]\*\s]+?\s*(=|\+=|-=|\*=|\|=|&=|\^=|<<=|>>=)\s*[^=].*;$", stmt) \
-                and not re.match(r"^(const\s+|static\s+)?(unsigned\s+|struct\s+)?[a-z_][\w]*"
+                and not re.match(r"^(const\s+|static\s+)?(unsigned\s+|struct\s+)?[A-Za-z_][\w]*"
                                  r"(\s*\*)*\s+\**\w+(\[.*\])?\s*=", stmt) \
                 and not stmt.startswith(("return", "case")):
             indent = line[:len(line) - len(line.lstrip())]
@@ -191,7 +191,8 @@ def test(build, args):
     cmd += ["-R", args.tests] if args.tests else ["-LE", "system"]
     rc, out = run(cmd, args.test_timeout * 4 + 600, cwd=build,
                   env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-    failed = re.findall(r"^\s*\d+ - (\S+) \(", out, re.M)
+    failed = [f"{n} ({why})" for n, why in re.findall(r"^\s*\d+ - (\S+) \(([^)]*)\)", out, re.M)
+              if why != "Not Run"]
     return rc, failed
 
 
@@ -204,6 +205,7 @@ def main():
     ap.add_argument("--ops", default="cmp-flip,cmp-edge,bound,logic,drop-assign,drop-call,"
                                      "swap-args,zero-offset")
     ap.add_argument("--tests")
+    ap.add_argument("--lines", help="A-B: only mutants of these lines (1-based, with one file)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--test-timeout", type=int, default=300)
     ap.add_argument("--build", default=os.path.join(SRC, "build-mutate"))
@@ -216,11 +218,12 @@ def main():
     if not files:
         ap.error("name files, or --since REV")
     ops = set(args.ops.split(","))
+    lo, hi = (int(x) for x in args.lines.split("-")) if args.lines else (1, 1 << 30)
     everything = []
     for f in files:
         rel = os.path.relpath(os.path.abspath(f), SRC)
         with open(os.path.join(SRC, rel)) as fh:
-            everything += mutants_of(rel, fh.read(), ops)
+            everything += [m for m in mutants_of(rel, fh.read(), ops) if lo <= m["line"] + 1 <= hi]
     rng = random.Random(args.seed)
     chosen = everything if len(everything) <= args.max else rng.sample(everything, args.max)
     chosen.sort(key=lambda m: (m["file"], m["line"]))

@@ -109,6 +109,68 @@ START_TEST(test_raw_duplicate)
 }
 END_TEST
 
+/* TUNE as a raw client: a resend of an older TUNE (its seq seen) is
+ * answered DUPLICATE and not applied again, so the newer lr stays; a bad lr,
+ * no spec or an unknown table are refused naming the cause, changing
+ * nothing (the library refuses a bad lr before sending: only a raw
+ * request reaches the shard's own check). */
+static Zeps__Header *tune(void *sock, uint64_t inc, uint64_t seq, uint32_t table, double lr,
+                          int with_spec)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    Zeps__TableSpec sp = ZEPS__TABLE_SPEC__INIT;
+    sp.lr = lr;
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__TUNE;
+    h.req_id = h.seq = seq;
+    h.rank = 1;
+    h.incarnation = inc;
+    h.table = table;
+    h.spec = with_spec ? &sp : NULL;
+    return zt_raw_req(sock, &h, NULL, 0);
+}
+
+START_TEST(test_tune_resend_and_refusals)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    void *zctx = zmq_ctx_new();
+    void *sock = zt_raw_socket(zctx, &cl, 0);
+    const uint64_t inc = 0x5678;
+    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc, 1, NULL), NULL);
+    float ones[LEN];
+    for (int i = 0; i < LEN; i++)
+        ones[i] = 1.0f;
+
+    Zeps__Header *rep = tune(sock, inc, 5, 0, 0.5, 1);
+    ck_assert_msg(rep->op != ZEPS__OP__ERROR && rep->flags == 0, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    rep = tune(sock, inc, 6, 0, 0.25, 1);
+    ck_assert_msg(rep->op != ZEPS__OP__ERROR && rep->flags == 0, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    rep = tune(sock, inc, 5, 0, 0.5, 1); /* the first one again, late */
+    ck_assert_uint_eq(rep->flags, ZP_FLAG_DUPLICATE);
+    zeps__header__free_unpacked(rep, NULL);
+    ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), 0);
+    ck_assert_float_eq(value(c, t), -0.25f); /* the newer lr, not the resent one */
+
+    zt_raw_expect_error(tune(sock, inc, 7, 0, -1.0, 1), ZEPS_EOPTIM, "must be finite and > 0");
+    zt_raw_expect_error(tune(sock, inc, 8, 0, 1.0, 0), ZEPS_EPROTO, "without a spec");
+    zt_raw_expect_error(tune(sock, inc, 9, 99, 1.0, 1), ZEPS_ETABLE, "no table with id 99");
+    ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), 0);
+    ck_assert_float_eq(value(c, t), -0.5f); /* still 0.25 */
+
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 START_TEST(test_client_retry_applied_once)
 {
     zt_cluster cl;
@@ -337,6 +399,7 @@ int main(void)
     TCase *tc = tcase_create("processes");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_raw_duplicate);
+    tcase_add_test(tc, test_tune_resend_and_refusals);
     tcase_add_test(tc, test_sparse_duplicate);
     tcase_add_test(tc, test_retried_clock);
     tcase_add_test(tc, test_client_retry_applied_once);

@@ -37,7 +37,7 @@ void zp_admin_on_rollback(zp_server *s, zp_request *r)
         zp_clock_barrier_abort(s, h->clock, h->cut_set);
     }
     zp_workers_record(w, h->seq);
-    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    zp_clock_bounds(s);
     Zeps__Header rep;
     zp_reply_init(s, h, &rep);
     rep.cut = s->cons->cut(s);

@@ -8,7 +8,8 @@
  * live worker waits in it. The lost-worker timer is here too: a worker
  * declared lost under on_lost_worker = continue changes the quorum, so the
  * policy may close rounds (recorded and snapshotted as a push's would be),
- * and the waits it blocked are served.
+ * and the waits it blocked are served. Whenever the bounds move, the policy
+ * may close a sparse table's held rounds (zp_clock_bounds).
  */
 #include <inttypes.h>
 
@@ -17,12 +18,23 @@
 #include "server.h"
 #include "zeps_errors.h"
 
+void zp_clock_bounds(zp_server *s)
+{
+    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    bool moved = false;
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (s->tables[i]->rows && s->cons->bounds_moved(s, s->tables[i]))
+            moved = true;
+    if (moved)
+        zp_persist_on_round(s);
+}
+
 void zp_clock_advance(zp_server *s, zp_worker *w, int64_t finished)
 {
     if (finished + 1 <= w->clock)
         return;
     w->clock = finished + 1;
-    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    zp_clock_bounds(s);
     for (uint32_t i = 0; i < s->ntables; i++)
         s->tables[i]->kind->clock(s->tables[i], s->workers.max_clock);
 }
@@ -166,7 +178,7 @@ void zp_clock_check_lost(zp_server *s)
 
 void zp_clock_quorum_changed(zp_server *s)
 {
-    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    zp_clock_bounds(s);
     for (uint32_t i = 0; i < s->ntables; i++) {
         zp_push_result res = {0};
         if (!s->cons->quorum_changed(s, s->tables[i], &res))

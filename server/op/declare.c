@@ -69,6 +69,8 @@ void zp_declare_on(zp_server *s, zp_request *r)
         return;
     }
     zp_table_append(&s->tables, &s->ntables, &s->cap_tables, t); /* s takes t */
+    if (t->rows) /* a sparse table declared late starts at the rounds the workers closed */
+        s->cons->bounds_moved(s, t);
     t->kind->log_declared(t, h->spec);
     reply_declared(s, r, t);
 }

@@ -81,7 +81,7 @@ static int64_t hello_worker(zp_server *s, zp_request *r, uint32_t *flags)
      * shard's record is older than the client's count (docs/protocol.md) */
     zp_workers_note_seq(w, h->seq);
     if (lost)
-        zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+        zp_clock_bounds(s);
     w->last_seen_s = zp_now_s();
     /* where it resumes: its own clock, or the cut if the rounds went on
      * without it (on_lost_worker = continue) or closed with its push */

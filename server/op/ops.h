@@ -90,6 +90,10 @@ void zp_clock_barrier_abort(zp_server *s, int64_t cut, uint64_t set);
 /* Timer: declare silent workers lost and, with on_lost_worker = continue,
  * close the rounds and release the waits that no longer need them. */
 void zp_clock_check_lost(zp_server *s);
+/* Recompute the workers' clock bounds and let the policy close what they
+ * release (a sparse table's held bsp rounds; a snapshot if the cut moved).
+ * Every change of a worker's clock or liveness goes through here. */
+void zp_clock_bounds(zp_server *s);
 /* The live workers changed (lost or left under on_lost_worker = continue):
  * close the rounds the smaller quorum completes, serve what waited. */
 void zp_clock_quorum_changed(zp_server *s);

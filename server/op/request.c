@@ -87,6 +87,8 @@ zp_worker *zp_request_worker(zp_server *s, zp_request *r)
         w->lost = false;
         zp_warn("worker %u, declared lost, is heard from again (after %.1f s)", h->rank,
                 zp_now_s() - w->last_seen_s);
+        /* counted again: the slowest clock can only go down, so nothing
+         * closes (zp_clock_bounds is for bounds that may move up) */
         zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     }
     double now = zp_now_s();

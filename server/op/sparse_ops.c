@@ -13,9 +13,9 @@
  *
  * When is the policy's: its rows_pull_ready hook holds pulls, its push_rows
  * hook applies the rows (under `weighted`, each row scaled by the weight of
- * its own staleness). This file checks, records and replies; the rows and
- * the scratch are table/rows.c's. See docs/sparse.md for why sparse tables
- * do not collect whole rounds.
+ * its own staleness) or, under bsp, holds a copy for their round
+ * (policy/bsp.c, docs/sparse.md "Consistency"). This file checks, records
+ * and replies; the rows and the scratch are table/rows.c's.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -331,14 +331,21 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     size_t len = zmq_msg_size(r->payload);
     bool versions = (h->flags & ZP_FLAG_ROW_VERSIONS) != 0;
     size_t vbytes = versions ? n * sizeof(uint32_t) : 0;
-    zp_rows_push rp = {.ids = ids, .n = n, .cand = t->rows->cand, .g = g, .clock = h->clock};
+    zp_rows_push rp = {
+        .rank = h->rank, .ids = ids, .n = n, .cand = t->rows->cand, .g = g, .clock = h->clock};
     if (versions)
         rp.read_versions = zp_rows_versions(
             t->rows, (const unsigned char *)zmq_msg_data(r->payload) + len - vbytes, n);
-    zp_workers_record(w, h->seq);
     if (t->rows->kept.hist) /* staleness on demand: the rows as they were */
         zp_rowvers_note(&t->rows->kept, t->rows->store, ids, n);
-    size_t dropped = s->cons->push_rows(s, t, &rp);
+    size_t dropped;
+    char err[512];
+    int rc = s->cons->push_rows(s, t, &rp, &dropped, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return -1;
+    }
+    zp_workers_record(w, h->seq);
     t->stats.dropped += dropped;
     w->dropped += dropped;
     *reply_flags = dropped ? ZP_FLAG_DROPPED : 0;

@@ -71,9 +71,11 @@ int zp_async_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, ch
     return zp_async_apply(t, p, 1.0, ZP_PUSH_APPLIED, res, err, errlen);
 }
 
-size_t zp_async_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp)
+int zp_async_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp, size_t *dropped,
+                       char *err, size_t errlen)
 {
-    (void)s;
+    (void)s, (void)err, (void)errlen;
+    *dropped = 0;
     if (rp->cand != NULL)
         zp_sparse_push_probed(t->rows->store, rp->ids, rp->n, rp->cand, rp->g, 1.0f, rp->clock,
                               rp->read_versions, &t->stats.tau, &t->stats.tau_by_freq);
@@ -81,6 +83,12 @@ size_t zp_async_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp)
         zp_sparse_push(t->rows->store, rp->ids, rp->n, rp->g, 1.0f, rp->clock, rp->read_versions,
                        &t->stats.tau, &t->stats.tau_by_freq);
     return 0;
+}
+
+bool zp_async_bounds_moved(zp_server *s, zp_table *t)
+{
+    (void)s, (void)t; /* nothing is held */
+    return false;
 }
 
 bool zp_async_quorum_changed(zp_server *s, zp_table *t, zp_push_result *res)
@@ -125,6 +133,7 @@ const zp_consistency_ops zp_async_ops = {
     .rows_pull_ready = zp_async_ready,
     .push = zp_async_push,
     .push_rows = zp_async_push_rows,
+    .bounds_moved = zp_async_bounds_moved,
     .quorum_changed = zp_async_quorum_changed,
     .forget = zp_async_forget,
     .cut = zp_async_cut,

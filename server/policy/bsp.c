@@ -9,9 +9,16 @@
  * applied once. A pull at clock c waits until round c - 1 is applied
  * (rounds closed >= c). A push for a round already closed (a backup
  * worker's, late) is dropped, or applied at once scaled by w(tau) when
- * late_pushes = "weighted". Sparse tables collect no rounds: their pulls
- * wait until every live worker finished the previous clock, their pushes
- * are applied on arrival (docs/sparse.md).
+ * late_pushes = "weighted".
+ *
+ * A sparse table's round is a clock too, but its shape is not fixed (a
+ * worker may push any rows, several times or not at all): its pushes are
+ * held as copies (table/rround.c) until every live worker finished the
+ * clock (min_clock passes it), then merged in rank order, repeated rows
+ * summed, and applied once with the full step (a row's gradient comes only
+ * from the workers that saw it; dense rounds average over the workers).
+ * Pulls at clock c wait for round c - 1, as dense pulls do; a push for a
+ * round already closed is dropped (docs/sparse.md).
  *
  * The tables' common round is a consistent cut: snapshots are taken there
  * and a shard may be rolled back to one (ZP_CAP_CUTS, ZP_CAP_ROLLBACK).
@@ -31,8 +38,78 @@ static bool bsp_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank,
 
 static bool bsp_rows_pull_ready(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock)
 {
-    (void)t, (void)rank;
-    return s->workers.min_clock >= clock;
+    (void)s, (void)rank;
+    return t->round.closed >= clock;
+}
+
+/* Most bytes a sparse table may hold for its open rounds: four full-size
+ * requests per worker (a round is one push per worker and table, usually
+ * far below max_message_mb). */
+static uint64_t held_limit(const zp_server *s)
+{
+    return 4 * s->cfg.max_message_bytes * (uint64_t)(s->nworkers > 0 ? s->nworkers : 1);
+}
+
+static int bsp_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp, size_t *dropped,
+                         char *err, size_t errlen)
+{
+    zp_rround *rr = &t->rows->held;
+    size_t dim = t->rows->dim;
+    *dropped = 0;
+    if (rp->clock < t->round.closed) { /* its round closed without it */
+        *dropped = rp->n;
+        return 0;
+    }
+    uint64_t bytes = (uint64_t)rp->n * (8 + 4 + 4 * dim);
+    if (rr->bytes + bytes > held_limit(s))
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM,
+                             "bsp: sparse table '%s' holds %llu bytes of pushes for the open "
+                             "rounds; %llu more would pass the limit of %llu (4 x max_message_mb x "
+                             "workers): is a worker pushing clocks ahead of the others?",
+                             t->name, (unsigned long long)rr->bytes, (unsigned long long)bytes,
+                             (unsigned long long)held_limit(s));
+    if (zp_rround_hold(rr, rp->rank, rp->clock, rp->ids, rp->n, rp->g, dim, rp->read_versions) != 0)
+        return zp_errors_set(err, errlen, ZEPS_ENOMEM,
+                             "bsp: cannot hold a push of %zu rows of sparse table '%s'", rp->n,
+                             t->name);
+    return 0;
+}
+
+/* Apply the held round `clock` of sparse table t: merged, once. */
+static int close_rows_round(zp_table *t, int64_t clock)
+{
+    zp_rround *rr = &t->rows->held;
+    size_t n = zp_rround_merge(rr, clock, t->rows->dim);
+    if (n == (size_t)-1)
+        return ZEPS_ENOMEM;
+    if (n > 0)
+        zp_sparse_push(t->rows->store, rr->ids, n, rr->g, 1.0f, clock,
+                       rr->vers_ok ? rr->vers : NULL, &t->stats.tau, &t->stats.tau_by_freq);
+    zp_debug("sparse table '%s': round %lld applied (%zu rows from %d workers)", t->name,
+             (long long)clock, n, rr->nranks);
+    return 0;
+}
+
+/* Close the rounds of sparse table t that every live worker finished. */
+static bool bsp_bounds_moved(zp_server *s, zp_table *t)
+{
+    int64_t to = s->workers.min_clock, from = t->round.closed;
+    if (!t->rows || to <= from)
+        return false;
+    while (t->round.closed < to) {
+        if (!zp_rround_holds_before(&t->rows->held, to)) {
+            t->round.closed = to; /* nothing held: nothing to apply */
+            break;
+        }
+        if (close_rows_round(t, t->round.closed) != 0) {
+            zp_error("bsp: out of memory merging round %lld of sparse table '%s'; its pulls "
+                     "wait until it can be applied",
+                     (long long)t->round.closed, t->name);
+            break;
+        }
+        t->round.closed++;
+    }
+    return t->round.closed != from;
 }
 
 static int quorum(const zp_server *s)
@@ -117,12 +194,14 @@ static bool bsp_quorum_changed(zp_server *s, zp_table *t, zp_push_result *res)
  * it) will not be redone, so it stays, or the round would never close. */
 static void bsp_forget(zp_server *s, zp_table *t, uint32_t rank)
 {
-    if (t->round.closed >= s->workers.w[rank].clock)
+    if (t->rows)
+        zp_rround_forget(&t->rows->held, rank, s->workers.w[rank].clock);
+    else if (t->round.closed >= s->workers.w[rank].clock)
         zp_round_forget(&t->round, rank);
 }
 
-/* The round every dense table with elements here stands at, when they
- * agree (an empty slice closes no round: table.h). */
+/* The round every table with elements here stands at, when they agree (an
+ * empty dense slice closes no round: table.h). */
 static int64_t bsp_cut(const zp_server *s)
 {
     if (s->ntables == 0)
@@ -130,7 +209,7 @@ static int64_t bsp_cut(const zp_server *s)
     int64_t r = -1;
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
-        if (!t->kind->rounds || zp_table_empty_slice(t))
+        if (zp_table_empty_slice(t))
             continue;
         if (r >= 0 && t->round.closed != r)
             return -1;
@@ -147,7 +226,8 @@ const zp_consistency_ops zp_bsp_ops = {
     .pull_ready = bsp_pull_ready,
     .rows_pull_ready = bsp_rows_pull_ready,
     .push = bsp_push,
-    .push_rows = zp_async_push_rows,
+    .push_rows = bsp_push_rows,
+    .bounds_moved = bsp_bounds_moved,
     .quorum_changed = bsp_quorum_changed,
     .forget = bsp_forget,
     .cut = bsp_cut,

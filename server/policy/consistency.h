@@ -78,13 +78,14 @@ typedef struct zp_push_result {
 
 /* One sparse push as a policy sees it (op/sparse_ops.c checked it). */
 typedef struct zp_rows_push {
+    uint32_t rank;
     const uint64_t *ids; /* n distinct ids of this shard */
     size_t n;
     /* each id's candidate row (zp_rows_check_push), or NULL: borrowed from
      * the table's scratch, valid during push_rows only (a policy that
      * keeps a push for later must not keep this) */
     const uint32_t *cand;
-    const float *g;       /* n * dim finite gradients */
+    const float *g;       /* n * dim finite gradients (borrowed: copy what is kept) */
     int64_t clock;
     const uint32_t *read_versions; /* n row versions read, or NULL */
 } zp_rows_push;
@@ -115,9 +116,15 @@ typedef struct zp_consistency_ops {
      * err (nothing changed, *res untouched). */
     int (*push)(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, char *err,
                 size_t errlen);
-    /* A validated sparse push: apply its rows. Returns the rows dropped as
-     * too stale. */
-    size_t (*push_rows)(zp_server *s, zp_table *t, const zp_rows_push *rp);
+    /* A validated sparse push: apply its rows, or hold a copy of them
+     * (bsp), or drop some, and say how many rows were dropped in *dropped.
+     * Returns 0, or a zeps_err with a message in err (nothing changed). */
+    int (*push_rows)(zp_server *s, zp_table *t, const zp_rows_push *rp, size_t *dropped,
+                     char *err, size_t errlen);
+    /* The workers' clock bounds moved (state/workers.h): apply what they
+     * release of sparse table t (bsp: the held rounds every live worker
+     * finished). Returns true if t's round count moved (the cut may have). */
+    bool (*bounds_moved)(zp_server *s, zp_table *t);
 
     /* The quorum changed (a worker declared lost): close t's open round if
      * it now holds enough pushes. Returns true and fills *res

@@ -33,7 +33,9 @@ void zp_async_refuse(const zp_table *t, const zp_push *p, zp_push_outcome outcom
 bool zp_async_ready(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock);
 int zp_async_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, char *err,
                   size_t errlen);
-size_t zp_async_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp);
+int zp_async_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp, size_t *dropped,
+                       char *err, size_t errlen);
+bool zp_async_bounds_moved(zp_server *s, zp_table *t);
 bool zp_async_quorum_changed(zp_server *s, zp_table *t, zp_push_result *res);
 void zp_async_forget(zp_server *s, zp_table *t, uint32_t rank);
 int64_t zp_async_cut(const zp_server *s);

@@ -27,6 +27,7 @@ const zp_consistency_ops zp_ssp_ops = {
     .rows_pull_ready = ssp_pull_ready,
     .push = zp_async_push,
     .push_rows = zp_async_push_rows,
+    .bounds_moved = zp_async_bounds_moved,
     .quorum_changed = zp_async_quorum_changed,
     .forget = zp_async_forget,
     .cut = zp_async_cut,

@@ -94,25 +94,27 @@ static int weighted_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *
 
 /* With row versions: each row scaled by w(tau of that row), rows staler
  * than max_staleness dropped. Without: as async. */
-static size_t weighted_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp)
+static int weighted_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp, size_t *dropped,
+                              char *err, size_t errlen)
 {
     if (!rp->read_versions)
-        return zp_async_push_rows(s, t, rp);
-    size_t dropped = 0, dim = t->rows->dim;
+        return zp_async_push_rows(s, t, rp, dropped, err, errlen);
+    size_t dim = t->rows->dim;
+    *dropped = 0;
     for (size_t i = 0; i < rp->n; i++) {
         zp_sparse_row row;
         uint64_t tau = 0;
         if (zp_sparse_get(t->rows->store, rp->ids[i], &row) && row.version > rp->read_versions[i])
             tau = row.version - rp->read_versions[i];
         if (s->cfg.max_staleness >= 0 && tau > (uint64_t)s->cfg.max_staleness) {
-            dropped++;
+            (*dropped)++;
             continue;
         }
         float wt = (float)zp_weighted_weight(s->cfg.weight_fn, s->cfg.weight_lambda, tau);
         zp_sparse_push(t->rows->store, &rp->ids[i], 1, rp->g + i * dim, wt, rp->clock,
                        &rp->read_versions[i], &t->stats.tau, &t->stats.tau_by_freq);
     }
-    return dropped;
+    return 0;
 }
 
 static bool weighted_needs_values(const zp_server *s)
@@ -139,6 +141,7 @@ const zp_consistency_ops zp_weighted_ops = {
     .rows_pull_ready = weighted_pull_ready,
     .push = weighted_push,
     .push_rows = weighted_push_rows,
+    .bounds_moved = zp_async_bounds_moved,
     .quorum_changed = zp_async_quorum_changed,
     .forget = zp_async_forget,
     .cut = zp_async_cut,

@@ -224,6 +224,7 @@ static int rows_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int 
     char serr[300];
     zp_rows *r = zp_alloc_zeroed(1, sizeof(*r));
     t->rows = r;
+    zp_rround_init(&r->held);
     int rc = zp_sparse_new(&r->store, &o, serr, sizeof(serr));
     if (rc != 0)
         return zp_errors_set(err, errlen, rc, "table '%s': %s", spec->name, serr);
@@ -260,6 +261,7 @@ static void rows_destroy(zp_table *t)
         return;
     zp_sparse_destroy(&r->store);
     zp_rows_scratch_free(r);
+    zp_rround_fini(&r->held);
     zp_rowvers_fini(&r->kept);
     if (r->spec)
         zeps__table_spec__free_unpacked(r->spec, NULL);
@@ -333,7 +335,7 @@ static uint64_t rows_bytes(const zp_table *t)
 {
     zp_sparse_counters c;
     zp_sparse_get_counters(t->rows->store, &c);
-    return c.bytes;
+    return c.bytes + zp_rround_bytes(&t->rows->held);
 }
 
 static void rows_clock(zp_table *t, int64_t clock)
@@ -491,6 +493,7 @@ static int rows_load(zp_table *t, const zp_snap_table *st, char *err, size_t err
                              "declaration makes %u and %u",
                              st->name, st->length, st->state_per_param, dim, spp);
     put_rows(t->rows->store, st, dim, spp);
+    zp_rround_clear(&t->rows->held); /* pushes of rounds the record is before */
     t->version = st->version;
     t->round.closed = st->round;
     return 0;
@@ -524,6 +527,7 @@ static int rows_reset(zp_table *t, const zp_snap_table *st, char *err, size_t er
         t->rows->store = fresh.rows->store;
         fresh.rows->store = old;
         zp_rowvers_fini(&t->rows->kept); /* the kept versions belong to a history that is gone */
+        zp_rround_clear(&t->rows->held); /* and so do the held pushes */
         t->version = fresh.version;
         t->round.closed = fresh.round.closed;
     }

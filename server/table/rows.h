@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "rowvers.h"
+#include "rround.h"
 #include "sparse.h"
 #include "zeps.pb-c.h"
 
@@ -38,11 +39,12 @@ typedef struct zp_rows {
     uint32_t *cand;    /* scratch: a push's candidate rows (zp_rows_check_push) */
     uint32_t *unsure;  /* scratch: positions of its ids that may repeat */
     size_t cand_cap;
-    float *grads;      /* scratch: misaligned or decoded gradients */
+    float *grads; /* scratch: misaligned or decoded gradients */
     size_t grad_cap;
     uint32_t *vers; /* scratch: row versions read */
     size_t ver_cap;
     zp_rowvers kept; /* cluster.inject: the rows' last versions (kept.hist NULL: none) */
+    zp_rround held;  /* bsp: the pushes of the clocks not closed yet (rround.c) */
 } zp_rows;
 
 struct zp_table_kind;

@@ -64,8 +64,8 @@ START_TEST(test_registry)
         ck_assert_str_eq(ops->name, names[i]);
         /* every hook filled: code outside policy/ calls them unchecked */
         ck_assert(ops->pull_ready && ops->rows_pull_ready && ops->push && ops->push_rows &&
-                  ops->quorum_changed && ops->forget && ops->cut && ops->needs_values &&
-                  ops->cpull_ok && ops->pulled);
+                  ops->bounds_moved && ops->quorum_changed && ops->forget && ops->cut &&
+                  ops->needs_values && ops->cpull_ok && ops->pulled);
     }
     ck_assert_ptr_null(zp_registry_find("eventual"));
     ck_assert_ptr_null(zp_registry_find(NULL));

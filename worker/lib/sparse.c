@@ -12,7 +12,7 @@
  *    batch's last pull saw, so the server measures staleness per row.
  * Payload buffers belong to the batch and are reused; one request per batch
  * may be in flight at a time. A freed batch's arrays are kept for the
- * client's next batch (zp_sbspare), so building one per request touches
+ * client's next batch (sbspare.c), so building one per request touches
  * no fresh pages: glibc would otherwise hand buffers this large back to
  * the kernel at free and fault them in again. The batch builds the
  * requests (req.c) itself; a pull's sub-requests carry a scatter
@@ -32,36 +32,11 @@
 #include "rng.h"
 #include "rowres.h"
 #include "rowcopy.h"
+#include "sbatch.h"
 #include "sparse_hash.h"
 #include "tables.h"
 #include "wire.h"
 #include "zeps.h"
-
-struct zeps_sbatch {
-    zeps_client *c;
-    zp_sbspare *spare; /* where zeps_sbatch_free leaves the arrays (one reference) */
-    uint32_t table, dim;
-    int nshards;
-    size_t n, nu;
-    size_t ncap;         /* positions the arrays below hold (>= n + 1) */
-    int in_order;        /* one shard, no repeats: unique u is position u */
-    uint32_t *pos_u;     /* [n] unique index (in shard order) of each position */
-    uint64_t *ukeys;     /* [nu] unique ids in shard order */
-    size_t *sbegin;      /* [nshards + 1] shard k holds uniques [sbegin[k], sbegin[k+1]) */
-    size_t *pbegin;      /* [nu + 1] positions of unique u: plist[pbegin[u] .. pbegin[u+1]) */
-    uint32_t *plist;     /* [n] */
-    uint32_t *uversions; /* [nu] row versions the last pull saw */
-    int pull_started;    /* a pull was started; with pull_replies == pull_parts > 0, */
-    int pull_parts, pull_replies; /* uversions is valid: every shard of it replied */
-    float *rows;                  /* destination of the pull in flight */
-    unsigned char *push;          /* push payload, shard blocks at boff[k] */
-    size_t push_cap;
-    size_t *boff;       /* [nshards + 1] */
-    unsigned char *enc; /* compressed push payload, shard k at eoff[k], elen[k] bytes */
-    size_t enc_cap;
-    size_t *eoff, *elen;
-    uint32_t codec; /* of the push being sent (0: raw) */
-};
 
 static void encode_blocks(zeps_sbatch *b, const zp_codec_ops *codec, const zp_codec_params *p,
                           zp_rowres **res, int64_t clock);
@@ -94,13 +69,11 @@ struct zp_sbuild {
     size_t *fill, *pf;
 };
 
-static void spare_close(zeps_client *c);
-
 /* At zeps_client_destroy: the scratch, and the client's reference to the
  * spare batch arrays. */
 void zp_sparse_build_free(zeps_client *c)
 {
-    spare_close(c);
+    zp_sbspare_close(c);
     zp_sbuild *s = c->sbuild;
     if (!s)
         return;
@@ -236,109 +209,6 @@ static void list_positions(zeps_sbatch *b, zp_sbuild *s)
         b->plist[pf[b->pos_u[i]]++] = (uint32_t)i;
 }
 
-/* ---------------------------------------------------------------- spare
- *
- * The arrays of the last batch freed, kept for the next zeps_sbatch_new of
- * the same client. The holder is shared by the client and its live
- * batches (refs counts them) and freed by the last of them, so a batch may
- * still be freed after zeps_client_destroy (its arrays are then freed). */
-struct zp_sbspare {
-    unsigned refs;
-    int open;          /* the client is alive: a freed batch is kept */
-    zeps_sbatch *kept; /* arrays only: no client, no references */
-};
-
-/* A kept batch holds at most this much; a larger one is freed. */
-#define SPARE_MAX_BYTES ((size_t)64 << 20)
-
-static void body_free(zeps_sbatch *b)
-{
-    if (!b)
-        return;
-    free(b->pos_u);
-    free(b->ukeys);
-    free(b->sbegin);
-    free(b->pbegin);
-    free(b->plist);
-    free(b->uversions);
-    free(b->push);
-    free(b->boff);
-    free(b->enc);
-    free(b->eoff);
-    free(b->elen);
-    free(b);
-}
-
-static size_t body_bytes(const zeps_sbatch *b)
-{
-    size_t per = sizeof(uint32_t) * 3 + sizeof(uint64_t) + sizeof(size_t);
-    return b->ncap * per + b->push_cap + b->enc_cap;
-}
-
-/* A batch for client c with room for n positions over c's shards: the
- * kept one if there is one (its arrays grown if too small), else a new
- * one. The caller owns it and its reference to the spare holder. */
-static zeps_sbatch *body_take(zeps_client *c, size_t n)
-{
-    zp_sbspare *sp = c->sbspare;
-    if (!sp) {
-        sp = c->sbspare = zp_alloc_zeroed(1, sizeof(*sp));
-        sp->refs = 1; /* the client's */
-        sp->open = 1;
-    }
-    zeps_sbatch *b = sp->kept;
-    sp->kept = NULL;
-    if (!b) {
-        b = zp_alloc_zeroed(1, sizeof(*b));
-        size_t S1 = (size_t)c->nshards + 1;
-        b->sbegin = zp_alloc(S1 * sizeof(size_t));
-        b->boff = zp_alloc(S1 * sizeof(size_t));
-    }
-    size_t n1 = n + 1;
-    if (n1 > b->ncap) {
-        free(b->pos_u);
-        free(b->ukeys);
-        free(b->pbegin);
-        free(b->plist);
-        free(b->uversions);
-        b->pos_u = zp_alloc(n1 * sizeof(uint32_t));
-        b->ukeys = zp_alloc(n1 * sizeof(uint64_t));
-        b->pbegin = zp_alloc((n1 + 1) * sizeof(size_t));
-        b->plist = zp_alloc(n1 * sizeof(uint32_t));
-        b->uversions = zp_alloc(n1 * sizeof(uint32_t));
-        b->ncap = n1;
-    }
-    memset(b->sbegin, 0, ((size_t)c->nshards + 1) * sizeof(size_t));
-    memset(b->boff, 0, ((size_t)c->nshards + 1) * sizeof(size_t));
-    b->c = c;
-    b->spare = sp;
-    sp->refs++;
-    return b;
-}
-
-/* Drop one reference to sp; the last one frees it and what it kept. */
-static void spare_unref(zp_sbspare *sp)
-{
-    if (--sp->refs > 0)
-        return;
-    body_free(sp->kept);
-    free(sp);
-}
-
-/* At zeps_client_destroy: the client's reference; batches still alive
- * free their arrays when they are freed. */
-static void spare_close(zeps_client *c)
-{
-    zp_sbspare *sp = c->sbspare;
-    if (!sp)
-        return;
-    c->sbspare = NULL;
-    sp->open = 0;
-    body_free(sp->kept);
-    sp->kept = NULL;
-    spare_unref(sp);
-}
-
 int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
                     zeps_sbatch **out)
 {
@@ -356,11 +226,12 @@ int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t 
     int S = c->nshards;
     size_t mask;
     zp_sbuild *s = sbuild_get(c, n, S, &mask);
-    zeps_sbatch *b = body_take(c, n);
+    zeps_sbatch *b = zp_sbspare_take(c, n);
     b->table = table;
     b->dim = dim;
     b->nshards = S;
     b->n = n;
+    b->unique_io = 0;
     b->nu = group_uniques(b, s, mask, ids);
     list_positions(b, s);
     memset(b->uversions, 0, (b->nu ? b->nu : 1) * sizeof(uint32_t));
@@ -380,27 +251,13 @@ size_t zeps_sbatch_unique(const zeps_sbatch *b)
     return b ? b->nu : 0;
 }
 
-/* The batch's arrays go to its client's spare holder when the client is
- * alive and keeps none yet (and they are not too large); its state is
- * cleared with them. */
 void zeps_sbatch_free(zeps_sbatch **bp)
 {
     if (!bp || !*bp)
         return;
     zeps_sbatch *b = *bp;
     *bp = NULL;
-    zp_sbspare *sp = b->spare;
-    if (sp->open && !sp->kept && body_bytes(b) <= SPARE_MAX_BYTES) {
-        b->c = NULL;
-        b->spare = NULL;
-        b->pull_started = b->pull_parts = b->pull_replies = 0;
-        b->rows = NULL;
-        b->codec = 0;
-        sp->kept = b;
-    } else {
-        body_free(b);
-    }
-    spare_unref(sp);
+    zp_sbspare_give(b);
 }
 
 /* uversions holds what every shard of the last pull replied (a pull a shard
@@ -502,9 +359,12 @@ static int start(zeps_sbatch *b, int push, int64_t clock, const uint8_t *clock_o
             c->stats.bytes_out += p.len;
             c->stats.bytes_out_raw += p.raw_len;
         } else {
-            s->scatter = (zp_req_scatter){.rows = b->rows,
+            /* by unique rows (in_order, or asked for): shard k's rows are a
+             * block of their own at lo */
+            int direct = b->in_order || b->unique_io;
+            s->scatter = (zp_req_scatter){.rows = b->rows + (direct ? lo * b->dim : 0),
                                           .dim = b->dim,
-                                          .in_order = b->in_order,
+                                          .in_order = direct,
                                           .pbegin = b->pbegin + lo,
                                           .plist = b->plist,
                                           .versions = b->uversions + lo,
@@ -522,7 +382,22 @@ int zeps_sbatch_pull_start(zeps_sbatch *b, float *rows, int64_t clock, zeps_req 
     if (!b || !req || (b->n && !rows))
         return ZEPS_EINVAL;
     b->rows = rows;
+    b->unique_io = 0;
     return start(b, 0, clock, NULL, req);
+}
+
+int zeps_sbatch_pull_unique_start(zeps_sbatch *b, float *urows, int64_t clock, zeps_req **req)
+{
+    if (!b || !req || (b->n && !urows))
+        return ZEPS_EINVAL;
+    b->rows = urows;
+    b->unique_io = 1;
+    return start(b, 0, clock, NULL, req);
+}
+
+const uint32_t *zeps_sbatch_positions(const zeps_sbatch *b)
+{
+    return b ? b->pos_u : NULL;
 }
 
 int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock)
@@ -537,7 +412,7 @@ int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock)
 static void sum_rows(const zeps_sbatch *b, const float *grads, size_t lo, size_t cnt, float *g)
 {
     size_t dim = b->dim;
-    if (b->in_order) {
+    if (b->in_order || b->unique_io) {
         memcpy(g, grads + lo * dim, cnt * dim * sizeof(float));
         return;
     }
@@ -561,7 +436,17 @@ bool zp_sparse_on_shard(const zeps_sbatch *b, int k)
 
 int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, zeps_req **req)
 {
+    if (b)
+        b->unique_io = 0;
     return zp_sparse_push_start_clocked(b, grads, clock, NULL, req);
+}
+
+int zeps_sbatch_push_unique_start(zeps_sbatch *b, const float *ugrads, int64_t clock,
+                                  zeps_req **req)
+{
+    if (b)
+        b->unique_io = 1;
+    return zp_sparse_push_start_clocked(b, ugrads, clock, NULL, req);
 }
 
 int zp_sparse_push_start_clocked(zeps_sbatch *b, const float *grads, int64_t clock,

@@ -304,6 +304,17 @@ int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock);
 int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, zeps_req **req);
 int zeps_sbatch_push(zeps_sbatch *b, const float *grads, int64_t clock);
 
+/* The same batch by its distinct rows, for a caller that keeps one row per
+ * id (an autograd leaf: PyTorch sums repeated positions itself).
+ * positions[i] is the index of ids[i]'s row among the zeps_sbatch_unique(b)
+ * distinct rows (the batch owns the array; valid until it is freed); the
+ * _unique calls read and write urows[u * dim], u < zeps_sbatch_unique(b),
+ * with no scatter and no sum: the ids were deduplicated once, in C. */
+const uint32_t *zeps_sbatch_positions(const zeps_sbatch *b);
+int zeps_sbatch_pull_unique_start(zeps_sbatch *b, float *urows, int64_t clock, zeps_req **req);
+int zeps_sbatch_push_unique_start(zeps_sbatch *b, const float *ugrads, int64_t clock,
+                                  zeps_req **req);
+
 /* One-shot forms: a batch made, used once and freed. */
 int zeps_spull(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, float *rows,
                int64_t clock);

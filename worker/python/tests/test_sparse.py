@@ -41,6 +41,38 @@ def test_batch_reuse_and_out(make_cluster):
         np.testing.assert_array_equal(r.wait(), rows)
 
 
+@pytest.mark.parametrize("servers", [1, 3])
+def test_batch_by_distinct_rows(make_cluster, servers):
+    """positions, pull_unique and push_unique: the ids deduplicated once in
+    libzeps; pull_unique()[positions] is pull(), and a push of the distinct
+    rows' summed gradients leaves the same bits as a push per position."""
+    cl = make_cluster(servers=servers)
+    with cl.client(0) as c:
+        a = c.declare_sparse("a", 4, optimizer="adagrad", lr=0.1, init="normal", seed=3)
+        b = c.declare_sparse("b", 4, optimizer="adagrad", lr=0.1, init="normal", seed=3)
+        rng = np.random.default_rng(5)
+        ids = rng.integers(0, 40, size=300).astype(np.uint64)
+        g = rng.standard_normal((300, 4)).astype(np.float32)
+        ba, bb = a.batch(ids), b.batch(ids)
+        pos = ba.positions
+        assert pos.dtype == np.uint32 and pos.shape == (300,)
+        assert ba.unique == len(np.unique(ids)) and pos.max() == ba.unique - 1
+        rows = ba.pull_unique()
+        assert rows.shape == (ba.unique, 4)
+        np.testing.assert_array_equal(rows[pos], ba.pull())
+        # the distinct rows hold distinct ids: every position of a row has its id
+        for u in range(ba.unique):
+            assert len(set(ids[pos == u].tolist())) == 1
+        summed = np.zeros((ba.unique, 4), np.float32)
+        for i in range(300):  # position order: the order libzeps sums in
+            summed[pos[i]] += g[i]
+        ba.push_unique(summed, clock=0)
+        bb.push(g, clock=0)
+        np.testing.assert_array_equal(a.pull(ids, clock=1), b.pull(ids, clock=1))
+        with pytest.raises(ValueError, match="distinct rows need"):
+            ba.push_unique(g)
+
+
 def test_lead_columns(make_cluster):
     # an id's bias in the row of its embedding: column 0 takes lead_lr and
     # lead_init, the rest lr and init

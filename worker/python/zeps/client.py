@@ -710,6 +710,52 @@ class Batch:
         """Push one gradient row per id (repeats are summed into one update)."""
         self.push_async(grads, clock).wait()
 
+    # -- by distinct rows: the ids deduplicated once, in libzeps ----------------
+
+    @property
+    def positions(self):
+        """uint32 array (n,): the index of each id's row among the batch's
+        `unique` distinct rows (a view of the batch's own array, valid while
+        the batch lives): `pull_unique()[positions]` is `pull()`."""
+        n = self.ids.size
+        buf = ffi.buffer(lib.zeps_sbatch_positions(self._b), 4 * n) if n else b""
+        return np.frombuffer(buf, dtype=np.uint32, count=n)
+
+    def pull_unique_async(self, clock=0, out=None):
+        c = self.table.client
+        shape = (self.unique, self.table.dim)
+        if out is None:
+            out = np.empty(shape, dtype=_F32)
+        else:
+            out = _f32(out, writable=True)
+            if out.size != shape[0] * shape[1]:
+                raise ValueError(f"out has {out.size} values, the batch's distinct rows need "
+                                 f"{shape[0]} x {shape[1]}")
+        p = ffi.from_buffer("float[]", out, require_writable=True)
+        r = c._start((out, p, self), out)
+        c._call(lib.zeps_sbatch_pull_unique_start(self._b, p, clock, r._pp))
+        return r
+
+    def pull_unique(self, clock=0, out=None):
+        """The batch's distinct rows, (unique, dim) float32, in `positions`'
+        order."""
+        return self.pull_unique_async(clock, out).wait()
+
+    def push_unique_async(self, grads, clock=0):
+        c = self.table.client
+        g = _f32(grads)
+        if g.size != self.unique * self.table.dim:
+            raise ValueError(f"grads has {g.size} values, the batch's distinct rows need "
+                             f"{self.unique} x {self.table.dim}")
+        p = ffi.from_buffer("float[]", g)
+        r = c._start((g, p, self))
+        c._call(lib.zeps_sbatch_push_unique_start(self._b, p, clock, r._pp))
+        return r
+
+    def push_unique(self, grads, clock=0):
+        """Push one gradient row per distinct row (already summed)."""
+        self.push_unique_async(grads, clock).wait()
+
 
 class SparseTable:
     """A sparse table: rows of `dim` float32 keyed by uint64 ids."""

@@ -39,8 +39,9 @@ __all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "ShardOptimizer", "se
 
 class StepProfile:
     """Where the time of a step goes inside zeps.torch, per phase (docs/python.md,
-    "Per-step budget"): `dedup` (np.unique of a batch's ids), `batch` (the
-    Batch: libzeps groups the ids by shard), `sparse_pull`, `sparse_push`
+    "Per-step budget"): `batch` (the Batch: libzeps deduplicates the ids
+    and groups them by shard), `dedup` (each position's distinct-row index
+    as an int64 tensor), `sparse_pull`, `sparse_push`
     (both wait for their replies), `dense_pull`, `dense_push` (starting the
     pushes in the gradient hooks), `dense_wait` (DenseParameters.step: the
     pushes' replies and the clock). ``zt.StepProfile.start()`` makes one
@@ -104,14 +105,14 @@ def _as_ids(ids):
 
 
 class _Rows(torch.autograd.Function):
-    """The rows of a Batch as a leaf-like tensor: forward pulls them,
-    backward pushes their gradient (summed over repeated positions by
+    """The distinct rows of a Batch as a leaf-like tensor: forward pulls
+    them, backward pushes their gradient (summed over repeated positions by
     autograd before it gets here) and returns nothing for the anchor."""
 
     @staticmethod
     def forward(ctx, anchor, batch, clock, module, started=None):
         if started is None:
-            rows = _timed("sparse_pull", batch.pull, clock)
+            rows = _timed("sparse_pull", batch.pull_unique, clock)
         else:  # prefetched: its pull has been in flight since the last step
             rows = _timed("sparse_pull", started.wait)
         ctx.batch, ctx.clock, ctx.module = batch, clock, module
@@ -122,7 +123,8 @@ class _Rows(torch.autograd.Function):
         g = grad.detach().contiguous().numpy()
         # started, not waited for: the reply is collected at the module's
         # next forward (or flush), so the push overlaps the rest of the step
-        ctx.module._pushes.append(_timed("sparse_push", ctx.batch.push_async, g, ctx.clock))
+        ctx.module._pushes.append(_timed("sparse_push", ctx.batch.push_unique_async, g,
+                                         ctx.clock))
         return torch.zeros(()), None, None, None, None
 
 
@@ -149,10 +151,8 @@ class _SparseModule(nn.Module):
         its round is in, so it costs nothing to start early."""
         self.flush()
         clock = self.clock + 1 if clock is None else clock
-        flat = _as_ids(ids)
-        uniq, inverse = _timed("dedup", np.unique, flat, return_inverse=True)
-        batch = _timed("batch", Batch, self.table, uniq)
-        self._next = (ids, inverse, batch, batch.pull_async(clock), clock)
+        batch, inverse = self._batch(ids)
+        self._next = (ids, inverse, batch, batch.pull_unique_async(clock), clock)
 
     def flush(self):
         """Wait for every push this module started (raises its error)."""
@@ -160,20 +160,23 @@ class _SparseModule(nn.Module):
         for r in pending:
             _timed("sparse_push_wait", r.wait)
 
+    def _batch(self, ids):
+        """A Batch of ids (deduplicated once, in libzeps) and each
+        position's index among its distinct rows, as an int64 tensor."""
+        batch = _timed("batch", Batch, self.table, _as_ids(ids))
+        inverse = _timed("dedup", lambda: torch.from_numpy(batch.positions.astype(np.int64)))
+        return batch, inverse
+
     def _unique_rows(self, ids):
         self.flush()  # the previous step's push first: its error surfaces here
         nxt, self._next = self._next, None
         if nxt is not None and nxt[0] is ids:
             _, inverse, batch, started, clock = nxt
-            rows = _Rows.apply(self._anchor, batch, clock, self, started)
-            return rows, torch.from_numpy(inverse.astype(np.int64))
+            return _Rows.apply(self._anchor, batch, clock, self, started), inverse
         if nxt is not None:
             nxt[3].wait()  # prefetched for other ids: drained, not used
-        flat = _as_ids(ids)
-        uniq, inverse = _timed("dedup", np.unique, flat, return_inverse=True)
-        batch = _timed("batch", Batch, self.table, uniq)
-        rows = _Rows.apply(self._anchor, batch, self.clock, self)
-        return rows, torch.from_numpy(inverse.astype(np.int64))
+        batch, inverse = self._batch(ids)
+        return _Rows.apply(self._anchor, batch, self.clock, self), inverse
 
 
 class Embedding(_SparseModule):

@@ -1,0 +1,81 @@
+/*
+ * rround.h - a sparse table's held BSP rounds: the sparse pushes of the
+ * clocks not closed yet, copied as they arrive, and, when a clock closes,
+ * its pushes merged into one batch of distinct rows: in rank order, each
+ * rank's pushes in the order they arrived, repeated rows summed in that
+ * order. The merged batch is bit-for-bit the same whatever order the ranks'
+ * pushes arrived in, so a round applied once from it is reproducible.
+ *
+ * This module stores and merges; it decides nothing. policy/bsp.c decides
+ * what is held and when a clock closes (every live worker finished it); the
+ * count of closed clocks is the table's round.closed, kept in snapshots.
+ */
+#ifndef ZP_RROUND_H
+#define ZP_RROUND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* One held push: n ids, n * dim gradients, n row versions read or none. */
+typedef struct zp_rround_push {
+    int64_t clock;
+    uint32_t rank;
+    size_t n;
+    uint64_t *ids; /* one allocation: ids, then the gradients, then versions */
+    float *g;
+    uint32_t *vers; /* NULL: the push carried none */
+    size_t held_bytes;
+} zp_rround_push;
+
+typedef struct zp_rround {
+    zp_rround_push *held; /* in arrival order */
+    size_t nheld, cap;
+    uint64_t bytes; /* of the held pushes */
+    /* the last merged clock (zp_rround_merge), valid until the next merge */
+    uint64_t *ids;
+    float *g;
+    uint32_t *vers; /* the versions read; meaningful only with vers_ok */
+    int vers_ok;    /* every merged push carried versions */
+    size_t n, mcap, mdim;
+    size_t *order;   /* scratch: the merged pushes' positions in held */
+    uint32_t *slots; /* scratch: id -> merged position + 1 (0: empty) */
+    size_t nslots;   /* a power of two, >= 2 * n */
+    uint64_t seed;   /* the slots' hash seed, random: ids come from the wire */
+    int nranks;      /* ranks in the last merge */
+} zp_rround;
+
+/* An empty state (nothing allocated until the first push). */
+void zp_rround_init(zp_rround *rr);
+
+/* Free what is held and the merge buffers. */
+void zp_rround_fini(zp_rround *rr);
+
+/* Hold a copy of rank's push for `clock`: ids[0..n), g[0..n*dim), and
+ * vers[0..n) or NULL. Nothing is kept of the caller's arrays. Returns 0, or
+ * ZEPS_ENOMEM when the copy cannot be made (nothing held). */
+int zp_rround_hold(zp_rround *rr, uint32_t rank, int64_t clock, const uint64_t *ids, size_t n,
+                   const float *g, size_t dim, const uint32_t *vers);
+
+/* Merge and drop the held pushes of `clock` (see the top of this file).
+ * Returns the number of distinct rows, in rr->ids / rr->g / rr->vers
+ * (vers: the version the first push naming the row read; meaningful only
+ * when rr->vers_ok, every merged push carried them); rr->nranks says how
+ * many ranks pushed. 0 when
+ * nothing was held for `clock`. Returns (size_t)-1 when the merge buffers
+ * cannot be made (nothing dropped). */
+size_t zp_rround_merge(zp_rround *rr, int64_t clock, size_t dim);
+
+/* Drop rank's held pushes for clocks >= from (it rejoined and redoes
+ * them). */
+void zp_rround_forget(zp_rround *rr, uint32_t rank, int64_t from);
+
+/* Drop every held push (rollback, restore). */
+void zp_rround_clear(zp_rround *rr);
+
+/* True if a push is held for a clock below `clock`. */
+int zp_rround_holds_before(const zp_rround *rr, int64_t clock);
+
+/* Bytes held and of the merge buffers. */
+uint64_t zp_rround_bytes(const zp_rround *rr);
+
+#endif

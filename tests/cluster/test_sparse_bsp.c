@@ -1,0 +1,118 @@
+/*
+ * test_sparse_bsp.c - a sparse table's bsp rounds through real zeps-server
+ * processes: a round's pushes are held (no row is made) until every worker
+ * finished the clock, then applied once, a row named by several workers
+ * with one optimizer step of their summed gradients, whatever order the
+ * pushes arrived in; a push for a closed round is dropped.
+ */
+#include <check.h>
+#include <math.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "rng.h"
+#include "zeps.h"
+
+#define DIM 8
+
+/* Shard stats summed over S shards: rows held and closed rounds of table 0. */
+static void rows_and_rounds(zeps_client *c, int S, uint64_t *rows, uint64_t *rounds)
+{
+    *rows = *rounds = 0;
+    for (int k = 0; k < S; k++) {
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        *rows += st->tables[0]->rows;
+        *rounds += st->tables[0]->rounds;
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+}
+
+/* One bsp round of two workers naming a common row 9, pushed in the order
+ * `first` then the other: the pushes are held (no row exists) until both
+ * finished clock 0, then applied once with the summed gradient; a late push
+ * for clock 0 is dropped. rows[3 * DIM] gets ids 5, 9, 17 after the round. */
+static void bsp_round(uint32_t first, const float *g0, const float *g1, float *rows)
+{
+    enum { S = 2 };
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, S, 2, "bsp", NULL, NULL), 0);
+    zeps_client *c[2] = {zt_client(&cl, 0), zt_client(&cl, 1)};
+    ck_assert(c[0] && c[1]);
+    uint32_t t;
+    zeps_sparse_spec spec = {
+        .name = "emb", .dim = DIM, .optimizer = "adagrad", .lr = 0.5, .init = "zeros"};
+    for (int r = 0; r < 2; r++)
+        ck_assert_int_eq(zeps_declare_sparse(c[r], &spec, &t), 0);
+    static const uint64_t ids0[] = {9, 17}, ids1[] = {5, 9}, all[] = {5, 9, 17};
+    const uint64_t *ids[2] = {ids0, ids1};
+    const float *g[2] = {g0, g1};
+    ck_assert_int_eq(zeps_spush(c[first], t, ids[first], 2, g[first], 0), 0);
+    ck_assert_int_eq(zeps_spush(c[1 - first], t, ids[1 - first], 2, g[1 - first], 0), 0);
+    uint64_t nrows, rounds;
+    rows_and_rounds(c[0], S, &nrows, &rounds);
+    ck_assert_uint_eq(nrows, 0); /* held, not applied */
+    ck_assert_int_eq(zeps_clock(c[first], 0), 0);
+    rows_and_rounds(c[0], S, &nrows, &rounds);
+    ck_assert_uint_eq(nrows, 0); /* the other worker has not finished clock 0 */
+    ck_assert_uint_eq(rounds, 0);
+    ck_assert_int_eq(zeps_clock(c[1 - first], 0), 0);
+    rows_and_rounds(c[0], S, &nrows, &rounds);
+    ck_assert_uint_eq(nrows, 3);
+    ck_assert_uint_eq(rounds, S); /* round 0 closed on each shard */
+    ck_assert_int_eq(zeps_spull(c[0], t, all, 3, rows, 1), 0);
+    /* a push for the closed round is dropped, and changes nothing */
+    zeps_client_stats before, after;
+    zeps_client_get_stats(c[1], &before);
+    ck_assert_int_eq(zeps_spush(c[1], t, ids1, 2, g1, 0), 0);
+    zeps_client_get_stats(c[1], &after);
+    ck_assert_uint_eq(after.dropped, before.dropped + 1);
+    float again[3 * DIM];
+    ck_assert_int_eq(zeps_spull(c[1], t, all, 3, again, 1), 0);
+    ck_assert(memcmp(rows, again, sizeof(again)) == 0);
+    for (int r = 0; r < 2; r++)
+        zeps_client_destroy(&c[r]);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+/* Adagrad from a zero accumulator: one update with G gives
+ * -lr * G / (|G| + eps); two updates in turn would give something else. */
+static void check_one_step(const float *row, const float *ga, const float *gb)
+{
+    for (int d = 0; d < DIM; d++) {
+        double G = ga[d] + (gb ? gb[d] : 0.0);
+        double want = -0.5 * G / (sqrt(G * G) + 1e-8);
+        ck_assert_msg(fabs(row[d] - want) < 1e-6, "dim %d: %.9g, one step of the sum %.9g", d,
+                      row[d], want);
+    }
+}
+
+START_TEST(test_bsp_round_applied_once)
+{
+    float g0[2 * DIM], g1[2 * DIM];
+    zp_rng r;
+    zp_rng_seed(&r, 12, 0, 0);
+    for (int i = 0; i < 2 * DIM; i++) {
+        g0[i] = (float)(zp_rng_uniform(&r) - 0.5);
+        g1[i] = (float)(zp_rng_uniform(&r) - 0.5);
+    }
+    float a[3 * DIM], b[3 * DIM];
+    bsp_round(1, g0, g1, a);
+    check_one_step(a, g1, NULL);                 /* id 5: rank 1's only */
+    check_one_step(a + DIM, g0, g1 + DIM);       /* id 9: both, summed, one step */
+    check_one_step(a + 2 * DIM, g0 + DIM, NULL); /* id 17: rank 0's only */
+    bsp_round(0, g0, g1, b);
+    ck_assert_msg(memcmp(a, b, sizeof(a)) == 0, "the arrival order changed the round's bits");
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sparse_bsp");
+    TCase *tc = tcase_create("rounds");
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, test_bsp_round_applied_once);
+    suite_add_tcase(s, tc);
+    return zt_run_suite(s);
+}

@@ -1,0 +1,136 @@
+"""What zeps.torch costs per embedding step over the C API (docs/python.md).
+
+    ZEPS_BINDIR=build/bin PYTHONPATH=build/python /usr/bin/python3 \\
+        worker/python/bench/bench_torch_step.py [--reps 5] [--seconds 1]
+
+Starts one zeps-server on an ipc endpoint and a file of STEPS batches of
+256 examples x 26 fields of ids (Criteo's shape: each field's values drawn
+from a Zipf law, so ids repeat within a batch as they do in CTR data).
+Then, interleaved rep by rep, times one embedding step of a batch:
+
+  C       tests/bench/bench_sparse_loop.c: zeps_sbatch_new (ids deduplicated
+          once, in C), pull the rows, push a gradient for every position,
+          free the batch;
+  torch   the same step through zeps.torch: Embedding(ids) forward, backward
+          of a given output gradient, flush (the push acknowledged);
+  plain   the PyTorch arithmetic every version of that step does, with no
+          zeps at all: F.embedding of the batch's distinct rows (a leaf
+          tensor) by the positions' indices, and its backward (the
+          scatter-add of the gradient into the rows).
+
+zeps.torch's own cost per step is torch - C - plain: what the Python layer
+adds (deduplication and batch building done twice or in numpy, array
+conversions, autograd bookkeeping) over what the C library and PyTorch
+must do anyway. Prints the medians of each and that difference.
+"""
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import zeps
+import zeps.torch as zt
+
+BINDIR = os.environ.get("ZEPS_BINDIR", "build/bin")
+BATCH, FIELDS, DIM, STEPS = 256, 26, 16, 64
+
+
+def make_ids(seed=1):
+    """(STEPS, BATCH, FIELDS) int64 ids: field f's values from Zipf(1.2)
+    over a million, in a range of their own."""
+    rng = np.random.default_rng(seed)
+    v = np.minimum(rng.zipf(1.2, size=(STEPS, BATCH, FIELDS)), 1 << 20)
+    return (v + (np.arange(FIELDS) << 32)).astype(np.int64)
+
+
+def c_loop(ep, path, seconds):
+    out = subprocess.run([os.path.join(BINDIR, "bench_sparse_loop"), path, str(STEPS),
+                          str(BATCH * FIELDS), str(DIM), str(seconds), ep],
+                         check=True, capture_output=True, text=True)
+    return float(out.stdout)
+
+
+def timed_loop(step, seconds):
+    for s in range(min(STEPS, 20)):
+        step(s)
+    iters, t0 = 0, time.perf_counter()
+    while True:
+        step(iters % STEPS)
+        iters += 1
+        el = time.perf_counter() - t0
+        if el >= seconds:
+            return el / iters * 1e6
+
+
+def torch_loop(ep, ids, grad, seconds):
+    with zeps.Client.from_endpoints([ep], 0, request_timeout_ms=10000) as c:
+        emb = zt.Embedding(c.declare_sparse("bench-emb", DIM, optimizer="adagrad", lr=1e-3))
+        steps = [torch.from_numpy(ids[s]) for s in range(STEPS)]
+
+        def step(s):
+            emb(steps[s]).backward(grad)
+            emb.flush()
+
+        return timed_loop(step, seconds)
+
+
+def plain_loop(ids, grad, seconds):
+    pre = []
+    for s in range(STEPS):
+        uniq, inv = np.unique(ids[s].reshape(-1), return_inverse=True)
+        pre.append((torch.zeros(len(uniq), DIM, requires_grad=True),
+                    torch.from_numpy(inv.astype(np.int64))))
+
+    def step(s):
+        rows, inv = pre[s]
+        rows.grad = None
+        F.embedding(inv, rows).reshape(BATCH, FIELDS, DIM).backward(grad)
+
+    return timed_loop(step, seconds)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--seconds", type=float, default=1.0)
+    a = ap.parse_args()
+    torch.set_num_threads(1)  # one core for the worker, one for the shard
+    ids = make_ids()
+    grad = torch.full((BATCH, FIELDS, DIM), 1e-3)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "ids.u64")
+        ids.astype(np.uint64).tofile(path)
+        ep = f"ipc://{d}/shard-0"
+        conf = os.path.join(d, "cluster.conf")
+        with open(conf, "w") as f:
+            f.write(f'cluster = {{ servers = ["{ep}"]; workers = 1; consistency = "async"; }};\n')
+        srv = subprocess.Popen([os.path.join(BINDIR, "zeps-server"), "--config", conf,
+                                "--shard", "0"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+        try:
+            zeps.Client.from_endpoints([ep], 0xFFFFFFFF, hello_timeout_ms=10000).close()
+            cs, ts, ps = [], [], []
+            for _ in range(a.reps):
+                cs.append(c_loop(ep, path, a.seconds))
+                ts.append(torch_loop(ep, ids, grad, a.seconds))
+                ps.append(plain_loop(ids, grad, a.seconds))
+        finally:
+            srv.terminate()
+            srv.wait()
+    c, t, p = statistics.median(cs), statistics.median(ts), statistics.median(ps)
+    uniq = np.mean([len(np.unique(ids[s])) for s in range(STEPS)])
+    print(f"{BATCH} x {FIELDS} ids per step ({uniq:.0f} distinct on average), dim {DIM}")
+    for name, v, vs in (("C", c, cs), ("zeps.torch", t, ts), ("plain torch", p, ps)):
+        print(f"{name:12s} {v:9.1f} us per step  (reps {' '.join(f'{x:.1f}' for x in vs)})")
+    print(f"zeps.torch's own cost per step (zeps.torch - C - plain torch): {t - c - p:.1f} us")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

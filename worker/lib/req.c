@@ -87,6 +87,7 @@ static void sub_fill_header(const zeps_client *c, const zp_req_sub *s, Zeps__Hea
     h->spec = (Zeps__TableSpec *)s->req->spec;
     h->cut_set = s->req->cut_set;
     h->evict_rank = s->req->evict_rank;
+    h->state_per_value = s->spv;
     if (s->compressed) {
         h->view_id = s->view_id;
         h->codec_fraction = s->cparams.fraction;
@@ -222,6 +223,38 @@ static int scatter_rows(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp
     return 0;
 }
 
+/* Keep a reply's payload frame in s (a view, a SCAN page); frames ZeroMQ
+ * handed us inside its own receive buffer may sit at any offset, so those
+ * (small) ones not aligned to `mask` + 1 bytes are copied. */
+static void keep_frame(zp_req_sub *s, zmq_msg_t *f, uintptr_t mask)
+{
+    zmq_msg_init(&s->frame);
+    if (((uintptr_t)zmq_msg_data(f) & mask) == 0) {
+        zmq_msg_move(&s->frame, f);
+    } else {
+        zmq_msg_init_size(&s->frame, zmq_msg_size(f));
+        memcpy(zmq_msg_data(&s->frame), zmq_msg_data(f), zmq_msg_size(f));
+    }
+    s->has_frame = 1;
+}
+
+/* A SCAN page: its frame kept for scan.c, which checks its size against
+ * the layout the header names. */
+static int check_scan_reply(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_frames *m)
+{
+    if (m->n != 2)
+        return zp_req_fail(c, ZEPS_EPROTO, "shard %d answered a SCAN with %d frame(s), not 2",
+                           s->shard, m->n);
+    s->offset = h->offset;
+    s->count = h->count;
+    s->cursor = h->cursor;
+    s->data_version = h->data_version;
+    s->spv = h->state_per_value;
+    keep_frame(s, &m->f[1], 7u);
+    c->stats.bytes_in += zmq_msg_size(&m->f[1]);
+    return 0;
+}
+
 static int check_pull_reply(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_frames *m)
 {
     if (s->scatter.rows)
@@ -234,20 +267,10 @@ static int check_pull_reply(zeps_client *c, zp_req_sub *s, const Zeps__Header *h
                            "shard %d answered a PULL of %" PRIu64 " elements at %" PRIu64
                            " with %d frame(s), %" PRIu64 " elements at %" PRIu64,
                            s->shard, s->count, s->offset, m->n, h->count, h->offset);
-    if (s->dst) {
+    if (s->dst)
         memcpy(s->dst, zmq_msg_data(&m->f[1]), s->count * sizeof(float));
-    } else {
-        /* a view keeps the frame; frames ZeroMQ handed us inside its own
-         * receive buffer may sit at any offset, so copy those (small) ones */
-        zmq_msg_init(&s->frame);
-        if (((uintptr_t)zmq_msg_data(&m->f[1]) & 3u) == 0) {
-            zmq_msg_move(&s->frame, &m->f[1]);
-        } else {
-            zmq_msg_init_size(&s->frame, zmq_msg_size(&m->f[1]));
-            memcpy(zmq_msg_data(&s->frame), zmq_msg_data(&m->f[1]), zmq_msg_size(&m->f[1]));
-        }
-        s->has_frame = 1;
-    }
+    else
+        keep_frame(s, &m->f[1], 3u); /* a view */
     c->stats.bytes_in += s->count * sizeof(float);
     c->stats.bytes_in_raw += s->count * sizeof(float);
     return 0;
@@ -372,6 +395,9 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
             s->table = h->table;
             s->offset = h->offset;
             s->count = h->count;
+            break;
+        case ZEPS__OP__SCAN:
+            err = check_scan_reply(c, s, h, m);
             break;
         case ZEPS__OP__PUSH:
             c->stats.pushes_acked++;

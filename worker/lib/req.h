@@ -49,9 +49,11 @@ struct zp_req_sub {
     uint64_t offset, count;
     uint64_t data_version;
     uint32_t flags;
-    const void *data; /* PUSH payload (borrowed, or `encoded`) */
+    const void *data; /* PUSH/PUT payload (borrowed, or `encoded`) */
     size_t data_len;  /* its bytes */
-    void *encoded;    /* compressed payload owned by the sub (data points here) */
+    void *encoded;    /* a payload owned by the sub, compressed or assembled (data points here) */
+    uint32_t spv;     /* PUT request, SCAN reply: optimizer floats per value */
+    uint64_t cursor;  /* SCAN reply: where the next page starts (0: done) */
     uint32_t codec;
     int compressed;          /* a compressed PULL: */
     zp_codec_params cparams; /* the codec's parameters (a copy: tables may move) */
@@ -60,7 +62,7 @@ struct zp_req_sub {
     uint64_t *version_out;   /* PULL: where the slice version of the reply is recorded */
     float *dst;              /* PULL destination (NULL for a view or a scatter) */
     zp_req_scatter scatter;  /* sparse PULL: where the rows go (rows != NULL) */
-    zmq_msg_t frame;         /* view PULL: the received values */
+    zmq_msg_t frame;         /* view PULL, SCAN: the received payload (8-byte aligned for SCAN) */
     int has_frame;
     uint64_t deadline_ns;
     int retries;

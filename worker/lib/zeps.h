@@ -352,8 +352,10 @@ typedef struct zeps_page {
  * and one evicted and made again may appear twice (keep the later). On
  * success *page is filled and the caller owns its data until
  * zeps_page_release(page); on error *page is untouched. Errors: ETABLE,
- * EINVAL (no page, shard out of range), ERANGE (a cursor that is neither 0
- * nor a page's `next`, or a bad max: the shard's words). */
+ * EINVAL (no page, shard out of range), ERANGE (a cursor past the shard's
+ * rows or outside its slice, max above 2^24: the shard's words). A cursor
+ * is only meaningful as 0 or a `next` of the same shard and table, until
+ * that shard restarts. */
 int zeps_scan(zeps_client *c, uint32_t table, int shard, uint64_t cursor, uint64_t max,
               zeps_page *page);
 

@@ -117,6 +117,10 @@ const char *zp_wire_op_name(int op)
         return "FINISH";
     case ZEPS__OP__TUNE:
         return "TUNE";
+    case ZEPS__OP__SCAN:
+        return "SCAN";
+    case ZEPS__OP__PUT:
+        return "PUT";
     default:
         return "UNKNOWN";
     }

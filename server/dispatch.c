@@ -30,6 +30,8 @@ static const zp_op_handler handlers[] = {
     [ZEPS__OP__EVICT] = zp_admin_on_evict,
     [ZEPS__OP__FINISH] = zp_admin_on_finish,
     [ZEPS__OP__TUNE] = zp_declare_on_tune,
+    [ZEPS__OP__SCAN] = zp_scan_on,
+    [ZEPS__OP__PUT] = zp_scan_on_put,
 };
 /* every op has its own slot in the metrics' per-op counters (server.h) */
 _Static_assert(sizeof(handlers) / sizeof(handlers[0]) <= ZP_SERVER_OPS,

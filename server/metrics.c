@@ -27,8 +27,8 @@
 #include "zeps_errors.h"
 
 static const char *const op_names[ZP_SERVER_OPS] = {
-    "invalid", "hello", "declare", "pull",  "push",     "clock",
-    "barrier", "stats", "bye",     "error", "snapshot", "rollback", "evict", "finish", "tune",
+    "invalid", "hello",    "declare",  "pull",  "push",   "clock", "barrier", "stats", "bye",
+    "error",   "snapshot", "rollback", "evict", "finish", "tune",  "scan",    "put",
 };
 
 /* tau and clock gap: bucket i = exactly i (63 = 63 or more); these are the

@@ -35,7 +35,7 @@
 #include "workers.h"
 #include "zap.h"
 
-#define ZP_SERVER_OPS   15 /* Zeps__Op values 0..14 */
+#define ZP_SERVER_OPS   17 /* Zeps__Op values 0..16 */
 #define ZP_SERVER_CODES 40 /* zeps_err values below this */
 
 struct zp_server {

@@ -6,8 +6,8 @@
  * checked (protocol version, frame count, tool ranks) and answers it
  * exactly once. Handlers call down into policy/, table/ and state/, and
  * sideways only in this order: admin, clock, push -> pull, record, turns;
- * pull -> record, sparse_ops, turns; sparse_ops -> turns; nothing calls
- * back up.
+ * pull -> record, sparse_ops, turns; scan -> sparse_ops; sparse_ops ->
+ * turns; nothing calls back up.
  */
 #ifndef ZP_OPS_H
 #define ZP_OPS_H
@@ -78,6 +78,17 @@ void zp_push_on(zp_server *s, zp_request *r);
 void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *t);
 int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
                           uint32_t *reply_flags);
+
+/* Whether the rows ids[0..n) of sparse t would make fit the shard's
+ * limits (state/quota.c); false after replying ENOMEM. */
+bool zp_sparse_ops_room(zp_server *s, zp_request *r, const zp_table *t, const uint64_t *ids,
+                        size_t n);
+
+/* scan.c: SCAN, a page of a table with its optimizer state (rows from a
+ * cursor, or a dense slice's elements from an offset); PUT, values and
+ * optimizer state written (rows made if missing), applied once per seq. */
+void zp_scan_on(zp_server *s, zp_request *r);
+void zp_scan_on_put(zp_server *s, zp_request *r);
 
 /* clock.c: CLOCK and BARRIER, the workers' clocks, lost workers. */
 void zp_clock_on_clock(zp_server *s, zp_request *r);

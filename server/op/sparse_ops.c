@@ -160,6 +160,12 @@ static bool rows_room(zp_server *s, zp_request *r, const zp_table *t, const uint
     return false;
 }
 
+bool zp_sparse_ops_room(zp_server *s, zp_request *r, const zp_table *t, const uint64_t *ids,
+                        size_t n)
+{
+    return rows_room(s, r, t, ids, n);
+}
+
 static bool rows_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
 {
     return s->cons->rows_pull_ready(s, t, p->rank, p->clock) &&

@@ -66,6 +66,8 @@ static void table_stats(const zp_server *s, const zp_table *t, Zeps__TableStats 
     ts->optimizer = (char *)t->optimizer;
     ts->lr = t->lr_now;
     ts->lr_declared = t->lr_declared;
+    ts->scans = t->stats.scans;
+    ts->puts = t->stats.puts;
     ts->rounds = (uint64_t)t->round.closed;
     ts->parked = t->parked.n;
     zp_hist_to_pb(&t->stats.tau, &th[0]);

@@ -370,6 +370,70 @@ static void rows_log_declared(const zp_table *t, const Zeps__TableSpec *spec)
             t->rows->dim, t->optimizer, spec->lr, zp_init_name(t->init), lead);
 }
 
+void zp_rows_record_pack(uint8_t *at, const zp_sparse_row *row, uint32_t dim, uint32_t spp)
+{
+    memcpy(at, &row->id, 8);
+    memcpy(at + 8, &row->version, 4);
+    memcpy(at + 12, &row->freq, 4);
+    memcpy(at + 16, &row->last_clock, 8);
+    memcpy(at + 24, row->values, (size_t)dim * 4);
+    if (spp)
+        memcpy(at + 24 + (size_t)dim * 4, row->state, (size_t)dim * spp * 4);
+}
+
+/* n records at `at` (the snapshot's row layout, any alignment) put into
+ * `store` as they are: values, optimizer state, version, touches, last
+ * clock. */
+static void put_records(zp_sparse *store, const uint8_t *at, uint64_t n, uint32_t dim, uint32_t spp)
+{
+    uint64_t rec = ZP_SNAP_ROW_LEN(dim, spp);
+    float *vals = zp_alloc((size_t)dim * (1 + spp) * sizeof(float));
+    for (uint64_t i = 0; i < n; i++) {
+        const uint8_t *r = at + i * rec;
+        zp_sparse_row row = {.values = vals, .state = vals + dim};
+        memcpy(&row.id, r, 8);
+        memcpy(&row.version, r + 8, 4);
+        memcpy(&row.freq, r + 12, 4);
+        memcpy(&row.last_clock, r + 16, 8);
+        memcpy(vals, r + 24, (size_t)dim * (1 + spp) * sizeof(float)); /* aligned copy */
+        zp_sparse_put(store, &row);
+    }
+    free(vals);
+}
+
+uint64_t zp_rows_scan(const zp_rows *r, uint64_t *cursor, uint64_t max, uint8_t *out)
+{
+    uint32_t spp = (uint32_t)zp_sparse_state_per_value(r->store);
+    uint64_t rec = ZP_SNAP_ROW_LEN(r->dim, spp), n = 0, at = *cursor;
+    zp_sparse_row row;
+    while (n < max && zp_sparse_next(r->store, &at, &row)) {
+        zp_rows_record_pack(out + n * rec, &row, r->dim, spp);
+        n++;
+    }
+    /* 0 when no live row follows: the scan is over */
+    uint64_t peek = at;
+    *cursor = zp_sparse_next(r->store, &peek, &row) ? at : 0;
+    return n;
+}
+
+const uint64_t *zp_rows_record_ids(zp_rows *r, const uint8_t *records, size_t n)
+{
+    uint64_t rec = ZP_SNAP_ROW_LEN(r->dim, zp_sparse_state_per_value(r->store));
+    if (n > r->ids_cap) {
+        free(r->ids);
+        r->ids_cap = n < 1024 ? 1024 : n;
+        r->ids = zp_alloc(r->ids_cap * sizeof(uint64_t));
+    }
+    for (size_t i = 0; i < n; i++)
+        memcpy(&r->ids[i], records + i * rec, 8);
+    return r->ids;
+}
+
+void zp_rows_put(zp_rows *r, const uint8_t *records, uint64_t n)
+{
+    put_records(r->store, records, n, r->dim, (uint32_t)zp_sparse_state_per_value(r->store));
+}
+
 /* A sparse table's meta and declaration; its rows are packed later, by
  * rows_pack, in the writer (the forked child), so the shard does not pause
  * to copy them. */
@@ -412,13 +476,7 @@ static void rows_pack(const zp_table *t, zp_snap_table *st)
     uint64_t cursor = 0;
     zp_sparse_row row;
     while (n < c.rows && zp_sparse_next(store, &cursor, &row)) {
-        memcpy(at, &row.id, 8);
-        memcpy(at + 8, &row.version, 4);
-        memcpy(at + 12, &row.freq, 4);
-        memcpy(at + 16, &row.last_clock, 8);
-        memcpy(at + 24, row.values, (size_t)dim * 4);
-        if (spp)
-            memcpy(at + 24 + (size_t)dim * 4, row.state, (size_t)dim * spp * 4);
+        zp_rows_record_pack(at, &row, dim, spp);
         at += rec;
         n++;
     }
@@ -458,20 +516,9 @@ static int rows_snap_spec(const zp_snap_table *st, Zeps__TableSpec **out, char *
  * state, version, touches, last clock), and the store's history. */
 static void put_rows(zp_sparse *store, const zp_snap_table *st, uint32_t dim, uint32_t spp)
 {
-    uint64_t n, rec = ZP_SNAP_ROW_LEN(dim, spp);
+    uint64_t n;
     memcpy(&n, st->rows, 8);
-    float *vals = zp_alloc((size_t)dim * (1 + spp) * sizeof(float));
-    for (uint64_t i = 0; i < n; i++) {
-        const uint8_t *r = st->rows + ZP_SNAP_ROWS_HDR + i * rec;
-        zp_sparse_row row = {.values = vals, .state = vals + dim};
-        memcpy(&row.id, r, 8);
-        memcpy(&row.version, r + 8, 4);
-        memcpy(&row.freq, r + 12, 4);
-        memcpy(&row.last_clock, r + 16, 8);
-        memcpy(vals, r + 24, (size_t)dim * (1 + spp) * sizeof(float)); /* aligned copy */
-        zp_sparse_put(store, &row);
-    }
-    free(vals);
+    put_records(store, st->rows + ZP_SNAP_ROWS_HDR, n, dim, spp);
     /* the table's history, as recorded (header: u64 rows, u32 dim, u32
      * state, then created, not_admitted, pushes_skipped, evicted_ttl,
      * evicted_capacity) */

@@ -75,6 +75,31 @@ const uint32_t *zp_rows_versions(zp_rows *r, const void *data, size_t n);
  * with a message in err when rows of this dim cannot keep that many. */
 int zp_rows_keep_versions(zp_rows *r, uint32_t keep, char *err, size_t errlen);
 
+/* --- SCAN and PUT (op/scan.c): rows as records of the snapshot's row
+ * layout (ZP_SNAP_ROW_LEN(dim, state floats per value) bytes: u64 id, u32
+ * version, u32 touches, i64 last clock, the values, the optimizer state;
+ * docs/snapshots.md), which snapshots write with the same function. --- */
+
+/* Pack `row` as a record at `at` (any alignment). */
+void zp_rows_record_pack(uint8_t *at, const zp_sparse_row *row, uint32_t dim, uint32_t spp);
+
+/* Up to `max` rows, in storage order from record *cursor on (0: the
+ * first), packed as records into out (room for max records). Sets *cursor
+ * to where the next page starts, or to 0 when no row follows. A row keeps
+ * its record while it lives, so a row present for a whole scan is in
+ * exactly one page; rows made during it appear at most once each, evicted
+ * ones at most once. Returns the rows written. */
+uint64_t zp_rows_scan(const zp_rows *r, uint64_t *cursor, uint64_t max, uint8_t *out);
+
+/* The ids of n records at `records` (any alignment), copied into the
+ * scratch (valid until the next call of this or zp_rows_ids). */
+const uint64_t *zp_rows_record_ids(zp_rows *r, const uint8_t *records, size_t n);
+
+/* Put n checked records (ids of this shard, distinct, values and state
+ * finite) into the store as they are, making missing rows (no admission;
+ * a table at its capacity evicts to make room). */
+void zp_rows_put(zp_rows *r, const uint8_t *records, uint64_t n);
+
 /* Free the scratch (the store and the declaration stay). */
 void zp_rows_scratch_free(zp_rows *r);
 

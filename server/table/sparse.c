@@ -623,6 +623,11 @@ bool zp_sparse_next(const zp_sparse *t, uint64_t *cursor, zp_sparse_row *row)
     return false;
 }
 
+uint64_t zp_sparse_records(const zp_sparse *t)
+{
+    return t->nalloc;
+}
+
 bool zp_sparse_get(const zp_sparse *t, uint64_t id, zp_sparse_row *row)
 {
     int64_t at = zp_rowindex_find(t, id, zp_rowindex_hash(t, id));

@@ -162,6 +162,10 @@ typedef struct zp_sparse_row {
  * the end. */
 bool zp_sparse_next(const zp_sparse *t, uint64_t *cursor, zp_sparse_row *row);
 
+/* Records handed out so far (the storage order's end: a zp_sparse_next
+ * cursor is at most this). It never shrinks while the store lives. */
+uint64_t zp_sparse_records(const zp_sparse *t);
+
 /* Find a row without touching it (no admission, no clock update). */
 bool zp_sparse_get(const zp_sparse *t, uint64_t id, zp_sparse_row *row);
 

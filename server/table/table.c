@@ -354,6 +354,32 @@ bool zp_table_apply_checked(zp_table *t, const float *g, float *g_own, size_t of
     return true;
 }
 
+void zp_table_read(const zp_table *t, size_t off, size_t n, float *out)
+{
+    memcpy(out, t->params->data + off, n * sizeof(float));
+    for (int k = 0; k < t->opt->state_per_param; k++)
+        memcpy(out + (size_t)(k + 1) * n, t->state + (size_t)k * t->n + off, n * sizeof(float));
+}
+
+void zp_table_write(zp_table *t, size_t off, size_t n, const float *in)
+{
+    own_params(t);
+    memcpy(t->params->data + off, in, n * sizeof(float));
+    for (int k = 0; k < t->opt->state_per_param; k++)
+        memcpy(t->state + (size_t)k * t->n + off, in + (size_t)(k + 1) * n, n * sizeof(float));
+}
+
+void zp_table_after_put(zp_table *t, uint64_t at_least)
+{
+    uint64_t v = t->version + 1 > at_least ? t->version + 1 : at_least;
+    if (t->rows) {
+        t->version = v;
+        return;
+    }
+    t->version = v - 1; /* bump_version counts the one update and notes it */
+    bump_version(t);
+}
+
 bool zp_table_sparse_ok(const zp_table *t)
 {
     /* a linear optimizer without a weight-decay term: w -= lr * scale * g */

@@ -65,6 +65,7 @@ typedef struct zp_table_stats {
     double decode_s;
     uint64_t pull_bytes_wire, pull_bytes_raw, pull_resyncs;
     double encode_s;
+    uint64_t scans, puts; /* SCAN pages answered, PUT requests applied (op/scan.c) */
 } zp_table_stats;
 
 /* What a kind of table does its own way. */
@@ -195,6 +196,23 @@ bool zp_table_apply_checked(zp_table *t, const float *g, float *g_own, size_t of
  * touching only the sent elements (decode_add); bumps the version. */
 void zp_table_apply_sparse(zp_table *t, const zp_codec_ops *codec, const void *buf, size_t len,
                            size_t off, size_t count, float scale);
+
+/* SCAN of a dense slice: elements [off, off + n) (off relative to begin)
+ * into out: their n values, then each of the optimizer's state_per_param
+ * blocks for them (n floats each), the snapshot's layout of a slice cut to
+ * the range. */
+void zp_table_read(const zp_table *t, size_t off, size_t n, float *out);
+
+/* PUT into a dense slice: the values and state of elements [off, off + n)
+ * from `in`, laid out as zp_table_read writes them (checked: sizes,
+ * finite). Copies the parameter buffer first if a reply still references
+ * it. The version is zp_table_after_put's. */
+void zp_table_write(zp_table *t, size_t off, size_t n, const float *in);
+
+/* After a PUT (dense or sparse): the version becomes max(version + 1,
+ * at_least), so it never goes back, counts the write, and a checkpoint's
+ * version (an Adam step count) can be put back with it. */
+void zp_table_after_put(zp_table *t, uint64_t at_least);
 
 /* True if t's optimizer lets zp_table_apply_sparse stand for zp_table_apply
  * (sgd, no weight decay). */

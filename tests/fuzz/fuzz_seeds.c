@@ -5,8 +5,8 @@
  *   fuzz_seeds OUTDIR
  *
  * server: message sequences a worker sends (pull, push, compressed push
- * and pull, sparse pull and push, clock, barrier, stats, declare, bye,
- * snapshot, rollback) in each mode, against the shard of fuzz_shard.h;
+ * and pull, sparse pull and push, scan and put, clock, barrier, stats,
+ * declare, bye, snapshot, rollback) in each mode, against the shard of fuzz_shard.h;
  * client: the correct reply to each request kind of fuzz_client.c, and the
  * ERESTARTED, PARKED and ERROR answers; codec: each codec's encoding of a
  * vector; snapshot: files and a MANIFEST that an in-process shard wrote
@@ -168,6 +168,49 @@ static void server_codecs(uint8_t shape, const char *name)
         h.view_id = (uint64_t)i;
         msg(&s, 0, &h, NULL, 0, NULL, 0);
     }
+    seed_save("server", name, &s);
+}
+
+/* SCAN and PUT of the sparse table "emb" (adagrad: 1 state float per
+ * value, records of 24 + 4 x 4 x 2 bytes) and the dense table "a" (adam:
+ * values then 2 state blocks). */
+static void server_scan(uint8_t shape, const char *name)
+{
+    seed s = {.n = 0};
+    zf_put_byte(s.b, CAP, &s.n, shape);
+    uint8_t recs[2 * 56] = {0};
+    for (int i = 0; i < 2; i++) {
+        uint64_t id = (uint64_t)i + 1;
+        uint32_t version = 3, touches = 1;
+        memcpy(recs + i * 56, &id, 8);
+        memcpy(recs + i * 56 + 8, &version, 4);
+        memcpy(recs + i * 56 + 12, &touches, 4);
+        memcpy(recs + i * 56 + 24, ones, 8 * sizeof(float));
+    }
+    Zeps__Header h = hdr(ZEPS__OP__SCAN, 0, 5);
+    h.table = 2;
+    h.count = 10;
+    msg(&s, 0, &h, NULL, 0, NULL, 0);
+    h = hdr(ZEPS__OP__PUT, 0, 6);
+    h.table = 2;
+    h.count = 2;
+    h.state_per_value = 1;
+    msg(&s, 0, &h, recs, sizeof(recs), NULL, 0);
+    h = hdr(ZEPS__OP__SCAN, 0, 7);
+    h.table = 2;
+    h.offset = 1;
+    h.count = 1;
+    msg(&s, 0, &h, NULL, 0, NULL, 0);
+    h = hdr(ZEPS__OP__PUT, 0, 8);
+    h.table = 1;
+    h.count = 8;
+    h.state_per_value = 2;
+    h.data_version = 4;
+    msg(&s, 0, &h, ones, 24 * sizeof(float), NULL, 0);
+    h = hdr(ZEPS__OP__SCAN, 0, 9);
+    h.table = 1;
+    h.count = 16;
+    msg(&s, 0, &h, NULL, 0, NULL, 0);
     seed_save("server", name, &s);
 }
 
@@ -393,6 +436,7 @@ int main(int argc, char **argv)
     server_sparse(0x01, "async-sparse");
     server_sparse(0x04, "bsp-sparse");
     server_codecs(0x01, "async-codecs");
+    server_scan(0x01, "async-scan");
     server_admin(0x00, "bsp-admin");
     client_replies();
     codec_seeds();

@@ -61,14 +61,14 @@ static int curve_setup(zeps_client *c)
     for (int i = 0; i < 3; i++) {
         uint8_t raw[32];
         if (!keys[i] || strlen(keys[i]) != ZP_CURVE_KEY_LEN || !zmq_z85_decode(raw, keys[i]))
-            return zp_req_fail(c, ZEPS_EINVAL,
-                               "zeps_options.%s must be a %d-character Z85 key when CURVE is used "
-                               "(set all three keys or none)",
-                               names[i], ZP_CURVE_KEY_LEN);
+            return zp_fail(c, ZEPS_EINVAL,
+                           "zeps_options.%s must be a %d-character Z85 key when CURVE is used "
+                           "(set all three keys or none)",
+                           names[i], ZP_CURVE_KEY_LEN);
         memcpy(dst[i], keys[i], ZP_CURVE_KEY_LEN + 1);
     }
     if (!zmq_has("curve"))
-        return zp_req_fail(c, ZEPS_ETRANSPORT, "this libzmq was built without CURVE");
+        return zp_fail(c, ZEPS_ETRANSPORT, "this libzmq was built without CURVE");
     c->curve = true;
     return 0;
 }

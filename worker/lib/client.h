@@ -60,7 +60,7 @@ struct zeps_client {
     int in_rehello;
     unsigned monitor_gen;    /* shard.c: makes each monitor endpoint unique */
     zeps_client_stats stats; /* every layer adds what it did */
-    char err[1024];          /* zp_req_fail: the last error */
+    char err[1024];          /* zp_fail: the last error */
 
     /* tables.c: the declared tables, by handle */
     zp_table *tables;

@@ -114,8 +114,7 @@ int zeps_set_lr(zeps_client *c, uint32_t table, double lr)
     if (!ti)
         return ZEPS_ETABLE;
     if (!(isfinite(lr) && lr > 0))
-        return zp_req_fail(c, ZEPS_EOPTIM, "table '%s': lr %g must be finite and > 0", ti->name,
-                           lr);
+        return zp_fail(c, ZEPS_EOPTIM, "table '%s': lr %g must be finite and > 0", ti->name, lr);
     Zeps__TableSpec spec;
     zeps__table_spec__init(&spec);
     spec.name = ti->name;
@@ -157,7 +156,7 @@ int zeps_stats_raw(zeps_client *c, int shard, void **buf, size_t *len)
     r->stats_buf = NULL;
     int rc = zeps_wait(&r);
     if (rc == 0 && !b)
-        rc = zp_req_fail(c, ZEPS_EPROTO, "shard %d answered STATS without statistics", shard);
+        rc = zp_fail(c, ZEPS_EPROTO, "shard %d answered STATS without statistics", shard);
     if (rc != 0) {
         free(b);
         return rc;

@@ -53,10 +53,10 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
     if (!ti)
         return ZEPS_ETABLE;
     if (count == 0 || offset > ti->length || count > ti->length - offset)
-        return zp_req_fail(c, ZEPS_ERANGE,
-                           "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64
-                           ") are outside table '%s' of %" PRIu64,
-                           offset, offset, count, ti->name, ti->length);
+        return zp_fail(c, ZEPS_ERANGE,
+                       "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64
+                       ") are outside table '%s' of %" PRIu64,
+                       offset, offset, count, ti->name, ti->length);
     /* The servers drop messages over max_message_bytes (and the connection
      * with them): refuse such a request here, with a reason, instead. */
     uint64_t limit = c->opt.max_message_bytes;
@@ -65,10 +65,10 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
         uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->nshards);
         uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
         if (lo < hi && (hi - lo) * sizeof(float) + 1024 > limit)
-            return zp_req_fail(c, ZEPS_ETOOBIG,
-                               "a push of %" PRIu64 " bytes to shard %d of table '%s' exceeds "
-                               "max_message_mb (%" PRIu64 " bytes)",
-                               (hi - lo) * (uint64_t)sizeof(float), k, ti->name, limit);
+            return zp_fail(c, ZEPS_ETOOBIG,
+                           "a push of %" PRIu64 " bytes to shard %d of table '%s' exceeds "
+                           "max_message_mb (%" PRIu64 " bytes)",
+                           (hi - lo) * (uint64_t)sizeof(float), k, ti->name, limit);
     }
     /* a compressed pull is of the whole table into a buffer that holds the
      * last one (zeps_set_pull_codec); any other pull is plain */

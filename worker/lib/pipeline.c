@@ -123,13 +123,13 @@ int zeps_pipe_new(zeps_client *c, const uint32_t *tables, int ntables, const zep
     if (!c || !out || !tables || ntables < 1)
         return ZEPS_EINVAL;
     if (ntables > ZEPS_PIPE_MAX_TABLES)
-        return zp_req_fail(c, ZEPS_EINVAL, "a pipe holds at most %d tables",
-                           ZEPS_PIPE_MAX_TABLES);
+        return zp_fail(c, ZEPS_EINVAL, "a pipe holds at most %d tables",
+                       ZEPS_PIPE_MAX_TABLES);
     zeps_pipe_opts o = opts ? *opts : (zeps_pipe_opts){0};
     if (o.prefetch < 0 || o.prefetch > ZEPS_PIPE_MAX_AHEAD || o.max_inflight < 0 ||
         o.max_inflight > ZEPS_PIPE_MAX_AHEAD)
-        return zp_req_fail(c, ZEPS_EINVAL, "pipe: prefetch and max_inflight must be in 0..%d",
-                           ZEPS_PIPE_MAX_AHEAD);
+        return zp_fail(c, ZEPS_EINVAL, "pipe: prefetch and max_inflight must be in 0..%d",
+                       ZEPS_PIPE_MAX_AHEAD);
     zeps_pipe *p = zp_alloc_zeroed(1, sizeof(*p));
     p->c = c;
     uint32_t caps = 0;
@@ -142,8 +142,8 @@ int zeps_pipe_new(zeps_client *c, const uint32_t *tables, int ntables, const zep
         uint32_t dim = zeps_table_dim(c, tables[i]);
         if (!len && !dim) {
             free(p);
-            return zp_req_fail(c, ZEPS_ETABLE, "pipe: table handle %u is not declared",
-                               tables[i]);
+            return zp_fail(c, ZEPS_ETABLE, "pipe: table handle %u is not declared",
+                           tables[i]);
         }
         p->tables[i] = tables[i];
         p->dim[i] = dim;
@@ -295,10 +295,10 @@ int zeps_pipe_feed(zeps_pipe *p, int64_t clock, const uint64_t *ids, size_t n, v
             return fail(p, rc);
     }
     if (s->state != S_FREE)
-        return zp_req_fail(p->c, ZEPS_EINVAL,
-                           "pipe: %d steps fed and not pushed; a pipe holds %d (prefetch + "
-                           "max_inflight + 2)",
-                           p->nslots, p->nslots);
+        return zp_fail(p->c, ZEPS_EINVAL,
+                       "pipe: %d steps fed and not pushed; a pipe holds %d (prefetch + "
+                       "max_inflight + 2)",
+                       p->nslots, p->nslots);
     if (!p->have_reached) {
         p->reached = clock; /* the first step after new/reset: pulls are asked at its clock */
         p->have_reached = 1;
@@ -336,10 +336,10 @@ int zeps_pipe_next(zeps_pipe *p, zeps_pipe_step **step)
         return p->err;
     slot *held = p->handed ? by_seq(p, p->handed - 1) : NULL;
     if (held && held->state == S_READY)
-        return zp_req_fail(p->c, ZEPS_EINVAL, "pipe: the step handed out was not pushed");
+        return zp_fail(p->c, ZEPS_EINVAL, "pipe: the step handed out was not pushed");
     slot *s = by_seq(p, p->handed);
     if (!s)
-        return zp_req_fail(p->c, ZEPS_EINVAL, "pipe: no step was fed");
+        return zp_fail(p->c, ZEPS_EINVAL, "pipe: no step was fed");
     int rc = 0, waited = 1;
     while (rc == 0 && waited && pushing(p) > p->o.max_inflight)
         rc = settle_oldest(p, &waited);
@@ -389,7 +389,7 @@ int zeps_pipe_push(zeps_pipe *p, zeps_pipe_step *step)
         return p->err;
     slot *s = by_seq(p, p->handed - 1);
     if (!s || s->state != S_READY || &s->step != step)
-        return zp_req_fail(p->c, ZEPS_EINVAL, "pipe: push the step zeps_pipe_next handed out");
+        return zp_fail(p->c, ZEPS_EINVAL, "pipe: push the step zeps_pipe_next handed out");
     int rc = 0, S = p->c->nshards;
     if (p->o.clock)
         plan_clock(p, s);

@@ -49,18 +49,10 @@
 #include "rowcopy.h"
 #include "wire.h"
 #include "client.h"
+#include "payload.h"
 #include "req.h"
 #include "shard.h"
 #include "zeps.h"
-
-int zp_req_fail(zeps_client *c, int code, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err, sizeof(c->err), fmt, ap);
-    va_end(ap);
-    return code;
-}
 
 static void release_payload(void *data, void *hint)
 {
@@ -87,6 +79,7 @@ static void sub_fill_header(const zeps_client *c, const zp_req_sub *s, Zeps__Hea
     h->spec = (Zeps__TableSpec *)s->req->spec;
     h->cut_set = s->req->cut_set;
     h->evict_rank = s->req->evict_rank;
+    h->state_per_value = s->spv;
     if (s->compressed) {
         h->view_id = s->view_id;
         h->codec_fraction = s->cparams.fraction;
@@ -154,105 +147,6 @@ static zp_req_sub *find_sub(zp_shard *sh, uint64_t req_id)
     return NULL;
 }
 
-/* The answer to a compressed pull: full values (the server resynced the
- * view) or a delta that is validated and added to what dst holds, exactly as
- * the server added it to its record of dst. */
-static int apply_compressed_pull(zeps_client *c, zp_req_sub *s, const Zeps__Header *h,
-                                 zmq_msg_t *frame)
-{
-    const void *buf = zmq_msg_data(frame);
-    size_t len = zmq_msg_size(frame);
-    uint64_t t0 = zp_now_ns();
-    if (h->flags & ZP_FLAG_PULL_FULL) {
-        if (len != s->count * sizeof(float))
-            return zp_req_fail(c, ZEPS_EPROTO,
-                               "shard %d answered a compressed PULL of %" PRIu64
-                               " elements with %zu bytes of full values",
-                               s->shard, s->count, len);
-        memcpy(s->dst, buf, len);
-    } else if (h->flags & ZP_FLAG_PULL_DELTA) {
-        const zp_codec_ops *codec = zp_codec_by_id(h->codec);
-        char err[256];
-        if (!codec)
-            return zp_req_fail(c, ZEPS_EPROTO, "shard %d answered a compressed PULL with codec %u",
-                               s->shard, h->codec);
-        int rc = codec->validate(buf, len, (size_t)s->count, err, sizeof(err));
-        if (rc != 0)
-            return zp_req_fail(c, rc, "shard %d: compressed PULL reply: %s", s->shard, err);
-        codec->decode_add(buf, len, (size_t)s->count, 1.0f, s->dst);
-    } else {
-        return zp_req_fail(c, ZEPS_EPROTO,
-                           "shard %d answered a compressed PULL with neither delta nor full values",
-                           s->shard);
-    }
-    if (s->view_id_out)
-        *s->view_id_out = h->view_id;
-    c->stats.decode_s += (double)(zp_now_ns() - t0) * 1e-9;
-    c->stats.bytes_in += len;
-    c->stats.bytes_in_raw += s->count * sizeof(float);
-    return 0;
-}
-
-/* The answer to a sparse pull: s->count rows, then their versions, each
- * row copied to every position of its id (zp_req_scatter; in order: one copy). */
-static int scatter_rows(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_frames *m)
-{
-    const zp_req_scatter *sc = &s->scatter;
-    size_t cnt = (size_t)s->count, dim = sc->dim;
-    size_t len = m->n == 2 ? zmq_msg_size(&m->f[1]) : 0;
-    if (m->n != 2 || h->count != s->count)
-        return zp_req_fail(c, ZEPS_EPROTO,
-                           "shard %d answered a sparse PULL of %" PRIu64
-                           " ids: wrong frame or id count",
-                           s->shard, s->count);
-    if (len != cnt * (dim + 1) * sizeof(float))
-        return zp_req_fail(c, ZEPS_EPROTO,
-                           "shard %d answered a sparse PULL of %" PRIu64
-                           " ids: %zu bytes for %zu rows of dim %zu (expected %zu)",
-                           s->shard, s->count, len, cnt, dim, cnt * (dim + 1) * sizeof(float));
-    const unsigned char *rows = zmq_msg_data(&m->f[1]);
-    memcpy(sc->versions, rows + cnt * dim * sizeof(float), cnt * sizeof(uint32_t));
-    if (sc->in_order)
-        memcpy(sc->rows, rows, cnt * dim * sizeof(float));
-    for (size_t j = 0; !sc->in_order && j < cnt; j++)
-        for (size_t q = sc->pbegin[j]; q < sc->pbegin[j + 1]; q++)
-            zp_rowcopy(sc->rows + (size_t)sc->plist[q] * dim, rows + j * dim * sizeof(float), dim);
-    (*sc->replied)++;
-    c->stats.bytes_in += len;
-    return 0;
-}
-
-static int check_pull_reply(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_frames *m)
-{
-    if (s->scatter.rows)
-        return scatter_rows(c, s, h, m);
-    if (s->compressed && m->n == 2 && h->count == s->count && h->offset == s->offset)
-        return apply_compressed_pull(c, s, h, &m->f[1]);
-    if (m->n != 2 || h->count != s->count || h->offset != s->offset ||
-        zmq_msg_size(&m->f[1]) != s->count * sizeof(float))
-        return zp_req_fail(c, ZEPS_EPROTO,
-                           "shard %d answered a PULL of %" PRIu64 " elements at %" PRIu64
-                           " with %d frame(s), %" PRIu64 " elements at %" PRIu64,
-                           s->shard, s->count, s->offset, m->n, h->count, h->offset);
-    if (s->dst) {
-        memcpy(s->dst, zmq_msg_data(&m->f[1]), s->count * sizeof(float));
-    } else {
-        /* a view keeps the frame; frames ZeroMQ handed us inside its own
-         * receive buffer may sit at any offset, so copy those (small) ones */
-        zmq_msg_init(&s->frame);
-        if (((uintptr_t)zmq_msg_data(&m->f[1]) & 3u) == 0) {
-            zmq_msg_move(&s->frame, &m->f[1]);
-        } else {
-            zmq_msg_init_size(&s->frame, zmq_msg_size(&m->f[1]));
-            memcpy(zmq_msg_data(&s->frame), zmq_msg_data(&m->f[1]), zmq_msg_size(&m->f[1]));
-        }
-        s->has_frame = 1;
-    }
-    c->stats.bytes_in += s->count * sizeof(float);
-    c->stats.bytes_in_raw += s->count * sizeof(float);
-    return 0;
-}
-
 /* Shard k answered ERESTARTED: it was restored from a snapshot (it
  * restarted, or rolled back under bsp) since this worker last said HELLO.
  * When the cluster's mode has ZP_CAP_ROLLBACK (bsp) the whole job goes back
@@ -277,10 +171,9 @@ static int on_restarted(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header
         c->resume_clock = h->cut;
         c->resume_set = h->cut_set;
         c->abort_all = 1;
-        zp_req_fail(c, ZEPS_ERESTARTED,
-                    "shard %d was restored from snapshot set %016" PRIx64
-                    ": resume from clock %lld",
-                    k, h->cut_set, (long long)h->cut);
+        zp_fail(c, ZEPS_ERESTARTED,
+                "shard %d was restored from snapshot set %016" PRIx64 ": resume from clock %lld", k,
+                h->cut_set, (long long)h->cut);
         return 1;
     }
     s->deadline_ns = UINT64_MAX; /* resent after the HELLO (progress) */
@@ -308,10 +201,10 @@ static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
     c->caps = h->caps;
     snprintf(c->consistency, sizeof(c->consistency), "%s", h->consistency ? h->consistency : "");
     if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->nshards)
-        return zp_req_fail(c, ZEPS_ECONFIG,
-                           "%s answered as shard %u of %u, but the cluster lists it as shard %d "
-                           "of %d",
-                           sh->endpoint, h->shard, h->num_shards, k, c->nshards);
+        return zp_fail(c, ZEPS_ECONFIG,
+                       "%s answered as shard %u of %u, but the cluster lists it as shard %d "
+                       "of %d",
+                       sh->endpoint, h->shard, h->num_shards, k, c->nshards);
     return 0;
 }
 
@@ -348,7 +241,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
     }
     if (h->op == ZEPS__OP__ERROR) {
         err = h->error ? h->error : ZEPS_EINTERNAL;
-        zp_req_fail(c, err, "shard %d: %s", k, h->error_text ? h->error_text : zeps_strerror(err));
+        zp_fail(c, err, "shard %d: %s", k, h->error_text ? h->error_text : zeps_strerror(err));
     } else if (h->flags & ZP_FLAG_PARKED) {
         /* alive and holding our request: wait on, retries start over */
         s->retries = 0;
@@ -356,12 +249,12 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         zeps__header__free_unpacked(h, NULL);
         return;
     } else if (h->version != ZP_PROTOCOL_VERSION || (int)h->op != r->op) {
-        err = zp_req_fail(c, ZEPS_EPROTO, "shard %d answered %s with %s (protocol %u)", k,
-                          zp_wire_op_name(r->op), zp_wire_op_name(h->op), h->version);
+        err = zp_fail(c, ZEPS_EPROTO, "shard %d answered %s with %s (protocol %u)", k,
+                      zp_wire_op_name(r->op), zp_wire_op_name(h->op), h->version);
     } else {
         switch (r->op) {
         case ZEPS__OP__PULL:
-            err = check_pull_reply(c, s, h, m);
+            err = zp_payload_pull(c, s, h, m);
             if (err == 0 && s->version_out) /* the version pulled (a sparse table's pushes) */
                 *s->version_out = h->data_version;
             break;
@@ -372,6 +265,9 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
             s->table = h->table;
             s->offset = h->offset;
             s->count = h->count;
+            break;
+        case ZEPS__OP__SCAN:
+            err = zp_payload_scan(c, s, h, m);
             break;
         case ZEPS__OP__PUSH:
             c->stats.pushes_acked++;
@@ -418,18 +314,18 @@ static void check_deadlines(zeps_client *c)
                 continue;
             int held = s->req->op == ZEPS__OP__HELLO && sh->held[0];
             if (s->retries >= s->max_retries && held) /* refused, not silent */
-                zp_req_fail(c, ZEPS_ERANK, "shard %d refused HELLO: %s", k, sh->held);
+                zp_fail(c, ZEPS_ERANK, "shard %d refused HELLO: %s", k, sh->held);
             else if (s->retries >= s->max_retries)
-                zp_req_fail(c, ZEPS_ETIMEDOUT,
-                            "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
-                            sh->endpoint, zp_wire_op_name(s->req->op), s->retries,
-                            (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0,
-                            sh->handshake[0] ? ": " : "",
-                            sh->handshake[0] ? sh->handshake
-                            : c->curve ? ": no reply; with CURVE, check that this worker's key is "
-                                         "in the server's allow-list (curve_allow_dir) and that "
-                                         "curve_server_public is the servers' key"
-                                       : "");
+                zp_fail(c, ZEPS_ETIMEDOUT,
+                        "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
+                        sh->endpoint, zp_wire_op_name(s->req->op), s->retries,
+                        (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0,
+                        sh->handshake[0] ? ": " : "",
+                        sh->handshake[0] ? sh->handshake
+                        : c->curve ? ": no reply; with CURVE, check that this worker's key is "
+                                     "in the server's allow-list (curve_allow_dir) and that "
+                                     "curve_server_public is the servers' key"
+                                   : "");
             if (s->retries >= s->max_retries) {
                 sub_finish(c, s, held ? ZEPS_ERANK : ZEPS_ETIMEDOUT);
                 failed = 1;
@@ -505,10 +401,10 @@ static void drain_monitor(zeps_client *c, int k)
             int failed = 0;
             for (zp_req_sub *s = sh->out, *next; s; s = next) {
                 next = s->next;
-                zp_req_fail(c, ZEPS_EREFUSED,
-                            "shard %d (%s) refused our key %.8s... (ZAP status %u): add its .pub "
-                            "file to the server's curve_allow_dir",
-                            k, sh->endpoint, c->curve_public, value);
+                zp_fail(c, ZEPS_EREFUSED,
+                        "shard %d (%s) refused our key %.8s... (ZAP status %u): add its .pub "
+                        "file to the server's curve_allow_dir",
+                        k, sh->endpoint, c->curve_public, value);
                 sub_finish(c, s, ZEPS_EREFUSED);
                 failed = 1;
             }
@@ -598,7 +494,7 @@ void zp_req_send(zp_req *r, zp_req_sub *s)
  * their shards' sockets, so ZeroMQ drops (and releases) what it queued. */
 static void give_up(zeps_client *c, zp_req *r)
 {
-    zp_req_fail(c, ZEPS_ECLOSED, "interrupted while waiting for %s", zp_wire_op_name(r->op));
+    zp_fail(c, ZEPS_ECLOSED, "interrupted while waiting for %s", zp_wire_op_name(r->op));
     for (int i = 0; i < r->nsub; i++) {
         zp_req_sub *s = &r->subs[i];
         if (s->done)

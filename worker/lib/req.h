@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "codec.h"
+#include "fail.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"
 
@@ -33,7 +34,8 @@ typedef struct zeps_req zp_req;
 typedef struct zp_req_scatter {
     float *rows;
     uint32_t dim;
-    int in_order; /* row j goes to position j: one copy, pbegin and plist unread */
+    int in_order;         /* row j goes to position j: one copy, pbegin and plist unread */
+    const uint32_t *perm; /* or row j goes to position perm[j] only (with in_order 0) */
     const size_t *pbegin;
     const uint32_t *plist;
     uint32_t *versions;
@@ -49,9 +51,11 @@ struct zp_req_sub {
     uint64_t offset, count;
     uint64_t data_version;
     uint32_t flags;
-    const void *data; /* PUSH payload (borrowed, or `encoded`) */
+    const void *data; /* PUSH/PUT payload (borrowed, or `encoded`) */
     size_t data_len;  /* its bytes */
-    void *encoded;    /* compressed payload owned by the sub (data points here) */
+    void *encoded;    /* a payload owned by the sub, compressed or assembled (data points here) */
+    uint32_t spv;     /* PUT request, SCAN reply: optimizer floats per value */
+    uint64_t cursor;  /* SCAN reply: where the next page starts (0: done) */
     uint32_t codec;
     int compressed;          /* a compressed PULL: */
     zp_codec_params cparams; /* the codec's parameters (a copy: tables may move) */
@@ -60,7 +64,7 @@ struct zp_req_sub {
     uint64_t *version_out;   /* PULL: where the slice version of the reply is recorded */
     float *dst;              /* PULL destination (NULL for a view or a scatter) */
     zp_req_scatter scatter;  /* sparse PULL: where the rows go (rows != NULL) */
-    zmq_msg_t frame;         /* view PULL: the received values */
+    zmq_msg_t frame;         /* view PULL, SCAN: the received payload (8-byte aligned for SCAN) */
     int has_frame;
     uint64_t deadline_ns;
     int retries;
@@ -83,10 +87,6 @@ struct zeps_req {
     size_t stats_len;
     zp_req_sub subs[];
 };
-
-/* Record a printf-style message as the client's last error; returns code. */
-int zp_req_fail(zeps_client *c, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
 
 /* A request of `op` with room for nsub sub-requests. The caller owns it
  * until it hands it to zeps_wait (or frees it with zp_req_free). */

@@ -22,6 +22,8 @@ struct zeps_sbatch {
     int in_order;        /* one shard, no repeats: unique u is position u */
     int unique_io;       /* the request being started reads/writes unique rows */
     uint32_t *pos_u;     /* [n] unique index (in shard order) of each position */
+    uint32_t *pos_fa;    /* [n] unique index in first-appearance order (several shards) */
+    uint32_t *fa_of;     /* [nu] first-appearance index of each unique in shard order */
     uint64_t *ukeys;     /* [nu] unique ids in shard order */
     size_t *sbegin;      /* [nshards + 1] shard k holds uniques [sbegin[k], sbegin[k+1]) */
     size_t *pbegin;      /* [nu + 1] positions of unique u: plist[pbegin[u] .. pbegin[u+1]) */

@@ -27,6 +27,8 @@ static void body_free(zeps_sbatch *b)
     if (!b)
         return;
     free(b->pos_u);
+    free(b->pos_fa);
+    free(b->fa_of);
     free(b->ukeys);
     free(b->sbegin);
     free(b->pbegin);
@@ -42,7 +44,7 @@ static void body_free(zeps_sbatch *b)
 
 static size_t body_bytes(const zeps_sbatch *b)
 {
-    size_t per = sizeof(uint32_t) * 3 + sizeof(uint64_t) + sizeof(size_t);
+    size_t per = sizeof(uint32_t) * 5 + sizeof(uint64_t) + sizeof(size_t);
     return b->ncap * per + b->push_cap + b->enc_cap;
 }
 
@@ -65,11 +67,15 @@ zeps_sbatch *zp_sbspare_take(zeps_client *c, size_t n)
     size_t n1 = n + 1;
     if (n1 > b->ncap) {
         free(b->pos_u);
+        free(b->pos_fa);
+        free(b->fa_of);
         free(b->ukeys);
         free(b->pbegin);
         free(b->plist);
         free(b->uversions);
         b->pos_u = zp_alloc(n1 * sizeof(uint32_t));
+        b->pos_fa = zp_alloc(n1 * sizeof(uint32_t));
+        b->fa_of = zp_alloc(n1 * sizeof(uint32_t));
         b->ukeys = zp_alloc(n1 * sizeof(uint64_t));
         b->pbegin = zp_alloc((n1 + 1) * sizeof(size_t));
         b->plist = zp_alloc(n1 * sizeof(uint32_t));

@@ -186,6 +186,11 @@ static size_t group_uniques(zeps_sbatch *b, zp_sbuild *s, size_t mask, const uin
     }
     for (size_t i = 0; i < n; i++)
         b->pos_u[i] = s->rank[s->first[i]];
+    /* the order the distinct rows of the _unique calls take: the same on
+     * any shard count */
+    memcpy(b->pos_fa, s->first, n * sizeof(uint32_t));
+    for (size_t u = 0; u < nu; u++)
+        b->fa_of[s->rank[u]] = (uint32_t)u;
     return nu;
 }
 
@@ -218,11 +223,11 @@ int zeps_sbatch_new(zeps_client *c, uint32_t table, const uint64_t *ids, size_t 
     if (!ti)
         return ZEPS_ETABLE;
     if (!ti->dim)
-        return zp_req_fail(c, ZEPS_EINVAL, "table '%s' is dense; sparse calls need a sparse table",
-                           ti->name);
+        return zp_fail(c, ZEPS_EINVAL, "table '%s' is dense; sparse calls need a sparse table",
+                       ti->name);
     uint32_t dim = ti->dim;
     if (n >= UINT32_MAX)
-        return zp_req_fail(c, ZEPS_ETOOBIG, "a sparse batch holds fewer than 2^32 ids");
+        return zp_fail(c, ZEPS_ETOOBIG, "a sparse batch holds fewer than 2^32 ids");
     int S = c->nshards;
     size_t mask;
     zp_sbuild *s = sbuild_get(c, n, S, &mask);
@@ -314,11 +319,11 @@ static int check_size(const zeps_sbatch *b, int push, const zp_table *ti)
         uint64_t rows = push ? p.raw_len : cnt * (ti->dim + 1) * sizeof(float);
         uint64_t big = p.len > rows ? p.len : rows;
         if (big + 1024 > limit)
-            return zp_req_fail(c, ZEPS_ETOOBIG,
-                               "a sparse %s of %" PRIu64 " rows (%" PRIu64 " bytes) to shard %d "
-                               "of table '%s' exceeds max_message_mb (%" PRIu64 " bytes); use "
-                               "smaller batches",
-                               push ? "push" : "pull", cnt, big, k, ti->name, limit);
+            return zp_fail(c, ZEPS_ETOOBIG,
+                           "a sparse %s of %" PRIu64 " rows (%" PRIu64 " bytes) to shard %d "
+                           "of table '%s' exceeds max_message_mb (%" PRIu64 " bytes); use "
+                           "smaller batches",
+                           push ? "push" : "pull", cnt, big, k, ti->name, limit);
     }
     return 0;
 }
@@ -359,12 +364,13 @@ static int start(zeps_sbatch *b, int push, int64_t clock, const uint8_t *clock_o
             c->stats.bytes_out += p.len;
             c->stats.bytes_out_raw += p.raw_len;
         } else {
-            /* by unique rows (in_order, or asked for): shard k's rows are a
-             * block of their own at lo */
-            int direct = b->in_order || b->unique_io;
-            s->scatter = (zp_req_scatter){.rows = b->rows + (direct ? lo * b->dim : 0),
+            /* in order: one copy; the _unique calls: each row to its
+             * first-appearance place (one shard: that is shard order) */
+            int direct = b->in_order || (b->unique_io && b->nshards == 1);
+            s->scatter = (zp_req_scatter){.rows = b->rows,
                                           .dim = b->dim,
                                           .in_order = direct,
+                                          .perm = direct || !b->unique_io ? NULL : b->fa_of + lo,
                                           .pbegin = b->pbegin + lo,
                                           .plist = b->plist,
                                           .versions = b->uversions + lo,
@@ -397,7 +403,7 @@ int zeps_sbatch_pull_unique_start(zeps_sbatch *b, float *urows, int64_t clock, z
 
 const uint32_t *zeps_sbatch_positions(const zeps_sbatch *b)
 {
-    return b ? b->pos_u : NULL;
+    return !b ? NULL : b->nshards == 1 ? b->pos_u : b->pos_fa;
 }
 
 int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock)
@@ -412,10 +418,14 @@ int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock)
 static void sum_rows(const zeps_sbatch *b, const float *grads, size_t lo, size_t cnt, float *g)
 {
     size_t dim = b->dim;
-    if (b->in_order || b->unique_io) {
+    if (b->in_order || (b->unique_io && b->nshards == 1)) {
         memcpy(g, grads + lo * dim, cnt * dim * sizeof(float));
         return;
     }
+    for (size_t j = 0; b->unique_io && j < cnt; j++)
+        zp_rowcopy(g + j * dim, grads + (size_t)b->fa_of[lo + j] * dim, dim);
+    if (b->unique_io)
+        return;
     for (size_t j = 0; j < cnt; j++) {
         size_t u = lo + j;
         float *row = g + j * dim;

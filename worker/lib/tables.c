@@ -29,7 +29,7 @@ uint64_t zp_tables_slice_begin(uint64_t length, int k, int nshards)
 zp_table *zp_tables_get(zeps_client *c, uint32_t table)
 {
     if (table >= c->ntables) {
-        zp_req_fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
+        zp_fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
         return NULL;
     }
     return &c->tables[table];
@@ -79,14 +79,14 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     if (rc != 0)
         return rc;
     if (bad >= 0 && sparse)
-        return zp_req_fail(c, ZEPS_EPROTO,
-                           "shard %d keeps %" PRIu64 " lead columns of table '%s', not %u (a "
-                           "zeps-server older than lead columns ignores them)",
-                           bad, lead, ts->name, ts->lead_cols);
+        return zp_fail(c, ZEPS_EPROTO,
+                       "shard %d keeps %" PRIu64 " lead columns of table '%s', not %u (a "
+                       "zeps-server older than lead columns ignores them)",
+                       bad, lead, ts->name, ts->lead_cols);
     if (bad >= 0)
-        return zp_req_fail(c, ZEPS_EPROTO,
-                           "shard %d holds a different slice of table '%s' than expected", bad,
-                           ts->name);
+        return zp_fail(c, ZEPS_EPROTO,
+                       "shard %d holds a different slice of table '%s' than expected", bad,
+                       ts->name);
     for (uint32_t i = 0; i < c->ntables; i++) {
         if (strcmp(c->tables[i].name, ts->name) == 0) {
             memcpy(c->tables[i].ids, ids, (size_t)c->nshards * sizeof(uint32_t));
@@ -190,10 +190,10 @@ int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     if (!c || !o)
         return ZEPS_EINVAL;
     if (table >= c->ntables)
-        return zp_req_fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
+        return zp_fail(c, ZEPS_ETABLE, "no table with handle %u (declare it first)", table);
     const zp_codec_ops *codec = zp_codec_find(o->codec ? o->codec : "none");
     if (!codec)
-        return zp_req_fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
+        return zp_fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
     zp_codec_params p;
     zp_codec_params_init(&p);
     if (o->fraction > 0)
@@ -204,7 +204,7 @@ int zeps_set_push_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     p.seed = o->seed;
     char err[256];
     if (zp_codec_params_check(codec, &p, err, sizeof(err)) != 0)
-        return zp_req_fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
+        return zp_fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
     zp_table *ti = &c->tables[table];
     free(ti->residual);
     ti->residual = NULL;
@@ -229,17 +229,16 @@ int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
         return 0;
     }
     if (ti->dim)
-        return zp_req_fail(
-            c, ZEPS_EINVAL,
-            "table '%s' is sparse: its pulls move only the rows asked for and are not "
-            "compressed",
-            ti->name);
+        return zp_fail(c, ZEPS_EINVAL,
+                       "table '%s' is sparse: its pulls move only the rows asked for and are not "
+                       "compressed",
+                       ti->name);
     const zp_codec_ops *codec = zp_codec_find(o->codec ? o->codec : "none");
     if (!codec)
-        return zp_req_fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
+        return zp_fail(c, ZEPS_EINVAL, "unknown codec '%s'", o->codec);
     if (codec->id == ZP_CODEC_RANDK)
-        return zp_req_fail(c, ZEPS_EINVAL,
-                           "randk cannot compress pulls (it is not contractive; use topk)");
+        return zp_fail(c, ZEPS_EINVAL,
+                       "randk cannot compress pulls (it is not contractive; use topk)");
     zp_codec_params p;
     zp_codec_params_init(&p);
     if (o->fraction > 0)
@@ -250,7 +249,7 @@ int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     p.seed = o->seed;
     char err[256];
     if (zp_codec_params_check(codec, &p, err, sizeof(err)) != 0)
-        return zp_req_fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
+        return zp_fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
     if (!ti->view_id)
         ti->view_id = zp_alloc_zeroed((size_t)c->nshards, sizeof(uint64_t));
     ti->pcodec = codec;

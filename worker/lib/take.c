@@ -71,7 +71,7 @@ static int request(zeps_client *c, int n, int64_t *target, uint64_t *setid)
     for (int attempt = 0; attempt < 5 && rc == ZEPS_ECLOCK; attempt++) {
         if (shard_stats(c, n, st) != 0) {
             free_stats(st, n);
-            return zp_req_fail(c, ZEPS_ETIMEDOUT, "snapshot: a shard did not answer STATS");
+            return zp_fail(c, ZEPS_ETIMEDOUT, "snapshot: a shard did not answer STATS");
         }
         int64_t lo = INT64_MAX, hi = -1;
         for (int k = 0; k < n; k++) {
@@ -113,14 +113,14 @@ int zeps_snapshot_take(zeps_client *c, double timeout_s, int64_t *clock, uint64_
     double deadline = zp_now_s() + timeout_s;
     while (!all_written(c, n, set)) {
         if (c->interrupt && *c->interrupt)
-            return zp_req_fail(c, ZEPS_ECLOSED, "interrupted while waiting for snapshot set "
-                                                "%016" PRIx64, set);
+            return zp_fail(c, ZEPS_ECLOSED, "interrupted while waiting for snapshot set "
+                                            "%016" PRIx64, set);
         if (zp_now_s() >= deadline)
-            return zp_req_fail(c, ZEPS_ETIMEDOUT,
-                               "snapshot set %016" PRIx64 " not written by every shard after "
-                               "%g s%s",
-                               set, timeout_s,
-                               target >= 0 ? " (has every worker reached that clock?)" : "");
+            return zp_fail(c, ZEPS_ETIMEDOUT,
+                           "snapshot set %016" PRIx64 " not written by every shard after "
+                           "%g s%s",
+                           set, timeout_s,
+                           target >= 0 ? " (has every worker reached that clock?)" : "");
         struct timespec ts = {0, TAKE_POLL_NS};
         nanosleep(&ts, NULL);
     }

@@ -31,7 +31,7 @@ int zeps_wait_view(zeps_req **rp, zeps_view **out)
     *rp = NULL;
     int err = zp_req_finish(r);
     if (err == 0 && !r->view)
-        err = zp_req_fail(r->c, ZEPS_EINVAL, "zeps_wait_view on a request that is not a view pull");
+        err = zp_fail(r->c, ZEPS_EINVAL, "zeps_wait_view on a request that is not a view pull");
     if (err != 0) {
         zp_req_free(r);
         return err;

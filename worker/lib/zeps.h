@@ -307,7 +307,8 @@ int zeps_sbatch_push(zeps_sbatch *b, const float *grads, int64_t clock);
 /* The same batch by its distinct rows, for a caller that keeps one row per
  * id (an autograd leaf: PyTorch sums repeated positions itself).
  * positions[i] is the index of ids[i]'s row among the zeps_sbatch_unique(b)
- * distinct rows (the batch owns the array; valid until it is freed); the
+ * distinct rows, in the order the ids first appear (the same on any shard
+ * count; the batch owns the array, valid until it is freed); the
  * _unique calls read and write urows[u * dim], u < zeps_sbatch_unique(b),
  * with no scatter and no sum: the ids were deduplicated once, in C. */
 const uint32_t *zeps_sbatch_positions(const zeps_sbatch *b);
@@ -320,6 +321,83 @@ int zeps_spull(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, fl
                int64_t clock);
 int zeps_spush(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, const float *grads,
                int64_t clock);
+
+/* --- Reading and writing a table whole (SCAN, PUT; docs/protocol.md) ---
+ *
+ * For checkpoints a program keeps itself: read every shard's part of a
+ * table page by page with its optimizer state (zeps_scan), and write values
+ * and state back, into this cluster or a new one of any shard count
+ * (zeps_put_dense, zeps_put_rows). The optimizer keeps k floats of state
+ * per value (k = state_per_value: sgd 0, momentum 1, adagrad 1, adam 2 (m,
+ * v), ftrl 2 (z, n)); a sparse row's version is its Adam step count, a
+ * dense slice's version the slice's. Pages are read as they are when each
+ * is read: a scan during training is not a consistent cut (take it after
+ * zeps_barrier, or use snapshots).
+ *
+ * A sparse page holds `count` row records, each ZEPS_ROW_RECORD_BYTES(dim,
+ * k) bytes, the rows section of a snapshot file (docs/snapshots.md): u64
+ * id, u32 version, u32 touches, i64 last clock, dim f32 values, then k
+ * blocks of dim f32 state; little-endian, no padding (records after the
+ * first may be unaligned: copy fields out with memcpy). A dense page holds
+ * `count` f32 values of elements [offset, offset + count), then k blocks
+ * of `count` f32 state for the same elements. */
+#define ZEPS_ROW_RECORD_BYTES(dim, k) (24u + 4u * (uint64_t)(dim) * (1u + (uint64_t)(k)))
+
+typedef struct zeps_page {
+    uint64_t count;           /* rows (sparse) or elements (dense) in the page; may be 0 */
+    uint64_t offset;          /* dense: the global index of its first element; sparse: its cursor */
+    uint64_t next;            /* the cursor of this shard's next page; 0: this was the last */
+    uint64_t version;         /* the table's version on the shard when the page was read */
+    uint32_t dim;             /* sparse: values per row; dense: 0 */
+    uint32_t state_per_value; /* k */
+    const void *data;         /* the page, `bytes` bytes laid out as above, 8-byte aligned */
+    uint64_t bytes;
+    void *priv; /* the library's */
+} zeps_page;
+
+/* Read one page of `table`'s part on shard `shard`, starting at `cursor`
+ * (0 for the first page, then each page's `next` until it is 0), at most
+ * `max` rows or elements (0: as many as fit max_message_mb; a page may hold
+ * fewer than asked). Sparse rows come in the shard's storage order: a row
+ * present for the whole scan is in exactly one page, whatever is created
+ * or evicted meanwhile; a row made during the scan appears at most once,
+ * and one evicted and made again may appear twice (keep the later). On
+ * success *page is filled and the caller owns its data until
+ * zeps_page_release(page); on error *page is untouched. Errors: ETABLE,
+ * EINVAL (no page, shard out of range), ERANGE (a cursor past the shard's
+ * rows or outside its slice, max above 2^24: the shard's words). A cursor
+ * is only meaningful as 0 or a `next` of the same shard and table, until
+ * that shard restarts. */
+int zeps_scan(zeps_client *c, uint32_t table, int shard, uint64_t cursor, uint64_t max,
+              zeps_page *page);
+
+/* Give a page's data back; the page may then be reused. Tolerates a
+ * zeroed or released page. */
+void zeps_page_release(zeps_page *page);
+
+/* Write elements [offset, offset + count) of dense `table`: values[count],
+ * and state[k * count] (k blocks of count floats, NULL when k is 0) for an
+ * optimizer keeping k floats per value. Every shard holding part of the
+ * range writes its part at once (outside bsp rounds); its version becomes
+ * max(version + 1, `version`), so a checkpoint's version comes back with
+ * one PUT per shard (a part over max_message_mb goes in several, each
+ * counting one). Applied once even if resent. The arrays are read during
+ * the call only. Errors: ERANGE, EINVAL (k not the table's optimizer's,
+ * a sparse table), ENONFINITE (NaN or Inf anywhere: nothing is written
+ * on that shard). */
+int zeps_put_dense(zeps_client *c, uint32_t table, uint64_t offset, uint64_t count, uint32_t k,
+                   const float *values, const float *state, uint64_t version);
+
+/* Write n rows of sparse `table` given as records (the layout above, with
+ * k floats of state per value; ids distinct), made if missing (no
+ * admission; a table at capacity evicts to make room) and put as given:
+ * values, state, version, touches, last clock. Each shard gets its rows
+ * (one PUT per shard unless over max_message_mb); the table's version
+ * there becomes max(version + 1, `version`). The records are read during
+ * the call only. Errors: EINVAL (repeated ids, k not the optimizer's, a
+ * dense table), ENONFINITE, ENOMEM (the shard's row limits). */
+int zeps_put_rows(zeps_client *c, uint32_t table, uint32_t k, const void *records, uint64_t n,
+                  uint64_t version);
 
 /* --- Pipelines (docs/pipeline.md) ---
  *

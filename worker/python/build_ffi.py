@@ -102,6 +102,18 @@ typedef struct zeps_sparse_spec {
     double lead_init_scale;
 } zeps_sparse_spec;
 
+typedef struct zeps_page {
+    uint64_t count;
+    uint64_t offset;
+    uint64_t next;
+    uint64_t version;
+    uint32_t dim;
+    uint32_t state_per_value;
+    const void *data;
+    uint64_t bytes;
+    void *priv;
+} zeps_page;
+
 const char *zeps_strerror(int err);
 const char *zeps_errname(int err);
 
@@ -115,6 +127,13 @@ void zeps_client_destroy(zeps_client **cp);
 void zeps_client_set_done(zeps_client *c, int64_t clock);
 int zeps_set_lr(zeps_client *c, uint32_t table, double lr);
 int zeps_snapshot_take(zeps_client *c, double timeout_s, int64_t *clock, uint64_t *setid);
+int zeps_scan(zeps_client *c, uint32_t table, int shard, uint64_t cursor, uint64_t max,
+              zeps_page *page);
+void zeps_page_release(zeps_page *page);
+int zeps_put_dense(zeps_client *c, uint32_t table, uint64_t offset, uint64_t count, uint32_t k,
+                   const float *values, const float *state, uint64_t version);
+int zeps_put_rows(zeps_client *c, uint32_t table, uint32_t k, const void *records, uint64_t n,
+                  uint64_t version);
 
 int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table);
 uint64_t zeps_table_length(const zeps_client *c, uint32_t table);

@@ -57,6 +57,9 @@ def test_batch_by_distinct_rows(make_cluster, servers):
         pos = ba.positions
         assert pos.dtype == np.uint32 and pos.shape == (300,)
         assert ba.unique == len(np.unique(ids)) and pos.max() == ba.unique - 1
+        # distinct rows in the order the ids first appear, on any shard count
+        _, first = np.unique(pos, return_index=True)
+        assert np.all(np.diff(first) > 0)
         rows = ba.pull_unique()
         assert rows.shape == (ba.unique, 4)
         np.testing.assert_array_equal(rows[pos], ba.pull())

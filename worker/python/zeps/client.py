@@ -448,6 +448,74 @@ class Client:
         finally:
             lib.free(buf[0])
 
+    # -- a table read and written whole (SCAN, PUT) -----------------------------
+
+    def scan(self, table, shard, cursor=0, max_count=0):
+        """One page of `table` (a DenseTable or SparseTable of this client)
+        on `shard`, from `cursor` (0: the first page; then each page's
+        `next`, until it is 0), at most `max_count` rows or elements (0: as
+        many as fit max_message_mb): a Page of numpy arrays, copied out of
+        the received buffer. Rows come in the shard's storage order; a row
+        there for the whole scan is in exactly one page (docs/python.md,
+        "Saving and loading a model")."""
+        self._check()
+        page = ffi.new("zeps_page *")
+        self._arm()
+        self._call(lib.zeps_scan(self._c, table.handle, int(shard), int(cursor),
+                                 int(max_count), page))
+        try:
+            return Page(page, table)
+        finally:
+            lib.zeps_page_release(page)
+
+    def put_dense(self, table, values, state=None, offset=0, version=0):
+        """Write elements [offset, offset + len(values)) of dense `table`:
+        `values` and `state` ((k, len(values)) float32: the k floats of
+        optimizer state per value its optimizer keeps; None when it keeps
+        none). Each shard's slice takes version max(its version + 1,
+        `version`). Applied at once, once (docs/protocol.md, PUT)."""
+        self._check()
+        v = _f32(values).reshape(-1)
+        st, sp, k = None, ffi.NULL, 0
+        if state is not None:
+            st = np.ascontiguousarray(state, dtype=_F32).reshape(-1)
+            if v.size == 0 or st.size % v.size:
+                raise ValueError(f"state has {st.size} values, not k x {v.size}")
+            k = st.size // v.size
+            sp = ffi.from_buffer("float[]", st)
+        vp = ffi.from_buffer("float[]", v)
+        self._arm()
+        self._call(lib.zeps_put_dense(self._c, table.handle, int(offset), v.size, k, vp, sp,
+                                      int(version)))
+
+    def put_rows(self, table, ids, values, state=None, versions=None, touches=None,
+                 last_clock=None, version=0):
+        """Write rows of sparse `table` by id (distinct; made if missing):
+        `values` (n, dim), `state` (n, k, dim) float32 (the k floats of
+        optimizer state per value its optimizer keeps; None when it keeps
+        none), and per row its version (Adam's step count), touches and
+        last clock (0, 1 and 0 by default). Each shard's table version
+        becomes max(its version + 1, `version`)."""
+        self._check()
+        dim = table.dim
+        ids = np.asarray(ids).reshape(-1)
+        n = ids.size
+        if n == 0:
+            return
+        vals = np.asarray(values, dtype=_F32).reshape(n, dim)
+        st = np.zeros((n, 0, dim), _F32) if state is None else np.asarray(state, dtype=_F32)
+        st = st.reshape(n, -1, dim)
+        rec = np.zeros(n, _record_dtype(dim, st.shape[1]))
+        rec["id"] = ids.astype(np.int64, copy=False).view(np.uint64) \
+            if ids.dtype != np.uint64 else ids
+        rec["values"], rec["state"] = vals, st
+        rec["version"] = 0 if versions is None else np.asarray(versions).reshape(-1)
+        rec["touches"] = 1 if touches is None else np.asarray(touches).reshape(-1)
+        rec["last_clock"] = 0 if last_clock is None else np.asarray(last_clock).reshape(-1)
+        p = ffi.from_buffer("char[]", rec)
+        self._arm()
+        self._call(lib.zeps_put_rows(self._c, table.handle, st.shape[1], p, n, int(version)))
+
     # -- tables ----------------------------------------------------------------
 
     def declare(self, name, length, optimizer="sgd", lr=0.01, *, momentum=0.0, beta1=0.0,
@@ -470,6 +538,10 @@ class Client:
         self._call(lib.zeps_declare(self._c, spec, h))
         t = DenseTable(self, int(h[0]), name, int(length))
         t.lr = lr
+        t.spec = dict(kind="dense", name=name, length=int(length), optimizer=optimizer, lr=lr,
+                      momentum=momentum, beta1=beta1, beta2=beta2, eps=eps,
+                      weight_decay=weight_decay, init=init, init_scale=init_scale, seed=seed,
+                      staleness=staleness)
         self._tables[name] = t
         return t
 
@@ -500,6 +572,13 @@ class Client:
         self._call(lib.zeps_declare_sparse(self._c, spec, h))
         t = SparseTable(self, int(h[0]), name, int(dim))
         t.lr = lr
+        t.spec = dict(kind="sparse", name=name, dim=int(dim), optimizer=optimizer, lr=lr,
+                      beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, l1=l1, l2=l2,
+                      ftrl_beta=ftrl_beta, init=init, init_scale=init_scale, seed=seed,
+                      admit_count=admit_count, admit_prob=admit_prob, ttl_clocks=ttl_clocks,
+                      capacity_rows=capacity_rows, memory_budget=memory_budget, evict=evict,
+                      lead_cols=lead_cols, lead_lr=lead_lr, lead_init=lead_init,
+                      lead_init_scale=lead_init_scale)
         self._tables[name] = t
         return t
 
@@ -525,6 +604,40 @@ def _codec_opts(keep, codec, fraction, count, block, error_feedback, seed):
     return o
 
 
+def _record_dtype(dim, k):
+    """A sparse row record of SCAN pages and PUT (zeps.h, ZEPS_ROW_RECORD_BYTES;
+    the rows of a snapshot file): id, version, touches, last clock, values,
+    k blocks of optimizer state; little-endian, packed."""
+    return np.dtype([("id", "<u8"), ("version", "<u4"), ("touches", "<u4"),
+                     ("last_clock", "<i8"), ("values", "<f4", (dim,)),
+                     ("state", "<f4", (k, dim))])
+
+
+class Page:
+    """One SCAN page (Client.scan), its arrays copied out of the reply:
+    `count`, `offset` (dense: its first element), `next` (the cursor of the
+    shard's next page; 0: the last), `version` (the table's on that shard),
+    `state_per_value` (k). Dense: `values` (count,), `state` (k, count).
+    Sparse: `records` (the row records) and, as views of them, `ids`,
+    `versions`, `touches`, `last_clock`, `values` (count, dim), `state`
+    (count, k, dim)."""
+
+    def __init__(self, p, table):
+        self.count, self.offset, self.next = int(p.count), int(p.offset), int(p.next)
+        self.version, self.state_per_value = int(p.version), int(p.state_per_value)
+        k, n = self.state_per_value, self.count
+        raw = (np.frombuffer(ffi.buffer(p.data, p.bytes), dtype=np.uint8).copy() if p.bytes
+               else np.zeros(0, np.uint8))
+        if isinstance(table, SparseTable):
+            self.records = raw.view(_record_dtype(table.dim, k))
+            r = self.records
+            self.ids, self.versions, self.touches = r["id"], r["version"], r["touches"]
+            self.last_clock, self.values, self.state = r["last_clock"], r["values"], r["state"]
+        else:
+            f = raw.view(_F32)
+            self.values, self.state = f[:n], f[n:].reshape(k, n)
+
+
 def _set_lr(table, lr):
     c = table.client
     c._check()
@@ -548,6 +661,34 @@ class DenseTable:
         (kept in snapshots; docs/python.md, "Learning-rate schedules");
         `lr` (the attribute) follows."""
         _set_lr(self, lr)
+
+    def export(self, max_count=0):
+        """The whole table as every shard holds it now, read page by page
+        (SCAN): {"values": (length,) float32, "state": (k, length) float32
+        (the optimizer's state per value), "version": the largest slice
+        version (Adam's step count)}. Take it with no push in flight: pages
+        are read one after another, not at one instant."""
+        c = self.client
+        values, state, version = np.empty(self.length, _F32), None, 0
+        for shard in range(c.num_shards):
+            cursor = 0
+            while True:
+                p = c.scan(self, shard, cursor, max_count)
+                if state is None:
+                    state = np.empty((p.state_per_value, self.length), _F32)
+                values[p.offset:p.offset + p.count] = p.values
+                state[:, p.offset:p.offset + p.count] = p.state
+                version = max(version, p.version)
+                cursor = p.next
+                if cursor == 0:
+                    break
+        return {"values": values, "state": state, "version": version}
+
+    def load(self, exported):
+        """Write what export() gave (into this cluster or another of any
+        shard count): values, optimizer state and version (PUT)."""
+        self.client.put_dense(self, exported["values"], exported["state"], 0,
+                              exported.get("version", 0))
 
     def _range(self, offset, count):
         if count is None:
@@ -771,6 +912,38 @@ class SparseTable:
         """Make `lr` the rows' learning rate on every shard from now on;
         lead columns scale with it (lead_lr x lr / the declared lr)."""
         _set_lr(self, lr)
+
+    def export(self, max_count=0):
+        """Every row the shards hold now, read page by page (SCAN), sorted
+        by id: {"ids": uint64 (n,), "values": (n, dim) float32, "state": (n,
+        k, dim) float32 (the optimizer's state), "versions", "touches":
+        uint32 (n,) (a row's version is its Adam step count),
+        "last_clock": int64 (n,)}. A row evicted and made again during the
+        export could come twice: the later copy is kept."""
+        c = self.client
+        pages = []
+        for shard in range(c.num_shards):
+            cursor = 0
+            while True:
+                p = c.scan(self, shard, cursor, max_count)
+                pages.append(p.records)
+                cursor = p.next
+                if cursor == 0:
+                    break
+        rec = np.concatenate(pages)[::-1]
+        _, last = np.unique(rec["id"], return_index=True)  # first of the reversed: the later
+        rec = rec[last]
+        return {"ids": rec["id"].copy(), "values": np.ascontiguousarray(rec["values"]),
+                "state": np.ascontiguousarray(rec["state"]), "versions": rec["version"].copy(),
+                "touches": rec["touches"].copy(), "last_clock": rec["last_clock"].copy()}
+
+    def load(self, exported):
+        """Write rows as export() gave them (into this cluster or another of
+        any shard count), made if missing: values, optimizer state and the
+        rows' versions, touches and last clocks (PUT)."""
+        self.client.put_rows(self, exported["ids"], exported["values"], exported.get("state"),
+                             exported.get("versions"), exported.get("touches"),
+                             exported.get("last_clock"))
 
     def batch(self, ids):
         """A reusable Batch of `ids`."""

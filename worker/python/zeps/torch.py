@@ -167,6 +167,56 @@ class _SparseModule(nn.Module):
         inverse = _timed("dedup", lambda: torch.from_numpy(batch.positions.astype(np.int64)))
         return batch, inverse
 
+    # state_dict() and load_state_dict(): the rows of the table, through
+    # SCAN and PUT (docs/python.md, "Saving and loading a model")
+    _ROW_KEYS = ("ids", "weight", "optimizer_state", "row_versions", "row_touches",
+                 "row_last_clock", "table")
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        """Every row of the table as plain tensors under `prefix`: ids
+        (int64: a uint64 id in two's complement), weight (n, dim) float32,
+        optimizer_state (n, k, dim), row_versions, row_touches,
+        row_last_clock (int64), and table: the declaration as a dict of
+        plain values (with "lr_in_force")."""
+        self.flush()
+        d = self.table.export()
+        destination[prefix + "ids"] = torch.from_numpy(d["ids"].view(np.int64))
+        destination[prefix + "weight"] = torch.from_numpy(d["values"])
+        destination[prefix + "optimizer_state"] = torch.from_numpy(d["state"])
+        destination[prefix + "row_versions"] = torch.from_numpy(d["versions"].astype(np.int64))
+        destination[prefix + "row_touches"] = torch.from_numpy(d["touches"].astype(np.int64))
+        destination[prefix + "row_last_clock"] = torch.from_numpy(d["last_clock"])
+        destination[prefix + "table"] = dict(self.table.spec, lr_in_force=self.table.lr)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        """Put the rows of a state_dict into the table (PUT: made if
+        missing, values, optimizer state, versions), then its learning rate
+        in force if it was changed (TUNE)."""
+        keys = [prefix + k for k in self._ROW_KEYS]
+        missing = [k for k in keys if k not in state_dict]
+        if missing:
+            missing_keys.extend(missing)
+            return
+        spec = state_dict[prefix + "table"]
+        mine = self.table.spec
+        for f in ("dim", "optimizer"):
+            if spec.get(f) != mine.get(f):
+                error_msgs.append(f"{prefix}table: {f} {spec.get(f)!r} in the state_dict, "
+                                  f"{mine.get(f)!r} in table {self.table.name!r}")
+                return
+        self.flush()
+        self.table.load({
+            "ids": state_dict[prefix + "ids"].numpy().view(np.uint64),
+            "values": state_dict[prefix + "weight"].numpy(),
+            "state": state_dict[prefix + "optimizer_state"].numpy(),
+            "versions": state_dict[prefix + "row_versions"].numpy(),
+            "touches": state_dict[prefix + "row_touches"].numpy(),
+            "last_clock": state_dict[prefix + "row_last_clock"].numpy()})
+        lr = spec.get("lr_in_force")
+        if lr is not None and lr != self.table.lr:
+            self.table.set_lr(lr)
+
     def _unique_rows(self, ids):
         self.flush()  # the previous step's push first: its error surfaces here
         nxt, self._next = self._next, None
@@ -330,6 +380,48 @@ class DenseParameters:
         read them in between (an evaluation pulls first)."""
         clock = self._clock if clock is None else clock
         _timed("dense_wait", self._finish, clock, pull_next)
+
+    def state_dict(self):
+        """The tables' contents now, as plain tensors and values for
+        ``torch.save`` (docs/python.md, "Saving and loading a model"):
+        ``{"params": {name: tensor shaped as the parameter}, "optimizer_state":
+        {name: (k,) + shape tensor}, "versions": {name: int (Adam's step
+        count)}, "tables": {name: the declaration, with "lr_in_force"}}``.
+        ``params`` alone loads into the plain module
+        (``module.load_state_dict(sd["params"])``). Call it after
+        ``step(clock)``: pushes in flight would be missed."""
+        out = {"params": {}, "optimizer_state": {}, "versions": {}, "tables": {}}
+        for (name, p), t in zip(self.params, self.tables):
+            d = t.export()
+            out["params"][name] = torch.from_numpy(d["values"]).reshape(p.shape)
+            out["optimizer_state"][name] = torch.from_numpy(d["state"]).reshape(
+                (d["state"].shape[0],) + tuple(p.shape))
+            out["versions"][name] = int(d["version"])
+            out["tables"][name] = dict(t.spec, lr_in_force=t.lr)
+        return out
+
+    def load_state_dict(self, state_dict):
+        """Write a state_dict() into the tables (this cluster or a new one
+        of any shard count): values, optimizer state and versions (PUT),
+        the learning rate in force if it was changed (TUNE); the module's
+        parameters take the values too. Every parameter must be there with
+        its shape and optimizer."""
+        for (name, p), t in zip(self.params, self.tables):
+            if name not in state_dict["params"]:
+                raise KeyError(f"parameter {name!r} is not in the state_dict")
+            v = state_dict["params"][name]
+            spec = state_dict["tables"][name]
+            if tuple(v.shape) != tuple(p.shape) or spec["optimizer"] != t.spec["optimizer"]:
+                raise ValueError(f"parameter {name!r}: {tuple(v.shape)} {spec['optimizer']} in "
+                                 f"the state_dict, {tuple(p.shape)} {t.spec['optimizer']} here")
+            st = state_dict["optimizer_state"][name]
+            t.load({"values": v.reshape(-1).numpy(),
+                    "state": st.reshape(st.shape[0], -1).numpy() if st.shape[0] else None,
+                    "version": state_dict["versions"][name]})
+            if spec.get("lr_in_force") is not None and spec["lr_in_force"] != t.lr:
+                t.set_lr(spec["lr_in_force"])
+            with torch.no_grad():
+                p.copy_(v)
 
     def _finish(self, clock, pull_next):
         reqs, self._pending = self._pending, []

@@ -11,6 +11,8 @@ Then, interleaved rep by rep, times one embedding step of a batch:
   C       tests/bench/bench_sparse_loop.c: zeps_sbatch_new (ids deduplicated
           once, in C), pull the rows, push a gradient for every position,
           free the batch;
+  binding the C API's calls of that step from Python (zeps.Batch: make it,
+          pull_unique, push_unique of a gradient per distinct row), no torch;
   torch   the same step through zeps.torch: Embedding(ids) forward, backward
           of a given output gradient, flush (the push acknowledged);
   plain   the PyTorch arithmetic every version of that step does, with no
@@ -19,9 +21,13 @@ Then, interleaved rep by rep, times one embedding step of a batch:
           scatter-add of the gradient into the rows).
 
 zeps.torch's own cost per step is torch - C - plain: what the Python layer
-adds (deduplication and batch building done twice or in numpy, array
-conversions, autograd bookkeeping) over what the C library and PyTorch
-must do anyway. Prints the medians of each and that difference.
+adds (array conversions, the autograd Function, Python calls) over what the
+C library and PyTorch must do anyway; binding - C is the part of it that
+the calls from Python into libzeps take. Each is measured as wall time per
+step and as the worker process's CPU time per step (all its threads); the
+CPU time leaves out the waits for the shard, which the three share and
+which another process on the machine stretches. Prints the medians of each
+and that difference.
 """
 import argparse
 import os
@@ -54,19 +60,21 @@ def c_loop(ep, path, seconds):
     out = subprocess.run([os.path.join(BINDIR, "bench_sparse_loop"), path, str(STEPS),
                           str(BATCH * FIELDS), str(DIM), str(seconds), ep],
                          check=True, capture_output=True, text=True)
-    return float(out.stdout)
+    wall, cpu = out.stdout.split()
+    return float(wall), float(cpu)
 
 
 def timed_loop(step, seconds):
+    """(wall, CPU) microseconds per step of `step` for `seconds`."""
     for s in range(min(STEPS, 20)):
         step(s)
-    iters, t0 = 0, time.perf_counter()
+    iters, t0, c0 = 0, time.perf_counter(), time.process_time()
     while True:
         step(iters % STEPS)
         iters += 1
         el = time.perf_counter() - t0
         if el >= seconds:
-            return el / iters * 1e6
+            return el / iters * 1e6, (time.process_time() - c0) / iters * 1e6
 
 
 def torch_loop(ep, ids, grad, seconds):
@@ -77,6 +85,21 @@ def torch_loop(ep, ids, grad, seconds):
         def step(s):
             emb(steps[s]).backward(grad)
             emb.flush()
+
+        return timed_loop(step, seconds)
+
+
+def binding_loop(ep, ids, seconds):
+    with zeps.Client.from_endpoints([ep], 0, request_timeout_ms=10000) as c:
+        t = c.declare_sparse("bench-emb", DIM, optimizer="adagrad", lr=1e-3)
+        flat = [ids[s].reshape(-1).view(np.uint64) for s in range(STEPS)]
+        g = np.full((BATCH * FIELDS, DIM), 1e-3, np.float32)
+
+        def step(s):
+            b = zeps.Batch(t, flat[s])
+            b.pull_unique()
+            b.push_unique(g[:b.unique])
+            b.free()
 
         return timed_loop(step, seconds)
 
@@ -116,20 +139,25 @@ def main():
                                stderr=subprocess.DEVNULL)
         try:
             zeps.Client.from_endpoints([ep], 0xFFFFFFFF, hello_timeout_ms=10000).close()
-            cs, ts, ps = [], [], []
+            cs, bs, ts, ps = [], [], [], []
             for _ in range(a.reps):
                 cs.append(c_loop(ep, path, a.seconds))
+                bs.append(binding_loop(ep, ids, a.seconds))
                 ts.append(torch_loop(ep, ids, grad, a.seconds))
                 ps.append(plain_loop(ids, grad, a.seconds))
         finally:
             srv.terminate()
             srv.wait()
-    c, t, p = statistics.median(cs), statistics.median(ts), statistics.median(ps)
     uniq = np.mean([len(np.unique(ids[s])) for s in range(STEPS)])
     print(f"{BATCH} x {FIELDS} ids per step ({uniq:.0f} distinct on average), dim {DIM}")
-    for name, v, vs in (("C", c, cs), ("zeps.torch", t, ts), ("plain torch", p, ps)):
-        print(f"{name:12s} {v:9.1f} us per step  (reps {' '.join(f'{x:.1f}' for x in vs)})")
-    print(f"zeps.torch's own cost per step (zeps.torch - C - plain torch): {t - c - p:.1f} us")
+    for i, what in ((0, "wall"), (1, "CPU")):
+        c, b, t, p = (statistics.median(x[i] for x in xs) for xs in (cs, bs, ts, ps))
+        for name, v, xs in (("C", c, cs), ("binding", b, bs), ("zeps.torch", t, ts),
+                            ("plain torch", p, ps)):
+            reps = " ".join(f"{x[i]:.1f}" for x in xs)
+            print(f"{what:4s} {name:12s} {v:9.1f} us per step  (reps {reps})")
+        print(f"{what:4s} zeps.torch's own cost per step (zeps.torch - C - plain torch): "
+              f"{t - c - p:.1f} us, of which the binding's calls (binding - C) {b - c:.1f} us")
 
 
 if __name__ == "__main__":

@@ -125,7 +125,7 @@ class _Rows(torch.autograd.Function):
         # next forward (or flush), so the push overlaps the rest of the step
         ctx.module._pushes.append(_timed("sparse_push", ctx.batch.push_unique_async, g,
                                          ctx.clock))
-        return torch.zeros(()), None, None, None, None
+        return None, None, None, None, None  # the anchor gets no gradient
 
 
 class _SparseModule(nn.Module):

@@ -172,7 +172,7 @@ static int isr_write(rep *p, loop *lp, const char *const *m, int n, int32_t vers
 static void start_zk(zt_zk *zk)
 {
     ck_assert_int_eq(zt_zk_start(zk), 0);
-    printf("ZooKeeper ready in %.2f s (JVM start to `imok`)\n", zk->start_s);
+    printf("ZooKeeper serving %.2f s after its start\n", zk->start_s);
 }
 
 /* Replica 0 elected first (epoch 1), then 1 and 2 join as backups. */

@@ -59,7 +59,8 @@ netns_setup() {
 # zk_start DIR: a one-node ZooKeeper (zk-server.sh beside this file, the
 # command line the C tests use too) on a free loopback port, data and log
 # (zk.log) in DIR; sets ZK_PID, ZK_PORT and ZK_HOSTS (127.0.0.1:PORT) and
-# returns once it answers `ruok` (1 if it died or 30 s passed).
+# returns once it serves: `srvr` names its mode (`ruok` answers imok
+# before that); 1 if it died or 30 s passed.
 # zk_stop [SIG]: stop it (TERM by default; KILL for a crash) and wait.
 # zk_4lw WORD: its answer to a four-letter word (ruok, srvr, stat).
 zk_4lw() {
@@ -73,7 +74,7 @@ zk_start() {
     ZK_PID=$!
     local end=$((SECONDS + 30))
     while [ $SECONDS -lt $end ]; do
-        [ "$(zk_4lw ruok)" = imok ] && return 0
+        zk_4lw srvr | grep -q '^Mode: ' && return 0
         kill -0 "$ZK_PID" 2>/dev/null || return 1
         sleep 0.05
     done

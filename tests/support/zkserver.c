@@ -34,11 +34,17 @@ int zt_zk_ok(const zt_zk *z)
         return 0;
     struct timeval tv = {.tv_sec = 1};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char buf[8] = "";
-    int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && write(fd, "ruok", 4) == 4 &&
-             read(fd, buf, 4) == 4 && memcmp(buf, "imok", 4) == 0;
+    /* `ruok` answers imok before the server serves requests; `srvr`
+     * names its mode only once it does */
+    char buf[1024];
+    size_t got = 0;
+    ssize_t n = 0;
+    if (connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && write(fd, "srvr", 4) == 4)
+        while (got < sizeof(buf) - 1 && (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
+            got += (size_t)n;
     close(fd);
-    return ok;
+    buf[got] = '\0';
+    return strstr(buf, "Mode: ") != NULL;
 }
 
 static int launch(zt_zk *z)

@@ -1,7 +1,8 @@
 /*
  * zkserver.h - a real one-node ZooKeeper for the tests of the
  * coordination layer: started from tests/support/zk-server.sh in a
- * scratch folder on a free loopback port, ready once it answers `ruok`,
+ * scratch folder on a free loopback port, ready once `srvr` names its
+ * mode (it answers `ruok` before it serves requests),
  * stopped (SIGTERM, or SIGKILL for a crash) and started again on the same
  * port and data. The child dies with the test (PR_SET_PDEATHSIG).
  */
@@ -28,7 +29,7 @@ void zt_zk_stop(zt_zk *z, int sig);
 /* Start it again on the same folder and port; waits as zt_zk_start. */
 int zt_zk_restart(zt_zk *z);
 
-/* Whether something answers `ruok` with `imok` on the port now. */
+/* Whether a ZooKeeper serves on the port now. */
 int zt_zk_ok(const zt_zk *z);
 
 #endif

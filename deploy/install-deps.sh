@@ -13,6 +13,9 @@
 # netns       ip and nftables: test hosts in network namespaces
 # fuzz        clang and libFuzzer (tests/fuzz)
 # coverage    gcovr (tests/coverage.sh, docs/testing.md "Coverage")
+# zk          ZooKeeper: the server (jars and scripts, no system service: the
+#             tests and zepsctl start their own) and the C client library
+#             the shard's coordination layer links (docs/replication.md)
 # tests       everything the test suite uses: all of the above, Check,
 #             systemd-analyze, strace, and Node.js for the deployment checks
 # all         the same as tests
@@ -36,9 +39,10 @@ group() { # name: its packages, one word each
     netns) echo iproute2 nftables ;;
     fuzz) echo clang libfuzzer-14-dev ;;
     coverage) echo gcovr ;;
+    zk) echo zookeeper libzookeeper-st-dev ;;
     tests | all)
         local g
-        for g in core python study prometheus slurm netns fuzz; do group $g; done
+        for g in core python study prometheus slurm netns fuzz zk; do group $g; done
         echo check libsubunit-dev systemd strace
         # the deployment checks (tests/system/deploy-check: npm ci of the
         # committed lock file) need Node.js and npm: a machine that already
@@ -50,7 +54,7 @@ group() { # name: its packages, one word each
         ;;
     *)
         echo "install-deps: unknown group '$1' (core, python, study, prometheus, slurm, netns," \
-            "fuzz, coverage, tests, all)" >&2
+            "fuzz, coverage, zk, tests, all)" >&2
         return 1
         ;;
     esac

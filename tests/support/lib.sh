@@ -56,3 +56,33 @@ netns_setup() {
         ip -n "$P-br" link set "$h" up
     done
 }
+# zk_start DIR: a one-node ZooKeeper (zk-server.sh beside this file, the
+# command line the C tests use too) on a free loopback port, data and log
+# (zk.log) in DIR; sets ZK_PID, ZK_PORT and ZK_HOSTS (127.0.0.1:PORT) and
+# returns once it serves: `srvr` names its mode (`ruok` answers imok
+# before that); 1 if it died or 30 s passed.
+# zk_stop [SIG]: stop it (TERM by default; KILL for a crash) and wait.
+# zk_4lw WORD: its answer to a four-letter word (ruok, srvr, stat).
+zk_4lw() {
+    (exec 3<>"/dev/tcp/127.0.0.1/$ZK_PORT" && printf %s "$1" >&3 && timeout 2 cat <&3) 2>/dev/null
+}
+zk_start() {
+    mkdir -p "$1"
+    ZK_PORT=${ZK_PORT:-$(free_port)}
+    ZK_HOSTS=127.0.0.1:$ZK_PORT
+    bash "$(dirname "${BASH_SOURCE[0]}")/zk-server.sh" "$1" "$ZK_PORT" >>"$1/zk.log" 2>&1 &
+    ZK_PID=$!
+    local end=$((SECONDS + 30))
+    while [ $SECONDS -lt $end ]; do
+        zk_4lw srvr | grep -q '^Mode: ' && return 0
+        kill -0 "$ZK_PID" 2>/dev/null || return 1
+        sleep 0.05
+    done
+    return 1
+}
+zk_stop() {
+    [ -n "${ZK_PID:-}" ] || return 0
+    kill -"${1:-TERM}" "$ZK_PID" 2>/dev/null
+    wait "$ZK_PID" 2>/dev/null
+    ZK_PID=
+}

@@ -4,7 +4,7 @@
 # (deploy/install-deps.sh):
 #  - the `core` group holds none of the packages only tests or other
 #    features use (Slurm, munge, Prometheus, PyTorch, clang/libFuzzer,
-#    nftables, Check, Node.js);
+#    nftables, Check, Node.js, ZooKeeper);
 #  - deploy/local/run.sh and run-ctr.sh install `core`, tests/run.sh `tests`,
 #    and `tests` holds every other group;
 #  - a new build tree configured without options (the main job's) builds
@@ -18,7 +18,7 @@ deps=$src/deploy/install-deps.sh
 core=$(bash "$deps" --list core)
 check "install-deps.sh --list core lists the build and run packages" grep -qx libzmq3-dev <<<"$core"
 for p in slurm-wlm munge prometheus python3-torch python3-pytest clang libfuzzer-14-dev nftables \
-    check nodejs strace; do
+    zookeeper check nodejs strace; do
     check "core does not install $p (the tests or another feature need it)" \
         test -z "$(grep -x -- "$p" <<<"$core")"
 done
@@ -26,7 +26,7 @@ check "deploy/local/run.sh installs core" grep -q 'install-deps.sh" core' "$src/
 check "deploy/local/run-ctr.sh installs core" grep -q 'install-deps.sh" core' "$src/deploy/local/run-ctr.sh"
 check "tests/run.sh installs tests" grep -q 'install-deps.sh" tests' "$src/tests/run.sh"
 tests=$(bash "$deps" --list tests)
-for g in core python study prometheus slurm netns fuzz; do
+for g in core python study prometheus slurm netns fuzz zk; do
     missing=$(comm -23 <(bash "$deps" --list $g) <(echo "$tests"))
     check "tests holds every package of $g${missing:+ (not: $missing)}" test -z "$missing"
 done

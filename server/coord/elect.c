@@ -1,0 +1,51 @@
+/*
+ * elect.c - who should be primary; see elect.h. Kept apart from the
+ * backend so the rule is read (and tested) in one place.
+ */
+#include "elect.h"
+
+#include <stdio.h>
+#include <string.h>
+
+bool zp_elect_in_isr(const zp_znode_isr *isr, const char *member)
+{
+    for (int i = 0; i < isr->n; i++)
+        if (strcmp(isr->m[i], member) == 0)
+            return true;
+    return false;
+}
+
+int zp_elect_pick(const char *const *live, int nlive, const zp_znode_isr *isr)
+{
+    int best = -1;
+    int64_t best_seq = 0;
+    for (int i = 0; i < nlive; i++) {
+        int64_t seq = zp_znode_seq(live[i]);
+        if (seq < 0 || (isr->n > 0 && !zp_elect_in_isr(isr, live[i])))
+            continue;
+        if (best < 0 || seq < best_seq) {
+            best = i;
+            best_seq = seq;
+        }
+    }
+    return best;
+}
+
+static bool is_live(const char *const *live, int nlive, const char *m)
+{
+    for (int i = 0; i < nlive; i++)
+        if (strcmp(live[i], m) == 0)
+            return true;
+    return false;
+}
+
+void zp_elect_next_isr(zp_znode_isr *next, const zp_znode_isr *old, const char *const *live,
+                       int nlive, const char *me, uint64_t epoch)
+{
+    memset(next, 0, sizeof(*next));
+    next->epoch = epoch;
+    snprintf(next->m[next->n++], ZP_COORD_MEMBER_MAX, "%s", me);
+    for (int i = 0; i < old->n && next->n < ZP_COORD_ISR_MAX; i++)
+        if (strcmp(old->m[i], me) != 0 && is_live(live, nlive, old->m[i]))
+            snprintf(next->m[next->n++], ZP_COORD_MEMBER_MAX, "%s", old->m[i]);
+}

@@ -1,0 +1,67 @@
+/*
+ * znode.h - the coordination service's layout for one shard: the paths of
+ * its nodes and what each node holds, as text (docs/replication.md, "The
+ * znode layout"). Pure functions: no service, no loop; any backend that
+ * stores paths and small values can use them.
+ *
+ *   /zeps/<cluster>/shards/<k>/members/m-<session>-<seq>  "<replica> <endpoint>"
+ *   /zeps/<cluster>/shards/<k>/epoch                      "<epoch>"
+ *   /zeps/<cluster>/shards/<k>/primary                    "<epoch> <member> <replica> <endpoint>"
+ *   /zeps/<cluster>/shards/<k>/isr                        "<epoch>[ <member>...]"
+ */
+#ifndef ZP_ZNODE_H
+#define ZP_ZNODE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "coord.h"
+
+#define ZP_ZNODE_PATH_MAX 256
+#define ZP_ZNODE_TREE     6 /* nodes from /zeps down to .../members */
+
+typedef struct zp_znode_paths {
+    char tree[ZP_ZNODE_TREE][ZP_ZNODE_PATH_MAX]; /* parents first, made persistent */
+    char members[ZP_ZNODE_PATH_MAX];
+    char epoch[ZP_ZNODE_PATH_MAX];
+    char primary[ZP_ZNODE_PATH_MAX];
+    char isr[ZP_ZNODE_PATH_MAX];
+} zp_znode_paths;
+
+/* A primary node's contents. */
+typedef struct zp_znode_primary {
+    uint64_t epoch;
+    char member[ZP_COORD_MEMBER_MAX];
+    int replica;
+    char endpoint[256];
+} zp_znode_primary;
+
+/* An in-sync set's contents. */
+typedef struct zp_znode_isr {
+    uint64_t epoch;
+    int n;
+    char m[ZP_COORD_ISR_MAX][ZP_COORD_MEMBER_MAX];
+} zp_znode_isr;
+
+/* The paths of shard `shard` of cluster `cluster` (a name of letters,
+ * digits, '.', '_' and '-'). Returns 0 or ZEPS_ECONFIG with a message. */
+int zp_znode_paths_make(zp_znode_paths *p, const char *cluster, int shard, char *err,
+                        size_t errlen);
+
+/* The sequence number the service appended to a member name, or -1 if
+ * the name is not "m-<session>-<digits>". */
+int64_t zp_znode_seq(const char *member);
+
+/* "m-<session hex>-": the prefix of this session's member node. */
+void zp_znode_member_prefix(char *buf, size_t len, int64_t session);
+
+/* Node contents to text and back. The parsers take the bytes as the
+ * service returns them (not NUL-terminated) and return 0, or ZEPS_EPROTO
+ * for contents zeps did not write. */
+int zp_znode_primary_format(char *buf, size_t len, const zp_znode_primary *p);
+int zp_znode_primary_parse(const char *data, int len, zp_znode_primary *p);
+int zp_znode_isr_format(char *buf, size_t len, const zp_znode_isr *s);
+int zp_znode_isr_parse(const char *data, int len, zp_znode_isr *s);
+int zp_znode_epoch_parse(const char *data, int len, uint64_t *epoch);
+
+#endif

@@ -1,0 +1,114 @@
+/*
+ * test_elect.c - the coordination layer's pure parts (server/coord/):
+ * who may be elected (elect.c) and what the shard's nodes hold (znode.c),
+ * without a service.
+ */
+#include <check.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "elect.h"
+#include "zeps_errors.h"
+#include "znode.h"
+
+static zp_znode_isr isr_of(int n, const char *const *m)
+{
+    zp_znode_isr s = {.epoch = 3, .n = n};
+    for (int i = 0; i < n; i++)
+        strcpy(s.m[i], m[i]);
+    return s;
+}
+
+/* Sequence numbers decide, not the order of the list nor the session part
+ * of the name; before the first election anyone may win. */
+START_TEST(test_pick_lowest_sequence)
+{
+    const char *live[] = {"m-1f-0000000012", "m-2-0000000009", "m-3a-0000000010"};
+    zp_znode_isr none = isr_of(0, NULL);
+    ck_assert_int_eq(zp_elect_pick(live, 3, &none), 1);
+    const char *in[] = {"m-3a-0000000010", "m-1f-0000000012"};
+    zp_znode_isr s = isr_of(2, in);
+    ck_assert_int_eq(zp_elect_pick(live, 3, &s), 2);
+    const char *gone[] = {"m-77-0000000001"};
+    s = isr_of(1, gone);
+    ck_assert_int_eq(zp_elect_pick(live, 3, &s), -1); /* no in-sync replica alive */
+    ck_assert_int_eq(zp_elect_pick(live, 0, &none), -1);
+}
+END_TEST
+
+START_TEST(test_next_isr)
+{
+    const char *live[] = {"m-1-0000000002", "m-2-0000000003"};
+    const char *old[] = {"m-0-0000000001", "m-1-0000000002", "m-2-0000000003"};
+    zp_znode_isr o = isr_of(3, old), n;
+    zp_elect_next_isr(&n, &o, live, 2, "m-2-0000000003", 4);
+    ck_assert_uint_eq(n.epoch, 4);
+    ck_assert_int_eq(n.n, 2);
+    ck_assert_str_eq(n.m[0], "m-2-0000000003"); /* the new primary first */
+    ck_assert_str_eq(n.m[1], "m-1-0000000002");
+}
+END_TEST
+
+START_TEST(test_formats)
+{
+    zp_znode_paths p;
+    char err[256];
+    ck_assert_int_eq(zp_znode_paths_make(&p, "prod-1", 2, err, sizeof(err)), 0);
+    ck_assert_str_eq(p.primary, "/zeps/prod-1/shards/2/primary");
+    ck_assert_str_eq(p.members, "/zeps/prod-1/shards/2/members");
+    ck_assert_int_eq(zp_znode_paths_make(&p, "..", 0, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_int_eq(zp_znode_paths_make(&p, "a b", 0, err, sizeof(err)), ZEPS_ECONFIG);
+
+    ck_assert_int_eq(zp_znode_seq("m-ab-0000000042"), 42);
+    ck_assert_int_eq(zp_znode_seq("x-ab-0000000042"), -1);
+    ck_assert_int_eq(zp_znode_seq("m-ab-"), -1);
+
+    char buf[512];
+    zp_znode_primary pr = {.epoch = 7,
+                           .member = "m-9-0000000001",
+                           .replica = 1,
+                           .endpoint = "tcp://h:1"},
+                     back;
+    ck_assert_int_eq(zp_znode_primary_format(buf, sizeof(buf), &pr), 0);
+    ck_assert_int_eq(zp_znode_primary_parse(buf, (int)strlen(buf), &back), 0);
+    ck_assert_uint_eq(back.epoch, 7);
+    ck_assert_str_eq(back.member, pr.member);
+    ck_assert_str_eq(back.endpoint, "tcp://h:1");
+    ck_assert_int_eq(zp_znode_primary_parse("7 m-9-0000000001 1", 18, &back), ZEPS_EPROTO);
+    ck_assert_int_eq(zp_znode_primary_parse("7 m-9-1 1 e x", 13, &back), ZEPS_EPROTO);
+
+    const char *m[] = {"m-1-0000000002", "m-2-0000000003"};
+    zp_znode_isr s = isr_of(2, m), t;
+    ck_assert_int_eq(zp_znode_isr_format(buf, sizeof(buf), &s), 0);
+    ck_assert_str_eq(buf, "3 m-1-0000000002 m-2-0000000003");
+    ck_assert_int_eq(zp_znode_isr_parse(buf, (int)strlen(buf), &t), 0);
+    ck_assert_int_eq(t.n, 2);
+    ck_assert_str_eq(t.m[1], "m-2-0000000003");
+    ck_assert_int_eq(zp_znode_isr_parse("0", 1, &t), 0);
+    ck_assert_int_eq(t.n, 0);
+    ck_assert_int_eq(zp_znode_isr_parse("x", 1, &t), ZEPS_EPROTO);
+    ck_assert_int_eq(zp_znode_isr_parse("1 bad", 5, &t), ZEPS_EPROTO);
+
+    uint64_t e;
+    ck_assert_int_eq(zp_znode_epoch_parse("12", 2, &e), 0);
+    ck_assert_uint_eq(e, 12);
+    ck_assert_int_eq(zp_znode_epoch_parse("-1", 2, &e), ZEPS_EPROTO);
+    ck_assert_int_eq(zp_znode_epoch_parse("", 0, &e), ZEPS_EPROTO);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("elect");
+    TCase *tc = tcase_create("pure");
+    tcase_add_test(tc, test_pick_lowest_sequence);
+    tcase_add_test(tc, test_next_isr);
+    tcase_add_test(tc, test_formats);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

@@ -17,6 +17,7 @@
 #include "errors.h"
 #include "init.h"
 #include "log.h"
+#include "segments.h"
 #include "zeps_errors.h"
 
 /* The largest dense table: 2^36 elements (256 GiB of f32) is beyond any one
@@ -64,6 +65,10 @@ static int check_common(const Zeps__TableSpec *spec, char *err, size_t errlen)
                  spec->name, spec->kind);
         return ZEPS_EINVAL;
     }
+    if (spec->kind == ZP_TABLE_SPARSE && spec->n_segments) {
+        snprintf(err, errlen, "table '%s': init segments are for dense tables", spec->name);
+        return ZEPS_EINVAL;
+    }
     return 0;
 }
 
@@ -85,6 +90,9 @@ static int check_dense(const Zeps__TableSpec *spec, char *err, size_t errlen)
         snprintf(err, errlen, "table '%s': init_scale must be finite", spec->name);
         return ZEPS_EINVAL;
     }
+    int rc = zp_segments_check(spec, err, errlen);
+    if (rc != 0)
+        return rc;
     zp_hyper h;
     hyper_from_spec(&h, spec);
     char oerr[200];
@@ -123,7 +131,12 @@ static int dense_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int
                  (unsigned long long)((2 + t->opt->state_per_param) * t->n * sizeof(float)));
         return ZEPS_ENOMEM;
     }
-    zp_init_fill(t->params->data, t->begin, t->n, t->init, t->init_scale, t->seed);
+    if (spec->n_segments)
+        zp_segments_fill(spec, t->params->data, t->begin, t->n);
+    else
+        zp_init_fill(t->params->data, t->begin, t->n, t->init, t->init_scale, t->seed);
+    t->init_digest = zp_segments_digest(spec);
+    t->init_known = true;
     return 0;
 }
 
@@ -226,6 +239,7 @@ int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int
     zeps__table_spec__free_unpacked(spec, NULL);
     if (rc != 0)
         return rc;
+    t->init_known = false; /* the record keeps values, not init segments */
     rc = kind->load(t, st, err, errlen);
     if (rc == 0 && st->lr_now > 0)
         rc = zp_table_set_lr(t, st->lr_now, err, errlen);
@@ -295,6 +309,10 @@ static int dense_check_same(const zp_table *t, const Zeps__TableSpec *spec, char
         snprintf(err, errlen, "table '%s' already declared with %s, not %s", t->name,
                  t->has_staleness ? "its own staleness bound" : "the cluster's staleness bound",
                  spec->has_staleness ? "its own" : "the cluster's");
+        return ZEPS_ECONFLICT;
+    }
+    if (t->init_known && zp_segments_digest(spec) != t->init_digest) {
+        snprintf(err, errlen, "table '%s' already declared with other init segments", t->name);
         return ZEPS_ECONFLICT;
     }
     if (zp_init_from_name(spec->init) != (int)t->init || spec->init_scale != t->init_scale ||

@@ -112,6 +112,8 @@ struct zp_table {
     zp_init_kind init;
     double init_scale;
     uint64_t seed;
+    uint64_t init_digest; /* dense: of the declaration's init segments (segments.c), 0: none */
+    bool init_known;      /* dense: declared (not restored): init_digest can be checked */
     bool has_staleness; /* ssp bound declared for this table */
     uint32_t staleness;
 

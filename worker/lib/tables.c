@@ -21,6 +21,9 @@
 #include "wire.h"
 #include "zeps.h"
 
+/* Most init segments a declaration may name (the shards' limit too). */
+#define MAX_SEGMENTS 4096
+
 uint64_t zp_tables_slice_begin(uint64_t length, int k, int nshards)
 {
     return length * (uint64_t)k / (uint64_t)nshards;
@@ -131,7 +134,26 @@ int zeps_declare(zeps_client *c, const zeps_table_spec *spec, uint32_t *table)
     ts.seed = spec->seed;
     ts.has_staleness = spec->has_staleness != 0;
     ts.staleness = spec->has_staleness ? spec->staleness : 0;
-    return declare(c, &ts, table);
+    if (spec->nsegments > MAX_SEGMENTS)
+        return zp_fail(c, ZEPS_EINVAL, "table '%s': %zu init segments, at most %d", spec->name,
+                       spec->nsegments, MAX_SEGMENTS);
+    Zeps__InitSegment *segs = spec->nsegments ? zp_alloc(spec->nsegments * sizeof(*segs)) : NULL;
+    Zeps__InitSegment **ptrs = spec->nsegments ? zp_alloc(spec->nsegments * sizeof(*ptrs)) : NULL;
+    for (size_t i = 0; i < spec->nsegments; i++) {
+        const zeps_init_segment *g = &spec->segments[i];
+        zeps__init_segment__init(&segs[i]);
+        segs[i].length = g->length;
+        segs[i].init = (char *)(g->init ? g->init : "zeros");
+        segs[i].init_scale = g->init_scale;
+        segs[i].seed = g->seed;
+        ptrs[i] = &segs[i];
+    }
+    ts.n_segments = spec->nsegments;
+    ts.segments = ptrs;
+    int rc = declare(c, &ts, table);
+    free(ptrs);
+    free(segs);
+    return rc;
 }
 
 int zeps_declare_sparse(zeps_client *c, const zeps_sparse_spec *spec, uint32_t *table)

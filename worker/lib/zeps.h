@@ -62,6 +62,14 @@ typedef struct zeps_options {
 
 /* A table declaration. Every worker may declare the same table; a second
  * declaration with an equal spec is a no-op, a different one is ZEPS_ECONFLICT. */
+/* A segment of a dense table's initial values (zeps_table_spec.segments). */
+typedef struct zeps_init_segment {
+    uint64_t length;  /* elements */
+    const char *init; /* as zeps_table_spec.init */
+    double init_scale;
+    uint64_t seed;
+} zeps_init_segment;
+
 typedef struct zeps_table_spec {
     const char *name;      /* 1..63 chars of [A-Za-z0-9_.-] */
     uint64_t length;       /* number of f32 elements */
@@ -76,6 +84,11 @@ typedef struct zeps_table_spec {
     uint64_t seed;       /* initializer seed; same seed => same values on any shard count */
     int has_staleness;   /* ssp: nonzero to give this table its own bound ... */
     unsigned staleness;  /* ... of this many clocks (else the cluster's `staleness`) */
+    /* nsegments > 0: the initial values by consecutive segments covering
+     * the table, each initialised as a table of its own length would be
+     * (init, init_scale and seed above unused); read during the call */
+    const zeps_init_segment *segments;
+    size_t nsegments;
 } zeps_table_spec;
 
 /* Per-call timing a client accumulates (seconds), for the scaling figures. */

@@ -37,6 +37,13 @@ typedef struct zeps_options {
     volatile int *interrupt;
 } zeps_options;
 
+typedef struct zeps_init_segment {
+    uint64_t length;
+    const char *init;
+    double init_scale;
+    uint64_t seed;
+} zeps_init_segment;
+
 typedef struct zeps_table_spec {
     const char *name;
     uint64_t length;
@@ -51,6 +58,8 @@ typedef struct zeps_table_spec {
     uint64_t seed;
     int has_staleness;
     unsigned staleness;
+    const zeps_init_segment *segments;
+    size_t nsegments;
 } zeps_table_spec;
 
 typedef struct zeps_client_stats {

@@ -94,6 +94,49 @@ def test_dense_parameters_train_a_linear_model(make_cluster):
         c.close()
 
 
+def _train_mlp(cl, flat, prefix):
+    """Two workers under bsp train a small MLP with adam for 8 clocks;
+    returns rank 0's parameters (each a copy) and the number of tables."""
+    clients = [cl.client(r) for r in range(2)]
+    models, ps = [], []
+    for c in clients:
+        torch.manual_seed(3)
+        m = nn.Sequential(nn.Linear(5, 7), nn.ReLU(), nn.Linear(7, 3), nn.ReLU(), nn.Linear(3, 1))
+        models.append(m)
+        ps.append(zt.DenseParameters(c, m, optimizer="adam", lr=0.01, prefix=prefix, flat=flat,
+                                     groups=[{"params": m[4].parameters(), "optimizer": "sgd",
+                                              "lr": 0.05}]))
+    g = torch.Generator().manual_seed(4)
+    x, y = torch.randn(32, 5, generator=g), torch.randn(32, 1, generator=g)
+    for clock in range(8):
+        for r in range(2):
+            ps[r].pull(clock)
+            loss = ((models[r](x[r::2]) - y[r::2]) ** 2).mean()
+            if clock == 5:  # the last layer gets no gradient this step
+                loss = ((models[r][:4](x[r::2]).sum(1, keepdim=True) - y[r::2]) ** 2).mean()
+            loss.backward()
+            ps[r].step(clock)
+    ps[0].pull(8)
+    out = [p.detach().clone() for p in models[0].parameters()], len(ps[0].tables)
+    for c in clients:
+        c.close()
+    return out
+
+
+def test_flat_tables_train_the_same_bits(make_cluster):
+    """DenseParameters with one table per parameter group (flat, the
+    default: the parameters views of one buffer, one push per group and
+    shard, init segments) trains the same bits as one table per parameter,
+    on another shard count too, also when a parameter of a group gets no
+    gradient in a step."""
+    flat, nflat = _train_mlp(make_cluster(servers=2, workers=2, consistency="bsp"), True, "f.")
+    own, nown = _train_mlp(make_cluster(servers=3, workers=2, consistency="bsp"), False, "o.")
+    assert (nflat, nown) == (2, 6)
+    for a, b in zip(flat, own):
+        assert torch.equal(a, b)
+    assert not torch.equal(flat[0], torch.zeros_like(flat[0]))
+
+
 def test_step_profile_times_each_phase(make_cluster):
     """zt.StepProfile: with a profile active every phase of a step is timed;
     stopped, nothing is added."""

@@ -520,9 +520,12 @@ class Client:
 
     def declare(self, name, length, optimizer="sgd", lr=0.01, *, momentum=0.0, beta1=0.0,
                 beta2=0.0, eps=0.0, weight_decay=0.0, init=None, init_scale=0.0, seed=0,
-                staleness=None):
+                staleness=None, segments=None):
         """Declare a dense table of `length` float32 elements on every shard
-        (idempotent with the same spec). Returns a DenseTable."""
+        (idempotent with the same spec). `segments`: a list of (length,
+        init, init_scale, seed) covering the table, each segment initialised
+        as a table of its own would be (init, init_scale and seed then
+        unused). Returns a DenseTable."""
         self._check()
         keep = []
         spec = ffi.new("zeps_table_spec *")
@@ -533,6 +536,13 @@ class Client:
         spec.eps, spec.weight_decay, spec.init_scale, spec.seed = eps, weight_decay, init_scale, seed
         if staleness is not None:
             spec.has_staleness, spec.staleness = 1, int(staleness)
+        if segments:
+            segs = ffi.new("zeps_init_segment[]", len(segments))
+            for g, (n, kind, scale, sd) in zip(segs, segments):
+                g.length, g.init_scale, g.seed = int(n), float(scale), int(sd)
+                g.init = _spec_strings(keep, init=kind)["init"]
+            keep.append(segs)
+            spec.segments, spec.nsegments = segs, len(segments)
         h = ffi.new("uint32_t *")
         self._arm()
         self._call(lib.zeps_declare(self._c, spec, h))
@@ -541,7 +551,8 @@ class Client:
         t.spec = dict(kind="dense", name=name, length=int(length), optimizer=optimizer, lr=lr,
                       momentum=momentum, beta1=beta1, beta2=beta2, eps=eps,
                       weight_decay=weight_decay, init=init, init_scale=init_scale, seed=seed,
-                      staleness=staleness)
+                      staleness=staleness,
+                      segments=[tuple(g) for g in segments] if segments else None)
         self._tables[name] = t
         return t
 

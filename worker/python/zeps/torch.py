@@ -266,11 +266,33 @@ def _default_init(name, p):
     return "normal", math.sqrt(2.0 / fan_in)
 
 
+class _Unit:
+    """One dense table of DenseParameters and the parameters it holds:
+    ``members`` [(name, param, offset, numel)], the values' buffer pulls
+    write into (the parameters' own storage: one parameter's, or a flat
+    buffer every member is a view of), and the gradient buffer a push is
+    sent from once every member's gradient of the step is in."""
+
+    def __init__(self, table, members, values):
+        self.table, self.members, self.values = table, members, values
+        self.n = sum(m[3] for m in members)
+        self.grad = np.zeros(self.n, np.float32) if len(members) > 1 else None
+        self.have = set()  # offsets of the members whose gradient of this step is in grad
+        self.sent = False  # this step's push went
+
+
 class DenseParameters:
-    """Keep every parameter of `module` on a zeps dense table named
-    ``prefix + parameter name`` (declared with `optimizer` and its
-    hyper-parameters; ``init`` a function (name, param) -> (init, scale),
-    He-normal weights and zero biases by default, seeded by `seed`).
+    """Keep every parameter of `module` on zeps dense tables (declared with
+    `optimizer` and its hyper-parameters; ``init`` a function (name, param)
+    -> (init, scale), He-normal weights and zero biases by default, seeded
+    by `seed`).
+
+    With ``flat=True`` (the default) each parameter group is one table,
+    ``prefix + "group<i>"``: the parameters become views of one buffer, a
+    step pulls and pushes each group with one request per shard, and each
+    parameter starts with the values a table of its own would have (the
+    table's init segments, docs/protocol.md). ``flat=False`` gives every
+    parameter a table of its own, ``prefix + parameter name``.
 
     `groups`, as ``torch.optim``'s parameter groups: a list of dicts, each
     with ``"params"`` (parameters of `module`) and any of ``"optimizer"``,
@@ -281,36 +303,67 @@ class DenseParameters:
     ``"lr"`` and ``"tables"``.
 
     Per iteration: ``pull(clock)`` before forward, ``loss.backward()``
-    (gradients are pushed as autograd produces them), then ``step(clock)``.
-    The module's parameters are updated only by pulls: do not give them to
-    a torch optimizer (:class:`ShardOptimizer` drives torch's learning-rate
-    schedulers instead)."""
+    (gradients are pushed as autograd produces them: a group's once all of
+    its parameters' are in), then ``step(clock)``. The module's parameters
+    are updated only by pulls: do not give them to a torch optimizer
+    (:class:`ShardOptimizer` drives torch's learning-rate schedulers
+    instead)."""
 
     _HYPER = ("momentum", "beta1", "beta2", "eps", "weight_decay", "staleness")
 
     def __init__(self, client, module, optimizer="sgd", lr=0.01, prefix="", init=None, seed=1,
-                 groups=None, **hyper):
+                 groups=None, flat=True, **hyper):
         self.client = client
         self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        for name, p in self.params:
+            if p.dtype != torch.float32 or p.device.type != "cpu":
+                raise ValueError(f"parameter {name}: zeps keeps float32 CPU tensors only")
         self.tables = []
+        self._units = []
         self._pending = []
         self._clock = 0
         self._listeners = []
         self._next = None  # step(pull_next=True): (clock, its pulls in flight)
         self.param_groups = self._groups(groups, dict(optimizer=optimizer, lr=lr, **hyper))
         init = init or _default_init
-        gid = {id(p): g for g in self.param_groups for p in g["params"]}
-        for i, (name, p) in enumerate(self.params):
-            if p.dtype != torch.float32 or p.device.type != "cpu":
-                raise ValueError(f"parameter {name}: zeps keeps float32 CPU tensors only")
-            g = gid[id(p)]
-            kind, scale = init(name, p)
-            opts = {k: g[k] for k in self._HYPER if k in g}
-            t = client.declare(prefix + name, p.numel(), optimizer=g["optimizer"], lr=g["lr"],
-                               init=kind, init_scale=scale, seed=seed + i, **opts)
-            self.tables.append(t)
-            g["tables"].append(t)
-            p.register_hook(self._pusher(t))
+        index = {id(p): i for i, (_, p) in enumerate(self.params)}
+        for gi, g in enumerate(self.param_groups):
+            mine = [(self.params[index[id(p)]][0], p, index[id(p)]) for p in g["params"]]
+            mine.sort(key=lambda m: m[2])  # module order, whatever the group's
+            parts = [mine] if flat else [[m] for m in mine]
+            for part in parts:
+                name = f"{prefix}group{gi}" if flat else prefix + part[0][0]
+                self._add_unit(client, name, g, part, init, seed)
+
+    def _add_unit(self, client, name, g, part, init, seed):
+        """Declare the table of the parameters `part` [(name, param, index)]
+        of group g; with several, make them views of one buffer."""
+        opts = {k: g[k] for k in self._HYPER if k in g}
+        segs = [(p.numel(),) + tuple(init(n, p)) + (seed + i,) for n, p, i in part]
+        if len(part) == 1:
+            _, kind, scale, sd = segs[0]
+            t = client.declare(name, part[0][1].numel(), optimizer=g["optimizer"], lr=g["lr"],
+                               init=kind, init_scale=scale, seed=sd, **opts)
+            values = part[0][1].data
+        else:
+            total = sum(s[0] for s in segs)
+            t = client.declare(name, total, optimizer=g["optimizer"], lr=g["lr"],
+                               segments=segs, **opts)
+            values = torch.empty(total)
+        members, off = [], 0
+        for n, p, _ in part:
+            if len(part) > 1:
+                with torch.no_grad():
+                    values[off:off + p.numel()].copy_(p.data.reshape(-1))
+                p.data = values[off:off + p.numel()].view_as(p)
+            members.append((n, p, off, p.numel()))
+            off += p.numel()
+        u = _Unit(t, members, values)
+        self._units.append(u)
+        self.tables.append(t)
+        g["tables"].append(t)
+        for m in members:
+            m[1].register_hook(self._pusher(u, m[2], m[3]))
 
     def _groups(self, groups, defaults):
         """The parameter groups: each asked-for group with the defaults filled
@@ -336,12 +389,24 @@ class DenseParameters:
             out.append({**defaults, "params": rest, "tables": []})
         return out
 
-    def _pusher(self, table):
+    def _pusher(self, u, off, n):
         def hook(grad):
             g = grad.detach().contiguous().reshape(-1).numpy()
-            self._pending.append(_timed("dense_push", table.push_async, g, clock=self._clock))
+            if u.grad is None:  # a table of its own: pushed as it comes
+                u.sent = True
+                self._pending.append(_timed("dense_push", u.table.push_async, g,
+                                            clock=self._clock))
+                return grad
+            u.grad[off:off + n] = g
+            u.have.add(off)
+            if len(u.have) == len(u.members):
+                self._push_unit(u)
             return grad
         return hook
+
+    def _push_unit(self, u):
+        u.have, u.sent = set(), True
+        self._pending.append(_timed("dense_push", u.table.push_async, u.grad, clock=self._clock))
 
     def pull(self, clock):
         """Pull every parameter as seen at `clock` into the module, in place
@@ -362,8 +427,7 @@ class DenseParameters:
 
     def _pull_start(self, clock):
         with torch.no_grad():
-            return [t.pull_async(clock, out=p.data.view(-1).numpy())
-                    for (_, p), t in zip(self.params, self.tables)]
+            return [u.table.pull_async(clock, out=u.values.view(-1).numpy()) for u in self._units]
 
     @staticmethod
     def _wait_all(reqs):
@@ -386,44 +450,75 @@ class DenseParameters:
         ``torch.save`` (docs/python.md, "Saving and loading a model"):
         ``{"params": {name: tensor shaped as the parameter}, "optimizer_state":
         {name: (k,) + shape tensor}, "versions": {name: int (Adam's step
-        count)}, "tables": {name: the declaration, with "lr_in_force"}}``.
+        count)}, "tables": {name: the declaration, with "lr_in_force"}}``
+        (a parameter's version and declaration are its table's).
         ``params`` alone loads into the plain module
         (``module.load_state_dict(sd["params"])``). Call it after
         ``step(clock)``: pushes in flight would be missed."""
         out = {"params": {}, "optimizer_state": {}, "versions": {}, "tables": {}}
-        for (name, p), t in zip(self.params, self.tables):
-            d = t.export()
-            out["params"][name] = torch.from_numpy(d["values"]).reshape(p.shape)
-            out["optimizer_state"][name] = torch.from_numpy(d["state"]).reshape(
-                (d["state"].shape[0],) + tuple(p.shape))
-            out["versions"][name] = int(d["version"])
-            out["tables"][name] = dict(t.spec, lr_in_force=t.lr)
+        for u in self._units:
+            d = u.table.export()
+            for name, p, off, n in u.members:
+                out["params"][name] = torch.from_numpy(d["values"][off:off + n].copy()).reshape(
+                    p.shape)
+                st = d["state"][:, off:off + n].copy()
+                out["optimizer_state"][name] = torch.from_numpy(st).reshape(
+                    (st.shape[0],) + tuple(p.shape))
+                out["versions"][name] = int(d["version"])
+                out["tables"][name] = dict(u.table.spec, lr_in_force=u.table.lr)
         return out
 
     def load_state_dict(self, state_dict):
         """Write a state_dict() into the tables (this cluster or a new one
-        of any shard count): values, optimizer state and versions (PUT),
+        of any shard count, flat or not): values, optimizer state and
+        versions (PUT; a flat table takes the largest of its parameters'),
         the learning rate in force if it was changed (TUNE); the module's
         parameters take the values too. Every parameter must be there with
         its shape and optimizer."""
-        for (name, p), t in zip(self.params, self.tables):
-            if name not in state_dict["params"]:
-                raise KeyError(f"parameter {name!r} is not in the state_dict")
-            v = state_dict["params"][name]
-            spec = state_dict["tables"][name]
-            if tuple(v.shape) != tuple(p.shape) or spec["optimizer"] != t.spec["optimizer"]:
-                raise ValueError(f"parameter {name!r}: {tuple(v.shape)} {spec['optimizer']} in "
-                                 f"the state_dict, {tuple(p.shape)} {t.spec['optimizer']} here")
-            st = state_dict["optimizer_state"][name]
-            t.load({"values": v.reshape(-1).numpy(),
-                    "state": st.reshape(st.shape[0], -1).numpy() if st.shape[0] else None,
-                    "version": state_dict["versions"][name]})
-            if spec.get("lr_in_force") is not None and spec["lr_in_force"] != t.lr:
-                t.set_lr(spec["lr_in_force"])
+        for u in self._units:
+            vals, states, version, lr = [], [], 0, None
+            for name, p, _, _ in u.members:
+                if name not in state_dict["params"]:
+                    raise KeyError(f"parameter {name!r} is not in the state_dict")
+                v = state_dict["params"][name]
+                spec = state_dict["tables"][name]
+                if tuple(v.shape) != tuple(p.shape) or spec["optimizer"] != u.table.spec["optimizer"]:
+                    raise ValueError(f"parameter {name!r}: {tuple(v.shape)} {spec['optimizer']} "
+                                     f"in the state_dict, {tuple(p.shape)} "
+                                     f"{u.table.spec['optimizer']} here")
+                st = state_dict["optimizer_state"][name]
+                vals.append(v.reshape(-1).numpy())
+                states.append(st.reshape(st.shape[0], -1).numpy() if st.shape[0] else None)
+                version = max(version, int(state_dict["versions"][name]))
+                lr = spec.get("lr_in_force", lr)
+            state = np.concatenate(states, axis=1) if states[0] is not None else None
+            u.table.load({"values": np.concatenate(vals), "state": state, "version": version})
+            if lr is not None and lr != u.table.lr:
+                u.table.set_lr(lr)
             with torch.no_grad():
-                p.copy_(v)
+                for (name, p, _, _), v in zip(u.members, vals):
+                    p.copy_(torch.from_numpy(v).reshape(p.shape))
+
+    def _unsent(self):
+        """Push what a step left unpushed: a flat table some of whose
+        parameters got no gradient (their part zero); under bsp also a table
+        none of whose parameters got one (zeros: its round needs every
+        worker's push). Then the next step starts afresh."""
+        rounds = self.client.consistency.get("mode") == "bsp"
+        for u in self._units:
+            if not u.sent and (u.have or rounds):
+                if u.grad is None:
+                    u.grad = np.zeros(u.n, np.float32)
+                for _, _, off, n in u.members:
+                    if off not in u.have:
+                        u.grad[off:off + n] = 0.0
+                self._push_unit(u)
+            if len(u.members) == 1:
+                u.grad = None  # pushed from its gradient as it comes
+            u.sent = False
 
     def _finish(self, clock, pull_next):
+        self._unsent()
         reqs, self._pending = self._pending, []
         for _, p in self.params:
             p.grad = None  # the shards hold the update; nothing accumulates here

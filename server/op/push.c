@@ -25,20 +25,10 @@
 
 #define ERRLEN 512
 
-/* A payload frame's floats, 4-byte aligned: ZeroMQ may hand small frames
- * inside its receive buffer at any offset; those are copied to a frame of
- * their own (rare and small), large ones are read in place. */
+/* A payload frame's floats, 4-byte aligned. */
 static const float *aligned_values(zmq_msg_t *frame)
 {
-    if (((uintptr_t)zmq_msg_data(frame) & 3u) == 0)
-        return zmq_msg_data(frame);
-    zmq_msg_t copy;
-    zmq_msg_init_size(&copy, zmq_msg_size(frame));
-    memcpy(zmq_msg_data(&copy), zmq_msg_data(frame), zmq_msg_size(frame));
-    zmq_msg_close(frame);
-    zmq_msg_init(frame);
-    zmq_msg_move(frame, &copy);
-    return zmq_msg_data(frame);
+    return zp_request_aligned(frame, 4);
 }
 
 /* A compressed push's codec, after checking the payload against its rules

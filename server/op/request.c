@@ -4,6 +4,7 @@
 #include "request.h"
 
 #include <inttypes.h>
+#include <string.h>
 
 #include "log.h"
 #include "now.h"
@@ -150,4 +151,17 @@ int zp_request_may_park(zp_server *s, zp_request *r, const zp_worker *w)
                    "(a client keeps at most 48 requests in flight)",
                    r->h->rank, w->parked, s->shard);
     return -1;
+}
+
+void *zp_request_aligned(zmq_msg_t *frame, size_t align)
+{
+    if (((uintptr_t)zmq_msg_data(frame) & (align - 1)) == 0)
+        return zmq_msg_data(frame);
+    zmq_msg_t copy;
+    zmq_msg_init_size(&copy, zmq_msg_size(frame));
+    memcpy(zmq_msg_data(&copy), zmq_msg_data(frame), zmq_msg_size(frame));
+    zmq_msg_close(frame);
+    zmq_msg_init(frame);
+    zmq_msg_move(frame, &copy);
+    return zmq_msg_data(frame);
 }

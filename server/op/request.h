@@ -52,4 +52,10 @@ int zp_request_may_park(zp_server *s, zp_request *r, const zp_worker *w);
  * restored clock in modes without cuts. */
 int64_t zp_request_resume_cut(const zp_server *s);
 
+/* A payload frame's bytes aligned to `align` (a power of two): the frame's
+ * own when they are, else a copy in a frame of its own that replaces it
+ * (ZeroMQ hands small frames inside its receive buffer at any offset; large
+ * ones are read in place). */
+void *zp_request_aligned(zmq_msg_t *frame, size_t align);
+
 #endif

@@ -162,19 +162,10 @@ void zp_scan_on(zp_server *s, zp_request *r)
         scan_slice(s, r, t, max);
 }
 
-/* The payload of a PUT as 8-byte aligned memory: the frame itself, or a
- * copy in a frame of its own (ZeroMQ hands small frames at any offset). */
+/* The payload of a PUT as 8-byte aligned memory. */
 static const uint8_t *aligned_payload(zmq_msg_t *frame)
 {
-    if (((uintptr_t)zmq_msg_data(frame) & 7u) == 0)
-        return zmq_msg_data(frame);
-    zmq_msg_t copy;
-    zmq_msg_init_size(&copy, zmq_msg_size(frame));
-    memcpy(zmq_msg_data(&copy), zmq_msg_data(frame), zmq_msg_size(frame));
-    zmq_msg_close(frame);
-    zmq_msg_init(frame);
-    zmq_msg_move(frame, &copy);
-    return zmq_msg_data(frame);
+    return zp_request_aligned(frame, 8);
 }
 
 /* The layout checks every PUT shares: one frame of count units of t with

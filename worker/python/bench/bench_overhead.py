@@ -17,14 +17,12 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
 
 import zeps
-
-BINDIR = os.environ.get("ZEPS_BINDIR", "build/bin")
+from one_shard import BINDIR, one_shard
 
 
 def python_loop(endpoints, n, seconds, view=False):
@@ -63,28 +61,16 @@ def main():
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=1.0)
     a = ap.parse_args()
-    with tempfile.TemporaryDirectory() as d:
-        ep = f"ipc://{d}/shard-0"
-        conf = os.path.join(d, "cluster.conf")
-        with open(conf, "w") as f:
-            f.write(f'cluster = {{ servers = ["{ep}"]; workers = 1; consistency = "async"; }};\n')
-        srv = subprocess.Popen([os.path.join(BINDIR, "zeps-server"), "--config", conf,
-                                "--shard", "0"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-        try:
-            zeps.Client.from_endpoints([ep], 0xFFFFFFFF, hello_timeout_ms=10000).close()
-            res = {}
-            for n, label in ((16, "64 B"), (1 << 20, "4 MB")):
-                cs, ps, vs = [], [], []
-                for _ in range(a.reps):
-                    cs.append(c_loop([ep], n, a.seconds))
-                    ps.append(python_loop([ep], n, a.seconds))
-                    vs.append(python_loop([ep], n, a.seconds, view=True))
-                res[label] = (statistics.median(cs), statistics.median(ps), cs, ps,
-                              statistics.median(vs), vs)
-        finally:
-            srv.terminate()
-            srv.wait()
+    with one_shard() as (ep, _):
+        res = {}
+        for n, label in ((16, "64 B"), (1 << 20, "4 MB")):
+            cs, ps, vs = [], [], []
+            for _ in range(a.reps):
+                cs.append(c_loop([ep], n, a.seconds))
+                ps.append(python_loop([ep], n, a.seconds))
+                vs.append(python_loop([ep], n, a.seconds, view=True))
+            res[label] = (statistics.median(cs), statistics.median(ps), cs, ps,
+                          statistics.median(vs), vs)
     for label, (c, p, cs, ps, v, vs) in res.items():
         print(f"{label:5s} push+pull: C {c:9.1f} us  Python {p:9.1f} us  Python view {v:9.1f} us  "
               f"(C reps {' '.join(f'{x:.1f}' for x in cs)}; Python {' '.join(f'{x:.1f}' for x in ps)}; "

@@ -34,7 +34,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -43,8 +42,7 @@ import torch.nn.functional as F
 
 import zeps
 import zeps.torch as zt
-
-BINDIR = os.environ.get("ZEPS_BINDIR", "build/bin")
+from one_shard import BINDIR, one_shard
 BATCH, FIELDS, DIM, STEPS = 256, 26, 16, 64
 
 
@@ -127,27 +125,15 @@ def main():
     torch.set_num_threads(1)  # one core for the worker, one for the shard
     ids = make_ids()
     grad = torch.full((BATCH, FIELDS, DIM), 1e-3)
-    with tempfile.TemporaryDirectory() as d:
+    with one_shard() as (ep, d):
         path = os.path.join(d, "ids.u64")
         ids.astype(np.uint64).tofile(path)
-        ep = f"ipc://{d}/shard-0"
-        conf = os.path.join(d, "cluster.conf")
-        with open(conf, "w") as f:
-            f.write(f'cluster = {{ servers = ["{ep}"]; workers = 1; consistency = "async"; }};\n')
-        srv = subprocess.Popen([os.path.join(BINDIR, "zeps-server"), "--config", conf,
-                                "--shard", "0"], stdout=subprocess.DEVNULL,
-                               stderr=subprocess.DEVNULL)
-        try:
-            zeps.Client.from_endpoints([ep], 0xFFFFFFFF, hello_timeout_ms=10000).close()
-            cs, bs, ts, ps = [], [], [], []
-            for _ in range(a.reps):
-                cs.append(c_loop(ep, path, a.seconds))
-                bs.append(binding_loop(ep, ids, a.seconds))
-                ts.append(torch_loop(ep, ids, grad, a.seconds))
-                ps.append(plain_loop(ids, grad, a.seconds))
-        finally:
-            srv.terminate()
-            srv.wait()
+        cs, bs, ts, ps = [], [], [], []
+        for _ in range(a.reps):
+            cs.append(c_loop(ep, path, a.seconds))
+            bs.append(binding_loop(ep, ids, a.seconds))
+            ts.append(torch_loop(ep, ids, grad, a.seconds))
+            ps.append(plain_loop(ids, grad, a.seconds))
     uniq = np.mean([len(np.unique(ids[s])) for s in range(STEPS)])
     print(f"{BATCH} x {FIELDS} ids per step ({uniq:.0f} distinct on average), dim {DIM}")
     for i, what in ((0, "wall"), (1, "CPU")):

@@ -828,35 +828,45 @@ class Batch:
         if getattr(self, "_b", None) is not None and self.table.client._c is not None:
             self.free()
 
-    def pull_async(self, clock=0, out=None):
-        c = self.table.client
+    def _rows_out(self, out, rows, what):
+        """`out` as a writable float32 array of rows x dim (a new one if None)."""
         dim = self.table.dim
         if out is None:
-            out = np.empty((self.ids.size, dim), dtype=_F32)
-        else:
-            out = _f32(out, writable=True)
-            if out.size != self.ids.size * dim:
-                raise ValueError(f"out has {out.size} values, the batch needs "
-                                 f"{self.ids.size} x {dim}")
+            return np.empty((rows, dim), dtype=_F32)
+        out = _f32(out, writable=True)
+        if out.size != rows * dim:
+            raise ValueError(f"out has {out.size} values, {what} need {rows} x {dim}")
+        return out
+
+    def _start_pull(self, start, out, clock):
+        c = self.table.client
         p = ffi.from_buffer("float[]", out, require_writable=True)
         r = c._start((out, p, self), out)
-        c._call(lib.zeps_sbatch_pull_start(self._b, p, clock, r._pp))
+        c._call(start(self._b, p, clock, r._pp))
         return r
+
+    def _start_push(self, start, grads, rows, what, clock):
+        c = self.table.client
+        g = _f32(grads)
+        if g.size != rows * self.table.dim:
+            raise ValueError(f"grads has {g.size} values, {what} need {rows} x "
+                             f"{self.table.dim}")
+        p = ffi.from_buffer("float[]", g)
+        r = c._start((g, p, self))
+        c._call(start(self._b, p, clock, r._pp))
+        return r
+
+    def pull_async(self, clock=0, out=None):
+        out = self._rows_out(out, self.ids.size, "the batch's ids")
+        return self._start_pull(lib.zeps_sbatch_pull_start, out, clock)
 
     def pull(self, clock=0, out=None):
         """Rows of every id, (n, dim) float32 (repeats get the same row)."""
         return self.pull_async(clock, out).wait()
 
     def push_async(self, grads, clock=0):
-        c = self.table.client
-        g = _f32(grads)
-        if g.size != self.ids.size * self.table.dim:
-            raise ValueError(f"grads has {g.size} values, the batch needs "
-                             f"{self.ids.size} x {self.table.dim}")
-        p = ffi.from_buffer("float[]", g)
-        r = c._start((g, p, self))
-        c._call(lib.zeps_sbatch_push_start(self._b, p, clock, r._pp))
-        return r
+        return self._start_push(lib.zeps_sbatch_push_start, grads, self.ids.size,
+                                "the batch's ids", clock)
 
     def push(self, grads, clock=0):
         """Push one gradient row per id (repeats are summed into one update)."""
@@ -867,26 +877,16 @@ class Batch:
     @property
     def positions(self):
         """uint32 array (n,): the index of each id's row among the batch's
-        `unique` distinct rows (a view of the batch's own array, valid while
-        the batch lives): `pull_unique()[positions]` is `pull()`."""
+        `unique` distinct rows, in the order the ids first appear (a view of
+        the batch's own array, valid while the batch lives):
+        `pull_unique()[positions]` is `pull()`."""
         n = self.ids.size
         buf = ffi.buffer(lib.zeps_sbatch_positions(self._b), 4 * n) if n else b""
         return np.frombuffer(buf, dtype=np.uint32, count=n)
 
     def pull_unique_async(self, clock=0, out=None):
-        c = self.table.client
-        shape = (self.unique, self.table.dim)
-        if out is None:
-            out = np.empty(shape, dtype=_F32)
-        else:
-            out = _f32(out, writable=True)
-            if out.size != shape[0] * shape[1]:
-                raise ValueError(f"out has {out.size} values, the batch's distinct rows need "
-                                 f"{shape[0]} x {shape[1]}")
-        p = ffi.from_buffer("float[]", out, require_writable=True)
-        r = c._start((out, p, self), out)
-        c._call(lib.zeps_sbatch_pull_unique_start(self._b, p, clock, r._pp))
-        return r
+        out = self._rows_out(out, self.unique, "the batch's distinct rows")
+        return self._start_pull(lib.zeps_sbatch_pull_unique_start, out, clock)
 
     def pull_unique(self, clock=0, out=None):
         """The batch's distinct rows, (unique, dim) float32, in `positions`'
@@ -894,15 +894,8 @@ class Batch:
         return self.pull_unique_async(clock, out).wait()
 
     def push_unique_async(self, grads, clock=0):
-        c = self.table.client
-        g = _f32(grads)
-        if g.size != self.unique * self.table.dim:
-            raise ValueError(f"grads has {g.size} values, the batch's distinct rows need "
-                             f"{self.unique} x {self.table.dim}")
-        p = ffi.from_buffer("float[]", g)
-        r = c._start((g, p, self))
-        c._call(lib.zeps_sbatch_push_unique_start(self._b, p, clock, r._pp))
-        return r
+        return self._start_push(lib.zeps_sbatch_push_unique_start, grads, self.unique,
+                                "the batch's distinct rows", clock)
 
     def push_unique(self, grads, clock=0):
         """Push one gradient row per distinct row (already summed)."""

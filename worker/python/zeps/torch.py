@@ -98,34 +98,30 @@ def flush(module):
 
 def _as_ids(ids):
     """Torch int64 ids as numpy uint64 (two's complement: -1 is 2^64-1)."""
+    if type(ids) is torch.Tensor and ids.dtype == torch.int64 and ids.is_contiguous() \
+            and ids.device.type == "cpu":  # the common case, in place
+        return ids.numpy().view(np.uint64).reshape(-1)
     a = ids.detach().cpu().contiguous().numpy() if torch.is_tensor(ids) else np.asarray(ids)
     if a.dtype != np.uint64:
         a = a.astype(np.int64, copy=False).view(np.uint64)
     return a.reshape(-1)
 
 
-class _Rows(torch.autograd.Function):
-    """The distinct rows of a Batch as a leaf-like tensor: forward pulls
-    them, backward pushes their gradient (summed over repeated positions by
-    autograd before it gets here) and returns nothing for the anchor."""
-
-    @staticmethod
-    def forward(ctx, anchor, batch, clock, module, started=None):
-        if started is None:
-            rows = _timed("sparse_pull", batch.pull_unique, clock)
-        else:  # prefetched: its pull has been in flight since the last step
-            rows = _timed("sparse_pull", started.wait)
-        ctx.batch, ctx.clock, ctx.module = batch, clock, module
-        return torch.from_numpy(rows)
-
-    @staticmethod
-    def backward(ctx, grad):
+def _push_hook(module, batch, clock):
+    """The gradient hook of a step's rows: start pushing their gradient
+    (summed over repeated positions by autograd before it gets here) with
+    the Batch that pulled them; not waited for: the reply is collected at
+    the module's next forward (or flush), so the push overlaps the rest of
+    the step."""
+    def hook(grad):
         g = grad.detach().contiguous().numpy()
-        # started, not waited for: the reply is collected at the module's
-        # next forward (or flush), so the push overlaps the rest of the step
-        ctx.module._pushes.append(_timed("sparse_push", ctx.batch.push_unique_async, g,
-                                         ctx.clock))
-        return None, None, None, None, None  # the anchor gets no gradient
+        module._pushes.append(_timed("sparse_push", batch.push_unique_async, g, clock))
+    return hook
+
+
+def _positions(batch):
+    """Each position's distinct-row index, as the int64 tensor F.embedding takes."""
+    return torch.from_numpy(batch.positions.astype(np.int64))
 
 
 class _SparseModule(nn.Module):
@@ -134,11 +130,10 @@ class _SparseModule(nn.Module):
         self.table = table
         self.dim = table.dim
         self.clock = clock
-        # autograd only calls a Function's backward if an input needs a
-        # gradient: this scalar is that input (not a parameter).
-        self._anchor = torch.zeros((), requires_grad=True)
+        # per-step state lives in containers changed in place: assigning an
+        # nn.Module attribute goes through Module.__setattr__ (tens of us a step)
         self._pushes = []  # pushes started by backward, not yet acknowledged
-        self._next = None  # prefetch(): (ids, inverse, batch, pull in flight, clock)
+        self._next = [None]  # prefetch(): (ids, inverse, batch, pull in flight, clock)
 
     def prefetch(self, ids, clock=None):
         """Start pulling the rows of the next step's `ids` (at `clock`,
@@ -152,11 +147,12 @@ class _SparseModule(nn.Module):
         self.flush()
         clock = self.clock + 1 if clock is None else clock
         batch, inverse = self._batch(ids)
-        self._next = (ids, inverse, batch, batch.pull_unique_async(clock), clock)
+        self._next[0] = (ids, inverse, batch, batch.pull_unique_async(clock), clock)
 
     def flush(self):
         """Wait for every push this module started (raises its error)."""
-        pending, self._pushes = self._pushes, []
+        pending = self._pushes[:]
+        self._pushes.clear()
         for r in pending:
             _timed("sparse_push_wait", r.wait)
 
@@ -164,7 +160,7 @@ class _SparseModule(nn.Module):
         """A Batch of ids (deduplicated once, in libzeps) and each
         position's index among its distinct rows, as an int64 tensor."""
         batch = _timed("batch", Batch, self.table, _as_ids(ids))
-        inverse = _timed("dedup", lambda: torch.from_numpy(batch.positions.astype(np.int64)))
+        inverse = _timed("dedup", _positions, batch)
         return batch, inverse
 
     # state_dict() and load_state_dict(): the rows of the table, through
@@ -219,14 +215,24 @@ class _SparseModule(nn.Module):
 
     def _unique_rows(self, ids):
         self.flush()  # the previous step's push first: its error surfaces here
-        nxt, self._next = self._next, None
+        nxt, self._next[0] = self._next[0], None
         if nxt is not None and nxt[0] is ids:
             _, inverse, batch, started, clock = nxt
-            return _Rows.apply(self._anchor, batch, clock, self, started), inverse
-        if nxt is not None:
-            nxt[3].wait()  # prefetched for other ids: drained, not used
-        batch, inverse = self._batch(ids)
-        return _Rows.apply(self._anchor, batch, self.clock, self), inverse
+            rows = _timed("sparse_pull", started.wait)  # in flight since the last step
+        else:
+            if nxt is not None:
+                nxt[3].wait()  # prefetched for other ids: drained, not used
+            batch, inverse = self._batch(ids)
+            clock = self.clock
+            rows = _timed("sparse_pull", batch.pull_unique, clock)
+        # the distinct rows as a leaf: autograd sums the repeated positions'
+        # gradients into it, and its hook pushes them (a leaf's hook costs
+        # less than a custom autograd Function's backward)
+        rows = torch.from_numpy(rows)
+        if torch.is_grad_enabled():
+            rows.requires_grad_()
+            rows.register_hook(_push_hook(self, batch, clock))
+        return rows, inverse
 
 
 class Embedding(_SparseModule):

@@ -62,21 +62,48 @@ static float value(zeps_client *c, uint32_t t)
 
 static const zeps_table_spec spec = {.name = "d", .length = LEN, .optimizer = "sgd", .lr = 1.0};
 
+/* A client of rank 0 with table "d" declared as *t: the harness's client
+ * (opt NULL), or one made with opt (its timeouts, its faults). */
+static zeps_client *declared(const zt_cluster *cl, zeps_options *opt, uint32_t *t)
+{
+    zeps_client *c;
+    if (opt) {
+        const char *eps[1] = {cl->endpoints[0]};
+        ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, opt), 0);
+    } else {
+        c = zt_client(cl, 0);
+        ck_assert_ptr_nonnull(c);
+    }
+    ck_assert_int_eq(zeps_declare(c, &spec, t), 0);
+    return c;
+}
+
+static void fill_ones(float *v)
+{
+    for (int i = 0; i < LEN; i++)
+        v[i] = 1.0f;
+}
+
+/* A raw socket to shard 0 of cl that said HELLO as rank 1, incarnation inc. */
+static void *raw_hello(void *zctx, const zt_cluster *cl, uint64_t inc)
+{
+    void *sock = zt_raw_socket(zctx, cl, 0);
+    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc, 1, NULL), NULL);
+    return sock;
+}
+
 START_TEST(test_raw_duplicate)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
     uint32_t t;
-    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    zeps_client *c = declared(&cl, NULL, &t);
     void *zctx = zmq_ctx_new();
-    void *sock = zt_raw_socket(zctx, &cl, 0);
     const uint64_t inc = 0x1234;
-    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc, 1, NULL), NULL);
+    void *sock = raw_hello(zctx, &cl, inc);
 
     float ones[LEN];
-    for (int i = 0; i < LEN; i++)
-        ones[i] = 1.0f;
+    fill_ones(ones);
     ck_assert_uint_eq(push_flags(sock, inc, 5, ones), 0);
     ck_assert_float_eq(value(c, t), -1.0f);
     ck_assert_uint_eq(push_flags(sock, inc, 5, ones), ZP_FLAG_DUPLICATE);
@@ -135,16 +162,13 @@ START_TEST(test_tune_resend_and_refusals)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
     uint32_t t;
-    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    zeps_client *c = declared(&cl, NULL, &t);
     void *zctx = zmq_ctx_new();
-    void *sock = zt_raw_socket(zctx, &cl, 0);
     const uint64_t inc = 0x5678;
-    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc, 1, NULL), NULL);
+    void *sock = raw_hello(zctx, &cl, inc);
     float ones[LEN];
-    for (int i = 0; i < LEN; i++)
-        ones[i] = 1.0f;
+    fill_ones(ones);
 
     Zeps__Header *rep = tune(sock, inc, 5, 0, 0.5, 1);
     ck_assert_msg(rep->op != ZEPS__OP__ERROR && rep->flags == 0, "%s", rep->error_text);
@@ -175,15 +199,11 @@ START_TEST(test_client_retry_applied_once)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
-    const char *eps[1] = {cl.endpoints[0]};
     zeps_options opt = {.request_timeout_ms = 200, .max_retries = 50};
-    zeps_client *c;
-    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
     uint32_t t;
-    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    zeps_client *c = declared(&cl, &opt, &t);
     float ones[LEN];
-    for (int i = 0; i < LEN; i++)
-        ones[i] = 1.0f;
+    fill_ones(ones);
 
     /* Freeze the server for 1.2 s: the push is resent about 5 times. */
     ck_assert_int_eq(kill(cl.pids[0], SIGSTOP), 0);
@@ -223,21 +243,16 @@ START_TEST(test_first_send_dropped)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
-    const char *eps[1] = {cl.endpoints[0]};
     /* a reply slower than the timeout (a loaded machine) adds a resend: the
      * counts below are lower bounds, "applied once" is exact */
     zeps_options opt = {.request_timeout_ms = 400, .max_retries = 20};
-    zeps_client *c;
-    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
     uint32_t t;
-    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    zeps_client *c = declared(&cl, &opt, &t);
     zeps_client_destroy(&c);
     opt.fault_drop_sends = 1;
-    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
-    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0); /* its first send is the one dropped */
+    c = declared(&cl, &opt, &t); /* its first send is the one dropped */
     float ones[LEN];
-    for (int i = 0; i < LEN; i++)
-        ones[i] = 1.0f;
+    fill_ones(ones);
     ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), 0);
     zeps_client_stats st;
     zeps_client_get_stats(c, &st);
@@ -247,12 +262,10 @@ START_TEST(test_first_send_dropped)
 
     /* drop the push itself this time */
     opt.fault_drop_sends = 0;
-    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
-    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    c = declared(&cl, &opt, &t);
     zeps_client_destroy(&c);
     opt.fault_drop_sends = 2; /* DECLARE and the push's first send */
-    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
-    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    c = declared(&cl, &opt, &t);
     ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), 0);
     zeps_client_get_stats(c, &st);
     ck_assert_uint_ge(st.retries, 2);
@@ -278,9 +291,8 @@ START_TEST(test_sparse_duplicate)
     uint32_t t;
     ck_assert_int_eq(zeps_declare_sparse(c, &sp, &t), 0);
     void *zctx = zmq_ctx_new();
-    void *sock = zt_raw_socket(zctx, &cl, 0);
     const uint64_t inc = 0x5a5a;
-    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc, 1, NULL), NULL);
+    void *sock = raw_hello(zctx, &cl, inc);
     struct {
         uint64_t ids[3];
         float g[6];
@@ -327,9 +339,8 @@ START_TEST(test_retried_clock)
     ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", NULL, NULL), 0);
     zeps_client *c = zt_client(&cl, 0);
     void *zctx = zmq_ctx_new();
-    void *sock = zt_raw_socket(zctx, &cl, 0);
     const uint64_t inc = 0xc10c;
-    zeps__header__free_unpacked(roundtrip(sock, ZEPS__OP__HELLO, inc, 1, NULL), NULL);
+    void *sock = raw_hello(zctx, &cl, inc);
     int64_t clocks[4] = {0, 1, 0, 1}; /* seq 2, 3, then both again */
     uint64_t seqs[4] = {2, 3, 2, 3};
     for (int k = 0; k < 4; k++) {
@@ -371,16 +382,12 @@ START_TEST(test_dead_server_times_out)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
-    const char *eps[1] = {cl.endpoints[0]};
     zeps_options opt = {.request_timeout_ms = 100, .max_retries = 3};
-    zeps_client *c;
-    ck_assert_int_eq(zeps_client_new_endpoints(&c, eps, 1, 0, &opt), 0);
     uint32_t t;
-    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    zeps_client *c = declared(&cl, &opt, &t);
     ck_assert_int_eq(kill(cl.pids[0], SIGSTOP), 0);
     float *ones = malloc(LEN * sizeof(float));
-    for (int i = 0; i < LEN; i++)
-        ones[i] = 1.0f;
+    fill_ones(ones);
     double t0 = zp_now_s();
     ck_assert_int_eq(zeps_push(c, t, ones, 0, LEN, 0), ZEPS_ETIMEDOUT);
     double took = zp_now_s() - t0;

@@ -104,8 +104,11 @@ END_TEST
 START_TEST(test_forget_clear_bytes)
 {
     make_pushes();
-    zp_rround rr;
+    zp_rround rr, other;
     zp_rround_init(&rr);
+    zp_rround_init(&other); /* the merge index's seed is random: ids come from the wire */
+    ck_assert(rr.seed != 0 && rr.seed != other.seed);
+    zp_rround_fini(&other);
     ck_assert_uint_eq(rr.bytes, 0);
     ck_assert_int_eq(zp_rround_hold(&rr, 1, 3, ids[0], N, g[0], DIM, vers[0]), 0);
     ck_assert_int_eq(zp_rround_hold(&rr, 1, 4, ids[1], N, g[1], DIM, NULL), 0);
@@ -118,6 +121,8 @@ START_TEST(test_forget_clear_bytes)
     ck_assert_uint_eq(zp_rround_merge(&rr, 4, DIM) > 0, 1);
     ck_assert_int_eq(rr.nranks, 1);
     ck_assert_uint_eq(rr.nheld, 1);
+    /* what it holds: one push, and the merge buffers for N rows of DIM */
+    ck_assert_uint_eq(zp_rround_bytes(&rr), one_v + N * (8 + 4 + 4 * DIM) + 4 * rr.nslots);
     ck_assert_int_eq(zp_rround_hold(&rr, 1, 4, ids[1], N, g[1], DIM, NULL), 0);
     ck_assert_int_eq(zp_rround_hold(&rr, 2, 4, ids[2], N, g[2], DIM, vers[2]), 0);
     ck_assert(zp_rround_merge(&rr, 4, DIM) > 0);

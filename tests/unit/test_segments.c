@@ -126,6 +126,12 @@ START_TEST(test_refusals_and_conflicts)
     ck_assert_int_eq(zp_table_check_same(t, &sp, err, sizeof(err)), ZEPS_ECONFLICT);
     ck_assert_ptr_nonnull(strstr(err, "other init segments"));
     sp = flat_spec();
+    segs[0].init_scale = 0.06; /* each field of a segment counts */
+    ck_assert_int_eq(zp_table_check_same(t, &sp, err, sizeof(err)), ZEPS_ECONFLICT);
+    sp = flat_spec();
+    segs[1].init = "constant";
+    ck_assert_int_eq(zp_table_check_same(t, &sp, err, sizeof(err)), ZEPS_ECONFLICT);
+    sp = flat_spec();
     sp.n_segments = 0; /* the same table declared without them */
     ck_assert_int_eq(zp_table_check_same(t, &sp, err, sizeof(err)), ZEPS_ECONFLICT);
     zp_table_destroy(&t);

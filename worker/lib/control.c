@@ -55,6 +55,28 @@ void zp_control_clock_start_on(zeps_client *c, int64_t clock, const uint8_t *sha
     *req = r;
 }
 
+int zeps_push_clock_start(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,
+                          uint64_t count, int64_t clock, zeps_req **push, zeps_req **rest)
+{
+    if (!c || clock < 0 || !push || !rest)
+        return ZEPS_EINVAL;
+    zp_table *ti = zp_tables_get(c, table);
+    if (!ti)
+        return ZEPS_ETABLE;
+    uint8_t on[ZP_MAX_SHARDS], off[ZP_MAX_SHARDS];
+    for (int k = 0; k < c->nshards; k++) {
+        uint64_t b = zp_tables_slice_begin(ti->length, k, c->nshards);
+        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->nshards);
+        on[k] = offset < e && offset + count > b;
+        off[k] = !on[k];
+    }
+    int rc = zp_dense_push_start_clocked(c, table, grad, offset, count, clock, on, push);
+    if (rc != 0)
+        return rc;
+    zp_control_clock_start_on(c, clock, off, rest);
+    return 0;
+}
+
 int zeps_clock(zeps_client *c, int64_t clock)
 {
     zp_req *r;

@@ -527,6 +527,14 @@ int zeps_push(zeps_client *c, uint32_t table, const float *grad, uint64_t offset
  * clock + 1). Clocks must not go backwards. */
 int zeps_clock(zeps_client *c, int64_t clock);
 
+/* A step's last dense push and its clock in one: zeps_push_start of
+ * [offset, offset + count), each shard's part carrying `clock` (a PUSH
+ * with the CLOCK flag: no CLOCK message of its own), and a CLOCK to the
+ * shards the range does not touch (*rest; NULL when it touches them all).
+ * Send no later push of the step. Wait for both. */
+int zeps_push_clock_start(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,
+                          uint64_t count, int64_t clock, zeps_req **push, zeps_req **rest);
+
 /* Non-blocking form of zeps_clock(): on success *req is a wait handle. */
 int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req);
 

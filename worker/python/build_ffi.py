@@ -173,6 +173,8 @@ int zeps_sbatch_pull_start(zeps_sbatch *b, float *rows, int64_t clock, zeps_req 
 int zeps_sbatch_pull(zeps_sbatch *b, float *rows, int64_t clock);
 int zeps_sbatch_push_start(zeps_sbatch *b, const float *grads, int64_t clock, zeps_req **req);
 int zeps_sbatch_push(zeps_sbatch *b, const float *grads, int64_t clock);
+int zeps_push_clock_start(zeps_client *c, uint32_t table, const float *grad, uint64_t offset,
+                          uint64_t count, int64_t clock, zeps_req **push, zeps_req **rest);
 const uint32_t *zeps_sbatch_positions(const zeps_sbatch *b);
 int zeps_sbatch_pull_unique_start(zeps_sbatch *b, float *urows, int64_t clock, zeps_req **req);
 int zeps_sbatch_push_unique_start(zeps_sbatch *b, const float *ugrads, int64_t clock,

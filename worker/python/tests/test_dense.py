@@ -123,3 +123,32 @@ def test_gil_released_while_waiting(make_cluster):
         stop.set()
         t.join()
         assert done and np.allclose(done[0], -1.0)
+
+
+def test_push_clock_finishes_the_clock_on_every_shard(make_cluster):
+    """push_clock_async: the push carries the clock to the shards it
+    touches, and the others get a CLOCK: a 1-element table lives on shard 1
+    only, yet after both workers' push_clock of clock 0 a pull at clock 1
+    under ssp with bound 0 (it waits for every worker's clock 0 on every
+    shard) is answered on both shards; the push is applied once."""
+    import threading
+    cl = make_cluster(servers=2, workers=2, consistency="ssp", extra="  staleness = 0;\n")
+    c0, c1 = cl.client(0), cl.client(1)
+    one = [c.declare("one", 1, optimizer="sgd", lr=1.0) for c in (c0, c1)]
+    w = [c.declare("w", 8, optimizer="sgd", lr=1.0) for c in (c0, c1)]
+    reqs = one[0].push_clock_async(np.ones(1, np.float32), 0)
+    assert len(reqs) == 2  # the push (shard 1) and a CLOCK (shard 0)
+    for r in reqs + one[1].push_clock_async(np.ones(1, np.float32), 0):
+        r.wait()
+    got = {}
+    t = threading.Thread(target=lambda: got.setdefault("w", w[1].pull(clock=1)), daemon=True)
+    t.start()
+    t.join(10)
+    assert not t.is_alive(), "a pull at clock 1 still waits: a shard missed a clock"
+    assert one[0].pull(clock=1)[0] == -2.0  # both pushes, each applied once
+    reqs = w[0].push_clock_async(np.ones(8, np.float32), 1)
+    assert len(reqs) == 1  # touches both shards: the clock rides on each part
+    for r in reqs:
+        r.wait()
+    c0.close()
+    c1.close()

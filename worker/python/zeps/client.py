@@ -767,6 +767,25 @@ class DenseTable:
         """Push `grad` computed at `clock` and wait for every shard."""
         self.push_async(grad, clock, offset).wait()
 
+    def push_clock_async(self, grad, clock, offset=0):
+        """A step's last push and the end of its `clock` in one
+        (zeps_push_clock_start): each shard's part carries the clock, and
+        shards the range does not touch get a CLOCK. Returns the Requests
+        to wait for (one or two); push nothing more for this clock."""
+        c = self.client
+        c._check()
+        g = _f32(grad).reshape(-1)
+        offset, count = self._range(offset, g.size)
+        p = ffi.from_buffer("float[]", g)
+        r, rest = c._start((g, p)), c._start(None)
+        c._call(lib.zeps_push_clock_start(c._c, self.handle, p, offset, count, clock, r._pp,
+                                          rest._pp))
+        if rest._pp[0] == ffi.NULL:  # every shard had a part: no CLOCK alone
+            rest._done = True
+            c._pending.discard(rest)
+            return [r]
+        return [r, rest]
+
     def set_push_codec(self, codec, *, fraction=0.0, count=0, block=0, error_feedback=True,
                        seed=0):
         """Compress this table's pushes ("none", "fp16", "bf16", "int8",

@@ -340,6 +340,10 @@ class DenseParameters:
             for part in parts:
                 name = f"{prefix}group{gi}" if flat else prefix + part[0][0]
                 self._add_unit(client, name, g, part, init, seed)
+        # the last flat table's push waits for step(): it carries the clock
+        # there (one message less per shard and step)
+        last = self._units[-1] if self._units else None
+        self._last = last if last is not None and last.grad is not None else None
 
     def _add_unit(self, client, name, g, part, init, seed):
         """Declare the table of the parameters `part` [(name, param, index)]
@@ -405,7 +409,7 @@ class DenseParameters:
                 return grad
             u.grad[off:off + n] = g
             u.have.add(off)
-            if len(u.have) == len(u.members):
+            if len(u.have) == len(u.members) and u is not self._last:
                 self._push_unit(u)
             return grad
         return hook
@@ -505,12 +509,14 @@ class DenseParameters:
                 for (name, p, _, _), v in zip(u.members, vals):
                     p.copy_(torch.from_numpy(v).reshape(p.shape))
 
-    def _unsent(self):
+    def _unsent(self, clock):
         """Push what a step left unpushed: a flat table some of whose
         parameters got no gradient (their part zero); under bsp also a table
         none of whose parameters got one (zeros: its round needs every
-        worker's push). Then the next step starts afresh."""
+        worker's push); the last flat table's push, with `clock` on it
+        (else a CLOCK). Then the next step starts afresh."""
         rounds = self.client.consistency.get("mode") == "bsp"
+        clocked = False
         for u in self._units:
             if not u.sent and (u.have or rounds):
                 if u.grad is None:
@@ -518,17 +524,23 @@ class DenseParameters:
                 for _, _, off, n in u.members:
                     if off not in u.have:
                         u.grad[off:off + n] = 0.0
-                self._push_unit(u)
+                if u is self._last:
+                    u.have, u.sent, clocked = set(), True, True
+                    self._pending += _timed("dense_push", u.table.push_clock_async, u.grad,
+                                            clock)
+                else:
+                    self._push_unit(u)
             if len(u.members) == 1:
                 u.grad = None  # pushed from its gradient as it comes
             u.sent = False
+        if not clocked:
+            self._pending.append(self.client.clock_async(clock))
 
     def _finish(self, clock, pull_next):
-        self._unsent()
+        self._unsent(clock)
         reqs, self._pending = self._pending, []
         for _, p in self.params:
             p.grad = None  # the shards hold the update; nothing accumulates here
-        reqs.append(self.client.clock_async(clock))
         if pull_next:  # started, not waited for: pull(clock + 1) collects them
             self._next = (clock + 1, self._pull_start(clock + 1))
         self._wait_all(reqs)

@@ -11,7 +11,10 @@
  *   - replica 0 killed with SIGKILL: replica 1 is primary at epoch 2
  *     within the session timeout (and a margin), and serves a worker;
  *     replica 0 started again comes back as a backup of epoch 2;
- *   - no ZooKeeper: zeps-server exits 4 after connect_timeout_ms.
+ *   - `zepsctl status` shows each replica's role and epoch;
+ *   - no ZooKeeper: zeps-server exits 4 after connect_timeout_ms;
+ *   - `zepsctl local --replicas 2` runs a ZooKeeper in its run directory,
+ *     two replicas per shard, trains, and stops everything.
  */
 #include <arpa/inet.h>
 #include <check.h>
@@ -219,6 +222,25 @@ static void serves(rset *rs, int r, const char *table)
     zeps_client_destroy(&c);
 }
 
+/* `zepsctl status` shows every replica; one line has `needle`. */
+static void expect_status(rset *rs, const char *needle)
+{
+    char bin[512], cmd[1200], line[1024];
+    zt_bin("zepsctl", bin, sizeof(bin));
+    snprintf(cmd, sizeof(cmd), "%s status --config %s 2>&1", bin, rs->conf);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    int found = 0, primaries = 0;
+    while (fgets(line, sizeof(line), p)) {
+        found |= strstr(line, needle) != NULL;
+        primaries += strstr(line, ": primary at epoch") != NULL;
+    }
+    int st = pclose(p);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl status: 0x%x", st);
+    ck_assert_msg(found, "zepsctl status shows no '%s'", needle);
+    ck_assert_int_eq(primaries, 1);
+}
+
 static void stop(rset *rs, int r, int sig, int expect_status)
 {
     ck_assert_int_eq(kill(rs->pid[r], sig), 0);
@@ -265,6 +287,7 @@ START_TEST(test_roles_redirect_failover)
     expect_metric(text, "zeps_replica_index 1\n");
     expect_metric(text, "zeps_replica_in_sync 2\n");
 
+    expect_status(&rs, "replica 1 of 2: backup at epoch 1  primary replica 0 at");
     expect_redirect(&rs, ZEPS__OP__PUSH, 0, 1);
     expect_redirect(&rs, ZEPS__OP__HELLO, 0, 1);
     serves(&rs, 0, "before");
@@ -321,6 +344,56 @@ START_TEST(test_unreachable_exits)
 }
 END_TEST
 
+/* zepsctl local --replicas 2: a ZooKeeper in the run directory, two
+ * replicas per shard (replica 0 primary, replica 1 backup), training
+ * done, everything stopped (ZooKeeper too). */
+START_TEST(test_zepsctl_local)
+{
+    char dir[256], bin[512], cmd[1400], path[400], line[1024];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "local"), 0);
+    zt_bin("zepsctl", bin, sizeof(bin));
+    snprintf(cmd, sizeof(cmd),
+             "%s local --replicas 2 --servers 2 --workers 2 --model quadratic --dir %s/run -q "
+             "--timeout 60 > %s/out.txt 2>&1",
+             bin, dir, dir);
+    int st = system(cmd);
+    snprintf(path, sizeof(path), "%s/out.txt", dir);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl local: 0x%x (see %s)", st, path);
+    const char *want[][2] = {{"server-0.0.log", "role: none -> primary at epoch 1"},
+                             {"server-1.0.log", "role: none -> primary at epoch 1"},
+                             {"server-0.1.log", "role: none -> backup at epoch 1"},
+                             {"server-1.1.log", "role: none -> backup at epoch 1"},
+                             {"zookeeper/zoo.cfg", "clientPortAddress=127.0.0.1"}};
+    for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        snprintf(path, sizeof(path), "%s/run/%s", dir, want[i][0]);
+        FILE *f = fopen(path, "r");
+        ck_assert_msg(f != NULL, "no %s", path);
+        bool found = false;
+        while (!found && fgets(line, sizeof(line), f))
+            found = strstr(line, want[i][1]) != NULL;
+        fclose(f);
+        ck_assert_msg(found, "%s has no '%s'", path, want[i][1]);
+    }
+    /* ZooKeeper stopped: nothing serves on its port any more */
+    snprintf(path, sizeof(path), "%s/run/cluster.conf", dir);
+    char text[4096] = "";
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    text[n] = '\0';
+    fclose(f);
+    const char *zk = strstr(text, "zookeeper = \"127.0.0.1:");
+    ck_assert_ptr_nonnull(zk);
+    int port = atoi(zk + strlen("zookeeper = \"127.0.0.1:"));
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0,
+                  "ZooKeeper still serves on %d", port);
+    close(fd);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("replicas");
@@ -328,6 +401,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, test_roles_redirect_failover);
     tcase_add_test(tc, test_unreachable_exits);
+    tcase_add_test(tc, test_zepsctl_local);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -11,7 +11,8 @@
  *   - replica 0 killed with SIGKILL: replica 1 is primary at epoch 2
  *     within the session timeout (and a margin), and serves a worker;
  *     replica 0 started again comes back as a backup of epoch 2;
- *   - `zepsctl status` shows each replica's role and epoch;
+ *   - `zepsctl status` shows each replica's role and epoch (with
+ *     --endpoint, one process's);
  *   - no ZooKeeper: zeps-server exits 4 after connect_timeout_ms;
  *   - `zepsctl local --replicas 2` runs a ZooKeeper in its run directory,
  *     two replicas per shard, trains, and stops everything.
@@ -222,12 +223,12 @@ static void serves(rset *rs, int r, const char *table)
     zeps_client_destroy(&c);
 }
 
-/* `zepsctl status` shows every replica; one line has `needle`. */
-static void expect_status(rset *rs, const char *needle)
+/* `zepsctl status [args]` shows `primaries` primaries; one line has `needle`. */
+static void expect_status(rset *rs, const char *args, int want_primaries, const char *needle)
 {
     char bin[512], cmd[1200], line[1024];
     zt_bin("zepsctl", bin, sizeof(bin));
-    snprintf(cmd, sizeof(cmd), "%s status --config %s 2>&1", bin, rs->conf);
+    snprintf(cmd, sizeof(cmd), "%s status --config %s %s 2>&1", bin, rs->conf, args);
     FILE *p = popen(cmd, "r");
     ck_assert_ptr_nonnull(p);
     int found = 0, primaries = 0;
@@ -238,7 +239,7 @@ static void expect_status(rset *rs, const char *needle)
     int st = pclose(p);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl status: 0x%x", st);
     ck_assert_msg(found, "zepsctl status shows no '%s'", needle);
-    ck_assert_int_eq(primaries, 1);
+    ck_assert_int_eq(primaries, want_primaries);
 }
 
 static void stop(rset *rs, int r, int sig, int expect_status)
@@ -287,7 +288,10 @@ START_TEST(test_roles_redirect_failover)
     expect_metric(text, "zeps_replica_index 1\n");
     expect_metric(text, "zeps_replica_in_sync 2\n");
 
-    expect_status(&rs, "replica 1 of 2: backup at epoch 1  primary replica 0 at");
+    expect_status(&rs, "", 1, "replica 1 of 2: backup at epoch 1  primary replica 0 at");
+    char one[128]; /* one process only */
+    snprintf(one, sizeof(one), "--shard 0 --endpoint %s", rs.ep[1]);
+    expect_status(&rs, one, 0, "replica 1 of 2: backup at epoch 1");
     expect_redirect(&rs, ZEPS__OP__PUSH, 0, 1);
     expect_redirect(&rs, ZEPS__OP__HELLO, 0, 1);
     serves(&rs, 0, "before");

@@ -633,7 +633,8 @@ static int status_or_stats(int argc, char **argv, bool staleness)
      * its errors name the shard, so keep those. */
     zp_log_init("zepsctl", ZP_LOG_ERROR);
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
-    int replicas = cfg->replicas; /* >= 2: every replica is asked, straight */
+    /* >= 2: every replica is asked, straight; --endpoint names one process */
+    int replicas = o.endpoint ? 1 : cfg->replicas;
     answer *a = zp_alloc_zeroed((size_t)n * (size_t)replicas, sizeof(*a));
     /* one --timeout for the whole command: the probe after a failed ask_all
      * gets what is left (at least PROBE_MIN_S, for the shards that are up:

@@ -80,6 +80,8 @@ static int read_key(zp_config *cfg, parse_ctx *p, const char *section, const key
         p->delay_dist_seen = true;
     if (k->off == FIELD(inject) && k->kind == K_ENUM)
         p->inject_line = config_setting_source_line(s);
+    if (k->off == FIELD(replicas) && k->kind == K_INT)
+        cfg->replicas_line = config_setting_source_line(s);
     if (k->off == FIELD(consistency))
         return read_mode(cfg, p, key, k, s);
 
@@ -187,6 +189,46 @@ static int check_inject(const zp_config *cfg, parse_ctx *p)
     return ZEPS_OK;
 }
 
+/* Replicated shards: as many endpoints per shard as replicas, and a
+ * coordination service to elect their primaries. */
+static int check_replicas(const zp_config *cfg, parse_ctx *p)
+{
+    int r = cfg->replicas;
+    if (p->server_width != r && p->server_width == 1)
+        return zp_config_read_fail(
+            p, cfg->replicas_line,
+            "'cluster.replicas' = %d, but 'cluster.servers' gives one endpoint per shard: write "
+            "each shard's entry as the array of its %d replicas' endpoints, servers = ( "
+            "[\"tcp://a:5600\", \"tcp://b:5600\"], ... )",
+            r, r);
+    if (p->server_width != r)
+        return zp_config_read_fail(p, p->server_line,
+                                   "'cluster.servers' gives %d endpoints per shard, but "
+                                   "'cluster.replicas' = %d",
+                                   p->server_width, r);
+    if (p->nbinds > 0 && p->bind_width != r)
+        return zp_config_read_fail(p, p->bind_line,
+                                   "'cluster.binds' gives %d endpoint(s) per shard, but "
+                                   "'cluster.replicas' = %d: one bind per replica",
+                                   p->bind_width, r);
+    if (r >= 2 && !cfg->coord_zookeeper[0])
+        return zp_config_read_fail(
+            p, cfg->replicas_line,
+            "'cluster.replicas' = %d needs a coordination service to elect each shard's primary: "
+            "set 'cluster.coordination.zookeeper' = \"host:port,...\"",
+            r);
+    size_t len = strlen(cfg->coord_name);
+    if (len == 0 ||
+        strspn(cfg->coord_name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                "0123456789._-") != len ||
+        strcmp(cfg->coord_name, ".") == 0 || strcmp(cfg->coord_name, "..") == 0)
+        return zp_config_read_fail(p, 0,
+                                   "'cluster.coordination.name' = \"%s\" must be a name of "
+                                   "letters, digits, '.', '_' and '-'",
+                                   cfg->coord_name);
+    return ZEPS_OK;
+}
+
 /* Limits that involve keys of both sections; run after everything was read. */
 static int check_cross(zp_config *cfg, parse_ctx *p)
 {
@@ -217,7 +259,24 @@ static int check_cross(zp_config *cfg, parse_ctx *p)
             "'cluster.weighting.dc_mean_square' = %g needs "
             "'cluster.weighting.dc_lambda' > 0 (DC-ASGD-a scales that lambda)",
             cfg->dc_mean_square);
-    return check_inject(cfg, p);
+    int rc = check_replicas(cfg, p);
+    return rc != ZEPS_OK ? rc : check_inject(cfg, p);
+}
+
+const char *zp_config_endpoint(const zp_config *cfg, int shard, int replica)
+{
+    if (shard < 0 || shard >= cfg->num_shards || replica < 0 || replica >= cfg->replicas)
+        return "";
+    return replica == 0 ? cfg->servers[shard]
+                        : cfg->replica_servers[shard * (cfg->replicas - 1) + replica - 1];
+}
+
+const char *zp_config_bind(const zp_config *cfg, int shard, int replica)
+{
+    if (shard < 0 || shard >= cfg->num_shards || replica < 0 || replica >= cfg->replicas)
+        return "";
+    return replica == 0 ? cfg->binds[shard]
+                        : cfg->replica_binds[shard * (cfg->replicas - 1) + replica - 1];
 }
 
 static int read_root(zp_config *cfg, parse_ctx *p, const config_setting_t *root)

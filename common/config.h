@@ -19,7 +19,8 @@
 #define ZP_NAME_MAX 64
 #define ZP_PATH_MAX 1024
 #define ZP_ENDPOINT_MAX 256
-
+#define ZP_MAX_REPLICAS          5   /* processes per shard (cluster.replicas) */
+#define ZP_MAX_REPLICA_ENDPOINTS 256 /* endpoints beyond each shard's first, all shards */
 
 /* Staleness weighting functions w(tau) of the weighted mode. */
 typedef enum zp_weight_fn {
@@ -56,6 +57,17 @@ typedef struct zp_config {
     int num_shards;                        /* = number of entries in servers */
     char servers[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX]; /* endpoints workers connect to */
     char binds[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX];   /* endpoints servers bind ("" = same as servers) */
+    /* Replicated shards (docs/replication.md): servers[k] and binds[k] are
+     * replica 0's; the others' are here, read through zp_config_endpoint. */
+    int replicas;           /* "replicas": processes per shard, default 1 */
+    unsigned replicas_line; /* where it was set (0: the default) */
+    char replica_servers[ZP_MAX_REPLICA_ENDPOINTS][ZP_ENDPOINT_MAX]; /* [k * (R-1) + r - 1] */
+    char replica_binds[ZP_MAX_REPLICA_ENDPOINTS][ZP_ENDPOINT_MAX];   /* the same for binds */
+    /* cluster.coordination = { ... } (optional group; used when replicas >= 2) */
+    char coord_zookeeper[ZP_PATH_MAX];     /* "zookeeper": "host:port,host:port"; "" = none */
+    char coord_name[ZP_NAME_MAX];          /* "name": nodes under /zeps/<name>; default "zeps" */
+    int coord_session_timeout_ms;          /* "session_timeout_ms": default 6000 */
+    int coord_connect_timeout_ms;          /* "connect_timeout_ms": default 15000 */
     int num_workers;                       /* required, 1..ZP_MAX_WORKERS */
     char consistency[16];                  /* the mode's name, default "bsp"; which names exist is
                                               the server's policy registry's business:
@@ -194,6 +206,11 @@ int zp_config_parse(zp_config *cfg, const char *text, const char *name, char *er
  * one of a, b, ..." in err (errlen bytes, always terminated). Any thread. */
 int zp_config_check_mode(const zp_config *cfg, const char *const *known, char *err,
                          size_t errlen);
+
+/* The endpoint workers reach replica `replica` of shard `shard` at, and
+ * the one it binds ("" = the same); both "" outside the cluster. */
+const char *zp_config_endpoint(const zp_config *cfg, int shard, int replica);
+const char *zp_config_bind(const zp_config *cfg, int shard, int replica);
 
 /* The same for weighting functions and delay distributions. */
 const char *zp_config_keys_weight_fn_name(zp_weight_fn f);

@@ -62,6 +62,8 @@ typedef struct parse_ctx {
     int nservers;                           /* entries in cluster.servers (0 = absent) */
     int nbinds;                             /* entries in cluster.binds (-1 = absent) */
     unsigned bind_line;                     /* line of cluster.binds */
+    int server_width, bind_width;           /* endpoints per shard entry (1: strings) */
+    unsigned server_line;                   /* line of cluster.servers */
     unsigned backup_line;                   /* line of cluster.backup_workers */
     unsigned slow_lines[ZP_MAX_SLOW_RANKS]; /* line of each training.slow_ranks[i] */
     bool delay_dist_seen;                   /* training.delay_dist was given */

@@ -120,9 +120,29 @@ static const section_spec ctr_group = {
     .name = "ctr", .keys = ctr_keys, .nkeys = sizeof(ctr_keys) / sizeof(ctr_keys[0]),
 };
 
+/* cluster.coordination: the service that elects each shard's primary when
+ * replicas >= 2 (docs/replication.md); the key naming the servers names the
+ * backend, so another service would be another key */
+static const key_spec coordination_keys[] = {
+    {.name = "zookeeper", .kind = K_STRING, .off = STR(coord_zookeeper)},
+    {.name = "name", .kind = K_STRING, .off = STR(coord_name)},
+    {.name = "session_timeout_ms", .kind = K_INT, .off = FIELD(coord_session_timeout_ms),
+     .imin = 200, .imax = 600000},
+    {.name = "connect_timeout_ms", .kind = K_INT, .off = FIELD(coord_connect_timeout_ms),
+     .imin = 100, .imax = 3600000},
+};
+
+static const section_spec coordination_group = {
+    .name = "coordination", .keys = coordination_keys, .nkeys = NKEYS(coordination_keys),
+};
+
 static const key_spec cluster_keys[] = {
     {.name = "servers", .kind = K_ENDPOINTS, .off = FIELD(servers), .required = true},
     {.name = "binds", .kind = K_ENDPOINTS, .off = FIELD(binds)},
+    /* the servers' shape, the coordination service: check_replicas */
+    {.name = "replicas", .kind = K_INT, .off = FIELD(replicas), .imin = 1,
+     .imax = ZP_MAX_REPLICAS},
+    {.name = "coordination", .kind = K_GROUP, .group = &coordination_group},
     {.name = "workers", .kind = K_INT, .off = FIELD(num_workers), .required = true,
      .imin = 1, .imax = ZP_MAX_WORKERS},
     {.name = "consistency", .kind = K_STRING, .off = STR(consistency)},
@@ -244,14 +264,37 @@ const section_spec zp_config_keys_sections[ZP_CONFIG_NSECTIONS] = {
 /* read_section marks seen keys in a 64-bit mask. */
 _Static_assert(NKEYS(cluster_keys) <= 64 && NKEYS(training_keys) <= 64 &&
                    NKEYS(weighting_keys) <= 64 && NKEYS(ctr_keys) <= 64 &&
-                   NKEYS(inject_keys) <= 64,
+                   NKEYS(inject_keys) <= 64 && NKEYS(coordination_keys) <= 64,
                "seen mask too small");
+
+/* cluster.replicas and cluster.coordination */
+static void replica_defaults(zp_config *cfg)
+{
+    cfg->replicas = 1;
+    snprintf(cfg->coord_name, sizeof(cfg->coord_name), "zeps");
+    cfg->coord_session_timeout_ms = 6000;
+    cfg->coord_connect_timeout_ms = 15000;
+}
+
+/* cluster.inject */
+static void inject_defaults(zp_config *cfg)
+{
+    cfg->inject = ZP_INJECT_OFF;
+    cfg->inject_tau = 1;
+    cfg->inject_max_tau = 0;
+    cfg->inject_p = 0.5;
+    cfg->inject_straggler = 0;
+    cfg->inject_window = 0;
+    cfg->inject_turns = true;
+    cfg->inject_seed = 1;
+}
 
 /* Fill *cfg with the defaults documented in config.h. Any thread. */
 void zp_config_keys_defaults(zp_config *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     snprintf(cfg->consistency, sizeof(cfg->consistency), "bsp");
+    replica_defaults(cfg);
     cfg->staleness = 0;
     cfg->backup_workers = 0;
     cfg->late_weighted = false;
@@ -261,14 +304,7 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->dc_lambda = 0.0;
     cfg->dc_mean_square = 0.0;
     cfg->weighted_bound = -1;
-    cfg->inject = ZP_INJECT_OFF;
-    cfg->inject_tau = 1;
-    cfg->inject_max_tau = 0;
-    cfg->inject_p = 0.5;
-    cfg->inject_straggler = 0;
-    cfg->inject_window = 0;
-    cfg->inject_turns = true;
-    cfg->inject_seed = 1;
+    inject_defaults(cfg);
     cfg->trace_dir[0] = '\0';
     cfg->metrics_listen[0] = '\0';
     cfg->worker_metrics_listen[0] = '\0';

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "config.h"
 #include "config_int.h"
 #include "wire.h"
@@ -246,6 +247,82 @@ static const char *endpoint_problem(const char *ep, bool bind)
     return NULL;
 }
 
+/* An endpoint given so far: its canonical form and its key. */
+typedef struct seen_ep {
+    char canon[ZP_ENDPOINT_MAX + 16];
+    char key[96];
+} seen_ep;
+
+/* One endpoint `ep` at `key` ("cluster.servers[1][0]"), checked and, for
+ * servers, compared with the n before it. */
+static int read_one_endpoint(parse_ctx *p, unsigned line, const char *key, const char *ep,
+                             bool bind, seen_ep *seen, int n, char *out)
+{
+    size_t len = strlen(ep);
+    if (len >= ZP_ENDPOINT_MAX)
+        return zp_config_read_fail(p, line, "'%s' is too long (%zu bytes, at most %d)", key, len,
+                                   ZP_ENDPOINT_MAX - 1);
+    const char *why = endpoint_problem(ep, bind);
+    if (why != NULL)
+        return zp_config_read_fail(p, line, "'%s' = \"%s\" %s", key, ep, why);
+    zp_wire_canonical_endpoint(ep, seen[n].canon, sizeof(seen[n].canon));
+    snprintf(seen[n].key, sizeof(seen[n].key), "%s", key);
+    for (int j = 0; !bind && j < n; j++)
+        if (strcmp(seen[j].canon, seen[n].canon) == 0)
+            return zp_config_read_fail(p, line, "'%s' = \"%s\" repeats '%s'", key, ep, seen[j].key);
+    memcpy(out, ep, len + 1);
+    return ZEPS_OK;
+}
+
+/* Entry i of servers or binds: a string (one replica), or an array of the
+ * endpoints of the shard's replicas, as wide as every other entry. */
+static int read_entry(zp_config *cfg, parse_ctx *p, const char *key, bool bind,
+                      const config_setting_t *e, int i, int *width, seen_ep *seen, int *nseen)
+{
+    unsigned line = config_setting_source_line(e)
+                        ? config_setting_source_line(e)
+                        : config_setting_source_line(config_setting_parent(e));
+    int type = config_setting_type(e);
+    bool one = type == CONFIG_TYPE_STRING;
+    int n = one ? 1 : config_setting_length(e);
+    if (!one && type != CONFIG_TYPE_ARRAY && type != CONFIG_TYPE_LIST)
+        return zp_config_read_fail(p, line,
+                                   "'%s[%d]' must be a string (got %s), or with replicas the array "
+                                   "of the shard's replicas' endpoints",
+                                   key, i, zp_config_read_type_name(e));
+    if (!one && (n < 1 || n > ZP_MAX_REPLICAS))
+        return zp_config_read_fail(p, line, "'%s[%d]' has %d endpoints (allowed: 1..%d replicas)",
+                                   key, i, n, ZP_MAX_REPLICAS);
+    if (i == 0)
+        *width = n;
+    else if (n != *width)
+        return zp_config_read_fail(p, line,
+                                   "'%s[%d]' gives %d endpoint(s) but '%s[0]' gives %d: every "
+                                   "shard has the same number of replicas",
+                                   key, i, n, key, *width);
+    for (int r = 0; r < n; r++) {
+        const config_setting_t *x = one ? e : config_setting_get_elem(e, (unsigned)r);
+        char name[96];
+        snprintf(name, sizeof(name), one ? "%s[%d]" : "%s[%d][%d]", key, i, r);
+        if (config_setting_type(x) != CONFIG_TYPE_STRING)
+            return zp_config_read_fail(p, line, "'%s' must be a string (got %s)", name,
+                                       zp_config_read_type_name(x));
+        int slot = i * (n - 1) + r - 1; /* in the replica pool, for r >= 1 */
+        if (r > 0 && slot >= ZP_MAX_REPLICA_ENDPOINTS)
+            return zp_config_read_fail(
+                p, line, "'%s' lists more than %d endpoints beyond each shard's first", key,
+                ZP_MAX_REPLICA_ENDPOINTS);
+        char *out = r == 0 ? (bind ? cfg->binds[i] : cfg->servers[i])
+                           : (bind ? cfg->replica_binds[slot] : cfg->replica_servers[slot]);
+        int rc =
+            read_one_endpoint(p, line, name, config_setting_get_string(x), bind, seen, *nseen, out);
+        if (rc != ZEPS_OK)
+            return rc;
+        (*nseen)++;
+    }
+    return ZEPS_OK;
+}
+
 int zp_config_read_endpoints(zp_config *cfg, parse_ctx *p, const char *key, const key_spec *k,
                              const config_setting_t *s)
 {
@@ -263,36 +340,23 @@ int zp_config_read_endpoints(zp_config *cfg, parse_ctx *p, const char *key, cons
     if (bind && n > ZP_MAX_SHARDS)
         return zp_config_read_fail(p, line, "'%s' has %d entries (at most %d)", key, n,
                                    ZP_MAX_SHARDS);
-
-    char(*out)[ZP_ENDPOINT_MAX] = (char(*)[ZP_ENDPOINT_MAX])((char *)cfg + k->off);
-    for (int i = 0; i < n; i++) {
-        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
-        unsigned eline = config_setting_source_line(e) ? config_setting_source_line(e) : line;
-        if (config_setting_type(e) != CONFIG_TYPE_STRING)
-            return zp_config_read_fail(p, eline, "'%s[%d]' must be a string (got %s)", key, i,
-                                       zp_config_read_type_name(e));
-        const char *ep = config_setting_get_string(e);
-        size_t len = strlen(ep);
-        if (len >= ZP_ENDPOINT_MAX)
-            return zp_config_read_fail(p, eline, "'%s[%d]' is too long (%zu bytes, at most %d)",
-                                       key, i, len, ZP_ENDPOINT_MAX - 1);
-        const char *why = endpoint_problem(ep, bind);
-        if (why != NULL)
-            return zp_config_read_fail(p, eline, "'%s[%d]' = \"%s\" %s", key, i, ep, why);
-        char canon[ZP_ENDPOINT_MAX + 16], other[ZP_ENDPOINT_MAX + 16];
-        zp_wire_canonical_endpoint(ep, canon, sizeof(canon));
-        for (int j = 0; !bind && j < i; j++)
-            if (zp_wire_canonical_endpoint(out[j], other, sizeof(other)) &&
-                strcmp(other, canon) == 0)
-                return zp_config_read_fail(p, eline, "'%s[%d]' = \"%s\" repeats '%s[%d]'", key, i,
-                                           ep, key, j);
-        memcpy(out[i], ep, len + 1);
-    }
+    /* the canonical forms given so far, to refuse a repeated endpoint */
+    seen_ep *seen = zp_alloc_zeroed(ZP_MAX_SHARDS + ZP_MAX_REPLICA_ENDPOINTS, sizeof(*seen));
+    int nseen = 0, width = 1, rc = ZEPS_OK;
+    for (int i = 0; i < n && rc == ZEPS_OK; i++)
+        rc = read_entry(cfg, p, key, bind, config_setting_get_elem(s, (unsigned)i), i, &width, seen,
+                        &nseen);
+    free(seen);
+    if (rc != ZEPS_OK)
+        return rc;
     if (bind) {
         p->nbinds = n;
         p->bind_line = line;
+        p->bind_width = width;
     } else {
         p->nservers = n;
+        p->server_line = line;
+        p->server_width = width;
         cfg->num_shards = n;
     }
     return ZEPS_OK;

@@ -45,6 +45,11 @@ static void usage(const daemon_desc *d, FILE *f)
             "  --version           print the version and exit\n",
             d->prog, d->flag, flag, d->what, zp_identity_help(d->id));
     if (d->id == ZP_IDENTITY_SHARD)
+        fprintf(f,
+                "  --replica R         this process's replica of its shard (cluster.replicas):\n"
+                "                      %s\n",
+                zp_identity_help(ZP_IDENTITY_REPLICA));
+    if (d->id == ZP_IDENTITY_SHARD)
         fprintf(f, "  --bench-apply [REPS]  time the dense optimizer kernels against saxpy\n"
                    "                      on 4M and 8M floats (best of REPS, 11) and exit\n");
 }
@@ -52,15 +57,18 @@ static void usage(const daemon_desc *d, FILE *f)
 int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *out)
 {
     const daemon_desc *d = &descs[kind];
-    const struct option opts[] = {
+    struct option opts[] = {
         {"config", required_argument, NULL, 'c'},
         {d->flag, required_argument, NULL, 'i'},
         {"log-level", required_argument, NULL, 'l'},
         {"version", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {"metrics-listen", required_argument, NULL, 'm'},
+        {"replica", required_argument, NULL, 'R'}, /* zeps-server only */
         {NULL, 0, NULL, 0},
     };
+    if (kind != ZP_DAEMON_SERVER)
+        opts[6] = (struct option){NULL, 0, NULL, 0};
     char shortopts[8] = {'c', ':', (char)d->short_flag, ':', 'h', 0};
     const char *index_text = NULL;
     zp_daemon_args a = {0};
@@ -74,6 +82,8 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
             a.log_level = optarg;
         else if (c == 'm')
             a.metrics_listen = optarg;
+        else if (c == 'R')
+            a.replica_text = optarg;
         else if (c == 'V')
             return printf("%s %s (protocol %d)\n", d->prog, ZP_VERSION, ZP_PROTOCOL_VERSION), 0;
         else if (c == 'h')
@@ -97,7 +107,32 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
     return -1;
 }
 
-int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg)
+/* The replica index of a server: 0 with replicas = 1 unless another is
+ * given, else from --replica or $ZEPS_REPLICA. -1 to go on, else 2. */
+static int load_replica(const daemon_desc *d, zp_daemon_args *a, const zp_config *cfg)
+{
+    char err[512];
+    zp_identity id;
+    a->replica = 0;
+    snprintf(a->replica_source, sizeof(a->replica_source), "the default, replicas = 1");
+    if (cfg->replicas == 1 && !a->replica_text && !getenv("ZEPS_REPLICA"))
+        return -1;
+    if (zp_identity_resolve(ZP_IDENTITY_REPLICA, a->replica_text, NULL, ZP_MAX_REPLICAS, &id, err,
+                            sizeof(err)) != 0) {
+        fprintf(stderr, "%s: %s (%s: replicas = %d)\n", d->prog, err, a->config, cfg->replicas);
+        return ZP_EXIT_SETUP;
+    }
+    if (id.index >= cfg->replicas) {
+        fprintf(stderr, "%s: replica index %d is outside the %d replica(s) of each shard in %s\n",
+                d->prog, id.index, cfg->replicas, a->config);
+        return ZP_EXIT_SETUP;
+    }
+    a->replica = id.index;
+    snprintf(a->replica_source, sizeof(a->replica_source), "%s", id.source);
+    return -1;
+}
+
+int zp_daemon_load(zp_daemon_kind kind, zp_daemon_args *a, zp_config *cfg)
 {
     const daemon_desc *d = &descs[kind];
     char err[1024];
@@ -119,14 +154,22 @@ int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg)
                 a->index, limit, kind == ZP_DAEMON_SERVER ? "shards" : "workers", a->config);
         return ZP_EXIT_SETUP;
     }
+    if (kind == ZP_DAEMON_SERVER && load_replica(d, a, cfg) >= 0)
+        return ZP_EXIT_SETUP;
     int lv = zp_log_level_from_name(a->log_level ? a->log_level : cfg->log_level);
     if (lv < 0) {
         fprintf(stderr, "%s: unknown log level '%s'\n", d->prog, a->log_level);
         return ZP_EXIT_SETUP;
     }
     char who[32];
-    snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker", a->index);
+    if (kind == ZP_DAEMON_SERVER && cfg->replicas > 1)
+        snprintf(who, sizeof(who), "server[%d.%d]", a->index, a->replica);
+    else
+        snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker",
+                 a->index);
     zp_log_init(who, (zp_log_level)lv);
     zp_info("%s %d of %d (from %s)", d->what, a->index, limit, a->index_source);
+    if (kind == ZP_DAEMON_SERVER && cfg->replicas > 1)
+        zp_info("replica %d of %d (from %s)", a->replica, cfg->replicas, a->replica_source);
     return -1;
 }

@@ -1,7 +1,7 @@
 /*
  * daemon.h - the command line and start-up shared by the zeps daemons.
  *
- *   zeps-server --config FILE [--shard N|auto] [--log-level L] [--metrics-listen H:P]
+ *   zeps-server --config FILE [--shard N|auto] [--replica R] [--log-level L] [--metrics-listen H:P]
  *   zeps-worker --config FILE [--rank N|auto]  [--log-level L] [--metrics-listen H:P]
  *
  * A daemon's index (shard or rank) comes from its flag, else from the
@@ -27,6 +27,10 @@ typedef struct zp_daemon_args {
                                    the file's */
     int index;
     char index_source[160]; /* where the index came from, for the log */
+    const char *replica_text; /* zeps-server: --replica, NULL if absent */
+    int replica;              /* zeps-server: the replica index, resolved by zp_daemon_load
+                                 (0 with replicas = 1) */
+    char replica_source[160];
 } zp_daemon_args;
 
 /* Parse argv for a daemon of `kind`. Returns -1 when the daemon should go
@@ -35,9 +39,11 @@ typedef struct zp_daemon_args {
 int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *out);
 
 /* Load the cluster file into cfg, check the index against it and set up the
- * log as "server[i]" / "worker[r]". --metrics-listen (or $ZEPS_METRICS_LISTEN)
+ * log as "server[i]" / "worker[r]" ("server[i.r]" for replica r of a
+ * replicated shard; a->replica is set there: the replica index needs the
+ * file's replicas). --metrics-listen (or $ZEPS_METRICS_LISTEN)
  * replaces the file's metrics_listen of this kind of daemon. Returns -1 to go on, else the exit
  * status (2) after printing what is wrong. */
-int zp_daemon_load(zp_daemon_kind kind, const zp_daemon_args *a, zp_config *cfg);
+int zp_daemon_load(zp_daemon_kind kind, zp_daemon_args *a, zp_config *cfg);
 
 #endif

@@ -8,11 +8,14 @@
 #define ZP_EXITCODE_H
 
 enum {
-    ZP_EXIT_OK = 0,        /* done (a shard stopped by SIGTERM/SIGINT too) */
-    ZP_EXIT_FAILED = 1,    /* failed while running; a restart may help */
-    ZP_EXIT_SETUP = 2,     /* bad usage, configuration or start-up condition the
-                              operator must fix; a restart repeats it */
-    ZP_EXIT_DIVERGED = 3,  /* zeps-worker: training diverged */
+    ZP_EXIT_OK = 0,            /* done (a shard stopped by SIGTERM/SIGINT too) */
+    ZP_EXIT_FAILED = 1,        /* failed while running; a restart may help */
+    ZP_EXIT_SETUP = 2,         /* bad usage, configuration or start-up condition the
+                                  operator must fix; a restart repeats it */
+    ZP_EXIT_DIVERGED = 3,      /* zeps-worker: training diverged */
+    ZP_EXIT_NOCOORD = 4,       /* zeps-server with replicas >= 2: no session with the
+                                  coordination service within connect_timeout_ms of
+                                  start-up; a restart helps once it answers */
     ZP_EXIT_INTERRUPTED = 130, /* zeps-worker: stopped by SIGINT (128 + 2) */
     ZP_EXIT_STOPPED = 143,     /* zeps-worker: stopped by SIGTERM (128 + 15) */
 };

@@ -25,6 +25,7 @@ typedef struct kind_desc {
 static const kind_desc kinds[] = {
     [ZP_IDENTITY_SHARD] = {"--shard", "ZEPS_SHARD", "shard index"},
     [ZP_IDENTITY_RANK] = {"--rank", "ZEPS_RANK", "worker rank"},
+    [ZP_IDENTITY_REPLICA] = {"--replica", "ZEPS_REPLICA", "replica index"},
 };
 
 /* The engine variables tried by "auto" and when nothing is given. */
@@ -146,6 +147,14 @@ int zp_identity_resolve(zp_identity_kind kind, const char *flag, const char *hos
     const kind_desc *d = &kinds[kind];
     zp_identity id = {.index = -1};
     int rc;
+    const char *given = flag ? flag : env(d->var);
+    if (kind == ZP_IDENTITY_REPLICA && !given)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "no %s: give %s N, or set %s", d->what,
+                             d->flag, d->var);
+    if (kind == ZP_IDENTITY_REPLICA && strcmp(given, "auto") == 0)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                             "%s='auto': a replica index is N, hostname or env:NAME",
+                             flag ? d->flag : d->var);
     if (flag) {
         rc = from_value(flag, d->flag, hostname, max, &id, err, errlen);
     } else if (env(d->var)) {
@@ -168,6 +177,9 @@ int zp_identity_resolve(zp_identity_kind kind, const char *flag, const char *hos
 
 const char *zp_identity_help(zp_identity_kind kind)
 {
+    if (kind == ZP_IDENTITY_REPLICA)
+        return "N | hostname | env:NAME; default: $ZEPS_REPLICA, else 0\n"
+               "                      with replicas = 1 (docs/replication.md)";
     return kind == ZP_IDENTITY_SHARD
                ? "N | auto | hostname | env:NAME; default: $ZEPS_SHARD, then\n"
                  "                      $JOB_COMPLETION_INDEX, then $SLURM_PROCID"

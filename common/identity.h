@@ -26,8 +26,11 @@
 #include <stddef.h>
 
 typedef enum zp_identity_kind {
-    ZP_IDENTITY_SHARD = 0, /* --shard, $ZEPS_SHARD */
-    ZP_IDENTITY_RANK = 1,  /* --rank, $ZEPS_RANK */
+    ZP_IDENTITY_SHARD = 0,   /* --shard, $ZEPS_SHARD */
+    ZP_IDENTITY_RANK = 1,    /* --rank, $ZEPS_RANK */
+    ZP_IDENTITY_REPLICA = 2, /* --replica, $ZEPS_REPLICA (docs/replication.md): a number,
+                                hostname or env:NAME; never the engine variables,
+                                which number shards and ranks */
 } zp_identity_kind;
 
 typedef struct zp_identity {

@@ -42,8 +42,9 @@ extern "C" {
     X(EINTERNAL, 23, "internal error")                                                             \
     X(EDIVERGED, 24, "training diverged")                                                          \
     X(ERESTARTED, 35, "a shard restarted or rolled back: resume from its cut")                     \
-    X(EREFUSED, 36, "a shard refused this client's CURVE key")                                      \
-    X(EFINISHED, 37, "a worker reached the job's target: training is over")
+    X(EREFUSED, 36, "a shard refused this client's CURVE key")                                     \
+    X(EFINISHED, 37, "a worker reached the job's target: training is over")                        \
+    X(ENOTPRIMARY, 38, "this replica is not its shard's primary: ask the one named")
 
 typedef enum zeps_err {
 #define ZEPS_ERR_ENUM_(name, num, text) ZEPS_##name = num,

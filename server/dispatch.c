@@ -103,6 +103,8 @@ static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
                        request_flags(h->op));
     else if (s->stopping && h->op != ZEPS__OP__STATS)
         zp_reply_error(s, identity, h, ZEPS_ECLOSED, "shard %d is shutting down", s->shard);
+    else if (!zp_role_serves(&s->role) && h->op != ZEPS__OP__STATS) /* a backup */
+        zp_reply_not_primary(s, identity, h);
     else if (h->rank == 0xffffffffu && !tool_op(h->op))
         zp_reply_error(s, identity, h, ZEPS_ERANK,
                        "tools may only send HELLO, DECLARE, STATS, SNAPSHOT and EVICT");

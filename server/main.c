@@ -1,7 +1,7 @@
 /*
  * main.c - zeps-server: run one shard of a cluster.
  *
- *   zeps-server --config cluster.conf --shard 1
+ *   zeps-server --config cluster.conf --shard 1 [--replica 0]
  *
  * The shard index comes from --shard (a number, or "auto": the engine's
  * variables, then the StatefulSet ordinal of the host name), else from
@@ -10,7 +10,8 @@
  * any socket is opened. Exit status (common/exitcode.h, docs/operations.md):
  * 0 stopped cleanly, 1 failed while serving (the final snapshot too), 2 a
  * start-up failure the operator must fix (usage, cluster file, keys,
- * allow-list, address, snapshot or trace folder, snapshot to restore).
+ * allow-list, address, snapshot or trace folder, snapshot to restore), 4
+ * no session with the coordination service at start-up (replicas >= 2).
  *
  *   zeps-server --bench-apply [REPS]
  *
@@ -59,7 +60,7 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     zp_server *srv;
-    rc = zp_server_new(&srv, &cfg, args.index, err, sizeof(err));
+    rc = zp_server_new(&srv, &cfg, args.index, args.replica, err, sizeof(err));
     if (rc != 0) {
         zp_error("%s", err);
         return zp_exitcode_startup(rc);
@@ -67,5 +68,5 @@ int main(int argc, char **argv)
     rc = zp_server_run(srv);
     zp_server_destroy(&srv);
     zp_info("stopped");
-    return rc == 0 ? ZP_EXIT_OK : ZP_EXIT_FAILED;
+    return rc;
 }

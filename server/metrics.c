@@ -139,6 +139,46 @@ static void shard_metrics(const zp_server *s, const Zeps__ShardStats *st, zp_htt
     zp_http_printf(r, "zeps_network_bytes_total{direction=\"out\"} %" PRIu64 "\n", st->bytes_out);
 }
 
+/* The shard's place in its replica set (docs/replication.md); with one
+ * replica: primary at epoch 0, coordination off. */
+static void replica_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
+{
+    static const char *const roles[] = {"primary", "backup", "none"};
+    static const char *const sessions[] = {"off",       "connecting", "connected",
+                                           "suspended", "expired",    "unreachable"};
+    gauge1(r, "zeps_replicas", "Processes per shard (cluster.replicas).", st->replicas);
+    gauge1(r, "zeps_replica_index", "This process's replica index.", st->replica);
+    head(r, "zeps_replica_role", "gauge", "1 for this replica's role, 0 for the others.");
+    for (size_t i = 0; i < 3; i++)
+        zp_http_printf(r, "zeps_replica_role{role=\"%s\"} %d\n", roles[i],
+                       strcmp(st->role, roles[i]) == 0);
+    gauge1(r, "zeps_replica_epoch", "The primary's epoch as this replica knows it.", st->epoch);
+    gauge1(r, "zeps_replica_primary_index", "The primary's replica index (-1: none known).",
+           st->primary_replica);
+    gauge1(r, "zeps_replica_in_sync", "Replicas in the shard's in-sync set as last heard.",
+           st->in_sync);
+    gauge1(r, "zeps_replica_fenced",
+           "1 if the session expired while this replica was primary (it serves nothing).",
+           st->fenced);
+    counter1(r, "zeps_replica_role_changes_total", "Changes of role or epoch seen.",
+             st->role_changes);
+    head(r, "zeps_coord_session", "gauge",
+         "1 for the coordination session's state, 0 for the others (off: replicas = 1).");
+    for (size_t i = 0; i < 6; i++)
+        zp_http_printf(r, "zeps_coord_session{state=\"%s\"} %d\n", sessions[i],
+                       strcmp(st->coord_session, sessions[i]) == 0);
+    gauge1(r, "zeps_coord_disconnected_seconds",
+           "How long the coordination service has been out of reach (0: connected).",
+           st->coord_disconnected_s);
+    counter1(r, "zeps_coord_sessions_total", "Sessions made with the coordination service.",
+             st->coord_sessions);
+    counter1(r, "zeps_coord_suspensions_total", "Connections to the coordination service lost.",
+             st->coord_suspensions);
+    counter1(r, "zeps_coord_expirations_total", "Coordination sessions lost.",
+             st->coord_expirations);
+    counter1(r, "zeps_coord_elections_total", "Elections this replica won.", st->elections);
+}
+
 static void state_metrics(const zp_server *s, const Zeps__ShardStats *st, zp_http_reply *r)
 {
     double now = zp_now_s();
@@ -429,6 +469,7 @@ void zp_metrics_render(const zp_server *s, zp_http_reply *r)
     zp_stats_fill(s, &v);
     shard_metrics(s, &v.st, r);
     state_metrics(s, &v.st, r);
+    replica_metrics(&v.st, r);
     table_metrics(&v.st, r);
     row_tau_metrics(&v.st, r);
     worker_metrics(&v.st, r);

@@ -154,3 +154,23 @@ void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *r
     zp_reply_count_error(s, req ? (unsigned)req->op : ZEPS__OP__PULL, ZEPS_ERESTARTED);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
 }
+
+void zp_reply_not_primary(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req)
+{
+    char text[ERRLEN];
+    zp_role_refusal(&s->role, text, sizeof(text));
+    Zeps__Header rep;
+    zp_reply_init(s, req, &rep);
+    rep.op = ZEPS__OP__ERROR;
+    rep.error = ZEPS_ENOTPRIMARY;
+    rep.error_text = text;
+    rep.primary = s->role.primary_endpoint;
+    rep.primary_replica = s->role.primary_replica;
+    rep.epoch = s->role.epoch;
+    zp_reply_count_error(s, req ? (unsigned)req->op : 0, ZEPS_ENOTPRIMARY);
+    char note[96];
+    if (zp_ratelimit_due(&s->logs.refused, zp_now_s(), note, sizeof(note)))
+        zp_info("%s from rank %d refused (ENOTPRIMARY): %s%s",
+                req ? zp_wire_op_name(req->op) : "message", req ? (int)req->rank : -1, text, note);
+    zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);
+}

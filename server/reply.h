@@ -71,4 +71,8 @@ void zp_reply_error_to(zp_server *s, zmq_msg_t *identity, int op, uint64_t req_i
 void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, uint64_t req_id,
                         int64_t cut, uint64_t set);
 
+/* Refuse `req` with ENOTPRIMARY: this replica does not serve workers; the
+ * reply names the primary (endpoint, replica, epoch) when one is known. */
+void zp_reply_not_primary(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req);
+
 #endif

@@ -36,6 +36,7 @@
 #include "alloc.h"
 #include "curve.h"
 #include "errors.h"
+#include "exitcode.h"
 #include "log.h"
 #include "mathenv.h"
 #include "now.h"
@@ -107,9 +108,21 @@ static void on_check(uv_check_t *h)
 static void on_tick(uv_timer_t *h)
 {
     zp_server *s = h->data;
+    if (s->role.start_failed) {
+        zp_error("no coordination session within connect_timeout_ms = %d ms: exiting (status "
+                 "%d); start ZooKeeper at %s, or check the address",
+                 s->cfg.coord_connect_timeout_ms, ZP_EXIT_NOCOORD, s->cfg.coord_zookeeper);
+        s->exit_status = ZP_EXIT_NOCOORD;
+        zp_server_stop(s);
+        return;
+    }
     kick(s);
     zp_trace_flush(s->trace);
-    zp_persist_tick(s);
+    /* a backup holds nothing of its own to snapshot (docs/replication.md) */
+    if (zp_role_serves(&s->role))
+        zp_persist_tick(s);
+    else
+        zp_persist_reap(s, 0);
     zp_clock_check_lost(s);
     zp_waits_check(s);
     zp_pull_turns_check(s);
@@ -150,6 +163,7 @@ void zp_server_stop(zp_server *s)
     if (s->stopping)
         return;
     s->stopping = true;
+    zp_role_stop(&s->role); /* a primary's nodes go now: a backup takes over at once */
     if (!s->has_loop)
         return;
     uv_handle_t *handles[] = {
@@ -188,7 +202,8 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
         snprintf(err, errlen, "zmq_ctx_new: %s", zmq_strerror(zmq_errno()));
         return ZEPS_ETRANSPORT;
     }
-    const char *ep = s->cfg.binds[s->shard][0] ? s->cfg.binds[s->shard] : s->cfg.servers[s->shard];
+    const char *bind = zp_config_bind(&s->cfg, s->shard, s->replica);
+    const char *ep = bind[0] ? bind : zp_config_endpoint(&s->cfg, s->shard, s->replica);
     int rc = zp_curve_check_server(&s->cfg, ep, err, errlen);
     if (rc != 0)
         return rc;
@@ -316,6 +331,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     s->nworkers = cfg->num_workers;
     s->cons = cons;
     s->sink = sink;
+    zp_role_init(&s->role, cfg, shard, 0);
     s->barrier_gen = 1;
     s->start_s = zp_now_s();
     s->persist.requested_cut = -1;
@@ -357,12 +373,20 @@ static void close_loop(zp_server *s)
     s->has_loop = false;
 }
 
-int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, size_t errlen)
+int zp_server_new(zp_server **out, const zp_config *cfg, int shard, int replica, char *err,
+                  size_t errlen)
 {
+    if (replica < 0 || replica >= cfg->replicas) {
+        snprintf(err, errlen, "replica %d is outside the %d replica(s) of each shard in %s",
+                 replica, cfg->replicas, cfg->path);
+        return ZEPS_EINVAL;
+    }
     zp_server *s;
     int rc = zp_server_new_core(&s, cfg, shard, (zp_reply_sink){0}, err, errlen);
     if (rc != 0)
         return rc;
+    s->replica = replica;
+    zp_role_init(&s->role, cfg, shard, replica);
     char host[128];
     int port;
     /* a bad metrics_listen is refused before anything is restored or bound */
@@ -377,6 +401,9 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
         s->sink = (zp_reply_sink){.send = zp_reply_socket_send, .arg = s};
         rc = setup_loop(s, err, errlen);
     }
+    if (rc == 0)
+        rc = zp_role_start(&s->role, &s->loop, &s->cfg,
+                           zp_config_endpoint(&s->cfg, s->shard, s->replica), err, errlen);
     if (rc != 0) {
         if (s->has_loop) /* setup_loop failed after the loop began (the metrics port taken) */
             close_loop(s);
@@ -389,16 +416,20 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, s
 
 int zp_server_run(zp_server *s)
 {
-    zp_info("shard %d/%d serving on %s: %s, %d workers, incarnation %" PRIx64 ", BLAS %s", s->shard,
-            s->nshards, s->endpoint, s->cons->name, s->nworkers, s->incarnation,
-            zp_mathenv_blas_core());
+    zp_info("shard %d/%d%s serving on %s: %s, %d workers, incarnation %" PRIx64 ", BLAS %s",
+            s->shard, s->nshards, s->cfg.replicas > 1 ? " (replicated)" : "", s->endpoint,
+            s->cons->name, s->nworkers, s->incarnation, zp_mathenv_blas_core());
     zp_info("limits: %u tables, %" PRIu64 " rows, %" PRIu64 " MiB (max_tables, max_rows, "
             "max_memory_mb; memory %" PRIu64 " MiB from %s)",
             s->quota.max_tables, s->quota.max_rows, s->quota.max_bytes >> 20, s->quota.memory >> 20,
             s->quota.memory_from);
     kick(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
-    return zp_persist_final(s) == 0 ? 0 : 1;
+    if (s->exit_status)
+        return s->exit_status;
+    if (!zp_role_serves(&s->role))
+        return ZP_EXIT_OK; /* a backup writes no final snapshot */
+    return zp_persist_final(s) == 0 ? ZP_EXIT_OK : ZP_EXIT_FAILED;
 }
 
 void zp_server_destroy(zp_server **sp)
@@ -411,6 +442,7 @@ void zp_server_destroy(zp_server **sp)
             zp_server_stop(s);
         while (s->open_handles > 0)
             uv_run(&s->loop, UV_RUN_ONCE);
+        uv_run(&s->loop, UV_RUN_DEFAULT); /* the coordination session's handles close */
         uv_loop_close(&s->loop);
     }
     free_core(s);

@@ -29,6 +29,7 @@
 #include "persist.h"
 #include "ratelimit.h"
 #include "reply.h"
+#include "role.h"
 #include "table.h"
 #include "trace.h"
 #include "wire.h"
@@ -41,6 +42,10 @@
 struct zp_server {
     zp_config cfg;
     int shard, nshards, nworkers;
+    int replica;     /* this process's replica of the shard (0 with replicas = 1) */
+    zp_role role;    /* primary or backup, the coordination session (repl/role.h) */
+    int exit_status; /* non-zero: what zp_server_run returns (the coordination service
+                        unreachable at start-up) */
     uint64_t incarnation;
     double start_s;
 
@@ -115,17 +120,22 @@ struct zp_server {
     } logs;
 };
 
-/* Create shard `shard` from a loaded config: restore its snapshot, bind the
- * socket, set up the loop. On error returns a zeps_err with a message in
- * err; nothing is left open. On success *out owns the server. */
-int zp_server_new(zp_server **out, const zp_config *cfg, int shard, char *err, size_t errlen);
+/* Create replica `replica` of shard `shard` from a loaded config: restore
+ * its snapshot, bind the socket, set up the loop, and with replicas >= 2
+ * start its coordination session. On error returns a zeps_err with a
+ * message in err; nothing is left open. On success *out owns the server. */
+int zp_server_new(zp_server **out, const zp_config *cfg, int shard, int replica, char *err,
+                  size_t errlen);
 
 /* The shard without loop, socket or restore (in-process tests): replies go
  * to `sink`. Same ownership as zp_server_new. */
 int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_reply_sink sink,
                        char *err, size_t errlen);
 
-/* Run until SIGTERM/SIGINT or zp_server_stop(). Returns 0 on a clean stop. */
+/* Run until SIGTERM/SIGINT or zp_server_stop(). Returns the exit status
+ * (common/exitcode.h): 0 on a clean stop, ZP_EXIT_FAILED if the final
+ * snapshot failed, ZP_EXIT_NOCOORD if no coordination session could be
+ * made at start-up. */
 int zp_server_run(zp_server *s);
 
 /* Ask the loop to stop (from the loop thread). */

@@ -61,6 +61,8 @@ typedef struct zp_coord_cbs {
     void (*session)(void *arg, zp_coord_session ev, const char *why);
     void (*role)(void *arg, const zp_coord_view *v);
     void (*isr)(void *arg, const zp_coord_isr *isr);
+    /* the live members (n names, in the service's order) when they changed */
+    void (*members)(void *arg, const char *const *live, int n);
     void *arg;
 } zp_coord_cbs;
 

@@ -72,6 +72,8 @@ typedef struct zk {
         zp_znode_primary primary;
         uint64_t max_epoch;
         int32_t isr_version; /* -1: not yet told */
+        int nlive;           /* -1: not yet told */
+        char live[MAX_LIVE][ZP_COORD_MEMBER_MAX];
     } told;
     uint64_t elections, isr_writes, isr_refused;
 } zk;
@@ -280,6 +282,24 @@ static void tell_isr(zk *z)
         z->cbs.isr(z->cbs.arg, &s);
 }
 
+/* Tell the members callback if the live members changed. */
+static void tell_members(zk *z)
+{
+    bool same = z->ev.nlive == z->told.nlive;
+    for (int i = 0; same && i < z->ev.nlive; i++)
+        same = strcmp(z->ev.live[i], z->told.live[i]) == 0;
+    if (same)
+        return;
+    const char *names[MAX_LIVE];
+    z->told.nlive = z->ev.nlive;
+    for (int i = 0; i < z->ev.nlive; i++) {
+        memcpy(z->told.live[i], z->ev.live[i], ZP_COORD_MEMBER_MAX);
+        names[i] = z->told.live[i];
+    }
+    if (z->cbs.members)
+        z->cbs.members(z->cbs.arg, names, z->ev.nlive);
+}
+
 /* ---- evaluation and election ---------------------------------------- */
 
 static void decide(zk *z);
@@ -447,6 +467,7 @@ static void elect(zk *z)
 static void decide(zk *z)
 {
     tell_isr(z);
+    tell_members(z);
     if (z->ev.has_primary) {
         tell_role(z, true, &z->ev.primary);
         return;
@@ -585,6 +606,7 @@ static int zk_create(void **impl, uv_loop_t *loop, const zp_coord_opts *o, const
     z->replica = o->replica;
     snprintf(z->endpoint, sizeof(z->endpoint), "%s", ep);
     z->told.isr_version = -1;
+    z->told.nlive = -1;
     int timeout = o->session_timeout_ms > 0 ? o->session_timeout_ms : 10000;
     int connect = o->connect_timeout_ms > 0 ? o->connect_timeout_ms : timeout;
     rc = zp_zk_session_new(&z->sess, loop, o->hosts, timeout, connect, on_session, z, err, errlen);

@@ -15,6 +15,28 @@
 #include "server.h"
 #include "stats.h"
 
+/* The shard's place in its replica set (repl/role.h). */
+static void replica_stats(const zp_role *r, Zeps__ShardStats *st)
+{
+    zp_coord_stats cs;
+    zp_role_coord_stats(r, &cs);
+    st->replicas = (uint32_t)r->replicas;
+    st->replica = (uint32_t)r->replica;
+    st->role = (char *)zp_role_kind_name(r->kind);
+    st->epoch = r->epoch;
+    st->primary_replica = r->primary_replica;
+    st->primary = (char *)r->primary_endpoint;
+    st->coord_session = (char *)zp_role_session_name(r->session);
+    st->fenced = r->fenced;
+    st->coord_sessions = cs.sessions;
+    st->coord_suspensions = cs.suspensions;
+    st->coord_expirations = cs.expirations;
+    st->elections = cs.elections;
+    st->coord_disconnected_s = cs.disconnected_s;
+    st->role_changes = r->role_changes;
+    st->in_sync = (uint32_t)zp_role_in_sync(r);
+}
+
 static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
 {
     zeps__shard_stats__init(st);
@@ -46,6 +68,7 @@ static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
     st->full_refused = s->quota.full_refused;
     st->log_suppressed = s->logs.refused.suppressed + s->logs.joined.suppressed +
                          s->logs.left.suppressed + s->logs.send.suppressed + s->zap.log.suppressed;
+    replica_stats(&s->role, st);
 }
 
 /* ts points into t, into th[0..TH_PER_TABLE) and into fp[0..ZP_FREQ_BUCKETS)

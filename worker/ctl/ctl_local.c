@@ -74,7 +74,11 @@ static void usage(FILE *f)
             "                       others' at most one line per 5 s and every warning)\n"
             "  --print-config       print the embedded default (with the options above,\n"
             "                       free loopback ports and training.result_dir =\n"
-            "                       \"results\") as a cluster file to run by hand, and exit\n\n"
+            "                       \"results\") as a cluster file to run by hand, and exit\n"
+            "  --replicas R         R (2..5) zeps-server processes per shard, elected by a\n"
+            "                       one-node ZooKeeper started in <dir>/zookeeper (Debian's\n"
+            "                       zookeeper package: deploy/install-deps.sh zk); no data is\n"
+            "                       replicated yet (docs/replication.md)\n\n"
             "Exit status: 0 trained and stopped cleanly; 1 a process failed, the run\n"
             "timed out or a result is missing; 2 bad options or cluster file, zeps-server\n"
             "or zeps-worker not found, or a run directory that cannot be made or\n"
@@ -95,7 +99,7 @@ static bool check_num(const char *opt, const char *s, double lo, double hi, bool
     return false;
 }
 
-enum { OPT_TIMEOUT = 't', OPT_OVERRIDE = 256 };
+enum { OPT_TIMEOUT = 't', OPT_REPLICAS = 'R', OPT_OVERRIDE = 256 };
 
 static const struct option long_opts[] = {
     {"config", required_argument, NULL, 'c'},
@@ -107,6 +111,7 @@ static const struct option long_opts[] = {
     {"metrics", no_argument, NULL, 'm'},
     {"help", no_argument, NULL, 'h'},
     {"print-config", no_argument, NULL, 'p'},
+    {"replicas", required_argument, NULL, OPT_REPLICAS},
     /* overrides[], in order */
     {"servers", required_argument, NULL, OPT_OVERRIDE + 0},
     {"workers", required_argument, NULL, OPT_OVERRIDE + 1},
@@ -154,6 +159,10 @@ static bool apply_opt(local_opts *o, int c, const char *arg)
     case OPT_TIMEOUT:
         o->timeout_s = strtod(arg, NULL);
         return check_num("timeout", arg, 0, 1e9, false);
+    case OPT_REPLICAS:
+        o->replicas = atoi(arg);
+        o->noverrides++; /* it changes the embedded default */
+        return check_num("replicas", arg, 1, ZP_MAX_REPLICAS, true);
     default:
         return false;
     }
@@ -188,10 +197,12 @@ static int parse_opts(int argc, char **argv, local_opts *o)
                         "--config you have the file already\n");
         return 2;
     }
+    if (o->print_config && o->replicas > 1)
+        o->zk_port = 2181; /* the printed file names ZooKeeper's usual port */
     if (o->config && o->noverrides) {
         fprintf(stderr, "zepsctl local: --servers, --workers, --model, --consistency, "
-                        "--epochs, --lr, --batch,\n  --max-train-examples and --seed change "
-                        "the embedded default; with --config, edit the file\n");
+                        "--epochs, --lr, --batch,\n  --max-train-examples, --seed and --replicas "
+                        "change the embedded default; with --config, edit the file\n");
         return 2;
     }
     return -1;
@@ -203,18 +214,29 @@ static int parse_opts(int argc, char **argv, local_opts *o)
  * its log (through the echo pipe if `echo`). */
 static bool spawn(local_run *r, kid *k, const char *bin, const char *flag, bool echo)
 {
-    char idx[16];
+    char idx[16], rep[16];
     snprintf(idx, sizeof(idx), "%d", k->index);
-    snprintf(k->log, sizeof(k->log), "%s/%s-%d.log", r->dir, k->role, k->index);
+    snprintf(rep, sizeof(rep), "%d", k->replica);
+    if (k->replica >= 0) /* server-<shard>.<replica>.log */
+        snprintf(k->log, sizeof(k->log), "%s/%s-%d.%d.log", r->dir, k->role, k->index, k->replica);
+    else
+        snprintf(k->log, sizeof(k->log), "%s/%s-%d.log", r->dir, k->role, k->index);
     int logfd = open(k->log, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
     int pfd[2] = {-1, -1};
     pid_t pid = -1;
     if (logfd >= 0 && (!echo || pipe2(pfd, O_CLOEXEC) == 0)) {
         char listen[32];
         snprintf(listen, sizeof(listen), "127.0.0.1:%d", k->metrics_port);
-        char *argv[] = {(char *)bin,  "--config", r->conf,
-                        (char *)flag, idx,        k->metrics_port ? "--metrics-listen" : NULL,
-                        listen,       NULL};
+        char *argv[10] = {(char *)bin, "--config", r->conf, (char *)flag, idx};
+        int na = 5;
+        if (k->replica >= 0) {
+            argv[na++] = "--replica";
+            argv[na++] = rep;
+        }
+        if (k->metrics_port) {
+            argv[na++] = "--metrics-listen";
+            argv[na++] = listen;
+        }
         bool user = r->o.exec != NULL && strcmp(k->role, "worker") == 0;
         char *shell[] = {"/bin/sh", "-c", (char *)r->o.exec, NULL};
         char rank[32], menv[64];
@@ -273,6 +295,8 @@ static void read_signals(local_run *r)
     int st;
     pid_t pid;
     while ((pid = zp_spawn_reap(&st)) > 0) { /* SIGCHLDs coalesce: always look */
+        if (pid == r->zk_pid)
+            r->zk_running = false;
         for (int i = 0; i < r->nkids; i++) {
             if (r->kids[i].pid != pid)
                 continue;
@@ -416,10 +440,26 @@ static run_end wait_training(local_run *r)
     }
 }
 
-/* Servers first, then workers; the workers' HELLO waits for the servers. */
+/* Kids [first, last): servers by shard, or workers by rank. */
+static bool spawn_range(local_run *r, int first, int last)
+{
+    for (int i = first; i < last; i++) {
+        kid *k = &r->kids[i];
+        bool server = i < r->nservers;
+        if (!(server ? spawn(r, k, r->server_bin, "--shard", false)
+                     : spawn(r, k, r->worker_bin, "--rank", !r->o.quiet)))
+            return false;
+    }
+    return true;
+}
+
+/* Servers first, then workers; the workers' HELLO waits for the servers.
+ * Replicated shards: every shard's replica 0 first, elected primary before
+ * the other replicas start, since workers reach replica 0. */
 static bool start_all(local_run *r)
 {
-    r->nservers = r->cfg->num_shards;
+    int shards = r->cfg->num_shards, replicas = r->cfg->replicas;
+    r->nservers = shards * replicas;
     r->nkids = r->nservers + r->cfg->num_workers;
     r->kids = zp_alloc_zeroed((size_t)r->nkids, sizeof(kid));
     zp_ctl_echo_init(&r->echo, r->cfg->num_workers, STDOUT_FILENO);
@@ -432,18 +472,31 @@ static bool start_all(local_run *r)
     for (int i = 0; i < r->nkids; i++) {
         kid *k = &r->kids[i];
         k->role = i < r->nservers ? "server" : "worker";
-        k->index = i < r->nservers ? i : i - r->nservers;
+        k->index = i < r->nservers ? i % shards : i - r->nservers;
+        k->replica = i < r->nservers && replicas > 1 ? i / shards : -1;
     }
     if (r->o.metrics && !zp_ctl_local_conf_metrics(r))
         return false;
-    for (int i = 0; i < r->nkids; i++) {
-        kid *k = &r->kids[i];
-        bool server = i < r->nservers;
-        if (!(server ? spawn(r, k, r->server_bin, "--shard", false)
-                     : spawn(r, k, r->worker_bin, "--rank", !r->o.quiet)))
-            return false;
-    }
-    return true;
+    if (replicas == 1)
+        return spawn_range(r, 0, r->nkids);
+    return spawn_range(r, 0, shards) &&
+           zp_ctl_local_zk_wait_primaries(r, r->cfg->coord_connect_timeout_ms / 1e3 + 30) &&
+           spawn_range(r, shards, r->nkids);
+}
+
+/* Stop the run's ZooKeeper (after the servers, whose sessions end first). */
+static void stop_zk(local_run *r)
+{
+    if (!r->zk_pid)
+        return;
+    zp_spawn_signal(r->zk_pid, SIGTERM, true);
+    double deadline = zp_now_s() + GRACE_S;
+    while (r->zk_running && zp_now_s() < deadline)
+        pump(r, deadline);
+    if (r->zk_running)
+        zp_spawn_signal(r->zk_pid, SIGKILL, true);
+    while (r->zk_running)
+        pump(r, INFINITY);
 }
 
 static bool block_signals(local_run *r)
@@ -515,13 +568,17 @@ static int execute(local_run *r)
     printf("zeps local: run directory %s (cluster.conf, logs, results)\n", r->dir);
     fflush(stdout);
     int rc = 1;
-    if (!start_all(r)) {
+    if (r->o.replicas > 1 && !zp_ctl_local_zk_start(r)) {
+        stop_zk(r);
+    } else if (!start_all(r)) {
         stop_kids(r, 0, r->nkids);
+        stop_zk(r);
     } else {
         printf("zeps local: started %d servers and %d workers; Ctrl-C stops them\n", r->nservers,
                r->nkids - r->nservers);
         fflush(stdout);
         rc = finish(r, wait_training(r));
+        stop_zk(r);
     }
     zp_ctl_echo_fini(&r->echo);
     close(r->sigfd);
@@ -539,6 +596,10 @@ static int prepare(local_run *r)
         !zp_ctl_local_conf_find_bin("zeps-worker", r->worker_bin, sizeof(r->worker_bin)) ||
         !zp_ctl_local_conf_make_run_dir(r))
         return ZP_EXIT_SETUP; /* an installation or a folder to fix */
+    if (r->o.replicas > 1 && (r->zk_port = r->o.zk_port = zp_zepsctl_free_port()) <= 0) {
+        fprintf(stderr, "zepsctl local: no free loopback port for ZooKeeper\n");
+        return 1;
+    }
     int rc = zp_ctl_local_conf_make(r);
     if (rc >= 0)
         return rc;

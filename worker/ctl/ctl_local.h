@@ -37,11 +37,14 @@ typedef struct local_opts {
     const char *ov[N_OVERRIDES]; /* override values as given; NULL: not given */
     int noverrides;
     bool print_config; /* --print-config: print the default cluster file, run nothing */
+    int replicas;      /* --replicas R: R processes per shard and a ZooKeeper; 0: not given */
+    int zk_port;       /* with replicas >= 2: the port ZooKeeper serves on (ctl_local_zk.c) */
 } local_opts;
 
 typedef struct kid {
     const char *role; /* "server" | "worker" */
     int index;        /* shard or rank */
+    int replica;      /* servers of a replicated shard: the replica (-1: replicas = 1) */
     pid_t pid;        /* 0 before it is started */
     bool running;     /* started and not reaped yet */
     bool judged;      /* its exit was looked at by check_exits */
@@ -68,6 +71,10 @@ typedef struct local_run {
     int nsignals;
     int failed; /* index of the kid whose exit failed the run; -1 if none */
     double t0;  /* when the first child was started */
+    /* --replicas: the run's ZooKeeper (ctl_local_zk.c) */
+    int zk_port;
+    pid_t zk_pid; /* 0: none started */
+    bool zk_running;
 } local_run;
 
 typedef enum run_end { END_DONE, END_FAILED, END_SIGNAL, END_TIMEOUT } run_end;
@@ -99,6 +106,15 @@ int zp_ctl_local_conf_make(local_run *r);
  * when the build tree holds the Python package beside zepsctl's folder
  * (bin/../python/zeps), PYTHONPATH with it first. */
 void zp_ctl_local_conf_exec_env(local_run *r);
+
+/* --replicas: start a one-node ZooKeeper in <dir>/zookeeper on r->zk_port
+ * and wait until it serves (reported when it does not; r->zk_pid is then
+ * still to be stopped). */
+bool zp_ctl_local_zk_start(local_run *r);
+
+/* --replicas: wait until replica 0 of every shard is primary (workers reach
+ * replica 0), up to timeout_s; false (reported) if not. */
+bool zp_ctl_local_zk_wait_primaries(local_run *r, double timeout_s);
 
 /* Read every worker's result file, print the summary and write the
  * summary JSON (r->json). t_end: when the workers were done; clean: every

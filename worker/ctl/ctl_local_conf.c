@@ -114,11 +114,15 @@ static config_setting_t *fresh(config_t *lc, const char *group, const char *name
     return config_setting_add(g, name, type);
 }
 
-/* cluster.servers = `n` endpoints on distinct free loopback ports: bind each
- * to port 0 and read what the kernel chose, holding all until all are read. */
-static bool set_servers(config_t *lc, int n)
+/* cluster.servers = `n` endpoints on distinct free loopback ports (arrays
+ * of `replicas` per shard when replicas >= 2): bind each to port 0 and read
+ * what the kernel chose, holding all until all are read. */
+static bool set_servers(config_t *lc, int shards, int replicas)
 {
-    config_setting_t *list = fresh(lc, "cluster", "servers", CONFIG_TYPE_ARRAY);
+    config_setting_t *list =
+        fresh(lc, "cluster", "servers", replicas > 1 ? CONFIG_TYPE_LIST : CONFIG_TYPE_ARRAY);
+    config_setting_t *shard = list;
+    int n = shards * replicas;
     int *fds = zp_alloc_zeroed((size_t)n, sizeof(int));
     bool ok = true;
     int i;
@@ -130,8 +134,10 @@ static bool set_servers(config_t *lc, int n)
              getsockname(fds[i], (struct sockaddr *)&a, &alen) == 0;
         char ep[64];
         snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+        if (ok && replicas > 1 && i % replicas == 0)
+            shard = config_setting_add(list, NULL, CONFIG_TYPE_ARRAY);
         if (ok)
-            config_setting_set_string_elem(list, -1, ep);
+            config_setting_set_string_elem(shard, -1, ep);
         else
             fprintf(stderr, "zepsctl local: cannot pick a free port: %s\n", strerror(errno));
     }
@@ -142,12 +148,32 @@ static bool set_servers(config_t *lc, int n)
     return ok;
 }
 
+/* --replicas R (>= 2): cluster.replicas and the coordination group, the
+ * run's ZooKeeper on o->zk_port. */
+static void set_replicas(const local_opts *o, config_t *lc)
+{
+    char zk[64];
+    snprintf(zk, sizeof(zk), "127.0.0.1:%d", o->zk_port);
+    config_setting_set_int(fresh(lc, "cluster", "replicas", CONFIG_TYPE_INT), o->replicas);
+    config_setting_t *c = fresh(lc, "cluster", "coordination", CONFIG_TYPE_GROUP);
+    config_setting_set_string(config_setting_add(c, "zookeeper", CONFIG_TYPE_STRING), zk);
+    config_setting_set_string(config_setting_add(c, "name", CONFIG_TYPE_STRING), "local");
+    config_setting_set_int(config_setting_add(c, "session_timeout_ms", CONFIG_TYPE_INT), 2000);
+}
+
 /* The embedded default with free ports and the command-line overrides. */
 static bool apply_overrides(const local_opts *o, config_t *lc)
 {
     config_setting_t *old = config_lookup(lc, "cluster.servers");
-    if (!set_servers(lc, o->ov[0] ? atoi(o->ov[0]) : old ? config_setting_length(old) : 2))
+    int replicas = o->replicas > 1 ? o->replicas : 1;
+    if (!set_servers(lc,
+                     o->ov[0] ? atoi(o->ov[0])
+                     : old    ? config_setting_length(old)
+                              : 2,
+                     replicas))
         return false;
+    if (replicas > 1)
+        set_replicas(o, lc);
     for (int i = 1; i < N_OVERRIDES; i++) {
         const zp_local_override *ov = &zp_ctl_local_conf_overrides[i];
         const char *v = o->ov[i];
@@ -270,10 +296,14 @@ bool zp_ctl_local_conf_metrics(local_run *r)
             return false;
         }
         const char *job = i < r->nservers ? "zeps-server" : "zeps-worker";
+        char replica[40] = "";
+        if (k->replica >= 0)
+            snprintf(replica, sizeof(replica), ", \"replica\": \"%d\"", k->replica);
         fprintf(f,
                 "%s\n  {\"targets\": [\"127.0.0.1:%d\"], \"labels\": {\"job\": \"%s\", "
-                "\"%s\": \"%d\"}}",
-                i ? "," : "", k->metrics_port, job, i < r->nservers ? "shard" : "rank", k->index);
+                "\"%s\": \"%d\"%s}}",
+                i ? "," : "", k->metrics_port, job, i < r->nservers ? "shard" : "rank", k->index,
+                replica);
         printf("zeps local: %s %d metrics on http://127.0.0.1:%d/metrics\n", k->role, k->index,
                k->metrics_port);
     }

@@ -129,13 +129,13 @@ static void probe_close(zmq_pollitem_t *items, int n, int k)
 }
 
 void zp_ctl_probe(const zp_config *cfg, const zp_curve_client_keys *keys, int first, int n,
-                  double deadline, int timeout_ms, answer *a)
+                  int replica, double deadline, int timeout_ms, answer *a)
 {
     void *ctx = zmq_ctx_new();
     zmq_pollitem_t *items = zp_alloc_zeroed(2 * (size_t)n, sizeof(*items));
     for (int k = 0; k < n; k++) {
-        items[k].socket =
-            ctx ? probe_open(ctx, cfg->servers[first + k], keys, k, &items[n + k].socket) : NULL;
+        const char *ep = zp_config_endpoint(cfg, first + k, replica);
+        items[k].socket = ctx ? probe_open(ctx, ep, keys, k, &items[n + k].socket) : NULL;
         items[k].events = items[n + k].events = ZMQ_POLLIN;
         if (!items[k].socket)
             snprintf(a[k].why, sizeof(a[k].why), "cannot connect: %s", zmq_strerror(zmq_errno()));

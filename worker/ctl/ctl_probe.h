@@ -18,13 +18,14 @@ typedef struct answer {
     bool refused; /* the shard refused our CURVE key (a socket monitor saw it) */
 } answer;
 
-/* Send STATS straight to shards [first, first + n) of cfg, each on its own
+/* Send STATS straight to replica `replica` of shards [first, first + n) of
+ * cfg (replica 0: the servers' endpoints), each on its own
  * DEALER socket (with CURVE, watched by a socket monitor), and collect into
  * a[] the replies that come before `deadline` (zp_now_s() time), or why
  * there is none: no answer (within timeout_ms, the caller's whole wait, as
  * the message says), a wrong shard, or a refused key (a[k].refused, said at
  * once). The caller owns a[] and frees each a[k].buf. */
 void zp_ctl_probe(const zp_config *cfg, const zp_curve_client_keys *keys, int first, int n,
-                  double deadline, int timeout_ms, answer *a);
+                  int replica, double deadline, int timeout_ms, answer *a);
 
 #endif

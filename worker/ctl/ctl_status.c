@@ -343,6 +343,15 @@ static void print_shard(const Zeps__ShardStats *st)
            "requests %" PRIu64 "  errors %" PRIu64 "  bytes in %s  out %s\n",
            st->shard, st->num_shards, st->incarnation, st->consistency, st->uptime_s, st->requests,
            st->errors, human(st->bytes_in, in, sizeof(in)), human(st->bytes_out, out, sizeof(out)));
+    if (st->replicas > 1) {
+        char who[320] = "none known";
+        if (st->primary_replica >= 0)
+            snprintf(who, sizeof(who), "replica %d at %s", st->primary_replica, st->primary);
+        printf("  replica %u of %u: %s at epoch %" PRIu64 "  primary %s  in sync %u  "
+               "coordination session %s%s\n",
+               st->replica, st->replicas, st->role, st->epoch, who, st->in_sync, st->coord_session,
+               st->fenced ? "  FENCED (expired while primary)" : "");
+    }
     printf("  recovery: restored clock %" PRId64 "  rollbacks %" PRIu64 "  lost workers %" PRIu64
            "  snapshots written %" PRIu64 " (last set %016" PRIx64 ", %.3f s)\n",
            st->restored_clock, st->rollbacks, st->lost_workers, st->snapshots_written,
@@ -479,6 +488,15 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
         printf("}");
         return;
     }
+    if (st->replicas > 1) {
+        printf(", \"replica\": %u, \"replicas\": %u, \"role\": ", st->replica, st->replicas);
+        json_str(st->role);
+        printf(", \"epoch\": %" PRIu64 ", \"primary_replica\": %d, \"in_sync\": %u, "
+               "\"coord_session\": ",
+               st->epoch, st->primary_replica, st->in_sync);
+        json_str(st->coord_session);
+        printf(", \"fenced\": %s", st->fenced ? "true" : "false");
+    }
     printf(", \"answered\": true, \"num_shards\": %u, \"num_workers\": %u, "
            "\"incarnation\": \"%016" PRIx64 "\", \"consistency\": ",
            st->num_shards, st->num_workers, st->incarnation);
@@ -519,31 +537,37 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
     printf("]}");
 }
 
-/* Print every answer; returns how many shards did not answer. */
-static int print_answers(const zp_config *cfg, int first, int n, answer *a, bool json,
+/* Print every answer (a[] holds `replicas` rows of n: replica r of shard
+ * first + k at a[r * n + k]); returns how many did not answer. */
+static int print_answers(const zp_config *cfg, int first, int n, int replicas, answer *a, bool json,
                          bool staleness)
 {
     int missing = 0;
     if (json)
         printf("[\n");
-    for (int k = 0; k < n; k++) {
+    for (int i = 0; i < n * replicas; i++) {
+        int k = i % n, shard = first + k, r = i / n;
+        const char *ep = zp_config_endpoint(cfg, shard, r);
         Zeps__ShardStats *st =
-            a[k].buf ? zeps__shard_stats__unpack(NULL, a[k].len, a[k].buf) : NULL;
-        if (a[k].buf && !st)
-            snprintf(a[k].why, sizeof(a[k].why), "sent statistics that do not decode");
+            a[i].buf ? zeps__shard_stats__unpack(NULL, a[i].len, a[i].buf) : NULL;
+        if (a[i].buf && !st)
+            snprintf(a[i].why, sizeof(a[i].why), "sent statistics that do not decode");
         if (!st) {
             missing++;
-            fprintf(stderr, "zepsctl status: shard %d (%s) %s\n", first + k,
-                    cfg->servers[first + k], a[k].why);
+            if (replicas > 1)
+                fprintf(stderr, "zepsctl status: shard %d replica %d (%s) %s\n", shard, r, ep,
+                        a[i].why);
+            else
+                fprintf(stderr, "zepsctl status: shard %d (%s) %s\n", shard, ep, a[i].why);
         }
         if (json)
-            json_shard(first + k, st, &a[k], cfg->servers[first + k]);
+            json_shard(shard, st, &a[i], ep);
         else if (st)
             print_shard(st);
         if (!json && st && staleness)
             print_staleness(st);
         if (json)
-            printf("%s\n", k + 1 < n ? "," : "");
+            printf("%s\n", i + 1 < n * replicas ? "," : "");
         zeps__shard_stats__free_unpacked(st, NULL);
     }
     if (json)
@@ -609,12 +633,14 @@ static int status_or_stats(int argc, char **argv, bool staleness)
      * its errors name the shard, so keep those. */
     zp_log_init("zepsctl", ZP_LOG_ERROR);
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
-    answer *a = zp_alloc_zeroed((size_t)n, sizeof(*a));
+    /* >= 2: every replica is asked, straight; --endpoint names one process */
+    int replicas = o.endpoint ? 1 : cfg->replicas;
+    answer *a = zp_alloc_zeroed((size_t)n * (size_t)replicas, sizeof(*a));
     /* one --timeout for the whole command: the probe after a failed ask_all
      * gets what is left (at least PROBE_MIN_S, for the shards that are up:
      * they answer in milliseconds) */
     double deadline = zp_now_s() + o.timeout_ms / 1e3;
-    rc = o.shard >= 0 ? ZEPS_ETIMEDOUT : ask_all(cfg, &keys, o.timeout_ms, a);
+    rc = o.shard >= 0 || replicas > 1 ? ZEPS_ETIMEDOUT : ask_all(cfg, &keys, o.timeout_ms, a);
     if (rc == ZEPS_EREFUSED) {
         /* The library said which shard refused our key; asking each shard
          * on its own would only wait out the timeout on it. */
@@ -627,17 +653,18 @@ static int status_or_stats(int argc, char **argv, bool staleness)
         free(cfg);
         return ZP_EXIT_SETUP;
     }
-    if (rc != 0)
-        zp_ctl_probe(cfg, &keys, first, n, fmax(deadline, zp_now_s() + PROBE_MIN_S), o.timeout_ms,
-                     a);
+    for (int r = 0; rc != 0 && r < replicas; r++)
+        zp_ctl_probe(cfg, &keys, first, n, r, fmax(deadline, zp_now_s() + PROBE_MIN_S),
+                     o.timeout_ms, a + (size_t)r * (size_t)n);
     explicit_bzero(&keys, sizeof(keys));
-    rc = print_answers(cfg, first, n, a, o.json, o.staleness) ? ZP_EXIT_FAILED : ZP_EXIT_OK;
+    rc = print_answers(cfg, first, n, replicas, a, o.json, o.staleness) ? ZP_EXIT_FAILED
+                                                                        : ZP_EXIT_OK;
     if (o.plot && plot_answers(o.plot, a, n, argc, argv) != 0)
         rc = ZP_EXIT_FAILED;
-    for (int k = 0; k < n; k++)
+    for (int k = 0; k < n * replicas; k++)
         if (a[k].refused)
             rc = ZP_EXIT_SETUP; /* a key to fix, not a shard to wait for */
-    for (int k = 0; k < n; k++)
+    for (int k = 0; k < n * replicas; k++)
         free(a[k].buf);
     free(a);
     free(cfg);

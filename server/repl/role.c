@@ -1,0 +1,224 @@
+/*
+ * role.c - see role.h. The coord's callbacks are the only writers of the
+ * role: `on_role` when who is primary (or the epoch) changes, `on_session`
+ * when the session does. Neither stops the shard itself (a coord callback
+ * must not destroy the coord): an unreachable service at start-up sets
+ * `start_failed`, which the shard's housekeeping timer reads.
+ */
+#include "role.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "zeps_errors.h"
+
+void zp_role_init(zp_role *r, const zp_config *cfg, int shard, int replica)
+{
+    memset(r, 0, sizeof(*r));
+    r->replicas = cfg->replicas;
+    r->replica = replica;
+    r->shard = shard;
+    r->primary_replica = cfg->replicas > 1 ? -1 : replica;
+    r->kind = cfg->replicas > 1 ? ZP_ROLE_NONE : ZP_ROLE_PRIMARY;
+    r->session = cfg->replicas > 1 ? ZP_ROLE_SESSION_CONNECTING : ZP_ROLE_SESSION_OFF;
+    r->isr.version = -1;
+}
+
+static bool in_isr(const zp_role *r, const char *m)
+{
+    for (int i = 0; i < r->isr.n; i++)
+        if (strcmp(r->isr.m[i], m) == 0)
+            return true;
+    return false;
+}
+
+static void on_isr_written(void *arg, int rc, int32_t version)
+{
+    zp_role *r = arg;
+    r->isr.writing = false;
+    if (rc == 0)
+        r->isr.writes++;
+    (void)version; /* the isr callback brings the set and its version */
+}
+
+/* Primary only: make the in-sync set the live members, this replica first.
+ * Nothing is replicated yet, so a member is in sync as soon as it is
+ * alive; the replication increment admits a member once it caught up. */
+static void sync_isr(zp_role *r)
+{
+    if (r->kind != ZP_ROLE_PRIMARY || r->fenced || !r->coord || r->isr.writing ||
+        r->isr.version < 0 || r->nlive == 0)
+        return;
+    zp_coord_view v;
+    zp_coord_view_get(r->coord, &v);
+    const char *want[ZP_COORD_ISR_MAX];
+    int n = 0;
+    bool same = r->isr.epoch == r->epoch;
+    want[n++] = v.me;
+    same &= in_isr(r, v.me);
+    for (int i = 0; i < r->nlive && n < ZP_COORD_ISR_MAX; i++)
+        if (strcmp(r->live[i], v.me) != 0) {
+            want[n++] = r->live[i];
+            same &= in_isr(r, r->live[i]);
+        }
+    if (same && n == r->isr.n)
+        return;
+    if (zp_coord_isr_set(r->coord, want, n, r->isr.version, on_isr_written, r) == 0) {
+        r->isr.writing = true;
+        zp_info("in-sync set: %d replica(s), the live members (nothing to catch up on yet)", n);
+    }
+}
+
+static void on_isr(void *arg, const zp_coord_isr *s)
+{
+    zp_role *r = arg;
+    r->isr.n = 0;
+    for (int i = 0; i < s->n && i < ZP_COORD_ISR_MAX; i++)
+        snprintf(r->isr.m[r->isr.n++], ZP_COORD_MEMBER_MAX, "%s", s->members[i]);
+    r->isr.version = s->version;
+    r->isr.epoch = s->epoch;
+    sync_isr(r);
+}
+
+static void on_members(void *arg, const char *const *live, int n)
+{
+    zp_role *r = arg;
+    r->nlive = 0;
+    for (int i = 0; i < n && r->nlive < ZP_COORD_ISR_MAX; i++)
+        snprintf(r->live[r->nlive++], ZP_COORD_MEMBER_MAX, "%s", live[i]);
+    sync_isr(r);
+}
+
+static void on_role(void *arg, const zp_coord_view *v)
+{
+    zp_role *r = arg;
+    zp_role_kind kind = v->is_primary             ? ZP_ROLE_PRIMARY
+                        : v->primary_replica >= 0 ? ZP_ROLE_BACKUP
+                                                  : ZP_ROLE_NONE;
+    if (kind != r->kind || v->epoch != r->epoch)
+        r->role_changes++;
+    if (kind == ZP_ROLE_PRIMARY && r->fenced) {
+        r->fenced = false;
+        zp_info("elected again at epoch %" PRIu64 ": no longer fenced", v->epoch);
+    }
+    if (kind != r->kind)
+        zp_info("role: %s -> %s at epoch %" PRIu64, zp_role_kind_name(r->kind),
+                zp_role_kind_name(kind), v->epoch);
+    r->kind = kind;
+    r->epoch = v->epoch;
+    r->primary_replica = v->primary_replica;
+    snprintf(r->primary_endpoint, sizeof(r->primary_endpoint), "%s", v->primary_endpoint);
+    sync_isr(r);
+}
+
+static void on_session(void *arg, zp_coord_session ev, const char *why)
+{
+    zp_role *r = arg;
+    snprintf(r->why, sizeof(r->why), "%s", why ? why : "");
+    switch (ev) {
+    case ZP_COORD_CONNECTED:
+    case ZP_COORD_RESUMED:
+        r->session = ZP_ROLE_SESSION_CONNECTED;
+        r->connected_once = true;
+        zp_info("coordination session %s%s%s", ev == ZP_COORD_CONNECTED ? "made" : "resumed",
+                r->why[0] ? ": " : "", r->why);
+        return;
+    case ZP_COORD_SUSPENDED:
+        r->session = ZP_ROLE_SESSION_SUSPENDED;
+        zp_warn("coordination session suspended (%s): serving on as %s, no failover until it "
+                "is back",
+                r->why, zp_role_kind_name(r->kind));
+        return;
+    case ZP_COORD_EXPIRED:
+        r->session = ZP_ROLE_SESSION_EXPIRED;
+        if (r->kind == ZP_ROLE_PRIMARY)
+            r->fenced = true; /* another replica may be primary now */
+        zp_error("coordination session expired (%s): %s; rejoining as a new member", r->why,
+                 r->fenced ? "this primary is fenced and stops serving" : "was not primary");
+        return;
+    case ZP_COORD_UNREACHABLE:
+        r->session = ZP_ROLE_SESSION_UNREACHABLE;
+        if (!r->connected_once)
+            r->start_failed = true;
+        zp_error("%s%s", r->why,
+                 r->connected_once ? "; serving on, no failover until it answers" : "");
+        return;
+    }
+}
+
+int zp_role_start(zp_role *r, uv_loop_t *loop, const zp_config *cfg, const char *endpoint,
+                  char *err, size_t errlen)
+{
+    if (r->replicas <= 1)
+        return 0;
+    zp_coord_opts o = {
+        .backend = "zookeeper",
+        .hosts = cfg->coord_zookeeper,
+        .cluster = cfg->coord_name,
+        .shard = r->shard,
+        .replica = r->replica,
+        .endpoint = endpoint,
+        .session_timeout_ms = cfg->coord_session_timeout_ms,
+        .connect_timeout_ms = cfg->coord_connect_timeout_ms,
+    };
+    zp_coord_cbs cbs = {
+        .session = on_session, .role = on_role, .isr = on_isr, .members = on_members, .arg = r};
+    int rc = zp_coord_new(&r->coord, loop, &o, &cbs, err, errlen);
+    if (rc == 0)
+        zp_info("replica %d of %d: asking ZooKeeper at %s who is primary (/zeps/%s, session "
+                "timeout %d ms)",
+                r->replica, r->replicas, cfg->coord_zookeeper, cfg->coord_name,
+                cfg->coord_session_timeout_ms);
+    return rc;
+}
+
+void zp_role_stop(zp_role *r)
+{
+    zp_coord_destroy(&r->coord);
+}
+
+bool zp_role_serves(const zp_role *r)
+{
+    return r->kind == ZP_ROLE_PRIMARY && !r->fenced;
+}
+
+void zp_role_refusal(const zp_role *r, char *buf, size_t len)
+{
+    if (r->kind == ZP_ROLE_BACKUP)
+        snprintf(buf, len,
+                 "shard %d replica %d is a backup at epoch %" PRIu64
+                 "; the primary is replica %d at %s",
+                 r->shard, r->replica, r->epoch, r->primary_replica, r->primary_endpoint);
+    else
+        snprintf(buf, len,
+                 "shard %d replica %d is not primary and knows no primary (coordination "
+                 "session %s, epoch %" PRIu64 "): try again shortly",
+                 r->shard, r->replica, zp_role_session_name(r->session), r->epoch);
+}
+
+const char *zp_role_kind_name(zp_role_kind k)
+{
+    static const char *const names[] = {"primary", "backup", "none"};
+    return (unsigned)k < 3 ? names[k] : "unknown";
+}
+
+const char *zp_role_session_name(zp_role_session s)
+{
+    static const char *const names[] = {"off",       "connecting", "connected",
+                                        "suspended", "expired",    "unreachable"};
+    return (unsigned)s < 6 ? names[s] : "unknown";
+}
+
+int zp_role_in_sync(const zp_role *r)
+{
+    return r->replicas <= 1 ? 1 : r->isr.n;
+}
+
+void zp_role_coord_stats(const zp_role *r, zp_coord_stats *st)
+{
+    memset(st, 0, sizeof(*st));
+    if (r->coord)
+        zp_coord_stats_get(r->coord, st);
+}

@@ -11,7 +11,8 @@
 #   bash worker/python/bench/bench_ctr.sh [TRAIN_LINES]    (default 1000000)
 #   env: ZEPS_BUILD_DIR (default build/), ZEPS_CTR_DATA (the data set's
 #   folder; default the cache folder deploy/local/run-ctr.sh uses),
-#   ZEPS_BENCH_MODEL (ctr, the default, or dlrm: ctr_dlrm.py --model)
+#   ZEPS_BENCH_MODEL (ctr, the default, or dlrm: ctr_dlrm.py --model),
+#   ZEPS_BENCH_ARGS (more options for ctr_dlrm.py, e.g. --no-prefetch)
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 build=${ZEPS_BUILD_DIR:-$src/build}
@@ -32,7 +33,7 @@ model=${ZEPS_BENCH_MODEL:-ctr}
 /usr/bin/python3 "$src/worker/python/bench/ctr_torch_ref.py" --data "$data" --model "$model" \
     --json "$run/ref.json"
 "$bin/zepsctl" local --config "$run/ctr.conf" --dir "$run/py" -q --exec \
-    "/usr/bin/python3 $src/worker/python/examples/ctr_dlrm.py --data $data --model $model --profile" \
+    "/usr/bin/python3 $src/worker/python/examples/ctr_dlrm.py --data $data --model $model --profile ${ZEPS_BENCH_ARGS:-}" \
     >"$run/py.out"
 c=0 ac=0
 if [ "$model" = ctr ]; then

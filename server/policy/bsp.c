@@ -47,7 +47,7 @@ static bool bsp_rows_pull_ready(const zp_server *s, const zp_table *t, uint32_t 
  * far below max_message_mb). */
 static uint64_t held_limit(const zp_server *s)
 {
-    return 4 * s->cfg.max_message_bytes * (uint64_t)(s->nworkers > 0 ? s->nworkers : 1);
+    return 4 * s->cfg.max_message_bytes * (uint64_t)s->nworkers; /* workers >= 1 */
 }
 
 static int bsp_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp, size_t *dropped,

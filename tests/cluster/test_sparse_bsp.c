@@ -7,7 +7,10 @@
  */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "harness.h"
@@ -107,12 +110,99 @@ START_TEST(test_bsp_round_applied_once)
 }
 END_TEST
 
+/* A round of one row is applied; a push for a later round (a worker
+ * ahead) waits for its own round; the cut moves with a sparse-only job's
+ * rounds, so its snapshots are taken there. */
+START_TEST(test_rounds_ahead_and_cut)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "bsp",
+                                      "  snapshot_dir = \"@DIR@/snap\";\n"
+                                      "  snapshot_every_clocks = 1;",
+                                      NULL),
+                     0);
+    zeps_client *c[2] = {zt_client(&cl, 0), zt_client(&cl, 1)};
+    ck_assert(c[0] && c[1]);
+    uint32_t t;
+    zeps_sparse_spec spec = {
+        .name = "emb", .dim = DIM, .optimizer = "sgd", .lr = 1.0, .init = "zeros"};
+    for (int r = 0; r < 2; r++)
+        ck_assert_int_eq(zeps_declare_sparse(c[r], &spec, &t), 0);
+    const uint64_t a = 5, b = 9;
+    float ga[DIM], gb[DIM];
+    for (int d = 0; d < DIM; d++)
+        ga[d] = 0.5f + (float)d, gb[d] = -1.0f - (float)d;
+    ck_assert_int_eq(zeps_spush(c[0], t, &a, 1, ga, 0), 0);
+    ck_assert_int_eq(zeps_spush(c[0], t, &b, 1, gb, 1), 0); /* ahead: round 1 */
+    ck_assert_int_eq(zeps_clock(c[0], 0), 0);
+    ck_assert_int_eq(zeps_clock(c[1], 0), 0); /* round 0 closes: row a only */
+    uint64_t nrows, rounds;
+    rows_and_rounds(c[0], 1, &nrows, &rounds);
+    ck_assert_uint_eq(nrows, 1);
+    ck_assert_uint_eq(rounds, 1);
+    float row[DIM];
+    ck_assert_int_eq(zeps_spull(c[1], t, &a, 1, row, 1), 0);
+    for (int d = 0; d < DIM; d++)
+        ck_assert_float_eq(row[d], -ga[d]);
+    /* the cut is 1: its snapshot is written (by a forked writer) */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/snap/set-0000000000000001/shard-0-of-1.zsnap", cl.dir);
+    bool written = false;
+    for (int i = 0; i < 100 && !written; i++, usleep(50000))
+        written = access(path, F_OK) == 0;
+    ck_assert_msg(written, "no snapshot at the cut of a sparse-only bsp job: %s", path);
+    ck_assert_int_eq(zeps_clock(c[0], 1), 0);
+    ck_assert_int_eq(zeps_clock(c[1], 1), 0); /* round 1: row b */
+    ck_assert_int_eq(zeps_spull(c[1], t, &b, 1, row, 2), 0);
+    for (int d = 0; d < DIM; d++)
+        ck_assert_float_eq(row[d], -gb[d]);
+    for (int r = 0; r < 2; r++)
+        zeps_client_destroy(&c[r]);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+/* A worker pushing clocks far ahead: the held rounds are bounded (4 x
+ * max_message_mb x workers), the push past it refused with ENOMEM and
+ * words that say why, nothing of it held. */
+START_TEST(test_held_rounds_bounded)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "bsp", "  max_message_mb = 1;", NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t;
+    zeps_sparse_spec spec = {.name = "emb", .dim = DIM, .optimizer = "sgd", .lr = 1.0};
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    enum { N = 20000 }; /* 800,000 bytes held a push, 880,000 counted with versions */
+    static uint64_t ids[N];
+    static float g[N * DIM];
+    int refused_at = -1;
+    for (int k = 0; k < 12 && refused_at < 0; k++) {
+        for (int i = 0; i < N; i++)
+            ids[i] = (uint64_t)k * N + (uint64_t)i;
+        int rc = zeps_spush(c, t, ids, N, g, k);
+        if (rc != 0) {
+            ck_assert_int_eq(rc, ZEPS_ENOMEM);
+            ck_assert_ptr_nonnull(strstr(zeps_last_error(c), "pushing clocks ahead"));
+            refused_at = k;
+        }
+    }
+    /* 8,388,608 bytes allowed: 10 pushes held, the 11th refused */
+    ck_assert_int_eq(refused_at, 10);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sparse_bsp");
     TCase *tc = tcase_create("rounds");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_bsp_round_applied_once);
+    tcase_add_test(tc, test_rounds_ahead_and_cut);
+    tcase_add_test(tc, test_held_rounds_bounded);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -239,6 +239,19 @@ START_TEST(numbers_flexible)
     cfg = parse_ok(HEAD TAIL "training = { result_dir = \"seed = 99999999999\"; seed = 3; };\n");
     ck_assert_uint_eq(cfg->seed, 3);
     free(cfg);
+    /* nor a longer name ending in the key's (4294967299 wraps to the 3 stored) */
+    static const char *const longer[] = {
+        HEAD TAIL "training = { result_dir = \"Xseed = 4294967299\"; seed = 3; };\n",
+        HEAD TAIL "training = { result_dir = \"xseed = 4294967299\"; seed = 3; };\n",
+        HEAD TAIL "training = { result_dir = \"9seed = 4294967299\"; seed = 3; };\n"};
+    for (size_t i = 0; i < sizeof(longer) / sizeof(longer[0]); i++) {
+        cfg = parse_ok(longer[i]);
+        ck_assert_uint_eq(cfg->seed, 3);
+        free(cfg);
+    }
+    /* libconfig's "name: value" is looked at as "name = value" is */
+    expect_error(HEAD TAIL "training = {\n  seed: 5000000000;\n};\n", ZEPS_ECONFIG,
+                 "cluster.conf:6:", "'training.seed'", "5000000000", NULL);
 }
 END_TEST
 

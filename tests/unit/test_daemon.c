@@ -70,6 +70,10 @@ START_TEST(test_each_source)
     /* The StatefulSet ordinal, only when asked for. */
     ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "auto", "zeps-server-3", "host name zeps-server-3"), 3);
     ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "hostname", "zeps-server-12.zeps.ml.svc", NULL), 12);
+    /* every digit counts as one (9 too); more than nine digits is no ordinal */
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "hostname", "zeps-server-9", NULL), 9);
+    ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, "hostname", "zeps-server-199", NULL), 199);
+    bad(ZP_IDENTITY_SHARD, "hostname", "zeps-server-0000000001", "does not end in an ordinal");
     setenv("ZEPS_SHARD", "auto", 1);
     ck_assert_int_eq(ok(ZP_IDENTITY_SHARD, NULL, "zeps-server-0", "host name"), 0);
     clean_env();

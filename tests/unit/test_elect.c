@@ -33,6 +33,12 @@ START_TEST(test_pick_lowest_sequence)
     s = isr_of(1, gone);
     ck_assert_int_eq(zp_elect_pick(live, 3, &s), -1); /* no in-sync replica alive */
     ck_assert_int_eq(zp_elect_pick(live, 0, &none), -1);
+    /* ZooKeeper numbers the first member 0; the lowest first in the list
+     * stays the pick */
+    const char *first[] = {"m-5-0000000000", "m-6-0000000004", "m-7-0000000002"};
+    ck_assert_int_eq(zp_elect_pick(first, 3, &none), 0);
+    const char *lowest_first[] = {"m-5-0000000003", "m-6-0000000004", "m-7-0000000005"};
+    ck_assert_int_eq(zp_elect_pick(lowest_first, 3, &none), 0);
 }
 END_TEST
 

@@ -150,6 +150,7 @@ void zp_reply_restarted(zp_server *s, zmq_msg_t *identity, const Zeps__Header *r
     rep.error_text = text;
     rep.cut = cut;
     rep.cut_set = set;
+    rep.recovery = s->recovery;
     /* without a request header it answers a parked pull (zp_pull_abort_parked) */
     zp_reply_count_error(s, req ? (unsigned)req->op : ZEPS__OP__PULL, ZEPS_ERESTARTED);
     zp_reply_send(s, identity, &rep, NULL, 0, NULL, NULL);

@@ -38,6 +38,7 @@
 
 #define ZP_SERVER_OPS   17 /* Zeps__Op values 0..16 */
 #define ZP_SERVER_CODES 40 /* zeps_err values below this */
+#define ZP_RECOVERIES_KEPT 8 /* rollbacks remembered, so a late ROLLBACK repeats none */
 
 struct zp_server {
     zp_config cfg;
@@ -79,6 +80,12 @@ struct zp_server {
     uint64_t epoch;         /* restores + rollbacks: > 0 once state came from a snapshot */
     int64_t restored_clock; /* clock of the set restored or rolled back to, -1 = none */
     uint64_t restored_set;
+    uint64_t recovery; /* the recovery this state comes from: the incarnation of the shard
+                          that restarted (0 = none); ERESTARTED replies carry it */
+    struct {
+        uint64_t id;
+        int64_t clock;
+    } recoveries[ZP_RECOVERIES_KEPT]; /* the last recoveries taken part in, and their cuts */
     uint64_t rollbacks, lost_total;
     double max_silence_s;   /* longest a worker went unheard after its first clock */
     double waits_logged_s;  /* when op/waits.c last logged the held requests */

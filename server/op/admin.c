@@ -27,7 +27,8 @@ void zp_admin_on_rollback(zp_server *s, zp_request *r)
         return;
     char err[ERRLEN];
     bool rolled = false;
-    int rc = zp_restore_rollback(s, h->clock, h->cut_set, h->rank, &rolled, err, sizeof(err));
+    int rc = zp_restore_rollback(s, h->clock, h->cut_set, h->recovery, h->rank, &rolled, err,
+                                 sizeof(err));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;

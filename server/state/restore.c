@@ -20,6 +20,25 @@
 #include "snapshot.h"
 #include "zeps_errors.h"
 
+/* This state now comes from recovery `id` (a restart, or a rollback for
+ * one) at the cut `clock`. */
+static void note_recovery(zp_server *s, uint64_t id, int64_t clock)
+{
+    s->recovery = id;
+    memmove(&s->recoveries[1], &s->recoveries[0], sizeof(s->recoveries) - sizeof(s->recoveries[0]));
+    s->recoveries[0].id = id;
+    s->recoveries[0].clock = clock;
+}
+
+/* The cut of recovery `id` if this shard took part in it, else -1. */
+static int64_t recovery_cut(const zp_server *s, uint64_t id)
+{
+    for (int i = 0; i < ZP_RECOVERIES_KEPT; i++)
+        if (s->recoveries[i].id == id)
+            return s->recoveries[i].clock;
+    return -1;
+}
+
 static void log_skip(void *arg, const char *msg)
 {
     (void)arg;
@@ -93,6 +112,7 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
     if (rc == 0) {
         s->persist.last_setid = setid;
         s->persist.last_cut = snap->h.clock;
+        note_recovery(s, s->incarnation, snap->h.clock);
         s->epoch++;
         s->restored_clock = snap->h.clock;
         s->restored_set = setid;
@@ -177,12 +197,22 @@ static void rollback_workers(zp_server *s, const zp_snapshot *snap, uint32_t req
     }
 }
 
-int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
-                        bool *rolled_back, char *err, size_t errlen)
+int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint64_t recovery,
+                        uint32_t requester, bool *rolled_back, char *err, size_t errlen)
 {
     *rolled_back = false;
-    if (s->cons->cut(s) == clock)
-        return 0; /* already there: another worker asked first, or this shard restarted */
+    int64_t done = recovery != 0 ? recovery_cut(s, recovery) : -1;
+    if (done >= 0 && done != clock)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "shard %d: recovery %016" PRIx64 " went back to clock %lld, not %lld",
+                             s->shard, recovery, (long long)done, (long long)clock);
+    if (done >= 0)
+        return 0; /* done already: another worker asked first, or this shard restarted */
+    if (s->cons->cut(s) == clock) {
+        if (recovery != 0)
+            note_recovery(s, recovery, clock);
+        return 0; /* already there */
+    }
     zp_snapshot *snap = NULL;
     int rc = rollback_read(s, clock, setid, &snap, err, errlen);
     for (uint32_t i = 0; i < s->ntables && rc == 0; i++)
@@ -193,6 +223,7 @@ int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t re
         return rc;
     }
     rollback_workers(s, snap, requester);
+    note_recovery(s, recovery, clock);
     s->workers.max_clock = clock;
     s->epoch++;
     s->rollbacks++;

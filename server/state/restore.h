@@ -18,13 +18,16 @@ typedef struct zp_server zp_server;
 int zp_restore_newest(zp_server *s, char *err, size_t errlen);
 
 /* bsp recovery: put this shard back to the cut `clock` of set
- * `setid` from its own file of that set (docs/faults.md). Every worker but
- * `requester` must say HELLO again. A shard already at that cut does
- * nothing. Returns 0 with *rolled_back telling whether the state changed
+ * `setid` from its own file of that set (docs/faults.md), for the recovery
+ * `recovery` (the restarted shard's incarnation, as ERESTARTED named it; 0
+ * from a client that names none). Every worker but `requester` must say
+ * HELLO again. A shard that already rolled back for that recovery (a late
+ * ROLLBACK from a worker answering it) or, for recovery 0, already stands
+ * at that cut does nothing. Returns 0 with *rolled_back telling whether the state changed
  * (the caller then answers what waited with ERESTARTED), or a zeps_err
  * with a message (ESTATE: the mode has no rollback; ECLOCK: the shard is
  * behind the cut; EDATA: no such file). */
-int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint32_t requester,
-                        bool *rolled_back, char *err, size_t errlen);
+int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint64_t recovery,
+                        uint32_t requester, bool *rolled_back, char *err, size_t errlen);
 
 #endif

@@ -133,6 +133,21 @@ static void pull_all(const zt_cluster *cl, int64_t clock, float *out)
     zeps_client_destroy(&c);
 }
 
+/* `zepsctl snapshot take` on a bsp cluster of two shards standing at the
+ * cut `cut`: both write that cut. */
+static void take(const zt_cluster *cl, int64_t cut)
+{
+    char cmd[1024], bin[512], line[128];
+    snprintf(cmd, sizeof(cmd), "%s snapshot take --config %s --timeout 20 > %s/take.out 2>&1",
+             zt_bin("zepsctl", bin, sizeof(bin)), cl->conf, cl->dir);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl snapshot take failed");
+    snprintf(line, sizeof(line), "snapshot set %016llx (on request, clock %lld)",
+             (unsigned long long)cut, (long long)cut);
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(zt_log_has(cl, k, line), "shard %d: no '%s'", k, line);
+}
+
 START_TEST(test_bsp_take_and_rollback)
 {
     zt_cluster cl;
@@ -140,14 +155,7 @@ START_TEST(test_bsp_take_and_rollback)
                      0);
     ck_assert_int_eq(zt_bsp_run_workers(&cl, 2, 6), 0);
 
-    /* every shard stands at cut 6: zepsctl snapshot take writes that cut */
-    char cmd[1024], bin[512];
-    snprintf(cmd, sizeof(cmd), "%s snapshot take --config %s --timeout 20 > %s/take.out 2>&1",
-             zt_bin("zepsctl", bin, sizeof(bin)), cl.conf, cl.dir);
-    int st = system(cmd);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl snapshot take failed");
-    ck_assert(zt_log_has(&cl, 0, "snapshot set 0000000000000006 (on request, clock 6)"));
-    ck_assert(zt_log_has(&cl, 1, "snapshot set 0000000000000006 (on request, clock 6)"));
+    take(&cl, 6); /* every shard stands at cut 6: zepsctl snapshot take writes that cut */
 
     /* a client of rank 1 from before the crash */
     zeps_client *c1 = zt_client(&cl, 1);
@@ -179,6 +187,59 @@ START_TEST(test_bsp_take_and_rollback)
     /* a cut the shards never wrote cannot be rolled back to */
     ck_assert_int_ne(zeps_rollback(c1, 3), 0);
     zeps_client_destroy(&c1);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+/* The rollback storm (docs/faults.md): a worker's ROLLBACK that arrives
+ * after the job has gone back to the cut and past it again must not roll a
+ * shard back a second time. Shard 1 restarts from the cut 6 while the job
+ * stands at 8; both workers roll back (shard 0 once), redo clocks 6 and 7,
+ * then worker 1's rollback for the same recovery comes again: nothing
+ * changes, and worker 0 carries on at 8 with the undisturbed run's bits. */
+START_TEST(test_late_rollback_repeats_nothing)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", "  snapshot_dir = \"@DIR@/snap\";", NULL),
+                     0);
+    zeps_client *cs[2];
+    uint32_t t;
+    for (uint32_t r = 0; r < 2; r++) {
+        cs[r] = zt_client(&cl, r);
+        ck_assert_ptr_nonnull(cs[r]);
+        ck_assert_int_eq(zeps_declare(cs[r], &zt_bsp_spec, &t), 0);
+    }
+    for (int64_t k = 0; k < 6; k++)
+        ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
+    take(&cl, 6);
+    for (int64_t k = 6; k < 8; k++)
+        ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
+
+    zt_server_kill(&cl, 1, SIGKILL);
+    ck_assert_int_eq(zt_server_start(&cl, 1), 0);
+    float x[ZT_BSP_LEN], ref[ZT_BSP_LEN];
+    for (int r = 0; r < 2; r++) {
+        ck_assert_int_eq(zeps_pull(cs[r], t, x, 0, ZT_BSP_LEN, 8), ZEPS_ERESTARTED);
+        ck_assert_int_eq(zeps_resume_clock(cs[r]), 6);
+    }
+    ck_assert_int_eq(zeps_rollback(cs[1], 6), 0);
+    ck_assert_int_eq(zeps_rollback(cs[0], 6), 0);
+    for (int64_t k = 6; k < 8; k++)
+        ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
+
+    ck_assert_int_eq(zeps_rollback(cs[1], 6), 0); /* late: answers the same recovery */
+    for (int k = 0; k < 2; k++) {
+        Zeps__ShardStats *st = zt_stats(cs[0], k);
+        ck_assert_ptr_nonnull(st);
+        ck_assert_msg(st->rollbacks == (k == 0 ? 1u : 0u), "shard %d rolled back %llu times", k,
+                      (unsigned long long)st->rollbacks);
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    ck_assert_int_eq(zeps_pull(cs[0], t, x, 0, ZT_BSP_LEN, 8), 0);
+    zt_bsp_reference(2, 8, ref);
+    ck_assert(memcmp(x, ref, sizeof(x)) == 0);
+    for (int r = 0; r < 2; r++)
+        zeps_client_destroy(&cs[r]);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
 END_TEST
@@ -412,7 +473,8 @@ START_TEST(test_sparse_reshard)
     ck_assert_int_eq(zeps_snapshot_request(tool, -1, 77), 0);
     zeps_client_destroy(&tool);
     for (int k = 0; k < 2; k++)
-        ck_assert(zt_wait_log(&a, k, "snapshot set 000000000000004d (on request, clock -1) written"));
+        ck_assert(
+            zt_wait_log(&a, k, "snapshot set 000000000000004d (on request, clock -1) written"));
     /* one more step on the original: the reference for "state carried" */
     sparse_step(c, t, ids, 3);
     static float after_a[SROWS * SDIM];
@@ -497,6 +559,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_async_restart_empty);
     tcase_add_test(tc, test_bsp_take_and_rollback);
     tcase_add_test(tc, test_bsp_auto);
+    tcase_add_test(tc, test_late_rollback_repeats_nothing);
     tcase_add_test(tc, test_bsp_take_running);
     tcase_add_test(tc, test_sparse_reshard);
     suite_add_tcase(s, tc);

@@ -15,8 +15,13 @@
 #include "optim.h"
 
 const zeps_table_spec zt_bsp_spec = {
-    .name = "w", .length = ZT_BSP_LEN, .optimizer = "adam", .lr = 0.01,
-    .init = "normal", .init_scale = 0.5, .seed = 7,
+    .name = "w",
+    .length = ZT_BSP_LEN,
+    .optimizer = "adam",
+    .lr = 0.01,
+    .init = "normal",
+    .init_scale = 0.5,
+    .seed = 7,
 };
 
 /* Worker r's gradient at step c: a deterministic function of the
@@ -53,6 +58,22 @@ void zt_bsp_worker(const zt_cluster *cl, int r, int steps)
     free(g);
     zeps_client_destroy(&c);
     _exit(0);
+}
+
+int zt_bsp_step(zeps_client *const *cs, int n, uint32_t t, int64_t k)
+{
+    float *w = malloc((size_t)n * ZT_BSP_LEN * sizeof(float)), g[ZT_BSP_LEN];
+    int rc = 0;
+    for (int r = 0; r < n && rc == 0; r++)
+        rc = zeps_pull(cs[r], t, w + (size_t)r * ZT_BSP_LEN, 0, ZT_BSP_LEN, k);
+    for (int r = 0; r < n && rc == 0; r++) {
+        gradient(w + (size_t)r * ZT_BSP_LEN, g, r, k);
+        rc = zeps_push(cs[r], t, g, 0, ZT_BSP_LEN, k);
+    }
+    for (int r = 0; r < n && rc == 0; r++)
+        rc = zeps_clock(cs[r], k);
+    free(w);
+    return rc;
 }
 
 int zt_bsp_run_workers(const zt_cluster *cl, int n, int steps)

@@ -24,6 +24,11 @@ void zt_bsp_worker(const zt_cluster *cl, int r, int steps) __attribute__((noretu
 /* Fork `n` such workers and wait for them; returns how many failed. */
 int zt_bsp_run_workers(const zt_cluster *cl, int n, int steps);
 
+/* Clock k of the job for n clients of ranks 0..n-1 in this process (each
+ * with table t declared): every client pulls at k, then each pushes its
+ * gradient and says CLOCK k. Returns 0 or the first call's zeps_err. */
+int zt_bsp_step(zeps_client *const *cs, int n, uint32_t t, int64_t k);
+
 /* The parameters after `steps` clocks of n workers, in one process: the
  * per-worker gradients summed in rank order, averaged, applied by the same
  * optimizer code. */

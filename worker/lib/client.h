@@ -56,6 +56,7 @@ struct zeps_client {
     char consistency[16]; /* HELLO reply: the mode's name, for people and logs */
     int64_t resume_clock; /* zeps_resume_clock (client.c at start, req.c on ERESTARTED) */
     uint64_t resume_set;  /* the snapshot set of the cut to resume from */
+    uint64_t resume_recovery; /* the recovery ERESTARTED named: ROLLBACK answers it */
     int abort_all;        /* ZP_CAP_ROLLBACK: a shard restarted; fail every request */
     int in_rehello;
     unsigned monitor_gen;    /* shard.c: makes each monitor endpoint unique */

@@ -96,6 +96,7 @@ int zeps_rollback(zeps_client *c, int64_t clock)
     zp_req *r = zp_req_new(c, ZEPS__OP__ROLLBACK, c->nshards);
     r->clock = clock;
     r->cut_set = set;
+    r->recovery = c->resume_recovery;
     for (int k = 0; k < c->nshards; k++)
         zp_req_send(r, zp_req_add(r, k));
     rc = zeps_wait(&r);

@@ -78,6 +78,7 @@ static void sub_fill_header(const zeps_client *c, const zp_req_sub *s, Zeps__Hea
     h->codec = s->codec;
     h->spec = (Zeps__TableSpec *)s->req->spec;
     h->cut_set = s->req->cut_set;
+    h->recovery = s->req->recovery;
     h->evict_rank = s->req->evict_rank;
     h->state_per_value = s->spv;
     if (s->compressed) {
@@ -170,6 +171,7 @@ static int on_restarted(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header
     if (c->caps & ZP_CAP_ROLLBACK) {
         c->resume_clock = h->cut;
         c->resume_set = h->cut_set;
+        c->resume_recovery = h->recovery;
         c->abort_all = 1;
         zp_fail(c, ZEPS_ERESTARTED,
                 "shard %d was restored from snapshot set %016" PRIx64 ": resume from clock %lld", k,

@@ -78,6 +78,7 @@ struct zeps_req {
     int64_t clock;
     const Zeps__TableSpec *spec;
     uint64_t cut_set;    /* ROLLBACK */
+    uint64_t recovery;   /* ROLLBACK: the recovery it answers */
     uint32_t evict_rank; /* EVICT */
     int nsub, ndone;
     int err;

@@ -555,8 +555,9 @@ int zeps_rejoined(const zeps_client *c);
 /* bsp recovery after ZEPS_ERESTARTED: say HELLO again to every shard and
  * have every shard roll back to the cut `clock` (zeps_resume_clock()) of the
  * snapshot set it came from; the caller then pulls at `clock` and redoes the
- * clocks from there. Shards already at that cut only acknowledge, so every
- * worker may call it. Returns 0, or an error (ERESTARTED again if another
+ * clocks from there. The request names the recovery the ERESTARTED
+ * answer named: a shard rolls back once per recovery, and shards already
+ * at that cut only acknowledge, so every worker may call it, late too. Returns 0, or an error (ERESTARTED again if another
  * rollback overtook this one: call it again with the new resume clock). */
 int zeps_rollback(zeps_client *c, int64_t clock);
 

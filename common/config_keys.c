@@ -24,8 +24,7 @@ static const char *const sparse_optimizers[] = {"adagrad", "sgd", "adam", "ftrl"
 static const char *const optimizers[] = {"sgd", "momentum", "adagrad", "adam", NULL};
 /* randk is not contractive: a copy updated with it would run away */
 static const char *const pull_codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", NULL};
-static const char *const codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", "randk",
-                                     NULL};
+static const char *const codecs[] = {"none", "fp16", "bf16", "int8", "sign", "topk", "randk", NULL};
 
 /* Enum name tables, indexed by the enum and NULL-terminated so that K_ENUM
  * rows and the *_name / *_from_name functions share them. */
@@ -51,12 +50,12 @@ static const char *const inject_names[] = {
     [ZP_INJECT_STRAGGLER] = "straggler",
     NULL,
 };
-static const char *const late_push_names[] = {"drop", "weighted", NULL}; /* late_weighted */
+static const char *const late_push_names[] = {"drop", "weighted", NULL};   /* late_weighted */
 static const char *const lost_worker_names[] = {"wait", "continue", NULL}; /* lost_continue */
 
 /* K_ENUM writes through an int *. */
-_Static_assert(sizeof(zp_weight_fn) == sizeof(int) &&
-                   sizeof(zp_delay_dist) == sizeof(int) && sizeof(zp_inject_schedule) == sizeof(int),
+_Static_assert(sizeof(zp_weight_fn) == sizeof(int) && sizeof(zp_delay_dist) == sizeof(int) &&
+                   sizeof(zp_inject_schedule) == sizeof(int),
                "enum fields must be int-sized");
 
 /* Keep in step with docs/configuration.md. */
@@ -136,6 +135,17 @@ static const section_spec coordination_group = {
     .name = "coordination", .keys = coordination_keys, .nkeys = NKEYS(coordination_keys),
 };
 
+/* cluster.replication: the primary's log and the in-sync set's lag bound */
+static const key_spec replication_keys[] = {
+    {.name = "max_lag_ms", .kind = K_INT, .off = FIELD(repl_max_lag_ms), .imin = 10,
+     .imax = 600000},
+    {.name = "log_mb", .kind = K_INT, .off = FIELD(repl_log_mb), .imin = 1, .imax = 1 << 20},
+};
+
+static const section_spec replication_group = {
+    .name = "replication", .keys = replication_keys, .nkeys = NKEYS(replication_keys),
+};
+
 static const key_spec cluster_keys[] = {
     {.name = "servers", .kind = K_ENDPOINTS, .off = FIELD(servers), .required = true},
     {.name = "binds", .kind = K_ENDPOINTS, .off = FIELD(binds)},
@@ -143,6 +153,7 @@ static const key_spec cluster_keys[] = {
     {.name = "replicas", .kind = K_INT, .off = FIELD(replicas), .imin = 1,
      .imax = ZP_MAX_REPLICAS},
     {.name = "coordination", .kind = K_GROUP, .group = &coordination_group},
+    {.name = "replication", .kind = K_GROUP, .group = &replication_group},
     {.name = "workers", .kind = K_INT, .off = FIELD(num_workers), .required = true,
      .imin = 1, .imax = ZP_MAX_WORKERS},
     {.name = "consistency", .kind = K_STRING, .off = STR(consistency)},
@@ -264,7 +275,8 @@ const section_spec zp_config_keys_sections[ZP_CONFIG_NSECTIONS] = {
 /* read_section marks seen keys in a 64-bit mask. */
 _Static_assert(NKEYS(cluster_keys) <= 64 && NKEYS(training_keys) <= 64 &&
                    NKEYS(weighting_keys) <= 64 && NKEYS(ctr_keys) <= 64 &&
-                   NKEYS(inject_keys) <= 64 && NKEYS(coordination_keys) <= 64,
+                   NKEYS(inject_keys) <= 64 && NKEYS(coordination_keys) <= 64 &&
+                   NKEYS(replication_keys) <= 64,
                "seen mask too small");
 
 /* cluster.replicas and cluster.coordination */
@@ -274,6 +286,8 @@ static void replica_defaults(zp_config *cfg)
     snprintf(cfg->coord_name, sizeof(cfg->coord_name), "zeps");
     cfg->coord_session_timeout_ms = 6000;
     cfg->coord_connect_timeout_ms = 15000;
+    cfg->repl_max_lag_ms = 2000;
+    cfg->repl_log_mb = 256;
 }
 
 /* cluster.inject */

@@ -121,6 +121,10 @@ const char *zp_wire_op_name(int op)
         return "SCAN";
     case ZEPS__OP__PUT:
         return "PUT";
+    case ZEPS__OP__FOLLOW:
+        return "FOLLOW";
+    case ZEPS__OP__REPLICATE:
+        return "REPLICATE";
     default:
         return "UNKNOWN";
     }

@@ -17,6 +17,8 @@
 typedef void (*zp_op_handler)(zp_server *s, zp_request *r);
 
 static const zp_op_handler handlers[] = {
+    [ZEPS__OP__FOLLOW] = zp_replicate_on_follow,
+    [ZEPS__OP__REPLICATE] = zp_replicate_on_ack,
     [ZEPS__OP__HELLO] = zp_hello_on,
     [ZEPS__OP__DECLARE] = zp_declare_on,
     [ZEPS__OP__PULL] = zp_pull_on,
@@ -41,7 +43,8 @@ _Static_assert(sizeof(handlers) / sizeof(handlers[0]) <= ZP_SERVER_OPS,
 static bool tool_op(int op)
 {
     return op == ZEPS__OP__HELLO || op == ZEPS__OP__STATS || op == ZEPS__OP__DECLARE ||
-           op == ZEPS__OP__SNAPSHOT || op == ZEPS__OP__EVICT;
+           op == ZEPS__OP__SNAPSHOT || op == ZEPS__OP__EVICT || op == ZEPS__OP__FOLLOW ||
+           op == ZEPS__OP__REPLICATE;
 }
 
 /* With CURVE and bound keys: the rank h claims must be one the message's
@@ -49,7 +52,7 @@ static bool tool_op(int op)
  * ERANK; nothing else happens for a refused request. */
 static int check_key(zp_server *s, const zp_frames *m, zmq_msg_t *identity, const Zeps__Header *h)
 {
-    if (!s->zap.enabled || !s->zap.bound)
+    if (!s->zap.enabled || !s->zap.bound || s->applying)
         return 0;
     const char *uid = zmq_msg_gets((zmq_msg_t *)&m->f[1], "User-Id");
     const zp_bind *b = zp_zap_binding(&s->zap, uid);
@@ -103,7 +106,7 @@ static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
                        request_flags(h->op));
     else if (s->stopping && h->op != ZEPS__OP__STATS)
         zp_reply_error(s, identity, h, ZEPS_ECLOSED, "shard %d is shutting down", s->shard);
-    else if (!zp_role_serves(&s->role) && h->op != ZEPS__OP__STATS) /* a backup */
+    else if (!zp_role_serves(&s->role) && h->op != ZEPS__OP__STATS && !s->applying) /* a backup */
         zp_reply_not_primary(s, identity, h);
     else if (h->rank == 0xffffffffu && !tool_op(h->op))
         zp_reply_error(s, identity, h, ZEPS_ERANK,
@@ -143,12 +146,50 @@ void zp_dispatch(zp_server *s, zp_frames *m)
     uint64_t t0 = zp_now_ns();
     s->op_requests[slot]++;
     if (check_common(s, m, identity, h) == 0 && check_key(s, m, identity, h) == 0) {
+        /* a primary keeps what may change state before it is applied (its
+         * handler may move the payload out), logs it if it was accepted,
+         * and holds the replies until the backups have it */
+        bool logged = known && zp_rlog_logged_op((int)op) && !s->applying &&
+                      zp_rlog_begin(s, &m->f[1], m->n - 1, identity, h->req_id);
         if (known)
             handlers[op](s, &r);
         else
             zp_reply_error(s, identity, h, ZEPS_EOP, "unknown or unexpected op %d", (int)h->op);
+        if (logged)
+            zp_rlog_end(s);
     }
     /* handling time on this shard (a parked pull's wait is pull_wait_us) */
     zp_hist_add_log2(&s->op_handle_us[slot], (zp_now_ns() - t0) / 1000);
     zeps__header__free_unpacked(h, NULL);
+}
+
+static size_t discard(void *arg, zmq_msg_t *identity, const Zeps__Header *rep, const void *data,
+                      size_t len, zmq_free_fn *ffn, void *hint)
+{
+    (void)arg;
+    (void)identity;
+    (void)rep;
+    (void)len;
+    if (ffn)
+        ffn((void *)data, hint);
+    return 0;
+}
+
+void zp_dispatch_entry(zp_server *s, zmq_msg_t *f, int n, uint64_t lsn)
+{
+    zp_rlog_keep(&s->repl, f, n, lsn);
+    zp_frames m = {.n = n + 1};
+    zmq_msg_init(&m.f[0]); /* no identity: nobody is answered */
+    for (int i = 0; i < n; i++) {
+        zmq_msg_init(&m.f[i + 1]);
+        zmq_msg_copy(&m.f[i + 1], &f[i]);
+        m.bytes += zmq_msg_size(&f[i]);
+    }
+    zp_reply_sink own = s->sink;
+    s->sink = (zp_reply_sink){.send = discard};
+    s->applying = true;
+    zp_dispatch(s, &m);
+    s->applying = false;
+    s->sink = own;
+    zp_wire_frames_close(&m);
 }

@@ -9,9 +9,9 @@
  * Names follow Prometheus conventions: the zeps_ prefix, _total on
  * counters, base units (seconds, bytes) in the name. Label sets are bounded
  * (docs/operations.md lists them): op (12 values; "error" is never a
- * request), code (the zeps_err table), table (the declared tables), rank (only when the cluster has at
- * most ZP_METRICS_MAX_RANKS workers), and small fixed sets (direction,
- * encoding, reason, result).
+ * request), code (the zeps_err table), table (the declared tables), rank (only when the cluster has
+ * at most ZP_METRICS_MAX_RANKS workers), and small fixed sets (direction, encoding, reason,
+ * result).
  */
 #include "metrics.h"
 
@@ -27,8 +27,9 @@
 #include "zeps_errors.h"
 
 static const char *const op_names[ZP_SERVER_OPS] = {
-    "invalid", "hello",    "declare",  "pull",  "push",   "clock", "barrier", "stats", "bye",
-    "error",   "snapshot", "rollback", "evict", "finish", "tune",  "scan",    "put",
+    "invalid", "hello", "declare", "pull",     "push",      "clock", "barrier",
+    "stats",   "bye",   "error",   "snapshot", "rollback",  "evict", "finish",
+    "tune",    "scan",  "put",     "follow",   "replicate",
 };
 
 /* tau and clock gap: bucket i = exactly i (63 = 63 or more); these are the

@@ -70,18 +70,28 @@ static int drain(zp_server *s)
     return zmq_has_input(s);
 }
 
+/* Both sockets: the workers' (and backups') ROUTER, and a backup's link
+ * to its primary; then the replication log's sends and releases. */
+static int drain_all(zp_server *s)
+{
+    int more = drain(s);
+    more |= zp_follow_check(s);
+    zp_rlog_pump(s);
+    return more;
+}
+
 static void on_idle(uv_idle_t *h)
 {
     zp_server *s = h->data;
-    if (!drain(s))
+    if (!drain_all(s))
         uv_idle_stop(&s->idle);
 }
 
-static void kick(zp_server *s)
+void zp_server_kick(zp_server *s)
 {
     if (s->stopping)
         return;
-    if (drain(s))
+    if (drain_all(s))
         uv_idle_start(&s->idle, on_idle);
 }
 
@@ -93,7 +103,7 @@ static void on_poll(uv_poll_t *h, int status, int events)
         zp_server_stop(s);
         return;
     }
-    kick(s);
+    zp_server_kick(s);
 }
 
 static void on_check(uv_check_t *h)
@@ -101,7 +111,7 @@ static void on_check(uv_check_t *h)
     zp_server *s = h->data;
     if (!s->stopping)
         zp_zap_pump(&s->zap);
-    if (!s->stopping && zmq_has_input(s))
+    if (!s->stopping && (zmq_has_input(s) || zp_follow_pending(s)))
         uv_idle_start(&s->idle, on_idle);
 }
 
@@ -116,14 +126,15 @@ static void on_tick(uv_timer_t *h)
         zp_server_stop(s);
         return;
     }
-    kick(s);
+    zp_server_kick(s);
     zp_trace_flush(s->trace);
-    /* a backup holds nothing of its own to snapshot (docs/replication.md) */
+    /* a backup snapshots nothing: its primary does (docs/replication.md) */
     if (zp_role_serves(&s->role))
         zp_persist_tick(s);
     else
         zp_persist_reap(s, 0);
-    zp_clock_check_lost(s);
+    if (zp_role_serves(&s->role)) /* a backup's workers are the primary's to judge */
+        zp_clock_check_lost(s);
     zp_waits_check(s);
     zp_pull_turns_check(s);
 }
@@ -163,6 +174,7 @@ void zp_server_stop(zp_server *s)
     if (s->stopping)
         return;
     s->stopping = true;
+    zp_follow_stop(s);
     zp_role_stop(&s->role); /* a primary's nodes go now: a backup takes over at once */
     if (!s->has_loop)
         return;
@@ -297,6 +309,7 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
 /* Free what zp_server_new_core made, and the socket if any. */
 static void free_core(zp_server *s)
 {
+    zp_rlog_fini(&s->repl);
     zp_trace_close(&s->trace);
     zp_inject_fini(&s->inject);
     for (uint32_t i = 0; i < s->ntables; i++)
@@ -332,6 +345,9 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     s->cons = cons;
     s->sink = sink;
     zp_role_init(&s->role, cfg, shard, 0);
+    zp_rlog_init(&s->repl, cfg);
+    s->follow.apply = zp_dispatch_entry;
+    s->follow.kick = zp_server_kick;
     s->barrier_gen = 1;
     s->start_s = zp_now_s();
     s->persist.requested_cut = -1;
@@ -373,6 +389,12 @@ static void close_loop(zp_server *s)
     s->has_loop = false;
 }
 
+/* The role's in-sync rule is the replication log's. */
+static bool in_sync(void *arg, const char *member, bool in_set)
+{
+    return zp_rlog_in_sync(arg, member, in_set);
+}
+
 int zp_server_new(zp_server **out, const zp_config *cfg, int shard, int replica, char *err,
                   size_t errlen)
 {
@@ -387,6 +409,10 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, int replica,
         return rc;
     s->replica = replica;
     zp_role_init(&s->role, cfg, shard, replica);
+    if (s->repl.on) {
+        s->role.in_sync = in_sync;
+        s->role.in_sync_arg = s;
+    }
     char host[128];
     int port;
     /* a bad metrics_listen is refused before anything is restored or bound */
@@ -395,6 +421,8 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, int replica,
                                   : 0;
     if (rc == 0)
         rc = zp_restore_newest(s, err, errlen);
+    if (rc == 0 && s->restored_clock >= 0)
+        s->repl.base = s->restored_set + 1; /* the log starts from that set's state */
     if (rc == 0)
         rc = setup_socket(s, err, errlen);
     if (rc == 0) {
@@ -423,7 +451,7 @@ int zp_server_run(zp_server *s)
             "max_memory_mb; memory %" PRIu64 " MiB from %s)",
             s->quota.max_tables, s->quota.max_rows, s->quota.max_bytes >> 20, s->quota.memory >> 20,
             s->quota.memory_from);
-    kick(s);
+    zp_server_kick(s);
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->exit_status)
         return s->exit_status;

@@ -29,6 +29,8 @@
 #include "persist.h"
 #include "ratelimit.h"
 #include "reply.h"
+#include "follow.h"
+#include "rlog.h"
 #include "role.h"
 #include "table.h"
 #include "trace.h"
@@ -36,17 +38,20 @@
 #include "workers.h"
 #include "zap.h"
 
-#define ZP_SERVER_OPS   17 /* Zeps__Op values 0..16 */
-#define ZP_SERVER_CODES 40 /* zeps_err values below this */
-#define ZP_RECOVERIES_KEPT 8 /* rollbacks remembered, so a late ROLLBACK repeats none */
+#define ZP_SERVER_OPS      19 /* Zeps__Op values 0..18 */
+#define ZP_SERVER_CODES    40 /* zeps_err values below this */
+#define ZP_RECOVERIES_KEPT 8  /* rollbacks remembered, so a late ROLLBACK repeats none */
 
 struct zp_server {
     zp_config cfg;
     int shard, nshards, nworkers;
-    int replica;     /* this process's replica of the shard (0 with replicas = 1) */
-    zp_role role;    /* primary or backup, the coordination session (repl/role.h) */
-    int exit_status; /* non-zero: what zp_server_run returns (the coordination service
-                        unreachable at start-up) */
+    int replica;      /* this process's replica of the shard (0 with replicas = 1) */
+    zp_role role;     /* primary or backup, the coordination session (repl/role.h) */
+    zp_repl repl;     /* the replication log (repl/rlog.h): replicas >= 2 */
+    zp_follow follow; /* a backup's link to its primary (repl/follow.h) */
+    bool applying;    /* a backup applies a log entry: the role does not refuse it */
+    int exit_status;  /* non-zero: what zp_server_run returns (the coordination service
+                         unreachable at start-up) */
     uint64_t incarnation;
     double start_s;
 
@@ -126,6 +131,10 @@ struct zp_server {
         zp_ratelimit send;    /* a reply that could not be sent */
     } logs;
 };
+
+/* Drain what waits on the shard's sockets now, and keep draining from
+ * the idle handle while more remains. */
+void zp_server_kick(zp_server *s);
 
 /* Create replica `replica` of shard `shard` from a loaded config: restore
  * its snapshot, bind the socket, set up the loop, and with replicas >= 2

@@ -58,7 +58,9 @@ static int64_t hello_worker(zp_server *s, zp_request *r, uint32_t *flags)
     }
     zp_worker *w = &s->workers.w[h->rank];
     double lease = zp_clock_lease(s);
-    if (zp_workers_held(w, h->incarnation, lease, zp_now_s())) {
+    /* a backup applying the primary's log takes the primary's decision: the
+     * lease is a matter of time, which only the primary judges */
+    if (!s->applying && zp_workers_held(w, h->incarnation, lease, zp_now_s())) {
         refuse_held(s, r, w, lease);
         return -1;
     }

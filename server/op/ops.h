@@ -156,4 +156,10 @@ void zp_record_result(zp_server *s, zp_table *t, const zp_push *p, const zp_push
 void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, double wait_us,
                     uint64_t version_sent);
 
+/* FOLLOW: a backup asks for the log after its lsn (op/replicate.c). */
+void zp_replicate_on_follow(zp_server *s, zp_request *r);
+
+/* REPLICATE from a backup: it applied up to lsn. No reply. */
+void zp_replicate_on_ack(zp_server *s, zp_request *r);
+
 #endif

@@ -43,31 +43,32 @@ static void on_isr_written(void *arg, int rc, int32_t version)
     (void)version; /* the isr callback brings the set and its version */
 }
 
-/* Primary only: make the in-sync set the live members, this replica first.
- * Nothing is replicated yet, so a member is in sync as soon as it is
- * alive; the replication increment admits a member once it caught up. */
-static void sync_isr(zp_role *r)
+/* Primary only: make the in-sync set this replica and the live members
+ * the replication log's rule admits (r->in_sync; every live member when
+ * none is set). */
+void zp_role_sync_isr(zp_role *r)
 {
     if (r->kind != ZP_ROLE_PRIMARY || r->fenced || !r->coord || r->isr.writing ||
-        r->isr.version < 0 || r->nlive == 0)
+        r->isr.version < 0 || r->nlive == 0 || !r->me[0])
         return;
-    zp_coord_view v;
-    zp_coord_view_get(r->coord, &v);
     const char *want[ZP_COORD_ISR_MAX];
     int n = 0;
-    bool same = r->isr.epoch == r->epoch;
-    want[n++] = v.me;
-    same &= in_isr(r, v.me);
-    for (int i = 0; i < r->nlive && n < ZP_COORD_ISR_MAX; i++)
-        if (strcmp(r->live[i], v.me) != 0) {
-            want[n++] = r->live[i];
-            same &= in_isr(r, r->live[i]);
-        }
+    bool same = r->isr.epoch == r->epoch && in_isr(r, r->me);
+    want[n++] = r->me;
+    for (int i = 0; i < r->nlive && n < ZP_COORD_ISR_MAX; i++) {
+        const char *m = r->live[i];
+        bool was = in_isr(r, m);
+        if (strcmp(m, r->me) == 0 || (r->in_sync && !r->in_sync(r->in_sync_arg, m, was)))
+            continue;
+        want[n++] = m;
+        same &= was;
+    }
     if (same && n == r->isr.n)
         return;
     if (zp_coord_isr_set(r->coord, want, n, r->isr.version, on_isr_written, r) == 0) {
         r->isr.writing = true;
-        zp_info("in-sync set: %d replica(s), the live members (nothing to catch up on yet)", n);
+        zp_info("in-sync set: %d replica(s)%s (was %d)", n,
+                r->in_sync ? ", the caught-up members" : ", the live members", r->isr.n);
     }
 }
 
@@ -79,7 +80,7 @@ static void on_isr(void *arg, const zp_coord_isr *s)
         snprintf(r->isr.m[r->isr.n++], ZP_COORD_MEMBER_MAX, "%s", s->members[i]);
     r->isr.version = s->version;
     r->isr.epoch = s->epoch;
-    sync_isr(r);
+    zp_role_sync_isr(r);
 }
 
 static void on_members(void *arg, const char *const *live, int n)
@@ -88,7 +89,7 @@ static void on_members(void *arg, const char *const *live, int n)
     r->nlive = 0;
     for (int i = 0; i < n && r->nlive < ZP_COORD_ISR_MAX; i++)
         snprintf(r->live[r->nlive++], ZP_COORD_MEMBER_MAX, "%s", live[i]);
-    sync_isr(r);
+    zp_role_sync_isr(r);
 }
 
 static void on_role(void *arg, const zp_coord_view *v)
@@ -110,7 +111,8 @@ static void on_role(void *arg, const zp_coord_view *v)
     r->epoch = v->epoch;
     r->primary_replica = v->primary_replica;
     snprintf(r->primary_endpoint, sizeof(r->primary_endpoint), "%s", v->primary_endpoint);
-    sync_isr(r);
+    snprintf(r->me, sizeof(r->me), "%s", v->me ? v->me : "");
+    zp_role_sync_isr(r);
 }
 
 static void on_session(void *arg, zp_coord_session ev, const char *why)

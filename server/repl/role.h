@@ -47,6 +47,7 @@ typedef struct zp_role {
     uint64_t epoch;      /* the primary's epoch (0: none yet, or replicas = 1) */
     int primary_replica; /* -1: none known */
     char primary_endpoint[ZP_ENDPOINT_MAX];
+    char me[ZP_COORD_MEMBER_MAX]; /* this replica's member node ("" before it registered) */
     zp_role_session session;
     bool connected_once;   /* a session was made since start-up */
     bool start_failed;     /* UNREACHABLE before any session: the shard must exit */
@@ -56,8 +57,10 @@ typedef struct zp_role {
     uint64_t role_changes; /* the role callback's changes of kind or epoch */
     char why[256];         /* the session's last news, for the log and status */
     /* the in-sync set as the service holds it, and the live members: a
-     * primary admits every live member (nothing is replicated yet, so there
-     * is nothing to catch up on; docs/replication.md) */
+     * primary admits the live members `in_sync` says (the replication
+     * log's rule, set by the shard; every live member when NULL) */
+    bool (*in_sync)(void *arg, const char *member, bool in_set);
+    void *in_sync_arg;
     struct {
         int n;
         char m[ZP_COORD_ISR_MAX][ZP_COORD_MEMBER_MAX];
@@ -98,6 +101,10 @@ void zp_role_refusal(const zp_role *r, char *buf, size_t len);
  * ("off", "connecting", "connected", "suspended", "expired", "unreachable"). */
 const char *zp_role_kind_name(zp_role_kind k);
 const char *zp_role_session_name(zp_role_session s);
+
+/* Primary: write the in-sync set again if the rule (in_sync) now gives
+ * another one; at most one write in flight. */
+void zp_role_sync_isr(zp_role *r);
 
 /* Replicas in the in-sync set as last heard (replicas = 1: 1). */
 int zp_role_in_sync(const zp_role *r);

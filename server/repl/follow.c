@@ -1,0 +1,234 @@
+/*
+ * follow.c - see follow.h. An entry is applied only if it comes from the
+ * primary this replica follows, at the epoch it knows, and is the next
+ * LSN; anything else is refused (logged once per link) and the link is
+ * made again from the last entry applied, so a gap is never skipped.
+ */
+#include "follow.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "now.h"
+#include "server.h"
+#include "zeps_errors.h"
+
+#define FOLLOW_RETRY_S 0.5 /* a FOLLOW unanswered, or refused, is sent again after this */
+#define APPLY_BATCH    256 /* entries applied per loop turn, at most */
+
+static void on_poll_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void link_close(zp_follow *f)
+{
+    if (f->poll) {
+        uv_poll_stop(f->poll);
+        uv_close((uv_handle_t *)f->poll, on_poll_closed);
+        f->poll = NULL;
+    }
+    if (f->sock) {
+        zmq_close(f->sock);
+        f->sock = NULL;
+    }
+    f->accepted = false;
+    f->endpoint[0] = '\0';
+}
+
+static void on_poll(uv_poll_t *h, int status, int events)
+{
+    (void)status;
+    (void)events;
+    zp_server *s = h->data;
+    s->follow.kick(s);
+}
+
+/* Send FOLLOW: this replica, its member node, the log it holds and where
+ * it ends. */
+static void ask(zp_server *s)
+{
+    zp_follow *f = &s->follow;
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__FOLLOW;
+    h.rank = 0xffffffffu;
+    h.shard = (uint32_t)s->shard;
+    h.incarnation = s->incarnation;
+    h.epoch = f->epoch;
+    h.lsn = s->repl.lsn;
+    h.log_base = s->repl.base;
+    h.replica = (uint32_t)s->replica;
+    h.member = s->role.me;
+    f->asked_s = zp_now_s();
+    f->accepted = false;
+    if (zp_wire_send_header(f->sock, &h, ZMQ_DONTWAIT) != 0)
+        zp_debug("FOLLOW to %s not sent: %s", f->endpoint, zmq_strerror(zmq_errno()));
+}
+
+static void link_open(zp_server *s)
+{
+    zp_follow *f = &s->follow;
+    const zp_role *role = &s->role;
+    f->sock = zmq_socket(s->zctx, ZMQ_DEALER);
+    int zero = 0, linger = 0;
+    zmq_setsockopt(f->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
+    zmq_setsockopt(f->sock, ZMQ_RCVHWM, &zero, sizeof(zero));
+    zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof(linger));
+    char ep[ZP_ENDPOINT_MAX + 16];
+    zp_wire_canonical_endpoint(role->primary_endpoint, ep, sizeof(ep));
+    int fd = -1;
+    size_t len = sizeof(fd);
+    if (zmq_connect(f->sock, ep) != 0 || zmq_getsockopt(f->sock, ZMQ_FD, &fd, &len) != 0) {
+        zp_error("cannot follow the primary at %s: %s", role->primary_endpoint,
+                 zmq_strerror(zmq_errno()));
+        zmq_close(f->sock);
+        f->sock = NULL;
+        return;
+    }
+    f->poll = malloc(sizeof(*f->poll));
+    uv_poll_init(&s->loop, f->poll, fd);
+    f->poll->data = s;
+    uv_poll_start(f->poll, UV_READABLE, on_poll);
+    snprintf(f->endpoint, sizeof(f->endpoint), "%s", role->primary_endpoint);
+    f->epoch = role->epoch;
+    snprintf(f->member, sizeof(f->member), "%s", role->me);
+    f->why[0] = '\0';
+    zp_info("following the primary, replica %d at %s (epoch %" PRIu64 "), from entry %" PRIu64,
+            role->primary_replica, f->endpoint, f->epoch, s->repl.lsn);
+    ask(s);
+}
+
+static void refuse(zp_server *s, const char *fmt, uint64_t a, uint64_t b)
+{
+    zp_follow *f = &s->follow;
+    char why[256];
+    snprintf(why, sizeof(why), fmt, a, b);
+    f->refused++;
+    if (strcmp(why, f->why) != 0)
+        zp_warn("replication from %s: %s", f->endpoint, why);
+    snprintf(f->why, sizeof(f->why), "%s", why);
+}
+
+/* One entry: [REPLICATE header][the request's header][payloads]. Returns
+ * 0 if applied, -1 if the link must be made again from the last entry
+ * applied. */
+static int apply(zp_server *s, zp_frames *m, const Zeps__Header *h)
+{
+    zp_follow *f = &s->follow;
+    if (h->epoch != f->epoch || h->log_base != s->repl.base) {
+        refuse(s, "an entry of epoch %" PRIu64 " refused: this replica follows epoch %" PRIu64,
+               h->epoch, f->epoch);
+        return h->epoch > f->epoch ? -1 : 0;
+    }
+    if (h->lsn <= s->repl.lsn)
+        return 0; /* sent again after a new FOLLOW: applied already */
+    if (h->lsn != s->repl.lsn + 1 || m->n < 2) {
+        refuse(s, "entry %" PRIu64 " refused: the next is %" PRIu64, h->lsn, s->repl.lsn + 1);
+        return -1;
+    }
+    f->apply(s, &m->f[1], m->n - 1, h->lsn);
+    return 0;
+}
+
+/* The primary's answer to FOLLOW, or an error. */
+static void answer(zp_server *s, const Zeps__Header *h)
+{
+    zp_follow *f = &s->follow;
+    if (h->op == ZEPS__OP__FOLLOW) {
+        f->accepted = true;
+        f->why[0] = '\0';
+        return;
+    }
+    f->refused++;
+    const char *text = h->error_text ? h->error_text : "";
+    if (strcmp(text, f->why) != 0)
+        zp_warn("the primary at %s refused to be followed (%s): %s", f->endpoint,
+                zeps_errname(h->error), text);
+    snprintf(f->why, sizeof(f->why), "%s", text);
+}
+
+/* Apply what arrived, at most APPLY_BATCH entries; 1 if more wait. */
+static int drain(zp_server *s)
+{
+    zp_follow *f = &s->follow;
+    for (int i = 0; i < APPLY_BATCH && f->sock; i++) {
+        zp_frames m;
+        if (zp_wire_frames_recv(f->sock, &m, ZMQ_DONTWAIT) != 0)
+            return 0;
+        Zeps__Header *h = m.n >= 1 ? zp_wire_unpack_header(&m.f[0]) : NULL;
+        int again = 0;
+        if (h && h->op == ZEPS__OP__REPLICATE)
+            again = apply(s, &m, h);
+        else if (h)
+            answer(s, h);
+        if (h)
+            zeps__header__free_unpacked(h, NULL);
+        zp_wire_frames_close(&m);
+        if (again) {
+            ask(s);
+            return 0;
+        }
+    }
+    return f->sock != NULL;
+}
+
+/* Tell the primary how far this replica has applied. */
+static void ack(zp_server *s)
+{
+    zp_follow *f = &s->follow;
+    if (!f->sock || s->repl.lsn == f->acked)
+        return;
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__REPLICATE;
+    h.rank = 0xffffffffu;
+    h.shard = (uint32_t)s->shard;
+    h.epoch = f->epoch;
+    h.lsn = s->repl.lsn;
+    h.replica = (uint32_t)s->replica;
+    if (zp_wire_send_header(f->sock, &h, ZMQ_DONTWAIT) == 0)
+        f->acked = s->repl.lsn;
+}
+
+int zp_follow_check(zp_server *s)
+{
+    zp_follow *f = &s->follow;
+    const zp_role *role = &s->role;
+    if (!s->repl.on || s->stopping)
+        return 0;
+    bool want = role->kind == ZP_ROLE_BACKUP && role->primary_endpoint[0] && role->me[0];
+    if (f->sock &&
+        (!want || role->epoch != f->epoch || strcmp(role->primary_endpoint, f->endpoint) != 0 ||
+         strcmp(role->me, f->member) != 0))
+        link_close(f);
+    if (want && !f->sock)
+        link_open(s);
+    if (!f->sock)
+        return 0;
+    int more = drain(s);
+    ack(s);
+    if (!f->accepted && zp_now_s() - f->asked_s > FOLLOW_RETRY_S)
+        ask(s);
+    return more || zp_follow_pending(s);
+}
+
+int zp_follow_pending(zp_server *s)
+{
+    zp_follow *f = &s->follow;
+    int events = 0;
+    size_t len = sizeof(events);
+    if (!f->sock || zmq_getsockopt(f->sock, ZMQ_EVENTS, &events, &len) != 0)
+        return 0;
+    return (events & ZMQ_POLLIN) != 0;
+}
+
+void zp_follow_stop(zp_server *s)
+{
+    link_close(&s->follow);
+}

@@ -1,0 +1,481 @@
+/*
+ * rlog.c - see rlog.h. The primary's side of replication: entries kept in a
+ * ring bounded by cluster.replication.log_mb, streamed to followers inside
+ * a window of ZP_REPL_WINDOW unacknowledged entries, and the replies of
+ * logged requests held (packed, with their identity and payload) until
+ * every backup of the in-sync set has acknowledged their LSN.
+ */
+#include "rlog.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "errors.h"
+#include "log.h"
+#include "now.h"
+#include "server.h"
+#include "zeps_errors.h"
+
+void zp_rlog_init(zp_repl *r, const zp_config *cfg)
+{
+    memset(r, 0, sizeof(*r));
+    r->on = cfg->replicas > 1;
+    r->max_bytes = (size_t)cfg->repl_log_mb << 20;
+    r->max_lag_s = cfg->repl_max_lag_ms / 1000.0;
+}
+
+static void entry_close(zp_repl_entry *e)
+{
+    for (int i = 0; i < e->n; i++)
+        zmq_msg_close(&e->f[i]);
+    e->n = 0;
+}
+
+static void held_close(zp_repl_held *h)
+{
+    zmq_msg_close(&h->identity);
+    free(h->header);
+    if (h->ffn)
+        h->ffn(h->data, h->hint);
+    else
+        free(h->data);
+}
+
+void zp_rlog_fini(zp_repl *r)
+{
+    for (size_t i = 0; i < r->count; i++)
+        entry_close(&r->ring[(r->first + i) % r->cap]);
+    free(r->ring);
+    for (size_t i = 0; i < r->nheld; i++)
+        held_close(&r->held[(r->headheld + i) % r->capheld]);
+    free(r->held);
+    for (int i = 0; i < ZP_MAX_REPLICAS; i++)
+        if (r->followers[i].on)
+            zmq_msg_close(&r->followers[i].identity);
+    memset(r, 0, sizeof(*r));
+}
+
+bool zp_rlog_logged_op(int op)
+{
+    switch (op) {
+    case ZEPS__OP__HELLO:
+    case ZEPS__OP__DECLARE:
+    case ZEPS__OP__PUSH:
+    case ZEPS__OP__CLOCK:
+    case ZEPS__OP__BYE:
+    case ZEPS__OP__EVICT:
+    case ZEPS__OP__FINISH:
+    case ZEPS__OP__TUNE:
+    case ZEPS__OP__PUT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The entry of `lsn` if the ring still has it. */
+static zp_repl_entry *entry_at(zp_repl *r, uint64_t lsn)
+{
+    if (r->count == 0)
+        return NULL;
+    uint64_t oldest = r->ring[r->first].lsn;
+    if (lsn < oldest || lsn >= oldest + r->count)
+        return NULL;
+    return &r->ring[(r->first + (size_t)(lsn - oldest)) % r->cap];
+}
+
+static void ring_grow(zp_repl *r)
+{
+    size_t cap = r->cap ? r->cap * 2 : 1024;
+    zp_repl_entry *ring = zp_alloc_zeroed(cap, sizeof(*ring));
+    for (size_t i = 0; i < r->count; i++)
+        memcpy(&ring[i], &r->ring[(r->first + i) % r->cap], sizeof(*ring)); /* zmq_msg_t moves */
+    free(r->ring);
+    r->ring = ring;
+    r->cap = cap;
+    r->first = 0;
+}
+
+/* The oldest entries go once the log holds more than log_mb: a follower
+ * that still needed them must then be sent the whole state
+ * (docs/replication.md). */
+static void ring_trim(zp_repl *r)
+{
+    while (r->count > 1 && r->bytes > r->max_bytes) {
+        zp_repl_entry *e = &r->ring[r->first];
+        r->bytes -= e->bytes;
+        entry_close(e);
+        r->first = (r->first + 1) % r->cap;
+        r->count--;
+    }
+}
+
+/* Keep frames f[0..n) as entry `lsn` (new references to the same bytes). */
+static void ring_append(zp_repl *r, uint64_t lsn, zmq_msg_t *f, int n)
+{
+    if (r->count == r->cap)
+        ring_grow(r);
+    zp_repl_entry *e = &r->ring[(r->first + r->count) % r->cap];
+    e->lsn = lsn;
+    e->n = n;
+    e->bytes = sizeof(*e);
+    for (int i = 0; i < n; i++) {
+        zmq_msg_init(&e->f[i]);
+        zmq_msg_copy(&e->f[i], &f[i]);
+        e->bytes += zmq_msg_size(&f[i]);
+    }
+    r->count++;
+    r->bytes += e->bytes;
+    ring_trim(r);
+}
+
+static bool same_identity(zmq_msg_t *a, zmq_msg_t *b)
+{
+    return zmq_msg_size(a) == zmq_msg_size(b) &&
+           memcmp(zmq_msg_data(a), zmq_msg_data(b), zmq_msg_size(a)) == 0;
+}
+
+static zp_repl_follower *follower_of(zp_repl *r, const char *member)
+{
+    for (int i = 0; i < ZP_MAX_REPLICAS; i++)
+        if (r->followers[i].on && strcmp(r->followers[i].member, member) == 0)
+            return &r->followers[i];
+    return NULL;
+}
+
+static void follower_off(zp_repl_follower *f, const char *why)
+{
+    if (!f->on)
+        return;
+    zp_warn("replica %d (%s) no longer follows: %s", f->replica, f->member, why);
+    zmq_msg_close(&f->identity);
+    f->on = false;
+}
+
+/* Send entry e to follower f through the shard's ROUTER: [its identity]
+ * [REPLICATE header: epoch, lsn] [the request's frames]. -1 if it is gone. */
+static int send_entry(zp_server *s, zp_repl_follower *f, zp_repl_entry *e)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__REPLICATE;
+    h.rank = 0xffffffffu;
+    h.shard = (uint32_t)s->shard;
+    h.incarnation = s->incarnation;
+    h.epoch = s->role.epoch;
+    h.lsn = e->lsn;
+    h.replica = (uint32_t)s->replica;
+    h.log_base = s->repl.base;
+    zmq_msg_t id;
+    zmq_msg_init(&id);
+    zmq_msg_copy(&id, &f->identity);
+    if (zmq_msg_send(&id, s->sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&id);
+        return -1;
+    }
+    if (zp_wire_send_header(s->sock, &h, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        return -1;
+    for (int i = 0; i < e->n; i++) {
+        zmq_msg_t c;
+        zmq_msg_init(&c);
+        zmq_msg_copy(&c, &e->f[i]);
+        if (zmq_msg_send(&c, s->sock, (i + 1 < e->n ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&c);
+            return -1;
+        }
+    }
+    s->bytes_out += e->bytes;
+    return 0;
+}
+
+/* Send f what it lacks, inside the window. */
+static void pump_follower(zp_server *s, zp_repl_follower *f)
+{
+    zp_repl *r = &s->repl;
+    while (f->on && f->sent < r->lsn && f->sent - f->acked < ZP_REPL_WINDOW) {
+        zp_repl_entry *e = entry_at(r, f->sent + 1);
+        if (!e) {
+            follower_off(f, "the entries it needs are no longer in the log (log_mb): it needs "
+                            "the whole state, which this version cannot send");
+            return;
+        }
+        if (send_entry(s, f, e) != 0) {
+            follower_off(f, "its connection is gone");
+            return;
+        }
+        f->sent++;
+    }
+}
+
+/* --- replies held for acks=all --- */
+
+static size_t hold_send(void *server, zmq_msg_t *identity, const Zeps__Header *rep,
+                        const void *data, size_t len, zmq_free_fn *ffn, void *hint)
+{
+    zp_server *s = server;
+    zp_repl *r = &s->repl;
+    if (r->nheld == r->capheld) {
+        size_t cap = r->capheld ? r->capheld * 2 : 256;
+        zp_repl_held *h = zp_alloc_zeroed(cap, sizeof(*h));
+        for (size_t i = 0; i < r->nheld; i++)
+            h[i] = r->held[(r->headheld + i) % r->capheld];
+        free(r->held);
+        r->held = h;
+        r->capheld = cap;
+        r->headheld = 0;
+    }
+    zp_repl_held *h = &r->held[(r->headheld + r->nheld) % r->capheld];
+    memset(h, 0, sizeof(*h));
+    if (rep->req_id == r->req_id && same_identity(identity, r->identity) &&
+        (rep->op == ZEPS__OP__ERROR || (rep->flags & ZP_FLAG_PARKED)))
+        r->error = rep->op == ZEPS__OP__ERROR ? rep->error : ZEPS_EPROTO;
+    h->at_s = zp_now_s();
+    zmq_msg_init(&h->identity);
+    zmq_msg_copy(&h->identity, identity);
+    h->header_len = zeps__header__get_packed_size(rep);
+    h->header = zp_alloc_zeroed(1, h->header_len ? h->header_len : 1);
+    zeps__header__pack(rep, h->header);
+    h->len = len;
+    h->ffn = ffn;
+    h->hint = hint;
+    h->data = (void *)data;
+    if (data && !ffn) { /* borrowed: keep a copy */
+        h->data = zp_alloc_zeroed(1, len ? len : 1);
+        memcpy(h->data, data, len);
+    }
+    r->nheld++;
+    r->held_total++;
+    return 0;
+}
+
+/* Send a held reply now; the entry is consumed. */
+static void held_send(zp_server *s, zp_repl_held *h)
+{
+    zmq_msg_t hdr;
+    Zeps__Header *rep = NULL;
+    zmq_msg_init_data(&hdr, h->header, h->header_len, NULL, NULL);
+    rep = zp_wire_unpack_header(&hdr);
+    zmq_msg_close(&hdr);
+    if (rep) {
+        s->bytes_out +=
+            zp_reply_socket_send(s, &h->identity, rep, h->data, h->len, h->ffn, h->hint);
+        zeps__header__free_unpacked(rep, NULL);
+        if (!h->ffn)
+            free(h->data);
+    } else if (h->ffn) {
+        h->ffn(h->data, h->hint);
+    } else {
+        free(h->data);
+    }
+    h->data = NULL;
+    h->ffn = NULL;
+    zmq_msg_close(&h->identity);
+    free(h->header);
+}
+
+/* The last LSN every backup of the in-sync set has applied (the log's end
+ * if the set is this replica alone); 0 until the set is known. */
+static uint64_t in_sync_lsn(zp_server *s)
+{
+    zp_repl *r = &s->repl;
+    const zp_role *role = &s->role;
+    if (role->isr.version < 0)
+        return 0;
+    uint64_t lsn = r->lsn;
+    for (int i = 0; i < role->isr.n; i++) {
+        if (strcmp(role->isr.m[i], role->me) == 0)
+            continue;
+        zp_repl_follower *f = follower_of(r, role->isr.m[i]);
+        uint64_t a = f ? f->acked : 0;
+        if (a < lsn)
+            lsn = a;
+    }
+    return lsn;
+}
+
+/* Send the held replies whose entries every in-sync backup has; drop them
+ * all if this replica no longer serves (the workers resend to the next
+ * primary). */
+static void release(zp_server *s)
+{
+    zp_repl *r = &s->repl;
+    bool serves = zp_role_serves(&s->role);
+    uint64_t upto = serves ? in_sync_lsn(s) : 0;
+    if (upto > r->released)
+        r->released = upto;
+    while (r->nheld > 0) {
+        zp_repl_held *h = &r->held[r->headheld];
+        if (serves && h->lsn > upto)
+            break;
+        if (serves)
+            held_send(s, h);
+        else
+            held_close(h);
+        r->headheld = (r->headheld + 1) % r->capheld;
+        r->nheld--;
+    }
+}
+
+bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, uint64_t req_id)
+{
+    zp_repl *r = &s->repl;
+    if (!r->on || !zp_role_serves(&s->role))
+        return false;
+    r->entry.n = n;
+    r->entry.bytes = sizeof(r->entry);
+    for (int i = 0; i < n; i++) {
+        zmq_msg_init(&r->entry.f[i]);
+        zmq_msg_copy(&r->entry.f[i], &f[i]);
+        r->entry.bytes += zmq_msg_size(&f[i]);
+    }
+    r->pending = true;
+    r->identity = identity;
+    r->req_id = req_id;
+    r->error = 0;
+    r->held_from = r->nheld;
+    r->sink = s->sink;
+    s->sink = (zp_reply_sink){.send = hold_send, .arg = s};
+    return true;
+}
+
+void zp_rlog_end(zp_server *s)
+{
+    zp_repl *r = &s->repl;
+    if (!r->pending)
+        return;
+    s->sink = r->sink;
+    r->pending = false;
+    uint64_t lsn = 0; /* a refused request: its replies wait for nothing */
+    if (r->error == 0) {
+        lsn = ++r->lsn;
+        ring_append(r, lsn, r->entry.f, r->entry.n);
+    }
+    entry_close(&r->entry);
+    for (size_t i = r->held_from; i < r->nheld; i++)
+        r->held[(r->headheld + i) % r->capheld].lsn = lsn;
+    for (int i = 0; lsn && i < ZP_MAX_REPLICAS; i++)
+        if (r->followers[i].on)
+            pump_follower(s, &r->followers[i]);
+    release(s);
+}
+
+static bool is_live(const zp_role *role, const char *member)
+{
+    for (int i = 0; i < role->nlive; i++)
+        if (strcmp(role->live[i], member) == 0)
+            return true;
+    return false;
+}
+
+int zp_rlog_follow(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, char *err,
+                   size_t errlen)
+{
+    zp_repl *r = &s->repl;
+    const char *m = h->member ? h->member : "";
+    if (h->epoch != s->role.epoch)
+        return zp_errors_set(err, errlen, ZEPS_ESTALE,
+                             "shard %d: a FOLLOW at epoch %" PRIu64 ", this primary's is %" PRIu64,
+                             s->shard, h->epoch, s->role.epoch);
+    if (h->replica >= (uint32_t)s->role.replicas || h->replica == (uint32_t)s->replica ||
+        !is_live(&s->role, m))
+        return zp_errors_set(err, errlen, ZEPS_ERANK,
+                             "shard %d: a FOLLOW from replica %u as member '%s', which is not a "
+                             "live member of this shard's replica set",
+                             s->shard, h->replica, m);
+    if (h->log_base != r->base || h->lsn > r->lsn || (h->lsn < r->lsn && !entry_at(r, h->lsn + 1)))
+        return zp_errors_set(err, errlen, ZEPS_ESTATE,
+                             "shard %d: replica %u holds entry %" PRIu64 " of log %016" PRIx64
+                             "; this primary's log %016" PRIx64 " ends at %" PRIu64
+                             " and keeps entries from %" PRIu64
+                             ": it needs the whole state, which this version cannot send",
+                             s->shard, h->replica, h->lsn, h->log_base, r->base, r->lsn,
+                             r->count ? r->ring[r->first].lsn : r->lsn + 1);
+    zp_repl_follower *f = &r->followers[h->replica];
+    if (f->on)
+        zmq_msg_close(&f->identity);
+    memset(f, 0, sizeof(*f));
+    f->on = true;
+    f->replica = (int)h->replica;
+    snprintf(f->member, sizeof(f->member), "%s", m);
+    zmq_msg_init(&f->identity);
+    zmq_msg_copy(&f->identity, identity);
+    f->acked = f->sent = f->target = h->lsn;
+    f->since_s = h->lsn == r->lsn ? zp_now_s() : 0;
+    zp_info("replica %u (%s) follows from entry %" PRIu64 " of %" PRIu64, h->replica, m, h->lsn,
+            r->lsn);
+    pump_follower(s, f);
+    return 0;
+}
+
+void zp_rlog_acked(zp_server *s, zmq_msg_t *identity, uint64_t lsn)
+{
+    zp_repl *r = &s->repl;
+    for (int i = 0; i < ZP_MAX_REPLICAS; i++) {
+        zp_repl_follower *f = &r->followers[i];
+        if (!f->on || !same_identity(&f->identity, identity))
+            continue;
+        if (lsn > f->sent) {
+            r->refused++;
+            return; /* acknowledges what it was never sent */
+        }
+        if (lsn > f->acked)
+            f->acked = lsn;
+        if (f->acked >= f->target) {
+            f->since_s = zp_now_s();
+            f->target = r->lsn;
+        }
+        pump_follower(s, f);
+        release(s);
+        return;
+    }
+    r->refused++;
+}
+
+bool zp_rlog_in_sync(zp_server *s, const char *member, bool in_set)
+{
+    zp_repl *r = &s->repl;
+    zp_repl_follower *f = follower_of(r, member);
+    double now = zp_now_s();
+    if (!in_set)
+        return f && f->since_s > 0 && now - f->since_s <= r->max_lag_s;
+    if (r->nheld == 0)
+        return true;
+    const zp_repl_held *old = &r->held[r->headheld];
+    return !(now - old->at_s > r->max_lag_s && (f ? f->acked : 0) < old->lsn);
+}
+
+void zp_rlog_pump(zp_server *s)
+{
+    zp_repl *r = &s->repl;
+    if (!r->on)
+        return;
+    if (!zp_role_serves(&s->role)) {
+        for (int i = 0; i < ZP_MAX_REPLICAS; i++)
+            if (r->followers[i].on) {
+                zmq_msg_close(&r->followers[i].identity);
+                r->followers[i].on = false;
+            }
+        release(s);
+        return;
+    }
+    for (int i = 0; i < ZP_MAX_REPLICAS; i++)
+        if (r->followers[i].on)
+            pump_follower(s, &r->followers[i]);
+    release(s);
+    zp_role_sync_isr(&s->role);
+}
+
+size_t zp_rlog_held_count(const zp_repl *r)
+{
+    return r->nheld;
+}
+
+void zp_rlog_keep(zp_repl *r, zmq_msg_t *f, int n, uint64_t lsn)
+{
+    ring_append(r, lsn, f, n);
+    r->lsn = lsn;
+    r->applied++;
+}

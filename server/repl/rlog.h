@@ -1,0 +1,140 @@
+/*
+ * rlog.h - a replicated shard's log (docs/replication.md): on the primary,
+ * the requests that change state, numbered (LSN) in the order they were
+ * applied, streamed to each backup that follows, and the replies to them
+ * held until every in-sync backup applied their entry (acks=all); on a
+ * backup, the position it has applied up to.
+ *
+ * An entry is the request as it arrived (its header frame and payload
+ * frames, shared with ZeroMQ's reference counts, never copied): a backup
+ * runs the same handlers on the same requests in the same order and holds
+ * the same bits. With cluster.replicas = 1 nothing here runs.
+ *
+ * Threading: the shard's loop thread only.
+ */
+#ifndef ZP_REPL_LOG_H
+#define ZP_REPL_LOG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "config.h"
+#include "coord.h"
+#include "reply.h"
+#include "wire.h"
+#include "zeps.pb-c.h"
+
+typedef struct zp_server zp_server;
+
+#define ZP_REPL_WINDOW 4096 /* entries sent to a backup and not yet acknowledged, at most */
+
+typedef struct zp_repl_entry {
+    uint64_t lsn;
+    int n; /* frames: the request's header, then its payloads */
+    size_t bytes;
+    zmq_msg_t f[ZP_MAX_FRAMES - 1];
+} zp_repl_entry;
+
+/* A backup following this primary. */
+typedef struct zp_repl_follower {
+    bool on;
+    int replica;
+    char member[ZP_COORD_MEMBER_MAX];
+    zmq_msg_t identity; /* its FOLLOW's routing id at our ROUTER */
+    uint64_t acked;     /* the last LSN it applied */
+    uint64_t sent;      /* the last LSN sent to it */
+    uint64_t target;    /* the log's end when it last caught up: reaching it catches up again */
+    double since_s;     /* when it last caught up (0: not yet) */
+} zp_repl_follower;
+
+/* A reply held until its entry is in every in-sync backup. */
+typedef struct zp_repl_held {
+    uint64_t lsn;
+    zmq_msg_t identity;
+    void *header; /* packed reply header */
+    size_t header_len;
+    void *data; /* payload (owned: freed by ffn, or a copy freed with free) */
+    size_t len;
+    zmq_free_fn *ffn;
+    void *hint;
+    double at_s;
+} zp_repl_held;
+
+typedef struct zp_repl {
+    bool on;          /* replicas >= 2 */
+    uint64_t lsn;     /* primary: the last LSN assigned; backup: the last applied */
+    uint64_t base;    /* the state the log starts from (0: an empty shard) */
+    uint64_t applied; /* entries applied as a backup, ever */
+    /* the log: a ring of the newest entries, oldest at `first` */
+    zp_repl_entry *ring;
+    size_t cap, first, count, bytes, max_bytes;
+    zp_repl_follower followers[ZP_MAX_REPLICAS];
+    /* replies held for acks=all, in LSN order */
+    zp_repl_held *held;
+    size_t nheld, capheld, headheld;
+    /* the request being handled (between zp_rlog_begin and zp_rlog_end):
+     * logged once its handler answered it with no error */
+    bool pending;
+    zp_repl_entry entry; /* its frames, without an LSN yet */
+    zmq_msg_t *identity; /* whom its reply goes to */
+    uint64_t req_id;
+    int error;          /* its reply's error (0: none, or not answered yet) */
+    size_t held_from;   /* replies held while it was handled: from this index */
+    zp_reply_sink sink; /* the shard's own sink, while pending */
+    uint64_t released;  /* the last LSN every in-sync backup has */
+    uint64_t held_total, dropped_isr, refused;
+    double max_lag_s;
+} zp_repl;
+
+/* Set up *r from cfg (nothing runs with one replica). */
+void zp_rlog_init(zp_repl *r, const zp_config *cfg);
+void zp_rlog_fini(zp_repl *r);
+
+/* Whether op is one the log carries: what changes a shard's state. */
+bool zp_rlog_logged_op(int op);
+
+/* Primary, around the handler of a request that may change state (frames
+ * f[0..n), its header first; replies to `identity` with `req_id`): begin
+ * keeps the frames (new references: the handler may move them out) and
+ * holds every reply made until end. End logs the request as the next
+ * entry and sends it to the followers, if its handler did not answer it
+ * with an error (a refused request changed nothing, and how it was judged
+ * may depend on time); the held replies then wait for the entry's
+ * acknowledgements. Returns whether anything is held (false with one
+ * replica, or on a backup). */
+bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, uint64_t req_id);
+void zp_rlog_end(zp_server *s);
+
+/* Primary: a FOLLOW request (op/replicate.c checks who sends it). Registers
+ * the follower and starts streaming after its lsn; 0, or a zeps_err with a
+ * message (the caller replies it). */
+int zp_rlog_follow(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, char *err,
+                   size_t errlen);
+
+/* Primary: a backup applied up to lsn. */
+void zp_rlog_acked(zp_server *s, zmq_msg_t *identity, uint64_t lsn);
+
+/* Primary: release held replies, send what followers lack, drop from the
+ * in-sync set a backup behind past max_lag_ms. From the loop's check and
+ * timer. */
+void zp_rlog_pump(zp_server *s);
+
+/* The in-sync rule (the role asks it of every live member, `in_set`
+ * saying whether the member is in the set now): a member outside enters
+ * once it has caught up with the log's end within max_lag_ms; a member
+ * inside stays unless a reply has been held past max_lag_ms for an entry
+ * it has not acknowledged. */
+bool zp_rlog_in_sync(zp_server *s, const char *member, bool in_set);
+
+/* Backup: keep entry `lsn` (frames f[0..n), new references) in this
+ * replica's log, which it serves from if it becomes primary; the log now
+ * ends at lsn. */
+void zp_rlog_keep(zp_repl *r, zmq_msg_t *f, int n, uint64_t lsn);
+
+/* Replies held now, and the oldest one's age in seconds. */
+size_t zp_rlog_held_count(const zp_repl *r);
+
+#endif

@@ -1,0 +1,354 @@
+/*
+ * test_replication.c - a replicated shard's data (docs/replication.md),
+ * with real zeps-server processes and a real ZooKeeper: one shard, two
+ * replicas, a worker through libzeps.
+ *
+ *   - every push the primary acknowledged is in the backup: after SIGKILL
+ *     of the primary at once after the last acknowledgement, the new
+ *     primary holds the same bits (dense Adam and sparse Adagrad tables)
+ *     and the same versions;
+ *   - the killed replica started again catches up from the new primary's
+ *     log, joins the in-sync set, and after a second SIGKILL (of the new
+ *     primary) holds the same bits again;
+ *   - a REPLICATE from a stranger on the backup's own socket, and a FOLLOW
+ *     from someone who is not a member, are refused and change nothing.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "rawreq.h"
+#include "scratch.h"
+#include "wire.h"
+#include "zeps.h"
+#include "zeps_errors.h"
+#include "zkserver.h"
+
+#define SESSION_MS 1000
+#define LEN        1003
+#define NIDS       64
+#define DIM        8
+#define STEPS      60
+#define MAX_LAG_MS 500 /* under the session timeout: the lag bound acts first */
+
+typedef struct rset {
+    char dir[256], conf[320], ep[2][64];
+    pid_t pid[2];
+    void *zctx;
+} rset;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void rset_write(rset *rs, const char *hosts)
+{
+    memset(rs, 0, sizeof(*rs));
+    ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), "replication"), 0);
+    snprintf(rs->conf, sizeof(rs->conf), "%s/cluster.conf", rs->dir);
+    for (int r = 0; r < 2; r++)
+        snprintf(rs->ep[r], sizeof(rs->ep[r]), "tcp://127.0.0.1:%d", zt_free_port());
+    FILE *f = fopen(rs->conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "cluster = {\n  servers = ( [\"%s\", \"%s\"] );\n  replicas = 2;\n"
+            "  workers = 3;\n  consistency = \"async\";\n  hello_timeout_ms = 5000;\n"
+            "  coordination = { zookeeper = \"%s\"; name = \"r\"; session_timeout_ms = %d; };\n"
+            "  replication = { max_lag_ms = %d; };\n};\n",
+            rs->ep[0], rs->ep[1], hosts, SESSION_MS, MAX_LAG_MS);
+    fclose(f);
+    rs->zctx = zmq_ctx_new();
+}
+
+static void start_replica(rset *rs, int r)
+{
+    char bin[512], log[400], rep[8];
+    zt_bin("zeps-server", bin, sizeof(bin));
+    snprintf(log, sizeof(log), "%s/replica-%d.%d.log", rs->dir, r, (int)(now_s() * 1000) % 100000);
+    snprintf(rep, sizeof(rep), "%d", r);
+    char *argv[] = {bin, "--config", rs->conf, "--shard", "0", "--replica", rep, NULL};
+    rs->pid[r] = zt_spawn(bin, argv, log);
+    ck_assert_int_gt(rs->pid[r], 0);
+}
+
+static void kill9(rset *rs, int r)
+{
+    ck_assert_int_eq(kill(rs->pid[r], SIGKILL), 0);
+    zt_wait(rs->pid[r], 15);
+    rs->pid[r] = 0;
+}
+
+/* Replica r's STATS, or NULL if it did not answer. */
+static Zeps__Header *stats_of(rset *rs, int r)
+{
+    void *s = zmq_socket(rs->zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    ck_assert_int_eq(zmq_connect(s, rs->ep[r]), 0);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__STATS;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    Zeps__Header *rep = zt_raw_request(s, &h, NULL, 0);
+    zmq_close(s);
+    if (rep && !rep->stats) {
+        zeps__header__free_unpacked(rep, NULL);
+        return NULL;
+    }
+    return rep;
+}
+
+/* Wait until replica r is `role` at `epoch` with `in_sync` replicas in
+ * the in-sync set; the seconds it took. */
+static double wait_state(rset *rs, int r, const char *role, uint64_t epoch, uint32_t in_sync,
+                         double secs)
+{
+    double t0 = now_s();
+    char seen[160] = "no answer";
+    while (now_s() - t0 < secs) {
+        Zeps__Header *rep = stats_of(rs, r);
+        if (rep) {
+            const Zeps__ShardStats *st = rep->stats;
+            bool ok = strcmp(st->role, role) == 0 && st->epoch == epoch && st->in_sync == in_sync;
+            snprintf(seen, sizeof(seen), "%s at epoch %llu, %u in sync", st->role,
+                     (unsigned long long)st->epoch, st->in_sync);
+            zeps__header__free_unpacked(rep, NULL);
+            if (ok)
+                return now_s() - t0;
+        }
+        struct timespec ts = {0, 20 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    ck_abort_msg("replica %d not %s at epoch %llu with %u in sync within %.0f s: %s", r, role,
+                 (unsigned long long)epoch, in_sync, secs, seen);
+    return -1;
+}
+
+/* A worker of rank `rank` through libzeps reaching replica r alone. */
+static zeps_client *client_of(rset *rs, int r, uint32_t rank)
+{
+    char conf[400];
+    snprintf(conf, sizeof(conf), "%s/client-%d.conf", rs->dir, r);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "cluster = { servers = [\"%s\"]; workers = 3; consistency = \"async\"; };\n",
+            rs->ep[r]);
+    fclose(f);
+    zeps_client *c = NULL;
+    ck_assert_int_eq(zeps_client_new(&c, conf, rank), 0);
+    return c;
+}
+
+static const zeps_table_spec dense = {.name = "w",
+                                      .length = LEN,
+                                      .optimizer = "adam",
+                                      .lr = 0.01,
+                                      .init = "normal",
+                                      .init_scale = 0.5,
+                                      .seed = 3};
+static const zeps_sparse_spec sparse = {.name = "e",
+                                        .dim = DIM,
+                                        .optimizer = "adagrad",
+                                        .lr = 0.05,
+                                        .init = "normal",
+                                        .init_scale = 0.1,
+                                        .seed = 5};
+
+typedef struct state {
+    float w[LEN], e[NIDS * DIM];
+} state;
+
+/* Declare both tables, push `steps` steps of gradients that depend on what
+ * was pulled, and read the state. */
+static void train(zeps_client *c, int steps, state *out)
+{
+    uint32_t tw, te;
+    ck_assert_int_eq(zeps_declare(c, &dense, &tw), 0);
+    ck_assert_int_eq(zeps_declare_sparse(c, &sparse, &te), 0);
+    uint64_t ids[NIDS];
+    static float g[NIDS * DIM], gw[LEN];
+    for (int k = 0; k < steps; k++) {
+        for (int i = 0; i < NIDS; i++)
+            ids[i] = (uint64_t)((i * 7919 + k * 31) % 200) * 1000003ull;
+        ck_assert_int_eq(zeps_pull(c, tw, out->w, 0, LEN, k), 0);
+        ck_assert_int_eq(zeps_spull(c, te, ids, NIDS, out->e, k), 0);
+        for (int i = 0; i < LEN; i++)
+            gw[i] = 0.1f * out->w[i] + 0.01f * (float)((i + k) % 7);
+        for (int i = 0; i < NIDS * DIM; i++)
+            g[i] = out->e[i] - 0.01f * (float)(i % 5);
+        ck_assert_int_eq(zeps_push(c, tw, gw, 0, LEN, k), 0);
+        ck_assert_int_eq(zeps_spush(c, te, ids, NIDS, g, k), 0);
+    }
+}
+
+/* What the serving replica holds, read through client c (NULL: a new
+ * client of replica r). */
+static void read_state(rset *rs, int r, zeps_client *given, state *st)
+{
+    zeps_client *c = given ? given : client_of(rs, r, 1);
+    uint32_t tw, te;
+    ck_assert_int_eq(zeps_declare(c, &dense, &tw), 0);
+    ck_assert_int_eq(zeps_declare_sparse(c, &sparse, &te), 0);
+    uint64_t ids[NIDS];
+    for (int i = 0; i < NIDS; i++)
+        ids[i] = (uint64_t)((i * 7919 + (STEPS - 1) * 31) % 200) * 1000003ull;
+    ck_assert_int_eq(zeps_pull(c, tw, st->w, 0, LEN, 0), 0);
+    ck_assert_int_eq(zeps_spull(c, te, ids, NIDS, st->e, 0), 0);
+    if (!given)
+        zeps_client_destroy(&c);
+}
+
+static void expect_same(const state *a, const state *b, const char *when)
+{
+    for (int i = 0; i < LEN; i++)
+        ck_assert_msg(memcmp(&a->w[i], &b->w[i], sizeof(float)) == 0,
+                      "%s: w[%d] is %.9g, the primary had %.9g", when, i, b->w[i], a->w[i]);
+    for (int i = 0; i < NIDS * DIM; i++)
+        ck_assert_msg(memcmp(&a->e[i], &b->e[i], sizeof(float)) == 0,
+                      "%s: e[%d] is %.9g, the primary had %.9g", when, i, b->e[i], a->e[i]);
+}
+
+START_TEST(test_nothing_acknowledged_is_lost)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write(&rs, zk.hosts);
+    start_replica(&rs, 0);
+    wait_state(&rs, 0, "primary", 1, 1, 20);
+    start_replica(&rs, 1);
+    wait_state(&rs, 0, "primary", 1, 2, 20); /* the backup followed and caught up */
+
+    /* train against the primary, read what it holds, and kill it at once
+     * after the last acknowledgement */
+    zeps_client *c = client_of(&rs, 0, 0);
+    state before, after;
+    train(c, STEPS, &before);
+    read_state(&rs, 0, c, &before);
+    kill9(&rs, 0);
+    zeps_client_destroy(&c);
+    double took = wait_state(&rs, 1, "primary", 2, 1, 10);
+    printf("replica 1 primary at epoch 2 %.3f s after the kill\n", took);
+    read_state(&rs, 1, NULL, &after);
+    expect_same(&before, &after, "after the first failover");
+
+    /* back to two: the killed replica catches up from the log */
+    start_replica(&rs, 0);
+    double back = wait_state(&rs, 1, "primary", 2, 2, 20);
+    printf("replica 0 in sync again %.3f s after its start\n", back);
+    c = client_of(&rs, 1, 2); /* rank 0 is held by the first, which died with its primary */
+    train(c, 10, &before);
+    read_state(&rs, 1, c, &before);
+    kill9(&rs, 1);
+    zeps_client_destroy(&c);
+    wait_state(&rs, 0, "primary", 3, 1, 10);
+    read_state(&rs, 0, NULL, &after);
+    expect_same(&before, &after, "after the second failover");
+
+    kill(rs.pid[0], SIGTERM);
+    zt_wait(rs.pid[0], 15);
+    zmq_ctx_term(rs.zctx);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+/* A backup that stops answering (SIGSTOP): the primary holds its
+ * acknowledgements until max_lag_ms has passed, then drops it from the
+ * in-sync set and acknowledges; SIGCONT: it catches up and is back in the
+ * set. A REPLICATE sent to the backup's own socket by a stranger, and a
+ * FOLLOW from a non-member, are refused. */
+START_TEST(test_lagging_backup_and_strangers)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write(&rs, zk.hosts);
+    start_replica(&rs, 0);
+    wait_state(&rs, 0, "primary", 1, 1, 20);
+    start_replica(&rs, 1);
+    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zeps_client *c = client_of(&rs, 0, 0);
+    state st;
+    train(c, 2, &st);
+
+    uint32_t tw;
+    ck_assert_int_eq(zeps_declare(c, &dense, &tw), 0);
+    ck_assert_int_eq(kill(rs.pid[1], SIGSTOP), 0);
+    double t0 = now_s();
+    ck_assert_int_eq(zeps_push(c, tw, st.w, 0, LEN, 2), 0);
+    double held = now_s() - t0;
+    printf("a push with the backup stopped was acknowledged after %.3f s (max_lag_ms %d)\n", held,
+           MAX_LAG_MS);
+    ck_assert_msg(held >= MAX_LAG_MS / 1000.0 * 0.9, "acknowledged after %.3f s", held);
+    wait_state(&rs, 0, "primary", 1, 1, 5);
+    t0 = now_s();
+    ck_assert_int_eq(zeps_push(c, tw, st.w, 0, LEN, 3), 0); /* no backup to wait for */
+    ck_assert_msg(now_s() - t0 < MAX_LAG_MS / 1000.0 * 0.5, "%.3f s", now_s() - t0);
+    ck_assert_int_eq(kill(rs.pid[1], SIGCONT), 0);
+    wait_state(&rs, 0, "primary", 1, 2, 10);
+
+    /* a stranger's REPLICATE on the backup's socket: refused, not applied */
+    void *s = zmq_socket(rs.zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    ck_assert_int_eq(zmq_connect(s, rs.ep[1]), 0);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__REPLICATE;
+    h.req_id = 9;
+    h.rank = 0xffffffffu;
+    h.epoch = 1;
+    h.lsn = 1000;
+    zt_raw_expect_error(zt_raw_req(s, &h, NULL, 0), ZEPS_ENOTPRIMARY, "backup");
+    /* a FOLLOW from a non-member at the primary */
+    zmq_close(s);
+    s = zmq_socket(rs.zctx, ZMQ_DEALER);
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    ck_assert_int_eq(zmq_connect(s, rs.ep[0]), 0);
+    h.op = ZEPS__OP__FOLLOW;
+    h.replica = 1;
+    h.member = "m-0000000000000000-0000000007";
+    h.lsn = 0;
+    zt_raw_expect_error(zt_raw_req(s, &h, NULL, 0), ZEPS_ERANK, "not a live member");
+    h.epoch = 7;
+    zt_raw_expect_error(zt_raw_req(s, &h, NULL, 0), ZEPS_ESTALE, "epoch 7");
+    zmq_close(s);
+
+    zeps_client_destroy(&c);
+    for (int r = 0; r < 2; r++) {
+        kill(rs.pid[r], SIGTERM);
+        zt_wait(rs.pid[r], 15);
+    }
+    zmq_ctx_term(rs.zctx);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("replication");
+    TCase *tc = tcase_create("replication");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, test_nothing_acknowledged_is_lost);
+    tcase_add_test(tc, test_lagging_backup_and_strangers);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

@@ -3,7 +3,7 @@
  * (docs/replication.md). A backup's FOLLOW is checked (its epoch, that it
  * is a live member of this shard's replica set, that the log still holds
  * what it lacks) and answered; the backup's REPLICATE says how far it has
- * applied and gets no answer. The log itself is repl/rlog.c.
+ * applied and gets no answer (anyone else's REPLICATE gets ERANK). The log itself is repl/rlog.c.
  */
 #include <inttypes.h>
 
@@ -34,8 +34,12 @@ void zp_replicate_on_follow(zp_server *s, zp_request *r)
 
 void zp_replicate_on_ack(zp_server *s, zp_request *r)
 {
-    if (s->repl.on && r->h->epoch == s->role.epoch)
-        zp_rlog_acked(s, r->identity, r->h->lsn);
-    else
-        s->repl.refused++;
+    const Zeps__Header *h = r->h;
+    if (s->repl.on && h->epoch == s->role.epoch && zp_rlog_acked(s, r->identity, h->lsn))
+        return; /* a follower's acknowledgement: no reply */
+    s->repl.refused++;
+    zp_reply_error(s, r->identity, h, ZEPS_ERANK,
+                   "shard %d: a REPLICATE (entry %" PRIu64 ", epoch %" PRIu64
+                   ") from a peer that does not follow this replica at its epoch %" PRIu64,
+                   s->shard, h->lsn, h->epoch, s->role.epoch);
 }

@@ -410,17 +410,15 @@ int zp_rlog_follow(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, cha
     return 0;
 }
 
-void zp_rlog_acked(zp_server *s, zmq_msg_t *identity, uint64_t lsn)
+bool zp_rlog_acked(zp_server *s, zmq_msg_t *identity, uint64_t lsn)
 {
     zp_repl *r = &s->repl;
     for (int i = 0; i < ZP_MAX_REPLICAS; i++) {
         zp_repl_follower *f = &r->followers[i];
         if (!f->on || !same_identity(&f->identity, identity))
             continue;
-        if (lsn > f->sent) {
-            r->refused++;
-            return; /* acknowledges what it was never sent */
-        }
+        if (lsn > f->sent)
+            return false; /* acknowledges what it was never sent */
         if (lsn > f->acked)
             f->acked = lsn;
         if (f->acked >= f->target) {
@@ -429,9 +427,9 @@ void zp_rlog_acked(zp_server *s, zmq_msg_t *identity, uint64_t lsn)
         }
         pump_follower(s, f);
         release(s);
-        return;
+        return true;
     }
-    r->refused++;
+    return false;
 }
 
 bool zp_rlog_in_sync(zp_server *s, const char *member, bool in_set)

@@ -114,8 +114,9 @@ void zp_rlog_end(zp_server *s);
 int zp_rlog_follow(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, char *err,
                    size_t errlen);
 
-/* Primary: a backup applied up to lsn. */
-void zp_rlog_acked(zp_server *s, zmq_msg_t *identity, uint64_t lsn);
+/* Primary: the backup of this identity applied up to lsn. False if no
+ * follower has that identity, or it was never sent that far. */
+bool zp_rlog_acked(zp_server *s, zmq_msg_t *identity, uint64_t lsn);
 
 /* Primary: release held replies, send what followers lack, drop from the
  * in-sync set a backup behind past max_lag_ms. From the loop's check and

@@ -245,6 +245,16 @@ static void server_admin(uint8_t shape, const char *name)
     h = hdr(ZEPS__OP__BYE, 0, 10);
     h.incarnation = 999;
     msg(&s, 0, &h, NULL, 0, NULL, 0);
+    h = hdr(ZEPS__OP__FOLLOW, 0xffffffffu, 11); /* replication (refused: one replica) */
+    h.epoch = 1;
+    h.lsn = 3;
+    h.replica = 1;
+    h.member = "m-1-0000000001";
+    msg(&s, 0, &h, NULL, 0, NULL, 0);
+    h = hdr(ZEPS__OP__REPLICATE, 0xffffffffu, 12);
+    h.epoch = 1;
+    h.lsn = 4;
+    msg(&s, 0, &h, ones, 8 * sizeof(float), NULL, 0);
     seed_save("server", name, &s);
 }
 

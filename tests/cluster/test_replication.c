@@ -337,6 +337,107 @@ START_TEST(test_lagging_backup_and_strangers)
 }
 END_TEST
 
+/* A worker's raw request header (rank 1, a fixed incarnation). */
+static Zeps__Header raw_header(Zeps__Op op, uint64_t seq)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = op;
+    h.req_id = seq;
+    h.seq = seq;
+    h.rank = 1;
+    h.incarnation = 4242;
+    return h;
+}
+
+/* No split brain: the primary frozen (SIGSTOP) past its session, a backup
+ * elected, the old one thawed: a push sent to it at once is not
+ * acknowledged (no reply, or ENOTPRIMARY), and it ends a backup of the new
+ * epoch. */
+START_TEST(test_frozen_primary_acknowledges_nothing)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write(&rs, zk.hosts);
+    start_replica(&rs, 0);
+    wait_state(&rs, 0, "primary", 1, 1, 20);
+    start_replica(&rs, 1);
+    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zeps_client *c = client_of(&rs, 0, 0);
+    state st;
+    train(c, 3, &st);
+    void *s = zmq_socket(rs.zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    ck_assert_int_eq(zmq_connect(s, rs.ep[0]), 0);
+    Zeps__Header h = raw_header(ZEPS__OP__HELLO, 1);
+    Zeps__Header *rep = zt_raw_req(s, &h, NULL, 0);
+    ck_assert_int_eq(rep->op, ZEPS__OP__HELLO);
+    zeps__header__free_unpacked(rep, NULL);
+
+    ck_assert_int_eq(kill(rs.pid[0], SIGSTOP), 0);
+    double took = wait_state(&rs, 1, "primary", 2, 1, 10);
+    printf("replica 1 primary at epoch 2 %.3f s after replica 0 froze\n", took);
+    ck_assert_int_eq(kill(rs.pid[0], SIGCONT), 0);
+    h = raw_header(ZEPS__OP__PUSH, 2);
+    h.table = 0;
+    h.count = LEN;
+    h.clock = 3;
+    rep = zt_raw_request(s, &h, st.w, sizeof(st.w));
+    ck_assert_msg(rep == NULL || (rep->op == ZEPS__OP__ERROR && rep->error == ZEPS_ENOTPRIMARY),
+                  "the deposed primary answered a push: op %d error %d", rep ? (int)rep->op : -1,
+                  rep ? rep->error : 0);
+    if (rep)
+        zeps__header__free_unpacked(rep, NULL);
+    wait_state(&rs, 0, "backup", 2, 1, 10);
+    zmq_close(s);
+    zeps_client_destroy(&c);
+    for (int r = 0; r < 2; r++) {
+        kill(rs.pid[r], SIGTERM);
+        zt_wait(rs.pid[r], 15);
+    }
+    zmq_ctx_term(rs.zctx);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+/* ZooKeeper killed mid-run and started again: training goes on throughout
+ * (the in-sync set cannot change, the backup still acknowledges), and a
+ * failover after it loses nothing. */
+START_TEST(test_zookeeper_down_and_back)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write(&rs, zk.hosts);
+    start_replica(&rs, 0);
+    wait_state(&rs, 0, "primary", 1, 1, 20);
+    start_replica(&rs, 1);
+    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zeps_client *c = client_of(&rs, 0, 0);
+    state before, after;
+    train(c, 10, &before);
+    zt_zk_stop(&zk, SIGKILL);
+    double t0 = now_s();
+    train(c, 20, &before);
+    printf("20 steps with ZooKeeper down: %.3f s\n", now_s() - t0);
+    ck_assert_int_eq(zt_zk_restart(&zk), 0);
+    train(c, 10, &before);
+    read_state(&rs, 0, c, &before);
+    kill9(&rs, 0);
+    zeps_client_destroy(&c);
+    wait_state(&rs, 1, "primary", 2, 1, 15);
+    read_state(&rs, 1, NULL, &after);
+    expect_same(&before, &after, "after ZooKeeper's restart and a failover");
+    kill(rs.pid[1], SIGTERM);
+    zt_wait(rs.pid[1], 15);
+    zmq_ctx_term(rs.zctx);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("replication");
@@ -344,6 +445,8 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_nothing_acknowledged_is_lost);
     tcase_add_test(tc, test_lagging_backup_and_strangers);
+    tcase_add_test(tc, test_frozen_primary_acknowledges_nothing);
+    tcase_add_test(tc, test_zookeeper_down_and_back);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -35,6 +35,7 @@
  * worker's view was unknown or stale); the worker's copy is replaced. */
 #define ZP_FLAG_PULL_FULL 0x200u
 #define ZP_FLAG_REJOINED 0x1000u /* HELLO reply: this rank was known under another incarnation */
+#define ZP_FLAG_STATE 0x2000u /* REPLICATE: a chunk of the primary's whole state, or its ack */
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);
  * receiving more is a protocol error, and the extra frames are discarded. */

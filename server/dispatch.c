@@ -83,6 +83,8 @@ static uint32_t request_flags(int op)
         return ZP_FLAG_PULL_DELTA;
     case ZEPS__OP__BYE:
         return ZP_FLAG_DONE;
+    case ZEPS__OP__REPLICATE:
+        return ZP_FLAG_STATE;
     default:
         return 0;
     }

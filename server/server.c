@@ -347,6 +347,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     zp_role_init(&s->role, cfg, shard, 0);
     zp_rlog_init(&s->repl, cfg);
     s->follow.apply = zp_dispatch_entry;
+    zp_xfer_in_init(&s->follow.xin);
     s->follow.kick = zp_server_kick;
     s->barrier_gen = 1;
     s->start_s = zp_now_s();

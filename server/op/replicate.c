@@ -35,7 +35,7 @@ void zp_replicate_on_follow(zp_server *s, zp_request *r)
 void zp_replicate_on_ack(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
-    if (s->repl.on && h->epoch == s->role.epoch && zp_rlog_acked(s, r->identity, h->lsn))
+    if (s->repl.on && h->epoch == s->role.epoch && zp_rlog_acked(s, r->identity, h))
         return; /* a follower's acknowledgement: no reply */
     s->repl.refused++;
     zp_reply_error(s, r->identity, h, ZEPS_ERANK,

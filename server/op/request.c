@@ -79,7 +79,7 @@ zp_worker *zp_request_worker(zp_server *s, zp_request *r)
         refuse_unknown(s, r, w);
         return NULL;
     }
-    if (zp_workers_seq_jump(w, h->seq)) {
+    if (!s->applying && zp_workers_seq_jump(w, h->seq)) { /* the primary judged it */
         refuse_jump(s, r, w);
         return NULL;
     }

@@ -152,6 +152,39 @@ static void answer(zp_server *s, const Zeps__Header *h)
     snprintf(f->why, sizeof(f->why), "%s", text);
 }
 
+/* Tell the primary how many bytes of its state this replica has. */
+static void ack_state(zp_server *s, uint64_t got)
+{
+    zp_follow *f = &s->follow;
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__REPLICATE;
+    h.flags = ZP_FLAG_STATE;
+    h.rank = 0xffffffffu;
+    h.shard = (uint32_t)s->shard;
+    h.epoch = f->epoch;
+    h.offset = got;
+    h.replica = (uint32_t)s->replica;
+    zp_wire_send_header(f->sock, &h, ZMQ_DONTWAIT);
+}
+
+/* A chunk of the primary's whole state; -1 if the link must be made again. */
+static int take_chunk(zp_server *s, zp_frames *m, const Zeps__Header *h)
+{
+    uint64_t got = 0;
+    if (h->epoch != s->follow.epoch)
+        return 0;
+    int rc = zp_xfer_take(s, h, m, &got);
+    if (rc == 0)
+        ack_state(s, got);
+    if (rc == 1) {
+        zp_rlog_reset(&s->repl, h->lsn, h->log_base); /* the log follows from there */
+        ack_state(s, h->count);
+    }
+    return rc < 0 ? -1 : 0;
+}
+
 /* Apply what arrived, at most APPLY_BATCH entries; 1 if more wait. */
 static int drain(zp_server *s)
 {
@@ -162,7 +195,9 @@ static int drain(zp_server *s)
             return 0;
         Zeps__Header *h = m.n >= 1 ? zp_wire_unpack_header(&m.f[0]) : NULL;
         int again = 0;
-        if (h && h->op == ZEPS__OP__REPLICATE)
+        if (h && h->op == ZEPS__OP__REPLICATE && (h->flags & ZP_FLAG_STATE))
+            again = take_chunk(s, &m, h);
+        else if (h && h->op == ZEPS__OP__REPLICATE)
             again = apply(s, &m, h);
         else if (h)
             answer(s, h);
@@ -231,4 +266,5 @@ int zp_follow_pending(zp_server *s)
 void zp_follow_stop(zp_server *s)
 {
     link_close(&s->follow);
+    zp_xfer_in_fini(&s->follow.xin);
 }

@@ -18,6 +18,7 @@
 #include <zmq.h>
 
 #include "config.h"
+#include "xfer.h"
 
 typedef struct zp_server zp_server;
 
@@ -37,6 +38,7 @@ typedef struct zp_follow {
     bool accepted;    /* the primary answered the FOLLOW */
     uint64_t acked;   /* the last LSN acknowledged to the primary */
     uint64_t refused; /* entries refused: another epoch, a gap, a stranger */
+    zp_xfer_in xin;   /* the primary's whole state, being received */
     char why[256];    /* the primary's last refusal */
 } zp_follow;
 

@@ -52,8 +52,10 @@ void zp_rlog_fini(zp_repl *r)
         held_close(&r->held[(r->headheld + i) % r->capheld]);
     free(r->held);
     for (int i = 0; i < ZP_MAX_REPLICAS; i++)
-        if (r->followers[i].on)
+        if (r->followers[i].on) {
             zmq_msg_close(&r->followers[i].identity);
+            zp_xfer_end(&r->followers[i]);
+        }
     memset(r, 0, sizeof(*r));
 }
 
@@ -151,6 +153,7 @@ static void follower_off(zp_repl_follower *f, const char *why)
         return;
     zp_warn("replica %d (%s) no longer follows: %s", f->replica, f->member, why);
     zmq_msg_close(&f->identity);
+    zp_xfer_end(f);
     f->on = false;
 }
 
@@ -195,11 +198,14 @@ static int send_entry(zp_server *s, zp_repl_follower *f, zp_repl_entry *e)
 static void pump_follower(zp_server *s, zp_repl_follower *f)
 {
     zp_repl *r = &s->repl;
+    if (f->on && f->xfer.phase != ZP_XFER_NONE && zp_xfer_pump(s, f))
+        return; /* the whole state first */
     while (f->on && f->sent < r->lsn && f->sent - f->acked < ZP_REPL_WINDOW) {
         zp_repl_entry *e = entry_at(r, f->sent + 1);
         if (!e) {
-            follower_off(f, "the entries it needs are no longer in the log (log_mb): it needs "
-                            "the whole state, which this version cannot send");
+            zp_info("replica %d: entry %" PRIu64 " is no longer in the log (log_mb)", f->replica,
+                    f->sent + 1);
+            zp_xfer_begin(s, f);
             return;
         }
         if (send_entry(s, f, e) != 0) {
@@ -385,38 +391,47 @@ int zp_rlog_follow(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, cha
                              "shard %d: a FOLLOW from replica %u as member '%s', which is not a "
                              "live member of this shard's replica set",
                              s->shard, h->replica, m);
-    if (h->log_base != r->base || h->lsn > r->lsn || (h->lsn < r->lsn && !entry_at(r, h->lsn + 1)))
-        return zp_errors_set(err, errlen, ZEPS_ESTATE,
-                             "shard %d: replica %u holds entry %" PRIu64 " of log %016" PRIx64
-                             "; this primary's log %016" PRIx64 " ends at %" PRIu64
-                             " and keeps entries from %" PRIu64
-                             ": it needs the whole state, which this version cannot send",
-                             s->shard, h->replica, h->lsn, h->log_base, r->base, r->lsn,
-                             r->count ? r->ring[r->first].lsn : r->lsn + 1);
+    bool from_log =
+        h->log_base == r->base && h->lsn <= r->lsn && (h->lsn == r->lsn || entry_at(r, h->lsn + 1));
     zp_repl_follower *f = &r->followers[h->replica];
     if (f->on)
         zmq_msg_close(&f->identity);
+    zp_xfer_end(f);
     memset(f, 0, sizeof(*f));
     f->on = true;
     f->replica = (int)h->replica;
     snprintf(f->member, sizeof(f->member), "%s", m);
     zmq_msg_init(&f->identity);
     zmq_msg_copy(&f->identity, identity);
-    f->acked = f->sent = f->target = h->lsn;
-    f->since_s = h->lsn == r->lsn ? zp_now_s() : 0;
-    zp_info("replica %u (%s) follows from entry %" PRIu64 " of %" PRIu64, h->replica, m, h->lsn,
-            r->lsn);
+    if (from_log) {
+        f->acked = f->sent = f->target = h->lsn;
+        f->since_s = h->lsn == r->lsn ? zp_now_s() : 0;
+        zp_info("replica %u (%s) follows from entry %" PRIu64 " of %" PRIu64, h->replica, m, h->lsn,
+                r->lsn);
+    } else {
+        zp_info("replica %u (%s) holds entry %" PRIu64 " of log %016" PRIx64
+                "; this log %016" PRIx64 " ends at %" PRIu64 " and keeps entries from %" PRIu64,
+                h->replica, m, h->lsn, h->log_base, r->base, r->lsn,
+                r->count ? r->ring[r->first].lsn : r->lsn + 1);
+        zp_xfer_begin(s, f);
+    }
     pump_follower(s, f);
     return 0;
 }
 
-bool zp_rlog_acked(zp_server *s, zmq_msg_t *identity, uint64_t lsn)
+bool zp_rlog_acked(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h)
 {
     zp_repl *r = &s->repl;
+    uint64_t lsn = h->lsn;
     for (int i = 0; i < ZP_MAX_REPLICAS; i++) {
         zp_repl_follower *f = &r->followers[i];
         if (!f->on || !same_identity(&f->identity, identity))
             continue;
+        if (h->flags & ZP_FLAG_STATE) {
+            zp_xfer_acked(s, f, h->offset);
+            pump_follower(s, f);
+            return true;
+        }
         if (lsn > f->sent)
             return false; /* acknowledges what it was never sent */
         if (lsn > f->acked)
@@ -452,10 +467,7 @@ void zp_rlog_pump(zp_server *s)
         return;
     if (!zp_role_serves(&s->role)) {
         for (int i = 0; i < ZP_MAX_REPLICAS; i++)
-            if (r->followers[i].on) {
-                zmq_msg_close(&r->followers[i].identity);
-                r->followers[i].on = false;
-            }
+            follower_off(&r->followers[i], "this replica is not primary any more");
         release(s);
         return;
     }
@@ -469,6 +481,15 @@ void zp_rlog_pump(zp_server *s)
 size_t zp_rlog_held_count(const zp_repl *r)
 {
     return r->nheld;
+}
+
+void zp_rlog_reset(zp_repl *r, uint64_t lsn, uint64_t base)
+{
+    for (size_t i = 0; i < r->count; i++)
+        entry_close(&r->ring[(r->first + i) % r->cap]);
+    r->first = r->count = r->bytes = 0;
+    r->lsn = lsn;
+    r->base = base;
 }
 
 void zp_rlog_keep(zp_repl *r, zmq_msg_t *f, int n, uint64_t lsn)

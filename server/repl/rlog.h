@@ -24,6 +24,7 @@
 #include "config.h"
 #include "coord.h"
 #include "reply.h"
+#include "xfer.h"
 #include "wire.h"
 #include "zeps.pb-c.h"
 
@@ -48,6 +49,7 @@ typedef struct zp_repl_follower {
     uint64_t sent;      /* the last LSN sent to it */
     uint64_t target;    /* the log's end when it last caught up: reaching it catches up again */
     double since_s;     /* when it last caught up (0: not yet) */
+    zp_xfer xfer;       /* the whole state, when the log cannot serve it */
 } zp_repl_follower;
 
 /* A reply held until its entry is in every in-sync backup. */
@@ -109,14 +111,20 @@ bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, uint6
 void zp_rlog_end(zp_server *s);
 
 /* Primary: a FOLLOW request (op/replicate.c checks who sends it). Registers
- * the follower and starts streaming after its lsn; 0, or a zeps_err with a
- * message (the caller replies it). */
+ * the follower and starts streaming after its lsn, or the whole state
+ * first when the log does not hold what it lacks (xfer.c); 0, or a
+ * zeps_err with a message (the caller replies it). */
 int zp_rlog_follow(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, char *err,
                    size_t errlen);
 
-/* Primary: the backup of this identity applied up to lsn. False if no
- * follower has that identity, or it was never sent that far. */
-bool zp_rlog_acked(zp_server *s, zmq_msg_t *identity, uint64_t lsn);
+/* Primary: the backup of this identity applied up to h->lsn (or, with
+ * ZP_FLAG_STATE, received h->offset bytes of the state sent to it). False
+ * if no follower has that identity, or it was never sent that far. */
+bool zp_rlog_acked(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h);
+
+/* Backup: its state was replaced by the primary's at entry lsn of the log
+ * starting from `base`: the log it keeps starts there. */
+void zp_rlog_reset(zp_repl *r, uint64_t lsn, uint64_t base);
 
 /* Primary: release held replies, send what followers lack, drop from the
  * in-sync set a backup behind past max_lag_ms. From the loop's check and

@@ -231,6 +231,28 @@ int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *wh
     return 0;
 }
 
+pid_t zp_persist_fork_file(zp_server *s, const char *dir, uint64_t setid)
+{
+    zp_snapshot *snap = describe(s, -1, setid);
+    zp_trace_flush(s->trace);
+    fflush(NULL);
+    pid_t parent = getpid(), pid = fork();
+    if (pid == 0) {
+        char err[1024], path[ZP_PATH_MAX + 128];
+        die_with_parent(parent);
+        close_inherited();
+        pack(s, snap);
+        int rc = zp_snapshot_write(dir, snap, path, sizeof(path), err, sizeof(err));
+        if (rc != 0)
+            fprintf(stderr, "state file %016" PRIx64 ": %s\n", setid, err);
+        _exit(rc == 0 ? 0 : 1);
+    }
+    zp_snapshot_free(&snap);
+    if (pid < 0)
+        zp_error("state file: fork failed: %s", strerror(errno));
+    return pid;
+}
+
 /* Largest power of two <= x (x >= 1), at least 1. */
 static uint64_t pow2_floor(double x)
 {

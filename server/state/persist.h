@@ -71,6 +71,12 @@ void zp_persist_reap(zp_server *s, int block);
  * every-seconds snapshot when its period begins. */
 void zp_persist_tick(zp_server *s);
 
+/* Write the shard's state now as one snapshot file of set `setid` in
+ * `dir` (no manifest, no pruning: a replica's state transfer, repl/xfer.c),
+ * in a forked child like a snapshot writer. Returns the child's pid (the
+ * caller reaps it), or -1 if fork failed (logged). */
+pid_t zp_persist_fork_file(zp_server *s, const char *dir, uint64_t setid);
+
 /* At exit (snapshot_on_exit): wait for a running writer, then write the
  * final snapshot in-process. Returns 0 or a zeps_err (logged). */
 int zp_persist_final(zp_server *s);

@@ -76,6 +76,46 @@ static void restore_workers(zp_server *s, const zp_snapshot *snap)
     }
 }
 
+int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen)
+{
+    zp_snapshot *snap = NULL;
+    int rc = zp_snapshot_read(path, &snap, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (snap->h.nworkers != (uint32_t)s->nworkers || snap->h.shard != (uint32_t)s->shard ||
+        snap->h.nshards != (uint32_t)s->nshards) {
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA,
+                           "%s is shard %u of %u with %u workers, this replica is shard %d of %d "
+                           "with %d",
+                           path, snap->h.shard, snap->h.nshards, snap->h.nworkers, s->shard,
+                           s->nshards, s->nworkers);
+        zp_snapshot_free(&snap);
+        return rc;
+    }
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_table_destroy(&s->tables[i]);
+    s->ntables = 0;
+    for (uint32_t i = 0; i < snap->ntables && rc == 0; i++)
+        rc = restore_table(s, &snap->tables[i], err, errlen);
+    for (uint32_t i = 0; i < snap->nworker_recs && rc == 0; i++) {
+        const zp_snap_worker *sw = &snap->workers[i];
+        if (sw->rank >= (uint32_t)s->nworkers)
+            continue;
+        zp_worker *w = &s->workers.w[sw->rank];
+        w->joined = sw->joined; /* as on the primary: a transfer is not a restart */
+        w->rehello = false;
+        w->left = sw->left;
+        w->incarnation = sw->incarnation;
+        w->clock = sw->clock;
+        w->max_seq = sw->max_seq;
+        w->window = sw->window;
+        w->seq_hi = sw->max_seq; /* the highest seen, as far as the record knows */
+    }
+    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    zp_snapshot_free(&snap);
+    return rc;
+}
+
 int zp_restore_newest(zp_server *s, char *err, size_t errlen)
 {
     const char *dir = s->cfg.snapshot_dir;

@@ -17,6 +17,13 @@ typedef struct zp_server zp_server;
  * zeps_err with a message: sets exist but none can be read. */
 int zp_restore_newest(zp_server *s, char *err, size_t errlen);
 
+/* A backup takes the whole state of its primary from the snapshot file
+ * `path` (repl/xfer.c): every table and worker record replaced, workers
+ * kept joined as the primary has them. Returns 0 or a zeps_err with a
+ * message (then the replica's tables may be partly replaced: it must be
+ * sent the state again). */
+int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen);
+
 /* bsp recovery: put this shard back to the cut `clock` of set
  * `setid` from its own file of that set (docs/faults.md), for the recovery
  * `recovery` (the restarted shard's incarnation, as ERESTARTED named it; 0

@@ -212,6 +212,11 @@ int zp_table_reset(zp_table *t, const zp_snap_table *st, char *err, size_t errle
     return rc;
 }
 
+bool zp_table_holds_pushes(const zp_table *t)
+{
+    return t->round.npending > 0 || (t->rows && t->rows->held.nheld > 0);
+}
+
 void zp_table_destroy(zp_table **tp)
 {
     zp_table *t = *tp;

@@ -243,6 +243,10 @@ float *zp_table_push_scratch(zp_table *t);
 void zp_table_reset_to(zp_table *t, const float *params, const float *state, uint64_t version,
                        int64_t round);
 
+/* Whether pushes are held for a round not closed yet (bsp): the table's
+ * state is then more than a snapshot records. */
+bool zp_table_holds_pushes(const zp_table *t);
+
 /* Bytes of parameters, optimizer state and scratch held for this table. */
 uint64_t zp_table_bytes(const zp_table *t);
 

@@ -157,6 +157,25 @@ static double wait_role(rset *rs, int r, const char *role, uint64_t epoch, doubl
     return -1;
 }
 
+/* Wait until both replicas report `n` in the in-sync set. */
+static void wait_in_sync(rset *rs, uint32_t n, double secs)
+{
+    double t0 = now_s();
+    uint32_t seen[2] = {0, 0};
+    while (now_s() - t0 < secs) {
+        for (int r = 0; r < 2; r++) {
+            Zeps__Header *rep = stats_of(rs, r);
+            seen[r] = rep ? rep->stats->in_sync : 0;
+            if (rep)
+                zeps__header__free_unpacked(rep, NULL);
+        }
+        if (seen[0] == n && seen[1] == n)
+            return;
+        sleep_ms(20);
+    }
+    ck_abort_msg("in-sync set of %u and %u, not %u, after %.0f s", seen[0], seen[1], n, secs);
+}
+
 /* GET /metrics of replica r into buf. */
 static void metrics_of(rset *rs, int r, char *buf, size_t len)
 {
@@ -264,6 +283,7 @@ START_TEST(test_roles_redirect_failover)
     wait_role(&rs, 0, "primary", 1, 20);
     start_replica(&rs, 1);
     wait_role(&rs, 1, "backup", 1, 20);
+    wait_in_sync(&rs, 2, 20); /* the backup followed the primary's log */
 
     /* one primary: each says who it is and who the primary is */
     for (int r = 0; r < 2; r++) {

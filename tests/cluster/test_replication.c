@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bsp_ref.h"
 #include "check_main.h"
 #include "harness.h"
 #include "rawreq.h"
@@ -51,7 +52,9 @@ static double now_s(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static void rset_write(rset *rs, const char *hosts)
+/* One shard of two replicas under `mode` (bsp: 2 workers, else 3), its log
+ * kept to `log_mb`. */
+static void rset_write_as(rset *rs, const char *hosts, const char *mode, int log_mb)
 {
     memset(rs, 0, sizeof(*rs));
     ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), "replication"), 0);
@@ -62,12 +65,19 @@ static void rset_write(rset *rs, const char *hosts)
     ck_assert_ptr_nonnull(f);
     fprintf(f,
             "cluster = {\n  servers = ( [\"%s\", \"%s\"] );\n  replicas = 2;\n"
-            "  workers = 3;\n  consistency = \"async\";\n  hello_timeout_ms = 5000;\n"
+            "  workers = %d;\n  consistency = \"%s\";\n  hello_timeout_ms = 5000;\n"
+            "  lost_worker_timeout_s = 2;\n"
             "  coordination = { zookeeper = \"%s\"; name = \"r\"; session_timeout_ms = %d; };\n"
-            "  replication = { max_lag_ms = %d; };\n};\n",
-            rs->ep[0], rs->ep[1], hosts, SESSION_MS, MAX_LAG_MS);
+            "  replication = { max_lag_ms = %d; log_mb = %d; };\n};\n",
+            rs->ep[0], rs->ep[1], strcmp(mode, "bsp") == 0 ? 2 : 3, mode, hosts, SESSION_MS,
+            MAX_LAG_MS, log_mb);
     fclose(f);
     rs->zctx = zmq_ctx_new();
+}
+
+static void rset_write(rset *rs, const char *hosts)
+{
+    rset_write_as(rs, hosts, "async", 256);
 }
 
 static void start_replica(rset *rs, int r)
@@ -354,7 +364,8 @@ static Zeps__Header raw_header(Zeps__Op op, uint64_t seq)
 /* No split brain: the primary frozen (SIGSTOP) past its session, a backup
  * elected, the old one thawed: a push sent to it at once is not
  * acknowledged (no reply, or ENOTPRIMARY), and it ends a backup of the new
- * epoch. */
+ * epoch, in sync again (its log had an entry the new primary never got:
+ * it is sent the whole state). */
 START_TEST(test_frozen_primary_acknowledges_nothing)
 {
     zt_zk zk;
@@ -391,7 +402,7 @@ START_TEST(test_frozen_primary_acknowledges_nothing)
                   rep ? rep->error : 0);
     if (rep)
         zeps__header__free_unpacked(rep, NULL);
-    wait_state(&rs, 0, "backup", 2, 1, 10);
+    wait_state(&rs, 0, "backup", 2, 2, 10); /* sent the whole state, in sync again */
     zmq_close(s);
     zeps_client_destroy(&c);
     for (int r = 0; r < 2; r++) {
@@ -438,6 +449,83 @@ START_TEST(test_zookeeper_down_and_back)
 }
 END_TEST
 
+/* A replica started after the log was trimmed (log_mb = 1) is sent the
+ * whole state, then follows the log: in sync, and a failover to it holds
+ * the same bits. */
+START_TEST(test_state_transfer)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write_as(&rs, zk.hosts, "async", 1);
+    start_replica(&rs, 0);
+    wait_state(&rs, 0, "primary", 1, 1, 20);
+    zeps_client *c = client_of(&rs, 0, 0);
+    state before, after;
+    train(c, 300, &before); /* about 2 MB of log */
+    double t0 = now_s();
+    start_replica(&rs, 1);
+    wait_state(&rs, 0, "primary", 1, 2, 30);
+    printf("a new replica in sync after the whole state: %.3f s\n", now_s() - t0);
+    train(c, 10, &before);
+    read_state(&rs, 0, c, &before);
+    kill9(&rs, 0);
+    zeps_client_destroy(&c);
+    wait_state(&rs, 1, "primary", 2, 1, 15);
+    read_state(&rs, 1, NULL, &after);
+    expect_same(&before, &after, "after a state transfer and a failover");
+    kill(rs.pid[1], SIGTERM);
+    zt_wait(rs.pid[1], 15);
+    zmq_ctx_term(rs.zctx);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+/* bsp: the whole state is sent at a moment when no round holds pushes,
+ * and the replica then follows the log: after a failover to it the table
+ * equals the single-process reference bit for bit. */
+START_TEST(test_state_transfer_bsp)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write_as(&rs, zk.hosts, "bsp", 1);
+    start_replica(&rs, 0);
+    wait_state(&rs, 0, "primary", 1, 1, 20);
+    zeps_client *cs[2];
+    uint32_t t;
+    for (uint32_t r = 0; r < 2; r++) {
+        cs[r] = client_of(&rs, 0, r);
+        ck_assert_int_eq(zeps_declare(cs[r], &zt_bsp_spec, &t), 0);
+    }
+    for (int64_t k = 0; k < 300; k++)
+        ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
+    start_replica(&rs, 1);
+    for (int64_t k = 300; k < 310; k++) /* the transfer happens between rounds */
+        ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
+    wait_state(&rs, 0, "primary", 1, 2, 30);
+    for (int64_t k = 310; k < 320; k++)
+        ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
+    for (int r = 0; r < 2; r++)
+        zeps_client_destroy(&cs[r]);
+    kill9(&rs, 0);
+    wait_state(&rs, 1, "primary", 2, 1, 15);
+    zeps_client *c = client_of(&rs, 1, 0);
+    ck_assert_int_eq(zeps_declare(c, &zt_bsp_spec, &t), 0);
+    static float w[ZT_BSP_LEN], ref[ZT_BSP_LEN];
+    ck_assert_int_eq(zeps_pull(c, t, w, 0, ZT_BSP_LEN, 320), 0);
+    zt_bsp_reference(2, 320, ref);
+    for (int i = 0; i < ZT_BSP_LEN; i++)
+        ck_assert_msg(memcmp(&w[i], &ref[i], sizeof(float)) == 0,
+                      "w[%d] = %.9g after the failover, the reference %.9g", i, w[i], ref[i]);
+    zeps_client_destroy(&c);
+    kill(rs.pid[1], SIGTERM);
+    zt_wait(rs.pid[1], 15);
+    zmq_ctx_term(rs.zctx);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("replication");
@@ -447,6 +535,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_lagging_backup_and_strangers);
     tcase_add_test(tc, test_frozen_primary_acknowledges_nothing);
     tcase_add_test(tc, test_zookeeper_down_and_back);
+    tcase_add_test(tc, test_state_transfer);
+    tcase_add_test(tc, test_state_transfer_bsp);
     suite_add_tcase(s, tc);
     return s;
 }

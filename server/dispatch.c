@@ -177,9 +177,8 @@ static size_t discard(void *arg, zmq_msg_t *identity, const Zeps__Header *rep, c
     return 0;
 }
 
-void zp_dispatch_entry(zp_server *s, zmq_msg_t *f, int n, uint64_t lsn)
+void zp_dispatch_entry(zp_server *s, zmq_msg_t *f, int n)
 {
-    zp_rlog_keep(&s->repl, f, n, lsn);
     zp_frames m = {.n = n + 1};
     zmq_msg_init(&m.f[0]); /* no identity: nobody is answered */
     for (int i = 0; i < n; i++) {

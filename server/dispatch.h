@@ -14,10 +14,10 @@ typedef struct zp_server zp_server;
  * payload frame's bytes out). */
 void zp_dispatch(zp_server *s, zp_frames *m);
 
-/* A backup applies log entry `lsn`: the request of frames f[0..n) (its
+/* A backup applies a log entry: the request of frames f[0..n) (its
  * header first), through the same checks and handlers as from a worker
  * but for the role's refusal, its replies discarded. The frames stay the
- * caller's; the entry is kept in the replica's own log first. */
-void zp_dispatch_entry(zp_server *s, zmq_msg_t *f, int n, uint64_t lsn);
+ * caller's. */
+void zp_dispatch_entry(zp_server *s, zmq_msg_t *f, int n);
 
 #endif

@@ -61,6 +61,7 @@ static void ask(zp_server *s)
     h.incarnation = s->incarnation;
     h.epoch = f->epoch;
     h.lsn = s->repl.lsn;
+    h.lsn_epoch = s->repl.epoch;
     h.log_base = s->repl.base;
     h.replica = (uint32_t)s->replica;
     h.member = s->role.me;
@@ -131,7 +132,8 @@ static int apply(zp_server *s, zp_frames *m, const Zeps__Header *h)
         refuse(s, "entry %" PRIu64 " refused: the next is %" PRIu64, h->lsn, s->repl.lsn + 1);
         return -1;
     }
-    f->apply(s, &m->f[1], m->n - 1, h->lsn);
+    zp_rlog_keep(&s->repl, &m->f[1], m->n - 1, h->lsn, h->epoch); /* first: it may move them */
+    f->apply(s, &m->f[1], m->n - 1);
     return 0;
 }
 
@@ -179,7 +181,7 @@ static int take_chunk(zp_server *s, zp_frames *m, const Zeps__Header *h)
     if (rc == 0)
         ack_state(s, got);
     if (rc == 1) {
-        zp_rlog_reset(&s->repl, h->lsn, h->log_base); /* the log follows from there */
+        zp_rlog_reset(&s->repl, h->lsn, h->lsn_epoch, h->log_base); /* the log follows from there */
         ack_state(s, h->count);
     }
     return rc < 0 ? -1 : 0;

@@ -22,9 +22,9 @@
 
 typedef struct zp_server zp_server;
 
-/* Apply entry `lsn`, the request of frames f[0..n) (set by the shard:
+/* Apply a log entry, the request of frames f[0..n) (set by the shard:
  * dispatch.c's zp_dispatch_entry). */
-typedef void (*zp_follow_apply_fn)(zp_server *s, zmq_msg_t *f, int n, uint64_t lsn);
+typedef void (*zp_follow_apply_fn)(zp_server *s, zmq_msg_t *f, int n);
 
 typedef struct zp_follow {
     zp_follow_apply_fn apply;

@@ -115,12 +115,13 @@ static void ring_trim(zp_repl *r)
 }
 
 /* Keep frames f[0..n) as entry `lsn` (new references to the same bytes). */
-static void ring_append(zp_repl *r, uint64_t lsn, zmq_msg_t *f, int n)
+static void ring_append(zp_repl *r, uint64_t lsn, uint64_t epoch, zmq_msg_t *f, int n)
 {
     if (r->count == r->cap)
         ring_grow(r);
     zp_repl_entry *e = &r->ring[(r->first + r->count) % r->cap];
     e->lsn = lsn;
+    e->epoch = epoch;
     e->n = n;
     e->bytes = sizeof(*e);
     for (int i = 0; i < n; i++) {
@@ -130,6 +131,7 @@ static void ring_append(zp_repl *r, uint64_t lsn, zmq_msg_t *f, int n)
     }
     r->count++;
     r->bytes += e->bytes;
+    r->epoch = epoch;
     ring_trim(r);
 }
 
@@ -357,7 +359,7 @@ void zp_rlog_end(zp_server *s)
     uint64_t lsn = 0; /* a refused request: its replies wait for nothing */
     if (r->error == 0) {
         lsn = ++r->lsn;
-        ring_append(r, lsn, r->entry.f, r->entry.n);
+        ring_append(r, lsn, s->role.epoch, r->entry.f, r->entry.n);
     }
     entry_close(&r->entry);
     for (size_t i = r->held_from; i < r->nheld; i++)
@@ -366,6 +368,21 @@ void zp_rlog_end(zp_server *s)
         if (r->followers[i].on)
             pump_follower(s, &r->followers[i]);
     release(s);
+}
+
+/* Whether this log's entry `lsn` is the one the follower has (logged at
+ * `epoch`): the same position is not enough, a deposed primary's last
+ * entries may differ from its successor's. Entry 0 is the start. */
+static bool same_entry(zp_repl *r, uint64_t lsn, uint64_t epoch)
+{
+    if (lsn == 0)
+        return true;
+    if (lsn > r->lsn)
+        return false;
+    if (lsn == r->lsn)
+        return epoch == r->epoch;
+    const zp_repl_entry *e = entry_at(r, lsn);
+    return e && e->epoch == epoch;
 }
 
 static bool is_live(const zp_role *role, const char *member)
@@ -391,8 +408,8 @@ int zp_rlog_follow(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, cha
                              "shard %d: a FOLLOW from replica %u as member '%s', which is not a "
                              "live member of this shard's replica set",
                              s->shard, h->replica, m);
-    bool from_log =
-        h->log_base == r->base && h->lsn <= r->lsn && (h->lsn == r->lsn || entry_at(r, h->lsn + 1));
+    bool from_log = h->log_base == r->base && same_entry(r, h->lsn, h->lsn_epoch) &&
+                    (h->lsn == r->lsn || entry_at(r, h->lsn + 1));
     zp_repl_follower *f = &r->followers[h->replica];
     if (f->on)
         zmq_msg_close(&f->identity);
@@ -483,18 +500,19 @@ size_t zp_rlog_held_count(const zp_repl *r)
     return r->nheld;
 }
 
-void zp_rlog_reset(zp_repl *r, uint64_t lsn, uint64_t base)
+void zp_rlog_reset(zp_repl *r, uint64_t lsn, uint64_t epoch, uint64_t base)
 {
     for (size_t i = 0; i < r->count; i++)
         entry_close(&r->ring[(r->first + i) % r->cap]);
     r->first = r->count = r->bytes = 0;
     r->lsn = lsn;
+    r->epoch = epoch;
     r->base = base;
 }
 
-void zp_rlog_keep(zp_repl *r, zmq_msg_t *f, int n, uint64_t lsn)
+void zp_rlog_keep(zp_repl *r, zmq_msg_t *f, int n, uint64_t lsn, uint64_t epoch)
 {
-    ring_append(r, lsn, f, n);
+    ring_append(r, lsn, epoch, f, n);
     r->lsn = lsn;
     r->applied++;
 }

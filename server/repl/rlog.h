@@ -34,7 +34,8 @@ typedef struct zp_server zp_server;
 
 typedef struct zp_repl_entry {
     uint64_t lsn;
-    int n; /* frames: the request's header, then its payloads */
+    uint64_t epoch; /* of the primary that logged it */
+    int n;          /* frames: the request's header, then its payloads */
     size_t bytes;
     zmq_msg_t f[ZP_MAX_FRAMES - 1];
 } zp_repl_entry;
@@ -68,6 +69,7 @@ typedef struct zp_repl_held {
 typedef struct zp_repl {
     bool on;          /* replicas >= 2 */
     uint64_t lsn;     /* primary: the last LSN assigned; backup: the last applied */
+    uint64_t epoch;   /* the epoch entry `lsn` was logged at (0: none yet) */
     uint64_t base;    /* the state the log starts from (0: an empty shard) */
     uint64_t applied; /* entries applied as a backup, ever */
     /* the log: a ring of the newest entries, oldest at `first` */
@@ -122,9 +124,9 @@ int zp_rlog_follow(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, cha
  * if no follower has that identity, or it was never sent that far. */
 bool zp_rlog_acked(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h);
 
-/* Backup: its state was replaced by the primary's at entry lsn of the log
- * starting from `base`: the log it keeps starts there. */
-void zp_rlog_reset(zp_repl *r, uint64_t lsn, uint64_t base);
+/* Backup: its state was replaced by the primary's at entry lsn (logged at
+ * `epoch`) of the log starting from `base`: the log it keeps starts there. */
+void zp_rlog_reset(zp_repl *r, uint64_t lsn, uint64_t epoch, uint64_t base);
 
 /* Primary: release held replies, send what followers lack, drop from the
  * in-sync set a backup behind past max_lag_ms. From the loop's check and
@@ -141,7 +143,7 @@ bool zp_rlog_in_sync(zp_server *s, const char *member, bool in_set);
 /* Backup: keep entry `lsn` (frames f[0..n), new references) in this
  * replica's log, which it serves from if it becomes primary; the log now
  * ends at lsn. */
-void zp_rlog_keep(zp_repl *r, zmq_msg_t *f, int n, uint64_t lsn);
+void zp_rlog_keep(zp_repl *r, zmq_msg_t *f, int n, uint64_t lsn, uint64_t epoch);
 
 /* Replies held now, and the oldest one's age in seconds. */
 size_t zp_rlog_held_count(const zp_repl *r);

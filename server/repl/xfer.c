@@ -81,6 +81,7 @@ static void start_writer(zp_server *s, zp_repl_follower *f)
     if (!quiet(s) || xfer_dir(s, dir, sizeof(dir)) != 0)
         return;
     x->lsn = s->repl.lsn;
+    x->lsn_epoch = s->repl.epoch;
     if (zp_snapshot_path(x->path, sizeof(x->path), dir, x->lsn, (uint32_t)s->shard,
                          (uint32_t)s->nshards) != 0 ||
         (x->pid = zp_persist_fork_file(s, dir, x->lsn)) <= 0) {
@@ -131,6 +132,7 @@ static int send_chunk(zp_server *s, zp_repl_follower *f)
     h.shard = (uint32_t)s->shard;
     h.epoch = s->role.epoch;
     h.lsn = x->lsn;
+    h.lsn_epoch = x->lsn_epoch;
     h.log_base = s->repl.base;
     h.offset = x->sent;
     h.count = x->size;

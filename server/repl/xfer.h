@@ -40,6 +40,7 @@ typedef struct zp_xfer {
     zp_xfer_phase phase;
     pid_t pid;                    /* the writer child */
     uint64_t lsn;                 /* the state is the log up to this entry */
+    uint64_t lsn_epoch;           /* which was logged at this epoch */
     char path[ZP_PATH_MAX + 128]; /* the state file (removed when done) */
     unsigned char *data;          /* its bytes, read once written */
     size_t size, sent, acked;

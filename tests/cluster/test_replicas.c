@@ -377,7 +377,7 @@ START_TEST(test_zepsctl_local)
     ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "local"), 0);
     zt_bin("zepsctl", bin, sizeof(bin));
     snprintf(cmd, sizeof(cmd),
-             "%s local --replicas 2 --servers 2 --workers 2 --model quadratic --dir %s/run -q "
+             "%s local --replicas 2 --servers 2 --workers 2 --model quadratic --epochs 1 --dir %s/run -q "
              "--timeout 60 > %s/out.txt 2>&1",
              bin, dir, dir);
     int st = system(cmd);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,6 +48,11 @@ static bool zk_serving(int port)
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     char buf[1024];
     size_t got = 0;
+    /* a server still starting may take the connection and never answer:
+     * give up on this try after a second (found hung for minutes) */
+    struct timeval tv = {.tv_sec = 1};
+    if (fd >= 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
         write(fd, "srvr", 4) == 4) {
         ssize_t n;

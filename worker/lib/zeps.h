@@ -115,7 +115,11 @@ typedef struct zeps_client_stats {
 
 /* Connect as worker `rank` to the cluster described by the cluster file at
  * `path`. Waits (bounded, logged) until every shard answered HELLO. On success
- * *out owns a new client; destroy it with zeps_client_destroy(). */
+ * *out owns a new client; destroy it with zeps_client_destroy(). With
+ * replicated shards (cluster.replicas >= 2) the client knows every replica
+ * and follows each shard's primary: an ENOTPRIMARY redirect, or a primary
+ * lost and another elected (docs/replication.md); zeps_client_new_endpoints
+ * knows one endpoint per shard and does not. */
 int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank);
 
 /* zeps_client_new, with the HELLO wait (and every later wait) interruptible

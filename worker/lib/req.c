@@ -241,6 +241,35 @@ static void on_moved(zeps_client *c, int k)
             sub_send(c, s);
 }
 
+/* An ERROR reply h to sub s of shard k that is not s's answer: a restored
+ * shard (ERESTARTED: s is resent after a HELLO, or failed with the job's
+ * rollback), a backup (ENOTPRIMARY in a replicated cluster: s waits for
+ * the primary, which the failover finds), a HELLO refused while a live
+ * incarnation holds the rank (asked again). Returns 1 if it was one of
+ * those (handled), 0 for an ordinary error. h stays the caller's. */
+static int on_error_waits(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h)
+{
+    zp_shard *sh = &c->shards[k];
+    if (h->error == ZEPS_ERESTARTED && c->rank != ZEPS_RANK_TOOL && s->req->op != ZEPS__OP__HELLO) {
+        if (on_restarted(c, k, s, h))
+            sub_finish(c, s, ZEPS_ERESTARTED);
+        return 1;
+    }
+    if (h->error == ZEPS_ENOTPRIMARY && c->fo) {
+        if (zp_failover_on_notprimary(c, k, h))
+            on_moved(c, k);
+        return 1;
+    }
+    if (s->req->op == ZEPS__OP__HELLO && (h->flags & ZP_FLAG_PARKED)) {
+        /* a live incarnation holds the rank (docs/faults.md): ask again later */
+        if (!sh->held[0])
+            zp_warn("shard %d: %s; asking again until hello_timeout_ms", k, h->error_text);
+        snprintf(sh->held, sizeof(sh->held), "%s", h->error_text ? h->error_text : "rank held");
+        return 1;
+    }
+    return 0;
+}
+
 static void on_reply(zeps_client *c, int k, zp_frames *m)
 {
     zp_shard *sh = &c->shards[k];
@@ -256,27 +285,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
     }
     int err = 0;
     zp_req *r = s->req;
-    if (h->op == ZEPS__OP__ERROR && h->error == ZEPS_ERESTARTED && c->rank != ZEPS_RANK_TOOL &&
-        r->op != ZEPS__OP__HELLO) {
-        int stop = on_restarted(c, k, s, h);
-        zeps__header__free_unpacked(h, NULL);
-        if (stop)
-            sub_finish(c, s, ZEPS_ERESTARTED);
-        return;
-    }
-    if (h->op == ZEPS__OP__ERROR && h->error == ZEPS_ENOTPRIMARY && c->fo) {
-        /* a backup: s waits on for the primary, which the failover finds */
-        int moved = zp_failover_on_notprimary(c, k, h);
-        zeps__header__free_unpacked(h, NULL);
-        if (moved)
-            on_moved(c, k);
-        return;
-    }
-    if (h->op == ZEPS__OP__ERROR && r->op == ZEPS__OP__HELLO && (h->flags & ZP_FLAG_PARKED)) {
-        /* a live incarnation holds the rank (docs/faults.md): ask again later */
-        if (!sh->held[0])
-            zp_warn("shard %d: %s; asking again until hello_timeout_ms", k, h->error_text);
-        snprintf(sh->held, sizeof(sh->held), "%s", h->error_text ? h->error_text : "rank held");
+    if (h->op == ZEPS__OP__ERROR && on_error_waits(c, k, s, h)) {
         zeps__header__free_unpacked(h, NULL);
         return;
     }

@@ -6,7 +6,9 @@
  * from the answers where this worker resumes, how many workers there are
  * and what the cluster's consistency mode implies (caps); destroying says
  * BYE (best effort, bounded) and frees everything the client owns. Also
- * the accessors of what HELLO and the engine learned.
+ * the accessors of what HELLO and the engine learned. A cluster file with
+ * replicated shards gives the client every replica's endpoint, and the
+ * client a failover (failover.c) that finds each shard's primary.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -21,6 +23,7 @@
 #include "config.h"
 #include "curve.h"
 #include "errors.h"
+#include "failover.h"
 #include "log.h"
 #include "req.h"
 #include "rng.h"
@@ -34,6 +37,7 @@ static void client_free(zeps_client *c)
 {
     for (int k = 0; k < c->nshards; k++)
         zp_shard_close(c, k);
+    zp_failover_destroy(&c->fo); /* its probes, before the context */
     explicit_bzero(c->curve_secret, sizeof(c->curve_secret));
     if (c->zctx)
         zmq_ctx_term(c->zctx);
@@ -90,15 +94,29 @@ static int new_fail(int rc, const char *fmt, ...)
     return rc;
 }
 
-/* zeps_client_new_endpoints, with `flag` (may be NULL) interrupting the
- * HELLO wait as zeps_client_set_interrupt does every later wait. */
+/* The client's poll set: the shard sockets, their monitors (CURVE or
+ * replicated shards), the failover's probe slots (replicated shards). */
+static void poll_set_alloc(zeps_client *c)
+{
+    int n = c->nshards;
+    c->npoll = n + (c->curve || c->replicas >= 2 ? n : 0) +
+               (c->replicas >= 2 ? zp_failover_npoll(n, c->replicas) : 0);
+    c->items = zp_alloc_zeroed((size_t)c->npoll, sizeof(zmq_pollitem_t));
+    for (int i = n; i < c->npoll; i++)
+        c->items[i].fd = -1; /* a slot without a socket polls nothing (not stdin) */
+}
+
+/* zeps_client_new_endpoints for shards of `replicas` endpoints each
+ * (endpoints[k * replicas + r] is replica r of shard k), with `flag` (may be
+ * NULL) interrupting the HELLO wait as zeps_client_set_interrupt does every
+ * later wait. */
 static int new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
-                         uint32_t rank, const zeps_options *opt, volatile int *flag)
+                         int replicas, uint32_t rank, const zeps_options *opt, volatile int *flag)
 {
     new_err[0] = '\0';
     if (!out || !endpoints || num_shards < 1 || num_shards > ZP_MAX_SHARDS)
-        return new_fail(ZEPS_EINVAL, "zeps_client_new_endpoints: %d endpoints (1..%d)",
-                        num_shards, ZP_MAX_SHARDS);
+        return new_fail(ZEPS_EINVAL, "zeps_client_new_endpoints: %d endpoints (1..%d)", num_shards,
+                        ZP_MAX_SHARDS);
     zeps_client *c = zp_alloc_zeroed(1, sizeof(*c));
     if (opt)
         c->opt = *opt;
@@ -119,11 +137,14 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
         free(c);
         return rc;
     }
-    c->npoll = c->curve ? 2 * num_shards : num_shards;
+    c->replicas = replicas;
     c->shards = zp_alloc_zeroed((size_t)num_shards, sizeof(zp_shard));
-    c->items = zp_alloc_zeroed((size_t)c->npoll, sizeof(zmq_pollitem_t));
+    poll_set_alloc(c);
+    if (replicas >= 2)
+        c->fo = zp_failover_new(c, endpoints, replicas, c->items + 2 * num_shards);
     c->zctx = zmq_ctx_new();
     if (!c->zctx) {
+        zp_failover_destroy(&c->fo);
         free(c->shards);
         free(c->items);
         free(c);
@@ -131,9 +152,10 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
                         zmq_strerror(zmq_errno()));
     }
     for (int k = 0; k < num_shards; k++) {
-        snprintf(c->shards[k].endpoint, sizeof(c->shards[k].endpoint), "%s", endpoints[k]);
+        const char *ep = endpoints[k * replicas]; /* replica 0: where workers look first */
+        snprintf(c->shards[k].endpoint, sizeof(c->shards[k].endpoint), "%s", ep);
         if (zp_shard_open(c, k) != 0) {
-            new_fail(ZEPS_ETRANSPORT, "cannot connect to shard %d at %s: %s", k, endpoints[k],
+            new_fail(ZEPS_ETRANSPORT, "cannot connect to shard %d at %s: %s", k, ep,
                      zmq_strerror(zmq_errno()));
             client_free(c);
             return ZEPS_ETRANSPORT;
@@ -159,7 +181,7 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt)
 {
-    return new_endpoints(out, endpoints, num_shards, rank, opt, opt ? opt->interrupt : NULL);
+    return new_endpoints(out, endpoints, num_shards, 1, rank, opt, opt ? opt->interrupt : NULL);
 }
 
 int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, uint32_t rank,
@@ -192,10 +214,13 @@ int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, u
         .curve_public_key = keys.client_public,
         .curve_secret_key = keys.client_secret,
     };
-    const char *eps[ZP_MAX_SHARDS];
+    /* every replica's endpoint, shard by shard (one per shard with replicas = 1) */
+    const char *eps[ZP_MAX_SHARDS + ZP_MAX_REPLICA_ENDPOINTS];
+    int n = 0;
     for (int k = 0; k < cfg->num_shards; k++)
-        eps[k] = cfg->servers[k];
-    rc = new_endpoints(out, eps, cfg->num_shards, rank, &opt, flag);
+        for (int r = 0; r < cfg->replicas; r++)
+            eps[n++] = zp_config_endpoint(cfg, k, r); /* the file holds at most that many */
+    rc = new_endpoints(out, eps, cfg->num_shards, cfg->replicas, rank, &opt, flag);
     explicit_bzero(&keys, sizeof(keys));
     free(cfg);
     return rc;

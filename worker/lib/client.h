@@ -8,6 +8,7 @@
  *   tables.c, dense.c,     declarations and dense transfers; sparse batches
  *   sparse.c, view.c       (and zero-copy views of pulls)
  *   req.c                  the engine: sub-requests, replies, retries, waits
+ *   failover.c             replicated shards: finding and following the primary
  *   shard.c, rowres.c      one socket per shard; per-row residuals
  *
  * Each file calls only files below it. Not installed.
@@ -31,14 +32,18 @@
 typedef struct zp_sbuild zp_sbuild;
 typedef struct zp_sbspare zp_sbspare;
 void zp_sparse_build_free(zeps_client *c);
+typedef struct zp_failover zp_failover;
 
 struct zeps_client {
     /* client.c: set once by zeps_client_new_endpoints */
     void *zctx;
     int nshards;
     zp_shard *shards;      /* [nshards]; their sockets belong to shard.c */
-    zmq_pollitem_t *items; /* [npoll]: shards, then (CURVE) their monitors */
+    zmq_pollitem_t *items; /* [npoll]: shards, then (CURVE or replicas >= 2) their
+                              monitors, then (replicas >= 2) failover.c's probe slots */
     int npoll;
+    int replicas;    /* endpoints per shard (cluster.replicas); 1 = not replicated */
+    zp_failover *fo; /* replicas >= 2: finding each shard's primary (failover.c), else NULL */
     uint32_t rank;
     uint64_t incarnation;
     zeps_options opt;
@@ -51,13 +56,13 @@ struct zeps_client {
 
     /* req.c: the engine's state */
     uint64_t next_req_id;
-    int nworkers;         /* HELLO reply */
-    uint32_t caps;        /* HELLO reply: ZP_CAP_* of the cluster's consistency mode */
-    char consistency[16]; /* HELLO reply: the mode's name, for people and logs */
-    int64_t resume_clock; /* zeps_resume_clock (client.c at start, req.c on ERESTARTED) */
-    uint64_t resume_set;  /* the snapshot set of the cut to resume from */
+    int nworkers;             /* HELLO reply */
+    uint32_t caps;            /* HELLO reply: ZP_CAP_* of the cluster's consistency mode */
+    char consistency[16];     /* HELLO reply: the mode's name, for people and logs */
+    int64_t resume_clock;     /* zeps_resume_clock (client.c at start, req.c on ERESTARTED) */
+    uint64_t resume_set;      /* the snapshot set of the cut to resume from */
     uint64_t resume_recovery; /* the recovery ERESTARTED named: ROLLBACK answers it */
-    int abort_all;        /* ZP_CAP_ROLLBACK: a shard restarted; fail every request */
+    int abort_all;            /* ZP_CAP_ROLLBACK: a shard restarted; fail every request */
     int in_rehello;
     unsigned monitor_gen;    /* shard.c: makes each monitor endpoint unique */
     zeps_client_stats stats; /* every layer adds what it did */

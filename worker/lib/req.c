@@ -29,6 +29,15 @@
  * (its monitor reports ZMQ_EVENT_HANDSHAKE_FAILED_AUTH) fails the requests
  * waiting on that shard at once with ZEPS_EREFUSED and a message that says
  * what to fix, instead of timing out after every retry.
+ *
+ * In a replicated cluster (c->fo, failover.c) an ENOTPRIMARY reply, a lost
+ * or refused connection and an unanswered request are handed to the
+ * failover, which may move the shard's socket to the primary. A moved
+ * shard gets HELLO first (same incarnation); its other requests are held
+ * until that is answered, then resent with their sequence numbers, as
+ * after an async shard restart: the duplicate window applies a resend once.
+ * Held requests still spend their retries, so they fail (with what each
+ * replica said) rather than wait for a primary forever.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -49,6 +58,7 @@
 #include "rowcopy.h"
 #include "wire.h"
 #include "client.h"
+#include "failover.h"
 #include "payload.h"
 #include "req.h"
 #include "shard.h"
@@ -90,7 +100,15 @@ static void sub_fill_header(const zeps_client *c, const zp_req_sub *s, Zeps__Hea
     }
 }
 
-/* Send (or resend) one sub-request. A failed send is left to the retry timer. */
+/* Whether s waits for its shard's HELLO: the shard moved to another
+ * replica (failover.c), which must hear HELLO before anything else. */
+static int held(const zeps_client *c, const zp_req_sub *s)
+{
+    return c->shards[s->shard].moved && s->req->op != ZEPS__OP__HELLO;
+}
+
+/* Send (or resend) one sub-request. A failed send is left to the retry
+ * timer; a held one goes out after the HELLO (rehello). */
 static void sub_send(zeps_client *c, zp_req_sub *s)
 {
     zp_shard *sh = &c->shards[s->shard];
@@ -98,6 +116,8 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
     sub_fill_header(c, s, &h);
     int more = s->data ? ZMQ_SNDMORE : 0;
     s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
+    if (held(c, s))
+        return;
     if (c->drop_sends > 0 && s->req->op != ZEPS__OP__HELLO) {
         c->drop_sends--; /* lost on the wire: only a resend can deliver it */
         zp_debug("fault injection: %s to shard %d dropped", zp_wire_op_name(s->req->op), s->shard);
@@ -195,6 +215,7 @@ static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
         zp_info("shard %d has a new incarnation %" PRIx64 " (was %" PRIx64 "): it restarted", k,
                 h->incarnation, sh->incarnation);
     sh->incarnation = h->incarnation;
+    sh->moved = 0; /* the replica moved to knows us now: rehello resends the rest */
     sh->held[0] = '\0';
     sh->hello_clock = h->clock;
     sh->need_hello = 0;
@@ -207,6 +228,45 @@ static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
                        "%s answered as shard %u of %u, but the cluster lists it as shard %d "
                        "of %d",
                        sh->endpoint, h->shard, h->num_shards, k, c->nshards);
+    return 0;
+}
+
+/* Shard k moved to another replica (failover.c): what ZeroMQ queued went
+ * with the old socket. A HELLO waiting there goes out again at once; the
+ * rest waits for a HELLO's answer (progress starts one if none waits). */
+static void on_moved(zeps_client *c, int k)
+{
+    for (zp_req_sub *s = c->shards[k].out; s; s = s->next)
+        if (s->req->op == ZEPS__OP__HELLO)
+            sub_send(c, s);
+}
+
+/* An ERROR reply h to sub s of shard k that is not s's answer: a restored
+ * shard (ERESTARTED: s is resent after a HELLO, or failed with the job's
+ * rollback), a backup (ENOTPRIMARY in a replicated cluster: s waits for
+ * the primary, which the failover finds), a HELLO refused while a live
+ * incarnation holds the rank (asked again). Returns 1 if it was one of
+ * those (handled), 0 for an ordinary error. h stays the caller's. */
+static int on_error_waits(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h)
+{
+    zp_shard *sh = &c->shards[k];
+    if (h->error == ZEPS_ERESTARTED && c->rank != ZEPS_RANK_TOOL && s->req->op != ZEPS__OP__HELLO) {
+        if (on_restarted(c, k, s, h))
+            sub_finish(c, s, ZEPS_ERESTARTED);
+        return 1;
+    }
+    if (h->error == ZEPS_ENOTPRIMARY && c->fo) {
+        if (zp_failover_on_notprimary(c, k, h))
+            on_moved(c, k);
+        return 1;
+    }
+    if (s->req->op == ZEPS__OP__HELLO && (h->flags & ZP_FLAG_PARKED)) {
+        /* a live incarnation holds the rank (docs/faults.md): ask again later */
+        if (!sh->held[0])
+            zp_warn("shard %d: %s; asking again until hello_timeout_ms", k, h->error_text);
+        snprintf(sh->held, sizeof(sh->held), "%s", h->error_text ? h->error_text : "rank held");
+        return 1;
+    }
     return 0;
 }
 
@@ -225,19 +285,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
     }
     int err = 0;
     zp_req *r = s->req;
-    if (h->op == ZEPS__OP__ERROR && h->error == ZEPS_ERESTARTED && c->rank != ZEPS_RANK_TOOL &&
-        r->op != ZEPS__OP__HELLO) {
-        int stop = on_restarted(c, k, s, h);
-        zeps__header__free_unpacked(h, NULL);
-        if (stop)
-            sub_finish(c, s, ZEPS_ERESTARTED);
-        return;
-    }
-    if (h->op == ZEPS__OP__ERROR && r->op == ZEPS__OP__HELLO && (h->flags & ZP_FLAG_PARKED)) {
-        /* a live incarnation holds the rank (docs/faults.md): ask again later */
-        if (!sh->held[0])
-            zp_warn("shard %d: %s; asking again until hello_timeout_ms", k, h->error_text);
-        snprintf(sh->held, sizeof(sh->held), "%s", h->error_text ? h->error_text : "rank held");
+    if (h->op == ZEPS__OP__ERROR && on_error_waits(c, k, s, h)) {
         zeps__header__free_unpacked(h, NULL);
         return;
     }
@@ -303,7 +351,33 @@ static void drain_shard(zeps_client *c, int k)
     }
 }
 
-/* Resend or fail every outstanding sub past its deadline. */
+/* Record why sub s of shard k gives up after its retries; returns the code. */
+static int give_up_error(zeps_client *c, int k, const zp_req_sub *s)
+{
+    zp_shard *sh = &c->shards[k];
+    double secs = (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0;
+    if (s->req->op == ZEPS__OP__HELLO && sh->held[0]) /* refused, not silent */
+        return zp_fail(c, ZEPS_ERANK, "shard %d refused HELLO: %s", k, sh->held);
+    char why[768];
+    int code = c->fo ? zp_failover_why(c, k, why, sizeof(why)) : 0;
+    if (code)
+        return zp_fail(c, code,
+                       "shard %d: %s found no primary to answer it after %d retries "
+                       "(%.1f s): %s",
+                       k, zp_wire_op_name(s->req->op), s->retries, secs, why);
+    return zp_fail(
+        c, ZEPS_ETIMEDOUT, "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
+        sh->endpoint, zp_wire_op_name(s->req->op), s->retries, secs, sh->handshake[0] ? ": " : "",
+        sh->handshake[0] ? sh->handshake
+        : c->curve       ? ": no reply; with CURVE, check that this worker's key is "
+                           "in the server's allow-list (curve_allow_dir) and that "
+                           "curve_server_public is the servers' key"
+                         : "");
+}
+
+/* Resend or fail every outstanding sub past its deadline. In a replicated
+ * cluster a HELLO unanswered, or any request unanswered twice (a parked
+ * pull's resend is answered PARKED), makes the failover ask the replicas. */
 static void check_deadlines(zeps_client *c)
 {
     uint64_t now = zp_now_ns();
@@ -314,27 +388,15 @@ static void check_deadlines(zeps_client *c)
             next = s->next;
             if (s->deadline_ns > now)
                 continue;
-            int held = s->req->op == ZEPS__OP__HELLO && sh->held[0];
-            if (s->retries >= s->max_retries && held) /* refused, not silent */
-                zp_fail(c, ZEPS_ERANK, "shard %d refused HELLO: %s", k, sh->held);
-            else if (s->retries >= s->max_retries)
-                zp_fail(c, ZEPS_ETIMEDOUT,
-                        "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
-                        sh->endpoint, zp_wire_op_name(s->req->op), s->retries,
-                        (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0,
-                        sh->handshake[0] ? ": " : "",
-                        sh->handshake[0] ? sh->handshake
-                        : c->curve ? ": no reply; with CURVE, check that this worker's key is "
-                                     "in the server's allow-list (curve_allow_dir) and that "
-                                     "curve_server_public is the servers' key"
-                                   : "");
             if (s->retries >= s->max_retries) {
-                sub_finish(c, s, held ? ZEPS_ERANK : ZEPS_ETIMEDOUT);
+                sub_finish(c, s, give_up_error(c, k, s));
                 failed = 1;
                 continue;
             }
+            if (c->fo && !held(c, s) && (s->req->op == ZEPS__OP__HELLO || s->retries >= 1))
+                zp_failover_on_timeout(c, k);
             s->retries++;
-            c->stats.retries++;
+            c->stats.retries += !held(c, s);
             if (s->req->op == ZEPS__OP__HELLO)
                 zp_info("waiting for shard %d at %s (attempt %d of %d)", k, sh->endpoint,
                         s->retries + 1, s->max_retries + 1);
@@ -373,15 +435,23 @@ static void abort_outstanding(zeps_client *c)
 static void rehello(zeps_client *c, int k)
 {
     c->in_rehello = 1;
+    zp_shard *sh = &c->shards[k];
     zp_req *r = zp_req_new(c, ZEPS__OP__HELLO, 1);
     zp_req_sub *s = zp_req_add(r, k);
-    s->max_retries = c->opt.hello_timeout_ms / c->opt.request_timeout_ms + 1;
+    /* a restarted shard may take a while to come back; a new primary is
+     * up already, and held requests must not outwait their own budget */
+    s->max_retries =
+        sh->moved ? c->opt.max_retries : c->opt.hello_timeout_ms / c->opt.request_timeout_ms + 1;
     zp_req_send(r, s);
     int rc = zp_req_finish(r);
     zp_req_free(r);
     c->in_rehello = 0;
     if (rc != 0) {
         zp_warn("HELLO again to shard %d failed: %s", k, c->err);
+        /* held for a HELLO that failed: fail them with its error (c->err)
+         * instead of saying HELLO again at once, over and over */
+        while (sh->moved && sh->out)
+            sub_finish(c, sh->out, rc);
         return;
     }
     for (zp_req_sub *o = c->shards[k].out; o; o = o->next)
@@ -414,6 +484,9 @@ static void drain_monitor(zeps_client *c, int k)
                 zp_shard_reset(c, k); /* drops (and releases) what ZeroMQ still queued */
                 return;               /* the monitor was replaced */
             }
+        } else if (c->fo &&
+                   (event == ZMQ_EVENT_DISCONNECTED || event == ZMQ_EVENT_CONNECT_RETRIED)) {
+            zp_failover_on_lost(c, k, event);
         } else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL ||
                    event == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL) {
             snprintf(sh->handshake, sizeof(sh->handshake),
@@ -424,10 +497,28 @@ static void drain_monitor(zeps_client *c, int k)
     }
 }
 
+/* Whether a HELLO to shard k waits for its answer. */
+static int hello_waits(const zeps_client *c, int k)
+{
+    for (const zp_req_sub *s = c->shards[k].out; s; s = s->next)
+        if (s->req->op == ZEPS__OP__HELLO)
+            return 1;
+    return 0;
+}
+
+/* Replicated clusters: the failover's probes; shards it moved. */
+static void failover_progress(zeps_client *c)
+{
+    int moved[ZP_MAX_SHARDS];
+    int n = zp_failover_poll(c, moved);
+    for (int i = 0; i < n; i++)
+        on_moved(c, moved[i]);
+}
+
 /* Wait up to timeout_ms for replies and handle them, then deadlines. */
 static void progress(zeps_client *c, long timeout_ms)
 {
-    uint64_t now = zp_now_ns(), next = UINT64_MAX;
+    uint64_t now = zp_now_ns(), next = c->fo ? zp_failover_next_ns(c) : UINT64_MAX;
     for (int k = 0; k < c->nshards; k++)
         for (zp_req_sub *s = c->shards[k].out; s; s = s->next)
             if (s->deadline_ns < next)
@@ -442,14 +533,18 @@ static void progress(zeps_client *c, long timeout_ms)
         for (int k = 0; k < c->nshards; k++)
             if (c->items[k].revents & ZMQ_POLLIN)
                 drain_shard(c, k);
-        for (int k = 0; c->curve && k < c->nshards; k++)
-            if ((c->items[c->nshards + k].revents & ZMQ_POLLIN) && c->shards[k].monitor)
+        for (int k = 0; k < c->nshards; k++)
+            if (c->shards[k].monitor && (c->items[c->nshards + k].revents & ZMQ_POLLIN))
                 drain_monitor(c, k);
     }
+    if (c->fo)
+        failover_progress(c);
     if (c->abort_all)
         abort_outstanding(c);
+    /* a restarted shard (async modes) or a moved one, in any mode: HELLO */
     for (int k = 0; k < c->nshards && !c->in_rehello; k++)
-        if (c->shards[k].need_hello && !(c->caps & ZP_CAP_ROLLBACK))
+        if ((c->shards[k].need_hello && !(c->caps & ZP_CAP_ROLLBACK)) ||
+            (c->shards[k].moved && !hello_waits(c, k)))
             rehello(c, k);
     check_deadlines(c);
 }

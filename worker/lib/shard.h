@@ -1,6 +1,7 @@
 /*
  * shard.h - the connection to one shard (shard.c): its DEALER socket, the
- * CURVE monitor beside it, and what the engine (req.c) keeps per shard.
+ * monitor beside it (CURVE, replicated clusters), and what the engine
+ * (req.c) keeps per shard.
  * Internal to libzeps.
  */
 #ifndef ZP_SHARD_H
@@ -16,8 +17,8 @@ typedef struct zp_req_sub zp_req_sub;
 typedef struct zp_shard {
     /* shard.c */
     void *sock;
-    void *monitor; /* CURVE: PAIR receiving the socket's handshake failures */
-    char endpoint[ZP_ENDPOINT_MAX];
+    void *monitor;                  /* CURVE or replicas >= 2: PAIR receiving the socket's events */
+    char endpoint[ZP_ENDPOINT_MAX]; /* the replica it is connected to (failover.c moves it) */
     /* req.c */
     char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
     char held[384];     /* HELLO refused: the rank is held by a live incarnation (why) */
@@ -28,9 +29,11 @@ typedef struct zp_shard {
     int64_t hello_clock; /* HELLO reply: the clock this worker resumes at on this shard */
     int need_hello;      /* the shard answered ERESTARTED: say HELLO again */
     int rejoined;        /* HELLO reply: the shard knew this rank under another incarnation */
+    int moved;           /* failover.c: the socket now points at another replica, which has not
+                            heard HELLO yet; req.c sends only HELLO there until one is answered */
 } zp_shard;
 
-/* Open shard k's socket (and, with CURVE, its monitor) and connect it to
+/* Open shard k's socket (and, with CURVE or replicas >= 2, its monitor) and connect it to
  * c->shards[k].endpoint; registers both in c->items. Returns 0, or -1 with
  * zmq_errno() set and nothing left open. */
 int zp_shard_open(zeps_client *c, int k);
@@ -42,6 +45,16 @@ void zp_shard_close(zeps_client *c, int k);
 /* Close and reopen shard k's socket. A failure to reopen is logged; the
  * engine's retries then time out. */
 void zp_shard_reset(zeps_client *c, int k);
+
+/* Point shard k at another replica's endpoint: its socket (and monitor)
+ * are closed, dropping what ZeroMQ still queued, and opened to `endpoint`
+ * (copied). A failure to reopen is logged, as in zp_shard_reset. */
+void zp_shard_move(zeps_client *c, int k, const char *endpoint);
+
+/* A DEALER connected to `endpoint` with the shard sockets' CURVE keys and
+ * linger 0, for short questions to one replica (failover.c's probes); the
+ * caller owns it and closes it with zmq_close. NULL on failure. */
+void *zp_shard_probe_open(zeps_client *c, const char *endpoint);
 
 /* Read one event from shard k's monitor without blocking: 1 and *event,
  * *value (ZMQ_EVENT_*), or 0 when there is none. */

@@ -108,11 +108,18 @@ typedef struct zeps_client_stats {
                              * however often it was resent (a DUPLICATE answer acknowledges
                              * it too): the sum of the shards' per-worker `pushes` (STATS)
                              * for this rank, if each was applied once */
+    uint64_t redirects;     /* replicated shards: times a shard's requests moved to another
+                             * replica, its primary (an ENOTPRIMARY redirect followed, or a
+                             * primary found after the last one was lost) */
 } zeps_client_stats;
 
 /* Connect as worker `rank` to the cluster described by the cluster file at
  * `path`. Waits (bounded, logged) until every shard answered HELLO. On success
- * *out owns a new client; destroy it with zeps_client_destroy(). */
+ * *out owns a new client; destroy it with zeps_client_destroy(). With
+ * replicated shards (cluster.replicas >= 2) the client knows every replica
+ * and follows each shard's primary: an ENOTPRIMARY redirect, or a primary
+ * lost and another elected (docs/replication.md); zeps_client_new_endpoints
+ * knows one endpoint per shard and does not. */
 int zeps_client_new(zeps_client **out, const char *cluster_file, uint32_t rank);
 
 /* zeps_client_new, with the HELLO wait (and every later wait) interruptible
@@ -557,8 +564,9 @@ int zeps_rejoined(const zeps_client *c);
  * snapshot set it came from; the caller then pulls at `clock` and redoes the
  * clocks from there. The request names the recovery the ERESTARTED
  * answer named: a shard rolls back once per recovery, and shards already
- * at that cut only acknowledge, so every worker may call it, late too. Returns 0, or an error (ERESTARTED again if another
- * rollback overtook this one: call it again with the new resume clock). */
+ * at that cut only acknowledge, so every worker may call it, late too. Returns 0, or an error
+ * (ERESTARTED again if another rollback overtook this one: call it again with the new resume
+ * clock). */
 int zeps_rollback(zeps_client *c, int64_t clock);
 
 /* Ask every shard for a snapshot (tools; zepsctl snapshot take). Under

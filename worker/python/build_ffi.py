@@ -75,6 +75,7 @@ typedef struct zeps_client_stats {
     double decode_s;
     uint64_t restarts;
     uint64_t pushes_acked;
+    uint64_t redirects;
 } zeps_client_stats;
 
 typedef struct zeps_codec_opts {

@@ -105,6 +105,8 @@ int zp_result_write_json(const zp_config *cfg, const zp_train_result *r, const c
     /* push requests the shards acknowledged (per shard reached): the shards'
      * per-worker applied-push counters must add up to this (test_chaos.sh) */
     fprintf(f, ",\"pushes_acked\":%llu", (unsigned long long)r->comm.pushes_acked);
+    /* replicated shards: moves to a new primary (docs/replication.md) */
+    fprintf(f, ",\"redirects\":%llu", (unsigned long long)r->comm.redirects);
     fprintf(f, ",\"pulled_in_place\":%llu,\"pulled_copied\":%llu",
             (unsigned long long)r->pulled_in_place, (unsigned long long)r->pulled_copied);
     /* [bytes_out, bytes_in, t_s] of each curve point (same order as "curve") */

@@ -84,6 +84,9 @@ static void render(zp_wmetrics *m, zp_http_reply *r)
                 (double)cs.restarts);
     out_counter(r, "zeps_worker_dropped_pushes_total", "Pushes the shards did not apply.", k,
                 (double)cs.dropped);
+    out_counter(r, "zeps_worker_redirects_total",
+                "Times a replicated shard's requests moved to its new primary.", k,
+                (double)cs.redirects);
     zp_http_printf(r,
                    "# HELP zeps_worker_payload_bytes_total Payload bytes pushed (out) and pulled "
                    "(in): on the wire and as f32; f32 - wire is what compression saved.\n"

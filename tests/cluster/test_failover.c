@@ -1,0 +1,389 @@
+/*
+ * test_failover.c - libzeps finds and follows a replicated shard's primary
+ * (worker/lib/failover.c, docs/replication.md), with real zeps-server
+ * processes and a real ZooKeeper (tests/support/zkserver.h): one shard, two
+ * replicas, session timeout 1 s.
+ *
+ *   - replica 1 started first is primary, replica 0 a backup: a client,
+ *     which asks servers[0][0] first, is refused ENOTPRIMARY and follows the
+ *     redirect; HELLO, DECLARE, PUSH and PULL work; one redirect counted;
+ *   - the primary SIGKILLed under a connected client: the same client
+ *     object reaches the new primary once it is elected, well before its
+ *     (long) request timeout; the time from the kill to the first request
+ *     the new primary served is printed and bounded. The same with the
+ *     primary frozen (SIGSTOP: a machine gone silent, its connections
+ *     open), which only the heartbeats reveal. Written to hold
+ *     whether or not the new primary has the old one's data (replication
+ *     of state is a separate increment): it declares again and accepts a
+ *     pull of either the replicated or the fresh values;
+ *   - no primary at all (ZooKeeper and the primary killed: the backup
+ *     cannot be elected; then both replicas dead): the call ends within
+ *     its retry budget with an error naming the shard, both replicas and
+ *     what each said.
+ */
+#define _GNU_SOURCE /* timegm */
+#include <check.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "scratch.h"
+#include "wire.h"
+#include "zeps.h"
+#include "zeps_errors.h"
+#include "zkserver.h"
+
+#define SESSION_MS 1000
+#define LEN        8
+
+typedef struct rset {
+    char dir[256], conf[320];
+    char ep[2][64];
+    pid_t pid[2];
+    void *zctx;
+} rset;
+
+static double now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+/* One shard of two replicas on loopback ports, coordinated by `hosts`;
+ * the workers' request timeout and retries as given. */
+static void rset_write(rset *rs, const char *hosts, int request_timeout_ms, int max_retries)
+{
+    memset(rs, 0, sizeof(*rs));
+    ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), "failover"), 0);
+    snprintf(rs->conf, sizeof(rs->conf), "%s/cluster.conf", rs->dir);
+    for (int r = 0; r < 2; r++)
+        snprintf(rs->ep[r], sizeof(rs->ep[r]), "tcp://127.0.0.1:%d", zt_free_port());
+    FILE *f = fopen(rs->conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "cluster = {\n  servers = ( [\"%s\", \"%s\"] );\n  replicas = 2;\n"
+            "  workers = 1;\n  consistency = \"async\";\n  hello_timeout_ms = 10000;\n"
+            "  request_timeout_ms = %d;\n  max_retries = %d;\n"
+            "  coordination = { zookeeper = \"%s\"; name = \"t\"; session_timeout_ms = %d;\n"
+            "                   connect_timeout_ms = 10000; };\n};\n",
+            rs->ep[0], rs->ep[1], request_timeout_ms, max_retries, hosts, SESSION_MS);
+    fclose(f);
+    rs->zctx = zmq_ctx_new();
+}
+
+static void start_replica(rset *rs, int r)
+{
+    char bin[512], log[400], rep[8];
+    zt_bin("zeps-server", bin, sizeof(bin));
+    snprintf(log, sizeof(log), "%s/replica-%d.log", rs->dir, r);
+    snprintf(rep, sizeof(rep), "%d", r);
+    char *argv[] = {bin, "--config", rs->conf, "--shard", "0", "--replica", rep, NULL};
+    rs->pid[r] = zt_spawn(bin, argv, log);
+    ck_assert_int_gt(rs->pid[r], 0);
+}
+
+static void kill_replica(rset *rs, int r, int sig)
+{
+    ck_assert_int_eq(kill(rs->pid[r], sig), 0);
+    int st = zt_wait(rs->pid[r], 15);
+    ck_assert_msg(sig == SIGKILL ? WIFSIGNALED(st) : WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "replica %d: status 0x%x", r, st);
+    rs->pid[r] = 0;
+}
+
+static void rset_stop(rset *rs)
+{
+    for (int r = 0; r < 2; r++)
+        if (rs->pid[r])
+            kill_replica(rs, r, SIGTERM);
+    zmq_ctx_term(rs->zctx);
+}
+
+/* Wait until replica r's STATS say `role` at `epoch` with `in_sync`
+ * replicas in the in-sync set (a tool's request). A backup not yet in the
+ * set would never be elected. */
+static void wait_role(rset *rs, int r, const char *role, uint64_t epoch, uint32_t in_sync,
+                      double secs)
+{
+    double t0 = now_s();
+    char seen[128] = "no answer";
+    while (now_s() - t0 < secs) {
+        void *s = zmq_socket(rs->zctx, ZMQ_DEALER);
+        int zero = 0;
+        zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+        ck_assert_int_eq(zmq_connect(s, rs->ep[r]), 0);
+        Zeps__Header h;
+        zeps__header__init(&h);
+        h.version = ZP_PROTOCOL_VERSION;
+        h.op = ZEPS__OP__STATS;
+        h.req_id = 1;
+        h.rank = ZEPS_RANK_TOOL;
+        Zeps__Header *rep = zt_raw_request(s, &h, NULL, 0);
+        zmq_close(s);
+        bool ok = false;
+        if (rep && rep->stats) {
+            ok = strcmp(rep->stats->role, role) == 0 && rep->stats->epoch == epoch &&
+                 rep->stats->in_sync >= in_sync;
+            snprintf(seen, sizeof(seen), "%s at epoch %llu, %u in sync", rep->stats->role,
+                     (unsigned long long)rep->stats->epoch, rep->stats->in_sync);
+        }
+        if (rep)
+            zeps__header__free_unpacked(rep, NULL);
+        if (ok)
+            return;
+        sleep_ms(20);
+    }
+    ck_abort_msg("replica %d not %s at epoch %llu with %u in sync within %.0f s: %s", r, role,
+                 (unsigned long long)epoch, in_sync, secs, seen);
+}
+
+static double wall_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* The wall-clock time of the first line of replica r's log that contains
+ * `needle` (the log's UTC timestamps, to the millisecond); -1 if none. */
+static double log_time(const rset *rs, int r, const char *needle)
+{
+    char path[400], line[1024];
+    snprintf(path, sizeof(path), "%s/replica-%d.log", rs->dir, r);
+    FILE *f = fopen(path, "r");
+    double t = -1;
+    struct tm tm;
+    int ms;
+    while (f && t < 0 && fgets(line, sizeof(line), f)) {
+        memset(&tm, 0, sizeof(tm));
+        if (strstr(line, needle) &&
+            sscanf(line, "%d-%d-%dT%d:%d:%d.%dZ", &tm.tm_year, &tm.tm_mon, &tm.tm_mday, &tm.tm_hour,
+                   &tm.tm_min, &tm.tm_sec, &ms) == 7) {
+            tm.tm_year -= 1900;
+            tm.tm_mon -= 1;
+            t = (double)timegm(&tm) + ms * 1e-3;
+        }
+    }
+    if (f)
+        fclose(f);
+    return t;
+}
+
+static const zeps_table_spec spec = {.name = "w", .length = LEN, .optimizer = "sgd", .lr = 1.0};
+
+/* Push g[i] = -(i * scale + add) and pull: with lr 1 the table gains that. */
+static void push_pull(zeps_client *c, uint32_t tid, float scale, float add, float *v)
+{
+    float g[LEN];
+    for (int i = 0; i < LEN; i++)
+        g[i] = -((float)i * scale + add);
+    ck_assert_msg(zeps_push(c, tid, g, 0, LEN, 0) == 0, "push: %s", zeps_last_error(c));
+    ck_assert_msg(zeps_pull(c, tid, v, 0, LEN, 0) == 0, "pull: %s", zeps_last_error(c));
+}
+
+static uint64_t redirects(const zeps_client *c)
+{
+    zeps_client_stats st;
+    zeps_client_get_stats(c, &st);
+    return st.redirects;
+}
+
+/* A client asks replica 0 first; replica 1 is primary: it follows. */
+START_TEST(test_follows_redirect)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write(&rs, zk.hosts, 2000, 10);
+    start_replica(&rs, 1);
+    wait_role(&rs, 1, "primary", 1, 1, 20);
+    start_replica(&rs, 0);
+    wait_role(&rs, 0, "backup", 1, 1, 20);
+    wait_role(&rs, 1, "primary", 1, 2, 20);
+
+    zeps_client *c = NULL;
+    ck_assert_msg(zeps_client_new(&c, rs.conf, 0) == 0, "%s", zeps_last_error(NULL));
+    ck_assert_uint_eq(redirects(c), 1);
+    uint32_t tid;
+    ck_assert_msg(zeps_declare(c, &spec, &tid) == 0, "%s", zeps_last_error(c));
+    float v[LEN];
+    push_pull(c, tid, 1, 0, v);
+    for (int i = 0; i < LEN; i++)
+        ck_assert_msg(v[i] == (float)i, "v[%d] = %g", i, v[i]);
+    ck_assert_uint_eq(redirects(c), 1);
+    zeps_client_destroy(&c);
+
+    rset_stop(&rs);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+/* The primary lost under a connected client: SIGKILL (its connections
+ * close: the socket monitor sees it) or SIGSTOP (a machine gone silent:
+ * only heartbeats see it). The client follows the new primary much sooner
+ * than its request timeout of 10 s. */
+static void primary_lost(int sig)
+{
+    const char *how = sig == SIGKILL ? "killed" : "frozen";
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write(&rs, zk.hosts, 10000, 2);
+    start_replica(&rs, 0);
+    wait_role(&rs, 0, "primary", 1, 1, 20);
+    start_replica(&rs, 1);
+    wait_role(&rs, 1, "backup", 1, 1, 20);
+    wait_role(&rs, 0, "primary", 1, 2, 20); /* replica 1 may be elected */
+
+    zeps_client *c = NULL;
+    ck_assert_msg(zeps_client_new(&c, rs.conf, 0) == 0, "%s", zeps_last_error(NULL));
+    ck_assert_uint_eq(redirects(c), 0);
+    uint32_t tid;
+    ck_assert_msg(zeps_declare(c, &spec, &tid) == 0, "%s", zeps_last_error(c));
+    float v[LEN];
+    push_pull(c, tid, 1, 0, v); /* v[i] = i */
+
+    double t0 = now_s(), wall0 = wall_s();
+    if (sig == SIGKILL)
+        kill_replica(&rs, 0, SIGKILL);
+    else
+        ck_assert_int_eq(kill(rs.pid[0], SIGSTOP), 0);
+    /* the first request after it: declared again (the new primary may not
+     * hold the table yet; with the data replicated it finds it) */
+    uint32_t tid2;
+    ck_assert_msg(zeps_declare(c, &spec, &tid2) == 0, "declare after the primary %s: %s", how,
+                  zeps_last_error(c));
+    double took = now_s() - t0;
+    /* the election, from replica 1's log: the client's part is what follows */
+    double elected = log_time(&rs, 1, "-> primary at epoch 2") - wall0;
+    printf("primary %s: first request served by the new primary %.3f s after it; elected after "
+           "%.3f s, so %.3f s after the election (session timeout %d ms)\n",
+           how, took, elected, took - elected, SESSION_MS);
+    fflush(stdout);
+    ck_assert_msg(took < 5.0, "the client reached the new primary only after %.3f s", took);
+    /* a kill is seen at once, a freeze after the heartbeat timeout (1.5 s) */
+    ck_assert_msg(elected > 0 && (sig != SIGKILL || took - elected < 1.0),
+                  "the client reached the new primary %.3f s after its election", took - elected);
+    ck_assert_uint_eq(tid2, tid);
+    ck_assert_uint_eq(redirects(c), 1);
+    wait_role(&rs, 1, "primary", 2, 1, 1);
+
+    /* pull (a push names the version it was computed from: the new
+     * primary's), push and pull there: the pushed values on top of what
+     * the table holds, nothing (a fresh table) or the replicated v[i] = i */
+    ck_assert_msg(zeps_pull(c, tid, v, 0, LEN, 0) == 0, "pull: %s", zeps_last_error(c));
+    push_pull(c, tid, 0, 1, v);
+    bool fresh = v[0] == 1.0f;
+    for (int i = 0; i < LEN; i++)
+        ck_assert_msg(v[i] == (fresh ? 1.0f : (float)i + 1.0f), "v[%d] = %g (%s)", i, v[i],
+                      fresh ? "fresh table" : "replicated table");
+    ck_assert_uint_eq(redirects(c), 1);
+    zeps_client_destroy(&c);
+
+    if (sig == SIGSTOP)
+        kill_replica(&rs, 0, SIGKILL);
+    rset_stop(&rs);
+    zt_zk_stop(&zk, SIGTERM);
+}
+
+START_TEST(test_primary_killed)
+{
+    primary_lost(SIGKILL);
+}
+END_TEST
+
+START_TEST(test_primary_frozen)
+{
+    primary_lost(SIGSTOP);
+}
+END_TEST
+
+/* No primary to be found: the call ends within its retry budget, saying
+ * which replicas were asked and what each said. */
+START_TEST(test_no_primary)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write(&rs, zk.hosts, 500, 3); /* a budget of (3 + 1) x 0.5 s */
+    start_replica(&rs, 0);
+    wait_role(&rs, 0, "primary", 1, 1, 20);
+    start_replica(&rs, 1);
+    wait_role(&rs, 1, "backup", 1, 1, 20);
+    wait_role(&rs, 0, "primary", 1, 2, 20); /* replica 1 may be elected */
+
+    zeps_client *c = NULL;
+    ck_assert_msg(zeps_client_new(&c, rs.conf, 0) == 0, "%s", zeps_last_error(NULL));
+    uint32_t tid;
+    ck_assert_msg(zeps_declare(c, &spec, &tid) == 0, "%s", zeps_last_error(c));
+    float v[LEN];
+    push_pull(c, tid, 1, 0, v);
+
+    /* without ZooKeeper nobody is elected: the backup keeps naming the
+     * dead primary, which the client must not take for an answer */
+    zt_zk_stop(&zk, SIGKILL);
+    kill_replica(&rs, 0, SIGKILL);
+    float g[LEN] = {0};
+    double t0 = now_s();
+    int rc = zeps_push(c, tid, g, 0, LEN, 0);
+    double took = now_s() - t0;
+    const char *err = zeps_last_error(c);
+    printf("no primary (backup alive): %s after %.2f s: %s\n", zeps_errname(rc), took, err);
+    ck_assert_int_eq(rc, ZEPS_ENOTPRIMARY);
+    ck_assert_msg(took > 1.0 && took < 4.0, "gave up after %.2f s", took);
+    char want[3][160];
+    snprintf(want[0], sizeof(want[0]), "shard 0");
+    snprintf(want[1], sizeof(want[1]), "replica 0 at %s: connection lost", rs.ep[0]);
+    snprintf(want[2], sizeof(want[2]), "replica 1 at %s: shard 0 replica 1 is a backup", rs.ep[1]);
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(strstr(err, want[i]) != NULL, "no '%s' in: %s", want[i], err);
+
+    /* both replicas dead: nothing answers at all */
+    kill_replica(&rs, 1, SIGKILL);
+    t0 = now_s();
+    rc = zeps_push(c, tid, g, 0, LEN, 0);
+    took = now_s() - t0;
+    err = zeps_last_error(c);
+    printf("no primary (both dead): %s after %.2f s: %s\n", zeps_errname(rc), took, err);
+    ck_assert_int_eq(rc, ZEPS_ETIMEDOUT);
+    ck_assert_msg(took > 1.0 && took < 4.0, "gave up after %.2f s", took);
+    ck_assert_msg(strstr(err, "replica 0 at") && strstr(err, "replica 1 at") &&
+                      strstr(err, "no answer"),
+                  "%s", err);
+    ck_assert_uint_eq(redirects(c), 0);
+    zeps_client_destroy(&c);
+    rset_stop(&rs);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("failover");
+    TCase *tc = tcase_create("failover");
+    tcase_set_timeout(tc, 90);
+    tcase_add_test(tc, test_follows_redirect);
+    tcase_add_test(tc, test_primary_killed);
+    tcase_add_test(tc, test_primary_frozen);
+    tcase_add_test(tc, test_no_primary);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

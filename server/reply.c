@@ -62,6 +62,8 @@ void zp_reply_init(const zp_server *s, const Zeps__Header *req, Zeps__Header *re
     rep->version = ZP_PROTOCOL_VERSION;
     rep->incarnation = s->incarnation;
     rep->shard = (uint32_t)s->shard;
+    if (s->role.replicas > 1)
+        rep->epoch = s->role.epoch; /* a client learns the primary's epoch from any reply */
     if (req) {
         rep->op = req->op;
         rep->req_id = req->req_id;

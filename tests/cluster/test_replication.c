@@ -54,25 +54,34 @@ static double now_s(void)
 
 /* One shard of two replicas under `mode` (bsp: 2 workers, else 3), its log
  * kept to `log_mb`. */
-static void rset_write_as(rset *rs, const char *hosts, const char *mode, int log_mb)
+static void rset_write_extra(rset *rs, const char *hosts, const char *mode, int log_mb,
+                             const char *name, const char *extra)
 {
-    memset(rs, 0, sizeof(*rs));
-    ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), "replication"), 0);
-    snprintf(rs->conf, sizeof(rs->conf), "%s/cluster.conf", rs->dir);
-    for (int r = 0; r < 2; r++)
-        snprintf(rs->ep[r], sizeof(rs->ep[r]), "tcp://127.0.0.1:%d", zt_free_port());
+    if (!rs->dir[0]) {
+        ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), "replication"), 0);
+        snprintf(rs->conf, sizeof(rs->conf), "%s/cluster.conf", rs->dir);
+        for (int r = 0; r < 2; r++)
+            snprintf(rs->ep[r], sizeof(rs->ep[r]), "tcp://127.0.0.1:%d", zt_free_port());
+        rs->zctx = zmq_ctx_new();
+    }
     FILE *f = fopen(rs->conf, "w");
     ck_assert_ptr_nonnull(f);
     fprintf(f,
             "cluster = {\n  servers = ( [\"%s\", \"%s\"] );\n  replicas = 2;\n"
             "  workers = %d;\n  consistency = \"%s\";\n  hello_timeout_ms = 5000;\n"
             "  lost_worker_timeout_s = 2;\n"
-            "  coordination = { zookeeper = \"%s\"; name = \"r\"; session_timeout_ms = %d; };\n"
+            "  coordination = { zookeeper = \"%s\"; name = \"%s\"; session_timeout_ms = %d; };\n"
+            "%s\n"
             "  replication = { max_lag_ms = %d; log_mb = %d; };\n};\n",
-            rs->ep[0], rs->ep[1], strcmp(mode, "bsp") == 0 ? 2 : 3, mode, hosts, SESSION_MS,
-            MAX_LAG_MS, log_mb);
+            rs->ep[0], rs->ep[1], strcmp(mode, "bsp") == 0 ? 2 : 3, mode, hosts, name, SESSION_MS,
+            extra, MAX_LAG_MS, log_mb);
     fclose(f);
-    rs->zctx = zmq_ctx_new();
+}
+
+static void rset_write_as(rset *rs, const char *hosts, const char *mode, int log_mb)
+{
+    memset(rs, 0, sizeof(*rs));
+    rset_write_extra(rs, hosts, mode, log_mb, "r", "");
 }
 
 static void rset_write(rset *rs, const char *hosts)
@@ -526,6 +535,64 @@ START_TEST(test_state_transfer_bsp)
 }
 END_TEST
 
+/* Snapshots of a replicated cluster: after a failover (the same client
+ * carrying on at the new primary), `zepsctl snapshot take` reaches the
+ * new primary; the whole shard then stopped and started again under a
+ * fresh coordination name (docs/replication.md) restores that set on both
+ * replicas, which follow one another from it: a new worker reads the same
+ * bits. */
+START_TEST(test_snapshot_restore)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs = {0};
+    char extra[600];
+    rset_write_extra(&rs, zk.hosts, "async", 256, "s1", ""); /* makes the folder */
+    snprintf(extra, sizeof(extra), "  snapshot_dir = \"%s/snap\"; snapshot_on_exit = false;",
+             rs.dir);
+    rset_write_extra(&rs, zk.hosts, "async", 256, "s1", extra);
+    start_replica(&rs, 0);
+    wait_state(&rs, 0, "primary", 1, 1, 20);
+    start_replica(&rs, 1);
+    wait_state(&rs, 0, "primary", 1, 2, 20);
+    char conf[400];
+    snprintf(conf, sizeof(conf), "%s", rs.conf);
+    zeps_client *c = NULL;
+    ck_assert_int_eq(zeps_client_new(&c, conf, 0), 0); /* knows both replicas */
+    state before, after;
+    train(c, 20, &before);
+    kill9(&rs, 0);
+    train(c, 10, &before); /* follows the new primary */
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    ck_assert_uint_ge(cs.redirects, 1);
+    char cmd[1400], bin[512];
+    snprintf(cmd, sizeof(cmd), "%s snapshot take --config %s --timeout 20 > %s/take.out 2>&1",
+             zt_bin("zepsctl", bin, sizeof(bin)), conf, rs.dir);
+    int st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl snapshot take: 0x%x", st);
+    read_state(&rs, 1, c, &before);
+    zeps_client_destroy(&c);
+    kill9(&rs, 1);
+
+    rset_write_extra(&rs, zk.hosts, "async", 256, "s2", extra); /* a fresh name */
+    start_replica(&rs, 0);
+    wait_state(&rs, 0, "primary", 1, 1, 20);
+    start_replica(&rs, 1);
+    wait_state(&rs, 0, "primary", 1, 2, 20);
+    ck_assert_int_eq(zeps_client_new(&c, conf, 1), 0);
+    read_state(&rs, 0, c, &after);
+    expect_same(&before, &after, "after the whole shard restored the snapshot");
+    zeps_client_destroy(&c);
+    for (int r = 0; r < 2; r++) {
+        kill(rs.pid[r], SIGTERM);
+        zt_wait(rs.pid[r], 15);
+    }
+    zmq_ctx_term(rs.zctx);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("replication");
@@ -537,6 +604,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_zookeeper_down_and_back);
     tcase_add_test(tc, test_state_transfer);
     tcase_add_test(tc, test_state_transfer_bsp);
+    tcase_add_test(tc, test_snapshot_restore);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -75,10 +75,14 @@ static int connect_tool(const char *conf, double timeout, zeps_client **out)
         .curve_public_key = keys.client_public,
         .curve_secret_key = keys.client_secret,
     };
-    const char *eps[ZP_MAX_SHARDS];
+    /* every replica of every shard: with replicas the tool asks the primaries */
+    const char *eps[ZP_MAX_SHARDS + ZP_MAX_REPLICA_ENDPOINTS];
+    int n = 0;
     for (int k = 0; k < cfg->num_shards; k++)
-        eps[k] = cfg->servers[k];
-    int rc = zeps_client_new_endpoints(out, eps, cfg->num_shards, ZEPS_RANK_TOOL, &opt);
+        for (int r = 0; r < cfg->replicas; r++)
+            eps[n++] = zp_config_endpoint(cfg, k, r);
+    int rc =
+        zeps_client_new_replicas(out, eps, cfg->num_shards, cfg->replicas, ZEPS_RANK_TOOL, &opt);
     explicit_bzero(&keys, sizeof(keys));
     if (rc != 0) /* the library logged why: a key file, a refused key, no answer */
         fprintf(stderr, "zepsctl snapshot take: cannot reach the cluster of %s within %.1f s\n",

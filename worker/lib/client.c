@@ -184,6 +184,16 @@ int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, i
     return new_endpoints(out, endpoints, num_shards, 1, rank, opt, opt ? opt->interrupt : NULL);
 }
 
+int zeps_client_new_replicas(zeps_client **out, const char *const *endpoints, int num_shards,
+                             int replicas, uint32_t rank, const zeps_options *opt)
+{
+    if (replicas < 1 || replicas > ZP_MAX_REPLICAS)
+        return new_fail(ZEPS_EINVAL, "zeps_client_new_replicas: %d replicas (1..%d)", replicas,
+                        ZP_MAX_REPLICAS);
+    return new_endpoints(out, endpoints, num_shards, replicas, rank, opt,
+                         opt ? opt->interrupt : NULL);
+}
+
 int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, uint32_t rank,
                                   volatile int *flag)
 {

@@ -133,6 +133,12 @@ int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, u
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt);
 
+/* The same for replicated shards: endpoints[k * replicas + r] is replica r
+ * of shard k (replicas 1..5); the client follows each shard's primary as
+ * zeps_client_new does. */
+int zeps_client_new_replicas(zeps_client **out, const char *const *endpoints, int num_shards,
+                             int replicas, uint32_t rank, const zeps_options *opt);
+
 /* Make waits interruptible: while *flag is nonzero, zeps_wait() (and every
  * blocking call) gives up at once with ZEPS_ECLOSED instead of waiting on. A
  * signal handler may set the flag (it is only read); the signal itself

@@ -26,6 +26,7 @@
 #include "check_main.h"
 #include "harness.h"
 #include "rawreq.h"
+#include "relay.h"
 #include "scratch.h"
 #include "wire.h"
 #include "zeps.h"
@@ -41,6 +42,7 @@
 
 typedef struct rset {
     char dir[256], conf[320], ep[2][64];
+    char conf0[340]; /* replica 0's own cluster file, if not "" */
     pid_t pid[2];
     void *zctx;
 } rset;
@@ -95,7 +97,8 @@ static void start_replica(rset *rs, int r)
     zt_bin("zeps-server", bin, sizeof(bin));
     snprintf(log, sizeof(log), "%s/replica-%d.%d.log", rs->dir, r, (int)(now_s() * 1000) % 100000);
     snprintf(rep, sizeof(rep), "%d", r);
-    char *argv[] = {bin, "--config", rs->conf, "--shard", "0", "--replica", rep, NULL};
+    char *conf = r == 0 && rs->conf0[0] ? rs->conf0 : rs->conf;
+    char *argv[] = {bin, "--config", conf, "--shard", "0", "--replica", rep, NULL};
     rs->pid[r] = zt_spawn(bin, argv, log);
     ck_assert_int_gt(rs->pid[r], 0);
 }
@@ -593,6 +596,93 @@ START_TEST(test_snapshot_restore)
 }
 END_TEST
 
+/* Replica 0's cluster file reaching ZooKeeper through `port` (a relay). */
+static void conf0_through(rset *rs, const char *hosts, int port)
+{
+    char text[4096], via[64];
+    FILE *f = fopen(rs->conf, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    char *at = strstr(text, hosts);
+    ck_assert_ptr_nonnull(at);
+    snprintf(via, sizeof(via), "127.0.0.1:%d", port);
+    snprintf(rs->conf0, sizeof(rs->conf0), "%s/cluster-0.conf", rs->dir);
+    f = fopen(rs->conf0, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*s%s%s", (int)(at - text), text, via, at + strlen(hosts));
+    fclose(f);
+}
+
+/* No split brain when the primary is cut off from ZooKeeper alone (its
+ * connection goes through a relay, which is stopped): it stays up and
+ * reachable, a backup is elected, the primary acknowledges no push after
+ * that (a push sent to it gets no answer), and a worker carries on at the
+ * new primary with every push it saw acknowledged applied there once. */
+START_TEST(test_primary_cut_off_from_zookeeper)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    zt_relay relay;
+    int port = zt_relay_start(&relay, zk.port);
+    rset rs;
+    rset_write(&rs, zk.hosts);
+    conf0_through(&rs, zk.hosts, port);
+    start_replica(&rs, 0);
+    wait_state(&rs, 0, "primary", 1, 1, 20);
+    start_replica(&rs, 1);
+    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zeps_client *c = NULL;
+    ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
+    state st;
+    train(c, 10, &st);
+    void *s = zmq_socket(rs.zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    ck_assert_int_eq(zmq_connect(s, rs.ep[0]), 0);
+    Zeps__Header h = raw_header(ZEPS__OP__HELLO, 1);
+    Zeps__Header *rep = zt_raw_req(s, &h, NULL, 0);
+    ck_assert_int_eq(rep->op, ZEPS__OP__HELLO);
+    zeps__header__free_unpacked(rep, NULL);
+
+    zt_relay_stop(&relay); /* replica 0 loses ZooKeeper, nothing else */
+    double took = wait_state(&rs, 1, "primary", 2, 1, 10);
+    printf("replica 1 primary at epoch 2 %.3f s after replica 0 lost ZooKeeper\n", took);
+    h = raw_header(ZEPS__OP__PUSH, 2);
+    h.count = LEN;
+    h.clock = 10;
+    rep = zt_raw_request(s, &h, st.w, sizeof(st.w));
+    ck_assert_msg(rep == NULL || (rep->op == ZEPS__OP__ERROR && rep->error == ZEPS_ENOTPRIMARY),
+                  "the primary cut off from ZooKeeper answered a push: op %d error %d",
+                  rep ? (int)rep->op : -1, rep ? rep->error : 0);
+    if (rep)
+        zeps__header__free_unpacked(rep, NULL);
+    zmq_close(s);
+    train(c, 10, &st); /* at the new primary */
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    Zeps__Header *stats = stats_of(&rs, 1);
+    ck_assert_ptr_nonnull(stats);
+    uint64_t applied = 0;
+    for (size_t i = 0; i < stats->stats->n_workers; i++)
+        if (stats->stats->workers[i]->rank == 0)
+            applied = stats->stats->workers[i]->pushes;
+    zeps__header__free_unpacked(stats, NULL);
+    ck_assert_msg(applied == cs.pushes_acked,
+                  "the new primary applied %llu pushes of rank 0, "
+                  "which saw %llu acknowledged",
+                  (unsigned long long)applied, (unsigned long long)cs.pushes_acked);
+    zeps_client_destroy(&c);
+    for (int r = 0; r < 2; r++) {
+        kill(rs.pid[r], SIGKILL);
+        zt_wait(rs.pid[r], 15);
+    }
+    zmq_ctx_term(rs.zctx);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("replication");
@@ -605,6 +695,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_state_transfer);
     tcase_add_test(tc, test_state_transfer_bsp);
     tcase_add_test(tc, test_snapshot_restore);
+    tcase_add_test(tc, test_primary_cut_off_from_zookeeper);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -158,6 +158,16 @@ static void replica_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
            st->primary_replica);
     gauge1(r, "zeps_replica_in_sync", "Replicas in the shard's in-sync set as last heard.",
            st->in_sync);
+    gauge1(r, "zeps_replica_log_entry",
+           "The replication log's last entry (primary) or the last one applied (backup).",
+           st->repl_lsn);
+    gauge1(r, "zeps_replica_lag_entries",
+           "Primary: log entries the furthest following backup has not applied.", st->repl_lag);
+    gauge1(r, "zeps_replica_held_replies",
+           "Primary: replies held until every in-sync backup applied their entry.",
+           st->repl_held);
+    counter1(r, "zeps_replica_transfers_total",
+             "Whole-state transfers sent (primary) or taken (backup).", st->repl_transfers);
     gauge1(r, "zeps_replica_fenced",
            "1 if the session expired while this replica was primary (it serves nothing).",
            st->fenced);

@@ -15,9 +15,14 @@
 #include "server.h"
 #include "stats.h"
 
-/* The shard's place in its replica set (repl/role.h). */
-static void replica_stats(const zp_role *r, Zeps__ShardStats *st)
+/* The shard's place in its replica set (repl/role.h) and its log
+ * (repl/rlog.h). */
+static void replica_stats(const zp_role *r, const zp_repl *log, Zeps__ShardStats *st)
 {
+    st->repl_lsn = log->lsn;
+    st->repl_lag = zp_rlog_lag(log);
+    st->repl_held = zp_rlog_held_count(log);
+    st->repl_transfers = log->transfers;
     zp_coord_stats cs;
     zp_role_coord_stats(r, &cs);
     st->replicas = (uint32_t)r->replicas;
@@ -68,7 +73,7 @@ static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
     st->full_refused = s->quota.full_refused;
     st->log_suppressed = s->logs.refused.suppressed + s->logs.joined.suppressed +
                          s->logs.left.suppressed + s->logs.send.suppressed + s->zap.log.suppressed;
-    replica_stats(&s->role, st);
+    replica_stats(&s->role, &s->repl, st);
 }
 
 /* ts points into t, into th[0..TH_PER_TABLE) and into fp[0..ZP_FREQ_BUCKETS)

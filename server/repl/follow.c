@@ -53,17 +53,7 @@ static void ask(zp_server *s)
 {
     zp_follow *f = &s->follow;
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__FOLLOW;
-    h.rank = 0xffffffffu;
-    h.shard = (uint32_t)s->shard;
-    h.incarnation = s->incarnation;
-    h.epoch = f->epoch;
-    h.lsn = s->repl.lsn;
-    h.lsn_epoch = s->repl.epoch;
-    h.log_base = s->repl.base;
-    h.replica = (uint32_t)s->replica;
+    zp_rlog_header(s, &h, ZEPS__OP__FOLLOW, f->epoch);
     h.member = s->role.me;
     f->asked_s = zp_now_s();
     f->accepted = false;
@@ -132,7 +122,8 @@ static int apply(zp_server *s, zp_frames *m, const Zeps__Header *h)
         refuse(s, "entry %" PRIu64 " refused: the next is %" PRIu64, h->lsn, s->repl.lsn + 1);
         return -1;
     }
-    zp_rlog_keep(&s->repl, &m->f[1], m->n - 1, h->lsn, h->epoch); /* first: it may move them */
+    /* first: the handler may move the frames; the entry keeps the epoch it was logged at */
+    zp_rlog_keep(&s->repl, &m->f[1], m->n - 1, h->lsn, h->lsn_epoch ? h->lsn_epoch : h->epoch);
     f->apply(s, &m->f[1], m->n - 1);
     return 0;
 }
@@ -159,15 +150,9 @@ static void ack_state(zp_server *s, uint64_t got)
 {
     zp_follow *f = &s->follow;
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__REPLICATE;
+    zp_rlog_header(s, &h, ZEPS__OP__REPLICATE, f->epoch);
     h.flags = ZP_FLAG_STATE;
-    h.rank = 0xffffffffu;
-    h.shard = (uint32_t)s->shard;
-    h.epoch = f->epoch;
     h.offset = got;
-    h.replica = (uint32_t)s->replica;
     zp_wire_send_header(f->sock, &h, ZMQ_DONTWAIT);
 }
 
@@ -221,14 +206,7 @@ static void ack(zp_server *s)
     if (!f->sock || s->repl.lsn == f->acked)
         return;
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__REPLICATE;
-    h.rank = 0xffffffffu;
-    h.shard = (uint32_t)s->shard;
-    h.epoch = f->epoch;
-    h.lsn = s->repl.lsn;
-    h.replica = (uint32_t)s->replica;
+    zp_rlog_header(s, &h, ZEPS__OP__REPLICATE, f->epoch);
     if (zp_wire_send_header(f->sock, &h, ZMQ_DONTWAIT) == 0)
         f->acked = s->repl.lsn;
 }

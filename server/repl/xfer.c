@@ -60,9 +60,9 @@ void zp_xfer_begin(zp_server *s, zp_repl_follower *f)
     zp_xfer_end(f);
     f->xfer.phase = ZP_XFER_WAIT;
     f->xfer.started_s = zp_now_s();
+    s->repl.transfers++;
     zp_info("replica %d (%s) is sent the whole state: the log does not hold what it lacks",
             f->replica, f->member);
-    (void)s;
 }
 
 /* No table holds pushes of an open round: a snapshot is the whole state. */
@@ -124,26 +124,13 @@ static int send_chunk(zp_server *s, zp_repl_follower *f)
     zp_xfer *x = &f->xfer;
     size_t len = x->size - x->sent < ZP_XFER_CHUNK ? x->size - x->sent : ZP_XFER_CHUNK;
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__REPLICATE;
+    zp_rlog_header(s, &h, ZEPS__OP__REPLICATE, s->role.epoch);
     h.flags = ZP_FLAG_STATE;
-    h.rank = 0xffffffffu;
-    h.shard = (uint32_t)s->shard;
-    h.epoch = s->role.epoch;
     h.lsn = x->lsn;
     h.lsn_epoch = x->lsn_epoch;
-    h.log_base = s->repl.base;
     h.offset = x->sent;
     h.count = x->size;
-    zmq_msg_t id;
-    zmq_msg_init(&id);
-    zmq_msg_copy(&id, &f->identity);
-    if (zmq_msg_send(&id, s->sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&id);
-        return -1;
-    }
-    if (zp_wire_send_header(s->sock, &h, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+    if (zp_rlog_send_to(s, &f->identity, &h, true) != 0 ||
         zp_wire_send_data(s->sock, x->data + x->sent, len, NULL, NULL, ZMQ_DONTWAIT) < 0)
         return -1;
     x->sent += len;
@@ -216,6 +203,7 @@ static int take_state(zp_server *s, const Zeps__Header *h)
         zp_xfer_in_fini(in);
         return -1;
     }
+    s->repl.transfers++;
     zp_info("took the primary's whole state (%" PRIu64 " bytes, %u tables) at entry %" PRIu64,
             in->size, s->ntables, h->lsn);
     zp_xfer_in_fini(in);

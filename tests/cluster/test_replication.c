@@ -232,6 +232,17 @@ static void read_state(rset *rs, int r, zeps_client *given, state *st)
         zeps_client_destroy(&c);
 }
 
+/* Replica r's log: its last entry, lag and whole-state transfers (STATS). */
+static void log_of(rset *rs, int r, uint64_t *lsn, uint64_t *lag, uint64_t *transfers)
+{
+    Zeps__Header *rep = stats_of(rs, r);
+    ck_assert_ptr_nonnull(rep);
+    *lsn = rep->stats->repl_lsn;
+    *lag = rep->stats->repl_lag;
+    *transfers = rep->stats->repl_transfers;
+    zeps__header__free_unpacked(rep, NULL);
+}
+
 static void expect_same(const state *a, const state *b, const char *when)
 {
     for (int i = 0; i < LEN; i++)
@@ -481,6 +492,14 @@ START_TEST(test_state_transfer)
     printf("a new replica in sync after the whole state: %.3f s\n", now_s() - t0);
     train(c, 10, &before);
     read_state(&rs, 0, c, &before);
+    uint64_t lsn[2], lag[2], xfers[2]; /* the primary's log end, and what the backup applied */
+    for (int r = 0; r < 2; r++)
+        log_of(&rs, r, &lsn[r], &lag[r], &xfers[r]);
+    ck_assert_uint_eq(xfers[0], 1);
+    ck_assert_uint_eq(xfers[1], 1);
+    ck_assert_uint_ge(lsn[0], 600);
+    ck_assert_uint_le(lsn[1], lsn[0]);
+    ck_assert_uint_le(lag[0], lsn[0] - lsn[1] + 4); /* acks in flight */
     kill9(&rs, 0);
     zeps_client_destroy(&c);
     wait_state(&rs, 1, "primary", 2, 1, 15);

@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "now.h"
+#include "rmsg.h"
 #include "server.h"
 #include "zeps_errors.h"
 
@@ -53,7 +54,7 @@ static void ask(zp_server *s)
 {
     zp_follow *f = &s->follow;
     Zeps__Header h;
-    zp_rlog_header(s, &h, ZEPS__OP__FOLLOW, f->epoch);
+    zp_rmsg_header(s, &h, ZEPS__OP__FOLLOW, f->epoch);
     h.member = s->role.me;
     f->asked_s = zp_now_s();
     f->accepted = false;
@@ -150,7 +151,7 @@ static void ack_state(zp_server *s, uint64_t got)
 {
     zp_follow *f = &s->follow;
     Zeps__Header h;
-    zp_rlog_header(s, &h, ZEPS__OP__REPLICATE, f->epoch);
+    zp_rmsg_header(s, &h, ZEPS__OP__REPLICATE, f->epoch);
     h.flags = ZP_FLAG_STATE;
     h.offset = got;
     zp_wire_send_header(f->sock, &h, ZMQ_DONTWAIT);
@@ -206,7 +207,7 @@ static void ack(zp_server *s)
     if (!f->sock || s->repl.lsn == f->acked)
         return;
     Zeps__Header h;
-    zp_rlog_header(s, &h, ZEPS__OP__REPLICATE, f->epoch);
+    zp_rmsg_header(s, &h, ZEPS__OP__REPLICATE, f->epoch);
     if (zp_wire_send_header(f->sock, &h, ZMQ_DONTWAIT) == 0)
         f->acked = s->repl.lsn;
 }

@@ -15,6 +15,7 @@
 #include "errors.h"
 #include "log.h"
 #include "now.h"
+#include "rmsg.h"
 #include "server.h"
 #include "zeps_errors.h"
 
@@ -159,42 +160,15 @@ static void follower_off(zp_repl_follower *f, const char *why)
     f->on = false;
 }
 
-void zp_rlog_header(const zp_server *s, Zeps__Header *h, Zeps__Op op, uint64_t epoch)
-{
-    zeps__header__init(h);
-    h->version = ZP_PROTOCOL_VERSION;
-    h->op = op;
-    h->rank = 0xffffffffu;
-    h->shard = (uint32_t)s->shard;
-    h->incarnation = s->incarnation;
-    h->replica = (uint32_t)s->replica;
-    h->epoch = epoch;
-    h->lsn = s->repl.lsn;
-    h->lsn_epoch = s->repl.epoch;
-    h->log_base = s->repl.base;
-}
-
-int zp_rlog_send_to(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, bool more)
-{
-    zmq_msg_t id;
-    zmq_msg_init(&id);
-    zmq_msg_copy(&id, identity);
-    if (zmq_msg_send(&id, s->sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
-        zmq_msg_close(&id);
-        return -1;
-    }
-    return zp_wire_send_header(s->sock, h, (more ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0 ? -1 : 0;
-}
-
 /* Send entry e to follower f through the shard's ROUTER: [its identity]
  * [REPLICATE header: epoch, lsn] [the request's frames]. -1 if it is gone. */
 static int send_entry(zp_server *s, zp_repl_follower *f, zp_repl_entry *e)
 {
     Zeps__Header h;
-    zp_rlog_header(s, &h, ZEPS__OP__REPLICATE, s->role.epoch);
+    zp_rmsg_header(s, &h, ZEPS__OP__REPLICATE, s->role.epoch);
     h.lsn = e->lsn;
     h.lsn_epoch = e->epoch;
-    if (zp_rlog_send_to(s, &f->identity, &h, true) != 0)
+    if (zp_rmsg_send_to(s, &f->identity, &h, true) != 0)
         return -1;
     for (int i = 0; i < e->n; i++) {
         zmq_msg_t c;

@@ -146,15 +146,6 @@ bool zp_rlog_in_sync(zp_server *s, const char *member, bool in_set);
  * ends at lsn. */
 void zp_rlog_keep(zp_repl *r, zmq_msg_t *f, int n, uint64_t lsn, uint64_t epoch);
 
-/* A replication message's header from this replica: version, op, tool
- * rank, shard, incarnation, replica, `epoch` and the log's position (lsn,
- * lsn_epoch) and base; the caller sets the rest. */
-void zp_rlog_header(const zp_server *s, Zeps__Header *h, Zeps__Op op, uint64_t epoch);
-
-/* Send [identity][h] (more frames follow when `more`) on the shard's
- * ROUTER; -1 if the peer is gone or the send failed. */
-int zp_rlog_send_to(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, bool more);
-
 /* Replies held now. */
 size_t zp_rlog_held_count(const zp_repl *r);
 

@@ -19,6 +19,7 @@
 #include "errors.h"
 #include "log.h"
 #include "now.h"
+#include "rmsg.h"
 #include "persist.h"
 #include "restore.h"
 #include "server.h"
@@ -124,13 +125,13 @@ static int send_chunk(zp_server *s, zp_repl_follower *f)
     zp_xfer *x = &f->xfer;
     size_t len = x->size - x->sent < ZP_XFER_CHUNK ? x->size - x->sent : ZP_XFER_CHUNK;
     Zeps__Header h;
-    zp_rlog_header(s, &h, ZEPS__OP__REPLICATE, s->role.epoch);
+    zp_rmsg_header(s, &h, ZEPS__OP__REPLICATE, s->role.epoch);
     h.flags = ZP_FLAG_STATE;
     h.lsn = x->lsn;
     h.lsn_epoch = x->lsn_epoch;
     h.offset = x->sent;
     h.count = x->size;
-    if (zp_rlog_send_to(s, &f->identity, &h, true) != 0 ||
+    if (zp_rmsg_send_to(s, &f->identity, &h, true) != 0 ||
         zp_wire_send_data(s->sock, x->data + x->sent, len, NULL, NULL, ZMQ_DONTWAIT) < 0)
         return -1;
     x->sent += len;

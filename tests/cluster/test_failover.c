@@ -38,117 +38,25 @@
 #include "wire.h"
 #include "zeps.h"
 #include "zeps_errors.h"
+#include "replset.h"
 #include "zkserver.h"
 
 #define SESSION_MS 1000
 #define LEN        8
 
-typedef struct rset {
-    char dir[256], conf[320];
-    char ep[2][64];
-    pid_t pid[2];
-    void *zctx;
-} rset;
+typedef zt_rset rset;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&t, NULL);
-}
-
-/* One shard of two replicas on loopback ports, coordinated by `hosts`;
- * the workers' request timeout and retries as given. */
+/* One shard of two replicas, coordinated by `hosts`; the workers' request
+ * timeout and retries as given. */
 static void rset_write(rset *rs, const char *hosts, int request_timeout_ms, int max_retries)
 {
+    char lines[400];
     memset(rs, 0, sizeof(*rs));
-    ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), "failover"), 0);
-    snprintf(rs->conf, sizeof(rs->conf), "%s/cluster.conf", rs->dir);
-    for (int r = 0; r < 2; r++)
-        snprintf(rs->ep[r], sizeof(rs->ep[r]), "tcp://127.0.0.1:%d", zt_free_port());
-    FILE *f = fopen(rs->conf, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f,
-            "cluster = {\n  servers = ( [\"%s\", \"%s\"] );\n  replicas = 2;\n"
-            "  workers = 1;\n  consistency = \"async\";\n  hello_timeout_ms = 10000;\n"
-            "  request_timeout_ms = %d;\n  max_retries = %d;\n"
-            "  coordination = { zookeeper = \"%s\"; name = \"t\"; session_timeout_ms = %d;\n"
-            "                   connect_timeout_ms = 10000; };\n};\n",
-            rs->ep[0], rs->ep[1], request_timeout_ms, max_retries, hosts, SESSION_MS);
-    fclose(f);
-    rs->zctx = zmq_ctx_new();
-}
-
-static void start_replica(rset *rs, int r)
-{
-    char bin[512], log[400], rep[8];
-    zt_bin("zeps-server", bin, sizeof(bin));
-    snprintf(log, sizeof(log), "%s/replica-%d.log", rs->dir, r);
-    snprintf(rep, sizeof(rep), "%d", r);
-    char *argv[] = {bin, "--config", rs->conf, "--shard", "0", "--replica", rep, NULL};
-    rs->pid[r] = zt_spawn(bin, argv, log);
-    ck_assert_int_gt(rs->pid[r], 0);
-}
-
-static void kill_replica(rset *rs, int r, int sig)
-{
-    ck_assert_int_eq(kill(rs->pid[r], sig), 0);
-    int st = zt_wait(rs->pid[r], 15);
-    ck_assert_msg(sig == SIGKILL ? WIFSIGNALED(st) : WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                  "replica %d: status 0x%x", r, st);
-    rs->pid[r] = 0;
-}
-
-static void rset_stop(rset *rs)
-{
-    for (int r = 0; r < 2; r++)
-        if (rs->pid[r])
-            kill_replica(rs, r, SIGTERM);
-    zmq_ctx_term(rs->zctx);
-}
-
-/* Wait until replica r's STATS say `role` at `epoch` with `in_sync`
- * replicas in the in-sync set (a tool's request). A backup not yet in the
- * set would never be elected. */
-static void wait_role(rset *rs, int r, const char *role, uint64_t epoch, uint32_t in_sync,
-                      double secs)
-{
-    double t0 = now_s();
-    char seen[128] = "no answer";
-    while (now_s() - t0 < secs) {
-        void *s = zmq_socket(rs->zctx, ZMQ_DEALER);
-        int zero = 0;
-        zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
-        ck_assert_int_eq(zmq_connect(s, rs->ep[r]), 0);
-        Zeps__Header h;
-        zeps__header__init(&h);
-        h.version = ZP_PROTOCOL_VERSION;
-        h.op = ZEPS__OP__STATS;
-        h.req_id = 1;
-        h.rank = ZEPS_RANK_TOOL;
-        Zeps__Header *rep = zt_raw_request(s, &h, NULL, 0);
-        zmq_close(s);
-        bool ok = false;
-        if (rep && rep->stats) {
-            ok = strcmp(rep->stats->role, role) == 0 && rep->stats->epoch == epoch &&
-                 rep->stats->in_sync >= in_sync;
-            snprintf(seen, sizeof(seen), "%s at epoch %llu, %u in sync", rep->stats->role,
-                     (unsigned long long)rep->stats->epoch, rep->stats->in_sync);
-        }
-        if (rep)
-            zeps__header__free_unpacked(rep, NULL);
-        if (ok)
-            return;
-        sleep_ms(20);
-    }
-    ck_abort_msg("replica %d not %s at epoch %llu with %u in sync within %.0f s: %s", r, role,
-                 (unsigned long long)epoch, in_sync, secs, seen);
+    snprintf(lines, sizeof(lines),
+             "  workers = 1;\n  consistency = \"async\";\n  hello_timeout_ms = 10000;\n"
+             "  request_timeout_ms = %d;\n  max_retries = %d;",
+             request_timeout_ms, max_retries);
+    zt_rset_write(rs, "failover", hosts, "t", SESSION_MS, lines);
 }
 
 static double wall_s(void)
@@ -209,11 +117,11 @@ START_TEST(test_follows_redirect)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
     rset_write(&rs, zk.hosts, 2000, 10);
-    start_replica(&rs, 1);
-    wait_role(&rs, 1, "primary", 1, 1, 20);
-    start_replica(&rs, 0);
-    wait_role(&rs, 0, "backup", 1, 1, 20);
-    wait_role(&rs, 1, "primary", 1, 2, 20);
+    zt_rset_start(&rs, 1);
+    zt_rset_wait(&rs, 1, "primary", 1, -1, 20);
+    zt_rset_start(&rs, 0);
+    zt_rset_wait(&rs, 0, "backup", 1, -1, 20);
+    zt_rset_wait(&rs, 1, "primary", 1, 2, 20);
 
     zeps_client *c = NULL;
     ck_assert_msg(zeps_client_new(&c, rs.conf, 0) == 0, "%s", zeps_last_error(NULL));
@@ -227,7 +135,7 @@ START_TEST(test_follows_redirect)
     ck_assert_uint_eq(redirects(c), 1);
     zeps_client_destroy(&c);
 
-    rset_stop(&rs);
+    zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
@@ -243,11 +151,11 @@ static void primary_lost(int sig)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
     rset_write(&rs, zk.hosts, 10000, 2);
-    start_replica(&rs, 0);
-    wait_role(&rs, 0, "primary", 1, 1, 20);
-    start_replica(&rs, 1);
-    wait_role(&rs, 1, "backup", 1, 1, 20);
-    wait_role(&rs, 0, "primary", 1, 2, 20); /* replica 1 may be elected */
+    zt_rset_start(&rs, 0);
+    zt_rset_wait(&rs, 0, "primary", 1, -1, 20);
+    zt_rset_start(&rs, 1);
+    zt_rset_wait(&rs, 1, "backup", 1, -1, 20);
+    zt_rset_wait(&rs, 0, "primary", 1, 2, 20); /* replica 1 may be elected */
 
     zeps_client *c = NULL;
     ck_assert_msg(zeps_client_new(&c, rs.conf, 0) == 0, "%s", zeps_last_error(NULL));
@@ -257,17 +165,17 @@ static void primary_lost(int sig)
     float v[LEN];
     push_pull(c, tid, 1, 0, v); /* v[i] = i */
 
-    double t0 = now_s(), wall0 = wall_s();
+    double t0 = zt_now_s(), wall0 = wall_s();
     if (sig == SIGKILL)
-        kill_replica(&rs, 0, SIGKILL);
+        zt_rset_kill(&rs, 0, SIGKILL);
     else
         ck_assert_int_eq(kill(rs.pid[0], SIGSTOP), 0);
-    /* the first request after it: declared again (the new primary may not
-     * hold the table yet; with the data replicated it finds it) */
+    /* the first request after it: declared again (idempotent: the new
+     * primary holds the table, replicated, under the same id) */
     uint32_t tid2;
     ck_assert_msg(zeps_declare(c, &spec, &tid2) == 0, "declare after the primary %s: %s", how,
                   zeps_last_error(c));
-    double took = now_s() - t0;
+    double took = zt_now_s() - t0;
     /* the election, from replica 1's log: the client's part is what follows */
     double elected = log_time(&rs, 1, "-> primary at epoch 2") - wall0;
     printf("primary %s: first request served by the new primary %.3f s after it; elected after "
@@ -280,23 +188,21 @@ static void primary_lost(int sig)
                   "the client reached the new primary %.3f s after its election", took - elected);
     ck_assert_uint_eq(tid2, tid);
     ck_assert_uint_eq(redirects(c), 1);
-    wait_role(&rs, 1, "primary", 2, 1, 1);
+    zt_rset_wait(&rs, 1, "primary", 2, -1, 1);
 
-    /* pull (a push names the version it was computed from: the new
-     * primary's), push and pull there: the pushed values on top of what
-     * the table holds, nothing (a fresh table) or the replicated v[i] = i */
-    ck_assert_msg(zeps_pull(c, tid, v, 0, LEN, 0) == 0, "pull: %s", zeps_last_error(c));
+    /* push and pull there: the pushed values on top of the replicated
+     * table's v[i] = i (the primary acknowledged it only once its backup
+     * had it) */
     push_pull(c, tid, 0, 1, v);
-    bool fresh = v[0] == 1.0f;
     for (int i = 0; i < LEN; i++)
-        ck_assert_msg(v[i] == (fresh ? 1.0f : (float)i + 1.0f), "v[%d] = %g (%s)", i, v[i],
-                      fresh ? "fresh table" : "replicated table");
+        ck_assert_msg(v[i] == (float)i + 1.0f, "v[%d] = %g, not the replicated %d + 1", i, v[i],
+                      i);
     ck_assert_uint_eq(redirects(c), 1);
     zeps_client_destroy(&c);
 
     if (sig == SIGSTOP)
-        kill_replica(&rs, 0, SIGKILL);
-    rset_stop(&rs);
+        zt_rset_kill(&rs, 0, SIGKILL);
+    zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
 
@@ -320,11 +226,11 @@ START_TEST(test_no_primary)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
     rset_write(&rs, zk.hosts, 500, 3); /* a budget of (3 + 1) x 0.5 s */
-    start_replica(&rs, 0);
-    wait_role(&rs, 0, "primary", 1, 1, 20);
-    start_replica(&rs, 1);
-    wait_role(&rs, 1, "backup", 1, 1, 20);
-    wait_role(&rs, 0, "primary", 1, 2, 20); /* replica 1 may be elected */
+    zt_rset_start(&rs, 0);
+    zt_rset_wait(&rs, 0, "primary", 1, -1, 20);
+    zt_rset_start(&rs, 1);
+    zt_rset_wait(&rs, 1, "backup", 1, -1, 20);
+    zt_rset_wait(&rs, 0, "primary", 1, 2, 20); /* replica 1 may be elected */
 
     zeps_client *c = NULL;
     ck_assert_msg(zeps_client_new(&c, rs.conf, 0) == 0, "%s", zeps_last_error(NULL));
@@ -336,11 +242,11 @@ START_TEST(test_no_primary)
     /* without ZooKeeper nobody is elected: the backup keeps naming the
      * dead primary, which the client must not take for an answer */
     zt_zk_stop(&zk, SIGKILL);
-    kill_replica(&rs, 0, SIGKILL);
+    zt_rset_kill(&rs, 0, SIGKILL);
     float g[LEN] = {0};
-    double t0 = now_s();
+    double t0 = zt_now_s();
     int rc = zeps_push(c, tid, g, 0, LEN, 0);
-    double took = now_s() - t0;
+    double took = zt_now_s() - t0;
     const char *err = zeps_last_error(c);
     printf("no primary (backup alive): %s after %.2f s: %s\n", zeps_errname(rc), took, err);
     ck_assert_int_eq(rc, ZEPS_ENOTPRIMARY);
@@ -353,10 +259,10 @@ START_TEST(test_no_primary)
         ck_assert_msg(strstr(err, want[i]) != NULL, "no '%s' in: %s", want[i], err);
 
     /* both replicas dead: nothing answers at all */
-    kill_replica(&rs, 1, SIGKILL);
-    t0 = now_s();
+    zt_rset_kill(&rs, 1, SIGKILL);
+    t0 = zt_now_s();
     rc = zeps_push(c, tid, g, 0, LEN, 0);
-    took = now_s() - t0;
+    took = zt_now_s() - t0;
     err = zeps_last_error(c);
     printf("no primary (both dead): %s after %.2f s: %s\n", zeps_errname(rc), took, err);
     ck_assert_int_eq(rc, ZEPS_ETIMEDOUT);
@@ -366,7 +272,7 @@ START_TEST(test_no_primary)
                   "%s", err);
     ck_assert_uint_eq(redirects(c), 0);
     zeps_client_destroy(&c);
-    rset_stop(&rs);
+    zt_rset_stop(&rs);
 }
 END_TEST
 

@@ -31,6 +31,7 @@
 #include "wire.h"
 #include "zeps.h"
 #include "zeps_errors.h"
+#include "replset.h"
 #include "zkserver.h"
 
 #define SESSION_MS 1000
@@ -40,44 +41,21 @@
 #define STEPS      60
 #define MAX_LAG_MS 500 /* under the session timeout: the lag bound acts first */
 
-typedef struct rset {
-    char dir[256], conf[320], ep[2][64];
-    char conf0[340]; /* replica 0's own cluster file, if not "" */
-    pid_t pid[2];
-    void *zctx;
-} rset;
+typedef zt_rset rset;
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-/* One shard of two replicas under `mode` (bsp: 2 workers, else 3), its log
- * kept to `log_mb`. */
+/* The cluster file: one shard of two replicas under `mode` (bsp: 2
+ * workers, else 3), its log kept to `log_mb`, the cluster `name` in
+ * ZooKeeper, `extra` lines inside cluster. */
 static void rset_write_extra(rset *rs, const char *hosts, const char *mode, int log_mb,
                              const char *name, const char *extra)
 {
-    if (!rs->dir[0]) {
-        ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), "replication"), 0);
-        snprintf(rs->conf, sizeof(rs->conf), "%s/cluster.conf", rs->dir);
-        for (int r = 0; r < 2; r++)
-            snprintf(rs->ep[r], sizeof(rs->ep[r]), "tcp://127.0.0.1:%d", zt_free_port());
-        rs->zctx = zmq_ctx_new();
-    }
-    FILE *f = fopen(rs->conf, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f,
-            "cluster = {\n  servers = ( [\"%s\", \"%s\"] );\n  replicas = 2;\n"
-            "  workers = %d;\n  consistency = \"%s\";\n  hello_timeout_ms = 5000;\n"
-            "  lost_worker_timeout_s = 2;\n"
-            "  coordination = { zookeeper = \"%s\"; name = \"%s\"; session_timeout_ms = %d; };\n"
-            "%s\n"
-            "  replication = { max_lag_ms = %d; log_mb = %d; };\n};\n",
-            rs->ep[0], rs->ep[1], strcmp(mode, "bsp") == 0 ? 2 : 3, mode, hosts, name, SESSION_MS,
-            extra, MAX_LAG_MS, log_mb);
-    fclose(f);
+    char lines[1200];
+    snprintf(lines, sizeof(lines),
+             "  workers = %d;\n  consistency = \"%s\";\n  hello_timeout_ms = 5000;\n"
+             "  lost_worker_timeout_s = 2;\n"
+             "  replication = { max_lag_ms = %d; log_mb = %d; };\n%s",
+             strcmp(mode, "bsp") == 0 ? 2 : 3, mode, MAX_LAG_MS, log_mb, extra);
+    zt_rset_write(rs, "replication", hosts, name, SESSION_MS, lines);
 }
 
 static void rset_write_as(rset *rs, const char *hosts, const char *mode, int log_mb)
@@ -89,73 +67,6 @@ static void rset_write_as(rset *rs, const char *hosts, const char *mode, int log
 static void rset_write(rset *rs, const char *hosts)
 {
     rset_write_as(rs, hosts, "async", 256);
-}
-
-static void start_replica(rset *rs, int r)
-{
-    char bin[512], log[400], rep[8];
-    zt_bin("zeps-server", bin, sizeof(bin));
-    snprintf(log, sizeof(log), "%s/replica-%d.%d.log", rs->dir, r, (int)(now_s() * 1000) % 100000);
-    snprintf(rep, sizeof(rep), "%d", r);
-    char *conf = r == 0 && rs->conf0[0] ? rs->conf0 : rs->conf;
-    char *argv[] = {bin, "--config", conf, "--shard", "0", "--replica", rep, NULL};
-    rs->pid[r] = zt_spawn(bin, argv, log);
-    ck_assert_int_gt(rs->pid[r], 0);
-}
-
-static void kill9(rset *rs, int r)
-{
-    ck_assert_int_eq(kill(rs->pid[r], SIGKILL), 0);
-    zt_wait(rs->pid[r], 15);
-    rs->pid[r] = 0;
-}
-
-/* Replica r's STATS, or NULL if it did not answer. */
-static Zeps__Header *stats_of(rset *rs, int r)
-{
-    void *s = zmq_socket(rs->zctx, ZMQ_DEALER);
-    int zero = 0;
-    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
-    ck_assert_int_eq(zmq_connect(s, rs->ep[r]), 0);
-    Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__STATS;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
-    Zeps__Header *rep = zt_raw_request(s, &h, NULL, 0);
-    zmq_close(s);
-    if (rep && !rep->stats) {
-        zeps__header__free_unpacked(rep, NULL);
-        return NULL;
-    }
-    return rep;
-}
-
-/* Wait until replica r is `role` at `epoch` with `in_sync` replicas in
- * the in-sync set; the seconds it took. */
-static double wait_state(rset *rs, int r, const char *role, uint64_t epoch, uint32_t in_sync,
-                         double secs)
-{
-    double t0 = now_s();
-    char seen[160] = "no answer";
-    while (now_s() - t0 < secs) {
-        Zeps__Header *rep = stats_of(rs, r);
-        if (rep) {
-            const Zeps__ShardStats *st = rep->stats;
-            bool ok = strcmp(st->role, role) == 0 && st->epoch == epoch && st->in_sync == in_sync;
-            snprintf(seen, sizeof(seen), "%s at epoch %llu, %u in sync", st->role,
-                     (unsigned long long)st->epoch, st->in_sync);
-            zeps__header__free_unpacked(rep, NULL);
-            if (ok)
-                return now_s() - t0;
-        }
-        struct timespec ts = {0, 20 * 1000000L};
-        nanosleep(&ts, NULL);
-    }
-    ck_abort_msg("replica %d not %s at epoch %llu with %u in sync within %.0f s: %s", r, role,
-                 (unsigned long long)epoch, in_sync, secs, seen);
-    return -1;
 }
 
 /* A worker of rank `rank` through libzeps reaching replica r alone. */
@@ -235,7 +146,7 @@ static void read_state(rset *rs, int r, zeps_client *given, state *st)
 /* Replica r's log: its last entry, lag and whole-state transfers (STATS). */
 static void log_of(rset *rs, int r, uint64_t *lsn, uint64_t *lag, uint64_t *transfers)
 {
-    Zeps__Header *rep = stats_of(rs, r);
+    Zeps__Header *rep = zt_rset_stats(rs, r);
     ck_assert_ptr_nonnull(rep);
     *lsn = rep->stats->repl_lsn;
     *lag = rep->stats->repl_lag;
@@ -259,10 +170,7 @@ START_TEST(test_nothing_acknowledged_is_lost)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
     rset_write(&rs, zk.hosts);
-    start_replica(&rs, 0);
-    wait_state(&rs, 0, "primary", 1, 1, 20);
-    start_replica(&rs, 1);
-    wait_state(&rs, 0, "primary", 1, 2, 20); /* the backup followed and caught up */
+    zt_rset_up(&rs); /* the backup followed and caught up */
 
     /* train against the primary, read what it holds, and kill it at once
      * after the last acknowledgement */
@@ -270,29 +178,27 @@ START_TEST(test_nothing_acknowledged_is_lost)
     state before, after;
     train(c, STEPS, &before);
     read_state(&rs, 0, c, &before);
-    kill9(&rs, 0);
+    zt_rset_kill(&rs, 0, SIGKILL);
     zeps_client_destroy(&c);
-    double took = wait_state(&rs, 1, "primary", 2, 1, 10);
+    double took = zt_rset_wait(&rs, 1, "primary", 2, 1, 10);
     printf("replica 1 primary at epoch 2 %.3f s after the kill\n", took);
     read_state(&rs, 1, NULL, &after);
     expect_same(&before, &after, "after the first failover");
 
     /* back to two: the killed replica catches up from the log */
-    start_replica(&rs, 0);
-    double back = wait_state(&rs, 1, "primary", 2, 2, 20);
+    zt_rset_start(&rs, 0);
+    double back = zt_rset_wait(&rs, 1, "primary", 2, 2, 20);
     printf("replica 0 in sync again %.3f s after its start\n", back);
     c = client_of(&rs, 1, 2); /* rank 0 is held by the first, which died with its primary */
     train(c, 10, &before);
     read_state(&rs, 1, c, &before);
-    kill9(&rs, 1);
+    zt_rset_kill(&rs, 1, SIGKILL);
     zeps_client_destroy(&c);
-    wait_state(&rs, 0, "primary", 3, 1, 10);
+    zt_rset_wait(&rs, 0, "primary", 3, 1, 10);
     read_state(&rs, 0, NULL, &after);
     expect_same(&before, &after, "after the second failover");
 
-    kill(rs.pid[0], SIGTERM);
-    zt_wait(rs.pid[0], 15);
-    zmq_ctx_term(rs.zctx);
+    zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
@@ -308,10 +214,7 @@ START_TEST(test_lagging_backup_and_strangers)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
     rset_write(&rs, zk.hosts);
-    start_replica(&rs, 0);
-    wait_state(&rs, 0, "primary", 1, 1, 20);
-    start_replica(&rs, 1);
-    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zt_rset_up(&rs);
     zeps_client *c = client_of(&rs, 0, 0);
     state st;
     train(c, 2, &st);
@@ -319,18 +222,18 @@ START_TEST(test_lagging_backup_and_strangers)
     uint32_t tw;
     ck_assert_int_eq(zeps_declare(c, &dense, &tw), 0);
     ck_assert_int_eq(kill(rs.pid[1], SIGSTOP), 0);
-    double t0 = now_s();
+    double t0 = zt_now_s();
     ck_assert_int_eq(zeps_push(c, tw, st.w, 0, LEN, 2), 0);
-    double held = now_s() - t0;
+    double held = zt_now_s() - t0;
     printf("a push with the backup stopped was acknowledged after %.3f s (max_lag_ms %d)\n", held,
            MAX_LAG_MS);
     ck_assert_msg(held >= MAX_LAG_MS / 1000.0 * 0.9, "acknowledged after %.3f s", held);
-    wait_state(&rs, 0, "primary", 1, 1, 5);
-    t0 = now_s();
+    zt_rset_wait(&rs, 0, "primary", 1, 1, 5);
+    t0 = zt_now_s();
     ck_assert_int_eq(zeps_push(c, tw, st.w, 0, LEN, 3), 0); /* no backup to wait for */
-    ck_assert_msg(now_s() - t0 < MAX_LAG_MS / 1000.0 * 0.5, "%.3f s", now_s() - t0);
+    ck_assert_msg(zt_now_s() - t0 < MAX_LAG_MS / 1000.0 * 0.5, "%.3f s", zt_now_s() - t0);
     ck_assert_int_eq(kill(rs.pid[1], SIGCONT), 0);
-    wait_state(&rs, 0, "primary", 1, 2, 10);
+    zt_rset_wait(&rs, 0, "primary", 1, 2, 10);
 
     /* a stranger's REPLICATE on the backup's socket: refused, not applied */
     void *s = zmq_socket(rs.zctx, ZMQ_DEALER);
@@ -361,11 +264,7 @@ START_TEST(test_lagging_backup_and_strangers)
     zmq_close(s);
 
     zeps_client_destroy(&c);
-    for (int r = 0; r < 2; r++) {
-        kill(rs.pid[r], SIGTERM);
-        zt_wait(rs.pid[r], 15);
-    }
-    zmq_ctx_term(rs.zctx);
+    zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
@@ -395,10 +294,7 @@ START_TEST(test_frozen_primary_acknowledges_nothing)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
     rset_write(&rs, zk.hosts);
-    start_replica(&rs, 0);
-    wait_state(&rs, 0, "primary", 1, 1, 20);
-    start_replica(&rs, 1);
-    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zt_rset_up(&rs);
     zeps_client *c = client_of(&rs, 0, 0);
     state st;
     train(c, 3, &st);
@@ -412,7 +308,7 @@ START_TEST(test_frozen_primary_acknowledges_nothing)
     zeps__header__free_unpacked(rep, NULL);
 
     ck_assert_int_eq(kill(rs.pid[0], SIGSTOP), 0);
-    double took = wait_state(&rs, 1, "primary", 2, 1, 10);
+    double took = zt_rset_wait(&rs, 1, "primary", 2, 1, 10);
     printf("replica 1 primary at epoch 2 %.3f s after replica 0 froze\n", took);
     ck_assert_int_eq(kill(rs.pid[0], SIGCONT), 0);
     h = raw_header(ZEPS__OP__PUSH, 2);
@@ -425,14 +321,10 @@ START_TEST(test_frozen_primary_acknowledges_nothing)
                   rep ? rep->error : 0);
     if (rep)
         zeps__header__free_unpacked(rep, NULL);
-    wait_state(&rs, 0, "backup", 2, 2, 10); /* sent the whole state, in sync again */
+    zt_rset_wait(&rs, 0, "backup", 2, 2, 10); /* sent the whole state, in sync again */
     zmq_close(s);
     zeps_client_destroy(&c);
-    for (int r = 0; r < 2; r++) {
-        kill(rs.pid[r], SIGTERM);
-        zt_wait(rs.pid[r], 15);
-    }
-    zmq_ctx_term(rs.zctx);
+    zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
@@ -446,28 +338,23 @@ START_TEST(test_zookeeper_down_and_back)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
     rset_write(&rs, zk.hosts);
-    start_replica(&rs, 0);
-    wait_state(&rs, 0, "primary", 1, 1, 20);
-    start_replica(&rs, 1);
-    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zt_rset_up(&rs);
     zeps_client *c = client_of(&rs, 0, 0);
     state before, after;
     train(c, 10, &before);
     zt_zk_stop(&zk, SIGKILL);
-    double t0 = now_s();
+    double t0 = zt_now_s();
     train(c, 20, &before);
-    printf("20 steps with ZooKeeper down: %.3f s\n", now_s() - t0);
+    printf("20 steps with ZooKeeper down: %.3f s\n", zt_now_s() - t0);
     ck_assert_int_eq(zt_zk_restart(&zk), 0);
     train(c, 10, &before);
     read_state(&rs, 0, c, &before);
-    kill9(&rs, 0);
+    zt_rset_kill(&rs, 0, SIGKILL);
     zeps_client_destroy(&c);
-    wait_state(&rs, 1, "primary", 2, 1, 15);
+    zt_rset_wait(&rs, 1, "primary", 2, 1, 15);
     read_state(&rs, 1, NULL, &after);
     expect_same(&before, &after, "after ZooKeeper's restart and a failover");
-    kill(rs.pid[1], SIGTERM);
-    zt_wait(rs.pid[1], 15);
-    zmq_ctx_term(rs.zctx);
+    zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
@@ -481,15 +368,15 @@ START_TEST(test_state_transfer)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
     rset_write_as(&rs, zk.hosts, "async", 1);
-    start_replica(&rs, 0);
-    wait_state(&rs, 0, "primary", 1, 1, 20);
+    zt_rset_start(&rs, 0);
+    zt_rset_wait(&rs, 0, "primary", 1, 1, 20);
     zeps_client *c = client_of(&rs, 0, 0);
     state before, after;
     train(c, 300, &before); /* about 2 MB of log */
-    double t0 = now_s();
-    start_replica(&rs, 1);
-    wait_state(&rs, 0, "primary", 1, 2, 30);
-    printf("a new replica in sync after the whole state: %.3f s\n", now_s() - t0);
+    double t0 = zt_now_s();
+    zt_rset_start(&rs, 1);
+    zt_rset_wait(&rs, 0, "primary", 1, 2, 30);
+    printf("a new replica in sync after the whole state: %.3f s\n", zt_now_s() - t0);
     train(c, 10, &before);
     read_state(&rs, 0, c, &before);
     uint64_t lsn[2], lag[2], xfers[2]; /* the primary's log end, and what the backup applied */
@@ -500,14 +387,12 @@ START_TEST(test_state_transfer)
     ck_assert_uint_ge(lsn[0], 600);
     ck_assert_uint_le(lsn[1], lsn[0]);
     ck_assert_uint_le(lag[0], lsn[0] - lsn[1] + 4); /* acks in flight */
-    kill9(&rs, 0);
+    zt_rset_kill(&rs, 0, SIGKILL);
     zeps_client_destroy(&c);
-    wait_state(&rs, 1, "primary", 2, 1, 15);
+    zt_rset_wait(&rs, 1, "primary", 2, 1, 15);
     read_state(&rs, 1, NULL, &after);
     expect_same(&before, &after, "after a state transfer and a failover");
-    kill(rs.pid[1], SIGTERM);
-    zt_wait(rs.pid[1], 15);
-    zmq_ctx_term(rs.zctx);
+    zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
@@ -521,8 +406,8 @@ START_TEST(test_state_transfer_bsp)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
     rset_write_as(&rs, zk.hosts, "bsp", 1);
-    start_replica(&rs, 0);
-    wait_state(&rs, 0, "primary", 1, 1, 20);
+    zt_rset_start(&rs, 0);
+    zt_rset_wait(&rs, 0, "primary", 1, 1, 20);
     zeps_client *cs[2];
     uint32_t t;
     for (uint32_t r = 0; r < 2; r++) {
@@ -531,16 +416,16 @@ START_TEST(test_state_transfer_bsp)
     }
     for (int64_t k = 0; k < 300; k++)
         ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
-    start_replica(&rs, 1);
+    zt_rset_start(&rs, 1);
     for (int64_t k = 300; k < 310; k++) /* the transfer happens between rounds */
         ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
-    wait_state(&rs, 0, "primary", 1, 2, 30);
+    zt_rset_wait(&rs, 0, "primary", 1, 2, 30);
     for (int64_t k = 310; k < 320; k++)
         ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
     for (int r = 0; r < 2; r++)
         zeps_client_destroy(&cs[r]);
-    kill9(&rs, 0);
-    wait_state(&rs, 1, "primary", 2, 1, 15);
+    zt_rset_kill(&rs, 0, SIGKILL);
+    zt_rset_wait(&rs, 1, "primary", 2, 1, 15);
     zeps_client *c = client_of(&rs, 1, 0);
     ck_assert_int_eq(zeps_declare(c, &zt_bsp_spec, &t), 0);
     static float w[ZT_BSP_LEN], ref[ZT_BSP_LEN];
@@ -550,9 +435,7 @@ START_TEST(test_state_transfer_bsp)
         ck_assert_msg(memcmp(&w[i], &ref[i], sizeof(float)) == 0,
                       "w[%d] = %.9g after the failover, the reference %.9g", i, w[i], ref[i]);
     zeps_client_destroy(&c);
-    kill(rs.pid[1], SIGTERM);
-    zt_wait(rs.pid[1], 15);
-    zmq_ctx_term(rs.zctx);
+    zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
@@ -573,17 +456,14 @@ START_TEST(test_snapshot_restore)
     snprintf(extra, sizeof(extra), "  snapshot_dir = \"%s/snap\"; snapshot_on_exit = false;",
              rs.dir);
     rset_write_extra(&rs, zk.hosts, "async", 256, "s1", extra);
-    start_replica(&rs, 0);
-    wait_state(&rs, 0, "primary", 1, 1, 20);
-    start_replica(&rs, 1);
-    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zt_rset_up(&rs);
     char conf[400];
     snprintf(conf, sizeof(conf), "%s", rs.conf);
     zeps_client *c = NULL;
     ck_assert_int_eq(zeps_client_new(&c, conf, 0), 0); /* knows both replicas */
     state before, after;
     train(c, 20, &before);
-    kill9(&rs, 0);
+    zt_rset_kill(&rs, 0, SIGKILL);
     train(c, 10, &before); /* follows the new primary */
     zeps_client_stats cs;
     zeps_client_get_stats(c, &cs);
@@ -595,22 +475,15 @@ START_TEST(test_snapshot_restore)
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl snapshot take: 0x%x", st);
     read_state(&rs, 1, c, &before);
     zeps_client_destroy(&c);
-    kill9(&rs, 1);
+    zt_rset_kill(&rs, 1, SIGKILL);
 
     rset_write_extra(&rs, zk.hosts, "async", 256, "s2", extra); /* a fresh name */
-    start_replica(&rs, 0);
-    wait_state(&rs, 0, "primary", 1, 1, 20);
-    start_replica(&rs, 1);
-    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zt_rset_up(&rs);
     ck_assert_int_eq(zeps_client_new(&c, conf, 1), 0);
     read_state(&rs, 0, c, &after);
     expect_same(&before, &after, "after the whole shard restored the snapshot");
     zeps_client_destroy(&c);
-    for (int r = 0; r < 2; r++) {
-        kill(rs.pid[r], SIGTERM);
-        zt_wait(rs.pid[r], 15);
-    }
-    zmq_ctx_term(rs.zctx);
+    zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
@@ -648,10 +521,7 @@ START_TEST(test_primary_cut_off_from_zookeeper)
     rset rs;
     rset_write(&rs, zk.hosts);
     conf0_through(&rs, zk.hosts, port);
-    start_replica(&rs, 0);
-    wait_state(&rs, 0, "primary", 1, 1, 20);
-    start_replica(&rs, 1);
-    wait_state(&rs, 0, "primary", 1, 2, 20);
+    zt_rset_up(&rs);
     zeps_client *c = NULL;
     ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
     state st;
@@ -666,7 +536,7 @@ START_TEST(test_primary_cut_off_from_zookeeper)
     zeps__header__free_unpacked(rep, NULL);
 
     zt_relay_stop(&relay); /* replica 0 loses ZooKeeper, nothing else */
-    double took = wait_state(&rs, 1, "primary", 2, 1, 10);
+    double took = zt_rset_wait(&rs, 1, "primary", 2, 1, 10);
     printf("replica 1 primary at epoch 2 %.3f s after replica 0 lost ZooKeeper\n", took);
     h = raw_header(ZEPS__OP__PUSH, 2);
     h.count = LEN;
@@ -681,7 +551,7 @@ START_TEST(test_primary_cut_off_from_zookeeper)
     train(c, 10, &st); /* at the new primary */
     zeps_client_stats cs;
     zeps_client_get_stats(c, &cs);
-    Zeps__Header *stats = stats_of(&rs, 1);
+    Zeps__Header *stats = zt_rset_stats(&rs, 1);
     ck_assert_ptr_nonnull(stats);
     uint64_t applied = 0;
     for (size_t i = 0; i < stats->stats->n_workers; i++)

@@ -1,0 +1,130 @@
+/*
+ * replset.c - see replset.h.
+ */
+#include "replset.h"
+
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <zmq.h>
+
+#include "harness.h"
+#include "scratch.h"
+#include "wire.h"
+
+double zt_now_s(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+void zt_sleep_ms(int ms)
+{
+    struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+}
+
+void zt_rset_write(zt_rset *rs, const char *tag, const char *hosts, const char *name,
+                   int session_ms, const char *extra)
+{
+    if (!rs->dir[0]) {
+        ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), tag), 0);
+        snprintf(rs->conf, sizeof(rs->conf), "%s/cluster.conf", rs->dir);
+        for (int r = 0; r < 2; r++)
+            snprintf(rs->ep[r], sizeof(rs->ep[r]), "tcp://127.0.0.1:%d", zt_free_port());
+        rs->zctx = zmq_ctx_new();
+    }
+    FILE *f = fopen(rs->conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f,
+            "cluster = {\n  servers = ( [\"%s\", \"%s\"] );\n  replicas = 2;\n"
+            "  coordination = { zookeeper = \"%s\"; name = \"%s\"; session_timeout_ms = %d;\n"
+            "                   connect_timeout_ms = 10000; };\n%s\n};\n",
+            rs->ep[0], rs->ep[1], hosts, name, session_ms, extra);
+    fclose(f);
+}
+
+void zt_rset_start(zt_rset *rs, int r)
+{
+    char bin[512], log[400], rep[8];
+    zt_bin("zeps-server", bin, sizeof(bin));
+    snprintf(log, sizeof(log), "%s/replica-%d.log", rs->dir, r); /* appended across starts */
+    snprintf(rep, sizeof(rep), "%d", r);
+    char *conf = r == 0 && rs->conf0[0] ? rs->conf0 : rs->conf;
+    char *argv[] = {bin, "--config", conf, "--shard", "0", "--replica", rep, NULL};
+    rs->pid[r] = zt_spawn(bin, argv, log);
+    ck_assert_int_gt(rs->pid[r], 0);
+}
+
+void zt_rset_kill(zt_rset *rs, int r, int sig)
+{
+    ck_assert_int_eq(kill(rs->pid[r], sig), 0);
+    int st = zt_wait(rs->pid[r], 15);
+    ck_assert_msg(sig == SIGKILL ? WIFSIGNALED(st) : WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "replica %d: status 0x%x", r, st);
+    rs->pid[r] = 0;
+}
+
+void zt_rset_stop(zt_rset *rs)
+{
+    for (int r = 0; r < 2; r++)
+        if (rs->pid[r])
+            zt_rset_kill(rs, r, SIGTERM);
+    zmq_ctx_term(rs->zctx);
+}
+
+Zeps__Header *zt_rset_stats(zt_rset *rs, int r)
+{
+    void *s = zmq_socket(rs->zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
+    ck_assert_int_eq(zmq_connect(s, rs->ep[r]), 0);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__STATS;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    Zeps__Header *rep = zt_raw_request(s, &h, NULL, 0);
+    zmq_close(s);
+    if (rep && !rep->stats) {
+        zeps__header__free_unpacked(rep, NULL);
+        return NULL;
+    }
+    return rep;
+}
+
+double zt_rset_wait(zt_rset *rs, int r, const char *role, uint64_t epoch, int in_sync, double secs)
+{
+    double t0 = zt_now_s();
+    char seen[160] = "no answer";
+    while (zt_now_s() - t0 < secs) {
+        Zeps__Header *rep = zt_rset_stats(rs, r);
+        if (rep) {
+            const Zeps__ShardStats *st = rep->stats;
+            bool ok = strcmp(st->role, role) == 0 && st->epoch == epoch &&
+                      (in_sync < 0 || st->in_sync == (uint32_t)in_sync);
+            snprintf(seen, sizeof(seen), "%s at epoch %llu, %u in sync", st->role,
+                     (unsigned long long)st->epoch, st->in_sync);
+            zeps__header__free_unpacked(rep, NULL);
+            if (ok)
+                return zt_now_s() - t0;
+        }
+        zt_sleep_ms(20);
+    }
+    ck_abort_msg("replica %d not %s at epoch %llu with %d in sync within %.0f s: %s", r, role,
+                 (unsigned long long)epoch, in_sync, secs, seen);
+    return -1;
+}
+
+void zt_rset_up(zt_rset *rs)
+{
+    zt_rset_start(rs, 0);
+    zt_rset_wait(rs, 0, "primary", 1, 1, 20);
+    zt_rset_start(rs, 1);
+    zt_rset_wait(rs, 0, "primary", 1, 2, 20);
+}

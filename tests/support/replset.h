@@ -1,0 +1,57 @@
+/*
+ * replset.h - one shard of two replicas for tests (replset.c): real
+ * zeps-server processes on loopback ports, coordinated by a real ZooKeeper
+ * (zkserver.h), their cluster file, their STATS, and waiting for a role.
+ * Used by test_failover, test_replication (and what else starts a
+ * replicated shard by hand). Every call asserts with Check: call them
+ * from a test.
+ */
+#ifndef ZT_REPLSET_H
+#define ZT_REPLSET_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "zeps.pb-c.h"
+
+typedef struct zt_rset {
+    char dir[256], conf[320];
+    char conf0[340]; /* replica 0's own cluster file, when not "" */
+    char ep[2][64];
+    pid_t pid[2];
+    void *zctx;
+} zt_rset;
+
+/* Monotonic seconds, and a nap. */
+double zt_now_s(void);
+void zt_sleep_ms(int ms);
+
+/* Write rs->conf: one shard, replicas at rs->ep, ZooKeeper `hosts`, the
+ * cluster's name in it, `session_ms`, and `extra` lines inside `cluster`
+ * (workers, consistency...). The first call (rs zeroed) makes the folder
+ * (a scratch dir named `tag`), the endpoints and a ZeroMQ context; later
+ * calls rewrite the file with the same endpoints. */
+void zt_rset_write(zt_rset *rs, const char *tag, const char *hosts, const char *name,
+                   int session_ms, const char *extra);
+
+/* Start replica r (its log: <dir>/replica-<r>.log, appended to). */
+void zt_rset_start(zt_rset *rs, int r);
+
+/* Send `sig` to replica r and wait for it (15 s). */
+void zt_rset_kill(zt_rset *rs, int r, int sig);
+
+/* SIGTERM every replica still running, wait, end the context. */
+void zt_rset_stop(zt_rset *rs);
+
+/* Replica r's STATS reply (free with zeps__header__free_unpacked), NULL
+ * if it did not answer. */
+Zeps__Header *zt_rset_stats(zt_rset *rs, int r);
+
+/* Wait until replica r says `role` at `epoch` with `in_sync` replicas in
+ * the in-sync set (-1: any); the seconds it took, or abort. */
+double zt_rset_wait(zt_rset *rs, int r, const char *role, uint64_t epoch, int in_sync, double secs);
+
+/* Replica 0 primary at epoch 1, then replica 1 started and in sync. */
+void zt_rset_up(zt_rset *rs);
+
+#endif

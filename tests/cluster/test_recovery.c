@@ -12,8 +12,10 @@
  * bsp: `zepsctl snapshot take` on a cluster standing at one cut writes that
  * cut on every shard; after SIGKILL of both shards the restart holds the
  * state after that clock bit for bit (single-process reference). A worker
- * whose shard rolled back (ROLLBACK) gets ERESTARTED with the cut. A
- * sparse table's snapshots: test_sparse_reshard.c.
+ * whose shard rolled back (ROLLBACK) gets ERESTARTED with the cut. The
+ * interleavings the chaos test found (docs/faults.md): a late ROLLBACK,
+ * and a push held at the cut by the shard that did not restart; each job
+ * ends with the undisturbed run's bits. A sparse table's snapshots: test_sparse_reshard.c.
  */
 #include <check.h>
 #include <signal.h>
@@ -245,6 +247,98 @@ START_TEST(test_late_rollback_repeats_nothing)
 }
 END_TEST
 
+/* A bsp job of 2 shards and 2 workers (cs, table *t) that ran clocks 0..5
+ * and stands at the cut 6, written by both shards. Worker 0's client goes
+ * to the shards at eps0's endpoints (NULL: cl's own) with options opt0. */
+static void job_at_cut6(zt_cluster *cl, const zt_cluster *eps0, zeps_options *opt0,
+                        zeps_client **cs, uint32_t *t)
+{
+    cs[0] = opt0 ? zt_client_opts(eps0 ? eps0 : cl, 0, opt0) : zt_client(cl, 0);
+    cs[1] = zt_client(cl, 1);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_ptr_nonnull(cs[r]);
+        ck_assert_int_eq(zeps_declare(cs[r], &zt_bsp_spec, t), 0);
+    }
+    for (int64_t k = 0; k < 6; k++)
+        ck_assert_int_eq(zt_bsp_step(cs, 2, *t, k), 0);
+    take(cl, 6);
+}
+
+/* The job's parameters at clock 8 equal the undisturbed run's, bit for bit,
+ * and shard 0 rolled back once. */
+static void expect_reference_at_8(zeps_client **cs, uint32_t t)
+{
+    float x[ZT_BSP_LEN], ref[ZT_BSP_LEN];
+    ck_assert_int_eq(zeps_pull(cs[0], t, x, 0, ZT_BSP_LEN, 8), 0);
+    zt_bsp_reference(2, 8, ref);
+    int differ = 0;
+    for (int i = 0; i < ZT_BSP_LEN; i++)
+        differ += memcmp(&x[i], &ref[i], sizeof(float)) != 0;
+    ck_assert_msg(differ == 0, "%d of %d elements differ from the undisturbed run at clock 8",
+                  differ, ZT_BSP_LEN);
+    Zeps__ShardStats *st = zt_stats(cs[0], 0);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_msg(st->rollbacks == 1, "shard 0 rolled back %llu times",
+                  (unsigned long long)st->rollbacks);
+    zeps__shard_stats__free_unpacked(st, NULL);
+}
+
+/* The chaos test's shard kill at an epoch's end (docs/faults.md, "A push
+ * held at the cut"). Shard 1 dies just after the cut 6, once worker 1 has
+ * pushed clock 6 and before worker 0 has (rank 0 evaluates there): shard 0
+ * stands at the cut holding worker 1's push for round 6. Both workers
+ * learn of the restart and roll back; then `first` redoes clock 6 entirely
+ * before the other. Before the fix shard 0, at the cut, only acknowledged
+ * the ROLLBACK and kept that push: worker 1 redoing first was refused
+ * ("bsp: worker 1 already pushed table 'w' for round 6", the job failed),
+ * and worker 0 redoing first closed round 6 with it, so worker 1's redone
+ * pull got clock 7's parameters and the job ended with other bits. */
+static void held_push_at_cut(int first)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", "  snapshot_dir = \"@DIR@/snap\";", NULL),
+                     0);
+    zeps_client *cs[2];
+    uint32_t t;
+    job_at_cut6(&cl, NULL, NULL, cs, &t);
+    float w[ZT_BSP_LEN], g[ZT_BSP_LEN];
+    ck_assert_int_eq(zeps_pull(cs[1], t, w, 0, ZT_BSP_LEN, 6), 0);
+    zt_bsp_gradient(w, g, 1, 6);
+    ck_assert_int_eq(zeps_push(cs[1], t, g, 0, ZT_BSP_LEN, 6), 0);
+
+    zt_server_kill(&cl, 1, SIGKILL);
+    ck_assert_int_eq(zt_server_start(&cl, 1), 0);
+    ck_assert(zt_log_has(&cl, 1, "restored snapshot set 0000000000000006"));
+    ck_assert_int_eq(zeps_clock(cs[1], 6), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_pull(cs[0], t, w, 0, ZT_BSP_LEN, 6), ZEPS_ERESTARTED);
+    for (int r = 1; r >= 0; r--) {
+        ck_assert_int_eq(zeps_resume_clock(cs[r]), 6);
+        ck_assert_int_eq(zeps_rollback(cs[r], 6), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        int r = i == 0 ? first : 1 - first;
+        int rc = zt_bsp_worker_step(cs[r], r, t, 6);
+        ck_assert_msg(rc == 0, "worker %d redoing clock 6: %s", r, zeps_last_error(cs[r]));
+    }
+    ck_assert_int_eq(zt_bsp_step(cs, 2, t, 7), 0);
+    expect_reference_at_8(cs, t);
+    for (int r = 0; r < 2; r++)
+        zeps_client_destroy(&cs[r]);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_held_push_redone_first)
+{
+    held_push_at_cut(1);
+}
+END_TEST
+
+START_TEST(test_held_push_other_first)
+{
+    held_push_at_cut(0);
+}
+END_TEST
+
 /* zepsctl snapshot take while a bsp job runs: the shards may stand at
  * different rounds (the tool then asks for the next clock) or at one (that
  * cut); either way every shard writes the same cut, and a restart holds the
@@ -377,6 +471,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_bsp_take_and_rollback);
     tcase_add_test(tc, test_bsp_auto);
     tcase_add_test(tc, test_late_rollback_repeats_nothing);
+    tcase_add_test(tc, test_held_push_redone_first);
+    tcase_add_test(tc, test_held_push_other_first);
     tcase_add_test(tc, test_bsp_take_running);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);

@@ -14,8 +14,10 @@
  * state after that clock bit for bit (single-process reference). A worker
  * whose shard rolled back (ROLLBACK) gets ERESTARTED with the cut. The
  * interleavings the chaos test found (docs/faults.md): a late ROLLBACK,
- * and a push held at the cut by the shard that did not restart; each job
- * ends with the undisturbed run's bits. A sparse table's snapshots: test_sparse_reshard.c.
+ * a push held at the cut by the shard that did not restart, and a request
+ * from before a worker's HELLO delivered after it (through a relay that
+ * holds the old connection's bytes); each job ends with the undisturbed
+ * run's bits. A sparse table's snapshots: test_sparse_reshard.c.
  */
 #include <check.h>
 #include <signal.h>
@@ -30,6 +32,7 @@
 #include "check_main.h"
 #include "harness.h"
 #include "mathenv.h"
+#include "relay.h"
 #include "snapshot.h"
 #include "zeps.h"
 
@@ -339,6 +342,99 @@ START_TEST(test_held_push_other_first)
 }
 END_TEST
 
+/* The chaos test's "clock goes backwards" (docs/faults.md, "A request from
+ * before the HELLO"). Worker 0's connection to shard 0 runs through a relay
+ * that holds what it carries: worker 0's PUSH and CLOCK of clock 8 are on
+ * the wire when shard 1 dies and restarts from the cut 6. Worker 0 learns
+ * of it from shard 1, gives those requests up (its connection to shard 0
+ * is closed and opened again) and rolls back: shard 0 goes back to 6 at its
+ * request. Only then do the old connection's bytes arrive, as ZeroMQ may
+ * read an old connection after a new one. Before the fix shard 0 applied
+ * that CLOCK of clock 8, and worker 0's redone CLOCK 6 was refused: "worker
+ * 0 clock goes backwards: finished 6 after 8", and the job failed. */
+START_TEST(test_request_from_before_hello)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", "  snapshot_dir = \"@DIR@/snap\";", NULL),
+                     0);
+    zt_relay relay;
+    int port = zt_relay_start_ipc(&relay, cl.endpoints[0] + strlen("ipc://"));
+    zt_cluster via = cl;
+    snprintf(via.endpoints[0], sizeof(via.endpoints[0]), "tcp://127.0.0.1:%d", port);
+    /* no resend while the relay holds: exactly one PUSH and one CLOCK */
+    zeps_options opt = {.request_timeout_ms = 60000, .hello_timeout_ms = 10000};
+    zeps_client *cs[2];
+    uint32_t t;
+    job_at_cut6(&cl, &via, &opt, cs, &t);
+    for (int64_t k = 6; k < 8; k++)
+        ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
+
+    float w[ZT_BSP_LEN], g[ZT_BSP_LEN];
+    ck_assert_int_eq(zeps_pull(cs[0], t, w, 0, ZT_BSP_LEN, 8), 0);
+    zt_bsp_gradient(w, g, 0, 8);
+    zt_relay_hold(&relay);
+    zeps_req *push, *clock;
+    ck_assert_int_eq(zeps_push_start(cs[0], t, g, 0, ZT_BSP_LEN, 8, &push), 0);
+    ck_assert_int_eq(zeps_clock_start(cs[0], 8, &clock), 0);
+    /* held: shard 0's half of the gradient, then the CLOCK (until it grows no more) */
+    size_t held = 0;
+    for (int i = 0, same = 0; i < 500 && same < 5; i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+        size_t now = zt_relay_held(&relay);
+        same = now == held && now > ZT_BSP_LEN / 2 * sizeof(float) ? same + 1 : 0;
+        held = now;
+    }
+    ck_assert_uint_gt(held, ZT_BSP_LEN / 2 * sizeof(float));
+
+    zt_server_kill(&cl, 1, SIGKILL);
+    ck_assert_int_eq(zt_server_start(&cl, 1), 0);
+    /* the last element is shard 1's: this pull goes there alone */
+    zeps_req *pull;
+    ck_assert_int_eq(zeps_pull_start(cs[0], t, w, ZT_BSP_LEN - 1, 1, 9, &pull), 0);
+    ck_assert_int_eq(zeps_wait(&pull), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_wait(&push), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_wait(&clock), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_resume_clock(cs[0]), 6);
+    ck_assert_int_eq(zeps_rollback(cs[0], 6), 0);
+
+    /* now the old connection delivers; wait until shard 0 has read both */
+    zeps_client *tool = zt_client(&cl, ZEPS_RANK_TOOL);
+    ck_assert_ptr_nonnull(tool);
+    Zeps__ShardStats *st = zt_stats(tool, 0);
+    ck_assert_ptr_nonnull(st);
+    uint64_t before = st->requests;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    zt_relay_release(&relay);
+    uint64_t seen = 0;
+    for (int k = 1; k <= 500 && seen < before + (uint64_t)k + 2; k++) {
+        st = zt_stats(tool, 0);
+        ck_assert_ptr_nonnull(st);
+        seen = st->requests;
+        zeps__shard_stats__free_unpacked(st, NULL);
+        if (seen < before + (uint64_t)k + 2) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    zeps_client_destroy(&tool);
+
+    ck_assert_int_eq(zeps_pull(cs[1], t, w, 0, ZT_BSP_LEN, 8), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_rollback(cs[1], 6), 0);
+    for (int64_t k = 6; k < 8; k++) {
+        int rc = zt_bsp_step(cs, 2, t, k);
+        ck_assert_msg(rc == 0, "redoing clock %lld: %s / %s", (long long)k, zeps_last_error(cs[0]),
+                      zeps_last_error(cs[1]));
+    }
+    expect_reference_at_8(cs, t);
+    ck_assert(zt_log_has(&cl, 0, "was sent before its HELLO"));
+    for (int r = 0; r < 2; r++)
+        zeps_client_destroy(&cs[r]);
+    zt_relay_stop(&relay);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* zepsctl snapshot take while a bsp job runs: the shards may stand at
  * different rounds (the tool then asks for the next clock) or at one (that
  * cut); either way every shard writes the same cut, and a restart holds the
@@ -473,6 +569,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_late_rollback_repeats_nothing);
     tcase_add_test(tc, test_held_push_redone_first);
     tcase_add_test(tc, test_held_push_other_first);
+    tcase_add_test(tc, test_request_from_before_hello);
     tcase_add_test(tc, test_bsp_take_running);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);

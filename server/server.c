@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -207,6 +208,39 @@ static int check_server_public(const zp_config *cfg, const char *secret, char *e
     return 0;
 }
 
+/* How long a shard waits for an address in use before it gives up. */
+#define BIND_WAIT_S 5.0
+
+/* Bind the shard's socket to bind_ep (ep as configured), waiting up to
+ * BIND_WAIT_S while the address is in use: a shard restarted at once after
+ * a SIGKILL may find its address still held by its predecessor's snapshot
+ * writer, forked just before the kill and not yet run to the point where it
+ * closes what it inherited (state/persist.c); it lets go as soon as it
+ * runs. A second shard on the address fails after the wait, as before. */
+static int bind_waiting(zp_server *s, const char *bind_ep, const char *ep, char *err, size_t errlen)
+{
+    double until = zp_now_s() + BIND_WAIT_S;
+    bool waited = false;
+    while (zmq_bind(s->sock, bind_ep) != 0) {
+        int e = zmq_errno();
+        if (e != EADDRINUSE || zp_now_s() >= until) {
+            snprintf(err, errlen, "cannot bind shard %d to %s: %s%s", s->shard, ep, zmq_strerror(e),
+                     waited ? " (waited for it)" : "");
+            return ZEPS_ETRANSPORT;
+        }
+        if (!waited)
+            zp_warn("%s is in use: waiting up to %.0f s for it (a process of a shard that "
+                    "died may still hold it)",
+                    ep, BIND_WAIT_S);
+        waited = true;
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    if (waited)
+        zp_info("%s is free: bound", ep);
+    return 0;
+}
+
 static int setup_socket(zp_server *s, char *err, size_t errlen)
 {
     s->zctx = zmq_ctx_new();
@@ -254,12 +288,7 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
     snprintf(s->endpoint, sizeof(s->endpoint), "%s", ep);
     char bind_ep[ZP_ENDPOINT_MAX + 16];
     zp_wire_canonical_endpoint(ep, bind_ep, sizeof(bind_ep));
-    if (zmq_bind(s->sock, bind_ep) != 0) {
-        snprintf(err, errlen, "cannot bind shard %d to %s: %s", s->shard, ep,
-                 zmq_strerror(zmq_errno()));
-        return ZEPS_ETRANSPORT;
-    }
-    return 0;
+    return bind_waiting(s, bind_ep, ep, err, errlen);
 }
 
 static int setup_loop(zp_server *s, char *err, size_t errlen)

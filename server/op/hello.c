@@ -6,7 +6,9 @@
  * mode (its name and capability bits) and where to resume. A new
  * incarnation of a rank whose current one is alive (heard from within its
  * lease) is refused: a forged HELLO, or a second process started with the
- * rank, must not evict a worker that is training (docs/faults.md).
+ * rank, must not evict a worker that is training (docs/faults.md). Where
+ * the mode rolls back (bsp), a HELLO is also a fence: the requests the
+ * worker sent before it are refused (op/request.c).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -82,6 +84,10 @@ static int64_t hello_worker(zp_server *s, zp_request *r, uint32_t *flags)
     /* HELLO sets where this incarnation's numbers stand: after a restore the
      * shard's record is older than the client's count (docs/protocol.md) */
     zp_workers_note_seq(w, h->seq);
+    /* where a mode rolls back, a HELLO starts the worker over from a cut:
+     * nothing it sent before may be applied after it (docs/faults.md) */
+    if (s->cons->caps & ZP_CAP_ROLLBACK)
+        zp_workers_fence(w, h->seq);
     if (lost)
         zp_clock_bounds(s);
     w->last_seen_s = zp_now_s();

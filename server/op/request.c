@@ -39,6 +39,22 @@ static void refuse_jump(zp_server *s, zp_request *r, zp_worker *w)
                    h->seq, h->seq - w->seq_hi, s->shard, w->seq_hi, ZP_SEQ_WINDOW);
 }
 
+/* A request sent before the worker's latest HELLO (bsp: it has since gone
+ * back to a cut and given up what it had in flight) that arrived after it,
+ * on the connection the worker closed: answered ERESTARTED, as a request
+ * from before the HELLO would have been, and not applied. The first of
+ * each HELLO is logged. */
+static void refuse_fenced(zp_server *s, zp_request *r, zp_worker *w)
+{
+    const Zeps__Header *h = r->h;
+    if (!w->fence_logged)
+        zp_info("worker %u: %s with seq %" PRIu64 " was sent before its HELLO (seq %" PRIu64
+                "), from the clocks it went back from: not applied",
+                h->rank, zp_wire_op_name(h->op), h->seq, w->fence);
+    w->fence_logged = true;
+    zp_reply_restarted(s, r->identity, h, 0, zp_request_resume_cut(s), s->restored_set);
+}
+
 /* A request of an incarnation that has not said HELLO to this shard, which
  * restored nothing: ESTATE. When the rank never said HELLO to this process
  * at all, the likeliest cause is a shard restarted with no snapshot to
@@ -77,6 +93,10 @@ zp_worker *zp_request_worker(zp_server *s, zp_request *r)
             return NULL;
         }
         refuse_unknown(s, r, w);
+        return NULL;
+    }
+    if (zp_workers_fenced(w, h->seq)) {
+        refuse_fenced(s, r, w);
         return NULL;
     }
     if (!s->applying && zp_workers_seq_jump(w, h->seq)) { /* the primary judged it */

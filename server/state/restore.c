@@ -248,7 +248,13 @@ int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint64_t re
                              s->shard, recovery, (long long)done, (long long)clock);
     if (done >= 0)
         return 0; /* done already: another worker asked first, or this shard restarted */
-    if (s->cons->cut(s) == clock) {
+    /* Standing at the cut is not being at it: a shard that reached it by
+     * training may hold pushes for the open round sent before the recovery,
+     * which the workers redo (kept, they were refused as pushed twice, or
+     * closed the round before the redone pulls: docs/faults.md). Only a
+     * state that came from this cut (restored, or rolled back to it) and
+     * has closed no round since holds nothing from before a recovery to it. */
+    if (s->cons->cut(s) == clock && (recovery == 0 || s->restored_clock == clock)) {
         if (recovery != 0)
             note_recovery(s, recovery, clock);
         return 0; /* already there */

@@ -29,11 +29,14 @@ int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen
  * `recovery` (the restarted shard's incarnation, as ERESTARTED named it; 0
  * from a client that names none). Every worker but `requester` must say
  * HELLO again. A shard that already rolled back for that recovery (a late
- * ROLLBACK from a worker answering it) or, for recovery 0, already stands
- * at that cut does nothing. Returns 0 with *rolled_back telling whether the state changed
- * (the caller then answers what waited with ERESTARTED), or a zeps_err
- * with a message (ESTATE: the mode has no rollback; ECLOCK: the shard is
- * behind the cut; EDATA: no such file). */
+ * ROLLBACK from a worker answering it), whose state came from that cut
+ * (restored or rolled back to it) and still stands there, or, for recovery
+ * 0, already stands at that cut does nothing; one that reached the cut by
+ * training rolls back all the same, dropping the pushes it holds for the
+ * open round (sent before the recovery). Returns 0 with *rolled_back
+ * telling whether the state changed (the caller then answers what waited
+ * with ERESTARTED), or a zeps_err with a message (ESTATE: the mode has no
+ * rollback; ECLOCK: the shard is behind the cut; EDATA: no such file). */
 int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint64_t recovery,
                         uint32_t requester, bool *rolled_back, char *err, size_t errlen);
 

@@ -49,6 +49,7 @@ bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
     w->window = 0;
     w->seq_hi = 0;
     w->jump_logged = false;
+    w->fence = 0;
     return true;
 }
 
@@ -100,6 +101,18 @@ void zp_workers_note_seq(zp_worker *w, uint64_t seq)
 {
     if (seq > w->seq_hi)
         w->seq_hi = seq;
+}
+
+void zp_workers_fence(zp_worker *w, uint64_t seq)
+{
+    if (seq > w->fence) /* a late resend of an older HELLO lowers nothing */
+        w->fence = seq;
+    w->fence_logged = false;
+}
+
+bool zp_workers_fenced(const zp_worker *w, uint64_t seq)
+{
+    return seq < w->fence;
 }
 
 int zp_workers_live(const zp_workers *ws, bool lost_continue)

@@ -41,6 +41,9 @@ typedef struct zp_worker {
     uint64_t window;    /* bit i: max_seq - 1 - i seen */
     uint64_t seq_hi;    /* highest seq of any request of this incarnation (HELLO included) */
     bool jump_logged;   /* a seq jump of this incarnation was logged (once) */
+    uint64_t fence;     /* modes with rollback: seq of its latest HELLO; anything it sent
+                           before is refused (zp_workers_fenced) */
+    bool fence_logged;  /* a request below the fence was logged (once per HELLO) */
     uint64_t seq_jumps; /* requests refused for a seq jump, ever */
     double last_seen_s;
     uint32_t parked; /* pulls of this rank parked now, all tables (at most ZP_PARKED_MAX) */
@@ -95,6 +98,17 @@ bool zp_workers_seq_jump(const zp_worker *w, uint64_t seq);
 
 /* Note `seq` as sent by this incarnation (raises w->seq_hi). */
 void zp_workers_note_seq(zp_worker *w, uint64_t seq);
+
+/* The worker said HELLO with `seq` in a mode that rolls back (bsp): a
+ * HELLO there starts the worker over from a cut (zeps_rollback), and every
+ * request it sent before, on a connection it has since closed, belongs to
+ * the clocks it gave up. Raises w->fence to `seq`. */
+void zp_workers_fence(zp_worker *w, uint64_t seq);
+
+/* True if `seq` was sent before the worker's latest fencing HELLO: such a
+ * request may still arrive after it (ZeroMQ reads the old connection and the
+ * new one in turn), and must not be applied. */
+bool zp_workers_fenced(const zp_worker *w, uint64_t seq);
 
 /* Workers counted as live: under on_lost_worker = continue all but those
  * declared lost or gone with BYE; under wait all of them (a round waits

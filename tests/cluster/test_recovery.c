@@ -12,7 +12,12 @@
  * bsp: `zepsctl snapshot take` on a cluster standing at one cut writes that
  * cut on every shard; after SIGKILL of both shards the restart holds the
  * state after that clock bit for bit (single-process reference). A worker
- * whose shard rolled back (ROLLBACK) gets ERESTARTED with the cut.
+ * whose shard rolled back (ROLLBACK) gets ERESTARTED with the cut. The
+ * interleavings the chaos test found (docs/faults.md): a late ROLLBACK,
+ * a push held at the cut by the shard that did not restart, and a request
+ * from before a worker's HELLO delivered after it (through a relay that
+ * holds the old connection's bytes); each job ends with the undisturbed
+ * run's bits. A sparse table's snapshots: test_sparse_reshard.c.
  */
 #include <check.h>
 #include <signal.h>
@@ -27,6 +32,7 @@
 #include "check_main.h"
 #include "harness.h"
 #include "mathenv.h"
+#include "relay.h"
 #include "snapshot.h"
 #include "zeps.h"
 
@@ -244,6 +250,191 @@ START_TEST(test_late_rollback_repeats_nothing)
 }
 END_TEST
 
+/* A bsp job of 2 shards and 2 workers (cs, table *t) that ran clocks 0..5
+ * and stands at the cut 6, written by both shards. Worker 0's client goes
+ * to the shards at eps0's endpoints (NULL: cl's own) with options opt0. */
+static void job_at_cut6(zt_cluster *cl, const zt_cluster *eps0, zeps_options *opt0,
+                        zeps_client **cs, uint32_t *t)
+{
+    cs[0] = opt0 ? zt_client_opts(eps0 ? eps0 : cl, 0, opt0) : zt_client(cl, 0);
+    cs[1] = zt_client(cl, 1);
+    for (int r = 0; r < 2; r++) {
+        ck_assert_ptr_nonnull(cs[r]);
+        ck_assert_int_eq(zeps_declare(cs[r], &zt_bsp_spec, t), 0);
+    }
+    for (int64_t k = 0; k < 6; k++)
+        ck_assert_int_eq(zt_bsp_step(cs, 2, *t, k), 0);
+    take(cl, 6);
+}
+
+/* The job's parameters at clock 8 equal the undisturbed run's, bit for bit,
+ * and shard 0 rolled back once. */
+static void expect_reference_at_8(zeps_client **cs, uint32_t t)
+{
+    float x[ZT_BSP_LEN], ref[ZT_BSP_LEN];
+    ck_assert_int_eq(zeps_pull(cs[0], t, x, 0, ZT_BSP_LEN, 8), 0);
+    zt_bsp_reference(2, 8, ref);
+    int differ = 0;
+    for (int i = 0; i < ZT_BSP_LEN; i++)
+        differ += memcmp(&x[i], &ref[i], sizeof(float)) != 0;
+    ck_assert_msg(differ == 0, "%d of %d elements differ from the undisturbed run at clock 8",
+                  differ, ZT_BSP_LEN);
+    Zeps__ShardStats *st = zt_stats(cs[0], 0);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_msg(st->rollbacks == 1, "shard 0 rolled back %llu times",
+                  (unsigned long long)st->rollbacks);
+    zeps__shard_stats__free_unpacked(st, NULL);
+}
+
+/* The chaos test's shard kill at an epoch's end (docs/faults.md, "A push
+ * held at the cut"). Shard 1 dies just after the cut 6, once worker 1 has
+ * pushed clock 6 and before worker 0 has (rank 0 evaluates there): shard 0
+ * stands at the cut holding worker 1's push for round 6. Both workers
+ * learn of the restart and roll back; then `first` redoes clock 6 entirely
+ * before the other. Before the fix shard 0, at the cut, only acknowledged
+ * the ROLLBACK and kept that push: worker 1 redoing first was refused
+ * ("bsp: worker 1 already pushed table 'w' for round 6", the job failed),
+ * and worker 0 redoing first closed round 6 with it, so worker 1's redone
+ * pull got clock 7's parameters and the job ended with other bits. */
+static void held_push_at_cut(int first)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", "  snapshot_dir = \"@DIR@/snap\";", NULL),
+                     0);
+    zeps_client *cs[2];
+    uint32_t t;
+    job_at_cut6(&cl, NULL, NULL, cs, &t);
+    float w[ZT_BSP_LEN], g[ZT_BSP_LEN];
+    ck_assert_int_eq(zeps_pull(cs[1], t, w, 0, ZT_BSP_LEN, 6), 0);
+    zt_bsp_gradient(w, g, 1, 6);
+    ck_assert_int_eq(zeps_push(cs[1], t, g, 0, ZT_BSP_LEN, 6), 0);
+
+    zt_server_kill(&cl, 1, SIGKILL);
+    ck_assert_int_eq(zt_server_start(&cl, 1), 0);
+    ck_assert(zt_log_has(&cl, 1, "restored snapshot set 0000000000000006"));
+    ck_assert_int_eq(zeps_clock(cs[1], 6), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_pull(cs[0], t, w, 0, ZT_BSP_LEN, 6), ZEPS_ERESTARTED);
+    for (int r = 1; r >= 0; r--) {
+        ck_assert_int_eq(zeps_resume_clock(cs[r]), 6);
+        ck_assert_int_eq(zeps_rollback(cs[r], 6), 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        int r = i == 0 ? first : 1 - first;
+        int rc = zt_bsp_worker_step(cs[r], r, t, 6);
+        ck_assert_msg(rc == 0, "worker %d redoing clock 6: %s", r, zeps_last_error(cs[r]));
+    }
+    ck_assert_int_eq(zt_bsp_step(cs, 2, t, 7), 0);
+    expect_reference_at_8(cs, t);
+    for (int r = 0; r < 2; r++)
+        zeps_client_destroy(&cs[r]);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_held_push_redone_first)
+{
+    held_push_at_cut(1);
+}
+END_TEST
+
+START_TEST(test_held_push_other_first)
+{
+    held_push_at_cut(0);
+}
+END_TEST
+
+/* The chaos test's "clock goes backwards" (docs/faults.md, "A request from
+ * before the HELLO"). Worker 0's connection to shard 0 runs through a relay
+ * that holds what it carries: worker 0's PUSH and CLOCK of clock 8 are on
+ * the wire when shard 1 dies and restarts from the cut 6. Worker 0 learns
+ * of it from shard 1, gives those requests up (its connection to shard 0
+ * is closed and opened again) and rolls back: shard 0 goes back to 6 at its
+ * request. Only then do the old connection's bytes arrive, as ZeroMQ may
+ * read an old connection after a new one. Before the fix shard 0 applied
+ * that CLOCK of clock 8, and worker 0's redone CLOCK 6 was refused: "worker
+ * 0 clock goes backwards: finished 6 after 8", and the job failed. */
+START_TEST(test_request_from_before_hello)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", "  snapshot_dir = \"@DIR@/snap\";", NULL),
+                     0);
+    zt_relay relay;
+    int port = zt_relay_start_ipc(&relay, cl.endpoints[0] + strlen("ipc://"));
+    zt_cluster via = cl;
+    snprintf(via.endpoints[0], sizeof(via.endpoints[0]), "tcp://127.0.0.1:%d", port);
+    /* no resend while the relay holds: exactly one PUSH and one CLOCK */
+    zeps_options opt = {.request_timeout_ms = 60000, .hello_timeout_ms = 10000};
+    zeps_client *cs[2];
+    uint32_t t;
+    job_at_cut6(&cl, &via, &opt, cs, &t);
+    for (int64_t k = 6; k < 8; k++)
+        ck_assert_int_eq(zt_bsp_step(cs, 2, t, k), 0);
+
+    float w[ZT_BSP_LEN], g[ZT_BSP_LEN];
+    ck_assert_int_eq(zeps_pull(cs[0], t, w, 0, ZT_BSP_LEN, 8), 0);
+    zt_bsp_gradient(w, g, 0, 8);
+    zt_relay_hold(&relay);
+    zeps_req *push, *clock;
+    ck_assert_int_eq(zeps_push_start(cs[0], t, g, 0, ZT_BSP_LEN, 8, &push), 0);
+    ck_assert_int_eq(zeps_clock_start(cs[0], 8, &clock), 0);
+    /* held: shard 0's half of the gradient, then the CLOCK (until it grows no more) */
+    size_t held = 0;
+    for (int i = 0, same = 0; i < 500 && same < 5; i++) {
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+        size_t now = zt_relay_held(&relay);
+        same = now == held && now > ZT_BSP_LEN / 2 * sizeof(float) ? same + 1 : 0;
+        held = now;
+    }
+    ck_assert_uint_gt(held, ZT_BSP_LEN / 2 * sizeof(float));
+
+    zt_server_kill(&cl, 1, SIGKILL);
+    ck_assert_int_eq(zt_server_start(&cl, 1), 0);
+    /* the last element is shard 1's: this pull goes there alone */
+    zeps_req *pull;
+    ck_assert_int_eq(zeps_pull_start(cs[0], t, w, ZT_BSP_LEN - 1, 1, 9, &pull), 0);
+    ck_assert_int_eq(zeps_wait(&pull), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_wait(&push), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_wait(&clock), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_resume_clock(cs[0]), 6);
+    ck_assert_int_eq(zeps_rollback(cs[0], 6), 0);
+
+    /* now the old connection delivers; wait until shard 0 has read both */
+    zeps_client *tool = zt_client(&cl, ZEPS_RANK_TOOL);
+    ck_assert_ptr_nonnull(tool);
+    Zeps__ShardStats *st = zt_stats(tool, 0);
+    ck_assert_ptr_nonnull(st);
+    uint64_t before = st->requests;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    zt_relay_release(&relay);
+    uint64_t seen = 0;
+    for (int k = 1; k <= 500 && seen < before + (uint64_t)k + 2; k++) {
+        st = zt_stats(tool, 0);
+        ck_assert_ptr_nonnull(st);
+        seen = st->requests;
+        zeps__shard_stats__free_unpacked(st, NULL);
+        if (seen < before + (uint64_t)k + 2) {
+            struct timespec ts = {0, 10000000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    zeps_client_destroy(&tool);
+
+    ck_assert_int_eq(zeps_pull(cs[1], t, w, 0, ZT_BSP_LEN, 8), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_rollback(cs[1], 6), 0);
+    for (int64_t k = 6; k < 8; k++) {
+        int rc = zt_bsp_step(cs, 2, t, k);
+        ck_assert_msg(rc == 0, "redoing clock %lld: %s / %s", (long long)k, zeps_last_error(cs[0]),
+                      zeps_last_error(cs[1]));
+    }
+    expect_reference_at_8(cs, t);
+    ck_assert(zt_log_has(&cl, 0, "was sent before its HELLO"));
+    for (int r = 0; r < 2; r++)
+        zeps_client_destroy(&cs[r]);
+    zt_relay_stop(&relay);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* zepsctl snapshot take while a bsp job runs: the shards may stand at
  * different rounds (the tool then asks for the next clock) or at one (that
  * cut); either way every shard writes the same cut, and a restart holds the
@@ -315,190 +506,6 @@ START_TEST(test_bsp_take_running)
 }
 END_TEST
 
-/* ---- sparse tables in snapshots and resharding ---- */
-
-#define SROWS 300
-#define SDIM  6
-
-static const zeps_sparse_spec emb = {.name = "emb",
-                                     .dim = SDIM,
-                                     .optimizer = "adagrad",
-                                     .lr = 0.1,
-                                     .init = "uniform",
-                                     .init_scale = 0.1,
-                                     .seed = 5};
-
-static void sparse_ids(uint64_t *ids)
-{
-    for (int i = 0; i < SROWS; i++)
-        ids[i] = 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1); /* spread over the id space */
-}
-
-/* One adagrad step on every row: gradient a function of (id, step). */
-static void sparse_step(zeps_client *c, uint32_t t, const uint64_t *ids, int step)
-{
-    static float g[SROWS * SDIM];
-    for (int i = 0; i < SROWS; i++)
-        for (int j = 0; j < SDIM; j++)
-            g[i * SDIM + j] = (float)((int)((ids[i] >> (j + step)) % 7) - 3) * 0.25f;
-    ck_assert_int_eq(zeps_spush(c, t, ids, SROWS, g, step), 0);
-}
-
-/* Every row record of a set (id -> record bytes), checking each file's rows
- * belong to its shard (the reader checks it too). */
-static uint8_t *set_rows(const char *dir, uint64_t setid, int S, uint64_t *n_out)
-{
-    uint64_t rec = ZP_SNAP_ROW_LEN(SDIM, 1), n = 0;
-    uint8_t *all = malloc(SROWS * rec);
-    for (int k = 0; k < S; k++) {
-        char path[600], err[1024];
-        zp_snapshot_path(path, sizeof(path), dir, setid, (uint32_t)k, (uint32_t)S);
-        zp_snapshot *snap = NULL;
-        ck_assert_msg(zp_snapshot_read(path, &snap, err, sizeof(err)) == 0, "%s", err);
-        ck_assert_uint_eq(snap->ntables, 2);
-        const zp_snap_table *st = &snap->tables[1];
-        ck_assert_uint_eq(st->kind, 1);
-        uint64_t m;
-        memcpy(&m, st->rows, 8);
-        ck_assert_uint_le(n + m, SROWS);
-        memcpy(all + n * rec, st->rows + ZP_SNAP_ROWS_HDR, m * rec);
-        n += m;
-        zp_snapshot_free(&snap);
-    }
-    *n_out = n;
-    return all;
-}
-
-static const uint8_t *find_row(const uint8_t *all, uint64_t n, uint64_t id)
-{
-    uint64_t rec = ZP_SNAP_ROW_LEN(SDIM, 1);
-    for (uint64_t i = 0; i < n; i++)
-        if (memcmp(all + i * rec, &id, 8) == 0)
-            return all + i * rec;
-    return NULL;
-}
-
-/* zepsctl snapshot reshard of set src into dst (<dir>/snap<S2>) for S2
- * shards; it must succeed. */
-static void zepsctl_reshard(const char *dir, const char *src, int S2, char *dst, size_t dstlen)
-{
-    char cmd[1200], bin[512];
-    snprintf(dst, dstlen, "%s/snap%d", dir, S2);
-    snprintf(cmd, sizeof(cmd), "%s snapshot reshard %s %s %d > %s/reshard%d.out 2>&1",
-             zt_bin("zepsctl", bin, sizeof(bin)), src, dst, S2, dir, S2);
-    int st = system(cmd);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "reshard to %d failed", S2);
-}
-
-/* Every row of the newest set in dst (S2 shards) identical to rows_a, with
- * its state, version, touches and clock. */
-static void rows_carried(const char *dst, int S2, const uint8_t *rows_a, uint64_t na,
-                         const uint64_t *ids)
-{
-    uint64_t rec = ZP_SNAP_ROW_LEN(SDIM, 1);
-    zp_manifest *m = NULL;
-    char err[1024];
-    ck_assert_int_eq(zp_manifest_load(dst, &m, err, sizeof(err)), 0);
-    const zp_snap_set *set = zp_manifest_newest(m);
-    ck_assert_ptr_nonnull(set);
-    uint64_t nb;
-    uint8_t *rows_b = set_rows(dst, set->setid, S2, &nb);
-    zp_manifest_free(&m);
-    ck_assert_uint_eq(nb, SROWS);
-    for (int r = 0; r < SROWS; r++) {
-        const uint8_t *x = find_row(rows_a, na, ids[r]), *y = find_row(rows_b, nb, ids[r]);
-        ck_assert_ptr_nonnull(x);
-        ck_assert_msg(y && memcmp(x, y, rec) == 0, "S'=%d: row of id %llu differs", S2,
-                      (unsigned long long)ids[r]);
-    }
-    free(rows_b);
-}
-
-/* A cluster of S2 shards restores the set in dst: same rows as `before`,
- * the table's history (rows ever created) comes along, and one more step
- * gives the same bits as on the original (`after_a`). */
-static void restore_and_step(const char *dst, int S2, const uint64_t *ids, const float *before,
-                             const float *after_a)
-{
-    char extra[512];
-    snprintf(extra, sizeof(extra), "  snapshot_dir = \"%s\";", dst);
-    zt_cluster b;
-    ck_assert_int_eq(zt_cluster_start(&b, S2, 1, "async", extra, NULL), 0);
-    ck_assert(zt_log_has(&b, 0, "restored snapshot set"));
-    zeps_client *cb = zt_client(&b, 0);
-    ck_assert_ptr_nonnull(cb);
-    uint32_t db, tb;
-    ck_assert_int_eq(zeps_declare(cb, &plain, &db), 0);
-    ck_assert_int_eq(zeps_declare_sparse(cb, &emb, &tb), 0);
-    static float got[SROWS * SDIM];
-    ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
-    ck_assert_msg(memcmp(got, before, sizeof(got)) == 0, "S'=%d: pulled rows differ", S2);
-    /* the table's history comes along: SROWS rows were ever created */
-    uint64_t created = 0;
-    for (int k = 0; k < S2; k++) {
-        Zeps__ShardStats *ss = zt_stats(cb, k);
-        ck_assert_ptr_nonnull(ss);
-        for (size_t j = 0; j < ss->n_tables; j++)
-            if (ss->tables[j]->kind == 1)
-                created += ss->tables[j]->rows_created;
-        zeps__shard_stats__free_unpacked(ss, NULL);
-    }
-    ck_assert_msg(created == SROWS, "S'=%d: %llu rows created after the restore, recorded %d", S2,
-                  (unsigned long long)created, SROWS);
-    sparse_step(cb, tb, ids, 3);
-    ck_assert_int_eq(zeps_spull(cb, tb, ids, SROWS, got, 0), 0);
-    ck_assert_msg(memcmp(got, after_a, sizeof(got)) == 0,
-                  "S'=%d: one more adagrad step differs: row state not carried", S2);
-    zeps_client_destroy(&cb);
-    ck_assert_int_eq(zt_cluster_stop(&b), 0);
-}
-
-START_TEST(test_sparse_reshard)
-{
-    zt_cluster a;
-    ck_assert_int_eq(zt_cluster_start(&a, 2, 1, "async", "  snapshot_dir = \"@DIR@/snap\";", NULL),
-                     0);
-    zeps_client *c = zt_client(&a, 0);
-    ck_assert_ptr_nonnull(c);
-    uint32_t d, t;
-    ck_assert_int_eq(zeps_declare(c, &plain, &d), 0); /* a dense table before it */
-    ck_assert_int_eq(zeps_declare_sparse(c, &emb, &t), 0);
-    uint64_t ids[SROWS];
-    sparse_ids(ids);
-    for (int step = 0; step < 3; step++)
-        sparse_step(c, t, ids, step);
-    static float before[SROWS * SDIM];
-    ck_assert_int_eq(zeps_spull(c, t, ids, SROWS, before, 0), 0);
-    zeps_client *tool = zt_client(&a, ZEPS_RANK_TOOL);
-    ck_assert_int_eq(zeps_snapshot_request(tool, -1, 77), 0);
-    zeps_client_destroy(&tool);
-    for (int k = 0; k < 2; k++)
-        ck_assert(
-            zt_wait_log(&a, k, "snapshot set 000000000000004d (on request, clock -1) written"));
-    /* one more step on the original: the reference for "state carried" */
-    sparse_step(c, t, ids, 3);
-    static float after_a[SROWS * SDIM];
-    ck_assert_int_eq(zeps_spull(c, t, ids, SROWS, after_a, 0), 0);
-    zeps_client_destroy(&c);
-
-    char src[400];
-    snprintf(src, sizeof(src), "%s/snap", a.dir);
-    uint64_t na;
-    uint8_t *rows_a = set_rows(src, 77, 2, &na);
-    ck_assert_uint_eq(na, SROWS);
-
-    const int sizes[] = {3, 1};
-    for (int i = 0; i < 2; i++) {
-        char dst[400];
-        zepsctl_reshard(a.dir, src, sizes[i], dst, sizeof(dst));
-        rows_carried(dst, sizes[i], rows_a, na, ids);
-        restore_and_step(dst, sizes[i], ids, before, after_a);
-    }
-    free(rows_a);
-    ck_assert_int_eq(zt_cluster_stop(&a), 0);
-}
-END_TEST
-
 /* auto (Young/Daly): a first snapshot at clock 1 measures the duration,
  * then the interval is chosen, logged, and complete sets follow. */
 START_TEST(test_bsp_auto)
@@ -560,8 +567,10 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_bsp_take_and_rollback);
     tcase_add_test(tc, test_bsp_auto);
     tcase_add_test(tc, test_late_rollback_repeats_nothing);
+    tcase_add_test(tc, test_held_push_redone_first);
+    tcase_add_test(tc, test_held_push_other_first);
+    tcase_add_test(tc, test_request_from_before_hello);
     tcase_add_test(tc, test_bsp_take_running);
-    tcase_add_test(tc, test_sparse_reshard);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -24,12 +24,15 @@ const zeps_table_spec zt_bsp_spec = {
     .seed = 7,
 };
 
-/* Worker r's gradient at step c: a deterministic function of the
- * parameters it pulled, so any difference in what was applied before shows. */
-static void gradient(const float *w, float *g, int r, int64_t c)
+/* A deterministic function of the parameters pulled, so any difference in
+ * what was applied before shows. Element i depends on element i + LEN/2
+ * too, which lies on another shard: parameters of another clock pulled
+ * from one shard change the gradient pushed to the others. */
+void zt_bsp_gradient(const float *w, float *g, int r, int64_t c)
 {
     for (int i = 0; i < ZT_BSP_LEN; i++)
-        g[i] = 0.1f * sinf(w[i] * (float)(r + 1) + 0.01f * (float)c) +
+        g[i] = 0.1f * sinf(w[i] * (float)(r + 1) + 0.01f * (float)c +
+                           0.5f * w[(i + ZT_BSP_LEN / 2) % ZT_BSP_LEN]) +
                0.001f * (float)((i * 7 + r * 13) % 17);
 }
 
@@ -46,7 +49,7 @@ void zt_bsp_worker(const zt_cluster *cl, int r, int steps)
     for (int64_t k = 0; k < steps; k++) {
         if (zeps_pull(c, t, w, 0, ZT_BSP_LEN, k) != 0)
             _exit(12);
-        gradient(w, g, r, k);
+        zt_bsp_gradient(w, g, r, k);
         struct timespec ts = {0, (long)(rand_r(&seed) % 3000) * 1000L};
         nanosleep(&ts, NULL);
         if (zeps_push(c, t, g, 0, ZT_BSP_LEN, k) != 0)
@@ -67,13 +70,24 @@ int zt_bsp_step(zeps_client *const *cs, int n, uint32_t t, int64_t k)
     for (int r = 0; r < n && rc == 0; r++)
         rc = zeps_pull(cs[r], t, w + (size_t)r * ZT_BSP_LEN, 0, ZT_BSP_LEN, k);
     for (int r = 0; r < n && rc == 0; r++) {
-        gradient(w + (size_t)r * ZT_BSP_LEN, g, r, k);
+        zt_bsp_gradient(w + (size_t)r * ZT_BSP_LEN, g, r, k);
         rc = zeps_push(cs[r], t, g, 0, ZT_BSP_LEN, k);
     }
     for (int r = 0; r < n && rc == 0; r++)
         rc = zeps_clock(cs[r], k);
     free(w);
     return rc;
+}
+
+int zt_bsp_worker_step(zeps_client *c, int r, uint32_t t, int64_t k)
+{
+    float w[ZT_BSP_LEN], g[ZT_BSP_LEN];
+    int rc = zeps_pull(c, t, w, 0, ZT_BSP_LEN, k);
+    if (rc == 0) {
+        zt_bsp_gradient(w, g, r, k);
+        rc = zeps_push(c, t, g, 0, ZT_BSP_LEN, k);
+    }
+    return rc ? rc : zeps_clock(c, k);
 }
 
 int zt_bsp_run_workers(const zt_cluster *cl, int n, int steps)
@@ -102,9 +116,9 @@ void zt_bsp_reference(int nworkers, int steps, float *w)
     float *acc = malloc(ZT_BSP_LEN * sizeof(float)), *g = malloc(ZT_BSP_LEN * sizeof(float));
     zp_init_fill(w, 0, ZT_BSP_LEN, ZP_INIT_NORMAL, zt_bsp_spec.init_scale, zt_bsp_spec.seed);
     for (int64_t k = 0; k < steps; k++) {
-        gradient(w, acc, 0, k);
+        zt_bsp_gradient(w, acc, 0, k);
         for (int r = 1; r < nworkers; r++) {
-            gradient(w, g, r, k);
+            zt_bsp_gradient(w, g, r, k);
             for (int i = 0; i < ZT_BSP_LEN; i++)
                 acc[i] += g[i];
         }

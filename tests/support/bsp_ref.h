@@ -24,6 +24,13 @@ void zt_bsp_worker(const zt_cluster *cl, int r, int steps) __attribute__((noretu
 /* Fork `n` such workers and wait for them; returns how many failed. */
 int zt_bsp_run_workers(const zt_cluster *cl, int n, int steps);
 
+/* Worker r's gradient of clock k from the parameters w it pulled. */
+void zt_bsp_gradient(const float *w, float *g, int r, int64_t k);
+
+/* Worker r's part of clock k on its client c: pull at k, push the gradient
+ * of what it pulled, CLOCK k. Returns 0 or the first call's zeps_err. */
+int zt_bsp_worker_step(zeps_client *c, int r, uint32_t t, int64_t k);
+
 /* Clock k of the job for n clients of ranks 0..n-1 in this process (each
  * with table t declared): every client pulls at k, then each pushes its
  * gradient and says CLOCK k. Returns 0 or the first call's zeps_err. */

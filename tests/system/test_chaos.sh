@@ -386,7 +386,7 @@ run_job() {
 
 # ---- the undisturbed references -----------------------------------------------
 has_job() { printf '%s\n' "${SCHED[@]}" | grep -q " $1 "; }
-REF_MS_bsp=0 REF_MS_async=0
+REF_MS_bsp=0 REF_MS_async=0 REF_AACC="" # set only when the schedule has such a job
 if has_job bsp; then
     LOSS="" ACC=""
     run_job "$work/ref-bsp" bsp none 0 0 0
@@ -465,8 +465,8 @@ awk -F'|' '{k = $2 " " $3; n[k]++; if ($5 == "finished") f[k]++; if ($4 ~ /^miss
 awk -F'|' -v r="$REF_AACC" '$5 == "finished" && $2 == "bsp" {n++; if ($6 == "bit-identical") b++}
     $5 == "finished" && $2 == "async" {m++; if (!lo || $9 < lo) lo = $9; if ($9 > hi) hi = $9
         d = $9 - r; if (d < 0) d = -d; if (d > g) g = d}
-    END {printf "bsp finished: %d, bit-identical to the undisturbed run: %d\n", n, b
-        printf "async finished: %d, accuracy %s..%s (reference %s), largest gap %.2f point(s)\n",
+    END {if (n) printf "bsp finished: %d, bit-identical to the undisturbed run: %d\n", n, b
+        if (m) printf "async finished: %d, accuracy %s..%s (reference %s), largest gap %.2f point(s)\n",
             m, lo, hi, r, 100 * g}' "$work/outcomes"
 grep '|failed|' "$work/outcomes" | awk -F'|' '{printf "  iteration %s %s %s (%s):%s\n", $1, $2, $3, $4, $8}'
 echo "$pass passed, $fail failed"

@@ -6,7 +6,9 @@
  * client asks again) and changes nothing; it is taken once the old one is
  * silent past the lease, said BYE, was declared lost, or an operator
  * released the rank (EVICT); the same incarnation's HELLO is always taken.
- * Time passes by moving a worker's last_seen_s back.
+ * Time passes by moving a worker's last_seen_s back. Under bsp a HELLO also
+ * fences the worker's own earlier requests (op/request.c): one sent before
+ * it and delivered after it is answered ERESTARTED and changes nothing.
  */
 #include <check.h>
 
@@ -154,6 +156,73 @@ START_TEST(test_crash_keeps_clocked_push)
 }
 END_TEST
 
+/* A CLOCK of `clock` from `rank`, built now (its seq taken now) to be sent
+ * later. */
+static Zeps__Header clock_req(zt_shard *z, uint32_t rank, int64_t clock)
+{
+    Zeps__Header h = zt_header(z, ZEPS__OP__CLOCK, rank);
+    h.clock = clock;
+    return h;
+}
+
+/* bsp: a CLOCK and a PUSH sent before worker 0's HELLO (on the connection
+ * it then closed) arrive after it: refused with ERESTARTED, not applied;
+ * what it sends after the HELLO is; a late resend of an older HELLO does
+ * not lower the fence. */
+START_TEST(test_hello_fences_earlier_requests)
+{
+    zt_shard *z = shard();
+    float g[2] = {1, 1};
+    Zeps__Header old_clock = clock_req(z, 0, 7);
+    Zeps__Header old_push = zt_header(z, ZEPS__OP__PUSH, 0);
+    old_push.table = 0, old_push.count = 2, old_push.clock = 0;
+    zt_hello(z, 0);
+    uint64_t fence = z->seq[0];
+    ck_assert_int_eq(zt_send(z, &old_clock, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__ERROR);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ERESTARTED);
+    ck_assert_int_eq(zt_send(z, &old_push, g, sizeof(g)), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ERESTARTED);
+    zp_worker *w = &z->s->workers.w[0];
+    ck_assert_int_eq(w->clock, 0);
+    ck_assert_int_eq(z->s->tables[0]->round.npending, 0);
+    ck_assert_uint_eq(w->max_seq, 0); /* not recorded either */
+
+    Zeps__Header resend = zt_header(z, ZEPS__OP__HELLO, 0);
+    resend.seq = fence - 2;
+    ck_assert_int_eq(zt_send(z, &resend, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__HELLO);
+    Zeps__Header below = clock_req(z, 0, 7);
+    below.seq = fence - 1; /* above the resent HELLO's, below the fence */
+    ck_assert_int_eq(zt_send(z, &below, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ERESTARTED);
+
+    ck_assert_int_eq(zt_push(z, 0, 0, 0, g, 2, 0, 0), 1);
+    ck_assert_int_eq(z->s->tables[0]->round.npending, 1);
+    Zeps__Header now = clock_req(z, 0, 0);
+    ck_assert_int_eq(zt_send(z, &now, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__CLOCK);
+    ck_assert_int_eq(w->clock, 1);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* async: no fence. There the library says HELLO again to a restarted
+ * shard and resends what it had outstanding, with its seqs. */
+START_TEST(test_async_hello_fences_nothing)
+{
+    zt_shard *z = zt_shard_new("async", 2);
+    zt_hello(z, 0);
+    zt_declare(z, 0, "w", 2, 1.0);
+    Zeps__Header old_clock = clock_req(z, 0, 3);
+    zt_hello(z, 0);
+    ck_assert_int_eq(zt_send(z, &old_clock, NULL, 0), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__CLOCK);
+    ck_assert_int_eq(z->s->workers.w[0].clock, 4);
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("lease");
@@ -163,6 +232,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_bye_and_lost);
     tcase_add_test(tc, test_evict);
     tcase_add_test(tc, test_crash_keeps_clocked_push);
+    tcase_add_test(tc, test_hello_fences_earlier_requests);
+    tcase_add_test(tc, test_async_hello_fences_nothing);
     suite_add_tcase(s, tc);
     return s;
 }

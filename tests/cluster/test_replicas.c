@@ -157,6 +157,24 @@ static double wait_role(rset *rs, int r, const char *role, uint64_t epoch, doubl
     return -1;
 }
 
+/* Wait until replica r has heard of an in-sync set of n replicas (the
+ * primary admits a backup once it followed and caught up with the log). */
+static void wait_in_sync(rset *rs, int r, uint32_t n, double secs)
+{
+    double t0 = now_s();
+    uint32_t seen = 0;
+    while (now_s() - t0 < secs) {
+        Zeps__Header *rep = stats_of(rs, r);
+        seen = rep ? rep->stats->in_sync : 0;
+        if (rep)
+            zeps__header__free_unpacked(rep, NULL);
+        if (seen == n)
+            return;
+        sleep_ms(20);
+    }
+    ck_abort_msg("replica %d heard of %u in sync, not %u, within %.0f s", r, seen, n, secs);
+}
+
 /* GET /metrics of replica r into buf. */
 static void metrics_of(rset *rs, int r, char *buf, size_t len)
 {
@@ -264,6 +282,7 @@ START_TEST(test_roles_redirect_failover)
     wait_role(&rs, 0, "primary", 1, 20);
     start_replica(&rs, 1);
     wait_role(&rs, 1, "backup", 1, 20);
+    wait_in_sync(&rs, 1, 2, 20);
 
     /* one primary: each says who it is and who the primary is */
     for (int r = 0; r < 2; r++) {

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -36,16 +37,20 @@ static void nap_ms(int ms)
 }
 
 /* Whether a ZooKeeper serves on 127.0.0.1:port: `srvr` names its mode
- * (it answers `ruok` before it serves requests). */
+ * (it answers `ruok` before it serves requests). Each read and write gives
+ * up after a second: a JVM still starting may accept a connection and not
+ * answer it (seen: a read that never returned). */
 static bool zk_serving(int port)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    struct timeval tv = {.tv_sec = 1};
     char buf[1024];
     size_t got = 0;
-    if (fd >= 0 && connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        write(fd, "srvr", 4) == 4) {
+    if (fd >= 0 && setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) == 0 &&
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) == 0 &&
+        connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && write(fd, "srvr", 4) == 4) {
         ssize_t n;
         while (got + 1 < sizeof(buf) && (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
             got += (size_t)n;

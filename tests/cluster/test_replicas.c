@@ -417,6 +417,59 @@ START_TEST(test_zepsctl_local)
 }
 END_TEST
 
+/* The line number of the first line of file `path` holding `needle`, or 0. */
+static int line_of(const char *path, const char *needle)
+{
+    char line[1024];
+    FILE *f = fopen(path, "r");
+    int n = 0, at = 0;
+    while (f && !at && fgets(line, sizeof(line), f))
+        at = ++n * (strstr(line, needle) != NULL);
+    if (f)
+        fclose(f);
+    return at;
+}
+
+/* zepsctl local --config FILE --replicas 2: the file's shard gets two
+ * replicas on fresh ports (the rest of the file as it was), and the worker
+ * starts once the backup is in the in-sync set; a file replicated already
+ * is refused with --replicas (exit 2). */
+START_TEST(test_zepsctl_local_config)
+{
+    char dir[256], bin[512], cmd[2600], path[400];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "localcfg"), 0);
+    zt_bin("zepsctl", bin, sizeof(bin));
+    snprintf(cmd, sizeof(cmd),
+             "%s local --print-config --servers 1 --workers 1 --model quadratic > %s/job.conf && "
+             "%s local --config %s/job.conf --replicas 2 --dir %s/run -q --timeout 60 "
+             "> %s/out.txt 2>&1",
+             bin, dir, bin, dir, dir, dir);
+    int st = system(cmd);
+    snprintf(path, sizeof(path), "%s/out.txt", dir);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl local: 0x%x (see %s)", st, path);
+    snprintf(path, sizeof(path), "%s/run/cluster.conf", dir);
+    ck_assert_msg(line_of(path, "replicas = 2;") > 0, "%s: no replicas = 2", path);
+    ck_assert_msg(line_of(path, "model = \"quadratic\"") > 0, "%s: the file's model lost", path);
+    snprintf(path, sizeof(path), "%s/run/server-0.1.log", dir);
+    ck_assert_msg(line_of(path, "role: none -> backup at epoch 1") > 0, "%s: not a backup", path);
+    snprintf(path, sizeof(path), "%s/run/server-0.0.log", dir);
+    int in_sync = line_of(path, "in-sync set: 2 replica"),
+        joined = line_of(path, "worker 0 joined");
+    ck_assert_msg(in_sync > 0 && joined > in_sync,
+                  "%s: the worker joined (line %d) before the backup was in sync (line %d)", path,
+                  joined, in_sync);
+
+    /* replicated already: --replicas refused */
+    snprintf(cmd, sizeof(cmd),
+             "%s local --config %s/run/cluster.conf --replicas 2 --dir %s/again -q "
+             "> %s/again.txt 2>&1",
+             bin, dir, dir, dir);
+    st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "a replicated file with --replicas: 0x%x",
+                  st);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("replicas");
@@ -425,6 +478,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_roles_redirect_failover);
     tcase_add_test(tc, test_unreachable_exits);
     tcase_add_test(tc, test_zepsctl_local);
+    tcase_add_test(tc, test_zepsctl_local_config);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -45,8 +45,9 @@ bool zp_ctl_local_zk_start(local_run *r)
     return true;
 }
 
-/* Whether replica 0 of every shard says it is primary now. */
-static bool primaries(const local_run *r, const zp_curve_client_keys *keys)
+/* Whether replica 0 of every shard says it is primary now, with at least
+ * in_sync replicas in its in-sync set. */
+static bool primaries(const local_run *r, const zp_curve_client_keys *keys, uint32_t in_sync)
 {
     int n = r->cfg->num_shards;
     answer *a = zp_alloc_zeroed((size_t)n, sizeof(*a));
@@ -55,7 +56,7 @@ static bool primaries(const local_run *r, const zp_curve_client_keys *keys)
     for (int k = 0; k < n; k++) {
         Zeps__ShardStats *st =
             a[k].buf ? zeps__shard_stats__unpack(NULL, a[k].len, a[k].buf) : NULL;
-        all &= st && strcmp(st->role, "primary") == 0;
+        all &= st && strcmp(st->role, "primary") == 0 && st->in_sync >= in_sync;
         zeps__shard_stats__free_unpacked(st, NULL);
         free(a[k].buf);
     }
@@ -63,7 +64,7 @@ static bool primaries(const local_run *r, const zp_curve_client_keys *keys)
     return all;
 }
 
-bool zp_ctl_local_zk_wait_primaries(local_run *r, double timeout_s)
+bool zp_ctl_local_zk_wait_primaries(local_run *r, int in_sync, double timeout_s)
 {
     zp_curve_client_keys keys;
     char err[512];
@@ -73,13 +74,13 @@ bool zp_ctl_local_zk_wait_primaries(local_run *r, double timeout_s)
     }
     double t0 = zp_now_s();
     bool ok;
-    while (!(ok = primaries(r, &keys)) && zp_now_s() - t0 < timeout_s)
+    while (!(ok = primaries(r, &keys, (uint32_t)in_sync)) && zp_now_s() - t0 < timeout_s)
         nap_ms(100);
     explicit_bzero(&keys, sizeof(keys));
     if (!ok)
         fprintf(stderr,
-                "zepsctl local: replica 0 of every shard was not primary within %.0f s; "
-                "see the servers' logs in %s\n",
-                timeout_s, r->dir);
+                "zepsctl local: replica 0 of every shard was not primary with %d replica(s) "
+                "in sync within %.0f s; see the servers' logs in %s\n",
+                in_sync, timeout_s, r->dir);
     return ok;
 }

@@ -6,8 +6,8 @@
 # the r=2 / r=1 table (push, pull, push round trip p50/p99) and the sparse
 # push rows, writes them into the JSON, and leaves nothing running and no
 # temporary folder; interrupted (SIGINT) it stops everything too; a replica
-# count other than 1 or 2 is refused; without --replicas no replicated
-# shard runs. Prints "N passed, N failed"; exits non-zero on a failure.
+# count other than 1 or 2, and --log-mb without it, are refused; without
+# --replicas no replicated shard runs. Prints "N passed, N failed"; exits non-zero on a failure.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
@@ -31,7 +31,7 @@ gone() {
 }
 
 t0=$SECONDS
-"$BIN/zepsctl" bench --replicas 2 --sizes 64 --reps 1 --seconds 0.1 \
+"$BIN/zepsctl" bench --replicas 2 --log-mb 16 --sizes 64 --reps 1 --seconds 0.1 \
     --json "$work/r2.json" >"$work/r2.out" 2>"$work/r2.err"
 rc=$?
 echo "zepsctl bench --replicas 2 took $((SECONDS - t0)) s"
@@ -76,6 +76,8 @@ check "SIGINT: its folder removed" no_folder
 
 "$BIN/zepsctl" bench --replicas 3 --sizes 64 >"$work/bad.out" 2>&1
 check "--replicas 3 refused (exit 2)" test $? -eq 2
+"$BIN/zepsctl" bench --log-mb 16 --sizes 64 >"$work/bad.out" 2>&1
+check "--log-mb without --replicas 2 refused (exit 2)" test $? -eq 2
 
 # Without --replicas nothing of it runs.
 "$BIN/zepsctl" bench --sizes 64 --reps 1 --seconds 0.05 --json "$work/r1.json" \

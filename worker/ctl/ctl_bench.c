@@ -74,6 +74,8 @@ static void usage(FILE *f)
                "  --replicas N   2: also measure zeps on a shard of two replicas (a one-node\n"
                "                 ZooKeeper and two more servers), dense and sparse pushes,\n"
                "                 and print r=2 / r=1 (default 1: no replicated shard)\n"
+               "  --log-mb MB    with --replicas 2: the replicated shard's replication.log_mb\n"
+               "                 (default: the server's)\n"
                "  --apply        also time the server's dense optimizer kernels against\n"
                "                 saxpy on 4M and 8M floats (zeps-server times them)\n\n"
                "The dense-path figures in one command (docs/performance.md):\n"
@@ -110,13 +112,19 @@ static int parse_sizes(bench_opts *o, const char *list)
 /* Returns 0 to run, 1 after --help, -1 on a usage error. */
 static int parse_opts(bench_opts *o, int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"sizes", required_argument, NULL, 's'}, {"window", required_argument, NULL, 'w'},
-        {"reps", required_argument, NULL, 'r'},  {"seconds", required_argument, NULL, 't'},
-        {"json", required_argument, NULL, 'j'},  {"keep", no_argument, NULL, 'k'},
-        {"only", required_argument, NULL, 'o'},  {"curve", no_argument, NULL, 'c'},
-        {"apply", no_argument, NULL, 'a'},       {"replicas", required_argument, NULL, 'R'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
+    static const struct option longs[] = {{"sizes", required_argument, NULL, 's'},
+                                          {"window", required_argument, NULL, 'w'},
+                                          {"reps", required_argument, NULL, 'r'},
+                                          {"seconds", required_argument, NULL, 't'},
+                                          {"json", required_argument, NULL, 'j'},
+                                          {"keep", no_argument, NULL, 'k'},
+                                          {"only", required_argument, NULL, 'o'},
+                                          {"curve", no_argument, NULL, 'c'},
+                                          {"apply", no_argument, NULL, 'a'},
+                                          {"replicas", required_argument, NULL, 'R'},
+                                          {"log-mb", required_argument, NULL, 'L'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
     *o = (bench_opts){.window = 4, .reps = 3, .seconds = 1.0, .only = -1, .replicas = 1};
     parse_sizes(o, "64,4K,256K,4M,32M");
     optind = 0; /* a full rescan; argv[0] is the subcommand name */
@@ -140,6 +148,8 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
             o->apply = true;
         else if (ch == 'R')
             o->replicas = atoi(optarg);
+        else if (ch == 'L')
+            o->log_mb = atoi(optarg);
         else if (ch == 'o')
             o->only = strcmp(optarg, "raw") == 0 ? SIDE_RAW : SIDE_ZEPS;
         else if (ch == 'h')
@@ -149,10 +159,11 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
     }
     if (bad || optind < argc || o->window < 1 || o->window > MAX_WINDOW || o->reps < 1 ||
         o->reps > MAX_REPS || !(o->seconds > 0 && o->seconds <= 3600) || o->replicas < 1 ||
-        o->replicas > 2 || (o->replicas == 2 && o->only == SIDE_RAW)) {
+        o->replicas > 2 || (o->replicas == 2 && o->only == SIDE_RAW) || o->log_mb < 0 ||
+        (o->log_mb > 0 && o->replicas != 2)) {
         fprintf(stderr,
                 "zepsctl bench: bad arguments (window 1..%d, reps 1..%d, seconds > 0, "
-                "replicas 1 or 2, not with --only raw)\n",
+                "replicas 1 or 2, not with --only raw; --log-mb > 0 with --replicas 2)\n",
                 MAX_WINDOW, MAX_REPS);
         usage(stderr);
         return -1;

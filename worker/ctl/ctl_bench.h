@@ -77,6 +77,7 @@ typedef struct bench_opts {
     int only;     /* -1: every side; else SIDE_ZEPS or SIDE_RAW (for profiling) */
     bool curve;   /* also zeps over CURVE (SIDE_CURVE) */
     int replicas; /* 2: also zeps on a replicated shard (SIDE_R2); else 1 */
+    int log_mb;   /* the replicated shard's replication.log_mb; 0: the server's default */
     bool apply;   /* also the server's kernel timings (zeps-server --bench-apply) */
     const char *json;
     int nsizes;

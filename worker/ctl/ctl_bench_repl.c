@@ -116,12 +116,15 @@ static int write_conf(bench *b, const char *path, const char *hosts, char ep[2][
     for (int r = 0; r < 2; r++)
         snprintf(ep[r], 64, "tcp://127.0.0.1:%d", port[r]);
     snprintf(servers, sizeof servers, "( [ \"%s\", \"%s\" ] )", ep[0], ep[1]);
+    char log_mb[32] = "";
+    if (b->o.log_mb > 0)
+        snprintf(log_mb, sizeof log_mb, " log_mb = %d;", b->o.log_mb);
     snprintf(extra, sizeof extra,
              "  replicas = 2;\n"
              "  coordination = { zookeeper = \"%s\"; name = \"bench\"; "
              "session_timeout_ms = %d; };\n"
-             "  replication = { max_lag_ms = %d; };\n",
-             hosts, REPL_SESSION_MS, REPL_MAX_LAG_MS);
+             "  replication = { max_lag_ms = %d;%s };\n",
+             hosts, REPL_SESSION_MS, REPL_MAX_LAG_MS, log_mb);
     return zp_ctl_bench_zeps_write_conf(b, path, servers, extra);
 }
 

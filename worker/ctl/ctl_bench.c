@@ -475,9 +475,10 @@ static int write_json(const bench *b, const char *path)
                 ratio(z->v[F_BOTH_VIEW], r->v[F_BOTH_VIEW]), si + 1 < b->o.nsizes ? "," : "");
     }
     fprintf(f, "  ],\n");
-    if (b->o.replicas == 2)
+    if (b->o.replicas == 2) {
         zp_ctl_bench_sparse_json(b, f);
-    fprintf(f, "  \"replicas\": %d,\n", b->o.replicas);
+        fprintf(f, "  \"replicas\": %d,\n", b->o.replicas);
+    }
     fprintf(f, "  \"server_bytes_per_param\": {\"sgd\": %.3f, \"adam\": %.3f}\n}\n", b->mem_sgd,
             b->mem_adam);
     return fclose(f) == 0 ? 0 : ZEPS_EIO;

@@ -171,16 +171,20 @@ int zp_ctl_bench_repl_open(bench *b)
     return rc;
 }
 
-/* How often the primary's log says the in-sync set shrank (a backup left
- * it: pushes were then acknowledged without waiting for it). */
+/* How often the primary's log says the in-sync set shrank after it first
+ * held both replicas (a backup left it: pushes were then acknowledged
+ * without waiting for it). */
 static int isr_shrinks(const bench *b)
 {
     char path[128], line[1024];
     snprintf(path, sizeof path, "%s/replica-0.log", b->dir);
     FILE *f = fopen(path, "r");
     int n = 0;
-    while (f && fgets(line, sizeof line, f))
-        n += strstr(line, "in-sync set: 1 replica") != NULL;
+    bool both = false;
+    while (f && fgets(line, sizeof line, f)) {
+        both |= strstr(line, "in-sync set: 2 replica") != NULL;
+        n += both && strstr(line, "in-sync set: 1 replica") != NULL;
+    }
     if (f)
         fclose(f);
     return n;

@@ -12,7 +12,8 @@
 #                  after size and seed under ${XDG_CACHE_HOME:-~/.cache}/zeps)
 #   ZEPS_CTR_PORT  first of the two server ports (default 17200)
 #   ZEPS_BUILD_DIR build directory (default build/ in the source tree)
-# Arguments go to `zepsctl local` (e.g. --timeout 600, -q).
+# Arguments go to `zepsctl local` (e.g. --timeout 600, -q; --replicas 2: each
+# shard two replicas and a ZooKeeper, docs/performance.md "Replication").
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 bash "$src/deploy/install-deps.sh" core

@@ -181,7 +181,10 @@ static int checked_push(zp_server *s, zp_request *r, zp_table *t, zp_push *p)
          * it once; the frame is closed after the reply, so the kernel may
          * consume it (zp_push.unchecked, g_own). */
         p->unchecked = true;
-        p->g_own = zmq_msg_data(r->payload);
+        /* a replicated shard's log holds this frame for its backups: the
+         * kernel must leave it as it came (found by the bench: an sgd
+         * table's backups applied the old weights written into it) */
+        p->g_own = s->repl.on ? NULL : zmq_msg_data(r->payload);
         return 0;
     }
     if (!zp_finite_all(p->g, h->count)) { /* kept for a round: refused before it is held */

@@ -157,23 +157,22 @@ static double wait_role(rset *rs, int r, const char *role, uint64_t epoch, doubl
     return -1;
 }
 
-/* Wait until both replicas report `n` in the in-sync set. */
-static void wait_in_sync(rset *rs, uint32_t n, double secs)
+/* Wait until replica r has heard of an in-sync set of n replicas (the
+ * primary admits a backup once it followed and caught up with the log). */
+static void wait_in_sync(rset *rs, int r, uint32_t n, double secs)
 {
     double t0 = now_s();
-    uint32_t seen[2] = {0, 0};
+    uint32_t seen = 0;
     while (now_s() - t0 < secs) {
-        for (int r = 0; r < 2; r++) {
-            Zeps__Header *rep = stats_of(rs, r);
-            seen[r] = rep ? rep->stats->in_sync : 0;
-            if (rep)
-                zeps__header__free_unpacked(rep, NULL);
-        }
-        if (seen[0] == n && seen[1] == n)
+        Zeps__Header *rep = stats_of(rs, r);
+        seen = rep ? rep->stats->in_sync : 0;
+        if (rep)
+            zeps__header__free_unpacked(rep, NULL);
+        if (seen == n)
             return;
         sleep_ms(20);
     }
-    ck_abort_msg("in-sync set of %u and %u, not %u, after %.0f s", seen[0], seen[1], n, secs);
+    ck_abort_msg("replica %d heard of %u in sync, not %u, within %.0f s", r, seen, n, secs);
 }
 
 /* GET /metrics of replica r into buf. */
@@ -283,7 +282,7 @@ START_TEST(test_roles_redirect_failover)
     wait_role(&rs, 0, "primary", 1, 20);
     start_replica(&rs, 1);
     wait_role(&rs, 1, "backup", 1, 20);
-    wait_in_sync(&rs, 2, 20); /* the backup followed the primary's log */
+    wait_in_sync(&rs, 1, 2, 20);
 
     /* one primary: each says who it is and who the primary is */
     for (int r = 0; r < 2; r++) {
@@ -418,6 +417,59 @@ START_TEST(test_zepsctl_local)
 }
 END_TEST
 
+/* The line number of the first line of file `path` holding `needle`, or 0. */
+static int line_of(const char *path, const char *needle)
+{
+    char line[1024];
+    FILE *f = fopen(path, "r");
+    int n = 0, at = 0;
+    while (f && !at && fgets(line, sizeof(line), f))
+        at = ++n * (strstr(line, needle) != NULL);
+    if (f)
+        fclose(f);
+    return at;
+}
+
+/* zepsctl local --config FILE --replicas 2: the file's shard gets two
+ * replicas on fresh ports (the rest of the file as it was), and the worker
+ * starts once the backup is in the in-sync set; a file replicated already
+ * is refused with --replicas (exit 2). */
+START_TEST(test_zepsctl_local_config)
+{
+    char dir[256], bin[512], cmd[2600], path[400];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "localcfg"), 0);
+    zt_bin("zepsctl", bin, sizeof(bin));
+    snprintf(cmd, sizeof(cmd),
+             "%s local --print-config --servers 1 --workers 1 --model quadratic > %s/job.conf && "
+             "%s local --config %s/job.conf --replicas 2 --dir %s/run -q --timeout 60 "
+             "> %s/out.txt 2>&1",
+             bin, dir, bin, dir, dir, dir);
+    int st = system(cmd);
+    snprintf(path, sizeof(path), "%s/out.txt", dir);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl local: 0x%x (see %s)", st, path);
+    snprintf(path, sizeof(path), "%s/run/cluster.conf", dir);
+    ck_assert_msg(line_of(path, "replicas = 2;") > 0, "%s: no replicas = 2", path);
+    ck_assert_msg(line_of(path, "model = \"quadratic\"") > 0, "%s: the file's model lost", path);
+    snprintf(path, sizeof(path), "%s/run/server-0.1.log", dir);
+    ck_assert_msg(line_of(path, "role: none -> backup at epoch 1") > 0, "%s: not a backup", path);
+    snprintf(path, sizeof(path), "%s/run/server-0.0.log", dir);
+    int in_sync = line_of(path, "in-sync set: 2 replica"),
+        joined = line_of(path, "worker 0 joined");
+    ck_assert_msg(in_sync > 0 && joined > in_sync,
+                  "%s: the worker joined (line %d) before the backup was in sync (line %d)", path,
+                  joined, in_sync);
+
+    /* replicated already: --replicas refused */
+    snprintf(cmd, sizeof(cmd),
+             "%s local --config %s/run/cluster.conf --replicas 2 --dir %s/again -q "
+             "> %s/again.txt 2>&1",
+             bin, dir, dir, dir);
+    st = system(cmd);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "a replicated file with --replicas: 0x%x",
+                  st);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("replicas");
@@ -426,6 +478,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_roles_redirect_failover);
     tcase_add_test(tc, test_unreachable_exits);
     tcase_add_test(tc, test_zepsctl_local);
+    tcase_add_test(tc, test_zepsctl_local_config);
     suite_add_tcase(s, tc);
     return s;
 }

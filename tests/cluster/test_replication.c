@@ -99,19 +99,31 @@ static const zeps_sparse_spec sparse = {.name = "e",
                                         .init_scale = 0.1,
                                         .seed = 5};
 
+/* plain sgd, whose one-pass kernel may use the received gradient as
+ * scratch: larger than a ZeroMQ message kept inline */
+#define SGD_LEN 3000
+static const zeps_table_spec plain = {.name = "s",
+                                      .length = SGD_LEN,
+                                      .optimizer = "sgd",
+                                      .lr = 0.1,
+                                      .init = "normal",
+                                      .init_scale = 0.5,
+                                      .seed = 9};
+
 typedef struct state {
-    float w[LEN], e[NIDS * DIM];
+    float w[LEN], e[NIDS * DIM], s[SGD_LEN];
 } state;
 
 /* Declare both tables, push `steps` steps of gradients that depend on what
  * was pulled, and read the state. */
 static void train(zeps_client *c, int steps, state *out)
 {
-    uint32_t tw, te;
+    uint32_t tw, te, ts;
     ck_assert_int_eq(zeps_declare(c, &dense, &tw), 0);
     ck_assert_int_eq(zeps_declare_sparse(c, &sparse, &te), 0);
+    ck_assert_int_eq(zeps_declare(c, &plain, &ts), 0);
     uint64_t ids[NIDS];
-    static float g[NIDS * DIM], gw[LEN];
+    static float g[NIDS * DIM], gw[LEN], gs[SGD_LEN];
     for (int k = 0; k < steps; k++) {
         for (int i = 0; i < NIDS; i++)
             ids[i] = (uint64_t)((i * 7919 + k * 31) % 200) * 1000003ull;
@@ -121,8 +133,12 @@ static void train(zeps_client *c, int steps, state *out)
             gw[i] = 0.1f * out->w[i] + 0.01f * (float)((i + k) % 7);
         for (int i = 0; i < NIDS * DIM; i++)
             g[i] = out->e[i] - 0.01f * (float)(i % 5);
+        ck_assert_int_eq(zeps_pull(c, ts, out->s, 0, SGD_LEN, k), 0);
+        for (int i = 0; i < SGD_LEN; i++)
+            gs[i] = out->s[i] - 0.02f * (float)(i % 11);
         ck_assert_int_eq(zeps_push(c, tw, gw, 0, LEN, k), 0);
         ck_assert_int_eq(zeps_spush(c, te, ids, NIDS, g, k), 0);
+        ck_assert_int_eq(zeps_push(c, ts, gs, 0, SGD_LEN, k), 0);
     }
 }
 
@@ -131,7 +147,7 @@ static void train(zeps_client *c, int steps, state *out)
 static void read_state(rset *rs, int r, zeps_client *given, state *st)
 {
     zeps_client *c = given ? given : client_of(rs, r, 1);
-    uint32_t tw, te;
+    uint32_t tw, te, ts;
     ck_assert_int_eq(zeps_declare(c, &dense, &tw), 0);
     ck_assert_int_eq(zeps_declare_sparse(c, &sparse, &te), 0);
     uint64_t ids[NIDS];
@@ -139,6 +155,8 @@ static void read_state(rset *rs, int r, zeps_client *given, state *st)
         ids[i] = (uint64_t)((i * 7919 + (STEPS - 1) * 31) % 200) * 1000003ull;
     ck_assert_int_eq(zeps_pull(c, tw, st->w, 0, LEN, 0), 0);
     ck_assert_int_eq(zeps_spull(c, te, ids, NIDS, st->e, 0), 0);
+    ck_assert_int_eq(zeps_declare(c, &plain, &ts), 0);
+    ck_assert_int_eq(zeps_pull(c, ts, st->s, 0, SGD_LEN, 0), 0);
     if (!given)
         zeps_client_destroy(&c);
 }
@@ -159,6 +177,9 @@ static void expect_same(const state *a, const state *b, const char *when)
     for (int i = 0; i < LEN; i++)
         ck_assert_msg(memcmp(&a->w[i], &b->w[i], sizeof(float)) == 0,
                       "%s: w[%d] is %.9g, the primary had %.9g", when, i, b->w[i], a->w[i]);
+    for (int i = 0; i < SGD_LEN; i++)
+        ck_assert_msg(memcmp(&a->s[i], &b->s[i], sizeof(float)) == 0,
+                      "%s: s[%d] is %.9g, the primary had %.9g", when, i, b->s[i], a->s[i]);
     for (int i = 0; i < NIDS * DIM; i++)
         ck_assert_msg(memcmp(&a->e[i], &b->e[i], sizeof(float)) == 0,
                       "%s: e[%d] is %.9g, the primary had %.9g", when, i, b->e[i], a->e[i]);

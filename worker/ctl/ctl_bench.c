@@ -18,6 +18,11 @@
  * third cell, zeps over CURVE, follows the other two in every repetition, so
  * the cost of encryption is read off one run.
  *
+ * With --replicas 2 a one-node ZooKeeper and a shard of two replicas run
+ * too (ctl_bench_repl.c), and a cell "zeps r=2" follows the zeps cell in
+ * every repetition; then sparse pushes go to both shards, r=1 and r=2 in
+ * turn (ctl_bench_sparse.c). The cost of replication is read off one run.
+ *
  * Units: payload sizes are binary (4 MB = 4 MiB); throughputs are payload
  * bytes per second in MB/s = 10^6 B/s; latencies are round trips in µs.
  *
@@ -39,9 +44,8 @@
 #include "now.h"
 
 static const char *const field_names[NF] = {
-    "push_MBps",       "pull_MBps",       "push_pull_MBps",
-    "push_rtt_p50_us", "push_rtt_p99_us", "pull_rtt_p50_us",
-    "pull_rtt_p99_us", "pull_view_MBps",  "push_pull_view_MBps"};
+    "push_MBps",       "pull_MBps",       "push_pull_MBps", "push_rtt_p50_us",    "push_rtt_p99_us",
+    "pull_rtt_p50_us", "pull_rtt_p99_us", "pull_view_MBps", "push_pull_view_MBps"};
 
 /* The one piece of static state: set by SIGINT/SIGTERM, polled by the loops. */
 volatile sig_atomic_t zp_ctl_bench_stop;
@@ -67,10 +71,17 @@ static void usage(FILE *f)
                "  --keep         keep the temporary directory (cluster file, server log)\n"
                "  --only SIDE    measure only 'zeps' or 'raw' (for profiling)\n"
                "  --curve        also measure zeps with CurveZMQ on (a second server)\n"
+               "  --replicas N   2: also measure zeps on a shard of two replicas (a one-node\n"
+               "                 ZooKeeper and two more servers), dense and sparse pushes,\n"
+               "                 and print r=2 / r=1 (default 1: no replicated shard)\n"
+               "  --log-mb MB    with --replicas 2: the replicated shard's replication.log_mb\n"
+               "                 (default: the server's)\n"
                "  --apply        also time the server's dense optimizer kernels against\n"
                "                 saxpy on 4M and 8M floats (zeps-server times them)\n\n"
                "The dense-path figures in one command (docs/performance.md):\n"
-               "  zepsctl bench --sizes 4M,32M,40M --apply\n");
+               "  zepsctl bench --sizes 4M,32M,40M --apply\n"
+               "The cost of replication (docs/performance.md, \"Replication\"):\n"
+               "  zepsctl bench --replicas 2 --sizes 64,4M --reps 5\n");
 }
 
 /* "64,4K,256KB,4M,32MiB" -> o->sizes (K and M binary); -1 if malformed. */
@@ -101,14 +112,20 @@ static int parse_sizes(bench_opts *o, const char *list)
 /* Returns 0 to run, 1 after --help, -1 on a usage error. */
 static int parse_opts(bench_opts *o, int argc, char **argv)
 {
-    static const struct option longs[] = {
-        {"sizes", required_argument, NULL, 's'}, {"window", required_argument, NULL, 'w'},
-        {"reps", required_argument, NULL, 'r'},  {"seconds", required_argument, NULL, 't'},
-        {"json", required_argument, NULL, 'j'},  {"keep", no_argument, NULL, 'k'},
-        {"only", required_argument, NULL, 'o'},  {"curve", no_argument, NULL, 'c'},
-        {"apply", no_argument, NULL, 'a'},
-        {"help", no_argument, NULL, 'h'},        {NULL, 0, NULL, 0}};
-    *o = (bench_opts){.window = 4, .reps = 3, .seconds = 1.0, .only = -1};
+    static const struct option longs[] = {{"sizes", required_argument, NULL, 's'},
+                                          {"window", required_argument, NULL, 'w'},
+                                          {"reps", required_argument, NULL, 'r'},
+                                          {"seconds", required_argument, NULL, 't'},
+                                          {"json", required_argument, NULL, 'j'},
+                                          {"keep", no_argument, NULL, 'k'},
+                                          {"only", required_argument, NULL, 'o'},
+                                          {"curve", no_argument, NULL, 'c'},
+                                          {"apply", no_argument, NULL, 'a'},
+                                          {"replicas", required_argument, NULL, 'R'},
+                                          {"log-mb", required_argument, NULL, 'L'},
+                                          {"help", no_argument, NULL, 'h'},
+                                          {NULL, 0, NULL, 0}};
+    *o = (bench_opts){.window = 4, .reps = 3, .seconds = 1.0, .only = -1, .replicas = 1};
     parse_sizes(o, "64,4K,256K,4M,32M");
     optind = 0; /* a full rescan; argv[0] is the subcommand name */
     int ch, bad = 0;
@@ -129,6 +146,10 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
             o->curve = true;
         else if (ch == 'a')
             o->apply = true;
+        else if (ch == 'R')
+            o->replicas = atoi(optarg);
+        else if (ch == 'L')
+            o->log_mb = atoi(optarg);
         else if (ch == 'o')
             o->only = strcmp(optarg, "raw") == 0 ? SIDE_RAW : SIDE_ZEPS;
         else if (ch == 'h')
@@ -137,8 +158,12 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
             bad = 1;
     }
     if (bad || optind < argc || o->window < 1 || o->window > MAX_WINDOW || o->reps < 1 ||
-        o->reps > MAX_REPS || !(o->seconds > 0 && o->seconds <= 3600)) {
-        fprintf(stderr, "zepsctl bench: bad arguments (window 1..%d, reps 1..%d, seconds > 0)\n",
+        o->reps > MAX_REPS || !(o->seconds > 0 && o->seconds <= 3600) || o->replicas < 1 ||
+        o->replicas > 2 || (o->replicas == 2 && o->only == SIDE_RAW) || o->log_mb < 0 ||
+        (o->log_mb > 0 && o->replicas != 2)) {
+        fprintf(stderr,
+                "zepsctl bench: bad arguments (window 1..%d, reps 1..%d, seconds > 0, "
+                "replicas 1 or 2, not with --only raw; --log-mb > 0 with --replicas 2)\n",
                 MAX_WINDOW, MAX_REPS);
         usage(stderr);
         return -1;
@@ -147,17 +172,6 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
 }
 
 /* ---- small helpers ---------------------------------------------------- */
-
-static const char *size_label(size_t bytes, char *buf, size_t len)
-{
-    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
-        snprintf(buf, len, "%zu MB", bytes >> 20);
-    else if (bytes >= 1024 && bytes % 1024 == 0)
-        snprintf(buf, len, "%zu KB", bytes >> 10);
-    else
-        snprintf(buf, len, "%zu B", bytes);
-    return buf;
-}
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -179,10 +193,6 @@ static cell cell_median(const cell *c, int n)
     return m;
 }
 
-static double ratio(double a, double b)
-{
-    return b > 0 ? a / b : 0;
-}
 static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
 {
     (void)st, (void)flag, (void)ftw;
@@ -296,18 +306,33 @@ static int measure_cell(const bench *b, const side_ops *s, void *ctx, int si, in
 }
 /* ---- the run ---------------------------------------------------------- */
 
-/* Per size: repetitions of (zeps cell, raw cell), then the medians. */
+/* Whether side s is measured in this run. */
+static bool measured(const bench_opts *o, int s)
+{
+    if (s == SIDE_CURVE && !o->curve)
+        return false;
+    if (s == SIDE_R2)
+        return o->replicas == 2;
+    return o->only < 0 || o->only == s;
+}
+
+/* Per size: repetitions of (zeps cell, zeps r=2 cell, raw cell, CURVE
+ * cell), each side that runs, then the medians. */
 static int measure_all(bench *b)
 {
-    const side_ops *ops[NSIDES] = {&zp_ctl_bench_zeps_ops, &zp_ctl_bench_raw_ops,
-                                   &zp_ctl_bench_zeps_curve_ops};
-    void *ctx[NSIDES] = {&b->z, &b->r, &b->zc};
+    const side_ops *ops[NSIDES] = {[SIDE_ZEPS] = &zp_ctl_bench_zeps_ops,
+                                   [SIDE_RAW] = &zp_ctl_bench_raw_ops,
+                                   [SIDE_CURVE] = &zp_ctl_bench_zeps_curve_ops,
+                                   [SIDE_R2] = &zp_ctl_bench_zeps_r2_ops};
+    void *ctx[NSIDES] = {
+        [SIDE_ZEPS] = &b->z, [SIDE_RAW] = &b->r, [SIDE_CURVE] = &b->zc, [SIDE_R2] = &b->zr};
+    static const int order[NSIDES] = {SIDE_ZEPS, SIDE_R2, SIDE_RAW, SIDE_CURVE};
     cell *reps = zp_alloc_zeroed((size_t)b->o.reps * NSIDES, sizeof(cell));
     int rc = 0;
     for (int si = 0; si < b->o.nsizes && rc == 0; si++) {
         for (int rep = 0; rep < b->o.reps && rc == 0; rep++)
-            for (int s = 0; s < NSIDES && rc == 0; s++)
-                if ((b->o.only < 0 || b->o.only == s) && (s != SIDE_CURVE || b->o.curve))
+            for (int i = 0, s; i < NSIDES && rc == 0; i++)
+                if (measured(&b->o, s = order[i]))
                     rc = measure_cell(b, ops[s], ctx[s], si, rep, &reps[s * b->o.reps + rep]);
         for (int s = 0; s < NSIDES && rc == 0; s++)
             b->res[si][s] = cell_median(&reps[s * b->o.reps], b->o.reps);
@@ -359,10 +384,10 @@ static void print_table(const bench *b)
     for (int si = 0; si < b->o.nsizes; si++) {
         const double *z = b->res[si][SIDE_ZEPS].v, *r = b->res[si][SIDE_RAW].v;
         char m[4][16];
-        printf("%7s | %6s %6s %5.2f | %6s %6s %5.2f\n",
-               size_label(b->o.sizes[si], lbl, sizeof lbl), mbs(z[F_VIEW], m[0]),
-               mbs(r[F_VIEW], m[1]), ratio(z[F_VIEW], r[F_VIEW]), mbs(z[F_BOTH_VIEW], m[2]),
-               mbs(r[F_BOTH_VIEW], m[3]), ratio(z[F_BOTH_VIEW], r[F_BOTH_VIEW]));
+        printf("%7s | %6s %6s %5.2f | %6s %6s %5.2f\n", size_label(b->o.sizes[si], lbl, sizeof lbl),
+               mbs(z[F_VIEW], m[0]), mbs(r[F_VIEW], m[1]), ratio(z[F_VIEW], r[F_VIEW]),
+               mbs(z[F_BOTH_VIEW], m[2]), mbs(r[F_BOTH_VIEW], m[3]),
+               ratio(z[F_BOTH_VIEW], r[F_BOTH_VIEW]));
     }
     if (b->o.curve) {
         printf("\nCurveZMQ (authenticated and encrypted) vs plain zeps, same run:\n");
@@ -379,6 +404,10 @@ static void print_table(const bench *b)
                    mbs(c[F_BOTH], m[5]), ratio(c[F_BOTH], z[F_BOTH]));
         }
     }
+    if (b->o.replicas == 2) {
+        zp_ctl_bench_repl_print(b);
+        zp_ctl_bench_sparse_print(b);
+    }
     printf("\npush zeps / raw ZeroMQ:");
     for (int si = 0; si < b->o.nsizes; si++)
         printf("%s %s %.3f", si ? "," : "", size_label(b->o.sizes[si], lbl, sizeof lbl),
@@ -393,11 +422,12 @@ static void print_table(const bench *b)
         if (b->o.sizes[si] != (4u << 20) && b->o.sizes[si] != (32u << 20))
             continue;
         if (!said)
-            printf("\nzeps push+pull / raw ZeroMQ push+pull, the same bytes over the same loopback\n"
-                   "in alternating runs (the project aims at >= %.1f; on a busy machine both\n"
-                   "sides slow down, but unevenly, so repeat with more --reps before reading\n"
-                   "much into a low figure):\n",
-                   ACCEPT);
+            printf(
+                "\nzeps push+pull / raw ZeroMQ push+pull, the same bytes over the same loopback\n"
+                "in alternating runs (the project aims at >= %.1f; on a busy machine both\n"
+                "sides slow down, but unevenly, so repeat with more --reps before reading\n"
+                "much into a low figure):\n",
+                ACCEPT);
         said = true;
         printf("  %s: %.3f with copying pulls, %.3f with zero-copy pulls%s\n",
                size_label(b->o.sizes[si], lbl, sizeof lbl), q, qv,
@@ -432,6 +462,10 @@ static int write_json(const bench *b, const char *path)
         json_cell(f, "raw", r, ",");
         if (b->o.curve)
             json_cell(f, "zeps_curve", &b->res[si][SIDE_CURVE], ",");
+        if (b->o.replicas == 2) {
+            json_cell(f, "zeps_r2", &b->res[si][SIDE_R2], ",");
+            zp_ctl_bench_repl_json(b, f, si);
+        }
         fprintf(f,
                 "      \"ratio\": {\"push\": %.3f, \"pull\": %.3f, \"push_pull\": %.3f, "
                 "\"pull_view\": %.3f, \"push_pull_view\": %.3f}\n"
@@ -440,8 +474,13 @@ static int write_json(const bench *b, const char *path)
                 ratio(z->v[F_BOTH], r->v[F_BOTH]), ratio(z->v[F_VIEW], r->v[F_VIEW]),
                 ratio(z->v[F_BOTH_VIEW], r->v[F_BOTH_VIEW]), si + 1 < b->o.nsizes ? "," : "");
     }
-    fprintf(f, "  ],\n  \"server_bytes_per_param\": {\"sgd\": %.3f, \"adam\": %.3f}\n}\n",
-            b->mem_sgd, b->mem_adam);
+    fprintf(f, "  ],\n");
+    if (b->o.replicas == 2) {
+        zp_ctl_bench_sparse_json(b, f);
+        fprintf(f, "  \"replicas\": %d,\n", b->o.replicas);
+    }
+    fprintf(f, "  \"server_bytes_per_param\": {\"sgd\": %.3f, \"adam\": %.3f}\n}\n", b->mem_sgd,
+            b->mem_adam);
     return fclose(f) == 0 ? 0 : ZEPS_EIO;
 }
 
@@ -456,8 +495,16 @@ static int run(bench *b)
     int rc = zp_ctl_bench_raw_open(b);
     if (rc == 0)
         rc = zp_ctl_bench_zeps_open(b);
+    if (rc == 0 && b->o.replicas == 2)
+        rc = zp_ctl_bench_repl_open(b);
+    if (rc == 0 && b->o.replicas == 2)
+        rc = zp_ctl_bench_sparse_declare(&b->z);
+    if (rc == 0 && b->o.replicas == 2)
+        rc = zp_ctl_bench_sparse_declare(&b->zr);
     if (rc == 0)
         rc = measure_all(b);
+    if (rc == 0 && b->o.replicas == 2)
+        rc = zp_ctl_bench_sparse_measure(b);
     if (rc == 0) {
         fflush(stderr);
         print_table(b);
@@ -473,10 +520,12 @@ static int run(bench *b)
     return rc;
 }
 
-/* Every exit path: client and server, raw socket and child, then the
- * buffers (ZeroMQ holds none of them any more) and the directory. */
+/* Every exit path: the replicated shard and its ZooKeeper, client and
+ * server, raw socket and child, then the buffers (ZeroMQ holds none of them
+ * any more) and the directory. */
 static void teardown(bench *b)
 {
+    zp_ctl_bench_repl_close(b);
     zp_ctl_bench_zeps_close(b);
     zp_ctl_bench_raw_close(b);
     for (int i = 0; i < MAX_WINDOW; i++) {

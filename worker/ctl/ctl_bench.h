@@ -3,7 +3,9 @@
  * under test behind one ops table (side_ops), the zeps side
  * (ctl_bench_zeps.c: zeps-server children and libzeps clients) and the raw
  * ZeroMQ side (ctl_bench_raw.c: a forked ROUTER loop), driven by the
- * measurement loops in ctl_bench.c.
+ * measurement loops in ctl_bench.c; with --replicas 2 a replicated shard
+ * and its ZooKeeper (ctl_bench_repl.c) and sparse pushes to both zeps
+ * shards (ctl_bench_sparse.c).
  */
 #ifndef ZP_CTL_BENCH_H
 #define ZP_CTL_BENCH_H
@@ -13,9 +15,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #include "alloc.h"
+#include "curve.h"
 #include "spawn.h"
 #include "zeps.h"
 
@@ -31,7 +35,23 @@
 /* OP_PULL_VIEW: a zeps pull through the zero-copy view API; raw ZeroMQ's pull
  * already leaves the payload in its receive buffer, so raw does OP_PULL. */
 enum { OP_PUSH = 0, OP_PULL = 1, OP_PULL_VIEW = 2 };
-enum { SIDE_ZEPS = 0, SIDE_RAW = 1, SIDE_CURVE = 2, NSIDES = 3 };
+/* SIDE_R2: zeps on a shard of two replicas (--replicas 2). */
+enum { SIDE_ZEPS = 0, SIDE_RAW = 1, SIDE_CURVE = 2, SIDE_R2 = 3, NSIDES = 4 };
+
+/* The bars of the replication issue, r=2 against r=1 in the same run. */
+#define REPL_PUSH_AIM   0.45 /* dense push MB/s at 4 MB, and sparse push rows/s: at least */
+#define REPL_RTT_AIM    2.2  /* 64 B push round trip: at most */
+#define REPL_SESSION_MS 4000 /* the replicas' ZooKeeper session timeout */
+
+/* Sparse pushes (ctl_bench_sparse.c): rows of SPARSE_DIMS values, batches
+ * of SPARSE_BATCH ids drawn uniformly from SPARSE_VOCAB. */
+#define NSPARSE 2
+#define SPARSE_DIMS                                                                                \
+    {                                                                                              \
+        8, 64                                                                                      \
+    }
+#define SPARSE_BATCH 10000
+#define SPARSE_VOCAB 10000000ull
 
 /* The figures of one cell, a plain vector so that medians and JSON are loops. */
 enum {
@@ -54,9 +74,11 @@ typedef struct bench_opts {
     int window, reps;
     double seconds;
     bool keep;
-    int only;   /* -1: every side; else SIDE_ZEPS or SIDE_RAW (for profiling) */
-    bool curve; /* also zeps over CURVE (SIDE_CURVE) */
-    bool apply; /* also the server's kernel timings (zeps-server --bench-apply) */
+    int only;     /* -1: every side; else SIDE_ZEPS or SIDE_RAW (for profiling) */
+    bool curve;   /* also zeps over CURVE (SIDE_CURVE) */
+    int replicas; /* 2: also zeps on a replicated shard (SIDE_R2); else 1 */
+    int log_mb;   /* the replicated shard's replication.log_mb; 0: the server's default */
+    bool apply;   /* also the server's kernel timings (zeps-server --bench-apply) */
     const char *json;
     int nsizes;
     size_t sizes[MAX_SIZES];
@@ -75,6 +97,7 @@ typedef struct side_ops {
 typedef struct zeps_side {
     zeps_client *c;
     uint32_t tables[MAX_SIZES], table;
+    uint32_t sparse[NSPARSE]; /* the sparse tables (--replicas) */
     uint64_t count;
     float **push, **pull;
     zeps_req *reqs[MAX_WINDOW];
@@ -94,11 +117,13 @@ typedef struct bench {
     bench_opts o;
     char dir[64];
     pid_t server, raw, server_curve;
+    pid_t replica[2], zk; /* --replicas: the replicated shard and its ZooKeeper */
     float *push[MAX_WINDOW], *pull[MAX_WINDOW];
-    zeps_side z, zc; /* zc: the client of the CURVE server */
+    zeps_side z, zc, zr; /* zc: the client of the CURVE server, zr: of the replicated one */
     raw_side r;
     cell res[MAX_SIZES][NSIDES];
-    double mem_sgd, mem_adam; /* server bytes per parameter */
+    double sparse[NSPARSE][2]; /* sparse push rows/s, medians: [dim][r=1, r=2] */
+    double mem_sgd, mem_adam;  /* server bytes per parameter */
 } bench;
 
 /* The one piece of static state: set by SIGINT/SIGTERM, polled by the loops. */
@@ -113,6 +138,24 @@ static inline size_t max_size(const bench_opts *o)
     for (int i = 0; i < o->nsizes; i++)
         m = o->sizes[i] > m ? o->sizes[i] : m;
     return m;
+}
+
+/* "4 MB", "256 KB", "64 B" (binary units) into buf; returns buf. */
+static inline const char *size_label(size_t bytes, char *buf, size_t len)
+{
+    if (bytes >= (1u << 20) && bytes % (1u << 20) == 0)
+        snprintf(buf, len, "%zu MB", bytes >> 20);
+    else if (bytes >= 1024 && bytes % 1024 == 0)
+        snprintf(buf, len, "%zu KB", bytes >> 10);
+    else
+        snprintf(buf, len, "%zu B", bytes);
+    return buf;
+}
+
+/* a / b, 0 when b is not positive (a side that measured nothing). */
+static inline double ratio(double a, double b)
+{
+    return b > 0 ? a / b : 0;
 }
 
 static inline float *buf_new(size_t bytes, float value)
@@ -148,7 +191,39 @@ extern const side_ops zp_ctl_bench_raw_ops;
  * server's memory per parameter. */
 int zp_ctl_bench_zeps_open(bench *b);
 void zp_ctl_bench_zeps_close(bench *b);
-extern const side_ops zp_ctl_bench_zeps_ops, zp_ctl_bench_zeps_curve_ops;
+extern const side_ops zp_ctl_bench_zeps_ops, zp_ctl_bench_zeps_curve_ops, zp_ctl_bench_zeps_r2_ops;
+
+/* What the zeps sides share with the replicated one (ctl_bench_zeps.c):
+ * write a cluster file for one shard at `servers` (a libconfig value:
+ * "[ \"tcp://...\" ]" or a list of replica arrays) with `extra` settings
+ * of the cluster group; start `zeps-server --config cfg --shard 0`
+ * [--replica r] (replica < 0: none) with its output into logpath; connect
+ * client z to endpoint ep (keys: CURVE, or NULL) and declare one table per
+ * size. Each returns 0 or a zeps_err, said on stderr. */
+int zp_ctl_bench_zeps_write_conf(const bench *b, const char *path, const char *servers,
+                                 const char *extra);
+int zp_ctl_bench_zeps_spawn(pid_t *server, const char *cfg, const char *logpath, int replica);
+int zp_ctl_bench_zeps_connect(bench *b, zeps_side *z, const char *ep,
+                              const zp_curve_client_keys *keys);
+
+/* The replicated shard (ctl_bench_repl.c): a one-node ZooKeeper, replica 0
+ * elected, replica 1 following it until STATS says in_sync = 2, and a
+ * client of the primary (b->zr). Close stops the client, both replicas and
+ * then ZooKeeper; it may be called whatever open did. */
+int zp_ctl_bench_repl_open(bench *b);
+void zp_ctl_bench_repl_close(bench *b);
+/* The r=2 / r=1 table and the bars; its part of the JSON (a member per
+ * size result, after which the caller writes its own). */
+void zp_ctl_bench_repl_print(const bench *b);
+void zp_ctl_bench_repl_json(const bench *b, FILE *f, int si);
+
+/* Sparse pushes (ctl_bench_sparse.c): declare the sparse tables on z;
+ * measure b->o.reps repetitions of (r=1, r=2) into b->sparse; print them;
+ * write them as a JSON member ("sparse_push": ..., ending with a comma). */
+int zp_ctl_bench_sparse_declare(zeps_side *z);
+int zp_ctl_bench_sparse_measure(bench *b);
+void zp_ctl_bench_sparse_print(const bench *b);
+void zp_ctl_bench_sparse_json(const bench *b, FILE *f);
 
 /* Run `zeps-server --bench-apply reps` (found as server_spawn finds it),
  * its table going to this process's stdout; 0, or ZEPS_EIO if it could

@@ -4,6 +4,9 @@
  * directory; with --curve a second one with CurveZMQ keys made there) and
  * one libzeps client each, driven through zp_ctl_bench_zeps_ops and
  * zp_ctl_bench_zeps_curve_ops; also the server's memory per parameter.
+ * The replicated shard of --replicas (ctl_bench_repl.c) is started with
+ * the same cluster file writer, spawn and connect, and driven through
+ * zp_ctl_bench_zeps_r2_ops.
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -61,6 +64,8 @@ const side_ops zp_ctl_bench_zeps_ops = {
     .name = "zeps", .select = zs_select, .start = zs_start, .finish = zs_finish};
 const side_ops zp_ctl_bench_zeps_curve_ops = {
     .name = "zeps+curve", .select = zs_select, .start = zs_start, .finish = zs_finish};
+const side_ops zp_ctl_bench_zeps_r2_ops = {
+    .name = "zeps r=2", .select = zs_select, .start = zs_start, .finish = zs_finish};
 
 /* Bind port 0 (or connect to `port`) on 127.0.0.1: returns the port bound,
  * or 1 if the connect succeeded; -1 on failure. */
@@ -81,47 +86,47 @@ static int loopback(int port)
     return rc;
 }
 
-static int write_cluster_file(const bench *b, const char *path, int port, bool curve)
+int zp_ctl_bench_zeps_write_conf(const bench *b, const char *path, const char *servers,
+                                 const char *extra)
 {
     FILE *f = fopen(path, "w");
-    if (!f)
+    if (!f) {
+        fprintf(stderr, "bench: cannot write %s: %s\n", path, strerror(errno));
         return ZEPS_EIO;
+    }
     fprintf(f,
             "# written by zepsctl bench\n"
             "cluster = {\n"
-            "  servers = [ \"tcp://127.0.0.1:%d\" ];\n"
+            "  servers = %s;\n"
             "  workers = 1;\n"
             "  consistency = \"async\";\n"
             "  request_timeout_ms = 30000;\n"
             "  max_message_mb = %zu;\n"
-            "  log_level = \"info\";\n",
-            port, (max_size(&b->o) >> 20) + 16);
-    if (curve)
-        fprintf(f,
-                "  curve_server_secret = \"%s/keys/server.key\";\n"
-                "  curve_server_public = \"%s/keys/server.pub\";\n"
-                "  curve_allow_dir = \"%s/allow\";\n",
-                b->dir, b->dir, b->dir);
-    fprintf(f, "};\n");
+            "  log_level = \"info\";\n%s"
+            "};\n",
+            servers, (max_size(&b->o) >> 20) + 16, extra);
     return fclose(f) == 0 ? 0 : ZEPS_EIO;
 }
 
-/* fork + exec `zeps-server --config cfg --shard 0`, found beside zepsctl or
- * else on PATH, with its output into logpath. */
-static int server_spawn(pid_t *server, const char *cfg, const char *logpath)
+int zp_ctl_bench_zeps_spawn(pid_t *server, const char *cfg, const char *logpath, int replica)
 {
-    char exe[PATH_MAX + 16];
+    char exe[PATH_MAX + 16], rep[16];
     zp_zepsctl_bindir(exe, PATH_MAX);
     strcat(exe, "/zeps-server");
     if (exe[0] != '/' || access(exe, X_OK) != 0)
         snprintf(exe, sizeof exe, "zeps-server");
+    snprintf(rep, sizeof rep, "%d", replica);
     int fd = open(logpath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0)
         return ZEPS_EIO;
-    zp_spawn_opts so = {.log_fd = fd, .flags = ZP_SPAWN_GROUP | ZP_SPAWN_PATH,
-                        .deathsig = SIGTERM};
-    *server = zp_spawn_start((char *[]){exe, "--config", (char *)cfg, "--shard", "0", NULL}, &so);
+    zp_spawn_opts so = {.log_fd = fd, .flags = ZP_SPAWN_GROUP | ZP_SPAWN_PATH, .deathsig = SIGTERM};
+    char *argv[] = {exe, "--config", (char *)cfg, "--shard", "0", "--replica", rep, NULL};
+    if (replica < 0)
+        argv[5] = NULL;
+    *server = zp_spawn_start(argv, &so);
     close(fd);
+    if (*server <= 0)
+        fprintf(stderr, "bench: cannot start %s: %s\n", exe, strerror(errno));
     return *server > 0 ? 0 : ZEPS_EIO;
 }
 
@@ -214,44 +219,20 @@ static int make_keys(const bench *b, zp_curve_client_keys *k)
     return rc;
 }
 
-/* Start a server (with CURVE on if `curve`), connect to it as rank 0 and
- * declare one table per size. */
-static int zeps_open_one(bench *b, zeps_side *z, pid_t *server, bool curve)
+int zp_ctl_bench_zeps_connect(bench *b, zeps_side *z, const char *ep,
+                              const zp_curve_client_keys *keys)
 {
-    char cfg[128], logpath[128], ep[64];
-    const char *tag = curve ? "-curve" : "";
-    zp_curve_client_keys keys;
-    memset(&keys, 0, sizeof keys);
-    snprintf(cfg, sizeof cfg, "%s/cluster%s.conf", b->dir, tag);
-    snprintf(logpath, sizeof logpath, "%s/server%s.log", b->dir, tag);
-    int port = loopback(0);
-    int rc = port > 0 ? 0 : ZEPS_EIO;
-    if (rc == 0 && curve)
-        rc = make_keys(b, &keys);
-    if (rc == 0)
-        rc = write_cluster_file(b, cfg, port, curve);
-    if (rc == 0)
-        rc = server_spawn(server, cfg, logpath);
-    if (rc == 0)
-        rc = server_wait_ready(server, port);
-    if (rc == 0) {
-        snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
-        const char *eps[] = {ep};
-        zeps_options opt = {.request_timeout_ms = 30000,
-                            .max_retries = 1,
-                            .hello_timeout_ms = 15000,
-                            .num_workers = 1};
-        if (curve) {
-            opt.curve_server_key = keys.server_public;
-            opt.curve_public_key = keys.client_public;
-            opt.curve_secret_key = keys.client_secret;
-        }
-        if ((rc = zeps_client_new_endpoints(&z->c, eps, 1, 0, &opt)) != 0)
-            fprintf(stderr, "bench: cannot connect to zeps-server%s: %s\n", tag, zeps_strerror(rc));
+    const char *eps[] = {ep};
+    zeps_options opt = {
+        .request_timeout_ms = 30000, .max_retries = 1, .hello_timeout_ms = 15000, .num_workers = 1};
+    if (keys) {
+        opt.curve_server_key = keys->server_public;
+        opt.curve_public_key = keys->client_public;
+        opt.curve_secret_key = keys->client_secret;
     }
+    int rc = zeps_client_new_endpoints(&z->c, eps, 1, 0, &opt);
     if (rc != 0) {
-        fprintf(stderr, "bench: the server's log is %s (kept)\n", logpath);
-        b->o.keep = true;
+        fprintf(stderr, "bench: cannot connect to zeps-server at %s: %s\n", ep, zeps_strerror(rc));
         return rc;
     }
     z->push = b->push;
@@ -260,6 +241,45 @@ static int zeps_open_one(bench *b, zeps_side *z, pid_t *server, bool curve)
         char name[32];
         snprintf(name, sizeof name, "bench_%zu", b->o.sizes[i]);
         rc = declare(z, name, b->o.sizes[i] / sizeof(float), "sgd", &z->tables[i]);
+    }
+    return rc;
+}
+
+/* Start a server (with CURVE on if `curve`), connect to it as rank 0 and
+ * declare one table per size. */
+static int zeps_open_one(bench *b, zeps_side *z, pid_t *server, bool curve)
+{
+    char cfg[128], logpath[128], ep[64], servers[80];
+    const char *tag = curve ? "-curve" : "";
+    char extra[512] = "";
+    zp_curve_client_keys keys;
+    memset(&keys, 0, sizeof keys);
+    snprintf(cfg, sizeof cfg, "%s/cluster%s.conf", b->dir, tag);
+    snprintf(logpath, sizeof logpath, "%s/server%s.log", b->dir, tag);
+    int port = loopback(0);
+    int rc = port > 0 ? 0 : ZEPS_EIO;
+    snprintf(ep, sizeof ep, "tcp://127.0.0.1:%d", port);
+    snprintf(servers, sizeof servers, "[ \"%s\" ]", ep);
+    if (rc == 0 && curve) {
+        rc = make_keys(b, &keys);
+        snprintf(extra, sizeof extra,
+                 "  curve_server_secret = \"%s/keys/server.key\";\n"
+                 "  curve_server_public = \"%s/keys/server.pub\";\n"
+                 "  curve_allow_dir = \"%s/allow\";\n",
+                 b->dir, b->dir, b->dir);
+    }
+    if (rc == 0)
+        rc = zp_ctl_bench_zeps_write_conf(b, cfg, servers, extra);
+    if (rc == 0)
+        rc = zp_ctl_bench_zeps_spawn(server, cfg, logpath, -1);
+    if (rc == 0)
+        rc = server_wait_ready(server, port);
+    if (rc == 0)
+        rc = zp_ctl_bench_zeps_connect(b, z, ep, curve ? &keys : NULL);
+    explicit_bzero(&keys, sizeof keys);
+    if (rc != 0 && !z->c) {
+        fprintf(stderr, "bench: the server's log is %s (kept)\n", logpath);
+        b->o.keep = true;
     }
     return rc;
 }
@@ -288,7 +308,6 @@ void zp_ctl_bench_zeps_close(bench *b)
     stop_child(&b->server, SIGTERM, "zeps-server");
     stop_child(&b->server_curve, SIGTERM, "zeps-server (CURVE)");
 }
-
 
 int zp_ctl_bench_zeps_apply(int reps)
 {

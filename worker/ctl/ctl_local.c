@@ -77,8 +77,9 @@ static void usage(FILE *f)
             "                       \"results\") as a cluster file to run by hand, and exit\n"
             "  --replicas R         R (2..5) zeps-server processes per shard, elected by a\n"
             "                       one-node ZooKeeper started in <dir>/zookeeper (Debian's\n"
-            "                       zookeeper package: deploy/install-deps.sh zk); no data is\n"
-            "                       replicated yet (docs/replication.md)\n\n"
+            "                       zookeeper package: deploy/install-deps.sh zk); backups\n"
+            "                       apply the primary's log (docs/replication.md). With\n"
+            "                       --config, the file's shards get R free loopback ports each\n\n"
             "Exit status: 0 trained and stopped cleanly; 1 a process failed, the run\n"
             "timed out or a result is missing; 2 bad options or cluster file, zeps-server\n"
             "or zeps-worker not found, or a run directory that cannot be made or\n"
@@ -159,9 +160,8 @@ static bool apply_opt(local_opts *o, int c, const char *arg)
     case OPT_TIMEOUT:
         o->timeout_s = strtod(arg, NULL);
         return check_num("timeout", arg, 0, 1e9, false);
-    case OPT_REPLICAS:
+    case OPT_REPLICAS: /* with --config too: the file's shards get R replicas each */
         o->replicas = atoi(arg);
-        o->noverrides++; /* it changes the embedded default */
         return check_num("replicas", arg, 1, ZP_MAX_REPLICAS, true);
     default:
         return false;
@@ -201,7 +201,7 @@ static int parse_opts(int argc, char **argv, local_opts *o)
         o->zk_port = 2181; /* the printed file names ZooKeeper's usual port */
     if (o->config && o->noverrides) {
         fprintf(stderr, "zepsctl local: --servers, --workers, --model, --consistency, "
-                        "--epochs, --lr, --batch,\n  --max-train-examples, --seed and --replicas "
+                        "--epochs, --lr, --batch,\n  --max-train-examples and --seed "
                         "change the embedded default; with --config, edit the file\n");
         return 2;
     }
@@ -455,7 +455,8 @@ static bool spawn_range(local_run *r, int first, int last)
 
 /* Servers first, then workers; the workers' HELLO waits for the servers.
  * Replicated shards: every shard's replica 0 first, elected primary before
- * the other replicas start, since workers reach replica 0. */
+ * the other replicas start, since workers reach replica 0; the workers once
+ * every backup is in the in-sync set, so that every push waits for them. */
 static bool start_all(local_run *r)
 {
     int shards = r->cfg->num_shards, replicas = r->cfg->replicas;
@@ -479,9 +480,11 @@ static bool start_all(local_run *r)
         return false;
     if (replicas == 1)
         return spawn_range(r, 0, r->nkids);
-    return spawn_range(r, 0, shards) &&
-           zp_ctl_local_zk_wait_primaries(r, r->cfg->coord_connect_timeout_ms / 1e3 + 30) &&
-           spawn_range(r, shards, r->nkids);
+    double wait_s = r->cfg->coord_connect_timeout_ms / 1e3 + 30;
+    return spawn_range(r, 0, shards) && zp_ctl_local_zk_wait_primaries(r, 1, wait_s) &&
+           spawn_range(r, shards, r->nservers) &&
+           zp_ctl_local_zk_wait_primaries(r, replicas, wait_s) &&
+           spawn_range(r, r->nservers, r->nkids);
 }
 
 /* Stop the run's ZooKeeper (after the servers, whose sessions end first). */

@@ -113,8 +113,9 @@ void zp_ctl_local_conf_exec_env(local_run *r);
 bool zp_ctl_local_zk_start(local_run *r);
 
 /* --replicas: wait until replica 0 of every shard is primary (workers reach
- * replica 0), up to timeout_s; false (reported) if not. */
-bool zp_ctl_local_zk_wait_primaries(local_run *r, double timeout_s);
+ * replica 0) with at least in_sync replicas in its in-sync set, up to
+ * timeout_s; false (reported) if not. */
+bool zp_ctl_local_zk_wait_primaries(local_run *r, int in_sync, double timeout_s);
 
 /* Read every worker's result file, print the summary and write the
  * summary JSON (r->json). t_end: when the workers were done; clean: every

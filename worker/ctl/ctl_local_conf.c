@@ -161,6 +161,35 @@ static void set_replicas(const local_opts *o, config_t *lc)
     config_setting_set_int(config_setting_add(c, "session_timeout_ms", CONFIG_TYPE_INT), 2000);
 }
 
+/* --config with --replicas R: the file's shards (cluster.servers, one
+ * endpoint each) become R free loopback ports each, its binds go (they
+ * named the old endpoints), and replicas and the coordination group are set
+ * as for the default. False (said) if the file has no servers or is
+ * replicated already. */
+static bool replicate_file(const local_opts *o, config_t *lc)
+{
+    config_setting_t *old = config_lookup(lc, "cluster.servers");
+    int has = 1;
+    if (config_lookup_int(lc, "cluster.replicas", &has) && has > 1) {
+        fprintf(stderr,
+                "zepsctl local: %s has cluster.replicas = %d already; leave out "
+                "--replicas (and run its coordination service) or set it to 1\n",
+                o->config, has);
+        return false;
+    }
+    if (!old || config_setting_length(old) < 1) {
+        fprintf(stderr, "zepsctl local: %s has no cluster.servers to replicate\n", o->config);
+        return false;
+    }
+    config_setting_t *cluster = config_lookup(lc, "cluster");
+    if (config_setting_get_member(cluster, "binds"))
+        config_setting_remove(cluster, "binds");
+    if (!set_servers(lc, config_setting_length(old), o->replicas))
+        return false;
+    set_replicas(o, lc);
+    return true;
+}
+
 /* The embedded default with free ports and the command-line overrides. */
 static bool apply_overrides(const local_opts *o, config_t *lc)
 {
@@ -202,9 +231,12 @@ int zp_ctl_local_conf_print(const local_opts *o)
         fprintf(stderr, "zepsctl local: the embedded default:%d: %s\n", config_error_line(&lc),
                 config_error_text(&lc));
     } else if (o->exec || o->dir || o->json) {
-        fprintf(stderr, "zepsctl local: --print-config prints a cluster file; %s applies to a "
-                        "run, not to the file (leave it out)\n",
-                o->exec ? "--exec" : o->dir ? "--dir" : "--json");
+        fprintf(stderr,
+                "zepsctl local: --print-config prints a cluster file; %s applies to a "
+                "run, not to the file (leave it out)\n",
+                o->exec  ? "--exec"
+                : o->dir ? "--dir"
+                         : "--json");
         rc = 2;
     } else if (apply_overrides(o, &lc)) {
         config_setting_set_string(fresh(&lc, "training", "result_dir", CONFIG_TYPE_STRING),
@@ -221,9 +253,10 @@ int zp_ctl_local_conf_print(const local_opts *o)
                "# edit them (or print again) if one has been taken since.\n"
                "# training.result_dir: each worker writes results/worker-<rank>.json,\n"
                "# relative to the folder it runs in (made if missing).\n%s\n",
-               o->metrics ? "# metrics_listen (--metrics): every shard and worker serves /metrics on"
-                            "\n# a free loopback port and logs it (\"metrics listening on\").\n"
-                          : "");
+               o->metrics
+                   ? "# metrics_listen (--metrics): every shard and worker serves /metrics on"
+                     "\n# a free loopback port and logs it (\"metrics listening on\").\n"
+                   : "");
         config_write(&lc, stdout);
         rc = fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
     }
@@ -260,6 +293,10 @@ int zp_ctl_local_conf_make(local_run *r)
     }
     if (!r->o.config && !apply_overrides(&r->o, &lc))
         goto out;
+    if (r->o.config && r->o.replicas > 1 && !replicate_file(&r->o, &lc)) {
+        rc = 2;
+        goto out;
+    }
     config_setting_set_string(fresh(&lc, "training", "result_dir", CONFIG_TYPE_STRING), r->dir);
     if (!(f = fopen(r->conf, "w"))) {
         fprintf(stderr, "zepsctl local: cannot write %s: %s\n", r->conf, strerror(errno));

@@ -1,7 +1,12 @@
 #!/usr/bin/env node
 // check-dockerfile.js - a static check of deploy/container/Dockerfile.
 //
-//   node check-dockerfile.js DOCKERFILE CONTEXT_DIR [BIN...]
+//   node check-dockerfile.js [OPTION...] DOCKERFILE CONTEXT_DIR [BIN...]
+//
+// Options, for images other than zeps's own (deploy/container/zookeeper.Dockerfile):
+//   --volume PATH    the runtime stage's VOLUME (default /var/lib/zeps)
+//   --single-stage   a one-stage build is fine (nothing is compiled in it)
+//   --installs PKG   the runtime stage's apt-get install names PKG (repeatable)
 //
 // No container engine runs where the tests run, so the image is never
 // built here. What can be checked without one, is:
@@ -16,7 +21,8 @@
 //   - the runtime stage: a USER that is not root, a VOLUME /var/lib/zeps,
 //     and (given the built binaries BIN...) an apt-get install that covers
 //     the Debian package of every shared library the binaries need
-//     (DT_NEEDED via readelf, the package via dpkg -S on this machine).
+//     (DT_NEEDED via readelf, the package via dpkg -S on this machine),
+//     and every package given with --installs.
 // Exit status 0 if all hold, 1 with one line per problem otherwise.
 "use strict";
 
@@ -107,8 +113,20 @@ function neededPackages(bins, problems) {
 }
 
 function main(argv) {
+  const opts = { volume: "/var/lib/zeps", singleStage: false, installs: [] };
+  while (argv.length && argv[0].startsWith("--")) {
+    const o = argv.shift();
+    if (o === "--single-stage") opts.singleStage = true;
+    else if (o === "--volume" && argv.length) opts.volume = argv.shift();
+    else if (o === "--installs" && argv.length) opts.installs.push(argv.shift());
+    else {
+      console.error(`check-dockerfile.js: unknown option ${o}`);
+      return 2;
+    }
+  }
   if (argv.length < 2) {
-    console.error("usage: node check-dockerfile.js DOCKERFILE CONTEXT_DIR [BIN...]");
+    console.error("usage: node check-dockerfile.js [--volume PATH] [--single-stage] " +
+      "[--installs PKG]... DOCKERFILE CONTEXT_DIR [BIN...]");
     return 2;
   }
   const [file, context, ...bins] = argv;
@@ -182,23 +200,25 @@ function main(argv) {
   if (!stages.length) problems.push("no FROM");
   const last = stages[stages.length - 1];
   if (last) {
-    if (stages.length < 2) problems.push("not a multi-stage build");
+    if (stages.length < 2 && !opts.singleStage) problems.push("not a multi-stage build");
     const users = last.ins.filter((i) => i.op === "USER");
     const user = users.length ? users[users.length - 1].args.trim().split(":")[0] : null;
     if (!user) problems.push("the runtime stage sets no USER (it would run as root)");
     else if (user === "root" || user === "0")
       problems.push(`the runtime stage runs as ${user}`);
     const vols = last.ins.filter((i) => i.op === "VOLUME").map((i) => i.args);
-    if (!vols.some((v) => v.includes("/var/lib/zeps")))
-      problems.push("the runtime stage has no VOLUME /var/lib/zeps");
+    if (!vols.some((v) => v.includes(opts.volume)))
+      problems.push(`the runtime stage has no VOLUME ${opts.volume}`);
     if (last.ins.some((i) => i.op === "RUN" && /install-deps\.sh|build-essential|-dev\b/.test(i.args)))
       problems.push("the runtime stage installs build dependencies");
+    const installed = new Set();
+    for (const i of last.ins.filter((x) => x.op === "RUN")) {
+      const m = /apt-get install\s+(.*?)(?:&&|;|$)/.exec(i.args);
+      if (m) m[1].split(/\s+/).filter((w) => w && !w.startsWith("-")).forEach((w) => installed.add(w));
+    }
+    for (const pkg of opts.installs)
+      if (!installed.has(pkg)) problems.push(`the runtime stage does not install ${pkg}`);
     if (bins.length) {
-      const installed = new Set();
-      for (const i of last.ins.filter((x) => x.op === "RUN")) {
-        const m = /apt-get install\s+(.*?)(?:&&|;|$)/.exec(i.args);
-        if (m) m[1].split(/\s+/).filter((w) => w && !w.startsWith("-")).forEach((w) => installed.add(w));
-      }
       for (const [pkg, lib] of neededPackages(bins, problems)) {
         if (pkg === "libc6" || pkg === "libgcc-s1") continue; // in every debian:12 image
         // Sanitizer runtimes: the test binaries may be an ASan build; the

@@ -132,6 +132,8 @@ int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, u
                                   volatile int *flag);
 int zeps_client_new_endpoints(zeps_client **out, const char *const *endpoints, int num_shards,
                               uint32_t rank, const zeps_options *opt);
+int zeps_client_new_replicas(zeps_client **out, const char *const *endpoints, int num_shards,
+                             int replicas, uint32_t rank, const zeps_options *opt);
 void zeps_client_set_interrupt(zeps_client *c, volatile int *flag);
 void zeps_client_destroy(zeps_client **cp);
 void zeps_client_set_done(zeps_client *c, int64_t clock);

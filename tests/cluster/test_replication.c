@@ -172,6 +172,24 @@ static void log_of(rset *rs, int r, uint64_t *lsn, uint64_t *lag, uint64_t *tran
     zeps__header__free_unpacked(rep, NULL);
 }
 
+static void expect_same(const state *a, const state *b, const char *when);
+
+/* SIGKILL of primary p at once after what *c saw acknowledged (*c is
+ * destroyed: its BYE goes nowhere), the other replica primary at `epoch`:
+ * a new worker reads there what *before holds; the seconds to the
+ * election. */
+static double failover_same(rset *rs, int p, uint64_t epoch, zeps_client **c, const state *before,
+                            const char *when)
+{
+    static state after;
+    zt_rset_kill(rs, p, SIGKILL);
+    zeps_client_destroy(c);
+    double took = zt_rset_wait(rs, 1 - p, "primary", epoch, 1, 15);
+    read_state(rs, 1 - p, NULL, &after);
+    expect_same(before, &after, when);
+    return took;
+}
+
 static void expect_same(const state *a, const state *b, const char *when)
 {
     for (int i = 0; i < LEN; i++)
@@ -196,15 +214,11 @@ START_TEST(test_nothing_acknowledged_is_lost)
     /* train against the primary, read what it holds, and kill it at once
      * after the last acknowledgement */
     zeps_client *c = client_of(&rs, 0, 0);
-    state before, after;
+    state before;
     train(c, STEPS, &before);
     read_state(&rs, 0, c, &before);
-    zt_rset_kill(&rs, 0, SIGKILL);
-    zeps_client_destroy(&c);
-    double took = zt_rset_wait(&rs, 1, "primary", 2, 1, 10);
+    double took = failover_same(&rs, 0, 2, &c, &before, "after the first failover");
     printf("replica 1 primary at epoch 2 %.3f s after the kill\n", took);
-    read_state(&rs, 1, NULL, &after);
-    expect_same(&before, &after, "after the first failover");
 
     /* back to two: the killed replica catches up from the log */
     zt_rset_start(&rs, 0);
@@ -213,11 +227,7 @@ START_TEST(test_nothing_acknowledged_is_lost)
     c = client_of(&rs, 1, 2); /* rank 0 is held by the first, which died with its primary */
     train(c, 10, &before);
     read_state(&rs, 1, c, &before);
-    zt_rset_kill(&rs, 1, SIGKILL);
-    zeps_client_destroy(&c);
-    zt_rset_wait(&rs, 0, "primary", 3, 1, 10);
-    read_state(&rs, 0, NULL, &after);
-    expect_same(&before, &after, "after the second failover");
+    failover_same(&rs, 1, 3, &c, &before, "after the second failover");
 
     zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
@@ -387,7 +397,7 @@ START_TEST(test_zookeeper_down_and_back)
     zeps_client *c = NULL; /* knows both replicas: a failover while ZooKeeper is away is not a
                               failure of this test (a loaded machine can expire a session) */
     ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
-    state before, after;
+    state before;
     train(c, 10, &before);
     zt_zk_stop(&zk, SIGKILL);
     double t0 = zt_now_s();
@@ -398,11 +408,7 @@ START_TEST(test_zookeeper_down_and_back)
     read_state(&rs, 0, c, &before);
     int p = primary_of(&rs); /* replica 0, unless a session expired on the way */
     uint64_t e = epoch_of(&rs, p);
-    zt_rset_kill(&rs, p, SIGKILL);
-    zeps_client_destroy(&c);
-    zt_rset_wait(&rs, 1 - p, "primary", e + 1, 1, 15);
-    read_state(&rs, 1 - p, NULL, &after);
-    expect_same(&before, &after, "after ZooKeeper's restart and a failover");
+    failover_same(&rs, p, e + 1, &c, &before, "after ZooKeeper's restart and a failover");
     zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }
@@ -420,7 +426,7 @@ START_TEST(test_state_transfer)
     zt_rset_start(&rs, 0);
     zt_rset_wait(&rs, 0, "primary", 1, 1, 20);
     zeps_client *c = client_of(&rs, 0, 0);
-    state before, after;
+    state before;
     train(c, 300, &before); /* about 2 MB of log */
     double t0 = zt_now_s();
     zt_rset_start(&rs, 1);
@@ -436,11 +442,7 @@ START_TEST(test_state_transfer)
     ck_assert_uint_ge(lsn[0], 600);
     ck_assert_uint_le(lsn[1], lsn[0]);
     ck_assert_uint_le(lag[0], lsn[0] - lsn[1] + 4); /* acks in flight */
-    zt_rset_kill(&rs, 0, SIGKILL);
-    zeps_client_destroy(&c);
-    zt_rset_wait(&rs, 1, "primary", 2, 1, 15);
-    read_state(&rs, 1, NULL, &after);
-    expect_same(&before, &after, "after a state transfer and a failover");
+    failover_same(&rs, 0, 2, &c, &before, "after a state transfer and a failover");
     zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);
 }

@@ -160,6 +160,10 @@ static int open_handle(zp_zk_session *s, char *err, size_t errlen)
         snprintf(err, errlen, "ZooKeeper client refused hosts '%s': %s", s->hosts, strerror(errno));
         return errno == EINVAL ? ZEPS_EINVAL : ZEPS_EIO;
     }
+    /* the client would resolve the hosts again at every readiness check, on
+     * this loop's thread: a DNS server that stopped answering would stall
+     * the shard. Only on connection loss, then. */
+    zoo_set_servers_resolution_delay(s->zh, -1);
     return 0;
 }
 

@@ -320,11 +320,9 @@ bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, uint6
     if (!r->on || !zp_role_serves(&s->role))
         return false;
     r->entry.n = n;
-    r->entry.bytes = sizeof(r->entry);
     for (int i = 0; i < n; i++) {
         zmq_msg_init(&r->entry.f[i]);
         zmq_msg_copy(&r->entry.f[i], &f[i]);
-        r->entry.bytes += zmq_msg_size(&f[i]);
     }
     r->pending = true;
     r->identity = identity;

@@ -448,6 +448,57 @@ START_TEST(test_state_transfer)
 }
 END_TEST
 
+/* A whole state larger than the chunks in flight (16 MiB): 2M Adam
+ * values (24 MiB with their state), so the transfer goes on only as the
+ * backup acknowledges chunks; then a failover holds the same bits. */
+START_TEST(test_large_state_transfer)
+{
+    enum { BIG = 2 << 20 };
+    static const zeps_table_spec big = {.name = "big",
+                                        .length = BIG,
+                                        .optimizer = "adam",
+                                        .lr = 0.01,
+                                        .init = "normal",
+                                        .init_scale = 0.5,
+                                        .seed = 11};
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write_as(&rs, zk.hosts, "async", 1);
+    zt_rset_start(&rs, 0);
+    zt_rset_wait(&rs, 0, "primary", 1, 1, 20);
+    zeps_client *c = client_of(&rs, 0, 0);
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &big, &t), 0);
+    float *g = malloc(BIG * sizeof(float)), *a = malloc(BIG * sizeof(float)),
+          *b = malloc(BIG * sizeof(float));
+    for (int i = 0; i < BIG; i++)
+        g[i] = 0.001f * (float)(i % 97) - 0.03f;
+    for (int k = 0; k < 3; k++) /* 8 MiB each: the log keeps one */
+        ck_assert_int_eq(zeps_push(c, t, g, 0, BIG, k), 0);
+    zt_rset_start(&rs, 1);
+    zt_rset_wait(&rs, 0, "primary", 1, 2, 60);
+    uint64_t lsn, lag, xfers;
+    log_of(&rs, 1, &lsn, &lag, &xfers);
+    ck_assert_uint_eq(xfers, 1);
+    ck_assert_int_eq(zeps_push(c, t, g, 0, BIG, 3), 0);
+    ck_assert_int_eq(zeps_pull(c, t, a, 0, BIG, 4), 0);
+    zt_rset_kill(&rs, 0, SIGKILL);
+    zeps_client_destroy(&c);
+    zt_rset_wait(&rs, 1, "primary", 2, 1, 15);
+    c = client_of(&rs, 1, 1);
+    ck_assert_int_eq(zeps_declare(c, &big, &t), 0);
+    ck_assert_int_eq(zeps_pull(c, t, b, 0, BIG, 4), 0);
+    ck_assert_msg(memcmp(a, b, BIG * sizeof(float)) == 0, "the new primary's values differ");
+    zeps_client_destroy(&c);
+    free(g);
+    free(a);
+    free(b);
+    zt_rset_stop(&rs);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 /* bsp: the whole state is sent at a moment when no round holds pushes,
  * and the replica then follows the log: after a failover to it the table
  * equals the single-process reference bit for bit. */
@@ -634,6 +685,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_zookeeper_down_and_back);
     tcase_add_test(tc, test_state_transfer);
     tcase_add_test(tc, test_state_transfer_bsp);
+    tcase_add_test(tc, test_large_state_transfer);
     tcase_add_test(tc, test_snapshot_restore);
     tcase_add_test(tc, test_primary_cut_off_from_zookeeper);
     suite_add_tcase(s, tc);

@@ -217,13 +217,6 @@ static int check_replicas(const zp_config *cfg, parse_ctx *p)
             "'cluster.replicas' = %d needs a coordination service to elect each shard's primary: "
             "set 'cluster.coordination.zookeeper' = \"host:port,...\"",
             r);
-    if (r >= 2 && cfg->curve_server_secret[0])
-        return zp_config_read_fail(
-            p, cfg->replicas_line,
-            "'cluster.replicas' = %d with CURVE ('curve_server_secret'): the replication link "
-            "between a shard's replicas does not speak CURVE yet, so backups could not follow; "
-            "run replicated shards on a trusted network without CURVE, or with one replica",
-            r);
     size_t len = strlen(cfg->coord_name);
     if (len == 0 ||
         strspn(cfg->coord_name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"

@@ -36,6 +36,8 @@
 #define ZP_FLAG_PULL_FULL 0x200u
 #define ZP_FLAG_REJOINED 0x1000u /* HELLO reply: this rank was known under another incarnation */
 #define ZP_FLAG_STATE 0x2000u /* REPLICATE: a chunk of the primary's whole state, or its ack */
+#define ZP_FLAG_RESUME 0x4000u /* HELLO: what was outstanding follows with its own seqs (a resend
+                                  to a restarted shard or a new primary): it raises no bsp fence */
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);
  * receiving more is a protocol error, and the extra frames are discarded. */

@@ -85,6 +85,8 @@ static uint32_t request_flags(int op)
         return ZP_FLAG_DONE;
     case ZEPS__OP__REPLICATE:
         return ZP_FLAG_STATE;
+    case ZEPS__OP__HELLO:
+        return ZP_FLAG_RESUME;
     default:
         return 0;
     }

@@ -261,6 +261,9 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
         /* The handler must listen before the ROUTER takes a connection. */
         if (rc == 0)
             rc = zp_zap_open(&s->zap, s->zctx, s->cfg.curve_allow_dir, err, errlen);
+        char pub[ZP_CURVE_KEY_LEN + 1];
+        if (rc == 0 && s->cfg.replicas > 1 && zmq_curve_public(pub, secret) == 0)
+            zp_zap_allow_peer(&s->zap, pub); /* backups follow their primary with this key */
         if (rc != 0) {
             explicit_bzero(secret, sizeof(secret));
             return rc;

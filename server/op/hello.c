@@ -86,8 +86,8 @@ static int64_t hello_worker(zp_server *s, zp_request *r, uint32_t *flags)
     zp_workers_note_seq(w, h->seq);
     /* where a mode rolls back, a HELLO starts the worker over from a cut:
      * nothing it sent before may be applied after it (docs/faults.md) */
-    if (s->cons->caps & ZP_CAP_ROLLBACK)
-        zp_workers_fence(w, h->seq);
+    if ((s->cons->caps & ZP_CAP_ROLLBACK) && !(h->flags & ZP_FLAG_RESUME))
+        zp_workers_fence(w, h->seq); /* not when it resends what it had outstanding */
     if (lost)
         zp_clock_bounds(s);
     w->last_seen_s = zp_now_s();

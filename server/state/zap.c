@@ -226,7 +226,8 @@ static bool decide(zp_zap *z, zmq_msg_t *f, int n, const char **status, const ch
         return false;
     }
     const uint8_t *key = zmq_msg_data(&f[6]);
-    if (z->nkeys && bsearch(key, z->keys, z->nkeys, sizeof(*z->keys), key_cmp)) {
+    if ((z->nkeys && bsearch(key, z->keys, z->nkeys, sizeof(*z->keys), key_cmp)) ||
+        (z->has_peer && memcmp(key, z->peer, sizeof(z->peer)) == 0)) {
         *status = "200";
         *text = "OK";
         zmq_z85_encode(uid, key, 32);
@@ -323,8 +324,17 @@ const zp_bind *zp_zap_binding(const zp_zap *z, const char *user_id)
     uint8_t key[32];
     if (!user_id || strlen(user_id) != ZP_CURVE_KEY_LEN || !zmq_z85_decode(key, user_id))
         return NULL;
+    if (z->has_peer && memcmp(key, z->peer, sizeof(z->peer)) == 0)
+        return &z->peer_bind;
     const zp_zap_key *k = bsearch(key, z->keys, z->nkeys, sizeof(*z->keys), key_cmp);
     return k ? &k->bind : NULL;
+}
+
+void zp_zap_allow_peer(zp_zap *z, const char *public_z85)
+{
+    z->has_peer = zmq_z85_decode(z->peer, public_z85) != NULL;
+    memset(&z->peer_bind, 0, sizeof(z->peer_bind));
+    z->peer_bind.tool = true;
 }
 
 void zp_zap_close(zp_zap *z)

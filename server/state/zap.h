@@ -42,6 +42,11 @@ typedef struct zp_zap {
     bool bound; /* the keys carry identity bindings (NAME.id files) */
     char allow_dir[1024];
     uint64_t accepted, refused;
+    /* the servers' own public key, for a replicated shard's backups
+     * following their primary (repl/follow.c): allowed, as a tool only */
+    bool has_peer;
+    uint8_t peer[32];
+    zp_bind peer_bind;
     zp_ratelimit log; /* refusals are logged at most once a second (common/ratelimit.h) */
     char note[64];    /* " (N more refused since the last message)" or "" */
 } zp_zap;
@@ -52,6 +57,11 @@ typedef struct zp_zap {
  * ZEPS_ECONFIG / ZEPS_EIO / ZEPS_ETRANSPORT with a message; on error nothing
  * is left open. */
 int zp_zap_open(zp_zap *z, void *zctx, const char *allow_dir, char *err, size_t errlen);
+
+/* Allow the servers' own public key (Z85) as well: the key a replicated
+ * shard's backups follow their primary with. It may speak as a tool only.
+ * Kept across reloads. */
+void zp_zap_allow_peer(zp_zap *z, const char *public_z85);
 
 /* Start serving from `loop` (the loop thread). z->poll.data is left for the
  * caller's close accounting; the poll callback finds z by container. */

@@ -438,6 +438,7 @@ static void rehello(zeps_client *c, int k)
     zp_shard *sh = &c->shards[k];
     zp_req *r = zp_req_new(c, ZEPS__OP__HELLO, 1);
     zp_req_sub *s = zp_req_add(r, k);
+    s->flags = ZP_FLAG_RESUME; /* the resends below keep their seqs: no fence for them */
     /* a restarted shard may take a while to come back; a new primary is
      * up already, and held requests must not outwait their own budget */
     s->max_retries =

@@ -25,8 +25,10 @@ typedef struct zt_cluster {
     char endpoints[ZT_MAX_SERVERS][300];
 } zt_cluster;
 
-/* A loopback TCP port free right now (the kernel's pick for port 0), for
- * tests that need tcp:// endpoints. */
+/* A loopback TCP port free right now, for tests that need tcp://
+ * endpoints: picked at random below the kernel's ephemeral range
+ * (ip_local_port_range), so no outgoing connection can take it before the
+ * server binds it (lib.sh free_port does the same). */
 int zt_free_port(void);
 
 /* Path of a zeps binary ("zeps-server"): $ZEPS_BINDIR/name. */

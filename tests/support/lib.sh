@@ -15,9 +15,16 @@ check() { # description, command...
 json_num() { # file key: the first value of "key"
     grep -o "\"$2\": *[-0-9.e+]*" "$1" 2>/dev/null | head -1 | cut -d: -f2 | tr -d ' '
 }
-free_port() { # a TCP port nothing listens on, from a random start
-    local p=$((20000 + RANDOM % 20000))
-    while ss -Htln "sport = :$p" | grep -q .; do p=$((p + 1)); done
+# free_port: a TCP port nothing uses, picked at random below the kernel's
+# ephemeral range (ip_local_port_range; zt_free_port in harness.c does the
+# same): no outgoing connection of another process can be holding it when
+# a server binds it, which `ss -tln` would not show.
+free_port() {
+    local lo=32768
+    read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
+    local span=$((lo > 21000 ? lo - 20000 : 1000))
+    local p=$((20000 + (RANDOM * 32768 + RANDOM) % span))
+    while ss -Htan "sport = :$p" | grep -q .; do p=$((20000 + (p - 20000 + 1) % span)); done
     echo $p
 }
 listen_port() { # log file: the port a process logged its metrics endpoint on (waits up to 10 s)
@@ -60,7 +67,9 @@ netns_setup() {
 # command line the C tests use too) on a free loopback port, data and log
 # (zk.log) in DIR; sets ZK_PID, ZK_PORT and ZK_HOSTS (127.0.0.1:PORT) and
 # returns once it serves: `srvr` names its mode (`ruok` answers imok
-# before that); 1 if it died or 30 s passed.
+# before that); 1 if it died or 30 s passed (then the end of zk.log is
+# printed). A server that dies at start on a port picked here (ZK_PORT
+# unset) is tried twice more on other ports.
 # zk_stop [SIG]: stop it (TERM by default; KILL for a crash) and wait.
 # zk_4lw WORD: its answer to a four-letter word (ruok, srvr, stat).
 zk_4lw() {
@@ -68,14 +77,32 @@ zk_4lw() {
 }
 zk_start() {
     mkdir -p "$1"
-    ZK_PORT=${ZK_PORT:-$(free_port)}
-    ZK_HOSTS=127.0.0.1:$ZK_PORT
+    local pinned=${ZK_PORT:+1} tries
+    for tries in 1 2 3; do
+        ZK_PORT=${ZK_PORT:-$(free_port)}
+        ZK_HOSTS=127.0.0.1:$ZK_PORT
+        zk_launch "$1" && return 0
+        # it died at start: a port picked here gets one more try elsewhere
+        # (another test may have bound it between the pick and ZooKeeper's
+        # bind: "Address already in use" in zk.log)
+        [ -z "$pinned" ] && [ -z "$ZK_PID" ] || break
+        ZK_PORT=
+    done
+    echo "zk_start: ZooKeeper did not start on port $ZK_PORT; the end of $1/zk.log:" >&2
+    tail -n 15 "$1/zk.log" >&2
+    return 1
+}
+zk_launch() { # DIR: one start on $ZK_PORT; ZK_PID empty if it died
     bash "$(dirname "${BASH_SOURCE[0]}")/zk-server.sh" "$1" "$ZK_PORT" >>"$1/zk.log" 2>&1 &
     ZK_PID=$!
     local end=$((SECONDS + 30))
     while [ $SECONDS -lt $end ]; do
         zk_4lw srvr | grep -q '^Mode: ' && return 0
-        kill -0 "$ZK_PID" 2>/dev/null || return 1
+        if ! kill -0 "$ZK_PID" 2>/dev/null; then
+            wait "$ZK_PID" 2>/dev/null
+            ZK_PID=
+            return 1
+        fi
         sleep 0.05
     done
     return 1

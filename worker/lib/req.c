@@ -581,8 +581,11 @@ void zp_req_send(zp_req *r, zp_req_sub *s)
 {
     zeps_client *c = r->c;
     zp_shard *sh = &c->shards[s->shard];
-    s->next = sh->out;
-    sh->out = s;
+    zp_req_sub **tail = &sh->out; /* at most ZP_REQ_MAX_IN_FLIGHT */
+    while (*tail)
+        tail = &(*tail)->next;
+    s->next = NULL;
+    *tail = s;
     sh->nout++;
     c->stats.requests++;
     sub_send(c, s);

@@ -24,7 +24,11 @@ typedef struct zp_shard {
     char held[384];     /* HELLO refused: the rank is held by a live incarnation (why) */
     uint64_t next_seq;
     uint64_t incarnation; /* the server's, from HELLO */
-    zp_req_sub *out;      /* sub-requests sent and not yet answered */
+    /* Sub-requests sent and not yet answered, oldest first: every resend
+     * (a timeout, a HELLO again after a restart or a failover) keeps the
+     * order they were sent in, so a bsp CLOCK is never resent ahead of a
+     * push of its clock (it would close a sparse round without it). */
+    zp_req_sub *out;
     int nout;
     int64_t hello_clock; /* HELLO reply: the clock this worker resumes at on this shard */
     int need_hello;      /* the shard answered ERESTARTED: say HELLO again */

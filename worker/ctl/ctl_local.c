@@ -80,8 +80,9 @@ static void usage(FILE *f)
             "                       zookeeper package: deploy/install-deps.sh zk); backups\n"
             "                       apply the primary's log (docs/replication.md). With\n"
             "                       --config, the file's shards get R free loopback ports each\n\n"
-            "Exit status: 0 trained and stopped cleanly; 1 a process failed, the run\n"
-            "timed out or a result is missing; 2 bad options or cluster file, zeps-server\n"
+            "Exit status: 0 trained and stopped cleanly; 1 a process failed (not a server\n"
+            "whose shard carries on at another replica), the run timed out or a result is\n"
+            "missing; 2 bad options or cluster file, zeps-server\n"
             "or zeps-worker not found, or a run directory that cannot be made or\n"
             "written; 128+N when stopped by signal N.\n",
             DEFAULT_TIMEOUT_S);
@@ -406,9 +407,34 @@ static void report_failure(const local_run *r, const kid *k)
     print_tail(k->log, TAIL_LINES);
 }
 
+/* The replicas of server k's shard still running (0 for a shard of one). */
+static int replicas_left(const local_run *r, const kid *k)
+{
+    int n = 0;
+    for (int i = 0; i < r->nservers && k->replica >= 0; i++)
+        n += r->kids[i].running && r->kids[i].index == k->index;
+    return n;
+}
+
+/* Server k of a replicated shard ended while another replica of its shard
+ * runs: the shard fails over (docs/replication.md); said once, and the
+ * run goes on. */
+static void note_failover(const local_run *r, kid *k)
+{
+    char what[128];
+    describe_exit(k, what, sizeof(what));
+    fprintf(stderr,
+            "zepsctl local: server %d.%d (pid %d) %s; shard %d carries on at its other "
+            "replicas (%d of %d running); see %s\n",
+            k->index, k->replica, (int)k->pid, what, k->index, replicas_left(r, k),
+            r->cfg->replicas, k->log);
+    k->failed_over = true;
+}
+
 /* Look at the children that exited since the last call: a worker failed
  * unless it exited 0; a server failed if it exited non-zero, or at all while
- * a worker still runs. Sets r->failed to the first that failed. */
+ * a worker still runs, unless another replica of its shard still runs.
+ * Sets r->failed to the first that failed. */
 static void check_exits(local_run *r)
 {
     int workers_left = count_running(r, r->nservers, r->nkids - r->nservers);
@@ -418,7 +444,9 @@ static void check_exits(local_run *r)
             continue;
         k->judged = true;
         bool ok = WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0;
-        if (!ok || (i < r->nservers && workers_left > 0))
+        if (i < r->nservers && workers_left > 0 && replicas_left(r, k) > 0)
+            note_failover(r, k);
+        else if (!ok || (i < r->nservers && workers_left > 0))
             r->failed = i;
     }
 }
@@ -524,8 +552,8 @@ static bool stop_servers(local_run *r)
     bool clean = stop_kids(r, 0, r->nservers) == 0;
     for (int i = 0; i < r->nservers; i++) {
         kid *k = &r->kids[i];
-        if (k->killed || (WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0))
-            continue; /* killed ones were reported by stop_kids */
+        if (k->killed || k->failed_over || (WIFEXITED(k->status) && WEXITSTATUS(k->status) == 0))
+            continue; /* reported by stop_kids, or when its shard failed over */
         char what[128];
         describe_exit(k, what, sizeof(what));
         fprintf(stderr, "zepsctl local: server %d (pid %d) %s at shutdown; see %s\n", i,

@@ -49,6 +49,7 @@ typedef struct kid {
     bool running;     /* started and not reaped yet */
     bool judged;      /* its exit was looked at by check_exits */
     bool killed;      /* stop_kids had to SIGKILL it */
+    bool failed_over; /* a replica that ended while its shard carried on */
     int status;       /* wait status once reaped */
     char log[PATH_MAX];
     int metrics_port; /* --metrics: the port given to it; 0 = none */

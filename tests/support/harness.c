@@ -20,53 +20,14 @@
 
 #include "config.h"
 #include "curve.h"
+#include "freeport.h"
 #include "spawn.h"
 #include "wire.h"
 #include "scratch.h"
 
-/* The lowest port the kernel hands out to outgoing connections and to
- * bind(port 0): the tests' ports lie below it, where no connection of any
- * other process can be holding them by the time a server binds. */
-static int ephemeral_low(void)
-{
-    int lo = 32768;
-    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
-    if (f) {
-        if (fscanf(f, "%d", &lo) != 1)
-            lo = 32768;
-        fclose(f);
-    }
-    return lo;
-}
-
-static int port_free(int port)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons((uint16_t)port),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
-    if (fd >= 0)
-        close(fd);
-    return ok;
-}
-
 int zt_free_port(void)
 {
-    enum { LOW = 20000 };
-    int span = ephemeral_low() - LOW;
-    if (span < 1000)
-        span = 1000;
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    unsigned seed = (unsigned)getpid() * 2654435761u ^ (unsigned)t.tv_nsec;
-    int start = (int)(rand_r(&seed) % (unsigned)span);
-    for (int i = 0; i < span; i++) {
-        int port = LOW + (start + i) % span;
-        if (port_free(port))
-            return port;
-    }
-    return -1;
+    return zp_freeport_pick();
 }
 
 const char *zt_bin(const char *name, char *buf, size_t len)

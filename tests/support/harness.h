@@ -26,9 +26,8 @@ typedef struct zt_cluster {
 } zt_cluster;
 
 /* A loopback TCP port free right now, for tests that need tcp://
- * endpoints: picked at random below the kernel's ephemeral range
- * (ip_local_port_range), so no outgoing connection can take it before the
- * server binds it (lib.sh free_port does the same). */
+ * endpoints: zp_freeport_pick (common/freeport.h), below the kernel's
+ * ephemeral range (lib.sh free_port picks the same way). */
 int zt_free_port(void);
 
 /* Path of a zeps binary ("zeps-server"): $ZEPS_BINDIR/name. */

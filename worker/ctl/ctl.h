@@ -41,8 +41,5 @@ int zp_ctl_local(int argc, char **argv);
  * beside zepsctl); writes into buf and returns buf, or "" if unknown. */
 char *zp_zepsctl_bindir(char *buf, unsigned long len);
 
-/* A TCP port on 127.0.0.1 that nothing listened on just now: bind port 0,
- * read what the kernel chose, close. -1 on failure (errno says why). */
-int zp_zepsctl_free_port(void);
 
 #endif

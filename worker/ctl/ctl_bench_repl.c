@@ -18,6 +18,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "freeport.h"
 #include "config.h"
 #include "ctl.h"
 #include "ctl_bench.h"
@@ -85,7 +86,7 @@ static int wait_primary(bench *b, const zp_config *cfg, uint32_t in_sync)
 static int zk_open(bench *b, char *hosts, size_t len)
 {
     char zdir[128];
-    int port = zp_zepsctl_free_port();
+    int port = zp_freeport_pick();
     if (port <= 0) {
         fprintf(stderr, "bench: no free loopback port for ZooKeeper\n");
         return ZEPS_EIO;
@@ -106,9 +107,9 @@ static int zk_open(bench *b, char *hosts, size_t len)
 static int write_conf(bench *b, const char *path, const char *hosts, char ep[2][64])
 {
     char servers[160], extra[400];
-    int port[2] = {zp_zepsctl_free_port(), zp_zepsctl_free_port()};
+    int port[2] = {zp_freeport_pick(), zp_freeport_pick()};
     for (int tries = 0; port[1] == port[0] && tries < 10; tries++)
-        port[1] = zp_zepsctl_free_port();
+        port[1] = zp_freeport_pick();
     if (port[0] <= 0 || port[1] <= 0 || port[0] == port[1]) {
         fprintf(stderr, "bench: no free loopback ports for the replicas\n");
         return ZEPS_EIO;

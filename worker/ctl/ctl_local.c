@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/signalfd.h>
 
+#include "freeport.h"
 #include "ctl.h"
 #include "exitcode.h"
 #include "spawn.h"
@@ -627,7 +628,7 @@ static int prepare(local_run *r)
         !zp_ctl_local_conf_find_bin("zeps-worker", r->worker_bin, sizeof(r->worker_bin)) ||
         !zp_ctl_local_conf_make_run_dir(r))
         return ZP_EXIT_SETUP; /* an installation or a folder to fix */
-    if (r->o.replicas > 1 && (r->zk_port = r->o.zk_port = zp_zepsctl_free_port()) <= 0) {
+    if (r->o.replicas > 1 && (r->zk_port = r->o.zk_port = zp_freeport_pick()) <= 0) {
         fprintf(stderr, "zepsctl local: no free loopback port for ZooKeeper\n");
         return 1;
     }

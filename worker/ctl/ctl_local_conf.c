@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "freeport.h"
 #include "alloc.h"
 #include "ctl.h"
 #include "ctl_local.h"
@@ -326,7 +327,7 @@ bool zp_ctl_local_conf_metrics(local_run *r)
     fprintf(f, "[");
     for (int i = 0; i < r->nkids; i++) {
         kid *k = &r->kids[i];
-        if ((k->metrics_port = zp_zepsctl_free_port()) <= 0) {
+        if ((k->metrics_port = zp_freeport_pick()) <= 0) {
             k->metrics_port = 0;
             fprintf(stderr, "zepsctl local: no free loopback port for --metrics\n");
             fclose(f);

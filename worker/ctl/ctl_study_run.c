@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "freeport.h"
 #include "spawn.h"
 #include "alloc.h"
 #include "now.h"
@@ -28,7 +29,7 @@ const char *const zp_ctl_study_run_outcome_verb[NOUTCOMES] = {"converge", "diver
 static bool write_conf(const study *st, const run_spec *sp, const char *rundir, const char *path)
 {
     const study_opts *o = &st->o;
-    int port = zp_zepsctl_free_port();
+    int port = zp_freeport_pick();
     if (port <= 0) {
         fprintf(stderr, "zepsctl study: cannot pick a free port: %s\n", strerror(errno));
         return false;

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "freeport.h"
 #include "alloc.h"
 #include "ctl.h"
 #include "ctl_json.h"
@@ -88,7 +89,7 @@ static void write_mode(FILE *f, const sweep *sw, const sweep_cell *c)
 static bool write_conf(const sweep *sw, const sweep_cell *c, int seed, double lr, const char *path)
 {
     const sweep_opts *o = &sw->o;
-    int port = zp_zepsctl_free_port();
+    int port = zp_freeport_pick();
     FILE *f = port > 0 ? fopen(path, "w") : NULL;
     if (!f) {
         fprintf(stderr, "zepsctl study: cannot write %s: %s\n", path, strerror(errno));

@@ -2,13 +2,9 @@
  * zepsctl.c - entry point of the operator tool: dispatches to the
  * subcommands in ctl_*.c.
  */
-#include <arpa/inet.h>
-#include <errno.h>
 #include <limits.h>
-#include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -47,22 +43,6 @@ char *zp_zepsctl_bindir(char *buf, unsigned long len)
     if (slash)
         *slash = '\0';
     return buf;
-}
-
-int zp_zepsctl_free_port(void)
-{
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &alen) == 0)
-        port = ntohs(a.sin_port);
-    if (fd >= 0) {
-        int keep = errno;
-        close(fd);
-        errno = keep;
-    }
-    return port;
 }
 
 int main(int argc, char **argv)

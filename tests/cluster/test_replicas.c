@@ -369,7 +369,8 @@ END_TEST
 
 /* zepsctl local --replicas 2: a ZooKeeper in the run directory, two
  * replicas per shard (replica 0 primary, replica 1 backup), training
- * done, everything stopped (ZooKeeper too). */
+ * done, everything stopped (ZooKeeper too); then the same run again in
+ * the same directory. */
 START_TEST(test_zepsctl_local)
 {
     char dir[256], bin[512], cmd[1400], path[400], line[1024];
@@ -414,6 +415,13 @@ START_TEST(test_zepsctl_local)
     ck_assert_msg(connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0,
                   "ZooKeeper still serves on %d", port);
     close(fd);
+    /* again in the same directory: its ZooKeeper's data holds the first
+     * run's in-sync sets, whose members are gone; the run has a name of
+     * its own, so its replicas are elected all the same */
+    st = system(cmd);
+    snprintf(path, sizeof(path), "%s/out.txt", dir);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "zepsctl local again in the same --dir: 0x%x (see %s)", st, path);
 }
 END_TEST
 

@@ -7,14 +7,12 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <libconfig.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdio.h>
-#include <sys/socket.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include "freeport.h"
 #include "alloc.h"
@@ -116,25 +114,28 @@ static config_setting_t *fresh(config_t *lc, const char *group, const char *name
 }
 
 /* cluster.servers = `n` endpoints on distinct free loopback ports (arrays
- * of `replicas` per shard when replicas >= 2): bind each to port 0 and read
- * what the kernel chose, holding all until all are read. */
+ * of `replicas` per shard when replicas >= 2; zp_freeport_pick: below the
+ * ephemeral range, so no connection made before a replica started, to
+ * ZooKeeper say, can hold its port). */
 static bool set_servers(config_t *lc, int shards, int replicas)
 {
     config_setting_t *list =
         fresh(lc, "cluster", "servers", replicas > 1 ? CONFIG_TYPE_LIST : CONFIG_TYPE_ARRAY);
     config_setting_t *shard = list;
     int n = shards * replicas;
-    int *fds = zp_alloc_zeroed((size_t)n, sizeof(int));
+    int *ports = zp_alloc_zeroed((size_t)n, sizeof(int));
     bool ok = true;
-    int i;
-    for (i = 0; i < n && ok; i++) {
-        struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t alen = sizeof(a);
-        fds[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        ok = fds[i] >= 0 && bind(fds[i], (struct sockaddr *)&a, sizeof(a)) == 0 &&
-             getsockname(fds[i], (struct sockaddr *)&a, &alen) == 0;
+    for (int i = 0; i < n && ok; i++) {
+        bool again = true;
+        for (int tries = 0; again && tries < 100; tries++) {
+            ports[i] = zp_freeport_pick();
+            again = false;
+            for (int j = 0; j < i && ports[i] > 0; j++)
+                again |= ports[j] == ports[i];
+        }
+        ok = ports[i] > 0 && !again;
         char ep[64];
-        snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", ntohs(a.sin_port));
+        snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", ports[i]);
         if (ok && replicas > 1 && i % replicas == 0)
             shard = config_setting_add(list, NULL, CONFIG_TYPE_ARRAY);
         if (ok)
@@ -142,23 +143,24 @@ static bool set_servers(config_t *lc, int shards, int replicas)
         else
             fprintf(stderr, "zepsctl local: cannot pick a free port: %s\n", strerror(errno));
     }
-    while (i-- > 0)
-        if (fds[i] >= 0)
-            close(fds[i]);
-    free(fds);
+    free(ports);
     return ok;
 }
 
 /* --replicas R (>= 2): cluster.replicas and the coordination group, the
- * run's ZooKeeper on o->zk_port. */
+ * run's ZooKeeper on o->zk_port. The cluster's name is the run's own
+ * ("local-<time>-<pid>"): a run again in the same directory finds the
+ * previous run's in-sync sets in its ZooKeeper's data, naming members
+ * that are gone, under which no replica would be elected. */
 static void set_replicas(const local_opts *o, config_t *lc)
 {
-    char zk[64];
+    char zk[64], name[64];
     snprintf(zk, sizeof(zk), "127.0.0.1:%d", o->zk_port);
+    snprintf(name, sizeof(name), "local-%lld-%d", (long long)time(NULL), (int)getpid());
     config_setting_set_int(fresh(lc, "cluster", "replicas", CONFIG_TYPE_INT), o->replicas);
     config_setting_t *c = fresh(lc, "cluster", "coordination", CONFIG_TYPE_GROUP);
     config_setting_set_string(config_setting_add(c, "zookeeper", CONFIG_TYPE_STRING), zk);
-    config_setting_set_string(config_setting_add(c, "name", CONFIG_TYPE_STRING), "local");
+    config_setting_set_string(config_setting_add(c, "name", CONFIG_TYPE_STRING), name);
     config_setting_set_int(config_setting_add(c, "session_timeout_ms", CONFIG_TYPE_INT), 2000);
 }
 

@@ -71,6 +71,8 @@ typedef struct zp_coord_opts {
     const char *hosts;      /* "127.0.0.1:2181,10.0.0.2:2181" */
     const char *cluster;    /* cluster name: the nodes live under /zeps/<cluster> */
     int shard, replica;     /* this process */
+    uint64_t incarnation;   /* this process's, drawn at its start: names its member
+                             * nodes across sessions (znode.h); 0: one is drawn */
     const char *endpoint;   /* this replica's endpoint, published in its member node */
     int session_timeout_ms; /* asked of the service (which may clamp it) */
     int connect_timeout_ms; /* UNREACHABLE after this long without a session */

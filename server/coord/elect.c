@@ -10,7 +10,7 @@
 bool zp_elect_in_isr(const zp_znode_isr *isr, const char *member)
 {
     for (int i = 0; i < isr->n; i++)
-        if (strcmp(isr->m[i], member) == 0)
+        if (zp_znode_same_process(isr->m[i], member))
             return true;
     return false;
 }
@@ -31,12 +31,13 @@ int zp_elect_pick(const char *const *live, int nlive, const zp_znode_isr *isr)
     return best;
 }
 
-static bool is_live(const char *const *live, int nlive, const char *m)
+/* The live node of member m's process, or NULL if it has none. */
+static const char *live_node(const char *const *live, int nlive, const char *m)
 {
     for (int i = 0; i < nlive; i++)
-        if (strcmp(live[i], m) == 0)
-            return true;
-    return false;
+        if (zp_znode_same_process(live[i], m))
+            return live[i];
+    return NULL;
 }
 
 void zp_elect_next_isr(zp_znode_isr *next, const zp_znode_isr *old, const char *const *live,
@@ -45,7 +46,9 @@ void zp_elect_next_isr(zp_znode_isr *next, const zp_znode_isr *old, const char *
     memset(next, 0, sizeof(*next));
     next->epoch = epoch;
     snprintf(next->m[next->n++], ZP_COORD_MEMBER_MAX, "%s", me);
-    for (int i = 0; i < old->n && next->n < ZP_COORD_ISR_MAX; i++)
-        if (strcmp(old->m[i], me) != 0 && is_live(live, nlive, old->m[i]))
-            snprintf(next->m[next->n++], ZP_COORD_MEMBER_MAX, "%s", old->m[i]);
+    for (int i = 0; i < old->n && next->n < ZP_COORD_ISR_MAX; i++) {
+        const char *node = live_node(live, nlive, old->m[i]);
+        if (node && !zp_znode_same_process(node, me))
+            snprintf(next->m[next->n++], ZP_COORD_MEMBER_MAX, "%s", node);
+    }
 }

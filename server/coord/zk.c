@@ -38,10 +38,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "errors.h"
 #include "log.h"
+#include "now.h"
+#include "rng.h"
 #include "zeps_errors.h"
 
 #define EVAL_READS 5
@@ -51,6 +54,7 @@ typedef struct zk {
     zp_coord_cbs cbs;
     zp_znode_paths paths;
     int shard, replica;
+    uint64_t incarnation; /* names this process's member nodes */
     char endpoint[256];
     zp_zk_session *sess;
     uint64_t gen; /* bumped at every expiry */
@@ -177,8 +181,9 @@ static void on_created(int rc, const char *value, const void *data)
     evaluate(z);
 }
 
-/* This session's member node may exist already (a create answered by a
- * connection loss may have been applied): adopt it, else create it. */
+/* This process's member node may exist already (a create answered by a
+ * connection loss may have been applied): adopt it, else create it (a new
+ * session's: the expired one's node went with it). */
 static void on_members(int rc, const struct String_vector *v, const void *data)
 {
     zk *z = live_zk(data);
@@ -190,7 +195,7 @@ static void on_members(int rc, const struct String_vector *v, const void *data)
         return;
     }
     char prefix[ZP_COORD_MEMBER_MAX], path[ZP_ZNODE_PATH_MAX + ZP_COORD_MEMBER_MAX], val[300];
-    zp_znode_member_prefix(prefix, sizeof(prefix), zp_zk_session_id(z->sess));
+    zp_znode_member_prefix(prefix, sizeof(prefix), z->incarnation);
     for (int i = 0; i < v->count; i++)
         if (strncmp(v->data[i], prefix, strlen(prefix)) == 0) {
             z->joining = false;
@@ -604,6 +609,9 @@ static int zk_create(void **impl, uv_loop_t *loop, const zp_coord_opts *o, const
     z->cbs = *cbs;
     z->shard = o->shard;
     z->replica = o->replica;
+    z->incarnation =
+        o->incarnation ? o->incarnation
+                       : zp_rng_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)z);
     snprintf(z->endpoint, sizeof(z->endpoint), "%s", ep);
     z->told.isr_version = -1;
     z->told.nlive = -1;

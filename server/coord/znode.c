@@ -58,9 +58,15 @@ int64_t zp_znode_seq(const char *member)
     return *end || v < 0 ? -1 : (int64_t)v;
 }
 
-void zp_znode_member_prefix(char *buf, size_t len, int64_t session)
+void zp_znode_member_prefix(char *buf, size_t len, uint64_t incarnation)
 {
-    snprintf(buf, len, "m-%" PRIx64 "-", (uint64_t)session);
+    snprintf(buf, len, "m-%" PRIx64 "-", incarnation);
+}
+
+bool zp_znode_same_process(const char *a, const char *b)
+{
+    const char *da = strrchr(a, '-'), *db = strrchr(b, '-');
+    return da && db && da - a == db - b && strncmp(a, b, (size_t)(da - a)) == 0;
 }
 
 /* The node's bytes as a NUL-terminated string in buf; 0 or -1 if too long. */

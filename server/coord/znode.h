@@ -13,6 +13,7 @@
 #define ZP_ZNODE_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "coord.h"
@@ -49,11 +50,21 @@ int zp_znode_paths_make(zp_znode_paths *p, const char *cluster, int shard, char 
                         size_t errlen);
 
 /* The sequence number the service appended to a member name, or -1 if
- * the name is not "m-<session>-<digits>". */
+ * the name is not "m-<incarnation>-<digits>". */
 int64_t zp_znode_seq(const char *member);
 
-/* "m-<session hex>-": the prefix of this session's member node. */
-void zp_znode_member_prefix(char *buf, size_t len, int64_t session);
+/* "m-<incarnation hex>-": the prefix of a process's member nodes. The
+ * incarnation is drawn at the process's start, so the node a replica
+ * makes again after its session expired (a new sequence number) names the
+ * same process, with the same state: the in-sync set names processes, and
+ * a shard whose replicas all lost their sessions at once (a stalled
+ * ZooKeeper, a paused host) elects one of them again. A restarted process
+ * is a new incarnation: its state came from a snapshot, not the log. */
+void zp_znode_member_prefix(char *buf, size_t len, uint64_t incarnation);
+
+/* Whether members a and b are nodes of the same process (their names
+ * equal up to the sequence number). */
+bool zp_znode_same_process(const char *a, const char *b);
 
 /* Node contents to text and back. The parsers take the bytes as the
  * service returns them (not NUL-terminated) and return 0, or ZEPS_EPROTO

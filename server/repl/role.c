@@ -151,7 +151,7 @@ static void on_session(void *arg, zp_coord_session ev, const char *why)
 }
 
 int zp_role_start(zp_role *r, uv_loop_t *loop, const zp_config *cfg, const char *endpoint,
-                  char *err, size_t errlen)
+                  uint64_t incarnation, char *err, size_t errlen)
 {
     if (r->replicas <= 1)
         return 0;
@@ -161,6 +161,7 @@ int zp_role_start(zp_role *r, uv_loop_t *loop, const zp_config *cfg, const char 
         .cluster = cfg->coord_name,
         .shard = r->shard,
         .replica = r->replica,
+        .incarnation = incarnation,
         .endpoint = endpoint,
         .session_timeout_ms = cfg->coord_session_timeout_ms,
         .connect_timeout_ms = cfg->coord_connect_timeout_ms,

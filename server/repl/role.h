@@ -79,10 +79,11 @@ typedef struct zp_role {
 void zp_role_init(zp_role *r, const zp_config *cfg, int shard, int replica);
 
 /* With replicas >= 2: start the coordination session on `loop`, publishing
- * `endpoint` (where workers reach this replica). 0, or a zeps_err with a
- * message (nothing left open). With one replica: 0, nothing done. */
+ * `endpoint` (where workers reach this replica) in a member node named by
+ * the process's `incarnation` (server/coord/znode.h). 0, or a zeps_err
+ * with a message (nothing left open). With one replica: 0, nothing done. */
 int zp_role_start(zp_role *r, uv_loop_t *loop, const zp_config *cfg, const char *endpoint,
-                  char *err, size_t errlen);
+                  uint64_t incarnation, char *err, size_t errlen);
 
 /* End the session (a backup takes over at once when this was the primary)
  * and close its handles; the loop must run until they are closed. Safe to

@@ -218,6 +218,61 @@ START_TEST(test_primary_frozen)
 }
 END_TEST
 
+/* Every replica of the shard frozen (SIGSTOP) past its session, as a
+ * stalled ZooKeeper or a paused host does to all sessions at once: each
+ * makes its member node again (a new sequence number) when thawed, the
+ * in-sync set still naming the old nodes. The same processes are elected
+ * again (znode.h: nodes are named by the process's incarnation), and the
+ * client carries on with every push it saw acknowledged. */
+START_TEST(test_every_session_expired)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write(&rs, zk.hosts, 1000, 30);
+    zt_rset_up(&rs);
+    zeps_client *c = NULL;
+    ck_assert_msg(zeps_client_new(&c, rs.conf, 0) == 0, "%s", zeps_last_error(NULL));
+    uint32_t tid;
+    ck_assert_msg(zeps_declare(c, &spec, &tid) == 0, "%s", zeps_last_error(c));
+    float v[LEN];
+    push_pull(c, tid, 1, 0, v); /* v[i] = i */
+    for (int r = 0; r < 2; r++)
+        ck_assert_int_eq(kill(rs.pid[r], SIGSTOP), 0);
+    zt_sleep_ms(3 * SESSION_MS);
+    for (int r = 0; r < 2; r++)
+        ck_assert_int_eq(kill(rs.pid[r], SIGCONT), 0);
+    double t0 = zt_now_s();
+    push_pull(c, tid, 0, 1, v); /* served once a replica is primary again */
+    double took = zt_now_s() - t0;
+    printf("every session expired: the client served again %.3f s after the thaw\n", took);
+    for (int i = 0; i < LEN; i++)
+        ck_assert_msg(v[i] == (float)i + 1.0f, "v[%d] = %g, not %d + 1", i, v[i], i);
+    /* settled: one primary, the other its backup, at a new epoch (a
+     * loaded machine may take a while to thaw the second) */
+    char roles[2][16] = {"", ""};
+    uint64_t epochs[2] = {0, 0};
+    for (double until = zt_now_s() + 15; zt_now_s() < until; zt_sleep_ms(100)) {
+        for (int r = 0; r < 2; r++) {
+            Zeps__Header *h = zt_rset_stats(&rs, r);
+            ck_assert_ptr_nonnull(h);
+            snprintf(roles[r], sizeof(roles[r]), "%s", h->stats->role);
+            epochs[r] = h->stats->epoch;
+            zeps__header__free_unpacked(h, NULL);
+        }
+        if (epochs[0] == epochs[1] && epochs[0] >= 2 && strcmp(roles[0], roles[1]) != 0 &&
+            (strcmp(roles[0], "primary") == 0 || strcmp(roles[1], "primary") == 0))
+            break;
+    }
+    ck_assert_msg(epochs[0] == epochs[1] && epochs[0] >= 2 && strcmp(roles[0], roles[1]) != 0,
+                  "replica 0 %s at epoch %llu, replica 1 %s at epoch %llu", roles[0],
+                  (unsigned long long)epochs[0], roles[1], (unsigned long long)epochs[1]);
+    zeps_client_destroy(&c);
+    zt_rset_stop(&rs);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 /* No primary to be found: the call ends within its retry budget, saying
  * which replicas were asked and what each said. */
 START_TEST(test_no_primary)
@@ -284,6 +339,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_follows_redirect);
     tcase_add_test(tc, test_primary_killed);
     tcase_add_test(tc, test_primary_frozen);
+    tcase_add_test(tc, test_every_session_expired);
     tcase_add_test(tc, test_no_primary);
     suite_add_tcase(s, tc);
     return s;

@@ -42,6 +42,32 @@ START_TEST(test_pick_lowest_sequence)
 }
 END_TEST
 
+/* Every replica of the shard lost its session at once (a stalled
+ * ZooKeeper, a paused host) and made its member node again: the in-sync
+ * set still names the old nodes, and the same processes (the same
+ * incarnation, the part before the sequence number) are eligible under
+ * their new nodes; a process the set does not name is not. */
+START_TEST(test_pick_after_every_session_expired)
+{
+    const char *before[] = {"m-3a-0000000001", "m-1f-0000000002"};
+    zp_znode_isr s = isr_of(2, before);
+    const char *again[] = {"m-1f-0000000007", "m-3a-0000000008", "m-99-0000000006"};
+    ck_assert_int_eq(zp_elect_pick(again, 3, &s), 0); /* m-99 is lower, not in the set */
+    ck_assert(zp_elect_in_isr(&s, "m-3a-0000000008"));
+    ck_assert(!zp_elect_in_isr(&s, "m-3-0000000001")); /* a shorter incarnation */
+    ck_assert(!zp_elect_in_isr(&s, "m-3ab-0000000001"));
+    ck_assert(!zp_znode_same_process("m-3a-0000000001", "m-3a0000000001"));
+    const char *restarted[] = {"m-4b-0000000009", "m-5c-0000000010"};
+    ck_assert_int_eq(zp_elect_pick(restarted, 2, &s), -1); /* new processes: waits */
+    /* the next set names the live nodes, the new primary first */
+    zp_znode_isr n;
+    zp_elect_next_isr(&n, &s, again, 3, "m-1f-0000000007", 5);
+    ck_assert_int_eq(n.n, 2);
+    ck_assert_str_eq(n.m[0], "m-1f-0000000007");
+    ck_assert_str_eq(n.m[1], "m-3a-0000000008");
+}
+END_TEST
+
 START_TEST(test_next_isr)
 {
     const char *live[] = {"m-1-0000000002", "m-2-0000000003"};
@@ -108,6 +134,7 @@ static Suite *suite(void)
     Suite *s = suite_create("elect");
     TCase *tc = tcase_create("pure");
     tcase_add_test(tc, test_pick_lowest_sequence);
+    tcase_add_test(tc, test_pick_after_every_session_expired);
     tcase_add_test(tc, test_next_isr);
     tcase_add_test(tc, test_formats);
     suite_add_tcase(s, tc);

@@ -464,8 +464,8 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, int replica,
     }
     if (rc == 0)
         rc = zp_role_start(&s->role, &s->loop, &s->cfg,
-                           zp_config_endpoint(&s->cfg, s->shard, s->replica), s->incarnation,
-                           err, errlen);
+                           zp_config_endpoint(&s->cfg, s->shard, s->replica), s->incarnation, err,
+                           errlen);
     if (rc != 0) {
         if (s->has_loop) /* setup_loop failed after the loop began (the metrics port taken) */
             close_loop(s);

@@ -609,9 +609,9 @@ static int zk_create(void **impl, uv_loop_t *loop, const zp_coord_opts *o, const
     z->cbs = *cbs;
     z->shard = o->shard;
     z->replica = o->replica;
-    z->incarnation =
-        o->incarnation ? o->incarnation
-                       : zp_rng_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)z);
+    z->incarnation = o->incarnation
+                         ? o->incarnation
+                         : zp_rng_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)z);
     snprintf(z->endpoint, sizeof(z->endpoint), "%s", ep);
     z->told.isr_version = -1;
     z->told.nlive = -1;

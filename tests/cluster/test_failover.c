@@ -195,8 +195,7 @@ static void primary_lost(int sig)
      * had it) */
     push_pull(c, tid, 0, 1, v);
     for (int i = 0; i < LEN; i++)
-        ck_assert_msg(v[i] == (float)i + 1.0f, "v[%d] = %g, not the replicated %d + 1", i, v[i],
-                      i);
+        ck_assert_msg(v[i] == (float)i + 1.0f, "v[%d] = %g, not the replicated %d + 1", i, v[i], i);
     ck_assert_uint_eq(redirects(c), 1);
     zeps_client_destroy(&c);
 

@@ -105,8 +105,7 @@ static void lost_push_and_clock(const kill_at *at, zeps_client *c, uint32_t t, i
     ck_assert_int_eq(zeps_clock_start(c, k, &clock), 0);
     zt_sleep_ms(100);
     zt_rset_kill(at->rs, 0, SIGKILL);
-    printf("primary stopped and killed with rank 0's push and clock of step %lld\n",
-           (long long)k);
+    printf("primary stopped and killed with rank 0's push and clock of step %lld\n", (long long)k);
     ck_assert_int_eq(zeps_wait(&push), 0);
     ck_assert_int_eq(zeps_wait(&clock), 0);
     zeps_sbatch_free(&b);
@@ -232,8 +231,8 @@ START_TEST(test_backup_holds_the_rounds_bits)
     ck_assert_int_eq(zeps_spull(c, t, ids, SPACE, after, STEPS), 0);
     for (int i = 0; i < SPACE * DIM; i++)
         ck_assert_msg(memcmp(&before[i], &after[i], sizeof(float)) == 0,
-                      "row %d value %d: %.9g after the failover, the primary served %.9g",
-                      i / DIM, i % DIM, after[i], before[i]);
+                      "row %d value %d: %.9g after the failover, the primary served %.9g", i / DIM,
+                      i % DIM, after[i], before[i]);
     zeps_client_destroy(&c);
     zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);

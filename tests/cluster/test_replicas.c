@@ -367,6 +367,24 @@ START_TEST(test_unreachable_exits)
 }
 END_TEST
 
+/* The last bytes of file `path` (a failed command's output), for a
+ * failure message: the scratch folder goes with the test. */
+static const char *tail_of(const char *path)
+{
+    static char buf[1500];
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return "(no output)";
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, n > (long)sizeof(buf) - 1 ? n - (long)sizeof(buf) + 1 : 0, SEEK_SET);
+    size_t got = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
 /* zepsctl local --replicas 2: a ZooKeeper in the run directory, two
  * replicas per shard (replica 0 primary, replica 1 backup), training
  * done, everything stopped (ZooKeeper too); then the same run again in
@@ -377,12 +395,14 @@ START_TEST(test_zepsctl_local)
     ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "local"), 0);
     zt_bin("zepsctl", bin, sizeof(bin));
     snprintf(cmd, sizeof(cmd),
-             "%s local --replicas 2 --servers 2 --workers 2 --model quadratic --epochs 1 --dir %s/run -q "
-             "--timeout 60 > %s/out.txt 2>&1",
+             "%s local --replicas 2 --servers 2 --workers 2 --model quadratic --epochs 1 --dir "
+             "%s/run -q "
+             "--timeout 120 > %s/out.txt 2>&1",
              bin, dir, dir);
     int st = system(cmd);
     snprintf(path, sizeof(path), "%s/out.txt", dir);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl local: 0x%x (see %s)", st, path);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl local: 0x%x; its output:\n%s", st,
+                  tail_of(path));
     const char *want[][2] = {{"server-0.0.log", "role: none -> primary at epoch 1"},
                              {"server-1.0.log", "role: none -> primary at epoch 1"},
                              {"server-0.1.log", "role: none -> backup at epoch 1"},
@@ -421,7 +441,8 @@ START_TEST(test_zepsctl_local)
     st = system(cmd);
     snprintf(path, sizeof(path), "%s/out.txt", dir);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                  "zepsctl local again in the same --dir: 0x%x (see %s)", st, path);
+                  "zepsctl local again in the same --dir: 0x%x; its output:\n%s", st,
+                  tail_of(path));
 }
 END_TEST
 
@@ -449,12 +470,13 @@ START_TEST(test_zepsctl_local_config)
     zt_bin("zepsctl", bin, sizeof(bin));
     snprintf(cmd, sizeof(cmd),
              "%s local --print-config --servers 1 --workers 1 --model quadratic > %s/job.conf && "
-             "%s local --config %s/job.conf --replicas 2 --dir %s/run -q --timeout 60 "
+             "%s local --config %s/job.conf --replicas 2 --dir %s/run -q --timeout 120 "
              "> %s/out.txt 2>&1",
              bin, dir, bin, dir, dir, dir);
     int st = system(cmd);
     snprintf(path, sizeof(path), "%s/out.txt", dir);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl local: 0x%x (see %s)", st, path);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl local: 0x%x; its output:\n%s", st,
+                  tail_of(path));
     snprintf(path, sizeof(path), "%s/run/cluster.conf", dir);
     ck_assert_msg(line_of(path, "replicas = 2;") > 0, "%s: no replicas = 2", path);
     ck_assert_msg(line_of(path, "model = \"quadratic\"") > 0, "%s: the file's model lost", path);
@@ -482,7 +504,7 @@ static Suite *suite(void)
 {
     Suite *s = suite_create("replicas");
     TCase *tc = tcase_create("replicas");
-    tcase_set_timeout(tc, 90);
+    tcase_set_timeout(tc, 170);
     tcase_add_test(tc, test_roles_redirect_failover);
     tcase_add_test(tc, test_unreachable_exits);
     tcase_add_test(tc, test_zepsctl_local);

@@ -41,5 +41,4 @@ int zp_ctl_local(int argc, char **argv);
  * beside zepsctl); writes into buf and returns buf, or "" if unknown. */
 char *zp_zepsctl_bindir(char *buf, unsigned long len);
 
-
 #endif

@@ -184,8 +184,7 @@ static void describe(const sweep_run *r, const char *name)
                                         "failed"};
     fprintf(stderr, "study: %s seed %d lr %.4g: %s", name, r->seed, r->lr, words[r->out]);
     if (r->out == SW_REACHED)
-        fprintf(stderr, " at update %.0f (step %.0f, %.1f s)", r->updates, r->steps,
-                r->target_s);
+        fprintf(stderr, " at update %.0f (step %.0f, %.1f s)", r->updates, r->steps, r->target_s);
     fprintf(stderr, ", best %.4g, in %.1f s\n", r->best, r->wall_s);
 }
 

@@ -141,6 +141,9 @@ signals() {
     conf "$d" 'on_lost_worker = "continue"; hello_timeout_ms = 3000;' 600
     start_job "$d"
     sleep 1
+    # worker 2 stopped first: the job cannot end while the checks below run
+    # (a loaded machine may take seconds over the second worker)
+    kill -STOP "${WRK[2]}"
     # a second process with a live rank: refused by name, exits 1
     "$BIN/zeps-worker" --config "$d/cluster.conf" --rank 0 >"$d/second-0.log" 2>&1 &
     local second=$!
@@ -153,7 +156,6 @@ signals() {
     check "its error names both incarnations" grep -q \
         "refused HELLO: worker 0 is held by incarnation [0-9a-f]*, heard .*HELLO from incarnation [0-9a-f]* refused" \
         "$d/second-0.log"
-    kill -STOP "${WRK[2]}"
     check "worker 1 is parked in a round" wait_for "$d/server-0.log" \
         "PULL of worker 1 at clock [0-9]* waiting" 20
     local t0=$SECONDS

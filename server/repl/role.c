@@ -135,6 +135,10 @@ static void on_session(void *arg, zp_coord_session ev, const char *why)
         return;
     case ZP_COORD_EXPIRED:
         r->session = ZP_ROLE_SESSION_EXPIRED;
+        /* a write of the set in flight went with the session, and its
+         * answer may never come (seen: a primary re-elected after every
+         * session expired wrote its set never again, its backup kept out) */
+        r->isr.writing = false;
         if (r->kind == ZP_ROLE_PRIMARY)
             r->fenced = true; /* another replica may be primary now */
         zp_error("coordination session expired (%s): %s; rejoining as a new member", r->why,

@@ -44,10 +44,16 @@ static uint64_t id_of(int r, int64_t k, int i)
     return (uint64_t)((i * 37 + k * 11 + r * 5) % SPACE) * 2654435761ull + 1;
 }
 
-static void all_ids(uint64_t *ids)
+/* Every row of the run's id space as client c reads it after the last
+ * round. */
+static void read_rows(zeps_client *c, float *rows)
 {
+    static uint64_t ids[SPACE];
+    uint32_t t = 0;
     for (int i = 0; i < SPACE; i++)
         ids[i] = (uint64_t)i * 2654435761ull + 1;
+    ck_assert_int_eq(zeps_declare_sparse(c, &emb, &t), 0); /* known: its handle */
+    ck_assert_int_eq(zeps_spull(c, t, ids, SPACE, rows, STEPS), 0);
 }
 
 /* Where a run kills its primary: at step `k`, before phase `phase` (0:
@@ -149,27 +155,33 @@ static void rset_up(zt_zk *zk, zt_rset *rs, const char *name)
     zt_rset_up(rs);
 }
 
-/* Train STEPS rounds on a fresh replica set, killing its primary where
- * `at` says, and read every row at the end. */
-static void run(zt_zk *zk, const char *name, int64_t kill_k, int phase, float *rows)
+/* Train STEPS rounds on replica set *rs (started here), killing its
+ * primary where `at` says, and read every row at the end; the set stays
+ * up. */
+static void train_on(zt_zk *zk, zt_rset *rs, const char *name, int64_t kill_k, int phase,
+                     float *rows)
 {
-    zt_rset rs;
-    rset_up(zk, &rs, name);
-    kill_at at = {.k = kill_k, .phase = phase, .rs = &rs};
+    rset_up(zk, rs, name);
+    kill_at at = {.k = kill_k, .phase = phase, .rs = rs};
     zeps_client *cs[NW];
     uint32_t t = 0;
     for (int r = 0; r < NW; r++) {
-        ck_assert_msg(zeps_client_new(&cs[r], rs.conf, (uint32_t)r) == 0, "%s",
+        ck_assert_msg(zeps_client_new(&cs[r], rs->conf, (uint32_t)r) == 0, "%s",
                       zeps_last_error(NULL));
         ck_assert_int_eq(zeps_declare_sparse(cs[r], &emb, &t), 0);
     }
     for (int64_t k = 0; k < STEPS; k++)
         step(cs, t, k, &at);
-    static uint64_t ids[SPACE];
-    all_ids(ids);
-    ck_assert_int_eq(zeps_spull(cs[0], t, ids, SPACE, rows, STEPS), 0);
+    read_rows(cs[0], rows);
     for (int r = 0; r < NW; r++)
         zeps_client_destroy(&cs[r]);
+}
+
+/* The same on a set of its own, stopped at the end. */
+static void run(zt_zk *zk, const char *name, int64_t kill_k, int phase, float *rows)
+{
+    zt_rset rs;
+    train_on(zk, &rs, name, kill_k, phase, rows);
     zt_rset_stop(&rs);
 }
 
@@ -205,30 +217,13 @@ START_TEST(test_backup_holds_the_rounds_bits)
     zt_zk zk;
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     zt_rset rs;
-    rset_up(&zk, &rs, "rr");
-    kill_at never = {.k = -1};
-    zeps_client *cs[NW];
-    uint32_t t = 0;
-    for (int r = 0; r < NW; r++) {
-        ck_assert_msg(zeps_client_new(&cs[r], rs.conf, (uint32_t)r) == 0, "%s",
-                      zeps_last_error(NULL));
-        ck_assert_int_eq(zeps_declare_sparse(cs[r], &emb, &t), 0);
-    }
-    for (int64_t k = 0; k < STEPS; k++)
-        step(cs, t, k, &never);
-    static uint64_t ids[SPACE];
     static float before[SPACE * DIM], after[SPACE * DIM];
-    all_ids(ids);
-    ck_assert_int_eq(zeps_spull(cs[0], t, ids, SPACE, before, STEPS), 0);
-    for (int r = 0; r < NW; r++)
-        zeps_client_destroy(&cs[r]);
-
+    train_on(&zk, &rs, "rr", -1, 0, before);
     zt_rset_kill(&rs, 0, SIGKILL);
     zt_rset_wait(&rs, 1, "primary", 2, 1, 15);
     zeps_client *c = NULL;
     ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
-    ck_assert_int_eq(zeps_declare_sparse(c, &emb, &t), 0);
-    ck_assert_int_eq(zeps_spull(c, t, ids, SPACE, after, STEPS), 0);
+    read_rows(c, after);
     for (int i = 0; i < SPACE * DIM; i++)
         ck_assert_msg(memcmp(&before[i], &after[i], sizeof(float)) == 0,
                       "row %d value %d: %.9g after the failover, the primary served %.9g", i / DIM,

@@ -89,6 +89,7 @@ START_TEST(test_formats)
     ck_assert_str_eq(p.primary, "/zeps/prod-1/shards/2/primary");
     ck_assert_str_eq(p.members, "/zeps/prod-1/shards/2/members");
     ck_assert_int_eq(zp_znode_paths_make(&p, "..", 0, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_int_eq(zp_znode_paths_make(&p, ".", 0, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_int_eq(zp_znode_paths_make(&p, "a b", 0, err, sizeof(err)), ZEPS_ECONFIG);
 
     ck_assert_int_eq(zp_znode_seq("m-ab-0000000042"), 42);

@@ -511,6 +511,49 @@ static int remove_set_dir(const char *dir, const char *name, char *err, size_t e
     return rc;
 }
 
+int zp_manifest_pin(const char *dir, uint64_t setid, char *err, size_t errlen)
+{
+    char path[PATH_MAX], tmp[PATH_MAX], text[64];
+    int n = snprintf(tmp, sizeof(tmp), "%s/PINNED.tmp.%ld", dir, (long)getpid());
+    if (manifest_path(path, sizeof(path), dir, "PINNED") || n < 0 || (size_t)n >= sizeof(tmp))
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "snapshot directory %s: path too long", dir);
+    int lk = manifest_lock(dir, err, errlen);
+    if (lk < 0)
+        return ZEPS_EIO;
+    struct text_buf tb = {text, (size_t)snprintf(text, sizeof(text), "pinned %016" PRIx64 "\n",
+                                                 setid)};
+    int rc = zp_snapshot_write_replace_file(tmp, path, dir, "pin", fill_text, &tb, err, errlen);
+    close(lk);
+    return rc;
+}
+
+/* The set <dir>/PINNED names, if any. */
+static bool pinned(const char *dir, uint64_t *setid)
+{
+    char path[PATH_MAX], text[64] = "";
+    if (manifest_path(path, sizeof(path), dir, "PINNED"))
+        return false;
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return false;
+    bool ok = fgets(text, sizeof(text), f) != NULL && sscanf(text, "pinned %" SCNx64, setid) == 1;
+    fclose(f);
+    return ok;
+}
+
+/* Keep the newest `keep` sets of m, and the pinned one, in order. */
+static void keep_sets(zp_manifest *m, unsigned keep, bool has_pin, uint64_t pin)
+{
+    size_t n = keep;
+    for (size_t i = keep; i < m->nsets; i++) {
+        if (has_pin && m->sets[i].setid == pin)
+            m->sets[n++] = m->sets[i]; /* n <= i: its slot's files were freed */
+        else
+            free(m->sets[i].files);
+    }
+    m->nsets = n;
+}
+
 int zp_manifest_prune(const char *dir, unsigned keep, unsigned *removed, char *err, size_t errlen)
 {
     if (keep == 0)
@@ -523,13 +566,14 @@ int zp_manifest_prune(const char *dir, unsigned keep, unsigned *removed, char *e
     int rc = zp_manifest_load(dir, &m, err, errlen);
     if (rc || m->nsets == 0)
         goto done; /* no complete set: delete nothing */
+    uint64_t pin = 0;
+    bool has_pin = pinned(dir, &pin);
     if (m->nsets > keep) {
         /* The manifest forgets the sets first, so it never names a file
          * that is gone. */
-        for (size_t i = keep; i < m->nsets; i++)
-            free(m->sets[i].files);
-        m->nsets = keep;
-        if ((rc = manifest_store(dir, m, err, errlen)))
+        size_t before = m->nsets;
+        keep_sets(m, keep, has_pin, pin);
+        if (m->nsets != before && (rc = manifest_store(dir, m, err, errlen)))
             goto done;
     }
     /* Any set directory older than the newest complete set and not kept is

@@ -222,11 +222,19 @@ int zp_manifest_find_restorable(const char *dir, uint32_t shard, uint32_t nshard
                                 void *log_arg, char *err, size_t errlen);
 
 /* Keep the newest `keep` complete sets (at least 1: the newest complete set
- * is never deleted): rewrite MANIFEST without the others, then delete every
- * set directory older than the newest complete set that is not kept
- * (dropped sets and abandoned incomplete ones). Directories newer than the
- * newest complete set may be being written and are left alone. *removed (if
- * not NULL) gets the number of set directories deleted. */
+ * is never deleted) and the pinned one (zp_manifest_pin): rewrite MANIFEST
+ * without the others, then delete every set directory older than the
+ * newest complete set that is not kept (dropped sets and abandoned
+ * incomplete ones). Directories newer than the newest complete set may be
+ * being written and are left alone. *removed (if not NULL) gets the number
+ * of set directories deleted. */
 int zp_manifest_prune(const char *dir, unsigned keep, unsigned *removed, char *err, size_t errlen);
+
+/* Pin set `setid` (<dir>/PINNED, replaced atomically): every prune keeps
+ * it, whatever `keep` says, until another set is pinned. A shard that
+ * restarted pins the set it restored: the others roll back to it, while
+ * writers of the abandoned timeline may still complete newer sets whose
+ * prune would otherwise delete it. */
+int zp_manifest_pin(const char *dir, uint64_t setid, char *err, size_t errlen);
 
 #endif

@@ -156,6 +156,11 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
         s->epoch++;
         s->restored_clock = snap->h.clock;
         s->restored_set = setid;
+        /* the other shards may roll back to it while writers of the
+         * abandoned timeline complete newer sets: no prune may delete it */
+        char perr[512];
+        if (zp_manifest_pin(dir, setid, perr, sizeof(perr)) != 0)
+            zp_warn("restore: cannot pin set %016" PRIx64 " against pruning: %s", setid, perr);
         zp_info("restored snapshot set %016" PRIx64 " from %s: clock %" PRId64
                 ", %u tables, %u workers, written by incarnation %016" PRIx64,
                 setid, dir, snap->h.clock, snap->ntables, snap->nworker_recs, snap->h.incarnation);

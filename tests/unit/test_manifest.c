@@ -275,6 +275,47 @@ START_TEST(test_prune)
 }
 END_TEST
 
+/* A pinned set (the one a restarted shard restored) outlives any number
+ * of newer sets completing after it, whatever `keep` says, until another
+ * set is pinned. */
+START_TEST(test_prune_keeps_the_pinned_set)
+{
+    zt_snap_dir_make();
+    char err[512];
+    unsigned removed = 0;
+    for (uint64_t id = 1; id <= 3; id++) {
+        write_set(id, 2, UINT32_MAX);
+        add_ok(id, 2);
+    }
+    ck_assert_int_eq(zp_manifest_pin(zt_snap_dir, 2, err, sizeof(err)), 0);
+    for (uint64_t id = 4; id <= 6; id++) { /* the abandoned timeline's sets */
+        write_set(id, 2, UINT32_MAX);
+        add_ok(id, 2);
+        ck_assert_int_eq(zp_manifest_prune(zt_snap_dir, 2, &removed, err, sizeof(err)), 0);
+    }
+    ck_assert(exists(2) && exists(5) && exists(6));
+    ck_assert(!exists(1) && !exists(3) && !exists(4));
+    zp_manifest *m = NULL;
+    ck_assert_int_eq(zp_manifest_load(zt_snap_dir, &m, err, sizeof(err)), 0);
+    ck_assert_uint_eq(m->nsets, 3);
+    ck_assert_uint_eq(m->sets[0].setid, 6);
+    ck_assert_uint_eq(m->sets[1].setid, 5);
+    ck_assert_uint_eq(m->sets[2].setid, 2);
+    zp_manifest_free(&m);
+    zp_snapshot *s = NULL;
+    ck_assert_int_eq(
+        zp_manifest_find_restorable(zt_snap_dir, 0, 2, &s, NULL, NULL, NULL, err, sizeof(err)), 0);
+    ck_assert_uint_eq(s->h.setid, 6);
+    zp_snapshot_free(&s);
+    /* another pin: the old one goes with the next prune */
+    ck_assert_int_eq(zp_manifest_pin(zt_snap_dir, 6, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_manifest_prune(zt_snap_dir, 2, &removed, err, sizeof(err)), 0);
+    ck_assert_uint_eq(removed, 1);
+    ck_assert(!exists(2) && exists(5) && exists(6));
+    zt_snap_dir_remove();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -285,6 +326,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_manifest);
     tcase_add_test(tc, test_restore_fallback);
     tcase_add_test(tc, test_prune);
+    tcase_add_test(tc, test_prune_keeps_the_pinned_set);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

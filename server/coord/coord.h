@@ -25,7 +25,7 @@
 
 #include <uv.h>
 
-#define ZP_COORD_MEMBER_MAX 64 /* "m-<session hex>-<10 digits>" and its NUL */
+#define ZP_COORD_MEMBER_MAX 64 /* "m-<incarnation hex>-<10 digits>" and its NUL */
 #define ZP_COORD_ISR_MAX    16 /* replicas a shard's in-sync set may name */
 
 /* What happened to the session with the service. */

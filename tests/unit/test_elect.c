@@ -78,6 +78,19 @@ START_TEST(test_next_isr)
     ck_assert_int_eq(n.n, 2);
     ck_assert_str_eq(n.m[0], "m-2-0000000003"); /* the new primary first */
     ck_assert_str_eq(n.m[1], "m-1-0000000002");
+
+    /* a new primary outside a full set: the next set stays within its
+     * ZP_COORD_ISR_MAX names */
+    static char names[ZP_COORD_ISR_MAX + 1][ZP_COORD_MEMBER_MAX];
+    const char *all[ZP_COORD_ISR_MAX + 1];
+    for (int i = 0; i <= ZP_COORD_ISR_MAX; i++) {
+        snprintf(names[i], sizeof(names[i]), "m-%x-%010d", i + 1, i);
+        all[i] = names[i];
+    }
+    zp_znode_isr full = isr_of(ZP_COORD_ISR_MAX, all);
+    zp_elect_next_isr(&n, &full, all, ZP_COORD_ISR_MAX + 1, names[ZP_COORD_ISR_MAX], 5);
+    ck_assert_int_eq(n.n, ZP_COORD_ISR_MAX);
+    ck_assert_str_eq(n.m[0], names[ZP_COORD_ISR_MAX]);
 }
 END_TEST
 
@@ -91,6 +104,19 @@ START_TEST(test_formats)
     ck_assert_int_eq(zp_znode_paths_make(&p, "..", 0, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_int_eq(zp_znode_paths_make(&p, ".", 0, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_int_eq(zp_znode_paths_make(&p, "a b", 0, err, sizeof(err)), ZEPS_ECONFIG);
+    /* every edge of the name's characters and length */
+    ck_assert_int_eq(zp_znode_paths_make(&p, "azAZ09._-", 0, err, sizeof(err)), 0);
+    const char *bad[] = {"`", "{", "@", "[", "/", ":", "a/b"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(zp_znode_paths_make(&p, bad[i], 0, err, sizeof(err)) == ZEPS_ECONFIG,
+                      "cluster name '%s' accepted", bad[i]);
+    char longest[66];
+    memset(longest, 'n', 64);
+    longest[64] = '\0';
+    ck_assert_int_eq(zp_znode_paths_make(&p, longest, 0, err, sizeof(err)), 0);
+    longest[64] = 'n';
+    longest[65] = '\0';
+    ck_assert_int_eq(zp_znode_paths_make(&p, longest, 0, err, sizeof(err)), ZEPS_ECONFIG);
 
     ck_assert_int_eq(zp_znode_seq("m-ab-0000000042"), 42);
     ck_assert_int_eq(zp_znode_seq("x-ab-0000000042"), -1);
@@ -107,6 +133,11 @@ START_TEST(test_formats)
     ck_assert_uint_eq(back.epoch, 7);
     ck_assert_str_eq(back.member, pr.member);
     ck_assert_str_eq(back.endpoint, "tcp://h:1");
+    /* ZooKeeper numbers the first member 0; replica 0 is a replica */
+    ck_assert_int_eq(zp_znode_primary_parse("7 m-9-0000000000 0 tcp://h:1", 28, &back), 0);
+    ck_assert_int_eq(back.replica, 0);
+    ck_assert_int_eq(zp_znode_primary_parse("7 m-9-0000000001 -1 tcp://h:1", 29, &back),
+                     ZEPS_EPROTO);
     ck_assert_int_eq(zp_znode_primary_parse("7 m-9-0000000001 1", 18, &back), ZEPS_EPROTO);
     ck_assert_int_eq(zp_znode_primary_parse("7 m-9-1 1 e x", 13, &back), ZEPS_EPROTO);
 
@@ -121,6 +152,18 @@ START_TEST(test_formats)
     ck_assert_int_eq(t.n, 0);
     ck_assert_int_eq(zp_znode_isr_parse("x", 1, &t), ZEPS_EPROTO);
     ck_assert_int_eq(zp_znode_isr_parse("1 bad", 5, &t), ZEPS_EPROTO);
+    /* a member name fills ZP_COORD_MEMBER_MAX with its NUL, not more */
+    char isr_text[160], name[ZP_COORD_MEMBER_MAX + 2];
+    memset(name, '7', sizeof(name));
+    memcpy(name, "m-", 2);
+    name[ZP_COORD_MEMBER_MAX - 12] = '-';
+    name[ZP_COORD_MEMBER_MAX - 1] = '\0'; /* 63 characters */
+    snprintf(isr_text, sizeof(isr_text), "1 %s", name);
+    ck_assert_int_eq(zp_znode_isr_parse(isr_text, (int)strlen(isr_text), &t), 0);
+    name[ZP_COORD_MEMBER_MAX - 1] = '7';
+    name[ZP_COORD_MEMBER_MAX] = '\0'; /* 64 */
+    snprintf(isr_text, sizeof(isr_text), "1 %s", name);
+    ck_assert_int_eq(zp_znode_isr_parse(isr_text, (int)strlen(isr_text), &t), ZEPS_EPROTO);
 
     uint64_t e;
     ck_assert_int_eq(zp_znode_epoch_parse("12", 2, &e), 0);

@@ -110,6 +110,7 @@ typedef struct zp_config {
     char trace_dir[ZP_PATH_MAX];    /* "trace_dir": each shard writes <dir>/trace-shard<i>.csv; "" =
                                        off (default) */
     char snapshot_dir[ZP_PATH_MAX]; /* snapshots and restore; "" = off (default) */
+    char tier_dir[ZP_PATH_MAX];     /* cold tiers of sparse tables declared with tier; "" = none */
     int snapshot_every_clocks;      /* bsp: a consistent cut every K clocks; 0 = off */
     double snapshot_every_s;        /* other modes: every T seconds; 0 = off */
     int snapshot_keep;              /* complete sets kept, default 3, >= 1 */

@@ -30,7 +30,7 @@ group() { # name: its packages, one word each
         echo build-essential cmake pkg-config \
             libzmq3-dev libprotobuf-c-dev protobuf-c-compiler libuv1-dev \
             libopenblas-dev libconfig-dev zlib1g-dev libisal-dev libxxhash-dev \
-            libhttp-parser-dev dataset-fashion-mnist
+            libhttp-parser-dev librocksdb-dev dataset-fashion-mnist
         ;;
     python) echo python3 python3-dev python3-cffi python3-numpy python3-pytest python3-torch ;;
     study) echo python3 gnuplot-nox ;;

@@ -24,6 +24,7 @@
 #include "metrics.h"
 #include "ops.h"
 #include "registry.h"
+#include "tier.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -397,6 +398,8 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     int rc = cfg->trace_dir[0] ? zp_trace_open(&s->trace, cfg->trace_dir, shard, err, errlen) : 0;
     if (rc == 0)
         rc = zp_inject_init(&s->inject, cfg, err, errlen);
+    if (rc == 0 && cfg->tier_dir[0]) /* never made: a missing one is a disk not mounted */
+        rc = zp_tier_dir_check(cfg->tier_dir, err, errlen);
     if (rc != 0) {
         free_core(s);
         return rc;

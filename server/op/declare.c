@@ -10,9 +10,11 @@
  */
 #include <string.h>
 
+#include "errors.h"
 #include "log.h"
 #include "ops.h"
 #include "server.h"
+#include "tiered.h"
 #include "zeps_errors.h"
 
 #define ERRLEN 512
@@ -27,6 +29,22 @@ static void reply_declared(zp_server *s, zp_request *r, const zp_table *t)
      * a client can tell a shard that would ignore them (docs/protocol.md) */
     rep.count = t->rows ? t->rows->spec->lead_cols : t->n;
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+/* A table declared with a cold tier gets it (tier/, docs/sparse.md "Cold
+ * tier"), where the shard can keep one. */
+static int open_tier(zp_server *s, zp_table *t, char *err, size_t errlen)
+{
+    if (!t->rows)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "table '%s': a cold tier (tier) is for sparse tables", t->name);
+    if (s->cfg.snapshot_dir[0] || s->cfg.replicas > 1)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                             "table '%s': a cold tier is not kept by %s yet (its rows on disk "
+                             "would be missing from them): unset %s or declare it without tier",
+                             t->name, s->cfg.snapshot_dir[0] ? "snapshots" : "replicas",
+                             s->cfg.snapshot_dir[0] ? "snapshot_dir" : "replicas");
+    return zp_tiered_open(t->rows, s->cfg.tier_dir, t->name, s->shard, s->nshards, err, errlen);
 }
 
 void zp_declare_on(zp_server *s, zp_request *r)
@@ -60,6 +78,8 @@ void zp_declare_on(zp_server *s, zp_request *r)
     rc = zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
     if (rc == 0 && t->rows) /* staleness on demand keeps rows' versions from the start */
         rc = zp_turns_rows_ready(s, t, 0, err, sizeof(err));
+    if (rc == 0 && h->spec->tier)
+        rc = open_tier(s, t, err, sizeof(err));
     if (rc == 0) /* what it took (a sparse table's index and sketch are known only now) */
         rc = zp_quota_check_table(&s->quota, s->tables, s->ntables, t->name, zp_table_bytes(t),
                                   s->shard, err, sizeof(err));

@@ -21,6 +21,7 @@
 #include "ops.h"
 #include "server.h"
 #include "sparse_hash.h"
+#include "tiered.h"
 #include "zeps_errors.h"
 
 /* Most rows or elements one SCAN or PUT may name (as a sparse PULL). */
@@ -81,12 +82,14 @@ static void send_page(zp_server *s, zp_request *r, zp_table *t, uint8_t *buf, ui
 }
 
 /* The rows of the sparse table t from the request's cursor (a record
- * number; 0: the first). */
+ * number; 0: the first); with a cold tier, its rows follow the hot ones
+ * (cursors from ZP_TIERED_CURSOR on, tiered.h). */
 static void scan_rows(zp_server *s, zp_request *r, zp_table *t, uint64_t max)
 {
     const Zeps__Header *h = r->h;
     uint64_t end = zp_sparse_records(t->rows->store);
-    if (h->offset > end) {
+    bool cold = t->rows->tier != NULL && h->offset >= ZP_TIERED_CURSOR;
+    if (h->offset > end && !cold) {
         zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
                        "SCAN of sparse table '%s': cursor %" PRIu64 " is past the end of its "
                        "rows on shard %d (%" PRIu64 "); a cursor is 0 or what the previous page "
@@ -96,6 +99,7 @@ static void scan_rows(zp_server *s, zp_request *r, zp_table *t, uint64_t max)
     }
     zp_sparse_counters c;
     zp_sparse_get_counters(t->rows->store, &c);
+    c.rows += zp_tiered_cold_rows(t->rows);
     if (max > c.rows) /* no bigger than the rows there are */
         max = c.rows;
     uint8_t *buf = malloc(max ? max * unit_bytes(t) : 1);
@@ -105,7 +109,19 @@ static void scan_rows(zp_server *s, zp_request *r, zp_table *t, uint64_t max)
         return;
     }
     uint64_t cursor = h->offset;
-    uint64_t n = zp_rows_scan(t->rows, &cursor, max, buf);
+    uint64_t n = cold ? 0 : zp_rows_scan(t->rows, &cursor, max, buf);
+    if (t->rows->tier != NULL && (cold || cursor == 0)) { /* the hot rows, then the cold ones */
+        if (!cold)
+            cursor = ZP_TIERED_CURSOR;
+        int64_t more = zp_tiered_scan(t->rows, &cursor, max - n, buf + n * unit_bytes(t));
+        if (more < 0) {
+            free(buf);
+            zp_reply_error(s, r->identity, h, ZEPS_EIO, "SCAN of sparse table '%s': %s", t->name,
+                           zp_tiered_error(t->rows));
+            return;
+        }
+        n += (uint64_t)more;
+    }
     send_page(s, r, t, buf, n, cursor);
 }
 

@@ -22,12 +22,14 @@
 #include <string.h>
 
 #include "codec.h"
+#include "errors.h"
 #include "finite.h"
 #include "log.h"
 #include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "sparse_hash.h"
+#include "tiered.h"
 #include "zeps_errors.h"
 
 /* Most ids one request may name (16 Mi: 128 MiB of ids). */
@@ -50,6 +52,19 @@ static void free_reply(void *data, void *hint)
     free(data);
 }
 
+/* Whether t's cold tier (if any) works; else replies EIO naming it. A
+ * tier that failed once refuses every request of its table: a row it
+ * could not write or read back is not served from its initializer. */
+static bool tier_ok(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h, const zp_table *t)
+{
+    const char *why = zp_tiered_error(t->rows);
+    if (why == NULL)
+        return true;
+    zp_reply_error(s, identity, h, ZEPS_EIO, "%s of sparse table '%s' refused: %s",
+                   zp_wire_op_name(h->op), t->name, why);
+    return false;
+}
+
 /* Send the rows of ids[0..n) to rank's `identity` as the reply to req_id
  * (under cluster.inject, rows as the schedule serves them, in turns by
  * round: turns.c). */
@@ -60,18 +75,22 @@ static void send_rows(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
     size_t dim = t->rows->dim;
     size_t len = n * (dim + 1) * sizeof(float);
     float *buf = malloc(len);
+    Zeps__Header req;
+    zeps__header__init(&req);
+    req.op = ZEPS__OP__PULL;
+    req.req_id = req_id;
+    req.table = t->id;
     if (!buf) {
-        Zeps__Header req;
-        zeps__header__init(&req);
-        req.op = ZEPS__OP__PULL;
-        req.req_id = req_id;
-        req.table = t->id;
         zp_reply_error(s, identity, &req, ZEPS_ENOMEM, "cannot allocate %zu bytes for %zu rows",
                        len, n);
         return;
     }
     uint32_t *versions = (uint32_t *)(buf + n * dim);
     zp_sparse_pull(t->rows->store, ids, n, clock, buf, versions);
+    if (!tier_ok(s, identity, &req, t)) { /* the rows it could not bring are not answered */
+        free(buf);
+        return;
+    }
     zp_turns_rows(s, t, rank, ids, n, buf, versions);
     zp_turns_take(s, t, rank);
     Zeps__Header rep;
@@ -187,7 +206,7 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
     size_t n = (size_t)h->count;
     const uint64_t *ids = checked_ids(s, r, t, n * sizeof(uint64_t), false);
     if (!ids || !rows_fit(s, r, t, (uint64_t)n * (t->rows->dim + 1) * sizeof(float)) ||
-        !rows_room(s, r, t, ids, n))
+        !rows_room(s, r, t, ids, n) || !tier_ok(s, r->identity, h, t))
         return;
     char err[512];
     int rc = zp_turns_rows_ready(s, t, h->rank, err, sizeof(err));
@@ -332,7 +351,8 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     const uint64_t *ids = checked_push(s, r, t, &g);
     if (!ids)
         return -1;
-    if (zp_request_clock(s, r) != 0 || !rows_room(s, r, t, ids, n))
+    if (!tier_ok(s, r->identity, h, t) || zp_request_clock(s, r) != 0 ||
+        !rows_room(s, r, t, ids, n))
         return -1;
     size_t len = zmq_msg_size(r->payload);
     bool versions = (h->flags & ZP_FLAG_ROW_VERSIONS) != 0;
@@ -347,6 +367,9 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     size_t dropped;
     char err[512];
     int rc = s->cons->push_rows(s, t, &rp, &dropped, err, sizeof(err));
+    if (rc == 0 && zp_tiered_error(t->rows) != NULL)
+        rc = zp_errors_set(err, sizeof(err), ZEPS_EIO, "PUSH of sparse table '%s' failed: %s",
+                           t->name, zp_tiered_error(t->rows));
     if (rc != 0) {
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return -1;

@@ -12,6 +12,11 @@
  * chunk, a doubled index), so the held bytes (c.bytes: chunks, index,
  * sketch; not the push's marks, which are scratch) never pass it.
  *
+ * With a cold tier (tier/tier.h) a row evicted under capacity or budget is
+ * written there first (demoted) and leaves the hot tier only once written;
+ * the TTL still drops rows for good (a cold row's TTL is checked when it is
+ * next touched, sparse.c, against the clock of the last scan here).
+ *
  * Everything here works on the store's records and index (sparse_int.h,
  * rowindex.h); an evicted record goes on the store's free list.
  */
@@ -21,6 +26,7 @@
 
 #include "rowindex.h"
 #include "sparse_int.h"
+#include "tier.h"
 #include "alloc.h"
 #include "errors.h"
 #include "rng.h"
@@ -93,6 +99,13 @@ static bool evict_one(zp_sparse *t)
                 best = r;
         }
     }
+    if (t->cold != NULL) { /* demoted, never dropped: a row not written stays */
+        rowhdr *h = zp_sparse_rec_at(t, best);
+        if (zp_tier_demote(t->cold, h->id, h) != 0)
+            return false;
+        drop(t, best);
+        return true;
+    }
     drop(t, best);
     t->c.evicted_capacity++;
     return true;
@@ -127,6 +140,7 @@ size_t zp_evict_expire(zp_sparse *t, int64_t clock)
         return 0;
     uint64_t period = t->ttl / 4 > 1 ? t->ttl / 4 : 1;
     t->scanned = true;
+    t->last_scan = clock;
     t->next_scan = clock > INT64_MAX - (int64_t)period ? INT64_MAX : clock + (int64_t)period;
     for (uint32_t r = 0; r < t->nalloc; r++) {
         rowhdr *hd = zp_sparse_rec_at(t, r);

@@ -20,6 +20,7 @@
 #include "rng.h"
 #include "sparse_hash.h"
 #include "table.h"
+#include "tier.h"
 #include "zeps_errors.h"
 
 /* A pull's or push's ids as aligned u64: in place when the frame is
@@ -260,6 +261,7 @@ static void rows_destroy(zp_table *t)
     if (!r)
         return;
     zp_sparse_destroy(&r->store);
+    zp_tier_close(&r->tier); /* after the store, which borrowed it */
     zp_rows_scratch_free(r);
     zp_rround_fini(&r->held);
     zp_rowvers_fini(&r->kept);
@@ -324,6 +326,7 @@ static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char 
     SAME_S(lead_cols, "%u", "lead_cols");
     SAME_S(lead_lr, "%g", "lead_lr");
     SAME_S(lead_init_scale, "%g", "lead_init_scale");
+    SAME_S(tier, "%d", "tier");
     if (spec->has_staleness != d->has_staleness ||
         (d->has_staleness && spec->staleness != d->staleness))
         return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
@@ -358,6 +361,16 @@ static void rows_stats(const zp_table *t, Zeps__TableStats *ts)
     ts->bytes_per_row = sc.bytes_per_row;
     ts->keys_pulled = t->stats.keys_pulled;
     ts->keys_pushed = t->stats.keys_pushed;
+    if (t->rows->tier != NULL) {
+        zp_tier_counters tc;
+        zp_tier_get_counters(t->rows->tier, &tc);
+        ts->tiered = true;
+        ts->tier_hits = sc.hits;
+        ts->tier_promotions = tc.promotions;
+        ts->tier_demotions = tc.demotions;
+        ts->cold_rows = tc.rows;
+        ts->cold_bytes = tc.bytes;
+    }
 }
 
 static void rows_log_declared(const zp_table *t, const Zeps__TableSpec *spec)
@@ -559,6 +572,9 @@ static bool rows_fits(const zp_table *t, const zp_snap_table *st)
 /* Rollback: a fresh store from the record replaces the live one. */
 static int rows_reset(zp_table *t, const zp_snap_table *st, char *err, size_t errlen)
 {
+    if (t->rows->tier != NULL) /* its cold rows are not in the record */
+        return zp_errors_set(err, errlen, ZEPS_ESTATE,
+                             "table '%s' has a cold tier: it cannot be rolled back", t->name);
     Zeps__TableSpec *spec = NULL; /* set on success; gcc -O3 cannot tell */
     int rc = rows_snap_spec(st, &spec, err, errlen);
     if (rc != 0)

@@ -45,6 +45,7 @@ typedef struct zp_rows {
     size_t ver_cap;
     zp_rowvers kept; /* cluster.inject: the rows' last versions (kept.hist NULL: none) */
     zp_rround held;  /* bsp: the pushes of the clocks not closed yet (rround.c) */
+    struct zp_tier *tier; /* the cold tier (tiered.c opens it), or NULL; owned */
 } zp_rows;
 
 struct zp_table_kind;

@@ -34,133 +34,19 @@
 #include "rowindex.h"
 #include "sparse_hash.h"
 #include "sparse_int.h"
+#include "tier.h"
 #include "zeps_errors.h"
 
 _Static_assert(ZP_SPARSE_NO_ROW == ROW_NONE, "sparse.h's no-row is the store's");
 
-#define CHUNK_MAX_ROWS     ((uint32_t)1 << 16)
-#define CHUNK_TARGET_BYTES ((size_t)4 << 20)
 #define INIT_HASH_SEED     0x7a6570735f696e69ull /* "zeps_ini" */
-
-/* ---------------------------------------------------------------- validation */
-
-/* 0 if x is finite and ok, else `code` with "<field> = <x> must be <range>". */
-static int check(int code, const char *field, double x, int ok, const char *range, char *err,
-                 size_t errlen)
-{
-    if (isfinite(x) && ok)
-        return 0;
-    return zp_errors_set(err, errlen, code, "sparse table: %s = %g must be %s", field, x,
-                     isfinite(x) ? range : "finite");
-}
-
-/* Records per chunk as a power of two: about CHUNK_TARGET_BYTES (or 1/16 of a
- * memory budget, so chunk granularity does not eat the budget), at most 64k. */
-static uint32_t chunk_log2_for(size_t rec, uint64_t budget)
-{
-    size_t target = CHUNK_TARGET_BYTES;
-    uint32_t lg = 0;
-
-    if (budget != 0 && budget / 16 < target)
-        target = (size_t)(budget / 16);
-    while (lg < 16 && ((size_t)2 << lg) * rec <= target)
-        lg++;
-    return lg;
-}
-
-/* One record: header, values and state, rounded up to 8 bytes so every
- * header's u64 fields stay aligned. */
-static size_t rec_bytes(uint32_t dim, int spv)
-{
-    return HDR_BYTES + ((size_t)dim * 4 * (1 + (size_t)spv) + 7) / 8 * 8;
-}
-
-static int validate_lead(const zp_sparse_opts *o, char *err, size_t errlen)
-{
-    if (o->lead_cols > o->dim)
-        return zp_errors_set(err, errlen, ZEPS_EINVAL,
-                             "sparse table: lead_cols = %u must be at most dim = %u", o->lead_cols,
-                             o->dim);
-    /* finite even when unused: a NaN would make every re-declaration differ */
-    int rc = check(ZEPS_EOPTIM, "lead_lr", o->lead_lr, o->lead_cols == 0 || o->lead_lr > 0,
-                   "> 0 (lead_cols > 0)", err, errlen);
-    if (rc == 0)
-        rc = check(ZEPS_EINVAL, "lead_init_scale", o->lead_init_scale, 1, "", err, errlen);
-    if (rc != 0 || o->lead_cols == 0)
-        return rc;
-    if ((unsigned)o->lead_init > ZP_INIT_NORMAL)
-        return zp_errors_set(err, errlen, ZEPS_EINVAL, "sparse table: lead_init = %d unknown",
-                             (int)o->lead_init);
-    return 0;
-}
-
-static int validate(const zp_sparse_opts *o, const zp_optim_ops **optim, char *err, size_t errlen)
-{
-    const int O = ZEPS_EOPTIM, I = ZEPS_EINVAL;
-    int rc;
-
-    if (o->dim < 1 || o->dim > 4096)
-        return zp_errors_set(err, errlen, I, "sparse table: dim = %u must be in 1..4096", o->dim);
-    *optim = zp_optim_find(o->optimizer);
-    if (*optim == NULL || (*optim)->apply_row == NULL) {
-        char known[128];
-        zp_optim_names(ZP_OPTIM_ROW, known, sizeof known);
-        *optim = NULL;
-        return zp_errors_set(err, errlen, O, "sparse table: optimizer = '%s' unknown (known: %s)",
-                         o->optimizer ? o->optimizer : "(null)", known);
-    }
-    if ((rc = check(O, "lr", o->lr, o->lr > 0, "> 0", err, errlen)) ||
-        (rc = check(O, "weight_decay", o->weight_decay, o->weight_decay >= 0, ">= 0", err,
-                    errlen)) ||
-        (rc = check(O, "beta1", o->beta1, o->beta1 >= 0 && o->beta1 < 1, "in [0, 1)", err,
-                    errlen)) ||
-        (rc = check(O, "beta2", o->beta2, o->beta2 >= 0 && o->beta2 < 1, "in [0, 1)", err,
-                    errlen)) ||
-        (rc = check(O, "eps", o->eps, o->eps >= 0, "> 0 (0 = default 1e-8)", err, errlen)) ||
-        (rc = check(O, "l1", o->l1, o->l1 >= 0, ">= 0", err, errlen)) ||
-        (rc = check(O, "l2", o->l2, o->l2 >= 0, ">= 0", err, errlen)) ||
-        (rc = check(O, "ftrl_beta", o->ftrl_beta, o->ftrl_beta >= 0, ">= 0 (0 = default 1)", err,
-                    errlen)))
-        return rc;
-    if ((unsigned)o->init > ZP_INIT_NORMAL)
-        return zp_errors_set(err, errlen, I, "sparse table: init = %d unknown", (int)o->init);
-    if ((rc = validate_lead(o, err, errlen)) != 0)
-        return rc;
-    if ((rc = check(I, "init_scale", o->init_scale, 1, "", err, errlen)) ||
-        (rc = check(I, "admit_prob", o->admit_prob, o->admit_prob >= 0 && o->admit_prob <= 1,
-                    "in [0, 1] (0 = always)", err, errlen)))
-        return rc;
-    if (o->admit_count > UINT16_MAX)
-        return zp_errors_set(err, errlen, I, "sparse table: admit_count = %u must be at most %u",
-                         o->admit_count, (unsigned)UINT16_MAX);
-    if (o->capacity_rows > MAX_ROWS)
-        return zp_errors_set(err, errlen, I, "sparse table: capacity_rows = %llu must be at most %llu",
-                         (unsigned long long)o->capacity_rows, (unsigned long long)MAX_ROWS);
-    if ((unsigned)o->evict > ZP_EVICT_LFU)
-        return zp_errors_set(err, errlen, I, "sparse table: evict = %d unknown", (int)o->evict);
-    if (o->ttl_clocks > INT64_MAX)
-        return zp_errors_set(err, errlen, I, "sparse table: ttl_clocks = %llu too large",
-                         (unsigned long long)o->ttl_clocks);
-    if (o->memory_budget != 0) {
-        size_t rec = rec_bytes(o->dim, (*optim)->state_per_param);
-        uint64_t fixed = zp_admit_sketch_bytes(o->admit_count) +
-                         ZP_ROWINDEX_MIN_CAP * sizeof(slot) +
-                         (rec << chunk_log2_for(rec, o->memory_budget));
-        if (o->memory_budget < fixed)
-            return zp_errors_set(err, errlen, I,
-                             "sparse table: memory_budget = %llu bytes is below the table's "
-                             "minimum of %llu bytes (sketch, index, one chunk of rows)",
-                             (unsigned long long)o->memory_budget, (unsigned long long)fixed);
-    }
-    return 0;
-}
 
 /* ---------------------------------------------------------------- lifecycle */
 
 int zp_sparse_new(zp_sparse **out, const zp_sparse_opts *o, char *err, size_t errlen)
 {
     const zp_optim_ops *optim = NULL;
-    int rc = validate(o, &optim, err, errlen);
+    int rc = zp_sparse_opts_check(o, &optim, err, errlen);
     if (rc != 0)
         return rc;
 
@@ -196,8 +82,8 @@ int zp_sparse_new(zp_sparse **out, const zp_sparse_opts *o, char *err, size_t er
     t->budget = o->memory_budget;
     t->evict = o->evict;
 
-    t->rec = rec_bytes(t->dim, t->spv);
-    t->chunk_log2 = chunk_log2_for(t->rec, t->budget);
+    t->rec = zp_sparse_opts_rec_bytes(t->dim, t->spv);
+    t->chunk_log2 = zp_sparse_opts_chunk_log2(t->rec, t->budget);
     t->free_head = ROW_NONE;
     zp_rowindex_init(t);
     zp_admit_init(t);
@@ -219,6 +105,7 @@ void zp_sparse_destroy(zp_sparse **tp)
     free(t->sketch);
     free(t->marks);
     free(t->cand);
+    free(t->cold_rec);
     free(t);
     *tp = NULL;
 }
@@ -317,6 +204,53 @@ static rowhdr *row_create(zp_sparse *t, uint64_t id, uint64_t h)
     return hd;
 }
 
+/* ---------------------------------------------------------------- tiers */
+
+void zp_sparse_set_cold(zp_sparse *t, struct zp_tier *cold)
+{
+    t->cold = cold;
+    if (cold != NULL && t->cold_rec == NULL)
+        t->cold_rec = zp_alloc(t->rec);
+}
+
+size_t zp_sparse_record_bytes(const zp_sparse *t)
+{
+    return t->rec;
+}
+
+/* Would the TTL scan that ran last have dropped a row touched at `lc`? */
+static bool ttl_passed(const zp_sparse *t, int64_t lc)
+{
+    return t->ttl != 0 && t->scanned && t->last_scan >= lc &&
+           (uint64_t)t->last_scan - (uint64_t)lc >= t->ttl;
+}
+
+/* Take row `id` (hash h; not in the hot tier) back from the cold tier,
+ * touched at `clock`, exactly as it left: 1 and *out, 0 if the tier does
+ * not hold it (or held it past its TTL: dropped now), -1 if the tier
+ * failed or no hot record can be had (the id gets no row). The row stays
+ * cold until its hot record holds it. */
+static int promote(zp_sparse *t, uint64_t id, uint64_t h, int64_t clock, rowhdr **out)
+{
+    int got = zp_tier_fetch(t->cold, id, t->cold_rec);
+    if (got <= 0)
+        return got;
+    const rowhdr *src = (const rowhdr *)t->cold_rec;
+    if (ttl_passed(t, src->last_clock)) {
+        t->c.evicted_ttl++;
+        return zp_tier_forget(t->cold, id, false) == 0 ? 0 : -1;
+    }
+    rowhdr *hd = row_create(t, id, h);
+    if (hd == NULL)
+        return -1;
+    memcpy(hd, src, t->rec);
+    hd->freq += hd->freq != UINT32_MAX;
+    hd->last_clock = clock;
+    zp_tier_forget(t->cold, id, true); /* a failure stops the tier; the row is hot */
+    *out = hd;
+    return 1;
+}
+
 /* ---------------------------------------------------------------- touch */
 
 /* Touch row `id` at `clock`: the existing row, a new one if admitted (with
@@ -332,7 +266,13 @@ static rowhdr *touch(zp_sparse *t, uint64_t id, int64_t clock)
         if (hd->freq != UINT32_MAX)
             hd->freq++;
         hd->last_clock = clock;
+        t->c.hits++;
         return hd;
+    }
+    if (t->cold != NULL) {
+        int p = promote(t, id, h, clock, &hd);
+        if (p != 0)
+            return p > 0 ? hd : NULL;
     }
     if (!zp_admit_touch(t, h) || (hd = row_create(t, id, h)) == NULL) {
         t->c.not_admitted++;
@@ -513,7 +453,10 @@ static inline rowhdr *pass_row(zp_sparse *t, const uint64_t *ids, const uint32_t
     if (i + AHEAD < n)
         prefetch_rec(t, cand[i + AHEAD]);
     rowhdr *hd = hit(t, cand[i], ids[i], clock);
-    return hd != NULL ? hd : touch(t, ids[i], clock);
+    if (hd == NULL)
+        return touch(t, ids[i], clock);
+    t->c.hits++;
+    return hd;
 }
 
 void zp_sparse_pull(zp_sparse *t, const uint64_t *ids, size_t n, int64_t clock, float *out,
@@ -609,6 +552,11 @@ static void fill_row(const zp_sparse *t, rowhdr *hd, zp_sparse_row *row)
     row->state = zp_sparse_rec_state(t, hd);
 }
 
+void zp_sparse_record_row(const zp_sparse *t, const void *rec, zp_sparse_row *row)
+{
+    fill_row(t, (rowhdr *)rec, row);
+}
+
 bool zp_sparse_next(const zp_sparse *t, uint64_t *cursor, zp_sparse_row *row)
 {
     for (uint64_t r = *cursor; r < t->nalloc; r++) {
@@ -647,6 +595,8 @@ void zp_sparse_put(zp_sparse *t, const zp_sparse_row *row)
         hd = zp_sparse_rec_at(t, t->index[at].row);
     else if ((hd = row_create(t, row->id, h)) == NULL)
         return; /* only when the table cannot hold a single row */
+    else if (t->cold != NULL && zp_tier_fetch(t->cold, row->id, t->cold_rec) == 1)
+        zp_tier_forget(t->cold, row->id, false); /* the hot row is the one now */
     hd->version = row->version;
     hd->freq = row->freq;
     hd->last_clock = zp_sparse_live_clock(row->last_clock);

@@ -81,9 +81,11 @@ typedef struct zp_sparse_counters {
     uint64_t evicted_capacity; /* by capacity or memory budget */
     uint64_t bytes;           /* rows + state + index + sketch, as allocated */
     uint64_t bytes_per_row;   /* one row record: header + values + state */
+    uint64_t hits;            /* touches of rows found in this (the hot) tier */
 } zp_sparse_counters;
 
 typedef struct zp_sparse zp_sparse;
+struct zp_tier;
 
 /* Validate o and create an empty table. On error returns ZEPS_EINVAL or
  * ZEPS_EOPTIM with a message in err (naming the field). */
@@ -138,6 +140,17 @@ size_t zp_sparse_push_probed(zp_sparse *t, const uint64_t *ids, size_t n, const 
                              const uint32_t *read_versions, zp_hist *tau,
                              zp_freq_hist *tau_by_freq);
 
+/* Keep the rows evicted under capacity or budget in `cold` (borrowed: it
+ * stays open while t lives) and take them back, exactly, when touched;
+ * NULL: evicted rows are dropped. A cold row past the TTL is dropped when
+ * next touched (as the TTL scan that passed it would have). After a
+ * failure of the tier (zp_tier_error) no row moves between tiers any
+ * more: an id that needs one gets no row. */
+void zp_sparse_set_cold(zp_sparse *t, struct zp_tier *cold);
+
+/* Bytes of one row record as the tier stores it. */
+size_t zp_sparse_record_bytes(const zp_sparse *t);
+
 /* Drop rows untouched for ttl_clocks as of `clock` (cheap when nothing is
  * due: a full scan runs at most every max(1, ttl/4) clocks). Returns rows
  * evicted. */
@@ -181,5 +194,9 @@ void zp_sparse_set_lr(zp_sparse *t, float lr);
 /* Insert or overwrite a row exactly as given (restore from a snapshot):
  * bypasses admission, may evict under capacity. */
 void zp_sparse_put(zp_sparse *t, const zp_sparse_row *row);
+
+/* A row record of the tier (zp_sparse_record_bytes, 8-aligned) as a row:
+ * values and state point into rec. */
+void zp_sparse_record_row(const zp_sparse *t, const void *rec, zp_sparse_row *row);
 
 #endif

@@ -25,6 +25,7 @@
 #define ZP_SPARSE_INT_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "arena.h"
@@ -105,10 +106,23 @@ struct zp_sparse {
 
     zp_rng rng_admit, rng_sample;
     int64_t next_scan; /* evict.c: the next TTL scan */
+    int64_t last_scan; /* ... and the clock of the last one (a cold row's TTL) */
     bool scanned;
+
+    struct zp_tier *cold;   /* borrowed: the table's cold tier (tier/tier.h), or NULL */
+    unsigned char *cold_rec; /* one record read from it */
 
     zp_sparse_counters c;
 };
+
+/* sparse_opts.c: check o (0, or ZEPS_EINVAL / ZEPS_EOPTIM naming the
+ * field in err; *optim its optimizer); the bytes of one record; records per
+ * chunk as a power of two (about 4 MiB, or 1/16 of a memory budget, at
+ * most 64k). */
+int zp_sparse_opts_check(const zp_sparse_opts *o, const zp_optim_ops **optim, char *err,
+                         size_t errlen);
+size_t zp_sparse_opts_rec_bytes(uint32_t dim, int spv);
+uint32_t zp_sparse_opts_chunk_log2(size_t rec, uint64_t budget);
 
 /* The record of row number r. */
 static inline rowhdr *zp_sparse_rec_at(const zp_sparse *t, uint32_t r)

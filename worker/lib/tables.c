@@ -187,6 +187,7 @@ int zeps_declare_sparse(zeps_client *c, const zeps_sparse_spec *spec, uint32_t *
     ts.lead_lr = spec->lead_lr;
     ts.lead_init = (char *)(spec->lead_init ? spec->lead_init : "zeros");
     ts.lead_init_scale = spec->lead_init_scale;
+    ts.tier = spec->tier != 0;
     return declare(c, &ts, table);
 }
 

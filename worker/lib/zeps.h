@@ -298,6 +298,10 @@ typedef struct zeps_sparse_spec {
     double lead_lr;        /* > 0 when lead_cols > 0 */
     const char *lead_init; /* as init (NULL = zeros) */
     double lead_init_scale;
+    /* Cold tier: rows evicted under capacity_rows or memory_budget (the hot
+     * budget) are kept on the shard's disk (cluster.tier_dir) instead of
+     * dropped, and come back exactly when touched (docs/sparse.md). */
+    int tier; /* 0: off, 1: on */
 } zeps_sparse_spec;
 
 int zeps_declare_sparse(zeps_client *c, const zeps_sparse_spec *spec, uint32_t *table);

@@ -110,6 +110,7 @@ typedef struct zeps_sparse_spec {
     double lead_lr;
     const char *lead_init;
     double lead_init_scale;
+    int tier;
 } zeps_sparse_spec;
 
 typedef struct zeps_page {

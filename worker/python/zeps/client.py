@@ -560,10 +560,13 @@ class Client:
                        eps=0.0, weight_decay=0.0, l1=0.0, l2=0.0, ftrl_beta=0.0, init=None,
                        init_scale=0.0, seed=0, admit_count=0, admit_prob=0.0, ttl_clocks=0,
                        capacity_rows=0, memory_budget=0, evict=None, lead_cols=0,
-                       lead_lr=0.0, lead_init=None, lead_init_scale=0.0):
+                       lead_lr=0.0, lead_init=None, lead_init_scale=0.0, tier=False):
         """Declare a sparse table of rows of `dim` float32 keyed by uint64
         ids (docs/sparse.md); the first `lead_cols` values of each row take
-        `lead_lr` and `lead_init` instead. Returns a SparseTable."""
+        `lead_lr` and `lead_init` instead. With tier=True, rows evicted
+        under capacity_rows or memory_budget (the hot budget) are kept in the
+        shards' cold tier on disk (cluster.tier_dir) and come back exactly
+        when touched. Returns a SparseTable."""
         self._check()
         keep = []
         spec = ffi.new("zeps_sparse_spec *")
@@ -576,7 +579,7 @@ class Client:
                          admit_count=admit_count, admit_prob=admit_prob, ttl_clocks=ttl_clocks,
                          capacity_rows=capacity_rows, memory_budget=memory_budget,
                          lead_cols=lead_cols, lead_lr=lead_lr,
-                         lead_init_scale=lead_init_scale).items():
+                         lead_init_scale=lead_init_scale, tier=1 if tier else 0).items():
             setattr(spec, k, v)
         h = ffi.new("uint32_t *")
         self._arm()
@@ -589,7 +592,7 @@ class Client:
                       admit_count=admit_count, admit_prob=admit_prob, ttl_clocks=ttl_clocks,
                       capacity_rows=capacity_rows, memory_budget=memory_budget, evict=evict,
                       lead_cols=lead_cols, lead_lr=lead_lr, lead_init=lead_init,
-                      lead_init_scale=lead_init_scale)
+                      lead_init_scale=lead_init_scale, tier=bool(tier))
         self._tables[name] = t
         return t
 

@@ -1,0 +1,83 @@
+/*
+ * tiered.c - a sparse table's cold tier as the op layer sees it
+ * (tiered.h): opened at DECLARE, counted in STATS, read by SCAN.
+ */
+#include "tiered.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "errors.h"
+#include "snapshot.h"
+#include "tier.h"
+#include "zeps_errors.h"
+
+int zp_tiered_open(zp_rows *r, const char *dir, const char *table, int shard, int nshards,
+                   char *err, size_t errlen)
+{
+    if (dir == NULL || dir[0] == '\0')
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                             "table '%s' asks for a cold tier, but shard %d has no tier_dir "
+                             "(cluster section)",
+                             table, shard);
+    zp_tier_where w = {
+        .dir = dir,
+        .table = table,
+        .shard = shard,
+        .nshards = nshards,
+        .dim = r->dim,
+        .spv = (uint32_t)zp_sparse_state_per_value(r->store),
+        .rec = zp_sparse_record_bytes(r->store),
+    };
+    int rc = zp_tier_open(&r->tier, &w, err, errlen);
+    if (rc == 0)
+        zp_sparse_set_cold(r->store, r->tier);
+    return rc;
+}
+
+const char *zp_tiered_error(const zp_rows *r)
+{
+    return r->tier ? zp_tier_error(r->tier) : NULL;
+}
+
+uint64_t zp_tiered_cold_rows(const zp_rows *r)
+{
+    if (r->tier == NULL)
+        return 0;
+    zp_tier_counters c;
+    zp_tier_get_counters(r->tier, &c);
+    return c.rows;
+}
+
+int64_t zp_tiered_scan(zp_rows *r, uint64_t *cursor, uint64_t max, uint8_t *out)
+{
+    if (r->tier == NULL || max == 0) {
+        *cursor = r->tier == NULL ? 0 : *cursor;
+        return 0;
+    }
+    size_t rec = zp_sparse_record_bytes(r->store);
+    uint32_t spp = (uint32_t)zp_sparse_state_per_value(r->store);
+    uint64_t unit = ZP_SNAP_ROW_LEN(r->dim, spp), pos = *cursor - ZP_TIERED_CURSOR;
+    /* records read in pieces into an aligned buffer, then packed */
+    enum { PIECE = 256 };
+    uint8_t *buf = zp_alloc(PIECE * rec);
+    int64_t n = 0;
+    while ((uint64_t)n < max && pos != UINT64_MAX) {
+        uint64_t want = max - (uint64_t)n < PIECE ? max - (uint64_t)n : PIECE;
+        int64_t got = zp_tier_scan(r->tier, &pos, want, buf);
+        if (got < 0) {
+            n = -1;
+            break;
+        }
+        for (int64_t i = 0; i < got; i++) {
+            zp_sparse_row row;
+            zp_sparse_record_row(r->store, buf + (size_t)i * rec, &row);
+            zp_rows_record_pack(out + (uint64_t)(n + i) * unit, &row, r->dim, spp);
+        }
+        n += got;
+    }
+    free(buf);
+    *cursor = pos == UINT64_MAX ? 0 : ZP_TIERED_CURSOR + pos;
+    return n;
+}

@@ -1,0 +1,274 @@
+/*
+ * tier.c - the cold tier of one sparse table on this shard (tier.h): where
+ * it lives, whose it is, and its rows going out and coming back, over the
+ * store of cold.h.
+ */
+#include "tier.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "cold.h"
+#include "errors.h"
+#include "log.h"
+#include "zeps_errors.h"
+
+#define ID_FILE "ZEPS-TIER"
+#define ID_MAGIC "zeps cold tier 1"
+
+struct zp_tier {
+    const zp_cold_ops *ops;
+    zp_cold *db;
+    char path[1024];
+    size_t rec;
+    zp_tier_counters c;
+    char error[1600]; /* the first failure ("" while none) */
+    void *it;        /* zp_tier_scan's iteration, and its position */
+    uint64_t it_pos;
+};
+
+/* The stores a tier may be kept in; the first is the default. */
+static const zp_cold_ops *const stores[] = {&zp_rocks_ops};
+
+static const zp_cold_ops *store_named(const char *name)
+{
+    for (size_t i = 0; i < sizeof stores / sizeof stores[0]; i++)
+        if (name == NULL || strcmp(name, stores[i]->name) == 0)
+            return stores[i];
+    return NULL;
+}
+
+int zp_tier_dir_check(const char *dir, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                             "tier_dir '%s': %s (it is not created: make it on the disk meant "
+                             "for the cold tier, or unset tier_dir)",
+                             dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode))
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "tier_dir '%s' is not a folder", dir);
+    char probe[1100];
+    snprintf(probe, sizeof probe, "%s/.zeps-tier-probe-XXXXXX", dir);
+    int fd = mkstemp(probe);
+    if (fd < 0)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "tier_dir '%s' takes no file: %s", dir,
+                             strerror(errno));
+    close(fd);
+    unlink(probe);
+    return 0;
+}
+
+/* The identity file's text for w. */
+static void identity(const zp_tier_where *w, char *buf, size_t len)
+{
+    snprintf(buf, len, ID_MAGIC "\ntable %s\nshard %d\ndim %u\nstate %u\nrecord %zu\n", w->table,
+             w->shard, w->dim, w->spv, w->rec);
+}
+
+static int write_identity(const char *path, const zp_tier_where *w, char *err, size_t errlen)
+{
+    char file[1100], text[256];
+    snprintf(file, sizeof file, "%s/" ID_FILE, path);
+    identity(w, text, sizeof text);
+    FILE *f = fopen(file, "w");
+    if (f == NULL || fputs(text, f) < 0 || fclose(f) != 0) {
+        int e = errno;
+        return zp_errors_set(err, errlen, ZEPS_EIO, "cold tier '%s': cannot write %s: %s", path,
+                             ID_FILE, strerror(e));
+    }
+    return 0;
+}
+
+/* Whether folder `path` holds nothing. */
+static bool empty_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    if (d == NULL)
+        return false;
+    struct dirent *e;
+    bool empty = true;
+    while (empty && (e = readdir(d)) != NULL)
+        empty = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+    closedir(d);
+    return empty;
+}
+
+/* 1 if `path` is this table's own tier (a leftover), 0 if it is new or
+ * empty, else an error: a file, a folder of something else, another
+ * table's tier. */
+static int whose(const char *path, const zp_tier_where *w, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (mkdir(path, 0755) == 0)
+            return 0;
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "cold tier '%s': cannot make it: %s",
+                             path, strerror(errno));
+    }
+    if (!S_ISDIR(st.st_mode))
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "cold tier '%s' is not a folder", path);
+    char file[1100], want[256], have[256] = "";
+    snprintf(file, sizeof file, "%s/" ID_FILE, path);
+    FILE *f = fopen(file, "r");
+    if (f == NULL)
+        return empty_dir(path) ? 0
+                               : zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                                               "cold tier '%s' holds files but no " ID_FILE
+                                               ": not a zeps cold tier, left alone",
+                                               path);
+    size_t n = fread(have, 1, sizeof have - 1, f);
+    fclose(f);
+    have[n] = '\0';
+    identity(w, want, sizeof want);
+    if (strcmp(have, want) == 0)
+        return 1;
+    for (char *p = have; (p = strchr(p, '\n')) != NULL;)
+        *p = ';';
+    return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                         "cold tier '%s' belongs to another table or row layout (%s), not to "
+                         "table '%s' shard %d (dim %u, %u state floats per value): left alone",
+                         path, have, w->table, w->shard, w->dim, w->spv);
+}
+
+int zp_tier_open(zp_tier **out, const zp_tier_where *w, char *err, size_t errlen)
+{
+    char path[1024];
+    if ((size_t)snprintf(path, sizeof path, "%s/tier-%s-shard-%d", w->dir, w->table, w->shard) >=
+        sizeof path)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "tier_dir '%s' is too long", w->dir);
+    const zp_cold_ops *ops = store_named(NULL);
+    int rc = whose(path, w, err, errlen);
+    if (rc == 1) {
+        zp_warn("cold tier '%s': rows a previous process of shard %d left (no snapshot restored "
+                "them), deleted",
+                path, w->shard);
+        rc = ops->destroy(path, err, errlen);
+        if (rc == 0 && mkdir(path, 0755) != 0 && errno != EEXIST)
+            rc = zp_errors_set(err, errlen, ZEPS_EIO, "cold tier '%s': %s", path, strerror(errno));
+    }
+    if (rc == 0)
+        rc = write_identity(path, w, err, errlen);
+    zp_cold *db = NULL;
+    if (rc == 0)
+        rc = ops->open(&db, path, err, errlen);
+    if (rc != 0)
+        return rc;
+    zp_tier *t = zp_alloc_zeroed(1, sizeof(*t));
+    t->ops = ops;
+    t->db = db;
+    t->rec = w->rec;
+    snprintf(t->path, sizeof t->path, "%s", path);
+    *out = t;
+    return 0;
+}
+
+void zp_tier_close(zp_tier **tp)
+{
+    if (tp == NULL || *tp == NULL)
+        return;
+    zp_tier *t = *tp;
+    t->ops->iter_free(t->db, &t->it);
+    t->ops->close(&t->db);
+    free(t);
+    *tp = NULL;
+}
+
+const char *zp_tier_path(const zp_tier *t)
+{
+    return t->path;
+}
+
+const char *zp_tier_error(const zp_tier *t)
+{
+    return t->error[0] ? t->error : NULL;
+}
+
+/* Keep the first failure (rc != 0) and answer -1. */
+static int failed(zp_tier *t, const char *what, const char *msg)
+{
+    if (!t->error[0])
+        zp_errors_set(t->error, sizeof t->error, ZEPS_EIO, "cold tier '%s' failed to %s: %s", t->path,
+                      what, msg);
+    zp_error("%s", t->error);
+    return -1;
+}
+
+int zp_tier_demote(zp_tier *t, uint64_t id, const void *rec)
+{
+    char err[400];
+    if (t->error[0])
+        return -1;
+    if (t->ops->put(t->db, id, rec, t->rec, err, sizeof err) != 0)
+        return failed(t, "write a row", err);
+    t->c.demotions++;
+    t->c.rows++;
+    return 0;
+}
+
+int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec)
+{
+    char err[400];
+    bool found = false;
+    if (t->error[0])
+        return -1;
+    if (t->c.rows == 0)
+        return 0; /* nothing there: no read */
+    if (t->ops->get_many(t->db, &id, 1, rec, t->rec, &found, err, sizeof err) != 0)
+        return failed(t, "read a row", err);
+    return found ? 1 : 0;
+}
+
+int zp_tier_forget(zp_tier *t, uint64_t id, bool promoted)
+{
+    char err[400];
+    if (t->error[0])
+        return -1;
+    if (t->ops->del(t->db, id, err, sizeof err) != 0)
+        return failed(t, "delete a row", err);
+    t->c.rows--;
+    t->c.promotions += promoted;
+    return 0;
+}
+
+void zp_tier_get_counters(const zp_tier *t, zp_tier_counters *out)
+{
+    *out = t->c;
+    out->bytes = t->ops->bytes(t->db);
+}
+
+int64_t zp_tier_scan(zp_tier *t, uint64_t *pos, uint64_t max, uint8_t *out)
+{
+    char err[400];
+    if (t->error[0])
+        return -1;
+    if (t->it == NULL || *pos != t->it_pos) { /* start over, skip to *pos */
+        t->ops->iter_free(t->db, &t->it);
+        t->it_pos = 0;
+    }
+    uint64_t n = 0, id;
+    const void *val;
+    size_t len;
+    while (n < max) {
+        int rc = t->ops->iter_next(t->db, &t->it, &id, &val, &len, err, sizeof err);
+        if (rc < 0)
+            return failed(t, "read its rows", err);
+        if (rc == 0) {
+            *pos = UINT64_MAX;
+            return (int64_t)n;
+        }
+        if (t->it_pos++ < *pos)
+            continue;
+        if (len != t->rec)
+            return failed(t, "read its rows", "a value is not a row record");
+        memcpy(out + n++ * t->rec, val, len);
+    }
+    *pos = t->it_pos;
+    return (int64_t)n;
+}

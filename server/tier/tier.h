@@ -1,0 +1,87 @@
+/*
+ * tier.h - the cold tier of one sparse table on this shard: the rows its
+ * hot tier (table/sparse.c) evicts, kept on disk in a store (cold.h)
+ * instead of being dropped, and given back exactly when their id is
+ * touched again.
+ *
+ * A tier is one database per table and shard, in
+ * <tier_dir>/tier-<table>-shard-<i>, beside a file ZEPS-TIER that says
+ * whose it is (table, shard, row layout). Opening checks it: a folder that
+ * holds anything else, or the tier of another table or layout, is refused,
+ * never reused or wiped. A tier of this very table found at a fresh
+ * declaration is what a previous process left (no snapshot restored it):
+ * without its hot rows it is not a state of the table, so it is emptied,
+ * with a warning.
+ *
+ * Values are the hot tier's row records, byte for byte (`rec` bytes); the
+ * tier does not read them. A failed write or read is kept (zp_tier_error):
+ * from then on the table refuses requests with it instead of losing rows.
+ *
+ * Threading: the shard's loop thread only.
+ */
+#ifndef ZP_TIER_H
+#define ZP_TIER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct zp_tier zp_tier;
+
+/* Whose tier, and of what rows. */
+typedef struct zp_tier_where {
+    const char *dir;   /* cluster.tier_dir */
+    const char *table; /* the table's name */
+    int shard, nshards;
+    uint32_t dim, spv; /* the row layout: values and state floats per value */
+    size_t rec;        /* bytes of one row record */
+} zp_tier_where;
+
+typedef struct zp_tier_counters {
+    uint64_t promotions; /* cold rows taken back into the hot tier */
+    uint64_t demotions;  /* hot rows written to the cold tier */
+    uint64_t rows;       /* rows in the cold tier now */
+    uint64_t bytes;      /* bytes the store takes (disk and write buffers) */
+} zp_tier_counters;
+
+/* Check at start that tier_dir `dir` exists, is a folder and takes a file.
+ * It is never created: a missing folder usually is a disk not mounted,
+ * and a cold tier written to the root disk instead would fill it. Returns
+ * 0 or ZEPS_ECONFIG naming the key, the folder and the reason. */
+int zp_tier_dir_check(const char *dir, char *err, size_t errlen);
+
+/* Open the tier of w (creating it, or emptying this table's leftover as
+ * above). *out is the caller's (zp_tier_close). Returns 0, ZEPS_ECONFIG
+ * (a folder of something else, another table's tier) or ZEPS_EIO (the
+ * store), with the path in err. */
+int zp_tier_open(zp_tier **out, const zp_tier_where *w, char *err, size_t errlen);
+void zp_tier_close(zp_tier **tp);
+
+/* The tier's path (for messages). */
+const char *zp_tier_path(const zp_tier *t);
+
+/* Write row `id`'s record (rec bytes) to the tier. 0, or -1 once the
+ * tier failed (zp_tier_error). */
+int zp_tier_demote(zp_tier *t, uint64_t id, const void *rec);
+
+/* Row `id`'s record into rec if the tier holds it: 1 (found, still in the
+ * tier until zp_tier_forget), 0 (not there), -1 (failed). */
+int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec);
+
+/* Row `id` left the tier (promoted, or overwritten in the hot tier):
+ * delete it. `counted`: a promotion. 0 or -1 (failed). */
+int zp_tier_forget(zp_tier *t, uint64_t id, bool promoted);
+
+/* The first failure's message, or NULL while the tier works. */
+const char *zp_tier_error(const zp_tier *t);
+
+void zp_tier_get_counters(const zp_tier *t, zp_tier_counters *out);
+
+/* Up to `max` records in id order from cold position *pos (0: the first)
+ * into out (rec bytes each); *pos moves past them, to UINT64_MAX at the
+ * end. A scan that goes on from where the last one stopped continues the
+ * same iteration; any other position starts one over and skips to it.
+ * Returns the records written, or -1 (failed). */
+int64_t zp_tier_scan(zp_tier *t, uint64_t *pos, uint64_t max, uint8_t *out);
+
+#endif

@@ -1,0 +1,282 @@
+/*
+ * test_tier.c - a sparse table's cold tier (server/tier/, RocksDB, real
+ * files): rows evicted under a capacity are demoted and promoted back
+ * exactly, so a tiered store and an all-in-RAM one given the same requests
+ * answer the same bits at every step and end with the same rows, optimizer
+ * state, versions and touch counts; a tier folder that is missing, takes
+ * no file, holds something else or another table's tier is refused; a
+ * tier's rows scan in id order, each once.
+ */
+#include <check.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "scratch.h"
+#include "sparse.h"
+#include "sparse_fixture.h"
+#include "tier.h"
+#include "zeps_errors.h"
+
+#define NIDS  2000
+#define BATCH 64
+
+static zp_tier_where where_of(const char *dir, const char *name, const zp_sparse *t)
+{
+    zp_tier_where w = {.dir = dir,
+                       .table = name,
+                       .shard = 0,
+                       .nshards = 1,
+                       .dim = zp_sparse_dim(t),
+                       .spv = (uint32_t)zp_sparse_state_per_value(t),
+                       .rec = zp_sparse_record_bytes(t)};
+    return w;
+}
+
+static zp_tier *open_tier(const char *dir, const char *name, zp_sparse *t)
+{
+    char err[2048] = "";
+    zp_tier *tier = NULL;
+    zp_tier_where w = where_of(dir, name, t);
+    ck_assert_msg(zp_tier_open(&tier, &w, err, sizeof err) == 0, "zp_tier_open: %s", err);
+    return tier;
+}
+
+/* Row `id` of a tiered store, hot or cold (values into rec), or false. */
+static bool find_row(zp_sparse *t, zp_tier *tier, uint64_t id, void *rec, zp_sparse_row *row)
+{
+    if (zp_sparse_get(t, id, row))
+        return true;
+    if (tier == NULL || zp_tier_fetch(tier, id, rec) != 1)
+        return false;
+    zp_sparse_record_row(t, rec, row);
+    return true;
+}
+
+/* A batch of distinct ids, skewed to small ones (hot), from state x. */
+static size_t draw(uint64_t *x, uint64_t *ids)
+{
+    size_t n = 0;
+    while (n < BATCH) {
+        *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(*x >> 11) / 9007199254740992.0;
+        uint64_t id = (uint64_t)(pow(u, 3.0) * NIDS) * 7919 + 3;
+        bool dup = false;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = ids[i] == id;
+        if (!dup)
+            ids[n++] = id;
+    }
+    return n;
+}
+
+/* The same requests to a store all in RAM and to one holding a tenth of
+ * the ids hot: equal pulls at every step, equal rows at the end. */
+static void exact_run(const char *optim, zp_evict_policy ev, uint64_t ttl)
+{
+    zp_sparse_opts o = base_opts(optim, 8);
+    o.lead_cols = 1;
+    o.lead_lr = 0.05f;
+    o.ttl_clocks = ttl;
+    zp_sparse *ram = make(&o);
+    o.capacity_rows = NIDS / 10;
+    o.evict = ev;
+    zp_sparse *hot = make(&o);
+    char dir[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "tier"), 0);
+    zp_tier *tier = open_tier(dir, "emb", hot);
+    zp_sparse_set_cold(hot, tier);
+
+    uint64_t ids[BATCH], x = 12345;
+    float a[BATCH * 8], b[BATCH * 8], g[BATCH * 8];
+    uint32_t va[BATCH], vb[BATCH];
+    for (int64_t step = 0; step < 300; step++) {
+        size_t n = draw(&x, ids);
+        zp_sparse_pull(ram, ids, n, step, a, va);
+        zp_sparse_pull(hot, ids, n, step, b, vb);
+        ck_assert_msg(memcmp(a, b, sizeof a) == 0 && memcmp(va, vb, sizeof va) == 0,
+                      "step %lld: the tiered store pulled other bits", (long long)step);
+        for (size_t i = 0; i < n * 8; i++)
+            g[i] = 0.5f * a[i] + (float)((ids[i / 8] + i) % 7) * 0.01f - 0.03f;
+        zp_sparse_push(ram, ids, n, g, 1.0f, step, NULL, NULL, NULL);
+        zp_sparse_push(hot, ids, n, g, 1.0f, step, NULL, NULL, NULL);
+        zp_sparse_expire(ram, step);
+        zp_sparse_expire(hot, step);
+    }
+    zp_tier_counters tc;
+    zp_tier_get_counters(tier, &tc);
+    ck_assert_uint_gt(tc.demotions, 1000);
+    ck_assert_uint_gt(tc.promotions, 500);
+    ck_assert_uint_le(counters(hot).rows, NIDS / 10);
+    if (ttl == 0)
+        ck_assert_uint_eq(counters(hot).rows + tc.rows, counters(ram).rows);
+
+    size_t rec = zp_sparse_record_bytes(hot), vals = 8 * (1 + (size_t)zp_sparse_state_per_value(hot));
+    void *buf = aligned_alloc(8, (rec + 7) / 8 * 8);
+    size_t held = 0;
+    for (uint64_t k = 0; k < NIDS; k++) {
+        uint64_t id = k * 7919 + 3;
+        zp_sparse_row r1, r2;
+        bool in1 = zp_sparse_get(ram, id, &r1), in2 = find_row(hot, tier, id, buf, &r2);
+        /* a cold row past its TTL stays on disk until touched: the scans
+         * ran at steps 0, ttl/4, ..., the last at 290 */
+        if (ttl && !in1 && in2 && 290 - r2.last_clock >= (int64_t)ttl)
+            continue;
+        ck_assert_msg(in1 == in2, "id %llu: in RAM %d, tiered %d", (unsigned long long)id, in1, in2);
+        if (!in1)
+            continue;
+        held++;
+        ck_assert_uint_eq(r1.version, r2.version);
+        ck_assert_uint_eq(r1.freq, r2.freq);
+        ck_assert_int_eq(r1.last_clock, r2.last_clock);
+        ck_assert_msg(memcmp(r1.values, r2.values, 8 * 4) == 0 &&
+                          memcmp(r1.state, r2.state, (vals - 8) * 4) == 0,
+                      "id %llu: other values or optimizer state", (unsigned long long)id);
+    }
+    ck_assert_uint_gt(held, NIDS / 4);
+    free(buf);
+    zp_sparse_destroy(&hot);
+    zp_tier_close(&tier);
+    zp_sparse_destroy(&ram);
+}
+
+START_TEST(test_exact_adagrad_lru)
+{
+    exact_run("adagrad", ZP_EVICT_LRU, 0);
+}
+END_TEST
+
+START_TEST(test_exact_adam_lfu)
+{
+    exact_run("adam", ZP_EVICT_LFU, 0);
+}
+END_TEST
+
+/* With a TTL, a cold row is dropped when touched after the scan that
+ * would have dropped it in RAM: the same ids restart from their init. */
+START_TEST(test_exact_ftrl_ttl)
+{
+    exact_run("ftrl", ZP_EVICT_LRU, 40);
+}
+END_TEST
+
+static void expect_refused(const char *dir, const char *what)
+{
+    char err[2048] = "";
+    int rc = zp_tier_dir_check(dir, err, sizeof err);
+    ck_assert_int_eq(rc, ZEPS_ECONFIG);
+    ck_assert_msg(strstr(err, "tier_dir") && strstr(err, what), "%s", err);
+}
+
+START_TEST(test_dir_checked)
+{
+    char dir[512], file[512], missing[600];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "tierdir"), 0);
+    ck_assert_int_eq(zp_tier_dir_check(dir, NULL, 0), 0);
+    snprintf(missing, sizeof missing, "%s/not-mounted", dir);
+    expect_refused(missing, "No such file");
+    ck_assert_int_ne(access(missing, F_OK), 0); /* never made */
+    ck_assert_int_eq(zt_scratch_file(file, sizeof file, "tierfile"), 0);
+    expect_refused(file, "not a folder");
+    expect_refused("/proc", "takes no file"); /* no file is made there, even by root */
+}
+END_TEST
+
+START_TEST(test_foreign_refused)
+{
+    zp_sparse_opts o = base_opts("adagrad", 4);
+    o.capacity_rows = 64;
+    zp_sparse *t = make(&o);
+    char dir[512], path[700], err[2048] = "";
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "foreign"), 0);
+    zp_tier *tier = NULL;
+    zp_tier_where w = where_of(dir, "emb", t);
+
+    /* a folder of something else, under the tier's name: left alone */
+    snprintf(path, sizeof path, "%s/tier-emb-shard-0", dir);
+    ck_assert_int_eq(mkdir(path, 0755), 0);
+    snprintf(path, sizeof path, "%s/tier-emb-shard-0/precious", dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    ck_assert_int_eq(zp_tier_open(&tier, &w, err, sizeof err), ZEPS_ECONFIG);
+    ck_assert_msg(strstr(err, "not a zeps cold tier"), "%s", err);
+    ck_assert_int_eq(access(path, F_OK), 0);
+
+    /* another table's tier moved under this one's name */
+    w.table = "other";
+    tier = open_tier(dir, "other", t);
+    static const char zero[4096];
+    ck_assert_int_eq(zp_tier_demote(tier, 7, zero), 0);
+    zp_tier_close(&tier);
+    char from[700], to[700];
+    snprintf(from, sizeof from, "%s/tier-other-shard-0", dir);
+    snprintf(to, sizeof to, "%s/tier-emb2-shard-0", dir);
+    ck_assert_int_eq(rename(from, to), 0);
+    w.table = "emb2";
+    ck_assert_int_eq(zp_tier_open(&tier, &w, err, sizeof err), ZEPS_ECONFIG);
+    ck_assert_msg(strstr(err, "table other") && strstr(err, "'emb2'"), "%s", err);
+
+    /* this table's own leftover (no snapshot restored it): emptied */
+    ck_assert_int_eq(rename(to, from), 0);
+    tier = open_tier(dir, "other", t);
+    char rec[4096];
+    ck_assert_int_eq(zp_tier_fetch(tier, 7, rec), 0);
+    zp_tier_close(&tier);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
+START_TEST(test_scan_pages)
+{
+    zp_sparse_opts o = base_opts("sgd", 2);
+    zp_sparse *t = make(&o);
+    char dir[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "scan"), 0);
+    zp_tier *tier = open_tier(dir, "s", t);
+    size_t rec = zp_sparse_record_bytes(t);
+    uint8_t *one = calloc(1, rec), *page = calloc(100, rec);
+    for (uint64_t k = 0; k < 1000; k++) {
+        uint64_t id = (k * 0x9e3779b97f4a7c15ull) | 1;
+        memcpy(one, &id, 8);
+        ck_assert_int_eq(zp_tier_demote(tier, id, one), 0);
+    }
+    uint64_t pos = 0, last = 0, seen = 0;
+    while (pos != UINT64_MAX) {
+        int64_t n = zp_tier_scan(tier, &pos, 100, page);
+        ck_assert_int_ge(n, 0);
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t id;
+            memcpy(&id, page + (size_t)i * rec, 8);
+            ck_assert_msg(seen == 0 || id > last, "ids out of order or repeated");
+            last = id;
+            seen++;
+        }
+    }
+    ck_assert_uint_eq(seen, 1000);
+    pos = 950; /* a position not continued: from the start, skipped to it */
+    ck_assert_int_eq(zp_tier_scan(tier, &pos, 100, page), 50);
+    ck_assert_uint_eq(pos, UINT64_MAX);
+    free(one);
+    free(page);
+    zp_tier_close(&tier);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tier");
+    ZT_SPARSE_ADD(s, test_exact_adagrad_lru);
+    ZT_SPARSE_ADD(s, test_exact_adam_lfu);
+    ZT_SPARSE_ADD(s, test_exact_ftrl_ttl);
+    ZT_SPARSE_ADD(s, test_dir_checked);
+    ZT_SPARSE_ADD(s, test_foreign_refused);
+    ZT_SPARSE_ADD(s, test_scan_pages);
+    return zt_run_suite(s);
+}

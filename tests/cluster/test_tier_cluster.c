@@ -1,0 +1,241 @@
+/*
+ * test_tier_cluster.c - the cold tier through real zeps-server processes
+ * (docs/sparse.md, "Cold tier").
+ *
+ * Exact: one worker trains the same bsp job (a sparse adagrad table with a
+ * lead column and a sparse adam table, gradients computed from the rows
+ * pulled) on two shards whose tables keep a tenth of their rows hot and
+ * the rest in RocksDB, and on two shards holding everything in RAM: every
+ * pull answers the same bits, and at the end every row of both tiers
+ * (SCAN) has the same values, optimizer state, version, touches and touch
+ * clock. Refused: a table declared with tier on shards without tier_dir
+ * (ECONFIG naming tier_dir), and a shard whose tier_dir is missing (exit
+ * 2 naming the key).
+ */
+#include <check.h>
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "scratch.h"
+#include "zeps.h"
+#include "zeps_errors.h"
+
+#define NIDS  4000
+#define BATCH 256
+#define STEPS 120
+
+static zeps_sparse_spec spec(const char *name, const char *optim, uint32_t dim, int tier)
+{
+    zeps_sparse_spec s = {.name = name,
+                          .dim = dim,
+                          .optimizer = optim,
+                          .lr = 0.05,
+                          .init = "uniform",
+                          .init_scale = 0.1,
+                          .seed = 11,
+                          .lead_cols = 1,
+                          .lead_lr = 0.2,
+                          .tier = tier,
+                          /* a tenth of the ~NIDS/2 ids of each shard */
+                          .capacity_rows = tier ? NIDS / 20 : 0};
+    return s;
+}
+
+/* Distinct ids of one step, skewed to the small ones (a hot set). */
+static void draw(uint64_t *x, uint64_t *ids)
+{
+    for (size_t n = 0; n < BATCH;) {
+        *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(*x >> 11) / 9007199254740992.0;
+        uint64_t id = (uint64_t)(pow(u, 2.5) * NIDS) * 2654435761ull;
+        bool dup = false;
+        for (size_t i = 0; i < n && !dup; i++)
+            dup = ids[i] == id;
+        if (!dup)
+            ids[n++] = id;
+    }
+}
+
+/* Every record of sparse table t on every shard, sorted by id. */
+static int by_id(const void *a, const void *b)
+{
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    return x < y ? -1 : x > y;
+}
+
+static uint64_t all_rows(zeps_client *c, uint32_t t, uint32_t dim, uint8_t **out, uint64_t *rec)
+{
+    uint64_t n = 0;
+    *out = NULL;
+    for (int s = 0; s < zeps_num_shards(c); s++) {
+        uint64_t cursor = 0;
+        do {
+            zeps_page p;
+            ck_assert_msg(zeps_scan(c, t, s, cursor, 700, &p) == 0, "%s", zeps_last_error(c));
+            *rec = ZEPS_ROW_RECORD_BYTES(dim, p.state_per_value);
+            *out = realloc(*out, (size_t)((n + p.count) * *rec) + 1);
+            memcpy(*out + n * *rec, p.data, (size_t)p.bytes);
+            n += p.count;
+            cursor = p.next;
+            zeps_page_release(&p);
+        } while (cursor != 0);
+    }
+    qsort(*out, (size_t)n, (size_t)*rec, by_id);
+    return n;
+}
+
+/* The job: STEPS bsp clocks of pulls and pushes of both tables; the pulls'
+ * bits are appended to `trace` (STEPS * BATCH * (3 + 9) floats). */
+static void train(zeps_client *c, uint32_t e, uint32_t f, float *trace)
+{
+    static uint64_t ids[BATCH];
+    static float re[BATCH * 9], rf[BATCH * 3], ge[BATCH * 9], gf[BATCH * 3];
+    uint64_t x = 99;
+    for (int64_t step = 0; step < STEPS; step++) {
+        draw(&x, ids);
+        ck_assert_msg(zeps_spull(c, e, ids, BATCH, re, step) == 0, "%s", zeps_last_error(c));
+        ck_assert_msg(zeps_spull(c, f, ids, BATCH, rf, step) == 0, "%s", zeps_last_error(c));
+        memcpy(trace, re, sizeof re);
+        memcpy(trace + BATCH * 9, rf, sizeof rf);
+        trace += BATCH * 12;
+        for (size_t i = 0; i < BATCH * 9; i++)
+            ge[i] = 0.3f * re[i] - 0.01f * (float)(i % 5);
+        for (size_t i = 0; i < BATCH * 3; i++)
+            gf[i] = rf[i] + 0.02f * (float)(ids[i / 3] % 3) - 0.02f;
+        ck_assert_msg(zeps_spush(c, e, ids, BATCH, ge, step) == 0, "%s", zeps_last_error(c));
+        ck_assert_msg(zeps_spush(c, f, ids, BATCH, gf, step) == 0, "%s", zeps_last_error(c));
+        ck_assert_msg(zeps_clock(c, step) == 0, "%s", zeps_last_error(c));
+    }
+}
+
+/* One cluster's run: the pulls' trace and both tables' rows. */
+typedef struct run {
+    float *trace;
+    uint8_t *rows[2];
+    uint64_t n[2], rec[2];
+    uint64_t demoted, promoted, cold, hot;
+} run;
+
+static void one_run(run *out, int tier, const char *tier_dir)
+{
+    zt_cluster cl;
+    char extra[700] = "";
+    if (tier)
+        snprintf(extra, sizeof extra, "  tier_dir = \"%s\";", tier_dir);
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", extra, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    zeps_sparse_spec se = spec("emb", "adagrad", 9, tier), sf = spec("lin", "adam", 3, tier);
+    uint32_t e, f;
+    ck_assert_msg(zeps_declare_sparse(c, &se, &e) == 0, "%s", zeps_last_error(c));
+    ck_assert_msg(zeps_declare_sparse(c, &sf, &f) == 0, "%s", zeps_last_error(c));
+    out->trace = malloc(sizeof(float) * STEPS * BATCH * 12);
+    train(c, e, f, out->trace);
+    out->n[0] = all_rows(c, e, 9, &out->rows[0], &out->rec[0]);
+    out->n[1] = all_rows(c, f, 3, &out->rows[1], &out->rec[1]);
+    out->demoted = out->promoted = out->cold = out->hot = 0;
+    for (int k = 0; k < 2; k++) {
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        for (size_t i = 0; i < st->n_tables; i++) {
+            ck_assert_int_eq(st->tables[i]->tiered, tier);
+            out->demoted += st->tables[i]->tier_demotions;
+            out->promoted += st->tables[i]->tier_promotions;
+            out->cold += st->tables[i]->cold_rows;
+            out->hot += st->tables[i]->rows;
+            if (tier)
+                ck_assert_uint_le(st->tables[i]->rows, NIDS / 20);
+        }
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_exact_against_ram)
+{
+    char dir[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "cold"), 0);
+    run tiered, ram;
+    one_run(&tiered, 1, dir);
+    one_run(&ram, 0, NULL);
+    for (int step = 0; step < STEPS; step++)
+        ck_assert_msg(memcmp(tiered.trace + (size_t)step * BATCH * 12,
+                             ram.trace + (size_t)step * BATCH * 12, BATCH * 12 * 4) == 0,
+                      "step %d: the tiered shards answered other bits", step);
+    ck_assert_uint_gt(tiered.demoted, 2000);
+    ck_assert_uint_gt(tiered.promoted, 1000);
+    ck_assert_uint_gt(tiered.cold, 1000);
+    ck_assert_uint_eq(tiered.hot + tiered.cold, ram.hot);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_uint_eq(tiered.n[k], ram.n[k]);
+        ck_assert_uint_eq(tiered.rec[k], ram.rec[k]);
+        for (uint64_t i = 0; i < ram.n[k]; i++) {
+            const uint8_t *a = tiered.rows[k] + i * ram.rec[k], *b = ram.rows[k] + i * ram.rec[k];
+            uint64_t id;
+            memcpy(&id, b, 8);
+            ck_assert_msg(memcmp(a, b, (size_t)ram.rec[k]) == 0,
+                          "table %d row %llu: values, state, version, touches or clock differ", k,
+                          (unsigned long long)id);
+        }
+        free(tiered.rows[k]);
+        free(ram.rows[k]);
+    }
+    free(tiered.trace);
+    free(ram.trace);
+}
+END_TEST
+
+START_TEST(test_refused)
+{
+    /* tier asked of shards without tier_dir */
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    zeps_sparse_spec s = spec("emb", "adagrad", 9, 1);
+    uint32_t e;
+    ck_assert_int_eq(zeps_declare_sparse(c, &s, &e), ZEPS_ECONFIG);
+    ck_assert_msg(strstr(zeps_last_error(c), "tier_dir"), "%s", zeps_last_error(c));
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+
+    /* a shard whose tier_dir is missing does not start */
+    char dir[512], conf[700], log[700], bin[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "missing"), 0);
+    snprintf(conf, sizeof conf, "%s/c.conf", dir);
+    snprintf(log, sizeof log, "%s/server.log", dir);
+    FILE *f = fopen(conf, "w");
+    fprintf(f, "cluster = { servers = [\"ipc://%s/s0\"]; workers = 1; tier_dir = \"%s/nope\"; };\n",
+            dir, dir);
+    fclose(f);
+    char *argv[] = {(char *)zt_bin("zeps-server", bin, sizeof bin), "--config", conf, "--shard",
+                    "0", NULL};
+    int st = zt_wait(zt_spawn(argv[0], argv, log), 10);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d", st);
+    f = fopen(log, "r");
+    char text[4096] = "";
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[n] = '\0';
+    ck_assert_msg(strstr(text, "tier_dir") && strstr(text, "nope"), "%s", text);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("tier_cluster");
+    TCase *tc = tcase_create("tier_cluster");
+    tcase_set_timeout(tc, 240);
+    tcase_add_test(tc, test_exact_against_ram);
+    tcase_add_test(tc, test_refused);
+    suite_add_tcase(s, tc);
+    return zt_run_suite(s);
+}

@@ -23,12 +23,14 @@
 
 #include "codec.h"
 #include "errors.h"
+#include "alloc.h"
 #include "finite.h"
 #include "log.h"
 #include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "sparse_hash.h"
+#include "fetch.h"
 #include "tiered.h"
 #include "zeps_errors.h"
 
@@ -187,7 +189,7 @@ bool zp_sparse_ops_room(zp_server *s, zp_request *r, const zp_table *t, const ui
 
 static bool rows_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
 {
-    return s->cons->rows_pull_ready(s, t, p->rank, p->clock) &&
+    return p->cold_tag == 0 && s->cons->rows_pull_ready(s, t, p->rank, p->clock) &&
            zp_turns_rows_mine(s, t, p->rank, p->clock);
 }
 
@@ -199,6 +201,94 @@ static void rows_serve(zp_server *s, zp_table *t, zp_parked *p)
 }
 
 static const zp_parked_path rows_path = {.ready = rows_ready, .serve = rows_serve};
+
+/* ------------------------------------------------------- cold rows
+ *
+ * A pull of a table with a cold tier whose ids are not all hot is parked
+ * while libuv's pool reads the others (one MultiGet, tier/fetch.c); the
+ * shard serves other requests meanwhile. When the read is in, its rows are
+ * made hot (untouched) and the pull is served as any parked one, with its
+ * touches then. A row evicted again before that, or written while it was
+ * read, is read on the loop at the touch (counted: tier_sync_reads), so
+ * the answer is always exact. Pushes do not wait: their rows are usually
+ * hot (the pull before them brought them). A fetch's tag is the table's
+ * id above bit 40 and its count of fetches below. */
+
+#define TAG_SHIFT 40
+
+/* A parked pull answered: its rank has one fewer waiting; free it. */
+static void unpark(zp_server *s, zp_parked *p)
+{
+    if (p->rank < (uint32_t)s->nworkers && s->workers.w[p->rank].parked > 0)
+        s->workers.w[p->rank].parked--;
+    zp_parked_free(p);
+}
+
+/* Back on the loop: the rows read made hot, their pulls served if ready. */
+static void cold_fetched(zp_fetch *f, void *arg)
+{
+    zp_server *s = arg;
+    uint64_t tag = zp_fetch_tag(f);
+    zp_table *t = s->tables[tag >> TAG_SHIFT];
+    for (size_t i = 0; i < zp_fetch_count(f); i++) {
+        const void *rec = zp_fetch_record(f, i);
+        if (rec != NULL)
+            zp_sparse_install(t->rows->store, zp_fetch_id(f, i), rec);
+    }
+    if (zp_fetch_error(f) != NULL) /* the touches read again and stop the tier if it fails */
+        zp_warn("table '%s': a cold read failed: %s", t->name, zp_fetch_error(f));
+    zp_fetch_free(&f);
+    for (zp_parked *p = t->parked.head; p != NULL; p = p->next)
+        if (p->cold_tag == tag)
+            p->cold_tag = 0;
+    zp_parked *p;
+    while ((p = zp_parked_take_ready(&t->parked, s, t))) {
+        p->path->serve(s, t, p);
+        unpark(s, p);
+    }
+}
+
+/* Park pull r of tiered t if some of its ids are not hot and the tier
+ * holds rows: true once parked (or refused: too many waiting), false to
+ * serve it as usual. */
+static bool park_cold(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, const uint64_t *ids,
+                      size_t n)
+{
+    if (!s->has_loop || zp_tiered_cold_rows(t->rows) == 0)
+        return false;
+    uint64_t *miss = zp_alloc(n * sizeof(uint64_t));
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!zp_sparse_pin(t->rows->store, ids[i]))
+            miss[k++] = ids[i];
+    const Zeps__Header *h = r->h;
+    uint64_t tag = (uint64_t)t->id << TAG_SHIFT | ((t->rows->fetches + 1) & ((1ull << TAG_SHIFT) - 1));
+    int rc = k == 0 ? -1 : zp_request_may_park(s, r, w);
+    if (rc == 0) /* libuv refusing the work leaves the reads to the loop */
+        rc = zp_fetch_start(&s->loop, t->rows->tier, miss, k, tag, cold_fetched, s) == 0 ? 0 : -1;
+    free(miss);
+    if (rc != 0) /* all hot, or no fetch: served as usual */
+        return k > 0 && w->parked >= ZP_PARKED_MAX; /* ... unless refused (replied) */
+    t->rows->fetches++;
+    t->rows->cold_parked++;
+    zp_workers_record(w, h->seq);
+    w->pulls++;
+    w->parked++;
+    zp_parked *p = zp_parked_new(r->identity);
+    p->path = &rows_path;
+    zmq_msg_init(&p->keys);
+    zmq_msg_copy(&p->keys, r->payload);
+    p->has_keys = true;
+    p->req_id = h->req_id;
+    p->rank = h->rank;
+    p->seq = h->seq;
+    p->count = h->count;
+    p->clock = h->clock;
+    p->since_s = zp_now_s();
+    p->cold_tag = tag;
+    zp_parked_push(&t->parked, p); /* the queue takes p */
+    return true;
+}
 
 void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *t)
 {
@@ -214,6 +304,8 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
         zp_reply_error(s, r->identity, h, rc, "PULL of sparse table '%s': %s", t->name, err);
         return;
     }
+    if (t->rows->tier != NULL && park_cold(s, r, w, t, ids, n))
+        return;
     bool ready = s->cons->rows_pull_ready(s, t, h->rank, h->clock) &&
                  zp_turns_rows_mine(s, t, h->rank, h->clock);
     if (!ready && zp_request_may_park(s, r, w) != 0)

@@ -58,15 +58,22 @@ static void drop(zp_sparse *t, uint32_t r)
     rowhdr *h = zp_sparse_rec_at(t, r);
     int64_t at = zp_rowindex_find(t, h->id, zp_rowindex_hash(t, h->id));
     zp_rowindex_delete(t, (uint64_t)at);
+    zp_sparse_unpin(t, r);
     h->last_clock = CLOCK_FREE;
     h->freq = t->free_head;
     t->free_head = r;
     t->c.rows--;
 }
 
-/* Is a worse eviction candidate than b (i.e. evict a first)? */
-static bool colder(const zp_sparse *t, const rowhdr *a, const rowhdr *b)
+/* Is record ra a worse eviction candidate than rb (i.e. evict it
+ * first)? A pinned row (made hot for a pull waiting for it) is the last
+ * choice; then by the policy. */
+static bool colder(const zp_sparse *t, uint32_t ra, uint32_t rb)
 {
+    bool pa = zp_sparse_pinned(t, ra), pb = zp_sparse_pinned(t, rb);
+    if (pa != pb)
+        return pb;
+    const rowhdr *a = zp_sparse_rec_at(t, ra), *b = zp_sparse_rec_at(t, rb);
     if (t->evict == ZP_EVICT_LFU)
         return a->freq != b->freq ? a->freq < b->freq : a->last_clock < b->last_clock;
     return a->last_clock != b->last_clock ? a->last_clock < b->last_clock : a->freq < b->freq;
@@ -88,7 +95,7 @@ static bool evict_one(zp_sparse *t)
         if (!zp_sparse_rec_live(h))
             continue;
         found++;
-        if (best == ROW_NONE || colder(t, h, zp_sparse_rec_at(t, best)))
+        if (best == ROW_NONE || colder(t, r, best))
             best = r;
     }
     if (best == ROW_NONE) {

@@ -40,6 +40,7 @@ struct zp_parked {
     zmq_msg_t keys; /* sparse tables: the ids asked for */
     bool has_keys;
     zp_cpull_req cp; /* a compressed pull (cp.codec != NULL) */
+    uint64_t cold_tag; /* a sparse pull's cold rows being read (tier/fetch.h); 0: none */
 };
 
 typedef struct zp_parked_queue {

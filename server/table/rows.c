@@ -370,6 +370,9 @@ static void rows_stats(const zp_table *t, Zeps__TableStats *ts)
         ts->tier_demotions = tc.demotions;
         ts->cold_rows = tc.rows;
         ts->cold_bytes = tc.bytes;
+        ts->tier_fetched = tc.fetched;
+        ts->tier_sync_reads = tc.sync_reads;
+        ts->tier_parked = t->rows->cold_parked;
     }
 }
 

@@ -46,6 +46,8 @@ typedef struct zp_rows {
     zp_rowvers kept; /* cluster.inject: the rows' last versions (kept.hist NULL: none) */
     zp_rround held;  /* bsp: the pushes of the clocks not closed yet (rround.c) */
     struct zp_tier *tier; /* the cold tier (tiered.c opens it), or NULL; owned */
+    uint64_t fetches;     /* cold reads started off the loop (op/sparse_ops.c) */
+    uint64_t cold_parked; /* pulls that waited for one */
 } zp_rows;
 
 struct zp_table_kind;

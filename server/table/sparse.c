@@ -106,6 +106,7 @@ void zp_sparse_destroy(zp_sparse **tp)
     free(t->marks);
     free(t->cand);
     free(t->cold_rec);
+    free(t->pins);
     free(t);
     *tp = NULL;
 }
@@ -225,18 +226,13 @@ static bool ttl_passed(const zp_sparse *t, int64_t lc)
            (uint64_t)t->last_scan - (uint64_t)lc >= t->ttl;
 }
 
-/* Take row `id` (hash h; not in the hot tier) back from the cold tier,
- * touched at `clock`, exactly as it left: 1 and *out, 0 if the tier does
- * not hold it (or held it past its TTL: dropped now), -1 if the tier
- * failed or no hot record can be had (the id gets no row). The row stays
- * cold until its hot record holds it. */
-static int promote(zp_sparse *t, uint64_t id, uint64_t h, int64_t clock, rowhdr **out)
+/* Row `id` (hash h; not hot) made hot from `src`, a record of the cold
+ * tier that holds it, untouched: 1 and *out; 0 if the record is past its
+ * TTL (dropped from the tier); -1 if the tier failed or no hot record can
+ * be had. The row leaves the tier only once its hot record holds it. */
+static int install(zp_sparse *t, uint64_t id, uint64_t h, const void *src, rowhdr **out)
 {
-    int got = zp_tier_fetch(t->cold, id, t->cold_rec);
-    if (got <= 0)
-        return got;
-    const rowhdr *src = (const rowhdr *)t->cold_rec;
-    if (ttl_passed(t, src->last_clock)) {
+    if (ttl_passed(t, ((const rowhdr *)src)->last_clock)) {
         t->c.evicted_ttl++;
         return zp_tier_forget(t->cold, id, false) == 0 ? 0 : -1;
     }
@@ -244,9 +240,66 @@ static int promote(zp_sparse *t, uint64_t id, uint64_t h, int64_t clock, rowhdr 
     if (hd == NULL)
         return -1;
     memcpy(hd, src, t->rec);
+    zp_tier_forget(t->cold, id, true); /* a failure stops the tier; the row is hot */
+    *out = hd;
+    return 1;
+}
+
+/* Pin record r (zp_sparse_pinned): eviction passes it over until it is
+ * touched. */
+static void pin(zp_sparse *t, uint32_t r)
+{
+    size_t words = (size_t)(r >> 6) + 1;
+    if (words > t->pin_words) {
+        size_t nw = words < 64 ? 64 : 2 * words;
+        t->pins = zp_alloc_resize(t->pins, nw * sizeof(uint64_t));
+        memset(t->pins + t->pin_words, 0, (nw - t->pin_words) * sizeof(uint64_t));
+        t->pin_words = nw;
+    }
+    if (!zp_sparse_pinned(t, r)) {
+        t->pins[r >> 6] |= (uint64_t)1 << (r & 63);
+        t->npinned++;
+    }
+}
+
+int zp_sparse_install(zp_sparse *t, uint64_t id, const void *rec)
+{
+    uint64_t h = zp_rowindex_hash(t, id);
+    rowhdr *hd;
+    if (t->cold == NULL || zp_rowindex_find(t, id, h) >= 0)
+        return 0; /* touched on the loop since: hot already */
+    if (install(t, id, h, rec, &hd) <= 0)
+        return 0;
+    /* pinned until touched, so that the rows made hot for one pull do not
+     * evict one another before it is served */
+    pin(t, t->index[zp_rowindex_find(t, id, h)].row);
+    return 1;
+}
+
+bool zp_sparse_pin(zp_sparse *t, uint64_t id)
+{
+    int64_t at = zp_rowindex_find(t, id, zp_rowindex_hash(t, id));
+    if (at < 0)
+        return false;
+    pin(t, t->index[at].row);
+    return true;
+}
+
+/* Take row `id` (hash h; not in the hot tier) back from the cold tier,
+ * read on the loop's thread, touched at `clock`: 1 and *out, 0 if the
+ * tier does not hold it (or held it past its TTL: dropped now), -1 if the
+ * tier failed or no hot record can be had (the id gets no row). */
+static int promote(zp_sparse *t, uint64_t id, uint64_t h, int64_t clock, rowhdr **out)
+{
+    int got = zp_tier_fetch(t->cold, id, t->cold_rec);
+    if (got <= 0)
+        return got;
+    rowhdr *hd = NULL;
+    int rc = install(t, id, h, t->cold_rec, &hd);
+    if (rc <= 0)
+        return rc;
     hd->freq += hd->freq != UINT32_MAX;
     hd->last_clock = clock;
-    zp_tier_forget(t->cold, id, true); /* a failure stops the tier; the row is hot */
     *out = hd;
     return 1;
 }
@@ -267,6 +320,7 @@ static rowhdr *touch(zp_sparse *t, uint64_t id, int64_t clock)
             hd->freq++;
         hd->last_clock = clock;
         t->c.hits++;
+        zp_sparse_unpin(t, t->index[at].row);
         return hd;
     }
     if (t->cold != NULL) {
@@ -456,6 +510,8 @@ static inline rowhdr *pass_row(zp_sparse *t, const uint64_t *ids, const uint32_t
     if (hd == NULL)
         return touch(t, ids[i], clock);
     t->c.hits++;
+    if (t->npinned != 0)
+        zp_sparse_unpin(t, cand[i]);
     return hd;
 }
 
@@ -574,6 +630,11 @@ bool zp_sparse_next(const zp_sparse *t, uint64_t *cursor, zp_sparse_row *row)
 uint64_t zp_sparse_records(const zp_sparse *t)
 {
     return t->nalloc;
+}
+
+bool zp_sparse_has(const zp_sparse *t, uint64_t id)
+{
+    return zp_rowindex_find(t, id, zp_rowindex_hash(t, id)) >= 0;
 }
 
 bool zp_sparse_get(const zp_sparse *t, uint64_t id, zp_sparse_row *row)

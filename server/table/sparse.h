@@ -148,6 +148,22 @@ size_t zp_sparse_push_probed(zp_sparse *t, const uint64_t *ids, size_t n, const 
  * more: an id that needs one gets no row. */
 void zp_sparse_set_cold(zp_sparse *t, struct zp_tier *cold);
 
+/* Make row `id` hot again from `rec`, its record as the cold tier holds
+ * it (read off the loop, fetch.h), without touching it: the request that
+ * asked for it touches it when served. Nothing if the row is hot already
+ * or no longer in the tier's keeping (past its TTL: dropped). Returns
+ * whether it was made hot. */
+int zp_sparse_install(zp_sparse *t, uint64_t id, const void *rec);
+
+/* Whether row `id` is in the hot tier (no touch). */
+bool zp_sparse_has(const zp_sparse *t, uint64_t id);
+
+/* zp_sparse_has, and if so pin the row: eviction passes it over (while
+ * it has unpinned rows to choose from) until the row is next touched. For
+ * the hot rows of a pull that waits for its cold ones (zp_sparse_install
+ * pins those). */
+bool zp_sparse_pin(zp_sparse *t, uint64_t id);
+
 /* Bytes of one row record as the tier stores it. */
 size_t zp_sparse_record_bytes(const zp_sparse *t);
 

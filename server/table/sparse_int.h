@@ -111,6 +111,11 @@ struct zp_sparse {
 
     struct zp_tier *cold;   /* borrowed: the table's cold tier (tier/tier.h), or NULL */
     unsigned char *cold_rec; /* one record read from it */
+    /* rows made hot for a pull that waits for them (zp_sparse_install), not
+     * touched yet: eviction passes them over while it can (1 bit per record) */
+    uint64_t *pins;
+    size_t pin_words;
+    uint64_t npinned;
 
     zp_sparse_counters c;
 };
@@ -139,6 +144,21 @@ static inline float *zp_sparse_rec_values(rowhdr *h)
 static inline float *zp_sparse_rec_state(const zp_sparse *t, rowhdr *h)
 {
     return (float *)(h + 1) + t->dim;
+}
+
+/* Whether record r is pinned (made hot for a waiting pull, untouched). */
+static inline bool zp_sparse_pinned(const zp_sparse *t, uint32_t r)
+{
+    return t->npinned != 0 && (size_t)(r >> 6) < t->pin_words && (t->pins[r >> 6] >> (r & 63) & 1);
+}
+
+/* Record r touched or dropped: no longer pinned. */
+static inline void zp_sparse_unpin(zp_sparse *t, uint32_t r)
+{
+    if (zp_sparse_pinned(t, r)) {
+        t->pins[r >> 6] &= ~((uint64_t)1 << (r & 63));
+        t->npinned--;
+    }
 }
 
 /* Would taking one more record need a new chunk? */

@@ -31,6 +31,10 @@ struct zp_tier {
     char error[1600]; /* the first failure ("" while none) */
     void *it;        /* zp_tier_scan's iteration, and its position */
     uint64_t it_pos;
+    unsigned reads;  /* reads of other threads in flight (fetch.c) */
+    uint64_t *noted; /* ids written or deleted meanwhile: an open-addressing set */
+    bool *used;
+    size_t ncap, nnoted;
 };
 
 /* The stores a tier may be kept in; the first is the default. */
@@ -176,6 +180,8 @@ void zp_tier_close(zp_tier **tp)
     zp_tier *t = *tp;
     t->ops->iter_free(t->db, &t->it);
     t->ops->close(&t->db);
+    free(t->noted);
+    free(t->used);
     free(t);
     *tp = NULL;
 }
@@ -200,11 +206,100 @@ static int failed(zp_tier *t, const char *what, const char *msg)
     return -1;
 }
 
+/* ---------------------------------------------------------------- reads off the loop */
+
+static size_t slot_of(uint64_t id, size_t mask)
+{
+    id ^= id >> 33;
+    id *= 0xff51afd7ed558ccdull;
+    id ^= id >> 33;
+    return (size_t)id & mask;
+}
+
+static void note_put(zp_tier *t, uint64_t id);
+
+/* The set twice as large, every id placed again. */
+static void note_grow(zp_tier *t)
+{
+    uint64_t *old = t->noted;
+    bool *oldu = t->used;
+    size_t oldcap = t->ncap;
+    t->ncap = oldcap ? 2 * oldcap : 1024;
+    t->noted = zp_alloc(t->ncap * sizeof(uint64_t));
+    t->used = zp_alloc_zeroed(t->ncap, sizeof(bool));
+    t->nnoted = 0;
+    for (size_t i = 0; i < oldcap; i++)
+        if (oldu[i])
+            note_put(t, old[i]);
+    free(old);
+    free(oldu);
+}
+
+static void note_put(zp_tier *t, uint64_t id)
+{
+    if (2 * (t->nnoted + 1) > t->ncap)
+        note_grow(t);
+    size_t mask = t->ncap - 1, i = slot_of(id, mask);
+    while (t->used[i] && t->noted[i] != id)
+        i = (i + 1) & mask;
+    if (!t->used[i]) {
+        t->used[i] = true;
+        t->noted[i] = id;
+        t->nnoted++;
+    }
+}
+
+/* An id written or deleted: noted while a read is in flight. */
+static void note(zp_tier *t, uint64_t id)
+{
+    if (t->reads > 0)
+        note_put(t, id);
+}
+
+void zp_tier_read_begin(zp_tier *t)
+{
+    t->reads++;
+}
+
+void zp_tier_read_end(zp_tier *t, size_t ids)
+{
+    t->c.fetched += ids;
+    if (--t->reads == 0 && t->nnoted > 0) {
+        memset(t->used, 0, t->ncap * sizeof(bool));
+        t->nnoted = 0;
+    }
+}
+
+bool zp_tier_touched(const zp_tier *t, uint64_t id)
+{
+    if (t->nnoted == 0)
+        return false;
+    size_t mask = t->ncap - 1, i = slot_of(id, mask);
+    for (; t->used[i]; i = (i + 1) & mask)
+        if (t->noted[i] == id)
+            return true;
+    return false;
+}
+
+int zp_tier_read_many(zp_tier *t, const uint64_t *ids, size_t n, void *recs, bool *found,
+                      char *err, size_t errlen)
+{
+    return t->ops->get_many(t->db, ids, n, recs, t->rec, found, err, errlen);
+}
+
+size_t zp_tier_record_bytes(const zp_tier *t)
+{
+    return t->rec;
+}
+
+/* ---------------------------------------------------------------- rows */
+
 int zp_tier_demote(zp_tier *t, uint64_t id, const void *rec)
 {
     char err[400];
     if (t->error[0])
         return -1;
+    note(t, id);
     if (t->ops->put(t->db, id, rec, t->rec, err, sizeof err) != 0)
         return failed(t, "write a row", err);
     t->c.demotions++;
@@ -222,6 +317,7 @@ int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec)
         return 0; /* nothing there: no read */
     if (t->ops->get_many(t->db, &id, 1, rec, t->rec, &found, err, sizeof err) != 0)
         return failed(t, "read a row", err);
+    t->c.sync_reads += found;
     return found ? 1 : 0;
 }
 
@@ -230,6 +326,7 @@ int zp_tier_forget(zp_tier *t, uint64_t id, bool promoted)
     char err[400];
     if (t->error[0])
         return -1;
+    note(t, id);
     if (t->ops->del(t->db, id, err, sizeof err) != 0)
         return failed(t, "delete a row", err);
     t->c.rows--;

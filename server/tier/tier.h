@@ -40,6 +40,8 @@ typedef struct zp_tier_where {
 typedef struct zp_tier_counters {
     uint64_t promotions; /* cold rows taken back into the hot tier */
     uint64_t demotions;  /* hot rows written to the cold tier */
+    uint64_t sync_reads; /* rows read on the loop's thread (a touch that found no fetched row) */
+    uint64_t fetched;    /* ids read off the loop (zp_tier_read_many, fetch.c) */
     uint64_t rows;       /* rows in the cold tier now */
     uint64_t bytes;      /* bytes the store takes (disk and write buffers) */
 } zp_tier_counters;
@@ -71,6 +73,28 @@ int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec);
 /* Row `id` left the tier (promoted, or overwritten in the hot tier):
  * delete it. `counted`: a promotion. 0 or -1 (failed). */
 int zp_tier_forget(zp_tier *t, uint64_t id, bool promoted);
+
+/* --- reads off the loop's thread (fetch.c) --- */
+
+/* A read of other threads begins (the tier notes every id it writes or
+ * deletes from now on) or ends, having read `ids` ids (the last one: the
+ * notes are dropped). Loop thread. */
+void zp_tier_read_begin(zp_tier *t);
+void zp_tier_read_end(zp_tier *t, size_t ids);
+
+/* Whether id was written or deleted since the oldest read in flight
+ * began: a record read for it then may be stale. Loop thread. */
+bool zp_tier_touched(const zp_tier *t, uint64_t id);
+
+/* The records of ids[0..n) into recs (rec bytes each), found[i] whether
+ * id i is there. Any thread, between zp_tier_read_begin and _end (the
+ * store is then open); writes from the loop may run meanwhile. 0, or a
+ * zeps_err with the store's message in err. */
+int zp_tier_read_many(zp_tier *t, const uint64_t *ids, size_t n, void *recs, bool *found,
+                      char *err, size_t errlen);
+
+/* Record bytes of the tier. */
+size_t zp_tier_record_bytes(const zp_tier *t);
 
 /* The first failure's message, or NULL while the tier works. */
 const char *zp_tier_error(const zp_tier *t);

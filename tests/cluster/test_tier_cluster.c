@@ -121,7 +121,7 @@ typedef struct run {
     float *trace;
     uint8_t *rows[2];
     uint64_t n[2], rec[2];
-    uint64_t demoted, promoted, cold, hot;
+    uint64_t demoted, promoted, cold, hot, parked, fetched, sync;
 } run;
 
 static void one_run(run *out, int tier, const char *tier_dir)
@@ -142,6 +142,7 @@ static void one_run(run *out, int tier, const char *tier_dir)
     out->n[0] = all_rows(c, e, 9, &out->rows[0], &out->rec[0]);
     out->n[1] = all_rows(c, f, 3, &out->rows[1], &out->rec[1]);
     out->demoted = out->promoted = out->cold = out->hot = 0;
+    out->parked = out->fetched = out->sync = 0;
     for (int k = 0; k < 2; k++) {
         Zeps__ShardStats *st = zt_stats(c, k);
         ck_assert_ptr_nonnull(st);
@@ -151,6 +152,9 @@ static void one_run(run *out, int tier, const char *tier_dir)
             out->promoted += st->tables[i]->tier_promotions;
             out->cold += st->tables[i]->cold_rows;
             out->hot += st->tables[i]->rows;
+            out->parked += st->tables[i]->tier_parked;
+            out->fetched += st->tables[i]->tier_fetched;
+            out->sync += st->tables[i]->tier_sync_reads;
             if (tier)
                 ck_assert_uint_le(st->tables[i]->rows, NIDS / 20);
         }
@@ -175,6 +179,15 @@ START_TEST(test_exact_against_ram)
     ck_assert_uint_gt(tiered.promoted, 1000);
     ck_assert_uint_gt(tiered.cold, 1000);
     ck_assert_uint_eq(tiered.hot + tiered.cold, ram.hot);
+    /* the pulls waited for reads off the loop; what the loop read itself */
+    printf("tiered run: %llu demotions, %llu promotions, %llu pulls parked, %llu ids read off "
+           "the loop, %llu rows read on it\n",
+           (unsigned long long)tiered.demoted, (unsigned long long)tiered.promoted,
+           (unsigned long long)tiered.parked, (unsigned long long)tiered.fetched,
+           (unsigned long long)tiered.sync);
+    ck_assert_uint_gt(tiered.parked, STEPS);
+    ck_assert_uint_gt(tiered.fetched, 1000);
+    ck_assert_uint_lt(tiered.sync * 10, tiered.promoted);
     for (int k = 0; k < 2; k++) {
         ck_assert_uint_eq(tiered.n[k], ram.n[k]);
         ck_assert_uint_eq(tiered.rec[k], ram.rec[k]);

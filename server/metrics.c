@@ -314,6 +314,21 @@ static const tfield tpairs[] = {
        "Row gradients for ids without a row."),
     TS(keys_pulled, "zeps_table_keys_pulled_total", "counter", "Sparse ids pulled."),
     TS(keys_pushed, "zeps_table_keys_pushed_total", "counter", "Sparse ids pushed."),
+    TS(tier_hits, "zeps_table_tier_hits_total", "counter",
+       "Touches of sparse rows found in the hot tier (tables with a cold tier)."),
+    TS(tier_promotions, "zeps_table_tier_promotions_total", "counter",
+       "Sparse rows taken back from the cold tier."),
+    TS(tier_demotions, "zeps_table_tier_demotions_total", "counter",
+       "Sparse rows written to the cold tier (evicted from the hot one)."),
+    TS(cold_rows, "zeps_table_cold_rows", "gauge", "Sparse rows in the cold tier."),
+    TS(cold_bytes, "zeps_table_cold_bytes", "gauge",
+       "Bytes the cold tier's store takes (disk and write buffers)."),
+    TS(tier_fetched, "zeps_table_tier_fetched_total", "counter",
+       "Ids read from the cold tier off the loop, for pulls."),
+    TS(tier_sync_reads, "zeps_table_tier_sync_reads_total", "counter",
+       "Sparse rows read from the cold tier on the loop."),
+    TS(tier_parked, "zeps_table_tier_parked_pulls_total", "counter",
+       "Pulls parked until their cold rows were read."),
 };
 
 static void table_family(const Zeps__ShardStats *st, const tfield *f, bool header, zp_http_reply *r)

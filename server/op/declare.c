@@ -38,12 +38,15 @@ static int open_tier(zp_server *s, zp_table *t, char *err, size_t errlen)
     if (!t->rows)
         return zp_errors_set(err, errlen, ZEPS_EINVAL,
                              "table '%s': a cold tier (tier) is for sparse tables", t->name);
-    if (s->cfg.snapshot_dir[0] || s->cfg.replicas > 1)
+    const char *key = s->cfg.snapshot_dir[0] ? "snapshot_dir"
+                      : s->cfg.replicas > 1  ? "replicas"
+                      : s->inject.ops        ? "inject"
+                                             : NULL;
+    if (key != NULL) /* each would miss the rows on disk */
         return zp_errors_set(err, errlen, ZEPS_ECONFIG,
-                             "table '%s': a cold tier is not kept by %s yet (its rows on disk "
-                             "would be missing from them): unset %s or declare it without tier",
-                             t->name, s->cfg.snapshot_dir[0] ? "snapshots" : "replicas",
-                             s->cfg.snapshot_dir[0] ? "snapshot_dir" : "replicas");
+                             "table '%s': a cold tier does not work with %s yet (its rows on "
+                             "disk would be missing there): unset %s or declare it without tier",
+                             t->name, key, key);
     return zp_tiered_open(t->rows, s->cfg.tier_dir, t->name, s->shard, s->nshards, err, errlen);
 }
 

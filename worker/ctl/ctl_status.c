@@ -27,6 +27,7 @@
 #include "curve.h"
 #include "exitcode.h"
 #include "ctl.h"
+#include "ctl_tier.h"
 #include "ctl_hist.h"
 #include "ctl_probe.h"
 #include "ctl_stats_plot.h"
@@ -394,6 +395,8 @@ static void print_shard(const Zeps__ShardStats *st)
                    " pushed %" PRIu64 "\n",
                    t->rows, t->rows_created, t->bytes_per_row, t->not_admitted, t->pushes_skipped,
                    t->evicted_ttl, t->evicted_capacity, t->keys_pulled, t->keys_pushed);
+        if (t->tiered)
+            zp_ctl_tier_print(t);
     }
     printf("  workers (%zu of %u joined)\n", st->n_workers, st->num_workers);
     if (st->n_workers)
@@ -460,6 +463,8 @@ static void json_table(const Zeps__TableStats *t)
                ", \"keys_pulled\": %" PRIu64 ", \"keys_pushed\": %" PRIu64,
                t->dim, t->rows, t->rows_created, t->not_admitted, t->pushes_skipped, t->evicted_ttl,
                t->evicted_capacity, t->bytes_per_row, t->keys_pulled, t->keys_pushed);
+    if (t->tiered)
+        zp_ctl_tier_json(t);
     printf(", \"staleness\": %u, \"dropped\": %" PRIu64 ", \"late\": %" PRIu64, t->staleness,
            t->dropped, t->late);
     printf(", \"push_bytes_wire\": %" PRIu64 ", \"push_bytes_raw\": %" PRIu64

@@ -487,7 +487,26 @@ static bool parse_set_name(const char *name, uint64_t *setid)
     return true;
 }
 
-/* Delete the files of one set directory, then the directory. */
+/* Delete entry `name` of the folder open as dfd: a file, or a folder of
+ * files (a sparse table's cold tier checkpoint, docs/sparse.md). */
+static int remove_entry(int dfd, const char *name)
+{
+    if (unlinkat(dfd, name, 0) == 0 || (errno != EISDIR && errno != EPERM))
+        return errno == ENOENT ? 0 : (errno ? -1 : 0);
+    int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY);
+    DIR *d = sub < 0 ? NULL : fdopendir(sub);
+    if (d == NULL)
+        return -1;
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL)
+        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0)
+            unlinkat(sub, de->d_name, 0);
+    closedir(d);
+    return unlinkat(dfd, name, AT_REMOVEDIR);
+}
+
+/* Delete the files of one set directory (and its cold tier checkpoints),
+ * then the directory. */
 static int remove_set_dir(const char *dir, const char *name, char *err, size_t errlen)
 {
     char path[PATH_MAX];
@@ -501,7 +520,8 @@ static int remove_set_dir(const char *dir, const char *name, char *err, size_t e
     while (!rc && (de = readdir(d)) != NULL) {
         if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
             continue;
-        if (unlinkat(dfd, de->d_name, 0) < 0)
+        errno = 0;
+        if (remove_entry(dfd, de->d_name) < 0)
             rc = zp_errors_set(err, errlen, ZEPS_EIO, "cannot delete %s/%s: %s", path, de->d_name,
                                strerror(errno));
     }

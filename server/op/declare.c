@@ -38,10 +38,7 @@ static int open_tier(zp_server *s, zp_table *t, char *err, size_t errlen)
     if (!t->rows)
         return zp_errors_set(err, errlen, ZEPS_EINVAL,
                              "table '%s': a cold tier (tier) is for sparse tables", t->name);
-    const char *key = s->cfg.snapshot_dir[0] ? "snapshot_dir"
-                      : s->cfg.replicas > 1  ? "replicas"
-                      : s->inject.ops        ? "inject"
-                                             : NULL;
+    const char *key = s->cfg.replicas > 1 ? "replicas" : s->inject.ops ? "inject" : NULL;
     if (key != NULL) /* each would miss the rows on disk */
         return zp_errors_set(err, errlen, ZEPS_ECONFIG,
                              "table '%s': a cold tier does not work with %s yet (its rows on "

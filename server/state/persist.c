@@ -46,6 +46,7 @@
 #include "now.h"
 #include "server.h"
 #include "snapshot.h"
+#include "tiered.h"
 #include "zeps_errors.h"
 
 static double wall_s(void)
@@ -61,6 +62,24 @@ static void pack(const zp_server *s, zp_snapshot *snap)
 {
     for (uint32_t i = 0; i < s->ntables; i++)
         s->tables[i]->kind->pack(s->tables[i], &snap->tables[i]);
+}
+
+/* The cold tiers of the shard's tiered tables checkpointed beside set
+ * setid's file, now: with the record made right after, on the loop's
+ * thread with nothing between, both tiers are of one cut. 0, or an error
+ * (the set then gets no file from this shard). */
+static int checkpoint_tiers(const zp_server *s, uint64_t setid, char *err, size_t errlen)
+{
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_table *t = s->tables[i];
+        int rc = t->rows && t->rows->tier ? zp_tiered_checkpoint(t->rows, s->cfg.snapshot_dir,
+                                                                 setid, t->name, s->shard,
+                                                                 s->nshards, err, errlen)
+                                          : 0;
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
 }
 
 /* The shard's state as a record pointing at live memory (the caller frees
@@ -198,6 +217,12 @@ int zp_persist_start(zp_server *s, int64_t clock, uint64_t setid, const char *wh
     if (!s->cfg.snapshot_dir[0])
         return ZEPS_ESTATE;
     zp_writer *w = free_slot(p);
+    char cerr[1024];
+    if (checkpoint_tiers(s, setid, cerr, sizeof cerr) != 0) {
+        zp_error("snapshot set %016" PRIx64 " (%s): %s", setid, why, cerr);
+        p->failures++;
+        return ZEPS_EIO;
+    }
     zp_snapshot *snap = describe(s, clock, setid);
     zp_trace_flush(s->trace); /* the child must not inherit unflushed trace rows */
     fflush(NULL);
@@ -400,11 +425,16 @@ int zp_persist_final(zp_server *s)
         cut >= 0
             ? (uint64_t)cut
             : (uint64_t)(wall_s() / (s->cfg.snapshot_every_s > 0 ? s->cfg.snapshot_every_s : 1.0));
-    zp_snapshot *snap = describe(s, cut, setid);
-    pack(s, snap);
     char err[1024];
     double t0 = zp_now_s();
-    int rc = write_set(&s->cfg, snap, err, sizeof(err));
+    int rc = checkpoint_tiers(s, setid, err, sizeof err);
+    if (rc != 0) {
+        zp_error("final snapshot set %016" PRIx64 " failed: %s", setid, err);
+        return rc;
+    }
+    zp_snapshot *snap = describe(s, cut, setid);
+    pack(s, snap);
+    rc = write_set(&s->cfg, snap, err, sizeof(err));
     zp_snapshot_free(&snap);
     if (rc != 0) {
         zp_error("final snapshot set %016" PRIx64 " failed: %s", setid, err);

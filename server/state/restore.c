@@ -6,6 +6,7 @@
  * answering what waited on the old state is the op layer's (op/admin.c).
  */
 #include "restore.h"
+#include "tiered.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -45,12 +46,24 @@ static void log_skip(void *arg, const char *msg)
     zp_warn("restore: %s", msg);
 }
 
-static int restore_table(zp_server *s, const zp_snap_table *st, char *err, size_t errlen)
+/* Table `st` of set `setid` (the shard's own snapshot: a tiered table's
+ * cold tier comes from the set's checkpoint; a state transfer, setid
+ * UINT64_MAX, has none). */
+static int restore_table(zp_server *s, const zp_snap_table *st, uint64_t setid, char *err,
+                         size_t errlen)
 {
     zp_table *t;
     int rc = zp_table_from_snap(&t, s->ntables, st, s->shard, s->nshards, s->nworkers, err, errlen);
-    if (rc != 0)
+    if (rc == 0 && t->rows && t->rows->spec->tier)
+        rc = setid == UINT64_MAX
+                 ? zp_errors_set(err, errlen, ZEPS_EDATA, "table '%s' has a cold tier: it is "
+                                 "not transferred to a replica", t->name)
+                 : zp_tiered_restore(t->rows, s->cfg.tier_dir, s->cfg.snapshot_dir, setid,
+                                     t->name, s->shard, s->nshards, err, errlen);
+    if (rc != 0) {
+        zp_table_destroy(&t);
         return rc;
+    }
     zp_table_append(&s->tables, &s->ntables, &s->cap_tables, t); /* s takes t */
     return 0;
 }
@@ -96,7 +109,7 @@ int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen
         zp_table_destroy(&s->tables[i]);
     s->ntables = 0;
     for (uint32_t i = 0; i < snap->ntables && rc == 0; i++)
-        rc = restore_table(s, &snap->tables[i], err, errlen);
+        rc = restore_table(s, &snap->tables[i], UINT64_MAX, err, errlen);
     for (uint32_t i = 0; i < snap->nworker_recs && rc == 0; i++) {
         const zp_snap_worker *sw = &snap->workers[i];
         if (sw->rank >= (uint32_t)s->nworkers)
@@ -146,7 +159,7 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
                              setid, dir, had, s->nworkers);
     }
     for (uint32_t i = 0; i < snap->ntables && rc == 0; i++)
-        rc = restore_table(s, &snap->tables[i], err, errlen);
+        rc = restore_table(s, &snap->tables[i], setid, err, errlen);
     if (rc == 0)
         restore_workers(s, snap);
     if (rc == 0) {

@@ -4,8 +4,12 @@
  */
 #include "tiered.h"
 
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "alloc.h"
 #include "errors.h"
@@ -13,14 +17,9 @@
 #include "tier.h"
 #include "zeps_errors.h"
 
-int zp_tiered_open(zp_rows *r, const char *dir, const char *table, int shard, int nshards,
-                   char *err, size_t errlen)
+static zp_tier_where where_of(const zp_rows *r, const char *dir, const char *table, int shard,
+                              int nshards)
 {
-    if (dir == NULL || dir[0] == '\0')
-        return zp_errors_set(err, errlen, ZEPS_ECONFIG,
-                             "table '%s' asks for a cold tier, but shard %d has no tier_dir "
-                             "(cluster section)",
-                             table, shard);
     zp_tier_where w = {
         .dir = dir,
         .table = table,
@@ -30,7 +29,62 @@ int zp_tiered_open(zp_rows *r, const char *dir, const char *table, int shard, in
         .spv = (uint32_t)zp_sparse_state_per_value(r->store),
         .rec = zp_sparse_record_bytes(r->store),
     };
-    int rc = zp_tier_open(&r->tier, &w, err, errlen);
+    return w;
+}
+
+static int no_dir(const char *dir, const char *table, int shard, char *err, size_t errlen)
+{
+    if (dir != NULL && dir[0] != '\0')
+        return 0;
+    return zp_errors_set(err, errlen, ZEPS_ECONFIG,
+                         "table '%s' asks for a cold tier, but shard %d has no tier_dir "
+                         "(cluster section)",
+                         table, shard);
+}
+
+int zp_tiered_open(zp_rows *r, const char *dir, const char *table, int shard, int nshards,
+                   char *err, size_t errlen)
+{
+    int rc = no_dir(dir, table, shard, err, errlen);
+    zp_tier_where w = where_of(r, dir, table, shard, nshards);
+    if (rc == 0)
+        rc = zp_tier_open(&r->tier, &w, err, errlen);
+    if (rc == 0)
+        zp_sparse_set_cold(r->store, r->tier);
+    return rc;
+}
+
+int zp_tiered_checkpoint_path(char *buf, size_t len, const char *snapdir, uint64_t setid,
+                              const char *table, int shard, int nshards)
+{
+    int n = snprintf(buf, len, "%s/set-%016" PRIx64 "/tier-%s-shard-%d-of-%d", snapdir, setid,
+                     table, shard, nshards);
+    return n < 0 || (size_t)n >= len ? -1 : 0;
+}
+
+int zp_tiered_checkpoint(zp_rows *r, const char *snapdir, uint64_t setid, const char *table,
+                         int shard, int nshards, char *err, size_t errlen)
+{
+    char path[2048], set[2048];
+    if (zp_tiered_checkpoint_path(path, sizeof path, snapdir, setid, table, shard, nshards) != 0)
+        return zp_errors_set(err, errlen, ZEPS_EIO, "snapshot_dir '%s' is too long", snapdir);
+    snprintf(set, sizeof set, "%s/set-%016" PRIx64, snapdir, setid);
+    if (mkdir(set, 0755) != 0 && errno != EEXIST)
+        return zp_errors_set(err, errlen, ZEPS_EIO, "cannot make %s: %s", set, strerror(errno));
+    return zp_tier_checkpoint(r->tier, path, err, errlen);
+}
+
+int zp_tiered_restore(zp_rows *r, const char *tier_dir, const char *snapdir, uint64_t setid,
+                      const char *table, int shard, int nshards, char *err, size_t errlen)
+{
+    char from[2048];
+    int rc = no_dir(tier_dir, table, shard, err, errlen);
+    if (rc == 0 &&
+        zp_tiered_checkpoint_path(from, sizeof from, snapdir, setid, table, shard, nshards) != 0)
+        rc = zp_errors_set(err, errlen, ZEPS_EIO, "snapshot_dir '%s' is too long", snapdir);
+    zp_tier_where w = where_of(r, tier_dir, table, shard, nshards);
+    if (rc == 0)
+        rc = zp_tier_restore(&r->tier, &w, from, err, errlen);
     if (rc == 0)
         zp_sparse_set_cold(r->store, r->tier);
     return rc;

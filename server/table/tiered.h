@@ -27,6 +27,24 @@
 int zp_tiered_open(zp_rows *r, const char *dir, const char *table, int shard, int nshards,
                    char *err, size_t errlen);
 
+/* Snapshots: the folder of table `table`'s cold tier checkpoint in set
+ * `setid` of snapshot_dir `snapdir`, beside the set's shard files:
+ * <snapdir>/set-<setid:016x>/tier-<table>-shard-<i>-of-<S>. */
+int zp_tiered_checkpoint_path(char *buf, size_t len, const char *snapdir, uint64_t setid,
+                              const char *table, int shard, int nshards);
+
+/* Take r's checkpoint for set `setid` (the set's folder made if missing):
+ * on the loop's thread, at the instant the snapshot's record is made, so
+ * both tiers are of the same cut. 0, or ZEPS_EIO naming what failed. */
+int zp_tiered_checkpoint(zp_rows *r, const char *snapdir, uint64_t setid, const char *table,
+                         int shard, int nshards, char *err, size_t errlen);
+
+/* Give restored table r (declared with tier, its hot rows loaded) its cold
+ * tier from set `setid`'s checkpoint: r owns the tier from then on. 0, or
+ * ZEPS_EDATA (no checkpoint), ZEPS_ECONFIG, ZEPS_EIO. */
+int zp_tiered_restore(zp_rows *r, const char *tier_dir, const char *snapdir, uint64_t setid,
+                      const char *table, int shard, int nshards, char *err, size_t errlen);
+
 /* The failure that stopped r's cold tier, or NULL (also with no tier). */
 const char *zp_tiered_error(const zp_rows *r);
 

@@ -7,6 +7,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,25 +142,21 @@ static int whose(const char *path, const zp_tier_where *w, char *err, size_t err
                          path, have, w->table, w->shard, w->dim, w->spv);
 }
 
-int zp_tier_open(zp_tier **out, const zp_tier_where *w, char *err, size_t errlen)
+/* The tier's folder of w into path (len bytes); 0 or ZEPS_ECONFIG. */
+static int tier_path(char *path, size_t len, const zp_tier_where *w, char *err, size_t errlen)
 {
-    char path[1024];
-    if ((size_t)snprintf(path, sizeof path, "%s/tier-%s-shard-%d", w->dir, w->table, w->shard) >=
-        sizeof path)
+    if ((size_t)snprintf(path, len, "%s/tier-%s-shard-%d", w->dir, w->table, w->shard) >= len)
         return zp_errors_set(err, errlen, ZEPS_ECONFIG, "tier_dir '%s' is too long", w->dir);
+    return 0;
+}
+
+/* Open the store in `path` (its identity written) as a tier of w. */
+static int open_at(zp_tier **out, const char *path, const zp_tier_where *w, char *err,
+                   size_t errlen)
+{
     const zp_cold_ops *ops = store_named(NULL);
-    int rc = whose(path, w, err, errlen);
-    if (rc == 1) {
-        zp_warn("cold tier '%s': rows a previous process of shard %d left (no snapshot restored "
-                "them), deleted",
-                path, w->shard);
-        rc = ops->destroy(path, err, errlen);
-        if (rc == 0 && mkdir(path, 0755) != 0 && errno != EEXIST)
-            rc = zp_errors_set(err, errlen, ZEPS_EIO, "cold tier '%s': %s", path, strerror(errno));
-    }
-    if (rc == 0)
-        rc = write_identity(path, w, err, errlen);
     zp_cold *db = NULL;
+    int rc = write_identity(path, w, err, errlen);
     if (rc == 0)
         rc = ops->open(&db, path, err, errlen);
     if (rc != 0)
@@ -170,6 +167,121 @@ int zp_tier_open(zp_tier **out, const zp_tier_where *w, char *err, size_t errlen
     t->rec = w->rec;
     snprintf(t->path, sizeof t->path, "%s", path);
     *out = t;
+    return 0;
+}
+
+/* Delete this table's own leftover tier in `path` (its identity checked
+ * by whose), leaving an empty folder. */
+static int empty_tier(const char *path, char *err, size_t errlen)
+{
+    int rc = store_named(NULL)->destroy(path, err, errlen);
+    if (rc == 0 && mkdir(path, 0755) != 0 && errno != EEXIST)
+        rc = zp_errors_set(err, errlen, ZEPS_EIO, "cold tier '%s': %s", path, strerror(errno));
+    return rc;
+}
+
+int zp_tier_open(zp_tier **out, const zp_tier_where *w, char *err, size_t errlen)
+{
+    char path[1024];
+    int rc = tier_path(path, sizeof path, w, err, errlen);
+    if (rc == 0)
+        rc = whose(path, w, err, errlen);
+    if (rc == 1) {
+        zp_warn("cold tier '%s': rows a previous process of shard %d left (no snapshot restored "
+                "them), deleted",
+                path, w->shard);
+        rc = empty_tier(path, err, errlen);
+    }
+    return rc == 0 ? open_at(out, path, w, err, errlen) : rc;
+}
+
+/* Copy every file of folder `from` into folder `to` (a checkpoint is flat). */
+static int copy_files(const char *from, const char *to, char *err, size_t errlen)
+{
+    DIR *d = opendir(from);
+    if (d == NULL)
+        return zp_errors_set(err, errlen, ZEPS_EDATA, "no cold tier checkpoint '%s': %s", from,
+                             strerror(errno));
+    int rc = 0;
+    struct dirent *e;
+    static char buf[1 << 16];
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.')
+            continue;
+        char a[1400], b[1400];
+        snprintf(a, sizeof a, "%s/%s", from, e->d_name);
+        snprintf(b, sizeof b, "%s/%s", to, e->d_name);
+        int in = open(a, O_RDONLY), out = open(b, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        ssize_t n = 0;
+        while (in >= 0 && out >= 0 && (n = read(in, buf, sizeof buf)) > 0)
+            if (write(out, buf, (size_t)n) != n)
+                n = -1;
+        if (in < 0 || out < 0 || n < 0 || fsync(out) != 0)
+            rc = zp_errors_set(err, errlen, ZEPS_EIO, "cannot copy %s to %s: %s", a, b,
+                               strerror(errno));
+        if (in >= 0)
+            close(in);
+        if (out >= 0)
+            close(out);
+    }
+    closedir(d);
+    return rc;
+}
+
+int zp_tier_restore(zp_tier **out, const zp_tier_where *w, const char *from, char *err,
+                    size_t errlen)
+{
+    char path[1024];
+    int rc = tier_path(path, sizeof path, w, err, errlen);
+    if (rc == 0)
+        rc = whose(path, w, err, errlen);
+    if (rc == 1)
+        rc = empty_tier(path, err, errlen);
+    if (rc == 0)
+        rc = copy_files(from, path, err, errlen);
+    if (rc == 0)
+        rc = open_at(out, path, w, err, errlen);
+    if (rc != 0)
+        return rc;
+    zp_tier *t = *out; /* count what it holds */
+    uint64_t id;
+    const void *val;
+    size_t len;
+    void *it = NULL;
+    while ((rc = t->ops->iter_next(t->db, &it, &id, &val, &len, err, errlen)) == 1)
+        t->c.rows++;
+    if (rc < 0) {
+        zp_tier_close(out);
+        return -rc;
+    }
+    zp_info("cold tier '%s': %llu rows restored from %s", path, (unsigned long long)t->c.rows,
+            from);
+    return 0;
+}
+
+/* Delete folder `dir` and the files in it (a checkpoint is flat). */
+static void remove_flat(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    rmdir(dir);
+}
+
+int zp_tier_checkpoint(zp_tier *t, const char *dir, char *err, size_t errlen)
+{
+    char why[600];
+    if (t->error[0])
+        return zp_errors_set(err, errlen, ZEPS_EIO, "%s", t->error);
+    remove_flat(dir); /* a set taken again (the final one at the same cut) */
+    if (t->ops->checkpoint(t->db, dir, why, sizeof why) != 0)
+        return zp_errors_set(err, errlen, ZEPS_EIO, "cold tier '%s': checkpoint into %s: %s",
+                             t->path, dir, why);
     return 0;
 }
 

@@ -46,6 +46,19 @@ typedef struct zp_tier_counters {
     uint64_t bytes;      /* bytes the store takes (disk and write buffers) */
 } zp_tier_counters;
 
+/* Open the tier of w with the rows of checkpoint `from` (a snapshot's,
+ * zp_tier_checkpoint): whatever the tier's folder held is replaced by a
+ * copy of it. Returns 0, ZEPS_EDATA (no checkpoint there) or ZEPS_EIO /
+ * ZEPS_ECONFIG as zp_tier_open. */
+int zp_tier_restore(zp_tier **out, const zp_tier_where *w, const char *from, char *err,
+                    size_t errlen);
+
+/* A consistent copy of the tier as it is now in folder `dir` (replaced if
+ * it exists), which zp_tier_restore opens; RocksDB flushes its write
+ * buffer first (the log is off) and links its files. Loop thread. 0 or
+ * ZEPS_EIO naming what failed. */
+int zp_tier_checkpoint(zp_tier *t, const char *dir, char *err, size_t errlen);
+
 /* Check at start that tier_dir `dir` exists, is a folder and takes a file.
  * It is never created: a missing folder usually is a disk not mounted,
  * and a cold tier written to the root disk instead would fill it. Returns

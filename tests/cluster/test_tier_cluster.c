@@ -10,7 +10,9 @@
  * (SCAN) has the same values, optimizer state, version, touches and touch
  * clock. Refused: a table declared with tier on shards without tier_dir
  * (ECONFIG naming tier_dir), and a shard whose tier_dir is missing (exit
- * 2 naming the key).
+ * 2 naming the key). Crash: both shards killed with SIGKILL after clock
+ * 10 restore the cut after clock 8 of both tiers (the snapshot's file and
+ * its RocksDB checkpoint) exactly; resharding that set is refused.
  */
 #include <check.h>
 #include <math.h>
@@ -18,7 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
+#include <time.h>
 
 #include "check_main.h"
 #include "harness.h"
@@ -94,12 +98,12 @@ static uint64_t all_rows(zeps_client *c, uint32_t t, uint32_t dim, uint8_t **out
 
 /* The job: STEPS bsp clocks of pulls and pushes of both tables; the pulls'
  * bits are appended to `trace` (STEPS * BATCH * (3 + 9) floats). */
-static void train(zeps_client *c, uint32_t e, uint32_t f, float *trace)
+static void train(zeps_client *c, uint32_t e, uint32_t f, float *trace, int steps)
 {
     static uint64_t ids[BATCH];
     static float re[BATCH * 9], rf[BATCH * 3], ge[BATCH * 9], gf[BATCH * 3];
     uint64_t x = 99;
-    for (int64_t step = 0; step < STEPS; step++) {
+    for (int64_t step = 0; step < steps; step++) {
         draw(&x, ids);
         ck_assert_msg(zeps_spull(c, e, ids, BATCH, re, step) == 0, "%s", zeps_last_error(c));
         ck_assert_msg(zeps_spull(c, f, ids, BATCH, rf, step) == 0, "%s", zeps_last_error(c));
@@ -138,7 +142,7 @@ static void one_run(run *out, int tier, const char *tier_dir)
     ck_assert_msg(zeps_declare_sparse(c, &se, &e) == 0, "%s", zeps_last_error(c));
     ck_assert_msg(zeps_declare_sparse(c, &sf, &f) == 0, "%s", zeps_last_error(c));
     out->trace = malloc(sizeof(float) * STEPS * BATCH * 12);
-    train(c, e, f, out->trace);
+    train(c, e, f, out->trace, STEPS);
     out->n[0] = all_rows(c, e, 9, &out->rows[0], &out->rec[0]);
     out->n[1] = all_rows(c, f, 3, &out->rows[1], &out->rec[1]);
     out->demoted = out->promoted = out->cold = out->hot = 0;
@@ -207,6 +211,96 @@ START_TEST(test_exact_against_ram)
 }
 END_TEST
 
+/* Declare both tables on cl's shards and read every row of both. */
+static void read_tables(const zt_cluster *cl, int tier, uint8_t **rows, uint64_t *n, uint64_t *rec)
+{
+    zeps_client *c = zt_client(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    zeps_sparse_spec se = spec("emb", "adagrad", 9, tier), sf = spec("lin", "adam", 3, tier);
+    uint32_t e, f;
+    ck_assert_msg(zeps_declare_sparse(c, &se, &e) == 0, "%s", zeps_last_error(c));
+    ck_assert_msg(zeps_declare_sparse(c, &sf, &f) == 0, "%s", zeps_last_error(c));
+    n[0] = all_rows(c, e, 9, &rows[0], &rec[0]);
+    n[1] = all_rows(c, f, 3, &rows[1], &rec[1]);
+    zeps_client_destroy(&c);
+}
+
+/* Acceptance 6: kill -9 of every shard during training; the restart
+ * restores both tiers of the cut after clock 8 (snapshots every 4 clocks)
+ * exactly: every row equal to a run all in RAM stopped there (8 steps). */
+START_TEST(test_crash_restores_both_tiers)
+{
+    char dir[512], extra[1400];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "crash"), 0);
+    snprintf(extra, sizeof extra,
+             "  tier_dir = \"%s\"; snapshot_dir = \"@DIR@/snap\"; snapshot_every_clocks = 4;\n"
+             "  snapshot_on_exit = false;",
+             dir);
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", extra, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    zeps_sparse_spec se = spec("emb", "adagrad", 9, 1), sf = spec("lin", "adam", 3, 1);
+    uint32_t e, f;
+    ck_assert_msg(zeps_declare_sparse(c, &se, &e) == 0, "%s", zeps_last_error(c));
+    ck_assert_msg(zeps_declare_sparse(c, &sf, &f) == 0, "%s", zeps_last_error(c));
+    float *trace = malloc(sizeof(float) * 11 * BATCH * 12);
+    train(c, e, f, trace, 11); /* clocks 0..10: the cut after 8 is the newest */
+    const char *done = "snapshot set 0000000000000008 (every clocks, clock 8) written";
+    for (int i = 0; i < 200 && !(zt_log_has(&cl, 0, done) && zt_log_has(&cl, 1, done)); i++) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert(zt_log_has(&cl, 0, done) && zt_log_has(&cl, 1, done));
+    zeps_client_destroy(&c);
+    for (int k = 0; k < 2; k++)
+        zt_server_kill(&cl, k, SIGKILL);
+    ck_assert(zt_cluster_quiet(&cl, 10));
+    for (int k = 0; k < 2; k++)
+        ck_assert_int_eq(zt_server_start(&cl, k), 0);
+    for (int k = 0; k < 2; k++) {
+        ck_assert(zt_log_has(&cl, k, "restored snapshot set 0000000000000008"));
+        ck_assert(zt_log_has(&cl, k, "rows restored from"));
+    }
+    uint8_t *got[2], *want[2];
+    uint64_t n[2], rec[2], wn[2], wrec[2];
+    read_tables(&cl, 1, got, n, rec);
+
+    /* reshard to another shard count: refused, the cold rows named */
+    char bin[512], snap[700], dst[700], log[700];
+    snprintf(snap, sizeof snap, "%s/snap", cl.dir);
+    snprintf(dst, sizeof dst, "%s/resharded", cl.dir);
+    snprintf(log, sizeof log, "%s/reshard.log", cl.dir);
+    char *argv[] = {(char *)zt_bin("zepsctl", bin, sizeof bin), "snapshot", "reshard", snap, dst,
+                    "3", NULL};
+    int st = zt_wait(zt_spawn(argv[0], argv, log), 30);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "reshard status %d", st);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+
+    zt_cluster ram; /* the reference: the cut "after clock 8" is 8 closed rounds, steps 0..7 */
+    ck_assert_int_eq(zt_cluster_start(&ram, 2, 1, "bsp", NULL, NULL), 0);
+    c = zt_client(&ram, 0);
+    se.tier = sf.tier = 0;
+    se.capacity_rows = sf.capacity_rows = 0;
+    ck_assert_int_eq(zeps_declare_sparse(c, &se, &e), 0);
+    ck_assert_int_eq(zeps_declare_sparse(c, &sf, &f), 0);
+    train(c, e, f, trace, 8);
+    zeps_client_destroy(&c);
+    read_tables(&ram, 0, want, wn, wrec);
+    ck_assert_int_eq(zt_cluster_stop(&ram), 0);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_uint_eq(n[k], wn[k]);
+        ck_assert_uint_eq(rec[k], wrec[k]);
+        for (uint64_t i = 0; i < n[k]; i++)
+            ck_assert_msg(memcmp(got[k] + i * rec[k], want[k] + i * rec[k], (size_t)rec[k]) == 0,
+                          "table %d: restored row %llu differs from the state after clock 8", k,
+                          (unsigned long long)i);
+        free(got[k]);
+        free(want[k]);
+    }
+    free(trace);
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     /* tier asked of shards without tier_dir */
@@ -249,6 +343,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_exact_against_ram);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_crash_restores_both_tiers);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -305,6 +305,54 @@ START_TEST(test_checkpoint_restore)
 }
 END_TEST
 
+/* A full disk: a 4 MiB tmpfs under the tier (root only; skipped
+ * otherwise). Demotions go on until RocksDB cannot flush its buffer; from
+ * then on the tier reports the failure, naming its folder and the cause,
+ * and no row leaves the hot tier any more (none is dropped). */
+START_TEST(test_full_disk)
+{
+    if (geteuid() != 0) {
+        printf("test_full_disk: skipped (mounting a small tmpfs needs root)\n");
+        return;
+    }
+    char dir[512], cmd[1200];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "full"), 0);
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=4m tmpfs '%s'", dir);
+    if (system(cmd) != 0) {
+        printf("test_full_disk: skipped (no tmpfs mount here)\n");
+        return;
+    }
+    zp_sparse_opts o = base_opts("adam", 64);
+    o.capacity_rows = 256;
+    zp_sparse *t = make(&o);
+    zp_tier *tier = open_tier(dir, "full", t);
+    zp_sparse_set_cold(t, tier);
+    float out[64 * 64];
+    uint64_t ids[64], made = 0;
+    for (uint64_t k = 0; k < 200000 && zp_tier_error(tier) == NULL; k += 64) {
+        for (int i = 0; i < 64; i++)
+            ids[i] = k + (uint64_t)i;
+        zp_sparse_pull(t, ids, 64, 0, out, NULL);
+        made = k + 64;
+    }
+    const char *why = zp_tier_error(tier);
+    ck_assert_msg(why != NULL, "no failure after %llu rows on a 4 MiB disk", (unsigned long long)made);
+    ck_assert_msg(strstr(why, dir) && (strstr(why, "space") || strstr(why, "IO error")), "%s", why);
+    zp_tier_counters c;
+    zp_tier_get_counters(tier, &c);
+    uint64_t hot = counters(t).rows;
+    ck_assert_uint_eq(hot + c.rows, counters(t).created); /* every row is somewhere */
+    for (int i = 0; i < 64; i++)
+        ids[i] = 900000000 + (uint64_t)i;
+    zp_sparse_pull(t, ids, 64, 0, out, NULL); /* new ids get no row: none is evicted */
+    ck_assert_uint_eq(counters(t).rows, hot);
+    zp_sparse_destroy(&t);
+    zp_tier_close(&tier);
+    snprintf(cmd, sizeof cmd, "umount '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("tier");
@@ -315,5 +363,6 @@ int main(void)
     ZT_SPARSE_ADD(s, test_foreign_refused);
     ZT_SPARSE_ADD(s, test_scan_pages);
     ZT_SPARSE_ADD(s, test_checkpoint_restore);
+    ZT_SPARSE_ADD(s, test_full_disk);
     return zt_run_suite(s);
 }

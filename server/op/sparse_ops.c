@@ -237,15 +237,25 @@ static void cold_fetched(zp_fetch *f, void *arg)
     }
     if (zp_fetch_error(f) != NULL) /* the touches read again and stop the tier if it fails */
         zp_warn("table '%s': a cold read failed: %s", t->name, zp_fetch_error(f));
-    zp_fetch_free(&f);
     for (zp_parked *p = t->parked.head; p != NULL; p = p->next)
         if (p->cold_tag == tag)
             p->cold_tag = 0;
+    /* the ids read and found nowhere are new while nothing else runs: the
+     * pulls served now make their rows without reading them again */
+    size_t nabs = 0;
+    uint64_t *abs = zp_alloc((zp_fetch_count(f) + 1) * sizeof(uint64_t));
+    for (size_t i = 0; i < zp_fetch_count(f); i++)
+        if (zp_fetch_absent(f, i))
+            abs[nabs++] = zp_fetch_id(f, i);
+    zp_sparse_hint_absent(t->rows->store, abs, nabs);
+    free(abs);
+    zp_fetch_free(&f);
     zp_parked *p;
     while ((p = zp_parked_take_ready(&t->parked, s, t))) {
         p->path->serve(s, t, p);
         unpark(s, p);
     }
+    zp_sparse_hint_absent(t->rows->store, NULL, 0);
 }
 
 /* Park pull r of tiered t if some of its ids are not hot and the tier

@@ -107,6 +107,8 @@ void zp_sparse_destroy(zp_sparse **tp)
     free(t->cand);
     free(t->cold_rec);
     free(t->pins);
+    free(t->hint);
+    free(t->hint_state);
     free(t);
     *tp = NULL;
 }
@@ -245,21 +247,9 @@ static int install(zp_sparse *t, uint64_t id, uint64_t h, const void *src, rowhd
     return 1;
 }
 
-/* Pin record r (zp_sparse_pinned): eviction passes it over until it is
- * touched. */
-static void pin(zp_sparse *t, uint32_t r)
+void zp_sparse_hint_absent(zp_sparse *t, const uint64_t *ids, size_t n)
 {
-    size_t words = (size_t)(r >> 6) + 1;
-    if (words > t->pin_words) {
-        size_t nw = words < 64 ? 64 : 2 * words;
-        t->pins = zp_alloc_resize(t->pins, nw * sizeof(uint64_t));
-        memset(t->pins + t->pin_words, 0, (nw - t->pin_words) * sizeof(uint64_t));
-        t->pin_words = nw;
-    }
-    if (!zp_sparse_pinned(t, r)) {
-        t->pins[r >> 6] |= (uint64_t)1 << (r & 63);
-        t->npinned++;
-    }
+    zp_pins_hint(t, ids, n);
 }
 
 int zp_sparse_install(zp_sparse *t, uint64_t id, const void *rec)
@@ -272,7 +262,7 @@ int zp_sparse_install(zp_sparse *t, uint64_t id, const void *rec)
         return 0;
     /* pinned until touched, so that the rows made hot for one pull do not
      * evict one another before it is served */
-    pin(t, t->index[zp_rowindex_find(t, id, h)].row);
+    zp_pins_pin(t, t->index[zp_rowindex_find(t, id, h)].row);
     return 1;
 }
 
@@ -281,7 +271,7 @@ bool zp_sparse_pin(zp_sparse *t, uint64_t id)
     int64_t at = zp_rowindex_find(t, id, zp_rowindex_hash(t, id));
     if (at < 0)
         return false;
-    pin(t, t->index[at].row);
+    zp_pins_pin(t, t->index[at].row);
     return true;
 }
 
@@ -323,7 +313,7 @@ static rowhdr *touch(zp_sparse *t, uint64_t id, int64_t clock)
         zp_sparse_unpin(t, t->index[at].row);
         return hd;
     }
-    if (t->cold != NULL) {
+    if (t->cold != NULL && !zp_pins_take_hint(t, id)) {
         int p = promote(t, id, h, clock, &hd);
         if (p != 0)
             return p > 0 ? hd : NULL;

@@ -155,6 +155,13 @@ void zp_sparse_set_cold(zp_sparse *t, struct zp_tier *cold);
  * whether it was made hot. */
 int zp_sparse_install(zp_sparse *t, uint64_t id, const void *rec);
 
+/* The ids[0..n) a read off the loop found in neither tier, with nothing
+ * run on the loop since: each one's next touch creates its row (through
+ * admission) without reading the cold tier again. Valid only until the
+ * loop does something else: zp_sparse_hint_absent(t, NULL, 0) drops
+ * what is left. */
+void zp_sparse_hint_absent(zp_sparse *t, const uint64_t *ids, size_t n);
+
 /* Whether row `id` is in the hot tier (no touch). */
 bool zp_sparse_has(const zp_sparse *t, uint64_t id);
 

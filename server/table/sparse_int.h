@@ -116,6 +116,12 @@ struct zp_sparse {
     uint64_t *pins;
     size_t pin_words;
     uint64_t npinned;
+    /* ids a read off the loop found in neither tier (zp_sparse_hint_absent),
+     * each used by its first touch, which then needs no read: an open-
+     * addressing set, state 0 empty, 1 held, 2 used */
+    uint64_t *hint;
+    unsigned char *hint_state;
+    size_t hint_cap, nhint;
 
     zp_sparse_counters c;
 };
@@ -160,6 +166,14 @@ static inline void zp_sparse_unpin(zp_sparse *t, uint32_t r)
         t->npinned--;
     }
 }
+
+/* pins.c: pin record r (eviction passes it over until it is touched);
+ * hold ids[0..n) as known to be in neither tier (dropping what was held;
+ * n = 0: just drop it); whether id is held (used up: its first touch makes
+ * its row without a read). */
+void zp_pins_pin(zp_sparse *t, uint32_t r);
+void zp_pins_hint(zp_sparse *t, const uint64_t *ids, size_t n);
+bool zp_pins_take_hint(zp_sparse *t, uint64_t id);
 
 /* Would taking one more record need a new chunk? */
 static inline bool zp_sparse_need_chunk(const zp_sparse *t)

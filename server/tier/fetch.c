@@ -19,6 +19,7 @@ struct zp_fetch {
     uint64_t *ids;
     unsigned char *recs;
     bool *found;
+    bool *absent;
     int rc;
     char err[512];
     zp_fetch_done done;
@@ -39,9 +40,12 @@ static void on_loop(uv_work_t *w, int status)
         f->rc = ZEPS_EINTERNAL;
         snprintf(f->err, sizeof f->err, "the read was cancelled (%s)", uv_strerror(status));
     }
-    for (size_t i = 0; i < f->n; i++)
-        if (f->rc != 0 || (f->found[i] && zp_tier_touched(f->tier, f->ids[i])))
+    for (size_t i = 0; i < f->n; i++) {
+        bool touched = zp_tier_touched(f->tier, f->ids[i]);
+        f->absent[i] = f->rc == 0 && !f->found[i] && !touched;
+        if (f->rc != 0 || (f->found[i] && touched))
             f->found[i] = false;
+    }
     zp_tier_read_end(f->tier, f->n);
     f->done(f, f->arg); /* takes f */
 }
@@ -58,6 +62,7 @@ int zp_fetch_start(uv_loop_t *loop, zp_tier *t, const uint64_t *ids, size_t n, u
     memcpy(f->ids, ids, n * sizeof(uint64_t));
     f->recs = zp_alloc(n * f->rec);
     f->found = zp_alloc_zeroed(n, sizeof(bool));
+    f->absent = zp_alloc_zeroed(n, sizeof(bool));
     f->done = done;
     f->arg = arg;
     f->work.data = f;
@@ -90,6 +95,11 @@ const void *zp_fetch_record(const zp_fetch *f, size_t i)
     return f->found[i] ? f->recs + i * f->rec : NULL;
 }
 
+bool zp_fetch_absent(const zp_fetch *f, size_t i)
+{
+    return f->absent[i];
+}
+
 const char *zp_fetch_error(const zp_fetch *f)
 {
     return f->rc != 0 ? f->err : NULL;
@@ -103,6 +113,7 @@ void zp_fetch_free(zp_fetch **fp)
     free(f->ids);
     free(f->recs);
     free(f->found);
+    free(f->absent);
     free(f);
     *fp = NULL;
 }

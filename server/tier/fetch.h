@@ -38,6 +38,10 @@ uint64_t zp_fetch_id(const zp_fetch *f, size_t i);
 /* Id i's record (the tier's record bytes, 8-aligned), or NULL: not in the
  * tier, written meanwhile, or the read failed (zp_fetch_error). */
 const void *zp_fetch_record(const zp_fetch *f, size_t i);
+/* Whether id i is known not to be in the tier: read and not there, and
+ * not written since the read began (so, until the loop next writes it). */
+bool zp_fetch_absent(const zp_fetch *f, size_t i);
+
 /* The read's failure, or NULL. */
 const char *zp_fetch_error(const zp_fetch *f);
 

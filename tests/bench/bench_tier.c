@@ -1,0 +1,296 @@
+/*
+ * bench_tier.c - the cold tier (docs/sparse.md, "Cold tier") beside its
+ * references, in one run on real shards:
+ *
+ *  1. Zipf(1.1) training steps (pull then push of a batch) over N ids on a
+ *     shard holding a tenth of them hot, the rest in RocksDB, against the
+ *     same steps on a shard holding all of them in RAM: rows/s of each,
+ *     their ratio, and the tiered table's hit rate over the steps.
+ *  2. Uniform pulls (nearly all cold) on the tiered shard, against
+ *     RocksDB's own MultiGet of the same ids, in batches of the same size,
+ *     from one thread, on the same database (opened once the shard has
+ *     stopped): rows/s of each and their ratio.
+ *  3. The p99 of pulls of hot ids while another client pulls uniform (cold)
+ *     ids on the same shard, against the same with the cold tier idle.
+ *
+ * Usage: bench_tier [--ids N (2000000)] [--dim D (16)] [--batch B (10000)]
+ *                   [--seconds S (3)]. Needs ZEPS_BINDIR.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rocksdb/c.h>
+
+#include "alloc.h"
+#include "harness.h"
+#include "now.h"
+#include "rng.h"
+#include "scratch.h"
+#include "zeps.h"
+
+static uint64_t N = 2000000, B = 10000;
+static uint32_t D = 16;
+static double SECS = 3;
+
+static uint64_t id_of(uint64_t rank)
+{
+    return zp_rng_mix64(rank + 1);
+}
+
+static uint64_t zipf_rank(zp_rng *r)
+{
+    double u = zp_rng_uniform(r), a = 1.0 - 1.1;
+    uint64_t k = (uint64_t)pow((pow((double)N, a) - 1.0) * u + 1.0, 1.0 / a) - 1;
+    return k >= N ? N - 1 : k;
+}
+
+static zeps_sparse_spec spec(int tier)
+{
+    zeps_sparse_spec s = {.name = "emb", .dim = D, .optimizer = "adagrad", .lr = 0.01,
+                          .init = "uniform", .init_scale = 0.01, .seed = 1, .tier = tier,
+                          .capacity_rows = tier ? N / 10 : 0};
+    return s;
+}
+
+/* Hits and promotions of the table so far (shard 0). */
+static void tier_counts(zeps_client *c, uint64_t *hits, uint64_t *prom)
+{
+    Zeps__ShardStats *st = zt_stats(c, 0);
+    *hits = *prom = 0;
+    for (size_t i = 0; st && i < st->n_tables; i++) {
+        *hits += st->tables[i]->tier_hits;
+        *prom += st->tables[i]->tier_promotions;
+    }
+    if (st)
+        zeps__shard_stats__free_unpacked(st, NULL);
+}
+
+/* Touch all N ids once (rows created; on the tiered shard 90% demoted). */
+static void fill(zeps_client *c, uint32_t t)
+{
+    uint64_t *ids = zp_alloc(B * sizeof(uint64_t));
+    float *rows = zp_alloc(B * D * sizeof(float));
+    for (uint64_t k = 0; k < N; k += B) {
+        size_t n = N - k < B ? N - k : B;
+        for (size_t i = 0; i < n; i++)
+            ids[i] = id_of(k + i);
+        if (zeps_spull(c, t, ids, n, rows, 0) != 0)
+            fprintf(stderr, "fill: %s\n", zeps_last_error(c));
+    }
+    free(ids);
+    free(rows);
+}
+
+/* Steps of a Zipf batch (pull, push) or of a uniform batch (pull only)
+ * for SECS: distinct rows moved per second. */
+static double run(zeps_client *c, uint32_t t, int zipf, int push, uint64_t seed)
+{
+    uint64_t *ids = zp_alloc(B * sizeof(uint64_t));
+    float *rows = zp_alloc(B * D * sizeof(float));
+    zp_rng r;
+    zp_rng_seed(&r, seed, 1, 2);
+    uint64_t moved = 0;
+    double t0 = zp_now_s(), t1;
+    do {
+        for (size_t i = 0; i < B; i++)
+            ids[i] = id_of(zipf ? zipf_rank(&r) : zp_rng_next(&r) % N);
+        zeps_sbatch *b;
+        if (zeps_sbatch_new(c, t, ids, B, &b) != 0 || zeps_sbatch_pull(b, rows, 0) != 0 ||
+            (push && zeps_sbatch_push(b, rows, 0) != 0))
+            fprintf(stderr, "run: %s\n", zeps_last_error(c));
+        moved += zeps_sbatch_unique(b);
+        zeps_sbatch_free(&b);
+        t1 = zp_now_s();
+    } while (t1 - t0 < SECS);
+    free(ids);
+    free(rows);
+    return (double)moved / (t1 - t0);
+}
+
+/* Part 3: a client pulling uniform ids until told to stop. */
+typedef struct cold_load {
+    const zt_cluster *cl;
+    atomic_int stop;
+} cold_load;
+
+static void *cold_puller(void *arg)
+{
+    cold_load *L = arg;
+    zeps_client *c = zt_client(L->cl, 1);
+    uint32_t t;
+    zeps_sparse_spec s = spec(1);
+    zeps_declare_sparse(c, &s, &t);
+    zp_rng r;
+    zp_rng_seed(&r, 77, 0, 0);
+    uint64_t ids[1000];
+    static float rows[1000 * 64];
+    while (!atomic_load(&L->stop)) {
+        for (size_t i = 0; i < 1000; i++)
+            ids[i] = id_of(zp_rng_next(&r) % N);
+        zeps_spull(c, t, ids, 1000, rows, 0);
+    }
+    zeps_client_destroy(&c);
+    return NULL;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* p99 in us of pulls of 100 of the hottest ids, for SECS. */
+static double hot_p99(zeps_client *c, uint32_t t)
+{
+    size_t cap = 1 << 20, n = 0;
+    double *lat = zp_alloc(cap * sizeof(double));
+    uint64_t ids[100];
+    float rows[100 * 64];
+    for (size_t i = 0; i < 100; i++)
+        ids[i] = id_of(i);
+    double t0 = zp_now_s(), t1;
+    do {
+        double a = zp_now_s();
+        zeps_spull(c, t, ids, 100, rows, 0);
+        t1 = zp_now_s();
+        if (n < cap)
+            lat[n++] = (t1 - a) * 1e6;
+    } while (t1 - t0 < SECS);
+    qsort(lat, n, sizeof(double), cmp_d);
+    double p = lat[(size_t)(0.99 * (double)(n - 1))];
+    free(lat);
+    return p;
+}
+
+/* RocksDB's own MultiGet over uniform ids of the tier in `path`, batches
+ * of B, one thread, for SECS: rows/s. */
+static double multiget_ceiling(const char *path)
+{
+    rocksdb_options_t *o = rocksdb_options_create();
+    rocksdb_block_based_table_options_t *bo = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_filter_policy(bo, rocksdb_filterpolicy_create_bloom(10));
+    rocksdb_cache_t *cache = rocksdb_cache_create_lru((size_t)8 << 20);
+    rocksdb_block_based_options_set_block_cache(bo, cache);
+    rocksdb_options_set_block_based_table_factory(o, bo);
+    char *err = NULL;
+    rocksdb_t *db = rocksdb_open_for_read_only(o, path, 0, &err);
+    if (err) {
+        fprintf(stderr, "multiget: %s\n", err);
+        return 0;
+    }
+    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
+    char (*keys)[8] = zp_alloc(B * 8);
+    const char **kl = zp_alloc(B * sizeof(char *));
+    size_t *ks = zp_alloc(B * sizeof(size_t)), *vs = zp_alloc(B * sizeof(size_t));
+    char **vl = zp_alloc(B * sizeof(char *)), **errs = zp_alloc(B * sizeof(char *));
+    zp_rng r;
+    zp_rng_seed(&r, 5, 0, 0);
+    uint64_t found = 0;
+    double t0 = zp_now_s(), t1;
+    do {
+        for (size_t i = 0; i < B; i++) {
+            uint64_t id = id_of(zp_rng_next(&r) % N);
+            for (int j = 0; j < 8; j++)
+                keys[i][j] = (char)(id >> (56 - 8 * j));
+            kl[i] = keys[i];
+            ks[i] = 8;
+        }
+        for (size_t at = 0; at < B; at += 256) { /* the batches the tier's store reads */
+            size_t k = B - at < 256 ? B - at : 256;
+            rocksdb_multi_get(db, ro, k, kl + at, ks + at, vl + at, vs + at, errs + at);
+        }
+        for (size_t i = 0; i < B; i++) {
+            found += vl[i] != NULL;
+            rocksdb_free(vl[i]);
+        }
+        t1 = zp_now_s();
+    } while (t1 - t0 < SECS);
+    rocksdb_close(db);
+    rocksdb_readoptions_destroy(ro);
+    rocksdb_options_destroy(o);
+    rocksdb_block_based_options_destroy(bo);
+    rocksdb_cache_destroy(cache);
+    free(keys), free(kl), free(ks), free(vs), free(vl), free(errs);
+    return (double)found / (t1 - t0);
+}
+
+static void parse(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--ids") == 0)
+            N = strtoull(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--dim") == 0)
+            D = (uint32_t)atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--batch") == 0)
+            B = strtoull(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--seconds") == 0)
+            SECS = atof(argv[i + 1]);
+    }
+    if (D > 64 || N < 1000 || B < 1 || B > N) {
+        fprintf(stderr, "bench_tier: --dim <= 64, --ids >= 1000, 1 <= --batch <= --ids\n");
+        exit(2);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    parse(argc, argv);
+    char dir[512], extra[800];
+    zt_scratch_begin();
+    zt_scratch_dir(dir, sizeof dir, "bench-tier");
+    snprintf(extra, sizeof extra, "  tier_dir = \"%s\"; max_message_mb = 512;", dir);
+    zt_cluster tc, rc;
+    if (zt_cluster_start(&tc, 1, 2, "async", extra, NULL) != 0 ||
+        zt_cluster_start(&rc, 1, 2, "async", "  max_message_mb = 512;", NULL) != 0) {
+        fprintf(stderr, "bench_tier: cannot start the shards (is ZEPS_BINDIR set?)\n");
+        return 1;
+    }
+    zeps_client *ct = zt_client(&tc, 0), *cr = zt_client(&rc, 0);
+    zeps_sparse_spec st = spec(1), sr = spec(0);
+    uint32_t tt, tr;
+    zeps_declare_sparse(ct, &st, &tt);
+    zeps_declare_sparse(cr, &sr, &tr);
+    double f0 = zp_now_s();
+    fill(ct, tt);
+    double f1 = zp_now_s();
+    fill(cr, tr);
+    printf("ids %llu, dim %u (adagrad), batch %llu, hot budget %llu rows; filled in %.1f s "
+           "(tiered) and %.1f s (RAM)\n",
+           (unsigned long long)N, D, (unsigned long long)B, (unsigned long long)(N / 10), f1 - f0,
+           zp_now_s() - f1);
+    uint64_t h0, p0, h1, p1;
+    tier_counts(ct, &h0, &p0);
+    double zt = run(ct, tt, 1, 1, 9), zr = run(cr, tr, 1, 1, 9);
+    tier_counts(ct, &h1, &p1);
+    double hit = (double)(h1 - h0) / (double)(h1 - h0 + p1 - p0);
+    printf("1. Zipf(1.1) pull+push: tiered %.0f rows/s, all in RAM %.0f rows/s, ratio %.2f "
+           "(bar 0.5); hit rate %.4f\n",
+           zt, zr, zt / zr, hit);
+    double ut = run(ct, tt, 0, 0, 11);
+    double idle = hot_p99(ct, tt);
+    cold_load L = {.cl = &tc};
+    pthread_t th;
+    pthread_create(&th, NULL, cold_puller, &L);
+    double busy = hot_p99(ct, tt);
+    atomic_store(&L.stop, 1);
+    pthread_join(th, NULL);
+    printf("3. hot pulls (100 ids) p99: cold tier idle %.0f us, while another client pulls "
+           "uniform ids %.0f us, ratio %.2f (bar 2)\n",
+           idle, busy, busy / idle);
+    zeps_client_destroy(&ct);
+    zeps_client_destroy(&cr);
+    zt_cluster_stop(&tc);
+    zt_cluster_stop(&rc);
+    char path[700];
+    snprintf(path, sizeof path, "%s/tier-emb-shard-0", dir);
+    double mg = multiget_ceiling(path);
+    printf("2. uniform pulls: tiered %.0f rows/s, RocksDB MultiGet on the same data %.0f rows/s, "
+           "ratio %.2f (bar 0.7)\n",
+           ut, mg, ut / mg);
+    zt_scratch_end();
+    return 0;
+}

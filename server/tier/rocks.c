@@ -14,7 +14,11 @@
  *   - a bloom filter of 10 bits per key: most misses of a pull are new
  *     ids, which the filter answers without reading a block;
  *   - a small block cache (8 MiB) and write buffer (16 MiB): the hot tier
- *     is the cache; what RocksDB holds counts against the shard's memory.
+ *     is the cache; what RocksDB holds counts against the shard's memory;
+ *   - the write buffer hashed by id (ids are the whole key): a demotion, a
+ *     promotion's delete and a read are point operations, where the default
+ *     skiplist spent most of a shard's time finding its place; iterations
+ *     (SCAN, restore) ask for the total order.
  * Threading: RocksDB's own background threads flush and compact; calls
  * come from one thread at a time.
  */
@@ -35,10 +39,12 @@ struct zp_cold {
     rocksdb_cache_t *cache;
     rocksdb_writeoptions_t *wo;
     rocksdb_readoptions_t *ro;
+    rocksdb_readoptions_t *scan; /* iterations: in id order over the hashed write buffer */
 };
 
 #define CACHE_BYTES  ((size_t)8 << 20)
 #define BUFFER_BYTES ((size_t)16 << 20)
+#define HASH_BUCKETS ((size_t)1 << 17) /* about the rows a write buffer holds */
 
 static void key_of(uint64_t id, char k[8])
 {
@@ -70,6 +76,11 @@ static rocksdb_options_t *make_opts(zp_cold *c)
     rocksdb_options_set_write_buffer_size(o, BUFFER_BYTES);
     rocksdb_options_set_max_background_jobs(o, 2);
     rocksdb_options_set_keep_log_file_num(o, 2);
+    /* the write buffer as a hash of ids (each bucket a short skiplist):
+     * every demotion, promotion and miss is a point operation on it */
+    rocksdb_options_set_prefix_extractor(o, rocksdb_slicetransform_create_fixed_prefix(8));
+    rocksdb_options_set_hash_skip_list_rep(o, HASH_BUCKETS, 4, 4);
+    rocksdb_options_set_allow_concurrent_memtable_write(o, 0); /* one writer: the loop */
     if (c != NULL) {
         c->table = rocksdb_block_based_options_create();
         rocksdb_block_based_options_set_filter_policy(c->table,
@@ -90,6 +101,7 @@ static void rocks_close(zp_cold **cp)
         rocksdb_close(c->db);
     rocksdb_writeoptions_destroy(c->wo);
     rocksdb_readoptions_destroy(c->ro);
+    rocksdb_readoptions_destroy(c->scan);
     rocksdb_options_destroy(c->opts);
     rocksdb_block_based_options_destroy(c->table);
     rocksdb_cache_destroy(c->cache);
@@ -104,6 +116,8 @@ static int rocks_open(zp_cold **out, const char *path, char *err, size_t errlen)
     c->wo = rocksdb_writeoptions_create();
     rocksdb_writeoptions_disable_WAL(c->wo, 1);
     c->ro = rocksdb_readoptions_create();
+    c->scan = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_total_order_seek(c->scan, 1);
     char *rerr = NULL;
     c->db = rocksdb_open(c->opts, path, &rerr);
     if (rerr != NULL) {
@@ -197,7 +211,7 @@ static int rocks_iter_next(zp_cold *c, void **it, uint64_t *id, const void **val
 {
     rocksdb_iterator_t *i = *it;
     if (i == NULL) {
-        i = rocksdb_create_iterator(c->db, c->ro);
+        i = rocksdb_create_iterator(c->db, c->scan);
         rocksdb_iter_seek_to_first(i);
         *it = i;
     } else {

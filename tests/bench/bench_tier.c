@@ -218,6 +218,21 @@ static double multiget_ceiling(const char *path)
     return (double)found / (t1 - t0);
 }
 
+/* Resident MiB of process pid (VmRSS), 0 if unknown. */
+static double rss_mib(pid_t pid)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    double kb = 0;
+    while (f != NULL && fgets(line, sizeof line, f))
+        if (strncmp(line, "VmRSS:", 6) == 0)
+            kb = atof(line + 6);
+    if (f != NULL)
+        fclose(f);
+    return kb / 1024.0;
+}
+
 static void parse(int argc, char **argv)
 {
     for (int i = 1; i + 1 < argc; i += 2) {
@@ -252,8 +267,10 @@ int main(int argc, char **argv)
     zeps_client *ct = zt_client(&tc, 0), *cr = zt_client(&rc, 0);
     zeps_sparse_spec st = spec(1), sr = spec(0);
     uint32_t tt, tr;
-    zeps_declare_sparse(ct, &st, &tt);
-    zeps_declare_sparse(cr, &sr, &tr);
+    if (zeps_declare_sparse(ct, &st, &tt) != 0 || zeps_declare_sparse(cr, &sr, &tr) != 0) {
+        fprintf(stderr, "bench_tier: DECLARE: %s %s\n", zeps_last_error(ct), zeps_last_error(cr));
+        return 1;
+    }
     double f0 = zp_now_s();
     fill(ct, tt);
     double f1 = zp_now_s();
@@ -270,6 +287,8 @@ int main(int argc, char **argv)
     printf("1. Zipf(1.1) pull+push: tiered %.0f rows/s, all in RAM %.0f rows/s, ratio %.2f "
            "(bar 0.5); hit rate %.4f\n",
            zt, zr, zt / zr, hit);
+    printf("   shard RSS: tiered %.0f MiB, all in RAM %.0f MiB\n", rss_mib(tc.pids[0]),
+           rss_mib(rc.pids[0]));
     double ut = run(ct, tt, 0, 0, 11);
     double idle = hot_p99(ct, tt);
     cold_load L = {.cl = &tc};

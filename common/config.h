@@ -192,6 +192,8 @@ typedef struct zp_config {
     double ctr_emb_init;           /* "emb_init": embeddings start N(0, s^2), default 0.01 */
     double ctr_l1, ctr_l2;         /* "l1" (ftrl), "l2": sparse regularisation, default 0 */
     int ctr_max_test_examples;     /* "max_test_examples": 0 = all */
+    uint64_t ctr_hot_rows;         /* "hot_rows": ctr_rows per shard kept hot; 0 = all */
+    bool ctr_tier;                 /* "tier": rows past hot_rows go to the cold tier (tier_dir) */
     char pull_codec[16];           /* none | fp16 | bf16 | int8 | sign | topk; default none */
     bool pull_views;               /* dense models read plain pulls where they were received
                                       (zeps_pull_view_start); default true */

@@ -113,6 +113,9 @@ static const key_spec ctr_keys[] = {
     {.name = "l2", .kind = K_FLOAT, .off = FIELD(ctr_l2), .fmin = 0, .fmax = 1000},
     {.name = "max_test_examples", .kind = K_INT, .off = FIELD(ctr_max_test_examples), .imin = 0,
      .imax = INT_MAX},
+    {.name = "hot_rows", .kind = K_UINT64, .off = FIELD(ctr_hot_rows), .imin = 0,
+     .imax = 1LL << 31},
+    {.name = "tier", .kind = K_BOOL, .off = FIELD(ctr_tier)},
 };
 
 static const section_spec ctr_group = {

@@ -158,6 +158,8 @@ static int tables(const zp_model *m, zp_table_def *defs)
         .lead_cols = 1, /* the linear weight */
         .lead_lr = cfg->ctr_sparse_lr,
         .lead_init = "zeros",
+        .capacity_rows = cfg->ctr_hot_rows, /* lru past it: dropped, or cold with tier */
+        .tier = cfg->ctr_tier,
     };
     defs[T_ROWS] =
         (zp_table_def){.name = "ctr_rows", .init = "normal", .dim = 1 + m->dim, .sparse = rows};

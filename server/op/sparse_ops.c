@@ -230,7 +230,8 @@ static void cold_fetched(zp_fetch *f, void *arg)
     zp_server *s = arg;
     uint64_t tag = zp_fetch_tag(f);
     zp_table *t = s->tables[tag >> TAG_SHIFT];
-    for (size_t i = 0; i < zp_fetch_count(f); i++) {
+    bool stale = (tag & ((1ull << TAG_SHIFT) - 1)) <= (t->rows->fetch_floor & ((1ull << TAG_SHIFT) - 1));
+    for (size_t i = 0; i < zp_fetch_count(f) && !stale; i++) {
         const void *rec = zp_fetch_record(f, i);
         if (rec != NULL)
             zp_sparse_install(t->rows->store, zp_fetch_id(f, i), rec);
@@ -244,7 +245,7 @@ static void cold_fetched(zp_fetch *f, void *arg)
      * pulls served now make their rows without reading them again */
     size_t nabs = 0;
     uint64_t *abs = zp_alloc((zp_fetch_count(f) + 1) * sizeof(uint64_t));
-    for (size_t i = 0; i < zp_fetch_count(f); i++)
+    for (size_t i = 0; i < zp_fetch_count(f) && !stale; i++)
         if (zp_fetch_absent(f, i))
             abs[nabs++] = zp_fetch_id(f, i);
     zp_sparse_hint_absent(t->rows->store, abs, nabs);

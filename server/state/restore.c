@@ -279,8 +279,13 @@ int zp_restore_rollback(zp_server *s, int64_t clock, uint64_t setid, uint64_t re
     }
     zp_snapshot *snap = NULL;
     int rc = rollback_read(s, clock, setid, &snap, err, errlen);
-    for (uint32_t i = 0; i < s->ntables && rc == 0; i++)
-        rc = zp_table_reset(s->tables[i], &snap->tables[i], err, errlen);
+    for (uint32_t i = 0; i < s->ntables && rc == 0; i++) {
+        zp_table *t = s->tables[i];
+        rc = zp_table_reset(t, &snap->tables[i], err, errlen);
+        if (rc == 0 && t->rows && t->rows->spec->tier) /* and its cold rows, from the set */
+            rc = zp_tiered_rollback(t->rows, s->cfg.tier_dir, s->cfg.snapshot_dir, setid, t->name,
+                                    s->shard, s->nshards, err, errlen);
+    }
     if (rc != 0) {
         if (snap)
             zp_snapshot_free(&snap);

@@ -572,12 +572,10 @@ static bool rows_fits(const zp_table *t, const zp_snap_table *st)
     return st->kind == ZP_TABLE_SPARSE && st->begin == t->begin && st->end == t->end;
 }
 
-/* Rollback: a fresh store from the record replaces the live one. */
+/* Rollback: a fresh store from the record replaces the live one (its hot
+ * rows; a cold tier is the caller's to put back: tiered.h). */
 static int rows_reset(zp_table *t, const zp_snap_table *st, char *err, size_t errlen)
 {
-    if (t->rows->tier != NULL) /* its cold rows are not in the record */
-        return zp_errors_set(err, errlen, ZEPS_ESTATE,
-                             "table '%s' has a cold tier: it cannot be rolled back", t->name);
     Zeps__TableSpec *spec = NULL; /* set on success; gcc -O3 cannot tell */
     int rc = rows_snap_spec(st, &spec, err, errlen);
     if (rc != 0)

@@ -47,6 +47,7 @@ typedef struct zp_rows {
     zp_rround held;  /* bsp: the pushes of the clocks not closed yet (rround.c) */
     struct zp_tier *tier; /* the cold tier (tiered.c opens it), or NULL; owned */
     uint64_t fetches;     /* cold reads started off the loop (op/sparse_ops.c) */
+    uint64_t fetch_floor; /* ... those up to this one read a tier since replaced (rollback) */
     uint64_t cold_parked; /* pulls that waited for one */
 } zp_rows;
 

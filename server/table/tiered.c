@@ -92,7 +92,18 @@ int zp_tiered_restore(zp_rows *r, const char *tier_dir, const char *snapdir, uin
 
 const char *zp_tiered_error(const zp_rows *r)
 {
+    if (r->tier == NULL && r->spec != NULL && r->spec->tier)
+        return "its cold tier is not open (a rollback could not restore it)";
     return r->tier ? zp_tier_error(r->tier) : NULL;
+}
+
+int zp_tiered_rollback(zp_rows *r, const char *tier_dir, const char *snapdir, uint64_t setid,
+                       const char *table, int shard, int nshards, char *err, size_t errlen)
+{
+    r->fetch_floor = r->fetches;
+    zp_sparse_set_cold(r->store, NULL);
+    zp_tier_close(&r->tier);
+    return zp_tiered_restore(r, tier_dir, snapdir, setid, table, shard, nshards, err, errlen);
 }
 
 uint64_t zp_tiered_cold_rows(const zp_rows *r)

@@ -45,7 +45,15 @@ int zp_tiered_checkpoint(zp_rows *r, const char *snapdir, uint64_t setid, const 
 int zp_tiered_restore(zp_rows *r, const char *tier_dir, const char *snapdir, uint64_t setid,
                       const char *table, int shard, int nshards, char *err, size_t errlen);
 
-/* The failure that stopped r's cold tier, or NULL (also with no tier). */
+/* After a rollback of r's hot rows to set `setid` (zp_table_reset): its
+ * cold tier too, from the set's checkpoint; reads in flight of the tier
+ * replaced are not used. 0 or as zp_tiered_restore; on failure r has no
+ * tier and refuses requests (zp_tiered_error). */
+int zp_tiered_rollback(zp_rows *r, const char *tier_dir, const char *snapdir, uint64_t setid,
+                       const char *table, int shard, int nshards, char *err, size_t errlen);
+
+/* The failure that stopped r's cold tier, or NULL (also without one);
+ * a table declared with tier whose tier is not open has failed too. */
 const char *zp_tiered_error(const zp_rows *r);
 
 /* Rows in r's cold tier now (0 without one). */

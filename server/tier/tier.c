@@ -8,6 +8,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +34,9 @@ struct zp_tier {
     char error[1600]; /* the first failure ("" while none) */
     void *it;        /* zp_tier_scan's iteration, and its position */
     uint64_t it_pos;
-    unsigned reads;  /* reads of other threads in flight (fetch.c) */
+    unsigned reads;  /* reads of other threads in flight (fetch.c), counted on the loop */
+    atomic_int active;  /* ... of those, reading the store now (pool threads) */
+    atomic_bool closed; /* the store is closed; the struct waits for reads to end */
     uint64_t *noted; /* ids written or deleted meanwhile: an open-addressing set */
     bool *used;
     size_t ncap, nnoted;
@@ -285,16 +289,28 @@ int zp_tier_checkpoint(zp_tier *t, const char *dir, char *err, size_t errlen)
     return 0;
 }
 
+static void tier_free(zp_tier *t)
+{
+    free(t->noted);
+    free(t->used);
+    free(t);
+}
+
+/* The store closes once no pool thread reads it (a MultiGet: they end by
+ * themselves); the struct is freed when the last read in flight has come
+ * back to the loop (zp_tier_read_end), whose callback finds it closed. */
 void zp_tier_close(zp_tier **tp)
 {
     if (tp == NULL || *tp == NULL)
         return;
     zp_tier *t = *tp;
+    atomic_store(&t->closed, true);
+    while (atomic_load(&t->active) > 0)
+        sched_yield();
     t->ops->iter_free(t->db, &t->it);
     t->ops->close(&t->db);
-    free(t->noted);
-    free(t->used);
-    free(t);
+    if (t->reads == 0)
+        tier_free(t);
     *tp = NULL;
 }
 
@@ -376,7 +392,11 @@ void zp_tier_read_begin(zp_tier *t)
 void zp_tier_read_end(zp_tier *t, size_t ids)
 {
     t->c.fetched += ids;
-    if (--t->reads == 0 && t->nnoted > 0) {
+    if (--t->reads == 0 && atomic_load(&t->closed)) {
+        tier_free(t);
+        return;
+    }
+    if (t->reads == 0 && t->nnoted > 0) {
         memset(t->used, 0, t->ncap * sizeof(bool));
         t->nnoted = 0;
     }
@@ -396,7 +416,12 @@ bool zp_tier_touched(const zp_tier *t, uint64_t id)
 int zp_tier_read_many(zp_tier *t, const uint64_t *ids, size_t n, void *recs, bool *found,
                       char *err, size_t errlen)
 {
-    return t->ops->get_many(t->db, ids, n, recs, t->rec, found, err, errlen);
+    atomic_fetch_add(&t->active, 1);
+    int rc = atomic_load(&t->closed)
+                 ? zp_errors_set(err, errlen, ZEPS_ECLOSED, "the cold tier was closed")
+                 : t->ops->get_many(t->db, ids, n, recs, t->rec, found, err, errlen);
+    atomic_fetch_sub(&t->active, 1);
+    return rc;
 }
 
 size_t zp_tier_record_bytes(const zp_tier *t)

@@ -70,6 +70,10 @@ int zp_tier_dir_check(const char *dir, char *err, size_t errlen);
  * (a folder of something else, another table's tier) or ZEPS_EIO (the
  * store), with the path in err. */
 int zp_tier_open(zp_tier **out, const zp_tier_where *w, char *err, size_t errlen);
+
+/* Close the tier (waiting for reads on other threads to finish); reads
+ * still to come back to the loop find it closed (their rows are not
+ * used), and the last frees it. *tp NULL afterwards. */
 void zp_tier_close(zp_tier **tp);
 
 /* The tier's path (for messages). */

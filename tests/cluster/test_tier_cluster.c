@@ -301,6 +301,82 @@ START_TEST(test_crash_restores_both_tiers)
 }
 END_TEST
 
+/* The reference state after clock 8 (8 steps all in RAM) into want/wn/wrec. */
+static void reference_8(uint8_t **want, uint64_t *wn, uint64_t *wrec)
+{
+    zt_cluster ram;
+    ck_assert_int_eq(zt_cluster_start(&ram, 2, 1, "bsp", NULL, NULL), 0);
+    zeps_client *c = zt_client(&ram, 0);
+    zeps_sparse_spec se = spec("emb", "adagrad", 9, 0), sf = spec("lin", "adam", 3, 0);
+    uint32_t e, f;
+    ck_assert_int_eq(zeps_declare_sparse(c, &se, &e), 0);
+    ck_assert_int_eq(zeps_declare_sparse(c, &sf, &f), 0);
+    float *trace = malloc(sizeof(float) * 8 * BATCH * 12);
+    train(c, e, f, trace, 8);
+    free(trace);
+    zeps_client_destroy(&c);
+    read_tables(&ram, 0, want, wn, wrec);
+    ck_assert_int_eq(zt_cluster_stop(&ram), 0);
+}
+
+/* One shard SIGKILLed and restarted while the other runs on: the worker's
+ * rollback sends the running shard's tiered tables, hot and cold, back to
+ * the cut after clock 8 too (its tier replaced by the set's checkpoint). */
+START_TEST(test_rollback_one_shard)
+{
+    char dir[512], extra[1400];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "rollback"), 0);
+    snprintf(extra, sizeof extra,
+             "  tier_dir = \"%s\"; snapshot_dir = \"@DIR@/snap\"; snapshot_every_clocks = 4;\n"
+             "  snapshot_on_exit = false;",
+             dir);
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", extra, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    zeps_sparse_spec se = spec("emb", "adagrad", 9, 1), sf = spec("lin", "adam", 3, 1);
+    uint32_t e, f;
+    ck_assert_msg(zeps_declare_sparse(c, &se, &e) == 0, "%s", zeps_last_error(c));
+    ck_assert_msg(zeps_declare_sparse(c, &sf, &f) == 0, "%s", zeps_last_error(c));
+    float *trace = malloc(sizeof(float) * 11 * BATCH * 12);
+    train(c, e, f, trace, 11);
+    free(trace);
+    const char *done = "snapshot set 0000000000000008 (every clocks, clock 8) written";
+    for (int i = 0; i < 200 && !(zt_log_has(&cl, 0, done) && zt_log_has(&cl, 1, done)); i++) {
+        struct timespec ts = {0, 50000000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert(zt_log_has(&cl, 0, done) && zt_log_has(&cl, 1, done));
+    zt_server_kill(&cl, 0, SIGKILL);
+    ck_assert_int_eq(zt_server_start(&cl, 0), 0);
+    uint64_t ids[BATCH];
+    static float rows[BATCH * 9];
+    uint64_t x = 5;
+    draw(&x, ids);
+    ck_assert_int_eq(zeps_spull(c, e, ids, BATCH, rows, 11), ZEPS_ERESTARTED);
+    ck_assert_int_eq(zeps_resume_clock(c), 8);
+    ck_assert_msg(zeps_rollback(c, 8) == 0, "%s", zeps_last_error(c));
+    ck_assert(zt_wait_log(&cl, 1, "rolled back to snapshot set 0000000000000008"));
+    ck_assert(zt_log_has(&cl, 1, "rows restored from"));
+    uint8_t *got[2], *want[2];
+    uint64_t n[2], rec[2], wn[2], wrec[2];
+    n[0] = all_rows(c, e, 9, &got[0], &rec[0]);
+    n[1] = all_rows(c, f, 3, &got[1], &rec[1]);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+    reference_8(want, wn, wrec);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_uint_eq(n[k], wn[k]);
+        for (uint64_t i = 0; i < n[k]; i++)
+            ck_assert_msg(memcmp(got[k] + i * rec[k], want[k] + i * rec[k], (size_t)rec[k]) == 0,
+                          "table %d: row %llu after the rollback differs from the state after "
+                          "clock 8",
+                          k, (unsigned long long)i);
+        free(got[k]);
+        free(want[k]);
+    }
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     /* tier asked of shards without tier_dir */
@@ -344,6 +420,7 @@ int main(void)
     tcase_add_test(tc, test_exact_against_ram);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_crash_restores_both_tiers);
+    tcase_add_test(tc, test_rollback_one_shard);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

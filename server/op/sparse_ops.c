@@ -21,16 +21,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "codec.h"
 #include "errors.h"
-#include "alloc.h"
+#include "fetch.h"
 #include "finite.h"
 #include "log.h"
 #include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "sparse_hash.h"
-#include "fetch.h"
 #include "tiered.h"
 #include "zeps_errors.h"
 
@@ -230,7 +230,8 @@ static void cold_fetched(zp_fetch *f, void *arg)
     zp_server *s = arg;
     uint64_t tag = zp_fetch_tag(f);
     zp_table *t = s->tables[tag >> TAG_SHIFT];
-    bool stale = (tag & ((1ull << TAG_SHIFT) - 1)) <= (t->rows->fetch_floor & ((1ull << TAG_SHIFT) - 1));
+    bool stale =
+        (tag & ((1ull << TAG_SHIFT) - 1)) <= (t->rows->fetch_floor & ((1ull << TAG_SHIFT) - 1));
     for (size_t i = 0; i < zp_fetch_count(f) && !stale; i++) {
         const void *rec = zp_fetch_record(f, i);
         if (rec != NULL)
@@ -273,13 +274,15 @@ static bool park_cold(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, co
         if (!zp_sparse_pin(t->rows->store, ids[i]))
             miss[k++] = ids[i];
     const Zeps__Header *h = r->h;
-    uint64_t tag = (uint64_t)t->id << TAG_SHIFT | ((t->rows->fetches + 1) & ((1ull << TAG_SHIFT) - 1));
+    uint64_t tag =
+        (uint64_t)t->id << TAG_SHIFT | ((t->rows->fetches + 1) & ((1ull << TAG_SHIFT) - 1));
     int rc = k == 0 ? -1 : zp_request_may_park(s, r, w);
     if (rc == 0) /* libuv refusing the work leaves the reads to the loop */
         rc = zp_fetch_start(&s->loop, t->rows->tier, miss, k, tag, cold_fetched, s) == 0 ? 0 : -1;
     free(miss);
-    if (rc != 0) /* all hot, or no fetch: served as usual */
-        return k > 0 && w->parked >= ZP_PARKED_MAX; /* ... unless refused (replied) */
+    /* all hot, or no fetch: served as usual, unless refused (replied) */
+    if (rc != 0)
+        return k > 0 && w->parked >= ZP_PARKED_MAX;
     t->rows->fetches++;
     t->rows->cold_parked++;
     zp_workers_record(w, h->seq);

@@ -72,10 +72,10 @@ static int checkpoint_tiers(const zp_server *s, uint64_t setid, char *err, size_
 {
     for (uint32_t i = 0; i < s->ntables; i++) {
         zp_table *t = s->tables[i];
-        int rc = t->rows && t->rows->tier ? zp_tiered_checkpoint(t->rows, s->cfg.snapshot_dir,
-                                                                 setid, t->name, s->shard,
-                                                                 s->nshards, err, errlen)
-                                          : 0;
+        int rc = t->rows && t->rows->tier
+                     ? zp_tiered_checkpoint(t->rows, s->cfg.snapshot_dir, setid, t->name, s->shard,
+                                            s->nshards, err, errlen)
+                     : 0;
         if (rc != 0)
             return rc;
     }

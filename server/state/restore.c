@@ -56,10 +56,11 @@ static int restore_table(zp_server *s, const zp_snap_table *st, uint64_t setid, 
     int rc = zp_table_from_snap(&t, s->ntables, st, s->shard, s->nshards, s->nworkers, err, errlen);
     if (rc == 0 && t->rows && t->rows->spec->tier)
         rc = setid == UINT64_MAX
-                 ? zp_errors_set(err, errlen, ZEPS_EDATA, "table '%s' has a cold tier: it is "
-                                 "not transferred to a replica", t->name)
-                 : zp_tiered_restore(t->rows, s->cfg.tier_dir, s->cfg.snapshot_dir, setid,
-                                     t->name, s->shard, s->nshards, err, errlen);
+                 ? zp_errors_set(err, errlen, ZEPS_EDATA,
+                                 "table '%s' has a cold tier: it is not transferred to a replica",
+                                 t->name)
+                 : zp_tiered_restore(t->rows, s->cfg.tier_dir, s->cfg.snapshot_dir, setid, t->name,
+                                     s->shard, s->nshards, err, errlen);
     if (rc != 0) {
         zp_table_destroy(&t);
         return rc;

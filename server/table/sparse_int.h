@@ -109,7 +109,7 @@ struct zp_sparse {
     int64_t last_scan; /* ... and the clock of the last one (a cold row's TTL) */
     bool scanned;
 
-    struct zp_tier *cold;   /* borrowed: the table's cold tier (tier/tier.h), or NULL */
+    struct zp_tier *cold;    /* borrowed: the table's cold tier (tier/tier.h), or NULL */
     unsigned char *cold_rec; /* one record read from it */
     /* rows made hot for a pull that waits for them (zp_sparse_install), not
      * touched yet: eviction passes them over while it can (1 bit per record) */

@@ -22,7 +22,7 @@ static int check(int code, const char *field, double x, int ok, const char *rang
     if (isfinite(x) && ok)
         return 0;
     return zp_errors_set(err, errlen, code, "sparse table: %s = %g must be %s", field, x,
-                     isfinite(x) ? range : "finite");
+                         isfinite(x) ? range : "finite");
 }
 
 /* Records per chunk as a power of two: about CHUNK_TARGET_BYTES (or 1/16 of a
@@ -79,7 +79,7 @@ int zp_sparse_opts_check(const zp_sparse_opts *o, const zp_optim_ops **optim, ch
         zp_optim_names(ZP_OPTIM_ROW, known, sizeof known);
         *optim = NULL;
         return zp_errors_set(err, errlen, O, "sparse table: optimizer = '%s' unknown (known: %s)",
-                         o->optimizer ? o->optimizer : "(null)", known);
+                             o->optimizer ? o->optimizer : "(null)", known);
     }
     if ((rc = check(O, "lr", o->lr, o->lr > 0, "> 0", err, errlen)) ||
         (rc = check(O, "weight_decay", o->weight_decay, o->weight_decay >= 0, ">= 0", err,
@@ -104,15 +104,16 @@ int zp_sparse_opts_check(const zp_sparse_opts *o, const zp_optim_ops **optim, ch
         return rc;
     if (o->admit_count > UINT16_MAX)
         return zp_errors_set(err, errlen, I, "sparse table: admit_count = %u must be at most %u",
-                         o->admit_count, (unsigned)UINT16_MAX);
+                             o->admit_count, (unsigned)UINT16_MAX);
     if (o->capacity_rows > MAX_ROWS)
-        return zp_errors_set(err, errlen, I, "sparse table: capacity_rows = %llu must be at most %llu",
-                         (unsigned long long)o->capacity_rows, (unsigned long long)MAX_ROWS);
+        return zp_errors_set(err, errlen, I,
+                             "sparse table: capacity_rows = %llu must be at most %llu",
+                             (unsigned long long)o->capacity_rows, (unsigned long long)MAX_ROWS);
     if ((unsigned)o->evict > ZP_EVICT_LFU)
         return zp_errors_set(err, errlen, I, "sparse table: evict = %d unknown", (int)o->evict);
     if (o->ttl_clocks > INT64_MAX)
         return zp_errors_set(err, errlen, I, "sparse table: ttl_clocks = %llu too large",
-                         (unsigned long long)o->ttl_clocks);
+                             (unsigned long long)o->ttl_clocks);
     if (o->memory_budget != 0) {
         size_t rec = zp_sparse_opts_rec_bytes(o->dim, (*optim)->state_per_param);
         uint64_t fixed = zp_admit_sketch_bytes(o->admit_count) +
@@ -120,9 +121,9 @@ int zp_sparse_opts_check(const zp_sparse_opts *o, const zp_optim_ops **optim, ch
                          (rec << zp_sparse_opts_chunk_log2(rec, o->memory_budget));
         if (o->memory_budget < fixed)
             return zp_errors_set(err, errlen, I,
-                             "sparse table: memory_budget = %llu bytes is below the table's "
-                             "minimum of %llu bytes (sketch, index, one chunk of rows)",
-                             (unsigned long long)o->memory_budget, (unsigned long long)fixed);
+                                 "sparse table: memory_budget = %llu bytes is below the table's "
+                                 "minimum of %llu bytes (sketch, index, one chunk of rows)",
+                                 (unsigned long long)o->memory_budget, (unsigned long long)fixed);
     }
     return 0;
 }

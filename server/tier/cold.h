@@ -34,14 +34,14 @@ typedef struct zp_cold_ops {
     /* The values of ids[0..n), each `len` bytes, into vals[i * len];
      * found[i] says whether id i is there (a value of another length is
      * ZEPS_EDATA). */
-    int (*get_many)(zp_cold *c, const uint64_t *ids, size_t n, void *vals, size_t len,
-                    bool *found, char *err, size_t errlen);
+    int (*get_many)(zp_cold *c, const uint64_t *ids, size_t n, void *vals, size_t len, bool *found,
+                    char *err, size_t errlen);
     /* Iterate in id order: *it starts NULL; each call gives the next id and
      * a pointer to its value (valid until the next call) and returns 1, or 0
      * at the end (the iterator freed, *it NULL again), or a negative
      * zeps_err (freed too). iter_free ends an iteration early. */
-    int (*iter_next)(zp_cold *c, void **it, uint64_t *id, const void **val, size_t *len,
-                     char *err, size_t errlen);
+    int (*iter_next)(zp_cold *c, void **it, uint64_t *id, const void **val, size_t *len, char *err,
+                     size_t errlen);
     void (*iter_free)(zp_cold *c, void **it);
     /* Bytes the database takes on disk and in its write buffers. */
     uint64_t (*bytes)(zp_cold *c);

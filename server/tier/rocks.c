@@ -137,8 +137,7 @@ static int rocks_destroy(const char *path, char *err, size_t errlen)
     return rerr ? fail(rerr, "destroy", err, errlen) : 0;
 }
 
-static int rocks_put(zp_cold *c, uint64_t id, const void *val, size_t len, char *err,
-                     size_t errlen)
+static int rocks_put(zp_cold *c, uint64_t id, const void *val, size_t len, char *err, size_t errlen)
 {
     char k[8], *rerr = NULL;
     key_of(id, k);
@@ -155,8 +154,8 @@ static int rocks_del(zp_cold *c, uint64_t id, char *err, size_t errlen)
 }
 
 /* One batch of get_many: at most 256 keys. */
-static int get_batch(zp_cold *c, const uint64_t *ids, size_t n, char *vals, size_t len,
-                     bool *found, char *err, size_t errlen)
+static int get_batch(zp_cold *c, const uint64_t *ids, size_t n, char *vals, size_t len, bool *found,
+                     char *err, size_t errlen)
 {
     enum { B = 256 };
     char keys[B][8], *vl[B], *errs[B];

@@ -22,7 +22,7 @@
 #include "log.h"
 #include "zeps_errors.h"
 
-#define ID_FILE "ZEPS-TIER"
+#define ID_FILE  "ZEPS-TIER"
 #define ID_MAGIC "zeps cold tier 1"
 
 struct zp_tier {
@@ -32,12 +32,12 @@ struct zp_tier {
     size_t rec;
     zp_tier_counters c;
     char error[1600]; /* the first failure ("" while none) */
-    void *it;        /* zp_tier_scan's iteration, and its position */
+    void *it;         /* zp_tier_scan's iteration, and its position */
     uint64_t it_pos;
-    unsigned reads;  /* reads of other threads in flight (fetch.c), counted on the loop */
+    unsigned reads;     /* reads of other threads in flight (fetch.c), counted on the loop */
     atomic_int active;  /* ... of those, reading the store now (pool threads) */
     atomic_bool closed; /* the store is closed; the struct waits for reads to end */
-    uint64_t *noted; /* ids written or deleted meanwhile: an open-addressing set */
+    uint64_t *noted;    /* ids written or deleted meanwhile: an open-addressing set */
     bool *used;
     size_t ncap, nnoted;
 };
@@ -118,8 +118,8 @@ static int whose(const char *path, const zp_tier_where *w, char *err, size_t err
     if (stat(path, &st) != 0) {
         if (mkdir(path, 0755) == 0)
             return 0;
-        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "cold tier '%s': cannot make it: %s",
-                             path, strerror(errno));
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "cold tier '%s': cannot make it: %s", path,
+                             strerror(errno));
     }
     if (!S_ISDIR(st.st_mode))
         return zp_errors_set(err, errlen, ZEPS_ECONFIG, "cold tier '%s' is not a folder", path);
@@ -328,8 +328,8 @@ const char *zp_tier_error(const zp_tier *t)
 static int failed(zp_tier *t, const char *what, const char *msg)
 {
     if (!t->error[0])
-        zp_errors_set(t->error, sizeof t->error, ZEPS_EIO, "cold tier '%s' failed to %s: %s", t->path,
-                      what, msg);
+        zp_errors_set(t->error, sizeof t->error, ZEPS_EIO, "cold tier '%s' failed to %s: %s",
+                      t->path, what, msg);
     zp_error("%s", t->error);
     return -1;
 }
@@ -413,8 +413,8 @@ bool zp_tier_touched(const zp_tier *t, uint64_t id)
     return false;
 }
 
-int zp_tier_read_many(zp_tier *t, const uint64_t *ids, size_t n, void *recs, bool *found,
-                      char *err, size_t errlen)
+int zp_tier_read_many(zp_tier *t, const uint64_t *ids, size_t n, void *recs, bool *found, char *err,
+                      size_t errlen)
 {
     atomic_fetch_add(&t->active, 1);
     int rc = atomic_load(&t->closed)

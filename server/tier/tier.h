@@ -107,8 +107,8 @@ bool zp_tier_touched(const zp_tier *t, uint64_t id);
  * id i is there. Any thread, between zp_tier_read_begin and _end (the
  * store is then open); writes from the loop may run meanwhile. 0, or a
  * zeps_err with the store's message in err. */
-int zp_tier_read_many(zp_tier *t, const uint64_t *ids, size_t n, void *recs, bool *found,
-                      char *err, size_t errlen);
+int zp_tier_read_many(zp_tier *t, const uint64_t *ids, size_t n, void *recs, bool *found, char *err,
+                      size_t errlen);
 
 /* Record bytes of the tier. */
 size_t zp_tier_record_bytes(const zp_tier *t);

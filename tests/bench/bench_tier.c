@@ -50,8 +50,14 @@ static uint64_t zipf_rank(zp_rng *r)
 
 static zeps_sparse_spec spec(int tier)
 {
-    zeps_sparse_spec s = {.name = "emb", .dim = D, .optimizer = "adagrad", .lr = 0.01,
-                          .init = "uniform", .init_scale = 0.01, .seed = 1, .tier = tier,
+    zeps_sparse_spec s = {.name = "emb",
+                          .dim = D,
+                          .optimizer = "adagrad",
+                          .lr = 0.01,
+                          .init = "uniform",
+                          .init_scale = 0.01,
+                          .seed = 1,
+                          .tier = tier,
                           .capacity_rows = tier ? N / 10 : 0};
     return s;
 }
@@ -183,7 +189,7 @@ static double multiget_ceiling(const char *path)
         return 0;
     }
     rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
-    char (*keys)[8] = zp_alloc(B * 8);
+    char(*keys)[8] = zp_alloc(B * 8);
     const char **kl = zp_alloc(B * sizeof(char *));
     size_t *ks = zp_alloc(B * sizeof(size_t)), *vs = zp_alloc(B * sizeof(size_t));
     char **vl = zp_alloc(B * sizeof(char *)), **errs = zp_alloc(B * sizeof(char *));

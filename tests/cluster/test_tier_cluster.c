@@ -270,8 +270,8 @@ START_TEST(test_crash_restores_both_tiers)
     snprintf(snap, sizeof snap, "%s/snap", cl.dir);
     snprintf(dst, sizeof dst, "%s/resharded", cl.dir);
     snprintf(log, sizeof log, "%s/reshard.log", cl.dir);
-    char *argv[] = {(char *)zt_bin("zepsctl", bin, sizeof bin), "snapshot", "reshard", snap, dst,
-                    "3", NULL};
+    char *argv[] = {
+        (char *)zt_bin("zepsctl", bin, sizeof bin), "snapshot", "reshard", snap, dst, "3", NULL};
     int st = zt_wait(zt_spawn(argv[0], argv, log), 30);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "reshard status %d", st);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
@@ -399,8 +399,8 @@ START_TEST(test_refused)
     fprintf(f, "cluster = { servers = [\"ipc://%s/s0\"]; workers = 1; tier_dir = \"%s/nope\"; };\n",
             dir, dir);
     fclose(f);
-    char *argv[] = {(char *)zt_bin("zeps-server", bin, sizeof bin), "--config", conf, "--shard",
-                    "0", NULL};
+    char *argv[] = {
+        (char *)zt_bin("zeps-server", bin, sizeof bin), "--config", conf, "--shard", "0", NULL};
     int st = zt_wait(zt_spawn(argv[0], argv, log), 10);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status %d", st);
     f = fopen(log, "r");

@@ -116,7 +116,8 @@ static void exact_run(const char *optim, zp_evict_policy ev, uint64_t ttl)
     if (ttl == 0)
         ck_assert_uint_eq(counters(hot).rows + tc.rows, counters(ram).rows);
 
-    size_t rec = zp_sparse_record_bytes(hot), vals = 8 * (1 + (size_t)zp_sparse_state_per_value(hot));
+    size_t rec = zp_sparse_record_bytes(hot),
+           vals = 8 * (1 + (size_t)zp_sparse_state_per_value(hot));
     void *buf = aligned_alloc(8, (rec + 7) / 8 * 8);
     size_t held = 0;
     for (uint64_t k = 0; k < NIDS; k++) {
@@ -127,7 +128,8 @@ static void exact_run(const char *optim, zp_evict_policy ev, uint64_t ttl)
          * ran at steps 0, ttl/4, ..., the last at 290 */
         if (ttl && !in1 && in2 && 290 - r2.last_clock >= (int64_t)ttl)
             continue;
-        ck_assert_msg(in1 == in2, "id %llu: in RAM %d, tiered %d", (unsigned long long)id, in1, in2);
+        ck_assert_msg(in1 == in2, "id %llu: in RAM %d, tiered %d", (unsigned long long)id, in1,
+                      in2);
         if (!in1)
             continue;
         held++;
@@ -336,7 +338,8 @@ START_TEST(test_full_disk)
         made = k + 64;
     }
     const char *why = zp_tier_error(tier);
-    ck_assert_msg(why != NULL, "no failure after %llu rows on a 4 MiB disk", (unsigned long long)made);
+    ck_assert_msg(why != NULL, "no failure after %llu rows on a 4 MiB disk",
+                  (unsigned long long)made);
     ck_assert_msg(strstr(why, dir) && (strstr(why, "space") || strstr(why, "IO error")), "%s", why);
     zp_tier_counters c;
     zp_tier_get_counters(tier, &c);

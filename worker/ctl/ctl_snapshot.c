@@ -173,7 +173,8 @@ static int no_cold_tiers(const char *dir, uint64_t setid)
     int rc = 0;
     while (d != NULL && rc == 0 && (e = readdir(d)) != NULL)
         if (strncmp(e->d_name, "tier-", 5) == 0) {
-            fprintf(stderr, "zepsctl snapshot reshard: %s/%s is a cold tier: resharding tables "
+            fprintf(stderr,
+                    "zepsctl snapshot reshard: %s/%s is a cold tier: resharding tables "
                     "with a cold tier is not supported yet (their cold rows would be lost)\n",
                     path, e->d_name);
             rc = 1;

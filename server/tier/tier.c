@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -23,6 +24,13 @@
 #include "zeps_errors.h"
 
 #define ID_FILE  "ZEPS-TIER"
+/* The room a tier keeps free on its disk: 64 MiB (write buffers being
+ * flushed) and a quarter of what the tier holds (a compaction rewrites
+ * files before it deletes the old ones). RocksDB must never meet a full
+ * disk: Debian's build aborts the process on a write after a failed one
+ * (an assertion in its file writer, seen in test_full_disk). */
+#define FREE_MIN   ((uint64_t)64 << 20)
+#define FREE_EVERY 1024 /* demotions between two looks at the disk */
 #define ID_MAGIC "zeps cold tier 1"
 
 struct zp_tier {
@@ -155,12 +163,39 @@ static int tier_path(char *path, size_t len, const zp_tier_where *w, char *err, 
 }
 
 /* Open the store in `path` (its identity written) as a tier of w. */
+/* Bytes free on the disk of `path` for an unprivileged writer. */
+static uint64_t free_bytes(const char *path)
+{
+    struct statvfs v;
+    if (statvfs(path, &v) != 0)
+        return UINT64_MAX; /* unknown: the store's own errors still stop the tier */
+    return (uint64_t)v.f_bavail * v.f_frsize;
+}
+
+/* 0 if `path`'s disk has the room a tier holding `held` bytes keeps free,
+ * else ZEPS_EIO saying how much is free and needed. */
+static int room_left(const char *path, uint64_t held, char *err, size_t errlen)
+{
+    uint64_t have = free_bytes(path), need = FREE_MIN + held / 4;
+    if (have >= need)
+        return 0;
+    return zp_errors_set(err, errlen, ZEPS_EIO,
+                         "the disk is full: %llu MiB free, a cold tier keeps %llu MiB free "
+                         "(64 MiB and a quarter of the %llu MiB it holds)",
+                         (unsigned long long)(have >> 20), (unsigned long long)(need >> 20),
+                         (unsigned long long)(held >> 20));
+}
+
 static int open_at(zp_tier **out, const char *path, const zp_tier_where *w, char *err,
                    size_t errlen)
 {
     const zp_cold_ops *ops = store_named(NULL);
     zp_cold *db = NULL;
-    int rc = write_identity(path, w, err, errlen);
+    char why[400];
+    int rc = room_left(path, 0, why, sizeof why);
+    if (rc != 0)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "cold tier '%s': %s", path, why);
+    rc = write_identity(path, w, err, errlen);
     if (rc == 0)
         rc = ops->open(&db, path, err, errlen);
     if (rc != 0)
@@ -436,6 +471,9 @@ int zp_tier_demote(zp_tier *t, uint64_t id, const void *rec)
     char err[400];
     if (t->error[0])
         return -1;
+    if (t->c.demotions % FREE_EVERY == 0 &&
+        room_left(t->path, t->ops->bytes(t->db), err, sizeof err) != 0)
+        return failed(t, "write a row", err);
     note(t, id);
     if (t->ops->put(t->db, id, rec, t->rec, err, sizeof err) != 0)
         return failed(t, "write a row", err);

@@ -123,7 +123,9 @@ static int wait_one(const zt_cluster *c, int k)
     h.rank = ZEPS_RANK_TOOL;
     uint8_t buf[128];
     size_t len = zeps__header__pack(&h, buf);
-    for (int attempt = 0; attempt < 50 && rc != 0; attempt++) {
+    /* 30 s: a shard restoring a snapshot (reads, a fallback, the pin's
+     * fsyncs) on a loaded machine has taken more than 10 */
+    for (int attempt = 0; attempt < 150 && rc != 0; attempt++) {
         void *s = zt_raw_socket(ctx, c, k);
         zmq_send(s, buf, len, 0);
         zmq_pollitem_t it = {.socket = s, .events = ZMQ_POLLIN};

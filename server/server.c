@@ -180,6 +180,7 @@ void zp_server_stop(zp_server *s)
     zp_role_stop(&s->role); /* a primary's nodes go now: a backup takes over at once */
     if (!s->has_loop)
         return;
+    zp_shmhost_stop(&s->shm);
     uv_handle_t *handles[] = {
         (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,     (uv_handle_t *)&s->check,
         (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->sigterm,  (uv_handle_t *)&s->sigint,
@@ -295,6 +296,19 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
     return bind_waiting(s, bind_ep, ep, err, errlen);
 }
 
+/* Offer shared memory to co-located clients where the cluster file
+ * allows it (transport = "auto"); a replicated shard does not (its log
+ * forwards requests' frames to backups on other hosts). Without it the
+ * shard serves over ZeroMQ alone. */
+static void start_shm(zp_server *s)
+{
+    char why[256];
+    if (strcmp(s->cfg.transport, "auto") != 0 || s->cfg.replicas > 1)
+        return;
+    if (zp_shmhost_start(&s->shm, &s->loop, s->shard, s->incarnation, why, sizeof(why)) != 0)
+        zp_warn("shared memory not offered: %s", why);
+}
+
 static int setup_loop(zp_server *s, char *err, size_t errlen)
 {
     int fd;
@@ -331,6 +345,7 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sighup, on_sighup, SIGHUP);
+    start_shm(s);
     if (s->cfg.metrics_listen[0]) {
         if ((rc = zp_endpoint_start(s, s->cfg.metrics_listen, err, errlen)) != 0)
             return rc;

@@ -118,7 +118,7 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
     zp_shard *sh = &c->shards[s->shard];
     Zeps__Header h;
     sub_fill_header(c, s, &h);
-    int frame = s->data && !XP(sh)->place(sh, s, &h); /* or in the transport (copied) */
+    int frame = !XP(sh)->place(sh, s, &h) && s->data; /* or in the transport (copied) */
     int more = frame ? ZMQ_SNDMORE : 0;
     s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
     if (held(c, s))

@@ -48,6 +48,14 @@ static int run_bsp(const char *extra, float *out)
     ck_assert_int_eq(zeps_declare(c, &zt_bsp_spec, &t), 0);
     ck_assert_int_eq(zeps_pull(c, t, out, 0, ZT_BSP_LEN, STEPS), 0);
     int shm = zt_log_has(&cl, 0, "attached segment") && zt_log_has(&cl, 1, "attached segment");
+    for (int k = 0; k < 2; k++) { /* this client's payloads go as the file says, to each shard */
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        for (size_t i = 0; i < st->n_workers; i++)
+            if (st->workers[i]->rank == 0)
+                ck_assert_str_eq(st->workers[i]->transport, shm ? "shm" : "tcp");
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
     return shm;

@@ -10,11 +10,11 @@
 #include <stdint.h>
 
 #define ZP_SHM_MAGIC_ATTACH 0x5441484d4853505aull /* "ZPSHMHAT" */
-#define ZP_SHM_MAGIC_OK 0x4b4f4d4853505aull       /* "ZPSHMOK" */
+#define ZP_SHM_MAGIC_OK     0x4b4f4d4853505aull   /* "ZPSHMOK" */
 
 typedef struct zp_shm_attach {
-    uint64_t magic;       /* ZP_SHM_MAGIC_ATTACH */
-    uint32_t rank;        /* as in the client's HELLO */
+    uint64_t magic; /* ZP_SHM_MAGIC_ATTACH */
+    uint32_t rank;  /* as in the client's HELLO */
     uint32_t pad;
     uint64_t incarnation; /* as in the client's HELLO */
     uint64_t token;       /* the HELLO reply's shm_token */

@@ -33,8 +33,8 @@
 /* tag states */
 enum { ST_FREE = 0, ST_WRITING = 1, ST_WRITTEN = 2, ST_HELD = 3, ST_DONE = 4 };
 #define TAG(gen, st) ((gen) << 8 | (uint64_t)(st))
-#define TAG_GEN(t) ((t) >> 8)
-#define TAG_ST(t) ((unsigned)((t) & 0xff))
+#define TAG_GEN(t)   ((t) >> 8)
+#define TAG_ST(t)    ((unsigned)((t)&0xff))
 
 typedef struct head {
     uint64_t magic;
@@ -46,7 +46,7 @@ typedef struct bufhdr { /* ZP_SHM_ALIGN bytes before each buffer's data */
     uint64_t cap; /* data bytes the writer allocated */
 } bufhdr;
 
-typedef struct live { /* a writer's buffer */
+typedef struct live {  /* a writer's buffer */
     uint64_t off, end; /* its header's offset, and past its data */
     uint64_t gen;
     int keep; /* the writer still needs it (zp_shmseg_done not yet called) */
@@ -101,8 +101,9 @@ int zp_shmseg_create(zp_shmseg **out, int *fd, uint64_t area_bytes, char *err, s
 {
     uint64_t area = (area_bytes + 4095) & ~(uint64_t)4095;
     if (area < 4096 || area > ((uint64_t)1 << 40))
-        return zp_errors_set(err, errlen, ZEPS_EINVAL, "shared-memory area of %" PRIu64
-                             " bytes (4 KiB to 1 TiB)", area_bytes);
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "shared-memory area of %" PRIu64 " bytes (4 KiB to 1 TiB)",
+                             area_bytes);
     size_t size = ZP_SHM_HEAD + 2 * area;
     int f = memfd_create("zeps-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (f < 0)
@@ -199,7 +200,8 @@ static int reclaim(zp_shmseg *g, const live *e)
 
 int zp_shmseg_alloc(zp_shmseg *g, size_t len, zp_shm_desc *d, void **data)
 {
-    uint64_t need = ZP_SHM_ALIGN + (((uint64_t)len + ZP_SHM_ALIGN - 1) & ~(uint64_t)(ZP_SHM_ALIGN - 1));
+    uint64_t need =
+        ZP_SHM_ALIGN + (((uint64_t)len + ZP_SHM_ALIGN - 1) & ~(uint64_t)(ZP_SHM_ALIGN - 1));
     if (len == 0 || need > g->area)
         return -1;
     uint64_t prev = 0;
@@ -295,12 +297,11 @@ static int claim(zp_shmseg *g, const zp_shm_desc *d, char *err, size_t errlen)
     uint64_t t = atomic_load_explicit(&b->tag, memory_order_acquire);
     for (;;) {
         if (TAG_GEN(t) != d->generation || (TAG_ST(t) != ST_WRITTEN && TAG_ST(t) != ST_DONE))
-            return zp_errors_set(err, errlen, ZEPS_ESHM,
-                                 "shared-memory descriptor at offset %" PRIu64
-                                 " names generation %" PRIu64
-                                 ", but its buffer is at generation %" PRIu64
-                                 " (state %u): stale, nothing read",
-                                 d->offset, d->generation, TAG_GEN(t), TAG_ST(t));
+            return zp_errors_set(
+                err, errlen, ZEPS_ESHM,
+                "shared-memory descriptor at offset %" PRIu64 " names generation %" PRIu64
+                ", but its buffer is at generation %" PRIu64 " (state %u): stale, nothing read",
+                d->offset, d->generation, TAG_GEN(t), TAG_ST(t));
         if (atomic_compare_exchange_weak_explicit(&b->tag, &t, TAG(d->generation, ST_HELD),
                                                   memory_order_acq_rel, memory_order_acquire))
             break;
@@ -314,8 +315,7 @@ static int claim(zp_shmseg *g, const zp_shm_desc *d, char *err, size_t errlen)
     return 0;
 }
 
-int zp_shmseg_take(zp_shmseg *g, const zp_shm_desc *d, const void **data, char *err,
-                   size_t errlen)
+int zp_shmseg_take(zp_shmseg *g, const zp_shm_desc *d, const void **data, char *err, size_t errlen)
 {
     if (check_place(g, d, err, errlen) != 0)
         return ZEPS_ESHM;
@@ -334,8 +334,8 @@ int zp_shmseg_take(zp_shmseg *g, const zp_shm_desc *d, const void **data, char *
         rc = zp_errors_set(err, errlen, ZEPS_ESHM, "%d shared-memory buffers already held",
                            g->nheld);
     } else if ((rc = claim(g, d, err, errlen)) == 0) {
-        g->hd[g->nheld++] = (held){.off = d->offset, .len = d->length, .gen = d->generation,
-                                   .refs = 1};
+        g->hd[g->nheld++] =
+            (held){.off = d->offset, .len = d->length, .gen = d->generation, .refs = 1};
     } else {
         /* claimed but too long: give it back as it was found */
         bufhdr *b = hdr_at(g, g->rd, d->offset);

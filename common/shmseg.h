@@ -23,10 +23,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZP_SHM_HEAD 4096u    /* the segment's head: magic and sizes */
-#define ZP_SHM_ALIGN 64u     /* buffers, and their headers, are 64-byte aligned */
-#define ZP_SHM_MAX_LIVE 256  /* buffers a writer has allocated at once */
-#define ZP_SHM_MAX_HELD 1024 /* buffers a reader holds at once */
+#define ZP_SHM_HEAD     4096u /* the segment's head: magic and sizes */
+#define ZP_SHM_ALIGN    64u   /* buffers, and their headers, are 64-byte aligned */
+#define ZP_SHM_MAX_LIVE 256   /* buffers a writer has allocated at once */
+#define ZP_SHM_MAX_HELD 1024  /* buffers a reader holds at once */
 
 /* Areas: the client writes AREA_REQ and reads AREA_REP; the shard the reverse. */
 enum { ZP_SHM_AREA_REQ = 0, ZP_SHM_AREA_REP = 1 };
@@ -85,8 +85,7 @@ void zp_shmseg_done(zp_shmseg *g, const zp_shm_desc *d);
  * side still holds (the same buffer again, a resend, is taken once more),
  * or a generation that is not the buffer's (stale). Each successful take
  * is released once with zp_shmseg_release. */
-int zp_shmseg_take(zp_shmseg *g, const zp_shm_desc *d, const void **data, char *err,
-                   size_t errlen);
+int zp_shmseg_take(zp_shmseg *g, const zp_shm_desc *d, const void **data, char *err, size_t errlen);
 
 /* Reader: done with the buffer at `data` (from zp_shmseg_take). The last
  * release of a buffer gives it back to the writer. Any thread. */

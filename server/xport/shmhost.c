@@ -115,7 +115,9 @@ static void on_conn(uv_poll_t *h, int status, int events)
         struct cmsghdr align;
     } ctl;
     struct iovec iov = {.iov_base = &a, .iov_len = sizeof(a)};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl.buf,
                          .msg_controllen = sizeof(ctl.buf)};
     ssize_t n = status < 0 ? -1 : recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && status >= 0 && (errno == EAGAIN || errno == EINTR))
@@ -181,7 +183,7 @@ static void on_accept(uv_poll_t *h, int status, int events)
 }
 
 int zp_shmhost_start(zp_shmhost *x, uv_loop_t *loop, int shard, uint64_t inc, char *err,
-                      size_t errlen)
+                     size_t errlen)
 {
     memset(x, 0, sizeof(*x));
     x->lfd = -1;
@@ -192,8 +194,9 @@ int zp_shmhost_start(zp_shmhost *x, uv_loop_t *loop, int shard, uint64_t inc, ch
     size_t n = strlen(x->name); /* sun_path[0] = 0: the abstract namespace */
     memcpy(sa.sun_path + 1, x->name + 1, n - 1);
     int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un,
-                                                                         sun_path) + n)) != 0 ||
+    if (fd < 0 ||
+        bind(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) !=
+            0 ||
         listen(fd, 64) != 0) {
         int e = errno;
         if (fd >= 0)
@@ -251,7 +254,7 @@ static void frame_free(void *data, void *hint)
 }
 
 int zp_shmhost_resolve(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Header *h,
-                        zp_frames *m, char *err, size_t errlen)
+                       zp_frames *m, char *err, size_t errlen)
 {
     if (!h->shm_segment && !h->shm_length)
         return 0;
@@ -272,7 +275,8 @@ int zp_shmhost_resolve(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Hea
     if (m->n != 2 || m->dropped)
         return zp_errors_set(err, errlen, ZEPS_EPROTO,
                              "a message with a shared-memory descriptor carries no payload "
-                             "frame (it has %d)", m->n + m->dropped - 2);
+                             "frame (it has %d)",
+                             m->n + m->dropped - 2);
     zp_shm_desc d = {h->shm_offset, h->shm_length, h->shm_generation};
     const void *data;
     int rc = zp_shmseg_take(c->seg, &d, &data, err, errlen);
@@ -284,8 +288,8 @@ int zp_shmhost_resolve(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Hea
     return 0;
 }
 
-bool zp_shmhost_place(zp_shmhost *x, const zmq_msg_t *identity, Zeps__Header *rep,
-                       const void *data, size_t len)
+bool zp_shmhost_place(zp_shmhost *x, const zmq_msg_t *identity, Zeps__Header *rep, const void *data,
+                      size_t len)
 {
     size_t il = zmq_msg_size((zmq_msg_t *)identity);
     const void *id = zmq_msg_data((zmq_msg_t *)identity);

@@ -26,11 +26,11 @@
 typedef struct zp_shmconn zp_shmconn;
 
 typedef struct zp_shmhost {
-    bool on;           /* offered in HELLO replies */
-    int lfd;           /* the listening socket (abstract unix namespace), -1 if none */
-    uv_poll_t lpoll;   /* its readable edge */
-    char name[64];     /* "@zeps-shm-...": the HELLO replies' shm_endpoint */
-    uint64_t key;      /* tokens are derived from it (zp_shmhost_token) */
+    bool on;         /* offered in HELLO replies */
+    int lfd;         /* the listening socket (abstract unix namespace), -1 if none */
+    uv_poll_t lpoll; /* its readable edge */
+    char name[64];   /* "@zeps-shm-...": the HELLO replies' shm_endpoint */
+    uint64_t key;    /* tokens are derived from it (zp_shmhost_token) */
     uv_loop_t *loop;
     zp_shmconn **conns; /* attached or attaching clients */
     int nconns, cap;
@@ -41,7 +41,7 @@ typedef struct zp_shmhost {
  * Returns 0, or a zeps_err with a message in err (the caller goes on
  * without shared memory). */
 int zp_shmhost_start(zp_shmhost *x, uv_loop_t *loop, int shard, uint64_t inc, char *err,
-                      size_t errlen);
+                     size_t errlen);
 
 /* Stop listening and detach every client: their unix sockets closed, their
  * segments unmapped once the last frame on them is released. */
@@ -58,14 +58,14 @@ uint64_t zp_shmhost_token(const zp_shmhost *x, uint32_t rank, uint64_t incarnati
  * segment, or one this shard does not know: the request then has no
  * payload), or ESHM/EPROTO with the reason in err: nothing was taken. */
 int zp_shmhost_resolve(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Header *h,
-                        zp_frames *m, char *err, size_t errlen);
+                       zp_frames *m, char *err, size_t errlen);
 
 /* A reply's payload for the client at `identity`: copied into its
  * segment's reply area, rep's descriptor fields set. true if placed (the
  * caller sends rep without a payload frame and still owns data), false to
  * send it as a frame (no segment, or no room). */
-bool zp_shmhost_place(zp_shmhost *x, const zmq_msg_t *identity, Zeps__Header *rep,
-                       const void *data, size_t len);
+bool zp_shmhost_place(zp_shmhost *x, const zmq_msg_t *identity, Zeps__Header *rep, const void *data,
+                      size_t len);
 
 /* "shm" if worker `rank` has a segment attached here, else "tcp" (STATS). */
 const char *zp_shmhost_transport(const zp_shmhost *x, uint32_t rank);

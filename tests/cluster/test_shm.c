@@ -32,7 +32,7 @@
 #include "zeps.h"
 #include "zeps_errors.h"
 
-#define AUTO "transport = \"auto\";\nshm_segment_mb = 8;\n"
+#define AUTO  "transport = \"auto\";\nshm_segment_mb = 8;\n"
 #define STEPS 8
 
 /* Run the bsp job of bsp_ref.h; its final parameters into out, and
@@ -102,11 +102,13 @@ static void raw_attach(raw *x, const zt_cluster *cl)
     ck_assert_int_eq(rep->shm_endpoint[0], '@');
     char err[256];
     /* a wrong token is refused by the shard */
-    ck_assert_int_ne(zp_xport_shm_attach(&x->sh, rep->shm_endpoint, 0, 0x5eed,
-                                         rep->shm_token + 2, 1 << 20, err, sizeof(err)), 0);
+    ck_assert_int_ne(zp_xport_shm_attach(&x->sh, rep->shm_endpoint, 0, 0x5eed, rep->shm_token + 2,
+                                         1 << 20, err, sizeof(err)),
+                     0);
     ck_assert_msg(strstr(err, "token"), "%s", err);
     ck_assert_int_eq(zp_xport_shm_attach(&x->sh, rep->shm_endpoint, 0, 0x5eed, rep->shm_token,
-                                         1 << 20, err, sizeof(err)), 0);
+                                         1 << 20, err, sizeof(err)),
+                     0);
     x->seg = zp_xport_shm_segment(&x->sh, &x->id);
     zeps__header__free_unpacked(rep, NULL);
 }
@@ -253,8 +255,8 @@ START_TEST(test_kill9_no_leak)
 {
     int shm0 = dev_shm_entries();
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", AUTO "snapshot_dir = \"@DIR@/snap\";",
-                                      NULL), 0);
+    ck_assert_int_eq(
+        zt_cluster_start(&cl, 1, 2, "async", AUTO "snapshot_dir = \"@DIR@/snap\";", NULL), 0);
     zeps_table_spec spec = {.name = "v", .length = 4096, .optimizer = "sgd", .lr = 0.1};
     int go[2];
     ck_assert_int_eq(pipe(go), 0);

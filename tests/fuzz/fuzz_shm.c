@@ -8,9 +8,8 @@
  * Input: bytes read as operations until the input ends, each an op byte
  * and its arguments (fuzz_input.h). What must hold, or the target aborts:
  * a take that succeeds lies inside the area, names a buffer the writer
- * wrote at that generation and reads exactly the bytes written then; the writer never hands out a buffer
- * that overlaps one the reader holds; a refused take changes nothing the
- * reader holds.
+ * wrote at that generation and reads exactly the bytes written then; the writer never hands out a
+ * buffer that overlaps one the reader holds; a refused take changes nothing the reader holds.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +18,7 @@
 #include "fuzz_input.h"
 #include "shmseg.h"
 
-#define AREA (64u << 10)
+#define AREA  (64u << 10)
 #define SLOTS 16
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -81,8 +80,7 @@ static void do_take(zp_shmseg *shard, zp_shm_desc d, const history *h, taken *t)
     if (d.offset < 64 || d.offset + d.length > AREA || d.length == 0)
         abort(); /* accepted outside the area */
     const zp_shm_desc *src = &h->d[d.generation % HISTORY];
-    if (src->generation != d.generation || src->offset != d.offset ||
-        d.length > src->length + 63)
+    if (src->generation != d.generation || src->offset != d.offset || d.length > src->length + 63)
         abort(); /* took a buffer the writer never wrote at that generation */
     const uint8_t *b = p;
     for (uint64_t i = 0; i < d.length && i < src->length; i++)

@@ -86,10 +86,10 @@ START_TEST(test_bounds)
     const void *got;
     char err[256];
     zp_shm_desc bad[] = {
-        {.offset = 64, .length = 4096 * 4, .generation = 1},       /* past the end */
+        {.offset = 64, .length = 4096 * 4, .generation = 1},         /* past the end */
         {.offset = UINT64_MAX - 10, .length = 100, .generation = 1}, /* wraps */
         {.offset = 64, .length = UINT64_MAX, .generation = 1},
-        {.offset = 0, .length = 8, .generation = 1},  /* no header before it */
+        {.offset = 0, .length = 8, .generation = 1},   /* no header before it */
         {.offset = 100, .length = 8, .generation = 1}, /* not aligned */
         {.offset = 64, .length = 0, .generation = 1},
     };

@@ -98,7 +98,8 @@ void zp_ctl_bench_mem_print(const bench *b)
         if (b->o.sizes[si] == 64)
             printf("  64 B push round trip p50: zeps %.0f µs, raw ZeroMQ ipc:// %.0f µs "
                    "(the aim: zeps <= raw): %s\n",
-                   z[F_PUSH_P50], r[F_PUSH_P50], z[F_PUSH_P50] <= r[F_PUSH_P50] ? "met" : "not met");
+                   z[F_PUSH_P50], r[F_PUSH_P50],
+                   z[F_PUSH_P50] <= r[F_PUSH_P50] ? "met" : "not met");
         if (b->o.sizes[si] == (32u << 20))
             printf("  32 MB push+pull / memcpy: %.3f copying, %.3f with views (the aim: >= %.1f): "
                    "%s\n",

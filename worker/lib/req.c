@@ -65,9 +65,6 @@
 #include "xport.h"
 #include "zeps.h"
 
-/* The transport of shard k's payloads (xport.h). */
-#define XP(sh) ((sh)->xp ? (sh)->xp : &zp_xport_zmq)
-
 static void release_payload(void *data, void *hint)
 {
     zp_req *r = hint;
@@ -118,7 +115,7 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
     zp_shard *sh = &c->shards[s->shard];
     Zeps__Header h;
     sub_fill_header(c, s, &h);
-    int frame = !XP(sh)->place(sh, s, &h) && s->data; /* or in the transport (copied) */
+    int frame = !ZP_XPORT(sh)->place(sh, s, &h) && s->data; /* or in the transport (copied) */
     int more = frame ? ZMQ_SNDMORE : 0;
     s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
     if (held(c, s))
@@ -157,7 +154,7 @@ static void sub_finish(zeps_client *c, zp_req_sub *s, int err)
     if (s->done)
         return;
     s->done = 1;
-    XP(&c->shards[s->shard])->done(&c->shards[s->shard], s);
+    ZP_XPORT(&c->shards[s->shard])->done(&c->shards[s->shard], s);
     sub_unlink(c, s);
     s->req->ndone++;
     if (err && !s->req->err)
@@ -290,7 +287,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         zeps__header__free_unpacked(h, NULL); /* a late answer to a resend: already done */
         return;
     }
-    int err = XP(sh)->resolve(sh, h, m, c->err, sizeof(c->err)); /* a payload in shared memory */
+    int err = ZP_XPORT(sh)->resolve(sh, h, m, c->err, sizeof(c->err)); /* a payload in shm */
     zp_req *r = s->req;
     if (err) {
         zp_fail(c, err, "shard %d: %s", k, c->err);

@@ -42,6 +42,9 @@ typedef struct zp_xport_ops {
 extern const zp_xport_ops zp_xport_zmq; /* xport_zmq.c */
 extern const zp_xport_ops zp_xport_shm; /* xport_shm.c */
 
+/* The transport of shard `sh` (a zp_shard *): its own, or ZeroMQ frames. */
+#define ZP_XPORT(sh) ((sh)->xp ? (sh)->xp : &zp_xport_zmq)
+
 /* Attach a segment of `area_bytes` per area to shard sh at the unix socket
  * `endpoint` ("@name": abstract) its HELLO reply named, presenting `token`
  * for (rank, incarnation). On success sh uses zp_xport_shm; returns 0 or

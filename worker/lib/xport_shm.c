@@ -35,9 +35,9 @@
 #include "zeps_errors.h"
 
 typedef struct shmc {
-    int sock;        /* the unix connection: its closing detaches the segment */
-    zp_shmseg *seg;  /* this side's reference */
-    uint64_t id;     /* the segment's name in requests */
+    int sock;       /* the unix connection: its closing detaches the segment */
+    zp_shmseg *seg; /* this side's reference */
+    uint64_t id;    /* the segment's name in requests */
     char endpoint[64];
 } shmc;
 
@@ -129,9 +129,8 @@ static int dial(const char *endpoint, char *err, size_t errlen)
     struct timeval tv = {.tv_sec = 2};
     if (fd >= 0)
         setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (fd < 0 ||
-        connect(fd, (struct sockaddr *)&sa, (socklen_t)(offsetof(struct sockaddr_un, sun_path) +
-                                                        n)) != 0) {
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa,
+                          (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)) != 0) {
         /* ECONNREFUSED: no such name here, the shard is on another host */
         zp_errors_set(err, errlen, ZEPS_ETRANSPORT, "%s: %s", endpoint, strerror(errno));
         if (fd >= 0)
@@ -151,7 +150,9 @@ static int handshake(int sock, int memfd, const zp_shm_attach *a, uint64_t *id, 
     } ctl;
     memset(&ctl, 0, sizeof(ctl));
     struct iovec iov = {.iov_base = (void *)a, .iov_len = sizeof(*a)};
-    struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf,
+    struct msghdr msg = {.msg_iov = &iov,
+                         .msg_iovlen = 1,
+                         .msg_control = ctl.buf,
                          .msg_controllen = sizeof(ctl.buf)};
     struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
     cm->cmsg_level = SOL_SOCKET;
@@ -187,8 +188,8 @@ int zp_xport_shm_attach(zp_shard *sh, const char *endpoint, uint32_t rank, uint6
         close(sock);
         return rc;
     }
-    zp_shm_attach a = {.magic = ZP_SHM_MAGIC_ATTACH, .rank = rank, .incarnation = incarnation,
-                       .token = token};
+    zp_shm_attach a = {
+        .magic = ZP_SHM_MAGIC_ATTACH, .rank = rank, .incarnation = incarnation, .token = token};
     uint64_t id = 0;
     rc = handshake(sock, memfd, &a, &id, err, errlen);
     close(memfd); /* the mappings keep the memory: ours, and the shard's */
@@ -229,8 +230,8 @@ void zp_xport_shm_hello(zeps_client *c, int k, const Zeps__Header *h)
         return;
     char why[256];
     uint64_t area = c->opt.shm_segment_bytes ? c->opt.shm_segment_bytes : 256ull << 20;
-    int rc = zp_xport_shm_attach(sh, ep, c->rank, c->incarnation, h->shm_token, area, why,
-                                 sizeof(why));
+    int rc =
+        zp_xport_shm_attach(sh, ep, c->rank, c->incarnation, h->shm_token, area, why, sizeof(why));
     if (rc == ZEPS_ETRANSPORT && strstr(why, "Connection refused"))
         zp_debug("shard %d is on another host: payloads over %s", k, sh->endpoint);
     else if (rc != 0)

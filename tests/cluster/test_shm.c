@@ -8,11 +8,15 @@
  *     nowhere, while good ones push and pull through the segment;
  *   - kill -9 of a client leaves nothing mapped in its shard, kill -9 of a
  *     shard leaves the client with only the segment of the shard that
- *     replaced it; nothing ever appears in /dev/shm.
+ *     replaced it; nothing ever appears in /dev/shm;
+ *   - a payload larger than the segment's area goes as a frame; a client in
+ *     another network namespace (as on another host: the shard's abstract
+ *     unix socket is out of reach) stays on ZeroMQ frames.
  */
 #define _GNU_SOURCE
 #include <check.h>
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,6 +310,71 @@ START_TEST(test_kill9_no_leak)
 }
 END_TEST
 
+/* In a child: rank `rank` pushes a ones gradient into 'big' (2 MiB, more
+ * than the 1 MiB area) and 'small', pulls both and checks them; exits 0,
+ * or 10+ at the first thing wrong. In a network namespace of its own
+ * (`own_net`) the shard's abstract socket is out of reach. */
+static void fallback_child(const zt_cluster *cl, int rank, int own_net)
+{
+    if (own_net && unshare(CLONE_NEWNET) != 0)
+        _exit(77); /* no CAP_SYS_ADMIN: the caller skips this part */
+    zeps_client *c = zt_client(cl, (uint32_t)rank);
+    zeps_table_spec big = {.name = "big", .length = 1 << 19, .optimizer = "sgd", .lr = 1.0};
+    zeps_table_spec small = {.name = "small", .length = 1000, .optimizer = "sgd", .lr = 1.0};
+    uint32_t tb, ts;
+    if (!c || zeps_declare(c, &big, &tb) || zeps_declare(c, &small, &ts))
+        _exit(10);
+    float *g = malloc((1 << 19) * sizeof(float)), *w = malloc((1 << 19) * sizeof(float));
+    for (int i = 0; i < 1 << 19; i++)
+        g[i] = 1.0f;
+    if (zeps_push(c, tb, g, 0, 1 << 19, 0) || zeps_push(c, ts, g, 0, 1000, 0))
+        _exit(11);
+    if (zeps_pull(c, tb, w, 0, 1 << 19, 0) || w[0] > -0.5f || w[(1 << 19) - 1] > -0.5f)
+        _exit(12);
+    if (zeps_pull(c, ts, w, 0, 1000, 0) || w[999] > -0.5f)
+        _exit(13);
+    int mapped = segments_mapped(getpid());
+    zeps_client_destroy(&c);
+    _exit(mapped == (own_net ? 0 : 1) ? 0 : 14);
+}
+
+START_TEST(test_fallback)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", "transport = \"auto\";\n"
+                                                          "shm_segment_mb = 1;\n",
+                                      NULL),
+                     0);
+    /* on this host: a payload larger than the area goes as a frame, the rest in it */
+    pid_t kid = fork();
+    if (kid == 0)
+        fallback_child(&cl, 0, 0);
+    int st = zt_wait(kid, 60);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "same host: status %d", st);
+    /* "another host": the shard's ipc:// endpoint is reachable, its abstract socket not */
+    kid = fork();
+    if (kid == 0)
+        fallback_child(&cl, 1, 1);
+    st = zt_wait(kid, 60);
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 77) {
+        fprintf(stderr, "test_fallback: no network namespace (not root?): that part skipped\n");
+    } else {
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "other net: status %d", st);
+        zeps_client *c = zt_client(&cl, ZEPS_RANK_TOOL);
+        Zeps__ShardStats *ss = zt_stats(c, 0);
+        ck_assert_ptr_nonnull(ss);
+        for (size_t i = 0; i < ss->n_workers; i++)
+            if (ss->workers[i]->rank == 1) /* it never attached */
+                ck_assert_str_eq(ss->workers[i]->transport, "tcp");
+        zeps__shard_stats__free_unpacked(ss, NULL);
+        zeps_client_destroy(&c);
+        ck_assert_int_eq(zt_log_has(&cl, 0, "worker 1 attached"), 0);
+    }
+    ck_assert(zt_log_has(&cl, 0, "worker 0 attached segment"));
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("shm");
@@ -314,6 +383,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_bsp_same_bits);
     tcase_add_test(tc, test_bad_descriptors);
     tcase_add_test(tc, test_kill9_no_leak);
+    tcase_add_test(tc, test_fallback);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -345,12 +345,12 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
     uv_signal_start(&s->sigterm, on_signal, SIGTERM);
     uv_signal_start(&s->sigint, on_signal, SIGINT);
     uv_signal_start(&s->sighup, on_sighup, SIGHUP);
-    start_shm(s);
     if (s->cfg.metrics_listen[0]) {
         if ((rc = zp_endpoint_start(s, s->cfg.metrics_listen, err, errlen)) != 0)
             return rc;
         s->open_handles++; /* the listener, closed as one in zp_server_stop */
     }
+    start_shm(s); /* last: nothing after it can fail and leave it open */
     return 0;
 }
 

@@ -282,15 +282,16 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         zp_warn("shard %d sent a reply that is not a zeps header; ignored", k);
         return;
     }
+    char why[256]; /* a payload in shared memory becomes m's frame, released with m */
+    int err = ZP_XPORT(sh)->resolve(sh, h, m, why, sizeof(why));
     zp_req_sub *s = find_sub(sh, h->req_id);
     if (!s) {
         zeps__header__free_unpacked(h, NULL); /* a late answer to a resend: already done */
         return;
     }
-    int err = ZP_XPORT(sh)->resolve(sh, h, m, c->err, sizeof(c->err)); /* a payload in shm */
     zp_req *r = s->req;
     if (err) {
-        zp_fail(c, err, "shard %d: %s", k, c->err);
+        zp_fail(c, err, "shard %d: %s", k, why);
     } else if (h->op == ZEPS__OP__ERROR && on_error_waits(c, k, s, h)) {
         zeps__header__free_unpacked(h, NULL);
         return;

@@ -69,7 +69,7 @@ START_TEST(test_bsp_same_bits)
 {
     float *tcp = malloc(ZT_BSP_LEN * sizeof(float)), *shm = malloc(ZT_BSP_LEN * sizeof(float));
     float *ref = malloc(ZT_BSP_LEN * sizeof(float));
-    ck_assert_int_eq(run_bsp(NULL, tcp), 0);
+    ck_assert_int_eq(run_bsp("transport = \"tcp\";\n", tcp), 0);
     ck_assert_int_eq(run_bsp(AUTO, shm), 1);
     zt_bsp_reference(3, STEPS, ref);
     ck_assert_int_eq(memcmp(tcp, shm, ZT_BSP_LEN * sizeof(float)), 0);

@@ -45,7 +45,7 @@ def train(cl):
 
 
 def test_same_bits_and_views_in_the_segment(make_cluster):
-    tcp = make_cluster(servers=1)
+    tcp = make_cluster(servers=1, extra='  transport = "tcp";\n')
     shm = make_cluster(servers=1, extra='  transport = "auto";\n  shm_segment_mb = 16;\n')
     end_tcp, spans_tcp, _ = train(tcp)
     end_shm, spans_shm, where = train(shm)

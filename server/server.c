@@ -305,8 +305,16 @@ static void start_shm(zp_server *s)
     char why[256];
     if (strcmp(s->cfg.transport, "auto") != 0 || s->cfg.replicas > 1)
         return;
-    if (zp_shmhost_start(&s->shm, &s->loop, s->shard, s->incarnation, why, sizeof(why)) != 0)
+    if (zp_shmhost_start(&s->shm, &s->loop, s->shard, s->incarnation, why, sizeof(why)) != 0) {
         zp_warn("shared memory not offered: %s", why);
+        return;
+    }
+    /* a co-located client's headers go over a unix socket too (not with CURVE: its
+     * clients keep the endpoints of the cluster file) */
+    char ep[sizeof(s->shm.zmq_name)];
+    snprintf(ep, sizeof(ep), "ipc://@zeps-zmq-%016" PRIx64 "-%d", s->incarnation, s->shard);
+    if (!s->zap.enabled && zmq_bind(s->sock, ep) == 0)
+        snprintf(s->shm.zmq_name, sizeof(s->shm.zmq_name), "%s", ep);
 }
 
 static int setup_loop(zp_server *s, char *err, size_t errlen)

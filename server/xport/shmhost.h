@@ -30,6 +30,7 @@ typedef struct zp_shmhost {
     int lfd;         /* the listening socket (abstract unix namespace), -1 if none */
     uv_poll_t lpoll; /* its readable edge */
     char name[64];   /* "@zeps-shm-...": the HELLO replies' shm_endpoint */
+    char zmq_name[80]; /* the ROUTER's ipc:// endpoint for co-located clients, or "" */
     uint64_t key;    /* tokens are derived from it (zp_shmhost_token) */
     uv_loop_t *loop;
     zp_shmconn **conns; /* attached or attaching clients */

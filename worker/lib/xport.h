@@ -1,7 +1,8 @@
 /*
  * xport.h - how a shard connection carries payloads: the transport, a
  * strategy of libzeps chosen per shard (docs/protocol.md, "Shared memory").
- * Headers always travel on the shard's DEALER socket; a payload travels
+ * Headers always travel on the shard's DEALER socket (connected, once a
+ * segment is attached, to the shard's ipc:// endpoint); a payload travels
  * as a ZeroMQ frame (xport_zmq.c) or, for a shard on this host whose HELLO
  * offered it and a cluster file that allows it, in a shared-memory
  * segment of the connection, named in the header by a descriptor

@@ -41,9 +41,24 @@ typedef struct shmc {
     char endpoint[64];
 } shmc;
 
+/* The shard at the other end of the attach is gone (killed or stopped):
+ * its end of the unix socket closed. */
+static int gone(const shmc *x)
+{
+    char b;
+    return recv(x->sock, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+static void let_go(zp_shard *sh);
+
 static int place(zp_shard *sh, zp_req_sub *s, Zeps__Header *h)
 {
     shmc *x = sh->xs;
+    if (gone(x)) { /* back to the cluster file's endpoint, where a restarted shard answers */
+        let_go(sh);
+        zp_shard_reset(s->req->c, s->shard);
+        return 0;
+    }
     h->shm_segment = x->id;
     if (!s->data || !s->data_len)
         return 0;
@@ -104,6 +119,7 @@ static void let_go(zp_shard *sh)
     free(x);
     sh->xs = NULL;
     sh->xp = &zp_xport_zmq;
+    sh->fast[0] = '\0'; /* the socket's next connection is to the cluster file's endpoint */
 }
 
 const zp_xport_ops zp_xport_shm = {
@@ -238,6 +254,13 @@ void zp_xport_shm_hello(zeps_client *c, int k, const Zeps__Header *h)
         zp_warn("shard %d: no shared memory (%s): payloads over %s", k, why, sh->endpoint);
     else
         zp_debug("shard %d: payloads in shared memory (%s)", k, ep);
+    if (rc == 0 && h->shm_zmq_endpoint && h->shm_zmq_endpoint[0] && !c->curve &&
+        strlen(h->shm_zmq_endpoint) < sizeof(sh->fast)) {
+        /* the headers too: this socket is answered (only the HELLO is out), the
+         * next connects to the shard's unix socket */
+        snprintf(sh->fast, sizeof(sh->fast), "%s", h->shm_zmq_endpoint);
+        zp_shard_reset(c, k);
+    }
 }
 
 zp_shmseg *zp_xport_shm_segment(const zp_shard *sh, uint64_t *id)

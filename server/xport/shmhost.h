@@ -26,12 +26,12 @@
 typedef struct zp_shmconn zp_shmconn;
 
 typedef struct zp_shmhost {
-    bool on;         /* offered in HELLO replies */
-    int lfd;         /* the listening socket (abstract unix namespace), -1 if none */
-    uv_poll_t lpoll; /* its readable edge */
-    char name[64];   /* "@zeps-shm-...": the HELLO replies' shm_endpoint */
+    bool on;           /* offered in HELLO replies */
+    int lfd;           /* the listening socket (abstract unix namespace), -1 if none */
+    uv_poll_t lpoll;   /* its readable edge */
+    char name[64];     /* "@zeps-shm-...": the HELLO replies' shm_endpoint */
     char zmq_name[80]; /* the ROUTER's ipc:// endpoint for co-located clients, or "" */
-    uint64_t key;    /* tokens are derived from it (zp_shmhost_token) */
+    uint64_t key;      /* tokens are derived from it (zp_shmhost_token) */
     uv_loop_t *loop;
     zp_shmconn **conns; /* attached or attaching clients */
     int nconns, cap;

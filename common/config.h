@@ -132,6 +132,9 @@ typedef struct zp_config {
                                   machine's or cgroup's memory (default) */
     bool reject_nonfinite;     /* default true */
     char log_level[16];        /* "debug" | "info" | "warn" | "error"; default info */
+    char transport[8];         /* "tcp" (default) | "auto": shared memory between processes of
+                                  one host (docs/protocol.md, "Shared memory") */
+    uint64_t shm_area_bytes;   /* each area of a client's segment; from shm_segment_mb (256) */
     /* CurveZMQ (common/curve.h): key file paths, "" = not set */
     char curve_server_secret[ZP_PATH_MAX]; /* server: its secret key (turns CURVE on) */
     char curve_server_public[ZP_PATH_MAX]; /* clients: the servers' public key */

@@ -18,6 +18,7 @@
 #include "config_int.h"
 
 static const char *const log_levels[] = {"debug", "info", "warn", "error", NULL};
+static const char *const transports[] = {"tcp", "auto", NULL};
 static const char *const models[] = {"quadratic", "softmax", "mlp", "ctr", NULL};
 static const char *const ctr_formats[] = {"criteo", "libsvm", NULL};
 static const char *const sparse_optimizers[] = {"adagrad", "sgd", "adam", "ftrl", NULL};
@@ -203,6 +204,9 @@ static const key_spec cluster_keys[] = {
      .imax = 1ll << 30},
     {.name = "reject_nonfinite", .kind = K_BOOL, .off = FIELD(reject_nonfinite)},
     {.name = "log_level", .kind = K_CHOICE, .off = STR(log_level), .choices = log_levels},
+    {.name = "transport", .kind = K_CHOICE, .off = STR(transport), .choices = transports},
+    {.name = "shm_segment_mb", .kind = K_MEGABYTES, .off = FIELD(shm_area_bytes), .imin = 1,
+     .imax = 65536},
     /* key files are read and checked when a process starts (common/curve.c) */
     {.name = "curve_server_secret", .kind = K_STRING, .off = STR(curve_server_secret)},
     {.name = "curve_server_public", .kind = K_STRING, .off = STR(curve_server_public)},
@@ -337,6 +341,8 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->max_memory_bytes = 0;
     cfg->reject_nonfinite = true;
     snprintf(cfg->log_level, sizeof(cfg->log_level), "info");
+    snprintf(cfg->transport, sizeof(cfg->transport), "tcp");
+    cfg->shm_area_bytes = 256ull << 20;
 
     snprintf(cfg->model, sizeof(cfg->model), "mlp");
     snprintf(cfg->data_dir, sizeof(cfg->data_dir), "/usr/share/datasets/fashion-mnist");

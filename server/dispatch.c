@@ -120,6 +120,23 @@ static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
     return -1;
 }
 
+/* A payload in the client's shared-memory segment becomes the message's
+ * payload frame (xport/shmhost.h), so no handler knows which transport
+ * carried it; a bad descriptor is refused before any handler runs, so it
+ * is applied nowhere. 0, or -1 after replying. */
+static int resolve_shm(zp_server *s, zp_frames *m, zmq_msg_t *identity, const Zeps__Header *h)
+{
+    char err[256];
+    size_t before = m->bytes;
+    int rc = zp_shmhost_resolve(&s->shm, identity, h, m, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, identity, h, rc, "%s", err);
+        return -1;
+    }
+    s->bytes_in += m->bytes - before;
+    return 0;
+}
+
 void zp_dispatch(zp_server *s, zp_frames *m)
 {
     s->requests++;
@@ -138,18 +155,19 @@ void zp_dispatch(zp_server *s, zp_frames *m)
                        zmq_msg_size(&m->f[1]));
         return;
     }
-    zp_request r = {
-        .identity = identity,
-        .h = h,
-        .payload = m->n > 2 ? &m->f[2] : NULL,
-        .npayload = m->n - 2 + m->dropped,
-    };
     unsigned op = (unsigned)h->op;
     bool known = op < sizeof(handlers) / sizeof(handlers[0]) && handlers[op];
     unsigned slot = known && op < ZP_SERVER_OPS ? op : 0;
     uint64_t t0 = zp_now_ns();
     s->op_requests[slot]++;
-    if (check_common(s, m, identity, h) == 0 && check_key(s, m, identity, h) == 0) {
+    if (check_common(s, m, identity, h) == 0 && check_key(s, m, identity, h) == 0 &&
+        resolve_shm(s, m, identity, h) == 0) {
+        zp_request r = {
+            .identity = identity,
+            .h = h,
+            .payload = m->n > 2 ? &m->f[2] : NULL,
+            .npayload = m->n - 2 + m->dropped,
+        };
         /* a primary keeps what may change state before it is applied (its
          * handler may move the payload out), logs it if it was accepted,
          * and holds the replies until the backups have it */

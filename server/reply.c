@@ -29,6 +29,18 @@ size_t zp_reply_socket_send(void *server, zmq_msg_t *identity, const Zeps__Heade
 {
     zp_server *s = server;
     void *sock = s->sock;
+    Zeps__Header placed;
+    if (data && s->shm.on) {
+        placed = *rep;
+        if (zp_shmhost_place(&s->shm, identity, &placed, data, len)) {
+            /* copied into the client's segment: the payload is ours to give back now */
+            if (ffn)
+                ffn((void *)data, hint);
+            data = NULL;
+            ffn = NULL;
+            rep = &placed;
+        }
+    }
     zmq_msg_t id;
     zmq_msg_init(&id);
     zmq_msg_copy(&id, identity);

@@ -180,6 +180,7 @@ void zp_server_stop(zp_server *s)
     zp_role_stop(&s->role); /* a primary's nodes go now: a backup takes over at once */
     if (!s->has_loop)
         return;
+    zp_shmhost_stop(&s->shm);
     uv_handle_t *handles[] = {
         (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,     (uv_handle_t *)&s->check,
         (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->sigterm,  (uv_handle_t *)&s->sigint,
@@ -295,6 +296,27 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
     return bind_waiting(s, bind_ep, ep, err, errlen);
 }
 
+/* Offer shared memory to co-located clients where the cluster file
+ * allows it (transport = "auto"); a replicated shard does not (its log
+ * forwards requests' frames to backups on other hosts). Without it the
+ * shard serves over ZeroMQ alone. */
+static void start_shm(zp_server *s)
+{
+    char why[256];
+    if (strcmp(s->cfg.transport, "auto") != 0 || s->cfg.replicas > 1)
+        return;
+    if (zp_shmhost_start(&s->shm, &s->loop, s->shard, s->incarnation, why, sizeof(why)) != 0) {
+        zp_warn("shared memory not offered: %s", why);
+        return;
+    }
+    /* a co-located client's headers go over a unix socket too (not with CURVE: its
+     * clients keep the endpoints of the cluster file) */
+    char ep[sizeof(s->shm.zmq_name)];
+    snprintf(ep, sizeof(ep), "ipc://@zeps-zmq-%016" PRIx64 "-%d", s->incarnation, s->shard);
+    if (!s->zap.enabled && zmq_bind(s->sock, ep) == 0)
+        snprintf(s->shm.zmq_name, sizeof(s->shm.zmq_name), "%s", ep);
+}
+
 static int setup_loop(zp_server *s, char *err, size_t errlen)
 {
     int fd;
@@ -336,6 +358,7 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
             return rc;
         s->open_handles++; /* the listener, closed as one in zp_server_stop */
     }
+    start_shm(s); /* last: nothing after it can fail and leave it open */
     return 0;
 }
 

@@ -31,6 +31,7 @@
 #include "reply.h"
 #include "follow.h"
 #include "rlog.h"
+#include "shmhost.h"
 #include "role.h"
 #include "table.h"
 #include "trace.h"
@@ -70,6 +71,7 @@ struct zp_server {
     char endpoint[ZP_ENDPOINT_MAX];
     zp_zap zap;         /* CURVE allow-list (zap.enabled = CURVE on) */
     zp_reply_sink sink; /* where replies go: the socket, or a test's capture */
+    zp_shmhost shm;    /* co-located clients' shared-memory segments (xport/shmhost.h) */
 
     zp_table **tables;
     uint32_t ntables, cap_tables;

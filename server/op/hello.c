@@ -114,5 +114,10 @@ void zp_hello_on(zp_server *s, zp_request *r)
     rep.flags = flags;
     rep.cut = zp_request_resume_cut(s);
     rep.cut_set = s->restored_set;
+    if (s->shm.on) { /* a co-located client may attach a segment (xport/shmhost.h) */
+        rep.shm_endpoint = s->shm.name;
+        rep.shm_token = zp_shmhost_token(&s->shm, h->rank, h->incarnation);
+        rep.shm_zmq_endpoint = s->shm.zmq_name;
+    }
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
 }

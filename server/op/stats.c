@@ -124,10 +124,11 @@ static void table_stats(const zp_server *s, const zp_table *t, Zeps__TableStats 
     ts->pull_view_bytes = zp_cpull_bytes(t);
 }
 
-static void worker_stats(const zp_worker *w, int rank, double now, Zeps__WorkerStats *ws,
-                         Zeps__Histogram *wh)
+static void worker_stats(const zp_server *s, const zp_worker *w, int rank, double now,
+                         Zeps__WorkerStats *ws, Zeps__Histogram *wh)
 {
     zeps__worker_stats__init(ws);
+    ws->transport = (char *)zp_shmhost_transport(&s->shm, (uint32_t)rank);
     ws->rank = (uint32_t)rank;
     ws->clock = w->clock;
     ws->incarnation = w->incarnation;
@@ -175,7 +176,7 @@ void zp_stats_fill(const zp_server *s, zp_stats_view *v)
         const zp_worker *w = &s->workers.w[i];
         if (!w->joined && !w->rehello)
             continue;
-        worker_stats(w, i, now, &v->ws[k], &v->wh[k]);
+        worker_stats(s, w, i, now, &v->ws[k], &v->wh[k]);
         v->wsp[k] = &v->ws[k];
         k++;
     }

@@ -71,13 +71,18 @@ static void put_expanded(FILE *f, const char *text, const char *dir)
 }
 
 /* The CURVE client keys of c's cluster file into *k; false if it sets
- * none (a plain cluster). */
-static bool curve_keys(const zt_cluster *c, zp_curve_client_keys *k)
+ * none (a plain cluster). Its transport and segment size go into *opt. */
+static bool curve_keys(const zt_cluster *c, zp_curve_client_keys *k, zeps_options *opt)
 {
     zp_config *cfg = malloc(sizeof(*cfg));
     char err[512];
-    bool on = zp_config_load(cfg, c->conf, err, sizeof(err)) == 0 && cfg->curve_client_secret[0] &&
+    bool loaded = zp_config_load(cfg, c->conf, err, sizeof(err)) == 0;
+    bool on = loaded && cfg->curve_client_secret[0] &&
               zp_curve_load_client(cfg, k, err, sizeof(err)) == 0;
+    if (loaded && strcmp(cfg->transport, "auto") == 0) {
+        opt->transport = ZEPS_TRANSPORT_AUTO;
+        opt->shm_segment_bytes = cfg->shm_area_bytes;
+    }
     free(cfg);
     return on;
 }
@@ -88,7 +93,7 @@ zeps_client *zt_client_opts(const zt_cluster *c, uint32_t rank, zeps_options *op
     for (int k = 0; k < c->nservers; k++)
         eps[k] = c->endpoints[k];
     zp_curve_client_keys keys;
-    if (curve_keys(c, &keys)) {
+    if (curve_keys(c, &keys, opt)) {
         opt->curve_server_key = keys.server_public;
         opt->curve_public_key = keys.client_public;
         opt->curve_secret_key = keys.client_secret;
@@ -273,7 +278,8 @@ void *zt_raw_socket(void *zctx, const zt_cluster *c, int k)
     int zero = 0;
     zmq_setsockopt(s, ZMQ_LINGER, &zero, sizeof(zero));
     zp_curve_client_keys keys;
-    if (curve_keys(c, &keys))
+    zeps_options unused = {0};
+    if (curve_keys(c, &keys, &unused))
         zp_curve_apply_client(s, keys.server_public, keys.client_public, keys.client_secret);
     zmq_connect(s, c->endpoints[k]);
     return s;

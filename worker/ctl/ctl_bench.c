@@ -77,11 +77,16 @@ static void usage(FILE *f)
                "  --log-mb MB    with --replicas 2: the replicated shard's replication.log_mb\n"
                "                 (default: the server's)\n"
                "  --apply        also time the server's dense optimizer kernels against\n"
-               "                 saxpy on 4M and 8M floats (zeps-server times them)\n\n"
+               "                 saxpy on 4M and 8M floats (zeps-server times them)\n"
+               "  --transport T  tcp (default) or shm: zeps over shared memory (transport =\n"
+               "                 \"auto\"), raw ZeroMQ over ipc://, and one thread's memcpy of\n"
+               "                 the same bytes, the ceiling\n\n"
                "The dense-path figures in one command (docs/performance.md):\n"
                "  zepsctl bench --sizes 4M,32M,40M --apply\n"
                "The cost of replication (docs/performance.md, \"Replication\"):\n"
-               "  zepsctl bench --replicas 2 --sizes 64,4M --reps 5\n");
+               "  zepsctl bench --replicas 2 --sizes 64,4M --reps 5\n"
+               "Shared memory against its ceilings (docs/performance.md, \"Shared memory\"):\n"
+               "  zepsctl bench --transport shm --sizes 64,4M,32M --reps 5\n");
 }
 
 /* "64,4K,256KB,4M,32MiB" -> o->sizes (K and M binary); -1 if malformed. */
@@ -123,6 +128,7 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
                                           {"apply", no_argument, NULL, 'a'},
                                           {"replicas", required_argument, NULL, 'R'},
                                           {"log-mb", required_argument, NULL, 'L'},
+                                          {"transport", required_argument, NULL, 'T'},
                                           {"help", no_argument, NULL, 'h'},
                                           {NULL, 0, NULL, 0}};
     *o = (bench_opts){.window = 4, .reps = 3, .seconds = 1.0, .only = -1, .replicas = 1};
@@ -150,6 +156,8 @@ static int parse_opts(bench_opts *o, int argc, char **argv)
             o->replicas = atoi(optarg);
         else if (ch == 'L')
             o->log_mb = atoi(optarg);
+        else if (ch == 'T')
+            bad |= !(o->shm = strcmp(optarg, "shm") == 0) && strcmp(optarg, "tcp") != 0;
         else if (ch == 'o')
             o->only = strcmp(optarg, "raw") == 0 ? SIDE_RAW : SIDE_ZEPS;
         else if (ch == 'h')
@@ -313,6 +321,8 @@ static bool measured(const bench_opts *o, int s)
         return false;
     if (s == SIDE_R2)
         return o->replicas == 2;
+    if (s == SIDE_MEM)
+        return o->shm && o->only < 0;
     return o->only < 0 || o->only == s;
 }
 
@@ -323,10 +333,11 @@ static int measure_all(bench *b)
     const side_ops *ops[NSIDES] = {[SIDE_ZEPS] = &zp_ctl_bench_zeps_ops,
                                    [SIDE_RAW] = &zp_ctl_bench_raw_ops,
                                    [SIDE_CURVE] = &zp_ctl_bench_zeps_curve_ops,
-                                   [SIDE_R2] = &zp_ctl_bench_zeps_r2_ops};
-    void *ctx[NSIDES] = {
-        [SIDE_ZEPS] = &b->z, [SIDE_RAW] = &b->r, [SIDE_CURVE] = &b->zc, [SIDE_R2] = &b->zr};
-    static const int order[NSIDES] = {SIDE_ZEPS, SIDE_R2, SIDE_RAW, SIDE_CURVE};
+                                   [SIDE_R2] = &zp_ctl_bench_zeps_r2_ops,
+                                   [SIDE_MEM] = &zp_ctl_bench_mem_ops};
+    void *ctx[NSIDES] = {[SIDE_ZEPS] = &b->z, [SIDE_RAW] = &b->r, [SIDE_CURVE] = &b->zc,
+                         [SIDE_R2] = &b->zr, [SIDE_MEM] = &b->m};
+    static const int order[NSIDES] = {SIDE_ZEPS, SIDE_MEM, SIDE_R2, SIDE_RAW, SIDE_CURVE};
     cell *reps = zp_alloc_zeroed((size_t)b->o.reps * NSIDES, sizeof(cell));
     int rc = 0;
     for (int si = 0; si < b->o.nsizes && rc == 0; si++) {
@@ -364,8 +375,9 @@ static void print_row(const bench *b, int si)
 static void print_table(const bench *b)
 {
     char lbl[32];
-    printf("zeps vs raw ZeroMQ on tcp 127.0.0.1: window %d, median of %d, ~%g s per phase\n"
+    printf("zeps%s vs raw ZeroMQ on %s: window %d, median of %d, ~%g s per phase\n"
            "payload MB/s (10^6 B/s; sizes are binary); RTT = 1 request in flight, µs\n\n",
+           b->o.shm ? " over shared memory" : "", b->o.shm ? "ipc://" : "tcp 127.0.0.1",
            b->o.window, b->o.reps, b->o.seconds);
     printf("%7s | %-19s | %-19s | %-19s | %13s | %13s\n", "", "push MB/s", "pull MB/s",
            "push+pull MB/s", "zeps push RTT", "raw push RTT");
@@ -408,6 +420,8 @@ static void print_table(const bench *b)
         zp_ctl_bench_repl_print(b);
         zp_ctl_bench_sparse_print(b);
     }
+    if (b->o.shm)
+        zp_ctl_bench_mem_print(b);
     printf("\npush zeps / raw ZeroMQ:");
     for (int si = 0; si < b->o.nsizes; si++)
         printf("%s %s %.3f", si ? "," : "", size_label(b->o.sizes[si], lbl, sizeof lbl),
@@ -451,10 +465,11 @@ static int write_json(const bench *b, const char *path)
         return ZEPS_EIO;
     }
     fprintf(f,
-            "{\n  \"transport\": \"tcp://127.0.0.1\", \"window\": %d, \"reps\": %d, "
+            "{\n  \"transport\": \"%s\", \"window\": %d, \"reps\": %d, "
             "\"seconds\": %g,\n  \"units\": \"payload MB/s (10^6 B/s); RTT in us; "
             "medians over reps\",\n  \"results\": [\n",
-            b->o.window, b->o.reps, b->o.seconds);
+            b->o.shm ? "shm (raw: ipc://)" : "tcp://127.0.0.1", b->o.window, b->o.reps,
+            b->o.seconds);
     for (int si = 0; si < b->o.nsizes; si++) {
         const cell *z = &b->res[si][SIDE_ZEPS], *r = &b->res[si][SIDE_RAW];
         fprintf(f, "    {\n      \"bytes\": %zu,\n", b->o.sizes[si]);
@@ -462,6 +477,10 @@ static int write_json(const bench *b, const char *path)
         json_cell(f, "raw", r, ",");
         if (b->o.curve)
             json_cell(f, "zeps_curve", &b->res[si][SIDE_CURVE], ",");
+        if (b->o.shm) {
+            json_cell(f, "memcpy", &b->res[si][SIDE_MEM], ",");
+            zp_ctl_bench_mem_json(b, f, si);
+        }
         if (b->o.replicas == 2) {
             json_cell(f, "zeps_r2", &b->res[si][SIDE_R2], ",");
             zp_ctl_bench_repl_json(b, f, si);
@@ -495,6 +514,9 @@ static int run(bench *b)
     int rc = zp_ctl_bench_raw_open(b);
     if (rc == 0)
         rc = zp_ctl_bench_zeps_open(b);
+    b->m = (mem_side){.a = b->push, .b = b->pull};
+    if (rc == 0 && b->o.shm)
+        rc = zp_ctl_bench_mem_check(b);
     if (rc == 0 && b->o.replicas == 2)
         rc = zp_ctl_bench_repl_open(b);
     if (rc == 0 && b->o.replicas == 2)

@@ -35,8 +35,9 @@
 /* OP_PULL_VIEW: a zeps pull through the zero-copy view API; raw ZeroMQ's pull
  * already leaves the payload in its receive buffer, so raw does OP_PULL. */
 enum { OP_PUSH = 0, OP_PULL = 1, OP_PULL_VIEW = 2 };
-/* SIDE_R2: zeps on a shard of two replicas (--replicas 2). */
-enum { SIDE_ZEPS = 0, SIDE_RAW = 1, SIDE_CURVE = 2, SIDE_R2 = 3, NSIDES = 4 };
+/* SIDE_R2: zeps on a shard of two replicas (--replicas 2). SIDE_MEM: one
+ * thread's memcpy of the same bytes (--transport shm: the ceiling). */
+enum { SIDE_ZEPS = 0, SIDE_RAW = 1, SIDE_CURVE = 2, SIDE_R2 = 3, SIDE_MEM = 4, NSIDES = 5 };
 
 /* The bars of the replication issue, r=2 against r=1 in the same run. */
 #define REPL_PUSH_AIM   0.45 /* dense push MB/s at 4 MB, and sparse push rows/s: at least */
@@ -79,6 +80,8 @@ typedef struct bench_opts {
     int replicas; /* 2: also zeps on a replicated shard (SIDE_R2); else 1 */
     int log_mb;   /* the replicated shard's replication.log_mb; 0: the server's default */
     bool apply;   /* also the server's kernel timings (zeps-server --bench-apply) */
+    bool shm;     /* --transport shm: zeps over shared memory, raw ZeroMQ over ipc://, and
+                     the memcpy ceiling (ctl_bench_mem.c) */
     const char *json;
     int nsizes;
     size_t sizes[MAX_SIZES];
@@ -113,6 +116,11 @@ typedef struct raw_side {
     atomic_int inflight[MAX_WINDOW]; /* per slot: payloads ZeroMQ still holds */
 } raw_side;
 
+typedef struct mem_side { /* SIDE_MEM */
+    size_t bytes;
+    float **a, **b; /* copies go a -> b ("push") and b -> a ("pull") */
+} mem_side;
+
 typedef struct bench {
     bench_opts o;
     char dir[64];
@@ -121,6 +129,7 @@ typedef struct bench {
     float *push[MAX_WINDOW], *pull[MAX_WINDOW];
     zeps_side z, zc, zr; /* zc: the client of the CURVE server, zr: of the replicated one */
     raw_side r;
+    mem_side m;
     cell res[MAX_SIZES][NSIDES];
     double sparse[NSPARSE][2]; /* sparse push rows/s, medians: [dim][r=1, r=2] */
     double mem_sgd, mem_adam;  /* server bytes per parameter */
@@ -181,7 +190,18 @@ static inline void stop_child(pid_t *pid, int sig, const char *what)
     *pid = 0;
 }
 
-/* The raw ZeroMQ side (ctl_bench_raw.c): fork its child and connect. */
+/* --transport shm (ctl_bench_mem.c): the memcpy side; the check that the
+ * zeps client's payloads really go through shared memory (its shard's
+ * STATS says so: 0, or ZEPS_ETRANSPORT said on stderr); the table of
+ * zeps over shared memory against memcpy and raw ZeroMQ over ipc://, and
+ * its JSON member (ending with a comma). */
+extern const side_ops zp_ctl_bench_mem_ops;
+int zp_ctl_bench_mem_check(bench *b);
+void zp_ctl_bench_mem_print(const bench *b);
+void zp_ctl_bench_mem_json(const bench *b, FILE *f, int si);
+
+/* The raw ZeroMQ side (ctl_bench_raw.c): fork its child and connect (with
+ * --transport shm over ipc:// in the bench's directory, else loopback TCP). */
 int zp_ctl_bench_raw_open(bench *b);
 void zp_ctl_bench_raw_close(bench *b);
 extern const side_ops zp_ctl_bench_raw_ops;

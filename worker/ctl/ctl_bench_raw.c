@@ -71,6 +71,7 @@ static int raw_serve_one(void *s, const char *payload, size_t max)
 typedef struct raw_child_arg {
     int wfd;
     size_t max;
+    char bind[128]; /* "tcp://127.0.0.1:*", or an ipc:// path (--transport shm) */
 } raw_child_arg;
 
 static void raw_child_main(void *arg) __attribute__((noreturn));
@@ -83,7 +84,7 @@ static void raw_child_main(void *arg)
     raw_sockopts(s);
     char ep[256] = "";
     size_t len = sizeof ep;
-    if (zmq_bind(s, "tcp://127.0.0.1:*") != 0 ||
+    if (zmq_bind(s, ((raw_child_arg *)arg)->bind) != 0 ||
         zmq_getsockopt(s, ZMQ_LAST_ENDPOINT, ep, &len) != 0)
         _exit(1);
     char *payload = (char *)buf_new(max, 1.0f);
@@ -106,7 +107,9 @@ int zp_ctl_bench_raw_open(bench *b)
     /* its own process group (a terminal's ^C reaches only zepsctl, which
      * then stops it in order), and gone if zepsctl dies */
     zp_spawn_opts so = {.log_fd = -1, .flags = ZP_SPAWN_GROUP, .deathsig = SIGKILL};
-    raw_child_arg arg = {.wfd = fds[1], .max = max_size(&b->o)};
+    raw_child_arg arg = {.wfd = fds[1], .max = max_size(&b->o), .bind = "tcp://127.0.0.1:*"};
+    if (b->o.shm)
+        snprintf(arg.bind, sizeof arg.bind, "ipc://%s/raw.ipc", b->dir);
     b->raw = zp_spawn_fork(raw_child_main, &arg, &so);
     close(fds[1]);
     ssize_t n = b->raw > 0 ? read(fds[0], ep, sizeof ep - 1) : -1;

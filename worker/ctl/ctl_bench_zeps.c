@@ -225,6 +225,10 @@ int zp_ctl_bench_zeps_connect(bench *b, zeps_side *z, const char *ep,
     const char *eps[] = {ep};
     zeps_options opt = {
         .request_timeout_ms = 30000, .max_retries = 1, .hello_timeout_ms = 15000, .num_workers = 1};
+    if (b->o.shm && !keys) { /* room for a window of the largest payloads both ways */
+        opt.transport = ZEPS_TRANSPORT_AUTO;
+        opt.shm_segment_bytes = (uint64_t)b->o.window * max_size(&b->o) + (16u << 20);
+    }
     if (keys) {
         opt.curve_server_key = keys->server_public;
         opt.curve_public_key = keys->client_public;
@@ -268,6 +272,8 @@ static int zeps_open_one(bench *b, zeps_side *z, pid_t *server, bool curve)
                  "  curve_allow_dir = \"%s/allow\";\n",
                  b->dir, b->dir, b->dir);
     }
+    if (rc == 0 && b->o.shm && !curve)
+        snprintf(extra, sizeof extra, "  transport = \"auto\";\n");
     if (rc == 0)
         rc = zp_ctl_bench_zeps_write_conf(b, cfg, servers, extra);
     if (rc == 0)

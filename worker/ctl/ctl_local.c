@@ -55,7 +55,7 @@ static void usage(FILE *f)
             "                       change is training.result_dir = the run directory)\n"
             "  --servers S, --workers N, --model quadratic|softmax|mlp,\n"
             "  --consistency bsp|ssp|async|weighted, --epochs E, --lr X, --batch B,\n"
-            "  --max-train-examples N, --seed N\n"
+            "  --max-train-examples N, --seed N, --transport tcp|auto\n"
             "                       change the embedded default (not with --config)\n"
             "  --dir DIR            run directory for cluster.conf, logs and results\n"
             "                       (default: a new $TMPDIR/zeps-local-XXXXXX, kept)\n"
@@ -125,6 +125,7 @@ static const struct option long_opts[] = {
     {"batch", required_argument, NULL, OPT_OVERRIDE + 6},
     {"max-train-examples", required_argument, NULL, OPT_OVERRIDE + 7},
     {"seed", required_argument, NULL, OPT_OVERRIDE + 8},
+    {"transport", required_argument, NULL, OPT_OVERRIDE + 9},
     {NULL, 0, NULL, 0},
 };
 
@@ -203,8 +204,9 @@ static int parse_opts(int argc, char **argv, local_opts *o)
         o->zk_port = 2181; /* the printed file names ZooKeeper's usual port */
     if (o->config && o->noverrides) {
         fprintf(stderr, "zepsctl local: --servers, --workers, --model, --consistency, "
-                        "--epochs, --lr, --batch,\n  --max-train-examples and --seed "
-                        "change the embedded default; with --config, edit the file\n");
+                        "--epochs, --lr, --batch,\n  --max-train-examples, --seed and "
+                        "--transport change the embedded default; with --config, edit the "
+                        "file\n");
         return 2;
     }
     return -1;

@@ -23,7 +23,7 @@ typedef struct zp_local_override {
     char type;
     double lo, hi;
 } zp_local_override;
-#define N_OVERRIDES 9
+#define N_OVERRIDES 10
 extern const zp_local_override zp_ctl_local_conf_overrides[N_OVERRIDES];
 
 typedef struct local_opts {

@@ -35,6 +35,7 @@ const zp_local_override zp_ctl_local_conf_overrides[] = {
     {"batch", "training", "batch_size", 'i', 1, INT_MAX},
     {"max-train-examples", "training", "max_train_examples", 'i', 0, INT_MAX},
     {"seed", "training", "seed", 'i', 0, 1e18},
+    {"transport", "cluster", "transport", 's', 0, 0},
 };
 _Static_assert(sizeof(zp_ctl_local_conf_overrides) / sizeof(zp_ctl_local_conf_overrides[0]) ==
                    N_OVERRIDES,

@@ -400,14 +400,14 @@ static void print_shard(const Zeps__ShardStats *st)
     }
     printf("  workers (%zu of %u joined)\n", st->n_workers, st->num_workers);
     if (st->n_workers)
-        printf("    %5s %10s  %-16s %10s %10s %10s %12s %5s\n", "rank", "clock", "incarnation",
-               "pushes", "pulls", "duplicates", "last seen s", "lost");
+        printf("    %5s %10s  %-16s %10s %10s %10s %12s %5s %9s\n", "rank", "clock",
+               "incarnation", "pushes", "pulls", "duplicates", "last seen s", "lost", "transport");
     for (size_t i = 0; i < st->n_workers; i++) {
         const Zeps__WorkerStats *w = st->workers[i];
         printf("    %5u %10" PRId64 "  %016" PRIx64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
-               " %12.1f %5s\n",
+               " %12.1f %5s %9s\n",
                w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
-               w->last_seen_s, w->lost ? "yes" : "no");
+               w->last_seen_s, w->lost ? "yes" : "no", w->transport[0] ? w->transport : "tcp");
     }
     print_traffic(st);
 }
@@ -540,10 +540,11 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
                ", \"last_seen_s\": %.3f, \"push_bytes_wire\": %" PRIu64
                ", \"push_bytes_raw\": %" PRIu64 ", \"pull_bytes_wire\": %" PRIu64
                ", \"pull_bytes_raw\": %" PRIu64 ", \"pull_resyncs\": %" PRIu64
-               ", \"seq_jumps\": %" PRIu64 ", \"lost\": %s}",
+               ", \"seq_jumps\": %" PRIu64 ", \"lost\": %s, \"transport\": \"%s\"}",
                k ? "," : "", w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
                w->last_seen_s, w->push_bytes_wire, w->push_bytes_raw, w->pull_bytes_wire,
-               w->pull_bytes_raw, w->pull_resyncs, w->seq_jumps, w->lost ? "true" : "false");
+               w->pull_bytes_raw, w->pull_resyncs, w->seq_jumps, w->lost ? "true" : "false",
+               strcmp(w->transport, "shm") == 0 ? "shm" : "tcp");
     }
     printf("]}");
 }

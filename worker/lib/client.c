@@ -30,13 +30,17 @@
 #include "shard.h"
 #include "tables.h"
 #include "wire.h"
+#include "xport.h"
 #include "zeps.h"
 
 /* Close every socket, then the context, then free what the client owns. */
 static void client_free(zeps_client *c)
 {
-    for (int k = 0; k < c->nshards; k++)
+    for (int k = 0; k < c->nshards; k++) {
         zp_shard_close(c, k);
+        if (c->shards[k].xp) /* the shard detaches the segment when this closes */
+            c->shards[k].xp->close(&c->shards[k]);
+    }
     zp_failover_destroy(&c->fo); /* its probes, before the context */
     explicit_bzero(c->curve_secret, sizeof(c->curve_secret));
     if (c->zctx)
@@ -220,6 +224,8 @@ int zeps_client_new_interruptible(zeps_client **out, const char *cluster_file, u
         .hello_timeout_ms = cfg->hello_timeout_ms,
         .num_workers = cfg->num_workers,
         .max_message_bytes = cfg->max_message_bytes,
+        .transport = strcmp(cfg->transport, "auto") == 0 ? ZEPS_TRANSPORT_AUTO : ZEPS_TRANSPORT_TCP,
+        .shm_segment_bytes = cfg->shm_area_bytes,
         .curve_server_key = keys.server_public,
         .curve_public_key = keys.client_public,
         .curve_secret_key = keys.client_secret,

@@ -62,6 +62,7 @@
 #include "payload.h"
 #include "req.h"
 #include "shard.h"
+#include "xport.h"
 #include "zeps.h"
 
 static void release_payload(void *data, void *hint)
@@ -114,7 +115,8 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
     zp_shard *sh = &c->shards[s->shard];
     Zeps__Header h;
     sub_fill_header(c, s, &h);
-    int more = s->data ? ZMQ_SNDMORE : 0;
+    int frame = !ZP_XPORT(sh)->place(sh, s, &h) && s->data; /* or in the transport (copied) */
+    int more = frame ? ZMQ_SNDMORE : 0;
     s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
     if (held(c, s))
         return;
@@ -127,7 +129,7 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
         zp_debug("send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
         return;
     }
-    if (s->data) {
+    if (frame) {
         atomic_fetch_add_explicit(&s->req->zrefs, 1, memory_order_relaxed);
         if (zp_wire_send_data(sh->sock, s->data, s->data_len, release_payload, s->req,
                               ZMQ_DONTWAIT) != 0)
@@ -152,6 +154,7 @@ static void sub_finish(zeps_client *c, zp_req_sub *s, int err)
     if (s->done)
         return;
     s->done = 1;
+    ZP_XPORT(&c->shards[s->shard])->done(&c->shards[s->shard], s);
     sub_unlink(c, s);
     s->req->ndone++;
     if (err && !s->req->err)
@@ -220,6 +223,7 @@ static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
     sh->hello_clock = h->clock;
     sh->need_hello = 0;
     sh->rejoined = (h->flags & ZP_FLAG_REJOINED) != 0;
+    zp_xport_shm_hello(c, k, h); /* shared memory, if offered and allowed */
     c->nworkers = (int)h->num_workers;
     c->caps = h->caps;
     snprintf(c->consistency, sizeof(c->consistency), "%s", h->consistency ? h->consistency : "");
@@ -278,18 +282,20 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         zp_warn("shard %d sent a reply that is not a zeps header; ignored", k);
         return;
     }
+    char why[256]; /* a payload in shared memory becomes m's frame, released with m */
+    int err = ZP_XPORT(sh)->resolve(sh, h, m, why, sizeof(why));
     zp_req_sub *s = find_sub(sh, h->req_id);
     if (!s) {
         zeps__header__free_unpacked(h, NULL); /* a late answer to a resend: already done */
         return;
     }
-    int err = 0;
     zp_req *r = s->req;
-    if (h->op == ZEPS__OP__ERROR && on_error_waits(c, k, s, h)) {
+    if (err) {
+        zp_fail(c, err, "shard %d: %s", k, why);
+    } else if (h->op == ZEPS__OP__ERROR && on_error_waits(c, k, s, h)) {
         zeps__header__free_unpacked(h, NULL);
         return;
-    }
-    if (h->op == ZEPS__OP__ERROR) {
+    } else if (h->op == ZEPS__OP__ERROR) {
         err = h->error ? h->error : ZEPS_EINTERNAL;
         zp_fail(c, err, "shard %d: %s", k, h->error_text ? h->error_text : zeps_strerror(err));
     } else if (h->flags & ZP_FLAG_PARKED) {

@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "codec.h"
+#include "shmseg.h"
 #include "fail.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"
@@ -65,6 +66,8 @@ struct zp_req_sub {
     float *dst;              /* PULL destination (NULL for a view or a scatter) */
     zp_req_scatter scatter;  /* sparse PULL: where the rows go (rows != NULL) */
     zmq_msg_t frame;         /* view PULL, SCAN: the received payload (8-byte aligned for SCAN) */
+    zp_shm_desc xdesc;       /* xport_shm.c: the payload's buffer in the segment */
+    uint64_t xseg;           /* ... of the segment so named (0: not placed) */
     int has_frame;
     uint64_t deadline_ns;
     int retries;

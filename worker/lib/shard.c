@@ -108,7 +108,7 @@ int zp_shard_open(zeps_client *c, int k)
         sh->sock = NULL;
         return -1;
     }
-    if (zmq_connect(sh->sock, sh->endpoint) != 0) {
+    if (zmq_connect(sh->sock, sh->fast[0] ? sh->fast : sh->endpoint) != 0) {
         monitor_close(c, k);
         zmq_close(sh->sock);
         sh->sock = NULL;

@@ -13,12 +13,17 @@
 #include "zeps.h"
 
 typedef struct zp_req_sub zp_req_sub;
+typedef struct zp_xport_ops zp_xport_ops;
 
 typedef struct zp_shard {
     /* shard.c */
     void *sock;
     void *monitor;                  /* CURVE or replicas >= 2: PAIR receiving the socket's events */
     char endpoint[ZP_ENDPOINT_MAX]; /* the replica it is connected to (failover.c moves it) */
+    /* xport_*.c: how payloads travel (xport.h); NULL = ZeroMQ frames */
+    const zp_xport_ops *xp;
+    void *xs;      /* the transport's state */
+    char fast[96]; /* its ipc:// endpoint the socket connects to instead, or "" */
     /* req.c */
     char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
     char held[384];     /* HELLO refused: the rank is held by a live incarnation (why) */

@@ -58,7 +58,15 @@ typedef struct zeps_options {
     /* Interrupts the HELLO wait as zeps_client_set_interrupt() does later
      * waits (and is kept as that flag): NULL for none. */
     volatile int *interrupt;
+    /* How payloads travel (docs/protocol.md, "Shared memory"): ZEPS_TRANSPORT_TCP
+     * (0) always as ZeroMQ frames; ZEPS_TRANSPORT_AUTO in a shared-memory
+     * segment with each shard on this host that offers it, frames otherwise. */
+    int transport;
+    uint64_t shm_segment_bytes; /* each area of such a segment (0: 256 MiB) */
 } zeps_options;
+
+#define ZEPS_TRANSPORT_TCP 0
+#define ZEPS_TRANSPORT_AUTO 1
 
 /* A table declaration. Every worker may declare the same table; a second
  * declaration with an equal spec is a no-op, a different one is ZEPS_ECONFLICT. */

@@ -35,6 +35,8 @@ typedef struct zeps_options {
     const char *curve_public_key;
     const char *curve_secret_key;
     volatile int *interrupt;
+    int transport;
+    uint64_t shm_segment_bytes;
 } zeps_options;
 
 typedef struct zeps_init_segment {

@@ -1,0 +1,30 @@
+/*
+ * shmmsg.h - the two messages of a shared-memory attach, on the shard's
+ * unix socket (docs/protocol.md, "Shared memory"): the client's attach,
+ * sent with its memfd as SCM_RIGHTS, and the shard's answer. Both sides
+ * are on one host, so the structs travel as they are in memory.
+ */
+#ifndef ZP_SHMMSG_H
+#define ZP_SHMMSG_H
+
+#include <stdint.h>
+
+#define ZP_SHM_MAGIC_ATTACH 0x5441484d4853505aull /* "ZPSHMHAT" */
+#define ZP_SHM_MAGIC_OK     0x4b4f4d4853505aull   /* "ZPSHMOK" */
+
+typedef struct zp_shm_attach {
+    uint64_t magic; /* ZP_SHM_MAGIC_ATTACH */
+    uint32_t rank;  /* as in the client's HELLO */
+    uint32_t pad;
+    uint64_t incarnation; /* as in the client's HELLO */
+    uint64_t token;       /* the HELLO reply's shm_token */
+} zp_shm_attach;
+
+typedef struct zp_shm_ok {
+    uint64_t magic;   /* ZP_SHM_MAGIC_OK */
+    uint64_t segment; /* the name requests give the segment (Header.shm_segment) */
+    int32_t code;     /* 0, or the zeps_err of a refusal */
+    char text[236];   /* why it was refused */
+} zp_shm_ok;
+
+#endif

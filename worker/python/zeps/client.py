@@ -841,6 +841,8 @@ class Batch:
     the distinct count asked once, and a push holding only the batch (libzeps
     copies the gradients when the push starts)."""
 
+    __slots__ = ("table", "ids", "_n", "_nu", "_b", "_pp", "_pos")
+
     def __init__(self, table, ids):
         if type(ids) is not np.ndarray or ids.dtype != _U64 or ids.ndim != 1 \
                 or not ids.flags.c_contiguous:

@@ -160,7 +160,7 @@ def _push_hook(module, batch, clock):
         prof = StepProfile.active
         t0 = time.perf_counter() if prof is not None else 0.0
         if grad.dtype is torch.float32 and grad.is_contiguous() \
-                and grad.numel() == batch.unique * module.dim:
+                and grad.numel() == batch._nu * module.dim:
             r = batch._push_unique_at(grad.data_ptr(), clock)
         else:
             r = batch.push_unique_async(grad.detach().numpy(), clock)
@@ -228,7 +228,11 @@ class _SparseModule(nn.Module):
         """Wait for every push this module started (raises its error)."""
         pending = self._pushes
         while pending:
-            _timed("sparse_push_wait", pending.pop(0).wait)
+            r = pending.pop(0)
+            if StepProfile.active is None:
+                r.wait()
+            else:
+                _timed("sparse_push_wait", r.wait)
 
     # state_dict() and load_state_dict(): the rows of the table, through
     # SCAN and PUT (docs/python.md, "Saving and loading a model")

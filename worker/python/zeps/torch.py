@@ -139,14 +139,6 @@ def _probe_hook_dict():
 _HOOK_DICT = _probe_hook_dict()
 
 
-def _hook_leaf(t, hook):
-    """Register `hook` as the only gradient hook of the fresh leaf `t`."""
-    if _HOOK_DICT:
-        t._backward_hooks = {0: hook}
-    else:
-        t.register_hook(hook)
-
-
 def _push_hook(module, batch, clock):
     """The gradient hook of a step's rows: start pushing their gradient
     (summed over repeated positions by autograd before it gets here) with
@@ -304,7 +296,10 @@ class _SparseModule(nn.Module):
         rows = torch.from_numpy(rows)
         if torch.is_grad_enabled():
             rows.requires_grad_()
-            _hook_leaf(rows, _push_hook(self, batch, clock))
+            if _HOOK_DICT:
+                rows._backward_hooks = {0: _push_hook(self, batch, clock)}
+            else:
+                rows.register_hook(_push_hook(self, batch, clock))
         return rows, inverse
 
 
@@ -314,8 +309,7 @@ class Embedding(_SparseModule):
 
     def forward(self, ids):
         rows, inverse = self._unique_rows(ids)
-        shape = tuple(ids.shape) + (self.dim,)
-        return F.embedding(inverse, rows).reshape(shape)
+        return F.embedding(inverse.view(ids.shape), rows)
 
 
 class EmbeddingBag(_SparseModule):

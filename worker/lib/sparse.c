@@ -459,6 +459,39 @@ int zeps_sbatch_push_unique_start(zeps_sbatch *b, const float *ugrads, int64_t c
     return zp_sparse_push_start_clocked(b, ugrads, clock, NULL, req);
 }
 
+int zeps_sbatch_pull_unique(zeps_sbatch *b, float *urows, int64_t clock)
+{
+    zeps_req *r;
+    int rc = zeps_sbatch_pull_unique_start(b, urows, clock, &r);
+    return rc ? rc : zeps_wait(&r);
+}
+
+int zeps_sbatch_push_unique(zeps_sbatch *b, const float *ugrads, int64_t clock)
+{
+    zeps_req *r;
+    int rc = zeps_sbatch_push_unique_start(b, ugrads, clock, &r);
+    return rc ? rc : zeps_wait(&r);
+}
+
+int zeps_sbatch_new_pull_unique(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
+                                float *urows, int64_t clock, zeps_sbatch **out, zeps_req **req)
+{
+    if (!out)
+        return ZEPS_EINVAL;
+    zeps_sbatch *b;
+    int rc = zeps_sbatch_new(c, table, ids, n, &b);
+    if (rc != 0)
+        return rc;
+    rc = req ? zeps_sbatch_pull_unique_start(b, urows, clock, req)
+             : zeps_sbatch_pull_unique(b, urows, clock);
+    if (rc != 0) {
+        zeps_sbatch_free(&b);
+        return rc;
+    }
+    *out = b;
+    return 0;
+}
+
 int zp_sparse_push_start_clocked(zeps_sbatch *b, const float *grads, int64_t clock,
                                  const uint8_t *clock_on, zeps_req **req)
 {

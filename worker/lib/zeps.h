@@ -353,6 +353,19 @@ const uint32_t *zeps_sbatch_positions(const zeps_sbatch *b);
 int zeps_sbatch_pull_unique_start(zeps_sbatch *b, float *urows, int64_t clock, zeps_req **req);
 int zeps_sbatch_push_unique_start(zeps_sbatch *b, const float *ugrads, int64_t clock,
                                   zeps_req **req);
+/* ... and their blocking forms (start, then zeps_wait). */
+int zeps_sbatch_pull_unique(zeps_sbatch *b, float *urows, int64_t clock);
+int zeps_sbatch_push_unique(zeps_sbatch *b, const float *ugrads, int64_t clock);
+
+/* A step's first two calls in one: zeps_sbatch_new of ids[n], then its
+ * distinct rows pulled into urows, which must hold n * dim floats (there
+ * are at most n distinct rows; zeps_sbatch_unique(*out) of them are
+ * written). With req NULL the call waits for the rows; else *req is the
+ * pull in flight, to wait for as zeps_sbatch_pull_unique_start's. On
+ * success the caller owns *out (zeps_sbatch_free); on error no batch is
+ * left and *out is not written. */
+int zeps_sbatch_new_pull_unique(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
+                                float *urows, int64_t clock, zeps_sbatch **out, zeps_req **req);
 
 /* One-shot forms: a batch made, used once and freed. */
 int zeps_spull(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, float *rows,

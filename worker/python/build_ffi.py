@@ -185,6 +185,10 @@ const uint32_t *zeps_sbatch_positions(const zeps_sbatch *b);
 int zeps_sbatch_pull_unique_start(zeps_sbatch *b, float *urows, int64_t clock, zeps_req **req);
 int zeps_sbatch_push_unique_start(zeps_sbatch *b, const float *ugrads, int64_t clock,
                                   zeps_req **req);
+int zeps_sbatch_pull_unique(zeps_sbatch *b, float *urows, int64_t clock);
+int zeps_sbatch_push_unique(zeps_sbatch *b, const float *ugrads, int64_t clock);
+int zeps_sbatch_new_pull_unique(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
+                                float *urows, int64_t clock, zeps_sbatch **out, zeps_req **req);
 int zeps_spull(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, float *rows,
                int64_t clock);
 int zeps_spush(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n, const float *grads,

@@ -1,18 +1,18 @@
 """What zeps.torch costs per embedding step over the C API (docs/python.md).
 
     ZEPS_BINDIR=build/bin PYTHONPATH=build/python /usr/bin/python3 \\
-        worker/python/bench/bench_torch_step.py [--reps 7] [--seconds 1] [--steps 1500]
+        worker/python/bench/bench_torch_step.py [--steps 3000]
 
 One zeps-server on an ipc endpoint; STEPS batches of 256 examples x 26
 fields of ids (Criteo's shape: each field's values drawn from a Zipf law,
 so ids repeat within a batch as they do in CTR data). One embedding step of
-a batch is timed five ways:
+a batch is timed five ways, each making the same libzeps calls (make the
+batch, pull its distinct rows, push a gradient per distinct row, free it):
 
-  C        tests/bench/bench_sparse_loop.c: zeps_sbatch_new (the ids
-           deduplicated once, in C), pull the rows, push a gradient for
-           every position, free the batch;
-  binding  the same calls from Python (zeps.Batch: make it, pull_unique,
-           push_unique of a gradient per distinct row), no torch;
+  C        tests/bench/bench_sparse_step.c, a library loaded into this
+           process: the calls from C, into a buffer reused step to step;
+  binding  the same calls from Python (zeps.Batch: make it, pull_unique
+           into a reused buffer, push_unique), no torch;
   hand     binding's calls with PyTorch's arithmetic written around them by
            hand: the pulled rows as a leaf tensor, F.embedding by the
            positions, backward of a given output gradient, push of the
@@ -23,20 +23,18 @@ a batch is timed five ways:
            rows made beforehand), no zeps: what any version of the step
            computes.
 
-C and binding run as loops of `--seconds`, interleaved rep by rep (C in a
-process of its own): binding - C is what calling libzeps from Python costs.
-hand, torch and plain run in one process interleaved step by step, so load
-from elsewhere on the machine falls on all three alike: the median of the
-per-step differences torch - hand is what zeps.torch adds (its module, the
-gradient hook, array conversions, Python calls). zeps.torch's own cost over
-the C API is the sum of the two. Each is reported as wall time and as the
-worker process's CPU time (all its threads), which leaves out the waits for
-the shard that the versions share.
+All five run in one process (one client, one table), interleaved step by
+step, so load from elsewhere on the machine falls on all alike: the median
+of the per-step differences binding - C is what calling libzeps from
+Python costs, torch - hand what zeps.torch adds (its module, the gradient
+hook, array conversions, Python calls); zeps.torch's own cost over the C
+API is the sum of the two. Each is reported as wall time and as the
+process's CPU time (all its threads: ZeroMQ's I/O thread too), which
+leaves out the waits for the shard that the versions share.
 """
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -59,61 +57,56 @@ def make_ids(seed=1):
     return (v + (np.arange(FIELDS) << 32)).astype(np.int64)
 
 
-def c_loop(ep, path, seconds):
-    out = subprocess.run([os.path.join(BINDIR, "bench_sparse_loop"), path, str(STEPS),
-                          str(BATCH * FIELDS), str(DIM), str(seconds), ep],
-                         check=True, capture_output=True, text=True)
-    wall, cpu = out.stdout.split()
-    return float(wall), float(cpu)
-
-
-def declared(ep):
-    """A client of rank 0 (the C loop takes rank 0 over with a HELLO of its
-    own: each part makes its client anew) and the benchmark's table."""
-    c = zeps.Client.from_endpoints([ep], 0, request_timeout_ms=10000)
-    return c, c.declare_sparse("bench-emb", DIM, optimizer="adagrad", lr=1e-3)
-
-
-def binding_loop(ep, flat, g, seconds):
-    """(wall, CPU) microseconds per step of the C API's calls from Python."""
-    c, table = declared(ep)
+def c_step(client, table, flat):
+    """The C version of a step: bench_sparse_step.c's function on this
+    process's client, called through cffi's ABI mode (about a microsecond
+    a call, counted on the C side)."""
+    from cffi import FFI
+    from zeps._native import ffi as zffi
+    ffi = FFI()
+    ffi.cdef("int zp_bench_sparse_step(void *c, uint32_t t, const uint64_t *ids, size_t n, "
+             "float *urows, const float *ugrads);")
+    lib = ffi.dlopen(os.path.join(BINDIR, "libbench_sparse_step.so"))
+    c = ffi.cast("void *", int(zffi.cast("uintptr_t", client._c)))
+    ids = [ffi.from_buffer("uint64_t[]", f) for f in flat]
+    rows = np.empty((BATCH * FIELDS, DIM), np.float32)
+    g = np.full((BATCH * FIELDS, DIM), 1e-3, np.float32)
+    prow, pg = ffi.from_buffer("float[]", rows), ffi.from_buffer("float[]", g)
+    step_c = lib.zp_bench_sparse_step
+    h = table.handle
 
     def step(s):
-        b = zeps.Batch(table, flat[s])
-        b.pull_unique()
-        b.push_unique(g[:b.unique])
-        b.free()
-
-    for s in range(20):
-        step(s % STEPS)
-    iters, t0, c0 = 0, time.perf_counter(), time.process_time()
-    while True:
-        step(iters % STEPS)
-        iters += 1
-        el = time.perf_counter() - t0
-        if el >= seconds:
-            cpu = time.process_time() - c0
-            c.close()
-            return el / iters * 1e6, cpu / iters * 1e6
+        if step_c(c, h, ids[s], len(flat[s]), prow, pg) != 0:
+            raise RuntimeError("zp_bench_sparse_step failed")
+    return step
 
 
-def step_versions(table, ids, grad):
+def step_versions(client, table, ids, grad):
     """The in-process versions of a step: {name: step(s)}."""
     flat = [ids[s].reshape(-1).view(np.uint64) for s in range(STEPS)]
     tensors = [torch.from_numpy(ids[s]) for s in range(STEPS)]
     emb = zt.Embedding(table)
+    rows_buf = np.empty((BATCH * FIELDS, DIM), np.float32)
+    g = np.full((BATCH * FIELDS, DIM), 1e-3, np.float32)
     pre = []
     for s in range(STEPS):
         uniq, inv = np.unique(ids[s].reshape(-1), return_inverse=True)
         pre.append((torch.zeros(len(uniq), DIM, requires_grad=True),
                     torch.from_numpy(inv.astype(np.int64))))
 
+    def binding(s):
+        b = zeps.Batch(table, flat[s])
+        b.pull_unique(out=rows_buf[:b.unique])
+        b.push_unique(g[:b.unique])
+        b.free()
+
     def hand(s):
         b = zeps.Batch(table, flat[s])
-        rows = torch.from_numpy(b.pull_unique()).requires_grad_()
+        rows = torch.from_numpy(b.pull_unique(out=rows_buf[:b.unique])).requires_grad_()
         inv = torch.from_numpy(b.positions.astype(np.int64))
         F.embedding(inv, rows).reshape(BATCH, FIELDS, DIM).backward(grad)
         b.push_unique(rows.grad.numpy())
+        b.free()
 
     def torch_step(s):
         emb(tensors[s]).backward(grad)
@@ -124,20 +117,24 @@ def step_versions(table, ids, grad):
         rows.grad = None
         F.embedding(inv, rows).reshape(BATCH, FIELDS, DIM).backward(grad)
 
-    return {"hand": hand, "torch": torch_step, "plain": plain}
+    return {"C": c_step(client, table, flat), "binding": binding, "hand": hand,
+            "torch": torch_step, "plain": plain}
 
 
 def interleaved(versions, steps):
     """Per version, the per-step (wall, CPU) seconds of `steps` steps run
-    in turn, step by step."""
+    in turn, step by step, the order rotated every step (so none always
+    follows the same one: the shard's wake-up, caches)."""
+    names = list(versions)
     for s in range(40):
         for f in versions.values():
             f(s % STEPS)
-    out = {n: [] for n in versions}
+    out = {n: [] for n in names}
     for i in range(steps):
-        for n, f in versions.items():
+        for j in range(len(names)):
+            n = names[(i + j) % len(names)]
             w0, c0 = time.perf_counter(), time.process_time()
-            f(i % STEPS)
+            versions[n](i % STEPS)
             out[n].append((time.perf_counter() - w0, time.process_time() - c0))
     return out
 
@@ -148,40 +145,28 @@ def med_diff(a, b, i):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--reps", type=int, default=7)
-    ap.add_argument("--seconds", type=float, default=1.0)
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=3000)
     a = ap.parse_args()
     torch.set_num_threads(1)  # one core for the worker, one for the shard
     ids = make_ids()
     grad = torch.full((BATCH, FIELDS, DIM), 1e-3)
-    g = np.full((BATCH * FIELDS, DIM), 1e-3, np.float32)
     with one_shard() as (ep, d):
-        path = os.path.join(d, "ids.u64")
-        ids.astype(np.uint64).tofile(path)
-        flat = [ids[s].reshape(-1).view(np.uint64) for s in range(STEPS)]
-        cs, bs = [], []
-        for _ in range(a.reps):
-            cs.append(c_loop(ep, path, a.seconds))
-            bs.append(binding_loop(ep, flat, g, a.seconds))
-        c, t = declared(ep)
-        per = interleaved(step_versions(t, ids, grad), a.steps)
+        c = zeps.Client.from_endpoints([ep], 0, request_timeout_ms=10000)
+        t = c.declare_sparse("bench-emb", DIM, optimizer="adagrad", lr=1e-3)
+        per = interleaved(step_versions(c, t, ids, grad), a.steps)
         c.close()
     uniq = np.mean([len(np.unique(ids[s])) for s in range(STEPS)])
-    print(f"{BATCH} x {FIELDS} ids per step ({uniq:.0f} distinct on average), dim {DIM}")
+    print(f"{BATCH} x {FIELDS} ids per step ({uniq:.0f} distinct on average), dim {DIM}, "
+          f"{a.steps} steps of each version, interleaved")
     own = []
     for i, what in ((0, "wall"), (1, "CPU")):
-        c, b = (statistics.median(x[i] for x in xs) for xs in (cs, bs))
-        print(f"{what:4s} C {c:.1f} us per step, binding {b:.1f} (reps: C "
-              f"{' '.join(f'{x[i]:.0f}' for x in cs)}; binding "
-              f"{' '.join(f'{x[i]:.0f}' for x in bs)})")
         meds = {n: statistics.median(x[i] for x in v) * 1e6 for n, v in per.items()}
-        print(f"{what:4s} per step, interleaved: " +
-              ", ".join(f"{n} {v:.1f} us" for n, v in meds.items()))
+        print(f"{what:4s} per step: " + ", ".join(f"{n} {v:.1f} us" for n, v in meds.items()))
+        b = med_diff(per["binding"], per["C"], i)
         d = med_diff(per["torch"], per["hand"], i)
-        print(f"{what:4s} binding - C {b - c:.1f} us; zeps.torch - hand {d:.1f} us "
-              f"(median of {a.steps} per-step differences)")
-        own.append(b - c + d)
+        print(f"{what:4s} binding - C {b:.1f} us; zeps.torch - hand {d:.1f} us "
+              f"(medians of the per-step differences)")
+        own.append(b + d)
     print(f"zeps.torch's own cost per step over the C API: {own[0]:.1f} us wall, "
           f"{own[1]:.1f} us CPU")
 

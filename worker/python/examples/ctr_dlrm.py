@@ -13,7 +13,8 @@ row of 1 + 8 values in one sparse table (the weight is the row's lead
 column, with its own lr and zero init: docs/sparse.md, "Lead columns"), as
 the C ctr model keeps them: one deduplication, one pull and one push per
 step for both. Adagrad on the shards (rows created on first touch); the
-MLP's parameters in dense tables. Every worker reads its
+MLP's parameters in dense tables (for --model dlrm at --dense-lr times the
+square root of the number of workers: --dense-lr-scale). Every worker reads its
 partition of the training file (lines i with i mod workers == rank), one
 epoch; rank 0 evaluates AUC and log-loss on the test file and compares with
 the generator's hidden model (truth.json beside the data).
@@ -23,6 +24,7 @@ $ZEPS_RESULT_DIR set every worker writes worker-<rank>.json there.
 """
 import argparse
 import json
+import math
 import os
 import time
 
@@ -152,6 +154,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--no-prefetch", action="store_true",
                     help="pull each step's rows in its own forward, not during the step before")
+    ap.add_argument("--dense-lr-scale", type=float, default=None,
+                    help="the MLP's lr is --dense-lr times this: by default, for --model "
+                         "dlrm, the square root of the number of workers (each worker's push "
+                         "updates the shared top MLP from parameters a few pushes old; at "
+                         "--dense-lr alone 4 workers' AUC fell below the one-process model's: "
+                         "docs/python.md, 'Per-step budget'), 1 for ctr")
     ap.add_argument("--profile", action="store_true",
                     help="time each phase of a step (zeps.torch.StepProfile): printed by "
                          "rank 0, in every worker's result as step_us")
@@ -166,7 +174,10 @@ def main():
         model = DLRM(client, a.emb_dim, a.emb_lr, a.emb_init, a.seed)
     else:
         model = CTR(client, a.emb_dim, a.sparse_lr, a.emb_lr, a.emb_init, a.seed)
-    ps = zt.DenseParameters(client, model.mlp, optimizer="adagrad", lr=a.dense_lr,
+    scale = a.dense_lr_scale
+    if scale is None:
+        scale = math.sqrt(workers) if a.model == "dlrm" else 1.0
+    ps = zt.DenseParameters(client, model.mlp, optimizer="adagrad", lr=a.dense_lr * scale,
                             prefix=f"{a.model}.mlp.", seed=a.seed)
     loss_fn = nn.BCEWithLogitsLoss()
     clock = client.resume_clock

@@ -95,7 +95,7 @@ class Request:
         if self._done:
             return self._result
         c = self._client
-        c._arm()
+        lib._zp_py_arm()  # the SIGINT chain, re-armed if replaced (Client._arm)
         rc = self._finish()
         self._done = True
         c._pending.discard(self)
@@ -162,6 +162,19 @@ class _Part:
         self._bufs = bufs
         self.__array_interface__ = {"data": (int(ffi.cast("uintptr_t", ptr)), True),
                                     "shape": (n,), "typestr": "<f4", "version": 3}
+
+
+class _Held:
+    """Memory that an object owns, as numpy takes it (__array_interface__,
+    writable: torch.from_numpy refuses read-only arrays); the array made
+    from it keeps this as its base, and this keeps the owner."""
+
+    __slots__ = ("__array_interface__", "_owner")
+
+    def __init__(self, owner, ptr, n, typestr):
+        self._owner = owner
+        self.__array_interface__ = {"data": (int(ffi.cast("uintptr_t", ptr)), False),
+                                    "shape": (n,), "typestr": typestr, "version": 3}
 
 
 class View:
@@ -820,31 +833,86 @@ class Batch:
     """A batch of ids of a sparse table, deduplicated and grouped by shard
     once by libzeps; pull and push it as often as needed. The batch
     remembers the row versions its last pull saw and sends them with the
-    next push, so the server measures each row's staleness."""
+    next push, so the server measures each row's staleness.
+
+    A training step makes one per step (zeps.torch does), so the calls here
+    are kept to what they must do: the ids taken as they are when already a
+    contiguous uint64 array, one pointer cell for the batch's whole life,
+    the distinct count asked once, and a push holding only the batch (libzeps
+    copies the gradients when the push starts)."""
+
+    __slots__ = ("table", "ids", "_n", "_nu", "_b", "_pp", "_pos")
 
     def __init__(self, table, ids):
+        if type(ids) is not np.ndarray or ids.dtype != _U64 or ids.ndim != 1 \
+                or not ids.flags.c_contiguous:
+            ids = np.ascontiguousarray(ids, dtype=_U64).reshape(-1)
+        self._make(table, ids, ffi.from_buffer("uint64_t[]", ids), ids.size)
+
+    @classmethod
+    def _pulled(cls, table, ids, address, n, buf, p, clock, wait):
+        """A Batch of the n uint64 ids at `address` (memory that `ids`, any
+        object, holds until this returns: libzeps copies them) made and its
+        distinct rows pulled into `buf`, a float32 array of at least n x dim
+        values whose memory is the cffi float pointer `p`, in one libzeps
+        call (zeps_sbatch_new_pull_unique): (batch, the rows as a (unique,
+        dim) view of buf) when `wait`, else (batch, the Request whose wait()
+        gives them). zeps.torch's step: no numpy array made of the ids."""
+        c = table.client
+        if c._c is None:
+            c._check()
+        b = cls.__new__(cls)
+        b.table, b.ids, b._n, b._pos, b._b = table, ids, n, None, None
+        pp = b._pp = ffi.new("zeps_sbatch **")
+        ip = ffi.cast("uint64_t *", address)
+        if wait:
+            r = None
+            lib._zp_py_arm()
+            rc = lib.zeps_sbatch_new_pull_unique(c._c, table.handle, ip, n, p, clock, pp,
+                                                 ffi.NULL)
+        else:
+            r = Request(c, (buf, p, b))
+            rc = lib.zeps_sbatch_new_pull_unique(c._c, table.handle, ip, n, p, clock, pp,
+                                                 r._pp)
+        if rc != 0:
+            c._raise(rc)
+        b._b = pp[0]
+        nu = b._nu = lib.zeps_sbatch_unique(b._b)
+        rows = buf[:nu * table.dim].reshape(nu, table.dim)
+        if r is None:
+            return b, rows
+        r._result = rows
+        c._pending.add(r)
+        return b, r
+
+    def _make(self, table, ids, p, n):
         self.table = table
         c = table.client
-        c._check()
-        self.ids = np.ascontiguousarray(ids, dtype=_U64).reshape(-1)
-        pp = ffi.new("zeps_sbatch **")
-        p = ffi.from_buffer("uint64_t[]", self.ids)
-        c._call(lib.zeps_sbatch_new(c._c, table.handle, p, self.ids.size, pp))
+        if c._c is None:
+            c._check()
+        self.ids = ids
+        self._n = n
+        self._b = None
+        self._pos = None
+        pp = self._pp = ffi.new("zeps_sbatch **")
+        rc = lib.zeps_sbatch_new(c._c, table.handle, p, n, pp)
+        if rc != 0:
+            c._raise(rc)
         self._b = pp[0]
+        self._nu = lib.zeps_sbatch_unique(self._b)
 
     def __len__(self):
-        return int(self.ids.size)
+        return self._n
 
     @property
     def unique(self):
         """Distinct ids in the batch."""
-        return int(lib.zeps_sbatch_unique(self._b))
+        return self._nu
 
     def free(self):
         if self._b is not None:
-            pp = ffi.new("zeps_sbatch **", self._b)
-            self._b = None
-            lib.zeps_sbatch_free(pp)
+            self._b = self._pos = None
+            lib.zeps_sbatch_free(self._pp)
 
     def __del__(self):
         if getattr(self, "_b", None) is not None and self.table.client._c is not None:
@@ -863,36 +931,43 @@ class Batch:
     def _start_pull(self, start, out, clock):
         c = self.table.client
         p = ffi.from_buffer("float[]", out, require_writable=True)
-        r = c._start((out, p, self), out)
-        c._call(start(self._b, p, clock, r._pp))
+        r = Request(c, (out, p, self), out)
+        rc = start(self._b, p, clock, r._pp)
+        if rc != 0:
+            c._raise(rc)
+        c._pending.add(r)
         return r
 
     def _start_push(self, start, grads, rows, what, clock):
         c = self.table.client
-        g = _f32(grads)
-        if g.size != rows * self.table.dim:
-            raise ValueError(f"grads has {g.size} values, {what} need {rows} x "
-                             f"{self.table.dim}")
-        p = ffi.from_buffer("float[]", g)
-        r = c._start((g, p, self))
-        c._call(start(self._b, p, clock, r._pp))
+        p = self._grads(grads, rows, what)
+        # libzeps copies grads into the batch's payload as the push starts:
+        # the request keeps the batch only
+        r = Request(c, self)
+        rc = start(self._b, p, clock, r._pp)
+        if rc != 0:
+            c._raise(rc)
+        c._pending.add(r)
         return r
 
     def pull_async(self, clock=0, out=None):
-        out = self._rows_out(out, self.ids.size, "the batch's ids")
+        out = self._rows_out(out, self._n, "the batch's ids")
         return self._start_pull(lib.zeps_sbatch_pull_start, out, clock)
 
     def pull(self, clock=0, out=None):
         """Rows of every id, (n, dim) float32 (repeats get the same row)."""
-        return self.pull_async(clock, out).wait()
+        out = self._rows_out(out, self._n, "the batch's ids")
+        self._blocking(lib.zeps_sbatch_pull, self._writable(out), clock)
+        return out
 
     def push_async(self, grads, clock=0):
-        return self._start_push(lib.zeps_sbatch_push_start, grads, self.ids.size,
+        return self._start_push(lib.zeps_sbatch_push_start, grads, self._n,
                                 "the batch's ids", clock)
 
     def push(self, grads, clock=0):
         """Push one gradient row per id (repeats are summed into one update)."""
-        self.push_async(grads, clock).wait()
+        self._blocking(lib.zeps_sbatch_push, self._grads(grads, self._n, "the batch's ids"),
+                       clock)
 
     # -- by distinct rows: the ids deduplicated once, in libzeps ----------------
 
@@ -902,26 +977,78 @@ class Batch:
         `unique` distinct rows, in the order the ids first appear (a view of
         the batch's own array, valid while the batch lives):
         `pull_unique()[positions]` is `pull()`."""
-        n = self.ids.size
-        buf = ffi.buffer(lib.zeps_sbatch_positions(self._b), 4 * n) if n else b""
-        return np.frombuffer(buf, dtype=np.uint32, count=n)
+        if self._pos is None:
+            n = self._n
+            buf = ffi.buffer(lib.zeps_sbatch_positions(self._b), 4 * n) if n else b""
+            self._pos = np.frombuffer(buf, dtype=np.uint32, count=n)
+        return self._pos
+
+    def _positions_held(self):
+        """positions as an int32 array (the values are below 2^31) whose
+        memory is the batch's own and which holds the batch alive: a torch
+        tensor made from it (zeps.torch's F.embedding index) cannot outlive
+        the memory it reads, and nothing is copied."""
+        n = self._n
+        if n == 0:
+            return np.zeros(0, np.int32)
+        return np.asarray(_Held(self, lib.zeps_sbatch_positions(self._b), n, "<i4"))
 
     def pull_unique_async(self, clock=0, out=None):
-        out = self._rows_out(out, self.unique, "the batch's distinct rows")
+        out = self._rows_out(out, self._nu, "the batch's distinct rows")
         return self._start_pull(lib.zeps_sbatch_pull_unique_start, out, clock)
 
     def pull_unique(self, clock=0, out=None):
         """The batch's distinct rows, (unique, dim) float32, in `positions`'
         order."""
-        return self.pull_unique_async(clock, out).wait()
+        out = self._rows_out(out, self._nu, "the batch's distinct rows")
+        self._blocking(lib.zeps_sbatch_pull_unique, self._writable(out), clock)
+        return out
 
     def push_unique_async(self, grads, clock=0):
-        return self._start_push(lib.zeps_sbatch_push_unique_start, grads, self.unique,
+        return self._start_push(lib.zeps_sbatch_push_unique_start, grads, self._nu,
                                 "the batch's distinct rows", clock)
 
     def push_unique(self, grads, clock=0):
         """Push one gradient row per distinct row (already summed)."""
-        self.push_unique_async(grads, clock).wait()
+        self._blocking(lib.zeps_sbatch_push_unique,
+                       self._grads(grads, self._nu, "the batch's distinct rows"), clock)
+
+    # The blocking calls go through libzeps' own blocking forms: one call,
+    # no Request (a Request guards a request that outlives the call; here
+    # none does: libzeps waits before it returns, interruptibly).
+
+    @staticmethod
+    def _writable(out):
+        return ffi.from_buffer("float[]", out, require_writable=True)
+
+    def _grads(self, grads, rows, what):
+        """A cffi pointer to `grads` as rows x dim float32 (its memory when
+        it is one; libzeps reads it before the call returns)."""
+        g = _f32(grads)
+        if g.size != rows * self.table.dim:
+            raise ValueError(f"grads has {g.size} values, {what} need {rows} x "
+                             f"{self.table.dim}")
+        return ffi.from_buffer("float[]", g)
+
+    def _blocking(self, call, p, clock):
+        """call(batch, p, clock), a blocking libzeps call; its error raised
+        (KeyboardInterrupt when a Ctrl-C woke the wait)."""
+        lib._zp_py_arm()
+        rc = call(self._b, p, clock)
+        if rc != 0:
+            self.table.client._raise(rc)
+
+    def _push_unique_at(self, address, clock):
+        """push_unique_async of the unique x dim floats at `address` (read
+        before this returns: libzeps copies them as the push starts)."""
+        c = self.table.client
+        r = Request(c, self)
+        rc = lib.zeps_sbatch_push_unique_start(self._b, ffi.cast("float *", address), clock,
+                                               r._pp)
+        if rc != 0:
+            c._raise(rc)
+        c._pending.add(r)
+        return r
 
 
 class SparseTable:

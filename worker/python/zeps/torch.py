@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._native import ffi
 from .client import Batch
 
 __all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "ShardOptimizer", "set_clock",
@@ -39,10 +40,12 @@ __all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "ShardOptimizer", "se
 
 class StepProfile:
     """Where the time of a step goes inside zeps.torch, per phase (docs/python.md,
-    "Per-step budget"): `batch` (the Batch: libzeps deduplicates the ids
-    and groups them by shard), `dedup` (each position's distinct-row index
-    as an int64 tensor), `sparse_pull`, `sparse_push`
-    (both wait for their replies), `dense_pull`, `dense_push` (starting the
+    "Per-step budget"): `batch` (one libzeps call makes the Batch, the ids
+    deduplicated and grouped by shard, and starts the pull of its distinct
+    rows), `dedup` (each position's distinct-row index as an int32 tensor
+    over the batch's array), `sparse_pull` (waiting for the rows),
+    `sparse_push` (starting the push in the gradient hook),
+    `sparse_push_wait` (its reply), `dense_pull`, `dense_push` (starting the
     pushes in the gradient hooks), `dense_wait` (DenseParameters.step: the
     pushes' replies and the clock). ``zt.StepProfile.start()`` makes one
     the active profile; the modules then add to it (off: one test per
@@ -96,15 +99,44 @@ def flush(module):
             m.flush()
 
 
-def _as_ids(ids):
-    """Torch int64 ids as numpy uint64 (two's complement: -1 is 2^64-1)."""
-    if type(ids) is torch.Tensor and ids.dtype == torch.int64 and ids.is_contiguous() \
-            and ids.device.type == "cpu":  # the common case, in place
-        return ids.numpy().view(np.uint64).reshape(-1)
+def _ids_at(ids):
+    """(an object holding the ids' memory, its address, count) of `ids` as
+    uint64 (int64 ids in two's complement: -1 is 2^64-1). A contiguous
+    int64 CPU tensor, the common case, is read where it lies (no numpy
+    array made: a tensor's .numpy() costs microseconds a step)."""
+    if type(ids) is torch.Tensor and ids.dtype is torch.int64 and ids.is_cpu \
+            and ids.is_contiguous():
+        return ids, ids.data_ptr(), ids.numel()
     a = ids.detach().cpu().contiguous().numpy() if torch.is_tensor(ids) else np.asarray(ids)
     if a.dtype != np.uint64:
         a = a.astype(np.int64, copy=False).view(np.uint64)
-    return a.reshape(-1)
+    a = np.ascontiguousarray(a).reshape(-1)
+    return a, a.ctypes.data, a.size
+
+
+def _positions(batch):
+    """Each position's distinct-row index, as the index tensor F.embedding
+    takes: int32, over the batch's own array (no copy), which the tensor
+    keeps alive."""
+    return torch.from_numpy(batch._positions_held())
+
+
+def _probe_hook_dict():
+    """Whether a leaf tensor takes its gradient hooks as a dict set on
+    `_backward_hooks` (what Tensor.register_hook does underneath, without
+    its handle and checks: a few microseconds a step less). Tried once, on
+    a tensor of one value; False sends every hook through register_hook."""
+    seen = []
+    try:
+        t = torch.zeros(1, requires_grad=True)
+        t._backward_hooks = {0: seen.append}
+        (t * 2).sum().backward()
+    except Exception:  # noqa: BLE001 - any failure: use the public way
+        return False
+    return len(seen) == 1
+
+
+_HOOK_DICT = _probe_hook_dict()
 
 
 def _push_hook(module, batch, clock):
@@ -112,16 +144,22 @@ def _push_hook(module, batch, clock):
     (summed over repeated positions by autograd before it gets here) with
     the Batch that pulled them; not waited for: the reply is collected at
     the module's next forward (or flush), so the push overlaps the rest of
-    the step."""
+    the step. libzeps copies the gradient as the push starts, so nothing
+    here holds it: autograd's accumulation takes it without a copy. A
+    contiguous float32 gradient (what F.embedding's backward gives) is read
+    where it lies."""
     def hook(grad):
-        g = grad.detach().contiguous().numpy()
-        module._pushes.append(_timed("sparse_push", batch.push_unique_async, g, clock))
+        prof = StepProfile.active
+        t0 = time.perf_counter() if prof is not None else 0.0
+        if grad.dtype is torch.float32 and grad.is_contiguous() \
+                and grad.numel() == batch._nu * module.dim:
+            r = batch._push_unique_at(grad.data_ptr(), clock)
+        else:
+            r = batch.push_unique_async(grad.detach().numpy(), clock)
+        module._pushes.append(r)
+        if prof is not None:
+            prof.seconds["sparse_push"] += time.perf_counter() - t0
     return hook
-
-
-def _positions(batch):
-    """Each position's distinct-row index, as the int64 tensor F.embedding takes."""
-    return torch.from_numpy(batch.positions.astype(np.int64))
 
 
 class _SparseModule(nn.Module):
@@ -133,7 +171,37 @@ class _SparseModule(nn.Module):
         # per-step state lives in containers changed in place: assigning an
         # nn.Module attribute goes through Module.__setattr__ (tens of us a step)
         self._pushes = []  # pushes started by backward, not yet acknowledged
-        self._next = [None]  # prefetch(): (ids, inverse, batch, pull in flight, clock)
+        self._next = [None]  # prefetch(): (ids, batch, inverse, pull in flight, clock)
+        # the pulls' destination, grown as needed and reused: no allocation
+        # per step, and memory the caches hold. One is enough: a forward
+        # waits for any pull in flight before its own, and is done with its
+        # rows once it returns (its output is a copy; backward reads the
+        # positions only), so a pull started after it (a prefetch) may write
+        # over them. [array, its cffi pointer]
+        self._buf = [np.empty(0, np.float32), None]
+
+    def _pull(self, ids, clock, wait):
+        """Make the Batch of `ids` and pull its distinct rows at `clock`
+        into the module's buffer, in one libzeps call: (batch, each
+        position's index among the distinct rows as an int32 tensor, the
+        (unique, dim) rows when `wait`, else the pull in flight, whose
+        wait() gives them)."""
+        owner, address, n = _ids_at(ids)
+        buf = self._buf
+        if buf[0].size < n * self.dim:  # the distinct rows are at most n
+            buf[0] = np.empty(max(n * self.dim, 2 * buf[0].size), np.float32)
+            buf[1] = ffi.from_buffer("float[]", buf[0], require_writable=True)
+        prof = StepProfile.active
+        if prof is None:
+            batch, got = Batch._pulled(self.table, owner, address, n, buf[0], buf[1], clock, wait)
+            return batch, _positions(batch), got
+        # profiled: the pull started, then waited for, each phase timed
+        batch, got = _timed("batch", Batch._pulled, self.table, owner, address, n, buf[0],
+                            buf[1], clock, False)
+        inverse = _timed("dedup", _positions, batch)
+        if wait:
+            got = _timed("sparse_pull", got.wait)
+        return batch, inverse, got
 
     def prefetch(self, ids, clock=None):
         """Start pulling the rows of the next step's `ids` (at `clock`,
@@ -146,22 +214,17 @@ class _SparseModule(nn.Module):
         its round is in, so it costs nothing to start early."""
         self.flush()
         clock = self.clock + 1 if clock is None else clock
-        batch, inverse = self._batch(ids)
-        self._next[0] = (ids, inverse, batch, batch.pull_unique_async(clock), clock)
+        self._next[0] = (ids, *self._pull(ids, clock, False), clock)
 
     def flush(self):
         """Wait for every push this module started (raises its error)."""
-        pending = self._pushes[:]
-        self._pushes.clear()
-        for r in pending:
-            _timed("sparse_push_wait", r.wait)
-
-    def _batch(self, ids):
-        """A Batch of ids (deduplicated once, in libzeps) and each
-        position's index among its distinct rows, as an int64 tensor."""
-        batch = _timed("batch", Batch, self.table, _as_ids(ids))
-        inverse = _timed("dedup", _positions, batch)
-        return batch, inverse
+        pending = self._pushes
+        while pending:
+            r = pending.pop(0)
+            if StepProfile.active is None:
+                r.wait()
+            else:
+                _timed("sparse_push_wait", r.wait)
 
     # state_dict() and load_state_dict(): the rows of the table, through
     # SCAN and PUT (docs/python.md, "Saving and loading a model")
@@ -214,24 +277,29 @@ class _SparseModule(nn.Module):
             self.table.set_lr(lr)
 
     def _unique_rows(self, ids):
-        self.flush()  # the previous step's push first: its error surfaces here
-        nxt, self._next[0] = self._next[0], None
+        if self._pushes:
+            self.flush()  # the previous step's push first: its error surfaces here
+        nxt = self._next[0]
+        if nxt is not None:
+            self._next[0] = None
         if nxt is not None and nxt[0] is ids:
-            _, inverse, batch, started, clock = nxt
+            _, batch, inverse, started, clock = nxt
             rows = _timed("sparse_pull", started.wait)  # in flight since the last step
         else:
             if nxt is not None:
                 nxt[3].wait()  # prefetched for other ids: drained, not used
-            batch, inverse = self._batch(ids)
             clock = self.clock
-            rows = _timed("sparse_pull", batch.pull_unique, clock)
+            batch, inverse, rows = self._pull(ids, clock, True)
         # the distinct rows as a leaf: autograd sums the repeated positions'
         # gradients into it, and its hook pushes them (a leaf's hook costs
         # less than a custom autograd Function's backward)
         rows = torch.from_numpy(rows)
         if torch.is_grad_enabled():
             rows.requires_grad_()
-            rows.register_hook(_push_hook(self, batch, clock))
+            if _HOOK_DICT:
+                rows._backward_hooks = {0: _push_hook(self, batch, clock)}
+            else:
+                rows.register_hook(_push_hook(self, batch, clock))
         return rows, inverse
 
 
@@ -241,8 +309,7 @@ class Embedding(_SparseModule):
 
     def forward(self, ids):
         rows, inverse = self._unique_rows(ids)
-        shape = tuple(ids.shape) + (self.dim,)
-        return F.embedding(inverse, rows).reshape(shape)
+        return F.embedding(inverse.view(ids.shape), rows)
 
 
 class EmbeddingBag(_SparseModule):
@@ -260,6 +327,8 @@ class EmbeddingBag(_SparseModule):
         rows, inverse = self._unique_rows(ids)
         if ids.dim() == 2:
             inverse = inverse.reshape(ids.shape)
+        elif offsets is not None and offsets.dtype != inverse.dtype:
+            offsets = offsets.to(inverse.dtype)  # F.embedding_bag takes one index type
         return F.embedding_bag(inverse, rows, offsets, mode=self.mode)
 
 

@@ -20,8 +20,9 @@ fi
 work=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-lfo-XXXXXX)
 lp=
 trap '[ -n "$lp" ] && kill -TERM $lp 2>/dev/null; wait 2>/dev/null; rm -rf "$work"' EXIT
-JOB=(--replicas 3 --consistency bsp --model mlp --epochs 16 --max-train-examples 6000 --seed 5 -q
-    --timeout 300)
+EPOCHS=24
+JOB=(--replicas 3 --consistency bsp --model mlp --epochs $EPOCHS --max-train-examples 6000 --seed 5
+    -q --timeout 300)
 
 # the pid of shard 0's primary now: the replica whose log last said it
 # became primary, and is still running
@@ -50,17 +51,16 @@ echo "undisturbed: $calm"
 
 "$BIN/zepsctl" local "${JOB[@]}" --dir "$work/kill" >"$work/kill.out" 2>&1 &
 lp=$!
-wait_for "$work/kill/worker-0.log" "training mlp" 60
+wait_for "$work/kill/worker-0.log" "epoch 1/$EPOCHS" 60
 killed=0
 for n in 1 2; do
-    sleep 2
+    # the second kill as soon as the workers reached the first's successor
+    [ $n = 2 ] && wait_for "$work/kill/worker-0.log" "primary is now replica" 15
+    sleep 0.5
     p=$(primary_of_shard0 "$work/kill")
-    if [ -n "$p" ] && grep -q "epoch [0-9]*/16" "$work/kill/worker-0.log" &&
-        ! grep -q "epoch 16/16" "$work/kill/worker-0.log"; then
+    if [ -n "$p" ] && ! grep -q "epoch $EPOCHS/$EPOCHS" "$work/kill/worker-0.log"; then
         echo "kill $n: pid $p ($(ps -o args= -p "$p" 2>/dev/null | grep -o 'replica [0-9]'))"
         kill -KILL "$p" && killed=$((killed + 1))
-        wait_for "$work/kill/worker-0.log" "primary is now replica" 15
-        sleep 1
     fi
 done
 wait $lp

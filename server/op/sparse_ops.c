@@ -260,6 +260,27 @@ static void cold_fetched(zp_fetch *f, void *arg)
     zp_sparse_hint_absent(t->rows->store, NULL, 0);
 }
 
+/* Queue pull r of table t (its ids: a new reference to the payload) until
+ * it can be served; cold_tag names the cold read it waits for (0: none). */
+static void park_pull(zp_request *r, zp_worker *w, zp_table *t, uint64_t cold_tag)
+{
+    const Zeps__Header *h = r->h;
+    w->parked++;
+    zp_parked *p = zp_parked_new(r->identity);
+    p->path = &rows_path;
+    zmq_msg_init(&p->keys);
+    zmq_msg_copy(&p->keys, r->payload);
+    p->has_keys = true;
+    p->req_id = h->req_id;
+    p->rank = h->rank;
+    p->seq = h->seq;
+    p->count = h->count;
+    p->clock = h->clock;
+    p->since_s = zp_now_s();
+    p->cold_tag = cold_tag;
+    zp_parked_push(&t->parked, p); /* the queue takes p */
+}
+
 /* Park pull r of tiered t if some of its ids are not hot and the tier
  * holds rows: true once parked (or refused: too many waiting), false to
  * serve it as usual. */
@@ -287,20 +308,7 @@ static bool park_cold(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, co
     t->rows->cold_parked++;
     zp_workers_record(w, h->seq);
     w->pulls++;
-    w->parked++;
-    zp_parked *p = zp_parked_new(r->identity);
-    p->path = &rows_path;
-    zmq_msg_init(&p->keys);
-    zmq_msg_copy(&p->keys, r->payload);
-    p->has_keys = true;
-    p->req_id = h->req_id;
-    p->rank = h->rank;
-    p->seq = h->seq;
-    p->count = h->count;
-    p->clock = h->clock;
-    p->since_s = zp_now_s();
-    p->cold_tag = tag;
-    zp_parked_push(&t->parked, p); /* the queue takes p */
+    park_pull(r, w, t, tag);
     return true;
 }
 
@@ -330,19 +338,7 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
         send_rows(s, r->identity, h->req_id, t, h->rank, h->clock, ids, n, 0.0);
         return;
     }
-    w->parked++;
-    zp_parked *p = zp_parked_new(r->identity);
-    p->path = &rows_path;
-    zmq_msg_init(&p->keys);
-    zmq_msg_copy(&p->keys, r->payload);
-    p->has_keys = true;
-    p->req_id = h->req_id;
-    p->rank = h->rank;
-    p->seq = h->seq;
-    p->count = h->count;
-    p->clock = h->clock;
-    p->since_s = zp_now_s();
-    zp_parked_push(&t->parked, p); /* the queue takes p */
+    park_pull(r, w, t, 0);
 }
 
 /* The gradients as aligned floats: in place when the frame allows it. */

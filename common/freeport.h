@@ -9,10 +9,7 @@
  * connections and to bind(port 0), so a port picked there may be taken by
  * some process's connection between the pick and the server's bind (a
  * test's ZooKeeper failed to start that way); below it only an explicit
- * bind can take it. Processes of one host walk the range in turn (a
- * counter in $TMPDIR/zeps-freeport, under flock; tests/support/lib.sh's
- * free_port shares it), so two of them picking at once, before either
- * binds, do not get the same port.
+ * bind can take it.
  */
 #ifndef ZP_FREEPORT_H
 #define ZP_FREEPORT_H

@@ -15,31 +15,17 @@ check() { # description, command...
 json_num() { # file key: the first value of "key"
     grep -o "\"$2\": *[-0-9.e+]*" "$1" 2>/dev/null | head -1 | cut -d: -f2 | tr -d ' '
 }
-# free_port: a TCP port nothing uses, below the kernel's ephemeral range
-# (ip_local_port_range), where no outgoing connection of another process
-# can be holding it when a server binds it (`ss -tln` would not show
-# that), walking the range in turn with every other picker of this host
-# (zp_freeport_pick in common/freeport.c: the counter in
-# $TMPDIR/zeps-freeport, under flock), so that tests run in parallel do
-# not draw the same port before either binds it.
+# free_port: a TCP port nothing uses, picked at random below the kernel's
+# ephemeral range (ip_local_port_range; zt_free_port in harness.c does the
+# same): no outgoing connection of another process can be holding it when
+# a server binds it, which `ss -tln` would not show.
 free_port() {
-    local lo=32768 f=${TMPDIR:-/tmp}/zeps-freeport
+    local lo=32768
     read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || lo=32768
     local span=$((lo > 21000 ? lo - 20000 : 1000))
-    (
-        flock 9
-        last=$(head -c 16 "$f" 2>/dev/null | tr -dc 0-9)
-        [ -n "$last" ] && [ "$last" -lt $span ] || last=-1
-        for ((i = 1; i <= span; i++)); do
-            p=$((20000 + (last + i) % span))
-            if ! ss -Htan "sport = :$p" | grep -q .; then
-                echo $((p - 20000)) >"$f"
-                echo $p
-                exit 0
-            fi
-        done
-        exit 1
-    ) 9<>"$f"
+    local p=$((20000 + (RANDOM * 32768 + RANDOM) % span))
+    while ss -Htan "sport = :$p" | grep -q .; do p=$((20000 + (p - 20000 + 1) % span)); done
+    echo $p
 }
 listen_port() { # log file: the port a process logged its metrics endpoint on (waits up to 10 s)
     local p=

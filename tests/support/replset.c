@@ -116,8 +116,20 @@ double zt_rset_wait(zt_rset *rs, int r, const char *role, uint64_t epoch, int in
         }
         zt_sleep_ms(20);
     }
-    ck_abort_msg("replica %d not %s at epoch %llu with %d in sync within %.0f s: %s", r, role,
-                 (unsigned long long)epoch, in_sync, secs, seen);
+    /* the replica's last log lines: the scratch folder goes with the test */
+    char path[400], tail[1200] = "";
+    snprintf(path, sizeof(path), "%s/replica-%d.log", rs->dir, r);
+    FILE *f = fopen(path, "r");
+    if (f) {
+        fseek(f, 0, SEEK_END);
+        long n = ftell(f);
+        fseek(f, n > (long)sizeof(tail) - 1 ? n - (long)sizeof(tail) + 1 : 0, SEEK_SET);
+        tail[fread(tail, 1, sizeof(tail) - 1, f)] = '\0';
+        fclose(f);
+    }
+    ck_abort_msg("replica %d not %s at epoch %llu with %d in sync within %.0f s: %s; the end of "
+                 "its log:\n%s",
+                 r, role, (unsigned long long)epoch, in_sync, secs, seen, tail);
     return -1;
 }
 

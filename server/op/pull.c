@@ -28,15 +28,17 @@ static void free_payload(void *data, void *hint)
     free(data);
 }
 
-/* Send the answer to a compressed pull: a delta against the worker's view,
- * or the full values when its view is unknown. Counts the bytes both ways. */
+/* Send the answer to a compressed pull of values b (a reference this
+ * call takes): a delta against the worker's view, or the full values when
+ * its view is unknown. Counts the bytes both ways. */
 static void send_compressed(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep, zp_table *t,
-                            uint32_t rank, const zp_cpull_req *cp)
+                            uint32_t rank, const zp_cpull_req *cp, zp_buf *b)
 {
     zp_cpull_reply out;
     char err[ERRLEN];
-    int rc = zp_cpull_prepare(t, rank, cp, s->incarnation, &out, err, sizeof(err));
+    int rc = zp_cpull_prepare(t, rank, cp, b->data, s->incarnation, &out, err, sizeof(err));
     if (rc != 0) {
+        zp_buf_release(b->data, b);
         zp_reply_error(s, identity, rep, rc, "%s", err);
         return;
     }
@@ -52,7 +54,6 @@ static void send_compressed(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep
             w->pull_resyncs++;
         t->stats.pull_bytes_wire += raw;
         w->pull_bytes_wire += raw;
-        zp_buf *b = zp_table_params_ref(t);
         s->cons->pulled(s, t, rank, b);
         /* the sink takes our reference on b */
         zp_reply_send(s, identity, rep, b->data, raw, zp_buf_release, b);
@@ -62,6 +63,7 @@ static void send_compressed(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep
     rep->codec = out.codec;
     t->stats.pull_bytes_wire += out.len;
     w->pull_bytes_wire += out.len;
+    zp_buf_release(b->data, b);
     zp_reply_send(s, identity, rep, out.buf, out.len, free_payload, NULL); /* takes out.buf */
 }
 
@@ -89,12 +91,17 @@ static void send_pull(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
     rep.data_version = t->version;
     rep.clock = t->round.closed;
     zp_turns_take(s, t, rank);
+    /* a past clock's values (bsp: a worker redoing a round), or the newest */
+    zp_buf *b = s->cons->past ? s->cons->past(s, t, clock, &rep.data_version) : NULL;
     if (cp && cp->codec) {
-        zp_record_pull(s, t, rank, clock, wait_us, t->version);
-        send_compressed(s, identity, &rep, t, rank, cp);
+        if (!b)
+            b = zp_table_params_ref(t);
+        zp_record_pull(s, t, rank, clock, wait_us, rep.data_version);
+        send_compressed(s, identity, &rep, t, rank, cp, b);
         return;
     }
-    zp_buf *b = zp_turns_dense_params(s, t, rank, &rep.data_version);
+    if (!b)
+        b = zp_turns_dense_params(s, t, rank, &rep.data_version);
     zp_record_pull(s, t, rank, clock, wait_us, rep.data_version);
     s->cons->pulled(s, t, rank, b);
     t->stats.pulls++;

@@ -117,13 +117,24 @@ static int quorum(const zp_server *s)
     return zp_workers_quorum(&s->workers, s->cfg.lost_continue, s->cfg.backup_workers);
 }
 
+/* Whether a shard keeps the values each round began with (table.h
+ * `past`): only where every worker's push is in every round. With backup
+ * workers a round closes without the slow ones, whose pulls of a closed
+ * round get the newest values, as they always did. */
+static bool keeps_past(const zp_server *s)
+{
+    return s->cfg.backup_workers == 0;
+}
+
 /* Apply the open round: the held gradients summed in rank order, scaled
  * by 1/k. */
-static void close_round(zp_table *t, zp_push_result *res)
+static void close_round(zp_server *s, zp_table *t, zp_push_result *res)
 {
     uint64_t before = t->version;
     int k;
     const float *g = zp_round_sum(&t->round, &k);
+    if (keeps_past(s))
+        zp_table_keep_past(t, t->round.closed);
     zp_table_apply(t, g, 0, t->n, 1.0f / (float)k);
     res->round = t->round.closed;
     zp_round_close(&t->round);
@@ -176,7 +187,7 @@ static int bsp_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, 
     res->outcome = ZP_PUSH_KEPT;
     res->version_applied = t->version;
     if (rd->npending >= quorum(s))
-        close_round(t, res);
+        close_round(s, t, res);
     return 0;
 }
 
@@ -184,7 +195,7 @@ static bool bsp_quorum_changed(zp_server *s, zp_table *t, zp_push_result *res)
 {
     if (!t->kind->rounds || t->round.npending == 0 || t->round.npending < quorum(s))
         return false;
-    close_round(t, res);
+    close_round(s, t, res);
     return true;
 }
 
@@ -198,6 +209,16 @@ static void bsp_forget(zp_server *s, zp_table *t, uint32_t rank)
         zp_rround_forget(&t->rows->held, rank, s->workers.w[rank].clock);
     else if (t->round.closed >= s->workers.w[rank].clock)
         zp_round_forget(&t->round, rank);
+}
+
+/* A pull at the clock of the last round closed: a new incarnation of a
+ * worker whose push of that round reached this shard before it died, and
+ * not another shard (which waits for it): it redoes the round from the
+ * values the round began with, as the dead one did. */
+static zp_buf *bsp_past(zp_server *s, zp_table *t, int64_t clock, uint64_t *version)
+{
+    (void)s;
+    return zp_table_past(t, clock, version);
 }
 
 /* The round every table with elements here stands at, when they agree (an
@@ -234,4 +255,5 @@ const zp_consistency_ops zp_bsp_ops = {
     .needs_values = zp_async_needs_values,
     .cpull_ok = zp_async_cpull_ok,
     .pulled = zp_async_pulled,
+    .past = bsp_past,
 };

@@ -145,6 +145,11 @@ typedef struct zp_consistency_ops {
     /* A pull of t by `rank` is answered from buffer b (the policy may keep
      * a reference of its own). */
     void (*pulled)(zp_server *s, zp_table *t, uint32_t rank, struct zp_buf *b);
+    /* The values of a past clock a pull of t at `clock` is answered with
+     * instead of the current ones, with a reference for the caller and
+     * their version in *version; NULL: the current ones. NULL op: never
+     * (only bsp keeps them: a worker redoing a clock, table.h `past`). */
+    struct zp_buf *(*past)(zp_server *s, zp_table *t, int64_t clock, uint64_t *version);
 } zp_consistency_ops;
 
 #endif

@@ -55,8 +55,8 @@ static uint64_t next_id(const zp_table *t, uint32_t rank, uint64_t id, uint64_t 
     return id ? id : 1;
 }
 
-int zp_cpull_prepare(zp_table *t, uint32_t rank, const zp_cpull_req *rq, uint64_t incarnation,
-                     zp_cpull_reply *out, char *err, size_t errlen)
+int zp_cpull_prepare(zp_table *t, uint32_t rank, const zp_cpull_req *rq, const float *params,
+                     uint64_t incarnation, zp_cpull_reply *out, char *err, size_t errlen)
 {
     double t0 = zp_now_s();
     if (!t->cpull.views && !(t->cpull.views = calloc((size_t)t->nworkers, sizeof(*t->cpull.views))))
@@ -69,7 +69,6 @@ int zp_cpull_prepare(zp_table *t, uint32_t rank, const zp_cpull_req *rq, uint64_
         return zp_errors_set(err, errlen, ZEPS_ENOMEM,
                              "no memory for worker %u's pull view of table '%s' (%zu bytes)", rank,
                              t->name, n * sizeof(float));
-    const float *params = t->params->data;
     memset(out, 0, sizeof(*out));
     /* codec none: the values themselves (a delta sent as f32 and added back
      * would not reproduce them exactly) */

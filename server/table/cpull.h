@@ -65,12 +65,15 @@ typedef struct zp_cpull_reply {
 int zp_cpull_parse(const Zeps__Header *h, zp_cpull_req *out, char *err, size_t errlen);
 
 /* Prepare the answer for worker `rank` (< t->nworkers) to a compressed pull
- * of t's whole slice, and update the worker's view as if the answer were
- * applied. `incarnation` seeds view ids, so no id of an earlier run of the
- * shard can name a view of this one. Returns 0, or ZEPS_ENOMEM with a
- * sentence in err (nothing changed). Counts bytes and time in t. */
+ * of t's whole slice, whose values are `params` (t->n floats: the slice's
+ * own, or the ones a past clock began with, table.h `past`), and update
+ * the worker's view as if the answer were applied. `incarnation` seeds view
+ * ids, so no id of an earlier run of the shard can name a view of this
+ * one. Returns 0, or ZEPS_ENOMEM with a sentence in err (nothing changed).
+ * Counts bytes and time in t. */
 int zp_cpull_prepare(struct zp_table *t, uint32_t rank, const zp_cpull_req *rq,
-                     uint64_t incarnation, zp_cpull_reply *out, char *err, size_t errlen);
+                     const float *params, uint64_t incarnation, zp_cpull_reply *out, char *err,
+                     size_t errlen);
 
 /* Drop worker `rank`'s view of t (it left); its next compressed pull resyncs. */
 void zp_cpull_forget(struct zp_table *t, uint32_t rank);

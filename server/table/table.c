@@ -30,6 +30,14 @@ static zp_buf *buf_new(size_t n)
     return zp_buf_new(n);
 }
 
+/* Release the values kept for a past clock (table.h `past`), if any. */
+static void drop_past(zp_table *t)
+{
+    if (t->past)
+        zp_buf_release(t->past->data, t->past);
+    t->past = NULL;
+}
+
 static int valid_name(const char *name)
 {
     size_t len = strlen(name);
@@ -143,6 +151,7 @@ static int dense_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int
 static void dense_destroy(zp_table *t)
 {
     zp_versions_fini(&t->versions);
+    drop_past(t);
     zp_round_fini(&t->round);
     if (t->params)
         zp_buf_release(t->params->data, t->params);
@@ -438,6 +447,22 @@ void zp_table_keep_versions(zp_table *t, uint32_t keep)
     zp_versions_note(&t->versions, t->params, t->version);
 }
 
+void zp_table_keep_past(zp_table *t, int64_t clock)
+{
+    drop_past(t);
+    t->past = zp_buf_ref(t->params);
+    t->past_clock = clock;
+    t->past_version = t->version;
+}
+
+zp_buf *zp_table_past(zp_table *t, int64_t clock, uint64_t *version)
+{
+    if (!t->past || clock != t->past_clock)
+        return NULL;
+    *version = t->past_version;
+    return zp_buf_ref(t->past);
+}
+
 zp_buf *zp_table_params_at(zp_table *t, uint64_t want, uint64_t *got)
 {
     zp_buf *b = t->versions.cap ? zp_versions_find(&t->versions, want, got) : NULL;
@@ -465,6 +490,7 @@ void zp_table_reset_to(zp_table *t, const float *params, const float *state, uin
         memcpy(t->state, state, (size_t)t->opt->state_per_param * t->n * sizeof(float));
     t->version = version;
     zp_round_reset(&t->round, round);
+    drop_past(t); /* of a history that is gone */
     if (t->versions.cap) {
         /* the kept versions belong to a history that is gone */
         zp_versions_clear(&t->versions);

@@ -132,6 +132,15 @@ struct zp_table {
     zp_cpull cpull;         /* cpull.c */
     zp_parked_queue parked; /* parked.c */
     zp_versions versions;   /* versions.c: kept only under cluster.inject */
+    /* bsp: the slice as round `past_clock` began (the values a pull at that
+     * clock is answered with) and its version, kept while round
+     * past_clock + 1 is collected: a worker that died between its shards'
+     * pushes of round past_clock redoes it and pulls these again at a shard
+     * that closed the round without waiting for it (docs/faults.md). One
+     * reference; NULL: none. Costs a copy of the slice per round. */
+    zp_buf *past;
+    int64_t past_clock;
+    uint64_t past_version;
     uint32_t turn;          /* cluster.inject turns: the rank whose pull is next (op/turns.c) */
     bool turn_taken;        /* ... and it was served: its push is still to come */
     uint64_t turn_round;    /* a sparse table's turns: the step the turn is for (op/turns.c) */
@@ -231,6 +240,15 @@ void zp_table_keep_versions(zp_table *t, uint32_t keep);
 /* A reference on the parameters as they were at the newest kept version
  * <= want (the current ones if none is kept), its version in *got. Release
  * with zp_buf_release. */
+/* The slice's current values are those of clock `clock` (bsp): keep them
+ * (table.h `past`), dropping the ones kept before; the update that follows
+ * writes a copy. */
+void zp_table_keep_past(zp_table *t, int64_t clock);
+
+/* A reference to the values kept for `clock` (their version in *version),
+ * or NULL if those are not kept. */
+zp_buf *zp_table_past(zp_table *t, int64_t clock, uint64_t *version);
+
 zp_buf *zp_table_params_at(zp_table *t, uint64_t want, uint64_t *got);
 
 /* n floats of scratch to decode a compressed push into, or NULL. */

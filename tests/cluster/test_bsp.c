@@ -156,6 +156,81 @@ START_TEST(test_barrier)
 }
 END_TEST
 
+/* Worker 1's first incarnation, a child process: clocks 0 .. DIE_AT - 1 as
+ * usual; at DIE_AT it pulls and pushes shard 0's slice only, as a worker
+ * SIGKILLed after that part left and before the rest did, and dies. */
+#define DIE_AT 3
+static void first_incarnation(const zt_cluster *cl)
+{
+    zeps_client *c = zt_client(cl, 1);
+    uint32_t t;
+    if (!c || zeps_declare(c, &zt_bsp_spec, &t) != 0)
+        _exit(10);
+    for (int64_t k = 0; k < DIE_AT; k++)
+        if (zt_bsp_worker_step(c, 1, t, k) != 0)
+            _exit(11);
+    float w[L], g[L];
+    if (zeps_pull(c, t, w, 0, L, DIE_AT) != 0)
+        _exit(12);
+    zt_bsp_gradient(w, g, 1, DIE_AT);
+    /* shard 0 of 2 holds [0, L / 2) (docs/protocol.md, dense slices) */
+    if (zeps_push(c, t, g, 0, L / 2, DIE_AT) != 0)
+        _exit(13);
+    raise(SIGKILL);
+}
+
+/* docs/faults.md, "A bsp worker killed between its shards' pushes": shard
+ * 0 closes round DIE_AT with the dead incarnation's push; shard 1 waits for
+ * it. The new incarnation resumes at DIE_AT and pulls it again: shard 0
+ * must answer with round DIE_AT's values (kept for that), not with the
+ * next round's, or its gradient for shard 1 is computed from other values
+ * and the job ends with other bits. Loop 1: the new incarnation's pulls are
+ * compressed pulls (codec "none": the full values, through the shard's
+ * compressed-pull path). */
+START_TEST(test_worker_dies_between_its_shards)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp",
+                                      "  lost_worker_timeout_s = 1.0;\n"
+                                      "  lost_worker_wait_s = 120.0;",
+                                      NULL),
+                     0);
+    pid_t kids[2];
+    if ((kids[0] = fork()) == 0)
+        zt_bsp_worker(&cl, 0, STEPS);
+    if ((kids[1] = fork()) == 0)
+        first_incarnation(&cl);
+    int st = zt_wait(kids[1], 60);
+    ck_assert_msg(st >= 0 && WIFSIGNALED(st), "worker 1's first incarnation: status %d", st);
+    /* its lease (lost_worker_timeout_s) must run out before a new one is let in */
+    zeps_client *c = NULL;
+    for (int i = 0; i < 300 && !c; i++)
+        if (!(c = zt_client(&cl, 1)))
+            nanosleep(&(struct timespec){0, 100000000L}, NULL);
+    ck_assert_ptr_nonnull(c);
+    ck_assert(zeps_rejoined(c));
+    ck_assert_int_eq(zeps_resume_clock(c), DIE_AT);
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &zt_bsp_spec, &t), 0);
+    zeps_codec_opts none = {.codec = "none"};
+    if (_i == 1)
+        ck_assert_int_eq(zeps_set_pull_codec(c, t, &none), 0);
+    for (int64_t k = DIE_AT; k < STEPS; k++)
+        ck_assert_int_eq(zt_bsp_worker_step(c, 1, t, k), 0);
+    float x[L], ref[L];
+    ck_assert_int_eq(zeps_pull(c, t, x, 0, L, STEPS), 0);
+    st = zt_wait(kids[0], 60);
+    ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    zt_bsp_reference(2, STEPS, ref);
+    int differ = 0;
+    for (int i = 0; i < L; i++)
+        differ += memcmp(&x[i], &ref[i], sizeof(float)) != 0;
+    ck_assert_msg(differ == 0, "%d of %d elements differ from the undisturbed run", differ, L);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     zp_mathenv_setup(argv);
@@ -165,6 +240,7 @@ int main(int argc, char **argv)
     tcase_add_loop_test(tc, test_deterministic, 0, (int)(sizeof(layouts) / sizeof(layouts[0])));
     tcase_add_test(tc, test_pull_waits_for_round);
     tcase_add_test(tc, test_barrier);
+    tcase_add_loop_test(tc, test_worker_dies_between_its_shards, 0, 2);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -484,7 +484,9 @@ static void decide(zk *z)
     int pick = zp_elect_pick(live, z->ev.nlive, &z->ev.isr);
     if (pick < 0)
         zp_warn("shard %d: no primary, and no in-sync replica alive to elect (in-sync set of "
-                "epoch %" PRIu64 ": %d members): waiting for one",
+                "epoch %" PRIu64 ": %d members): waiting for one. If every replica of this "
+                "shard was restarted, none holds what that set acknowledged: start them under a "
+                "fresh coordination.name to restore the newest snapshot set (docs/replication.md)",
                 z->shard, z->ev.isr.epoch, z->ev.isr.n);
     else if (strcmp(live[pick], z->me) == 0)
         elect(z);

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <libgen.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -27,20 +28,45 @@
 #include "zeps_errors.h"
 
 /* Where this replica writes state files: <snapshot_dir>/transfer, or a
- * folder of its own under $TMPDIR. Made if missing. */
-static int xfer_dir(const zp_server *s, char *buf, size_t len)
+ * folder of its own under $TMPDIR; removed when a transfer ends and leaves
+ * it empty (remove_state_file). */
+static int xfer_path(const zp_server *s, char *buf, size_t len)
 {
     const char *tmp = getenv("TMPDIR");
-    if (s->cfg.snapshot_dir[0])
-        snprintf(buf, len, "%s/transfer", s->cfg.snapshot_dir);
-    else
-        snprintf(buf, len, "%s/zeps-transfer-%d-%d-%d", tmp && tmp[0] ? tmp : "/tmp", s->shard,
-                 s->replica, (int)getpid());
+    int n = s->cfg.snapshot_dir[0]
+                ? snprintf(buf, len, "%s/transfer", s->cfg.snapshot_dir)
+                : snprintf(buf, len, "%s/zeps-transfer-%d-%d-%d", tmp && tmp[0] ? tmp : "/tmp",
+                           s->shard, s->replica, (int)getpid());
+    return n > 0 && (size_t)n < len ? 0 : -1;
+}
+
+/* The same, made if missing. */
+static int xfer_dir(const zp_server *s, char *buf, size_t len)
+{
+    if (xfer_path(s, buf, len) != 0) {
+        zp_error("state transfer: the folder's path is too long");
+        return -1;
+    }
     if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
         zp_error("state transfer: cannot make %s: %s", buf, strerror(errno));
         return -1;
     }
     return 0;
+}
+
+/* Remove a state file, and the folders above it up to the transfer
+ * folder that it leaves empty (`levels`: 2 for the writer's file, in a
+ * set's folder; 1 for a backup's incoming file). A folder another transfer
+ * still uses is not empty and stays; a process killed mid-transfer leaves
+ * its folder behind. */
+static void remove_state_file(const char *path, int levels)
+{
+    char dir[ZP_PATH_MAX + 64];
+    unlink(path);
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *d = dir;
+    for (int i = 0; i < levels && rmdir(d = dirname(d)) == 0; i++)
+        ;
 }
 
 void zp_xfer_end(zp_repl_follower *f)
@@ -51,7 +77,7 @@ void zp_xfer_end(zp_repl_follower *f)
         waitpid(x->pid, NULL, 0);
     }
     if (x->path[0])
-        unlink(x->path);
+        remove_state_file(x->path, 2);
     free(x->data);
     memset(x, 0, sizeof(*x));
 }
@@ -183,7 +209,7 @@ void zp_xfer_in_fini(zp_xfer_in *in)
     if (in->fd >= 0)
         close(in->fd);
     if (in->path[0])
-        unlink(in->path);
+        remove_state_file(in->path, 1);
     zp_xfer_in_init(in);
 }
 

@@ -439,6 +439,7 @@ START_TEST(test_state_transfer)
         log_of(&rs, r, &lsn[r], &lag[r], &xfers[r]);
     ck_assert_uint_eq(xfers[0], 1);
     ck_assert_uint_eq(xfers[1], 1);
+    ck_assert(!zt_rset_transfer_dir_left(&rs, 0) && !zt_rset_transfer_dir_left(&rs, 1));
     ck_assert_uint_ge(lsn[0], 600);
     ck_assert_uint_le(lsn[1], lsn[0]);
     ck_assert_uint_le(lag[0], lsn[0] - lsn[1] + 4); /* acks in flight */

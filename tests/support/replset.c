@@ -6,9 +6,11 @@
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 #include <zmq.h>
 
 #include "harness.h"
@@ -60,12 +62,24 @@ void zt_rset_start(zt_rset *rs, int r)
     ck_assert_int_gt(rs->pid[r], 0);
 }
 
+bool zt_rset_transfer_dir_left(const zt_rset *rs, int r)
+{
+    char dir[600];
+    const char *tmp = getenv("TMPDIR");
+    snprintf(dir, sizeof(dir), "%s/zeps-transfer-0-%d-%d", tmp && tmp[0] ? tmp : "/tmp", r,
+             (int)rs->pid[r]);
+    return access(dir, F_OK) == 0;
+}
+
 void zt_rset_kill(zt_rset *rs, int r, int sig)
 {
     ck_assert_int_eq(kill(rs->pid[r], sig), 0);
     int st = zt_wait(rs->pid[r], 15);
     ck_assert_msg(sig == SIGKILL ? WIFSIGNALED(st) : WIFEXITED(st) && WEXITSTATUS(st) == 0,
                   "replica %d: status 0x%x", r, st);
+    /* a replica stopped, not killed, leaves no transfer folder behind */
+    ck_assert_msg(sig == SIGKILL || !zt_rset_transfer_dir_left(rs, r),
+                  "replica %d left its transfer folder in $TMPDIR", r);
     rs->pid[r] = 0;
 }
 

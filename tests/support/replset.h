@@ -9,6 +9,7 @@
 #ifndef ZT_REPLSET_H
 #define ZT_REPLSET_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -37,7 +38,12 @@ void zt_rset_write(zt_rset *rs, const char *tag, const char *hosts, const char *
 /* Start replica r (its log: <dir>/replica-<r>.log, appended to). */
 void zt_rset_start(zt_rset *rs, int r);
 
-/* Send `sig` to replica r and wait for it (15 s). */
+/* Whether replica r (without snapshot_dir) has its state-transfer folder
+ * in $TMPDIR: only while a transfer runs. */
+bool zt_rset_transfer_dir_left(const zt_rset *rs, int r);
+
+/* Send `sig` to replica r and wait for it (15 s); stopped by another
+ * signal than SIGKILL it must exit 0 and leave no transfer folder. */
 void zt_rset_kill(zt_rset *rs, int r, int sig);
 
 /* SIGTERM every replica still running, wait, end the context. */

@@ -93,6 +93,8 @@ static void send_rows(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
         free(buf);
         return;
     }
+    if (s->cons->rows_past) /* bsp: a worker redoing a round */
+        s->cons->rows_past(s, t, clock, ids, n, buf, versions);
     zp_turns_rows(s, t, rank, ids, n, buf, versions);
     zp_turns_take(s, t, rank);
     Zeps__Header rep;

@@ -75,13 +75,34 @@ static int bsp_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp, size
     return 0;
 }
 
+/* Whether a shard keeps the values each round began with (table.h
+ * `past`, a sparse table's rows.h `past`): only where every worker's push is in every round. With
+ * backup workers a round closes without the slow ones, whose pulls of a closed round get the newest
+ * values, as they always did. */
+static bool keeps_past(const zp_server *s)
+{
+    return s->cfg.backup_workers == 0;
+}
+
+/* ... and of sparse table t: not when it is tiered (a cold row's values
+ * are not at hand before the round reads it). */
+static bool keeps_rows_past(const zp_server *s, const zp_table *t)
+{
+    return keeps_past(s) && !t->rows->tier;
+}
+
 /* Apply the held round `clock` of sparse table t: merged, once. */
-static int close_rows_round(zp_table *t, int64_t clock)
+static int close_rows_round(zp_server *s, zp_table *t, int64_t clock)
 {
     zp_rround *rr = &t->rows->held;
     size_t n = zp_rround_merge(rr, clock, t->rows->dim);
     if (n == (size_t)-1)
         return ZEPS_ENOMEM;
+    if (keeps_rows_past(s, t) &&
+        zp_rowpast_keep(&t->rows->past, t->rows->store, rr->ids, n, clock) != 0)
+        zp_warn("bsp: no memory to keep the %zu rows of sparse table '%s' as round %lld found "
+                "them: a worker redoing that round reads them as it left them",
+                n, t->name, (long long)clock);
     if (n > 0)
         zp_sparse_push(t->rows->store, rr->ids, n, rr->g, 1.0f, clock,
                        rr->vers_ok ? rr->vers : NULL, &t->stats.tau, &t->stats.tau_by_freq);
@@ -101,7 +122,7 @@ static bool bsp_bounds_moved(zp_server *s, zp_table *t)
             t->round.closed = to; /* nothing held: nothing to apply */
             break;
         }
-        if (close_rows_round(t, t->round.closed) != 0) {
+        if (close_rows_round(s, t, t->round.closed) != 0) {
             zp_error("bsp: out of memory merging round %lld of sparse table '%s'; its pulls "
                      "wait until it can be applied",
                      (long long)t->round.closed, t->name);
@@ -109,21 +130,16 @@ static bool bsp_bounds_moved(zp_server *s, zp_table *t)
         }
         t->round.closed++;
     }
+    /* the last round closed held nothing: a pull at its clock reads the rows as they are */
+    int64_t last = t->round.closed - 1;
+    if (t->round.closed != from && keeps_rows_past(s, t) && !zp_rowpast_has(&t->rows->past, last))
+        zp_rowpast_none(&t->rows->past, last);
     return t->round.closed != from;
 }
 
 static int quorum(const zp_server *s)
 {
     return zp_workers_quorum(&s->workers, s->cfg.lost_continue, s->cfg.backup_workers);
-}
-
-/* Whether a shard keeps the values each round began with (table.h
- * `past`): only where every worker's push is in every round. With backup
- * workers a round closes without the slow ones, whose pulls of a closed
- * round get the newest values, as they always did. */
-static bool keeps_past(const zp_server *s)
-{
-    return s->cfg.backup_workers == 0;
 }
 
 /* Apply the open round: the held gradients summed in rank order, scaled
@@ -221,6 +237,15 @@ static zp_buf *bsp_past(zp_server *s, zp_table *t, int64_t clock, uint64_t *vers
     return zp_table_past(t, clock, version);
 }
 
+/* The same for a sparse table's rows: those the round changed are
+ * answered as they were before it. */
+static void bsp_rows_past(zp_server *s, zp_table *t, int64_t clock, const uint64_t *ids, size_t n,
+                          float *rows, uint32_t *versions)
+{
+    (void)s;
+    zp_rowpast_serve(&t->rows->past, clock, ids, n, rows, versions);
+}
+
 /* The round every table with elements here stands at, when they agree (an
  * empty dense slice closes no round: table.h). */
 static int64_t bsp_cut(const zp_server *s)
@@ -256,4 +281,5 @@ const zp_consistency_ops zp_bsp_ops = {
     .cpull_ok = zp_async_cpull_ok,
     .pulled = zp_async_pulled,
     .past = bsp_past,
+    .rows_past = bsp_rows_past,
 };

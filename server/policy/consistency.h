@@ -150,6 +150,11 @@ typedef struct zp_consistency_ops {
      * their version in *version; NULL: the current ones. NULL op: never
      * (only bsp keeps them: a worker redoing a clock, table.h `past`). */
     struct zp_buf *(*past)(zp_server *s, zp_table *t, int64_t clock, uint64_t *version);
+    /* The same for a sparse table: overwrite what a pull of ids[0..n) at
+     * `clock` read from the store (rows[n * dim], versions[n], NULL
+     * allowed) with the rows as that clock found them. NULL op: never. */
+    void (*rows_past)(zp_server *s, zp_table *t, int64_t clock, const uint64_t *ids, size_t n,
+                      float *rows, uint32_t *versions);
 } zp_consistency_ops;
 
 #endif

@@ -226,6 +226,7 @@ static int rows_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int 
     zp_rows *r = zp_alloc_zeroed(1, sizeof(*r));
     t->rows = r;
     zp_rround_init(&r->held);
+    zp_rowpast_init(&r->past, spec->dim);
     int rc = zp_sparse_new(&r->store, &o, serr, sizeof(serr));
     if (rc != 0)
         return zp_errors_set(err, errlen, rc, "table '%s': %s", spec->name, serr);
@@ -264,6 +265,7 @@ static void rows_destroy(zp_table *t)
     zp_tier_close(&r->tier); /* after the store, which borrowed it */
     zp_rows_scratch_free(r);
     zp_rround_fini(&r->held);
+    zp_rowpast_fini(&r->past);
     zp_rowvers_fini(&r->kept);
     if (r->spec)
         zeps__table_spec__free_unpacked(r->spec, NULL);
@@ -557,6 +559,7 @@ static int rows_load(zp_table *t, const zp_snap_table *st, char *err, size_t err
                              st->name, st->length, st->state_per_param, dim, spp);
     put_rows(t->rows->store, st, dim, spp);
     zp_rround_clear(&t->rows->held); /* pushes of rounds the record is before */
+    zp_rowpast_clear(&t->rows->past);
     t->version = st->version;
     t->round.closed = st->round;
     return 0;
@@ -592,6 +595,7 @@ static int rows_reset(zp_table *t, const zp_snap_table *st, char *err, size_t er
         fresh.rows->store = old;
         zp_rowvers_fini(&t->rows->kept); /* the kept versions belong to a history that is gone */
         zp_rround_clear(&t->rows->held); /* and so do the held pushes */
+        zp_rowpast_clear(&t->rows->past);  /* and the rows of the last round */
         t->version = fresh.version;
         t->round.closed = fresh.round.closed;
     }

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "rowpast.h"
 #include "rowvers.h"
 #include "rround.h"
 #include "sparse.h"
@@ -45,6 +46,7 @@ typedef struct zp_rows {
     size_t ver_cap;
     zp_rowvers kept; /* cluster.inject: the rows' last versions (kept.hist NULL: none) */
     zp_rround held;  /* bsp: the pushes of the clocks not closed yet (rround.c) */
+    zp_rowpast past; /* bsp: the rows the last round applied to, as they were (rowpast.c) */
     struct zp_tier *tier; /* the cold tier (tiered.c opens it), or NULL; owned */
     uint64_t fetches;     /* cold reads started off the loop (op/sparse_ops.c) */
     uint64_t fetch_floor; /* ... those up to this one read a tier since replaced (rollback) */

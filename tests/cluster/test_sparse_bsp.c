@@ -7,14 +7,19 @@
  */
 #include <check.h>
 #include <math.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check_main.h"
 #include "harness.h"
+#include "push_clock.h"
 #include "rng.h"
+#include "sparse_hash.h"
 #include "zeps.h"
 
 #define DIM 8
@@ -195,6 +200,138 @@ START_TEST(test_held_rounds_bounded)
 }
 END_TEST
 
+/* docs/faults.md, "A bsp worker killed between its shards' pushes", for a
+ * sparse table: NIDS rows on 2 shards, each worker's gradient of a row
+ * depending on another row (on either shard). */
+#define NIDS   64
+#define KSTEPS 8
+#define KDIE   3
+static const zeps_sparse_spec kspec = {.name = "emb",
+                                       .dim = DIM,
+                                       .optimizer = "adagrad",
+                                       .lr = 0.1,
+                                       .init = "normal",
+                                       .init_scale = 0.5,
+                                       .seed = 3};
+
+static void kgrad(const float *rows, float *g, int r, int64_t k)
+{
+    for (int i = 0; i < NIDS; i++)
+        for (int d = 0; d < DIM; d++)
+            g[i * DIM + d] =
+                0.1f * sinf(rows[i * DIM + d] * (float)(r + 1) +
+                            0.5f * rows[((i + NIDS / 2) % NIDS) * DIM + d] + 0.01f * (float)k) +
+                0.001f * (float)((i * 7 + r * 13 + d) % 17);
+}
+
+/* Worker r's clocks [from, to) through c; 0 or the first error. */
+static int ksteps(zeps_client *c, uint32_t t, int r, int64_t from, int64_t to)
+{
+    uint64_t ids[NIDS];
+    float rows[NIDS * DIM], g[NIDS * DIM];
+    for (int i = 0; i < NIDS; i++)
+        ids[i] = (uint64_t)i;
+    int rc = 0;
+    for (int64_t k = from; k < to && rc == 0; k++) {
+        rc = zeps_spull(c, t, ids, NIDS, rows, k);
+        kgrad(rows, g, r, k);
+        rc = rc ? rc : zeps_spush(c, t, ids, NIDS, g, k);
+        rc = rc ? rc : zeps_clock(c, k);
+    }
+    return rc;
+}
+
+/* A child: worker r's whole job (die: the first incarnation of worker 1,
+ * which at clock KDIE pushes the rows of shard 0 alone, its clock riding on
+ * that push, and dies as if SIGKILLed before its push to shard 1 left). */
+static void kworker(const zt_cluster *cl, int r, bool die)
+{
+    zeps_client *c = zt_client(cl, (uint32_t)r);
+    uint32_t t;
+    if (!c || zeps_declare_sparse(c, &kspec, &t) != 0)
+        _exit(10);
+    if (!die)
+        _exit(ksteps(c, t, r, 0, KSTEPS) == 0 ? (zeps_client_destroy(&c), 0) : 11);
+    if (ksteps(c, t, r, 0, KDIE) != 0)
+        _exit(12);
+    uint64_t ids[NIDS], own[NIDS];
+    float rows[NIDS * DIM], g[NIDS * DIM], og[NIDS * DIM];
+    size_t n = 0;
+    for (int i = 0; i < NIDS; i++)
+        ids[i] = (uint64_t)i;
+    if (zeps_spull(c, t, ids, NIDS, rows, KDIE) != 0)
+        _exit(13);
+    kgrad(rows, g, r, KDIE);
+    for (int i = 0; i < NIDS; i++)
+        if (zp_sparse_shard_of(ids[i], 2) == 0) {
+            memcpy(og + n * DIM, g + i * DIM, DIM * sizeof(float));
+            own[n++] = ids[i];
+        }
+    zeps_sbatch *b = NULL;
+    zeps_req *req = NULL;
+    static const uint8_t clock_on[2] = {1, 0};
+    if (zeps_sbatch_new(c, t, own, n, &b) != 0 ||
+        zp_sparse_push_start_clocked(b, og, KDIE, clock_on, &req) != 0 || zeps_wait(&req) != 0)
+        _exit(14);
+    raise(SIGKILL);
+}
+
+/* One run of the job; every row at its end to out. die: worker 1 dies
+ * at KDIE and a new incarnation (this process) redoes its clocks from there. */
+static void krun(bool die, float *out)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp",
+                                      "  lost_worker_timeout_s = 1.0;\n"
+                                      "  lost_worker_wait_s = 120.0;",
+                                      NULL),
+                     0);
+    pid_t kids[2];
+    for (int r = 0; r < 2; r++)
+        if ((kids[r] = fork()) == 0)
+            kworker(&cl, r, die && r == 1);
+    zeps_client *c = NULL;
+    uint32_t t;
+    if (die) {
+        int st = zt_wait(kids[1], 60);
+        ck_assert_msg(st >= 0 && WIFSIGNALED(st), "worker 1's first incarnation: status %d", st);
+        for (int i = 0; i < 300 && !(c = zt_client(&cl, 1)); i++) /* its lease runs out */
+            nanosleep(&(struct timespec){0, 100000000L}, NULL);
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(zeps_resume_clock(c), KDIE);
+        ck_assert_int_eq(zeps_declare_sparse(c, &kspec, &t), 0);
+        ck_assert_int_eq(ksteps(c, t, 1, KDIE, KSTEPS), 0);
+    }
+    for (int r = die ? 0 : 1; r >= 0; r--) {
+        int st = zt_wait(kids[r], 60);
+        ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d: %d", r, st);
+    }
+    if (!c) {
+        c = zt_client(&cl, 0); /* rank 0 again, new incarnation */
+        ck_assert_ptr_nonnull(c);
+        ck_assert_int_eq(zeps_declare_sparse(c, &kspec, &t), 0);
+    }
+    uint64_t ids[NIDS];
+    for (int i = 0; i < NIDS; i++)
+        ids[i] = (uint64_t)i;
+    ck_assert_int_eq(zeps_spull(c, t, ids, NIDS, out, KSTEPS), 0);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_worker_dies_between_its_shards)
+{
+    static float ref[NIDS * DIM], got[NIDS * DIM];
+    krun(false, ref);
+    krun(true, got);
+    int differ = 0;
+    for (int i = 0; i < NIDS * DIM; i++)
+        differ += memcmp(&ref[i], &got[i], sizeof(float)) != 0;
+    ck_assert_msg(differ == 0, "%d of %d values differ from the undisturbed run", differ,
+                  NIDS * DIM);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sparse_bsp");
@@ -203,6 +340,7 @@ int main(void)
     tcase_add_test(tc, test_bsp_round_applied_once);
     tcase_add_test(tc, test_rounds_ahead_and_cut);
     tcase_add_test(tc, test_held_rounds_bounded);
+    tcase_add_test(tc, test_worker_dies_between_its_shards);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -190,11 +190,7 @@ static void first_incarnation(const zt_cluster *cl)
 START_TEST(test_worker_dies_between_its_shards)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp",
-                                      "  lost_worker_timeout_s = 1.0;\n"
-                                      "  lost_worker_wait_s = 120.0;",
-                                      NULL),
-                     0);
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", ZT_SHORT_LEASE, NULL), 0);
     pid_t kids[2];
     if ((kids[0] = fork()) == 0)
         zt_bsp_worker(&cl, 0, STEPS);
@@ -202,11 +198,7 @@ START_TEST(test_worker_dies_between_its_shards)
         first_incarnation(&cl);
     int st = zt_wait(kids[1], 60);
     ck_assert_msg(st >= 0 && WIFSIGNALED(st), "worker 1's first incarnation: status %d", st);
-    /* its lease (lost_worker_timeout_s) must run out before a new one is let in */
-    zeps_client *c = NULL;
-    for (int i = 0; i < 300 && !c; i++)
-        if (!(c = zt_client(&cl, 1)))
-            nanosleep(&(struct timespec){0, 100000000L}, NULL);
+    zeps_client *c = zt_client_replacing(&cl, 1);
     ck_assert_ptr_nonnull(c);
     ck_assert(zeps_rejoined(c));
     ck_assert_int_eq(zeps_resume_clock(c), DIE_AT);

@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -281,11 +280,7 @@ static void kworker(const zt_cluster *cl, int r, bool die)
 static void krun(bool die, float *out)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp",
-                                      "  lost_worker_timeout_s = 1.0;\n"
-                                      "  lost_worker_wait_s = 120.0;",
-                                      NULL),
-                     0);
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", ZT_SHORT_LEASE, NULL), 0);
     pid_t kids[2];
     for (int r = 0; r < 2; r++)
         if ((kids[r] = fork()) == 0)
@@ -295,8 +290,7 @@ static void krun(bool die, float *out)
     if (die) {
         int st = zt_wait(kids[1], 60);
         ck_assert_msg(st >= 0 && WIFSIGNALED(st), "worker 1's first incarnation: status %d", st);
-        for (int i = 0; i < 300 && !(c = zt_client(&cl, 1)); i++) /* its lease runs out */
-            nanosleep(&(struct timespec){0, 100000000L}, NULL);
+        c = zt_client_replacing(&cl, 1);
         ck_assert_ptr_nonnull(c);
         ck_assert_int_eq(zeps_resume_clock(c), KDIE);
         ck_assert_int_eq(zeps_declare_sparse(c, &kspec, &t), 0);

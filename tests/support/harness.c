@@ -261,6 +261,14 @@ zeps_client *zt_client(const zt_cluster *c, uint32_t rank)
     return zt_client_opts(c, rank, &opt);
 }
 
+zeps_client *zt_client_replacing(const zt_cluster *c, uint32_t rank)
+{
+    zeps_client *z = NULL;
+    for (int i = 0; i < 3 && !z; i++) /* each asks again for hello_timeout_ms while refused */
+        z = zt_client(c, rank);
+    return z;
+}
+
 Zeps__ShardStats *zt_stats(zeps_client *c, int k)
 {
     void *buf;

@@ -74,6 +74,16 @@ int zt_wait(pid_t pid, double timeout_s);
 /* A client for worker `rank` of the cluster (with the cluster file's CURVE
  * client keys when it sets them). */
 zeps_client *zt_client(const zt_cluster *c, uint32_t rank);
+/* Cluster lines for a job whose worker is killed and replaced: the dead
+ * one's lease (lost_worker_timeout_s) runs out after 1 s of silence, and
+ * the job waits for its replacement. */
+#define ZT_SHORT_LEASE "  lost_worker_timeout_s = 1.0;\n  lost_worker_wait_s = 120.0;"
+
+/* A new incarnation of worker `rank` replacing one that died: HELLO is
+ * refused until the dead one's lease ran out, and asked again (30 s at
+ * most). NULL if it never got in. */
+zeps_client *zt_client_replacing(const zt_cluster *c, uint32_t rank);
+
 /* The same with the caller's options (its CURVE keys are taken from the
  * cluster file when it sets them); NULL on failure. */
 zeps_client *zt_client_opts(const zt_cluster *c, uint32_t rank, zeps_options *opt);

@@ -15,7 +15,10 @@ each `zepsctl snapshot` subcommand) from the build tree, then checks:
   4. every long option written after a command anywhere in docs/*.md and
      README.md (`zepsctl status --shard auto --endpoint ...`, in a code span
      or a code block line) is one that command's --help prints;
-  5. every `ctest -R PATTERN` and every "ctest `NAME`" written there
+  5. the one-shot commands whose --help docs/operations.md says gives
+     their exit statuses (keygen, gen-criteo, bench, study) print
+     "Exit status:";
+  6. every `ctest -R PATTERN` and every "ctest `NAME`" written there
      matches a test: one of this build tree (`ctest -N` in BIN_DIR/..) or
      one a tests/**/CMakeLists.txt declares by name (the tests of options
      this build left off, as ZooKeeper's).
@@ -145,6 +148,9 @@ def main():
     helps = {}
     for name, (argv, usage) in COMMANDS.items():
         rc, out = run_help(argv)
+        if name in ("zepsctl keygen", "zepsctl gen-criteo", "zepsctl bench", "zepsctl study"):
+            check("Exit status:" in out, f"`{name} --help` gives its exit statuses "
+                  "(docs/operations.md, \"Exit status\", says it does)")
         check(rc == 0 and out.startswith(usage), f"`{name} --help` exits 0 with '{usage}'",
               f"exit {rc}, first line '{out.splitlines()[0] if out else ''}'")
         helps[name] = options(out)

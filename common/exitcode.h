@@ -16,8 +16,8 @@ enum {
     ZP_EXIT_NOCOORD = 4,       /* zeps-server with replicas >= 2: no session with the
                                   coordination service within connect_timeout_ms of
                                   start-up; a restart helps once it answers */
-    ZP_EXIT_INTERRUPTED = 130, /* zeps-worker: stopped by SIGINT (128 + 2) */
-    ZP_EXIT_STOPPED = 143,     /* zeps-worker: stopped by SIGTERM (128 + 15) */
+    ZP_EXIT_INTERRUPTED = 130, /* zeps-worker, zepsctl local: stopped by SIGINT (128 + 2) */
+    ZP_EXIT_STOPPED = 143,     /* zeps-worker, zepsctl local: stopped by SIGTERM (128 + 15) */
 };
 
 /* The exit status for a start-up failure with zeps_err `err`: ZP_EXIT_SETUP,

@@ -194,6 +194,8 @@ wait "$srv"
 # ---- zepsctl ------------------------------------------------------------
 expect "zepsctl without arguments" 2 "usage: zepsctl" "$C"
 expect "zepsctl, unknown command" 2 "unknown command 'frobnicate'" "$C" frobnicate
+expect "zepsctl version, an option it does not take" 2 "unexpected argument '--bogus'" \
+    "$C" version --bogus
 expect "zepsctl status, unknown option" 2 "unknown option" "$C" status --bogus
 expect "zepsctl status, no --config" 2 "--config FILE is required" "$C" status
 expect "zepsctl status, bad cluster file" 2 "syntax.conf:[0-9]+" "$C" status --config "$work/syntax.conf"

@@ -6,8 +6,9 @@
 # metrics` passes on scrapes taken mid-training and after, that a scrape
 # taken just after `zepsctl stats` agrees with it exactly (requests, errors,
 # bytes, per-table counts, every tau / clock-gap / pull-wait bucket:
-# metrics_compare.py), and the bounded answers to bad requests (405, 404,
-# 414, 431, 400).
+# metrics_compare.py), that docs/operations.md names every metric family
+# exported and exactly the op label values, and the bounded answers to bad
+# requests (405, 404, 414, 431, 400).
 # Prints "N passed, N failed"; exits non-zero on any failure.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
@@ -106,6 +107,20 @@ check "a refused SNAPSHOT is counted as zeps_op_errors_total{op=\"snapshot\",cod
 check "  and the errors by op and code add up to zeps_errors_total" awk '
     /^zeps_errors_total / { t = $2 } /^zeps_op_errors_total\{/ { s += $2 }
     END { exit !(t > 0 && s == t) }' "$work/errs.txt"
+
+# docs/operations.md, "Metrics of a shard", names every family a shard
+# exports and exactly the op label values it has
+doc=$(sed -n '/^### Metrics of a shard/,/^### Metrics of a worker/p' "$HERE/../../docs/operations.md")
+undoc=$(awk '/^# TYPE /{print $3}' "$work/errs.txt" | while read -r f; do
+    grep -q "\`$f\`" <<<"$doc" || echo "$f"; done)
+check "every metric family a shard exports is in docs/operations.md (missing: ${undoc:-none})" \
+    test -z "$undoc" -a "$(grep -c '^# TYPE ' "$work/errs.txt")" -gt 40
+doc_ops=$(grep -o '`op` ([0-9]* values: [^)]*)' <<<"$(tr '\n' ' ' <<<"$doc")")
+n_said=$(sed -E 's/^`op` \(([0-9]+) values.*/\1/' <<<"$doc_ops")
+doc_ops=$(grep -o '`[a-z_]*`' <<<"${doc_ops#*values:}" | tr -d '`' | sort | tr '\n' ' ')
+exp_ops=$(sed -nE 's/^zeps_op_requests_total\{op="([a-z_]+)"\}.*/\1/p' "$work/errs.txt" | sort | tr '\n' ' ')
+check "the op label values docs/operations.md lists ($n_said) are those exported ($exp_ops)" \
+    test -n "$exp_ops" -a "$doc_ops" = "$exp_ops" -a "$n_said" -eq "$(wc -w <<<"$exp_ops")"
 
 # bad requests: bounded answers, then the endpoint still serves
 check "POST is refused with 405" test "$(code -X POST "$url0/metrics")" = 405

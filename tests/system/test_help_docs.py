@@ -14,7 +14,14 @@ each `zepsctl snapshot` subcommand) from the build tree, then checks:
      --help;
   4. every long option written after a command anywhere in docs/*.md and
      README.md (`zepsctl status --shard auto --endpoint ...`, in a code span
-     or a code block line) is one that command's --help prints.
+     or a code block line) is one that command's --help prints;
+  5. the one-shot commands whose --help docs/operations.md says gives
+     their exit statuses (keygen, gen-criteo, bench, study) print
+     "Exit status:";
+  6. every `ctest -R PATTERN` and every "ctest `NAME`" written there
+     matches a test: one of this build tree (`ctest -N` in BIN_DIR/..) or
+     one a tests/**/CMakeLists.txt declares by name (the tests of options
+     this build left off, as ZooKeeper's).
 Prints one line per check and "N passed, N failed"; exits 1 on a failure.
 
 usage: test_help_docs.py SOURCE_DIR BIN_DIR
@@ -112,10 +119,46 @@ def mentions(helps):
                     yield f"{f.relative_to(SRC)}:{n}", m.group(1), o
 
 
+def ctest_names():
+    """Every test of the build tree BIN lies in, and every one declared by name."""
+    try:
+        p = subprocess.run(["ctest", "-N"], cwd=BIN.parent, capture_output=True, text=True,
+                           timeout=60)
+        names = set(re.findall(r"^\s*Test\s+#\d+: (\S+)", p.stdout, flags=re.M))
+    except FileNotFoundError:  # no ctest on PATH: the declared names still count
+        names = set()
+    decl = r"(?:zeps_(?:check|shell)_test\(|add_test\(NAME )"
+    for f in (SRC / "tests").rglob("CMakeLists.txt"):
+        text = f.read_text()
+        names |= set(re.findall(decl + r"(\w+)", text))
+        # foreach(mode a b c) zeps_shell_test(faults_${mode} ...) endforeach()
+        for var, values, body in re.findall(r"foreach\((\w+) ([^)]*)\)(.*?)endforeach", text, re.S):
+            for pre, post in re.findall(decl + r"(\w*)\$\{" + var + r"\}(\w*)", body):
+                names |= {pre + v + post for v in values.split()}
+    return sorted(names)
+
+
+def ctest_mentions():
+    """(file:line, pattern) for each `ctest -R PATTERN` and ctest `NAME` of the docs."""
+    files = sorted((SRC / "docs").glob("*.md")) + [SRC / "README.md"]
+    for f in files:
+        for n, line in enumerate(f.read_text().splitlines(), 1):
+            where = f"{f.relative_to(SRC)}:{n}"
+            for m in re.finditer(r"ctest -R '([^']+)'|ctest -R \"([^\"]+)\"|ctest -R ([^\s`'\")]+)",
+                                 line):
+                # a markdown table writes | as \|
+                yield where, (m.group(1) or m.group(2) or m.group(3)).replace("\\|", "|")
+            for m in re.finditer(r"ctest `([a-z_0-9]+)`", line):
+                yield where, "^" + m.group(1) + "$"
+
+
 def main():
     helps = {}
     for name, (argv, usage) in COMMANDS.items():
         rc, out = run_help(argv)
+        if name in ("zepsctl keygen", "zepsctl gen-criteo", "zepsctl bench", "zepsctl study"):
+            check("Exit status:" in out, f"`{name} --help` gives its exit statuses "
+                  "(docs/operations.md, \"Exit status\", says it does)")
         check(rc == 0 and out.startswith(usage), f"`{name} --help` exits 0 with '{usage}'",
               f"exit {rc}, first line '{out.splitlines()[0] if out else ''}'")
         helps[name] = options(out)
@@ -159,6 +202,13 @@ def main():
     check(not wrong and len(seen) > 50,
           f"all {len(seen)} options written after a command in docs/*.md and README.md exist",
           "\n       ".join(wrong) if wrong else "too few found: the scan is broken")
+
+    tests = ctest_names()
+    said = list(ctest_mentions())
+    bad = [f"{w}: {pat}" for w, pat in said if not any(re.search(pat, t) for t in tests)]
+    check(not bad and len(said) > 20 and len(tests) > 50,
+          f"all {len(said)} ctest patterns of docs/*.md and README.md match one of the "
+          f"{len(tests)} tests", "\n       ".join(bad) if bad else "too few found: the scan is broken")
     print(f"{passed} passed, {failed} failed")
     return 1 if failed else 0
 

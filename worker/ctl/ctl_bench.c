@@ -86,7 +86,10 @@ static void usage(FILE *f)
                "The cost of replication (docs/performance.md, \"Replication\"):\n"
                "  zepsctl bench --replicas 2 --sizes 64,4M --reps 5\n"
                "Shared memory against its ceilings (docs/performance.md, \"Shared memory\"):\n"
-               "  zepsctl bench --transport shm --sizes 64,4M,32M --reps 5\n");
+               "  zepsctl bench --transport shm --sizes 64,4M,32M --reps 5\n"
+               "\n"
+               "Exit status: 0 measured; 1 a server or measurement failed, the JSON\n"
+               "could not be written or SIGINT/SIGTERM stopped it; 2 bad options.\n");
 }
 
 /* "64,4K,256KB,4M,32MiB" -> o->sizes (K and M binary); -1 if malformed. */

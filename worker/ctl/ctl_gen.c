@@ -36,7 +36,9 @@ static void usage(FILE *f)
             "  --bias B           the hidden model's intercept (default -1.6)\n"
             "  --rare-k0 K        weights of the value of rank k shrink as\n"
             "                     1/sqrt(1 + k/K): rare values carry less signal (default 100)\n"
-            "  -q, --quiet        no progress on stderr\n");
+            "  -q, --quiet        no progress on stderr\n"
+            "\n"
+            "Exit status: 0 written; 1 a file could not be written; 2 bad options.\n");
 }
 
 static int parse_num(const char *opt, const char *v, double lo, double hi, double *out)

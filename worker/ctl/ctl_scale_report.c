@@ -5,7 +5,7 @@
  *
  * Per cell, with worker times summed over the N workers:
  *   T        the slowest worker's training time
- *   S(N)     T(N0) * N0 / T(N), N0 the smallest N asked for (1 by default)
+ *   S(N)     T(N0) * N0 / T(N), N0 the first N asked for (1 by default)
  *   E(N)     S(N) / N
  *   waiting  comm / (compute + comm): time blocked on the shards
  *   transfer 2 * steps * alpha + bytes * beta, as a share of worker time:

@@ -89,7 +89,7 @@ const zp_sweep_model *zp_ctl_sweep_model_find(const char *name)
 }
 
 /* `zepsctl gen-criteo` into sw->ctr_dir: --train-examples lines of
- * training data (20000 by default), a quarter of that to test on. */
+ * training data (10000 by default), a quarter of that to test on. */
 static bool gen_ctr(sweep *sw)
 {
     char train[32], test[32], log[PATH_MAX + 32];

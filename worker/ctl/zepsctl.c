@@ -9,6 +9,8 @@
 
 #include "alloc.h"
 #include "ctl.h"
+#include "exitcode.h"
+#include "wire.h"
 #include "zeps.h"
 
 static void usage(FILE *f)
@@ -45,6 +47,17 @@ char *zp_zepsctl_bindir(char *buf, unsigned long len)
     return buf;
 }
 
+/* `zepsctl version`: no options but --help, which prints the version too. */
+static int version(int argc, char **argv)
+{
+    if (argc > 2 || (argc == 2 && strcmp(argv[1], "--help") != 0 && strcmp(argv[1], "-h") != 0)) {
+        fprintf(stderr, "zepsctl version: unexpected argument '%s' (it takes none)\n", argv[1]);
+        return ZP_EXIT_SETUP;
+    }
+    printf("zepsctl %s (protocol %d)\n", ZEPS_VERSION_STRING, ZP_PROTOCOL_VERSION);
+    return ZP_EXIT_OK;
+}
+
 int main(int argc, char **argv)
 {
     zp_alloc_tune();
@@ -73,10 +86,8 @@ int main(int argc, char **argv)
         return zp_ctl_keygen(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)
         return zp_ctl_bench(argc - 1, argv + 1);
-    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0) {
-        printf("zepsctl %s (protocol %d)\n", ZEPS_VERSION_STRING, 1);
-        return 0;
-    }
+    if (strcmp(cmd, "version") == 0 || strcmp(cmd, "--version") == 0)
+        return version(argc - 1, argv + 1);
     if (strcmp(cmd, "help") == 0 || strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0) {
         usage(stdout);
         return 0;

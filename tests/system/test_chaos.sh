@@ -487,7 +487,7 @@ echo "$FROM, $done_iters iteration(s) in $((SECONDS - T0)) s: $hangs hang(s), $d
 echo "outcomes per job and fault kind (finished / failed; faults that missed: the job had ended):"
 awk -F'|' '{k = $2 " " $3; n[k]++; if ($5 == "finished") f[k]++; if ($4 ~ /^missed/) m[k]++}
     END {for (k in n) printf "  %-22s %d / %d; missed %d\n", k, f[k], n[k] - f[k], m[k]}' "$work/outcomes" | sort
-awk -F'|' -v r="$REF_AACC" '$5 == "finished" && $2 == "bsp" {n++; if ($6 == "bit-identical") b++}
+awk -F'|' -v r="$REF_AACC" '$5 == "finished" && $2 == "bsp" {n++; if ($6 ~ /^bit-identical/) b++}
     $5 == "finished" && $2 == "async" {m++; if (!lo || $9 < lo) lo = $9; if ($9 > hi) hi = $9
         d = $9 - r; if (d < 0) d = -d; if (d > g) g = d}
     END {if (n) printf "bsp finished: %d, bit-identical to the undisturbed run: %d\n", n, b

@@ -29,7 +29,7 @@
 
 /* One table row of the page: its section path and its cells. */
 typedef struct doc_row {
-    char path[96];  /* "cluster.weighting.lambda" */
+    char path[160]; /* "cluster.weighting.lambda" */
     char type[64];  /* the type cell */
     char dflt[256]; /* the default cell */
     char allowed[512];
@@ -307,7 +307,7 @@ static int check_section(const zp_config *cfg, doc *d, const char *prefix, const
     int bad = 0;
     for (size_t i = 0; i < s->nkeys; i++) {
         const key_spec *k = &s->keys[i];
-        char path[96];
+        char path[160];
         snprintf(path, sizeof(path), "%s.%s", prefix, k->name);
         doc_row *row = NULL;
         for (int j = 0; j < d->nrows; j++)

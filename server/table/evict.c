@@ -13,9 +13,11 @@
  * sketch; not the push's marks, which are scratch) never pass it.
  *
  * With a cold tier (tier/tier.h) a row evicted under capacity or budget is
- * written there first (demoted) and leaves the hot tier only once written;
- * the TTL still drops rows for good (a cold row's TTL is checked when it is
- * next touched, sparse.c, against the clock of the last scan here).
+ * written there first (demoted) and leaves the hot tier only once written
+ * (into the tier's write batch: tier.h); the TTL still drops rows for good
+ * (a cold row's TTL is checked when it is next touched, sparse.c, against
+ * the clock of the last scan here; a hot row's out-of-date copy in the
+ * tier is deleted with it).
  *
  * Everything here works on the store's records and index (sparse_int.h,
  * rowindex.h); an evicted record goes on the store's free list.
@@ -59,6 +61,7 @@ static void drop(zp_sparse *t, uint32_t r)
     int64_t at = zp_rowindex_find(t, h->id, zp_rowindex_hash(t, h->id));
     zp_rowindex_delete(t, (uint64_t)at);
     zp_sparse_unpin(t, r);
+    zp_sparse_copy_gone(t, r);
     h->last_clock = CLOCK_FREE;
     h->freq = t->free_head;
     t->free_head = r;
@@ -155,6 +158,8 @@ size_t zp_evict_expire(zp_sparse *t, int64_t clock)
          * went back, e.g. a restore) is not old. */
         if (zp_sparse_rec_live(hd) && clock >= hd->last_clock &&
             (uint64_t)clock - (uint64_t)hd->last_clock >= t->ttl) {
+            if (t->cold != NULL && zp_sparse_has_copy(t, r))
+                zp_tier_forget(t->cold, hd->id, false); /* a failure stops the tier */
             drop(t, r);
             n++;
         }

@@ -3,7 +3,9 @@
  * their cold rows (op/sparse_ops.c, tier/fetch.c): the rows made hot for
  * them, pinned until touched so that eviction passes them over; and the ids
  * the read found in neither tier, so that their first touch makes the row
- * without reading the cold tier again. Private to the store (sparse_int.h).
+ * without reading the cold tier again; and the hot rows whose out-of-date
+ * record the cold tier still holds (a promotion does not delete it).
+ * Private to the store (sparse_int.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -58,17 +60,28 @@ bool zp_pins_take_hint(zp_sparse *t, uint64_t id)
     return false;
 }
 
+/* Bit r of a bitmap (*words long, grown to cover r) set; whether it was. */
+static bool bit_set(uint64_t **map, size_t *words, uint32_t r)
+{
+    size_t need = (size_t)(r >> 6) + 1;
+    if (need > *words) {
+        size_t nw = need < 64 ? 64 : 2 * need;
+        *map = zp_alloc_resize(*map, nw * sizeof(uint64_t));
+        memset(*map + *words, 0, (nw - *words) * sizeof(uint64_t));
+        *words = nw;
+    }
+    bool was = (*map)[r >> 6] >> (r & 63) & 1;
+    (*map)[r >> 6] |= (uint64_t)1 << (r & 63);
+    return was;
+}
+
+void zp_pins_copy_kept(zp_sparse *t, uint32_t r)
+{
+    bit_set(&t->copies, &t->copy_words, r);
+}
+
 void zp_pins_pin(zp_sparse *t, uint32_t r)
 {
-    size_t words = (size_t)(r >> 6) + 1;
-    if (words > t->pin_words) {
-        size_t nw = words < 64 ? 64 : 2 * words;
-        t->pins = zp_alloc_resize(t->pins, nw * sizeof(uint64_t));
-        memset(t->pins + t->pin_words, 0, (nw - t->pin_words) * sizeof(uint64_t));
-        t->pin_words = nw;
-    }
-    if (!zp_sparse_pinned(t, r)) {
-        t->pins[r >> 6] |= (uint64_t)1 << (r & 63);
+    if (!bit_set(&t->pins, &t->pin_words, r))
         t->npinned++;
-    }
 }

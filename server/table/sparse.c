@@ -107,6 +107,7 @@ void zp_sparse_destroy(zp_sparse **tp)
     free(t->cand);
     free(t->cold_rec);
     free(t->pins);
+    free(t->copies);
     free(t->hint);
     free(t->hint_state);
     free(t);
@@ -228,21 +229,30 @@ static bool ttl_passed(const zp_sparse *t, int64_t lc)
            (uint64_t)t->last_scan - (uint64_t)lc >= t->ttl;
 }
 
+/* Row `id` (hash h, hot now) has an out-of-date record in the cold tier,
+ * which a drop for good must delete (evict.c). */
+static void copy_kept(zp_sparse *t, uint64_t id, uint64_t h)
+{
+    zp_pins_copy_kept(t, t->index[zp_rowindex_find(t, id, h)].row);
+}
+
 /* Row `id` (hash h; not hot) made hot from `src`, a record of the cold
  * tier that holds it, untouched: 1 and *out; 0 if the record is past its
  * TTL (dropped from the tier); -1 if the tier failed or no hot record can
- * be had. The row leaves the tier only once its hot record holds it. */
+ * be had. The record stays in the tier (not deleted: the row's next
+ * demotion overwrites it). */
 static int install(zp_sparse *t, uint64_t id, uint64_t h, const void *src, rowhdr **out)
 {
     if (ttl_passed(t, ((const rowhdr *)src)->last_clock)) {
         t->c.evicted_ttl++;
-        return zp_tier_forget(t->cold, id, false) == 0 ? 0 : -1;
+        return zp_tier_forget(t->cold, id, true) == 0 ? 0 : -1;
     }
     rowhdr *hd = row_create(t, id, h);
     if (hd == NULL)
         return -1;
     memcpy(hd, src, t->rec);
-    zp_tier_forget(t->cold, id, true); /* a failure stops the tier; the row is hot */
+    zp_tier_promoted(t->cold, true);
+    copy_kept(t, id, h);
     *out = hd;
     return 1;
 }
@@ -264,6 +274,14 @@ int zp_sparse_install(zp_sparse *t, uint64_t id, const void *rec)
      * evict one another before it is served */
     zp_pins_pin(t, t->index[zp_rowindex_find(t, id, h)].row);
     return 1;
+}
+
+bool zp_sparse_mark_copy(zp_sparse *t, uint64_t id)
+{
+    int64_t at = zp_rowindex_find(t, id, zp_rowindex_hash(t, id));
+    if (at >= 0)
+        zp_pins_copy_kept(t, t->index[at].row);
+    return at >= 0;
 }
 
 bool zp_sparse_pin(zp_sparse *t, uint64_t id)
@@ -646,8 +664,10 @@ void zp_sparse_put(zp_sparse *t, const zp_sparse_row *row)
         hd = zp_sparse_rec_at(t, t->index[at].row);
     else if ((hd = row_create(t, row->id, h)) == NULL)
         return; /* only when the table cannot hold a single row */
-    else if (t->cold != NULL && zp_tier_fetch(t->cold, row->id, t->cold_rec) == 1)
-        zp_tier_forget(t->cold, row->id, false); /* the hot row is the one now */
+    else if (t->cold != NULL && zp_tier_fetch(t->cold, row->id, t->cold_rec) == 1) {
+        zp_tier_promoted(t->cold, false); /* the hot row is the one now */
+        copy_kept(t, row->id, h);
+    }
     hd->version = row->version;
     hd->freq = row->freq;
     hd->last_clock = zp_sparse_live_clock(row->last_clock);

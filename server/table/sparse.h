@@ -162,6 +162,12 @@ int zp_sparse_install(zp_sparse *t, uint64_t id, const void *rec);
  * what is left. */
 void zp_sparse_hint_absent(zp_sparse *t, const uint64_t *ids, size_t n);
 
+/* If row `id` is hot: note that the cold tier holds an out-of-date
+ * record of it (deleted if the row is dropped for good) and return true;
+ * false if it is not hot (the tier's record is the row). A restore marks
+ * the rows its checkpoint holds this way. */
+bool zp_sparse_mark_copy(zp_sparse *t, uint64_t id);
+
 /* Whether row `id` is in the hot tier (no touch). */
 bool zp_sparse_has(const zp_sparse *t, uint64_t id);
 

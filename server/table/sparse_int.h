@@ -116,6 +116,11 @@ struct zp_sparse {
     uint64_t *pins;
     size_t pin_words;
     uint64_t npinned;
+    /* hot rows whose record the cold tier still holds, out of date: a
+     * promotion does not delete it (the row's next demotion overwrites
+     * it), so a row dropped for good (TTL) deletes it (1 bit per record) */
+    uint64_t *copies;
+    size_t copy_words;
     /* ids a read off the loop found in neither tier (zp_sparse_hint_absent),
      * each used by its first touch, which then needs no read: an open-
      * addressing set, state 0 empty, 1 held, 2 used */
@@ -166,6 +171,22 @@ static inline void zp_sparse_unpin(zp_sparse *t, uint32_t r)
         t->npinned--;
     }
 }
+
+/* Whether hot record r has an out-of-date copy in the cold tier. */
+static inline bool zp_sparse_has_copy(const zp_sparse *t, uint32_t r)
+{
+    return (size_t)(r >> 6) < t->copy_words && (t->copies[r >> 6] >> (r & 63) & 1);
+}
+
+/* Record r dropped, or its copy deleted: it has none. */
+static inline void zp_sparse_copy_gone(zp_sparse *t, uint32_t r)
+{
+    if ((size_t)(r >> 6) < t->copy_words)
+        t->copies[r >> 6] &= ~((uint64_t)1 << (r & 63));
+}
+
+/* pins.c: record r (hot) has an out-of-date copy in the cold tier. */
+void zp_pins_copy_kept(zp_sparse *t, uint32_t r);
 
 /* pins.c: pin record r (eviction passes it over until it is touched);
  * hold ids[0..n) as known to be in neither tier (dropping what was held;

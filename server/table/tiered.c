@@ -74,6 +74,28 @@ int zp_tiered_checkpoint(zp_rows *r, const char *snapdir, uint64_t setid, const 
     return zp_tier_checkpoint(r->tier, path, err, errlen);
 }
 
+/* The records of the restored tier whose row is hot (loaded from the
+ * set's file): out-of-date copies (a promotion leaves its record in the
+ * tier), marked as such and not counted as cold rows. */
+static int mark_copies(zp_rows *r, char *err, size_t errlen)
+{
+    enum { PIECE = 256 };
+    size_t rec = zp_sparse_record_bytes(r->store);
+    uint8_t *buf = zp_alloc(PIECE * rec);
+    uint64_t pos = 0, id;
+    int64_t got = 0;
+    while (pos != UINT64_MAX && (got = zp_tier_scan(r->tier, &pos, PIECE, buf)) >= 0)
+        for (int64_t i = 0; i < got; i++) {
+            memcpy(&id, buf + (size_t)i * rec, sizeof id); /* a record starts with its id */
+            if (zp_sparse_mark_copy(r->store, id))
+                zp_tier_promoted(r->tier, false);
+        }
+    free(buf);
+    if (got >= 0)
+        return 0;
+    return zp_errors_set(err, errlen, ZEPS_EIO, "%s", zp_tier_error(r->tier));
+}
+
 int zp_tiered_restore(zp_rows *r, const char *tier_dir, const char *snapdir, uint64_t setid,
                       const char *table, int shard, int nshards, char *err, size_t errlen)
 {
@@ -85,6 +107,8 @@ int zp_tiered_restore(zp_rows *r, const char *tier_dir, const char *snapdir, uin
     zp_tier_where w = where_of(r, tier_dir, table, shard, nshards);
     if (rc == 0)
         rc = zp_tier_restore(&r->tier, &w, from, err, errlen);
+    if (rc == 0 && (rc = mark_copies(r, err, errlen)) != 0)
+        zp_tier_close(&r->tier);
     if (rc == 0)
         zp_sparse_set_cold(r->store, r->tier);
     return rc;
@@ -138,9 +162,10 @@ int64_t zp_tiered_scan(zp_rows *r, uint64_t *cursor, uint64_t max, uint8_t *out)
         for (int64_t i = 0; i < got; i++) {
             zp_sparse_row row;
             zp_sparse_record_row(r->store, buf + (size_t)i * rec, &row);
-            zp_rows_record_pack(out + (uint64_t)(n + i) * unit, &row, r->dim, spp);
+            if (zp_sparse_has(r->store, row.id))
+                continue; /* an out-of-date copy of a hot row: the hot rows gave it */
+            zp_rows_record_pack(out + (uint64_t)n++ * unit, &row, r->dim, spp);
         }
-        n += got;
     }
     free(buf);
     *cursor = pos == UINT64_MAX ? 0 : ZP_TIERED_CURSOR + pos;

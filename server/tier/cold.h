@@ -10,7 +10,8 @@
  * tier").
  *
  * Every call returns 0 or a zeps_err with the store's own message in err.
- * Threading: one thread at a time per store.
+ * Threading: get_many from any thread (several at once), while one thread
+ * makes every other call.
  */
 #ifndef ZP_COLD_H
 #define ZP_COLD_H
@@ -29,8 +30,12 @@ typedef struct zp_cold_ops {
     void (*close)(zp_cold **cp); /* NULL and *cp NULL tolerated; sets *cp NULL */
     /* Delete the database in `path` (a closed one) with everything in it. */
     int (*destroy)(const char *path, char *err, size_t errlen);
+    /* Write (put) or delete (del) one row. A store may gather them and
+     * write them later, in one batch: reads see them only once commit (or
+     * checkpoint) has run. A failure may be that of earlier writes. */
     int (*put)(zp_cold *c, uint64_t id, const void *val, size_t len, char *err, size_t errlen);
     int (*del)(zp_cold *c, uint64_t id, char *err, size_t errlen);
+    int (*commit)(zp_cold *c, char *err, size_t errlen);
     /* The values of ids[0..n), each `len` bytes, into vals[i * len];
      * found[i] says whether id i is there (a value of another length is
      * ZEPS_EDATA). */
@@ -39,14 +44,15 @@ typedef struct zp_cold_ops {
     /* Iterate in id order: *it starts NULL; each call gives the next id and
      * a pointer to its value (valid until the next call) and returns 1, or 0
      * at the end (the iterator freed, *it NULL again), or a negative
-     * zeps_err (freed too). iter_free ends an iteration early. */
+     * zeps_err (freed too). An iteration sees every write made before it
+     * began. iter_free ends an iteration early. */
     int (*iter_next)(zp_cold *c, void **it, uint64_t *id, const void **val, size_t *len, char *err,
                      size_t errlen);
     void (*iter_free)(zp_cold *c, void **it);
     /* Bytes the database takes on disk and in its write buffers. */
     uint64_t (*bytes)(zp_cold *c);
-    /* A consistent copy of the database in folder `dir` (must not exist),
-     * from which open works. */
+    /* A consistent copy of the database with every write so far in folder
+     * `dir` (must not exist), from which open works. */
     int (*checkpoint)(zp_cold *c, const char *dir, char *err, size_t errlen);
 } zp_cold_ops;
 

@@ -3,48 +3,72 @@
  * database per sparse table and shard (cold.h).
  *
  * Keys are ids as 8 big-endian bytes, so RocksDB's order is the ids'
- * order; values are a row record as the hot tier holds it. Settings, and
- * why:
+ * order; values are a row record as the hot tier holds it. The settings
+ * follow RocksDB's tuning guide for point lookups on data the page cache
+ * holds, and why:
  *   - the write-ahead log is off: a cold row is also lost with a crash of
  *     the shard that held it hot, so logging each demotion would buy
  *     nothing the snapshots (a checkpoint with the table's file) do not
  *     give, and would double every demotion's writes;
  *   - no compression: rows are floats, which compress poorly, and a cold
  *     read should cost one block read and no inflate;
- *   - a bloom filter of 10 bits per key: most misses of a pull are new
- *     ids, which the filter answers without reading a block;
- *   - a small block cache (8 MiB) and write buffer (16 MiB): the hot tier
- *     is the cache; what RocksDB holds counts against the shard's memory;
- *   - the write buffer hashed by id (ids are the whole key): a demotion, a
- *     promotion's delete and a read are point operations, where the default
- *     skiplist spent most of a shard's time finding its place; iterations
- *     (SCAN, restore) ask for the total order.
- * Threading: RocksDB's own background threads flush and compact; calls
- * come from one thread at a time.
+ *   - 1 KiB blocks with a hash index inside each (kDataBlockBinaryAndHash):
+ *     a read copies one block from the page cache and checks its checksum,
+ *     so a block of a few records costs a quarter of the default 4 KiB
+ *     (copying the 4 KiB block was the largest cost of a MultiGet in perf);
+ *   - a full bloom filter of 10 bits per key on the files, and one on the
+ *     write buffer (whole keys): most lookups miss most files and the
+ *     buffer, and new ids miss them all;
+ *   - reads do not fill the 8 MiB block cache: cold reads are spread over
+ *     the table (the hot tier is the cache), so caching their blocks only
+ *     costs an insert and an eviction each; the cache is small because
+ *     what RocksDB holds counts against the shard's memory;
+ *   - MultiGet in its batched form (ZP_ROCKS_BATCH keys a call), which
+ *     probes filters and indexes for a batch at once;
+ *   - the default skiplist write buffer (a hashed one made RocksDB's flush
+ *     sort every buffer, a third of the shard's time) and level compaction
+ *     with dynamic level sizes;
+ *   - writes gathered (put, del) and written by commit, or when BATCH_MAX
+ *     wait, in one write batch sorted by key: one write per batch instead
+ *     of one per row, and inserts into the write buffer in key order.
+ * Threading: RocksDB's own background threads flush and compact; reads
+ * (get_many) may run on other threads than writes, one call at a time
+ * per thread; put, del and commit from one thread.
  */
+#include "rocks.h"
+
 #include <stdlib.h>
 #include <string.h>
-
-#include <rocksdb/c.h>
 
 #include "alloc.h"
 #include "cold.h"
 #include "errors.h"
 #include "zeps_errors.h"
 
+/* A write gathered: a put of vals[at] (del false), or a delete. */
+typedef struct gathered {
+    uint64_t id;
+    uint32_t seq; /* its place among the gathered: a later write of an id wins */
+    bool del;
+} gathered;
+
 struct zp_cold {
     rocksdb_t *db;
-    rocksdb_options_t *opts;
-    rocksdb_block_based_table_options_t *table;
-    rocksdb_cache_t *cache;
+    rocksdb_column_family_handle_t *cf; /* the default one: batched MultiGet asks for it */
+    zp_rocks_settings set;
     rocksdb_writeoptions_t *wo;
-    rocksdb_readoptions_t *ro;
-    rocksdb_readoptions_t *scan; /* iterations: in id order over the hashed write buffer */
+    rocksdb_writebatch_t *batch; /* the gathered writes, at commit */
+    gathered *w;                 /* writes not yet written (commit) */
+    size_t nw;
+    unsigned char *vals; /* their values, BATCH_MAX of vlen bytes */
+    size_t vlen;
+    rocksdb_readoptions_t *scan;
 };
 
 #define CACHE_BYTES  ((size_t)8 << 20)
 #define BUFFER_BYTES ((size_t)16 << 20)
-#define HASH_BUCKETS ((size_t)1 << 17) /* about the rows a write buffer holds */
+#define BLOCK_BYTES  1024
+#define BATCH_MAX    1024 /* writes a batch gathers before it is written */
 
 static void key_of(uint64_t id, char k[8])
 {
@@ -68,7 +92,7 @@ static int fail(char *rerr, const char *what, char *err, size_t errlen)
     return rc;
 }
 
-static rocksdb_options_t *make_opts(zp_cold *c)
+void zp_rocks_settings_init(zp_rocks_settings *s)
 {
     rocksdb_options_t *o = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(o, 1);
@@ -76,20 +100,31 @@ static rocksdb_options_t *make_opts(zp_cold *c)
     rocksdb_options_set_write_buffer_size(o, BUFFER_BYTES);
     rocksdb_options_set_max_background_jobs(o, 2);
     rocksdb_options_set_keep_log_file_num(o, 2);
-    /* the write buffer as a hash of ids (each bucket a short skiplist):
-     * every demotion, promotion and miss is a point operation on it */
-    rocksdb_options_set_prefix_extractor(o, rocksdb_slicetransform_create_fixed_prefix(8));
-    rocksdb_options_set_hash_skip_list_rep(o, HASH_BUCKETS, 4, 4);
-    rocksdb_options_set_allow_concurrent_memtable_write(o, 0); /* one writer: the loop */
-    if (c != NULL) {
-        c->table = rocksdb_block_based_options_create();
-        rocksdb_block_based_options_set_filter_policy(c->table,
-                                                      rocksdb_filterpolicy_create_bloom(10));
-        c->cache = rocksdb_cache_create_lru(CACHE_BYTES);
-        rocksdb_block_based_options_set_block_cache(c->table, c->cache);
-        rocksdb_options_set_block_based_table_factory(o, c->table);
-    }
-    return o;
+    rocksdb_options_set_level_compaction_dynamic_level_bytes(o, 1);
+    rocksdb_options_set_memtable_whole_key_filtering(o, 1);
+    rocksdb_options_set_memtable_prefix_bloom_size_ratio(o, 0.02);
+    s->table = rocksdb_block_based_options_create();
+    rocksdb_block_based_options_set_block_size(s->table, BLOCK_BYTES);
+    rocksdb_block_based_options_set_data_block_index_type(
+        s->table, rocksdb_block_based_table_data_block_index_type_binary_search_and_hash);
+    rocksdb_block_based_options_set_data_block_hash_ratio(s->table, 0.75);
+    rocksdb_block_based_options_set_filter_policy(s->table,
+                                                  rocksdb_filterpolicy_create_bloom_full(10));
+    s->cache = rocksdb_cache_create_lru(CACHE_BYTES);
+    rocksdb_block_based_options_set_block_cache(s->table, s->cache);
+    rocksdb_options_set_block_based_table_factory(o, s->table);
+    s->opts = o;
+    s->read = rocksdb_readoptions_create();
+    rocksdb_readoptions_set_fill_cache(s->read, 0);
+}
+
+void zp_rocks_settings_fini(zp_rocks_settings *s)
+{
+    rocksdb_readoptions_destroy(s->read);
+    rocksdb_options_destroy(s->opts);
+    rocksdb_block_based_options_destroy(s->table);
+    rocksdb_cache_destroy(s->cache);
+    memset(s, 0, sizeof(*s));
 }
 
 static void rocks_close(zp_cold **cp)
@@ -97,14 +132,16 @@ static void rocks_close(zp_cold **cp)
     if (cp == NULL || *cp == NULL)
         return;
     zp_cold *c = *cp;
+    if (c->cf)
+        rocksdb_column_family_handle_destroy(c->cf);
     if (c->db)
         rocksdb_close(c->db);
     rocksdb_writeoptions_destroy(c->wo);
-    rocksdb_readoptions_destroy(c->ro);
+    rocksdb_writebatch_destroy(c->batch);
+    free(c->w);
+    free(c->vals);
     rocksdb_readoptions_destroy(c->scan);
-    rocksdb_options_destroy(c->opts);
-    rocksdb_block_based_options_destroy(c->table);
-    rocksdb_cache_destroy(c->cache);
+    zp_rocks_settings_fini(&c->set);
     free(c);
     *cp = NULL;
 }
@@ -112,75 +149,127 @@ static void rocks_close(zp_cold **cp)
 static int rocks_open(zp_cold **out, const char *path, char *err, size_t errlen)
 {
     zp_cold *c = zp_alloc_zeroed(1, sizeof(*c));
-    c->opts = make_opts(c);
+    zp_rocks_settings_init(&c->set);
     c->wo = rocksdb_writeoptions_create();
     rocksdb_writeoptions_disable_WAL(c->wo, 1);
-    c->ro = rocksdb_readoptions_create();
+    c->batch = rocksdb_writebatch_create();
+    c->w = zp_alloc(BATCH_MAX * sizeof(gathered));
     c->scan = rocksdb_readoptions_create();
-    rocksdb_readoptions_set_total_order_seek(c->scan, 1);
     char *rerr = NULL;
-    c->db = rocksdb_open(c->opts, path, &rerr);
+    const char *names[1] = {"default"};
+    const rocksdb_options_t *cfo[1] = {c->set.opts};
+    rocksdb_column_family_handle_t *cf[1] = {NULL};
+    c->db = rocksdb_open_column_families(c->set.opts, path, 1, names, cfo, cf, &rerr);
     if (rerr != NULL) {
+        c->db = NULL;
         rocks_close(&c);
         return fail(rerr, "open", err, errlen);
     }
+    c->cf = cf[0];
     *out = c;
     return 0;
 }
 
 static int rocks_destroy(const char *path, char *err, size_t errlen)
 {
-    rocksdb_options_t *o = make_opts(NULL);
+    zp_rocks_settings s;
+    zp_rocks_settings_init(&s);
     char *rerr = NULL;
-    rocksdb_destroy_db(o, path, &rerr);
-    rocksdb_options_destroy(o);
+    rocksdb_destroy_db(s.opts, path, &rerr);
+    zp_rocks_settings_fini(&s);
     return rerr ? fail(rerr, "destroy", err, errlen) : 0;
+}
+
+static int by_id(const void *a, const void *b)
+{
+    const gathered *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+/* The gathered writes in one write batch, in id order: RocksDB's write
+ * buffer is a skiplist whose inserts start from where the last one went
+ * (its splice), so inserting in key order walks a fraction of it. */
+static int rocks_commit(zp_cold *c, char *err, size_t errlen)
+{
+    if (c->nw == 0)
+        return 0;
+    qsort(c->w, c->nw, sizeof(gathered), by_id);
+    for (size_t i = 0; i < c->nw; i++) {
+        char k[8];
+        key_of(c->w[i].id, k);
+        if (c->w[i].del)
+            rocksdb_writebatch_delete(c->batch, k, 8);
+        else
+            rocksdb_writebatch_put(c->batch, k, 8, (const char *)c->vals + c->w[i].seq * c->vlen,
+                                   c->vlen);
+    }
+    c->nw = 0;
+    char *rerr = NULL;
+    rocksdb_write(c->db, c->wo, c->batch, &rerr);
+    rocksdb_writebatch_clear(c->batch); /* written or failed: the tier stops on a failure */
+    return rerr ? fail(rerr, "write", err, errlen) : 0;
+}
+
+/* Gather a write of id (a delete if val is NULL); written once BATCH_MAX
+ * wait. Every value of a store has one length (a row record). */
+static int gather(zp_cold *c, uint64_t id, const void *val, size_t len, char *err, size_t errlen)
+{
+    if (val != NULL && len != c->vlen) {
+        int rc = rocks_commit(c, err, errlen);
+        if (rc != 0)
+            return rc;
+        free(c->vals);
+        c->vals = zp_alloc(BATCH_MAX * len);
+        c->vlen = len;
+    }
+    if (val != NULL)
+        memcpy(c->vals + c->nw * c->vlen, val, len);
+    c->w[c->nw] = (gathered){.id = id, .seq = (uint32_t)c->nw, .del = val == NULL};
+    return ++c->nw == BATCH_MAX ? rocks_commit(c, err, errlen) : 0;
 }
 
 static int rocks_put(zp_cold *c, uint64_t id, const void *val, size_t len, char *err, size_t errlen)
 {
-    char k[8], *rerr = NULL;
-    key_of(id, k);
-    rocksdb_put(c->db, c->wo, k, 8, val, len, &rerr);
-    return rerr ? fail(rerr, "put", err, errlen) : 0;
+    return gather(c, id, val, len, err, errlen);
 }
 
 static int rocks_del(zp_cold *c, uint64_t id, char *err, size_t errlen)
 {
-    char k[8], *rerr = NULL;
-    key_of(id, k);
-    rocksdb_delete(c->db, c->wo, k, 8, &rerr);
-    return rerr ? fail(rerr, "delete", err, errlen) : 0;
+    return gather(c, id, NULL, 0, err, errlen);
 }
 
-/* One batch of get_many: at most 256 keys. */
+/* One batch of get_many: at most ZP_ROCKS_BATCH keys. */
 static int get_batch(zp_cold *c, const uint64_t *ids, size_t n, char *vals, size_t len, bool *found,
                      char *err, size_t errlen)
 {
-    enum { B = 256 };
-    char keys[B][8], *vl[B], *errs[B];
+    enum { B = ZP_ROCKS_BATCH };
+    char keys[B][8], *errs[B];
     const char *kl[B];
-    size_t ks[B], vs[B];
+    size_t ks[B];
+    rocksdb_pinnableslice_t *vl[B];
     for (size_t i = 0; i < n; i++) {
         key_of(ids[i], keys[i]);
         kl[i] = keys[i];
         ks[i] = 8;
     }
-    rocksdb_multi_get(c->db, c->ro, n, kl, ks, vl, vs, errs);
+    rocksdb_batched_multi_get_cf(c->db, c->set.read, c->cf, n, kl, ks, vl, errs, false);
     int rc = 0;
     for (size_t i = 0; i < n; i++) {
+        size_t vs = 0;
+        const char *v = vl[i] != NULL ? rocksdb_pinnableslice_value(vl[i], &vs) : NULL;
         if (errs[i] != NULL) {
             rc = rc ? (rocksdb_free(errs[i]), rc) : fail(errs[i], "multi-get", err, errlen);
-        } else if (vl[i] != NULL && vs[i] != len && rc == 0) {
+        } else if (v != NULL && vs != len && rc == 0) {
             rc = zp_errors_set(err, errlen, ZEPS_EDATA,
                                "cold row %llu holds %zu bytes, not the %zu of a row record",
-                               (unsigned long long)ids[i], vs[i], len);
-        } else if (vl[i] != NULL) {
-            memcpy(vals + i * len, vl[i], len);
+                               (unsigned long long)ids[i], vs, len);
+        } else if (v != NULL) {
+            memcpy(vals + i * len, v, len);
         }
-        found[i] = vl[i] != NULL && vs[i] == len;
-        if (vl[i] != NULL)
-            rocksdb_free(vl[i]);
+        found[i] = v != NULL && vs == len;
+        rocksdb_pinnableslice_destroy(vl[i]);
     }
     return rc;
 }
@@ -188,15 +277,14 @@ static int get_batch(zp_cold *c, const uint64_t *ids, size_t n, char *vals, size
 static int rocks_get_many(zp_cold *c, const uint64_t *ids, size_t n, void *vals, size_t len,
                           bool *found, char *err, size_t errlen)
 {
-    for (size_t at = 0; at < n; at += 256) {
-        size_t k = n - at < 256 ? n - at : 256;
+    for (size_t at = 0; at < n; at += ZP_ROCKS_BATCH) {
+        size_t k = n - at < ZP_ROCKS_BATCH ? n - at : ZP_ROCKS_BATCH;
         int rc = get_batch(c, ids + at, k, (char *)vals + at * len, len, found + at, err, errlen);
         if (rc != 0)
             return rc;
     }
     return 0;
 }
-
 static void rocks_iter_free(zp_cold *c, void **it)
 {
     (void)c;
@@ -210,6 +298,9 @@ static int rocks_iter_next(zp_cold *c, void **it, uint64_t *id, const void **val
 {
     rocksdb_iterator_t *i = *it;
     if (i == NULL) {
+        int rc = rocks_commit(c, err, errlen);
+        if (rc != 0)
+            return -rc;
         i = rocksdb_create_iterator(c->db, c->scan);
         rocksdb_iter_seek_to_first(i);
         *it = i;
@@ -244,6 +335,9 @@ static uint64_t rocks_bytes(zp_cold *c)
 static int rocks_checkpoint(zp_cold *c, const char *dir, char *err, size_t errlen)
 {
     char *rerr = NULL;
+    int rc = rocks_commit(c, err, errlen);
+    if (rc != 0)
+        return rc;
     rocksdb_checkpoint_t *cp = rocksdb_checkpoint_object_create(c->db, &rerr);
     if (rerr != NULL)
         return fail(rerr, "checkpoint", err, errlen);
@@ -261,6 +355,7 @@ const zp_cold_ops zp_rocks_ops = {
     .destroy = rocks_destroy,
     .put = rocks_put,
     .del = rocks_del,
+    .commit = rocks_commit,
     .get_many = rocks_get_many,
     .iter_next = rocks_iter_next,
     .iter_free = rocks_iter_free,

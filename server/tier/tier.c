@@ -419,8 +419,20 @@ static void note(zp_tier *t, uint64_t id)
         note_put(t, id);
 }
 
+/* The writes gathered so far made visible to reads: 0, or -1 (the tier
+ * failed: rows already gone from the hot tier are lost with it, and the
+ * table refuses every request from then on). */
+static int commit(zp_tier *t)
+{
+    char err[400];
+    if (t->error[0])
+        return -1;
+    return t->ops->commit(t->db, err, sizeof err) == 0 ? 0 : failed(t, "write rows", err);
+}
+
 void zp_tier_read_begin(zp_tier *t)
 {
+    commit(t); /* the read sees every write made before it; a failure stops the tier */
     t->reads++;
 }
 
@@ -490,13 +502,21 @@ int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec)
         return -1;
     if (t->c.rows == 0)
         return 0; /* nothing there: no read */
+    if (commit(t) != 0)
+        return -1;
     if (t->ops->get_many(t->db, &id, 1, rec, t->rec, &found, err, sizeof err) != 0)
         return failed(t, "read a row", err);
     t->c.sync_reads += found;
     return found ? 1 : 0;
 }
 
-int zp_tier_forget(zp_tier *t, uint64_t id, bool promoted)
+void zp_tier_promoted(zp_tier *t, bool counted)
+{
+    t->c.rows--;
+    t->c.promotions += counted;
+}
+
+int zp_tier_forget(zp_tier *t, uint64_t id, bool cold)
 {
     char err[400];
     if (t->error[0])
@@ -504,8 +524,7 @@ int zp_tier_forget(zp_tier *t, uint64_t id, bool promoted)
     note(t, id);
     if (t->ops->del(t->db, id, err, sizeof err) != 0)
         return failed(t, "delete a row", err);
-    t->c.rows--;
-    t->c.promotions += promoted;
+    t->c.rows -= cold;
     return 0;
 }
 

@@ -42,7 +42,8 @@ typedef struct zp_tier_counters {
     uint64_t demotions;  /* hot rows written to the cold tier */
     uint64_t sync_reads; /* rows read on the loop's thread (a touch that found no fetched row) */
     uint64_t fetched;    /* ids read off the loop (zp_tier_read_many, fetch.c) */
-    uint64_t rows;       /* rows in the cold tier now */
+    uint64_t rows;       /* rows in the cold tier now (not hot: out-of-date copies of hot
+                          * rows are not counted) */
     uint64_t bytes;      /* bytes the store takes (disk and write buffers) */
 } zp_tier_counters;
 
@@ -79,23 +80,36 @@ void zp_tier_close(zp_tier **tp);
 /* The tier's path (for messages). */
 const char *zp_tier_path(const zp_tier *t);
 
-/* Write row `id`'s record (rec bytes) to the tier. 0, or -1 once the
- * tier failed (zp_tier_error). */
+/* Write row `id`'s record (rec bytes) to the tier. The store gathers
+ * writes (and forgets) into one batch, written before any read of the
+ * tier (zp_tier_fetch, zp_tier_read_begin, a scan, a checkpoint) or when
+ * full: a failure to write it (-1 from then on, zp_tier_error) may come
+ * at one of those, and loses the rows of the batch, which had left the
+ * hot tier; the table then refuses every request. 0, or -1 once the tier
+ * failed. */
 int zp_tier_demote(zp_tier *t, uint64_t id, const void *rec);
 
-/* Row `id`'s record into rec if the tier holds it: 1 (found, still in the
- * tier until zp_tier_forget), 0 (not there), -1 (failed). */
+/* Row `id`'s record into rec if the tier holds it: 1 (found), 0 (not
+ * there), -1 (failed). */
 int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec);
 
-/* Row `id` left the tier (promoted, or overwritten in the hot tier):
- * delete it. `counted`: a promotion. 0 or -1 (failed). */
-int zp_tier_forget(zp_tier *t, uint64_t id, bool promoted);
+/* A row the tier held is hot again (`counted`: a promotion, else a row
+ * put over it). Its record stays in the tier, out of date: the row's next
+ * demotion overwrites it, and a row dropped for good deletes it
+ * (zp_tier_forget); nothing is written now. */
+void zp_tier_promoted(zp_tier *t, bool counted);
+
+/* Delete row `id`'s record: a cold row (`cold`: counted out of the
+ * tier's rows) or the out-of-date copy of a hot row, dropped for good.
+ * 0 or -1 (failed). */
+int zp_tier_forget(zp_tier *t, uint64_t id, bool cold);
 
 /* --- reads off the loop's thread (fetch.c) --- */
 
-/* A read of other threads begins (the tier notes every id it writes or
- * deletes from now on) or ends, having read `ids` ids (the last one: the
- * notes are dropped). Loop thread. */
+/* A read of other threads begins (the writes gathered so far are
+ * written first, and the tier notes every id it writes or deletes from
+ * now on) or ends, having read `ids` ids (the last one: the notes are
+ * dropped). Loop thread. */
 void zp_tier_read_begin(zp_tier *t);
 void zp_tier_read_end(zp_tier *t, size_t ids);
 

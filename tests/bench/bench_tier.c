@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <rocksdb/c.h>
 
@@ -29,12 +30,14 @@
 #include "harness.h"
 #include "now.h"
 #include "rng.h"
+#include "rocks.h"
 #include "scratch.h"
 #include "zeps.h"
 
 static uint64_t N = 2000000, B = 10000;
 static uint32_t D = 16;
 static double SECS = 3;
+static double ran_s; /* how long the last run() ran */
 
 static uint64_t id_of(uint64_t rank)
 {
@@ -114,6 +117,7 @@ static double run(zeps_client *c, uint32_t t, int zipf, int push, uint64_t seed)
     } while (t1 - t0 < SECS);
     free(ids);
     free(rows);
+    ran_s = t1 - t0;
     return (double)moved / (t1 - t0);
 }
 
@@ -172,27 +176,29 @@ static double hot_p99(zeps_client *c, uint32_t t)
     return p;
 }
 
-/* RocksDB's own MultiGet over uniform ids of the tier in `path`, batches
- * of B, one thread, for SECS: rows/s. */
+/* RocksDB's own MultiGet over uniform ids of the tier in `path`, opened
+ * with the tier's own settings (rocks.h), in batched MultiGet calls of
+ * the size the tier's store makes, one thread, batches of B ids, for
+ * SECS: rows/s. */
 static double multiget_ceiling(const char *path)
 {
-    rocksdb_options_t *o = rocksdb_options_create();
-    rocksdb_block_based_table_options_t *bo = rocksdb_block_based_options_create();
-    rocksdb_block_based_options_set_filter_policy(bo, rocksdb_filterpolicy_create_bloom(10));
-    rocksdb_cache_t *cache = rocksdb_cache_create_lru((size_t)8 << 20);
-    rocksdb_block_based_options_set_block_cache(bo, cache);
-    rocksdb_options_set_block_based_table_factory(o, bo);
+    zp_rocks_settings set;
+    zp_rocks_settings_init(&set);
     char *err = NULL;
-    rocksdb_t *db = rocksdb_open_for_read_only(o, path, 0, &err);
+    const char *names[1] = {"default"};
+    const rocksdb_options_t *cfo[1] = {set.opts};
+    rocksdb_column_family_handle_t *cf[1] = {NULL};
+    rocksdb_t *db =
+        rocksdb_open_for_read_only_column_families(set.opts, path, 1, names, cfo, cf, 0, &err);
     if (err) {
         fprintf(stderr, "multiget: %s\n", err);
         return 0;
     }
-    rocksdb_readoptions_t *ro = rocksdb_readoptions_create();
     char(*keys)[8] = zp_alloc(B * 8);
     const char **kl = zp_alloc(B * sizeof(char *));
-    size_t *ks = zp_alloc(B * sizeof(size_t)), *vs = zp_alloc(B * sizeof(size_t));
-    char **vl = zp_alloc(B * sizeof(char *)), **errs = zp_alloc(B * sizeof(char *));
+    size_t *ks = zp_alloc(B * sizeof(size_t));
+    rocksdb_pinnableslice_t **vl = zp_alloc(B * sizeof(*vl));
+    char **errs = zp_alloc(B * sizeof(char *));
     zp_rng r;
     zp_rng_seed(&r, 5, 0, 0);
     uint64_t found = 0;
@@ -205,23 +211,39 @@ static double multiget_ceiling(const char *path)
             kl[i] = keys[i];
             ks[i] = 8;
         }
-        for (size_t at = 0; at < B; at += 256) { /* the batches the tier's store reads */
-            size_t k = B - at < 256 ? B - at : 256;
-            rocksdb_multi_get(db, ro, k, kl + at, ks + at, vl + at, vs + at, errs + at);
+        for (size_t at = 0; at < B; at += ZP_ROCKS_BATCH) { /* the tier's store's calls */
+            size_t k = B - at < ZP_ROCKS_BATCH ? B - at : ZP_ROCKS_BATCH;
+            rocksdb_batched_multi_get_cf(db, set.read, cf[0], k, kl + at, ks + at, vl + at,
+                                         errs + at, false);
         }
         for (size_t i = 0; i < B; i++) {
             found += vl[i] != NULL;
-            rocksdb_free(vl[i]);
+            rocksdb_pinnableslice_destroy(vl[i]);
+            free(errs[i]);
         }
         t1 = zp_now_s();
     } while (t1 - t0 < SECS);
+    rocksdb_column_family_handle_destroy(cf[0]);
     rocksdb_close(db);
-    rocksdb_readoptions_destroy(ro);
-    rocksdb_options_destroy(o);
-    rocksdb_block_based_options_destroy(bo);
-    rocksdb_cache_destroy(cache);
-    free(keys), free(kl), free(ks), free(vs), free(vl), free(errs);
+    zp_rocks_settings_fini(&set);
+    free(keys), free(kl), free(ks), free(vl), free(errs);
     return (double)found / (t1 - t0);
+}
+
+/* CPU seconds process pid has used (all its threads), 0 if unknown. */
+static double cpu_s(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    unsigned long ut = 0, st = 0;
+    if (f != NULL) {
+        /* after the command's ")": state and 10 fields, then utime, stime */
+        if (fscanf(f, "%*[^)]) %*c %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %lu %lu", &ut, &st) != 2)
+            ut = st = 0;
+        fclose(f);
+    }
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
 /* Resident MiB of process pid (VmRSS), 0 if unknown. */
@@ -287,12 +309,17 @@ int main(int argc, char **argv)
            zp_now_s() - f1);
     uint64_t h0, p0, h1, p1;
     tier_counts(ct, &h0, &p0);
-    double zt = run(ct, tt, 1, 1, 9), zr = run(cr, tr, 1, 1, 9);
+    double c0 = cpu_s(tc.pids[0]), zt = run(ct, tt, 1, 1, 9), c1 = cpu_s(tc.pids[0]);
+    double rt = zt * ran_s;
+    double c2 = cpu_s(rc.pids[0]), zr = run(cr, tr, 1, 1, 9), c3 = cpu_s(rc.pids[0]);
+    double rr = zr * ran_s;
     tier_counts(ct, &h1, &p1);
     double hit = (double)(h1 - h0) / (double)(h1 - h0 + p1 - p0);
     printf("1. Zipf(1.1) pull+push: tiered %.0f rows/s, all in RAM %.0f rows/s, ratio %.2f "
            "(bar 0.5); hit rate %.4f\n",
            zt, zr, zt / zr, hit);
+    printf("   shard CPU per row moved: tiered %.2f us, all in RAM %.2f us\n", (c1 - c0) * 1e6 / rt,
+           (c3 - c2) * 1e6 / rr);
     printf("   shard RSS: tiered %.0f MiB, all in RAM %.0f MiB\n", rss_mib(tc.pids[0]),
            rss_mib(rc.pids[0]));
     double ut = run(ct, tt, 0, 0, 11);

@@ -5,7 +5,8 @@
  * answer the same bits at every step and end with the same rows, optimizer
  * state, versions and touch counts; a tier folder that is missing, takes
  * no file, holds something else or another table's tier is refused; a
- * tier's rows scan in id order, each once.
+ * tier's rows scan in id order, each once; a promoted row's record left in
+ * the tier goes when the row is dropped for good.
  */
 #include <check.h>
 #include <errno.h>
@@ -307,6 +308,48 @@ START_TEST(test_checkpoint_restore)
 }
 END_TEST
 
+/* A promotion leaves the row's record in the tier (out of date, not
+ * deleted); when the hot row is then dropped for good (TTL), that copy
+ * goes too: the id is in neither tier, the tier counts no row for it, and
+ * its next touch makes a new row. */
+START_TEST(test_ttl_drops_copy)
+{
+    zp_sparse_opts o = base_opts("sgd", 2);
+    o.capacity_rows = 1;
+    o.ttl_clocks = 4;
+    zp_sparse *t = make(&o);
+    char dir[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "copy"), 0);
+    zp_tier *tier = open_tier(dir, "copy", t);
+    zp_sparse_set_cold(t, tier);
+    uint64_t a = 11, b = 22;
+    float out[2];
+    zp_sparse_pull(t, &a, 1, 0, out, NULL);
+    zp_sparse_pull(t, &b, 1, 0, out, NULL); /* a demoted */
+    zp_sparse_pull(t, &a, 1, 1, out, NULL); /* a promoted (its record kept), b demoted */
+    zp_tier_counters c;
+    zp_tier_get_counters(tier, &c);
+    ck_assert_uint_eq(c.promotions, 1);
+    ck_assert_uint_eq(c.rows, 1); /* b; a's old record is no cold row */
+    ck_assert(zp_sparse_has(t, a));
+    zp_sparse_expire(t, 10); /* a, hot, untouched for 9 clocks: dropped with its copy */
+    ck_assert(!zp_sparse_has(t, a));
+    size_t rec = zp_sparse_record_bytes(t);
+    void *buf = aligned_alloc(8, (rec + 7) / 8 * 8);
+    ck_assert_int_eq(zp_tier_fetch(tier, a, buf), 0);
+    ck_assert_int_eq(zp_tier_fetch(tier, b, buf), 1);
+    zp_tier_get_counters(tier, &c);
+    ck_assert_uint_eq(c.rows, 1);
+    uint64_t ttl_before = counters(t).evicted_ttl;
+    zp_sparse_pull(t, &a, 1, 11, out, NULL); /* a new row: no second TTL drop */
+    ck_assert_uint_eq(counters(t).evicted_ttl, ttl_before);
+    ck_assert_uint_eq(counters(t).created, 3);
+    free(buf);
+    zp_sparse_destroy(&t);
+    zp_tier_close(&tier);
+}
+END_TEST
+
 /* A full disk (a tmpfs, root only; skipped otherwise): with less free
  * than a tier keeps free it is refused at DECLARE; on 100 MiB, demotions
  * go on until the free room falls under it, then the tier stops before
@@ -388,6 +431,7 @@ int main(void)
     ZT_SPARSE_ADD(s, test_foreign_refused);
     ZT_SPARSE_ADD(s, test_scan_pages);
     ZT_SPARSE_ADD(s, test_checkpoint_restore);
+    ZT_SPARSE_ADD(s, test_ttl_drops_copy);
     TCase *full = tcase_create("full_disk");
     tcase_set_timeout(full, 120);
     tcase_add_unchecked_fixture(full, NULL, full_unmount);

@@ -12,9 +12,13 @@
  *     stopped): rows/s of each and their ratio.
  *  3. The p99 of pulls of hot ids while another client pulls uniform (cold)
  *     ids on the same shard, against the same with the cold tier idle.
+ *  4. Bounded memory: a shard whose tiered table has a memory_budget of a
+ *     tenth of its rows (--budget-mb), filled and trained: its RSS over
+ *     its idle RSS against the budget.
  *
  * Usage: bench_tier [--ids N (2000000)] [--dim D (16)] [--batch B (10000)]
- *                   [--seconds S (3)]. Needs ZEPS_BINDIR.
+ *                   [--seconds S (3)] [--evict lru|lfu (lru)] [--budget-mb M].
+ * Needs ZEPS_BINDIR.
  */
 #include <math.h>
 #include <pthread.h>
@@ -37,7 +41,9 @@
 static uint64_t N = 2000000, B = 10000;
 static uint32_t D = 16;
 static double SECS = 3;
-static double ran_s; /* how long the last run() ran */
+static const char *EVICT = "lru";
+static uint64_t BUDGET_MB; /* part 4's memory_budget (0: a tenth of the rows, 192 bytes each) */
+static double ran_s;       /* how long the last run() ran */
 
 static uint64_t id_of(uint64_t rank)
 {
@@ -61,7 +67,8 @@ static zeps_sparse_spec spec(int tier)
                           .init_scale = 0.01,
                           .seed = 1,
                           .tier = tier,
-                          .capacity_rows = tier ? N / 10 : 0};
+                          .capacity_rows = tier ? N / 10 : 0,
+                          .evict = EVICT};
     return s;
 }
 
@@ -246,19 +253,63 @@ static double cpu_s(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-/* Resident MiB of process pid (VmRSS), 0 if unknown. */
-static double rss_mib(pid_t pid)
+/* MiB of process pid's status field `what` ("VmRSS:", "VmHWM:"), 0 if
+ * unknown. */
+static double status_mib(pid_t pid, const char *what)
 {
     char path[64], line[256];
     snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
     FILE *f = fopen(path, "r");
     double kb = 0;
     while (f != NULL && fgets(line, sizeof line, f))
-        if (strncmp(line, "VmRSS:", 6) == 0)
-            kb = atof(line + 6);
+        if (strncmp(line, what, strlen(what)) == 0)
+            kb = atof(line + strlen(what));
     if (f != NULL)
         fclose(f);
     return kb / 1024.0;
+}
+
+static double rss_mib(pid_t pid)
+{
+    return status_mib(pid, "VmRSS:");
+}
+
+/* Part 4: a shard of its own whose tiered table is bounded by bytes
+ * (memory_budget, the hot tenth of the rows) instead of rows: its RSS
+ * over that of the same shard with the table declared and empty, after
+ * the fill and SECS of Zipf steps, against the budget. */
+static void bounded_memory(const char *dir)
+{
+    char extra[800];
+    snprintf(extra, sizeof extra, "  tier_dir = \"%s\"; max_message_mb = 512;", dir);
+    zt_cluster mc;
+    if (zt_cluster_start(&mc, 1, 2, "async", extra, NULL) != 0) {
+        fprintf(stderr, "bench_tier: cannot start the shard of part 4\n");
+        return;
+    }
+    zeps_client *c = zt_client(&mc, 0);
+    zeps_sparse_spec s = spec(1);
+    s.capacity_rows = 0;
+    s.memory_budget = BUDGET_MB << 20;
+    uint32_t t;
+    if (zeps_declare_sparse(c, &s, &t) != 0) {
+        fprintf(stderr, "bench_tier: DECLARE (part 4): %s\n", zeps_last_error(c));
+        zeps_client_destroy(&c);
+        zt_cluster_stop(&mc);
+        return;
+    }
+    double base = rss_mib(mc.pids[0]);
+    fill(c, t);
+    run(c, t, 1, 1, 13);
+    double rss = rss_mib(mc.pids[0]), peak = status_mib(mc.pids[0], "VmHWM:");
+    printf("4. memory_budget %llu MiB (%llu ids, about %.0fx the rows it holds hot): shard RSS "
+           "over its idle RSS (%.0f MiB) after the fill and Zipf steps %.0f MiB (peak %.0f MiB), "
+           "%.2fx the budget (bar 1.15)\n",
+           (unsigned long long)BUDGET_MB, (unsigned long long)N,
+           (double)N * 192.0 / (double)(BUDGET_MB << 20), base, rss - base, peak - base,
+           (rss - base) / (double)BUDGET_MB);
+    zeps_client_destroy(&c);
+    zt_cluster_stop(&mc);
 }
 
 static void parse(int argc, char **argv)
@@ -272,7 +323,13 @@ static void parse(int argc, char **argv)
             B = strtoull(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--seconds") == 0)
             SECS = atof(argv[i + 1]);
+        else if (strcmp(argv[i], "--evict") == 0)
+            EVICT = argv[i + 1];
+        else if (strcmp(argv[i], "--budget-mb") == 0)
+            BUDGET_MB = strtoull(argv[i + 1], NULL, 10);
     }
+    if (BUDGET_MB == 0)
+        BUDGET_MB = (N / 10 * 192 + (1 << 20) - 1) >> 20;
     if (D > 64 || N < 1000 || B < 1 || B > N) {
         fprintf(stderr, "bench_tier: --dim <= 64, --ids >= 1000, 1 <= --batch <= --ids\n");
         exit(2);
@@ -303,10 +360,10 @@ int main(int argc, char **argv)
     fill(ct, tt);
     double f1 = zp_now_s();
     fill(cr, tr);
-    printf("ids %llu, dim %u (adagrad), batch %llu, hot budget %llu rows; filled in %.1f s "
+    printf("ids %llu, dim %u (adagrad), batch %llu, hot budget %llu rows (%s); filled in %.1f s "
            "(tiered) and %.1f s (RAM)\n",
-           (unsigned long long)N, D, (unsigned long long)B, (unsigned long long)(N / 10), f1 - f0,
-           zp_now_s() - f1);
+           (unsigned long long)N, D, (unsigned long long)B, (unsigned long long)(N / 10), EVICT,
+           f1 - f0, zp_now_s() - f1);
     uint64_t h0, p0, h1, p1;
     tier_counts(ct, &h0, &p0);
     double c0 = cpu_s(tc.pids[0]), zt = run(ct, tt, 1, 1, 9), c1 = cpu_s(tc.pids[0]);
@@ -343,6 +400,9 @@ int main(int argc, char **argv)
     printf("2. uniform pulls: tiered %.0f rows/s, RocksDB MultiGet on the same data %.0f rows/s, "
            "ratio %.2f (bar 0.7)\n",
            ut, mg, ut / mg);
+    char mdir[512];
+    zt_scratch_dir(mdir, sizeof mdir, "bench-tier-mem");
+    bounded_memory(mdir);
     zt_scratch_end();
     return 0;
 }

@@ -245,6 +245,14 @@ void free(void *);
 /* the binding's own helpers (below) */
 volatile int *_zp_py_arm(void);
 int _zp_py_exit_on_term(void);
+typedef struct _zp_py_pulled {
+    zeps_sbatch *batch;
+    size_t unique;
+    const uint32_t *positions;
+} _zp_py_pulled;
+int _zp_py_pull_unique(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
+                       float *urows, int64_t clock, _zp_py_pulled *out, zeps_req **req);
+void _zp_py_sbatch_free(zeps_sbatch *b);
 """
 
 # A Ctrl-C during a wait: Python's own SIGINT handler only marks the signal
@@ -295,6 +303,41 @@ volatile int *_zp_py_arm(void)
     }
     zp_py_flag = 0;
     return &zp_py_flag;
+}
+
+/* zeps.torch's forward in one call (each call from Python costs more than
+ * the call itself: the interpreter's work between calls runs on caches the
+ * batch's arrays evicted): with req NULL the SIGINT chain armed and the
+ * wait done, else the pull left in flight in *req; the batch of ids[n]
+ * made and its distinct rows pulled into urows (zeps_sbatch_new_pull_unique),
+ * and out->batch, its distinct count and its positions array (the batch's)
+ * filled. On success the caller owns out->batch (_zp_py_sbatch_free); on
+ * error out is not written. */
+typedef struct _zp_py_pulled {
+    zeps_sbatch *batch;
+    size_t unique;
+    const uint32_t *positions;
+} _zp_py_pulled;
+
+int _zp_py_pull_unique(zeps_client *c, uint32_t table, const uint64_t *ids, size_t n,
+                       float *urows, int64_t clock, _zp_py_pulled *out, zeps_req **req)
+{
+    zeps_sbatch *b;
+    if (!req)
+        (void)_zp_py_arm();
+    int rc = zeps_sbatch_new_pull_unique(c, table, ids, n, urows, clock, &b, req);
+    if (rc != 0)
+        return rc;
+    out->batch = b;
+    out->unique = zeps_sbatch_unique(b);
+    out->positions = zeps_sbatch_positions(b);
+    return 0;
+}
+
+/* zeps_sbatch_free by value: the caller keeps no pointer cell per batch. */
+void _zp_py_sbatch_free(zeps_sbatch *b)
+{
+    zeps_sbatch_free(&b);
 }
 
 /* After a worker wrote its result, SIGTERM ends it with status 0 at once.

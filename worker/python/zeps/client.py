@@ -164,19 +164,6 @@ class _Part:
                                     "shape": (n,), "typestr": "<f4", "version": 3}
 
 
-class _Held:
-    """Memory that an object owns, as numpy takes it (__array_interface__,
-    writable: torch.from_numpy refuses read-only arrays); the array made
-    from it keeps this as its base, and this keeps the owner."""
-
-    __slots__ = ("__array_interface__", "_owner")
-
-    def __init__(self, owner, ptr, n, typestr):
-        self._owner = owner
-        self.__array_interface__ = {"data": (int(ffi.cast("uintptr_t", ptr)), False),
-                                    "shape": (n,), "typestr": typestr, "version": 3}
-
-
 class View:
     """What a view pull brought, where ZeroMQ received it: `parts`, one
     (offset, array) per shard the range touched, in element order, each a
@@ -841,7 +828,7 @@ class Batch:
     the distinct count asked once, and a push holding only the batch (libzeps
     copies the gradients when the push starts)."""
 
-    __slots__ = ("table", "ids", "_n", "_nu", "_b", "_pp", "_pos")
+    __slots__ = ("table", "ids", "_n", "_nu", "_b", "_pos", "_posp", "__weakref__")
 
     def __init__(self, table, ids):
         if type(ids) is not np.ndarray or ids.dtype != _U64 or ids.ndim != 1 \
@@ -850,40 +837,35 @@ class Batch:
         self._make(table, ids, ffi.from_buffer("uint64_t[]", ids), ids.size)
 
     @classmethod
-    def _pulled(cls, table, ids, address, n, buf, p, clock, wait):
+    def _pulled(cls, table, ids, address, n, buf, p, clock, req, cell):
         """A Batch of the n uint64 ids at `address` (memory that `ids`, any
         object, holds until this returns: libzeps copies them) made and its
-        distinct rows pulled into `buf`, a float32 array of at least n x dim
-        values whose memory is the cffi float pointer `p`, in one libzeps
-        call (zeps_sbatch_new_pull_unique): (batch, the rows as a (unique,
-        dim) view of buf) when `wait`, else (batch, the Request whose wait()
-        gives them). zeps.torch's step: no numpy array made of the ids."""
+        distinct rows pulled into `buf`, a (rows >= n, dim) float32 array
+        whose memory is the cffi float pointer `p`, in one call
+        (_zp_py_pull_unique over zeps_sbatch_new_pull_unique; `cell` a
+        reusable _zp_py_pulled *): with `req` None it waits and returns
+        (batch, the rows as a (unique, dim) view of buf); else `req` is a
+        Request made for it (holding buf), which starts the pull and whose
+        wait() gives the rows. The batch's positions pointer is in _posp.
+        zeps.torch's step: no numpy array made of the ids."""
         c = table.client
         if c._c is None:
             c._check()
-        b = cls.__new__(cls)
-        b.table, b.ids, b._n, b._pos, b._b = table, ids, n, None, None
-        pp = b._pp = ffi.new("zeps_sbatch **")
-        ip = ffi.cast("uint64_t *", address)
-        if wait:
-            r = None
-            lib._zp_py_arm()
-            rc = lib.zeps_sbatch_new_pull_unique(c._c, table.handle, ip, n, p, clock, pp,
-                                                 ffi.NULL)
-        else:
-            r = Request(c, (buf, p, b))
-            rc = lib.zeps_sbatch_new_pull_unique(c._c, table.handle, ip, n, p, clock, pp,
-                                                 r._pp)
+        rc = lib._zp_py_pull_unique(c._c, table.handle, ffi.cast("uint64_t *", address), n, p,
+                                    clock, cell, ffi.NULL if req is None else req._pp)
         if rc != 0:
             c._raise(rc)
-        b._b = pp[0]
-        nu = b._nu = lib.zeps_sbatch_unique(b._b)
-        rows = buf[:nu * table.dim].reshape(nu, table.dim)
-        if r is None:
+        b = cls.__new__(cls)
+        b.table, b.ids, b._n, b._pos = table, ids, n, None
+        b._b, nu, b._posp = cell.batch, cell.unique, cell.positions
+        b._nu = nu
+        rows = buf[:nu]
+        if req is None:
             return b, rows
-        r._result = rows
-        c._pending.add(r)
-        return b, r
+        req._result = rows
+        req._keep = (req._keep, b)
+        c._pending.add(req)
+        return b, req
 
     def _make(self, table, ids, p, n):
         self.table = table
@@ -894,12 +876,13 @@ class Batch:
         self._n = n
         self._b = None
         self._pos = None
-        pp = self._pp = ffi.new("zeps_sbatch **")
+        pp = ffi.new("zeps_sbatch **")
         rc = lib.zeps_sbatch_new(c._c, table.handle, p, n, pp)
         if rc != 0:
             c._raise(rc)
         self._b = pp[0]
         self._nu = lib.zeps_sbatch_unique(self._b)
+        self._posp = lib.zeps_sbatch_positions(self._b)
 
     def __len__(self):
         return self._n
@@ -910,9 +893,10 @@ class Batch:
         return self._nu
 
     def free(self):
-        if self._b is not None:
-            self._b = self._pos = None
-            lib.zeps_sbatch_free(self._pp)
+        b = self._b
+        if b is not None:
+            self._b = self._pos = self._posp = None
+            lib._zp_py_sbatch_free(b)
 
     def __del__(self):
         if getattr(self, "_b", None) is not None and self.table.client._c is not None:
@@ -979,19 +963,24 @@ class Batch:
         `pull_unique()[positions]` is `pull()`."""
         if self._pos is None:
             n = self._n
-            buf = ffi.buffer(lib.zeps_sbatch_positions(self._b), 4 * n) if n else b""
+            buf = ffi.buffer(self._posp, 4 * n) if n else b""
             self._pos = np.frombuffer(buf, dtype=np.uint32, count=n)
         return self._pos
 
-    def _positions_held(self):
-        """positions as an int32 array (the values are below 2^31) whose
-        memory is the batch's own and which holds the batch alive: a torch
-        tensor made from it (zeps.torch's F.embedding index) cannot outlive
-        the memory it reads, and nothing is copied."""
-        n = self._n
-        if n == 0:
-            return np.zeros(0, np.int32)
-        return np.asarray(_Held(self, lib.zeps_sbatch_positions(self._b), n, "<i4"))
+    def _positions_buffer(self):
+        """positions as a writable buffer (int32: the values are below 2^31)
+        over the batch's own array that holds the batch alive (through a
+        cffi gc pointer whose destructor is a method of the batch): a torch
+        tensor made from it (zeps.torch's embedding index, torch.frombuffer)
+        cannot outlive the memory it reads, and nothing is copied. None for
+        an empty batch."""
+        if self._n == 0:
+            return None
+        return ffi.buffer(ffi.gc(self._posp, self._held), 4 * self._n)
+
+    def _held(self, _p):
+        """The positions buffer's destructor: nothing to do; being referenced
+        by it is what keeps the batch alive."""
 
     def pull_unique_async(self, clock=0, out=None):
         out = self._rows_out(out, self._nu, "the batch's distinct rows")

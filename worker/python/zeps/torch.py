@@ -32,7 +32,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._native import ffi
-from .client import Batch
+from .client import Batch, Request
 
 __all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "ShardOptimizer", "set_clock",
            "flush", "StepProfile"]
@@ -115,10 +115,11 @@ def _ids_at(ids):
 
 
 def _positions(batch):
-    """Each position's distinct-row index, as the index tensor F.embedding
-    takes: int32, over the batch's own array (no copy), which the tensor
-    keeps alive."""
-    return torch.from_numpy(batch._positions_held())
+    """Each position's distinct-row index, as the index tensor
+    torch.embedding takes: int32, over the batch's own array (no copy),
+    which the tensor keeps alive (Batch._positions_buffer)."""
+    b = batch._positions_buffer()
+    return torch.zeros(0, dtype=torch.int32) if b is None else torch.frombuffer(b, dtype=torch.int32)
 
 
 def _probe_hook_dict():
@@ -151,8 +152,8 @@ def _push_hook(module, batch, clock):
     def hook(grad):
         prof = StepProfile.active
         t0 = time.perf_counter() if prof is not None else 0.0
-        if grad.dtype is torch.float32 and grad.is_contiguous() \
-                and grad.numel() == batch._nu * module.dim:
+        # autograd hands a leaf's hook a gradient of the leaf's shape
+        if grad.dtype is torch.float32 and grad.is_contiguous():
             r = batch._push_unique_at(grad.data_ptr(), clock)
         else:
             r = batch.push_unique_async(grad.detach().numpy(), clock)
@@ -177,8 +178,9 @@ class _SparseModule(nn.Module):
         # waits for any pull in flight before its own, and is done with its
         # rows once it returns (its output is a copy; backward reads the
         # positions only), so a pull started after it (a prefetch) may write
-        # over them. [array, its cffi pointer]
-        self._buf = [np.empty(0, np.float32), None]
+        # over them. [(rows, dim) array, its cffi pointer]
+        self._buf = [np.empty((0, self.dim), np.float32), None]
+        self._cell = ffi.new("_zp_py_pulled *")  # what the pull call gives back
 
     def _pull(self, ids, clock, wait):
         """Make the Batch of `ids` and pull its distinct rows at `clock`
@@ -186,18 +188,25 @@ class _SparseModule(nn.Module):
         position's index among the distinct rows as an int32 tensor, the
         (unique, dim) rows when `wait`, else the pull in flight, whose
         wait() gives them)."""
-        owner, address, n = _ids_at(ids)
+        if type(ids) is torch.Tensor and ids.dtype is torch.int64 and ids.is_cpu \
+                and ids.is_contiguous():  # _ids_at's common case, inline
+            owner, address, n = ids, ids.data_ptr(), ids.numel()
+        else:
+            owner, address, n = _ids_at(ids)
         buf = self._buf
-        if buf[0].size < n * self.dim:  # the distinct rows are at most n
-            buf[0] = np.empty(max(n * self.dim, 2 * buf[0].size), np.float32)
+        if buf[0].shape[0] < n:  # the distinct rows are at most n
+            buf[0] = np.empty((max(n, 2 * buf[0].shape[0]), self.dim), np.float32)
             buf[1] = ffi.from_buffer("float[]", buf[0], require_writable=True)
         prof = StepProfile.active
         if prof is None:
-            batch, got = Batch._pulled(self.table, owner, address, n, buf[0], buf[1], clock, wait)
+            req = None if wait else Request(self.table.client, buf[:])
+            batch, got = Batch._pulled(self.table, owner, address, n, buf[0], buf[1], clock, req,
+                                       self._cell)
             return batch, _positions(batch), got
         # profiled: the pull started, then waited for, each phase timed
+        req = Request(self.table.client, buf[:])
         batch, got = _timed("batch", Batch._pulled, self.table, owner, address, n, buf[0],
-                            buf[1], clock, False)
+                            buf[1], clock, req, self._cell)
         inverse = _timed("dedup", _positions, batch)
         if wait:
             got = _timed("sparse_pull", got.wait)
@@ -309,7 +318,7 @@ class Embedding(_SparseModule):
 
     def forward(self, ids):
         rows, inverse = self._unique_rows(ids)
-        return F.embedding(inverse.view(ids.shape), rows)
+        return torch.embedding(rows, inverse.view(ids.shape))  # F.embedding without its checks
 
 
 class EmbeddingBag(_SparseModule):

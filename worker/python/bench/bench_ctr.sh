@@ -12,7 +12,10 @@
 #   env: ZEPS_BUILD_DIR (default build/), ZEPS_CTR_DATA (the data set's
 #   folder; default the cache folder deploy/local/run-ctr.sh uses),
 #   ZEPS_BENCH_MODEL (ctr, the default, or dlrm: ctr_dlrm.py --model),
-#   ZEPS_BENCH_ARGS (more options for ctr_dlrm.py, e.g. --no-prefetch)
+#   ZEPS_BENCH_ARGS (more options for ctr_dlrm.py, e.g. --no-prefetch),
+#   ZEPS_BENCH_CONSISTENCY (the cluster's mode: async for ctr, bsp for dlrm by
+#   default; under bsp lost_worker_timeout_s = 0: the shards would declare a
+#   worker lost while rank 0 evaluates, a minute on a loaded machine)
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 build=${ZEPS_BUILD_DIR:-$src/build}
@@ -24,12 +27,16 @@ data=${ZEPS_CTR_DATA:-${XDG_CACHE_HOME:-$HOME/.cache}/zeps/criteo-gen-$train-100
 run=$(mktemp -d "${TMPDIR:-/tmp}"/zeps-bench-ctr-XXXXXX)
 trap 'rm -rf "$run"' EXIT
 export OPENBLAS_NUM_THREADS=1 PYTHONPATH=$build/python
+model=${ZEPS_BENCH_MODEL:-ctr}
+mode=${ZEPS_BENCH_CONSISTENCY:-$([ "$model" = dlrm ] && echo bsp || echo async)}
+lost=""
+[ "$mode" = bsp ] && lost="\n    lost_worker_timeout_s = 0;"
 port=$((20000 + RANDOM % 20000))
 sed -e "s|@DATA@|$data|g" -e "s|:17200\"|:$port\"|" -e "s|:17201\"|:$((port + 1))\"|" \
+    -e "s|consistency = \"async\";|consistency = \"$mode\";$lost|" \
     "$src/deploy/local/ctr.conf" >"$run/ctr.conf"
 num() { /usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$@"; }
 
-model=${ZEPS_BENCH_MODEL:-ctr}
 /usr/bin/python3 "$src/worker/python/bench/ctr_torch_ref.py" --data "$data" --model "$model" \
     --json "$run/ref.json"
 "$bin/zepsctl" local --config "$run/ctr.conf" --dir "$run/py" -q --exec \
@@ -43,11 +50,11 @@ fi
 ref=$(num "$run/ref.json" examples_per_s)
 py=$(num "$run/py/summary.json" examples_per_s)
 /usr/bin/python3 - "$ref" "$py" "$c" "$(num "$run/ref.json" final_auc)" \
-    "$(num "$run/py/summary.json" final_auc)" "$ac" "$run/py/worker-0.json" "$model" <<'PY'
+    "$(num "$run/py/summary.json" final_auc)" "$ac" "$run/py/worker-0.json" "$model" "$mode" <<'PY'
 import json, sys
 ref, py, c, aref, apy, ac = map(float, sys.argv[1:7])
 vs_c = f", {py / c:.2f}x the C job" if c else ""
-print(f"model {sys.argv[8]}")
+print(f"model {sys.argv[8]}, {sys.argv[9]}")
 print(f"plain PyTorch, 1 process: {ref:9.0f} examples/s, AUC {aref:.4f}")
 print(f"zeps from Python, 2 x 4:  {py:9.0f} examples/s, AUC {apy:.4f}  "
       f"({py / ref:.2f}x plain PyTorch{vs_c})")

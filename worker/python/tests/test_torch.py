@@ -46,6 +46,24 @@ def test_embedding_grad_equals_nn_embedding(make_cluster):
                                        rtol=1e-6, atol=1e-6)
 
 
+def test_positions_tensor_keeps_its_batch(make_cluster):
+    """The index tensor a forward makes lies in its batch's own positions
+    array (no copy) and holds the batch: with every other reference to the
+    batch dropped and later batches made (libzeps reuses a freed batch's
+    memory for the next one), it still reads its own positions."""
+    import gc
+    cl = make_cluster(servers=1, workers=1)
+    with cl.client(0) as c:
+        emb = zt.Embedding(c.declare_sparse("emb", 2, optimizer="sgd", lr=0.1))
+        batch, inverse, rows = emb._pull(torch.tensor([5, 7, 5, 9, 7, 5]), 0, True)
+        del batch, rows
+        gc.collect()
+        for k in range(20):  # as many ids, all distinct: 0..5 if the memory were reused
+            emb._pull(torch.arange(6) + 100 * (k + 1), 0, True)
+        gc.collect()
+        assert inverse.tolist() == [0, 1, 0, 2, 1, 0]
+        assert inverse.dtype == torch.int32
+
 @pytest.mark.parametrize("mode", ["sum", "mean"])
 def test_embedding_bag_grad(make_cluster, mode):
     cl = make_cluster(servers=3)

@@ -119,7 +119,9 @@ def _positions(batch):
     torch.embedding takes: int32, over the batch's own array (no copy),
     which the tensor keeps alive (Batch._positions_buffer)."""
     b = batch._positions_buffer()
-    return torch.zeros(0, dtype=torch.int32) if b is None else torch.frombuffer(b, dtype=torch.int32)
+    if b is None:
+        return torch.zeros(0, dtype=torch.int32)
+    return torch.frombuffer(b, dtype=torch.int32)
 
 
 def _probe_hook_dict():

@@ -42,7 +42,11 @@ def test_ctr_dlrm(make_cluster, tmp_path, model):
                     "--test", "10000", "--seed", "2"], check=True, capture_output=True)
     with open(data / "truth.json") as f:
         truth = json.load(f)
-    cl = make_cluster(servers=2, workers=2, consistency="async")
+    # dlrm under bsp: its AUC under async moves with the machine's load (the
+    # order of the workers' pushes of the shared MLPs; docs/python.md), and
+    # missed this bar once at a load of 17; under bsp it is the same bits
+    # on every run
+    cl = make_cluster(servers=2, workers=2, consistency="bsp" if model == "dlrm" else "async")
     res, out = run_workers(cl, 2, "ctr_dlrm.py", "--data", str(data), "--model", model,
                            "--profile")
     # a small run: clearly above what the dense fields alone give

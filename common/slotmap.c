@@ -1,0 +1,322 @@
+/*
+ * slotmap.c - hash slots and the slot -> shard map (see slotmap.h). The map
+ * is an array of u16 owners indexed by slot; a lookup is the id's shard
+ * hash, one modulo and one load.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "errors.h"
+#include "slotmap.h"
+#include "sparse_hash.h"
+
+struct zp_slotmap {
+    uint64_t epoch;
+    uint32_t slots;
+    int nshards;
+    uint16_t owner[]; /* [slots] */
+};
+
+static zp_slotmap *alloc_map(uint32_t slots, int nshards, uint64_t epoch)
+{
+    zp_slotmap *m = zp_alloc(sizeof(*m) + (size_t)slots * sizeof(uint16_t));
+    m->epoch = epoch;
+    m->slots = slots;
+    m->nshards = nshards;
+    return m;
+}
+
+int zp_slotmap_new_default(zp_slotmap **out, int nshards)
+{
+    if (!out || nshards < 1 || nshards > ZP_SLOTS_DEFAULT)
+        return ZEPS_EINVAL;
+    uint32_t slots = (uint32_t)nshards * (ZP_SLOTS_DEFAULT / (uint32_t)nshards);
+    zp_slotmap *m = alloc_map(slots, nshards, 0);
+    for (uint32_t n = 0; n < slots; n++)
+        m->owner[n] = (uint16_t)(n % (uint32_t)nshards);
+    *out = m;
+    return 0;
+}
+
+void zp_slotmap_destroy(zp_slotmap **mp)
+{
+    if (!mp || !*mp)
+        return;
+    free(*mp);
+    *mp = NULL;
+}
+
+uint64_t zp_slotmap_epoch(const zp_slotmap *m)
+{
+    return m->epoch;
+}
+
+uint32_t zp_slotmap_slots(const zp_slotmap *m)
+{
+    return m->slots;
+}
+
+int zp_slotmap_shards(const zp_slotmap *m)
+{
+    return m->nshards;
+}
+
+uint32_t zp_slotmap_slot_of(const zp_slotmap *m, uint64_t id)
+{
+    return (uint32_t)(zp_sparse_hash_id(id, ZP_SHARD_HASH_SEED) % m->slots);
+}
+
+int zp_slotmap_owner(const zp_slotmap *m, uint64_t id)
+{
+    return m->owner[zp_slotmap_slot_of(m, id)];
+}
+
+int zp_slotmap_slot_owner(const zp_slotmap *m, uint32_t slot)
+{
+    return m->owner[slot];
+}
+
+uint32_t zp_slotmap_count(const zp_slotmap *m, int k)
+{
+    uint32_t n = 0;
+    for (uint32_t s = 0; s < m->slots; s++)
+        n += m->owner[s] == k;
+    return n;
+}
+
+/* --- the map file --- */
+
+/* The parser's state: what the header lines said, and which slots the
+ * ranges covered so far (owner 0xffff: not yet). */
+typedef struct parse {
+    uint64_t epoch;
+    uint32_t slots;
+    int nshards;
+    zp_slotmap *m; /* made at the first range line, once slots is known */
+    char *err;
+    size_t errlen;
+} parse;
+
+static int read_u64(const char **p, uint64_t *v)
+{
+    while (**p == ' ' || **p == '\t')
+        (*p)++;
+    if (!isdigit((unsigned char)**p))
+        return -1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(*p, &end, 10);
+    if (errno)
+        return -1;
+    *v = x;
+    *p = end;
+    return 0;
+}
+
+static int rest_blank(const char *p, const char *end)
+{
+    for (; p < end; p++)
+        if (*p != ' ' && *p != '\t' && *p != '\r')
+            return 0;
+    return 1;
+}
+
+/* One range line `LO-HI SHARD` or `SLOT SHARD` (a copy, terminated). */
+static int parse_range(parse *ps, const char *p, const char *end, unsigned line)
+{
+    uint64_t lo, hi, k;
+    if (read_u64(&p, &lo) != 0)
+        return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                             "line %u: expected `epoch E`, `slots N` or `LO-HI SHARD`", line);
+    hi = lo;
+    if (*p == '-') {
+        p++;
+        if (read_u64(&p, &hi) != 0)
+            return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                                 "line %u: a range is LO-HI (both slots, inclusive)", line);
+    }
+    if (read_u64(&p, &k) != 0 || !rest_blank(p, end))
+        return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                             "line %u: a range line is `LO-HI SHARD`", line);
+    if (!ps->m) {
+        if (!ps->epoch || !ps->slots)
+            return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                                 "line %u: `epoch` and `slots` must come before the ranges", line);
+        ps->m = alloc_map(ps->slots, ps->nshards, ps->epoch);
+        memset(ps->m->owner, 0xff, ps->slots * sizeof(uint16_t));
+    }
+    if (lo > hi || hi >= ps->slots)
+        return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                             "line %u: range %" PRIu64 "-%" PRIu64 " is not within slots 0-%u",
+                             line, lo, hi, ps->slots - 1);
+    if (k >= (uint64_t)ps->nshards)
+        return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                             "line %u: shard %" PRIu64 " is not one of the cluster's %d", line, k,
+                             ps->nshards);
+    for (uint64_t s = lo; s <= hi; s++) {
+        if (ps->m->owner[s] != 0xffff)
+            return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                                 "line %u: slot %" PRIu64 " is named twice", line, s);
+        ps->m->owner[s] = (uint16_t)k;
+    }
+    return 0;
+}
+
+static int parse_line(parse *ps, const char *p, const char *end, unsigned line)
+{
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    if (p >= end)
+        return 0;
+    const char *hash = memchr(p, '#', (size_t)(end - p));
+    if (hash)
+        end = hash;
+    if (rest_blank(p, end))
+        return 0;
+    char buf[128];
+    size_t n = (size_t)(end - p);
+    if (n >= sizeof(buf))
+        return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG, "line %u is too long", line);
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    const char *q = buf;
+    int is_epoch = strncmp(q, "epoch", 5) == 0, is_slots = strncmp(q, "slots", 5) == 0;
+    if (!is_epoch && !is_slots)
+        return parse_range(ps, buf, buf + n, line);
+    q += 5;
+    uint64_t v;
+    if (ps->m || read_u64(&q, &v) != 0 || !rest_blank(q, buf + n))
+        return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                             "line %u: `%s N` (a number, before the ranges)", line,
+                             is_epoch ? "epoch" : "slots");
+    if (is_epoch && v == 0)
+        return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                             "line %u: epoch 0 is the default map's; a map file starts at 1", line);
+    if (is_slots && (v == 0 || v > ZP_SLOTS_MAX))
+        return zp_errors_set(ps->err, ps->errlen, ZEPS_ECONFIG,
+                             "line %u: slots %" PRIu64 " is not in 1..%d", line, v, ZP_SLOTS_MAX);
+    if (is_epoch)
+        ps->epoch = v;
+    else
+        ps->slots = (uint32_t)v;
+    return 0;
+}
+
+int zp_slotmap_parse(zp_slotmap **out, const char *text, size_t len, int nshards, char *err,
+                     size_t errlen)
+{
+    if (!out || !text || nshards < 1 || nshards > 0xffff)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "bad arguments");
+    parse ps = {.nshards = nshards, .err = err, .errlen = errlen};
+    const char *p = text, *end = text + len;
+    int rc = 0;
+    for (unsigned line = 1; p < end && rc == 0; line++) {
+        const char *nl = memchr(p, '\n', (size_t)(end - p));
+        const char *le = nl ? nl : end;
+        rc = parse_line(&ps, p, le, line);
+        p = nl ? nl + 1 : end;
+    }
+    if (rc == 0 && !ps.m)
+        rc = zp_errors_set(err, errlen, ZEPS_ECONFIG, "no slot ranges (epoch, slots, then ranges)");
+    for (uint32_t s = 0; rc == 0 && s < ps.slots; s++)
+        if (ps.m->owner[s] == 0xffff)
+            rc = zp_errors_set(err, errlen, ZEPS_ECONFIG, "slot %u has no shard", s);
+    if (rc != 0) {
+        free(ps.m);
+        return rc;
+    }
+    *out = ps.m;
+    return 0;
+}
+
+int zp_slotmap_load(zp_slotmap **out, const char *path, int nshards, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "slot map '%s': %s", path, strerror(errno));
+    size_t cap = 1 << 16, len = 0;
+    char *buf = zp_alloc(cap);
+    size_t got;
+    while ((got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            cap *= 2;
+            buf = zp_alloc_resize(buf, cap);
+        }
+    }
+    int bad = ferror(f);
+    fclose(f);
+    char why[256];
+    int rc = bad ? zp_errors_set(why, sizeof(why), ZEPS_ECONFIG, "read error")
+                 : zp_slotmap_parse(out, buf, len, nshards, why, sizeof(why));
+    free(buf);
+    if (rc != 0)
+        zp_errors_set(err, errlen, rc, "slot map '%s': %s", path, why);
+    return rc;
+}
+
+/* --- the wire form --- */
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+size_t zp_slotmap_wire_size(const zp_slotmap *m)
+{
+    return ZP_SLOTMAP_WIRE_HDR + (size_t)m->slots * 2;
+}
+
+void zp_slotmap_encode(const zp_slotmap *m, void *buf)
+{
+    unsigned char *p = buf;
+    put32(p, (uint32_t)m->epoch);
+    put32(p + 4, (uint32_t)(m->epoch >> 32));
+    put32(p + 8, m->slots);
+    put32(p + 12, (uint32_t)m->nshards);
+    for (uint32_t s = 0; s < m->slots; s++) {
+        p[16 + 2 * s] = (unsigned char)m->owner[s];
+        p[17 + 2 * s] = (unsigned char)(m->owner[s] >> 8);
+    }
+}
+
+int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards, char *err,
+                      size_t errlen)
+{
+    const unsigned char *p = buf;
+    if (!out || (!p && len) || len < ZP_SLOTMAP_WIRE_HDR)
+        return zp_errors_set(err, errlen, ZEPS_EPROTO, "a slot map of %zu bytes (at least %d)", len,
+                             ZP_SLOTMAP_WIRE_HDR);
+    uint64_t epoch = get32(p) | (uint64_t)get32(p + 4) << 32;
+    uint32_t slots = get32(p + 8), shards = get32(p + 12);
+    if (slots == 0 || slots > ZP_SLOTS_MAX || len != ZP_SLOTMAP_WIRE_HDR + (size_t)slots * 2)
+        return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                             "a slot map of %u slots (1..%d) in %zu bytes", slots, ZP_SLOTS_MAX,
+                             len);
+    if (shards != (uint32_t)nshards)
+        return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                             "a slot map over %u shards; this cluster has %d", shards, nshards);
+    zp_slotmap *m = alloc_map(slots, nshards, epoch);
+    for (uint32_t s = 0; s < slots; s++) {
+        m->owner[s] = (uint16_t)(p[16 + 2 * s] | p[17 + 2 * s] << 8);
+        if (m->owner[s] >= shards) {
+            int bad = m->owner[s];
+            free(m);
+            return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                                 "slot %u of the map names shard %d of %u", s, bad, shards);
+        }
+    }
+    *out = m;
+    return 0;
+}

@@ -1,0 +1,77 @@
+/*
+ * slotmap.h - where a sparse row lives: hash slots and the versioned map
+ * from slot to shard (docs/elastic.md).
+ *
+ * Row `id` of every sparse table is in slot XXH3(id) mod N (the shard seed
+ * of sparse_hash.h) and lives on the shard the map names for that slot.
+ * The map carries an epoch that only grows: a shard answers a request for
+ * a slot it does not own with EMOVED, the owner and its map, and a client
+ * takes a map whose epoch is newer than its own.
+ *
+ * The default map of S shards (epoch 0) has N = S * floor(4096 / S) slots,
+ * slot n on shard n mod S. Since S divides N, (h mod N) mod S = h mod S:
+ * every id lives where `hash mod S` put it before slots existed, so
+ * snapshot sets, offline reshards and clients that place ids by
+ * `hash mod S` agree with it. A map read from a file (cluster.slot_map)
+ * may name any owner for any slot.
+ *
+ * A map is immutable once made: a newer one replaces it whole. Any thread
+ * may read a map no thread replaces.
+ */
+#ifndef ZP_SLOTMAP_H
+#define ZP_SLOTMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ZP_SLOTS_DEFAULT    4096 /* the default map's slots are the largest multiple of S up to it */
+#define ZP_SLOTS_MAX        16384 /* a map file may name at most this many */
+#define ZP_SLOTMAP_WIRE_HDR 16    /* u64 epoch, u32 slots, u32 shards; then u16 owners */
+
+typedef struct zp_slotmap zp_slotmap;
+
+/* The default map of `nshards` (1..ZP_SLOTS_DEFAULT) into *out (the
+ * caller's, freed with zp_slotmap_destroy). 0 or ZEPS_EINVAL. */
+int zp_slotmap_new_default(zp_slotmap **out, int nshards);
+
+/* A map from its text (docs/elastic.md, "The map file"): `epoch E` (>= 1),
+ * `slots N` (1..ZP_SLOTS_MAX), then `LO-HI SHARD` or `SLOT SHARD` lines
+ * that cover every slot exactly once with shards 0..nshards-1; `#`
+ * starts a comment. On success *out is the caller's; on error *out is
+ * untouched and err names the line. ZEPS_ECONFIG on a bad text. */
+int zp_slotmap_parse(zp_slotmap **out, const char *text, size_t len, int nshards, char *err,
+                     size_t errlen);
+
+/* The same from the file at `path` (ZEPS_ECONFIG also when unreadable). */
+int zp_slotmap_load(zp_slotmap **out, const char *path, int nshards, char *err, size_t errlen);
+
+/* Free *mp (NULL allowed) and set it to NULL. */
+void zp_slotmap_destroy(zp_slotmap **mp);
+
+/* The map's epoch (0: the default map), slot count, shard count. */
+uint64_t zp_slotmap_epoch(const zp_slotmap *m);
+uint32_t zp_slotmap_slots(const zp_slotmap *m);
+int zp_slotmap_shards(const zp_slotmap *m);
+
+/* The slot of `id`, and the shard that owns it. */
+uint32_t zp_slotmap_slot_of(const zp_slotmap *m, uint64_t id);
+int zp_slotmap_owner(const zp_slotmap *m, uint64_t id);
+
+/* The owner of slot `slot` (< zp_slotmap_slots). */
+int zp_slotmap_slot_owner(const zp_slotmap *m, uint32_t slot);
+
+/* Slots shard k owns. */
+uint32_t zp_slotmap_count(const zp_slotmap *m, int k);
+
+/* The map as it travels (the payload of an EMOVED reply, docs/protocol.md):
+ * ZP_SLOTMAP_WIRE_HDR + 2 * slots bytes, little-endian. */
+size_t zp_slotmap_wire_size(const zp_slotmap *m);
+void zp_slotmap_encode(const zp_slotmap *m, void *buf);
+
+/* A map from its wire form, checked: the length, a slot count in
+ * 1..ZP_SLOTS_MAX, `nshards` shards, every owner below it. On success *out
+ * is the caller's; ZEPS_EPROTO with a reason otherwise. */
+int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards, char *err,
+                      size_t errlen);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * test_slotmap.c - common/slotmap.c: the default map puts every id where
+ * `hash mod S` did (so old snapshot sets and clients agree with it); map
+ * files parsed, and refused with the line at fault; the wire form round
+ * trips and a bad one is refused.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "slotmap.h"
+#include "sparse_hash.h"
+#include "zeps_errors.h"
+
+START_TEST(test_default_is_hash_mod_s)
+{
+    for (int S = 1; S <= 70; S++) {
+        zp_slotmap *m = NULL;
+        ck_assert_int_eq(zp_slotmap_new_default(&m, S), 0);
+        ck_assert_uint_eq(zp_slotmap_epoch(m), 0);
+        ck_assert_uint_eq(zp_slotmap_slots(m) % (uint32_t)S, 0);
+        ck_assert_uint_le(zp_slotmap_slots(m), ZP_SLOTS_DEFAULT);
+        ck_assert_uint_gt(zp_slotmap_slots(m), ZP_SLOTS_DEFAULT - (uint32_t)S);
+        uint64_t x = 88172645463325252ull;
+        for (int i = 0; i < 20000; i++) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            uint64_t id = i < 100 ? (uint64_t)i : x;
+            ck_assert_int_eq(zp_slotmap_owner(m, id), zp_sparse_shard_of(id, S));
+        }
+        zp_slotmap_destroy(&m);
+        ck_assert_ptr_null(m);
+    }
+    zp_slotmap *m = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&m, 0), ZEPS_EINVAL);
+    ck_assert_int_eq(zp_slotmap_new_default(&m, ZP_SLOTS_DEFAULT + 1), ZEPS_EINVAL);
+    ck_assert_ptr_null(m);
+    zp_slotmap_destroy(NULL);
+}
+END_TEST
+
+static const char *good = "# two shards, slots 0-9 moved to shard 1\n"
+                          "epoch 7\n"
+                          "slots 4096\n"
+                          "0-9 1   # moved\n"
+                          "10-2047 0\n"
+                          "2048-4094 1\n"
+                          "4095 0\n";
+
+START_TEST(test_parse)
+{
+    zp_slotmap *m = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_slotmap_parse(&m, good, strlen(good), 2, err, sizeof(err)), 0);
+    ck_assert_uint_eq(zp_slotmap_epoch(m), 7);
+    ck_assert_uint_eq(zp_slotmap_slots(m), 4096);
+    ck_assert_int_eq(zp_slotmap_shards(m), 2);
+    ck_assert_int_eq(zp_slotmap_slot_owner(m, 0), 1);
+    ck_assert_int_eq(zp_slotmap_slot_owner(m, 9), 1);
+    ck_assert_int_eq(zp_slotmap_slot_owner(m, 10), 0);
+    ck_assert_int_eq(zp_slotmap_slot_owner(m, 4094), 1);
+    ck_assert_int_eq(zp_slotmap_slot_owner(m, 4095), 0);
+    ck_assert_uint_eq(zp_slotmap_count(m, 1), 10 + 2047);
+    ck_assert_uint_eq(zp_slotmap_count(m, 0), 4096 - 10 - 2047);
+    /* an id's owner is its slot's */
+    for (uint64_t id = 0; id < 1000; id++)
+        ck_assert_int_eq(zp_slotmap_owner(m, id),
+                         zp_slotmap_slot_owner(m, zp_slotmap_slot_of(m, id)));
+    zp_slotmap_destroy(&m);
+}
+END_TEST
+
+static void refused(const char *text, int nshards, const char *needle)
+{
+    zp_slotmap *m = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_slotmap_parse(&m, text, strlen(text), nshards, err, sizeof(err)),
+                     ZEPS_ECONFIG);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err, needle), "'%s' lacks '%s'", err, needle);
+}
+
+START_TEST(test_parse_refusals)
+{
+    refused("epoch 1\nslots 4\n0-1 0\n1-3 1\n", 2, "line 4: slot 1 is named twice");
+    refused("epoch 1\nslots 4\n0-2 0\n", 2, "slot 3 has no shard");
+    refused("epoch 1\nslots 4\n0-3 2\n", 2, "line 3: shard 2 is not one of the cluster's 2");
+    refused("epoch 0\nslots 4\n0-3 0\n", 2, "line 1: epoch 0 is the default map's");
+    refused("0-3 0\n", 2, "line 1: `epoch` and `slots` must come before the ranges");
+    refused("epoch 1\nslots 4\n2-1 0\n", 2, "line 3: range 2-1 is not within slots 0-3");
+    refused("epoch 1\nslots 4\n0-4 0\n", 2, "range 0-4 is not within slots 0-3");
+    refused("epoch 1\nslots 16385\n", 2, "slots 16385 is not in 1..16384");
+    refused("epoch 1\nslots 4\n0-3 0 junk\n", 2, "line 3: a range line is `LO-HI SHARD`");
+    refused("epoch 1\nslots 4\nsomething\n", 2, "line 3: expected");
+    refused("epoch 1\nslots 4\n", 2, "no slot ranges");
+    refused("epoch 1\nslots 4\n0-3 0\nepoch 2\n", 2, "line 4: `epoch N`");
+    zp_slotmap *m = NULL;
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_load(&m, "/nonexistent/map", 2, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_ptr_nonnull(strstr(err, "slot map '/nonexistent/map'"));
+}
+END_TEST
+
+START_TEST(test_wire)
+{
+    zp_slotmap *m = NULL, *back = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_slotmap_parse(&m, good, strlen(good), 2, err, sizeof(err)), 0);
+    size_t n = zp_slotmap_wire_size(m);
+    ck_assert_uint_eq(n, 16 + 2 * 4096);
+    unsigned char *buf = malloc(n);
+    zp_slotmap_encode(m, buf);
+    ck_assert_uint_eq(buf[0], 7);  /* epoch, little-endian */
+    ck_assert_uint_eq(buf[16], 1); /* slot 0's owner */
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), 0);
+    ck_assert_uint_eq(zp_slotmap_epoch(back), 7);
+    for (uint32_t s = 0; s < 4096; s++)
+        ck_assert_int_eq(zp_slotmap_slot_owner(back, s), zp_slotmap_slot_owner(m, s));
+    zp_slotmap_destroy(&back);
+    /* refused: short, another shard count, an owner past it */
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n - 1, 2, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, 8, 2, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 3, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(err, "over 2 shards; this cluster has 3"));
+    buf[16 + 2 * 100] = 2;
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(err, "slot 100 of the map names shard 2 of 2"));
+    ck_assert_ptr_null(back);
+    free(buf);
+    zp_slotmap_destroy(&m);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("slotmap");
+    TCase *tc = tcase_create("slotmap");
+    tcase_add_test(tc, test_default_is_hash_mod_s);
+    tcase_add_test(tc, test_parse);
+    tcase_add_test(tc, test_parse_refusals);
+    tcase_add_test(tc, test_wire);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

@@ -53,8 +53,7 @@ static int read_mode(zp_config *cfg, parse_ctx *p, const char *key, const key_sp
     return ZEPS_OK;
 }
 
-int zp_config_check_mode(const zp_config *cfg, const char *const *known, char *err,
-                         size_t errlen)
+int zp_config_check_mode(const zp_config *cfg, const char *const *known, char *err, size_t errlen)
 {
     char list[256] = "";
     size_t used = 0;
@@ -259,6 +258,11 @@ static int check_cross(zp_config *cfg, parse_ctx *p)
             "'cluster.weighting.dc_mean_square' = %g needs "
             "'cluster.weighting.dc_lambda' > 0 (DC-ASGD-a scales that lambda)",
             cfg->dc_mean_square);
+    if (cfg->slot_map[0] && cfg->snapshot_dir[0])
+        return zp_config_read_fail(p, 0,
+                                   "'cluster.slot_map' and 'cluster.snapshot_dir' together: "
+                                   "snapshots of a cluster whose map is not the default are not "
+                                   "built yet (docs/elastic.md); leave one of them out");
     int rc = check_replicas(cfg, p);
     return rc != ZEPS_OK ? rc : check_inject(cfg, p);
 }

@@ -173,6 +173,7 @@ static const key_spec cluster_keys[] = {
     {.name = "metrics_listen", .kind = K_STRING, .off = STR(metrics_listen)},
     {.name = "snapshot_dir", .kind = K_STRING, .off = STR(snapshot_dir)},
     {.name = "tier_dir", .kind = K_STRING, .off = STR(tier_dir)},
+    {.name = "slot_map", .kind = K_STRING, .off = STR(slot_map)},
     {.name = "snapshot_every_clocks", .kind = K_INT, .off = FIELD(snapshot_every_clocks),
      .imin = 0, .imax = 1000000000},
     {.name = "snapshot_every_s", .kind = K_FLOAT, .off = FIELD(snapshot_every_s), .fmin = 0,

@@ -45,7 +45,8 @@ extern "C" {
     X(EREFUSED, 36, "a shard refused this client's CURVE key")                                     \
     X(EFINISHED, 37, "a worker reached the job's target: training is over")                        \
     X(ENOTPRIMARY, 38, "this replica is not its shard's primary: ask the one named")               \
-    X(ESHM, 39, "bad shared-memory descriptor: outside its segment, overlapping, or stale")
+    X(ESHM, 39, "bad shared-memory descriptor: outside its segment, overlapping, or stale")        \
+    X(EMOVED, 40, "a sparse id's slot lives on another shard: ask the one named")
 
 typedef enum zeps_err {
 #define ZEPS_ERR_ENUM_(name, num, text) ZEPS_##name = num,

@@ -28,6 +28,7 @@
 #include "quota.h"
 #include "persist.h"
 #include "ratelimit.h"
+#include "slotmap.h"
 #include "reply.h"
 #include "follow.h"
 #include "rlog.h"
@@ -40,19 +41,21 @@
 #include "zap.h"
 
 #define ZP_SERVER_OPS      19 /* Zeps__Op values 0..18 */
-#define ZP_SERVER_CODES    40 /* zeps_err values below this */
+#define ZP_SERVER_CODES    41 /* zeps_err values below this */
 #define ZP_RECOVERIES_KEPT 8  /* rollbacks remembered, so a late ROLLBACK repeats none */
 
 struct zp_server {
     zp_config cfg;
     int shard, nshards, nworkers;
-    int replica;      /* this process's replica of the shard (0 with replicas = 1) */
-    zp_role role;     /* primary or backup, the coordination session (repl/role.h) */
-    zp_repl repl;     /* the replication log (repl/rlog.h): replicas >= 2 */
-    zp_follow follow; /* a backup's link to its primary (repl/follow.h) */
-    bool applying;    /* a backup applies a log entry: the role does not refuse it */
-    int exit_status;  /* non-zero: what zp_server_run returns (the coordination service
-                         unreachable at start-up) */
+    zp_slotmap *slots; /* where sparse ids live (common/slotmap.h): the cluster file's
+                          slot_map, or the default map of nshards; owned */
+    int replica;       /* this process's replica of the shard (0 with replicas = 1) */
+    zp_role role;      /* primary or backup, the coordination session (repl/role.h) */
+    zp_repl repl;      /* the replication log (repl/rlog.h): replicas >= 2 */
+    zp_follow follow;  /* a backup's link to its primary (repl/follow.h) */
+    bool applying;     /* a backup applies a log entry: the role does not refuse it */
+    int exit_status;   /* non-zero: what zp_server_run returns (the coordination service
+                          unreachable at start-up) */
     uint64_t incarnation;
     double start_s;
 
@@ -71,7 +74,7 @@ struct zp_server {
     char endpoint[ZP_ENDPOINT_MAX];
     zp_zap zap;         /* CURVE allow-list (zap.enabled = CURVE on) */
     zp_reply_sink sink; /* where replies go: the socket, or a test's capture */
-    zp_shmhost shm;    /* co-located clients' shared-memory segments (xport/shmhost.h) */
+    zp_shmhost shm;     /* co-located clients' shared-memory segments (xport/shmhost.h) */
 
     zp_table **tables;
     uint32_t ntables, cap_tables;

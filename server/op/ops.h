@@ -6,8 +6,8 @@
  * checked (protocol version, frame count, tool ranks) and answers it
  * exactly once. Handlers call down into policy/, table/ and state/, and
  * sideways only in this order: admin, clock, push -> pull, record, turns;
- * pull -> record, sparse_ops, turns; scan -> sparse_ops; sparse_ops ->
- * turns; nothing calls back up.
+ * pull -> record, sparse_ops, turns; scan -> sparse_ops, owner; sparse_ops
+ * -> owner, turns; nothing calls back up.
  */
 #ifndef ZP_OPS_H
 #define ZP_OPS_H
@@ -20,6 +20,16 @@
 #include "consistency.h"
 #include "request.h"
 #include "trace.h"
+
+/* owner.c: the index of the first of ids[0..n) whose slot another shard
+ * owns (s->slots), or -1 when this shard owns them all. */
+ptrdiff_t zp_owner_foreign(const zp_server *s, const uint64_t *ids, size_t n);
+
+/* owner.c: refuse `req` with EMOVED for id `id` at position `pos` of its
+ * ids (`what` says which request, "PUSH of sparse table 'e'"): the owner
+ * and map epoch in the header, the map as the payload. */
+void zp_owner_refuse(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, const char *what,
+                     uint64_t id, size_t pos);
 
 /* hello.c: HELLO: a worker (or a tool, rank 0xffffffff) registers. */
 void zp_hello_on(zp_server *s, zp_request *r);

@@ -225,15 +225,14 @@ static int put_rows(zp_server *s, zp_request *r, zp_table *t, const uint8_t *rec
     uint32_t dim = t->rows->dim, spv = state_per_value(t);
     uint64_t rec = unit_bytes(t);
     const uint64_t *ids = zp_rows_record_ids(t->rows, recs, n);
+    ptrdiff_t bad = zp_owner_foreign(s, ids, n);
+    if (bad >= 0) {
+        char what[128];
+        snprintf(what, sizeof(what), "PUT to sparse table '%s'", t->name);
+        zp_owner_refuse(s, r->identity, h, what, ids[bad], (size_t)bad);
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
-        int home = zp_sparse_shard_of(ids[i], s->nshards);
-        if (home != s->shard) {
-            zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
-                           "PUT to sparse table '%s': id %" PRIu64 " (row %zu) belongs to shard "
-                           "%d, not shard %d",
-                           t->name, ids[i], i, home, s->shard);
-            return -1;
-        }
         if (!zp_finite_all((const float *)(recs + i * rec + 24), (size_t)dim * (1 + spv))) {
             zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                            "PUT to sparse table '%s': row %zu (id %" PRIu64 ") holds NaN or Inf; "

@@ -7,7 +7,7 @@
  * followed by count u32 row versions. A PUSH carries the ids, then count *
  * dim f32 gradients, then, with ZP_FLAG_ROW_VERSIONS, the u32 row versions
  * the gradients were computed from (so tau is measured per row). Ids must
- * belong to this shard (zp_sparse_shard_of) and be distinct within a push
+ * belong to this shard (its slot map, owner.c: EMOVED otherwise) and be distinct within a push
  * (the client library sums repeated ids first); gradients must be finite.
  * Everything is checked before any row is touched.
  *
@@ -36,17 +36,6 @@
 
 /* Most ids one request may name (16 Mi: 128 MiB of ids). */
 #define ZP_SPARSE_MAX_KEYS (1 << 24)
-
-/* Index of an id that does not belong to this shard, or -1. */
-static ptrdiff_t foreign_id(const zp_server *s, const uint64_t *ids, size_t n)
-{
-    if (s->nshards == 1)
-        return -1;
-    for (size_t i = 0; i < n; i++)
-        if (zp_sparse_shard_of(ids[i], s->nshards) != s->shard)
-            return (ptrdiff_t)i;
-    return -1;
-}
 
 static void free_reply(void *data, void *hint)
 {
@@ -140,13 +129,11 @@ static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, siz
         return NULL;
     }
     const uint64_t *ids = zp_rows_ids(t->rows, zmq_msg_data(r->payload), (size_t)h->count);
-    ptrdiff_t bad = foreign_id(s, ids, (size_t)h->count);
+    ptrdiff_t bad = zp_owner_foreign(s, ids, (size_t)h->count);
     if (bad >= 0) {
-        zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
-                       "%s of sparse table '%s': id %" PRIu64 " (position %td) belongs to shard "
-                       "%d, not shard %d",
-                       op, t->name, ids[bad], bad, zp_sparse_shard_of(ids[bad], s->nshards),
-                       s->shard);
+        char what[128];
+        snprintf(what, sizeof(what), "%s of sparse table '%s'", op, t->name);
+        zp_owner_refuse(s, r->identity, h, what, ids[bad], (size_t)bad);
         return NULL;
     }
     return ids;

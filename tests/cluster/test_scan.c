@@ -413,7 +413,7 @@ static void hostile_row_puts(uint8_t *put, size_t len, const uint8_t *rows0, uin
     memcpy(put + rec, &theirs, 8);
     req(&h, ZEPS__OP__PUT, 0, 0, 3);
     h.state_per_value = k;
-    zt_raw_expect_error(zt_raw_req(raw, &h, put, len), ZEPS_ERANGE, "belongs to shard 1");
+    zt_raw_expect_error(zt_raw_req(raw, &h, put, len), ZEPS_EMOVED, "which shard 1 owns");
     memcpy(put + rec, rows0 + rec, rec);
     memcpy(put + 2 * rec, rows0, 8); /* row 2 takes row 0's id */
     req(&h, ZEPS__OP__PUT, 0, 0, 3);

@@ -47,6 +47,7 @@ static void client_free(zeps_client *c)
         zmq_ctx_term(c->zctx);
     zp_tables_free(c);
     zp_sparse_build_free(c);
+    zp_slotmap_destroy(&c->slots);
     free(c->shards);
     free(c->items);
     free(c);
@@ -141,6 +142,11 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
         free(c);
         return rc;
     }
+    if (zp_slotmap_new_default(&c->slots, num_shards) != 0) {
+        free(c);
+        return new_fail(ZEPS_EINVAL, "%d shards: a cluster has 1 to %d", num_shards,
+                        ZP_SLOTS_DEFAULT);
+    }
     c->replicas = replicas;
     c->shards = zp_alloc_zeroed((size_t)num_shards, sizeof(zp_shard));
     poll_set_alloc(c);
@@ -149,6 +155,7 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
     c->zctx = zmq_ctx_new();
     if (!c->zctx) {
         zp_failover_destroy(&c->fo);
+        zp_slotmap_destroy(&c->slots);
         free(c->shards);
         free(c->items);
         free(c);

@@ -25,6 +25,7 @@
 #include "curve.h"
 #include "shard.h"
 #include "tables.h"
+#include "slotmap.h"
 #include "zeps.h"
 
 /* sparse.c: zeps_sbatch_new's scratch, kept between calls, and the arrays
@@ -76,6 +77,11 @@ struct zeps_client {
      * (both let go by zp_sparse_build_free) */
     zp_sbuild *sbuild;
     zp_sbspare *sbspare;
+
+    /* where sparse ids live (common/slotmap.h): the default map of nshards
+     * until a shard's EMOVED brings a newer one (redirect.c); owned */
+    zp_slotmap *slots;
+    zp_req_sub *moved; /* req.c: subs answered EMOVED, to be sent again split (redirect.c) */
 };
 
 #endif

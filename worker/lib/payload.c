@@ -57,6 +57,30 @@ static int apply_compressed_pull(zeps_client *c, zp_req_sub *s, const Zeps__Head
     return 0;
 }
 
+/* The answer to a redirect's piece of a sparse pull (redirect.c): row i
+ * is row jmap[i] of the sub it answers for, and goes where that one's
+ * would have. */
+static int scatter_piece(zeps_client *c, const zp_req_scatter *sc, const unsigned char *rows,
+                         size_t cnt, size_t len)
+{
+    size_t dim = sc->dim;
+    const unsigned char *vers = rows + cnt * dim * sizeof(float);
+    for (size_t i = 0; i < cnt; i++) {
+        size_t j = sc->jmap[i];
+        const float *row = (const float *)(rows + i * dim * sizeof(float));
+        memcpy(&sc->versions[j], vers + i * sizeof(uint32_t), sizeof(uint32_t));
+        if (sc->in_order)
+            zp_rowcopy(sc->rows + j * dim, row, dim);
+        else if (sc->perm)
+            zp_rowcopy(sc->rows + (size_t)sc->perm[j] * dim, row, dim);
+        else
+            for (size_t q = sc->pbegin[j]; q < sc->pbegin[j + 1]; q++)
+                zp_rowcopy(sc->rows + (size_t)sc->plist[q] * dim, row, dim);
+    }
+    c->stats.bytes_in += len;
+    return 0;
+}
+
 /* The answer to a sparse pull: s->count rows, then their versions, each
  * row copied to every position of its id (zp_req_scatter; in order: one copy). */
 static int scatter_rows(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_frames *m)
@@ -75,6 +99,8 @@ static int scatter_rows(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp
                        " ids: %zu bytes for %zu rows of dim %zu (expected %zu)",
                        s->shard, s->count, len, cnt, dim, cnt * (dim + 1) * sizeof(float));
     const unsigned char *rows = zmq_msg_data(&m->f[1]);
+    if (sc->jmap)
+        return scatter_piece(c, sc, rows, cnt, len);
     memcpy(sc->versions, rows + cnt * dim * sizeof(float), cnt * sizeof(uint32_t));
     if (sc->in_order)
         memcpy(sc->rows, rows, cnt * dim * sizeof(float));
@@ -83,7 +109,8 @@ static int scatter_rows(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp
     for (size_t j = 0; !sc->in_order && !sc->perm && j < cnt; j++)
         for (size_t q = sc->pbegin[j]; q < sc->pbegin[j + 1]; q++)
             zp_rowcopy(sc->rows + (size_t)sc->plist[q] * dim, rows + j * dim * sizeof(float), dim);
-    (*sc->replied)++;
+    if (sc->replied)
+        (*sc->replied)++;
     c->stats.bytes_in += len;
     return 0;
 }

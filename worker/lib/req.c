@@ -60,6 +60,7 @@
 #include "client.h"
 #include "failover.h"
 #include "payload.h"
+#include "redirect.h"
 #include "req.h"
 #include "shard.h"
 #include "xport.h"
@@ -137,6 +138,8 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
     }
 }
 
+/* Take s out of its shard's list of outstanding subs, or out of the
+ * redirected ones waiting to be split (c->moved). */
 static void sub_unlink(zeps_client *c, zp_req_sub *s)
 {
     zp_shard *sh = &c->shards[s->shard];
@@ -144,6 +147,12 @@ static void sub_unlink(zeps_client *c, zp_req_sub *s)
         if (*pp == s) {
             *pp = s->next;
             sh->nout--;
+            return;
+        }
+    }
+    for (zp_req_sub **pp = &c->moved; *pp; pp = &(*pp)->next) {
+        if (*pp == s) {
+            *pp = s->next;
             return;
         }
     }
@@ -159,6 +168,16 @@ static void sub_finish(zeps_client *c, zp_req_sub *s, int err)
     s->req->ndone++;
     if (err && !s->req->err)
         s->req->err = err;
+    zp_req_sub *p = s->parent; /* a redirect's piece answers for its parent */
+    if (!p)
+        return;
+    if (err && !p->piece_err)
+        p->piece_err = err;
+    if (--p->pieces > 0)
+        return;
+    if (!p->piece_err && p->scatter.replied)
+        (*p->scatter.replied)++;
+    sub_finish(c, p, p->piece_err);
 }
 
 /* --- replies --- */
@@ -292,6 +311,15 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
     zp_req *r = s->req;
     if (err) {
         zp_fail(c, err, "shard %d: %s", k, why);
+    } else if (h->op == ZEPS__OP__ERROR && h->error == ZEPS_EMOVED &&
+               zp_redirect_take(c, k, s, h, m)) {
+        /* sent again split by owner (progress): off the shard's list */
+        ZP_XPORT(sh)->done(sh, s);
+        sub_unlink(c, s);
+        s->next = c->moved;
+        c->moved = s;
+        zeps__header__free_unpacked(h, NULL);
+        return;
     } else if (h->op == ZEPS__OP__ERROR && on_error_waits(c, k, s, h)) {
         zeps__header__free_unpacked(h, NULL);
         return;
@@ -426,6 +454,8 @@ static void check_deadlines(zeps_client *c)
 static void abort_outstanding(zeps_client *c)
 {
     c->abort_all = 0;
+    while (c->moved)
+        sub_finish(c, c->moved, ZEPS_ERESTARTED);
     for (int k = 0; k < c->nshards; k++) {
         zp_shard *sh = &c->shards[k];
         if (!sh->out)
@@ -548,6 +578,14 @@ static void progress(zeps_client *c, long timeout_ms)
         failover_progress(c);
     if (c->abort_all)
         abort_outstanding(c);
+    /* redirected subs (EMOVED): sent again to their owners, room permitting */
+    for (zp_req_sub **pp = &c->moved; *pp;) {
+        zp_req_sub *s = *pp;
+        if (zp_redirect_split(c, s) == 0)
+            *pp = s->next;
+        else
+            pp = &s->next;
+    }
     /* a restarted shard (async modes) or a moved one, in any mode: HELLO */
     for (int k = 0; k < c->nshards && !c->in_rehello; k++)
         if ((c->shards[k].need_hello && !(c->caps & ZP_CAP_ROLLBACK)) ||
@@ -613,6 +651,15 @@ static void give_up(zeps_client *c, zp_req *r)
     }
 }
 
+/* Payload frames ZeroMQ still holds of r and its redirects' pieces. */
+static int zrefs(zp_req *r)
+{
+    int n = 0;
+    for (; r; r = r->follow)
+        n += atomic_load_explicit(&r->zrefs, memory_order_acquire);
+    return n;
+}
+
 /* Wait until every sub-request of r is answered (or failed) and ZeroMQ has
  * released r's payloads. Returns r's first error; r stays allocated. */
 int zp_req_finish(zp_req *r)
@@ -630,10 +677,11 @@ int zp_req_finish(zp_req *r)
      * was received, so this is at most a few microseconds. If it lingers
      * (a failed request), drop the queues that hold it. */
     uint64_t spin_until = zp_now_ns() + 100000000ull;
-    while (atomic_load_explicit(&r->zrefs, memory_order_acquire) > 0) {
+    while (zrefs(r) > 0) {
         if (zp_now_ns() > spin_until) {
-            for (int i = 0; i < r->nsub; i++)
-                zp_shard_reset(c, r->subs[i].shard);
+            for (zp_req *q = r; q; q = q->follow)
+                for (int i = 0; i < q->nsub; i++)
+                    zp_shard_reset(c, q->subs[i].shard);
             for (int k = 0; k < c->nshards; k++)
                 for (zp_req_sub *s = c->shards[k].out; s; s = s->next)
                     sub_send(c, s);
@@ -648,10 +696,13 @@ int zp_req_finish(zp_req *r)
 
 void zp_req_free(zp_req *r)
 {
+    if (r->follow)
+        zp_req_free(r->follow);
     for (int i = 0; i < r->nsub; i++) {
         if (r->subs[i].has_frame)
             zmq_msg_close(&r->subs[i].frame);
         free(r->subs[i].encoded); /* ZeroMQ released it: req_finish waited */
+        free(r->subs[i].jmap);
     }
     free(r->stats_buf);
     free(r);

@@ -40,8 +40,20 @@ typedef struct zp_req_scatter {
     const size_t *pbegin;
     const uint32_t *plist;
     uint32_t *versions;
-    int *replied;
+    int *replied;         /* NULL for a redirect's piece (its parent counts) */
+    const uint32_t *jmap; /* a redirect's piece: row i is row jmap[i] of the above (redirect.c) */
 } zp_req_scatter;
+
+/* What a sparse PULL or PUSH sub needs to be sent again, split by owner,
+ * after an EMOVED (redirect.c); set by sparse.c, all borrowed from the
+ * table and batch, which outlive the request. table_ids NULL: the sub is
+ * not sent again (the error reaches the caller). */
+typedef struct zp_req_resend {
+    const uint32_t *table_ids; /* the table's id on each shard */
+    uint64_t *versions;        /* PULL: each shard's version of the table (version_out's) */
+    uint32_t dim;
+    const void *raw; /* PUSH: [ids][dim f32 rows][u32 versions with ROW_VERSIONS], uncompressed */
+} zp_req_resend;
 
 struct zp_req_sub {
     zp_req_sub *next; /* in the shard's list of outstanding subs */
@@ -69,6 +81,11 @@ struct zp_req_sub {
     zp_shm_desc xdesc;       /* xport_shm.c: the payload's buffer in the segment */
     uint64_t xseg;           /* ... of the segment so named (0: not placed) */
     int has_frame;
+    zp_req_resend resend; /* a sparse PULL/PUSH: how an EMOVED sends it again */
+    zp_req_sub *parent;   /* a redirect's piece: the sub it answers for (redirect.c) */
+    int pieces;           /* a redirected sub: its pieces not yet answered */
+    int piece_err;        /* ... the first error one of them had */
+    uint32_t *jmap;       /* a pull piece's scatter.jmap (owned) */
     uint64_t deadline_ns;
     int retries;
     int max_retries;
@@ -89,6 +106,7 @@ struct zeps_req {
     atomic_int zrefs; /* payload frames ZeroMQ still holds */
     void *stats_buf;
     size_t stats_len;
+    zp_req *follow; /* the pieces of its redirected subs (redirect.c), owned: freed with it */
     zp_req_sub subs[];
 };
 

@@ -6,7 +6,7 @@
  * A page is one shard's reply, kept as received (the engine keeps the
  * frame, req.c) and handed to the caller without a copy until
  * zeps_page_release. A PUT is cut like a push: a dense range by the shards'
- * slices, rows by the shard each id lives on (zp_sparse_shard_of), and each
+ * slices, rows by the shard each id lives on (the client's slot map), and each
  * shard's part into pieces under max_message_mb; every piece is assembled
  * in a buffer its sub-request owns (values then state blocks, or records),
  * since the caller's layout is not the wire's.
@@ -209,7 +209,7 @@ int zeps_put_rows(zeps_client *c, uint32_t table, uint32_t k, const void *record
     for (uint64_t i = 0; i < n; i++) {
         uint64_t id;
         memcpy(&id, recs + i * rec, 8);
-        home[i] = zp_sparse_shard_of(id, c->nshards);
+        home[i] = zp_slotmap_owner(c->slots, id);
         first[home[i] + 1]++;
     }
     for (int s = 0; s < c->nshards; s++) {

@@ -3,13 +3,17 @@
  *
  * A batch is built once from the caller's ids: repeated ids are merged (an
  * open-addressing map from id to its unique index), the unique ids are
- * ordered by shard (a counting sort on zp_sparse_shard_of), and for each
+ * ordered by shard (a counting sort on the slot map's owners), and for each
  * unique id the list of positions that name it is kept (CSR). Then:
  *  - a pull sends each shard the ids it holds and scatters each returned row
  *    to every position of its id, as the reply arrives;
  *  - a push sums the gradients of each id's positions into one row, and sends
  *    each shard [ids][rows][row versions], the versions being the ones the
  *    batch's last pull saw, so the server measures staleness per row.
+ * An id's shard is the owner of its slot under the client's slot map
+ * (c->slots, common/slotmap.h); a shard that answers EMOVED (the map moved
+ * on) gets the ids sent again to their owners by the engine (redirect.c),
+ * from what each sub-request carries in its zp_req_resend.
  * Payload buffers belong to the batch and are reused; one request per batch
  * may be in flight at a time. A freed batch's arrays are kept for the
  * client's next batch (sbspare.c), so building one per request touches
@@ -33,6 +37,7 @@
 #include "rowres.h"
 #include "rowcopy.h"
 #include "sbatch.h"
+#include "slotmap.h"
 #include "sparse_hash.h"
 #include "tables.h"
 #include "wire.h"
@@ -170,10 +175,11 @@ static size_t group_uniques(zeps_sbatch *b, zp_sbuild *s, size_t mask, const uin
         return nu;
     }
     nu = dedup(s, mask, ids, n, s->first, s->uids);
-    /* 2. order uniques by shard (stable counting sort); the shard hash
-     * runs once per distinct id */
+    /* 2. order uniques by shard (stable counting sort); the slot map is
+     * read once per distinct id */
+    const zp_slotmap *map = b->c->slots;
     for (size_t u = 0; u < nu; u++) {
-        s->ushard[u] = (uint32_t)zp_sparse_shard_of(s->uids[u], S);
+        s->ushard[u] = (uint32_t)zp_slotmap_owner(map, s->uids[u]);
         b->sbegin[s->ushard[u] + 1]++;
     }
     for (int k = 0; k < S; k++)
@@ -360,6 +366,12 @@ static int start(zeps_sbatch *b, int push, int64_t clock, const uint8_t *clock_o
         s->data_len = p.len;
         s->flags = p.flags | (push && clock_on && clock_on[k] ? ZP_FLAG_CLOCK : 0);
         s->codec = p.codec;
+        s->resend = (zp_req_resend){.table_ids = ti->ids,
+                                    .versions = ti->version,
+                                    .dim = b->dim,
+                                    /* a compressed push is not split (its codec's error
+                                     * feedback already counted it as sent) */
+                                    .raw = push && !p.codec ? p.data : NULL};
         if (push) {
             c->stats.bytes_out += p.len;
             c->stats.bytes_out_raw += p.raw_len;

@@ -65,7 +65,7 @@ typedef struct zeps_options {
     uint64_t shm_segment_bytes; /* each area of such a segment (0: 256 MiB) */
 } zeps_options;
 
-#define ZEPS_TRANSPORT_TCP 0
+#define ZEPS_TRANSPORT_TCP  0
 #define ZEPS_TRANSPORT_AUTO 1
 
 /* A table declaration. Every worker may declare the same table; a second
@@ -101,24 +101,28 @@ typedef struct zeps_table_spec {
 
 /* Per-call timing a client accumulates (seconds), for the scaling figures. */
 typedef struct zeps_client_stats {
-    double wait_s;          /* time spent blocked in zeps_wait (communication not hidden) */
-    uint64_t requests;      /* requests sent, retries excluded */
-    uint64_t retries;       /* requests sent again after a timeout */
-    uint64_t bytes_out;     /* payload bytes pushed */
-    uint64_t bytes_in;      /* payload bytes pulled */
-    uint64_t dropped;       /* pushes the servers received but did not apply (too stale, late) */
-    uint64_t bytes_out_raw; /* push bytes before compression (= bytes_out without a codec) */
-    uint64_t bytes_in_raw;  /* pull bytes as f32 (= bytes_in without compressed pulls) */
-    double encode_s;        /* time spent compressing pushes (error feedback included) */
-    double decode_s;        /* time spent validating and applying compressed pulls */
-    uint64_t restarts;      /* ERESTARTED answers: a shard restored from a snapshot */
-    uint64_t pushes_acked;  /* push requests acknowledged, once per shard a push reached
-                             * however often it was resent (a DUPLICATE answer acknowledges
-                             * it too): the sum of the shards' per-worker `pushes` (STATS)
-                             * for this rank, if each was applied once */
-    uint64_t redirects;     /* replicated shards: times a shard's requests moved to another
-                             * replica, its primary (an ENOTPRIMARY redirect followed, or a
-                             * primary found after the last one was lost) */
+    double wait_s;           /* time spent blocked in zeps_wait (communication not hidden) */
+    uint64_t requests;       /* requests sent, retries excluded */
+    uint64_t retries;        /* requests sent again after a timeout */
+    uint64_t bytes_out;      /* payload bytes pushed */
+    uint64_t bytes_in;       /* payload bytes pulled */
+    uint64_t dropped;        /* pushes the servers received but did not apply (too stale, late) */
+    uint64_t bytes_out_raw;  /* push bytes before compression (= bytes_out without a codec) */
+    uint64_t bytes_in_raw;   /* pull bytes as f32 (= bytes_in without compressed pulls) */
+    double encode_s;         /* time spent compressing pushes (error feedback included) */
+    double decode_s;         /* time spent validating and applying compressed pulls */
+    uint64_t restarts;       /* ERESTARTED answers: a shard restored from a snapshot */
+    uint64_t pushes_acked;   /* push requests acknowledged, once per shard a push reached
+                              * however often it was resent (a DUPLICATE answer acknowledges
+                              * it too): the sum of the shards' per-worker `pushes` (STATS)
+                              * for this rank, if each was applied once */
+    uint64_t redirects;      /* replicated shards: times a shard's requests moved to another
+                              * replica, its primary (an ENOTPRIMARY redirect followed, or a
+                              * primary found after the last one was lost) */
+    uint64_t slot_redirects; /* EMOVED answers followed: a sparse request's ids sent again
+                              * to their owners under a newer slot map (docs/elastic.md) */
+    uint64_t slot_epoch;     /* the epoch of the slot map this client places ids by (0: the
+                              * default map, hash mod S) */
 } zeps_client_stats;
 
 /* Connect as worker `rank` to the cluster described by the cluster file at

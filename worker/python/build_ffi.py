@@ -78,6 +78,8 @@ typedef struct zeps_client_stats {
     uint64_t restarts;
     uint64_t pushes_acked;
     uint64_t redirects;
+    uint64_t slot_redirects;
+    uint64_t slot_epoch;
 } zeps_client_stats;
 
 typedef struct zeps_codec_opts {

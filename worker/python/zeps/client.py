@@ -429,7 +429,8 @@ class Client:
     def stats(self):
         """This client's counters as a dict (wait_s, requests, retries,
         bytes_out, bytes_in, dropped, bytes_out_raw, bytes_in_raw, encode_s,
-        decode_s, restarts, pushes_acked, redirects)."""
+        decode_s, restarts, pushes_acked, redirects, slot_redirects,
+        slot_epoch)."""
         self._check()
         s = ffi.new("zeps_client_stats *")
         lib.zeps_client_get_stats(self._c, s)

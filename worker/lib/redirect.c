@@ -1,0 +1,196 @@
+/*
+ * redirect.c - libzeps: following an EMOVED redirect (docs/elastic.md).
+ *
+ * A shard refuses a whole sparse PULL, PUSH or PUT that names an id of a
+ * slot it does not own, with EMOVED and its slot map. The client takes
+ * the map if it is newer than its own, and sends the refused sub-request's
+ * ids again, split by their owners under the new map: one piece per
+ * owner, each a new sub-request with a new seq (the refused one was not
+ * recorded, so nothing can be applied twice). A piece refused again is not
+ * sent a third time: the redirect is followed once, and the error reaches
+ * the caller with the shard's words.
+ *
+ * Pieces answer for their parent: a pull piece's rows go where the
+ * parent's would have (zp_req_scatter.jmap), and the parent is finished
+ * when its last piece is (req.c's sub_finish). The engine never calls
+ * back into sparse.c: what a resend needs is in the sub (zp_req_resend).
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "client.h"
+#include "log.h"
+#include "redirect.h"
+#include "slotmap.h"
+#include "zeps.h"
+
+/* Whether s can be sent again split: a sparse PULL with a scatter, or an
+ * uncompressed sparse PUSH that does not carry the clock, not itself a
+ * piece. */
+static int resendable(const zp_req_sub *s)
+{
+    if (!s->resend.table_ids || s->parent)
+        return 0;
+    if (s->req->op == ZEPS__OP__PULL)
+        return s->scatter.rows != NULL;
+    return s->req->op == ZEPS__OP__PUSH && s->resend.raw && !(s->flags & ZP_FLAG_CLOCK);
+}
+
+int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h,
+                     const zp_frames *m)
+{
+    zp_slotmap *map = NULL;
+    char why[256] = "";
+    int rc = m->n == 2 ? zp_slotmap_decode(&map, zmq_msg_data((zmq_msg_t *)&m->f[1]),
+                                           zmq_msg_size((zmq_msg_t *)&m->f[1]), c->nshards, why,
+                                           sizeof(why))
+                       : ZEPS_EPROTO;
+    if (rc != 0) {
+        zp_warn("shard %d answered EMOVED without a usable slot map (%s)", k,
+                why[0] ? why : "no payload frame");
+        return 0;
+    }
+    if (zp_slotmap_epoch(map) > zp_slotmap_epoch(c->slots)) {
+        zp_info("shard %d: slot map epoch %" PRIu64 " (was %" PRIu64 "); id owners follow it", k,
+                zp_slotmap_epoch(map), zp_slotmap_epoch(c->slots));
+        zp_slotmap_destroy(&c->slots);
+        c->slots = map; /* the client owns it from here */
+        c->stats.slot_epoch = zp_slotmap_epoch(c->slots);
+    } else {
+        zp_slotmap_destroy(&map);
+    }
+    if (!resendable(s))
+        return 0;
+    (void)h;
+    c->stats.slot_redirects++;
+    return 1;
+}
+
+/* A push piece: the ids js[0..n) of s, their rows and versions (with
+ * ROW_VERSIONS), copied out of s's raw block into a payload the piece owns. */
+static void push_piece(const zp_req_sub *s, zp_req_sub *p, const uint32_t *js, size_t n)
+{
+    size_t cnt = (size_t)s->count, dim = s->resend.dim;
+    int vers = (s->flags & ZP_FLAG_ROW_VERSIONS) != 0;
+    const unsigned char *raw = s->resend.raw;
+    const float *rows = (const float *)(raw + cnt * sizeof(uint64_t));
+    const uint32_t *v = (const uint32_t *)(raw + cnt * (sizeof(uint64_t) + dim * sizeof(float)));
+    size_t len = n * (sizeof(uint64_t) + dim * sizeof(float) + (vers ? sizeof(uint32_t) : 0));
+    unsigned char *out = zp_alloc(len ? len : 8);
+    uint64_t *oid = (uint64_t *)out;
+    float *orow = (float *)(out + n * sizeof(uint64_t));
+    uint32_t *ov = (uint32_t *)(out + n * (sizeof(uint64_t) + dim * sizeof(float)));
+    for (size_t i = 0; i < n; i++) {
+        memcpy(&oid[i], raw + (size_t)js[i] * sizeof(uint64_t), sizeof(uint64_t));
+        memcpy(orow + i * dim, rows + (size_t)js[i] * dim, dim * sizeof(float));
+        if (vers)
+            memcpy(&ov[i], &v[js[i]], sizeof(uint32_t));
+    }
+    p->encoded = out; /* the piece owns it; zp_req_free frees it */
+    p->data = out;
+    p->data_len = len;
+    p->flags = s->flags & ZP_FLAG_ROW_VERSIONS;
+}
+
+static void pull_piece(const zp_req_sub *s, zp_req_sub *p, const uint32_t *js, size_t n, int k)
+{
+    const uint64_t *ids = s->data;
+    uint64_t *out = zp_alloc(n ? n * sizeof(uint64_t) : 8);
+    p->jmap = zp_alloc(n ? n * sizeof(uint32_t) : 4);
+    for (size_t i = 0; i < n; i++) {
+        out[i] = ids[js[i]];
+        p->jmap[i] = js[i];
+    }
+    p->encoded = out;
+    p->data = out;
+    p->data_len = n * sizeof(uint64_t);
+    p->scatter = s->scatter;
+    p->scatter.jmap = p->jmap;
+    p->scatter.replied = NULL; /* the parent counts once its pieces are in */
+    p->version_out = s->resend.versions ? &s->resend.versions[k] : NULL;
+}
+
+/* The ids of s, as indices into its own, grouped by their owner under the
+ * client's map: owner k's are js[at[k] .. at[k + 1]). */
+static void group(const zeps_client *c, const zp_req_sub *s, uint32_t *js, size_t *at)
+{
+    const unsigned char *ids = s->data;
+    if (s->req->op == ZEPS__OP__PUSH)
+        ids = s->resend.raw;
+    size_t cnt = (size_t)s->count, S = (size_t)c->nshards;
+    int *own = zp_alloc(cnt ? cnt * sizeof(int) : sizeof(int));
+    memset(at, 0, (S + 1) * sizeof(size_t));
+    for (size_t j = 0; j < cnt; j++) {
+        uint64_t id;
+        memcpy(&id, ids + j * sizeof(uint64_t), sizeof(id));
+        own[j] = zp_slotmap_owner(c->slots, id);
+        at[own[j] + 1]++;
+    }
+    for (size_t k = 0; k < S; k++)
+        at[k + 1] += at[k];
+    size_t *fill = zp_alloc((S + 1) * sizeof(size_t));
+    memcpy(fill, at, (S + 1) * sizeof(size_t));
+    for (size_t j = 0; j < cnt; j++)
+        js[fill[own[j]]++] = (uint32_t)j;
+    free(fill);
+    free(own);
+}
+
+/* A piece for shard k in follow-up request f (room was checked). */
+static zp_req_sub *piece_add(zeps_client *c, zp_req *f, zp_req_sub *s, int k)
+{
+    zp_req_sub *p = &f->subs[f->nsub++];
+    memset(p, 0, sizeof(*p));
+    p->req = f;
+    p->shard = k;
+    p->req_id = ++c->next_req_id;
+    p->seq = ++c->shards[k].next_seq;
+    p->max_retries = c->opt.max_retries;
+    p->parent = s;
+    p->table = s->resend.table_ids[k];
+    p->data_version = s->data_version;
+    return p;
+}
+
+int zp_redirect_split(zeps_client *c, zp_req_sub *s)
+{
+    size_t cnt = (size_t)s->count, S = (size_t)c->nshards;
+    uint32_t *js = zp_alloc(cnt ? cnt * sizeof(uint32_t) : 4);
+    size_t *at = zp_alloc((S + 1) * sizeof(size_t));
+    group(c, s, js, at);
+    int np = 0;
+    for (size_t k = 0; k < S; k++) {
+        if (at[k + 1] == at[k])
+            continue;
+        np++;
+        if (c->shards[k].nout >= ZP_REQ_MAX_IN_FLIGHT) {
+            free(js);
+            free(at);
+            return 1;
+        }
+    }
+    zp_req *f = zp_req_new(c, s->req->op, np);
+    f->clock = s->req->clock;
+    f->follow = s->req->follow; /* s's request owns the chain */
+    s->req->follow = f;
+    s->pieces = np;
+    for (size_t k = 0; k < S; k++) {
+        size_t n = at[k + 1] - at[k];
+        if (n == 0)
+            continue;
+        zp_req_sub *p = piece_add(c, f, s, (int)k);
+        p->count = n;
+        if (s->req->op == ZEPS__OP__PUSH)
+            push_piece(s, p, js + at[k], n);
+        else
+            pull_piece(s, p, js + at[k], n, (int)k);
+        zp_debug("%s of %zu ids sent again to shard %zu (seq %" PRIu64 ") after a redirect",
+                 zp_wire_op_name(s->req->op), n, k, p->seq);
+        zp_req_send(f, p);
+    }
+    free(js);
+    free(at);
+    return 0;
+}

@@ -1,0 +1,28 @@
+/*
+ * redirect.h - libzeps: following an EMOVED redirect (redirect.c,
+ * docs/elastic.md "The client side"). Internal to libzeps; req.c calls it.
+ */
+#ifndef ZP_REDIRECT_H
+#define ZP_REDIRECT_H
+
+#include "req.h"
+#include "wire.h"
+
+/* Shard k answered sub s with EMOVED (header h, frames m: the map is
+ * m->f[1]): take the map if it is newer than the client's, and say
+ * whether s is to be sent again (1: the caller parks it on c->moved and
+ * progress() splits it with zp_redirect_split) or failed with the error
+ * (0: a piece of an earlier redirect, a compressed push, a push that also
+ * advances the clock, or a request of another kind). Counts every
+ * redirect followed in c->stats.slot_redirects. h and m stay the caller's. */
+int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h,
+                     const zp_frames *m);
+
+/* Send the ids of redirected sub s again, one piece per shard that owns
+ * some of them under the client's map (new sub-requests with new seqs,
+ * in a follow-up request that s's request owns); s is finished when its
+ * last piece is. Returns 0 once sent, 1 if a shard it needs has
+ * ZP_REQ_MAX_IN_FLIGHT out (try again later; nothing was sent). */
+int zp_redirect_split(zeps_client *c, zp_req_sub *s);
+
+#endif

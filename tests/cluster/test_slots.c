@@ -131,6 +131,19 @@ static void check_placement(zeps_client *c, const uint64_t *ids, uint64_t times)
     zp_slotmap_destroy(&a);
 }
 
+/* Rows pushed with row versions on the two shards (tau measured). */
+static uint64_t tau_count(zeps_client *c)
+{
+    uint64_t n = 0;
+    for (int k = 0; k < 2; k++) {
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        n += st->tables[0]->tau ? st->tables[0]->tau->n : 0;
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    return n;
+}
+
 /* The rows of ids through a batch's unique-rows pull, by position. */
 static void pull_unique(zeps_client *c, uint32_t t, const uint64_t *ids, float *rows)
 {
@@ -176,6 +189,9 @@ START_TEST(test_redirects_followed_once_each)
     check_rows(ids, g, rows, 1);
     ck_assert_int_eq(zeps_sbatch_push(b, g, 0), 0);
     ck_assert_uint_eq(stats(c).slot_redirects, 2);
+    /* the pull counted as complete: the push carried its row versions,
+     * the pieces' too (the shards measured tau for every distinct row) */
+    ck_assert_uint_eq(tau_count(c), N - 10);
     zeps_sbatch_free(&b);
     /* a batch cut by the map from the shards: no redirect */
     ck_assert_int_eq(zeps_spull(c, t, ids, N, rows, 1), 0);

@@ -264,6 +264,15 @@ START_TEST(syntax_error)
 }
 END_TEST
 
+/* A slot map file (docs/elastic.md) is read by the shards; with snapshots
+ * it is refused until snapshots record the map. */
+START_TEST(slot_map_key)
+{
+    expect_error(HEAD "  slot_map = \"/x/slots.map\";\n  snapshot_dir = \"/x/snap\";\n" TAIL,
+                 ZEPS_ECONFIG, "'cluster.slot_map' and 'cluster.snapshot_dir' together", NULL);
+}
+END_TEST
+
 START_TEST(unknown_key)
 {
     expect_error(HEAD "  request_timeout_ms = 100;\n  wrokers = 3;\n" TAIL, ZEPS_ECONFIG,
@@ -611,6 +620,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, defaults_applied);
     tcase_add_test(tc, numbers_flexible);
     tcase_add_test(tc, syntax_error);
+    tcase_add_test(tc, slot_map_key);
     tcase_add_test(tc, unknown_key);
     tcase_add_test(tc, wrong_type);
     tcase_add_test(tc, missing_required);

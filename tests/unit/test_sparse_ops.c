@@ -16,6 +16,7 @@
 #include "http.h"
 #include "metrics.h"
 #include "inproc.h"
+#include "slotmap.h"
 #include "sparse_hash.h"
 #include "zeps_errors.h"
 
@@ -52,8 +53,20 @@ START_TEST(test_pull_checks)
     ck_assert_uint_eq(((uint32_t *)r->data)[2 * DIM + 1], 0);
     uint64_t mixed[3] = {mine[0], theirs[0], mine[1]};
     zt_spull(z, 0, t, mixed, 3, 0);
-    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ERANGE);
-    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "position 1"));
+    /* EMOVED: the owner and the map's epoch in the header, the map (the
+     * default map of 2 shards) as the payload */
+    r = zt_last(z);
+    ck_assert_int_eq(r->h->error, ZEPS_EMOVED);
+    ck_assert_ptr_nonnull(strstr(r->h->error_text, "position 1"));
+    ck_assert_uint_eq(r->h->slot_owner, 1);
+    ck_assert_uint_eq(r->h->slot_epoch, 0);
+    zp_slotmap *m = NULL;
+    char err[128];
+    ck_assert_int_eq(zp_slotmap_decode(&m, r->data, r->len, 2, err, sizeof(err)), 0);
+    ck_assert_uint_eq(zp_slotmap_slots(m), ZP_SLOTS_DEFAULT);
+    ck_assert_int_eq(zp_slotmap_owner(m, theirs[0]), 1);
+    ck_assert_int_eq(zp_slotmap_owner(m, mine[0]), 0);
+    zp_slotmap_destroy(&m);
     Zeps__Header h = zt_header(z, ZEPS__OP__PULL, 0);
     h.table = t;
     h.count = 0;

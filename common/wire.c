@@ -125,6 +125,8 @@ const char *zp_wire_op_name(int op)
         return "FOLLOW";
     case ZEPS__OP__REPLICATE:
         return "REPLICATE";
+    case ZEPS__OP__SLOTS:
+        return "SLOTS";
     default:
         return "UNKNOWN";
     }

@@ -29,7 +29,7 @@
 static const char *const op_names[ZP_SERVER_OPS] = {
     "invalid", "hello", "declare", "pull",     "push",      "clock", "barrier",
     "stats",   "bye",   "error",   "snapshot", "rollback",  "evict", "finish",
-    "tune",    "scan",  "put",     "follow",   "replicate",
+    "tune",    "scan",  "put",     "follow",   "replicate", "slots",
 };
 
 /* tau and clock gap: bucket i = exactly i (63 = 63 or more); these are the
@@ -164,8 +164,7 @@ static void replica_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
     gauge1(r, "zeps_replica_lag_entries",
            "Primary: log entries the furthest following backup has not applied.", st->repl_lag);
     gauge1(r, "zeps_replica_held_replies",
-           "Primary: replies held until every in-sync backup applied their entry.",
-           st->repl_held);
+           "Primary: replies held until every in-sync backup applied their entry.", st->repl_held);
     counter1(r, "zeps_replica_transfers_total",
              "Whole-state transfers sent (primary) or taken (backup).", st->repl_transfers);
     gauge1(r, "zeps_replica_fenced",

@@ -40,7 +40,7 @@
 #include "workers.h"
 #include "zap.h"
 
-#define ZP_SERVER_OPS      19 /* Zeps__Op values 0..18 */
+#define ZP_SERVER_OPS      20 /* Zeps__Op values 0..19 */
 #define ZP_SERVER_CODES    41 /* zeps_err values below this */
 #define ZP_RECOVERIES_KEPT 8  /* rollbacks remembered, so a late ROLLBACK repeats none */
 

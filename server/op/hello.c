@@ -119,5 +119,8 @@ void zp_hello_on(zp_server *s, zp_request *r)
         rep.shm_token = zp_shmhost_token(&s->shm, h->rank, h->incarnation);
         rep.shm_zmq_endpoint = s->shm.zmq_name;
     }
-    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+    if (zp_slotmap_epoch(s->slots) > 0) /* not the default map: the client learns it now */
+        zp_owner_send_with_map(s, r->identity, &rep);
+    else
+        zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
 }

@@ -25,6 +25,15 @@
  * owns (s->slots), or -1 when this shard owns them all. */
 ptrdiff_t zp_owner_foreign(const zp_server *s, const uint64_t *ids, size_t n);
 
+/* owner.c: SLOTS (tools): take the slot map of the payload if its epoch
+ * is higher than this shard's and it moves none of the rows this shard
+ * holds to another shard; else refuse and change nothing. */
+void zp_owner_on_slots(zp_server *s, zp_request *r);
+
+/* owner.c: send reply header rep with slot_epoch set and the shard's slot
+ * map as its payload (HELLO when the map is not the default, EMOVED). */
+void zp_owner_send_with_map(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep);
+
 /* owner.c: refuse `req` with EMOVED for id `id` at position `pos` of its
  * ids (`what` says which request, "PUSH of sparse table 'e'"): the owner
  * and map epoch in the header, the map as the payload. */

@@ -7,7 +7,9 @@
  * map before anything is read or touched; an id of a slot another shard
  * owns refuses the whole request with EMOVED, naming that shard and the
  * map's epoch, with the map itself as the payload: a client takes it and
- * sends the ids again to their owners, with no further round trip.
+ * sends the ids again to their owners, with no further round trip. A
+ * HELLO reply carries the map the same way when it is not the default
+ * (epoch > 0), so a client knows it before its first request.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -20,6 +22,7 @@
 #include "ops.h"
 #include "server.h"
 #include "slotmap.h"
+#include "snapshot_format.h"
 #include "zeps_errors.h"
 
 ptrdiff_t zp_owner_foreign(const zp_server *s, const uint64_t *ids, size_t n)
@@ -39,6 +42,16 @@ static void free_map(void *data, void *hint)
     free(data);
 }
 
+void zp_owner_send_with_map(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep)
+{
+    const zp_slotmap *m = s->slots;
+    rep->slot_epoch = zp_slotmap_epoch(m);
+    size_t len = zp_slotmap_wire_size(m);
+    void *map = zp_alloc(len);
+    zp_slotmap_encode(m, map);
+    zp_reply_send(s, identity, rep, map, len, free_map, NULL); /* the sink owns map */
+}
+
 void zp_owner_refuse(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, const char *what,
                      uint64_t id, size_t pos)
 {
@@ -56,14 +69,94 @@ void zp_owner_refuse(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
     rep.error = ZEPS_EMOVED;
     rep.error_text = text;
     rep.slot_owner = (uint32_t)owner;
-    rep.slot_epoch = zp_slotmap_epoch(m);
     zp_reply_count_error(s, (unsigned)req->op, ZEPS_EMOVED);
     char note[96];
     if (zp_ratelimit_due(&s->logs.refused, zp_now_s(), note, sizeof(note)))
         zp_info("%s from rank %d refused (EMOVED): %s%s", zp_wire_op_name(req->op), (int)req->rank,
                 text, note);
-    size_t len = zp_slotmap_wire_size(m);
-    void *map = zp_alloc(len);
-    zp_slotmap_encode(m, map);
-    zp_reply_send(s, identity, &rep, map, len, free_map, NULL); /* the sink owns map */
+    zp_owner_send_with_map(s, identity, &rep);
+}
+
+/* Rows of sparse table t this shard holds whose slot `next` gives to
+ * another shard (a page of records at a time). */
+static uint64_t rows_leaving(const zp_server *s, zp_table *t, const zp_slotmap *next)
+{
+    enum { PAGE = 1024 };
+    uint64_t rec = ZP_SNAP_ROW_LEN(t->rows->dim, zp_sparse_state_per_value(t->rows->store));
+    uint8_t *buf = zp_alloc(PAGE * rec);
+    uint64_t cursor = 0, leaving = 0;
+    do {
+        uint64_t n = zp_rows_scan(t->rows, &cursor, PAGE, buf);
+        const uint64_t *ids = zp_rows_record_ids(t->rows, buf, (size_t)n);
+        for (uint64_t i = 0; i < n; i++)
+            leaving += zp_slotmap_owner(next, ids[i]) != s->shard;
+    } while (cursor != 0);
+    free(buf);
+    return leaving;
+}
+
+/* Why shard s may not take `next` now ("" if it may), into why. */
+static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t len)
+{
+    uint64_t have = zp_slotmap_epoch(s->slots), want = zp_slotmap_epoch(next);
+    if (want <= have) {
+        snprintf(why, len, "slot map epoch %" PRIu64 " is not newer than shard %d's %" PRIu64, want,
+                 s->shard, have);
+        return ZEPS_ESTALE;
+    }
+    if (s->role.replicas > 1 || (s->cons->caps & ZP_CAP_CUTS)) {
+        snprintf(why, len, "a new slot map on shard %d: not built for %s (docs/elastic.md)",
+                 s->shard,
+                 s->role.replicas > 1 ? "replicated shards" : "modes that hold pushes in rounds");
+        return ZEPS_ESTATE;
+    }
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_table *t = s->tables[i];
+        if (!t->rows)
+            continue;
+        if (t->rows->tier) {
+            snprintf(why, len,
+                     "sparse table '%s' has a cold tier: its rows are not checked "
+                     "against a new slot map (not built)",
+                     t->name);
+            return ZEPS_ESTATE;
+        }
+        uint64_t n = rows_leaving(s, t, next);
+        if (n > 0) {
+            snprintf(why, len,
+                     "shard %d holds %" PRIu64 " rows of sparse table '%s' in slots the map of "
+                     "epoch %" PRIu64 " gives to other shards; moving rows is not built "
+                     "(docs/elastic.md)",
+                     s->shard, n, t->name, want);
+            return ZEPS_ESTATE;
+        }
+    }
+    return 0;
+}
+
+void zp_owner_on_slots(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (r->npayload != 1) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
+                       "SLOTS must carry exactly one frame (the map), got %d", r->npayload);
+        return;
+    }
+    zp_slotmap *next = NULL;
+    char why[384];
+    int rc = zp_slotmap_decode(&next, zmq_msg_data(r->payload), zmq_msg_size(r->payload),
+                               s->nshards, why, sizeof(why));
+    if (rc == 0)
+        rc = slots_refused(s, next, why, sizeof(why));
+    if (rc != 0) {
+        zp_slotmap_destroy(&next);
+        zp_reply_error(s, r->identity, h, rc, "SLOTS: %s", why);
+        return;
+    }
+    zp_info("slot map epoch %" PRIu64 " taken (was %" PRIu64 "): shard %d owns %u of %u slots",
+            zp_slotmap_epoch(next), zp_slotmap_epoch(s->slots), s->shard,
+            zp_slotmap_count(next, s->shard), zp_slotmap_slots(next));
+    zp_slotmap_destroy(&s->slots);
+    s->slots = next; /* the shard owns it */
+    zp_reply_ok(s, r->identity, h, 0);
 }

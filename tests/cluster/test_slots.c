@@ -1,14 +1,19 @@
 /*
- * test_slots.c - slots and redirects with real shards (docs/elastic.md):
- * two shards started with a slot map file that gives shard 1 slots the
- * default map gives shard 0. Each client starts from the default map: its
- * first push, its first pull (both row layouts), and the push of a batch
- * cut before it knew the map are refused with EMOVED, and it sends the ids
- * again to their owners (counted once each); every row lives on its owner
- * under the file's map, every push is applied exactly once (sgd from
- * zeros: the rows are minus the sums of the gradients, the keys pushed
- * each distinct id once per push), and a batch cut after the map came
- * needs no redirect. When the shards disagree (a piece is refused again) the
+ * test_slots.c - slots and redirects with real shards (docs/elastic.md).
+ *
+ * Two shards start with the default map and three clients connect; then a
+ * tool sends both shards a map (SLOTS, epoch 3) that gives shard 1 slots
+ * the default map gives shard 0, while no rows exist. Each client still
+ * holds the default map: its first push, its first pull (both row
+ * layouts), and the push of a batch cut before it knew the map are
+ * refused with EMOVED, and it sends the ids again to their owners (counted
+ * once each); every row lives on its owner under the new map, every push
+ * is applied exactly once (sgd from zeros: the rows are minus the sums of
+ * the gradients, the keys pushed each distinct id once per push), and a
+ * batch cut after the map came needs no redirect. A client that connects
+ * afterwards has the map from HELLO and is never redirected. A map that
+ * would move rows away, or is not newer, is refused and changes nothing.
+ * Shards started with a map file learn it at start; when two disagree the
  * redirect is not followed a second time: the caller gets EMOVED.
  */
 #include <check.h>
@@ -21,8 +26,10 @@
 #include "check_main.h"
 #include "harness.h"
 #include "rng.h"
+#include "rawreq.h"
 #include "scratch.h"
 #include "slotmap.h"
+#include "wire.h"
 #include "zeps.h"
 
 #define DIM 4
@@ -52,6 +59,20 @@ static void write_map(uint64_t epoch, int (*own)(uint32_t))
     ck_assert_int_eq(fclose(f), 0);
 }
 
+/* The map of `epoch` made by `own`, through the map file's parser. */
+static zp_slotmap *map_of(uint64_t epoch, int (*own)(uint32_t))
+{
+    char text[64 * 1024];
+    size_t n =
+        (size_t)snprintf(text, sizeof(text), "epoch %llu\nslots 4096\n", (unsigned long long)epoch);
+    for (uint32_t i = 0; i < 4096; i++)
+        n += (size_t)snprintf(text + n, sizeof(text) - n, "%u %d\n", i, own(i));
+    zp_slotmap *m = NULL;
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_parse(&m, text, n, 2, err, sizeof(err)), 0);
+    return m;
+}
+
 static void start(zt_cluster *cl)
 {
     ck_assert_int_eq(zt_scratch_dir(mapdir, sizeof(mapdir), "slots"), 0);
@@ -59,6 +80,43 @@ static void start(zt_cluster *cl)
     write_map(3, own_a);
     snprintf(extra, sizeof(extra), "slot_map = \"%s\";", mappath);
     ck_assert_int_eq(zt_cluster_start(cl, 2, 1, "async", extra, NULL), 0);
+}
+
+/* Send shard k the map of `epoch` made by `own` as a tool's SLOTS; the
+ * reply's header (the caller frees it). */
+static Zeps__Header *send_slots(const zt_cluster *cl, int k, uint64_t epoch, int (*own)(uint32_t))
+{
+    unsigned char map[16 + 2 * 4096];
+    uint64_t slots = 4096, shards = 2;
+    for (int i = 0; i < 8; i++)
+        map[i] = (unsigned char)(epoch >> (8 * i));
+    for (int i = 0; i < 4; i++) {
+        map[8 + i] = (unsigned char)(slots >> (8 * i));
+        map[12 + i] = (unsigned char)(shards >> (8 * i));
+    }
+    for (uint32_t n = 0; n < 4096; n++) {
+        map[16 + 2 * n] = (unsigned char)own(n);
+        map[17 + 2 * n] = 0;
+    }
+    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__SLOTS;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    Zeps__Header *rep = zt_raw_req(sock, &h, map, sizeof(map));
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    return rep;
+}
+
+static void slots_ok(const zt_cluster *cl, int k, uint64_t epoch, int (*own)(uint32_t))
+{
+    Zeps__Header *rep = send_slots(cl, k, epoch, own);
+    ck_assert_msg(rep->op == ZEPS__OP__SLOTS, "SLOTS to shard %d: %s", k,
+                  rep->error_text ? rep->error_text : "?");
+    zeps__header__free_unpacked(rep, NULL);
 }
 
 static uint32_t declare(zeps_client *c)
@@ -112,9 +170,7 @@ static void check_rows(const uint64_t *ids, const float *g, const float *rows, i
  * name each distinct id `times` times in all. */
 static void check_placement(zeps_client *c, const uint64_t *ids, uint64_t times)
 {
-    zp_slotmap *a = NULL;
-    char err[256];
-    ck_assert_int_eq(zp_slotmap_load(&a, mappath, 2, err, sizeof(err)), 0);
+    zp_slotmap *a = map_of(3, own_a);
     uint64_t want[2] = {0, 0}, keys = 0;
     for (int i = 0; i < N - 10; i++) /* the last 10 repeat */
         want[zp_slotmap_owner(a, ids[i])]++;
@@ -160,54 +216,77 @@ static void pull_unique(zeps_client *c, uint32_t t, const uint64_t *ids, float *
 START_TEST(test_redirects_followed_once_each)
 {
     zt_cluster cl;
-    start(&cl);
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 3, "async", NULL, NULL), 0);
     static uint64_t ids[N];
     static float g[N * DIM], rows[N * DIM];
     make_ids(ids);
     make_grads(g);
-    /* a client whose first call is a push */
-    zeps_client *c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
-    uint32_t t = declare(c);
-    ck_assert_uint_eq(stats(c).slot_epoch, 0);
-    ck_assert_int_eq(zeps_spush(c, t, ids, N, g, 0), 0);
-    ck_assert_uint_eq(stats(c).slot_redirects, 1);
-    ck_assert_uint_eq(stats(c).slot_epoch, 3);
-    check_placement(c, ids, 1);
-    zeps_client_destroy(&c);
+    zeps_client *c[3];
+    uint32_t t[3];
+    for (int w = 0; w < 3; w++) {
+        c[w] = zt_client(&cl, (uint32_t)w);
+        ck_assert_ptr_nonnull(c[w]);
+        t[w] = declare(c[w]);
+        ck_assert_uint_eq(stats(c[w]).slot_epoch, 0);
+    }
+    /* the map changes while the clients hold the default one */
+    slots_ok(&cl, 0, 3, own_a);
+    slots_ok(&cl, 1, 3, own_a);
 
-    /* a new client: a batch cut by the default map (shard 0's part holds
-     * ids of slots shard 1 owns now), pulled, then pushed with the row
+    /* worker 0's first call is a push */
+    ck_assert_int_eq(zeps_spush(c[0], t[0], ids, N, g, 0), 0);
+    ck_assert_uint_eq(stats(c[0]).slot_redirects, 1);
+    ck_assert_uint_eq(stats(c[0]).slot_epoch, 3);
+    check_placement(c[0], ids, 1);
+
+    /* worker 1: a batch cut by the default map (shard 0's part holds ids
+     * of slots shard 1 owns now), pulled, then pushed with the row
      * versions its pull read */
-    c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
-    t = declare(c);
     zeps_sbatch *b;
-    ck_assert_int_eq(zeps_sbatch_new(c, t, ids, N, &b), 0);
+    ck_assert_int_eq(zeps_sbatch_new(c[1], t[1], ids, N, &b), 0);
     ck_assert_int_eq(zeps_sbatch_pull(b, rows, 0), 0);
-    ck_assert_uint_eq(stats(c).slot_redirects, 1);
+    ck_assert_uint_eq(stats(c[1]).slot_redirects, 1);
     check_rows(ids, g, rows, 1);
     ck_assert_int_eq(zeps_sbatch_push(b, g, 0), 0);
-    ck_assert_uint_eq(stats(c).slot_redirects, 2);
+    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
     /* the pull counted as complete: the push carried its row versions,
      * the pieces' too (the shards measured tau for every distinct row) */
-    ck_assert_uint_eq(tau_count(c), N - 10);
+    ck_assert_uint_eq(tau_count(c[1]), N - 10);
     zeps_sbatch_free(&b);
     /* a batch cut by the map from the shards: no redirect */
-    ck_assert_int_eq(zeps_spull(c, t, ids, N, rows, 1), 0);
-    ck_assert_uint_eq(stats(c).slot_redirects, 2);
+    ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
+    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
     check_rows(ids, g, rows, 2);
-    check_placement(c, ids, 2);
-    zeps_client_destroy(&c);
+    check_placement(c[1], ids, 2);
 
-    /* a third: the unique-rows pull, redirected */
-    c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
-    t = declare(c);
-    pull_unique(c, t, ids, rows);
-    ck_assert_uint_eq(stats(c).slot_redirects, 1);
+    /* worker 2: the unique-rows pull, redirected */
+    pull_unique(c[2], t[2], ids, rows);
+    ck_assert_uint_eq(stats(c[2]).slot_redirects, 1);
     check_rows(ids, g, rows, 2);
-    zeps_client_destroy(&c);
+
+    /* a client that connects now has the map from HELLO */
+    zeps_client_destroy(&c[2]);
+    c[2] = zt_client(&cl, 2);
+    ck_assert_ptr_nonnull(c[2]);
+    ck_assert_uint_eq(stats(c[2]).slot_epoch, 3);
+    t[2] = declare(c[2]);
+    ck_assert_int_eq(zeps_spull(c[2], t[2], ids, N, rows, 1), 0);
+    ck_assert_uint_eq(stats(c[2]).slot_redirects, 0);
+    check_rows(ids, g, rows, 2);
+
+    /* refused, changing nothing: a map that would move rows away (back to
+     * the default owners: shard 1 holds rows of those slots), one that is
+     * not newer */
+    zt_raw_expect_error(send_slots(&cl, 1, 4, own_b), ZEPS_ESTATE,
+                        "in slots the map of epoch 4 gives to other shards");
+    zt_raw_expect_error(send_slots(&cl, 0, 3, own_b), ZEPS_ESTALE,
+                        "slot map epoch 3 is not newer than shard 0's 3");
+    ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
+    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
+    check_rows(ids, g, rows, 2);
+    check_placement(c[1], ids, 2);
+    for (int w = 0; w < 3; w++)
+        zeps_client_destroy(&c[w]);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
 END_TEST
@@ -238,13 +317,16 @@ START_TEST(test_redirect_not_followed_twice)
     uint32_t t = declare(c);
     uint64_t x = moved_id();
     float row[DIM];
+    /* the newest map of the HELLO replies (shard 1's) places x on shard
+     * 0, which refuses it by its own (older) map; the resend goes to shard
+     * 0 again by the client's map, and is refused once more */
+    ck_assert_uint_eq(stats(c).slot_epoch, 4);
     ck_assert_int_eq(zeps_spull(c, t, &x, 1, row, 0), ZEPS_EMOVED);
-    ck_assert_msg(strstr(zeps_last_error(c), "shard 0 owns at slot map epoch 4, not shard 1"), "%s",
+    ck_assert_msg(strstr(zeps_last_error(c), "shard 1 owns at slot map epoch 3, not shard 0"), "%s",
                   zeps_last_error(c));
     ck_assert_uint_eq(stats(c).slot_redirects, 1);
-    ck_assert_uint_eq(stats(c).slot_epoch, 4); /* the newest map seen */
-    /* and again: shard 0 (epoch 3) redirects, the resend goes to shard 0
-     * by the client's newer map, and is refused once more */
+    ck_assert_uint_eq(stats(c).slot_epoch, 4); /* never back to an older map */
+    /* and again, the same way */
     ck_assert_int_eq(zeps_spull(c, t, &x, 1, row, 0), ZEPS_EMOVED);
     ck_assert_uint_eq(stats(c).slot_redirects, 2);
     zeps_client_destroy(&c);

@@ -38,8 +38,7 @@ static int resendable(const zp_req_sub *s)
     return s->req->op == ZEPS__OP__PUSH && s->resend.raw && !(s->flags & ZP_FLAG_CLOCK);
 }
 
-int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h,
-                     const zp_frames *m)
+void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m)
 {
     zp_slotmap *map = NULL;
     char why[256] = "";
@@ -48,9 +47,8 @@ int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h
                                            sizeof(why))
                        : ZEPS_EPROTO;
     if (rc != 0) {
-        zp_warn("shard %d answered EMOVED without a usable slot map (%s)", k,
-                why[0] ? why : "no payload frame");
-        return 0;
+        zp_warn("shard %d sent no usable slot map (%s)", k, why[0] ? why : "no payload frame");
+        return;
     }
     if (zp_slotmap_epoch(map) > zp_slotmap_epoch(c->slots)) {
         zp_info("shard %d: slot map epoch %" PRIu64 " (was %" PRIu64 "); id owners follow it", k,
@@ -61,9 +59,13 @@ int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h
     } else {
         zp_slotmap_destroy(&map);
     }
+}
+
+int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const zp_frames *m)
+{
+    zp_redirect_learn(c, k, m);
     if (!resendable(s))
         return 0;
-    (void)h;
     c->stats.slot_redirects++;
     return 1;
 }

@@ -8,15 +8,19 @@
 #include "req.h"
 #include "wire.h"
 
-/* Shard k answered sub s with EMOVED (header h, frames m: the map is
+/* Shard k sent its slot map as frame 1 of m (an EMOVED, or a HELLO reply
+ * with slot_epoch > 0): take it if its epoch is higher than the client's
+ * (a bad map is logged and ignored). m stays the caller's. */
+void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m);
+
+/* Shard k answered sub s with EMOVED (frames m: the map is
  * m->f[1]): take the map if it is newer than the client's, and say
  * whether s is to be sent again (1: the caller parks it on c->moved and
  * progress() splits it with zp_redirect_split) or failed with the error
  * (0: a piece of an earlier redirect, a compressed push, a push that also
  * advances the clock, or a request of another kind). Counts every
- * redirect followed in c->stats.slot_redirects. h and m stay the caller's. */
-int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h,
-                     const zp_frames *m);
+ * redirect followed in c->stats.slot_redirects. m stays the caller's. */
+int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const zp_frames *m);
 
 /* Send the ids of redirected sub s again, one piece per shard that owns
  * some of them under the client's map (new sub-requests with new seqs,

@@ -312,7 +312,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
     if (err) {
         zp_fail(c, err, "shard %d: %s", k, why);
     } else if (h->op == ZEPS__OP__ERROR && h->error == ZEPS_EMOVED &&
-               zp_redirect_take(c, k, s, h, m)) {
+               zp_redirect_take(c, k, s, m)) {
         /* sent again split by owner (progress): off the shard's list */
         ZP_XPORT(sh)->done(sh, s);
         sub_unlink(c, s);
@@ -344,6 +344,8 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
             break;
         case ZEPS__OP__HELLO:
             err = on_hello(c, k, h);
+            if (err == 0 && h->slot_epoch > zp_slotmap_epoch(c->slots))
+                zp_redirect_learn(c, k, m); /* a map file's: known before the first request */
             break;
         case ZEPS__OP__DECLARE:
             s->table = h->table;

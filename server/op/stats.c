@@ -74,6 +74,9 @@ static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
     st->log_suppressed = s->logs.refused.suppressed + s->logs.joined.suppressed +
                          s->logs.left.suppressed + s->logs.send.suppressed + s->zap.log.suppressed;
     replica_stats(&s->role, &s->repl, st);
+    st->slot_epoch = zp_slotmap_epoch(s->slots);
+    st->slots_owned = zp_slotmap_count(s->slots, s->shard);
+    st->slots = zp_slotmap_slots(s->slots);
 }
 
 /* ts points into t, into th[0..TH_PER_TABLE) and into fp[0..ZP_FREQ_BUCKETS)

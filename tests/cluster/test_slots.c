@@ -232,6 +232,14 @@ START_TEST(test_redirects_followed_once_each)
     /* the map changes while the clients hold the default one */
     slots_ok(&cl, 0, 3, own_a);
     slots_ok(&cl, 1, 3, own_a);
+    for (int k = 0; k < 2; k++) { /* STATS reports it */
+        Zeps__ShardStats *st = zt_stats(c[0], k);
+        ck_assert_ptr_nonnull(st);
+        ck_assert_uint_eq(st->slot_epoch, 3);
+        ck_assert_uint_eq(st->slots, 4096);
+        ck_assert_uint_eq(st->slots_owned, k == 0 ? 1536 : 2560);
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
 
     /* worker 0's first call is a push */
     ck_assert_int_eq(zeps_spush(c[0], t[0], ids, N, g, 0), 0);

@@ -329,6 +329,7 @@ void zp_config_keys_defaults(zp_config *cfg)
     cfg->weighted_bound = -1;
     inject_defaults(cfg);
     cfg->trace_dir[0] = '\0';
+    cfg->slot_map[0] = '\0'; /* the default map (docs/elastic.md) */
     cfg->metrics_listen[0] = '\0';
     cfg->worker_metrics_listen[0] = '\0';
     cfg->lost_worker_timeout_s = -1; /* auto */

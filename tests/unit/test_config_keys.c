@@ -70,8 +70,7 @@ START_TEST(limit_keys)
     free(cfg);
     expect_error(HEAD "  max_tables = 0;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4", "max_tables",
                  "out of range", NULL);
-    expect_error(HEAD "  max_rows = -1;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4", "max_rows",
-                 NULL);
+    expect_error(HEAD "  max_rows = -1;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4", "max_rows", NULL);
     expect_error(HEAD "  max_memory_mb = \"8G\";\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4",
                  "max_memory_mb", NULL);
 }
@@ -439,11 +438,26 @@ START_TEST(pipeline_keys)
 }
 END_TEST
 
+/* cluster.slot_map: a path (docs/elastic.md), "" by default; the shards
+ * read the file (test_slotmap, test_slots). */
+START_TEST(slot_map_key)
+{
+    zp_config *cfg = parse_ok(HEAD "  slot_map = \"/etc/zeps/slots.map\";\n" TAIL);
+    ck_assert_str_eq(cfg->slot_map, "/etc/zeps/slots.map");
+    free(cfg);
+    cfg = parse_ok(HEAD TAIL);
+    ck_assert_str_eq(cfg->slot_map, "");
+    free(cfg);
+    expect_error(HEAD "  slot_map = 3;\n" TAIL, ZEPS_ECONFIG, "cluster.conf:4", NULL);
+}
+END_TEST
+
 static Suite *config_keys_suite(void)
 {
     Suite *s = suite_create("config_keys");
     TCase *tc = tcase_create("keys");
     tcase_add_test(tc, fault_keys);
+    tcase_add_test(tc, slot_map_key);
     tcase_add_test(tc, limit_keys);
     tcase_add_test(tc, staleness_keys);
     tcase_add_test(tc, weighting_errors);

@@ -213,6 +213,35 @@ static void pull_unique(zeps_client *c, uint32_t t, const uint64_t *ids, float *
     zeps_sbatch_free(&b);
 }
 
+/* After test_redirects_followed_once_each's map change: a client that
+ * connects has the map from HELLO; maps that would move rows away or are
+ * not newer are refused and change nothing. */
+static void after_the_change(const zt_cluster *cl, zeps_client **c, uint32_t *t,
+                             const uint64_t *ids, const float *g, float *rows)
+{
+    /* a client that connects now has the map from HELLO */
+    zeps_client_destroy(&c[2]);
+    c[2] = zt_client(cl, 2);
+    ck_assert_ptr_nonnull(c[2]);
+    ck_assert_uint_eq(stats(c[2]).slot_epoch, 3);
+    t[2] = declare(c[2]);
+    ck_assert_int_eq(zeps_spull(c[2], t[2], ids, N, rows, 1), 0);
+    ck_assert_uint_eq(stats(c[2]).slot_redirects, 0);
+    check_rows(ids, g, rows, 2);
+
+    /* refused, changing nothing: a map that would move rows away (back to
+     * the default owners: shard 1 holds rows of those slots), one that is
+     * not newer */
+    zt_raw_expect_error(send_slots(cl, 1, 4, own_b), ZEPS_ESTATE,
+                        "in slots the map of epoch 4 gives to other shards");
+    zt_raw_expect_error(send_slots(cl, 0, 3, own_b), ZEPS_ESTALE,
+                        "slot map epoch 3 is not newer than shard 0's 3");
+    ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
+    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
+    check_rows(ids, g, rows, 2);
+    check_placement(c[1], ids, 2);
+}
+
 START_TEST(test_redirects_followed_once_each)
 {
     zt_cluster cl;
@@ -272,27 +301,7 @@ START_TEST(test_redirects_followed_once_each)
     ck_assert_uint_eq(stats(c[2]).slot_redirects, 1);
     check_rows(ids, g, rows, 2);
 
-    /* a client that connects now has the map from HELLO */
-    zeps_client_destroy(&c[2]);
-    c[2] = zt_client(&cl, 2);
-    ck_assert_ptr_nonnull(c[2]);
-    ck_assert_uint_eq(stats(c[2]).slot_epoch, 3);
-    t[2] = declare(c[2]);
-    ck_assert_int_eq(zeps_spull(c[2], t[2], ids, N, rows, 1), 0);
-    ck_assert_uint_eq(stats(c[2]).slot_redirects, 0);
-    check_rows(ids, g, rows, 2);
-
-    /* refused, changing nothing: a map that would move rows away (back to
-     * the default owners: shard 1 holds rows of those slots), one that is
-     * not newer */
-    zt_raw_expect_error(send_slots(&cl, 1, 4, own_b), ZEPS_ESTATE,
-                        "in slots the map of epoch 4 gives to other shards");
-    zt_raw_expect_error(send_slots(&cl, 0, 3, own_b), ZEPS_ESTALE,
-                        "slot map epoch 3 is not newer than shard 0's 3");
-    ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
-    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
-    check_rows(ids, g, rows, 2);
-    check_placement(c[1], ids, 2);
+    after_the_change(&cl, c, t, ids, g, rows);
     for (int w = 0; w < 3; w++)
         zeps_client_destroy(&c[w]);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);

@@ -553,13 +553,9 @@ START_TEST(test_bad_requests)
     req(&h, ZEPS__OP__PUSH, 4);
     memcpy(buf, mine, sizeof(mine));
     zt_raw_expect_error(zt_raw_req(raw, &h, buf, 4 * 8 + 4 * 4 * (DIM - 1)), ZEPS_ESIZE, "dim 8");
-    /* an id of the other shard: EMOVED naming its owner and the map's epoch
-     * (the default map's, 0) */
+    /* an id of the other shard: EMOVED */
     req(&h, ZEPS__OP__PULL, 1);
-    Zeps__Header *moved = zt_raw_req(raw, &h, theirs, 8);
-    ck_assert_uint_eq(moved->slot_owner, 1);
-    ck_assert_uint_eq(moved->slot_epoch, 0);
-    zt_raw_expect_error(moved, ZEPS_EMOVED, "which shard 1 owns at slot map epoch 0, not shard 0");
+    zt_raw_expect_error(zt_raw_req(raw, &h, theirs, 8), ZEPS_EMOVED, "shard 1 owns at");
     /* a repeated id in a push */
     uint64_t rep_ids[4] = {mine[0], mine[1], mine[0], mine[2]};
     memcpy(buf, rep_ids, sizeof(rep_ids));

@@ -188,3 +188,33 @@ int zeps_stats_raw(zeps_client *c, int shard, void **buf, size_t *len)
     *len = n;
     return 0;
 }
+
+int zeps_wait_all(zp_req **reqs, int n)
+{
+    int first = 0;
+    for (int i = 0; reqs && i < n; i++) {
+        if (!reqs[i])
+            continue;
+        int rc = zeps_wait(&reqs[i]);
+        if (rc && !first)
+            first = rc;
+    }
+    return first;
+}
+
+int zp_req_hello_all(zeps_client *c)
+{
+    zp_req *r = zp_req_new(c, ZEPS__OP__HELLO, c->nshards);
+    int per_try = c->opt.request_timeout_ms < 1000 ? c->opt.request_timeout_ms : 1000;
+    int saved = c->opt.request_timeout_ms;
+    c->opt.request_timeout_ms = per_try;
+    for (int k = 0; k < c->nshards; k++) {
+        zp_req_sub *s = zp_req_add(r, k);
+        /* ceil(hello_timeout_ms / per_try) tries: about hello_timeout_ms in all */
+        s->max_retries = (c->opt.hello_timeout_ms + per_try - 1) / per_try - 1;
+        zp_req_send(r, s);
+    }
+    int rc = zeps_wait(&r);
+    c->opt.request_timeout_ms = saved;
+    return rc;
+}

@@ -156,7 +156,7 @@ static zp_req_sub *piece_add(zeps_client *c, zp_req *f, zp_req_sub *s, int k)
     return p;
 }
 
-int zp_redirect_split(zeps_client *c, zp_req_sub *s)
+zp_req *zp_redirect_split(zeps_client *c, zp_req_sub *s)
 {
     size_t cnt = (size_t)s->count, S = (size_t)c->nshards;
     uint32_t *js = zp_alloc(cnt ? cnt * sizeof(uint32_t) : 4);
@@ -170,7 +170,7 @@ int zp_redirect_split(zeps_client *c, zp_req_sub *s)
         if (c->shards[k].nout >= ZP_REQ_MAX_IN_FLIGHT) {
             free(js);
             free(at);
-            return 1;
+            return NULL;
         }
     }
     zp_req *f = zp_req_new(c, s->req->op, np);
@@ -190,9 +190,8 @@ int zp_redirect_split(zeps_client *c, zp_req_sub *s)
             pull_piece(s, p, js + at[k], n, (int)k);
         zp_debug("%s of %zu ids sent again to shard %zu (seq %" PRIu64 ") after a redirect",
                  zp_wire_op_name(s->req->op), n, k, p->seq);
-        zp_req_send(f, p);
     }
     free(js);
     free(at);
-    return 0;
+    return f;
 }

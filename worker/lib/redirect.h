@@ -1,6 +1,7 @@
 /*
  * redirect.h - libzeps: following an EMOVED redirect (redirect.c,
- * docs/elastic.md "The client side"). Internal to libzeps; req.c calls it.
+ * docs/elastic.md). Internal to libzeps; below the request engine, which
+ * calls it: it builds pieces and learns maps, req.c sends and finishes.
  */
 #ifndef ZP_REDIRECT_H
 #define ZP_REDIRECT_H
@@ -22,11 +23,12 @@ void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m);
  * redirect followed in c->stats.slot_redirects. m stays the caller's. */
 int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const zp_frames *m);
 
-/* Send the ids of redirected sub s again, one piece per shard that owns
- * some of them under the client's map (new sub-requests with new seqs,
- * in a follow-up request that s's request owns); s is finished when its
- * last piece is. Returns 0 once sent, 1 if a shard it needs has
- * ZP_REQ_MAX_IN_FLIGHT out (try again later; nothing was sent). */
-int zp_redirect_split(zeps_client *c, zp_req_sub *s);
+/* The ids of redirected sub s split for sending again: one piece per
+ * shard that owns some of them under the client's map (new sub-requests
+ * with new seqs, not sent), in a follow-up request that s's request owns
+ * from here (freed with it); the caller sends every piece (zp_req_send).
+ * s is finished when its last piece is (req.c). NULL if a shard it needs
+ * has ZP_REQ_MAX_IN_FLIGHT out: nothing was made; try again later. */
+zp_req *zp_redirect_split(zeps_client *c, zp_req_sub *s);
 
 #endif

@@ -59,6 +59,7 @@
 #include "wire.h"
 #include "client.h"
 #include "failover.h"
+#include "giveup.h"
 #include "payload.h"
 #include "redirect.h"
 #include "req.h"
@@ -138,24 +139,24 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
     }
 }
 
+/* Take s out of the list at *pp; 1 if it was there. */
+static int unlink_in(zp_req_sub **pp, const zp_req_sub *s)
+{
+    for (; *pp; pp = &(*pp)->next)
+        if (*pp == s)
+            return (*pp = s->next, 1);
+    return 0;
+}
+
 /* Take s out of its shard's list of outstanding subs, or out of the
  * redirected ones waiting to be split (c->moved). */
 static void sub_unlink(zeps_client *c, zp_req_sub *s)
 {
     zp_shard *sh = &c->shards[s->shard];
-    for (zp_req_sub **pp = &sh->out; *pp; pp = &(*pp)->next) {
-        if (*pp == s) {
-            *pp = s->next;
-            sh->nout--;
-            return;
-        }
-    }
-    for (zp_req_sub **pp = &c->moved; *pp; pp = &(*pp)->next) {
-        if (*pp == s) {
-            *pp = s->next;
-            return;
-        }
-    }
+    if (unlink_in(&sh->out, s))
+        sh->nout--;
+    else
+        unlink_in(&c->moved, s);
 }
 
 static void sub_finish(zeps_client *c, zp_req_sub *s, int err)
@@ -387,30 +388,6 @@ static void drain_shard(zeps_client *c, int k)
     }
 }
 
-/* Record why sub s of shard k gives up after its retries; returns the code. */
-static int give_up_error(zeps_client *c, int k, const zp_req_sub *s)
-{
-    zp_shard *sh = &c->shards[k];
-    double secs = (double)(s->retries + 1) * c->opt.request_timeout_ms / 1000.0;
-    if (s->req->op == ZEPS__OP__HELLO && sh->held[0]) /* refused, not silent */
-        return zp_fail(c, ZEPS_ERANK, "shard %d refused HELLO: %s", k, sh->held);
-    char why[768];
-    int code = c->fo ? zp_failover_why(c, k, why, sizeof(why)) : 0;
-    if (code)
-        return zp_fail(c, code,
-                       "shard %d: %s found no primary to answer it after %d retries "
-                       "(%.1f s): %s",
-                       k, zp_wire_op_name(s->req->op), s->retries, secs, why);
-    return zp_fail(
-        c, ZEPS_ETIMEDOUT, "shard %d at %s did not answer %s after %d retries (%.1f s)%s%s", k,
-        sh->endpoint, zp_wire_op_name(s->req->op), s->retries, secs, sh->handshake[0] ? ": " : "",
-        sh->handshake[0] ? sh->handshake
-        : c->curve       ? ": no reply; with CURVE, check that this worker's key is "
-                           "in the server's allow-list (curve_allow_dir) and that "
-                           "curve_server_public is the servers' key"
-                         : "");
-}
-
 /* Resend or fail every outstanding sub past its deadline. In a replicated
  * cluster a HELLO unanswered, or any request unanswered twice (a parked
  * pull's resend is answered PARKED), makes the failover ask the replicas. */
@@ -425,7 +402,7 @@ static void check_deadlines(zeps_client *c)
             if (s->deadline_ns > now)
                 continue;
             if (s->retries >= s->max_retries) {
-                sub_finish(c, s, give_up_error(c, k, s));
+                sub_finish(c, s, zp_giveup_error(c, k, s));
                 failed = 1;
                 continue;
             }
@@ -581,12 +558,15 @@ static void progress(zeps_client *c, long timeout_ms)
     if (c->abort_all)
         abort_outstanding(c);
     /* redirected subs (EMOVED): sent again to their owners, room permitting */
-    for (zp_req_sub **pp = &c->moved; *pp;) {
-        zp_req_sub *s = *pp;
-        if (zp_redirect_split(c, s) == 0)
-            *pp = s->next;
-        else
+    for (zp_req_sub **pp = &c->moved, *s; (s = *pp) != NULL;) {
+        zp_req *f = zp_redirect_split(c, s);
+        if (!f) {
             pp = &s->next;
+            continue;
+        }
+        *pp = s->next;
+        for (int i = 0; i < f->nsub; i++)
+            zp_req_send(f, &f->subs[i]);
     }
     /* a restarted shard (async modes) or a moved one, in any mode: HELLO */
     for (int k = 0; k < c->nshards && !c->in_rehello; k++)
@@ -597,15 +577,6 @@ static void progress(zeps_client *c, long timeout_ms)
 }
 
 /* --- requests --- */
-
-zp_req *zp_req_new(zeps_client *c, int op, int nsub)
-{
-    zp_req *r = zp_alloc_zeroed(1, sizeof(*r) + (size_t)nsub * sizeof(zp_req_sub));
-    r->c = c;
-    r->op = op;
-    atomic_init(&r->zrefs, 0);
-    return r;
-}
 
 /* Add a sub-request for shard k and send it. */
 zp_req_sub *zp_req_add(zp_req *r, int k)
@@ -719,34 +690,4 @@ int zeps_wait(zp_req **rp)
     int err = zp_req_finish(r);
     zp_req_free(r);
     return err;
-}
-
-int zeps_wait_all(zp_req **reqs, int n)
-{
-    int first = 0;
-    for (int i = 0; reqs && i < n; i++) {
-        if (!reqs[i])
-            continue;
-        int rc = zeps_wait(&reqs[i]);
-        if (rc && !first)
-            first = rc;
-    }
-    return first;
-}
-
-int zp_req_hello_all(zeps_client *c)
-{
-    zp_req *r = zp_req_new(c, ZEPS__OP__HELLO, c->nshards);
-    int per_try = c->opt.request_timeout_ms < 1000 ? c->opt.request_timeout_ms : 1000;
-    int saved = c->opt.request_timeout_ms;
-    c->opt.request_timeout_ms = per_try;
-    for (int k = 0; k < c->nshards; k++) {
-        zp_req_sub *s = zp_req_add(r, k);
-        /* ceil(hello_timeout_ms / per_try) tries: about hello_timeout_ms in all */
-        s->max_retries = (c->opt.hello_timeout_ms + per_try - 1) / per_try - 1;
-        zp_req_send(r, s);
-    }
-    int rc = zeps_wait(&r);
-    c->opt.request_timeout_ms = saved;
-    return rc;
 }

@@ -15,6 +15,7 @@
 
 #include <zmq.h>
 
+#include "alloc.h"
 #include "codec.h"
 #include "shmseg.h"
 #include "fail.h"
@@ -111,8 +112,16 @@ struct zeps_req {
 };
 
 /* A request of `op` with room for nsub sub-requests. The caller owns it
- * until it hands it to zeps_wait (or frees it with zp_req_free). */
-zp_req *zp_req_new(zeps_client *c, int op, int nsub);
+ * until it hands it to zeps_wait (or frees it with zp_req_free). Inline:
+ * redirect.c, below this engine, makes its follow-up requests too. */
+static inline zp_req *zp_req_new(zeps_client *c, int op, int nsub)
+{
+    zp_req *r = zp_alloc_zeroed(1, sizeof(*r) + (size_t)nsub * sizeof(zp_req_sub));
+    r->c = c;
+    r->op = op;
+    atomic_init(&r->zrefs, 0);
+    return r;
+}
 
 /* Add a sub-request for shard k (waiting while k has ZP_REQ_MAX_IN_FLIGHT
  * out); the caller fills it, then sends it with zp_req_send. */
@@ -126,7 +135,7 @@ int zp_req_finish(zp_req *r);
 /* Free a finished request and what its subs own. */
 void zp_req_free(zp_req *r);
 
-/* Say HELLO to every shard and wait for the answers, which set each
+/* control.c: say HELLO to every shard and wait for the answers, which set each
  * shard's incarnation, clock and rejoined flag and the client's worker count
  * and caps; a shard is waited for up to opt.hello_timeout_ms. Returns 0 or
  * the first error. */

@@ -1,0 +1,16 @@
+/*
+ * giveup.h - libzeps: the error a sub-request fails with once its retries
+ * are spent (giveup.c). Internal to libzeps; req.c calls it.
+ */
+#ifndef ZP_GIVEUP_H
+#define ZP_GIVEUP_H
+
+#include "req.h"
+
+/* Record (zp_fail) why sub s of shard k gives up after its retries and
+ * return the code: ERANK for a HELLO refused while a live incarnation
+ * holds the rank, the failover's code when no replica was primary, else
+ * ETIMEDOUT. Thread: the client's. */
+int zp_giveup_error(zeps_client *c, int k, const zp_req_sub *s);
+
+#endif

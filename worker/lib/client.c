@@ -20,6 +20,7 @@
 
 #include "alloc.h"
 #include "client.h"
+#include "control.h"
 #include "config.h"
 #include "curve.h"
 #include "errors.h"
@@ -172,7 +173,7 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
             return ZEPS_ETRANSPORT;
         }
     }
-    rc = zp_req_hello_all(c);
+    rc = zp_control_hello_all(c);
     c->drop_sends = c->opt.fault_drop_sends;
     c->resume_clock = INT64_MAX;
     for (int k = 0; k < num_shards; k++)

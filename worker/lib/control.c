@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "client.h"
+#include "control.h"
 #include "log.h"
 #include "push_clock.h"
 #include "req.h"
@@ -90,7 +91,7 @@ int zeps_rollback(zeps_client *c, int64_t clock)
         return ZEPS_EINVAL;
     c->abort_all = 0;
     uint64_t set = c->resume_set;
-    int rc = zp_req_hello_all(c);
+    int rc = zp_control_hello_all(c);
     if (rc != 0)
         return rc;
     zp_req *r = zp_req_new(c, ZEPS__OP__ROLLBACK, c->nshards);
@@ -202,7 +203,7 @@ int zeps_wait_all(zp_req **reqs, int n)
     return first;
 }
 
-int zp_req_hello_all(zeps_client *c)
+int zp_control_hello_all(zeps_client *c)
 {
     zp_req *r = zp_req_new(c, ZEPS__OP__HELLO, c->nshards);
     int per_try = c->opt.request_timeout_ms < 1000 ? c->opt.request_timeout_ms : 1000;

@@ -135,10 +135,4 @@ int zp_req_finish(zp_req *r);
 /* Free a finished request and what its subs own. */
 void zp_req_free(zp_req *r);
 
-/* control.c: say HELLO to every shard and wait for the answers, which set each
- * shard's incarnation, clock and rejoined flag and the client's worker count
- * and caps; a shard is waited for up to opt.hello_timeout_ms. Returns 0 or
- * the first error. */
-int zp_req_hello_all(zeps_client *c);
-
 #endif

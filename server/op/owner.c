@@ -104,6 +104,13 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  s->shard, have);
         return ZEPS_ESTALE;
     }
+    if (zp_slotmap_slots(next) != zp_slotmap_slots(s->slots)) {
+        snprintf(why, len,
+                 "a map of %u slots; shard %d's has %u (a move changes owners, never "
+                 "the slot count)",
+                 zp_slotmap_slots(next), s->shard, zp_slotmap_slots(s->slots));
+        return ZEPS_EINVAL;
+    }
     if (s->role.replicas > 1 || (s->cons->caps & ZP_CAP_CUTS)) {
         snprintf(why, len, "a new slot map on shard %d: not built for %s (docs/elastic.md)",
                  s->shard,

@@ -12,7 +12,8 @@
  * the gradients, the keys pushed each distinct id once per push), and a
  * batch cut after the map came needs no redirect. A client that connects
  * afterwards has the map from HELLO and is never redirected. A map that
- * would move rows away, or is not newer, is refused and changes nothing.
+ * would move rows away, is not newer or has another slot count is refused
+ * and changes nothing.
  * Shards started with a map file learn it at start; when two disagree the
  * redirect is not followed a second time: the caller gets EMOVED.
  */
@@ -82,19 +83,20 @@ static void start(zt_cluster *cl)
     ck_assert_int_eq(zt_cluster_start(cl, 2, 1, "async", extra, NULL), 0);
 }
 
-/* Send shard k the map of `epoch` made by `own` as a tool's SLOTS; the
- * reply's header (the caller frees it). */
-static Zeps__Header *send_slots(const zt_cluster *cl, int k, uint64_t epoch, int (*own)(uint32_t))
+/* Send shard k the map of `epoch` over `slots` slots made by `own` as a
+ * tool's SLOTS; the reply's header (the caller frees it). */
+static Zeps__Header *send_slots_n(const zt_cluster *cl, int k, uint64_t epoch, int (*own)(uint32_t),
+                                  uint32_t slots)
 {
-    unsigned char map[16 + 2 * 4096];
-    uint64_t slots = 4096, shards = 2;
+    static unsigned char map[16 + 2 * 4096];
+    uint64_t shards = 2;
     for (int i = 0; i < 8; i++)
         map[i] = (unsigned char)(epoch >> (8 * i));
     for (int i = 0; i < 4; i++) {
         map[8 + i] = (unsigned char)(slots >> (8 * i));
         map[12 + i] = (unsigned char)(shards >> (8 * i));
     }
-    for (uint32_t n = 0; n < 4096; n++) {
+    for (uint32_t n = 0; n < slots; n++) {
         map[16 + 2 * n] = (unsigned char)own(n);
         map[17 + 2 * n] = 0;
     }
@@ -105,10 +107,15 @@ static Zeps__Header *send_slots(const zt_cluster *cl, int k, uint64_t epoch, int
     h.op = ZEPS__OP__SLOTS;
     h.req_id = 1;
     h.rank = 0xffffffffu;
-    Zeps__Header *rep = zt_raw_req(sock, &h, map, sizeof(map));
+    Zeps__Header *rep = zt_raw_req(sock, &h, map, 16 + 2 * (size_t)slots);
     zmq_close(sock);
     zmq_ctx_term(ctx);
     return rep;
+}
+
+static Zeps__Header *send_slots(const zt_cluster *cl, int k, uint64_t epoch, int (*own)(uint32_t))
+{
+    return send_slots_n(cl, k, epoch, own, 4096);
 }
 
 static void slots_ok(const zt_cluster *cl, int k, uint64_t epoch, int (*own)(uint32_t))
@@ -231,11 +238,13 @@ static void after_the_change(const zt_cluster *cl, zeps_client **c, uint32_t *t,
 
     /* refused, changing nothing: a map that would move rows away (back to
      * the default owners: shard 1 holds rows of those slots), one that is
-     * not newer */
+     * not newer, one of another slot count */
     zt_raw_expect_error(send_slots(cl, 1, 4, own_b), ZEPS_ESTATE,
                         "in slots the map of epoch 4 gives to other shards");
     zt_raw_expect_error(send_slots(cl, 0, 3, own_b), ZEPS_ESTALE,
                         "slot map epoch 3 is not newer than shard 0's 3");
+    zt_raw_expect_error(send_slots_n(cl, 0, 5, own_a, 2048), ZEPS_EINVAL,
+                        "a map of 2048 slots; shard 0's has 4096");
     ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
     ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
     check_rows(ids, g, rows, 2);

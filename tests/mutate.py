@@ -22,15 +22,26 @@ it, also on Ctrl-C. The build tree is its own (--build, default
 build-mutate/, configured like build/ with tests on); the first build is
 the slow one, later ones recompile one file and relink.
 
-  tests/mutate.py FILE...                 mutants of these files
+  tests/mutate.py FILE[:A-B]...           mutants of these files (of lines A-B)
   tests/mutate.py --since REV             of the C files of server/, worker/lib/,
                                           common/ changed since REV
   options: --max N (mutants in all, a seeded sample when there are more;
   default 40), --seed S, --ops cmp-flip,logic,... (default all), --tests
-  REGEX (ctest -R; default: every entry but label system), --jobs J
-  (ctest -j, default 2), --test-timeout S (per test, default 300),
-  --report FILE (JSON; default <build>/mutants.json), --lines A-B (only
-  these lines), --list (print the mutants, build and run nothing)
+  REGEX (ctest -R; default: every entry but label system) or --tests auto
+  (each file's entries from tests/mutate_map.txt, the first pattern that
+  matches it; a file it does not name gets every entry but label system),
+  --jobs J (tests at once, default 2), --test-timeout S (per test, default
+  300), --report FILE (JSON; default <build>/mutants.json), --lines A-B
+  (only these lines, with one file), --all-targets (rebuild the whole tree
+  for each mutant, not only what its tests run), --list (print the mutants
+  and their tests, build and run nothing)
+
+A mutant rebuilds only the targets its tests run (their test binaries, and
+the daemons, libraries and tools that tests start: every target but the
+other test_ and bench_ programs), and its tests run as their own ctest
+calls, J at once, the fastest first (the unmutated run's times, kept in
+<build>/mutate-times.json); the first failure starts no more of them
+(those running finish), and a RUN_SERIAL entry runs alone.
 
 Prints one line per mutant and a summary: killed / (killed + survived) is the
 score. Each survivor is printed with its diff: kill it with a test that
@@ -38,6 +49,7 @@ fails on it, or write down why it is equivalent (docs/testing.md).
 Exits 0 when it ran (whatever the score), 2 on bad usage.
 """
 import argparse
+import fnmatch
 import json
 import os
 import random
@@ -180,58 +192,186 @@ def configure(build):
     return rc == 0
 
 
-def build_tree(build, jobs):
-    rc, out = run(["cmake", "--build", build, "-j", str(jobs)], 1800)
+def build_tree(build, jobs, targets=None):
+    """Build the tree, or only these targets (and what they depend on)."""
+    cmd = ["cmake", "--build", build, "-j", str(jobs)]
+    if targets:
+        cmd += ["--target"] + sorted(targets)
+    rc, out = run(cmd, 1800)
     return rc == 0, out
 
 
-def test(build, args):
-    cmd = ["ctest", "--stop-on-failure", "-j", str(args.jobs), "--timeout",
-           str(args.test_timeout)]
-    cmd += ["-R", args.tests] if args.tests else ["-LE", "system"]
-    rc, out = run(cmd, args.test_timeout * 4 + 600, cwd=build,
-                  env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
-    failed = [f"{n} ({why})" for n, why in re.findall(r"^\s*\d+ - (\S+) \(([^)]*)\)", out, re.M)
-              if why != "Not Run"]
-    return rc, failed
+# ------------------------------------------------------- tests and targets
+
+MAP = os.path.join(SRC, "tests", "mutate_map.txt")
+CMAKE_OWN = re.compile(r"^(all|clean|depend|edit_cache|install.*|list_install_components|"
+                       r"rebuild_cache|test|(Continuous|Experimental|Nightly)\w*)$")
 
 
-def main():
+def read_map():
+    """tests/mutate_map.txt: (glob, regex) pairs, in order."""
+    pairs = []
+    with open(MAP) as fh:
+        for line in fh:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                glob, rx = line.split(None, 1)
+                pairs.append((glob, rx.strip()))
+    return pairs
+
+
+def tests_for(path, args, pairs):
+    """The ctest regex of one file's mutants: --tests, or with --tests auto
+    the map's first match; None is every entry but label system."""
+    if args.tests != "auto":
+        return args.tests
+    for glob, rx in pairs:
+        if fnmatch.fnmatchcase(path, glob):
+            return rx
+    return None
+
+
+class Suite:
+    """The ctest entries of the build tree: each one's test binary target,
+    whether it must run alone, and how long the unmutated run took."""
+
+    def __init__(self, build):
+        self.build = build
+        rc, out = run(["ctest", "--show-only=json-v1"], 120, cwd=build)
+        data = json.loads(out[out.index("{"):]) if rc == 0 else {"tests": []}
+        rc, out = run(["cmake", "--build", build, "--target", "help"], 120)
+        self.targets = {t for t in re.findall(r"^\.\.\. (\S+)", out, re.M)
+                        if not CMAKE_OWN.match(t)}
+        self.entries = {}
+        for t in data["tests"]:
+            props = {p["name"]: p["value"] for p in t.get("properties", [])}
+            labels = props.get("LABELS", [])
+            cmd = t.get("command") or []
+            tgt = os.path.basename(cmd[0]) if cmd and "/bin/" in cmd[0] else "test_" + t["name"]
+            self.entries[t["name"]] = {
+                "target": tgt if tgt in self.targets else None,
+                "serial": bool(props.get("RUN_SERIAL")),
+                "system": "system" in (labels if isinstance(labels, list) else [labels])}
+        self.times_file = os.path.join(build, "mutate-times.json")
+        try:
+            with open(self.times_file) as fh:
+                self.times = json.load(fh)
+        except (OSError, ValueError):
+            self.times = {}
+        # every target a test may start (the daemons, libzeps, the Python
+        # module, zepsctl, the tests' helpers), not the test_/bench_ programs
+        self.programs = {t for t in self.targets if not t.startswith(("test_", "bench_"))}
+
+    def select(self, rx):
+        """The entries of a --tests regex (None: all but label system)."""
+        if rx is None:
+            return sorted(n for n, e in self.entries.items() if not e["system"])
+        return sorted(n for n in self.entries if re.search(rx, n))
+
+    def targets_of(self, names):
+        return self.programs | {self.entries[n]["target"] for n in names
+                                if self.entries[n]["target"]}
+
+    def save_times(self):
+        with open(self.times_file, "w") as fh:
+            json.dump(self.times, fh, indent=1, sort_keys=True)
+
+
+def test(suite, names, args, learn=False):
+    """Run these entries, each its own ctest call, the fastest first,
+    args.jobs at once (a RUN_SERIAL one alone); after the first failure
+    start no more (those running finish: their processes clean up after
+    themselves). Returns (failed?, the failures)."""
+    order = sorted(names, key=lambda n: (suite.times.get(n, 1e9), n))
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    running, failed = {}, []
+
+    def launch(n):
+        cmd = ["ctest", "-R", "^" + re.escape(n) + "$", "--timeout", str(args.test_timeout)]
+        return subprocess.Popen(cmd, cwd=suite.build, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+
+    def reap():
+        time.sleep(0.2)
+        for n, (p, t0) in list(running.items()):
+            if p.poll() is None:
+                continue
+            out = p.stdout.read()
+            p.stdout.close()
+            del running[n]
+            m = re.search(r"^\s*\d+/\d+ Test\s+#\d+: \S+ \.+\**\s*([^\d]+?)\s+\d", out, re.M)
+            if p.returncode != 0:
+                failed.append(f"{n} ({m.group(1).strip() if m else 'rc ' + str(p.returncode)})")
+            elif learn:
+                suite.times[n] = round(time.time() - t0, 1)
+
+    while order and not failed:
+        serial = suite.entries.get(order[0], {}).get("serial")
+        busy = any(suite.entries.get(r, {}).get("serial") for r in running)
+        limit = 1 if serial or busy else args.jobs
+        if len(running) < limit:
+            n = order.pop(0)
+            running[n] = (launch(n), time.time())
+        else:
+            reap()
+    while running:
+        reap()
+    return bool(failed), failed
+
+
+def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("files", nargs="*")
+    ap.add_argument("files", nargs="*", help="FILE or FILE:A-B (only lines A to B)")
     ap.add_argument("--since")
     ap.add_argument("--max", type=int, default=40)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--ops", default="cmp-flip,cmp-edge,bound,logic,drop-assign,drop-call,"
                                      "swap-args,zero-offset")
-    ap.add_argument("--tests")
+    ap.add_argument("--tests", help="a ctest regex, or auto (tests/mutate_map.txt)")
     ap.add_argument("--lines", help="A-B: only mutants of these lines (1-based, with one file)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--test-timeout", type=int, default=300)
     ap.add_argument("--build", default=os.path.join(SRC, "build-mutate"))
     ap.add_argument("--report")
+    ap.add_argument("--all-targets", action="store_true")
     ap.add_argument("--list", action="store_true")
     args = ap.parse_args()
-    files = list(args.files)
     if args.since:
-        files += changed_since(args.since)
-    if not files:
+        args.files += changed_since(args.since)
+    if not args.files:
         ap.error("name files, or --since REV")
+    return args
+
+
+def pick(args):
+    """The mutants of the files named, a seeded sample of args.max."""
     ops = set(args.ops.split(","))
-    lo, hi = (int(x) for x in args.lines.split("-")) if args.lines else (1, 1 << 30)
+    pairs = read_map() if args.tests == "auto" else []
     everything = []
-    for f in files:
+    for f in args.files:
+        spec = args.lines
+        if re.search(r":\d+-\d+$", f):
+            f, spec = f.rsplit(":", 1)
+        lo, hi = (int(x) for x in spec.split("-")) if spec else (1, 1 << 30)
         rel = os.path.relpath(os.path.abspath(f), SRC)
         with open(os.path.join(SRC, rel)) as fh:
-            everything += [m for m in mutants_of(rel, fh.read(), ops) if lo <= m["line"] + 1 <= hi]
+            everything += [dict(m, tests=tests_for(rel, args, pairs))
+                           for m in mutants_of(rel, fh.read(), ops) if lo <= m["line"] + 1 <= hi]
     rng = random.Random(args.seed)
     chosen = everything if len(everything) <= args.max else rng.sample(everything, args.max)
     chosen.sort(key=lambda m: (m["file"], m["line"]))
-    print(f"{len(everything)} mutants in {len(files)} file(s); running {len(chosen)} "
+    print(f"{len(everything)} mutants in {len(args.files)} file(s); running {len(chosen)} "
           f"(seed {args.seed})", flush=True)
+    return chosen
+
+
+def main():
+    args = parse_args()
+    chosen = pick(args)
     if args.list:
         for m in chosen:
-            print(f"  {m['file']}:{m['line'] + 1} {m['op']}: {m['new'].strip()}")
+            print(f"  {m['file']}:{m['line'] + 1} {m['op']}: {m['new'].strip()}"
+                  f"   [{m['tests'] or '-LE system'}]")
         return 0
     build = os.path.abspath(args.build)
     if not configure(build):
@@ -240,13 +380,35 @@ def main():
     if not ok:
         print("the unmutated tree does not build:\n" + out[-3000:], file=sys.stderr)
         return 1
-    rc, failed = test(build, args)
-    if rc != 0:
+    suite = Suite(build)
+    for m in chosen:
+        m["entries"] = suite.select(m["tests"])
+    bad, failed = test(suite, sorted({n for m in chosen for n in m["entries"]}), args, True)
+    suite.save_times()
+    if bad:
         print(f"the unmutated tree fails its tests ({', '.join(failed)}): fix that first",
               file=sys.stderr)
         return 1
+    return run_mutants(chosen, suite, build, args)
 
+
+def plant(m, pristine):
+    """Write mutant m into its file (made from the pristine text)."""
+    path = os.path.join(SRC, m["file"])
+    if m["file"] not in pristine:
+        with open(path) as fh:
+            pristine[m["file"]] = fh.read()
+    lines = pristine[m["file"]].split("\n")
+    lines[m["line"]] = m["new"]
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines))
+
+
+def run_mutants(chosen, suite, build, args):
+    """Each mutant in turn: plant, rebuild its tests' targets, run its
+    tests, put the file back; then the summary and the JSON report."""
     pristine = {}
+
     def restore(*_):
         for path, text in pristine.items():
             with open(os.path.join(SRC, path), "w") as fh:
@@ -258,28 +420,22 @@ def main():
     results = []
     t0 = time.time()
     for k, m in enumerate(chosen, 1):
-        path = os.path.join(SRC, m["file"])
-        if m["file"] not in pristine:
-            with open(path) as fh:
-                pristine[m["file"]] = fh.read()
-        lines = pristine[m["file"]].split("\n")
-        lines[m["line"]] = m["new"]
-        with open(path, "w") as fh:
-            fh.write("\n".join(lines))
+        t1 = time.time()
+        plant(m, pristine)
         try:
-            ok, _ = build_tree(build, args.jobs)
+            ok, _ = build_tree(build, args.jobs,
+                               None if args.all_targets else suite.targets_of(m["entries"]))
             if not ok:
                 verdict, by = "stillborn", []
             else:
-                rc, by = test(build, args)
-                verdict = "killed" if rc != 0 else "survived"
+                bad, by = test(suite, m["entries"], args)
+                verdict = "killed" if bad else "survived"
         finally:
-            with open(path, "w") as fh:
-                fh.write(pristine[m["file"]])
-        m = dict(m, verdict=verdict, killed_by=by)
+            restore()
+        m = dict(m, verdict=verdict, killed_by=by, seconds=round(time.time() - t1, 1))
         results.append(m)
         print(f"[{k}/{len(chosen)}] {verdict:9} {m['file']}:{m['line'] + 1} {m['op']}"
-              f"{' by ' + ', '.join(by) if by else ''}", flush=True)
+              f"{' by ' + ', '.join(by) if by else ''} ({m['seconds']:.0f} s)", flush=True)
         if verdict == "survived":
             print(f"    - {m['old'].strip()}\n    + {m['new'].strip()}", flush=True)
     build_tree(build, args.jobs)  # the tree as it is again
@@ -291,7 +447,7 @@ def main():
           f"{100 * score:.1f} % ({time.time() - t0:.0f} s)")
     report = args.report or os.path.join(build, "mutants.json")
     with open(report, "w") as fh:
-        json.dump({"seed": args.seed, "files": files, "tests": args.tests or "-LE system",
+        json.dump({"seed": args.seed, "files": args.files, "tests": args.tests or "-LE system",
                    "killed": killed, "survived": survived, "score": score,
                    "mutants": results}, fh, indent=1)
     print(f"report: {report}")

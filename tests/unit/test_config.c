@@ -178,6 +178,13 @@ static void check_defaults(const zp_config *cfg)
     ck_assert_int_eq(cfg->num_slow_ranks, 0);
     ck_assert_double_eq(cfg->slow_factor, 1.0);
     ck_assert_int_eq(cfg->eval_every_steps, 0);
+    ck_assert_int_eq(cfg->inject, ZP_INJECT_OFF);
+    ck_assert_int_eq(cfg->inject_tau, 1);
+    ck_assert_int_eq(cfg->inject_max_tau, 0);
+    ck_assert_double_eq(cfg->inject_p, 0.5);
+    ck_assert_int_eq(cfg->inject_window, 0);
+    ck_assert(cfg->inject_turns);
+    ck_assert_uint_eq(cfg->inject_seed, 1);
 }
 
 START_TEST(defaults_applied)
@@ -437,6 +444,8 @@ START_TEST(bad_endpoint)
     /* binds: same count as servers, and wildcards are fine there. */
     expect_error(HEAD "  binds = [\"tcp://*:1\", \"tcp://*:2\"];\n" TAIL, ZEPS_ECONFIG,
                  "cluster.conf:4: 'cluster.binds' has 2 entries but 'cluster.servers' has 1", NULL);
+    expect_error(HEAD "  binds = [];\n" TAIL, ZEPS_ECONFIG,
+                 "cluster.conf:4: 'cluster.binds' has 0 entries but 'cluster.servers' has 1", NULL);
     expect_error(HEAD "  binds = [\"udp://*:1\"];\n" TAIL, ZEPS_ECONFIG,
                  "cluster.conf:4: 'cluster.binds[0]' = \"udp://*:1\"", NULL);
     cfg = parse_ok("cluster = {\n  binds = [\"tcp://*:*\"];\n  workers = 1;\n"
@@ -536,6 +545,36 @@ START_TEST(load_file)
 }
 END_TEST
 
+/* A file past the first 4 KiB read is read whole; one past 16 MiB is
+ * refused before it is parsed. */
+START_TEST(load_large)
+{
+    char path[64], err[512];
+    size_t pad = 64 << 10, big = (16u << 20) + 1;
+    char *text = malloc(big + 1);
+    ck_assert_ptr_nonnull(text);
+    memset(text, '#', pad);
+    text[pad - 1] = '\n';
+    strcpy(text + pad, HEAD TAIL);
+    write_temp(path, sizeof(path), text);
+    zp_config *cfg = new_cfg();
+    int rc = zp_config_load(cfg, path, err, sizeof(err));
+    ck_assert_msg(rc == ZEPS_OK, "%s", err);
+    ck_assert_int_eq(cfg->num_workers, 2); /* past the padding, read whole */
+    ck_assert_int_eq(unlink(path), 0);
+
+    memset(text, '#', big);
+    text[big] = '\0';
+    write_temp(path, sizeof(path), text);
+    rc = zp_config_load(cfg, path, err, sizeof(err));
+    ck_assert_int_eq(rc, ZEPS_ECONFIG);
+    ck_assert_msg(strstr(err, "larger than 16 MiB") != NULL, "%s", err);
+    ck_assert_int_eq(unlink(path), 0);
+    free(text);
+    free(cfg);
+}
+END_TEST
+
 START_TEST(load_unreadable)
 {
     char path[64], err[512];
@@ -630,6 +669,7 @@ static Suite *config_suite(void)
     tcase_add_test(tc, consistency_modes);
     tcase_add_test(tc, enum_names);
     tcase_add_test(tc, load_file);
+    tcase_add_test(tc, load_large);
     tcase_add_test(tc, load_unreadable);
     tcase_add_test(tc, message_truncated);
     suite_add_tcase(s, tc);

@@ -39,6 +39,8 @@ START_TEST(replica_endpoints)
     ck_assert_str_eq(zp_config_endpoint(cfg, 1, 1), "tcp://127.0.0.1:17003");
     ck_assert_str_eq(cfg->servers[1], "tcp://127.0.0.1:17002"); /* replica 0's, as before */
     ck_assert_str_eq(zp_config_bind(cfg, 1, 1), "tcp://*:17003");
+    ck_assert_str_eq(zp_config_bind(cfg, 0, 2), ""); /* no third replica */
+    ck_assert_str_eq(zp_config_bind(cfg, 2, 0), "");
     ck_assert_str_eq(zp_config_endpoint(cfg, 2, 0), "");
     ck_assert_str_eq(zp_config_endpoint(cfg, 0, 2), "");
     ck_assert_str_eq(cfg->coord_zookeeper, "10.0.0.1:2181,10.0.0.2:2181");
@@ -97,6 +99,11 @@ START_TEST(replica_errors)
                  "  binds = [\"tcp://*:1\", \"tcp://*:2\"];\n" TAIL,
                  ZEPS_ECONFIG,
                  "'cluster.binds' gives 1 endpoint(s) per shard, but 'cluster.replicas' = 2", NULL);
+    expect_error(
+        "cluster = {\n  servers = ( [\"tcp://h:1\", \"tcp://h:2\"] );\n  workers = 1;\n" R2 ZK
+        "  binds = ( [\"tcp://*:1\"] );\n" TAIL,
+        ZEPS_ECONFIG, "'cluster.binds' gives 1 endpoint(s) per shard, but 'cluster.replicas' = 2",
+        NULL);
     expect_error(HEAD "  replicas = 6;\n" TAIL, ZEPS_ECONFIG,
                  "cluster.conf:4: 'cluster.replicas' = 6 is out of range (allowed: 1 <= replicas "
                  "<= 5)",

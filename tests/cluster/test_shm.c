@@ -16,11 +16,15 @@
 #define _GNU_SOURCE
 #include <check.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <zmq.h>
@@ -31,6 +35,7 @@
 #include "now.h"
 #include "rawreq.h"
 #include "shard.h"
+#include "shmmsg.h"
 #include "shmseg.h"
 #include "xport.h"
 #include "zeps.h"
@@ -170,7 +175,8 @@ START_TEST(test_bad_descriptors)
     /* overlapping the held buffer, even with a generation of its own */
     zp_shm_desc over = {.offset = a.offset + 512, .length = 64, .generation = a.generation};
     zt_raw_expect_error(raw_push(&x, &over, 16), ZEPS_ESHM, "overlaps a buffer in flight");
-    /* rank 1 closes round 0: the mean of 1 and 3 is 2, the refused pushes count nowhere */
+    /* rank 1 closes round 0: the mean of 1 and 3 is 2, the refused pushes count
+     * nowhere */
     float three[256], got[256];
     for (int i = 0; i < 256; i++)
         three[i] = 3.0f;
@@ -181,13 +187,35 @@ START_TEST(test_bad_descriptors)
     ck_assert_int_eq(zeps_pull(c1, t, got, 0, 256, 1), 0);
     for (int i = 0; i < 256; i++)
         ck_assert_float_eq(got[i], -2.0f);
-    /* the round released the buffer: reused at a new generation, the old one is stale */
+    /* the round released the buffer: reused at a new generation, the old one is
+     * stale */
     zp_shmseg_done(x.seg, &a);
     zp_shm_desc b = put_ones(&x, 256, 5.0f);
     ck_assert_uint_eq(b.offset, a.offset);
     zt_raw_expect_error(raw_push(&x, &a, 256), ZEPS_ESHM, "stale");
     ck_assert_int_eq(zeps_pull(c1, t, got, 0, 256, 1), 0);
     ck_assert_float_eq(got[0], -2.0f);
+    /* a pull of the attached client is answered through its segment */
+    Zeps__Header h = ZEPS__HEADER__INIT;
+    h.version = 1;
+    h.op = ZEPS__OP__PULL;
+    h.req_id = 100 + x.seq;
+    h.rank = 0;
+    h.incarnation = 0x5eed;
+    h.seq = ++x.seq;
+    h.count = 256;
+    h.clock = 1;
+    h.shm_segment = x.id;
+    rep = zt_raw_req(x.sock, &h, NULL, 0);
+    ck_assert_int_eq(rep->op, ZEPS__OP__PULL);
+    ck_assert_uint_eq(rep->shm_length, 256 * sizeof(float));
+    zp_shm_desc rd = {rep->shm_offset, rep->shm_length, rep->shm_generation};
+    const void *rows;
+    char err[256];
+    ck_assert_int_eq(zp_shmseg_take(x.seg, &rd, &rows, err, sizeof(err)), 0);
+    ck_assert_float_eq(((const float *)rows)[255], -2.0f);
+    zp_shmseg_release(x.seg, rows);
+    zeps__header__free_unpacked(rep, NULL);
     Zeps__ShardStats *st = zt_stats(c1, 0);
     ck_assert_ptr_nonnull(st);
     ck_assert_uint_eq(st->tables[0]->version, 1);
@@ -233,6 +261,119 @@ static int memfds_open(pid_t pid)
     closedir(d);
     return n;
 }
+
+/* The lowest free descriptor number of this process. */
+static int lowest_free_fd(void)
+{
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0)
+        close(fd);
+    return fd;
+}
+
+/* Send `len` bytes of `msg` with `nfds` fresh memfds to the shard's unix
+ * socket `endpoint` ("@name") and read its answer: the code it gives (-1
+ * if it closed without one). Our copies of the memfds are closed. */
+static int send_with_fds(const char *endpoint, const void *msg, size_t len, int nfds)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t n = strlen(endpoint);
+    memcpy(sa.sun_path + 1, endpoint + 1, n - 1);
+    int sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    ck_assert_int_ge(sock, 0);
+    struct timeval tv = {.tv_sec = 10};
+    setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    ck_assert_int_eq(connect(sock, (struct sockaddr *)&sa,
+                             (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n)),
+                     0);
+    int fds[2];
+    union {
+        char buf[CMSG_SPACE(sizeof(fds))];
+        struct cmsghdr align;
+    } ctl;
+    memset(&ctl, 0, sizeof(ctl));
+    for (int i = 0; i < nfds; i++) {
+        fds[i] = memfd_create("zeps-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        ck_assert_int_ge(fds[i], 0);
+    }
+    struct iovec iov = {.iov_base = (void *)msg, .iov_len = len};
+    struct msghdr m = {.msg_iov = &iov,
+                       .msg_iovlen = 1,
+                       .msg_control = ctl.buf,
+                       .msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds)};
+    struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+    memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+    ck_assert_int_eq(sendmsg(sock, &m, MSG_NOSIGNAL), (ssize_t)len);
+    for (int i = 0; i < nfds; i++)
+        close(fds[i]);
+    zp_shm_ok ok;
+    ssize_t got = recv(sock, &ok, sizeof(ok), 0);
+    close(sock);
+    return got == (ssize_t)sizeof(ok) ? ok.code : -1;
+}
+
+/* Wait (10 s at most) until process `pid` has no memfd open. */
+static int wait_no_memfds(pid_t pid)
+{
+    for (double t0 = zp_now_s(); zp_now_s() - t0 < 10;) {
+        if (memfds_open(pid) == 0)
+            return 1;
+        usleep(20000);
+    }
+    return 0;
+}
+
+/* Attach messages that are refused (one byte, a wrong magic, a memfd not
+ * sealed) or carry more than one memfd: the shard answers and keeps none
+ * of the descriptors it was sent. */
+START_TEST(test_bad_attach_keeps_no_fd)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", AUTO, NULL), 0);
+    raw x;
+    raw_attach(&x, &cl);
+    char endpoint[108];
+    snprintf(endpoint, sizeof(endpoint), "%s", zp_xport_shm_endpoint(&x.sh));
+    ck_assert_int_eq(endpoint[0], '@');
+    ck_assert_int_eq(wait_no_memfds(cl.pids[0]), 1);
+    zp_shm_attach a = {.magic = ZP_SHM_MAGIC_ATTACH, .rank = 0, .incarnation = 0x5eed};
+    ck_assert_int_eq(send_with_fds(endpoint, &a, 1, 1), ZEPS_EPROTO); /* one byte */
+    ck_assert_int_eq(send_with_fds(endpoint, &a, 1, 2), ZEPS_EPROTO); /* and two memfds */
+    a.magic ^= 1;
+    ck_assert_int_eq(send_with_fds(endpoint, &a, sizeof(a), 2), ZEPS_EPROTO); /* wrong magic */
+    ck_assert_msg(wait_no_memfds(cl.pids[0]), "the shard keeps %d memfd(s) of refused attaches",
+                  memfds_open(cl.pids[0]));
+    /* a refused attach leaves nothing in the client: its socket and segment go */
+    zp_shard sh;
+    memset(&sh, 0, sizeof(sh));
+    int free_fd = lowest_free_fd(), mapped = segments_mapped(getpid());
+    char err[256];
+    ck_assert_int_ne(zp_xport_shm_attach(&sh, endpoint, 0, 0x5eed, 2, 1 << 20, err, sizeof(err)),
+                     0);
+    ck_assert_msg(strstr(err, "token"), "%s", err);
+    ck_assert_int_eq(lowest_free_fd(), free_fd);
+    ck_assert_int_eq(segments_mapped(getpid()), mapped);
+    /* no shard at a name: the socket is closed, descriptor 0 too */
+    pid_t kid = fork();
+    ck_assert_int_ge(kid, 0);
+    if (kid == 0) {
+        close(0);
+        int rc =
+            zp_xport_shm_attach(&sh, "@zeps-test-nobody-here", 0, 1, 1, 1 << 20, err, sizeof(err));
+        _exit(rc == ZEPS_ETRANSPORT && lowest_free_fd() == 0 ? 0 : 1);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "descriptor 0 left open: status %d", st);
+    x.sh.xp->close(&x.sh);
+    zmq_close(x.sock);
+    zmq_ctx_term(x.zctx);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
 
 static int dev_shm_entries(void)
 {
@@ -341,17 +482,20 @@ static void fallback_child(const zt_cluster *cl, int rank, int own_net)
 START_TEST(test_fallback)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async", "transport = \"auto\";\n"
-                                                          "shm_segment_mb = 1;\n",
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 2, "async",
+                                      "transport = \"auto\";\n"
+                                      "shm_segment_mb = 1;\n",
                                       NULL),
                      0);
-    /* on this host: a payload larger than the area goes as a frame, the rest in it */
+    /* on this host: a payload larger than the area goes as a frame, the rest in
+     * it */
     pid_t kid = fork();
     if (kid == 0)
         fallback_child(&cl, 0, 0);
     int st = zt_wait(kid, 60);
     ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "same host: status %d", st);
-    /* "another host": the shard's ipc:// endpoint is reachable, its abstract socket not */
+    /* "another host": the shard's ipc:// endpoint is reachable, its abstract
+     * socket not */
     kid = fork();
     if (kid == 0)
         fallback_child(&cl, 1, 1);
@@ -382,6 +526,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_bsp_same_bits);
     tcase_add_test(tc, test_bad_descriptors);
+    tcase_add_test(tc, test_bad_attach_keeps_no_fd);
     tcase_add_test(tc, test_kill9_no_leak);
     tcase_add_test(tc, test_fallback);
     suite_add_tcase(s, tc);

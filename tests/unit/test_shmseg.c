@@ -10,8 +10,11 @@
 #include <check.h>
 #include <fcntl.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -200,6 +203,91 @@ START_TEST(test_held_not_reused)
 }
 END_TEST
 
+/* First fit: of two freed places that both fit, the lower one is used
+ * (the area stays packed at its start). */
+START_TEST(test_first_fit)
+{
+    pair p = make_pair(1 << 20);
+    zp_shm_desc a = put(p.client, 4096, 1, 1), b = put(p.client, 4096, 2, 1);
+    zp_shm_desc c = put(p.client, 4096, 3, 1), d = put(p.client, 4096, 4, 1);
+    ck_assert_uint_lt(a.offset, c.offset);
+    zp_shmseg_done(p.client, &a);
+    zp_shmseg_done(p.client, &c);
+    zp_shm_desc e = put(p.client, 4096, 5, 1);
+    ck_assert_uint_eq(e.offset, a.offset);
+    zp_shm_desc f = put(p.client, 4096, 6, 1);
+    ck_assert_uint_eq(f.offset, c.offset);
+    ck_assert_int_eq(zp_shmseg_live(p.client), 4);
+    (void)b;
+    (void)d;
+    free_pair(&p);
+}
+END_TEST
+
+/* A process whose descriptor 0 is free (standard input closed) gets its
+ * memfd there, and that is a segment like any other. */
+START_TEST(test_descriptor_zero)
+{
+    pid_t kid = fork();
+    ck_assert_int_ge(kid, 0);
+    if (kid == 0) {
+        close(0);
+        zp_shmseg *g = NULL;
+        int fd = -1;
+        char err[256];
+        int rc = zp_shmseg_create(&g, &fd, 4096, err, sizeof(err));
+        _exit(rc == 0 && fd == 0 && g ? 0 : 1);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+}
+END_TEST
+
+/* This process's address space in bytes (VmSize), 0 if unknown. */
+static uint64_t vm_bytes(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    unsigned long long kb = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmSize: %llu kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return (uint64_t)kb << 10;
+}
+
+/* A segment that cannot be mapped (the address space limited below its
+ * size) is refused with the reason and leaves no descriptor open. */
+START_TEST(test_map_failure_leaks_nothing)
+{
+    uint64_t vm = vm_bytes();
+    ck_assert_uint_gt(vm, 0);
+    struct rlimit old, lim;
+    ck_assert_int_eq(getrlimit(RLIMIT_AS, &old), 0);
+    lim = old;
+    lim.rlim_cur = vm + (256u << 20);
+    if (old.rlim_cur != RLIM_INFINITY && old.rlim_cur < lim.rlim_cur)
+        lim.rlim_cur = old.rlim_cur;
+    int probe = open("/dev/null", O_RDONLY | O_CLOEXEC); /* the lowest free descriptor */
+    ck_assert_int_ge(probe, 0);
+    close(probe);
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &lim), 0);
+    zp_shmseg *g = NULL;
+    int fd = -1, rc;
+    char err[256] = "";
+    rc = zp_shmseg_create(&g, &fd, (uint64_t)1 << 30, err, sizeof(err)); /* 2 GiB mapped */
+    ck_assert_int_eq(setrlimit(RLIMIT_AS, &old), 0);
+    ck_assert_int_eq(rc, ZEPS_ETRANSPORT);
+    ck_assert_msg(strstr(err, "mmap of"), "%s", err);
+    ck_assert_ptr_null(g);
+    int next = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    ck_assert_int_eq(next, probe); /* the memfd was closed */
+    close(next);
+}
+END_TEST
+
 START_TEST(test_unsealed_refused)
 {
     int fd = memfd_create("zeps-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -227,6 +315,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_stale_generation);
     tcase_add_test(tc, test_held_not_reused);
     tcase_add_test(tc, test_unsealed_refused);
+    tcase_add_test(tc, test_map_failure_leaks_nothing);
+    tcase_add_test(tc, test_first_fit);
+    tcase_add_test(tc, test_descriptor_zero);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -137,7 +137,7 @@ def mutants_of(path, text, ops):
         if "bound" in ops:
             for m in re.finditer(r"\s[+-] 1\b(?!\.)", s):
                 add("bound", i, line, line[:m.start()] + line[m.end():])
-            for m in re.finditer(r"([<>]=?|==)\s*(\d+)\b(?![.\w])", s):
+            for m in re.finditer(r"(?<![<>])([<>]=?|==)\s*(\d+)\b(?![.\w])", s):  # not >> n
                 n = int(m.group(2))
                 a, b = m.span(2)
                 add("bound", i, line, line[:a] + str(n + 1) + line[b:])

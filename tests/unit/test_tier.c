@@ -350,6 +350,45 @@ START_TEST(test_ttl_drops_copy)
 }
 END_TEST
 
+/* While reads run off the loop, every id written or deleted is noted
+ * (the set grows past its first 1,024 slots, ids colliding in it), the
+ * ids noted and only those are touched, and the last read's end forgets
+ * them: a record read meanwhile is not handed out stale. */
+START_TEST(test_touched_while_read)
+{
+    zp_sparse_opts o = base_opts("sgd", 2);
+    zp_sparse *t = make(&o);
+    char dir[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "touched"), 0);
+    zp_tier *tier = open_tier(dir, "n", t);
+    uint8_t *one = calloc(1, zp_sparse_record_bytes(t));
+    ck_assert_int_eq(zp_tier_demote(tier, 1, one), 0); /* no read in flight: not noted */
+    zp_tier_read_begin(tier);
+    zp_tier_read_begin(tier);
+    ck_assert(!zp_tier_touched(tier, 1));
+    for (uint64_t id = 1000; id < 3000; id += 2) {
+        memcpy(one, &id, 8);
+        ck_assert_int_eq(zp_tier_demote(tier, id, one), 0);
+    }
+    ck_assert_int_eq(zp_tier_forget(tier, 1000, true), 0);
+    ck_assert_int_eq(zp_tier_demote(tier, 1000, one), 0); /* noted twice: once in the set */
+    for (uint64_t id = 998; id < 3002; id++)
+        ck_assert_msg(zp_tier_touched(tier, id) == (id % 2 == 0 && id >= 1000 && id < 3000),
+                      "id %llu", (unsigned long long)id);
+    ck_assert(!zp_tier_touched(tier, 1));
+    zp_tier_read_end(tier, 3);
+    ck_assert(zp_tier_touched(tier, 2000)); /* one read still runs */
+    zp_tier_read_end(tier, 3);
+    ck_assert(!zp_tier_touched(tier, 2000));
+    zp_tier_counters c;
+    zp_tier_get_counters(tier, &c);
+    ck_assert_uint_eq(c.fetched, 6);
+    zp_tier_close(&tier);
+    free(one);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
 /* A full disk (a tmpfs, root only; skipped otherwise): with less free
  * than a tier keeps free it is refused at DECLARE; on 100 MiB, demotions
  * go on until the free room falls under it, then the tier stops before
@@ -432,6 +471,7 @@ int main(void)
     ZT_SPARSE_ADD(s, test_scan_pages);
     ZT_SPARSE_ADD(s, test_checkpoint_restore);
     ZT_SPARSE_ADD(s, test_ttl_drops_copy);
+    ZT_SPARSE_ADD(s, test_touched_while_read);
     TCase *full = tcase_create("full_disk");
     tcase_set_timeout(full, 120);
     tcase_add_unchecked_fixture(full, NULL, full_unmount);

@@ -383,7 +383,18 @@ START_TEST(test_touched_while_read)
     zp_tier_counters c;
     zp_tier_get_counters(tier, &c);
     ck_assert_uint_eq(c.fetched, 6);
+    /* closed while a read runs: that read fails, and its end frees the tier */
+    zp_tier_read_begin(tier);
+    zp_tier *running = tier;
     zp_tier_close(&tier);
+    ck_assert_ptr_null(tier);
+    uint64_t id = 2000;
+    bool found = true;
+    char err[256] = "";
+    ck_assert_int_eq(zp_tier_read_many(running, &id, 1, one, &found, err, sizeof err),
+                     ZEPS_ECLOSED);
+    ck_assert_msg(strstr(err, "closed"), "%s", err);
+    zp_tier_read_end(running, 1);
     free(one);
     zp_sparse_destroy(&t);
 }

@@ -170,8 +170,7 @@ START_TEST(test_restore_fallback)
     ck_assert_uint_eq(id, 1);
     ck_assert_uint_eq(s->h.setid, 1);
     ck_assert_int_eq(lb.n, 2); /* set 3 has 3 shards; set 2 has a corrupt file */
-    ck_assert_msg(strstr(lb.all, "0000000000000003") && strstr(lb.all, "resharding"), "%s",
-                  lb.all);
+    ck_assert_msg(strstr(lb.all, "0000000000000003") && strstr(lb.all, "resharding"), "%s", lb.all);
     ck_assert_msg(strstr(lb.last, "0000000000000002") && strstr(lb.last, "shard 1's file") &&
                       strstr(lb.last, "shard-1-of-2.zsnap") && strstr(lb.last, "CRC mismatch"),
                   "%s", lb.last);
@@ -215,6 +214,14 @@ START_TEST(test_restore_fallback)
     ck_assert_int_eq(
         zp_manifest_find_restorable(zt_snap_dir, 1, 2, &s, NULL, NULL, NULL, err, sizeof(err)),
         ZEPS_EDATA);
+    /* a shard outside the count, or no shards, is the caller's error */
+    ck_assert_int_eq(
+        zp_manifest_find_restorable(zt_snap_dir, 2, 2, &s, NULL, NULL, NULL, err, sizeof(err)),
+        ZEPS_EINVAL);
+    ck_assert_msg(strstr(err, "shard 2 of 2"), "%s", err);
+    ck_assert_int_eq(
+        zp_manifest_find_restorable(zt_snap_dir, 0, 0, &s, NULL, NULL, NULL, err, sizeof(err)),
+        ZEPS_EINVAL);
     zt_snap_dir_remove();
 }
 END_TEST

@@ -205,13 +205,26 @@ START_TEST(test_election_and_failover)
     ck_assert_str_eq(r[0].isr[0], r[0].me);
     ck_assert_uint_eq(r[0].isr_epoch, 1);
     const char *all[] = {r[0].me, r[1].me, r[2].me};
+    WAIT_FOR(5, agree(&r[0], &r[0], 1) && agree(&r[1], &r[0], 1) && agree(&r[2], &r[0], 1), &lp);
+    int roles[3] = {r[0].roles, r[1].roles, r[2].roles};
     ck_assert_int_eq(isr_write(&r[0], &lp, all, 3, r[0].isr_version), 0);
     WAIT_FOR(5, r[1].isr_n == 3 && r[2].isr_n == 3, &lp);
+    for (int i = 0; i < 3; i++) /* the same primary at the same epoch: no role callback */
+        ck_assert_int_eq(r[i].roles, roles[i]);
     /* the same write again, on the version it replaced: refused */
     ck_assert_int_eq(isr_write(&r[0], &lp, all, 3, r[0].done_version - 1), ZEPS_ESTALE);
     /* a backup may not write it */
     ck_assert_int_eq(zp_coord_isr_set(r[1].c, all, 3, r[1].isr_version, on_done, &r[1]),
                      ZEPS_ESTATE);
+    /* an empty set, or one past the bound, is the caller's error */
+    const char *many[ZP_COORD_ISR_MAX + 1];
+    for (int i = 0; i <= ZP_COORD_ISR_MAX; i++)
+        many[i] = r[0].me;
+    ck_assert_int_eq(zp_coord_isr_set(r[0].c, all, 0, r[0].done_version, on_done, &r[0]),
+                     ZEPS_EINVAL);
+    ck_assert_int_eq(
+        zp_coord_isr_set(r[0].c, many, ZP_COORD_ISR_MAX + 1, r[0].done_version, on_done, &r[0]),
+        ZEPS_EINVAL);
 
     double t0 = now_s();
     zp_coord_destroy(&r[0].c); /* its session closes: its nodes go now */

@@ -214,7 +214,16 @@ START_TEST(test_restore_fallback)
     ck_assert_int_eq(
         zp_manifest_find_restorable(zt_snap_dir, 1, 2, &s, NULL, NULL, NULL, err, sizeof(err)),
         ZEPS_EDATA);
-    /* a shard outside the count, or no shards, is the caller's error */
+    zt_snap_dir_remove();
+}
+END_TEST
+
+/* A shard outside the count, or no shards, is the caller's error. */
+START_TEST(test_restore_bad_shard)
+{
+    zt_snap_dir_make();
+    char err[1024];
+    zp_snapshot *s = NULL;
     ck_assert_int_eq(
         zp_manifest_find_restorable(zt_snap_dir, 2, 2, &s, NULL, NULL, NULL, err, sizeof(err)),
         ZEPS_EINVAL);
@@ -222,6 +231,7 @@ START_TEST(test_restore_fallback)
     ck_assert_int_eq(
         zp_manifest_find_restorable(zt_snap_dir, 0, 0, &s, NULL, NULL, NULL, err, sizeof(err)),
         ZEPS_EINVAL);
+    ck_assert_ptr_null(s);
     zt_snap_dir_remove();
 }
 END_TEST
@@ -332,6 +342,7 @@ int main(int argc, char **argv)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_manifest);
     tcase_add_test(tc, test_restore_fallback);
+    tcase_add_test(tc, test_restore_bad_shard);
     tcase_add_test(tc, test_prune);
     tcase_add_test(tc, test_prune_keeps_the_pinned_set);
     suite_add_tcase(s, tc);

@@ -25,18 +25,25 @@
 
 #define DIM 2
 
-static uint32_t declare(zeps_client *c)
+/* A sparse sgd table with uniform initial rows. */
+static uint32_t declare_table(zeps_client *c, const char *name, uint32_t dim, double lr,
+                              double scale, uint64_t seed)
 {
     uint32_t t;
-    zeps_sparse_spec spec = {.name = "emb",
-                             .dim = DIM,
+    zeps_sparse_spec spec = {.name = name,
+                             .dim = dim,
                              .optimizer = "sgd",
-                             .lr = 0.1,
+                             .lr = lr,
                              .init = "uniform",
-                             .init_scale = 0.1,
-                             .seed = 3};
+                             .init_scale = scale,
+                             .seed = seed};
     ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
     return t;
+}
+
+static uint32_t declare(zeps_client *c)
+{
+    return declare_table(c, "emb", DIM, 0.1, 0.1, 3);
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -135,16 +142,7 @@ static void unique_ids(uint64_t *ids)
 
 static uint32_t declare_sgd(zeps_client *c)
 {
-    uint32_t t;
-    zeps_sparse_spec spec = {.name = "uemb",
-                             .dim = UDIM,
-                             .optimizer = "sgd",
-                             .lr = 1.0,
-                             .init = "uniform",
-                             .init_scale = 0.5,
-                             .seed = 5};
-    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
-    return t;
+    return declare_table(c, "uemb", UDIM, 1.0, 0.5, 5);
 }
 
 /* positions[i] is the index of ids[i]'s first appearance among first

@@ -26,8 +26,7 @@ void zp_rowpast_fini(zp_rowpast *p)
 
 void zp_rowpast_clear(zp_rowpast *p)
 {
-    p->clock = -1;
-    p->n = 0;
+    p->clock = -1; /* what is kept is read only at p->clock */
 }
 
 static size_t home(const zp_rowpast *p, uint64_t id)

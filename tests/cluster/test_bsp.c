@@ -207,6 +207,11 @@ START_TEST(test_worker_dies_between_its_shards)
     zeps_codec_opts none = {.codec = "none"};
     if (_i == 1)
         ck_assert_int_eq(zeps_set_pull_codec(c, t, &none), 0);
+    /* both shards answer with round DIE_AT's values: version DIE_AT (one a round) */
+    float w0[L];
+    ck_assert_int_eq(zeps_pull(c, t, w0, 0, L, DIE_AT), 0);
+    for (int k = 0; k < 2; k++)
+        ck_assert_uint_eq(zeps_pulled_version(c, t, k), DIE_AT);
     for (int64_t k = DIE_AT; k < STEPS; k++)
         ck_assert_int_eq(zt_bsp_worker_step(c, 1, t, k), 0);
     float x[L], ref[L];

@@ -35,6 +35,11 @@ START_TEST(test_default_is_hash_mod_s)
     ck_assert_int_eq(zp_slotmap_new_default(&m, 0), ZEPS_EINVAL);
     ck_assert_int_eq(zp_slotmap_new_default(&m, ZP_SLOTS_DEFAULT + 1), ZEPS_EINVAL);
     ck_assert_ptr_null(m);
+    /* the most shards a default map takes: one slot each */
+    ck_assert_int_eq(zp_slotmap_new_default(&m, ZP_SLOTS_DEFAULT), 0);
+    ck_assert_uint_eq(zp_slotmap_slots(m), ZP_SLOTS_DEFAULT);
+    ck_assert_int_eq(zp_slotmap_slot_owner(m, ZP_SLOTS_DEFAULT - 1), ZP_SLOTS_DEFAULT - 1);
+    zp_slotmap_destroy(&m);
     zp_slotmap_destroy(NULL);
 }
 END_TEST

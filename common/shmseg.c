@@ -194,7 +194,9 @@ static int reclaim(zp_shmseg *g, const live *e)
     unsigned st = TAG_ST(t);
     if (st != ST_DONE && !(st == ST_WRITTEN && g->wr == ZP_SHM_AREA_REQ))
         return 0;
-    return atomic_compare_exchange_strong_explicit(&b->tag, &t, TAG(e->gen, ST_FREE),
+    /* generation 0, which no descriptor names: a later buffer that covers
+     * this header with a few bytes of data cannot turn it back into one */
+    return atomic_compare_exchange_strong_explicit(&b->tag, &t, TAG(0, ST_FREE),
                                                    memory_order_acq_rel, memory_order_acquire);
 }
 
@@ -270,6 +272,9 @@ static int check_place(const zp_shmseg *g, const zp_shm_desc *d, char *err, size
                              "shared-memory descriptor [%" PRIu64 ", +%" PRIu64
                              ") is outside its area of %" PRIu64 " bytes",
                              d->offset, d->length, g->area);
+    if (d->generation == 0)
+        return zp_errors_set(err, errlen, ZEPS_ESHM,
+                             "shared-memory descriptor names generation 0 (generations start at 1)");
     if (d->offset < ZP_SHM_ALIGN || d->offset % ZP_SHM_ALIGN)
         return zp_errors_set(err, errlen, ZEPS_ESHM,
                              "shared-memory descriptor offset %" PRIu64

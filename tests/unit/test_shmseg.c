@@ -181,6 +181,38 @@ START_TEST(test_stale_generation)
 }
 END_TEST
 
+/* A stale descriptor whose header now lies in the unwritten tail of a later,
+ * smaller buffer's data: one byte written at the header's place (the state
+ * byte) must not make the old generation claimable again (found by
+ * fuzz_shm: the shard held free space the client then handed out). */
+START_TEST(test_stale_header_under_data)
+{
+    pair p = make_pair(64 << 10);
+    zp_shm_desc small = put(p.client, 101, 1, 1); /* two blocks of data */
+    zp_shm_desc big = put(p.client, 4097, 2, 1);
+    ck_assert_uint_eq(big.offset, small.offset + 192);
+    zp_shmseg_done(p.client, &small);
+    zp_shmseg_done(p.client, &big);
+    put(p.client, 1, 3, 1); /* the first half of small's place */
+    zp_shm_desc cover;
+    void *data;
+    ck_assert_int_eq(zp_shmseg_alloc(p.client, 1, &cover, &data), 0);
+    ck_assert_uint_eq(cover.offset, big.offset - 64); /* its data holds big's header */
+    *(uint8_t *)data = 4; /* the byte of a released (DONE) buffer's state */
+    zp_shmseg_written(p.client, &cover, 1);
+    const void *got;
+    char err[256];
+    ck_assert_int_eq(zp_shmseg_take(p.shard, &big, &got, err, sizeof(err)), ZEPS_ESHM);
+    ck_assert_msg(strstr(err, "stale"), "%s", err);
+    ck_assert_int_eq(zp_shmseg_held(p.shard), 0);
+    zp_shm_desc zero = big;
+    zero.generation = 0;
+    ck_assert_int_eq(zp_shmseg_take(p.shard, &zero, &got, err, sizeof(err)), ZEPS_ESHM);
+    ck_assert_msg(strstr(err, "generation 0"), "%s", err);
+    free_pair(&p);
+}
+END_TEST
+
 START_TEST(test_held_not_reused)
 {
     pair p = make_pair(1 << 20);
@@ -313,6 +345,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_bounds);
     tcase_add_test(tc, test_overlap);
     tcase_add_test(tc, test_stale_generation);
+    tcase_add_test(tc, test_stale_header_under_data);
     tcase_add_test(tc, test_held_not_reused);
     tcase_add_test(tc, test_unsealed_refused);
     tcase_add_test(tc, test_map_failure_leaks_nothing);

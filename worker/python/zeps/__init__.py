@@ -13,7 +13,10 @@ batching. numpy arrays cross by pointer. See docs/python.md.
 """
 from .errors import Error, error_class
 from . import errors
-from .client import Client, DenseTable, SparseTable, Batch, Request, View, rank_from_env
+from .client import Client, rank_from_env
+from .dense import DenseTable
+from .sparse import SparseTable, Batch
+from .request import Request, View
 from .result import write_result
 from . import data
 

@@ -32,7 +32,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from ._native import ffi
-from .client import Batch, Request
+from .request import Request
+from .sparse import Batch
 
 __all__ = ["Embedding", "EmbeddingBag", "DenseParameters", "ShardOptimizer", "set_clock",
            "flush", "StepProfile"]

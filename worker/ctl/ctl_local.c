@@ -566,6 +566,12 @@ static bool stop_servers(local_run *r)
     return clean;
 }
 
+/* The exit status for the stopping signal (only SIGINT and SIGTERM are taken). */
+static int signal_exit(int signo)
+{
+    return signo == SIGINT ? ZP_EXIT_INTERRUPTED : ZP_EXIT_STOPPED;
+}
+
 static int finish(local_run *r, run_end end)
 {
     if (end == END_DONE) {
@@ -574,7 +580,7 @@ static int finish(local_run *r, run_end end)
         for (int i = 0; i < r->echo.n; i++)
             zp_ctl_echo_pump(&r->echo, i, true);
         int rc = zp_ctl_local_report(r, t_end, clean, "done");
-        return r->signo ? 128 + r->signo : rc;
+        return r->signo ? signal_exit(r->signo) : rc;
     }
     if (end == END_FAILED)
         report_failure(r, &r->kids[r->failed]);
@@ -592,7 +598,7 @@ static int finish(local_run *r, run_end end)
                         : end == END_SIGNAL ? "signal"
                                             : "timeout");
     fprintf(stderr, "zepsctl local: logs are in %s\n", r->dir);
-    return end == END_SIGNAL ? 128 + r->signo : 1;
+    return end == END_SIGNAL ? signal_exit(r->signo) : ZP_EXIT_FAILED;
 }
 
 static int execute(local_run *r)

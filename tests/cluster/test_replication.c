@@ -46,8 +46,8 @@ typedef zt_rset rset;
 /* The cluster file: one shard of two replicas under `mode` (bsp: 2
  * workers, else 3), its log kept to `log_mb`, the cluster `name` in
  * ZooKeeper, `extra` lines inside cluster. */
-static void rset_write_extra(rset *rs, const char *hosts, const char *mode, int log_mb,
-                             const char *name, const char *extra)
+static void rset_write_session(rset *rs, const char *hosts, const char *mode, int log_mb,
+                               const char *name, const char *extra, int session_ms)
 {
     char lines[1200];
     snprintf(lines, sizeof(lines),
@@ -55,13 +55,13 @@ static void rset_write_extra(rset *rs, const char *hosts, const char *mode, int 
              "  lost_worker_timeout_s = 2;\n"
              "  replication = { max_lag_ms = %d; log_mb = %d; };\n%s",
              strcmp(mode, "bsp") == 0 ? 2 : 3, mode, MAX_LAG_MS, log_mb, extra);
-    zt_rset_write(rs, "replication", hosts, name, SESSION_MS, lines);
+    zt_rset_write(rs, "replication", hosts, name, session_ms, lines);
 }
 
 static void rset_write_as(rset *rs, const char *hosts, const char *mode, int log_mb)
 {
     memset(rs, 0, sizeof(*rs));
-    rset_write_extra(rs, hosts, mode, log_mb, "r", "");
+    rset_write_session(rs, hosts, mode, log_mb, "r", "", SESSION_MS);
 }
 
 static void rset_write(rset *rs, const char *hosts)
@@ -465,7 +465,8 @@ START_TEST(test_large_state_transfer)
     zt_zk zk;
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs;
-    rset_write_as(&rs, zk.hosts, "async", 1);
+    memset(&rs, 0, sizeof(rs)); /* 6 s sessions: no failover but the planned one */
+    rset_write_session(&rs, zk.hosts, "async", 1, "r", "", 6000);
     zt_rset_start(&rs, 0);
     zt_rset_wait(&rs, 0, "primary", 1, 1, 20);
     zeps_client *c = client_of(&rs, 0, 0);
@@ -486,7 +487,7 @@ START_TEST(test_large_state_transfer)
     ck_assert_int_eq(zeps_pull(c, t, a, 0, BIG, 4), 0);
     zt_rset_kill(&rs, 0, SIGKILL);
     zeps_client_destroy(&c);
-    zt_rset_wait(&rs, 1, "primary", 2, 1, 15);
+    zt_rset_wait(&rs, 1, "primary", 2, 1, 30);
     c = client_of(&rs, 1, 1);
     ck_assert_int_eq(zeps_declare(c, &big, &t), 0);
     ck_assert_int_eq(zeps_pull(c, t, b, 0, BIG, 4), 0);
@@ -555,10 +556,10 @@ START_TEST(test_snapshot_restore)
     ck_assert_int_eq(zt_zk_start(&zk), 0);
     rset rs = {0};
     char extra[600];
-    rset_write_extra(&rs, zk.hosts, "async", 256, "s1", ""); /* makes the folder */
+    rset_write_session(&rs, zk.hosts, "async", 256, "s1", "", SESSION_MS); /* the folder */
     snprintf(extra, sizeof(extra), "  snapshot_dir = \"%s/snap\"; snapshot_on_exit = false;",
              rs.dir);
-    rset_write_extra(&rs, zk.hosts, "async", 256, "s1", extra);
+    rset_write_session(&rs, zk.hosts, "async", 256, "s1", extra, SESSION_MS);
     zt_rset_up(&rs);
     char conf[400];
     snprintf(conf, sizeof(conf), "%s", rs.conf);
@@ -580,7 +581,7 @@ START_TEST(test_snapshot_restore)
     zeps_client_destroy(&c);
     zt_rset_kill(&rs, 1, SIGKILL);
 
-    rset_write_extra(&rs, zk.hosts, "async", 256, "s2", extra); /* a fresh name */
+    rset_write_session(&rs, zk.hosts, "async", 256, "s2", extra, SESSION_MS); /* new name */
     zt_rset_up(&rs);
     ck_assert_int_eq(zeps_client_new(&c, conf, 1), 0);
     read_state(&rs, 0, c, &after);

@@ -177,9 +177,10 @@ void zp_server_stop(zp_server *s)
         return;
     s->stopping = true;
     zp_follow_stop(s);
-    zp_role_stop(&s->role); /* a primary's nodes go now: a backup takes over at once */
-    if (!s->has_loop)
+    if (!s->has_loop) {
+        zp_role_stop(&s->role);
         return;
+    }
     zp_shmhost_stop(&s->shm);
     uv_handle_t *handles[] = {
         (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,     (uv_handle_t *)&s->check,
@@ -192,6 +193,11 @@ void zp_server_stop(zp_server *s)
             uv_close(handles[i], on_closed);
     if (s->http)
         zp_endpoint_stop(s, on_http_closed, s);
+    /* requests stopped: a primary writes its final snapshot and the
+     * clean-exit record before its session ends; otherwise the nodes go
+     * now and a backup takes over at once */
+    if (!zp_leave_start(s))
+        zp_role_stop(&s->role);
 }
 
 /* The public key file of the servers, when named, must belong to the
@@ -493,10 +499,14 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, int replica,
         s->sink = (zp_reply_sink){.send = zp_reply_socket_send, .arg = s};
         rc = setup_loop(s, err, errlen);
     }
+    char restored[ZP_COORD_SNAP_MAX] = ""; /* what the member node advertises */
+    if (rc == 0 && s->restored_by)
+        zp_coord_snapshot_name(restored, sizeof(restored), s->restored_set, s->restored_by,
+                               s->restored_created_ns);
     if (rc == 0)
         rc = zp_role_start(&s->role, &s->loop, &s->cfg,
-                           zp_config_endpoint(&s->cfg, s->shard, s->replica), s->incarnation, err,
-                           errlen);
+                           zp_config_endpoint(&s->cfg, s->shard, s->replica), s->incarnation,
+                           restored, err, errlen);
     if (rc != 0) {
         if (s->has_loop) /* setup_loop failed after the loop began (the metrics port taken) */
             close_loop(s);
@@ -520,6 +530,8 @@ int zp_server_run(zp_server *s)
     uv_run(&s->loop, UV_RUN_DEFAULT);
     if (s->exit_status)
         return s->exit_status;
+    if (s->leave.final_done) /* written before the session ended (repl/leave.c) */
+        return s->leave.final_rc == 0 ? ZP_EXIT_OK : ZP_EXIT_FAILED;
     if (!zp_role_serves(&s->role))
         return ZP_EXIT_OK; /* a backup writes no final snapshot */
     return zp_persist_final(s) == 0 ? ZP_EXIT_OK : ZP_EXIT_FAILED;

@@ -34,6 +34,7 @@
 #include "rlog.h"
 #include "shmhost.h"
 #include "role.h"
+#include "leave.h"
 #include "table.h"
 #include "trace.h"
 #include "wire.h"
@@ -52,6 +53,7 @@ struct zp_server {
     int replica;       /* this process's replica of the shard (0 with replicas = 1) */
     zp_role role;      /* primary or backup, the coordination session (repl/role.h) */
     zp_repl repl;      /* the replication log (repl/rlog.h): replicas >= 2 */
+    zp_leave leave;    /* a primary's clean exit on a signal (repl/leave.h) */
     zp_follow follow;  /* a backup's link to its primary (repl/follow.h) */
     bool applying;     /* a backup applies a log entry: the role does not refuse it */
     int exit_status;   /* non-zero: what zp_server_run returns (the coordination service
@@ -90,6 +92,8 @@ struct zp_server {
     uint64_t epoch;         /* restores + rollbacks: > 0 once state came from a snapshot */
     int64_t restored_clock; /* clock of the set restored or rolled back to, -1 = none */
     uint64_t restored_set;
+    uint64_t restored_by, restored_created_ns; /* the restored file's writer incarnation and
+                                                  creation time (0: nothing restored) */
     uint64_t recovery; /* the recovery this state comes from: the incarnation of the shard
                           that restarted (0 = none); ERESTARTED replies carry it */
     struct {

@@ -6,6 +6,8 @@
  */
 #include "coord.h"
 
+#include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +77,19 @@ int zp_coord_isr_set(zp_coord *c, const char *const *members, int n, int32_t ver
     if (n <= 0 || n > ZP_COORD_ISR_MAX)
         return ZEPS_EINVAL;
     return c->ops->isr_set(c->impl, members, n, version, done, arg);
+}
+
+int zp_coord_clean_set(zp_coord *c, const char *snapshot, zp_coord_done done, void *arg)
+{
+    if (!snapshot || !snapshot[0] || strlen(snapshot) >= ZP_COORD_SNAP_MAX)
+        return ZEPS_EINVAL;
+    return c->ops->clean_set(c->impl, snapshot, done, arg);
+}
+
+void zp_coord_snapshot_name(char *buf, size_t len, uint64_t setid, uint64_t incarnation,
+                            uint64_t created_ns)
+{
+    snprintf(buf, len, "%016" PRIx64 "-%016" PRIx64 "-%" PRIu64, setid, incarnation, created_ns);
 }
 
 void zp_coord_view_get(zp_coord *c, zp_coord_view *v)

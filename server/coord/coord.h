@@ -27,6 +27,7 @@
 
 #define ZP_COORD_MEMBER_MAX 64 /* "m-<incarnation hex>-<10 digits>" and its NUL */
 #define ZP_COORD_ISR_MAX    16 /* replicas a shard's in-sync set may name */
+#define ZP_COORD_SNAP_MAX   64 /* a snapshot's name (zp_coord_snapshot_name) and its NUL */
 
 /* What happened to the session with the service. */
 typedef enum zp_coord_session {
@@ -74,6 +75,8 @@ typedef struct zp_coord_opts {
     uint64_t incarnation;   /* this process's, drawn at its start: names its member
                              * nodes across sessions (znode.h); 0: one is drawn */
     const char *endpoint;   /* this replica's endpoint, published in its member node */
+    const char *restored;   /* the snapshot it restored at start (zp_coord_snapshot_name),
+                             * published in its member node; NULL or "": none */
     int session_timeout_ms; /* asked of the service (which may clamp it) */
     int connect_timeout_ms; /* UNREACHABLE after this long without a session */
 } zp_coord_opts;
@@ -106,6 +109,7 @@ typedef struct zp_coord_ops {
     void (*destroy)(void *impl);
     int (*isr_set)(void *impl, const char *const *members, int n, int32_t version,
                    zp_coord_done done, void *arg);
+    int (*clean_set)(void *impl, const char *snapshot, zp_coord_done done, void *arg);
     void (*view)(void *impl, zp_coord_view *v);
     void (*stats)(void *impl, zp_coord_stats *st);
 } zp_coord_ops;
@@ -131,6 +135,24 @@ void zp_coord_destroy(zp_coord **cp);
  * not the primary or has no session, ZEPS_EINVAL for a bad set. */
 int zp_coord_isr_set(zp_coord *c, const char *const *members, int n, int32_t version,
                      zp_coord_done done, void *arg);
+
+/* Primary only, stopping on a signal: write the clean-exit record (the
+ * node `clean`: this primary's epoch, its member, `snapshot`) saying that
+ * the final snapshot `snapshot` holds every update it acknowledged. The
+ * write is conditional on the epoch node being where this primary's
+ * election left it, so a deposed primary cannot write one. `done` gets 0,
+ * ZEPS_ESTALE (the epoch moved: not written) or ZEPS_ECLOSED/EIO. Returns
+ * 0 if sent, ZEPS_ESTATE if not primary or no session, ZEPS_EINVAL for a
+ * bad name. Any later election makes the record void (docs/replication.md,
+ * "A whole shard restarted"). */
+int zp_coord_clean_set(zp_coord *c, const char *snapshot, zp_coord_done done, void *arg);
+
+/* A snapshot file's name as the nodes carry it: its set id, the
+ * incarnation of the server that wrote it and its creation time, which
+ * tell two files of the same set apart ("<set>-<incarnation>-<ns>", hex,
+ * hex, decimal). */
+void zp_coord_snapshot_name(char *buf, size_t len, uint64_t setid, uint64_t incarnation,
+                            uint64_t created_ns);
 
 /* The current view (strings valid until the next loop turn). */
 void zp_coord_view_get(zp_coord *c, zp_coord_view *v);

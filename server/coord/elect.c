@@ -52,3 +52,27 @@ void zp_elect_next_isr(zp_znode_isr *next, const zp_znode_isr *old, const char *
             snprintf(next->m[next->n++], ZP_COORD_MEMBER_MAX, "%s", node);
     }
 }
+
+int zp_elect_pick_clean(const char *const *live, const char *const *restored, int nlive,
+                        const zp_znode_clean *clean, uint64_t epoch, zp_elect_clean_why *why)
+{
+    *why = !clean                  ? ZP_ELECT_CLEAN_NONE
+           : clean->epoch != epoch ? ZP_ELECT_CLEAN_VOID
+                                   : ZP_ELECT_CLEAN_NO_MATCH;
+    if (*why != ZP_ELECT_CLEAN_NO_MATCH)
+        return -1;
+    int best = -1;
+    int64_t best_seq = 0;
+    for (int i = 0; i < nlive; i++) {
+        int64_t seq = zp_znode_seq(live[i]);
+        if (seq < 0 || strcmp(restored[i], clean->snapshot) != 0)
+            continue;
+        if (best < 0 || seq < best_seq) {
+            best = i;
+            best_seq = seq;
+        }
+    }
+    if (best >= 0)
+        *why = ZP_ELECT_CLEAN_OK;
+    return best;
+}

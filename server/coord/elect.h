@@ -28,4 +28,22 @@ bool zp_elect_in_isr(const zp_znode_isr *isr, const char *member);
 void zp_elect_next_isr(zp_znode_isr *next, const zp_znode_isr *old, const char *const *live,
                        int nlive, const char *me, uint64_t epoch);
 
+/* Why the clean-exit rule elects nobody (zp_elect_pick_clean). */
+typedef enum zp_elect_clean_why {
+    ZP_ELECT_CLEAN_OK = 0,   /* a member may be elected */
+    ZP_ELECT_CLEAN_NONE,     /* no clean-exit record: the primary did not stop cleanly */
+    ZP_ELECT_CLEAN_VOID,     /* the record is of an older epoch: a later primary may have
+                                acknowledged updates its snapshot does not hold */
+    ZP_ELECT_CLEAN_NO_MATCH, /* no live member restored the snapshot it names */
+} zp_elect_clean_why;
+
+/* When no member of the in-sync set lives (zp_elect_pick gave -1): the
+ * index in `live` of the member that may be elected on the clean-exit
+ * record `clean` (NULL: there is none) - the lowest sequence among the
+ * members that restored exactly clean->snapshot (restored[i], "" for
+ * nothing), provided the record is of `epoch`, the epoch node's value (any
+ * later election voids it). -1 otherwise, with *why saying which. */
+int zp_elect_pick_clean(const char *const *live, const char *const *restored, int nlive,
+                        const zp_znode_clean *clean, uint64_t epoch, zp_elect_clean_why *why);
+
 #endif

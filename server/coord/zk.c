@@ -6,9 +6,9 @@
  * Every session runs the same steps, each started by the completion of
  * the one before: make the shard's persistent nodes (`tree`), register
  * this replica as an ephemeral sequential member (`join`), then
- * `evaluate` - five reads sent at once (members, primary with an exists
- * watch, its data, the in-sync set, the epoch), decided on when the last
- * answers. ZooKeeper answers a session's requests in order, and the
+ * `evaluate` - six reads sent at once (members, primary with an exists
+ * watch, its data, the in-sync set, the epoch, the clean-exit record),
+ * decided on when the last answers. ZooKeeper answers a session's requests in order, and the
  * watches set by the reads fire on any change after them, so a decision
  * is never made on a view that cannot be corrected: a change during an
  * evaluation marks it dirty and it runs again.
@@ -16,11 +16,14 @@
  * The election is one atomic multi-operation: the epoch node set to e+1
  * if still at the version read, the in-sync set rewritten (the members of
  * the old set still alive, led by the new primary) if still at its
- * version, and the ephemeral `primary` node created. It fails as a whole
+ * version, and the ephemeral `primary` node created (an election on the
+ * clean-exit record also checks the record's version). It fails as a whole
  * if another replica moved first or the old primary's session still holds
  * `primary`; then the watches bring the next evaluation. Only the live
  * member with the lowest sequence among the in-sync set tries (elect.c),
- * so a change costs each member a few reads and one write in all.
+ * so a change costs each member a few reads and one write in all. When no
+ * member of the in-sync set lives, zk_clean.c decides on the clean-exit
+ * record instead.
  *
  * Requests carry a small `req` with the session generation they belong
  * to: an answer from a session that expired since is dropped, and the
@@ -30,6 +33,7 @@
 #include "zk.h"
 
 #include "elect.h"
+#include "zk_impl.h"
 #include "zk_session.h"
 #include "znode.h"
 
@@ -47,53 +51,9 @@
 #include "rng.h"
 #include "zeps_errors.h"
 
-#define EVAL_READS 5
-#define MAX_LIVE   64
-
-typedef struct zk {
-    zp_coord_cbs cbs;
-    zp_znode_paths paths;
-    int shard, replica;
-    uint64_t incarnation; /* names this process's member nodes */
-    char endpoint[256];
-    zp_zk_session *sess;
-    uint64_t gen; /* bumped at every expiry */
-    bool closing, tree_done, tree_failed, joining, electing;
-    char me[ZP_COORD_MEMBER_MAX];
-    struct { /* the evaluation in flight: what the reads returned */
-        bool running, dirty, failed;
-        int pending;
-        int nlive;
-        char live[MAX_LIVE][ZP_COORD_MEMBER_MAX];
-        bool has_primary;
-        zp_znode_primary primary;
-        zp_znode_isr isr;
-        int32_t isr_version, epoch_version;
-        uint64_t epoch;
-    } ev;
-    struct { /* what the callbacks were last told */
-        bool has, is_primary;
-        zp_znode_primary primary;
-        uint64_t max_epoch;
-        int32_t isr_version; /* -1: not yet told */
-        int nlive;           /* -1: not yet told */
-        char live[MAX_LIVE][ZP_COORD_MEMBER_MAX];
-    } told;
-    uint64_t elections, isr_writes, isr_refused;
-} zk;
-
-typedef struct req {
-    zk *z;
-    uint64_t gen;
-    bool last; /* the last request of a batch (tree) */
-    zp_coord_done done;
-    void *arg;
-    zoo_op_result_t res[3];
-} req;
-
 static void evaluate(zk *z);
 
-static req *req_new(zk *z)
+req *zp_zk_req_new(zk *z)
 {
     req *r = zp_alloc_zeroed(1, sizeof(*r));
     r->z = z;
@@ -101,14 +61,13 @@ static req *req_new(zk *z)
     return r;
 }
 
-/* The request's zk if its answer still matters, else NULL. Frees nothing. */
-static zk *live_zk(const void *data)
+zk *zp_zk_live(const void *data)
 {
     const req *r = data;
     return r->z->closing || r->gen != r->z->gen ? NULL : r->z;
 }
 
-static zhandle_t *zh(zk *z)
+zhandle_t *zp_zk_handle(zk *z)
 {
     return zp_zk_session_handle(z->sess);
 }
@@ -130,7 +89,7 @@ static void join(zk *z);
 static void on_tree(int rc, const char *value, const void *data)
 {
     (void)value;
-    zk *z = live_zk(data);
+    zk *z = zp_zk_live(data);
     bool last = ((const req *)data)->last;
     free((void *)data);
     if (!z)
@@ -151,14 +110,14 @@ static void tree(zk *z)
 {
     z->tree_failed = false;
     for (int i = 0; i <= ZP_ZNODE_TREE; i++) {
-        req *r = req_new(z);
+        req *r = zp_zk_req_new(z);
         r->last = i == ZP_ZNODE_TREE;
         /* the in-sync set last: "0", epoch 0 naming nobody (any member may
          * win the first election) */
         const char *path = i < ZP_ZNODE_TREE ? z->paths.tree[i] : z->paths.isr;
         const char *val = i == ZP_ZNODE_TREE || strcmp(path, z->paths.epoch) == 0 ? "0" : "";
-        if (zoo_acreate(zh(z), path, val, (int)strlen(val), &ZOO_OPEN_ACL_UNSAFE, ZOO_PERSISTENT,
-                        on_tree, r) != ZOK)
+        if (zoo_acreate(zp_zk_handle(z), path, val, (int)strlen(val), &ZOO_OPEN_ACL_UNSAFE,
+                        ZOO_PERSISTENT, on_tree, r) != ZOK)
             free(r);
     }
     zp_zk_session_kick(z->sess);
@@ -166,7 +125,7 @@ static void tree(zk *z)
 
 static void on_created(int rc, const char *value, const void *data)
 {
-    zk *z = live_zk(data);
+    zk *z = zp_zk_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -186,7 +145,7 @@ static void on_created(int rc, const char *value, const void *data)
  * session's: the expired one's node went with it). */
 static void on_members(int rc, const struct String_vector *v, const void *data)
 {
-    zk *z = live_zk(data);
+    zk *z = zp_zk_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -194,7 +153,7 @@ static void on_members(int rc, const struct String_vector *v, const void *data)
         z->joining = false;
         return;
     }
-    char prefix[ZP_COORD_MEMBER_MAX], path[ZP_ZNODE_PATH_MAX + ZP_COORD_MEMBER_MAX], val[300];
+    char prefix[ZP_COORD_MEMBER_MAX], path[ZP_ZNODE_PATH_MAX + ZP_COORD_MEMBER_MAX], val[400];
     zp_znode_member_prefix(prefix, sizeof(prefix), z->incarnation);
     for (int i = 0; i < v->count; i++)
         if (strncmp(v->data[i], prefix, strlen(prefix)) == 0) {
@@ -206,9 +165,15 @@ static void on_members(int rc, const struct String_vector *v, const void *data)
             return;
         }
     snprintf(path, sizeof(path), "%s/%s", z->paths.members, prefix);
-    snprintf(val, sizeof(val), "%d %s", z->replica, z->endpoint[0] ? z->endpoint : "-");
-    req *r = req_new(z);
-    if (zoo_acreate(zh(z), path, val, (int)strlen(val), &ZOO_OPEN_ACL_UNSAFE,
+    zp_znode_member m = {.replica = z->replica};
+    snprintf(m.endpoint, sizeof(m.endpoint), "%s", z->endpoint);
+    snprintf(m.restored, sizeof(m.restored), "%s", z->restored);
+    if (zp_znode_member_format(val, sizeof(val), &m) != 0) {
+        z->joining = false;
+        return;
+    }
+    req *r = zp_zk_req_new(z);
+    if (zoo_acreate(zp_zk_handle(z), path, val, (int)strlen(val), &ZOO_OPEN_ACL_UNSAFE,
                     ZOO_EPHEMERAL_SEQUENTIAL, on_created, r) != ZOK) {
         free(r);
         z->joining = false;
@@ -221,8 +186,8 @@ static void join(zk *z)
     if (z->joining || z->me[0])
         return;
     z->joining = true;
-    req *r = req_new(z);
-    if (zoo_aget_children(zh(z), z->paths.members, 0, on_members, r) != ZOK) {
+    req *r = zp_zk_req_new(z);
+    if (zoo_aget_children(zp_zk_handle(z), z->paths.members, 0, on_members, r) != ZOK) {
         free(r);
         z->joining = false;
     }
@@ -326,7 +291,7 @@ static void read_done(zk *z, bool ok)
 
 static void on_live(int rc, const struct String_vector *v, const void *data)
 {
-    zk *z = live_zk(data);
+    zk *z = zp_zk_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -339,7 +304,7 @@ static void on_live(int rc, const struct String_vector *v, const void *data)
 static void on_exists(int rc, const struct Stat *st, const void *data)
 {
     (void)st;
-    zk *z = live_zk(data);
+    zk *z = zp_zk_live(data);
     free((void *)data);
     if (z)
         read_done(z, rc == ZOK || rc == ZNONODE);
@@ -348,7 +313,7 @@ static void on_exists(int rc, const struct Stat *st, const void *data)
 static void on_primary(int rc, const char *val, int len, const struct Stat *st, const void *data)
 {
     (void)st;
-    zk *z = live_zk(data);
+    zk *z = zp_zk_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -362,7 +327,7 @@ static void on_primary(int rc, const char *val, int len, const struct Stat *st, 
 
 static void on_isr(int rc, const char *val, int len, const struct Stat *st, const void *data)
 {
-    zk *z = live_zk(data);
+    zk *z = zp_zk_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -376,7 +341,7 @@ static void on_isr(int rc, const char *val, int len, const struct Stat *st, cons
 
 static void on_epoch(int rc, const char *val, int len, const struct Stat *st, const void *data)
 {
-    zk *z = live_zk(data);
+    zk *z = zp_zk_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -384,6 +349,23 @@ static void on_epoch(int rc, const char *val, int len, const struct Stat *st, co
     if (ok)
         z->ev.epoch_version = st->version;
     read_done(z, ok);
+}
+
+static void on_clean(int rc, const char *val, int len, const struct Stat *st, const void *data)
+{
+    zk *z = zp_zk_live(data);
+    free((void *)data);
+    if (!z)
+        return;
+    z->ev.has_clean = rc == ZOK;
+    if (rc == ZOK && zp_znode_clean_parse(val, len, &z->ev.clean) != 0) {
+        zp_warn("shard %d: %s holds what zeps did not write: not honoured", z->shard,
+                z->paths.clean);
+        z->ev.has_clean = false;
+    }
+    if (rc == ZOK)
+        z->ev.clean_version = st->version;
+    read_done(z, rc == ZOK || rc == ZNONODE);
 }
 
 /* Read what the election depends on, with watches on what can change it;
@@ -398,16 +380,17 @@ static void evaluate(zk *z)
     z->ev.running = true;
     z->ev.dirty = z->ev.failed = false;
     z->ev.pending = EVAL_READS;
-    zhandle_t *h = zh(z);
+    zhandle_t *h = zp_zk_handle(z);
     req *r[EVAL_READS];
     for (int i = 0; i < EVAL_READS; i++)
-        r[i] = req_new(z);
+        r[i] = zp_zk_req_new(z);
     int rc[EVAL_READS] = {
         zoo_awget_children(h, z->paths.members, on_watch, z, on_live, r[0]),
         zoo_awexists(h, z->paths.primary, on_watch, z, on_exists, r[1]),
         zoo_aget(h, z->paths.primary, 0, on_primary, r[2]),
         zoo_awget(h, z->paths.isr, on_watch, z, on_isr, r[3]),
         zoo_aget(h, z->paths.epoch, 0, on_epoch, r[4]),
+        zoo_aget(h, z->paths.clean, 0, on_clean, r[5]),
     };
     for (int i = 0; i < EVAL_READS; i++)
         if (rc[i] != ZOK) { /* not sent (no session): answered never */
@@ -419,7 +402,7 @@ static void evaluate(zk *z)
 
 static void on_elected(int rc, const void *data)
 {
-    zk *z = live_zk(data);
+    zk *z = zp_zk_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -433,9 +416,11 @@ static void on_elected(int rc, const void *data)
     evaluate(z); /* reads the primary node: the role callback follows from it */
 }
 
-/* The atomic take-over: epoch e+1, the in-sync set rewritten, `primary`
- * made, each only if nothing moved since the evaluation read it. */
-static void elect(zk *z)
+/* The atomic take-over: epoch e+1 (which voids any clean-exit record: it
+ * is honoured at its own epoch only), the in-sync set rewritten, `primary`
+ * made, and, standing `on_record`, the clean-exit record still at the
+ * version read; each only if nothing moved since the evaluation read it. */
+void zp_zk_elect(zk *z, bool on_record)
 {
     if (z->electing)
         return;
@@ -452,17 +437,20 @@ static void elect(zk *z)
     if (zp_znode_isr_format(isr_txt, sizeof(isr_txt), &next) != 0 ||
         zp_znode_primary_format(prim_txt, sizeof(prim_txt), &p) != 0)
         return;
-    zoo_op_t ops[3];
+    zoo_op_t ops[4];
     zoo_set_op_init(&ops[0], z->paths.epoch, epoch_txt, (int)strlen(epoch_txt), z->ev.epoch_version,
                     NULL);
     zoo_set_op_init(&ops[1], z->paths.isr, isr_txt, (int)strlen(isr_txt), z->ev.isr_version, NULL);
     zoo_create_op_init(&ops[2], z->paths.primary, prim_txt, (int)strlen(prim_txt),
                        &ZOO_OPEN_ACL_UNSAFE, ZOO_EPHEMERAL, NULL, 0);
-    req *r = req_new(z);
+    int nops = 3;
+    if (on_record) /* the record read: one rewritten since fails the take-over */
+        zoo_check_op_init(&ops[nops++], z->paths.clean, z->ev.clean_version);
+    req *r = zp_zk_req_new(z);
     z->electing = true;
     zp_info("shard %d: replica %d (%s) stands for primary at epoch %" PRIu64, z->shard, z->replica,
             z->me, p.epoch);
-    if (zoo_amulti(zh(z), 3, ops, r->res, on_elected, r) != ZOK) {
+    if (zoo_amulti(zp_zk_handle(z), nops, ops, r->res, on_elected, r) != ZOK) {
         free(r);
         z->electing = false;
     }
@@ -471,6 +459,7 @@ static void elect(zk *z)
 
 static void decide(zk *z)
 {
+    z->cl.last_why[0] = z->ev.has_primary ? '\0' : z->cl.last_why[0];
     tell_isr(z);
     tell_members(z);
     if (z->ev.has_primary) {
@@ -483,20 +472,16 @@ static void decide(zk *z)
         live[i] = z->ev.live[i];
     int pick = zp_elect_pick(live, z->ev.nlive, &z->ev.isr);
     if (pick < 0)
-        zp_warn("shard %d: no primary, and no in-sync replica alive to elect (in-sync set of "
-                "epoch %" PRIu64 ": %d members): waiting for one. If every replica of this "
-                "shard was restarted, none holds what that set acknowledged: start them under a "
-                "fresh coordination.name to restore the newest snapshot set (docs/replication.md)",
-                z->shard, z->ev.isr.epoch, z->ev.isr.n);
+        zp_zk_clean_consider(z); /* every in-sync member is gone */
     else if (strcmp(live[pick], z->me) == 0)
-        elect(z);
+        zp_zk_elect(z, false);
 }
 
 /* ---- the in-sync set written by the primary -------------------------- */
 
 /* A write's answer as a zeps_err: a lost connection or session leaves it
  * unknown whether the write happened (ECLOSED). */
-static int write_rc(int rc)
+int zp_zk_write_rc(int rc)
 {
     if (rc == ZOK)
         return 0;
@@ -511,13 +496,13 @@ static void on_isr_set(int rc, const struct Stat *st, const void *data)
 {
     const req *r = data;
     zk *z = r->z;
-    bool current = live_zk(data) != NULL;
+    bool current = zp_zk_live(data) != NULL;
     zp_coord_done done = r->done;
     void *arg = r->arg;
     free((void *)data);
     if (z->closing)
         return; /* no callback after destroy */
-    int out = !current ? ZEPS_ECLOSED : write_rc(rc);
+    int out = !current ? ZEPS_ECLOSED : zp_zk_write_rc(rc);
     if (out == 0)
         z->isr_writes++;
     else if (out == ZEPS_ESTALE)
@@ -553,10 +538,11 @@ static int zk_isr_set(void *impl, const char *const *members, int n, int32_t ver
     char txt[ZP_COORD_ISR_MAX * (ZP_COORD_MEMBER_MAX + 1) + 32];
     if (!has_me || zp_znode_isr_format(txt, sizeof(txt), &s) != 0)
         return ZEPS_EINVAL;
-    req *r = req_new(z);
+    req *r = zp_zk_req_new(z);
     r->done = done;
     r->arg = arg;
-    if (zoo_aset(zh(z), z->paths.isr, txt, (int)strlen(txt), version, on_isr_set, r) != ZOK) {
+    if (zoo_aset(zp_zk_handle(z), z->paths.isr, txt, (int)strlen(txt), version, on_isr_set, r) !=
+        ZOK) {
         free(r);
         return ZEPS_ESTATE;
     }
@@ -575,6 +561,7 @@ static void on_session(void *arg, zp_coord_session ev, const char *why)
         z->gen++;
         z->me[0] = '\0';
         z->joining = z->electing = false;
+        z->cl.round++; /* member reads of the old session: dropped */
         z->ev.running = z->ev.dirty = false;
         z->ev.pending = 0;
     }
@@ -615,6 +602,7 @@ static int zk_create(void **impl, uv_loop_t *loop, const zp_coord_opts *o, const
                          ? o->incarnation
                          : zp_rng_mix64(zp_now_ns() ^ ((uint64_t)getpid() << 32) ^ (uintptr_t)z);
     snprintf(z->endpoint, sizeof(z->endpoint), "%s", ep);
+    snprintf(z->restored, sizeof(z->restored), "%s", o->restored ? o->restored : "");
     z->told.isr_version = -1;
     z->told.nlive = -1;
     int timeout = o->session_timeout_ms > 0 ? o->session_timeout_ms : 10000;
@@ -659,6 +647,7 @@ const zp_coord_ops zp_zk_ops = {
     .create = zk_create,
     .destroy = zk_destroy,
     .isr_set = zk_isr_set,
+    .clean_set = zp_zk_clean_set,
     .view = zk_view,
     .stats = zk_stats,
 };

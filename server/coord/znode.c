@@ -45,6 +45,7 @@ int zp_znode_paths_make(zp_znode_paths *p, const char *cluster, int shard, char 
     snprintf(p->epoch, sizeof(p->epoch), "%s", p->tree[5]);
     snprintf(p->primary, sizeof(p->primary), "/zeps/%.64s/shards/%d/primary", c, shard);
     snprintf(p->isr, sizeof(p->isr), "/zeps/%.64s/shards/%d/isr", c, shard);
+    snprintf(p->clean, sizeof(p->clean), "/zeps/%.64s/shards/%d/clean", c, shard);
     return 0;
 }
 
@@ -145,5 +146,65 @@ int zp_znode_epoch_parse(const char *data, int len, uint64_t *epoch)
     if (*end)
         return ZEPS_EPROTO;
     *epoch = e;
+    return 0;
+}
+
+/* A snapshot's name as a node holds it: "-" for none, else what
+ * zp_coord_snapshot_name makes (hex, '-', digits). */
+static bool snap_ok(const char *t)
+{
+    if (strcmp(t, "-") == 0)
+        return true;
+    size_t n = strlen(t);
+    if (n == 0 || n >= ZP_COORD_SNAP_MAX)
+        return false;
+    for (; *t; t++)
+        if (!((*t >= '0' && *t <= '9') || (*t >= 'a' && *t <= 'f') || *t == '-'))
+            return false;
+    return true;
+}
+
+int zp_znode_member_format(char *buf, size_t len, const zp_znode_member *m)
+{
+    int n = snprintf(buf, len, "%d %s %s", m->replica, m->endpoint[0] ? m->endpoint : "-",
+                     m->restored[0] ? m->restored : "-");
+    return n > 0 && (size_t)n < len ? 0 : ZEPS_EINVAL;
+}
+
+int zp_znode_member_parse(const char *data, int len, zp_znode_member *m)
+{
+    char s[512], ep[256], snap[ZP_COORD_SNAP_MAX];
+    int replica, used = 0;
+    if (text(s, sizeof(s), data, len) != 0 ||
+        sscanf(s, "%d %255s %63s%n", &replica, ep, snap, &used) != 3 || s[used] != '\0' ||
+        replica < 0 || !snap_ok(snap))
+        return ZEPS_EPROTO;
+    m->replica = replica;
+    snprintf(m->endpoint, sizeof(m->endpoint), "%s", strcmp(ep, "-") == 0 ? "" : ep);
+    snprintf(m->restored, sizeof(m->restored), "%s", strcmp(snap, "-") == 0 ? "" : snap);
+    return 0;
+}
+
+int zp_znode_clean_format(char *buf, size_t len, const zp_znode_clean *c)
+{
+    if (!c->snapshot[0] || strcmp(c->snapshot, "-") == 0 || !snap_ok(c->snapshot) ||
+        !member_ok(c->member))
+        return ZEPS_EINVAL;
+    int n = snprintf(buf, len, "%" PRIu64 " %s %s", c->epoch, c->member, c->snapshot);
+    return n > 0 && (size_t)n < len ? 0 : ZEPS_EINVAL;
+}
+
+int zp_znode_clean_parse(const char *data, int len, zp_znode_clean *c)
+{
+    char s[256], member[ZP_COORD_MEMBER_MAX], snap[ZP_COORD_SNAP_MAX];
+    uint64_t epoch;
+    int used = 0;
+    if (text(s, sizeof(s), data, len) != 0 || s[0] == '-' ||
+        sscanf(s, "%" SCNu64 " %63s %63s%n", &epoch, member, snap, &used) != 3 || s[used] != '\0' ||
+        !member_ok(member) || !snap_ok(snap) || strcmp(snap, "-") == 0)
+        return ZEPS_EPROTO;
+    c->epoch = epoch;
+    snprintf(c->member, sizeof(c->member), "%s", member);
+    snprintf(c->snapshot, sizeof(c->snapshot), "%s", snap);
     return 0;
 }

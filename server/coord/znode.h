@@ -4,10 +4,14 @@
  * znode layout"). Pure functions: no service, no loop; any backend that
  * stores paths and small values can use them.
  *
- *   /zeps/<cluster>/shards/<k>/members/m-<session>-<seq>  "<replica> <endpoint>"
+ *   /zeps/<cluster>/shards/<k>/members/m-<session>-<seq>  "<replica> <endpoint> <restored>"
  *   /zeps/<cluster>/shards/<k>/epoch                      "<epoch>"
  *   /zeps/<cluster>/shards/<k>/primary                    "<epoch> <member> <replica> <endpoint>"
  *   /zeps/<cluster>/shards/<k>/isr                        "<epoch>[ <member>...]"
+ *   /zeps/<cluster>/shards/<k>/clean                      "<epoch> <member> <snapshot>"
+ *
+ * <restored> and <snapshot> name one snapshot file exactly (a
+ * ZP_COORD_SNAP_MAX string, "-" for none): zp_coord_snapshot_name.
  */
 #ifndef ZP_ZNODE_H
 #define ZP_ZNODE_H
@@ -27,7 +31,25 @@ typedef struct zp_znode_paths {
     char epoch[ZP_ZNODE_PATH_MAX];
     char primary[ZP_ZNODE_PATH_MAX];
     char isr[ZP_ZNODE_PATH_MAX];
+    char clean[ZP_ZNODE_PATH_MAX];
 } zp_znode_paths;
+
+/* A member node's contents: its replica, where workers reach it, and the
+ * snapshot it restored at start ("" for none). */
+typedef struct zp_znode_member {
+    int replica;
+    char endpoint[256];
+    char restored[ZP_COORD_SNAP_MAX];
+} zp_znode_member;
+
+/* The clean-exit record: the primary at `epoch`, member `member`, stopped
+ * on a signal after writing its final snapshot `snapshot`, which holds
+ * every update it acknowledged. Honoured only at that epoch. */
+typedef struct zp_znode_clean {
+    uint64_t epoch;
+    char member[ZP_COORD_MEMBER_MAX];
+    char snapshot[ZP_COORD_SNAP_MAX];
+} zp_znode_clean;
 
 /* A primary node's contents. */
 typedef struct zp_znode_primary {
@@ -74,5 +96,9 @@ int zp_znode_primary_parse(const char *data, int len, zp_znode_primary *p);
 int zp_znode_isr_format(char *buf, size_t len, const zp_znode_isr *s);
 int zp_znode_isr_parse(const char *data, int len, zp_znode_isr *s);
 int zp_znode_epoch_parse(const char *data, int len, uint64_t *epoch);
+int zp_znode_member_format(char *buf, size_t len, const zp_znode_member *m);
+int zp_znode_member_parse(const char *data, int len, zp_znode_member *m);
+int zp_znode_clean_format(char *buf, size_t len, const zp_znode_clean *c);
+int zp_znode_clean_parse(const char *data, int len, zp_znode_clean *c);
 
 #endif

@@ -155,7 +155,7 @@ static void on_session(void *arg, zp_coord_session ev, const char *why)
 }
 
 int zp_role_start(zp_role *r, uv_loop_t *loop, const zp_config *cfg, const char *endpoint,
-                  uint64_t incarnation, char *err, size_t errlen)
+                  uint64_t incarnation, const char *restored, char *err, size_t errlen)
 {
     if (r->replicas <= 1)
         return 0;
@@ -167,6 +167,7 @@ int zp_role_start(zp_role *r, uv_loop_t *loop, const zp_config *cfg, const char 
         .replica = r->replica,
         .incarnation = incarnation,
         .endpoint = endpoint,
+        .restored = restored,
         .session_timeout_ms = cfg->coord_session_timeout_ms,
         .connect_timeout_ms = cfg->coord_connect_timeout_ms,
     };
@@ -179,6 +180,23 @@ int zp_role_start(zp_role *r, uv_loop_t *loop, const zp_config *cfg, const char 
                 r->replica, r->replicas, cfg->coord_zookeeper, cfg->coord_name,
                 cfg->coord_session_timeout_ms);
     return rc;
+}
+
+static void on_left(void *arg, int rc, int32_t version)
+{
+    (void)version;
+    zp_role *r = arg;
+    if (r->leave.done)
+        r->leave.done(r->leave.arg, rc);
+}
+
+int zp_role_leave(zp_role *r, const char *snapshot, void (*done)(void *arg, int rc), void *arg)
+{
+    if (!r->coord || r->kind != ZP_ROLE_PRIMARY || r->fenced)
+        return ZEPS_ESTATE;
+    r->leave.done = done;
+    r->leave.arg = arg;
+    return zp_coord_clean_set(r->coord, snapshot, on_left, r);
 }
 
 void zp_role_stop(zp_role *r)

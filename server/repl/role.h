@@ -71,6 +71,10 @@ typedef struct zp_role {
     } isr;
     int nlive;
     char live[ZP_COORD_ISR_MAX][ZP_COORD_MEMBER_MAX];
+    struct { /* the clean-exit record's write (zp_role_leave) */
+        void (*done)(void *arg, int rc);
+        void *arg;
+    } leave;
 } zp_role;
 
 /* Set up *r for replica `replica` of `cfg->replicas` of shard `shard`:
@@ -79,16 +83,24 @@ typedef struct zp_role {
 void zp_role_init(zp_role *r, const zp_config *cfg, int shard, int replica);
 
 /* With replicas >= 2: start the coordination session on `loop`, publishing
- * `endpoint` (where workers reach this replica) in a member node named by
- * the process's `incarnation` (server/coord/znode.h). 0, or a zeps_err
+ * `endpoint` (where workers reach this replica) and `restored` (the
+ * snapshot restored at start, zp_coord_snapshot_name; "" for none) in a
+ * member node named by the process's `incarnation` (server/coord/znode.h). 0, or a zeps_err
  * with a message (nothing left open). With one replica: 0, nothing done. */
 int zp_role_start(zp_role *r, uv_loop_t *loop, const zp_config *cfg, const char *endpoint,
-                  uint64_t incarnation, char *err, size_t errlen);
+                  uint64_t incarnation, const char *restored, char *err, size_t errlen);
 
 /* End the session (a backup takes over at once when this was the primary)
  * and close its handles; the loop must run until they are closed. Safe to
  * call twice and without zp_role_start; not from a role callback. */
 void zp_role_stop(zp_role *r);
+
+/* A primary stopping on a signal, its final snapshot `snapshot` written:
+ * write the clean-exit record (zp_coord_clean_set); `done` gets the
+ * outcome, on the loop, from a coord callback (it must not call
+ * zp_role_stop itself). Returns 0 if sent, else a zeps_err (ZEPS_ESTATE:
+ * not the primary, or no session) and `done` is never called. */
+int zp_role_leave(zp_role *r, const char *snapshot, void (*done)(void *arg, int rc), void *arg);
 
 /* Whether this replica serves workers now (primary, or replicas = 1). */
 bool zp_role_serves(const zp_role *r);

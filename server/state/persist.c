@@ -435,6 +435,7 @@ int zp_persist_final(zp_server *s)
     zp_snapshot *snap = describe(s, cut, setid);
     pack(s, snap);
     rc = write_set(&s->cfg, snap, err, sizeof(err));
+    uint64_t created_ns = snap->h.created_ns;
     zp_snapshot_free(&snap);
     if (rc != 0) {
         zp_error("final snapshot set %016" PRIx64 " failed: %s", setid, err);
@@ -442,5 +443,8 @@ int zp_persist_final(zp_server *s)
     }
     zp_info("final snapshot set %016" PRIx64 " (clock %" PRId64 ") written in %.3f s", setid, cut,
             zp_now_s() - t0);
+    s->persist.final.written = true;
+    s->persist.final.setid = setid;
+    s->persist.final.created_ns = created_ns;
     return 0;
 }

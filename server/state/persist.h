@@ -32,6 +32,10 @@ typedef struct zp_persist {
     uint64_t last_period; /* every-seconds: the last period index */
     uint64_t last_setid;
     uint64_t written, failures;
+    struct { /* the final snapshot (zp_persist_final), when one was written */
+        bool written;
+        uint64_t setid, created_ns; /* with the incarnation, the file's identity */
+    } final;
     double last_duration_s;
     double last_done_s; /* zp_now_s() when the last snapshot was complete (0 = none) */
     /* on request (SNAPSHOT op): bsp cut armed for clock `requested_cut`

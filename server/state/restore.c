@@ -170,6 +170,8 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
         s->epoch++;
         s->restored_clock = snap->h.clock;
         s->restored_set = setid;
+        s->restored_by = snap->h.incarnation;
+        s->restored_created_ns = snap->h.created_ns;
         /* the other shards may roll back to it while writers of the
          * abandoned timeline complete newer sets: no prune may delete it */
         char perr[512];

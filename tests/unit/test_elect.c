@@ -4,6 +4,8 @@
  * without a service.
  */
 #include <check.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "check_main.h"
@@ -173,6 +175,85 @@ START_TEST(test_formats)
 }
 END_TEST
 
+/* The clean-exit rule: only at the record's epoch, only a member that
+ * restored exactly its snapshot, the lowest sequence of those. */
+START_TEST(test_pick_clean)
+{
+    const char *live[] = {"m-a1-0000000007", "m-b2-0000000005", "m-c3-0000000006"};
+    const char *snap = "0000000000000010-00000000000000a1-1700000000000000000";
+    const char *other = "0000000000000010-00000000000000a1-1700000000000000001";
+    const char *restored[] = {snap, other, snap};
+    zp_znode_clean c = {.epoch = 3};
+    snprintf(c.member, sizeof(c.member), "m-d4-0000000001");
+    snprintf(c.snapshot, sizeof(c.snapshot), "%s", snap);
+    zp_elect_clean_why why;
+    /* members 0 and 2 restored it; 2 has the lower sequence */
+    ck_assert_int_eq(zp_elect_pick_clean(live, restored, 3, &c, 3, &why), 2);
+    ck_assert_int_eq(why, ZP_ELECT_CLEAN_OK);
+    /* a record of an older epoch (a later primary may have acknowledged more) */
+    ck_assert_int_eq(zp_elect_pick_clean(live, restored, 3, &c, 4, &why), -1);
+    ck_assert_int_eq(why, ZP_ELECT_CLEAN_VOID);
+    /* no record */
+    ck_assert_int_eq(zp_elect_pick_clean(live, restored, 3, NULL, 3, &why), -1);
+    ck_assert_int_eq(why, ZP_ELECT_CLEAN_NONE);
+    /* nobody restored that file (another creation time of the same set, or nothing) */
+    const char *none[] = {"", other, ""};
+    ck_assert_int_eq(zp_elect_pick_clean(live, none, 3, &c, 3, &why), -1);
+    ck_assert_int_eq(why, ZP_ELECT_CLEAN_NO_MATCH);
+}
+END_TEST
+
+/* The member node's and the clean-exit record's text, and what is refused. */
+START_TEST(test_clean_formats)
+{
+    char buf[400];
+    zp_znode_member m = {.replica = 1}, mb;
+    snprintf(m.endpoint, sizeof(m.endpoint), "tcp://127.0.0.1:5600");
+    ck_assert_int_eq(zp_znode_member_format(buf, sizeof(buf), &m), 0);
+    ck_assert_str_eq(buf, "1 tcp://127.0.0.1:5600 -");
+    ck_assert_int_eq(zp_znode_member_parse(buf, (int)strlen(buf), &mb), 0);
+    ck_assert_str_eq(mb.restored, "");
+    snprintf(m.restored, sizeof(m.restored), "00000000000000ff-0000000000000abc-12");
+    ck_assert_int_eq(zp_znode_member_format(buf, sizeof(buf), &m), 0);
+    ck_assert_int_eq(zp_znode_member_parse(buf, (int)strlen(buf), &mb), 0);
+    ck_assert_str_eq(mb.restored, m.restored);
+    ck_assert_str_eq(mb.endpoint, m.endpoint);
+    const char *bad_members[] = {"1 tcp://x", "1 tcp://x SNAP", "-1 tcp://x -", "1 tcp://x - z"};
+    for (size_t i = 0; i < sizeof(bad_members) / sizeof(bad_members[0]); i++)
+        ck_assert_int_eq(zp_znode_member_parse(bad_members[i], (int)strlen(bad_members[i]), &mb),
+                         ZEPS_EPROTO);
+
+    zp_znode_clean c = {.epoch = 7}, cb;
+    snprintf(c.member, sizeof(c.member), "m-ab-0000000003");
+    snprintf(c.snapshot, sizeof(c.snapshot), "00000000000000ff-0000000000000abc-12");
+    ck_assert_int_eq(zp_znode_clean_format(buf, sizeof(buf), &c), 0);
+    ck_assert_str_eq(buf, "7 m-ab-0000000003 00000000000000ff-0000000000000abc-12");
+    ck_assert_int_eq(zp_znode_clean_parse(buf, (int)strlen(buf), &cb), 0);
+    ck_assert_uint_eq(cb.epoch, 7);
+    ck_assert_str_eq(cb.member, c.member);
+    ck_assert_str_eq(cb.snapshot, c.snapshot);
+    const char *bad[] = {"",
+                         "7",
+                         "7 m-ab-0000000003",
+                         "7 m-ab-0000000003 -",
+                         "7 x 00ff-1-2",
+                         "-7 m-ab-0000000003 00ff-1-2",
+                         "7 m-ab-0000000003 00FF-1-2",
+                         "7 m-ab-0000000003 00ff-1-2 extra"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(zp_znode_clean_parse(bad[i], (int)strlen(bad[i]), &cb) == ZEPS_EPROTO,
+                      "accepted '%s'", bad[i]);
+    snprintf(c.snapshot, sizeof(c.snapshot), "-");
+    ck_assert_int_eq(zp_znode_clean_format(buf, sizeof(buf), &c), ZEPS_EINVAL);
+
+    char name[ZP_COORD_SNAP_MAX];
+    zp_coord_snapshot_name(name, sizeof(name), 0x10, 0xa1, 1700000000000000000ull);
+    ck_assert_str_eq(name, "0000000000000010-00000000000000a1-1700000000000000000");
+    zp_coord_snapshot_name(name, sizeof(name), UINT64_MAX, UINT64_MAX, UINT64_MAX);
+    ck_assert_uint_lt(strlen(name), ZP_COORD_SNAP_MAX - 1);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("elect");
@@ -181,6 +262,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_pick_after_every_session_expired);
     tcase_add_test(tc, test_next_isr);
     tcase_add_test(tc, test_formats);
+    tcase_add_test(tc, test_pick_clean);
+    tcase_add_test(tc, test_clean_formats);
     suite_add_tcase(s, tc);
     return s;
 }

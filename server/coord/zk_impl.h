@@ -1,0 +1,108 @@
+/*
+ * zk_impl.h - what the ZooKeeper backend's files share (zk.c: the nodes,
+ * membership, evaluation and election; zk_clean.c: the clean-exit record
+ * and the election on it). Private to server/coord/: nothing outside
+ * includes it.
+ *
+ * Ownership: a `req` is made by zp_zk_req_new for one asynchronous call
+ * and freed in that call's completion (the client answers every request
+ * exactly once, with ZCLOSING at close).
+ */
+#ifndef ZP_ZK_IMPL_H
+#define ZP_ZK_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <zookeeper/zookeeper.h>
+
+#include "coord.h"
+#include "zk_session.h"
+#include "znode.h"
+
+#define EVAL_READS 6
+#define MAX_LIVE   64
+
+typedef struct zk {
+    zp_coord_cbs cbs;
+    zp_znode_paths paths;
+    int shard, replica;
+    uint64_t incarnation; /* names this process's member nodes */
+    char endpoint[256];
+    char restored[ZP_COORD_SNAP_MAX]; /* the snapshot restored at start ("" none) */
+    zp_zk_session *sess;
+    uint64_t gen; /* bumped at every expiry */
+    bool closing, tree_done, tree_failed, joining, electing;
+    char me[ZP_COORD_MEMBER_MAX];
+    struct { /* the evaluation in flight: what the reads returned */
+        bool running, dirty, failed;
+        int pending;
+        int nlive;
+        char live[MAX_LIVE][ZP_COORD_MEMBER_MAX];
+        bool has_primary;
+        zp_znode_primary primary;
+        zp_znode_isr isr;
+        int32_t isr_version, epoch_version;
+        uint64_t epoch;
+        bool has_clean; /* a clean-exit record exists (and reads as zeps wrote it) */
+        zp_znode_clean clean;
+        int32_t clean_version;
+    } ev;
+    struct {            /* the members' contents, read when the clean-exit rule is asked */
+        uint64_t round; /* answers of an older round are dropped */
+        int pending, n;
+        bool failed;
+        char live[MAX_LIVE][ZP_COORD_MEMBER_MAX];
+        char restored[MAX_LIVE][ZP_COORD_SNAP_MAX];
+        char last_why[900]; /* the last waiting reason logged (logged again when it changes) */
+    } cl;
+    struct { /* what the callbacks were last told */
+        bool has, is_primary;
+        zp_znode_primary primary;
+        uint64_t max_epoch;
+        int32_t isr_version; /* -1: not yet told */
+        int nlive;           /* -1: not yet told */
+        char live[MAX_LIVE][ZP_COORD_MEMBER_MAX];
+    } told;
+    uint64_t elections, isr_writes, isr_refused;
+} zk;
+
+typedef struct req {
+    zk *z;
+    uint64_t gen;
+    uint64_t round; /* zk_clean.c's reads: the round they belong to */
+    int idx;        /* ... and the member they read */
+    bool last;      /* the last request of a batch (tree) */
+    zp_coord_done done;
+    void *arg;
+    zoo_op_result_t res[4];
+} req;
+
+/* A request's tracker for zk `z`'s current session. */
+req *zp_zk_req_new(zk *z);
+
+/* The request's zk if its answer still matters (same session, not
+ * closing), else NULL. Frees nothing. */
+zk *zp_zk_live(const void *data);
+
+zhandle_t *zp_zk_handle(zk *z);
+
+/* A write's answer as a zeps_err: 0, ZEPS_ESTALE (a version moved),
+ * ZEPS_ECLOSED (unknown whether it happened: the connection or session
+ * went), ZEPS_EIO. */
+int zp_zk_write_rc(int rc);
+
+/* Stand for primary at the epoch after the one read: one multi (zk.c);
+ * `on_record`: elected on the clean-exit record, whose version the multi
+ * checks too. */
+void zp_zk_elect(zk *z, bool on_record);
+
+/* No in-sync member lives and no primary exists: read the live members'
+ * contents and elect on the clean-exit record if it allows, else log why
+ * the shard waits (zk_clean.c). */
+void zp_zk_clean_consider(zk *z);
+
+/* The backend's clean_set (zp_coord_clean_set). */
+int zp_zk_clean_set(void *impl, const char *snapshot, zp_coord_done done, void *arg);
+
+#endif

@@ -7,7 +7,8 @@
  *   - stopped with SIGTERM (the backup, then the primary): the primary's
  *     final snapshot and its clean-exit record let a restarted replica be
  *     elected; a new worker reads exactly the values acknowledged before
- *     the stop and trains on;
+ *     the stop and trains on; then both stopped at once and started again:
+ *     the same values;
  *   - killed with SIGKILL (after a snapshot taken by hand): nobody is
  *     elected, every replica refuses workers, the log says why;
  *   - a record of an earlier epoch (the primary stopped cleanly, the backup
@@ -218,6 +219,23 @@ START_TEST(test_sigterm_restart_elects)
     expect_values(c, expect, "after the whole shard restarted");
     push_steps(c, 20, 10, expect); /* trains on */
     expect_values(c, expect, "trained on after the restart");
+    zeps_client_destroy(&c);
+
+    /* both stopped at once (systemctl restart of both units) */
+    ck_assert_int_eq(kill(rs.pid[0], SIGTERM), 0);
+    ck_assert_int_eq(kill(rs.pid[1], SIGTERM), 0);
+    for (int r = 0; r < 2; r++) {
+        int st = zt_wait(rs.pid[r], 15);
+        ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "replica %d: status 0x%x", r, st);
+        rs.pid[r] = 0;
+    }
+    start_both(&rs);
+    p = wait_any_primary(&rs, &epoch);
+    printf("replica %d primary at epoch %llu after both were stopped at once\n", p,
+           (unsigned long long)epoch);
+    zt_rset_wait(&rs, p, "primary", epoch, 2, WAIT_S); /* both up: SIGTERM finds handlers */
+    ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
+    expect_values(c, expect, "after both were stopped at once and started again");
     zeps_client_destroy(&c);
     zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);

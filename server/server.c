@@ -145,6 +145,7 @@ static void on_signal(uv_signal_t *h, int signum)
 {
     zp_server *s = h->data;
     zp_info("%s received: shutting down", signum == SIGTERM ? "SIGTERM" : "SIGINT");
+    s->leave.signalled = true; /* a primary records its clean exit (repl/leave.c) */
     zp_server_stop(s);
 }
 

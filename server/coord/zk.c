@@ -589,6 +589,9 @@ static int zk_create(void **impl, uv_loop_t *loop, const zp_coord_opts *o, const
     const char *ep = o->endpoint ? o->endpoint : "";
     if (strlen(ep) >= 256 || strchr(ep, ' '))
         return zp_errors_set(err, errlen, ZEPS_ECONFIG, "endpoint '%s' cannot be published", ep);
+    if (o->restored && strlen(o->restored) >= ZP_COORD_SNAP_MAX)
+        return zp_errors_set(err, errlen, ZEPS_ECONFIG, "snapshot name '%s' is too long",
+                             o->restored);
     zk *z = zp_alloc_zeroed(1, sizeof(*z));
     int rc = zp_znode_paths_make(&z->paths, o->cluster ? o->cluster : "", o->shard, err, errlen);
     if (rc != 0) {

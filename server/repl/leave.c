@@ -37,8 +37,8 @@ static void on_recorded(void *arg, int rc)
 
 bool zp_leave_start(zp_server *s)
 {
-    if (s->cfg.replicas <= 1 || !s->role.coord || !zp_role_serves(&s->role) ||
-        !s->cfg.snapshot_dir[0] || !s->cfg.snapshot_on_exit)
+    if (!s->leave.signalled || s->cfg.replicas <= 1 || !s->role.coord ||
+        !zp_role_serves(&s->role) || !s->cfg.snapshot_dir[0] || !s->cfg.snapshot_on_exit)
         return false;
     s->leave.final_done = true;
     s->leave.final_rc = zp_persist_final(s); /* requests stopped: it holds every ack */

@@ -8,8 +8,9 @@
  * this replica as an ephemeral sequential member (`join`), then
  * `evaluate` - six reads sent at once (members, primary with an exists
  * watch, its data, the in-sync set, the epoch, the clean-exit record),
- * decided on when the last answers. ZooKeeper answers a session's requests in order, and the
- * watches set by the reads fire on any change after them, so a decision
+ * decided on when the last answers. ZooKeeper answers a session's
+ * requests in order, and the watches set by the reads fire on any change
+ * after them, so a decision
  * is never made on a view that cannot be corrected: a change during an
  * evaluation marks it dirty and it runs again.
  *

@@ -248,6 +248,41 @@ END_TEST
 
 /* A member outside the in-sync set is never elected, though its
  * sequence is lower than the one that is. */
+/* The clean-exit record: a backup may not write it, the primary may (and
+ * a malformed name is refused before anything is sent). */
+START_TEST(test_clean_record_primary_only)
+{
+    zt_zk zk;
+    start_zk(&zk);
+    loop lp;
+    loop_init(&lp);
+    rep r[3];
+    three(&lp, zk.hosts, r);
+    const char *snap = "0000000000000001-0000000000000002-3";
+    ck_assert_int_eq(zp_coord_clean_set(r[1].c, snap, on_done, &r[1]), ZEPS_ESTATE);
+    ck_assert_int_eq(zp_coord_clean_set(r[0].c, "", on_done, &r[0]), ZEPS_EINVAL);
+    int calls = r[0].done_calls;
+    ck_assert_int_eq(zp_coord_clean_set(r[0].c, snap, on_done, &r[0]), 0);
+    WAIT_FOR(5, r[0].done_calls > calls, &lp);
+    ck_assert_int_eq(r[0].done_rc, 0);
+    /* the next primary replaces the record, void since its election */
+    WAIT_FOR(5, r[0].isr_calls > 0, &lp);
+    const char *all[] = {r[0].me, r[1].me, r[2].me};
+    ck_assert_int_eq(isr_write(&r[0], &lp, all, 3, r[0].isr_version), 0);
+    WAIT_FOR(5, r[1].isr_n == 3, &lp);
+    zp_coord_destroy(&r[0].c);
+    WAIT_FOR(10, agree(&r[1], &r[1], 2), &lp);
+    calls = r[1].done_calls;
+    WAIT_FOR(5, zp_coord_clean_set(r[1].c, snap, on_done, &r[1]) == 0, &lp);
+    WAIT_FOR(5, r[1].done_calls > calls, &lp);
+    ck_assert_int_eq(r[1].done_rc, 0);
+    zp_coord_destroy(&r[1].c);
+    zp_coord_destroy(&r[2].c);
+    loop_fini(&lp);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 START_TEST(test_out_of_sync_passed_over)
 {
     zt_zk zk;
@@ -305,6 +340,12 @@ START_TEST(test_frozen_primary_fenced)
     ck_assert_int_eq(zp_coord_isr_set(a.c, both, 2, a.done_version, on_done, &a), 0);
     WAIT_FOR(10, a.done_calls > calls, &la, &lb);
     ck_assert_msg(a.done_rc == ZEPS_ECLOSED || a.done_rc == ZEPS_ESTALE, "rc %d", a.done_rc);
+    /* nor does a clean-exit record, if its view still let it send one */
+    calls = a.done_calls;
+    if (zp_coord_clean_set(a.c, "0000000000000001-0000000000000002-3", on_done, &a) == 0) {
+        WAIT_FOR(10, a.done_calls > calls, &la, &lb);
+        ck_assert_msg(a.done_rc == ZEPS_ECLOSED || a.done_rc == ZEPS_ESTALE, "rc %d", a.done_rc);
+    }
     WAIT_FOR(10, a.events[ZP_COORD_EXPIRED] == 1 && !a.is_primary, &la, &lb);
     printf("frozen primary told EXPIRED %.3f s after it ran again\n",
            a.event_at[ZP_COORD_EXPIRED] - t1);
@@ -419,6 +460,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_election_and_failover);
     tcase_add_test(tc, test_out_of_sync_passed_over);
+    tcase_add_test(tc, test_clean_record_primary_only);
     tcase_add_test(tc, test_frozen_primary_fenced);
     tcase_add_test(tc, test_zookeeper_restart);
     tcase_add_test(tc, test_zookeeper_absent);

@@ -460,6 +460,20 @@ static void close_loop(zp_server *s)
     s->has_loop = false;
 }
 
+/* The replication log's base after a restore at start: a bsp cut's set
+ * (every replica's file of one cut holds the same bits), else the restored
+ * file's own identity (set, writer, creation time). Replicas that restored
+ * different states (a point-in-time set of one writer, an older set,
+ * nothing) then never follow one another's log without a whole-state
+ * transfer. */
+static uint64_t restored_base(const zp_server *s)
+{
+    if (s->restored_clock >= 0)
+        return s->restored_set + 1;
+    uint64_t id = zp_rng_mix64(s->restored_by ^ zp_rng_mix64(s->restored_created_ns));
+    return zp_rng_mix64(s->restored_set ^ id) | 1u;
+}
+
 /* The role's in-sync rule is the replication log's. */
 static bool in_sync(void *arg, const char *member, bool in_set)
 {
@@ -492,8 +506,8 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, int replica,
                                   : 0;
     if (rc == 0)
         rc = zp_restore_newest(s, err, errlen);
-    if (rc == 0 && s->restored_clock >= 0)
-        s->repl.base = s->restored_set + 1; /* the log starts from that set's state */
+    if (rc == 0 && s->restored_by)
+        s->repl.base = restored_base(s); /* the log starts from that state */
     if (rc == 0)
         rc = setup_socket(s, err, errlen);
     if (rc == 0) {

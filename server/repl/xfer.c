@@ -193,7 +193,10 @@ void zp_xfer_acked(zp_server *s, zp_repl_follower *f, uint64_t bytes)
     uint64_t lsn = x->lsn;
     zp_xfer_end(f);
     f->acked = f->sent = lsn;
-    f->target = s->repl.lsn; /* in sync once it has caught up with the log's end from here */
+    f->target = s->repl.lsn;   /* in sync once it has caught up with the log's end from here */
+    if (f->acked >= f->target) /* nothing logged since: caught up now (an idle primary logs
+                                  nothing that would admit it later) */
+        f->since_s = zp_now_s();
 }
 
 /* --- the backup's side --- */

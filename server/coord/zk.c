@@ -54,25 +54,6 @@
 
 static void evaluate(zk *z);
 
-req *zp_zk_req_new(zk *z)
-{
-    req *r = zp_alloc_zeroed(1, sizeof(*r));
-    r->z = z;
-    r->gen = z->gen;
-    return r;
-}
-
-zk *zp_zk_live(const void *data)
-{
-    const req *r = data;
-    return r->z->closing || r->gen != r->z->gen ? NULL : r->z;
-}
-
-zhandle_t *zp_zk_handle(zk *z)
-{
-    return zp_zk_session_handle(z->sess);
-}
-
 static void on_watch(zhandle_t *h, int type, int state, const char *path, void *ctx)
 {
     (void)h, (void)state;
@@ -421,7 +402,7 @@ static void on_elected(int rc, const void *data)
  * is honoured at its own epoch only), the in-sync set rewritten, `primary`
  * made, and, standing `on_record`, the clean-exit record still at the
  * version read; each only if nothing moved since the evaluation read it. */
-void zp_zk_elect(zk *z, bool on_record)
+static void elect(zk *z, bool on_record)
 {
     if (z->electing)
         return;
@@ -458,6 +439,12 @@ void zp_zk_elect(zk *z, bool on_record)
     zp_zk_session_kick(z->sess);
 }
 
+/* The clean-exit rule picked this replica (zk_clean.c). */
+static void stand_on_record(zk *z)
+{
+    elect(z, true);
+}
+
 static void decide(zk *z)
 {
     z->cl.last_why[0] = z->ev.has_primary ? '\0' : z->cl.last_why[0];
@@ -473,25 +460,12 @@ static void decide(zk *z)
         live[i] = z->ev.live[i];
     int pick = zp_elect_pick(live, z->ev.nlive, &z->ev.isr);
     if (pick < 0)
-        zp_zk_clean_consider(z); /* every in-sync member is gone */
+        zp_zk_clean_consider(z, stand_on_record); /* every in-sync member is gone */
     else if (strcmp(live[pick], z->me) == 0)
-        zp_zk_elect(z, false);
+        elect(z, false);
 }
 
 /* ---- the in-sync set written by the primary -------------------------- */
-
-/* A write's answer as a zeps_err: a lost connection or session leaves it
- * unknown whether the write happened (ECLOSED). */
-int zp_zk_write_rc(int rc)
-{
-    if (rc == ZOK)
-        return 0;
-    if (rc == ZBADVERSION)
-        return ZEPS_ESTALE;
-    if (rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZOPERATIONTIMEOUT)
-        return ZEPS_ECLOSED;
-    return ZEPS_EIO;
-}
 
 static void on_isr_set(int rc, const struct Stat *st, const void *data)
 {

@@ -11,7 +11,7 @@
  * node stays, void, until the next clean exit replaces it). When zk.c's rule finds no live member
  * of the in-sync set, this file reads every live member's node (what each restored at start), asks
  * elect.c for the member that restored exactly the record's snapshot, and
- * that member takes over with zk.c's multi. Otherwise it logs why the
+ * that member takes over with zk.c's multi (the `stand` callback). Otherwise it logs why the
  * shard waits and what the operator can do.
  */
 #include <inttypes.h>
@@ -82,7 +82,7 @@ static void choose(zk *z)
     zp_info("shard %d: no in-sync replica alive; the primary of epoch %" PRIu64 " (%s) stopped "
             "cleanly with snapshot %s, which this replica restored: standing on that record",
             z->shard, z->ev.clean.epoch, z->ev.clean.member, z->ev.clean.snapshot);
-    zp_zk_elect(z, true);
+    z->cl.stand(z);
 }
 
 static void on_member_data(int rc, const char *val, int len, const struct Stat *st,
@@ -106,8 +106,9 @@ static void on_member_data(int rc, const char *val, int len, const struct Stat *
         choose(z);
 }
 
-void zp_zk_clean_consider(zk *z)
+void zp_zk_clean_consider(zk *z, zp_zk_stand_fn stand)
 {
+    z->cl.stand = stand;
     if (!z->ev.has_clean) { /* nothing to read */
         waiting(z, ZP_ELECT_CLEAN_NONE);
         return;

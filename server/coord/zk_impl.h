@@ -1,8 +1,10 @@
 /*
  * zk_impl.h - what the ZooKeeper backend's files share (zk.c: the nodes,
  * membership, evaluation and election; zk_clean.c: the clean-exit record
- * and the election on it). Private to server/coord/: nothing outside
- * includes it.
+ * and the rule that elects on it; zk_req.c: the request tracker, below
+ * both). Calls go down: zk.c calls zk_clean.c, which hands its pick back
+ * through the callback it is given. Private to server/coord/: nothing
+ * outside includes it.
  *
  * Ownership: a `req` is made by zp_zk_req_new for one asynchronous call
  * and freed in that call's completion (the client answers every request
@@ -23,7 +25,12 @@
 #define EVAL_READS 6
 #define MAX_LIVE   64
 
-typedef struct zk {
+typedef struct zk zk;
+
+/* This replica may stand on the clean-exit record (zk.c's take-over). */
+typedef void (*zp_zk_stand_fn)(zk *z);
+
+struct zk {
     zp_coord_cbs cbs;
     zp_znode_paths paths;
     int shard, replica;
@@ -54,7 +61,8 @@ typedef struct zk {
         bool failed;
         char live[MAX_LIVE][ZP_COORD_MEMBER_MAX];
         char restored[MAX_LIVE][ZP_COORD_SNAP_MAX];
-        char last_why[900]; /* the last waiting reason logged (logged again when it changes) */
+        char last_why[900];   /* the last waiting reason logged (logged again when it changes) */
+        zp_zk_stand_fn stand; /* from the last zp_zk_clean_consider */
     } cl;
     struct { /* what the callbacks were last told */
         bool has, is_primary;
@@ -65,7 +73,7 @@ typedef struct zk {
         char live[MAX_LIVE][ZP_COORD_MEMBER_MAX];
     } told;
     uint64_t elections, isr_writes, isr_refused;
-} zk;
+};
 
 typedef struct req {
     zk *z;
@@ -78,7 +86,7 @@ typedef struct req {
     zoo_op_result_t res[4];
 } req;
 
-/* A request's tracker for zk `z`'s current session. */
+/* A request's tracker for zk `z`'s current session (zk_req.c). */
 req *zp_zk_req_new(zk *z);
 
 /* The request's zk if its answer still matters (same session, not
@@ -92,15 +100,11 @@ zhandle_t *zp_zk_handle(zk *z);
  * went), ZEPS_EIO. */
 int zp_zk_write_rc(int rc);
 
-/* Stand for primary at the epoch after the one read: one multi (zk.c);
- * `on_record`: elected on the clean-exit record, whose version the multi
- * checks too. */
-void zp_zk_elect(zk *z, bool on_record);
-
 /* No in-sync member lives and no primary exists: read the live members'
- * contents and elect on the clean-exit record if it allows, else log why
- * the shard waits (zk_clean.c). */
-void zp_zk_clean_consider(zk *z);
+ * contents and, if the clean-exit record allows this replica, call
+ * `stand` (on the loop, from a read's completion); else log why the shard
+ * waits (zk_clean.c). */
+void zp_zk_clean_consider(zk *z, zp_zk_stand_fn stand);
 
 /* The backend's clean_set (zp_coord_clean_set). */
 int zp_zk_clean_set(void *impl, const char *snapshot, zp_coord_done done, void *arg);

@@ -1,0 +1,44 @@
+/*
+ * zk_req.c - the ZooKeeper backend's request tracker (zk_impl.h): each
+ * asynchronous call carries a `req` naming the session generation it was
+ * sent in, so an answer from a session that expired since is dropped;
+ * and a write's answer as a zeps_err. Below zk.c and zk_clean.c, which
+ * both use it.
+ */
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "zeps_errors.h"
+#include "zk_impl.h"
+
+req *zp_zk_req_new(zk *z)
+{
+    req *r = zp_alloc_zeroed(1, sizeof(*r));
+    r->z = z;
+    r->gen = z->gen;
+    return r;
+}
+
+zk *zp_zk_live(const void *data)
+{
+    const req *r = data;
+    return r->z->closing || r->gen != r->z->gen ? NULL : r->z;
+}
+
+zhandle_t *zp_zk_handle(zk *z)
+{
+    return zp_zk_session_handle(z->sess);
+}
+
+/* A write's answer as a zeps_err: a lost connection or session leaves it
+ * unknown whether the write happened (ECLOSED). */
+int zp_zk_write_rc(int rc)
+{
+    if (rc == ZOK)
+        return 0;
+    if (rc == ZBADVERSION)
+        return ZEPS_ESTALE;
+    if (rc == ZCONNECTIONLOSS || rc == ZSESSIONEXPIRED || rc == ZCLOSING || rc == ZOPERATIONTIMEOUT)
+        return ZEPS_ECLOSED;
+    return ZEPS_EIO;
+}

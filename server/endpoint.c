@@ -32,7 +32,8 @@ static bool ready(const zp_server *s, bool all_workers, char *why, size_t len)
         }
     }
     snprintf(why, len, "ready: shard %d of %d, %s, clock %lld", s->shard, s->nshards,
-             s->restored_clock >= 0 ? "restored" : "fresh", (long long)s->workers.min_clock);
+             s->restored_by || s->restored_clock >= 0 ? "restored" : "fresh", /* async sets: -1 */
+             (long long)s->workers.min_clock);
     return true;
 }
 

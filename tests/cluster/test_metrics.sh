@@ -46,6 +46,7 @@ code() { curl -s -o "$work/body" -w '%{http_code}' "$@"; }
 
 check "/healthz answers 200" test "$(code "$url0/healthz")" = 200
 check "/readyz answers 200 on a fresh shard" test "$(code "$url0/readyz")" = 200
+check "  and says it restored nothing" grep -q "ready: shard 0 of 2, fresh" "$work/body"
 check "/readyz?workers=all answers 503 before the workers joined" \
     test "$(code "$url0/readyz?workers=all")" = 503
 check "  and says which worker is missing" grep -q "worker 0 has not joined" "$work/body"

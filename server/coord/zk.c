@@ -71,7 +71,7 @@ static void join(zk *z);
 static void on_tree(int rc, const char *value, const void *data)
 {
     (void)value;
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     bool last = ((const req *)data)->last;
     free((void *)data);
     if (!z)
@@ -98,7 +98,7 @@ static void tree(zk *z)
          * win the first election) */
         const char *path = i < ZP_ZNODE_TREE ? z->paths.tree[i] : z->paths.isr;
         const char *val = i == ZP_ZNODE_TREE || strcmp(path, z->paths.epoch) == 0 ? "0" : "";
-        if (zoo_acreate(zp_zk_handle(z), path, val, (int)strlen(val), &ZOO_OPEN_ACL_UNSAFE,
+        if (zoo_acreate(zp_zk_req_handle(z), path, val, (int)strlen(val), &ZOO_OPEN_ACL_UNSAFE,
                         ZOO_PERSISTENT, on_tree, r) != ZOK)
             free(r);
     }
@@ -107,7 +107,7 @@ static void tree(zk *z)
 
 static void on_created(int rc, const char *value, const void *data)
 {
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -127,7 +127,7 @@ static void on_created(int rc, const char *value, const void *data)
  * session's: the expired one's node went with it). */
 static void on_members(int rc, const struct String_vector *v, const void *data)
 {
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -155,7 +155,7 @@ static void on_members(int rc, const struct String_vector *v, const void *data)
         return;
     }
     req *r = zp_zk_req_new(z);
-    if (zoo_acreate(zp_zk_handle(z), path, val, (int)strlen(val), &ZOO_OPEN_ACL_UNSAFE,
+    if (zoo_acreate(zp_zk_req_handle(z), path, val, (int)strlen(val), &ZOO_OPEN_ACL_UNSAFE,
                     ZOO_EPHEMERAL_SEQUENTIAL, on_created, r) != ZOK) {
         free(r);
         z->joining = false;
@@ -169,7 +169,7 @@ static void join(zk *z)
         return;
     z->joining = true;
     req *r = zp_zk_req_new(z);
-    if (zoo_aget_children(zp_zk_handle(z), z->paths.members, 0, on_members, r) != ZOK) {
+    if (zoo_aget_children(zp_zk_req_handle(z), z->paths.members, 0, on_members, r) != ZOK) {
         free(r);
         z->joining = false;
     }
@@ -273,7 +273,7 @@ static void read_done(zk *z, bool ok)
 
 static void on_live(int rc, const struct String_vector *v, const void *data)
 {
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -286,7 +286,7 @@ static void on_live(int rc, const struct String_vector *v, const void *data)
 static void on_exists(int rc, const struct Stat *st, const void *data)
 {
     (void)st;
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     free((void *)data);
     if (z)
         read_done(z, rc == ZOK || rc == ZNONODE);
@@ -295,7 +295,7 @@ static void on_exists(int rc, const struct Stat *st, const void *data)
 static void on_primary(int rc, const char *val, int len, const struct Stat *st, const void *data)
 {
     (void)st;
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -309,7 +309,7 @@ static void on_primary(int rc, const char *val, int len, const struct Stat *st, 
 
 static void on_isr(int rc, const char *val, int len, const struct Stat *st, const void *data)
 {
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -323,7 +323,7 @@ static void on_isr(int rc, const char *val, int len, const struct Stat *st, cons
 
 static void on_epoch(int rc, const char *val, int len, const struct Stat *st, const void *data)
 {
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -335,7 +335,7 @@ static void on_epoch(int rc, const char *val, int len, const struct Stat *st, co
 
 static void on_clean(int rc, const char *val, int len, const struct Stat *st, const void *data)
 {
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -362,7 +362,7 @@ static void evaluate(zk *z)
     z->ev.running = true;
     z->ev.dirty = z->ev.failed = false;
     z->ev.pending = EVAL_READS;
-    zhandle_t *h = zp_zk_handle(z);
+    zhandle_t *h = zp_zk_req_handle(z);
     req *r[EVAL_READS];
     for (int i = 0; i < EVAL_READS; i++)
         r[i] = zp_zk_req_new(z);
@@ -384,7 +384,7 @@ static void evaluate(zk *z)
 
 static void on_elected(int rc, const void *data)
 {
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     free((void *)data);
     if (!z)
         return;
@@ -432,7 +432,7 @@ static void elect(zk *z, bool on_record)
     z->electing = true;
     zp_info("shard %d: replica %d (%s) stands for primary at epoch %" PRIu64, z->shard, z->replica,
             z->me, p.epoch);
-    if (zoo_amulti(zp_zk_handle(z), nops, ops, r->res, on_elected, r) != ZOK) {
+    if (zoo_amulti(zp_zk_req_handle(z), nops, ops, r->res, on_elected, r) != ZOK) {
         free(r);
         z->electing = false;
     }
@@ -471,13 +471,13 @@ static void on_isr_set(int rc, const struct Stat *st, const void *data)
 {
     const req *r = data;
     zk *z = r->z;
-    bool current = zp_zk_live(data) != NULL;
+    bool current = zp_zk_req_live(data) != NULL;
     zp_coord_done done = r->done;
     void *arg = r->arg;
     free((void *)data);
     if (z->closing)
         return; /* no callback after destroy */
-    int out = !current ? ZEPS_ECLOSED : zp_zk_write_rc(rc);
+    int out = !current ? ZEPS_ECLOSED : zp_zk_req_write_rc(rc);
     if (out == 0)
         z->isr_writes++;
     else if (out == ZEPS_ESTALE)
@@ -516,8 +516,8 @@ static int zk_isr_set(void *impl, const char *const *members, int n, int32_t ver
     req *r = zp_zk_req_new(z);
     r->done = done;
     r->arg = arg;
-    if (zoo_aset(zp_zk_handle(z), z->paths.isr, txt, (int)strlen(txt), version, on_isr_set, r) !=
-        ZOK) {
+    if (zoo_aset(zp_zk_req_handle(z), z->paths.isr, txt, (int)strlen(txt), version, on_isr_set,
+                 r) != ZOK) {
         free(r);
         return ZEPS_ESTATE;
     }

@@ -90,7 +90,7 @@ static void on_member_data(int rc, const char *val, int len, const struct Stat *
 {
     (void)st;
     const req *r = data;
-    zk *z = zp_zk_live(data);
+    zk *z = zp_zk_req_live(data);
     uint64_t round = r->round;
     int idx = r->idx;
     free((void *)data);
@@ -129,7 +129,7 @@ void zp_zk_clean_consider(zk *z, zp_zk_stand_fn stand)
         req *r = zp_zk_req_new(z);
         r->round = z->cl.round;
         r->idx = i;
-        if (zoo_aget(zp_zk_handle(z), path, 0, on_member_data, r) != ZOK) {
+        if (zoo_aget(zp_zk_req_handle(z), path, 0, on_member_data, r) != ZOK) {
             free(r); /* no session: the next one evaluates again */
             z->cl.failed = true;
             z->cl.round++;
@@ -143,13 +143,13 @@ static void on_clean_set(int rc, const void *data)
 {
     const req *r = data;
     zk *z = r->z;
-    bool current = zp_zk_live(data) != NULL;
+    bool current = zp_zk_req_live(data) != NULL;
     zp_coord_done done = r->done;
     void *arg = r->arg;
     free((void *)data);
     if (z->closing)
         return; /* no callback after destroy */
-    int out = !current ? ZEPS_ECLOSED : zp_zk_write_rc(rc);
+    int out = !current ? ZEPS_ECLOSED : zp_zk_req_write_rc(rc);
     if (out == 0)
         zp_info("shard %d: clean-exit record written at epoch %" PRIu64, z->shard,
                 z->told.primary.epoch);
@@ -188,7 +188,7 @@ int zp_zk_clean_set(void *impl, const char *snapshot, zp_coord_done done, void *
     req *r = zp_zk_req_new(z);
     r->done = done;
     r->arg = arg;
-    if (zoo_amulti(zp_zk_handle(z), 2, ops, r->res, on_clean_set, r) != ZOK) {
+    if (zoo_amulti(zp_zk_req_handle(z), 2, ops, r->res, on_clean_set, r) != ZOK) {
         free(r);
         return ZEPS_ESTATE;
     }

@@ -91,14 +91,14 @@ req *zp_zk_req_new(zk *z);
 
 /* The request's zk if its answer still matters (same session, not
  * closing), else NULL. Frees nothing. */
-zk *zp_zk_live(const void *data);
+zk *zp_zk_req_live(const void *data);
 
-zhandle_t *zp_zk_handle(zk *z);
+zhandle_t *zp_zk_req_handle(zk *z);
 
 /* A write's answer as a zeps_err: 0, ZEPS_ESTALE (a version moved),
  * ZEPS_ECLOSED (unknown whether it happened: the connection or session
  * went), ZEPS_EIO. */
-int zp_zk_write_rc(int rc);
+int zp_zk_req_write_rc(int rc);
 
 /* No in-sync member lives and no primary exists: read the live members'
  * contents and, if the clean-exit record allows this replica, call

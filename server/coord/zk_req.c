@@ -19,20 +19,20 @@ req *zp_zk_req_new(zk *z)
     return r;
 }
 
-zk *zp_zk_live(const void *data)
+zk *zp_zk_req_live(const void *data)
 {
     const req *r = data;
     return r->z->closing || r->gen != r->z->gen ? NULL : r->z;
 }
 
-zhandle_t *zp_zk_handle(zk *z)
+zhandle_t *zp_zk_req_handle(zk *z)
 {
     return zp_zk_session_handle(z->sess);
 }
 
 /* A write's answer as a zeps_err: a lost connection or session leaves it
  * unknown whether the write happened (ECLOSED). */
-int zp_zk_write_rc(int rc)
+int zp_zk_req_write_rc(int rc)
 {
     if (rc == ZOK)
         return 0;

@@ -28,6 +28,7 @@ static zp_tier_where where_of(const zp_rows *r, const char *dir, const char *tab
         .dim = r->dim,
         .spv = (uint32_t)zp_sparse_state_per_value(r->store),
         .rec = zp_sparse_record_bytes(r->store),
+        .mem = zp_tier_share(r->spec != NULL ? r->spec->memory_budget : 0),
     };
     return w;
 }

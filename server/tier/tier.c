@@ -63,7 +63,7 @@ static const zp_cold_ops *store_named(const char *name)
 
 uint64_t zp_tier_share(uint64_t memory_budget)
 {
-    return memory_budget / 8 * 3;
+    return memory_budget / 2;
 }
 
 int zp_tier_dir_check(const char *dir, char *err, size_t errlen)

@@ -40,9 +40,9 @@ typedef struct zp_tier_where {
 } zp_tier_where;
 
 /* The share of a tiered table's memory_budget its cold tier's store is
- * given (3/8: write buffers, a block cache holding the index and filter
+ * given (half: write buffers, a block cache holding the index and filter
  * blocks, and what RocksDB holds beside them, rocks.c); the hot rows get
- * the rest. 0 for 0 (no budget). */
+ * the other half. 0 for 0 (no budget). */
 uint64_t zp_tier_share(uint64_t memory_budget);
 
 typedef struct zp_tier_counters {

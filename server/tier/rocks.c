@@ -119,9 +119,8 @@ static rocksdb_options_t *common_options(void)
  * partition of each in the cache, not a file's whole index; the top level
  * and level 0's pinned there), and half left for what RocksDB holds
  * without reporting it (flush and compaction buffers, table readers'
- * state) and the allocator's slack: bench_tier part 4 measured the
- * shard's RSS inside budget + 15 % with that half, not without it
- * (docs/sparse.md).
+ * state) and the allocator's slack: without such a reserve the shard's
+ * RSS passed budget + 15 % in bench_tier part 4 (docs/sparse.md).
  * Reads fill the cache: a partition read from the file must be kept, and
  * data blocks take the low-priority part only. */
 static void bounded(zp_rocks_settings *s, rocksdb_options_t *o, uint64_t mem)

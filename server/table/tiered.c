@@ -59,8 +59,8 @@ int zp_tiered_open(zp_rows *r, const char *dir, const char *table, int shard, in
 int zp_tiered_checkpoint_path(char *buf, size_t len, const char *snapdir, uint64_t setid,
                               const char *table, int shard, int nshards)
 {
-    return zp_cold_checkpoint_path(buf, len, snapdir, setid, table, (uint32_t)shard,
-                                   (uint32_t)nshards);
+    return zp_rehash_checkpoint_path(buf, len, snapdir, setid, table, (uint32_t)shard,
+                                     (uint32_t)nshards);
 }
 
 int zp_tiered_checkpoint(zp_rows *r, const char *snapdir, uint64_t setid, const char *table,

@@ -24,8 +24,8 @@
 #define TMP_SUFFIX  ".tmp"
 #define WORK_SUFFIX ".work"
 
-int zp_cold_checkpoint_path(char *buf, size_t len, const char *snapdir, uint64_t setid,
-                            const char *table, uint32_t shard, uint32_t nshards)
+int zp_rehash_checkpoint_path(char *buf, size_t len, const char *snapdir, uint64_t setid,
+                              const char *table, uint32_t shard, uint32_t nshards)
 {
     int n = snprintf(buf, len, "%s/set-%016" PRIx64 "/tier-%s-shard-%u-of-%u", snapdir, setid,
                      table, shard, nshards);
@@ -38,13 +38,13 @@ static bool is_dir(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-int zp_cold_rehash_present(const zp_cold_recut *r, char *err, size_t errlen)
+int zp_rehash_present(const zp_rehash_job *r, char *err, size_t errlen)
 {
     char path[2048];
     uint32_t have = 0, missing = 0;
     for (uint32_t k = 0; k < r->nsrc; k++) {
-        if (zp_cold_checkpoint_path(path, sizeof path, r->src_dir, r->setid, r->table, k,
-                                    r->nsrc) != 0)
+        if (zp_rehash_checkpoint_path(path, sizeof path, r->src_dir, r->setid, r->table, k,
+                                      r->nsrc) != 0)
             return zp_errors_set(err, errlen, ZEPS_EDATA, "snapshot_dir '%s' is too long",
                                  r->src_dir);
         if (is_dir(path))
@@ -56,7 +56,7 @@ int zp_cold_rehash_present(const zp_cold_recut *r, char *err, size_t errlen)
         return 0;
     if (have == r->nsrc)
         return 1;
-    zp_cold_checkpoint_path(path, sizeof path, r->src_dir, r->setid, r->table, missing, r->nsrc);
+    zp_rehash_checkpoint_path(path, sizeof path, r->src_dir, r->setid, r->table, missing, r->nsrc);
     return zp_errors_set(err, errlen, ZEPS_EDATA,
                          "table '%s': %u of %u shards have a cold tier checkpoint, %s is missing",
                          r->table, have, r->nsrc, path);
@@ -76,7 +76,7 @@ static void remove_flat(const char *dir)
     rmdir(dir);
 }
 
-static bool is_hot(const zp_cold_recut *r, uint64_t id)
+static bool is_hot(const zp_rehash_job *r, uint64_t id)
 {
     size_t lo = 0, hi = r->nhot;
     while (lo < hi) {
@@ -119,7 +119,7 @@ static int check_record(outputs *o, const char *from, uint64_t id, const void *v
 
 /* Every record of the checkpoint in `from` into the output its id hashes
  * to, but the out-of-date copies of hot rows. */
-static int carry(const zp_cold_recut *r, outputs *o, const char *from, zp_cold_rehash_counts *c,
+static int carry(const zp_rehash_job *r, outputs *o, const char *from, zp_rehash_counts *c,
                  char *err, size_t errlen)
 {
     char why[1024];
@@ -182,7 +182,7 @@ static int count_back(const zp_cold_ops *ops, const char *tmp, uint64_t *rows, c
  * checkpoint flushes RocksDB's write buffer first, the log being off,
  * and links its files; the store written is then deleted), read back,
  * counted and renamed to their final names. */
-static int finish(const zp_cold_recut *r, outputs *o, char *err, size_t errlen)
+static int finish(const zp_rehash_job *r, outputs *o, char *err, size_t errlen)
 {
     char why[1024], final[2048];
     for (uint32_t j = 0; j < o->n; j++) {
@@ -200,14 +200,14 @@ static int finish(const zp_cold_recut *r, outputs *o, char *err, size_t errlen)
                                  o->tmp[j], back, o->rows[j], why);
     }
     for (uint32_t j = 0; j < o->n; j++) {
-        zp_cold_checkpoint_path(final, sizeof final, r->dst_dir, r->setid, r->table, j, o->n);
+        zp_rehash_checkpoint_path(final, sizeof final, r->dst_dir, r->setid, r->table, j, o->n);
         remove_flat(final); /* the same set written again */
         if (rename(o->tmp[j], final) == 0)
             continue;
         int rc = zp_errors_set(err, errlen, ZEPS_EIO, "cannot rename %s to %s: %s", o->tmp[j],
                                final, strerror(errno));
         for (uint32_t i = 0; i < j; i++) { /* all or none under their final names */
-            zp_cold_checkpoint_path(final, sizeof final, r->dst_dir, r->setid, r->table, i, o->n);
+            zp_rehash_checkpoint_path(final, sizeof final, r->dst_dir, r->setid, r->table, i, o->n);
             remove_flat(final);
         }
         return rc;
@@ -218,12 +218,12 @@ static int finish(const zp_cold_recut *r, outputs *o, char *err, size_t errlen)
 }
 
 /* Open the r->ndst outputs under their temporary names. */
-static int open_outputs(const zp_cold_recut *r, outputs *o, char *err, size_t errlen)
+static int open_outputs(const zp_rehash_job *r, outputs *o, char *err, size_t errlen)
 {
     char why[1024];
     for (uint32_t j = 0; j < o->n; j++) {
-        if (zp_cold_checkpoint_path(o->tmp[j], sizeof o->tmp[j] - sizeof WORK_SUFFIX, r->dst_dir,
-                                    r->setid, r->table, j, o->n) != 0)
+        if (zp_rehash_checkpoint_path(o->tmp[j], sizeof o->tmp[j] - sizeof WORK_SUFFIX, r->dst_dir,
+                                      r->setid, r->table, j, o->n) != 0)
             return zp_errors_set(err, errlen, ZEPS_EIO, "snapshot_dir '%s' is too long",
                                  r->dst_dir);
         snprintf(o->work[j], sizeof o->work[j], "%s" WORK_SUFFIX, o->tmp[j]);
@@ -236,19 +236,19 @@ static int open_outputs(const zp_cold_recut *r, outputs *o, char *err, size_t er
     return 0;
 }
 
-int zp_cold_rehash(const zp_cold_recut *r, zp_cold_rehash_counts *counts, char *err, size_t errlen)
+int zp_rehash_write(const zp_rehash_job *r, zp_rehash_counts *counts, char *err, size_t errlen)
 {
     outputs o = {.ops = &zp_rocks_ops, .n = r->ndst};
     o.db = zp_alloc_zeroed(r->ndst, sizeof *o.db);
     o.tmp = zp_alloc_zeroed(r->ndst, sizeof *o.tmp);
     o.work = zp_alloc_zeroed(r->ndst, sizeof *o.work);
     o.rows = zp_alloc_zeroed(r->ndst, sizeof *o.rows);
-    zp_cold_rehash_counts c = {0};
+    zp_rehash_counts c = {0};
     int rc = open_outputs(r, &o, err, errlen);
     for (uint32_t k = 0; rc == 0 && k < r->nsrc; k++) {
         char from[2048];
-        if (zp_cold_checkpoint_path(from, sizeof from, r->src_dir, r->setid, r->table, k,
-                                    r->nsrc) != 0)
+        if (zp_rehash_checkpoint_path(from, sizeof from, r->src_dir, r->setid, r->table, k,
+                                      r->nsrc) != 0)
             rc =
                 zp_errors_set(err, errlen, ZEPS_EDATA, "snapshot_dir '%s' is too long", r->src_dir);
         else

@@ -23,11 +23,11 @@
  * `nshards` in set `setid` of snapshot_dir `snapdir`:
  * <snapdir>/set-<setid>/tier-<table>-shard-<i>-of-<S>. 0, or -1 if it
  * does not fit in len. */
-int zp_cold_checkpoint_path(char *buf, size_t len, const char *snapdir, uint64_t setid,
-                            const char *table, uint32_t shard, uint32_t nshards);
+int zp_rehash_checkpoint_path(char *buf, size_t len, const char *snapdir, uint64_t setid,
+                              const char *table, uint32_t shard, uint32_t nshards);
 
 /* What to cut again. */
-typedef struct zp_cold_recut {
+typedef struct zp_rehash_job {
     const char *src_dir, *dst_dir; /* snapshot_dirs: the set read, the set written */
     uint64_t setid;                /* the set's id (the same in both) */
     const char *table;
@@ -37,18 +37,18 @@ typedef struct zp_cold_recut {
      * promotion leaves its record in the tier) and is not carried */
     const uint64_t *hot;
     size_t nhot;
-} zp_cold_recut;
+} zp_rehash_job;
 
-typedef struct zp_cold_rehash_counts {
+typedef struct zp_rehash_counts {
     uint64_t read;    /* records read from the old checkpoints */
     uint64_t written; /* cold rows written to the new ones */
     uint64_t copies;  /* out-of-date copies of hot rows left out */
-} zp_cold_rehash_counts;
+} zp_rehash_counts;
 
 /* Whether set r->setid of r->src_dir holds cold tier checkpoints of
  * r->table: 0 (none), 1 (one for each of the r->nsrc shards), or
  * ZEPS_EDATA naming the shard whose checkpoint is missing. */
-int zp_cold_rehash_present(const zp_cold_recut *r, char *err, size_t errlen);
+int zp_rehash_present(const zp_rehash_job *r, char *err, size_t errlen);
 
 /* Write the r->ndst checkpoints of r->table into set r->setid of
  * r->dst_dir (its set folder must exist) from the r->nsrc of r->src_dir.
@@ -56,6 +56,6 @@ int zp_cold_rehash_present(const zp_cold_recut *r, char *err, size_t errlen);
  * damaged: it does not open, a record is not a row record of the table)
  * or ZEPS_EIO (writing), naming the folder; on error no new checkpoint of
  * this call is left under its final name. */
-int zp_cold_rehash(const zp_cold_recut *r, zp_cold_rehash_counts *counts, char *err, size_t errlen);
+int zp_rehash_write(const zp_rehash_job *r, zp_rehash_counts *counts, char *err, size_t errlen);
 
 #endif

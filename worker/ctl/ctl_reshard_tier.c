@@ -34,8 +34,8 @@ static bool known(const char *name, const zp_snapshot *s, uint32_t nsrc)
     return false;
 }
 
-int zp_ctl_tiers_check(const char *src_dir, uint64_t setid, const zp_snapshot *const *src,
-                       uint32_t nsrc)
+int zp_ctl_reshard_tier_check(const char *src_dir, uint64_t setid, const zp_snapshot *const *src,
+                              uint32_t nsrc)
 {
     char path[2048], err[1024];
     snprintf(path, sizeof path, "%s/set-%016" PRIx64, src_dir, setid);
@@ -53,9 +53,9 @@ int zp_ctl_tiers_check(const char *src_dir, uint64_t setid, const zp_snapshot *c
     if (d != NULL)
         closedir(d);
     for (uint32_t i = 0; rc == 0 && i < src[0]->ntables; i++) {
-        zp_cold_recut r = {
+        zp_rehash_job r = {
             .src_dir = src_dir, .setid = setid, .table = src[0]->tables[i].name, .nsrc = nsrc};
-        if (src[0]->tables[i].kind == 1 && zp_cold_rehash_present(&r, err, sizeof err) < 0) {
+        if (src[0]->tables[i].kind == 1 && zp_rehash_present(&r, err, sizeof err) < 0) {
             fprintf(stderr, "zepsctl snapshot reshard: %s\n", err);
             rc = 1;
         }
@@ -90,18 +90,18 @@ static uint64_t *hot_ids(const zp_snapshot *const *src, uint32_t nsrc, uint32_t 
     return ids;
 }
 
-int zp_ctl_tiers_reshard(const char *src_dir, const char *dst_dir, uint64_t setid,
-                         const zp_snapshot *const *src, uint32_t nsrc, uint32_t nout)
+int zp_ctl_reshard_tier_write(const char *src_dir, const char *dst_dir, uint64_t setid,
+                              const zp_snapshot *const *src, uint32_t nsrc, uint32_t nout)
 {
     char err[1024];
     for (uint32_t i = 0; i < src[0]->ntables; i++) {
-        zp_cold_recut r = {.src_dir = src_dir,
+        zp_rehash_job r = {.src_dir = src_dir,
                            .dst_dir = dst_dir,
                            .setid = setid,
                            .table = src[0]->tables[i].name,
                            .nsrc = nsrc,
                            .ndst = nout};
-        if (src[0]->tables[i].kind != 1 || zp_cold_rehash_present(&r, err, sizeof err) != 1)
+        if (src[0]->tables[i].kind != 1 || zp_rehash_present(&r, err, sizeof err) != 1)
             continue; /* checked before: none */
         size_t nhot = 0;
         uint64_t *hot = hot_ids(src, nsrc, i, &nhot);
@@ -111,8 +111,8 @@ int zp_ctl_tiers_reshard(const char *src_dir, const char *dst_dir, uint64_t seti
         }
         r.hot = hot;
         r.nhot = nhot;
-        zp_cold_rehash_counts c;
-        int rc = zp_cold_rehash(&r, &c, err, sizeof err);
+        zp_rehash_counts c;
+        int rc = zp_rehash_write(&r, &c, err, sizeof err);
         free(hot);
         if (rc != 0) {
             fprintf(stderr, "zepsctl snapshot reshard: table '%s': %s\n", r.table, err);

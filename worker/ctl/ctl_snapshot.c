@@ -176,7 +176,7 @@ static int reshard(const char *src_dir, const char *dst_dir, const char *shards_
     uint64_t setid = 0;
     int rc = read_newest(src_dir, &src, &nsrc, &setid);
     if (rc == 0)
-        rc = zp_ctl_tiers_check(src_dir, setid, (const zp_snapshot *const *)src, nsrc);
+        rc = zp_ctl_reshard_tier_check(src_dir, setid, (const zp_snapshot *const *)src, nsrc);
     if (rc == 0 && mkdir(dst_dir, 0750) != 0 && errno != EEXIST) {
         fprintf(stderr, "zepsctl snapshot reshard: %s: %s\n", dst_dir, strerror(errno));
         rc = 1;
@@ -198,8 +198,8 @@ static int reshard(const char *src_dir, const char *dst_dir, const char *shards_
     /* the cold tiers after the files, the manifest last: a set is listed
      * (complete) only once every part of it is written */
     if (rc == 0)
-        rc = zp_ctl_tiers_reshard(src_dir, dst_dir, setid, (const zp_snapshot *const *)src, nsrc,
-                                  (uint32_t)nout);
+        rc = zp_ctl_reshard_tier_write(src_dir, dst_dir, setid, (const zp_snapshot *const *)src,
+                                       nsrc, (uint32_t)nout);
     if (rc == 0 && zp_manifest_add_set(dst_dir, setid, (uint32_t)nout, err, sizeof(err)) != 0) {
         fprintf(stderr, "zepsctl snapshot reshard: %s\n", err);
         rc = 1;

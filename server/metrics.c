@@ -328,6 +328,15 @@ static const tfield tpairs[] = {
        "Sparse rows read from the cold tier on the loop."),
     TS(tier_parked, "zeps_table_tier_parked_pulls_total", "counter",
        "Pulls parked until their cold rows were read."),
+    TS(tier_mem_share, "zeps_table_tier_memory_share_bytes", "gauge",
+       "The share of memory_budget the cold tier's store is given (0: unbounded)."),
+    TS(tier_mem_write_buffers, "zeps_table_tier_memory_write_buffers_bytes", "gauge",
+       "The cold tier's write buffers (rocksdb.cur-size-all-mem-tables)."),
+    TS(tier_mem_table_readers, "zeps_table_tier_memory_table_readers_bytes", "gauge",
+       "Index and filter blocks held outside the block cache "
+       "(rocksdb.estimate-table-readers-mem)."),
+    TS(tier_mem_block_cache, "zeps_table_tier_memory_block_cache_bytes", "gauge",
+       "The cold tier's block cache usage."),
 };
 
 static void table_family(const Zeps__ShardStats *st, const tfield *f, bool header, zp_http_reply *r)

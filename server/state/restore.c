@@ -53,14 +53,22 @@ static int restore_table(zp_server *s, const zp_snap_table *st, uint64_t setid, 
                          size_t errlen)
 {
     zp_table *t;
-    int rc = zp_table_from_snap(&t, s->ntables, st, s->shard, s->nshards, s->nworkers, err, errlen);
-    if (rc == 0 && t->rows && t->rows->spec->tier)
+    int rc = zp_table_declared_from_snap(&t, s->ntables, st, s->shard, s->nshards, s->nworkers, err,
+                                         errlen);
+    if (rc != 0)
+        return rc;
+    /* a cold tier before the hot rows: a hot row the table has no room for
+     * (a set resharded onto fewer shards) is demoted to it, not dropped,
+     * and a hot row's out-of-date copy in it is marked as it loads */
+    if (t->rows && t->rows->spec->tier)
         rc = setid == UINT64_MAX
                  ? zp_errors_set(err, errlen, ZEPS_EDATA,
                                  "table '%s' has a cold tier: it is not transferred to a replica",
                                  t->name)
                  : zp_tiered_restore(t->rows, s->cfg.tier_dir, s->cfg.snapshot_dir, setid, t->name,
                                      s->shard, s->nshards, err, errlen);
+    if (rc == 0)
+        rc = zp_table_load_snap(t, st, err, errlen);
     if (rc != 0) {
         zp_table_destroy(&t);
         return rc;

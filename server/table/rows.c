@@ -192,7 +192,9 @@ static void sparse_opts_from_spec(zp_sparse_opts *o, const Zeps__TableSpec *spec
     o->admit_prob = spec->admit_prob;
     o->ttl_clocks = spec->ttl_clocks;
     o->capacity_rows = spec->capacity_rows;
-    o->memory_budget = spec->memory_budget;
+    /* a tiered table's budget covers its cold tier's store too: the hot
+     * rows get what the store's share leaves (tier.h, zp_tier_share) */
+    o->memory_budget = spec->memory_budget - (spec->tier ? zp_tier_share(spec->memory_budget) : 0);
     o->evict = (zp_evict_policy)zp_evict_from_name(spec->evict);
     o->lead_cols = spec->lead_cols;
     o->lead_lr = (float)spec->lead_lr;
@@ -375,6 +377,10 @@ static void rows_stats(const zp_table *t, Zeps__TableStats *ts)
         ts->tier_fetched = tc.fetched;
         ts->tier_sync_reads = tc.sync_reads;
         ts->tier_parked = t->rows->cold_parked;
+        ts->tier_mem_share = tc.mem_share;
+        ts->tier_mem_write_buffers = tc.mem_write_buffers;
+        ts->tier_mem_table_readers = tc.mem_table_readers;
+        ts->tier_mem_block_cache = tc.mem_block_cache;
     }
 }
 
@@ -593,9 +599,9 @@ static int rows_reset(zp_table *t, const zp_snap_table *st, char *err, size_t er
         zp_sparse *old = t->rows->store;
         t->rows->store = fresh.rows->store;
         fresh.rows->store = old;
-        zp_rowvers_fini(&t->rows->kept); /* the kept versions belong to a history that is gone */
-        zp_rround_clear(&t->rows->held); /* and so do the held pushes */
-        zp_rowpast_clear(&t->rows->past);  /* and the rows of the last round */
+        zp_rowvers_fini(&t->rows->kept);  /* the kept versions belong to a history that is gone */
+        zp_rround_clear(&t->rows->held);  /* and so do the held pushes */
+        zp_rowpast_clear(&t->rows->past); /* and the rows of the last round */
         t->version = fresh.version;
         t->round.closed = fresh.round.closed;
     }

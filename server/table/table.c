@@ -237,8 +237,8 @@ void zp_table_destroy(zp_table **tp)
     *tp = NULL;
 }
 
-int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard, int nshards,
-                       int nworkers, char *err, size_t errlen)
+int zp_table_declared_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard,
+                                int nshards, int nworkers, char *err, size_t errlen)
 {
     const zp_table_kind *kind = zp_table_kind_for(st->kind);
     if (!kind)
@@ -248,15 +248,28 @@ int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int
     int rc = kind->snap_spec(st, &spec, err, errlen);
     if (rc != 0)
         return rc;
-    zp_table *t;
-    rc = zp_table_new(&t, id, spec, shard, nshards, nworkers, err, errlen);
+    rc = zp_table_new(out, id, spec, shard, nshards, nworkers, err, errlen);
     zeps__table_spec__free_unpacked(spec, NULL);
-    if (rc != 0)
-        return rc;
+    return rc;
+}
+
+int zp_table_load_snap(zp_table *t, const zp_snap_table *st, char *err, size_t errlen)
+{
     t->init_known = false; /* the record keeps values, not init segments */
-    rc = kind->load(t, st, err, errlen);
+    int rc = t->kind->load(t, st, err, errlen);
     if (rc == 0 && st->lr_now > 0)
         rc = zp_table_set_lr(t, st->lr_now, err, errlen);
+    return rc;
+}
+
+int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard, int nshards,
+                       int nworkers, char *err, size_t errlen)
+{
+    zp_table *t;
+    int rc = zp_table_declared_from_snap(&t, id, st, shard, nshards, nworkers, err, errlen);
+    if (rc != 0)
+        return rc;
+    rc = zp_table_load_snap(t, st, err, errlen);
     if (rc != 0) {
         zp_table_destroy(&t);
         return rc;

@@ -114,7 +114,7 @@ struct zp_table {
     uint64_t seed;
     uint64_t init_digest; /* dense: of the declaration's init segments (segments.c), 0: none */
     bool init_known;      /* dense: declared (not restored): init_digest can be checked */
-    bool has_staleness; /* ssp bound declared for this table */
+    bool has_staleness;   /* ssp bound declared for this table */
     uint32_t staleness;
 
     /* a dense table's slice (empty for a sparse table: n = 0) */
@@ -141,9 +141,9 @@ struct zp_table {
     zp_buf *past;
     int64_t past_clock;
     uint64_t past_version;
-    uint32_t turn;          /* cluster.inject turns: the rank whose pull is next (op/turns.c) */
-    bool turn_taken;        /* ... and it was served: its push is still to come */
-    uint64_t turn_round;    /* a sparse table's turns: the step the turn is for (op/turns.c) */
+    uint32_t turn;       /* cluster.inject turns: the rank whose pull is next (op/turns.c) */
+    bool turn_taken;     /* ... and it was served: its push is still to come */
+    uint64_t turn_round; /* a sparse table's turns: the step the turn is for (op/turns.c) */
     zp_table_stats stats;
 };
 
@@ -156,6 +156,16 @@ const zp_table_kind *zp_table_kind_for(uint32_t kind);
 int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int shard, int nshards,
                  int nworkers, char *err, size_t errlen);
 void zp_table_destroy(zp_table **tp);
+
+/* A table declared from a snapshot record's recorded declaration as
+ * table `id`, empty (zp_table_load_snap loads it). *out owns it on
+ * success. */
+int zp_table_declared_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard,
+                                int nshards, int nworkers, char *err, size_t errlen);
+
+/* Load table t (zp_table_declared_from_snap of st) with st's contents.
+ * 0 or a zeps_err; on error the caller destroys t. */
+int zp_table_load_snap(zp_table *t, const zp_snap_table *st, char *err, size_t errlen);
 
 /* A table made from a snapshot record as table `id`: declared from the
  * recorded declaration, then loaded. *out owns it on success. */

@@ -13,6 +13,7 @@
 
 #include "alloc.h"
 #include "errors.h"
+#include "rehash.h"
 #include "snapshot.h"
 #include "tier.h"
 #include "zeps_errors.h"
@@ -28,6 +29,7 @@ static zp_tier_where where_of(const zp_rows *r, const char *dir, const char *tab
         .dim = r->dim,
         .spv = (uint32_t)zp_sparse_state_per_value(r->store),
         .rec = zp_sparse_record_bytes(r->store),
+        .mem = zp_tier_share(r->spec != NULL ? r->spec->memory_budget : 0),
     };
     return w;
 }
@@ -57,9 +59,8 @@ int zp_tiered_open(zp_rows *r, const char *dir, const char *table, int shard, in
 int zp_tiered_checkpoint_path(char *buf, size_t len, const char *snapdir, uint64_t setid,
                               const char *table, int shard, int nshards)
 {
-    int n = snprintf(buf, len, "%s/set-%016" PRIx64 "/tier-%s-shard-%d-of-%d", snapdir, setid,
-                     table, shard, nshards);
-    return n < 0 || (size_t)n >= len ? -1 : 0;
+    return zp_rehash_checkpoint_path(buf, len, snapdir, setid, table, (uint32_t)shard,
+                                     (uint32_t)nshards);
 }
 
 int zp_tiered_checkpoint(zp_rows *r, const char *snapdir, uint64_t setid, const char *table,

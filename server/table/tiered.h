@@ -39,8 +39,10 @@ int zp_tiered_checkpoint_path(char *buf, size_t len, const char *snapdir, uint64
 int zp_tiered_checkpoint(zp_rows *r, const char *snapdir, uint64_t setid, const char *table,
                          int shard, int nshards, char *err, size_t errlen);
 
-/* Give restored table r (declared with tier, its hot rows loaded) its cold
- * tier from set `setid`'s checkpoint: r owns the tier from then on. 0, or
+/* Give restored table r (declared with tier; its hot rows loaded, or
+ * loaded after: a hot row loaded then that the table has no room for is
+ * demoted, and its out-of-date copy marked as it loads) its cold tier
+ * from set `setid`'s checkpoint: r owns the tier from then on. 0, or
  * ZEPS_EDATA (no checkpoint), ZEPS_ECONFIG, ZEPS_EIO. */
 int zp_tiered_restore(zp_rows *r, const char *tier_dir, const char *snapdir, uint64_t setid,
                       const char *table, int shard, int nshards, char *err, size_t errlen);

@@ -22,11 +22,23 @@
 
 typedef struct zp_cold zp_cold; /* a store's open database (its ops' own body) */
 
+/* What a store holds in memory now, by part (RocksDB's own figures). */
+typedef struct zp_cold_memory {
+    uint64_t write_buffers; /* rocksdb.cur-size-all-mem-tables */
+    uint64_t table_readers; /* rocksdb.estimate-table-readers-mem: index and filter
+                             * blocks held outside the block cache */
+    uint64_t block_cache;   /* the block cache's usage (index, filter and data blocks) */
+} zp_cold_memory;
+
 typedef struct zp_cold_ops {
     const char *name;
-    /* Open (create if missing) the database in folder `path`; *out is the
-     * caller's, closed with close. */
-    int (*open)(zp_cold **out, const char *path, char *err, size_t errlen);
+    /* Open (create if missing) the database in folder `path`, holding at
+     * most `mem` bytes in memory (0: the store's unbounded defaults); *out
+     * is the caller's, closed with close. */
+    int (*open)(zp_cold **out, const char *path, uint64_t mem, char *err, size_t errlen);
+    /* Open an existing database read-only (a snapshot's checkpoint: nothing
+     * in the folder is changed); ZEPS_EDATA if it is missing or damaged. */
+    int (*open_read)(zp_cold **out, const char *path, char *err, size_t errlen);
     void (*close)(zp_cold **cp); /* NULL and *cp NULL tolerated; sets *cp NULL */
     /* Delete the database in `path` (a closed one) with everything in it. */
     int (*destroy)(const char *path, char *err, size_t errlen);
@@ -51,6 +63,8 @@ typedef struct zp_cold_ops {
     void (*iter_free)(zp_cold *c, void **it);
     /* Bytes the database takes on disk and in its write buffers. */
     uint64_t (*bytes)(zp_cold *c);
+    /* What it holds in memory now. */
+    void (*memory)(zp_cold *c, zp_cold_memory *out);
     /* A consistent copy of the database with every write so far in folder
      * `dir` (must not exist), from which open works. */
     int (*checkpoint)(zp_cold *c, const char *dir, char *err, size_t errlen);

@@ -19,13 +19,19 @@
  *   - a full bloom filter of 10 bits per key on the files, and one on the
  *     write buffer (whole keys): most lookups miss most files and the
  *     buffer, and new ids miss them all;
- *   - reads do not fill the 8 MiB block cache: cold reads are spread over
- *     the table (the hot tier is the cache), so caching their blocks only
- *     costs an insert and an eviction each; the cache is small because
- *     what RocksDB holds counts against the shard's memory;
+ *   - a table with a memory_budget gives RocksDB a share of it (tier.h,
+ *     zp_tier_share) and RocksDB stays inside it (bounded(), below): write
+ *     buffers and a block cache holding the index and filter blocks too,
+ *     a quarter of the share each, the rest for what RocksDB does not
+ *     report;
+ *   - a table without one (capacity_rows) keeps the unbounded settings:
+ *     16 MiB write buffers, index and filters held beside an 8 MiB block
+ *     cache that reads do not fill (cold reads are spread over the table,
+ *     the hot tier is the cache, so caching their blocks only costs an
+ *     insert and an eviction each);
  *   - MultiGet in its batched form (ZP_ROCKS_BATCH keys a call), which
  *     probes filters and indexes for a batch at once;
- *   - the default skiplist write buffer (a hashed one made RocksDB's flush
+ *   - a skiplist write buffer (a hashed one made RocksDB's flush
  *     sort every buffer, a third of the shard's time) and level compaction
  *     with dynamic level sizes;
  *   - writes gathered (put, del) and written by commit, or when BATCH_MAX
@@ -92,17 +98,52 @@ static int fail(char *rerr, const char *what, char *err, size_t errlen)
     return rc;
 }
 
-void zp_rocks_settings_init(zp_rocks_settings *s)
+/* The settings shared by both kinds of table. */
+static rocksdb_options_t *common_options(void)
 {
     rocksdb_options_t *o = rocksdb_options_create();
     rocksdb_options_set_create_if_missing(o, 1);
     rocksdb_options_set_compression(o, rocksdb_no_compression);
-    rocksdb_options_set_write_buffer_size(o, BUFFER_BYTES);
     rocksdb_options_set_max_background_jobs(o, 2);
     rocksdb_options_set_keep_log_file_num(o, 2);
     rocksdb_options_set_level_compaction_dynamic_level_bytes(o, 1);
     rocksdb_options_set_memtable_whole_key_filtering(o, 1);
     rocksdb_options_set_memtable_prefix_bloom_size_ratio(o, 0.02);
+    return o;
+}
+
+/* Bounded to `mem` bytes (the table's budget's share, tier.h): a quarter
+ * of it for the write buffers (two at most, of an eighth each, and
+ * RocksDB's own total for them), a quarter for a block cache that holds
+ * the index and filter blocks too (partitioned, so a read needs one
+ * partition of each in the cache, not a file's whole index; the top level
+ * and level 0's pinned there), and half left for what RocksDB holds
+ * without reporting it (flush and compaction buffers, table readers'
+ * state) and the allocator's slack: without such a reserve the shard's
+ * RSS passed budget + 15 % in bench_tier part 4 (docs/sparse.md).
+ * Reads fill the cache: a partition read from the file must be kept, and
+ * data blocks take the low-priority part only. */
+static void bounded(zp_rocks_settings *s, rocksdb_options_t *o, uint64_t mem)
+{
+    uint64_t wb = mem / 4, cache = mem / 4;
+    rocksdb_options_set_write_buffer_size(o, (size_t)(wb / 2));
+    rocksdb_options_set_max_write_buffer_number(o, 2);
+    rocksdb_options_set_db_write_buffer_size(o, (size_t)wb);
+    rocksdb_block_based_options_set_cache_index_and_filter_blocks(s->table, 1);
+    rocksdb_block_based_options_set_cache_index_and_filter_blocks_with_high_priority(s->table, 1);
+    rocksdb_block_based_options_set_pin_l0_filter_and_index_blocks_in_cache(s->table, 1);
+    rocksdb_block_based_options_set_index_type(
+        s->table, rocksdb_block_based_table_index_type_two_level_index_search);
+    rocksdb_block_based_options_set_partition_filters(s->table, 1);
+    rocksdb_block_based_options_set_metadata_block_size(s->table, 4096);
+    rocksdb_block_based_options_set_pin_top_level_index_and_filter(s->table, 1);
+    s->cache = rocksdb_cache_create_lru((size_t)cache);
+    rocksdb_readoptions_set_fill_cache(s->read, 1);
+}
+
+void zp_rocks_settings_init(zp_rocks_settings *s, uint64_t mem)
+{
+    rocksdb_options_t *o = common_options();
     s->table = rocksdb_block_based_options_create();
     rocksdb_block_based_options_set_block_size(s->table, BLOCK_BYTES);
     rocksdb_block_based_options_set_data_block_index_type(
@@ -110,12 +151,17 @@ void zp_rocks_settings_init(zp_rocks_settings *s)
     rocksdb_block_based_options_set_data_block_hash_ratio(s->table, 0.75);
     rocksdb_block_based_options_set_filter_policy(s->table,
                                                   rocksdb_filterpolicy_create_bloom_full(10));
-    s->cache = rocksdb_cache_create_lru(CACHE_BYTES);
+    s->read = rocksdb_readoptions_create();
+    if (mem != 0) {
+        bounded(s, o, mem);
+    } else {
+        rocksdb_options_set_write_buffer_size(o, BUFFER_BYTES);
+        s->cache = rocksdb_cache_create_lru(CACHE_BYTES);
+        rocksdb_readoptions_set_fill_cache(s->read, 0);
+    }
     rocksdb_block_based_options_set_block_cache(s->table, s->cache);
     rocksdb_options_set_block_based_table_factory(o, s->table);
     s->opts = o;
-    s->read = rocksdb_readoptions_create();
-    rocksdb_readoptions_set_fill_cache(s->read, 0);
 }
 
 void zp_rocks_settings_fini(zp_rocks_settings *s)
@@ -146,10 +192,13 @@ static void rocks_close(zp_cold **cp)
     *cp = NULL;
 }
 
-static int rocks_open(zp_cold **out, const char *path, char *err, size_t errlen)
+/* Open the database in `path` (read_only: an existing one, changed in
+ * nothing, else created if missing). */
+static int open_db(zp_cold **out, const char *path, uint64_t mem, bool read_only, char *err,
+                   size_t errlen)
 {
     zp_cold *c = zp_alloc_zeroed(1, sizeof(*c));
-    zp_rocks_settings_init(&c->set);
+    zp_rocks_settings_init(&c->set, mem);
     c->wo = rocksdb_writeoptions_create();
     rocksdb_writeoptions_disable_WAL(c->wo, 1);
     c->batch = rocksdb_writebatch_create();
@@ -159,10 +208,21 @@ static int rocks_open(zp_cold **out, const char *path, char *err, size_t errlen)
     const char *names[1] = {"default"};
     const rocksdb_options_t *cfo[1] = {c->set.opts};
     rocksdb_column_family_handle_t *cf[1] = {NULL};
-    c->db = rocksdb_open_column_families(c->set.opts, path, 1, names, cfo, cf, &rerr);
+    if (read_only) {
+        rocksdb_options_set_create_if_missing(c->set.opts, 0);
+        c->db = rocksdb_open_for_read_only_column_families(c->set.opts, path, 1, names, cfo, cf, 0,
+                                                           &rerr);
+    } else {
+        c->db = rocksdb_open_column_families(c->set.opts, path, 1, names, cfo, cf, &rerr);
+    }
     if (rerr != NULL) {
         c->db = NULL;
         rocks_close(&c);
+        if (read_only) {
+            int rc = zp_errors_set(err, errlen, ZEPS_EDATA, "RocksDB open (read-only): %s", rerr);
+            rocksdb_free(rerr);
+            return rc;
+        }
         return fail(rerr, "open", err, errlen);
     }
     c->cf = cf[0];
@@ -170,10 +230,20 @@ static int rocks_open(zp_cold **out, const char *path, char *err, size_t errlen)
     return 0;
 }
 
+static int rocks_open(zp_cold **out, const char *path, uint64_t mem, char *err, size_t errlen)
+{
+    return open_db(out, path, mem, false, err, errlen);
+}
+
+static int rocks_open_read(zp_cold **out, const char *path, char *err, size_t errlen)
+{
+    return open_db(out, path, 0, true, err, errlen);
+}
+
 static int rocks_destroy(const char *path, char *err, size_t errlen)
 {
     zp_rocks_settings s;
-    zp_rocks_settings_init(&s);
+    zp_rocks_settings_init(&s, 0);
     char *rerr = NULL;
     rocksdb_destroy_db(s.opts, path, &rerr);
     zp_rocks_settings_fini(&s);
@@ -332,6 +402,14 @@ static uint64_t rocks_bytes(zp_cold *c)
     return sst + mem;
 }
 
+static void rocks_memory(zp_cold *c, zp_cold_memory *out)
+{
+    memset(out, 0, sizeof(*out));
+    rocksdb_property_int(c->db, "rocksdb.cur-size-all-mem-tables", &out->write_buffers);
+    rocksdb_property_int(c->db, "rocksdb.estimate-table-readers-mem", &out->table_readers);
+    out->block_cache = rocksdb_cache_get_usage(c->set.cache);
+}
+
 static int rocks_checkpoint(zp_cold *c, const char *dir, char *err, size_t errlen)
 {
     char *rerr = NULL;
@@ -351,6 +429,7 @@ static int rocks_checkpoint(zp_cold *c, const char *dir, char *err, size_t errle
 const zp_cold_ops zp_rocks_ops = {
     .name = "rocksdb",
     .open = rocks_open,
+    .open_read = rocks_open_read,
     .close = rocks_close,
     .destroy = rocks_destroy,
     .put = rocks_put,
@@ -360,5 +439,6 @@ const zp_cold_ops zp_rocks_ops = {
     .iter_next = rocks_iter_next,
     .iter_free = rocks_iter_free,
     .bytes = rocks_bytes,
+    .memory = rocks_memory,
     .checkpoint = rocks_checkpoint,
 };

@@ -7,6 +7,8 @@
 #ifndef ZP_ROCKS_H
 #define ZP_ROCKS_H
 
+#include <stdint.h>
+
 #include <rocksdb/c.h>
 
 /* Keys per batched MultiGet call of the store (RocksDB works through
@@ -21,8 +23,11 @@ typedef struct zp_rocks_settings {
 } zp_rocks_settings;
 
 /* Make the settings the tier opens its databases with; the caller owns
- * them (zp_rocks_settings_fini, after closing what it opened with them). */
-void zp_rocks_settings_init(zp_rocks_settings *s);
+ * them (zp_rocks_settings_fini, after closing what it opened with them).
+ * `mem` is what RocksDB may hold in memory (write buffers, and a block
+ * cache holding the index and filter blocks), 0 for the unbounded
+ * settings of a table without a memory_budget (rocks.c says both). */
+void zp_rocks_settings_init(zp_rocks_settings *s, uint64_t mem);
 void zp_rocks_settings_fini(zp_rocks_settings *s);
 
 #endif

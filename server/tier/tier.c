@@ -23,7 +23,7 @@
 #include "log.h"
 #include "zeps_errors.h"
 
-#define ID_FILE  "ZEPS-TIER"
+#define ID_FILE "ZEPS-TIER"
 /* The room a tier keeps free on its disk: 64 MiB (write buffers being
  * flushed) and a quarter of what the tier holds (a compaction rewrites
  * files before it deletes the old ones). RocksDB must never meet a full
@@ -31,7 +31,7 @@
  * (an assertion in its file writer, seen in test_full_disk). */
 #define FREE_MIN   ((uint64_t)64 << 20)
 #define FREE_EVERY 1024 /* demotions between two looks at the disk */
-#define ID_MAGIC "zeps cold tier 1"
+#define ID_MAGIC   "zeps cold tier 1"
 
 struct zp_tier {
     const zp_cold_ops *ops;
@@ -59,6 +59,11 @@ static const zp_cold_ops *store_named(const char *name)
         if (name == NULL || strcmp(name, stores[i]->name) == 0)
             return stores[i];
     return NULL;
+}
+
+uint64_t zp_tier_share(uint64_t memory_budget)
+{
+    return memory_budget / 2;
 }
 
 int zp_tier_dir_check(const char *dir, char *err, size_t errlen)
@@ -197,13 +202,14 @@ static int open_at(zp_tier **out, const char *path, const zp_tier_where *w, char
         return zp_errors_set(err, errlen, ZEPS_ECONFIG, "cold tier '%s': %s", path, why);
     rc = write_identity(path, w, err, errlen);
     if (rc == 0)
-        rc = ops->open(&db, path, err, errlen);
+        rc = ops->open(&db, path, w->mem, err, errlen);
     if (rc != 0)
         return rc;
     zp_tier *t = zp_alloc_zeroed(1, sizeof(*t));
     t->ops = ops;
     t->db = db;
     t->rec = w->rec;
+    t->c.mem_share = w->mem;
     snprintf(t->path, sizeof t->path, "%s", path);
     *out = t;
     return 0;
@@ -532,6 +538,11 @@ void zp_tier_get_counters(const zp_tier *t, zp_tier_counters *out)
 {
     *out = t->c;
     out->bytes = t->ops->bytes(t->db);
+    zp_cold_memory m;
+    t->ops->memory(t->db, &m);
+    out->mem_write_buffers = m.write_buffers;
+    out->mem_table_readers = m.table_readers;
+    out->mem_block_cache = m.block_cache;
 }
 
 int64_t zp_tier_scan(zp_tier *t, uint64_t *pos, uint64_t max, uint8_t *out)

@@ -35,7 +35,15 @@ typedef struct zp_tier_where {
     int shard, nshards;
     uint32_t dim, spv; /* the row layout: values and state floats per value */
     size_t rec;        /* bytes of one row record */
+    uint64_t mem;      /* what the store may hold in memory: zp_tier_share of the
+                        * table's memory_budget; 0 without one (unbounded) */
 } zp_tier_where;
+
+/* The share of a tiered table's memory_budget its cold tier's store is
+ * given (half: write buffers, a block cache holding the index and filter
+ * blocks, and what RocksDB holds beside them, rocks.c); the hot rows get
+ * the other half. 0 for 0 (no budget). */
+uint64_t zp_tier_share(uint64_t memory_budget);
 
 typedef struct zp_tier_counters {
     uint64_t promotions; /* cold rows taken back into the hot tier */
@@ -45,6 +53,8 @@ typedef struct zp_tier_counters {
     uint64_t rows;       /* rows in the cold tier now (not hot: out-of-date copies of hot
                           * rows are not counted) */
     uint64_t bytes;      /* bytes the store takes (disk and write buffers) */
+    uint64_t mem_share;  /* what the store may hold in memory (0: unbounded) */
+    uint64_t mem_write_buffers, mem_table_readers, mem_block_cache; /* what it holds now */
 } zp_tier_counters;
 
 /* Open the tier of w with the rows of checkpoint `from` (a snapshot's,

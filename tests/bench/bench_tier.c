@@ -17,7 +17,8 @@
  *     its idle RSS against the budget.
  *
  * Usage: bench_tier [--ids N (2000000)] [--dim D (16)] [--batch B (10000)]
- *                   [--seconds S (3)] [--evict lru|lfu (lru)] [--budget-mb M].
+ *                   [--seconds S (3)] [--evict lru|lfu (lru)] [--budget-mb M]
+ *                   [--part 4] (part 4 alone).
  * Needs ZEPS_BINDIR.
  */
 #include <math.h>
@@ -44,6 +45,7 @@ static double SECS = 3;
 static const char *EVICT = "lru";
 static uint64_t BUDGET_MB; /* part 4's memory_budget (0: a tenth of the rows, 192 bytes each) */
 static double ran_s;       /* how long the last run() ran */
+static int MEMORY_ONLY;    /* --part 4: part 4 alone */
 
 static uint64_t id_of(uint64_t rank)
 {
@@ -190,7 +192,7 @@ static double hot_p99(zeps_client *c, uint32_t t)
 static double multiget_ceiling(const char *path)
 {
     zp_rocks_settings set;
-    zp_rocks_settings_init(&set);
+    zp_rocks_settings_init(&set, 0);
     char *err = NULL;
     const char *names[1] = {"default"};
     const rocksdb_options_t *cfo[1] = {set.opts};
@@ -308,6 +310,20 @@ static void bounded_memory(const char *dir)
            (unsigned long long)BUDGET_MB, (unsigned long long)N,
            (double)N * 192.0 / (double)(BUDGET_MB << 20), base, rss - base, peak - base,
            (rss - base) / (double)BUDGET_MB);
+    Zeps__ShardStats *st = zt_stats(c, 0);
+    for (size_t i = 0; st && i < st->n_tables; i++)
+        if (st->tables[i]->tiered)
+            printf("   the budget's split: hot rows %.1f MiB (%llu rows); the cold tier's share "
+                   "%.1f MiB: write buffers %.1f, index and filters outside the cache %.1f, "
+                   "block cache %.1f MiB (STATS)\n",
+                   (double)(st->tables[i]->rows * st->tables[i]->bytes_per_row) / 1048576.0,
+                   (unsigned long long)st->tables[i]->rows,
+                   (double)st->tables[i]->tier_mem_share / 1048576.0,
+                   (double)st->tables[i]->tier_mem_write_buffers / 1048576.0,
+                   (double)st->tables[i]->tier_mem_table_readers / 1048576.0,
+                   (double)st->tables[i]->tier_mem_block_cache / 1048576.0);
+    if (st)
+        zeps__shard_stats__free_unpacked(st, NULL);
     zeps_client_destroy(&c);
     zt_cluster_stop(&mc);
 }
@@ -325,6 +341,8 @@ static void parse(int argc, char **argv)
             SECS = atof(argv[i + 1]);
         else if (strcmp(argv[i], "--evict") == 0)
             EVICT = argv[i + 1];
+        else if (strcmp(argv[i], "--part") == 0)
+            MEMORY_ONLY = atoi(argv[i + 1]) == 4;
         else if (strcmp(argv[i], "--budget-mb") == 0)
             BUDGET_MB = strtoull(argv[i + 1], NULL, 10);
     }
@@ -341,6 +359,12 @@ int main(int argc, char **argv)
     parse(argc, argv);
     char dir[512], extra[800];
     zt_scratch_begin();
+    if (MEMORY_ONLY) {
+        zt_scratch_dir(dir, sizeof dir, "bench-tier-mem");
+        bounded_memory(dir);
+        zt_scratch_end();
+        return 0;
+    }
     zt_scratch_dir(dir, sizeof dir, "bench-tier");
     snprintf(extra, sizeof extra, "  tier_dir = \"%s\"; max_message_mb = 512;", dir);
     zt_cluster tc, rc;

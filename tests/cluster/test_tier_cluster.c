@@ -12,9 +12,12 @@
  * (ECONFIG naming tier_dir), and a shard whose tier_dir is missing (exit
  * 2 naming the key). Crash: both shards killed with SIGKILL after clock
  * 10 restore the cut after clock 8 of both tiers (the snapshot's file and
- * its RocksDB checkpoint) exactly; resharding that set is refused.
+ * its RocksDB checkpoint) exactly; that set resharded to 3 shards and
+ * restored there, and back to 2, gives every row of both tiers again;
+ * resharding a set with a damaged checkpoint is refused and leaves no set.
  */
 #include <check.h>
+#include <dirent.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,6 +29,8 @@
 
 #include "check_main.h"
 #include "harness.h"
+#include "snapshot.h"
+#include "sparse_hash.h"
 #include "scratch.h"
 #include "zeps.h"
 #include "zeps_errors.h"
@@ -87,6 +92,13 @@ static uint64_t all_rows(zeps_client *c, uint32_t t, uint32_t dim, uint8_t **out
             *rec = ZEPS_ROW_RECORD_BYTES(dim, p.state_per_value);
             *out = realloc(*out, (size_t)((n + p.count) * *rec) + 1);
             memcpy(*out + n * *rec, p.data, (size_t)p.bytes);
+            for (uint64_t i = 0; i < p.count; i++) { /* each row where its id hashes */
+                uint64_t id;
+                memcpy(&id, *out + (n + i) * *rec, 8);
+                ck_assert_msg(zp_sparse_shard_of(id, zeps_num_shards(c)) == s,
+                              "row %llu is on shard %d of %d", (unsigned long long)id, s,
+                              zeps_num_shards(c));
+            }
             n += p.count;
             cursor = p.next;
             zeps_page_release(&p);
@@ -225,21 +237,155 @@ static void read_tables(const zt_cluster *cl, int tier, uint8_t **rows, uint64_t
     zeps_client_destroy(&c);
 }
 
-/* Rows the two shards of cl hold, hot and cold, by STATS. */
-static uint64_t held_rows(const zt_cluster *cl)
+/* Rows the shards of cl hold, hot and cold, by STATS; the cold ones in
+ * *cold if not NULL. */
+static uint64_t held_rows_cold(const zt_cluster *cl, uint64_t *cold)
 {
     zeps_client *c = zt_client(cl, 0);
     ck_assert_ptr_nonnull(c);
-    uint64_t n = 0;
-    for (int k = 0; k < 2; k++) {
+    uint64_t n = 0, nc = 0;
+    for (int k = 0; k < zeps_num_shards(c); k++) {
         Zeps__ShardStats *st = zt_stats(c, k);
         ck_assert_ptr_nonnull(st);
-        for (size_t i = 0; i < st->n_tables; i++)
+        for (size_t i = 0; i < st->n_tables; i++) {
             n += st->tables[i]->rows + st->tables[i]->cold_rows;
+            nc += st->tables[i]->cold_rows;
+        }
         zeps__shard_stats__free_unpacked(st, NULL);
     }
     zeps_client_destroy(&c);
+    if (cold != NULL)
+        *cold = nc;
     return n;
+}
+
+static uint64_t held_rows(const zt_cluster *cl)
+{
+    return held_rows_cold(cl, NULL);
+}
+
+/* `zepsctl snapshot reshard from to S2`, its output in `log`: the exit
+ * status. */
+static int zepsctl_reshard(const char *from, const char *to, int S2, const char *log)
+{
+    char bin[512], shards[16];
+    snprintf(shards, sizeof shards, "%d", S2);
+    char *argv[] = {(char *)zt_bin("zepsctl", bin, sizeof bin),
+                    "snapshot",
+                    "reshard",
+                    (char *)from,
+                    (char *)to,
+                    shards,
+                    NULL};
+    int st = zt_wait(zt_spawn(argv[0], argv, log), 60);
+    int rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (rc != 0) { /* say why in the test's output */
+        char text[4096] = "";
+        FILE *f = fopen(log, "r");
+        size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+        if (f)
+            fclose(f);
+        text[n] = '\0';
+        fprintf(stderr, "zepsctl snapshot reshard %s %s %d: status %d\n%s\n", from, to, S2, st,
+                text);
+    }
+    return rc;
+}
+
+/* A cluster of S2 shards restores the newest set of `snapdir` (its tiers
+ * in a folder of their own): every row of both tables, hot and cold, is
+ * the record of `want` (SCAN of the original), and some are cold. */
+static void restored_equal(const char *snapdir, int S2, uint8_t **want, const uint64_t *wn,
+                           const uint64_t *wrec)
+{
+    char dir[512], extra[1400], name[32];
+    snprintf(name, sizeof name, "tiers-of-%d", S2);
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, name), 0);
+    snprintf(extra, sizeof extra,
+             "  tier_dir = \"%s\"; snapshot_dir = \"%s\"; snapshot_on_exit = false;", dir, snapdir);
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, S2, 1, "bsp", extra, NULL), 0);
+    for (int k = 0; k < S2; k++) {
+        ck_assert(zt_log_has(&cl, k, "restored snapshot set 0000000000000008"));
+        ck_assert(zt_log_has(&cl, k, "rows restored from"));
+    }
+    uint8_t *got[2];
+    uint64_t n[2], rec[2], cold = 0;
+    read_tables(&cl, 1, got, n, rec);
+    ck_assert_uint_eq(held_rows_cold(&cl, &cold), n[0] + n[1]);
+    ck_assert_msg(cold > 0, "%d shards: no row is cold after the restore", S2);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_msg(n[k] == wn[k], "%d shards, table %d: %llu rows, the original %llu", S2, k,
+                      (unsigned long long)n[k], (unsigned long long)wn[k]);
+        ck_assert_uint_eq(rec[k], wrec[k]);
+        for (uint64_t i = 0; i < n[k]; i++)
+            ck_assert_msg(memcmp(got[k] + i * rec[k], want[k] + i * rec[k], (size_t)rec[k]) == 0,
+                          "%d shards, table %d: row %llu differs from the original's", S2, k,
+                          (unsigned long long)i);
+        free(got[k]);
+    }
+}
+
+/* A damaged cold tier checkpoint (a file of its database gone): reshard
+ * exits 1 naming it, and leaves no set in `to` and no checkpoint there,
+ * under its final name or a temporary one. */
+static void damaged_refused(const char *cldir, const char *snap)
+{
+    char bad[700], to[700], log[700], cmd[2200], set[800];
+    snprintf(bad, sizeof bad, "%s/snap-damaged", cldir);
+    snprintf(to, sizeof to, "%s/resharded-damaged", cldir);
+    snprintf(log, sizeof log, "%s/reshard-damaged.log", cldir);
+    snprintf(cmd, sizeof cmd,
+             "cp -a %s %s && rm %s/set-0000000000000008/tier-emb-shard-1-of-2/*.sst", snap, bad,
+             bad);
+    ck_assert_int_eq(system(cmd), 0);
+    ck_assert_int_eq(zepsctl_reshard(bad, to, 3, log), 1);
+    FILE *f = fopen(log, "r");
+    char text[4096] = "";
+    size_t len = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    ck_assert_msg(strstr(text, "tier-emb-shard-1-of-2") && strstr(text, "damaged"), "%s", text);
+    zp_manifest *m = NULL;
+    char err[1024];
+    if (zp_manifest_load(to, &m, err, sizeof err) == 0) {
+        ck_assert_msg(zp_manifest_newest(m) == NULL, "a set was listed after a failed reshard");
+        zp_manifest_free(&m);
+    }
+    snprintf(set, sizeof set, "%s/set-0000000000000008", to);
+    DIR *d = opendir(set);
+    struct dirent *e;
+    while (d != NULL && (e = readdir(d)) != NULL)
+        ck_assert_msg(strncmp(e->d_name, "tier-", 5) != 0, "%s left in %s", e->d_name, set);
+    if (d != NULL)
+        closedir(d);
+}
+
+/* Acceptance 6, another shard count: the set of 2 tiered shards
+ * resharded to 3 and restored there, that set resharded back to 2 and
+ * restored, and the set resharded to 1 (more hot rows than its hot tier
+ * holds): every row of both tiers each time the original's. */
+static void reshard_both_ways(const char *cldir, uint8_t **want, const uint64_t *wn,
+                              const uint64_t *wrec)
+{
+    char snap[700], to3[700], to2[700], log[700];
+    snprintf(snap, sizeof snap, "%s/snap", cldir);
+    snprintf(to3, sizeof to3, "%s/resharded-3", cldir);
+    snprintf(to2, sizeof to2, "%s/resharded-2", cldir);
+    snprintf(log, sizeof log, "%s/reshard-3.log", cldir);
+    ck_assert_int_eq(zepsctl_reshard(snap, to3, 3, log), 0);
+    restored_equal(to3, 3, want, wn, wrec);
+    snprintf(log, sizeof log, "%s/reshard-2.log", cldir);
+    ck_assert_int_eq(zepsctl_reshard(to3, to2, 2, log), 0);
+    restored_equal(to2, 2, want, wn, wrec);
+    /* onto 1 shard: its hot rows pass the table's capacity (a tenth of
+     * the rows of one shard of two), and the restore demotes the excess */
+    snprintf(to2, sizeof to2, "%s/resharded-1", cldir);
+    snprintf(log, sizeof log, "%s/reshard-1.log", cldir);
+    ck_assert_int_eq(zepsctl_reshard(snap, to2, 1, log), 0);
+    restored_equal(to2, 1, want, wn, wrec);
+    damaged_refused(cldir, snap);
 }
 
 /* Acceptance 6: kill -9 of every shard during training; the restart
@@ -285,15 +431,7 @@ START_TEST(test_crash_restores_both_tiers)
      * rows are hot) are no cold rows of the restored tier */
     ck_assert_uint_eq(held_rows(&cl), n[0] + n[1]);
 
-    /* reshard to another shard count: refused, the cold rows named */
-    char bin[512], snap[700], dst[700], log[700];
-    snprintf(snap, sizeof snap, "%s/snap", cl.dir);
-    snprintf(dst, sizeof dst, "%s/resharded", cl.dir);
-    snprintf(log, sizeof log, "%s/reshard.log", cl.dir);
-    char *argv[] = {
-        (char *)zt_bin("zepsctl", bin, sizeof bin), "snapshot", "reshard", snap, dst, "3", NULL};
-    int st = zt_wait(zt_spawn(argv[0], argv, log), 30);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 1, "reshard status %d", st);
+    reshard_both_ways(cl.dir, got, n, rec); /* before the stop, which deletes cl.dir */
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 
     zt_cluster ram; /* the reference: the cut "after clock 8" is 8 closed rounds, steps 0..7 */

@@ -26,6 +26,7 @@
 #include "config.h"
 #include "curve.h"
 #include "ctl.h"
+#include "ctl_reshard_tier.h"
 #include "exitcode.h"
 #include "snapshot.h"
 #include "wire.h"
@@ -39,8 +40,9 @@ static void usage(FILE *f)
                "  inspect FILE: print its header, tables and workers after checking every CRC\n"
                "  inspect DIR:  list the complete sets its MANIFEST names, newest first\n"
                "  reshard: write the newest complete set of SRC_DIR, re-cut for SHARDS\n"
-               "           shards (dense slices and optimizer state), as a set of DST_DIR;\n"
-               "           start the new cluster with snapshot_dir = DST_DIR\n"
+               "           shards (dense slices and optimizer state; sparse rows and cold\n"
+               "           tier checkpoints re-hashed), as a set of DST_DIR; start the new\n"
+               "           cluster with snapshot_dir = DST_DIR\n"
                "       zepsctl snapshot take --config FILE [--timeout S]\n"
                "  take: ask every shard of a running cluster for a snapshot and wait (up to\n"
                "        S seconds, default 60) until every shard wrote it. bsp: a consistent\n"
@@ -161,29 +163,6 @@ static int read_newest(const char *dir, zp_snapshot ***src, uint32_t *n, uint64_
     return rc;
 }
 
-/* 1 (said why) if set `setid` holds cold tier checkpoints (tier-* folders,
- * docs/sparse.md): their rows are not in the shard files, and resharding
- * those alone would drop them. */
-static int no_cold_tiers(const char *dir, uint64_t setid)
-{
-    char path[2048];
-    snprintf(path, sizeof path, "%s/set-%016" PRIx64, dir, setid);
-    DIR *d = opendir(path);
-    struct dirent *e;
-    int rc = 0;
-    while (d != NULL && rc == 0 && (e = readdir(d)) != NULL)
-        if (strncmp(e->d_name, "tier-", 5) == 0) {
-            fprintf(stderr,
-                    "zepsctl snapshot reshard: %s/%s is a cold tier: resharding tables "
-                    "with a cold tier is not supported yet (their cold rows would be lost)\n",
-                    path, e->d_name);
-            rc = 1;
-        }
-    if (d != NULL)
-        closedir(d);
-    return rc;
-}
-
 static int reshard(const char *src_dir, const char *dst_dir, const char *shards_text)
 {
     char *end;
@@ -197,7 +176,7 @@ static int reshard(const char *src_dir, const char *dst_dir, const char *shards_
     uint64_t setid = 0;
     int rc = read_newest(src_dir, &src, &nsrc, &setid);
     if (rc == 0)
-        rc = no_cold_tiers(src_dir, setid);
+        rc = zp_ctl_reshard_tier_check(src_dir, setid, (const zp_snapshot *const *)src, nsrc);
     if (rc == 0 && mkdir(dst_dir, 0750) != 0 && errno != EEXIST) {
         fprintf(stderr, "zepsctl snapshot reshard: %s: %s\n", dst_dir, strerror(errno));
         rc = 1;
@@ -216,6 +195,11 @@ static int reshard(const char *src_dir, const char *dst_dir, const char *shards_
         }
         zp_snapshot_free(&out);
     }
+    /* the cold tiers after the files, the manifest last: a set is listed
+     * (complete) only once every part of it is written */
+    if (rc == 0)
+        rc = zp_ctl_reshard_tier_write(src_dir, dst_dir, setid, (const zp_snapshot *const *)src,
+                                       nsrc, (uint32_t)nout);
     if (rc == 0 && zp_manifest_add_set(dst_dir, setid, (uint32_t)nout, err, sizeof(err)) != 0) {
         fprintf(stderr, "zepsctl snapshot reshard: %s\n", err);
         rc = 1;

@@ -312,7 +312,9 @@ typedef struct zeps_sparse_spec {
     double lead_init_scale;
     /* Cold tier: rows evicted under capacity_rows or memory_budget (the hot
      * budget) are kept on the shard's disk (cluster.tier_dir) instead of
-     * dropped, and come back exactly when touched (docs/sparse.md). */
+     * dropped, and come back exactly when touched (docs/sparse.md). With
+     * memory_budget, half of it goes to the tier's RocksDB (write buffers,
+     * block cache, index and filters) and half to the hot rows. */
     int tier; /* 0: off, 1: on */
 } zeps_sparse_spec;
 

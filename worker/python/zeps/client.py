@@ -403,7 +403,8 @@ class Client:
         `lead_lr` and `lead_init` instead. With tier=True, rows evicted
         under capacity_rows or memory_budget (the hot budget) are kept in the
         shards' cold tier on disk (cluster.tier_dir) and come back exactly
-        when touched. Returns a SparseTable."""
+        when touched; with memory_budget, half of it goes to the tier's
+        RocksDB and half to the hot rows. Returns a SparseTable."""
         self._check()
         keep = []
         spec = ffi.new("zeps_sparse_spec *")

@@ -6,6 +6,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -319,4 +320,53 @@ int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards
     }
     *out = m;
     return 0;
+}
+
+int zp_slotmap_moved(const zp_slotmap *m, const uint8_t *which, int to, zp_slotmap **out)
+{
+    if (!m || !which || !out || to < 0 || to >= m->nshards)
+        return ZEPS_EINVAL;
+    zp_slotmap *n = alloc_map(m->slots, m->nshards, m->epoch + 1);
+    for (uint32_t k = 0; k < m->slots; k++)
+        n->owner[k] = which[k] ? (uint16_t)to : m->owner[k];
+    *out = n;
+    return 0;
+}
+
+int64_t zp_slotmap_parse_set(const char *text, uint32_t slots, uint8_t *which, char *err,
+                             size_t errlen)
+{
+    memset(which, 0, slots);
+    int64_t n = 0;
+    const char *p = text;
+    while (p && *p) {
+        char *end;
+        errno = 0;
+        unsigned long lo = strtoul(p, &end, 10), hi = lo;
+        bool ok = end != p && errno == 0 && *p != '-' && *p != '+';
+        if (ok && *end == '-') {
+            const char *q = end + 1;
+            hi = strtoul(q, &end, 10);
+            ok = end != q && errno == 0 && *q != '-' && *q != '+';
+        }
+        if (!ok || (*end != ',' && *end != '\0') || lo > hi || hi >= slots) {
+            snprintf(err, errlen,
+                     "slot set '%s': '%.*s' is not SLOT or LO-HI with LO <= HI < %u (the map's "
+                     "slots)",
+                     text, (int)strcspn(p, ","), p, slots);
+            return -1;
+        }
+        for (unsigned long k = lo; k <= hi; k++) {
+            n += !which[k];
+            which[k] = 1;
+        }
+        p = *end == ',' ? end + 1 : end;
+        if (*end == ',' && *p == '\0') {
+            snprintf(err, errlen, "slot set '%s' ends with a comma", text);
+            return -1;
+        }
+    }
+    if (n == 0)
+        snprintf(err, errlen, "slot set '%s' names no slot", text);
+    return n == 0 ? -1 : n;
 }

@@ -74,4 +74,16 @@ void zp_slotmap_encode(const zp_slotmap *m, void *buf);
 int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards, char *err,
                       size_t errlen);
 
+/* The map at m's epoch + 1 with every slot k where which[k] != 0 given
+ * to shard `to` (< m's shards), the others as in m, into *out (the
+ * caller's). 0 or ZEPS_EINVAL. */
+int zp_slotmap_moved(const zp_slotmap *m, const uint8_t *which, int to, zp_slotmap **out);
+
+/* A slot set from its text, `LO-HI` or `SLOT` items separated by commas
+ * ("0-99,512,1000-1023"), each inside [0, slots): which[0..slots) is set to
+ * 1 for the slots named, 0 for the others; returns the slots named, or -1
+ * with a reason in err (ZEPS_EINVAL's). */
+int64_t zp_slotmap_parse_set(const char *text, uint32_t slots, uint8_t *which, char *err,
+                             size_t errlen);
+
 #endif

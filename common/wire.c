@@ -127,6 +127,8 @@ const char *zp_wire_op_name(int op)
         return "REPLICATE";
     case ZEPS__OP__SLOTS:
         return "SLOTS";
+    case ZEPS__OP__MOVE:
+        return "MOVE";
     default:
         return "UNKNOWN";
     }

@@ -51,6 +51,16 @@
 
 #define ZP_MAX_FRAMES 4
 
+/* MOVE steps (Header.move_step; docs/protocol.md, "Moving slots"): a
+ * tool moves a slot set from source shard A to target shard B. */
+#define ZP_MOVE_BEGIN  1 /* to A: payload the map to commit; peer B; bound the tool's lease */
+#define ZP_MOVE_IMPORT 2 /* to B: the same map; peer A; bound the tool's lease */
+#define ZP_MOVE_ROWS   3 /* to A: the next page of rows to send (count: most rows) */
+#define ZP_MOVE_PUT    4 /* to B: a page of rows of table move_table (payload: records) */
+#define ZP_MOVE_FREEZE 5 /* to A: cut-over: park requests of the slots for at most bound ms */
+#define ZP_MOVE_COMMIT 6 /* to A: payload the map again; A takes it and drops the rows */
+#define ZP_MOVE_ABORT  7 /* to A or B: end the move, change nothing (B drops what it took) */
+
 /* A received multipart message. */
 typedef struct zp_frames {
     int n;            /* frames held in f[] */

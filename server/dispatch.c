@@ -35,6 +35,7 @@ static const zp_op_handler handlers[] = {
     [ZEPS__OP__SCAN] = zp_scan_on,
     [ZEPS__OP__PUT] = zp_scan_on_put,
     [ZEPS__OP__SLOTS] = zp_owner_on_slots,
+    [ZEPS__OP__MOVE] = zp_move_op_on,
 };
 /* every op has its own slot in the metrics' per-op counters (server.h) */
 _Static_assert(sizeof(handlers) / sizeof(handlers[0]) <= ZP_SERVER_OPS,
@@ -45,7 +46,7 @@ static bool tool_op(int op)
 {
     return op == ZEPS__OP__HELLO || op == ZEPS__OP__STATS || op == ZEPS__OP__DECLARE ||
            op == ZEPS__OP__SNAPSHOT || op == ZEPS__OP__EVICT || op == ZEPS__OP__FOLLOW ||
-           op == ZEPS__OP__REPLICATE || op == ZEPS__OP__SLOTS;
+           op == ZEPS__OP__REPLICATE || op == ZEPS__OP__SLOTS || op == ZEPS__OP__MOVE;
 }
 
 /* With CURVE and bound keys: the rank h claims must be one the message's
@@ -114,8 +115,9 @@ static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
     else if (!zp_role_serves(&s->role) && h->op != ZEPS__OP__STATS && !s->applying) /* a backup */
         zp_reply_not_primary(s, identity, h);
     else if (h->rank == 0xffffffffu && !tool_op(h->op))
-        zp_reply_error(s, identity, h, ZEPS_ERANK,
-                       "tools may only send HELLO, DECLARE, STATS, SNAPSHOT, EVICT and SLOTS");
+        zp_reply_error(
+            s, identity, h, ZEPS_ERANK,
+            "tools may only send HELLO, DECLARE, STATS, SNAPSHOT, EVICT, SLOTS and MOVE");
     else
         return 0;
     return -1;

@@ -29,7 +29,7 @@
 static const char *const op_names[ZP_SERVER_OPS] = {
     "invalid", "hello", "declare", "pull",     "push",      "clock", "barrier",
     "stats",   "bye",   "error",   "snapshot", "rollback",  "evict", "finish",
-    "tune",    "scan",  "put",     "follow",   "replicate", "slots",
+    "tune",    "scan",  "put",     "follow",   "replicate", "slots", "move",
 };
 
 /* tau and clock gap: bucket i = exactly i (63 = 63 or more); these are the

@@ -22,6 +22,7 @@
 
 #include "dispatch.h"
 #include "metrics.h"
+#include "move.h"
 #include "ops.h"
 #include "registry.h"
 #include "tier.h"
@@ -139,6 +140,7 @@ static void on_tick(uv_timer_t *h)
         zp_clock_check_lost(s);
     zp_waits_check(s);
     zp_pull_turns_check(s);
+    zp_move_op_check(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -384,6 +386,7 @@ static void free_core(zp_server *s)
     if (s->zctx)
         zmq_ctx_term(s->zctx);
     zp_workers_fini(&s->workers);
+    zp_move_end(s); /* a move in progress ends with the shard; its peer's lease aborts it */
     zp_slotmap_destroy(&s->slots);
     free(s);
 }

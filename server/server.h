@@ -41,7 +41,7 @@
 #include "workers.h"
 #include "zap.h"
 
-#define ZP_SERVER_OPS      20 /* Zeps__Op values 0..19 */
+#define ZP_SERVER_OPS      21 /* Zeps__Op values 0..20 */
 #define ZP_SERVER_CODES    41 /* zeps_err values below this */
 #define ZP_RECOVERIES_KEPT 8  /* rollbacks remembered, so a late ROLLBACK repeats none */
 
@@ -58,6 +58,9 @@ struct zp_server {
     bool applying;     /* a backup applies a log entry: the role does not refuse it */
     int exit_status;   /* non-zero: what zp_server_run returns (the coordination service
                           unreachable at start-up) */
+
+    struct zp_move *move; /* this shard's part of a live move of slots, or NULL
+                             (move/move.h); owned */
     uint64_t incarnation;
     double start_s;
 

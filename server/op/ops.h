@@ -7,7 +7,7 @@
  * exactly once. Handlers call down into policy/, table/ and state/, and
  * sideways only in this order: admin, clock, push -> pull, record, turns;
  * pull -> record, sparse_ops, turns; scan -> sparse_ops, owner; sparse_ops
- * -> owner, turns; nothing calls back up.
+ * -> owner, turns; move -> owner, sparse_ops; nothing calls back up.
  */
 #ifndef ZP_OPS_H
 #define ZP_OPS_H
@@ -174,6 +174,13 @@ void zp_record_result(zp_server *s, zp_table *t, const zp_push *p, const zp_push
  * the slice at version_sent (older than the newest under cluster.inject). */
 void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, double wait_us,
                     uint64_t version_sent);
+
+/* move.c: MOVE (tools), a step of a live move of a slot set
+ * (docs/protocol.md "Moving slots"). */
+void zp_move_op_on(zp_server *s, zp_request *r);
+/* Timer: end a move whose tool went silent past its lease, or whose
+ * cut-over passed its bound, with nothing changed. */
+void zp_move_op_check(zp_server *s);
 
 /* FOLLOW: a backup asks for the log after its lsn (op/replicate.c). */
 void zp_replicate_on_follow(zp_server *s, zp_request *r);

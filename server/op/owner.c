@@ -18,6 +18,7 @@
 
 #include "alloc.h"
 #include "log.h"
+#include "move.h"
 #include "now.h"
 #include "ops.h"
 #include "server.h"
@@ -164,6 +165,7 @@ void zp_owner_on_slots(zp_server *s, zp_request *r)
             zp_slotmap_epoch(next), zp_slotmap_epoch(s->slots), s->shard,
             zp_slotmap_count(next, s->shard), zp_slotmap_slots(next));
     zp_slotmap_destroy(&s->slots);
-    s->slots = next; /* the shard owns it */
+    s->slots = next;      /* the shard owns it */
+    zp_move_map_taken(s); /* the commit of a move this shard imports */
     zp_reply_ok(s, r->identity, h, 0);
 }

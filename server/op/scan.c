@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "finite.h"
+#include "move.h"
 #include "ops.h"
 #include "server.h"
 #include "sparse_hash.h"
@@ -232,6 +233,13 @@ static int put_rows(zp_server *s, zp_request *r, zp_table *t, const uint8_t *rec
         zp_owner_refuse(s, r->identity, h, what, ids[bad], (size_t)bad);
         return -1;
     }
+    bad = zp_move_frozen(s, ids, n);
+    if (bad >= 0) { /* a move's cut-over: answered at its commit or abort (op/move.c) */
+        char what[96];
+        snprintf(what, sizeof(what), "PUT to sparse table '%s'", t->name);
+        zp_move_park(s, r->identity, h, ids[bad], (size_t)bad, what);
+        return -1;
+    }
     for (size_t i = 0; i < n; i++) {
         if (!zp_finite_all((const float *)(recs + i * rec + 24), (size_t)dim * (1 + spv))) {
             zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
@@ -251,6 +259,7 @@ static int put_rows(zp_server *s, zp_request *r, zp_table *t, const uint8_t *rec
     if (!zp_sparse_ops_room(s, r, t, ids, n))
         return -1;
     zp_rows_put(t->rows, recs, n);
+    zp_move_note(s, t, ids, n); /* a moving row changed: it is sent again */
     return 0;
 }
 

@@ -27,6 +27,7 @@
 #include "fetch.h"
 #include "finite.h"
 #include "log.h"
+#include "move.h"
 #include "now.h"
 #include "ops.h"
 #include "server.h"
@@ -77,6 +78,7 @@ static void send_rows(zp_server *s, zmq_msg_t *identity, uint64_t req_id, zp_tab
         return;
     }
     uint32_t *versions = (uint32_t *)(buf + n * dim);
+    zp_move_note(s, t, ids, n); /* a touch: a moving row is sent again */
     zp_sparse_pull(t->rows->store, ids, n, clock, buf, versions);
     if (!tier_ok(s, identity, &req, t)) { /* the rows it could not bring are not answered */
         free(buf);
@@ -134,6 +136,13 @@ static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, siz
         char what[128];
         snprintf(what, sizeof(what), "%s of sparse table '%s'", op, t->name);
         zp_owner_refuse(s, r->identity, h, what, ids[bad], (size_t)bad);
+        return NULL;
+    }
+    bad = zp_move_frozen(s, ids, (size_t)h->count);
+    if (bad >= 0) { /* a move's cut-over: answered at its commit or abort (op/move.c) */
+        char what[96];
+        snprintf(what, sizeof(what), "%s of sparse table '%s'", op, t->name);
+        zp_move_park(s, r->identity, h, ids[bad], (size_t)bad, what);
         return NULL;
     }
     return ids;
@@ -465,6 +474,7 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return -1;
     }
+    zp_move_note(s, t, ids, n); /* a moving row changed: it is sent again */
     zp_workers_record(w, h->seq);
     t->stats.dropped += dropped;
     w->dropped += dropped;

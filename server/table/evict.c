@@ -167,3 +167,18 @@ size_t zp_evict_expire(zp_sparse *t, int64_t clock)
     t->c.evicted_ttl += n;
     return n;
 }
+
+size_t zp_evict_drop_where(zp_sparse *t, bool (*pred)(uint64_t id, void *arg), void *arg)
+{
+    size_t n = 0;
+    for (uint32_t r = 0; r < t->nalloc; r++) {
+        rowhdr *hd = zp_sparse_rec_at(t, r);
+        if (zp_sparse_rec_live(hd) && pred(hd->id, arg)) {
+            if (t->cold != NULL && zp_sparse_has_copy(t, r))
+                zp_tier_forget(t->cold, hd->id, false);
+            drop(t, r);
+            n++;
+        }
+    }
+    return n;
+}

@@ -37,4 +37,8 @@ bool zp_evict_make_room(zp_sparse *t);
  * evicted. */
 size_t zp_evict_expire(zp_sparse *t, int64_t clock);
 
+/* zp_sparse_drop_where (sparse.h): drop every hot row whose id pred
+ * accepts. Returns rows dropped. */
+size_t zp_evict_drop_where(zp_sparse *t, bool (*pred)(uint64_t id, void *arg), void *arg);
+
 #endif

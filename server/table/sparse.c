@@ -39,7 +39,7 @@
 
 _Static_assert(ZP_SPARSE_NO_ROW == ROW_NONE, "sparse.h's no-row is the store's");
 
-#define INIT_HASH_SEED     0x7a6570735f696e69ull /* "zeps_ini" */
+#define INIT_HASH_SEED 0x7a6570735f696e69ull /* "zeps_ini" */
 
 /* ---------------------------------------------------------------- lifecycle */
 
@@ -602,6 +602,11 @@ size_t zp_sparse_push(zp_sparse *t, const uint64_t *ids, size_t n, const float *
 size_t zp_sparse_expire(zp_sparse *t, int64_t clock)
 {
     return zp_evict_expire(t, clock);
+}
+
+size_t zp_sparse_drop_where(zp_sparse *t, bool (*pred)(uint64_t id, void *arg), void *arg)
+{
+    return zp_evict_drop_where(t, pred, arg);
 }
 
 /* ---------------------------------------------------------------- snapshots */

@@ -185,6 +185,12 @@ size_t zp_sparse_record_bytes(const zp_sparse *t);
  * evicted. */
 size_t zp_sparse_expire(zp_sparse *t, int64_t clock);
 
+/* Drop every hot row whose id pred(id, arg) accepts (a live move's
+ * rows, after its commit at the source or its abort at the target:
+ * server/move/move.c); counted in no eviction counter. Returns rows
+ * dropped. */
+size_t zp_sparse_drop_where(zp_sparse *t, bool (*pred)(uint64_t id, void *arg), void *arg);
+
 void zp_sparse_get_counters(const zp_sparse *t, zp_sparse_counters *out);
 
 /* --- for snapshots and tests --- */

@@ -28,6 +28,7 @@ static void usage(FILE *f)
                "  gen-criteo write a Criteo-format data set from a hidden model\n"
                "  keygen   write a CurveZMQ key pair for a server or worker\n"
                "  evict    release a worker rank so a new process may take it over\n"
+               "  shards   move slots between running shards (shards move)\n"
                "  version  print the version\n"
                "\n"
                "'zepsctl <command> --help' describes a command's options.\n");
@@ -82,6 +83,8 @@ int main(int argc, char **argv)
         return zp_ctl_gen_criteo(argc - 1, argv + 1);
     if (strcmp(cmd, "evict") == 0)
         return zp_ctl_evict(argc - 1, argv + 1);
+    if (strcmp(cmd, "shards") == 0)
+        return zp_ctl_shards(argc - 1, argv + 1);
     if (strcmp(cmd, "keygen") == 0)
         return zp_ctl_keygen(argc - 1, argv + 1);
     if (strcmp(cmd, "bench") == 0)

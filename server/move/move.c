@@ -1,0 +1,338 @@
+/*
+ * move.c - this shard's part of a live move of a slot set: see move.h
+ * and docs/elastic.md.
+ *
+ * The source copies on its own loop, page by page, instead of forking as
+ * a snapshot does: a page is read when the tool asks for it, and every
+ * id a request touches after the move began is in a dirty set, so a row
+ * changed after its page was read is sent again in the next round. A
+ * round is what the dirty sets held when it began (the first: every row
+ * of M), so rounds shrink while the tool copies faster than requests
+ * touch rows of M; the cut-over parks the requests of M, and the last
+ * round then holds every row changed since.
+ */
+#include "move.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "log.h"
+#include "now.h"
+#include "rows.h"
+#include "server.h"
+#include "slotmap.h"
+#include "snapshot_format.h"
+#include "wire.h"
+#include "zeps_errors.h"
+
+int zp_move_refused(const zp_server *s, char *why, size_t len)
+{
+    if (s->move) {
+        snprintf(why, len, "shard %d already takes part in a move (as its %s, with shard %d)",
+                 s->shard, s->move->role == ZP_MOVE_SOURCE ? "source" : "target", s->move->peer);
+        return ZEPS_ESTATE;
+    }
+    if (s->role.replicas > 1 || (s->cons->caps & ZP_CAP_CUTS)) {
+        snprintf(why, len, "moving slots is not supported %s (docs/elastic.md)",
+                 s->role.replicas > 1 ? "with replicas" : "under bsp (its rounds hold pushes)");
+        return ZEPS_ESTATE;
+    }
+    bool sparse = false;
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        const zp_table *t = s->tables[i];
+        if (!t->rows)
+            continue;
+        sparse = true;
+        if (t->rows->tier) {
+            snprintf(why, len,
+                     "moving slots is not supported with a cold tier (sparse table '%s' has one)",
+                     t->name);
+            return ZEPS_ESTATE;
+        }
+    }
+    if (!sparse) {
+        snprintf(why, len,
+                 "shard %d holds no sparse table: slots place sparse rows only, dense tables "
+                 "do not move (not supported)",
+                 s->shard);
+        return ZEPS_EINVAL;
+    }
+    return 0;
+}
+
+/* The slots `next` gives from `src` to `dst` into moving[] (which s's
+ * map gives to src); their count, or -1 with why if `next` changes any
+ * other owner. */
+static int64_t moving_slots(const zp_slotmap *cur, const zp_slotmap *next, int src, int dst,
+                            uint8_t *moving, char *why, size_t len)
+{
+    int64_t n = 0;
+    for (uint32_t k = 0; k < zp_slotmap_slots(next); k++) {
+        int was = zp_slotmap_slot_owner(cur, k), now = zp_slotmap_slot_owner(next, k);
+        moving[k] = was == src && now == dst;
+        n += moving[k];
+        if (was != now && !moving[k]) {
+            snprintf(why, len,
+                     "the map of epoch %" PRIu64 " gives slot %u to shard %d, which shard %d "
+                     "owns: a move takes slots from shard %d to shard %d only",
+                     zp_slotmap_epoch(next), k, now, was, src, dst);
+            return -1;
+        }
+    }
+    if (n == 0)
+        snprintf(why, len, "the map of epoch %" PRIu64 " moves no slot from shard %d to shard %d",
+                 zp_slotmap_epoch(next), src, dst);
+    return n;
+}
+
+/* Mark every row of M the source holds in sparse table t; their count. */
+static uint64_t mark_all(zp_server *s, const zp_table *t)
+{
+    zp_idset *set = &s->move->dirty[t->id];
+    uint64_t cursor = 0, n = 0;
+    zp_sparse_row row;
+    while (zp_sparse_next(t->rows->store, &cursor, &row))
+        if (zp_move_has(s->move, row.id)) {
+            zp_idset_add(set, row.id);
+            n++;
+        }
+    return n;
+}
+
+int zp_move_start(zp_server *s, int role, zp_slotmap **next, int peer, double lease_s,
+                  uint64_t *rows, char *why, size_t len)
+{
+    int src = role == ZP_MOVE_SOURCE ? s->shard : peer;
+    int dst = role == ZP_MOVE_SOURCE ? peer : s->shard;
+    uint8_t *moving = zp_alloc(zp_slotmap_slots(*next));
+    int64_t n = moving_slots(s->slots, *next, src, dst, moving, why, len);
+    if (n <= 0) {
+        free(moving);
+        return ZEPS_EINVAL;
+    }
+    zp_move *m = zp_alloc_zeroed(1, sizeof(*m));
+    m->role = role;
+    m->peer = peer;
+    m->next = *next;
+    *next = NULL;
+    m->moving = moving;
+    m->nmoving = (uint32_t)n;
+    m->heard_s = zp_now_s();
+    m->lease_s = lease_s;
+    m->parked_tail = &m->parked;
+    s->move = m;
+    *rows = 0;
+    if (role == ZP_MOVE_SOURCE) {
+        m->ntables = s->ntables;
+        m->dirty = zp_alloc_zeroed(m->ntables ? m->ntables : 1, sizeof(zp_idset));
+        m->round = zp_alloc_zeroed(m->ntables ? m->ntables : 1, sizeof(zp_move_round));
+        for (uint32_t i = 0; i < m->ntables; i++)
+            if (s->tables[i]->rows)
+                *rows += mark_all(s, s->tables[i]);
+    } else {
+        for (uint32_t i = 0; i < s->ntables; i++) {
+            const zp_table *t = s->tables[i];
+            zp_sparse_row row;
+            uint64_t cursor = 0;
+            while (t->rows && zp_sparse_next(t->rows->store, &cursor, &row))
+                *rows += zp_move_has(m, row.id);
+        }
+    }
+    return 0;
+}
+
+bool zp_move_has(const zp_move *m, uint64_t id)
+{
+    return m->moving[zp_slotmap_slot_of(m->next, id)] != 0;
+}
+
+/* The dirty set of table index i, growing the per-table arrays for a
+ * table declared after the move began. */
+static zp_idset *dirty_of(zp_move *m, uint32_t i)
+{
+    if (i >= m->ntables) {
+        uint32_t n = i + 1;
+        m->dirty = zp_alloc_resize(m->dirty, n * sizeof(zp_idset));
+        m->round = zp_alloc_resize(m->round, n * sizeof(zp_move_round));
+        memset(m->dirty + m->ntables, 0, (n - m->ntables) * sizeof(zp_idset));
+        memset(m->round + m->ntables, 0, (n - m->ntables) * sizeof(zp_move_round));
+        m->ntables = n;
+    }
+    return &m->dirty[i];
+}
+
+void zp_move_note(zp_server *s, const zp_table *t, const uint64_t *ids, size_t n)
+{
+    zp_move *m = s->move;
+    if (!m || m->role != ZP_MOVE_SOURCE)
+        return;
+    zp_idset *set = dirty_of(m, t->id);
+    for (size_t i = 0; i < n; i++)
+        if (zp_move_has(m, ids[i]))
+            zp_idset_add(set, ids[i]);
+}
+
+ptrdiff_t zp_move_frozen(const zp_server *s, const uint64_t *ids, size_t n)
+{
+    const zp_move *m = s->move;
+    if (!m || !m->frozen)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (zp_move_has(m, ids[i]))
+            return (ptrdiff_t)i;
+    return -1;
+}
+
+void zp_move_park(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *h, uint64_t id,
+                  size_t pos, const char *what)
+{
+    zp_move *m = s->move;
+    for (zp_move_parked *p = m->parked; p; p = p->next)
+        if (p->h.rank == h->rank && p->h.seq == h->seq && p->h.op == h->op)
+            return; /* a resend: answered with the first */
+    zp_move_parked *p = zp_alloc_zeroed(1, sizeof(*p));
+    zmq_msg_init(&p->identity);
+    zmq_msg_copy(&p->identity, (zmq_msg_t *)identity);
+    zeps__header__init(&p->h);
+    p->h.op = h->op;
+    p->h.req_id = h->req_id;
+    p->h.rank = h->rank;
+    p->h.seq = h->seq;
+    p->h.table = h->table;
+    p->id = id;
+    p->pos = pos;
+    snprintf(p->what, sizeof(p->what), "%s", what);
+    *m->parked_tail = p;
+    m->parked_tail = &p->next;
+    m->nparked++;
+}
+
+zp_move_parked *zp_move_unpark(zp_server *s)
+{
+    zp_move *m = s->move;
+    zp_move_parked *p = m ? m->parked : NULL;
+    if (!p)
+        return NULL;
+    m->parked = p->next;
+    if (!m->parked)
+        m->parked_tail = &m->parked;
+    m->nparked--;
+    return p;
+}
+
+void zp_move_parked_free(zp_move_parked *p)
+{
+    zmq_msg_close(&p->identity);
+    free(p);
+}
+
+uint64_t zp_move_left(const zp_server *s)
+{
+    const zp_move *m = s->move;
+    uint64_t n = 0;
+    for (uint32_t i = 0; m && i < m->ntables; i++)
+        n += zp_idset_size(&m->dirty[i]) + (m->round[i].n - m->round[i].at);
+    return n;
+}
+
+/* Begin the next round: every dirty set taken whole. Whether it holds
+ * any id. */
+static bool next_round(zp_move *m)
+{
+    bool any = false;
+    for (uint32_t i = 0; i < m->ntables; i++) {
+        zp_move_round *r = &m->round[i];
+        free(r->ids);
+        r->at = 0;
+        zp_idset_take(&m->dirty[i], &r->ids, &r->n);
+        any |= r->n > 0;
+    }
+    m->rounds += any;
+    return any;
+}
+
+uint64_t zp_move_page(zp_server *s, uint64_t max, uint8_t *out, zp_table **t, uint64_t *left)
+{
+    zp_move *m = s->move;
+    uint64_t n = 0;
+    *t = NULL;
+    for (int pass = 0; pass < 2 && n == 0; pass++) {
+        for (uint32_t i = 0; i < m->ntables && n == 0; i++) {
+            zp_move_round *r = &m->round[i];
+            zp_table *tab = i < s->ntables ? s->tables[i] : NULL;
+            if (!tab || !tab->rows || r->at >= r->n)
+                continue;
+            uint32_t dim = tab->rows->dim;
+            uint32_t spp = (uint32_t)zp_sparse_state_per_value(tab->rows->store);
+            uint64_t rec = ZP_SNAP_ROW_LEN(dim, spp);
+            zp_sparse_row row;
+            while (r->at < r->n && n < max) /* a row gone since is not sent */
+                if (zp_sparse_get(tab->rows->store, r->ids[r->at++], &row))
+                    zp_rows_record_pack(out + n++ * rec, &row, dim, spp);
+            *t = tab;
+            m->rows_sent += n;
+            m->bytes_sent += n * rec;
+        }
+        if (n == 0 && (pass > 0 || !next_round(m)))
+            break;
+    }
+    *left = zp_move_left(s);
+    return n;
+}
+
+static bool in_move(uint64_t id, void *arg)
+{
+    return zp_move_has(arg, id);
+}
+
+uint64_t zp_move_drop_rows(zp_server *s)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (s->tables[i]->rows)
+            n += zp_sparse_drop_where(s->tables[i]->rows->store, in_move, s->move);
+    return n;
+}
+
+bool zp_move_expired(const zp_server *s, double now_s)
+{
+    const zp_move *m = s->move;
+    if (!m)
+        return false;
+    if (m->frozen && now_s - m->frozen_s > m->bound_s)
+        return true;
+    return now_s - m->heard_s > m->lease_s;
+}
+
+void zp_move_end(zp_server *s)
+{
+    zp_move *m = s->move;
+    if (!m)
+        return;
+    while (m->parked) /* the caller answered them; none is left but by a bug */
+        zp_move_parked_free(zp_move_unpark(s));
+    for (uint32_t i = 0; i < m->ntables; i++) {
+        zp_idset_fini(&m->dirty[i]);
+        free(m->round[i].ids);
+    }
+    free(m->dirty);
+    free(m->round);
+    free(m->moving);
+    zp_slotmap_destroy(&m->next);
+    free(m);
+    s->move = NULL;
+}
+
+void zp_move_map_taken(zp_server *s)
+{
+    zp_move *m = s->move;
+    if (!m || m->role != ZP_MOVE_TARGET || zp_slotmap_epoch(s->slots) < zp_slotmap_epoch(m->next))
+        return;
+    zp_info("move of %u slots from shard %d committed here at map epoch %" PRIu64 ": %" PRIu64
+            " rows (%" PRIu64 " bytes) taken",
+            m->nmoving, m->peer, zp_slotmap_epoch(s->slots), m->rows_sent, m->bytes_sent);
+    zp_move_end(s);
+}

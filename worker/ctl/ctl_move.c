@@ -49,7 +49,8 @@ typedef struct mv {
     void *sock[ZP_MAX_SHARDS];
     uint64_t req_id;
     char err[1024];
-    uint64_t rows, bytes, rounds; /* copied so far */
+    uint64_t rows, bytes, rounds;     /* copied so far */
+    uint64_t round_rows, round_bytes; /* ... when the round in progress began */
 } mv;
 
 static void usage(FILE *f)
@@ -272,22 +273,28 @@ static int copy_page(mv *m, uint64_t *n, uint64_t *left, uint64_t *round)
 }
 
 /* Copy rounds until at most --threshold rows are left (or --max-rounds
- * passed); with `last`, until nothing is left. */
+ * passed); with `last`, until nothing is left. Prints each round as it
+ * ends. */
 static int copy(mv *m, bool last, double t0)
 {
     uint64_t shown = m->rounds;
     for (;;) {
-        uint64_t n, left, round;
+        uint64_t rows = m->rows, bytes = m->bytes, n, left, round;
         int rc = copy_page(m, &n, &left, &round);
         if (rc != 0)
             return rc;
         m->rounds = round;
-        if (round != shown && !last) {
-            printf("round %" PRIu64 ": %" PRIu64 " rows (%.1f MB) copied in %.2f s, %" PRIu64
-                   " rows to send again\n",
-                   round, m->rows, m->bytes / 1e6, zp_now_s() - t0, left);
+        if (round != shown && shown > 0) {
+            printf("round %" PRIu64 ": %" PRIu64 " rows (%.2f MB) sent, %.2f s in; round %" PRIu64
+                   " holds %" PRIu64 " rows changed meanwhile\n",
+                   shown, rows - m->round_rows, (bytes - m->round_bytes) / 1e6, zp_now_s() - t0,
+                   round, n + left);
             fflush(stdout);
+        }
+        if (round != shown) {
             shown = round;
+            m->round_rows = rows;
+            m->round_bytes = bytes;
         }
         if (n == 0 && left == 0)
             return 0;

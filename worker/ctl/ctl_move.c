@@ -347,16 +347,22 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
         return abort_move(m, ZP_EXIT_FAILED);
     zeps__header__free_unpacked(rep, NULL);
     uint64_t before = m->rows;
-    if ((rc = copy(m, true, t0)) != 0 || (rc = send_slots(m, m->o.to, wire, len)) != 0)
+    if ((rc = copy(m, true, t0)) != 0)
         return abort_move(m, ZP_EXIT_FAILED);
-    for (int k = 0; k < m->cfg.num_shards; k++)
-        if (k != m->o.from && k != m->o.to && send_slots(m, k, wire, len) != 0)
-            fprintf(stderr,
-                    "zepsctl shards move: shard %d did not take the map (%s): it holds no "
-                    "row of the slots and redirects to the source, which redirects on\n",
-                    k, m->err);
+    /* the commit: the target, then at once the source (the window between
+     * the two is one round trip; docs/elastic.md "What each failure
+     * does"), then the others, which hold no row of the slots */
+    if ((zp_now_s() - c0) * 1e3 > m->o.cutover_ms / 2.0) {
+        snprintf(m->err, sizeof(m->err),
+                 "the cut-over's last rows took %.0f ms, over half its bound (--cutover-ms %u): "
+                 "not committing so close to the source's abort",
+                 (zp_now_s() - c0) * 1e3, m->o.cutover_ms);
+        return abort_move(m, ZP_EXIT_FAILED);
+    }
+    if (send_slots(m, m->o.to, wire, len) != 0)
+        return abort_move(m, ZP_EXIT_FAILED);
     rc = step(m, m->o.from, ZP_MOVE_COMMIT, (uint32_t)m->o.to, 0, wire, len, &rep, NULL);
-    double cut_ms = (zp_now_s() - c0) * 1e3;
+    double cut_ms = (zp_now_s() - c0) * 1e3, secs = zp_now_s() - t0;
     if (rc != 0) {
         fprintf(stderr,
                 "zepsctl shards move: shard %d took the map of epoch %" PRIu64
@@ -365,9 +371,14 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
                 m->o.to, epoch, m->err, m->o.from);
         return ZP_EXIT_FAILED;
     }
+    for (int k = 0; k < m->cfg.num_shards; k++)
+        if (k != m->o.from && k != m->o.to && send_slots(m, k, wire, len) != 0)
+            fprintf(stderr,
+                    "zepsctl shards move: shard %d did not take the map (%s): it holds no row "
+                    "of the slots; its clients are redirected by the source\n",
+                    k, m->err);
     uint64_t dropped = rep->count;
     zeps__header__free_unpacked(rep, NULL);
-    double secs = zp_now_s() - t0;
     printf("cut-over: %" PRIu64 " rows in %.1f ms (the longest a request of the slots waited)\n",
            m->rows - before, cut_ms);
     printf("moved: %" PRIu64 " rows sent (%.1f MB) in %" PRIu64

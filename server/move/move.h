@@ -69,6 +69,7 @@ typedef struct zp_move {
     bool frozen;          /* source: the cut-over: requests of M are parked */
     double frozen_s;      /* when it began */
     double bound_s;       /* ... and how long it may last */
+    bool drained;         /* source: a ROWS page after the freeze came back empty */
     zp_idset *dirty;      /* source: per table index, the ids of M to send (again) */
     zp_move_round *round; /* source: per table index, the round being sent */
     uint32_t ntables;     /* entries of dirty and round */

@@ -180,6 +180,8 @@ static void on_rows(zp_server *s, zp_request *r)
     rep.count = n;
     rep.cursor = left;
     rep.offset = s->move->rounds;
+    if (s->move->frozen && n == 0 && left == 0)
+        s->move->drained = true; /* every row changed before the cut-over is sent */
     if (t) {
         rep.move_table = t->name;
         rep.state_per_value = (uint32_t)zp_sparse_state_per_value(t->rows->store);
@@ -260,13 +262,23 @@ static void on_commit(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
     zp_move *m = s->move;
-    if (!m->frozen || zp_move_left(s) != 0) {
-        zp_reply_error(s, r->identity, h, ZEPS_ESTATE,
-                       "MOVE COMMIT before the cut-over's last rows were sent (%s; %" PRIu64
-                       " rows left)",
-                       m->frozen ? "frozen" : "not frozen", zp_move_left(s));
+    if (!m->frozen || !m->drained) {
+        zp_reply_error(s, r->identity, h, ZEPS_ESTATE, "MOVE COMMIT %s",
+                       m->frozen ? "before a ROWS page after FREEZE came back "
+                                   "empty: rows of the slots are not sent yet"
+                                 : "before FREEZE: the rows of "
+                                   "the slots may still change here");
         return;
     }
+    /* Frozen, every request of M is parked, so what was marked since the
+     * tool's last page can only be touches of pulls parked before the
+     * cut-over (ssp) served since: the rows' values are the target's, their
+     * touch counts stay as the last page sent them. */
+    uint64_t touched = zp_move_left(s);
+    if (touched > 0)
+        zp_info("move commit: %" PRIu64 " rows of the slots were touched by pulls parked before "
+                "the cut-over since their last page; their touch counts stay as sent",
+                touched);
     zp_slotmap *next = checked_map(s, r);
     if (!next)
         return;

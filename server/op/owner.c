@@ -133,8 +133,8 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
         if (n > 0) {
             snprintf(why, len,
                      "shard %d holds %" PRIu64 " rows of sparse table '%s' in slots the map of "
-                     "epoch %" PRIu64 " gives to other shards; moving rows is not built "
-                     "(docs/elastic.md)",
+                     "epoch %" PRIu64 " gives to other shards; SLOTS moves no row: move them "
+                     "with MOVE (zepsctl shards move, docs/elastic.md)",
                      s->shard, n, t->name, want);
             return ZEPS_ESTATE;
         }

@@ -343,3 +343,15 @@ void zp_move_map_taken(zp_server *s)
             m->nmoving, m->peer, zp_slotmap_epoch(s->slots), m->rows_sent, m->bytes_sent);
     zp_move_end(s);
 }
+
+bool zp_move_commits(const zp_server *s, const zp_slotmap *next)
+{
+    const zp_move *m = s->move;
+    if (!m || m->role != ZP_MOVE_TARGET || zp_slotmap_epoch(next) != zp_slotmap_epoch(m->next) ||
+        zp_slotmap_slots(next) != zp_slotmap_slots(m->next))
+        return false;
+    for (uint32_t k = 0; k < zp_slotmap_slots(next); k++)
+        if (zp_slotmap_slot_owner(next, k) != zp_slotmap_slot_owner(m->next, k))
+            return false;
+    return true;
+}

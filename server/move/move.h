@@ -137,6 +137,11 @@ uint64_t zp_move_drop_rows(zp_server *s);
  * bound at time now_s. */
 bool zp_move_expired(const zp_server *s, double now_s);
 
+/* Whether `next` is the map the move s imports commits: then no row of
+ * s leaves it (its own slots keep their owner, the moving ones come to
+ * it), and SLOTS need not look at every row in its cut-over. */
+bool zp_move_commits(const zp_server *s, const zp_slotmap *next);
+
 /* s took a new map (SLOTS): the target's move ends if it is the map
  * the move commits (or a later one). */
 void zp_move_map_taken(zp_server *s);

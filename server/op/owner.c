@@ -118,6 +118,8 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  s->role.replicas > 1 ? "replicated shards" : "modes that hold pushes in rounds");
         return ZEPS_ESTATE;
     }
+    if (zp_move_commits(s, next)) /* the commit of the move this shard imports */
+        return 0;
     for (uint32_t i = 0; i < s->ntables; i++) {
         zp_table *t = s->tables[i];
         if (!t->rows)

@@ -192,9 +192,11 @@ static int one_rep(uint64_t rows, uint32_t dim, shared *sh)
     waitpid(pid, NULL, 0);
     char line[512], summary[512] = "";
     FILE *f = fopen(log, "r");
-    while (f && fgets(line, sizeof(line), f))
+    while (f && fgets(line, sizeof(line), f)) {
+        printf("  | %s", line);
         if (strncmp(line, "summary:", 8) == 0)
             snprintf(summary, sizeof(summary), "%s", line);
+    }
     if (f)
         fclose(f);
     unsigned long long mrows = 0, mbytes = 0, rounds = 0;

@@ -49,6 +49,7 @@ COMMANDS = {
     "zepsctl gen-criteo": (["zepsctl", "gen-criteo"], "usage: zepsctl gen-criteo"),
     "zepsctl keygen": (["zepsctl", "keygen"], "usage: zepsctl keygen"),
     "zepsctl evict": (["zepsctl", "evict"], "usage: zepsctl evict"),
+    "zepsctl shards": (["zepsctl", "shards", "move"], "usage: zepsctl shards move"),
     "zepsctl version": (["zepsctl", "version"], "zepsctl "),
 }
 SUBCOMMANDS = [["zepsctl", "snapshot", s] for s in ("inspect", "take", "reshard")]

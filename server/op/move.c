@@ -307,6 +307,7 @@ static void on_commit(zp_server *s, zp_request *r)
             m->nmoving, m->peer, zp_slotmap_epoch(s->slots), m->rows_sent, m->bytes_sent, m->rounds,
             dropped, cut_s * 1e3, m->nparked, m->peer);
     answer_parked(s);
+    zp_sparse_ops_refuse_moved(s); /* pulls held by ssp's bound since before the cut-over */
     zp_move_end(s);
     Zeps__Header rep;
     zp_reply_init(s, h, &rep);

@@ -98,6 +98,12 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
 int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
                           uint32_t *reply_flags);
 
+/* After the shard's map changed: every pull parked (by the policy) that
+ * names an id the map now gives another shard is answered EMOVED, so it
+ * is never served from rows this shard no longer owns (a move's commit at
+ * its source, op/move.c). */
+void zp_sparse_ops_refuse_moved(zp_server *s);
+
 /* Whether the rows ids[0..n) of sparse t would make fit the shard's
  * limits (state/quota.c); false after replying ENOMEM. */
 bool zp_sparse_ops_room(zp_server *s, zp_request *r, const zp_table *t, const uint64_t *ids,

@@ -339,6 +339,46 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
     park_pull(r, w, t, 0);
 }
 
+typedef struct moved_ctx {
+    zp_server *s;
+    zp_table *t;
+} moved_ctx;
+
+/* Whether parked pull p names an id the shard's map no longer gives it. */
+static bool parked_moved(const zp_parked *p, void *arg)
+{
+    moved_ctx *m = arg;
+    if (!p->has_keys)
+        return false;
+    const uint64_t *ids =
+        zp_rows_ids(m->t->rows, zmq_msg_data((zmq_msg_t *)&p->keys), (size_t)p->count);
+    return zp_owner_foreign(m->s, ids, (size_t)p->count) >= 0;
+}
+
+void zp_sparse_ops_refuse_moved(zp_server *s)
+{
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_table *t = s->tables[i];
+        moved_ctx m = {s, t};
+        zp_parked *p;
+        while (t->rows && (p = zp_parked_take_if(&t->parked, parked_moved, &m))) {
+            const uint64_t *ids = zp_rows_ids(t->rows, zmq_msg_data(&p->keys), (size_t)p->count);
+            ptrdiff_t bad = zp_owner_foreign(s, ids, (size_t)p->count);
+            Zeps__Header req;
+            zeps__header__init(&req);
+            req.op = ZEPS__OP__PULL;
+            req.req_id = p->req_id;
+            req.rank = p->rank;
+            req.seq = p->seq;
+            req.table = t->id;
+            char what[128];
+            snprintf(what, sizeof(what), "PULL of sparse table '%s'", t->name);
+            zp_owner_refuse(s, &p->identity, &req, what, ids[bad], (size_t)bad);
+            unpark(s, p);
+        }
+    }
+}
+
 /* The gradients as aligned floats: in place when the frame allows it. */
 static const float *aligned_grads(zp_table *t, const unsigned char *data, size_t nvals)
 {

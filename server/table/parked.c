@@ -47,6 +47,22 @@ zp_parked *zp_parked_take_ready(zp_parked_queue *q, const zp_server *s, const st
     return NULL;
 }
 
+zp_parked *zp_parked_take_if(zp_parked_queue *q, bool (*pred)(const zp_parked *p, void *arg),
+                             void *arg)
+{
+    for (zp_parked **pp = &q->head; *pp; pp = &(*pp)->next) {
+        zp_parked *p = *pp;
+        if (!pred(p, arg))
+            continue;
+        *pp = p->next;
+        if (q->tail == &p->next)
+            q->tail = pp;
+        q->n--;
+        return p;
+    }
+    return NULL;
+}
+
 zp_parked *zp_parked_pop(zp_parked_queue *q)
 {
     zp_parked *p = q->head;

@@ -39,7 +39,7 @@ struct zp_parked {
     double since_s; /* when it was parked */
     zmq_msg_t keys; /* sparse tables: the ids asked for */
     bool has_keys;
-    zp_cpull_req cp; /* a compressed pull (cp.codec != NULL) */
+    zp_cpull_req cp;   /* a compressed pull (cp.codec != NULL) */
     uint64_t cold_tag; /* a sparse pull's cold rows being read (tier/fetch.h); 0: none */
 };
 
@@ -60,6 +60,11 @@ void zp_parked_push(zp_parked_queue *q, zp_parked *p);
 /* Remove and return the first pull whose path says it is ready, scanning
  * from the head in order; NULL if none. The caller owns what it gets. */
 zp_parked *zp_parked_take_ready(zp_parked_queue *q, const zp_server *s, const struct zp_table *t);
+
+/* Remove and return the first pull pred(p, arg) accepts, in order; NULL
+ * if none. The caller owns what it gets. */
+zp_parked *zp_parked_take_if(zp_parked_queue *q, bool (*pred)(const zp_parked *p, void *arg),
+                             void *arg);
 
 /* Remove and return the head, NULL if empty. The caller owns it. */
 zp_parked *zp_parked_pop(zp_parked_queue *q);

@@ -177,6 +177,53 @@ static char *move_args[] = {"shards", "move", "--config",    NULL,      "--from"
                             "0",      "--to", "2",           "--slots", "0-2047",
                             "--page", "512",  "--threshold", "64",      NULL};
 
+/* After move_under_load's move: every row (as worker 0 read them last,
+ * at out0.rows) is `total` pushes, `weighted` in column 1, and every
+ * shard holds what the new map gives it at epoch 1. Rows moved. */
+static uint64_t check_after(zeps_client *c, const char *out0, long total, long weighted)
+{
+    /* the counter oracle: every row exact (as worker 0 read them last) */
+    static uint64_t ids[NIDS];
+    static float rows[NIDS * DIM];
+    make_ids(ids, NIDS, 0);
+    char rpath[520];
+    snprintf(rpath, sizeof(rpath), "%s.rows", out0);
+    FILE *f = fopen(rpath, "r");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_uint_eq(fread(rows, sizeof(float), NIDS * DIM, f), NIDS * DIM);
+    fclose(f);
+    for (int i = 0; i < NIDS; i++) {
+        ck_assert_msg(rows[i * DIM] == (float)total && rows[i * DIM + 1] == (float)weighted,
+                      "id %d: %g pushes applied, %g weighted; %ld and %ld were answered", i,
+                      rows[i * DIM], rows[i * DIM + 1], total, weighted);
+    }
+    /* the rows live where the new map says, on every shard at epoch 1 */
+    zp_slotmap *d = NULL, *next = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    uint8_t which[4095];
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_parse_set("0-2047", 4095, which, err, sizeof(err)), 2048);
+    for (int k = 0; k < 4095; k++)
+        which[k] = which[k] && zp_slotmap_slot_owner(d, (uint32_t)k) == 0;
+    ck_assert_int_eq(zp_slotmap_moved(d, which, 2, &next), 0);
+    uint64_t want[3] = {0, 0, 0}, moved = 0;
+    for (int i = 0; i < NIDS; i++) {
+        want[zp_slotmap_owner(next, ids[i])]++;
+        moved += zp_slotmap_owner(d, ids[i]) != zp_slotmap_owner(next, ids[i]);
+    }
+    ck_assert_uint_gt(moved, 0);
+    for (int k = 0; k < 3; k++) {
+        uint64_t epoch;
+        uint64_t n = shard_rows(c, k, &epoch);
+        ck_assert_msg(n == want[k], "shard %d holds %llu rows; the new map gives it %llu", k,
+                      (unsigned long long)n, (unsigned long long)want[k]);
+        ck_assert_uint_eq(epoch, 1);
+    }
+    zp_slotmap_destroy(&d);
+    zp_slotmap_destroy(&next);
+    return moved;
+}
+
 /* test_move_under_*_load in `mode`. */
 static void move_under_load(const char *mode)
 {
@@ -232,47 +279,9 @@ static void move_under_load(const char *mode)
     }
     ck_assert_uint_gt(redirects, 0);
 
-    /* the counter oracle: every row exact (as worker 0 read them last) */
-    static uint64_t ids[NIDS];
-    static float rows[NIDS * DIM];
-    make_ids(ids, NIDS, 0);
-    char rpath[520];
-    snprintf(rpath, sizeof(rpath), "%s.rows", out[0]);
-    f = fopen(rpath, "r");
-    ck_assert_ptr_nonnull(f);
-    ck_assert_uint_eq(fread(rows, sizeof(float), NIDS * DIM, f), NIDS * DIM);
-    fclose(f);
-    for (int i = 0; i < NIDS; i++) {
-        ck_assert_msg(rows[i * DIM] == (float)total && rows[i * DIM + 1] == (float)weighted,
-                      "id %d: %g pushes applied, %g weighted; %ld and %ld were answered", i,
-                      rows[i * DIM], rows[i * DIM + 1], total, weighted);
-    }
-    /* the rows live where the new map says, on every shard at epoch 1 */
-    zp_slotmap *d = NULL, *next = NULL;
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
-    uint8_t which[4095];
-    char err[256];
-    ck_assert_int_eq(zp_slotmap_parse_set("0-2047", 4095, which, err, sizeof(err)), 2048);
-    for (int k = 0; k < 4095; k++)
-        which[k] = which[k] && zp_slotmap_slot_owner(d, (uint32_t)k) == 0;
-    ck_assert_int_eq(zp_slotmap_moved(d, which, 2, &next), 0);
-    uint64_t want[3] = {0, 0, 0}, moved = 0;
-    for (int i = 0; i < NIDS; i++) {
-        want[zp_slotmap_owner(next, ids[i])]++;
-        moved += zp_slotmap_owner(d, ids[i]) != zp_slotmap_owner(next, ids[i]);
-    }
-    ck_assert_uint_gt(moved, 0);
-    for (int k = 0; k < 3; k++) {
-        uint64_t epoch;
-        uint64_t n = shard_rows(c, k, &epoch);
-        ck_assert_msg(n == want[k], "shard %d holds %llu rows; the new map gives it %llu", k,
-                      (unsigned long long)n, (unsigned long long)want[k]);
-        ck_assert_uint_eq(epoch, 1);
-    }
+    uint64_t moved = check_after(c, out[0], total, weighted);
     printf("moved %llu of %d rows under %ld pushes, %llu redirects\n", (unsigned long long)moved,
            NIDS, total, redirects);
-    zp_slotmap_destroy(&d);
-    zp_slotmap_destroy(&next);
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }

@@ -32,7 +32,7 @@ int zp_ctl_gen_criteo(int argc, char **argv);
 /* zepsctl evict RANK: release a worker rank held by a live incarnation. */
 int zp_ctl_evict(int argc, char **argv);
 /* zepsctl shards move: move a slot set between running shards
- * (ctl_move.c, docs/elastic.md). */
+ * (ctl_shards.c, docs/elastic.md). */
 int zp_ctl_shards(int argc, char **argv);
 /* zepsctl keygen: write a CurveZMQ key pair (NAME.key, NAME.pub). */
 int zp_ctl_keygen(int argc, char **argv);

@@ -1,5 +1,5 @@
 /*
- * ctl_move.c - zepsctl shards move: move a slot set from one running shard
+ * ctl_shards.c - zepsctl shards move: move a slot set from one running shard
  * to another while workers train (docs/elastic.md, "Live migration").
  *
  * The tool drives the MOVE steps of docs/protocol.md ("Moving slots") on

@@ -1,0 +1,118 @@
+/*
+ * move_fixture.c - what the live-move tests share (test_migrate,
+ * test_migrate_abort): their table, ids and pushes, zepsctl run as a
+ * process, a shard's rows and map epoch. See move_fixture.h.
+ */
+#include "move_fixture.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "slotmap.h"
+
+void zt_move_ids(uint64_t *ids, size_t n, uint64_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        ids[i] = (i + 1) * 0x9e3779b97f4a7c15ull ^ seed; /* distinct */
+}
+
+uint32_t zt_move_declare(zeps_client *c)
+{
+    zeps_sparse_spec spec = {
+        .name = "emb", .dim = DIM, .optimizer = "sgd", .lr = 1.0, .init = "zeros", .seed = 1};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    return t;
+}
+
+zeps_client *zt_move_tool(const zt_cluster *cl)
+{
+    zeps_client *c = NULL;
+    ck_assert_int_eq(zeps_client_new(&c, cl->conf, ZEPS_RANK_TOOL), 0);
+    return c;
+}
+
+/* Run zepsctl with args (NULL-terminated after the program), output to
+ * `log`; its exit status (-1 if it did not exit within 120 s). */
+int zt_move_zepsctl(const char *log, char **args)
+{
+    char bin[512];
+    zt_bin("zepsctl", bin, sizeof(bin));
+    char *argv[32] = {bin};
+    for (int i = 0; args[i]; i++)
+        argv[i + 1] = args[i];
+    pid_t pid = zt_spawn(bin, argv, log);
+    ck_assert_int_gt(pid, 0);
+    int st = zt_wait(pid, 120);
+    return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+int zt_move_file_has(const char *path, const char *needle)
+{
+    static char buf[1 << 16];
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+void zt_move_print_file(const char *path)
+{
+    char line[1024];
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof(line), f))
+        printf("  | %s", line);
+    if (f)
+        fclose(f);
+}
+
+/* Rows of table 0 on shard k, and its slot map epoch. */
+uint64_t zt_move_rows(zeps_client *c, int k, uint64_t *epoch)
+{
+    Zeps__ShardStats *st = zt_stats(c, k);
+    ck_assert_ptr_nonnull(st);
+    uint64_t n = st->n_tables > 0 ? st->tables[0]->rows : 0;
+    if (epoch)
+        *epoch = st->slot_epoch;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return n;
+}
+
+/* Push every id of ids[0..n) once: column 0 gains 1, column 1 i % 5 + 1. */
+void zt_move_populate(zeps_client *c, uint32_t t, const uint64_t *ids, size_t n)
+{
+    enum { CHUNK = 10000 };
+    static float g[CHUNK * DIM];
+    for (size_t at = 0; at < n; at += CHUNK) {
+        size_t k = n - at < CHUNK ? n - at : CHUNK;
+        for (size_t i = 0; i < k; i++) {
+            g[i * DIM] = -1.0f;
+            g[i * DIM + 1] = -(float)((at + i) % 5 + 1);
+        }
+        ck_assert_int_eq(zeps_spush(c, t, ids + at, k, g, 0), 0);
+    }
+}
+
+/* The rows of ids[0..n) that the default map of 3 gives shards 0 and 1
+ * are `times` zt_move_populate()s. */
+void zt_move_check_values(zeps_client *c, uint32_t t, const uint64_t *ids, size_t n, int times)
+{
+    zp_slotmap *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    float row[DIM];
+    for (size_t i = 0; i < n; i += 97) { /* a sample: one pull per id */
+        if (zp_slotmap_owner(d, ids[i]) == 2)
+            continue;
+        ck_assert_int_eq(zeps_spull(c, t, &ids[i], 1, row, 0), 0);
+        ck_assert_msg(row[0] == (float)times && row[1] == (float)(times * (int)(i % 5 + 1)),
+                      "id %zu: %g %g after %d pushes", i, row[0], row[1], times);
+    }
+    zp_slotmap_destroy(&d);
+}

@@ -1,0 +1,46 @@
+/*
+ * move_fixture.h - what the live-move tests share (move_fixture.c):
+ * test_migrate (moves under load, held pulls, duplicate windows) and
+ * test_migrate_abort (moves that fail or are refused). Every function
+ * asserts with Check: call them from a test.
+ */
+#ifndef ZT_MOVE_FIXTURE_H
+#define ZT_MOVE_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness.h"
+#include "zeps.h"
+
+#define DIM  2    /* the table's row width */
+#define NIDS 3000 /* ids the workers push */
+
+/* n distinct ids from `seed`. */
+void zt_move_ids(uint64_t *ids, size_t n, uint64_t seed);
+
+/* Declare the sparse table "emb" (dim DIM, sgd lr 1, zeros): its id. */
+uint32_t zt_move_declare(zeps_client *c);
+
+/* A tool client (rank ZEPS_RANK_TOOL) of the cluster. */
+zeps_client *zt_move_tool(const zt_cluster *cl);
+
+/* Run zepsctl with args (the arguments after the program, NULL-ended),
+ * its output to `log`: its exit status (-1 if it did not exit in 120 s). */
+int zt_move_zepsctl(const char *log, char **args);
+
+/* Whether the file at path holds `needle`; print it, each line "  | ". */
+int zt_move_file_has(const char *path, const char *needle);
+void zt_move_print_file(const char *path);
+
+/* Rows of table 0 on shard k, and (if epoch) its slot map epoch. */
+uint64_t zt_move_rows(zeps_client *c, int k, uint64_t *epoch);
+
+/* Push every id of ids[0..n) once: column 0 gains 1, column 1 i % 5 + 1. */
+void zt_move_populate(zeps_client *c, uint32_t t, const uint64_t *ids, size_t n);
+
+/* The rows of ids[0..n) (a sample) that the default map of 3 gives shards
+ * 0 and 1 are `times` zt_move_populate()s. */
+void zt_move_check_values(zeps_client *c, uint32_t t, const uint64_t *ids, size_t n, int times);
+
+#endif

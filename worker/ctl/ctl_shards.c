@@ -85,10 +85,8 @@ static void usage(FILE *f)
 /* Send h (+ payload) to shard k and wait for its reply to h's req_id:
  * 0 with *rep (the caller frees it) and, if data is not NULL, its payload
  * frame; the error code with m->err otherwise (*rep NULL). */
-static int rpc(mv *m, int k, Zeps__Header *h, const void *payload, size_t len, Zeps__Header **rep,
-               zmq_msg_t *data)
+static int rpc_send(mv *m, int k, Zeps__Header *h, const void *payload, size_t len)
 {
-    *rep = NULL;
     h->version = ZP_PROTOCOL_VERSION;
     h->rank = 0xffffffffu;
     h->req_id = ++m->req_id;
@@ -104,6 +102,13 @@ static int rpc(mv *m, int k, Zeps__Header *h, const void *payload, size_t len, Z
                  k, zmq_strerror(zmq_errno()));
         return ZEPS_ETRANSPORT;
     }
+    return 0;
+}
+
+/* The reply to h (sent by rpc_send to shard k), as rpc. */
+static int rpc_recv(mv *m, int k, const Zeps__Header *h, Zeps__Header **rep, zmq_msg_t *data)
+{
+    *rep = NULL;
     double until = zp_now_s() + m->o.timeout_ms / 1000.0;
     for (;;) {
         zmq_pollitem_t it = {.socket = m->sock[k], .events = ZMQ_POLLIN};
@@ -140,6 +145,14 @@ static int rpc(mv *m, int k, Zeps__Header *h, const void *payload, size_t len, Z
         *rep = r;
         return 0;
     }
+}
+
+static int rpc(mv *m, int k, Zeps__Header *h, const void *payload, size_t len, Zeps__Header **rep,
+               zmq_msg_t *data)
+{
+    *rep = NULL;
+    int rc = rpc_send(m, k, h, payload, len);
+    return rc != 0 ? rc : rpc_recv(m, k, h, rep, data);
 }
 
 /* A MOVE step to shard k with an optional payload; as rpc. */
@@ -233,25 +246,36 @@ static int next_map(mv *m, const zp_slotmap *cur, zp_slotmap **next, uint32_t *n
     return rc;
 }
 
-/* One page from the source put to the target: 0 with *n rows moved,
- * *left still to send and *round the source's round; else an error. */
-static int copy_page(mv *m, uint64_t *n, uint64_t *left, uint64_t *round)
+/* Ask the source for the next page (its reply is read by page_put). */
+static int page_ask(mv *m, Zeps__Header *h)
+{
+    zeps__header__init(h);
+    h->op = ZEPS__OP__MOVE;
+    h->move_step = ZP_MOVE_ROWS;
+    h->move_peer = (uint32_t)m->o.to;
+    h->count = m->o.page;
+    return rpc_send(m, m->o.from, h, NULL, 0);
+}
+
+/* The page asked for with h: *n rows, *left still to send, *round the
+ * source's round; if `more`, the next page is asked for (into h) before
+ * this one is put to the target, so the source reads it meanwhile. */
+static int page_put(mv *m, Zeps__Header *h, bool last, uint64_t *n, uint64_t *left, uint64_t *round,
+                    bool *more)
 {
     Zeps__Header *rep, *ack;
     zmq_msg_t data;
-    Zeps__Header h;
-    zeps__header__init(&h);
-    h.op = ZEPS__OP__MOVE;
-    h.move_step = ZP_MOVE_ROWS;
-    h.move_peer = (uint32_t)m->o.to;
-    h.count = m->o.page;
-    int rc = rpc(m, m->o.from, &h, NULL, 0, &rep, &data);
+    int rc = rpc_recv(m, m->o.from, h, &rep, &data);
     if (rc != 0)
         return rc;
     *n = rep->count;
     *left = rep->cursor;
     *round = rep->offset;
-    if (rep->count > 0) {
+    *more = !(*n == 0 && *left == 0) &&
+            (last || !(*round >= 2 && (*left <= m->o.threshold || *round > m->o.max_rounds)));
+    if (*more)
+        rc = page_ask(m, h);
+    if (rc == 0 && rep->count > 0) {
         Zeps__Header p;
         zeps__header__init(&p);
         p.op = ZEPS__OP__MOVE;
@@ -273,16 +297,19 @@ static int copy_page(mv *m, uint64_t *n, uint64_t *left, uint64_t *round)
 }
 
 /* Copy rounds until at most --threshold rows are left (or --max-rounds
- * passed); with `last`, until nothing is left. Prints each round as it
- * ends. */
+ * passed); with `last`, until nothing is left. One page is read at the
+ * source while the one before is written at the target. Prints each
+ * round as it ends. */
 static int copy(mv *m, bool last, double t0)
 {
     uint64_t shown = m->rounds;
-    for (;;) {
+    Zeps__Header h;
+    int rc = page_ask(m, &h);
+    for (bool more = true; rc == 0 && more;) {
         uint64_t rows = m->rows, bytes = m->bytes, n, left, round;
-        int rc = copy_page(m, &n, &left, &round);
+        rc = page_put(m, &h, last, &n, &left, &round, &more);
         if (rc != 0)
-            return rc;
+            break;
         m->rounds = round;
         if (round != shown && shown > 0) {
             printf("round %" PRIu64 ": %" PRIu64 " rows (%.2f MB) sent, %.2f s in; round %" PRIu64
@@ -296,11 +323,8 @@ static int copy(mv *m, bool last, double t0)
             m->round_rows = rows;
             m->round_bytes = bytes;
         }
-        if (n == 0 && left == 0)
-            return 0;
-        if (!last && round >= 2 && (left <= m->o.threshold || round > m->o.max_rounds))
-            return 0;
     }
+    return rc;
 }
 
 /* Abort both sides (best effort, said so) and return `code`. */

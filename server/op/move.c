@@ -162,6 +162,7 @@ static void on_rows(zp_server *s, zp_request *r)
         }
     }
     uint64_t room = s->cfg.max_message_bytes;
+    unit = unit ? unit : 1; /* a move begins only with a sparse table: never 0 */
     uint64_t fit = room > ZP_MOVE_HEADER_ROOM ? (room - ZP_MOVE_HEADER_ROOM) / unit : 0;
     uint64_t max = h->count < fit ? h->count : fit;
     if (max == 0 || h->count > ZP_MOVE_PAGE_MAX) {

@@ -15,6 +15,7 @@
  */
 #include <check.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,14 +142,9 @@ static void refused(const zt_cluster *cl, char **args, int status, const char *n
 
 /* MOVE BEGIN to shard k of 3 moving slot 0 (shard 0's) to `peer`, on a
  * raw socket: the reply header. */
-static Zeps__Header *raw_begin(const zt_cluster *cl, int k, uint32_t peer, uint32_t step)
+static Zeps__Header *raw_step(const zt_cluster *cl, int k, uint32_t peer, uint32_t step,
+                              const void *wire, size_t len)
 {
-    zp_slotmap *d = NULL, *m = NULL;
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
-    uint8_t which[4095] = {1};
-    ck_assert_int_eq(zp_slotmap_moved(d, which, (int)peer, &m), 0);
-    static uint8_t wire[16 + 2 * 4095];
-    zp_slotmap_encode(m, wire);
     void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
     Zeps__Header h;
     zeps__header__init(&h);
@@ -158,13 +154,35 @@ static Zeps__Header *raw_begin(const zt_cluster *cl, int k, uint32_t peer, uint3
     h.rank = 0xffffffffu;
     h.move_step = step;
     h.move_peer = peer;
-    Zeps__Header *rep = zt_raw_req(sock, &h, step == ZP_MOVE_BEGIN ? wire : NULL,
-                                   step == ZP_MOVE_BEGIN ? zp_slotmap_wire_size(m) : 0);
+    Zeps__Header *rep = zt_raw_req(sock, &h, wire, len);
     zmq_close(sock);
     zmq_ctx_term(ctx);
-    zp_slotmap_destroy(&m);
-    zp_slotmap_destroy(&d);
     return rep;
+}
+
+/* The map of 3 shards over `slots` slots at `epoch`, slot n on n mod 3
+ * but slot 0 on `peer`, in its wire form (static). */
+static const uint8_t *map_wire(uint64_t epoch, uint32_t slots, uint32_t peer)
+{
+    static uint8_t wire[16 + 2 * 4095];
+    memset(wire, 0, sizeof(wire));
+    for (int i = 0; i < 8; i++)
+        wire[i] = (uint8_t)(epoch >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        wire[8 + i] = (uint8_t)(slots >> (8 * i));
+    wire[12] = 3;
+    for (uint32_t n = 0; n < slots; n++)
+        wire[16 + 2 * n] = (uint8_t)(n == 0 ? peer : n % 3);
+    return wire;
+}
+
+/* MOVE step `step` to shard k of 3 with peer `peer`; BEGIN carries the
+ * map of epoch 1 moving slot 0 (shard 0's) to `peer`. The reply header. */
+static Zeps__Header *raw_begin(const zt_cluster *cl, int k, uint32_t peer, uint32_t step)
+{
+    bool begin = step == ZP_MOVE_BEGIN;
+    return raw_step(cl, k, peer, step, begin ? map_wire(1, 4095, peer) : NULL,
+                    begin ? 16 + 2 * 4095 : 0);
 }
 
 START_TEST(test_move_refusals)
@@ -191,6 +209,12 @@ START_TEST(test_move_refusals)
     /* at the shard: itself as the other shard; a move while one runs */
     zt_raw_expect_error(raw_begin(&cl, 0, 0, ZP_MOVE_BEGIN), ZEPS_EINVAL,
                         "must be one of shards 0..2 but 0, not 0");
+    zt_raw_expect_error(raw_step(&cl, 0, 1, ZP_MOVE_BEGIN, map_wire(1, 2048, 1), 16 + 2 * 2048),
+                        ZEPS_EINVAL, "a map of 2048 slots; shard 0's has 4095");
+    zt_raw_expect_error(raw_step(&cl, 0, 1, ZP_MOVE_BEGIN, map_wire(0, 4095, 1), 16 + 2 * 4095),
+                        ZEPS_ESTALE, "the map's epoch 0 is not newer than shard 0's 0");
+    zt_raw_expect_error(raw_step(&cl, 0, 1, ZP_MOVE_BEGIN, map_wire(1, 4095, 0), 16 + 2 * 4095),
+                        ZEPS_EINVAL, "moves no slot from shard 0 to shard 1");
     Zeps__Header *rep = raw_begin(&cl, 0, 1, ZP_MOVE_BEGIN);
     ck_assert_msg(rep->op == ZEPS__OP__MOVE, "%s", rep->error_text);
     zeps__header__free_unpacked(rep, NULL);

@@ -283,24 +283,6 @@ START_TEST(test_move_parked_pull)
 }
 END_TEST
 
-/* A raw socket to shard k that said HELLO as worker `rank`, incarnation inc. */
-static void *raw_worker(void *zctx, const zt_cluster *cl, int k, uint32_t rank, uint64_t inc)
-{
-    void *sock = zt_raw_socket(zctx, cl, k);
-    Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__HELLO;
-    h.req_id = 1;
-    h.rank = rank;
-    h.incarnation = inc;
-    h.seq = 1;
-    Zeps__Header *rep = zt_raw_req(sock, &h, NULL, 0);
-    ck_assert_msg(rep->op == ZEPS__OP__HELLO, "%s", rep->error_text);
-    zeps__header__free_unpacked(rep, NULL);
-    return sock;
-}
-
 /* The source keeps its duplicate windows: a push it applied before the
  * move, sent again with its seq after the commit, is answered DUPLICATE
  * (not redirected and applied a second time at the target); a new push
@@ -320,7 +302,7 @@ START_TEST(test_move_keeps_windows)
     while (zp_slotmap_slot_of(d, msg.id) >= 2048 || zp_slotmap_owner(d, msg.id) != 0)
         msg.id++;
     zp_slotmap_destroy(&d);
-    void *zctx = zmq_ctx_new(), *sock = raw_worker(zctx, &cl, 0, 1, 0x77);
+    void *zctx = zmq_ctx_new(), *sock = zt_move_raw_worker(zctx, &cl, 0, 1, 0x77);
     Zeps__Header h;
     zeps__header__init(&h);
     h.version = ZP_PROTOCOL_VERSION;

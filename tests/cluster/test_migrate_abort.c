@@ -3,8 +3,9 @@
  * refused (docs/elastic.md, "What each failure does"), with real shards
  * and the real `zepsctl shards move`.
  *
- * test_move_aborted: zepsctl killed (-9) while it copies: the shards'
- * lease ends the move, the target drops what it imported; then the target
+ * test_move_aborted: while the target imports, it refuses the slots'
+ * requests naming the source; zepsctl killed (-9) while it copies: the
+ * shards' lease ends the move, the target drops what it imported; then the target
  * killed (-9) while the rows are copied: zepsctl fails saying which shard
  * did not answer, the source keeps its map, rows and values, and may move
  * its slots again.
@@ -59,6 +60,29 @@ static void tool_killed(zt_cluster *cl, zeps_client *tl, const uint64_t *before)
     for (int i = 0; i < 400 && zt_move_rows(tl, 2, NULL) == before[2]; i++)
         usleep(5 * 1000);
     ck_assert_uint_gt(zt_move_rows(tl, 2, NULL), before[2]); /* rows imported */
+    /* the target refuses the slots it imports, naming the source */
+    zp_slotmap *d3 = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d3, 3), 0);
+    void *zctx = zmq_ctx_new(), *sock = zt_move_raw_worker(zctx, cl, 2, 1, 0x51);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__PULL;
+    h.rank = 1;
+    h.incarnation = 0x51;
+    h.seq = h.req_id = 2;
+    h.count = 1;
+    uint64_t id = 1;
+    while (zp_slotmap_owner(d3, id) != 0)
+        id++;
+    Zeps__Header *rep = zt_raw_req(sock, &h, &id, sizeof(id));
+    ck_assert_int_eq(rep->error, ZEPS_EMOVED);
+    ck_assert_uint_eq(rep->slot_owner, 0);
+    ck_assert_uint_eq(rep->slot_epoch, 0);
+    zeps__header__free_unpacked(rep, NULL);
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    zp_slotmap_destroy(&d3);
     ck_assert_int_eq(kill(pid, SIGKILL), 0);
     zt_wait(pid, 10);
     ck_assert(zt_wait_log(cl, 2, "aborted (the tool's lease passed)"));
@@ -97,7 +121,7 @@ static void target_killed(zt_cluster *cl, zeps_client *tl, const uint64_t *befor
 START_TEST(test_move_aborted)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", NULL, NULL), 0);
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, 2, "async", NULL, NULL), 0);
     static uint64_t ids[BIG];
     zt_move_ids(ids, BIG, 11);
     zeps_client *c = zt_client(&cl, 0), *tl = zt_move_tool(&cl);

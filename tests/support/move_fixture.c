@@ -12,7 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "rawreq.h"
 #include "slotmap.h"
+#include "wire.h"
 
 void zt_move_ids(uint64_t *ids, size_t n, uint64_t seed)
 {
@@ -115,4 +117,22 @@ void zt_move_check_values(zeps_client *c, uint32_t t, const uint64_t *ids, size_
                       "id %zu: %g %g after %d pushes", i, row[0], row[1], times);
     }
     zp_slotmap_destroy(&d);
+}
+
+/* A raw socket to shard k that said HELLO as worker `rank`, incarnation inc. */
+void *zt_move_raw_worker(void *zctx, const zt_cluster *cl, int k, uint32_t rank, uint64_t inc)
+{
+    void *sock = zt_raw_socket(zctx, cl, k);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__HELLO;
+    h.req_id = 1;
+    h.rank = rank;
+    h.incarnation = inc;
+    h.seq = 1;
+    Zeps__Header *rep = zt_raw_req(sock, &h, NULL, 0);
+    ck_assert_msg(rep->op == ZEPS__OP__HELLO, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    return sock;
 }

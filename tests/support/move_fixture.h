@@ -43,4 +43,8 @@ void zt_move_populate(zeps_client *c, uint32_t t, const uint64_t *ids, size_t n)
  * 0 and 1 are `times` zt_move_populate()s. */
 void zt_move_check_values(zeps_client *c, uint32_t t, const uint64_t *ids, size_t n, int times);
 
+/* A raw DEALER socket to shard k that said HELLO as worker `rank` of
+ * incarnation inc (the caller closes it). */
+void *zt_move_raw_worker(void *zctx, const zt_cluster *cl, int k, uint32_t rank, uint64_t inc);
+
 #endif

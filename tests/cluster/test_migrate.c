@@ -17,6 +17,8 @@
  * answered from the target with the moved values.
  * test_move_keeps_windows: a push the source applied, sent again after
  * the commit, is a duplicate there, not a second update at the target.
+ * test_move_new_table: a table declared after the move began moves too
+ * (the steps driven by hand, as a tool of its own would).
  */
 #include <check.h>
 #include <stdio.h>
@@ -341,6 +343,115 @@ START_TEST(test_move_keeps_windows)
 }
 END_TEST
 
+/* Pages from shard 0 put to shard 1 until a page comes back empty: the
+ * rows of table "emb2" seen. */
+static uint64_t copy_pages(const zt_cluster *cl)
+{
+    uint64_t emb2 = 0;
+    for (;;) {
+        void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, 0);
+        Zeps__Header h;
+        zeps__header__init(&h);
+        h.version = ZP_PROTOCOL_VERSION;
+        h.op = ZEPS__OP__MOVE;
+        h.req_id = 1;
+        h.rank = 0xffffffffu;
+        h.move_step = ZP_MOVE_ROWS;
+        h.move_peer = 1;
+        h.count = 100;
+        zt_raw_send(sock, &h, NULL, 0);
+        zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+        ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
+        zp_frames f;
+        ck_assert_int_eq(zp_wire_frames_recv(sock, &f, 0), 0);
+        Zeps__Header *rep = zp_wire_unpack_header(&f.f[0]);
+        ck_assert_msg(rep->op == ZEPS__OP__MOVE, "%s", rep->error_text);
+        uint64_t n = rep->count, left = rep->cursor;
+        if (n > 0) {
+            emb2 += strcmp(rep->move_table, "emb2") == 0 ? n : 0;
+            Zeps__Header p;
+            zeps__header__init(&p);
+            p.op = ZEPS__OP__MOVE;
+            p.move_step = ZP_MOVE_PUT;
+            p.move_peer = 0;
+            p.move_table = rep->move_table;
+            p.count = n;
+            p.state_per_value = rep->state_per_value;
+            void *sb = zt_raw_socket(ctx, cl, 1);
+            p.version = ZP_PROTOCOL_VERSION;
+            p.rank = 0xffffffffu;
+            p.req_id = 2;
+            Zeps__Header *ack = zt_raw_req(sb, &p, zmq_msg_data(&f.f[1]), zmq_msg_size(&f.f[1]));
+            ck_assert_msg(ack->op == ZEPS__OP__MOVE, "%s", ack->error_text);
+            zeps__header__free_unpacked(ack, NULL);
+            zmq_close(sb);
+        }
+        zeps__header__free_unpacked(rep, NULL);
+        zp_wire_frames_close(&f);
+        zmq_close(sock);
+        zmq_ctx_term(ctx);
+        if (n == 0 && left == 0)
+            return emb2;
+    }
+}
+
+/* A table declared after the move began moves too: slot 0 (shard 0's)
+ * to shard 1 by hand-driven steps, while a second table is declared and
+ * pushed to. */
+START_TEST(test_move_new_table)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    zt_move_declare(c);
+    const uint8_t *wire = zt_move_map_wire(1, 4095, 1);
+    size_t len = 16 + 2 * 4095;
+    Zeps__Header *rep = zt_move_step(&cl, 0, 1, ZP_MOVE_BEGIN, wire, len);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    rep = zt_move_step(&cl, 1, 0, ZP_MOVE_IMPORT, wire, len);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    zeps_sparse_spec spec = {.name = "emb2", .dim = DIM, .optimizer = "sgd", .lr = 1.0};
+    uint32_t t2;
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t2), 0);
+    zp_slotmap *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    uint64_t ids[8];
+    float g[8 * DIM], rows[8 * DIM];
+    for (uint64_t x = 1, k = 0; k < 8; x++)
+        if (zp_slotmap_slot_of(d, x) == 0)
+            ids[k++] = x;
+    zp_slotmap_destroy(&d);
+    for (int i = 0; i < 8 * DIM; i++)
+        g[i] = -(float)(i + 1);
+    ck_assert_int_eq(zeps_spush(c, t2, ids, 8, g, 0), 0);
+    ck_assert_uint_eq(copy_pages(&cl), 8);
+    rep = zt_move_step(&cl, 0, 1, ZP_MOVE_FREEZE, NULL, 0);
+    zeps__header__free_unpacked(rep, NULL);
+    copy_pages(&cl);
+    void *ctx = zmq_ctx_new(), *sb = zt_raw_socket(ctx, &cl, 1);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__SLOTS;
+    h.rank = 0xffffffffu;
+    rep = zt_raw_req(sb, &h, wire, len);
+    ck_assert_msg(rep->op == ZEPS__OP__SLOTS, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    zmq_close(sb);
+    zmq_ctx_term(ctx);
+    rep = zt_move_step(&cl, 0, 1, ZP_MOVE_COMMIT, wire, len);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    ck_assert_int_eq(zeps_spull(c, t2, ids, 8, rows, 0), 0); /* from shard 1 */
+    for (int i = 0; i < 8 * DIM; i++)
+        ck_assert(rows[i] == (float)(i + 1));
+    zeps_client_destroy(&c);
+    zt_cluster_stop(&cl);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("migrate");
@@ -350,6 +461,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_move_under_ssp_load);
     tcase_add_test(tc, test_move_parked_pull);
     tcase_add_test(tc, test_move_keeps_windows);
+    tcase_add_test(tc, test_move_new_table);
     suite_add_tcase(s, tc);
     return s;
 }

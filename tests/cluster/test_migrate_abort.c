@@ -166,47 +166,13 @@ static void refused(const zt_cluster *cl, char **args, int status, const char *n
 
 /* MOVE BEGIN to shard k of 3 moving slot 0 (shard 0's) to `peer`, on a
  * raw socket: the reply header. */
-static Zeps__Header *raw_step(const zt_cluster *cl, int k, uint32_t peer, uint32_t step,
-                              const void *wire, size_t len)
-{
-    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
-    Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__MOVE;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
-    h.move_step = step;
-    h.move_peer = peer;
-    Zeps__Header *rep = zt_raw_req(sock, &h, wire, len);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
-    return rep;
-}
-
-/* The map of 3 shards over `slots` slots at `epoch`, slot n on n mod 3
- * but slot 0 on `peer`, in its wire form (static). */
-static const uint8_t *map_wire(uint64_t epoch, uint32_t slots, uint32_t peer)
-{
-    static uint8_t wire[16 + 2 * 4095];
-    memset(wire, 0, sizeof(wire));
-    for (int i = 0; i < 8; i++)
-        wire[i] = (uint8_t)(epoch >> (8 * i));
-    for (int i = 0; i < 4; i++)
-        wire[8 + i] = (uint8_t)(slots >> (8 * i));
-    wire[12] = 3;
-    for (uint32_t n = 0; n < slots; n++)
-        wire[16 + 2 * n] = (uint8_t)(n == 0 ? peer : n % 3);
-    return wire;
-}
-
 /* MOVE step `step` to shard k of 3 with peer `peer`; BEGIN carries the
  * map of epoch 1 moving slot 0 (shard 0's) to `peer`. The reply header. */
 static Zeps__Header *raw_begin(const zt_cluster *cl, int k, uint32_t peer, uint32_t step)
 {
     bool begin = step == ZP_MOVE_BEGIN;
-    return raw_step(cl, k, peer, step, begin ? map_wire(1, 4095, peer) : NULL,
-                    begin ? 16 + 2 * 4095 : 0);
+    return zt_move_step(cl, k, peer, step, begin ? zt_move_map_wire(1, 4095, peer) : NULL,
+                        begin ? 16 + 2 * 4095 : 0);
 }
 
 START_TEST(test_move_refusals)
@@ -233,12 +199,15 @@ START_TEST(test_move_refusals)
     /* at the shard: itself as the other shard; a move while one runs */
     zt_raw_expect_error(raw_begin(&cl, 0, 0, ZP_MOVE_BEGIN), ZEPS_EINVAL,
                         "must be one of shards 0..2 but 0, not 0");
-    zt_raw_expect_error(raw_step(&cl, 0, 1, ZP_MOVE_BEGIN, map_wire(1, 2048, 1), 16 + 2 * 2048),
-                        ZEPS_EINVAL, "a map of 2048 slots; shard 0's has 4095");
-    zt_raw_expect_error(raw_step(&cl, 0, 1, ZP_MOVE_BEGIN, map_wire(0, 4095, 1), 16 + 2 * 4095),
-                        ZEPS_ESTALE, "the map's epoch 0 is not newer than shard 0's 0");
-    zt_raw_expect_error(raw_step(&cl, 0, 1, ZP_MOVE_BEGIN, map_wire(1, 4095, 0), 16 + 2 * 4095),
-                        ZEPS_EINVAL, "moves no slot from shard 0 to shard 1");
+    zt_raw_expect_error(
+        zt_move_step(&cl, 0, 1, ZP_MOVE_BEGIN, zt_move_map_wire(1, 2048, 1), 16 + 2 * 2048),
+        ZEPS_EINVAL, "a map of 2048 slots; shard 0's has 4095");
+    zt_raw_expect_error(
+        zt_move_step(&cl, 0, 1, ZP_MOVE_BEGIN, zt_move_map_wire(0, 4095, 1), 16 + 2 * 4095),
+        ZEPS_ESTALE, "the map's epoch 0 is not newer than shard 0's 0");
+    zt_raw_expect_error(
+        zt_move_step(&cl, 0, 1, ZP_MOVE_BEGIN, zt_move_map_wire(1, 4095, 0), 16 + 2 * 4095),
+        ZEPS_EINVAL, "moves no slot from shard 0 to shard 1");
     Zeps__Header *rep = raw_begin(&cl, 0, 1, ZP_MOVE_BEGIN);
     ck_assert_msg(rep->op == ZEPS__OP__MOVE, "%s", rep->error_text);
     zeps__header__free_unpacked(rep, NULL);

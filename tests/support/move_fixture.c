@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zmq.h>
+
 #include "rawreq.h"
 #include "slotmap.h"
 #include "wire.h"
@@ -135,4 +137,38 @@ void *zt_move_raw_worker(void *zctx, const zt_cluster *cl, int k, uint32_t rank,
     ck_assert_msg(rep->op == ZEPS__OP__HELLO, "%s", rep->error_text);
     zeps__header__free_unpacked(rep, NULL);
     return sock;
+}
+
+Zeps__Header *zt_move_step(const zt_cluster *cl, int k, uint32_t peer, uint32_t step,
+                           const void *wire, size_t len)
+{
+    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__MOVE;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    h.move_step = step;
+    h.move_peer = peer;
+    Zeps__Header *rep = zt_raw_req(sock, &h, wire, len);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    return rep;
+}
+
+/* The map of 3 shards over `slots` slots at `epoch`, slot n on n mod 3
+ * but slot 0 on `peer`, in its wire form (static). */
+const uint8_t *zt_move_map_wire(uint64_t epoch, uint32_t slots, uint32_t peer)
+{
+    static uint8_t wire[16 + 2 * 4095];
+    memset(wire, 0, sizeof(wire));
+    for (int i = 0; i < 8; i++)
+        wire[i] = (uint8_t)(epoch >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        wire[8 + i] = (uint8_t)(slots >> (8 * i));
+    wire[12] = 3;
+    for (uint32_t n = 0; n < slots; n++)
+        wire[16 + 2 * n] = (uint8_t)(n == 0 ? peer : n % 3);
+    return wire;
 }

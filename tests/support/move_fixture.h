@@ -47,4 +47,14 @@ void zt_move_check_values(zeps_client *c, uint32_t t, const uint64_t *ids, size_
  * incarnation inc (the caller closes it). */
 void *zt_move_raw_worker(void *zctx, const zt_cluster *cl, int k, uint32_t rank, uint64_t inc);
 
+/* MOVE step `step` (peer `peer`, payload wire[0..len) if wire is not
+ * NULL) to shard k as a tool, on a socket of its own: the reply's header
+ * (the caller frees it). */
+Zeps__Header *zt_move_step(const zt_cluster *cl, int k, uint32_t peer, uint32_t step,
+                           const void *wire, size_t len);
+
+/* The map of 3 shards over `slots` slots at `epoch`, slot n on n mod 3
+ * but slot 0 on `peer`, in its wire form (a static buffer). */
+const uint8_t *zt_move_map_wire(uint64_t epoch, uint32_t slots, uint32_t peer);
+
 #endif

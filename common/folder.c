@@ -4,6 +4,7 @@
  */
 #include "folder.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,4 +65,17 @@ int zp_folder_ready(const char *key, const char *dir, char *err, size_t errlen)
     close(fd);
     unlink(probe);
     return 0;
+}
+
+void zp_folder_remove_flat(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (d == NULL)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL)
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+    closedir(d);
+    rmdir(dir);
 }

@@ -18,4 +18,8 @@
  * thread. */
 int zp_folder_ready(const char *key, const char *dir, char *err, size_t errlen);
 
+/* Delete folder `dir` and the files in it, which must hold no folder (a
+ * RocksDB checkpoint, say); errors are ignored (what is left stays). */
+void zp_folder_remove_flat(const char *dir);
+
 #endif

@@ -469,15 +469,12 @@ static void decide(zk *z)
 
 static void on_isr_set(int rc, const struct Stat *st, const void *data)
 {
-    const req *r = data;
-    zk *z = r->z;
-    bool current = zp_zk_req_live(data) != NULL;
-    zp_coord_done done = r->done;
-    void *arg = r->arg;
-    free((void *)data);
-    if (z->closing)
-        return; /* no callback after destroy */
-    int out = !current ? ZEPS_ECLOSED : zp_zk_req_write_rc(rc);
+    zk *z;
+    zp_coord_done done;
+    void *arg;
+    int out = zp_zk_req_end_write(data, rc, &z, &done, &arg);
+    if (out < 0)
+        return;
     if (out == 0)
         z->isr_writes++;
     else if (out == ZEPS_ESTALE)

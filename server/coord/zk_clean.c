@@ -141,15 +141,12 @@ void zp_zk_clean_consider(zk *z, zp_zk_stand_fn stand)
 
 static void on_clean_set(int rc, const void *data)
 {
-    const req *r = data;
-    zk *z = r->z;
-    bool current = zp_zk_req_live(data) != NULL;
-    zp_coord_done done = r->done;
-    void *arg = r->arg;
-    free((void *)data);
-    if (z->closing)
-        return; /* no callback after destroy */
-    int out = !current ? ZEPS_ECLOSED : zp_zk_req_write_rc(rc);
+    zk *z;
+    zp_coord_done done;
+    void *arg;
+    int out = zp_zk_req_end_write(data, rc, &z, &done, &arg);
+    if (out < 0)
+        return;
     if (out == 0)
         zp_info("shard %d: clean-exit record written at epoch %" PRIu64, z->shard,
                 z->told.primary.epoch);

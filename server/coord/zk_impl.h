@@ -100,6 +100,12 @@ zhandle_t *zp_zk_req_handle(zk *z);
  * went), ZEPS_EIO. */
 int zp_zk_req_write_rc(int rc);
 
+/* A write's completion: frees the request `data` (which stops being valid)
+ * and gives its zk, callback and argument; returns -1 when the zk is being
+ * destroyed (call nothing), else the answer as zp_zk_req_write_rc gives it
+ * (ZEPS_ECLOSED too when the session it was sent in is gone). */
+int zp_zk_req_end_write(const void *data, int rc, zk **z, zp_coord_done *done, void **arg);
+
 /* No in-sync member lives and no primary exists: read the live members'
  * contents and, if the clean-exit record allows this replica, call
  * `stand` (on the loop, from a read's completion); else log why the shard

@@ -42,3 +42,16 @@ int zp_zk_req_write_rc(int rc)
         return ZEPS_ECLOSED;
     return ZEPS_EIO;
 }
+
+int zp_zk_req_end_write(const void *data, int rc, zk **z, zp_coord_done *done, void **arg)
+{
+    const req *r = data;
+    *z = r->z;
+    bool current = zp_zk_req_live(data) != NULL;
+    *done = r->done;
+    *arg = r->arg;
+    free((void *)data);
+    if ((*z)->closing)
+        return -1; /* no callback after destroy */
+    return !current ? ZEPS_ECLOSED : zp_zk_req_write_rc(rc);
+}

@@ -5,7 +5,6 @@
  */
 #include "rehash.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdbool.h>
@@ -18,6 +17,7 @@
 #include "alloc.h"
 #include "cold.h"
 #include "errors.h"
+#include "folder.h"
 #include "sparse_hash.h"
 #include "zeps_errors.h"
 
@@ -60,20 +60,6 @@ int zp_rehash_present(const zp_rehash_job *r, char *err, size_t errlen)
     return zp_errors_set(err, errlen, ZEPS_EDATA,
                          "table '%s': %u of %u shards have a cold tier checkpoint, %s is missing",
                          r->table, have, r->nsrc, path);
-}
-
-/* Delete folder `dir` and the files in it (a checkpoint is flat). */
-static void remove_flat(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            unlinkat(dirfd(d), e->d_name, 0);
-    closedir(d);
-    rmdir(dir);
 }
 
 static bool is_hot(const zp_rehash_job *r, uint64_t id)
@@ -188,7 +174,7 @@ static int finish(const zp_rehash_job *r, outputs *o, char *err, size_t errlen)
     for (uint32_t j = 0; j < o->n; j++) {
         int rc = o->ops->checkpoint(o->db[j], o->tmp[j], why, sizeof why);
         o->ops->close(&o->db[j]);
-        remove_flat(o->work[j]);
+        zp_folder_remove_flat(o->work[j]);
         if (rc != 0)
             return zp_errors_set(err, errlen, ZEPS_EIO, "cannot write %s: %s", o->tmp[j], why);
     }
@@ -201,14 +187,14 @@ static int finish(const zp_rehash_job *r, outputs *o, char *err, size_t errlen)
     }
     for (uint32_t j = 0; j < o->n; j++) {
         zp_rehash_checkpoint_path(final, sizeof final, r->dst_dir, r->setid, r->table, j, o->n);
-        remove_flat(final); /* the same set written again */
+        zp_folder_remove_flat(final); /* the same set written again */
         if (rename(o->tmp[j], final) == 0)
             continue;
         int rc = zp_errors_set(err, errlen, ZEPS_EIO, "cannot rename %s to %s: %s", o->tmp[j],
                                final, strerror(errno));
         for (uint32_t i = 0; i < j; i++) { /* all or none under their final names */
             zp_rehash_checkpoint_path(final, sizeof final, r->dst_dir, r->setid, r->table, i, o->n);
-            remove_flat(final);
+            zp_folder_remove_flat(final);
         }
         return rc;
     }
@@ -228,8 +214,8 @@ static int open_outputs(const zp_rehash_job *r, outputs *o, char *err, size_t er
                                  r->dst_dir);
         snprintf(o->work[j], sizeof o->work[j], "%s" WORK_SUFFIX, o->tmp[j]);
         strcat(o->tmp[j], TMP_SUFFIX);
-        remove_flat(o->tmp[j]); /* left by an earlier run that failed */
-        remove_flat(o->work[j]);
+        zp_folder_remove_flat(o->tmp[j]); /* left by an earlier run that failed */
+        zp_folder_remove_flat(o->work[j]);
         if (o->ops->open(&o->db[j], o->work[j], 0, why, sizeof why) != 0)
             return zp_errors_set(err, errlen, ZEPS_EIO, "cannot make %s: %s", o->work[j], why);
     }
@@ -259,9 +245,9 @@ int zp_rehash_write(const zp_rehash_job *r, zp_rehash_counts *counts, char *err,
     for (uint32_t j = 0; j < o.n; j++) { /* what is left on error */
         o.ops->close(&o.db[j]);
         if (o.work[j][0] != '\0')
-            remove_flat(o.work[j]);
+            zp_folder_remove_flat(o.work[j]);
         if (o.tmp[j][0] != '\0')
-            remove_flat(o.tmp[j]);
+            zp_folder_remove_flat(o.tmp[j]);
     }
     free(o.db);
     free(o.tmp);

@@ -20,6 +20,7 @@
 #include "alloc.h"
 #include "cold.h"
 #include "errors.h"
+#include "folder.h"
 #include "log.h"
 #include "zeps_errors.h"
 
@@ -304,26 +305,12 @@ int zp_tier_restore(zp_tier **out, const zp_tier_where *w, const char *from, cha
     return 0;
 }
 
-/* Delete folder `dir` and the files in it (a checkpoint is flat). */
-static void remove_flat(const char *dir)
-{
-    DIR *d = opendir(dir);
-    if (d == NULL)
-        return;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL)
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            unlinkat(dirfd(d), e->d_name, 0);
-    closedir(d);
-    rmdir(dir);
-}
-
 int zp_tier_checkpoint(zp_tier *t, const char *dir, char *err, size_t errlen)
 {
     char why[600];
     if (t->error[0])
         return zp_errors_set(err, errlen, ZEPS_EIO, "%s", t->error);
-    remove_flat(dir); /* a set taken again (the final one at the same cut) */
+    zp_folder_remove_flat(dir); /* a set taken again (the final one at the same cut) */
     if (t->ops->checkpoint(t->db, dir, why, sizeof why) != 0)
         return zp_errors_set(err, errlen, ZEPS_EIO, "cold tier '%s': checkpoint into %s: %s",
                              t->path, dir, why);

@@ -189,17 +189,25 @@ static void stop_cleanly(zt_rset *rs)
                   "replica 0 wrote no clean-exit record");
 }
 
+/* ZooKeeper, both replicas of cluster "whole" up, `expect` zeroed, and a
+ * worker of rank 0 (the caller's to destroy). */
+static zeps_client *begin(zt_zk *zk, zt_rset *rs, float *expect)
+{
+    ck_assert_int_eq(zt_zk_start(zk), 0);
+    write_conf(rs, zk->hosts, "whole");
+    zt_rset_up(rs);
+    memset(expect, 0, LEN * sizeof(float));
+    zeps_client *c = NULL;
+    ck_assert_int_eq(zeps_client_new(&c, rs->conf, 0), 0);
+    return c;
+}
+
 START_TEST(test_sigterm_restart_elects)
 {
     zt_zk zk;
-    ck_assert_int_eq(zt_zk_start(&zk), 0);
     zt_rset rs = {0};
-    write_conf(&rs, zk.hosts, "whole");
-    zt_rset_up(&rs);
     static float expect[LEN];
-    memset(expect, 0, sizeof(expect));
-    zeps_client *c = NULL;
-    ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
+    zeps_client *c = begin(&zk, &rs, expect);
     push_steps(c, 0, 20, expect);
     expect_values(c, expect, "before the stop");
     zeps_client_destroy(&c);
@@ -254,14 +262,9 @@ static void snapshot_take(zt_rset *rs)
 START_TEST(test_sigkill_restart_waits)
 {
     zt_zk zk;
-    ck_assert_int_eq(zt_zk_start(&zk), 0);
     zt_rset rs = {0};
-    write_conf(&rs, zk.hosts, "whole");
-    zt_rset_up(&rs);
     static float expect[LEN];
-    memset(expect, 0, sizeof(expect));
-    zeps_client *c = NULL;
-    ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
+    zeps_client *c = begin(&zk, &rs, expect);
     push_steps(c, 0, 10, expect);
     snapshot_take(&rs); /* restorable, but older than what is acknowledged next */
     push_steps(c, 10, 10, expect);
@@ -280,14 +283,9 @@ END_TEST
 START_TEST(test_stale_record_not_honoured)
 {
     zt_zk zk;
-    ck_assert_int_eq(zt_zk_start(&zk), 0);
     zt_rset rs = {0};
-    write_conf(&rs, zk.hosts, "whole");
-    zt_rset_up(&rs);
     static float expect[LEN];
-    memset(expect, 0, sizeof(expect));
-    zeps_client *c = NULL;
-    ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
+    zeps_client *c = begin(&zk, &rs, expect);
     push_steps(c, 0, 10, expect);
     zt_rset_kill(&rs, 0, SIGTERM); /* final snapshot, record of epoch 1 */
     ck_assert(log_has(&rs, 0, "clean-exit record written at epoch 1"));
@@ -324,14 +322,9 @@ static void damage_newest_set(const zt_rset *rs)
 START_TEST(test_record_of_another_snapshot)
 {
     zt_zk zk;
-    ck_assert_int_eq(zt_zk_start(&zk), 0);
     zt_rset rs = {0};
-    write_conf(&rs, zk.hosts, "whole");
-    zt_rset_up(&rs);
     static float expect[LEN];
-    memset(expect, 0, sizeof(expect));
-    zeps_client *c = NULL;
-    ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
+    zeps_client *c = begin(&zk, &rs, expect);
     push_steps(c, 0, 10, expect);
     snapshot_take(&rs);
     push_steps(c, 10, 10, expect);

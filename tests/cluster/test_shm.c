@@ -122,15 +122,17 @@ static void raw_attach(raw *x, const zt_cluster *cl)
     zeps__header__free_unpacked(rep, NULL);
 }
 
-/* A PUSH of `d` from rank 0 at clock 0 to table 0; the reply. */
-static Zeps__Header *raw_push(raw *x, const zp_shm_desc *d, uint64_t count)
+/* A PUSH of `d` from `rank` of incarnation `inc` at clock 0 to table 0,
+ * naming x's segment; the reply. */
+static Zeps__Header *raw_push_as(raw *x, const zp_shm_desc *d, uint64_t count, uint32_t rank,
+                                 uint64_t inc)
 {
     Zeps__Header h = ZEPS__HEADER__INIT;
     h.version = 1;
     h.op = ZEPS__OP__PUSH;
     h.req_id = 100 + x->seq;
-    h.rank = 0;
-    h.incarnation = 0x5eed;
+    h.rank = rank;
+    h.incarnation = inc;
     h.seq = ++x->seq;
     h.count = count;
     h.flags = 0x1; /* CLOCK: rank 0 finished clock 0 */
@@ -139,6 +141,12 @@ static Zeps__Header *raw_push(raw *x, const zp_shm_desc *d, uint64_t count)
     h.shm_length = d->length;
     h.shm_generation = d->generation;
     return zt_raw_req(x->sock, &h, NULL, 0);
+}
+
+/* A PUSH of `d` from rank 0 (x's own) at clock 0 to table 0; the reply. */
+static Zeps__Header *raw_push(raw *x, const zp_shm_desc *d, uint64_t count)
+{
+    return raw_push_as(x, d, count, 0, 0x5eed);
 }
 
 static zp_shm_desc put_ones(raw *x, size_t n, float v)
@@ -166,6 +174,11 @@ START_TEST(test_bad_descriptors)
     /* outside the segment: refused, nothing applied */
     zp_shm_desc out = {.offset = (1 << 20) - 512, .length = 1024, .generation = 1};
     zt_raw_expect_error(raw_push(&x, &out, 256), ZEPS_ESHM, "outside");
+    /* another rank, or another incarnation of rank 0, naming x's segment: refused */
+    zp_shm_desc o = put_ones(&x, 256, 7.0f);
+    zt_raw_expect_error(raw_push_as(&x, &o, 256, 1, 0x5eed), ZEPS_ESHM, "belongs to worker 0");
+    zt_raw_expect_error(raw_push_as(&x, &o, 256, 0, 0x5eee), ZEPS_ESHM, "belongs to worker 0");
+    zp_shmseg_done(x.seg, &o);
     /* a good push of rank 0 is held by the open round */
     zp_shm_desc a = put_ones(&x, 256, 1.0f);
     Zeps__Header *rep = raw_push(&x, &a, 256);

@@ -13,7 +13,9 @@
  *     hears EXPIRED, then learns the new primary on a new session;
  *   - ZooKeeper killed and started again: both replicas are suspended, then
  *     resume their sessions; no failover, nothing hangs;
- *   - no ZooKeeper at all: UNREACHABLE after the connect timeout.
+ *   - no ZooKeeper at all: UNREACHABLE after the connect timeout;
+ *   - a tree ZooKeeper refuses to make (a node made beforehand without the
+ *     create permission, by zkCli.sh): the replica registers nowhere.
  */
 #include <check.h>
 #include <signal.h>
@@ -434,6 +436,55 @@ START_TEST(test_zookeeper_absent)
 END_TEST
 
 /* An unknown backend, a bad cluster name: refused with their words. */
+/* Run zkCli.sh against `hosts`, `cmds` (lines) on its standard input;
+ * its output into out (NULL: thrown away). */
+static void zk_cli(const char *hosts, const char *cmds, char *out, size_t len)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd),
+             "printf '%squit\\n' | /usr/share/zookeeper/bin/zkCli.sh -server %s 2>&1", cmds, hosts);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    char line[512];
+    size_t at = 0;
+    if (out)
+        out[0] = '\0';
+    while (fgets(line, sizeof(line), p))
+        if (out && line[0] == '[' && strncmp(line, "[zk:", 4) != 0 &&
+            at + strlen(line) < len) /* a listing: "[a, b]" */
+            at += (size_t)snprintf(out + at, len - at, "%s", line);
+    ck_assert_int_eq(pclose(p), 0);
+}
+
+START_TEST(test_tree_refused)
+{
+    zt_zk zk;
+    start_zk(&zk);
+    /* shard 0's node without the create permission, its members node made */
+    zk_cli(zk.hosts,
+           "create /zeps\\ncreate /zeps/t\\ncreate /zeps/t/shards\\ncreate /zeps/t/shards/0\\n"
+           "create /zeps/t/shards/0/members\\nsetAcl /zeps/t/shards/0 world:anyone:rwda\\n",
+           NULL, 0);
+    loop lp;
+    loop_init(&lp);
+    rep r;
+    session_ms = 4000; /* the most ZooKeeper grants here: a member node outlives zkCli.sh */
+    rep_start(&r, &lp, zk.hosts, 0, 5000);
+    session_ms = SESSION_MS;
+    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &lp);
+    double t0 = now_s();
+    while (now_s() - t0 < 3) /* time to register, which it must not */
+        uv_run(&lp.l, UV_RUN_ONCE);
+    char ls[256];
+    zk_cli(zk.hosts, "ls /zeps/t/shards/0/members\\n", ls, sizeof(ls));
+    ck_assert_msg(strcmp(ls, "[]\n") == 0, "members: %s", ls);
+    ck_assert_int_eq(r.roles, 0);
+    zp_coord_destroy(&r.c);
+    loop_fini(&lp);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 START_TEST(test_refusals)
 {
     loop lp;
@@ -465,6 +516,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_zookeeper_restart);
     tcase_add_test(tc, test_zookeeper_absent);
     tcase_add_test(tc, test_refusals);
+    tcase_add_test(tc, test_tree_refused);
     suite_add_tcase(s, tc);
     return s;
 }

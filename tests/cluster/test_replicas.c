@@ -215,6 +215,23 @@ static void expect_redirect(rset *rs, Zeps__Op op, int primary, uint64_t epoch)
     zmq_close(s);
 }
 
+/* A tool's SLOTS to replica r (a newer map of the default's 4,096 slots,
+ * all on shard 0): refused, moving slots is not built for replicated
+ * shards. */
+static void expect_slots_refused(rset *rs, int r)
+{
+    static unsigned char map[16 + 2 * 4096];
+    map[0] = 3;         /* epoch 3, little-endian */
+    map[9] = 4096 >> 8; /* 4,096 slots */
+    map[12] = 1;        /* 1 shard; every slot's owner 0 */
+    void *s = socket_to(rs, r);
+    Zeps__Header h;
+    header(&h, ZEPS__OP__SLOTS, 0xffffffffu);
+    Zeps__Header *rep = zt_raw_req(s, &h, map, sizeof(map));
+    zt_raw_expect_error(rep, ZEPS_ESTATE, "not built for replicated shards"); /* frees rep */
+    zmq_close(s);
+}
+
 /* A worker through libzeps, reaching replica r alone (a one-shard file
  * naming its endpoint): declare, push, pull. */
 static void serves(rset *rs, int r, const char *table)
@@ -313,6 +330,7 @@ START_TEST(test_roles_redirect_failover)
     expect_status(&rs, one, 0, "replica 1 of 2: backup at epoch 1");
     expect_redirect(&rs, ZEPS__OP__PUSH, 0, 1);
     expect_redirect(&rs, ZEPS__OP__HELLO, 0, 1);
+    expect_slots_refused(&rs, 0);
     serves(&rs, 0, "before");
 
     /* the primary dies: the backup takes over once its session expires */

@@ -13,7 +13,8 @@
  * batch cut after the map came needs no redirect. A client that connects
  * afterwards has the map from HELLO and is never redirected. A map that
  * would move rows away, is not newer or has another slot count is refused
- * and changes nothing.
+ * and changes nothing; a newer one that moves no row is taken while the
+ * shards hold rows. Under bsp a map is refused.
  * Shards started with a map file learn it at start; when two disagree the
  * redirect is not followed a second time: the caller gets EMOVED.
  */
@@ -194,6 +195,16 @@ static void check_placement(zeps_client *c, const uint64_t *ids, uint64_t times)
     zp_slotmap_destroy(&a);
 }
 
+/* Shard k's version of the table (the pushes it applied), by STATS. */
+static uint64_t table_version(zeps_client *c, int k)
+{
+    Zeps__ShardStats *st = zt_stats(c, k);
+    ck_assert_ptr_nonnull(st);
+    uint64_t v = st->tables[0]->version;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return v;
+}
+
 /* Rows pushed with row versions on the two shards (tau measured). */
 static uint64_t tau_count(zeps_client *c)
 {
@@ -249,6 +260,15 @@ static void after_the_change(const zt_cluster *cl, zeps_client **c, uint32_t *t,
     ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
     check_rows(ids, g, rows, 2);
     check_placement(c[1], ids, 2);
+
+    /* a newer map that leaves every row where it is (map A again, epoch
+     * 4, while both shards hold rows): taken, and nothing is redirected */
+    slots_ok(cl, 0, 4, own_a);
+    slots_ok(cl, 1, 4, own_a);
+    ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
+    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
+    check_rows(ids, g, rows, 2);
+    check_placement(c[1], ids, 2);
 }
 
 START_TEST(test_redirects_followed_once_each)
@@ -293,6 +313,8 @@ START_TEST(test_redirects_followed_once_each)
     ck_assert_int_eq(zeps_sbatch_pull(b, rows, 0), 0);
     ck_assert_uint_eq(stats(c[1]).slot_redirects, 1);
     check_rows(ids, g, rows, 1);
+    for (int k = 0; k < 2; k++) /* what each shard's part read, the pieces' too */
+        ck_assert_uint_eq(zeps_pulled_version(c[1], t[1], k), table_version(c[1], k));
     ck_assert_int_eq(zeps_sbatch_push(b, g, 0), 0);
     ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
     /* the pull counted as complete: the push carried its row versions,
@@ -360,6 +382,18 @@ START_TEST(test_redirect_not_followed_twice)
 }
 END_TEST
 
+/* A mode that holds pushes in rounds takes no new map (nor does a
+ * replicated shard: test_replicas). */
+START_TEST(test_refused_under_bsp)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
+    zt_raw_expect_error(send_slots(&cl, 0, 3, own_a), ZEPS_ESTATE,
+                        "not built for modes that hold pushes in rounds");
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("slots");
@@ -367,6 +401,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_redirects_followed_once_each);
     tcase_add_test(tc, test_redirect_not_followed_twice);
+    tcase_add_test(tc, test_refused_under_bsp);
     suite_add_tcase(s, tc);
     return s;
 }

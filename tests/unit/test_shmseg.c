@@ -105,6 +105,7 @@ START_TEST(test_bounds)
     /* a writer cannot allocate past its area: the payload goes inline */
     zp_shm_desc d;
     void *data;
+    ck_assert_int_eq(zp_shmseg_alloc(p.client, 0, &d, &data), -1); /* nothing to place */
     ck_assert_int_eq(zp_shmseg_alloc(p.client, 4096 * 4, &d, &data), -1);
     ck_assert_int_eq(zp_shmseg_alloc(p.client, 4096 * 4 - 64, &d, &data), 0);
     /* a descriptor longer than its buffer */
@@ -133,6 +134,14 @@ START_TEST(test_overlap)
         ck_assert_int_eq(zp_shmseg_take(p.shard, bad[i], &again, err, sizeof(err)), ZEPS_ESHM);
         ck_assert_msg(strstr(err, "overlaps a buffer in flight"), "%s", err);
     }
+    /* a buffer that ends where the held one's header begins does not overlap it */
+    zp_shm_desc b = put(p.client, 64, 2, 1), c = put(p.client, 64, 3, 1);
+    ck_assert_uint_eq(c.offset, b.offset + 128);
+    const void *gb, *gc;
+    ck_assert_int_eq(zp_shmseg_take(p.shard, &c, &gc, err, sizeof(err)), 0);
+    ck_assert_msg(zp_shmseg_take(p.shard, &b, &gb, err, sizeof(err)) == 0, "%s", err);
+    zp_shmseg_release(p.shard, gb);
+    zp_shmseg_release(p.shard, gc);
     /* the same descriptor again (a resend) is the same buffer */
     ck_assert_int_eq(zp_shmseg_take(p.shard, &a, &again, err, sizeof(err)), 0);
     ck_assert_ptr_eq(again, got);

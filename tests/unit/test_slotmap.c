@@ -5,10 +5,12 @@
  * trips and a bad one is refused.
  */
 #include <check.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
+#include "scratch.h"
 #include "slotmap.h"
 #include "sparse_hash.h"
 #include "zeps_errors.h"
@@ -110,6 +112,22 @@ START_TEST(test_parse_refusals)
 }
 END_TEST
 
+/* A map file that is read but refused: the error names the file and why. */
+START_TEST(test_load_refused)
+{
+    char path[512], err[512] = "";
+    ck_assert_int_eq(zt_scratch_file(path, sizeof(path), "bad.map"), 0);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("epoch 1\nslots 4\n", f);
+    ck_assert_int_eq(fclose(f), 0);
+    zp_slotmap *m = NULL;
+    ck_assert_int_eq(zp_slotmap_load(&m, path, 2, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_ptr_null(m);
+    ck_assert_msg(strstr(err, path) && strstr(err, "no slot ranges"), "%s", err);
+}
+END_TEST
+
 START_TEST(test_wire)
 {
     zp_slotmap *m = NULL, *back = NULL;
@@ -182,6 +200,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_default_is_hash_mod_s);
     tcase_add_test(tc, test_parse);
     tcase_add_test(tc, test_parse_refusals);
+    tcase_add_test(tc, test_load_refused);
     tcase_add_test(tc, test_wire);
     tcase_add_test(tc, test_moved_set);
     suite_add_tcase(s, tc);

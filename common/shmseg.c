@@ -43,7 +43,7 @@ typedef struct head {
 
 typedef struct bufhdr { /* ZP_SHM_ALIGN bytes before each buffer's data */
     _Atomic uint64_t tag;
-    uint64_t cap; /* data bytes the writer allocated */
+    _Atomic uint64_t cap; /* data bytes the writer allocated; 0 once reclaimed */
 } bufhdr;
 
 typedef struct live {  /* a writer's buffer */
@@ -194,10 +194,15 @@ static int reclaim(zp_shmseg *g, const live *e)
     unsigned st = TAG_ST(t);
     if (st != ST_DONE && !(st == ST_WRITTEN && g->wr == ZP_SHM_AREA_REQ))
         return 0;
-    /* generation 0, which no descriptor names: a later buffer that covers
-     * this header with a few bytes of data cannot turn it back into one */
-    return atomic_compare_exchange_strong_explicit(&b->tag, &t, TAG(0, ST_FREE),
-                                                   memory_order_acq_rel, memory_order_acquire);
+    /* tag 0 (generation 0, which no descriptor names) and capacity 0: a
+     * later buffer whose data covers this header with a few bytes cannot
+     * make it a buffer again (a take needs a generation, a state and a
+     * capacity, 16 bytes, to match) */
+    if (!atomic_compare_exchange_strong_explicit(&b->tag, &t, TAG(0, ST_FREE), memory_order_acq_rel,
+                                                 memory_order_acquire))
+        return 0;
+    atomic_store_explicit(&b->cap, 0, memory_order_relaxed);
+    return 1;
 }
 
 int zp_shmseg_alloc(zp_shmseg *g, size_t len, zp_shm_desc *d, void **data)
@@ -233,7 +238,7 @@ int zp_shmseg_alloc(zp_shmseg *g, size_t len, zp_shm_desc *d, void **data)
     *e = (live){.off = off, .end = off + need, .gen = g->next_gen++, .keep = 1};
     bufhdr *b = (bufhdr *)(area_base(g, g->wr) + off);
     atomic_store_explicit(&b->tag, TAG(e->gen, ST_WRITING), memory_order_relaxed);
-    b->cap = need - ZP_SHM_ALIGN;
+    atomic_store_explicit(&b->cap, need - ZP_SHM_ALIGN, memory_order_relaxed);
     *d = (zp_shm_desc){.offset = off + ZP_SHM_ALIGN, .length = len, .generation = e->gen};
     *data = area_base(g, g->wr) + off + ZP_SHM_ALIGN;
     return 0;
@@ -273,8 +278,9 @@ static int check_place(const zp_shmseg *g, const zp_shm_desc *d, char *err, size
                              ") is outside its area of %" PRIu64 " bytes",
                              d->offset, d->length, g->area);
     if (d->generation == 0)
-        return zp_errors_set(err, errlen, ZEPS_ESHM,
-                             "shared-memory descriptor names generation 0 (generations start at 1)");
+        return zp_errors_set(
+            err, errlen, ZEPS_ESHM,
+            "shared-memory descriptor names generation 0 (generations start at 1)");
     if (d->offset < ZP_SHM_ALIGN || d->offset % ZP_SHM_ALIGN)
         return zp_errors_set(err, errlen, ZEPS_ESHM,
                              "shared-memory descriptor offset %" PRIu64
@@ -295,7 +301,8 @@ static held *overlapping(zp_shmseg *g, const zp_shm_desc *d)
     return NULL;
 }
 
-/* Swap the buffer's tag from WRITTEN (or DONE: a resend) at d's generation to HELD. */
+/* Swap the buffer's tag from WRITTEN (or DONE: a resend) at d's generation
+ * to HELD, if d fits its capacity; a refusal writes nothing. */
 static int claim(zp_shmseg *g, const zp_shm_desc *d, char *err, size_t errlen)
 {
     bufhdr *b = hdr_at(g, g->rd, d->offset);
@@ -307,17 +314,17 @@ static int claim(zp_shmseg *g, const zp_shm_desc *d, char *err, size_t errlen)
                 "shared-memory descriptor at offset %" PRIu64 " names generation %" PRIu64
                 ", but its buffer is at generation %" PRIu64 " (state %u): stale, nothing read",
                 d->offset, d->generation, TAG_GEN(t), TAG_ST(t));
+        /* the capacity the writer set before the tag t (acquired) */
+        uint64_t cap = atomic_load_explicit(&b->cap, memory_order_relaxed);
+        if (d->length > cap)
+            return zp_errors_set(err, errlen, ZEPS_ESHM,
+                                 "shared-memory descriptor of %" PRIu64
+                                 " bytes is longer than its buffer (%" PRIu64 ")",
+                                 d->length, cap);
         if (atomic_compare_exchange_weak_explicit(&b->tag, &t, TAG(d->generation, ST_HELD),
                                                   memory_order_acq_rel, memory_order_acquire))
-            break;
+            return 0;
     }
-    uint64_t cap = b->cap;
-    if (d->length > cap)
-        return zp_errors_set(err, errlen, ZEPS_ESHM,
-                             "shared-memory descriptor of %" PRIu64
-                             " bytes is longer than its buffer (%" PRIu64 ")",
-                             d->length, cap);
-    return 0;
 }
 
 int zp_shmseg_take(zp_shmseg *g, const zp_shm_desc *d, const void **data, char *err, size_t errlen)
@@ -341,11 +348,6 @@ int zp_shmseg_take(zp_shmseg *g, const zp_shm_desc *d, const void **data, char *
     } else if ((rc = claim(g, d, err, errlen)) == 0) {
         g->hd[g->nheld++] =
             (held){.off = d->offset, .len = d->length, .gen = d->generation, .refs = 1};
-    } else {
-        /* claimed but too long: give it back as it was found */
-        bufhdr *b = hdr_at(g, g->rd, d->offset);
-        uint64_t t = TAG(d->generation, ST_HELD);
-        atomic_compare_exchange_strong(&b->tag, &t, TAG(d->generation, ST_DONE));
     }
     pthread_mutex_unlock(&g->lock);
     if (rc == 0)

@@ -205,15 +205,22 @@ START_TEST(test_stale_header_under_data)
     put(p.client, 1, 3, 1); /* the first half of small's place */
     zp_shm_desc cover;
     void *data;
-    ck_assert_int_eq(zp_shmseg_alloc(p.client, 1, &cover, &data), 0);
+    ck_assert_int_eq(zp_shmseg_alloc(p.client, 2, &cover, &data), 0);
     ck_assert_uint_eq(cover.offset, big.offset - 64); /* its data holds big's header */
-    *(uint8_t *)data = 4; /* the byte of a released (DONE) buffer's state */
+    ck_assert_uint_lt(big.generation, 256);
+    /* the bytes of a released (DONE) buffer's state and big's generation:
+     * the tag alone would read as big's (fuzz_shm's second find) */
+    ((uint8_t *)data)[0] = 4;
+    ((uint8_t *)data)[1] = (uint8_t)big.generation;
     zp_shmseg_written(p.client, &cover, 1);
     const void *got;
     char err[256];
     ck_assert_int_eq(zp_shmseg_take(p.shard, &big, &got, err, sizeof(err)), ZEPS_ESHM);
-    ck_assert_msg(strstr(err, "stale"), "%s", err);
+    ck_assert_msg(strstr(err, "longer than its buffer (0)"), "%s", err);
     ck_assert_int_eq(zp_shmseg_held(p.shard), 0);
+    /* and the refusal wrote nothing into the client's data */
+    ck_assert_uint_eq(((uint8_t *)data)[0], 4);
+    ck_assert_uint_eq(((uint8_t *)data)[1], big.generation);
     zp_shm_desc zero = big;
     zero.generation = 0;
     ck_assert_int_eq(zp_shmseg_take(p.shard, &zero, &got, err, sizeof(err)), ZEPS_ESHM);

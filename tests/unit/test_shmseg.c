@@ -114,6 +114,9 @@ START_TEST(test_bounds)
     longer.offset += 64;
     longer.length = 128;
     ck_assert_int_eq(zp_shmseg_take(p.shard, &longer, &got, err, sizeof(err)), ZEPS_ESHM);
+    /* the buffer itself ends exactly at the area's end: taken */
+    ck_assert_int_eq(zp_shmseg_take(p.shard, &d, &got, err, sizeof(err)), 0);
+    zp_shmseg_release(p.shard, got);
     free_pair(&p);
 }
 END_TEST

@@ -50,6 +50,28 @@ static uint64_t held_limit(const zp_server *s)
     return 4 * s->cfg.max_message_bytes * (uint64_t)s->nworkers; /* workers >= 1 */
 }
 
+/* A push for a round that closed, from the incarnation of a worker that
+ * had itself finished that clock before sending it: the client gave a
+ * step's push an older step's clock (a forgotten zt.set_clock), which
+ * dropping would hide. Dropped as before: a late push of a worker whose
+ * round closed without it (backup workers, a worker declared lost and
+ * back: it has not finished the clock), and a new incarnation redoing a
+ * clock its predecessor finished on this shard (below its hello_clock). */
+static int refuse_finished(const zp_server *s, const zp_table *t, uint32_t rank, int64_t clock,
+                           char *err, size_t errlen)
+{
+    const zp_worker *w = &s->workers.w[rank];
+    int64_t done = w->clock;
+    if (done <= clock || clock < w->hello_clock)
+        return 0;
+    return zp_errors_set(err, errlen, ZEPS_ECLOCK,
+                         "bsp: push to table '%s' for clock %lld, which worker %u had already "
+                         "finished (%lld clocks done; round %lld is open): a step's pushes carry "
+                         "that step's clock (zeps.torch: zt.set_clock(module, clock) every step)",
+                         t->name, (long long)clock, rank, (long long)done,
+                         (long long)t->round.closed);
+}
+
 static int bsp_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp, size_t *dropped,
                          char *err, size_t errlen)
 {
@@ -57,6 +79,9 @@ static int bsp_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp, size
     size_t dim = t->rows->dim;
     *dropped = 0;
     if (rp->clock < t->round.closed) { /* its round closed without it */
+        int rc = refuse_finished(s, t, rp->rank, rp->clock, err, errlen);
+        if (rc != 0)
+            return rc;
         *dropped = rp->n;
         return 0;
     }
@@ -187,8 +212,10 @@ static int bsp_push(zp_server *s, zp_table *t, zp_push *p, zp_push_result *res, 
             err, errlen, ZEPS_ERANGE,
             "bsp: a push to table '%s' must cover this shard's whole slice [%llu, %llu)", t->name,
             (unsigned long long)t->begin, (unsigned long long)t->end);
-    if (p->clock < rd->closed)
-        return late_push(s, t, p, res, err, errlen);
+    if (p->clock < rd->closed) { /* with backup workers a round closes without a push */
+        int rc = s->cfg.backup_workers ? 0 : refuse_finished(s, t, p->rank, p->clock, err, errlen);
+        return rc != 0 ? rc : late_push(s, t, p, res, err, errlen);
+    }
     if (p->clock > rd->closed)
         return zp_errors_set(err, errlen, ZEPS_ECLOCK,
                              "bsp: push for clock %lld but table '%s' is collecting round %lld",

@@ -32,6 +32,8 @@ bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
     w->lost = false;
     w->evicted = false;
     if ((w->joined || w->rehello) && w->incarnation == incarnation) {
+        if (w->rehello)
+            w->hello_clock = w->clock;
         w->joined = true;
         w->rehello = false;
         w->left = w->done = false;
@@ -45,6 +47,7 @@ bool zp_workers_hello(zp_worker *w, uint64_t incarnation)
     w->joined = true;
     w->left = w->done = false;
     w->incarnation = incarnation;
+    w->hello_clock = w->clock;
     w->max_seq = 0;
     w->window = 0;
     w->seq_hi = 0;

@@ -36,7 +36,9 @@ typedef struct zp_worker {
     double held_warn_s;  /* when a HELLO refused for this live rank was last logged */
     uint64_t lost_count; /* times declared lost */
     uint64_t incarnation;
-    int64_t clock; /* clocks finished */
+    int64_t clock;       /* clocks finished */
+    int64_t hello_clock; /* clocks finished when this incarnation said HELLO (or was
+                            restored): those below it were finished by an earlier one */
     uint64_t max_seq;
     uint64_t window;    /* bit i: max_seq - 1 - i seen */
     uint64_t seq_hi;    /* highest seq of any request of this incarnation (HELLO included) */

@@ -129,6 +129,23 @@ START_TEST(test_bsp_refusals)
     ck_assert_int_eq(t->round.npending, 0);
     ck_assert_int_eq(push(z, t, 0, 0, 0, g, 2, &res), 0);
     ck_assert_int_eq(res.outcome, ZP_PUSH_KEPT);
+    ck_assert_int_eq(push(z, t, 1, 0, 0, g, 2, &res), 0);
+    ck_assert_int_eq(res.outcome, ZP_PUSH_ROUND_CLOSED);
+    /* round 0 closed: worker 0 finished clock 0 and pushes for it again (a
+     * step sent with an older step's clock): refused, not dropped; worker 1
+     * has not finished it (declared lost and back): dropped as late */
+    z->s->workers.w[0].clock = 1;
+    float before = t->params->data[0];
+    ck_assert_int_eq(push(z, t, 0, 0, 0, g, 2, &res), ZEPS_ECLOCK);
+    ck_assert_int_eq(push(z, t, 1, 0, 0, g, 2, &res), 0);
+    ck_assert_int_eq(res.outcome, ZP_PUSH_LATE);
+    ck_assert_uint_eq(res.reply_flags, ZP_FLAG_DROPPED);
+    /* a new incarnation of worker 0 redoing clock 0, which its predecessor
+     * finished here (hello_clock 1): dropped as late, not refused */
+    z->s->workers.w[0].hello_clock = 1;
+    ck_assert_int_eq(push(z, t, 0, 0, 0, g, 2, &res), 0);
+    ck_assert_uint_eq(res.reply_flags, ZP_FLAG_DROPPED);
+    ck_assert_float_eq(t->params->data[0], before);
     zt_shard_free(z);
 }
 END_TEST

@@ -109,3 +109,30 @@ def test_rank_sampler_gives_every_rank_the_same_steps():
     assert not np.array_equal(a.indices(), b.indices())  # each epoch its own order
     with pytest.raises(ValueError):
         RankSampler(n, 4, world, bs)
+
+
+def test_forgotten_set_clock_is_an_error(make_cluster):
+    """A step whose embedding pushes carry an older step's clock (no
+    zt.set_clock) is refused with ECLOCK naming the fix, where the shards
+    used to drop those pushes silently: the rows stopped learning."""
+    torch = pytest.importorskip("torch")
+    import zeps.torch as zt
+    cl = make_cluster(servers=2, workers=1, consistency="bsp")
+    c = cl.client(0)
+    emb = zt.Embedding(c.declare_sparse("emb", 4, optimizer="sgd", lr=1.0, init="zeros"))
+    ids = torch.tensor([1, 2, 3])
+    emb(ids).sum().backward()      # step 0 at clock 0
+    zt.flush(emb)
+    c.clock(0)
+    with pytest.raises(errors.ECLOCK) as ei:
+        emb(ids).sum().backward()  # step 1, its clock still 0
+        zt.flush(emb)
+    msg = ei.value.message
+    assert "already finished" in msg and "zt.set_clock" in msg, msg
+    zt.set_clock(emb, 1)           # the same step with its clock: applied
+    emb(ids).sum().backward()
+    zt.flush(emb)
+    c.clock(1)
+    zt.set_clock(emb, 2)
+    assert np.allclose(emb(ids).detach().numpy(), -2.0)  # two sgd steps of 1
+    c.close()

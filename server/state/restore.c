@@ -132,6 +132,7 @@ int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen
         w->max_seq = sw->max_seq;
         w->window = sw->window;
         w->seq_hi = sw->max_seq; /* the highest seen, as far as the record knows */
+        w->hello_clock = sw->clock; /* not in the record: a closed round's push is dropped */
     }
     zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     zp_snapshot_free(&snap);

@@ -291,10 +291,14 @@ static const char *str_or(const char *s, const char *dflt)
 static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen)
 {
     const Zeps__TableSpec *d = t->rows->spec;
+    if (spec->kind == ZP_TABLE_DENSE)
+        return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
+                             "table '%s' already declared as sparse, not dense", t->name);
     if (spec->kind != ZP_TABLE_SPARSE)
         return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
                              "table '%s' already declared as sparse, not kind %u", t->name,
                              spec->kind);
+    SAME_S(dim, "%u", "dim"); /* the shape first: the other fields follow from it */
     if (strcmp(str_or(spec->optimizer, ""), str_or(d->optimizer, "")) != 0)
         return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
                              "table '%s' already declared with optimizer '%s', not '%s'", t->name,
@@ -311,7 +315,6 @@ static int rows_check_same(const zp_table *t, const Zeps__TableSpec *spec, char 
         return zp_errors_set(err, errlen, ZEPS_ECONFLICT,
                              "table '%s' already declared with evict '%s', not '%s'", t->name,
                              str_or(d->evict, "lru"), str_or(spec->evict, "lru"));
-    SAME_S(dim, "%u", "dim");
     SAME_S(lr, "%g", "lr");
     SAME_S(beta1, "%g", "beta1");
     SAME_S(beta2, "%g", "beta2");

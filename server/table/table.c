@@ -307,8 +307,11 @@ static int dense_check_same(const zp_table *t, const Zeps__TableSpec *spec, char
                             size_t errlen)
 {
     if (spec->kind != 0) {
-        snprintf(err, errlen, "table '%s' already declared as dense, not kind %u", t->name,
-                 spec->kind);
+        if (spec->kind == ZP_TABLE_SPARSE)
+            snprintf(err, errlen, "table '%s' already declared as dense, not sparse", t->name);
+        else
+            snprintf(err, errlen, "table '%s' already declared as dense, not kind %u", t->name,
+                     spec->kind);
         return ZEPS_ECONFLICT;
     }
     if (spec->length != t->length) {

@@ -46,6 +46,17 @@ def test_server_errors(make_cluster):
             c.declare_sparse("f", 4, optimizer="momentum")
         with pytest.raises(ValueError):
             s.push([1, 2], np.zeros((2, 3), np.float32))
+        # a re-declaration names the first difference, the shape first, and
+        # the kinds in words
+        with pytest.raises(errors.ECONFLICT) as ei:
+            c.declare_sparse("e", 8, init="normal")
+        assert "already declared with dim = 4, not 8" in ei.value.message, ei.value.message
+        with pytest.raises(errors.ECONFLICT) as ei:
+            c.declare("e", 10)
+        assert "already declared as sparse, not dense" in ei.value.message, ei.value.message
+        with pytest.raises(errors.ECONFLICT) as ei:
+            c.declare_sparse("w", 4)
+        assert "already declared as dense, not sparse" in ei.value.message, ei.value.message
 
 
 def test_rank_outside_cluster(make_cluster):

@@ -88,6 +88,46 @@ def test_embedding_bag_grad(make_cluster, mode):
         np.testing.assert_allclose(before - after, ref.weight.grad.numpy(), rtol=1e-6, atol=1e-6)
 
 
+def test_embedding_bag_per_sample_weights(make_cluster):
+    """per_sample_weights scale each id's row, forward and backward, as
+    torch's nn.EmbeddingBag does (mode "sum")."""
+    cl = make_cluster(servers=2)
+    with cl.client(0) as c:
+        table = c.declare_sparse("bagw", 4, optimizer="sgd", lr=1.0, init="uniform",
+                                 init_scale=1.0, seed=6)
+        bag = zt.EmbeddingBag(table, mode="sum")
+        ids = torch.tensor([[1, 2, 2], [7, 1, 9]], dtype=torch.int64)
+        w = torch.tensor([[0.5, 2.0, -1.0], [1.5, 0.25, 3.0]])
+        uniq = sorted(set(ids.reshape(-1).tolist()))
+        before = table.pull(np.array(uniq, np.uint64))
+        index = {i: k for k, i in enumerate(uniq)}
+        ref = nn.EmbeddingBag(len(uniq), 4, mode="sum")
+        with torch.no_grad():
+            ref.weight.copy_(torch.from_numpy(before))
+        mapped = torch.tensor([[index[int(i)] for i in r] for r in ids.tolist()])
+        out = bag(ids, per_sample_weights=w)
+        want = ref(mapped, per_sample_weights=w)
+        np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+        out.pow(2).sum().backward()
+        want.pow(2).sum().backward()
+        after = table.pull(np.array(uniq, np.uint64))
+        np.testing.assert_allclose(before - after, ref.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_float_ids_are_refused(make_cluster):
+    """Ids must be integers, as torch's embeddings require: a float id would
+    be truncated to another row."""
+    cl = make_cluster(servers=1)
+    with cl.client(0) as c:
+        table = c.declare_sparse("fl", 4)
+        with pytest.raises(TypeError, match="ids must be integers"):
+            zt.Embedding(table)(torch.tensor([1.0, 2.5]))
+        with pytest.raises(TypeError, match="ids must be integers"):
+            table.pull(np.array([1.5]))
+        assert table.pull([]).shape == (0, 4)
+        assert table.pull([-1]).shape == (1, 4)  # two's complement, as documented
+
+
 def test_dense_parameters_train_a_linear_model(make_cluster):
     """Two workers under bsp fit y = 3x - 1; both end with the same bits."""
     cl = make_cluster(servers=2, workers=2, consistency="bsp")

@@ -18,6 +18,23 @@ def _f32(a, writable=False):
     return np.ascontiguousarray(arr, dtype=_F32)
 
 
+def _ids_u64(ids):
+    """`ids` as a C-contiguous 1-D uint64 array: itself when it already is;
+    signed ids in two's complement (-1 is 2^64-1). Ids that are not
+    integers raise TypeError, as torch's embeddings do: a float id would
+    be truncated to another id."""
+    a = np.asarray(ids)
+    if a.dtype == _U64 and a.ndim == 1 and a.flags.c_contiguous:
+        return a
+    if a.dtype.kind not in "iu":
+        if a.size:
+            raise TypeError(f"ids must be integers (int64, uint64, int32, ...), not {a.dtype}")
+        a = a.astype(np.int64)  # [] is float64 to numpy
+    if a.dtype != _U64:
+        a = a.astype(np.int64, copy=False).view(np.uint64)
+    return np.ascontiguousarray(a).reshape(-1)
+
+
 def _spec_strings(keep, **fields):
     """cffi char* fields from str values; `keep` holds the buffers alive."""
     out = {}

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ._native import ffi, lib
-from ._common import _F32, _U64, _f32, _set_lr
+from ._common import _F32, _U64, _f32, _ids_u64, _set_lr
 from .request import Request
 
 
@@ -23,7 +23,7 @@ class Batch:
     def __init__(self, table, ids):
         if type(ids) is not np.ndarray or ids.dtype != _U64 or ids.ndim != 1 \
                 or not ids.flags.c_contiguous:
-            ids = np.ascontiguousarray(ids, dtype=_U64).reshape(-1)
+            ids = _ids_u64(ids)
         self._make(table, ids, ffi.from_buffer("uint64_t[]", ids), ids.size)
 
     @classmethod

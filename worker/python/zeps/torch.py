@@ -31,6 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ._common import _ids_u64
 from ._native import ffi
 from .request import Request
 from .sparse import Batch
@@ -108,10 +109,7 @@ def _ids_at(ids):
     if type(ids) is torch.Tensor and ids.dtype is torch.int64 and ids.is_cpu \
             and ids.is_contiguous():
         return ids, ids.data_ptr(), ids.numel()
-    a = ids.detach().cpu().contiguous().numpy() if torch.is_tensor(ids) else np.asarray(ids)
-    if a.dtype != np.uint64:
-        a = a.astype(np.int64, copy=False).view(np.uint64)
-    a = np.ascontiguousarray(a).reshape(-1)
+    a = _ids_u64(ids.detach().cpu().numpy() if torch.is_tensor(ids) else ids)
     return a, a.ctypes.data, a.size
 
 
@@ -327,7 +325,8 @@ class Embedding(_SparseModule):
 class EmbeddingBag(_SparseModule):
     """``nn.EmbeddingBag`` (mode "sum" or "mean") over a zeps SparseTable:
     ``forward(ids)`` with 2-D ids (one bag per row), or 1-D ids and
-    ``offsets`` (bag starts), returns (bags, dim)."""
+    ``offsets`` (bag starts), returns (bags, dim); ``per_sample_weights``
+    (the shape of ids, mode "sum") scales each id's row, as in torch."""
 
     def __init__(self, table, mode="sum", clock=0):
         super().__init__(table, clock)
@@ -335,13 +334,14 @@ class EmbeddingBag(_SparseModule):
             raise ValueError(f"mode must be 'sum' or 'mean', not {mode!r}")
         self.mode = mode
 
-    def forward(self, ids, offsets=None):
+    def forward(self, ids, offsets=None, per_sample_weights=None):
         rows, inverse = self._unique_rows(ids)
         if ids.dim() == 2:
             inverse = inverse.reshape(ids.shape)
         elif offsets is not None and offsets.dtype != inverse.dtype:
             offsets = offsets.to(inverse.dtype)  # F.embedding_bag takes one index type
-        return F.embedding_bag(inverse, rows, offsets, mode=self.mode)
+        return F.embedding_bag(inverse, rows, offsets, mode=self.mode,
+                               per_sample_weights=per_sample_weights)
 
 
 def _default_init(name, p):

@@ -142,3 +142,44 @@ def test_pages_and_refusals(make_cluster):
         w.load({"values": np.arange(10, dtype=np.float32), "state": None, "version": 7})
         assert np.array_equal(w.pull(), np.arange(10, dtype=np.float32))
         assert w.export()["version"] == 7
+
+
+def test_buffers_and_frozen_parameters_travel_with_the_model(make_cluster, tmp_path):
+    """A module with BatchNorm (buffers) and a frozen parameter: the
+    state_dict's "params" loads strictly into a plain module, which then
+    predicts the same bits in eval mode; load_state_dict puts the buffers
+    back into a fresh DenseParameters' module."""
+    def build():
+        torch.manual_seed(0)
+        m = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4), nn.ReLU(), nn.Linear(4, 1))
+        m[3].bias.requires_grad_(False)  # frozen: not on the shards
+        return m
+    cl = make_cluster(servers=2)
+    x = torch.randn(32, 3, generator=torch.Generator().manual_seed(1))
+    with cl.client(0) as c:
+        m = build()
+        dense = zt.DenseParameters(c, m, optimizer="sgd", lr=0.1, prefix="bn.")
+        for clock in range(3):
+            dense.pull(clock)
+            m(x).pow(2).mean().backward()
+            dense.step(clock)
+        dense.pull(3)
+        sd = dense.state_dict()
+        assert set(sd["local"]) == {"1.running_mean", "1.running_var", "1.num_batches_tracked",
+                                    "3.bias"}
+        torch.save(sd, tmp_path / "bn.pt")
+        m.eval()
+        want = m(x).detach()
+        plain = build()
+        plain.load_state_dict(torch.load(tmp_path / "bn.pt")["params"])  # strict
+        plain.eval()
+        assert torch.equal(plain(x), want)
+    cl2 = make_cluster(servers=1)
+    with cl2.client(0) as c:
+        fresh = build()
+        d2 = zt.DenseParameters(c, fresh, optimizer="sgd", lr=0.1, prefix="bn.")
+        d2.load_state_dict(torch.load(tmp_path / "bn.pt"))
+        d2.pull(0)
+        fresh.eval()
+        assert torch.equal(fresh[1].running_mean, m[1].running_mean)
+        assert torch.equal(fresh(x), want)

@@ -401,6 +401,7 @@ class DenseParameters:
     def __init__(self, client, module, optimizer="sgd", lr=0.01, prefix="", init=None, seed=1,
                  groups=None, flat=True, **hyper):
         self.client = client
+        self.module = module  # its buffers and frozen parameters stay local (state_dict)
         self.params = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
         for name, p in self.params:
             if p.dtype != torch.float32 or p.device.type != "cpu":
@@ -544,9 +545,12 @@ class DenseParameters:
         count)}, "tables": {name: the declaration, with "lr_in_force"}}``
         (a parameter's version and declaration are its table's).
         ``params`` alone loads into the plain module
-        (``module.load_state_dict(sd["params"])``). Call it after
-        ``step(clock)``: pushes in flight would be missed."""
-        out = {"params": {}, "optimizer_state": {}, "versions": {}, "tables": {}}
+        (``module.load_state_dict(sd["params"])``): it also holds what the
+        module keeps outside the shards, this worker's own copies of its
+        buffers (BatchNorm's running statistics) and frozen parameters,
+        named in ``"local"``. Call it after ``step(clock)``: pushes in
+        flight would be missed."""
+        out = {"params": {}, "optimizer_state": {}, "versions": {}, "tables": {}, "local": []}
         for u in self._units:
             d = u.table.export()
             for name, p, off, n in u.members:
@@ -557,6 +561,10 @@ class DenseParameters:
                     (st.shape[0],) + tuple(p.shape))
                 out["versions"][name] = int(d["version"])
                 out["tables"][name] = dict(u.table.spec, lr_in_force=u.table.lr)
+        for name, v in self.module.state_dict().items():
+            if name not in out["params"]:
+                out["params"][name] = v.detach().clone()
+                out["local"].append(name)
         return out
 
     def load_state_dict(self, state_dict):
@@ -564,7 +572,8 @@ class DenseParameters:
         of any shard count, flat or not): values, optimizer state and
         versions (PUT; a flat table takes the largest of its parameters'),
         the learning rate in force if it was changed (TUNE); the module's
-        parameters take the values too. Every parameter must be there with
+        parameters take the values too, and its buffers and frozen
+        parameters the "local" ones. Every parameter must be there with
         its shape and optimizer."""
         for u in self._units:
             vals, states, version, lr = [], [], 0, None
@@ -589,6 +598,11 @@ class DenseParameters:
             with torch.no_grad():
                 for (name, p, _, _), v in zip(u.members, vals):
                     p.copy_(torch.from_numpy(v).reshape(p.shape))
+        own = self.module.state_dict()  # tensors sharing the module's storage
+        with torch.no_grad():
+            for name in state_dict.get("local", []):
+                if name in own:
+                    own[name].copy_(state_dict["params"][name])
 
     def _unsent(self, clock):
         """Push what a step left unpushed: a flat table some of whose

@@ -91,6 +91,9 @@ void zp_declare_on(zp_server *s, zp_request *r)
     zp_table_append(&s->tables, &s->ntables, &s->cap_tables, t); /* s takes t */
     if (t->rows) /* a sparse table declared late starts at the rounds the workers closed */
         s->cons->bounds_moved(s, t);
+    else if (s->cons->rounds) /* a dense one at the round its declarer is in (bsp) */
+        zp_round_reset(&t->round, h->rank < (uint32_t)s->nworkers ? s->workers.w[h->rank].clock
+                                                                  : s->workers.min_clock);
     t->kind->log_declared(t, h->spec);
     reply_declared(s, r, t);
 }

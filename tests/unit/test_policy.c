@@ -150,6 +150,31 @@ START_TEST(test_bsp_refusals)
 }
 END_TEST
 
+/* bsp: a dense table declared after clock 0 starts at the round its
+ * declarer is in (it hung: a pull at that clock waited for rounds the new
+ * table never had). */
+START_TEST(test_bsp_late_declare)
+{
+    zt_shard *z = zt_shard_new("bsp", 2);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    z->s->workers.w[0].clock = 3;
+    z->s->workers.w[1].clock = 2;
+    z->s->workers.min_clock = 2;
+    uint32_t id = zt_declare(z, 0, "late", 2, 1.0); /* may grow s->tables */
+    zp_table *t = z->s->tables[id];
+    ck_assert_int_eq(t->round.closed, 3);
+    ck_assert(z->s->cons->pull_ready(z->s, t, 0, 3));
+    float g[2] = {1, 1};
+    zp_push_result res;
+    ck_assert_int_eq(push(z, t, 0, 3, 0, g, 2, &res), 0);
+    ck_assert_int_eq(push(z, t, 1, 3, 0, g, 2, &res), 0);
+    ck_assert_int_eq(res.outcome, ZP_PUSH_ROUND_CLOSED);
+    ck_assert_int_eq(t->round.closed, 4);
+    zt_shard_free(z);
+}
+END_TEST
+
 /* backup_workers = 1: a round of 3 closes with 2 pushes; the third is late:
  * dropped, or applied scaled by w(tau) with late_pushes = weighted. */
 START_TEST(test_bsp_backup_late)
@@ -378,6 +403,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_registry);
     tcase_add_test(tc, test_bsp_round);
     tcase_add_test(tc, test_bsp_refusals);
+    tcase_add_test(tc, test_bsp_late_declare);
     tcase_add_test(tc, test_bsp_backup_late);
     tcase_add_test(tc, test_bsp_lost_quorum);
     tcase_add_test(tc, test_cut);

@@ -128,6 +128,63 @@ def test_float_ids_are_refused(make_cluster):
         assert table.pull([-1]).shape == (1, 4)  # two's complement, as documented
 
 
+def _accumulated_weights(c, prefix, micro, flat, last_inside, base):
+    """Three sgd steps of a 3-4-1 MLP on 64 examples, each step's gradient
+    summed over `micro` micro-batches (every backward but the last inside
+    no_sync(), or all of them with `last_inside`)."""
+    torch.manual_seed(0)
+    m = nn.Sequential(nn.Linear(3, 4), nn.Tanh(), nn.Linear(4, 1))
+    d = zt.DenseParameters(c, m, optimizer="sgd", lr=0.1, prefix=prefix, flat=flat,
+                           groups=[{"params": m[0].parameters(), "lr": 0.05}])
+    x = torch.randn(64, 3, generator=torch.Generator().manual_seed(1))
+    y = x.sum(1, keepdim=True)
+    n = 64 // micro
+    for clock in range(base, base + 3):
+        d.pull(clock)
+        for k in range(micro):
+            loss = ((m(x[k * n:(k + 1) * n]) - y[k * n:(k + 1) * n]) ** 2).mean() / micro
+            if k + 1 < micro or last_inside:
+                with d.no_sync():
+                    loss.backward()
+            else:
+                loss.backward()
+        d.step(clock)
+    d.pull(base + 3)
+    return torch.cat([p.detach().reshape(-1) for p in m.parameters()])
+
+
+@pytest.mark.parametrize("mode", ["bsp", "async"])
+def test_gradient_accumulation_with_no_sync(make_cluster, mode):
+    """Backwards inside no_sync() sum their gradients; the step pushes the
+    sum once: the same weights as one backward of the whole batch, flat or
+    not, with two groups (a table pushed during backward and the last one,
+    pushed by step), and when every backward is inside no_sync."""
+    cl = make_cluster(servers=2, consistency=mode)
+    with cl.client(0) as c:
+        base = 0
+        for flat in (True, False):
+            want = _accumulated_weights(c, f"f{flat}1.", 1, flat, False, base)
+            got = _accumulated_weights(c, f"f{flat}2.", 2, flat, False, base + 3)
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+            got = _accumulated_weights(c, f"f{flat}4.", 4, flat, True, base + 6)
+            torch.testing.assert_close(got, want, rtol=0, atol=1e-6)
+            base += 9
+
+
+def test_second_backward_without_no_sync_is_an_error(make_cluster):
+    """A second backward in one step would push a second gradient (or
+    overwrite the first): refused, naming no_sync."""
+    cl = make_cluster(servers=1)
+    with cl.client(0) as c:
+        m = nn.Linear(2, 1)
+        d = zt.DenseParameters(c, m, optimizer="sgd", lr=0.1)
+        d.pull(0)
+        x = torch.ones(4, 2)
+        m(x).sum().backward()
+        with pytest.raises(RuntimeError, match="no_sync"):
+            m(x).sum().backward()
+
+
 def test_dense_parameters_train_a_linear_model(make_cluster):
     """Two workers under bsp fit y = 3x - 1; both end with the same bits."""
     cl = make_cluster(servers=2, workers=2, consistency="bsp")

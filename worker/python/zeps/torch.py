@@ -22,6 +22,7 @@ parameters kept on dense tables (docs/python.md).
 Clocks: every zeps module has a ``clock`` attribute (the iteration it works
 on); :func:`set_clock` sets it on every zeps module inside a model.
 """
+import contextlib
 import math
 import time
 from collections import defaultdict
@@ -366,6 +367,26 @@ class _Unit:
         self.grad = np.zeros(self.n, np.float32) if len(members) > 1 else None
         self.have = set()  # offsets of the members whose gradient of this step is in grad
         self.sent = False  # this step's push went
+        self.acc = None  # gradients summed under no_sync(), not pushed yet
+        self.acc_has = set()  # offsets of the members with a sum in acc
+
+    def accumulate(self, off, g):
+        """Add a member's gradient of a no_sync() backward to its sum."""
+        if self.acc is None:
+            self.acc = np.zeros(self.n, np.float32)
+        if off in self.acc_has:
+            self.acc[off:off + g.size] += g
+        else:
+            self.acc[off:off + g.size] = g
+            self.acc_has.add(off)
+
+    def with_accumulated(self, off, g):
+        """g plus what no_sync() backwards summed for the member (a new
+        array then; the sum is used up)."""
+        if off not in self.acc_has:
+            return g
+        self.acc_has.discard(off)
+        return self.acc[off:off + g.size] + g
 
 
 class DenseParameters:
@@ -412,6 +433,7 @@ class DenseParameters:
         self._clock = 0
         self._listeners = []
         self._next = None  # step(pull_next=True): (clock, its pulls in flight)
+        self._accumulating = False  # inside no_sync()
         self.param_groups = self._groups(groups, dict(optimizer=optimizer, lr=lr, **hyper))
         init = init or _default_init
         index = {id(p): i for i, (_, p) in enumerate(self.params)}
@@ -484,17 +506,42 @@ class DenseParameters:
     def _pusher(self, u, off, n):
         def hook(grad):
             g = grad.detach().contiguous().reshape(-1).numpy()
-            if u.grad is None:  # a table of its own: pushed as it comes
-                u.sent = True
-                self._pending.append(_timed("dense_push", u.table.push_async, g,
-                                            clock=self._clock))
+            if self._accumulating:  # no_sync(): summed, pushed by a later backward or step
+                u.accumulate(off, g)
                 return grad
-            u.grad[off:off + n] = g
-            u.have.add(off)
-            if len(u.have) == len(u.members) and u is not self._last:
-                self._push_unit(u)
+            if u.sent or off in u.have:
+                raise RuntimeError(
+                    "DenseParameters: a second backward in one step (clock "
+                    f"{self._clock}): its gradients are pushed as backward makes them; to "
+                    "accumulate over micro-batches run every backward but the last inside "
+                    "`with dense.no_sync():`, as with DDP (docs/python.md)")
+            self._deliver(u, off, u.with_accumulated(off, g))
             return grad
         return hook
+
+    def _deliver(self, u, off, g):
+        """A member's whole gradient of this step: pushed at once (a table
+        of its own), or put in its table's buffer, which is pushed when
+        complete (the last flat table waits for step)."""
+        if u.grad is None:
+            u.sent = True
+            self._pending.append(_timed("dense_push", u.table.push_async, g, clock=self._clock))
+            return
+        u.grad[off:off + g.size] = g
+        u.have.add(off)
+        if len(u.have) == len(u.members) and u is not self._last:
+            self._push_unit(u)
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Backwards inside the block sum their gradients here instead of
+        pushing them; the step's next backward outside it (or step()) pushes
+        the sums, as DDP's no_sync does for gradient accumulation."""
+        before, self._accumulating = self._accumulating, True
+        try:
+            yield
+        finally:
+            self._accumulating = before
 
     def _push_unit(self, u):
         u.have, u.sent = set(), True
@@ -612,6 +659,10 @@ class DenseParameters:
         (else a CLOCK). Then the next step starts afresh."""
         rounds = self.client.consistency.get("mode") == "bsp"
         clocked = False
+        for u in self._units:  # sums of no_sync() backwards no later backward took
+            for _, _, off, n in u.members:
+                if off in u.acc_has:
+                    self._deliver(u, off, u.with_accumulated(off, np.zeros(n, np.float32)))
         for u in self._units:
             if not u.sent and (u.have or rounds):
                 if u.grad is None:

@@ -7,7 +7,11 @@
 #   3. zeps from C: the ctr model of zeps-worker on the same cluster file
 #      (not for dlrm: zeps-worker has no such model).
 # Prints each one's examples/s (training, summed over workers) and test AUC,
-# the ratios Python/plain and Python/C, and rank 0's per-step budget.
+# the ratios Python/plain and Python/C, and rank 0's per-step budget. The
+# reference runs twice, before and after the zeps jobs, and the ratio is
+# against the mean of its two rates: on a shared machine whose load drifts
+# during a run, a reference measured on one side only is biased by the
+# drift (both rates are printed).
 #   bash worker/python/bench/bench_ctr.sh [TRAIN_LINES]    (default 1000000)
 #   env: ZEPS_BUILD_DIR (default build/), ZEPS_CTR_DATA (the data set's
 #   folder; default the cache folder deploy/local/run-ctr.sh uses),
@@ -47,15 +51,20 @@ if [ "$model" = ctr ]; then
     "$bin/zepsctl" local --config "$run/ctr.conf" --dir "$run/c" -q >"$run/c.out"
     c=$(num "$run/c/summary.json" examples_per_s) ac=$(num "$run/c/summary.json" final_auc)
 fi
-ref=$(num "$run/ref.json" examples_per_s)
+/usr/bin/python3 "$src/worker/python/bench/ctr_torch_ref.py" --data "$data" --model "$model" \
+    --json "$run/ref2.json"
+ref1=$(num "$run/ref.json" examples_per_s) ref2=$(num "$run/ref2.json" examples_per_s)
+ref=$(/usr/bin/python3 -c "print(($ref1 + $ref2) / 2)")
 py=$(num "$run/py/summary.json" examples_per_s)
 /usr/bin/python3 - "$ref" "$py" "$c" "$(num "$run/ref.json" final_auc)" \
-    "$(num "$run/py/summary.json" final_auc)" "$ac" "$run/py/worker-0.json" "$model" "$mode" <<'PY'
+    "$(num "$run/py/summary.json" final_auc)" "$ac" "$run/py/worker-0.json" "$model" "$mode" \
+    "$(printf %.0f "$ref1")" "$(printf %.0f "$ref2")" <<'PY'
 import json, sys
 ref, py, c, aref, apy, ac = map(float, sys.argv[1:7])
 vs_c = f", {py / c:.2f}x the C job" if c else ""
 print(f"model {sys.argv[8]}, {sys.argv[9]}")
-print(f"plain PyTorch, 1 process: {ref:9.0f} examples/s, AUC {aref:.4f}")
+print(f"plain PyTorch, 1 process: {ref:9.0f} examples/s, AUC {aref:.4f}  "
+      f"(mean of {sys.argv[10]} before and {sys.argv[11]} after)")
 print(f"zeps from Python, 2 x 4:  {py:9.0f} examples/s, AUC {apy:.4f}  "
       f"({py / ref:.2f}x plain PyTorch{vs_c})")
 if c:

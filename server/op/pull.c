@@ -18,6 +18,7 @@
 #include "now.h"
 #include "ops.h"
 #include "server.h"
+#include "waitfor.h"
 #include "zeps_errors.h"
 
 #define ERRLEN 512
@@ -266,8 +267,10 @@ void zp_pull_on(zp_server *s, zp_request *r)
     }
     zp_table *t = w ? zp_request_table(s, r) : NULL;
     if (t && t->rows) {
-        if (zp_workers_seen(w, h->seq) && zp_parked_has(&t->parked, h->rank, h->seq))
-            zp_reply_ok(s, r->identity, h, ZP_FLAG_PARKED);
+        const zp_parked *p =
+            zp_workers_seen(w, h->seq) ? zp_parked_find(&t->parked, h->rank, h->seq) : NULL;
+        if (p)
+            zp_waitfor_reply_parked(s, r->identity, h, t, p);
         else
             zp_sparse_ops_on_pull(s, r, w, t);
         return;
@@ -282,8 +285,10 @@ void zp_pull_on(zp_server *s, zp_request *r)
     zp_cpull_req cp = {0};
     if ((h->flags & ZP_FLAG_PULL_DELTA) && parse_compressed(s, r, t, &cp) != 0)
         return;
-    if (zp_workers_seen(w, h->seq) && zp_parked_has(&t->parked, h->rank, h->seq)) {
-        zp_reply_ok(s, r->identity, h, ZP_FLAG_PARKED); /* a retry of a pull still waiting */
+    const zp_parked *p =
+        zp_workers_seen(w, h->seq) ? zp_parked_find(&t->parked, h->rank, h->seq) : NULL;
+    if (p) { /* a retry of a pull still waiting */
+        zp_waitfor_reply_parked(s, r->identity, h, t, p);
         return;
     }
     bool ready = s->cons->pull_ready(s, t, h->rank, h->clock) && zp_turns_mine(s, t, h->rank);

@@ -4,11 +4,8 @@
  * that is gone for good.
  *
  * A request the shard holds (a parked pull of any table, a worker in the
- * barrier) waits for some ranks: under a policy that collects rounds, the
- * ranks whose push the open round lacks; otherwise the slowest live ranks
- * (the clock bound a ssp or bsp-sparse pull waits on); in the barrier, the
- * ranks not in it. Every ZP_WAITS_LOG_S the shard logs each wait with those
- * ranks. Under on_lost_worker = wait, a rank declared lost (silent past the
+ * barrier) waits for some ranks (waitfor.c says which). Every
+ * ZP_WAITS_LOG_S the shard logs each wait with those ranks. Under on_lost_worker = wait, a rank declared lost (silent past the
  * lost-worker timeout) or gone with BYE is waited for lost_worker_wait_s
  * more (a replacement may rejoin with its rank meanwhile); then every
  * request waiting for it is answered ETIMEDOUT naming it, so the other
@@ -23,50 +20,10 @@
 #include "now.h"
 #include "ops.h"
 #include "server.h"
+#include "waitfor.h"
 #include "zeps_errors.h"
 
 #define ZP_WAITS_LOG_S 5.0
-#define LISTLEN        256
-
-/* Counted by the rounds, barrier and clock bounds: under continue a lost or
- * departed worker is not. */
-static bool counted(const zp_server *s, const zp_worker *w)
-{
-    return !(s->cfg.lost_continue && (w->lost || w->left));
-}
-
-/* Mark (mark[i] = 1) the ranks parked pull p of table t waits for; returns
- * how many. */
-static int pull_waits_for(const zp_server *s, const zp_table *t, const zp_parked *p,
-                          unsigned char *mark)
-{
-    int n = 0;
-    bool round = s->cons->holds_frames && t->kind->rounds && t->round.nworkers > 0;
-    for (int i = 0; i < s->nworkers; i++) {
-        const zp_worker *w = &s->workers.w[i];
-        bool waits;
-        if (round)
-            waits = counted(s, w) && !zp_round_holds(&t->round, (uint32_t)i);
-        else
-            waits = !w->left && counted(s, w) && w->clock == s->workers.min_clock &&
-                    w->clock < p->clock;
-        mark[i] = waits;
-        n += waits;
-    }
-    return n;
-}
-
-/* The same for a worker waiting in the barrier. */
-static int barrier_waits_for(const zp_server *s, unsigned char *mark)
-{
-    int n = 0;
-    for (int i = 0; i < s->nworkers; i++) {
-        const zp_worker *w = &s->workers.w[i];
-        mark[i] = counted(s, w) && w->barrier_gen != s->barrier_gen;
-        n += mark[i];
-    }
-    return n;
-}
 
 /* How long rank i has been gone (lost or said BYE) beyond what it is
  * allowed under on_lost_worker = wait; <= 0 while it may still come back. */
@@ -78,28 +35,6 @@ static double overdue(const zp_server *s, const zp_worker *w, double now)
         return 1;
     double allowed = zp_clock_lost_wait(s) + (w->left ? 0 : zp_clock_lost_timeout(s));
     return now - w->last_seen_s - allowed;
-}
-
-/* "1, 3 (lost 12 s ago), 4 (left 3 s ago), 5 (never joined)" for the
- * marked ranks, cut to the buffer. */
-static void list_ranks(const zp_server *s, const unsigned char *mark, double now, char *buf,
-                       size_t len)
-{
-    size_t at = 0;
-    buf[0] = '\0';
-    for (int i = 0; i < s->nworkers && at + 40 < len; i++) {
-        if (!mark[i])
-            continue;
-        const zp_worker *w = &s->workers.w[i];
-        at += (size_t)snprintf(buf + at, len - at, "%s%d", at ? ", " : "", i);
-        if (!w->joined)
-            at += (size_t)snprintf(buf + at, len - at, " (never joined)");
-        else if (w->left || w->lost)
-            at += (size_t)snprintf(buf + at, len - at, " (%s %.0f s ago)",
-                                   w->left ? "left" : "lost", now - w->last_seen_s);
-    }
-    if (at + 40 >= len)
-        snprintf(buf + len - 5, 5, "...");
 }
 
 /* Why rank is given up, for the error text. */
@@ -140,7 +75,7 @@ static int first_overdue(const zp_server *s, const unsigned char *mark, double n
 
 static void fail_pull(zp_server *s, zp_table *t, zp_parked *p, int rank, const char *ranks)
 {
-    char why[LISTLEN];
+    char why[ZP_WAITFOR_LISTLEN];
     gone_why(s, rank, why, sizeof(why));
     zp_reply_error_to(s, &p->identity, ZEPS__OP__PULL, p->req_id, gone_code(s, rank),
                       "PULL of table '%s' at clock %lld on shard %d waited %.1f s for worker(s) "
@@ -152,16 +87,16 @@ static void fail_pull(zp_server *s, zp_table *t, zp_parked *p, int rank, const c
 /* Log or fail every parked pull of t. */
 static void check_table(zp_server *s, zp_table *t, bool log, double now, unsigned char *mark)
 {
-    char ranks[LISTLEN];
+    char ranks[ZP_WAITFOR_LISTLEN];
     zp_parked_queue keep;
     zp_parked_init(&keep);
     zp_parked *p;
     size_t logged = 0;
     while ((p = zp_parked_pop(&t->parked))) {
-        pull_waits_for(s, t, p, mark);
+        zp_waitfor_pull(s, t, p, mark);
         int gone = first_overdue(s, mark, now);
         if (gone >= 0 || (log && logged < 3)) /* a few lines per table, not one per pull */
-            list_ranks(s, mark, now, ranks, sizeof(ranks));
+            zp_waitfor_list(s, mark, now, ranks, sizeof(ranks));
         if (gone >= 0) {
             fail_pull(s, t, p, gone, ranks);
             zp_parked_free(p);
@@ -185,9 +120,9 @@ static void check_barrier(zp_server *s, bool log, double now, unsigned char *mar
         waiting += s->workers.w[i].barrier_gen == s->barrier_gen;
     if (!waiting)
         return;
-    char ranks[LISTLEN], why[LISTLEN];
-    barrier_waits_for(s, mark);
-    list_ranks(s, mark, now, ranks, sizeof(ranks));
+    char ranks[ZP_WAITFOR_LISTLEN], why[ZP_WAITFOR_LISTLEN];
+    zp_waitfor_barrier(s, mark);
+    zp_waitfor_list(s, mark, now, ranks, sizeof(ranks));
     int gone = first_overdue(s, mark, now);
     if (gone >= 0)
         gone_why(s, gone, why, sizeof(why));

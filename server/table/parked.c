@@ -75,12 +75,12 @@ zp_parked *zp_parked_pop(zp_parked_queue *q)
     return p;
 }
 
-bool zp_parked_has(const zp_parked_queue *q, uint32_t rank, uint64_t seq)
+const zp_parked *zp_parked_find(const zp_parked_queue *q, uint32_t rank, uint64_t seq)
 {
     for (const zp_parked *p = q->head; p; p = p->next)
         if (p->rank == rank && p->seq == seq)
-            return true;
-    return false;
+            return p;
+    return NULL;
 }
 
 void zp_parked_free(zp_parked *p)

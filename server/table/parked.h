@@ -69,8 +69,9 @@ zp_parked *zp_parked_take_if(zp_parked_queue *q, bool (*pred)(const zp_parked *p
 /* Remove and return the head, NULL if empty. The caller owns it. */
 zp_parked *zp_parked_pop(zp_parked_queue *q);
 
-/* True if rank's request seq is parked (a retry is a keep-alive). */
-bool zp_parked_has(const zp_parked_queue *q, uint32_t rank, uint64_t seq);
+/* Rank's parked request seq (a retry is a keep-alive), NULL if none; the
+ * queue keeps it. */
+const zp_parked *zp_parked_find(const zp_parked_queue *q, uint32_t rank, uint64_t seq);
 
 /* Close what a parked pull holds and free it. */
 void zp_parked_free(zp_parked *p);

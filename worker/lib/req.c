@@ -120,6 +120,8 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
     int frame = !ZP_XPORT(sh)->place(sh, s, &h) && s->data; /* or in the transport (copied) */
     int more = frame ? ZMQ_SNDMORE : 0;
     s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
+    if (!s->sent_ns)
+        s->sent_ns = zp_now_ns();
     if (held(c, s))
         return;
     if (c->drop_sends > 0 && s->req->op != ZEPS__OP__HELLO) {
@@ -328,9 +330,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         err = h->error ? h->error : ZEPS_EINTERNAL;
         zp_fail(c, err, "shard %d: %s", k, h->error_text ? h->error_text : zeps_strerror(err));
     } else if (h->flags & ZP_FLAG_PARKED) {
-        /* alive and holding our request: wait on, retries start over */
-        s->retries = 0;
-        s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
+        zp_giveup_parked(c, s, k, h); /* wait on, retries start over */
         zeps__header__free_unpacked(h, NULL);
         return;
     } else if (h->version != ZP_PROTOCOL_VERSION || (int)h->op != r->op) {

@@ -88,6 +88,7 @@ struct zp_req_sub {
     int piece_err;        /* ... the first error one of them had */
     uint32_t *jmap;       /* a pull piece's scatter.jmap (owned) */
     uint64_t deadline_ns;
+    uint64_t sent_ns; /* first sent (0: not yet): how long a parked one has waited */
     int retries;
     int max_retries;
     int done;
@@ -104,6 +105,7 @@ struct zeps_req {
     int nsub, ndone;
     int err;
     int view;         /* a zero-copy pull */
+    uint64_t said_ns; /* when a sub's wait was last logged (a PARKED reply's text) */
     atomic_int zrefs; /* payload frames ZeroMQ still holds */
     void *stats_buf;
     size_t stats_len;

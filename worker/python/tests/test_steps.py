@@ -136,3 +136,38 @@ def test_forgotten_set_clock_is_an_error(make_cluster):
     zt.set_clock(emb, 2)
     assert np.allclose(emb(ids).detach().numpy(), -2.0)  # two sgd steps of 1
     c.close()
+
+
+def test_a_wait_for_a_worker_that_never_joined_is_said_in_the_worker_log(make_cluster):
+    """A pull parked for a worker that never said HELLO waits without a bound
+    (a scheduler may start workers minutes apart), but not in silence where
+    its user looks: after 10 s libzeps logs what its shard says it waits
+    for, from the PARKED reply to a retry."""
+    import selectors
+    cl = make_cluster(servers=2, workers=2, consistency="bsp")
+    code = textwrap.dedent("""
+        import sys, numpy as np, zeps
+        with zeps.Client.from_endpoints(sys.argv[1:], 0) as c:
+            w = c.declare("w", 4)
+            w.pull(clock=0)
+            w.push(np.ones(4, np.float32), clock=0)
+            c.clock(0)
+            w.pull(clock=1)  # round 0 waits for rank 1, which never comes
+    """)
+    p = subprocess.Popen([sys.executable, "-c", code] + cl.endpoints, stderr=subprocess.PIPE,
+                         text=True, env=dict(os.environ))
+    sel = selectors.DefaultSelector()
+    sel.register(p.stderr, selectors.EVENT_READ)
+    said, deadline = "", time.monotonic() + 90
+    try:
+        while "never joined" not in said and time.monotonic() < deadline:
+            if sel.select(timeout=1.0):
+                line = p.stderr.readline()
+                if not line:
+                    break
+                said += line
+    finally:
+        p.kill()
+        p.wait()
+    assert "PULL to shard" in said and "has waited" in said, said
+    assert "waits for worker(s) 1 (never joined)" in said, said

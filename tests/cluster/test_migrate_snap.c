@@ -16,6 +16,12 @@
  * to 2) holds the same rows placed by the default map of its count.
  * Last, shard 2's file with a byte of its slot map damaged: the shard
  * refuses to start, naming the file and the section.
+ *
+ * test_snapshot_during_move: a set taken while a move is between its
+ * copy and its commit (steps driven by hand, as a tool of its own would)
+ * holds every row once: the source's file has the moving rows (it owns
+ * them until the commit), the target's file leaves out the rows it
+ * imported; the set is recorded.
  */
 #include <check.h>
 #include <signal.h>
@@ -25,12 +31,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zmq.h>
+
 #include "check_main.h"
 #include "harness.h"
 #include "move_fixture.h"
+#include "rawreq.h"
 #include "slotmap.h"
 #include "snapshot.h"
 #include "sparse_hash.h"
+#include "wire.h"
 #include "zeps.h"
 
 #define WORKERS 2
@@ -320,12 +330,143 @@ START_TEST(test_restore_after_move)
 }
 END_TEST
 
+/* Every page of the moving slots from shard 0 to shard 2 (one round):
+ * the rows put. */
+static uint64_t copy_pages(const zt_cluster *cl)
+{
+    uint64_t put = 0;
+    void *ctx = zmq_ctx_new();
+    for (;;) {
+        void *sock = zt_raw_socket(ctx, cl, 0);
+        Zeps__Header h;
+        zeps__header__init(&h);
+        h.version = ZP_PROTOCOL_VERSION;
+        h.op = ZEPS__OP__MOVE;
+        h.req_id = 1;
+        h.rank = 0xffffffffu;
+        h.move_step = ZP_MOVE_ROWS;
+        h.move_peer = 2;
+        h.count = 500;
+        zt_raw_send(sock, &h, NULL, 0);
+        zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+        ck_assert_int_eq(zmq_poll(&it, 1, 5000), 1);
+        zp_frames f;
+        ck_assert_int_eq(zp_wire_frames_recv(sock, &f, 0), 0);
+        Zeps__Header *rep = zp_wire_unpack_header(&f.f[0]);
+        ck_assert_msg(rep->op == ZEPS__OP__MOVE, "%s", rep->error_text);
+        uint64_t n = rep->count, left = rep->cursor;
+        if (n > 0) {
+            Zeps__Header p;
+            zeps__header__init(&p);
+            p.version = ZP_PROTOCOL_VERSION;
+            p.op = ZEPS__OP__MOVE;
+            p.req_id = 2;
+            p.rank = 0xffffffffu;
+            p.move_step = ZP_MOVE_PUT;
+            p.move_peer = 0;
+            p.move_table = rep->move_table;
+            p.count = n;
+            p.state_per_value = rep->state_per_value;
+            void *sb = zt_raw_socket(ctx, cl, 2);
+            Zeps__Header *ack = zt_raw_req(sb, &p, zmq_msg_data(&f.f[1]), zmq_msg_size(&f.f[1]));
+            ck_assert_msg(ack->op == ZEPS__OP__MOVE, "%s", ack->error_text);
+            zeps__header__free_unpacked(ack, NULL);
+            zmq_close(sb);
+            put += n;
+        }
+        zeps__header__free_unpacked(rep, NULL);
+        zp_wire_frames_close(&f);
+        zmq_close(sock);
+        if (n == 0 && left == 0)
+            break;
+    }
+    zmq_ctx_term(ctx);
+    return put;
+}
+
+/* The rows of table 0 in shard k's file of set `setid`, each checked to
+ * be where `m` puts it. */
+static uint64_t file_rows(const char *dir, uint64_t setid, int k, const zp_slotmap *m)
+{
+    char path[600], err[512];
+    ck_assert_int_eq(zp_snapshot_path(path, sizeof(path), dir, setid, (uint32_t)k, 3), 0);
+    zp_snapshot *s = NULL;
+    ck_assert_msg(zp_snapshot_read(path, &s, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_ptr_null(s->slotmap); /* the map before the commit: the default */
+    uint64_t n;
+    memcpy(&n, s->tables[0].rows, 8);
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t id;
+        memcpy(&id, s->tables[0].rows + ZP_SNAP_ROWS_HDR + i * REC, 8);
+        ck_assert_int_eq(zp_slotmap_owner(m, id), k);
+    }
+    zp_snapshot_free(&s);
+    return n;
+}
+
+START_TEST(test_snapshot_during_move)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", "  snapshot_dir = \"@DIR@/snap\";", NULL),
+                     0);
+    char snapdir[400];
+    snprintf(snapdir, sizeof(snapdir), "%s/snap", cl.dir);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t = zt_move_declare(c);
+    static uint64_t ids[NIDS];
+    zt_move_ids(ids, NIDS, 0);
+    zt_move_populate(c, t, ids, NIDS);
+    zp_slotmap *m = moved_map(), *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    static uint8_t wire[16 + 2 * 4095];
+    zp_slotmap_encode(m, wire);
+    Zeps__Header *rep = zt_move_step(&cl, 0, 2, ZP_MOVE_BEGIN, wire, sizeof(wire));
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    rep = zt_move_step(&cl, 2, 0, ZP_MOVE_IMPORT, wire, sizeof(wire));
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "%s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    uint64_t moving = copy_pages(&cl);
+    ck_assert_uint_gt(moving, 0);
+    uint64_t held[3];
+    for (int k = 0; k < 3; k++)
+        held[k] = zt_move_rows(c, k, NULL);
+    ck_assert_uint_eq(held[0] + held[1] + held[2], NIDS + moving); /* the target holds copies */
+
+    zeps_client *tl = zt_move_tool(&cl);
+    uint64_t setid = 0;
+    ck_assert_msg(zeps_snapshot_take(tl, 60, NULL, &setid) == 0, "%s", zeps_last_error(tl));
+    zeps_client_destroy(&tl);
+    uint64_t n0 = file_rows(snapdir, setid, 0, d), n1 = file_rows(snapdir, setid, 1, d),
+             n2 = file_rows(snapdir, setid, 2, d);
+    ck_assert_uint_eq(n0, held[0]);
+    ck_assert_uint_eq(n2, held[2] - moving);
+    ck_assert_uint_eq(n0 + n1 + n2, NIDS);
+    zp_manifest *man = NULL;
+    char err[512];
+    ck_assert_int_eq(zp_manifest_load(snapdir, &man, err, sizeof(err)), 0);
+    ck_assert_ptr_nonnull(zp_manifest_newest(man));
+    ck_assert_uint_eq(zp_manifest_newest(man)->setid, setid);
+    zp_manifest_free(&man);
+
+    for (int k = 0; k < 3; k += 2) {
+        rep = zt_move_step(&cl, k, (uint32_t)(2 - k), ZP_MOVE_ABORT, NULL, 0);
+        zeps__header__free_unpacked(rep, NULL);
+    }
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+    zeps_client_destroy(&c);
+    zt_cluster_stop(&cl);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("migrate_snap");
     TCase *tc = tcase_create("migrate_snap");
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, test_restore_after_move);
+    tcase_add_test(tc, test_snapshot_during_move);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -248,7 +248,10 @@ typedef void (*zp_snap_log_fn)(void *arg, const char *msg);
  * skipped is reported through log (if not NULL). On success *out owns the
  * shard's record, or is NULL when the manifest names no set at all (nothing
  * to restore: a fresh start); if sets exist but none is restorable, returns
- * ZEPS_EDATA with a summary in err. *setid_out (if not NULL) gets the set. */
+ * ZEPS_EDATA with a summary in err. *setid_out (if not NULL) gets the set.
+ * A set whose files' slot maps disagree (zp_snapshot_set_map_check) is
+ * skipped; the record returned carries the set's map (the newest of its
+ * files') when it is newer than the one its own file recorded. */
 int zp_manifest_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
                                 zp_snapshot **out, uint64_t *setid_out, zp_snap_log_fn log,
                                 void *log_arg, char *err, size_t errlen);

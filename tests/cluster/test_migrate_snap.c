@@ -252,6 +252,13 @@ START_TEST(test_restore_after_move)
     uint64_t setid = 0;
     ck_assert_msg(zeps_snapshot_take(tl, 60, NULL, &setid) == 0, "%s", zeps_last_error(tl));
     zeps_client_destroy(&tl);
+    char file[600], ilog[400];
+    ck_assert_int_eq(zp_snapshot_path(file, sizeof(file), snapdir, setid, 2, 3), 0);
+    snprintf(ilog, sizeof(ilog), "%s/inspect.log", cl.dir);
+    char *inspect[] = {"snapshot", "inspect", file, NULL};
+    ck_assert_int_eq(zt_move_zepsctl(ilog, inspect), 0);
+    ck_assert(zt_move_file_has(ilog, "format 2, shard 2 of 3"));
+    ck_assert(zt_move_file_has(ilog, "slot map: epoch 1, 4095 slots"));
     /* SCAN is a worker's: rank 0 again, its pushes done */
     zeps_client *c = zt_client_replacing(&cl, 0);
     ck_assert_ptr_nonnull(c);

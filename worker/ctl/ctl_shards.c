@@ -23,6 +23,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "ctl.h"
+#include "ctl_mover.h"
 #include "curve.h"
 #include "exitcode.h"
 #include "now.h"
@@ -31,19 +32,11 @@
 #include "zeps.h"
 #include "zeps.pb-c.h"
 
-typedef struct mv_opts {
-    const char *conf, *slots;
-    int from, to;
-    uint64_t page;       /* rows per ROWS page */
-    uint32_t lease_ms;   /* the shards abort without a step for this long */
-    uint32_t cutover_ms; /* the source's cut-over bound */
-    int timeout_ms;      /* per request */
-    uint64_t threshold;  /* freeze once at most this many rows are left */
-    uint64_t max_rounds; /* ... or after this many rounds */
-} mv_opts;
+typedef zp_mv_opts mv_opts;
 
-typedef struct mv {
+typedef struct zp_mover {
     mv_opts o;
+    const uint8_t *which; /* the slot set, when not --slots (zp_mover_move) */
     zp_config cfg;
     void *zctx;
     void *sock[ZP_MAX_SHARDS];
@@ -199,14 +192,14 @@ static void close_sockets(mv *m)
         zmq_ctx_term(m->zctx);
 }
 
-/* The source's map (its HELLO carries it unless it is the default). */
-static int source_map(mv *m, zp_slotmap **out)
+/* Shard k's map (its HELLO carries it unless it is the default). */
+static int source_map(mv *m, int k, zp_slotmap **out)
 {
     Zeps__Header h, *rep;
     zeps__header__init(&h);
     h.op = ZEPS__OP__HELLO;
     zmq_msg_t data;
-    int rc = rpc(m, m->o.from, &h, NULL, 0, &rep, &data);
+    int rc = rpc(m, k, &h, NULL, 0, &rep, &data);
     if (rc != 0)
         return rc;
     zeps__header__free_unpacked(rep, NULL);
@@ -227,8 +220,11 @@ static int next_map(mv *m, const zp_slotmap *cur, zp_slotmap **next, uint32_t *n
 {
     uint32_t n = zp_slotmap_slots(cur), count = 0;
     uint8_t *which = zp_alloc(n);
-    int rc =
-        zp_slotmap_parse_set(m->o.slots, n, which, m->err, sizeof(m->err)) < 0 ? ZEPS_EINVAL : 0;
+    int rc = 0;
+    if (m->which)
+        memcpy(which, m->which, n);
+    else if (zp_slotmap_parse_set(m->o.slots, n, which, m->err, sizeof(m->err)) < 0)
+        rc = ZEPS_EINVAL;
     for (uint32_t k = 0; rc == 0 && k < n; k++) {
         which[k] = which[k] && zp_slotmap_slot_owner(cur, k) == m->o.from;
         count += which[k];
@@ -236,7 +232,7 @@ static int next_map(mv *m, const zp_slotmap *cur, zp_slotmap **next, uint32_t *n
     if (rc == 0 && count == 0) {
         snprintf(m->err, sizeof(m->err),
                  "no slot of '%s' is on shard %d at map epoch %" PRIu64 ": nothing to move",
-                 m->o.slots, m->o.from, zp_slotmap_epoch(cur));
+                 m->o.slots ? m->o.slots : "the set", m->o.from, zp_slotmap_epoch(cur));
         rc = ZEPS_EINVAL;
     }
     if (rc == 0)
@@ -420,7 +416,7 @@ static int run(mv *m)
 {
     zp_slotmap *cur = NULL, *next = NULL;
     uint32_t nslots = 0;
-    int rc = source_map(m, &cur);
+    int rc = source_map(m, m->o.from, &cur);
     if (rc == 0)
         rc = next_map(m, cur, &next, &nslots);
     zp_slotmap_destroy(&cur);
@@ -467,7 +463,7 @@ static long long number(const char *text, long long lo, long long hi)
     return *text && *end == '\0' && v >= lo && v <= hi ? v : -1;
 }
 
-static int parse(mv_opts *o, int argc, char **argv)
+void zp_mv_opts_default(zp_mv_opts *o)
 {
     *o = (mv_opts){.from = -1,
                    .to = -1,
@@ -477,6 +473,35 @@ static int parse(mv_opts *o, int argc, char **argv)
                    .timeout_ms = 5000,
                    .threshold = 1024,
                    .max_rounds = 8};
+}
+
+int zp_mv_opt(zp_mv_opts *o, const char *a, long long x)
+{
+    if (strcmp(a, "--page") == 0 && x >= 1 && x <= (1 << 20))
+        o->page = (uint64_t)x;
+    else if (strcmp(a, "--threshold") == 0 && x >= 0)
+        o->threshold = (uint64_t)x;
+    else if (strcmp(a, "--max-rounds") == 0 && x >= 1)
+        o->max_rounds = (uint64_t)x;
+    else if (strcmp(a, "--cutover-ms") == 0 && x >= 1 && x <= 600000)
+        o->cutover_ms = (uint32_t)x;
+    else if (strcmp(a, "--lease-ms") == 0 && x >= 100 && x <= 3600000)
+        o->lease_ms = (uint32_t)x;
+    else if (strcmp(a, "--timeout-ms") == 0 && x >= 1 && x <= 3600000)
+        o->timeout_ms = (int)x;
+    else
+        return 0;
+    return 1;
+}
+
+long long zp_mv_number(const char *text, long long lo, long long hi)
+{
+    return number(text, lo, hi);
+}
+
+static int parse(mv_opts *o, int argc, char **argv)
+{
+    zp_mv_opts_default(o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x = v ? number(v, 0, 1ll << 40) : -1;
@@ -495,19 +520,7 @@ static int parse(mv_opts *o, int argc, char **argv)
             o->from = (int)x;
         else if (strcmp(a, "--to") == 0 && x >= 0 && x < ZP_MAX_SHARDS)
             o->to = (int)x;
-        else if (strcmp(a, "--page") == 0 && x >= 1 && x <= (1 << 20))
-            o->page = (uint64_t)x;
-        else if (strcmp(a, "--threshold") == 0 && x >= 0)
-            o->threshold = (uint64_t)x;
-        else if (strcmp(a, "--max-rounds") == 0 && x >= 1)
-            o->max_rounds = (uint64_t)x;
-        else if (strcmp(a, "--cutover-ms") == 0 && x >= 1 && x <= 600000)
-            o->cutover_ms = (uint32_t)x;
-        else if (strcmp(a, "--lease-ms") == 0 && x >= 100 && x <= 3600000)
-            o->lease_ms = (uint32_t)x;
-        else if (strcmp(a, "--timeout-ms") == 0 && x >= 1 && x <= 3600000)
-            o->timeout_ms = (int)x;
-        else {
+        else if (!zp_mv_opt(o, a, x)) {
             fprintf(stderr, "zepsctl shards move: bad option '%s %s'\n", a, v);
             return -1;
         }
@@ -554,13 +567,89 @@ static int shards_move(int argc, char **argv)
     return rc;
 }
 
+int zp_mover_new(zp_mover **out, const zp_mv_opts *o, char *err, size_t errlen)
+{
+    mv *m = zp_alloc_zeroed(1, sizeof(*m));
+    m->o = *o;
+    if (zp_config_load(&m->cfg, o->conf, err, errlen) != 0) {
+        free(m);
+        return ZEPS_ECONFIG;
+    }
+    int rc = open_sockets(m);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s", m->err);
+        close_sockets(m);
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void zp_mover_destroy(zp_mover **mp)
+{
+    if (!mp || !*mp)
+        return;
+    close_sockets(*mp);
+    free(*mp);
+    *mp = NULL;
+}
+
+int zp_mover_shards(const zp_mover *m)
+{
+    return m->cfg.num_shards;
+}
+
+const char *zp_mover_err(const zp_mover *m)
+{
+    return m->err;
+}
+
+int zp_mover_map(zp_mover *m, int k, zp_slotmap **out)
+{
+    return source_map(m, k, out);
+}
+
+int zp_mover_rows(zp_mover *m, int k, uint64_t *rows)
+{
+    Zeps__Header h, *rep;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__STATS;
+    int rc = rpc(m, k, &h, NULL, 0, &rep, NULL);
+    if (rc != 0)
+        return rc;
+    uint64_t n = 0;
+    for (size_t i = 0; rep->stats && i < rep->stats->n_tables; i++)
+        if (rep->stats->tables[i]->kind == 1 /* sparse */)
+            n += rep->stats->tables[i]->rows;
+    zeps__header__free_unpacked(rep, NULL);
+    *rows = n;
+    return 0;
+}
+
+int zp_mover_move(zp_mover *m, int from, int to, const uint8_t *which)
+{
+    m->o.from = from;
+    m->o.to = to;
+    m->o.slots = NULL;
+    m->which = which;
+    m->rows = m->bytes = m->rounds = m->round_rows = m->round_bytes = 0;
+    int rc = run(m);
+    m->which = NULL;
+    return rc;
+}
+
 int zp_ctl_shards(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "move") == 0)
         return shards_move(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "rebalance") == 0)
+        return zp_ctl_rebalance(argc - 1, argv + 1);
     FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? stdout
                                                                                           : stderr;
     fprintf(f, "usage: zepsctl shards move --config FILE --from A --to B --slots LO-HI[,..]\n"
-               "'zepsctl shards move --help' describes its options.\n");
+               "       zepsctl shards rebalance --config FILE [--tolerance PCT]\n"
+               "'zepsctl shards move --help' and 'zepsctl shards rebalance --help' describe\n"
+               "their options.\n");
     return f == stdout ? ZP_EXIT_OK : ZP_EXIT_SETUP;
 }

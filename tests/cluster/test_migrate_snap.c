@@ -207,6 +207,48 @@ static void check_reshard(const char *dir, const char *logdir, int s2, uint8_t *
     zp_manifest_free(&m);
 }
 
+/* As worker 0 on the restored cluster: one more push of every id, read
+ * back as the oracle plus one, without a redirect (the map came with
+ * HELLO). */
+static void push_once(zeps_client *c, uint32_t t, long total, long weighted)
+{
+    static uint64_t ids[NIDS];
+    static float g[NIDS * DIM], rows[NIDS * DIM];
+    zt_move_ids(ids, NIDS, 0);
+    for (int i = 0; i < NIDS * DIM; i++)
+        g[i] = -1.0f;
+    ck_assert_msg(zeps_spush(c, t, ids, NIDS, g, 0) == 0, "%s", zeps_last_error(c));
+    ck_assert_msg(zeps_spull(c, t, ids, NIDS, rows, 0) == 0, "%s", zeps_last_error(c));
+    for (int i = 0; i < NIDS; i++)
+        ck_assert_msg(rows[i * DIM] == (float)(total + 1) &&
+                          rows[i * DIM + 1] == (float)(weighted + 1),
+                      "id %d: %g, %g after one more push of %ld, %ld", i, rows[i * DIM],
+                      rows[i * DIM + 1], total, weighted);
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    ck_assert_uint_eq(cs.slot_redirects, 0);
+    ck_assert_uint_eq(cs.slot_epoch, 1);
+}
+
+/* Shard 2 killed, an owner in its file's slot map changed: it refuses to
+ * start, naming the file and the section. */
+static void damaged_map_refused(zt_cluster *cl, const char *snapdir, uint64_t setid)
+{
+    zt_server_kill(cl, 2, SIGKILL);
+    char path[600];
+    ck_assert_int_eq(zp_snapshot_path(path, sizeof(path), snapdir, setid, 2, 3), 0);
+    FILE *f = fopen(path, "r+b");
+    ck_assert_ptr_nonnull(f);
+    /* header 128, section header 24, map header 16: slot 0's owner */
+    ck_assert_int_eq(fseek(f, 128 + 24 + 16, SEEK_SET), 0);
+    int b = fgetc(f);
+    ck_assert_int_eq(fseek(f, 128 + 24 + 16, SEEK_SET), 0);
+    fputc(b ^ 1, f);
+    fclose(f);
+    ck_assert_int_ne(zt_server_start(cl, 2), 0);
+    ck_assert(zt_log_has(cl, 2, "shard-2-of-3.zsnap: section 0 (slot map) CRC mismatch"));
+}
+
 START_TEST(test_restore_after_move)
 {
     zt_cluster cl;
@@ -262,41 +304,13 @@ START_TEST(test_restore_after_move)
         zt_move_rows(c, k, &epoch);
         ck_assert_uint_eq(epoch, 1); /* the set's map, not the cluster file's default */
     }
-    static uint64_t ids[NIDS];
-    static float g[NIDS * DIM], rows[NIDS * DIM];
-    zt_move_ids(ids, NIDS, 0);
-    for (int i = 0; i < NIDS * DIM; i++)
-        g[i] = -1.0f;
-    ck_assert_msg(zeps_spush(c, t, ids, NIDS, g, 0) == 0, "%s", zeps_last_error(c));
-    ck_assert_msg(zeps_spull(c, t, ids, NIDS, rows, 0) == 0, "%s", zeps_last_error(c));
-    for (int i = 0; i < NIDS; i++)
-        ck_assert_msg(rows[i * DIM] == (float)(total + 1) &&
-                          rows[i * DIM + 1] == (float)(weighted + 1),
-                      "id %d: %g, %g after one more push of %ld, %ld", i, rows[i * DIM],
-                      rows[i * DIM + 1], total, weighted);
-    zeps_client_stats cs;
-    zeps_client_get_stats(c, &cs);
-    ck_assert_uint_eq(cs.slot_redirects, 0);
-    ck_assert_uint_eq(cs.slot_epoch, 1);
+    push_once(c, t, total, weighted);
     zeps_client_destroy(&c);
 
     check_reshard(snapdir, cl.dir, 3, before, nb);
     check_reshard(snapdir, cl.dir, 2, before, nb);
 
-    /* shard 2's file with an owner of its slot map changed: refused, named */
-    zt_server_kill(&cl, 2, SIGKILL);
-    char path[600];
-    ck_assert_int_eq(zp_snapshot_path(path, sizeof(path), snapdir, setid, 2, 3), 0);
-    FILE *f = fopen(path, "r+b");
-    ck_assert_ptr_nonnull(f);
-    /* header 128, section header 24, map header 16: slot 0's owner */
-    ck_assert_int_eq(fseek(f, 128 + 24 + 16, SEEK_SET), 0);
-    int b = fgetc(f);
-    ck_assert_int_eq(fseek(f, 128 + 24 + 16, SEEK_SET), 0);
-    fputc(b ^ 1, f);
-    fclose(f);
-    ck_assert_int_ne(zt_server_start(&cl, 2), 0);
-    ck_assert(zt_log_has(&cl, 2, "shard-2-of-3.zsnap: section 0 (slot map) CRC mismatch"));
+    damaged_map_refused(&cl, snapdir, setid);
     for (int k = 0; k < 3; k++) {
         free(before[k]);
         free(after[k]);

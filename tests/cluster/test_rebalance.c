@@ -26,6 +26,27 @@
 
 #define WORKERS 2
 
+/* The counter oracle, read through the final map without a redirect:
+ * every row `sum` pushes, `weighted` in column 1. */
+static void check_oracle(const zt_cluster *cl, long sum, long weighted)
+{
+    static uint64_t ids[NIDS];
+    static float got[NIDS * DIM];
+    zt_move_ids(ids, NIDS, 0);
+    zeps_client *c = zt_client_replacing(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = zt_move_declare(c);
+    ck_assert_msg(zeps_spull(c, t, ids, NIDS, got, 0) == 0, "%s", zeps_last_error(c));
+    for (int i = 0; i < NIDS; i++)
+        ck_assert_msg(got[i * DIM] == (float)sum && got[i * DIM + 1] == (float)weighted,
+                      "id %d: %g pushes applied (%g weighted), %ld (%ld) answered", i, got[i * DIM],
+                      got[i * DIM + 1], sum, weighted);
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    ck_assert_uint_eq(cs.slot_redirects, 0);
+    zeps_client_destroy(&c);
+}
+
 START_TEST(test_rebalance_under_load)
 {
     zt_cluster cl;
@@ -90,25 +111,10 @@ START_TEST(test_rebalance_under_load)
         sum += p;
         weighted += p * (w + 1);
     }
-    /* the counter oracle, read through the final map (no redirect) */
-    static uint64_t ids[NIDS];
-    static float got[NIDS * DIM];
-    zt_move_ids(ids, NIDS, 0);
-    zeps_client *c = zt_client_replacing(&cl, 0);
-    ck_assert_ptr_nonnull(c);
-    uint32_t t = zt_move_declare(c);
-    ck_assert_msg(zeps_spull(c, t, ids, NIDS, got, 0) == 0, "%s", zeps_last_error(c));
-    for (int i = 0; i < NIDS; i++)
-        ck_assert_msg(got[i * DIM] == (float)sum && got[i * DIM + 1] == (float)weighted,
-                      "id %d: %g pushes applied (%g weighted), %ld (%ld) answered", i, got[i * DIM],
-                      got[i * DIM + 1], sum, weighted);
-    zeps_client_stats cs;
-    zeps_client_get_stats(c, &cs);
-    ck_assert_uint_eq(cs.slot_redirects, 0);
+    check_oracle(&cl, sum, weighted);
     printf("rebalanced to %llu %llu %llu rows at epoch %llu under %ld pushes\n",
            (unsigned long long)rows[0], (unsigned long long)rows[1], (unsigned long long)rows[2],
            (unsigned long long)epoch[0], sum);
-    zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
 END_TEST

@@ -11,7 +11,10 @@
  * SLOTS with the map to the target and every other shard; COMMIT at the
  * source. Any failure before the target took the map sends ABORT to both
  * (and a tool that dies is aborted by the shards' lease): nothing changes.
- * Every request waits at most --timeout-ms.
+ * Every request waits at most --timeout-ms. The same move, driven a move
+ * at a time, is what `zepsctl shards rebalance` is made of: the mover of
+ * ctl_mover.h (zp_mover_*) is this file's state and steps behind a small
+ * interface.
  */
 #include <inttypes.h>
 #include <stdio.h>

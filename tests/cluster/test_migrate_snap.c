@@ -14,8 +14,10 @@
  * cluster file's default); a new client pushes every id once without a
  * redirect and reads the oracle plus one. The set resharded (3 to 3, and
  * to 2) holds the same rows placed by the default map of its count.
- * Last, shard 2's file with a byte of its slot map damaged: the shard
- * refuses to start, naming the file and the section.
+ * Then a cluster file whose map (epoch 5) is newer than the set's: a
+ * shard refuses the set, naming both epochs. Last, shard 2's file with a
+ * byte of its slot map damaged: the shard refuses to start, naming the
+ * file and the section.
  *
  * test_snapshot_during_move: a set taken while a move is between its
  * copy and its commit (steps driven by hand, as a tool of its own would)
@@ -249,6 +251,41 @@ static void damaged_map_refused(zt_cluster *cl, const char *snapdir, uint64_t se
     ck_assert(zt_log_has(cl, 2, "shard-2-of-3.zsnap: section 0 (slot map) CRC mismatch"));
 }
 
+/* Every shard killed; the cluster file given a map file of epoch 5 (the
+ * default owners): a shard refuses the set, written under epoch 1, naming
+ * both epochs; with the file as it was, every shard starts again. */
+static void older_map_refused(zt_cluster *cl)
+{
+    for (int k = 0; k < 3; k++)
+        zt_server_kill(cl, k, SIGKILL);
+    char map[500], conf[500];
+    snprintf(map, sizeof(map), "%s/epoch5.map", cl->dir);
+    FILE *f = fopen(map, "w");
+    fprintf(f, "epoch 5\nslots 4095\n");
+    for (int n = 0; n < 4095; n++)
+        fprintf(f, "%d %d\n", n, n % 3);
+    fclose(f);
+    static char text[1 << 16];
+    f = fopen(cl->conf, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t len = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[len] = '\0';
+    ck_assert_ptr_nonnull(strstr(text, "cluster = {\n"));
+    snprintf(conf, sizeof(conf), "%s.orig", cl->conf);
+    ck_assert_int_eq(rename(cl->conf, conf), 0);
+    f = fopen(cl->conf, "w");
+    fprintf(f, "cluster = {\n  slot_map = \"%s\";\n%s", map, text + strlen("cluster = {\n"));
+    fclose(f);
+    ck_assert_int_ne(zt_server_start(cl, 0), 0);
+    ck_assert(zt_log_has(cl, 0,
+                         "was written under slot map epoch 1, older than this shard's map "
+                         "(epoch 5"));
+    ck_assert_int_eq(rename(conf, cl->conf), 0);
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(zt_server_start(cl, k), 0);
+}
+
 START_TEST(test_restore_after_move)
 {
     zt_cluster cl;
@@ -310,6 +347,7 @@ START_TEST(test_restore_after_move)
     check_reshard(snapdir, cl.dir, 3, before, nb);
     check_reshard(snapdir, cl.dir, 2, before, nb);
 
+    older_map_refused(&cl);
     damaged_map_refused(&cl, snapdir, setid);
     for (int k = 0; k < 3; k++) {
         free(before[k]);

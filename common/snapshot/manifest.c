@@ -349,7 +349,7 @@ int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char 
         rc = describe_set(dir, setid, nshards, &set, err, errlen);
         if (rc && m->nsets > 0 && m->sets[0].setid > setid)
             rc = 0; /* pruned by a newer set before it could be recorded */
-        else if (!rc && !(rc = zp_snapshot_set_map_check(dir, setid, nshards, NULL, err, errlen))) {
+        else if (!rc && !(rc = zp_setmap_check(dir, setid, nshards, NULL, err, errlen))) {
             insert_set(m, &set);
             rc = manifest_store(dir, m, err, errlen);
         }
@@ -430,7 +430,7 @@ static int restore_map(const char *dir, const zp_snap_set *set, zp_snapshot *s, 
                        size_t whylen)
 {
     zp_slotmap *m = NULL;
-    int rc = zp_snapshot_set_map_check(dir, set->setid, set->nshards, &m, why, whylen);
+    int rc = zp_setmap_check(dir, set->setid, set->nshards, &m, why, whylen);
     if (rc)
         return rc;
     if (zp_slotmap_epoch(m) > s->h.slot_epoch) {

@@ -58,7 +58,7 @@ static int read_maps(const char *dir, uint64_t setid, uint32_t nshards, zp_slotm
     return 0;
 }
 
-int zp_snapshot_set_map_check(const char *dir, uint64_t setid, uint32_t nshards, zp_slotmap **out,
+int zp_setmap_check(const char *dir, uint64_t setid, uint32_t nshards, zp_slotmap **out,
                               char *err, size_t errlen)
 {
     if (nshards == 0)

@@ -178,7 +178,7 @@ int zp_snapshot_read_map(const char *path, zp_slotmap **out, zp_snap_info *info,
  * disagree (the set would hold the moved rows twice, or not at all), and
  * so do maps of different slot counts: ZEPS_EDATA naming both files.
  * On success *out (if not NULL) is the caller's copy of the set's map. */
-int zp_snapshot_set_map_check(const char *dir, uint64_t setid, uint32_t nshards, zp_slotmap **out,
+int zp_setmap_check(const char *dir, uint64_t setid, uint32_t nshards, zp_slotmap **out,
                               char *err, size_t errlen);
 
 /* Reshard: from the nsrc snapshots of one complete set (src[k] is shard k
@@ -249,7 +249,7 @@ typedef void (*zp_snap_log_fn)(void *arg, const char *msg);
  * shard's record, or is NULL when the manifest names no set at all (nothing
  * to restore: a fresh start); if sets exist but none is restorable, returns
  * ZEPS_EDATA with a summary in err. *setid_out (if not NULL) gets the set.
- * A set whose files' slot maps disagree (zp_snapshot_set_map_check) is
+ * A set whose files' slot maps disagree (zp_setmap_check) is
  * skipped; the record returned carries the set's map (the newest of its
  * files') when it is newer than the one its own file recorded. */
 int zp_manifest_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,

@@ -56,12 +56,12 @@ static void usage(FILE *f)
 
 static int parse(rb_opts *o, int argc, char **argv)
 {
-    zp_mv_opts_default(&o->mv);
+    zp_ctl_mover_opts_default(&o->mv);
     o->tolerance = 0.10;
     o->max_moves = 16;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long x = v ? zp_mv_number(v, 0, 1ll << 40) : -1;
+        long long x = v ? zp_ctl_mover_number(v, 0, 1ll << 40) : -1;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return 1;
         if (!v) {
@@ -76,7 +76,7 @@ static int parse(rb_opts *o, int argc, char **argv)
             o->tolerance = (double)x / 100.0;
         else if (strcmp(a, "--max-moves") == 0 && x >= 1 && x <= 1000)
             o->max_moves = (int)x;
-        else if (!zp_mv_opt(&o->mv, a, x)) {
+        else if (!zp_ctl_mover_opt(&o->mv, a, x)) {
             fprintf(stderr, "zepsctl shards rebalance: bad option '%s %s'\n", a, v);
             return -1;
         }
@@ -92,9 +92,9 @@ static int parse(rb_opts *o, int argc, char **argv)
 static int64_t read_rows(zp_mover *m, uint64_t *rows)
 {
     uint64_t total = 0;
-    for (int k = 0; k < zp_mover_shards(m); k++) {
-        if (zp_mover_rows(m, k, &rows[k]) != 0) {
-            fprintf(stderr, "zepsctl shards rebalance: %s\n", zp_mover_err(m));
+    for (int k = 0; k < zp_ctl_mover_shards(m); k++) {
+        if (zp_ctl_mover_rows(m, k, &rows[k]) != 0) {
+            fprintf(stderr, "zepsctl shards rebalance: %s\n", zp_ctl_mover_err(m));
             return -1;
         }
         total += rows[k];
@@ -140,15 +140,15 @@ static uint32_t pick(const zp_slotmap *m, int from, uint64_t rows, double want, 
 /* One move from the fullest shard to the emptiest: its exit status. */
 static int one_move(zp_mover *m, const uint64_t *rows, double mean, int nth)
 {
-    int n = zp_mover_shards(m), a = 0, b = 0;
+    int n = zp_ctl_mover_shards(m), a = 0, b = 0;
     for (int k = 1; k < n; k++) {
         a = rows[k] > rows[a] ? k : a;
         b = rows[k] < rows[b] ? k : b;
     }
     double want = fmin((double)rows[a] - mean, mean - (double)rows[b]);
     zp_slotmap *map = NULL;
-    if (zp_mover_map(m, a, &map) != 0) {
-        fprintf(stderr, "zepsctl shards rebalance: %s\n", zp_mover_err(m));
+    if (zp_ctl_mover_map(m, a, &map) != 0) {
+        fprintf(stderr, "zepsctl shards rebalance: %s\n", zp_ctl_mover_err(m));
         return ZP_EXIT_FAILED;
     }
     uint8_t *which = zp_alloc(zp_slotmap_slots(map));
@@ -156,7 +156,7 @@ static int one_move(zp_mover *m, const uint64_t *rows, double mean, int nth)
     printf("move %d: %u of shard %d's %u slots (about %.0f rows) to shard %d\n", nth, nslots, a,
            zp_slotmap_count(map, a), want, b);
     fflush(stdout);
-    int rc = nslots > 0 ? zp_mover_move(m, a, b, which) : ZP_EXIT_FAILED;
+    int rc = nslots > 0 ? zp_ctl_mover_move(m, a, b, which, NULL) : ZP_EXIT_FAILED;
     free(which);
     zp_slotmap_destroy(&map);
     return rc;
@@ -164,7 +164,7 @@ static int one_move(zp_mover *m, const uint64_t *rows, double mean, int nth)
 
 static int rebalance(zp_mover *m, const rb_opts *o)
 {
-    int n = zp_mover_shards(m), moves = 0;
+    int n = zp_ctl_mover_shards(m), moves = 0;
     uint64_t rows[ZP_MAX_SHARDS], first[ZP_MAX_SHARDS];
     int64_t total = read_rows(m, rows);
     if (total < 0)
@@ -202,11 +202,11 @@ int zp_ctl_rebalance(int argc, char **argv)
     }
     zp_mover *m = NULL;
     char err[1024];
-    if (zp_mover_new(&m, &o.mv, err, sizeof(err)) != 0) {
+    if (zp_ctl_mover_new(&m, &o.mv, err, sizeof(err)) != 0) {
         fprintf(stderr, "zepsctl shards rebalance: %s\n", err);
         return ZP_EXIT_SETUP;
     }
     rc = rebalance(m, &o);
-    zp_mover_destroy(&m);
+    zp_ctl_mover_destroy(&m);
     return rc;
 }

@@ -258,11 +258,6 @@ static int check_cross(zp_config *cfg, parse_ctx *p)
             "'cluster.weighting.dc_mean_square' = %g needs "
             "'cluster.weighting.dc_lambda' > 0 (DC-ASGD-a scales that lambda)",
             cfg->dc_mean_square);
-    if (cfg->slot_map[0] && cfg->snapshot_dir[0])
-        return zp_config_read_fail(p, 0,
-                                   "'cluster.slot_map' and 'cluster.snapshot_dir' together: "
-                                   "snapshots of a cluster whose map is not the default are not "
-                                   "built yet (docs/elastic.md); leave one of them out");
     int rc = check_replicas(cfg, p);
     return rc != ZEPS_OK ? rc : check_inject(cfg, p);
 }

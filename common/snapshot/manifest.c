@@ -288,8 +288,7 @@ static int describe_set(const char *dir, uint64_t setid, uint32_t nshards, zp_sn
                 err, errlen, ZEPS_EDATA,
                 "snapshot %s: header says set %016" PRIx64 " shard %u of %u clock %" PRId64
                 ", not part of set %016" PRIx64 " of %u shards (clock %" PRId64 ")",
-                path, in.h.setid, in.h.shard, in.h.nshards, in.h.clock, setid, nshards,
-                set->clock);
+                path, in.h.setid, in.h.shard, in.h.nshards, in.h.clock, setid, nshards, set->clock);
         if (rc)
             break;
         if (i == 0) {
@@ -350,7 +349,7 @@ int zp_manifest_add_set(const char *dir, uint64_t setid, uint32_t nshards, char 
         rc = describe_set(dir, setid, nshards, &set, err, errlen);
         if (rc && m->nsets > 0 && m->sets[0].setid > setid)
             rc = 0; /* pruned by a newer set before it could be recorded */
-        else if (!rc) {
+        else if (!rc && !(rc = zp_setmap_check(dir, setid, nshards, NULL, err, errlen))) {
             insert_set(m, &set);
             rc = manifest_store(dir, m, err, errlen);
         }
@@ -394,8 +393,8 @@ static int restore_own(const char *dir, const zp_snap_set *set, uint32_t shard, 
  * shards' files (in the same shared directory) are intact too, else one
  * shard would fall back and the others would not. 0 if they all verify and
  * match the manifest, or an error with the reason in why. */
-static int restore_others(const char *dir, const zp_snap_set *set, uint32_t shard,
-                          uint32_t nshards, char *why, size_t whylen)
+static int restore_others(const char *dir, const zp_snap_set *set, uint32_t shard, uint32_t nshards,
+                          char *why, size_t whylen)
 {
     int rc = 0;
     for (uint32_t j = 0; !rc && j < nshards; j++) {
@@ -424,6 +423,27 @@ static int restore_others(const char *dir, const zp_snap_set *set, uint32_t shar
     return rc;
 }
 
+/* The set's slot map checked (setmap.c) and given to s, the shard's own
+ * record, if it is newer than the one s's file recorded: a shard that
+ * missed a map change which did not concern it restores the set's map. */
+static int restore_map(const char *dir, const zp_snap_set *set, zp_snapshot *s, char *why,
+                       size_t whylen)
+{
+    zp_slotmap *m = NULL;
+    int rc = zp_setmap_check(dir, set->setid, set->nshards, &m, why, whylen);
+    if (rc)
+        return rc;
+    if (zp_slotmap_epoch(m) > s->h.slot_epoch) {
+        uint8_t *wire = zp_alloc(zp_slotmap_wire_size(m));
+        zp_slotmap_encode(m, wire);
+        zp_snapshot_set_map(s, wire, zp_slotmap_wire_size(m));
+        s->h.slot_epoch = zp_slotmap_epoch(m);
+        free(wire);
+    }
+    zp_slotmap_destroy(&m);
+    return 0;
+}
+
 int zp_manifest_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
                                 zp_snapshot **out, uint64_t *setid_out, zp_snap_log_fn log,
                                 void *log_arg, char *err, size_t errlen)
@@ -447,6 +467,8 @@ int zp_manifest_find_restorable(const char *dir, uint32_t shard, uint32_t nshard
         rc = restore_own(dir, set, shard, nshards, &s, why, sizeof(why));
         if (!rc)
             rc = restore_others(dir, set, shard, nshards, why, sizeof(why));
+        if (!rc)
+            rc = restore_map(dir, set, s, why, sizeof(why));
         if (rc)
             zp_snapshot_free(&s);
         if (!rc) {
@@ -540,8 +562,8 @@ int zp_manifest_pin(const char *dir, uint64_t setid, char *err, size_t errlen)
     int lk = manifest_lock(dir, err, errlen);
     if (lk < 0)
         return ZEPS_EIO;
-    struct text_buf tb = {text, (size_t)snprintf(text, sizeof(text), "pinned %016" PRIx64 "\n",
-                                                 setid)};
+    struct text_buf tb = {text,
+                          (size_t)snprintf(text, sizeof(text), "pinned %016" PRIx64 "\n", setid)};
     int rc = zp_snapshot_write_replace_file(tmp, path, dir, "pin", fill_text, &tb, err, errlen);
     close(lk);
     return rc;

@@ -40,8 +40,8 @@ static int same_table(const zp_snap_table *a, const zp_snap_table *b)
  * hashes there (rows are re-hashed, not re-cut); counters summed over the
  * sources go to shard 0 (they describe the table's history, not a shard's).
  * On success t->rows/owned_bytes hold the new spec and rows. */
-static int reshard_sparse(const zp_snapshot *const *src, uint32_t nsrc, uint32_t i,
-                          uint32_t shard, uint32_t nshards, zp_snap_table *t)
+static int reshard_sparse(const zp_snapshot *const *src, uint32_t nsrc, uint32_t i, uint32_t shard,
+                          uint32_t nshards, zp_snap_table *t)
 {
     uint64_t rec = ZP_SNAP_ROW_LEN(t->length, t->state_per_param), nrows = 0;
     for (uint32_t k = 0; k < nsrc; k++) {
@@ -64,7 +64,8 @@ static int reshard_sparse(const zp_snapshot *const *src, uint32_t nsrc, uint32_t
     for (uint32_t k = 0; k < nsrc; k++) {
         const zp_snap_table *u = &src[k]->tables[i];
         for (int c = 0; c < 5 && shard == 0; c++)
-            zp_put64(rows + 16 + 8 * c, zp_get64(rows + 16 + 8 * c) + zp_get64(u->rows + 16 + 8 * c));
+            zp_put64(rows + 16 + 8 * c,
+                     zp_get64(rows + 16 + 8 * c) + zp_get64(u->rows + 16 + 8 * c));
         uint64_t n = zp_get64(u->rows);
         for (uint64_t j = 0; j < n; j++) {
             const uint8_t *r = u->rows + ZP_SNAP_ROWS_HDR + j * rec;

@@ -95,8 +95,65 @@ void zp_snapshot_free(zp_snapshot **sp)
     }
     free(s->tables);
     free(s->workers);
+    free(s->owned_map);
     free(s);
     *sp = NULL;
+}
+
+void zp_snapshot_set_map(zp_snapshot *s, const void *wire, uint64_t len)
+{
+    free(s->owned_map);
+    s->owned_map = NULL;
+    s->slotmap = NULL;
+    s->slotmap_len = 0;
+    if (!wire || len == 0)
+        return;
+    s->owned_map = zp_alloc((size_t)len);
+    memcpy(s->owned_map, wire, (size_t)len);
+    s->slotmap = s->owned_map;
+    s->slotmap_len = len;
+}
+
+/* The shard that owns `id` under the wire-form map `map` (checked by
+ * zp_snapshot_check_map), or under the default map of nshards when map is
+ * NULL. Allocates nothing: the writer checks its rows in a fork()ed child. */
+static uint32_t owner_of(const uint8_t *map, uint64_t id, uint32_t nshards)
+{
+    if (!map)
+        return (uint32_t)zp_sparse_shard_of(id, (int)nshards);
+    uint64_t slot = zp_sparse_hash_id(id, ZP_SHARD_HASH_SEED) % zp_get32(map + 8);
+    const uint8_t *o = map + ZP_SLOTMAP_WIRE_HDR + 2 * slot;
+    return (uint32_t)o[0] | (uint32_t)o[1] << 8;
+}
+
+int zp_snapshot_check_map(const uint8_t *map, uint64_t len, uint32_t nshards, char *err,
+                          size_t errlen)
+{
+    if (len < ZP_SLOTMAP_WIRE_HDR)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "slot map of %" PRIu64 " bytes (at least %d)", len,
+                             ZP_SLOTMAP_WIRE_HDR);
+    uint64_t epoch = zp_get64(map);
+    uint32_t slots = zp_get32(map + 8), shards = zp_get32(map + 12);
+    if (slots == 0 || slots > ZP_SLOTS_MAX || len != ZP_SLOTMAP_WIRE_HDR + 2 * (uint64_t)slots)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "slot map of %u slots (1..%d) in %" PRIu64 " bytes", slots,
+                             ZP_SLOTS_MAX, len);
+    if (shards != nshards)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "slot map over %u shards, the file is one of %u shards", shards,
+                             nshards);
+    if (epoch == 0)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "slot map of epoch 0 (the default map is recorded as no map)");
+    for (uint32_t k = 0; k < slots; k++) {
+        const uint8_t *o = map + ZP_SLOTMAP_WIRE_HDR + 2 * (uint64_t)k;
+        uint32_t owner = (uint32_t)o[0] | (uint32_t)o[1] << 8;
+        if (owner >= nshards)
+            return zp_errors_set(err, errlen, ZEPS_EINVAL, "slot map: slot %u names shard %u of %u",
+                                 k, owner, nshards);
+    }
+    return 0;
 }
 
 /* The checks a table's description must pass, on write and on read. Writes
@@ -143,9 +200,10 @@ int zp_snapshot_check_table_meta(const zp_snap_table *t, uint32_t shard, uint32_
 }
 
 /* A sparse table's spec and rows: sizes agree with the header and the meta,
- * and every row belongs to shard `shard` of `nshards`. */
-int zp_snapshot_check_rows(const zp_snap_table *t, uint32_t shard, uint32_t nshards, char *err,
-                           size_t errlen)
+ * and every row belongs to shard `shard` of `nshards` under `map` (the
+ * wire form, checked; NULL: the default map). */
+int zp_snapshot_check_rows(const zp_snap_table *t, const uint8_t *map, uint32_t shard,
+                           uint32_t nshards, char *err, size_t errlen)
 {
     if (!t->spec || t->spec_len == 0 || t->spec_len > ZP_SNAP_MAX_SPEC)
         return zp_errors_set(err, errlen, ZEPS_EINVAL,
@@ -171,12 +229,14 @@ int zp_snapshot_check_rows(const zp_snap_table *t, uint32_t shard, uint32_t nsha
                              t->name, nrows, rec, t->rows_len - ZP_SNAP_ROWS_HDR);
     for (uint64_t i = 0; i < nrows; i++) {
         uint64_t id = zp_get64(t->rows + ZP_SNAP_ROWS_HDR + i * rec);
-        if ((uint32_t)zp_sparse_shard_of(id, (int)nshards) != shard)
+        uint32_t owner = owner_of(map, id, nshards);
+        if (owner != shard)
             return zp_errors_set(err, errlen, ZEPS_EINVAL,
                                  "sparse table '%s': row %" PRIu64 " (id %" PRIu64
-                                 ") belongs to shard %d, not %u of %u",
-                                 t->name, i, id, zp_sparse_shard_of(id, (int)nshards), shard,
-                                 nshards);
+                                 ") belongs to shard %u, not %u of %u (%s %" PRIu64 ")",
+                                 t->name, i, id, owner, shard, nshards,
+                                 map ? "slot map of epoch" : "the default slot map, epoch",
+                                 map ? zp_get64(map) : 0);
     }
     return 0;
 }
@@ -194,11 +254,13 @@ int zp_snapshot_validate(const zp_snapshot *s, char *err, size_t errlen)
 {
     char m[384];
     int rc = zp_snapshot_check_header(&s->h, m, sizeof(m));
+    if (!rc && s->slotmap)
+        rc = zp_snapshot_check_map(s->slotmap, s->slotmap_len, s->h.nshards, m, sizeof(m));
     for (uint32_t i = 0; !rc && i < s->ntables; i++) {
         const zp_snap_table *t = &s->tables[i];
         rc = zp_snapshot_check_table_meta(t, s->h.shard, s->h.nshards, m, sizeof(m));
         if (!rc && t->kind == 1)
-            rc = zp_snapshot_check_rows(t, s->h.shard, s->h.nshards, m, sizeof(m));
+            rc = zp_snapshot_check_rows(t, s->slotmap, s->h.shard, s->h.nshards, m, sizeof(m));
         size_t n = (size_t)(t->end - t->begin);
         if (!rc && n && !t->params)
             rc = zp_errors_set(m, sizeof(m), ZEPS_EINVAL, "table '%s': no parameters", t->name);

@@ -26,16 +26,18 @@
 #include <stdint.h>
 
 #include "hyper.h"
+#include "slotmap.h"
 
-#define ZP_SNAP_FORMAT    1u  /* the format version this build writes and reads */
+#define ZP_SNAP_FORMAT    2u  /* the newest format version this build writes and reads */
+#define ZP_SNAP_FORMAT_V1 1u  /* written when the record has no slot map (the default map) */
 #define ZP_SNAP_MAX_STATE 16u /* most optimizer state floats per parameter accepted */
 
 /* Sparse tables (kind 1): the rows section's fixed header, and one row
  * record's bytes: u64 id, u32 version, u32 freq, i64 last_clock, dim f32
  * values, state_per_param * dim f32 state (docs/snapshots.md). */
-#define ZP_SNAP_ROWS_HDR 64u
+#define ZP_SNAP_ROWS_HDR          64u
 #define ZP_SNAP_ROW_LEN(dim, spp) (24u + 4u * (uint64_t)(dim) * (1u + (uint64_t)(spp)))
-#define ZP_SNAP_MAX_SPEC 65536u /* largest packed declaration accepted */
+#define ZP_SNAP_MAX_SPEC          65536u /* largest packed declaration accepted */
 
 /* One table of a shard. Dense (kind 0): the slice [begin, end) of a table
  * of `length` elements. Sparse (kind 1): `length` is the row width (dim),
@@ -81,7 +83,7 @@ typedef struct zp_snap_worker {
 } zp_snap_worker;
 
 typedef struct zp_snap_header {
-    uint32_t format; /* set by read; write always writes ZP_SNAP_FORMAT */
+    uint32_t format; /* set by read; write writes 2 with a slot map, 1 without */
     uint32_t shard, nshards;
     uint32_t nworkers;    /* the cluster's worker count */
     char consistency[16]; /* mode name: "bsp", "async", ... */
@@ -89,6 +91,7 @@ typedef struct zp_snap_header {
     uint64_t setid;       /* monotonic over the snapshots of a cluster */
     uint64_t created_ns;  /* CLOCK_REALTIME, ns since the epoch */
     uint64_t incarnation; /* of the server that wrote it */
+    uint64_t slot_epoch;  /* set by read: the epoch of the file's slot map (0: default) */
 } zp_snap_header;
 
 typedef struct zp_snapshot {
@@ -97,6 +100,12 @@ typedef struct zp_snapshot {
     zp_snap_table *tables; /* [ntables] */
     uint32_t nworker_recs;
     zp_snap_worker *workers; /* [nworker_recs] */
+    /* The slot map the sparse rows were placed by (common/slotmap.h), in
+     * its wire form (epoch >= 1, h.nshards shards); NULL: the default map
+     * of h.nshards, which a file of format 1 implies. */
+    const uint8_t *slotmap;
+    uint64_t slotmap_len;
+    uint8_t *owned_map; /* private: the allocation behind slotmap, if ours */
 } zp_snapshot;
 
 /* A file's header as read without its sections (for the manifest). */
@@ -148,6 +157,29 @@ int zp_snapshot_read_verify(const char *path, zp_snap_info *info, char *err, siz
 
 /* Read and check only the header (its CRC and the file size it states). */
 int zp_snapshot_read_info(const char *path, zp_snap_info *info, char *err, size_t errlen);
+
+/* Point s->slotmap at a copy of the wire-form map `wire` of `len` bytes
+ * (s owns the copy; NULL or len 0: the default map). Aborts on
+ * out-of-memory (at most 32 KiB). */
+void zp_snapshot_set_map(zp_snapshot *s, const void *wire, uint64_t len);
+
+/* The slot map of the snapshot file at `path`: its header and, in a file
+ * of format 2, its slot map section (both CRCs checked), without reading
+ * the rest. On success *out is the caller's: the file's map, or the
+ * default map of its shard count for a file of format 1; *info (if not
+ * NULL) gets the header. ZEPS_EIO / ZEPS_EDATA naming the file otherwise. */
+int zp_snapshot_read_map(const char *path, zp_slotmap **out, zp_snap_info *info, char *err,
+                         size_t errlen);
+
+/* The slot map of set `setid` of `nshards` files under dir, checked: the
+ * set's map is the newest (highest epoch) of its files' maps, and every
+ * file's shard must own the same slots under its own map as under the
+ * set's. A file written before a move committed and another after it
+ * disagree (the set would hold the moved rows twice, or not at all), and
+ * so do maps of different slot counts: ZEPS_EDATA naming both files.
+ * On success *out (if not NULL) is the caller's copy of the set's map. */
+int zp_setmap_check(const char *dir, uint64_t setid, uint32_t nshards, zp_slotmap **out,
+                              char *err, size_t errlen);
 
 /* Reshard: from the nsrc snapshots of one complete set (src[k] is shard k
  * of nsrc, same tables in the same order, same clock) make shard `shard` of
@@ -216,7 +248,10 @@ typedef void (*zp_snap_log_fn)(void *arg, const char *msg);
  * skipped is reported through log (if not NULL). On success *out owns the
  * shard's record, or is NULL when the manifest names no set at all (nothing
  * to restore: a fresh start); if sets exist but none is restorable, returns
- * ZEPS_EDATA with a summary in err. *setid_out (if not NULL) gets the set. */
+ * ZEPS_EDATA with a summary in err. *setid_out (if not NULL) gets the set.
+ * A set whose files' slot maps disagree (zp_setmap_check) is
+ * skipped; the record returned carries the set's map (the newest of its
+ * files') when it is newer than the one its own file recorded. */
 int zp_manifest_find_restorable(const char *dir, uint32_t shard, uint32_t nshards,
                                 zp_snapshot **out, uint64_t *setid_out, zp_snap_log_fn log,
                                 void *log_arg, char *err, size_t errlen);

@@ -30,6 +30,7 @@ enum {
     SEC_STATE = 4,
     SEC_SPARSE_SPEC = 5, /* sparse table: its declaration */
     SEC_SPARSE_ROWS = 6, /* sparse table: its rows and counters */
+    SEC_SLOTMAP = 7,     /* format 2: the slot map, section 0 */
 };
 
 #define IO_CHUNK ((size_t)1 << 30) /* largest single read/write/CRC call */
@@ -70,8 +71,14 @@ uint32_t zp_snapshot_crc_raw(uint32_t raw, const void *p, size_t n);
  * prefix in err. */
 int zp_snapshot_check_table_meta(const zp_snap_table *t, uint32_t shard, uint32_t nshards,
                                  char *err, size_t errlen);
-int zp_snapshot_check_rows(const zp_snap_table *t, uint32_t shard, uint32_t nshards, char *err,
-                           size_t errlen);
+int zp_snapshot_check_rows(const zp_snap_table *t, const uint8_t *map, uint32_t shard,
+                           uint32_t nshards, char *err, size_t errlen);
+
+/* A wire-form slot map as a file may record it: its length, 1..
+ * ZP_SLOTS_MAX slots, `nshards` shards, every owner below it, epoch >= 1.
+ * 0 or ZEPS_EINVAL with a message without prefix. Allocates nothing. */
+int zp_snapshot_check_map(const uint8_t *map, uint64_t len, uint32_t nshards, char *err,
+                          size_t errlen);
 
 /* Check a header's shard numbering and its consistency name: 0 or
  * ZEPS_EINVAL with a sentence in err. */

@@ -34,6 +34,8 @@ typedef struct rd {
     uint64_t pos;     /* next section header */
     int k;            /* next section's number, from 0 */
     uint8_t *scratch; /* verify only */
+    uint8_t *map;     /* format 2: the slot map (wire form, checked); NULL: default */
+    uint64_t map_len;
     char *err;
     size_t errlen;
 } rd;
@@ -124,6 +126,7 @@ static int decode_header(rd *r, zp_snap_info *info, uint32_t *nsections)
     in.h.clock = (int64_t)zp_get64(b + 40);
     in.h.incarnation = zp_get64(b + 48);
     in.h.created_ns = zp_get64(b + 56);
+    in.h.slot_epoch = format >= 2 ? zp_get64(b + 96) : 0;
     memcpy(in.h.consistency, b + 72, 16);
     in.ntables = zp_get32(b + 88);
     in.nworker_recs = zp_get32(b + 92);
@@ -134,7 +137,8 @@ static int decode_header(rd *r, zp_snap_info *info, uint32_t *nsections)
     if (zp_snapshot_check_header(&in.h, m, sizeof(m)))
         return RD_FAIL(r, ZEPS_EDATA, "header: %s", m);
     /* Bound the counts by the file size before anything is allocated. */
-    if (in.ntables > r->size / (3 * SEC_HDR_LEN + META_LEN) || *nsections != 1 + 3 * in.ntables)
+    uint32_t fixed = format >= 2 ? 2 : 1; /* workers, and format 2's slot map */
+    if (in.ntables > r->size / (3 * SEC_HDR_LEN + META_LEN) || *nsections != fixed + 3 * in.ntables)
         return RD_FAIL(r, ZEPS_EDATA, "header: %u sections for %u tables in %" PRIu64 " bytes",
                        *nsections, in.ntables, r->size);
     if (in.nworker_recs > r->size / WREC_LEN)
@@ -301,7 +305,7 @@ static int read_sparse(rd *r, const zp_snap_info *in, uint32_t i, zp_snap_table 
         t->rows = mem[1];
         t->rows_len = len[1];
         char m[320];
-        if (zp_snapshot_check_rows(t, in->h.shard, in->h.nshards, m, sizeof(m)))
+        if (zp_snapshot_check_rows(t, r->map, in->h.shard, in->h.nshards, m, sizeof(m)))
             rc = RD_FAIL(r, ZEPS_EDATA, "section %d (%s): %s", r->k - 1, label, m);
     }
     if (rc || !s) {
@@ -392,9 +396,38 @@ static int read_table(rd *r, const zp_snap_info *in, uint32_t i, zp_snapshot *s)
     return 0;
 }
 
-/* The one parser behind read, verify and read_info. */
+/* Format 2: section 0, the slot map the rows were placed by, into r->map
+ * (checked: its shard count is the file's, its epoch the header's). */
+static int read_map(rd *r, const zp_snap_info *in)
+{
+    uint64_t len;
+    uint32_t crc;
+    int rc = sec_begin(r, SEC_SLOTMAP, 0, "slot map", &len, &crc);
+    if (rc)
+        return rc;
+    if (len > ZP_SLOTMAP_WIRE_HDR + 2u * ZP_SLOTS_MAX)
+        return RD_FAIL(r, ZEPS_EDATA, "section %d (slot map): %" PRIu64 " bytes (at most %u)", r->k,
+                       len, ZP_SLOTMAP_WIRE_HDR + 2u * ZP_SLOTS_MAX);
+    r->map = malloc((size_t)len + 1);
+    if (!r->map)
+        return RD_FAIL(r, ZEPS_ENOMEM, "no memory for the slot map");
+    r->map_len = len;
+    if ((rc = sec_payload(r, "slot map", r->map, len, crc)))
+        return rc;
+    char m[256];
+    if (zp_snapshot_check_map(r->map, len, in->h.nshards, m, sizeof(m)))
+        return RD_FAIL(r, ZEPS_EDATA, "section 0 (slot map): %s", m);
+    if (zp_get64(r->map) != in->h.slot_epoch)
+        return RD_FAIL(r, ZEPS_EDATA,
+                       "section 0 (slot map): epoch %" PRIu64 ", the header says %" PRIu64,
+                       zp_get64(r->map), in->h.slot_epoch);
+    return 0;
+}
+
+/* The one parser behind read, verify, read_info and read_map (map_only:
+ * the header and the slot map section). */
 static int parse(const char *path, zp_snapshot **out, zp_snap_info *info, bool header_only,
-                 char *err, size_t errlen)
+                 bool map_only, uint8_t **map_out, uint64_t *map_len, char *err, size_t errlen)
 {
     rd r = {.fd = -1, .path = path, .err = err, .errlen = errlen};
     r.fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -422,23 +455,38 @@ static int parse(const char *path, zp_snapshot **out, zp_snap_info *info, bool h
         } else if (!(r.scratch = malloc(SCRATCH))) {
             rc = RD_FAIL(&r, ZEPS_ENOMEM, "no memory for a read buffer");
         }
-        if (!rc)
+        if (!rc && in.h.format >= 2)
+            rc = read_map(&r, &in);
+        if (!rc && !map_only)
             rc = read_workers(&r, &in, s);
-        for (uint32_t i = 0; !rc && i < in.ntables; i++) {
+        for (uint32_t i = 0; !rc && !map_only && i < in.ntables; i++) {
             rc = read_table(&r, &in, i, s);
             if (!rc && s)
                 s->ntables = i + 1;
         }
-        if (!rc && r.pos != r.size)
+        if (!rc && !map_only && r.pos != r.size)
             rc =
                 RD_FAIL(&r, ZEPS_EDATA, "%" PRIu64 " bytes after the last section", r.size - r.pos);
     }
     free(r.scratch);
     close(r.fd);
     if (rc) {
+        free(r.map);
         zp_snapshot_free(&s);
         return rc;
     }
+    if (s && r.map) { /* s takes the map */
+        s->owned_map = r.map;
+        s->slotmap = r.map;
+        s->slotmap_len = r.map_len;
+        r.map = NULL;
+    }
+    if (map_out) {
+        *map_out = r.map;
+        *map_len = r.map_len;
+        r.map = NULL;
+    }
+    free(r.map);
     if (info)
         *info = in;
     if (out)
@@ -448,15 +496,37 @@ static int parse(const char *path, zp_snapshot **out, zp_snap_info *info, bool h
 
 int zp_snapshot_read(const char *path, zp_snapshot **out, char *err, size_t errlen)
 {
-    return parse(path, out, NULL, false, err, errlen);
+    return parse(path, out, NULL, false, false, NULL, NULL, err, errlen);
 }
 
 int zp_snapshot_read_verify(const char *path, zp_snap_info *info, char *err, size_t errlen)
 {
-    return parse(path, NULL, info, false, err, errlen);
+    return parse(path, NULL, info, false, false, NULL, NULL, err, errlen);
 }
 
 int zp_snapshot_read_info(const char *path, zp_snap_info *info, char *err, size_t errlen)
 {
-    return parse(path, NULL, info, true, err, errlen);
+    return parse(path, NULL, info, true, false, NULL, NULL, err, errlen);
+}
+
+int zp_snapshot_read_map(const char *path, zp_slotmap **out, zp_snap_info *info, char *err,
+                         size_t errlen)
+{
+    zp_snap_info in;
+    uint8_t *map = NULL;
+    uint64_t len = 0;
+    int rc = parse(path, NULL, &in, false, true, &map, &len, err, errlen);
+    if (rc)
+        return rc;
+    char m[256] = "no default map of that many shards";
+    bool had = map != NULL;
+    rc = had ? zp_slotmap_decode(out, map, (size_t)len, (int)in.h.nshards, m, sizeof(m))
+             : zp_slotmap_new_default(out, (int)in.h.nshards);
+    free(map);
+    if (rc) /* checked as it was read: only a shard count past the default's limit */
+        return zp_errors_set(err, errlen, ZEPS_EDATA, "snapshot %s: slot map of %u shards: %s",
+                             path, in.h.nshards, m);
+    if (info)
+        *info = in;
+    return 0;
 }

@@ -97,6 +97,8 @@ static int ensure_dir(const char *path, char *err, size_t errlen)
 static uint64_t file_size_of(const zp_snapshot *s)
 {
     uint64_t sz = FILE_HDR_LEN + SEC_HDR_LEN + pad8((uint64_t)s->nworker_recs * WREC_LEN);
+    if (s->slotmap)
+        sz += SEC_HDR_LEN + pad8(s->slotmap_len);
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_snap_table *t = &s->tables[i];
         uint64_t n = t->end - t->begin;
@@ -115,12 +117,14 @@ static void encode_header(uint8_t *b, const zp_snapshot *s, uint64_t size)
 {
     memset(b, 0, FILE_HDR_LEN);
     memcpy(b, MAGIC, 8);
-    zp_put32(b + 8, ZP_SNAP_FORMAT);
+    /* format 1 unless there is a map to record: a default-map cluster
+     * writes the files it always wrote, which every earlier build reads */
+    zp_put32(b + 8, s->slotmap ? ZP_SNAP_FORMAT : ZP_SNAP_FORMAT_V1);
     zp_put32(b + 12, FILE_HDR_LEN);
     zp_put32(b + 16, s->h.shard);
     zp_put32(b + 20, s->h.nshards);
     zp_put32(b + 24, s->h.nworkers);
-    zp_put32(b + 28, 1 + 3 * s->ntables);
+    zp_put32(b + 28, (s->slotmap ? 2 : 1) + 3 * s->ntables);
     zp_put64(b + 32, s->h.setid);
     zp_put64(b + 40, (uint64_t)s->h.clock);
     zp_put64(b + 48, s->h.incarnation);
@@ -129,6 +133,8 @@ static void encode_header(uint8_t *b, const zp_snapshot *s, uint64_t size)
     memcpy(b + 72, s->h.consistency, strnlen(s->h.consistency, 15));
     zp_put32(b + 88, s->ntables);
     zp_put32(b + 92, s->nworker_recs);
+    if (s->slotmap) /* the map's epoch, also in the header: inspect shows it */
+        zp_put64(b + 96, zp_get64(s->slotmap));
     zp_put32(b + 124, zp_snapshot_crc32c(b, 124));
 }
 
@@ -181,6 +187,8 @@ static int write_body(int fd, const zp_snapshot *s)
     uint8_t b[FILE_HDR_LEN > META_LEN ? FILE_HDR_LEN : META_LEN];
     encode_header(b, s, file_size_of(s));
     int e = zp_snapshot_write_all(fd, b, FILE_HDR_LEN);
+    if (!e && s->slotmap) /* format 2: section 0 is the slot map */
+        e = put_section(fd, SEC_SLOTMAP, 0, s->slotmap, s->slotmap_len);
 
     /* Worker records go through a small stack buffer, 64 at a time, with
      * the CRC chained over the chunks: no heap in a fork()ed child. */

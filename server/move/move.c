@@ -40,13 +40,6 @@ int zp_move_refused(const zp_server *s, char *why, size_t len)
                  s->role.replicas > 1 ? "with replicas" : "under bsp (its rounds hold pushes)");
         return ZEPS_ESTATE;
     }
-    if (s->cfg.snapshot_dir[0]) {
-        snprintf(why, len,
-                 "moving slots is not supported with snapshots (cluster.snapshot_dir): snapshot "
-                 "files do not record the slot map yet, and a set written after a move would "
-                 "not restore (docs/elastic.md)");
-        return ZEPS_ESTATE;
-    }
     bool sparse = false;
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];

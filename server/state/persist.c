@@ -41,6 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "alloc.h"
 #include "errors.h"
 #include "log.h"
 #include "now.h"
@@ -56,12 +57,40 @@ static double wall_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* Leave out of a packed sparse table every row the shard's map does not
+ * give it: the rows a move's target imported before the commit gave it
+ * their slots. Until then they are the source's, whose file holds them
+ * (docs/elastic.md, "Snapshots"). The rows are packed into st->owned_bytes
+ * (after the declaration), which this compacts in place. */
+static void drop_foreign(const zp_server *s, zp_snap_table *st)
+{
+    uint8_t *rows = st->owned_bytes + st->spec_len;
+    uint64_t n, kept = 0, rec = ZP_SNAP_ROW_LEN(st->length, st->state_per_param);
+    memcpy(&n, rows, 8);
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t *at = rows + ZP_SNAP_ROWS_HDR + i * rec;
+        uint64_t id;
+        memcpy(&id, at, 8);
+        if (zp_slotmap_owner(s->slots, id) != s->shard)
+            continue;
+        if (kept != i)
+            memmove(rows + ZP_SNAP_ROWS_HDR + kept * rec, at, (size_t)rec);
+        kept++;
+    }
+    memcpy(rows, &kept, 8);
+    st->rows_len = ZP_SNAP_ROWS_HDR + kept * rec;
+}
+
 /* Serialise what the writer copies (sparse rows) into snap. Runs in the
  * writer: the forked child, or in-process at exit. */
 static void pack(const zp_server *s, zp_snapshot *snap)
 {
-    for (uint32_t i = 0; i < s->ntables; i++)
+    for (uint32_t i = 0; i < s->ntables; i++) {
         s->tables[i]->kind->pack(s->tables[i], &snap->tables[i]);
+        /* only a move's target holds rows of slots it does not own */
+        if (s->move && snap->tables[i].kind == 1)
+            drop_foreign(s, &snap->tables[i]);
+    }
 }
 
 /* The cold tiers of the shard's tiered tables checkpointed beside set
@@ -96,6 +125,14 @@ static zp_snapshot *describe(const zp_server *s, int64_t clock, uint64_t setid)
     snap->h.setid = setid;
     snap->h.created_ns = (uint64_t)(wall_s() * 1e9);
     snap->h.incarnation = s->incarnation;
+    if (zp_slotmap_epoch(s->slots) > 0) { /* the rows' map; the default's is no map */
+        size_t len = zp_slotmap_wire_size(s->slots);
+        uint8_t *wire = zp_alloc(len);
+        zp_slotmap_encode(s->slots, wire);
+        snap->owned_map = wire; /* freed with the record */
+        snap->slotmap = wire;
+        snap->slotmap_len = len;
+    }
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
         zp_snap_table *st = &snap->tables[i];

@@ -9,11 +9,13 @@
 #include "tiered.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "alloc.h"
 #include "errors.h"
 #include "folder.h"
 #include "log.h"
@@ -139,6 +141,55 @@ int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen
     return rc;
 }
 
+/* The slot map of the set (its newest file's: zp_manifest_find_restorable
+ * checked the set) becomes the shard's, replacing the cluster file's or
+ * the default one: after a move it is newer, and the rows are where it
+ * says. A set older than the cluster file's map is refused: its rows are
+ * where an older map put them. Nothing changes on error. */
+static int restore_slots(zp_server *s, const zp_snapshot *snap, uint64_t setid, char *err,
+                         size_t errlen)
+{
+    uint64_t have = zp_slotmap_epoch(s->slots), got = snap->slotmap ? snap->h.slot_epoch : 0;
+    const char *dir = s->cfg.snapshot_dir;
+    if (got < have)
+        return zp_errors_set(err, errlen, ZEPS_EDATA,
+                             "snapshot set %016" PRIx64 " in %s was written under slot map epoch "
+                             "%" PRIu64 ", older than this shard's map (epoch %" PRIu64
+                             ", cluster.slot_map '%s'): its rows are where the older map put "
+                             "them; start with the map it was written under, or reshard it "
+                             "(zepsctl snapshot reshard, docs/snapshots.md)",
+                             setid, dir, got, have, s->cfg.slot_map);
+    if (!snap->slotmap)
+        return 0;
+    zp_slotmap *next = NULL;
+    char why[256];
+    if (zp_slotmap_decode(&next, snap->slotmap, (size_t)snap->slotmap_len, s->nshards, why,
+                          sizeof(why)) != 0)
+        return zp_errors_set(err, errlen, ZEPS_EDATA, "snapshot set %016" PRIx64 " in %s: %s",
+                             setid, dir, why);
+    if (got == have) {
+        size_t len = zp_slotmap_wire_size(s->slots);
+        uint8_t *mine = zp_alloc(len);
+        zp_slotmap_encode(s->slots, mine);
+        bool same = len == snap->slotmap_len && memcmp(mine, snap->slotmap, len) == 0;
+        free(mine);
+        if (!same) {
+            zp_slotmap_destroy(&next);
+            return zp_errors_set(err, errlen, ZEPS_EDATA,
+                                 "snapshot set %016" PRIx64 " in %s: its slot map of epoch %" PRIu64
+                                 " names other owners than cluster.slot_map '%s' of the same "
+                                 "epoch",
+                                 setid, dir, got, s->cfg.slot_map);
+        }
+    }
+    zp_info("restore: slot map of epoch %" PRIu64 " from set %016" PRIx64
+            " (this shard owns %u of %u slots; the cluster file's map: epoch %" PRIu64 ")",
+            got, setid, zp_slotmap_count(next, s->shard), zp_slotmap_slots(next), have);
+    zp_slotmap_destroy(&s->slots);
+    s->slots = next;
+    return 0;
+}
+
 int zp_restore_newest(zp_server *s, char *err, size_t errlen)
 {
     const char *dir = s->cfg.snapshot_dir;
@@ -168,6 +219,7 @@ int zp_restore_newest(zp_server *s, char *err, size_t errlen)
                              "one has %d",
                              setid, dir, had, s->nworkers);
     }
+    rc = restore_slots(s, snap, setid, err, errlen);
     for (uint32_t i = 0; i < snap->ntables && rc == 0; i++)
         rc = restore_table(s, &snap->tables[i], setid, err, errlen);
     if (rc == 0)

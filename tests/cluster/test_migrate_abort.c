@@ -258,15 +258,6 @@ START_TEST(test_move_unsupported)
     refused(&cl, args, 2, "shard 0 holds no sparse table");
     zeps_client_destroy(&c);
     zt_cluster_stop(&cl);
-
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", "  snapshot_dir = \"@DIR@/snap\";", NULL),
-                     0);
-    c = zt_client(&cl, 0);
-    zt_move_declare(c);
-    args[3] = cl.conf;
-    refused(&cl, args, 2, "moving slots is not supported with snapshots");
-    zeps_client_destroy(&c);
-    zt_cluster_stop(&cl);
 }
 END_TEST
 

@@ -172,3 +172,34 @@ const uint8_t *zt_move_map_wire(uint64_t epoch, uint32_t slots, uint32_t peer)
         wire[16 + 2 * n] = (uint8_t)(n == 0 ? peer : n % 3);
     return wire;
 }
+
+/* Worker process w: push every id (column 0 gains 1, column 1 w + 1)
+ * until `stop` exists and at least 20 times, then write the pushes
+ * answered to `out` and leave. Exit 0, or 1 on any error (printed). */
+void zt_move_push_worker(const zt_cluster *cl, int w, const char *stop, const char *out)
+{
+    static uint64_t ids[NIDS];
+    static float g[NIDS * DIM];
+    zt_move_ids(ids, NIDS, 0);
+    for (int i = 0; i < NIDS; i++) {
+        g[i * DIM] = -1.0f;
+        g[i * DIM + 1] = -(float)(w + 1);
+    }
+    zeps_client *c = zt_client(cl, (uint32_t)w);
+    if (!c)
+        _exit(1);
+    uint32_t t = zt_move_declare(c);
+    long pushes = 0;
+    for (int step = 0; step < 20 || access(stop, F_OK) != 0; step++) {
+        if (zeps_spush(c, t, ids, NIDS, g, step) != 0) {
+            fprintf(stderr, "worker %d: step %d: %s\n", w, step, zeps_last_error(c));
+            _exit(1);
+        }
+        pushes++;
+    }
+    zeps_client_destroy(&c);
+    FILE *f = fopen(out, "w");
+    fprintf(f, "%ld\n", pushes);
+    fclose(f);
+    _exit(0);
+}

@@ -57,4 +57,10 @@ Zeps__Header *zt_move_step(const zt_cluster *cl, int k, uint32_t peer, uint32_t 
  * but slot 0 on `peer`, in its wire form (a static buffer). */
 const uint8_t *zt_move_map_wire(uint64_t epoch, uint32_t slots, uint32_t peer);
 
+/* Worker process w (forked; exits, never returns): push every id of
+ * zt_move_ids(seed 0) (column 0 gains 1, column 1 w + 1) until `stop`
+ * exists and at least 20 times, then write the pushes answered to `out`
+ * and leave (BYE). Exit 0, or 1 on any error (printed). */
+void zt_move_push_worker(const zt_cluster *cl, int w, const char *stop, const char *out);
+
 #endif

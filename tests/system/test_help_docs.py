@@ -53,6 +53,9 @@ COMMANDS = {
     "zepsctl version": (["zepsctl", "version"], "zepsctl "),
 }
 SUBCOMMANDS = [["zepsctl", "snapshot", s] for s in ("inspect", "take", "reshard")]
+# `zepsctl shards` is checked through `shards move`; its other subcommands'
+# options count for it too
+SHARDS_SUBCOMMANDS = [["zepsctl", "shards", "rebalance"]]
 
 passed = failed = 0
 
@@ -168,6 +171,12 @@ def main():
         check(rc == 0 and out.startswith("usage: zepsctl snapshot"),
               f"`{' '.join(argv)} --help` exits 0 with the snapshot usage", f"exit {rc}")
         helps["zepsctl snapshot"] |= options(out)
+    for argv in SHARDS_SUBCOMMANDS:
+        rc, out = run_help(argv)
+        usage = "usage: " + " ".join(argv)
+        check(rc == 0 and out.startswith(usage), f"`{' '.join(argv)} --help` exits 0 with '{usage}'",
+              f"exit {rc}")
+        helps["zepsctl shards"] |= options(out)
 
     rc, out = run_help(["zepsctl"])
     listed = set(re.findall(r"^  ([a-z][a-z-]+) ", out, flags=re.M))

@@ -46,7 +46,8 @@ START_TEST(test_roundtrip)
     zp_snapshot *r = NULL;
     int rc = zp_snapshot_read(path, &r, err, sizeof(err));
     ck_assert_msg(rc == 0, "read: %s", err);
-    ck_assert_uint_eq(r->h.format, ZP_SNAP_FORMAT);
+    ck_assert_uint_eq(r->h.format, ZP_SNAP_FORMAT_V1); /* no slot map: format 1 */
+    ck_assert_ptr_null(r->slotmap);
     ck_assert_uint_eq(r->h.shard, 1);
     ck_assert_uint_eq(r->h.nshards, 2);
     ck_assert_uint_eq(r->h.nworkers, 3);
@@ -271,13 +272,13 @@ START_TEST(test_magic_and_version)
     zt_snap_spit(bad, b, len);
     expect_fail(bad, ZEPS_EDATA, "bad magic");
     b[0] = 'Z';
-    uint32_t v = 2;
+    uint32_t v = 3;
     memcpy(b + 8, &v, 4);
     zt_snap_spit(bad, b, len);
-    expect_fail(bad, ZEPS_EVERSION, "format version 2, this build reads version 1");
+    expect_fail(bad, ZEPS_EVERSION, "format version 3, this build reads version 2");
     fix_header(b, len); /* with a valid CRC it is still too new */
     zt_snap_spit(bad, b, len);
-    expect_fail(bad, ZEPS_EVERSION, "format version 2");
+    expect_fail(bad, ZEPS_EVERSION, "format version 3");
     zt_snap_spit(bad, (const uint8_t *)"hello, world, this is text\n", 27);
     expect_fail(bad, ZEPS_EDATA, "bad magic");
     ck_assert_int_eq(

@@ -34,6 +34,10 @@ int zp_ctl_evict(int argc, char **argv);
 /* zepsctl shards move: move a slot set between running shards
  * (ctl_shards.c, docs/elastic.md). */
 int zp_ctl_shards(int argc, char **argv);
+
+/* zepsctl shards rebalance: slot sets moved until rows per shard are even
+ * (ctl_rebalance.c, docs/elastic.md "Rebalancing"). */
+int zp_ctl_rebalance(int argc, char **argv);
 /* zepsctl keygen: write a CurveZMQ key pair (NAME.key, NAME.pub). */
 int zp_ctl_keygen(int argc, char **argv);
 

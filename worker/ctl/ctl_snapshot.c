@@ -227,6 +227,12 @@ static int inspect_file(const char *path)
     printf("  set %016" PRIx64 ", %s %" PRId64 ", written by incarnation %016" PRIx64 "\n",
            s->h.setid, s->h.clock >= 0 ? "consistent cut after clock" : "point in time, clock",
            s->h.clock, s->h.incarnation);
+    if (s->slotmap) /* format 2: the map the rows were placed by */
+        printf("  slot map: epoch %" PRIu64 ", %" PRIu64 " slots (recorded: rows checked against "
+               "it)\n",
+               s->h.slot_epoch, (s->slotmap_len - ZP_SLOTMAP_WIRE_HDR) / 2);
+    else
+        printf("  slot map: the default map of %u shards (epoch 0)\n", s->h.nshards);
     printf("  tables (%u)\n", s->ntables);
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_snap_table *t = &s->tables[i];

@@ -28,7 +28,7 @@ static void usage(FILE *f)
                "  gen-criteo write a Criteo-format data set from a hidden model\n"
                "  keygen   write a CurveZMQ key pair for a server or worker\n"
                "  evict    release a worker rank so a new process may take it over\n"
-               "  shards   move slots between running shards (shards move)\n"
+               "  shards   move slots between running shards (shards move, shards rebalance)\n"
                "  version  print the version\n"
                "\n"
                "'zepsctl <command> --help' describes a command's options.\n");

@@ -1,0 +1,545 @@
+/*
+ * ctl_mover.c - the live move of a slot set as a tool drives it
+ * (docs/elastic.md, "Live migration"): `zepsctl shards move` makes one
+ * (ctl_shards.c), `zepsctl shards rebalance` one at a time
+ * (ctl_rebalance.c); ctl_mover.h is the interface.
+ *
+ * The tool drives the MOVE steps of docs/protocol.md ("Moving slots") on
+ * raw DEALER sockets, one request in flight: BEGIN at the source and
+ * IMPORT at the target with the map to commit (the source's map with the
+ * slots given to the target, one epoch up); then pages of rows from the
+ * source (ROWS) put to the target (PUT), round after round, until what
+ * changed meanwhile is small; FREEZE at the source and its last rows;
+ * SLOTS with the map to the target and every other shard; COMMIT at the
+ * source. Any failure before the target took the map sends ABORT to both
+ * (and a tool that dies is aborted by the shards' lease): nothing changes.
+ * Every request waits at most --timeout-ms.
+ */
+#include "ctl_mover.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <zmq.h>
+
+#include "alloc.h"
+#include "config.h"
+#include "curve.h"
+#include "exitcode.h"
+#include "now.h"
+#include "slotmap.h"
+#include "wire.h"
+#include "zeps.h"
+#include "zeps.pb-c.h"
+
+typedef zp_mv_opts mv_opts;
+
+typedef struct zp_mover {
+    mv_opts o;
+    const uint8_t *which; /* the slot set, when not --slots (zp_ctl_mover_move) */
+    zp_config cfg;
+    void *zctx;
+    void *sock[ZP_MAX_SHARDS];
+    uint64_t req_id;
+    char err[1024];
+    uint64_t rows, bytes, rounds;     /* copied so far */
+    uint64_t round_rows, round_bytes; /* ... when the round in progress began */
+} mv;
+
+/* Send h (+ payload) to shard k and wait for its reply to h's req_id:
+ * 0 with *rep (the caller frees it) and, if data is not NULL, its payload
+ * frame; the error code with m->err otherwise (*rep NULL). */
+static int rpc_send(mv *m, int k, Zeps__Header *h, const void *payload, size_t len)
+{
+    h->version = ZP_PROTOCOL_VERSION;
+    h->rank = 0xffffffffu;
+    h->req_id = ++m->req_id;
+    size_t hl = zeps__header__get_packed_size(h);
+    uint8_t *hb = zp_alloc(hl);
+    zeps__header__pack(h, hb);
+    int rc = zmq_send(m->sock[k], hb, hl, payload ? ZMQ_SNDMORE : 0);
+    free(hb);
+    if (rc >= 0 && payload)
+        rc = zmq_send(m->sock[k], payload, len, 0);
+    if (rc < 0) {
+        snprintf(m->err, sizeof(m->err), "%s to shard %d: send failed: %s", zp_wire_op_name(h->op),
+                 k, zmq_strerror(zmq_errno()));
+        return ZEPS_ETRANSPORT;
+    }
+    return 0;
+}
+
+/* The reply to h (sent by rpc_send to shard k), as rpc. */
+static int rpc_recv(mv *m, int k, const Zeps__Header *h, Zeps__Header **rep, zmq_msg_t *data)
+{
+    *rep = NULL;
+    double until = zp_now_s() + m->o.timeout_ms / 1000.0;
+    for (;;) {
+        zmq_pollitem_t it = {.socket = m->sock[k], .events = ZMQ_POLLIN};
+        long left = (long)((until - zp_now_s()) * 1000);
+        if (left <= 0 || zmq_poll(&it, 1, left) != 1) {
+            snprintf(m->err, sizeof(m->err), "shard %d (%s) did not answer a MOVE/%s within %d ms",
+                     k, m->cfg.servers[k], zp_wire_op_name(h->op), m->o.timeout_ms);
+            return ZEPS_ETIMEDOUT;
+        }
+        zp_frames f;
+        if (zp_wire_frames_recv(m->sock[k], &f, 0) != 0)
+            continue;
+        Zeps__Header *r = f.n >= 1 ? zp_wire_unpack_header(&f.f[0]) : NULL;
+        if (!r || r->req_id != h->req_id) { /* a late answer to an earlier request */
+            if (r)
+                zeps__header__free_unpacked(r, NULL);
+            zp_wire_frames_close(&f);
+            continue;
+        }
+        if (r->op == ZEPS__OP__ERROR) {
+            snprintf(m->err, sizeof(m->err), "shard %d: %s (%s)", k,
+                     r->error_text ? r->error_text : "?", zeps_errname(r->error));
+            int code = r->error ? r->error : ZEPS_EINTERNAL;
+            zeps__header__free_unpacked(r, NULL);
+            zp_wire_frames_close(&f);
+            return code;
+        }
+        if (data) {
+            zmq_msg_init(data);
+            if (f.n >= 2)
+                zmq_msg_move(data, &f.f[1]);
+        }
+        zp_wire_frames_close(&f);
+        *rep = r;
+        return 0;
+    }
+}
+
+static int rpc(mv *m, int k, Zeps__Header *h, const void *payload, size_t len, Zeps__Header **rep,
+               zmq_msg_t *data)
+{
+    *rep = NULL;
+    int rc = rpc_send(m, k, h, payload, len);
+    return rc != 0 ? rc : rpc_recv(m, k, h, rep, data);
+}
+
+/* A MOVE step to shard k with an optional payload; as rpc. */
+static int step(mv *m, int k, uint32_t st, uint32_t peer, uint32_t bound, const void *payload,
+                size_t len, Zeps__Header **rep, zmq_msg_t *data)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__MOVE;
+    h.move_step = st;
+    h.move_peer = peer;
+    h.move_bound_ms = bound;
+    return rpc(m, k, &h, payload, len, rep, data);
+}
+
+static int open_sockets(mv *m)
+{
+    zp_curve_client_keys keys;
+    if (zp_curve_load_client(&m->cfg, &keys, m->err, sizeof(m->err)) != 0)
+        return ZEPS_ECONFIG;
+    m->zctx = zmq_ctx_new();
+    for (int k = 0; k < m->cfg.num_shards; k++) {
+        m->sock[k] = zmq_socket(m->zctx, ZMQ_DEALER);
+        int zero = 0;
+        zmq_setsockopt(m->sock[k], ZMQ_LINGER, &zero, sizeof(zero));
+        if (keys.server_public[0])
+            zp_curve_apply_client(m->sock[k], keys.server_public, keys.client_public,
+                                  keys.client_secret);
+        if (zmq_connect(m->sock[k], m->cfg.servers[k]) != 0) {
+            snprintf(m->err, sizeof(m->err), "cannot connect to shard %d at %s: %s", k,
+                     m->cfg.servers[k], zmq_strerror(zmq_errno()));
+            return ZEPS_ETRANSPORT;
+        }
+    }
+    return 0;
+}
+
+static void close_sockets(mv *m)
+{
+    for (int k = 0; k < m->cfg.num_shards; k++)
+        if (m->sock[k])
+            zmq_close(m->sock[k]);
+    if (m->zctx)
+        zmq_ctx_term(m->zctx);
+}
+
+/* Shard k's map (its HELLO carries it unless it is the default). */
+static int source_map(mv *m, int k, zp_slotmap **out)
+{
+    Zeps__Header h, *rep;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__HELLO;
+    zmq_msg_t data;
+    int rc = rpc(m, k, &h, NULL, 0, &rep, &data);
+    if (rc != 0)
+        return rc;
+    zeps__header__free_unpacked(rep, NULL);
+    if (zmq_msg_size(&data) == 0)
+        rc = zp_slotmap_new_default(out, m->cfg.num_shards);
+    else
+        rc = zp_slotmap_decode(out, zmq_msg_data(&data), zmq_msg_size(&data), m->cfg.num_shards,
+                               m->err, sizeof(m->err));
+    zmq_msg_close(&data);
+    return rc;
+}
+
+/* The map to commit: the source's with its slots among those of --slots
+ * given to the target (*nslots of them); ZEPS_EINVAL with m->err when
+ * --slots is malformed, names a slot past the map's or none of the
+ * source's. */
+static int next_map(mv *m, const zp_slotmap *cur, zp_slotmap **next, uint32_t *nslots)
+{
+    uint32_t n = zp_slotmap_slots(cur), count = 0;
+    uint8_t *which = zp_alloc(n);
+    int rc = 0;
+    if (m->which)
+        memcpy(which, m->which, n);
+    else if (zp_slotmap_parse_set(m->o.slots, n, which, m->err, sizeof(m->err)) < 0)
+        rc = ZEPS_EINVAL;
+    for (uint32_t k = 0; rc == 0 && k < n; k++) {
+        which[k] = which[k] && zp_slotmap_slot_owner(cur, k) == m->o.from;
+        count += which[k];
+    }
+    if (rc == 0 && count == 0) {
+        snprintf(m->err, sizeof(m->err),
+                 "no slot of '%s' is on shard %d at map epoch %" PRIu64 ": nothing to move",
+                 m->o.slots ? m->o.slots : "the set", m->o.from, zp_slotmap_epoch(cur));
+        rc = ZEPS_EINVAL;
+    }
+    if (rc == 0)
+        rc = zp_slotmap_moved(cur, which, m->o.to, next);
+    free(which);
+    *nslots = count;
+    return rc;
+}
+
+/* Ask the source for the next page (its reply is read by page_put). */
+static int page_ask(mv *m, Zeps__Header *h)
+{
+    zeps__header__init(h);
+    h->op = ZEPS__OP__MOVE;
+    h->move_step = ZP_MOVE_ROWS;
+    h->move_peer = (uint32_t)m->o.to;
+    h->count = m->o.page;
+    return rpc_send(m, m->o.from, h, NULL, 0);
+}
+
+/* The page asked for with h: *n rows, *left still to send, *round the
+ * source's round; if `more`, the next page is asked for (into h) before
+ * this one is put to the target, so the source reads it meanwhile. */
+static int page_put(mv *m, Zeps__Header *h, bool last, uint64_t *n, uint64_t *left, uint64_t *round,
+                    bool *more)
+{
+    Zeps__Header *rep, *ack;
+    zmq_msg_t data;
+    int rc = rpc_recv(m, m->o.from, h, &rep, &data);
+    if (rc != 0)
+        return rc;
+    *n = rep->count;
+    *left = rep->cursor;
+    *round = rep->offset;
+    *more = !(*n == 0 && *left == 0) &&
+            (last || !(*round >= 2 && (*left <= m->o.threshold || *round > m->o.max_rounds)));
+    if (*more)
+        rc = page_ask(m, h);
+    if (rc == 0 && rep->count > 0) {
+        Zeps__Header p;
+        zeps__header__init(&p);
+        p.op = ZEPS__OP__MOVE;
+        p.move_step = ZP_MOVE_PUT;
+        p.move_peer = (uint32_t)m->o.from;
+        p.move_table = rep->move_table;
+        p.count = rep->count;
+        p.state_per_value = rep->state_per_value;
+        rc = rpc(m, m->o.to, &p, zmq_msg_data(&data), zmq_msg_size(&data), &ack, NULL);
+        if (rc == 0) {
+            zeps__header__free_unpacked(ack, NULL);
+            m->rows += rep->count;
+            m->bytes += zmq_msg_size(&data);
+        }
+    }
+    zeps__header__free_unpacked(rep, NULL);
+    zmq_msg_close(&data);
+    return rc;
+}
+
+/* Copy rounds until at most --threshold rows are left (or --max-rounds
+ * passed); with `last`, until nothing is left. One page is read at the
+ * source while the one before is written at the target. Prints each
+ * round as it ends. */
+static int copy(mv *m, bool last, double t0)
+{
+    uint64_t shown = m->rounds;
+    Zeps__Header h;
+    int rc = page_ask(m, &h);
+    for (bool more = true; rc == 0 && more;) {
+        uint64_t rows = m->rows, bytes = m->bytes, n, left, round;
+        rc = page_put(m, &h, last, &n, &left, &round, &more);
+        if (rc != 0)
+            break;
+        m->rounds = round;
+        if (round != shown && shown > 0) {
+            printf("round %" PRIu64 ": %" PRIu64 " rows (%.2f MB) sent, %.2f s in; round %" PRIu64
+                   " holds %" PRIu64 " rows changed meanwhile\n",
+                   shown, rows - m->round_rows, (bytes - m->round_bytes) / 1e6, zp_now_s() - t0,
+                   round, n + left);
+            fflush(stdout);
+        }
+        if (round != shown) {
+            shown = round;
+            m->round_rows = rows;
+            m->round_bytes = bytes;
+        }
+    }
+    return rc;
+}
+
+/* Abort both sides (best effort, said so) and return `code`. */
+static int abort_move(mv *m, int code)
+{
+    fprintf(stderr, "zepsctl shards move: %s\n", m->err);
+    int ends[2] = {m->o.from, m->o.to}, peers[2] = {m->o.to, m->o.from};
+    for (int i = 0; i < 2; i++) {
+        Zeps__Header *rep;
+        char keep[1024];
+        snprintf(keep, sizeof(keep), "%s", m->err);
+        if (step(m, ends[i], ZP_MOVE_ABORT, (uint32_t)peers[i], 0, NULL, 0, &rep, NULL) == 0)
+            zeps__header__free_unpacked(rep, NULL);
+        else
+            fprintf(stderr,
+                    "zepsctl shards move: abort at shard %d: %s (its lease ends the move)\n",
+                    ends[i], m->err);
+        snprintf(m->err, sizeof(m->err), "%s", keep);
+    }
+    fprintf(stderr, "zepsctl shards move: aborted; the slot map is unchanged\n");
+    return code;
+}
+
+/* SLOTS with map `wire` to shard k. */
+static int send_slots(mv *m, int k, const void *wire, size_t len)
+{
+    Zeps__Header h, *rep;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__SLOTS;
+    int rc = rpc(m, k, &h, wire, len, &rep, NULL);
+    if (rc == 0)
+        zeps__header__free_unpacked(rep, NULL);
+    return rc;
+}
+
+/* Cut-over and commit, once the copy is done. */
+static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t0)
+{
+    Zeps__Header *rep;
+    double c0 = zp_now_s();
+    int rc =
+        step(m, m->o.from, ZP_MOVE_FREEZE, (uint32_t)m->o.to, m->o.cutover_ms, NULL, 0, &rep, NULL);
+    if (rc != 0)
+        return abort_move(m, ZP_EXIT_FAILED);
+    zeps__header__free_unpacked(rep, NULL);
+    uint64_t before = m->rows;
+    if ((rc = copy(m, true, t0)) != 0)
+        return abort_move(m, ZP_EXIT_FAILED);
+    /* the commit: the target, then at once the source (the window between
+     * the two is one round trip; docs/elastic.md "What each failure
+     * does"), then the others, which hold no row of the slots */
+    if ((zp_now_s() - c0) * 1e3 > m->o.cutover_ms / 2.0) {
+        snprintf(m->err, sizeof(m->err),
+                 "the cut-over's last rows took %.0f ms, over half its bound (--cutover-ms %u): "
+                 "not committing so close to the source's abort",
+                 (zp_now_s() - c0) * 1e3, m->o.cutover_ms);
+        return abort_move(m, ZP_EXIT_FAILED);
+    }
+    if (send_slots(m, m->o.to, wire, len) != 0)
+        return abort_move(m, ZP_EXIT_FAILED);
+    rc = step(m, m->o.from, ZP_MOVE_COMMIT, (uint32_t)m->o.to, 0, wire, len, &rep, NULL);
+    double cut_ms = (zp_now_s() - c0) * 1e3, secs = zp_now_s() - t0;
+    if (rc != 0) {
+        fprintf(stderr,
+                "zepsctl shards move: shard %d took the map of epoch %" PRIu64
+                " but the source did not commit: %s\nsend shard %d MOVE COMMIT again, or restart "
+                "it (docs/elastic.md)\n",
+                m->o.to, epoch, m->err, m->o.from);
+        return ZP_EXIT_FAILED;
+    }
+    for (int k = 0; k < m->cfg.num_shards; k++)
+        if (k != m->o.from && k != m->o.to && send_slots(m, k, wire, len) != 0)
+            fprintf(stderr,
+                    "zepsctl shards move: shard %d did not take the map (%s): it holds no row "
+                    "of the slots; its clients are redirected by the source\n",
+                    k, m->err);
+    uint64_t dropped = rep->count;
+    zeps__header__free_unpacked(rep, NULL);
+    printf("cut-over: %" PRIu64 " rows in %.1f ms (the longest a request of the slots waited)\n",
+           m->rows - before, cut_ms);
+    printf("moved: %" PRIu64 " rows sent (%.1f MB) in %" PRIu64
+           " rounds, %.2f s (%.0f rows/s, %.1f MB/s); shard %d dropped %" PRIu64
+           " rows; slot map epoch %" PRIu64 "\n",
+           m->rows, m->bytes / 1e6, m->rounds, secs, m->rows / (secs > 0 ? secs : 1),
+           m->bytes / 1e6 / (secs > 0 ? secs : 1), m->o.from, dropped, epoch);
+    printf("summary: rows=%" PRIu64 " bytes=%" PRIu64 " rounds=%" PRIu64
+           " seconds=%.3f cutover_ms=%.1f epoch=%" PRIu64 "\n",
+           m->rows, m->bytes, m->rounds, secs, cut_ms, epoch);
+    return ZP_EXIT_OK;
+}
+
+static int run(mv *m)
+{
+    zp_slotmap *cur = NULL, *next = NULL;
+    uint32_t nslots = 0;
+    int rc = source_map(m, m->o.from, &cur);
+    if (rc == 0)
+        rc = next_map(m, cur, &next, &nslots);
+    zp_slotmap_destroy(&cur);
+    if (rc != 0) {
+        fprintf(stderr, "zepsctl shards move: %s\n", m->err);
+        return rc == ZEPS_ETIMEDOUT || rc == ZEPS_ETRANSPORT ? ZP_EXIT_FAILED : ZP_EXIT_SETUP;
+    }
+    size_t len = zp_slotmap_wire_size(next);
+    void *wire = zp_alloc(len);
+    zp_slotmap_encode(next, wire);
+    uint64_t epoch = zp_slotmap_epoch(next);
+    zp_slotmap_destroy(&next);
+    Zeps__Header *rep;
+    double t0 = zp_now_s();
+    rc = step(m, m->o.from, ZP_MOVE_BEGIN, (uint32_t)m->o.to, m->o.lease_ms, wire, len, &rep, NULL);
+    if (rc != 0) {
+        fprintf(stderr, "zepsctl shards move: %s\n", m->err);
+        free(wire);
+        return rc == ZEPS_ETIMEDOUT || rc == ZEPS_ETRANSPORT ? ZP_EXIT_FAILED : ZP_EXIT_SETUP;
+    }
+    printf("moving %u slots from shard %d to shard %d (map epoch %" PRIu64 " to commit): %" PRIu64
+           " rows\n",
+           nslots, m->o.from, m->o.to, epoch, rep->count);
+    zeps__header__free_unpacked(rep, NULL);
+    rc =
+        step(m, m->o.to, ZP_MOVE_IMPORT, (uint32_t)m->o.from, m->o.lease_ms, wire, len, &rep, NULL);
+    if (rc == 0) {
+        zeps__header__free_unpacked(rep, NULL);
+        rc = copy(m, false, t0);
+        rc = rc == 0 ? cutover(m, wire, len, epoch, t0) : abort_move(m, ZP_EXIT_FAILED);
+    } else {
+        rc = abort_move(m, rc == ZEPS_ETIMEDOUT || rc == ZEPS_ETRANSPORT ? ZP_EXIT_FAILED
+                                                                         : ZP_EXIT_SETUP);
+    }
+    free(wire);
+    return rc;
+}
+
+/* A number option's value in [lo, hi]; -1 if it is not one. */
+static long long number(const char *text, long long lo, long long hi)
+{
+    char *end;
+    long long v = strtoll(text, &end, 10);
+    return *text && *end == '\0' && v >= lo && v <= hi ? v : -1;
+}
+
+void zp_ctl_mover_opts_default(zp_mv_opts *o)
+{
+    *o = (mv_opts){.from = -1,
+                   .to = -1,
+                   .page = 4096,
+                   .lease_ms = 10000,
+                   .cutover_ms = 2000,
+                   .timeout_ms = 5000,
+                   .threshold = 1024,
+                   .max_rounds = 8};
+}
+
+int zp_ctl_mover_opt(zp_mv_opts *o, const char *a, long long x)
+{
+    if (strcmp(a, "--page") == 0 && x >= 1 && x <= (1 << 20))
+        o->page = (uint64_t)x;
+    else if (strcmp(a, "--threshold") == 0 && x >= 0)
+        o->threshold = (uint64_t)x;
+    else if (strcmp(a, "--max-rounds") == 0 && x >= 1)
+        o->max_rounds = (uint64_t)x;
+    else if (strcmp(a, "--cutover-ms") == 0 && x >= 1 && x <= 600000)
+        o->cutover_ms = (uint32_t)x;
+    else if (strcmp(a, "--lease-ms") == 0 && x >= 100 && x <= 3600000)
+        o->lease_ms = (uint32_t)x;
+    else if (strcmp(a, "--timeout-ms") == 0 && x >= 1 && x <= 3600000)
+        o->timeout_ms = (int)x;
+    else
+        return 0;
+    return 1;
+}
+
+long long zp_ctl_mover_number(const char *text, long long lo, long long hi)
+{
+    return number(text, lo, hi);
+}
+
+int zp_ctl_mover_new(zp_mover **out, const zp_mv_opts *o, char *err, size_t errlen)
+{
+    mv *m = zp_alloc_zeroed(1, sizeof(*m));
+    m->o = *o;
+    if (zp_config_load(&m->cfg, o->conf, err, errlen) != 0) {
+        free(m);
+        return ZEPS_ECONFIG;
+    }
+    int rc = open_sockets(m);
+    if (rc != 0) {
+        snprintf(err, errlen, "%s", m->err);
+        close_sockets(m);
+        free(m);
+        return rc;
+    }
+    *out = m;
+    return 0;
+}
+
+void zp_ctl_mover_destroy(zp_mover **mp)
+{
+    if (!mp || !*mp)
+        return;
+    close_sockets(*mp);
+    free(*mp);
+    *mp = NULL;
+}
+
+int zp_ctl_mover_shards(const zp_mover *m)
+{
+    return m->cfg.num_shards;
+}
+
+const char *zp_ctl_mover_err(const zp_mover *m)
+{
+    return m->err;
+}
+
+int zp_ctl_mover_map(zp_mover *m, int k, zp_slotmap **out)
+{
+    return source_map(m, k, out);
+}
+
+int zp_ctl_mover_rows(zp_mover *m, int k, uint64_t *rows)
+{
+    Zeps__Header h, *rep;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__STATS;
+    int rc = rpc(m, k, &h, NULL, 0, &rep, NULL);
+    if (rc != 0)
+        return rc;
+    uint64_t n = 0;
+    for (size_t i = 0; rep->stats && i < rep->stats->n_tables; i++)
+        if (rep->stats->tables[i]->kind == 1 /* sparse */)
+            n += rep->stats->tables[i]->rows;
+    zeps__header__free_unpacked(rep, NULL);
+    *rows = n;
+    return 0;
+}
+
+int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const char *slots)
+{
+    m->o.from = from;
+    m->o.to = to;
+    m->o.slots = slots;
+    m->which = which;
+    m->rows = m->bytes = m->rounds = m->round_rows = m->round_bytes = 0;
+    int rc = run(m);
+    m->which = NULL;
+    return rc;
+}

@@ -38,6 +38,12 @@
 #define ZP_FLAG_STATE 0x2000u /* REPLICATE: a chunk of the primary's whole state, or its ack */
 #define ZP_FLAG_RESUME 0x4000u /* HELLO: what was outstanding follows with its own seqs (a resend
                                   to a restarted shard or a new primary): it raises no bsp fence */
+/* Replication entries only (a primary's log, docs/replication.md; refused
+ * from anyone else): a PUSH that is a bsp round entry (pushes without
+ * their values, and the sums of the rounds they closed), and a CLOCK that
+ * declares worker `rank` lost. */
+#define ZP_FLAG_ROUND 0x8000u
+#define ZP_FLAG_LOST  0x10000u
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);
  * receiving more is a protocol error, and the extra frames are discarded. */

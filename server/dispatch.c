@@ -76,11 +76,13 @@ static int check_key(zp_server *s, const zp_frames *m, zmq_msg_t *identity, cons
 /* The flag bits a request of `op` may carry (wire.h); any other bit is
  * refused, so a bit given a meaning later is never silently ignored by an
  * older shard. */
-static uint32_t request_flags(int op)
+static uint32_t request_flags(const zp_server *s, int op)
 {
     switch (op) {
-    case ZEPS__OP__PUSH:
-        return ZP_FLAG_CLOCK | ZP_FLAG_ROW_VERSIONS;
+    case ZEPS__OP__PUSH: /* a round entry comes from the primary's log only */
+        return ZP_FLAG_CLOCK | ZP_FLAG_ROW_VERSIONS | (s->applying ? ZP_FLAG_ROUND : 0);
+    case ZEPS__OP__CLOCK:
+        return s->applying ? ZP_FLAG_LOST : 0;
     case ZEPS__OP__PULL:
         return ZP_FLAG_PULL_DELTA;
     case ZEPS__OP__BYE:
@@ -105,11 +107,11 @@ static int check_common(zp_server *s, const zp_frames *m, zmq_msg_t *identity,
     else if (m->dropped)
         zp_reply_error(s, identity, h, ZEPS_EPROTO, "message has %d frames; at most %d",
                        m->n + m->dropped, ZP_MAX_FRAMES);
-    else if (h->flags & ~request_flags(h->op))
+    else if (h->flags & ~request_flags(s, h->op))
         zp_reply_error(s, identity, h, ZEPS_EPROTO,
                        "unknown flag bits 0x%x in a %s request (it may carry 0x%x)",
-                       h->flags & ~request_flags(h->op), zp_wire_op_name(h->op),
-                       request_flags(h->op));
+                       h->flags & ~request_flags(s, h->op), zp_wire_op_name(h->op),
+                       request_flags(s, h->op));
     else if (s->stopping && h->op != ZEPS__OP__STATS)
         zp_reply_error(s, identity, h, ZEPS_ECLOSED, "shard %d is shutting down", s->shard);
     else if (!zp_role_serves(&s->role) && h->op != ZEPS__OP__STATS && !s->applying) /* a backup */

@@ -12,7 +12,9 @@
  * may close a sparse table's held rounds (zp_clock_bounds).
  */
 #include <inttypes.h>
+#include <stdlib.h>
 
+#include "log.h"
 #include "now.h"
 #include "ops.h"
 #include "server.h"
@@ -39,9 +41,36 @@ void zp_clock_advance(zp_server *s, zp_worker *w, int64_t finished)
         s->tables[i]->kind->clock(s->tables[i], s->workers.max_clock);
 }
 
+/* A replication entry (ZP_FLAG_LOST, from the primary's log only): the
+ * primary's timer declared worker h->rank lost (a backup runs none), and
+ * what follows from it follows here too. */
+static void on_lost(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    if (h->rank >= (uint32_t)s->nworkers) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANK,
+                       "rank %u is outside the cluster of %d workers", h->rank, s->nworkers);
+        return;
+    }
+    zp_worker *w = &s->workers.w[h->rank];
+    if (w->joined && !w->left && !w->lost) {
+        w->lost = true;
+        w->lost_count++;
+        s->lost_total++;
+        zp_warn("worker %u declared lost by the primary", h->rank);
+        if (s->cfg.lost_continue)
+            zp_clock_quorum_changed(s);
+    }
+    zp_reply_ok(s, r->identity, h, 0);
+}
+
 void zp_clock_on_clock(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
+    if (h->flags & ZP_FLAG_LOST) {
+        on_lost(s, r);
+        return;
+    }
     zp_worker *w = zp_request_worker(s, r);
     if (!w)
         return;
@@ -170,8 +199,15 @@ void zp_clock_check_lost(zp_server *s)
     double timeout = zp_clock_lost_timeout(s);
     if (timeout <= 0 || s->stopping)
         return;
+    bool was[ZP_MAX_WORKERS];
+    for (int i = 0; i < s->nworkers; i++)
+        was[i] = s->workers.w[i].lost;
     int newly = zp_workers_check_lost(&s->workers, timeout, s->cfg.lost_continue, zp_now_s());
     s->lost_total += (uint64_t)newly;
+    /* a replicated primary logs it: its backups run no timer (repl/rlog.h) */
+    for (int i = 0; newly && i < s->nworkers; i++)
+        if (s->workers.w[i].lost && !was[i])
+            zp_rlog_lost(s, (uint32_t)i);
     if (newly && s->cfg.lost_continue)
         zp_clock_quorum_changed(s);
 }
@@ -184,6 +220,7 @@ void zp_clock_quorum_changed(zp_server *s)
         if (!s->cons->quorum_changed(s, s->tables[i], &res))
             continue;
         zp_record_result(s, s->tables[i], NULL, &res);
+        free(res.sum); /* closed outside a push: the round's pushes were logged one by one */
         zp_persist_on_round(s);
     }
     zp_pull_serve_all(s);

@@ -40,6 +40,12 @@ void zp_owner_send_with_map(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep
 void zp_owner_refuse(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, const char *what,
                      uint64_t id, size_t pos);
 
+/* batch.c: a bsp round entry of the primary's log (a PUSH with
+ * ZP_FLAG_ROUND, repl/rbatch.h), on a backup: its pushes replayed in order
+ * through zp_push_on without their values, each round closing on the sum
+ * the primary applied. */
+void zp_batch_on(zp_server *s, zp_request *r);
+
 /* hello.c: HELLO: a worker (or a tool, rank 0xffffffff) registers. */
 void zp_hello_on(zp_server *s, zp_request *r);
 

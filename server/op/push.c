@@ -15,6 +15,7 @@
  * the table's scratch otherwise). A sparse table's push is sparse_ops.c's.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "finite.h"
@@ -160,6 +161,14 @@ static int checked_version(zp_server *s, zp_request *r, zp_table *t, uint64_t *o
 static int checked_push(zp_server *s, zp_request *r, zp_table *t, zp_push *p)
 {
     const Zeps__Header *h = r->h;
+    if (r->phantom) { /* its values are in its round's sum (op/batch.c) */
+        *p = (zp_push){.rank = h->rank,
+                       .clock = h->clock,
+                       .data_version = h->data_version,
+                       .off = h->offset - t->begin,
+                       .count = h->count};
+        return checked_version(s, r, t, &p->data_version);
+    }
     if (r->npayload != 1) {
         zp_reply_error(s, r->identity, h, ZEPS_EPROTO,
                        "PUSH must carry exactly one values frame, got %d", r->npayload);
@@ -224,6 +233,10 @@ static void finish(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, uint3
 void zp_push_on(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
+    if (h->flags & ZP_FLAG_ROUND) {
+        zp_batch_on(s, r);
+        return;
+    }
     zp_worker *w = zp_request_worker(s, r);
     zp_table *t = w ? zp_request_table(s, r) : NULL;
     if (!t || (!t->rows && zp_request_range(s, r, t) != 0))
@@ -239,7 +252,8 @@ void zp_push_on(zp_server *s, zp_request *r)
             finish(s, r, w, t, flags);
         return;
     }
-    size_t wire_bytes = r->payload ? zmq_msg_size(r->payload) : 0; /* before any decode */
+    /* before any decode */
+    size_t wire_bytes = r->phantom ? r->wire : r->payload ? zmq_msg_size(r->payload) : 0;
     zp_push p;
     if (checked_push(s, r, t, &p) != 0)
         return;
@@ -251,6 +265,10 @@ void zp_push_on(zp_server *s, zp_request *r)
         return;
     }
     zp_record_result(s, t, &p, &res);
+    /* a replicated primary logs a round's pushes as one entry (repl/rbatch.h) */
+    if (res.outcome == ZP_PUSH_KEPT || res.outcome == ZP_PUSH_ROUND_CLOSED)
+        zp_rlog_round_push(s, t->id, wire_bytes, &res.sum, t->n);
+    free(res.sum);
     if (res.outcome == ZP_PUSH_ROUND_CLOSED)
         zp_persist_on_round(s);
     zp_workers_record(w, h->seq);

@@ -7,6 +7,7 @@
 #ifndef ZP_REQUEST_H
 #define ZP_REQUEST_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <zmq.h>
@@ -24,6 +25,11 @@ typedef struct zp_request {
     const Zeps__Header *h;
     zmq_msg_t *payload; /* first payload frame or NULL */
     int npayload;
+    /* a backup replaying a round entry (op/batch.c): a dense bsp push
+     * without its values (the entry gives its round's sum), which carried
+     * `wire` payload bytes at the primary */
+    bool phantom;
+    uint64_t wire;
 } zp_request;
 
 /* The worker a request comes from, if it is a registered worker of this

@@ -23,6 +23,10 @@ static void replica_stats(const zp_role *r, const zp_repl *log, Zeps__ShardStats
     st->repl_lag = zp_rlog_lag(log);
     st->repl_held = zp_rlog_held_count(log);
     st->repl_transfers = log->transfers;
+    st->repl_round_entries = log->round_entries;
+    st->repl_round_pushes = log->round_pushes;
+    st->repl_flushed = log->flushed;
+    st->repl_log_bytes = log->log_bytes;
     zp_coord_stats cs;
     zp_role_coord_stats(r, &cs);
     st->replicas = (uint32_t)r->replicas;
@@ -148,6 +152,8 @@ static void worker_stats(const zp_server *s, const zp_worker *w, int rank, doubl
     ws->lost = w->lost;
     ws->lost_count = w->lost_count;
     ws->seq_jumps = w->seq_jumps;
+    ws->max_seq = w->max_seq;
+    ws->seq_window = w->window;
     ws->parked = w->parked;
     ws->pull_bytes_wire = w->pull_bytes_wire;
     ws->pull_bytes_raw = w->pull_bytes_raw;

@@ -25,6 +25,9 @@
  */
 #include "modes.h"
 
+#include <string.h>
+
+#include "alloc.h"
 #include "errors.h"
 #include "log.h"
 #include "server.h"
@@ -173,10 +176,20 @@ static void close_round(zp_server *s, zp_table *t, zp_push_result *res)
 {
     uint64_t before = t->version;
     int k;
-    const float *g = zp_round_sum(&t->round, &k);
+    bool lacks = zp_round_lacks_sum(&t->round);
+    const float *g = lacks ? NULL : zp_round_sum(&t->round, &k);
     if (keeps_past(s))
         zp_table_keep_past(t, t->round.closed);
-    zp_table_apply(t, g, 0, t->n, 1.0f / (float)k);
+    if (g)
+        zp_table_apply(t, g, 0, t->n, 1.0f / (float)k);
+    else /* a backup whose round entry did not close this round: it has diverged */
+        zp_error("table '%s': round %lld closed here without the sum its primary applied; "
+                 "this replica no longer holds its primary's values",
+                 t->name, (long long)t->round.closed);
+    if (g && s->repl.on && !s->applying) { /* the primary: the round's log entry carries it */
+        res->sum = zp_alloc_zeroed(t->n ? t->n : 1, sizeof(float));
+        memcpy(res->sum, g, t->n * sizeof(float));
+    }
     res->round = t->round.closed;
     zp_round_close(&t->round);
     res->outcome = ZP_PUSH_ROUND_CLOSED;

@@ -74,6 +74,10 @@ typedef struct zp_push_result {
     int nheld;
     const uint32_t *held_rank;
     const uint64_t *held_version;
+    /* ZP_PUSH_ROUND_CLOSED on a replicated primary: a copy of the round's
+     * sum as applied (the table's n floats, scaled by 1/nheld), for its
+     * log entry; whoever receives the result owns it (free) */
+    float *sum;
 } zp_push_result;
 
 /* One sparse push as a policy sees it (op/sparse_ops.c checked it). */

@@ -52,6 +52,8 @@ void zp_rlog_fini(zp_repl *r)
     for (size_t i = 0; i < r->nheld; i++)
         held_close(&r->held[(r->headheld + i) % r->capheld]);
     free(r->held);
+    zp_rbatch_fini(&r->batch);
+    free(r->note_sum);
     for (int i = 0; i < ZP_MAX_REPLICAS; i++)
         if (r->followers[i].on) {
             zmq_msg_close(&r->followers[i].identity);
@@ -129,6 +131,7 @@ static void ring_append(zp_repl *r, uint64_t lsn, uint64_t epoch, zmq_msg_t *f, 
         zmq_msg_init(&e->f[i]);
         zmq_msg_copy(&e->f[i], &f[i]);
         e->bytes += zmq_msg_size(&f[i]);
+        r->log_bytes += zmq_msg_size(&f[i]);
     }
     r->count++;
     r->bytes += e->bytes;
@@ -207,11 +210,9 @@ static void pump_follower(zp_server *s, zp_repl_follower *f)
 
 /* --- replies held for acks=all --- */
 
-static size_t hold_send(void *server, zmq_msg_t *identity, const Zeps__Header *rep,
-                        const void *data, size_t len, zmq_free_fn *ffn, void *hint)
+/* A new reply at the end of the held ring (counted in nheld), zeroed. */
+static zp_repl_held *held_slot(zp_repl *r)
 {
-    zp_server *s = server;
-    zp_repl *r = &s->repl;
     if (r->nheld == r->capheld) {
         size_t cap = r->capheld ? r->capheld * 2 : 256;
         zp_repl_held *h = zp_alloc_zeroed(cap, sizeof(*h));
@@ -224,6 +225,16 @@ static size_t hold_send(void *server, zmq_msg_t *identity, const Zeps__Header *r
     }
     zp_repl_held *h = &r->held[(r->headheld + r->nheld) % r->capheld];
     memset(h, 0, sizeof(*h));
+    r->nheld++;
+    return h;
+}
+
+static size_t hold_send(void *server, zmq_msg_t *identity, const Zeps__Header *rep,
+                        const void *data, size_t len, zmq_free_fn *ffn, void *hint)
+{
+    zp_server *s = server;
+    zp_repl *r = &s->repl;
+    zp_repl_held *h = held_slot(r);
     if (rep->req_id == r->req_id && same_identity(identity, r->identity) &&
         (rep->op == ZEPS__OP__ERROR || (rep->flags & ZP_FLAG_PARKED)))
         r->error = rep->op == ZEPS__OP__ERROR ? rep->error : ZEPS_EPROTO;
@@ -241,7 +252,6 @@ static size_t hold_send(void *server, zmq_msg_t *identity, const Zeps__Header *r
         h->data = zp_alloc_zeroed(1, len ? len : 1);
         memcpy(h->data, data, len);
     }
-    r->nheld++;
     r->held_total++;
     return 0;
 }
@@ -334,6 +344,82 @@ bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, uint6
     return true;
 }
 
+/* Log frames f[0..n) as the next entry (new references); its LSN. */
+static uint64_t log_entry(zp_server *s, zmq_msg_t *f, int n)
+{
+    zp_repl *r = &s->repl;
+    uint64_t lsn = ++r->lsn;
+    ring_append(r, lsn, s->role.epoch, f, n);
+    return lsn;
+}
+
+/* Put batch replies back on the held ring: each waits for entry
+ * first + its index (a flush), or for `first` alone (one round entry). */
+static void batch_release(zp_repl *r, uint64_t first, bool one)
+{
+    double now = zp_now_s();
+    for (size_t i = 0; i < r->batch.nheld; i++) {
+        zp_repl_held *h = held_slot(r);
+        *h = r->batch.held[i];
+        h->lsn = one ? first : first + h->lsn;
+        h->at_s = now; /* its entry exists from now: the lag rule counts from here */
+    }
+    r->batch.nheld = 0;
+}
+
+/* Log the batch's pushes one by one, as they arrived (anything else to be
+ * logged comes after them). */
+static void flush(zp_server *s)
+{
+    zp_repl *r = &s->repl;
+    if (r->batch.n == 0)
+        return;
+    uint64_t first = r->lsn + 1;
+    for (size_t i = 0; i < r->batch.n; i++)
+        log_entry(s, r->batch.items[i].e.f, r->batch.items[i].e.n);
+    r->flushed += r->batch.n;
+    batch_release(r, first, false);
+    zp_rbatch_clear(&r->batch);
+}
+
+/* Log the batch as one round entry: every round it holds has closed. */
+static void emit(zp_server *s)
+{
+    zp_repl *r = &s->repl;
+    zmq_msg_t f[3];
+    int n = zp_rbatch_entry(&r->batch, f);
+    uint64_t lsn = log_entry(s, f, n);
+    for (int i = 0; i < n; i++)
+        zmq_msg_close(&f[i]);
+    r->round_entries++;
+    r->round_pushes += r->batch.n;
+    batch_release(r, lsn, true);
+    zp_rbatch_clear(&r->batch);
+}
+
+/* Send what was logged, release what the backups have. */
+static void after_logging(zp_server *s)
+{
+    zp_repl *r = &s->repl;
+    for (int i = 0; i < ZP_MAX_REPLICAS; i++)
+        if (r->followers[i].on)
+            pump_follower(s, &r->followers[i]);
+    release(s);
+}
+
+/* The request just handled joins the round batch, with its replies. */
+static void batch_add(zp_server *s)
+{
+    zp_repl *r = &s->repl;
+    zp_rbatch_add(&r->batch, r->entry.f, r->entry.n, r->note_table, r->note_wire, &r->note_sum,
+                  r->note_nsum);
+    for (size_t i = r->held_from; i < r->nheld; i++)
+        zp_rbatch_hold(&r->batch, &r->held[(r->headheld + i) % r->capheld]);
+    r->nheld = r->held_from; /* moved out, not freed */
+    if (zp_rbatch_ready(&r->batch))
+        emit(s);
+}
+
 void zp_rlog_end(zp_server *s)
 {
     zp_repl *r = &s->repl;
@@ -341,18 +427,77 @@ void zp_rlog_end(zp_server *s)
         return;
     s->sink = r->sink;
     r->pending = false;
+    bool batched = r->note && r->error == 0;
+    r->note = false;
+    if (batched) {
+        batch_add(s);
+        entry_close(&r->entry);
+        after_logging(s);
+        return;
+    }
+    free(r->note_sum);
+    r->note_sum = NULL;
     uint64_t lsn = 0; /* a refused request: its replies wait for nothing */
     if (r->error == 0) {
-        lsn = ++r->lsn;
-        ring_append(r, lsn, s->role.epoch, r->entry.f, r->entry.n);
+        /* the batch goes first: its pushes were applied before this request */
+        size_t mine = r->nheld - r->held_from;
+        zp_repl_held *tmp = mine ? zp_alloc_zeroed(mine, sizeof(*tmp)) : NULL;
+        for (size_t i = 0; i < mine; i++)
+            tmp[i] = r->held[(r->headheld + r->held_from + i) % r->capheld];
+        r->nheld = r->held_from;
+        flush(s);
+        lsn = log_entry(s, r->entry.f, r->entry.n);
+        for (size_t i = 0; i < mine; i++) {
+            zp_repl_held *h = held_slot(r);
+            *h = tmp[i];
+        }
+        free(tmp);
+        r->held_from = r->nheld - mine;
     }
     entry_close(&r->entry);
     for (size_t i = r->held_from; i < r->nheld; i++)
         r->held[(r->headheld + i) % r->capheld].lsn = lsn;
-    for (int i = 0; lsn && i < ZP_MAX_REPLICAS; i++)
-        if (r->followers[i].on)
-            pump_follower(s, &r->followers[i]);
-    release(s);
+    if (lsn)
+        after_logging(s);
+    else
+        release(s);
+}
+
+void zp_rlog_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum)
+{
+    zp_repl *r = &s->repl;
+    if (!r->pending || r->batch.n >= ZP_RBATCH_MAX) {
+        free(*sum);
+        *sum = NULL;
+        return;
+    }
+    r->note = true;
+    r->note_table = table;
+    r->note_wire = wire;
+    free(r->note_sum);
+    r->note_sum = *sum;
+    r->note_nsum = nsum;
+    *sum = NULL;
+}
+
+void zp_rlog_lost(zp_server *s, uint32_t rank)
+{
+    zp_repl *r = &s->repl;
+    if (!r->on || !zp_role_serves(&s->role))
+        return;
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__CLOCK;
+    h.flags = ZP_FLAG_LOST;
+    h.rank = rank;
+    zmq_msg_t f;
+    zmq_msg_init_size(&f, zeps__header__get_packed_size(&h));
+    zeps__header__pack(&h, zmq_msg_data(&f));
+    flush(s);
+    log_entry(s, &f, 1);
+    zmq_msg_close(&f);
+    after_logging(s);
 }
 
 /* Whether this log's entry `lsn` is the one the follower has (logged at
@@ -470,6 +615,7 @@ void zp_rlog_pump(zp_server *s)
     if (!zp_role_serves(&s->role)) {
         for (int i = 0; i < ZP_MAX_REPLICAS; i++)
             follower_off(&r->followers[i], "this replica is not primary any more");
+        zp_rbatch_fini(&r->batch); /* unanswered: the workers resend to the next primary */
         release(s);
         return;
     }

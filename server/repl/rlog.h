@@ -23,6 +23,7 @@
 
 #include "config.h"
 #include "coord.h"
+#include "rbatch.h"
 #include "reply.h"
 #include "xfer.h"
 #include "wire.h"
@@ -31,14 +32,6 @@
 typedef struct zp_server zp_server;
 
 #define ZP_REPL_WINDOW 4096 /* entries sent to a backup and not yet acknowledged, at most */
-
-typedef struct zp_repl_entry {
-    uint64_t lsn;
-    uint64_t epoch; /* of the primary that logged it */
-    int n;          /* frames: the request's header, then its payloads */
-    size_t bytes;
-    zmq_msg_t f[ZP_MAX_FRAMES - 1];
-} zp_repl_entry;
 
 /* A backup following this primary. */
 typedef struct zp_repl_follower {
@@ -52,19 +45,6 @@ typedef struct zp_repl_follower {
     double since_s;     /* when it last caught up (0: not yet) */
     zp_xfer xfer;       /* the whole state, when the log cannot serve it */
 } zp_repl_follower;
-
-/* A reply held until its entry is in every in-sync backup. */
-typedef struct zp_repl_held {
-    uint64_t lsn;
-    zmq_msg_t identity;
-    void *header; /* packed reply header */
-    size_t header_len;
-    void *data; /* payload (owned: freed by ffn, or a copy freed with free) */
-    size_t len;
-    zmq_free_fn *ffn;
-    void *hint;
-    double at_s;
-} zp_repl_held;
 
 typedef struct zp_repl {
     bool on;          /* replicas >= 2 */
@@ -89,6 +69,18 @@ typedef struct zp_repl {
     size_t held_from;   /* replies held while it was handled: from this index */
     zp_reply_sink sink; /* the shard's own sink, while pending */
     uint64_t released;  /* the last LSN every in-sync backup has */
+    /* the request being handled is a dense bsp push kept for, or closing,
+     * its round (zp_rlog_round_push) */
+    bool note;
+    uint32_t note_table;
+    float *note_sum; /* the round's sum when it closed it (owned) */
+    size_t note_nsum;
+    uint64_t note_wire;
+    zp_repl_batch batch;    /* the round pushes not logged yet (rbatch.h) */
+    uint64_t round_entries; /* round entries logged (primary) or applied (backup), ever */
+    uint64_t round_pushes;  /* pushes those carried without their values */
+    uint64_t flushed;       /* round pushes logged one by one instead (a flush), ever */
+    uint64_t log_bytes;     /* bytes of the entries logged (primary) or kept (backup), ever */
     uint64_t held_total, dropped_isr, refused;
     uint64_t transfers; /* whole states sent (primary) or taken (backup) */
     double max_lag_s;
@@ -112,6 +104,20 @@ bool zp_rlog_logged_op(int op);
  * replica, or on a backup). */
 bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, uint64_t req_id);
 void zp_rlog_end(zp_server *s);
+
+/* Primary, from a dense push's handler while its request is being logged:
+ * the policy kept it for its bsp round (sum NULL) or it closed the round
+ * (*sum: the round's sum as applied, nsum floats, which this call takes;
+ * *sum is NULL on return). The request then joins the round batch
+ * (rbatch.h) instead of being logged alone, its replies held until the
+ * batch's entry is acknowledged. Anything else logged flushes the batch
+ * first. Does nothing (but free the sum) with one replica, or on a backup. */
+void zp_rlog_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum);
+
+/* Primary: worker `rank` was declared lost by the lost-worker timer, a
+ * change outside any request: logged as an entry of its own (a CLOCK with
+ * ZP_FLAG_LOST), after the round batch. */
+void zp_rlog_lost(zp_server *s, uint32_t rank);
 
 /* Primary: a FOLLOW request (op/replicate.c checks who sends it). Registers
  * the follower and starts streaming after its lsn, or the whole state

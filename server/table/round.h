@@ -29,6 +29,9 @@ typedef struct zp_round {
     int nlast;
     uint32_t *last_rank;
     uint64_t *last_version;
+    /* a backup replaying a round entry (op/batch.c): the sum its primary
+     * applied, borrowed until the round closes or zp_round_give(NULL) */
+    const float *given;
 } zp_round;
 
 /* Set up the state of a slice of n floats for `nworkers` ranks. Returns 0
@@ -42,17 +45,25 @@ void zp_round_fini(zp_round *rd);
 bool zp_round_holds(const zp_round *rd, uint32_t rank);
 
 /* Hold rank's push for the open round: the round takes the frame's bytes
- * (zmq_msg_move; *frame is left empty). Returns 0, or ZEPS_ENOMEM when the
- * sum buffer cannot be made (nothing taken). */
+ * (zmq_msg_move; *frame is left empty). frame NULL: a push without its
+ * values (a backup replaying a round entry, whose sum is given). Returns
+ * 0, or ZEPS_ENOMEM when the sum buffer cannot be made (nothing taken). */
 int zp_round_hold(zp_round *rd, uint32_t rank, zmq_msg_t *frame, uint64_t data_version);
 
 /* Drop rank's held push, if any (it rejoined and redoes its clock). */
 void zp_round_forget(zp_round *rd, uint32_t rank);
 
-/* The gradient of the open round: the one held frame itself, or the sum of
- * the held frames in rank order in acc (bit-for-bit the same whatever order
- * they arrived in). *k is the number of pushes summed. */
+/* The gradient of the open round: the sum given (zp_round_give), else the
+ * one held frame itself, or the sum of the held frames in rank order in acc
+ * (bit-for-bit the same whatever order they arrived in). *k is the number
+ * of pushes summed. */
 const float *zp_round_sum(zp_round *rd, int *k);
+
+/* A backup replaying a round entry: the open round's sum is g (n floats,
+ * borrowed until the round closes; NULL: none). True if a push without
+ * values is held and no sum is given: the round cannot be summed here. */
+void zp_round_give(zp_round *rd, const float *g);
+bool zp_round_lacks_sum(const zp_round *rd);
 
 /* The round was applied: record its ranks and versions (zp_round's last_*),
  * close the frames, and count it closed. */

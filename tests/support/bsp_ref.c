@@ -65,16 +65,25 @@ void zt_bsp_worker(const zt_cluster *cl, int r, int steps)
 
 int zt_bsp_step(zeps_client *const *cs, int n, uint32_t t, int64_t k)
 {
-    float *w = malloc((size_t)n * ZT_BSP_LEN * sizeof(float)), g[ZT_BSP_LEN];
+    float *w = malloc((size_t)n * ZT_BSP_LEN * sizeof(float));
+    float *g = malloc((size_t)n * ZT_BSP_LEN * sizeof(float));
+    zeps_req **reqs = calloc((size_t)n, sizeof(*reqs));
     int rc = 0;
     for (int r = 0; r < n && rc == 0; r++)
         rc = zeps_pull(cs[r], t, w + (size_t)r * ZT_BSP_LEN, 0, ZT_BSP_LEN, k);
+    /* every push in flight before any is waited for, as n processes would
+     * send them: a replicated primary answers a bsp push once its round's
+     * entry is in the backups, so when the round has closed */
     for (int r = 0; r < n && rc == 0; r++) {
-        zt_bsp_gradient(w + (size_t)r * ZT_BSP_LEN, g, r, k);
-        rc = zeps_push(cs[r], t, g, 0, ZT_BSP_LEN, k);
+        zt_bsp_gradient(w + (size_t)r * ZT_BSP_LEN, g + (size_t)r * ZT_BSP_LEN, r, k);
+        rc = zeps_push_start(cs[r], t, g + (size_t)r * ZT_BSP_LEN, 0, ZT_BSP_LEN, k, &reqs[r]);
     }
+    int rw = zeps_wait_all(reqs, n);
+    rc = rc ? rc : rw;
     for (int r = 0; r < n && rc == 0; r++)
         rc = zeps_clock(cs[r], k);
+    free(reqs);
+    free(g);
     free(w);
     return rc;
 }

@@ -33,7 +33,8 @@ int zt_bsp_worker_step(zeps_client *c, int r, uint32_t t, int64_t k);
 
 /* Clock k of the job for n clients of ranks 0..n-1 in this process (each
  * with table t declared): every client pulls at k, then each pushes its
- * gradient and says CLOCK k. Returns 0 or the first call's zeps_err. */
+ * gradient (all in flight at once, as separate processes would send
+ * them) and says CLOCK k. Returns 0 or the first call's zeps_err. */
 int zt_bsp_step(zeps_client *const *cs, int n, uint32_t t, int64_t k);
 
 /* The parameters after `steps` clocks of n workers, in one process: the

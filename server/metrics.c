@@ -167,6 +167,14 @@ static void replica_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
            "Primary: replies held until every in-sync backup applied their entry.", st->repl_held);
     counter1(r, "zeps_replica_transfers_total",
              "Whole-state transfers sent (primary) or taken (backup).", st->repl_transfers);
+    counter1(r, "zeps_replica_round_entries_total",
+             "bsp round entries logged (primary) or applied (backup).", st->repl_round_entries);
+    counter1(r, "zeps_replica_round_pushes_total",
+             "Pushes the bsp round entries carried without their values.", st->repl_round_pushes);
+    counter1(r, "zeps_replica_flushed_pushes_total",
+             "Primary: bsp round pushes logged one by one instead (a flush).", st->repl_flushed);
+    counter1(r, "zeps_replica_log_bytes_total",
+             "Bytes of the entries logged (primary) or kept (backup).", st->repl_log_bytes);
     gauge1(r, "zeps_replica_fenced",
            "1 if the session expired while this replica was primary (it serves nothing).",
            st->fenced);

@@ -353,8 +353,10 @@ static void print_shard(const Zeps__ShardStats *st)
                st->replica, st->replicas, st->role, st->epoch, who, st->in_sync, st->coord_session,
                st->fenced ? "  FENCED (expired while primary)" : "");
         printf("  log: entry %" PRIu64 "  lag %" PRIu64 " entries  held replies %" PRIu64
-               "  whole-state transfers %" PRIu64 "\n",
-               st->repl_lsn, st->repl_lag, st->repl_held, st->repl_transfers);
+               "  whole-state transfers %" PRIu64 "  bsp round entries %" PRIu64 " (%" PRIu64
+               " pushes, %" PRIu64 " flushed)  %" PRIu64 " bytes\n",
+               st->repl_lsn, st->repl_lag, st->repl_held, st->repl_transfers,
+               st->repl_round_entries, st->repl_round_pushes, st->repl_flushed, st->repl_log_bytes);
     }
     printf("  recovery: restored clock %" PRId64 "  rollbacks %" PRIu64 "  lost workers %" PRIu64
            "  snapshots written %" PRIu64 " (last set %016" PRIx64 ", %.3f s)\n",
@@ -505,8 +507,10 @@ static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const
         json_str(st->coord_session);
         printf(", \"fenced\": %s", st->fenced ? "true" : "false");
         printf(", \"log_entry\": %" PRIu64 ", \"lag\": %" PRIu64 ", \"held\": %" PRIu64
-               ", \"transfers\": %" PRIu64,
-               st->repl_lsn, st->repl_lag, st->repl_held, st->repl_transfers);
+               ", \"transfers\": %" PRIu64 ", \"round_entries\": %" PRIu64
+               ", \"round_pushes\": %" PRIu64 ", \"flushed\": %" PRIu64 ", \"log_bytes\": %" PRIu64,
+               st->repl_lsn, st->repl_lag, st->repl_held, st->repl_transfers,
+               st->repl_round_entries, st->repl_round_pushes, st->repl_flushed, st->repl_log_bytes);
     }
     printf(", \"answered\": true, \"num_shards\": %u, \"num_workers\": %u, "
            "\"incarnation\": \"%016" PRIx64 "\", \"consistency\": ",

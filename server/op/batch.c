@@ -3,17 +3,15 @@
  * "Replication after aggregation"; the entry's layout is repl/rbatch.h).
  *
  * The primary logged a run of dense bsp pushes as one entry: each push's
- * request header without its values, and the sum of each round one of them
- * closed, as the primary applied it. Each push is handled here as a
- * request of its own, in the order the primary applied them, through
- * zp_push_on (zp_request.phantom: no values frame): the same checks, the
- * same duplicate window, clocks, counters and histograms; the round holds
- * the push without values, and the push that closed its round on the
- * primary closes it here on the primary's sum (zp_round_give), scaled by
- * the same count. So the backup reaches the primary's bits without
- * receiving every worker's gradient. Entries come only from the primary
- * this replica follows (dispatch.c refuses ZP_FLAG_ROUND from anyone
- * else); a malformed one is refused whole before any push is replayed.
+ * request header without its values (and the CLOCKs handled among them),
+ * and the sum of each round one of them closed, as the primary applied it. Each push is handled
+ * here as a request of its own, in the order the primary applied them, through zp_push_on
+ * (zp_request.phantom: no values frame): the same checks, the same duplicate window, clocks,
+ * counters and histograms; the round holds the push without values, and the push that closed its
+ * round on the primary closes it here on the primary's sum (zp_round_give), scaled by the same
+ * count. So the backup reaches the primary's bits without receiving every worker's gradient.
+ * Entries come only from the primary this replica follows (dispatch.c refuses ZP_FLAG_ROUND from
+ * anyone else); a malformed one is refused whole before any push is replayed.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -38,8 +36,12 @@ static int check_items(zp_server *s, const uint8_t *p, size_t len, size_t nsum, 
                    ZEPS_EPROTO;
         Zeps__Header *h = zeps__header__unpack(NULL, v.header_len, v.header);
         int rc = 0;
-        if (!h || h->op != ZEPS__OP__PUSH || (h->flags & ZP_FLAG_ROUND))
-            rc = ZEPS_EPROTO, snprintf(err, errlen, "a round entry carries a push that is not one");
+        bool clock = h && h->op == ZEPS__OP__CLOCK && h->flags == 0 && !v.closes;
+        if (!h || (!clock && (h->op != ZEPS__OP__PUSH || (h->flags & ZP_FLAG_ROUND))))
+            rc = ZEPS_EPROTO,
+            snprintf(err, errlen, "a round entry carries a request that is no push or CLOCK");
+        else if (clock)
+            rc = 0;
         else if (h->table >= s->ntables || s->tables[h->table]->rows)
             rc = ZEPS_ETABLE,
             snprintf(err, errlen, "a round entry's push names table %u, not a dense table here",
@@ -56,10 +58,17 @@ static int check_items(zp_server *s, const uint8_t *p, size_t len, size_t nsum, 
     return 0;
 }
 
-/* Replay one push; its sum given when it closed its round. */
-static void replay(zp_server *s, zp_request *r, const zp_rbatch_view *v, const float *sums)
+/* Replay one push (its sum given when it closed its round) or CLOCK; 1 for
+ * a push. */
+static int replay(zp_server *s, zp_request *r, const zp_rbatch_view *v, const float *sums)
 {
     Zeps__Header *h = zeps__header__unpack(NULL, v->header_len, v->header);
+    if (h->op == ZEPS__OP__CLOCK) { /* a CLOCK handled among the round's pushes */
+        zp_request one = {.identity = r->identity, .h = h};
+        zp_clock_on_clock(s, &one);
+        zeps__header__free_unpacked(h, NULL);
+        return 0;
+    }
     zp_table *t = s->tables[h->table];
     zp_request one = {.identity = r->identity, .h = h, .phantom = true, .wire = v->wire};
     if (v->closes)
@@ -73,6 +82,7 @@ static void replay(zp_server *s, zp_request *r, const zp_rbatch_view *v, const f
                  t->name, h->rank, h->seq, h->clock);
     }
     zeps__header__free_unpacked(h, NULL);
+    return 1;
 }
 
 void zp_batch_on(zp_server *s, zp_request *r)
@@ -98,10 +108,8 @@ void zp_batch_on(zp_server *s, zp_request *r)
     size_t off = 0;
     zp_rbatch_view v;
     uint64_t n = 0;
-    while (off < len && zp_rbatch_read(p, len, &off, &v) == 0) {
-        replay(s, r, &v, sums);
-        n++;
-    }
+    while (off < len && zp_rbatch_read(p, len, &off, &v) == 0)
+        n += replay(s, r, &v, sums);
     s->repl.round_entries++;
     s->repl.round_pushes += n;
     zp_reply_ok(s, r->identity, h, 0);

@@ -89,6 +89,7 @@ void zp_clock_on_clock(zp_server *s, zp_request *r)
     }
     zp_workers_record(w, h->seq);
     zp_clock_advance(s, w, h->clock);
+    zp_rlog_round_clock(s); /* logged with the pushes of an open bsp round, if any */
     zp_reply_ok(s, r->identity, h, 0);
     zp_pull_serve_all(s);
 }

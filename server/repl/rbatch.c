@@ -29,6 +29,7 @@ void zp_rbatch_clear(zp_repl_batch *b)
             zmq_msg_close(&b->items[i].e.f[k]);
     b->n = 0;
     b->open = 0;
+    b->npush = 0;
     b->nsums = 0;
 }
 
@@ -55,8 +56,8 @@ static void close_round(zp_repl_batch *b, uint32_t table)
     }
 }
 
-void zp_rbatch_add(zp_repl_batch *b, zmq_msg_t *f, int n, uint32_t table, uint64_t wire,
-                   float **sum, size_t nsum)
+/* A new item holding new references to frames f[0..n). */
+static zp_repl_item *item_new(zp_repl_batch *b, zmq_msg_t *f, int n)
 {
     if (b->n == b->cap) {
         b->cap = b->cap ? b->cap * 2 : 64;
@@ -69,6 +70,21 @@ void zp_rbatch_add(zp_repl_batch *b, zmq_msg_t *f, int n, uint32_t table, uint64
         zmq_msg_init(&it->e.f[k]);
         zmq_msg_copy(&it->e.f[k], &f[k]);
     }
+    return it;
+}
+
+void zp_rbatch_add_plain(zp_repl_batch *b, zmq_msg_t *f, int n)
+{
+    zp_repl_item *it = item_new(b, f, n);
+    it->table = UINT32_MAX;
+    it->closed = true; /* no round of its own */
+}
+
+void zp_rbatch_add(zp_repl_batch *b, zmq_msg_t *f, int n, uint32_t table, uint64_t wire,
+                   float **sum, size_t nsum)
+{
+    zp_repl_item *it = item_new(b, f, n);
+    b->npush++;
     it->table = table;
     it->wire = wire;
     b->open++;

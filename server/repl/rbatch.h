@@ -12,8 +12,12 @@
  * logged one by one as they arrived (a flush), which is what a backup
  * applied before this existed.
  *
+ * A worker's CLOCK handled while the batch holds pushes joins it too (its
+ * header says everything it does): a shard that holds none of a step's
+ * last table gets the step's clock alone, between the step's pushes.
+ *
  * The entry (a PUSH request with ZP_FLAG_ROUND, frames after its header):
- *   items: per push, little-endian: u32 header length, u32 flags (bit 0:
+ *   items: per push (or CLOCK), little-endian: u32 header length, u32 flags (bit 0:
  *          it closed its round), u64 payload bytes as received, u64 where
  *          its round's sum starts in `sums` (floats; 0 unless it closed
  *          one), then its packed request header;
@@ -69,8 +73,9 @@ typedef struct zp_repl_item {
 typedef struct zp_repl_batch {
     zp_repl_item *items;
     size_t n, cap;
-    size_t open; /* items whose round has not closed */
-    float *sums; /* owned; moves into the entry */
+    size_t open;  /* items whose round has not closed */
+    size_t npush; /* items that are pushes (the others: CLOCKs) */
+    float *sums;  /* owned; moves into the entry */
     size_t nsums, capsums;
     zp_repl_held *held; /* the items' replies, lsn = the item's index */
     size_t nheld, capheld;
@@ -96,6 +101,10 @@ void zp_rbatch_fini(zp_repl_batch *b);
  * follow with zp_rbatch_hold. */
 void zp_rbatch_add(zp_repl_batch *b, zmq_msg_t *f, int n, uint32_t table, uint64_t wire,
                    float **sum, size_t nsum);
+
+/* Add a request that is no push but whose header says all it does (a
+ * CLOCK): it is replayed in its place among the pushes. */
+void zp_rbatch_add_plain(zp_repl_batch *b, zmq_msg_t *f, int n);
 
 /* Keep reply *h (moved: the caller forgets it) with the last push added. */
 void zp_rbatch_hold(zp_repl_batch *b, const zp_repl_held *h);

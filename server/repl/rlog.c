@@ -377,7 +377,7 @@ static void flush(zp_server *s)
     uint64_t first = r->lsn + 1;
     for (size_t i = 0; i < r->batch.n; i++)
         log_entry(s, r->batch.items[i].e.f, r->batch.items[i].e.n);
-    r->flushed += r->batch.n;
+    r->flushed += r->batch.npush;
     batch_release(r, first, false);
     zp_rbatch_clear(&r->batch);
 }
@@ -392,7 +392,7 @@ static void emit(zp_server *s)
     for (int i = 0; i < n; i++)
         zmq_msg_close(&f[i]);
     r->round_entries++;
-    r->round_pushes += r->batch.n;
+    r->round_pushes += r->batch.npush;
     batch_release(r, lsn, true);
     zp_rbatch_clear(&r->batch);
 }
@@ -407,12 +407,16 @@ static void after_logging(zp_server *s)
     release(s);
 }
 
-/* The request just handled joins the round batch, with its replies. */
-static void batch_add(zp_server *s)
+/* The request just handled joins the round batch, with its replies: a
+ * push of a round, or a plain request (a CLOCK). */
+static void batch_add(zp_server *s, bool push)
 {
     zp_repl *r = &s->repl;
-    zp_rbatch_add(&r->batch, r->entry.f, r->entry.n, r->note_table, r->note_wire, &r->note_sum,
-                  r->note_nsum);
+    if (push)
+        zp_rbatch_add(&r->batch, r->entry.f, r->entry.n, r->note_table, r->note_wire, &r->note_sum,
+                      r->note_nsum);
+    else
+        zp_rbatch_add_plain(&r->batch, r->entry.f, r->entry.n);
     for (size_t i = r->held_from; i < r->nheld; i++)
         zp_rbatch_hold(&r->batch, &r->held[(r->headheld + i) % r->capheld]);
     r->nheld = r->held_from; /* moved out, not freed */
@@ -428,9 +432,10 @@ void zp_rlog_end(zp_server *s)
     s->sink = r->sink;
     r->pending = false;
     bool batched = r->note && r->error == 0;
-    r->note = false;
-    if (batched) {
-        batch_add(s);
+    bool joins = r->note_clock && r->error == 0 && r->batch.n > 0 && r->batch.n < ZP_RBATCH_MAX;
+    r->note = r->note_clock = false;
+    if (batched || joins) {
+        batch_add(s, batched);
         entry_close(&r->entry);
         after_logging(s);
         return;
@@ -478,6 +483,12 @@ void zp_rlog_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum
     r->note_sum = *sum;
     r->note_nsum = nsum;
     *sum = NULL;
+}
+
+void zp_rlog_round_clock(zp_server *s)
+{
+    if (s->repl.pending)
+        s->repl.note_clock = true;
 }
 
 void zp_rlog_lost(zp_server *s, uint32_t rank)

@@ -72,6 +72,7 @@ typedef struct zp_repl {
     /* the request being handled is a dense bsp push kept for, or closing,
      * its round (zp_rlog_round_push) */
     bool note;
+    bool note_clock; /* ... or a CLOCK, which joins a batch that holds pushes */
     uint32_t note_table;
     float *note_sum; /* the round's sum when it closed it (owned) */
     size_t note_nsum;
@@ -113,6 +114,10 @@ void zp_rlog_end(zp_server *s);
  * batch's entry is acknowledged. Anything else logged flushes the batch
  * first. Does nothing (but free the sum) with one replica, or on a backup. */
 void zp_rlog_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum);
+
+/* Primary, from CLOCK's handler while its request is being logged: it may
+ * join the round batch if the batch holds pushes (rbatch.h). */
+void zp_rlog_round_clock(zp_server *s);
 
 /* Primary: worker `rank` was declared lost by the lost-worker timer, a
  * change outside any request: logged as an entry of its own (a CLOCK with

@@ -18,6 +18,7 @@
  */
 #include <check.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +33,7 @@
 #define SESSION_MS 2000
 #define NW         3
 #define ROUNDS     30
+#define SEP_ROUNDS 10
 
 /* One shard of two replicas under bsp for NW workers; `extra` lines inside
  * cluster. */
@@ -56,10 +58,12 @@ static void clients(zt_rset *rs, zeps_client **cs, uint32_t *t)
     }
 }
 
-/* Round k for ranks [0, n): each pulls, then every push (carrying the
- * clock) is sent before any is waited for. With `kill_rs`, the primary is
+/* Round k for ranks [0, n): each pulls, then every push is sent before any
+ * is waited for, carrying the clock, or with `sep` followed at once by a
+ * CLOCK (which joins the round's entry, but the last rank's, sent once the
+ * round's entry was logged). With `kill_rs`, the primary is
  * SIGKILLed once all but the last rank's pushes were sent. */
-static void step(zeps_client **cs, int n, uint32_t t, int64_t k, zt_rset *kill_rs)
+static void step(zeps_client **cs, int n, uint32_t t, int64_t k, zt_rset *kill_rs, bool sep)
 {
     static float w[NW][ZT_BSP_LEN], g[NW][ZT_BSP_LEN];
     zeps_req *push[NW] = {0}, *rest[NW] = {0};
@@ -72,6 +76,11 @@ static void step(zeps_client **cs, int n, uint32_t t, int64_t k, zt_rset *kill_r
             printf("primary killed with %d pushes of round %lld in it\n", n - 1, (long long)k);
         }
         zt_bsp_gradient(w[r], g[r], r, k);
+        if (sep) { /* the push, then a CLOCK of its own at once */
+            ck_assert_int_eq(zeps_push_start(cs[r], t, g[r], 0, ZT_BSP_LEN, k, &push[r]), 0);
+            ck_assert_int_eq(zeps_clock_start(cs[r], k, &rest[r]), 0);
+            continue;
+        }
         ck_assert_int_eq(
             zeps_push_clock_start(cs[r], t, g[r], 0, ZT_BSP_LEN, k, &push[r], &rest[r]), 0);
     }
@@ -97,7 +106,7 @@ typedef struct logstat {
 /* Replica r's log counters, and in `digest` what both replicas must agree
  * on: per table its version, pushes, bytes and histograms, per worker its
  * clock, pushes, bytes, lost count, the pushes' duplicate window and tau. */
-static logstat stat_of(zt_rset *rs, int r, char *digest, size_t len)
+static logstat stat_of(zt_rset *rs, int r, char *digest, size_t len, bool window)
 {
     Zeps__Header *rep = zt_rset_stats(rs, r);
     ck_assert_ptr_nonnull(rep);
@@ -121,11 +130,12 @@ static logstat stat_of(zt_rset *rs, int r, char *digest, size_t len)
     }
     for (size_t i = 0; digest && i < st->n_workers; i++) {
         const Zeps__WorkerStats *ws = st->workers[i];
-        at += (size_t)snprintf(
-            digest + at, len - at, "worker %zu c%lld p%llu b%llu l%llu seq %llu %llx tau", i,
-            (long long)ws->clock, (unsigned long long)ws->pushes,
-            (unsigned long long)ws->push_bytes_wire, (unsigned long long)ws->lost_count,
-            (unsigned long long)ws->max_seq, (unsigned long long)(ws->seq_window & PUSH_BITS));
+        at += (size_t)snprintf(digest + at, len - at,
+                               "worker %zu c%lld p%llu b%llu l%llu seq %llu %llx tau", i,
+                               (long long)ws->clock, (unsigned long long)ws->pushes,
+                               (unsigned long long)ws->push_bytes_wire,
+                               (unsigned long long)ws->lost_count, (unsigned long long)ws->max_seq,
+                               (unsigned long long)(window ? ws->seq_window & PUSH_BITS : 0));
         for (size_t b = 0; ws->tau && b < ws->tau->n_counts; b++)
             at += (size_t)snprintf(digest + at, len - at, " %llu",
                                    (unsigned long long)ws->tau->counts[b]);
@@ -136,12 +146,13 @@ static logstat stat_of(zt_rset *rs, int r, char *digest, size_t len)
 }
 
 /* The backup (replica 1) agrees with the primary on everything STATS shows
- * of the tables and workers. */
-static void expect_same_stats(zt_rset *rs, const char *when)
+ * of the tables and workers (`window`: their duplicate windows too, which
+ * PUSH_BITS reads for steps of a pull and a push only). */
+static void expect_same_stats(zt_rset *rs, const char *when, bool window)
 {
     static char a[16384], b[16384];
-    stat_of(rs, 0, a, sizeof(a));
-    stat_of(rs, 1, b, sizeof(b));
+    stat_of(rs, 0, a, sizeof(a), window);
+    stat_of(rs, 1, b, sizeof(b), window);
     ck_assert_msg(strcmp(a, b) == 0, "%s: the primary's STATS\n%s\nthe backup's\n%s", when, a, b);
 }
 
@@ -168,10 +179,10 @@ START_TEST(test_one_entry_per_round)
     zeps_client *cs[NW];
     uint32_t t = 0;
     clients(&rs, cs, &t);
-    logstat p0 = stat_of(&rs, 0, NULL, 0), b0 = stat_of(&rs, 1, NULL, 0);
+    logstat p0 = stat_of(&rs, 0, NULL, 0, false), b0 = stat_of(&rs, 1, NULL, 0, false);
     for (int64_t k = 0; k < ROUNDS; k++)
-        step(cs, NW, t, k, NULL);
-    logstat p1 = stat_of(&rs, 0, NULL, 0), b1 = stat_of(&rs, 1, NULL, 0);
+        step(cs, NW, t, k, NULL, false);
+    logstat p1 = stat_of(&rs, 0, NULL, 0, false), b1 = stat_of(&rs, 1, NULL, 0, false);
     double per_round = (double)(p1.bytes - p0.bytes) / ROUNDS;
     printf("%d rounds of %d pushes of %d floats: %llu entries, %.0f bytes logged per round "
            "(one push: %d bytes)\n",
@@ -188,10 +199,23 @@ START_TEST(test_one_entry_per_round)
     ck_assert_uint_eq(b1.pushes - b0.pushes, ROUNDS * NW);
     /* the sum and three headers, not three pushes' values */
     ck_assert_msg(per_round < 1.2 * ZT_BSP_LEN * 4, "%.0f bytes logged per round", per_round);
-    expect_same_stats(&rs, "after the rounds");
+    expect_same_stats(&rs, "after the rounds", true);
+    /* a CLOCK of its own after each push: it joins the round's entry (the
+     * last rank's comes after it), and no push is logged alone */
+    for (int64_t k = ROUNDS; k < ROUNDS + SEP_ROUNDS; k++)
+        step(cs, NW, t, k, NULL, true);
+    logstat p2 = stat_of(&rs, 0, NULL, 0, false), b2 = stat_of(&rs, 1, NULL, 0, false);
+    /* a CLOCK that arrives after its round's last push is logged alone */
+    ck_assert_uint_ge(p2.lsn - p1.lsn, 2 * SEP_ROUNDS);
+    ck_assert_uint_le(p2.lsn - p1.lsn, (1 + NW) * SEP_ROUNDS);
+    ck_assert_uint_eq(p2.entries - p1.entries, SEP_ROUNDS);
+    ck_assert_uint_eq(p2.pushes - p1.pushes, SEP_ROUNDS * NW);
+    ck_assert_uint_eq(p2.flushed, p0.flushed);
+    ck_assert_uint_eq(b2.lsn - b1.lsn, p2.lsn - p1.lsn);
+    expect_same_stats(&rs, "after rounds with CLOCKs of their own", false);
     zt_rset_kill(&rs, 0, SIGKILL);
     zt_rset_wait(&rs, 1, "primary", 2, 1, 15);
-    expect_reference_after_failover(&rs, cs[0], t, ROUNDS, "after the failover");
+    expect_reference_after_failover(&rs, cs[0], t, ROUNDS + SEP_ROUNDS, "after the failover");
     for (int r = 0; r < NW; r++)
         zeps_client_destroy(&cs[r]);
     zt_rset_stop(&rs);
@@ -209,7 +233,7 @@ START_TEST(test_failover_mid_round)
     uint32_t t = 0;
     clients(&rs, cs, &t);
     for (int64_t k = 0; k < ROUNDS; k++)
-        step(cs, NW, t, k, k == ROUNDS / 2 ? &rs : NULL);
+        step(cs, NW, t, k, k == ROUNDS / 2 ? &rs : NULL, false);
     expect_reference_after_failover(&rs, cs[0], t, ROUNDS, "killed mid-round");
     for (int r = 0; r < NW; r++)
         zeps_client_destroy(&cs[r]);
@@ -259,13 +283,13 @@ static void closed_outside(int how)
     uint32_t t = 0;
     clients(&rs, cs, &t);
     for (int64_t k = 0; k < 5; k++)
-        step(cs, NW, t, k, NULL);
+        step(cs, NW, t, k, NULL, false);
     if (!how)
         zt_sleep_ms(1000); /* the others are heard 1 s after it: it alone is lost */
     round_closed_without_last(cs, t, 5, how);
     for (int64_t k = 6; k < 10; k++)
-        step(cs, NW - 1, t, k, NULL);
-    expect_same_stats(&rs, how ? "after a BYE" : "after a worker was declared lost");
+        step(cs, NW - 1, t, k, NULL, false);
+    expect_same_stats(&rs, how ? "after a BYE" : "after a worker was declared lost", true);
     static float a[ZT_BSP_LEN], b[ZT_BSP_LEN];
     ck_assert_int_eq(zeps_pull(cs[0], t, a, 0, ZT_BSP_LEN, 10), 0);
     zt_rset_kill(&rs, 0, SIGKILL);

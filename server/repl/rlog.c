@@ -424,6 +424,25 @@ static void batch_add(zp_server *s, bool push)
         emit(s);
 }
 
+/* Flush the batch ahead of the request being logged, whose replies (held
+ * from held_from on) stay after the batch's on the held ring. */
+static void flush_before(zp_server *s)
+{
+    zp_repl *r = &s->repl;
+    if (r->batch.n == 0)
+        return;
+    size_t mine = r->nheld - r->held_from;
+    zp_repl_held *tmp = mine ? zp_alloc_zeroed(mine, sizeof(*tmp)) : NULL;
+    for (size_t i = 0; i < mine; i++)
+        tmp[i] = r->held[(r->headheld + r->held_from + i) % r->capheld];
+    r->nheld = r->held_from;
+    flush(s);
+    for (size_t i = 0; i < mine; i++)
+        *held_slot(r) = tmp[i];
+    free(tmp);
+    r->held_from = r->nheld - mine;
+}
+
 void zp_rlog_end(zp_server *s)
 {
     zp_repl *r = &s->repl;
@@ -444,20 +463,8 @@ void zp_rlog_end(zp_server *s)
     r->note_sum = NULL;
     uint64_t lsn = 0; /* a refused request: its replies wait for nothing */
     if (r->error == 0) {
-        /* the batch goes first: its pushes were applied before this request */
-        size_t mine = r->nheld - r->held_from;
-        zp_repl_held *tmp = mine ? zp_alloc_zeroed(mine, sizeof(*tmp)) : NULL;
-        for (size_t i = 0; i < mine; i++)
-            tmp[i] = r->held[(r->headheld + r->held_from + i) % r->capheld];
-        r->nheld = r->held_from;
-        flush(s);
+        flush_before(s); /* its requests were applied before this one */
         lsn = log_entry(s, r->entry.f, r->entry.n);
-        for (size_t i = 0; i < mine; i++) {
-            zp_repl_held *h = held_slot(r);
-            *h = tmp[i];
-        }
-        free(tmp);
-        r->held_from = r->nheld - mine;
     }
     entry_close(&r->entry);
     for (size_t i = r->held_from; i < r->nheld; i++)

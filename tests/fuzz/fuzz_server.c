@@ -9,7 +9,9 @@
  * (1 or 2, this being shard 0); the rest is up to 32 messages, each a
  * control byte (bits 0-1: the sender's identity "w<r>", bits 3-4: one
  * header frame plus 0..2 payload frames, bit 5: as if more frames than
- * ZP_MAX_FRAMES arrived) and its frames (fuzz_input.h). Crashes, sanitizer
+ * ZP_MAX_FRAMES arrived, bit 6: applied as an entry of the primary's log,
+ * as a backup applies it: a bsp round entry, a lost worker) and its frames
+ * (fuzz_input.h). Crashes, sanitizer
  * reports and aborts are the findings; a refused message is not.
  */
 #include <stdlib.h>
@@ -45,7 +47,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t len[3];
         for (int k = 0; k < nframes; k++)
             f[k] = zf_frame(&c, &len[k]);
-        zf_deliver(s, id, f, len, nframes, (ctl >> 5) & 1);
+        if ((ctl >> 6) & 1) /* as an entry of the primary's log (a bsp round entry...) */
+            zf_apply_entry(s, f, len, nframes);
+        else
+            zf_deliver(s, id, f, len, nframes, (ctl >> 5) & 1);
     }
     zp_server_destroy(&s);
     return 0;

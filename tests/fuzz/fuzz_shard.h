@@ -51,6 +51,23 @@ static inline void zf_deliver(zp_server *s, const char *id, const void *const *f
     zp_wire_frames_close(&m);
 }
 
+/* Apply frames as an entry of the primary's log, as a backup does
+ * (zp_dispatch_entry: no identity, replies dropped, the entry's flags such
+ * as a bsp round entry's accepted). */
+static inline void zf_apply_entry(zp_server *s, const void *const *frame, const size_t *flen,
+                                  int nframes)
+{
+    zmq_msg_t f[3];
+    for (int i = 0; i < nframes; i++) {
+        zmq_msg_init_size(&f[i], flen[i]);
+        if (flen[i])
+            memcpy(zmq_msg_data(&f[i]), frame[i], flen[i]);
+    }
+    zp_dispatch_entry(s, f, nframes);
+    for (int i = 0; i < nframes; i++)
+        zmq_msg_close(&f[i]);
+}
+
 /* Pack h and deliver it alone from rank `rank`. */
 static inline void zf_send_header(zp_server *s, uint32_t rank, Zeps__Header *h)
 {

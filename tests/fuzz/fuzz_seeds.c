@@ -109,6 +109,48 @@ static void server_dense(uint8_t shape, const char *name)
     seed_save("server", name, &s);
 }
 
+/* bsp entries of a primary's log, applied as a backup applies them
+ * (control bit 6): a round entry of both workers' pushes of table 0 (the
+ * second closing the round, with its sum) and a CLOCK among them, then
+ * worker 1 declared lost. */
+static void server_round_entry(uint8_t shape, const char *name)
+{
+    seed s = {.n = 0};
+    zf_put_byte(s.b, CAP, &s.n, shape);
+    uint64_t n = (shape & 0x10) ? 32 : 64;
+    uint8_t items[512];
+    size_t at = 0;
+    for (uint32_t r = 0; r < 3; r++) { /* rank 0's push, rank 0's CLOCK, rank 1's push */
+        Zeps__Header h = hdr(r == 1 ? ZEPS__OP__CLOCK : ZEPS__OP__PUSH, r / 2, 2 + r);
+        if (r != 1)
+            h.count = n;
+        uint8_t hb[256];
+        uint32_t hl = (uint32_t)zeps__header__pack(&h, hb), closes = r == 2;
+        uint64_t wire = r == 1 ? 0 : n * sizeof(float), sum_at = 0;
+        memcpy(items + at, &hl, 4);
+        memcpy(items + at + 4, &closes, 4);
+        memcpy(items + at + 8, &wire, 8);
+        memcpy(items + at + 16, &sum_at, 8);
+        memcpy(items + at + 24, hb, hl);
+        at += 24 + hl;
+    }
+    Zeps__Header h = hdr(ZEPS__OP__PUSH, 0, 0);
+    h.flags = ZP_FLAG_ROUND;
+    h.count = 3;
+    uint8_t hb[256];
+    size_t hl = zeps__header__pack(&h, hb);
+    zf_put_byte(s.b, CAP, &s.n, 0x40); /* 1 + (0x40 >> 3) % 3: three frames */
+    zf_put_frame(s.b, CAP, &s.n, hb, hl);
+    zf_put_frame(s.b, CAP, &s.n, items, at);
+    zf_put_frame(s.b, CAP, &s.n, ones, n * sizeof(float));
+    h = hdr(ZEPS__OP__CLOCK, 1, 0);
+    h.flags = ZP_FLAG_LOST;
+    hl = zeps__header__pack(&h, hb);
+    zf_put_byte(s.b, CAP, &s.n, 0x48); /* one frame */
+    zf_put_frame(s.b, CAP, &s.n, hb, hl);
+    seed_save("server", name, &s);
+}
+
 /* Sparse pull and push (with row versions) of three ids: a push is one
  * frame of the ids, the gradients and (ZP_FLAG_ROW_VERSIONS) the versions. */
 static void server_sparse(uint8_t shape, const char *name)
@@ -448,6 +490,7 @@ int main(int argc, char **argv)
     server_codecs(0x01, "async-codecs");
     server_scan(0x01, "async-scan");
     server_admin(0x00, "bsp-admin");
+    server_round_entry(0x04, "bsp-round-entry");
     client_replies();
     codec_seeds();
     snapshot_seeds(0x01, "async");

@@ -8,7 +8,8 @@
  * live worker waits in it. The lost-worker timer is here too: a worker
  * declared lost under on_lost_worker = continue changes the quorum, so the
  * policy may close rounds (recorded and snapshotted as a push's would be),
- * and the waits it blocked are served. Whenever the bounds move, the policy
+ * and the waits it blocked are served; a replicated primary logs it for its
+ * backups, which run no timer (a CLOCK with ZP_FLAG_LOST). Whenever the bounds move, the policy
  * may close a sparse table's held rounds (zp_clock_bounds).
  */
 #include <inttypes.h>

@@ -7,9 +7,13 @@
  * it (zp_push.unchecked: the table's kernel refuses it with nothing
  * applied), so the gradient is read once; hand the values to
  * the policy (s->cons->push), which applies, keeps or drops them and says
- * which in a zp_push_result; then record it (record.c), start a snapshot
- * when it closed a BSP round (state/persist.c), count, advance the clock
- * (ZP_FLAG_CLOCK), reply, and serve the pulls the update may have released.
+ * which in a zp_push_result; then record it (record.c), hand a BSP round's
+ * push to a replicated primary's round batch (repl/rbatch.h), start a
+ * snapshot when it closed a BSP round (state/persist.c), count, advance the
+ * clock (ZP_FLAG_CLOCK), reply, and serve the pulls the update may have
+ * released. On a backup replaying a round entry (op/batch.c) the push comes
+ * without values (zp_request.phantom) and only its checks and bookkeeping
+ * run; its round closes on the sum the entry gives.
  * Values are read in place from the ZeroMQ frame; a compressed push is
  * decoded first (into a frame of its own when the policy holds frames, into
  * the table's scratch otherwise). A sparse table's push is sparse_ops.c's.

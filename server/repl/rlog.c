@@ -3,7 +3,10 @@
  * ring bounded by cluster.replication.log_mb, streamed to followers inside
  * a window of ZP_REPL_WINDOW unacknowledged entries, and the replies of
  * logged requests held (packed, with their identity and payload) until
- * every backup of the in-sync set has acknowledged their LSN.
+ * every backup of the in-sync set has acknowledged their LSN. Under bsp
+ * the dense pushes of an open round wait in the round batch (rbatch.h)
+ * with their replies, and are logged as one entry once their rounds have
+ * closed, or one by one ahead of anything else logged (a flush).
  */
 #include "rlog.h"
 

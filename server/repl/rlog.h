@@ -8,7 +8,10 @@
  * An entry is the request as it arrived (its header frame and payload
  * frames, shared with ZeroMQ's reference counts, never copied): a backup
  * runs the same handlers on the same requests in the same order and holds
- * the same bits. With cluster.replicas = 1 nothing here runs.
+ * the same bits. Two entries are the primary's own: under bsp, a dense
+ * round's pushes as one entry with the round's sum (rbatch.h), and a
+ * worker the lost-worker timer declared lost. With cluster.replicas = 1
+ * nothing here runs.
  *
  * Threading: the shard's loop thread only.
  */

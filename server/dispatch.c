@@ -16,13 +16,23 @@
 
 typedef void (*zp_op_handler)(zp_server *s, zp_request *r);
 
+/* A PUSH: a worker's, or a bsp round entry of the primary's log (flag
+ * ROUND; batch.c replays its pushes through zp_push_on). */
+static void on_push(zp_server *s, zp_request *r)
+{
+    if (r->h->flags & ZP_FLAG_ROUND)
+        zp_batch_on(s, r);
+    else
+        zp_push_on(s, r);
+}
+
 static const zp_op_handler handlers[] = {
     [ZEPS__OP__FOLLOW] = zp_replicate_on_follow,
     [ZEPS__OP__REPLICATE] = zp_replicate_on_ack,
     [ZEPS__OP__HELLO] = zp_hello_on,
     [ZEPS__OP__DECLARE] = zp_declare_on,
     [ZEPS__OP__PULL] = zp_pull_on,
-    [ZEPS__OP__PUSH] = zp_push_on,
+    [ZEPS__OP__PUSH] = on_push,
     [ZEPS__OP__CLOCK] = zp_clock_on_clock,
     [ZEPS__OP__BARRIER] = zp_clock_on_barrier,
     [ZEPS__OP__STATS] = zp_stats_on,

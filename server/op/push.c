@@ -237,10 +237,6 @@ static void finish(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, uint3
 void zp_push_on(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
-    if (h->flags & ZP_FLAG_ROUND) {
-        zp_batch_on(s, r);
-        return;
-    }
     zp_worker *w = zp_request_worker(s, r);
     zp_table *t = w ? zp_request_table(s, r) : NULL;
     if (!t || (!t->rows && zp_request_range(s, r, t) != 0))

@@ -42,7 +42,6 @@ START_TEST(test_entry_round_trip)
 {
     zp_repl_batch b = {0};
     zmq_msg_t f[2];
-    float *none = NULL;
     /* table 0 (4 floats): ranks 1, 0 kept, a CLOCK, rank 2 closes; table 1
      * (2 floats): rank 0 kept, rank 1 closes */
     struct {
@@ -60,7 +59,7 @@ START_TEST(test_entry_round_trip)
         if (in[i].op == ZEPS__OP__CLOCK) {
             zp_rbatch_add_plain(&b, f, 1);
         } else {
-            float *sum = in[i].nsum ? sum_of(100.0f * (float)in[i].table, in[i].nsum) : none;
+            float *sum = in[i].nsum ? sum_of(100.0f * (float)in[i].table, in[i].nsum) : NULL;
             zp_rbatch_add(&b, f, 2, in[i].table, in[i].wire, &sum, in[i].nsum);
             ck_assert_ptr_null(sum); /* taken */
         }

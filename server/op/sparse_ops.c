@@ -279,19 +279,29 @@ static void park_pull(zp_request *r, zp_worker *w, zp_table *t, uint64_t cold_ta
     zp_parked_push(&t->parked, p); /* the queue takes p */
 }
 
-/* Park pull r of tiered t if some of its ids are not hot and the tier
- * holds rows: true once parked (or refused: too many waiting), false to
- * serve it as usual. */
+/* Park pull r of tiered t if some of its ids are neither hot nor held
+ * unwritten by the tier (those are made hot now) and the tier holds rows: true once parked (or
+ * refused: too many waiting), false to serve it as usual. */
 static bool park_cold(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, const uint64_t *ids,
                       size_t n)
 {
     if (!s->has_loop || zp_tiered_cold_rows(t->rows) == 0)
         return false;
     uint64_t *miss = zp_alloc(n * sizeof(uint64_t));
+    void *rec = zp_alloc(zp_tier_record_bytes(t->rows->tier));
     size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!zp_sparse_pin(t->rows->store, ids[i]))
+    for (size_t i = 0; i < n; i++) {
+        if (zp_sparse_pin(t->rows->store, ids[i]))
+            continue;
+        /* a row demoted but not yet written comes back from RAM, at once;
+         * one deleted there is not in the tier */
+        int held = zp_tier_held(t->rows->tier, ids[i], rec);
+        if (held > 0)
+            zp_sparse_install(t->rows->store, ids[i], rec);
+        else if (held == 0)
             miss[k++] = ids[i];
+    }
+    free(rec);
     const Zeps__Header *h = r->h;
     uint64_t tag =
         (uint64_t)t->id << TAG_SHIFT | ((t->rows->fetches + 1) & ((1ull << TAG_SHIFT) - 1));

@@ -36,7 +36,7 @@
 #define ID_MAGIC   "zeps cold tier 1"
 /* Each of the two buffers of rows not yet written (warm.h): 8 MiB of
  * records without a budget (half a RocksDB write buffer, rocks.c, so one
- * buffer's sorted batch goes into one), a 32nd of the store's share with
+ * buffer's sorted batch goes into one), a 64th of the store's share with
  * one (within its quarter for writes, rocks.c). */
 #define WARM_BYTES ((uint64_t)8 << 20)
 
@@ -216,7 +216,7 @@ static int open_at(zp_tier **out, const char *path, const zp_tier_where *w, char
     if (rc != 0)
         return rc;
     zp_warm *warm = NULL;
-    uint64_t wb = w->mem != 0 ? w->mem / 32 : WARM_BYTES;
+    uint64_t wb = w->mem != 0 ? w->mem / 64 : WARM_BYTES;
     size_t cap = w->warm_rows != 0 ? w->warm_rows : (size_t)(wb / w->rec);
     rc = zp_warm_new(&warm, ops, db, w->rec, cap, err, errlen);
     if (rc != 0) {

@@ -39,7 +39,7 @@
  *     of one per row, and inserts into the write buffer in key order.
  * Threading: RocksDB's own background threads flush and compact; reads
  * (get_many) may run on other threads than writes, one call at a time
- * per thread; put, del and commit from one thread.
+ * per thread; put, del, commit and iterations from one thread at a time.
  */
 #include "rocks.h"
 

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "zeps_errors.h"
@@ -27,22 +26,9 @@ struct zp_fetch {
     void *arg;
 };
 
-/* The niceness the pool's threads read at, above the loop's: on a busy
- * machine a cold read waits for the CPU rather than the loop serving
- * hot requests (docs/sparse.md, acceptance 4). Linux gives each thread
- * its own; only fetch.c puts work on the shard's pool. */
-#define POOL_NICE 5
-
-static _Thread_local bool lowered;
-
 static void on_pool(uv_work_t *w)
 {
     zp_fetch *f = w->data;
-    if (!lowered) {
-        lowered = true;
-        if (nice(POOL_NICE) == -1) { /* refused: read at the loop's priority */
-        }
-    }
     f->rc = zp_tier_read_many(f->tier, f->ids, f->n, f->recs, f->found, f->err, sizeof f->err);
 }
 

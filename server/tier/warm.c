@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "alloc.h"
 #include "errors.h"
@@ -114,16 +113,10 @@ static int write_buf(zp_warm *w, buf *b, char *err, size_t errlen)
     return rc != 0 ? rc : w->ops->commit(w->db, err, errlen);
 }
 
-/* The writer's niceness above the loop's (as the pool's reads, fetch.c):
- * a batch waits for the CPU rather than the loop's requests. */
-#define WRITER_NICE 5
-
 static void *writer(void *arg)
 {
     zp_warm *w = arg;
     char err[512];
-    if (nice(WRITER_NICE) == -1) { /* refused: written at the loop's priority */
-    }
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->go && !w->stop)

@@ -204,9 +204,7 @@ int zp_warm_put(zp_warm *w, uint64_t id, const void *rec, char *err, size_t errl
     buf *b = w->fill;
     size_t i = buf_find(b, id);
     if (b->table[i] == 0) {
-        /* handed over from half full while the writer is idle (its last
-         * write taken back), so that the loop seldom waits for it */
-        if (b->n == w->cap || (b->n >= w->cap / 2 && w->writing == NULL)) {
+        if (b->n == w->cap) {
             int rc = hand_over(w, err, errlen);
             if (rc != 0)
                 return rc;

@@ -5,8 +5,8 @@
  * buffer.
  *
  * Two buffers: the loop fills one while the writer thread writes the
- * other. A buffer half full is handed to the writer if it is idle; a full
- * one is handed to it once it is (the loop waits for it then). Until its write has ended, a buffer's rows are
+ * other. A full buffer is handed to the writer when it is idle (the loop
+ * waits for it otherwise). Until its write has ended, a buffer's rows are
  * still found here (zp_warm_get), so a row is always read from here or,
  * once written, from the store: a read of the store (fetch.c) is never
  * asked for an id held here, and needs no write before it.

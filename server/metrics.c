@@ -339,7 +339,8 @@ static const tfield tpairs[] = {
     TS(tier_mem_share, "zeps_table_tier_memory_share_bytes", "gauge",
        "The share of memory_budget the cold tier's store is given (0: unbounded)."),
     TS(tier_mem_write_buffers, "zeps_table_tier_memory_write_buffers_bytes", "gauge",
-       "The cold tier's write buffers (rocksdb.cur-size-all-mem-tables)."),
+       "The cold tier's write buffers: its rows not yet written and RocksDB's "
+       "(rocksdb.cur-size-all-mem-tables)."),
     TS(tier_mem_table_readers, "zeps_table_tier_memory_table_readers_bytes", "gauge",
        "Index and filter blocks held outside the block cache "
        "(rocksdb.estimate-table-readers-mem)."),

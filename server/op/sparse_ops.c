@@ -213,6 +213,11 @@ static const zp_parked_path rows_path = {.ready = rows_ready, .serve = rows_serv
  * id above bit 40 and its count of fetches below. */
 
 #define TAG_SHIFT 40
+/* Ids a cold read takes at most (one batched MultiGet call of the store,
+ * tier/rocks.h): a pull's cold ids are read in pieces, each made hot in a
+ * loop turn of its own as it comes back, so the loop serves other
+ * requests between them (docs/sparse.md, acceptance 4). */
+#define PIECE 256
 
 /* A parked pull answered: its rank has one fewer waiting; free it. */
 static void unpark(zp_server *s, zp_parked *p)
@@ -238,7 +243,7 @@ static void cold_fetched(zp_fetch *f, void *arg)
     if (zp_fetch_error(f) != NULL) /* the touches read again and stop the tier if it fails */
         zp_warn("table '%s': a cold read failed: %s", t->name, zp_fetch_error(f));
     for (zp_parked *p = t->parked.head; p != NULL; p = p->next)
-        if (p->cold_tag == tag)
+        if (p->cold_tag == tag && --p->cold_pieces == 0)
             p->cold_tag = 0;
     /* the ids read and found nowhere are new while nothing else runs: the
      * pulls served now make their rows without reading them again */
@@ -260,7 +265,7 @@ static void cold_fetched(zp_fetch *f, void *arg)
 
 /* Queue pull r of table t (its ids: a new reference to the payload) until
  * it can be served; cold_tag names the cold read it waits for (0: none). */
-static void park_pull(zp_request *r, zp_worker *w, zp_table *t, uint64_t cold_tag)
+static void park_pull(zp_request *r, zp_worker *w, zp_table *t, uint64_t cold_tag, uint32_t pieces)
 {
     const Zeps__Header *h = r->h;
     w->parked++;
@@ -276,37 +281,56 @@ static void park_pull(zp_request *r, zp_worker *w, zp_table *t, uint64_t cold_ta
     p->clock = h->clock;
     p->since_s = zp_now_s();
     p->cold_tag = cold_tag;
+    p->cold_pieces = pieces;
     zp_parked_push(&t->parked, p); /* the queue takes p */
 }
 
-/* Park pull r of tiered t if some of its ids are not hot and the tier
- * holds rows: true once parked (or refused: too many waiting), false to
- * serve it as usual. */
+/* Park pull r of tiered t if some of its ids are neither hot nor held
+ * unwritten by the tier (those are made hot now) and the tier holds rows,
+ * while they are read in pieces of PIECE: true once parked (or refused:
+ * too many waiting), false to serve it as usual. */
 static bool park_cold(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, const uint64_t *ids,
                       size_t n)
 {
     if (!s->has_loop || zp_tiered_cold_rows(t->rows) == 0)
         return false;
     uint64_t *miss = zp_alloc(n * sizeof(uint64_t));
+    void *rec = zp_alloc(zp_tier_record_bytes(t->rows->tier));
     size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if (!zp_sparse_pin(t->rows->store, ids[i]))
+    for (size_t i = 0; i < n; i++) {
+        if (zp_sparse_pin(t->rows->store, ids[i]))
+            continue;
+        /* a row demoted but not yet written comes back from RAM, at once;
+         * one deleted there is not in the tier */
+        int held = zp_tier_held(t->rows->tier, ids[i], rec);
+        if (held > 0)
+            zp_sparse_install(t->rows->store, ids[i], rec);
+        else if (held == 0)
             miss[k++] = ids[i];
+    }
+    free(rec);
     const Zeps__Header *h = r->h;
     uint64_t tag =
         (uint64_t)t->id << TAG_SHIFT | ((t->rows->fetches + 1) & ((1ull << TAG_SHIFT) - 1));
     int rc = k == 0 ? -1 : zp_request_may_park(s, r, w);
-    if (rc == 0) /* libuv refusing the work leaves the reads to the loop */
-        rc = zp_fetch_start(&s->loop, t->rows->tier, miss, k, tag, cold_fetched, s) == 0 ? 0 : -1;
+    uint32_t pieces = 0;
+    for (size_t at = 0; rc == 0 && at < k; at += PIECE, pieces++) {
+        size_t m = k - at < PIECE ? k - at : PIECE;
+        /* libuv refusing the work leaves the reads to the loop: the pieces
+         * started still come back (and find no pull waiting for them) */
+        if (zp_fetch_start(&s->loop, t->rows->tier, miss + at, m, tag, cold_fetched, s) != 0)
+            rc = -1;
+    }
     free(miss);
+    if (pieces > 0)
+        t->rows->fetches++; /* the tag is taken, even by the pieces of a park that failed */
     /* all hot, or no fetch: served as usual, unless refused (replied) */
     if (rc != 0)
         return k > 0 && w->parked >= ZP_PARKED_MAX;
-    t->rows->fetches++;
     t->rows->cold_parked++;
     zp_workers_record(w, h->seq);
     w->pulls++;
-    park_pull(r, w, t, tag);
+    park_pull(r, w, t, tag, pieces);
     return true;
 }
 
@@ -336,7 +360,7 @@ void zp_sparse_ops_on_pull(zp_server *s, zp_request *r, zp_worker *w, zp_table *
         send_rows(s, r->identity, h->req_id, t, h->rank, h->clock, ids, n, 0.0);
         return;
     }
-    park_pull(r, w, t, 0);
+    park_pull(r, w, t, 0, 0);
 }
 
 typedef struct moved_ctx {

@@ -14,10 +14,10 @@
  *
  * With a cold tier (tier/tier.h) a row evicted under capacity or budget is
  * written there first (demoted) and leaves the hot tier only once written
- * (into the tier's write batch: tier.h); the TTL still drops rows for good
- * (a cold row's TTL is checked when it is next touched, sparse.c, against
- * the clock of the last scan here; a hot row's out-of-date copy in the
- * tier is deleted with it).
+ * (into the tier's buffer of unwritten rows: tier.h); the TTL still drops
+ * rows for good (a cold row's TTL is checked when it is next touched,
+ * sparse.c, against the clock of the last scan here; a hot row's
+ * out-of-date copy in the tier is deleted with it).
  *
  * Everything here works on the store's records and index (sparse_int.h,
  * rowindex.h); an evicted record goes on the store's free list.

@@ -39,8 +39,9 @@ struct zp_parked {
     double since_s; /* when it was parked */
     zmq_msg_t keys; /* sparse tables: the ids asked for */
     bool has_keys;
-    zp_cpull_req cp;   /* a compressed pull (cp.codec != NULL) */
-    uint64_t cold_tag; /* a sparse pull's cold rows being read (tier/fetch.h); 0: none */
+    zp_cpull_req cp;      /* a compressed pull (cp.codec != NULL) */
+    uint64_t cold_tag;    /* a sparse pull's cold rows being read (tier/fetch.h); 0: none */
+    uint32_t cold_pieces; /* ... in that many reads still out (op/sparse_ops.c) */
 };
 
 typedef struct zp_parked_queue {

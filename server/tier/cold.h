@@ -10,8 +10,9 @@
  * tier").
  *
  * Every call returns 0 or a zeps_err with the store's own message in err.
- * Threading: get_many from any thread (several at once), while one thread
- * makes every other call.
+ * Threading: get_many, bytes and memory from any thread (several at
+ * once); every other call from one thread at a time (the tier hands them
+ * between its writer thread, warm.h, and the loop, never at once).
  */
 #ifndef ZP_COLD_H
 #define ZP_COLD_H

@@ -39,7 +39,7 @@
  *     of one per row, and inserts into the write buffer in key order.
  * Threading: RocksDB's own background threads flush and compact; reads
  * (get_many) may run on other threads than writes, one call at a time
- * per thread; put, del and commit from one thread.
+ * per thread; put, del, commit and iterations from one thread at a time.
  */
 #include "rocks.h"
 
@@ -113,7 +113,8 @@ static rocksdb_options_t *common_options(void)
 }
 
 /* Bounded to `mem` bytes (the table's budget's share, tier.h): a quarter
- * of it for the write buffers (two at most, of an eighth each, and
+ * of it for writes (the tier's two buffers of unwritten rows, a 64th
+ * each, and RocksDB's write buffers: two at most, of 7/64 each, and
  * RocksDB's own total for them), a quarter for a block cache that holds
  * the index and filter blocks too (partitioned, so a read needs one
  * partition of each in the cache, not a file's whole index; the top level
@@ -125,7 +126,9 @@ static rocksdb_options_t *common_options(void)
  * data blocks take the low-priority part only. */
 static void bounded(zp_rocks_settings *s, rocksdb_options_t *o, uint64_t mem)
 {
-    uint64_t wb = mem / 4, cache = mem / 4;
+    /* the writes' quarter less the tier's own two buffers of unwritten
+     * rows (a 64th of the share each, tier.c and warm.h) */
+    uint64_t wb = mem / 4 - mem / 32, cache = mem / 4;
     rocksdb_options_set_write_buffer_size(o, (size_t)(wb / 2));
     rocksdb_options_set_max_write_buffer_number(o, 2);
     rocksdb_options_set_db_write_buffer_size(o, (size_t)wb);

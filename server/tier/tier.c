@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "folder.h"
 #include "log.h"
+#include "warm.h"
 #include "zeps_errors.h"
 
 #define ID_FILE "ZEPS-TIER"
@@ -33,10 +34,16 @@
 #define FREE_MIN   ((uint64_t)64 << 20)
 #define FREE_EVERY 1024 /* demotions between two looks at the disk */
 #define ID_MAGIC   "zeps cold tier 1"
+/* Each of the two buffers of rows not yet written (warm.h): 8 MiB of
+ * records without a budget (half a RocksDB write buffer, rocks.c, so one
+ * buffer's sorted batch goes into one), a 64th of the store's share with
+ * one (within its quarter for writes, rocks.c). */
+#define WARM_BYTES ((uint64_t)8 << 20)
 
 struct zp_tier {
     const zp_cold_ops *ops;
     zp_cold *db;
+    zp_warm *warm; /* the rows not yet written to db */
     char path[1024];
     size_t rec;
     zp_tier_counters c;
@@ -50,6 +57,8 @@ struct zp_tier {
     bool *used;
     size_t ncap, nnoted;
 };
+
+static int drain(zp_tier *t);
 
 /* The stores a tier may be kept in; the first is the default. */
 static const zp_cold_ops *const stores[] = {&zp_rocks_ops};
@@ -206,9 +215,18 @@ static int open_at(zp_tier **out, const char *path, const zp_tier_where *w, char
         rc = ops->open(&db, path, w->mem, err, errlen);
     if (rc != 0)
         return rc;
+    zp_warm *warm = NULL;
+    uint64_t wb = w->mem != 0 ? w->mem / 64 : WARM_BYTES;
+    size_t cap = w->warm_rows != 0 ? w->warm_rows : (size_t)(wb / w->rec);
+    rc = zp_warm_new(&warm, ops, db, w->rec, cap, err, errlen);
+    if (rc != 0) {
+        ops->close(&db);
+        return rc;
+    }
     zp_tier *t = zp_alloc_zeroed(1, sizeof(*t));
     t->ops = ops;
     t->db = db;
+    t->warm = warm;
     t->rec = w->rec;
     t->c.mem_share = w->mem;
     snprintf(t->path, sizeof t->path, "%s", path);
@@ -311,6 +329,8 @@ int zp_tier_checkpoint(zp_tier *t, const char *dir, char *err, size_t errlen)
     if (t->error[0])
         return zp_errors_set(err, errlen, ZEPS_EIO, "%s", t->error);
     zp_folder_remove_flat(dir); /* a set taken again (the final one at the same cut) */
+    if (drain(t) != 0)
+        return zp_errors_set(err, errlen, ZEPS_EIO, "%s", t->error);
     if (t->ops->checkpoint(t->db, dir, why, sizeof why) != 0)
         return zp_errors_set(err, errlen, ZEPS_EIO, "cold tier '%s': checkpoint into %s: %s",
                              t->path, dir, why);
@@ -335,6 +355,7 @@ void zp_tier_close(zp_tier **tp)
     atomic_store(&t->closed, true);
     while (atomic_load(&t->active) > 0)
         sched_yield();
+    zp_warm_free(&t->warm);
     t->ops->iter_free(t->db, &t->it);
     t->ops->close(&t->db);
     if (t->reads == 0)
@@ -374,6 +395,18 @@ static size_t slot_of(uint64_t id, size_t mask)
 
 static void note_put(zp_tier *t, uint64_t id);
 
+/* Every row held unwritten (warm.h) written to the store, for a scan or
+ * a checkpoint: 0, or -1 (the tier failed: rows already gone from the
+ * hot tier are lost with it, and the table refuses every request from
+ * then on). */
+static int drain(zp_tier *t)
+{
+    char err[600];
+    if (t->error[0])
+        return -1;
+    return zp_warm_drain(t->warm, err, sizeof err) == 0 ? 0 : failed(t, "write rows", err);
+}
+
 /* The set twice as large, every id placed again. */
 static void note_grow(zp_tier *t)
 {
@@ -412,21 +445,9 @@ static void note(zp_tier *t, uint64_t id)
         note_put(t, id);
 }
 
-/* The writes gathered so far made visible to reads: 0, or -1 (the tier
- * failed: rows already gone from the hot tier are lost with it, and the
- * table refuses every request from then on). */
-static int commit(zp_tier *t)
-{
-    char err[400];
-    if (t->error[0])
-        return -1;
-    return t->ops->commit(t->db, err, sizeof err) == 0 ? 0 : failed(t, "write rows", err);
-}
-
 void zp_tier_read_begin(zp_tier *t)
 {
-    commit(t); /* the read sees every write made before it; a failure stops the tier */
-    t->reads++;
+    t->reads++; /* the ids it reads are none of those held unwritten (zp_tier_held) */
 }
 
 void zp_tier_read_end(zp_tier *t, size_t ids)
@@ -480,7 +501,7 @@ int zp_tier_demote(zp_tier *t, uint64_t id, const void *rec)
         room_left(t->path, t->ops->bytes(t->db), err, sizeof err) != 0)
         return failed(t, "write a row", err);
     note(t, id);
-    if (t->ops->put(t->db, id, rec, t->rec, err, sizeof err) != 0)
+    if (zp_warm_put(t->warm, id, rec, err, sizeof err) != 0)
         return failed(t, "write a row", err);
     t->c.demotions++;
     t->c.rows++;
@@ -495,12 +516,22 @@ int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec)
         return -1;
     if (t->c.rows == 0)
         return 0; /* nothing there: no read */
-    if (commit(t) != 0)
-        return -1;
+    int held = zp_tier_held(t, id, rec);
+    if (held != 0)
+        return held > 0;
     if (t->ops->get_many(t->db, &id, 1, rec, t->rec, &found, err, sizeof err) != 0)
         return failed(t, "read a row", err);
     t->c.sync_reads += found;
     return found ? 1 : 0;
+}
+
+int zp_tier_held(zp_tier *t, uint64_t id, void *rec)
+{
+    const void *r = NULL;
+    int got = zp_warm_get(t->warm, id, &r);
+    if (got > 0)
+        memcpy(rec, r, t->rec);
+    return got;
 }
 
 void zp_tier_promoted(zp_tier *t, bool counted)
@@ -515,7 +546,7 @@ int zp_tier_forget(zp_tier *t, uint64_t id, bool cold)
     if (t->error[0])
         return -1;
     note(t, id);
-    if (t->ops->del(t->db, id, err, sizeof err) != 0)
+    if (zp_warm_put(t->warm, id, NULL, err, sizeof err) != 0)
         return failed(t, "delete a row", err);
     t->c.rows -= cold;
     return 0;
@@ -527,7 +558,7 @@ void zp_tier_get_counters(const zp_tier *t, zp_tier_counters *out)
     out->bytes = t->ops->bytes(t->db);
     zp_cold_memory m;
     t->ops->memory(t->db, &m);
-    out->mem_write_buffers = m.write_buffers;
+    out->mem_write_buffers = m.write_buffers + zp_warm_bytes(t->warm);
     out->mem_table_readers = m.table_readers;
     out->mem_block_cache = m.block_cache;
 }
@@ -536,6 +567,8 @@ int64_t zp_tier_scan(zp_tier *t, uint64_t *pos, uint64_t max, uint8_t *out)
 {
     char err[400];
     if (t->error[0])
+        return -1;
+    if (drain(t) != 0)
         return -1;
     if (t->it == NULL || *pos != t->it_pos) { /* start over, skip to *pos */
         t->ops->iter_free(t->db, &t->it);

@@ -17,7 +17,8 @@
  * tier does not read them. A failed write or read is kept (zp_tier_error):
  * from then on the table refuses requests with it instead of losing rows.
  *
- * Threading: the shard's loop thread only.
+ * Threading: the shard's loop thread only (the tier's writer thread,
+ * warm.h, and reads off the loop, fetch.c, are its own).
  */
 #ifndef ZP_TIER_H
 #define ZP_TIER_H
@@ -37,6 +38,8 @@ typedef struct zp_tier_where {
     size_t rec;        /* bytes of one row record */
     uint64_t mem;      /* what the store may hold in memory: zp_tier_share of the
                         * table's memory_budget; 0 without one (unbounded) */
+    size_t warm_rows;  /* rows of each buffer of unwritten rows (warm.h); 0: from mem
+                        * (tier.c, WARM_BYTES) */
 } zp_tier_where;
 
 /* The share of a tiered table's memory_budget its cold tier's store is
@@ -90,18 +93,23 @@ void zp_tier_close(zp_tier **tp);
 /* The tier's path (for messages). */
 const char *zp_tier_path(const zp_tier *t);
 
-/* Write row `id`'s record (rec bytes) to the tier. The store gathers
- * writes (and forgets) into one batch, written before any read of the
- * tier (zp_tier_fetch, zp_tier_read_begin, a scan, a checkpoint) or when
- * full: a failure to write it (-1 from then on, zp_tier_error) may come
- * at one of those, and loses the rows of the batch, which had left the
- * hot tier; the table then refuses every request. 0, or -1 once the tier
- * failed. */
+/* Write row `id`'s record (rec bytes) to the tier. Writes (and forgets)
+ * are held in RAM by id (warm.h) and written by the tier's writer thread
+ * in one sorted batch per buffer; until written they are read from there
+ * (zp_tier_held, zp_tier_fetch). A failure to write a batch (-1 from then
+ * on, zp_tier_error) comes at a later call, and loses the rows of the
+ * batch, which had left the hot tier; the table then refuses every
+ * request. 0, or -1 once the tier failed. */
 int zp_tier_demote(zp_tier *t, uint64_t id, const void *rec);
 
 /* Row `id`'s record into rec if the tier holds it: 1 (found), 0 (not
  * there), -1 (failed). */
 int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec);
+
+/* Row `id`'s record into rec if it is held unwritten (no read): 1; -1 if
+ * its newest write is a delete (the tier does not hold it); 0 if it is
+ * not held (then the store has its newest record, or none). */
+int zp_tier_held(zp_tier *t, uint64_t id, void *rec);
 
 /* A row the tier held is hot again (`counted`: a promotion, else a row
  * put over it). Its record stays in the tier, out of date: the row's next
@@ -116,9 +124,9 @@ int zp_tier_forget(zp_tier *t, uint64_t id, bool cold);
 
 /* --- reads off the loop's thread (fetch.c) --- */
 
-/* A read of other threads begins (the writes gathered so far are
- * written first, and the tier notes every id it writes or deletes from
- * now on) or ends, having read `ids` ids (the last one: the notes are
+/* A read of other threads begins (of ids not held unwritten,
+ * zp_tier_held: the store has their newest records; the tier notes every
+ * id it writes or deletes from now on) or ends, having read `ids` ids (the last one: the notes are
  * dropped). Loop thread. */
 void zp_tier_read_begin(zp_tier *t);
 void zp_tier_read_end(zp_tier *t, size_t ids);

@@ -7,11 +7,14 @@
  *     same steps on a shard holding all of them in RAM: rows/s of each,
  *     their ratio, and the tiered table's hit rate over the steps.
  *  2. Uniform pulls (nearly all cold) on the tiered shard, against
- *     RocksDB's own MultiGet of the same ids, in batches of the same size,
- *     from one thread, on the same database (opened once the shard has
- *     stopped): rows/s of each and their ratio.
+ *     RocksDB's own MultiGet of uniform ids, in batches of the same size,
+ *     from as many threads as the machine has cores, on the same database
+ *     (opened read-only beside the running shard): rows/s of each and
+ *     their ratio.
  *  3. The p99 of pulls of hot ids while another client pulls uniform (cold)
  *     ids on the same shard, against the same with the cold tier idle.
+ * Parts 1-3 alternate their two sides in WINDOWS windows each, so that the
+ * machine's load falls on both.
  *  4. Bounded memory: a shard whose tiered table has a memory_budget of a
  *     tenth of its rows (--budget-mb), filled and trained: its RSS over
  *     its idle RSS against the budget.
@@ -104,8 +107,8 @@ static void fill(zeps_client *c, uint32_t t)
 }
 
 /* Steps of a Zipf batch (pull, push) or of a uniform batch (pull only)
- * for SECS: distinct rows moved per second. */
-static double run(zeps_client *c, uint32_t t, int zipf, int push, uint64_t seed)
+ * for secs: distinct rows moved per second. */
+static double run(zeps_client *c, uint32_t t, int zipf, int push, uint64_t seed, double secs)
 {
     uint64_t *ids = zp_alloc(B * sizeof(uint64_t));
     float *rows = zp_alloc(B * D * sizeof(float));
@@ -123,7 +126,7 @@ static double run(zeps_client *c, uint32_t t, int zipf, int push, uint64_t seed)
         moved += zeps_sbatch_unique(b);
         zeps_sbatch_free(&b);
         t1 = zp_now_s();
-    } while (t1 - t0 < SECS);
+    } while (t1 - t0 < secs);
     free(ids);
     free(rows);
     ran_s = t1 - t0;
@@ -134,6 +137,8 @@ static double run(zeps_client *c, uint32_t t, int zipf, int push, uint64_t seed)
 typedef struct cold_load {
     const zt_cluster *cl;
     atomic_int stop;
+    atomic_int active; /* pulling now (else paused) */
+    atomic_int paused; /* it saw active 0 between two pulls */
 } cold_load;
 
 static void *cold_puller(void *arg)
@@ -148,6 +153,12 @@ static void *cold_puller(void *arg)
     uint64_t ids[1000];
     static float rows[1000 * 64];
     while (!atomic_load(&L->stop)) {
+        if (!atomic_load(&L->active)) {
+            atomic_store(&L->paused, 1);
+            usleep(1000);
+            continue;
+        }
+        atomic_store(&L->paused, 0);
         for (size_t i = 0; i < 1000; i++)
             ids[i] = id_of(zp_rng_next(&r) % N);
         zeps_spull(c, t, ids, 1000, rows, 0);
@@ -162,11 +173,10 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-/* p99 in us of pulls of 100 of the hottest ids, for SECS. */
-static double hot_p99(zeps_client *c, uint32_t t)
+/* Latencies in us of pulls of 100 of the hottest ids for secs, appended
+ * to lat (at most cap, *n so far). */
+static void hot_lat(zeps_client *c, uint32_t t, double secs, double *lat, size_t cap, size_t *n)
 {
-    size_t cap = 1 << 20, n = 0;
-    double *lat = zp_alloc(cap * sizeof(double));
     uint64_t ids[100];
     float rows[100 * 64];
     for (size_t i = 0; i < 100; i++)
@@ -176,45 +186,74 @@ static double hot_p99(zeps_client *c, uint32_t t)
         double a = zp_now_s();
         zeps_spull(c, t, ids, 100, rows, 0);
         t1 = zp_now_s();
-        if (n < cap)
-            lat[n++] = (t1 - a) * 1e6;
-    } while (t1 - t0 < SECS);
-    qsort(lat, n, sizeof(double), cmp_d);
-    double p = lat[(size_t)(0.99 * (double)(n - 1))];
-    free(lat);
-    return p;
+        if (*n < cap)
+            lat[(*n)++] = (t1 - a) * 1e6;
+    } while (t1 - t0 < secs);
 }
 
-/* RocksDB's own MultiGet over uniform ids of the tier in `path`, opened
- * with the tier's own settings (rocks.h), in batched MultiGet calls of
- * the size the tier's store makes, one thread, batches of B ids, for
- * SECS: rows/s. */
-static double multiget_ceiling(const char *path)
+static double p99(double *lat, size_t n)
 {
+    qsort(lat, n, sizeof(double), cmp_d);
+    return n ? lat[(size_t)(0.99 * (double)(n - 1))] : 0;
+}
+
+/* RocksDB's own MultiGet over uniform ids of a tier's database, opened
+ * read-only beside the running shard with the tier's own settings
+ * (rocks.h), read in batched MultiGet calls of the size the tier's store
+ * makes, batches of B ids. */
+typedef struct mg {
     zp_rocks_settings set;
-    zp_rocks_settings_init(&set, 0);
+    rocksdb_t *db;
+    rocksdb_column_family_handle_t *cf;
+    zp_rng r;
+} mg;
+
+static int mg_open(mg *m, const char *path)
+{
+    zp_rocks_settings_init(&m->set, 0);
     char *err = NULL;
     const char *names[1] = {"default"};
-    const rocksdb_options_t *cfo[1] = {set.opts};
-    rocksdb_column_family_handle_t *cf[1] = {NULL};
-    rocksdb_t *db =
-        rocksdb_open_for_read_only_column_families(set.opts, path, 1, names, cfo, cf, 0, &err);
+    const rocksdb_options_t *cfo[1] = {m->set.opts};
+    m->db = rocksdb_open_for_read_only_column_families(m->set.opts, path, 1, names, cfo, &m->cf, 0,
+                                                       &err);
+    zp_rng_seed(&m->r, 5, 0, 0);
     if (err) {
         fprintf(stderr, "multiget: %s\n", err);
-        return 0;
+        free(err);
+        zp_rocks_settings_fini(&m->set);
+        return -1;
     }
+    return 0;
+}
+
+static void mg_close(mg *m)
+{
+    rocksdb_column_family_handle_destroy(m->cf);
+    rocksdb_close(m->db);
+    zp_rocks_settings_fini(&m->set);
+}
+
+/* One reading thread of mg_run: batches of B uniform ids for secs. */
+typedef struct mg_reader {
+    mg *m;
+    zp_rng r;
+    double secs;
+    uint64_t found;
+} mg_reader;
+
+static void *mg_read(void *arg)
+{
+    mg_reader *rd = arg;
+    mg *m = rd->m;
     char(*keys)[8] = zp_alloc(B * 8);
     const char **kl = zp_alloc(B * sizeof(char *));
     size_t *ks = zp_alloc(B * sizeof(size_t));
     rocksdb_pinnableslice_t **vl = zp_alloc(B * sizeof(*vl));
     char **errs = zp_alloc(B * sizeof(char *));
-    zp_rng r;
-    zp_rng_seed(&r, 5, 0, 0);
-    uint64_t found = 0;
-    double t0 = zp_now_s(), t1;
+    double t0 = zp_now_s();
     do {
         for (size_t i = 0; i < B; i++) {
-            uint64_t id = id_of(zp_rng_next(&r) % N);
+            uint64_t id = id_of(zp_rng_next(&rd->r) % N);
             for (int j = 0; j < 8; j++)
                 keys[i][j] = (char)(id >> (56 - 8 * j));
             kl[i] = keys[i];
@@ -222,21 +261,42 @@ static double multiget_ceiling(const char *path)
         }
         for (size_t at = 0; at < B; at += ZP_ROCKS_BATCH) { /* the tier's store's calls */
             size_t k = B - at < ZP_ROCKS_BATCH ? B - at : ZP_ROCKS_BATCH;
-            rocksdb_batched_multi_get_cf(db, set.read, cf[0], k, kl + at, ks + at, vl + at,
+            rocksdb_batched_multi_get_cf(m->db, m->set.read, m->cf, k, kl + at, ks + at, vl + at,
                                          errs + at, false);
         }
         for (size_t i = 0; i < B; i++) {
-            found += vl[i] != NULL;
+            rd->found += vl[i] != NULL;
             rocksdb_pinnableslice_destroy(vl[i]);
             free(errs[i]);
         }
-        t1 = zp_now_s();
-    } while (t1 - t0 < SECS);
-    rocksdb_column_family_handle_destroy(cf[0]);
-    rocksdb_close(db);
-    zp_rocks_settings_fini(&set);
+    } while (zp_now_s() - t0 < rd->secs);
     free(keys), free(kl), free(ks), free(vl), free(errs);
-    return (double)found / (t1 - t0);
+    return NULL;
+}
+
+/* Rows found per second over secs (ran_s set), read by as many threads
+ * as the machine has cores (the tier reads its pieces on libuv's pool,
+ * several at once): RocksDB's ceiling here. */
+static double mg_run(mg *m, double secs)
+{
+    enum { MAXT = 16 };
+    long nc = sysconf(_SC_NPROCESSORS_ONLN);
+    int nt = nc < 1 ? 1 : nc > MAXT ? MAXT : (int)nc;
+    mg_reader rd[MAXT];
+    pthread_t th[MAXT];
+    double t0 = zp_now_s();
+    uint64_t found = 0;
+    for (int i = 0; i < nt; i++) {
+        rd[i] = (mg_reader){.m = m, .secs = secs};
+        zp_rng_seed(&rd[i].r, zp_rng_next(&m->r), (uint64_t)i, 0);
+        pthread_create(&th[i], NULL, mg_read, &rd[i]);
+    }
+    for (int i = 0; i < nt; i++) {
+        pthread_join(th[i], NULL);
+        found += rd[i].found;
+    }
+    ran_s = zp_now_s() - t0;
+    return (double)found / ran_s;
 }
 
 /* CPU seconds process pid has used (all its threads), 0 if unknown. */
@@ -302,7 +362,7 @@ static void bounded_memory(const char *dir)
     }
     double base = rss_mib(mc.pids[0]);
     fill(c, t);
-    run(c, t, 1, 1, 13);
+    run(c, t, 1, 1, 13, SECS);
     double rss = rss_mib(mc.pids[0]), peak = status_mib(mc.pids[0], "VmHWM:");
     printf("4. memory_budget %llu MiB (%llu ids, about %.0fx the rows it holds hot): shard RSS "
            "over its idle RSS (%.0f MiB) after the fill and Zipf steps %.0f MiB (peak %.0f MiB), "
@@ -326,6 +386,88 @@ static void bounded_memory(const char *dir)
         zeps__shard_stats__free_unpacked(st, NULL);
     zeps_client_destroy(&c);
     zt_cluster_stop(&mc);
+}
+
+/* Each side-by-side figure is measured in WINDOWS windows of SECS /
+ * WINDOWS, the two sides alternated, so that the machine's load, which
+ * moves by tens of percent from second to second here, falls on both. */
+#define WINDOWS 5
+
+/* Part 1: Zipf steps, tiered and all in RAM. */
+static void part_zipf(const zt_cluster *tc, const zt_cluster *rc, zeps_client *ct, zeps_client *cr,
+                      uint32_t tt, uint32_t tr)
+{
+    uint64_t h0, p0, h1, p1;
+    tier_counts(ct, &h0, &p0);
+    double mt = 0, st = 0, mr = 0, sr = 0, ct_s = 0, cr_s = 0;
+    for (int w = 0; w < WINDOWS; w++) {
+        double c0 = cpu_s(tc->pids[0]);
+        mt += run(ct, tt, 1, 1, 9 + (uint64_t)w, SECS / WINDOWS) * ran_s;
+        st += ran_s;
+        double c1 = cpu_s(tc->pids[0]), c2 = cpu_s(rc->pids[0]);
+        mr += run(cr, tr, 1, 1, 9 + (uint64_t)w, SECS / WINDOWS) * ran_s;
+        sr += ran_s;
+        ct_s += c1 - c0;
+        cr_s += cpu_s(rc->pids[0]) - c2;
+    }
+    tier_counts(ct, &h1, &p1);
+    double hit = (double)(h1 - h0) / (double)(h1 - h0 + p1 - p0);
+    printf("1. Zipf(1.1) pull+push: tiered %.0f rows/s, all in RAM %.0f rows/s, ratio %.2f "
+           "(bar 0.5); hit rate %.4f\n",
+           mt / st, mr / sr, (mt / st) / (mr / sr), hit);
+    printf("   shard CPU per row moved: tiered %.2f us, all in RAM %.2f us\n", ct_s * 1e6 / mt,
+           cr_s * 1e6 / mr);
+    printf("   shard RSS: tiered %.0f MiB, all in RAM %.0f MiB\n", rss_mib(tc->pids[0]),
+           rss_mib(rc->pids[0]));
+}
+
+/* Part 2: uniform pulls of the tiered shard and RocksDB's MultiGet of the
+ * tier's database (opened beside it: the rows not yet written, a few
+ * percent, are not in it, and its misses cost it less than a read). */
+static void part_uniform(zeps_client *ct, uint32_t tt, const char *path)
+{
+    mg m;
+    if (mg_open(&m, path) != 0)
+        return;
+    double mt = 0, st = 0, mm = 0, sm = 0;
+    for (int w = 0; w < WINDOWS; w++) {
+        mt += run(ct, tt, 0, 0, 11 + (uint64_t)w, SECS / WINDOWS) * ran_s;
+        st += ran_s;
+        mm += mg_run(&m, SECS / WINDOWS) * ran_s;
+        sm += ran_s;
+    }
+    mg_close(&m);
+    printf("2. uniform pulls: tiered %.0f rows/s, RocksDB MultiGet on the same data %.0f rows/s, "
+           "ratio %.2f (bar 0.7)\n",
+           mt / st, mm / sm, (mt / st) / (mm / sm));
+}
+
+/* Part 3: hot pulls' p99 with the cold tier idle and while another
+ * client pulls uniform ids, the two alternated. */
+static void part_hot(const zt_cluster *tc, zeps_client *ct, uint32_t tt)
+{
+    size_t cap = 1 << 20, ni = 0, nb = 0;
+    double *idle = zp_alloc(cap * sizeof(double)), *busy = zp_alloc(cap * sizeof(double));
+    cold_load L = {.cl = tc};
+    pthread_t th;
+    pthread_create(&th, NULL, cold_puller, &L);
+    for (int w = 0; w < WINDOWS; w++) {
+        atomic_store(&L.active, 0);
+        for (int i = 0; i < 10000 && !atomic_load(&L.paused); i++)
+            usleep(1000); /* its pull in flight ends */
+        hot_lat(ct, tt, SECS / WINDOWS, idle, cap, &ni);
+        atomic_store(&L.active, 1);
+        usleep(20000);
+        hot_lat(ct, tt, SECS / WINDOWS, busy, cap, &nb);
+    }
+    atomic_store(&L.stop, 1);
+    pthread_join(th, NULL);
+    double pi = p99(idle, ni), pb = p99(busy, nb);
+    printf("3. hot pulls (100 ids) p99: cold tier idle %.0f us, while another client pulls "
+           "uniform ids %.0f us, ratio %.2f (bar 2)\n",
+           pi, pb, pb / pi);
+    free(idle);
+    free(busy);
 }
 
 static void parse(int argc, char **argv)
@@ -388,42 +530,15 @@ int main(int argc, char **argv)
            "(tiered) and %.1f s (RAM)\n",
            (unsigned long long)N, D, (unsigned long long)B, (unsigned long long)(N / 10), EVICT,
            f1 - f0, zp_now_s() - f1);
-    uint64_t h0, p0, h1, p1;
-    tier_counts(ct, &h0, &p0);
-    double c0 = cpu_s(tc.pids[0]), zt = run(ct, tt, 1, 1, 9), c1 = cpu_s(tc.pids[0]);
-    double rt = zt * ran_s;
-    double c2 = cpu_s(rc.pids[0]), zr = run(cr, tr, 1, 1, 9), c3 = cpu_s(rc.pids[0]);
-    double rr = zr * ran_s;
-    tier_counts(ct, &h1, &p1);
-    double hit = (double)(h1 - h0) / (double)(h1 - h0 + p1 - p0);
-    printf("1. Zipf(1.1) pull+push: tiered %.0f rows/s, all in RAM %.0f rows/s, ratio %.2f "
-           "(bar 0.5); hit rate %.4f\n",
-           zt, zr, zt / zr, hit);
-    printf("   shard CPU per row moved: tiered %.2f us, all in RAM %.2f us\n", (c1 - c0) * 1e6 / rt,
-           (c3 - c2) * 1e6 / rr);
-    printf("   shard RSS: tiered %.0f MiB, all in RAM %.0f MiB\n", rss_mib(tc.pids[0]),
-           rss_mib(rc.pids[0]));
-    double ut = run(ct, tt, 0, 0, 11);
-    double idle = hot_p99(ct, tt);
-    cold_load L = {.cl = &tc};
-    pthread_t th;
-    pthread_create(&th, NULL, cold_puller, &L);
-    double busy = hot_p99(ct, tt);
-    atomic_store(&L.stop, 1);
-    pthread_join(th, NULL);
-    printf("3. hot pulls (100 ids) p99: cold tier idle %.0f us, while another client pulls "
-           "uniform ids %.0f us, ratio %.2f (bar 2)\n",
-           idle, busy, busy / idle);
+    part_zipf(&tc, &rc, ct, cr, tt, tr);
+    char path[700];
+    snprintf(path, sizeof path, "%s/tier-emb-shard-0", dir);
+    part_uniform(ct, tt, path);
+    part_hot(&tc, ct, tt);
     zeps_client_destroy(&ct);
     zeps_client_destroy(&cr);
     zt_cluster_stop(&tc);
     zt_cluster_stop(&rc);
-    char path[700];
-    snprintf(path, sizeof path, "%s/tier-emb-shard-0", dir);
-    double mg = multiget_ceiling(path);
-    printf("2. uniform pulls: tiered %.0f rows/s, RocksDB MultiGet on the same data %.0f rows/s, "
-           "ratio %.2f (bar 0.7)\n",
-           ut, mg, ut / mg);
     char mdir[512];
     zt_scratch_dir(mdir, sizeof mdir, "bench-tier-mem");
     bounded_memory(mdir);

@@ -535,6 +535,60 @@ START_TEST(test_rollback_one_shard)
 }
 END_TEST
 
+/* The counters of shard 0's tiered table: parked pulls, ids read off the
+ * loop, rows read on it. */
+static void tier_reads(zeps_client *c, uint64_t *parked, uint64_t *fetched, uint64_t *sync)
+{
+    Zeps__ShardStats *st = zt_stats(c, 0);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->n_tables, 1);
+    *parked = st->tables[0]->tier_parked;
+    *fetched = st->tables[0]->tier_fetched;
+    *sync = st->tables[0]->tier_sync_reads;
+    zeps__shard_stats__free_unpacked(st, NULL);
+}
+
+/* A pull of 1,000 cold ids (written to the store: a SCAN writes the rows
+ * held unwritten) is read in pieces of 256, each made hot as it comes
+ * back, and served once all are in: no row read on the loop, the rows
+ * those it was given at the fill. */
+START_TEST(test_large_pull_in_pieces)
+{
+    char dir[512], extra[700];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "pieces"), 0);
+    snprintf(extra, sizeof extra, "  tier_dir = \"%s\";", dir);
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", extra, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    zeps_sparse_spec s = spec("emb", "adagrad", 9, 1);
+    s.capacity_rows = 200;
+    uint32_t e;
+    ck_assert_msg(zeps_declare_sparse(c, &s, &e) == 0, "%s", zeps_last_error(c));
+    enum { N = 3000, PULL = 1000, D = 9 };
+    static uint64_t ids[N];
+    static float first[N * D], again[PULL * D];
+    for (uint64_t i = 0; i < N; i++)
+        ids[i] = 1000003 * i + 7;
+    for (size_t at = 0; at < N; at += 100)
+        ck_assert_msg(zeps_spull(c, e, ids + at, 100, first + at * D, 0) == 0, "%s",
+                      zeps_last_error(c));
+    uint8_t *rows;
+    uint64_t rec;
+    ck_assert_uint_eq(all_rows(c, e, 9, &rows, &rec), N);
+    free(rows);
+    uint64_t p0, f0, s0, p1, f1, s1;
+    tier_reads(c, &p0, &f0, &s0);
+    ck_assert_msg(zeps_spull(c, e, ids, PULL, again, 0) == 0, "%s", zeps_last_error(c));
+    tier_reads(c, &p1, &f1, &s1);
+    ck_assert_int_eq(memcmp(again, first, sizeof again), 0);
+    ck_assert_uint_eq(p1 - p0, 1);
+    ck_assert_uint_ge(f1 - f0, PULL - 200);
+    ck_assert_uint_eq(s1 - s0, 0);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     /* tier asked of shards without tier_dir */
@@ -577,6 +631,7 @@ int main(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_exact_against_ram);
     tcase_add_test(tc, test_refused);
+    tcase_add_test(tc, test_large_pull_in_pieces);
     tcase_add_test(tc, test_crash_restores_both_tiers);
     tcase_add_test(tc, test_rollback_one_shard);
     suite_add_tcase(s, tc);

@@ -39,11 +39,14 @@ static zp_tier_where where_of(const char *dir, const char *name, const zp_sparse
     return w;
 }
 
+static size_t warm_rows; /* the tiers' buffers of unwritten rows (0: their default) */
+
 static zp_tier *open_tier(const char *dir, const char *name, zp_sparse *t)
 {
     char err[2048] = "";
     zp_tier *tier = NULL;
     zp_tier_where w = where_of(dir, name, t);
+    w.warm_rows = warm_rows;
     ck_assert_msg(zp_tier_open(&tier, &w, err, sizeof err) == 0, "zp_tier_open: %s", err);
     return tier;
 }
@@ -165,6 +168,73 @@ END_TEST
 START_TEST(test_exact_ftrl_ttl)
 {
     exact_run("ftrl", ZP_EVICT_LRU, 40);
+}
+END_TEST
+
+/* Buffers of 16 unwritten rows (warm.h): the writer thread writes a
+ * batch every 16 demotions or forgets, while rows come back from the
+ * buffers, from a batch being written and from the store. */
+START_TEST(test_exact_small_buffers)
+{
+    warm_rows = 16;
+    exact_run("adagrad", ZP_EVICT_LRU, 0);
+    exact_run("ftrl", ZP_EVICT_LFU, 40);
+    warm_rows = 0;
+}
+END_TEST
+
+/* A row demoted is held unwritten (and read from there) until its batch
+ * is written; the newest write of an id wins wherever it is (a buffer
+ * being written, the one filling, the store); a forget held is "not in
+ * the tier"; a scan sees every write. */
+START_TEST(test_held_rows)
+{
+    zp_sparse_opts o = base_opts("sgd", 2);
+    zp_sparse *t = make(&o);
+    char dir[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "held"), 0);
+    warm_rows = 4;
+    zp_tier *tier = open_tier(dir, "h", t);
+    warm_rows = 0;
+    size_t rec = zp_sparse_record_bytes(t);
+    uint8_t *one = calloc(1, rec), *got = calloc(1, rec);
+    for (uint64_t k = 0; k < 64; k++) { /* id 7 written at k = 7 and 12, 8 deleted at 13 */
+        uint64_t id = k == 12 ? 7 : k, v = 1000 + k;
+        memcpy(one, &v, 8);
+        if (k == 13)
+            ck_assert_int_eq(zp_tier_forget(tier, 8, true), 0);
+        else
+            ck_assert_int_eq(zp_tier_demote(tier, id, one), 0);
+    }
+    memcpy(one, &(uint64_t){1063}, 8);
+    ck_assert_int_eq(zp_tier_held(tier, 63, got), 1); /* the buffer filling */
+    ck_assert_int_eq(memcmp(got, one, rec), 0);
+    ck_assert_int_eq(zp_tier_held(tier, 3, got), 0); /* written long ago */
+    for (uint64_t id = 0; id < 64; id++) {
+        uint64_t want = id == 7 ? 1012 : 1000 + id;
+        memset(got, 0, rec);
+        int r = zp_tier_fetch(tier, id, got);
+        if (id == 8 || id == 12 || id == 13) {
+            ck_assert_msg(r == 0, "id %llu: %d", (unsigned long long)id, r);
+            continue;
+        }
+        ck_assert_msg(r == 1 && memcmp(got, &want, 8) == 0, "id %llu: %d, %llu",
+                      (unsigned long long)id, r, (unsigned long long)*(uint64_t *)got);
+    }
+    uint64_t pos = 0, n = 0;
+    uint8_t *all = calloc(64, rec);
+    ck_assert_int_eq(zp_tier_scan(tier, &pos, 64, all), 61);
+    for (uint64_t i = 0; i < 61; i++) {
+        uint64_t v;
+        memcpy(&v, all + i * rec, 8);
+        n += v == 1012;
+    }
+    ck_assert_uint_eq(n, 1); /* id 7 once, its newest record */
+    free(all);
+    free(one);
+    free(got);
+    zp_tier_close(&tier);
+    zp_sparse_destroy(&t);
 }
 END_TEST
 
@@ -477,6 +547,8 @@ int main(void)
     ZT_SPARSE_ADD(s, test_exact_adagrad_lru);
     ZT_SPARSE_ADD(s, test_exact_adam_lfu);
     ZT_SPARSE_ADD(s, test_exact_ftrl_ttl);
+    ZT_SPARSE_ADD(s, test_exact_small_buffers);
+    ZT_SPARSE_ADD(s, test_held_rows);
     ZT_SPARSE_ADD(s, test_dir_checked);
     ZT_SPARSE_ADD(s, test_foreign_refused);
     ZT_SPARSE_ADD(s, test_scan_pages);

@@ -59,6 +59,8 @@ import subprocess
 import sys
 import time
 
+import mutate_ledger
+
 SRC = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 DIRS = ("server/", "worker/lib/", "common/")
 
@@ -335,7 +337,14 @@ def parse_args():
     ap.add_argument("--report")
     ap.add_argument("--all-targets", action="store_true")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--ledger-file", default=os.path.join(SRC, "tests", "mutants.jsonl"))
+    ap.add_argument("--no-ledger", action="store_true")
+    ap.add_argument("--ledger", nargs="*", metavar="PATH")
+    ap.add_argument("--equivalent", nargs=2, metavar=("ID", "REASON"))
+    ap.add_argument("--killed", nargs=2, metavar=("ID", "HOW"))
     args = ap.parse_args()
+    if args.ledger is not None or args.equivalent or args.killed:
+        return args
     if args.since:
         args.files += changed_since(args.since)
     if not args.files:
@@ -365,8 +374,28 @@ def pick(args):
     return chosen
 
 
+def ledger_main(args):
+    """--ledger, --equivalent, --killed: read or mark the ledger."""
+    try:
+        for kind in ("equivalent", "killed"):
+            if getattr(args, kind):
+                ident, reason = getattr(args, kind)
+                full = mutate_ledger.mark(args.ledger_file, ident, kind, reason)
+                print(f"{full} marked {kind}")
+        if args.ledger is not None:
+            roots = [os.path.relpath(os.path.abspath(p), SRC) + "/" * p.endswith("/")
+                     for p in args.ledger] or ["server/", "worker/lib/"]
+            print(mutate_ledger.report(args.ledger_file, roots, SRC))
+    except ValueError as e:
+        print(f"mutate.py: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def main():
     args = parse_args()
+    if args.ledger is not None or args.equivalent or args.killed:
+        return ledger_main(args)
     chosen = pick(args)
     if args.list:
         for m in chosen:
@@ -419,6 +448,7 @@ def run_mutants(chosen, suite, build, args):
     signal.signal(signal.SIGTERM, restore)
     results = []
     t0 = time.time()
+    commit = mutate_ledger.head_commit(SRC)
     for k, m in enumerate(chosen, 1):
         t1 = time.time()
         plant(m, pristine)
@@ -434,6 +464,10 @@ def run_mutants(chosen, suite, build, args):
             restore()
         m = dict(m, verdict=verdict, killed_by=by, seconds=round(time.time() - t1, 1))
         results.append(m)
+        if not args.no_ledger:
+            mutate_ledger.append(args.ledger_file, mutate_ledger.entry(
+                m, verdict, m["entries"], by if verdict == "killed" else [], commit,
+                m["seconds"]))
         print(f"[{k}/{len(chosen)}] {verdict:9} {m['file']}:{m['line'] + 1} {m['op']}"
               f"{' by ' + ', '.join(by) if by else ''} ({m['seconds']:.0f} s)", flush=True)
         if verdict == "survived":

@@ -383,8 +383,8 @@ def ledger_main(args):
                 full = mutate_ledger.mark(args.ledger_file, ident, kind, reason)
                 print(f"{full} marked {kind}")
         if args.ledger is not None:
-            roots = [os.path.relpath(os.path.abspath(p), SRC) + "/" * p.endswith("/")
-                     for p in args.ledger] or ["server/", "worker/lib/"]
+            roots = [os.path.relpath(p, SRC) if os.path.isabs(p) else os.path.normpath(p)
+                     for p in args.ledger] or ["server", "worker/lib"]
             print(mutate_ledger.report(args.ledger_file, roots, SRC))
     except ValueError as e:
         print(f"mutate.py: {e}", file=sys.stderr)

@@ -142,7 +142,9 @@ def tally(state, roots, read_file):
             texts[s["file"]] = t.split("\n") if t is not None else []
         at = locate(s, texts[s["file"]])
         v = verdict(s) if at else "stale"
-        for key in (os.path.dirname(s["file"]) + "/", "total"):
+        root = next(r for r in roots if under(s["file"], [r]))
+        for key in (os.path.dirname(s["file"]) + "/", "all of " + root.rstrip("/") + "/",
+                    "total"):
             row = rows.setdefault(key, dict.fromkeys(RESULTS + ("equivalent", "stale"), 0))
             row[v] += 1
         if at and (v in ("survived", "equivalent") or "killed" in s["marks"]):
@@ -165,12 +167,14 @@ def report(path, roots, src):
         except OSError:
             return None
     rows, listed = tally(fold(read(path)), roots, read_file)
-    out = [f"{'folder':28} {'killed':>6} {'surv.':>6} {'equiv.':>6} {'stillb.':>7} "
+    out = [f"{'folder':30} {'killed':>6} {'surv.':>6} {'equiv.':>6} {'stillb.':>7} "
            f"{'stale':>6} {'score':>7}"]
-    for key in sorted(k for k in rows if k != "total") + (["total"] if rows else []):
+    keys = sorted(k for k in rows if k != "total" and not k.startswith("all of "))
+    keys += sorted(k for k in rows if k.startswith("all of ")) + (["total"] if rows else [])
+    for key in keys:
         r = rows[key]
         sc = score(r)
-        out.append(f"{key:28} {r['killed']:6} {r['survived']:6} {r['equivalent']:6} "
+        out.append(f"{key:30} {r['killed']:6} {r['survived']:6} {r['equivalent']:6} "
                    f"{r['stillborn']:7} {r['stale']:6} "
                    f"{'-' if sc is None else f'{100 * sc:.1f} %':>7}")
     for v, s, at in listed:

@@ -51,6 +51,10 @@ class Ledger(unittest.TestCase):
         self.assertNotIn("common/", rows)  # outside the roots asked for
         self.assertEqual(rows["total"]["killed"], 2)
         self.assertEqual(rows["total"]["survived"], 1)
+        self.assertEqual(rows["all of server/"], rows["total"])
+        two, _ = self.counts(("server/sub", "common"))
+        self.assertEqual((two["all of server/sub/"]["killed"], two["all of common/"]["survived"],
+                          two["total"]["killed"], two["total"]["survived"]), (1, 1, 1, 1))
         self.assertAlmostEqual(L.score(rows["total"]), 2 / 3)
         self.assertEqual([(v, s["file"], at) for v, s, at in listed],
                          [("survived", "server/a.c", 3)])
@@ -133,7 +137,8 @@ class Ledger(unittest.TestCase):
         self.run_one("server/a.c", 3, "    if (a < 3)", "    if (a >= 3)", "killed")
         L.mark(self.path, i, "equivalent", "the same for every a")
         text = L.report(self.path, ["server/"], self.dir)
-        self.assertRegex(text, r"server/\s+1\s+0\s+1\s+0\s+0\s+100.0 %")
+        self.assertRegex(text, r"\nserver/\s+1\s+0\s+1\s+0\s+0\s+100.0 %")
+        self.assertRegex(text, r"\nall of server/\s+1\s+0\s+1\s+0\s+0\s+100.0 %")
         self.assertIn(f"equivalent {i} server/a.c:3 cmp-flip", text)
         self.assertIn("the same for every a", text)
 

@@ -43,6 +43,15 @@ START_TEST(replica_endpoints)
     ck_assert_str_eq(zp_config_bind(cfg, 2, 0), "");
     ck_assert_str_eq(zp_config_endpoint(cfg, 2, 0), "");
     ck_assert_str_eq(zp_config_endpoint(cfg, 0, 2), "");
+    /* the count bounds the shards, not what the arrays hold: with one shard
+     * counted, shard 1 is outside however its entries read */
+    cfg->num_shards = 1;
+    ck_assert_str_eq(zp_config_endpoint(cfg, 1, 0), "");
+    ck_assert_str_eq(zp_config_endpoint(cfg, 1, 1), "");
+    ck_assert_str_eq(zp_config_bind(cfg, 1, 0), "");
+    ck_assert_str_eq(zp_config_bind(cfg, 1, 1), "");
+    ck_assert_str_eq(zp_config_endpoint(cfg, 0, 1), "tcp://127.0.0.1:17001");
+    cfg->num_shards = 2;
     ck_assert_str_eq(cfg->coord_zookeeper, "10.0.0.1:2181,10.0.0.2:2181");
     ck_assert_str_eq(cfg->coord_name, "zeps");
     ck_assert_int_eq(cfg->coord_session_timeout_ms, 6000);

@@ -87,6 +87,37 @@ START_TEST(test_file_in_the_way)
 }
 END_TEST
 
+/* A folder name of n bytes under base: components of 200 bytes. */
+static void long_name(char *dir, size_t n)
+{
+    size_t at = (size_t)snprintf(dir, n + 1, "%s", base);
+    while (at < n) {
+        dir[at++] = '/';
+        for (int k = 0; k < 200 && at < n; k++)
+            dir[at++] = 'a';
+    }
+    if (dir[n - 1] == '/')
+        dir[n - 1] = 'b'; /* a name, not a trailing slash */
+    dir[n] = '\0';
+}
+
+/* The longest folder name taken is 4,063 bytes (room for the probe file
+ * under PATH_MAX); one byte more is refused as too long. */
+START_TEST(test_name_length_edge)
+{
+    make_base();
+    char dir[4100], err[8192] = "";
+    long_name(dir, 4064);
+    ck_assert_int_eq(zp_folder_ready("trace_dir", dir, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_msg(strstr(err, "is too long"), "%s", err);
+    ck_assert(!is_dir(base) || entries(base) == 0); /* nothing made */
+    long_name(dir, 4063);
+    ck_assert_int_eq(zp_folder_ready("trace_dir", dir, err, sizeof(err)), 0);
+    ck_assert(is_dir(dir));
+    remove_base();
+}
+END_TEST
+
 START_TEST(test_exit_statuses)
 {
     ck_assert_int_eq(zp_exitcode_startup(ZEPS_OK), ZP_EXIT_OK);
@@ -113,6 +144,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("folder");
     tcase_add_test(tc, test_made_with_parents);
     tcase_add_test(tc, test_file_in_the_way);
+    tcase_add_test(tc, test_name_length_edge);
     tcase_add_test(tc, test_exit_statuses);
     suite_add_tcase(s, tc);
     return s;

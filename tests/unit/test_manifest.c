@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <isa-l/crc.h>
@@ -140,6 +141,41 @@ static void log_cb(void *arg, const char *msg)
     size_t u = strlen(l->all);
     snprintf(l->all + u, sizeof(l->all) - u, "%s\n", msg);
 }
+
+/* A process whose descriptor 0 is free (standard input closed) gets the
+ * manifest lock there: adding a set, pinning and pruning work all the same. */
+START_TEST(test_descriptor_zero)
+{
+    zt_snap_dir_make();
+    write_set(1, 2, UINT32_MAX);
+    write_set(2, 2, UINT32_MAX);
+    char err[512];
+    ck_assert_int_eq(zp_manifest_set_complete(zt_snap_dir, 1, 2, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_manifest_set_complete(zt_snap_dir, 2, 2, err, sizeof(err)), 0);
+    pid_t kid = fork();
+    ck_assert_int_ge(kid, 0);
+    if (kid == 0) {
+        close(0);
+        unsigned removed = 0;
+        int code = zp_manifest_add_set(zt_snap_dir, 1, 2, err, sizeof(err)) != 0        ? 1
+                   : zp_manifest_add_set(zt_snap_dir, 2, 2, err, sizeof(err)) != 0      ? 2
+                   : zp_manifest_pin(zt_snap_dir, 1, err, sizeof(err)) != 0             ? 3
+                   : zp_manifest_prune(zt_snap_dir, 1, &removed, err, sizeof(err)) != 0 ? 4
+                                                                                        : 0;
+        if (code)
+            fprintf(stderr, "step %d: %s\n", code, err);
+        _exit(code);
+    }
+    int st;
+    ck_assert_int_eq(waitpid(kid, &st, 0), kid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    zp_manifest *m = NULL;
+    ck_assert_int_eq(zp_manifest_load(zt_snap_dir, &m, err, sizeof(err)), 0);
+    ck_assert_uint_eq(m->nsets, 2); /* both recorded, the pinned one kept */
+    zp_manifest_free(&m);
+    zt_snap_dir_remove();
+}
+END_TEST
 
 START_TEST(test_restore_fallback)
 {
@@ -341,6 +377,7 @@ int main(int argc, char **argv)
     TCase *tc = tcase_create("manifest");
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, test_manifest);
+    tcase_add_test(tc, test_descriptor_zero);
     tcase_add_test(tc, test_restore_fallback);
     tcase_add_test(tc, test_restore_bad_shard);
     tcase_add_test(tc, test_prune);

@@ -100,6 +100,13 @@ for m in zeps_op_duration_seconds_count process_resident_memory_bytes zeps_worke
     check "the exposition has $m" grep -q "^$m" "$work/after-0.txt"
 done
 
+# the sparse tables' families (rows held, ids pulled, the cold tier) name no
+# dense table: the quadratic model's one table, x, is dense
+for m in zeps_table_rows zeps_table_keys_pulled_total zeps_table_tier_fetched_total; do
+    check "the dense table x has no $m" bash -c "! grep -q '^$m{table=\"x\"' '$work/after-0.txt'"
+done
+check "  while its own families name it" grep -q '^zeps_table_pushes_total{table="x"' "$work/after-0.txt"
+
 # errors by op and code: SNAPSHOT without a snapshot_dir is refused (ESTATE)
 "$BIN/zepsctl" snapshot take --config "$work/c.conf" >"$work/snap.out" 2>&1
 curl -s "$url0/metrics" >"$work/errs.txt"

@@ -342,21 +342,49 @@ def parse_args():
     ap.add_argument("--ledger", nargs="*", metavar="PATH")
     ap.add_argument("--equivalent", nargs=2, metavar=("ID", "REASON"))
     ap.add_argument("--killed", nargs=2, metavar=("ID", "HOW"))
+    ap.add_argument("--rerun", nargs="+", metavar="ID", default=[])
     args = ap.parse_args()
     if args.ledger is not None or args.equivalent or args.killed:
         return args
     if args.since:
         args.files += changed_since(args.since)
-    if not args.files:
-        ap.error("name files, or --since REV")
+    if not args.files and not args.rerun:
+        ap.error("name files, or --since REV, or --rerun ID")
     return args
+
+
+def rerun(args, pairs):
+    """The ledger's mutants named by id (or a prefix), planted at their
+    line as it is now; an id that names none, or whose line is gone, is
+    bad usage."""
+    state = mutate_ledger.fold(mutate_ledger.read(args.ledger_file))
+    out = []
+    for ident in args.rerun:
+        hits = [s for i, s in state.items() if i.startswith(ident)]
+        if len(hits) != 1:
+            print(f"mutate.py: {len(hits)} mutants in the ledger have an id starting "
+                  f"with {ident!r}", file=sys.stderr)
+            sys.exit(2)
+        s = hits[0]
+        with open(os.path.join(SRC, s["file"])) as fh:
+            lines = fh.read().split("\n")
+        at = mutate_ledger.locate(s, lines)
+        if at is None:
+            print(f"mutate.py: {s['id']}: {s['file']} no longer has the line {s['old']!r}",
+                  file=sys.stderr)
+            sys.exit(2)
+        line = lines[at - 1]
+        indent = line[:len(line) - len(line.lstrip())]
+        out.append({"file": s["file"], "line": at - 1, "old": line, "new": indent + s["new"],
+                    "op": s["op"], "tests": tests_for(s["file"], args, pairs)})
+    return out
 
 
 def pick(args):
     """The mutants of the files named, a seeded sample of args.max."""
     ops = set(args.ops.split(","))
     pairs = read_map() if args.tests == "auto" else []
-    everything = []
+    again, everything = rerun(args, pairs), []
     for f in args.files:
         spec = args.lines
         if re.search(r":\d+-\d+$", f):
@@ -368,6 +396,7 @@ def pick(args):
                            for m in mutants_of(rel, fh.read(), ops) if lo <= m["line"] + 1 <= hi]
     rng = random.Random(args.seed)
     chosen = everything if len(everything) <= args.max else rng.sample(everything, args.max)
+    everything, chosen = everything + again, chosen + again  # the reruns all run
     chosen.sort(key=lambda m: (m["file"], m["line"]))
     print(f"{len(everything)} mutants in {len(args.files)} file(s); running {len(chosen)} "
           f"(seed {args.seed})", flush=True)

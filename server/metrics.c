@@ -219,7 +219,7 @@ static void state_metrics(const zp_server *s, const Zeps__ShardStats *st, zp_htt
     counter1(r, "zeps_snapshots_written_total", "Snapshot files this shard wrote.",
              st->snapshots_written);
     counter1(r, "zeps_snapshot_failures_total", "Snapshot writers that failed.",
-             s->persist.failures);
+             st->snapshot_failures);
     gauge1(r, "zeps_snapshot_last_duration_seconds", "How long the last snapshot took to write.",
            st->last_snapshot_s);
     gauge1(r, "zeps_snapshot_age_seconds",

@@ -64,6 +64,8 @@ static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
     st->rollbacks = s->rollbacks;
     st->snapshots_written = s->persist.written;
     st->last_snapshot_set = s->persist.last_setid;
+    st->snapshot_failures = s->persist.failures;
+    st->last_failed_set = s->persist.last_failed_setid;
     st->last_snapshot_s = s->persist.last_duration_s;
     st->restored_clock = s->restored_clock;
     st->curve = s->zap.enabled;

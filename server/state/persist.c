@@ -191,6 +191,7 @@ static void reap_one(zp_persist *p, zp_writer *w, int block)
                 w->why, w->clock, took);
     } else {
         p->failures++;
+        p->last_failed_setid = w->setid;
         zp_error("snapshot set %016" PRIx64 " (%s) failed after %.3f s (child status %d)", w->setid,
                  w->why, took, st);
     }

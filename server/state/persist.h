@@ -32,7 +32,8 @@ typedef struct zp_persist {
     uint64_t last_period; /* every-seconds: the last period index */
     uint64_t last_setid;
     uint64_t written, failures;
-    struct { /* the final snapshot (zp_persist_final), when one was written */
+    uint64_t last_failed_setid; /* the set of the last writer that failed (0 = none) */
+    struct {                    /* the final snapshot (zp_persist_final), when one was written */
         bool written;
         uint64_t setid, created_ns; /* with the incarnation, the file's identity */
     } final;

@@ -88,14 +88,25 @@ static int request(zeps_client *c, int n, int64_t *target, uint64_t *setid)
     return rc;
 }
 
-/* Every shard wrote set `setid` (or one restored from it). */
-static bool all_written(zeps_client *c, int n, uint64_t setid)
+/* 1 if every shard wrote set `setid` (or one restored from it), 0 if not
+ * yet, -1 (recorded with zp_fail) if a shard's writer of it failed: no
+ * wait brings that file. */
+static int all_written(zeps_client *c, int n, uint64_t setid)
 {
     Zeps__ShardStats *st[ZP_MAX_SHARDS];
-    bool done = shard_stats(c, n, st) == 0;
-    for (int k = 0; k < n && done; k++)
-        done = st[k]->last_snapshot_set >= setid &&
-               (st[k]->snapshots_written > 0 || st[k]->restored_clock >= 0);
+    int done = shard_stats(c, n, st) == 0;
+    for (int k = 0; k < n && done == 1; k++) {
+        if (st[k]->last_failed_set == setid && st[k]->last_snapshot_set < setid) {
+            zp_fail(c, ZEPS_EIO,
+                    "snapshot set %016" PRIx64 ": shard %d's writer failed (its log says why: "
+                    "a full disk, or snapshot_dir not writable?)",
+                    setid, k);
+            done = -1;
+        } else {
+            done = st[k]->last_snapshot_set >= setid &&
+                   (st[k]->snapshots_written > 0 || st[k]->restored_clock >= 0);
+        }
+    }
     free_stats(st, n);
     return done;
 }
@@ -111,10 +122,14 @@ int zeps_snapshot_take(zeps_client *c, double timeout_s, int64_t *clock, uint64_
     if (rc != 0)
         return rc;
     double deadline = zp_now_s() + timeout_s;
-    while (!all_written(c, n, set)) {
+    while ((rc = all_written(c, n, set)) != 1) {
+        if (rc < 0)
+            return ZEPS_EIO;
         if (c->interrupt && *c->interrupt)
-            return zp_fail(c, ZEPS_ECLOSED, "interrupted while waiting for snapshot set "
-                                            "%016" PRIx64, set);
+            return zp_fail(c, ZEPS_ECLOSED,
+                           "interrupted while waiting for snapshot set "
+                           "%016" PRIx64,
+                           set);
         if (zp_now_s() >= deadline)
             return zp_fail(c, ZEPS_ETIMEDOUT,
                            "snapshot set %016" PRIx64 " not written by every shard after "

@@ -55,6 +55,31 @@ def test_snapshot_bsp_cut(make_cluster):
             assert "snapshot set 0000000000000003" in cl.log(k)
 
 
+def test_a_failed_writer_ends_the_take_at_once(make_cluster):
+    """A shard whose writer fails (here a file where the set's folder goes)
+    makes the take fail at once with EIO naming it, instead of waiting out
+    the timeout for a file that will never come."""
+    snap = os.path.join(str(make_cluster.tmp), "snap-fail")
+    cl = make_cluster(servers=2, workers=1, consistency="bsp",
+                      extra=f'  snapshot_dir = "{snap}";\n')
+    with cl.client(0) as c:
+        w = c.declare("w", 4, optimizer="sgd", lr=0.5)
+        for k in range(2):
+            w.pull(clock=k)
+            w.push(np.ones(4, np.float32), clock=k)
+            c.clock(k)
+        os.makedirs(snap, exist_ok=True)
+        with open(os.path.join(snap, "set-%016x" % 2), "w") as f:
+            f.write("in the way\n")  # the writers cannot make set 2's folder
+        t0 = time.monotonic()
+        with pytest.raises(errors.EIO) as ei:
+            c.snapshot(timeout=60)
+        assert time.monotonic() - t0 < 20
+        assert "writer failed" in ei.value.message, ei.value.message
+        raw = c.shard_stats_raw(0)
+        assert raw  # the shard still serves
+
+
 def test_snapshot_without_dir_is_an_error(make_cluster):
     cl = make_cluster(servers=1, workers=1)
     with cl.client(0) as c:

@@ -16,6 +16,7 @@ def test_snapshot_async_then_restart(make_cluster):
     cl = make_cluster(servers=2, workers=1, extra=f'  snapshot_dir = "{snap}";\n')
     c = cl.client(0)
     w = c.declare("w", 8, optimizer="sgd", lr=1.0)
+    c.declare("bounded", 4, staleness=3)  # a table's own ssp bound is part of its spec
     w.push(np.ones(8, np.float32))
     got = c.snapshot(timeout=30)
     assert got["clock"] == -1 and got["set"] > 0
@@ -33,6 +34,9 @@ def test_snapshot_async_then_restart(make_cluster):
     with cl2.client(0) as c2:
         w2 = c2.declare("w", 8, optimizer="sgd", lr=1.0)
         assert np.array_equal(w2.pull(), -np.ones(8, np.float32))
+        c2.declare("bounded", 4, staleness=3)  # restored with its bound: the same spec
+        with pytest.raises(errors.ECONFLICT):
+            c2.declare("bounded", 4, staleness=4)
 
 
 def test_snapshot_bsp_cut(make_cluster):

@@ -4,11 +4,10 @@
  * many slots taken by other ids (a probe that took a slot's hash bits or
  * position for its id would merge some), with repeats at known positions;
  * and over 70,000 calls that reuse the client's scratch, small batches
- * after table-filling ones. Through a real zeps-server (1 shard), which the
- * batch needs for its table; the pulls check that repeated positions get
- * their id's row. The distinct-row calls (zeps_sbatch_positions,
- * zeps_sbatch_pull_unique, zeps_sbatch_push_unique,
- * zeps_sbatch_new_pull_unique) on 1 and 3 shards: positions in the order
+ * after table-filling ones, after batches that each grow the kept one. Through a real zeps-server
+ * (1 shard), which the batch needs for its table; the pulls check that repeated positions get their
+ * id's row. The distinct-row calls (zeps_sbatch_positions, zeps_sbatch_pull_unique,
+ * zeps_sbatch_push_unique, zeps_sbatch_new_pull_unique) on 1 and 3 shards: positions in the order
  * the ids first appear (the same on both), every distinct row pulled to
  * its place and nothing past the last, every row's gradient applied to
  * that row exactly once, and the one-call form equal to its two calls.
@@ -109,6 +108,14 @@ START_TEST(test_scratch_reused)
     uint64_t big[BIG];
     for (size_t i = 0; i < BIG; i++)
         big[i] = zp_rng_mix64(i + 77);
+    /* each batch larger than the one kept: the kept arrays grow, every one
+     * freed first (a lost one is a leak, which LeakSanitizer reports) */
+    for (size_t n = 1; n <= BIG; n *= 4) {
+        zeps_sbatch *b;
+        ck_assert_int_eq(zeps_sbatch_new(c, t, big, n, &b), 0);
+        ck_assert_uint_eq(zeps_sbatch_unique(b), n);
+        zeps_sbatch_free(&b);
+    }
     for (uint64_t k = 0; k < CALLS; k++) {
         zeps_sbatch *b;
         uint64_t ids[5] = {k, k + 1, k, 7 + k * 3, k + 1};

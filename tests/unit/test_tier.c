@@ -6,7 +6,8 @@
  * state, versions and touch counts; a tier folder that is missing, takes
  * no file, holds something else or another table's tier is refused; a
  * tier's rows scan in id order, each once; a promoted row's record left in
- * the tier goes when the row is dropped for good.
+ * the tier goes when the row is dropped for good; a record read off the
+ * loop is not installed over a row made hot meanwhile (at index slot 0 too).
  */
 #include <check.h>
 #include <errno.h>
@@ -19,6 +20,7 @@
 
 #include "check_main.h"
 #include "scratch.h"
+#include "rowindex.h" /* the slot an id sits at */
 #include "sparse.h"
 #include "sparse_fixture.h"
 #include "tier.h"
@@ -470,6 +472,47 @@ START_TEST(test_touched_while_read)
 }
 END_TEST
 
+/* A cold record read off the loop is installed only if its row is not hot
+ * meanwhile, wherever the hot row sits in the index (slot 0 too): a hot
+ * row keeps its values and stays one row; an id not hot takes the record. */
+START_TEST(test_install_hot_at_slot_zero)
+{
+    zp_sparse_opts o = base_opts("sgd", 2);
+    zp_sparse *t = make(&o);
+    char dir[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "install"), 0);
+    zp_tier *tier = open_tier(dir, "install", t);
+    zp_sparse_set_cold(t, tier);
+    uint64_t id = 1, other = 0;
+    while ((zp_rowindex_hash(t, id) & (t->icap - 1)) != 0)
+        id++;
+    float hot[2], out[2];
+    zp_sparse_pull(t, &id, 1, 1, hot, NULL);
+    ck_assert_int_eq(zp_rowindex_find(t, id, zp_rowindex_hash(t, id)), 0);
+    size_t bytes = zp_sparse_record_bytes(t);
+    void *rec = aligned_alloc(8, (bytes + 7) / 8 * 8);
+    memset(rec, 0, bytes);
+    memcpy(rec, &id, 8);
+    zp_sparse_row r;
+    zp_sparse_record_row(t, rec, &r);
+    r.values[0] = r.values[1] = 100.0f;
+    ck_assert_int_eq(zp_sparse_install(t, id, rec), 0);
+    ck_assert_uint_eq(counters(t).rows, 1);
+    zp_sparse_pull(t, &id, 1, 2, out, NULL);
+    ck_assert_mem_eq(out, hot, sizeof hot);
+    ck_assert_uint_eq(counters(t).rows, 1);
+    other = id + 1; /* not hot: made hot from the record */
+    memcpy(rec, &other, 8);
+    ck_assert_int_eq(zp_sparse_install(t, other, rec), 1);
+    zp_sparse_pull(t, &other, 1, 2, out, NULL);
+    ck_assert(out[0] == 100.0f && out[1] == 100.0f);
+    ck_assert_uint_eq(counters(t).rows, 2);
+    free(rec);
+    zp_sparse_destroy(&t);
+    zp_tier_close(&tier);
+}
+END_TEST
+
 /* A full disk (a tmpfs, root only; skipped otherwise): with less free
  * than a tier keeps free it is refused at DECLARE; on 100 MiB, demotions
  * go on until the free room falls under it, then the tier stops before
@@ -555,6 +598,7 @@ int main(void)
     ZT_SPARSE_ADD(s, test_checkpoint_restore);
     ZT_SPARSE_ADD(s, test_ttl_drops_copy);
     ZT_SPARSE_ADD(s, test_touched_while_read);
+    ZT_SPARSE_ADD(s, test_install_hot_at_slot_zero);
     TCase *full = tcase_create("full_disk");
     tcase_set_timeout(full, 120);
     tcase_add_unchecked_fixture(full, NULL, full_unmount);

@@ -19,7 +19,8 @@
  *   - no primary at all (ZooKeeper and the primary killed: the backup
  *     cannot be elected; then both replicas dead): the call ends within
  *     its retry budget with an error naming the shard, both replicas and
- *     what each said.
+ *     what each said; the client's log says the connection was lost (a
+ *     disconnect is never taken for a refused connect).
  */
 #define _GNU_SOURCE /* timegm */
 #include <check.h>
@@ -89,6 +90,38 @@ static double log_time(const rset *rs, int r, const char *needle)
     if (f)
         fclose(f);
     return t;
+}
+
+/* The client's log (its stderr) while a call runs: redirected to `path`
+ * from stderr_to until stderr_back, then read whole by slurp (the
+ * caller frees it; "" if none). */
+static int stderr_to(const char *path)
+{
+    fflush(stderr);
+    int saved = dup(2);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_ge(dup2(fileno(f), 2), 0);
+    fclose(f);
+    return saved;
+}
+
+static void stderr_back(int saved)
+{
+    fflush(stderr);
+    ck_assert_int_ge(dup2(saved, 2), 0);
+    close(saved);
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char *buf = calloc(1, 1 << 16);
+    size_t n = f ? fread(buf, 1, (1 << 16) - 1, f) : 0;
+    buf[n] = '\0';
+    if (f)
+        fclose(f);
+    return buf;
 }
 
 static const zeps_table_spec spec = {.name = "w", .length = LEN, .optimizer = "sgd", .lr = 1.0};
@@ -298,11 +331,24 @@ START_TEST(test_no_primary)
     zt_zk_stop(&zk, SIGKILL);
     zt_rset_kill(&rs, 0, SIGKILL);
     float g[LEN] = {0};
+    char logp[400];
+    snprintf(logp, sizeof(logp), "%s/client-stderr.log", rs.dir);
+    int saved = stderr_to(logp);
     double t0 = zt_now_s();
     int rc = zeps_push(c, tid, g, 0, LEN, 0);
     double took = zt_now_s() - t0;
+    stderr_back(saved);
+    char *log = slurp(logp);
+    fputs(log, stderr);
     const char *err = zeps_last_error(c);
     printf("no primary (backup alive): %s after %.2f s: %s\n", zeps_errname(rc), took, err);
+    /* the socket's monitor saw the connection lost, and the search began
+     * so (its reconnects refused since are not news in that search) */
+    char lost[160];
+    snprintf(lost, sizeof(lost), "connection to replica 0 at %s lost", rs.ep[0]);
+    ck_assert_msg(strstr(log, lost) && !strstr(log, "refused"), "no '%s', or a refusal, in: %s",
+                  lost, log);
+    free(log);
     ck_assert_int_eq(rc, ZEPS_ENOTPRIMARY);
     ck_assert_msg(took > 1.0 && took < 4.0, "gave up after %.2f s", took);
     char want[3][160];

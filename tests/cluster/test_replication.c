@@ -315,30 +315,6 @@ START_TEST(test_lagging_backup_and_strangers)
 }
 END_TEST
 
-/* The replica that says it is primary now, and the epoch it says. */
-static int primary_of(rset *rs)
-{
-    for (int r = 0; r < 2; r++) {
-        Zeps__Header *rep = zt_rset_stats(rs, r);
-        bool is = rep && strcmp(rep->stats->role, "primary") == 0;
-        if (rep)
-            zeps__header__free_unpacked(rep, NULL);
-        if (is)
-            return r;
-    }
-    ck_abort_msg("no replica says it is primary");
-    return -1;
-}
-
-static uint64_t epoch_of(rset *rs, int r)
-{
-    Zeps__Header *rep = zt_rset_stats(rs, r);
-    ck_assert_ptr_nonnull(rep);
-    uint64_t e = rep->stats->epoch;
-    zeps__header__free_unpacked(rep, NULL);
-    return e;
-}
-
 /* A worker's raw request header (rank 1, a fixed incarnation). */
 static Zeps__Header raw_header(Zeps__Op op, uint64_t seq)
 {
@@ -421,8 +397,8 @@ START_TEST(test_zookeeper_down_and_back)
     ck_assert_int_eq(zt_zk_restart(&zk), 0);
     train(c, 10, &before);
     read_state(&rs, 0, c, &before);
-    int p = primary_of(&rs); /* replica 0, unless a session expired on the way */
-    uint64_t e = epoch_of(&rs, p);
+    int p = zt_rset_primary(&rs); /* replica 0, unless a session expired on the way */
+    uint64_t e = zt_rset_epoch(&rs, p);
     failover_same(&rs, p, e + 1, &c, &before, "after ZooKeeper's restart and a failover");
     zt_rset_stop(&rs);
     zt_zk_stop(&zk, SIGTERM);

@@ -112,6 +112,29 @@ Zeps__Header *zt_rset_stats(zt_rset *rs, int r)
     return rep;
 }
 
+int zt_rset_primary(zt_rset *rs)
+{
+    for (int r = 0; r < 2; r++) {
+        Zeps__Header *rep = zt_rset_stats(rs, r);
+        bool is = rep && strcmp(rep->stats->role, "primary") == 0;
+        if (rep)
+            zeps__header__free_unpacked(rep, NULL);
+        if (is)
+            return r;
+    }
+    ck_abort_msg("no replica says it is primary");
+    return -1;
+}
+
+uint64_t zt_rset_epoch(zt_rset *rs, int r)
+{
+    Zeps__Header *rep = zt_rset_stats(rs, r);
+    ck_assert_ptr_nonnull(rep);
+    uint64_t e = rep->stats->epoch;
+    zeps__header__free_unpacked(rep, NULL);
+    return e;
+}
+
 double zt_rset_wait(zt_rset *rs, int r, const char *role, uint64_t epoch, int in_sync, double secs)
 {
     double t0 = zt_now_s();

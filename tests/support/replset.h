@@ -53,6 +53,11 @@ void zt_rset_stop(zt_rset *rs);
  * if it did not answer. */
 Zeps__Header *zt_rset_stats(zt_rset *rs, int r);
 
+/* The replica that says it is primary now (abort if none), and the
+ * epoch replica r says. */
+int zt_rset_primary(zt_rset *rs);
+uint64_t zt_rset_epoch(zt_rset *rs, int r);
+
 /* Wait until replica r says `role` at `epoch` with `in_sync` replicas in
  * the in-sync set (-1: any); the seconds it took, or abort. */
 double zt_rset_wait(zt_rset *rs, int r, const char *role, uint64_t epoch, int in_sync, double secs);

@@ -12,7 +12,7 @@
 
 #define ITEM_FIXED 24 /* u32 header length, u32 flags, u64 wire bytes, u64 sum start */
 
-static void held_free(zp_repl_held *h)
+void zp_rbatch_held_close(zp_repl_held *h)
 {
     zmq_msg_close(&h->identity);
     free(h->header);
@@ -37,7 +37,7 @@ void zp_rbatch_fini(zp_repl_batch *b)
 {
     zp_rbatch_clear(b);
     for (size_t i = 0; i < b->nheld; i++)
-        held_free(&b->held[i]);
+        zp_rbatch_held_close(&b->held[i]);
     free(b->items);
     free(b->sums);
     free(b->held);

@@ -60,6 +60,10 @@ typedef struct zp_repl_held {
     double at_s;
 } zp_repl_held;
 
+/* Close a held reply unsent: its identity, header and payload (ffn or
+ * free). */
+void zp_rbatch_held_close(zp_repl_held *h);
+
 /* A push waiting in the batch. */
 typedef struct zp_repl_item {
     zp_repl_entry e; /* its request's frames (new references), logged alone on a flush */

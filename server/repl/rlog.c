@@ -37,23 +37,13 @@ static void entry_close(zp_repl_entry *e)
     e->n = 0;
 }
 
-static void held_close(zp_repl_held *h)
-{
-    zmq_msg_close(&h->identity);
-    free(h->header);
-    if (h->ffn)
-        h->ffn(h->data, h->hint);
-    else
-        free(h->data);
-}
-
 void zp_rlog_fini(zp_repl *r)
 {
     for (size_t i = 0; i < r->count; i++)
         entry_close(&r->ring[(r->first + i) % r->cap]);
     free(r->ring);
     for (size_t i = 0; i < r->nheld; i++)
-        held_close(&r->held[(r->headheld + i) % r->capheld]);
+        zp_rbatch_held_close(&r->held[(r->headheld + i) % r->capheld]);
     free(r->held);
     zp_rbatch_fini(&r->batch);
     free(r->note_sum);
@@ -321,7 +311,7 @@ static void release(zp_server *s)
         if (serves)
             held_send(s, h);
         else
-            held_close(h);
+            zp_rbatch_held_close(h);
         r->headheld = (r->headheld + 1) % r->capheld;
         r->nheld--;
     }

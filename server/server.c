@@ -75,11 +75,18 @@ static int drain(zp_server *s)
 
 /* Both sockets: the workers' (and backups') ROUTER, and a backup's link
  * to its primary; then the replication log's sends and releases. */
+static void on_rwake(uv_timer_t *h)
+{
+    zp_server_kick(h->data);
+}
+
 static int drain_all(zp_server *s)
 {
     int more = drain(s);
     more |= zp_follow_check(s);
     zp_rlog_pump(s);
+    if (s->repl.wake_s >= 0 && s->has_loop && !s->stopping)
+        uv_timer_start(&s->rwake, on_rwake, (uint64_t)(s->repl.wake_s * 1000) + 1, 0);
     return more;
 }
 
@@ -186,9 +193,9 @@ void zp_server_stop(zp_server *s)
     }
     zp_shmhost_stop(&s->shm);
     uv_handle_t *handles[] = {
-        (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,     (uv_handle_t *)&s->check,
-        (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->sigterm,  (uv_handle_t *)&s->sigint,
-        (uv_handle_t *)&s->sighup, (uv_handle_t *)&s->zap.poll,
+        (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,   (uv_handle_t *)&s->check,
+        (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->rwake,  (uv_handle_t *)&s->sigterm,
+        (uv_handle_t *)&s->sigint, (uv_handle_t *)&s->sighup, (uv_handle_t *)&s->zap.poll,
     };
     for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
         if ((handles[i] != (uv_handle_t *)&s->zap.poll || s->zap.enabled) &&
@@ -344,11 +351,12 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
     uv_idle_init(&s->loop, &s->idle);
     uv_check_init(&s->loop, &s->check);
     uv_timer_init(&s->loop, &s->tick);
+    uv_timer_init(&s->loop, &s->rwake);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sighup);
-    s->open_handles = 7;
-    s->poll.data = s->idle.data = s->check.data = s->tick.data = s;
+    s->open_handles = 8;
+    s->poll.data = s->idle.data = s->check.data = s->tick.data = s->rwake.data = s;
     s->sigterm.data = s->sigint.data = s->sighup.data = s;
     if (s->zap.enabled) {
         if ((rc = zp_zap_start(&s->zap, &s->loop, err, errlen)) != 0)

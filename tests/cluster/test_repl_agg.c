@@ -17,6 +17,7 @@
  *     primary's timer, or gone with BYE) reaches the backup too.
  */
 #include <check.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -476,6 +477,153 @@ START_TEST(test_sparse_one_entry_per_round)
 }
 END_TEST
 
+/* The sparse rounds of a replica set of its own (`name`), its primary
+ * SIGKILLed at round `kill_k` (< 0: never) with every rank's push applied
+ * and held, before the clocks; every row record at the end (*n of *rec
+ * bytes, sorted by id; the caller frees it). */
+static uint8_t *sparse_run(zt_zk *zk, const char *name, int64_t kill_k, size_t *n, size_t *rec)
+{
+    static float v[NW][SPUSH * SDIM], g[NW][SPUSH * SDIM];
+    zt_rset rs;
+    rset_up(zk, &rs, name, "");
+    zeps_client *cs[NW];
+    uint32_t t = 0;
+    for (int r = 0; r < NW; r++) {
+        ck_assert_msg(zeps_client_new(&cs[r], rs.conf, (uint32_t)r) == 0, "%s",
+                      zeps_last_error(NULL));
+        ck_assert_int_eq(zeps_declare_sparse(cs[r], &emb, &t), 0);
+    }
+    for (int64_t k = 0; k < SROUNDS; k++) {
+        if (k != kill_k) {
+            sparse_step(cs, t, k);
+            continue;
+        }
+        uint64_t ids[NW][SPUSH];
+        zeps_sbatch *b[NW] = {0};
+        zeps_req *push[NW] = {0}, *clock[NW] = {0};
+        for (int r = 0; r < NW; r++) {
+            sparse_ids(r, k, ids[r]);
+            ck_assert_int_eq(zeps_sbatch_new(cs[r], t, ids[r], SPUSH, &b[r]), 0);
+            ck_assert_int_eq(zeps_sbatch_pull(b[r], v[r], k), 0);
+            for (int i = 0; i < SPUSH * SDIM; i++)
+                g[r][i] = 0.5f * v[r][i] + 0.01f * (float)((r + 1) * ((i + (int)k) % 5));
+            ck_assert_int_eq(zeps_sbatch_push_start(b[r], g[r], k, &push[r]), 0);
+        }
+        zt_sleep_ms(200); /* applied there, their replies held: the round is open */
+        zt_rset_kill(&rs, 0, SIGKILL);
+        printf("primary killed with the %d pushes of sparse round %lld in it\n", NW, (long long)k);
+        for (int r = 0; r < NW; r++)
+            ck_assert_int_eq(zeps_clock_start(cs[r], k, &clock[r]), 0);
+        for (int r = 0; r < NW; r++) {
+            ck_assert_msg(zeps_wait(&push[r]) == 0, "%s", zeps_last_error(cs[r]));
+            ck_assert_int_eq(zeps_wait(&clock[r]), 0);
+            zeps_sbatch_free(&b[r]);
+        }
+    }
+    uint8_t *rows = scan_rows(cs[0], t, n, rec);
+    for (int r = 0; r < NW; r++)
+        zeps_client_destroy(&cs[r]);
+    zt_rset_stop(&rs);
+    return rows;
+}
+
+/* The primary SIGKILLed with a sparse round's pushes applied and their
+ * replies held: the workers resend them to the new primary, and the run
+ * ends with the undisturbed run's rows (versions, values, state). */
+START_TEST(test_sparse_failover_mid_round)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    size_t n, rec, n2, rec2;
+    uint8_t *want = sparse_run(&zk, "sref", -1, &n, &rec);
+    uint8_t *got = sparse_run(&zk, "smid", SROUNDS / 2, &n2, &rec2);
+    ck_assert_uint_eq(n2, n);
+    ck_assert_uint_eq(rec2, rec);
+    for (size_t i = 0; i < n; i++) {
+        const uint8_t *x = want + i * rec, *y = got + i * rec;
+        uint64_t id;
+        memcpy(&id, x, 8);
+        ck_assert_msg(memcmp(x, y, 12) == 0 && memcmp(x + 24, y + 24, rec - 24) == 0,
+                      "row %llu: its version, values or state differ from the undisturbed run's",
+                      (unsigned long long)id);
+    }
+    free(want);
+    free(got);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+/* A worker that waits for its sparse push's reply before it sends its
+ * CLOCK: its own thread (as its own process would be), pull, push and
+ * clock each waited for. */
+typedef struct waiter {
+    zeps_client *c;
+    uint32_t t;
+    int rank, failed;
+    char err[256];
+} waiter;
+
+#define WROUNDS 5
+
+static void *waiting_worker(void *arg)
+{
+    waiter *w = arg;
+    static float v[NW][SPUSH * SDIM];
+    uint64_t ids[SPUSH];
+    for (int64_t k = 0; k < WROUNDS && !w->failed; k++) {
+        sparse_ids(w->rank, k, ids);
+        float *x = v[w->rank];
+        if (zeps_spull(w->c, w->t, ids, SPUSH, x, k) != 0 ||
+            zeps_spush(w->c, w->t, ids, SPUSH, x, k) != 0 || zeps_clock(w->c, k) != 0) {
+            w->failed = 1;
+            snprintf(w->err, sizeof(w->err), "rank %d round %lld: %s", w->rank, (long long)k,
+                     zeps_last_error(w->c));
+        }
+    }
+    return NULL;
+}
+
+/* Workers that each wait for their push before their CLOCK: the sparse
+ * round cannot close while the batch holds those replies, so it is flushed
+ * (every push logged with its rows), and the backup still agrees. */
+START_TEST(test_sparse_waiting_clients)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    zt_rset rs;
+    rset_up(&zk, &rs, "swait", "  request_timeout_ms = 20000;\n");
+    waiter w[NW];
+    pthread_t th[NW];
+    for (int r = 0; r < NW; r++) {
+        memset(&w[r], 0, sizeof(w[r]));
+        w[r].rank = r;
+        ck_assert_msg(zeps_client_new(&w[r].c, rs.conf, (uint32_t)r) == 0, "%s",
+                      zeps_last_error(NULL));
+        ck_assert_int_eq(zeps_declare_sparse(w[r].c, &emb, &w[r].t), 0);
+    }
+    logstat p0 = stat_of(&rs, 0, NULL, 0, 0);
+    double t0 = zt_now_s();
+    for (int r = 0; r < NW; r++)
+        ck_assert_int_eq(pthread_create(&th[r], NULL, waiting_worker, &w[r]), 0);
+    for (int r = 0; r < NW; r++)
+        pthread_join(th[r], NULL);
+    for (int r = 0; r < NW; r++)
+        ck_assert_msg(!w[r].failed, "%s", w[r].err);
+    logstat p1 = stat_of(&rs, 0, NULL, 0, 0);
+    printf("%d sparse rounds of waiting workers: %.2f s, %llu pushes flushed, %llu round "
+           "entries\n",
+           WROUNDS, zt_now_s() - t0, (unsigned long long)(p1.flushed - p0.flushed),
+           (unsigned long long)(p1.entries - p0.entries));
+    fflush(stdout);
+    ck_assert_uint_eq(p1.flushed - p0.flushed, (uint64_t)NW * WROUNDS);
+    expect_same_stats(&rs, "after the waiting workers' rounds", SPARSE_BITS);
+    for (int r = 0; r < NW; r++)
+        zeps_client_destroy(&w[r].c);
+    zt_rset_stop(&rs);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("repl_agg");
@@ -483,6 +631,8 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 170);
     tcase_add_test(tc, test_one_entry_per_round);
     tcase_add_test(tc, test_sparse_one_entry_per_round);
+    tcase_add_test(tc, test_sparse_failover_mid_round);
+    tcase_add_test(tc, test_sparse_waiting_clients);
     tcase_add_test(tc, test_failover_mid_round);
     tcase_add_test(tc, test_round_closed_by_lost_worker);
     tcase_add_test(tc, test_round_closed_by_bye);

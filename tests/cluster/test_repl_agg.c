@@ -478,9 +478,9 @@ START_TEST(test_sparse_one_entry_per_round)
 END_TEST
 
 /* The sparse rounds of a replica set of its own (`name`), its primary
- * SIGKILLed at round `kill_k` (< 0: never) with every rank's push applied
- * and held, before the clocks; every row record at the end (*n of *rec
- * bytes, sorted by id; the caller frees it). */
+ * SIGKILLed at round `kill_k` (< 0: never) with every rank's push but the
+ * last applied and held, before the clocks; every row record at the end
+ * (*n of *rec bytes, sorted by id; the caller frees it). */
 static uint8_t *sparse_run(zt_zk *zk, const char *name, int64_t kill_k, size_t *n, size_t *rec)
 {
     static float v[NW][SPUSH * SDIM], g[NW][SPUSH * SDIM];
@@ -507,11 +507,15 @@ static uint8_t *sparse_run(zt_zk *zk, const char *name, int64_t kill_k, size_t *
             ck_assert_int_eq(zeps_sbatch_pull(b[r], v[r], k), 0);
             for (int i = 0; i < SPUSH * SDIM; i++)
                 g[r][i] = 0.5f * v[r][i] + 0.01f * (float)((r + 1) * ((i + (int)k) % 5));
-            ck_assert_int_eq(zeps_sbatch_push_start(b[r], g[r], k, &push[r]), 0);
         }
-        zt_sleep_ms(200); /* applied there, their replies held: the round is open */
+        for (int r = 0; r < NW - 1; r++)
+            ck_assert_int_eq(zeps_sbatch_push_start(b[r], g[r], k, &push[r]), 0);
+        /* applied there, their replies held in the round batch (the last
+         * rank, which has not pushed, may still send its CLOCK: no flush) */
+        zt_sleep_ms(200);
         zt_rset_kill(&rs, 0, SIGKILL);
-        printf("primary killed with the %d pushes of sparse round %lld in it\n", NW, (long long)k);
+        printf("primary killed with %d pushes of sparse round %lld in it\n", NW - 1, (long long)k);
+        ck_assert_int_eq(zeps_sbatch_push_start(b[NW - 1], g[NW - 1], k, &push[NW - 1]), 0);
         for (int r = 0; r < NW; r++)
             ck_assert_int_eq(zeps_clock_start(cs[r], k, &clock[r]), 0);
         for (int r = 0; r < NW; r++) {

@@ -15,7 +15,10 @@
  * hook applies the rows (under `weighted`, each row scaled by the weight of
  * its own staleness) or, under bsp, holds a copy for their round
  * (policy/bsp.c, docs/sparse.md "Consistency"). This file checks, records
- * and replies; the rows and the scratch are table/rows.c's.
+ * and replies; the rows and the scratch are table/rows.c's. A replicated
+ * primary logs a push held for its bsp round with the round, without its
+ * rows (repl/rbatch.h); a backup replays it so (zp_request.phantom), its
+ * round's merge given by the entry (op/batch.c).
  */
 #include <inttypes.h>
 #include <stdlib.h>

@@ -18,7 +18,10 @@
  * summed, and applied once with the full step (a row's gradient comes only
  * from the workers that saw it; dense rounds average over the workers).
  * Pulls at clock c wait for round c - 1, as dense pulls do; a push for a
- * round already closed is dropped (docs/sparse.md).
+ * round already closed is dropped (docs/sparse.md). A replicated primary
+ * keeps a copy of each merge it applies for its log; a backup holds the
+ * round's pushes without rows and is given the primary's merge
+ * (table/rround.h, docs/replication.md "Sparse rounds").
  *
  * The tables' common round is a consistent cut: snapshots are taken there
  * and a shard may be rolled back to one (ZP_CAP_CUTS, ZP_CAP_ROLLBACK).

@@ -8,8 +8,9 @@
  * An entry is the request as it arrived (its header frame and payload
  * frames, shared with ZeroMQ's reference counts, never copied): a backup
  * runs the same handlers on the same requests in the same order and holds
- * the same bits. Two entries are the primary's own: under bsp, a dense
- * round's pushes as one entry with the round's sum (rbatch.h), and a
+ * the same bits. Two entries are the primary's own: under bsp, a round's
+ * pushes as one entry with a dense round's sum or a sparse round's merge
+ * (rbatch.h), and a
  * worker the lost-worker timer declared lost. With cluster.replicas = 1
  * nothing here runs.
  *

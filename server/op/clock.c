@@ -32,7 +32,7 @@ void zp_clock_bounds(zp_server *s)
             moved = true;
         /* a replicated primary: the merges applied go to the round batch */
         if (t->rows && s->repl.on)
-            zp_rlog_round_rows(s, t->id, t->rows->dim, &t->rows->held);
+            zp_rnote_round_rows(s, t->id, t->rows->dim, &t->rows->held);
     }
     if (moved)
         zp_persist_on_round(s);
@@ -96,7 +96,7 @@ void zp_clock_on_clock(zp_server *s, zp_request *r)
     }
     zp_workers_record(w, h->seq);
     zp_clock_advance(s, w, h->clock);
-    zp_rlog_round_clock(s); /* logged with the pushes of an open bsp round, if any */
+    zp_rnote_round_clock(s); /* logged with the pushes of an open bsp round, if any */
     zp_reply_ok(s, r->identity, h, 0);
     zp_pull_serve_all(s);
 }

@@ -581,6 +581,6 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     /* held for its bsp round: a replicated primary logs it with the round
      * (repl/rbatch.h), without its rows */
     if (s->cons->rounds && dropped == 0)
-        zp_rlog_round_sparse(s, t->id, h->clock, len);
+        zp_rnote_round_sparse(s, t->id, h->clock, len);
     return 0;
 }

@@ -76,7 +76,7 @@ typedef struct zp_repl {
     zp_reply_sink sink; /* the shard's own sink, while pending */
     uint64_t released;  /* the last LSN every in-sync backup has */
     /* the request being handled is a dense bsp push kept for, or closing,
-     * its round (zp_rlog_round_push) */
+     * its round (zp_rnote_round_push) */
     bool note;
     bool note_clock; /* ... or a CLOCK, which joins a batch that holds pushes */
     uint32_t note_table;
@@ -123,24 +123,24 @@ void zp_rlog_end(zp_server *s);
  * (rbatch.h) instead of being logged alone, its replies held until the
  * batch's entry is acknowledged. Anything else logged flushes the batch
  * first. Does nothing (but free the sum) with one replica, or on a backup. */
-void zp_rlog_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum);
+void zp_rnote_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum);
 
 /* Primary, from CLOCK's handler while its request is being logged: it may
  * join the round batch if the batch holds pushes (rbatch.h). */
-void zp_rlog_round_clock(zp_server *s);
+void zp_rnote_round_clock(zp_server *s);
 
 /* Primary, from a sparse push's handler while its request is being logged:
  * the policy kept it for round `clock` of `table` under bsp (`wire`: its
  * payload's bytes). It joins the round batch without its rows (rbatch.h).
  * Does nothing with one replica, or on a backup. rnote.c. */
-void zp_rlog_round_sparse(zp_server *s, uint32_t table, int64_t clock, uint64_t wire);
+void zp_rnote_round_sparse(zp_server *s, uint32_t table, int64_t clock, uint64_t wire);
 
 /* Primary: the sparse rounds of table `table` closed since the last call,
  * their merges kept in *rr (zp_rround_keep). If a logged request is being
  * handled they go with it into the round batch (rbatch.h; used if it joins
  * the batch); the kept merges are freed either way. rnote.c. */
 struct zp_rround;
-void zp_rlog_round_rows(zp_server *s, uint32_t table, uint32_t dim, struct zp_rround *rr);
+void zp_rnote_round_rows(zp_server *s, uint32_t table, uint32_t dim, struct zp_rround *rr);
 
 /* Primary: worker `rank` was declared lost by the lost-worker timer, a
  * change outside any request: logged as an entry of its own (a CLOCK with

@@ -15,7 +15,7 @@
 #include "rround.h"
 #include "server.h"
 
-void zp_rlog_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum)
+void zp_rnote_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum)
 {
     zp_repl *r = &s->repl;
     if (!r->pending || r->batch.n >= ZP_RBATCH_MAX) {
@@ -32,13 +32,13 @@ void zp_rlog_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum
     *sum = NULL;
 }
 
-void zp_rlog_round_clock(zp_server *s)
+void zp_rnote_round_clock(zp_server *s)
 {
     if (s->repl.pending)
         s->repl.note_clock = true;
 }
 
-void zp_rlog_round_sparse(zp_server *s, uint32_t table, int64_t clock, uint64_t wire)
+void zp_rnote_round_sparse(zp_server *s, uint32_t table, int64_t clock, uint64_t wire)
 {
     zp_repl *r = &s->repl;
     if (!r->pending || r->batch.n >= ZP_RBATCH_MAX)
@@ -49,7 +49,7 @@ void zp_rlog_round_sparse(zp_server *s, uint32_t table, int64_t clock, uint64_t 
     r->note_wire = wire;
 }
 
-void zp_rlog_round_rows(zp_server *s, uint32_t table, uint32_t dim, struct zp_rround *rr)
+void zp_rnote_round_rows(zp_server *s, uint32_t table, uint32_t dim, struct zp_rround *rr)
 {
     zp_repl *r = &s->repl;
     size_t n;

@@ -137,6 +137,45 @@ static void put_merge(zp_rbatch_buf *buf, uint32_t table, int64_t clock, float t
     zp_rbatch_rows_put(buf, table, clock, ids, 3, g, 2, vers ? v : NULL);
 }
 
+/* The merges of test_sparse_rounds' entry: the rows after its items (which
+ * end at off, the last item v), from an 8-byte boundary; a frame cut short
+ * of a merge's end is refused. */
+static void check_rows(const uint8_t *p, size_t len, size_t off, const zp_rbatch_view *v)
+{
+    size_t rs = zp_rbatch_rows_start(off);
+    ck_assert(rs % 8 == 0 && rs >= off && rs < off + 8 && rs < len);
+    const uint8_t *rp = p + rs;
+    size_t rlen = len - rs;
+    size_t at = (size_t)v->rows_at;
+    uint32_t count;
+    ck_assert_int_eq(zp_rbatch_rows_group(rp, rlen, &at, &count), 0);
+    ck_assert_uint_eq(count, 2);
+    zp_rbatch_rec rec;
+    for (uint32_t i = 0; i < count; i++) {
+        ck_assert_int_eq(zp_rbatch_rec_read(rp, rlen, &at, &rec), 0);
+        ck_assert_uint_eq(rec.table, i ? 5 : 2);
+        ck_assert_int_eq(rec.clock, i ? 9 : 4);
+        ck_assert_uint_eq(rec.n, 3);
+        ck_assert_uint_eq(rec.dim, 2);
+        ck_assert((rec.vers != NULL) == (i == 0));
+        uint64_t id;
+        float g;
+        memcpy(&id, rec.ids + 8, 8);
+        memcpy(&g, rec.g + 5 * 4, 4);
+        ck_assert_uint_eq(id, 3);
+        ck_assert(g == (i ? 55.0f : 15.0f));
+    }
+    ck_assert_uint_eq(at, rlen);
+    /* a rows frame cut anywhere short of a merge's end is refused */
+    for (size_t cut = 8; cut < rlen; cut++) {
+        size_t o = 8;
+        int rc = 0;
+        while (o < cut && rc == 0)
+            rc = zp_rbatch_rec_read(rp, cut, &o, &rec);
+        ck_assert_msg(rc != 0 || o == cut, "a rows frame cut at %zu read whole", cut);
+    }
+}
+
 START_TEST(test_sparse_rounds)
 {
     zp_repl_batch b = {0};
@@ -184,39 +223,7 @@ START_TEST(test_sparse_rounds)
         ck_assert(v.has_rows == (i == 2) && !v.closes);
         ck_assert_uint_eq(v.wire, i < 2 ? 100 : 0);
     }
-    /* the rows after the items, from an 8-byte boundary */
-    size_t rs = zp_rbatch_rows_start(off);
-    ck_assert(rs % 8 == 0 && rs >= off && rs < off + 8 && rs < len);
-    const uint8_t *rp = p + rs;
-    size_t rlen = len - rs;
-    size_t at = (size_t)v.rows_at;
-    uint32_t count;
-    ck_assert_int_eq(zp_rbatch_rows_group(rp, rlen, &at, &count), 0);
-    ck_assert_uint_eq(count, 2);
-    zp_rbatch_rec rec;
-    for (uint32_t i = 0; i < count; i++) {
-        ck_assert_int_eq(zp_rbatch_rec_read(rp, rlen, &at, &rec), 0);
-        ck_assert_uint_eq(rec.table, i ? 5 : 2);
-        ck_assert_int_eq(rec.clock, i ? 9 : 4);
-        ck_assert_uint_eq(rec.n, 3);
-        ck_assert_uint_eq(rec.dim, 2);
-        ck_assert((rec.vers != NULL) == (i == 0));
-        uint64_t id;
-        float g;
-        memcpy(&id, rec.ids + 8, 8);
-        memcpy(&g, rec.g + 5 * 4, 4);
-        ck_assert_uint_eq(id, 3);
-        ck_assert(g == (i ? 55.0f : 15.0f));
-    }
-    ck_assert_uint_eq(at, rlen);
-    /* a rows frame cut anywhere short of a merge's end is refused */
-    for (size_t cut = 8; cut < rlen; cut++) {
-        size_t o = 8;
-        int rc = 0;
-        while (o < cut && rc == 0)
-            rc = zp_rbatch_rec_read(rp, cut, &o, &rec);
-        ck_assert_msg(rc != 0 || o == cut, "a rows frame cut at %zu read whole", cut);
-    }
+    check_rows(p, len, off, &v);
     for (int i = 0; i < 3; i++)
         zmq_msg_close(&e[i]);
     free(recs.p);

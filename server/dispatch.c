@@ -101,6 +101,8 @@ static uint32_t request_flags(const zp_server *s, int op)
         return ZP_FLAG_STATE;
     case ZEPS__OP__HELLO:
         return ZP_FLAG_RESUME;
+    case ZEPS__OP__STATS:
+        return ZP_FLAG_SPECS;
     default:
         return 0;
     }

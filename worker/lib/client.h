@@ -38,8 +38,10 @@ typedef struct zp_failover zp_failover;
 struct zeps_client {
     /* client.c: set once by zeps_client_new_endpoints */
     void *zctx;
-    int nshards;
-    zp_shard *shards;      /* [nshards]; their sockets belong to shard.c */
+    int nshards;           /* the cluster file's, then more as shards join (join.c) */
+    int ndense;            /* the cluster file's: dense tables are sliced over these */
+    zp_shard *shards;      /* [ZP_MAX_SHARDS], nshards in use: a shard that joins
+                              takes the next (join.c); their sockets belong to shard.c */
     zmq_pollitem_t *items; /* [npoll]: shards, then (CURVE or replicas >= 2) their
                               monitors, then (replicas >= 2) failover.c's probe slots */
     int npoll;

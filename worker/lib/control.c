@@ -66,8 +66,8 @@ int zeps_push_clock_start(zeps_client *c, uint32_t table, const float *grad, uin
         return ZEPS_ETABLE;
     uint8_t on[ZP_MAX_SHARDS], off[ZP_MAX_SHARDS];
     for (int k = 0; k < c->nshards; k++) {
-        uint64_t b = zp_tables_slice_begin(ti->length, k, c->nshards);
-        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->nshards);
+        uint64_t b = zp_tables_slice_begin(ti->length, k, c->ndense);
+        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->ndense);
         on[k] = offset < e && offset + count > b;
         off[k] = !on[k];
     }
@@ -143,9 +143,10 @@ int zeps_set_lr(zeps_client *c, uint32_t table, double lr)
     zeps__table_spec__init(&spec);
     spec.name = ti->name;
     spec.lr = lr;
-    zp_req *r = zp_req_new(c, ZEPS__OP__TUNE, c->nshards);
+    int on = ti->dim ? c->nshards : c->ndense; /* a dense table is on the file's shards */
+    zp_req *r = zp_req_new(c, ZEPS__OP__TUNE, on);
     r->spec = &spec; /* read by every send and resend: lives until zeps_wait returns */
-    for (int k = 0; k < c->nshards; k++) {
+    for (int k = 0; k < on; k++) {
         zp_req_sub *s = zp_req_add(r, k);
         s->table = ti->ids[k];
         zp_req_send(r, s);

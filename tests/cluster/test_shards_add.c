@@ -14,6 +14,21 @@
  * 2 pushes, the client knows 3 shards at epoch 2, and shard 2's STATS
  * shows its pushes.
  *
+ * test_add_remove_under_load: two shards, three worker processes pushing
+ * every id over and over (the counter oracle of test_migrate). A third
+ * shard starts with --join mid-run and `zepsctl shards add` joins it and
+ * rebalances; then every shard holds the mean of the rows within +-10 %,
+ * one map, and the workers (not restarted) have pushed to the new shard.
+ * Then `zepsctl shards remove 0`: shard 0 owns 0 slots and 0 rows while
+ * the workers go on. At the end every row, read through the final map
+ * without a redirect, is exact: 0 pushes lost, 0 applied twice.
+ *
+ * test_refusals: `shards add` under bsp, of an endpoint nobody listens
+ * at, of a shard started with another index; `shards remove` of a shard
+ * holding a dense slice and of a shard that does not exist. Each exits
+ * with its reason and changes no shard's map. A shard that joined holds
+ * no dense slice: it refuses a dense declaration, and a client with a
+ * dense table goes on using it after learning the new shard.
  */
 #include <check.h>
 #include <stdio.h>
@@ -31,6 +46,8 @@
 #include "slotmap.h"
 #include "wire.h"
 #include "zeps.h"
+
+#define WORKERS 3
 
 /* The endpoint of a shard that joins: ipc:// in the cluster's folder. */
 static void join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len)
@@ -149,12 +166,243 @@ START_TEST(test_learned_shard)
 }
 END_TEST
 
+/* The counter oracle through the final map, without a redirect. */
+static void check_oracle(const zt_cluster *cl, long sum, long weighted)
+{
+    static uint64_t ids[NIDS];
+    static float got[NIDS * DIM];
+    zt_move_ids(ids, NIDS, 0);
+    zeps_client *c = zt_client_replacing(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = zt_move_declare(c);
+    ck_assert_msg(zeps_spull(c, t, ids, NIDS, got, 0) == 0, "%s", zeps_last_error(c));
+    for (int i = 0; i < NIDS; i++)
+        ck_assert_msg(got[i * DIM] == (float)sum && got[i * DIM + 1] == (float)weighted,
+                      "id %d: %g pushes applied (%g weighted), %ld (%ld) answered", i, got[i * DIM],
+                      got[i * DIM + 1], sum, weighted);
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    ck_assert_uint_eq(cs.slot_redirects, 0);
+    zeps_client_destroy(&c);
+}
+
+/* Rows and map epoch of shards 0..n-1; the rows' total. */
+static uint64_t all_rows(zeps_client *tl, int n, uint64_t *rows, uint64_t *epoch)
+{
+    uint64_t total = 0;
+    for (int k = 0; k < n; k++) {
+        rows[k] = zt_move_rows(tl, k, &epoch[k]);
+        total += rows[k];
+    }
+    return total;
+}
+
+START_TEST(test_add_remove_under_load)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, WORKERS, "async", NULL, NULL), 0);
+    char stop[400], out[WORKERS][400], log[400], ep[400];
+    snprintf(stop, sizeof(stop), "%s/stop", cl.dir);
+    pid_t pids[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        snprintf(out[w], sizeof(out[w]), "%s/worker-%d.out", cl.dir, w);
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0)
+            zt_move_push_worker(&cl, w, stop, out[w]);
+    }
+    zeps_client *tl = zt_move_tool(&cl);
+    for (int i = 0; i < 600 && zt_move_rows(tl, 0, NULL) == 0; i++)
+        usleep(50 * 1000);
+
+    /* a third shard, mid-run */
+    join_endpoint(&cl, 2, ep, sizeof(ep));
+    ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
+    snprintf(log, sizeof(log), "%s/add.log", cl.dir);
+    char *add[] = {"shards", "add", ep, "--config", cl.conf, "--threshold", "64", NULL};
+    int st = zt_move_zepsctl(log, add);
+    zt_move_print_file(log);
+    ck_assert_int_eq(st, 0);
+    ck_assert(zt_move_file_has(log, "declared sparse table 'emb'"));
+    ck_assert(zt_move_file_has(log, "slot map epoch 1: shard 2 at "));
+    ck_assert(zt_move_file_has(log, "(tolerance 10 %): balanced"));
+    ck_assert(zt_move_file_has(log, "joined and holds its share of the rows"));
+    for (int w = 0; w < WORKERS; w++) /* they pushed all along */
+        ck_assert_int_eq(waitpid(pids[w], NULL, WNOHANG), 0);
+    zeps_client_destroy(&tl);
+    tl = zt_move_tool(&cl); /* learns shard 2 from its HELLO */
+    ck_assert_int_eq(zeps_num_shards(tl), 3);
+    uint64_t rows[3], epoch[3];
+    ck_assert_uint_eq(all_rows(tl, 3, rows, epoch), NIDS);
+    for (int k = 0; k < 3; k++) {
+        double off = ((double)rows[k] - NIDS / 3.0) / (NIDS / 3.0);
+        ck_assert_msg(off >= -0.10 && off <= 0.10, "shard %d holds %llu rows: %+.1f %% off", k,
+                      (unsigned long long)rows[k], off * 100);
+        ck_assert_uint_eq(epoch[k], epoch[0]);
+    }
+    /* the workers, never restarted, push to the shard that joined */
+    uint64_t before = table_pushes(tl, 2, NULL);
+    for (int i = 0; i < 600 && table_pushes(tl, 2, NULL) < before + 2 * WORKERS; i++)
+        usleep(50 * 1000);
+    ck_assert_uint_ge(table_pushes(tl, 2, NULL), before + 2 * WORKERS);
+    printf("added: rows %llu %llu %llu at epoch %llu\n", (unsigned long long)rows[0],
+           (unsigned long long)rows[1], (unsigned long long)rows[2], (unsigned long long)epoch[0]);
+
+    snprintf(log, sizeof(log), "%s/remove.log", cl.dir);
+    char *rm[] = {"shards", "remove", "0", "--config", cl.conf, "--threshold", "64", NULL};
+    st = zt_move_zepsctl(log, rm);
+    zt_move_print_file(log);
+    ck_assert_int_eq(st, 0);
+    ck_assert(zt_move_file_has(log, "shard 0 owns 0 slots and 0 rows"));
+    uint32_t owned = 1;
+    table_pushes(tl, 0, &owned);
+    ck_assert_uint_eq(owned, 0);
+    ck_assert_uint_eq(all_rows(tl, 3, rows, epoch), NIDS);
+    ck_assert_uint_eq(rows[0], 0);
+    for (int w = 0; w < WORKERS; w++) /* they go on */
+        ck_assert_int_eq(waitpid(pids[w], NULL, WNOHANG), 0);
+    uint64_t p0 = table_pushes(tl, 0, NULL), p1 = table_pushes(tl, 1, NULL);
+    for (int i = 0; i < 600 && table_pushes(tl, 1, NULL) < p1 + 2 * WORKERS; i++)
+        usleep(50 * 1000);
+    ck_assert_uint_ge(table_pushes(tl, 1, NULL), p1 + 2 * WORKERS);
+    ck_assert_uint_eq(table_pushes(tl, 0, NULL), p0); /* none applied there any more */
+    zeps_client_destroy(&tl);
+
+    FILE *f = fopen(stop, "w");
+    fclose(f);
+    long sum = 0, weighted = 0;
+    for (int w = 0; w < WORKERS; w++) {
+        int ws = zt_wait(pids[w], 60);
+        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
+        long p = 0;
+        FILE *o = fopen(out[w], "r");
+        ck_assert_int_eq(fscanf(o, "%ld", &p), 1);
+        fclose(o);
+        sum += p;
+        weighted += p * (w + 1);
+    }
+    check_oracle(&cl, sum, weighted);
+    printf("removed shard 0: rows %llu %llu %llu at epoch %llu under %ld pushes\n",
+           (unsigned long long)rows[0], (unsigned long long)rows[1], (unsigned long long)rows[2],
+           (unsigned long long)epoch[0], sum);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
+/* Every shard of cl (n of them) is still at map epoch 0. */
+static void check_unchanged(const zt_cluster *cl, zeps_client *tl, int n)
+{
+    (void)cl;
+    for (int k = 0; k < n; k++) {
+        uint64_t e = 1;
+        zt_move_rows(tl, k, &e);
+        ck_assert_uint_eq(e, 0);
+    }
+}
+
+START_TEST(test_refusals)
+{
+    zt_cluster cl;
+    char log[400], ep[400];
+    /* bsp: refused before anything changes */
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
+    join_endpoint(&cl, 2, ep, sizeof(ep));
+    snprintf(log, sizeof(log), "%s/bsp.log", cl.dir);
+    char *bsp[] = {"shards", "add", ep, "--config", cl.conf, NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, bsp), 2);
+    zt_move_print_file(log);
+    ck_assert(zt_move_file_has(log, "holds pushes in rounds"));
+    char bin[512], jlog[400];
+    zt_bin("zeps-server", bin, sizeof(bin));
+    snprintf(jlog, sizeof(jlog), "%s/join-bsp.log", cl.dir);
+    char *argv[] = {bin, "--config", cl.conf, "--shard", "2", "--join", ep, NULL};
+    int ws = zt_wait(zt_spawn(bin, argv, jlog), 30); /* and the shard will not start */
+    ck_assert(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 2);
+    zt_move_print_file(jlog);
+    ck_assert(zt_move_file_has(jlog, "a mode that holds pushes in rounds (bsp)"));
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *a = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(a);
+    uint32_t te = zt_move_declare(a);
+    zeps_table_spec dspec = {.name = "w", .length = 100, .optimizer = "sgd", .lr = 1.0};
+    uint32_t tw;
+    ck_assert_int_eq(zeps_declare(a, &dspec, &tw), 0);
+    zeps_client *tl = zt_move_tool(&cl);
+
+    /* nobody listens there */
+    join_endpoint(&cl, 2, ep, sizeof(ep));
+    snprintf(log, sizeof(log), "%s/nobody.log", cl.dir);
+    char *nobody[] = {"shards", "add", ep, "--config", cl.conf, "--timeout-ms", "1000", NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, nobody), 1);
+    zt_move_print_file(log);
+    ck_assert(zt_move_file_has(log, "did not answer HELLO within 1000 ms"));
+    ck_assert(zt_move_file_has(log, "--shard 2 --join"));
+    check_unchanged(&cl, tl, 2);
+
+    /* a shard started with another index */
+    ck_assert_int_eq(zt_server_join(&cl, 3, ep), 0);
+    snprintf(log, sizeof(log), "%s/index.log", cl.dir);
+    char *wrong[] = {"shards", "add", ep, "--config", cl.conf, NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, wrong), 2);
+    zt_move_print_file(log);
+    ck_assert(zt_move_file_has(log, "answers as shard 3 of a cluster of 2"));
+    check_unchanged(&cl, tl, 2);
+    zt_server_kill(&cl, 3, SIGTERM);
+
+    /* shard 0 holds a slice of dense table 'w'; shard 5 does not exist */
+    snprintf(log, sizeof(log), "%s/dense.log", cl.dir);
+    char *dense[] = {"shards", "remove", "0", "--config", cl.conf, NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, dense), 2);
+    zt_move_print_file(log);
+    ck_assert(zt_move_file_has(log, "of dense table 'w'"));
+    snprintf(log, sizeof(log), "%s/five.log", cl.dir);
+    char *five[] = {"shards", "remove", "5", "--config", cl.conf, NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, five), 2);
+    ck_assert(zt_move_file_has(log, "'5' is not one of the cluster's 2 shards"));
+    check_unchanged(&cl, tl, 2);
+
+    /* a shard that joined holds no dense slice; the dense table goes on */
+    static uint64_t ids[NIDS];
+    zt_move_ids(ids, NIDS, 0);
+    zt_move_populate(a, te, ids, 300);
+    join_endpoint(&cl, 2, ep, sizeof(ep));
+    ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
+    snprintf(log, sizeof(log), "%s/add.log", cl.dir);
+    char *add[] = {"shards", "add", ep, "--config", cl.conf, NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, add), 0);
+    zeps_client_destroy(&tl);
+    tl = zt_move_tool(&cl); /* learns shard 2 from its HELLO */
+    ck_assert_uint_gt(zt_move_rows(tl, 2, NULL), 0);
+    zt_move_populate(a, te, ids, 300); /* learns shard 2 (rows were balanced onto it) */
+    ck_assert_int_eq(zeps_num_shards(a), 3);
+    float g[100], v[100];
+    for (int i = 0; i < 100; i++)
+        g[i] = -1.0f;
+    ck_assert_int_eq(zeps_push(a, tw, g, 0, 100, 0), 0);
+    ck_assert_int_eq(zeps_pull(a, tw, v, 0, 100, 0), 0);
+    for (int i = 0; i < 100; i++)
+        ck_assert(v[i] == 1.0f);
+    Zeps__ShardStats *st2 = zt_stats(tl, 2);
+    ck_assert_ptr_nonnull(st2);
+    for (size_t i = 0; i < st2->n_tables; i++)
+        ck_assert_str_ne(st2->tables[i]->name, "w");
+    zeps__shard_stats__free_unpacked(st2, NULL);
+    zeps_client_destroy(&tl);
+    zeps_client_destroy(&a);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("shards_add");
     TCase *tc = tcase_create("shards_add");
     tcase_set_timeout(tc, 400);
     tcase_add_test(tc, test_learned_shard);
+    tcase_add_test(tc, test_add_remove_under_load);
+    tcase_add_test(tc, test_refusals);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -187,7 +187,11 @@ int zp_daemon_load(zp_daemon_kind kind, zp_daemon_args *a, zp_config *cfg)
         snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker",
                  a->index);
     zp_log_init(who, (zp_log_level)lv);
-    zp_info("%s %d of %d (from %s)", d->what, a->index, limit, a->index_source);
+    if (a->join)
+        zp_info("%s %d, joining the cluster of %d at %s (from %s)", d->what, a->index,
+                cfg->num_shards, a->join, a->index_source);
+    else
+        zp_info("%s %d of %d (from %s)", d->what, a->index, limit, a->index_source);
     if (kind == ZP_DAEMON_SERVER && cfg->replicas > 1)
         zp_info("replica %d of %d (from %s)", a->replica, cfg->replicas, a->replica_source);
     return -1;

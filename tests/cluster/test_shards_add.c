@@ -20,8 +20,9 @@
  * rebalances; then every shard holds the mean of the rows within +-10 %,
  * one map, and the workers (not restarted) have pushed to the new shard.
  * Then `zepsctl shards remove 0`: shard 0 owns 0 slots and 0 rows while
- * the workers go on. At the end every row, read through the final map
- * without a redirect, is exact: 0 pushes lost, 0 applied twice.
+ * the workers go on; it is stopped, and the workers still go on and a
+ * worker's CLOCKs (which no longer go to it) succeed. At the end every row, read through the final
+ * map without a redirect, is exact: 0 pushes lost, 0 applied twice.
  *
  * test_refusals: `shards add` under bsp, of an endpoint nobody listens
  * at, of a shard started with another index; `shards remove` of a shard
@@ -31,6 +32,7 @@
  * dense table goes on using it after learning the new shard.
  */
 #include <check.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +91,26 @@ static uint64_t table_pushes(zeps_client *c, int k, uint32_t *owned)
     if (owned)
         *owned = st->slots_owned;
     zeps__shard_stats__free_unpacked(st, NULL);
+    return n;
+}
+
+/* Shard k's table 0 pushes, asked on a raw socket (no client, which would
+ * say HELLO to every shard of the cluster file). */
+static uint64_t table_pushes_raw(const zt_cluster *cl, int k)
+{
+    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__STATS;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    Zeps__Header *rep = zt_raw_req(sock, &h, NULL, 0);
+    ck_assert_ptr_nonnull(rep->stats);
+    uint64_t n = rep->stats->n_tables > 0 ? rep->stats->tables[0]->pushes : 0;
+    zeps__header__free_unpacked(rep, NULL);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
     return n;
 }
 
@@ -200,7 +222,7 @@ static uint64_t all_rows(zeps_client *tl, int n, uint64_t *rows, uint64_t *epoch
 START_TEST(test_add_remove_under_load)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, WORKERS, "async", NULL, NULL), 0);
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, WORKERS + 1, "async", NULL, NULL), 0);
     char stop[400], out[WORKERS][400], log[400], ep[400];
     snprintf(stop, sizeof(stop), "%s/stop", cl.dir);
     pid_t pids[WORKERS];
@@ -267,6 +289,24 @@ START_TEST(test_add_remove_under_load)
     ck_assert_uint_ge(table_pushes(tl, 1, NULL), p1 + 2 * WORKERS);
     ck_assert_uint_eq(table_pushes(tl, 0, NULL), p0); /* none applied there any more */
     zeps_client_destroy(&tl);
+
+    /* shard 0 stopped: the workers go on, and a worker's CLOCK no longer
+     * goes to it (it owns no slot and holds no dense slice) */
+    zeps_client *b = zt_client(&cl, WORKERS);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(zeps_num_shards(b), 3);
+    int ks = zt_server_kill(&cl, 0, SIGTERM);
+    ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
+    for (int c = 0; c < 3; c++)
+        ck_assert_msg(zeps_clock(b, c) == 0, "clock %d: %s", c, zeps_last_error(b));
+    p1 = table_pushes_raw(&cl, 1); /* no new client: one would say HELLO to shard 0 */
+    for (int i = 0; i < 600 && table_pushes_raw(&cl, 1) < p1 + 2 * WORKERS; i++)
+        usleep(50 * 1000);
+    ck_assert_uint_ge(table_pushes_raw(&cl, 1), p1 + 2 * WORKERS);
+    for (int w = 0; w < WORKERS; w++)
+        ck_assert_int_eq(waitpid(pids[w], NULL, WNOHANG), 0);
+    ck_assert_int_eq(zt_server_start(&cl, 0), 0); /* for new clients' HELLO */
+    zeps_client_destroy(&b);
 
     FILE *f = fopen(stop, "w");
     fclose(f);
@@ -398,12 +438,14 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("shards_add");
-    TCase *tc = tcase_create("shards_add");
-    tcase_set_timeout(tc, 400);
-    tcase_add_test(tc, test_learned_shard);
-    tcase_add_test(tc, test_add_remove_under_load);
-    tcase_add_test(tc, test_refusals);
-    suite_add_tcase(s, tc);
+    const char *names[] = {"learned", "load", "refusals"};
+    const TTest *tests[] = {test_learned_shard, test_add_remove_under_load, test_refusals};
+    for (int i = 0; i < 3; i++) { /* a case each: CK_RUN_CASE=load runs one */
+        TCase *tc = tcase_create(names[i]);
+        tcase_set_timeout(tc, 400);
+        tcase_add_test(tc, tests[i]);
+        suite_add_tcase(s, tc);
+    }
     return s;
 }
 

@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "client.h"
@@ -32,11 +33,28 @@ static int simple_all(zeps_client *c, int op, int64_t clock, int first, int n)
     return zeps_wait(&r);
 }
 
+/* on[k] = whether a CLOCK goes to shard k: every shard, but outside modes
+ * with cuts one that owns no slot and holds no dense slice is left out (a
+ * shard removed by zepsctl shards remove, or joined and given nothing yet):
+ * it holds no row a clock could matter to, so it can be stopped while the
+ * workers run (docs/elastic.md, "Removing a shard"). */
+static void clock_targets(const zeps_client *c, uint8_t *on)
+{
+    bool dense = false;
+    for (uint32_t i = 0; i < c->ntables; i++)
+        dense = dense || c->tables[i].dim == 0;
+    for (int k = 0; k < c->nshards; k++)
+        on[k] = (c->caps & ZEPS_CAP_CUTS) || (dense && k < c->ndense) ||
+                zp_slotmap_count(c->slots, k) > 0;
+}
+
 int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)
 {
     if (!c || clock < 0 || !req)
         return ZEPS_EINVAL;
-    *req = simple_start(c, ZEPS__OP__CLOCK, clock, 0, c->nshards);
+    uint8_t on[ZP_MAX_SHARDS];
+    clock_targets(c, on);
+    zp_control_clock_start_on(c, clock, on, req);
     return 0;
 }
 
@@ -64,12 +82,13 @@ int zeps_push_clock_start(zeps_client *c, uint32_t table, const float *grad, uin
     zp_table *ti = zp_tables_get(c, table);
     if (!ti)
         return ZEPS_ETABLE;
-    uint8_t on[ZP_MAX_SHARDS], off[ZP_MAX_SHARDS];
+    uint8_t on[ZP_MAX_SHARDS], off[ZP_MAX_SHARDS], to[ZP_MAX_SHARDS];
+    clock_targets(c, to);
     for (int k = 0; k < c->nshards; k++) {
         uint64_t b = zp_tables_slice_begin(ti->length, k, c->ndense);
         uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->ndense);
         on[k] = offset < e && offset + count > b;
-        off[k] = !on[k];
+        off[k] = !on[k] && to[k];
     }
     int rc = zp_dense_push_start_clocked(c, table, grad, offset, count, clock, on, push);
     if (rc != 0)

@@ -28,8 +28,8 @@
  * at, of a shard started with another index; `shards remove` of a shard
  * holding a dense slice and of a shard that does not exist. Each exits
  * with its reason and changes no shard's map. A shard that joined holds
- * no dense slice: it refuses a dense declaration, and a client with a
- * dense table goes on using it after learning the new shard.
+ * no dense slice: a client with a dense table goes on using it after
+ * learning the new shard, and its SCAN of the table there is empty.
  */
 #include <check.h>
 #include <signal.h>
@@ -424,6 +424,11 @@ START_TEST(test_refusals)
     ck_assert_int_eq(zeps_pull(a, tw, v, 0, 100, 0), 0);
     for (int i = 0; i < 100; i++)
         ck_assert(v[i] == 1.0f);
+    zeps_page page; /* a scan of the dense table on the joined shard: empty */
+    ck_assert_int_eq(zeps_scan(a, tw, 2, 0, 0, &page), 0);
+    ck_assert_uint_eq(page.count, 0);
+    ck_assert_uint_eq(page.next, 0);
+    zeps_page_release(&page);
     Zeps__ShardStats *st2 = zt_stats(tl, 2);
     ck_assert_ptr_nonnull(st2);
     for (size_t i = 0; i < st2->n_tables; i++)

@@ -425,8 +425,9 @@ static int remove_shard(zp_mover *m, const el_opts *o)
         rc = ZP_EXIT_FAILED;
     }
     if (rc == 0)
-        printf("shards remove: shard %lld owns 0 slots and 0 rows: no sparse request goes to it "
-               "any more; it can be stopped once the workers that know it have ended "
+        printf("shards remove: shard %lld owns 0 slots and 0 rows: the running workers send it "
+               "nothing more (no CLOCK outside bsp), so it can be stopped; a client that starts "
+               "later says HELLO to it, so run it (empty) again before new workers start "
                "(docs/elastic.md, \"Removing a shard\")\n",
                k);
     return rc;

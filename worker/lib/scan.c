@@ -76,6 +76,10 @@ int zeps_scan(zeps_client *c, uint32_t table, int shard, uint64_t cursor, uint64
     if (shard < 0 || shard >= c->nshards)
         return zp_fail(c, ZEPS_EINVAL, "SCAN of table '%s': shard %d of %d", ti->name, shard,
                        c->nshards);
+    if (!ti->dim && shard >= c->ndense) { /* a shard that joined holds no dense slice */
+        *page = (zeps_page){.offset = ti->length};
+        return 0;
+    }
     /* a dense scan starts at the shard's slice: the wire names elements */
     uint64_t at = cursor;
     if (!ti->dim && cursor == 0)

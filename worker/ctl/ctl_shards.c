@@ -113,9 +113,9 @@ int zp_ctl_shards(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "rebalance") == 0)
         return zp_ctl_rebalance(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "add") == 0)
-        return zp_ctl_shards_add(argc - 1, argv + 1);
+        return zp_ctl_elastic_add(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "remove") == 0)
-        return zp_ctl_shards_remove(argc - 1, argv + 1);
+        return zp_ctl_elastic_remove(argc - 1, argv + 1);
     FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? stdout
                                                                                           : stderr;
     fprintf(f, "usage: zepsctl shards move --config FILE --from A --to B --slots LO-HI[,..]\n"

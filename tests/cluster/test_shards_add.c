@@ -12,7 +12,7 @@
  * carries the map, libzeps connects to the shard it never heard of, says
  * HELLO, declares the table there and sends the ids: every row then holds
  * 2 pushes, the client knows 3 shards at epoch 2, and shard 2's STATS
- * shows its pushes.
+ * shows its pushes. test_learned_shard_curve: the same under CURVE keys.
  *
  * test_add_remove_under_load: two shards, three worker processes pushing
  * every id over and over (the counter oracle of test_migrate). A third
@@ -42,9 +42,11 @@
 #include <zmq.h>
 
 #include "check_main.h"
+#include "curve.h"
 #include "harness.h"
 #include "move_fixture.h"
 #include "rawreq.h"
+#include "scratch.h"
 #include "slotmap.h"
 #include "wire.h"
 #include "zeps.h"
@@ -114,10 +116,12 @@ static uint64_t table_pushes_raw(const zt_cluster *cl, int k)
     return n;
 }
 
-START_TEST(test_learned_shard)
+/* test_learned_shard in a cluster of the file text `extra` (CURVE keys or
+ * none). */
+static void learned_shard(const char *extra)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", extra, NULL), 0);
     static uint64_t ids[NIDS];
     zt_move_ids(ids, NIDS, 0);
     zeps_client *a = zt_client(&cl, 0);
@@ -186,7 +190,37 @@ START_TEST(test_learned_shard)
     zeps_client_destroy(&a);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
+
+START_TEST(test_learned_shard)
+{
+    learned_shard(NULL);
+}
 END_TEST
+
+/* The same with CURVE: the joined shard has the cluster's server key and
+ * allow-list, and the client reaches it with its own key. */
+START_TEST(test_learned_shard_curve)
+{
+    char keys[300], err[512], extra[2048];
+    ck_assert_int_eq(zt_scratch_dir(keys, sizeof(keys), "joinkeys"), 0);
+    ck_assert_msg(zp_curve_keygen(keys, "server", NULL, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(zp_curve_keygen(keys, "w0", NULL, err, sizeof(err)) == 0, "%s", err);
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "mkdir %s/allow && cp %s/w0.pub %s/allow/", keys, keys, keys);
+    ck_assert_int_eq(system(cmd), 0);
+    snprintf(extra, sizeof(extra),
+             "  curve_server_secret = \"%s/server.key\";\n"
+             "  curve_server_public = \"%s/server.pub\";\n"
+             "  curve_allow_dir = \"%s/allow\";\n"
+             "  curve_client_secret = \"%s/w0.key\";\n"
+             "  curve_client_public = \"%s/w0.pub\";\n",
+             keys, keys, keys, keys, keys);
+    learned_shard(extra);
+    if (!getenv("ZEPS_TEST_KEEP")) {
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", keys);
+        ck_assert_int_eq(system(cmd), 0);
+    }
+}
 
 /* The counter oracle through the final map, without a redirect. */
 static void check_oracle(const zt_cluster *cl, long sum, long weighted)
@@ -477,9 +511,10 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("shards_add");
-    const char *names[] = {"learned", "load", "refusals"};
-    const TTest *tests[] = {test_learned_shard, test_add_remove_under_load, test_refusals};
-    for (int i = 0; i < 3; i++) { /* a case each: CK_RUN_CASE=load runs one */
+    const char *names[] = {"learned", "curve", "load", "refusals"};
+    const TTest *tests[] = {test_learned_shard, test_learned_shard_curve,
+                            test_add_remove_under_load, test_refusals};
+    for (int i = 0; i < 4; i++) { /* a case each: CK_RUN_CASE=load runs one */
         TCase *tc = tcase_create(names[i]);
         tcase_set_timeout(tc, 400);
         tcase_add_test(tc, tests[i]);

@@ -383,6 +383,98 @@ START_TEST(test_add_remove_under_load)
 }
 END_TEST
 
+/* An ssp worker process w: push every id (column 0 gains 1, column 1
+ * w + 1), pull them every other step, CLOCK, until `stop` exists and at
+ * least 20 steps; then the pushes answered to `out`, BYE. Exit 0 or 1. */
+static void ssp_worker(const zt_cluster *cl, int w, const char *stop, const char *out)
+{
+    static uint64_t ids[NIDS];
+    static float g[NIDS * DIM], rows[NIDS * DIM];
+    zt_move_ids(ids, NIDS, 0);
+    for (int i = 0; i < NIDS; i++) {
+        g[i * DIM] = -1.0f;
+        g[i * DIM + 1] = -(float)(w + 1);
+    }
+    zeps_client *c = zt_client(cl, (uint32_t)w);
+    if (!c)
+        _exit(1);
+    uint32_t t = zt_move_declare(c);
+    long pushes = 0;
+    for (int step = 0; step < 20 || access(stop, F_OK) != 0; step++) {
+        if (zeps_spush(c, t, ids, NIDS, g, step) != 0 ||
+            (step % 2 == 0 && zeps_spull(c, t, ids, NIDS, rows, step) != 0) ||
+            zeps_clock(c, step) != 0) {
+            fprintf(stderr, "worker %d: step %d: %s\n", w, step, zeps_last_error(c));
+            _exit(1);
+        }
+        pushes++;
+    }
+    zeps_client_destroy(&c);
+    FILE *f = fopen(out, "w");
+    fprintf(f, "%ld\n", pushes);
+    fclose(f);
+    _exit(0);
+}
+
+/* Under ssp (bound 3), workers that push, pull and clock: shards add mid-run
+ * and shards remove of the new shard; nothing lost, no worker stuck. */
+START_TEST(test_add_remove_under_ssp)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, WORKERS, "ssp", "  staleness = 3;\n", NULL), 0);
+    char stop[400], out[WORKERS][400], log[400], ep[400];
+    snprintf(stop, sizeof(stop), "%s/stop", cl.dir);
+    pid_t pids[WORKERS];
+    for (int w = 0; w < WORKERS; w++) {
+        snprintf(out[w], sizeof(out[w]), "%s/worker-%d.out", cl.dir, w);
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0)
+            ssp_worker(&cl, w, stop, out[w]);
+    }
+    zeps_client *tl = zt_move_tool(&cl);
+    for (int i = 0; i < 600 && table_pushes(tl, 0, NULL) < 3 * WORKERS; i++)
+        usleep(50 * 1000);
+    zeps_client_destroy(&tl);
+    join_endpoint(&cl, 2, ep, sizeof(ep));
+    ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
+    snprintf(log, sizeof(log), "%s/add.log", cl.dir);
+    char *add[] = {"shards", "add", ep, "--config", cl.conf, "--threshold", "64", NULL};
+    int st = zt_move_zepsctl(log, add);
+    zt_move_print_file(log);
+    ck_assert_int_eq(st, 0);
+    tl = zt_move_tool(&cl);
+    uint64_t before = table_pushes(tl, 2, NULL);
+    for (int i = 0; i < 600 && table_pushes(tl, 2, NULL) < before + 2 * WORKERS; i++)
+        usleep(50 * 1000);
+    ck_assert_uint_ge(table_pushes(tl, 2, NULL), before + 2 * WORKERS);
+    zeps_client_destroy(&tl);
+    workers_run(pids);
+    snprintf(log, sizeof(log), "%s/remove.log", cl.dir);
+    char *rm[] = {"shards", "remove", "2", "--config", cl.conf, "--threshold", "64", NULL};
+    st = zt_move_zepsctl(log, rm);
+    zt_move_print_file(log);
+    ck_assert_int_eq(st, 0);
+    workers_run(pids);
+    FILE *f = fopen(stop, "w");
+    fclose(f);
+    long sum = 0, weighted = 0;
+    for (int w = 0; w < WORKERS; w++) {
+        int ws = zt_wait(pids[w], 60);
+        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
+        long p = 0;
+        FILE *o = fopen(out[w], "r");
+        ck_assert_int_eq(fscanf(o, "%ld", &p), 1);
+        fclose(o);
+        sum += p;
+        weighted += p * (w + 1);
+    }
+    check_oracle(&cl, sum, weighted);
+    printf("ssp: 0 pushes lost, 0 applied twice under %ld pushes\n", sum);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* Every shard of cl (n of them) is still at map epoch 0. */
 static void check_unchanged(const zt_cluster *cl, zeps_client *tl, int n)
 {
@@ -511,10 +603,10 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("shards_add");
-    const char *names[] = {"learned", "curve", "load", "refusals"};
+    const char *names[] = {"learned", "curve", "load", "ssp", "refusals"};
     const TTest *tests[] = {test_learned_shard, test_learned_shard_curve,
-                            test_add_remove_under_load, test_refusals};
-    for (int i = 0; i < 4; i++) { /* a case each: CK_RUN_CASE=load runs one */
+                            test_add_remove_under_load, test_add_remove_under_ssp, test_refusals};
+    for (int i = 0; i < 5; i++) { /* a case each: CK_RUN_CASE=load runs one */
         TCase *tc = tcase_create(names[i]);
         tcase_set_timeout(tc, 400);
         tcase_add_test(tc, tests[i]);

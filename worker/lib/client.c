@@ -135,6 +135,7 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
     c->rank = rank;
     c->interrupt = flag;
     c->done_clock = -1;
+    c->clock_sent = -1;
     c->incarnation = c->opt.incarnation ? c->opt.incarnation : zp_rng_random64() | 1u;
     c->nshards = num_shards;
     c->ndense = num_shards;

@@ -55,6 +55,8 @@ struct zeps_client {
         curve_secret[ZP_CURVE_KEY_LEN + 1];
     volatile int *interrupt; /* zeps_client_set_interrupt */
     int64_t done_clock;      /* zeps_client_set_done: clocks finished, -1 = not done */
+    int64_t clock_sent;      /* control.c: the highest clock a CLOCK ended, -1 = none; join.c
+                                tells a shard that joins (its ssp bound counts it) */
     int drop_sends;          /* fault injection: sends still to drop (req.c counts down) */
 
     /* req.c: the engine's state */

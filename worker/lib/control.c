@@ -60,6 +60,7 @@ int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)
 
 void zp_control_clock_start_on(zeps_client *c, int64_t clock, const uint8_t *shards, zp_req **req)
 {
+    c->clock_sent = clock > c->clock_sent ? clock : c->clock_sent;
     int n = 0;
     for (int k = 0; k < c->nshards; k++)
         n += shards[k] != 0;

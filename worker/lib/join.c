@@ -157,6 +157,24 @@ static int declare_all(zeps_client *c, int k, double until)
     return 0;
 }
 
+/* Tell shard k the clock this worker ended last: a shard that joins knows
+ * no worker's clock, and under ssp a pull there waits for the slowest
+ * worker's; without this, workers whose pulls wait there before their next
+ * CLOCK would wait for each other. */
+static int clock_there(zeps_client *c, int k, double until)
+{
+    if (c->clock_sent < 0 || c->rank == ZEPS_RANK_TOOL)
+        return 0;
+    Zeps__Header h, *r;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__CLOCK;
+    h.clock = c->clock_sent;
+    int rc = ask(c, k, &h, until, &r);
+    if (rc == 0)
+        zeps__header__free_unpacked(r, NULL);
+    return rc;
+}
+
 /* Reach joined shard k (== c->nshards) at endpoint ep. */
 static int join_one(zeps_client *c, int k, const char *ep)
 {
@@ -175,6 +193,8 @@ static int join_one(zeps_client *c, int k, const char *ep)
         rc = hello(c, k, until);
     if (rc == 0)
         rc = declare_all(c, k, until);
+    if (rc == 0)
+        rc = clock_there(c, k, until);
     if (rc != 0) {
         zp_shard_close(c, k);
         poll_set_resize(c, k);

@@ -50,23 +50,21 @@ static void usage(FILE *f, bool add)
                 "index, the number of shards so far). Its sparse tables are declared there,\n"
                 "every shard takes the slot map that names it, and live moves give it slots\n"
                 "until the rows are even within +-PCT %% (default 10). It holds no dense slice.\n"
-                "Not under bsp; tested under async; one replica per shard (docs/elastic.md).\n"
+                "async and ssp (not bsp), one replica per shard (docs/elastic.md).\n"
                 "\n"
                 "Exit status: 0 added and balanced; 1 a step failed (the steps before it\n"
                 "stand, said so); 2 bad usage or refused (nothing changed).\n");
     else
-        fprintf(
-            f,
-            "usage: zepsctl shards remove K --config FILE [move options of 'zepsctl shards "
-            "move']\n"
-            "\n"
-            "Move every slot of shard K to the other shards that own slots, by live moves\n"
-            "(the one with the fewest rows first), until K owns no slot and no row. A\n"
-            "shard holding a slice of a dense table cannot be removed (dense tables do not\n"
-            "move). Not under bsp; tested under async; one replica per shard (docs/elastic.md).\n"
-            "\n"
-            "Exit status: 0 removed; 1 a move failed (the moves before it stand); 2 bad\n"
-            "usage or refused (nothing changed).\n");
+        fprintf(f, "usage: zepsctl shards remove K --config FILE [move options of 'zepsctl shards "
+                   "move']\n"
+                   "\n"
+                   "Move every slot of shard K to the other shards that own slots, by live moves\n"
+                   "(the one with the fewest rows first), until K owns no slot and no row. A\n"
+                   "shard holding a slice of a dense table cannot be removed (dense tables do not\n"
+                   "move). async and ssp (not bsp), one replica per shard (docs/elastic.md).\n"
+                   "\n"
+                   "Exit status: 0 removed; 1 a move failed (the moves before it stand); 2 bad\n"
+                   "usage or refused (nothing changed).\n");
 }
 
 static int parse(el_opts *o, int argc, char **argv, const char *cmd)

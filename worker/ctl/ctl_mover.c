@@ -542,8 +542,22 @@ int zp_ctl_mover_connect(zp_mover *m, const char *endpoint)
 
 int zp_ctl_mover_joined(zp_mover *m)
 {
+    /* the newest map among the file's shards: one restarted after it was
+     * removed holds an older map, which may not name the joined shards */
     zp_slotmap *map = NULL;
-    int rc = source_map(m, 0, &map);
+    int rc = ZEPS_ETIMEDOUT;
+    for (int k = 0; k < m->cfg.num_shards; k++) {
+        zp_slotmap *got = NULL;
+        if (source_map(m, k, &got) != 0)
+            continue;
+        if (!map || zp_slotmap_epoch(got) > zp_slotmap_epoch(map)) {
+            zp_slotmap_destroy(&map);
+            map = got;
+        } else {
+            zp_slotmap_destroy(&got);
+        }
+        rc = 0;
+    }
     for (int k = m->n; rc == 0 && k < zp_slotmap_shards(map); k++)
         rc = open_socket(m, k, zp_slotmap_endpoint(map, k));
     zp_slotmap_destroy(&map);

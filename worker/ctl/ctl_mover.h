@@ -26,7 +26,7 @@ typedef struct zp_mv_opts {
     uint64_t threshold;  /* freeze once at most this many rows are left */
     uint64_t max_rounds; /* ... or after this many rounds */
     int joined;          /* zp_ctl_mover_new also connects to the shards that joined at run
-                            time (shard 0's map names them) */
+                            time (the newest map of the file's shards names them) */
 } zp_mv_opts;
 
 typedef struct zp_mover zp_mover;
@@ -53,9 +53,9 @@ int zp_ctl_mover_shards(const zp_mover *m);
 int zp_ctl_mover_base(const zp_mover *m);
 const char *zp_ctl_mover_endpoint(const zp_mover *m, int k);
 
-/* Connect to the shards shard 0's map names past the cluster file's
- * (done by zp_ctl_mover_new with o->joined, where a shard 0 that does not
- * answer leaves the cluster file's shards only). 0 or the error. */
+/* Connect to the shards the newest map among the cluster file's shards
+ * names past them (done by zp_ctl_mover_new with o->joined, where no
+ * shard answering leaves the cluster file's shards only). 0 or the error. */
 int zp_ctl_mover_joined(zp_mover *m);
 
 /* Connect to one more shard, the next index, at `endpoint` (zepsctl shards

@@ -62,6 +62,7 @@ static int parse(rb_opts *o, int argc, char **argv)
     zp_ctl_mover_opts_default(&o->mv);
     o->tolerance = 0.10;
     o->max_moves = 16;
+    o->skip = NULL; /* every shard counts */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x = v ? zp_ctl_mover_number(v, 0, 1ll << 40) : -1;

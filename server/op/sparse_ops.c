@@ -289,7 +289,8 @@ static void park_pull(zp_request *r, zp_worker *w, zp_table *t, uint64_t cold_ta
 }
 
 /* Park pull r of tiered t if some of its ids are neither hot nor held
- * unwritten by the tier (those are made hot now) and the tier holds rows,
+ * unwritten by the tier (those are made hot now) nor new to it
+ * (zp_tier_may_hold: never demoted, nothing to read) and the tier holds rows,
  * while they are read in pieces of PIECE: true once parked (or refused:
  * too many waiting), false to serve it as usual. */
 static bool park_cold(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, const uint64_t *ids,
@@ -308,8 +309,8 @@ static bool park_cold(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, co
         int held = zp_tier_held(t->rows->tier, ids[i], rec);
         if (held > 0)
             zp_sparse_install(t->rows->store, ids[i], rec);
-        else if (held == 0)
-            miss[k++] = ids[i];
+        else if (held == 0 && zp_tier_may_hold(t->rows->tier, ids[i]))
+            miss[k++] = ids[i]; /* else a new id: its touch makes it, no read */
     }
     free(rec);
     const Zeps__Header *h = r->h;

@@ -6,10 +6,11 @@
  * Blocked Bloom filters (one 64-byte block per id, SEEN_K bits in it):
  * the ids are not kept, so a full filter cannot be rebuilt larger; the
  * next one, twice its size, takes the ids from then on, and a lookup asks
- * each (a few: sizes double from 64Ki ids). About 1.5 bytes per id given
- * (12 bits, and up to as much again while the newest filter fills); a
- * false "maybe" (about 1 % per filter) costs one read, as without the
- * filter. Deleted ids stay: the filter says "maybe", the read "not there".
+ * each (a few: sizes double from 64Ki ids). 1.5 to 3.5 bytes per id
+ * given (12 bits each, and the newest filter's room not yet filled); a
+ * false "maybe" (about 0.5 % per filter) costs one read, as without the
+ * filter. Deleted ids stay: the filter says "maybe", the read "not
+ * there".
  *
  * Threading: the loop's thread only (tier.c).
  */

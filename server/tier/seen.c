@@ -61,6 +61,10 @@ static void add_filter(zp_seen *s)
 
 void zp_seen_add(zp_seen *s, uint64_t id)
 {
+    /* an id given again (a row demoted, promoted, demoted again) is not
+     * counted again: the filters grow with the ids, not the demotions */
+    if (zp_seen_may(s, id))
+        return;
     if (s->nf == 0 || (s->f[s->nf - 1].n >= s->f[s->nf - 1].cap && s->nf < MAX_FILTERS))
         add_filter(s);
     filter *f = &s->f[s->nf - 1];
@@ -74,6 +78,10 @@ void zp_seen_add(zp_seen *s, uint64_t id)
 bool zp_seen_may(const zp_seen *s, uint64_t id)
 {
     uint64_t h = zp_rng_mix64(id ^ SEEN_SEED), g0 = zp_rng_mix64(h);
+    /* the blocks of every filter asked at once: their cache misses
+     * overlap instead of following one another */
+    for (int i = 0; i < s->nf; i++)
+        __builtin_prefetch(block_of(&s->f[i], h));
     for (int i = s->nf - 1; i >= 0; i--) {
         const uint64_t *b = block_of(&s->f[i], h);
         uint64_t g = g0;

@@ -28,7 +28,7 @@ void zp_seen_new(zp_seen **out);
 /* Free s; NULL and *sp NULL tolerated; *sp NULL afterwards. */
 void zp_seen_free(zp_seen **sp);
 
-/* Id given to the tier. */
+/* Id given to the tier (again: nothing changes). */
 void zp_seen_add(zp_seen *s, uint64_t id);
 
 /* false: id was never added; true: it may have been. */

@@ -21,6 +21,7 @@
 
 #include "check_main.h"
 #include "scratch.h"
+#include "seen.h"
 #include "rowindex.h" /* the slot an id sits at */
 #include "sparse.h"
 #include "sparse_fixture.h"
@@ -288,6 +289,27 @@ START_TEST(test_new_ids_unseen)
     free(one);
     free(got);
     zp_sparse_destroy(&t);
+}
+END_TEST
+
+/* The filter of ids given grows with the ids, not with how often each is
+ * given (a row demoted again and again): 100,000 ids given 20 times take
+ * what they take given once. */
+START_TEST(test_seen_grows_with_ids)
+{
+    zp_seen *s;
+    zp_seen_new(&s);
+    for (uint64_t id = 0; id < 100000; id++)
+        zp_seen_add(s, id * 31);
+    uint64_t once = zp_seen_bytes(s);
+    for (int round = 0; round < 20; round++)
+        for (uint64_t id = 0; id < 100000; id++)
+            zp_seen_add(s, id * 31);
+    ck_assert_uint_eq(zp_seen_bytes(s), once);
+    for (uint64_t id = 0; id < 100000; id++)
+        ck_assert(zp_seen_may(s, id * 31));
+    zp_seen_free(&s);
+    ck_assert_ptr_null(s);
 }
 END_TEST
 
@@ -644,6 +666,7 @@ int main(void)
     ZT_SPARSE_ADD(s, test_exact_small_buffers);
     ZT_SPARSE_ADD(s, test_held_rows);
     ZT_SPARSE_ADD(s, test_new_ids_unseen);
+    ZT_SPARSE_ADD(s, test_seen_grows_with_ids);
     ZT_SPARSE_ADD(s, test_dir_checked);
     ZT_SPARSE_ADD(s, test_foreign_refused);
     ZT_SPARSE_ADD(s, test_scan_pages);

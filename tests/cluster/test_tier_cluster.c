@@ -597,10 +597,9 @@ START_TEST(test_large_pull_in_pieces)
 }
 END_TEST
 
-/* A pull of ids the tier was never given (new ids) is not parked for a
- * read: the tier's filter of the ids it was given (seen.h) rules them
- * out, and their rows are made from their initializer at once; a pull of
- * cold ids written to RocksDB still is. */
+/* A pull of ids the tier was never given is not parked for a read (its
+ * filter of ids given, seen.h) and answers what all in RAM gives them;
+ * a pull of cold ids written to RocksDB still is parked. */
 START_TEST(test_new_ids_not_read)
 {
     char dir[512], extra[700];
@@ -636,7 +635,6 @@ START_TEST(test_new_ids_not_read)
     tier_reads(c, &p2, &f2, &s2);
     ck_assert_uint_eq(p2 - p1, 1);
     ck_assert_uint_ge(f2 - f1, PULL - 200);
-    /* the new ids' rows are their initial values, as a table all in RAM gives them */
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
     ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);

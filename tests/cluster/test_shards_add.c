@@ -12,7 +12,9 @@
  * carries the map, libzeps connects to the shard it never heard of, says
  * HELLO, declares the table there and sends the ids: every row then holds
  * 2 pushes, the client knows 3 shards at epoch 2, and shard 2's STATS
- * shows its pushes. test_learned_shard_curve: the same under CURVE keys.
+ * shows its pushes; `zepsctl status` and `zepsctl stats --json` list
+ * shard 2 as joined, with its endpoint. test_learned_shard_curve: the same
+ * under CURVE keys.
  *
  * test_add_remove_under_load: two shards, three worker processes pushing
  * every id over and over (the counter oracle of test_migrate). A third
@@ -116,6 +118,30 @@ static uint64_t table_pushes_raw(const zt_cluster *cl, int k)
     return n;
 }
 
+/* zepsctl status and zepsctl stats --json name shard 2, which joined at
+ * `ep` and is not in the cluster file, as joined, with its endpoint and
+ * its rows. */
+static void status_names_joined(zt_cluster *cl, const char *ep)
+{
+    char log[400], line[600];
+    snprintf(log, sizeof(log), "%s/status.log", cl->dir);
+    char *status[] = {"status", "--config", cl->conf, NULL};
+    int st = zt_move_zepsctl(log, status);
+    zt_move_print_file(log);
+    ck_assert_int_eq(st, 0);
+    snprintf(line, sizeof(line), "shard 2 joined at run time, at %s", ep);
+    ck_assert(zt_move_file_has(log, line));
+    ck_assert(zt_move_file_has(log, "shard 2/"));
+    snprintf(log, sizeof(log), "%s/stats.json", cl->dir);
+    char *stats[] = {"stats", "--config", cl->conf, "--json", NULL};
+    st = zt_move_zepsctl(log, stats);
+    ck_assert_int_eq(st, 0);
+    snprintf(line, sizeof(line), "{\"shard\": 2, \"endpoint\": \"%s\", \"joined\": true", ep);
+    ck_assert(zt_move_file_has(log, line));
+    ck_assert(zt_move_file_has(log, "{\"shard\": 1, \"endpoint\": "));
+    ck_assert(zt_move_file_has(log, "\"joined\": false"));
+}
+
 /* test_learned_shard in a cluster of the file text `extra` (CURVE keys or
  * none). */
 static void learned_shard(const char *extra)
@@ -166,6 +192,7 @@ static void learned_shard(const char *extra)
     uint64_t moved = zt_move_rows(tl, 2, NULL);
     ck_assert_uint_gt(moved, NIDS / 3);
     ck_assert_uint_eq(zt_move_rows(tl, 0, NULL), 0);
+    status_names_joined(&cl, ep);
 
     /* the first client never heard of shard 2: one push of every id again */
     zt_move_populate(a, ta, ids, NIDS);

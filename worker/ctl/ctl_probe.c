@@ -16,6 +16,7 @@
 #include <zmq.h>
 
 #include "alloc.h"
+#include "ctl_mover.h"
 #include "now.h"
 #include "wire.h"
 #include "zeps.h"
@@ -174,4 +175,45 @@ void zp_ctl_probe(const zp_config *cfg, const zp_curve_client_keys *keys, int fi
     free(items);
     if (ctx)
         zmq_ctx_term(ctx);
+}
+
+/* STATS to joined shard k of mover m, into *a. */
+static void ask_joined(zp_mover *m, int k, answer *a)
+{
+    snprintf(a->ep, sizeof(a->ep), "%s", zp_ctl_mover_endpoint(m, k));
+    Zeps__Header h, *rep;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__STATS;
+    if (zp_ctl_mover_rpc(m, k, &h, NULL, 0, &rep, NULL) != 0) {
+        snprintf(a->why, sizeof(a->why), "%s", zp_ctl_mover_err(m));
+        return;
+    }
+    if (!rep->stats)
+        snprintf(a->why, sizeof(a->why), "answered STATS with no statistics");
+    else if (rep->stats->shard != (uint32_t)k)
+        snprintf(a->why, sizeof(a->why), "answered as shard %u, not %d", rep->stats->shard, k);
+    else {
+        a->len = zeps__shard_stats__get_packed_size(rep->stats);
+        a->buf = zp_alloc(a->len ? a->len : 1);
+        zeps__shard_stats__pack(rep->stats, a->buf);
+    }
+    zeps__header__free_unpacked(rep, NULL);
+}
+
+int zp_ctl_probe_joined(const char *conf, int timeout_ms, answer *a, int max)
+{
+    zp_mv_opts o;
+    zp_ctl_mover_opts_default(&o); /* .joined: the mover learns them */
+    o.conf = conf;
+    o.timeout_ms = timeout_ms;
+    zp_mover *m = NULL;
+    char err[1024];
+    if (zp_ctl_mover_new(&m, &o, err, sizeof(err)) != 0)
+        return 0; /* the file's shards' own answers say what is wrong */
+    int base = zp_ctl_mover_base(m), n = zp_ctl_mover_shards(m) - base;
+    n = n < max ? n : max;
+    for (int j = 0; j < n; j++)
+        ask_joined(m, base + j, &a[j]);
+    zp_ctl_mover_destroy(&m);
+    return n;
 }

@@ -15,7 +15,8 @@ typedef struct answer {
     void *buf; /* malloc'ed; NULL if the shard did not answer */
     size_t len;
     char why[320];
-    bool refused; /* the shard refused our CURVE key (a socket monitor saw it) */
+    bool refused;             /* the shard refused our CURVE key (a socket monitor saw it) */
+    char ep[ZP_ENDPOINT_MAX]; /* a shard that joined at run time: where it listens; else "" */
 } answer;
 
 /* Send STATS straight to replica `replica` of shards [first, first + n) of
@@ -27,5 +28,14 @@ typedef struct answer {
  * once). The caller owns a[] and frees each a[k].buf. */
 void zp_ctl_probe(const zp_config *cfg, const zp_curve_client_keys *keys, int first, int n,
                   int replica, double deadline, int timeout_ms, answer *a);
+
+/* Ask the shards that joined at run time, those the newest slot map among
+ * the cluster file's shards names past them (learnt as `zepsctl shards
+ * add` learns them: zp_ctl_mover_joined), for STATS, each request waiting
+ * at most timeout_ms: returns how many there are (at most max; 0 when none
+ * joined or no shard of the file answered HELLO), with a[j] the answer of
+ * shard base + j (base: the file's shard count) and a[j].ep its endpoint.
+ * The caller owns a[] and frees each a[j].buf. */
+int zp_ctl_probe_joined(const char *conf, int timeout_ms, answer *a, int max);
 
 #endif

@@ -30,6 +30,7 @@
 #include "ctl_tier.h"
 #include "ctl_hist.h"
 #include "ctl_probe.h"
+#include "ctl_status_json.h"
 #include "ctl_stats_plot.h"
 #include "folder.h"
 #include "identity.h"
@@ -43,6 +44,7 @@
 #define DEFAULT_TIMEOUT_MS 3000
 #define PROBE_RETRIES      2 /* a probe must answer quickly: at most this many resends */
 #define PROBE_MIN_S        0.25
+#define JOINED_MIN_MS      1000 /* asking for the joined shards: at least this per request */
 
 typedef struct status_opts {
     const char *config;
@@ -50,7 +52,7 @@ typedef struct status_opts {
     const char *shard_text; /* --shard as given: N, auto, hostname, env:NAME */
     const char *endpoint;   /* --endpoint: ask the shard here instead */
     bool json;
-    bool staleness; /* zepsctl stats: also the staleness histograms */
+    bool staleness;   /* zepsctl stats: also the staleness histograms */
     const char *plot; /* stats --plot DIR: the histograms as figures there */
     int timeout_ms;
 } status_opts;
@@ -63,7 +65,9 @@ static void usage(FILE *f, bool staleness)
             "usage: zepsctl %s --config FILE [--shard I [--endpoint EP]] [--json]\n"
             "                      [--timeout MS]%s\n\n"
             "Asks every shard of the cluster in FILE (or only shard I) for its state and\n"
-            "prints, per shard, a header line, its tables and its workers%s.\n\n",
+            "prints, per shard, a header line, its tables and its workers%s.\n"
+            "Shards that joined at run time (named by the newest slot map of FILE's\n"
+            "shards) follow, each after 'shard S joined at run time, at ENDPOINT'.\n\n",
             cmd, staleness ? " [--plot DIR]" : "",
             staleness ? ", and per table the\nstaleness histograms: tau (versions), "
                         "clock gap (clocks), pull wait (us), and for\nsparse tables tau by "
@@ -87,7 +91,8 @@ static void usage(FILE *f, bool staleness)
             "                  address (a probe inside the pod: tcp://127.0.0.1:PORT)\n"
             "  --json          print a JSON array with one object per shard\n"
             "  --timeout MS    how long to wait for the shards (default %d; with a shard\n"
-            "                  down, the command takes up to about twice this)\n\n"
+            "                  down, the command takes up to about twice this, and 1 s\n"
+            "                  more per shard of FILE down)\n\n"
             "Exit status: 0 if every shard asked answered, 1 if one did not, 2 on bad\n"
             "options, a bad cluster file or key, or a key a shard refused.\n",
             DEFAULT_TIMEOUT_MS);
@@ -127,14 +132,10 @@ static bool plot_dir_ok(const char *dir)
 static int parse_opts(int argc, char **argv, status_opts *o, bool staleness)
 {
     static const struct option opts[] = {
-        {"config", required_argument, NULL, 'c'},
-        {"shard", required_argument, NULL, 's'},
-        {"json", no_argument, NULL, 'j'},
-        {"timeout", required_argument, NULL, 't'},
-        {"endpoint", required_argument, NULL, 'e'},
-        {"plot", required_argument, NULL, 'p'},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
+        {"config", required_argument, NULL, 'c'},   {"shard", required_argument, NULL, 's'},
+        {"json", no_argument, NULL, 'j'},           {"timeout", required_argument, NULL, 't'},
+        {"endpoint", required_argument, NULL, 'e'}, {"plot", required_argument, NULL, 'p'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     *o = (status_opts){.shard = -1, .timeout_ms = DEFAULT_TIMEOUT_MS};
     optind = 1;
@@ -402,8 +403,8 @@ static void print_shard(const Zeps__ShardStats *st)
     }
     printf("  workers (%zu of %u joined)\n", st->n_workers, st->num_workers);
     if (st->n_workers)
-        printf("    %5s %10s  %-16s %10s %10s %10s %12s %5s %9s\n", "rank", "clock",
-               "incarnation", "pushes", "pulls", "duplicates", "last seen s", "lost", "transport");
+        printf("    %5s %10s  %-16s %10s %10s %10s %12s %5s %9s\n", "rank", "clock", "incarnation",
+               "pushes", "pulls", "duplicates", "last seen s", "lost", "transport");
     for (size_t i = 0; i < st->n_workers; i++) {
         const Zeps__WorkerStats *w = st->workers[i];
         printf("    %5u %10" PRId64 "  %016" PRIx64 " %10" PRIu64 " %10" PRIu64 " %10" PRIu64
@@ -414,156 +415,19 @@ static void print_shard(const Zeps__ShardStats *st)
     print_traffic(st);
 }
 
-/* A JSON string (names come from the network: escape everything needed). */
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\')
-            printf("\\%c", c);
-        else if (c < 0x20)
-            printf("\\u%04x", c);
-        else
-            putchar(c);
-    }
-    putchar('"');
-}
-
-static void json_hist_body(const Zeps__Histogram *h)
-{
-    printf("{\"n\": %" PRIu64 ", \"sum\": %" PRIu64 ", \"max\": %" PRIu64 ", \"counts\": [",
-           h ? h->n : 0, h ? h->sum : 0, h ? h->max : 0);
-    for (size_t i = 0; h && i < h->n_counts; i++)
-        printf("%s%" PRIu64, i ? ", " : "", h->counts[i]);
-    printf("]}");
-}
-
-static void json_hist(const char *name, const Zeps__Histogram *h)
-{
-    printf(", \"%s\": ", name);
-    json_hist_body(h);
-}
-
-static void json_table(const Zeps__TableStats *t)
-{
-    printf("{\"id\": %u, \"name\": ", t->id);
-    json_str(t->name);
-    printf(", \"length\": %" PRIu64 ", \"slice_begin\": %" PRIu64 ", \"slice_end\": %" PRIu64
-           ", \"version\": %" PRIu64 ", \"rounds\": %" PRIu64 ", \"pushes\": %" PRIu64
-           ", \"pulls\": %" PRIu64 ", \"parked\": %" PRIu64 ", \"bytes_param\": %" PRIu64
-           ", \"optimizer\": ",
-           t->length, t->slice_begin, t->slice_end, t->version, t->rounds, t->pushes, t->pulls,
-           t->parked, t->bytes_param);
-    json_str(t->optimizer);
-    printf(", \"lr\": %.9g, \"lr_declared\": %.9g", t->lr, t->lr_declared);
-    if (t->kind == 1)
-        printf(", \"kind\": \"sparse\", \"dim\": %u, \"rows\": %" PRIu64
-               ", \"rows_created\": %" PRIu64 ", \"not_admitted\": %" PRIu64
-               ", \"pushes_skipped\": %" PRIu64 ", \"evicted_ttl\": %" PRIu64
-               ", \"evicted_capacity\": %" PRIu64 ", \"bytes_per_row\": %" PRIu64
-               ", \"keys_pulled\": %" PRIu64 ", \"keys_pushed\": %" PRIu64,
-               t->dim, t->rows, t->rows_created, t->not_admitted, t->pushes_skipped, t->evicted_ttl,
-               t->evicted_capacity, t->bytes_per_row, t->keys_pulled, t->keys_pushed);
-    if (t->tiered)
-        zp_ctl_tier_json(t);
-    printf(", \"staleness\": %u, \"dropped\": %" PRIu64 ", \"late\": %" PRIu64, t->staleness,
-           t->dropped, t->late);
-    printf(", \"push_bytes_wire\": %" PRIu64 ", \"push_bytes_raw\": %" PRIu64
-           ", \"decode_s\": %.6f, \"pull_bytes_wire\": %" PRIu64 ", \"pull_bytes_raw\": %" PRIu64
-           ", \"encode_s\": %.6f, \"pull_resyncs\": %" PRIu64 ", \"pull_view_bytes\": %" PRIu64,
-           t->push_bytes_wire, t->push_bytes_raw, t->decode_s, t->pull_bytes_wire,
-           t->pull_bytes_raw, t->encode_s, t->pull_resyncs, t->pull_view_bytes);
-    json_hist("tau", t->tau);
-    json_hist("clock_gap", t->clock_gap);
-    json_hist("pull_wait_us", t->pull_wait_us);
-    printf(", \"tau_by_freq\": [");
-    for (size_t b = 0; b < t->n_tau_by_freq; b++) {
-        printf("%s", b ? ", " : "");
-        json_hist_body(t->tau_by_freq[b]);
-    }
-    putchar(']');
-    putchar('}');
-}
-
-/* One shard's object. Incarnations are hex strings: JSON readers keep only
- * 53 bits of a number. */
-static void json_shard(int i, const Zeps__ShardStats *st, const answer *a, const char *ep)
-{
-    printf("  {\"shard\": %d, \"endpoint\": ", i);
-    json_str(ep);
-    if (!st) {
-        printf(", \"answered\": false, \"error\": ");
-        json_str(a->why);
-        printf("}");
-        return;
-    }
-    if (st->replicas > 1) {
-        printf(", \"replica\": %u, \"replicas\": %u, \"role\": ", st->replica, st->replicas);
-        json_str(st->role);
-        printf(", \"epoch\": %" PRIu64 ", \"primary_replica\": %d, \"in_sync\": %u, "
-               "\"coord_session\": ",
-               st->epoch, st->primary_replica, st->in_sync);
-        json_str(st->coord_session);
-        printf(", \"fenced\": %s", st->fenced ? "true" : "false");
-        printf(", \"log_entry\": %" PRIu64 ", \"lag\": %" PRIu64 ", \"held\": %" PRIu64
-               ", \"transfers\": %" PRIu64 ", \"round_entries\": %" PRIu64
-               ", \"round_pushes\": %" PRIu64 ", \"flushed\": %" PRIu64 ", \"log_bytes\": %" PRIu64,
-               st->repl_lsn, st->repl_lag, st->repl_held, st->repl_transfers,
-               st->repl_round_entries, st->repl_round_pushes, st->repl_flushed, st->repl_log_bytes);
-    }
-    printf(", \"answered\": true, \"num_shards\": %u, \"num_workers\": %u, "
-           "\"incarnation\": \"%016" PRIx64 "\", \"consistency\": ",
-           st->num_shards, st->num_workers, st->incarnation);
-    json_str(st->consistency);
-    printf(", \"uptime_s\": %.3f, \"requests\": %" PRIu64 ", \"errors\": %" PRIu64
-           ", \"bytes_in\": %" PRIu64 ", \"bytes_out\": %" PRIu64 ",\n",
-           st->uptime_s, st->requests, st->errors, st->bytes_in, st->bytes_out);
-    printf("   \"restored_clock\": %" PRId64 ", \"rollbacks\": %" PRIu64
-           ", \"lost_workers\": %" PRIu64 ", \"snapshots_written\": %" PRIu64
-           ", \"last_snapshot_s\": %.3f,\n",
-           st->restored_clock, st->rollbacks, st->lost_workers, st->snapshots_written,
-           st->last_snapshot_s);
-    printf("   \"curve\": %s, \"curve_accepted\": %" PRIu64 ", \"curve_refused\": %" PRIu64
-           ",\n",
-           st->curve ? "true" : "false", st->curve_accepted, st->curve_refused);
-    printf("   \"max_tables\": %u, \"max_rows\": %" PRIu64 ", \"max_bytes\": %" PRIu64
-           ", \"rows_held\": %" PRIu64 ", \"bytes_held\": %" PRIu64 ", \"full_refused\": %" PRIu64
-           ", \"log_suppressed\": %" PRIu64 ",\n   \"tables\": [",
-           st->max_tables, st->max_rows, st->max_bytes, st->rows_held, st->bytes_held,
-           st->full_refused, st->log_suppressed);
-    for (size_t k = 0; k < st->n_tables; k++) {
-        printf("%s\n    ", k ? "," : "");
-        json_table(st->tables[k]);
-    }
-    printf("],\n   \"workers\": [");
-    for (size_t k = 0; k < st->n_workers; k++) {
-        const Zeps__WorkerStats *w = st->workers[k];
-        printf("%s\n    {\"rank\": %u, \"clock\": %" PRId64 ", \"incarnation\": \"%016" PRIx64
-               "\", \"pushes\": %" PRIu64 ", \"pulls\": %" PRIu64 ", \"duplicates\": %" PRIu64
-               ", \"last_seen_s\": %.3f, \"push_bytes_wire\": %" PRIu64
-               ", \"push_bytes_raw\": %" PRIu64 ", \"pull_bytes_wire\": %" PRIu64
-               ", \"pull_bytes_raw\": %" PRIu64 ", \"pull_resyncs\": %" PRIu64
-               ", \"seq_jumps\": %" PRIu64 ", \"lost\": %s, \"transport\": \"%s\"}",
-               k ? "," : "", w->rank, w->clock, w->incarnation, w->pushes, w->pulls, w->duplicates,
-               w->last_seen_s, w->push_bytes_wire, w->push_bytes_raw, w->pull_bytes_wire,
-               w->pull_bytes_raw, w->pull_resyncs, w->seq_jumps, w->lost ? "true" : "false",
-               strcmp(w->transport, "shm") == 0 ? "shm" : "tcp");
-    }
-    printf("]}");
-}
-
 /* Print every answer (a[] holds `replicas` rows of n: replica r of shard
- * first + k at a[r * n + k]); returns how many did not answer. */
-static int print_answers(const zp_config *cfg, int first, int n, int replicas, answer *a, bool json,
-                         bool staleness)
+ * first + k at a[r * n + k]; then the `joined` shards that joined at run
+ * time, first + n on); returns how many did not answer. */
+static int print_answers(const zp_config *cfg, int first, int n, int replicas, int joined,
+                         answer *a, bool json, bool staleness)
 {
-    int missing = 0;
+    int missing = 0, all = n * replicas + joined;
     if (json)
         printf("[\n");
-    for (int i = 0; i < n * replicas; i++) {
-        int k = i % n, shard = first + k, r = i / n;
-        const char *ep = zp_config_endpoint(cfg, shard, r);
+    for (int i = 0; i < all; i++) {
+        int k = i % n, shard = i < n * replicas ? first + k : first + n + i - n * replicas;
+        int r = i < n * replicas ? i / n : 0;
+        const char *ep = a[i].ep[0] ? a[i].ep : zp_config_endpoint(cfg, shard, r);
         Zeps__ShardStats *st =
             a[i].buf ? zeps__shard_stats__unpack(NULL, a[i].len, a[i].buf) : NULL;
         if (a[i].buf && !st)
@@ -576,14 +440,16 @@ static int print_answers(const zp_config *cfg, int first, int n, int replicas, a
             else
                 fprintf(stderr, "zepsctl status: shard %d (%s) %s\n", shard, ep, a[i].why);
         }
+        if (!json && st && a[i].ep[0])
+            printf("shard %d joined at run time, at %s\n", shard, ep);
         if (json)
-            json_shard(shard, st, &a[i], ep);
+            zp_ctl_status_json_shard(shard, st, &a[i], ep);
         else if (st)
             print_shard(st);
         if (!json && st && staleness)
             print_staleness(st);
         if (json)
-            printf("%s\n", i + 1 < n * replicas ? "," : "");
+            printf("%s\n", i + 1 < all ? "," : "");
         zeps__shard_stats__free_unpacked(st, NULL);
     }
     if (json)
@@ -610,6 +476,38 @@ static int plot_answers(const char *dir, const answer *a, int n, int argc, char 
     return rc;
 }
 
+/* Load the cluster file of o into cfg and its client keys into keys, and
+ * check --shard and --endpoint against it (setting o->shard): 0, or 2 with
+ * the reason printed. */
+static int load(status_opts *o, zp_config *cfg, zp_curve_client_keys *keys)
+{
+    char err[1024];
+    zp_identity id;
+    int rc = 0;
+    if (zp_config_load(cfg, o->config, err, sizeof(err)) != 0 ||
+        zp_curve_load_client(cfg, keys, err, sizeof(err)) != 0) {
+        rc = 2;
+    } else if (o->shard_text && zp_identity_resolve(ZP_IDENTITY_SHARD, o->shard_text, NULL,
+                                                    ZP_MAX_SHARDS, &id, err, sizeof(err)) != 0) {
+        rc = 2;
+    } else if (o->shard_text && (o->shard = id.index) >= cfg->num_shards) {
+        snprintf(err, sizeof(err), "--shard %d (%s), but %s has %d shards", o->shard, id.source,
+                 o->config, cfg->num_shards);
+        rc = 2;
+    } else if (o->endpoint) {
+        if (strlen(o->endpoint) >= sizeof(cfg->servers[0])) {
+            snprintf(err, sizeof(err), "--endpoint is longer than %zu bytes",
+                     sizeof(cfg->servers[0]) - 1);
+            rc = 2;
+        } else {
+            snprintf(cfg->servers[o->shard], sizeof(cfg->servers[0]), "%s", o->endpoint);
+        }
+    }
+    if (rc == 2)
+        fprintf(stderr, "zepsctl status: %s\n", err);
+    return rc;
+}
+
 static int status_or_stats(int argc, char **argv, bool staleness)
 {
     status_opts o;
@@ -618,30 +516,8 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     if (rc >= 0)
         return rc;
     zp_config *cfg = zp_alloc(sizeof(*cfg));
-    char err[1024];
     zp_curve_client_keys keys;
-    zp_identity id;
-    if (zp_config_load(cfg, o.config, err, sizeof(err)) != 0 ||
-        zp_curve_load_client(cfg, &keys, err, sizeof(err)) != 0) {
-        rc = 2;
-    } else if (o.shard_text && zp_identity_resolve(ZP_IDENTITY_SHARD, o.shard_text, NULL,
-                                                   ZP_MAX_SHARDS, &id, err, sizeof(err)) != 0) {
-        rc = 2;
-    } else if (o.shard_text && (o.shard = id.index) >= cfg->num_shards) {
-        snprintf(err, sizeof(err), "--shard %d (%s), but %s has %d shards", o.shard, id.source,
-                 o.config, cfg->num_shards);
-        rc = 2;
-    } else if (o.endpoint) {
-        if (strlen(o.endpoint) >= sizeof(cfg->servers[0])) {
-            snprintf(err, sizeof(err), "--endpoint is longer than %zu bytes",
-                     sizeof(cfg->servers[0]) - 1);
-            rc = 2;
-        } else {
-            snprintf(cfg->servers[o.shard], sizeof(cfg->servers[0]), "%s", o.endpoint);
-        }
-    }
-    if (rc == 2) {
-        fprintf(stderr, "zepsctl status: %s\n", err);
+    if (load(&o, cfg, &keys) != 0) {
         free(cfg);
         return 2;
     }
@@ -651,7 +527,8 @@ static int status_or_stats(int argc, char **argv, bool staleness)
     int first = o.shard >= 0 ? o.shard : 0, n = o.shard >= 0 ? 1 : cfg->num_shards;
     /* >= 2: every replica is asked, straight; --endpoint names one process */
     int replicas = o.endpoint ? 1 : cfg->replicas;
-    answer *a = zp_alloc_zeroed((size_t)n * (size_t)replicas, sizeof(*a));
+    /* room after the file's shards for those that joined at run time */
+    answer *a = zp_alloc_zeroed((size_t)n * (size_t)replicas + ZP_MAX_SHARDS, sizeof(*a));
     /* one --timeout for the whole command: the probe after a failed ask_all
      * gets what is left (at least PROBE_MIN_S, for the shards that are up:
      * they answer in milliseconds) */
@@ -673,14 +550,20 @@ static int status_or_stats(int argc, char **argv, bool staleness)
         zp_ctl_probe(cfg, &keys, first, n, r, fmax(deadline, zp_now_s() + PROBE_MIN_S),
                      o.timeout_ms, a + (size_t)r * (size_t)n);
     explicit_bzero(&keys, sizeof(keys));
-    rc = print_answers(cfg, first, n, replicas, a, o.json, o.staleness) ? ZP_EXIT_FAILED
-                                                                        : ZP_EXIT_OK;
-    if (o.plot && plot_answers(o.plot, a, n, argc, argv) != 0)
+    /* the whole cluster: also the shards that joined at run time, in what
+     * is left of --timeout (at least JOINED_MIN_MS: each shard down that is
+     * asked for its map waits that long) */
+    int left = (int)fmax(JOINED_MIN_MS, (deadline - zp_now_s()) * 1e3);
+    int joined =
+        o.shard < 0 ? zp_ctl_probe_joined(o.config, left, a + n * replicas, ZP_MAX_SHARDS) : 0;
+    rc = print_answers(cfg, first, n, replicas, joined, a, o.json, o.staleness) ? ZP_EXIT_FAILED
+                                                                                : ZP_EXIT_OK;
+    if (o.plot && plot_answers(o.plot, a, replicas > 1 ? n : n + joined, argc, argv) != 0)
         rc = ZP_EXIT_FAILED;
     for (int k = 0; k < n * replicas; k++)
         if (a[k].refused)
             rc = ZP_EXIT_SETUP; /* a key to fix, not a shard to wait for */
-    for (int k = 0; k < n * replicas; k++)
+    for (int k = 0; k < n * replicas + joined; k++)
         free(a[k].buf);
     free(a);
     free(cfg);

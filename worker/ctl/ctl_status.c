@@ -550,15 +550,17 @@ static int status_or_stats(int argc, char **argv, bool staleness)
         zp_ctl_probe(cfg, &keys, first, n, r, fmax(deadline, zp_now_s() + PROBE_MIN_S),
                      o.timeout_ms, a + (size_t)r * (size_t)n);
     explicit_bzero(&keys, sizeof(keys));
-    /* the whole cluster: also the shards that joined at run time, in what
-     * is left of --timeout (at least JOINED_MIN_MS: each shard down that is
-     * asked for its map waits that long) */
+    /* the whole cluster: also the shards that joined at run time (none
+     * with replicas: a shard does not join then), in what is left of
+     * --timeout (at least JOINED_MIN_MS: each shard down that is asked for
+     * its map waits that long) */
     int left = (int)fmax(JOINED_MIN_MS, (deadline - zp_now_s()) * 1e3);
-    int joined =
-        o.shard < 0 ? zp_ctl_probe_joined(o.config, left, a + n * replicas, ZP_MAX_SHARDS) : 0;
+    int joined = o.shard < 0 && replicas == 1
+                     ? zp_ctl_probe_joined(o.config, left, a + n, ZP_MAX_SHARDS)
+                     : 0;
     rc = print_answers(cfg, first, n, replicas, joined, a, o.json, o.staleness) ? ZP_EXIT_FAILED
                                                                                 : ZP_EXIT_OK;
-    if (o.plot && plot_answers(o.plot, a, replicas > 1 ? n : n + joined, argc, argv) != 0)
+    if (o.plot && plot_answers(o.plot, a, n + joined, argc, argv) != 0)
         rc = ZP_EXIT_FAILED;
     for (int k = 0; k < n * replicas; k++)
         if (a[k].refused)

@@ -69,36 +69,9 @@ static void usage(FILE *f, bool add)
 
 static int parse(el_opts *o, int argc, char **argv, const char *cmd)
 {
-    zp_ctl_mover_opts_default(&o->mv);
-    o->tolerance = 0.10;
-    o->max_moves = 16;
-    o->what = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long x = v ? zp_ctl_mover_number(v, 0, 1ll << 40) : -1;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return 1;
-        if (a[0] != '-' && !o->what) {
-            o->what = a;
-            continue;
-        }
-        if (!v) {
-            fprintf(stderr, "zepsctl shards %s: option '%s' needs a value (or is unknown)\n", cmd,
-                    a);
-            return -1;
-        }
-        i++;
-        if (strcmp(a, "--config") == 0)
-            o->mv.conf = v;
-        else if (strcmp(a, "--tolerance") == 0 && x >= 1 && x <= 100)
-            o->tolerance = (double)x / 100.0;
-        else if (strcmp(a, "--max-moves") == 0 && x >= 1 && x <= 1000)
-            o->max_moves = (int)x;
-        else if (!zp_ctl_mover_opt(&o->mv, a, x)) {
-            fprintf(stderr, "zepsctl shards %s: bad option '%s %s'\n", cmd, a, v);
-            return -1;
-        }
-    }
+    int rc = zp_ctl_mover_parse(&o->mv, &o->tolerance, &o->max_moves, &o->what, argc, argv, cmd);
+    if (rc != 0)
+        return rc;
     if (!o->mv.conf || !o->what) {
         fprintf(stderr, "zepsctl shards %s: %s and --config are required\n", cmd,
                 strcmp(cmd, "add") == 0 ? "ENDPOINT" : "K");

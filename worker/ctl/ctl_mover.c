@@ -486,6 +486,43 @@ long long zp_ctl_mover_number(const char *text, long long lo, long long hi)
     return number(text, lo, hi);
 }
 
+int zp_ctl_mover_parse(zp_mv_opts *o, double *tolerance, int *max_moves, const char **what,
+                       int argc, char **argv, const char *cmd)
+{
+    zp_ctl_mover_opts_default(o);
+    *tolerance = 0.10;
+    *max_moves = 16;
+    if (what)
+        *what = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long x = v ? number(v, 0, 1ll << 40) : -1;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return 1;
+        if (what && a[0] != '-' && !*what) {
+            *what = a;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "zepsctl shards %s: option '%s' needs a value (or is unknown)\n", cmd,
+                    a);
+            return -1;
+        }
+        i++;
+        if (strcmp(a, "--config") == 0)
+            o->conf = v;
+        else if (strcmp(a, "--tolerance") == 0 && x >= 1 && x <= 100)
+            *tolerance = (double)x / 100.0;
+        else if (strcmp(a, "--max-moves") == 0 && x >= 1 && x <= 1000)
+            *max_moves = (int)x;
+        else if (!zp_ctl_mover_opt(o, a, x)) {
+            fprintf(stderr, "zepsctl shards %s: bad option '%s %s'\n", cmd, a, v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 int zp_ctl_mover_new(zp_mover **out, const zp_mv_opts *o, char *err, size_t errlen)
 {
     mv *m = zp_alloc_zeroed(1, sizeof(*m));

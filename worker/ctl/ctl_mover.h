@@ -42,6 +42,16 @@ int zp_ctl_mover_opt(zp_mv_opts *o, const char *a, long long x);
 /* text as a number in [lo, hi], or -1. */
 long long zp_ctl_mover_number(const char *text, long long lo, long long hi);
 
+/* The arguments of a command that moves slots until a balance (`zepsctl
+ * shards CMD`): the move options, --config FILE (into o->conf),
+ * --tolerance PCT (into *tolerance as a fraction, default 0.10) and
+ * --max-moves N (*max_moves, default 16); with `what` not NULL, its one
+ * positional argument (*what, or NULL if none). 1 for --help, -1 for bad
+ * usage (said on stderr, naming CMD), else 0; the caller checks what it
+ * requires. */
+int zp_ctl_mover_parse(zp_mv_opts *o, double *tolerance, int *max_moves, const char **what,
+                       int argc, char **argv, const char *cmd);
+
 /* A mover of the cluster of o->conf (o is copied): 0, or ZEPS_ECONFIG /
  * ZEPS_ETRANSPORT with the reason in err. The caller destroys it. */
 int zp_ctl_mover_new(zp_mover **out, const zp_mv_opts *o, char *err, size_t errlen);

@@ -59,32 +59,11 @@ static void usage(FILE *f)
 
 static int parse(rb_opts *o, int argc, char **argv)
 {
-    zp_ctl_mover_opts_default(&o->mv);
-    o->tolerance = 0.10;
-    o->max_moves = 16;
     o->skip = NULL; /* every shard counts */
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long x = v ? zp_ctl_mover_number(v, 0, 1ll << 40) : -1;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return 1;
-        if (!v) {
-            fprintf(stderr, "zepsctl shards rebalance: option '%s' needs a value (or is unknown)\n",
-                    a);
-            return -1;
-        }
-        i++;
-        if (strcmp(a, "--config") == 0)
-            o->mv.conf = v;
-        else if (strcmp(a, "--tolerance") == 0 && x >= 1 && x <= 100)
-            o->tolerance = (double)x / 100.0;
-        else if (strcmp(a, "--max-moves") == 0 && x >= 1 && x <= 1000)
-            o->max_moves = (int)x;
-        else if (!zp_ctl_mover_opt(&o->mv, a, x)) {
-            fprintf(stderr, "zepsctl shards rebalance: bad option '%s %s'\n", a, v);
-            return -1;
-        }
-    }
+    int rc =
+        zp_ctl_mover_parse(&o->mv, &o->tolerance, &o->max_moves, NULL, argc, argv, "rebalance");
+    if (rc != 0)
+        return rc;
     if (!o->mv.conf) {
         fprintf(stderr, "zepsctl shards rebalance: --config is required\n");
         return -1;

@@ -1,0 +1,270 @@
+/*
+ * test_move.c - server/move/move.c with op/move.c and op/owner.c, in
+ * process through dispatch (inproc.h): one side of a live move of a slot
+ * set (docs/elastic.md), driven by the tool's MOVE steps as a tool sends
+ * them, with no sockets and no other shard.
+ *
+ * test_parked_commit / test_parked_abort: requests of the moving slots
+ * that reach the source during its cut-over are parked, and each is
+ * answered at the commit (EMOVED naming the target, at the new epoch) or
+ * the abort (EMOVED naming the source) as the reply to that request: its
+ * own req_id, seq and op, to its own sender, so that the client matches it
+ * without waiting for its request timeout.
+ * test_foreign_map_mid_import: a SLOTS at the epoch of the move a shard
+ * imports, but not the move's map (every owner turned), is not the
+ * commit: it is checked as any map (refused, rows would be left behind)
+ * and the import goes on; the move's own map then commits it.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_main.h"
+#include "inproc.h"
+#include "move.h"
+#include "slotmap.h"
+#include "sparse.h"
+#include "zeps_errors.h"
+
+#define DIM  3
+#define TOOL 0xffffffffu
+
+/* The first n ids (from `from`) that the default map of 2 shards gives to
+ * `shard`. */
+static void ids_on(uint64_t *ids, size_t n, int shard, uint64_t from)
+{
+    zp_slotmap *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    size_t k = 0;
+    for (uint64_t id = from; k < n; id++)
+        if (zp_slotmap_owner(d, id) == shard)
+            ids[k++] = id;
+    zp_slotmap_destroy(&d);
+}
+
+/* The default map of 2 shards at epoch 1 with the slot of `id` given to
+ * shard 1: the map a move of that one slot from shard 0 commits. The
+ * caller's. */
+static zp_slotmap *move_map(uint64_t id)
+{
+    zp_slotmap *d = NULL, *next = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    uint8_t *which = calloc(zp_slotmap_slots(d), 1);
+    which[zp_slotmap_slot_of(d, id)] = 1;
+    ck_assert_int_eq(zp_slotmap_moved(d, which, 1, &next), 0);
+    free(which);
+    zp_slotmap_destroy(&d);
+    return next;
+}
+
+/* MOVE step `st` from the tool (peer `peer`, the map m as the payload
+ * if not NULL, `count` for ROWS); its reply, the last of those it produced
+ * (COMMIT and ABORT answer the parked requests first). */
+static zt_reply *step(zt_shard *z, uint32_t st, uint32_t peer, const zp_slotmap *m, uint64_t count)
+{
+    Zeps__Header h = zt_header(z, ZEPS__OP__MOVE, TOOL);
+    h.move_step = st;
+    h.move_peer = peer;
+    h.count = count;
+    size_t len = m ? zp_slotmap_wire_size(m) : 0;
+    uint8_t *wire = m ? malloc(len) : NULL;
+    if (m)
+        zp_slotmap_encode(m, wire);
+    ck_assert_int_ge(zt_send(z, &h, wire, len), 1);
+    free(wire);
+    return zt_last(z);
+}
+
+/* A SLOTS from the tool carrying wire[0..len); its one reply. */
+static zt_reply *slots(zt_shard *z, const void *wire, size_t len)
+{
+    Zeps__Header h = zt_header(z, ZEPS__OP__SLOTS, TOOL);
+    ck_assert_int_eq(zt_send(z, &h, wire, len), 1);
+    return zt_last(z);
+}
+
+static uint64_t rows_of(zt_shard *z, uint32_t t)
+{
+    zp_sparse_counters c;
+    zp_sparse_get_counters(z->s->tables[t]->rows->store, &c);
+    return c.rows;
+}
+
+/* Shard 0 of 2 holding rows of ids[0..n) (table "emb"), the source of a
+ * move of the slot of ids[0] to shard 1, frozen with every row sent: the
+ * next request of that slot is parked. *t is the table's id, *next the
+ * move's map (the caller's). */
+static zt_shard *frozen_source(const uint64_t *ids, size_t n, uint32_t *t, zp_slotmap **next)
+{
+    zt_shard *z = zt_shard_start(zt_config("async", 2, 2), 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    *t = zt_declare_sparse(z, "emb", DIM);
+    float g[8 * DIM];
+    ck_assert_uint_le(n, 8);
+    for (size_t i = 0; i < n * DIM; i++)
+        g[i] = 1;
+    ck_assert_int_eq(zt_spush(z, 0, *t, ids, n, g, n * DIM, NULL), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    *next = move_map(ids[0]);
+    zt_reply *r = step(z, ZP_MOVE_BEGIN, 1, *next, 0);
+    ck_assert_int_eq(r->h->error, 0);
+    ck_assert_uint_eq(r->h->count, 1); /* the row of ids[0] */
+    ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
+    for (int i = 0; i < 4 && !z->s->move->drained; i++) /* a page, then an empty one */
+        ck_assert_int_eq(step(z, ZP_MOVE_ROWS, 1, NULL, 100)->h->error, 0);
+    ck_assert(z->s->move->drained);
+    return z;
+}
+
+/* Park a PULL from rank 0 and a PUSH from rank 1, each naming ids[0]
+ * second, and a resend of that PULL; their headers into pull and push. */
+static void park_two(zt_shard *z, uint32_t t, const uint64_t *ids, Zeps__Header *pull,
+                     Zeps__Header *push)
+{
+    uint64_t two[2] = {ids[1], ids[0]};
+    *pull = zt_header(z, ZEPS__OP__PULL, 0);
+    pull->table = t;
+    pull->count = 2;
+    ck_assert_int_eq(zt_send(z, pull, two, sizeof(two)), 0);
+    float g[2 * DIM] = {1, 1, 1, 1, 1, 1};
+    uint8_t buf[sizeof(two) + sizeof(g)];
+    memcpy(buf, two, sizeof(two));
+    memcpy(buf + sizeof(two), g, sizeof(g));
+    *push = zt_header(z, ZEPS__OP__PUSH, 1);
+    push->table = t;
+    push->count = 2;
+    ck_assert_int_eq(zt_send(z, push, buf, sizeof(buf)), 0);
+    ck_assert_int_eq(zt_send(z, pull, two, sizeof(two)), 0); /* a resend: parked once */
+    ck_assert_uint_eq(z->s->move->nparked, 2);
+}
+
+/* r is the EMOVED answer to request `req`, naming shard `owner` at slot
+ * map epoch `epoch`, sent to "w<rank>". */
+static void assert_answers(const zt_reply *r, const Zeps__Header *req, uint32_t owner,
+                           uint64_t epoch)
+{
+    char to[16];
+    snprintf(to, sizeof(to), "w%u", req->rank);
+    ck_assert_str_eq(r->to, to);
+    ck_assert_int_eq(r->h->error, ZEPS_EMOVED);
+    ck_assert_uint_eq(r->h->req_id, req->req_id); /* the client matches it by this */
+    ck_assert_uint_ne(r->h->req_id, 0);
+    ck_assert_uint_eq(r->h->seq, req->seq);
+    ck_assert_uint_eq(r->h->table, req->table);
+    ck_assert_uint_eq(r->h->slot_owner, owner);
+    ck_assert_uint_eq(r->h->slot_epoch, epoch);
+    ck_assert_ptr_nonnull(strstr(r->h->error_text, "(position 1)"));
+    ck_assert_ptr_nonnull(strstr(r->h->error_text, req->op == ZEPS__OP__PULL ? "PULL" : "PUSH"));
+}
+
+START_TEST(test_parked_commit)
+{
+    uint64_t ids[2];
+    ids_on(ids, 1, 0, 1);
+    ids_on(ids + 1, 1, 0, ids[0] + 1);
+    zp_slotmap *next = NULL;
+    uint32_t t;
+    zt_shard *z = frozen_source(ids, 2, &t, &next);
+    ck_assert_uint_ne(zp_slotmap_slot_of(next, ids[1]), zp_slotmap_slot_of(next, ids[0]));
+    Zeps__Header pull, push;
+    park_two(z, t, ids, &pull, &push);
+    int before = z->n;
+    zt_reply *r = step(z, ZP_MOVE_COMMIT, 1, next, 0); /* the parked two, then COMMIT's */
+    ck_assert_int_eq(z->n, before + 3);
+    ck_assert_int_eq(r->h->error, 0);
+    ck_assert_uint_eq(r->h->count, 1); /* the row of ids[0] dropped */
+    assert_answers(&z->r[before], &pull, 1, 1);
+    assert_answers(&z->r[before + 1], &push, 1, 1);
+    ck_assert_ptr_null(z->s->move);
+    ck_assert_uint_eq(rows_of(z, t), 1);
+    zp_slotmap_destroy(&next);
+    zt_shard_free(z);
+}
+END_TEST
+
+START_TEST(test_parked_abort)
+{
+    uint64_t ids[2];
+    ids_on(ids, 1, 0, 100);
+    ids_on(ids + 1, 1, 0, ids[0] + 1);
+    zp_slotmap *next = NULL;
+    uint32_t t;
+    zt_shard *z = frozen_source(ids, 2, &t, &next);
+    Zeps__Header pull, push;
+    park_two(z, t, ids, &pull, &push);
+    int before = z->n;
+    zt_reply *r = step(z, ZP_MOVE_ABORT, 1, NULL, 0);
+    ck_assert_int_eq(z->n, before + 3);
+    ck_assert_int_eq(r->h->error, 0);
+    assert_answers(&z->r[before], &pull, 0, 0); /* send it here again */
+    assert_answers(&z->r[before + 1], &push, 0, 0);
+    ck_assert_ptr_null(z->s->move);
+    ck_assert_uint_eq(rows_of(z, t), 2);
+    ck_assert_int_eq(zt_spull(z, 0, t, ids, 2, 0), 1); /* served now */
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    zp_slotmap_destroy(&next);
+    zt_shard_free(z);
+}
+END_TEST
+
+START_TEST(test_foreign_map_mid_import)
+{
+    /* shard 1 of 2 holds rows of its own slots and imports the slot of an
+     * id of shard 0 */
+    zt_shard *z = zt_shard_start(zt_config("async", 1, 2), 1);
+    zt_hello(z, 0);
+    uint32_t t = zt_declare_sparse(z, "emb", DIM);
+    uint64_t mine[3], moving;
+    ids_on(mine, 3, 1, 1);
+    ids_on(&moving, 1, 0, 1);
+    float g[3 * DIM] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+    ck_assert_int_eq(zt_spush(z, 0, t, mine, 3, g, 3 * DIM, NULL), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    zp_slotmap *next = move_map(moving);
+    ck_assert_int_eq(step(z, ZP_MOVE_IMPORT, 0, next, 0)->h->error, 0);
+    ck_assert_ptr_nonnull(z->s->move);
+    /* the move's map at its epoch with every slot's owner turned over:
+     * not the move's commit, and it would leave shard 1's rows behind */
+    size_t len = zp_slotmap_wire_size(next);
+    uint8_t *wire = malloc(len);
+    zp_slotmap_encode(next, wire);
+    for (uint32_t k = 0; k < zp_slotmap_slots(next); k++) {
+        uint8_t *o = wire + ZP_SLOTMAP_WIRE_HDR + 2 * (size_t)k; /* u16, little-endian */
+        ck_assert_uint_le(o[0], 1);
+        o[0] ^= 1;
+    }
+    zt_reply *r = slots(z, wire, len);
+    ck_assert_int_eq(r->h->error, ZEPS_ESTATE);
+    ck_assert_ptr_nonnull(strstr(r->h->error_text, "holds 3 rows of sparse table 'emb'"));
+    ck_assert_uint_eq(zp_slotmap_epoch(z->s->slots), 0);
+    ck_assert_ptr_nonnull(z->s->move); /* the import goes on */
+    ck_assert_uint_eq(rows_of(z, t), 3);
+    /* the move's own map is its commit: taken, the move over */
+    zp_slotmap_encode(next, wire);
+    ck_assert_int_eq(slots(z, wire, len)->h->error, 0);
+    ck_assert_uint_eq(zp_slotmap_epoch(z->s->slots), 1);
+    ck_assert_int_eq(zp_slotmap_owner(z->s->slots, moving), 1);
+    ck_assert_ptr_null(z->s->move);
+    free(wire);
+    zp_slotmap_destroy(&next);
+    zt_shard_free(z);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("move");
+    TCase *tc = tcase_create("move");
+    tcase_add_test(tc, test_parked_commit);
+    tcase_add_test(tc, test_parked_abort);
+    tcase_add_test(tc, test_foreign_map_mid_import);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

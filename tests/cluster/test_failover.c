@@ -305,6 +305,24 @@ START_TEST(test_every_session_expired)
 }
 END_TEST
 
+/* Replica r's STATS after ZooKeeper went away: the first state it reports
+ * other than "connected" is "suspended" (serving on, no failover), before
+ * any later one ("unreachable" once the connect timeout passed). */
+static void expect_suspended(zt_rset *rs, int r)
+{
+    char seen[32] = "connected";
+    for (double t0 = zt_now_s(); strcmp(seen, "connected") == 0 && zt_now_s() - t0 < 15.0;) {
+        Zeps__Header *h = zt_rset_stats(rs, r);
+        if (h) {
+            snprintf(seen, sizeof(seen), "%s", h->stats->coord_session);
+            zeps__header__free_unpacked(h, NULL);
+        }
+        zt_sleep_ms(20);
+    }
+    ck_assert_msg(strcmp(seen, "suspended") == 0,
+                  "replica %d's coordination session went from connected to '%s'", r, seen);
+}
+
 /* No primary to be found: the call ends within its retry budget, saying
  * which replicas were asked and what each said. */
 START_TEST(test_no_primary)
@@ -329,6 +347,7 @@ START_TEST(test_no_primary)
     /* without ZooKeeper nobody is elected: the backup keeps naming the
      * dead primary, which the client must not take for an answer */
     zt_zk_stop(&zk, SIGKILL);
+    expect_suspended(&rs, 1);
     zt_rset_kill(&rs, 0, SIGKILL);
     float g[LEN] = {0};
     char logp[400];

@@ -264,6 +264,8 @@ static int check_cross(zp_config *cfg, parse_ctx *p)
 
 const char *zp_config_endpoint(const zp_config *cfg, int shard, int replica)
 {
+    if (shard >= cfg->num_shards && cfg->join[0] && replica == 0)
+        return cfg->join; /* a shard joining at run time (zeps-server --join) */
     if (shard < 0 || shard >= cfg->num_shards || replica < 0 || replica >= cfg->replicas)
         return "";
     return replica == 0 ? cfg->servers[shard]

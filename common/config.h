@@ -113,6 +113,9 @@ typedef struct zp_config {
     char tier_dir[ZP_PATH_MAX];     /* cold tiers of sparse tables declared with tier; "" = none */
     char slot_map[ZP_PATH_MAX];     /* the shards' slot -> shard map file (docs/elastic.md);
                                        "" = the default map of num_shards (hash mod S) */
+    char join[ZP_ENDPOINT_MAX];     /* not from the file: zeps-server --join ENDPOINT, a shard
+                                       past the servers list that joins at run time there
+                                       (docs/elastic.md, "Adding a shard"); "" = none */
     int snapshot_every_clocks;      /* bsp: a consistent cut every K clocks; 0 = off */
     double snapshot_every_s;        /* other modes: every T seconds; 0 = off */
     int snapshot_keep;              /* complete sets kept, default 3, >= 1 */

@@ -50,6 +50,11 @@ static void usage(const daemon_desc *d, FILE *f)
                 "                      %s\n",
                 zp_identity_help(ZP_IDENTITY_REPLICA));
     if (d->id == ZP_IDENTITY_SHARD)
+        fprintf(f, "  --join ENDPOINT     a shard past the cluster file's servers (its index\n"
+                   "                      the next one, N for N servers) that listens at\n"
+                   "                      ENDPOINT and joins the running cluster by\n"
+                   "                      'zepsctl shards add ENDPOINT' (docs/elastic.md)\n");
+    if (d->id == ZP_IDENTITY_SHARD)
         fprintf(f, "  --bench-apply [REPS]  time the dense optimizer kernels against saxpy\n"
                    "                      on 4M and 8M floats (best of REPS, 11) and exit\n");
 }
@@ -65,6 +70,7 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
         {"help", no_argument, NULL, 'h'},
         {"metrics-listen", required_argument, NULL, 'm'},
         {"replica", required_argument, NULL, 'R'}, /* zeps-server only */
+        {"join", required_argument, NULL, 'J'},    /* zeps-server only */
         {NULL, 0, NULL, 0},
     };
     if (kind != ZP_DAEMON_SERVER)
@@ -84,6 +90,8 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
             a.metrics_listen = optarg;
         else if (c == 'R')
             a.replica_text = optarg;
+        else if (c == 'J')
+            a.join = optarg;
         else if (c == 'V')
             return printf("%s %s (protocol %d)\n", d->prog, ZP_VERSION, ZP_PROTOCOL_VERSION), 0;
         else if (c == 'h')
@@ -149,6 +157,17 @@ int zp_daemon_load(zp_daemon_kind kind, zp_daemon_args *a, zp_config *cfg)
         snprintf(dst, ZP_ENDPOINT_MAX, "%s", a->metrics_listen);
     }
     int limit = kind == ZP_DAEMON_SERVER ? cfg->num_shards : cfg->num_workers;
+    if (a->join && (a->index < limit || strlen(a->join) >= ZP_ENDPOINT_MAX)) {
+        fprintf(stderr,
+                "%s: --join %s: a joining shard takes an index past the %d servers of %s "
+                "(--shard %d or more) and an endpoint of at most %d bytes\n",
+                d->prog, a->join, limit, a->config, limit, ZP_ENDPOINT_MAX - 1);
+        return ZP_EXIT_SETUP;
+    }
+    if (a->join) {
+        snprintf(cfg->join, sizeof(cfg->join), "%s", a->join);
+        limit = ZP_MAX_SHARDS;
+    }
     if (a->index >= limit) {
         fprintf(stderr, "%s: %s %d is outside the cluster of %d %s in %s\n", d->prog, d->what,
                 a->index, limit, kind == ZP_DAEMON_SERVER ? "shards" : "workers", a->config);
@@ -168,7 +187,11 @@ int zp_daemon_load(zp_daemon_kind kind, zp_daemon_args *a, zp_config *cfg)
         snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker",
                  a->index);
     zp_log_init(who, (zp_log_level)lv);
-    zp_info("%s %d of %d (from %s)", d->what, a->index, limit, a->index_source);
+    if (a->join)
+        zp_info("%s %d, joining the cluster of %d at %s (from %s)", d->what, a->index,
+                cfg->num_shards, a->join, a->index_source);
+    else
+        zp_info("%s %d of %d (from %s)", d->what, a->index, limit, a->index_source);
     if (kind == ZP_DAEMON_SERVER && cfg->replicas > 1)
         zp_info("replica %d of %d (from %s)", a->replica, cfg->replicas, a->replica_source);
     return -1;

@@ -1,7 +1,8 @@
 /*
  * daemon.h - the command line and start-up shared by the zeps daemons.
  *
- *   zeps-server --config FILE [--shard N|auto] [--replica R] [--log-level L] [--metrics-listen H:P]
+ *   zeps-server --config FILE [--shard N|auto] [--replica R] [--join ENDPOINT] [--log-level L]
+ *               [--metrics-listen H:P]
  *   zeps-worker --config FILE [--rank N|auto]  [--log-level L] [--metrics-listen H:P]
  *
  * A daemon's index (shard or rank) comes from its flag, else from the
@@ -26,11 +27,12 @@ typedef struct zp_daemon_args {
     const char *metrics_listen; /* --metrics-listen HOST:PORT, else $ZEPS_METRICS_LISTEN, else NULL:
                                    the file's */
     int index;
-    char index_source[160]; /* where the index came from, for the log */
+    char index_source[160];   /* where the index came from, for the log */
     const char *replica_text; /* zeps-server: --replica, NULL if absent */
     int replica;              /* zeps-server: the replica index, resolved by zp_daemon_load
                                  (0 with replicas = 1) */
     char replica_source[160];
+    const char *join; /* zeps-server --join ENDPOINT, NULL if absent */
 } zp_daemon_args;
 
 /* Parse argv for a daemon of `kind`. Returns -1 when the daemon should go

@@ -20,6 +20,8 @@ struct zp_slotmap {
     uint64_t epoch;
     uint32_t slots;
     int nshards;
+    int base;         /* shards of the cluster file; those past it joined at run time */
+    char *eps;        /* [nshards - base][ZP_SLOTMAP_EP_MAX]: the joined shards' endpoints */
     uint16_t owner[]; /* [slots] */
 };
 
@@ -29,7 +31,21 @@ static zp_slotmap *alloc_map(uint32_t slots, int nshards, uint64_t epoch)
     m->epoch = epoch;
     m->slots = slots;
     m->nshards = nshards;
+    m->base = nshards;
+    m->eps = NULL;
     return m;
+}
+
+/* n's joined shards as m's (m has none yet). */
+static void copy_joined(zp_slotmap *n, const zp_slotmap *m)
+{
+    n->nshards = m->nshards;
+    n->base = m->base;
+    if (m->eps) {
+        size_t len = (size_t)(m->nshards - m->base) * ZP_SLOTMAP_EP_MAX;
+        n->eps = zp_alloc(len);
+        memcpy(n->eps, m->eps, len);
+    }
 }
 
 int zp_slotmap_new_default(zp_slotmap **out, int nshards)
@@ -48,6 +64,7 @@ void zp_slotmap_destroy(zp_slotmap **mp)
 {
     if (!mp || !*mp)
         return;
+    free((*mp)->eps);
     free(*mp);
     *mp = NULL;
 }
@@ -65,6 +82,46 @@ uint32_t zp_slotmap_slots(const zp_slotmap *m)
 int zp_slotmap_shards(const zp_slotmap *m)
 {
     return m->nshards;
+}
+
+int zp_slotmap_base(const zp_slotmap *m)
+{
+    return m->base;
+}
+
+const char *zp_slotmap_endpoint(const zp_slotmap *m, int k)
+{
+    if (k < m->base || k >= m->nshards)
+        return NULL;
+    return m->eps + (size_t)(k - m->base) * ZP_SLOTMAP_EP_MAX;
+}
+
+int zp_slotmap_joined(const zp_slotmap *m, const char *endpoint, zp_slotmap **out, char *err,
+                      size_t errlen)
+{
+    size_t len = endpoint ? strlen(endpoint) : 0;
+    if (len == 0 || len >= ZP_SLOTMAP_EP_MAX)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL, "an endpoint of %zu bytes (1..%d)", len,
+                             ZP_SLOTMAP_EP_MAX - 1);
+    if (m->nshards >= ZP_SLOTMAP_SHARDS_MAX)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "the map names %d shards already (at most %d)", m->nshards,
+                             ZP_SLOTMAP_SHARDS_MAX);
+    for (int k = m->base; k < m->nshards; k++)
+        if (strcmp(zp_slotmap_endpoint(m, k), endpoint) == 0)
+            return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                                 "%s is shard %d of the map (epoch %" PRIu64 ") already", endpoint,
+                                 k, m->epoch);
+    zp_slotmap *n = alloc_map(m->slots, m->nshards + 1, m->epoch + 1);
+    memcpy(n->owner, m->owner, (size_t)m->slots * sizeof(uint16_t));
+    n->base = m->base;
+    size_t had = (size_t)(m->nshards - m->base) * ZP_SLOTMAP_EP_MAX;
+    n->eps = zp_alloc_zeroed(had + ZP_SLOTMAP_EP_MAX, 1);
+    if (had)
+        memcpy(n->eps, m->eps, had);
+    memcpy(n->eps + had, endpoint, len);
+    *out = n;
+    return 0;
 }
 
 uint32_t zp_slotmap_slot_of(const zp_slotmap *m, uint64_t id)
@@ -276,7 +333,13 @@ static uint32_t get32(const unsigned char *p)
 
 size_t zp_slotmap_wire_size(const zp_slotmap *m)
 {
-    return ZP_SLOTMAP_WIRE_HDR + (size_t)m->slots * 2;
+    size_t n = ZP_SLOTMAP_WIRE_HDR + (size_t)m->slots * 2;
+    if (m->nshards > m->base) {
+        n += 4;
+        for (int k = m->base; k < m->nshards; k++)
+            n += 2 + strlen(zp_slotmap_endpoint(m, k));
+    }
+    return n;
 }
 
 void zp_slotmap_encode(const zp_slotmap *m, void *buf)
@@ -290,6 +353,46 @@ void zp_slotmap_encode(const zp_slotmap *m, void *buf)
         p[16 + 2 * s] = (unsigned char)m->owner[s];
         p[17 + 2 * s] = (unsigned char)(m->owner[s] >> 8);
     }
+    if (m->nshards == m->base)
+        return; /* the form of every map before shards could join, byte for byte */
+    p += ZP_SLOTMAP_WIRE_HDR + (size_t)m->slots * 2;
+    put32(p, (uint32_t)m->base);
+    p += 4;
+    for (int k = m->base; k < m->nshards; k++) {
+        const char *ep = zp_slotmap_endpoint(m, k);
+        size_t len = strlen(ep);
+        p[0] = (unsigned char)len;
+        p[1] = (unsigned char)(len >> 8);
+        memcpy(p + 2, ep, len);
+        p += 2 + len;
+    }
+}
+
+/* The joined shards' list after the owners (p, len bytes) into m, whose
+ * base must be `base`: 0, or ZEPS_EPROTO with a reason. */
+static int decode_joined(zp_slotmap *m, const unsigned char *p, size_t len, int base, char *err,
+                         size_t errlen)
+{
+    if (len < 4 || get32(p) != (uint32_t)base || m->nshards <= base)
+        return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                             "a slot map over %d shards whose list of joined shards (%zu bytes) "
+                             "does not start from this cluster's %d",
+                             m->nshards, len, base);
+    m->base = base;
+    m->eps = zp_alloc_zeroed((size_t)(m->nshards - base), ZP_SLOTMAP_EP_MAX);
+    size_t at = 4;
+    for (int k = base; k < m->nshards; k++) {
+        size_t n = at + 2 <= len ? (size_t)(p[at] | p[at + 1] << 8) : 0;
+        if (n == 0 || n >= ZP_SLOTMAP_EP_MAX || at + 2 + n > len || memchr(p + at + 2, 0, n))
+            return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                                 "joined shard %d of the slot map has no usable endpoint", k);
+        memcpy(m->eps + (size_t)(k - base) * ZP_SLOTMAP_EP_MAX, p + at + 2, n);
+        at += 2 + n;
+    }
+    if (at != len)
+        return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                             "%zu bytes after the slot map's list of joined shards", len - at);
+    return 0;
 }
 
 int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards, char *err,
@@ -301,22 +404,27 @@ int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards
                              ZP_SLOTMAP_WIRE_HDR);
     uint64_t epoch = get32(p) | (uint64_t)get32(p + 4) << 32;
     uint32_t slots = get32(p + 8), shards = get32(p + 12);
-    if (slots == 0 || slots > ZP_SLOTS_MAX || len != ZP_SLOTMAP_WIRE_HDR + (size_t)slots * 2)
+    size_t owners = ZP_SLOTMAP_WIRE_HDR + (size_t)slots * 2;
+    if (slots == 0 || slots > ZP_SLOTS_MAX || len < owners)
         return zp_errors_set(err, errlen, ZEPS_EPROTO,
                              "a slot map of %u slots (1..%d) in %zu bytes", slots, ZP_SLOTS_MAX,
                              len);
-    if (shards != (uint32_t)nshards)
+    if (len == owners ? shards != (uint32_t)nshards
+                      : shards <= (uint32_t)nshards || shards > ZP_SLOTMAP_SHARDS_MAX)
         return zp_errors_set(err, errlen, ZEPS_EPROTO,
-                             "a slot map over %u shards; this cluster has %d", shards, nshards);
-    zp_slotmap *m = alloc_map(slots, nshards, epoch);
-    for (uint32_t s = 0; s < slots; s++) {
+                             "a slot map over %u shards%s; this cluster has %d", shards,
+                             len == owners ? "" : " (with joined shards)", nshards);
+    zp_slotmap *m = alloc_map(slots, (int)shards, epoch);
+    int rc = len > owners ? decode_joined(m, p + owners, len - owners, nshards, err, errlen) : 0;
+    for (uint32_t s = 0; rc == 0 && s < slots; s++) {
         m->owner[s] = (uint16_t)(p[16 + 2 * s] | p[17 + 2 * s] << 8);
-        if (m->owner[s] >= shards) {
-            int bad = m->owner[s];
-            free(m);
-            return zp_errors_set(err, errlen, ZEPS_EPROTO,
-                                 "slot %u of the map names shard %d of %u", s, bad, shards);
-        }
+        if (m->owner[s] >= shards)
+            rc = zp_errors_set(err, errlen, ZEPS_EPROTO, "slot %u of the map names shard %d of %u",
+                               s, m->owner[s], shards);
+    }
+    if (rc != 0) {
+        zp_slotmap_destroy(&m);
+        return rc;
     }
     *out = m;
     return 0;
@@ -327,6 +435,7 @@ int zp_slotmap_moved(const zp_slotmap *m, const uint8_t *which, int to, zp_slotm
     if (!m || !which || !out || to < 0 || to >= m->nshards)
         return ZEPS_EINVAL;
     zp_slotmap *n = alloc_map(m->slots, m->nshards, m->epoch + 1);
+    copy_joined(n, m);
     for (uint32_t k = 0; k < m->slots; k++)
         n->owner[k] = which[k] ? (uint16_t)to : m->owner[k];
     *out = n;

@@ -15,6 +15,12 @@
  * `hash mod S` agree with it. A map read from a file (cluster.slot_map)
  * may name any owner for any slot.
  *
+ * A map also lists the shards beyond the cluster file's `servers` (its
+ * "base" shards): shards joined at run time (`zepsctl shards add`), each
+ * with its endpoint, so that a client learns where a shard it never heard
+ * of listens from the map that names it. A map of the base shards only
+ * travels exactly as before (no endpoint list).
+ *
  * A map is immutable once made: a newer one replaces it whole. Any thread
  * may read a map no thread replaces.
  */
@@ -24,9 +30,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define ZP_SLOTS_DEFAULT    4096 /* the default map's slots are the largest multiple of S up to it */
-#define ZP_SLOTS_MAX        16384 /* a map file may name at most this many */
-#define ZP_SLOTMAP_WIRE_HDR 16    /* u64 epoch, u32 slots, u32 shards; then u16 owners */
+#define ZP_SLOTS_DEFAULT      4096 /* the default map's slots are the largest multiple of S up to it */
+#define ZP_SLOTS_MAX          16384 /* a map file may name at most this many */
+#define ZP_SLOTMAP_WIRE_HDR   16    /* u64 epoch, u32 slots, u32 shards; then u16 owners */
+#define ZP_SLOTMAP_SHARDS_MAX 256   /* shards a map may name, those joined at run time included */
+#define ZP_SLOTMAP_EP_MAX     256   /* bytes of a joined shard's endpoint, its NUL included */
 
 typedef struct zp_slotmap zp_slotmap;
 
@@ -48,10 +56,23 @@ int zp_slotmap_load(zp_slotmap **out, const char *path, int nshards, char *err, 
 /* Free *mp (NULL allowed) and set it to NULL. */
 void zp_slotmap_destroy(zp_slotmap **mp);
 
-/* The map's epoch (0: the default map), slot count, shard count. */
+/* The map's epoch (0: the default map), slot count, shard count (the
+ * joined ones included), and base shards (the cluster file's). */
 uint64_t zp_slotmap_epoch(const zp_slotmap *m);
 uint32_t zp_slotmap_slots(const zp_slotmap *m);
 int zp_slotmap_shards(const zp_slotmap *m);
+int zp_slotmap_base(const zp_slotmap *m);
+
+/* The endpoint of joined shard k (base <= k < shards), the map's; NULL
+ * for a base shard (its endpoint is the cluster file's). */
+const char *zp_slotmap_endpoint(const zp_slotmap *m, int k);
+
+/* The map at m's epoch + 1 with one more shard (index: m's shard count),
+ * joined at `endpoint` and owning no slot, into *out (the caller's).
+ * 0, or ZEPS_EINVAL with a reason in err (an endpoint empty, too long or
+ * already in the map's list, or ZP_SLOTMAP_SHARDS_MAX shards already). */
+int zp_slotmap_joined(const zp_slotmap *m, const char *endpoint, zp_slotmap **out, char *err,
+                      size_t errlen);
 
 /* The slot of `id`, and the shard that owns it. */
 uint32_t zp_slotmap_slot_of(const zp_slotmap *m, uint64_t id);
@@ -64,19 +85,22 @@ int zp_slotmap_slot_owner(const zp_slotmap *m, uint32_t slot);
 uint32_t zp_slotmap_count(const zp_slotmap *m, int k);
 
 /* The map as it travels (the payload of an EMOVED reply, docs/protocol.md):
- * ZP_SLOTMAP_WIRE_HDR + 2 * slots bytes, little-endian. */
+ * ZP_SLOTMAP_WIRE_HDR + 2 * slots bytes, little-endian; a map with joined
+ * shards then lists them: u32 base, and per joined shard a u16 length and
+ * its endpoint's bytes (no NUL). */
 size_t zp_slotmap_wire_size(const zp_slotmap *m);
 void zp_slotmap_encode(const zp_slotmap *m, void *buf);
 
 /* A map from its wire form, checked: the length, a slot count in
- * 1..ZP_SLOTS_MAX, `nshards` shards, every owner below it. On success *out
- * is the caller's; ZEPS_EPROTO with a reason otherwise. */
+ * 1..ZP_SLOTS_MAX, `nshards` base shards (the cluster file's), joined
+ * shards only with their endpoints, every owner below the shard count. On
+ * success *out is the caller's; ZEPS_EPROTO with a reason otherwise. */
 int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards, char *err,
                       size_t errlen);
 
 /* The map at m's epoch + 1 with every slot k where which[k] != 0 given
- * to shard `to` (< m's shards), the others as in m, into *out (the
- * caller's). 0 or ZEPS_EINVAL. */
+ * to shard `to` (< m's shards), the others (and the joined shards) as in
+ * m, into *out (the caller's). 0 or ZEPS_EINVAL. */
 int zp_slotmap_moved(const zp_slotmap *m, const uint8_t *which, int to, zp_slotmap **out);
 
 /* A slot set from its text, `LO-HI` or `SLOT` items separated by commas

@@ -22,37 +22,42 @@
 #define ZP_PROTOCOL_VERSION 1
 
 /* Header.flags */
-#define ZP_FLAG_CLOCK 0x1u      /* PUSH: also advance the worker's clock to clock + 1 */
-#define ZP_FLAG_DUPLICATE 0x2u  /* reply: this request was seen before and not applied again */
-#define ZP_FLAG_PARKED 0x4u     /* reply: the request is parked on the server; keep waiting */
-#define ZP_FLAG_DROPPED 0x8u    /* PUSH reply: received but not applied (too stale, or late) */
+#define ZP_FLAG_CLOCK        0x1u  /* PUSH: also advance the worker's clock to clock + 1 */
+#define ZP_FLAG_DUPLICATE    0x2u  /* reply: this request was seen before and not applied again */
+#define ZP_FLAG_PARKED       0x4u  /* reply: the request is parked on the server; keep waiting */
+#define ZP_FLAG_DROPPED      0x8u  /* PUSH reply: received but not applied (too stale, or late) */
 #define ZP_FLAG_ROW_VERSIONS 0x10u /* sparse PUSH: the payload ends with the row versions read */
-#define ZP_FLAG_DONE 0x20u /* BYE: the worker ran all its steps (clock: its last); it will not come back */
+#define ZP_FLAG_DONE                                                                               \
+    0x20u /* BYE: the worker ran all its steps (clock: its last); it will not come back */
 /* PULL request: answer with a compressed delta against view_id (docs/compression.md);
  * PULL reply: the payload is C(params - view), to be added to the worker's copy. */
 #define ZP_FLAG_PULL_DELTA 0x100u
 /* PULL reply to a PULL_DELTA request: the payload is the full f32 values (the
  * worker's view was unknown or stale); the worker's copy is replaced. */
 #define ZP_FLAG_PULL_FULL 0x200u
-#define ZP_FLAG_REJOINED 0x1000u /* HELLO reply: this rank was known under another incarnation */
-#define ZP_FLAG_STATE 0x2000u /* REPLICATE: a chunk of the primary's whole state, or its ack */
-#define ZP_FLAG_RESUME 0x4000u /* HELLO: what was outstanding follows with its own seqs (a resend
-                                  to a restarted shard or a new primary): it raises no bsp fence */
+#define ZP_FLAG_REJOINED  0x1000u /* HELLO reply: this rank was known under another incarnation */
+#define ZP_FLAG_STATE     0x2000u /* REPLICATE: a chunk of the primary's whole state, or its ack */
+#define ZP_FLAG_RESUME                                                                             \
+    0x4000u /* HELLO: what was outstanding follows with its own seqs (a resend                     \
+               to a restarted shard or a new primary): it raises no bsp fence */
 /* Replication entries only (a primary's log, docs/replication.md; refused
  * from anyone else): a PUSH that is a bsp round entry (pushes without
  * their values, and the sums of the rounds they closed), and a CLOCK that
  * declares worker `rank` lost. */
 #define ZP_FLAG_ROUND 0x8000u
 #define ZP_FLAG_LOST  0x10000u
+/* STATS: the stats of each sparse table carry its declaration (spec), so a
+ * tool can declare it on a shard that joins (zepsctl shards add) */
+#define ZP_FLAG_SPECS 0x20000u
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);
  * receiving more is a protocol error, and the extra frames are discarded. */
 /* What the cluster's consistency mode implies for a client, sent in the
  * HELLO reply (Header.caps) and in STATS (ShardStats.caps), so that no
  * client or tool decides anything by the mode's name (docs/protocol.md). */
-#define ZP_CAP_CUTS 0x1u     /* snapshots are consistent cuts at a common clock */
+#define ZP_CAP_CUTS     0x1u /* snapshots are consistent cuts at a common clock */
 #define ZP_CAP_ROLLBACK 0x2u /* a restored shard sends the whole job back to its cut */
-#define ZP_CAP_BOUND 0x4u    /* pulls wait for a staleness bound (TableStats.staleness) */
+#define ZP_CAP_BOUND    0x4u /* pulls wait for a staleness bound (TableStats.staleness) */
 /* The same bits are public in zeps.h as ZEPS_CAP_* (zeps_consistency). */
 
 #define ZP_MAX_FRAMES 4
@@ -69,9 +74,9 @@
 
 /* A received multipart message. */
 typedef struct zp_frames {
-    int n;            /* frames held in f[] */
-    int dropped;      /* frames beyond ZP_MAX_FRAMES, received and discarded */
-    size_t bytes;     /* total bytes of all frames */
+    int n;        /* frames held in f[] */
+    int dropped;  /* frames beyond ZP_MAX_FRAMES, received and discarded */
+    size_t bytes; /* total bytes of all frames */
     zmq_msg_t f[ZP_MAX_FRAMES];
 } zp_frames;
 

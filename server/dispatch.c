@@ -101,6 +101,8 @@ static uint32_t request_flags(const zp_server *s, int op)
         return ZP_FLAG_STATE;
     case ZEPS__OP__HELLO:
         return ZP_FLAG_RESUME;
+    case ZEPS__OP__STATS:
+        return ZP_FLAG_SPECS;
     default:
         return 0;
     }
@@ -187,7 +189,7 @@ void zp_dispatch(zp_server *s, zp_frames *m)
          * handler may move the payload out), logs it if it was accepted,
          * and holds the replies until the backups have it */
         bool logged = known && zp_rlog_logged_op((int)op) && !s->applying &&
-                      zp_rlog_begin(s, &m->f[1], m->n - 1, identity, h->req_id);
+                      zp_rlog_begin(s, &m->f[1], m->n - 1, identity, h);
         if (known)
             handlers[op](s, &r);
         else

@@ -75,11 +75,18 @@ static int drain(zp_server *s)
 
 /* Both sockets: the workers' (and backups') ROUTER, and a backup's link
  * to its primary; then the replication log's sends and releases. */
+static void on_rwake(uv_timer_t *h)
+{
+    zp_server_kick(h->data);
+}
+
 static int drain_all(zp_server *s)
 {
     int more = drain(s);
     more |= zp_follow_check(s);
     zp_rlog_pump(s);
+    if (s->repl.wake_s >= 0 && s->has_loop && !s->stopping)
+        uv_timer_start(&s->rwake, on_rwake, (uint64_t)(s->repl.wake_s * 1000) + 1, 0);
     return more;
 }
 
@@ -186,9 +193,9 @@ void zp_server_stop(zp_server *s)
     }
     zp_shmhost_stop(&s->shm);
     uv_handle_t *handles[] = {
-        (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,     (uv_handle_t *)&s->check,
-        (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->sigterm,  (uv_handle_t *)&s->sigint,
-        (uv_handle_t *)&s->sighup, (uv_handle_t *)&s->zap.poll,
+        (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,   (uv_handle_t *)&s->check,
+        (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->rwake,  (uv_handle_t *)&s->sigterm,
+        (uv_handle_t *)&s->sigint, (uv_handle_t *)&s->sighup, (uv_handle_t *)&s->zap.poll,
     };
     for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
         if ((handles[i] != (uv_handle_t *)&s->zap.poll || s->zap.enabled) &&
@@ -344,11 +351,12 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
     uv_idle_init(&s->loop, &s->idle);
     uv_check_init(&s->loop, &s->check);
     uv_timer_init(&s->loop, &s->tick);
+    uv_timer_init(&s->loop, &s->rwake);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sighup);
-    s->open_handles = 7;
-    s->poll.data = s->idle.data = s->check.data = s->tick.data = s;
+    s->open_handles = 8;
+    s->poll.data = s->idle.data = s->check.data = s->tick.data = s->rwake.data = s;
     s->sigterm.data = s->sigint.data = s->sighup.data = s;
     if (s->zap.enabled) {
         if ((rc = zp_zap_start(&s->zap, &s->loop, err, errlen)) != 0)
@@ -391,10 +399,27 @@ static void free_core(zp_server *s)
     free(s);
 }
 
+/* Whether a shard may join at run time (zeps-server --join) in this
+ * cluster; if not, why into err (docs/elastic.md, "Adding a shard"). */
+static bool join_refused(const zp_config *cfg, const zp_consistency_ops *cons, char *err,
+                         size_t errlen)
+{
+    const char *why = cfg->replicas > 1            ? "replicas > 1 (the map is not replicated)"
+                      : (cons->caps & ZP_CAP_CUTS) ? "a mode that holds pushes in rounds (bsp)"
+                      : cfg->snapshot_dir[0]       ? "snapshot_dir (a set has the file's shards)"
+                                                   : NULL;
+    if (why)
+        snprintf(err, errlen,
+                 "--join %s: a shard joining at run time is not built with %s (docs/elastic.md, "
+                 "\"Adding a shard\")",
+                 cfg->join, why);
+    return why != NULL;
+}
+
 int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_reply_sink sink,
                        char *err, size_t errlen)
 {
-    if (shard < 0 || shard >= cfg->num_shards) {
+    if (shard < 0 || (shard >= cfg->num_shards && !cfg->join[0]) || shard >= ZP_MAX_SHARDS) {
         snprintf(err, errlen, "shard %d is outside the cluster's %d shards (servers list of %s)",
                  shard, cfg->num_shards, cfg->path);
         return ZEPS_EINVAL;
@@ -404,6 +429,8 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
         snprintf(err, errlen, "consistency '%s' is not available in this build", cfg->consistency);
         return ZEPS_ECONFIG;
     }
+    if (shard >= cfg->num_shards && join_refused(cfg, cons, err, errlen))
+        return ZEPS_ECONFIG;
     zp_server *s = zp_alloc_zeroed(1, sizeof(*s));
     s->cfg = *cfg;
     s->shard = shard;

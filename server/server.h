@@ -69,6 +69,7 @@ struct zp_server {
     uv_idle_t idle;   /* keeps draining while messages remain */
     uv_check_t check; /* re-checks ZMQ_EVENTS every loop turn */
     uv_timer_t tick;  /* housekeeping, and a safety net for lost edges */
+    uv_timer_t rwake; /* the replication log asked to be pumped again (rlog.h wake_s) */
     uv_signal_t sigterm, sigint;
     uv_signal_t sighup; /* reloads the CURVE allow-list */
     int open_handles;

@@ -10,7 +10,8 @@
  * policy may close rounds (recorded and snapshotted as a push's would be),
  * and the waits it blocked are served; a replicated primary logs it for its
  * backups, which run no timer (a CLOCK with ZP_FLAG_LOST). Whenever the bounds move, the policy
- * may close a sparse table's held rounds (zp_clock_bounds).
+ * may close a sparse table's held rounds (zp_clock_bounds), whose merges a replicated primary
+ * hands to its log (repl/rbatch.h).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -25,9 +26,14 @@ void zp_clock_bounds(zp_server *s)
 {
     zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
     bool moved = false;
-    for (uint32_t i = 0; i < s->ntables; i++)
-        if (s->tables[i]->rows && s->cons->bounds_moved(s, s->tables[i]))
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_table *t = s->tables[i];
+        if (t->rows && s->cons->bounds_moved(s, t))
             moved = true;
+        /* a replicated primary: the merges applied go to the round batch */
+        if (t->rows && s->repl.on)
+            zp_rnote_round_rows(s, t->id, t->rows->dim, &t->rows->held);
+    }
     if (moved)
         zp_persist_on_round(s);
 }
@@ -90,7 +96,7 @@ void zp_clock_on_clock(zp_server *s, zp_request *r)
     }
     zp_workers_record(w, h->seq);
     zp_clock_advance(s, w, h->clock);
-    zp_rlog_round_clock(s); /* logged with the pushes of an open bsp round, if any */
+    zp_rnote_round_clock(s); /* logged with the pushes of an open bsp round, if any */
     zp_reply_ok(s, r->identity, h, 0);
     zp_pull_serve_all(s);
 }

@@ -57,6 +57,14 @@ void zp_declare_on(zp_server *s, zp_request *r)
         return;
     }
     char err[ERRLEN];
+    if (h->spec->kind != 1 && s->shard >= s->nshards) { /* see docs/elastic.md */
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "table '%s': shard %d joined the cluster at run time and holds no slice "
+                       "of a dense table (dense tables live on shards 0..%d, the cluster file's; "
+                       "docs/elastic.md, \"Adding a shard\")",
+                       h->spec->name ? h->spec->name : "", s->shard, s->nshards - 1);
+        return;
+    }
     for (uint32_t i = 0; i < s->ntables; i++) {
         if (strcmp(s->tables[i]->name, h->spec->name) != 0)
             continue;

@@ -117,10 +117,11 @@ static void on_start(zp_server *s, zp_request *r, int role)
     const Zeps__Header *h = r->h;
     char why[384];
     int rc = 0;
-    if (h->move_peer >= (uint32_t)s->nshards || h->move_peer == (uint32_t)s->shard) {
+    int known = zp_slotmap_shards(s->slots); /* those that joined included */
+    if (h->move_peer >= (uint32_t)known || h->move_peer == (uint32_t)s->shard) {
         snprintf(why, sizeof(why),
-                 "the other shard of a move must be one of shards 0..%d but %d, not %u",
-                 s->nshards - 1, s->shard, h->move_peer);
+                 "the other shard of a move must be one of shards 0..%d but %d, not %u", known - 1,
+                 s->shard, h->move_peer);
         rc = ZEPS_EINVAL;
     }
     if (rc == 0)

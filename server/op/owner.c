@@ -105,6 +105,14 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  s->shard, have);
         return ZEPS_ESTALE;
     }
+    if (zp_slotmap_shards(next) < zp_slotmap_shards(s->slots) ||
+        zp_slotmap_shards(next) <= s->shard) {
+        snprintf(why, len,
+                 "a map of %d shards; shard %d's names %d (a map lists every shard that ever "
+                 "joined, this one included)",
+                 zp_slotmap_shards(next), s->shard, zp_slotmap_shards(s->slots));
+        return ZEPS_EINVAL;
+    }
     if (zp_slotmap_slots(next) != zp_slotmap_slots(s->slots)) {
         snprintf(why, len,
                  "a map of %u slots; shard %d's has %u (a move changes owners, never "

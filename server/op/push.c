@@ -267,7 +267,7 @@ void zp_push_on(zp_server *s, zp_request *r)
     zp_record_result(s, t, &p, &res);
     /* a replicated primary logs a round's pushes as one entry (repl/rbatch.h) */
     if (res.outcome == ZP_PUSH_KEPT || res.outcome == ZP_PUSH_ROUND_CLOSED)
-        zp_rlog_round_push(s, t->id, wire_bytes, &res.sum, t->n);
+        zp_rnote_round_push(s, t->id, wire_bytes, &res.sum, t->n);
     free(res.sum);
     if (res.outcome == ZP_PUSH_ROUND_CLOSED)
         zp_persist_on_round(s);

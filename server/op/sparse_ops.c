@@ -15,7 +15,10 @@
  * hook applies the rows (under `weighted`, each row scaled by the weight of
  * its own staleness) or, under bsp, holds a copy for their round
  * (policy/bsp.c, docs/sparse.md "Consistency"). This file checks, records
- * and replies; the rows and the scratch are table/rows.c's.
+ * and replies; the rows and the scratch are table/rows.c's. A replicated
+ * primary logs a push held for its bsp round with the round, without its
+ * rows (repl/rbatch.h); a backup replays it so (zp_request.phantom), its
+ * round's merge given by the entry (op/batch.c).
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -286,7 +289,8 @@ static void park_pull(zp_request *r, zp_worker *w, zp_table *t, uint64_t cold_ta
 }
 
 /* Park pull r of tiered t if some of its ids are neither hot nor held
- * unwritten by the tier (those are made hot now) and the tier holds rows,
+ * unwritten by the tier (those are made hot now) nor new to it
+ * (zp_tier_may_hold: never demoted, nothing to read) and the tier holds rows,
  * while they are read in pieces of PIECE: true once parked (or refused:
  * too many waiting), false to serve it as usual. */
 static bool park_cold(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, const uint64_t *ids,
@@ -305,8 +309,8 @@ static bool park_cold(zp_server *s, zp_request *r, zp_worker *w, zp_table *t, co
         int held = zp_tier_held(t->rows->tier, ids[i], rec);
         if (held > 0)
             zp_sparse_install(t->rows->store, ids[i], rec);
-        else if (held == 0)
-            miss[k++] = ids[i];
+        else if (held == 0 && zp_tier_may_hold(t->rows->tier, ids[i]))
+            miss[k++] = ids[i]; /* else a new id: its touch makes it, no read */
     }
     free(rec);
     const Zeps__Header *h = r->h;
@@ -506,9 +510,39 @@ static void count_push(zp_table *t, zp_worker *w, size_t n, size_t wire, size_t 
     w->push_bytes_raw += raw;
 }
 
+/* A backup replaying a bsp round entry (op/batch.c): the push without its
+ * rows, which are in its round's merge (given to the table by the entry);
+ * its clock checks, duplicate window, hold and counters as on the primary,
+ * which checked its rows. */
+static int phantom_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
+                        uint32_t *reply_flags)
+{
+    const Zeps__Header *h = r->h;
+    size_t n = (size_t)h->count, dim = t->rows->dim;
+    if (!tier_ok(s, r->identity, h, t) || zp_request_clock(s, r) != 0)
+        return -1;
+    zp_rows_push rp = {.rank = h->rank, .n = n, .clock = h->clock}; /* ids NULL: no rows */
+    size_t dropped;
+    char err[512];
+    int rc = s->cons->push_rows(s, t, &rp, &dropped, err, sizeof(err));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc, "%s", err);
+        return -1;
+    }
+    zp_workers_record(w, h->seq);
+    t->stats.dropped += dropped;
+    w->dropped += dropped;
+    *reply_flags = dropped ? ZP_FLAG_DROPPED : 0;
+    size_t vbytes = (h->flags & ZP_FLAG_ROW_VERSIONS) ? n * sizeof(uint32_t) : 0;
+    count_push(t, w, n, r->wire, n * sizeof(uint64_t) + vbytes + n * dim * sizeof(float));
+    return 0;
+}
+
 int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t,
                           uint32_t *reply_flags)
 {
+    if (r->phantom)
+        return phantom_push(s, r, w, t, reply_flags);
     const Zeps__Header *h = r->h;
     size_t n = (size_t)h->count, dim = t->rows->dim;
     const float *g;
@@ -545,5 +579,9 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
     *reply_flags = dropped ? ZP_FLAG_DROPPED : 0;
     zp_rows_trim(t->rows);
     count_push(t, w, n, len, n * sizeof(uint64_t) + vbytes + n * dim * sizeof(float));
+    /* held for its bsp round: a replicated primary logs it with the round
+     * (repl/rbatch.h), without its rows */
+    if (s->cons->rounds && dropped == 0)
+        zp_rnote_round_sparse(s, t->id, h->clock, len);
     return 0;
 }

@@ -213,6 +213,9 @@ void zp_stats_on(zp_server *s, zp_request *r)
     Zeps__Header rep;
     zp_reply_init(s, r->h, &rep);
     rep.stats = &v.st;
+    for (uint32_t i = 0; (r->h->flags & ZP_FLAG_SPECS) && i < s->ntables; i++)
+        if (s->tables[i]->rows)
+            v.ts[i].spec = s->tables[i]->rows->spec; /* borrowed until the reply is packed */
     rep.num_shards = (uint32_t)s->nshards;
     rep.num_workers = (uint32_t)s->nworkers;
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);

@@ -18,7 +18,10 @@
  * summed, and applied once with the full step (a row's gradient comes only
  * from the workers that saw it; dense rounds average over the workers).
  * Pulls at clock c wait for round c - 1, as dense pulls do; a push for a
- * round already closed is dropped (docs/sparse.md).
+ * round already closed is dropped (docs/sparse.md). A replicated primary
+ * keeps a copy of each merge it applies for its log; a backup holds the
+ * round's pushes without rows and is given the primary's merge
+ * (table/rround.h, docs/replication.md "Sparse rounds").
  *
  * The tables' common round is a consistent cut: snapshots are taken there
  * and a shard may be rolled back to one (ZP_CAP_CUTS, ZP_CAP_ROLLBACK).
@@ -96,7 +99,10 @@ static int bsp_push_rows(zp_server *s, zp_table *t, const zp_rows_push *rp, size
                              "workers): is a worker pushing clocks ahead of the others?",
                              t->name, (unsigned long long)rr->bytes, (unsigned long long)bytes,
                              (unsigned long long)held_limit(s));
-    if (zp_rround_hold(rr, rp->rank, rp->clock, rp->ids, rp->n, rp->g, dim, rp->read_versions) != 0)
+    /* a backup replaying a round entry holds the push without its rows:
+     * the primary's merge of the round is given (op/batch.c) */
+    size_t rows = rp->ids ? rp->n : 0;
+    if (zp_rround_hold(rr, rp->rank, rp->clock, rp->ids, rows, rp->g, dim, rp->read_versions) != 0)
         return zp_errors_set(err, errlen, ZEPS_ENOMEM,
                              "bsp: cannot hold a push of %zu rows of sparse table '%s'", rp->n,
                              t->name);
@@ -134,6 +140,10 @@ static int close_rows_round(zp_server *s, zp_table *t, int64_t clock)
     if (n > 0)
         zp_sparse_push(t->rows->store, rr->ids, n, rr->g, 1.0f, clock,
                        rr->vers_ok ? rr->vers : NULL, &t->stats.tau, &t->stats.tau_by_freq);
+    /* a replicated primary: the round's entry carries the merge as applied */
+    if (n > 0 && s->repl.on && !s->applying && zp_rround_keep(rr, clock, t->rows->dim) != 0)
+        zp_error("bsp: no memory to keep round %lld of sparse table '%s' for the backups",
+                 (long long)clock, t->name);
     zp_debug("sparse table '%s': round %lld applied (%zu rows from %d workers)", t->name,
              (long long)clock, n, rr->nranks);
     return 0;

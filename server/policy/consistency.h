@@ -42,8 +42,8 @@ typedef struct zp_push {
      * is closed after the reply): a kernel may consume it (apply_keep).
      * NULL otherwise. */
     float *g_own;
-    size_t off, count;     /* slice-relative range */
-    zmq_msg_t *frame;      /* holds g; a policy may take it (zmq_msg_move) */
+    size_t off, count; /* slice-relative range */
+    zmq_msg_t *frame;  /* holds g; a policy may take it (zmq_msg_move) */
     /* a validated topk/randk payload applied as it is (sgd without weight
      * decay: only the k sent elements change); g is then NULL */
     const zp_codec_ops *sparse_codec;
@@ -83,13 +83,14 @@ typedef struct zp_push_result {
 /* One sparse push as a policy sees it (op/sparse_ops.c checked it). */
 typedef struct zp_rows_push {
     uint32_t rank;
-    const uint64_t *ids; /* n distinct ids of this shard */
+    const uint64_t *ids; /* n distinct ids of this shard; NULL on a backup replaying a
+                            bsp round entry: the push's rows are in its round's merge */
     size_t n;
     /* each id's candidate row (zp_rows_check_push), or NULL: borrowed from
      * the table's scratch, valid during push_rows only (a policy that
      * keeps a push for later must not keep this) */
     const uint32_t *cand;
-    const float *g;       /* n * dim finite gradients (borrowed: copy what is kept) */
+    const float *g; /* n * dim finite gradients (borrowed: copy what is kept) */
     int64_t clock;
     const uint32_t *read_versions; /* n row versions read, or NULL */
 } zp_rows_push;
@@ -123,8 +124,8 @@ typedef struct zp_consistency_ops {
     /* A validated sparse push: apply its rows, or hold a copy of them
      * (bsp), or drop some, and say how many rows were dropped in *dropped.
      * Returns 0, or a zeps_err with a message in err (nothing changed). */
-    int (*push_rows)(zp_server *s, zp_table *t, const zp_rows_push *rp, size_t *dropped,
-                     char *err, size_t errlen);
+    int (*push_rows)(zp_server *s, zp_table *t, const zp_rows_push *rp, size_t *dropped, char *err,
+                     size_t errlen);
     /* The workers' clock bounds moved (state/workers.h): apply what they
      * release of sparse table t (bsp: the held rounds every live worker
      * finished). Returns true if t's round count moved (the cut may have). */

@@ -26,6 +26,7 @@ void zp_rlog_init(zp_repl *r, const zp_config *cfg)
 {
     memset(r, 0, sizeof(*r));
     r->on = cfg->replicas > 1;
+    r->wake_s = -1;
     r->max_bytes = (size_t)cfg->repl_log_mb << 20;
     r->max_lag_s = cfg->repl_max_lag_ms / 1000.0;
 }
@@ -47,6 +48,7 @@ void zp_rlog_fini(zp_repl *r)
     free(r->held);
     zp_rbatch_fini(&r->batch);
     free(r->note_sum);
+    free(r->note_rows.p);
     for (int i = 0; i < ZP_MAX_REPLICAS; i++)
         if (r->followers[i].on) {
             zmq_msg_close(&r->followers[i].identity);
@@ -317,7 +319,7 @@ static void release(zp_server *s)
     }
 }
 
-bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, uint64_t req_id)
+bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, const Zeps__Header *h)
 {
     zp_repl *r = &s->repl;
     if (!r->on || !zp_role_serves(&s->role))
@@ -329,7 +331,9 @@ bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, uint6
     }
     r->pending = true;
     r->identity = identity;
-    r->req_id = req_id;
+    r->req_id = h->req_id;
+    r->rank = h->rank;
+    r->seq = h->seq;
     r->error = 0;
     r->held_from = r->nheld;
     r->sink = s->sink;
@@ -400,16 +404,22 @@ static void after_logging(zp_server *s)
     release(s);
 }
 
-/* The request just handled joins the round batch, with its replies: a
- * push of a round, or a plain request (a CLOCK). */
+/* The request just handled joins the round batch, with its replies and
+ * the merges of the sparse rounds it closed: a push of a round, or a plain
+ * request (a CLOCK). */
 static void batch_add(zp_server *s, bool push)
 {
     zp_repl *r = &s->repl;
-    if (push)
+    if (push && r->note_sparse)
+        zp_rbatch_add_sparse(&r->batch, r->entry.f, r->entry.n, r->note_table, r->note_round,
+                             r->note_wire);
+    else if (push)
         zp_rbatch_add(&r->batch, r->entry.f, r->entry.n, r->note_table, r->note_wire, &r->note_sum,
                       r->note_nsum);
     else
         zp_rbatch_add_plain(&r->batch, r->entry.f, r->entry.n);
+    zp_rbatch_sender(&r->batch, r->rank, r->seq);
+    zp_rbatch_attach_rows(&r->batch, &r->note_rows);
     for (size_t i = r->held_from; i < r->nheld; i++)
         zp_rbatch_hold(&r->batch, &r->held[(r->headheld + i) % r->capheld]);
     r->nheld = r->held_from; /* moved out, not freed */
@@ -443,17 +453,20 @@ void zp_rlog_end(zp_server *s)
         return;
     s->sink = r->sink;
     r->pending = false;
-    bool batched = r->note && r->error == 0;
+    bool batched = (r->note || r->note_sparse) && r->error == 0;
     bool joins = r->note_clock && r->error == 0 && r->batch.n > 0 && r->batch.n < ZP_RBATCH_MAX;
-    r->note = r->note_clock = false;
     if (batched || joins) {
         batch_add(s, batched);
+        r->note = r->note_clock = r->note_sparse = false;
         entry_close(&r->entry);
         after_logging(s);
         return;
     }
+    r->note = r->note_clock = r->note_sparse = false;
     free(r->note_sum);
     r->note_sum = NULL;
+    r->note_rows.len = 0; /* logged alone or refused: a backup merges what it holds */
+    r->note_rows.nrec = 0;
     uint64_t lsn = 0; /* a refused request: its replies wait for nothing */
     if (r->error == 0) {
         flush_before(s); /* its requests were applied before this one */
@@ -466,29 +479,6 @@ void zp_rlog_end(zp_server *s)
         after_logging(s);
     else
         release(s);
-}
-
-void zp_rlog_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum)
-{
-    zp_repl *r = &s->repl;
-    if (!r->pending || r->batch.n >= ZP_RBATCH_MAX) {
-        free(*sum);
-        *sum = NULL;
-        return;
-    }
-    r->note = true;
-    r->note_table = table;
-    r->note_wire = wire;
-    free(r->note_sum);
-    r->note_sum = *sum;
-    r->note_nsum = nsum;
-    *sum = NULL;
-}
-
-void zp_rlog_round_clock(zp_server *s)
-{
-    if (s->repl.pending)
-        s->repl.note_clock = true;
 }
 
 void zp_rlog_lost(zp_server *s, uint32_t rank)
@@ -635,6 +625,21 @@ void zp_rlog_pump(zp_server *s)
             pump_follower(s, &r->followers[i]);
     release(s);
     zp_role_sync_isr(&s->role);
+    r->wake_s = -1;
+    double patience = zp_rbatch_ready(&r->batch)
+                          ? -1
+                          : zp_rbatch_patience(&r->batch, &s->workers, s->cfg.lost_continue);
+    if (patience < 0)
+        return;
+    double wait = r->batch.last_s + patience - zp_now_s();
+    if (wait > 0) {
+        r->wake_s = wait;
+        return;
+    }
+    zp_debug("round batch of %zu requests flushed: its sparse round waits for its replies",
+             r->batch.n);
+    flush(s);
+    after_logging(s);
 }
 
 uint64_t zp_rlog_lag(const zp_repl *r)

@@ -8,8 +8,9 @@
  * An entry is the request as it arrived (its header frame and payload
  * frames, shared with ZeroMQ's reference counts, never copied): a backup
  * runs the same handlers on the same requests in the same order and holds
- * the same bits. Two entries are the primary's own: under bsp, a dense
- * round's pushes as one entry with the round's sum (rbatch.h), and a
+ * the same bits. Two entries are the primary's own: under bsp, a round's
+ * pushes as one entry with a dense round's sum or a sparse round's merge
+ * (rbatch.h), and a
  * worker the lost-worker timer declared lost. With cluster.replicas = 1
  * nothing here runs.
  *
@@ -68,23 +69,29 @@ typedef struct zp_repl {
     zp_repl_entry entry; /* its frames, without an LSN yet */
     zmq_msg_t *identity; /* whom its reply goes to */
     uint64_t req_id;
+    uint32_t rank; /* who sent it, and its seq */
+    uint64_t seq;
     int error;          /* its reply's error (0: none, or not answered yet) */
     size_t held_from;   /* replies held while it was handled: from this index */
     zp_reply_sink sink; /* the shard's own sink, while pending */
     uint64_t released;  /* the last LSN every in-sync backup has */
     /* the request being handled is a dense bsp push kept for, or closing,
-     * its round (zp_rlog_round_push) */
+     * its round (zp_rnote_round_push) */
     bool note;
     bool note_clock; /* ... or a CLOCK, which joins a batch that holds pushes */
     uint32_t note_table;
     float *note_sum; /* the round's sum when it closed it (owned) */
     size_t note_nsum;
     uint64_t note_wire;
-    zp_repl_batch batch;    /* the round pushes not logged yet (rbatch.h) */
-    uint64_t round_entries; /* round entries logged (primary) or applied (backup), ever */
-    uint64_t round_pushes;  /* pushes those carried without their values */
-    uint64_t flushed;       /* round pushes logged one by one instead (a flush), ever */
-    uint64_t log_bytes;     /* bytes of the entries logged (primary) or kept (backup), ever */
+    bool note_sparse; /* ... or a sparse push kept for round note_round of note_table */
+    int64_t note_round;
+    zp_rbatch_buf note_rows; /* the merges of the sparse rounds it closed */
+    double wake_s;           /* pump again within this long (the stuck guard), or -1 */
+    zp_repl_batch batch;     /* the round pushes not logged yet (rbatch.h) */
+    uint64_t round_entries;  /* round entries logged (primary) or applied (backup), ever */
+    uint64_t round_pushes;   /* pushes those carried without their values */
+    uint64_t flushed;        /* round pushes logged one by one instead (a flush), ever */
+    uint64_t log_bytes;      /* bytes of the entries logged (primary) or kept (backup), ever */
     uint64_t held_total, dropped_isr, refused;
     uint64_t transfers; /* whole states sent (primary) or taken (backup) */
     double max_lag_s;
@@ -98,7 +105,7 @@ void zp_rlog_fini(zp_repl *r);
 bool zp_rlog_logged_op(int op);
 
 /* Primary, around the handler of a request that may change state (frames
- * f[0..n), its header first; replies to `identity` with `req_id`): begin
+ * f[0..n), its header first, unpacked in h; replies to `identity`): begin
  * keeps the frames (new references: the handler may move them out) and
  * holds every reply made until end. End logs the request as the next
  * entry and sends it to the followers, if its handler did not answer it
@@ -106,7 +113,7 @@ bool zp_rlog_logged_op(int op);
  * may depend on time); the held replies then wait for the entry's
  * acknowledgements. Returns whether anything is held (false with one
  * replica, or on a backup). */
-bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, uint64_t req_id);
+bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, const Zeps__Header *h);
 void zp_rlog_end(zp_server *s);
 
 /* Primary, from a dense push's handler while its request is being logged:
@@ -116,11 +123,24 @@ void zp_rlog_end(zp_server *s);
  * (rbatch.h) instead of being logged alone, its replies held until the
  * batch's entry is acknowledged. Anything else logged flushes the batch
  * first. Does nothing (but free the sum) with one replica, or on a backup. */
-void zp_rlog_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum);
+void zp_rnote_round_push(zp_server *s, uint32_t table, uint64_t wire, float **sum, size_t nsum);
 
 /* Primary, from CLOCK's handler while its request is being logged: it may
  * join the round batch if the batch holds pushes (rbatch.h). */
-void zp_rlog_round_clock(zp_server *s);
+void zp_rnote_round_clock(zp_server *s);
+
+/* Primary, from a sparse push's handler while its request is being logged:
+ * the policy kept it for round `clock` of `table` under bsp (`wire`: its
+ * payload's bytes). It joins the round batch without its rows (rbatch.h).
+ * Does nothing with one replica, or on a backup. rnote.c. */
+void zp_rnote_round_sparse(zp_server *s, uint32_t table, int64_t clock, uint64_t wire);
+
+/* Primary: the sparse rounds of table `table` closed since the last call,
+ * their merges kept in *rr (zp_rround_keep). If a logged request is being
+ * handled they go with it into the round batch (rbatch.h; used if it joins
+ * the batch); the kept merges are freed either way. rnote.c. */
+struct zp_rround;
+void zp_rnote_round_rows(zp_server *s, uint32_t table, uint32_t dim, struct zp_rround *rr);
 
 /* Primary: worker `rank` was declared lost by the lost-worker timer, a
  * change outside any request: logged as an entry of its own (a CLOCK with
@@ -144,8 +164,10 @@ bool zp_rlog_acked(zp_server *s, zmq_msg_t *identity, const Zeps__Header *h);
 void zp_rlog_reset(zp_repl *r, uint64_t lsn, uint64_t epoch, uint64_t base);
 
 /* Primary: release held replies, send what followers lack, drop from the
- * in-sync set a backup behind past max_lag_ms. From the loop's check and
- * timer. */
+ * in-sync set a backup behind past max_lag_ms, flush a round batch that
+ * holds the replies its round waits for (ZP_RBATCH_STUCK_S). From the
+ * loop's check and timer; afterwards r->wake_s says when to call it again
+ * (-1: no need). */
 void zp_rlog_pump(zp_server *s);
 
 /* The in-sync rule (the role asks it of every live member, `in_set`

@@ -23,6 +23,8 @@ void zp_rround_fini(zp_rround *rr)
 {
     zp_rround_clear(rr);
     free(rr->held);
+    free(rr->kept);
+    free(rr->given);
     free(rr->ids);
     free(rr->g);
     free(rr->vers);
@@ -59,9 +61,11 @@ int zp_rround_hold(zp_rround *rr, uint32_t rank, int64_t clock, const uint64_t *
     p->g = (float *)(mem + n * sizeof(uint64_t));
     p->vers = vers ? (uint32_t *)(p->g + n * dim) : NULL;
     p->held_bytes = bytes;
-    memcpy(p->ids, ids, n * sizeof(uint64_t));
-    memcpy(p->g, g, n * dim * sizeof(float));
-    if (vers)
+    if (n) { /* n 0: a backup's push without rows (ids NULL) */
+        memcpy(p->ids, ids, n * sizeof(uint64_t));
+        memcpy(p->g, g, n * dim * sizeof(float));
+    }
+    if (vers && n)
         memcpy(p->vers, vers, n * sizeof(uint32_t));
     rr->bytes += bytes;
     return 0;
@@ -183,20 +187,54 @@ static int any(const zp_rround_push *p, uint32_t rank, int64_t clock)
     return 1;
 }
 
+/* The given merge of `clock`, or -1. */
+static ptrdiff_t given_of(const zp_rround *rr, int64_t clock)
+{
+    for (size_t i = 0; i < rr->ngiven; i++)
+        if (rr->given[i].clock == clock)
+            return (ptrdiff_t)i;
+    return -1;
+}
+
+/* Take given merge `gi` as the merge of its clock, whose k held pushes
+ * (order[0..k)) go. */
+static size_t take_given(zp_rround *rr, size_t gi, size_t k, size_t dim)
+{
+    zp_rround_done *d = &rr->given[gi];
+    if (reserve(rr, d->n, dim) != 0)
+        return (size_t)-1;
+    memcpy(rr->ids, d->ids, d->n * sizeof(uint64_t));
+    memcpy(rr->g, d->g, d->n * dim * sizeof(float));
+    if (d->vers)
+        memcpy(rr->vers, d->vers, d->n * sizeof(uint32_t));
+    rr->n = d->n;
+    rr->vers_ok = d->vers_ok;
+    for (size_t i = 0; i < k; i++)
+        if (i == 0 || rr->held[rr->order[i]].rank != rr->held[rr->order[i - 1]].rank)
+            rr->nranks++;
+    drop_if(rr, of_clock, 0, d->clock);
+    free(d->ids);
+    rr->given[gi] = rr->given[--rr->ngiven];
+    return rr->n;
+}
+
 size_t zp_rround_merge(zp_rround *rr, int64_t clock, size_t dim)
 {
     rr->n = 0;
     rr->nranks = 0;
     rr->vers_ok = 0;
-    if (rr->nheld == 0)
+    ptrdiff_t gi = given_of(rr, clock);
+    if (rr->nheld == 0 && gi < 0)
         return 0;
-    size_t *order = realloc(rr->order, rr->nheld * sizeof(*order));
+    size_t *order = realloc(rr->order, (rr->nheld ? rr->nheld : 1) * sizeof(*order));
     if (!order)
         return (size_t)-1;
     rr->order = order;
     size_t rows;
     int all_vers;
     size_t k = pick(rr, clock, &rows, &all_vers);
+    if (gi >= 0)
+        return take_given(rr, (size_t)gi, k, dim);
     if (k == 0)
         return 0;
     if (rows > UINT32_MAX - 1 || reserve(rr, rows, dim) != 0)
@@ -221,6 +259,8 @@ void zp_rround_forget(zp_rround *rr, uint32_t rank, int64_t from)
 void zp_rround_clear(zp_rround *rr)
 {
     drop_if(rr, any, 0, 0);
+    zp_rround_kept_clear(rr);
+    zp_rround_given_clear(rr);
 }
 
 int zp_rround_holds_before(const zp_rround *rr, int64_t clock)
@@ -228,7 +268,74 @@ int zp_rround_holds_before(const zp_rround *rr, int64_t clock)
     for (size_t i = 0; i < rr->nheld; i++)
         if (rr->held[i].clock < clock)
             return 1;
+    for (size_t i = 0; i < rr->ngiven; i++)
+        if (rr->given[i].clock < clock)
+            return 1;
     return 0;
+}
+
+/* A new merge at the end of list *l (*n, *cap) holding a copy of ids, g
+ * and vers (or none); 0, or ZEPS_ENOMEM. */
+static int done_add(zp_rround_done **l, size_t *n, size_t *cap, int64_t clock, const uint64_t *ids,
+                    size_t rows, const float *g, size_t dim, const uint32_t *vers)
+{
+    if (*n == *cap) {
+        size_t c = *cap ? 2 * *cap : 8;
+        zp_rround_done *m = realloc(*l, c * sizeof(*m));
+        if (!m)
+            return ZEPS_ENOMEM;
+        *l = m;
+        *cap = c;
+    }
+    unsigned char *mem = malloc(push_bytes(rows, dim, vers != NULL) + 1);
+    if (!mem)
+        return ZEPS_ENOMEM;
+    zp_rround_done *d = &(*l)[(*n)++];
+    d->clock = clock;
+    d->n = rows;
+    d->vers_ok = vers != NULL;
+    d->ids = (uint64_t *)mem;
+    d->g = (float *)(mem + rows * sizeof(uint64_t));
+    d->vers = vers ? (uint32_t *)(d->g + rows * dim) : NULL;
+    memcpy(d->ids, ids, rows * sizeof(uint64_t));
+    memcpy(d->g, g, rows * dim * sizeof(float));
+    if (vers)
+        memcpy(d->vers, vers, rows * sizeof(uint32_t));
+    return 0;
+}
+
+int zp_rround_keep(zp_rround *rr, int64_t clock, size_t dim)
+{
+    return done_add(&rr->kept, &rr->nkept, &rr->capkept, clock, rr->ids, rr->n, rr->g, dim,
+                    rr->vers_ok ? rr->vers : NULL);
+}
+
+const zp_rround_done *zp_rround_kept(const zp_rround *rr, size_t *n)
+{
+    *n = rr->nkept;
+    return rr->kept;
+}
+
+void zp_rround_kept_clear(zp_rround *rr)
+{
+    for (size_t i = 0; i < rr->nkept; i++)
+        free(rr->kept[i].ids);
+    rr->nkept = 0;
+}
+
+int zp_rround_give(zp_rround *rr, int64_t clock, const uint64_t *ids, size_t n, const float *g,
+                   size_t dim, const uint32_t *vers)
+{
+    return done_add(&rr->given, &rr->ngiven, &rr->capgiven, clock, ids, n, g, dim, vers);
+}
+
+size_t zp_rround_given_clear(zp_rround *rr)
+{
+    size_t n = rr->ngiven;
+    for (size_t i = 0; i < n; i++)
+        free(rr->given[i].ids);
+    rr->ngiven = 0;
+    return n;
 }
 
 uint64_t zp_rround_bytes(const zp_rround *rr)

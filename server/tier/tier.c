@@ -22,6 +22,7 @@
 #include "errors.h"
 #include "folder.h"
 #include "log.h"
+#include "seen.h"
 #include "warm.h"
 #include "zeps_errors.h"
 
@@ -44,6 +45,7 @@ struct zp_tier {
     const zp_cold_ops *ops;
     zp_cold *db;
     zp_warm *warm; /* the rows not yet written to db */
+    zp_seen *seen; /* the ids ever given to it (a table without memory_budget), or NULL */
     char path[1024];
     size_t rec;
     zp_tier_counters c;
@@ -229,6 +231,10 @@ static int open_at(zp_tier **out, const char *path, const zp_tier_where *w, char
     t->warm = warm;
     t->rec = w->rec;
     t->c.mem_share = w->mem;
+    /* A table bounded by memory_budget leaves new ids to RocksDB's own
+     * filters, which its share bounds; this one grows with the cold ids. */
+    if (w->mem == 0)
+        zp_seen_new(&t->seen);
     snprintf(t->path, sizeof t->path, "%s", path);
     *out = t;
     return 0;
@@ -312,8 +318,11 @@ int zp_tier_restore(zp_tier **out, const zp_tier_where *w, const char *from, cha
     const void *val;
     size_t len;
     void *it = NULL;
-    while ((rc = t->ops->iter_next(t->db, &it, &id, &val, &len, err, errlen)) == 1)
+    while ((rc = t->ops->iter_next(t->db, &it, &id, &val, &len, err, errlen)) == 1) {
         t->c.rows++;
+        if (t->seen != NULL)
+            zp_seen_add(t->seen, id);
+    }
     if (rc < 0) {
         zp_tier_close(out);
         return -rc;
@@ -341,6 +350,7 @@ static void tier_free(zp_tier *t)
 {
     free(t->noted);
     free(t->used);
+    zp_seen_free(&t->seen);
     free(t);
 }
 
@@ -503,6 +513,8 @@ int zp_tier_demote(zp_tier *t, uint64_t id, const void *rec)
     note(t, id);
     if (zp_warm_put(t->warm, id, rec, err, sizeof err) != 0)
         return failed(t, "write a row", err);
+    if (t->seen != NULL)
+        zp_seen_add(t->seen, id);
     t->c.demotions++;
     t->c.rows++;
     return 0;
@@ -519,10 +531,20 @@ int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec)
     int held = zp_tier_held(t, id, rec);
     if (held != 0)
         return held > 0;
+    if (!zp_tier_may_hold(t, id))
+        return 0; /* never given: a new id, no read */
     if (t->ops->get_many(t->db, &id, 1, rec, t->rec, &found, err, sizeof err) != 0)
         return failed(t, "read a row", err);
     t->c.sync_reads += found;
     return found ? 1 : 0;
+}
+
+bool zp_tier_may_hold(zp_tier *t, uint64_t id)
+{
+    if (t->seen == NULL || zp_seen_may(t->seen, id))
+        return true;
+    t->c.unseen++;
+    return false;
 }
 
 int zp_tier_held(zp_tier *t, uint64_t id, void *rec)
@@ -559,7 +581,7 @@ void zp_tier_get_counters(const zp_tier *t, zp_tier_counters *out)
     zp_cold_memory m;
     t->ops->memory(t->db, &m);
     out->mem_write_buffers = m.write_buffers + zp_warm_bytes(t->warm);
-    out->mem_table_readers = m.table_readers;
+    out->mem_table_readers = m.table_readers + (t->seen ? zp_seen_bytes(t->seen) : 0);
     out->mem_block_cache = m.block_cache;
 }
 

@@ -53,11 +53,14 @@ typedef struct zp_tier_counters {
     uint64_t demotions;  /* hot rows written to the cold tier */
     uint64_t sync_reads; /* rows read on the loop's thread (a touch that found no fetched row) */
     uint64_t fetched;    /* ids read off the loop (zp_tier_read_many, fetch.c) */
+    uint64_t unseen;     /* ids found never given to the tier, so not read (zp_tier_may_hold) */
     uint64_t rows;       /* rows in the cold tier now (not hot: out-of-date copies of hot
                           * rows are not counted) */
     uint64_t bytes;      /* bytes the store takes (disk and write buffers) */
     uint64_t mem_share;  /* what the store may hold in memory (0: unbounded) */
-    uint64_t mem_write_buffers, mem_table_readers, mem_block_cache; /* what it holds now */
+    /* what it holds now (mem_table_readers: RocksDB's index and filters
+     * outside its cache, and the tier's filter of ids given, seen.h) */
+    uint64_t mem_write_buffers, mem_table_readers, mem_block_cache;
 } zp_tier_counters;
 
 /* Open the tier of w with the rows of checkpoint `from` (a snapshot's,
@@ -105,6 +108,13 @@ int zp_tier_demote(zp_tier *t, uint64_t id, const void *rec);
 /* Row `id`'s record into rec if the tier holds it: 1 (found), 0 (not
  * there), -1 (failed). */
 int zp_tier_fetch(zp_tier *t, uint64_t id, void *rec);
+
+/* Whether the tier may hold row `id`: false only for an id never demoted
+ * to it (nor restored into it), which no read need look for; a table
+ * without memory_budget keeps a filter of the ids given (seen.h), one with
+ * it answers true (RocksDB's own filters, inside its share, rule new ids
+ * out at the read). Counts the ids ruled out (unseen). Loop thread. */
+bool zp_tier_may_hold(zp_tier *t, uint64_t id);
 
 /* Row `id`'s record into rec if it is held unwritten (no read): 1; -1 if
  * its newest write is a delete (the tier does not hold it); 0 if it is

@@ -100,6 +100,11 @@ for m in zeps_op_duration_seconds_count process_resident_memory_bytes zeps_worke
     check "the exposition has $m" grep -q "^$m" "$work/after-0.txt"
 done
 
+# one coordination state at 1, the others 0: "off" without replicas
+check "zeps_coord_session: state off is 1, the five others 0" bash -c \
+    "grep -q '^zeps_coord_session{state=\"off\"} 1\$' '$work/after-0.txt' &&
+     [ \$(grep -c '^zeps_coord_session{state=\"[a-z]*\"} 0\$' '$work/after-0.txt') -eq 5 ]"
+
 # the sparse tables' families (rows held, ids pulled, the cold tier) name no
 # dense table: the quadratic model's one table, x, is dense
 for m in zeps_table_rows zeps_table_keys_pulled_total zeps_table_tier_fetched_total; do

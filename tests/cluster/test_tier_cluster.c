@@ -108,8 +108,9 @@ static uint64_t all_rows(zeps_client *c, uint32_t t, uint32_t dim, uint8_t **out
     return n;
 }
 
-/* The job: STEPS bsp clocks of pulls and pushes of both tables; the pulls'
- * bits are appended to `trace` (STEPS * BATCH * (3 + 9) floats). */
+/* The job: STEPS bsp clocks of pulls and pushes of both tables, and a
+ * SCAN every 10; the pulls' bits are appended to `trace` (STEPS * BATCH *
+ * (3 + 9) floats). */
 static void train(zeps_client *c, uint32_t e, uint32_t f, float *trace, int steps)
 {
     static uint64_t ids[BATCH];
@@ -129,6 +130,13 @@ static void train(zeps_client *c, uint32_t e, uint32_t f, float *trace, int step
         ck_assert_msg(zeps_spush(c, e, ids, BATCH, ge, step) == 0, "%s", zeps_last_error(c));
         ck_assert_msg(zeps_spush(c, f, ids, BATCH, gf, step) == 0, "%s", zeps_last_error(c));
         ck_assert_msg(zeps_clock(c, step) == 0, "%s", zeps_last_error(c));
+        if (step % 10 == 9) { /* a SCAN writes the rows the tiers hold unwritten to RocksDB, so
+                               * that later pulls of them are read off the loop */
+            uint8_t *rows;
+            uint64_t rec;
+            all_rows(c, e, 9, &rows, &rec);
+            free(rows);
+        }
     }
 }
 
@@ -589,6 +597,57 @@ START_TEST(test_large_pull_in_pieces)
 }
 END_TEST
 
+/* A pull of ids the tier was never given is not parked for a read (its
+ * filter of ids given, seen.h) and answers what all in RAM gives them;
+ * a pull of cold ids written to RocksDB still is parked. */
+START_TEST(test_new_ids_not_read)
+{
+    char dir[512], extra[700];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "new-ids"), 0);
+    snprintf(extra, sizeof extra, "  tier_dir = \"%s\";", dir);
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", extra, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    zeps_sparse_spec s = spec("emb", "adagrad", 9, 1), r = spec("ram", "adagrad", 9, 0);
+    s.capacity_rows = 200;
+    uint32_t e, e2;
+    ck_assert_msg(zeps_declare_sparse(c, &s, &e) == 0, "%s", zeps_last_error(c));
+    enum { N = 3000, PULL = 500, D = 9 };
+    static uint64_t ids[N + PULL];
+    static float rows[(N + PULL) * D], fresh[PULL * D];
+    for (uint64_t i = 0; i < N + PULL; i++)
+        ids[i] = 1000003 * i + 7;
+    for (size_t at = 0; at < N; at += 100)
+        ck_assert_msg(zeps_spull(c, e, ids + at, 100, rows + at * D, 0) == 0, "%s",
+                      zeps_last_error(c));
+    uint8_t *all;
+    uint64_t rec;
+    ck_assert_uint_eq(all_rows(c, e, 9, &all, &rec), N); /* the cold rows written */
+    free(all);
+    uint64_t p0, f0, s0, p1, f1, s1, p2, f2, s2;
+    tier_reads(c, &p0, &f0, &s0);
+    ck_assert_msg(zeps_spull(c, e, ids + N, PULL, rows + N * D, 0) == 0, "%s", zeps_last_error(c));
+    tier_reads(c, &p1, &f1, &s1);
+    ck_assert_uint_eq(p1 - p0, 0);
+    ck_assert_uint_eq(f1 - f0, 0);
+    ck_assert_uint_eq(s1 - s0, 0);
+    ck_assert_msg(zeps_spull(c, e, ids, PULL, rows, 0) == 0, "%s", zeps_last_error(c));
+    tier_reads(c, &p2, &f2, &s2);
+    ck_assert_uint_eq(p2 - p1, 1);
+    ck_assert_uint_ge(f2 - f1, PULL - 200);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
+    c = zt_client(&cl, 0);
+    r.name = "emb";
+    ck_assert_msg(zeps_declare_sparse(c, &r, &e2) == 0, "%s", zeps_last_error(c));
+    ck_assert_msg(zeps_spull(c, e2, ids + N, PULL, fresh, 0) == 0, "%s", zeps_last_error(c));
+    ck_assert_int_eq(memcmp(fresh, rows + N * D, sizeof fresh), 0);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 START_TEST(test_refused)
 {
     /* tier asked of shards without tier_dir */
@@ -632,6 +691,7 @@ int main(void)
     tcase_add_test(tc, test_exact_against_ram);
     tcase_add_test(tc, test_refused);
     tcase_add_test(tc, test_large_pull_in_pieces);
+    tcase_add_test(tc, test_new_ids_not_read);
     tcase_add_test(tc, test_crash_restores_both_tiers);
     tcase_add_test(tc, test_rollback_one_shard);
     suite_add_tcase(s, tc);

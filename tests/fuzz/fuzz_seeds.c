@@ -151,6 +151,63 @@ static void server_round_entry(uint8_t shape, const char *name)
     seed_save("server", name, &s);
 }
 
+/* A bsp round entry of sparse pushes (two workers: shape 0x04): each
+ * rank's push of three rows of "emb" without its rows, each rank's CLOCK,
+ * the last carrying the round's merge after the items (repl/rbatch.h). */
+static void server_sparse_round_entry(uint8_t shape, const char *name)
+{
+    seed s = {.n = 0};
+    zf_put_byte(s.b, CAP, &s.n, shape);
+    uint8_t items[1024];
+    size_t at = 0;
+    for (uint32_t k = 0; k < 4; k++) {               /* pushes of ranks 0, 1, then their CLOCKs */
+        uint32_t r = k % 2, rows = k == 3 ? 2u : 0u; /* flags: bit 1, it closed sparse rounds */
+        Zeps__Header h =
+            hdr(k < 2 ? ZEPS__OP__PUSH : ZEPS__OP__CLOCK, r, r ? 2 + k / 2 : 5 + k / 2);
+        if (k < 2) {
+            h.table = 2;
+            h.count = 3;
+            h.flags = ZP_FLAG_ROW_VERSIONS;
+        }
+        uint8_t hb[256];
+        uint32_t hl = (uint32_t)zeps__header__pack(&h, hb);
+        uint64_t wire = k < 2 ? 3 * (8 + 4 * 4 + 4) : 0, zero = 0;
+        memcpy(items + at, &hl, 4);
+        memcpy(items + at + 4, &rows, 4);
+        memcpy(items + at + 8, &wire, 8);
+        memcpy(items + at + 16, &zero, 8);
+        at += 24;
+        if (rows) { /* its merges start at byte 0 of the rows */
+            memcpy(items + at, &zero, 8);
+            at += 8;
+        }
+        memcpy(items + at, hb, hl);
+        at += hl;
+    }
+    size_t rows_at = zp_rbatch_rows_start(at);
+    memset(items + at, 0, rows_at - at);
+    zp_rbatch_buf merge = {0};
+    uint64_t ids[3] = {1, 2, 3};
+    uint32_t vers[3] = {0, 0, 0};
+    zp_rbatch_rows_put(&merge, 2, 0, ids, 3, ones, 4, vers);
+    uint32_t count = merge.nrec, pad = 0;
+    memcpy(items + rows_at, &count, 4);
+    memcpy(items + rows_at + 4, &pad, 4);
+    memcpy(items + rows_at + 8, merge.p, merge.len);
+    at = rows_at + 8 + merge.len;
+    free(merge.p);
+    Zeps__Header h = hdr(ZEPS__OP__PUSH, 0, 0);
+    h.flags = ZP_FLAG_ROUND;
+    h.count = 4;
+    uint8_t hb[256];
+    size_t hl = zeps__header__pack(&h, hb);
+    zf_put_byte(s.b, CAP, &s.n, 0x40); /* 1 + (0x40 >> 3) % 3: three frames */
+    zf_put_frame(s.b, CAP, &s.n, hb, hl);
+    zf_put_frame(s.b, CAP, &s.n, items, at);
+    zf_put_frame(s.b, CAP, &s.n, ones, 0); /* no dense sums */
+    seed_save("server", name, &s);
+}
+
 /* Sparse pull and push (with row versions) of three ids: a push is one
  * frame of the ids, the gradients and (ZP_FLAG_ROW_VERSIONS) the versions. */
 static void server_sparse(uint8_t shape, const char *name)
@@ -491,6 +548,7 @@ int main(int argc, char **argv)
     server_scan(0x01, "async-scan");
     server_admin(0x00, "bsp-admin");
     server_round_entry(0x04, "bsp-round-entry");
+    server_sparse_round_entry(0x04, "bsp-sparse-round-entry");
     client_replies();
     codec_seeds();
     snapshot_seeds(0x01, "async");

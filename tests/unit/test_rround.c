@@ -4,7 +4,9 @@
  * were held in (rank order, each rank's pushes in arrival order, repeated
  * rows summed in that order), leaves the other clocks held, and names the
  * version the first push read; forget drops a rank's redone clocks only;
- * clear drops everything; the byte count follows.
+ * clear drops everything; the byte count follows; a merge kept on a
+ * primary and given to a backup holding the pushes without rows is merged
+ * there bit for bit.
  */
 #include <check.h>
 #include <stdint.h>
@@ -135,12 +137,63 @@ START_TEST(test_forget_clear_bytes)
 }
 END_TEST
 
+/* A replicated primary keeps each merge; a backup holding the same pushes
+ * without rows, given the kept merge, merges the same bits, and drops
+ * what is held for that clock. */
+START_TEST(test_keep_and_give)
+{
+    make_pushes();
+    zp_rround primary, backup;
+    zp_rround_init(&primary);
+    zp_rround_init(&backup);
+    for (int k = 0; k < P; k++) {
+        ck_assert_int_eq(zp_rround_hold(&primary, rank_of[k], 4, ids[k], N, g[k], DIM, vers[k]), 0);
+        ck_assert_int_eq(zp_rround_hold(&backup, rank_of[k], 4, NULL, 0, NULL, DIM, NULL), 0);
+    }
+    ck_assert(zp_rround_holds_before(&backup, 5));
+    size_t n = zp_rround_merge(&primary, 4, DIM);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_int_eq(zp_rround_keep(&primary, 4, DIM), 0);
+    size_t nk;
+    const zp_rround_done *d = zp_rround_kept(&primary, &nk);
+    ck_assert_uint_eq(nk, 1);
+    ck_assert_uint_eq(d->n, n);
+    ck_assert(d->vers_ok && d->clock == 4);
+    /* a backup without the merge merges its rowless pushes into nothing */
+    zp_rround other;
+    zp_rround_init(&other);
+    ck_assert_int_eq(zp_rround_hold(&other, 0, 4, NULL, 0, NULL, DIM, NULL), 0);
+    ck_assert_uint_eq(zp_rround_merge(&other, 4, DIM), 0);
+    zp_rround_fini(&other);
+    /* given: the same ids, gradients and versions, the held pushes gone */
+    ck_assert_int_eq(zp_rround_give(&backup, 4, d->ids, d->n, d->g, DIM, d->vers), 0);
+    ck_assert_int_eq(zp_rround_give(&backup, 7, d->ids, 1, d->g, DIM, NULL), 0);
+    ck_assert_uint_eq(zp_rround_merge(&backup, 4, DIM), n);
+    ck_assert_int_eq(backup.nranks, 3);
+    ck_assert(backup.vers_ok);
+    ck_assert(memcmp(backup.ids, primary.ids, n * sizeof(uint64_t)) == 0);
+    ck_assert(memcmp(backup.g, primary.g, n * DIM * sizeof(float)) == 0);
+    ck_assert(memcmp(backup.vers, primary.vers, n * sizeof(uint32_t)) == 0);
+    ck_assert_uint_eq(backup.nheld, 0);
+    /* clock 7's merge waits: it holds rounds before 8, until dropped */
+    ck_assert(zp_rround_holds_before(&backup, 8) && !zp_rround_holds_before(&backup, 7));
+    ck_assert_uint_eq(zp_rround_given_clear(&backup), 1);
+    ck_assert(!zp_rround_holds_before(&backup, INT64_MAX));
+    zp_rround_kept_clear(&primary);
+    zp_rround_kept(&primary, &nk);
+    ck_assert_uint_eq(nk, 0);
+    zp_rround_fini(&primary);
+    zp_rround_fini(&backup);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rround");
     TCase *tc = tcase_create("rround");
     tcase_add_test(tc, test_merge_any_arrival_order);
     tcase_add_test(tc, test_forget_clear_bytes);
+    tcase_add_test(tc, test_keep_and_give);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

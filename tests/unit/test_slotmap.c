@@ -2,7 +2,8 @@
  * test_slotmap.c - common/slotmap.c: the default map puts every id where
  * `hash mod S` did (so old snapshot sets and clients agree with it); map
  * files parsed, and refused with the line at fault; the wire form round
- * trips and a bad one is refused.
+ * trips and a bad one is refused; a map naming shards joined at run time
+ * carries their endpoints, and a default map travels as before.
  */
 #include <check.h>
 #include <stdio.h>
@@ -158,6 +159,59 @@ START_TEST(test_wire)
 }
 END_TEST
 
+/* A map that names shards joined at run time: their endpoints travel
+ * after the owners; a map of the base shards travels as before, byte for
+ * byte; a list that does not fit is refused. */
+START_TEST(test_joined_wire)
+{
+    zp_slotmap *d = NULL, *j = NULL, *j2 = NULL, *back = NULL, *mv = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_uint_eq(zp_slotmap_wire_size(d), 16 + 2 * 4096); /* unchanged */
+    ck_assert_ptr_null(zp_slotmap_endpoint(d, 0));
+    ck_assert_int_eq(zp_slotmap_joined(d, "tcp://10.0.0.3:7000", &j, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_slotmap_joined(j, "tcp://10.0.0.4:7000", &j2, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_slotmap_joined(j2, "tcp://10.0.0.3:7000", &back, err, sizeof(err)),
+                     ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "is shard 2 of the map"));
+    ck_assert_int_eq(zp_slotmap_joined(j2, "", &back, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_uint_eq(zp_slotmap_epoch(j2), 2);
+    ck_assert_int_eq(zp_slotmap_shards(j2), 4);
+    ck_assert_int_eq(zp_slotmap_base(j2), 2);
+    ck_assert_uint_eq(zp_slotmap_count(j2, 2), 0); /* joined, owning nothing yet */
+    uint8_t which[4096] = {0};
+    which[5] = which[4095] = 1;
+    ck_assert_int_eq(zp_slotmap_moved(j2, which, 3, &mv), 0);
+    ck_assert_str_eq(zp_slotmap_endpoint(mv, 3), "tcp://10.0.0.4:7000"); /* kept */
+    size_t n = zp_slotmap_wire_size(mv);
+    ck_assert_uint_eq(n, 16 + 2 * 4096 + 4 + 2 * (2 + 19));
+    unsigned char *buf = malloc(n + 1);
+    zp_slotmap_encode(mv, buf);
+    ck_assert_uint_eq(buf[12], 4);            /* shards, the joined ones included */
+    ck_assert_uint_eq(buf[16 + 2 * 4096], 2); /* then the base */
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), 0);
+    ck_assert_str_eq(zp_slotmap_endpoint(back, 2), "tcp://10.0.0.3:7000");
+    ck_assert_str_eq(zp_slotmap_endpoint(back, 3), "tcp://10.0.0.4:7000");
+    ck_assert_int_eq(zp_slotmap_slot_owner(back, 5), 3);
+    ck_assert_uint_eq(zp_slotmap_count(back, 3), 2);
+    zp_slotmap_destroy(&back);
+    /* refused: another base, a list cut short or too long, no list */
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 3, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n - 1, 2, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(err, "joined shard 3 of the slot map has no usable endpoint"));
+    buf[n] = 'x';
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n + 1, 2, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, 16 + 2 * 4096, 2, err, sizeof(err)),
+                     ZEPS_EPROTO);
+    ck_assert_ptr_null(back);
+    free(buf);
+    zp_slotmap_destroy(&mv);
+    zp_slotmap_destroy(&j2);
+    zp_slotmap_destroy(&j);
+    zp_slotmap_destroy(&d);
+}
+END_TEST
+
 /* A slot set from its text, and the map that gives it to another shard. */
 START_TEST(test_moved_set)
 {
@@ -203,6 +257,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_load_refused);
     tcase_add_test(tc, test_wire);
     tcase_add_test(tc, test_moved_set);
+    tcase_add_test(tc, test_joined_wire);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,8 @@
  * no file, holds something else or another table's tier is refused; a
  * tier's rows scan in id order, each once; a promoted row's record left in
  * the tier goes when the row is dropped for good; a record read off the
- * loop is not installed over a row made hot meanwhile (at index slot 0 too).
+ * loop is not installed over a row made hot meanwhile (at index slot 0 too);
+ * ids never given to the tier are not read.
  */
 #include <check.h>
 #include <errno.h>
@@ -20,6 +21,7 @@
 
 #include "check_main.h"
 #include "scratch.h"
+#include "seen.h"
 #include "rowindex.h" /* the slot an id sits at */
 #include "sparse.h"
 #include "sparse_fixture.h"
@@ -237,6 +239,77 @@ START_TEST(test_held_rows)
     free(got);
     zp_tier_close(&tier);
     zp_sparse_destroy(&t);
+}
+END_TEST
+
+/* Ids the tier was never given are not read (its filter of the ids given,
+ * seen.h: counted as unseen), across filters as it grows (200,000 ids:
+ * three of them), while every id given is still found, from the buffers
+ * and from RocksDB; with a memory_budget there is no filter (every id
+ * may be there: RocksDB's filters decide). */
+START_TEST(test_new_ids_unseen)
+{
+    zp_sparse_opts o = base_opts("sgd", 2);
+    zp_sparse *t = make(&o);
+    char dir[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "unseen"), 0);
+    zp_tier *tier = open_tier(dir, "u", t);
+    size_t rec = zp_sparse_record_bytes(t);
+    uint8_t *one = calloc(1, rec), *got = calloc(1, rec);
+    enum { GIVEN = 200000, NEW = 20000 };
+    for (uint64_t id = 1; id <= GIVEN; id++) {
+        memcpy(one, &id, 8);
+        ck_assert_int_eq(zp_tier_demote(tier, id * 7919, one), 0);
+    }
+    for (uint64_t id = 1; id <= GIVEN; id += 97) {
+        ck_assert_msg(zp_tier_fetch(tier, id * 7919, got) == 1, "id %llu lost",
+                      (unsigned long long)id);
+        ck_assert_int_eq(memcmp(got, &id, 8), 0);
+    }
+    zp_tier_counters c0, c1;
+    zp_tier_get_counters(tier, &c0);
+    int may = 0;
+    for (uint64_t k = 0; k < NEW; k++) {
+        ck_assert_int_eq(zp_tier_fetch(tier, k * 7919 + 1, got), 0);
+        may += zp_tier_may_hold(tier, k * 7919 + 1);
+    }
+    zp_tier_get_counters(tier, &c1);
+    printf("tier filter: %d of %d new ids not ruled out (3 filters, %d ids given)\n", may, NEW,
+           GIVEN);
+    ck_assert_msg(may < NEW / 20, "%d of %d new ids may be there", may, NEW);
+    ck_assert_uint_ge(c1.unseen - c0.unseen, NEW - NEW / 20);
+    zp_tier_close(&tier);
+
+    zp_tier_where w = where_of(dir, "b", t);
+    w.mem = 16 << 20; /* a memory_budget's share */
+    char err[2048] = "";
+    ck_assert_msg(zp_tier_open(&tier, &w, err, sizeof err) == 0, "%s", err);
+    ck_assert(zp_tier_may_hold(tier, 12345));
+    zp_tier_close(&tier);
+    free(one);
+    free(got);
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
+/* The filter of ids given grows with the ids, not with how often each is
+ * given (a row demoted again and again): 100,000 ids given 20 times take
+ * what they take given once. */
+START_TEST(test_seen_grows_with_ids)
+{
+    zp_seen *s;
+    zp_seen_new(&s);
+    for (uint64_t id = 0; id < 100000; id++)
+        zp_seen_add(s, id * 31);
+    uint64_t once = zp_seen_bytes(s);
+    for (int round = 0; round < 20; round++)
+        for (uint64_t id = 0; id < 100000; id++)
+            zp_seen_add(s, id * 31);
+    ck_assert_uint_eq(zp_seen_bytes(s), once);
+    for (uint64_t id = 0; id < 100000; id++)
+        ck_assert(zp_seen_may(s, id * 31));
+    zp_seen_free(&s);
+    ck_assert_ptr_null(s);
 }
 END_TEST
 
@@ -592,6 +665,8 @@ int main(void)
     ZT_SPARSE_ADD(s, test_exact_ftrl_ttl);
     ZT_SPARSE_ADD(s, test_exact_small_buffers);
     ZT_SPARSE_ADD(s, test_held_rows);
+    ZT_SPARSE_ADD(s, test_new_ids_unseen);
+    ZT_SPARSE_ADD(s, test_seen_grows_with_ids);
     ZT_SPARSE_ADD(s, test_dir_checked);
     ZT_SPARSE_ADD(s, test_foreign_refused);
     ZT_SPARSE_ADD(s, test_scan_pages);

@@ -38,6 +38,12 @@ int zp_ctl_shards(int argc, char **argv);
 /* zepsctl shards rebalance: slot sets moved until rows per shard are even
  * (ctl_rebalance.c, docs/elastic.md "Rebalancing"). */
 int zp_ctl_rebalance(int argc, char **argv);
+
+/* zepsctl shards add ENDPOINT / shards remove K: a shard joins the running
+ * cluster, or gives away all its slots (ctl_elastic.c, docs/elastic.md). */
+int zp_ctl_elastic_add(int argc, char **argv);
+int zp_ctl_elastic_remove(int argc, char **argv);
+
 /* zepsctl keygen: write a CurveZMQ key pair (NAME.key, NAME.pub). */
 int zp_ctl_keygen(int argc, char **argv);
 

@@ -41,6 +41,9 @@ typedef struct zp_mover {
     const uint8_t *which; /* the slot set, when not --slots (zp_ctl_mover_move) */
     zp_config cfg;
     void *zctx;
+    zp_curve_client_keys keys;
+    int n;                                   /* shards: the cluster file's, then those joined */
+    char ep[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX]; /* where each listens */
     void *sock[ZP_MAX_SHARDS];
     uint64_t req_id;
     char err[1024];
@@ -80,8 +83,9 @@ static int rpc_recv(mv *m, int k, const Zeps__Header *h, Zeps__Header **rep, zmq
         zmq_pollitem_t it = {.socket = m->sock[k], .events = ZMQ_POLLIN};
         long left = (long)((until - zp_now_s()) * 1000);
         if (left <= 0 || zmq_poll(&it, 1, left) != 1) {
-            snprintf(m->err, sizeof(m->err), "shard %d (%s) did not answer a MOVE/%s within %d ms",
-                     k, m->cfg.servers[k], zp_wire_op_name(h->op), m->o.timeout_ms);
+            snprintf(m->err, sizeof(m->err), "shard %d (%s) did not answer %s%s within %d ms", k,
+                     m->ep[k], h->op == ZEPS__OP__MOVE ? "a MOVE/" : "", zp_wire_op_name(h->op),
+                     m->o.timeout_ms);
             return ZEPS_ETIMEDOUT;
         }
         zp_frames f;
@@ -134,31 +138,40 @@ static int step(mv *m, int k, uint32_t st, uint32_t peer, uint32_t bound, const 
     return rpc(m, k, &h, payload, len, rep, data);
 }
 
+/* A socket to shard k (the next: k == m->n) at ep, with the cluster's
+ * CURVE keys. */
+static int open_socket(mv *m, int k, const char *ep)
+{
+    m->sock[k] = zmq_socket(m->zctx, ZMQ_DEALER);
+    int zero = 0;
+    zmq_setsockopt(m->sock[k], ZMQ_LINGER, &zero, sizeof(zero));
+    if (m->keys.server_public[0])
+        zp_curve_apply_client(m->sock[k], m->keys.server_public, m->keys.client_public,
+                              m->keys.client_secret);
+    snprintf(m->ep[k], sizeof(m->ep[k]), "%s", ep);
+    m->n = k + 1;
+    if (zmq_connect(m->sock[k], ep) != 0) {
+        snprintf(m->err, sizeof(m->err), "cannot connect to shard %d at %s: %s", k, ep,
+                 zmq_strerror(zmq_errno()));
+        return ZEPS_ETRANSPORT;
+    }
+    return 0;
+}
+
 static int open_sockets(mv *m)
 {
-    zp_curve_client_keys keys;
-    if (zp_curve_load_client(&m->cfg, &keys, m->err, sizeof(m->err)) != 0)
+    if (zp_curve_load_client(&m->cfg, &m->keys, m->err, sizeof(m->err)) != 0)
         return ZEPS_ECONFIG;
     m->zctx = zmq_ctx_new();
-    for (int k = 0; k < m->cfg.num_shards; k++) {
-        m->sock[k] = zmq_socket(m->zctx, ZMQ_DEALER);
-        int zero = 0;
-        zmq_setsockopt(m->sock[k], ZMQ_LINGER, &zero, sizeof(zero));
-        if (keys.server_public[0])
-            zp_curve_apply_client(m->sock[k], keys.server_public, keys.client_public,
-                                  keys.client_secret);
-        if (zmq_connect(m->sock[k], m->cfg.servers[k]) != 0) {
-            snprintf(m->err, sizeof(m->err), "cannot connect to shard %d at %s: %s", k,
-                     m->cfg.servers[k], zmq_strerror(zmq_errno()));
+    for (int k = 0; k < m->cfg.num_shards; k++)
+        if (open_socket(m, k, m->cfg.servers[k]) != 0)
             return ZEPS_ETRANSPORT;
-        }
-    }
     return 0;
 }
 
 static void close_sockets(mv *m)
 {
-    for (int k = 0; k < m->cfg.num_shards; k++)
+    for (int k = 0; k < m->n; k++)
         if (m->sock[k])
             zmq_close(m->sock[k]);
     if (m->zctx)
@@ -364,7 +377,7 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
                 m->o.to, epoch, m->err, m->o.from);
         return ZP_EXIT_FAILED;
     }
-    for (int k = 0; k < m->cfg.num_shards; k++)
+    for (int k = 0; k < m->n; k++)
         if (k != m->o.from && k != m->o.to && send_slots(m, k, wire, len) != 0)
             fprintf(stderr,
                     "zepsctl shards move: shard %d did not take the map (%s): it holds no row "
@@ -445,7 +458,8 @@ void zp_ctl_mover_opts_default(zp_mv_opts *o)
                    .cutover_ms = 2000,
                    .timeout_ms = 5000,
                    .threshold = 1024,
-                   .max_rounds = 8};
+                   .max_rounds = 8,
+                   .joined = 1};
 }
 
 int zp_ctl_mover_opt(zp_mv_opts *o, const char *a, long long x)
@@ -481,6 +495,8 @@ int zp_ctl_mover_new(zp_mover **out, const zp_mv_opts *o, char *err, size_t errl
         return ZEPS_ECONFIG;
     }
     int rc = open_sockets(m);
+    if (rc == 0 && o->joined && zp_ctl_mover_joined(m) != 0)
+        m->err[0] = '\0'; /* shard 0 did not answer: each step then says which shard failed */
     if (rc != 0) {
         snprintf(err, errlen, "%s", m->err);
         close_sockets(m);
@@ -502,7 +518,66 @@ void zp_ctl_mover_destroy(zp_mover **mp)
 
 int zp_ctl_mover_shards(const zp_mover *m)
 {
+    return m->n;
+}
+
+int zp_ctl_mover_base(const zp_mover *m)
+{
     return m->cfg.num_shards;
+}
+
+const char *zp_ctl_mover_endpoint(const zp_mover *m, int k)
+{
+    return m->ep[k];
+}
+
+int zp_ctl_mover_connect(zp_mover *m, const char *endpoint)
+{
+    if (m->n >= ZP_MAX_SHARDS) {
+        snprintf(m->err, sizeof(m->err), "%d shards already (at most %d)", m->n, ZP_MAX_SHARDS);
+        return ZEPS_EINVAL;
+    }
+    return open_socket(m, m->n, endpoint);
+}
+
+int zp_ctl_mover_joined(zp_mover *m)
+{
+    /* the newest map among the file's shards: one restarted after it was
+     * removed holds an older map, which may not name the joined shards */
+    zp_slotmap *map = NULL;
+    int rc = ZEPS_ETIMEDOUT;
+    for (int k = 0; k < m->cfg.num_shards; k++) {
+        zp_slotmap *got = NULL;
+        if (source_map(m, k, &got) != 0)
+            continue;
+        if (!map || zp_slotmap_epoch(got) > zp_slotmap_epoch(map)) {
+            zp_slotmap_destroy(&map);
+            map = got;
+        } else {
+            zp_slotmap_destroy(&got);
+        }
+        rc = 0;
+    }
+    for (int k = m->n; rc == 0 && k < zp_slotmap_shards(map); k++)
+        rc = open_socket(m, k, zp_slotmap_endpoint(map, k));
+    zp_slotmap_destroy(&map);
+    return rc;
+}
+
+int zp_ctl_mover_rpc(zp_mover *m, int k, Zeps__Header *h, const void *payload, size_t len,
+                     Zeps__Header **rep, zmq_msg_t *data)
+{
+    return rpc(m, k, h, payload, len, rep, data);
+}
+
+int zp_ctl_mover_slots(zp_mover *m, int k, const zp_slotmap *map)
+{
+    size_t len = zp_slotmap_wire_size(map);
+    void *wire = zp_alloc(len);
+    zp_slotmap_encode(map, wire);
+    int rc = send_slots(m, k, wire, len);
+    free(wire);
+    return rc;
 }
 
 const char *zp_ctl_mover_err(const zp_mover *m)

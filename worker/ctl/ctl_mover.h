@@ -11,7 +11,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <zmq.h>
+
 #include "slotmap.h"
+#include "zeps.pb-c.h"
 
 typedef struct zp_mv_opts {
     const char *conf, *slots;
@@ -22,6 +25,8 @@ typedef struct zp_mv_opts {
     int timeout_ms;      /* per request */
     uint64_t threshold;  /* freeze once at most this many rows are left */
     uint64_t max_rounds; /* ... or after this many rounds */
+    int joined;          /* zp_ctl_mover_new also connects to the shards that joined at run
+                            time (the newest map of the file's shards names them) */
 } zp_mv_opts;
 
 typedef struct zp_mover zp_mover;
@@ -42,7 +47,30 @@ long long zp_ctl_mover_number(const char *text, long long lo, long long hi);
 int zp_ctl_mover_new(zp_mover **out, const zp_mv_opts *o, char *err, size_t errlen);
 void zp_ctl_mover_destroy(zp_mover **mp);
 
+/* The shards the mover talks to (those joined included), the cluster
+ * file's, and where shard k listens. */
 int zp_ctl_mover_shards(const zp_mover *m);
+int zp_ctl_mover_base(const zp_mover *m);
+const char *zp_ctl_mover_endpoint(const zp_mover *m, int k);
+
+/* Connect to the shards the newest map among the cluster file's shards
+ * names past them (done by zp_ctl_mover_new with o->joined, where no
+ * shard answering leaves the cluster file's shards only). 0 or the error. */
+int zp_ctl_mover_joined(zp_mover *m);
+
+/* Connect to one more shard, the next index, at `endpoint` (zepsctl shards
+ * add): 0 or ZEPS_ETRANSPORT / ZEPS_EINVAL (zp_ctl_mover_err says why). */
+int zp_ctl_mover_connect(zp_mover *m, const char *endpoint);
+
+/* A request h (+ payload) to shard k and its answer, as the moves send
+ * them (rank: a tool; --timeout-ms): 0 with *rep (the caller frees it with
+ * zeps__header__free_unpacked) and, if data is not NULL, the answer's
+ * payload (the caller closes it); the error otherwise. */
+int zp_ctl_mover_rpc(zp_mover *m, int k, Zeps__Header *h, const void *payload, size_t len,
+                     Zeps__Header **rep, zmq_msg_t *data);
+
+/* SLOTS with `map` to shard k: 0 or the shard's error. */
+int zp_ctl_mover_slots(zp_mover *m, int k, const zp_slotmap *map);
 
 /* The reason of the last failure of a call below. */
 const char *zp_ctl_mover_err(const zp_mover *m);
@@ -58,5 +86,10 @@ int zp_ctl_mover_rows(zp_mover *m, int k, uint64_t *rows);
  * move`: its exit status (0 moved; 1 failed, aborted; 2 refused). Both
  * stay the caller's. */
 int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const char *slots);
+
+/* Rebalance the shards of m as `zepsctl shards rebalance` does
+ * (ctl_rebalance.c), printing its lines, leaving out the shards k with
+ * skip[k] != 0 (skip may be NULL): its exit status. */
+int zp_ctl_rebalance_run(zp_mover *m, double tolerance, int max_moves, const uint8_t *skip);
 
 #endif

@@ -32,7 +32,10 @@ typedef struct rb_opts {
     zp_mv_opts mv;
     double tolerance; /* of the mean, 0.10 = +-10 % */
     int max_moves;
+    const uint8_t *skip; /* [shards]: left out (shards add: the removed ones), or NULL */
 } rb_opts;
+
+static int rebalance(zp_mover *m, const rb_opts *o);
 
 static void usage(FILE *f)
 {
@@ -59,6 +62,7 @@ static int parse(rb_opts *o, int argc, char **argv)
     zp_ctl_mover_opts_default(&o->mv);
     o->tolerance = 0.10;
     o->max_moves = 16;
+    o->skip = NULL; /* every shard counts */
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         long long x = v ? zp_ctl_mover_number(v, 0, 1ll << 40) : -1;
@@ -88,8 +92,9 @@ static int parse(rb_opts *o, int argc, char **argv)
     return 0;
 }
 
-/* Every shard's rows into rows[], their total; -1 with the reason printed. */
-static int64_t read_rows(zp_mover *m, uint64_t *rows)
+/* Every shard's rows into rows[], the total of those not skipped; -1 with
+ * the reason printed. */
+static int64_t read_rows(zp_mover *m, uint64_t *rows, const uint8_t *skip)
 {
     uint64_t total = 0;
     for (int k = 0; k < zp_ctl_mover_shards(m); k++) {
@@ -97,18 +102,23 @@ static int64_t read_rows(zp_mover *m, uint64_t *rows)
             fprintf(stderr, "zepsctl shards rebalance: %s\n", zp_ctl_mover_err(m));
             return -1;
         }
-        total += rows[k];
+        total += skip && skip[k] ? 0 : rows[k];
     }
     return (int64_t)total;
 }
 
 /* "rows per shard: a b c (mean m, from -x % to +y %)"; the largest
  * distance from the mean as a fraction of it. */
-static double report(const char *what, const uint64_t *rows, int n, double mean)
+static double report(const char *what, const uint64_t *rows, int n, double mean,
+                     const uint8_t *skip)
 {
     double lo = 0, hi = 0;
     printf("%s: rows per shard", what);
     for (int k = 0; k < n; k++) {
+        if (skip && skip[k]) {
+            printf(" -");
+            continue;
+        }
         double d = mean > 0 ? ((double)rows[k] - mean) / mean : 0;
         lo = d < lo ? d : lo;
         hi = d > hi ? d : hi;
@@ -138,12 +148,14 @@ static uint32_t pick(const zp_slotmap *m, int from, uint64_t rows, double want, 
 }
 
 /* One move from the fullest shard to the emptiest: its exit status. */
-static int one_move(zp_mover *m, const uint64_t *rows, double mean, int nth)
+static int one_move(zp_mover *m, const uint64_t *rows, double mean, int nth, const uint8_t *skip)
 {
-    int n = zp_ctl_mover_shards(m), a = 0, b = 0;
-    for (int k = 1; k < n; k++) {
-        a = rows[k] > rows[a] ? k : a;
-        b = rows[k] < rows[b] ? k : b;
+    int n = zp_ctl_mover_shards(m), a = -1, b = -1;
+    for (int k = 0; k < n; k++) {
+        if (skip && skip[k])
+            continue;
+        a = a < 0 || rows[k] > rows[a] ? k : a;
+        b = b < 0 || rows[k] < rows[b] ? k : b;
     }
     double want = fmin((double)rows[a] - mean, mean - (double)rows[b]);
     zp_slotmap *map = NULL;
@@ -162,25 +174,33 @@ static int one_move(zp_mover *m, const uint64_t *rows, double mean, int nth)
     return rc;
 }
 
+int zp_ctl_rebalance_run(zp_mover *m, double tolerance, int max_moves, const uint8_t *skip)
+{
+    rb_opts o = {.tolerance = tolerance, .max_moves = max_moves, .skip = skip};
+    return rebalance(m, &o);
+}
+
 static int rebalance(zp_mover *m, const rb_opts *o)
 {
-    int n = zp_ctl_mover_shards(m), moves = 0;
+    int n = zp_ctl_mover_shards(m), moves = 0, in = 0;
+    for (int k = 0; k < n; k++)
+        in += !(o->skip && o->skip[k]);
     uint64_t rows[ZP_MAX_SHARDS], first[ZP_MAX_SHARDS];
-    int64_t total = read_rows(m, rows);
+    int64_t total = read_rows(m, rows, o->skip);
     if (total < 0)
         return ZP_EXIT_FAILED;
     memcpy(first, rows, sizeof(uint64_t) * (size_t)n);
-    double mean = (double)total / n, off = report("before", rows, n, mean);
-    while (off > o->tolerance && total > 0 && moves < o->max_moves && n > 1) {
-        int rc = one_move(m, rows, mean, ++moves);
+    double mean = (double)total / in, off = report("before", rows, n, mean, o->skip);
+    while (off > o->tolerance && total > 0 && moves < o->max_moves && in > 1) {
+        int rc = one_move(m, rows, mean, ++moves, o->skip);
         if (rc != ZP_EXIT_OK)
             return rc;
-        if ((total = read_rows(m, rows)) < 0)
+        if ((total = read_rows(m, rows, o->skip)) < 0)
             return ZP_EXIT_FAILED;
-        mean = (double)total / n;
-        off = report("now", rows, n, mean);
+        mean = (double)total / in;
+        off = report("now", rows, n, mean, o->skip);
     }
-    bool ok = off <= o->tolerance || total == 0 || n == 1;
+    bool ok = off <= o->tolerance || total == 0 || in == 1;
     printf("rebalance: %d moves; rows per shard", moves);
     for (int k = 0; k < n; k++)
         printf(" %" PRIu64 "->%" PRIu64, first[k], rows[k]);

@@ -135,8 +135,10 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
     c->rank = rank;
     c->interrupt = flag;
     c->done_clock = -1;
+    c->clock_sent = -1;
     c->incarnation = c->opt.incarnation ? c->opt.incarnation : zp_rng_random64() | 1u;
     c->nshards = num_shards;
+    c->ndense = num_shards;
     int rc = curve_setup(c);
     if (rc != 0) {
         new_fail(rc, "%s", c->err);
@@ -149,7 +151,9 @@ static int new_endpoints(zeps_client **out, const char *const *endpoints, int nu
                         ZP_SLOTS_DEFAULT);
     }
     c->replicas = replicas;
-    c->shards = zp_alloc_zeroed((size_t)num_shards, sizeof(zp_shard));
+    /* room for the shards that may join (join.c): an element never moves,
+     * so a pointer to one stays good while the engine takes a map */
+    c->shards = zp_alloc_zeroed(ZP_MAX_SHARDS, sizeof(zp_shard));
     poll_set_alloc(c);
     if (replicas >= 2)
         c->fo = zp_failover_new(c, endpoints, replicas, c->items + 2 * num_shards);

@@ -38,8 +38,10 @@ typedef struct zp_failover zp_failover;
 struct zeps_client {
     /* client.c: set once by zeps_client_new_endpoints */
     void *zctx;
-    int nshards;
-    zp_shard *shards;      /* [nshards]; their sockets belong to shard.c */
+    int nshards;           /* the cluster file's, then more as shards join (join.c) */
+    int ndense;            /* the cluster file's: dense tables are sliced over these */
+    zp_shard *shards;      /* [ZP_MAX_SHARDS], nshards in use: a shard that joins
+                              takes the next (join.c); their sockets belong to shard.c */
     zmq_pollitem_t *items; /* [npoll]: shards, then (CURVE or replicas >= 2) their
                               monitors, then (replicas >= 2) failover.c's probe slots */
     int npoll;
@@ -53,6 +55,8 @@ struct zeps_client {
         curve_secret[ZP_CURVE_KEY_LEN + 1];
     volatile int *interrupt; /* zeps_client_set_interrupt */
     int64_t done_clock;      /* zeps_client_set_done: clocks finished, -1 = not done */
+    int64_t clock_sent;      /* control.c: the highest clock a CLOCK ended, -1 = none; join.c
+                                tells a shard that joins (its ssp bound counts it) */
     int drop_sends;          /* fault injection: sends still to drop (req.c counts down) */
 
     /* req.c: the engine's state */

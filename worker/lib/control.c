@@ -5,6 +5,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 
 #include "client.h"
@@ -32,16 +33,34 @@ static int simple_all(zeps_client *c, int op, int64_t clock, int first, int n)
     return zeps_wait(&r);
 }
 
+/* on[k] = whether a CLOCK goes to shard k: every shard, but outside modes
+ * with cuts one that owns no slot and holds no dense slice is left out (a
+ * shard removed by zepsctl shards remove, or joined and given nothing yet):
+ * it holds no row a clock could matter to, so it can be stopped while the
+ * workers run (docs/elastic.md, "Removing a shard"). */
+static void clock_targets(const zeps_client *c, uint8_t *on)
+{
+    bool dense = false;
+    for (uint32_t i = 0; i < c->ntables; i++)
+        dense = dense || c->tables[i].dim == 0;
+    for (int k = 0; k < c->nshards; k++)
+        on[k] = (c->caps & ZEPS_CAP_CUTS) || (dense && k < c->ndense) ||
+                zp_slotmap_count(c->slots, k) > 0;
+}
+
 int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)
 {
     if (!c || clock < 0 || !req)
         return ZEPS_EINVAL;
-    *req = simple_start(c, ZEPS__OP__CLOCK, clock, 0, c->nshards);
+    uint8_t on[ZP_MAX_SHARDS];
+    clock_targets(c, on);
+    zp_control_clock_start_on(c, clock, on, req);
     return 0;
 }
 
 void zp_control_clock_start_on(zeps_client *c, int64_t clock, const uint8_t *shards, zp_req **req)
 {
+    c->clock_sent = clock > c->clock_sent ? clock : c->clock_sent;
     int n = 0;
     for (int k = 0; k < c->nshards; k++)
         n += shards[k] != 0;
@@ -64,12 +83,13 @@ int zeps_push_clock_start(zeps_client *c, uint32_t table, const float *grad, uin
     zp_table *ti = zp_tables_get(c, table);
     if (!ti)
         return ZEPS_ETABLE;
-    uint8_t on[ZP_MAX_SHARDS], off[ZP_MAX_SHARDS];
+    uint8_t on[ZP_MAX_SHARDS], off[ZP_MAX_SHARDS], to[ZP_MAX_SHARDS];
+    clock_targets(c, to);
     for (int k = 0; k < c->nshards; k++) {
-        uint64_t b = zp_tables_slice_begin(ti->length, k, c->nshards);
-        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->nshards);
+        uint64_t b = zp_tables_slice_begin(ti->length, k, c->ndense);
+        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->ndense);
         on[k] = offset < e && offset + count > b;
-        off[k] = !on[k];
+        off[k] = !on[k] && to[k];
     }
     int rc = zp_dense_push_start_clocked(c, table, grad, offset, count, clock, on, push);
     if (rc != 0)
@@ -143,9 +163,10 @@ int zeps_set_lr(zeps_client *c, uint32_t table, double lr)
     zeps__table_spec__init(&spec);
     spec.name = ti->name;
     spec.lr = lr;
-    zp_req *r = zp_req_new(c, ZEPS__OP__TUNE, c->nshards);
+    int on = ti->dim ? c->nshards : c->ndense; /* a dense table is on the file's shards */
+    zp_req *r = zp_req_new(c, ZEPS__OP__TUNE, on);
     r->spec = &spec; /* read by every send and resend: lives until zeps_wait returns */
-    for (int k = 0; k < c->nshards; k++) {
+    for (int k = 0; k < on; k++) {
         zp_req_sub *s = zp_req_add(r, k);
         s->table = ti->ids[k];
         zp_req_send(r, s);

@@ -61,8 +61,8 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
      * with them): refuse such a request here, with a reason, instead. */
     uint64_t limit = c->opt.max_message_bytes;
     for (int k = 0; limit && op == ZEPS__OP__PUSH && k < c->nshards; k++) {
-        uint64_t b = zp_tables_slice_begin(ti->length, k, c->nshards);
-        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->nshards);
+        uint64_t b = zp_tables_slice_begin(ti->length, k, c->ndense);
+        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->ndense);
         uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
         if (lo < hi && (hi - lo) * sizeof(float) + 1024 > limit)
             return zp_fail(c, ZEPS_ETOOBIG,
@@ -77,8 +77,8 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
     zp_req *r = zp_req_new(c, op, c->nshards);
     r->clock = clock;
     for (int k = 0; k < c->nshards; k++) {
-        uint64_t b = zp_tables_slice_begin(ti->length, k, c->nshards);
-        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->nshards);
+        uint64_t b = zp_tables_slice_begin(ti->length, k, c->ndense);
+        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->ndense);
         uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
         if (lo >= hi)
             continue;

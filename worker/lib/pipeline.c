@@ -36,9 +36,9 @@ enum { S_FREE, S_FED, S_PULLING, S_READY, S_PUSHING };
 
 typedef struct slot {
     int state;
-    uint64_t seq;                         /* feed order: the ring is used in this order */
-    zeps_pipe_step step;                  /* what the caller sees */
-    size_t cap;                           /* positions rows/grads of sparse tables hold */
+    uint64_t seq;        /* feed order: the ring is used in this order */
+    zeps_pipe_step step; /* what the caller sees */
+    size_t cap;          /* positions rows/grads of sparse tables hold */
     zeps_sbatch *sb[ZEPS_PIPE_MAX_TABLES];
     zeps_req *reqs[ZEPS_PIPE_MAX_TABLES + 1]; /* pulls, or pushes + the clock */
 } slot;
@@ -52,11 +52,11 @@ struct zeps_pipe {
     zeps_pipe_opts o;
     int nslots;
     slot *slots;
-    uint64_t fed, handed;   /* steps fed, steps handed out (seq of the next to hand) */
-    int64_t reached;        /* the clock this worker has reached (pull clock) */
+    uint64_t fed, handed; /* steps fed, steps handed out (seq of the next to hand) */
+    int64_t reached;      /* the clock this worker has reached (pull clock) */
     int have_reached;
-    int rounds;             /* dense tables advance in rounds (ZEPS_CAP_CUTS) */
-    uint8_t *clock_on;      /* [(ntables + 1) * nshards]: plan_clock's, for the step pushed */
+    int rounds;        /* dense tables advance in rounds (ZEPS_CAP_CUTS) */
+    uint8_t *clock_on; /* [(ntables + 1) * nshards]: plan_clock's, for the step pushed */
     int err;
 };
 
@@ -123,8 +123,7 @@ int zeps_pipe_new(zeps_client *c, const uint32_t *tables, int ntables, const zep
     if (!c || !out || !tables || ntables < 1)
         return ZEPS_EINVAL;
     if (ntables > ZEPS_PIPE_MAX_TABLES)
-        return zp_fail(c, ZEPS_EINVAL, "a pipe holds at most %d tables",
-                       ZEPS_PIPE_MAX_TABLES);
+        return zp_fail(c, ZEPS_EINVAL, "a pipe holds at most %d tables", ZEPS_PIPE_MAX_TABLES);
     zeps_pipe_opts o = opts ? *opts : (zeps_pipe_opts){0};
     if (o.prefetch < 0 || o.prefetch > ZEPS_PIPE_MAX_AHEAD || o.max_inflight < 0 ||
         o.max_inflight > ZEPS_PIPE_MAX_AHEAD)
@@ -142,8 +141,7 @@ int zeps_pipe_new(zeps_client *c, const uint32_t *tables, int ntables, const zep
         uint32_t dim = zeps_table_dim(c, tables[i]);
         if (!len && !dim) {
             free(p);
-            return zp_fail(c, ZEPS_ETABLE, "pipe: table handle %u is not declared",
-                           tables[i]);
+            return zp_fail(c, ZEPS_ETABLE, "pipe: table handle %u is not declared", tables[i]);
         }
         p->tables[i] = tables[i];
         p->dim[i] = dim;
@@ -153,7 +151,7 @@ int zeps_pipe_new(zeps_client *c, const uint32_t *tables, int ntables, const zep
      * (the one just pushed and those allowed to stay unanswered) */
     p->nslots = o.prefetch + o.max_inflight + 2;
     p->slots = zp_alloc_zeroed((size_t)p->nslots, sizeof(slot));
-    p->clock_on = zp_alloc_zeroed((size_t)(ntables + 1) * (size_t)c->nshards, 1);
+    p->clock_on = zp_alloc_zeroed((size_t)(ntables + 1) * ZP_MAX_SHARDS, 1); /* shards may join */
     for (int k = 0; k < p->nslots; k++)
         for (int i = 0; i < ntables; i++)
             if (!p->dim[i]) {
@@ -218,10 +216,10 @@ static int pull_slot(zeps_pipe *p, slot *s)
 {
     int64_t dense_clock = p->rounds ? s->step.clock : p->reached;
     for (int i = 0; i < p->ntables; i++) {
-        int rc = p->dim[i] ? zeps_sbatch_pull_start(s->sb[i], s->step.rows[i], p->reached,
-                                                    &s->reqs[i])
-                           : zeps_pull_start(p->c, p->tables[i], s->step.rows[i], 0,
-                                             p->length[i], dense_clock, &s->reqs[i]);
+        int rc = p->dim[i]
+                     ? zeps_sbatch_pull_start(s->sb[i], s->step.rows[i], p->reached, &s->reqs[i])
+                     : zeps_pull_start(p->c, p->tables[i], s->step.rows[i], 0, p->length[i],
+                                       dense_clock, &s->reqs[i]);
         if (rc != 0)
             return rc;
     }
@@ -358,7 +356,7 @@ int zeps_pipe_next(zeps_pipe *p, zeps_pipe_step **step)
 /* Whether table i of slot s sends shard k anything. */
 static bool sends(const zeps_pipe *p, const slot *s, int i, int k)
 {
-    int S = p->c->nshards;
+    int S = p->c->ndense;
     if (p->dim[i])
         return zp_sparse_on_shard(s->sb[i], k);
     return zp_tables_slice_begin(p->length[i], k, S) <

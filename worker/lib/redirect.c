@@ -10,6 +10,9 @@
  * sent a third time: the redirect is followed once, and the error reaches
  * the caller with the shard's words.
  *
+ * A map that names shards this client does not know (they joined at run
+ * time) is taken only once join.c reached them all.
+ *
  * Pieces answer for their parent: a pull piece's rows go where the
  * parent's would have (zp_req_scatter.jmap), and the parent is finished
  * when its last piece is (req.c's sub_finish). The engine never calls
@@ -21,6 +24,7 @@
 
 #include "alloc.h"
 #include "client.h"
+#include "join.h"
 #include "log.h"
 #include "redirect.h"
 #include "slotmap.h"
@@ -43,11 +47,20 @@ void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m)
     zp_slotmap *map = NULL;
     char why[256] = "";
     int rc = m->n == 2 ? zp_slotmap_decode(&map, zmq_msg_data((zmq_msg_t *)&m->f[1]),
-                                           zmq_msg_size((zmq_msg_t *)&m->f[1]), c->nshards, why,
+                                           zmq_msg_size((zmq_msg_t *)&m->f[1]), c->ndense, why,
                                            sizeof(why))
                        : ZEPS_EPROTO;
     if (rc != 0) {
         zp_warn("shard %d sent no usable slot map (%s)", k, why[0] ? why : "no payload frame");
+        return;
+    }
+    if (zp_slotmap_epoch(map) > zp_slotmap_epoch(c->slots) &&
+        zp_slotmap_shards(map) != c->nshards && zp_join_map(c, map) != 0) {
+        /* a shard it names cannot be reached: placing ids by this map would
+         * send them nowhere; the redirect's error reaches the caller */
+        zp_warn("shard %d: slot map epoch %" PRIu64 " not taken: %s", k, zp_slotmap_epoch(map),
+                c->err);
+        zp_slotmap_destroy(&map);
         return;
     }
     if (zp_slotmap_epoch(map) > zp_slotmap_epoch(c->slots)) {

@@ -249,11 +249,11 @@ static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
     c->nworkers = (int)h->num_workers;
     c->caps = h->caps;
     snprintf(c->consistency, sizeof(c->consistency), "%s", h->consistency ? h->consistency : "");
-    if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->nshards)
+    if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->ndense)
         return zp_fail(c, ZEPS_ECONFIG,
                        "%s answered as shard %u of %u, but the cluster lists it as shard %d "
                        "of %d",
-                       sh->endpoint, h->shard, h->num_shards, k, c->nshards);
+                       sh->endpoint, h->shard, h->num_shards, k, c->ndense);
     return 0;
 }
 

@@ -60,7 +60,7 @@ zeps_sbatch *zp_sbspare_take(zeps_client *c, size_t n)
     sp->kept = NULL;
     if (!b) {
         b = zp_alloc_zeroed(1, sizeof(*b));
-        size_t S1 = (size_t)c->nshards + 1;
+        size_t S1 = (size_t)ZP_MAX_SHARDS + 1; /* shards may join while it is kept */
         b->sbegin = zp_alloc(S1 * sizeof(size_t));
         b->boff = zp_alloc(S1 * sizeof(size_t));
     }

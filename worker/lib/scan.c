@@ -76,10 +76,14 @@ int zeps_scan(zeps_client *c, uint32_t table, int shard, uint64_t cursor, uint64
     if (shard < 0 || shard >= c->nshards)
         return zp_fail(c, ZEPS_EINVAL, "SCAN of table '%s': shard %d of %d", ti->name, shard,
                        c->nshards);
+    if (!ti->dim && shard >= c->ndense) { /* a shard that joined holds no dense slice */
+        *page = (zeps_page){.offset = ti->length};
+        return 0;
+    }
     /* a dense scan starts at the shard's slice: the wire names elements */
     uint64_t at = cursor;
     if (!ti->dim && cursor == 0)
-        at = zp_tables_slice_begin(ti->length, shard, c->nshards);
+        at = zp_tables_slice_begin(ti->length, shard, c->ndense);
     zp_req *r = zp_req_new(c, ZEPS__OP__SCAN, 1);
     zp_req_sub *s = zp_req_add(r, shard);
     s->table = ti->ids[shard];
@@ -157,15 +161,15 @@ int zeps_put_dense(zeps_client *c, uint32_t table, uint64_t offset, uint64_t cou
                        offset, offset, count, ti->name, ti->length);
     uint64_t per = piece_units(c, 4u * (1u + (uint64_t)k)), nsub = 0;
     for (int s = 0; s < c->nshards; s++) { /* pieces per shard, to size the request */
-        uint64_t b = zp_tables_slice_begin(ti->length, s, c->nshards);
-        uint64_t e = zp_tables_slice_begin(ti->length, s + 1, c->nshards);
+        uint64_t b = zp_tables_slice_begin(ti->length, s, c->ndense);
+        uint64_t e = zp_tables_slice_begin(ti->length, s + 1, c->ndense);
         uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
         nsub += lo < hi ? (hi - lo + per - 1) / per : 0;
     }
     zp_req *r = zp_req_new(c, ZEPS__OP__PUT, (int)nsub);
     for (int s = 0; s < c->nshards; s++) {
-        uint64_t b = zp_tables_slice_begin(ti->length, s, c->nshards);
-        uint64_t e = zp_tables_slice_begin(ti->length, s + 1, c->nshards);
+        uint64_t b = zp_tables_slice_begin(ti->length, s, c->ndense);
+        uint64_t e = zp_tables_slice_begin(ti->length, s + 1, c->ndense);
         uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
         put_slice(r, ti, s, lo, hi, per, offset, count, k, values, state, version);
     }

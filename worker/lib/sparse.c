@@ -453,6 +453,8 @@ static void sum_rows(const zeps_sbatch *b, const float *grads, size_t lo, size_t
 
 bool zp_sparse_on_shard(const zeps_sbatch *b, int k)
 {
+    if (k >= b->nshards) /* a shard that joined after the batch was cut */
+        return false;
     return b->sbegin[k + 1] > b->sbegin[k];
 }
 

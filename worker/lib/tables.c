@@ -26,6 +26,8 @@
 
 uint64_t zp_tables_slice_begin(uint64_t length, int k, int nshards)
 {
+    if (k >= nshards) /* a shard that joined at run time holds no dense slice */
+        return length;
     return length * (uint64_t)k / (uint64_t)nshards;
 }
 
@@ -46,6 +48,7 @@ void zp_tables_free(zeps_client *c)
         free(c->tables[i].residual);
         zp_rowres_free(&c->tables[i].row_residual);
         free(c->tables[i].view_id);
+        free(c->tables[i].spec);
     }
     free(c->tables);
     c->tables = NULL;
@@ -58,19 +61,21 @@ void zp_tables_free(zeps_client *c)
 static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
 {
     bool sparse = ts->kind == 1;
-    zp_req *r = zp_req_new(c, ZEPS__OP__DECLARE, c->nshards);
+    /* a dense table lives on the cluster file's shards only (docs/elastic.md) */
+    int on = sparse ? c->nshards : c->ndense;
+    zp_req *r = zp_req_new(c, ZEPS__OP__DECLARE, on);
     r->spec = ts;
-    for (int k = 0; k < c->nshards; k++)
+    for (int k = 0; k < on; k++)
         zp_req_send(r, zp_req_add(r, k));
     /* zeps_wait frees r: read the per-shard answers first. */
     zp_req_finish(r);
-    uint32_t ids[ZP_MAX_SHARDS];
+    uint32_t ids[ZP_MAX_SHARDS] = {0};
     int bad = -1;
     uint64_t lead = 0;
-    for (int k = 0; k < c->nshards; k++) {
+    for (int k = 0; k < on; k++) {
         ids[k] = r->subs[k].table;
-        uint64_t b = zp_tables_slice_begin(ts->length, k, c->nshards);
-        uint64_t e = zp_tables_slice_begin(ts->length, k + 1, c->nshards);
+        uint64_t b = zp_tables_slice_begin(ts->length, k, c->ndense);
+        uint64_t e = zp_tables_slice_begin(ts->length, k + 1, c->ndense);
         if (!sparse && !r->err && (r->subs[k].offset != b || r->subs[k].count != e - b))
             bad = k;
         /* a shard older than lead columns answers 0: it would train them
@@ -92,7 +97,7 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
                        ts->name);
     for (uint32_t i = 0; i < c->ntables; i++) {
         if (strcmp(c->tables[i].name, ts->name) == 0) {
-            memcpy(c->tables[i].ids, ids, (size_t)c->nshards * sizeof(uint32_t));
+            memcpy(c->tables[i].ids, ids, (size_t)on * sizeof(uint32_t));
             *table = i;
             return 0;
         }
@@ -106,9 +111,15 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     snprintf(ti->name, sizeof(ti->name), "%s", ts->name);
     ti->length = ts->length;
     ti->dim = sparse ? ts->dim : 0;
-    ti->ids = zp_alloc_zeroed((size_t)c->nshards, sizeof(uint32_t));
-    ti->version = zp_alloc_zeroed((size_t)c->nshards, sizeof(uint64_t));
-    memcpy(ti->ids, ids, (size_t)c->nshards * sizeof(uint32_t));
+    /* room for shards that join (join.c): requests in flight borrow these */
+    ti->ids = zp_alloc_zeroed(ZP_MAX_SHARDS, sizeof(uint32_t));
+    ti->version = zp_alloc_zeroed(ZP_MAX_SHARDS, sizeof(uint64_t));
+    memcpy(ti->ids, ids, (size_t)on * sizeof(uint32_t));
+    if (sparse) { /* declared again on a shard that joins (join.c) */
+        ti->spec_len = zeps__table_spec__get_packed_size(ts);
+        ti->spec = zp_alloc(ti->spec_len ? ti->spec_len : 1);
+        zeps__table_spec__pack(ts, ti->spec);
+    }
     *table = c->ntables++;
     return 0;
 }
@@ -274,7 +285,7 @@ int zeps_set_pull_codec(zeps_client *c, uint32_t table, const zeps_codec_opts *o
     if (zp_codec_params_check(codec, &p, err, sizeof(err)) != 0)
         return zp_fail(c, ZEPS_EINVAL, "codec %s: %s", codec->name, err);
     if (!ti->view_id)
-        ti->view_id = zp_alloc_zeroed((size_t)c->nshards, sizeof(uint64_t));
+        ti->view_id = zp_alloc_zeroed(ZP_MAX_SHARDS, sizeof(uint64_t));
     ti->pcodec = codec;
     ti->pparams = p;
     return 0;

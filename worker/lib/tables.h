@@ -15,8 +15,9 @@
 typedef struct zp_table {
     char name[64];
     uint64_t length;
-    uint32_t *ids;             /* [nshards] the table's id on each shard */
-    uint64_t *version;         /* [nshards] version returned by the last pull */
+    uint32_t *ids;             /* [ZP_MAX_SHARDS] the table's id on each shard (dense: of
+                                  the first ndense) */
+    uint64_t *version;         /* [ZP_MAX_SHARDS] version returned by the last pull */
     const zp_codec_ops *codec; /* push codec, NULL = raw f32 */
     zp_codec_params cparams;
     float *residual;         /* error feedback, length elements, or NULL */
@@ -27,6 +28,9 @@ typedef struct zp_table {
     zp_codec_params pparams;
     uint64_t *view_id; /* [nshards] the server's name for what the caller's buffer
                           holds of that shard's slice; 0 = nothing (made on first use) */
+    uint8_t *spec;     /* a sparse table's declaration, packed (join.c declares it on a
+                          shard that joins), or NULL */
+    size_t spec_len;
 } zp_table;
 
 /* The first element of shard k's slice of a dense table of `length`. */

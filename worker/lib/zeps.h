@@ -668,7 +668,9 @@ uint64_t zeps_pulled_version(const zeps_client *c, uint32_t table, int shard);
 #define ZEPS_CAP_BOUND    0x4u /* pulls wait for a staleness bound */
 const char *zeps_consistency(const zeps_client *c, uint32_t *caps);
 
-/* Cluster layout learnt at HELLO. */
+/* Cluster layout learnt at HELLO: the shards this client knows, the
+ * cluster file's and those it learnt joined at run time from a slot map
+ * (docs/elastic.md, "Adding a shard"; the count grows when it learns one). */
 int zeps_num_shards(const zeps_client *c);
 int zeps_num_workers(const zeps_client *c);
 uint32_t zeps_rank(const zeps_client *c);

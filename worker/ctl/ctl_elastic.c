@@ -1,0 +1,464 @@
+/*
+ * ctl_elastic.c - zepsctl shards add and zepsctl shards remove: a shard
+ * joins the running cluster, or gives all its slots away, while workers
+ * train (docs/elastic.md, "Adding a shard", "Removing a shard").
+ *
+ * add ENDPOINT: the operator has started `zeps-server --config FILE
+ * --shard N --join ENDPOINT` (N: the next index). The tool checks that
+ * every shard holds the same map and that the new one answers as shard N
+ * of this cluster, declares every sparse table there (the declarations
+ * read from shard 0's STATS), sends every shard the map one epoch up that
+ * names shard N at ENDPOINT and gives it no slot, then rebalances by live
+ * moves (ctl_rebalance.c) until the rows are even. remove K: moves every
+ * slot of shard K to the others by live moves, the fewest rows first,
+ * until K owns none. Both are made of steps that each change nothing
+ * when they fail (a move aborts whole); the steps done before a failure
+ * stand, and the summary says where it stopped.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc.h"
+#include "config.h"
+#include "ctl.h"
+#include "ctl_mover.h"
+#include "exitcode.h"
+#include "slotmap.h"
+#include "wire.h"
+#include "zeps.h"
+
+typedef struct el_opts {
+    zp_mv_opts mv;
+    const char *what; /* add: the endpoint; remove: the shard */
+    double tolerance;
+    int max_moves;
+} el_opts;
+
+static void usage(FILE *f, bool add)
+{
+    if (add)
+        fprintf(f,
+                "usage: zepsctl shards add ENDPOINT --config FILE [--tolerance PCT] "
+                "[--max-moves N]\n"
+                "                          [move options of 'zepsctl shards move']\n"
+                "\n"
+                "Add the shard listening at ENDPOINT to the running cluster: start it first\n"
+                "with 'zeps-server --config FILE --shard N --join ENDPOINT' (N: the next\n"
+                "index, the number of shards so far). Its sparse tables are declared there,\n"
+                "every shard takes the slot map that names it, and live moves give it slots\n"
+                "until the rows are even within +-PCT %% (default 10). It holds no dense slice.\n"
+                "async and ssp (not bsp), one replica per shard (docs/elastic.md).\n"
+                "\n"
+                "Exit status: 0 added and balanced; 1 a step failed (the steps before it\n"
+                "stand, said so); 2 bad usage or refused (nothing changed).\n");
+    else
+        fprintf(f, "usage: zepsctl shards remove K --config FILE [move options of 'zepsctl shards "
+                   "move']\n"
+                   "\n"
+                   "Move every slot of shard K to the other shards that own slots, by live moves\n"
+                   "(the one with the fewest rows first), until K owns no slot and no row. A\n"
+                   "shard holding a slice of a dense table cannot be removed (dense tables do not\n"
+                   "move). async and ssp (not bsp), one replica per shard (docs/elastic.md).\n"
+                   "\n"
+                   "Exit status: 0 removed; 1 a move failed (the moves before it stand); 2 bad\n"
+                   "usage or refused (nothing changed).\n");
+}
+
+static int parse(el_opts *o, int argc, char **argv, const char *cmd)
+{
+    zp_ctl_mover_opts_default(&o->mv);
+    o->tolerance = 0.10;
+    o->max_moves = 16;
+    o->what = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        long long x = v ? zp_ctl_mover_number(v, 0, 1ll << 40) : -1;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return 1;
+        if (a[0] != '-' && !o->what) {
+            o->what = a;
+            continue;
+        }
+        if (!v) {
+            fprintf(stderr, "zepsctl shards %s: option '%s' needs a value (or is unknown)\n", cmd,
+                    a);
+            return -1;
+        }
+        i++;
+        if (strcmp(a, "--config") == 0)
+            o->mv.conf = v;
+        else if (strcmp(a, "--tolerance") == 0 && x >= 1 && x <= 100)
+            o->tolerance = (double)x / 100.0;
+        else if (strcmp(a, "--max-moves") == 0 && x >= 1 && x <= 1000)
+            o->max_moves = (int)x;
+        else if (!zp_ctl_mover_opt(&o->mv, a, x)) {
+            fprintf(stderr, "zepsctl shards %s: bad option '%s %s'\n", cmd, a, v);
+            return -1;
+        }
+    }
+    if (!o->mv.conf || !o->what) {
+        fprintf(stderr, "zepsctl shards %s: %s and --config are required\n", cmd,
+                strcmp(cmd, "add") == 0 ? "ENDPOINT" : "K");
+        return -1;
+    }
+    return 0;
+}
+
+/* Every shard's map; all must hold the same epoch (the map itself: shard
+ * 0's, into *out). ZP_EXIT_* with the reason printed. */
+static int common_map(zp_mover *m, const char *cmd, zp_slotmap **out)
+{
+    *out = NULL;
+    for (int k = 0; k < zp_ctl_mover_shards(m); k++) {
+        zp_slotmap *map = NULL;
+        if (zp_ctl_mover_map(m, k, &map) != 0) {
+            fprintf(stderr, "zepsctl shards %s: %s; nothing changed\n", cmd, zp_ctl_mover_err(m));
+            zp_slotmap_destroy(out);
+            return ZP_EXIT_FAILED;
+        }
+        if (*out && zp_slotmap_epoch(map) != zp_slotmap_epoch(*out)) {
+            fprintf(stderr,
+                    "zepsctl shards %s: shard 0 holds slot map epoch %" PRIu64
+                    " and shard %d epoch %" PRIu64
+                    " (a move that did not finish? docs/elastic.md): nothing changed\n",
+                    cmd, zp_slotmap_epoch(*out), k, zp_slotmap_epoch(map));
+            zp_slotmap_destroy(&map);
+            zp_slotmap_destroy(out);
+            return ZP_EXIT_SETUP;
+        }
+        if (*out)
+            zp_slotmap_destroy(&map);
+        else
+            *out = map;
+    }
+    return ZP_EXIT_OK;
+}
+
+/* Shard k's STATS (with the sparse tables' declarations if specs): 0 and
+ * *rep (the caller frees it), or ZP_EXIT_FAILED printed. */
+static int stats(zp_mover *m, int k, bool specs, const char *cmd, Zeps__Header **rep)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__STATS;
+    h.flags = specs ? ZP_FLAG_SPECS : 0;
+    if (zp_ctl_mover_rpc(m, k, &h, NULL, 0, rep, NULL) != 0 || !(*rep)->stats) {
+        fprintf(stderr, "zepsctl shards %s: %s; nothing changed\n", cmd, zp_ctl_mover_err(m));
+        return ZP_EXIT_FAILED;
+    }
+    return 0;
+}
+
+/* Refused in modes that hold pushes in rounds (the shards would refuse
+ * each step; said once here, before anything changes). */
+static int mode_refused(zp_mover *m, const char *cmd)
+{
+    Zeps__Header *rep;
+    if (stats(m, 0, false, cmd, &rep) != 0)
+        return ZP_EXIT_FAILED;
+    int rc = 0;
+    if (rep->stats->caps & ZP_CAP_CUTS) {
+        fprintf(stderr,
+                "zepsctl shards %s: the cluster runs '%s', which holds pushes in rounds: "
+                "shards are added and removed outside bsp only (docs/elastic.md, "
+                "\"What is built\"); nothing changed\n",
+                cmd, rep->stats->consistency ? rep->stats->consistency : "?");
+        rc = ZP_EXIT_SETUP;
+    } else if (rep->stats->replicas > 1) {
+        fprintf(stderr,
+                "zepsctl shards %s: shards of %u replicas: not built (the slot map is not "
+                "replicated; docs/elastic.md); nothing changed\n",
+                cmd, rep->stats->replicas);
+        rc = ZP_EXIT_SETUP;
+    }
+    zeps__header__free_unpacked(rep, NULL);
+    return rc;
+}
+
+/* The new shard at m's last index answers HELLO as that shard of this
+ * cluster. */
+static int check_new(zp_mover *m, int n, const char *ep, const char *conf)
+{
+    Zeps__Header h, *rep;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__HELLO;
+    zmq_msg_t data;
+    if (zp_ctl_mover_rpc(m, n, &h, NULL, 0, &rep, &data) != 0) {
+        fprintf(stderr,
+                "zepsctl shards add: %s; start it first with 'zeps-server --config %s --shard %d "
+                "--join %s' (docs/elastic.md); nothing changed\n",
+                zp_ctl_mover_err(m), conf, n, ep);
+        return ZP_EXIT_FAILED;
+    }
+    zmq_msg_close(&data);
+    int rc = 0;
+    if (rep->shard != (uint32_t)n || rep->num_shards != (uint32_t)zp_ctl_mover_base(m)) {
+        fprintf(stderr,
+                "zepsctl shards add: %s answers as shard %u of a cluster of %u; the next shard "
+                "of this one is %d of %d: start it with 'zeps-server --config %s --shard %d "
+                "--join %s'; nothing changed\n",
+                ep, rep->shard, rep->num_shards, n, zp_ctl_mover_base(m), conf, n, ep);
+        rc = ZP_EXIT_SETUP;
+    }
+    zeps__header__free_unpacked(rep, NULL);
+    return rc;
+}
+
+/* Declare shard 0's sparse tables on shard n: how many, or -1 printed. */
+static int declare_tables(zp_mover *m, int n)
+{
+    Zeps__Header *st;
+    if (stats(m, 0, true, "add", &st) != 0)
+        return -1;
+    int count = 0;
+    for (size_t i = 0; i < st->stats->n_tables && count >= 0; i++) {
+        Zeps__TableSpec *spec = st->stats->tables[i]->spec;
+        if (!spec)
+            continue; /* dense: not on a shard that joins */
+        Zeps__Header h, *rep;
+        zeps__header__init(&h);
+        h.op = ZEPS__OP__DECLARE;
+        h.spec = spec;
+        if (zp_ctl_mover_rpc(m, n, &h, NULL, 0, &rep, NULL) != 0) {
+            fprintf(stderr, "zepsctl shards add: declaring sparse table '%s' on shard %d: %s\n",
+                    spec->name, n, zp_ctl_mover_err(m));
+            count = -1;
+            break;
+        }
+        zeps__header__free_unpacked(rep, NULL);
+        printf("declared sparse table '%s' (dim %u, %s) on shard %d\n", spec->name, spec->dim,
+               spec->optimizer, n);
+        count++;
+    }
+    zeps__header__free_unpacked(st, NULL);
+    return count;
+}
+
+/* Whether ep is one of m's shards already (printed). */
+static bool known(zp_mover *m, const char *ep)
+{
+    for (int k = 0; k < zp_ctl_mover_shards(m); k++)
+        if (strcmp(zp_ctl_mover_endpoint(m, k), ep) == 0) {
+            fprintf(stderr, "zepsctl shards add: %s is shard %d already; nothing changed\n", ep, k);
+            return true;
+        }
+    return false;
+}
+
+/* Give every shard the map with shard n at ep: the new one first. */
+static int send_joined(zp_mover *m, const zp_slotmap *cur, int n, const char *ep)
+{
+    zp_slotmap *next = NULL;
+    char why[512];
+    if (zp_slotmap_joined(cur, ep, &next, why, sizeof(why)) != 0) {
+        fprintf(stderr, "zepsctl shards add: %s; nothing changed\n", why);
+        return ZP_EXIT_SETUP;
+    }
+    int rc = ZP_EXIT_OK;
+    for (int i = 0; i <= n && rc == ZP_EXIT_OK; i++) {
+        int k = i == 0 ? n : i - 1;
+        if (zp_ctl_mover_slots(m, k, next) != 0) {
+            fprintf(stderr,
+                    "zepsctl shards add: shard %d did not take the map of epoch %" PRIu64
+                    " that names shard %d: %s%s\n",
+                    k, zp_slotmap_epoch(next), n, zp_ctl_mover_err(m),
+                    k == n ? "; nothing changed"
+                           : " (the shards before it took it: shard N owns no slot, so "
+                             "nothing moved; run 'shards add' again once it answers)");
+            rc = ZP_EXIT_FAILED;
+        }
+    }
+    if (rc == ZP_EXIT_OK)
+        printf("slot map epoch %" PRIu64 ": shard %d at %s joined, owning no slot yet\n",
+               zp_slotmap_epoch(next), n, ep);
+    zp_slotmap_destroy(&next);
+    return rc;
+}
+
+static int add(zp_mover *m, const el_opts *o)
+{
+    const char *ep = o->what;
+    int n = zp_ctl_mover_shards(m);
+    zp_slotmap *cur = NULL;
+    int rc = mode_refused(m, "add");
+    if (rc == 0)
+        rc = common_map(m, "add", &cur);
+    if (rc == 0 && known(m, ep))
+        rc = ZP_EXIT_SETUP;
+    if (rc == 0 && zp_ctl_mover_connect(m, ep) != 0) {
+        fprintf(stderr, "zepsctl shards add: %s; nothing changed\n", zp_ctl_mover_err(m));
+        rc = ZP_EXIT_SETUP;
+    }
+    if (rc == 0)
+        rc = check_new(m, n, ep, o->mv.conf);
+    if (rc == 0 && declare_tables(m, n) < 0)
+        rc = ZP_EXIT_FAILED;
+    if (rc == 0)
+        rc = send_joined(m, cur, n, ep);
+    uint8_t skip[ZP_MAX_SHARDS] = {0}; /* shards removed before: they stay empty */
+    for (int k = 0; rc == 0 && k < n; k++)
+        skip[k] = zp_slotmap_count(cur, k) == 0;
+    zp_slotmap_destroy(&cur);
+    if (rc != 0)
+        return rc;
+    rc = zp_ctl_rebalance_run(m, o->tolerance, o->max_moves, skip);
+    printf("shards add: shard %d at %s %s\n", n, ep,
+           rc == ZP_EXIT_OK ? "joined and holds its share of the rows"
+                            : "joined; the rebalance did not finish (run 'zepsctl shards "
+                              "rebalance' again)");
+    return rc;
+}
+
+/* Shard k's dense slices: refused (printed) if it holds one. */
+static int dense_refused(zp_mover *m, int k)
+{
+    Zeps__Header *st;
+    if (stats(m, k, false, "remove", &st) != 0)
+        return ZP_EXIT_FAILED;
+    int rc = 0;
+    for (size_t i = 0; i < st->stats->n_tables && rc == 0; i++) {
+        const Zeps__TableStats *t = st->stats->tables[i];
+        if (t->kind == 0 && t->slice_end > t->slice_begin) {
+            fprintf(stderr,
+                    "zepsctl shards remove: shard %d holds elements [%" PRIu64 ", %" PRIu64
+                    ") of dense table '%s': dense tables are not slotted and do not move "
+                    "(docs/elastic.md), so it cannot be removed; nothing changed\n",
+                    k, t->slice_begin, t->slice_end, t->name);
+            rc = ZP_EXIT_SETUP;
+        }
+    }
+    zeps__header__free_unpacked(st, NULL);
+    return rc;
+}
+
+/* One move of some of shard k's slots to the shard among `to` with the
+ * fewest rows: its exit status; *left the slots k still owns before it. */
+static int give_some(zp_mover *m, int k, const uint8_t *to, int nth, uint32_t *left)
+{
+    int n = zp_ctl_mover_shards(m), b = -1, others = 0;
+    uint64_t rows[ZP_MAX_SHARDS], total = 0;
+    for (int j = 0; j < n; j++) {
+        if (j != k && !to[j])
+            continue;
+        if (zp_ctl_mover_rows(m, j, &rows[j]) != 0) {
+            fprintf(stderr, "zepsctl shards remove: %s\n", zp_ctl_mover_err(m));
+            return ZP_EXIT_FAILED;
+        }
+        total += rows[j];
+        if (j != k) {
+            others++;
+            b = b < 0 || rows[j] < rows[b] ? j : b;
+        }
+    }
+    zp_slotmap *map = NULL;
+    if (zp_ctl_mover_map(m, k, &map) != 0) {
+        fprintf(stderr, "zepsctl shards remove: %s\n", zp_ctl_mover_err(m));
+        return ZP_EXIT_FAILED;
+    }
+    uint32_t owned = zp_slotmap_count(map, k), take = owned;
+    *left = owned;
+    double want = (double)total / others - (double)rows[b];
+    if (owned > 0 && rows[k] > 0 && others > 1 && want < (double)rows[k]) {
+        double n_slots = floor(want / ((double)rows[k] / owned) + 0.5);
+        take = n_slots < 1 ? 1 : n_slots > owned ? owned : (uint32_t)n_slots;
+    }
+    uint8_t *which = zp_alloc_zeroed(zp_slotmap_slots(map), 1);
+    for (uint32_t s = 0, got = 0; s < zp_slotmap_slots(map) && got < take; s++)
+        if (zp_slotmap_slot_owner(map, s) == k)
+            which[s] = 1, got++;
+    int rc = ZP_EXIT_OK;
+    if (owned > 0) {
+        printf("move %d: %u of shard %d's %u slots (%" PRIu64 " rows) to shard %d (%" PRIu64
+               " rows)\n",
+               nth, take, k, owned, rows[k], b, rows[b]);
+        fflush(stdout);
+        rc = zp_ctl_mover_move(m, k, b, which, NULL);
+    }
+    free(which);
+    zp_slotmap_destroy(&map);
+    return rc;
+}
+
+static int remove_shard(zp_mover *m, const el_opts *o)
+{
+    int n = zp_ctl_mover_shards(m);
+    long long k = zp_ctl_mover_number(o->what, 0, ZP_MAX_SHARDS - 1);
+    if (k < 0 || k >= n) {
+        fprintf(stderr, "zepsctl shards remove: '%s' is not one of the cluster's %d shards\n",
+                o->what, n);
+        return ZP_EXIT_SETUP;
+    }
+    zp_slotmap *cur = NULL;
+    int rc = mode_refused(m, "remove");
+    if (rc == 0)
+        rc = common_map(m, "remove", &cur);
+    if (rc == 0)
+        rc = dense_refused(m, (int)k);
+    uint8_t to[ZP_MAX_SHARDS] = {0};
+    int others = 0;
+    for (int j = 0; rc == 0 && j < n; j++) {
+        to[j] = j != k && zp_slotmap_count(cur, j) > 0;
+        others += to[j];
+    }
+    if (rc == 0 && others == 0) {
+        fprintf(stderr,
+                "zepsctl shards remove: shard %lld is the only shard that owns slots; nothing "
+                "changed\n",
+                k);
+        rc = ZP_EXIT_SETUP;
+    }
+    zp_slotmap_destroy(&cur);
+    uint32_t left = 1;
+    for (int nth = 1; rc == 0 && left > 0 && nth <= o->max_moves + 1; nth++)
+        rc = give_some(m, (int)k, to, nth, &left);
+    uint64_t rows = 0;
+    if (rc == 0 && zp_ctl_mover_rows(m, (int)k, &rows) != 0)
+        rc = ZP_EXIT_FAILED;
+    if (rc == 0 && (left > 0 || rows > 0)) {
+        fprintf(stderr,
+                "zepsctl shards remove: shard %lld still owns %u slots and %" PRIu64
+                " rows after %d moves\n",
+                k, left, rows, o->max_moves);
+        rc = ZP_EXIT_FAILED;
+    }
+    if (rc == 0)
+        printf("shards remove: shard %lld owns 0 slots and 0 rows: the running workers send it "
+               "nothing more (no CLOCK outside bsp), so it can be stopped; a client that starts "
+               "later says HELLO to it, so run it (empty) again before new workers start "
+               "(docs/elastic.md, \"Removing a shard\")\n",
+               k);
+    return rc;
+}
+
+static int run(int argc, char **argv, bool is_add)
+{
+    const char *cmd = is_add ? "add" : "remove";
+    el_opts o;
+    int rc = parse(&o, argc, argv, cmd);
+    if (rc != 0) {
+        usage(rc > 0 ? stdout : stderr, is_add);
+        return rc > 0 ? ZP_EXIT_OK : ZP_EXIT_SETUP;
+    }
+    zp_mover *m = NULL;
+    char err[1024];
+    if (zp_ctl_mover_new(&m, &o.mv, err, sizeof(err)) != 0) {
+        fprintf(stderr, "zepsctl shards %s: %s\n", cmd, err);
+        return ZP_EXIT_SETUP;
+    }
+    rc = is_add ? add(m, &o) : remove_shard(m, &o);
+    zp_ctl_mover_destroy(&m);
+    return rc;
+}
+
+int zp_ctl_elastic_add(int argc, char **argv)
+{
+    return run(argc, argv, true);
+}
+
+int zp_ctl_elastic_remove(int argc, char **argv)
+{
+    return run(argc, argv, false);
+}

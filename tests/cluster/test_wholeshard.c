@@ -8,7 +8,7 @@
  *     final snapshot and its clean-exit record let a restarted replica be
  *     elected; a new worker reads exactly the values acknowledged before
  *     the stop and trains on; then both stopped at once and started again:
- *     the same values;
+ *     the same values; one replica started again alone is elected too;
  *   - killed with SIGKILL (after a snapshot taken by hand): nobody is
  *     elected, every replica refuses workers, the log says why;
  *   - a record of an earlier epoch (the primary stopped cleanly, the backup
@@ -249,6 +249,36 @@ START_TEST(test_sigterm_restart_elects)
 }
 END_TEST
 
+/* One replica back alone (the other machine still down): the record's
+ * snapshot is the one it restored, so it is elected on its own, and serves
+ * what was acknowledged. */
+START_TEST(test_sigterm_one_back_elects)
+{
+    zt_zk zk;
+    zt_rset rs = {0};
+    static float expect[LEN];
+    zeps_client *c = begin(&zk, &rs, expect);
+    push_steps(c, 0, 12, expect);
+    zeps_client_destroy(&c);
+    stop_cleanly(&rs);
+
+    zt_rset_start(&rs, 1); /* the former backup; the shared snapshot_dir */
+    uint64_t epoch;
+    int p = wait_any_primary(&rs, &epoch);
+    ck_assert_int_eq(p, 1);
+    ck_assert_uint_eq(epoch, 2);
+    ck_assert(log_has(&rs, 1, "standing on that record"));
+    zt_rset_wait(&rs, 1, "primary", 2, 1, WAIT_S);
+    ck_assert_int_eq(zeps_client_new(&c, rs.conf, 0), 0);
+    expect_values(c, expect, "one replica back alone");
+    push_steps(c, 12, 3, expect);
+    expect_values(c, expect, "trained on with one replica");
+    zeps_client_destroy(&c);
+    zt_rset_stop(&rs);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 static void snapshot_take(zt_rset *rs)
 {
     char cmd[1400], bin[512];
@@ -391,6 +421,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("cluster");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_sigterm_restart_elects);
+    tcase_add_test(tc, test_sigterm_one_back_elects);
     tcase_add_test(tc, test_sigkill_restart_waits);
     tcase_add_test(tc, test_stale_record_not_honoured);
     tcase_add_test(tc, test_record_of_another_snapshot);

@@ -617,9 +617,15 @@ START_TEST(message_truncated)
     ck_assert_uint_eq(strlen(err), sizeof(err) - 1);
     ck_assert(strncmp(err, "a-rather-long-f", 15) == 0);
 
-    /* No buffer at all is fine too. */
+    /* No buffer at all is fine too, whatever length comes with it. */
     ck_assert_int_eq(zp_config_parse(cfg, "junk", "x", NULL, 0), ZEPS_ECONFIG);
+    ck_assert_int_eq(zp_config_parse(cfg, "junk", "x", NULL, 16), ZEPS_ECONFIG);
     ck_assert_int_eq(zp_config_load(cfg, "/nonexistent/zeps.conf", NULL, 0), ZEPS_EIO);
+    ck_assert_int_eq(zp_config_load(cfg, "/nonexistent/zeps.conf", NULL, 16), ZEPS_EIO);
+    char path[64];
+    write_temp(path, sizeof(path), HEAD TAIL);
+    ck_assert_int_eq(zp_config_load(cfg, path, NULL, 16), ZEPS_OK);
+    ck_assert_int_eq(unlink(path), 0);
     ck_assert_int_eq(zp_config_parse(NULL, "", "x", err, sizeof(err)), ZEPS_EINVAL);
     ck_assert_int_eq(zp_config_parse(cfg, NULL, "x", err, sizeof(err)), ZEPS_EINVAL);
     free(cfg);

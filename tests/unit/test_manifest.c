@@ -122,6 +122,11 @@ START_TEST(test_manifest)
     zt_snap_spit(mpath, b, len / 2);
     ck_assert_int_eq(zp_manifest_load(zt_snap_dir, &m, err, sizeof(err)), ZEPS_EDATA);
     ck_assert_ptr_null(m);
+    b[20] ^= 1; /* intact again, but for its final newline */
+    zt_snap_spit(mpath, b, len - 1);
+    ck_assert_int_eq(zp_manifest_load(zt_snap_dir, &m, err, sizeof(err)), ZEPS_EDATA);
+    ck_assert_msg(strstr(err, mpath) && strstr(err, "truncated (no final newline)"), "%s", err);
+    ck_assert_ptr_null(m);
     free(b);
     zt_snap_dir_remove();
 }

@@ -18,8 +18,9 @@
 #   ZEPS_BENCH_MODEL (ctr, the default, or dlrm: ctr_dlrm.py --model),
 #   ZEPS_BENCH_ARGS (more options for ctr_dlrm.py, e.g. --no-prefetch),
 #   ZEPS_BENCH_CONSISTENCY (the cluster's mode: async for ctr, bsp for dlrm by
-#   default; under bsp lost_worker_timeout_s = 0: the shards would declare a
-#   worker lost while rank 0 evaluates, a minute on a loaded machine)
+#   default; under bsp and ssp lost_worker_timeout_s = 0: the shards would declare a
+#   worker lost while rank 0 evaluates, a minute on a loaded machine),
+#   ZEPS_BENCH_STALENESS (ssp's bound, cluster.staleness; default 0)
 set -euo pipefail
 src=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)
 build=${ZEPS_BUILD_DIR:-$src/build}
@@ -34,7 +35,8 @@ export OPENBLAS_NUM_THREADS=1 PYTHONPATH=$build/python
 model=${ZEPS_BENCH_MODEL:-ctr}
 mode=${ZEPS_BENCH_CONSISTENCY:-$([ "$model" = dlrm ] && echo bsp || echo async)}
 lost=""
-[ "$mode" = bsp ] && lost="\n    lost_worker_timeout_s = 0;"
+[ "$mode" = bsp ] || [ "$mode" = ssp ] && lost="\n    lost_worker_timeout_s = 0;"
+[ -n "${ZEPS_BENCH_STALENESS:-}" ] && lost="$lost\n    staleness = $ZEPS_BENCH_STALENESS;"
 port=$((20000 + RANDOM % 20000))
 sed -e "s|@DATA@|$data|g" -e "s|:17200\"|:$port\"|" -e "s|:17201\"|:$((port + 1))\"|" \
     -e "s|consistency = \"async\";|consistency = \"$mode\";$lost|" \

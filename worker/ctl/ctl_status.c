@@ -415,6 +415,24 @@ static void print_shard(const Zeps__ShardStats *st)
     print_traffic(st);
 }
 
+/* Whether a shard may have joined at run time: some shard's map is not
+ * the default (a join moves it past epoch 0), or some shard did not say.
+ * Asking for the joined shards costs every shard a request, which a scrape
+ * taken after these STATS would count, so it is made only then. */
+static bool maybe_joined(const answer *a, int n)
+{
+    for (int k = 0; k < n; k++) {
+        Zeps__ShardStats *st =
+            a[k].buf ? zeps__shard_stats__unpack(NULL, a[k].len, a[k].buf) : NULL;
+        uint64_t epoch = st ? st->slot_epoch : 1;
+        if (st)
+            zeps__shard_stats__free_unpacked(st, NULL);
+        if (epoch != 0)
+            return true;
+    }
+    return false;
+}
+
 /* Print every answer (a[] holds `replicas` rows of n: replica r of shard
  * first + k at a[r * n + k]; then the `joined` shards that joined at run
  * time, first + n on); returns how many did not answer. */
@@ -555,7 +573,7 @@ static int status_or_stats(int argc, char **argv, bool staleness)
      * --timeout (at least JOINED_MIN_MS: each shard down that is asked for
      * its map waits that long) */
     int left = (int)fmax(JOINED_MIN_MS, (deadline - zp_now_s()) * 1e3);
-    int joined = o.shard < 0 && replicas == 1
+    int joined = o.shard < 0 && replicas == 1 && maybe_joined(a, n)
                      ? zp_ctl_probe_joined(o.config, left, a + n, ZP_MAX_SHARDS)
                      : 0;
     rc = print_answers(cfg, first, n, replicas, joined, a, o.json, o.staleness) ? ZP_EXIT_FAILED

@@ -194,8 +194,12 @@ START_TEST(test_parked_abort)
     zt_shard *z = frozen_source(ids, 2, &t, &next);
     Zeps__Header pull, push;
     park_two(z, t, ids, &pull, &push);
+    zt_reply *r = step(z, ZP_MOVE_ABORT, 2, NULL, 0); /* another move's peer: not this one */
+    ck_assert_int_eq(r->h->error, 0);
+    ck_assert_uint_eq(r->h->count, 0);
+    ck_assert_ptr_nonnull(z->s->move);
     int before = z->n;
-    zt_reply *r = step(z, ZP_MOVE_ABORT, 1, NULL, 0);
+    r = step(z, ZP_MOVE_ABORT, 1, NULL, 0);
     ck_assert_int_eq(z->n, before + 3);
     ck_assert_int_eq(r->h->error, 0);
     assert_answers(&z->r[before], &pull, 0, 0); /* send it here again */
@@ -204,6 +208,9 @@ START_TEST(test_parked_abort)
     ck_assert_uint_eq(rows_of(z, t), 2);
     ck_assert_int_eq(zt_spull(z, 0, t, ids, 2, 0), 1); /* served now */
     ck_assert_int_eq(zt_last(z)->h->error, 0);
+    r = step(z, ZP_MOVE_ABORT, 1, NULL, 0); /* no move any more: nothing to abort */
+    ck_assert_int_eq(r->h->error, 0);
+    ck_assert_uint_eq(r->h->count, 0);
     zp_slotmap_destroy(&next);
     zt_shard_free(z);
 }

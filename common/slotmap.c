@@ -22,6 +22,7 @@ struct zp_slotmap {
     int nshards;
     int base;         /* shards of the cluster file; those past it joined at run time */
     char *eps;        /* [nshards - base][ZP_SLOTMAP_EP_MAX]: the joined shards' endpoints */
+    uint64_t retired[ZP_SLOTMAP_SHARDS_MAX / 64]; /* bit k: shard k retired (owns no slot) */
     uint16_t owner[]; /* [slots] */
 };
 
@@ -33,14 +34,16 @@ static zp_slotmap *alloc_map(uint32_t slots, int nshards, uint64_t epoch)
     m->nshards = nshards;
     m->base = nshards;
     m->eps = NULL;
+    memset(m->retired, 0, sizeof(m->retired));
     return m;
 }
 
-/* n's joined shards as m's (m has none yet). */
+/* n's joined and retired shards as m's (n has none yet). */
 static void copy_joined(zp_slotmap *n, const zp_slotmap *m)
 {
     n->nshards = m->nshards;
     n->base = m->base;
+    memcpy(n->retired, m->retired, sizeof(n->retired));
     if (m->eps) {
         size_t len = (size_t)(m->nshards - m->base) * ZP_SLOTMAP_EP_MAX;
         n->eps = zp_alloc(len);
@@ -120,6 +123,58 @@ int zp_slotmap_joined(const zp_slotmap *m, const char *endpoint, zp_slotmap **ou
     if (had)
         memcpy(n->eps, m->eps, had);
     memcpy(n->eps + had, endpoint, len);
+    memcpy(n->retired, m->retired, sizeof(n->retired));
+    *out = n;
+    return 0;
+}
+
+static bool is_retired(const zp_slotmap *m, int k)
+{
+    return (m->retired[k / 64] >> (k % 64)) & 1;
+}
+
+static int count_retired(const zp_slotmap *m)
+{
+    int n = 0;
+    for (int k = 0; k < m->nshards; k++)
+        n += is_retired(m, k);
+    return n;
+}
+
+bool zp_slotmap_retired(const zp_slotmap *m, int k)
+{
+    return k >= 0 && k < m->nshards && is_retired(m, k);
+}
+
+int zp_slotmap_unretires(const zp_slotmap *have, const zp_slotmap *next)
+{
+    for (int k = 0; k < have->nshards; k++)
+        if (is_retired(have, k) && !zp_slotmap_retired(next, k))
+            return k;
+    return -1;
+}
+
+int zp_slotmap_retire(const zp_slotmap *m, int k, zp_slotmap **out, char *err, size_t errlen)
+{
+    if (k <= 0 || k >= m->nshards)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "shard %d cannot be retired: the map names shards 0-%d, and shard 0 "
+                             "keeps the cluster's BARRIER",
+                             k, m->nshards - 1);
+    if (is_retired(m, k))
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "shard %d is retired already (slot map epoch %" PRIu64 ")", k,
+                             m->epoch);
+    uint32_t owns = zp_slotmap_count(m, k);
+    if (owns > 0)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "shard %d owns %u slots at slot map epoch %" PRIu64
+                             ": move them away first (zepsctl shards remove %d)",
+                             k, owns, m->epoch, k);
+    zp_slotmap *n = alloc_map(m->slots, m->nshards, m->epoch + 1);
+    memcpy(n->owner, m->owner, (size_t)m->slots * sizeof(uint16_t));
+    copy_joined(n, m);
+    n->retired[k / 64] |= (uint64_t)1 << (k % 64);
     *out = n;
     return 0;
 }
@@ -334,11 +389,14 @@ static uint32_t get32(const unsigned char *p)
 size_t zp_slotmap_wire_size(const zp_slotmap *m)
 {
     size_t n = ZP_SLOTMAP_WIRE_HDR + (size_t)m->slots * 2;
-    if (m->nshards > m->base) {
+    int retired = count_retired(m);
+    if (m->nshards > m->base || retired) {
         n += 4;
         for (int k = m->base; k < m->nshards; k++)
             n += 2 + strlen(zp_slotmap_endpoint(m, k));
     }
+    if (retired)
+        n += 4 + 2 * (size_t)retired;
     return n;
 }
 
@@ -353,7 +411,8 @@ void zp_slotmap_encode(const zp_slotmap *m, void *buf)
         p[16 + 2 * s] = (unsigned char)m->owner[s];
         p[17 + 2 * s] = (unsigned char)(m->owner[s] >> 8);
     }
-    if (m->nshards == m->base)
+    int retired = count_retired(m);
+    if (m->nshards == m->base && !retired)
         return; /* the form of every map before shards could join, byte for byte */
     p += ZP_SLOTMAP_WIRE_HDR + (size_t)m->slots * 2;
     put32(p, (uint32_t)m->base);
@@ -366,6 +425,42 @@ void zp_slotmap_encode(const zp_slotmap *m, void *buf)
         memcpy(p + 2, ep, len);
         p += 2 + len;
     }
+    if (!retired)
+        return; /* the form of every map before shards could retire, byte for byte */
+    put32(p, (uint32_t)retired);
+    p += 4;
+    for (int k = 0; k < m->nshards; k++)
+        if (is_retired(m, k)) {
+            p[0] = (unsigned char)k;
+            p[1] = (unsigned char)(k >> 8);
+            p += 2;
+        }
+}
+
+/* The retired shards' list after the joined ones (p, len bytes) into m:
+ * a u32 count (>= 1), then that many u16 shard indices, ascending, each
+ * a shard of the map but shard 0. 0, or ZEPS_EPROTO with a reason. */
+static int decode_retired(zp_slotmap *m, const unsigned char *p, size_t len, char *err,
+                          size_t errlen)
+{
+    uint32_t n = len >= 4 ? get32(p) : 0;
+    if (n == 0 || len != 4 + 2 * (size_t)n)
+        return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                             "a slot map's list of retired shards of %zu bytes (a count >= 1, "
+                             "then 2 bytes a shard)",
+                             len);
+    int last = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        int k = p[4 + 2 * i] | p[5 + 2 * i] << 8;
+        if (k <= last || k >= m->nshards)
+            return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                                 "retired shard %d of the slot map is not one of shards 1-%d "
+                                 "in ascending order",
+                                 k, m->nshards - 1);
+        m->retired[k / 64] |= (uint64_t)1 << (k % 64);
+        last = k;
+    }
+    return 0;
 }
 
 /* The joined shards' list after the owners (p, len bytes) into m, whose
@@ -373,7 +468,7 @@ void zp_slotmap_encode(const zp_slotmap *m, void *buf)
 static int decode_joined(zp_slotmap *m, const unsigned char *p, size_t len, int base, char *err,
                          size_t errlen)
 {
-    if (len < 4 || get32(p) != (uint32_t)base || m->nshards <= base)
+    if (len < 4 || get32(p) != (uint32_t)base || m->nshards < base)
         return zp_errors_set(err, errlen, ZEPS_EPROTO,
                              "a slot map over %d shards whose list of joined shards (%zu bytes) "
                              "does not start from this cluster's %d",
@@ -389,10 +484,10 @@ static int decode_joined(zp_slotmap *m, const unsigned char *p, size_t len, int 
         memcpy(m->eps + (size_t)(k - base) * ZP_SLOTMAP_EP_MAX, p + at + 2, n);
         at += 2 + n;
     }
-    if (at != len)
+    if (at == len && m->nshards == base)
         return zp_errors_set(err, errlen, ZEPS_EPROTO,
-                             "%zu bytes after the slot map's list of joined shards", len - at);
-    return 0;
+                             "a slot map with an empty list of joined shards and no retired one");
+    return at == len ? 0 : decode_retired(m, p + at, len - at, err, errlen);
 }
 
 int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards, char *err,
@@ -410,7 +505,7 @@ int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards
                              "a slot map of %u slots (1..%d) in %zu bytes", slots, ZP_SLOTS_MAX,
                              len);
     if (len == owners ? shards != (uint32_t)nshards
-                      : shards <= (uint32_t)nshards || shards > ZP_SLOTMAP_SHARDS_MAX)
+                      : shards < (uint32_t)nshards || shards > ZP_SLOTMAP_SHARDS_MAX)
         return zp_errors_set(err, errlen, ZEPS_EPROTO,
                              "a slot map over %u shards%s; this cluster has %d", shards,
                              len == owners ? "" : " (with joined shards)", nshards);
@@ -421,6 +516,10 @@ int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards
         if (m->owner[s] >= shards)
             rc = zp_errors_set(err, errlen, ZEPS_EPROTO, "slot %u of the map names shard %d of %u",
                                s, m->owner[s], shards);
+        else if (is_retired(m, m->owner[s]))
+            rc = zp_errors_set(err, errlen, ZEPS_EPROTO,
+                               "slot %u of the map names shard %d, which the map retires", s,
+                               m->owner[s]);
     }
     if (rc != 0) {
         zp_slotmap_destroy(&m);
@@ -432,7 +531,7 @@ int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards
 
 int zp_slotmap_moved(const zp_slotmap *m, const uint8_t *which, int to, zp_slotmap **out)
 {
-    if (!m || !which || !out || to < 0 || to >= m->nshards)
+    if (!m || !which || !out || to < 0 || to >= m->nshards || is_retired(m, to))
         return ZEPS_EINVAL;
     zp_slotmap *n = alloc_map(m->slots, m->nshards, m->epoch + 1);
     copy_joined(n, m);

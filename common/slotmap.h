@@ -27,6 +27,7 @@
 #ifndef ZP_SLOTMAP_H
 #define ZP_SLOTMAP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -74,6 +75,21 @@ const char *zp_slotmap_endpoint(const zp_slotmap *m, int k);
 int zp_slotmap_joined(const zp_slotmap *m, const char *endpoint, zp_slotmap **out, char *err,
                       size_t errlen);
 
+/* Whether the map retires shard k: a shard removed for good (zepsctl
+ * shards retire), which owns no slot, never gets one again and need not
+ * run (docs/elastic.md, "Retiring a removed shard"). */
+bool zp_slotmap_retired(const zp_slotmap *m, int k);
+
+/* The map at m's epoch + 1 with shard k retired, into *out (the
+ * caller's). 0, or ZEPS_EINVAL with a reason in err: k is shard 0 (which
+ * keeps the cluster's BARRIER), not a shard of the map, retired already,
+ * or owns a slot. */
+int zp_slotmap_retire(const zp_slotmap *m, int k, zp_slotmap **out, char *err, size_t errlen);
+
+/* The first shard `have` retires and `next` does not (a map never
+ * forgets a retirement), or -1. */
+int zp_slotmap_unretires(const zp_slotmap *have, const zp_slotmap *next);
+
 /* The slot of `id`, and the shard that owns it. */
 uint32_t zp_slotmap_slot_of(const zp_slotmap *m, uint64_t id);
 int zp_slotmap_owner(const zp_slotmap *m, uint64_t id);
@@ -86,21 +102,24 @@ uint32_t zp_slotmap_count(const zp_slotmap *m, int k);
 
 /* The map as it travels (the payload of an EMOVED reply, docs/protocol.md):
  * ZP_SLOTMAP_WIRE_HDR + 2 * slots bytes, little-endian; a map with joined
- * shards then lists them: u32 base, and per joined shard a u16 length and
- * its endpoint's bytes (no NUL). */
+ * or retired shards then lists the joined ones: u32 base, and per joined
+ * shard a u16 length and its endpoint's bytes (no NUL); a map with retired
+ * shards then lists them: u32 count, and a u16 index each, ascending. */
 size_t zp_slotmap_wire_size(const zp_slotmap *m);
 void zp_slotmap_encode(const zp_slotmap *m, void *buf);
 
 /* A map from its wire form, checked: the length, a slot count in
  * 1..ZP_SLOTS_MAX, `nshards` base shards (the cluster file's), joined
- * shards only with their endpoints, every owner below the shard count. On
+ * shards only with their endpoints, every owner below the shard count and
+ * not retired, retired shards listed once each, never shard 0. On
  * success *out is the caller's; ZEPS_EPROTO with a reason otherwise. */
 int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards, char *err,
                       size_t errlen);
 
 /* The map at m's epoch + 1 with every slot k where which[k] != 0 given
- * to shard `to` (< m's shards), the others (and the joined shards) as in
- * m, into *out (the caller's). 0 or ZEPS_EINVAL. */
+ * to shard `to` (< m's shards, not retired), the others (and the joined
+ * and retired shards) as in m, into *out (the caller's). 0 or
+ * ZEPS_EINVAL. */
 int zp_slotmap_moved(const zp_slotmap *m, const uint8_t *which, int to, zp_slotmap **out);
 
 /* A slot set from its text, `LO-HI` or `SLOT` items separated by commas

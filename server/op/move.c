@@ -102,6 +102,10 @@ static zp_slotmap *checked_map(zp_server *s, zp_request *r)
         snprintf(why, sizeof(why), "a map of %u slots; shard %d's has %u", zp_slotmap_slots(next),
                  s->shard, zp_slotmap_slots(s->slots));
         rc = ZEPS_EINVAL;
+    } else if (rc == 0 && zp_slotmap_unretires(s->slots, next) >= 0) {
+        snprintf(why, sizeof(why), "the map does not retire shard %d, which shard %d's retires",
+                 zp_slotmap_unretires(s->slots, next), s->shard);
+        rc = ZEPS_EINVAL;
     }
     if (rc != 0) {
         zp_slotmap_destroy(&next);

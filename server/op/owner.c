@@ -113,6 +113,14 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  zp_slotmap_shards(next), s->shard, zp_slotmap_shards(s->slots));
         return ZEPS_EINVAL;
     }
+    int back = zp_slotmap_unretires(s->slots, next);
+    if (back >= 0) {
+        snprintf(why, len,
+                 "the map of epoch %" PRIu64 " does not retire shard %d, which shard %d's "
+                 "retires: a retired shard never comes back (docs/elastic.md)",
+                 want, back, s->shard);
+        return ZEPS_EINVAL;
+    }
     if (zp_slotmap_slots(next) != zp_slotmap_slots(s->slots)) {
         snprintf(why, len,
                  "a map of %u slots; shard %d's has %u (a move changes owners, never "

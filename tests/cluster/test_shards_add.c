@@ -55,37 +55,6 @@
 
 #define WORKERS 3
 
-/* The endpoint of a shard that joins: ipc:// in the cluster's folder. */
-static void join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len)
-{
-    snprintf(buf, len, "ipc://%s/joined-%d", cl->dir, k);
-}
-
-/* SLOTS with `map` to shard k, as a tool on a socket of its own: the
- * reply's error code (0: taken). */
-static int send_slots(const zt_cluster *cl, int k, const zp_slotmap *map)
-{
-    size_t len = zp_slotmap_wire_size(map);
-    void *wire = malloc(len);
-    zp_slotmap_encode(map, wire);
-    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
-    Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__SLOTS;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
-    Zeps__Header *rep = zt_raw_req(sock, &h, wire, len);
-    int rc = rep->op == ZEPS__OP__ERROR ? (int)rep->error : 0;
-    if (rc)
-        printf("SLOTS to shard %d: %s\n", k, rep->error_text);
-    zeps__header__free_unpacked(rep, NULL);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
-    free(wire);
-    return rc;
-}
-
 /* Shard k's table 0 pushes and slots owned (STATS). */
 static uint64_t table_pushes(zeps_client *c, int k, uint32_t *owned)
 {
@@ -157,14 +126,14 @@ static void learned_shard(const char *extra)
     ck_assert_int_eq(zeps_num_shards(a), 2);
 
     char ep[400];
-    join_endpoint(&cl, 2, ep, sizeof(ep));
+    zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
     ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
     zp_slotmap *base = NULL, *joined = NULL;
     char why[256];
     ck_assert_int_eq(zp_slotmap_new_default(&base, 2), 0);
     ck_assert_int_eq(zp_slotmap_joined(base, ep, &joined, why, sizeof(why)), 0);
     for (int k = 2; k >= 0; k--) /* the new shard first, as zepsctl shards add does */
-        ck_assert_int_eq(send_slots(&cl, k, joined), 0);
+        ck_assert_int_eq(zt_move_send_slots(&cl, k, joined), 0);
     /* a map without the shard that joined is refused now: it would forget it */
     zp_slotmap *older = NULL;
     uint8_t none[4096] = {0};
@@ -173,7 +142,7 @@ static void learned_shard(const char *extra)
     ck_assert_int_eq(zp_slotmap_moved(older, none, 0, &bumped), 0); /* epoch 1, 2 shards */
     zp_slotmap *bumped2 = NULL;
     ck_assert_int_eq(zp_slotmap_moved(bumped, none, 0, &bumped2), 0); /* epoch 2 */
-    ck_assert_int_eq(send_slots(&cl, 0, bumped2), ZEPS_EINVAL);
+    ck_assert_int_eq(zt_move_send_slots(&cl, 0, bumped2), ZEPS_EINVAL);
     zp_slotmap_destroy(&older);
     zp_slotmap_destroy(&bumped);
     zp_slotmap_destroy(&bumped2);
@@ -249,26 +218,6 @@ START_TEST(test_learned_shard_curve)
     }
 }
 
-/* The counter oracle through the final map, without a redirect. */
-static void check_oracle(const zt_cluster *cl, long sum, long weighted)
-{
-    static uint64_t ids[NIDS];
-    static float got[NIDS * DIM];
-    zt_move_ids(ids, NIDS, 0);
-    zeps_client *c = zt_client_replacing(cl, 0);
-    ck_assert_ptr_nonnull(c);
-    uint32_t t = zt_move_declare(c);
-    ck_assert_msg(zeps_spull(c, t, ids, NIDS, got, 0) == 0, "%s", zeps_last_error(c));
-    for (int i = 0; i < NIDS; i++)
-        ck_assert_msg(got[i * DIM] == (float)sum && got[i * DIM + 1] == (float)weighted,
-                      "id %d: %g pushes applied (%g weighted), %ld (%ld) answered", i, got[i * DIM],
-                      got[i * DIM + 1], sum, weighted);
-    zeps_client_stats cs;
-    zeps_client_get_stats(c, &cs);
-    ck_assert_uint_eq(cs.slot_redirects, 0);
-    zeps_client_destroy(&c);
-}
-
 /* Rows and map epoch of shards 0..n-1; the rows' total. */
 static uint64_t all_rows(zeps_client *tl, int n, uint64_t *rows, uint64_t *epoch)
 {
@@ -280,19 +229,12 @@ static uint64_t all_rows(zeps_client *tl, int n, uint64_t *rows, uint64_t *epoch
     return total;
 }
 
-/* Whether every worker process still runs. */
-static void workers_run(const pid_t *pids)
-{
-    for (int w = 0; w < WORKERS; w++)
-        ck_assert_int_eq(waitpid(pids[w], NULL, WNOHANG), 0);
-}
-
 /* A third shard joins mid-run: shards add balances the rows (+-10 %, one
  * map) and the workers push to it. */
 static void add_mid_run(zt_cluster *cl, const pid_t *pids)
 {
     char log[400], ep[400];
-    join_endpoint(cl, 2, ep, sizeof(ep));
+    zt_move_join_endpoint(cl, 2, ep, sizeof(ep));
     ck_assert_int_eq(zt_server_join(cl, 2, ep), 0);
     snprintf(log, sizeof(log), "%s/add.log", cl->dir);
     char *add[] = {"shards", "add", ep, "--config", cl->conf, "--threshold", "64", NULL};
@@ -303,7 +245,7 @@ static void add_mid_run(zt_cluster *cl, const pid_t *pids)
     ck_assert(zt_move_file_has(log, "slot map epoch 1: shard 2 at "));
     ck_assert(zt_move_file_has(log, "(tolerance 10 %): balanced"));
     ck_assert(zt_move_file_has(log, "joined and holds its share of the rows"));
-    workers_run(pids);                  /* they pushed all along */
+    zt_move_workers_run(pids, WORKERS);                  /* they pushed all along */
     zeps_client *tl = zt_move_tool(cl); /* learns shard 2 from its HELLO */
     ck_assert_int_eq(zeps_num_shards(tl), 3);
     uint64_t rows[3], epoch[3];
@@ -344,7 +286,7 @@ static void remove_shard0(zt_cluster *cl, const pid_t *pids)
     uint64_t rows[3], epoch[3];
     ck_assert_uint_eq(all_rows(tl, 3, rows, epoch), NIDS);
     ck_assert_uint_eq(rows[0], 0);
-    workers_run(pids);
+    zt_move_workers_run(pids, WORKERS);
     uint64_t p0 = table_pushes(tl, 0, NULL), p1 = table_pushes(tl, 1, NULL);
     for (int i = 0; i < 600 && table_pushes(tl, 1, NULL) < p1 + 2 * WORKERS; i++)
         usleep(50 * 1000);
@@ -365,7 +307,7 @@ static void remove_shard0(zt_cluster *cl, const pid_t *pids)
     for (int i = 0; i < 600 && table_pushes_raw(cl, 1) < p1 + 2 * WORKERS; i++)
         usleep(50 * 1000);
     ck_assert_uint_ge(table_pushes_raw(cl, 1), p1 + 2 * WORKERS);
-    workers_run(pids);
+    zt_move_workers_run(pids, WORKERS);
     ck_assert_int_eq(zt_server_start(cl, 0), 0);
     zeps_client_destroy(&b);
     /* shard 0 restarted holds the default map, which names no joined
@@ -382,37 +324,16 @@ START_TEST(test_add_remove_under_load)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 2, WORKERS + 1, "async", NULL, NULL), 0);
-    char stop[400], out[WORKERS][400];
-    snprintf(stop, sizeof(stop), "%s/stop", cl.dir);
     pid_t pids[WORKERS];
-    for (int w = 0; w < WORKERS; w++) {
-        snprintf(out[w], sizeof(out[w]), "%s/worker-%d.out", cl.dir, w);
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
-        if (pids[w] == 0)
-            zt_move_push_worker(&cl, w, stop, out[w]);
-    }
+    zt_move_workers_start(&cl, WORKERS, pids);
     zeps_client *tl = zt_move_tool(&cl);
     for (int i = 0; i < 600 && zt_move_rows(tl, 0, NULL) == 0; i++)
         usleep(50 * 1000);
     zeps_client_destroy(&tl);
     add_mid_run(&cl, pids);
     remove_shard0(&cl, pids);
-
-    FILE *f = fopen(stop, "w");
-    fclose(f);
-    long sum = 0, weighted = 0;
-    for (int w = 0; w < WORKERS; w++) {
-        int ws = zt_wait(pids[w], 60);
-        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
-        long p = 0;
-        FILE *o = fopen(out[w], "r");
-        ck_assert_int_eq(fscanf(o, "%ld", &p), 1);
-        fclose(o);
-        sum += p;
-        weighted += p * (w + 1);
-    }
-    check_oracle(&cl, sum, weighted);
+    long weighted, sum = zt_move_workers_end(&cl, WORKERS, pids, &weighted);
+    zt_move_check_oracle(&cl, sum, weighted);
     printf("0 pushes lost, 0 applied twice under %ld pushes\n", sum);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
@@ -471,7 +392,7 @@ START_TEST(test_add_remove_under_ssp)
     for (int i = 0; i < 600 && table_pushes(tl, 0, NULL) < 3 * WORKERS; i++)
         usleep(50 * 1000);
     zeps_client_destroy(&tl);
-    join_endpoint(&cl, 2, ep, sizeof(ep));
+    zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
     ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
     snprintf(log, sizeof(log), "%s/add.log", cl.dir);
     char *add[] = {"shards", "add", ep, "--config", cl.conf, "--threshold", "64", NULL};
@@ -484,13 +405,13 @@ START_TEST(test_add_remove_under_ssp)
         usleep(50 * 1000);
     ck_assert_uint_ge(table_pushes(tl, 2, NULL), before + 2 * WORKERS);
     zeps_client_destroy(&tl);
-    workers_run(pids);
+    zt_move_workers_run(pids, WORKERS);
     snprintf(log, sizeof(log), "%s/remove.log", cl.dir);
     char *rm[] = {"shards", "remove", "2", "--config", cl.conf, "--threshold", "64", NULL};
     st = zt_move_zepsctl(log, rm);
     zt_move_print_file(log);
     ck_assert_int_eq(st, 0);
-    workers_run(pids);
+    zt_move_workers_run(pids, WORKERS);
     FILE *f = fopen(stop, "w");
     fclose(f);
     long sum = 0, weighted = 0;
@@ -504,7 +425,7 @@ START_TEST(test_add_remove_under_ssp)
         sum += p;
         weighted += p * (w + 1);
     }
-    check_oracle(&cl, sum, weighted);
+    zt_move_check_oracle(&cl, sum, weighted);
     printf("ssp: 0 pushes lost, 0 applied twice under %ld pushes\n", sum);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
@@ -528,7 +449,7 @@ static void refused_under_bsp(void)
     zt_cluster cl;
     char log[400], ep[400];
     ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
-    join_endpoint(&cl, 2, ep, sizeof(ep));
+    zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
     snprintf(log, sizeof(log), "%s/bsp.log", cl.dir);
     char *bsp[] = {"shards", "add", ep, "--config", cl.conf, NULL};
     ck_assert_int_eq(zt_move_zepsctl(log, bsp), 2);
@@ -553,7 +474,7 @@ static void dense_after_join(zt_cluster *cl, zeps_client *a, uint32_t te, uint32
     static uint64_t ids[NIDS];
     zt_move_ids(ids, NIDS, 0);
     zt_move_populate(a, te, ids, 300);
-    join_endpoint(cl, 2, ep, sizeof(ep));
+    zt_move_join_endpoint(cl, 2, ep, sizeof(ep));
     ck_assert_int_eq(zt_server_join(cl, 2, ep), 0);
     snprintf(log, sizeof(log), "%s/add.log", cl->dir);
     char *add[] = {"shards", "add", ep, "--config", cl->conf, NULL};
@@ -597,7 +518,7 @@ START_TEST(test_refusals)
     zeps_client *tl = zt_move_tool(&cl);
 
     /* nobody listens there */
-    join_endpoint(&cl, 2, ep, sizeof(ep));
+    zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
     snprintf(log, sizeof(log), "%s/nobody.log", cl.dir);
     char *nobody[] = {"shards", "add", ep, "--config", cl.conf, "--timeout-ms", "1000", NULL};
     ck_assert_int_eq(zt_move_zepsctl(log, nobody), 1);

@@ -203,3 +203,93 @@ void zt_move_push_worker(const zt_cluster *cl, int w, const char *stop, const ch
     fclose(f);
     _exit(0);
 }
+
+void zt_move_join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len)
+{
+    snprintf(buf, len, "ipc://%s/joined-%d", cl->dir, k);
+}
+
+int zt_move_send_slots(const zt_cluster *cl, int k, const zp_slotmap *map)
+{
+    size_t len = zp_slotmap_wire_size(map);
+    void *wire = malloc(len);
+    zp_slotmap_encode(map, wire);
+    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__SLOTS;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    Zeps__Header *rep = zt_raw_req(sock, &h, wire, len);
+    int rc = rep->op == ZEPS__OP__ERROR ? (int)rep->error : 0;
+    if (rc)
+        printf("SLOTS to shard %d: %s\n", k, rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    free(wire);
+    return rc;
+}
+
+void zt_move_check_oracle(const zt_cluster *cl, long sum, long weighted)
+{
+    static uint64_t ids[NIDS];
+    static float got[NIDS * DIM];
+    zt_move_ids(ids, NIDS, 0);
+    zeps_client *c = zt_client_replacing(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = zt_move_declare(c);
+    ck_assert_msg(zeps_spull(c, t, ids, NIDS, got, 0) == 0, "%s", zeps_last_error(c));
+    for (int i = 0; i < NIDS; i++)
+        ck_assert_msg(got[i * DIM] == (float)sum && got[i * DIM + 1] == (float)weighted,
+                      "id %d: %g pushes applied (%g weighted), %ld (%ld) answered", i, got[i * DIM],
+                      got[i * DIM + 1], sum, weighted);
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    ck_assert_uint_eq(cs.slot_redirects, 0);
+    zeps_client_destroy(&c);
+}
+
+void zt_move_workers_run(const pid_t *pids, int n)
+{
+    for (int w = 0; w < n; w++)
+        ck_assert_int_eq(waitpid(pids[w], NULL, WNOHANG), 0);
+}
+
+void zt_move_workers_start(const zt_cluster *cl, int n, pid_t *pids)
+{
+    char stop[400], out[400];
+    snprintf(stop, sizeof(stop), "%s/stop", cl->dir);
+    for (int w = 0; w < n; w++) {
+        snprintf(out, sizeof(out), "%s/worker-%d.out", cl->dir, w);
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0)
+            zt_move_push_worker(cl, w, stop, out);
+    }
+}
+
+long zt_move_workers_end(const zt_cluster *cl, int n, const pid_t *pids, long *weighted)
+{
+    char path[400];
+    snprintf(path, sizeof(path), "%s/stop", cl->dir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    long sum = 0;
+    *weighted = 0;
+    for (int w = 0; w < n; w++) {
+        int ws = zt_wait(pids[w], 60);
+        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
+        long p = 0;
+        snprintf(path, sizeof(path), "%s/worker-%d.out", cl->dir, w);
+        FILE *o = fopen(path, "r");
+        ck_assert_ptr_nonnull(o);
+        ck_assert_int_eq(fscanf(o, "%ld", &p), 1);
+        fclose(o);
+        sum += p;
+        *weighted += p * (w + 1);
+    }
+    return sum;
+}

@@ -9,8 +9,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "harness.h"
+#include "slotmap.h"
 #include "zeps.h"
 
 #define DIM  2    /* the table's row width */
@@ -62,5 +64,29 @@ const uint8_t *zt_move_map_wire(uint64_t epoch, uint32_t slots, uint32_t peer);
  * exists and at least 20 times, then write the pushes answered to `out`
  * and leave (BYE). Exit 0, or 1 on any error (printed). */
 void zt_move_push_worker(const zt_cluster *cl, int w, const char *stop, const char *out);
+
+/* The endpoint of a shard that joins as index k: ipc:// in the cluster's
+ * folder. */
+void zt_move_join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len);
+
+/* SLOTS with `map` to shard k, as a tool on a socket of its own: the
+ * reply's error code (0: taken; the refusal's text printed). */
+int zt_move_send_slots(const zt_cluster *cl, int k, const zp_slotmap *map);
+
+/* Worker processes 0..n-1 of zt_move_push_worker into pids[], stopping at
+ * <dir>/stop, each writing <dir>/worker-W.out. */
+void zt_move_workers_start(const zt_cluster *cl, int n, pid_t *pids);
+
+/* Every one of the n workers still runs. */
+void zt_move_workers_run(const pid_t *pids, int n);
+
+/* Stop the n workers (the stop file), wait for each to exit 0 (60 s) and
+ * sum the pushes they were answered: the sum, and into *weighted the sum
+ * of each worker's pushes times w + 1. */
+long zt_move_workers_end(const zt_cluster *cl, int n, const pid_t *pids, long *weighted);
+
+/* The counter oracle through the final map, without a redirect: every one
+ * of the NIDS ids holds `sum` in column 0 and `weighted` in column 1. */
+void zt_move_check_oracle(const zt_cluster *cl, long sum, long weighted);
 
 #endif

@@ -247,6 +247,92 @@ START_TEST(test_moved_set)
 }
 END_TEST
 
+/* A retired shard: retired only when it owns no slot, never shard 0, never
+ * twice; the retirement travels after the joined list (also with no joined
+ * shard), survives joins and moves, and a map giving a retired shard a slot
+ * or listing it out of order is refused. */
+START_TEST(test_retired_wire)
+{
+    zp_slotmap *d = NULL, *mv = NULL, *r = NULL, *r2 = NULL, *back = NULL, *j = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    ck_assert_int_eq(zp_slotmap_retire(d, 1, &r, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "shard 1 owns 1365 slots"));
+    ck_assert_int_eq(zp_slotmap_retire(d, 0, &r, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "BARRIER"));
+    ck_assert_int_eq(zp_slotmap_retire(d, 3, &r, err, sizeof(err)), ZEPS_EINVAL);
+    uint8_t which[4095];
+    for (uint32_t k = 0; k < 4095; k++)
+        which[k] = zp_slotmap_slot_owner(d, k) == 1;
+    ck_assert_int_eq(zp_slotmap_moved(d, which, 2, &mv), 0);
+    ck_assert_int_eq(zp_slotmap_retire(mv, 1, &r, err, sizeof(err)), 0);
+    ck_assert_uint_eq(zp_slotmap_epoch(r), 2);
+    ck_assert(zp_slotmap_retired(r, 1));
+    ck_assert(!zp_slotmap_retired(r, 0) && !zp_slotmap_retired(r, 2) && !zp_slotmap_retired(r, 3));
+    ck_assert(!zp_slotmap_retired(mv, 1));
+    ck_assert_int_eq(zp_slotmap_retire(r, 1, &r2, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "retired already"));
+    for (uint32_t k = 0; k < 4095; k++)
+        ck_assert_int_eq(zp_slotmap_slot_owner(r, k), zp_slotmap_slot_owner(mv, k));
+    ck_assert_int_eq(zp_slotmap_moved(r, which, 1, &r2), ZEPS_EINVAL); /* never a slot again */
+    ck_assert_int_eq(zp_slotmap_unretires(r, mv), 1); /* an older map forgets it */
+    ck_assert_int_eq(zp_slotmap_unretires(mv, r), -1);
+    ck_assert_int_eq(zp_slotmap_unretires(r, r), -1);
+
+    /* the wire: no joined shard, an empty joined list, then the retired one */
+    size_t n = zp_slotmap_wire_size(r);
+    ck_assert_uint_eq(n, 16 + 2 * 4095 + 4 + 4 + 2);
+    unsigned char *buf = malloc(n + 2);
+    zp_slotmap_encode(r, buf);
+    ck_assert_uint_eq(buf[16 + 2 * 4095], 3);     /* the base */
+    ck_assert_uint_eq(buf[16 + 2 * 4095 + 4], 1); /* one retired */
+    ck_assert_uint_eq(buf[16 + 2 * 4095 + 8], 1); /* shard 1 */
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 3, err, sizeof(err)), 0);
+    ck_assert(zp_slotmap_retired(back, 1) && !zp_slotmap_retired(back, 2));
+    ck_assert_int_eq(zp_slotmap_shards(back), 3);
+    zp_slotmap_destroy(&back);
+    /* refused: the retired shard owning a slot, shard 0 or a repeat listed,
+     * an empty or cut list, an empty joined list with no retired one */
+    unsigned char *own = buf + 16 + 2 * 7; /* slot 7: shard 2's after the move */
+    own[0] = 1;
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 3, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(err, "slot 7 of the map names shard 1, which the map retires"));
+    own[0] = 2;
+    buf[n - 2] = 0;
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 3, err, sizeof(err)), ZEPS_EPROTO);
+    buf[n - 2] = 1;
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n - 1, 3, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n - 6, 3, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(err, "no retired one"));
+    buf[n - 6] = 2; /* count 2: 1, 1 */
+    buf[n] = 1;
+    buf[n + 1] = 0;
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n + 2, 3, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_ptr_nonnull(strstr(err, "ascending"));
+    ck_assert_ptr_null(back);
+
+    /* a join keeps the retirement; the joined shard can retire in turn */
+    ck_assert_int_eq(zp_slotmap_joined(r, "tcp://10.0.0.9:7000", &j, err, sizeof(err)), 0);
+    ck_assert(zp_slotmap_retired(j, 1) && !zp_slotmap_retired(j, 3));
+    ck_assert_int_eq(zp_slotmap_retire(j, 3, &r2, err, sizeof(err)), 0);
+    size_t n2 = zp_slotmap_wire_size(r2);
+    ck_assert_uint_eq(n2, 16 + 2 * 4095 + 4 + 2 + 19 + 4 + 2 * 2);
+    unsigned char *buf2 = malloc(n2);
+    zp_slotmap_encode(r2, buf2);
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf2, n2, 3, err, sizeof(err)), 0);
+    ck_assert(zp_slotmap_retired(back, 1) && zp_slotmap_retired(back, 3));
+    ck_assert_str_eq(zp_slotmap_endpoint(back, 3), "tcp://10.0.0.9:7000");
+    free(buf2);
+    free(buf);
+    zp_slotmap_destroy(&back);
+    zp_slotmap_destroy(&r2);
+    zp_slotmap_destroy(&j);
+    zp_slotmap_destroy(&r);
+    zp_slotmap_destroy(&mv);
+    zp_slotmap_destroy(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("slotmap");
@@ -258,6 +344,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_wire);
     tcase_add_test(tc, test_moved_set);
     tcase_add_test(tc, test_joined_wire);
+    tcase_add_test(tc, test_retired_wire);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -39,10 +39,12 @@ int zp_ctl_shards(int argc, char **argv);
  * (ctl_rebalance.c, docs/elastic.md "Rebalancing"). */
 int zp_ctl_rebalance(int argc, char **argv);
 
-/* zepsctl shards add ENDPOINT / shards remove K: a shard joins the running
- * cluster, or gives away all its slots (ctl_elastic.c, docs/elastic.md). */
+/* zepsctl shards add ENDPOINT / shards remove K / shards retire K: a shard
+ * joins the running cluster, gives away all its slots, or leaves it for
+ * good (ctl_elastic.c, docs/elastic.md). */
 int zp_ctl_elastic_add(int argc, char **argv);
 int zp_ctl_elastic_remove(int argc, char **argv);
+int zp_ctl_elastic_retire(int argc, char **argv);
 
 /* zepsctl keygen: write a CurveZMQ key pair (NAME.key, NAME.pub). */
 int zp_ctl_keygen(int argc, char **argv);

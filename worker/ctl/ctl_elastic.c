@@ -37,9 +37,23 @@ typedef struct el_opts {
     int max_moves;
 } el_opts;
 
-static void usage(FILE *f, bool add)
+static void usage(FILE *f, const char *cmd)
 {
-    if (add)
+    if (strcmp(cmd, "retire") == 0)
+        fprintf(f, "usage: zepsctl shards retire K --config FILE [--timeout-ms MS]\n"
+                   "\n"
+                   "Retire shard K for good once 'zepsctl shards remove K' emptied it: every\n"
+                   "shard takes the slot map one epoch up that names K retired, so that clients\n"
+                   "no longer wait for it (HELLO) nor send it anything, and K can be stopped.\n"
+                   "Refused, changing nothing, for shard 0 (it keeps the cluster's BARRIER), for\n"
+                   "a shard that owns a slot or holds a row, for a shard of the cluster file when\n"
+                   "a dense table is declared, with snapshot_dir, under bsp and with replicas.\n"
+                   "K may already be stopped. A retired shard never comes back (docs/elastic.md).\n"
+                   "\n"
+                   "Exit status: 0 retired (or retired already); 1 a shard did not take the map\n"
+                   "(the shards before it did; run it again); 2 bad usage or refused (nothing\n"
+                   "changed).\n");
+    else if (strcmp(cmd, "add") == 0)
         fprintf(f,
                 "usage: zepsctl shards add ENDPOINT --config FILE [--tolerance PCT] "
                 "[--max-moves N]\n"
@@ -80,12 +94,15 @@ static int parse(el_opts *o, int argc, char **argv, const char *cmd)
     return 0;
 }
 
-/* Every shard's map; all must hold the same epoch (the map itself: shard
- * 0's, into *out). ZP_EXIT_* with the reason printed. */
-static int common_map(zp_mover *m, const char *cmd, zp_slotmap **out)
+/* Every shard's map but a retired one's (and `but`'s, if >= 0: a shard
+ * that may be stopped); all must hold the same epoch (the map itself:
+ * shard 0's, into *out). ZP_EXIT_* with the reason printed. */
+static int common_map(zp_mover *m, const char *cmd, int but, zp_slotmap **out)
 {
     *out = NULL;
     for (int k = 0; k < zp_ctl_mover_shards(m); k++) {
+        if (k == but || zp_ctl_mover_retired(m, k))
+            continue;
         zp_slotmap *map = NULL;
         if (zp_ctl_mover_map(m, k, &map) != 0) {
             fprintf(stderr, "zepsctl shards %s: %s; nothing changed\n", cmd, zp_ctl_mover_err(m));
@@ -258,7 +275,7 @@ static int add(zp_mover *m, const el_opts *o)
     zp_slotmap *cur = NULL;
     int rc = mode_refused(m, "add");
     if (rc == 0)
-        rc = common_map(m, "add", &cur);
+        rc = common_map(m, "add", -1, &cur);
     if (rc == 0 && known(m, ep))
         rc = ZP_EXIT_SETUP;
     if (rc == 0 && zp_ctl_mover_connect(m, ep) != 0) {
@@ -364,10 +381,14 @@ static int remove_shard(zp_mover *m, const el_opts *o)
                 o->what, n);
         return ZP_EXIT_SETUP;
     }
+    if (zp_ctl_mover_retired(m, (int)k)) {
+        fprintf(stderr, "zepsctl shards remove: shard %lld is retired: it owns nothing\n", k);
+        return ZP_EXIT_SETUP;
+    }
     zp_slotmap *cur = NULL;
     int rc = mode_refused(m, "remove");
     if (rc == 0)
-        rc = common_map(m, "remove", &cur);
+        rc = common_map(m, "remove", -1, &cur);
     if (rc == 0)
         rc = dense_refused(m, (int)k);
     uint8_t to[ZP_MAX_SHARDS] = {0};
@@ -400,19 +421,112 @@ static int remove_shard(zp_mover *m, const el_opts *o)
     if (rc == 0)
         printf("shards remove: shard %lld owns 0 slots and 0 rows: the running workers send it "
                "nothing more (no CLOCK outside bsp), so it can be stopped; a client that starts "
-               "later says HELLO to it, so run it (empty) again before new workers start "
-               "(docs/elastic.md, \"Removing a shard\")\n",
-               k);
+               "later says HELLO to it until 'zepsctl shards retire %lld' (docs/elastic.md, "
+               "\"Removing a shard\")\n",
+               k, k);
     return rc;
 }
 
-static int run(int argc, char **argv, bool is_add)
+/* Why shard k may not be retired beyond what the map says (printed):
+ * snapshots on, a dense table sliced over it, or rows it still holds (if
+ * it answers: *answers). */
+static int retire_refused(zp_mover *m, int k, bool *answers)
 {
-    const char *cmd = is_add ? "add" : "remove";
+    if (zp_ctl_mover_config(m)->snapshot_dir[0]) {
+        fprintf(stderr,
+                "zepsctl shards retire: the cluster writes snapshots (snapshot_dir): a set has a "
+                "file per shard of the cluster file and a restore expects each one, so a shard "
+                "cannot retire (docs/elastic.md); nothing changed\n");
+        return ZP_EXIT_SETUP;
+    }
+    Zeps__Header *st;
+    if (stats(m, 0, false, "retire", &st) != 0)
+        return ZP_EXIT_FAILED;
+    int rc = 0;
+    for (size_t i = 0; i < st->stats->n_tables && rc == 0; i++)
+        if (st->stats->tables[i]->kind == 0 && k < zp_ctl_mover_base(m)) {
+            fprintf(stderr,
+                    "zepsctl shards retire: dense table '%s' is sliced over the cluster file's "
+                    "shards, shard %d among them: it cannot retire; nothing changed\n",
+                    st->stats->tables[i]->name, k);
+            rc = ZP_EXIT_SETUP;
+        }
+    zeps__header__free_unpacked(st, NULL);
+    uint64_t rows = 0;
+    *answers = rc == 0 && zp_ctl_mover_rows(m, k, &rows) == 0;
+    if (*answers && rows > 0) {
+        fprintf(stderr,
+                "zepsctl shards retire: shard %d holds %" PRIu64 " rows: run 'zepsctl shards "
+                "remove %d' first; nothing changed\n",
+                k, rows, k);
+        rc = ZP_EXIT_SETUP;
+    }
+    return rc;
+}
+
+/* Give every shard but k the map that retires k, then k if it answers. */
+static int send_retired(zp_mover *m, const zp_slotmap *next, int k, bool answers)
+{
+    for (int j = 0; j < zp_ctl_mover_shards(m); j++) {
+        if (j == k || zp_ctl_mover_retired(m, j))
+            continue;
+        if (zp_ctl_mover_slots(m, j, next) != 0) {
+            fprintf(stderr,
+                    "zepsctl shards retire: shard %d did not take the map of epoch %" PRIu64
+                    " that retires shard %d: %s (the shards before it took it; run 'shards "
+                    "retire %d' again)\n",
+                    j, zp_slotmap_epoch(next), k, zp_ctl_mover_err(m), k);
+            return ZP_EXIT_FAILED;
+        }
+    }
+    if (answers && zp_ctl_mover_slots(m, k, next) != 0)
+        printf("shard %d did not take the map (%s): it is retired all the same\n", k,
+               zp_ctl_mover_err(m));
+    return ZP_EXIT_OK;
+}
+
+static int retire(zp_mover *m, const el_opts *o)
+{
+    int n = zp_ctl_mover_shards(m);
+    long long k = zp_ctl_mover_number(o->what, 0, ZP_MAX_SHARDS - 1);
+    if (k < 0 || k >= n) {
+        fprintf(stderr, "zepsctl shards retire: '%s' is not one of the cluster's %d shards\n",
+                o->what, n);
+        return ZP_EXIT_SETUP;
+    }
+    if (zp_ctl_mover_retired(m, (int)k)) {
+        printf("shards retire: shard %lld is retired already\n", k);
+        return ZP_EXIT_OK;
+    }
+    zp_slotmap *cur = NULL, *next = NULL;
+    bool answers = false;
+    char why[512];
+    int rc = mode_refused(m, "retire");
+    if (rc == 0)
+        rc = common_map(m, "retire", (int)k, &cur);
+    if (rc == 0 && zp_slotmap_retire(cur, (int)k, &next, why, sizeof(why)) != 0) {
+        fprintf(stderr, "zepsctl shards retire: %s; nothing changed\n", why);
+        rc = ZP_EXIT_SETUP;
+    }
+    if (rc == 0)
+        rc = retire_refused(m, (int)k, &answers);
+    if (rc == 0)
+        rc = send_retired(m, next, (int)k, answers);
+    if (rc == 0)
+        printf("shards retire: slot map epoch %" PRIu64 " retires shard %lld: no client waits "
+               "for it from now on, so it can be stopped for good (docs/elastic.md)\n",
+               zp_slotmap_epoch(next), k);
+    zp_slotmap_destroy(&next);
+    zp_slotmap_destroy(&cur);
+    return rc;
+}
+
+static int run(int argc, char **argv, const char *cmd)
+{
     el_opts o;
     int rc = parse(&o, argc, argv, cmd);
     if (rc != 0) {
-        usage(rc > 0 ? stdout : stderr, is_add);
+        usage(rc > 0 ? stdout : stderr, cmd);
         return rc > 0 ? ZP_EXIT_OK : ZP_EXIT_SETUP;
     }
     zp_mover *m = NULL;
@@ -421,17 +535,24 @@ static int run(int argc, char **argv, bool is_add)
         fprintf(stderr, "zepsctl shards %s: %s\n", cmd, err);
         return ZP_EXIT_SETUP;
     }
-    rc = is_add ? add(m, &o) : remove_shard(m, &o);
+    rc = strcmp(cmd, "add") == 0      ? add(m, &o)
+         : strcmp(cmd, "remove") == 0 ? remove_shard(m, &o)
+                                      : retire(m, &o);
     zp_ctl_mover_destroy(&m);
     return rc;
 }
 
 int zp_ctl_elastic_add(int argc, char **argv)
 {
-    return run(argc, argv, true);
+    return run(argc, argv, "add");
 }
 
 int zp_ctl_elastic_remove(int argc, char **argv)
 {
-    return run(argc, argv, false);
+    return run(argc, argv, "remove");
+}
+
+int zp_ctl_elastic_retire(int argc, char **argv)
+{
+    return run(argc, argv, "retire");
 }

@@ -45,6 +45,7 @@ typedef struct zp_mover {
     int n;                                   /* shards: the cluster file's, then those joined */
     char ep[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX]; /* where each listens */
     void *sock[ZP_MAX_SHARDS];
+    uint8_t retired[ZP_MAX_SHARDS]; /* the newest map of the file's shards retires them */
     uint64_t req_id;
     char err[1024];
     uint64_t rows, bytes, rounds;     /* copied so far */
@@ -377,8 +378,8 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
                 m->o.to, epoch, m->err, m->o.from);
         return ZP_EXIT_FAILED;
     }
-    for (int k = 0; k < m->n; k++)
-        if (k != m->o.from && k != m->o.to && send_slots(m, k, wire, len) != 0)
+    for (int k = 0; k < m->n; k++) /* a retired shard may be stopped for good */
+        if (k != m->o.from && k != m->o.to && !m->retired[k] && send_slots(m, k, wire, len) != 0)
             fprintf(stderr,
                     "zepsctl shards move: shard %d did not take the map (%s): it holds no row "
                     "of the slots; its clients are redirected by the source\n",
@@ -585,8 +586,8 @@ int zp_ctl_mover_joined(zp_mover *m)
     int rc = ZEPS_ETIMEDOUT;
     for (int k = 0; k < m->cfg.num_shards; k++) {
         zp_slotmap *got = NULL;
-        if (source_map(m, k, &got) != 0)
-            continue;
+        if ((map && zp_slotmap_retired(map, k)) || source_map(m, k, &got) != 0)
+            continue; /* a retired shard may be stopped for good: not waited for */
         if (!map || zp_slotmap_epoch(got) > zp_slotmap_epoch(map)) {
             zp_slotmap_destroy(&map);
             map = got;
@@ -597,8 +598,20 @@ int zp_ctl_mover_joined(zp_mover *m)
     }
     for (int k = m->n; rc == 0 && k < zp_slotmap_shards(map); k++)
         rc = open_socket(m, k, zp_slotmap_endpoint(map, k));
+    for (int k = 0; rc == 0 && k < zp_slotmap_shards(map); k++)
+        m->retired[k] = zp_slotmap_retired(map, k);
     zp_slotmap_destroy(&map);
     return rc;
+}
+
+bool zp_ctl_mover_retired(const zp_mover *m, int k)
+{
+    return m->retired[k] != 0;
+}
+
+const zp_config *zp_ctl_mover_config(const zp_mover *m)
+{
+    return &m->cfg;
 }
 
 int zp_ctl_mover_rpc(zp_mover *m, int k, Zeps__Header *h, const void *payload, size_t len,

@@ -8,10 +8,13 @@
 #ifndef ZP_CTL_MOVER_H
 #define ZP_CTL_MOVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <zmq.h>
+
+#include "config.h"
 
 #include "slotmap.h"
 #include "zeps.pb-c.h"
@@ -67,6 +70,14 @@ const char *zp_ctl_mover_endpoint(const zp_mover *m, int k);
  * names past them (done by zp_ctl_mover_new with o->joined, where no
  * shard answering leaves the cluster file's shards only). 0 or the error. */
 int zp_ctl_mover_joined(zp_mover *m);
+
+/* Whether that newest map retires shard k (false before
+ * zp_ctl_mover_joined): a retired shard owns nothing and may be stopped,
+ * so the commands made of moves ask it nothing. */
+bool zp_ctl_mover_retired(const zp_mover *m, int k);
+
+/* The cluster file the mover read. */
+const zp_config *zp_ctl_mover_config(const zp_mover *m);
 
 /* Connect to one more shard, the next index, at `endpoint` (zepsctl shards
  * add): 0 or ZEPS_ETRANSPORT / ZEPS_EINVAL (zp_ctl_mover_err says why). */

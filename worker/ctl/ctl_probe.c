@@ -200,7 +200,8 @@ static void ask_joined(zp_mover *m, int k, answer *a)
     zeps__header__free_unpacked(rep, NULL);
 }
 
-int zp_ctl_probe_joined(const char *conf, int timeout_ms, answer *a, int max)
+int zp_ctl_probe_joined(const char *conf, int timeout_ms, answer *file, int nfile, answer *a,
+                        int max)
 {
     zp_mv_opts o;
     zp_ctl_mover_opts_default(&o); /* .joined: the mover learns them */
@@ -212,8 +213,15 @@ int zp_ctl_probe_joined(const char *conf, int timeout_ms, answer *a, int max)
         return 0; /* the file's shards' own answers say what is wrong */
     int base = zp_ctl_mover_base(m), n = zp_ctl_mover_shards(m) - base;
     n = n < max ? n : max;
-    for (int j = 0; j < n; j++)
-        ask_joined(m, base + j, &a[j]);
+    for (int k = 0; k < nfile && k < base; k++)
+        file[k].retired = zp_ctl_mover_retired(m, k);
+    for (int j = 0; j < n; j++) {
+        a[j].retired = zp_ctl_mover_retired(m, base + j);
+        if (a[j].retired) /* it may be stopped for good: not asked */
+            snprintf(a[j].ep, sizeof(a[j].ep), "%s", zp_ctl_mover_endpoint(m, base + j));
+        else
+            ask_joined(m, base + j, &a[j]);
+    }
     zp_ctl_mover_destroy(&m);
     return n;
 }

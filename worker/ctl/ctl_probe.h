@@ -17,6 +17,7 @@ typedef struct answer {
     char why[320];
     bool refused;             /* the shard refused our CURVE key (a socket monitor saw it) */
     char ep[ZP_ENDPOINT_MAX]; /* a shard that joined at run time: where it listens; else "" */
+    bool retired;             /* the newest slot map retires it (zp_ctl_probe_joined) */
 } answer;
 
 /* Send STATS straight to replica `replica` of shards [first, first + n) of
@@ -35,7 +36,10 @@ void zp_ctl_probe(const zp_config *cfg, const zp_curve_client_keys *keys, int fi
  * at most timeout_ms: returns how many there are (at most max; 0 when none
  * joined or no shard of the file answered HELLO), with a[j] the answer of
  * shard base + j (base: the file's shard count) and a[j].ep its endpoint.
- * The caller owns a[] and frees each a[j].buf. */
-int zp_ctl_probe_joined(const char *conf, int timeout_ms, answer *a, int max);
+ * A shard that map retires is not asked (it may be stopped for good):
+ * a[j].retired, and file[k].retired for the file's shards k < nfile. The
+ * caller owns a[] and frees each a[j].buf. */
+int zp_ctl_probe_joined(const char *conf, int timeout_ms, answer *file, int nfile, answer *a,
+                        int max);
 
 #endif

@@ -71,12 +71,15 @@ static int parse(rb_opts *o, int argc, char **argv)
     return 0;
 }
 
-/* Every shard's rows into rows[], the total of those not skipped; -1 with
- * the reason printed. */
+/* Every shard's rows into rows[] (a retired one is not asked: 0), the
+ * total of those not skipped; -1 with the reason printed. */
 static int64_t read_rows(zp_mover *m, uint64_t *rows, const uint8_t *skip)
 {
     uint64_t total = 0;
     for (int k = 0; k < zp_ctl_mover_shards(m); k++) {
+        rows[k] = 0;
+        if (zp_ctl_mover_retired(m, k))
+            continue;
         if (zp_ctl_mover_rows(m, k, &rows[k]) != 0) {
             fprintf(stderr, "zepsctl shards rebalance: %s\n", zp_ctl_mover_err(m));
             return -1;
@@ -159,11 +162,22 @@ int zp_ctl_rebalance_run(zp_mover *m, double tolerance, int max_moves, const uin
     return rebalance(m, &o);
 }
 
-static int rebalance(zp_mover *m, const rb_opts *o)
+/* o's shards left out, and the retired ones, into out[]. */
+static void skipped(zp_mover *m, const rb_opts *o, uint8_t *out)
 {
+    for (int k = 0; k < zp_ctl_mover_shards(m); k++)
+        out[k] = (o->skip && o->skip[k]) || zp_ctl_mover_retired(m, k);
+}
+
+static int rebalance(zp_mover *m, const rb_opts *given)
+{
+    uint8_t skip[ZP_MAX_SHARDS];
+    skipped(m, given, skip);
+    rb_opts all = *given, *o = &all;
+    all.skip = skip;
     int n = zp_ctl_mover_shards(m), moves = 0, in = 0;
     for (int k = 0; k < n; k++)
-        in += !(o->skip && o->skip[k]);
+        in += !skip[k];
     uint64_t rows[ZP_MAX_SHARDS], first[ZP_MAX_SHARDS];
     int64_t total = read_rows(m, rows, o->skip);
     if (total < 0)

@@ -450,7 +450,10 @@ static int print_answers(const zp_config *cfg, int first, int n, int replicas, i
             a[i].buf ? zeps__shard_stats__unpack(NULL, a[i].len, a[i].buf) : NULL;
         if (a[i].buf && !st)
             snprintf(a[i].why, sizeof(a[i].why), "sent statistics that do not decode");
-        if (!st) {
+        if (!st && a[i].retired) {
+            if (!json)
+                printf("shard %d (%s) is retired: it owns nothing and need not run\n", shard, ep);
+        } else if (!st) {
             missing++;
             if (replicas > 1)
                 fprintf(stderr, "zepsctl status: shard %d replica %d (%s) %s\n", shard, r, ep,
@@ -460,6 +463,8 @@ static int print_answers(const zp_config *cfg, int first, int n, int replicas, i
         }
         if (!json && st && a[i].ep[0])
             printf("shard %d joined at run time, at %s\n", shard, ep);
+        if (!json && st && a[i].retired)
+            printf("shard %d is retired: it owns nothing and need not run\n", shard);
         if (json)
             zp_ctl_status_json_shard(shard, st, &a[i], ep);
         else if (st)
@@ -574,7 +579,7 @@ static int status_or_stats(int argc, char **argv, bool staleness)
      * its map waits that long) */
     int left = (int)fmax(JOINED_MIN_MS, (deadline - zp_now_s()) * 1e3);
     int joined = o.shard < 0 && replicas == 1 && maybe_joined(a, n)
-                     ? zp_ctl_probe_joined(o.config, left, a + n, ZP_MAX_SHARDS)
+                     ? zp_ctl_probe_joined(o.config, left, a, n, a + n, ZP_MAX_SHARDS)
                      : 0;
     rc = print_answers(cfg, first, n, replicas, joined, a, o.json, o.staleness) ? ZP_EXIT_FAILED
                                                                                 : ZP_EXIT_OK;

@@ -89,7 +89,8 @@ void zp_ctl_status_json_shard(int i, const Zeps__ShardStats *st, const answer *a
 {
     printf("  {\"shard\": %d, \"endpoint\": ", i);
     json_str(ep);
-    printf(", \"joined\": %s", a->ep[0] ? "true" : "false");
+    printf(", \"joined\": %s, \"retired\": %s", a->ep[0] ? "true" : "false",
+           a->retired ? "true" : "false");
     if (!st) {
         printf(", \"answered\": false, \"error\": ");
         json_str(a->why);

@@ -275,6 +275,8 @@ void zeps_client_destroy(zeps_client **cp)
         zp_req *r = zp_req_new(c, ZEPS__OP__BYE, c->nshards);
         r->clock = c->done_clock;
         for (int k = 0; k < c->nshards; k++) {
+            if (!zp_client_live(c, k))
+                continue;
             zp_req_sub *s = zp_req_add(r, k);
             s->max_retries = 1;
             s->flags = c->done_clock >= 0 ? ZP_FLAG_DONE : 0;

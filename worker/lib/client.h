@@ -88,4 +88,12 @@ struct zeps_client {
     zp_req_sub *moved; /* req.c: subs answered EMOVED, to be sent again split (redirect.c) */
 };
 
+/* Whether shard k is live: not retired by the client's slot map (a shard
+ * removed for good, docs/elastic.md, "Retiring a removed shard"). Requests
+ * that go to every shard go to the live ones. */
+static inline int zp_client_live(const zeps_client *c, int k)
+{
+    return !zp_slotmap_retired(c->slots, k);
+}
+
 #endif

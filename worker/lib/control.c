@@ -23,7 +23,8 @@ static zp_req *simple_start(zeps_client *c, int op, int64_t clock, int first, in
     zp_req *r = zp_req_new(c, op, n);
     r->clock = clock;
     for (int k = first; k < first + n; k++)
-        zp_req_send(r, zp_req_add(r, k));
+        if (zp_client_live(c, k))
+            zp_req_send(r, zp_req_add(r, k));
     return r;
 }
 
@@ -44,8 +45,8 @@ static void clock_targets(const zeps_client *c, uint8_t *on)
     for (uint32_t i = 0; i < c->ntables; i++)
         dense = dense || c->tables[i].dim == 0;
     for (int k = 0; k < c->nshards; k++)
-        on[k] = (c->caps & ZEPS_CAP_CUTS) || (dense && k < c->ndense) ||
-                zp_slotmap_count(c->slots, k) > 0;
+        on[k] = zp_client_live(c, k) && ((c->caps & ZEPS_CAP_CUTS) || (dense && k < c->ndense) ||
+                                       zp_slotmap_count(c->slots, k) > 0);
 }
 
 int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)
@@ -119,7 +120,8 @@ int zeps_rollback(zeps_client *c, int64_t clock)
     r->cut_set = set;
     r->recovery = c->resume_recovery;
     for (int k = 0; k < c->nshards; k++)
-        zp_req_send(r, zp_req_add(r, k));
+        if (zp_client_live(c, k))
+            zp_req_send(r, zp_req_add(r, k));
     rc = zeps_wait(&r);
     if (rc == 0)
         zp_info("rolled back to clock %lld (snapshot set %016" PRIx64 ")", (long long)clock,
@@ -135,7 +137,8 @@ int zeps_snapshot_request(zeps_client *c, int64_t clock, uint64_t setid)
     r->clock = clock;
     r->cut_set = setid;
     for (int k = 0; k < c->nshards; k++)
-        zp_req_send(r, zp_req_add(r, k));
+        if (zp_client_live(c, k))
+            zp_req_send(r, zp_req_add(r, k));
     return zeps_wait(&r);
 }
 
@@ -146,7 +149,8 @@ int zeps_evict(zeps_client *c, uint32_t rank)
     zp_req *r = zp_req_new(c, ZEPS__OP__EVICT, c->nshards);
     r->evict_rank = rank;
     for (int k = 0; k < c->nshards; k++)
-        zp_req_send(r, zp_req_add(r, k));
+        if (zp_client_live(c, k))
+            zp_req_send(r, zp_req_add(r, k));
     return zeps_wait(&r);
 }
 
@@ -167,6 +171,8 @@ int zeps_set_lr(zeps_client *c, uint32_t table, double lr)
     zp_req *r = zp_req_new(c, ZEPS__OP__TUNE, on);
     r->spec = &spec; /* read by every send and resend: lives until zeps_wait returns */
     for (int k = 0; k < on; k++) {
+        if (!zp_client_live(c, k))
+            continue;
         zp_req_sub *s = zp_req_add(r, k);
         s->table = ti->ids[k];
         zp_req_send(r, s);
@@ -231,6 +237,8 @@ int zp_control_hello_all(zeps_client *c)
     int saved = c->opt.request_timeout_ms;
     c->opt.request_timeout_ms = per_try;
     for (int k = 0; k < c->nshards; k++) {
+        if (!zp_client_live(c, k))
+            continue;
         zp_req_sub *s = zp_req_add(r, k);
         /* ceil(hello_timeout_ms / per_try) tries: about hello_timeout_ms in all */
         s->max_retries = (c->opt.hello_timeout_ms + per_try - 1) / per_try - 1;

@@ -12,11 +12,14 @@
  * there, outside the engine's queues: nothing else is in flight on it, and
  * the other shards' answers wait in their sockets meanwhile. A new shard
  * holds no dense slice: dense tables stay on the cluster file's shards
- * (c->ndense).
+ * (c->ndense). A joined shard the map retires gets its socket and no
+ * request. The answer to HELLO is taken the same way for every shard
+ * (zp_join_hello: here for the joined ones, by the engine for the file's).
  */
 #include "join.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +33,7 @@
 #include "now.h"
 #include "shard.h"
 #include "wire.h"
+#include "xport.h"
 
 /* The poll set for n shards (shard sockets, then with CURVE their
  * monitors), rebuilt from the shards' sockets: a slot that moves keeps
@@ -103,6 +107,30 @@ static int ask(zeps_client *c, int k, Zeps__Header *h, double until, Zeps__Heade
     }
 }
 
+int zp_join_hello(zeps_client *c, int k, const Zeps__Header *h)
+{
+    zp_shard *sh = &c->shards[k];
+    if (sh->incarnation && sh->incarnation != h->incarnation)
+        zp_info("shard %d has a new incarnation %" PRIx64 " (was %" PRIx64 "): it restarted", k,
+                h->incarnation, sh->incarnation);
+    sh->incarnation = h->incarnation;
+    sh->moved = 0; /* the replica moved to knows us now: rehello resends the rest */
+    sh->held[0] = '\0';
+    sh->hello_clock = h->clock;
+    sh->need_hello = 0;
+    sh->rejoined = (h->flags & ZP_FLAG_REJOINED) != 0;
+    zp_xport_shm_hello(c, k, h); /* shared memory, if offered and allowed */
+    c->nworkers = (int)h->num_workers;
+    c->caps = h->caps;
+    snprintf(c->consistency, sizeof(c->consistency), "%s", h->consistency ? h->consistency : "");
+    if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->ndense)
+        return zp_fail(c, ZEPS_ECONFIG,
+                       "%s answered as shard %u of %u, but the cluster lists it as shard %d "
+                       "of %d",
+                       sh->endpoint, h->shard, h->num_shards, k, c->ndense);
+    return 0;
+}
+
 static int hello(zeps_client *c, int k, double until)
 {
     Zeps__Header h, *r;
@@ -111,15 +139,7 @@ static int hello(zeps_client *c, int k, double until)
     int rc = ask(c, k, &h, until, &r);
     if (rc != 0)
         return rc;
-    zp_shard *sh = &c->shards[k];
-    if (r->shard != (uint32_t)k || r->num_shards != (uint32_t)c->ndense)
-        rc = zp_fail(c, ZEPS_ECONFIG,
-                     "%s answered as shard %u of a cluster of %u, but the slot map names it "
-                     "shard %d of a cluster of %d",
-                     sh->endpoint, r->shard, r->num_shards, k, c->ndense);
-    sh->incarnation = r->incarnation;
-    sh->hello_clock = r->clock;
-    sh->need_hello = 0;
+    rc = zp_join_hello(c, k, r);
     zeps__header__free_unpacked(r, NULL);
     return rc;
 }
@@ -175,8 +195,9 @@ static int clock_there(zeps_client *c, int k, double until)
     return rc;
 }
 
-/* Reach joined shard k (== c->nshards) at endpoint ep. */
-static int join_one(zeps_client *c, int k, const char *ep)
+/* Reach joined shard k (== c->nshards) at endpoint ep; one the map
+ * retires gets its socket (every shard index has one) and no request. */
+static int join_one(zeps_client *c, int k, const char *ep, bool retired)
 {
     zp_shard *sh = &c->shards[k];
     memset(sh, 0, sizeof(*sh));
@@ -189,6 +210,10 @@ static int join_one(zeps_client *c, int k, const char *ep)
                  ? zp_fail(c, ZEPS_ETRANSPORT, "cannot connect to joined shard %d at %s: %s", k, ep,
                            zmq_strerror(zmq_errno()))
                  : 0;
+    if (rc == 0 && retired) {
+        zp_info("shard %d (%s) joined the cluster and is retired: no request goes there", k, ep);
+        return 0;
+    }
     if (rc == 0)
         rc = hello(c, k, until);
     if (rc == 0)
@@ -221,7 +246,7 @@ int zp_join_map(zeps_client *c, const zp_slotmap *map)
                        "replicated shards (docs/elastic.md)",
                        want, want - c->ndense);
     for (int k = c->nshards; k < want; k++) {
-        int rc = join_one(c, k, zp_slotmap_endpoint(map, k));
+        int rc = join_one(c, k, zp_slotmap_endpoint(map, k), zp_slotmap_retired(map, k));
         if (rc != 0)
             return rc;
     }

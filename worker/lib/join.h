@@ -7,6 +7,7 @@
 
 #include "slotmap.h"
 #include "zeps.h"
+#include "zeps.pb-c.h"
 
 /* Connect c to every shard `map` names past the ones c knows (shards that
  * joined at run time, with their endpoints in the map), in index order:
@@ -17,5 +18,12 @@
  * why; a shard that failed is closed again and the ones before it stay.
  * map stays the caller's. Called by the engine's thread (redirect.c). */
 int zp_join_map(zeps_client *c, const zp_slotmap *map);
+
+/* Take shard k's answer h to HELLO (a shard of the file, by the engine, or
+ * one that joined): its incarnation, the clock this worker resumes at,
+ * the cluster's mode, and shared memory if offered. 0, or ZEPS_ECONFIG
+ * (c->err) if it answered as another shard or of another cluster. h stays
+ * the caller's. */
+int zp_join_hello(zeps_client *c, int k, const Zeps__Header *h);
 
 #endif

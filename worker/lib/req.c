@@ -60,6 +60,7 @@
 #include "client.h"
 #include "failover.h"
 #include "giveup.h"
+#include "join.h"
 #include "payload.h"
 #include "redirect.h"
 #include "req.h"
@@ -233,30 +234,6 @@ _Static_assert(ZEPS_CAP_CUTS == ZP_CAP_CUTS && ZEPS_CAP_ROLLBACK == ZP_CAP_ROLLB
                    ZEPS_CAP_BOUND == ZP_CAP_BOUND,
                "zeps.h's capability bits are the wire's");
 
-static int on_hello(zeps_client *c, int k, const Zeps__Header *h)
-{
-    zp_shard *sh = &c->shards[k];
-    if (sh->incarnation && sh->incarnation != h->incarnation)
-        zp_info("shard %d has a new incarnation %" PRIx64 " (was %" PRIx64 "): it restarted", k,
-                h->incarnation, sh->incarnation);
-    sh->incarnation = h->incarnation;
-    sh->moved = 0; /* the replica moved to knows us now: rehello resends the rest */
-    sh->held[0] = '\0';
-    sh->hello_clock = h->clock;
-    sh->need_hello = 0;
-    sh->rejoined = (h->flags & ZP_FLAG_REJOINED) != 0;
-    zp_xport_shm_hello(c, k, h); /* shared memory, if offered and allowed */
-    c->nworkers = (int)h->num_workers;
-    c->caps = h->caps;
-    snprintf(c->consistency, sizeof(c->consistency), "%s", h->consistency ? h->consistency : "");
-    if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->ndense)
-        return zp_fail(c, ZEPS_ECONFIG,
-                       "%s answered as shard %u of %u, but the cluster lists it as shard %d "
-                       "of %d",
-                       sh->endpoint, h->shard, h->num_shards, k, c->ndense);
-    return 0;
-}
-
 /* Shard k moved to another replica (failover.c): what ZeroMQ queued went
  * with the old socket. A HELLO waiting there goes out again at once; the
  * rest waits for a HELLO's answer (progress starts one if none waits). */
@@ -294,6 +271,21 @@ static int on_error_waits(zeps_client *c, int k, zp_req_sub *s, const Zeps__Head
         return 1;
     }
     return 0;
+}
+
+/* The map c took retires shards whose HELLO waits: done (the map answers
+ * for them) instead of retried until hello_timeout_ms. */
+static void drop_retired_hellos(zeps_client *c)
+{
+    for (int k = 0; k < c->nshards; k++)
+        for (zp_req_sub *s = c->shards[k].out, *next; s && !zp_client_live(c, k); s = next) {
+            next = s->next;
+            if (s->req->op != ZEPS__OP__HELLO)
+                continue;
+            zp_info("shard %d is retired (slot map epoch %" PRIu64 "): not waiting for it", k,
+                    zp_slotmap_epoch(c->slots));
+            sub_finish(c, s, 0);
+        }
 }
 
 static void on_reply(zeps_client *c, int k, zp_frames *m)
@@ -344,9 +336,11 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
                 *s->version_out = h->data_version;
             break;
         case ZEPS__OP__HELLO:
-            err = on_hello(c, k, h);
-            if (err == 0 && h->slot_epoch > zp_slotmap_epoch(c->slots))
+            err = zp_join_hello(c, k, h);
+            if (err == 0 && h->slot_epoch > zp_slotmap_epoch(c->slots)) {
                 zp_redirect_learn(c, k, m); /* a map file's: known before the first request */
+                drop_retired_hellos(c);
+            }
             break;
         case ZEPS__OP__DECLARE:
             s->table = h->table;

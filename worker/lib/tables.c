@@ -63,25 +63,34 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     bool sparse = ts->kind == 1;
     /* a dense table lives on the cluster file's shards only (docs/elastic.md) */
     int on = sparse ? c->nshards : c->ndense;
+    for (int k = 0; !sparse && k < on; k++)
+        if (!zp_client_live(c, k))
+            return zp_fail(c, ZEPS_ESTATE,
+                           "dense table '%s': shard %d of the cluster file is retired, and a "
+                           "dense table is sliced over all of them (docs/elastic.md, \"Retiring "
+                           "a removed shard\")",
+                           ts->name, k);
     zp_req *r = zp_req_new(c, ZEPS__OP__DECLARE, on);
     r->spec = ts;
     for (int k = 0; k < on; k++)
-        zp_req_send(r, zp_req_add(r, k));
+        if (zp_client_live(c, k))
+            zp_req_send(r, zp_req_add(r, k));
     /* zeps_wait frees r: read the per-shard answers first. */
     zp_req_finish(r);
     uint32_t ids[ZP_MAX_SHARDS] = {0};
     int bad = -1;
     uint64_t lead = 0;
-    for (int k = 0; k < on; k++) {
-        ids[k] = r->subs[k].table;
+    for (int i = 0; i < r->nsub; i++) {
+        int k = r->subs[i].shard;
+        ids[k] = r->subs[i].table;
         uint64_t b = zp_tables_slice_begin(ts->length, k, c->ndense);
         uint64_t e = zp_tables_slice_begin(ts->length, k + 1, c->ndense);
-        if (!sparse && !r->err && (r->subs[k].offset != b || r->subs[k].count != e - b))
+        if (!sparse && !r->err && (r->subs[i].offset != b || r->subs[i].count != e - b))
             bad = k;
         /* a shard older than lead columns answers 0: it would train them
          * with the table's step and init */
-        if (sparse && !r->err && r->subs[k].count != ts->lead_cols && bad < 0)
-            bad = k, lead = r->subs[k].count;
+        if (sparse && !r->err && r->subs[i].count != ts->lead_cols && bad < 0)
+            bad = k, lead = r->subs[i].count;
     }
     int rc = zeps_wait(&r);
     if (rc != 0)

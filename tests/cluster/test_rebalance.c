@@ -26,41 +26,13 @@
 
 #define WORKERS 2
 
-/* The counter oracle, read through the final map without a redirect:
- * every row `sum` pushes, `weighted` in column 1. */
-static void check_oracle(const zt_cluster *cl, long sum, long weighted)
-{
-    static uint64_t ids[NIDS];
-    static float got[NIDS * DIM];
-    zt_move_ids(ids, NIDS, 0);
-    zeps_client *c = zt_client_replacing(cl, 0);
-    ck_assert_ptr_nonnull(c);
-    uint32_t t = zt_move_declare(c);
-    ck_assert_msg(zeps_spull(c, t, ids, NIDS, got, 0) == 0, "%s", zeps_last_error(c));
-    for (int i = 0; i < NIDS; i++)
-        ck_assert_msg(got[i * DIM] == (float)sum && got[i * DIM + 1] == (float)weighted,
-                      "id %d: %g pushes applied (%g weighted), %ld (%ld) answered", i, got[i * DIM],
-                      got[i * DIM + 1], sum, weighted);
-    zeps_client_stats cs;
-    zeps_client_get_stats(c, &cs);
-    ck_assert_uint_eq(cs.slot_redirects, 0);
-    zeps_client_destroy(&c);
-}
-
 START_TEST(test_rebalance_under_load)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 3, WORKERS, "async", NULL, NULL), 0);
-    char stop[400], out[WORKERS][400], log[400];
-    snprintf(stop, sizeof(stop), "%s/stop", cl.dir);
+    char log[400];
     pid_t pids[WORKERS];
-    for (int w = 0; w < WORKERS; w++) {
-        snprintf(out[w], sizeof(out[w]), "%s/worker-%d.out", cl.dir, w);
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
-        if (pids[w] == 0)
-            zt_move_push_worker(&cl, w, stop, out[w]);
-    }
+    zt_move_workers_start(&cl, WORKERS, pids);
     zeps_client *tl = zt_move_tool(&cl);
     for (int i = 0; i < 600 && zt_move_rows(tl, 0, NULL) == 0; i++)
         usleep(50 * 1000);
@@ -78,8 +50,7 @@ START_TEST(test_rebalance_under_load)
     ck_assert(zt_move_file_has(log, "before: rows per shard 0 "));
     ck_assert(zt_move_file_has(log, "move 1: "));
     ck_assert(zt_move_file_has(log, "(tolerance 10 %): balanced"));
-    for (int w = 0; w < WORKERS; w++) /* they pushed all along */
-        ck_assert_int_eq(waitpid(pids[w], NULL, WNOHANG), 0);
+    zt_move_workers_run(pids, WORKERS); /* they pushed all along */
 
     /* +-10 % of the mean, one map on every shard */
     uint64_t rows[3], epoch[3], total = 0;
@@ -98,20 +69,8 @@ START_TEST(test_rebalance_under_load)
     ck_assert_uint_ge(epoch[0], 2); /* the first move, then at least one of the rebalance */
     zeps_client_destroy(&tl);
 
-    FILE *f = fopen(stop, "w");
-    fclose(f);
-    long sum = 0, weighted = 0;
-    for (int w = 0; w < WORKERS; w++) {
-        int ws = zt_wait(pids[w], 60);
-        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
-        long p = 0;
-        FILE *o = fopen(out[w], "r");
-        ck_assert_int_eq(fscanf(o, "%ld", &p), 1);
-        fclose(o);
-        sum += p;
-        weighted += p * (w + 1);
-    }
-    check_oracle(&cl, sum, weighted);
+    long weighted, sum = zt_move_workers_end(&cl, WORKERS, pids, &weighted);
+    zt_move_check_oracle(&cl, sum, weighted);
     printf("rebalanced to %llu %llu %llu rows at epoch %llu under %ld pushes\n",
            (unsigned long long)rows[0], (unsigned long long)rows[1], (unsigned long long)rows[2],
            (unsigned long long)epoch[0], sum);

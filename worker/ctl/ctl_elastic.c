@@ -372,15 +372,25 @@ static int give_some(zp_mover *m, int k, const uint8_t *to, int nth, uint32_t *l
     return rc;
 }
 
-static int remove_shard(zp_mover *m, const el_opts *o)
+/* K of `shards CMD K`: the shard, or -1 (said) if it is not one of m's
+ * shards. */
+static int shard_arg(const zp_mover *m, const el_opts *o, const char *cmd)
 {
     int n = zp_ctl_mover_shards(m);
     long long k = zp_ctl_mover_number(o->what, 0, ZP_MAX_SHARDS - 1);
-    if (k < 0 || k >= n) {
-        fprintf(stderr, "zepsctl shards remove: '%s' is not one of the cluster's %d shards\n",
-                o->what, n);
+    if (k >= 0 && k < n)
+        return (int)k;
+    fprintf(stderr, "zepsctl shards %s: '%s' is not one of the cluster's %d shards\n", cmd, o->what,
+            n);
+    return -1;
+}
+
+static int remove_shard(zp_mover *m, const el_opts *o)
+{
+    int n = zp_ctl_mover_shards(m);
+    long long k = shard_arg(m, o, "remove");
+    if (k < 0)
         return ZP_EXIT_SETUP;
-    }
     if (zp_ctl_mover_retired(m, (int)k)) {
         fprintf(stderr, "zepsctl shards remove: shard %lld is retired: it owns nothing\n", k);
         return ZP_EXIT_SETUP;
@@ -487,13 +497,9 @@ static int send_retired(zp_mover *m, const zp_slotmap *next, int k, bool answers
 
 static int retire(zp_mover *m, const el_opts *o)
 {
-    int n = zp_ctl_mover_shards(m);
-    long long k = zp_ctl_mover_number(o->what, 0, ZP_MAX_SHARDS - 1);
-    if (k < 0 || k >= n) {
-        fprintf(stderr, "zepsctl shards retire: '%s' is not one of the cluster's %d shards\n",
-                o->what, n);
+    long long k = shard_arg(m, o, "retire");
+    if (k < 0)
         return ZP_EXIT_SETUP;
-    }
     if (zp_ctl_mover_retired(m, (int)k)) {
         printf("shards retire: shard %lld is retired already\n", k);
         return ZP_EXIT_OK;

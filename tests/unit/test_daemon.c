@@ -3,17 +3,25 @@
  * or the engine's environment: each source, the order of precedence, and bad
  * values refused with a message that names the variable and its value.
  *
+ * The start-up lines of zeps-server: one replica names the process
+ * server[N] and says nothing of replicas; two name it server[N.R] and say
+ * which replica it is and from where.
+ *
  * Check forks every test, so setenv/unsetenv here never leak into another
  * test; each test starts from a clean set of the variables read.
  */
 #include <check.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "daemon.h"
 #include "check_main.h"
 #include "identity.h"
+#include "scratch.h"
 #include "zeps_errors.h"
 
 static const char *const vars[] = {
@@ -186,6 +194,75 @@ START_TEST(test_daemon_parse)
 }
 END_TEST
 
+/* zp_daemon_load of zeps-server --shard 0 [--replica R] on the cluster file
+ * `text` (written in `dir`); what it logged, in `out`. */
+static int load_logged(const char *dir, const char *text, const char *replica, char *out,
+                       size_t len)
+{
+    char conf[320], log[320];
+    snprintf(conf, sizeof(conf), "%s/c.conf", dir);
+    snprintf(log, sizeof(log), "%s/stderr", dir);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    char *argv[8] = {"zeps-server", "--config", conf, "--shard", "0", NULL};
+    int argc = 5;
+    if (replica) {
+        argv[argc++] = "--replica";
+        argv[argc++] = (char *)replica;
+        argv[argc] = NULL;
+    }
+    zp_daemon_args a;
+    optind = 0;
+    ck_assert_int_eq(zp_daemon_parse(ZP_DAEMON_SERVER, argc, argv, &a), -1);
+    zp_config *cfg = malloc(sizeof(*cfg));
+    fflush(stderr);
+    int saved = dup(2), fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ck_assert(saved >= 0 && fd >= 0);
+    dup2(fd, 2);
+    close(fd);
+    int rc = zp_daemon_load(ZP_DAEMON_SERVER, &a, cfg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    free(cfg);
+    f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    size_t n = fread(out, 1, len - 1, f);
+    out[n] = '\0';
+    fclose(f);
+    return rc;
+}
+
+/* The start-up lines: a replica's number only where there are replicas. */
+START_TEST(test_start_lines)
+{
+    clean_env();
+    unsetenv("ZEPS_REPLICA");
+    char dir[256], log[4096];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "daemon"), 0);
+    ck_assert_int_eq(load_logged(dir,
+                                 "cluster = {\n  servers = [\"tcp://127.0.0.1:17000\"];\n"
+                                 "  workers = 2;\n};\n",
+                                 NULL, log, sizeof(log)),
+                     -1);
+    ck_assert_msg(strstr(log, " server[0] ") && strstr(log, "shard index 0 of 1 (from --shard=0)"),
+                  "one replica logged:\n%s", log);
+    ck_assert_msg(!strstr(log, "replica") && !strstr(log, "server[0."),
+                  "one replica, yet its start-up names a replica:\n%s", log);
+    ck_assert_int_eq(
+        load_logged(dir,
+                    "cluster = {\n  servers = ( [\"tcp://127.0.0.1:17000\", "
+                    "\"tcp://127.0.0.1:17001\"] );\n  workers = 1;\n  replicas = 2;\n"
+                    "  coordination = { zookeeper = \"10.0.0.1:2181\"; };\n};\n",
+                    "1", log, sizeof(log)),
+        -1);
+    ck_assert_msg(strstr(log, " server[0.1] ") && strstr(log, "replica 1 of 2 (from --replica"),
+                  "replica 1 of 2 logged:\n%s", log);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("args");
@@ -194,6 +271,7 @@ int main(void)
     tcase_add_test(tc, test_precedence);
     tcase_add_test(tc, test_bad_values);
     tcase_add_test(tc, test_daemon_parse);
+    tcase_add_test(tc, test_start_lines);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -4,20 +4,28 @@
  * checks of a sparse PULL and PUSH (ids of another shard, repeated ids,
  * sizes that do not fit the table's dim, counts, non-finite gradients), the
  * rows and versions a pull returns, weighted mode's per-row staleness
- * (weights and drops), and bsp's wait for the slowest clock.
+ * (weights and drops), and bsp's wait for the slowest clock. A cold tier
+ * whose disk fills while pushes come (a tmpfs, root only): the push during
+ * which a row could not be demoted is answered EIO, not acknowledged, and
+ * from then on pulls and pushes of the table are refused; every row made
+ * before is still hot or cold.
  */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "http.h"
 #include "metrics.h"
 #include "inproc.h"
+#include "scratch.h"
 #include "slotmap.h"
 #include "sparse_hash.h"
+#include "tiered.h"
 #include "zeps_errors.h"
 
 #define DIM 3
@@ -216,6 +224,111 @@ START_TEST(test_bsp_pull_waits)
 }
 END_TEST
 
+#define TIER_DIM 64
+#define TIER_N   256 /* ids a push */
+
+/* A PUSH of TIER_N new ids from `first` on, gradients from state *x
+ * (random bits: the tier's store cannot compress them away); the reply. */
+static const zt_reply *tier_push(zt_shard *z, uint32_t t, uint64_t first, uint64_t *x)
+{
+    static unsigned char buf[TIER_N * (8 + TIER_DIM * 4)];
+    uint64_t *ids = (uint64_t *)buf;
+    float *g = (float *)(buf + TIER_N * 8);
+    for (int i = 0; i < TIER_N; i++)
+        ids[i] = first + (uint64_t)i;
+    for (int i = 0; i < TIER_N * TIER_DIM; i++) {
+        *x = *x * 6364136223846793005ull + 1442695040888963407ull;
+        g[i] = (float)(*x >> 40) / 16777216.0f - 0.5f;
+    }
+    Zeps__Header h = zt_header(z, ZEPS__OP__PUSH, 0);
+    h.table = t;
+    h.count = TIER_N;
+    ck_assert_int_eq(zt_send(z, &h, buf, sizeof buf), 1);
+    return zt_last(z);
+}
+
+START_TEST(test_tier_fills)
+{
+    if (geteuid() != 0) {
+        printf("test_tier_fills: skipped (mounting a small tmpfs needs root)\n");
+        return;
+    }
+    char dir[512], cmd[1200];
+    zt_scratch_path(dir, sizeof dir, "tier-fills"); /* tier_unmount's */
+    ck_assert_int_eq(mkdir(dir, 0755), 0);
+    snprintf(cmd, sizeof cmd, "mount -t tmpfs -o size=80m tmpfs '%s'", dir);
+    if (system(cmd) != 0) {
+        printf("test_tier_fills: skipped (no tmpfs mount here)\n");
+        return;
+    }
+    zp_config *cfg = zt_config("async", 1, 1);
+    snprintf(cfg->tier_dir, sizeof cfg->tier_dir, "%s", dir);
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    Zeps__TableSpec spec;
+    zeps__table_spec__init(&spec);
+    spec.name = "e";
+    spec.kind = 1;
+    spec.dim = TIER_DIM;
+    spec.optimizer = "sgd";
+    spec.lr = 1.0;
+    spec.init = "zeros";
+    spec.tier = true;
+    spec.capacity_rows = 1024;
+    Zeps__Header h = zt_header(z, ZEPS__OP__DECLARE, 0);
+    h.spec = &spec;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    ck_assert_msg(zt_last(z)->h->op == ZEPS__OP__DECLARE, "%s", zt_last(z)->h->error_text);
+    uint32_t t = zt_last(z)->h->table;
+    zp_table *tb = z->s->tables[t];
+    /* 16 MiB to fill before the 64 MiB a tier keeps free: some 60k rows */
+    uint64_t x = 1, first = 1, acked = 0;
+    const zt_reply *r = NULL;
+    for (int k = 0; k < 2000; k++, first += TIER_N) {
+        zt_clear(z); /* the replies before are read */
+        r = tier_push(z, t, first, &x);
+        if (r->h->op != ZEPS__OP__PUSH)
+            break;
+        acked++;
+    }
+    ck_assert_msg(r->h->op == ZEPS__OP__ERROR, "the tier never filled (%llu pushes)",
+                  (unsigned long long)acked);
+    ck_assert_int_eq(r->h->error, ZEPS_EIO);
+    ck_assert_msg(strstr(r->h->error_text, "PUSH of sparse table 'e' failed") &&
+                      strstr(r->h->error_text, "disk is full"),
+                  "the push that filled the tier was answered: %s", r->h->error_text);
+    ck_assert_ptr_nonnull(zp_tiered_error(tb->rows));
+    /* refused from then on, pulls and pushes alike */
+    uint64_t some[2] = {1, first - 1};
+    zt_spull(z, 0, t, some, 2, 0);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_EIO);
+    ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "PULL of sparse table 'e' refused"));
+    r = tier_push(z, t, first + TIER_N, &x);
+    ck_assert_int_eq(r->h->error, ZEPS_EIO);
+    ck_assert_ptr_nonnull(strstr(r->h->error_text, "PUSH of sparse table 'e' refused"));
+    /* every row made is hot or cold, those of every acknowledged push among them */
+    zp_sparse_counters c;
+    zp_sparse_get_counters(tb->rows->store, &c);
+    ck_assert_uint_eq(c.rows + zp_tiered_cold_rows(tb->rows), c.created);
+    ck_assert_uint_ge(c.created, acked * TIER_N);
+    zt_shard_free(z);
+    snprintf(cmd, sizeof cmd, "umount '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
+/* In the runner's process after test_tier_fills, passed or failed (a
+ * failed assertion ends the test's child before its umount): the scratch
+ * root can then be removed. */
+static void tier_unmount(void)
+{
+    char dir[512], cmd[1200];
+    zt_scratch_path(dir, sizeof dir, "tier-fills");
+    snprintf(cmd, sizeof cmd, "umount -l '%s' 2>/dev/null", dir);
+    if (system(cmd) != 0) { /* not mounted: nothing to do */
+    }
+}
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sparse_ops");
@@ -226,6 +339,11 @@ static Suite *suite(void)
     tcase_add_test(tc, test_async_rows);
     tcase_add_test(tc, test_bsp_pull_waits);
     suite_add_tcase(s, tc);
+    TCase *full = tcase_create("tier_fills");
+    tcase_set_timeout(full, 120);
+    tcase_add_unchecked_fixture(full, NULL, tier_unmount);
+    tcase_add_test(full, test_tier_fills);
+    suite_add_tcase(s, full);
     return s;
 }
 

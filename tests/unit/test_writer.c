@@ -11,6 +11,9 @@
  * finished. And the child dies with the shard: a SIGKILLed shard's writer
  * that lived on recorded its set after the restarted shard restored an
  * older one, and its prune removed the set the job rolled back to.
+ *
+ * A SNAPSHOT request outside bsp names its set as asked, and one that
+ * names none (set 0) gets the wall-clock second: never set 0.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -20,6 +23,7 @@
 #include <stdlib.h>
 #include <sys/file.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "check_main.h"
@@ -118,12 +122,55 @@ START_TEST(test_child_dies_with_shard)
 }
 END_TEST
 
+/* The set id of the writer started last (the slot of the highest pid
+ * would not do: pids wrap), by its start. */
+static uint64_t newest_setid(const zp_server *s)
+{
+    const zp_writer *newest = NULL;
+    for (int i = 0; i < ZP_PERSIST_WRITERS; i++) {
+        const zp_writer *w = &s->persist.writers[i];
+        if (w->pid > 0 && (!newest || w->started >= newest->started))
+            newest = w;
+    }
+    ck_assert_ptr_nonnull(newest);
+    return newest->setid;
+}
+
+START_TEST(test_request_set_id)
+{
+    char dir[160], err[256] = "";
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
+    zp_config *cfg = zt_config("async", 1, 1);
+    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_declare(z, 0, "w", 16, 1.0);
+    ck_assert_msg(zp_persist_request(z->s, -1, 1, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(newest_setid(z->s), 1); /* as asked */
+    zp_persist_reap(z->s, 1);
+    uint64_t before = (uint64_t)time(NULL);
+    ck_assert_msg(zp_persist_request(z->s, -1, 0, err, sizeof(err)) == 0, "%s", err);
+    uint64_t after = (uint64_t)time(NULL), id = newest_setid(z->s);
+    ck_assert_msg(id >= before && id <= after,
+                  "a SNAPSHOT naming no set wrote set %llu, not the wall-clock second (%llu)",
+                  (unsigned long long)id, (unsigned long long)before);
+    zp_persist_reap(z->s, 1);
+    ck_assert_uint_eq(z->s->persist.written, 2);
+    ck_assert_uint_eq(z->s->persist.last_setid, id);
+    zt_shard_free(z);
+    char rm[300];
+    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+    ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("writer");
     TCase *tc = tcase_create("writer");
     tcase_add_test(tc, test_child_closes_inherited);
     tcase_add_test(tc, test_child_dies_with_shard);
+    tcase_add_test(tc, test_request_set_id);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,206 @@
+/*
+ * test_rlog.c - server/repl/rlog.c, a replicated primary's log and its
+ * followers, in process (docs/replication.md): a shard made by
+ * zp_server_new_core is told it is the primary (its role set here, as the
+ * coordination service would), its ROUTER is an inproc socket, and the
+ * backup is a DEALER of a known routing id whose FOLLOW and
+ * acknowledgements are handed to zp_rlog_follow and zp_rlog_acked.
+ *
+ *   - a backup whose last entry is this log's entry (same LSN, same
+ *     epoch) follows from the log: no whole state is sent, it is sent the
+ *     entries after its own; one whose entry of that LSN was logged at
+ *     another epoch (a deposed primary's) is sent the whole state;
+ *   - a backup that follows anew forgets what its last link had: one that
+ *     was in sync and now needs the whole state is not in sync, and an
+ *     acknowledgement of entries the new link never sent is refused.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zmq.h>
+
+#include "check_main.h"
+#include "inproc.h"
+#include "rlog.h"
+#include "scratch.h"
+#include "server.h"
+#include "wire.h"
+
+#define BACKUP_ID "b1"
+
+typedef struct primary {
+    zt_shard *z;
+    void *backup; /* the backup's DEALER, routing id BACKUP_ID */
+    zmq_msg_t id; /* that id, as the ROUTER names it */
+} primary;
+
+/* Replica 0 of two, primary at `epoch`, both members live, the in-sync set
+ * itself alone (so nothing waits on the backup). */
+static void primary_up(primary *p, uint64_t epoch)
+{
+    char tmp[256]; /* the whole state's files: under the test's own folder */
+    ck_assert_int_eq(zt_scratch_dir(tmp, sizeof(tmp), "rlog"), 0);
+    setenv("TMPDIR", tmp, 1);
+    zp_config *cfg = zt_config("async", 1, 1);
+    cfg->replicas = 2;
+    cfg->repl_max_lag_ms = 600000; /* lag never decides here, however loaded the machine */
+    p->z = zt_shard_start(cfg, 0);
+    zp_server *s = p->z->s;
+    ck_assert(s->repl.on);
+    zp_role *r = &s->role;
+    r->kind = ZP_ROLE_PRIMARY;
+    r->epoch = epoch;
+    r->primary_replica = 0;
+    snprintf(r->me, sizeof(r->me), "m0");
+    r->nlive = 2;
+    snprintf(r->live[0], sizeof(r->live[0]), "m0");
+    snprintf(r->live[1], sizeof(r->live[1]), "m1");
+    r->isr.version = 1;
+    r->isr.epoch = epoch;
+    r->isr.n = 1;
+    snprintf(r->isr.m[0], sizeof(r->isr.m[0]), "m0");
+    int zero = 0;
+    s->zctx = zmq_ctx_new();
+    s->sock = zmq_socket(s->zctx, ZMQ_ROUTER);
+    zmq_setsockopt(s->sock, ZMQ_LINGER, &zero, sizeof(zero));
+    ck_assert_int_eq(zmq_bind(s->sock, "inproc://rlog"), 0);
+    p->backup = zmq_socket(s->zctx, ZMQ_DEALER);
+    zmq_setsockopt(p->backup, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_setsockopt(p->backup, ZMQ_ROUTING_ID, BACKUP_ID, strlen(BACKUP_ID));
+    ck_assert_int_eq(zmq_connect(p->backup, "inproc://rlog"), 0);
+    zmq_msg_init_size(&p->id, strlen(BACKUP_ID));
+    memcpy(zmq_msg_data(&p->id), BACKUP_ID, strlen(BACKUP_ID));
+}
+
+static void primary_down(primary *p)
+{
+    zmq_close(p->backup);
+    zmq_msg_close(&p->id);
+    zt_shard_free(p->z); /* closes the ROUTER and its context */
+}
+
+/* Log `n` entries at the role's epoch (a lost worker's CLOCK each). */
+static void log_entries(primary *p, int n)
+{
+    for (int i = 0; i < n; i++)
+        zp_rlog_lost(p->z->s, 0);
+}
+
+/* The backup's FOLLOW: replica 1 as member m1 at the primary's epoch,
+ * holding entry `lsn` logged at `lsn_epoch` of the log from `base`. */
+static void follow(primary *p, uint64_t lsn, uint64_t lsn_epoch, uint64_t base)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__FOLLOW;
+    h.epoch = p->z->s->role.epoch;
+    h.replica = 1;
+    h.member = "m1";
+    h.lsn = lsn;
+    h.lsn_epoch = lsn_epoch;
+    h.log_base = base;
+    char err[256] = "";
+    ck_assert_msg(zp_rlog_follow(p->z->s, &p->id, &h, err, sizeof(err)) == 0, "%s", err);
+}
+
+/* The backup acknowledges entry `lsn`: whether the primary took it. */
+static bool ack(primary *p, uint64_t lsn)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__REPLICATE;
+    h.epoch = p->z->s->role.epoch;
+    h.lsn = lsn;
+    return zp_rlog_acked(p->z->s, &p->id, &h);
+}
+
+/* The next REPLICATE the backup got: its LSN, or 0 if none came within a
+ * second (a whole state's chunk fails the test). */
+static uint64_t next_entry(primary *p)
+{
+    zmq_pollitem_t it = {.socket = p->backup, .events = ZMQ_POLLIN};
+    if (zmq_poll(&it, 1, 1000) != 1)
+        return 0;
+    zp_frames m;
+    ck_assert_int_eq(zp_wire_frames_recv(p->backup, &m, 0), 0);
+    Zeps__Header *h = zp_wire_unpack_header(&m.f[0]);
+    ck_assert_ptr_nonnull(h);
+    ck_assert_int_eq(h->op, ZEPS__OP__REPLICATE);
+    ck_assert_msg(!(h->flags & ZP_FLAG_STATE), "a chunk of the whole state, not an entry");
+    uint64_t lsn = h->lsn;
+    zeps__header__free_unpacked(h, NULL);
+    zp_wire_frames_close(&m);
+    return lsn;
+}
+
+/* Entries 1-5 logged at epoch 1, 6-8 at epoch 2 (a failover between). A
+ * backup holding entry 4 of epoch 1 is sent 5-8 from the log; one holding
+ * an entry 4 of epoch 2 (which this log never had) gets the whole state. */
+START_TEST(test_follow_from_matching_entry)
+{
+    primary p;
+    primary_up(&p, 1);
+    zp_server *s = p.z->s;
+    log_entries(&p, 5);
+    s->role.epoch = 2;
+    log_entries(&p, 3);
+    ck_assert_uint_eq(s->repl.lsn, 8);
+
+    follow(&p, 4, 1, 0);
+    const zp_repl_follower *f = &s->repl.followers[1];
+    ck_assert_msg(s->repl.transfers == 0, "a backup whose log matches was sent the whole state");
+    ck_assert(f->on && f->xfer.phase == ZP_XFER_NONE);
+    ck_assert_uint_eq(f->acked, 4);
+    ck_assert_uint_eq(f->sent, 8);
+    for (uint64_t lsn = 5; lsn <= 8; lsn++)
+        ck_assert_uint_eq(next_entry(&p), lsn);
+    ck_assert(ack(&p, 8));
+    ck_assert_uint_eq(f->acked, 8);
+
+    follow(&p, 4, 2, 0); /* the same position, another epoch's entry */
+    ck_assert_msg(s->repl.transfers == 1, "a backup whose entry 4 differs follows from the log");
+    ck_assert(f->on && f->xfer.phase != ZP_XFER_NONE);
+    primary_down(&p);
+}
+END_TEST
+
+/* A backup in sync follows anew from a log this primary cannot serve (it
+ * restored another state): the whole state is sent, and until it has it
+ * the backup is neither in sync nor acknowledged for entries it had. */
+START_TEST(test_follow_anew_forgets)
+{
+    primary p;
+    primary_up(&p, 1);
+    zp_server *s = p.z->s;
+    log_entries(&p, 3);
+    follow(&p, 0, 0, 0);
+    for (uint64_t lsn = 1; lsn <= 3; lsn++)
+        ck_assert_uint_eq(next_entry(&p), lsn);
+    ck_assert(ack(&p, 3));
+    ck_assert_msg(zp_rlog_in_sync(s, "m1", false), "caught up, yet not in sync");
+
+    follow(&p, 3, 1, 0x5eed); /* another log's entry 3 */
+    const zp_repl_follower *f = &s->repl.followers[1];
+    ck_assert_uint_eq(s->repl.transfers, 1);
+    ck_assert(f->on && f->xfer.phase != ZP_XFER_NONE);
+    ck_assert_uint_eq(f->acked, 0);
+    ck_assert_uint_eq(f->sent, 0);
+    ck_assert_msg(!zp_rlog_in_sync(s, "m1", false),
+                  "a backup being sent the whole state is in sync by its last link");
+    ck_assert_msg(!ack(&p, 3), "an acknowledgement of entries this link never sent was taken");
+    primary_down(&p);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("rlog");
+    TCase *tc = tcase_create("rlog");
+    tcase_add_test(tc, test_follow_from_matching_entry);
+    tcase_add_test(tc, test_follow_anew_forgets);
+    suite_add_tcase(s, tc);
+    return zt_run_suite(s);
+}

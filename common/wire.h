@@ -49,6 +49,10 @@
 /* STATS: the stats of each sparse table carry its declaration (spec), so a
  * tool can declare it on a shard that joins (zepsctl shards add) */
 #define ZP_FLAG_SPECS 0x20000u
+/* CLOCK: slot_epoch is the epoch of the sender's slot map; a shard whose
+ * map is newer answers with it as the reply's payload (docs/elastic.md:
+ * a worker that never touches a moved slot learns the map by its clocks) */
+#define ZP_FLAG_MAP 0x40000u
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);
  * receiving more is a protocol error, and the extra frames are discarded. */
@@ -58,6 +62,10 @@
 #define ZP_CAP_CUTS     0x1u /* snapshots are consistent cuts at a common clock */
 #define ZP_CAP_ROLLBACK 0x2u /* a restored shard sends the whole job back to its cut */
 #define ZP_CAP_BOUND    0x4u /* pulls wait for a staleness bound (TableStats.staleness) */
+/* HELLO replies only, not a mode's: the shard answers a CLOCK with flag
+ * ZP_FLAG_MAP with its slot map when the sender's is older (a shard older
+ * than this refuses the flag, so a client sets it only where this says) */
+#define ZP_CAP_MAPS 0x8u
 /* The same bits are public in zeps.h as ZEPS_CAP_* (zeps_consistency). */
 
 #define ZP_MAX_FRAMES 4

@@ -92,7 +92,7 @@ static uint32_t request_flags(const zp_server *s, int op)
     case ZEPS__OP__PUSH: /* a round entry comes from the primary's log only */
         return ZP_FLAG_CLOCK | ZP_FLAG_ROW_VERSIONS | (s->applying ? ZP_FLAG_ROUND : 0);
     case ZEPS__OP__CLOCK:
-        return s->applying ? ZP_FLAG_LOST : 0;
+        return ZP_FLAG_MAP | (s->applying ? ZP_FLAG_LOST : 0);
     case ZEPS__OP__PULL:
         return ZP_FLAG_PULL_DELTA;
     case ZEPS__OP__BYE:

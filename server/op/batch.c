@@ -63,7 +63,7 @@ static int check_rows(zp_server *s, const uint8_t *rp, size_t rlen, uint64_t at,
 static int check_item(zp_server *s, const zp_rbatch_view *v, const Zeps__Header *h, size_t nsum,
                       const uint8_t *rows, size_t rlen, char *err, size_t errlen)
 {
-    bool clock = h->op == ZEPS__OP__CLOCK && h->flags == 0 && !v->closes;
+    bool clock = h->op == ZEPS__OP__CLOCK && (h->flags & ~ZP_FLAG_MAP) == 0 && !v->closes;
     if (!clock && (h->op != ZEPS__OP__PUSH || (h->flags & ZP_FLAG_ROUND)))
         return snprintf(err, errlen, "a round entry carries a request that is no push or CLOCK"),
                ZEPS_EPROTO;

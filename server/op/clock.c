@@ -97,7 +97,13 @@ void zp_clock_on_clock(zp_server *s, zp_request *r)
     zp_workers_record(w, h->seq);
     zp_clock_advance(s, w, h->clock);
     zp_rnote_round_clock(s); /* logged with the pushes of an open bsp round, if any */
-    zp_reply_ok(s, r->identity, h, 0);
+    if ((h->flags & ZP_FLAG_MAP) && h->slot_epoch < zp_slotmap_epoch(s->slots)) {
+        Zeps__Header rep; /* the sender's map is older: the reply brings this one */
+        zp_reply_init(s, h, &rep);
+        zp_owner_send_with_map(s, r->identity, &rep);
+    } else {
+        zp_reply_ok(s, r->identity, h, 0);
+    }
     zp_pull_serve_all(s);
 }
 

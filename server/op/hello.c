@@ -109,7 +109,7 @@ void zp_hello_on(zp_server *s, zp_request *r)
     rep.num_shards = (uint32_t)s->nshards;
     rep.num_workers = (uint32_t)s->nworkers;
     rep.consistency = (char *)s->cons->name;
-    rep.caps = s->cons->caps;
+    rep.caps = s->cons->caps | ZP_CAP_MAPS;
     rep.clock = resume;
     rep.flags = flags;
     rep.cut = zp_request_resume_cut(s);

@@ -6,8 +6,9 @@
  * checked (protocol version, frame count, tool ranks) and answers it
  * exactly once. Handlers call down into policy/, table/ and state/, and
  * sideways only in this order: admin, clock, push -> pull, record, turns;
- * pull -> record, sparse_ops, turns; scan -> sparse_ops, owner; sparse_ops
- * -> owner, turns; move -> owner, sparse_ops; nothing calls back up.
+ * clock -> owner; pull -> record, sparse_ops, turns; scan -> sparse_ops,
+ * owner; sparse_ops -> owner, turns; move -> owner, sparse_ops; nothing
+ * calls back up.
  */
 #ifndef ZP_OPS_H
 #define ZP_OPS_H

@@ -25,6 +25,7 @@
 #include "check_main.h"
 #include "harness.h"
 #include "move_fixture.h"
+#include "rawreq.h"
 #include "slotmap.h"
 #include "zeps.h"
 
@@ -153,7 +154,7 @@ START_TEST(test_retire)
     zt_move_workers_run(pids, WORKERS);
     new_client_works(&cl, 3);
     status_names_retired(&cl, 1);
-    ck_assert_int_eq(zt_move_send_slots(&cl, 0, unretiring(ep)), ZEPS_EINVAL); /* never comes back */
+    ck_assert_int_eq(zt_raw_slots(&cl, 0, unretiring(ep)), ZEPS_EINVAL); /* never comes back */
     ck_assert_int_eq(shards_cmd(&cl, "retire", "1", "again", log, sizeof(log)), 0);
     ck_assert(zt_move_file_has(log, "retired already"));
     ck_assert_int_eq(shards_cmd(&cl, "remove", "1", "remove-retired", log, sizeof(log)), 2);

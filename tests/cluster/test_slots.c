@@ -16,7 +16,9 @@
  * and changes nothing; a newer one that moves no row is taken while the
  * shards hold rows. Under bsp a map is refused.
  * Shards started with a map file learn it at start; when two disagree the
- * redirect is not followed a second time: the caller gets EMOVED.
+ * redirect is not followed a second time: the caller gets EMOVED. A piece
+ * refused by a newer map than the one it was split by goes on (moves in
+ * a row): a push refused twice is applied once, where the newest map says.
  */
 #include <check.h>
 #include <stdio.h>
@@ -382,6 +384,52 @@ START_TEST(test_redirect_not_followed_twice)
 }
 END_TEST
 
+/* Moves in a row: a piece goes on by a newer map than the one it was
+ * split by. Three shards; the client holds the default map (x and y on
+ * shard 0). Shard 0 takes E1 (their slots to shard 1), shards 1 and 2
+ * take E2 (on to shard 2): the window between two moves' commits. A push
+ * of y is refused by shard 0 (E1), its piece by shard 1 (E2), and the
+ * piece's piece is applied by shard 2, once; then x and y are read there
+ * without a redirect. */
+START_TEST(test_redirect_followed_by_newer_maps)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = declare(c);
+    zp_slotmap *d = NULL, *m1 = NULL, *m2 = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    uint64_t ids[2] = {1, 0};
+    while (zp_slotmap_owner(d, ids[0]) != 0)
+        ids[0]++;
+    for (ids[1] = ids[0] + 1; zp_slotmap_owner(d, ids[1]) != 0; ids[1]++)
+        ;
+    uint8_t which[4095] = {0};
+    which[zp_slotmap_slot_of(d, ids[0])] = which[zp_slotmap_slot_of(d, ids[1])] = 1;
+    ck_assert_int_eq(zp_slotmap_moved(d, which, 1, &m1), 0);
+    ck_assert_int_eq(zp_slotmap_moved(m1, which, 2, &m2), 0);
+    ck_assert_int_eq(zt_raw_slots(&cl, 0, m1), 0);
+    ck_assert_int_eq(zt_raw_slots(&cl, 1, m2), 0);
+    ck_assert_int_eq(zt_raw_slots(&cl, 2, m2), 0);
+    float g[DIM] = {1, 2, 3, 4}, rows[2 * DIM];
+    ck_assert_msg(zeps_spush(c, t, &ids[1], 1, g, 0) == 0, "%s", zeps_last_error(c));
+    ck_assert_uint_eq(stats(c).slot_redirects, 2);
+    ck_assert_uint_eq(stats(c).slot_epoch, 2);
+    ck_assert_msg(zeps_spull(c, t, ids, 2, rows, 0) == 0, "%s", zeps_last_error(c));
+    ck_assert_uint_eq(stats(c).slot_redirects, 2); /* the map of E2 places both */
+    for (int k = 0; k < DIM; k++) {
+        ck_assert(rows[k] == 0.0f);          /* x: never pushed */
+        ck_assert(rows[DIM + k] == -g[k]); /* y: pushed once */
+    }
+    zp_slotmap_destroy(&m2);
+    zp_slotmap_destroy(&m1);
+    zp_slotmap_destroy(&d);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* A mode that holds pushes in rounds takes no new map (nor does a
  * replicated shard: test_replicas). */
 START_TEST(test_refused_under_bsp)
@@ -401,6 +449,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_redirects_followed_once_each);
     tcase_add_test(tc, test_redirect_not_followed_twice);
+    tcase_add_test(tc, test_redirect_followed_by_newer_maps);
     tcase_add_test(tc, test_refused_under_bsp);
     suite_add_tcase(s, tc);
     return s;

@@ -209,28 +209,6 @@ void zt_move_join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len)
     snprintf(buf, len, "ipc://%s/joined-%d", cl->dir, k);
 }
 
-int zt_move_send_slots(const zt_cluster *cl, int k, const zp_slotmap *map)
-{
-    size_t len = zp_slotmap_wire_size(map);
-    void *wire = malloc(len);
-    zp_slotmap_encode(map, wire);
-    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
-    Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__SLOTS;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
-    Zeps__Header *rep = zt_raw_req(sock, &h, wire, len);
-    int rc = rep->op == ZEPS__OP__ERROR ? (int)rep->error : 0;
-    if (rc)
-        printf("SLOTS to shard %d: %s\n", k, rep->error_text);
-    zeps__header__free_unpacked(rep, NULL);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
-    free(wire);
-    return rc;
-}
 
 void zt_move_check_oracle(const zt_cluster *cl, long sum, long weighted)
 {

@@ -69,10 +69,6 @@ void zt_move_push_worker(const zt_cluster *cl, int w, const char *stop, const ch
  * folder. */
 void zt_move_join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len);
 
-/* SLOTS with `map` to shard k, as a tool on a socket of its own: the
- * reply's error code (0: taken; the refusal's text printed). */
-int zt_move_send_slots(const zt_cluster *cl, int k, const zp_slotmap *map);
-
 /* Worker processes 0..n-1 of zt_move_push_worker into pids[], stopping at
  * <dir>/stop, each writing <dir>/worker-W.out. */
 void zt_move_workers_start(const zt_cluster *cl, int n, pid_t *pids);

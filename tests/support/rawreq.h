@@ -16,6 +16,8 @@
 
 #include <stddef.h>
 
+#include "harness.h"
+#include "slotmap.h"
 #include "zeps.pb-c.h"
 
 /* How long zt_raw_req and zt_raw_req_frames wait for a reply. */
@@ -36,6 +38,10 @@ Zeps__Header *zt_raw_recv(void *sock, int timeout_ms);
  * ZT_RAW_TIMEOUT_MS: the reply's header, which the caller frees. */
 Zeps__Header *zt_raw_req(void *sock, const Zeps__Header *h, const void *payload, size_t len);
 Zeps__Header *zt_raw_req_frames(void *sock, const void *const *frames, const size_t *lens, int n);
+
+/* SLOTS with `map` to shard k of cl, as a tool on a socket of its own:
+ * the reply's error code (0: taken; the refusal's text printed). */
+int zt_raw_slots(const zt_cluster *cl, int k, const zp_slotmap *map);
 
 /* Check that rep is an ERROR reply with error `code` and an error_text that
  * contains `needle`, then free it (this call takes rep). */

@@ -55,7 +55,7 @@ START_TEST(test_hello_caps)
         zt_hello(z, 1);
         const Zeps__Header *rep = zt_last(z)->h;
         ck_assert_str_eq(rep->consistency, modes[i].mode);
-        ck_assert_uint_eq(rep->caps, modes[i].caps);
+        ck_assert_uint_eq(rep->caps, modes[i].caps | ZP_CAP_MAPS); /* MAPS: every shard */
         ck_assert_uint_eq(rep->num_workers, 2);
         ck_assert_uint_eq(rep->num_shards, 1);
         ck_assert_uint_eq(rep->req_id, z->req);

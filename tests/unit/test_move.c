@@ -14,6 +14,7 @@
  * imports, but not the move's map (every owner turned), is not the
  * commit: it is checked as any map (refused, rows would be left behind)
  * and the import goes on; the move's own map then commits it.
+ * test_clock_brings_map: a CLOCK asking for a newer map (flag MAP) gets it.
  */
 #include <check.h>
 #include <stdio.h>
@@ -260,6 +261,52 @@ START_TEST(test_foreign_map_mid_import)
 }
 END_TEST
 
+/* CLOCK `c` from rank 0 with `flags` and `epoch` in slot_epoch: its reply. */
+static zt_reply *clock_with(zt_shard *z, int64_t c, uint32_t flags, uint64_t epoch)
+{
+    Zeps__Header h = zt_header(z, ZEPS__OP__CLOCK, 0);
+    h.clock = c;
+    h.flags = flags;
+    h.slot_epoch = epoch;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    zt_reply *r = zt_last(z);
+    ck_assert_msg(r->h->op == ZEPS__OP__CLOCK, "%s", r->h->error_text ? r->h->error_text : "?");
+    return r;
+}
+
+/* A CLOCK with flag MAP whose slot_epoch is older than the shard's map is
+ * answered with that map (a worker that never meets EMOVED learns it so);
+ * one at the shard's epoch, one without the flag, and any at epoch 0 on a
+ * shard of the default map get a bare ack. HELLO says the shard knows the
+ * flag (caps MAPS). */
+START_TEST(test_clock_brings_map)
+{
+    zt_shard *z = zt_shard_start(zt_config("async", 2, 2), 0);
+    zt_hello(z, 0);
+    ck_assert(zt_last(z)->h->caps & ZP_CAP_MAPS);
+    ck_assert_ptr_null(clock_with(z, 0, ZP_FLAG_MAP, 0)->data); /* the default map */
+    zp_slotmap *d = NULL, *m = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    uint8_t none[4096] = {0};
+    ck_assert_int_eq(zp_slotmap_moved(d, none, 0, &m), 0);
+    size_t len = zp_slotmap_wire_size(m);
+    void *wire = malloc(len);
+    zp_slotmap_encode(m, wire);
+    ck_assert_int_eq(slots(z, wire, len)->h->op, ZEPS__OP__SLOTS);
+    zt_reply *r = clock_with(z, 1, ZP_FLAG_MAP, 0);
+    ck_assert_uint_eq(r->h->slot_epoch, 1);
+    ck_assert_uint_eq(r->len, len);
+    ck_assert_int_eq(memcmp(r->data, wire, len), 0);
+    ck_assert_ptr_null(clock_with(z, 2, ZP_FLAG_MAP, 1)->data); /* it has it */
+    ck_assert_ptr_null(clock_with(z, 3, 0, 0)->data);           /* it did not ask */
+    ck_assert_int_eq(z->s->workers.w[0].clock, 4);              /* each clock counted */
+    free(wire);
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("move");
@@ -267,6 +314,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_parked_commit);
     tcase_add_test(tc, test_parked_abort);
     tcase_add_test(tc, test_foreign_map_mid_import);
+    tcase_add_test(tc, test_clock_brings_map);
     suite_add_tcase(s, tc);
     return s;
 }

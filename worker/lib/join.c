@@ -121,7 +121,8 @@ int zp_join_hello(zeps_client *c, int k, const Zeps__Header *h)
     sh->rejoined = (h->flags & ZP_FLAG_REJOINED) != 0;
     zp_xport_shm_hello(c, k, h); /* shared memory, if offered and allowed */
     c->nworkers = (int)h->num_workers;
-    c->caps = h->caps;
+    c->caps = h->caps & ~ZP_CAP_MAPS; /* the mode's bits (zeps_consistency) */
+    sh->maps = (h->caps & ZP_CAP_MAPS) != 0;
     snprintf(c->consistency, sizeof(c->consistency), "%s", h->consistency ? h->consistency : "");
     if (h->shard != (uint32_t)k || h->num_shards != (uint32_t)c->ndense)
         return zp_fail(c, ZEPS_ECONFIG,

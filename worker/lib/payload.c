@@ -165,3 +165,12 @@ int zp_payload_pull(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_fra
     c->stats.bytes_in_raw += s->count * sizeof(float);
     return 0;
 }
+
+void zp_payload_stats(zp_req *r, const Zeps__Header *h)
+{
+    if (!h->stats)
+        return;
+    r->stats_len = zeps__shard_stats__get_packed_size(h->stats);
+    r->stats_buf = zp_alloc(r->stats_len);
+    zeps__shard_stats__pack(h->stats, r->stats_buf);
+}

@@ -18,4 +18,8 @@ int zp_payload_pull(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_fra
  * against the layout the header names. Returns 0, or EPROTO recorded in c. */
 int zp_payload_scan(zeps_client *c, zp_req_sub *s, const Zeps__Header *h, zp_frames *m);
 
+/* A STATS reply's statistics, packed into r (r->stats_buf, r->stats_len:
+ * what zeps_stats_raw hands on); none if h carries none. */
+void zp_payload_stats(zp_req *r, const Zeps__Header *h);
+
 #endif

@@ -6,9 +6,11 @@
  * the map if it is newer than its own, and sends the refused sub-request's
  * ids again, split by their owners under the new map: one piece per
  * owner, each a new sub-request with a new seq (the refused one was not
- * recorded, so nothing can be applied twice). A piece refused again is not
- * sent a third time: the redirect is followed once, and the error reaches
- * the caller with the shard's words.
+ * recorded, so nothing can be applied twice). A piece refused again goes
+ * again only if the client's map is now newer than the one it was split
+ * by (moves in a row can send a slot on twice); refused at the same epoch
+ * (two shards that disagree), the error reaches the caller with the
+ * shard's words.
  *
  * A map that names shards this client does not know (they joined at run
  * time) is taken only once join.c reached them all.
@@ -31,11 +33,15 @@
 #include "zeps.h"
 
 /* Whether s can be sent again split: a sparse PULL with a scatter, or an
- * uncompressed sparse PUSH that does not carry the clock, not itself a
- * piece. */
-static int resendable(const zp_req_sub *s)
+ * uncompressed sparse PUSH that does not carry the clock; a piece only by
+ * a newer map than the one it was split by (the map moves forward at each
+ * step, so this cannot loop: two shards that disagree at one epoch end
+ * it). */
+static int resendable(const zeps_client *c, const zp_req_sub *s)
 {
-    if (!s->resend.table_ids || s->parent)
+    if (!s->resend.table_ids)
+        return 0;
+    if (s->parent && zp_slotmap_epoch(c->slots) <= s->split_epoch)
         return 0;
     if (s->req->op == ZEPS__OP__PULL)
         return s->scatter.rows != NULL;
@@ -77,7 +83,7 @@ void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m)
 int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const zp_frames *m)
 {
     zp_redirect_learn(c, k, m);
-    if (!resendable(s))
+    if (!resendable(c, s))
         return 0;
     c->stats.slot_redirects++;
     return 1;
@@ -107,6 +113,7 @@ static void push_piece(const zp_req_sub *s, zp_req_sub *p, const uint32_t *js, s
     p->data = out;
     p->data_len = len;
     p->flags = s->flags & ZP_FLAG_ROW_VERSIONS;
+    p->resend.raw = out; /* ids, rows, versions: as s's, if it is refused in turn */
 }
 
 static void pull_piece(const zp_req_sub *s, zp_req_sub *p, const uint32_t *js, size_t n, int k)
@@ -114,9 +121,9 @@ static void pull_piece(const zp_req_sub *s, zp_req_sub *p, const uint32_t *js, s
     const uint64_t *ids = s->data;
     uint64_t *out = zp_alloc(n ? n * sizeof(uint64_t) : 8);
     p->jmap = zp_alloc(n ? n * sizeof(uint32_t) : 4);
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++) { /* positions in the request's own ids */
         out[i] = ids[js[i]];
-        p->jmap[i] = js[i];
+        p->jmap[i] = s->scatter.jmap ? s->scatter.jmap[js[i]] : js[i];
     }
     p->encoded = out;
     p->data = out;
@@ -164,6 +171,8 @@ static zp_req_sub *piece_add(zeps_client *c, zp_req *f, zp_req_sub *s, int k)
     p->seq = ++c->shards[k].next_seq;
     p->max_retries = c->opt.max_retries;
     p->parent = s;
+    p->split_epoch = zp_slotmap_epoch(c->slots);
+    p->resend = s->resend; /* a piece refused by a newer map goes again in turn */
     p->table = s->resend.table_ids[k];
     p->data_version = s->data_version;
     return p;

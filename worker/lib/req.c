@@ -95,6 +95,10 @@ static void sub_fill_header(const zeps_client *c, const zp_req_sub *s, Zeps__Hea
     h->recovery = s->req->recovery;
     h->evict_rank = s->req->evict_rank;
     h->state_per_value = s->spv;
+    if (s->req->op == ZEPS__OP__CLOCK && c->shards[s->shard].maps) { /* a newer map comes back */
+        h->slot_epoch = zp_slotmap_epoch(c->slots);
+        h->flags |= ZP_FLAG_MAP;
+    }
     if (s->compressed) {
         h->view_id = s->view_id;
         h->codec_fraction = s->cparams.fraction;
@@ -288,6 +292,50 @@ static void drop_retired_hellos(zeps_client *c)
         }
 }
 
+/* The answer h (frames m) to sub s of shard k, of s's own op: what it
+ * carries goes where s says. 0 or the error (c->err). */
+static int on_answer(zeps_client *c, int k, zp_req_sub *s, const Zeps__Header *h, zp_frames *m)
+{
+    zp_req *r = s->req;
+    int err = 0;
+    switch (r->op) {
+    case ZEPS__OP__PULL:
+        err = zp_payload_pull(c, s, h, m);
+        if (err == 0 && s->version_out) /* the version pulled (a sparse table's pushes) */
+            *s->version_out = h->data_version;
+        break;
+    case ZEPS__OP__HELLO:
+        err = zp_join_hello(c, k, h);
+        break;
+    case ZEPS__OP__DECLARE:
+        s->table = h->table;
+        s->offset = h->offset;
+        s->count = h->count;
+        break;
+    case ZEPS__OP__SCAN:
+        err = zp_payload_scan(c, s, h, m);
+        break;
+    case ZEPS__OP__PUSH:
+        c->stats.pushes_acked++;
+        if (h->flags & ZP_FLAG_DROPPED)
+            c->stats.dropped++;
+        break;
+    case ZEPS__OP__STATS:
+        zp_payload_stats(r, h);
+        break;
+    default:
+        break;
+    }
+    /* a newer map with HELLO (a map file's: known before the first
+     * request) or CLOCK (a move this worker's ids never met) */
+    if (err == 0 && (r->op == ZEPS__OP__HELLO || r->op == ZEPS__OP__CLOCK) &&
+        h->slot_epoch > zp_slotmap_epoch(c->slots)) {
+        zp_redirect_learn(c, k, m);
+        drop_retired_hellos(c);
+    }
+    return err;
+}
+
 static void on_reply(zeps_client *c, int k, zp_frames *m)
 {
     zp_shard *sh = &c->shards[k];
@@ -329,42 +377,7 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
         err = zp_fail(c, ZEPS_EPROTO, "shard %d answered %s with %s (protocol %u)", k,
                       zp_wire_op_name(r->op), zp_wire_op_name(h->op), h->version);
     } else {
-        switch (r->op) {
-        case ZEPS__OP__PULL:
-            err = zp_payload_pull(c, s, h, m);
-            if (err == 0 && s->version_out) /* the version pulled (a sparse table's pushes) */
-                *s->version_out = h->data_version;
-            break;
-        case ZEPS__OP__HELLO:
-            err = zp_join_hello(c, k, h);
-            if (err == 0 && h->slot_epoch > zp_slotmap_epoch(c->slots)) {
-                zp_redirect_learn(c, k, m); /* a map file's: known before the first request */
-                drop_retired_hellos(c);
-            }
-            break;
-        case ZEPS__OP__DECLARE:
-            s->table = h->table;
-            s->offset = h->offset;
-            s->count = h->count;
-            break;
-        case ZEPS__OP__SCAN:
-            err = zp_payload_scan(c, s, h, m);
-            break;
-        case ZEPS__OP__PUSH:
-            c->stats.pushes_acked++;
-            if (h->flags & ZP_FLAG_DROPPED)
-                c->stats.dropped++;
-            break;
-        case ZEPS__OP__STATS:
-            if (h->stats) {
-                r->stats_len = zeps__shard_stats__get_packed_size(h->stats);
-                r->stats_buf = zp_alloc(r->stats_len);
-                zeps__shard_stats__pack(h->stats, r->stats_buf);
-            }
-            break;
-        default:
-            break;
-        }
+        err = on_answer(c, k, s, h, m);
     }
     zeps__header__free_unpacked(h, NULL);
     sub_finish(c, s, err);

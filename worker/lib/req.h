@@ -84,6 +84,7 @@ struct zp_req_sub {
     int has_frame;
     zp_req_resend resend; /* a sparse PULL/PUSH: how an EMOVED sends it again */
     zp_req_sub *parent;   /* a redirect's piece: the sub it answers for (redirect.c) */
+    uint64_t split_epoch; /* ... and the epoch of the map it was split by */
     int pieces;           /* a redirected sub: its pieces not yet answered */
     int piece_err;        /* ... the first error one of them had */
     uint32_t *jmap;       /* a pull piece's scatter.jmap (owned) */

@@ -40,6 +40,7 @@ typedef struct zp_shard {
     int rejoined;        /* HELLO reply: the shard knew this rank under another incarnation */
     int moved;           /* failover.c: the socket now points at another replica, which has not
                             heard HELLO yet; req.c sends only HELLO there until one is answered */
+    int maps;            /* HELLO reply: ZP_CAP_MAPS, its CLOCK answers bring a newer map */
 } zp_shard;
 
 /* Open shard k's socket (and, with CURVE or replicas >= 2, its monitor) and connect it to

@@ -501,7 +501,6 @@ START_TEST(test_zookeeper_absent)
 }
 END_TEST
 
-/* An unknown backend, a bad cluster name: refused with their words. */
 /* Run zkCli.sh against `hosts`, `cmds` (lines) on its standard input;
  * its output into out (NULL: thrown away). */
 static void zk_cli(const char *hosts, const char *cmds, char *out, size_t len)
@@ -570,6 +569,8 @@ START_TEST(test_tree_refused)
 }
 END_TEST
 
+/* An unknown backend, a bad cluster name, hosts the client refuses:
+ * refused with their words. */
 START_TEST(test_refusals)
 {
     loop lp;
@@ -584,6 +585,25 @@ START_TEST(test_refusals)
     o.cluster = "a/b";
     ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "a/b"));
+    ck_assert_ptr_null(c);
+    /* hosts the ZooKeeper client refuses (a port that is no number; not a
+     * missing port, whose refusal leaks in the client itself): its words,
+     * and nothing of them kept: refused again and again, the heap stays flat */
+    o.cluster = "t";
+    static char hosts[4096];
+    memset(hosts, 'h', sizeof(hosts) - 1);
+    memcpy(hosts + sizeof(hosts) - 3, ":x", 2);
+    o.hosts = hosts;
+    ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "refused hosts 'hhh"));
+    long before = 0;
+    for (int i = 0; i < 100; i++) { /* the first 50 warm the allocator's caches up */
+        if (i == 50)
+            before = heap_used();
+        ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_EINVAL);
+    }
+    long grown = heap_used() - before;
+    ck_assert_msg(grown < (long)sizeof(hosts), "50 refusals grew the heap by %ld bytes", grown);
     ck_assert_ptr_null(c);
     loop_fini(&lp);
 }

@@ -15,219 +15,21 @@
  *     resume their sessions; no failover, nothing hangs;
  *   - no ZooKeeper at all: UNREACHABLE after the connect timeout;
  *   - a tree ZooKeeper refuses to make (a node made beforehand without the
- *     create permission, by zkCli.sh): the replica registers nowhere.
+ *     create permission, by zkCli.sh): the replica registers nowhere;
+ *   - an unknown backend, a bad cluster name, hosts the client refuses:
+ *     refused with their words, and the refusals leak nothing.
+ * The session beneath (connections cut or refused, joins refused): see
+ * test_zk_session.c.
  */
-#include <arpa/inet.h>
 #include <check.h>
-#include <malloc.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include <zookeeper/zookeeper.h>
 
 #include "check_main.h"
-#include "coord.h"
+#include "coord_fixture.h"
 #include "harness.h"
 #include "zeps_errors.h"
-#include "zkserver.h"
-
-#define SESSION_MS 1000
-
-/* Two calls of the ZooKeeper client, as the coordination layer makes them,
- * seen by the tests: the binary is linked with --wrap for both
- * (tests/cluster/CMakeLists.txt). A member listing (join's) may be refused
- * as the client refuses any request on an expired handle; the watched
- * listing of the members is counted: each evaluation makes one. */
-static bool refuse_listings;
-static int listings_refused, member_reads;
-
-int __real_zoo_aget_children(zhandle_t *zh, const char *path, int watch, strings_completion_t c,
-                             const void *data);
-int __wrap_zoo_aget_children(zhandle_t *zh, const char *path, int watch, strings_completion_t c,
-                             const void *data);
-int __real_zoo_awget_children(zhandle_t *zh, const char *path, watcher_fn w, void *wctx,
-                              strings_completion_t c, const void *data);
-int __wrap_zoo_awget_children(zhandle_t *zh, const char *path, watcher_fn w, void *wctx,
-                              strings_completion_t c, const void *data);
-
-int __wrap_zoo_aget_children(zhandle_t *zh, const char *path, int watch, strings_completion_t c,
-                             const void *data)
-{
-    if (refuse_listings) {
-        listings_refused++;
-        return ZINVALIDSTATE;
-    }
-    return __real_zoo_aget_children(zh, path, watch, c, data);
-}
-
-int __wrap_zoo_awget_children(zhandle_t *zh, const char *path, watcher_fn w, void *wctx,
-                              strings_completion_t c, const void *data)
-{
-    member_reads++;
-    return __real_zoo_awget_children(zh, path, w, wctx, c, data);
-}
-
-/* Cut this process's connections to the ZooKeeper on `port` (as a broken
- * network would): the clients see them closed and connect again, their
- * sessions kept. Returns how many were cut. */
-static int drop_connections(int port)
-{
-    int n = 0;
-    for (int fd = 0; fd < 1024; fd++) {
-        struct sockaddr_in a;
-        socklen_t len = sizeof(a);
-        if (getpeername(fd, (struct sockaddr *)&a, &len) == 0 && a.sin_family == AF_INET &&
-            ntohs(a.sin_port) == port && shutdown(fd, SHUT_RDWR) == 0)
-            n++;
-    }
-    return n;
-}
-
-/* The heap in use (glibc's count; 0 under AddressSanitizer, whose leak
- * check covers what this measures). */
-static long heap_used(void)
-{
-    return (long)mallinfo2().uordblks;
-}
-
-typedef struct rep {
-    zp_coord *c;
-    int replica;
-    int events[ZP_COORD_UNREACHABLE + 1];
-    double event_at[ZP_COORD_UNREACHABLE + 1]; /* when each kind was last heard */
-    char why[256];
-    char me[ZP_COORD_MEMBER_MAX], primary[ZP_COORD_MEMBER_MAX];
-    uint64_t epoch;
-    bool is_primary, ever_primary;
-    int roles;
-    int isr_n, isr_calls;
-    char isr[ZP_COORD_ISR_MAX][ZP_COORD_MEMBER_MAX];
-    int32_t isr_version;
-    uint64_t isr_epoch;
-    int done_calls, done_rc;
-    int32_t done_version;
-} rep;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void on_session(void *arg, zp_coord_session ev, const char *why)
-{
-    rep *r = arg;
-    r->events[ev]++;
-    r->event_at[ev] = now_s();
-    snprintf(r->why, sizeof(r->why), "%s", why);
-}
-
-static void on_role(void *arg, const zp_coord_view *v)
-{
-    rep *r = arg;
-    r->roles++;
-    snprintf(r->me, sizeof(r->me), "%s", v->me);
-    snprintf(r->primary, sizeof(r->primary), "%s", v->primary);
-    r->epoch = v->epoch;
-    r->is_primary = v->is_primary;
-    r->ever_primary |= v->is_primary;
-}
-
-static void on_isr(void *arg, const zp_coord_isr *s)
-{
-    rep *r = arg;
-    r->isr_calls++;
-    r->isr_n = s->n;
-    r->isr_version = s->version;
-    r->isr_epoch = s->epoch;
-    for (int i = 0; i < s->n; i++)
-        snprintf(r->isr[i], sizeof(r->isr[i]), "%s", s->members[i]);
-}
-
-static void on_done(void *arg, int rc, int32_t version)
-{
-    rep *r = arg;
-    r->done_calls++;
-    r->done_rc = rc;
-    r->done_version = version;
-}
-
-/* A loop with a 20 ms tick, so a UV_RUN_ONCE never blocks for long. */
-typedef struct loop {
-    uv_loop_t l;
-    uv_timer_t tick;
-} loop;
-
-static void on_tick(uv_timer_t *t)
-{
-    (void)t;
-}
-
-static void loop_init(loop *lp)
-{
-    ck_assert_int_eq(uv_loop_init(&lp->l), 0);
-    uv_timer_init(&lp->l, &lp->tick);
-    uv_timer_start(&lp->tick, on_tick, 20, 20);
-}
-
-/* Close the loop: everything the coords held must be gone by then. */
-static void loop_fini(loop *lp)
-{
-    uv_close((uv_handle_t *)&lp->tick, NULL);
-    double t0 = now_s();
-    while (uv_run(&lp->l, UV_RUN_NOWAIT) && now_s() - t0 < 10)
-        ;
-    ck_assert_int_eq(uv_loop_close(&lp->l), 0);
-}
-
-/* Run the loops given until `cond` holds, for `secs` at most. */
-#define WAIT_FOR(secs, cond, ...)                                                                  \
-    do {                                                                                           \
-        loop *lps_[] = {__VA_ARGS__};                                                              \
-        double t0_ = now_s();                                                                      \
-        while (!(cond) && now_s() - t0_ < (secs))                                                  \
-            for (size_t i_ = 0; i_ < sizeof(lps_) / sizeof(lps_[0]); i_++)                         \
-                uv_run(&lps_[i_]->l,                                                               \
-                       sizeof(lps_) / sizeof(lps_[0]) > 1 ? UV_RUN_NOWAIT : UV_RUN_ONCE);          \
-        ck_assert_msg((cond), "not within %.1f s: %s", (double)(secs), #cond);                     \
-    } while (0)
-
-/* The session timeout rep_start asks for (a test may set another). */
-static int session_ms = SESSION_MS;
-
-static void rep_start(rep *r, loop *lp, const char *hosts, int replica, int connect_ms)
-{
-    memset(r, 0, sizeof(*r));
-    r->replica = replica;
-    r->isr_version = -1;
-    char ep[64], err[256] = "";
-    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", 7000 + replica);
-    zp_coord_opts o = {.backend = "zookeeper",
-                       .hosts = hosts,
-                       .cluster = "t",
-                       .shard = 0,
-                       .replica = replica,
-                       .endpoint = ep,
-                       .session_timeout_ms = session_ms,
-                       .connect_timeout_ms = connect_ms};
-    zp_coord_cbs cbs = {.session = on_session, .role = on_role, .isr = on_isr, .arg = r};
-    int rc = zp_coord_new(&r->c, &lp->l, &o, &cbs, err, sizeof(err));
-    ck_assert_msg(rc == 0, "zp_coord_new: %s", err);
-}
-
-static bool agree(const rep *r, const rep *primary, uint64_t epoch)
-{
-    return r->me[0] && strcmp(r->primary, primary->me) == 0 && r->epoch == epoch &&
-           r->is_primary == (r == primary);
-}
 
 /* Write the in-sync set from primary p and wait for its answer. */
 static int isr_write(rep *p, loop *lp, const char *const *m, int n, int32_t version)
@@ -238,12 +40,6 @@ static int isr_write(rep *p, loop *lp, const char *const *m, int n, int32_t vers
         return rc;
     WAIT_FOR(5, p->done_calls > calls, lp);
     return p->done_rc;
-}
-
-static void start_zk(zt_zk *zk)
-{
-    ck_assert_int_eq(zt_zk_start(zk), 0);
-    printf("ZooKeeper serving %.2f s after its start\n", zk->start_s);
 }
 
 /* Replica 0 elected first (epoch 1), then 1 and 2 join as backups. */
@@ -501,45 +297,6 @@ START_TEST(test_zookeeper_absent)
 }
 END_TEST
 
-/* Run zkCli.sh against `hosts`, `cmds` (lines) on its standard input;
- * its output into out (NULL: thrown away). */
-static void zk_cli(const char *hosts, const char *cmds, char *out, size_t len)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "printf '%squit\\n' | /usr/share/zookeeper/bin/zkCli.sh -server %s 2>&1", cmds, hosts);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    char line[512];
-    size_t at = 0;
-    if (out)
-        out[0] = '\0';
-    while (fgets(line, sizeof(line), p))
-        if (out && line[0] == '[' && strncmp(line, "[zk:", 4) != 0 &&
-            at + strlen(line) < len) /* a listing: "[a, b]" */
-            at += (size_t)snprintf(out + at, len - at, "%s", line);
-    ck_assert_int_eq(pclose(p), 0);
-}
-
-/* zk_cli, with loop `lp` run meanwhile (its sessions kept alive). */
-static void zk_cli_running(const char *hosts, const char *cmds, loop *lp)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "printf '%squit\\n' | /usr/share/zookeeper/bin/zkCli.sh -server %s >/dev/null 2>&1",
-             cmds, hosts);
-    pid_t pid = fork();
-    ck_assert_int_ge(pid, 0);
-    if (pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    int st = 0;
-    bool done = false;
-    WAIT_FOR(60, done || (done = waitpid(pid, &st, WNOHANG) == pid), lp);
-    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zkCli.sh: status %d", st);
-}
-
 START_TEST(test_tree_refused)
 {
     zt_zk zk;
@@ -609,160 +366,6 @@ START_TEST(test_refusals)
 }
 END_TEST
 
-/* The member listing that starts a join answered with an error (here the
- * members node without the read permission: NOAUTH): the replica is not
- * registered, and at the next resumed session it joins again and is
- * elected. */
-START_TEST(test_join_listing_refused)
-{
-    zt_zk zk;
-    start_zk(&zk);
-    zk_cli(zk.hosts,
-           "create /zeps\\ncreate /zeps/t\\ncreate /zeps/t/shards\\ncreate /zeps/t/shards/0\\n"
-           "create /zeps/t/shards/0/members\\nsetAcl /zeps/t/shards/0/members world:anyone:cdwa\\n",
-           NULL, 0);
-    loop lp;
-    loop_init(&lp);
-    rep r;
-    session_ms = 4000;
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &lp);
-    double t0 = now_s();
-    while (now_s() - t0 < 2) /* time to register, which it cannot */
-        uv_run(&lp.l, UV_RUN_ONCE);
-    ck_assert_int_eq(r.roles, 0);
-    zk_cli_running(zk.hosts, "setAcl /zeps/t/shards/0/members world:anyone:cdrwa\\n", &lp);
-    ck_assert_int_eq(r.roles, 0); /* nothing asks again until the session resumes */
-    ck_assert_int_eq(drop_connections(zk.port), 1);
-    WAIT_FOR(10, r.events[ZP_COORD_RESUMED] == 1 && r.is_primary && r.epoch == 1, &lp);
-    ck_assert_int_eq(r.events[ZP_COORD_EXPIRED], 0); /* an expiry would start afresh */
-    zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    session_ms = SESSION_MS;
-    zt_zk_stop(&zk, SIGTERM);
-}
-END_TEST
-
-/* A join the client refuses at once (as it refuses any request on an
- * expired handle) costs nothing: refused at every resumed session, the
- * heap stays flat; accepted again, the replica joins and is elected. */
-START_TEST(test_join_refused_at_once)
-{
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
-    rep r;
-    session_ms = 4000;
-    refuse_listings = true;
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, listings_refused == 1, &lp);
-    enum { WARM = 3, DROPS = 40 };
-    long before = 0;
-    for (int i = 1; i <= WARM + DROPS; i++) {
-        if (i == WARM + 1)
-            before = heap_used();
-        ck_assert_int_eq(drop_connections(zk.port), 1);
-        WAIT_FOR(10, r.events[ZP_COORD_RESUMED] == i && listings_refused == i + 1, &lp);
-    }
-    long grown = heap_used() - before;
-    printf("heap after %d refused joins: %+ld bytes\n", DROPS, grown);
-    ck_assert_msg(grown < DROPS * 64, "%d refused joins grew the heap by %ld bytes", DROPS, grown);
-    ck_assert_int_eq(r.roles, 0);
-    refuse_listings = false;
-    ck_assert_int_eq(drop_connections(zk.port), 1);
-    WAIT_FOR(10, r.is_primary && r.epoch == 1, &lp);
-    ck_assert_int_eq(r.events[ZP_COORD_EXPIRED], 0);
-    zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    session_ms = SESSION_MS;
-    zt_zk_stop(&zk, SIGTERM);
-}
-END_TEST
-
-/* A resumed session costs one evaluation (six reads): the node watches
- * ignore the session's own events, which the session callback handles. */
-START_TEST(test_resume_evaluates_once)
-{
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
-    rep r;
-    session_ms = 4000;
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, r.is_primary && r.epoch == 1 && r.isr_calls > 0, &lp);
-    double t0 = now_s();
-    while (now_s() - t0 < 0.5)
-        uv_run(&lp.l, UV_RUN_ONCE);
-    int reads = member_reads;
-    ck_assert_int_eq(drop_connections(zk.port), 1);
-    WAIT_FOR(10, r.events[ZP_COORD_RESUMED] == 1, &lp);
-    t0 = now_s();
-    while (now_s() - t0 < 1)
-        uv_run(&lp.l, UV_RUN_ONCE);
-    ck_assert_int_eq(r.events[ZP_COORD_SUSPENDED], 1);
-    ck_assert_int_eq(member_reads - reads, 1);
-    ck_assert(r.is_primary && r.epoch == 1);
-    zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    session_ms = SESSION_MS;
-    zt_zk_stop(&zk, SIGTERM);
-}
-END_TEST
-
-/* The client's socket may be descriptor 0 (a daemon started with its
- * standard input closed): it is polled like any other. */
-START_TEST(test_socket_on_descriptor_zero)
-{
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
-    int saved = dup(0);
-    ck_assert_int_ge(saved, 0);
-    close(0);
-    rep r;
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, r.is_primary && r.epoch == 1, &lp);
-    struct sockaddr_in a;
-    socklen_t len = sizeof(a);
-    ck_assert_int_eq(getpeername(0, (struct sockaddr *)&a, &len), 0);
-    ck_assert_int_eq(ntohs(a.sin_port), zk.port);
-    zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    ck_assert_int_eq(dup2(saved, 0), 0);
-    close(saved);
-    zt_zk_stop(&zk, SIGTERM);
-}
-END_TEST
-
-/* ZooKeeper down when the replica starts: each refused connection is
- * noticed at once and tried again within a second or so, so the replica
- * connects soon after ZooKeeper serves, not after its client's own
- * connection timeout (two thirds of the session timeout asked: 40 s). */
-START_TEST(test_zookeeper_late)
-{
-    zt_zk zk;
-    start_zk(&zk);
-    zt_zk_stop(&zk, SIGTERM);
-    loop lp;
-    loop_init(&lp);
-    rep r;
-    session_ms = 60000;
-    rep_start(&r, &lp, zk.hosts, 0, 1000);
-    session_ms = SESSION_MS;
-    WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &lp);
-    ck_assert_int_eq(zt_zk_restart(&zk), 0);
-    double t1 = now_s();
-    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1 && r.is_primary && r.epoch == 1, &lp);
-    printf("connected %.3f s after a late ZooKeeper answered\n", now_s() - t1);
-    zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
-}
-END_TEST
-
 static Suite *suite(void)
 {
     Suite *s = suite_create("coord");
@@ -776,11 +379,6 @@ static Suite *suite(void)
     tcase_add_test(tc, test_zookeeper_absent);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_tree_refused);
-    tcase_add_test(tc, test_join_listing_refused);
-    tcase_add_test(tc, test_join_refused_at_once);
-    tcase_add_test(tc, test_resume_evaluates_once);
-    tcase_add_test(tc, test_socket_on_descriptor_zero);
-    tcase_add_test(tc, test_zookeeper_late);
     suite_add_tcase(s, tc);
     return s;
 }

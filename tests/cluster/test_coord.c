@@ -15,153 +15,21 @@
  *     resume their sessions; no failover, nothing hangs;
  *   - no ZooKeeper at all: UNREACHABLE after the connect timeout;
  *   - a tree ZooKeeper refuses to make (a node made beforehand without the
- *     create permission, by zkCli.sh): the replica registers nowhere.
+ *     create permission, by zkCli.sh): the replica registers nowhere;
+ *   - an unknown backend, a bad cluster name, hosts the client refuses:
+ *     refused with their words, and the refusals leak nothing.
+ * The session beneath (connections cut or refused, joins refused): see
+ * test_zk_session.c.
  */
 #include <check.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 #include "check_main.h"
-#include "coord.h"
+#include "coord_fixture.h"
 #include "harness.h"
 #include "zeps_errors.h"
-#include "zkserver.h"
-
-#define SESSION_MS 1000
-
-typedef struct rep {
-    zp_coord *c;
-    int replica;
-    int events[ZP_COORD_UNREACHABLE + 1];
-    double event_at[ZP_COORD_UNREACHABLE + 1]; /* when each kind was last heard */
-    char why[256];
-    char me[ZP_COORD_MEMBER_MAX], primary[ZP_COORD_MEMBER_MAX];
-    uint64_t epoch;
-    bool is_primary, ever_primary;
-    int roles;
-    int isr_n, isr_calls;
-    char isr[ZP_COORD_ISR_MAX][ZP_COORD_MEMBER_MAX];
-    int32_t isr_version;
-    uint64_t isr_epoch;
-    int done_calls, done_rc;
-    int32_t done_version;
-} rep;
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static void on_session(void *arg, zp_coord_session ev, const char *why)
-{
-    rep *r = arg;
-    r->events[ev]++;
-    r->event_at[ev] = now_s();
-    snprintf(r->why, sizeof(r->why), "%s", why);
-}
-
-static void on_role(void *arg, const zp_coord_view *v)
-{
-    rep *r = arg;
-    r->roles++;
-    snprintf(r->me, sizeof(r->me), "%s", v->me);
-    snprintf(r->primary, sizeof(r->primary), "%s", v->primary);
-    r->epoch = v->epoch;
-    r->is_primary = v->is_primary;
-    r->ever_primary |= v->is_primary;
-}
-
-static void on_isr(void *arg, const zp_coord_isr *s)
-{
-    rep *r = arg;
-    r->isr_calls++;
-    r->isr_n = s->n;
-    r->isr_version = s->version;
-    r->isr_epoch = s->epoch;
-    for (int i = 0; i < s->n; i++)
-        snprintf(r->isr[i], sizeof(r->isr[i]), "%s", s->members[i]);
-}
-
-static void on_done(void *arg, int rc, int32_t version)
-{
-    rep *r = arg;
-    r->done_calls++;
-    r->done_rc = rc;
-    r->done_version = version;
-}
-
-/* A loop with a 20 ms tick, so a UV_RUN_ONCE never blocks for long. */
-typedef struct loop {
-    uv_loop_t l;
-    uv_timer_t tick;
-} loop;
-
-static void on_tick(uv_timer_t *t)
-{
-    (void)t;
-}
-
-static void loop_init(loop *lp)
-{
-    ck_assert_int_eq(uv_loop_init(&lp->l), 0);
-    uv_timer_init(&lp->l, &lp->tick);
-    uv_timer_start(&lp->tick, on_tick, 20, 20);
-}
-
-/* Close the loop: everything the coords held must be gone by then. */
-static void loop_fini(loop *lp)
-{
-    uv_close((uv_handle_t *)&lp->tick, NULL);
-    double t0 = now_s();
-    while (uv_run(&lp->l, UV_RUN_NOWAIT) && now_s() - t0 < 10)
-        ;
-    ck_assert_int_eq(uv_loop_close(&lp->l), 0);
-}
-
-/* Run the loops given until `cond` holds, for `secs` at most. */
-#define WAIT_FOR(secs, cond, ...)                                                                  \
-    do {                                                                                           \
-        loop *lps_[] = {__VA_ARGS__};                                                              \
-        double t0_ = now_s();                                                                      \
-        while (!(cond) && now_s() - t0_ < (secs))                                                  \
-            for (size_t i_ = 0; i_ < sizeof(lps_) / sizeof(lps_[0]); i_++)                         \
-                uv_run(&lps_[i_]->l,                                                               \
-                       sizeof(lps_) / sizeof(lps_[0]) > 1 ? UV_RUN_NOWAIT : UV_RUN_ONCE);          \
-        ck_assert_msg((cond), "not within %.1f s: %s", (double)(secs), #cond);                     \
-    } while (0)
-
-/* The session timeout rep_start asks for (a test may set another). */
-static int session_ms = SESSION_MS;
-
-static void rep_start(rep *r, loop *lp, const char *hosts, int replica, int connect_ms)
-{
-    memset(r, 0, sizeof(*r));
-    r->replica = replica;
-    r->isr_version = -1;
-    char ep[64], err[256] = "";
-    snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", 7000 + replica);
-    zp_coord_opts o = {.backend = "zookeeper",
-                       .hosts = hosts,
-                       .cluster = "t",
-                       .shard = 0,
-                       .replica = replica,
-                       .endpoint = ep,
-                       .session_timeout_ms = session_ms,
-                       .connect_timeout_ms = connect_ms};
-    zp_coord_cbs cbs = {.session = on_session, .role = on_role, .isr = on_isr, .arg = r};
-    int rc = zp_coord_new(&r->c, &lp->l, &o, &cbs, err, sizeof(err));
-    ck_assert_msg(rc == 0, "zp_coord_new: %s", err);
-}
-
-static bool agree(const rep *r, const rep *primary, uint64_t epoch)
-{
-    return r->me[0] && strcmp(r->primary, primary->me) == 0 && r->epoch == epoch &&
-           r->is_primary == (r == primary);
-}
 
 /* Write the in-sync set from primary p and wait for its answer. */
 static int isr_write(rep *p, loop *lp, const char *const *m, int n, int32_t version)
@@ -172,12 +40,6 @@ static int isr_write(rep *p, loop *lp, const char *const *m, int n, int32_t vers
         return rc;
     WAIT_FOR(5, p->done_calls > calls, lp);
     return p->done_rc;
-}
-
-static void start_zk(zt_zk *zk)
-{
-    ck_assert_int_eq(zt_zk_start(zk), 0);
-    printf("ZooKeeper serving %.2f s after its start\n", zk->start_s);
 }
 
 /* Replica 0 elected first (epoch 1), then 1 and 2 join as backups. */
@@ -435,27 +297,6 @@ START_TEST(test_zookeeper_absent)
 }
 END_TEST
 
-/* An unknown backend, a bad cluster name: refused with their words. */
-/* Run zkCli.sh against `hosts`, `cmds` (lines) on its standard input;
- * its output into out (NULL: thrown away). */
-static void zk_cli(const char *hosts, const char *cmds, char *out, size_t len)
-{
-    char cmd[1024];
-    snprintf(cmd, sizeof(cmd),
-             "printf '%squit\\n' | /usr/share/zookeeper/bin/zkCli.sh -server %s 2>&1", cmds, hosts);
-    FILE *p = popen(cmd, "r");
-    ck_assert_ptr_nonnull(p);
-    char line[512];
-    size_t at = 0;
-    if (out)
-        out[0] = '\0';
-    while (fgets(line, sizeof(line), p))
-        if (out && line[0] == '[' && strncmp(line, "[zk:", 4) != 0 &&
-            at + strlen(line) < len) /* a listing: "[a, b]" */
-            at += (size_t)snprintf(out + at, len - at, "%s", line);
-    ck_assert_int_eq(pclose(p), 0);
-}
-
 START_TEST(test_tree_refused)
 {
     zt_zk zk;
@@ -485,6 +326,8 @@ START_TEST(test_tree_refused)
 }
 END_TEST
 
+/* An unknown backend, a bad cluster name, hosts the client refuses:
+ * refused with their words. */
 START_TEST(test_refusals)
 {
     loop lp;
@@ -499,6 +342,25 @@ START_TEST(test_refusals)
     o.cluster = "a/b";
     ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "a/b"));
+    ck_assert_ptr_null(c);
+    /* hosts the ZooKeeper client refuses (a port that is no number; not a
+     * missing port, whose refusal leaks in the client itself): its words,
+     * and nothing of them kept: refused again and again, the heap stays flat */
+    o.cluster = "t";
+    static char hosts[4096];
+    memset(hosts, 'h', sizeof(hosts) - 1);
+    memcpy(hosts + sizeof(hosts) - 3, ":x", 2);
+    o.hosts = hosts;
+    ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "refused hosts 'hhh"));
+    long before = 0;
+    for (int i = 0; i < 100; i++) { /* the first 50 warm the allocator's caches up */
+        if (i == 50)
+            before = heap_used();
+        ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_EINVAL);
+    }
+    long grown = heap_used() - before;
+    ck_assert_msg(grown < (long)sizeof(hosts), "50 refusals grew the heap by %ld bytes", grown);
     ck_assert_ptr_null(c);
     loop_fini(&lp);
 }

@@ -274,6 +274,8 @@ const char *zp_config_endpoint(const zp_config *cfg, int shard, int replica)
 
 const char *zp_config_bind(const zp_config *cfg, int shard, int replica)
 {
+    if (shard >= cfg->num_shards && cfg->join[0] && replica == 0)
+        return cfg->join_bind; /* zeps-server --bind, or "": its join endpoint */
     if (shard < 0 || shard >= cfg->num_shards || replica < 0 || replica >= cfg->replicas)
         return "";
     return replica == 0 ? cfg->binds[shard]

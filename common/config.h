@@ -116,6 +116,8 @@ typedef struct zp_config {
     char join[ZP_ENDPOINT_MAX];     /* not from the file: zeps-server --join ENDPOINT, a shard
                                        past the servers list that joins at run time there
                                        (docs/elastic.md, "Adding a shard"); "" = none */
+    char join_bind[ZP_ENDPOINT_MAX]; /* not from the file: zeps-server --bind, where that shard
+                                        binds; "" = its join endpoint */
     int snapshot_every_clocks;      /* bsp: a consistent cut every K clocks; 0 = off */
     double snapshot_every_s;        /* other modes: every T seconds; 0 = off */
     int snapshot_keep;              /* complete sets kept, default 3, >= 1 */

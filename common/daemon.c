@@ -53,7 +53,11 @@ static void usage(const daemon_desc *d, FILE *f)
         fprintf(f, "  --join ENDPOINT     a shard past the cluster file's servers (its index\n"
                    "                      the next one, N for N servers) that listens at\n"
                    "                      ENDPOINT and joins the running cluster by\n"
-                   "                      'zepsctl shards add ENDPOINT' (docs/elastic.md)\n");
+                   "                      'zepsctl shards add ENDPOINT' (docs/elastic.md);\n"
+                   "                      %%d in ENDPOINT stands for the index, and a shard\n"
+                   "                      of the file's servers then starts as one of them\n"
+                   "  --bind ENDPOINT     with --join: where that shard binds, when ENDPOINT\n"
+                   "                      names a host (e.g. tcp://*:5555)\n");
     if (d->id == ZP_IDENTITY_SHARD)
         fprintf(f, "  --bench-apply [REPS]  time the dense optimizer kernels against saxpy\n"
                    "                      on 4M and 8M floats (best of REPS, 11) and exit\n");
@@ -71,6 +75,7 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
         {"metrics-listen", required_argument, NULL, 'm'},
         {"replica", required_argument, NULL, 'R'}, /* zeps-server only */
         {"join", required_argument, NULL, 'J'},    /* zeps-server only */
+        {"bind", required_argument, NULL, 'B'},    /* zeps-server only */
         {NULL, 0, NULL, 0},
     };
     if (kind != ZP_DAEMON_SERVER)
@@ -92,6 +97,8 @@ int zp_daemon_parse(zp_daemon_kind kind, int argc, char **argv, zp_daemon_args *
             a.replica_text = optarg;
         else if (c == 'J')
             a.join = optarg;
+        else if (c == 'B')
+            a.bind = optarg;
         else if (c == 'V')
             return printf("%s %s (protocol %d)\n", d->prog, ZP_VERSION, ZP_PROTOCOL_VERSION), 0;
         else if (c == 'h')
@@ -140,6 +147,23 @@ static int load_replica(const daemon_desc *d, zp_daemon_args *a, const zp_config
     return -1;
 }
 
+/* --join's endpoint for a's shard into out (len bytes), "" for none: as
+ * given, or with the index put for "%d" in it (one command line for every
+ * pod of a StatefulSet: a shard of the file's `servers` then starts as one
+ * of them, one past them joins). 0, or -1 if it does not fit. */
+static int join_endpoint(const zp_daemon_args *a, int servers, char *out, size_t len)
+{
+    const char *p = a->join ? strstr(a->join, "%d") : NULL;
+    int n;
+    if (!a->join || (p && a->index < servers))
+        n = snprintf(out, len, "%s", "");
+    else if (!p)
+        n = snprintf(out, len, "%s", a->join);
+    else
+        n = snprintf(out, len, "%.*s%d%s", (int)(p - a->join), a->join, a->index, p + 2);
+    return n >= 0 && (size_t)n < len ? 0 : -1;
+}
+
 int zp_daemon_load(zp_daemon_kind kind, zp_daemon_args *a, zp_config *cfg)
 {
     const daemon_desc *d = &descs[kind];
@@ -157,17 +181,25 @@ int zp_daemon_load(zp_daemon_kind kind, zp_daemon_args *a, zp_config *cfg)
         snprintf(dst, ZP_ENDPOINT_MAX, "%s", a->metrics_listen);
     }
     int limit = kind == ZP_DAEMON_SERVER ? cfg->num_shards : cfg->num_workers;
-    if (a->join && (a->index < limit || strlen(a->join) >= ZP_ENDPOINT_MAX)) {
+    int bad = join_endpoint(a, limit, cfg->join, sizeof(cfg->join));
+    if (a->bind && (!a->join || strlen(a->bind) >= ZP_ENDPOINT_MAX)) {
+        fprintf(
+            stderr,
+            "%s: --bind %s goes with --join (where a joining shard binds), in at most %d bytes\n",
+            d->prog, a->bind, ZP_ENDPOINT_MAX - 1);
+        return ZP_EXIT_SETUP;
+    }
+    if (cfg->join[0] && a->bind)
+        snprintf(cfg->join_bind, sizeof(cfg->join_bind), "%s", a->bind);
+    if (bad || (cfg->join[0] && a->index < limit)) {
         fprintf(stderr,
                 "%s: --join %s: a joining shard takes an index past the %d servers of %s "
                 "(--shard %d or more) and an endpoint of at most %d bytes\n",
                 d->prog, a->join, limit, a->config, limit, ZP_ENDPOINT_MAX - 1);
         return ZP_EXIT_SETUP;
     }
-    if (a->join) {
-        snprintf(cfg->join, sizeof(cfg->join), "%s", a->join);
+    if (cfg->join[0])
         limit = ZP_MAX_SHARDS;
-    }
     if (a->index >= limit) {
         fprintf(stderr, "%s: %s %d is outside the cluster of %d %s in %s\n", d->prog, d->what,
                 a->index, limit, kind == ZP_DAEMON_SERVER ? "shards" : "workers", a->config);
@@ -187,9 +219,9 @@ int zp_daemon_load(zp_daemon_kind kind, zp_daemon_args *a, zp_config *cfg)
         snprintf(who, sizeof(who), "%s[%d]", kind == ZP_DAEMON_SERVER ? "server" : "worker",
                  a->index);
     zp_log_init(who, (zp_log_level)lv);
-    if (a->join)
+    if (cfg->join[0])
         zp_info("%s %d, joining the cluster of %d at %s (from %s)", d->what, a->index,
-                cfg->num_shards, a->join, a->index_source);
+                cfg->num_shards, cfg->join, a->index_source);
     else
         zp_info("%s %d of %d (from %s)", d->what, a->index, limit, a->index_source);
     if (kind == ZP_DAEMON_SERVER && cfg->replicas > 1)

@@ -1,8 +1,8 @@
 /*
  * daemon.h - the command line and start-up shared by the zeps daemons.
  *
- *   zeps-server --config FILE [--shard N|auto] [--replica R] [--join ENDPOINT] [--log-level L]
- *               [--metrics-listen H:P]
+ *   zeps-server --config FILE [--shard N|auto] [--replica R] [--log-level L]
+ *               [--metrics-listen H:P] [--join ENDPOINT [--bind ENDPOINT]]
  *   zeps-worker --config FILE [--rank N|auto]  [--log-level L] [--metrics-listen H:P]
  *
  * A daemon's index (shard or rank) comes from its flag, else from the
@@ -33,6 +33,7 @@ typedef struct zp_daemon_args {
                                  (0 with replicas = 1) */
     char replica_source[160];
     const char *join; /* zeps-server --join ENDPOINT, NULL if absent */
+    const char *bind; /* zeps-server --bind ENDPOINT (with --join), NULL if absent */
 } zp_daemon_args;
 
 /* Parse argv for a daemon of `kind`. Returns -1 when the daemon should go

@@ -20,10 +20,10 @@ struct zp_slotmap {
     uint64_t epoch;
     uint32_t slots;
     int nshards;
-    int base;         /* shards of the cluster file; those past it joined at run time */
-    char *eps;        /* [nshards - base][ZP_SLOTMAP_EP_MAX]: the joined shards' endpoints */
+    int base;  /* shards of the cluster file; those past it joined at run time */
+    char *eps; /* [nshards - base][ZP_SLOTMAP_EP_MAX]: the joined shards' endpoints */
     uint64_t retired[ZP_SLOTMAP_SHARDS_MAX / 64]; /* bit k: shard k retired (owns no slot) */
-    uint16_t owner[]; /* [slots] */
+    uint16_t owner[];                             /* [slots] */
 };
 
 static zp_slotmap *alloc_map(uint32_t slots, int nshards, uint64_t epoch)

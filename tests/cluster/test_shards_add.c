@@ -245,7 +245,7 @@ static void add_mid_run(zt_cluster *cl, const pid_t *pids)
     ck_assert(zt_move_file_has(log, "slot map epoch 1: shard 2 at "));
     ck_assert(zt_move_file_has(log, "(tolerance 10 %): balanced"));
     ck_assert(zt_move_file_has(log, "joined and holds its share of the rows"));
-    zt_move_workers_run(pids, WORKERS);                  /* they pushed all along */
+    zt_move_workers_run(pids, WORKERS); /* they pushed all along */
     zeps_client *tl = zt_move_tool(cl); /* learns shard 2 from its HELLO */
     ck_assert_int_eq(zeps_num_shards(tl), 3);
     uint64_t rows[3], epoch[3];

@@ -37,8 +37,8 @@ static int shards_cmd(const zt_cluster *cl, const char *cmd, const char *k, cons
                       char *log, size_t len)
 {
     snprintf(log, len, "%s/%s.log", cl->dir, name);
-    char *argv[] = {"shards",   (char *)cmd,   (char *)k, "--config", (char *)cl->conf,
-                    "--threshold", "64", NULL};
+    char *argv[] = {"shards",         (char *)cmd,   (char *)k, "--config",
+                    (char *)cl->conf, "--threshold", "64",      NULL};
     int st = zt_move_zepsctl(log, argv);
     zt_move_print_file(log);
     return st;
@@ -132,7 +132,9 @@ START_TEST(test_retire)
     pid_t pids[WORKERS];
     zt_move_workers_start(&cl, WORKERS, pids);
     zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
-    ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
+    char pattern[400]; /* --join with %d, as a StatefulSet's pods all say it */
+    snprintf(pattern, sizeof(pattern), "ipc://%s/joined-%%d", cl.dir);
+    ck_assert_int_eq(zt_server_join(&cl, 2, pattern), 0);
     char *add[] = {"shards", "add", ep, "--config", cl.conf, "--threshold", "64", NULL};
     snprintf(log, sizeof(log), "%s/add.log", cl.dir);
     ck_assert_int_eq(zt_move_zepsctl(log, add), 0);

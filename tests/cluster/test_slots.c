@@ -419,7 +419,7 @@ START_TEST(test_redirect_followed_by_newer_maps)
     ck_assert_msg(zeps_spull(c, t, ids, 2, rows, 0) == 0, "%s", zeps_last_error(c));
     ck_assert_uint_eq(stats(c).slot_redirects, 2); /* the map of E2 places both */
     for (int k = 0; k < DIM; k++) {
-        ck_assert(rows[k] == 0.0f);          /* x: never pushed */
+        ck_assert(rows[k] == 0.0f);        /* x: never pushed */
         ck_assert(rows[DIM + k] == -g[k]); /* y: pushed once */
     }
     zp_slotmap_destroy(&m2);

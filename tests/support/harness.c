@@ -161,8 +161,13 @@ int zt_server_join(zt_cluster *c, int k, const char *endpoint)
     zt_bin("zeps-server", bin, sizeof(bin));
     snprintf(shard, sizeof(shard), "%d", k);
     snprintf(log, sizeof(log), "%s/server-%d.log", c->dir, k);
-    snprintf(c->endpoints[k], sizeof(c->endpoints[k]), "%s", endpoint);
-    char *argv[] = {bin, "--config", c->conf, "--shard", shard, "--join", c->endpoints[k], NULL};
+    const char *pat = strstr(endpoint, "%d"); /* the index put in, as zeps-server does */
+    if (pat)
+        snprintf(c->endpoints[k], sizeof(c->endpoints[k]), "%.*s%d%s", (int)(pat - endpoint),
+                 endpoint, k, pat + 2);
+    else
+        snprintf(c->endpoints[k], sizeof(c->endpoints[k]), "%s", endpoint);
+    char *argv[] = {bin, "--config", c->conf, "--shard", shard, "--join", (char *)endpoint, NULL};
     c->pids[k] = zt_spawn(bin, argv, log); /* not in nservers: clients know the file's */
     return c->pids[k] > 0 ? wait_one(c, k) : -1;
 }

@@ -65,8 +65,9 @@ int zt_cluster_quiet(const zt_cluster *c, double timeout_s);
 int zt_server_start(zt_cluster *c, int k);
 
 /* Start shard k past the cluster file's servers with `zeps-server --shard
- * k --join endpoint` (docs/elastic.md, "Adding a shard"); zt_cluster_stop
- * stops it too. Waits until it answers HELLO. Returns 0 or -1. */
+ * k --join endpoint` (docs/elastic.md, "Adding a shard"; "%d" in endpoint
+ * stands for k); zt_cluster_stop stops it too. Waits until it answers
+ * HELLO. Returns 0 or -1. */
 int zt_server_join(zt_cluster *c, int k, const char *endpoint);
 
 /* Start a program with argv, output appended to `log` (NULL: inherit). */

@@ -209,7 +209,6 @@ void zt_move_join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len)
     snprintf(buf, len, "ipc://%s/joined-%d", cl->dir, k);
 }
 
-
 void zt_move_check_oracle(const zt_cluster *cl, long sum, long weighted)
 {
     static uint64_t ids[NIDS];

@@ -18,7 +18,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "daemon.h"
+#include "exitcode.h"
 #include "check_main.h"
 #include "identity.h"
 #include "scratch.h"
@@ -251,15 +253,90 @@ START_TEST(test_start_lines)
                   "one replica logged:\n%s", log);
     ck_assert_msg(!strstr(log, "replica") && !strstr(log, "server[0."),
                   "one replica, yet its start-up names a replica:\n%s", log);
-    ck_assert_int_eq(
-        load_logged(dir,
-                    "cluster = {\n  servers = ( [\"tcp://127.0.0.1:17000\", "
-                    "\"tcp://127.0.0.1:17001\"] );\n  workers = 1;\n  replicas = 2;\n"
-                    "  coordination = { zookeeper = \"10.0.0.1:2181\"; };\n};\n",
-                    "1", log, sizeof(log)),
-        -1);
+    ck_assert_int_eq(load_logged(dir,
+                                 "cluster = {\n  servers = ( [\"tcp://127.0.0.1:17000\", "
+                                 "\"tcp://127.0.0.1:17001\"] );\n  workers = 1;\n  replicas = 2;\n"
+                                 "  coordination = { zookeeper = \"10.0.0.1:2181\"; };\n};\n",
+                                 "1", log, sizeof(log)),
+                     -1);
     ck_assert_msg(strstr(log, " server[0.1] ") && strstr(log, "replica 1 of 2 (from --replica"),
                   "replica 1 of 2 logged:\n%s", log);
+}
+END_TEST
+
+/* zp_daemon_load of zeps-server --shard `shard` --join `join` [--bind
+ * `bind`] on a cluster file of two servers: its status, the endpoint it
+ * joins at in `out`, and (bound not NULL) where it binds. */
+static int load_join_bind(const char *dir, const char *shard, const char *join, const char *bind,
+                          char *out, size_t len, char *bound)
+{
+    char conf[320];
+    snprintf(conf, sizeof(conf), "%s/join.conf", dir);
+    FILE *f = fopen(conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("cluster = {\n  servers = [\"tcp://127.0.0.1:17000\", \"tcp://127.0.0.1:17001\"];\n"
+          "  workers = 1;\n};\n",
+          f);
+    fclose(f);
+    char *argv[12] = {"zeps-server", "--config",   conf,          "--shard", (char *)shard,
+                      "--join",      (char *)join, "--log-level", "error",   NULL};
+    int argc = 9;
+    if (bind) {
+        argv[argc++] = "--bind";
+        argv[argc++] = (char *)bind;
+        argv[argc] = NULL;
+    }
+    zp_daemon_args a;
+    optind = 0;
+    ck_assert_int_eq(zp_daemon_parse(ZP_DAEMON_SERVER, argc, argv, &a), -1);
+    zp_config *cfg = malloc(sizeof(*cfg));
+    int rc = zp_daemon_load(ZP_DAEMON_SERVER, &a, cfg);
+    snprintf(out, len, "%s", cfg->join);
+    if (bound)
+        snprintf(bound, len, "%s", rc == -1 ? zp_config_bind(cfg, a.index, 0) : "");
+    free(cfg);
+    return rc;
+}
+
+static int load_join(const char *dir, const char *shard, const char *join, char *out, size_t len)
+{
+    return load_join_bind(dir, shard, join, NULL, out, len, NULL);
+}
+
+/* --join with %d: one command line for every pod of a StatefulSet. A shard
+ * of the file's two starts as itself, one past them joins at the pattern
+ * with its index put in; a plain endpoint for a shard of the file is
+ * refused, as is one that does not fit. */
+START_TEST(test_join_pattern)
+{
+    clean_env();
+    char dir[256], ep[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "daemon-join"), 0);
+    ck_assert_int_eq(load_join(dir, "1", "tcp://zeps-server-%d.zeps:5555", ep, sizeof(ep)), -1);
+    ck_assert_str_eq(ep, "");
+    ck_assert_int_eq(load_join(dir, "2", "tcp://zeps-server-%d.zeps:5555", ep, sizeof(ep)), -1);
+    ck_assert_str_eq(ep, "tcp://zeps-server-2.zeps:5555");
+    ck_assert_int_eq(load_join(dir, "12", "%d", ep, sizeof(ep)), -1);
+    ck_assert_str_eq(ep, "12");
+    ck_assert_int_eq(load_join(dir, "3", "ipc:///tmp/j", ep, sizeof(ep)), -1);
+    ck_assert_str_eq(ep, "ipc:///tmp/j");
+    ck_assert_int_eq(load_join(dir, "1", "ipc:///tmp/j", ep, sizeof(ep)), ZP_EXIT_SETUP);
+    char longer[300];
+    memset(longer, 'x', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    memcpy(longer, "tcp://%d", 8);
+    ck_assert_int_eq(load_join(dir, "2", longer, ep, sizeof(ep)), ZP_EXIT_SETUP);
+    /* --bind: where the joining shard binds; ignored by a shard of the file */
+    char bound[512];
+    ck_assert_int_eq(load_join_bind(dir, "2", "tcp://zeps-server-%d.zeps:5555", "tcp://*:5555", ep,
+                                    sizeof(ep), bound),
+                     -1);
+    ck_assert_str_eq(bound, "tcp://*:5555");
+    ck_assert_int_eq(load_join_bind(dir, "2", "ipc:///tmp/j", NULL, ep, sizeof(ep), bound), -1);
+    ck_assert_str_eq(bound, ""); /* its join endpoint */
+    ck_assert_int_eq(
+        load_join_bind(dir, "0", "tcp://h-%d:5555", "tcp://*:5555", ep, sizeof(ep), bound), -1);
+    ck_assert_str_eq(bound, ""); /* the file's: binds[0] unset */
 }
 END_TEST
 
@@ -272,6 +349,7 @@ int main(void)
     tcase_add_test(tc, test_bad_values);
     tcase_add_test(tc, test_daemon_parse);
     tcase_add_test(tc, test_start_lines);
+    tcase_add_test(tc, test_join_pattern);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

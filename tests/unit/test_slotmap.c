@@ -275,7 +275,7 @@ START_TEST(test_retired_wire)
     for (uint32_t k = 0; k < 4095; k++)
         ck_assert_int_eq(zp_slotmap_slot_owner(r, k), zp_slotmap_slot_owner(mv, k));
     ck_assert_int_eq(zp_slotmap_moved(r, which, 1, &r2), ZEPS_EINVAL); /* never a slot again */
-    ck_assert_int_eq(zp_slotmap_unretires(r, mv), 1); /* an older map forgets it */
+    ck_assert_int_eq(zp_slotmap_unretires(r, mv), 1);                  /* an older map forgets it */
     ck_assert_int_eq(zp_slotmap_unretires(mv, r), -1);
     ck_assert_int_eq(zp_slotmap_unretires(r, r), -1);
 

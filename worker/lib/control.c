@@ -46,7 +46,7 @@ static void clock_targets(const zeps_client *c, uint8_t *on)
         dense = dense || c->tables[i].dim == 0;
     for (int k = 0; k < c->nshards; k++)
         on[k] = zp_client_live(c, k) && ((c->caps & ZEPS_CAP_CUTS) || (dense && k < c->ndense) ||
-                                       zp_slotmap_count(c->slots, k) > 0);
+                                         zp_slotmap_count(c->slots, k) > 0);
 }
 
 int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)

@@ -2,7 +2,8 @@
  * inproc.h - a shard in the test's own process, without sockets: a
  * zp_server made by zp_server_new_core whose replies go to a capture sink,
  * and messages built here and handed to zp_dispatch as if received. Used
- * by test_dispatch.c, test_policy.c and test_sparse_ops.c.
+ * by the in-process tests of tests/unit (test_dispatch.c, test_policy.c,
+ * test_sparse_ops.c, test_stats.c and others).
  *
  * Each captured reply owns an unpacked copy of its header and of its
  * payload; zt_shard_free releases them with the shard.

@@ -220,6 +220,11 @@ START_TEST(test_bsp_pull_waits)
     ck_assert_str_eq(zt_last(z)->to, "w0");
     ck_assert_uint_eq(zt_last(z)->len, (DIM + 1) * 4);
     ck_assert_uint_eq(z->s->tables[t]->parked.n, 0);
+    /* the served pull's wait is in the table's pull-wait histogram */
+    ck_assert_uint_eq(z->s->tables[t]->stats.pull_wait_us.n, 1);
+    ck_assert_uint_eq(zt_spull(z, 1, t, &a, 1, 1), 1); /* served at once: waited 0 us */
+    ck_assert_uint_eq(z->s->tables[t]->stats.pull_wait_us.n, 2);
+    ck_assert_uint_ge(z->s->tables[t]->stats.pull_wait_us.counts[0], 1);
     zt_shard_free(z);
 }
 END_TEST

@@ -6,15 +6,20 @@
  * (values, duplicates, parking under bsp), CLOCK, BARRIER, STATS, BYE.
  * A compressed push under bsp (decoded into its frame) gets one answer, a
  * pull is counted in its worker's STATS, and a payload is copied only
- * when it is misaligned (zp_request_aligned).
+ * when it is misaligned (zp_request_aligned). A ROLLBACK to a snapshot
+ * answers the pulls parked before it ERESTARTED with the cut.
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "check_main.h"
 #include "codec.h"
 #include "inproc.h"
 #include "ops.h"
+#include "persist.h"
+#include "scratch.h"
 #include "zeps_errors.h"
 
 START_TEST(test_malformed)
@@ -438,6 +443,54 @@ START_TEST(test_request_aligned)
 }
 END_TEST
 
+/* bsp: a pull parked for round 2 (clock 3) when a worker rolls the shard
+ * back to the cut at clock 1 (its snapshot set) is answered ERESTARTED
+ * with that cut: nothing computed before the cut may finish. */
+START_TEST(test_rollback_answers_parked)
+{
+    char dir[160], err[256] = "";
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "dispatch"), 0);
+    zp_config *cfg = zt_config("bsp", 2, 1);
+    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    uint32_t t = zt_declare(z, 0, "w", 2, 1.0);
+    float g[2] = {1, 1};
+    uint64_t set = 0;
+    for (int64_t c = 0; c < 2; c++) {
+        ck_assert_int_eq(zt_push(z, 0, t, 0, g, 2, c, 0), 1);
+        ck_assert_int_eq(zt_push(z, 1, t, 0, g, 2, c, 0), 1);
+        if (c == 0) { /* the cut at clock 1 */
+            ck_assert_msg(zp_persist_request(z->s, 1, 0, err, sizeof(err)) == 0, "%s", err);
+            zp_persist_reap(z->s, 1);
+            set = z->s->persist.last_setid;
+        }
+    }
+    ck_assert_int_eq(zt_pull(z, 0, t, 0, 2, 3), 0); /* parked until round 2 closes */
+    uint64_t parked_req = z->req;
+    ck_assert_uint_eq(z->s->tables[t]->parked.n, 1);
+    Zeps__Header h = zt_header(z, ZEPS__OP__ROLLBACK, 1);
+    h.clock = 1;
+    h.cut_set = set;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 2);
+    const zt_reply *r = &z->r[z->n - 2];
+    ck_assert_str_eq(r->to, "w0");
+    ck_assert_uint_eq(r->h->req_id, parked_req);
+    ck_assert_int_eq(r->h->error, ZEPS_ERESTARTED);
+    ck_assert_int_eq(r->h->cut, 1);
+    ck_assert_uint_eq(r->h->cut_set, set);
+    ck_assert_uint_eq(z->s->tables[t]->parked.n, 0);
+    ck_assert_uint_eq(z->s->workers.w[0].parked, 0);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__ROLLBACK);
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    zt_shard_free(z);
+    char rm[300];
+    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+    ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("dispatch");
@@ -455,6 +508,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_bsp_compressed_push);
     tcase_add_test(tc, test_pull_worker_bytes);
     tcase_add_test(tc, test_request_aligned);
+    tcase_add_test(tc, test_rollback_answers_parked);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -4,12 +4,22 @@
  * capture sink (inproc.h), no sockets. Malformed messages, the checks every
  * op shares, HELLO's mode and capabilities, DECLARE, dense PULL and PUSH
  * (values, duplicates, parking under bsp), CLOCK, BARRIER, STATS, BYE.
+ * A compressed push under bsp (decoded into its frame) gets one answer, a
+ * pull is counted in its worker's STATS, and a payload is copied only
+ * when it is misaligned (zp_request_aligned). A ROLLBACK to a snapshot
+ * answers the pulls parked before it ERESTARTED with the cut.
  */
 #include <check.h>
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "check_main.h"
+#include "codec.h"
 #include "inproc.h"
+#include "ops.h"
+#include "persist.h"
+#include "scratch.h"
 #include "zeps_errors.h"
 
 START_TEST(test_malformed)
@@ -345,6 +355,142 @@ START_TEST(test_cpull_by_policy)
 }
 END_TEST
 
+/* bsp holds frames: a compressed push is decoded into its frame, applied
+ * at the round's close and answered once; a malformed one is answered
+ * once, with its error, and applies nothing. */
+START_TEST(test_bsp_compressed_push)
+{
+    zt_shard *z = zt_shard_new("bsp", 1);
+    zt_hello(z, 0);
+    uint32_t t = zt_declare(z, 0, "w", 2, 1.0);
+    const float g[2] = {0.5f, 2.0f};
+    zp_codec_params cp;
+    zp_codec_params_init(&cp);
+    uint8_t wire[64];
+    size_t len = zp_float_fp16_ops.encode(g, 2, &cp, 0, wire);
+    ck_assert_uint_eq(len, 4);
+    Zeps__Header h = zt_header(z, ZEPS__OP__PUSH, 0);
+    h.table = t;
+    h.count = 2;
+    h.codec = ZP_CODEC_FP16;
+    ck_assert_int_eq(zt_send(z, &h, wire, len), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__PUSH);
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    ck_assert_uint_eq(z->s->tables[t]->version, 1); /* the round of one closed */
+    ck_assert_int_eq(zt_pull(z, 0, t, 0, 2, 1), 1);
+    const float *v = zt_last(z)->data;
+    ck_assert_float_eq(v[0], 0.5f);
+    ck_assert_float_eq(v[1], -1.0f);
+    h = zt_header(z, ZEPS__OP__PUSH, 0);
+    h.table = t;
+    h.count = 2;
+    h.clock = 1;
+    h.codec = ZP_CODEC_FP16;
+    ck_assert_int_eq(zt_send(z, &h, wire, len - 1), 1); /* one fp16 short */
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__ERROR);
+    ck_assert_int_eq(zt_last(z)->h->error, ZEPS_ESIZE);
+    ck_assert_uint_eq(z->s->tables[t]->version, 1);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* A worker's pull counts its bytes in the worker's STATS, not only the
+ * table's. */
+START_TEST(test_pull_worker_bytes)
+{
+    zt_shard *z = zt_shard_new("async", 2);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    uint32_t t = zt_declare(z, 0, "w", 8, 0.1);
+    ck_assert_int_eq(zt_pull(z, 1, t, 0, 8, 0), 1);
+    ck_assert_int_eq(zt_pull(z, 1, t, 2, 3, 0), 1);
+    Zeps__Header h = zt_header(z, ZEPS__OP__STATS, 0xffffffffu);
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 1);
+    const Zeps__ShardStats *st = zt_last(z)->h->stats;
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->tables[0]->pull_bytes_wire, 11 * sizeof(float));
+    ck_assert_uint_eq(st->n_workers, 2);
+    for (size_t i = 0; i < st->n_workers; i++) {
+        uint64_t want = st->workers[i]->rank == 1 ? 11 * sizeof(float) : 0;
+        ck_assert_uint_eq(st->workers[i]->pull_bytes_wire, want);
+        ck_assert_uint_eq(st->workers[i]->pull_bytes_raw, want);
+    }
+    zt_shard_free(z);
+}
+END_TEST
+
+/* zp_request_aligned: an aligned payload is used where it lies (no copy);
+ * a misaligned one is moved to an aligned copy of the same bytes. */
+START_TEST(test_request_aligned)
+{
+    static _Alignas(8) uint8_t buf[72];
+    for (size_t i = 0; i < sizeof(buf); i++)
+        buf[i] = (uint8_t)i;
+    zmq_msg_t f;
+    zmq_msg_init_data(&f, buf, 64, NULL, NULL);
+    ck_assert_ptr_eq(zp_request_aligned(&f, 8), buf);
+    ck_assert_ptr_eq(zmq_msg_data(&f), buf);
+    zmq_msg_close(&f);
+    zmq_msg_init_data(&f, buf + 4, 64, NULL, NULL);
+    ck_assert_ptr_eq(zp_request_aligned(&f, 4), buf + 4); /* aligned enough */
+    uint8_t *p = zp_request_aligned(&f, 8);
+    ck_assert_ptr_ne(p, buf + 4);
+    ck_assert_uint_eq((uintptr_t)p % 8, 0);
+    ck_assert_ptr_eq(zmq_msg_data(&f), p);
+    ck_assert_uint_eq(zmq_msg_size(&f), 64);
+    ck_assert_int_eq(memcmp(p, buf + 4, 64), 0);
+    zmq_msg_close(&f);
+}
+END_TEST
+
+/* bsp: a pull parked for round 2 (clock 3) when a worker rolls the shard
+ * back to the cut at clock 1 (its snapshot set) is answered ERESTARTED
+ * with that cut: nothing computed before the cut may finish. */
+START_TEST(test_rollback_answers_parked)
+{
+    char dir[160], err[256] = "";
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "dispatch"), 0);
+    zp_config *cfg = zt_config("bsp", 2, 1);
+    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    uint32_t t = zt_declare(z, 0, "w", 2, 1.0);
+    float g[2] = {1, 1};
+    uint64_t set = 0;
+    for (int64_t c = 0; c < 2; c++) {
+        ck_assert_int_eq(zt_push(z, 0, t, 0, g, 2, c, 0), 1);
+        ck_assert_int_eq(zt_push(z, 1, t, 0, g, 2, c, 0), 1);
+        if (c == 0) { /* the cut at clock 1 */
+            ck_assert_msg(zp_persist_request(z->s, 1, 0, err, sizeof(err)) == 0, "%s", err);
+            zp_persist_reap(z->s, 1);
+            set = z->s->persist.last_setid;
+        }
+    }
+    ck_assert_int_eq(zt_pull(z, 0, t, 0, 2, 3), 0); /* parked until round 2 closes */
+    uint64_t parked_req = z->req;
+    ck_assert_uint_eq(z->s->tables[t]->parked.n, 1);
+    Zeps__Header h = zt_header(z, ZEPS__OP__ROLLBACK, 1);
+    h.clock = 1;
+    h.cut_set = set;
+    ck_assert_int_eq(zt_send(z, &h, NULL, 0), 2);
+    const zt_reply *r = &z->r[z->n - 2];
+    ck_assert_str_eq(r->to, "w0");
+    ck_assert_uint_eq(r->h->req_id, parked_req);
+    ck_assert_int_eq(r->h->error, ZEPS_ERESTARTED);
+    ck_assert_int_eq(r->h->cut, 1);
+    ck_assert_uint_eq(r->h->cut_set, set);
+    ck_assert_uint_eq(z->s->tables[t]->parked.n, 0);
+    ck_assert_uint_eq(z->s->workers.w[0].parked, 0);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__ROLLBACK);
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    zt_shard_free(z);
+    char rm[300];
+    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+    ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("dispatch");
@@ -359,6 +505,10 @@ static Suite *suite(void)
     tcase_add_test(tc, test_clock_barrier_bye);
     tcase_add_test(tc, test_stats);
     tcase_add_test(tc, test_cpull_by_policy);
+    tcase_add_test(tc, test_bsp_compressed_push);
+    tcase_add_test(tc, test_pull_worker_bytes);
+    tcase_add_test(tc, test_request_aligned);
+    tcase_add_test(tc, test_rollback_answers_parked);
     suite_add_tcase(s, tc);
     return s;
 }

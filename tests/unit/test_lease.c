@@ -9,12 +9,16 @@
  * Time passes by moving a worker's last_seen_s back. Under bsp a HELLO also
  * fences the worker's own earlier requests (op/request.c): one sent before
  * it and delivered after it is answered ERESTARTED and changes nothing.
+ * test_hello_map: a HELLO to a shard at the default slot map is answered
+ * bare (no payload, epoch 0); one to a shard at a newer map carries that
+ * map as its payload, at its epoch.
  */
 #include <check.h>
 
 #include "check_main.h"
 #include "inproc.h"
 #include "ops.h"
+#include "slotmap.h"
 #include "zeps_errors.h"
 
 /* bsp, 2 workers joined (incarnations 100, 101), a table of 2 elements. */
@@ -223,6 +227,37 @@ START_TEST(test_async_hello_fences_nothing)
 }
 END_TEST
 
+/* HELLO carries the slot map only when the shard is past the default one:
+ * at epoch 0 a client knows the map already and the reply is bare. */
+START_TEST(test_hello_map)
+{
+    zt_shard *z = zt_shard_start(zt_config("async", 2, 2), 0);
+    zt_hello(z, 0);
+    ck_assert_ptr_null(zt_last(z)->data);
+    ck_assert_uint_eq(zt_last(z)->len, 0);
+    ck_assert_uint_eq(zt_last(z)->h->slot_epoch, 0);
+    zp_slotmap *d = NULL, *m = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    uint8_t *none = calloc(zp_slotmap_slots(d), 1);
+    ck_assert_int_eq(zp_slotmap_moved(d, none, 0, &m), 0); /* epoch 1 */
+    size_t len = zp_slotmap_wire_size(m);
+    void *wire = malloc(len);
+    zp_slotmap_encode(m, wire);
+    Zeps__Header h = zt_header(z, ZEPS__OP__SLOTS, 0xffffffffu);
+    ck_assert_int_eq(zt_send(z, &h, wire, len), 1);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__SLOTS);
+    zt_hello(z, 1);
+    ck_assert_uint_eq(zt_last(z)->h->slot_epoch, 1);
+    ck_assert_uint_eq(zt_last(z)->len, len);
+    ck_assert_int_eq(memcmp(zt_last(z)->data, wire, len), 0);
+    free(wire);
+    free(none);
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("lease");
@@ -234,6 +269,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_crash_keeps_clocked_push);
     tcase_add_test(tc, test_hello_fences_earlier_requests);
     tcase_add_test(tc, test_async_hello_fences_nothing);
+    tcase_add_test(tc, test_hello_map);
     suite_add_tcase(s, tc);
     return s;
 }

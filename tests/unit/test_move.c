@@ -15,6 +15,9 @@
  * commit: it is checked as any map (refused, rows would be left behind)
  * and the import goes on; the move's own map then commits it.
  * test_clock_brings_map: a CLOCK asking for a newer map (flag MAP) gets it.
+ * test_put_parked: a PUT whose first row is of a moving slot is parked in
+ * the cut-over as any request of it, and answered at the abort.
+ * test_rows_left: each page of ROWS says how many rows are left to send.
  */
 #include <check.h>
 #include <stdio.h>
@@ -307,6 +310,83 @@ START_TEST(test_clock_brings_map)
 }
 END_TEST
 
+/* A PUT of one row (values all v) of id `id`, state none (sgd), from rank
+ * 0; the replies it produced. */
+static int put_row(zt_shard *z, uint32_t t, uint64_t id, float v, Zeps__Header *h)
+{
+    uint8_t rec[24 + DIM * 4] = {0};
+    memcpy(rec, &id, 8);
+    for (int i = 0; i < DIM; i++)
+        memcpy(rec + 24 + 4 * i, &v, 4);
+    *h = zt_header(z, ZEPS__OP__PUT, 0);
+    h->table = t;
+    h->count = 1;
+    return zt_send(z, h, rec, sizeof(rec));
+}
+
+/* A PUT that names a row of the moving slot first (position 0) is parked
+ * like any request of it: nothing written, and the abort answers it. */
+START_TEST(test_put_parked)
+{
+    uint64_t ids[2];
+    ids_on(ids, 1, 0, 200);
+    ids_on(ids + 1, 1, 0, ids[0] + 1);
+    zp_slotmap *next = NULL;
+    uint32_t t;
+    zt_shard *z = frozen_source(ids, 2, &t, &next);
+    Zeps__Header put;
+    ck_assert_int_eq(put_row(z, t, ids[0], 7.0f, &put), 0);
+    ck_assert_uint_eq(z->s->move->nparked, 1);
+    zp_sparse_row row;
+    ck_assert(zp_sparse_get(z->s->tables[t]->rows->store, ids[0], &row));
+    ck_assert_float_eq(row.values[0], -1.0f); /* the push's, not the PUT's */
+    int before = z->n;
+    ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(z->n, before + 2);
+    const zt_reply *r = &z->r[before];
+    ck_assert_int_eq(r->h->error, ZEPS_EMOVED);
+    ck_assert_uint_eq(r->h->req_id, put.req_id);
+    ck_assert_ptr_nonnull(strstr(r->h->error_text, "(position 0)"));
+    ck_assert_ptr_nonnull(strstr(r->h->error_text, "PUT"));
+    zp_slotmap_destroy(&next);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* ROWS: a page of one row out of two says one is left, the next none. */
+START_TEST(test_rows_left)
+{
+    zt_shard *z = zt_shard_start(zt_config("async", 2, 2), 0);
+    zt_hello(z, 0);
+    zt_hello(z, 1);
+    uint32_t t = zt_declare_sparse(z, "emb", DIM);
+    zp_slotmap *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    uint64_t ids[2];
+    ids_on(ids, 1, 0, 1);
+    ids[1] = ids[0] + 1;
+    while (zp_slotmap_slot_of(d, ids[1]) != zp_slotmap_slot_of(d, ids[0]))
+        ids[1]++;
+    zp_slotmap_destroy(&d);
+    float g[2 * DIM] = {1, 1, 1, 1, 1, 1};
+    ck_assert_int_eq(zt_spush(z, 0, t, ids, 2, g, 2 * DIM, NULL), 1);
+    ck_assert_int_eq(zt_last(z)->h->error, 0);
+    zp_slotmap *next = move_map(ids[0]);
+    zt_reply *r = step(z, ZP_MOVE_BEGIN, 1, next, 0);
+    ck_assert_int_eq(r->h->error, 0);
+    ck_assert_uint_eq(r->h->count, 2);
+    r = step(z, ZP_MOVE_ROWS, 1, NULL, 1);
+    ck_assert_int_eq(r->h->error, 0);
+    ck_assert_uint_eq(r->h->count, 1);
+    ck_assert_uint_eq(r->h->cursor, 1);
+    r = step(z, ZP_MOVE_ROWS, 1, NULL, 1);
+    ck_assert_uint_eq(r->h->count, 1);
+    ck_assert_uint_eq(r->h->cursor, 0);
+    zp_slotmap_destroy(&next);
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("move");
@@ -315,6 +395,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_parked_abort);
     tcase_add_test(tc, test_foreign_map_mid_import);
     tcase_add_test(tc, test_clock_brings_map);
+    tcase_add_test(tc, test_put_parked);
+    tcase_add_test(tc, test_rows_left);
     suite_add_tcase(s, tc);
     return s;
 }

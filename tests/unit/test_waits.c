@@ -3,10 +3,11 @@
  * timeout of op/clock.c): a held pull or barrier that waits for a worker
  * gone for good (BYE, or lost) fails with ETIMEDOUT naming it once
  * lost_worker_wait_s passed under on_lost_worker = wait, and not before;
- * under continue a worker's BYE closes the round it held up; a rank that
- * never joined is never given up; the auto timeout follows the request
- * timeout and the longest silence seen. Time passes by moving a worker's
- * last_seen_s back.
+ * under continue a worker's BYE closes the round it held up, and so does
+ * its being declared lost, with the round's pushes measured (tau) as any
+ * closed round's; a rank that never joined is never given up; the auto
+ * timeout follows the request timeout and the longest silence seen. Time
+ * passes by moving a worker's last_seen_s back.
  */
 #include <check.h>
 
@@ -115,6 +116,27 @@ START_TEST(test_continue_bye_closes)
 }
 END_TEST
 
+/* continue: a worker declared lost closes the round it held up; the
+ * round's push is measured (the table's and its worker's tau) as when a
+ * push closes it, and the parked pull is answered with data. */
+START_TEST(test_continue_lost_closes)
+{
+    zt_shard *z = parked_shard(true, true);
+    ck_assert_uint_eq(z->s->tables[0]->stats.tau.n, 0); /* kept: measured at the close */
+    age(z, 1, 3.0);
+    zp_clock_check_lost(z->s);
+    ck_assert(z->s->workers.w[1].lost);
+    ck_assert_uint_eq(z->s->tables[0]->round.closed, 1);
+    ck_assert_uint_eq(z->s->tables[0]->parked.n, 0);
+    ck_assert_uint_eq(z->s->tables[0]->stats.tau.n, 1);
+    ck_assert_uint_eq(z->s->workers.w[0].tau.n, 1);
+    ck_assert_uint_eq(z->s->workers.w[1].tau.n, 0);
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__PULL);
+    ck_assert_uint_eq(zt_last(z)->len, 2 * sizeof(float));
+    zt_shard_free(z);
+}
+END_TEST
+
 /* A rank that never joined is waited for (and named), never given up. */
 START_TEST(test_never_joined)
 {
@@ -184,6 +206,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_wait_bye_bound);
     tcase_add_test(tc, test_wait_lost_bound);
     tcase_add_test(tc, test_continue_bye_closes);
+    tcase_add_test(tc, test_continue_lost_closes);
     tcase_add_test(tc, test_never_joined);
     tcase_add_test(tc, test_barrier_bound);
     tcase_add_test(tc, test_auto_timeout);

@@ -4,7 +4,8 @@
  * aggregation"): pushes and a CLOCK added in order come out of the entry
  * in that order, each with its header bytes, payload size and, for the
  * pushes that closed a round, their round's sum where the entry says; the
- * batch is ready only once every round it holds has closed; an items
+ * batch is ready only once every round it holds has closed (and then
+ * at once, one closing push alone included); an items
  * frame cut anywhere, or with an unknown flag bit, is refused. Sparse
  * pushes stay open until a later request brings their round's merge,
  * which the entry carries where that request's item says, and a rows
@@ -126,6 +127,24 @@ START_TEST(test_entry_round_trip)
 }
 END_TEST
 
+/* A round of one worker: its push closes the round alone, so a batch of
+ * that one push is ready (its replies wait for nothing else). */
+START_TEST(test_one_push_ready)
+{
+    zp_repl_batch b = {0};
+    zmq_msg_t f[2];
+    header_frame(&f[0], ZEPS__OP__PUSH, 0, 0, 1);
+    zmq_msg_init_size(&f[1], 16);
+    float *sum = sum_of(1.0f, 4);
+    zp_rbatch_add(&b, f, 2, 0, 16, &sum, 4);
+    zmq_msg_close(&f[0]);
+    zmq_msg_close(&f[1]);
+    ck_assert_uint_eq(b.n, 1);
+    ck_assert(zp_rbatch_ready(&b));
+    zp_rbatch_fini(&b);
+}
+END_TEST
+
 /* Merge `tag` of round `clock` of `table`: 3 rows of dim 2. */
 static void put_merge(zp_rbatch_buf *buf, uint32_t table, int64_t clock, float tag, bool vers)
 {
@@ -236,6 +255,7 @@ int main(void)
     Suite *s = suite_create("rbatch");
     TCase *tc = tcase_create("rbatch");
     tcase_add_test(tc, test_entry_round_trip);
+    tcase_add_test(tc, test_one_push_ready);
     tcase_add_test(tc, test_sparse_rounds);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);

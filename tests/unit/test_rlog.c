@@ -12,7 +12,11 @@
  *     another epoch (a deposed primary's) is sent the whole state;
  *   - a backup that follows anew forgets what its last link had: one that
  *     was in sync and now needs the whole state is not in sync, and an
- *     acknowledgement of entries the new link never sent is refused.
+ *     acknowledgement of entries the new link never sent is refused;
+ *   - a request the primary logs is sent to a following backup, and its
+ *     reply released, as it is logged (not at the loop's next pump);
+ *   - a shard that logs nothing (one replica, or not the primary) asks
+ *     the loop for no replication wake-up.
  */
 #include <check.h>
 #include <stdio.h>
@@ -195,12 +199,55 @@ START_TEST(test_follow_anew_forgets)
 }
 END_TEST
 
+/* A request the primary logs is sent to a following backup as it is
+ * logged, and its reply goes out at once when the in-sync set is the
+ * primary alone: neither waits for the loop's next pump. */
+START_TEST(test_logged_request_sent_at_once)
+{
+    primary p;
+    primary_up(&p, 1);
+    zp_server *s = p.z->s;
+    follow(&p, 0, 0, 0);
+    Zeps__Header h = zt_header(p.z, ZEPS__OP__HELLO, 0);
+    zt_send(p.z, &h, NULL, 0);
+    ck_assert_uint_eq(s->repl.lsn, 1);
+    ck_assert_msg(zp_rlog_held_count(&s->repl) == 0,
+                  "the HELLO's reply is held though no backup is in the in-sync set");
+    ck_assert_uint_eq(s->repl.followers[1].sent, 1);
+    ck_assert_uint_eq(next_entry(&p), 1);
+    primary_down(&p);
+}
+END_TEST
+
+/* A shard that logs nothing (one replica) or is not the primary asks the
+ * loop for no replication wake-up: a wake-up it asked for would run its
+ * loop every millisecond for nothing (server.c drain_all). */
+START_TEST(test_no_wake_without_log)
+{
+    zt_shard *z = zt_shard_new("async", 1); /* replicas = 1 */
+    ck_assert(!z->s->repl.on);
+    zp_rlog_pump(z->s);
+    ck_assert_msg(z->s->repl.wake_s < 0, "an unreplicated shard asked to be woken in %g s",
+                  z->s->repl.wake_s);
+    zt_shard_free(z);
+    zp_config *cfg = zt_config("async", 1, 1);
+    cfg->replicas = 2;
+    z = zt_shard_start(cfg, 0); /* a replica not (yet) told it is the primary */
+    ck_assert(z->s->repl.on && !zp_role_serves(&z->s->role));
+    zp_rlog_pump(z->s);
+    ck_assert_msg(z->s->repl.wake_s < 0, "a backup asked to be woken in %g s", z->s->repl.wake_s);
+    zt_shard_free(z);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rlog");
     TCase *tc = tcase_create("rlog");
     tcase_add_test(tc, test_follow_from_matching_entry);
     tcase_add_test(tc, test_follow_anew_forgets);
+    tcase_add_test(tc, test_logged_request_sent_at_once);
+    tcase_add_test(tc, test_no_wake_without_log);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

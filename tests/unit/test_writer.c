@@ -14,6 +14,13 @@
  *
  * A SNAPSHOT request outside bsp names its set as asked, and one that
  * names none (set 0) gets the wall-clock second: never set 0.
+ *
+ * Auto snapshots under bsp (snapshot_mtbf_s): the first at clock 1; the
+ * time per clock measured between rounds from the second on; none (and
+ * no division by an interval of 0 clocks) before a tick has chosen the
+ * interval from that first snapshot. A ROLLBACK of no recovery to a set
+ * the shard wrote rolls it back when it stands past that cut
+ * (server/state/restore.c), and does nothing when it stands at it.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -29,7 +36,9 @@
 #include "check_main.h"
 #include "scratch.h"
 #include "inproc.h"
+#include "now.h"
 #include "persist.h"
+#include "restore.h"
 
 START_TEST(test_child_closes_inherited)
 {
@@ -164,6 +173,87 @@ START_TEST(test_request_set_id)
 }
 END_TEST
 
+/* One worker's round under bsp: its push of `clock`, then its CLOCK. */
+static void round_of(zt_shard *z, uint32_t t, int64_t clock)
+{
+    float g[16] = {0};
+    zt_push(z, 0, t, 0, g, 16, clock, 0);
+    Zeps__Header h = zt_header(z, ZEPS__OP__CLOCK, 0);
+    h.clock = clock;
+    zt_send(z, &h, NULL, 0);
+}
+
+/* auto snapshots under bsp (snapshot_mtbf_s): the first at clock 1; the
+ * time per clock measured from the second round on, between rounds (not
+ * from the clock's zero); and until the next tick chooses the interval
+ * from that first snapshot, no auto snapshot (and no crash: every 0
+ * clocks is no interval). */
+START_TEST(test_auto_first_rounds)
+{
+    char dir[160];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
+    zp_config *cfg = zt_config("bsp", 1, 1);
+    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    cfg->snapshot_mtbf_s = 3600;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zp_persist *p = &z->s->persist;
+    zt_hello(z, 0);
+    uint32_t t = zt_declare(z, 0, "w", 16, 1.0);
+    double t0 = zp_now_s();
+    round_of(z, t, 0);
+    ck_assert_int_eq(z->s->cons->cut(z->s), 1);
+    ck_assert_int_eq(p->last_cut, 1); /* the first auto snapshot, at clock 1 */
+    ck_assert(p->round_s == 0);       /* one round: nothing measured yet */
+    zp_persist_reap(z->s, 1);
+    ck_assert_uint_eq(p->written, 1);
+    ck_assert_int_eq(p->auto_every_clocks, 0); /* no tick yet */
+    round_of(z, t, 1);
+    double t1 = zp_now_s();
+    ck_assert_int_eq(z->s->cons->cut(z->s), 2);
+    ck_assert_int_eq(p->last_cut, 1); /* no interval chosen: no snapshot */
+    ck_assert_msg(p->round_s > 0 && p->round_s <= t1 - t0,
+                  "time per clock %g s, the two rounds took %g s", p->round_s, t1 - t0);
+    zt_shard_free(z);
+    char rm[300];
+    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+    ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
+/* A ROLLBACK of no recovery (0) to a set the shard wrote two clocks ago
+ * rolls the state back to that cut (server/state/restore.c): standing past
+ * the cut is not standing at it. */
+START_TEST(test_rollback_past_cut)
+{
+    char dir[160], err[256] = "";
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
+    zp_config *cfg = zt_config("bsp", 1, 1);
+    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    cfg->snapshot_every_clocks = 2;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    uint32_t t = zt_declare(z, 0, "w", 16, 1.0);
+    for (int64_t c = 0; c < 4; c++) {
+        round_of(z, t, c);
+        zp_persist_reap(z->s, 1);
+    }
+    ck_assert_uint_eq(z->s->persist.written, 2); /* sets 2 and 4 */
+    ck_assert_int_eq(z->s->cons->cut(z->s), 4);
+    bool rolled = false;
+    ck_assert_msg(zp_restore_rollback(z->s, 2, 2, 0, 0, &rolled, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(rolled, "a shard at clock 4 took a rollback to clock 2 as done already");
+    ck_assert_int_eq(z->s->cons->cut(z->s), 2);
+    ck_assert_int_eq(z->s->restored_clock, 2);
+    rolled = true; /* now it stands at the cut it came from: nothing to do */
+    ck_assert_msg(zp_restore_rollback(z->s, 2, 2, 0, 0, &rolled, err, sizeof(err)) == 0, "%s", err);
+    ck_assert(!rolled);
+    zt_shard_free(z);
+    char rm[300];
+    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
+    ck_assert_int_eq(system(rm), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("writer");
@@ -171,6 +261,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_child_closes_inherited);
     tcase_add_test(tc, test_child_dies_with_shard);
     tcase_add_test(tc, test_request_set_id);
+    tcase_add_test(tc, test_auto_first_rounds);
+    tcase_add_test(tc, test_rollback_past_cut);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -8,8 +8,7 @@
  * tier's rows scan in id order, each once; a promoted row's record left in
  * the tier goes when the row is dropped for good; a record read off the
  * loop is not installed over a row made hot meanwhile (at index slot 0 too);
- * ids never given to the tier are not read, nor ids a read off the loop
- * found in neither tier (one or several).
+ * ids never given to the tier are not read.
  */
 #include <check.h>
 #include <errno.h>
@@ -587,49 +586,6 @@ START_TEST(test_install_hot_at_slot_zero)
 }
 END_TEST
 
-/* Ids a read off the loop found in neither tier (zp_sparse_hint_absent)
- * get their rows at their next touch without a look in the tier, a
- * single id as well as several; an id not named is looked for (the
- * tier's filter of ids given rules it out: counted unseen). */
-START_TEST(test_hint_absent_not_read)
-{
-    zp_sparse_opts o = base_opts("sgd", 2);
-    zp_sparse *t = make(&o);
-    char dir[512];
-    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "hint"), 0);
-    zp_tier *tier = open_tier(dir, "hint", t);
-    zp_sparse_set_cold(t, tier);
-    uint8_t *one = calloc(1, zp_sparse_record_bytes(t));
-    uint64_t given = 5; /* a tier holding no row is never read: give it one */
-    memcpy(one, &given, 8);
-    ck_assert_int_eq(zp_tier_demote(tier, given, one), 0);
-    float out[3 * 2];
-    for (size_t n = 1; n <= 3; n++) {
-        uint64_t ids[3] = {1000 * n, 1000 * n + 1, 1000 * n + 2};
-        zp_tier_counters c0, c1;
-        zp_tier_get_counters(tier, &c0);
-        zp_sparse_hint_absent(t, ids, n);
-        zp_sparse_pull(t, ids, n, 1, out, NULL);
-        zp_tier_get_counters(tier, &c1);
-        ck_assert_msg(c1.unseen == c0.unseen && c1.sync_reads == c0.sync_reads,
-                      "%zu hinted ids looked for in the tier", n);
-        for (size_t i = 0; i < n; i++)
-            ck_assert(zp_sparse_has(t, ids[i]));
-    }
-    zp_sparse_hint_absent(t, NULL, 0);
-    uint64_t other = 7777;
-    zp_tier_counters c0, c1;
-    zp_tier_get_counters(tier, &c0);
-    zp_sparse_pull(t, &other, 1, 2, out, NULL);
-    zp_tier_get_counters(tier, &c1);
-    ck_assert_uint_eq(c1.unseen, c0.unseen + 1);
-    ck_assert(zp_sparse_has(t, other));
-    free(one);
-    zp_sparse_destroy(&t);
-    zp_tier_close(&tier);
-}
-END_TEST
-
 /* A full disk (a tmpfs, root only; skipped otherwise): with less free
  * than a tier keeps free it is refused at DECLARE; on 100 MiB, demotions
  * go on until the free room falls under it, then the tier stops before
@@ -718,7 +674,6 @@ int main(void)
     ZT_SPARSE_ADD(s, test_ttl_drops_copy);
     ZT_SPARSE_ADD(s, test_touched_while_read);
     ZT_SPARSE_ADD(s, test_install_hot_at_slot_zero);
-    ZT_SPARSE_ADD(s, test_hint_absent_not_read);
     TCase *full = tcase_create("full_disk");
     tcase_set_timeout(full, 120);
     tcase_add_unchecked_fixture(full, NULL, full_unmount);

@@ -13,7 +13,9 @@
  * and its ratio is saxpy's best time over its own (a "time-rate": 1.0 = as fast as saxpy on the same n;
  * Adam moves 7 float streams to saxpy's 3, so memory allows it 3/7).
  * The fused check-and-apply path (zp_optim_apply_checked) is timed too,
- * beside the two passes it replaces (zp_finite_all, then apply).
+ * beside the two passes it replaces (zp_finite_all, then apply). The
+ * weights and state must end finite (all start so, and the bench's
+ * gradient is small): a kernel that met NaN or Inf ran its slow path.
  */
 #include "kbench.h"
 
@@ -109,6 +111,7 @@ int zp_kbench_run(FILE *out, const size_t *sizes, int nsizes, int reps)
 {
     if (reps < 1 || reps > MAX_REPS)
         reps = reps < 1 ? 1 : MAX_REPS;
+    int rc = 0;
     zp_hyper h = {.lr = 1e-3f, .momentum = 0.9f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
     fprintf(out,
             "dense kernels, one call each, best of %d; ratio = saxpy time / kernel time\n"
@@ -143,11 +146,18 @@ int zp_kbench_run(FILE *out, const size_t *sizes, int nsizes, int reps)
         fprintf(out, "  apply/saxpy %zuM: momentum %.3f adagrad %.3f adam %.3f\n", n >> 20,
                 med[K_SAXPY] / med[K_MOMENTUM], med[K_SAXPY] / med[K_ADAGRAD],
                 med[K_SAXPY] / med[K_ADAM]);
+        /* a NaN or Inf in the weights or state would have timed the
+         * kernels' slow paths on it, not their work on numbers */
+        if (!zp_finite_all(w, n) || !zp_finite_all(st, 2 * n)) {
+            fprintf(out, "error: weights or state not finite after the runs on %zu floats: "
+                         "the figures above are not the kernels' on numbers\n", n);
+            rc = 1;
+        }
         free(w);
         free(g);
         free(st);
         free(gk);
     }
     fflush(out);
-    return 0;
+    return rc;
 }

@@ -6,16 +6,20 @@
  * here from the textbook formulas, under a few hyper-parameter settings
  * (scale != 1, weight decay, a large eps, Adam resumed at a late step). The
  * gradient lives in pages made read-only during apply(), so a write into it
- * crashes the test. Then lookup, validation and defaults.
+ * crashes the test. Then lookup, validation and defaults; and the kernels'
+ * bench, whose weights and state must end finite.
  */
 #include <check.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #include "check_main.h"
+#include "kbench.h"
 #include "mathenv.h"
 #include "optim.h"
 #include "zeps_errors.h"
@@ -465,6 +469,30 @@ START_TEST(test_split_bit_identical)
 }
 END_TEST
 
+/* The kernels' bench (optim/kbench.c, `zeps-server --bench-apply`) on two
+ * small sizes, its buffers taken from a heap that fills each new block
+ * with 0xfe bytes (glibc's M_PERTURB), so that a float it left unset is
+ * -1.7e38 (adagrad's square root of it NaN): a table per size, and every
+ * weight and optimizer state finite at the end (no "error:" line, 0). */
+START_TEST(test_kbench_small)
+{
+    static const size_t sizes[] = {1000, 4099};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(out);
+    mallopt(M_PERTURB, 1);
+    int rc = zp_kbench_run(out, sizes, 2, 3);
+    mallopt(M_PERTURB, 0);
+    fclose(out);
+    ck_assert_msg(rc == 0 && strstr(text, "error") == NULL, "%s", text);
+    ck_assert_ptr_nonnull(strstr(text, "\n1000 floats"));
+    ck_assert_ptr_nonnull(strstr(text, "\n4099 floats"));
+    ck_assert_ptr_nonnull(strstr(text, "adam fused check"));
+    free(text);
+}
+END_TEST
+
 static Suite *optim_suite(void)
 {
     Suite *s = suite_create("optim");
@@ -476,6 +504,7 @@ static Suite *optim_suite(void)
     tcase_add_loop_test(tc, test_empty, 0, 4);
     tcase_add_test(tc, test_known_values);
     tcase_add_loop_test(tc, test_split_bit_identical, 0, 4);
+    tcase_add_test(tc, test_kbench_small);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("api");

@@ -2,12 +2,14 @@
  * test_rows.c - server/table/rows.c's request scratch: the repeated-id
  * check (exact: the first repeat found, whatever the ids, across calls that
  * reuse the set and across a wrapped stamp) and the ids and row versions a
- * request is read from (in place when aligned, else an exact copy); the
+ * request is read from (in place when aligned, else an exact copy in a
+ * scratch that, outgrown, is replaced and not kept beside the new one); the
  * check of a push's ids through the store's index (zp_rows_check_push):
  * the same answers as the set, and candidates that lead each id to its own
  * row, also for ids whose hashes share the 32 bits an index slot keeps.
  */
 #include <check.h>
+#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,6 +119,37 @@ START_TEST(test_ids_in_place)
     ck_assert_int_eq(((uintptr_t)vs & 3u), 0);
     ck_assert_int_eq(memcmp(vs, v, sizeof(v)), 0);
     rows_fini(&r);
+}
+END_TEST
+
+/* Heap bytes in use (arena and mmapped blocks). */
+static size_t heap_used(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* A copy that outgrows the scratch replaces it: 2,000 misaligned requests,
+ * each one id longer than the last (so each grows the scratch, 8-24 KB),
+ * leave one scratch on the heap, not 2,000 (32 MB). */
+START_TEST(test_ids_copy_grows_in_place)
+{
+    enum { BASE = 1025, GROWS = 2000 };
+    zp_rows r = {0};
+    unsigned char *raw = malloc((BASE + GROWS) * sizeof(uint64_t) + 8);
+    for (size_t i = 0; i < (BASE + GROWS) * sizeof(uint64_t) + 8; i++)
+        raw[i] = (unsigned char)(i * 7);
+    size_t before = heap_used();
+    for (size_t n = BASE; n < BASE + GROWS; n++) {
+        const uint64_t *ids = zp_rows_ids(&r, raw + 4, n);
+        ck_assert_int_eq(((uintptr_t)ids & 7u), 0);
+        ck_assert_int_eq(memcmp(ids, raw + 4, n * sizeof(uint64_t)), 0);
+    }
+    size_t grown = heap_used() - before;
+    ck_assert_msg(grown < (BASE + GROWS) * sizeof(uint64_t) * 4,
+                  "%zu bytes kept after %d growths of the scratch", grown, GROWS);
+    rows_fini(&r);
+    free(raw);
 }
 END_TEST
 
@@ -304,6 +337,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_repeated_one_slot);
     tcase_add_test(tc, test_repeated_stamp_wraps);
     tcase_add_test(tc, test_ids_in_place);
+    tcase_add_test(tc, test_ids_copy_grows_in_place);
     suite_add_tcase(s, tc);
     tc = tcase_create("push");
     tcase_add_test(tc, test_check_push_exact);

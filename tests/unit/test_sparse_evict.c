@@ -4,7 +4,8 @@
  *
  * Admission by count (count-min sketch) and by probability; TTL eviction on
  * a drifting id stream against the same stream without TTL; lru and lfu
- * under a row capacity; and a memory budget. The store itself is
+ * under a row capacity; a memory budget; pinned rows passed over until
+ * touched. The store itself is
  * test_sparse.c.
  */
 #include <check.h>
@@ -309,6 +310,36 @@ START_TEST(test_capacity_lru_lfu)
 }
 END_TEST
 
+/* A pinned row (made hot for a pull that waits for its cold rows) is
+ * passed over by eviction under a capacity, however cold, until it is
+ * touched; then it goes like any other. The first row of the table is
+ * pinned first: the pins' bitmap grows from nothing to cover it. */
+START_TEST(test_pinned_passed_over)
+{
+    zp_sparse_opts o = base_opts("sgd", 4);
+    o.capacity_rows = 8;
+    o.evict = ZP_EVICT_LRU;
+    zp_sparse *t = make(&o);
+    float out[4];
+    uint64_t id = 0;
+    for (; id < 8; id++)
+        zp_sparse_pull(t, &id, 1, (int64_t)id, out, NULL);
+    ck_assert(zp_sparse_pin(t, 0)); /* the coldest row */
+    ck_assert(!zp_sparse_pin(t, 999)); /* not hot: nothing pinned */
+    int64_t clock = 10;
+    for (int i = 0; i < 50; i++, id++)
+        zp_sparse_pull(t, &id, 1, clock++, out, NULL);
+    ck_assert_uint_eq(counters(t).evicted_capacity, 50);
+    ck_assert_msg(zp_sparse_has(t, 0), "a pinned row evicted");
+    uint64_t zero = 0;
+    zp_sparse_pull(t, &zero, 1, clock++, out, NULL); /* touched: no longer pinned */
+    for (int i = 0; i < 50; i++, id++)
+        zp_sparse_pull(t, &id, 1, clock++, out, NULL);
+    ck_assert_msg(!zp_sparse_has(t, 0), "a touched row kept pinned");
+    zp_sparse_destroy(&t);
+}
+END_TEST
+
 START_TEST(test_memory_budget)
 {
     const uint64_t budget = 2u << 20;
@@ -371,5 +402,6 @@ int main(void)
     ZT_SPARSE_ADD(s, test_ttl_drift);
     ZT_SPARSE_ADD(s, test_capacity_lru_lfu);
     ZT_SPARSE_ADD(s, test_memory_budget);
+    ZT_SPARSE_ADD(s, test_pinned_passed_over);
     return zt_run_suite(s);
 }

@@ -21,7 +21,10 @@
  *   - the in-sync set gone, a clean-exit record nobody live restored, and
  *     so many live members that the reason logged does not fit its buffer:
  *     cut, never written past (the binary wraps snprintf and counts a size
- *     no buffer has: one that wrapped below zero).
+ *     no buffer has: one that wrapped below zero);
+ *   - 64 live members, as many as a replica keeps (63 made beforehand by a
+ *     session of the test's own): read and decided on without a read or
+ *     write past those lists (under ZEPS_ASAN).
  * The session beneath (connections cut or refused, joins refused): see
  * test_zk_session.c.
  */
@@ -36,6 +39,7 @@
 #include "check_main.h"
 #include "coord_fixture.h"
 #include "harness.h"
+#include "zk_session.h"
 #include "zeps_errors.h"
 
 /* snprintf as everything in this binary calls it (linked with
@@ -58,6 +62,11 @@ int __wrap_snprintf(char *buf, size_t len, const char *fmt, ...)
     int n = vsnprintf(buf, len, fmt, ap);
     va_end(ap);
     return n;
+}
+
+static void on_closed(void *arg)
+{
+    (*(int *)arg)++;
 }
 
 /* Write the in-sync set from primary p and wait for its answer. */
@@ -442,6 +451,79 @@ START_TEST(test_long_waiting_reason)
 }
 END_TEST
 
+/* Nodes made by a session of the test's own, created in order (parents
+ * first): what ZooKeeper answers each is counted, ZNODEEXISTS as made. */
+static int nodes_answered, nodes_refused;
+
+static void on_node_made(int rc, const char *value, const void *data)
+{
+    (void)value, (void)data;
+    nodes_answered++;
+    nodes_refused += rc != ZOK && rc != ZNODEEXISTS;
+}
+
+static void make_nodes(loop *lp, const char *hosts, char paths[][96], const char *const *vals,
+                       int n)
+{
+    rep r;
+    memset(&r, 0, sizeof(r));
+    zp_zk_session *s = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_zk_session_new(&s, &lp->l, hosts, 4000, 5000, on_session, &r, err,
+                                       sizeof(err)),
+                     0);
+    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, lp);
+    nodes_answered = nodes_refused = 0;
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(zoo_acreate(zp_zk_session_handle(s), paths[i], vals[i],
+                                     (int)strlen(vals[i]), &ZOO_OPEN_ACL_UNSAFE, 0, on_node_made,
+                                     NULL),
+                         ZOK);
+    zp_zk_session_kick(s);
+    WAIT_FOR(10, nodes_answered == n, lp);
+    ck_assert_int_eq(nodes_refused, 0);
+    int closed = 0;
+    zp_zk_session_close(&s, on_closed, &closed);
+    WAIT_FOR(10, closed == 1, lp);
+}
+
+/* As many live members as a replica keeps (64: 63 made beforehand, the
+ * lowest sequences, and the replica's own): it reads them all and waits
+ * for the lowest, which is not itself, without reading or writing past
+ * the lists it keeps of them (the sanitizers' tree, ZEPS_ASAN, says so). */
+START_TEST(test_members_at_capacity)
+{
+    enum { FAKE = 63, PARENTS = 5 };
+    zt_zk zk;
+    start_zk(&zk);
+    loop lp;
+    loop_init(&lp);
+    static char paths[PARENTS + FAKE][96];
+    const char *vals[PARENTS + FAKE];
+    const char *parents[PARENTS] = {"/zeps", "/zeps/t", "/zeps/t/shards", "/zeps/t/shards/0",
+                                    "/zeps/t/shards/0/members"};
+    for (int i = 0; i < PARENTS; i++) {
+        snprintf(paths[i], sizeof(paths[i]), "%s", parents[i]);
+        vals[i] = "";
+    }
+    for (int i = 0; i < FAKE; i++) {
+        snprintf(paths[PARENTS + i], sizeof(paths[0]), "/zeps/t/shards/0/members/m-1-%010d", i);
+        vals[PARENTS + i] = "9 tcp://127.0.0.1:9 -";
+    }
+    make_nodes(&lp, zk.hosts, paths, vals, PARENTS + FAKE);
+    rep r;
+    rep_start(&r, &lp, zk.hosts, 0, 5000);
+    WAIT_FOR(10, r.isr_calls > 0, &lp);
+    double t0 = now_s();
+    while (now_s() - t0 < 1)
+        uv_run(&lp.l, UV_RUN_ONCE);
+    ck_assert(!r.ever_primary && r.primary[0] == '\0'); /* m-1-0000000000 would stand */
+    zp_coord_destroy(&r.c);
+    loop_fini(&lp);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coord");
@@ -456,6 +538,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_tree_refused);
     tcase_add_test(tc, test_long_waiting_reason);
+    tcase_add_test(tc, test_members_at_capacity);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -17,19 +17,57 @@
  *   - a tree ZooKeeper refuses to make (a node made beforehand without the
  *     create permission, by zkCli.sh): the replica registers nowhere;
  *   - an unknown backend, a bad cluster name, hosts the client refuses:
- *     refused with their words, and the refusals leak nothing.
+ *     refused with their words, and the refusals leak nothing;
+ *   - the in-sync set gone, a clean-exit record nobody live restored, and
+ *     so many live members that the reason logged does not fit its buffer:
+ *     cut, never written past (the binary wraps snprintf and counts a size
+ *     no buffer has: one that wrapped below zero);
+ *   - 64 live members, as many as a replica keeps (63 made beforehand by a
+ *     session of the test's own): read and decided on without a read or
+ *     write past those lists (under ZEPS_ASAN).
  * The session beneath (connections cut or refused, joins refused): see
  * test_zk_session.c.
  */
 #include <check.h>
+#include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "check_main.h"
 #include "coord_fixture.h"
 #include "harness.h"
+#include "zk_session.h"
 #include "zeps_errors.h"
+
+/* snprintf as everything in this binary calls it (linked with
+ * --wrap=snprintf: tests/cluster/CMakeLists.txt): a size past INT_MAX is
+ * one that wrapped below zero (a length subtracted from a buffer's size it
+ * passed). Counted and refused, as nothing would be written in bounds. */
+static int wrapped_sizes;
+
+int __wrap_snprintf(char *buf, size_t len, const char *fmt, ...);
+
+int __wrap_snprintf(char *buf, size_t len, const char *fmt, ...)
+{
+    if (len > INT_MAX) {
+        wrapped_sizes++;
+        errno = EOVERFLOW;
+        return -1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, len, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
+static void on_closed(void *arg)
+{
+    (*(int *)arg)++;
+}
 
 /* Write the in-sync set from primary p and wait for its answer. */
 static int isr_write(rep *p, loop *lp, const char *const *m, int n, int32_t version)
@@ -366,6 +404,126 @@ START_TEST(test_refusals)
 }
 END_TEST
 
+/* No in-sync member alive, a clean-exit record of this epoch that no live
+ * member restored, and 16 live members with long snapshot names: the
+ * reason each logs (every member's restored file) does not fit its buffer
+ * and is cut there, nothing written past it; nobody is elected. */
+START_TEST(test_long_waiting_reason)
+{
+    enum { N = 16 };
+    zt_zk zk;
+    start_zk(&zk);
+    loop lp;
+    loop_init(&lp);
+    rep p;
+    rep_start(&p, &lp, zk.hosts, 0, 5000);
+    WAIT_FOR(10, p.is_primary && p.epoch == 1, &lp);
+    char snap[ZP_COORD_SNAP_MAX];
+    zp_coord_snapshot_name(snap, sizeof(snap), 1, 2, 3);
+    ck_assert_int_eq(zp_coord_clean_set(p.c, snap, on_done, &p), 0);
+    WAIT_FOR(5, p.done_calls == 1, &lp);
+    ck_assert_int_eq(p.done_rc, 0);
+    static rep r[N];
+    char names[N][ZP_COORD_SNAP_MAX];
+    for (int i = 0; i < N; i++) {
+        zp_coord_snapshot_name(names[i], sizeof(names[i]), 0xff00 + (uint64_t)i, UINT64_MAX,
+                               UINT64_MAX);
+        rep_restored = names[i];
+        rep_start(&r[i], &lp, zk.hosts, 1 + i, 5000);
+        WAIT_FOR(10, agree(&r[i], &p, 1), &lp);
+    }
+    rep_restored = NULL;
+    int before = wrapped_sizes;
+    zp_coord_destroy(&p.c);
+    WAIT_FOR(10, r[N - 1].primary[0] == '\0', &lp);
+    double t0 = now_s();
+    while (now_s() - t0 < 1.5) /* time for every member to read the others and decide */
+        uv_run(&lp.l, UV_RUN_ONCE);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(!r[i].ever_primary && r[i].primary[0] == '\0',
+                      "replica %d elected on a record it did not restore", 1 + i);
+    ck_assert_msg(wrapped_sizes == before, "%d writes past the reason's buffer",
+                  wrapped_sizes - before);
+    for (int i = 0; i < N; i++)
+        zp_coord_destroy(&r[i].c);
+    loop_fini(&lp);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+/* Nodes made by a session of the test's own, created in order (parents
+ * first): what ZooKeeper answers each is counted, ZNODEEXISTS as made. */
+static int nodes_answered, nodes_refused;
+
+static void on_node_made(int rc, const char *value, const void *data)
+{
+    (void)value, (void)data;
+    nodes_answered++;
+    nodes_refused += rc != ZOK && rc != ZNODEEXISTS;
+}
+
+static void make_nodes(loop *lp, const char *hosts, char paths[][96], const char *const *vals,
+                       int n)
+{
+    rep r;
+    memset(&r, 0, sizeof(r));
+    zp_zk_session *s = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_zk_session_new(&s, &lp->l, hosts, 4000, 5000, on_session, &r, err,
+                                       sizeof(err)),
+                     0);
+    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, lp);
+    nodes_answered = nodes_refused = 0;
+    for (int i = 0; i < n; i++)
+        ck_assert_int_eq(zoo_acreate(zp_zk_session_handle(s), paths[i], vals[i],
+                                     (int)strlen(vals[i]), &ZOO_OPEN_ACL_UNSAFE, 0, on_node_made,
+                                     NULL),
+                         ZOK);
+    zp_zk_session_kick(s);
+    WAIT_FOR(10, nodes_answered == n, lp);
+    ck_assert_int_eq(nodes_refused, 0);
+    int closed = 0;
+    zp_zk_session_close(&s, on_closed, &closed);
+    WAIT_FOR(10, closed == 1, lp);
+}
+
+/* As many live members as a replica keeps (64: 63 made beforehand, the
+ * lowest sequences, and the replica's own): it reads them all and waits
+ * for the lowest, which is not itself, without reading or writing past
+ * the lists it keeps of them (the sanitizers' tree, ZEPS_ASAN, says so). */
+START_TEST(test_members_at_capacity)
+{
+    enum { FAKE = 63, PARENTS = 5 };
+    zt_zk zk;
+    start_zk(&zk);
+    loop lp;
+    loop_init(&lp);
+    static char paths[PARENTS + FAKE][96];
+    const char *vals[PARENTS + FAKE];
+    const char *parents[PARENTS] = {"/zeps", "/zeps/t", "/zeps/t/shards", "/zeps/t/shards/0",
+                                    "/zeps/t/shards/0/members"};
+    for (int i = 0; i < PARENTS; i++) {
+        snprintf(paths[i], sizeof(paths[i]), "%s", parents[i]);
+        vals[i] = "";
+    }
+    for (int i = 0; i < FAKE; i++) {
+        snprintf(paths[PARENTS + i], sizeof(paths[0]), "/zeps/t/shards/0/members/m-1-%010d", i);
+        vals[PARENTS + i] = "9 tcp://127.0.0.1:9 -";
+    }
+    make_nodes(&lp, zk.hosts, paths, vals, PARENTS + FAKE);
+    rep r;
+    rep_start(&r, &lp, zk.hosts, 0, 5000);
+    WAIT_FOR(10, r.isr_calls > 0, &lp);
+    double t0 = now_s();
+    while (now_s() - t0 < 1)
+        uv_run(&lp.l, UV_RUN_ONCE);
+    ck_assert(!r.ever_primary && r.primary[0] == '\0'); /* m-1-0000000000 would stand */
+    zp_coord_destroy(&r.c);
+    loop_fini(&lp);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coord");
@@ -379,6 +537,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_zookeeper_absent);
     tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_tree_refused);
+    tcase_add_test(tc, test_long_waiting_reason);
+    tcase_add_test(tc, test_members_at_capacity);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -12,7 +12,17 @@
  *   - a resumed session costs one evaluation, not one per node watch;
  *   - the client's socket on descriptor 0 (standard input closed) works;
  *   - ZooKeeper started after the replica: a refused connection is seen at
- *     once, and the replica connects soon after ZooKeeper serves.
+ *     once, and the replica connects soon after ZooKeeper serves; no
+ *     primary is known meanwhile.
+ *
+ * and the session itself (zk_session.h), with three more calls wrapped:
+ *
+ *   - closed, connected or not, it says so once, after the loop closed its
+ *     handles;
+ *   - a poll the loop refuses on the client's socket costs nothing (the
+ *     heap stays flat over 300 of them) and is tried again: it connects;
+ *   - a session the client finds expired by itself is begun again, and a
+ *     new session that does not connect is said unreachable again.
  */
 #include <check.h>
 #include <signal.h>
@@ -24,6 +34,7 @@
 
 #include "check_main.h"
 #include "coord_fixture.h"
+#include "zk_session.h"
 
 /* Two calls of the ZooKeeper client, as the coordination layer makes them,
  * seen by the tests: the binary is linked with --wrap for both
@@ -57,6 +68,48 @@ int __wrap_zoo_awget_children(zhandle_t *zh, const char *path, watcher_fn w, voi
 {
     member_reads++;
     return __real_zoo_awget_children(zh, path, w, wctx, c, data);
+}
+
+/* Three more calls, wrapped likewise: a poll on the client's socket the
+ * loop may refuse (as libuv refuses a descriptor it cannot watch), and a
+ * readiness check that may find the session expired by itself (the client
+ * answers ZINVALIDSTATE and its state says so) once. */
+static bool refuse_polls, fake_expiry, state_expired;
+static int polls_refused;
+
+int __real_uv_poll_init_socket(uv_loop_t *l, uv_poll_t *h, uv_os_sock_t fd);
+int __wrap_uv_poll_init_socket(uv_loop_t *l, uv_poll_t *h, uv_os_sock_t fd);
+int __real_zookeeper_interest(zhandle_t *zh, int *fd, int *interest, struct timeval *tv);
+int __wrap_zookeeper_interest(zhandle_t *zh, int *fd, int *interest, struct timeval *tv);
+int __real_zoo_state(zhandle_t *zh);
+int __wrap_zoo_state(zhandle_t *zh);
+
+int __wrap_uv_poll_init_socket(uv_loop_t *l, uv_poll_t *h, uv_os_sock_t fd)
+{
+    if (refuse_polls) {
+        polls_refused++;
+        return UV_EBADF;
+    }
+    return __real_uv_poll_init_socket(l, h, fd);
+}
+
+int __wrap_zookeeper_interest(zhandle_t *zh, int *fd, int *interest, struct timeval *tv)
+{
+    if (fake_expiry) {
+        fake_expiry = false;
+        state_expired = true; /* the state asked next says so */
+        return ZINVALIDSTATE;
+    }
+    return __real_zookeeper_interest(zh, fd, interest, tv);
+}
+
+int __wrap_zoo_state(zhandle_t *zh)
+{
+    if (state_expired) {
+        state_expired = false;
+        return ZOO_EXPIRED_SESSION_STATE;
+    }
+    return __real_zoo_state(zh);
 }
 
 /* The member listing that starts a join answered with an error (here the
@@ -203,6 +256,11 @@ START_TEST(test_zookeeper_late)
     rep_start(&r, &lp, zk.hosts, 0, 1000);
     session_ms = SESSION_MS;
     WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &lp);
+    zp_coord_view v;
+    zp_coord_view_get(r.c, &v);
+    ck_assert_msg(v.primary_replica == -1 && v.primary[0] == '\0' && !v.is_primary,
+                  "no primary known, yet the view says replica %d ('%s')", v.primary_replica,
+                  v.primary);
     ck_assert_int_eq(zt_zk_restart(&zk), 0);
     double t1 = now_s();
     WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1 && r.is_primary && r.epoch == 1, &lp);
@@ -210,6 +268,139 @@ START_TEST(test_zookeeper_late)
     zp_coord_destroy(&r.c);
     loop_fini(&lp);
     zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+static void on_closed(void *arg)
+{
+    (*(int *)arg)++;
+}
+
+/* A loopback address where nothing listens: a port held by a socket bound
+ * but not listening, so every connection is refused. Returns the socket. */
+static int dead_hosts(char *hosts, size_t len)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_ge(fd, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof(a);
+    ck_assert_int_eq(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    snprintf(hosts, len, "127.0.0.1:%d", ntohs(a.sin_port));
+    return fd;
+}
+
+/* A session closed, connected or not, says so once, after the loop closed
+ * its handles (its owner frees itself then: zk.c's destroy). */
+START_TEST(test_session_closed_once)
+{
+    zt_zk zk;
+    start_zk(&zk);
+    char dead[64];
+    int held = dead_hosts(dead, sizeof(dead));
+    loop lp;
+    loop_init(&lp);
+    for (int i = 0; i < 4; i++) {
+        rep r;
+        memset(&r, 0, sizeof(r));
+        zp_zk_session *s = NULL;
+        char err[256] = "";
+        ck_assert_int_eq(zp_zk_session_new(&s, &lp.l, i % 2 ? dead : zk.hosts, 4000, 300,
+                                           on_session, &r, err, sizeof(err)),
+                         0);
+        if (i % 2)
+            WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &lp);
+        else
+            WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &lp);
+        int closed = 0;
+        zp_zk_session_close(&s, on_closed, &closed);
+        ck_assert_ptr_null(s);
+        ck_assert_int_eq(closed, 0); /* the loop closes the handles first */
+        WAIT_FOR(10, closed == 1, &lp);
+        for (int k = 0; k < 5; k++)
+            uv_run(&lp.l, UV_RUN_NOWAIT);
+        ck_assert_int_eq(closed, 1);
+    }
+    loop_fini(&lp);
+    close(held);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+/* The loop refusing to poll the client's socket (libuv refuses a
+ * descriptor it cannot watch): each refusal costs nothing, the timer tries
+ * again, and once the loop accepts the session connects. */
+START_TEST(test_poll_refused)
+{
+    zt_zk zk;
+    start_zk(&zk);
+    loop lp;
+    loop_init(&lp);
+    rep r;
+    memset(&r, 0, sizeof(r));
+    zp_zk_session *s = NULL;
+    char err[256] = "";
+    refuse_polls = true;
+    polls_refused = 0;
+    ck_assert_int_eq(zp_zk_session_new(&s, &lp.l, zk.hosts, 4000, 5000, on_session, &r, err,
+                                       sizeof(err)),
+                     0);
+    ck_assert_int_ge(polls_refused, 1);
+    enum { WARM = 20, KICKS = 300 };
+    long before = 0;
+    for (int i = 0; i < WARM + KICKS; i++) {
+        if (i == WARM)
+            before = heap_used();
+        zp_zk_session_kick(s);
+        uv_run(&lp.l, UV_RUN_NOWAIT);
+    }
+    long grown = heap_used() - before;
+    printf("heap after %d refused polls: %+ld bytes\n", KICKS, grown);
+    ck_assert_int_ge(polls_refused, WARM + KICKS);
+    ck_assert_msg(grown < (long)(KICKS * sizeof(uv_poll_t)) / 4,
+                  "%d refused polls grew the heap by %ld bytes", KICKS, grown);
+    ck_assert_int_eq(r.events[ZP_COORD_CONNECTED], 0); /* nothing polled, nothing read */
+    refuse_polls = false;
+    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &lp);
+    int closed = 0;
+    zp_zk_session_close(&s, on_closed, &closed);
+    WAIT_FOR(10, closed == 1, &lp);
+    loop_fini(&lp);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
+/* Expired by the client's own reckoning (no event): the handle is closed
+ * and a new session begun; if that one does not connect either, the
+ * session is said unreachable again, connect_timeout_ms after the new
+ * start, as after any outage. */
+START_TEST(test_unreachable_again_after_renewal)
+{
+    char dead[64];
+    int held = dead_hosts(dead, sizeof(dead));
+    loop lp;
+    loop_init(&lp);
+    rep r;
+    memset(&r, 0, sizeof(r));
+    zp_zk_session *s = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_zk_session_new(&s, &lp.l, dead, 4000, 300, on_session, &r, err,
+                                       sizeof(err)),
+                     0);
+    WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &lp);
+    double t0 = now_s();
+    while (now_s() - t0 < 0.5) /* said once per outage */
+        uv_run(&lp.l, UV_RUN_ONCE);
+    ck_assert_int_eq(r.events[ZP_COORD_UNREACHABLE], 1);
+    fake_expiry = true;
+    WAIT_FOR(10, !fake_expiry && !state_expired, &lp);
+    WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 2, &lp);
+    ck_assert_int_eq(r.events[ZP_COORD_CONNECTED], 0);
+    int closed = 0;
+    zp_zk_session_close(&s, on_closed, &closed);
+    WAIT_FOR(10, closed == 1, &lp);
+    loop_fini(&lp);
+    close(held);
 }
 END_TEST
 
@@ -223,6 +414,9 @@ static Suite *suite(void)
     tcase_add_test(tc, test_resume_evaluates_once);
     tcase_add_test(tc, test_socket_on_descriptor_zero);
     tcase_add_test(tc, test_zookeeper_late);
+    tcase_add_test(tc, test_session_closed_once);
+    tcase_add_test(tc, test_poll_refused);
+    tcase_add_test(tc, test_unreachable_again_after_renewal);
     suite_add_tcase(s, tc);
     return s;
 }

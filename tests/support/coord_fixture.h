@@ -131,6 +131,8 @@ static inline void loop_fini(loop *lp)
 
 /* The session timeout rep_start asks for (a test may set another). */
 static int session_ms = SESSION_MS;
+/* The snapshot the replicas rep_start begins say they restored (NULL: none). */
+static const char *rep_restored;
 
 static inline void rep_start(rep *r, loop *lp, const char *hosts, int replica, int connect_ms)
 {
@@ -146,7 +148,8 @@ static inline void rep_start(rep *r, loop *lp, const char *hosts, int replica, i
                        .replica = replica,
                        .endpoint = ep,
                        .session_timeout_ms = session_ms,
-                       .connect_timeout_ms = connect_ms};
+                       .connect_timeout_ms = connect_ms,
+                       .restored = rep_restored};
     zp_coord_cbs cbs = {.session = on_session, .role = on_role, .isr = on_isr, .arg = r};
     int rc = zp_coord_new(&r->c, &lp->l, &o, &cbs, err, sizeof(err));
     ck_assert_msg(rc == 0, "zp_coord_new: %s", err);

@@ -218,6 +218,11 @@ START_TEST(test_clean_formats)
     ck_assert_int_eq(zp_znode_member_parse(buf, (int)strlen(buf), &mb), 0);
     ck_assert_str_eq(mb.restored, m.restored);
     ck_assert_str_eq(mb.endpoint, m.endpoint);
+    /* a buffer one byte short of the text and its NUL: refused, not cut */
+    size_t need = strlen(buf) + 1;
+    ck_assert_int_eq(zp_znode_member_format(buf, need - 1, &m), ZEPS_EINVAL);
+    ck_assert_int_eq(zp_znode_member_format(buf, need, &m), 0);
+    ck_assert_str_eq(buf, "1 tcp://127.0.0.1:5600 00000000000000ff-0000000000000abc-12");
     const char *bad_members[] = {"1 tcp://x", "1 tcp://x SNAP", "-1 tcp://x -", "1 tcp://x - z"};
     for (size_t i = 0; i < sizeof(bad_members) / sizeof(bad_members[0]); i++)
         ck_assert_int_eq(zp_znode_member_parse(bad_members[i], (int)strlen(bad_members[i]), &mb),
@@ -228,6 +233,8 @@ START_TEST(test_clean_formats)
     snprintf(c.snapshot, sizeof(c.snapshot), "00000000000000ff-0000000000000abc-12");
     ck_assert_int_eq(zp_znode_clean_format(buf, sizeof(buf), &c), 0);
     ck_assert_str_eq(buf, "7 m-ab-0000000003 00000000000000ff-0000000000000abc-12");
+    ck_assert_int_eq(zp_znode_clean_format(buf, strlen(buf), &c), ZEPS_EINVAL);
+    ck_assert_int_eq(zp_znode_clean_format(buf, sizeof(buf), &c), 0);
     ck_assert_int_eq(zp_znode_clean_parse(buf, (int)strlen(buf), &cb), 0);
     ck_assert_uint_eq(cb.epoch, 7);
     ck_assert_str_eq(cb.member, c.member);

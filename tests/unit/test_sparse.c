@@ -14,8 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "check_main.h"
 #include "evict.h"
@@ -602,39 +600,6 @@ START_TEST(test_put_get_next)
 }
 END_TEST
 
-/* ------------------------------------------------------------ ids at a page's end */
-
-/* The probe hashes ids ahead of the one it looks up, and never one past
- * the last: ids that end where an unmapped page begins are read by pull,
- * probe and push without a fault. */
-START_TEST(test_ids_end_at_page)
-{
-    enum { NIDS = 20 };
-    long page = sysconf(_SC_PAGESIZE);
-    uint8_t *mem = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        -1, 0);
-    ck_assert(mem != MAP_FAILED);
-    ck_assert_int_eq(mprotect(mem + page, (size_t)page, PROT_NONE), 0);
-    uint64_t *ids = (uint64_t *)(mem + page) - NIDS;
-    for (size_t i = 0; i < NIDS; i++)
-        ids[i] = (i + 1) * 0x9e3779b97f4a7c15ull;
-    zp_sparse_opts o = base_opts("sgd", 2);
-    zp_sparse *t = make(&o);
-    float out[NIDS * 2], g[NIDS * 2];
-    for (size_t i = 0; i < NIDS * 2; i++)
-        g[i] = 1.0f;
-    zp_sparse_pull(t, ids, NIDS, 0, out, NULL);
-    uint32_t cand[NIDS], unsure[NIDS];
-    zp_sparse_probe(t, ids, NIDS, cand, unsure);
-    ck_assert_uint_eq(zp_sparse_push(t, ids, NIDS, g, 1.0f, 0, NULL, NULL, NULL), NIDS);
-    zp_sparse_counters c;
-    zp_sparse_get_counters(t, &c);
-    ck_assert_uint_eq(c.rows, NIDS);
-    zp_sparse_destroy(&t);
-    munmap(mem, 2 * (size_t)page);
-}
-END_TEST
-
 /* ------------------------------------------------------------ bad options */
 
 START_TEST(test_bad_opts)
@@ -721,7 +686,6 @@ int main(void)
     ZT_SPARSE_ADD(s, test_index_random);
     ZT_SPARSE_ADD(s, test_million_rows);
     ZT_SPARSE_ADD(s, test_put_get_next);
-    ZT_SPARSE_ADD(s, test_ids_end_at_page);
     ZT_SPARSE_ADD(s, test_bad_opts);
     return zt_run_suite(s);
 }

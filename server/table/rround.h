@@ -69,7 +69,8 @@ typedef struct zp_rround {
 /* An empty state (nothing allocated until the first push). */
 void zp_rround_init(zp_rround *rr);
 
-/* Free what is held and the merge buffers. */
+/* Free what is held and the merge buffers; rr is left zeroed (its bytes 0,
+ * a second fini frees nothing). */
 void zp_rround_fini(zp_rround *rr);
 
 /* Hold a copy of rank's push for `clock`: ids[0..n), g[0..n*dim), and

@@ -1,6 +1,7 @@
 /*
  * test_client.c - the client library against real servers: ranges sliced
- * over shards, requests in flight together, zero-copy views, versions.
+ * over shards, requests in flight together, zero-copy views, versions, a
+ * push that finishes a clock sending CLOCK to the shards it does not reach.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -314,6 +315,31 @@ START_TEST(test_bad_calls)
 }
 END_TEST
 
+/* A push that also finishes a clock, over a range that ends exactly where
+ * a shard's slice begins: the shards it does not push to (1 and 2) get a
+ * CLOCK of their own, and every shard records clock 0 as finished. */
+START_TEST(test_push_clock_at_slice_edge)
+{
+    uint32_t t = declare("k", N); /* shard 0 holds [0, 333) */
+    float g[333];
+    for (int i = 0; i < 333; i++)
+        g[i] = 1.0f;
+    zeps_req *push = NULL, *rest = NULL;
+    ck_assert_int_eq(zeps_push_clock_start(c, t, g, 0, 333, 0, &push, &rest), 0);
+    ck_assert_ptr_nonnull(rest);
+    ck_assert_int_eq(zeps_wait(&push), 0);
+    ck_assert_int_eq(zeps_wait(&rest), 0);
+    for (int k = 0; k < 3; k++) {
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        ck_assert_uint_ge(st->n_workers, 1);
+        ck_assert_msg(st->workers[0]->clock == 1, "shard %d: worker clock %lld", k,
+                      (long long)st->workers[0]->clock);
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client");
@@ -326,6 +352,7 @@ int main(void)
     tcase_add_test(tc, test_in_flight_together);
     tcase_add_test(tc, test_bad_calls);
     tcase_add_test(tc, test_compressed_push);
+    tcase_add_test(tc, test_push_clock_at_slice_edge);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -6,13 +6,17 @@
  * scratch that, outgrown, is replaced and not kept beside the new one); the
  * check of a push's ids through the store's index (zp_rows_check_push):
  * the same answers as the set, and candidates that lead each id to its own
- * row, also for ids whose hashes share the 32 bits an index slot keeps.
+ * row, also for ids whose hashes share the 32 bits an index slot keeps;
+ * the store's probe reading no id past the last (ids that end at an
+ * unmapped page).
  */
 #include <check.h>
 #include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "rng.h"
@@ -329,6 +333,35 @@ START_TEST(test_check_push_collision)
 }
 END_TEST
 
+/* The probe hashes ids ahead of the one it looks up, and never one past
+ * the last: ids that end where an unmapped page begins are read by pull,
+ * probe and push without a fault. */
+START_TEST(test_ids_end_at_page)
+{
+    enum { NIDS = 20 };
+    long page = sysconf(_SC_PAGESIZE);
+    uint8_t *mem = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                        -1, 0);
+    ck_assert(mem != MAP_FAILED);
+    ck_assert_int_eq(mprotect(mem + page, (size_t)page, PROT_NONE), 0);
+    uint64_t *ids = (uint64_t *)(mem + page) - NIDS;
+    distinct_ids(ids, NIDS, 3);
+    zp_rows r = store_rows();
+    float out[NIDS * 2], g[NIDS * 2];
+    for (size_t i = 0; i < NIDS * 2; i++)
+        g[i] = 1.0f;
+    zp_sparse_pull(r.store, ids, NIDS, 0, out, NULL);
+    uint32_t cand[NIDS], unsure[NIDS];
+    zp_sparse_probe(r.store, ids, NIDS, cand, unsure);
+    ck_assert_uint_eq(zp_sparse_push(r.store, ids, NIDS, g, 1.0f, 0, NULL, NULL, NULL), NIDS);
+    for (size_t i = 0; i < NIDS; i++)
+        ck_assert_uint_eq(version_of(&r, ids[i]), 1);
+    zp_sparse_destroy(&r.store);
+    rows_fini(&r);
+    munmap(mem, 2 * (size_t)page);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("rows");
@@ -344,6 +377,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_check_push_collision);
     tcase_add_test(tc, test_probe_narrows);
     tcase_add_test(tc, test_check_push_expired);
+    tcase_add_test(tc, test_ids_end_at_page);
     suite_add_tcase(s, tc);
     return s;
 }

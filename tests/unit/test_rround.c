@@ -4,7 +4,8 @@
  * were held in (rank order, each rank's pushes in arrival order, repeated
  * rows summed in that order), leaves the other clocks held, and names the
  * version the first push read; forget drops a rank's redone clocks only;
- * clear drops everything; the byte count follows; a merge kept on a
+ * clear drops everything; the byte count follows; fini leaves it empty
+ * (a second fini frees nothing); a merge kept on a
  * primary and given to a backup holding the pushes without rows is merged
  * there bit for bit.
  */
@@ -133,6 +134,11 @@ START_TEST(test_forget_clear_bytes)
     ck_assert_uint_eq(rr.nheld, 0);
     ck_assert_uint_eq(rr.bytes, 0);
     ck_assert(!zp_rround_holds_before(&rr, INT64_MAX));
+    zp_rround_fini(&rr);
+    /* fini leaves it empty: nothing counted, nothing to free again */
+    ck_assert_ptr_null(rr.held);
+    ck_assert_ptr_null(rr.ids);
+    ck_assert_uint_eq(zp_rround_bytes(&rr), 0);
     zp_rround_fini(&rr);
 }
 END_TEST

@@ -9,6 +9,8 @@
 
 #include "check_main.h"
 #include "mathenv.h"
+#include "snapshot.h"
+#include "sparse.h"
 #include "table.h"
 #include "workers.h"
 #include "zeps_errors.h"
@@ -131,6 +133,77 @@ START_TEST(test_copy_on_write)
 }
 END_TEST
 
+/* A dense record read into a table declared from it: the version and the
+ * bsp rounds closed come back as recorded. */
+START_TEST(test_dense_load_keeps_rounds)
+{
+    char err[256];
+    Zeps__TableSpec sp = spec_of("d", 8, "sgd");
+    zp_table *t, *u;
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), 0);
+    t->version = 5;
+    t->round.closed = 7;
+    zp_snap_table st;
+    memset(&st, 0, sizeof(st));
+    zp_table_describe(t, &st);
+    t->kind->pack(t, &st);
+    ck_assert_int_eq(zp_table_from_snap(&u, 1, &st, 0, 1, 1, err, sizeof(err)), 0);
+    ck_assert_uint_eq(u->version, 5);
+    ck_assert_int_eq(u->round.closed, 7);
+    zp_table_destroy(&u);
+    zp_table_destroy(&t);
+}
+END_TEST
+
+static zp_table *sparse_table(const char *name)
+{
+    char err[256];
+    Zeps__TableSpec sp = spec_of(name, 0, "sgd");
+    sp.kind = ZP_TABLE_SPARSE;
+    sp.dim = 4;
+    sp.init = "zeros";
+    zp_table *t;
+    ck_assert_msg(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)) == 0, "%s", err);
+    return t;
+}
+
+/* A sparse table rolled back to a record: its version and bsp rounds
+ * closed are the record's again, and STATS gives the store's history as
+ * recorded (created, not admitted, pushes skipped, evicted by ttl and by
+ * capacity), each figure its own. */
+START_TEST(test_sparse_reset_to_record)
+{
+    char err[256];
+    zp_table *t = sparse_table("e");
+    zp_sparse_counters hist = {.created = 11, .not_admitted = 12, .pushes_skipped = 13,
+                               .evicted_ttl = 14, .evicted_capacity = 15};
+    zp_sparse_set_history(t->rows->store, &hist);
+    t->version = 9;
+    t->round.closed = 4;
+    zp_snap_table st;
+    memset(&st, 0, sizeof(st));
+    zp_table_describe(t, &st);
+    t->kind->pack(t, &st);
+    /* what follows the record: steps the rollback undoes */
+    t->version = 20;
+    t->round.closed = 6;
+    zp_sparse_set_history(t->rows->store, &(zp_sparse_counters){0});
+    ck_assert_int_eq(zp_table_reset(t, &st, err, sizeof(err)), 0);
+    free(st.owned_bytes);
+    ck_assert_uint_eq(t->version, 9);
+    ck_assert_int_eq(t->round.closed, 4);
+    Zeps__TableStats ts;
+    zeps__table_stats__init(&ts);
+    t->kind->stats(t, &ts);
+    ck_assert_uint_eq(ts.rows_created, 11);
+    ck_assert_uint_eq(ts.not_admitted, 12);
+    ck_assert_uint_eq(ts.pushes_skipped, 13);
+    ck_assert_uint_eq(ts.evicted_ttl, 14);
+    ck_assert_uint_eq(ts.evicted_capacity, 15);
+    zp_table_destroy(&t);
+}
+END_TEST
+
 START_TEST(test_seq_window)
 {
     zp_workers ws;
@@ -182,6 +255,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_check_same);
     tcase_add_test(tc, test_copy_on_write);
     tcase_add_test(tc, test_seq_window);
+    tcase_add_test(tc, test_dense_load_keeps_rounds);
+    tcase_add_test(tc, test_sparse_reset_to_record);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -140,7 +140,8 @@ START_TEST(test_view_outlives_client)
 }
 END_TEST
 
-/* Several tables' pulls and pushes in flight at once, waited in any order. */
+/* Several tables' pulls and pushes in flight at once, waited in any order;
+ * zeps_wait_all takes the n handles given and no more. */
 START_TEST(test_in_flight_together)
 {
     enum { T = 5 };
@@ -159,9 +160,16 @@ START_TEST(test_in_flight_together)
         ck_assert_int_eq(zeps_push_start(c, ids[i], g[i], 0, 3000, 0, &ur[i]), 0);
     for (int i = 0; i < T; i++)
         ck_assert_int_eq(zeps_pull_start(c, ids[i], w[i], 0, 3000, 1, &pr[i]), 0);
+    /* zeps_wait_all takes reqs[0..n) only: the one past them stays the caller's */
+    ck_assert_int_eq(zeps_wait_all(ur, T - 1), 0);
+    for (int i = 0; i < T - 1; i++)
+        ck_assert_ptr_null(ur[i]);
+    ck_assert_ptr_nonnull(ur[T - 1]);
+    ck_assert_int_eq(zeps_wait_all(ur, T - 1), 0); /* NULL handles are passed over */
     for (int i = T - 1; i >= 0; i--) { /* out of order */
         ck_assert_int_eq(zeps_wait(&pr[i]), 0);
-        ck_assert_int_eq(zeps_wait(&ur[i]), 0);
+        if (i == T - 1)
+            ck_assert_int_eq(zeps_wait(&ur[i]), 0);
     }
     float init[3000];
     for (int i = 0; i < T; i++) {

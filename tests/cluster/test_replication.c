@@ -406,8 +406,8 @@ START_TEST(test_zookeeper_down_and_back)
 END_TEST
 
 /* A replica started after the log was trimmed (log_mb = 1) is sent the
- * whole state, then follows the log: in sync, and a failover to it holds
- * the same bits. */
+ * whole state, the workers' clocks with it, then follows the log: in
+ * sync, and a failover to it holds the same bits. */
 START_TEST(test_state_transfer)
 {
     zt_zk zk;
@@ -419,10 +419,12 @@ START_TEST(test_state_transfer)
     zeps_client *c = client_of(&rs, 0, 0);
     state before;
     train(c, 300, &before); /* about 2 MB of log */
+    ck_assert_int_eq(zeps_clock(c, 6), 0);
     double t0 = zt_now_s();
     zt_rset_start(&rs, 1);
     zt_rset_wait(&rs, 0, "primary", 1, 2, 30);
     printf("a new replica in sync after the whole state: %.3f s\n", zt_now_s() - t0);
+    ck_assert_int_eq(zt_rset_worker_clock(&rs, 1, 0), 7); /* the worker's clock came with the state */
     train(c, 10, &before);
     read_state(&rs, 0, c, &before);
     uint64_t lsn[2], lag[2], xfers[2]; /* the primary's log end, and what the backup applied */

@@ -112,6 +112,18 @@ Zeps__Header *zt_rset_stats(zt_rset *rs, int r)
     return rep;
 }
 
+int64_t zt_rset_worker_clock(zt_rset *rs, int r, uint32_t rank)
+{
+    Zeps__Header *rep = zt_rset_stats(rs, r);
+    ck_assert_ptr_nonnull(rep);
+    int64_t clock = -1;
+    for (size_t i = 0; i < rep->stats->n_workers; i++)
+        if (rep->stats->workers[i]->rank == rank)
+            clock = rep->stats->workers[i]->clock;
+    zeps__header__free_unpacked(rep, NULL);
+    return clock;
+}
+
 int zt_rset_primary(zt_rset *rs)
 {
     for (int r = 0; r < 2; r++) {

@@ -53,6 +53,10 @@ void zt_rset_stop(zt_rset *rs);
  * if it did not answer. */
 Zeps__Header *zt_rset_stats(zt_rset *rs, int r);
 
+/* The clock worker `rank` is at as replica r holds it (its STATS; -1: the
+ * worker is not listed). */
+int64_t zt_rset_worker_clock(zt_rset *rs, int r, uint32_t rank);
+
 /* The replica that says it is primary now (abort if none), and the
  * epoch replica r says. */
 int zt_rset_primary(zt_rset *rs);

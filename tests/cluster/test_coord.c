@@ -391,9 +391,8 @@ START_TEST(test_role_isr_follows_members)
         char ep[64], err[256] = "";
         snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", 7000 + i);
         zp_role_init(&r[i], &cfg, 0, i);
-        ck_assert_msg(zp_role_start(&r[i], &lp.l, &cfg, ep, (uint64_t)i + 1, "", err,
-                                    sizeof(err)) == 0,
-                      "%s", err);
+        int rc = zp_role_start(&r[i], &lp.l, &cfg, ep, (uint64_t)i + 1, "", err, sizeof(err));
+        ck_assert_msg(rc == 0, "%s", err);
         WAIT_FOR(10, r[i].me[0], &lp); /* registered in this order: replica 0 is elected */
     }
     WAIT_FOR(20, r[0].kind == ZP_ROLE_PRIMARY && r[0].nlive == 2 && r[0].isr.n == 2, &lp);

@@ -16,6 +16,8 @@
  *   - no ZooKeeper at all: UNREACHABLE after the connect timeout;
  *   - a tree ZooKeeper refuses to make (a node made beforehand without the
  *     create permission, by zkCli.sh): the replica registers nowhere;
+ *   - a primary's role (server/repl/role.c) writes the in-sync set anew
+ *     as members join and leave, prompted by nothing else;
  *   - an unknown backend, a bad cluster name, hosts the client refuses:
  *     refused with their words, and the refusals leak nothing;
  *   - the in-sync set gone, a clean-exit record nobody live restored, and
@@ -39,6 +41,7 @@
 #include "check_main.h"
 #include "coord_fixture.h"
 #include "harness.h"
+#include "role.h"
 #include "zk_session.h"
 #include "zeps_errors.h"
 
@@ -524,6 +527,42 @@ START_TEST(test_members_at_capacity)
 }
 END_TEST
 
+/* A primary's role (server/repl/role.c) rewrites the in-sync set as the
+ * live members change, with nothing else to prompt it (no shard, no
+ * requests): the backup that joined is admitted, and once its session is
+ * closed the set is the primary alone. */
+START_TEST(test_role_isr_follows_members)
+{
+    zt_zk zk;
+    start_zk(&zk);
+    loop lp;
+    loop_init(&lp);
+    zp_config cfg;
+    zp_config_keys_defaults(&cfg);
+    cfg.replicas = 2;
+    snprintf(cfg.coord_zookeeper, sizeof(cfg.coord_zookeeper), "%s", zk.hosts);
+    snprintf(cfg.coord_name, sizeof(cfg.coord_name), "t");
+    cfg.coord_session_timeout_ms = 4000;
+    cfg.coord_connect_timeout_ms = 5000;
+    zp_role r[2];
+    for (int i = 0; i < 2; i++) {
+        char ep[64], err[256] = "";
+        snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", 7000 + i);
+        zp_role_init(&r[i], &cfg, 0, i);
+        int rc = zp_role_start(&r[i], &lp.l, &cfg, ep, (uint64_t)i + 1, "", err, sizeof(err));
+        ck_assert_msg(rc == 0, "%s", err);
+        WAIT_FOR(10, r[i].me[0], &lp); /* registered in this order: replica 0 is elected */
+    }
+    WAIT_FOR(20, r[0].kind == ZP_ROLE_PRIMARY && r[0].nlive == 2 && r[0].isr.n == 2, &lp);
+    zp_role_stop(&r[1]);
+    WAIT_FOR(20, r[0].nlive == 1 && r[0].isr.n == 1 && !r[0].isr.writing, &lp);
+    ck_assert_str_eq(r[0].isr.m[0], r[0].me);
+    zp_role_stop(&r[0]);
+    loop_fini(&lp);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("coord");
@@ -539,6 +578,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_tree_refused);
     tcase_add_test(tc, test_long_waiting_reason);
     tcase_add_test(tc, test_members_at_capacity);
+    tcase_add_test(tc, test_role_isr_follows_members);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -6,6 +6,7 @@
  * table's by round), with every push recorded exactly tau old.
  */
 #include <check.h>
+#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +176,70 @@ START_TEST(test_replay)
     unlink(path);
     ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), ZEPS_EIO);
     ck_assert_ptr_null(in.ops);
+}
+END_TEST
+
+/* init starts from nothing whatever the struct held: a schedule of none
+ * leaves no replay array to free and draws tau 0; and the replay's running
+ * sums stay inside their array (the ctest entry runs under glibc's
+ * MALLOC_CHECK_, whose free aborts on a write one past the end). */
+START_TEST(test_init_clears)
+{
+    zp_config c = base_config(ZP_INJECT_OFF);
+    zp_inject in;
+    char err[256];
+    memset(&in, 0xa5, sizeof(in));
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), 0);
+    ck_assert_ptr_null(in.ops);
+    ck_assert_ptr_null(in.replay_cum);
+    ck_assert_uint_eq(in.nreplay, 0);
+    ck_assert_uint_eq(zp_inject_tau(&in, 1, 7), 0);
+    zp_inject_fini(&in);
+
+    char path[256];
+    ck_assert_int_eq(zt_scratch_file(path, sizeof(path), "replay"), 0);
+    write_file(path, "0 1\n1 2\n2 4\n"); /* 3 x 8 bytes; a sum of 7 one past them */
+    c = base_config(ZP_INJECT_REPLAY);
+    snprintf(c.inject_replay, sizeof(c.inject_replay), "%s", path);
+    memset(&in, 0xa5, sizeof(in));
+    ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), 0);
+    ck_assert_uint_eq(in.nreplay, 3);
+    ck_assert_uint_eq(in.replay_cum[0], 1);
+    ck_assert_uint_eq(in.replay_cum[1], 3);
+    ck_assert_uint_eq(in.replay_cum[2], 7);
+    zp_inject_fini(&in);
+    unlink(path);
+}
+END_TEST
+
+/* A shard with a replay schedule frees its histogram with itself: making
+ * and destroying it again and again does not grow the heap (each one
+ * reads 4096 counts, 32 KiB). */
+static size_t heap_used(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+START_TEST(test_shard_frees_replay)
+{
+    char path[256];
+    ck_assert_int_eq(zt_scratch_file(path, sizeof(path), "replay"), 0);
+    write_file(path, "0 1\n4095 1\n");
+    size_t before = 0;
+    for (int i = 0; i < 12; i++) {
+        if (i == 2) /* the first ones warm the allocator's caches */
+            before = heap_used();
+        zp_config *cfg = zt_config("async", 1, 1);
+        cfg->inject = ZP_INJECT_REPLAY;
+        snprintf(cfg->inject_replay, sizeof(cfg->inject_replay), "%s", path);
+        zt_shard *z = zt_shard_start(cfg, 0);
+        ck_assert_uint_eq(z->s->inject.nreplay, 4096);
+        zt_shard_free(z);
+    }
+    size_t after = heap_used();
+    ck_assert_msg(after < before + 64 * 1024, "heap grew %zu -> %zu bytes", before, after);
+    unlink(path);
 }
 END_TEST
 
@@ -552,6 +617,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_uniform);
     tcase_add_test(tc, test_geometric);
     tcase_add_test(tc, test_replay);
+    tcase_add_test(tc, test_init_clears);
+    tcase_add_test(tc, test_shard_frees_replay);
     tcase_add_test(tc, test_versions_ring);
     tcase_add_test(tc, test_shard_fixed_turns);
     tcase_add_test(tc, test_rowvers_ring);

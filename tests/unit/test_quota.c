@@ -8,6 +8,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include "scratch.h"
 #include "inproc.h"
 #include "memlimit.h"
+#include "quota.h"
 #include "zeps_errors.h"
 
 static void write_file(const char *path, const char *text)
@@ -134,6 +136,20 @@ START_TEST(test_tables_and_bytes)
     ck_assert_ptr_nonnull(strstr(zt_last(z)->h->error_text, "table 's' needs"));
     ck_assert_uint_eq(z->s->ntables, 1);
     zt_shard_free(z);
+}
+END_TEST
+
+/* A table that needs exactly the byte limit fits on an empty shard; one
+ * byte more does not, and is counted as refused. */
+START_TEST(test_bytes_edge)
+{
+    zp_quota q = {.max_tables = 4, .max_bytes = 1000};
+    char err[256];
+    ck_assert_int_eq(zp_quota_check_table(&q, NULL, 0, "a", 1000, 0, err, sizeof(err)), ZEPS_OK);
+    ck_assert_int_eq(zp_quota_check_table(&q, NULL, 0, "a", 1001, 0, err, sizeof(err)),
+                     ZEPS_ENOMEM);
+    ck_assert_ptr_nonnull(strstr(err, "table 'a' needs 1001 bytes"));
+    ck_assert_uint_eq(q.full_refused, 1);
 }
 END_TEST
 
@@ -276,6 +292,7 @@ int main(void)
     tcase_add_test(tc, test_memlimit_cgroup);
     tcase_add_test(tc, test_defaults);
     tcase_add_test(tc, test_tables_and_bytes);
+    tcase_add_test(tc, test_bytes_edge);
     tcase_add_test(tc, test_rows);
     tcase_add_test(tc, test_seq_and_flags);
     tcase_add_test(tc, test_parked_bounded);

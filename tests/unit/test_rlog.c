@@ -16,7 +16,9 @@
  *   - a request the primary logs is sent to a following backup, and its
  *     reply released, as it is logged (not at the loop's next pump);
  *   - a shard that logs nothing (one replica, or not the primary) asks
- *     the loop for no replication wake-up.
+ *     the loop for no replication wake-up;
+ *   - the rows of sparse rounds a request logged alone closed are not
+ *     attached again to the next batched push.
  */
 #include <check.h>
 #include <stdio.h>
@@ -240,6 +242,52 @@ START_TEST(test_no_wake_without_log)
 }
 END_TEST
 
+/* A request of rank 0 begun on the primary as dispatch begins one (its
+ * header frame packed from op and seq); zp_rlog_end closes it. */
+static void begin(primary *p, Zeps__Op op, uint64_t seq)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = op;
+    h.seq = seq;
+    zmq_msg_t f;
+    zmq_msg_init_size(&f, zeps__header__get_packed_size(&h));
+    zeps__header__pack(&h, zmq_msg_data(&f));
+    ck_assert(zp_rlog_begin(p->z->s, &f, 1, &p->id, &h));
+    zmq_msg_close(&f);
+}
+
+/* A request that closed a sparse round and is logged alone (here: none
+ * batched before it) carries its merged rows in its own entry; they are
+ * not attached again to the next batched push, which closed no round. */
+START_TEST(test_rows_logged_alone_forgotten)
+{
+    primary p;
+    primary_up(&p, 1);
+    zp_server *s = p.z->s;
+    begin(&p, ZEPS__OP__CLOCK, 1);
+    uint64_t id = 7;
+    float g = 1.5f;
+    zp_rbatch_rows_put(&s->repl.note_rows, 0, 0, &id, 1, &g, 1, NULL); /* round 0 merged */
+    ck_assert_uint_eq(s->repl.note_rows.nrec, 1);
+    zp_rlog_end(s);
+    ck_assert_uint_eq(s->repl.lsn, 1);
+    ck_assert_uint_eq(s->repl.batch.n, 0);
+    ck_assert_uint_eq(s->repl.note_rows.len, 0);
+    ck_assert_uint_eq(s->repl.note_rows.nrec, 0);
+
+    begin(&p, ZEPS__OP__PUSH, 2); /* a sparse push held for round 1: batched */
+    zp_rnote_round_sparse(s, 0, 1, 64);
+    zp_rlog_end(s);
+    ck_assert_uint_eq(s->repl.batch.n, 1);
+    ck_assert_msg(!s->repl.batch.items[0].has_rows && s->repl.batch.rows.nrec == 0,
+                  "the push carries %u merged rows of a round it did not close",
+                  s->repl.batch.rows.nrec);
+    primary_down(&p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rlog");
@@ -248,6 +296,7 @@ int main(void)
     tcase_add_test(tc, test_follow_anew_forgets);
     tcase_add_test(tc, test_logged_request_sent_at_once);
     tcase_add_test(tc, test_no_wake_without_log);
+    tcase_add_test(tc, test_rows_logged_alone_forgotten);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -495,6 +495,10 @@ static void wrong_server_key(const char *ep)
     const char *eps[] = {ep};
     zeps_client *bad = NULL;
     ck_assert_int_eq(zeps_client_new_endpoints(&bad, eps, 1, 0, &wo), ZEPS_ETIMEDOUT);
+    const char *why = zeps_last_error(NULL);
+    ck_assert_msg(strstr(why, "the CURVE handshake failed") &&
+                      strstr(why, "check curve_server_public"),
+                  "%s", why);
 }
 
 /* SIGHUP rereads the allow-list: w1 may connect once its key is there. */

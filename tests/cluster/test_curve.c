@@ -486,15 +486,13 @@ static void wrong_server_key(const char *ep)
     read_key("w1.pub", wrong);
     read_key("w0.pub", cpub);
     read_key("w0.key", csec);
-    zeps_options wo = {.request_timeout_ms = 200,
-                       .max_retries = 2,
-                       .hello_timeout_ms = 600,
-                       .curve_server_key = wrong,
-                       .curve_public_key = cpub,
+    zeps_options wo = {.request_timeout_ms = 200, .max_retries = 2, .hello_timeout_ms = 600,
+                       .curve_server_key = wrong, .curve_public_key = cpub,
                        .curve_secret_key = csec};
     const char *eps[] = {ep};
     zeps_client *bad = NULL;
     ck_assert_int_eq(zeps_client_new_endpoints(&bad, eps, 1, 0, &wo), ZEPS_ETIMEDOUT);
+    ck_assert_ptr_nonnull(strstr(zeps_last_error(NULL), "CURVE handshake failed (no detail"));
 }
 
 /* SIGHUP rereads the allow-list: w1 may connect once its key is there. */

@@ -173,6 +173,34 @@ START_TEST(test_follows_redirect)
 }
 END_TEST
 
+/* The replica a client asks first is not running (its connects are
+ * refused) and the other is primary: the search finds it and the HELLO
+ * waiting for an answer goes there at once, not after its request timeout
+ * of 10 s: no retry is counted, one redirect is. */
+START_TEST(test_first_replica_down)
+{
+    zt_zk zk;
+    ck_assert_int_eq(zt_zk_start(&zk), 0);
+    rset rs;
+    rset_write(&rs, zk.hosts, 10000, 2);
+    zt_rset_start(&rs, 1);
+    zt_rset_wait(&rs, 1, "primary", 1, -1, 20);
+
+    zeps_client *c = NULL;
+    ck_assert_msg(zeps_client_new(&c, rs.conf, 0) == 0, "%s", zeps_last_error(NULL));
+    zeps_client_stats st;
+    zeps_client_get_stats(c, &st);
+    ck_assert_uint_eq(st.redirects, 1);
+    ck_assert_uint_eq(st.retries, 0);
+    uint32_t tid;
+    ck_assert_msg(zeps_declare(c, &spec, &tid) == 0, "%s", zeps_last_error(c));
+    zeps_client_destroy(&c);
+
+    zt_rset_stop(&rs);
+    zt_zk_stop(&zk, SIGTERM);
+}
+END_TEST
+
 /* The primary lost under a connected client: SIGKILL (its connections
  * close: the socket monitor sees it) or SIGSTOP (a machine gone silent:
  * only heartbeats see it). The client follows the new primary much sooner
@@ -401,6 +429,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("failover");
     tcase_set_timeout(tc, 90);
     tcase_add_test(tc, test_follows_redirect);
+    tcase_add_test(tc, test_first_replica_down);
     tcase_add_test(tc, test_primary_killed);
     tcase_add_test(tc, test_primary_frozen);
     tcase_add_test(tc, test_every_session_expired);

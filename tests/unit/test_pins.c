@@ -3,7 +3,9 @@
  * for their cold rows (server/table/pins.c): the ids a read off the loop
  * found in neither tier are made at their next touch without a look in
  * the cold tier (RocksDB, real files), one id as well as several, and an
- * id not named is looked for. Pinned rows and eviction: test_sparse_evict.c.
+ * id not named is looked for; a record read off the loop whose row the TTL
+ * scan has passed since is not installed. Pinned rows and eviction:
+ * test_sparse_evict.c.
  */
 #include <check.h>
 #include <stdlib.h>
@@ -73,9 +75,41 @@ START_TEST(test_hint_absent_not_read)
 }
 END_TEST
 
+/* A cold record read off the loop whose row the TTL scan has since
+ * passed is not installed: install answers 0, the row does not turn hot,
+ * and it counts as dropped by TTL (the tier forgets it). */
+START_TEST(test_install_past_ttl)
+{
+    zp_sparse_opts o = base_opts("sgd", 2);
+    o.capacity_rows = 1;
+    o.ttl_clocks = 4;
+    zp_sparse *t = make(&o);
+    char dir[512];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof dir, "pastttl"), 0);
+    zp_tier *tier = open_tier(dir, t);
+    zp_sparse_set_cold(t, tier);
+    uint64_t a = 11, b = 22;
+    float out[2];
+    zp_sparse_pull(t, &a, 1, 0, out, NULL);
+    zp_sparse_pull(t, &b, 1, 0, out, NULL); /* a demoted, last touched at 0 */
+    size_t rec = zp_sparse_record_bytes(t);
+    void *buf = aligned_alloc(8, (rec + 7) / 8 * 8);
+    ck_assert_int_eq(zp_tier_fetch(tier, a, buf), 1); /* the read off the loop */
+    zp_sparse_expire(t, 10);                          /* the scan passes clock 0 + 4 */
+    uint64_t ttl_before = counters(t).evicted_ttl;
+    ck_assert_int_eq(zp_sparse_install(t, a, buf), 0);
+    ck_assert(!zp_sparse_has(t, a));
+    ck_assert_uint_eq(counters(t).evicted_ttl, ttl_before + 1);
+    free(buf);
+    zp_sparse_destroy(&t);
+    zp_tier_close(&tier);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("pins");
     ZT_SPARSE_ADD(s, test_hint_absent_not_read);
+    ZT_SPARSE_ADD(s, test_install_past_ttl);
     return zt_run_suite(s);
 }

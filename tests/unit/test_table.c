@@ -204,6 +204,62 @@ START_TEST(test_sparse_reset_to_record)
 }
 END_TEST
 
+/* A sparse table declared again with another memory budget is a conflict
+ * that names the field: the budget sizes the store, so a second declarer
+ * cannot silently get the first one's. */
+START_TEST(test_sparse_check_same_budget)
+{
+    char err[256];
+    zp_table *t = sparse_table("b");
+    Zeps__TableSpec d = *t->rows->spec;
+    ck_assert_int_eq(zp_table_check_same(t, &d, err, sizeof(err)), 0);
+    d.memory_budget = 1u << 20;
+    ck_assert_int_eq(zp_table_check_same(t, &d, err, sizeof(err)), ZEPS_ECONFLICT);
+    ck_assert_ptr_nonnull(strstr(err, "memory_budget = 0, not 1048576"));
+    zp_table_destroy(&t);
+}
+END_TEST
+
+/* A frame of n floats, each v, for a round to hold. */
+static void grad_frame(zmq_msg_t *m, size_t n, float v)
+{
+    ck_assert_int_eq(zmq_msg_init_size(m, n * sizeof(float)), 0);
+    float *g = zmq_msg_data(m);
+    for (size_t i = 0; i < n; i++)
+        g[i] = v;
+}
+
+/* A two-worker round sums both ranks' pushes; a reset (rollback, a late
+ * declare) drops what it held, so the next round counts from nothing: one
+ * push after it is one pending, not two (bsp's quorum reads the count). */
+START_TEST(test_round_reset_counts_anew)
+{
+    zp_round rd;
+    zmq_msg_t m;
+    int k;
+    ck_assert_int_eq(zp_round_init(&rd, 2, 3), 0);
+    grad_frame(&m, 3, 1.0f);
+    ck_assert_int_eq(zp_round_hold(&rd, 0, &m, 1), 0);
+    grad_frame(&m, 3, 2.0f);
+    ck_assert_int_eq(zp_round_hold(&rd, 1, &m, 1), 0);
+    ck_assert(zp_round_holds(&rd, 1));
+    const float *sum = zp_round_sum(&rd, &k);
+    ck_assert_int_eq(k, 2);
+    ck_assert_float_eq(sum[2], 3.0f);
+    zp_round_reset(&rd, 5);
+    ck_assert(!zp_round_holds(&rd, 0));
+    ck_assert_int_eq(rd.npending, 0);
+    ck_assert_int_eq(rd.closed, 5);
+    grad_frame(&m, 3, 4.0f);
+    ck_assert_int_eq(zp_round_hold(&rd, 1, &m, 6), 0);
+    ck_assert_int_eq(rd.npending, 1);
+    sum = zp_round_sum(&rd, &k);
+    ck_assert_int_eq(k, 1);
+    ck_assert_float_eq(sum[0], 4.0f);
+    zp_round_fini(&rd);
+}
+END_TEST
+
 START_TEST(test_seq_window)
 {
     zp_workers ws;
@@ -257,6 +313,8 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_seq_window);
     tcase_add_test(tc, test_dense_load_keeps_rounds);
     tcase_add_test(tc, test_sparse_reset_to_record);
+    tcase_add_test(tc, test_sparse_check_same_budget);
+    tcase_add_test(tc, test_round_reset_counts_anew);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -4,12 +4,22 @@
  * push that finishes a clock sending CLOCK to the shards it does not reach.
  */
 #include <check.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
 #include "harness.h"
 #include "zeps.h"
+
+/* The binary wraps zmq_ctx_new (CMakeLists.txt): refuse_ctx makes it fail. */
+static int refuse_ctx;
+void *__real_zmq_ctx_new(void);
+void *__wrap_zmq_ctx_new(void);
+void *__wrap_zmq_ctx_new(void)
+{
+    return refuse_ctx ? NULL : __real_zmq_ctx_new();
+}
 
 #define N 1001
 
@@ -348,6 +358,27 @@ START_TEST(test_push_clock_at_slice_edge)
 }
 END_TEST
 
+/* A client whose ZeroMQ context cannot be made fails ETRANSPORT saying so,
+ * and each such failure frees what it had made: 100 of them, with 256
+ * shards (a poll item each), grow the heap by less than 64 KiB. */
+START_TEST(test_no_context_frees_all)
+{
+    static const char *eps[256];
+    for (int k = 0; k < 256; k++)
+        eps[k] = "tcp://127.0.0.1:1";
+    zeps_client *nc = NULL;
+    refuse_ctx = 1;
+    ck_assert_int_eq(zeps_client_new_endpoints(&nc, eps, 256, 0, NULL), ZEPS_ETRANSPORT);
+    ck_assert_ptr_null(nc);
+    size_t before = mallinfo2().uordblks;
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(zeps_client_new_endpoints(&nc, eps, 256, 0, NULL), ZEPS_ETRANSPORT);
+    size_t after = mallinfo2().uordblks;
+    refuse_ctx = 0;
+    ck_assert_msg(after < before + 64 * 1024, "heap grew by %zu bytes", after - before);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client");
@@ -361,6 +392,7 @@ int main(void)
     tcase_add_test(tc, test_bad_calls);
     tcase_add_test(tc, test_compressed_push);
     tcase_add_test(tc, test_push_clock_at_slice_edge);
+    tcase_add_test(tc, test_no_context_frees_all);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -3,13 +3,29 @@
  * over shards, requests in flight together, zero-copy views, versions, a
  * push that finishes a clock sending CLOCK to the shards it does not reach.
  */
+#define _GNU_SOURCE
 #include <check.h>
+#include <dlfcn.h>
+#include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
 #include "harness.h"
 #include "zeps.h"
+
+/* The binary wraps zmq_ctx_new (CMakeLists.txt): refuse_ctx makes it fail.
+ * The real one is found by dlsym: ld left __real_zmq_ctx_new unresolved
+ * in the ASan and mutation trees. */
+static int refuse_ctx;
+void *__wrap_zmq_ctx_new(void);
+void *__wrap_zmq_ctx_new(void)
+{
+    if (refuse_ctx)
+        return NULL;
+    void *(*real)(void) = (void *(*)(void))dlsym(RTLD_NEXT, "zmq_ctx_new");
+    return real ? real() : NULL;
+}
 
 #define N 1001
 
@@ -350,6 +366,27 @@ START_TEST(test_push_clock_at_slice_edge)
 }
 END_TEST
 
+/* A client whose ZeroMQ context cannot be made fails ETRANSPORT saying so,
+ * and each such failure frees what it had made: 100 of them, with 256
+ * shards (a poll item each), grow the heap by less than 64 KiB. */
+START_TEST(test_no_context_frees_all)
+{
+    static const char *eps[256];
+    for (int k = 0; k < 256; k++)
+        eps[k] = "tcp://127.0.0.1:1";
+    zeps_client *nc = NULL;
+    refuse_ctx = 1;
+    ck_assert_int_eq(zeps_client_new_endpoints(&nc, eps, 256, 0, NULL), ZEPS_ETRANSPORT);
+    ck_assert_ptr_null(nc);
+    size_t before = mallinfo2().uordblks;
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(zeps_client_new_endpoints(&nc, eps, 256, 0, NULL), ZEPS_ETRANSPORT);
+    size_t after = mallinfo2().uordblks;
+    refuse_ctx = 0;
+    ck_assert_msg(after < before + 64 * 1024, "heap grew by %zu bytes", after - before);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client");
@@ -363,6 +400,7 @@ int main(void)
     tcase_add_test(tc, test_bad_calls);
     tcase_add_test(tc, test_compressed_push);
     tcase_add_test(tc, test_push_clock_at_slice_edge);
+    tcase_add_test(tc, test_no_context_frees_all);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -20,6 +20,7 @@
 #include "check_main.h"
 #include "harness.h"
 #include "rng.h"
+#include "rowres.h"
 #include "zeps.h"
 
 #define DIM 2
@@ -254,6 +255,52 @@ START_TEST(test_unique_calls)
 }
 END_TEST
 
+/* The residual rows of a compressed sparse push (rowres.c): 3,000 ids, past
+ * the index's first growths, each keep the row written for it. */
+START_TEST(test_rowres_keeps_rows)
+{
+    enum { N = 3000, RD = 3 };
+    zp_rowres *r = zp_rowres_new(RD);
+    for (uint64_t i = 0; i < N; i++) {
+        float *row = zp_rowres_get(r, zp_rng_mix64(i + 9));
+        for (int j = 0; j < RD; j++)
+            row[j] = (float)(i * RD + j);
+    }
+    for (uint64_t i = 0; i < N; i++) {
+        const float *row = zp_rowres_get(r, zp_rng_mix64(i + 9));
+        for (int j = 0; j < RD; j++)
+            ck_assert_float_eq(row[j], (float)(i * RD + j));
+    }
+    zp_rowres_free(&r);
+    ck_assert_ptr_null(r);
+}
+END_TEST
+
+/* A pull whose interrupt flag is set while it waits fails ZEPS_ECLOSED and
+ * says so in zeps_last_error. */
+START_TEST(test_interrupted_pull)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t = declare(c);
+    uint64_t ids[4] = {1, 2, 3, 4};
+    float rows[4 * DIM];
+    zeps_sbatch *b;
+    ck_assert_int_eq(zeps_sbatch_new(c, t, ids, 4, &b), 0);
+    volatile int stop = 1;
+    zeps_client_set_interrupt(c, &stop);
+    ck_assert_int_eq(zeps_sbatch_pull(b, rows, 0), ZEPS_ECLOSED);
+    ck_assert_msg(strstr(zeps_last_error(c), "interrupted while waiting for"), "%s",
+                  zeps_last_error(c));
+    stop = 0;
+    ck_assert_int_eq(zeps_sbatch_pull(b, rows, 0), 0); /* the client goes on */
+    zeps_sbatch_free(&b);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("sbatch");
@@ -262,6 +309,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_million_distinct);
     tcase_add_test(tc, test_scratch_reused);
     tcase_add_test(tc, test_unique_calls);
+    tcase_add_test(tc, test_rowres_keeps_rows);
+    tcase_add_test(tc, test_interrupted_pull);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -133,6 +133,22 @@ START_TEST(test_copy_on_write)
 }
 END_TEST
 
+/* A put of a dense slice (a move's rows, scan.c) brings the table up to the
+ * sender's version when that is ahead, and one past its own when not. */
+START_TEST(test_after_put_takes_version)
+{
+    char err[256];
+    Zeps__TableSpec sp = spec_of("w", 8, "sgd");
+    zp_table *t;
+    ck_assert_int_eq(zp_table_new(&t, 0, &sp, 0, 1, 1, err, sizeof(err)), 0);
+    zp_table_after_put(t, 10);
+    ck_assert_uint_eq(t->version, 10);
+    zp_table_after_put(t, 3);
+    ck_assert_uint_eq(t->version, 11);
+    zp_table_destroy(&t);
+}
+END_TEST
+
 /* A dense record read into a table declared from it: the version and the
  * bsp rounds closed come back as recorded. */
 START_TEST(test_dense_load_keeps_rounds)
@@ -312,6 +328,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_copy_on_write);
     tcase_add_test(tc, test_seq_window);
     tcase_add_test(tc, test_dense_load_keeps_rounds);
+    tcase_add_test(tc, test_after_put_takes_version);
     tcase_add_test(tc, test_sparse_reset_to_record);
     tcase_add_test(tc, test_sparse_check_same_budget);
     tcase_add_test(tc, test_round_reset_counts_anew);

@@ -118,22 +118,22 @@ typedef struct zp_config {
                                        (docs/elastic.md, "Adding a shard"); "" = none */
     char join_bind[ZP_ENDPOINT_MAX]; /* not from the file: zeps-server --bind, where that shard
                                         binds; "" = its join endpoint */
-    int snapshot_every_clocks;      /* bsp: a consistent cut every K clocks; 0 = off */
-    double snapshot_every_s;        /* other modes: every T seconds; 0 = off */
-    int snapshot_keep;              /* complete sets kept, default 3, >= 1 */
-    bool snapshot_on_exit;          /* a final snapshot on SIGTERM/SIGINT, default true */
-    double snapshot_mtbf_s;         /* auto (Young/Daly) interval from this MTBF; 0 = off */
-    int snapshot_nice;              /* nice value of the forked writer, default 10, 0..19 */
-    double lost_worker_timeout_s;   /* declare a silent worker lost after this; 0 = never,
-                                       negative = auto (default -1, docs/faults.md) */
-    double lost_worker_wait_s;      /* on_lost_worker = wait: how long a wait on a lost or
-                                       departed worker lasts before it fails; < 0 = auto */
-    bool lost_continue;             /* "on_lost_worker": "wait" (false, default) | "continue" */
-    int request_timeout_ms;         /* default 2000, 10..600000 */
-    int max_retries;                /* default 10, 0..1000 */
-    int hello_timeout_ms;           /* default 30000 */
-    uint64_t max_message_bytes;     /* default 1 GiB; from max_message_mb */
-    int max_tables;                 /* tables per shard, default 1024, 1..1000000 */
+    int snapshot_every_clocks;       /* bsp: a consistent cut every K clocks; 0 = off */
+    double snapshot_every_s;         /* other modes: every T seconds; 0 = off */
+    int snapshot_keep;               /* complete sets kept, default 3, >= 1 */
+    bool snapshot_on_exit;           /* a final snapshot on SIGTERM/SIGINT, default true */
+    double snapshot_mtbf_s;          /* auto (Young/Daly) interval from this MTBF; 0 = off */
+    int snapshot_nice;               /* nice value of the forked writer, default 10, 0..19 */
+    double lost_worker_timeout_s;    /* declare a silent worker lost after this; 0 = never,
+                                        negative = auto (default -1, docs/faults.md) */
+    double lost_worker_wait_s;       /* on_lost_worker = wait: how long a wait on a lost or
+                                        departed worker lasts before it fails; < 0 = auto */
+    bool lost_continue;              /* "on_lost_worker": "wait" (false, default) | "continue" */
+    int request_timeout_ms;          /* default 2000, 10..600000 */
+    int max_retries;                 /* default 10, 0..1000 */
+    int hello_timeout_ms;            /* default 30000 */
+    uint64_t max_message_bytes;      /* default 1 GiB; from max_message_mb */
+    int max_tables;                  /* tables per shard, default 1024, 1..1000000 */
     uint64_t max_rows; /* sparse rows per shard, all tables; 0 = max_memory / 64 (default) */
     uint64_t max_memory_bytes; /* bytes per shard, all tables; from max_memory_mb; 0 = half the
                                   machine's or cgroup's memory (default) */

@@ -472,9 +472,8 @@ static void make_nodes(loop *lp, const char *hosts, char paths[][96], const char
     memset(&r, 0, sizeof(r));
     zp_zk_session *s = NULL;
     char err[256] = "";
-    ck_assert_int_eq(zp_zk_session_new(&s, &lp->l, hosts, 4000, 5000, on_session, &r, err,
-                                       sizeof(err)),
-                     0);
+    ck_assert_int_eq(
+        zp_zk_session_new(&s, &lp->l, hosts, 4000, 5000, on_session, &r, err, sizeof(err)), 0);
     WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, lp);
     nodes_answered = nodes_refused = 0;
     for (int i = 0; i < n; i++)

@@ -424,7 +424,8 @@ START_TEST(test_state_transfer)
     zt_rset_start(&rs, 1);
     zt_rset_wait(&rs, 0, "primary", 1, 2, 30);
     printf("a new replica in sync after the whole state: %.3f s\n", zt_now_s() - t0);
-    ck_assert_int_eq(zt_rset_worker_clock(&rs, 1, 0), 7); /* the worker's clock came with the state */
+    ck_assert_int_eq(zt_rset_worker_clock(&rs, 1, 0),
+                     7); /* the worker's clock came with the state */
     train(c, 10, &before);
     read_state(&rs, 0, c, &before);
     uint64_t lsn[2], lag[2], xfers[2]; /* the primary's log end, and what the backup applied */

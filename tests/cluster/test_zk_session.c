@@ -342,9 +342,8 @@ START_TEST(test_poll_refused)
     char err[256] = "";
     refuse_polls = true;
     polls_refused = 0;
-    ck_assert_int_eq(zp_zk_session_new(&s, &lp.l, zk.hosts, 4000, 5000, on_session, &r, err,
-                                       sizeof(err)),
-                     0);
+    ck_assert_int_eq(
+        zp_zk_session_new(&s, &lp.l, zk.hosts, 4000, 5000, on_session, &r, err, sizeof(err)), 0);
     ck_assert_int_ge(polls_refused, 1);
     enum { WARM = 20, KICKS = 300 };
     long before = 0;
@@ -384,9 +383,8 @@ START_TEST(test_unreachable_again_after_renewal)
     memset(&r, 0, sizeof(r));
     zp_zk_session *s = NULL;
     char err[256] = "";
-    ck_assert_int_eq(zp_zk_session_new(&s, &lp.l, dead, 4000, 300, on_session, &r, err,
-                                       sizeof(err)),
-                     0);
+    ck_assert_int_eq(
+        zp_zk_session_new(&s, &lp.l, dead, 4000, 300, on_session, &r, err, sizeof(err)), 0);
     WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &lp);
     double t0 = now_s();
     while (now_s() - t0 < 0.5) /* said once per outage */

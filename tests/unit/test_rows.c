@@ -340,8 +340,8 @@ START_TEST(test_ids_end_at_page)
 {
     enum { NIDS = 20 };
     long page = sysconf(_SC_PAGESIZE);
-    uint8_t *mem = mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                        -1, 0);
+    uint8_t *mem =
+        mmap(NULL, 2 * (size_t)page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ck_assert(mem != MAP_FAILED);
     ck_assert_int_eq(mprotect(mem + page, (size_t)page, PROT_NONE), 0);
     uint64_t *ids = (uint64_t *)(mem + page) - NIDS;

@@ -324,7 +324,7 @@ START_TEST(test_pinned_passed_over)
     uint64_t id = 0;
     for (; id < 8; id++)
         zp_sparse_pull(t, &id, 1, (int64_t)id, out, NULL);
-    ck_assert(zp_sparse_pin(t, 0)); /* the coldest row */
+    ck_assert(zp_sparse_pin(t, 0));    /* the coldest row */
     ck_assert(!zp_sparse_pin(t, 999)); /* not hot: nothing pinned */
     int64_t clock = 10;
     for (int i = 0; i < 50; i++, id++)

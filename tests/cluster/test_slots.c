@@ -19,6 +19,7 @@
  * redirect is not followed a second time: the caller gets EMOVED. A piece
  * refused by a newer map than the one it was split by goes on (moves in
  * a row): a push refused twice is applied once, where the newest map says.
+ * A pipe step's push, which carries the step's clock, is followed too.
  */
 #include <check.h>
 #include <stdio.h>
@@ -430,6 +431,100 @@ START_TEST(test_redirect_followed_by_newer_maps)
 }
 END_TEST
 
+/* Worker rank 0's clock at shard k (STATS). */
+static int64_t shard_clock(zeps_client *c, int k)
+{
+    Zeps__ShardStats *st = zt_stats(c, k);
+    ck_assert_ptr_nonnull(st);
+    int64_t clock = -1;
+    for (size_t i = 0; i < st->n_workers; i++)
+        if (st->workers[i]->rank == 0)
+            clock = st->workers[i]->clock;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return clock;
+}
+
+/* `zepsctl shards move` of slots a and b from shard 0 to shard 1. */
+static void move_slots(const zt_cluster *cl, uint32_t a, uint32_t b)
+{
+    char bin[512], set[64], log[400];
+    zt_bin("zepsctl", bin, sizeof(bin));
+    snprintf(set, sizeof(set), "%u,%u", a, b);
+    snprintf(log, sizeof(log), "%s/move.log", cl->dir);
+    char *argv[] = {bin, "shards",  "move", "--config", (char *)cl->conf, "--from", "0", "--to",
+                    "1", "--slots", set,    NULL};
+    ck_assert_int_eq(zt_wait(zt_spawn(bin, argv, log), 60), 0);
+}
+
+/* A zeps_pipe step's push carries its clock (push_clock.h). Step 0 is fed
+ * and pulled (its batch cut by the default map: both ids on shard 0),
+ * then `zepsctl shards move` gives their slots to shard 1: the step's
+ * push, cut before the map came and carrying the clock, is refused by
+ * shard 0 and sent on to shard 1 without the clock, once. Step 1, cut by
+ * the new map, brings every shard to clock 2. Then every slot of shard 2
+ * goes to shard 0 (a removed shard): step 2's CLOCK brings the client that
+ * map, and step 3 sends shard 2 no CLOCK (it may be stopped). Each row
+ * holds the four steps' gradients exactly once. */
+START_TEST(test_pipe_push_followed)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = declare(c);
+    zp_slotmap *d = NULL, *m1 = NULL, *m2 = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    uint64_t ids[2] = {1, 0};
+    while (zp_slotmap_owner(d, ids[0]) != 0)
+        ids[0]++;
+    for (ids[1] = ids[0] + 1; zp_slotmap_owner(d, ids[1]) != 0; ids[1]++)
+        ;
+    uint8_t which[4095] = {0};
+    which[zp_slotmap_slot_of(d, ids[0])] = which[zp_slotmap_slot_of(d, ids[1])] = 1;
+    ck_assert_int_eq(zp_slotmap_moved(d, which, 1, &m1), 0);
+    zeps_pipe_opts o = {.prefetch = 0, .max_inflight = 0, .clock = 1};
+    zeps_pipe *p;
+    ck_assert_int_eq(zeps_pipe_new(c, &t, 1, &o, &p), 0);
+    ck_assert_int_eq(zeps_pipe_feed(p, 0, ids, 2, NULL), 0);
+    float g[2 * DIM] = {1, 2, 3, 4, 5, 6, 7, 8}, rows[2 * DIM];
+    uint8_t gone[4095] = {0};
+    for (uint32_t n = 0; n < 4095; n++)
+        gone[n] = zp_slotmap_slot_owner(m1, n) == 2;
+    ck_assert_int_eq(zp_slotmap_moved(m1, gone, 0, &m2), 0);
+    for (int64_t step = 0; step < 4; step++) {
+        zeps_pipe_step *st;
+        if (step == 2)
+            for (int k = 0; k < 3; k++)
+                ck_assert_int_eq(zt_raw_slots(&cl, k, m2), 0);
+        if (step > 0)
+            ck_assert_int_eq(zeps_pipe_feed(p, step, ids, 2, NULL), 0);
+        ck_assert_msg(zeps_pipe_next(p, &st) == 0, "%s", zeps_last_error(c));
+        if (step == 0)
+            move_slots(&cl, zp_slotmap_slot_of(d, ids[0]), zp_slotmap_slot_of(d, ids[1]));
+        memcpy(st->grads[0], g, sizeof(g));
+        ck_assert_msg(zeps_pipe_push(p, st) == 0, "%s", zeps_last_error(c));
+        ck_assert_msg(zeps_pipe_drain(p) == 0, "%s", zeps_last_error(c));
+        ck_assert_uint_eq(stats(c).slot_redirects, 1); /* step 0's push */
+        if (step == 1)
+            for (int k = 0; k < 3; k++)
+                ck_assert_int_eq(shard_clock(c, k), 2);
+    }
+    zeps_pipe_destroy(&p);
+    ck_assert_uint_eq(stats(c).slot_epoch, 2);
+    for (int k = 0; k < 3; k++)
+        ck_assert_int_eq(shard_clock(c, k), k == 2 ? 3 : 4);
+    ck_assert_msg(zeps_spull(c, t, ids, 2, rows, 0) == 0, "%s", zeps_last_error(c));
+    for (int k = 0; k < 2 * DIM; k++)
+        ck_assert(rows[k] == -4 * g[k]);
+    ck_assert_uint_eq(stats(c).slot_redirects, 1);
+    zp_slotmap_destroy(&m2);
+    zp_slotmap_destroy(&m1);
+    zp_slotmap_destroy(&d);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* A mode that holds pushes in rounds takes no new map (nor does a
  * replicated shard: test_replicas). */
 START_TEST(test_refused_under_bsp)
@@ -450,6 +545,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_redirects_followed_once_each);
     tcase_add_test(tc, test_redirect_not_followed_twice);
     tcase_add_test(tc, test_redirect_followed_by_newer_maps);
+    tcase_add_test(tc, test_pipe_push_followed);
     tcase_add_test(tc, test_refused_under_bsp);
     suite_add_tcase(s, tc);
     return s;

@@ -39,7 +39,7 @@ static int simple_all(zeps_client *c, int op, int64_t clock, int first, int n)
  * shard removed by zepsctl shards remove, or joined and given nothing yet):
  * it holds no row a clock could matter to, so it can be stopped while the
  * workers run (docs/elastic.md, "Removing a shard"). */
-static void clock_targets(const zeps_client *c, uint8_t *on)
+void zp_control_clock_targets(const zeps_client *c, uint8_t *on)
 {
     bool dense = false;
     for (uint32_t i = 0; i < c->ntables; i++)
@@ -54,7 +54,7 @@ int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)
     if (!c || clock < 0 || !req)
         return ZEPS_EINVAL;
     uint8_t on[ZP_MAX_SHARDS];
-    clock_targets(c, on);
+    zp_control_clock_targets(c, on);
     zp_control_clock_start_on(c, clock, on, req);
     return 0;
 }
@@ -85,7 +85,7 @@ int zeps_push_clock_start(zeps_client *c, uint32_t table, const float *grad, uin
     if (!ti)
         return ZEPS_ETABLE;
     uint8_t on[ZP_MAX_SHARDS], off[ZP_MAX_SHARDS], to[ZP_MAX_SHARDS];
-    clock_targets(c, to);
+    zp_control_clock_targets(c, to);
     for (int k = 0; k < c->nshards; k++) {
         uint64_t b = zp_tables_slice_begin(ti->length, k, c->ndense);
         uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->ndense);

@@ -365,17 +365,21 @@ static bool sends(const zeps_pipe *p, const slot *s, int i, int k)
 
 /* Where slot s's clock goes on each shard (push_clock.h): on the last
  * table's push to it, in row i of clock_on, or, where no table pushes,
- * in row ntables: a CLOCK of its own. */
+ * in row ntables: a CLOCK of its own, to the shards a CLOCK goes to (not
+ * to one that owns nothing: a removed shard may be stopped). */
 static void plan_clock(zeps_pipe *p, const slot *s)
 {
     int S = p->c->nshards;
+    uint8_t to[ZP_MAX_SHARDS];
+    zp_control_clock_targets(p->c, to);
     memset(p->clock_on, 0, (size_t)(p->ntables + 1) * (size_t)S);
     for (int k = 0; k < S; k++) {
         int last = p->ntables;
         for (int i = 0; i < p->ntables; i++)
             if (sends(p, s, i, k))
                 last = i;
-        p->clock_on[last * S + k] = 1;
+        if (last < p->ntables || to[k])
+            p->clock_on[last * S + k] = 1;
     }
 }
 

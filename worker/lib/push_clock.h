@@ -29,6 +29,11 @@ int zp_sparse_push_start_clocked(zeps_sbatch *b, const float *grads, int64_t clo
                                  const uint8_t *clock_on, zeps_req **req);
 bool zp_sparse_on_shard(const zeps_sbatch *b, int k);
 
+/* control.c: the shards a CLOCK goes to (on[k] != 0): live ones that own
+ * a slot or hold a dense slice (all of them under bsp's cuts); a shard
+ * removed by a move gets none, so it can be stopped (docs/elastic.md). */
+void zp_control_clock_targets(const zeps_client *c, uint8_t *on);
+
 /* control.c: CLOCK `clock` to the shards k with shards[k] != 0; *req is
  * NULL if there is none. */
 void zp_control_clock_start_on(zeps_client *c, int64_t clock, const uint8_t *shards,

@@ -33,10 +33,13 @@
 #include "zeps.h"
 
 /* Whether s can be sent again split: a sparse PULL with a scatter, or an
- * uncompressed sparse PUSH that does not carry the clock; a piece only by
- * a newer map than the one it was split by (the map moves forward at each
- * step, so this cannot loop: two shards that disagree at one epoch end
- * it). */
+ * uncompressed sparse PUSH; a piece only by a newer map than the one it
+ * was split by (the map moves forward at each step, so this cannot loop:
+ * two shards that disagree at one epoch end it). A push that carried the
+ * clock (a zeps_pipe step's, push_clock.h) goes on as pieces without it:
+ * the pieces' owners get the step's clock from the step itself (its
+ * clocked push or CLOCK there), and the refusing shard, which applied
+ * nothing, from the worker's next clock there (docs/elastic.md). */
 static int resendable(const zeps_client *c, const zp_req_sub *s)
 {
     if (!s->resend.table_ids)
@@ -45,7 +48,7 @@ static int resendable(const zeps_client *c, const zp_req_sub *s)
         return 0;
     if (s->req->op == ZEPS__OP__PULL)
         return s->scatter.rows != NULL;
-    return s->req->op == ZEPS__OP__PUSH && s->resend.raw && !(s->flags & ZP_FLAG_CLOCK);
+    return s->req->op == ZEPS__OP__PUSH && s->resend.raw != NULL;
 }
 
 void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m)

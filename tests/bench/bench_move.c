@@ -14,7 +14,9 @@
  * (the reference: one hop; a move's page takes two, source -> tool ->
  * target).
  *
- *   bench_move [--rows N] [--dim D] [--reps R]
+ *   bench_move [--rows N] [--dim D] [--reps R] [--page P]
+ *
+ * --page: rows per page (zepsctl shards move --page; default: zepsctl's).
  *
  * Needs ZEPS_BINDIR (zeps-server, zepsctl), like the tests.
  */
@@ -155,7 +157,7 @@ static double raw_mbps(const char *dir, double bytes, size_t page)
     return (double)pages * (double)page / 1e6 / secs;
 }
 
-static int one_rep(uint64_t rows, uint32_t dim, shared *sh)
+static int one_rep(uint64_t rows, uint32_t dim, const char *page_rows, shared *sh)
 {
     zt_cluster cl;
     if (zt_cluster_start(&cl, 3, 2, "async", NULL, NULL) != 0)
@@ -183,8 +185,10 @@ static int one_rep(uint64_t rows, uint32_t dim, shared *sh)
     char log[400], bin[512];
     snprintf(log, sizeof(log), "%s/move.log", cl.dir);
     zt_bin("zepsctl", bin, sizeof(bin));
-    char *argv[] = {bin, "shards", "move", "--config", cl.conf,  "--from",
-                    "0", "--to",   "2",    "--slots",  "0-4094", NULL};
+    char *argv[] = {bin,    "shards", "move",    "--config", cl.conf,  "--from",          "0",
+                    "--to", "2",      "--slots", "0-4094",   "--page", (char *)page_rows, NULL};
+    if (!page_rows)
+        argv[11] = NULL;
     double m0 = now_s();
     int st = zt_wait(zt_spawn(bin, argv, log), 600);
     double m1 = now_s();
@@ -210,7 +214,8 @@ static int one_rep(uint64_t rows, uint32_t dim, shared *sh)
     double bmax, bp99, dmax, dp99;
     stalls(sh, b0, m0, &bmax, &bp99);
     stalls(sh, m0, m1, &dmax, &dp99);
-    size_t page = (size_t)(mbytes / (mrows ? mrows : 1)) * 4096;
+    size_t page =
+        (size_t)(mbytes / (mrows ? mrows : 1)) * (page_rows ? strtoull(page_rows, NULL, 10) : 4096);
     double raw = raw_mbps(cl.dir, (double)mbytes, page);
     printf("moved %llu rows (%.1f MB) in %llu rounds, %.3f s: %.0f rows/s, %.1f MB/s; raw ZeroMQ "
            "%.1f MB/s in %zu-byte pages: ratio %.2f\n",
@@ -232,6 +237,7 @@ int main(int argc, char **argv)
     uint64_t rows = 300000;
     uint32_t dim = 16;
     int reps = 3;
+    const char *page = NULL;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (strcmp(argv[i], "--rows") == 0)
             rows = strtoull(argv[i + 1], NULL, 10);
@@ -239,6 +245,8 @@ int main(int argc, char **argv)
             dim = (uint32_t)strtoul(argv[i + 1], NULL, 10);
         else if (strcmp(argv[i], "--reps") == 0)
             reps = atoi(argv[i + 1]);
+        else if (strcmp(argv[i], "--page") == 0)
+            page = argv[i + 1];
     }
     shared *sh =
         mmap(NULL, sizeof(shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -248,7 +256,7 @@ int main(int argc, char **argv)
            " rows of dim %u (adagrad), 3 shards, shard 0's slots to shard 2\n",
            rows, dim);
     for (int r = 0; r < reps; r++)
-        if (one_rep(rows, dim, sh) != 0)
+        if (one_rep(rows, dim, page, sh) != 0)
             return 1;
     return 0;
 }

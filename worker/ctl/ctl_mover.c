@@ -5,9 +5,10 @@
  * (ctl_rebalance.c); ctl_mover.h is the interface.
  *
  * The tool drives the MOVE steps of docs/protocol.md ("Moving slots") on
- * raw DEALER sockets, one request in flight: BEGIN at the source and
- * IMPORT at the target with the map to commit (the source's map with the
- * slots given to the target, one epoch up); then pages of rows from the
+ * raw DEALER sockets, one request in flight but for pages (copy): BEGIN
+ * at the source and IMPORT at the target with the map to commit (the
+ * source's map with the slots given to the target, one epoch up); then
+ * pages of rows from the
  * source (ROWS) put to the target (PUT), round after round, until what
  * changed meanwhile is small; FREEZE at the source and its last rows;
  * SLOTS with the map to the target and every other shard; COMMIT at the
@@ -229,9 +230,20 @@ static int next_map(mv *m, const zp_slotmap *cur, zp_slotmap **next, uint32_t *n
     return rc;
 }
 
-/* Ask the source for the next page (its reply is read by page_put). */
-static int page_ask(mv *m, Zeps__Header *h)
+/* The pages in flight: up to ZP_MV_WINDOW ROWS asked of the source ahead,
+ * and as many PUTs at the target not yet acknowledged (each side answers
+ * in order), so the source reads, the target writes and both sockets
+ * carry pages at once. Rings of headers (req ids) and their sizes. */
+enum { ZP_MV_WINDOW = 4 };
+typedef struct flight {
+    Zeps__Header ask[ZP_MV_WINDOW], put[ZP_MV_WINDOW];
+    int a0, na, p0, np;
+} flight;
+
+/* Ask the source for one more page. */
+static int page_ask(mv *m, flight *f)
 {
+    Zeps__Header *h = &f->ask[(f->a0 + f->na++) % ZP_MV_WINDOW];
     zeps__header__init(h);
     h->op = ZEPS__OP__MOVE;
     h->move_step = ZP_MOVE_ROWS;
@@ -240,39 +252,49 @@ static int page_ask(mv *m, Zeps__Header *h)
     return rpc_send(m, m->o.from, h, NULL, 0);
 }
 
-/* The page asked for with h: *n rows, *left still to send, *round the
- * source's round; if `more`, the next page is asked for (into h) before
- * this one is put to the target, so the source reads it meanwhile. */
-static int page_put(mv *m, Zeps__Header *h, bool last, uint64_t *n, uint64_t *left, uint64_t *round,
-                    bool *more)
+/* Read the target's oldest unanswered PUT acknowledgement. */
+static int put_ack(mv *m, flight *f)
 {
-    Zeps__Header *rep, *ack;
+    Zeps__Header *ack;
+    int i = f->p0;
+    f->p0 = (f->p0 + 1) % ZP_MV_WINDOW;
+    f->np--;
+    int rc = rpc_recv(m, m->o.to, &f->put[i], &ack, NULL);
+    if (rc == 0)
+        zeps__header__free_unpacked(ack, NULL);
+    return rc;
+}
+
+/* Read the source's oldest page: *n rows, *left still to send, *round the
+ * source's round; put it to the target, its acknowledgement read later. */
+static int page_put(mv *m, flight *f, uint64_t *n, uint64_t *left, uint64_t *round)
+{
+    Zeps__Header *rep;
     zmq_msg_t data;
-    int rc = rpc_recv(m, m->o.from, h, &rep, &data);
+    int rc = rpc_recv(m, m->o.from, &f->ask[f->a0], &rep, &data);
+    f->a0 = (f->a0 + 1) % ZP_MV_WINDOW;
+    f->na--;
     if (rc != 0)
         return rc;
     *n = rep->count;
     *left = rep->cursor;
     *round = rep->offset;
-    *more = !(*n == 0 && *left == 0) &&
-            (last || !(*round >= 2 && (*left <= m->o.threshold || *round > m->o.max_rounds)));
-    if (*more)
-        rc = page_ask(m, h);
+    if (rep->count > 0 && f->np == ZP_MV_WINDOW)
+        rc = put_ack(m, f);
     if (rc == 0 && rep->count > 0) {
-        Zeps__Header p;
-        zeps__header__init(&p);
-        p.op = ZEPS__OP__MOVE;
-        p.move_step = ZP_MOVE_PUT;
-        p.move_peer = (uint32_t)m->o.from;
-        p.move_table = rep->move_table;
-        p.count = rep->count;
-        p.state_per_value = rep->state_per_value;
-        rc = rpc(m, m->o.to, &p, zmq_msg_data(&data), zmq_msg_size(&data), &ack, NULL);
-        if (rc == 0) {
-            zeps__header__free_unpacked(ack, NULL);
-            m->rows += rep->count;
-            m->bytes += zmq_msg_size(&data);
-        }
+        int i = (f->p0 + f->np++) % ZP_MV_WINDOW;
+        Zeps__Header *p = &f->put[i];
+        zeps__header__init(p);
+        p->op = ZEPS__OP__MOVE;
+        p->move_step = ZP_MOVE_PUT;
+        p->move_peer = (uint32_t)m->o.from;
+        p->move_table = rep->move_table;
+        p->count = rep->count;
+        p->state_per_value = rep->state_per_value;
+        rc = rpc_send(m, m->o.to, p, zmq_msg_data(&data), zmq_msg_size(&data));
+        m->rows += rep->count; /* sent; the copy ends only once every PUT was acknowledged */
+        m->bytes += zmq_msg_size(&data);
+        p->move_table = NULL; /* rep's, freed below; the ack is matched by req_id */
     }
     zeps__header__free_unpacked(rep, NULL);
     zmq_msg_close(&data);
@@ -280,33 +302,39 @@ static int page_put(mv *m, Zeps__Header *h, bool last, uint64_t *n, uint64_t *le
 }
 
 /* Copy rounds until at most --threshold rows are left (or --max-rounds
- * passed); with `last`, until nothing is left. One page is read at the
- * source while the one before is written at the target. Prints each
- * round as it ends. */
+ * passed); with `last`, until nothing is left. Pages asked past that end
+ * are put all the same (a row read is always written). Prints each round
+ * as it ends. */
 static int copy(mv *m, bool last, double t0)
 {
     uint64_t shown = m->rounds;
-    Zeps__Header h;
-    int rc = page_ask(m, &h);
-    for (bool more = true; rc == 0 && more;) {
-        uint64_t rows = m->rows, bytes = m->bytes, n, left, round;
-        rc = page_put(m, &h, last, &n, &left, &round, &more);
-        if (rc != 0)
+    flight f = {0};
+    int rc = 0;
+    for (bool more = true; rc == 0 && (more || f.na > 0);) {
+        while (rc == 0 && more && f.na < ZP_MV_WINDOW)
+            rc = page_ask(m, &f);
+        uint64_t n, left, round, rows = m->rows, bytes = m->bytes;
+        if (rc != 0 || (rc = page_put(m, &f, &n, &left, &round)) != 0)
             break;
-        m->rounds = round;
-        if (round != shown && shown > 0) {
+        more = more && !(n == 0 && left == 0) &&
+               (last || !(round >= 2 && (left <= m->o.threshold || round > m->o.max_rounds)));
+        if (round > m->rounds)
+            m->rounds = round;
+        if (round > shown && shown > 0) {
             printf("round %" PRIu64 ": %" PRIu64 " rows (%.2f MB) sent, %.2f s in; round %" PRIu64
                    " holds %" PRIu64 " rows changed meanwhile\n",
                    shown, rows - m->round_rows, (bytes - m->round_bytes) / 1e6, zp_now_s() - t0,
                    round, n + left);
             fflush(stdout);
         }
-        if (round != shown) {
+        if (round > shown) {
             shown = round;
             m->round_rows = rows;
             m->round_bytes = bytes;
         }
     }
+    while (rc == 0 && f.np > 0) /* after a failure, late answers are skipped by req_id */
+        rc = put_ack(m, &f);
     return rc;
 }
 

@@ -33,10 +33,15 @@ live moves), reads shard 3's counters and stops it. It prints:
   acknowledged.
 
   bench_elastic.py [--bin DIR] [--epochs E] [--before S] [--gap S]
-                   [--dir DIR] [--json PATH] [--no-baseline]
+                   [--dir DIR] [--json PATH] [--no-baseline] [--no-raw]
+                   [--check]
 
 Exit status 0 when both runs finished and the oracle held; the issue's
 bars (AUC, stall, examples/s, migration speed) are printed, not enforced.
+With --check (ctest's elastic_ctr, a small data set) it also fails unless
+every command exited 0, the workers trained during both commands, rows
+per shard were within +-10 % of the mean after the add, and shard 3 held
+no row after the removal.
 """
 import argparse
 import json
@@ -270,6 +275,8 @@ def drive_moves(a, binp, conf, run, sampler, wrk, res):
     s3.send_signal(signal.SIGTERM)
     s3.wait(timeout=20)
     res["t_stopped"] = time.monotonic()
+    if a.no_raw:
+        return
     # raw ZeroMQ loopback in the same run, while the job trains on
     p = subprocess.run([f"{binp}/zepsctl", "bench", "--only", "raw", "--sizes", "256K,4M",
                         "--reps", "1", "--json", f"{run}/raw.json"], capture_output=True,
@@ -378,11 +385,29 @@ def report(a, base, moved):
         print("  without moves: " + "; ".join(f"rank {r} {ap}/{ac}" for r, ap, ac in perb) +
               (" : equal" if okb else " : DIFFER"))
         ok = ok and okb
+    if a.check:
+        ok = ok and checked(out)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1, default=str)
     return ok and all(rc == 0 for rc in moved["worker_rc"]) and (
         not base or all(rc == 0 for rc in base["worker_rc"]))
+
+
+def checked(out):
+    """--check: the moves' outcome (see the module's text); says what failed."""
+    bad = [f"zepsctl {c['cmd']} exited {c['rc']}" for c in out["commands"] if c["rc"] != 0]
+    bad += [f"no training {w['name']}" for w in out["windows"][1:4:2]
+            if not w["examples_per_s"] > 0]
+    rows = [v for k, v in (out["rows_after_add"] or {}).items()]
+    mean = sum(rows) / len(rows) if rows else 0
+    if len(rows) != 4 or any(abs(v - mean) > 0.10 * mean for v in rows):
+        bad.append(f"rows per shard after the add not within 10 % of the mean: {rows}")
+    if (out["rows_after_remove"] or {}).get(3, 1) != 0:
+        bad.append(f"shard 3 holds rows after its removal: {out['rows_after_remove']}")
+    for b in bad:
+        print(f"  CHECK FAILED: {b}")
+    return not bad
 
 
 def main():
@@ -396,6 +421,8 @@ def main():
     ap.add_argument("--dir", default=None)
     ap.add_argument("--json", default=None)
     ap.add_argument("--no-baseline", action="store_true", help="skip the run without moves")
+    ap.add_argument("--no-raw", action="store_true", help="skip the raw ZeroMQ reference")
+    ap.add_argument("--check", action="store_true", help="fail unless the moves went right")
     a = ap.parse_args()
     a.dir = a.dir or tempfile.mkdtemp(prefix="zeps-elastic-")
     binp = os.path.abspath(a.bin)

@@ -39,9 +39,9 @@ live moves), reads shard 3's counters and stops it. It prints:
 Exit status 0 when both runs finished and the oracle held; the issue's
 bars (AUC, stall, examples/s, migration speed) are printed, not enforced.
 With --check (ctest's elastic_ctr, a small data set) it also fails unless
-every command exited 0, the workers trained during both commands, rows
-per shard were within +-10 % of the mean after the add, and shard 3 held
-no row after the removal.
+every command exited 0, the workers trained during both commands and on
+after shard 3 stopped, rows per shard were within +-10 % of the mean
+after the add, and shard 3 held no row after the removal.
 """
 import argparse
 import json
@@ -375,6 +375,7 @@ def report(a, base, moved):
     print(f"  rows per shard after shards remove 3: {moved.get('rows_after_remove')}; shard 3 "
           f"stopped {moved.get('quiet_s', 0):.1f} s after, once no worker clocked there")
     out["rows_after_add"] = moved.get("rows_after_add")
+    out["trained_after_stop"] = trained_after(moved["sampler"], moved.get("t_stopped"))
     out["rows_after_remove"] = moved.get("rows_after_remove")
     ok, per = oracle(moved)
     out["oracle"] = {"ok": ok, "ranks": per}
@@ -394,6 +395,17 @@ def report(a, base, moved):
         not base or all(rc == 0 for rc in base["worker_rc"]))
 
 
+def trained_after(sampler, t):
+    """Examples the workers trained on after time t (shard 3 stopped)."""
+    if t is None:
+        return 0
+    n = 0
+    for s in sampler.samples:
+        at = [m["examples"] for ts, m in s if ts <= t]
+        n += s[-1][1]["examples"] - at[-1] if s and at else 0
+    return n
+
+
 def checked(out):
     """--check: the moves' outcome (see the module's text); says what failed."""
     bad = [f"zepsctl {c['cmd']} exited {c['rc']}" for c in out["commands"] if c["rc"] != 0]
@@ -403,6 +415,8 @@ def checked(out):
     mean = sum(rows) / len(rows) if rows else 0
     if len(rows) != 4 or any(abs(v - mean) > 0.10 * mean for v in rows):
         bad.append(f"rows per shard after the add not within 10 % of the mean: {rows}")
+    if not out["trained_after_stop"] > 0:
+        bad.append("the workers did not train on after shard 3 stopped")
     if (out["rows_after_remove"] or {}).get(3, 1) != 0:
         bad.append(f"shard 3 holds rows after its removal: {out['rows_after_remove']}")
     for b in bad:

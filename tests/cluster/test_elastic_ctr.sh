@@ -5,7 +5,8 @@
 # the raw reference (docs/elastic.md, "The CTR job 3 -> 4 -> 3"). Fails if
 # a worker fails (a pipe step's clocked push not followed after EMOVED, a
 # CLOCK to the stopped shard), a command fails, the workers did not train
-# during a command, rows per shard are not within +-10 % after the add,
+# during a command or on after shard 3 stopped (it is stopped once no
+# worker clocks there), rows per shard are not within +-10 % after the add,
 # shard 3 holds a row after its removal, or the pushes the shards applied
 # differ from those the workers counted acknowledged.
 set -euo pipefail

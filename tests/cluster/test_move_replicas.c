@@ -314,13 +314,11 @@ static void kill_mid_copy(rcl *c, int victim)
                   "zepsctl: status 0x%x", st);
 }
 
-/* Wait until shard k's primary holds the rows of ids[0..n) that map d
- * gives it, within secs. */
-static void wait_rows_within(const rcl *c, int k, size_t n, const zp_slotmap *d, double secs)
+/* Wait until shard k's primary holds exactly the rows of ids[0..n) that
+ * map d gives it, within secs. */
+static void wait_owned(const rcl *c, int k, const uint64_t *ids, size_t n, const zp_slotmap *d,
+                       double secs)
 {
-    static uint64_t ids[NIDS];
-    zt_move_ids(ids, NIDS, 0);
-    ck_assert_uint_le(n, NIDS);
     uint64_t want = 0;
     for (size_t i = 0; i < n; i++)
         want += zp_slotmap_owner(d, ids[i]) == k;
@@ -337,44 +335,37 @@ static void wait_rows_within(const rcl *c, int k, size_t n, const zp_slotmap *d,
     }
 }
 
-/* Wait until shard k's primary holds `want` rows (15 s). */
-static void wait_rows(const rcl *c, int k, uint64_t want)
+/* Rows enough that a copy of a row a page lasts a few seconds: the
+ * counter oracle's NIDS ids first. */
+enum { ALL = 24000 };
+
+/* ids[0..ALL) pushed `times` times (zt_move_populate) by worker 0's
+ * client, made into *w (the caller's): the table's id. */
+static uint32_t fill(const rcl *c, uint64_t *ids, int times, zeps_client **w)
 {
-    double t0 = zt_now_s();
-    for (;;) {
-        zeps_client *tl = zt_move_tool(&c->cl);
-        uint64_t e, n = zt_move_rows(tl, k, &e);
-        zeps_client_destroy(&tl);
-        if (n == want)
-            return;
-        ck_assert_msg(zt_now_s() - t0 < 15, "shard %d still holds %llu rows, %llu its own", k,
-                      (unsigned long long)n, (unsigned long long)want);
-        usleep(100 * 1000);
-    }
+    zt_move_ids(ids, NIDS, 0);
+    zt_move_ids(ids + NIDS, ALL - NIDS, 1);
+    *w = zt_client(&c->cl, 0);
+    ck_assert_ptr_nonnull(*w);
+    uint32_t t = zt_move_declare(*w);
+    for (int i = 0; i < times; i++)
+        zt_move_populate(*w, t, ids, ALL);
+    return t;
 }
 
 START_TEST(test_killed_mid_copy)
 {
     rcl c;
     rcl_up(&c, "mvkill", "");
-    /* the counter oracle's ids, and many more so that a copy a row a page
-     * lasts a few seconds */
-    enum { ALL = 24000 };
     static uint64_t ids[ALL];
-    zt_move_ids(ids, NIDS, 0);
-    zt_move_ids(ids + NIDS, ALL - NIDS, 1);
-    zeps_client *w = zt_client(&c.cl, 0);
-    uint32_t t = zt_move_declare(w);
-    zt_move_populate(w, t, ids, ALL);
+    zeps_client *w = NULL;
+    uint32_t t = fill(&c, ids, 1, &w);
     zp_slotmap *d = NULL, *next = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    uint64_t own1 = 0;
-    for (int i = 0; i < ALL; i++)
-        own1 += zp_slotmap_owner(d, ids[i]) == 1;
     /* the target's primary: its backup, elected, ends its part by the
      * lease and drops the rows it took */
     kill_mid_copy(&c, 1);
-    wait_rows(&c, 1, own1);
+    wait_owned(&c, 1, ids, ALL, d, 15);
     check_placed(&c, ids, ALL, d, 0);
     back_to_two(&c, 1);
     /* the source's primary: the tool aborts the target */
@@ -384,7 +375,7 @@ START_TEST(test_killed_mid_copy)
     /* the tool: both primaries end their parts by the lease, the target's
      * backup too (the ABORT its primary logs) */
     kill_mid_copy(&c, -1);
-    wait_rows(&c, 1, own1);
+    wait_owned(&c, 1, ids, ALL, d, 15);
     zt_move_check_values(w, t, ids, NIDS, 1);
     /* nothing is left of any attempt: another move commits, and the
      * target's backup holds what it took when elected */
@@ -435,7 +426,7 @@ static void killed_in_cutover(int victim)
     printf("%ld pushes answered through a kill of shard %d in the cut-over\n", sum, victim);
     zt_move_check_oracle(&c.cl, sum, weighted);
     if (victim == 1) /* the target's new primary ends its part by the lease (10 s) */
-        wait_rows_within(&c, 1, NIDS, d, 20);
+        wait_owned(&c, 1, ids, NIDS, d, 20);
     check_placed(&c, ids, NIDS, d, 0);
     zp_slotmap_destroy(&next);
     zp_slotmap_destroy(&d);
@@ -461,14 +452,9 @@ START_TEST(test_whole_state_waits_for_the_move)
 {
     rcl c;
     rcl_up(&c, "mvxfer", "  replication = { log_mb = 1; };");
-    enum { ALL = 24000 };
     static uint64_t ids[ALL];
-    zt_move_ids(ids, NIDS, 0);
-    zt_move_ids(ids + NIDS, ALL - NIDS, 1);
-    zeps_client *w = zt_client(&c.cl, 0);
-    uint32_t t = zt_move_declare(w);
-    for (int i = 0; i < 4; i++) /* more than log_mb of entries */
-        zt_move_populate(w, t, ids, ALL);
+    zeps_client *w = NULL;
+    uint32_t t = fill(&c, ids, 4, &w); /* more than log_mb of entries */
     char log[400];
     /* a step waits out the backup's leaving the in-sync set (max_lag_ms,
      * 2 s): the lease and the tool's wait are longer */

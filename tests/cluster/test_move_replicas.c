@@ -27,7 +27,10 @@
  *   - test_source_killed_in_cutover, test_target_killed_in_cutover: the
  *     source's or the target's primary killed in the cut-over with the
  *     workers' pushes of the moving slots parked: nothing lost, nothing
- *     applied twice, the map unchanged.
+ *     applied twice, the map unchanged;
+ *   - test_remove_and_retire: `zepsctl shards remove 1` and `retire 1`
+ *     under three pushing workers, shard 1 stopped, shard 0's primary
+ *     killed: nothing lost, and a new client does not wait for shard 1.
  */
 #include <check.h>
 #include <signal.h>
@@ -445,6 +448,44 @@ START_TEST(test_target_killed_in_cutover)
 }
 END_TEST
 
+/* zepsctl shards remove 1, then retire 1, while three workers push; shard
+ * 1's replicas stopped, then shard 0's primary killed: the workers go on
+ * through shard 0's new primary, every push counted once, and a new client
+ * does not wait for the retired shard. */
+START_TEST(test_remove_and_retire)
+{
+    rcl c;
+    rcl_up(&c, "mvretire", "");
+    pid_t pids[WORKERS];
+    zt_move_workers_start(&c.cl, WORKERS, pids);
+    wait_pushes(&c, 3 * WORKERS);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/remove.log", c.cl.dir);
+    char *rm[] = {"shards", "remove", "1", "--config", c.cl.conf, NULL};
+    int st = zt_move_zepsctl(log, rm);
+    zt_move_print_file(log);
+    ck_assert_int_eq(st, 0);
+    snprintf(log, sizeof(log), "%s/retire.log", c.cl.dir);
+    char *rt[] = {"shards", "retire", "1", "--config", c.cl.conf, NULL};
+    st = zt_move_zepsctl(log, rt);
+    zt_move_print_file(log);
+    ck_assert_int_eq(st, 0);
+    for (int r = 0; r < 2; r++)
+        zt_rset_kill(&c.rs[1], r, SIGTERM);
+    usleep(500 * 1000);
+    zt_move_workers_run(pids, WORKERS);
+    fail_over(&c, 0);
+    usleep(500 * 1000);
+    long weighted = 0, sum = zt_move_workers_end(&c.cl, WORKERS, pids, &weighted);
+    printf("%ld pushes answered through shards remove, retire and a failover\n", sum);
+    zt_move_check_oracle(&c.cl, sum, weighted);
+    zeps_client *t = zt_move_tool(&c.cl);
+    ck_assert_uint_eq(zt_move_rows(t, 0, NULL), NIDS);
+    zeps_client_destroy(&t);
+    rcl_down(&c);
+}
+END_TEST
+
 /* The target's backup restarted while the move copies, its primary's log
  * trimmed (log_mb 1) so that it needs the whole state: it gets it only
  * after the move committed, and holds the moved rows when elected. */
@@ -489,6 +530,7 @@ static Suite *suite(void)
         {"transfer", test_whole_state_waits_for_the_move},
         {"cutover_source", test_source_killed_in_cutover},
         {"cutover_target", test_target_killed_in_cutover},
+        {"retire", test_remove_and_retire},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name); /* CK_RUN_CASE=<name> runs one */

@@ -44,9 +44,11 @@ int zp_ctl_primary_find(const zp_config *cfg, const zp_curve_client_keys *keys, 
             take_answer(cfg, k, r, &a[k], ep[k], said[k], sizeof(said[k]));
     }
     int rc = 0;
-    for (int k = 0; k < n && rc == 0; k++)
+    for (int k = 0; k < n; k++)
         if (!ep[k][0]) {
-            snprintf(err, errlen, "shard %d has no primary now (%s)", k, said[k]);
+            if (rc == 0)
+                snprintf(err, errlen, "shard %d has no primary now (%s)", k, said[k]);
+            snprintf(ep[k], ZP_ENDPOINT_MAX, "%s", zp_config_endpoint(cfg, k, 0));
             rc = ZEPS_ENOTPRIMARY;
         }
     free(a);

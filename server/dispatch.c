@@ -188,7 +188,7 @@ void zp_dispatch(zp_server *s, zp_frames *m)
         /* a primary keeps what may change state before it is applied (its
          * handler may move the payload out), logs it if it was accepted,
          * and holds the replies until the backups have it */
-        bool logged = known && zp_rlog_logged_op((int)op) && !s->applying &&
+        bool logged = known && zp_rlog_logged(h) && !s->applying &&
                       zp_rlog_begin(s, &m->f[1], m->n - 1, identity, h);
         if (known)
             handlers[op](s, &r);

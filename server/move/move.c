@@ -35,9 +35,10 @@ int zp_move_refused(const zp_server *s, char *why, size_t len)
                  s->shard, s->move->role == ZP_MOVE_SOURCE ? "source" : "target", s->move->peer);
         return ZEPS_ESTATE;
     }
-    if (s->role.replicas > 1 || (s->cons->caps & ZP_CAP_CUTS)) {
-        snprintf(why, len, "moving slots is not supported %s (docs/elastic.md)",
-                 s->role.replicas > 1 ? "with replicas" : "under bsp (its rounds hold pushes)");
+    if (s->cons->caps & ZP_CAP_CUTS) {
+        snprintf(why, len,
+                 "moving slots is not supported under bsp (its rounds hold pushes; "
+                 "docs/elastic.md)");
         return ZEPS_ESTATE;
     }
     bool sparse = false;
@@ -190,6 +191,7 @@ void zp_move_park(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *h
                   size_t pos, const char *what)
 {
     zp_move *m = s->move;
+    zp_rlog_skip(s); /* parked, not applied: no backup applies it either */
     for (zp_move_parked *p = m->parked; p; p = p->next)
         if (p->h.rank == h->rank && p->h.seq == h->seq && p->h.op == h->op)
             return; /* a resend: answered with the first */
@@ -288,13 +290,37 @@ static bool in_move(uint64_t id, void *arg)
     return zp_move_has(arg, id);
 }
 
-uint64_t zp_move_drop_rows(zp_server *s)
+/* Drop the rows of every sparse table whose id `pred` holds for. */
+static uint64_t drop_where(zp_server *s, bool (*pred)(uint64_t id, void *arg), void *arg)
 {
     uint64_t n = 0;
     for (uint32_t i = 0; i < s->ntables; i++)
         if (s->tables[i]->rows)
-            n += zp_sparse_drop_where(s->tables[i]->rows->store, in_move, s->move);
+            n += zp_sparse_drop_where(s->tables[i]->rows->store, pred, arg);
     return n;
+}
+
+uint64_t zp_move_drop_rows(zp_server *s)
+{
+    return drop_where(s, in_move, s->move);
+}
+
+/* Whether a->map gives id to another shard than a->shard. */
+typedef struct foreign_arg {
+    const zp_slotmap *map;
+    int shard;
+} foreign_arg;
+
+static bool is_foreign(uint64_t id, void *arg)
+{
+    const foreign_arg *a = arg;
+    return zp_slotmap_owner(a->map, id) != a->shard;
+}
+
+uint64_t zp_move_drop_foreign(zp_server *s, const zp_slotmap *next)
+{
+    foreign_arg a = {next, s->shard};
+    return drop_where(s, is_foreign, &a);
 }
 
 bool zp_move_expired(const zp_server *s, double now_s)

@@ -133,6 +133,11 @@ uint64_t zp_move_left(const zp_server *s);
  * commit, the target at an abort). Returns rows dropped. */
 uint64_t zp_move_drop_rows(zp_server *s);
 
+/* Drop every row that `next` gives to another shard than s's, from every
+ * sparse table (a backup applying its primary's commit, which had no move
+ * of its own). Returns rows dropped. */
+uint64_t zp_move_drop_foreign(zp_server *s, const zp_slotmap *next);
+
 /* Whether s's move passed its lease (the tool silent) or its cut-over
  * bound at time now_s. */
 bool zp_move_expired(const zp_server *s, double now_s);

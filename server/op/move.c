@@ -73,9 +73,19 @@ static uint64_t abort_move(zp_server *s, const char *why)
 
 void zp_move_op_check(zp_server *s)
 {
-    if (!zp_move_expired(s, zp_now_s()))
+    /* a backup's move is its primary's (the log's IMPORT): it ends by the
+     * log's ABORT or SLOTS, the lease is the primary's to judge */
+    if (!zp_role_serves(&s->role) || !zp_move_expired(s, zp_now_s()))
         return;
+    Zeps__Header h; /* the primary's backups end their part of it too */
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__MOVE;
+    h.rank = 0xffffffffu;
+    h.move_step = ZP_MOVE_ABORT;
+    h.move_peer = (uint32_t)s->move->peer;
     abort_move(s, s->move->frozen ? "the cut-over passed its bound" : "the tool's lease passed");
+    zp_rlog_own(s, &h);
 }
 
 /* The map of r's payload, decoded and newer than the shard's with the
@@ -263,6 +273,24 @@ static void on_put(zp_server *s, zp_request *r)
     zp_reply_ok(s, r->identity, h, 0);
 }
 
+/* COMMIT as a backup applies it from its primary's log: the backup had no
+ * part in the move (BEGIN, ROWS and FREEZE are not logged), so it takes
+ * the map the primary took and drops the rows of the slots that map gives
+ * away, as the primary did. */
+static void commit_logged(zp_server *s, zp_request *r)
+{
+    zp_slotmap *next = checked_map(s, r);
+    if (!next)
+        return;
+    uint64_t dropped = zp_move_drop_foreign(s, next);
+    zp_info("move commit from the primary's log: slot map epoch %" PRIu64 " taken, %" PRIu64
+            " rows of the slots it gives away dropped",
+            zp_slotmap_epoch(next), dropped);
+    zp_slotmap_destroy(&s->slots);
+    s->slots = next; /* the shard owns it */
+    zp_reply_ok(s, r->identity, r->h, 0);
+}
+
 /* COMMIT: take the map, drop M's rows, send the parked requests to B. */
 static void on_commit(zp_server *s, zp_request *r)
 {
@@ -355,6 +383,10 @@ void zp_move_op_on(zp_server *s, zp_request *r)
     }
     if (step < ZP_MOVE_ROWS || step > ZP_MOVE_COMMIT) {
         zp_reply_error(s, r->identity, h, ZEPS_EINVAL, "MOVE: unknown step %u (1 to 7)", step);
+        return;
+    }
+    if (step == ZP_MOVE_COMMIT && s->applying && !s->move) {
+        commit_logged(s, r);
         return;
     }
     if (!step_fits(s, r, step == ZP_MOVE_PUT ? ZP_MOVE_TARGET : ZP_MOVE_SOURCE))

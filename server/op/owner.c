@@ -76,6 +76,12 @@ void zp_owner_refuse(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
         zp_info("%s from rank %d refused (EMOVED): %s%s", zp_wire_op_name(req->op), (int)req->rank,
                 text, note);
     zp_owner_send_with_map(s, identity, &rep);
+    /* the client sends the ids on under new seqs and never this one again:
+     * recorded, a copy of it still on its way (a retry sent while it was
+     * parked in a move's cut-over) is a duplicate here, never applied once
+     * the slots are this shard's again (an abort) */
+    if (req->rank < (uint32_t)s->nworkers && s->workers.w[req->rank].joined && req->seq)
+        zp_workers_record(&s->workers.w[req->rank], req->seq);
 }
 
 /* Rows of sparse table t this shard holds whose slot `next` gives to
@@ -128,10 +134,11 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  zp_slotmap_slots(next), s->shard, zp_slotmap_slots(s->slots));
         return ZEPS_EINVAL;
     }
-    if (s->role.replicas > 1 || (s->cons->caps & ZP_CAP_CUTS)) {
-        snprintf(why, len, "a new slot map on shard %d: not built for %s (docs/elastic.md)",
-                 s->shard,
-                 s->role.replicas > 1 ? "replicated shards" : "modes that hold pushes in rounds");
+    if (s->cons->caps & ZP_CAP_CUTS) {
+        snprintf(why, len,
+                 "a new slot map on shard %d: not built for modes that hold pushes in rounds "
+                 "(docs/elastic.md)",
+                 s->shard);
         return ZEPS_ESTATE;
     }
     if (zp_move_commits(s, next)) /* the commit of the move this shard imports */

@@ -57,9 +57,9 @@ void zp_rlog_fini(zp_repl *r)
     memset(r, 0, sizeof(*r));
 }
 
-bool zp_rlog_logged_op(int op)
+bool zp_rlog_logged(const Zeps__Header *h)
 {
-    switch (op) {
+    switch (h->op) {
     case ZEPS__OP__HELLO:
     case ZEPS__OP__DECLARE:
     case ZEPS__OP__PUSH:
@@ -69,10 +69,20 @@ bool zp_rlog_logged_op(int op)
     case ZEPS__OP__FINISH:
     case ZEPS__OP__TUNE:
     case ZEPS__OP__PUT:
+    case ZEPS__OP__SLOTS:
         return true;
+    case ZEPS__OP__MOVE: /* what a move changes here: the rows it takes, the map */
+        return h->move_step == ZP_MOVE_IMPORT || h->move_step == ZP_MOVE_PUT ||
+               h->move_step == ZP_MOVE_COMMIT || h->move_step == ZP_MOVE_ABORT;
     default:
         return false;
     }
+}
+
+void zp_rlog_skip(zp_server *s)
+{
+    if (s->repl.pending && s->repl.error == 0)
+        s->repl.error = ZEPS_ESTATE; /* a marker only: nothing is replied */
 }
 
 /* The entry of `lsn` if the ring still has it. */
@@ -481,24 +491,29 @@ void zp_rlog_end(zp_server *s)
         release(s);
 }
 
-void zp_rlog_lost(zp_server *s, uint32_t rank)
+void zp_rlog_own(zp_server *s, const Zeps__Header *h)
 {
     zp_repl *r = &s->repl;
     if (!r->on || !zp_role_serves(&s->role))
         return;
+    zmq_msg_t f;
+    zmq_msg_init_size(&f, zeps__header__get_packed_size(h));
+    zeps__header__pack(h, zmq_msg_data(&f));
+    flush(s);
+    log_entry(s, &f, 1);
+    zmq_msg_close(&f);
+    after_logging(s);
+}
+
+void zp_rlog_lost(zp_server *s, uint32_t rank)
+{
     Zeps__Header h;
     zeps__header__init(&h);
     h.version = ZP_PROTOCOL_VERSION;
     h.op = ZEPS__OP__CLOCK;
     h.flags = ZP_FLAG_LOST;
     h.rank = rank;
-    zmq_msg_t f;
-    zmq_msg_init_size(&f, zeps__header__get_packed_size(&h));
-    zeps__header__pack(&h, zmq_msg_data(&f));
-    flush(s);
-    log_entry(s, &f, 1);
-    zmq_msg_close(&f);
-    after_logging(s);
+    zp_rlog_own(s, &h);
 }
 
 /* Whether this log's entry `lsn` is the one the follower has (logged at

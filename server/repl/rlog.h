@@ -101,8 +101,15 @@ typedef struct zp_repl {
 void zp_rlog_init(zp_repl *r, const zp_config *cfg);
 void zp_rlog_fini(zp_repl *r);
 
-/* Whether op is one the log carries: what changes a shard's state. */
-bool zp_rlog_logged_op(int op);
+/* Whether the request of header h is one the log carries: what changes a
+ * shard's state (of MOVE, the steps that change the target's rows or the
+ * map: IMPORT, PUT, COMMIT, ABORT). */
+bool zp_rlog_logged(const Zeps__Header *h);
+
+/* Primary, from a handler while its request is being logged: the request
+ * changed nothing and is answered later, if at all (a move's cut-over
+ * parked it): it is not logged. Nothing otherwise. */
+void zp_rlog_skip(zp_server *s);
 
 /* Primary, around the handler of a request that may change state (frames
  * f[0..n), its header first, unpacked in h; replies to `identity`): begin
@@ -142,9 +149,13 @@ void zp_rnote_round_sparse(zp_server *s, uint32_t table, int64_t clock, uint64_t
 struct zp_rround;
 void zp_rnote_round_rows(zp_server *s, uint32_t table, uint32_t dim, struct zp_rround *rr);
 
-/* Primary: worker `rank` was declared lost by the lost-worker timer, a
- * change outside any request: logged as an entry of its own (a CLOCK with
- * ZP_FLAG_LOST), after the round batch. */
+/* Primary: a change outside any request, logged as an entry of its own
+ * (header h alone, packed here), after the round batch. Nothing with one
+ * replica, or on a backup. */
+void zp_rlog_own(zp_server *s, const Zeps__Header *h);
+
+/* Primary: worker `rank` was declared lost by the lost-worker timer:
+ * zp_rlog_own of a CLOCK with ZP_FLAG_LOST naming it. */
 void zp_rlog_lost(zp_server *s, uint32_t rank);
 
 /* Primary: a FOLLOW request (op/replicate.c checks who sends it). Registers

@@ -19,6 +19,7 @@
 
 #include "errors.h"
 #include "log.h"
+#include "move.h"
 #include "now.h"
 #include "rmsg.h"
 #include "persist.h"
@@ -92,9 +93,14 @@ void zp_xfer_begin(zp_server *s, zp_repl_follower *f)
             f->replica, f->member);
 }
 
-/* No table holds pushes of an open round: a snapshot is the whole state. */
+/* No table holds pushes of an open round, and no move imports rows here:
+ * a snapshot is the whole state. (A move's part is its state, not the
+ * snapshot's: a backup sent the rows of a move in progress without it
+ * could not apply the move's next pages from the log.) */
 static bool quiet(const zp_server *s)
 {
+    if (s->move && s->move->role == ZP_MOVE_TARGET)
+        return false;
     for (uint32_t i = 0; i < s->ntables; i++)
         if (zp_table_holds_pushes(s->tables[i]))
             return false;

@@ -100,52 +100,12 @@ static void restore_workers(zp_server *s, const zp_snapshot *snap)
     }
 }
 
-int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen)
-{
-    zp_snapshot *snap = NULL;
-    int rc = zp_snapshot_read(path, &snap, err, errlen);
-    if (rc != 0)
-        return rc;
-    if (snap->h.nworkers != (uint32_t)s->nworkers || snap->h.shard != (uint32_t)s->shard ||
-        snap->h.nshards != (uint32_t)s->nshards) {
-        rc = zp_errors_set(err, errlen, ZEPS_EDATA,
-                           "%s is shard %u of %u with %u workers, this replica is shard %d of %d "
-                           "with %d",
-                           path, snap->h.shard, snap->h.nshards, snap->h.nworkers, s->shard,
-                           s->nshards, s->nworkers);
-        zp_snapshot_free(&snap);
-        return rc;
-    }
-    for (uint32_t i = 0; i < s->ntables; i++)
-        zp_table_destroy(&s->tables[i]);
-    s->ntables = 0;
-    for (uint32_t i = 0; i < snap->ntables && rc == 0; i++)
-        rc = restore_table(s, &snap->tables[i], UINT64_MAX, err, errlen);
-    for (uint32_t i = 0; i < snap->nworker_recs && rc == 0; i++) {
-        const zp_snap_worker *sw = &snap->workers[i];
-        if (sw->rank >= (uint32_t)s->nworkers)
-            continue;
-        zp_worker *w = &s->workers.w[sw->rank];
-        w->joined = sw->joined; /* as on the primary: a transfer is not a restart */
-        w->rehello = false;
-        w->left = sw->left;
-        w->incarnation = sw->incarnation;
-        w->clock = sw->clock;
-        w->max_seq = sw->max_seq;
-        w->window = sw->window;
-        w->seq_hi = sw->max_seq; /* the highest seen, as far as the record knows */
-        w->hello_clock = sw->clock; /* not in the record: a closed round's push is dropped */
-    }
-    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
-    zp_snapshot_free(&snap);
-    return rc;
-}
-
 /* The slot map of the set (its newest file's: zp_manifest_find_restorable
  * checked the set) becomes the shard's, replacing the cluster file's or
  * the default one: after a move it is newer, and the rows are where it
  * says. A set older than the cluster file's map is refused: its rows are
- * where an older map put them. Nothing changes on error. */
+ * where an older map put them. Nothing changes on error. setid
+ * UINT64_MAX: the whole state a primary sent (zp_restore_transfer). */
 static int restore_slots(zp_server *s, const zp_snapshot *snap, uint64_t setid, char *err,
                          size_t errlen)
 {
@@ -182,12 +142,63 @@ static int restore_slots(zp_server *s, const zp_snapshot *snap, uint64_t setid, 
                                  setid, dir, got, s->cfg.slot_map);
         }
     }
-    zp_info("restore: slot map of epoch %" PRIu64 " from set %016" PRIx64
-            " (this shard owns %u of %u slots; the cluster file's map: epoch %" PRIu64 ")",
-            got, setid, zp_slotmap_count(next, s->shard), zp_slotmap_slots(next), have);
+    char from[64] = "the primary's whole state"; /* setid UINT64_MAX: a transfer */
+    if (setid != UINT64_MAX)
+        snprintf(from, sizeof(from), "set %016" PRIx64, setid);
+    zp_info("restore: slot map of epoch %" PRIu64 " from %s (this shard owns %u of %u slots; "
+            "the cluster file's map: epoch %" PRIu64 ")",
+            got, from, zp_slotmap_count(next, s->shard), zp_slotmap_slots(next), have);
     zp_slotmap_destroy(&s->slots);
     s->slots = next;
     return 0;
+}
+
+int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen)
+{
+    zp_snapshot *snap = NULL;
+    int rc = zp_snapshot_read(path, &snap, err, errlen);
+    if (rc != 0)
+        return rc;
+    if (snap->h.nworkers != (uint32_t)s->nworkers || snap->h.shard != (uint32_t)s->shard ||
+        snap->h.nshards != (uint32_t)s->nshards) {
+        rc = zp_errors_set(err, errlen, ZEPS_EDATA,
+                           "%s is shard %u of %u with %u workers, this replica is shard %d of %d "
+                           "with %d",
+                           path, snap->h.shard, snap->h.nshards, snap->h.nworkers, s->shard,
+                           s->nshards, s->nworkers);
+        zp_snapshot_free(&snap);
+        return rc;
+    }
+    /* the primary's map too: a move may have changed it since the
+     * cluster file's (docs/elastic.md, "Moves with replicas") */
+    rc = restore_slots(s, snap, UINT64_MAX, err, errlen);
+    if (rc != 0) {
+        zp_snapshot_free(&snap);
+        return rc;
+    }
+    for (uint32_t i = 0; i < s->ntables; i++)
+        zp_table_destroy(&s->tables[i]);
+    s->ntables = 0;
+    for (uint32_t i = 0; i < snap->ntables && rc == 0; i++)
+        rc = restore_table(s, &snap->tables[i], UINT64_MAX, err, errlen);
+    for (uint32_t i = 0; i < snap->nworker_recs && rc == 0; i++) {
+        const zp_snap_worker *sw = &snap->workers[i];
+        if (sw->rank >= (uint32_t)s->nworkers)
+            continue;
+        zp_worker *w = &s->workers.w[sw->rank];
+        w->joined = sw->joined; /* as on the primary: a transfer is not a restart */
+        w->rehello = false;
+        w->left = sw->left;
+        w->incarnation = sw->incarnation;
+        w->clock = sw->clock;
+        w->max_seq = sw->max_seq;
+        w->window = sw->window;
+        w->seq_hi = sw->max_seq; /* the highest seen, as far as the record knows */
+        w->hello_clock = sw->clock; /* not in the record: a closed round's push is dropped */
+    }
+    zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);
+    zp_snapshot_free(&snap);
+    return rc;
 }
 
 int zp_restore_newest(zp_server *s, char *err, size_t errlen)

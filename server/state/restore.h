@@ -18,8 +18,8 @@ typedef struct zp_server zp_server;
 int zp_restore_newest(zp_server *s, char *err, size_t errlen);
 
 /* A backup takes the whole state of its primary from the snapshot file
- * `path` (repl/xfer.c): every table and worker record replaced, workers
- * kept joined as the primary has them. Returns 0 or a zeps_err with a
+ * `path` (repl/xfer.c): its slot map, every table and worker record
+ * replaced, workers kept joined as the primary has them. Returns 0 or a zeps_err with a
  * message (then the replica's tables may be partly replaced: it must be
  * sent the state again). */
 int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen);

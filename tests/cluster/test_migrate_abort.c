@@ -13,6 +13,8 @@
  * of the source's, a shard in a move already, an unreachable target:
  * refused (exit 2, or 1 with the source's part aborted), nothing changed.
  * test_move_unsupported: bsp, a shard without sparse tables, snapshots.
+ * test_late_copy_of_parked_push: a push parked in the cut-over and
+ * answered EMOVED by the abort: a late copy of its seq is a duplicate.
  */
 #include <check.h>
 #include <signal.h>
@@ -164,16 +166,101 @@ static void refused(const zt_cluster *cl, char **args, int status, const char *n
                   "exit %d (not %d), or no '%s' in:", st, status, needle);
 }
 
-/* MOVE BEGIN to shard k of 3 moving slot 0 (shard 0's) to `peer`, on a
- * raw socket: the reply header. */
-/* MOVE step `step` to shard k of 3 with peer `peer`; BEGIN carries the
- * map of epoch 1 moving slot 0 (shard 0's) to `peer`. The reply header. */
+/* MOVE step `step` to shard k of 3 with peer `peer`; BEGIN and IMPORT
+ * carry the map of epoch 1 moving slot 0 (shard 0's) to the target (peer
+ * for BEGIN, k for IMPORT). The reply header. */
 static Zeps__Header *raw_begin(const zt_cluster *cl, int k, uint32_t peer, uint32_t step)
 {
-    bool begin = step == ZP_MOVE_BEGIN;
-    return zt_move_step(cl, k, peer, step, begin ? zt_move_map_wire(1, 4095, peer) : NULL,
-                        begin ? 16 + 2 * 4095 : 0);
+    bool map = step == ZP_MOVE_BEGIN || step == ZP_MOVE_IMPORT;
+    uint32_t to = step == ZP_MOVE_BEGIN ? peer : (uint32_t)k;
+    return zt_move_step(cl, k, peer, step, map ? zt_move_map_wire(1, 4095, to) : NULL,
+                        map ? 16 + 2 * 4095 : 0);
 }
+
+/* raw_begin that must be answered without an error. */
+static void raw_step_ok(const zt_cluster *cl, int k, uint32_t peer, uint32_t step)
+{
+    Zeps__Header *rep = raw_begin(cl, k, peer, step);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "step %u at shard %d: %s", step, k, rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
+}
+
+/* A sparse PUSH of -1, -1 to id in table t as worker 1 (incarnation 0x52)
+ * with seq `seq`, on sock. */
+static void raw_push(void *sock, uint32_t t, uint64_t id, uint64_t seq, uint64_t req_id)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__PUSH;
+    h.rank = 1;
+    h.incarnation = 0x52;
+    h.seq = seq;
+    h.req_id = req_id;
+    h.table = t;
+    h.count = 1;
+    unsigned char body[sizeof(id) + DIM * sizeof(float)]; /* the id, then its row */
+    float g[DIM] = {-1.0f, -1.0f};
+    memcpy(body, &id, sizeof(id));
+    memcpy(body + sizeof(id), g, sizeof(g));
+    zt_raw_send(sock, &h, body, sizeof(body));
+}
+
+/* Whether a reply comes on sock within ms. */
+static bool replied(void *sock, int ms)
+{
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    return zmq_poll(&it, 1, ms) == 1;
+}
+
+/* A push parked by the cut-over, and a retry of it (the same seq), then
+ * the move aborted: the one EMOVED answer sends the client on with a new
+ * seq, and a copy of the old seq still on its way is a duplicate, not a
+ * second update (docs/elastic.md, "After the commit"). */
+START_TEST(test_late_copy_of_parked_push)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, 2, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    uint32_t t = zt_move_declare(c);
+    zp_slotmap *d3 = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d3, 3), 0);
+    uint64_t id = 1;
+    while (zp_slotmap_slot_of(d3, id) != 0)
+        id++;
+    void *zctx = zmq_ctx_new(), *sock = zt_move_raw_worker(zctx, &cl, 0, 1, 0x52);
+    raw_step_ok(&cl, 0, 1, ZP_MOVE_BEGIN);
+    raw_step_ok(&cl, 1, 0, ZP_MOVE_IMPORT);
+    raw_step_ok(&cl, 0, 1, ZP_MOVE_FREEZE);
+    raw_push(sock, t, id, 2, 2);
+    ck_assert_msg(!replied(sock, 300), "a push of the moving slot answered in the cut-over");
+    raw_push(sock, t, id, 2, 2); /* the client's retry */
+    ck_assert(!replied(sock, 300));
+    raw_step_ok(&cl, 0, 1, ZP_MOVE_ABORT);
+    raw_step_ok(&cl, 1, 0, ZP_MOVE_ABORT);
+    zt_raw_expect_error(zt_raw_recv(sock, 5000), ZEPS_EMOVED, "which shard 0 owns");
+    ck_assert_msg(!replied(sock, 200), "a parked push answered twice");
+    raw_push(sock, t, id, 2, 3); /* a copy of the old seq, late */
+    Zeps__Header *rep = zt_raw_recv(sock, 5000);
+    ck_assert_msg(rep->op == ZEPS__OP__PUSH && (rep->flags & ZP_FLAG_DUPLICATE),
+                  "the late copy of a parked push was not a duplicate: op %d flags 0x%x (%s)",
+                  rep->op, rep->flags, rep->error_text ? rep->error_text : "");
+    zeps__header__free_unpacked(rep, NULL);
+    raw_push(sock, t, id, 3, 4); /* the client's resend, with a new seq */
+    rep = zt_raw_recv(sock, 5000);
+    ck_assert_msg(rep->op == ZEPS__OP__PUSH && !(rep->flags & ZP_FLAG_DUPLICATE), "%s",
+                  rep->error_text ? rep->error_text : "a duplicate");
+    zeps__header__free_unpacked(rep, NULL);
+    float row[DIM];
+    ck_assert_int_eq(zeps_spull(c, t, &id, 1, row, 0), 0);
+    ck_assert_msg(row[0] == 1.0f, "the push applied %g times", row[0]);
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    zp_slotmap_destroy(&d3);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
 
 START_TEST(test_move_refusals)
 {
@@ -221,7 +308,7 @@ START_TEST(test_move_refusals)
     zt_server_kill(&cl, 2, SIGKILL);
     char *gone[] = {"shards", "move",    "--config", cl.conf,        "--from", "0", "--to",
                     "2",      "--slots", "0-99",     "--timeout-ms", "500",    NULL};
-    refused(&cl, gone, 1, "did not answer a MOVE/MOVE within 500 ms");
+    refused(&cl, gone, 1, "did not answer MOVE/IMPORT within 500 ms");
     ck_assert(zt_wait_log(&cl, 0, "aborted (the tool aborted it)"));
     /* nothing changed */
     for (int k = 0; k < 2; k++) {
@@ -269,6 +356,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_move_aborted);
     tcase_add_test(tc, test_move_refusals);
     tcase_add_test(tc, test_move_unsupported);
+    tcase_add_test(tc, test_late_copy_of_parked_push);
     suite_add_tcase(s, tc);
     return s;
 }

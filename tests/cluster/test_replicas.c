@@ -7,6 +7,8 @@
  *     a backup naming it; STATS and /metrics of both say so;
  *   - the backup refuses a worker's PUSH and HELLO with ENOTPRIMARY, the
  *     reply naming the primary's endpoint and epoch; it answers STATS;
+ *   - a tool's SLOTS is taken by the primary and, through its log, by the
+ *     backup (which refuses it sent directly);
  *   - the primary serves a worker (libzeps) as with one replica;
  *   - replica 0 killed with SIGKILL: replica 1 is primary at epoch 2
  *     within the session timeout (and a margin), and serves a worker;
@@ -215,21 +217,41 @@ static void expect_redirect(rset *rs, Zeps__Op op, int primary, uint64_t epoch)
     zmq_close(s);
 }
 
-/* A tool's SLOTS to replica r (a newer map of the default's 4,096 slots,
- * all on shard 0): refused, moving slots is not built for replicated
- * shards. */
-static void expect_slots_refused(rset *rs, int r)
+/* A tool's SLOTS (a newer map of the default's 4,096 slots, all on shard
+ * 0): the primary takes it and logs it, so its backup takes it too; the
+ * backup refuses it sent directly (ENOTPRIMARY: a backup answers STATS
+ * alone). */
+static void expect_slots_replicated(rset *rs, int primary)
 {
     static unsigned char map[16 + 2 * 4096];
     map[0] = 3;         /* epoch 3, little-endian */
     map[9] = 4096 >> 8; /* 4,096 slots */
     map[12] = 1;        /* 1 shard; every slot's owner 0 */
-    void *s = socket_to(rs, r);
     Zeps__Header h;
-    header(&h, ZEPS__OP__SLOTS, 0xffffffffu);
-    Zeps__Header *rep = zt_raw_req(s, &h, map, sizeof(map));
-    zt_raw_expect_error(rep, ZEPS_ESTATE, "not built for replicated shards"); /* frees rep */
-    zmq_close(s);
+    for (int r = 0; r < 2; r++) {
+        void *s = socket_to(rs, r);
+        header(&h, ZEPS__OP__SLOTS, 0xffffffffu);
+        Zeps__Header *rep = zt_raw_req(s, &h, map, sizeof(map));
+        if (r == primary) {
+            ck_assert_msg(rep && rep->op == ZEPS__OP__SLOTS, "SLOTS at the primary: %s",
+                          rep && rep->error_text ? rep->error_text : "no answer");
+            zeps__header__free_unpacked(rep, NULL);
+        } else {
+            zt_raw_expect_error(rep, ZEPS_ENOTPRIMARY, rs->ep[primary]); /* frees rep */
+        }
+        zmq_close(s);
+    }
+    for (int i = 0;; i++) { /* the backup applied it from the log */
+        Zeps__Header *rep = stats_of(rs, 1 - primary);
+        ck_assert_ptr_nonnull(rep);
+        uint64_t epoch = rep->stats->slot_epoch;
+        zeps__header__free_unpacked(rep, NULL);
+        if (epoch == 3)
+            break;
+        ck_assert_msg(i < 100, "the backup holds slot map epoch %llu, not 3",
+                      (unsigned long long)epoch);
+        sleep_ms(50);
+    }
 }
 
 /* A worker through libzeps, reaching replica r alone (a one-shard file
@@ -330,7 +352,7 @@ START_TEST(test_roles_redirect_failover)
     expect_status(&rs, one, 0, "replica 1 of 2: backup at epoch 1");
     expect_redirect(&rs, ZEPS__OP__PUSH, 0, 1);
     expect_redirect(&rs, ZEPS__OP__HELLO, 0, 1);
-    expect_slots_refused(&rs, 0);
+    expect_slots_replicated(&rs, 0);
     serves(&rs, 0, "before");
 
     /* the primary dies: the backup takes over once its session expires */

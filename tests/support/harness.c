@@ -98,8 +98,14 @@ zeps_client *zt_client_opts(const zt_cluster *c, uint32_t rank, zeps_options *op
         opt->curve_public_key = keys.client_public;
         opt->curve_secret_key = keys.client_secret;
     }
+    const char *reps[ZT_MAX_SERVERS * 2];
+    for (int k = 0; k < c->nservers && c->replicas == 2; k++)
+        for (int r = 0; r < 2; r++)
+            reps[k * 2 + r] = c->replica_endpoints[k][r];
     zeps_client *cl = NULL;
-    if (zeps_client_new_endpoints(&cl, eps, c->nservers, rank, opt) != 0)
+    int rc = c->replicas == 2 ? zeps_client_new_replicas(&cl, reps, c->nservers, 2, rank, opt)
+                              : zeps_client_new_endpoints(&cl, eps, c->nservers, rank, opt);
+    if (rc != 0)
         cl = NULL;
     opt->curve_server_key = opt->curve_public_key = opt->curve_secret_key = NULL;
     return cl;

@@ -23,6 +23,10 @@ typedef struct zt_cluster {
     int nservers, nworkers;
     pid_t pids[ZT_MAX_SERVERS];
     char endpoints[ZT_MAX_SERVERS][300];
+    /* replicated shards (set by the test, e.g. from replset.h): with
+     * replicas == 2, zt_client* follow each shard's primary among these */
+    int replicas;
+    char replica_endpoints[ZT_MAX_SERVERS][2][64];
 } zt_cluster;
 
 /* A loopback TCP port free right now, for tests that need tcp://

@@ -30,34 +30,65 @@ void zt_sleep_ms(int ms)
     nanosleep(&t, NULL);
 }
 
+/* Free loopback endpoints, the folder and the context of a first write. */
+static void first_write(zt_rset *rs, const char *tag, const char *dir)
+{
+    if (dir)
+        snprintf(rs->dir, sizeof(rs->dir), "%s", dir);
+    else
+        ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), tag), 0);
+    snprintf(rs->conf, sizeof(rs->conf), "%s/cluster.conf", rs->dir);
+    for (int r = 0; r < 2; r++)
+        snprintf(rs->ep[r], sizeof(rs->ep[r]), "tcp://127.0.0.1:%d", zt_free_port());
+    rs->zctx = zmq_ctx_new();
+}
+
+void zt_rset_write_shards(zt_rset *rs, int n, const char *tag, const char *hosts, const char *name,
+                          int session_ms, const char *extra)
+{
+    ck_assert(n >= 1 && n <= 4);
+    for (int k = 0; k < n; k++)
+        if (!rs[k].dir[0]) {
+            first_write(&rs[k], tag, k ? rs[0].dir : NULL);
+            rs[k].shard = k;
+        }
+    FILE *f = fopen(rs[0].conf, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "cluster = {\n  servers = (");
+    for (int k = 0; k < n; k++)
+        fprintf(f, "%s [\"%s\", \"%s\"]", k ? "," : "", rs[k].ep[0], rs[k].ep[1]);
+    fprintf(f,
+            " );\n  replicas = 2;\n"
+            "  coordination = { zookeeper = \"%s\"; name = \"%s\"; session_timeout_ms = %d;\n"
+            "                   connect_timeout_ms = 10000; };\n%s\n};\n",
+            hosts, name, session_ms, extra);
+    fclose(f);
+}
+
 void zt_rset_write(zt_rset *rs, const char *tag, const char *hosts, const char *name,
                    int session_ms, const char *extra)
 {
-    if (!rs->dir[0]) {
-        ck_assert_int_eq(zt_scratch_dir(rs->dir, sizeof(rs->dir), tag), 0);
-        snprintf(rs->conf, sizeof(rs->conf), "%s/cluster.conf", rs->dir);
-        for (int r = 0; r < 2; r++)
-            snprintf(rs->ep[r], sizeof(rs->ep[r]), "tcp://127.0.0.1:%d", zt_free_port());
-        rs->zctx = zmq_ctx_new();
-    }
-    FILE *f = fopen(rs->conf, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f,
-            "cluster = {\n  servers = ( [\"%s\", \"%s\"] );\n  replicas = 2;\n"
-            "  coordination = { zookeeper = \"%s\"; name = \"%s\"; session_timeout_ms = %d;\n"
-            "                   connect_timeout_ms = 10000; };\n%s\n};\n",
-            rs->ep[0], rs->ep[1], hosts, name, session_ms, extra);
-    fclose(f);
+    zt_rset_write_shards(rs, 1, tag, hosts, name, session_ms, extra);
+}
+
+/* Replica r's log file into buf. */
+static void log_path(const zt_rset *rs, int r, char *buf, size_t len)
+{
+    if (rs->shard == 0)
+        snprintf(buf, len, "%s/replica-%d.log", rs->dir, r);
+    else
+        snprintf(buf, len, "%s/replica-%d.%d.log", rs->dir, rs->shard, r);
 }
 
 void zt_rset_start(zt_rset *rs, int r)
 {
-    char bin[512], log[400], rep[8];
+    char bin[512], log[400], rep[8], shard[8];
     zt_bin("zeps-server", bin, sizeof(bin));
-    snprintf(log, sizeof(log), "%s/replica-%d.log", rs->dir, r); /* appended across starts */
+    log_path(rs, r, log, sizeof(log)); /* appended across starts */
     snprintf(rep, sizeof(rep), "%d", r);
+    snprintf(shard, sizeof(shard), "%d", rs->shard);
     char *conf = r == 0 && rs->conf0[0] ? rs->conf0 : rs->conf;
-    char *argv[] = {bin, "--config", conf, "--shard", "0", "--replica", rep, NULL};
+    char *argv[] = {bin, "--config", conf, "--shard", shard, "--replica", rep, NULL};
     rs->pid[r] = zt_spawn(bin, argv, log);
     ck_assert_int_gt(rs->pid[r], 0);
 }
@@ -66,8 +97,8 @@ bool zt_rset_transfer_dir_left(const zt_rset *rs, int r)
 {
     char dir[600];
     const char *tmp = getenv("TMPDIR");
-    snprintf(dir, sizeof(dir), "%s/zeps-transfer-0-%d-%d", tmp && tmp[0] ? tmp : "/tmp", r,
-             (int)rs->pid[r]);
+    snprintf(dir, sizeof(dir), "%s/zeps-transfer-%d-%d-%d", tmp && tmp[0] ? tmp : "/tmp", rs->shard,
+             r, (int)rs->pid[r]);
     return access(dir, F_OK) == 0;
 }
 
@@ -167,7 +198,7 @@ double zt_rset_wait(zt_rset *rs, int r, const char *role, uint64_t epoch, int in
     }
     /* the replica's last log lines: the scratch folder goes with the test */
     char path[400], tail[1200] = "";
-    snprintf(path, sizeof(path), "%s/replica-%d.log", rs->dir, r);
+    log_path(rs, r, path, sizeof(path));
     FILE *f = fopen(path, "r");
     if (f) {
         fseek(f, 0, SEEK_END);

@@ -16,6 +16,8 @@
 #include "zeps.pb-c.h"
 
 typedef struct zt_rset {
+    int shard; /* which shard of the cluster file these replicas are (0 unless
+                  zt_rset_write_shards) */
     char dir[256], conf[320];
     char conf0[340]; /* replica 0's own cluster file, when not "" */
     char ep[2][64];
@@ -35,7 +37,14 @@ void zt_sleep_ms(int ms);
 void zt_rset_write(zt_rset *rs, const char *tag, const char *hosts, const char *name,
                    int session_ms, const char *extra);
 
-/* Start replica r (its log: <dir>/replica-<r>.log, appended to). */
+/* Shards 0..n-1 of two replicas each in one cluster file (n <= 4), as
+ * zt_rset_write: rs[k] is shard k, every rs[k] shares rs[0]'s folder and
+ * file (rs[] zeroed on the first call; each has a ZeroMQ context). */
+void zt_rset_write_shards(zt_rset *rs, int n, const char *tag, const char *hosts, const char *name,
+                          int session_ms, const char *extra);
+
+/* Start replica r (its log: <dir>/replica-<r>.log for shard 0, else
+ * <dir>/replica-<shard>.<r>.log; appended to). */
 void zt_rset_start(zt_rset *rs, int r);
 
 /* Whether replica r (without snapshot_dir) has its state-transfer folder

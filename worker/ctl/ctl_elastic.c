@@ -47,7 +47,8 @@ static void usage(FILE *f, const char *cmd)
                    "no longer wait for it (HELLO) nor send it anything, and K can be stopped.\n"
                    "Refused, changing nothing, for shard 0 (it keeps the cluster's BARRIER), for\n"
                    "a shard that owns a slot or holds a row, for a shard of the cluster file when\n"
-                   "a dense table is declared, with snapshot_dir, under bsp and with replicas.\n"
+                   "a dense table is declared, with snapshot_dir and under bsp. With replicas,\n"
+                   "each shard's primary is told; K's replicas may be stopped already.\n"
                    "K may already be stopped. A retired shard never comes back (docs/elastic.md).\n"
                    "\n"
                    "Exit status: 0 retired (or retired already); 1 a shard did not take the map\n"
@@ -75,7 +76,8 @@ static void usage(FILE *f, const char *cmd)
                    "Move every slot of shard K to the other shards that own slots, by live moves\n"
                    "(the one with the fewest rows first), until K owns no slot and no row. A\n"
                    "shard holding a slice of a dense table cannot be removed (dense tables do not\n"
-                   "move). async and ssp (not bsp), one replica per shard (docs/elastic.md).\n"
+                   "move). async and ssp (not bsp); with replicas, by moves between the\n"
+                   "primaries (docs/elastic.md).\n"
                    "\n"
                    "Exit status: 0 removed; 1 a move failed (the moves before it stand); 2 bad\n"
                    "usage or refused (nothing changed).\n");
@@ -143,7 +145,8 @@ static int stats(zp_mover *m, int k, bool specs, const char *cmd, Zeps__Header *
 }
 
 /* Refused in modes that hold pushes in rounds (the shards would refuse
- * each step; said once here, before anything changes). */
+ * each step; said once here, before anything changes), and `add` with
+ * replicas (a shard that joins is one process). */
 static int mode_refused(zp_mover *m, const char *cmd)
 {
     Zeps__Header *rep;
@@ -157,11 +160,11 @@ static int mode_refused(zp_mover *m, const char *cmd)
                 "\"What is built\"); nothing changed\n",
                 cmd, rep->stats->consistency ? rep->stats->consistency : "?");
         rc = ZP_EXIT_SETUP;
-    } else if (rep->stats->replicas > 1) {
+    } else if (rep->stats->replicas > 1 && strcmp(cmd, "add") == 0) {
         fprintf(stderr,
-                "zepsctl shards %s: shards of %u replicas: not built (the slot map is not "
-                "replicated; docs/elastic.md); nothing changed\n",
-                cmd, rep->stats->replicas);
+                "zepsctl shards add: shards of %u replicas: a shard that joins is one process "
+                "(not built; docs/elastic.md, \"Moves with replicas\"); nothing changed\n",
+                rep->stats->replicas);
         rc = ZP_EXIT_SETUP;
     }
     zeps__header__free_unpacked(rep, NULL);
@@ -537,6 +540,7 @@ static int run(int argc, char **argv, const char *cmd)
     }
     zp_mover *m = NULL;
     char err[1024];
+    o.mv.stopped_ok = strcmp(cmd, "retire") == 0; /* the shard to retire may be stopped */
     if (zp_ctl_mover_new(&m, &o.mv, err, sizeof(err)) != 0) {
         fprintf(stderr, "zepsctl shards %s: %s\n", cmd, err);
         return ZP_EXIT_SETUP;

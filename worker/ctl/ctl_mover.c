@@ -27,6 +27,7 @@
 
 #include "alloc.h"
 #include "config.h"
+#include "ctl_primary.h"
 #include "curve.h"
 #include "exitcode.h"
 #include "now.h"
@@ -76,6 +77,16 @@ static int rpc_send(mv *m, int k, Zeps__Header *h, const void *payload, size_t l
     return 0;
 }
 
+/* "/STEP" for a MOVE step, else "". */
+static const char *step_name(const Zeps__Header *h)
+{
+    static const char *const names[] = {"/?",   "/BEGIN",  "/IMPORT", "/ROWS",
+                                        "/PUT", "/FREEZE", "/COMMIT", "/ABORT"};
+    if (h->op != ZEPS__OP__MOVE)
+        return "";
+    return h->move_step < sizeof(names) / sizeof(names[0]) ? names[h->move_step] : names[0];
+}
+
 /* The reply to h (sent by rpc_send to shard k), as rpc. */
 static int rpc_recv(mv *m, int k, const Zeps__Header *h, Zeps__Header **rep, zmq_msg_t *data)
 {
@@ -86,8 +97,7 @@ static int rpc_recv(mv *m, int k, const Zeps__Header *h, Zeps__Header **rep, zmq
         long left = (long)((until - zp_now_s()) * 1000);
         if (left <= 0 || zmq_poll(&it, 1, left) != 1) {
             snprintf(m->err, sizeof(m->err), "shard %d (%s) did not answer %s%s within %d ms", k,
-                     m->ep[k], h->op == ZEPS__OP__MOVE ? "a MOVE/" : "", zp_wire_op_name(h->op),
-                     m->o.timeout_ms);
+                     m->ep[k], zp_wire_op_name(h->op), step_name(h), m->o.timeout_ms);
             return ZEPS_ETIMEDOUT;
         }
         zp_frames f;
@@ -164,9 +174,18 @@ static int open_sockets(mv *m)
 {
     if (zp_curve_load_client(&m->cfg, &m->keys, m->err, sizeof(m->err)) != 0)
         return ZEPS_ECONFIG;
+    char ep[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX];
+    for (int k = 0; k < m->cfg.num_shards; k++)
+        snprintf(ep[k], sizeof(ep[k]), "%s", m->cfg.servers[k]);
+    if (m->cfg.replicas > 1) { /* the steps go to the primaries */
+        int rc =
+            zp_ctl_primary_find(&m->cfg, &m->keys, m->o.timeout_ms, ep, m->err, sizeof(m->err));
+        if (rc != 0 && !m->o.stopped_ok)
+            return rc;
+    }
     m->zctx = zmq_ctx_new();
     for (int k = 0; k < m->cfg.num_shards; k++)
-        if (open_socket(m, k, m->cfg.servers[k]) != 0)
+        if (open_socket(m, k, ep[k]) != 0)
             return ZEPS_ETRANSPORT;
     return 0;
 }

@@ -30,6 +30,8 @@ typedef struct zp_mv_opts {
     uint64_t max_rounds; /* ... or after this many rounds */
     int joined;          /* zp_ctl_mover_new also connects to the shards that joined at run
                             time (the newest map of the file's shards names them) */
+    int stopped_ok;      /* replicated shards: one without a primary (stopped) is reached at
+                            replica 0, where its steps fail, instead of failing at once */
 } zp_mv_opts;
 
 typedef struct zp_mover zp_mover;

@@ -30,7 +30,7 @@ static void usage(FILE *f)
            "short cut-over (A parks the requests of those slots, at most --cutover-ms) and\n"
            "the commit (the slot map one epoch up, on every shard). A failure before the\n"
            "commit aborts the move and changes nothing. async and ssp clusters, sparse\n"
-           "tables, one replica per shard, no cold tier (docs/elastic.md).\n"
+           "tables, no cold tier; with replicas, between the primaries (docs/elastic.md).\n"
            "\n"
            "  --page ROWS        rows per page copied (default 4096)\n"
            "  --threshold ROWS   begin the cut-over once at most this many rows are left\n"

@@ -85,7 +85,8 @@ static void usage(FILE *f, const char *cmd)
 
 static int parse(el_opts *o, int argc, char **argv, const char *cmd)
 {
-    int rc = zp_ctl_mover_parse(&o->mv, &o->tolerance, &o->max_moves, &o->what, argc, argv, cmd);
+    int rc =
+        zp_ctl_mover_opts_parse(&o->mv, &o->tolerance, &o->max_moves, &o->what, argc, argv, cmd);
     if (rc != 0)
         return rc;
     if (!o->mv.conf || !o->what) {
@@ -380,7 +381,7 @@ static int give_some(zp_mover *m, int k, const uint8_t *to, int nth, uint32_t *l
 static int shard_arg(const zp_mover *m, const el_opts *o, const char *cmd)
 {
     int n = zp_ctl_mover_shards(m);
-    long long k = zp_ctl_mover_number(o->what, 0, ZP_MAX_SHARDS - 1);
+    long long k = zp_ctl_mover_opts_number(o->what, 0, ZP_MAX_SHARDS - 1);
     if (k >= 0 && k < n)
         return (int)k;
     fprintf(stderr, "zepsctl shards %s: '%s' is not one of the cluster's %d shards\n", cmd, o->what,

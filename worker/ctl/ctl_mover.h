@@ -1,9 +1,9 @@
 /*
  * ctl_mover.h - the live move of a slot set as a tool drives it
- * (ctl_mover.c), for the commands made of moves: `zepsctl shards move`
- * (one move) and `zepsctl shards rebalance` (ctl_rebalance.c, a move at a
- * time). A mover holds the cluster file and a socket to every shard; it
- * is used by one thread.
+ * (ctl_mover.c; the options: ctl_mover_opts.c), for the commands made of
+ * moves: `zepsctl shards move` (one move) and `zepsctl shards rebalance`
+ * (ctl_rebalance.c, a move at a time). A mover holds the cluster file and
+ * a socket to every shard; it is used by one thread.
  */
 #ifndef ZP_CTL_MOVER_H
 #define ZP_CTL_MOVER_H
@@ -42,10 +42,10 @@ void zp_ctl_mover_opts_default(zp_mv_opts *o);
 /* Option `a` (--page, --threshold, --max-rounds, --cutover-ms, --lease-ms,
  * --timeout-ms) with value x (-1: not a number): 1 if taken, 0 if it is
  * not one of them or x is out of its range. */
-int zp_ctl_mover_opt(zp_mv_opts *o, const char *a, long long x);
+int zp_ctl_mover_opts_one(zp_mv_opts *o, const char *a, long long x);
 
 /* text as a number in [lo, hi], or -1. */
-long long zp_ctl_mover_number(const char *text, long long lo, long long hi);
+long long zp_ctl_mover_opts_number(const char *text, long long lo, long long hi);
 
 /* The arguments of a command that moves slots until a balance (`zepsctl
  * shards CMD`): the move options, --config FILE (into o->conf),
@@ -54,8 +54,8 @@ long long zp_ctl_mover_number(const char *text, long long lo, long long hi);
  * positional argument (*what, or NULL if none). 1 for --help, -1 for bad
  * usage (said on stderr, naming CMD), else 0; the caller checks what it
  * requires. */
-int zp_ctl_mover_parse(zp_mv_opts *o, double *tolerance, int *max_moves, const char **what,
-                       int argc, char **argv, const char *cmd);
+int zp_ctl_mover_opts_parse(zp_mv_opts *o, double *tolerance, int *max_moves, const char **what,
+                            int argc, char **argv, const char *cmd);
 
 /* A mover of the cluster of o->conf (o is copied): 0, or ZEPS_ECONFIG /
  * ZEPS_ETRANSPORT with the reason in err. The caller destroys it. */

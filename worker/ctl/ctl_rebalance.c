@@ -60,8 +60,8 @@ static void usage(FILE *f)
 static int parse(rb_opts *o, int argc, char **argv)
 {
     o->skip = NULL; /* every shard counts */
-    int rc =
-        zp_ctl_mover_parse(&o->mv, &o->tolerance, &o->max_moves, NULL, argc, argv, "rebalance");
+    int rc = zp_ctl_mover_opts_parse(&o->mv, &o->tolerance, &o->max_moves, NULL, argc, argv,
+                                     "rebalance");
     if (rc != 0)
         return rc;
     if (!o->mv.conf) {

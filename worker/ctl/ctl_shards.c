@@ -50,7 +50,7 @@ static int parse(mv_opts *o, int argc, char **argv)
     zp_ctl_mover_opts_default(o);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long x = v ? zp_ctl_mover_number(v, 0, 1ll << 40) : -1;
+        long long x = v ? zp_ctl_mover_opts_number(v, 0, 1ll << 40) : -1;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
             return 1;
         if (!v) {
@@ -66,7 +66,7 @@ static int parse(mv_opts *o, int argc, char **argv)
             o->from = (int)x;
         else if (strcmp(a, "--to") == 0 && x >= 0 && x < ZP_MAX_SHARDS)
             o->to = (int)x;
-        else if (!zp_ctl_mover_opt(o, a, x)) {
+        else if (!zp_ctl_mover_opts_one(o, a, x)) {
             fprintf(stderr, "zepsctl shards move: bad option '%s %s'\n", a, v);
             return -1;
         }

@@ -35,9 +35,8 @@ int zp_move_refused(const zp_server *s, char *why, size_t len)
                  s->shard, s->move->role == ZP_MOVE_SOURCE ? "source" : "target", s->move->peer);
         return ZEPS_ESTATE;
     }
-    if (s->role.replicas > 1 || (s->cons->caps & ZP_CAP_CUTS)) {
-        snprintf(why, len, "moving slots is not supported %s (docs/elastic.md)",
-                 s->role.replicas > 1 ? "with replicas" : "under bsp (its rounds hold pushes)");
+    if (s->role.replicas > 1) {
+        snprintf(why, len, "moving slots is not supported with replicas (docs/elastic.md)");
         return ZEPS_ESTATE;
     }
     bool sparse = false;
@@ -318,6 +317,9 @@ void zp_move_end(zp_server *s)
         zp_idset_fini(&m->dirty[i]);
         free(m->round[i].ids);
     }
+    for (uint32_t i = 0; i < m->nhanded; i++) /* held pushes handed over (or not, at an end) */
+        zp_rround_fini(&m->handed[i]);
+    free(m->handed);
     free(m->dirty);
     free(m->round);
     free(m->moving);

@@ -188,10 +188,22 @@ bool zp_sparse_ops_room(zp_server *s, zp_request *r, const zp_table *t, const ui
     return rows_room(s, r, t, ids, n);
 }
 
+/* Whether parked pull p names a row of a move's slots in its cut-over:
+ * their held bsp pushes are handed over, so the source's rows may miss a
+ * round; it is answered at the commit (EMOVED) or the abort. */
+static bool frozen_rows(const zp_server *s, const zp_table *t, const zp_parked *p)
+{
+    if (!s->move || !s->move->frozen || !p->has_keys)
+        return false;
+    const uint64_t *ids =
+        zp_rows_ids(t->rows, zmq_msg_data((zmq_msg_t *)&p->keys), (size_t)p->count);
+    return zp_move_frozen(s, ids, (size_t)p->count) >= 0;
+}
+
 static bool rows_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
 {
     return p->cold_tag == 0 && s->cons->rows_pull_ready(s, t, p->rank, p->clock) &&
-           zp_turns_rows_mine(s, t, p->rank, p->clock);
+           zp_turns_rows_mine(s, t, p->rank, p->clock) && !frozen_rows(s, t, p);
 }
 
 static void rows_serve(zp_server *s, zp_table *t, zp_parked *p)

@@ -49,6 +49,7 @@ typedef struct zp_mover {
     uint64_t req_id;
     char err[1024];
     uint64_t rows, bytes, rounds;     /* copied so far */
+    uint64_t held;                    /* round records (bsp pushes held) handed over */
     uint64_t round_rows, round_bytes; /* ... when the round in progress began */
 } mv;
 
@@ -267,8 +268,12 @@ static int page_put(mv *m, Zeps__Header *h, bool last, uint64_t *n, uint64_t *le
         p.move_table = rep->move_table;
         p.count = rep->count;
         p.state_per_value = rep->state_per_value;
+        p.flags = rep->flags & ZP_FLAG_HELD; /* bsp pushes held for open rounds, not rows */
         rc = rpc(m, m->o.to, &p, zmq_msg_data(&data), zmq_msg_size(&data), &ack, NULL);
-        if (rc == 0) {
+        if (rc == 0 && (rep->flags & ZP_FLAG_HELD)) {
+            zeps__header__free_unpacked(ack, NULL);
+            m->held += rep->count;
+        } else if (rc == 0) {
             zeps__header__free_unpacked(ack, NULL);
             m->rows += rep->count;
             m->bytes += zmq_msg_size(&data);
@@ -386,8 +391,9 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
                     k, m->err);
     uint64_t dropped = rep->count;
     zeps__header__free_unpacked(rep, NULL);
-    printf("cut-over: %" PRIu64 " rows in %.1f ms (the longest a request of the slots waited)\n",
-           m->rows - before, cut_ms);
+    printf("cut-over: %" PRIu64 " rows and %" PRIu64 " held bsp pushes in %.1f ms (the longest "
+           "a request of the slots waited)\n",
+           m->rows - before, m->held, cut_ms);
     printf("moved: %" PRIu64 " rows sent (%.1f MB) in %" PRIu64
            " rounds, %.2f s (%.0f rows/s, %.1f MB/s); shard %d dropped %" PRIu64
            " rows; slot map epoch %" PRIu64 "\n",
@@ -663,7 +669,7 @@ int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const
     m->o.to = to;
     m->o.slots = slots;
     m->which = which;
-    m->rows = m->bytes = m->rounds = m->round_rows = m->round_bytes = 0;
+    m->rows = m->bytes = m->rounds = m->round_rows = m->round_bytes = m->held = 0;
     int rc = run(m);
     m->which = NULL;
     return rc;

@@ -1,0 +1,351 @@
+/*
+ * test_bsp_move.c - shards added and removed under bsp while a
+ * deterministic job trains sparse rows (docs/elastic.md, "Moves under
+ * bsp"), with real shards, real worker processes and the real zepsctl.
+ *
+ * The job: three worker processes, a sparse table of 600 ids (dim 4,
+ * adagrad, a seeded normal init); at every clock each worker pulls the
+ * ids of its share of that clock (the shares overlap, so a round sums
+ * several workers' rows), pushes a gradient made from the rows it pulled
+ * and clocks. The bits of every row at the end depend on every round's
+ * rank-order sum and on the order rounds were applied.
+ *
+ * test_add_remove_bits: the job on two shards; after clock 10 a third
+ * shard starts with --join and `zepsctl shards add` gives it a third of
+ * the rows by live moves; then `zepsctl shards remove 2` moves them back,
+ * `zepsctl shards retire 2`, and shard 2 is stopped once every worker
+ * clocked twice since (under bsp CLOCK goes to every live shard). The
+ * workers wait before their last clocks until all that is done, so every
+ * move runs mid-job. Then every row's record (values, adagrad state,
+ * version, touches, last clock; SCAN) is compared byte for byte with the
+ * same job run on two shards without a move.
+ *
+ * test_held_pushes_handed: the same with the moves made while every
+ * worker holds pushes in the source's open round: one worker sleeps
+ * before its pushes, so the others' pushes of that clock are held when
+ * the cut-over comes; the tool's output says how many it handed over.
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "move_fixture.h"
+#include "now.h"
+#include "zeps.h"
+
+#define W     3   /* workers */
+#define N     600 /* ids */
+#define BDIM  4
+#define STEPS 600 /* clocks of the job */
+#define AHEAD 100 /* clocks the workers may run past the test's last look */
+#define REC   ZEPS_ROW_RECORD_BYTES(BDIM, 1)
+
+static uint32_t declare(zeps_client *c)
+{
+    zeps_sparse_spec spec = {.name = "bspemb",
+                             .dim = BDIM,
+                             .optimizer = "adagrad",
+                             .lr = 0.05,
+                             .init = "normal",
+                             .init_scale = 0.1,
+                             .seed = 7};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    return t;
+}
+
+/* Worker w's ids of clock k: the ids i with (i + k + w) % 4 != 0 (three
+ * quarters; every id is in the share of at least two workers). */
+static size_t share(const uint64_t *ids, int w, int k, uint64_t *out)
+{
+    size_t n = 0;
+    for (int i = 0; i < N; i++)
+        if ((i + k + w) % 4 != 0)
+            out[n++] = ids[i];
+    return n;
+}
+
+/* The clock the test lets the workers reach (<dir>/limit), 0 if none. */
+static int limit_read(const zt_cluster *cl)
+{
+    char path[400];
+    int k = 0;
+    snprintf(path, sizeof(path), "%s/limit", cl->dir);
+    FILE *f = fopen(path, "r");
+    if (f && fscanf(f, "%d", &k) != 1)
+        k = 0;
+    if (f)
+        fclose(f);
+    return k;
+}
+
+static void limit_write(const zt_cluster *cl, int64_t k)
+{
+    char path[400], tmp[420];
+    snprintf(path, sizeof(path), "%s/limit", cl->dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%lld\n", (long long)(k < STEPS ? k : STEPS));
+    fclose(f);
+    ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/* The job's worker process w; `slow`: sleep 30 ms before every push of
+ * an odd clock (pushes of the others are then held when a move comes).
+ * It starts clock k only below the test's limit, so that the job is still
+ * running whenever the test moves slots (each run does the same clocks). */
+static void worker(const zt_cluster *cl, int w, bool slow)
+{
+    static uint64_t ids[N], mine[N];
+    static float rows[N * BDIM], g[N * BDIM];
+    zt_move_ids(ids, N, 3);
+    zeps_client *c = zt_client(cl, (uint32_t)w);
+    if (!c)
+        _exit(1);
+    uint32_t t = declare(c);
+    int limit = 0;
+    for (int k = 0; k < STEPS; k++) {
+        for (int i = 0; k >= limit && i < 60000; i++)
+            if (k >= (limit = limit_read(cl)))
+                usleep(2000);
+        size_t n = share(ids, w, k, mine);
+        if (zeps_spull(c, t, mine, n, rows, k) != 0)
+            goto fail;
+        for (size_t i = 0; i < n * BDIM; i++)
+            g[i] = 0.5f * rows[i] + 0.01f * (float)(w + 1) - 0.003f * (float)(k % 5);
+        if (slow && w == 0 && k % 2 == 1)
+            usleep(30000);
+        if (zeps_spush(c, t, mine, n, g, k) != 0 || zeps_clock(c, k) != 0)
+            goto fail;
+        usleep(2000);
+    }
+    zeps_client_destroy(&c);
+    _exit(0);
+fail:
+    fprintf(stderr, "bsp worker %d: %s\n", w, zeps_last_error(c));
+    _exit(1);
+}
+
+static void start_workers(const zt_cluster *cl, pid_t *pids, bool slow)
+{
+    for (int w = 0; w < W; w++) {
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0)
+            worker(cl, w, slow);
+    }
+}
+
+static void end_workers(const zt_cluster *cl, const pid_t *pids)
+{
+    limit_write(cl, STEPS);
+    for (int w = 0; w < W; w++) {
+        int ws = zt_wait(pids[w], 120);
+        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
+    }
+}
+
+/* The slowest worker's clock on shard k (STATS), -1 before all said HELLO. */
+static int64_t min_clock(zeps_client *tl, int k)
+{
+    Zeps__ShardStats *st = zt_stats(tl, k);
+    ck_assert_ptr_nonnull(st);
+    int64_t m = st->n_workers == W ? INT64_MAX : -1;
+    for (size_t i = 0; i < st->n_workers; i++)
+        if (st->workers[i]->clock < m)
+            m = st->workers[i]->clock;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return m;
+}
+
+/* Let the workers run AHEAD clocks past where they are now, and wait
+ * until the slowest ended clock at_least - 1 (-1: only let them run). */
+static void wait_clock(const zt_cluster *cl, zeps_client *tl, int64_t at_least)
+{
+    limit_write(cl, (at_least > min_clock(tl, 0) ? at_least : min_clock(tl, 0)) + AHEAD);
+    if (at_least < 0)
+        return;
+    for (int i = 0; i < 2400 && min_clock(tl, 0) < at_least; i++)
+        usleep(5000);
+    ck_assert_int_ge(min_clock(tl, 0), at_least);
+}
+
+static int by_id(const void *a, const void *b)
+{
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    return x < y ? -1 : x > y;
+}
+
+/* Every row of the table on shards 0 and 1 (SCAN), sorted by id; their
+ * count (a worker's client: rank 0 again, the job done). */
+static size_t scan_all(const zt_cluster *cl, uint8_t **out)
+{
+    zeps_client *c = zt_client_replacing(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = declare(c);
+    size_t n = 0;
+    *out = NULL;
+    for (int k = 0; k < 2; k++) {
+        uint64_t cursor = 0;
+        do {
+            zeps_page p;
+            ck_assert_msg(zeps_scan(c, t, k, cursor, 700, &p) == 0, "%s", zeps_last_error(c));
+            ck_assert_uint_eq(p.state_per_value, 1);
+            *out = realloc(*out, (size_t)((n + p.count) * REC) + 1);
+            memcpy(*out + n * REC, p.data, (size_t)p.bytes);
+            n += p.count;
+            cursor = p.next;
+            zeps_page_release(&p);
+        } while (cursor != 0);
+    }
+    zeps_client_destroy(&c);
+    qsort(*out, n, REC, by_id);
+    return n;
+}
+
+/* The job on two shards without a move: its rows. */
+static size_t baseline(uint8_t **rows)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
+    pid_t pids[W];
+    start_workers(&cl, pids, false);
+    end_workers(&cl, pids);
+    size_t n = scan_all(&cl, rows);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+    return n;
+}
+
+static int zepsctl(const zt_cluster *cl, const char *name, char **args)
+{
+    char log[400];
+    snprintf(log, sizeof(log), "%s/%s.log", cl->dir, name);
+    int st = zt_move_zepsctl(log, args);
+    zt_move_print_file(log);
+    return st;
+}
+
+/* Held pushes handed over by the moves of a log (its cut-over lines). */
+static long handed(const zt_cluster *cl, const char *name)
+{
+    char path[400], line[512];
+    snprintf(path, sizeof(path), "%s/%s.log", cl->dir, name);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long sum = 0, rows, held;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "cut-over: %ld rows and %ld held bsp pushes", &rows, &held) == 2)
+            sum += held;
+    fclose(f);
+    return sum;
+}
+
+/* The job with shard 2 added after clock 10, then removed, retired and
+ * stopped: its rows into *rows, their count; *held the held pushes the
+ * moves handed over. */
+static size_t with_moves(bool slow, uint8_t **rows, long *held)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
+    pid_t pids[W];
+    start_workers(&cl, pids, slow);
+    zeps_client *tl = zt_move_tool(&cl);
+    limit_write(&cl, 12);
+    wait_clock(&cl, tl, 10);
+    char ep[400];
+    zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
+    ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
+    char *add[] = {"shards", "add", ep, "--config", cl.conf, "--threshold", "16", NULL};
+    ck_assert_int_eq(zepsctl(&cl, "add", add), 0);
+    zeps_client_destroy(&tl);
+    tl = zt_move_tool(&cl); /* knows shard 2 */
+    ck_assert_uint_gt(zt_move_rows(tl, 2, NULL), N / 5);
+    wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* rounds close with shard 2 in the job */
+    char *rm[] = {"shards", "remove", "2", "--config", cl.conf, "--threshold", "16", NULL};
+    wait_clock(&cl, tl, -1);
+    ck_assert_int_eq(zepsctl(&cl, "remove", rm), 0);
+    char *ret[] = {"shards", "retire", "2", "--config", cl.conf, NULL};
+    wait_clock(&cl, tl, -1);
+    ck_assert_int_eq(zepsctl(&cl, "retire", ret), 0);
+    wait_clock(&cl, tl, min_clock(tl, 0) + 2); /* every worker learned the map retiring shard 2 */
+    int ks = zt_server_kill(&cl, 2, SIGTERM);
+    ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
+    wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* the job goes on without shard 2 */
+    zt_move_workers_run(pids, W); /* the moves ran mid-job: the workers wait at the limit */
+    ck_assert_int_lt(min_clock(tl, 0), STEPS - 1);
+    zeps_client_destroy(&tl);
+    end_workers(&cl, pids);
+    *held = handed(&cl, "add") + handed(&cl, "remove");
+    size_t n = scan_all(&cl, rows);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+    return n;
+}
+
+/* Whether rows a and b (records) differ in anything but their touch count
+ * (the count of pulls and applies that read the row: printed apart). */
+static bool differ(const uint8_t *a, const uint8_t *b)
+{
+    return memcmp(a, b, 12) != 0 || memcmp(a + 16, b + 16, REC - 16) != 0;
+}
+
+static void same_bits(bool slow)
+{
+    uint8_t *base, *moved;
+    long held = 0;
+    size_t nb = baseline(&base), nm = with_moves(slow, &moved, &held);
+    ck_assert_uint_eq(nb, N);
+    ck_assert_uint_eq(nm, N);
+    size_t diff = 0, touches = 0;
+    for (size_t i = 0; i < N; i++) {
+        uint32_t ta, tb;
+        memcpy(&ta, base + i * REC + 12, 4);
+        memcpy(&tb, moved + i * REC + 12, 4);
+        touches += ta != tb;
+        diff += differ(base + i * REC, moved + i * REC);
+    }
+    printf("bsp%s: %zu of %d rows differ from the run without moves in values, optimizer "
+           "state, version or last clock, %zu in touch count; %ld held pushes handed over\n",
+           slow ? " with a slow worker" : "", diff, N, touches, held);
+    ck_assert_msg(diff == 0, "%zu of %d rows differ from the run without moves", diff, N);
+    if (slow)
+        ck_assert_int_gt(held, 0);
+    free(base);
+    free(moved);
+}
+
+START_TEST(test_add_remove_bits)
+{
+    same_bits(false);
+}
+END_TEST
+
+START_TEST(test_held_pushes_handed)
+{
+    same_bits(true);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("bsp_move");
+    TCase *tc = tcase_create("bsp_move");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_add_remove_bits);
+    tcase_add_test(tc, test_held_pushes_handed);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

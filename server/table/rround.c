@@ -297,7 +297,7 @@ size_t zp_rround_split(zp_rround *rr, zp_rround *into, int (*choose)(uint64_t id
     size_t moved = 0, out = 0;
     for (size_t i = 0; i < rr->nheld; i++) {
         zp_rround_push p = rr->held[i];
-        size_t m = 0;
+        size_t m = 0, had = p.n;
         for (size_t j = 0; j < p.n; j++)
             m += choose(p.ids[j], arg) != 0;
         if (m > 0 && part_hold(into, &p, choose, arg, 1, m, dim) != 0)
@@ -321,7 +321,7 @@ size_t zp_rround_split(zp_rround *rr, zp_rround *into, int (*choose)(uint64_t id
             free(p.ids);
         }
         moved += m;
-        if (m < p.n || p.n == 0)
+        if (m < had || had == 0) /* some rows stay (p is what is left of them) */
             rr->held[out++] = p;
     }
     rr->nheld = out;

@@ -33,10 +33,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zmq.h>
+
 #include "check_main.h"
 #include "harness.h"
 #include "move_fixture.h"
 #include "now.h"
+#include "rawreq.h"
+#include "slotmap.h"
+#include "wire.h"
 #include "zeps.h"
 
 #define W     3   /* workers */
@@ -334,6 +339,146 @@ START_TEST(test_held_pushes_handed)
 }
 END_TEST
 
+/* A MOVE step to shard k on sock (a tool's), its reply header and, if
+ * `page`, its payload frame (the caller closes it). */
+static Zeps__Header *step_to(void *sock, uint32_t step, uint32_t peer, const Zeps__Header *like,
+                             const void *data, size_t len, zmq_msg_t *page)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__MOVE;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    h.move_step = step;
+    h.move_peer = peer;
+    if (like) { /* a PUT of the page `like` answered */
+        h.count = like->count;
+        h.move_table = like->move_table;
+        h.state_per_value = like->state_per_value;
+        h.flags = like->flags & ZP_FLAG_HELD;
+    } else {
+        h.count = 100;
+    }
+    zt_raw_send(sock, &h, data, len);
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    ck_assert_int_eq(zmq_poll(&it, 1, ZT_RAW_TIMEOUT_MS), 1);
+    zp_frames m;
+    ck_assert_int_eq(zp_wire_frames_recv(sock, &m, 0), 0);
+    Zeps__Header *rep = zp_wire_unpack_header(&m.f[0]);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "MOVE step %u: %s", step,
+                  rep->error_text ? rep->error_text : "?");
+    if (page) {
+        zmq_msg_init(page);
+        if (m.n > 1)
+            zmq_msg_copy(page, &m.f[1]);
+    }
+    zp_wire_frames_close(&m);
+    return rep;
+}
+
+/* Pages from shard 0 put to shard 2 until none is left: the rows put and
+ * the round records put. */
+static void relay(void *src, void *dst, uint64_t *rows, uint64_t *records)
+{
+    for (;;) {
+        zmq_msg_t page;
+        Zeps__Header *rep = step_to(src, ZP_MOVE_ROWS, 2, NULL, NULL, 0, &page);
+        uint64_t n = rep->count, left = rep->cursor;
+        if (n > 0) {
+            Zeps__Header *ack =
+                step_to(dst, ZP_MOVE_PUT, 0, rep, zmq_msg_data(&page), zmq_msg_size(&page), NULL);
+            zeps__header__free_unpacked(ack, NULL);
+            *((rep->flags & ZP_FLAG_HELD) ? records : rows) += n;
+        }
+        zeps__header__free_unpacked(rep, NULL);
+        zmq_msg_close(&page);
+        if (n == 0 && left == 0)
+            return;
+    }
+}
+
+/* An id of slot `slot` under the default map of 3 shards, past `after`. */
+static uint64_t id_in_slot(uint32_t slot, uint64_t after)
+{
+    zp_slotmap *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    uint64_t id = after + 1;
+    while (zp_slotmap_slot_of(d, id) != slot)
+        id++;
+    zp_slotmap_destroy(&d);
+    return id;
+}
+
+/* The steps of a move one by one, with two workers' bsp rounds between
+ * them: (1) both push X for clock 0 and the copy sends X, then both clock
+ * 0, so the round applies to X after its page: the cut-over's last round
+ * must send X again; (2) worker 0 pushes Y for clock 1 before the
+ * cut-over (held: handed to the target as a round record) and worker 1
+ * during it (parked, then EMOVED and sent to the target): the target's
+ * round 1 sums both. Both rows then read -(1 + 2) in each column. */
+START_TEST(test_steps)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, 2, "bsp", NULL, NULL), 0);
+    zeps_client *c0 = zt_client(&cl, 0), *c1 = zt_client(&cl, 1);
+    ck_assert(c0 && c1);
+    uint32_t t = zt_move_declare(c0);
+    ck_assert_uint_eq(zt_move_declare(c1), t);
+    uint64_t x = id_in_slot(0, 0), y = id_in_slot(0, x);
+    float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
+    ck_assert_int_eq(zeps_spull(c0, t, &x, 1, got, 0), 0); /* X's row is made */
+    ck_assert_int_eq(zeps_spush(c0, t, &x, 1, g0, 0), 0);
+    ck_assert_int_eq(zeps_spush(c1, t, &x, 1, g1, 0), 0);
+    static uint8_t wire[16 + 2 * 4095];
+    memcpy(wire, zt_move_map_wire(1, 4095, 2), sizeof(wire)); /* slot 0 to shard 2 */
+    void *ctx = zmq_ctx_new(), *a = zt_raw_socket(ctx, &cl, 0), *b = zt_raw_socket(ctx, &cl, 2);
+    zeps__header__free_unpacked(step_to(a, ZP_MOVE_BEGIN, 2, NULL, wire, sizeof(wire), NULL), NULL);
+    zeps__header__free_unpacked(step_to(b, ZP_MOVE_IMPORT, 0, NULL, wire, sizeof(wire), NULL),
+                                NULL);
+    uint64_t rows = 0, records = 0;
+    relay(a, b, &rows, &records);
+    ck_assert_uint_eq(rows, 1); /* X, before its round */
+    ck_assert_int_eq(zeps_clock(c0, 0), 0);
+    ck_assert_int_eq(zeps_clock(c1, 0), 0); /* round 0 applies to X at shard 0 */
+    ck_assert_int_eq(zeps_spull(c0, t, &y, 1, got, 1), 0);
+    ck_assert_int_eq(zeps_spush(c0, t, &y, 1, g0, 1), 0); /* held for round 1 */
+    zeps__header__free_unpacked(step_to(a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
+    zeps_sbatch *bt;
+    zeps_req *pending;
+    ck_assert_int_eq(zeps_sbatch_new(c1, t, &y, 1, &bt), 0);
+    ck_assert_int_eq(zeps_sbatch_push_start(bt, g1, 1, &pending), 0); /* parked */
+    usleep(100 * 1000);
+    rows = records = 0;
+    relay(a, b, &rows, &records);
+    ck_assert_uint_eq(rows, 2);    /* X again (its round applied after its page), Y */
+    ck_assert_uint_eq(records, 1); /* worker 0's push of Y */
+    zp_slotmap *next = NULL;
+    char why[256];
+    ck_assert_int_eq(zp_slotmap_decode(&next, wire, sizeof(wire), 3, why, sizeof(why)), 0);
+    ck_assert_int_eq(zt_raw_slots(&cl, 2, next), 0);
+    zeps__header__free_unpacked(step_to(a, ZP_MOVE_COMMIT, 2, NULL, wire, sizeof(wire), NULL),
+                                NULL);
+    ck_assert_int_eq(zt_raw_slots(&cl, 1, next), 0);
+    zp_slotmap_destroy(&next);
+    ck_assert_msg(zeps_wait(&pending) == 0, "%s", zeps_last_error(c1)); /* sent on to shard 2 */
+    zeps_sbatch_free(&bt);
+    ck_assert_int_eq(zeps_clock(c0, 1), 0);
+    ck_assert_int_eq(zeps_clock(c1, 1), 0);
+    ck_assert_int_eq(zeps_spull(c0, t, &x, 1, got, 2), 0);
+    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "X: %g %g", got[0], got[1]);
+    ck_assert_int_eq(zeps_spull(c0, t, &y, 1, got, 2), 0);
+    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "Y: %g %g", got[0], got[1]);
+    zmq_close(a);
+    zmq_close(b);
+    zmq_ctx_term(ctx);
+    zeps_client_destroy(&c0);
+    zeps_client_destroy(&c1);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("bsp_move");
@@ -342,6 +487,10 @@ static Suite *suite(void)
     tcase_add_test(tc, test_add_remove_bits);
     tcase_add_test(tc, test_held_pushes_handed);
     suite_add_tcase(s, tc);
+    TCase *steps = tcase_create("steps");
+    tcase_set_timeout(steps, 120);
+    tcase_add_test(steps, test_steps);
+    suite_add_tcase(s, steps);
     return s;
 }
 

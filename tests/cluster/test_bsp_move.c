@@ -39,7 +39,9 @@
  * is answered by the target after the commit, with the round applied
  * (the target applies records of a round it closed on arrival).
  * test_abort_gives_back: an abort gives a taken push back to the
- * source, which applies it though its round closed meanwhile.
+ * source, which applies it though its round closed meanwhile; round
+ * records the target refuses (an id outside the slots, a record cut
+ * short, a rank outside the cluster).
  */
 #include <check.h>
 #include <signal.h>
@@ -589,6 +591,30 @@ START_TEST(test_round_closed_in_cutover)
 }
 END_TEST
 
+/* Round records the target refuses, holding nothing: an id outside the
+ * moving slots, a record cut short, a rank outside the cluster. */
+static void held_put_refused(steps *st, uint64_t in_m)
+{
+    uint64_t rec[5] = {0, 0, 1, id_in_slot(1, 0), 0}; /* rank 0, clock 0, 1 row, g 0 */
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__MOVE;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    h.move_step = ZP_MOVE_PUT;
+    h.move_peer = 0;
+    h.move_table = "emb";
+    h.count = 1;
+    h.flags = ZP_FLAG_HELD;
+    zt_raw_expect_error(zt_raw_req(st->b, &h, rec, sizeof(rec)), ZEPS_EINVAL,
+                        "is not in the moving slots");
+    rec[3] = in_m;
+    zt_raw_expect_error(zt_raw_req(st->b, &h, rec, 32), ZEPS_ESIZE, "does not fit");
+    rec[0] = 7; /* rank 7 of 2 workers */
+    zt_raw_expect_error(zt_raw_req(st->b, &h, rec, sizeof(rec)), ZEPS_ESIZE, "of 2 workers");
+}
+
 /* An abort after the cut-over took a held push, with its round closed at
  * the source meanwhile: the push comes back and is applied there. */
 START_TEST(test_abort_gives_back)
@@ -604,6 +630,7 @@ START_TEST(test_abort_gives_back)
     zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
     ck_assert_int_eq(zeps_clock(st.c0, 0), 0);
     ck_assert_int_eq(zeps_clock(st.c1, 0), 0); /* round 0 closes without the push taken */
+    held_put_refused(&st, z);
     zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_ABORT, 2, NULL, NULL, 0, NULL), NULL);
     zeps__header__free_unpacked(step_to(st.b, ZP_MOVE_ABORT, 0, NULL, NULL, 0, NULL), NULL);
     ck_assert_int_eq(zeps_spull(st.c0, st.t, &z, 1, got, 1), 0);

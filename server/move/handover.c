@@ -38,17 +38,33 @@ static size_t rec_len(uint64_t n, uint32_t dim, int vers)
     return (b + 7) & ~(size_t)7;
 }
 
-uint64_t zp_handover_take(zp_server *s)
+/* The handed-over pushes of table index i, the arrays grown for a table
+ * declared after the cut-over began. */
+static zp_rround *handed_of(zp_move *m, uint32_t i)
+{
+    if (i >= m->nhanded) {
+        uint32_t n = i + 1;
+        m->handed = zp_alloc_resize(m->handed, n * sizeof(zp_rround));
+        m->hand_sent = zp_alloc_resize(m->hand_sent, n * sizeof(size_t));
+        memset(m->handed + m->nhanded, 0, (n - m->nhanded) * sizeof(zp_rround));
+        memset(m->hand_sent + m->nhanded, 0, (n - m->nhanded) * sizeof(size_t));
+        m->nhanded = n;
+    }
+    return &m->handed[i];
+}
+
+uint64_t zp_handover_take_table(zp_server *s, zp_table *t)
 {
     zp_move *m = s->move;
-    m->nhanded = s->ntables;
-    m->handed = zp_alloc_zeroed(m->nhanded ? m->nhanded : 1, sizeof(zp_rround));
+    return zp_rround_split(&t->rows->held, handed_of(m, t->id), in_m, m, t->rows->dim);
+}
+
+uint64_t zp_handover_take(zp_server *s)
+{
     uint64_t n = 0;
-    for (uint32_t i = 0; i < s->ntables; i++) {
-        zp_table *t = s->tables[i];
-        if (t->rows)
-            n += zp_rround_split(&t->rows->held, &m->handed[i], in_m, m, t->rows->dim);
-    }
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (s->tables[i]->rows)
+            n += zp_handover_take_table(s, s->tables[i]);
     return n;
 }
 
@@ -56,8 +72,8 @@ uint64_t zp_handover_left(const zp_server *s)
 {
     const zp_move *m = s->move;
     uint64_t n = 0;
-    for (uint32_t i = m ? m->hand_table : 0; m && i < m->nhanded; i++)
-        n += m->handed[i].nheld - (i == m->hand_table ? m->hand_push : 0);
+    for (uint32_t i = 0; m && i < m->nhanded; i++)
+        n += m->handed[i].nheld - m->hand_sent[i];
     return n;
 }
 
@@ -85,30 +101,27 @@ uint64_t zp_handover_page(zp_server *s, uint64_t room, uint8_t **buf, size_t *le
     *buf = NULL;
     *len = 0;
     *t = NULL;
-    while (m->hand_table < m->nhanded &&
-           m->hand_push >= m->handed[m->hand_table].nheld) { /* this table's are sent */
-        m->hand_table++;
-        m->hand_push = 0;
-    }
-    if (m->hand_table >= m->nhanded)
+    uint32_t i = 0;
+    while (i < m->nhanded && m->hand_sent[i] >= m->handed[i].nheld)
+        i++;
+    if (i >= m->nhanded)
         return 0;
-    zp_rround *rr = &m->handed[m->hand_table];
-    *t = s->tables[m->hand_table];
+    zp_rround *rr = &m->handed[i];
+    *t = s->tables[i];
     uint32_t dim = (*t)->rows->dim;
-    size_t end = m->hand_push, bytes = 0;
+    size_t from = m->hand_sent[i], end = from, bytes = 0;
     while (end < rr->nheld) {
         size_t b = rec_len(rr->held[end].n, dim, rr->held[end].vers != NULL);
-        if (end > m->hand_push && bytes + b > room)
+        if (end > from && bytes + b > room)
             break;
         bytes += b;
         end++;
     }
     *buf = zp_alloc(bytes);
-    for (size_t i = m->hand_push; i < end; i++)
-        *len += pack(*buf + *len, &rr->held[i], dim);
-    uint64_t n = end - m->hand_push;
-    m->hand_push = end;
-    return n;
+    for (size_t k = from; k < end; k++)
+        *len += pack(*buf + *len, &rr->held[k], dim);
+    m->hand_sent[i] = end;
+    return end - from;
 }
 
 void zp_handover_give_back(zp_server *s)

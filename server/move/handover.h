@@ -6,8 +6,12 @@
  * applied at the round's close, merged in rank order. A row of the moving
  * slot set M may therefore have pushes held at the source that no row
  * record carries. At the cut-over the source takes them out of its rounds
- * (zp_handover_take): from then on no row of M changes there (its new
- * requests are parked). The tool carries them with the last pages, as
+ * (zp_handover_take), and the rows of M of every push it holds after that
+ * until its last page (zp_handover_take_table): no row of M changes there
+ * from then on (its other requests of M are parked, and its pushes after
+ * the last page). A worker that sends its CLOCK without waiting for its
+ * push's answer thus never has a push of M parked behind its CLOCK
+ * unless it came in the last round trip. The tool carries them with the last pages, as
  * round records, and the target holds them in its own rounds, in the
  * order they were held, so that its close of each round merges exactly
  * what the source's would have. An abort gives them back to the source.
@@ -38,6 +42,11 @@ typedef struct zp_table zp_table;
  * the sparse tables' rounds into the move (s->move, source). Returns the
  * rows taken. */
 uint64_t zp_handover_take(zp_server *s);
+
+/* The source, in the cut-over before its last page: a push just held in
+ * t's rounds names rows of M: they are taken too, after the ones before
+ * (each rank's pushes keep their order). Returns the rows taken. */
+uint64_t zp_handover_take_table(zp_server *s, zp_table *t);
 
 /* The source: round records taken and not yet paged out. */
 uint64_t zp_handover_left(const zp_server *s);

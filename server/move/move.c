@@ -320,6 +320,7 @@ void zp_move_end(zp_server *s)
     for (uint32_t i = 0; i < m->nhanded; i++) /* held pushes handed over (or not, at an end) */
         zp_rround_fini(&m->handed[i]);
     free(m->handed);
+    free(m->hand_sent);
     free(m->dirty);
     free(m->round);
     free(m->moving);

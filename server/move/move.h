@@ -79,11 +79,11 @@ typedef struct zp_move {
     zp_move_parked *parked, **parked_tail; /* source, cut-over: FIFO */
     size_t nparked;
     /* source, from the cut-over on: per table index, the held bsp pushes'
-     * rows of M taken out of its rounds (handover.h), paged out from
-     * handed[hand_table].held[hand_push] on */
+     * rows of M taken out of its rounds (handover.h), and how many of
+     * them were paged out */
     zp_rround *handed;
-    uint32_t nhanded, hand_table;
-    size_t hand_push;
+    size_t *hand_sent;
+    uint32_t nhanded;
     uint64_t handed_rows; /* rows of held pushes handed over (either side) */
 } zp_move;
 

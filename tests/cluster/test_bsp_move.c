@@ -31,9 +31,10 @@
  *
  * test_steps: the steps of one move sent one by one as a tool would,
  * with two workers' rounds in between: a round applied to a row after
- * its page makes the cut-over send it again; a push held before the
- * cut-over goes to the target as a round record, one parked during it is
- * answered EMOVED and sent there, and the target's round sums both.
+ * its page (in the clock that closes it) makes the cut-over send it
+ * again; pushes held before the cut-over and during it go to the target
+ * as round records, one parked after the last page is answered EMOVED and
+ * sent there, and the target's round sums all three.
  * test_round_closed_in_cutover: the round closes at the source during
  * the cut-over, after its pushes were taken: a pull that waited for it
  * is answered by the target after the commit, with the round applied
@@ -429,74 +430,6 @@ static uint64_t id_in_slot(uint32_t slot, uint64_t after)
     return id;
 }
 
-/* The steps of a move one by one, with two workers' bsp rounds between
- * them: (1) both push X for clock 0 and the copy sends X, then both clock
- * 0, so the round applies to X after its page: the cut-over's last round
- * must send X again; (2) worker 0 pushes Y for clock 1 before the
- * cut-over (held: handed to the target as a round record) and worker 1
- * during it (parked, then EMOVED and sent to the target): the target's
- * round 1 sums both. Both rows then read -(1 + 2) in each column. */
-START_TEST(test_steps)
-{
-    zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 3, 2, "bsp", NULL, NULL), 0);
-    zeps_client *c0 = zt_client(&cl, 0), *c1 = zt_client(&cl, 1);
-    ck_assert(c0 && c1);
-    uint32_t t = zt_move_declare(c0);
-    ck_assert_uint_eq(zt_move_declare(c1), t);
-    uint64_t x = id_in_slot(0, 0), y = id_in_slot(0, x);
-    float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
-    ck_assert_int_eq(zeps_spull(c0, t, &x, 1, got, 0), 0); /* X's row is made */
-    ck_assert_int_eq(zeps_spush(c0, t, &x, 1, g0, 0), 0);
-    ck_assert_int_eq(zeps_spush(c1, t, &x, 1, g1, 0), 0);
-    static uint8_t wire[16 + 2 * 4095];
-    memcpy(wire, zt_move_map_wire(1, 4095, 2), sizeof(wire)); /* slot 0 to shard 2 */
-    void *ctx = zmq_ctx_new(), *a = zt_raw_socket(ctx, &cl, 0), *b = zt_raw_socket(ctx, &cl, 2);
-    zeps__header__free_unpacked(step_to(a, ZP_MOVE_BEGIN, 2, NULL, wire, sizeof(wire), NULL), NULL);
-    zeps__header__free_unpacked(step_to(b, ZP_MOVE_IMPORT, 0, NULL, wire, sizeof(wire), NULL),
-                                NULL);
-    uint64_t rows = 0, records = 0;
-    relay(a, b, &rows, &records);
-    ck_assert_uint_eq(rows, 1); /* X, before its round */
-    ck_assert_int_eq(zeps_clock(c0, 0), 0);
-    ck_assert_int_eq(zeps_clock(c1, 0), 0); /* round 0 applies to X at shard 0 */
-    ck_assert_int_eq(zeps_spull(c0, t, &y, 1, got, 1), 0);
-    ck_assert_int_eq(zeps_spush(c0, t, &y, 1, g0, 1), 0); /* held for round 1 */
-    zeps__header__free_unpacked(step_to(a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
-    zeps_sbatch *bt;
-    zeps_req *pending;
-    ck_assert_int_eq(zeps_sbatch_new(c1, t, &y, 1, &bt), 0);
-    ck_assert_int_eq(zeps_sbatch_push_start(bt, g1, 1, &pending), 0); /* parked */
-    usleep(100 * 1000);
-    rows = records = 0;
-    relay(a, b, &rows, &records);
-    ck_assert_uint_eq(rows, 2);    /* X again (its round applied after its page), Y */
-    ck_assert_uint_eq(records, 1); /* worker 0's push of Y */
-    zp_slotmap *next = NULL;
-    char why[256];
-    ck_assert_int_eq(zp_slotmap_decode(&next, wire, sizeof(wire), 3, why, sizeof(why)), 0);
-    ck_assert_int_eq(zt_raw_slots(&cl, 2, next), 0);
-    zeps__header__free_unpacked(step_to(a, ZP_MOVE_COMMIT, 2, NULL, wire, sizeof(wire), NULL),
-                                NULL);
-    ck_assert_int_eq(zt_raw_slots(&cl, 1, next), 0);
-    zp_slotmap_destroy(&next);
-    ck_assert_msg(zeps_wait(&pending) == 0, "%s", zeps_last_error(c1)); /* sent on to shard 2 */
-    zeps_sbatch_free(&bt);
-    ck_assert_int_eq(zeps_clock(c0, 1), 0);
-    ck_assert_int_eq(zeps_clock(c1, 1), 0);
-    ck_assert_int_eq(zeps_spull(c0, t, &x, 1, got, 2), 0);
-    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "X: %g %g", got[0], got[1]);
-    ck_assert_int_eq(zeps_spull(c0, t, &y, 1, got, 2), 0);
-    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "Y: %g %g", got[0], got[1]);
-    zmq_close(a);
-    zmq_close(b);
-    zmq_ctx_term(ctx);
-    zeps_client_destroy(&c0);
-    zeps_client_destroy(&c1);
-    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
-}
-END_TEST
-
 /* Two bsp workers, three shards, and the move of slot 0 from shard 0 to
  * shard 2 begun (BEGIN, IMPORT, the first pages copied): a tool's
  * sockets to both, the map's wire form, the table. */
@@ -636,6 +569,55 @@ START_TEST(test_abort_gives_back)
     ck_assert_int_eq(zeps_spull(st.c0, st.t, &z, 1, got, 1), 0);
     ck_assert_msg(got[0] == -1.0f && got[1] == -1.0f, "Z: %g %g", got[0], got[1]);
     ck_assert_uint_eq(zt_move_rows(st.c0, 2, NULL), 0); /* the target dropped what it took */
+    steps_end(&st);
+}
+END_TEST
+
+/* The steps of a move one by one, with two workers' bsp rounds between
+ * them: (1) both push X for clock 0, worker 0 clocks, the copy sends X,
+ * then worker 1 clocks: the round applies to X after its page, in the
+ * clock that closes it, so the cut-over must send X again; (2) worker 0
+ * pushes Y for clock 1 before the cut-over (held: taken at FREEZE and
+ * handed over), worker 1 during it (held and handed over too) and once
+ * more after the last page (parked, then EMOVED and sent to the target):
+ * the target's round 1 sums all three, in rank order. */
+START_TEST(test_steps)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t x = id_in_slot(0, 0), y = id_in_slot(0, x), rows = 0, records = 0;
+    float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0); /* X's row is made */
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c1, st.t, &x, 1, g1, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0);
+    steps_move(&st);
+    relay(st.a, st.b, &rows, &records);
+    ck_assert_uint_eq(rows, 1);                /* X, before its round */
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0); /* round 0 applies to X at shard 0 */
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &y, 1, got, 1), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &y, 1, g0, 1), 0); /* held for round 1 */
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
+    ck_assert_int_eq(zeps_spush(st.c1, st.t, &y, 1, g1, 1), 0); /* held in the cut-over */
+    rows = records = 0;
+    relay(st.a, st.b, &rows, &records);
+    ck_assert_uint_eq(rows, 2);    /* X again (its round applied after its page), Y */
+    ck_assert_uint_eq(records, 2); /* both pushes of Y */
+    zeps_sbatch *bt;
+    zeps_req *pending;
+    ck_assert_int_eq(zeps_sbatch_new(st.c1, st.t, &y, 1, &bt), 0);
+    ck_assert_int_eq(zeps_sbatch_push_start(bt, g1, 1, &pending), 0); /* parked */
+    usleep(100 * 1000);
+    steps_commit(&st);
+    ck_assert_msg(zeps_wait(&pending) == 0, "%s", zeps_last_error(st.c1)); /* sent to shard 2 */
+    zeps_sbatch_free(&bt);
+    ck_assert_int_eq(zeps_clock(st.c0, 1), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 1), 0);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 2), 0);
+    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "X: %g %g", got[0], got[1]);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &y, 1, got, 2), 0);
+    ck_assert_msg(got[0] == -5.0f && got[1] == -5.0f, "Y: %g %g", got[0], got[1]);
+    ck_assert_uint_eq(zt_move_rows(st.c0, 0, NULL), 0); /* the source dropped X and Y */
     steps_end(&st);
 }
 END_TEST

@@ -53,6 +53,9 @@
  * map is newer answers with it as the reply's payload (docs/elastic.md:
  * a worker that never touches a moved slot learns the map by its clocks) */
 #define ZP_FLAG_MAP 0x40000u
+/* MOVE ROWS reply and MOVE PUT: the page holds round records (bsp pushes
+ * of the moving slots held in open rounds, move/handover.h), not rows */
+#define ZP_FLAG_HELD 0x80000u
 
 /* Most frames a zeps message has (identity + header + 2 payload frames);
  * receiving more is a protocol error, and the extra frames are discarded. */

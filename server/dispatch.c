@@ -103,6 +103,8 @@ static uint32_t request_flags(const zp_server *s, int op)
         return ZP_FLAG_RESUME;
     case ZEPS__OP__STATS:
         return ZP_FLAG_SPECS;
+    case ZEPS__OP__MOVE:
+        return ZP_FLAG_HELD; /* a PUT of round records (move/handover.h) */
     default:
         return 0;
     }

@@ -401,13 +401,11 @@ static void free_core(zp_server *s)
 
 /* Whether a shard may join at run time (zeps-server --join) in this
  * cluster; if not, why into err (docs/elastic.md, "Adding a shard"). */
-static bool join_refused(const zp_config *cfg, const zp_consistency_ops *cons, char *err,
-                         size_t errlen)
+static bool join_refused(const zp_config *cfg, char *err, size_t errlen)
 {
-    const char *why = cfg->replicas > 1            ? "replicas > 1 (the map is not replicated)"
-                      : (cons->caps & ZP_CAP_CUTS) ? "a mode that holds pushes in rounds (bsp)"
-                      : cfg->snapshot_dir[0]       ? "snapshot_dir (a set has the file's shards)"
-                                                   : NULL;
+    const char *why = cfg->replicas > 1      ? "replicas > 1 (the map is not replicated)"
+                      : cfg->snapshot_dir[0] ? "snapshot_dir (a set has the file's shards)"
+                                             : NULL;
     if (why)
         snprintf(err, errlen,
                  "--join %s: a shard joining at run time is not built with %s (docs/elastic.md, "
@@ -429,7 +427,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
         snprintf(err, errlen, "consistency '%s' is not available in this build", cfg->consistency);
         return ZEPS_ECONFIG;
     }
-    if (shard >= cfg->num_shards && join_refused(cfg, cons, err, errlen))
+    if (shard >= cfg->num_shards && join_refused(cfg, err, errlen))
         return ZEPS_ECONFIG;
     zp_server *s = zp_alloc_zeroed(1, sizeof(*s));
     s->cfg = *cfg;

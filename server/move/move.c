@@ -35,10 +35,10 @@ int zp_move_refused(const zp_server *s, char *why, size_t len)
                  s->shard, s->move->role == ZP_MOVE_SOURCE ? "source" : "target", s->move->peer);
         return ZEPS_ESTATE;
     }
-    if (s->cons->caps & ZP_CAP_CUTS) {
+    if (s->role.replicas > 1 && (s->cons->caps & ZP_CAP_CUTS)) {
         snprintf(why, len,
-                 "moving slots is not supported under bsp (its rounds hold pushes; "
-                 "docs/elastic.md)");
+                 "moving slots under bsp with replicas is not supported (the pushes a move "
+                 "hands over are not replicated; docs/elastic.md)");
         return ZEPS_ESTATE;
     }
     bool sparse = false;
@@ -344,6 +344,10 @@ void zp_move_end(zp_server *s)
         zp_idset_fini(&m->dirty[i]);
         free(m->round[i].ids);
     }
+    for (uint32_t i = 0; i < m->nhanded; i++) /* held pushes handed over (or not, at an end) */
+        zp_rround_fini(&m->handed[i]);
+    free(m->handed);
+    free(m->hand_sent);
     free(m->dirty);
     free(m->round);
     free(m->moving);

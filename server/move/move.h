@@ -33,6 +33,7 @@
 #include <zmq.h>
 
 #include "idset.h"
+#include "rround.h"
 #include "zeps.pb-c.h"
 
 typedef struct zp_server zp_server;
@@ -77,6 +78,13 @@ typedef struct zp_move {
     uint64_t rows_sent, bytes_sent;
     zp_move_parked *parked, **parked_tail; /* source, cut-over: FIFO */
     size_t nparked;
+    /* source, from the cut-over on: per table index, the held bsp pushes'
+     * rows of M taken out of its rounds (handover.h), and how many of
+     * them were paged out */
+    zp_rround *handed;
+    size_t *hand_sent;
+    uint32_t nhanded;
+    uint64_t handed_rows; /* rows of held pushes handed over (either side) */
 } zp_move;
 
 /* Why shard s may not take part in a move now, with the code (0: it may;

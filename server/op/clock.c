@@ -16,6 +16,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 
+#include "handover.h"
 #include "log.h"
 #include "now.h"
 #include "ops.h"
@@ -28,6 +29,8 @@ void zp_clock_bounds(zp_server *s)
     bool moved = false;
     for (uint32_t i = 0; i < s->ntables; i++) {
         zp_table *t = s->tables[i];
+        if (t->rows && s->move) /* a move's source: rows a round's close changes are sent again */
+            zp_handover_note(s, t, s->workers.min_clock);
         if (t->rows && s->cons->bounds_moved(s, t))
             moved = true;
         /* a replicated primary: the merges applied go to the round batch */

@@ -22,6 +22,7 @@
 
 #include "alloc.h"
 #include "finite.h"
+#include "handover.h"
 #include "log.h"
 #include "move.h"
 #include "now.h"
@@ -55,12 +56,32 @@ static void answer_parked(zp_server *s)
 }
 
 /* End the move with nothing changed; why says why (for the log). */
+/* Ids still to send, and the source's round records (handover.h). */
+static uint64_t left_all(const zp_server *s)
+{
+    return zp_move_left(s) + zp_handover_left(s);
+}
+
+/* The policy applies what a move put into the rounds of every sparse
+ * table that rounds here have passed already (bsp: handover.h). */
+static void rounds_handed(zp_server *s)
+{
+    for (uint32_t i = 0; s->cons->rows_handed && i < s->ntables; i++)
+        if (s->tables[i]->rows)
+            s->cons->rows_handed(s, s->tables[i]);
+}
+
 static uint64_t abort_move(zp_server *s, const char *why)
 {
     zp_move *m = s->move;
     uint64_t dropped = 0;
-    if (m->role == ZP_MOVE_TARGET)
+    if (m->role == ZP_MOVE_TARGET) {
+        zp_handover_drop(s);
         dropped = zp_move_drop_rows(s);
+    } else if (m->nhanded > 0) { /* the held pushes taken at the cut-over come back */
+        zp_handover_give_back(s);
+        rounds_handed(s);
+    }
     zp_warn("move of %u slots %s shard %d aborted (%s): the map stays at epoch %" PRIu64
             "%s; %" PRIu64 " imported rows dropped, %zu parked requests sent back",
             m->nmoving, m->role == ZP_MOVE_SOURCE ? "to" : "from", m->peer, why,
@@ -68,6 +89,7 @@ static uint64_t abort_move(zp_server *s, const char *why)
             dropped, m->nparked);
     answer_parked(s);
     zp_move_end(s);
+    zp_pull_serve_all(s); /* pulls of M held since the cut-over (sparse_ops.c rows_ready) */
     return dropped;
 }
 
@@ -160,8 +182,26 @@ static void on_start(zp_server *s, zp_request *r, int role)
     Zeps__Header rep;
     zp_reply_init(s, h, &rep);
     rep.count = rows;
-    rep.cursor = role == ZP_MOVE_SOURCE ? zp_move_left(s) : 0;
+    rep.cursor = role == ZP_MOVE_SOURCE ? left_all(s) : 0;
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+/* ROWS after the cut-over's last rows: a page of round records (the
+ * bsp pushes of M the source held, handover.h), at most `room` bytes. */
+static void on_held(zp_server *s, zp_request *r, uint64_t room)
+{
+    uint8_t *buf;
+    size_t len;
+    zp_table *t;
+    uint64_t n = zp_handover_page(s, room, &buf, &len, &t);
+    Zeps__Header rep;
+    zp_reply_init(s, r->h, &rep);
+    rep.count = n;
+    rep.cursor = left_all(s);
+    rep.offset = s->move->rounds;
+    rep.flags |= ZP_FLAG_HELD;
+    rep.move_table = t->name;
+    zp_reply_send(s, r->identity, &rep, buf, len, free_page, NULL); /* the sink owns buf */
 }
 
 /* ROWS: the next page of the rows to copy. */
@@ -191,6 +231,12 @@ static void on_rows(zp_server *s, zp_request *r)
     zp_table *t = NULL;
     uint64_t left = 0;
     uint64_t n = zp_move_page(s, max, buf, &t, &left);
+    left += zp_handover_left(s);
+    if (n == 0 && zp_handover_left(s) > 0) { /* the rows are sent: the held pushes follow */
+        free(buf);
+        on_held(s, r, room - ZP_MOVE_HEADER_ROOM);
+        return;
+    }
     Zeps__Header rep;
     zp_reply_init(s, h, &rep);
     rep.count = n;
@@ -250,6 +296,31 @@ static int put_checked(zp_server *s, zp_request *r, zp_table *t, const uint8_t *
     return zp_sparse_ops_room(s, r, t, ids, n) ? 0 : -1;
 }
 
+/* PUT of round records (the target): held in t's rounds, those of
+ * rounds closed here applied at once. */
+static void put_held(zp_server *s, zp_request *r, zp_table *t)
+{
+    const Zeps__Header *h = r->h;
+    char why[256];
+    int rc = ZEPS_EINVAL;
+    if (!s->cons->rows_handed)
+        snprintf(why, sizeof(why), "the cluster's mode '%s' holds no push in rounds",
+                 s->cons->name);
+    else
+        rc = zp_handover_put(s, t, zmq_msg_data(r->payload), zmq_msg_size(r->payload), h->count,
+                             why, sizeof(why));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc,
+                       "MOVE PUT of %" PRIu64 " round records to sparse table '%s': %s; nothing "
+                       "held",
+                       h->count, t->name, why);
+        return;
+    }
+    s->cons->rows_handed(s, t);
+    s->move->handed_rows += h->count;
+    zp_reply_ok(s, r->identity, h, 0);
+}
+
 static void on_put(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -262,6 +333,10 @@ static void on_put(zp_server *s, zp_request *r)
                        t && t->rows ? "one frame of row records expected"
                                     : "no sparse table of that name on this shard (declare it "
                                       "here first)");
+        return;
+    }
+    if (h->flags & ZP_FLAG_HELD) {
+        put_held(s, r, t);
         return;
     }
     const uint8_t *recs = zp_request_aligned(r->payload, 8);
@@ -337,9 +412,10 @@ static void on_commit(zp_server *s, zp_request *r)
     m->next = NULL;
     zp_info("move of %u slots to shard %d committed at map epoch %" PRIu64 ": %" PRIu64
             " rows (%" PRIu64 " bytes) sent in %" PRIu64 " rounds, %" PRIu64
-            " rows dropped here, cut-over %.1f ms, %zu parked requests sent to shard %d",
+            " rows dropped here, cut-over %.1f ms, %zu parked requests sent to shard %d, %" PRIu64
+            " rows of held bsp pushes handed over",
             m->nmoving, m->peer, zp_slotmap_epoch(s->slots), m->rows_sent, m->bytes_sent, m->rounds,
-            dropped, cut_s * 1e3, m->nparked, m->peer);
+            dropped, cut_s * 1e3, m->nparked, m->peer, m->handed_rows);
     answer_parked(s);
     zp_sparse_ops_refuse_moved(s); /* pulls held by ssp's bound since before the cut-over */
     zp_move_end(s);
@@ -401,10 +477,11 @@ void zp_move_op_on(zp_server *s, zp_request *r)
             s->move->frozen = true;
             s->move->frozen_s = zp_now_s();
             s->move->bound_s = (h->move_bound_ms ? h->move_bound_ms : 2000) / 1000.0;
+            s->move->handed_rows = zp_handover_take(s); /* no row of M changes here from now */
         }
         Zeps__Header rep;
         zp_reply_init(s, h, &rep);
-        rep.cursor = zp_move_left(s);
+        rep.cursor = left_all(s);
         zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
     } else {
         on_commit(s, r);

@@ -102,6 +102,18 @@ static uint64_t rows_leaving(const zp_server *s, zp_table *t, const zp_slotmap *
     return leaving;
 }
 
+/* Rows of the pushes sparse table t holds for open bsp rounds whose ids
+ * `next` gives to other shards (a row not made yet has its pushes there). */
+static uint64_t held_leaving(const zp_server *s, const zp_table *t, const zp_slotmap *next)
+{
+    const zp_rround *rr = &t->rows->held;
+    uint64_t leaving = 0;
+    for (size_t i = 0; i < rr->nheld; i++)
+        for (size_t j = 0; j < rr->held[i].n; j++)
+            leaving += zp_slotmap_owner(next, rr->held[i].ids[j]) != s->shard;
+    return leaving;
+}
+
 /* Why shard s may not take `next` now ("" if it may), into why. */
 static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t len)
 {
@@ -134,9 +146,9 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  zp_slotmap_slots(next), s->shard, zp_slotmap_slots(s->slots));
         return ZEPS_EINVAL;
     }
-    if (s->cons->caps & ZP_CAP_CUTS) {
+    if (s->role.replicas > 1 && (s->cons->caps & ZP_CAP_CUTS)) {
         snprintf(why, len,
-                 "a new slot map on shard %d: not built for modes that hold pushes in rounds "
+                 "a new slot map on shard %d: not built under bsp with replicas "
                  "(docs/elastic.md)",
                  s->shard);
         return ZEPS_ESTATE;
@@ -154,7 +166,15 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                      t->name);
             return ZEPS_ESTATE;
         }
-        uint64_t n = rows_leaving(s, t, next);
+        uint64_t n = rows_leaving(s, t, next), held = held_leaving(s, t, next);
+        if (held > 0) {
+            snprintf(why, len,
+                     "shard %d holds %" PRIu64 " rows of pushes to sparse table '%s' for open bsp "
+                     "rounds in slots the map of epoch %" PRIu64 " gives to other shards; SLOTS "
+                     "moves no push: move them with MOVE (zepsctl shards move, docs/elastic.md)",
+                     s->shard, held, t->name, want);
+            return ZEPS_ESTATE;
+        }
         if (n > 0) {
             snprintf(why, len,
                      "shard %d holds %" PRIu64 " rows of sparse table '%s' in slots the map of "

@@ -28,6 +28,7 @@
 #include "codec.h"
 #include "errors.h"
 #include "fetch.h"
+#include "handover.h"
 #include "finite.h"
 #include "log.h"
 #include "move.h"
@@ -142,7 +143,10 @@ static const uint64_t *checked_ids(zp_server *s, zp_request *r, zp_table *t, siz
         return NULL;
     }
     bad = zp_move_frozen(s, ids, (size_t)h->count);
-    if (bad >= 0) { /* a move's cut-over: answered at its commit or abort (op/move.c) */
+    /* a push where the mode holds pushes in rounds, before the last page:
+     * held as any, and its rows of the slots handed over (on_push) */
+    bool held = h->op == ZEPS__OP__PUSH && s->cons->rows_handed && s->move && !s->move->drained;
+    if (bad >= 0 && !held) { /* a move's cut-over: answered at its commit or abort (op/move.c) */
         char what[96];
         snprintf(what, sizeof(what), "%s of sparse table '%s'", op, t->name);
         zp_move_park(s, r->identity, h, ids[bad], (size_t)bad, what);
@@ -188,10 +192,22 @@ bool zp_sparse_ops_room(zp_server *s, zp_request *r, const zp_table *t, const ui
     return rows_room(s, r, t, ids, n);
 }
 
+/* Whether parked pull p names a row of a move's slots in its cut-over:
+ * their held bsp pushes are handed over, so the source's rows may miss a
+ * round; it is answered at the commit (EMOVED) or the abort. */
+static bool frozen_rows(const zp_server *s, const zp_table *t, const zp_parked *p)
+{
+    if (!s->move || !s->move->frozen || !p->has_keys)
+        return false;
+    const uint64_t *ids =
+        zp_rows_ids(t->rows, zmq_msg_data((zmq_msg_t *)&p->keys), (size_t)p->count);
+    return zp_move_frozen(s, ids, (size_t)p->count) >= 0;
+}
+
 static bool rows_ready(const zp_server *s, const zp_table *t, const zp_parked *p)
 {
     return p->cold_tag == 0 && s->cons->rows_pull_ready(s, t, p->rank, p->clock) &&
-           zp_turns_rows_mine(s, t, p->rank, p->clock);
+           zp_turns_rows_mine(s, t, p->rank, p->clock) && !frozen_rows(s, t, p);
 }
 
 static void rows_serve(zp_server *s, zp_table *t, zp_parked *p)
@@ -572,7 +588,9 @@ int zp_sparse_ops_on_push(zp_server *s, zp_request *r, zp_worker *w, zp_table *t
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return -1;
     }
-    zp_move_note(s, t, ids, n); /* a moving row changed: it is sent again */
+    zp_move_note(s, t, ids, n);         /* a moving row changed: it is sent again */
+    if (zp_move_frozen(s, ids, n) >= 0) /* held in the cut-over: its rows of M go on */
+        zp_handover_take_table(s, t);
     zp_workers_record(w, h->seq);
     t->stats.dropped += dropped;
     w->dropped += dropped;

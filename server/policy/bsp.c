@@ -125,14 +125,15 @@ static bool keeps_rows_past(const zp_server *s, const zp_table *t)
     return keeps_past(s) && !t->rows->tier;
 }
 
-/* Apply the held round `clock` of sparse table t: merged, once. */
-static int close_rows_round(zp_server *s, zp_table *t, int64_t clock)
+/* Apply the held round `clock` of sparse table t: merged, once. A `late`
+ * one (closed here before its pushes were handed over) keeps no past. */
+static int close_rows_round(zp_server *s, zp_table *t, int64_t clock, bool late)
 {
     zp_rround *rr = &t->rows->held;
     size_t n = zp_rround_merge(rr, clock, t->rows->dim);
     if (n == (size_t)-1)
         return ZEPS_ENOMEM;
-    if (keeps_rows_past(s, t) &&
+    if (!late && keeps_rows_past(s, t) &&
         zp_rowpast_keep(&t->rows->past, t->rows->store, rr->ids, n, clock) != 0)
         zp_warn("bsp: no memory to keep the %zu rows of sparse table '%s' as round %lld found "
                 "them: a worker redoing that round reads them as it left them",
@@ -160,7 +161,7 @@ static bool bsp_bounds_moved(zp_server *s, zp_table *t)
             t->round.closed = to; /* nothing held: nothing to apply */
             break;
         }
-        if (close_rows_round(s, t, t->round.closed) != 0) {
+        if (close_rows_round(s, t, t->round.closed, false) != 0) {
             zp_error("bsp: out of memory merging round %lld of sparse table '%s'; its pulls "
                      "wait until it can be applied",
                      (long long)t->round.closed, t->name);
@@ -173,6 +174,25 @@ static bool bsp_bounds_moved(zp_server *s, zp_table *t)
     if (t->round.closed != from && keeps_rows_past(s, t) && !zp_rowpast_has(&t->rows->past, last))
         zp_rowpast_none(&t->rows->past, last);
     return t->round.closed != from;
+}
+
+/* A live move handed t pushes of rounds this shard has closed already (the
+ * target, when every worker's CLOCK of that round reached it before the
+ * source's pushes did; the source, given them back by an abort): every
+ * push of such a round naming those rows is among them (a worker whose
+ * push of the round was parked instead has not ended the round: it waits
+ * for that push's answer), so each is merged in rank order and applied
+ * now, oldest round first, as its close would have. */
+static void bsp_rows_handed(zp_server *s, zp_table *t)
+{
+    int64_t c;
+    while (t->rows && (c = zp_rround_first_clock(&t->rows->held)) >= 0 && c < t->round.closed)
+        if (close_rows_round(s, t, c, true) != 0) {
+            zp_error("bsp: out of memory applying round %lld of sparse table '%s', handed over "
+                     "by a move after it closed here; its pushes stay held",
+                     (long long)c, t->name);
+            return;
+        }
 }
 
 static int quorum(const zp_server *s)
@@ -324,6 +344,7 @@ const zp_consistency_ops zp_bsp_ops = {
     .push = bsp_push,
     .push_rows = bsp_push_rows,
     .bounds_moved = bsp_bounds_moved,
+    .rows_handed = bsp_rows_handed,
     .quorum_changed = bsp_quorum_changed,
     .forget = bsp_forget,
     .cut = bsp_cut,

@@ -130,6 +130,11 @@ typedef struct zp_consistency_ops {
      * release of sparse table t (bsp: the held rounds every live worker
      * finished). Returns true if t's round count moved (the cut may have). */
     bool (*bounds_moved)(zp_server *s, zp_table *t);
+    /* A live move put held pushes into sparse table t's rounds (the
+     * target's, or the source's back after an abort): apply those of
+     * rounds already closed here. NULL: the mode holds no push (a move
+     * hands none over). */
+    void (*rows_handed)(zp_server *s, zp_table *t);
 
     /* The quorum changed (a worker declared lost): close t's open round if
      * it now holds enough pushes. Returns true and fills *res

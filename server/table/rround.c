@@ -263,6 +263,80 @@ void zp_rround_clear(zp_rround *rr)
     zp_rround_given_clear(rr);
 }
 
+/* Push p's rows that `choose` chooses (or, with `want` 0, the others) into
+ * a new push of `into`, in p's order; 0, or ZEPS_ENOMEM. */
+static int part_hold(zp_rround *into, const zp_rround_push *p, int (*choose)(uint64_t, void *),
+                     void *arg, int want, size_t m, size_t dim)
+{
+    uint64_t *ids = malloc((m ? m : 1) * sizeof(uint64_t));
+    float *g = malloc((m ? m * dim : 1) * sizeof(float));
+    uint32_t *vers = p->vers ? malloc((m ? m : 1) * sizeof(uint32_t)) : NULL;
+    int rc = ZEPS_ENOMEM;
+    if (ids && g && (vers || !p->vers)) {
+        size_t k = 0;
+        for (size_t j = 0; j < p->n; j++) {
+            if ((choose(p->ids[j], arg) != 0) != want)
+                continue;
+            ids[k] = p->ids[j];
+            memcpy(g + k * dim, p->g + j * dim, dim * sizeof(float));
+            if (vers)
+                vers[k] = p->vers[j];
+            k++;
+        }
+        rc = zp_rround_hold(into, p->rank, p->clock, ids, m, g, dim, vers);
+    }
+    free(ids);
+    free(g);
+    free(vers);
+    return rc;
+}
+
+size_t zp_rround_split(zp_rround *rr, zp_rround *into, int (*choose)(uint64_t id, void *arg),
+                       void *arg, size_t dim)
+{
+    size_t moved = 0, out = 0;
+    for (size_t i = 0; i < rr->nheld; i++) {
+        zp_rround_push p = rr->held[i];
+        size_t m = 0, had = p.n;
+        for (size_t j = 0; j < p.n; j++)
+            m += choose(p.ids[j], arg) != 0;
+        if (m > 0 && part_hold(into, &p, choose, arg, 1, m, dim) != 0)
+            m = 0;              /* out of memory: this push stays whole */
+        if (m > 0 && m < p.n) { /* the rest stays, in its place */
+            zp_rround tmp;
+            memset(&tmp, 0, sizeof(tmp));
+            if (part_hold(&tmp, &p, choose, arg, 0, p.n - m, dim) == 0) {
+                rr->bytes -= p.held_bytes;
+                free(p.ids);
+                p = tmp.held[0];
+                rr->bytes += p.held_bytes;
+            } else { /* the part went, the push stays whole: take the part back */
+                into->bytes -= into->held[--into->nheld].held_bytes;
+                free(into->held[into->nheld].ids);
+                m = 0;
+            }
+            free(tmp.held);
+        } else if (m > 0) { /* all of it went */
+            rr->bytes -= p.held_bytes;
+            free(p.ids);
+        }
+        moved += m;
+        if (m < had || had == 0) /* some rows stay (p is what is left of them) */
+            rr->held[out++] = p;
+    }
+    rr->nheld = out;
+    return moved;
+}
+
+int64_t zp_rround_first_clock(const zp_rround *rr)
+{
+    int64_t c = -1;
+    for (size_t i = 0; i < rr->nheld; i++)
+        if (c < 0 || rr->held[i].clock < c)
+            c = rr->held[i].clock;
+    return c;
+}
+
 int zp_rround_holds_before(const zp_rround *rr, int64_t clock)
 {
     for (size_t i = 0; i < rr->nheld; i++)

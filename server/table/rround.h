@@ -115,6 +115,21 @@ int zp_rround_give(zp_rround *rr, int64_t clock, const uint64_t *ids, size_t n, 
 /* Drop the given merges not taken; returns how many there were. */
 size_t zp_rround_given_clear(zp_rround *rr);
 
+/* Move the rows of the held pushes whose ids `pick` chooses (pick(id,
+ * arg) nonzero) into `into`: each push's chosen rows become one push of
+ * `into` with its rank and clock, in the order held, and its other rows
+ * stay in rr in its place (a push left with no row goes). So each rank's
+ * pushes keep their order on either side, and a merge of either sums
+ * their rows as a merge of rr would have (a live move hands a bsp
+ * round's pushes of its slots to the target: docs/elastic.md). A push
+ * that cannot be split for want of memory stays whole. Returns the rows
+ * moved. */
+size_t zp_rround_split(zp_rround *rr, zp_rround *into, int (*pick)(uint64_t id, void *arg),
+                       void *arg, size_t dim);
+
+/* The lowest clock a push is held for, or -1. */
+int64_t zp_rround_first_clock(const zp_rround *rr);
+
 /* True if a push is held, or a merge given, for a clock below `clock`. */
 int zp_rround_holds_before(const zp_rround *rr, int64_t clock);
 

@@ -12,7 +12,7 @@
  * test_move_refusals: the source as target, slots past the map or none
  * of the source's, a shard in a move already, an unreachable target:
  * refused (exit 2, or 1 with the source's part aborted), nothing changed.
- * test_move_unsupported: bsp, a shard without sparse tables, snapshots.
+ * test_move_unsupported: a shard without sparse tables.
  * test_late_copy_of_parked_push: a push parked in the cut-over and
  * answered EMOVED by the abort: a late copy of its seq is a duplicate.
  */
@@ -323,21 +323,14 @@ START_TEST(test_move_refusals)
 }
 END_TEST
 
-/* Not supported: bsp, a shard without sparse tables. */
+/* Not supported: a shard without sparse tables. */
 START_TEST(test_move_unsupported)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
-    zt_move_declare(c);
     char *args[] = {"shards", "move", "--config", cl.conf, "--from", "0",
                     "--to",   "1",    "--slots",  "0-99",  NULL};
-    refused(&cl, args, 2, "moving slots is not supported under bsp");
-    zeps_client_destroy(&c);
-    zt_cluster_stop(&cl);
-
     ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
-    c = zt_client(&cl, 0);
+    zeps_client *c = zt_client(&cl, 0);
     uint32_t t;
     zeps_table_spec dense = {.name = "w", .length = 100, .optimizer = "sgd", .lr = 0.1};
     ck_assert_int_eq(zeps_declare(c, &dense, &t), 0);

@@ -26,7 +26,7 @@
  * worker's CLOCKs (which no longer go to it) succeed. At the end every row, read through the final
  * map without a redirect, is exact: 0 pushes lost, 0 applied twice.
  *
- * test_refusals: `shards add` under bsp, of an endpoint nobody listens
+ * test_refusals: `zeps-server --join` with snapshot_dir, `shards add` of an endpoint nobody listens
  * at, of a shard started with another index; `shards remove` of a shard
  * holding a dense slice and of a shard that does not exist. Each exits
  * with its reason and changes no shard's map. A shard that joined holds
@@ -472,27 +472,24 @@ static void check_unchanged(const zt_cluster *cl, zeps_client *tl, int n)
     }
 }
 
-/* bsp: shards add refused before anything changes, and a shard started
- * with --join refuses to start. */
-static void refused_under_bsp(void)
+/* With snapshot_dir (a set has the file's shards) a shard started with
+ * --join refuses to start, naming it; bsp itself is no refusal any more
+ * (test_bsp_move). */
+static void refused_with_snapshots(void)
 {
     zt_cluster cl;
-    char log[400], ep[400];
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
+    char ep[400];
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", "  snapshot_dir = \"@DIR@/snap\";", NULL),
+                     0);
     zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
-    snprintf(log, sizeof(log), "%s/bsp.log", cl.dir);
-    char *bsp[] = {"shards", "add", ep, "--config", cl.conf, NULL};
-    ck_assert_int_eq(zt_move_zepsctl(log, bsp), 2);
-    zt_move_print_file(log);
-    ck_assert(zt_move_file_has(log, "holds pushes in rounds"));
     char bin[512], jlog[400];
     zt_bin("zeps-server", bin, sizeof(bin));
-    snprintf(jlog, sizeof(jlog), "%s/join-bsp.log", cl.dir);
+    snprintf(jlog, sizeof(jlog), "%s/join-snap.log", cl.dir);
     char *argv[] = {bin, "--config", cl.conf, "--shard", "2", "--join", ep, NULL};
-    int ws = zt_wait(zt_spawn(bin, argv, jlog), 30); /* and the shard will not start */
+    int ws = zt_wait(zt_spawn(bin, argv, jlog), 30); /* the shard will not start */
     ck_assert(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 2);
     zt_move_print_file(jlog);
-    ck_assert(zt_move_file_has(jlog, "a mode that holds pushes in rounds (bsp)"));
+    ck_assert(zt_move_file_has(jlog, "not built with snapshot_dir"));
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
 
@@ -537,7 +534,7 @@ START_TEST(test_refusals)
 {
     zt_cluster cl;
     char log[400], ep[400];
-    refused_under_bsp();
+    refused_with_snapshots();
     ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
     zeps_client *a = zt_client(&cl, 0);
     ck_assert_ptr_nonnull(a);

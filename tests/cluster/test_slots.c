@@ -14,7 +14,8 @@
  * afterwards has the map from HELLO and is never redirected. A map that
  * would move rows away, is not newer or has another slot count is refused
  * and changes nothing; a newer one that moves no row is taken while the
- * shards hold rows. Under bsp a map is refused.
+ * shards hold rows. Under bsp a map that gives away a slot of a held
+ * push is refused.
  * Shards started with a map file learn it at start; when two disagree the
  * redirect is not followed a second time: the caller gets EMOVED. A piece
  * refused by a newer map than the one it was split by goes on (moves in
@@ -525,14 +526,28 @@ START_TEST(test_pipe_push_followed)
 }
 END_TEST
 
-/* A mode that holds pushes in rounds takes no new map (nor does a
- * replicated shard: test_replicas). */
-START_TEST(test_refused_under_bsp)
+/* Under bsp a shard takes a map that gives away no slot of a push it
+ * holds for an open round, and refuses one that does (SLOTS moves no push;
+ * a move hands them over: test_bsp_move). */
+START_TEST(test_bsp_held_pushes)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "bsp", NULL, NULL), 0);
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = declare(c);
+    zp_slotmap *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    uint64_t id = 1;
+    while (!(zp_slotmap_slot_of(d, id) < 1024 && zp_slotmap_slot_of(d, id) % 2 == 0))
+        id++; /* on shard 0, and map A gives its slot to shard 1 */
+    zp_slotmap_destroy(&d);
+    float g[DIM] = {1.0f, 2.0f};
+    ck_assert_int_eq(zeps_spush(c, t, &id, 1, g, 0), 0); /* held: worker 1 has not clocked 0 */
     zt_raw_expect_error(send_slots(&cl, 0, 3, own_a), ZEPS_ESTATE,
-                        "not built for modes that hold pushes in rounds");
+                        "holds 1 rows of pushes to sparse table 'emb' for open bsp rounds");
+    slots_ok(&cl, 1, 3, own_a); /* shard 1 gives nothing away */
+    zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
 END_TEST
@@ -546,7 +561,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_redirect_not_followed_twice);
     tcase_add_test(tc, test_redirect_followed_by_newer_maps);
     tcase_add_test(tc, test_pipe_push_followed);
-    tcase_add_test(tc, test_refused_under_bsp);
+    tcase_add_test(tc, test_bsp_held_pushes);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,9 @@
  * clear drops everything; the byte count follows; fini leaves it empty
  * (a second fini frees nothing); a merge kept on a
  * primary and given to a backup holding the pushes without rows is merged
- * there bit for bit.
+ * there bit for bit; a split (a live move's hand-over, docs/elastic.md)
+ * moves the chosen rows of every push in order, and the two halves merge
+ * to the whole's bits.
  */
 #include <check.h>
 #include <stdint.h>
@@ -193,6 +195,100 @@ START_TEST(test_keep_and_give)
 }
 END_TEST
 
+static int chosen(uint64_t id, void *arg)
+{
+    (void)arg;
+    return (int)((id >> 20) & 1);
+}
+
+static int every(uint64_t id, void *arg)
+{
+    (void)id, (void)arg;
+    return 1;
+}
+
+/* Each id of merge (ids, g, v)[0..n) has in the reference (rid, rg,
+ * rv)[0..m) the same gradient bits and version; how many were found. */
+static size_t same_rows(const zp_rround *rr, size_t n, const uint64_t *rid, const float *rg,
+                        const uint32_t *rv, size_t m)
+{
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++)
+        for (size_t j = 0; j < m; j++)
+            if (rid[j] == rr->ids[i]) {
+                ck_assert(memcmp(rr->g + i * DIM, rg + j * DIM, DIM * sizeof(float)) == 0);
+                ck_assert_uint_eq(rr->vers[i], rv[j]);
+                found++;
+            }
+    return found;
+}
+
+/* A move's hand-over: the chosen rows of every held push go to another
+ * rround (one push each, in order), the rest stay; merged apart they are
+ * the merge of the whole, bit for bit; given back, the same again. */
+START_TEST(test_split_hands_over)
+{
+    make_pushes();
+    static const int arrival[] = {0, 1, 2, 3, 4, 5};
+    uint64_t rid[P * N];
+    float rg[P * N * DIM];
+    uint32_t rv[P * N];
+    size_t m = held_merge(arrival, rid, rg, rv), want = 0;
+    zp_rround rr, into;
+    zp_rround_init(&rr);
+    zp_rround_init(&into);
+    ck_assert_int_eq(zp_rround_first_clock(&rr), -1);
+    ck_assert_int_eq(zp_rround_hold(&rr, 0, 5, ids[0], 3, g[0], DIM, NULL), 0);
+    for (int p = 0; p < P; p++) {
+        ck_assert_int_eq(zp_rround_hold(&rr, rank_of[p], 4, ids[p], N, g[p], DIM, vers[p]), 0);
+        for (int i = 0; i < N; i++)
+            want += (size_t)chosen(ids[p][i], NULL);
+    }
+    for (int i = 0; i < 3; i++)
+        want += (size_t)chosen(ids[0][i], NULL);
+    ck_assert_int_eq(zp_rround_first_clock(&rr), 4);
+    uint64_t bytes = rr.bytes;
+    size_t held = rr.nheld, whole = 0, parts = 0;
+    uint32_t order[P + 1]; /* the ranks of the pushes with chosen rows, in order */
+    for (size_t i = 0; i < rr.nheld; i++) {
+        size_t c = 0;
+        for (size_t j = 0; j < rr.held[i].n; j++)
+            c += (size_t)chosen(rr.held[i].ids[j], NULL);
+        whole += c == rr.held[i].n;
+        if (c > 0)
+            order[parts++] = rr.held[i].rank;
+    }
+    ck_assert_uint_eq(zp_rround_split(&rr, &into, chosen, NULL, DIM), want);
+    ck_assert_uint_gt(want, 0);
+    ck_assert_uint_eq(rr.bytes + into.bytes, bytes);
+    ck_assert_uint_eq(rr.nheld, held - whole); /* a push left with no row goes */
+    ck_assert_uint_eq(into.nheld, parts);
+    for (size_t i = 0; i < into.nheld; i++) /* in the order held */
+        ck_assert_uint_eq(into.held[i].rank, order[i]);
+    for (size_t i = 0; i < rr.nheld; i++)
+        for (size_t j = 0; j < rr.held[i].n; j++)
+            ck_assert(!chosen(rr.held[i].ids[j], NULL));
+    size_t a = zp_rround_merge(&rr, 4, DIM);
+    size_t fa = same_rows(&rr, a, rid, rg, rv, m);
+    size_t b = zp_rround_merge(&into, 4, DIM);
+    size_t fb = same_rows(&into, b, rid, rg, rv, m);
+    ck_assert_uint_eq(fa, a);
+    ck_assert_uint_eq(fb, b);
+    ck_assert_uint_eq(a + b, m);
+    ck_assert_int_eq(zp_rround_first_clock(&into), 5);
+    /* given back (an abort): clock 5's chosen rows join the rest again */
+    size_t back = 0;
+    for (size_t i = 0; i < into.nheld; i++)
+        back += into.held[i].n;
+    ck_assert_uint_eq(zp_rround_split(&into, &rr, every, NULL, DIM), back);
+    ck_assert_uint_eq(into.nheld, 0);
+    ck_assert_uint_eq(into.bytes, 0);
+    ck_assert_int_eq(zp_rround_first_clock(&rr), 5);
+    zp_rround_fini(&rr);
+    zp_rround_fini(&into);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rround");
@@ -200,6 +296,7 @@ int main(void)
     tcase_add_test(tc, test_merge_any_arrival_order);
     tcase_add_test(tc, test_forget_clear_bytes);
     tcase_add_test(tc, test_keep_and_give);
+    tcase_add_test(tc, test_split_hands_over);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -47,9 +47,8 @@ static void usage(FILE *f, const char *cmd)
                    "no longer wait for it (HELLO) nor send it anything, and K can be stopped.\n"
                    "Refused, changing nothing, for shard 0 (it keeps the cluster's BARRIER), for\n"
                    "a shard that owns a slot or holds a row, for a shard of the cluster file when\n"
-                   "a dense table is declared, with snapshot_dir and under bsp. With replicas,\n"
-                   "each shard's primary is told; K's replicas may be stopped already.\n"
-                   "K may already be stopped. A retired shard never comes back (docs/elastic.md).\n"
+                   "a dense table is declared and with snapshot_dir. With replicas, each\n"
+                   "shard's primary is told (not under bsp). K may already be stopped. A retired shard never comes back (docs/elastic.md).\n"
                    "\n"
                    "Exit status: 0 retired (or retired already); 1 a shard did not take the map\n"
                    "(the shards before it did; run it again); 2 bad usage or refused (nothing\n"
@@ -65,7 +64,7 @@ static void usage(FILE *f, const char *cmd)
                 "index, the number of shards so far). Its sparse tables are declared there,\n"
                 "every shard takes the slot map that names it, and live moves give it slots\n"
                 "until the rows are even within +-PCT %% (default 10). It holds no dense slice.\n"
-                "async and ssp (not bsp), one replica per shard (docs/elastic.md).\n"
+                "Sparse tables, one replica per shard, any mode (docs/elastic.md).\n"
                 "\n"
                 "Exit status: 0 added and balanced; 1 a step failed (the steps before it\n"
                 "stand, said so); 2 bad usage or refused (nothing changed).\n");
@@ -76,8 +75,8 @@ static void usage(FILE *f, const char *cmd)
                    "Move every slot of shard K to the other shards that own slots, by live moves\n"
                    "(the one with the fewest rows first), until K owns no slot and no row. A\n"
                    "shard holding a slice of a dense table cannot be removed (dense tables do not\n"
-                   "move). async and ssp (not bsp); with replicas, by moves between the\n"
-                   "primaries (docs/elastic.md).\n"
+                   "move). Any mode; with replicas, by moves between the primaries (not under\n"
+                   "bsp; docs/elastic.md).\n"
                    "\n"
                    "Exit status: 0 removed; 1 a move failed (the moves before it stand); 2 bad\n"
                    "usage or refused (nothing changed).\n");
@@ -145,21 +144,21 @@ static int stats(zp_mover *m, int k, bool specs, const char *cmd, Zeps__Header *
     return 0;
 }
 
-/* Refused in modes that hold pushes in rounds (the shards would refuse
- * each step; said once here, before anything changes), and `add` with
- * replicas (a shard that joins is one process). */
+/* Refused with replicas under bsp (the shards would refuse each step;
+ * said once here, before anything changes), and `add` with replicas (a
+ * shard that joins is one process). */
 static int mode_refused(zp_mover *m, const char *cmd)
 {
     Zeps__Header *rep;
     if (stats(m, 0, false, cmd, &rep) != 0)
         return ZP_EXIT_FAILED;
     int rc = 0;
-    if (rep->stats->caps & ZP_CAP_CUTS) {
+    if (rep->stats->replicas > 1 && (rep->stats->caps & ZP_CAP_CUTS)) {
         fprintf(stderr,
-                "zepsctl shards %s: the cluster runs '%s', which holds pushes in rounds: "
-                "shards are added and removed outside bsp only (docs/elastic.md, "
-                "\"What is built\"); nothing changed\n",
-                cmd, rep->stats->consistency ? rep->stats->consistency : "?");
+                "zepsctl shards %s: shards of %u replicas under '%s', which holds pushes in "
+                "rounds: not built (docs/elastic.md, \"What is built\"); nothing changed\n",
+                cmd, rep->stats->replicas,
+                rep->stats->consistency ? rep->stats->consistency : "?");
         rc = ZP_EXIT_SETUP;
     } else if (rep->stats->replicas > 1 && strcmp(cmd, "add") == 0) {
         fprintf(stderr,
@@ -434,9 +433,10 @@ static int remove_shard(zp_mover *m, const el_opts *o)
     }
     if (rc == 0)
         printf("shards remove: shard %lld owns 0 slots and 0 rows: the running workers send it "
-               "nothing more (no CLOCK outside bsp), so it can be stopped; a client that starts "
-               "later says HELLO to it until 'zepsctl shards retire %lld' (docs/elastic.md, "
-               "\"Removing a shard\")\n",
+               "nothing more (no CLOCK outside bsp), so it can be stopped (under bsp: once "
+               "retired and every worker clocked since); a client that starts later says HELLO "
+               "to it until 'zepsctl shards retire %lld' (docs/elastic.md, \"Removing a "
+               "shard\")\n",
                k, k);
     return rc;
 }

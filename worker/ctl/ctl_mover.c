@@ -51,6 +51,7 @@ typedef struct zp_mover {
     uint64_t req_id;
     char err[1024];
     uint64_t rows, bytes, rounds;     /* copied so far */
+    uint64_t held;                    /* round records (bsp pushes held) handed over */
     uint64_t round_rows, round_bytes; /* ... when the round in progress began */
 } mv;
 
@@ -310,9 +311,14 @@ static int page_put(mv *m, flight *f, uint64_t *n, uint64_t *left, uint64_t *rou
         p->move_table = rep->move_table;
         p->count = rep->count;
         p->state_per_value = rep->state_per_value;
+        p->flags = rep->flags & ZP_FLAG_HELD; /* bsp pushes held for open rounds, not rows */
         rc = rpc_send(m, m->o.to, p, zmq_msg_data(&data), zmq_msg_size(&data));
-        m->rows += rep->count; /* sent; the copy ends only once every PUT was acknowledged */
-        m->bytes += zmq_msg_size(&data);
+        if (rep->flags & ZP_FLAG_HELD) { /* sent; the copy ends only once every PUT was acked */
+            m->held += rep->count;
+        } else {
+            m->rows += rep->count;
+            m->bytes += zmq_msg_size(&data);
+        }
         p->move_table = NULL; /* rep's, freed below; the ack is matched by req_id */
     }
     zeps__header__free_unpacked(rep, NULL);
@@ -433,8 +439,9 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
                     k, m->err);
     uint64_t dropped = rep->count;
     zeps__header__free_unpacked(rep, NULL);
-    printf("cut-over: %" PRIu64 " rows in %.1f ms (the longest a request of the slots waited)\n",
-           m->rows - before, cut_ms);
+    printf("cut-over: %" PRIu64 " rows and %" PRIu64 " held bsp pushes in %.1f ms (the longest "
+           "a request of the slots waited)\n",
+           m->rows - before, m->held, cut_ms);
     printf("moved: %" PRIu64 " rows sent (%.1f MB) in %" PRIu64
            " rounds, %.2f s (%.0f rows/s, %.1f MB/s); shard %d dropped %" PRIu64
            " rows; slot map epoch %" PRIu64 "\n",
@@ -628,7 +635,7 @@ int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const
     m->o.to = to;
     m->o.slots = slots;
     m->which = which;
-    m->rows = m->bytes = m->rounds = m->round_rows = m->round_bytes = 0;
+    m->rows = m->bytes = m->rounds = m->round_rows = m->round_bytes = m->held = 0;
     int rc = run(m);
     m->which = NULL;
     return rc;

@@ -1,0 +1,645 @@
+/*
+ * test_bsp_move.c - shards added and removed under bsp while a
+ * deterministic job trains sparse rows (docs/elastic.md, "Moves under
+ * bsp"), with real shards, real worker processes and the real zepsctl.
+ *
+ * The job: three worker processes, a sparse table of 600 ids (dim 4,
+ * adagrad, a seeded normal init); at every clock each worker pulls the
+ * ids of its share of that clock (the shares overlap, so a round sums
+ * several workers' rows), pushes a gradient made from the rows it pulled
+ * and clocks. The bits of every row at the end depend on every round's
+ * rank-order sum and on the order rounds were applied.
+ *
+ * test_add_remove_bits: the job on two shards; after clock 10 a third
+ * shard starts with --join and `zepsctl shards add` gives it a third of
+ * the rows by live moves; then `zepsctl shards remove 2` moves them back,
+ * `zepsctl shards retire 2`, and shard 2 is stopped once every worker
+ * clocked twice since (under bsp CLOCK goes to every live shard); the
+ * job goes on three more clocks. The workers run at most 100 clocks past
+ * the test's last look (<dir>/limit), so every move runs mid-job, among
+ * the job's 600 clocks. Then every row's record (values, adagrad state,
+ * version, last clock; SCAN) is compared byte for byte with the same job
+ * run on two shards without a move. Touch counts (pulls and applies that
+ * read a row) are printed, not compared: one run in about twenty showed
+ * extra touches on one shard, values equal.
+ *
+ * test_held_pushes_handed: the same with the moves made while every
+ * worker holds pushes in the source's open round: one worker sleeps
+ * before its pushes, so the others' pushes of that clock are held when
+ * the cut-over comes; the tool's output says how many it handed over (at
+ * least one).
+ *
+ * test_steps: the steps of one move sent one by one as a tool would,
+ * with two workers' rounds in between: a round applied to a row after
+ * its page (in the clock that closes it) makes the cut-over send it
+ * again; pushes held before the cut-over and during it go to the target
+ * as round records, one parked after the last page is answered EMOVED and
+ * sent there, and the target's round sums all three.
+ * test_round_closed_in_cutover: the round closes at the source during
+ * the cut-over, after its pushes were taken: a pull that waited for it
+ * is answered by the target after the commit, with the round applied
+ * (the target applies records of a round it closed on arrival).
+ * test_abort_gives_back: an abort gives a taken push back to the
+ * source, which applies it though its round closed meanwhile; round
+ * records the target refuses (an id outside the slots, a record cut
+ * short, a rank outside the cluster).
+ */
+#include <check.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <zmq.h>
+
+#include "check_main.h"
+#include "harness.h"
+#include "move_fixture.h"
+#include "now.h"
+#include "rawreq.h"
+#include "slotmap.h"
+#include "wire.h"
+#include "zeps.h"
+
+#define W     3   /* workers */
+#define N     600 /* ids */
+#define BDIM  4
+#define STEPS 600 /* clocks of the job */
+#define AHEAD 100 /* clocks the workers may run past the test's last look */
+#define REC   ZEPS_ROW_RECORD_BYTES(BDIM, 1)
+
+static uint32_t declare(zeps_client *c)
+{
+    zeps_sparse_spec spec = {.name = "bspemb",
+                             .dim = BDIM,
+                             .optimizer = "adagrad",
+                             .lr = 0.05,
+                             .init = "normal",
+                             .init_scale = 0.1,
+                             .seed = 7};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    return t;
+}
+
+/* Worker w's ids of clock k: the ids i with (i + k + w) % 4 != 0 (three
+ * quarters; every id is in the share of at least two workers). */
+static size_t share(const uint64_t *ids, int w, int k, uint64_t *out)
+{
+    size_t n = 0;
+    for (int i = 0; i < N; i++)
+        if ((i + k + w) % 4 != 0)
+            out[n++] = ids[i];
+    return n;
+}
+
+/* The clock the test lets the workers reach (<dir>/limit), 0 if none. */
+static int limit_read(const zt_cluster *cl)
+{
+    char path[400];
+    int k = 0;
+    snprintf(path, sizeof(path), "%s/limit", cl->dir);
+    FILE *f = fopen(path, "r");
+    if (f && fscanf(f, "%d", &k) != 1)
+        k = 0;
+    if (f)
+        fclose(f);
+    return k;
+}
+
+static void limit_write(const zt_cluster *cl, int64_t k)
+{
+    char path[400], tmp[420];
+    snprintf(path, sizeof(path), "%s/limit", cl->dir);
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%lld\n", (long long)(k < STEPS ? k : STEPS));
+    fclose(f);
+    ck_assert_int_eq(rename(tmp, path), 0);
+}
+
+/* The job's worker process w; `slow`: sleep 30 ms before every push of
+ * an odd clock (pushes of the others are then held when a move comes).
+ * It starts clock k only below the test's limit, so that the job is still
+ * running whenever the test moves slots (each run does the same clocks). */
+static void worker(const zt_cluster *cl, int w, bool slow)
+{
+    static uint64_t ids[N], mine[N];
+    static float rows[N * BDIM], g[N * BDIM];
+    zt_move_ids(ids, N, 3);
+    zeps_client *c = zt_client(cl, (uint32_t)w);
+    if (!c)
+        _exit(1);
+    uint32_t t = declare(c);
+    int limit = 0;
+    for (int k = 0; k < STEPS; k++) {
+        for (int i = 0; k >= limit && i < 60000; i++)
+            if (k >= (limit = limit_read(cl)))
+                usleep(2000);
+        size_t n = share(ids, w, k, mine);
+        if (zeps_spull(c, t, mine, n, rows, k) != 0)
+            goto fail;
+        for (size_t i = 0; i < n * BDIM; i++)
+            g[i] = 0.5f * rows[i] + 0.01f * (float)(w + 1) - 0.003f * (float)(k % 5);
+        if (slow && w == 0 && k % 2 == 1)
+            usleep(30000);
+        if (zeps_spush(c, t, mine, n, g, k) != 0 || zeps_clock(c, k) != 0)
+            goto fail;
+        usleep(2000);
+    }
+    zeps_client_destroy(&c);
+    _exit(0);
+fail:
+    fprintf(stderr, "bsp worker %d: %s\n", w, zeps_last_error(c));
+    _exit(1);
+}
+
+static void start_workers(const zt_cluster *cl, pid_t *pids, bool slow)
+{
+    for (int w = 0; w < W; w++) {
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0)
+            worker(cl, w, slow);
+    }
+}
+
+static void end_workers(const zt_cluster *cl, const pid_t *pids)
+{
+    limit_write(cl, STEPS);
+    for (int w = 0; w < W; w++) {
+        int ws = zt_wait(pids[w], 120);
+        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
+    }
+}
+
+/* The slowest worker's clock on shard k (STATS), -1 before all said HELLO. */
+static int64_t min_clock(zeps_client *tl, int k)
+{
+    Zeps__ShardStats *st = zt_stats(tl, k);
+    ck_assert_ptr_nonnull(st);
+    int64_t m = st->n_workers == W ? INT64_MAX : -1;
+    for (size_t i = 0; i < st->n_workers; i++)
+        if (st->workers[i]->clock < m)
+            m = st->workers[i]->clock;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return m;
+}
+
+/* Let the workers run AHEAD clocks past where they are now, and wait
+ * until the slowest ended clock at_least - 1 (-1: only let them run). */
+static void wait_clock(const zt_cluster *cl, zeps_client *tl, int64_t at_least)
+{
+    limit_write(cl, (at_least > min_clock(tl, 0) ? at_least : min_clock(tl, 0)) + AHEAD);
+    if (at_least < 0)
+        return;
+    for (int i = 0; i < 2400 && min_clock(tl, 0) < at_least; i++)
+        usleep(5000);
+    ck_assert_int_ge(min_clock(tl, 0), at_least);
+}
+
+static int by_id(const void *a, const void *b)
+{
+    uint64_t x, y;
+    memcpy(&x, a, 8);
+    memcpy(&y, b, 8);
+    return x < y ? -1 : x > y;
+}
+
+/* Every row of the table on shards 0 and 1 (SCAN), sorted by id; their
+ * count (a worker's client: rank 0 again, the job done). */
+static size_t scan_all(const zt_cluster *cl, uint8_t **out)
+{
+    zeps_client *c = zt_client_replacing(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = declare(c);
+    size_t n = 0;
+    *out = NULL;
+    for (int k = 0; k < 2; k++) {
+        uint64_t cursor = 0;
+        do {
+            zeps_page p;
+            ck_assert_msg(zeps_scan(c, t, k, cursor, 700, &p) == 0, "%s", zeps_last_error(c));
+            ck_assert_uint_eq(p.state_per_value, 1);
+            *out = realloc(*out, (size_t)((n + p.count) * REC) + 1);
+            memcpy(*out + n * REC, p.data, (size_t)p.bytes);
+            n += p.count;
+            cursor = p.next;
+            zeps_page_release(&p);
+        } while (cursor != 0);
+    }
+    zeps_client_destroy(&c);
+    qsort(*out, n, REC, by_id);
+    return n;
+}
+
+/* The job on two shards without a move: its rows. */
+static size_t baseline(uint8_t **rows)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
+    pid_t pids[W];
+    start_workers(&cl, pids, false);
+    end_workers(&cl, pids);
+    size_t n = scan_all(&cl, rows);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+    return n;
+}
+
+static int zepsctl(const zt_cluster *cl, const char *name, char **args)
+{
+    char log[400];
+    snprintf(log, sizeof(log), "%s/%s.log", cl->dir, name);
+    int st = zt_move_zepsctl(log, args);
+    zt_move_print_file(log);
+    return st;
+}
+
+/* Held pushes handed over by the moves of a log (its cut-over lines). */
+static long handed(const zt_cluster *cl, const char *name)
+{
+    char path[400], line[512];
+    snprintf(path, sizeof(path), "%s/%s.log", cl->dir, name);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long sum = 0, rows, held;
+    while (fgets(line, sizeof(line), f))
+        if (sscanf(line, "cut-over: %ld rows and %ld held bsp pushes", &rows, &held) == 2)
+            sum += held;
+    fclose(f);
+    return sum;
+}
+
+/* The job with shard 2 added after clock 10, then removed, retired and
+ * stopped: its rows into *rows, their count; *held the held pushes the
+ * moves handed over. */
+static size_t with_moves(bool slow, uint8_t **rows, long *held)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
+    pid_t pids[W];
+    start_workers(&cl, pids, slow);
+    zeps_client *tl = zt_move_tool(&cl);
+    limit_write(&cl, 12);
+    wait_clock(&cl, tl, 10);
+    char ep[400];
+    zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
+    ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
+    char *add[] = {"shards", "add", ep, "--config", cl.conf, "--threshold", "16", NULL};
+    ck_assert_int_eq(zepsctl(&cl, "add", add), 0);
+    zeps_client_destroy(&tl);
+    tl = zt_move_tool(&cl); /* knows shard 2 */
+    ck_assert_uint_gt(zt_move_rows(tl, 2, NULL), N / 5);
+    wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* rounds close with shard 2 in the job */
+    char *rm[] = {"shards", "remove", "2", "--config", cl.conf, "--threshold", "16", NULL};
+    wait_clock(&cl, tl, -1);
+    ck_assert_int_eq(zepsctl(&cl, "remove", rm), 0);
+    char *ret[] = {"shards", "retire", "2", "--config", cl.conf, NULL};
+    wait_clock(&cl, tl, -1);
+    ck_assert_int_eq(zepsctl(&cl, "retire", ret), 0);
+    wait_clock(&cl, tl, min_clock(tl, 0) + 2); /* every worker learned the map retiring shard 2 */
+    int ks = zt_server_kill(&cl, 2, SIGTERM);
+    ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
+    wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* the job goes on without shard 2 */
+    zt_move_workers_run(pids, W); /* the moves ran mid-job: the workers wait at the limit */
+    ck_assert_int_lt(min_clock(tl, 0), STEPS - 1);
+    zeps_client_destroy(&tl);
+    end_workers(&cl, pids);
+    *held = handed(&cl, "add") + handed(&cl, "remove");
+    size_t n = scan_all(&cl, rows);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+    return n;
+}
+
+/* Whether rows a and b (records) differ in anything but their touch count
+ * (the count of pulls and applies that read the row: printed apart). */
+static bool differ(const uint8_t *a, const uint8_t *b)
+{
+    return memcmp(a, b, 12) != 0 || memcmp(a + 16, b + 16, REC - 16) != 0;
+}
+
+static void same_bits(bool slow)
+{
+    uint8_t *base, *moved;
+    long held = 0;
+    size_t nb = baseline(&base), nm = with_moves(slow, &moved, &held);
+    ck_assert_uint_eq(nb, N);
+    ck_assert_uint_eq(nm, N);
+    size_t diff = 0, touches = 0;
+    for (size_t i = 0; i < N; i++) {
+        uint32_t ta, tb;
+        memcpy(&ta, base + i * REC + 12, 4);
+        memcpy(&tb, moved + i * REC + 12, 4);
+        touches += ta != tb;
+        diff += differ(base + i * REC, moved + i * REC);
+    }
+    printf("bsp%s: %zu of %d rows differ from the run without moves in values, optimizer "
+           "state, version or last clock, %zu in touch count; %ld held pushes handed over\n",
+           slow ? " with a slow worker" : "", diff, N, touches, held);
+    ck_assert_msg(diff == 0, "%zu of %d rows differ from the run without moves", diff, N);
+    if (slow)
+        ck_assert_int_gt(held, 0);
+    free(base);
+    free(moved);
+}
+
+START_TEST(test_add_remove_bits)
+{
+    same_bits(false);
+}
+END_TEST
+
+START_TEST(test_held_pushes_handed)
+{
+    same_bits(true);
+}
+END_TEST
+
+/* A MOVE step to shard k on sock (a tool's), its reply header and, if
+ * `page`, its payload frame (the caller closes it). */
+static Zeps__Header *step_to(void *sock, uint32_t step, uint32_t peer, const Zeps__Header *like,
+                             const void *data, size_t len, zmq_msg_t *page)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__MOVE;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    h.move_step = step;
+    h.move_peer = peer;
+    if (like) { /* a PUT of the page `like` answered */
+        h.count = like->count;
+        h.move_table = like->move_table;
+        h.state_per_value = like->state_per_value;
+        h.flags = like->flags & ZP_FLAG_HELD;
+    } else {
+        h.count = 100;
+    }
+    zt_raw_send(sock, &h, data, len);
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    ck_assert_int_eq(zmq_poll(&it, 1, ZT_RAW_TIMEOUT_MS), 1);
+    zp_frames m;
+    ck_assert_int_eq(zp_wire_frames_recv(sock, &m, 0), 0);
+    Zeps__Header *rep = zp_wire_unpack_header(&m.f[0]);
+    ck_assert_ptr_nonnull(rep);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "MOVE step %u: %s", step,
+                  rep->error_text ? rep->error_text : "?");
+    if (page) {
+        zmq_msg_init(page);
+        if (m.n > 1)
+            zmq_msg_copy(page, &m.f[1]);
+    }
+    zp_wire_frames_close(&m);
+    return rep;
+}
+
+/* Pages from shard 0 put to shard 2 until none is left: the rows put and
+ * the round records put. */
+static void relay(void *src, void *dst, uint64_t *rows, uint64_t *records)
+{
+    for (;;) {
+        zmq_msg_t page;
+        Zeps__Header *rep = step_to(src, ZP_MOVE_ROWS, 2, NULL, NULL, 0, &page);
+        uint64_t n = rep->count, left = rep->cursor;
+        if (n > 0) {
+            Zeps__Header *ack =
+                step_to(dst, ZP_MOVE_PUT, 0, rep, zmq_msg_data(&page), zmq_msg_size(&page), NULL);
+            zeps__header__free_unpacked(ack, NULL);
+            *((rep->flags & ZP_FLAG_HELD) ? records : rows) += n;
+        }
+        zeps__header__free_unpacked(rep, NULL);
+        zmq_msg_close(&page);
+        if (n == 0 && left == 0)
+            return;
+    }
+}
+
+/* An id of slot `slot` under the default map of 3 shards, past `after`. */
+static uint64_t id_in_slot(uint32_t slot, uint64_t after)
+{
+    zp_slotmap *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
+    uint64_t id = after + 1;
+    while (zp_slotmap_slot_of(d, id) != slot)
+        id++;
+    zp_slotmap_destroy(&d);
+    return id;
+}
+
+/* Two bsp workers, three shards, and the move of slot 0 from shard 0 to
+ * shard 2 begun (BEGIN, IMPORT, the first pages copied): a tool's
+ * sockets to both, the map's wire form, the table. */
+typedef struct steps {
+    zt_cluster cl;
+    zeps_client *c0, *c1;
+    uint32_t t;
+    void *ctx, *a, *b;
+    uint8_t wire[16 + 2 * 4095];
+} steps;
+
+static void steps_begin(steps *st)
+{
+    ck_assert_int_eq(zt_cluster_start(&st->cl, 3, 2, "bsp", NULL, NULL), 0);
+    st->c0 = zt_client(&st->cl, 0);
+    st->c1 = zt_client(&st->cl, 1);
+    ck_assert(st->c0 && st->c1);
+    st->t = zt_move_declare(st->c0);
+    ck_assert_uint_eq(zt_move_declare(st->c1), st->t);
+    memcpy(st->wire, zt_move_map_wire(1, 4095, 2), sizeof(st->wire)); /* slot 0 to shard 2 */
+    st->ctx = zmq_ctx_new();
+    st->a = zt_raw_socket(st->ctx, &st->cl, 0);
+    st->b = zt_raw_socket(st->ctx, &st->cl, 2);
+}
+
+static void steps_move(steps *st)
+{
+    zeps__header__free_unpacked(
+        step_to(st->a, ZP_MOVE_BEGIN, 2, NULL, st->wire, sizeof(st->wire), NULL), NULL);
+    zeps__header__free_unpacked(
+        step_to(st->b, ZP_MOVE_IMPORT, 0, NULL, st->wire, sizeof(st->wire), NULL), NULL);
+}
+
+/* The commit: SLOTS to the target, COMMIT to the source, SLOTS to shard 1. */
+static void steps_commit(steps *st)
+{
+    zp_slotmap *next = NULL;
+    char why[256];
+    ck_assert_int_eq(zp_slotmap_decode(&next, st->wire, sizeof(st->wire), 3, why, sizeof(why)), 0);
+    ck_assert_int_eq(zt_raw_slots(&st->cl, 2, next), 0);
+    zeps__header__free_unpacked(
+        step_to(st->a, ZP_MOVE_COMMIT, 2, NULL, st->wire, sizeof(st->wire), NULL), NULL);
+    ck_assert_int_eq(zt_raw_slots(&st->cl, 1, next), 0);
+    zp_slotmap_destroy(&next);
+}
+
+static void steps_end(steps *st)
+{
+    zmq_close(st->a);
+    zmq_close(st->b);
+    zmq_ctx_term(st->ctx);
+    zeps_client_destroy(&st->c0);
+    zeps_client_destroy(&st->c1);
+    ck_assert_int_eq(zt_cluster_stop(&st->cl), 0);
+}
+
+/* A round closes at the source during the cut-over, after its pushes of
+ * the slots were taken: a pull of X that waited for it is not served
+ * there (X would miss the round), but at the target after the commit;
+ * the target, which closed the round before the records came, applies
+ * them on arrival. */
+START_TEST(test_round_closed_in_cutover)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t x = id_in_slot(0, 0), rows = 0, records = 0;
+    float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c1, st.t, &x, 1, g1, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0);
+    zeps_sbatch *bt;
+    zeps_req *pull;
+    float late[2] = {7, 7};
+    ck_assert_int_eq(zeps_sbatch_new(st.c1, st.t, &x, 1, &bt), 0);
+    ck_assert_int_eq(zeps_sbatch_pull_start(bt, late, 1, &pull), 0); /* waits for round 0 */
+    steps_move(&st);
+    relay(st.a, st.b, &rows, &records);
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0); /* round 0 closes everywhere */
+    usleep(100 * 1000);
+    rows = records = 0;
+    relay(st.a, st.b, &rows, &records);
+    ck_assert_uint_eq(records, 2); /* both pushes of X, applied by the target on arrival */
+    steps_commit(&st);
+    ck_assert_msg(zeps_wait(&pull) == 0, "%s", zeps_last_error(st.c1));
+    zeps_sbatch_free(&bt);
+    ck_assert_msg(late[0] == -3.0f && late[1] == -3.0f, "X as pulled: %g %g", late[0], late[1]);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 1), 0);
+    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "X: %g %g", got[0], got[1]);
+    steps_end(&st);
+}
+END_TEST
+
+/* Round records the target refuses, holding nothing: an id outside the
+ * moving slots, a record cut short, a rank outside the cluster. */
+static void held_put_refused(steps *st, uint64_t in_m)
+{
+    uint64_t rec[5] = {0, 0, 1, id_in_slot(1, 0), 0}; /* rank 0, clock 0, 1 row, g 0 */
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__MOVE;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    h.move_step = ZP_MOVE_PUT;
+    h.move_peer = 0;
+    h.move_table = "emb";
+    h.count = 1;
+    h.flags = ZP_FLAG_HELD;
+    zt_raw_expect_error(zt_raw_req(st->b, &h, rec, sizeof(rec)), ZEPS_EINVAL,
+                        "is not in the moving slots");
+    rec[3] = in_m;
+    zt_raw_expect_error(zt_raw_req(st->b, &h, rec, 32), ZEPS_ESIZE, "does not fit");
+    rec[0] = 7; /* rank 7 of 2 workers */
+    zt_raw_expect_error(zt_raw_req(st->b, &h, rec, sizeof(rec)), ZEPS_ESIZE, "of 2 workers");
+}
+
+/* An abort after the cut-over took a held push, with its round closed at
+ * the source meanwhile: the push comes back and is applied there. */
+START_TEST(test_abort_gives_back)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t z = id_in_slot(0, 0), rows = 0, records = 0;
+    float g0[2] = {1, 1}, got[2];
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &z, 1, got, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &z, 1, g0, 0), 0); /* held */
+    steps_move(&st);
+    relay(st.a, st.b, &rows, &records);
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0); /* round 0 closes without the push taken */
+    held_put_refused(&st, z);
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_ABORT, 2, NULL, NULL, 0, NULL), NULL);
+    zeps__header__free_unpacked(step_to(st.b, ZP_MOVE_ABORT, 0, NULL, NULL, 0, NULL), NULL);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &z, 1, got, 1), 0);
+    ck_assert_msg(got[0] == -1.0f && got[1] == -1.0f, "Z: %g %g", got[0], got[1]);
+    ck_assert_uint_eq(zt_move_rows(st.c0, 2, NULL), 0); /* the target dropped what it took */
+    steps_end(&st);
+}
+END_TEST
+
+/* The steps of a move one by one, with two workers' bsp rounds between
+ * them: (1) both push X for clock 0, worker 0 clocks, the copy sends X,
+ * then worker 1 clocks: the round applies to X after its page, in the
+ * clock that closes it, so the cut-over must send X again; (2) worker 0
+ * pushes Y for clock 1 before the cut-over (held: taken at FREEZE and
+ * handed over), worker 1 during it (held and handed over too) and once
+ * more after the last page (parked, then EMOVED and sent to the target):
+ * the target's round 1 sums all three, in rank order. */
+START_TEST(test_steps)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t x = id_in_slot(0, 0), y = id_in_slot(0, x), rows = 0, records = 0;
+    float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0); /* X's row is made */
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c1, st.t, &x, 1, g1, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0);
+    steps_move(&st);
+    relay(st.a, st.b, &rows, &records);
+    ck_assert_uint_eq(rows, 1);                /* X, before its round */
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0); /* round 0 applies to X at shard 0 */
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &y, 1, got, 1), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &y, 1, g0, 1), 0); /* held for round 1 */
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
+    ck_assert_int_eq(zeps_spush(st.c1, st.t, &y, 1, g1, 1), 0); /* held in the cut-over */
+    rows = records = 0;
+    relay(st.a, st.b, &rows, &records);
+    ck_assert_uint_eq(rows, 2);    /* X again (its round applied after its page), Y */
+    ck_assert_uint_eq(records, 2); /* both pushes of Y */
+    zeps_sbatch *bt;
+    zeps_req *pending;
+    ck_assert_int_eq(zeps_sbatch_new(st.c1, st.t, &y, 1, &bt), 0);
+    ck_assert_int_eq(zeps_sbatch_push_start(bt, g1, 1, &pending), 0); /* parked */
+    usleep(100 * 1000);
+    steps_commit(&st);
+    ck_assert_msg(zeps_wait(&pending) == 0, "%s", zeps_last_error(st.c1)); /* sent to shard 2 */
+    zeps_sbatch_free(&bt);
+    ck_assert_int_eq(zeps_clock(st.c0, 1), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 1), 0);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 2), 0);
+    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "X: %g %g", got[0], got[1]);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &y, 1, got, 2), 0);
+    ck_assert_msg(got[0] == -5.0f && got[1] == -5.0f, "Y: %g %g", got[0], got[1]);
+    ck_assert_uint_eq(zt_move_rows(st.c0, 0, NULL), 0); /* the source dropped X and Y */
+    steps_end(&st);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("bsp_move");
+    TCase *tc = tcase_create("bsp_move");
+    tcase_set_timeout(tc, 300);
+    tcase_add_test(tc, test_add_remove_bits);
+    tcase_add_test(tc, test_held_pushes_handed);
+    suite_add_tcase(s, tc);
+    TCase *tsteps = tcase_create("steps");
+    tcase_set_timeout(tsteps, 120);
+    tcase_add_test(tsteps, test_steps);
+    tcase_add_test(tsteps, test_round_closed_in_cutover);
+    tcase_add_test(tsteps, test_abort_gives_back);
+    suite_add_tcase(s, tsteps);
+    return s;
+}
+
+int main(void)
+{
+    return zt_run_suite(suite());
+}

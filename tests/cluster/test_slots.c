@@ -103,17 +103,9 @@ static Zeps__Header *send_slots_n(const zt_cluster *cl, int k, uint64_t epoch, i
         map[16 + 2 * n] = (unsigned char)own(n);
         map[17 + 2 * n] = 0;
     }
-    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__SLOTS;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
-    Zeps__Header *rep = zt_raw_req(sock, &h, map, 16 + 2 * (size_t)slots);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
-    return rep;
+    zt_raw_tool_header(&h, ZEPS__OP__SLOTS);
+    return zt_raw_req_once(cl, k, &h, map, 16 + 2 * (size_t)slots);
 }
 
 static Zeps__Header *send_slots(const zt_cluster *cl, int k, uint64_t epoch, int (*own)(uint32_t))

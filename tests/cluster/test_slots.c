@@ -19,6 +19,7 @@
  * redirect is not followed a second time: the caller gets EMOVED. A piece
  * refused by a newer map than the one it was split by goes on (moves in
  * a row): a push refused twice is applied once, where the newest map says.
+ * A shard left with no slot but a dense table's slice still gets CLOCKs.
  */
 #include <check.h>
 #include <stdio.h>
@@ -422,6 +423,44 @@ START_TEST(test_redirect_followed_by_newer_maps)
 }
 END_TEST
 
+/* Every slot on shard 0. */
+static int own_all0(uint32_t n)
+{
+    (void)n;
+    return 0;
+}
+
+/* A shard that owns no slot but holds its slice of a dense table still
+ * gets each CLOCK (only one with neither is left out: docs/elastic.md):
+ * with every slot on shard 0 (epoch 3, before any row), a clock finished
+ * is recorded by both shards. */
+START_TEST(test_clock_to_dense_slice)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    slots_ok(&cl, 0, 3, own_all0);
+    slots_ok(&cl, 1, 3, own_all0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    ck_assert_uint_eq(stats(c).slot_epoch, 3); /* from HELLO */
+    zeps_table_spec sp = {.name = "d", .length = 100, .optimizer = "sgd", .lr = 1.0};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &sp, &t), 0);
+    ck_assert_int_eq(zeps_clock(c, 0), 0);
+    for (int k = 0; k < 2; k++) {
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        ck_assert_uint_eq(st->slots_owned, k == 0 ? 4096 : 0);
+        ck_assert_msg(st->n_workers >= 1 && st->workers[0]->clock == 1,
+                      "shard %d: worker 0 at clock %lld", k,
+                      st->n_workers ? (long long)st->workers[0]->clock : -1LL);
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* A mode that holds pushes in rounds takes no new map (nor does a
  * replicated shard: test_replicas). */
 START_TEST(test_refused_under_bsp)
@@ -443,6 +482,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_redirect_not_followed_twice);
     tcase_add_test(tc, test_redirect_followed_by_newer_maps);
     tcase_add_test(tc, test_refused_under_bsp);
+    tcase_add_test(tc, test_clock_to_dense_slice);
     suite_add_tcase(s, tc);
     return s;
 }

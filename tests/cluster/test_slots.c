@@ -20,7 +20,8 @@
  * refused by a newer map than the one it was split by goes on (moves in
  * a row): a push refused twice is applied once, where the newest map says.
  * A shard left with no slot but a dense table's slice still gets CLOCKs;
- * a map naming a joined shard that does not answer is not taken.
+ * a map naming a joined shard that does not answer is not taken; one
+ * request redirected by both shards is applied once where the map says.
  */
 #include <check.h>
 #include <stdio.h>
@@ -460,6 +461,50 @@ START_TEST(test_map_with_unreachable_shard)
 }
 END_TEST
 
+/* Slots 0 and 1 swapped between the shards, the others as by default. */
+static int own_swap(uint32_t n)
+{
+    return n < 2 ? (int)(1 - n) : (int)(n % 2);
+}
+
+/* One request redirected on both shards: a push of an id of slot 0 and
+ * one of slot 1, each refused by the shard the default map names, is
+ * applied once to each row where the new map says (and the second
+ * redirect's follow-up keeps the first's in its chain, freed with the
+ * request: LeakSanitizer in the ASan tree). */
+START_TEST(test_redirected_on_both_shards)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = declare(c);
+    zp_slotmap *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    uint64_t ids[2] = {1, 1};
+    for (int i = 0; i < 2; i++)
+        while (zp_slotmap_slot_of(d, ids[i]) != (uint32_t)i)
+            ids[i]++;
+    zp_slotmap_destroy(&d);
+    slots_ok(&cl, 0, 3, own_swap);
+    slots_ok(&cl, 1, 3, own_swap);
+    float g[2 * DIM] = {1, 2, 3, 4, 5, 6, 7, 8}, rows[2 * DIM];
+    ck_assert_int_eq(zeps_spush(c, t, ids, 2, g, 0), 0);
+    ck_assert_uint_eq(stats(c).slot_epoch, 3);
+    ck_assert_int_eq(zeps_spull(c, t, ids, 2, rows, 0), 0);
+    for (int i = 0; i < 2 * DIM; i++)
+        ck_assert_float_eq(rows[i], -g[i]);
+    for (int k = 0; k < 2; k++) { /* each row where the new map says */
+        Zeps__ShardStats *st = zt_stats(c, k);
+        ck_assert_ptr_nonnull(st);
+        ck_assert_uint_eq(st->tables[0]->rows, 1);
+        zeps__shard_stats__free_unpacked(st, NULL);
+    }
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* Every slot on shard 0. */
 static int own_all0(uint32_t n)
 {
@@ -521,6 +566,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_refused_under_bsp);
     tcase_add_test(tc, test_clock_to_dense_slice);
     tcase_add_test(tc, test_map_with_unreachable_shard);
+    tcase_add_test(tc, test_redirected_on_both_shards);
     suite_add_tcase(s, tc);
     return s;
 }

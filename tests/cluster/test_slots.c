@@ -133,6 +133,17 @@ static uint32_t declare(zeps_client *c)
     return t;
 }
 
+/* A cluster of `shards` shards (async, one worker) in cl; the worker's
+ * client (with options o, or none) and its table "emb", in *t. */
+static zeps_client *one_worker(zt_cluster *cl, int shards, zeps_options *o, uint32_t *t)
+{
+    ck_assert_int_eq(zt_cluster_start(cl, shards, 1, "async", NULL, NULL), 0);
+    zeps_client *c = o ? zt_client_opts(cl, 0, o) : zt_client(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    *t = declare(c);
+    return c;
+}
+
 static zeps_client_stats stats(const zeps_client *c)
 {
     zeps_client_stats st;
@@ -389,10 +400,8 @@ END_TEST
 START_TEST(test_redirect_followed_by_newer_maps)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
-    uint32_t t = declare(c);
+    uint32_t t;
+    zeps_client *c = one_worker(&cl, 3, NULL, &t);
     zp_slotmap *d = NULL, *m1 = NULL, *m2 = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
     uint64_t ids[2] = {1, 0};
@@ -432,11 +441,9 @@ END_TEST
 START_TEST(test_map_with_unreachable_shard)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
     zeps_options o = {.hello_timeout_ms = 500};
-    zeps_client *c = zt_client_opts(&cl, 0, &o);
-    ck_assert_ptr_nonnull(c);
-    uint32_t t = declare(c);
+    uint32_t t;
+    zeps_client *c = one_worker(&cl, 2, &o, &t);
     char dead[64], why[256];
     snprintf(dead, sizeof(dead), "tcp://127.0.0.1:%d", zt_free_port());
     zp_slotmap *base = NULL, *joined = NULL, *next = NULL;
@@ -475,10 +482,8 @@ static int own_swap(uint32_t n)
 START_TEST(test_redirected_on_both_shards)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
-    uint32_t t = declare(c);
+    uint32_t t;
+    zeps_client *c = one_worker(&cl, 2, NULL, &t);
     zp_slotmap *d = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
     uint64_t ids[2] = {1, 1};

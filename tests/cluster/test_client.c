@@ -1,17 +1,22 @@
 /*
  * test_client.c - the client library against real servers: ranges sliced
  * over shards, requests in flight together, zero-copy views, versions, a
- * push that finishes a clock sending CLOCK to the shards it does not reach.
+ * push that finishes a clock sending CLOCK to the shards it does not reach;
+ * a client refused (no ZeroMQ context, bad CURVE keys) leaking nothing; a
+ * client's BYE bounded when a shard does not answer; a table's declared
+ * weight decay applied on every shard; a declaration by init segments.
  */
 #define _GNU_SOURCE
 #include <check.h>
 #include <dlfcn.h>
 #include <malloc.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check_main.h"
 #include "harness.h"
+#include "now.h"
 #include "zeps.h"
 
 /* The binary wraps zmq_ctx_new (CMakeLists.txt): refuse_ctx makes it fail.
@@ -387,6 +392,94 @@ START_TEST(test_no_context_frees_all)
 }
 END_TEST
 
+/* A table declared with weight decay has it on every shard: a zero
+ * gradient pushed at lr 1 and weight_decay 0.5 halves every weight. */
+START_TEST(test_weight_decay_declared)
+{
+    zeps_table_spec sp = {.name = "wd", .length = N, .optimizer = "sgd", .lr = 1.0,
+                          .weight_decay = 0.5, .init = "uniform", .init_scale = 1.0, .seed = 3};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &sp, &t), 0);
+    float *before = malloc(N * sizeof(float)), *after = malloc(N * sizeof(float));
+    float *zero = calloc(N, sizeof(float));
+    ck_assert_int_eq(zeps_pull(c, t, before, 0, N, 0), 0);
+    ck_assert_int_eq(zeps_push(c, t, zero, 0, N, 0), 0);
+    ck_assert_int_eq(zeps_pull(c, t, after, 0, N, 0), 0);
+    for (int i = 0; i < N; i++)
+        ck_assert_msg(after[i] == 0.5f * before[i], "weight %d: %g after %g", i, after[i],
+                      before[i]);
+    free(before);
+    free(after);
+    free(zero);
+}
+END_TEST
+
+/* A table declared by init segments gets them on every shard: the
+ * "zeros" segments pull as zeros, the "uniform" ones not. (The client
+ * keeps nothing of them: LeakSanitizer, in the ASan tree, runs this.) */
+START_TEST(test_segments_declared)
+{
+    zeps_init_segment segs[4] = {{.length = 300, .init = "uniform", .init_scale = 1.0, .seed = 1},
+                                 {.length = 300, .init = "zeros"},
+                                 {.length = 300, .init = "uniform", .init_scale = 2.0, .seed = 2},
+                                 {.length = N - 900, .init = "zeros"}};
+    zeps_table_spec sp = {.name = "segs", .length = N, .optimizer = "sgd", .lr = 1.0,
+                          .segments = segs, .nsegments = 4};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &sp, &t), 0);
+    float *w = malloc(N * sizeof(float));
+    ck_assert_int_eq(zeps_pull(c, t, w, 0, N, 0), 0);
+    int nonzero[4] = {0};
+    for (int i = 0; i < N; i++)
+        nonzero[i < 900 ? i / 300 : 3] += w[i] != 0.0f;
+    ck_assert_int_eq(nonzero[1], 0);
+    ck_assert_int_eq(nonzero[3], 0);
+    ck_assert_int_ge(nonzero[0], 290);
+    ck_assert_int_ge(nonzero[2], 290);
+    free(w);
+}
+END_TEST
+
+/* Closing a client says BYE within a bound of its own, whatever its
+ * request timeout: with shard 1 stopped (SIGSTOP, no answer) and a request
+ * timeout of 8 s, zeps_client_destroy returns within 3 s. */
+START_TEST(test_bye_bounded)
+{
+    zeps_client_destroy(&c); /* rank 0 is the only worker's */
+    zeps_options o = {.request_timeout_ms = 8000};
+    zeps_client *b = zt_client_opts(&cl, 0, &o);
+    ck_assert_ptr_nonnull(b);
+    ck_assert_int_eq(kill(cl.pids[1], SIGSTOP), 0);
+    double t0 = zp_now_s();
+    zeps_client_destroy(&b);
+    double took = zp_now_s() - t0;
+    ck_assert_int_eq(kill(cl.pids[1], SIGCONT), 0);
+    printf("destroy with a stopped shard: %.2f s\n", took);
+    ck_assert_msg(took < 3.0, "destroy took %.1f s", took);
+}
+END_TEST
+
+/* A client refused for its CURVE keys (one of the three given) fails
+ * EINVAL naming the key, and each refusal frees the client it began: 100
+ * of them grow the heap by less than 16 KiB. */
+START_TEST(test_bad_keys_free_all)
+{
+    static const char *eps[1] = {"tcp://127.0.0.1:1"};
+    zeps_options o = {.curve_server_key = "x"};
+    zeps_client *nc = NULL;
+    ck_assert_int_eq(zeps_client_new_endpoints(&nc, eps, 1, 0, &o), ZEPS_EINVAL);
+    ck_assert_ptr_null(nc);
+    ck_assert_ptr_nonnull(strstr(zeps_last_error(NULL), "curve_server_key"));
+    struct mallinfo2 m = mallinfo2();
+    size_t before = m.uordblks + m.hblkhd; /* a client is large: mmap'd */
+    for (int i = 0; i < 100; i++)
+        ck_assert_int_eq(zeps_client_new_endpoints(&nc, eps, 1, 0, &o), ZEPS_EINVAL);
+    m = mallinfo2();
+    size_t after = m.uordblks + m.hblkhd;
+    ck_assert_msg(after < before + 16 * 1024, "heap grew by %zu bytes", after - before);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("client");
@@ -401,6 +494,10 @@ int main(void)
     tcase_add_test(tc, test_compressed_push);
     tcase_add_test(tc, test_push_clock_at_slice_edge);
     tcase_add_test(tc, test_no_context_frees_all);
+    tcase_add_test(tc, test_bad_keys_free_all);
+    tcase_add_test(tc, test_bye_bounded);
+    tcase_add_test(tc, test_weight_decay_declared);
+    tcase_add_test(tc, test_segments_declared);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -67,11 +67,6 @@ int __wrap_snprintf(char *buf, size_t len, const char *fmt, ...)
     return n;
 }
 
-static void on_closed(void *arg)
-{
-    (*(int *)arg)++;
-}
-
 /* Write the in-sync set from primary p and wait for its answer. */
 static int isr_write(rep *p, loop *lp, const char *const *m, int n, int32_t version)
 {
@@ -98,26 +93,22 @@ static void three(loop *lp, const char *hosts, rep r[3])
 
 START_TEST(test_election_and_failover)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     rep r[3];
-    three(&lp, zk.hosts, r);
+    three(&fx.lp, fx.zk.hosts, r);
     /* the first election put the primary alone in the set */
-    WAIT_FOR(5, r[0].isr_calls > 0, &lp);
+    WAIT_FOR(5, r[0].isr_calls > 0, &fx.lp);
     ck_assert_int_eq(r[0].isr_n, 1);
     ck_assert_str_eq(r[0].isr[0], r[0].me);
     ck_assert_uint_eq(r[0].isr_epoch, 1);
     const char *all[] = {r[0].me, r[1].me, r[2].me};
-    WAIT_FOR(5, agree(&r[0], &r[0], 1) && agree(&r[1], &r[0], 1) && agree(&r[2], &r[0], 1), &lp);
+    WAIT_FOR(5, agree(&r[0], &r[0], 1) && agree(&r[1], &r[0], 1) && agree(&r[2], &r[0], 1), &fx.lp);
     int roles[3] = {r[0].roles, r[1].roles, r[2].roles};
-    ck_assert_int_eq(isr_write(&r[0], &lp, all, 3, r[0].isr_version), 0);
-    WAIT_FOR(5, r[1].isr_n == 3 && r[2].isr_n == 3, &lp);
+    ck_assert_int_eq(isr_write(&r[0], &fx.lp, all, 3, r[0].isr_version), 0);
+    WAIT_FOR(5, r[1].isr_n == 3 && r[2].isr_n == 3, &fx.lp);
     for (int i = 0; i < 3; i++) /* the same primary at the same epoch: no role callback */
         ck_assert_int_eq(r[i].roles, roles[i]);
     /* the same write again, on the version it replaced: refused */
-    ck_assert_int_eq(isr_write(&r[0], &lp, all, 3, r[0].done_version - 1), ZEPS_ESTALE);
+    ck_assert_int_eq(isr_write(&r[0], &fx.lp, all, 3, r[0].done_version - 1), ZEPS_ESTALE);
     /* a backup may not write it */
     ck_assert_int_eq(zp_coord_isr_set(r[1].c, all, 3, r[1].isr_version, on_done, &r[1]),
                      ZEPS_ESTATE);
@@ -133,11 +124,11 @@ START_TEST(test_election_and_failover)
 
     double t0 = now_s();
     zp_coord_destroy(&r[0].c); /* its session closes: its nodes go now */
-    WAIT_FOR(10, agree(&r[1], &r[1], 2) && agree(&r[2], &r[1], 2), &lp);
+    WAIT_FOR(10, agree(&r[1], &r[1], 2) && agree(&r[2], &r[1], 2), &fx.lp);
     printf("failover after a closed session: %.3f s\n", now_s() - t0);
     ck_assert(!r[2].ever_primary);
     /* the new primary rewrote the set at its epoch, without the dead */
-    WAIT_FOR(5, r[2].isr_epoch == 2, &lp);
+    WAIT_FOR(5, r[2].isr_epoch == 2, &fx.lp);
     ck_assert_int_eq(r[2].isr_n, 2);
     ck_assert_str_eq(r[2].isr[0], r[1].me);
     ck_assert_str_eq(r[2].isr[1], r[2].me);
@@ -146,86 +137,70 @@ START_TEST(test_election_and_failover)
 
     zp_coord_destroy(&r[1].c);
     zp_coord_destroy(&r[2].c);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
-/* A member outside the in-sync set is never elected, though its
- * sequence is lower than the one that is. */
 /* The clean-exit record: a backup may not write it, the primary may (and
  * a malformed name is refused before anything is sent). */
 START_TEST(test_clean_record_primary_only)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     rep r[3];
-    three(&lp, zk.hosts, r);
+    three(&fx.lp, fx.zk.hosts, r);
     const char *snap = "0000000000000001-0000000000000002-3";
     ck_assert_int_eq(zp_coord_clean_set(r[1].c, snap, on_done, &r[1]), ZEPS_ESTATE);
     ck_assert_int_eq(zp_coord_clean_set(r[0].c, "", on_done, &r[0]), ZEPS_EINVAL);
     int calls = r[0].done_calls;
     ck_assert_int_eq(zp_coord_clean_set(r[0].c, snap, on_done, &r[0]), 0);
-    WAIT_FOR(5, r[0].done_calls > calls, &lp);
+    WAIT_FOR(5, r[0].done_calls > calls, &fx.lp);
     ck_assert_int_eq(r[0].done_rc, 0);
     /* the next primary replaces the record, void since its election */
-    WAIT_FOR(5, r[0].isr_calls > 0, &lp);
+    WAIT_FOR(5, r[0].isr_calls > 0, &fx.lp);
     const char *all[] = {r[0].me, r[1].me, r[2].me};
-    ck_assert_int_eq(isr_write(&r[0], &lp, all, 3, r[0].isr_version), 0);
-    WAIT_FOR(5, r[1].isr_n == 3, &lp);
+    ck_assert_int_eq(isr_write(&r[0], &fx.lp, all, 3, r[0].isr_version), 0);
+    WAIT_FOR(5, r[1].isr_n == 3, &fx.lp);
     zp_coord_destroy(&r[0].c);
-    WAIT_FOR(10, agree(&r[1], &r[1], 2), &lp);
+    WAIT_FOR(10, agree(&r[1], &r[1], 2), &fx.lp);
     calls = r[1].done_calls;
-    WAIT_FOR(5, zp_coord_clean_set(r[1].c, snap, on_done, &r[1]) == 0, &lp);
-    WAIT_FOR(5, r[1].done_calls > calls, &lp);
+    WAIT_FOR(5, zp_coord_clean_set(r[1].c, snap, on_done, &r[1]) == 0, &fx.lp);
+    WAIT_FOR(5, r[1].done_calls > calls, &fx.lp);
     ck_assert_int_eq(r[1].done_rc, 0);
     zp_coord_destroy(&r[1].c);
     zp_coord_destroy(&r[2].c);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
+/* A member outside the in-sync set is never elected, though its
+ * sequence is lower than the one that is. */
 START_TEST(test_out_of_sync_passed_over)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     rep r[3];
-    three(&lp, zk.hosts, r);
-    WAIT_FOR(5, r[0].isr_calls > 0, &lp);
+    three(&fx.lp, fx.zk.hosts, r);
+    WAIT_FOR(5, r[0].isr_calls > 0, &fx.lp);
     const char *some[] = {r[0].me, r[2].me};
-    ck_assert_int_eq(isr_write(&r[0], &lp, some, 2, r[0].isr_version), 0);
-    WAIT_FOR(5, r[1].isr_n == 2, &lp);
+    ck_assert_int_eq(isr_write(&r[0], &fx.lp, some, 2, r[0].isr_version), 0);
+    WAIT_FOR(5, r[1].isr_n == 2, &fx.lp);
     zp_coord_destroy(&r[0].c);
-    WAIT_FOR(10, agree(&r[1], &r[2], 2) && agree(&r[2], &r[2], 2), &lp);
+    WAIT_FOR(10, agree(&r[1], &r[2], 2) && agree(&r[2], &r[2], 2), &fx.lp);
     ck_assert(!r[1].ever_primary);
     zp_coord_destroy(&r[1].c);
     zp_coord_destroy(&r[2].c);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
 START_TEST(test_frozen_primary_fenced)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    loop la, lb; /* the primary's, the backup's */
-    loop_init(&la);
+    loop *la = &fx.lp; /* the primary's */
+    loop lb;           /* the backup's */
     loop_init(&lb);
     rep a, b;
-    rep_start(&a, &la, zk.hosts, 0, 5000);
-    WAIT_FOR(10, a.is_primary && a.epoch == 1 && a.isr_calls > 0, &la);
-    rep_start(&b, &lb, zk.hosts, 1, 5000);
-    WAIT_FOR(10, agree(&b, &a, 1), &la, &lb);
+    rep_start(&a, la, fx.zk.hosts, 0, 5000);
+    WAIT_FOR(10, a.is_primary && a.epoch == 1 && a.isr_calls > 0, la);
+    rep_start(&b, &lb, fx.zk.hosts, 1, 5000);
+    WAIT_FOR(10, agree(&b, &a, 1), la, &lb);
     const char *both[] = {a.me, b.me};
     int calls = a.done_calls;
     ck_assert_int_eq(zp_coord_isr_set(a.c, both, 2, a.isr_version, on_done, &a), 0);
-    WAIT_FOR(5, a.done_calls > calls && b.isr_n == 2, &la, &lb);
+    WAIT_FOR(5, a.done_calls > calls && b.isr_n == 2, la, &lb);
     ck_assert_int_eq(a.done_rc, 0);
     int32_t seen = b.isr_version;
 
@@ -243,28 +218,26 @@ START_TEST(test_frozen_primary_fenced)
     calls = a.done_calls;
     double t1 = now_s();
     ck_assert_int_eq(zp_coord_isr_set(a.c, both, 2, a.done_version, on_done, &a), 0);
-    WAIT_FOR(10, a.done_calls > calls, &la, &lb);
+    WAIT_FOR(10, a.done_calls > calls, la, &lb);
     ck_assert_msg(a.done_rc == ZEPS_ECLOSED || a.done_rc == ZEPS_ESTALE, "rc %d", a.done_rc);
     /* nor does a clean-exit record, if its view still let it send one */
     calls = a.done_calls;
     if (zp_coord_clean_set(a.c, "0000000000000001-0000000000000002-3", on_done, &a) == 0) {
-        WAIT_FOR(10, a.done_calls > calls, &la, &lb);
+        WAIT_FOR(10, a.done_calls > calls, la, &lb);
         ck_assert_msg(a.done_rc == ZEPS_ECLOSED || a.done_rc == ZEPS_ESTALE, "rc %d", a.done_rc);
     }
-    WAIT_FOR(10, a.events[ZP_COORD_EXPIRED] == 1 && !a.is_primary, &la, &lb);
+    WAIT_FOR(10, a.events[ZP_COORD_EXPIRED] == 1 && !a.is_primary, la, &lb);
     printf("frozen primary told EXPIRED %.3f s after it ran again\n",
            a.event_at[ZP_COORD_EXPIRED] - t1);
     /* ... then joins again on a new session, as a backup of epoch 2 */
-    WAIT_FOR(10, a.events[ZP_COORD_CONNECTED] == 2 && agree(&a, &b, 2), &la, &lb);
+    WAIT_FOR(10, a.events[ZP_COORD_CONNECTED] == 2 && agree(&a, &b, 2), la, &lb);
     ck_assert(zp_coord_is_stale(a.c, 1));
     ck_assert_int_eq(b.isr_version, now_version);
     ck_assert(!b.events[ZP_COORD_SUSPENDED] && !b.events[ZP_COORD_EXPIRED]);
 
     zp_coord_destroy(&a.c);
     zp_coord_destroy(&b.c);
-    loop_fini(&la);
     loop_fini(&lb);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
@@ -273,45 +246,38 @@ END_TEST
  * loaded machine delayed past 1 s (an expiry, once in 3 at a load of 10). */
 START_TEST(test_zookeeper_restart)
 {
-    zt_zk zk;
-    start_zk(&zk);
     session_ms = 3000;
-    loop lp;
-    loop_init(&lp);
     rep a, b;
-    rep_start(&a, &lp, zk.hosts, 0, 1000);
-    WAIT_FOR(10, a.is_primary && a.epoch == 1, &lp);
-    rep_start(&b, &lp, zk.hosts, 1, 1000);
-    WAIT_FOR(10, agree(&b, &a, 1), &lp);
+    rep_start(&a, &fx.lp, fx.zk.hosts, 0, 1000);
+    WAIT_FOR(10, a.is_primary && a.epoch == 1, &fx.lp);
+    rep_start(&b, &fx.lp, fx.zk.hosts, 1, 1000);
+    WAIT_FOR(10, agree(&b, &a, 1), &fx.lp);
 
-    zt_zk_stop(&zk, SIGKILL);
+    zt_zk_stop(&fx.zk, SIGKILL);
     double t0 = now_s();
-    WAIT_FOR(10, a.events[ZP_COORD_SUSPENDED] == 1 && b.events[ZP_COORD_SUSPENDED] == 1, &lp);
+    WAIT_FOR(10, a.events[ZP_COORD_SUSPENDED] == 1 && b.events[ZP_COORD_SUSPENDED] == 1, &fx.lp);
     printf("suspended %.3f s after ZooKeeper was killed\n", now_s() - t0);
     /* down for longer than the session timeout and the connect timeout */
-    WAIT_FOR(10, now_s() - t0 > 2.0 * session_ms / 1000, &lp);
+    WAIT_FOR(10, now_s() - t0 > 2.0 * session_ms / 1000, &fx.lp);
     ck_assert_int_eq(a.events[ZP_COORD_UNREACHABLE], 1);
     ck_assert(a.is_primary && a.epoch == 1); /* no failover while it is down */
-    ck_assert_int_eq(zt_zk_restart(&zk), 0);
+    ck_assert_int_eq(zt_zk_restart(&fx.zk), 0);
     double t1 = now_s();
     WAIT_FOR(15,
              (a.events[ZP_COORD_RESUMED] || a.events[ZP_COORD_CONNECTED] == 2) &&
                  (b.events[ZP_COORD_RESUMED] || b.events[ZP_COORD_CONNECTED] == 2),
-             &lp);
+             &fx.lp);
     printf("back %.3f s after ZooKeeper answered again (down %.2f s): a %s, b %s\n", now_s() - t1,
            t1 - t0, a.events[ZP_COORD_RESUMED] ? "resumed" : "new session",
            b.events[ZP_COORD_RESUMED] ? "resumed" : "new session");
     /* ZooKeeper restores the sessions with a fresh timeout: both resume,
      * and the primary keeps its epoch */
     ck_assert_int_eq(a.events[ZP_COORD_EXPIRED] + b.events[ZP_COORD_EXPIRED], 0);
-    WAIT_FOR(5, agree(&a, &a, 1) && agree(&b, &a, 1), &lp);
+    WAIT_FOR(5, agree(&a, &a, 1) && agree(&b, &a, 1), &fx.lp);
     ck_assert(!b.ever_primary);
 
     zp_coord_destroy(&a.c);
     zp_coord_destroy(&b.c);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
-    session_ms = SESSION_MS;
 }
 END_TEST
 
@@ -319,7 +285,7 @@ START_TEST(test_zookeeper_absent)
 {
     char hosts[64];
     snprintf(hosts, sizeof(hosts), "127.0.0.1:%d", zt_free_port());
-    loop lp;
+    loop lp; /* its own: how soon it closes is measured */
     loop_init(&lp);
     rep a;
     double t0 = now_s();
@@ -340,30 +306,21 @@ END_TEST
 
 START_TEST(test_tree_refused)
 {
-    zt_zk zk;
-    start_zk(&zk);
     /* shard 0's node without the create permission, its members node made */
-    zk_cli(zk.hosts,
+    zk_cli(fx.zk.hosts,
            "create /zeps\\ncreate /zeps/t\\ncreate /zeps/t/shards\\ncreate /zeps/t/shards/0\\n"
            "create /zeps/t/shards/0/members\\nsetAcl /zeps/t/shards/0 world:anyone:rwda\\n",
            NULL, 0);
-    loop lp;
-    loop_init(&lp);
     rep r;
     session_ms = 4000; /* the most ZooKeeper grants here: a member node outlives zkCli.sh */
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    session_ms = SESSION_MS;
-    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &lp);
-    double t0 = now_s();
-    while (now_s() - t0 < 3) /* time to register, which it must not */
-        uv_run(&lp.l, UV_RUN_ONCE);
+    rep_start(&r, &fx.lp, fx.zk.hosts, 0, 5000);
+    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &fx.lp);
+    run_for(&fx.lp, 3); /* time to register, which it must not */
     char ls[256];
-    zk_cli(zk.hosts, "ls /zeps/t/shards/0/members\\n", ls, sizeof(ls));
+    zk_cli(fx.zk.hosts, "ls /zeps/t/shards/0/members\\n", ls, sizeof(ls));
     ck_assert_msg(strcmp(ls, "[]\n") == 0, "members: %s", ls);
     ck_assert_int_eq(r.roles, 0);
     zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
@@ -371,17 +328,15 @@ END_TEST
  * refused with their words. */
 START_TEST(test_refusals)
 {
-    loop lp;
-    loop_init(&lp);
     zp_coord *c = NULL;
     char err[256] = "";
     zp_coord_cbs cbs = {0};
     zp_coord_opts o = {.backend = "etcd", .hosts = "127.0.0.1:1", .cluster = "t"};
-    ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_int_eq(zp_coord_new(&c, &fx.lp.l, &o, &cbs, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "etcd"));
     o.backend = "zookeeper";
     o.cluster = "a/b";
-    ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_int_eq(zp_coord_new(&c, &fx.lp.l, &o, &cbs, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "a/b"));
     ck_assert_ptr_null(c);
     /* hosts the ZooKeeper client refuses (a port that is no number; not a
@@ -392,18 +347,17 @@ START_TEST(test_refusals)
     memset(hosts, 'h', sizeof(hosts) - 1);
     memcpy(hosts + sizeof(hosts) - 3, ":x", 2);
     o.hosts = hosts;
-    ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_int_eq(zp_coord_new(&c, &fx.lp.l, &o, &cbs, err, sizeof(err)), ZEPS_EINVAL);
     ck_assert_ptr_nonnull(strstr(err, "refused hosts 'hhh"));
     long before = 0;
     for (int i = 0; i < 100; i++) { /* the first 50 warm the allocator's caches up */
         if (i == 50)
             before = heap_used();
-        ck_assert_int_eq(zp_coord_new(&c, &lp.l, &o, &cbs, err, sizeof(err)), ZEPS_EINVAL);
+        ck_assert_int_eq(zp_coord_new(&c, &fx.lp.l, &o, &cbs, err, sizeof(err)), ZEPS_EINVAL);
     }
     long grown = heap_used() - before;
     ck_assert_msg(grown < (long)sizeof(hosts), "50 refusals grew the heap by %ld bytes", grown);
     ck_assert_ptr_null(c);
-    loop_fini(&lp);
 }
 END_TEST
 
@@ -414,17 +368,13 @@ END_TEST
 START_TEST(test_long_waiting_reason)
 {
     enum { N = 16 };
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     rep p;
-    rep_start(&p, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, p.is_primary && p.epoch == 1, &lp);
+    rep_start(&p, &fx.lp, fx.zk.hosts, 0, 5000);
+    WAIT_FOR(10, p.is_primary && p.epoch == 1, &fx.lp);
     char snap[ZP_COORD_SNAP_MAX];
     zp_coord_snapshot_name(snap, sizeof(snap), 1, 2, 3);
     ck_assert_int_eq(zp_coord_clean_set(p.c, snap, on_done, &p), 0);
-    WAIT_FOR(5, p.done_calls == 1, &lp);
+    WAIT_FOR(5, p.done_calls == 1, &fx.lp);
     ck_assert_int_eq(p.done_rc, 0);
     static rep r[N];
     char names[N][ZP_COORD_SNAP_MAX];
@@ -432,16 +382,13 @@ START_TEST(test_long_waiting_reason)
         zp_coord_snapshot_name(names[i], sizeof(names[i]), 0xff00 + (uint64_t)i, UINT64_MAX,
                                UINT64_MAX);
         rep_restored = names[i];
-        rep_start(&r[i], &lp, zk.hosts, 1 + i, 5000);
-        WAIT_FOR(10, agree(&r[i], &p, 1), &lp);
+        rep_start(&r[i], &fx.lp, fx.zk.hosts, 1 + i, 5000);
+        WAIT_FOR(10, agree(&r[i], &p, 1), &fx.lp);
     }
-    rep_restored = NULL;
     int before = wrapped_sizes;
     zp_coord_destroy(&p.c);
-    WAIT_FOR(10, r[N - 1].primary[0] == '\0', &lp);
-    double t0 = now_s();
-    while (now_s() - t0 < 1.5) /* time for every member to read the others and decide */
-        uv_run(&lp.l, UV_RUN_ONCE);
+    WAIT_FOR(10, r[N - 1].primary[0] == '\0', &fx.lp);
+    run_for(&fx.lp, 1.5); /* time for every member to read the others and decide */
     for (int i = 0; i < N; i++)
         ck_assert_msg(!r[i].ever_primary && r[i].primary[0] == '\0',
                       "replica %d elected on a record it did not restore", 1 + i);
@@ -449,8 +396,6 @@ START_TEST(test_long_waiting_reason)
                   wrapped_sizes - before);
     for (int i = 0; i < N; i++)
         zp_coord_destroy(&r[i].c);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
@@ -469,11 +414,7 @@ static void make_nodes(loop *lp, const char *hosts, char paths[][96], const char
                        int n)
 {
     rep r;
-    memset(&r, 0, sizeof(r));
-    zp_zk_session *s = NULL;
-    char err[256] = "";
-    ck_assert_int_eq(
-        zp_zk_session_new(&s, &lp->l, hosts, 4000, 5000, on_session, &r, err, sizeof(err)), 0);
+    zp_zk_session *s = session_open(&r, lp, hosts, 5000);
     WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, lp);
     nodes_answered = nodes_refused = 0;
     for (int i = 0; i < n; i++)
@@ -484,9 +425,7 @@ static void make_nodes(loop *lp, const char *hosts, char paths[][96], const char
     zp_zk_session_kick(s);
     WAIT_FOR(10, nodes_answered == n, lp);
     ck_assert_int_eq(nodes_refused, 0);
-    int closed = 0;
-    zp_zk_session_close(&s, on_closed, &closed);
-    WAIT_FOR(10, closed == 1, lp);
+    session_close(&s, lp);
 }
 
 /* As many live members as a replica keeps (64: 63 made beforehand, the
@@ -496,10 +435,6 @@ static void make_nodes(loop *lp, const char *hosts, char paths[][96], const char
 START_TEST(test_members_at_capacity)
 {
     enum { FAKE = 63, PARENTS = 5 };
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     static char paths[PARENTS + FAKE][96];
     const char *vals[PARENTS + FAKE];
     const char *parents[PARENTS] = {"/zeps", "/zeps/t", "/zeps/t/shards", "/zeps/t/shards/0",
@@ -512,17 +447,13 @@ START_TEST(test_members_at_capacity)
         snprintf(paths[PARENTS + i], sizeof(paths[0]), "/zeps/t/shards/0/members/m-1-%010d", i);
         vals[PARENTS + i] = "9 tcp://127.0.0.1:9 -";
     }
-    make_nodes(&lp, zk.hosts, paths, vals, PARENTS + FAKE);
+    make_nodes(&fx.lp, fx.zk.hosts, paths, vals, PARENTS + FAKE);
     rep r;
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, r.isr_calls > 0, &lp);
-    double t0 = now_s();
-    while (now_s() - t0 < 1)
-        uv_run(&lp.l, UV_RUN_ONCE);
+    rep_start(&r, &fx.lp, fx.zk.hosts, 0, 5000);
+    WAIT_FOR(10, r.isr_calls > 0, &fx.lp);
+    run_for(&fx.lp, 1);
     ck_assert(!r.ever_primary && r.primary[0] == '\0'); /* m-1-0000000000 would stand */
     zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
@@ -532,14 +463,10 @@ END_TEST
  * closed the set is the primary alone. */
 START_TEST(test_role_isr_follows_members)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     zp_config cfg;
     zp_config_keys_defaults(&cfg);
     cfg.replicas = 2;
-    snprintf(cfg.coord_zookeeper, sizeof(cfg.coord_zookeeper), "%s", zk.hosts);
+    snprintf(cfg.coord_zookeeper, sizeof(cfg.coord_zookeeper), "%s", fx.zk.hosts);
     snprintf(cfg.coord_name, sizeof(cfg.coord_name), "t");
     cfg.coord_session_timeout_ms = 4000;
     cfg.coord_connect_timeout_ms = 5000;
@@ -548,37 +475,34 @@ START_TEST(test_role_isr_follows_members)
         char ep[64], err[256] = "";
         snprintf(ep, sizeof(ep), "tcp://127.0.0.1:%d", 7000 + i);
         zp_role_init(&r[i], &cfg, 0, i);
-        int rc = zp_role_start(&r[i], &lp.l, &cfg, ep, (uint64_t)i + 1, "", err, sizeof(err));
+        int rc = zp_role_start(&r[i], &fx.lp.l, &cfg, ep, (uint64_t)i + 1, "", err, sizeof(err));
         ck_assert_msg(rc == 0, "%s", err);
-        WAIT_FOR(10, r[i].me[0], &lp); /* registered in this order: replica 0 is elected */
+        WAIT_FOR(10, r[i].me[0], &fx.lp); /* registered in this order: replica 0 is elected */
     }
-    WAIT_FOR(20, r[0].kind == ZP_ROLE_PRIMARY && r[0].nlive == 2 && r[0].isr.n == 2, &lp);
+    WAIT_FOR(20, r[0].kind == ZP_ROLE_PRIMARY && r[0].nlive == 2 && r[0].isr.n == 2, &fx.lp);
     zp_role_stop(&r[1]);
-    WAIT_FOR(20, r[0].nlive == 1 && r[0].isr.n == 1 && !r[0].isr.writing, &lp);
+    WAIT_FOR(20, r[0].nlive == 1 && r[0].isr.n == 1 && !r[0].isr.writing, &fx.lp);
     ck_assert_str_eq(r[0].isr.m[0], r[0].me);
     zp_role_stop(&r[0]);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
 static Suite *suite(void)
 {
     Suite *s = suite_create("coord");
-    TCase *tc = tcase_create("zookeeper");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = fx_case(s, true);
     tcase_add_test(tc, test_election_and_failover);
     tcase_add_test(tc, test_out_of_sync_passed_over);
     tcase_add_test(tc, test_clean_record_primary_only);
     tcase_add_test(tc, test_frozen_primary_fenced);
     tcase_add_test(tc, test_zookeeper_restart);
-    tcase_add_test(tc, test_zookeeper_absent);
-    tcase_add_test(tc, test_refusals);
     tcase_add_test(tc, test_tree_refused);
     tcase_add_test(tc, test_long_waiting_reason);
     tcase_add_test(tc, test_members_at_capacity);
     tcase_add_test(tc, test_role_isr_follows_members);
-    suite_add_tcase(s, tc);
+    TCase *alone = fx_case(s, false);
+    tcase_add_test(alone, test_zookeeper_absent);
+    tcase_add_test(alone, test_refusals);
     return s;
 }
 

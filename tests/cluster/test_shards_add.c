@@ -71,19 +71,12 @@ static uint64_t table_pushes(zeps_client *c, int k, uint32_t *owned)
  * say HELLO to every shard of the cluster file). */
 static uint64_t table_pushes_raw(const zt_cluster *cl, int k)
 {
-    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__STATS;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
-    Zeps__Header *rep = zt_raw_req(sock, &h, NULL, 0);
+    zt_raw_tool_header(&h, ZEPS__OP__STATS);
+    Zeps__Header *rep = zt_raw_req_once(cl, k, &h, NULL, 0);
     ck_assert_ptr_nonnull(rep->stats);
     uint64_t n = rep->stats->n_tables > 0 ? rep->stats->tables[0]->pushes : 0;
     zeps__header__free_unpacked(rep, NULL);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
     return n;
 }
 

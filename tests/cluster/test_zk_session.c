@@ -118,31 +118,22 @@ int __wrap_zoo_state(zhandle_t *zh)
  * elected. */
 START_TEST(test_join_listing_refused)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    zk_cli(zk.hosts,
+    zk_cli(fx.zk.hosts,
            "create /zeps\\ncreate /zeps/t\\ncreate /zeps/t/shards\\ncreate /zeps/t/shards/0\\n"
            "create /zeps/t/shards/0/members\\nsetAcl /zeps/t/shards/0/members world:anyone:cdwa\\n",
            NULL, 0);
-    loop lp;
-    loop_init(&lp);
     rep r;
     session_ms = 4000;
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &lp);
-    double t0 = now_s();
-    while (now_s() - t0 < 2) /* time to register, which it cannot */
-        uv_run(&lp.l, UV_RUN_ONCE);
+    rep_start(&r, &fx.lp, fx.zk.hosts, 0, 5000);
+    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &fx.lp);
+    run_for(&fx.lp, 2); /* time to register, which it cannot */
     ck_assert_int_eq(r.roles, 0);
-    zk_cli_running(zk.hosts, "setAcl /zeps/t/shards/0/members world:anyone:cdrwa\\n", &lp);
+    zk_cli_running(fx.zk.hosts, "setAcl /zeps/t/shards/0/members world:anyone:cdrwa\\n", &fx.lp);
     ck_assert_int_eq(r.roles, 0); /* nothing asks again until the session resumes */
-    ck_assert_int_eq(drop_connections(zk.port), 1);
-    WAIT_FOR(10, r.events[ZP_COORD_RESUMED] == 1 && r.is_primary && r.epoch == 1, &lp);
+    ck_assert_int_eq(drop_connections(fx.zk.port), 1);
+    WAIT_FOR(10, r.events[ZP_COORD_RESUMED] == 1 && r.is_primary && r.epoch == 1, &fx.lp);
     ck_assert_int_eq(r.events[ZP_COORD_EXPIRED], 0); /* an expiry would start afresh */
     zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    session_ms = SESSION_MS;
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
@@ -151,35 +142,28 @@ END_TEST
  * heap stays flat; accepted again, the replica joins and is elected. */
 START_TEST(test_join_refused_at_once)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     rep r;
     session_ms = 4000;
     refuse_listings = true;
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, listings_refused == 1, &lp);
+    rep_start(&r, &fx.lp, fx.zk.hosts, 0, 5000);
+    WAIT_FOR(10, listings_refused == 1, &fx.lp);
     enum { WARM = 3, DROPS = 40 };
     long before = 0;
     for (int i = 1; i <= WARM + DROPS; i++) {
         if (i == WARM + 1)
             before = heap_used();
-        ck_assert_int_eq(drop_connections(zk.port), 1);
-        WAIT_FOR(10, r.events[ZP_COORD_RESUMED] == i && listings_refused == i + 1, &lp);
+        ck_assert_int_eq(drop_connections(fx.zk.port), 1);
+        WAIT_FOR(10, r.events[ZP_COORD_RESUMED] == i && listings_refused == i + 1, &fx.lp);
     }
     long grown = heap_used() - before;
     printf("heap after %d refused joins: %+ld bytes\n", DROPS, grown);
     ck_assert_msg(grown < DROPS * 64, "%d refused joins grew the heap by %ld bytes", DROPS, grown);
     ck_assert_int_eq(r.roles, 0);
     refuse_listings = false;
-    ck_assert_int_eq(drop_connections(zk.port), 1);
-    WAIT_FOR(10, r.is_primary && r.epoch == 1, &lp);
+    ck_assert_int_eq(drop_connections(fx.zk.port), 1);
+    WAIT_FOR(10, r.is_primary && r.epoch == 1, &fx.lp);
     ck_assert_int_eq(r.events[ZP_COORD_EXPIRED], 0);
     zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    session_ms = SESSION_MS;
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
@@ -187,30 +171,19 @@ END_TEST
  * ignore the session's own events, which the session callback handles. */
 START_TEST(test_resume_evaluates_once)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     rep r;
     session_ms = 4000;
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, r.is_primary && r.epoch == 1 && r.isr_calls > 0, &lp);
-    double t0 = now_s();
-    while (now_s() - t0 < 0.5)
-        uv_run(&lp.l, UV_RUN_ONCE);
+    rep_start(&r, &fx.lp, fx.zk.hosts, 0, 5000);
+    WAIT_FOR(10, r.is_primary && r.epoch == 1 && r.isr_calls > 0, &fx.lp);
+    run_for(&fx.lp, 0.5);
     int reads = member_reads;
-    ck_assert_int_eq(drop_connections(zk.port), 1);
-    WAIT_FOR(10, r.events[ZP_COORD_RESUMED] == 1, &lp);
-    t0 = now_s();
-    while (now_s() - t0 < 1)
-        uv_run(&lp.l, UV_RUN_ONCE);
+    ck_assert_int_eq(drop_connections(fx.zk.port), 1);
+    WAIT_FOR(10, r.events[ZP_COORD_RESUMED] == 1, &fx.lp);
+    run_for(&fx.lp, 1);
     ck_assert_int_eq(r.events[ZP_COORD_SUSPENDED], 1);
     ck_assert_int_eq(member_reads - reads, 1);
     ck_assert(r.is_primary && r.epoch == 1);
     zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    session_ms = SESSION_MS;
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
@@ -218,25 +191,21 @@ END_TEST
  * standard input closed): it is polled like any other. */
 START_TEST(test_socket_on_descriptor_zero)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     int saved = dup(0);
     ck_assert_int_ge(saved, 0);
     close(0);
     rep r;
-    rep_start(&r, &lp, zk.hosts, 0, 5000);
-    WAIT_FOR(10, r.is_primary && r.epoch == 1, &lp);
+    rep_start(&r, &fx.lp, fx.zk.hosts, 0, 5000);
+    WAIT_FOR(10, r.is_primary && r.epoch == 1, &fx.lp);
     struct sockaddr_in a;
     socklen_t len = sizeof(a);
     ck_assert_int_eq(getpeername(0, (struct sockaddr *)&a, &len), 0);
-    ck_assert_int_eq(ntohs(a.sin_port), zk.port);
+    ck_assert_int_eq(ntohs(a.sin_port), fx.zk.port);
     zp_coord_destroy(&r.c);
-    loop_fini(&lp);
+    /* standard input back once the client has closed its socket there */
+    WAIT_FOR(10, getpeername(0, (struct sockaddr *)&a, &len) != 0, &fx.lp);
     ck_assert_int_eq(dup2(saved, 0), 0);
     close(saved);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
@@ -246,35 +215,23 @@ END_TEST
  * connection timeout (two thirds of the session timeout asked: 40 s). */
 START_TEST(test_zookeeper_late)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    zt_zk_stop(&zk, SIGTERM);
-    loop lp;
-    loop_init(&lp);
+    zt_zk_stop(&fx.zk, SIGTERM);
     rep r;
     session_ms = 60000;
-    rep_start(&r, &lp, zk.hosts, 0, 1000);
-    session_ms = SESSION_MS;
-    WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &lp);
+    rep_start(&r, &fx.lp, fx.zk.hosts, 0, 1000);
+    WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &fx.lp);
     zp_coord_view v;
     zp_coord_view_get(r.c, &v);
     ck_assert_msg(v.primary_replica == -1 && v.primary[0] == '\0' && !v.is_primary,
                   "no primary known, yet the view says replica %d ('%s')", v.primary_replica,
                   v.primary);
-    ck_assert_int_eq(zt_zk_restart(&zk), 0);
+    ck_assert_int_eq(zt_zk_restart(&fx.zk), 0);
     double t1 = now_s();
-    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1 && r.is_primary && r.epoch == 1, &lp);
+    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1 && r.is_primary && r.epoch == 1, &fx.lp);
     printf("connected %.3f s after a late ZooKeeper answered\n", now_s() - t1);
     zp_coord_destroy(&r.c);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
-
-static void on_closed(void *arg)
-{
-    (*(int *)arg)++;
-}
 
 /* A loopback address where nothing listens: a port held by a socket bound
  * but not listening, so every connection is refused. Returns the socket. */
@@ -294,36 +251,25 @@ static int dead_hosts(char *hosts, size_t len)
  * its handles (its owner frees itself then: zk.c's destroy). */
 START_TEST(test_session_closed_once)
 {
-    zt_zk zk;
-    start_zk(&zk);
     char dead[64];
     int held = dead_hosts(dead, sizeof(dead));
-    loop lp;
-    loop_init(&lp);
     for (int i = 0; i < 4; i++) {
         rep r;
-        memset(&r, 0, sizeof(r));
-        zp_zk_session *s = NULL;
-        char err[256] = "";
-        ck_assert_int_eq(zp_zk_session_new(&s, &lp.l, i % 2 ? dead : zk.hosts, 4000, 300,
-                                           on_session, &r, err, sizeof(err)),
-                         0);
+        zp_zk_session *s = session_open(&r, &fx.lp, i % 2 ? dead : fx.zk.hosts, 300);
         if (i % 2)
-            WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &lp);
+            WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &fx.lp);
         else
-            WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &lp);
+            WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &fx.lp);
         int closed = 0;
         zp_zk_session_close(&s, on_closed, &closed);
         ck_assert_ptr_null(s);
         ck_assert_int_eq(closed, 0); /* the loop closes the handles first */
-        WAIT_FOR(10, closed == 1, &lp);
+        WAIT_FOR(10, closed == 1, &fx.lp);
         for (int k = 0; k < 5; k++)
-            uv_run(&lp.l, UV_RUN_NOWAIT);
+            uv_run(&fx.lp.l, UV_RUN_NOWAIT);
         ck_assert_int_eq(closed, 1);
     }
-    loop_fini(&lp);
     close(held);
-    zt_zk_stop(&zk, SIGTERM);
 }
 END_TEST
 
@@ -332,18 +278,10 @@ END_TEST
  * again, and once the loop accepts the session connects. */
 START_TEST(test_poll_refused)
 {
-    zt_zk zk;
-    start_zk(&zk);
-    loop lp;
-    loop_init(&lp);
     rep r;
-    memset(&r, 0, sizeof(r));
-    zp_zk_session *s = NULL;
-    char err[256] = "";
     refuse_polls = true;
     polls_refused = 0;
-    ck_assert_int_eq(
-        zp_zk_session_new(&s, &lp.l, zk.hosts, 4000, 5000, on_session, &r, err, sizeof(err)), 0);
+    zp_zk_session *s = session_open(&r, &fx.lp, fx.zk.hosts, 5000);
     ck_assert_int_ge(polls_refused, 1);
     enum { WARM = 20, KICKS = 300 };
     long before = 0;
@@ -351,7 +289,7 @@ START_TEST(test_poll_refused)
         if (i == WARM)
             before = heap_used();
         zp_zk_session_kick(s);
-        uv_run(&lp.l, UV_RUN_NOWAIT);
+        uv_run(&fx.lp.l, UV_RUN_NOWAIT);
     }
     long grown = heap_used() - before;
     printf("heap after %d refused polls: %+ld bytes\n", KICKS, grown);
@@ -360,12 +298,8 @@ START_TEST(test_poll_refused)
                   "%d refused polls grew the heap by %ld bytes", KICKS, grown);
     ck_assert_int_eq(r.events[ZP_COORD_CONNECTED], 0); /* nothing polled, nothing read */
     refuse_polls = false;
-    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &lp);
-    int closed = 0;
-    zp_zk_session_close(&s, on_closed, &closed);
-    WAIT_FOR(10, closed == 1, &lp);
-    loop_fini(&lp);
-    zt_zk_stop(&zk, SIGTERM);
+    WAIT_FOR(10, r.events[ZP_COORD_CONNECTED] == 1, &fx.lp);
+    session_close(&s, &fx.lp);
 }
 END_TEST
 
@@ -377,27 +311,16 @@ START_TEST(test_unreachable_again_after_renewal)
 {
     char dead[64];
     int held = dead_hosts(dead, sizeof(dead));
-    loop lp;
-    loop_init(&lp);
     rep r;
-    memset(&r, 0, sizeof(r));
-    zp_zk_session *s = NULL;
-    char err[256] = "";
-    ck_assert_int_eq(
-        zp_zk_session_new(&s, &lp.l, dead, 4000, 300, on_session, &r, err, sizeof(err)), 0);
-    WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &lp);
-    double t0 = now_s();
-    while (now_s() - t0 < 0.5) /* said once per outage */
-        uv_run(&lp.l, UV_RUN_ONCE);
+    zp_zk_session *s = session_open(&r, &fx.lp, dead, 300);
+    WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 1, &fx.lp);
+    run_for(&fx.lp, 0.5); /* said once per outage */
     ck_assert_int_eq(r.events[ZP_COORD_UNREACHABLE], 1);
     fake_expiry = true;
-    WAIT_FOR(10, !fake_expiry && !state_expired, &lp);
-    WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 2, &lp);
+    WAIT_FOR(10, !fake_expiry && !state_expired, &fx.lp);
+    WAIT_FOR(10, r.events[ZP_COORD_UNREACHABLE] == 2, &fx.lp);
     ck_assert_int_eq(r.events[ZP_COORD_CONNECTED], 0);
-    int closed = 0;
-    zp_zk_session_close(&s, on_closed, &closed);
-    WAIT_FOR(10, closed == 1, &lp);
-    loop_fini(&lp);
+    session_close(&s, &fx.lp);
     close(held);
 }
 END_TEST
@@ -405,8 +328,7 @@ END_TEST
 static Suite *suite(void)
 {
     Suite *s = suite_create("zk_session");
-    TCase *tc = tcase_create("zookeeper");
-    tcase_set_timeout(tc, 60);
+    TCase *tc = fx_case(s, true);
     tcase_add_test(tc, test_join_listing_refused);
     tcase_add_test(tc, test_join_refused_at_once);
     tcase_add_test(tc, test_resume_evaluates_once);
@@ -414,8 +336,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_zookeeper_late);
     tcase_add_test(tc, test_session_closed_once);
     tcase_add_test(tc, test_poll_refused);
-    tcase_add_test(tc, test_unreachable_again_after_renewal);
-    suite_add_tcase(s, tc);
+    tcase_add_test(fx_case(s, false), test_unreachable_again_after_renewal);
     return s;
 }
 

@@ -3,8 +3,9 @@
  * (test_coord.c, test_zk_session.c): replicas of one shard as zp_coord
  * instances on libuv loops of the test process, what their callbacks were
  * told, loops run until a condition holds, a real ZooKeeper (zkserver.h)
- * and zkCli.sh against it. Every function asserts with Check: call them
- * from a test.
+ * and zkCli.sh against it, bare sessions (zk_session.h), and the checked
+ * fixture each test runs in (`fx`: its loop, and its ZooKeeper). Every
+ * function asserts with Check: call them from a test or a fixture.
  */
 #ifndef ZT_COORD_FIXTURE_H
 #define ZT_COORD_FIXTURE_H
@@ -13,6 +14,7 @@
 #include <check.h>
 #include <malloc.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include "coord.h"
+#include "zk_session.h"
 #include "zkserver.h"
 
 #define SESSION_MS 1000
@@ -167,6 +170,15 @@ static inline void start_zk(zt_zk *zk)
     printf("ZooKeeper serving %.2f s after its start\n", zk->start_s);
 }
 
+/* Run the loop for `secs`: time for something to happen, or to show
+ * that it does not. */
+static inline void run_for(loop *lp, double secs)
+{
+    double t0 = now_s();
+    while (now_s() - t0 < secs)
+        uv_run(&lp->l, UV_RUN_ONCE);
+}
+
 /* Run zkCli.sh against `hosts`, `cmds` (lines) on its standard input;
  * its output into out (NULL: thrown away). */
 static inline void zk_cli(const char *hosts, const char *cmds, char *out, size_t len)
@@ -222,11 +234,84 @@ static inline int drop_connections(int port)
     return n;
 }
 
+static inline void on_closed(void *arg)
+{
+    (*(int *)arg)++;
+}
+
+/* A bare session (zk_session.h, a 4 s session timeout) to `hosts` on lp,
+ * its events counted in r (zeroed first). The caller owns the session:
+ * session_close it. */
+static inline zp_zk_session *session_open(rep *r, loop *lp, const char *hosts, int connect_ms)
+{
+    memset(r, 0, sizeof(*r));
+    zp_zk_session *s = NULL;
+    char err[256] = "";
+    int rc =
+        zp_zk_session_new(&s, &lp->l, hosts, 4000, connect_ms, on_session, r, err, sizeof(err));
+    ck_assert_msg(rc == 0, "zp_zk_session_new: %s", err);
+    return s;
+}
+
+/* Close *sp (this call takes it) and run lp until the session says it is
+ * closed. */
+static inline void session_close(zp_zk_session **sp, loop *lp)
+{
+    int closed = 0;
+    zp_zk_session_close(sp, on_closed, &closed);
+    WAIT_FOR(10, closed == 1, lp);
+}
+
 /* The heap in use (glibc's count; 0 under AddressSanitizer, whose leak
  * check covers what this measures). */
 static inline long heap_used(void)
 {
     return (long)mallinfo2().uordblks;
+}
+
+/* What each test runs in (Check's checked fixtures, set up and torn down
+ * in the test's own process): a loop, and for the tests of a case given
+ * fx_zk_setup a real ZooKeeper. */
+typedef struct coord_fx {
+    zt_zk zk; /* not started (pid 0) under fx_loop_setup */
+    loop lp;
+} coord_fx;
+
+static coord_fx fx;
+
+static inline void fx_loop_setup(void)
+{
+    memset(&fx, 0, sizeof(fx));
+    loop_init(&fx.lp);
+}
+
+static inline void fx_zk_setup(void)
+{
+    memset(&fx, 0, sizeof(fx));
+    start_zk(&fx.zk);
+    loop_init(&fx.lp);
+}
+
+/* Close the loop (whatever the test's replicas and sessions held must be
+ * gone by then), stop ZooKeeper if it runs, and put back what a test may
+ * have changed for rep_start. */
+static inline void fx_teardown(void)
+{
+    loop_fini(&fx.lp);
+    zt_zk_stop(&fx.zk, SIGTERM);
+    session_ms = SESSION_MS;
+    rep_restored = NULL;
+}
+
+/* A case of suite s whose tests run in the fixture, with a ZooKeeper
+ * ("zookeeper") or without ("no_zookeeper"), 60 s each. */
+static inline TCase *fx_case(Suite *s, bool zookeeper)
+{
+    TCase *tc = tcase_create(zookeeper ? "zookeeper" : "no_zookeeper");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, zookeeper ? fx_zk_setup : fx_loop_setup, fx_teardown);
+    suite_add_tcase(s, tc);
+    return tc;
 }
 
 #endif

@@ -142,19 +142,11 @@ void *zt_move_raw_worker(void *zctx, const zt_cluster *cl, int k, uint32_t rank,
 Zeps__Header *zt_move_step(const zt_cluster *cl, int k, uint32_t peer, uint32_t step,
                            const void *wire, size_t len)
 {
-    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__MOVE;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
+    zt_raw_tool_header(&h, ZEPS__OP__MOVE);
     h.move_step = step;
     h.move_peer = peer;
-    Zeps__Header *rep = zt_raw_req(sock, &h, wire, len);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
-    return rep;
+    return zt_raw_req_once(cl, k, &h, wire, len);
 }
 
 /* The map of 3 shards over `slots` slots at `epoch`, slot n on n mod 3

@@ -68,25 +68,37 @@ void zt_raw_expect_error(Zeps__Header *rep, int code, const char *needle)
     zeps__header__free_unpacked(rep, NULL);
 }
 
+void zt_raw_tool_header(Zeps__Header *h, Zeps__Op op)
+{
+    zeps__header__init(h);
+    h->version = ZP_PROTOCOL_VERSION;
+    h->op = op;
+    h->req_id = 1;
+    h->rank = 0xffffffffu;
+}
+
+Zeps__Header *zt_raw_req_once(const zt_cluster *cl, int k, const Zeps__Header *h,
+                              const void *payload, size_t len)
+{
+    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
+    Zeps__Header *rep = zt_raw_req(sock, h, payload, len);
+    zmq_close(sock);
+    zmq_ctx_term(ctx);
+    return rep;
+}
+
 int zt_raw_slots(const zt_cluster *cl, int k, const zp_slotmap *map)
 {
     size_t len = zp_slotmap_wire_size(map);
     void *wire = malloc(len);
     zp_slotmap_encode(map, wire);
-    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__SLOTS;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
-    Zeps__Header *rep = zt_raw_req(sock, &h, wire, len);
+    zt_raw_tool_header(&h, ZEPS__OP__SLOTS);
+    Zeps__Header *rep = zt_raw_req_once(cl, k, &h, wire, len);
     int rc = rep->op == ZEPS__OP__ERROR ? (int)rep->error : 0;
     if (rc)
         printf("SLOTS to shard %d: %s\n", k, rep->error_text);
     zeps__header__free_unpacked(rep, NULL);
-    zmq_close(sock);
-    zmq_ctx_term(ctx);
     free(wire);
     return rc;
 }

@@ -3,7 +3,8 @@
  * speak the wire protocol to a real shard directly (test_protocol,
  * test_cpull, test_dedup, test_sparse_server): send a header and payload
  * frames exactly as given, wait for the reply with a timeout, unpack its
- * header, and check an ERROR reply's code and message.
+ * header, and check an ERROR reply's code and message; and a tool's
+ * request (SLOTS, STATS, MOVE) to one shard on a socket of its own.
  *
  * The socket comes from zt_raw_socket (harness.h) and stays the caller's.
  * Every function here asserts with Check (a send that fails, no reply in
@@ -38,6 +39,15 @@ Zeps__Header *zt_raw_recv(void *sock, int timeout_ms);
  * ZT_RAW_TIMEOUT_MS: the reply's header, which the caller frees. */
 Zeps__Header *zt_raw_req(void *sock, const Zeps__Header *h, const void *payload, size_t len);
 Zeps__Header *zt_raw_req_frames(void *sock, const void *const *frames, const size_t *lens, int n);
+
+/* A tool's header for `op` into h: this protocol's version, req_id 1,
+ * rank 0xffffffff (no worker); the caller sets the op's own fields. */
+void zt_raw_tool_header(Zeps__Header *h, Zeps__Op op);
+
+/* zt_raw_req to shard k of cl, on a socket and context of this call's own
+ * (closed before it returns): the reply's header, which the caller frees. */
+Zeps__Header *zt_raw_req_once(const zt_cluster *cl, int k, const Zeps__Header *h,
+                              const void *payload, size_t len);
 
 /* SLOTS with `map` to shard k of cl, as a tool on a socket of its own:
  * the reply's error code (0: taken; the refusal's text printed). */

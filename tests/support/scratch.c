@@ -64,6 +64,12 @@ int zt_scratch_dir(char *buf, size_t len, const char *name)
     return mkdtemp(buf) ? 0 : -1;
 }
 
+int zt_scratch_remove(const char *dir)
+{
+    nftw(dir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
+    return access(dir, F_OK) == 0 ? -1 : 0;
+}
+
 int zt_scratch_file(char *buf, size_t len, const char *name)
 {
     char n[128];

@@ -29,4 +29,7 @@ int zt_scratch_dir(char *buf, size_t len, const char *name);
 /* A new empty file "<root>/<name>-XXXXXX" (mkstemp) into buf, closed; 0 or -1. */
 int zt_scratch_file(char *buf, size_t len, const char *name);
 
+/* Remove folder `dir` with everything in it: 0 once it is gone, or -1. */
+int zt_scratch_remove(const char *dir);
+
 #endif

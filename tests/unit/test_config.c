@@ -544,6 +544,14 @@ START_TEST(load_file)
     ck_assert_int_eq(rc, ZEPS_EIO);
     ck_assert_ptr_nonnull(strstr(err, "/tmp"));
     ck_assert_ptr_nonnull(strstr(err, strerror(EISDIR)));
+    /* A path too long to keep: refused, saying so; one byte shorter: tried. */
+    static char lpath[ZP_PATH_MAX + 1], lerr[ZP_PATH_MAX + 128];
+    memset(lpath, 'a', ZP_PATH_MAX);
+    lpath[0] = '/';
+    ck_assert_int_eq(zp_config_load(cfg, lpath, lerr, sizeof(lerr)), ZEPS_EINVAL);
+    ck_assert_msg(strstr(lerr, ": path is longer than 1023 bytes") != NULL, "%s", lerr);
+    lpath[ZP_PATH_MAX - 1] = '\0';
+    ck_assert_int_eq(zp_config_load(cfg, lpath, lerr, sizeof(lerr)), ZEPS_EIO);
     free(cfg);
 }
 END_TEST

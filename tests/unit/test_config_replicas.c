@@ -73,6 +73,26 @@ START_TEST(replica_endpoints)
 }
 END_TEST
 
+/* A shard joining at run time (zeps-server --join, past the servers list)
+ * has one replica: replica 0's endpoint and bind are the join's, any
+ * other replica of it has none; without --join the shard has neither. */
+START_TEST(join_endpoints)
+{
+    zp_config *cfg = parse_ok(HEAD TAIL);
+    ck_assert_int_eq(cfg->num_shards, 1);
+    ck_assert_str_eq(zp_config_endpoint(cfg, 1, 0), "");
+    ck_assert_str_eq(zp_config_bind(cfg, 1, 0), "");
+    snprintf(cfg->join, sizeof(cfg->join), "tcp://127.0.0.1:17100");
+    snprintf(cfg->join_bind, sizeof(cfg->join_bind), "tcp://*:17100");
+    ck_assert_str_eq(zp_config_endpoint(cfg, 1, 0), "tcp://127.0.0.1:17100");
+    ck_assert_str_eq(zp_config_bind(cfg, 1, 0), "tcp://*:17100");
+    ck_assert_str_eq(zp_config_endpoint(cfg, 1, 1), "");
+    ck_assert_str_eq(zp_config_bind(cfg, 1, 1), "");
+    ck_assert_str_eq(zp_config_endpoint(cfg, 0, 0), "tcp://127.0.0.1:17000"); /* as listed */
+    free(cfg);
+}
+END_TEST
+
 /* Every bad combination, with file, line and key. */
 START_TEST(replica_errors)
 {
@@ -194,6 +214,7 @@ int main(void)
     Suite *s = suite_create("config_replicas");
     TCase *tc = tcase_create("replicas");
     tcase_add_test(tc, replica_endpoints);
+    tcase_add_test(tc, join_endpoints);
     tcase_add_test(tc, replica_errors);
     tcase_add_test(tc, replica_index);
     suite_add_tcase(s, tc);

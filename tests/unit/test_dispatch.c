@@ -485,9 +485,7 @@ START_TEST(test_rollback_answers_parked)
     ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__ROLLBACK);
     ck_assert_int_eq(zt_last(z)->h->error, 0);
     zt_shard_free(z);
-    char rm[300];
-    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
-    ck_assert_int_eq(system(rm), 0);
+    ck_assert_int_eq(zt_scratch_remove(dir), 0);
 }
 END_TEST
 

@@ -18,11 +18,13 @@
  * test_put_parked: a PUT whose first row is of a moving slot is parked in
  * the cut-over as any request of it, and answered at the abort.
  * test_rows_left: each page of ROWS says how many rows are left to send.
+ * test_import_counted: the target's commit says the rows and bytes it took.
  */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_main.h"
 #include "inproc.h"
@@ -353,8 +355,10 @@ START_TEST(test_put_parked)
 }
 END_TEST
 
-/* ROWS: a page of one row out of two says one is left, the next none. */
-START_TEST(test_rows_left)
+/* Shard 0 of 2 holding rows of two ids of one of its slots (table "emb"),
+ * the source of a move of that slot to shard 1 (BEGIN answered: 2 rows to
+ * send). *next is the move's map (the caller's). */
+static zt_shard *two_row_source(zp_slotmap **next)
 {
     zt_shard *z = zt_shard_start(zt_config("async", 2, 2), 0);
     zt_hello(z, 0);
@@ -371,11 +375,19 @@ START_TEST(test_rows_left)
     float g[2 * DIM] = {1, 1, 1, 1, 1, 1};
     ck_assert_int_eq(zt_spush(z, 0, t, ids, 2, g, 2 * DIM, NULL), 1);
     ck_assert_int_eq(zt_last(z)->h->error, 0);
-    zp_slotmap *next = move_map(ids[0]);
-    zt_reply *r = step(z, ZP_MOVE_BEGIN, 1, next, 0);
+    *next = move_map(ids[0]);
+    zt_reply *r = step(z, ZP_MOVE_BEGIN, 1, *next, 0);
     ck_assert_int_eq(r->h->error, 0);
     ck_assert_uint_eq(r->h->count, 2);
-    r = step(z, ZP_MOVE_ROWS, 1, NULL, 1);
+    return z;
+}
+
+/* ROWS: a page of one row out of two says one is left, the next none. */
+START_TEST(test_rows_left)
+{
+    zp_slotmap *next = NULL;
+    zt_shard *z = two_row_source(&next);
+    zt_reply *r = step(z, ZP_MOVE_ROWS, 1, NULL, 1);
     ck_assert_int_eq(r->h->error, 0);
     ck_assert_uint_eq(r->h->count, 1);
     ck_assert_uint_eq(r->h->cursor, 1);
@@ -384,6 +396,63 @@ START_TEST(test_rows_left)
     ck_assert_uint_eq(r->h->cursor, 0);
     zp_slotmap_destroy(&next);
     zt_shard_free(z);
+}
+END_TEST
+
+/* A SLOTS from the tool carrying wire[0..len), taken; what the shard
+ * logged (stderr) meanwhile, into out. */
+static void slots_logged(zt_shard *z, const void *wire, size_t len, char *out, size_t cap)
+{
+    fflush(stderr);
+    FILE *f = tmpfile();
+    ck_assert_ptr_nonnull(f);
+    int saved = dup(2);
+    ck_assert_int_ge(saved, 0);
+    ck_assert_int_eq(dup2(fileno(f), 2), 2);
+    int rc = slots(z, wire, len)->h->error;
+    fflush(stderr);
+    ck_assert_int_eq(dup2(saved, 2), 2);
+    close(saved);
+    ck_assert_int_eq(rc, 0);
+    rewind(f);
+    size_t n = fread(out, 1, cap - 1, f);
+    out[n] = '\0';
+    fclose(f);
+}
+
+/* The target counts what it takes, each PUT's rows and bytes, and its
+ * commit says so: "2 rows (B bytes) taken", B the PUT's payload. */
+START_TEST(test_import_counted)
+{
+    zp_slotmap *next = NULL;
+    zt_shard *a = two_row_source(&next);
+    const zt_reply *page = step(a, ZP_MOVE_ROWS, 1, NULL, 100);
+    ck_assert_uint_eq(page->h->count, 2);
+    ck_assert_ptr_nonnull(page->data);
+
+    zt_shard *b = zt_shard_start(zt_config("async", 1, 2), 1);
+    zt_hello(b, 0);
+    zt_declare_sparse(b, "emb", DIM);
+    ck_assert_int_eq(step(b, ZP_MOVE_IMPORT, 0, next, 0)->h->error, 0);
+    Zeps__Header h = zt_header(b, ZEPS__OP__MOVE, TOOL);
+    h.move_step = ZP_MOVE_PUT;
+    h.move_peer = 0;
+    h.move_table = (char *)"emb";
+    h.count = page->h->count;
+    ck_assert_int_eq(zt_send(b, &h, page->data, page->len), 1);
+    ck_assert_int_eq(zt_last(b)->h->error, 0);
+    size_t len = zp_slotmap_wire_size(next);
+    uint8_t *wire = malloc(len);
+    zp_slotmap_encode(next, wire);
+    char log[2048], want[64];
+    slots_logged(b, wire, len, log, sizeof(log));
+    snprintf(want, sizeof(want), ": 2 rows (%zu bytes) taken", page->len);
+    ck_assert_msg(strstr(log, want), "no '%s' in: %s", want, log);
+    ck_assert_ptr_null(b->s->move);
+    free(wire);
+    zp_slotmap_destroy(&next);
+    zt_shard_free(b);
+    zt_shard_free(a);
 }
 END_TEST
 
@@ -397,6 +466,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_clock_brings_map);
     tcase_add_test(tc, test_put_parked);
     tcase_add_test(tc, test_rows_left);
+    tcase_add_test(tc, test_import_counted);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -7,7 +7,8 @@
  * (scale != 1, weight decay, a large eps, Adam resumed at a late step). The
  * gradient lives in pages made read-only during apply(), so a write into it
  * crashes the test. Then lookup, validation and defaults; and the kernels'
- * bench, whose weights and state must end finite.
+ * bench, whose weights and state must end finite, and whose figures are
+ * those of the runs it timed (a clock of the test's stands in).
  */
 #include <check.h>
 #include <malloc.h>
@@ -21,8 +22,24 @@
 #include "check_main.h"
 #include "kbench.h"
 #include "mathenv.h"
+#include "now.h"
 #include "optim.h"
 #include "zeps_errors.h"
+
+/* The monotonic clock as everything in this binary reads it (linked with
+ * --wrap=zp_now_ns: tests/unit/CMakeLists.txt): the real one, or while
+ * `fake_ns` is set a clock that moves 1 ms at each reading. */
+static uint64_t fake_ns;
+
+uint64_t __real_zp_now_ns(void);
+uint64_t __wrap_zp_now_ns(void);
+
+uint64_t __wrap_zp_now_ns(void)
+{
+    if (fake_ns)
+        return fake_ns += 1000000;
+    return __real_zp_now_ns();
+}
 
 /* xorshift64*: reproducible data without libc rand() state. */
 typedef struct rng {
@@ -493,6 +510,30 @@ START_TEST(test_kbench_small)
 }
 END_TEST
 
+/* The bench's figures are the timed runs': with a clock that moves 1 ms
+ * at each reading, every kernel takes 1.000 ms (the runs' time, not
+ * memory the runs never wrote), so every ratio is 1.000. */
+START_TEST(test_kbench_timed)
+{
+    static const size_t sizes[] = {1000};
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    ck_assert_ptr_nonnull(out);
+    fake_ns = 1;
+    int rc = zp_kbench_run(out, sizes, 1, 3);
+    fake_ns = 0;
+    fclose(out);
+    ck_assert_int_eq(rc, 0);
+    const char *saxpy = strstr(text, "saxpy (OpenBLAS)");
+    double ms = 0;
+    ck_assert(saxpy && sscanf(saxpy + strlen("saxpy (OpenBLAS)"), "%lf", &ms) == 1);
+    ck_assert_msg(ms == 1.0, "%s", text);
+    ck_assert_msg(strstr(text, "momentum 1.000 adagrad 1.000 adam 1.000") != NULL, "%s", text);
+    free(text);
+}
+END_TEST
+
 static Suite *optim_suite(void)
 {
     Suite *s = suite_create("optim");
@@ -505,6 +546,7 @@ static Suite *optim_suite(void)
     tcase_add_test(tc, test_known_values);
     tcase_add_loop_test(tc, test_split_bit_identical, 0, 4);
     tcase_add_test(tc, test_kbench_small);
+    tcase_add_test(tc, test_kbench_timed);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("api");

@@ -6,7 +6,9 @@
  * under continue a worker's BYE closes the round it held up, and so does
  * its being declared lost, with the round's pushes measured (tau) as any
  * closed round's; a rank that never joined is never given up; the auto
- * timeout follows the request timeout and the longest silence seen. Time
+ * timeout follows the request timeout and the longest silence seen, and
+ * the lease a HELLO gives follows the timeout (or, without one, the
+ * request timeout); a timeout of one second is one. Time
  * passes by moving a worker's last_seen_s back.
  */
 #include <check.h>
@@ -171,7 +173,8 @@ START_TEST(test_barrier_bound)
 END_TEST
 
 /* auto: max(10 s, 5 x request timeout, 4 x the longest silence seen); the
- * wait max(10 s, 2 x that); explicit values win, 0 = off. */
+ * wait max(10 s, 2 x that); explicit values win, 0 = off. The lease a
+ * HELLO gives: that timeout, or with none max(10 s, 5 x request timeout). */
 START_TEST(test_auto_timeout)
 {
     zp_config *cfg = zt_config("bsp", 2, 1);
@@ -190,11 +193,33 @@ START_TEST(test_auto_timeout)
     ck_assert(z->s->max_silence_s >= 7.0);
     ck_assert_double_ge(zp_clock_lost_timeout(z->s), 28.0);
     ck_assert_double_ge(zp_clock_lost_wait(z->s), 56.0);
+    ck_assert_double_eq(zp_clock_lease(z->s), zp_clock_lost_timeout(z->s));
     z->s->cfg.lost_worker_timeout_s = 0;
     ck_assert_double_eq(zp_clock_lost_timeout(z->s), 0.0);
     ck_assert_double_eq(zp_clock_lost_wait(z->s), 10.0);
+    /* no lost timeout: the lease is max(10 s, 5 x the request timeout) */
+    ck_assert_double_eq(zp_clock_lease(z->s), 20.0);
+    z->s->cfg.request_timeout_ms = 1000;
+    ck_assert_double_eq(zp_clock_lease(z->s), 10.0);
     z->s->cfg.lost_worker_wait_s = 3;
     ck_assert_double_eq(zp_clock_lost_wait(z->s), 3.0);
+    zt_shard_free(z);
+}
+END_TEST
+
+/* A lost timeout of one second still declares a silent worker lost; 0
+ * never does. */
+START_TEST(test_short_timeout)
+{
+    zt_shard *z = parked_shard(false, true);
+    z->s->cfg.lost_worker_timeout_s = 0;
+    age(z, 1, 100.0);
+    zp_clock_check_lost(z->s);
+    ck_assert(!z->s->workers.w[1].lost);
+    z->s->cfg.lost_worker_timeout_s = 1;
+    zp_clock_check_lost(z->s);
+    ck_assert(z->s->workers.w[1].lost);
+    ck_assert_uint_eq(z->s->lost_total, 1);
     zt_shard_free(z);
 }
 END_TEST
@@ -205,6 +230,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("waits");
     tcase_add_test(tc, test_wait_bye_bound);
     tcase_add_test(tc, test_wait_lost_bound);
+    tcase_add_test(tc, test_short_timeout);
     tcase_add_test(tc, test_continue_bye_closes);
     tcase_add_test(tc, test_continue_lost_closes);
     tcase_add_test(tc, test_never_joined);

@@ -40,12 +40,20 @@
 #include "persist.h"
 #include "restore.h"
 
+/* A config of `mode` (1 worker, 1 shard) whose snapshots go to a new
+ * scratch folder, its path into dir[0..len). The caller's. */
+static zp_config *snap_config(const char *mode, char *dir, size_t len)
+{
+    ck_assert_int_eq(zt_scratch_dir(dir, len, "writer"), 0);
+    zp_config *cfg = zt_config(mode, 1, 1);
+    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    return cfg;
+}
+
 START_TEST(test_child_closes_inherited)
 {
     char dir[160];
-    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
-    zp_config *cfg = zt_config("async", 1, 1);
-    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    zp_config *cfg = snap_config("async", dir, sizeof(dir));
     zt_shard *z = zt_shard_start(cfg, 0);
     zt_hello(z, 0);
     zt_declare(z, 0, "w", 16, 1.0);
@@ -74,9 +82,7 @@ START_TEST(test_child_closes_inherited)
     zp_persist_reap(z->s, 1);
     ck_assert_uint_eq(z->s->persist.written, 1); /* and it wrote its set */
     zt_shard_free(z);
-    char rm[300];
-    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
-    ck_assert_int_eq(system(rm), 0);
+    ck_assert_int_eq(zt_scratch_remove(dir), 0);
 }
 END_TEST
 
@@ -125,9 +131,7 @@ START_TEST(test_child_dies_with_shard)
     usleep(1000 * 1000);
     ck_assert_msg(access(manifest, F_OK) != 0,
                   "the writer of a SIGKILLed shard outlived it and recorded its set");
-    char rm[300];
-    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
-    ck_assert_int_eq(system(rm), 0);
+    ck_assert_int_eq(zt_scratch_remove(dir), 0);
 }
 END_TEST
 
@@ -148,9 +152,7 @@ static uint64_t newest_setid(const zp_server *s)
 START_TEST(test_request_set_id)
 {
     char dir[160], err[256] = "";
-    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
-    zp_config *cfg = zt_config("async", 1, 1);
-    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    zp_config *cfg = snap_config("async", dir, sizeof(dir));
     zt_shard *z = zt_shard_start(cfg, 0);
     zt_hello(z, 0);
     zt_declare(z, 0, "w", 16, 1.0);
@@ -167,9 +169,7 @@ START_TEST(test_request_set_id)
     ck_assert_uint_eq(z->s->persist.written, 2);
     ck_assert_uint_eq(z->s->persist.last_setid, id);
     zt_shard_free(z);
-    char rm[300];
-    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
-    ck_assert_int_eq(system(rm), 0);
+    ck_assert_int_eq(zt_scratch_remove(dir), 0);
 }
 END_TEST
 
@@ -191,9 +191,7 @@ static void round_of(zt_shard *z, uint32_t t, int64_t clock)
 START_TEST(test_auto_first_rounds)
 {
     char dir[160];
-    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
-    zp_config *cfg = zt_config("bsp", 1, 1);
-    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    zp_config *cfg = snap_config("bsp", dir, sizeof(dir));
     cfg->snapshot_mtbf_s = 3600;
     zt_shard *z = zt_shard_start(cfg, 0);
     zp_persist *p = &z->s->persist;
@@ -214,9 +212,7 @@ START_TEST(test_auto_first_rounds)
     ck_assert_msg(p->round_s > 0 && p->round_s <= t1 - t0,
                   "time per clock %g s, the two rounds took %g s", p->round_s, t1 - t0);
     zt_shard_free(z);
-    char rm[300];
-    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
-    ck_assert_int_eq(system(rm), 0);
+    ck_assert_int_eq(zt_scratch_remove(dir), 0);
 }
 END_TEST
 
@@ -226,9 +222,7 @@ END_TEST
 START_TEST(test_rollback_past_cut)
 {
     char dir[160], err[256] = "";
-    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
-    zp_config *cfg = zt_config("bsp", 1, 1);
-    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    zp_config *cfg = snap_config("bsp", dir, sizeof(dir));
     cfg->snapshot_every_clocks = 2;
     zt_shard *z = zt_shard_start(cfg, 0);
     zt_hello(z, 0);
@@ -248,9 +242,7 @@ START_TEST(test_rollback_past_cut)
     ck_assert_msg(zp_restore_rollback(z->s, 2, 2, 0, 0, &rolled, err, sizeof(err)) == 0, "%s", err);
     ck_assert(!rolled);
     zt_shard_free(z);
-    char rm[300];
-    snprintf(rm, sizeof(rm), "rm -rf %s", dir);
-    ck_assert_int_eq(system(rm), 0);
+    ck_assert_int_eq(zt_scratch_remove(dir), 0);
 }
 END_TEST
 

@@ -20,6 +20,7 @@
 #include "buf.h"
 #include "consistency.h"
 #include "request.h"
+#include "slotmap.h"
 #include "trace.h"
 
 /* owner.c: the index of the first of ids[0..n) whose slot another shard
@@ -30,6 +31,11 @@ ptrdiff_t zp_owner_foreign(const zp_server *s, const uint64_t *ids, size_t n);
  * is higher than this shard's and it moves none of the rows this shard
  * holds to another shard; else refuse and change nothing. */
 void zp_owner_on_slots(zp_server *s, zp_request *r);
+
+/* ZEPS_ESTATE with a reason in why if `next` places a dense table's
+ * pieces otherwise than the shard's map (a shard does not take or give
+ * dense pieces yet: docs/elastic.md, "Dense tables by range"); else 0. */
+int zp_owner_dense_refused(const zp_server *s, const zp_slotmap *next, char *why, size_t len);
 
 /* owner.c: send reply header rep with slot_epoch set and the shard's slot
  * map as its payload (HELLO when the map is not the default, EMOVED). */

@@ -96,6 +96,18 @@ static uint64_t rows_leaving(const zp_server *s, zp_table *t, const zp_slotmap *
     return leaving;
 }
 
+int zp_owner_dense_refused(const zp_server *s, const zp_slotmap *next, char *why, size_t len)
+{
+    if (zp_densemap_same(zp_slotmap_dense(s->slots), zp_slotmap_dense(next)))
+        return 0;
+    snprintf(why, len,
+             "the map of epoch %" PRIu64 " places dense tables by range otherwise than shard "
+             "%d's: a shard does not take or give dense pieces yet (docs/elastic.md, \"Dense "
+             "tables by range\")",
+             zp_slotmap_epoch(next), s->shard);
+    return ZEPS_ESTATE;
+}
+
 /* Why shard s may not take `next` now ("" if it may), into why. */
 static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t len)
 {
@@ -134,6 +146,8 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  s->role.replicas > 1 ? "replicated shards" : "modes that hold pushes in rounds");
         return ZEPS_ESTATE;
     }
+    if (zp_owner_dense_refused(s, next, why, len))
+        return ZEPS_ESTATE;
     if (zp_move_commits(s, next)) /* the commit of the move this shard imports */
         return 0;
     for (uint32_t i = 0; i < s->ntables; i++) {

@@ -107,7 +107,7 @@ static zp_slotmap *checked_map(zp_server *s, zp_request *r)
                  zp_slotmap_unretires(s->slots, next), s->shard);
         rc = ZEPS_EINVAL;
     } else if (rc == 0) {
-        rc = zp_owner_dense_refused(s, next, why, sizeof(why));
+        rc = zp_pieces_refused(s, next, why, sizeof(why));
     }
     if (rc != 0) {
         zp_slotmap_destroy(&next);

@@ -96,16 +96,24 @@ static uint64_t rows_leaving(const zp_server *s, zp_table *t, const zp_slotmap *
     return leaving;
 }
 
-int zp_owner_dense_refused(const zp_server *s, const zp_slotmap *next, char *why, size_t len)
+void zp_owner_refuse_dense(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
+                           const char *name, uint64_t at, const zp_dense_piece *p)
 {
-    if (zp_densemap_same(zp_slotmap_dense(s->slots), zp_slotmap_dense(next)))
-        return 0;
-    snprintf(why, len,
-             "the map of epoch %" PRIu64 " places dense tables by range otherwise than shard "
-             "%d's: a shard does not take or give dense pieces yet (docs/elastic.md, \"Dense "
-             "tables by range\")",
-             zp_slotmap_epoch(next), s->shard);
-    return ZEPS_ESTATE;
+    char text[320];
+    snprintf(text, sizeof(text),
+             "%s of dense table '%s': element %" PRIu64 " is in piece [%" PRIu64 ", %" PRIu64
+             "), which shard %d holds at slot map epoch %" PRIu64
+             ", not shard %d: send it there (the map is this reply's payload)",
+             zp_wire_op_name(req->op), name, at, p->lo, p->hi, p->owner, zp_slotmap_epoch(s->slots),
+             s->shard);
+    Zeps__Header rep;
+    zp_reply_init(s, req, &rep);
+    rep.op = ZEPS__OP__ERROR;
+    rep.error = ZEPS_EMOVED;
+    rep.error_text = text;
+    rep.slot_owner = (uint32_t)p->owner;
+    zp_reply_count_error(s, (unsigned)req->op, ZEPS_EMOVED);
+    zp_owner_send_with_map(s, identity, &rep);
 }
 
 /* Why shard s may not take `next` now ("" if it may), into why. */
@@ -146,7 +154,7 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  s->role.replicas > 1 ? "replicated shards" : "modes that hold pushes in rounds");
         return ZEPS_ESTATE;
     }
-    if (zp_owner_dense_refused(s, next, why, len))
+    if (zp_pieces_refused(s, next, why, len))
         return ZEPS_ESTATE;
     if (zp_move_commits(s, next)) /* the commit of the move this shard imports */
         return 0;
@@ -196,8 +204,10 @@ void zp_owner_on_slots(zp_server *s, zp_request *r)
     zp_info("slot map epoch %" PRIu64 " taken (was %" PRIu64 "): shard %d owns %u of %u slots",
             zp_slotmap_epoch(next), zp_slotmap_epoch(s->slots), s->shard,
             zp_slotmap_count(next, s->shard), zp_slotmap_slots(next));
-    zp_slotmap_destroy(&s->slots);
-    s->slots = next;      /* the shard owns it */
+    zp_slotmap *old = s->slots;
+    s->slots = next;           /* the shard owns it */
+    zp_pieces_rebuild(s, old); /* dense pieces placed otherwise (none written) */
+    zp_slotmap_destroy(&old);
     zp_move_map_taken(s); /* the commit of a move this shard imports */
     zp_reply_ok(s, r->identity, h, 0);
 }

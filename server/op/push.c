@@ -239,7 +239,7 @@ void zp_push_on(zp_server *s, zp_request *r)
     const Zeps__Header *h = r->h;
     zp_worker *w = zp_request_worker(s, r);
     zp_table *t = w ? zp_request_table(s, r) : NULL;
-    if (!t || (!t->rows && zp_request_range(s, r, t) != 0))
+    if (!t || (!t->rows && zp_request_range(s, r, &t) != 0))
         return;
     if (zp_workers_seen(w, h->seq)) {
         w->duplicates++;

@@ -86,8 +86,6 @@ static void start(zt_cluster *cl)
     ck_assert_int_eq(zt_cluster_start(cl, 2, 1, "async", extra, NULL), 0);
 }
 
-static Zeps__Header *send_map(const zt_cluster *cl, int k, const void *map, size_t len);
-
 /* Send shard k the map of `epoch` over `slots` slots made by `own` as a
  * tool's SLOTS; the reply's header (the caller frees it). */
 static Zeps__Header *send_slots_n(const zt_cluster *cl, int k, uint64_t epoch, int (*own)(uint32_t),
@@ -105,13 +103,6 @@ static Zeps__Header *send_slots_n(const zt_cluster *cl, int k, uint64_t epoch, i
         map[16 + 2 * n] = (unsigned char)own(n);
         map[17 + 2 * n] = 0;
     }
-    return send_map(cl, k, map, 16 + 2 * (size_t)slots);
-}
-
-/* Send shard k `len` bytes of a map as a tool's SLOTS; the reply's header
- * (the caller frees it). */
-static Zeps__Header *send_map(const zt_cluster *cl, int k, const void *map, size_t len)
-{
     void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
     Zeps__Header h;
     zeps__header__init(&h);
@@ -119,7 +110,7 @@ static Zeps__Header *send_map(const zt_cluster *cl, int k, const void *map, size
     h.op = ZEPS__OP__SLOTS;
     h.req_id = 1;
     h.rank = 0xffffffffu;
-    Zeps__Header *rep = zt_raw_req(sock, &h, map, len);
+    Zeps__Header *rep = zt_raw_req(sock, &h, map, 16 + 2 * (size_t)slots);
     zmq_close(sock);
     zmq_ctx_term(ctx);
     return rep;
@@ -242,36 +233,6 @@ static void pull_unique(zeps_client *c, uint32_t t, const uint64_t *ids, float *
     zeps_sbatch_free(&b);
 }
 
-/* Map A at epoch 5 with elements [0, 10) of a dense table 'w' moved to
- * shard 1: refused by both shards (they hold no dense pieces yet),
- * changing nothing. */
-static void dense_refused(const zt_cluster *cl)
-{
-    zp_slotmap *d = NULL, *a = NULL, *b = NULL, *w = NULL;
-    uint8_t which[4096];
-    char err[160];
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    for (uint32_t n = 0; n < 4096; n++)
-        which[n] = own_a(n) == 0;
-    ck_assert_int_eq(zp_slotmap_moved(d, which, 0, &a), 0);
-    for (uint32_t n = 0; n < 4096; n++)
-        which[n] = own_a(n) == 1;
-    ck_assert_int_eq(zp_slotmap_moved(a, which, 1, &b), 0);
-    ck_assert_int_eq(zp_slotmap_dense_moved(b, "w", 100, 0, 10, 1, &w, err, sizeof(err)), 0);
-    size_t len = zp_slotmap_wire_size(w);
-    unsigned char *buf = malloc(len);
-    zp_slotmap_encode(w, buf);
-    buf[0] = 5; /* epoch 5: newer than the shards' 3 */
-    for (int k = 0; k < 2; k++)
-        zt_raw_expect_error(send_map(cl, k, buf, len), ZEPS_ESTATE,
-                            "places dense tables by range otherwise");
-    free(buf);
-    zp_slotmap_destroy(&w);
-    zp_slotmap_destroy(&b);
-    zp_slotmap_destroy(&a);
-    zp_slotmap_destroy(&d);
-}
-
 /* After test_redirects_followed_once_each's map change: a client that
  * connects has the map from HELLO; maps that would move rows away or are
  * not newer are refused and change nothing. */
@@ -297,7 +258,6 @@ static void after_the_change(const zt_cluster *cl, zeps_client **c, uint32_t *t,
                         "slot map epoch 3 is not newer than shard 0's 3");
     zt_raw_expect_error(send_slots_n(cl, 0, 5, own_a, 2048), ZEPS_EINVAL,
                         "a map of 2048 slots; shard 0's has 4096");
-    dense_refused(cl);
     ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
     ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
     check_rows(ids, g, rows, 2);

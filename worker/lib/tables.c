@@ -31,6 +31,26 @@ uint64_t zp_tables_slice_begin(uint64_t length, int k, int nshards)
     return length * (uint64_t)k / (uint64_t)nshards;
 }
 
+size_t zp_tables_pieces(const zeps_client *c, const zp_table *ti, zp_dense_piece **out)
+{
+    size_t n = zp_slotmap_dense_pieces(c->slots, ti->name, ti->length, NULL, 0);
+    *out = zp_alloc((n ? n : 1) * sizeof(**out));
+    zp_slotmap_dense_pieces(c->slots, ti->name, ti->length, *out, n);
+    return n;
+}
+
+bool zp_tables_touches(const zeps_client *c, const zp_table *ti, int k, uint64_t offset,
+                       uint64_t count)
+{
+    zp_dense_piece *p;
+    size_t n = zp_tables_pieces(c, ti, &p);
+    bool on = false;
+    for (size_t i = 0; i < n && !on; i++)
+        on = p[i].owner == k && offset < p[i].hi && offset + count > p[i].lo;
+    free(p);
+    return on;
+}
+
 zp_table *zp_tables_get(zeps_client *c, uint32_t table)
 {
     if (table >= c->ntables) {
@@ -55,14 +75,45 @@ void zp_tables_free(zeps_client *c)
     c->ntables = c->cap_tables = 0;
 }
 
+/* Elements of dense table ts the client's map gives shard k. */
+static uint64_t holds(const zeps_client *c, const Zeps__TableSpec *ts, int k)
+{
+    return zp_densemap_held(zp_slotmap_dense(c->slots), ts->name, ts->length,
+                            zp_slotmap_base(c->slots), k);
+}
+
+/* The shards a dense DECLARE goes to: the cluster file's, and past them
+ * up to the last one the map gives a piece. */
+static int dense_on(const zeps_client *c, const Zeps__TableSpec *ts)
+{
+    int on = c->ndense;
+    for (int k = c->ndense; k < c->nshards; k++)
+        if (holds(c, ts, k) > 0)
+            on = k + 1;
+    return on;
+}
+
+/* Whether shard k's DECLARE answer (its first piece's begin and the
+ * elements it holds) is what the client's map says. */
+static bool slice_as_expected(const zeps_client *c, const Zeps__TableSpec *ts, int k,
+                              const zp_req_sub *s)
+{
+    if (zp_densemap_names(zp_slotmap_dense(c->slots), ts->name))
+        return s->count == holds(c, ts, k);
+    uint64_t b = zp_tables_slice_begin(ts->length, k, c->ndense);
+    uint64_t e = zp_tables_slice_begin(ts->length, k + 1, c->ndense);
+    return s->offset == b && s->count == e - b;
+}
+
 /* Declare ts on every shard and record it (or find it, if this client
  * declared it before). A dense table must get the slices the client
  * computes; a sparse one has no slices. */
 static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
 {
     bool sparse = ts->kind == 1;
-    /* a dense table lives on the cluster file's shards only (docs/elastic.md) */
-    int on = sparse ? c->nshards : c->ndense;
+    /* a dense table lives on the cluster file's shards, and on those its
+     * pieces are placed on by the map (docs/elastic.md) */
+    int on = sparse ? c->nshards : dense_on(c, ts);
     for (int k = 0; !sparse && k < on; k++)
         if (!zp_client_live(c, k))
             return zp_fail(c, ZEPS_ESTATE,
@@ -73,7 +124,7 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     zp_req *r = zp_req_new(c, ZEPS__OP__DECLARE, on);
     r->spec = ts;
     for (int k = 0; k < on; k++)
-        if (zp_client_live(c, k))
+        if (zp_client_live(c, k) && (sparse || k < c->ndense || holds(c, ts, k)))
             zp_req_send(r, zp_req_add(r, k));
     /* zeps_wait frees r: read the per-shard answers first. */
     zp_req_finish(r);
@@ -83,9 +134,7 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     for (int i = 0; i < r->nsub; i++) {
         int k = r->subs[i].shard;
         ids[k] = r->subs[i].table;
-        uint64_t b = zp_tables_slice_begin(ts->length, k, c->ndense);
-        uint64_t e = zp_tables_slice_begin(ts->length, k + 1, c->ndense);
-        if (!sparse && !r->err && (r->subs[i].offset != b || r->subs[i].count != e - b))
+        if (!sparse && !r->err && !slice_as_expected(c, ts, k, &r->subs[i]))
             bad = k;
         /* a shard older than lead columns answers 0: it would train them
          * with the table's step and init */

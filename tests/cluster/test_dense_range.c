@@ -16,7 +16,7 @@
  * made after the map is never redirected, each shard's SCAN holds
  * exactly its pieces (shard 1's page cursor goes from one piece to the
  * next), and a map that would move written pieces is refused and changes
- * nothing.
+ * nothing. A shard with snapshot_dir refuses such a map.
  */
 #include <check.h>
 #include <stdio.h>
@@ -181,12 +181,52 @@ START_TEST(test_placed_by_range)
 }
 END_TEST
 
+/* A shard that takes snapshots refuses a map placing a dense table by
+ * range (pieces in snapshot files are not built), changing nothing. */
+START_TEST(test_refused_with_snapshots)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", "  snapshot_dir = \"@DIR@/snap\";", NULL),
+                     0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = declare(c);
+    zp_slotmap *d = NULL, *m = NULL;
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", LEN, 0, 30, 1, &m, err, sizeof(err)), 0);
+    Zeps__Header *rep[2];
+    send_map(&cl, m, rep);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_int_eq(rep[k]->op, ZEPS__OP__ERROR);
+        ck_assert_int_eq(rep[k]->error, ZEPS_ESTATE);
+        ck_assert_ptr_nonnull(strstr(rep[k]->error_text, "takes snapshots"));
+        zeps__header__free_unpacked(rep[k], NULL);
+    }
+    float g[LEN], want[LEN];
+    for (int i = 0; i < LEN; i++) {
+        g[i] = (float)(i % 3);
+        want[i] = -g[i];
+    }
+    ck_assert_int_eq(zeps_push(c, t, g, 0, LEN, 0), 0);
+    check_values(c, t, want);
+    ck_assert_uint_eq(stats(c).slot_redirects, 0);
+    ck_assert_uint_eq(stats(c).slot_epoch, 0);
+    check_scan(c, t, 0, want, "0-50 ");
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("dense_range");
     TCase *tc = tcase_create("cluster");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_placed_by_range);
+    tcase_add_test(tc, test_refused_with_snapshots);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -100,12 +100,20 @@ void zp_owner_refuse_dense(zp_server *s, zmq_msg_t *identity, const Zeps__Header
                            const char *name, uint64_t at, const zp_dense_piece *p)
 {
     char text[320];
-    snprintf(text, sizeof(text),
-             "%s of dense table '%s': element %" PRIu64 " is in piece [%" PRIu64 ", %" PRIu64
-             "), which shard %d holds at slot map epoch %" PRIu64
-             ", not shard %d: send it there (the map is this reply's payload)",
-             zp_wire_op_name(req->op), name, at, p->lo, p->hi, p->owner, zp_slotmap_epoch(s->slots),
-             s->shard);
+    if (p->owner == s->shard) /* the range leaves its piece */
+        snprintf(text, sizeof(text),
+                 "%s of dense table '%s' of %" PRIu64 " elements from element %" PRIu64
+                 " leaves piece [%" PRIu64 ", %" PRIu64 ") of shard %d at slot map epoch %" PRIu64
+                 ": cut it by the map (this reply's payload)",
+                 zp_wire_op_name(req->op), name, req->count, at, p->lo, p->hi, p->owner,
+                 zp_slotmap_epoch(s->slots));
+    else
+        snprintf(text, sizeof(text),
+                 "%s of dense table '%s': element %" PRIu64 " is in piece [%" PRIu64 ", %" PRIu64
+                 "), which shard %d holds at slot map epoch %" PRIu64
+                 ", not shard %d: send it there (the map is this reply's payload)",
+                 zp_wire_op_name(req->op), name, at, p->lo, p->hi, p->owner,
+                 zp_slotmap_epoch(s->slots), s->shard);
     Zeps__Header rep;
     zp_reply_init(s, req, &rep);
     rep.op = ZEPS__OP__ERROR;

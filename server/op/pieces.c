@@ -7,9 +7,12 @@
  * the table's name; the first record made is the one DECLARE answers
  * with, and a request is served by the piece that holds its range
  * (request.c). A new map may change which pieces this shard holds of a
- * table only while none of them was written: the shard then makes the
- * records again from the declaration, keeping their ids (clients hold
- * them). Moving written pieces is the job of a move (not built).
+ * table as long as it takes no written element away (as SLOTS gives away
+ * no slot holding a row): the shard then makes the records again from
+ * the declaration, keeping their ids (clients hold them), and copies into
+ * them what the records before held of their elements (a piece cut in
+ * two keeps its values, state and version). Moving written elements is
+ * the job of a move.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -57,19 +60,51 @@ static bool same_pieces(const zp_server *s, const zp_slotmap *a, const zp_slotma
     return same;
 }
 
-/* Whether this shard's records of dense table `name` are as declared: no
- * push, PUT or parked pull, initialized without init segments (which a
- * declaration rebuilt from the record would not have). */
-static bool untouched(const zp_server *s, const char *name)
+/* Whether record t was written: pushes, PUTs or a restore. */
+static bool written(const zp_table *t)
 {
-    for (uint32_t i = 0; i < s->ntables; i++) {
-        const zp_table *t = s->tables[i];
-        if (!t->rows && strcmp(t->name, name) == 0 &&
-            (t->version != 0 || t->stats.pushes || t->stats.puts || t->parked.n ||
-             t->init_digest != 0 || !t->init_known))
-            return false;
+    return t->version != 0 || t->stats.pushes || t->stats.puts;
+}
+
+/* The first element of record t that map m does not give this shard, or
+ * t->end if m gives it all of t. */
+static uint64_t first_lost(const zp_server *s, const zp_slotmap *m, const zp_table *t)
+{
+    for (uint64_t at = t->begin; at < t->end;) {
+        zp_dense_piece p;
+        zp_slotmap_dense_find(m, t->name, t->length, at, &p);
+        if (p.owner != s->shard)
+            return at;
+        at = p.hi;
     }
-    return true;
+    return t->end;
+}
+
+/* Why this shard may not take `next` for dense record t (whose table's
+ * pieces here change): 0 or ZEPS_ESTATE with the reason in why. */
+static int record_refused(const zp_server *s, const zp_slotmap *next, const zp_table *t, char *why,
+                          size_t len)
+{
+    uint64_t lost = written(t) ? first_lost(s, next, t) : t->end;
+    if (lost < t->end) {
+        snprintf(why, len,
+                 "the map of epoch %" PRIu64 " gives element %" PRIu64 " of dense table '%s' "
+                 "to another shard, and shard %d wrote it: SLOTS moves no written element, "
+                 "a move does (docs/elastic.md, \"Dense tables by range\")",
+                 zp_slotmap_epoch(next), lost, t->name, s->shard);
+        return ZEPS_ESTATE;
+    }
+    if (t->parked.n || t->init_digest != 0 || !t->init_known) {
+        snprintf(why, len,
+                 "the map of epoch %" PRIu64 " changes the pieces of dense table '%s' on shard "
+                 "%d, %s: try again%s",
+                 zp_slotmap_epoch(next), t->name, s->shard,
+                 t->parked.n ? "where pulls wait"
+                             : "which was declared with init segments or restored",
+                 t->parked.n ? "" : " (not supported)");
+        return ZEPS_ESTATE;
+    }
+    return 0;
 }
 
 int zp_pieces_refused(const zp_server *s, const zp_slotmap *next, char *why, size_t len)
@@ -86,14 +121,11 @@ int zp_pieces_refused(const zp_server *s, const zp_slotmap *next, char *why, siz
     }
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
-        if (t->rows || same_pieces(s, s->slots, next, t) || untouched(s, t->name))
+        if (t->rows || same_pieces(s, s->slots, next, t))
             continue;
-        snprintf(why, len,
-                 "the map of epoch %" PRIu64 " changes the pieces of dense table '%s' on shard "
-                 "%d, which were written: written pieces do not move yet (docs/elastic.md, "
-                 "\"Dense tables by range\")",
-                 zp_slotmap_epoch(next), t->name, s->shard);
-        return ZEPS_ESTATE;
+        int rc = record_refused(s, next, t, why, len);
+        if (rc != 0)
+            return rc;
     }
     return 0;
 }
@@ -136,6 +168,24 @@ static int make_pieces(zp_server *s, const zp_table *head, const zp_dense_piece 
     return rc;
 }
 
+/* Record `to` takes the values, optimizer state and version of the
+ * elements it shares with record `from` (a piece cut or grown keeps
+ * what was written to it). */
+static void copy_overlap(zp_table *to, const zp_table *from)
+{
+    uint64_t lo = to->begin > from->begin ? to->begin : from->begin;
+    uint64_t hi = to->end < from->end ? to->end : from->end;
+    if (lo >= hi)
+        return;
+    size_t n = (size_t)(hi - lo), k = (size_t)from->opt->state_per_param;
+    float *buf = zp_alloc(n * (1 + k) * sizeof(float));
+    zp_table_read(from, (size_t)(lo - from->begin), n, buf);
+    zp_table_write(to, (size_t)(lo - to->begin), n, buf);
+    free(buf);
+    if (from->version > to->version)
+        to->version = from->version;
+}
+
 /* Make this shard's records of dense table `name` again for the pieces
  * its map gives it now, keeping their ids. 0 or an error (nothing
  * changed). */
@@ -149,6 +199,9 @@ static int rebuild(zp_server *s, const char *name, char *err, size_t errlen)
     size_t total = np > nold ? np : nold;
     zp_table **made = zp_alloc_zeroed(total, sizeof(*made));
     int rc = make_pieces(s, head, p, np, ids, nold, made, total, err, errlen);
+    for (size_t i = 0; rc == 0 && i < np; i++)
+        for (size_t j = 0; j < nold; j++)
+            copy_overlap(made[i], s->tables[ids[j]]);
     for (size_t i = 0; rc == 0 && i < total; i++) {
         if (i < nold) {
             zp_table_destroy(&s->tables[ids[i]]);

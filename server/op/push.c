@@ -239,13 +239,17 @@ void zp_push_on(zp_server *s, zp_request *r)
     const Zeps__Header *h = r->h;
     zp_worker *w = zp_request_worker(s, r);
     zp_table *t = w ? zp_request_table(s, r) : NULL;
-    if (!t || (!t->rows && zp_request_range(s, r, &t) != 0))
+    if (!t)
         return;
+    /* a resend of a push applied here is a duplicate, whatever the map
+     * says now: checked before the range, which may have moved since */
     if (zp_workers_seen(w, h->seq)) {
         w->duplicates++;
         zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE);
         return;
     }
+    if (!t->rows && zp_request_range(s, r, &t) != 0)
+        return;
     uint32_t flags;
     if (t->rows) {
         if (zp_sparse_ops_on_push(s, r, w, t, &flags) == 0)

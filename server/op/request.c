@@ -167,9 +167,11 @@ int zp_request_range(zp_server *s, zp_request *r, zp_table **tp)
     }
     const zp_table *t = *tp;
     zp_dense_piece at;
-    if (!p && off < t->length && zp_densemap_names(zp_slotmap_dense(s->slots), t->name)) {
+    if (off < t->length && cnt > 0 && zp_densemap_names(zp_slotmap_dense(s->slots), t->name)) {
+        /* cut by an older map: the range begins in another shard's piece,
+         * or leaves this one (a piece cut in two) */
         zp_slotmap_dense_find(s->slots, t->name, t->length, off, &at);
-        if (at.owner != s->shard) {
+        if (at.owner != s->shard || (p && cnt > p->end - off)) {
             zp_owner_refuse_dense(s, r->identity, r->h, t->name, off, &at);
             return -1;
         }

@@ -15,8 +15,11 @@
  * integer gradients), pulls return them through the pieces, a client
  * made after the map is never redirected, each shard's SCAN holds
  * exactly its pieces (shard 1's page cursor goes from one piece to the
- * next), and a map that would move written pieces is refused and changes
- * nothing. A shard with snapshot_dir refuses such a map.
+ * next); a map that would give written elements away is refused by the
+ * shard that wrote them and changes nothing; a map that cuts a written
+ * piece in two is taken (the parts keep their values), and a client that
+ * cuts by the older map is redirected to the same shard and applies its
+ * push once. A shard with snapshot_dir refuses such a map.
  */
 #include <check.h>
 #include <stdio.h>
@@ -48,27 +51,32 @@ static uint32_t declare(zeps_client *c)
     return t;
 }
 
-/* Send every shard of cl `m` as a tool's SLOTS; each reply's header in
- * rep[k] (the caller frees them). */
-static void send_map(const zt_cluster *cl, const zp_slotmap *m, Zeps__Header **rep)
+/* Send shard k of cl `m` as a tool's SLOTS; the reply's header (the
+ * caller frees it). */
+static Zeps__Header *send_map_to(const zt_cluster *cl, int k, const zp_slotmap *m)
 {
     size_t len = zp_slotmap_wire_size(m);
     unsigned char *buf = malloc(len);
     zp_slotmap_encode(m, buf);
-    void *ctx = zmq_ctx_new();
-    for (int k = 0; k < 2; k++) {
-        void *sock = zt_raw_socket(ctx, cl, k);
-        Zeps__Header h;
-        zeps__header__init(&h);
-        h.version = ZP_PROTOCOL_VERSION;
-        h.op = ZEPS__OP__SLOTS;
-        h.req_id = 1;
-        h.rank = 0xffffffffu;
-        rep[k] = zt_raw_req(sock, &h, buf, len);
-        zmq_close(sock);
-    }
+    void *ctx = zmq_ctx_new(), *sock = zt_raw_socket(ctx, cl, k);
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__SLOTS;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    Zeps__Header *rep = zt_raw_req(sock, &h, buf, len);
+    zmq_close(sock);
     zmq_ctx_term(ctx);
     free(buf);
+    return rep;
+}
+
+/* The same to both shards, into rep[0..2). */
+static void send_map(const zt_cluster *cl, const zp_slotmap *m, Zeps__Header **rep)
+{
+    for (int k = 0; k < 2; k++)
+        rep[k] = send_map_to(cl, k, m);
 }
 
 /* The values of every element, pulled by c, equal want. */
@@ -101,6 +109,53 @@ static void check_scan(zeps_client *c, uint32_t t, int k, const float *want, con
     ck_assert_msg(strcmp(got, expect) == 0, "shard %d scans '%s', want '%s'", k, got, expect);
 }
 
+/* After test_placed_by_range's pushes (want: the values): a map giving
+ * written elements away is refused; a cut of a written piece is taken,
+ * and a client that cut by the map before is redirected to the same
+ * shard and applies its push once. */
+static void written_pieces(const zt_cluster *cl, zeps_client **c, const uint32_t *t,
+                           const zp_slotmap *m, float *want)
+{
+    zp_slotmap *m2 = NULL;
+    Zeps__Header *rep[2];
+    char err[256];
+    float ones[LEN];
+    for (int i = 0; i < LEN; i++)
+        ones[i] = 1.0f;
+    /* written elements do not move by SLOTS: the shard that wrote them
+     * refuses (a tool sends the giver first), nothing changed */
+    ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", LEN, 30, 50, 1, &m2, err, sizeof(err)), 0);
+    rep[0] = send_map_to(cl, 0, m2);
+    ck_assert_int_eq(rep[0]->op, ZEPS__OP__ERROR);
+    ck_assert_int_eq(rep[0]->error, ZEPS_ESTATE);
+    ck_assert_ptr_nonnull(strstr(rep[0]->error_text, "gives element 30 of dense table 'w'"));
+    zeps__header__free_unpacked(rep[0], NULL);
+    check_values(c[0], t[0], want);
+    check_scan(c[0], t[0], 0, want, "30-50 ");
+    zp_slotmap_destroy(&m2);
+
+    /* a cut of a written piece (no owner changes) is taken: shard 1 keeps
+     * what [50, 100) held in [50, 75) and [75, 100); c[0], at epoch 1,
+     * pushes [50, 100), which leaves the piece: redirected to shard 1
+     * itself, cut by the map of epoch 2, applied once */
+    ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", LEN, 75, LEN, 1, &m2, err, sizeof(err)), 0);
+    send_map(cl, m2, rep);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_msg(rep[k]->op == ZEPS__OP__SLOTS, "cut: %s",
+                      rep[k]->error_text ? rep[k]->error_text : "?");
+        zeps__header__free_unpacked(rep[k], NULL);
+    }
+    check_scan(c[2], t[2], 1, want, "0-30 50-75 75-100 ");
+    for (int i = 50; i < LEN; i++)
+        want[i] -= 1.0f;
+    ck_assert_int_eq(zeps_push(c[0], t[0], ones + 50, 50, 50, 0), 0);
+    ck_assert_uint_eq(stats(c[0]).slot_redirects, 2);
+    ck_assert_uint_eq(stats(c[0]).slot_epoch, 2);
+    check_values(c[0], t[0], want);
+    check_values(c[1], t[1], want);
+    zp_slotmap_destroy(&m2);
+}
+
 START_TEST(test_placed_by_range)
 {
     zt_cluster cl;
@@ -110,7 +165,7 @@ START_TEST(test_placed_by_range)
     uint32_t t[3] = {declare(c[0]), declare(c[1]), 0};
 
     /* the map: [0, 30) of 'w' on shard 1, nothing written yet */
-    zp_slotmap *d = NULL, *m = NULL, *m2 = NULL;
+    zp_slotmap *d = NULL, *m = NULL;
     char err[256];
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
     ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", LEN, 0, 30, 1, &m, err, sizeof(err)), 0);
@@ -160,19 +215,8 @@ START_TEST(test_placed_by_range)
     check_scan(c[2], t[2], 0, want, "30-50 ");
     check_scan(c[2], t[2], 1, want, "0-30 50-100 ");
 
-    /* written pieces do not move by SLOTS: refused, nothing changed */
-    ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", LEN, 30, 50, 1, &m2, err, sizeof(err)), 0);
-    send_map(&cl, m2, rep);
-    for (int k = 0; k < 2; k++) {
-        ck_assert_int_eq(rep[k]->op, ZEPS__OP__ERROR);
-        ck_assert_int_eq(rep[k]->error, ZEPS_ESTATE);
-        ck_assert_ptr_nonnull(strstr(rep[k]->error_text, "changes the pieces of dense table 'w'"));
-        zeps__header__free_unpacked(rep[k], NULL);
-    }
-    check_values(c[0], t[0], want);
-    check_scan(c[0], t[0], 0, want, "30-50 ");
+    written_pieces(&cl, c, t, m, want);
 
-    zp_slotmap_destroy(&m2);
     zp_slotmap_destroy(&m);
     zp_slotmap_destroy(&d);
     for (int i = 0; i < 3; i++)

@@ -74,6 +74,21 @@ static const dtable *lookup(const zp_densemap *d, const char *name)
     return NULL;
 }
 
+size_t zp_densemap_count(const zp_densemap *d)
+{
+    return d ? d->ntables : 0;
+}
+
+const char *zp_densemap_name(const zp_densemap *d, size_t i)
+{
+    return d->t[i].name;
+}
+
+uint64_t zp_densemap_length(const zp_densemap *d, size_t i)
+{
+    return d->t[i].length;
+}
+
 int zp_densemap_names(const zp_densemap *d, const char *name)
 {
     return lookup(d, name) != NULL;

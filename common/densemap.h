@@ -48,6 +48,11 @@ size_t zp_densemap_pieces(const zp_densemap *d, const char *name, uint64_t lengt
 size_t zp_densemap_find(const zp_densemap *d, const char *name, uint64_t length, int base,
                         uint64_t at, zp_dense_piece *out);
 
+/* The tables d names (0 for NULL), and table i's name and length. */
+size_t zp_densemap_count(const zp_densemap *d);
+const char *zp_densemap_name(const zp_densemap *d, size_t i);
+uint64_t zp_densemap_length(const zp_densemap *d, size_t i);
+
 /* Whether d names table `name` (with any length). */
 int zp_densemap_names(const zp_densemap *d, const char *name);
 

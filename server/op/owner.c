@@ -162,10 +162,10 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  s->role.replicas > 1 ? "replicated shards" : "modes that hold pushes in rounds");
         return ZEPS_ESTATE;
     }
-    if (zp_pieces_refused(s, next, why, len))
-        return ZEPS_ESTATE;
     if (zp_move_commits(s, next)) /* the commit of the move this shard imports */
         return 0;
+    if (zp_pieces_refused(s, next, why, len))
+        return ZEPS_ESTATE;
     for (uint32_t i = 0; i < s->ntables; i++) {
         zp_table *t = s->tables[i];
         if (!t->rows)
@@ -212,10 +212,12 @@ void zp_owner_on_slots(zp_server *s, zp_request *r)
     zp_info("slot map epoch %" PRIu64 " taken (was %" PRIu64 "): shard %d owns %u of %u slots",
             zp_slotmap_epoch(next), zp_slotmap_epoch(s->slots), s->shard,
             zp_slotmap_count(next, s->shard), zp_slotmap_slots(next));
+    bool commit = zp_move_commits(s, next); /* of the move this shard imports */
     zp_slotmap *old = s->slots;
-    s->slots = next;           /* the shard owns it */
-    zp_pieces_rebuild(s, old); /* dense pieces placed otherwise (none written) */
+    s->slots = next; /* the shard owns it */
+    if (!commit)     /* dense pieces placed otherwise, nothing written given away */
+        zp_pieces_rebuild(s, old);
     zp_slotmap_destroy(&old);
-    zp_move_map_taken(s); /* the commit of a move this shard imports */
+    zp_move_map_taken(s); /* the commit: a dense move's pieces join the tables */
     zp_reply_ok(s, r->identity, h, 0);
 }

@@ -23,6 +23,7 @@
 #include "errors.h"
 #include "log.h"
 #include "ops.h"
+#include "piece.h"
 #include "server.h"
 #include "zeps_errors.h"
 
@@ -150,19 +151,12 @@ static int make_pieces(zp_server *s, const zp_table *head, const zp_dense_piece 
                        const uint32_t *ids, size_t nold, zp_table **made, size_t total, char *err,
                        size_t errlen)
 {
-    zp_snap_table st;
-    zp_table_describe(head, &st);
-    Zeps__TableSpec *spec;
-    int rc = head->kind->snap_spec(&st, &spec, err, errlen);
+    int rc = 0;
     for (size_t i = 0; rc == 0 && i < total; i++) {
         uint32_t id = i < nold ? ids[i] : s->ntables + (uint32_t)(i - nold);
         uint64_t lo = i < np ? p[i].lo : 0, hi = i < np ? p[i].hi : 0;
-        rc = zp_table_new_piece(&made[i], id, spec, lo, hi, s->nworkers, err, errlen);
-        if (rc == 0)
-            rc = zp_table_set_lr(made[i], head->lr_now, err, errlen);
+        rc = zp_piece_like(&made[i], head, id, lo, hi, err, errlen);
     }
-    if (rc == 0)
-        zeps__table_spec__free_unpacked(spec, NULL);
     for (size_t i = 0; rc != 0 && i < total; i++)
         zp_table_destroy(&made[i]);
     return rc;

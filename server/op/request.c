@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "move.h"
 #include "ops.h"
 #include "now.h"
 #include "server.h"
@@ -161,6 +162,10 @@ int zp_request_range(zp_server *s, zp_request *r, zp_table **tp)
 {
     uint64_t off = r->h->offset, cnt = r->h->count;
     zp_table *p = zp_request_piece_at(s, *tp, off);
+    if (p && cnt > 0 && cnt <= p->end - off && zp_dmove_parks(s, p, (int)r->h->op)) {
+        zp_dmove_park(s, r->identity, r->h, p->name); /* answered at the commit or abort */
+        return -1;
+    }
     if (p && cnt > 0 && cnt <= p->end - off) {
         *tp = p;
         return 0;

@@ -314,8 +314,8 @@ static int dense_refused(zp_mover *m, int k)
         if (t->kind == 0 && t->slice_end > t->slice_begin) {
             fprintf(stderr,
                     "zepsctl shards remove: shard %d holds elements [%" PRIu64 ", %" PRIu64
-                    ") of dense table '%s': dense tables are not slotted and do not move "
-                    "(docs/elastic.md), so it cannot be removed; nothing changed\n",
+                    ") of dense table '%s': move them away first ('zepsctl shards move "
+                    "--dense', docs/elastic.md); nothing changed\n",
                     k, t->slice_begin, t->slice_end, t->name);
             rc = ZP_EXIT_SETUP;
         }

@@ -21,6 +21,7 @@
 
 typedef struct zp_mv_opts {
     const char *conf, *slots;
+    const char *dense; /* zepsctl shards move --dense TABLE:LO-HI (instead of --slots) */
     int from, to;
     uint64_t page;       /* rows per ROWS page */
     uint32_t lease_ms;   /* the shards abort without a step for this long */
@@ -107,6 +108,11 @@ int zp_ctl_mover_rows(zp_mover *m, int k, uint64_t *rows);
  * move`: its exit status (0 moved; 1 failed, aborted; 2 refused). Both
  * stay the caller's. */
 int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const char *slots);
+
+/* Move elements [LO, HI) of a dense table, `range` "TABLE:LO-HI", from
+ * shard o->from to shard o->to as `zepsctl shards move --dense` does
+ * (ctl_dense.c), printing its lines: its exit status. */
+int zp_ctl_dense_move(zp_mover *m, const zp_mv_opts *o, const char *range);
 
 /* Rebalance the shards of m as `zepsctl shards rebalance` does
  * (ctl_rebalance.c), printing its lines, leaving out the shards k with

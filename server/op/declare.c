@@ -67,7 +67,10 @@ static int make_records(zp_server *s, const Zeps__Header *h, zp_table **out, cha
                         size_t errlen)
 {
     const Zeps__TableSpec *spec = h->spec;
-    bool pieces = spec->kind != 1 && zp_densemap_names(zp_slotmap_dense(s->slots), spec->name);
+    /* by the map's pieces: a table it places by range, or any dense table
+     * on a shard that joined (an empty record, until a move brings one) */
+    bool pieces = spec->kind != 1 && (s->shard >= s->nshards ||
+                                      zp_densemap_names(zp_slotmap_dense(s->slots), spec->name));
     zp_dense_piece *p = NULL;
     size_t n = pieces ? zp_pieces_mine(s, s->slots, spec->name, spec->length, &p) : 1;
     zp_table **made = zp_alloc_zeroed(n, sizeof(*made));
@@ -108,16 +111,6 @@ void zp_declare_on(zp_server *s, zp_request *r)
         return;
     }
     char err[ERRLEN];
-    if (h->spec->kind != 1 && s->shard >= s->nshards && h->spec->name &&
-        zp_densemap_held(zp_slotmap_dense(s->slots), h->spec->name, h->spec->length, s->nshards,
-                         s->shard) == 0) { /* see docs/elastic.md */
-        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
-                       "table '%s': shard %d joined the cluster at run time and holds no slice "
-                       "of a dense table (dense tables live on shards 0..%d, the cluster file's; "
-                       "docs/elastic.md, \"Adding a shard\")",
-                       h->spec->name ? h->spec->name : "", s->shard, s->nshards - 1);
-        return;
-    }
     for (uint32_t i = 0; i < s->ntables; i++) {
         if (strcmp(s->tables[i]->name, h->spec->name) != 0)
             continue;

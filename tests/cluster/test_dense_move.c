@@ -99,6 +99,106 @@ static void move(const zt_cluster *cl, const char *range, const char *from, cons
     ck_assert(zt_move_file_has(log, "summary: elements="));
 }
 
+/* Start the worker processes of cl into pids. */
+static void workers_start(const zt_cluster *cl, pid_t *pids)
+{
+    char stop[400], out[400];
+    snprintf(stop, sizeof(stop), "%s/stop", cl->dir);
+    for (int w = 0; w < WORKERS; w++) {
+        snprintf(out, sizeof(out), "%s/worker-%d.out", cl->dir, w);
+        pids[w] = fork();
+        ck_assert_int_ge(pids[w], 0);
+        if (pids[w] == 0)
+            worker(cl, w, stop, out);
+    }
+}
+
+/* Stop them; each exits 0: the oracle, the sum of each one's pushes
+ * answered x (w + 1). */
+static long workers_end(const zt_cluster *cl, const pid_t *pids)
+{
+    char stop[400], out[400];
+    snprintf(stop, sizeof(stop), "%s/stop", cl->dir);
+    FILE *f = fopen(stop, "w");
+    ck_assert_ptr_nonnull(f);
+    fclose(f);
+    long weighted = 0;
+    for (int w = 0; w < WORKERS; w++) {
+        int ws = zt_wait(pids[w], 60);
+        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
+        snprintf(out, sizeof(out), "%s/worker-%d.out", cl->dir, w);
+        long p = 0;
+        FILE *o = fopen(out, "r");
+        ck_assert(o && fscanf(o, "%ld", &p) == 1);
+        fclose(o);
+        weighted += p * (w + 1);
+    }
+    return weighted;
+}
+
+/* A new client's pull of the whole table equals the oracle, without a
+ * redirect, at map epoch `epoch`; the client (the caller destroys it). */
+static zeps_client *check_oracle(const zt_cluster *cl, long weighted, uint64_t epoch, uint32_t *t)
+{
+    zeps_client *c = zt_client_replacing(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    *t = declare(c);
+    ck_assert_uint_ne(*t, UINT32_MAX);
+    static float got[LEN];
+    ck_assert_int_eq(zeps_pull(c, *t, got, 0, LEN, 0), 0);
+    for (int i = 0; i < LEN; i++)
+        ck_assert_msg(got[i] == (float)(weighted * (1 + i % 2)),
+                      "element %d: %g, the oracle %ld (pushes lost or applied twice)", i,
+                      (double)got[i], weighted * (1 + i % 2));
+    zeps_client_stats st;
+    zeps_client_get_stats(c, &st);
+    ck_assert_uint_eq(st.slot_redirects, 0);
+    ck_assert_uint_eq(st.slot_epoch, epoch);
+    return c;
+}
+
+/* zepsctl with args (NULL-ended): exit `want`, its log holding `needle`. */
+static void zepsctl(const zt_cluster *cl, const char *name, char **args, int want,
+                    const char *needle)
+{
+    char log[400];
+    snprintf(log, sizeof(log), "%s/%s.log", cl->dir, name);
+    int st = zt_move_zepsctl(log, args);
+    zt_move_print_file(log);
+    fflush(stdout);
+    ck_assert_msg(st == want, "zepsctl %s: exit %d", name, st);
+    ck_assert_msg(zt_move_file_has(log, needle), "zepsctl %s: no '%s'", name, needle);
+}
+
+/* 2 -> 3 -> 2 shards under load: `shards add` gives the joined shard an
+ * even share of 'w' by moves, `shards remove 2` gives it back. */
+START_TEST(test_add_remove_under_load)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, WORKERS, "async", NULL, NULL), 0);
+    pid_t pids[WORKERS];
+    workers_start(&cl, pids);
+    usleep(300 * 1000);
+    char ep[400];
+    zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
+    ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
+    char *add[] = {"shards", "add", ep, "--config", cl.conf, NULL};
+    zepsctl(&cl, "add", add, 0, "dense table 'w': shard 2 holds 333 of 1000 elements");
+    usleep(300 * 1000);
+    char *rm[] = {"shards", "remove", "2", "--config", cl.conf, NULL};
+    zepsctl(&cl, "remove", rm, 0, "summary: elements=");
+    usleep(200 * 1000);
+    long weighted = workers_end(&cl, pids);
+    uint32_t t;
+    zeps_client *c = check_oracle(&cl, weighted, 7, &t); /* join, 2 cuts, 2 moves, 2 moves back */
+    char text[256];
+    scan_text(c, t, 2, text, sizeof(text));
+    ck_assert_str_eq(text, "1000-1000 ");
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 START_TEST(test_moves_under_load)
 {
     zt_cluster cl;
@@ -162,6 +262,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("load");
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_moves_under_load);
+    tcase_add_test(tc, test_add_remove_under_load);
     suite_add_tcase(s, tc);
     return s;
 }

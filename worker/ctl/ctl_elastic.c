@@ -61,9 +61,10 @@ static void usage(FILE *f, const char *cmd)
                 "\n"
                 "Add the shard listening at ENDPOINT to the running cluster: start it first\n"
                 "with 'zeps-server --config FILE --shard N --join ENDPOINT' (N: the next\n"
-                "index, the number of shards so far). Its sparse tables are declared there,\n"
+                "index, the number of shards so far). Shard 0's tables are declared there,\n"
                 "every shard takes the slot map that names it, and live moves give it slots\n"
-                "until the rows are even within +-PCT %% (default 10). It holds no dense slice.\n"
+                "until the rows are even within +-PCT %% (default 10), then an even share of\n"
+                "each dense table (moves of dense ranges, 'zepsctl shards move --dense').\n"
                 "async and ssp (not bsp), one replica per shard (docs/elastic.md).\n"
                 "\n"
                 "Exit status: 0 added and balanced; 1 a step failed (the steps before it\n"
@@ -74,8 +75,10 @@ static void usage(FILE *f, const char *cmd)
                    "\n"
                    "Move every slot of shard K to the other shards that own slots, by live moves\n"
                    "(the one with the fewest rows first), until K owns no slot and no row. A\n"
-                   "shard holding a slice of a dense table cannot be removed (dense tables do not\n"
-                   "move). async and ssp (not bsp), one replica per shard (docs/elastic.md).\n"
+                   "shard that joined first moves its dense pieces to the shards holding fewest\n"
+                   "elements; a shard of the cluster file holding a dense slice is refused (move\n"
+                   "it away with 'zepsctl shards move --dense' first). async and ssp (not bsp),\n"
+                   "one replica per shard (docs/elastic.md).\n"
                    "\n"
                    "Exit status: 0 removed; 1 a move failed (the moves before it stand); 2 bad\n"
                    "usage or refused (nothing changed).\n");
@@ -197,7 +200,8 @@ static int check_new(zp_mover *m, int n, const char *ep, const char *conf)
     return rc;
 }
 
-/* Declare shard 0's sparse tables on shard n: how many, or -1 printed. */
+/* Declare shard 0's tables on shard n (a dense one once, holding nothing
+ * there until a move brings it a piece): how many, or -1 printed. */
 static int declare_tables(zp_mover *m, int n)
 {
     Zeps__Header *st;
@@ -206,8 +210,11 @@ static int declare_tables(zp_mover *m, int n)
     int count = 0;
     for (size_t i = 0; i < st->stats->n_tables && count >= 0; i++) {
         Zeps__TableSpec *spec = st->stats->tables[i]->spec;
-        if (!spec)
-            continue; /* dense: not on a shard that joins */
+        bool again = false; /* a dense table's later pieces: the same table */
+        for (size_t j = 0; spec && j < i; j++)
+            again = again || strcmp(st->stats->tables[j]->name, spec->name) == 0;
+        if (!spec || again)
+            continue;
         Zeps__Header h, *rep;
         zeps__header__init(&h);
         h.op = ZEPS__OP__DECLARE;
@@ -219,8 +226,12 @@ static int declare_tables(zp_mover *m, int n)
             break;
         }
         zeps__header__free_unpacked(rep, NULL);
-        printf("declared sparse table '%s' (dim %u, %s) on shard %d\n", spec->name, spec->dim,
-               spec->optimizer, n);
+        if (spec->kind == 1)
+            printf("declared sparse table '%s' (dim %u, %s) on shard %d\n", spec->name, spec->dim,
+                   spec->optimizer, n);
+        else
+            printf("declared dense table '%s' (%" PRIu64 " elements, %s) on shard %d\n", spec->name,
+                   spec->length, spec->optimizer, n);
         count++;
     }
     zeps__header__free_unpacked(st, NULL);
@@ -295,6 +306,8 @@ static int add(zp_mover *m, const el_opts *o)
     if (rc != 0)
         return rc;
     rc = zp_ctl_rebalance_run(m, o->tolerance, o->max_moves, skip);
+    if (rc == ZP_EXIT_OK) /* and an even share of each dense table */
+        rc = zp_ctl_dshare_give(m, n, &o->mv);
     printf("shards add: shard %d at %s %s\n", n, ep,
            rc == ZP_EXIT_OK ? "joined and holds its share of the rows"
                             : "joined; the rebalance did not finish (run 'zepsctl shards "
@@ -399,6 +412,8 @@ static int remove_shard(zp_mover *m, const el_opts *o)
     int rc = mode_refused(m, "remove");
     if (rc == 0)
         rc = common_map(m, "remove", -1, &cur);
+    if (rc == 0 && k >= zp_ctl_mover_base(m)) /* a joined shard gives its pieces away */
+        rc = zp_ctl_dshare_evacuate(m, (int)k, &o->mv);
     if (rc == 0)
         rc = dense_refused(m, (int)k);
     uint8_t to[ZP_MAX_SHARDS] = {0};

@@ -114,6 +114,13 @@ int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const
  * (ctl_dense.c), printing its lines: its exit status. */
 int zp_ctl_dense_move(zp_mover *m, const zp_mv_opts *o, const char *range);
 
+/* ctl_dshare.c: `zepsctl shards add` gives joined shard n an even share
+ * of every dense table, `remove` moves joined shard k's dense pieces to
+ * the shards holding fewest elements, each by moves of dense ranges
+ * (options o, its from/to ignored): an exit status. */
+int zp_ctl_dshare_give(zp_mover *m, int n, const zp_mv_opts *o);
+int zp_ctl_dshare_evacuate(zp_mover *m, int k, const zp_mv_opts *o);
+
 /* Rebalance the shards of m as `zepsctl shards rebalance` does
  * (ctl_rebalance.c), printing its lines, leaving out the shards k with
  * skip[k] != 0 (skip may be NULL): its exit status. */

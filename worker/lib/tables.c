@@ -82,23 +82,12 @@ static uint64_t holds(const zeps_client *c, const Zeps__TableSpec *ts, int k)
                             zp_slotmap_base(c->slots), k);
 }
 
-/* The shards a dense DECLARE goes to: the cluster file's, and past them
- * up to the last one the map gives a piece. */
-static int dense_on(const zeps_client *c, const Zeps__TableSpec *ts)
-{
-    int on = c->ndense;
-    for (int k = c->ndense; k < c->nshards; k++)
-        if (holds(c, ts, k) > 0)
-            on = k + 1;
-    return on;
-}
-
 /* Whether shard k's DECLARE answer (its first piece's begin and the
  * elements it holds) is what the client's map says. */
 static bool slice_as_expected(const zeps_client *c, const Zeps__TableSpec *ts, int k,
                               const zp_req_sub *s)
 {
-    if (zp_densemap_names(zp_slotmap_dense(c->slots), ts->name))
+    if (k >= c->ndense || zp_densemap_names(zp_slotmap_dense(c->slots), ts->name))
         return s->count == holds(c, ts, k);
     uint64_t b = zp_tables_slice_begin(ts->length, k, c->ndense);
     uint64_t e = zp_tables_slice_begin(ts->length, k + 1, c->ndense);
@@ -111,10 +100,11 @@ static bool slice_as_expected(const zeps_client *c, const Zeps__TableSpec *ts, i
 static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
 {
     bool sparse = ts->kind == 1;
-    /* a dense table lives on the cluster file's shards, and on those its
-     * pieces are placed on by the map (docs/elastic.md) */
-    int on = sparse ? c->nshards : dense_on(c, ts);
-    for (int k = 0; !sparse && k < on; k++)
+    /* a dense table is declared on every live shard: the cluster file's
+     * hold its slices, a joined one the pieces a move brings it
+     * (docs/elastic.md, "Dense tables by range") */
+    int on = c->nshards;
+    for (int k = 0; !sparse && k < c->ndense; k++)
         if (!zp_client_live(c, k))
             return zp_fail(c, ZEPS_ESTATE,
                            "dense table '%s': shard %d of the cluster file is retired, and a "
@@ -124,7 +114,7 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     zp_req *r = zp_req_new(c, ZEPS__OP__DECLARE, on);
     r->spec = ts;
     for (int k = 0; k < on; k++)
-        if (zp_client_live(c, k) && (sparse || k < c->ndense || holds(c, ts, k)))
+        if (zp_client_live(c, k))
             zp_req_send(r, zp_req_add(r, k));
     /* zeps_wait frees r: read the per-shard answers first. */
     zp_req_finish(r);
@@ -173,7 +163,7 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     ti->ids = zp_alloc_zeroed(ZP_MAX_SHARDS, sizeof(uint32_t));
     ti->version = zp_alloc_zeroed(ZP_MAX_SHARDS, sizeof(uint64_t));
     memcpy(ti->ids, ids, (size_t)on * sizeof(uint32_t));
-    if (sparse) { /* declared again on a shard that joins (join.c) */
+    { /* declared again on a shard that joins (join.c) */
         ti->spec_len = zeps__table_spec__get_packed_size(ts);
         ti->spec = zp_alloc(ti->spec_len ? ti->spec_len : 1);
         zeps__table_spec__pack(ts, ti->spec);

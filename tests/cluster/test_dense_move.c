@@ -29,6 +29,8 @@
 #define LEN     1000
 #define WORKERS 3
 
+static int clocked; /* the workers CLOCK each step (ssp); set before they fork */
+
 static uint32_t declare(zeps_client *c)
 {
     zeps_table_spec spec = {
@@ -52,7 +54,8 @@ static void worker(const zt_cluster *cl, int w, const char *stop, const char *ou
         _exit(1);
     long pushes = 0;
     for (int step = 0; step < 20 || access(stop, F_OK) != 0; step++) {
-        if (zeps_push(c, t, g, 0, LEN, step) != 0 || zeps_pull(c, t, got, 0, LEN, step) != 0) {
+        if (zeps_push(c, t, g, 0, LEN, step) != 0 || zeps_pull(c, t, got, 0, LEN, step) != 0 ||
+            (clocked && zeps_clock(c, step) != 0)) {
             fprintf(stderr, "worker %d: step %d: %s\n", w, step, zeps_last_error(c));
             _exit(1);
         }
@@ -170,12 +173,12 @@ static void zepsctl(const zt_cluster *cl, const char *name, char **args, int wan
     ck_assert_msg(zt_move_file_has(log, needle), "zepsctl %s: no '%s'", name, needle);
 }
 
-/* 2 -> 3 -> 2 shards under load: `shards add` gives the joined shard an
- * even share of 'w' by moves, `shards remove 2` gives it back. */
-START_TEST(test_add_remove_under_load)
+/* 2 -> 3 -> 2 shards under load in `mode`: `shards add` gives the joined
+ * shard an even share of 'w' by moves, `shards remove 2` gives it back. */
+static void add_remove(const char *mode, const char *extra)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, WORKERS, "async", NULL, NULL), 0);
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, WORKERS, mode, extra, NULL), 0);
     pid_t pids[WORKERS];
     workers_start(&cl, pids);
     usleep(300 * 1000);
@@ -196,6 +199,21 @@ START_TEST(test_add_remove_under_load)
     ck_assert_str_eq(text, "1000-1000 ");
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+START_TEST(test_add_remove_under_load)
+{
+    clocked = 0;
+    add_remove("async", NULL);
+}
+END_TEST
+
+/* The same under ssp (bound 3), the workers clocking each step: pulls
+ * parked by the bound on a moving piece are sent to its new holder. */
+START_TEST(test_add_remove_under_ssp)
+{
+    clocked = 1;
+    add_remove("ssp", "  staleness = 3;\n");
 }
 END_TEST
 
@@ -263,6 +281,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 240);
     tcase_add_test(tc, test_moves_under_load);
     tcase_add_test(tc, test_add_remove_under_load);
+    tcase_add_test(tc, test_add_remove_under_ssp);
     suite_add_tcase(s, tc);
     return s;
 }

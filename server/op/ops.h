@@ -20,6 +20,7 @@
 #include "buf.h"
 #include "consistency.h"
 #include "request.h"
+#include "parked.h"
 #include "slotmap.h"
 #include "trace.h"
 
@@ -53,9 +54,13 @@ int zp_pieces_refused(const zp_server *s, const zp_slotmap *next, char *why, siz
 
 /* After the shard took a new map (s->slots; `old` the one before): make
  * the records of every dense table whose pieces here changed again from
- * its declaration, keeping their ids (zp_pieces_refused let only unwritten
- * ones change). */
-void zp_pieces_rebuild(zp_server *s, const zp_slotmap *old);
+ * its declaration, keeping their ids, with what the records before held
+ * of their elements (zp_pieces_refused let nothing written go). A pull
+ * parked on a record that is cut waits on the new record holding its
+ * range, or is handed to `refuse` (which answers it and takes it) when
+ * none does. */
+typedef void (*zp_pieces_refuse_fn)(zp_server *s, const zp_table *t, zp_parked *p);
+void zp_pieces_rebuild(zp_server *s, const zp_slotmap *old, zp_pieces_refuse_fn refuse);
 
 /* owner.c: send reply header rep with slot_epoch set and the shard's slot
  * map as its payload (HELLO when the map is not the default, EMOVED). */

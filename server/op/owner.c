@@ -190,6 +190,26 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
     return 0;
 }
 
+/* A pull parked on dense record t whose range no piece here holds whole
+ * any more (a cut): EMOVED with the map; p is freed. */
+static void refuse_parked_pull(zp_server *s, const zp_table *t, zp_parked *p)
+{
+    Zeps__Header req;
+    zeps__header__init(&req);
+    req.op = ZEPS__OP__PULL;
+    req.req_id = p->req_id;
+    req.rank = p->rank;
+    req.seq = p->seq;
+    req.table = t->id;
+    req.count = p->count;
+    zp_dense_piece at;
+    zp_slotmap_dense_find(s->slots, t->name, t->length, p->offset, &at);
+    zp_owner_refuse_dense(s, &p->identity, &req, t->name, p->offset, &at);
+    if (p->rank < (uint32_t)s->nworkers && s->workers.w[p->rank].parked > 0)
+        s->workers.w[p->rank].parked--;
+    zp_parked_free(p);
+}
+
 void zp_owner_on_slots(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -216,7 +236,7 @@ void zp_owner_on_slots(zp_server *s, zp_request *r)
     zp_slotmap *old = s->slots;
     s->slots = next; /* the shard owns it */
     if (!commit)     /* dense pieces placed otherwise, nothing written given away */
-        zp_pieces_rebuild(s, old);
+        zp_pieces_rebuild(s, old, refuse_parked_pull);
     zp_slotmap_destroy(&old);
     zp_move_map_taken(s); /* the commit: a dense move's pieces join the tables */
     zp_reply_ok(s, r->identity, h, 0);

@@ -95,14 +95,11 @@ static int record_refused(const zp_server *s, const zp_slotmap *next, const zp_t
                  zp_slotmap_epoch(next), lost, t->name, s->shard);
         return ZEPS_ESTATE;
     }
-    if (t->parked.n || t->init_digest != 0 || !t->init_known) {
+    if (t->init_digest != 0 || !t->init_known) {
         snprintf(why, len,
                  "the map of epoch %" PRIu64 " changes the pieces of dense table '%s' on shard "
-                 "%d, %s: try again%s",
-                 zp_slotmap_epoch(next), t->name, s->shard,
-                 t->parked.n ? "where pulls wait"
-                             : "which was declared with init segments or restored",
-                 t->parked.n ? "" : " (not supported)");
+                 "%d, which was declared with init segments or restored (not supported)",
+                 zp_slotmap_epoch(next), t->name, s->shard);
         return ZEPS_ESTATE;
     }
     return 0;
@@ -180,10 +177,33 @@ static void copy_overlap(zp_table *to, const zp_table *from)
         to->version = from->version;
 }
 
+/* The pulls parked on record `from` (by ssp's bound), once the shard took
+ * a map that cuts it: each goes on waiting on the new record among
+ * made[0..n) that holds its range, or, if none does (its range now spans
+ * two pieces), is given to `refuse` (EMOVED with the map, as a request
+ * cut by an older map is). */
+static void rehome_parked(zp_server *s, zp_table *from, zp_table **made, size_t n,
+                          zp_pieces_refuse_fn refuse)
+{
+    zp_parked *p;
+    while ((p = zp_parked_pop(&from->parked))) {
+        zp_table *to = NULL;
+        for (size_t i = 0; i < n && !to; i++)
+            if (p->offset >= made[i]->begin && p->count <= made[i]->end - p->offset)
+                to = made[i];
+        if (to) {
+            zp_parked_push(&to->parked, p);
+            continue;
+        }
+        refuse(s, from, p); /* answers and frees p */
+    }
+}
+
 /* Make this shard's records of dense table `name` again for the pieces
  * its map gives it now, keeping their ids. 0 or an error (nothing
  * changed). */
-static int rebuild(zp_server *s, const char *name, char *err, size_t errlen)
+static int rebuild(zp_server *s, const char *name, zp_pieces_refuse_fn refuse, char *err,
+                   size_t errlen)
 {
     uint32_t *ids;
     size_t nold = records_of(s, name, &ids);
@@ -196,6 +216,8 @@ static int rebuild(zp_server *s, const char *name, char *err, size_t errlen)
     for (size_t i = 0; rc == 0 && i < np; i++)
         for (size_t j = 0; j < nold; j++)
             copy_overlap(made[i], s->tables[ids[j]]);
+    for (size_t j = 0; rc == 0 && j < nold; j++)
+        rehome_parked(s, s->tables[ids[j]], made, np, refuse);
     for (size_t i = 0; rc == 0 && i < total; i++) {
         if (i < nold) {
             zp_table_destroy(&s->tables[ids[i]]);
@@ -210,7 +232,7 @@ static int rebuild(zp_server *s, const char *name, char *err, size_t errlen)
     return rc;
 }
 
-void zp_pieces_rebuild(zp_server *s, const zp_slotmap *old)
+void zp_pieces_rebuild(zp_server *s, const zp_slotmap *old, zp_pieces_refuse_fn refuse)
 {
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
@@ -223,7 +245,7 @@ void zp_pieces_rebuild(zp_server *s, const zp_slotmap *old)
             continue;
         char err[256], name[sizeof(t->name)];
         snprintf(name, sizeof(name), "%s", t->name); /* t is replaced */
-        if (rebuild(s, name, err, sizeof(err)) != 0)
+        if (rebuild(s, name, refuse, err, sizeof(err)) != 0)
             zp_error("dense table '%s': its pieces of slot map epoch %" PRIu64
                      " were not made (%s): it keeps the pieces it held",
                      name, zp_slotmap_epoch(s->slots), err);

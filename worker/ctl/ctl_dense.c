@@ -117,9 +117,11 @@ static int send_all(dm *d, const zp_slotmap *next, int first, int skip, const ch
         if ((j >= 0 && k == first) || k == skip || zp_ctl_mover_retired(d->m, k))
             continue;
         if (zp_ctl_mover_slots(d->m, k, next) != 0) {
-            fprintf(stderr,
-                    "zepsctl shards move: shard %d did not take the %s (epoch %" PRIu64 "): %s\n",
-                    k, what, zp_slotmap_epoch(next), zp_ctl_mover_err(d->m));
+            if (what) /* NULL: quiet, the caller tries again */
+                fprintf(stderr,
+                        "zepsctl shards move: shard %d did not take the %s (epoch %" PRIu64
+                        "): %s\n",
+                        k, what, zp_slotmap_epoch(next), zp_ctl_mover_err(d->m));
             return -1;
         }
     }
@@ -159,7 +161,13 @@ static int cut(dm *d, int from, zp_slotmap **out)
         return 0;
     }
     zp_slotmap_destroy(&cur);
-    if (send_all(d, c, from, -1, "cut of the pieces") != 0) {
+    /* the holder first: it alone may refuse a cut, and then nobody took it */
+    int rc = send_all(d, c, from, -1, NULL);
+    if (rc != 0) {
+        fprintf(stderr,
+                "zepsctl shards move: the cut of the pieces (epoch %" PRIu64
+                ") was not taken: %s\n",
+                zp_slotmap_epoch(c), zp_ctl_mover_err(d->m));
         zp_slotmap_destroy(&c);
         return ZP_EXIT_FAILED;
     }

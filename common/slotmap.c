@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "densemap.h"
 #include "errors.h"
 #include "slotmap.h"
 #include "sparse_hash.h"
@@ -23,7 +24,8 @@ struct zp_slotmap {
     int base;  /* shards of the cluster file; those past it joined at run time */
     char *eps; /* [nshards - base][ZP_SLOTMAP_EP_MAX]: the joined shards' endpoints */
     uint64_t retired[ZP_SLOTMAP_SHARDS_MAX / 64]; /* bit k: shard k retired (owns no slot) */
-    uint16_t owner[];                             /* [slots] */
+    zp_densemap *dense; /* the dense tables a move cut (densemap.h); NULL: none */
+    uint16_t owner[];   /* [slots] */
 };
 
 static zp_slotmap *alloc_map(uint32_t slots, int nshards, uint64_t epoch)
@@ -34,13 +36,15 @@ static zp_slotmap *alloc_map(uint32_t slots, int nshards, uint64_t epoch)
     m->nshards = nshards;
     m->base = nshards;
     m->eps = NULL;
+    m->dense = NULL;
     memset(m->retired, 0, sizeof(m->retired));
     return m;
 }
 
-/* n's joined and retired shards as m's (n has none yet). */
+/* n's joined and retired shards and dense pieces as m's (n has none yet). */
 static void copy_joined(zp_slotmap *n, const zp_slotmap *m)
 {
+    n->dense = zp_densemap_copy(m->dense);
     n->nshards = m->nshards;
     n->base = m->base;
     memcpy(n->retired, m->retired, sizeof(n->retired));
@@ -68,6 +72,7 @@ void zp_slotmap_destroy(zp_slotmap **mp)
     if (!mp || !*mp)
         return;
     free((*mp)->eps);
+    zp_densemap_destroy(&(*mp)->dense);
     free(*mp);
     *mp = NULL;
 }
@@ -124,6 +129,7 @@ int zp_slotmap_joined(const zp_slotmap *m, const char *endpoint, zp_slotmap **ou
         memcpy(n->eps, m->eps, had);
     memcpy(n->eps + had, endpoint, len);
     memcpy(n->retired, m->retired, sizeof(n->retired));
+    n->dense = zp_densemap_copy(m->dense);
     *out = n;
     return 0;
 }
@@ -131,6 +137,11 @@ int zp_slotmap_joined(const zp_slotmap *m, const char *endpoint, zp_slotmap **ou
 static bool is_retired(const zp_slotmap *m, int k)
 {
     return (m->retired[k / 64] >> (k % 64)) & 1;
+}
+
+static int is_retired_arg(int k, const void *arg)
+{
+    return is_retired(arg, k);
 }
 
 static int count_retired(const zp_slotmap *m)
@@ -154,6 +165,11 @@ int zp_slotmap_unretires(const zp_slotmap *have, const zp_slotmap *next)
     return -1;
 }
 
+static int is_shard(int k, const void *arg)
+{
+    return k == *(const int *)arg;
+}
+
 int zp_slotmap_retire(const zp_slotmap *m, int k, zp_slotmap **out, char *err, size_t errlen)
 {
     if (k <= 0 || k >= m->nshards)
@@ -171,6 +187,11 @@ int zp_slotmap_retire(const zp_slotmap *m, int k, zp_slotmap **out, char *err, s
                              "shard %d owns %u slots at slot map epoch %" PRIu64
                              ": move them away first (zepsctl shards remove %d)",
                              k, owns, m->epoch, k);
+    if (zp_densemap_any_owner(m->dense, is_shard, &k) >= 0)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "shard %d holds a piece of a dense table at slot map epoch %" PRIu64
+                             ": move it away first (zepsctl shards remove %d)",
+                             k, m->epoch, k);
     zp_slotmap *n = alloc_map(m->slots, m->nshards, m->epoch + 1);
     memcpy(n->owner, m->owner, (size_t)m->slots * sizeof(uint16_t));
     copy_joined(n, m);
@@ -390,13 +411,15 @@ size_t zp_slotmap_wire_size(const zp_slotmap *m)
 {
     size_t n = ZP_SLOTMAP_WIRE_HDR + (size_t)m->slots * 2;
     int retired = count_retired(m);
-    if (m->nshards > m->base || retired) {
+    if (m->nshards > m->base || retired || m->dense) {
         n += 4;
         for (int k = m->base; k < m->nshards; k++)
             n += 2 + strlen(zp_slotmap_endpoint(m, k));
     }
-    if (retired)
+    if (retired || m->dense)
         n += 4 + 2 * (size_t)retired;
+    if (m->dense)
+        n += zp_densemap_wire_size(m->dense);
     return n;
 }
 
@@ -412,7 +435,7 @@ void zp_slotmap_encode(const zp_slotmap *m, void *buf)
         p[17 + 2 * s] = (unsigned char)(m->owner[s] >> 8);
     }
     int retired = count_retired(m);
-    if (m->nshards == m->base && !retired)
+    if (m->nshards == m->base && !retired && !m->dense)
         return; /* the form of every map before shards could join, byte for byte */
     p += ZP_SLOTMAP_WIRE_HDR + (size_t)m->slots * 2;
     put32(p, (uint32_t)m->base);
@@ -425,9 +448,9 @@ void zp_slotmap_encode(const zp_slotmap *m, void *buf)
         memcpy(p + 2, ep, len);
         p += 2 + len;
     }
-    if (!retired)
+    if (!retired && !m->dense)
         return; /* the form of every map before shards could retire, byte for byte */
-    put32(p, (uint32_t)retired);
+    put32(p, (uint32_t)retired); /* 0 only before a dense list */
     p += 4;
     for (int k = 0; k < m->nshards; k++)
         if (is_retired(m, k)) {
@@ -435,16 +458,34 @@ void zp_slotmap_encode(const zp_slotmap *m, void *buf)
             p[1] = (unsigned char)(k >> 8);
             p += 2;
         }
+    if (m->dense)
+        zp_densemap_encode(m->dense, p);
+}
+
+/* The dense list after the retired one (p, len bytes) into m: 0, or
+ * ZEPS_EPROTO with a reason (a piece on a retired shard too). */
+static int decode_dense(zp_slotmap *m, const unsigned char *p, size_t len, char *err, size_t errlen)
+{
+    int rc = zp_densemap_decode(&m->dense, p, len, m->nshards, err, errlen);
+    if (rc != 0)
+        return rc;
+    int k = zp_densemap_any_owner(m->dense, is_retired_arg, m);
+    if (k >= 0)
+        return zp_errors_set(err, errlen, ZEPS_EPROTO,
+                             "a dense piece of the map is on shard %d, which the map retires", k);
+    return 0;
 }
 
 /* The retired shards' list after the joined ones (p, len bytes) into m:
- * a u32 count (>= 1), then that many u16 shard indices, ascending, each
- * a shard of the map but shard 0. 0, or ZEPS_EPROTO with a reason. */
+ * a u32 count (>= 1, or 0 before a dense list), then that many u16 shard
+ * indices, ascending, each a shard of the map but shard 0; then the dense
+ * list, if any. 0, or ZEPS_EPROTO with a reason. */
 static int decode_retired(zp_slotmap *m, const unsigned char *p, size_t len, char *err,
                           size_t errlen)
 {
     uint32_t n = len >= 4 ? get32(p) : 0;
-    if (n == 0 || len != 4 + 2 * (size_t)n)
+    size_t end = 4 + 2 * (size_t)n;
+    if (len < 4 || len < end || (n == 0 && len == end))
         return zp_errors_set(err, errlen, ZEPS_EPROTO,
                              "a slot map's list of retired shards of %zu bytes (a count >= 1, "
                              "then 2 bytes a shard)",
@@ -460,7 +501,7 @@ static int decode_retired(zp_slotmap *m, const unsigned char *p, size_t len, cha
         m->retired[k / 64] |= (uint64_t)1 << (k % 64);
         last = k;
     }
-    return 0;
+    return len == end ? 0 : decode_dense(m, p + end, len - end, err, errlen);
 }
 
 /* The joined shards' list after the owners (p, len bytes) into m, whose
@@ -537,6 +578,43 @@ int zp_slotmap_moved(const zp_slotmap *m, const uint8_t *which, int to, zp_slotm
     copy_joined(n, m);
     for (uint32_t k = 0; k < m->slots; k++)
         n->owner[k] = which[k] ? (uint16_t)to : m->owner[k];
+    *out = n;
+    return 0;
+}
+
+const zp_densemap *zp_slotmap_dense(const zp_slotmap *m)
+{
+    return m->dense;
+}
+
+size_t zp_slotmap_dense_pieces(const zp_slotmap *m, const char *name, uint64_t length,
+                               zp_dense_piece *out, size_t max)
+{
+    return zp_densemap_pieces(m->dense, name, length, m->base, out, max);
+}
+
+size_t zp_slotmap_dense_find(const zp_slotmap *m, const char *name, uint64_t length, uint64_t at,
+                             zp_dense_piece *out)
+{
+    return zp_densemap_find(m->dense, name, length, m->base, at, out);
+}
+
+int zp_slotmap_dense_moved(const zp_slotmap *m, const char *name, uint64_t length, uint64_t lo,
+                           uint64_t hi, int to, zp_slotmap **out, char *err, size_t errlen)
+{
+    if (to < 0 || to >= m->nshards || is_retired(m, to))
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "shard %d is not a live shard of the map (epoch %" PRIu64 ")", to,
+                             m->epoch);
+    zp_densemap *d;
+    int rc = zp_densemap_moved(m->dense, name, length, m->base, lo, hi, to, &d, err, errlen);
+    if (rc != 0)
+        return rc;
+    zp_slotmap *n = alloc_map(m->slots, m->nshards, m->epoch + 1);
+    memcpy(n->owner, m->owner, (size_t)m->slots * sizeof(uint16_t));
+    copy_joined(n, m);
+    zp_densemap_destroy(&n->dense);
+    n->dense = d;
     *out = n;
     return 0;
 }

@@ -31,6 +31,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "densemap.h"
+
 #define ZP_SLOTS_DEFAULT      4096 /* the default map's slots are the largest multiple of S up to it */
 #define ZP_SLOTS_MAX          16384 /* a map file may name at most this many */
 #define ZP_SLOTMAP_WIRE_HDR   16    /* u64 epoch, u32 slots, u32 shards; then u16 owners */
@@ -104,7 +106,10 @@ uint32_t zp_slotmap_count(const zp_slotmap *m, int k);
  * ZP_SLOTMAP_WIRE_HDR + 2 * slots bytes, little-endian; a map with joined
  * or retired shards then lists the joined ones: u32 base, and per joined
  * shard a u16 length and its endpoint's bytes (no NUL); a map with retired
- * shards then lists them: u32 count, and a u16 index each, ascending. */
+ * shards or dense pieces then lists the retired ones: u32 count (0 only
+ * before dense pieces), and a u16 index each, ascending; a map with dense
+ * pieces then has its dense list (densemap.h). A map without dense pieces
+ * travels exactly as before they existed. */
 size_t zp_slotmap_wire_size(const zp_slotmap *m);
 void zp_slotmap_encode(const zp_slotmap *m, void *buf);
 
@@ -121,6 +126,27 @@ int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards
  * and retired shards) as in m, into *out (the caller's). 0 or
  * ZEPS_EINVAL. */
 int zp_slotmap_moved(const zp_slotmap *m, const uint8_t *which, int to, zp_slotmap **out);
+
+/* Dense tables by range (docs/elastic.md, "Dense tables by range"): the
+ * map's dense list (NULL: none, every table on its default slices). */
+const zp_densemap *zp_slotmap_dense(const zp_slotmap *m);
+
+/* The pieces of dense table `name` of `length` elements under m (its
+ * entry, else the default slices of m's base shards): at most `max` into
+ * out; returns how many there are (zp_densemap_pieces). */
+size_t zp_slotmap_dense_pieces(const zp_slotmap *m, const char *name, uint64_t length,
+                               zp_dense_piece *out, size_t max);
+
+/* The piece holding element `at` (< length) into *out; its index. */
+size_t zp_slotmap_dense_find(const zp_slotmap *m, const char *name, uint64_t length, uint64_t at,
+                             zp_dense_piece *out);
+
+/* The map at m's epoch + 1 with elements [lo, hi) of dense table `name`
+ * given to shard `to` (a shard of m, not retired), the pieces they cut
+ * cut there, the slots and the rest as in m, into *out (the caller's).
+ * 0, or ZEPS_EINVAL with a reason in err (zp_densemap_moved's). */
+int zp_slotmap_dense_moved(const zp_slotmap *m, const char *name, uint64_t length, uint64_t lo,
+                           uint64_t hi, int to, zp_slotmap **out, char *err, size_t errlen);
 
 /* A slot set from its text, `LO-HI` or `SLOT` items separated by commas
  * ("0-99,512,1000-1023"), each inside [0, slots): which[0..slots) is set to

@@ -41,23 +41,41 @@ int zp_move_refused(const zp_server *s, char *why, size_t len)
                  "hands over are not replicated; docs/elastic.md)");
         return ZEPS_ESTATE;
     }
-    bool sparse = false;
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
-        if (!t->rows)
-            continue;
-        sparse = true;
-        if (t->rows->tier) {
+        if (t->rows && t->rows->tier) {
             snprintf(why, len,
                      "moving slots is not supported with a cold tier (sparse table '%s' has one)",
                      t->name);
             return ZEPS_ESTATE;
         }
     }
-    if (!sparse) {
+    return 0;
+}
+
+/* Why a move of n slots (dense: whether it moves dense pieces) may not
+ * be: 0 or ZEPS_EINVAL with why. */
+static int kind_refused(const zp_server *s, int64_t n, bool dense, char *why, size_t len)
+{
+    if (n > 0 && dense) {
+        snprintf(why, len, "a move takes slots or dense pieces, not both");
+        return ZEPS_EINVAL;
+    }
+    if (n == 0 && !dense)
+        return ZEPS_EINVAL; /* why: moving_slots' "moves no slot" */
+    if (dense && ((s->cons->caps & ZP_CAP_CUTS) || s->role.replicas > 1)) {
         snprintf(why, len,
-                 "shard %d holds no sparse table: slots place sparse rows only, dense tables "
-                 "do not move (not supported)",
+                 "moving dense pieces is not supported %s (docs/elastic.md, \"What is built\")",
+                 s->role.replicas > 1 ? "with replicas" : "under bsp (its rounds hold pushes)");
+        return ZEPS_ESTATE;
+    }
+    bool sparse = false;
+    for (uint32_t i = 0; i < s->ntables; i++)
+        sparse = sparse || s->tables[i]->rows;
+    if (n > 0 && !sparse) {
+        snprintf(why, len,
+                 "shard %d holds no sparse table: slots place sparse rows only (dense tables "
+                 "move by pieces, docs/elastic.md)",
                  s->shard);
         return ZEPS_EINVAL;
     }
@@ -110,12 +128,19 @@ int zp_move_start(zp_server *s, int role, zp_slotmap **next, int peer, double le
     int dst = role == ZP_MOVE_SOURCE ? peer : s->shard;
     uint8_t *moving = zp_alloc(zp_slotmap_slots(*next));
     int64_t n = moving_slots(s->slots, *next, src, dst, moving, why, len);
-    if (n <= 0) {
+    bool dense = !zp_densemap_same(zp_slotmap_dense(s->slots), zp_slotmap_dense(*next));
+    if (n < 0 || kind_refused(s, n, dense, why, len) != 0) {
         free(moving);
         return ZEPS_EINVAL;
     }
     zp_move *m = zp_alloc_zeroed(1, sizeof(*m));
     m->role = role;
+    if (dense && zp_dmove_plan(s, m, *next, src, dst, why, len) < 0) {
+        zp_dmove_fini(m);
+        free(m);
+        free(moving);
+        return ZEPS_EINVAL;
+    }
     m->peer = peer;
     m->next = *next;
     *next = NULL;
@@ -126,6 +151,8 @@ int zp_move_start(zp_server *s, int role, zp_slotmap **next, int peer, double le
     m->parked_tail = &m->parked;
     s->move = m;
     *rows = 0;
+    for (size_t i = 0; i < m->npieces; i++) /* a dense move: its elements */
+        *rows += m->pieces[i].hi - m->pieces[i].lo;
     if (role == ZP_MOVE_SOURCE) {
         m->ntables = s->ntables;
         m->dirty = zp_alloc_zeroed(m->ntables ? m->ntables : 1, sizeof(zp_idset));
@@ -351,6 +378,7 @@ void zp_move_end(zp_server *s)
     free(m->dirty);
     free(m->round);
     free(m->moving);
+    zp_dmove_fini(m);
     zp_slotmap_destroy(&m->next);
     free(m);
     s->move = NULL;
@@ -361,6 +389,7 @@ void zp_move_map_taken(zp_server *s)
     zp_move *m = s->move;
     if (!m || m->role != ZP_MOVE_TARGET || zp_slotmap_epoch(s->slots) < zp_slotmap_epoch(m->next))
         return;
+    zp_dmove_adopt(s); /* a dense move's pieces: served from now on */
     zp_info("move of %u slots from shard %d committed here at map epoch %" PRIu64 ": %" PRIu64
             " rows (%" PRIu64 " bytes) taken",
             m->nmoving, m->peer, zp_slotmap_epoch(s->slots), m->rows_sent, m->bytes_sent);
@@ -371,7 +400,8 @@ bool zp_move_commits(const zp_server *s, const zp_slotmap *next)
 {
     const zp_move *m = s->move;
     if (!m || m->role != ZP_MOVE_TARGET || zp_slotmap_epoch(next) != zp_slotmap_epoch(m->next) ||
-        zp_slotmap_slots(next) != zp_slotmap_slots(m->next))
+        zp_slotmap_slots(next) != zp_slotmap_slots(m->next) ||
+        !zp_densemap_same(zp_slotmap_dense(next), zp_slotmap_dense(m->next)))
         return false;
     for (uint32_t k = 0; k < zp_slotmap_slots(next); k++)
         if (zp_slotmap_slot_owner(next, k) != zp_slotmap_slot_owner(m->next, k))

@@ -50,8 +50,17 @@ typedef struct zp_move_parked {
     Zeps__Header h;     /* op, req_id, rank, seq, table of the request */
     uint64_t id;        /* its first id of M, at position pos */
     size_t pos;
-    char what[96]; /* "PUSH of sparse table 'emb'" */
+    char what[96];  /* "PUSH of sparse table 'emb'" */
+    char dense[64]; /* a dense request: its table ("" sparse); id: its first element */
+    uint64_t count; /* ... and its element count */
 } zp_move_parked;
+
+/* A whole piece of a dense table that a dense move takes (dmove.c). */
+typedef struct zp_move_piece {
+    char name[64];
+    uint64_t lo, hi;
+    zp_table *in; /* target: the piece imported, owned until the commit */
+} zp_move_piece;
 
 /* The ids of one sparse table a round sends. */
 typedef struct zp_move_round {
@@ -85,6 +94,10 @@ typedef struct zp_move {
     size_t *hand_sent;
     uint32_t nhanded;
     uint64_t handed_rows; /* rows of held pushes handed over (either side) */
+    zp_move_piece *pieces; /* a dense move (no slot moves): the pieces from A to B; owned */
+    size_t npieces;
+    size_t piece_at;  /* source, after FREEZE: the piece being copied ... */
+    uint64_t elem_at; /* ... and its next element */
 } zp_move;
 
 /* Why shard s may not take part in a move now, with the code (0: it may;
@@ -162,5 +175,51 @@ void zp_move_map_taken(zp_server *s);
 /* End s's move: its state freed (the parked requests must have been
  * answered: it asserts none is left). */
 void zp_move_end(zp_server *s);
+
+/* --- a dense move (dmove.c): whole pieces of dense tables from A to B,
+ * copied during the cut-over (docs/elastic.md, "Dense tables by range") --- */
+
+/* The pieces `next` gives from shard src to shard dst into m (a move of
+ * this shard as `role`): at the source each must be one of its records,
+ * at the target one is made for each (empty, like the table's records
+ * here). Their count (0: next changes no dense piece), or -1 with why
+ * (ZEPS_EINVAL's) if next changes anything else of the dense tables. */
+int64_t zp_dmove_plan(zp_server *s, zp_move *m, const zp_slotmap *next, int src, int dst, char *why,
+                      size_t len);
+
+/* Whether a request of op `op` to record t must be parked: the source's
+ * cut-over of a dense move taking t, and a write (PUSH, PUT). */
+bool zp_dmove_parks(const zp_server *s, const zp_table *t, int op);
+
+/* Park it (a resend of a parked one is not parked twice). */
+void zp_dmove_park(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *h,
+                   const char *table);
+
+/* The source, after FREEZE: the next page of at most `max` elements of
+ * the moving pieces into out (values, then the optimizer's blocks: the
+ * dense SCAN layout; room for max * (1 + k) floats, k <= 3) with the
+ * piece's record in *t and the first element in *at; the elements sent;
+ * *left: those still to send. 0 when all are sent. */
+uint64_t zp_dmove_page(zp_server *s, uint64_t max, float *out, zp_table **t, uint64_t *at,
+                       uint64_t *left);
+
+/* The target: the imported piece of table `name` holding [at, at + n),
+ * NULL if none. */
+zp_table *zp_dmove_piece_in(zp_server *s, const char *name, uint64_t at, uint64_t n);
+
+/* The source's commit: each moving record replaced by an empty one of
+ * the same id (the map gives the elements away); the elements dropped. */
+uint64_t zp_dmove_drop(zp_server *s);
+
+/* The target's commit: the imported pieces join the shard's tables. */
+void zp_dmove_adopt(zp_server *s);
+
+/* Whether record t is a piece the dense move in progress takes; the
+ * first record of table `name` here, NULL if none. */
+bool zp_dmove_moving(const zp_server *s, const zp_table *t);
+const zp_table *zp_dmove_any(const zp_server *s, const char *name);
+
+/* Free what a dense move holds (imported pieces not adopted). */
+void zp_dmove_fini(zp_move *m);
 
 #endif

@@ -8,8 +8,10 @@
  * refused if its rows cannot. The reply names the table's id and this
  * shard's slice.
  */
+#include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "errors.h"
 #include "log.h"
 #include "ops.h"
@@ -18,18 +20,6 @@
 #include "zeps_errors.h"
 
 #define ERRLEN 512
-
-static void reply_declared(zp_server *s, zp_request *r, const zp_table *t)
-{
-    Zeps__Header rep;
-    zp_reply_init(s, r->h, &rep);
-    rep.table = t->id;
-    rep.offset = t->begin;
-    /* a sparse table has no slice: count says the lead columns it keeps, so
-     * a client can tell a shard that would ignore them (docs/protocol.md) */
-    rep.count = t->rows ? t->rows->spec->lead_cols : t->n;
-    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
-}
 
 /* A table declared with a cold tier gets it (tier/, docs/sparse.md "Cold
  * tier"), where the shard can keep one. */
@@ -47,6 +37,70 @@ static int open_tier(zp_server *s, zp_table *t, char *err, size_t errlen)
     return zp_tiered_open(t->rows, s->cfg.tier_dir, t->name, s->shard, s->nshards, err, errlen);
 }
 
+/* Elements of dense table t this shard holds: its pieces' together. */
+static uint64_t held(const zp_server *s, const zp_table *t)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (!s->tables[i]->rows && strcmp(s->tables[i]->name, t->name) == 0)
+            n += s->tables[i]->n;
+    return n;
+}
+
+static void reply_declared(zp_server *s, zp_request *r, const zp_table *t)
+{
+    Zeps__Header rep;
+    zp_reply_init(s, r->h, &rep);
+    rep.table = t->id;
+    rep.offset = t->begin;
+    /* a sparse table has no slice: count says the lead columns it keeps, so
+     * a client can tell a shard that would ignore them (docs/protocol.md) */
+    rep.count = t->rows ? t->rows->spec->lead_cols : held(s, t);
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+/* Make the records of table h->spec on this shard (a sparse table, the
+ * default slice of a dense one, or each piece the map gives the shard)
+ * as tables s->ntables, s->ntables + 1, ... and append them (s takes
+ * them), the first into *out; 0, or an error with a reason in err. */
+static int make_records(zp_server *s, const Zeps__Header *h, zp_table **out, char *err,
+                        size_t errlen)
+{
+    const Zeps__TableSpec *spec = h->spec;
+    /* by the map's pieces: a table it places by range, or any dense table
+     * on a shard that joined (an empty record, until a move brings one) */
+    bool pieces = spec->kind != 1 && (s->shard >= s->nshards ||
+                                      zp_densemap_names(zp_slotmap_dense(s->slots), spec->name));
+    zp_dense_piece *p = NULL;
+    size_t n = pieces ? zp_pieces_mine(s, s->slots, spec->name, spec->length, &p) : 1;
+    zp_table **made = zp_alloc_zeroed(n, sizeof(*made));
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        uint32_t id = s->ntables + (uint32_t)i;
+        rc =
+            pieces
+                ? zp_table_new_piece(&made[i], id, spec, p[i].lo, p[i].hi, s->nworkers, err, errlen)
+                : zp_table_new(&made[i], id, spec, s->shard, s->nshards, s->nworkers, err, errlen);
+        if (rc == 0 && made[i]->rows) /* staleness on demand keeps rows' versions from the start */
+            rc = zp_turns_rows_ready(s, made[i], 0, err, errlen);
+        if (rc == 0 && spec->tier)
+            rc = open_tier(s, made[i], err, errlen);
+        if (rc == 0) /* what it took (a sparse table's index and sketch are known only now) */
+            rc = zp_quota_check_table(&s->quota, s->tables, s->ntables, made[i]->name,
+                                      zp_table_bytes(made[i]), s->shard, err, errlen);
+    }
+    *out = rc == 0 ? made[0] : NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (rc != 0)
+            zp_table_destroy(&made[i]); /* NULL (nothing made) is a no-op */
+        else
+            zp_table_append(&s->tables, &s->ntables, &s->cap_tables, made[i]); /* s takes it */
+    }
+    free(made);
+    free(p);
+    return rc;
+}
+
 void zp_declare_on(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -57,14 +111,6 @@ void zp_declare_on(zp_server *s, zp_request *r)
         return;
     }
     char err[ERRLEN];
-    if (h->spec->kind != 1 && s->shard >= s->nshards) { /* see docs/elastic.md */
-        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
-                       "table '%s': shard %d joined the cluster at run time and holds no slice "
-                       "of a dense table (dense tables live on shards 0..%d, the cluster file's; "
-                       "docs/elastic.md, \"Adding a shard\")",
-                       h->spec->name ? h->spec->name : "", s->shard, s->nshards - 1);
-        return;
-    }
     for (uint32_t i = 0; i < s->ntables; i++) {
         if (strcmp(s->tables[i]->name, h->spec->name) != 0)
             continue;
@@ -82,21 +128,18 @@ void zp_declare_on(zp_server *s, zp_request *r)
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;
     }
-    zp_table *t = NULL; /* set only on success */
-    rc = zp_table_new(&t, s->ntables, h->spec, s->shard, s->nshards, s->nworkers, err, sizeof(err));
-    if (rc == 0 && t->rows) /* staleness on demand keeps rows' versions from the start */
-        rc = zp_turns_rows_ready(s, t, 0, err, sizeof(err));
-    if (rc == 0 && h->spec->tier)
-        rc = open_tier(s, t, err, sizeof(err));
-    if (rc == 0) /* what it took (a sparse table's index and sketch are known only now) */
-        rc = zp_quota_check_table(&s->quota, s->tables, s->ntables, t->name, zp_table_bytes(t),
-                                  s->shard, err, sizeof(err));
+    uint32_t first = s->ntables;
+    zp_table *t = NULL;
+    rc = make_records(s, h, &t, err, sizeof(err));
     if (rc != 0) {
-        zp_table_destroy(&t); /* NULL (nothing made) is a no-op */
         zp_reply_error(s, r->identity, h, rc, "%s", err);
         return;
     }
-    zp_table_append(&s->tables, &s->ntables, &s->cap_tables, t); /* s takes t */
+    for (uint32_t i = first + 1; i < s->ntables; i++) /* the other pieces (bsp) */
+        if (s->cons->rounds)
+            zp_round_reset(&s->tables[i]->round, h->rank < (uint32_t)s->nworkers
+                                                     ? s->workers.w[h->rank].clock
+                                                     : s->workers.min_clock);
     if (t->rows) /* a sparse table declared late starts at the rounds the workers closed */
         s->cons->bounds_moved(s, t);
     else if (s->cons->rounds) /* a dense one at the round its declarer is in (bsp) */

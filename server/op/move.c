@@ -50,7 +50,15 @@ static void answer_parked(zp_server *s)
 {
     zp_move_parked *p;
     while ((p = zp_move_unpark(s))) {
-        zp_owner_refuse(s, &p->identity, &p->h, p->what, p->id, p->pos);
+        if (p->dense[0]) { /* a dense write: the piece its first element is in now */
+            const zp_table *t = zp_dmove_any(s, p->dense);
+            zp_dense_piece at = {.lo = p->id, .hi = p->id + p->count, .owner = s->shard};
+            if (t)
+                zp_slotmap_dense_find(s->slots, t->name, t->length, p->id, &at);
+            zp_owner_refuse_dense(s, &p->identity, &p->h, p->dense, p->id, &at);
+        } else {
+            zp_owner_refuse(s, &p->identity, &p->h, p->what, p->id, p->pos);
+        }
         zp_move_parked_free(p);
     }
 }
@@ -138,6 +146,13 @@ static zp_slotmap *checked_map(zp_server *s, zp_request *r)
         snprintf(why, sizeof(why), "the map does not retire shard %d, which shard %d's retires",
                  zp_slotmap_unretires(s->slots, next), s->shard);
         rc = ZEPS_EINVAL;
+    } else if (rc == 0 && s->cfg.snapshot_dir[0] &&
+               !zp_densemap_same(zp_slotmap_dense(s->slots), zp_slotmap_dense(next))) {
+        snprintf(why, sizeof(why),
+                 "shard %d takes snapshots: dense pieces in snapshots are not built "
+                 "(docs/elastic.md, \"Dense tables by range\")",
+                 s->shard);
+        rc = ZEPS_ESTATE;
     }
     if (rc != 0) {
         zp_slotmap_destroy(&next);
@@ -204,10 +219,79 @@ static void on_held(zp_server *s, zp_request *r, uint64_t room)
     zp_reply_send(s, r->identity, &rep, buf, len, free_page, NULL); /* the sink owns buf */
 }
 
+/* ROWS of a dense move: the next page of the moving pieces' elements
+ * (after FREEZE; before it, none: a piece is copied in the cut-over). */
+static void dense_rows(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    uint64_t unit = 4 * sizeof(float); /* a value and at most 3 optimizer floats */
+    uint64_t room = s->cfg.max_message_bytes;
+    uint64_t fit = room > ZP_MOVE_HEADER_ROOM ? (room - ZP_MOVE_HEADER_ROOM) / unit : 0;
+    uint64_t max = h->count < fit ? h->count : fit;
+    if (max == 0 || h->count > (uint64_t)1 << 24) {
+        zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
+                       "MOVE ROWS of %" PRIu64 " elements: 1 to 2^24 per page", h->count);
+        return;
+    }
+    float *buf = zp_alloc(max * unit);
+    zp_table *t = NULL;
+    uint64_t at = 0, left = 0;
+    uint64_t n = zp_dmove_page(s, max, buf, &t, &at, &left);
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.count = n;
+    rep.cursor = left;
+    rep.offset = at;
+    if (s->move->frozen && n == 0 && left == 0)
+        s->move->drained = true; /* every element is sent */
+    uint32_t k = t ? (uint32_t)t->opt->state_per_param : 0;
+    if (t) {
+        rep.move_table = t->name;
+        rep.state_per_value = k;
+        rep.data_version = t->version;
+        s->move->rows_sent += n;
+    }
+    zp_reply_send(s, r->identity, &rep, buf, n * (1 + k) * sizeof(float), free_page,
+                  NULL); /* the sink owns buf */
+}
+
+/* PUT of a dense move: a page of a moving piece's elements (the target). */
+static void dense_put(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    zp_table *t = h->move_table ? zp_dmove_piece_in(s, h->move_table, h->offset, h->count) : NULL;
+    uint64_t k = t ? (uint64_t)t->opt->state_per_param : 0;
+    if (!t || r->npayload != 1 || h->count == 0 || h->state_per_value != k ||
+        zmq_msg_size(r->payload) != h->count * (1 + k) * sizeof(float)) {
+        zp_reply_error(s, r->identity, h, t ? ZEPS_ESIZE : ZEPS_EINVAL,
+                       "MOVE PUT of %" PRIu64 " elements from %" PRIu64 " of dense table '%s' "
+                       "(%u optimizer floats each): %s",
+                       h->count, h->offset, h->move_table ? h->move_table : "", h->state_per_value,
+                       t ? "not one frame of that many values and states"
+                         : "not inside a piece moving to this shard");
+        return;
+    }
+    const float *v = zp_request_aligned(r->payload, 8);
+    if (!zp_finite_all(v, (size_t)(h->count * (1 + k)))) {
+        zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
+                       "MOVE PUT to dense table '%s' holds NaN or Inf; nothing written", t->name);
+        return;
+    }
+    zp_table_write(t, (size_t)(h->offset - t->begin), (size_t)h->count, v);
+    t->version = h->data_version; /* the piece's, as at the source */
+    s->move->rows_sent += h->count;
+    s->move->bytes_sent += zmq_msg_size(r->payload);
+    zp_reply_ok(s, r->identity, h, 0);
+}
+
 /* ROWS: the next page of the rows to copy. */
 static void on_rows(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
+    if (s->move->npieces) {
+        dense_rows(s, r);
+        return;
+    }
     uint64_t unit = 0;
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
@@ -324,6 +408,10 @@ static void put_held(zp_server *s, zp_request *r, zp_table *t)
 static void on_put(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
+    if (s->move->npieces) {
+        dense_put(s, r);
+        return;
+    }
     zp_table *t = NULL;
     for (uint32_t i = 0; i < s->ntables && h->move_table; i++)
         if (strcmp(s->tables[i]->name, h->move_table) == 0)
@@ -364,6 +452,35 @@ static void commit_logged(zp_server *s, zp_request *r)
     zp_slotmap_destroy(&s->slots);
     s->slots = next; /* the shard owns it */
     zp_reply_ok(s, r->identity, r->h, 0);
+}
+
+/* A dense move's commit at the source, once it took the map: the pulls
+ * parked (ssp) on the moving pieces are answered EMOVED naming the
+ * target, since their records are dropped. */
+static void refuse_parked_pulls(zp_server *s)
+{
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_table *t = s->tables[i];
+        if (t->rows || !zp_dmove_moving(s, t))
+            continue;
+        zp_parked *p;
+        while ((p = zp_parked_pop(&t->parked))) {
+            Zeps__Header req;
+            zeps__header__init(&req);
+            req.op = ZEPS__OP__PULL;
+            req.req_id = p->req_id;
+            req.rank = p->rank;
+            req.seq = p->seq;
+            req.table = t->id;
+            req.count = p->count;
+            zp_dense_piece at;
+            zp_slotmap_dense_find(s->slots, t->name, t->length, p->offset, &at);
+            zp_owner_refuse_dense(s, &p->identity, &req, t->name, p->offset, &at);
+            if (p->rank < (uint32_t)s->nworkers && s->workers.w[p->rank].parked > 0)
+                s->workers.w[p->rank].parked--;
+            zp_parked_free(p);
+        }
+    }
 }
 
 /* COMMIT: take the map, drop M's rows, send the parked requests to B. */
@@ -410,6 +527,8 @@ static void on_commit(zp_server *s, zp_request *r)
     zp_slotmap_destroy(&s->slots);
     s->slots = m->next; /* the shard owns it */
     m->next = NULL;
+    refuse_parked_pulls(s); /* a dense move: by the map just taken */
+    dropped += zp_dmove_drop(s);
     zp_info("move of %u slots to shard %d committed at map epoch %" PRIu64 ": %" PRIu64
             " rows (%" PRIu64 " bytes) sent in %" PRIu64 " rounds, %" PRIu64
             " rows dropped here, cut-over %.1f ms, %zu parked requests sent to shard %d, %" PRIu64

@@ -20,6 +20,8 @@
 #include "buf.h"
 #include "consistency.h"
 #include "request.h"
+#include "parked.h"
+#include "slotmap.h"
 #include "trace.h"
 
 /* owner.c: the index of the first of ids[0..n) whose slot another shard
@@ -30,6 +32,35 @@ ptrdiff_t zp_owner_foreign(const zp_server *s, const uint64_t *ids, size_t n);
  * is higher than this shard's and it moves none of the rows this shard
  * holds to another shard; else refuse and change nothing. */
 void zp_owner_on_slots(zp_server *s, zp_request *r);
+
+/* Refuse a dense request whose range begins at element `at` of table
+ * `name`, in piece `p` that the shard's map gives shard p->owner: EMOVED
+ * naming it, with the map as the payload (nothing applied or recorded). */
+void zp_owner_refuse_dense(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
+                           const char *name, uint64_t at, const zp_dense_piece *p);
+
+/* pieces.c: the pieces of dense tables placed by range (docs/elastic.md,
+ * "Dense tables by range"). The pieces map m gives this shard of table
+ * `name` into a new array *out (the caller frees it), one empty piece if
+ * none; how many. */
+size_t zp_pieces_mine(const zp_server *s, const zp_slotmap *m, const char *name, uint64_t length,
+                      zp_dense_piece **out);
+
+/* ZEPS_ESTATE with a reason in why if the shard may not take `next` for
+ * its dense pieces: it changes the pieces of a table this shard wrote
+ * (pushes, PUTs; written pieces move only by a move, not built), or the
+ * shard takes snapshots; else 0. */
+int zp_pieces_refused(const zp_server *s, const zp_slotmap *next, char *why, size_t len);
+
+/* After the shard took a new map (s->slots; `old` the one before): make
+ * the records of every dense table whose pieces here changed again from
+ * its declaration, keeping their ids, with what the records before held
+ * of their elements (zp_pieces_refused let nothing written go). A pull
+ * parked on a record that is cut waits on the new record holding its
+ * range, or is handed to `refuse` (which answers it and takes it) when
+ * none does. */
+typedef void (*zp_pieces_refuse_fn)(zp_server *s, const zp_table *t, zp_parked *p);
+void zp_pieces_rebuild(zp_server *s, const zp_slotmap *old, zp_pieces_refuse_fn refuse);
 
 /* owner.c: send reply header rep with slot_epoch set and the shard's slot
  * map as its payload (HELLO when the map is not the default, EMOVED). */

@@ -114,6 +114,34 @@ static uint64_t held_leaving(const zp_server *s, const zp_table *t, const zp_slo
     return leaving;
 }
 
+void zp_owner_refuse_dense(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
+                           const char *name, uint64_t at, const zp_dense_piece *p)
+{
+    char text[320];
+    if (p->owner == s->shard) /* the range leaves its piece */
+        snprintf(text, sizeof(text),
+                 "%s of dense table '%s' of %" PRIu64 " elements from element %" PRIu64
+                 " leaves piece [%" PRIu64 ", %" PRIu64 ") of shard %d at slot map epoch %" PRIu64
+                 ": cut it by the map (this reply's payload)",
+                 zp_wire_op_name(req->op), name, req->count, at, p->lo, p->hi, p->owner,
+                 zp_slotmap_epoch(s->slots));
+    else
+        snprintf(text, sizeof(text),
+                 "%s of dense table '%s': element %" PRIu64 " is in piece [%" PRIu64 ", %" PRIu64
+                 "), which shard %d holds at slot map epoch %" PRIu64
+                 ", not shard %d: send it there (the map is this reply's payload)",
+                 zp_wire_op_name(req->op), name, at, p->lo, p->hi, p->owner,
+                 zp_slotmap_epoch(s->slots), s->shard);
+    Zeps__Header rep;
+    zp_reply_init(s, req, &rep);
+    rep.op = ZEPS__OP__ERROR;
+    rep.error = ZEPS_EMOVED;
+    rep.error_text = text;
+    rep.slot_owner = (uint32_t)p->owner;
+    zp_reply_count_error(s, (unsigned)req->op, ZEPS_EMOVED);
+    zp_owner_send_with_map(s, identity, &rep);
+}
+
 /* Why shard s may not take `next` now ("" if it may), into why. */
 static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t len)
 {
@@ -155,6 +183,8 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
     }
     if (zp_move_commits(s, next)) /* the commit of the move this shard imports */
         return 0;
+    if (zp_pieces_refused(s, next, why, len))
+        return ZEPS_ESTATE;
     for (uint32_t i = 0; i < s->ntables; i++) {
         zp_table *t = s->tables[i];
         if (!t->rows)
@@ -187,6 +217,26 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
     return 0;
 }
 
+/* A pull parked on dense record t whose range no piece here holds whole
+ * any more (a cut): EMOVED with the map; p is freed. */
+static void refuse_parked_pull(zp_server *s, const zp_table *t, zp_parked *p)
+{
+    Zeps__Header req;
+    zeps__header__init(&req);
+    req.op = ZEPS__OP__PULL;
+    req.req_id = p->req_id;
+    req.rank = p->rank;
+    req.seq = p->seq;
+    req.table = t->id;
+    req.count = p->count;
+    zp_dense_piece at;
+    zp_slotmap_dense_find(s->slots, t->name, t->length, p->offset, &at);
+    zp_owner_refuse_dense(s, &p->identity, &req, t->name, p->offset, &at);
+    if (p->rank < (uint32_t)s->nworkers && s->workers.w[p->rank].parked > 0)
+        s->workers.w[p->rank].parked--;
+    zp_parked_free(p);
+}
+
 void zp_owner_on_slots(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -209,8 +259,12 @@ void zp_owner_on_slots(zp_server *s, zp_request *r)
     zp_info("slot map epoch %" PRIu64 " taken (was %" PRIu64 "): shard %d owns %u of %u slots",
             zp_slotmap_epoch(next), zp_slotmap_epoch(s->slots), s->shard,
             zp_slotmap_count(next, s->shard), zp_slotmap_slots(next));
-    zp_slotmap_destroy(&s->slots);
-    s->slots = next;      /* the shard owns it */
-    zp_move_map_taken(s); /* the commit of a move this shard imports */
+    bool commit = zp_move_commits(s, next); /* of the move this shard imports */
+    zp_slotmap *old = s->slots;
+    s->slots = next; /* the shard owns it */
+    if (!commit)     /* dense pieces placed otherwise, nothing written given away */
+        zp_pieces_rebuild(s, old, refuse_parked_pull);
+    zp_slotmap_destroy(&old);
+    zp_move_map_taken(s); /* the commit: a dense move's pieces join the tables */
     zp_reply_ok(s, r->identity, h, 0);
 }

@@ -275,7 +275,7 @@ void zp_pull_on(zp_server *s, zp_request *r)
             zp_sparse_ops_on_pull(s, r, w, t);
         return;
     }
-    if (!t || zp_request_range(s, r, t) != 0)
+    if (!t || zp_request_range(s, r, &t) != 0)
         return;
     if (r->npayload) {
         zp_reply_error(s, r->identity, h, ZEPS_EPROTO,

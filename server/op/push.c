@@ -141,12 +141,14 @@ static int checked_values(zp_server *s, zp_request *r, zp_table *t, zp_push *p)
 
 /* The version the push was computed from, checked against the slice's;
  * -1 after replying. A push read before a restore took the slice back
- * counts as read now (tau 0). */
+ * counts as read now (tau 0); so does one to a piece of a table placed by
+ * range, whose client keeps one version per shard, not per piece
+ * (docs/elastic.md, "Dense tables by range"). */
 static int checked_version(zp_server *s, zp_request *r, zp_table *t, uint64_t *out)
 {
     const Zeps__Header *h = r->h;
     uint64_t v = h->data_version;
-    if (v > t->version && s->epoch > 0)
+    if (v > t->version && (s->epoch > 0 || zp_densemap_names(zp_slotmap_dense(s->slots), t->name)))
         v = t->version;
     if (v > t->version) {
         zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
@@ -239,13 +241,17 @@ void zp_push_on(zp_server *s, zp_request *r)
     const Zeps__Header *h = r->h;
     zp_worker *w = zp_request_worker(s, r);
     zp_table *t = w ? zp_request_table(s, r) : NULL;
-    if (!t || (!t->rows && zp_request_range(s, r, t) != 0))
+    if (!t)
         return;
+    /* a resend of a push applied here is a duplicate, whatever the map
+     * says now: checked before the range, which may have moved since */
     if (zp_workers_seen(w, h->seq)) {
         w->duplicates++;
         zp_reply_ok(s, r->identity, h, ZP_FLAG_DUPLICATE);
         return;
     }
+    if (!t->rows && zp_request_range(s, r, &t) != 0)
+        return;
     uint32_t flags;
     if (t->rows) {
         if (zp_sparse_ops_on_push(s, r, w, t, &flags) == 0)

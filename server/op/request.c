@@ -7,6 +7,8 @@
 #include <string.h>
 
 #include "log.h"
+#include "move.h"
+#include "ops.h"
 #include "now.h"
 #include "server.h"
 #include "zeps_errors.h"
@@ -132,9 +134,53 @@ zp_table *zp_request_table(zp_server *s, zp_request *r)
     return s->tables[r->h->table];
 }
 
-int zp_request_range(zp_server *s, zp_request *r, const zp_table *t)
+zp_table *zp_request_piece_at(zp_server *s, const zp_table *t, uint64_t at)
+{
+    if (at >= t->begin && at < t->end)
+        return (zp_table *)t;
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_table *p = s->tables[i];
+        if (!p->rows && at >= p->begin && at < p->end && strcmp(p->name, t->name) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+zp_table *zp_request_piece_after(zp_server *s, const zp_table *p)
+{
+    zp_table *next = NULL;
+    for (uint32_t i = 0; i < s->ntables; i++) {
+        zp_table *q = s->tables[i];
+        if (!q->rows && q->begin > p->begin && q->n > 0 && strcmp(q->name, p->name) == 0 &&
+            (!next || q->begin < next->begin))
+            next = q;
+    }
+    return next;
+}
+
+int zp_request_range(zp_server *s, zp_request *r, zp_table **tp)
 {
     uint64_t off = r->h->offset, cnt = r->h->count;
+    zp_table *p = zp_request_piece_at(s, *tp, off);
+    if (p && cnt > 0 && cnt <= p->end - off && zp_dmove_parks(s, p, (int)r->h->op)) {
+        zp_dmove_park(s, r->identity, r->h, p->name); /* answered at the commit or abort */
+        return -1;
+    }
+    if (p && cnt > 0 && cnt <= p->end - off) {
+        *tp = p;
+        return 0;
+    }
+    const zp_table *t = *tp;
+    zp_dense_piece at;
+    if (off < t->length && cnt > 0 && zp_densemap_names(zp_slotmap_dense(s->slots), t->name)) {
+        /* cut by an older map: the range begins in another shard's piece,
+         * or leaves this one (a piece cut in two) */
+        zp_slotmap_dense_find(s->slots, t->name, t->length, off, &at);
+        if (at.owner != s->shard || (p && cnt > p->end - off)) {
+            zp_owner_refuse_dense(s, r->identity, r->h, t->name, off, &at);
+            return -1;
+        }
+    }
     if (cnt == 0 || off < t->begin || off > t->end || cnt > t->end - off) {
         zp_reply_error(s, r->identity, r->h, ZEPS_ERANGE,
                        "%s of table '%s' elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64

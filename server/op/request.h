@@ -42,9 +42,17 @@ zp_worker *zp_request_worker(zp_server *s, zp_request *r);
 /* The table the request names, or NULL after replying ETABLE. */
 zp_table *zp_request_table(zp_server *s, zp_request *r);
 
-/* 0 if [offset, offset + count) lies inside t's slice; else -1 after
- * replying ERANGE. */
-int zp_request_range(zp_server *s, zp_request *r, const zp_table *t);
+/* 0 if [offset, offset + count) lies inside a piece this shard holds of
+ * dense table *tp (its slice, or another piece of the same table: *tp is
+ * set to that piece's record); else -1 after replying EMOVED (the range
+ * begins in a piece the shard's map gives another shard) or ERANGE. */
+int zp_request_range(zp_server *s, zp_request *r, zp_table **tp);
+
+/* The record of this shard's piece of dense table `t` (any of its pieces)
+ * whose [begin, end] holds element `at`, NULL if none; the one after
+ * piece p (the next higher begin), NULL after the last. */
+zp_table *zp_request_piece_at(zp_server *s, const zp_table *t, uint64_t at);
+zp_table *zp_request_piece_after(zp_server *s, const zp_table *p);
 
 /* 0 if the request's clock is in [0, INT64_MAX) (so clock + 1, the clocks
  * finished after it, is representable); else -1 after replying ECLOCK. */

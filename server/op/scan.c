@@ -126,12 +126,16 @@ static void scan_rows(zp_server *s, zp_request *r, zp_table *t, uint64_t max)
     send_page(s, r, t, buf, n, cursor);
 }
 
-/* The elements of dense t's slice from the request's offset (a global
- * index inside the slice; its end gives an empty last page). */
+/* The elements of dense t's pieces from the request's offset (a global
+ * index inside one of them; the end of t's gives an empty last page).
+ * The cursor goes on from a piece's end to the next piece's begin. */
 static void scan_slice(zp_server *s, zp_request *r, zp_table *t, uint64_t max)
 {
     const Zeps__Header *h = r->h;
-    if (h->offset < t->begin || h->offset > t->end) {
+    zp_table *p = zp_request_piece_at(s, t, h->offset);
+    if (p)
+        t = p;
+    if (!p && h->offset != t->end) {
         zp_reply_error(s, r->identity, h, ZEPS_ERANGE,
                        "SCAN of table '%s' at element %" PRIu64 " is outside shard %d's slice "
                        "[%" PRIu64 ", %" PRIu64 ")",
@@ -146,7 +150,8 @@ static void scan_slice(zp_server *s, zp_request *r, zp_table *t, uint64_t max)
         return;
     }
     zp_table_read(t, (size_t)(h->offset - t->begin), (size_t)n, (float *)buf);
-    send_page(s, r, t, buf, n, h->offset + n < t->end ? h->offset + n : 0);
+    const zp_table *next = p ? zp_request_piece_after(s, t) : NULL;
+    send_page(s, r, t, buf, n, h->offset + n < t->end ? h->offset + n : next ? next->begin : 0);
 }
 
 void zp_scan_on(zp_server *s, zp_request *r)
@@ -265,11 +270,12 @@ static int put_rows(zp_server *s, zp_request *r, zp_table *t, const uint8_t *rec
 
 /* A PUT of dense elements [offset, offset + count) of the slice, values
  * and state finite. 0, or -1 after replying. */
-static int put_slice(zp_server *s, zp_request *r, zp_table *t, const uint8_t *data)
+static int put_slice(zp_server *s, zp_request *r, zp_table **tp, const uint8_t *data)
 {
     const Zeps__Header *h = r->h;
-    if (zp_request_range(s, r, t) != 0)
+    if (zp_request_range(s, r, tp) != 0) /* *tp: the piece it lands in */
         return -1;
+    zp_table *t = *tp;
     if (!zp_finite_all((const float *)data, (size_t)h->count * (1 + state_per_value(t)))) {
         zp_reply_error(s, r->identity, h, ZEPS_ENONFINITE,
                        "PUT to table '%s' holds NaN or Inf; nothing written", t->name);
@@ -294,7 +300,7 @@ void zp_scan_on_put(zp_server *s, zp_request *r)
     const uint8_t *data = checked_put(s, r, t);
     if (!data)
         return;
-    if ((t->rows ? put_rows(s, r, t, data) : put_slice(s, r, t, data)) != 0)
+    if ((t->rows ? put_rows(s, r, t, data) : put_slice(s, r, &t, data)) != 0)
         return;
     zp_workers_record(w, h->seq);
     zp_table_after_put(t, h->data_version);

@@ -206,6 +206,20 @@ void zp_stats_view_fini(zp_stats_view *v)
     free(v->wsp);
 }
 
+/* A dense table's declaration, as a shard that joins is given it
+ * (zepsctl shards add; without init segments, which a record does not
+ * keep); the caller frees it. NULL if it does not encode. */
+static Zeps__TableSpec *dense_spec(const zp_table *t)
+{
+    zp_snap_table st;
+    zp_table_describe(t, &st);
+    Zeps__TableSpec *spec = NULL;
+    char err[128];
+    if (t->kind->snap_spec(&st, &spec, err, sizeof(err)) != 0)
+        return NULL;
+    return spec;
+}
+
 void zp_stats_on(zp_server *s, zp_request *r)
 {
     zp_stats_view v;
@@ -216,8 +230,13 @@ void zp_stats_on(zp_server *s, zp_request *r)
     for (uint32_t i = 0; (r->h->flags & ZP_FLAG_SPECS) && i < s->ntables; i++)
         if (s->tables[i]->rows)
             v.ts[i].spec = s->tables[i]->rows->spec; /* borrowed until the reply is packed */
+        else
+            v.ts[i].spec = dense_spec(s->tables[i]); /* ours, freed below */
     rep.num_shards = (uint32_t)s->nshards;
     rep.num_workers = (uint32_t)s->nworkers;
     zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+    for (uint32_t i = 0; (r->h->flags & ZP_FLAG_SPECS) && i < s->ntables; i++)
+        if (!s->tables[i]->rows && v.ts[i].spec)
+            zeps__table_spec__free_unpacked(v.ts[i].spec, NULL);
     zp_stats_view_fini(&v);
 }

@@ -203,11 +203,11 @@ static void sparse_opts_from_spec(zp_sparse_opts *o, const Zeps__TableSpec *spec
 }
 
 /* A sparse table: rows in a zp_sparse; the dense fields stay empty. */
-static int rows_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards, char *err,
-                       size_t errlen)
+static int rows_create(zp_table *t, const Zeps__TableSpec *spec, uint64_t begin, uint64_t end,
+                       char *err, size_t errlen)
 {
-    (void)shard;
-    (void)nshards; /* every shard holds the rows of its ids (zp_sparse_shard_of) */
+    (void)begin;
+    (void)end; /* every shard holds the rows of its ids' slots (no slice) */
     if (zp_init_from_name(spec->init) < 0)
         return zp_errors_set(
             err, errlen, ZEPS_EINVAL,

@@ -119,15 +119,20 @@ const zp_table_kind *zp_table_kind_for(uint32_t kind)
 }
 
 /* A dense slice: parameters, optimizer state and the round state. */
-static int dense_create(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards, char *err,
-                        size_t errlen)
+static int dense_create(zp_table *t, const Zeps__TableSpec *spec, uint64_t begin, uint64_t end,
+                        char *err, size_t errlen)
 {
     int rc = check_dense(spec, err, errlen);
     if (rc != 0)
         return rc;
+    if (begin > end || end > spec->length)
+        return zp_errors_set(err, errlen, ZEPS_ERANGE,
+                             "table '%s': a piece [%" PRIu64 ", %" PRIu64 ") of %" PRIu64
+                             " elements",
+                             t->name, begin, end, spec->length);
     t->length = spec->length;
-    t->begin = spec->length * (uint64_t)shard / (uint64_t)nshards;
-    t->end = spec->length * (uint64_t)(shard + 1) / (uint64_t)nshards;
+    t->begin = begin;
+    t->end = end;
     t->n = (size_t)(t->end - t->begin);
     hyper_from_spec(&t->hyper, spec);
     t->opt = zp_optim_find(spec->optimizer);
@@ -164,6 +169,15 @@ static void dense_destroy(zp_table *t)
 int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int shard, int nshards,
                  int nworkers, char *err, size_t errlen)
 {
+    uint64_t len = spec && spec->kind != ZP_TABLE_SPARSE ? spec->length : 0;
+    return zp_table_new_piece(out, id, spec, len * (uint64_t)shard / (uint64_t)nshards,
+                              len * (uint64_t)(shard + 1) / (uint64_t)nshards, nworkers, err,
+                              errlen);
+}
+
+int zp_table_new_piece(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, uint64_t begin,
+                       uint64_t end, int nworkers, char *err, size_t errlen)
+{
     int rc = check_common(spec, err, errlen);
     if (rc != 0)
         return rc;
@@ -179,7 +193,7 @@ int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int s
     t->staleness = spec->staleness;
     t->nworkers = nworkers;
     zp_parked_init(&t->parked);
-    rc = t->kind->create(t, spec, shard, nshards, err, errlen);
+    rc = t->kind->create(t, spec, begin, end, err, errlen);
     if (rc != 0) {
         zp_table_destroy(&t);
         return rc;

@@ -73,8 +73,9 @@ typedef struct zp_table_kind {
     const char *name;
     uint32_t id; /* TableSpec.kind */
     bool rounds; /* collects BSP rounds (a cut is read from them) */
-    /* fill t's kind-specific part from a checked spec */
-    int (*create)(zp_table *t, const Zeps__TableSpec *spec, int shard, int nshards, char *err,
+    /* fill t's kind-specific part from a checked spec; a dense table's
+     * slice is elements [begin, end) */
+    int (*create)(zp_table *t, const Zeps__TableSpec *spec, uint64_t begin, uint64_t end, char *err,
                   size_t errlen);
     void (*destroy)(zp_table *t);
     int (*check_same)(const zp_table *t, const Zeps__TableSpec *spec, char *err, size_t errlen);
@@ -156,6 +157,12 @@ const zp_table_kind *zp_table_kind_for(uint32_t kind);
 int zp_table_new(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, int shard, int nshards,
                  int nworkers, char *err, size_t errlen);
 void zp_table_destroy(zp_table **tp);
+
+/* The same for a piece of a dense table: elements [begin, end) (within
+ * the spec's length; begin = end: no element here), placed by the slot
+ * map's dense list (docs/elastic.md, "Dense tables by range"). */
+int zp_table_new_piece(zp_table **out, uint32_t id, const Zeps__TableSpec *spec, uint64_t begin,
+                       uint64_t end, int nworkers, char *err, size_t errlen);
 
 /* A table declared from a snapshot record's recorded declaration as
  * table `id`, empty (zp_table_load_snap loads it). *out owns it on

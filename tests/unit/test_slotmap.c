@@ -3,7 +3,9 @@
  * `hash mod S` did (so old snapshot sets and clients agree with it); map
  * files parsed, and refused with the line at fault; the wire form round
  * trips and a bad one is refused; a map naming shards joined at run time
- * carries their endpoints, and a default map travels as before.
+ * carries their endpoints, and a default map travels as before; dense
+ * tables by range: default pieces, moved ranges cutting pieces, the dense
+ * list's wire form and its refusals.
  */
 #include <check.h>
 #include <stdio.h>
@@ -333,6 +335,160 @@ START_TEST(test_retired_wire)
 }
 END_TEST
 
+/* The pieces of table `name` under m, as "lo-hi:owner " items. */
+static void pieces_text(const zp_slotmap *m, const char *name, uint64_t length, char *out,
+                        size_t len)
+{
+    zp_dense_piece p[16];
+    size_t n = zp_slotmap_dense_pieces(m, name, length, p, 16);
+    out[0] = '\0';
+    for (size_t i = 0; i < n && i < 16; i++)
+        snprintf(out + strlen(out), len - strlen(out), "%llu-%llu:%d ", (unsigned long long)p[i].lo,
+                 (unsigned long long)p[i].hi, p[i].owner);
+}
+
+START_TEST(test_dense_pieces)
+{
+    zp_slotmap *d = NULL, *j = NULL, *m = NULL, *back = NULL, *m2 = NULL, *m3 = NULL, *x = NULL;
+    char err[256] = "", txt[256];
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    /* no entry: the default slices of the base shards, empty ones left out */
+    pieces_text(d, "w", 100, txt, sizeof(txt));
+    ck_assert_str_eq(txt, "0-50:0 50-100:1 ");
+    pieces_text(d, "bias", 1, txt, sizeof(txt));
+    ck_assert_str_eq(txt, "0-1:1 ");
+    zp_dense_piece p;
+    ck_assert_uint_eq(zp_slotmap_dense_find(d, "w", 100, 49, &p), 0);
+    ck_assert(p.lo == 0 && p.hi == 50 && p.owner == 0);
+    ck_assert_uint_eq(zp_slotmap_dense_find(d, "w", 100, 50, &p), 1);
+    ck_assert(p.lo == 50 && p.hi == 100 && p.owner == 1);
+    ck_assert_ptr_null(zp_slotmap_dense(d));
+    /* a joined shard takes [33, 67): two pieces cut, each its own */
+    ck_assert_int_eq(zp_slotmap_joined(d, "tcp://10.0.0.9:7000", &j, err, sizeof(err)), 0);
+    size_t plain = zp_slotmap_wire_size(j); /* no dense list: as before */
+    ck_assert_uint_eq(plain, 16 + 2 * 4096 + 4 + 2 + 19);
+    ck_assert_int_eq(zp_slotmap_dense_moved(j, "w", 100, 33, 67, 2, &m, err, sizeof(err)), 0);
+    ck_assert_uint_eq(zp_slotmap_epoch(m), 2);
+    pieces_text(m, "w", 100, txt, sizeof(txt));
+    ck_assert_str_eq(txt, "0-33:0 33-50:2 50-67:2 67-100:1 ");
+    pieces_text(m, "v", 100, txt, sizeof(txt)); /* another table: default */
+    ck_assert_str_eq(txt, "0-50:0 50-100:1 ");
+    pieces_text(m, "w", 99, txt, sizeof(txt)); /* another length: not this entry */
+    ck_assert_str_eq(txt, "0-49:0 49-99:1 ");
+    for (uint32_t k = 0; k < 4096; k++)
+        ck_assert_int_eq(zp_slotmap_slot_owner(m, k), zp_slotmap_slot_owner(j, k));
+    ck_assert_uint_eq(zp_slotmap_dense_find(m, "w", 100, 66, &p), 2);
+    ck_assert(p.lo == 50 && p.hi == 67 && p.owner == 2);
+    ck_assert_uint_eq(zp_densemap_held(zp_slotmap_dense(m), "w", 100, 2, 2), 34);
+    /* the wire: joined list, a retired count of 0, the dense list */
+    size_t n = zp_slotmap_wire_size(m);
+    ck_assert_uint_eq(n, plain + 4 + 4 + 2 + 1 + 8 + 4 + 4 * 10);
+    unsigned char *buf = malloc(n + 16);
+    zp_slotmap_encode(m, buf);
+    ck_assert_uint_eq(buf[plain], 0);     /* no retired shard */
+    ck_assert_uint_eq(buf[plain + 4], 1); /* one table */
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), 0);
+    pieces_text(back, "w", 100, txt, sizeof(txt));
+    ck_assert_str_eq(txt, "0-33:0 33-50:2 50-67:2 67-100:1 ");
+    ck_assert_str_eq(zp_slotmap_endpoint(back, 2), "tcp://10.0.0.9:7000");
+    zp_slotmap_destroy(&back);
+    /* back again: the pieces stay apart (each keeps its version) */
+    ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", 100, 33, 50, 0, &m2, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(m2, "w", 100, 50, 67, 1, &m3, err, sizeof(err)), 0);
+    pieces_text(m3, "w", 100, txt, sizeof(txt));
+    ck_assert_str_eq(txt, "0-33:0 33-50:0 50-67:1 67-100:1 ");
+    ck_assert_uint_eq(zp_slotmap_epoch(m3), 4);
+    /* the joined shard holds nothing now and can retire; moves keep the list */
+    ck_assert_int_eq(zp_slotmap_retire(m, 2, &x, err, sizeof(err)), ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "holds a piece of a dense table"));
+    ck_assert_int_eq(zp_slotmap_retire(m3, 2, &x, err, sizeof(err)), 0);
+    pieces_text(x, "w", 100, txt, sizeof(txt));
+    ck_assert_str_eq(txt, "0-33:0 33-50:0 50-67:1 67-100:1 ");
+    zp_slotmap_destroy(&x);
+    /* refused: an empty range, past the length, another length, a bad shard */
+    ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", 100, 5, 5, 1, &x, err, sizeof(err)),
+                     ZEPS_EINVAL);
+    ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", 100, 5, 101, 1, &x, err, sizeof(err)),
+                     ZEPS_EINVAL);
+    ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", 99, 5, 10, 1, &x, err, sizeof(err)),
+                     ZEPS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(err, "has 100 elements in the map, not 99"));
+    ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", 100, 5, 10, 3, &x, err, sizeof(err)),
+                     ZEPS_EINVAL);
+    ck_assert_ptr_null(x);
+    free(buf);
+    zp_slotmap_destroy(&m3);
+    zp_slotmap_destroy(&m2);
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&j);
+    zp_slotmap_destroy(&d);
+}
+END_TEST
+
+/* The map of 2 base shards with [0, 10) of 'w' (100) on shard 1, encoded
+ * into a fresh buffer of *n bytes (+16 spare). */
+static unsigned char *dense_wire(size_t *n)
+{
+    zp_slotmap *d = NULL, *m = NULL;
+    char err[128];
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", 100, 0, 10, 1, &m, err, sizeof(err)), 0);
+    *n = zp_slotmap_wire_size(m);
+    unsigned char *buf = malloc(*n + 16);
+    zp_slotmap_encode(m, buf);
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+    return buf;
+}
+
+static void dense_refused(const unsigned char *buf, size_t n, const char *needle)
+{
+    zp_slotmap *back = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), ZEPS_EPROTO);
+    ck_assert_msg(strstr(err, needle), "'%s' not in '%s'", needle, err);
+    ck_assert_ptr_null(back);
+}
+
+START_TEST(test_dense_wire_refusals)
+{
+    size_t n;
+    unsigned char *buf = dense_wire(&n);
+    size_t dl = 16 + 2 * 4096 + 4 + 4; /* the dense list's start */
+    ck_assert_uint_eq(n, dl + 4 + 2 + 1 + 8 + 4 + 3 * 10);
+    zp_slotmap *back = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), 0);
+    zp_dense_piece p;
+    ck_assert_uint_eq(zp_slotmap_dense_find(back, "w", 100, 9, &p), 0);
+    ck_assert(p.lo == 0 && p.hi == 10 && p.owner == 1);
+    zp_slotmap_destroy(&back);
+    size_t piece = dl + 4 + 2 + 1 + 12; /* piece 0: u64 lo, u16 owner */
+    buf[piece + 8] = 2;                 /* a shard the map does not have */
+    dense_refused(buf, n, "piece 0 of dense table 'w' of the map: at 0 on shard 2");
+    buf[piece + 8] = 1;
+    buf[piece + 10] = 0; /* piece 1 at 0: not ascending */
+    dense_refused(buf, n, "piece 1 of dense table 'w'");
+    buf[piece + 10] = 10;
+    buf[piece + 20] = 100; /* piece 2 at the length */
+    dense_refused(buf, n, "piece 2 of dense table 'w'");
+    buf[piece + 20] = 50;
+    buf[piece - 4] = 0; /* 0 pieces */
+    dense_refused(buf, n, "0 pieces of 100 elements");
+    buf[piece - 4] = 3;
+    buf[dl + 4] = 0; /* a name of 0 bytes */
+    dense_refused(buf, n, "without a usable name");
+    buf[dl + 4] = 1;
+    buf[dl] = 0; /* no table */
+    dense_refused(buf, n, "names 0 tables");
+    buf[dl] = 1;
+    dense_refused(buf, n - 1, "piece"); /* cut */
+    buf[n] = 7;
+    dense_refused(buf, n + 1, "1 bytes past its end");
+    free(buf);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("slotmap");
@@ -345,6 +501,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_moved_set);
     tcase_add_test(tc, test_joined_wire);
     tcase_add_test(tc, test_retired_wire);
+    tcase_add_test(tc, test_dense_pieces);
+    tcase_add_test(tc, test_dense_wire_refusals);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -61,10 +61,11 @@ static void usage(FILE *f, const char *cmd)
                 "\n"
                 "Add the shard listening at ENDPOINT to the running cluster: start it first\n"
                 "with 'zeps-server --config FILE --shard N --join ENDPOINT' (N: the next\n"
-                "index, the number of shards so far). Its sparse tables are declared there,\n"
+                "index, the number of shards so far). Shard 0's tables are declared there,\n"
                 "every shard takes the slot map that names it, and live moves give it slots\n"
-                "until the rows are even within +-PCT %% (default 10). It holds no dense slice.\n"
-                "Sparse tables, one replica per shard, any mode (docs/elastic.md).\n"
+                "until the rows are even within +-PCT %% (default 10), then an even share of\n"
+                "each dense table (moves of dense ranges, 'zepsctl shards move --dense'; not\n"
+                "under bsp). Any mode, one replica per shard (docs/elastic.md).\n"
                 "\n"
                 "Exit status: 0 added and balanced; 1 a step failed (the steps before it\n"
                 "stand, said so); 2 bad usage or refused (nothing changed).\n");
@@ -74,9 +75,10 @@ static void usage(FILE *f, const char *cmd)
                    "\n"
                    "Move every slot of shard K to the other shards that own slots, by live moves\n"
                    "(the one with the fewest rows first), until K owns no slot and no row. A\n"
-                   "shard holding a slice of a dense table cannot be removed (dense tables do not\n"
-                   "move). Any mode; with replicas, by moves between the primaries (not under\n"
-                   "bsp; docs/elastic.md).\n"
+                   "shard that joined first moves its dense pieces to the shards holding fewest\n"
+                   "elements; a shard of the cluster file holding a dense slice is refused (move\n"
+                   "it away with 'zepsctl shards move --dense' first). Any mode; with replicas,\n"
+                   "by moves between the primaries (not under bsp; docs/elastic.md).\n"
                    "\n"
                    "Exit status: 0 removed; 1 a move failed (the moves before it stand); 2 bad\n"
                    "usage or refused (nothing changed).\n");
@@ -171,6 +173,21 @@ static int mode_refused(zp_mover *m, const char *cmd)
     return rc;
 }
 
+/* Whether the cluster moves dense pieces: not under bsp, not with
+ * replicas (the shards refuse it; said here once). */
+static bool dense_moves(zp_mover *m)
+{
+    Zeps__Header *rep;
+    if (stats(m, 0, false, "add", &rep) != 0)
+        return false;
+    bool ok = !(rep->stats->caps & ZP_CAP_CUTS) && rep->stats->replicas <= 1;
+    zeps__header__free_unpacked(rep, NULL);
+    if (!ok)
+        printf("dense tables keep their pieces: moving dense pieces is not built under bsp or "
+               "with replicas (docs/elastic.md)\n");
+    return ok;
+}
+
 /* The new shard at m's last index answers HELLO as that shard of this
  * cluster. */
 static int check_new(zp_mover *m, int n, const char *ep, const char *conf)
@@ -200,7 +217,8 @@ static int check_new(zp_mover *m, int n, const char *ep, const char *conf)
     return rc;
 }
 
-/* Declare shard 0's sparse tables on shard n: how many, or -1 printed. */
+/* Declare shard 0's tables on shard n (a dense one once, holding nothing
+ * there until a move brings it a piece): how many, or -1 printed. */
 static int declare_tables(zp_mover *m, int n)
 {
     Zeps__Header *st;
@@ -209,8 +227,11 @@ static int declare_tables(zp_mover *m, int n)
     int count = 0;
     for (size_t i = 0; i < st->stats->n_tables && count >= 0; i++) {
         Zeps__TableSpec *spec = st->stats->tables[i]->spec;
-        if (!spec)
-            continue; /* dense: not on a shard that joins */
+        bool again = false; /* a dense table's later pieces: the same table */
+        for (size_t j = 0; spec && j < i; j++)
+            again = again || strcmp(st->stats->tables[j]->name, spec->name) == 0;
+        if (!spec || again)
+            continue;
         Zeps__Header h, *rep;
         zeps__header__init(&h);
         h.op = ZEPS__OP__DECLARE;
@@ -222,8 +243,12 @@ static int declare_tables(zp_mover *m, int n)
             break;
         }
         zeps__header__free_unpacked(rep, NULL);
-        printf("declared sparse table '%s' (dim %u, %s) on shard %d\n", spec->name, spec->dim,
-               spec->optimizer, n);
+        if (spec->kind == 1)
+            printf("declared sparse table '%s' (dim %u, %s) on shard %d\n", spec->name, spec->dim,
+                   spec->optimizer, n);
+        else
+            printf("declared dense table '%s' (%" PRIu64 " elements, %s) on shard %d\n", spec->name,
+                   spec->length, spec->optimizer, n);
         count++;
     }
     zeps__header__free_unpacked(st, NULL);
@@ -298,6 +323,8 @@ static int add(zp_mover *m, const el_opts *o)
     if (rc != 0)
         return rc;
     rc = zp_ctl_rebalance_run(m, o->tolerance, o->max_moves, skip);
+    if (rc == ZP_EXIT_OK && dense_moves(m)) /* and an even share of each dense table */
+        rc = zp_ctl_dshare_give(m, n, &o->mv);
     printf("shards add: shard %d at %s %s\n", n, ep,
            rc == ZP_EXIT_OK ? "joined and holds its share of the rows"
                             : "joined; the rebalance did not finish (run 'zepsctl shards "
@@ -317,8 +344,8 @@ static int dense_refused(zp_mover *m, int k)
         if (t->kind == 0 && t->slice_end > t->slice_begin) {
             fprintf(stderr,
                     "zepsctl shards remove: shard %d holds elements [%" PRIu64 ", %" PRIu64
-                    ") of dense table '%s': dense tables are not slotted and do not move "
-                    "(docs/elastic.md), so it cannot be removed; nothing changed\n",
+                    ") of dense table '%s': move them away first ('zepsctl shards move "
+                    "--dense', docs/elastic.md); nothing changed\n",
                     k, t->slice_begin, t->slice_end, t->name);
             rc = ZP_EXIT_SETUP;
         }
@@ -402,6 +429,8 @@ static int remove_shard(zp_mover *m, const el_opts *o)
     int rc = mode_refused(m, "remove");
     if (rc == 0)
         rc = common_map(m, "remove", -1, &cur);
+    if (rc == 0 && k >= zp_ctl_mover_base(m)) /* a joined shard gives its pieces away */
+        rc = zp_ctl_dshare_evacuate(m, (int)k, &o->mv);
     if (rc == 0)
         rc = dense_refused(m, (int)k);
     uint8_t to[ZP_MAX_SHARDS] = {0};

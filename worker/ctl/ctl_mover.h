@@ -21,6 +21,7 @@
 
 typedef struct zp_mv_opts {
     const char *conf, *slots;
+    const char *dense; /* zepsctl shards move --dense TABLE:LO-HI (instead of --slots) */
     int from, to;
     uint64_t page;       /* rows per ROWS page */
     uint32_t lease_ms;   /* the shards abort without a step for this long */
@@ -109,6 +110,18 @@ int zp_ctl_mover_rows(zp_mover *m, int k, uint64_t *rows);
  * move`: its exit status (0 moved; 1 failed, aborted; 2 refused). Both
  * stay the caller's. */
 int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const char *slots);
+
+/* Move elements [LO, HI) of a dense table, `range` "TABLE:LO-HI", from
+ * shard o->from to shard o->to as `zepsctl shards move --dense` does
+ * (ctl_dense.c), printing its lines: its exit status. */
+int zp_ctl_dense_move(zp_mover *m, const zp_mv_opts *o, const char *range);
+
+/* ctl_dshare.c: `zepsctl shards add` gives joined shard n an even share
+ * of every dense table, `remove` moves joined shard k's dense pieces to
+ * the shards holding fewest elements, each by moves of dense ranges
+ * (options o, its from/to ignored): an exit status. */
+int zp_ctl_dshare_give(zp_mover *m, int n, const zp_mv_opts *o);
+int zp_ctl_dshare_evacuate(zp_mover *m, int k, const zp_mv_opts *o);
 
 /* Rebalance the shards of m as `zepsctl shards rebalance` does
  * (ctl_rebalance.c), printing its lines, leaving out the shards k with

@@ -20,6 +20,7 @@ static void usage(FILE *f)
 {
     fprintf(
         f, "usage: zepsctl shards move --config FILE --from A --to B --slots LO-HI[,LO-HI|SLOT..]\n"
+           "       zepsctl shards move --config FILE --from A --to B --dense TABLE:LO-HI\n"
            "                           [--page ROWS] [--threshold ROWS] [--max-rounds N]\n"
            "                           [--cutover-ms MS] [--lease-ms MS] [--timeout-ms MS]\n"
            "\n"
@@ -31,6 +32,13 @@ static void usage(FILE *f)
            "the commit (the slot map one epoch up, on every shard). A failure before the\n"
            "commit aborts the move and changes nothing. async and ssp clusters, sparse\n"
            "tables, no cold tier; with replicas, between the primaries (docs/elastic.md).\n"
+           "\n"
+           "With --dense, move elements [LO, HI) of dense table TABLE, all on shard A,\n"
+           "to shard B: every shard first takes a map that cuts the table's pieces at LO\n"
+           "and HI if needed; the pieces are then copied with their optimizer state and\n"
+           "versions during the cut-over (A parks their pushes and puts) and committed\n"
+           "the same way (docs/elastic.md, \"Dense tables by range\"). --page counts\n"
+           "elements per page; --threshold and --max-rounds do not apply to it.\n"
            "\n"
            "  --page ROWS        rows per page copied (default 4096)\n"
            "  --threshold ROWS   begin the cut-over once at most this many rows are left\n"
@@ -62,6 +70,8 @@ static int parse(mv_opts *o, int argc, char **argv)
             o->conf = v;
         else if (strcmp(a, "--slots") == 0)
             o->slots = v;
+        else if (strcmp(a, "--dense") == 0)
+            o->dense = v;
         else if (strcmp(a, "--from") == 0 && x >= 0 && x < ZP_MAX_SHARDS)
             o->from = (int)x;
         else if (strcmp(a, "--to") == 0 && x >= 0 && x < ZP_MAX_SHARDS)
@@ -71,8 +81,9 @@ static int parse(mv_opts *o, int argc, char **argv)
             return -1;
         }
     }
-    if (!o->conf || !o->slots || o->from < 0 || o->to < 0) {
-        fprintf(stderr, "zepsctl shards move: --config, --from, --to and --slots are required\n");
+    if (!o->conf || !o->slots == !o->dense || o->from < 0 || o->to < 0) {
+        fprintf(stderr, "zepsctl shards move: --config, --from, --to and one of --slots and "
+                        "--dense are required\n");
         return -1;
     }
     return 0;
@@ -101,7 +112,8 @@ static int shards_move(int argc, char **argv)
         zp_ctl_mover_destroy(&m);
         return ZP_EXIT_SETUP;
     }
-    rc = zp_ctl_mover_move(m, o.from, o.to, NULL, o.slots);
+    rc = o.dense ? zp_ctl_dense_move(m, &o, o.dense)
+                 : zp_ctl_mover_move(m, o.from, o.to, NULL, o.slots);
     zp_ctl_mover_destroy(&m);
     return rc;
 }

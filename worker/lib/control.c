@@ -42,11 +42,16 @@ static int simple_all(zeps_client *c, int op, int64_t clock, int first, int n)
 void zp_control_clock_targets(const zeps_client *c, uint8_t *on)
 {
     bool dense = false;
-    for (uint32_t i = 0; i < c->ntables; i++)
-        dense = dense || c->tables[i].dim == 0;
+    uint8_t piece[ZP_MAX_SHARDS] = {0}; /* holds a piece of a dense table by range */
+    for (uint32_t i = 0; i < c->ntables; i++) {
+        const zp_table *ti = &c->tables[i];
+        dense = dense || ti->dim == 0;
+        for (int k = c->ndense; ti->dim == 0 && k < c->nshards; k++)
+            piece[k] |= zp_tables_touches(c, ti, k, 0, ti->length);
+    }
     for (int k = 0; k < c->nshards; k++)
         on[k] = zp_client_live(c, k) && ((c->caps & ZEPS_CAP_CUTS) || (dense && k < c->ndense) ||
-                                         zp_slotmap_count(c->slots, k) > 0);
+                                         piece[k] || zp_slotmap_count(c->slots, k) > 0);
 }
 
 int zeps_clock_start(zeps_client *c, int64_t clock, zeps_req **req)
@@ -87,9 +92,7 @@ int zeps_push_clock_start(zeps_client *c, uint32_t table, const float *grad, uin
     uint8_t on[ZP_MAX_SHARDS], off[ZP_MAX_SHARDS], to[ZP_MAX_SHARDS];
     zp_control_clock_targets(c, to);
     for (int k = 0; k < c->nshards; k++) {
-        uint64_t b = zp_tables_slice_begin(ti->length, k, c->ndense);
-        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->ndense);
-        on[k] = offset < e && offset + count > b;
+        on[k] = zp_tables_touches(c, ti, k, offset, count);
         off[k] = !on[k] && to[k];
     }
     int rc = zp_dense_push_start_clocked(c, table, grad, offset, count, clock, on, push);

@@ -1,8 +1,10 @@
 /*
  * dense.c - libzeps: pulls and pushes of a range of a dense table.
  *
- * A range is cut into one sub-request per shard whose slice it touches
- * (the slices are fixed by the declaration, tables.c). Pushes go out from
+ * A range is cut into one sub-request per piece it touches: the default
+ * slices of the cluster file's shards, or the pieces the client's map
+ * places the table in (docs/elastic.md, "Dense tables by range"; a shard
+ * may hold several, each a sub-request of its own). Pushes go out from
  * the caller's buffer without copying, or encoded per sub-request with the
  * table's push codec (and its error-feedback residual); a pull of the whole
  * table with a pull codec is a compressed pull of the delta to the view the
@@ -57,43 +59,52 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
                        "elements [%" PRIu64 ", %" PRIu64 "+%" PRIu64
                        ") are outside table '%s' of %" PRIu64,
                        offset, offset, count, ti->name, ti->length);
+    zp_dense_piece *pc;
+    size_t np = zp_tables_pieces(c, ti, &pc);
     /* The servers drop messages over max_message_bytes (and the connection
      * with them): refuse such a request here, with a reason, instead. */
     uint64_t limit = c->opt.max_message_bytes;
-    for (int k = 0; limit && op == ZEPS__OP__PUSH && k < c->nshards; k++) {
-        uint64_t b = zp_tables_slice_begin(ti->length, k, c->ndense);
-        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->ndense);
-        uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
-        if (lo < hi && (hi - lo) * sizeof(float) + 1024 > limit)
+    for (size_t i = 0; limit && op == ZEPS__OP__PUSH && i < np; i++) {
+        uint64_t lo = offset > pc[i].lo ? offset : pc[i].lo;
+        uint64_t hi = offset + count < pc[i].hi ? offset + count : pc[i].hi;
+        if (lo < hi && (hi - lo) * sizeof(float) + 1024 > limit) {
+            free(pc);
             return zp_fail(c, ZEPS_ETOOBIG,
                            "a push of %" PRIu64 " bytes to shard %d of table '%s' exceeds "
                            "max_message_mb (%" PRIu64 " bytes)",
-                           (hi - lo) * (uint64_t)sizeof(float), k, ti->name, limit);
+                           (hi - lo) * (uint64_t)sizeof(float), pc[i].owner, ti->name, limit);
+        }
     }
     /* a compressed pull is of the whole table into a buffer that holds the
      * last one (zeps_set_pull_codec); any other pull is plain */
-    int compressed =
-        op == ZEPS__OP__PULL && dst && ti->pcodec && offset == 0 && count == ti->length;
-    zp_req *r = zp_req_new(c, op, c->nshards);
+    int compressed = op == ZEPS__OP__PULL && dst && ti->pcodec && offset == 0 &&
+                     count == ti->length &&
+                     !zp_densemap_names(zp_slotmap_dense(c->slots), ti->name);
+    uint8_t clocked[ZP_MAX_SHARDS] = {0};
+    zp_req *r = zp_req_new(c, op, (int)np);
     r->clock = clock;
-    for (int k = 0; k < c->nshards; k++) {
-        uint64_t b = zp_tables_slice_begin(ti->length, k, c->ndense);
-        uint64_t e = zp_tables_slice_begin(ti->length, k + 1, c->ndense);
-        uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
+    for (size_t i = 0; i < np; i++) {
+        int k = pc[i].owner;
+        uint64_t lo = offset > pc[i].lo ? offset : pc[i].lo;
+        uint64_t hi = offset + count < pc[i].hi ? offset + count : pc[i].hi;
         if (lo >= hi)
             continue;
         zp_req_sub *s = zp_req_add(r, k);
         s->table = ti->ids[k];
+        s->resend = (zp_req_resend){
+            .table_ids = ti->ids, .versions = ti->version, .dense = 1, .handle = table};
         s->offset = lo;
         s->count = hi - lo;
         if (op == ZEPS__OP__PUSH) {
             s->data = src + (lo - offset);
             s->data_len = s->count * sizeof(float);
             s->data_version = ti->version[k];
-            if (clock_on && clock_on[k])
+            if (clock_on && clock_on[k] && !clocked[k]++) /* once a shard */
                 s->flags |= ZP_FLAG_CLOCK;
             if (ti->codec)
                 encode_sub(c, ti, s, src + (lo - offset), lo);
+            else /* an EMOVED sends it again from the caller's buffer (redirect.c) */
+                s->resend.raw = s->data;
             c->stats.bytes_out += s->data_len;
             c->stats.bytes_out_raw += s->count * sizeof(float);
         } else {
@@ -110,6 +121,7 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
         }
         zp_req_send(r, s);
     }
+    free(pc);
     *req = r;
     return 0;
 }

@@ -6,7 +6,7 @@
  * joins later (zepsctl shards add) is named, with its endpoint, in every
  * slot map from then on, and the client meets such a map in a HELLO reply
  * or an EMOVED. Before it takes the map (redirect.c) it connects to each
- * new shard, says HELLO and declares its sparse tables there, so that a
+ * new shard, says HELLO and declares its tables there, so that a
  * redirect's pieces can go there at once with the table's id on that
  * shard. These few requests go on the new socket alone and are awaited
  * there, outside the engine's queues: nothing else is in flight on it, and
@@ -145,13 +145,14 @@ static int hello(zeps_client *c, int k, double until)
     return rc;
 }
 
-/* Declare every sparse table of c on shard k, recording its id there. */
+/* Declare every table of c on shard k, recording its id there (a dense
+ * one holds nothing on a shard that joins until a move brings a piece). */
 static int declare_all(zeps_client *c, int k, double until)
 {
     for (uint32_t i = 0; i < c->ntables; i++) {
         zp_table *ti = &c->tables[i];
         if (!ti->spec)
-            continue; /* dense: on the cluster file's shards only */
+            continue;
         Zeps__TableSpec *spec = zeps__table_spec__unpack(NULL, ti->spec_len, ti->spec);
         if (!spec)
             return zp_fail(c, ZEPS_EINTERNAL, "table '%s': its declaration does not unpack",
@@ -166,7 +167,7 @@ static int declare_all(zeps_client *c, int k, double until)
         if (rc != 0)
             return rc;
         ti->ids[k] = r->table;
-        if (r->count != lead)
+        if (ti->dim && r->count != lead) /* dense: count is the elements held (none yet) */
             rc = zp_fail(c, ZEPS_EPROTO,
                          "shard %d keeps %" PRIu64 " lead columns of table '%s', "
                          "not %u",

@@ -15,6 +15,12 @@
  * A map that names shards this client does not know (they joined at run
  * time) is taken only once join.c reached them all.
  *
+ * A dense PULL or PUSH refused with EMOVED (a range in a piece another
+ * shard holds, docs/elastic.md "Dense tables by range") is cut again by
+ * the client's map the same way: one part per piece it touches, a pull's
+ * part written into its place of the caller's buffer, a push's sent from
+ * it (the caller's buffer outlives the wait).
+ *
  * Pieces answer for their parent: a pull piece's rows go where the
  * parent's would have (zp_req_scatter.jmap), and the parent is finished
  * when its last piece is (req.c's sub_finish). The engine never calls
@@ -30,6 +36,7 @@
 #include "log.h"
 #include "redirect.h"
 #include "slotmap.h"
+#include "tables.h" /* zp_table: its name and length, nothing called */
 #include "zeps.h"
 
 /* Whether s can be sent again split: a sparse PULL with a scatter, or an
@@ -46,6 +53,8 @@ static int resendable(const zeps_client *c, const zp_req_sub *s)
         return 0;
     if (s->parent && zp_slotmap_epoch(c->slots) <= s->split_epoch)
         return 0;
+    if (s->resend.dense && s->req->op == ZEPS__OP__PULL) /* not a view, not compressed */
+        return s->dst != NULL && !s->compressed;
     if (s->req->op == ZEPS__OP__PULL)
         return s->scatter.rows != NULL;
     return s->req->op == ZEPS__OP__PUSH && s->resend.raw != NULL;
@@ -181,8 +190,59 @@ static zp_req_sub *piece_add(zeps_client *c, zp_req *f, zp_req_sub *s, int k)
     return p;
 }
 
+/* The follow-up of a dense sub s: one part per piece of s's range under
+ * the client's map; NULL if a shard has no room for one now. */
+static zp_req *dense_split(zeps_client *c, zp_req_sub *s)
+{
+    const zp_table *ti = &c->tables[s->resend.handle];
+    size_t np = zp_slotmap_dense_pieces(c->slots, ti->name, ti->length, NULL, 0);
+    zp_dense_piece *pc = zp_alloc((np ? np : 1) * sizeof(*pc));
+    zp_slotmap_dense_pieces(c->slots, ti->name, ti->length, pc, np);
+    uint64_t lo0 = s->offset, hi0 = s->offset + s->count;
+    int n = 0;
+    for (size_t i = 0; i < np; i++) {
+        if (pc[i].hi <= lo0 || pc[i].lo >= hi0)
+            continue;
+        n++;
+        if (c->shards[pc[i].owner].nout >= ZP_REQ_MAX_IN_FLIGHT) {
+            free(pc);
+            return NULL;
+        }
+    }
+    zp_req *f = zp_req_new(c, s->req->op, n);
+    f->clock = s->req->clock;
+    f->follow = s->req->follow; /* s's request owns the chain */
+    s->req->follow = f;
+    s->pieces = n;
+    for (size_t i = 0; i < np; i++) {
+        uint64_t lo = lo0 > pc[i].lo ? lo0 : pc[i].lo, hi = hi0 < pc[i].hi ? hi0 : pc[i].hi;
+        if (lo >= hi)
+            continue;
+        int k = pc[i].owner;
+        zp_req_sub *p = piece_add(c, f, s, k);
+        p->offset = lo;
+        p->count = hi - lo;
+        if (s->req->op == ZEPS__OP__PUSH) {
+            p->data = (const float *)s->resend.raw + (lo - lo0);
+            p->data_len = p->count * sizeof(float);
+            p->data_version = s->resend.versions[k];
+            p->resend.raw = p->data;
+        } else {
+            p->dst = s->dst + (lo - lo0);
+            p->version_out = &s->resend.versions[k];
+        }
+        zp_debug("%s of elements [%" PRIu64 ", %" PRIu64 ") sent again to shard %d (seq %" PRIu64
+                 ") after a redirect",
+                 zp_wire_op_name(s->req->op), lo, hi, k, p->seq);
+    }
+    free(pc);
+    return f;
+}
+
 zp_req *zp_redirect_split(zeps_client *c, zp_req_sub *s)
 {
+    if (s->resend.dense)
+        return dense_split(c, s);
     size_t cnt = (size_t)s->count, S = (size_t)c->nshards;
     uint32_t *js = zp_alloc(cnt ? cnt * sizeof(uint32_t) : 4);
     size_t *at = zp_alloc((S + 1) * sizeof(size_t));

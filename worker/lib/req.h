@@ -53,7 +53,10 @@ typedef struct zp_req_resend {
     const uint32_t *table_ids; /* the table's id on each shard */
     uint64_t *versions;        /* PULL: each shard's version of the table (version_out's) */
     uint32_t dim;
-    const void *raw; /* PUSH: [ids][dim f32 rows][u32 versions with ROW_VERSIONS], uncompressed */
+    const void *raw; /* PUSH: [ids][dim f32 rows][u32 versions with ROW_VERSIONS], uncompressed;
+                        a dense PUSH: its count f32, uncompressed */
+    int dense;       /* a dense PULL/PUSH of table `handle`: cut again by the client's map */
+    uint32_t handle;
 } zp_req_resend;
 
 struct zp_req_sub {
@@ -82,7 +85,7 @@ struct zp_req_sub {
     zp_shm_desc xdesc;       /* xport_shm.c: the payload's buffer in the segment */
     uint64_t xseg;           /* ... of the segment so named (0: not placed) */
     int has_frame;
-    zp_req_resend resend; /* a sparse PULL/PUSH: how an EMOVED sends it again */
+    zp_req_resend resend; /* a PULL/PUSH: how an EMOVED sends it again */
     zp_req_sub *parent;   /* a redirect's piece: the sub it answers for (redirect.c) */
     uint64_t split_epoch; /* ... and the epoch of the map it was split by */
     int pieces;           /* a redirected sub: its pieces not yet answered */

@@ -65,6 +65,25 @@ static int page_from(zeps_client *c, const zp_table *ti, zp_req_sub *s, zeps_pag
     return 0;
 }
 
+/* The first element of shard k's first piece of dense table ti under
+ * the client's map, UINT64_MAX if it holds none (a shard that joined).
+ * A base shard with no element (a table shorter than the shard count)
+ * answers its empty slice, as before pieces. */
+static uint64_t first_piece(const zeps_client *c, const zp_table *ti, int k)
+{
+    zp_dense_piece *pc;
+    size_t np = zp_tables_pieces(c, ti, &pc);
+    uint64_t at = UINT64_MAX;
+    for (size_t i = 0; i < np && at == UINT64_MAX; i++)
+        if (pc[i].owner == k)
+            at = pc[i].lo;
+    free(pc);
+    if (at == UINT64_MAX && k < c->ndense &&
+        !zp_densemap_names(zp_slotmap_dense(c->slots), ti->name))
+        at = zp_tables_slice_begin(ti->length, k, c->ndense);
+    return at;
+}
+
 int zeps_scan(zeps_client *c, uint32_t table, int shard, uint64_t cursor, uint64_t max,
               zeps_page *page)
 {
@@ -76,14 +95,15 @@ int zeps_scan(zeps_client *c, uint32_t table, int shard, uint64_t cursor, uint64
     if (shard < 0 || shard >= c->nshards)
         return zp_fail(c, ZEPS_EINVAL, "SCAN of table '%s': shard %d of %d", ti->name, shard,
                        c->nshards);
-    if (!ti->dim && shard >= c->ndense) { /* a shard that joined holds no dense slice */
+    /* a dense scan starts at the shard's first piece: the wire names
+     * elements (the shard goes on from piece to piece) */
+    uint64_t at = cursor;
+    if (!ti->dim && cursor == 0)
+        at = first_piece(c, ti, shard);
+    if (!ti->dim && at == UINT64_MAX) { /* a shard that holds no piece (joined) */
         *page = (zeps_page){.offset = ti->length};
         return 0;
     }
-    /* a dense scan starts at the shard's slice: the wire names elements */
-    uint64_t at = cursor;
-    if (!ti->dim && cursor == 0)
-        at = zp_tables_slice_begin(ti->length, shard, c->ndense);
     zp_req *r = zp_req_new(c, ZEPS__OP__SCAN, 1);
     zp_req_sub *s = zp_req_add(r, shard);
     s->table = ti->ids[shard];
@@ -160,19 +180,20 @@ int zeps_put_dense(zeps_client *c, uint32_t table, uint64_t offset, uint64_t cou
                        ") are outside table '%s' of %" PRIu64,
                        offset, offset, count, ti->name, ti->length);
     uint64_t per = piece_units(c, 4u * (1u + (uint64_t)k)), nsub = 0;
-    for (int s = 0; s < c->nshards; s++) { /* pieces per shard, to size the request */
-        uint64_t b = zp_tables_slice_begin(ti->length, s, c->ndense);
-        uint64_t e = zp_tables_slice_begin(ti->length, s + 1, c->ndense);
-        uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
+    zp_dense_piece *pc;
+    size_t np = zp_tables_pieces(c, ti, &pc);
+    for (size_t i = 0; i < np; i++) { /* parts per piece, to size the request */
+        uint64_t lo = offset > pc[i].lo ? offset : pc[i].lo;
+        uint64_t hi = offset + count < pc[i].hi ? offset + count : pc[i].hi;
         nsub += lo < hi ? (hi - lo + per - 1) / per : 0;
     }
     zp_req *r = zp_req_new(c, ZEPS__OP__PUT, (int)nsub);
-    for (int s = 0; s < c->nshards; s++) {
-        uint64_t b = zp_tables_slice_begin(ti->length, s, c->ndense);
-        uint64_t e = zp_tables_slice_begin(ti->length, s + 1, c->ndense);
-        uint64_t lo = offset > b ? offset : b, hi = offset + count < e ? offset + count : e;
-        put_slice(r, ti, s, lo, hi, per, offset, count, k, values, state, version);
+    for (size_t i = 0; i < np; i++) {
+        uint64_t lo = offset > pc[i].lo ? offset : pc[i].lo;
+        uint64_t hi = offset + count < pc[i].hi ? offset + count : pc[i].hi;
+        put_slice(r, ti, pc[i].owner, lo, hi, per, offset, count, k, values, state, version);
     }
+    free(pc);
     return zeps_wait(&r);
 }
 

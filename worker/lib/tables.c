@@ -31,6 +31,26 @@ uint64_t zp_tables_slice_begin(uint64_t length, int k, int nshards)
     return length * (uint64_t)k / (uint64_t)nshards;
 }
 
+size_t zp_tables_pieces(const zeps_client *c, const zp_table *ti, zp_dense_piece **out)
+{
+    size_t n = zp_slotmap_dense_pieces(c->slots, ti->name, ti->length, NULL, 0);
+    *out = zp_alloc((n ? n : 1) * sizeof(**out));
+    zp_slotmap_dense_pieces(c->slots, ti->name, ti->length, *out, n);
+    return n;
+}
+
+bool zp_tables_touches(const zeps_client *c, const zp_table *ti, int k, uint64_t offset,
+                       uint64_t count)
+{
+    zp_dense_piece *p;
+    size_t n = zp_tables_pieces(c, ti, &p);
+    bool on = false;
+    for (size_t i = 0; i < n && !on; i++)
+        on = p[i].owner == k && offset < p[i].hi && offset + count > p[i].lo;
+    free(p);
+    return on;
+}
+
 zp_table *zp_tables_get(zeps_client *c, uint32_t table)
 {
     if (table >= c->ntables) {
@@ -55,15 +75,36 @@ void zp_tables_free(zeps_client *c)
     c->ntables = c->cap_tables = 0;
 }
 
+/* Elements of dense table ts the client's map gives shard k. */
+static uint64_t holds(const zeps_client *c, const Zeps__TableSpec *ts, int k)
+{
+    return zp_densemap_held(zp_slotmap_dense(c->slots), ts->name, ts->length,
+                            zp_slotmap_base(c->slots), k);
+}
+
+/* Whether shard k's DECLARE answer (its first piece's begin and the
+ * elements it holds) is what the client's map says. */
+static bool slice_as_expected(const zeps_client *c, const Zeps__TableSpec *ts, int k,
+                              const zp_req_sub *s)
+{
+    if (k >= c->ndense || zp_densemap_names(zp_slotmap_dense(c->slots), ts->name))
+        return s->count == holds(c, ts, k);
+    uint64_t b = zp_tables_slice_begin(ts->length, k, c->ndense);
+    uint64_t e = zp_tables_slice_begin(ts->length, k + 1, c->ndense);
+    return s->offset == b && s->count == e - b;
+}
+
 /* Declare ts on every shard and record it (or find it, if this client
  * declared it before). A dense table must get the slices the client
  * computes; a sparse one has no slices. */
 static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
 {
     bool sparse = ts->kind == 1;
-    /* a dense table lives on the cluster file's shards only (docs/elastic.md) */
-    int on = sparse ? c->nshards : c->ndense;
-    for (int k = 0; !sparse && k < on; k++)
+    /* a dense table is declared on every live shard: the cluster file's
+     * hold its slices, a joined one the pieces a move brings it
+     * (docs/elastic.md, "Dense tables by range") */
+    int on = c->nshards;
+    for (int k = 0; !sparse && k < c->ndense; k++)
         if (!zp_client_live(c, k))
             return zp_fail(c, ZEPS_ESTATE,
                            "dense table '%s': shard %d of the cluster file is retired, and a "
@@ -83,9 +124,7 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     for (int i = 0; i < r->nsub; i++) {
         int k = r->subs[i].shard;
         ids[k] = r->subs[i].table;
-        uint64_t b = zp_tables_slice_begin(ts->length, k, c->ndense);
-        uint64_t e = zp_tables_slice_begin(ts->length, k + 1, c->ndense);
-        if (!sparse && !r->err && (r->subs[i].offset != b || r->subs[i].count != e - b))
+        if (!sparse && !r->err && !slice_as_expected(c, ts, k, &r->subs[i]))
             bad = k;
         /* a shard older than lead columns answers 0: it would train them
          * with the table's step and init */
@@ -124,7 +163,7 @@ static int declare(zeps_client *c, const Zeps__TableSpec *ts, uint32_t *table)
     ti->ids = zp_alloc_zeroed(ZP_MAX_SHARDS, sizeof(uint32_t));
     ti->version = zp_alloc_zeroed(ZP_MAX_SHARDS, sizeof(uint64_t));
     memcpy(ti->ids, ids, (size_t)on * sizeof(uint32_t));
-    if (sparse) { /* declared again on a shard that joins (join.c) */
+    { /* declared again on a shard that joins (join.c) */
         ti->spec_len = zeps__table_spec__get_packed_size(ts);
         ti->spec = zp_alloc(ti->spec_len ? ti->spec_len : 1);
         zeps__table_spec__pack(ts, ti->spec);

@@ -6,9 +6,12 @@
 #ifndef ZP_TABLES_H
 #define ZP_TABLES_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "codec.h"
+#include "densemap.h"
 #include "rowres.h"
 #include "zeps.h"
 
@@ -35,6 +38,17 @@ typedef struct zp_table {
 
 /* The first element of shard k's slice of a dense table of `length`. */
 uint64_t zp_tables_slice_begin(uint64_t length, int k, int nshards);
+
+/* The pieces of dense table ti under the client's map (the default
+ * slices of the cluster file's shards unless the map places it by range,
+ * docs/elastic.md "Dense tables by range") into a new array *out, the
+ * caller's to free; how many. */
+size_t zp_tables_pieces(const zeps_client *c, const zp_table *ti, zp_dense_piece **out);
+
+/* Whether shard k holds an element of [offset, offset + count) of dense
+ * table ti under the client's map. */
+bool zp_tables_touches(const zeps_client *c, const zp_table *ti, int k, uint64_t offset,
+                       uint64_t count);
 
 /* The table with handle `table`, or NULL with ZEPS_ETABLE recorded as the
  * client's last error. The pointer is the client's and valid until the next

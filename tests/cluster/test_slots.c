@@ -20,10 +20,10 @@
  * redirect is not followed a second time: the caller gets EMOVED. A piece
  * refused by a newer map than the one it was split by goes on (moves in
  * a row): a push refused twice is applied once, where the newest map says.
- * A pipe step's push, which carries the step's clock, is followed too.
  * A shard left with no slot but a dense table's slice still gets CLOCKs;
  * a map naming a joined shard that does not answer is not taken; one
  * request redirected by both shards is applied once where the map says.
+ * A pipe step's push, which carries the step's clock, is followed too.
  */
 #include <check.h>
 #include <stdio.h>
@@ -436,41 +436,6 @@ START_TEST(test_redirect_followed_by_newer_maps)
 }
 END_TEST
 
-/* Worker rank 0's clock at shard k (STATS). */
-static int64_t shard_clock(zeps_client *c, int k)
-{
-    Zeps__ShardStats *st = zt_stats(c, k);
-    ck_assert_ptr_nonnull(st);
-    int64_t clock = -1;
-    for (size_t i = 0; i < st->n_workers; i++)
-        if (st->workers[i]->rank == 0)
-            clock = st->workers[i]->clock;
-    zeps__shard_stats__free_unpacked(st, NULL);
-    return clock;
-}
-
-/* `zepsctl shards move` of slots a and b from shard 0 to shard 1. */
-static void move_slots(const zt_cluster *cl, uint32_t a, uint32_t b)
-{
-    char bin[512], set[64], log[400];
-    zt_bin("zepsctl", bin, sizeof(bin));
-    snprintf(set, sizeof(set), "%u,%u", a, b);
-    snprintf(log, sizeof(log), "%s/move.log", cl->dir);
-    char *argv[] = {bin, "shards",  "move", "--config", (char *)cl->conf, "--from", "0", "--to",
-                    "1", "--slots", set,    NULL};
-    ck_assert_int_eq(zt_wait(zt_spawn(bin, argv, log), 60), 0);
-}
-
-/* A zeps_pipe step's push carries its clock (push_clock.h). Step 0 is fed
- * and pulled (its batch cut by the default map: both ids on shard 0),
- * then `zepsctl shards move` gives their slots to shard 1: the step's
- * push, cut before the map came and carrying the clock, is refused by
- * shard 0 and sent on to shard 1 without the clock, once. Step 1, cut by
- * the new map, brings every shard to clock 2. Then every slot of shard 2
- * goes to shard 0 (a removed shard): step 2's CLOCK brings the client that
- * map, and step 3 sends shard 2 no CLOCK (it may be stopped). Each row
- * holds the four steps' gradients exactly once. */
-START_TEST(test_pipe_push_followed)
 /* A map naming a joined shard that does not answer: the client that
  * learns it from EMOVED cannot reach that shard, so it keeps the map it
  * had and its push fails EMOVED; the map it could not take is freed (the
@@ -585,9 +550,41 @@ START_TEST(test_clock_to_dense_slice)
 }
 END_TEST
 
-/* A mode that holds pushes in rounds takes no new map (nor does a
- * replicated shard: test_replicas). */
-START_TEST(test_refused_under_bsp)
+/* Worker rank 0's clock at shard k (STATS). */
+static int64_t shard_clock(zeps_client *c, int k)
+{
+    Zeps__ShardStats *st = zt_stats(c, k);
+    ck_assert_ptr_nonnull(st);
+    int64_t clock = -1;
+    for (size_t i = 0; i < st->n_workers; i++)
+        if (st->workers[i]->rank == 0)
+            clock = st->workers[i]->clock;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return clock;
+}
+
+/* `zepsctl shards move` of slots a and b from shard 0 to shard 1. */
+static void move_slots(const zt_cluster *cl, uint32_t a, uint32_t b)
+{
+    char bin[512], set[64], log[400];
+    zt_bin("zepsctl", bin, sizeof(bin));
+    snprintf(set, sizeof(set), "%u,%u", a, b);
+    snprintf(log, sizeof(log), "%s/move.log", cl->dir);
+    char *argv[] = {bin, "shards",  "move", "--config", (char *)cl->conf, "--from", "0", "--to",
+                    "1", "--slots", set,    NULL};
+    ck_assert_int_eq(zt_wait(zt_spawn(bin, argv, log), 60), 0);
+}
+
+/* A zeps_pipe step's push carries its clock (push_clock.h). Step 0 is fed
+ * and pulled (its batch cut by the default map: both ids on shard 0),
+ * then `zepsctl shards move` gives their slots to shard 1: the step's
+ * push, cut before the map came and carrying the clock, is refused by
+ * shard 0 and sent on to shard 1 without the clock, once. Step 1, cut by
+ * the new map, brings every shard to clock 2. Then every slot of shard 2
+ * goes to shard 0 (a removed shard): step 2's CLOCK brings the client that
+ * map, and step 3 sends shard 2 no CLOCK (it may be stopped). Each row
+ * holds the four steps' gradients exactly once. */
+START_TEST(test_pipe_push_followed)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", NULL, NULL), 0);
@@ -683,7 +680,6 @@ static Suite *suite(void)
     tcase_add_test(tc, test_redirect_followed_by_newer_maps);
     tcase_add_test(tc, test_pipe_push_followed);
     tcase_add_test(tc, test_bsp_held_pushes);
-    tcase_add_test(tc, test_refused_under_bsp);
     tcase_add_test(tc, test_clock_to_dense_slice);
     tcase_add_test(tc, test_map_with_unreachable_shard);
     tcase_add_test(tc, test_redirected_on_both_shards);

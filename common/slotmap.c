@@ -394,6 +394,12 @@ int zp_slotmap_load(zp_slotmap **out, const char *path, int nshards, char *err, 
     return rc;
 }
 
+int zp_slotmap_start(zp_slotmap **out, const char *path, int nshards, char *err, size_t errlen)
+{
+    return path[0] ? zp_slotmap_load(out, path, nshards, err, errlen)
+                   : zp_slotmap_new_default(out, nshards);
+}
+
 /* --- the wire form --- */
 
 static void put32(unsigned char *p, uint32_t v)

@@ -56,6 +56,10 @@ int zp_slotmap_parse(zp_slotmap **out, const char *text, size_t len, int nshards
 /* The same from the file at `path` (ZEPS_ECONFIG also when unreadable). */
 int zp_slotmap_load(zp_slotmap **out, const char *path, int nshards, char *err, size_t errlen);
 
+/* A shard's map at start: the file `path` names (cluster.slot_map), or the
+ * default map when path is "". As zp_slotmap_load. */
+int zp_slotmap_start(zp_slotmap **out, const char *path, int nshards, char *err, size_t errlen);
+
 /* Free *mp (NULL allowed) and set it to NULL. */
 void zp_slotmap_destroy(zp_slotmap **mp);
 

@@ -454,9 +454,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     zp_ratelimit_init(&s->logs.left, "BYEs", 10, 1.0);
     zp_ratelimit_init(&s->logs.send, "failed sends", 10, 1.0);
     zp_workers_init(&s->workers, s->nworkers);
-    int rc = cfg->slot_map[0]
-                 ? zp_slotmap_load(&s->slots, cfg->slot_map, cfg->num_shards, err, errlen)
-                 : zp_slotmap_new_default(&s->slots, cfg->num_shards);
+    int rc = zp_slotmap_start(&s->slots, cfg->slot_map, cfg->num_shards, err, errlen);
     if (rc == 0 && cfg->trace_dir[0])
         rc = zp_trace_open(&s->trace, cfg->trace_dir, shard, err, errlen);
     if (rc == 0)

@@ -229,6 +229,7 @@ void zp_move_park(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *h
     p->h.op = h->op;
     p->h.req_id = h->req_id;
     p->h.rank = h->rank;
+    p->h.incarnation = h->incarnation; /* its seq is that process's (op/owner.c) */
     p->h.seq = h->seq;
     p->h.table = h->table;
     p->id = id;

@@ -101,10 +101,26 @@ static uint64_t abort_move(zp_server *s, const char *why)
     return dropped;
 }
 
+/* A replica that stopped serving (demoted, fenced) while it was a move's
+ * source: the part is its own (BEGIN is not logged), and its primary now
+ * knows nothing of it. Ended without answers: the parked requests' clients
+ * find the new primary, which never parked them. */
+static void end_demoted_source(zp_server *s)
+{
+    zp_info("move of %u slots to shard %d ended: this replica no longer serves (%zu parked "
+            "requests left to their clients' retries)",
+            s->move->nmoving, s->move->peer, s->move->nparked);
+    zp_move_end(s);
+}
+
 void zp_move_op_check(zp_server *s)
 {
-    /* a backup's move is its primary's (the log's IMPORT): it ends by the
-     * log's ABORT or SLOTS, the lease is the primary's to judge */
+    /* a backup's move as a target is its primary's (the log's IMPORT): it
+     * ends by the log's ABORT or SLOTS, the lease is the primary's to judge */
+    if (s->move && s->move->role == ZP_MOVE_SOURCE && !zp_role_serves(&s->role)) {
+        end_demoted_source(s);
+        return;
+    }
     if (!zp_role_serves(&s->role) || !zp_move_expired(s, zp_now_s()))
         return;
     Zeps__Header h; /* the primary's backups end their part of it too */
@@ -439,19 +455,26 @@ static void on_put(zp_server *s, zp_request *r)
 /* COMMIT as a backup applies it from its primary's log: the backup had no
  * part in the move (BEGIN, ROWS and FREEZE are not logged), so it takes
  * the map the primary took and drops the rows of the slots that map gives
- * away, as the primary did. */
+ * away, as the primary did. The same for a tool's COMMIT to a shard in no
+ * move: the repair of a commit the target took and the source missed (its
+ * tool died, or its primary failed before its backups had it;
+ * docs/elastic.md "What each failure does"). */
 static void commit_logged(zp_server *s, zp_request *r)
 {
     zp_slotmap *next = checked_map(s, r);
     if (!next)
         return;
     uint64_t dropped = zp_move_drop_foreign(s, next);
-    zp_info("move commit from the primary's log: slot map epoch %" PRIu64 " taken, %" PRIu64
+    zp_info("move commit %s: slot map epoch %" PRIu64 " taken, %" PRIu64
             " rows of the slots it gives away dropped",
+            s->applying ? "from the primary's log" : "outside a move (a repair)",
             zp_slotmap_epoch(next), dropped);
     zp_slotmap_destroy(&s->slots);
     s->slots = next; /* the shard owns it */
-    zp_reply_ok(s, r->identity, r->h, 0);
+    Zeps__Header rep;
+    zp_reply_init(s, r->h, &rep);
+    rep.count = dropped;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
 }
 
 /* A dense move's commit at the source, once it took the map: the pulls
@@ -580,7 +603,9 @@ void zp_move_op_on(zp_server *s, zp_request *r)
         zp_reply_error(s, r->identity, h, ZEPS_EINVAL, "MOVE: unknown step %u (1 to 7)", step);
         return;
     }
-    if (step == ZP_MOVE_COMMIT && s->applying && !s->move) {
+    if (step == ZP_MOVE_COMMIT && (s->applying || !s->move)) {
+        if (s->move) /* a part left from when this backup was primary */
+            end_demoted_source(s);
         commit_logged(s, r);
         return;
     }

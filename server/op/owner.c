@@ -80,8 +80,9 @@ void zp_owner_refuse(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
      * recorded, a copy of it still on its way (a retry sent while it was
      * parked in a move's cut-over) is a duplicate here, never applied once
      * the slots are this shard's again (an abort) */
-    if (req->rank < (uint32_t)s->nworkers && s->workers.w[req->rank].joined && req->seq)
-        zp_workers_record(&s->workers.w[req->rank], req->seq);
+    zp_worker *w = req->rank < (uint32_t)s->nworkers ? &s->workers.w[req->rank] : NULL;
+    if (w && w->joined && req->seq && req->incarnation == w->incarnation)
+        zp_workers_record(w, req->seq); /* (a process that replaced it has seqs of its own) */
 }
 
 /* Rows of sparse table t this shard holds whose slot `next` gives to

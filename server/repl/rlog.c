@@ -243,6 +243,9 @@ static size_t hold_send(void *server, zmq_msg_t *identity, const Zeps__Header *r
     if (rep->req_id == r->req_id && same_identity(identity, r->identity) &&
         (rep->op == ZEPS__OP__ERROR || (rep->flags & ZP_FLAG_PARKED)))
         r->error = rep->op == ZEPS__OP__ERROR ? rep->error : ZEPS_EPROTO;
+    else if (rep->req_id == r->req_id && same_identity(identity, r->identity) &&
+             (rep->flags & ZP_FLAG_DUPLICATE))
+        r->duplicate = true;
     h->at_s = zp_now_s();
     zmq_msg_init(&h->identity);
     zmq_msg_copy(&h->identity, identity);
@@ -345,6 +348,7 @@ bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, const
     r->rank = h->rank;
     r->seq = h->seq;
     r->error = 0;
+    r->duplicate = false;
     r->held_from = r->nheld;
     r->sink = s->sink;
     s->sink = (zp_reply_sink){.send = hold_send, .arg = s};
@@ -478,7 +482,13 @@ void zp_rlog_end(zp_server *s)
     r->note_rows.len = 0; /* logged alone or refused: a backup merges what it holds */
     r->note_rows.nrec = 0;
     uint64_t lsn = 0; /* a refused request: its replies wait for nothing */
-    if (r->error == 0) {
+    if (r->error == 0 && r->duplicate) {
+        /* applied nowhere, so not logged (a backup whose window lacks the
+         * seq, one refused EMOVED here, would apply it); answered once
+         * everything logged before it is acknowledged */
+        flush_before(s);
+        lsn = r->lsn;
+    } else if (r->error == 0) {
         flush_before(s); /* its requests were applied before this one */
         lsn = log_entry(s, r->entry.f, r->entry.n);
     }

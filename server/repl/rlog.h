@@ -72,6 +72,8 @@ typedef struct zp_repl {
     uint32_t rank; /* who sent it, and its seq */
     uint64_t seq;
     int error;          /* its reply's error (0: none, or not answered yet) */
+    bool duplicate;     /* answered DUPLICATE: nothing to log, its reply waits for the
+                           log's end (what it duplicates may not be acknowledged yet) */
     size_t held_from;   /* replies held while it was handled: from this index */
     zp_reply_sink sink; /* the shard's own sink, while pending */
     uint64_t released;  /* the last LSN every in-sync backup has */

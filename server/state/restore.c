@@ -104,8 +104,7 @@ static void restore_workers(zp_server *s, const zp_snapshot *snap)
  * checked the set) becomes the shard's, replacing the cluster file's or
  * the default one: after a move it is newer, and the rows are where it
  * says. A set older than the cluster file's map is refused: its rows are
- * where an older map put them. Nothing changes on error. setid
- * UINT64_MAX: the whole state a primary sent (zp_restore_transfer). */
+ * where an older map put them. Nothing changes on error. */
 static int restore_slots(zp_server *s, const zp_snapshot *snap, uint64_t setid, char *err,
                          size_t errlen)
 {
@@ -142,12 +141,30 @@ static int restore_slots(zp_server *s, const zp_snapshot *snap, uint64_t setid, 
                                  setid, dir, got, s->cfg.slot_map);
         }
     }
-    char from[64] = "the primary's whole state"; /* setid UINT64_MAX: a transfer */
-    if (setid != UINT64_MAX)
-        snprintf(from, sizeof(from), "set %016" PRIx64, setid);
-    zp_info("restore: slot map of epoch %" PRIu64 " from %s (this shard owns %u of %u slots; "
-            "the cluster file's map: epoch %" PRIu64 ")",
-            got, from, zp_slotmap_count(next, s->shard), zp_slotmap_slots(next), have);
+    zp_info("restore: slot map of epoch %" PRIu64 " from set %016" PRIx64
+            " (this shard owns %u of %u slots; the cluster file's map: epoch %" PRIu64 ")",
+            got, setid, zp_slotmap_count(next, s->shard), zp_slotmap_slots(next), have);
+    zp_slotmap_destroy(&s->slots);
+    s->slots = next;
+    return 0;
+}
+
+/* The map of the whole state a primary sent (zp_restore_transfer) becomes
+ * the replica's as it is, newer or older than its own: a replica may have
+ * taken a map its deposed primary never had acknowledged; a state without
+ * a map is at the cluster's start map. Nothing changes on error. */
+static int transfer_slots(zp_server *s, const zp_snapshot *snap, char *err, size_t errlen)
+{
+    zp_slotmap *next = NULL;
+    char why[256];
+    int rc = snap->slotmap ? zp_slotmap_decode(&next, snap->slotmap, (size_t)snap->slotmap_len,
+                                               s->nshards, why, sizeof(why))
+                           : zp_slotmap_start(&next, s->cfg.slot_map, s->nshards, why, sizeof(why));
+    if (rc != 0)
+        return zp_errors_set(err, errlen, ZEPS_EDATA, "the primary's whole state: %s", why);
+    if (zp_slotmap_epoch(next) != zp_slotmap_epoch(s->slots))
+        zp_info("whole state: slot map epoch %" PRIu64 " (was %" PRIu64 ")", zp_slotmap_epoch(next),
+                zp_slotmap_epoch(s->slots));
     zp_slotmap_destroy(&s->slots);
     s->slots = next;
     return 0;
@@ -171,7 +188,7 @@ int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen
     }
     /* the primary's map too: a move may have changed it since the
      * cluster file's (docs/elastic.md, "Moves with replicas") */
-    rc = restore_slots(s, snap, UINT64_MAX, err, errlen);
+    rc = transfer_slots(s, snap, err, errlen);
     if (rc != 0) {
         zp_snapshot_free(&snap);
         return rc;
@@ -193,7 +210,7 @@ int zp_restore_transfer(zp_server *s, const char *path, char *err, size_t errlen
         w->clock = sw->clock;
         w->max_seq = sw->max_seq;
         w->window = sw->window;
-        w->seq_hi = sw->max_seq; /* the highest seen, as far as the record knows */
+        w->seq_hi = sw->max_seq;    /* the highest seen, as far as the record knows */
         w->hello_clock = sw->clock; /* not in the record: a closed round's push is dropped */
     }
     zp_workers_update_bounds(&s->workers, s->cfg.lost_continue);

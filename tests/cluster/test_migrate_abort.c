@@ -15,6 +15,8 @@
  * test_move_unsupported: a shard without sparse tables.
  * test_late_copy_of_parked_push: a push parked in the cut-over and
  * answered EMOVED by the abort: a late copy of its seq is a duplicate.
+ * test_commit_repairs_the_window: the target committed, the source did
+ * not; a COMMIT sent to the source afterwards repairs it.
  */
 #include <check.h>
 #include <signal.h>
@@ -185,32 +187,10 @@ static void raw_step_ok(const zt_cluster *cl, int k, uint32_t peer, uint32_t ste
     zeps__header__free_unpacked(rep, NULL);
 }
 
-/* A sparse PUSH of -1, -1 to id in table t as worker 1 (incarnation 0x52)
- * with seq `seq`, on sock. */
-static void raw_push(void *sock, uint32_t t, uint64_t id, uint64_t seq, uint64_t req_id)
+static void abort_both(void *arg)
 {
-    Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__PUSH;
-    h.rank = 1;
-    h.incarnation = 0x52;
-    h.seq = seq;
-    h.req_id = req_id;
-    h.table = t;
-    h.count = 1;
-    unsigned char body[sizeof(id) + DIM * sizeof(float)]; /* the id, then its row */
-    float g[DIM] = {-1.0f, -1.0f};
-    memcpy(body, &id, sizeof(id));
-    memcpy(body + sizeof(id), g, sizeof(g));
-    zt_raw_send(sock, &h, body, sizeof(body));
-}
-
-/* Whether a reply comes on sock within ms. */
-static bool replied(void *sock, int ms)
-{
-    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
-    return zmq_poll(&it, 1, ms) == 1;
+    raw_step_ok(arg, 0, 1, ZP_MOVE_ABORT);
+    raw_step_ok(arg, 1, 0, ZP_MOVE_ABORT);
 }
 
 /* A push parked by the cut-over, and a retry of it (the same seq), then
@@ -232,25 +212,7 @@ START_TEST(test_late_copy_of_parked_push)
     raw_step_ok(&cl, 0, 1, ZP_MOVE_BEGIN);
     raw_step_ok(&cl, 1, 0, ZP_MOVE_IMPORT);
     raw_step_ok(&cl, 0, 1, ZP_MOVE_FREEZE);
-    raw_push(sock, t, id, 2, 2);
-    ck_assert_msg(!replied(sock, 300), "a push of the moving slot answered in the cut-over");
-    raw_push(sock, t, id, 2, 2); /* the client's retry */
-    ck_assert(!replied(sock, 300));
-    raw_step_ok(&cl, 0, 1, ZP_MOVE_ABORT);
-    raw_step_ok(&cl, 1, 0, ZP_MOVE_ABORT);
-    zt_raw_expect_error(zt_raw_recv(sock, 5000), ZEPS_EMOVED, "which shard 0 owns");
-    ck_assert_msg(!replied(sock, 200), "a parked push answered twice");
-    raw_push(sock, t, id, 2, 3); /* a copy of the old seq, late */
-    Zeps__Header *rep = zt_raw_recv(sock, 5000);
-    ck_assert_msg(rep->op == ZEPS__OP__PUSH && (rep->flags & ZP_FLAG_DUPLICATE),
-                  "the late copy of a parked push was not a duplicate: op %d flags 0x%x (%s)",
-                  rep->op, rep->flags, rep->error_text ? rep->error_text : "");
-    zeps__header__free_unpacked(rep, NULL);
-    raw_push(sock, t, id, 3, 4); /* the client's resend, with a new seq */
-    rep = zt_raw_recv(sock, 5000);
-    ck_assert_msg(rep->op == ZEPS__OP__PUSH && !(rep->flags & ZP_FLAG_DUPLICATE), "%s",
-                  rep->error_text ? rep->error_text : "a duplicate");
-    zeps__header__free_unpacked(rep, NULL);
+    zt_move_parked_then_late(sock, 0x52, t, id, abort_both, &cl);
     float row[DIM];
     ck_assert_int_eq(zeps_spull(c, t, &id, 1, row, 0), 0);
     ck_assert_msg(row[0] == 1.0f, "the push applied %g times", row[0]);
@@ -341,6 +303,68 @@ START_TEST(test_move_unsupported)
 }
 END_TEST
 
+/* The window of "What each failure does": the target took the commit's
+ * map (SLOTS) and the source never got its COMMIT, its cut-over bound
+ * passed and it serves the slots again. A COMMIT with the map, sent to the
+ * source now in no move, repairs it: the source takes the map and drops
+ * the rows it gives away. */
+START_TEST(test_commit_repairs_the_window)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0), *tl = zt_move_tool(&cl);
+    uint32_t t = zt_move_declare(c);
+    zp_slotmap *d3 = NULL, *m1 = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d3, 3), 0);
+    uint64_t id = 1; /* in slot 0, which the map of epoch 1 gives to shard 1 */
+    while (zp_slotmap_slot_of(d3, id) != 0)
+        id++;
+    raw_step_ok(&cl, 0, 1, ZP_MOVE_BEGIN);
+    raw_step_ok(&cl, 1, 0, ZP_MOVE_IMPORT);
+    raw_step_ok(&cl, 0, 1, ZP_MOVE_FREEZE);
+    void *zctx = zmq_ctx_new(), *sock = zt_raw_socket(zctx, &cl, 0);
+    Zeps__Header h; /* a page of ROWS: none, so drained */
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__MOVE;
+    h.req_id = 9;
+    h.rank = 0xffffffffu;
+    h.move_step = ZP_MOVE_ROWS;
+    h.move_peer = 1;
+    h.count = 16;
+    Zeps__Header *rep = zt_raw_req(sock, &h, NULL, 0);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE && rep->count == 0 && rep->cursor == 0, "%s",
+                  rep->error_text ? rep->error_text : "rows left");
+    zeps__header__free_unpacked(rep, NULL);
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    const uint8_t *wire = zt_move_map_wire(1, 4095, 1);
+    char why[256];
+    ck_assert_int_eq(zp_slotmap_decode(&m1, wire, 16 + 2 * 4095, 3, why, sizeof(why)), 0);
+    ck_assert_int_eq(zt_raw_slots(&cl, 1, m1), 0); /* the target commits */
+    ck_assert(zt_wait_log(&cl, 0, "aborted (the cut-over passed its bound)"));
+    float g[DIM] = {-1.0f, -1.0f}, row[DIM];
+    ck_assert_int_eq(zeps_spush(c, t, &id, 1, g, 0), 0); /* served by the source again */
+    rep = zt_move_step(&cl, 0, 1, ZP_MOVE_COMMIT, wire, 16 + 2 * 4095);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "the repair: %s", rep->error_text);
+    ck_assert_uint_eq(rep->count, 1); /* the row of slot 0 */
+    zeps__header__free_unpacked(rep, NULL);
+    for (int k = 0; k < 2; k++) {
+        uint64_t epoch;
+        zt_move_rows(tl, k, &epoch);
+        ck_assert_uint_eq(epoch, 1);
+    }
+    ck_assert_int_eq(zeps_spush(c, t, &id, 1, g, 0), 0); /* now at the target */
+    ck_assert_int_eq(zeps_spull(c, t, &id, 1, row, 0), 0);
+    ck_assert_msg(row[0] == 1.0f, "%g: the push the source took in the window is lost", row[0]);
+    zp_slotmap_destroy(&m1);
+    zp_slotmap_destroy(&d3);
+    zeps_client_destroy(&tl);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("migrate_abort");
@@ -350,6 +374,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_move_refusals);
     tcase_add_test(tc, test_move_unsupported);
     tcase_add_test(tc, test_late_copy_of_parked_push);
+    tcase_add_test(tc, test_commit_repairs_the_window);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -28,6 +28,9 @@
  *     source's or the target's primary killed in the cut-over with the
  *     workers' pushes of the moving slots parked: nothing lost, nothing
  *     applied twice, the map unchanged;
+ *   - test_late_copy_after_abort: a late copy of a push parked and
+ *     answered EMOVED at the abort is a duplicate on the primary and is
+ *     not applied by its backup (what a failover then shows);
  *   - test_remove_and_retire: `zepsctl shards remove 1` and `retire 1`
  *     under three pushing workers, shard 1 stopped, shard 0's primary
  *     killed: nothing lost, and a new client does not wait for shard 1.
@@ -39,6 +42,8 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <zmq.h>
 
 #include "check_main.h"
 #include "harness.h"
@@ -276,6 +281,51 @@ START_TEST(test_parked_push_not_logged)
     ck_assert_msg(row[0] == 1.0f, "the parked push is applied %g times on the new primary", row[0]);
     zeps_client_destroy(&w);
     zp_slotmap_destroy(&next);
+    rcl_down(&c);
+}
+END_TEST
+
+/* ABORT to both shards of the move from 0 to 1 (arg: the rcl). */
+static void abort_both(void *arg)
+{
+    step_ok(arg, 0, 1, ZP_MOVE_ABORT, NULL);
+    step_ok(arg, 1, 0, ZP_MOVE_ABORT, NULL);
+}
+
+/* A push parked by the cut-over and a retry of it, then the move aborted:
+ * a late copy of its seq is a duplicate on the source's primary and is
+ * not applied on its backup either (a duplicate is not logged: the
+ * backup's window never had the seq the primary recorded when it answered
+ * EMOVED); after a failover the row holds the one push applied. */
+START_TEST(test_late_copy_after_abort)
+{
+    rcl c;
+    rcl_up(&c, "mvlate", "");
+    static uint64_t ids[NIDS];
+    zt_move_ids(ids, NIDS, 0);
+    zp_slotmap *next = NULL, *d = NULL;
+    ck_assert_uint_gt(moved_map("0-2047", ids, NIDS, &next), 0);
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    uint64_t id = 0;
+    for (int i = 0; i < NIDS && !id; i++)
+        if (zp_slotmap_owner(next, ids[i]) == 1 && zp_slotmap_owner(d, ids[i]) == 0)
+            id = ids[i];
+    zeps_client *w = zt_client(&c.cl, 0);
+    uint32_t t = zt_move_declare(w);
+    void *zctx = zmq_ctx_new(), *sock = zt_move_raw_worker(zctx, &c.cl, 0, 1, 0x53);
+    step_ok(&c, 0, 1, ZP_MOVE_BEGIN, next);
+    step_ok(&c, 1, 0, ZP_MOVE_IMPORT, next);
+    step_ok(&c, 0, 1, ZP_MOVE_FREEZE, NULL);
+    zt_move_parked_then_late(sock, 0x53, t, id, abort_both, &c);
+    zmq_close(sock);
+    zmq_ctx_term(zctx);
+    fail_over(&c, 0);
+    float row[DIM];
+    ck_assert_msg(zeps_spull(w, t, &id, 1, row, 0) == 0, "%s", zeps_last_error(w));
+    ck_assert_msg(row[0] == 1.0f, "the push is applied %g times on the new primary", row[0]);
+    zeps_client_destroy(&w);
+    zp_slotmap_destroy(&next);
+    zp_slotmap_destroy(&d);
     rcl_down(&c);
 }
 END_TEST
@@ -531,6 +581,7 @@ static Suite *suite(void)
         {"cutover_source", test_source_killed_in_cutover},
         {"cutover_target", test_target_killed_in_cutover},
         {"retire", test_remove_and_retire},
+        {"late_copy", test_late_copy_after_abort},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name); /* CK_RUN_CASE=<name> runs one */

@@ -262,3 +262,53 @@ long zt_move_workers_end(const zt_cluster *cl, int n, const pid_t *pids, long *w
     }
     return sum;
 }
+
+void zt_move_raw_push(void *sock, uint32_t rank, uint64_t inc, uint32_t t, uint64_t id,
+                      uint64_t seq, uint64_t req_id)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__PUSH;
+    h.rank = rank;
+    h.incarnation = inc;
+    h.seq = seq;
+    h.req_id = req_id;
+    h.table = t;
+    h.count = 1;
+    unsigned char body[sizeof(id) + DIM * sizeof(float)]; /* the id, then its row */
+    float g[DIM] = {-1.0f, -1.0f};
+    memcpy(body, &id, sizeof(id));
+    memcpy(body + sizeof(id), g, sizeof(g));
+    zt_raw_send(sock, &h, body, sizeof(body));
+}
+
+bool zt_move_replied(void *sock, int ms)
+{
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    return zmq_poll(&it, 1, ms) == 1;
+}
+
+void zt_move_parked_then_late(void *sock, uint64_t inc, uint32_t t, uint64_t id,
+                              void (*abort_move)(void *arg), void *arg)
+{
+    zt_move_raw_push(sock, 1, inc, t, id, 2, 2);
+    ck_assert_msg(!zt_move_replied(sock, 300),
+                  "a push of the moving slot answered in the cut-over");
+    zt_move_raw_push(sock, 1, inc, t, id, 2, 2); /* the client's retry */
+    ck_assert(!zt_move_replied(sock, 300));
+    abort_move(arg);
+    zt_raw_expect_error(zt_raw_recv(sock, 5000), ZEPS_EMOVED, "which shard 0 owns");
+    ck_assert_msg(!zt_move_replied(sock, 200), "a parked push answered twice");
+    zt_move_raw_push(sock, 1, inc, t, id, 2, 3); /* a copy of the old seq, late */
+    Zeps__Header *rep = zt_raw_recv(sock, 5000);
+    ck_assert_msg(rep->op == ZEPS__OP__PUSH && (rep->flags & ZP_FLAG_DUPLICATE),
+                  "the late copy of a parked push was not a duplicate: op %d flags 0x%x (%s)",
+                  rep->op, rep->flags, rep->error_text ? rep->error_text : "");
+    zeps__header__free_unpacked(rep, NULL);
+    zt_move_raw_push(sock, 1, inc, t, id, 3, 4); /* the client's resend, with a new seq */
+    rep = zt_raw_recv(sock, 5000);
+    ck_assert_msg(rep->op == ZEPS__OP__PUSH && !(rep->flags & ZP_FLAG_DUPLICATE), "%s",
+                  rep->error_text ? rep->error_text : "a duplicate");
+    zeps__header__free_unpacked(rep, NULL);
+}

@@ -7,6 +7,7 @@
 #ifndef ZT_MOVE_FIXTURE_H
 #define ZT_MOVE_FIXTURE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -80,6 +81,21 @@ void zt_move_workers_run(const pid_t *pids, int n);
  * sum the pushes they were answered: the sum, and into *weighted the sum
  * of each worker's pushes times w + 1. */
 long zt_move_workers_end(const zt_cluster *cl, int n, const pid_t *pids, long *weighted);
+
+/* A sparse PUSH of -1, -1 (one row of DIM) to id in table t as worker
+ * `rank` of incarnation inc, with seq and req_id, on raw socket sock (no
+ * wait for the reply); and whether a reply comes on sock within ms. */
+void zt_move_raw_push(void *sock, uint32_t rank, uint64_t inc, uint32_t t, uint64_t id,
+                      uint64_t seq, uint64_t req_id);
+bool zt_move_replied(void *sock, int ms);
+
+/* On raw socket sock (worker 1 of incarnation inc, which said HELLO to
+ * shard 0, the source of a move whose FREEZE was sent): a push of id (seq
+ * 2) parked by the cut-over, and its retry, not answered; abort_move(arg)
+ * ends the move; then one EMOVED answer, a late copy of seq 2 answered
+ * DUPLICATE, and the resend as seq 3 applied (the row gains 1). */
+void zt_move_parked_then_late(void *sock, uint64_t inc, uint32_t t, uint64_t id,
+                              void (*abort_move)(void *arg), void *arg);
 
 /* The counter oracle through the final map, without a redirect: every one
  * of the NIDS ids holds `sum` in column 0 and `weighted` in column 1. */

@@ -426,8 +426,8 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
     if (rc != 0) {
         fprintf(stderr,
                 "zepsctl shards move: shard %d took the map of epoch %" PRIu64
-                " but the source did not commit: %s\nsend shard %d MOVE COMMIT again, or restart "
-                "it (docs/elastic.md)\n",
+                " but the source did not commit: %s\nsend shard %d MOVE COMMIT with that map "
+                "again (docs/elastic.md, \"What each failure does\")\n",
                 m->o.to, epoch, m->err, m->o.from);
         return ZP_EXIT_FAILED;
     }

@@ -352,10 +352,11 @@ def report(a, base, moved):
     for c in moved["commands"]:
         print(f"  zepsctl {c['cmd']}: exit {c['rc']}, {c['t1'] - c['t0']:.2f} s, "
               f"{len(c['moves'])} moves")
-        for m in c["moves"]:
-            r, b, s = int(m["rows"]), int(m["bytes"]), float(m["seconds"])
-            print(f"    {r:9,} rows {b / 1e6:7.1f} MB in {s:6.3f} s: {b / 1e6 / s:7.1f} MB/s, "
-                  f"cut-over {m['cutover_ms']} ms")
+        for m in c["moves"]:  # a slot move's rows, or a dense range's elements
+            what = "rows" if "rows" in m else "elements"
+            r, b, s = int(m[what]), int(m["bytes"]), float(m["seconds"])
+            print(f"    {r:9,} {what} {b / 1e6:7.1f} MB in {s:6.3f} s: "
+                  f"{b / 1e6 / max(s, 1e-9):7.1f} MB/s, cut-over {m['cutover_ms']} ms")
     out["commands"] = [{k: v for k, v in c.items() if k not in ("t0", "t1")} | {
         "seconds": c["t1"] - c["t0"]} for c in moved["commands"]]
     moves = [m for c in moved["commands"] for m in c["moves"]]

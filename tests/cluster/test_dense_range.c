@@ -19,9 +19,10 @@
  * shard that wrote them and changes nothing; a map that cuts a written
  * piece in two is taken (the parts keep their values), and a client that
  * cuts by the older map is redirected to the same shard and applies its
- * push once. A shard with snapshot_dir refuses such a map.
+ * push once. A shard with snapshot_dir, or under bsp, refuses such a map.
  */
 #include <check.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,13 +226,13 @@ START_TEST(test_placed_by_range)
 }
 END_TEST
 
-/* A shard that takes snapshots refuses a map placing a dense table by
- * range (pieces in snapshot files are not built), changing nothing. */
-START_TEST(test_refused_with_snapshots)
+/* A shard of a cluster in `mode` with the `extra` lines refuses a map
+ * placing a dense table by range, with `needle` in its words, changing
+ * nothing; with `push`, a push and a pull then go on exact. */
+static void refused_map(const char *mode, const char *extra, const char *needle, bool push)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", "  snapshot_dir = \"@DIR@/snap\";", NULL),
-                     0);
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, mode, extra, NULL), 0);
     zeps_client *c = zt_client(&cl, 0);
     ck_assert_ptr_nonnull(c);
     uint32_t t = declare(c);
@@ -244,7 +245,7 @@ START_TEST(test_refused_with_snapshots)
     for (int k = 0; k < 2; k++) {
         ck_assert_int_eq(rep[k]->op, ZEPS__OP__ERROR);
         ck_assert_int_eq(rep[k]->error, ZEPS_ESTATE);
-        ck_assert_ptr_nonnull(strstr(rep[k]->error_text, "takes snapshots"));
+        ck_assert_msg(strstr(rep[k]->error_text, needle), "%s", rep[k]->error_text);
         zeps__header__free_unpacked(rep[k], NULL);
     }
     float g[LEN], want[LEN];
@@ -252,15 +253,32 @@ START_TEST(test_refused_with_snapshots)
         g[i] = (float)(i % 3);
         want[i] = -g[i];
     }
-    ck_assert_int_eq(zeps_push(c, t, g, 0, LEN, 0), 0);
-    check_values(c, t, want);
+    if (push) {
+        ck_assert_int_eq(zeps_push(c, t, g, 0, LEN, 0), 0);
+        check_values(c, t, want);
+        check_scan(c, t, 0, want, "0-50 ");
+    }
     ck_assert_uint_eq(stats(c).slot_redirects, 0);
     ck_assert_uint_eq(stats(c).slot_epoch, 0);
-    check_scan(c, t, 0, want, "0-50 ");
     zp_slotmap_destroy(&m);
     zp_slotmap_destroy(&d);
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+
+/* A shard that takes snapshots refuses a map placing a dense table by
+ * range (pieces in snapshot files are not built), changing nothing. */
+START_TEST(test_refused_with_snapshots)
+{
+    refused_map("async", "  snapshot_dir = \"@DIR@/snap\";", "takes snapshots", true);
+}
+END_TEST
+
+/* Under bsp too: a dense round holds pushes, which a piece's move does not
+ * hand over (not built). */
+START_TEST(test_refused_under_bsp)
+{
+    refused_map("bsp", NULL, "a mode that holds pushes in rounds", false);
 }
 END_TEST
 
@@ -271,6 +289,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_placed_by_range);
     tcase_add_test(tc, test_refused_with_snapshots);
+    tcase_add_test(tc, test_refused_under_bsp);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -48,27 +48,27 @@ static void usage(FILE *f, const char *cmd)
                    "Refused, changing nothing, for shard 0 (it keeps the cluster's BARRIER), for\n"
                    "a shard that owns a slot or holds a row, for a shard of the cluster file when\n"
                    "a dense table is declared and with snapshot_dir. With replicas, each\n"
-                   "shard's primary is told (not under bsp). K may already be stopped. A retired shard never comes back (docs/elastic.md).\n"
+                   "shard's primary is told (not under bsp). K may already be stopped. A retired "
+                   "shard never comes back (docs/elastic.md).\n"
                    "\n"
                    "Exit status: 0 retired (or retired already); 1 a shard did not take the map\n"
                    "(the shards before it did; run it again); 2 bad usage or refused (nothing\n"
                    "changed).\n");
     else if (strcmp(cmd, "add") == 0)
-        fprintf(f,
-                "usage: zepsctl shards add ENDPOINT --config FILE [--tolerance PCT] "
-                "[--max-moves N]\n"
-                "                          [move options of 'zepsctl shards move']\n"
-                "\n"
-                "Add the shard listening at ENDPOINT to the running cluster: start it first\n"
-                "with 'zeps-server --config FILE --shard N --join ENDPOINT' (N: the next\n"
-                "index, the number of shards so far). Shard 0's tables are declared there,\n"
-                "every shard takes the slot map that names it, and live moves give it slots\n"
-                "until the rows are even within +-PCT %% (default 10), then an even share of\n"
-                "each dense table (moves of dense ranges, 'zepsctl shards move --dense'; not\n"
-                "under bsp). Any mode, one replica per shard (docs/elastic.md).\n"
-                "\n"
-                "Exit status: 0 added and balanced; 1 a step failed (the steps before it\n"
-                "stand, said so); 2 bad usage or refused (nothing changed).\n");
+        fprintf(f, "usage: zepsctl shards add ENDPOINT --config FILE [--tolerance PCT] "
+                   "[--max-moves N]\n"
+                   "                          [move options of 'zepsctl shards move']\n"
+                   "\n"
+                   "Add the shard listening at ENDPOINT to the running cluster: start it first\n"
+                   "with 'zeps-server --config FILE --shard N --join ENDPOINT' (N: the next\n"
+                   "index, the number of shards so far). Shard 0's tables are declared there,\n"
+                   "every shard takes the slot map that names it, and live moves give it slots\n"
+                   "until the rows are even within +-PCT %% (default 10), then an even share of\n"
+                   "each dense table (moves of dense ranges, 'zepsctl shards move --dense'; not\n"
+                   "under bsp). Any mode, one replica per shard (docs/elastic.md).\n"
+                   "\n"
+                   "Exit status: 0 added and balanced; 1 a step failed (the steps before it\n"
+                   "stand, said so); 2 bad usage or refused (nothing changed).\n");
     else
         fprintf(f, "usage: zepsctl shards remove K --config FILE [move options of 'zepsctl shards "
                    "move']\n"
@@ -159,8 +159,7 @@ static int mode_refused(zp_mover *m, const char *cmd)
         fprintf(stderr,
                 "zepsctl shards %s: shards of %u replicas under '%s', which holds pushes in "
                 "rounds: not built (docs/elastic.md, \"What is built\"); nothing changed\n",
-                cmd, rep->stats->replicas,
-                rep->stats->consistency ? rep->stats->consistency : "?");
+                cmd, rep->stats->replicas, rep->stats->consistency ? rep->stats->consistency : "?");
         rc = ZP_EXIT_SETUP;
     } else if (rep->stats->replicas > 1 && strcmp(cmd, "add") == 0) {
         fprintf(stderr,

@@ -487,22 +487,8 @@ static void refuse_parked_pulls(zp_server *s)
         if (t->rows || !zp_dmove_moving(s, t))
             continue;
         zp_parked *p;
-        while ((p = zp_parked_pop(&t->parked))) {
-            Zeps__Header req;
-            zeps__header__init(&req);
-            req.op = ZEPS__OP__PULL;
-            req.req_id = p->req_id;
-            req.rank = p->rank;
-            req.seq = p->seq;
-            req.table = t->id;
-            req.count = p->count;
-            zp_dense_piece at;
-            zp_slotmap_dense_find(s->slots, t->name, t->length, p->offset, &at);
-            zp_owner_refuse_dense(s, &p->identity, &req, t->name, p->offset, &at);
-            if (p->rank < (uint32_t)s->nworkers && s->workers.w[p->rank].parked > 0)
-                s->workers.w[p->rank].parked--;
-            zp_parked_free(p);
-        }
+        while ((p = zp_parked_pop(&t->parked)))
+            zp_owner_refuse_parked_pull(s, t, p);
     }
 }
 

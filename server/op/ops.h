@@ -39,6 +39,12 @@ void zp_owner_on_slots(zp_server *s, zp_request *r);
 void zp_owner_refuse_dense(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
                            const char *name, uint64_t at, const zp_dense_piece *p);
 
+/* A pull parked on dense record t whose range no piece here holds whole
+ * any more (a cut, or a move of its piece): zp_owner_refuse_dense by the
+ * shard's map; p (taken off t's list by the caller) is freed. */
+struct zp_parked;
+void zp_owner_refuse_parked_pull(zp_server *s, const zp_table *t, struct zp_parked *p);
+
 /* pieces.c: the pieces of dense tables placed by range (docs/elastic.md,
  * "Dense tables by range"). The pieces map m gives this shard of table
  * `name` into a new array *out (the caller frees it), one empty piece if

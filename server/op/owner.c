@@ -218,9 +218,7 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
     return 0;
 }
 
-/* A pull parked on dense record t whose range no piece here holds whole
- * any more (a cut): EMOVED with the map; p is freed. */
-static void refuse_parked_pull(zp_server *s, const zp_table *t, zp_parked *p)
+void zp_owner_refuse_parked_pull(zp_server *s, const zp_table *t, zp_parked *p)
 {
     Zeps__Header req;
     zeps__header__init(&req);
@@ -264,7 +262,7 @@ void zp_owner_on_slots(zp_server *s, zp_request *r)
     zp_slotmap *old = s->slots;
     s->slots = next; /* the shard owns it */
     if (!commit)     /* dense pieces placed otherwise, nothing written given away */
-        zp_pieces_rebuild(s, old, refuse_parked_pull);
+        zp_pieces_rebuild(s, old, zp_owner_refuse_parked_pull);
     zp_slotmap_destroy(&old);
     zp_move_map_taken(s); /* the commit: a dense move's pieces join the tables */
     zp_reply_ok(s, r->identity, h, 0);

@@ -147,6 +147,24 @@ static uint64_t moved_map(const char *set, const uint64_t *ids, size_t n, zp_slo
     return moved;
 }
 
+/* The map moving shard 0's slots below 2048 to shard 1 (*next, the
+ * caller's) and the first of the oracle's ids it moves. */
+static uint64_t moving_id(zp_slotmap **next)
+{
+    static uint64_t ids[NIDS];
+    zt_move_ids(ids, NIDS, 0);
+    zp_slotmap *d = NULL;
+    ck_assert_uint_gt(moved_map("0-2047", ids, NIDS, next), 0);
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    uint64_t id = 0;
+    for (int i = 0; i < NIDS && !id; i++)
+        if (zp_slotmap_owner(*next, ids[i]) == 1 && zp_slotmap_owner(d, ids[i]) == 0)
+            id = ids[i];
+    zp_slotmap_destroy(&d);
+    ck_assert_uint_ne(id, 0);
+    return id;
+}
+
 /* Every shard's primary holds the map of epoch `epoch` and exactly the
  * rows of ids[0..n) that `map` gives it. */
 static void check_placed(const rcl *c, const uint64_t *ids, size_t n, const zp_slotmap *map,
@@ -252,17 +270,8 @@ START_TEST(test_parked_push_not_logged)
 {
     rcl c;
     rcl_up(&c, "mvpark", "");
-    static uint64_t ids[NIDS];
-    zt_move_ids(ids, NIDS, 0);
-    zp_slotmap *next = NULL, *d = NULL;
-    ck_assert_uint_gt(moved_map("0-2047", ids, NIDS, &next), 0);
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    uint64_t id = 0;
-    for (int i = 0; i < NIDS && !id; i++)
-        if (zp_slotmap_owner(next, ids[i]) == 1 && zp_slotmap_owner(d, ids[i]) == 0)
-            id = ids[i];
-    zp_slotmap_destroy(&d);
-    ck_assert_uint_ne(id, 0);
+    zp_slotmap *next = NULL;
+    uint64_t id = moving_id(&next);
     zeps_client *w = zt_client(&c.cl, 1);
     uint32_t t = zt_move_declare(w);
     step_ok(&c, 0, 1, ZP_MOVE_BEGIN, next);
@@ -301,15 +310,8 @@ START_TEST(test_late_copy_after_abort)
 {
     rcl c;
     rcl_up(&c, "mvlate", "");
-    static uint64_t ids[NIDS];
-    zt_move_ids(ids, NIDS, 0);
-    zp_slotmap *next = NULL, *d = NULL;
-    ck_assert_uint_gt(moved_map("0-2047", ids, NIDS, &next), 0);
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    uint64_t id = 0;
-    for (int i = 0; i < NIDS && !id; i++)
-        if (zp_slotmap_owner(next, ids[i]) == 1 && zp_slotmap_owner(d, ids[i]) == 0)
-            id = ids[i];
+    zp_slotmap *next = NULL;
+    uint64_t id = moving_id(&next);
     zeps_client *w = zt_client(&c.cl, 0);
     uint32_t t = zt_move_declare(w);
     void *zctx = zmq_ctx_new(), *sock = zt_move_raw_worker(zctx, &c.cl, 0, 1, 0x53);
@@ -325,7 +327,6 @@ START_TEST(test_late_copy_after_abort)
     ck_assert_msg(row[0] == 1.0f, "the push is applied %g times on the new primary", row[0]);
     zeps_client_destroy(&w);
     zp_slotmap_destroy(&next);
-    zp_slotmap_destroy(&d);
     rcl_down(&c);
 }
 END_TEST

@@ -16,4 +16,4 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/zeps-elastic-ctr-XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 "$bin/zepsctl" gen-criteo --out "$dir/data" --train 100000 --test 10000 --seed 3 >/dev/null
 ZEPS_CTR_DATA=$dir/data /usr/bin/python3 "$src/tests/bench/bench_elastic.py" --bin "$bin" \
-    --dir "$dir/runs" --epochs 40 --before 1.5 --gap 1.5 --no-baseline --no-raw --check
+    --dir "$dir/runs" --epochs 100 --before 1.5 --gap 1.5 --no-baseline --no-raw --check

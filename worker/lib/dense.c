@@ -68,11 +68,12 @@ static int start_ranged(zeps_client *c, int op, uint32_t table, float *dst, cons
         uint64_t lo = offset > pc[i].lo ? offset : pc[i].lo;
         uint64_t hi = offset + count < pc[i].hi ? offset + count : pc[i].hi;
         if (lo < hi && (hi - lo) * sizeof(float) + 1024 > limit) {
+            int owner = pc[i].owner; /* named after pc is freed */
             free(pc);
             return zp_fail(c, ZEPS_ETOOBIG,
                            "a push of %" PRIu64 " bytes to shard %d of table '%s' exceeds "
                            "max_message_mb (%" PRIu64 " bytes)",
-                           (hi - lo) * (uint64_t)sizeof(float), pc[i].owner, ti->name, limit);
+                           (hi - lo) * (uint64_t)sizeof(float), owner, ti->name, limit);
         }
     }
     /* a compressed pull is of the whole table into a buffer that holds the

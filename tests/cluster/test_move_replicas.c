@@ -26,7 +26,8 @@
  *     commit, and holds the moved rows when elected;
  *   - test_source_killed_in_cutover, test_target_killed_in_cutover: the
  *     source's or the target's primary killed in the cut-over with the
- *     workers' pushes of the moving slots parked: nothing lost, nothing
+ *     workers' pushes of the moving slots parked (checked: no shard
+ *     applies a push for 300 ms before the kill): nothing lost, nothing
  *     applied twice, the map unchanged;
  *   - test_late_copy_after_abort: a late copy of a push parked and
  *     answered EMOVED at the abort is a duplicate on the primary and is
@@ -36,6 +37,7 @@
  *     killed: nothing lost, and a new client does not wait for shard 1.
  */
 #include <check.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,19 +188,38 @@ static void check_placed(const rcl *c, const uint64_t *ids, size_t n, const zp_s
 }
 
 /* Wait until shard 0's table has at least n pushes. */
+/* The pushes shard k's primary applied to table 0 (STATS). */
+static uint64_t pushes_at(zeps_client *t, int k)
+{
+    Zeps__ShardStats *st = zt_stats(t, k);
+    ck_assert_ptr_nonnull(st);
+    uint64_t p = st->n_tables > 0 ? st->tables[0]->pushes : 0;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return p;
+}
+
 static void wait_pushes(const rcl *c, uint64_t n)
 {
     zeps_client *t = zt_move_tool(&c->cl);
-    for (int i = 0; i < 600; i++) {
-        Zeps__ShardStats *st = zt_stats(t, 0);
-        ck_assert_ptr_nonnull(st);
-        uint64_t p = st->n_tables > 0 ? st->tables[0]->pushes : 0;
-        zeps__shard_stats__free_unpacked(st, NULL);
-        if (p >= n)
-            break;
+    for (int i = 0; i < 600 && pushes_at(t, 0) < n; i++)
         usleep(50 * 1000);
-    }
     zeps_client_destroy(&t);
+}
+
+/* Every worker waits on a parked push: neither shard applies one in
+ * 300 ms (each worker's push spans both shards and blocks until every
+ * piece is answered). */
+static void check_all_parked(const rcl *c)
+{
+    zeps_client *t = zt_move_tool(&c->cl);
+    uint64_t before = pushes_at(t, 0) + pushes_at(t, 1);
+    usleep(300 * 1000);
+    uint64_t after = pushes_at(t, 0) + pushes_at(t, 1);
+    zeps_client_destroy(&t);
+    ck_assert_msg(after == before,
+                  "pushes went on in the cut-over (%" PRIu64 " -> %" PRIu64
+                  "): not every worker's push was parked",
+                  before, after);
 }
 
 START_TEST(test_commit_survives_failovers)
@@ -473,6 +494,7 @@ static void killed_in_cutover(int victim)
     step_ok(&c, 1, 0, ZP_MOVE_IMPORT, next);
     step_ok(&c, 0, 1, ZP_MOVE_FREEZE, NULL);
     usleep(300 * 1000); /* every worker's push parked at the source */
+    check_all_parked(&c);
     fail_over(&c, victim);
     step_ok(&c, 1 - victim, victim, ZP_MOVE_ABORT, NULL); /* the survivor's part */
     usleep(500 * 1000);                                   /* the workers push on */

@@ -13,8 +13,9 @@
  * test_add_remove_bits: the job on two shards; after clock 10 a third
  * shard starts with --join and `zepsctl shards add` gives it a third of
  * the rows by live moves; then `zepsctl shards remove 2` moves them back,
- * `zepsctl shards retire 2`, and shard 2 is stopped once every worker
- * clocked twice since (under bsp CLOCK goes to every live shard); the
+ * `zepsctl shards retire 2`, which waits until every worker clocked
+ * twice since (under bsp CLOCK goes to every live shard), and shard 2 is
+ * stopped as soon as it returns; the
  * job goes on three more clocks. The workers run at most 100 clocks past
  * the test's last look (<dir>/limit), so every move runs mid-job, among
  * the job's 600 clocks. Then every row's record (values, adagrad state,
@@ -273,6 +274,53 @@ static long handed(const zt_cluster *cl, const char *name)
     return sum;
 }
 
+/* Hold every worker before its next clock: the limit at two clocks
+ * on, a worker already past it stopping where it is. Returns the
+ * slowest worker's clock once no worker moves. */
+static int64_t hold_workers(const zt_cluster *cl, zeps_client *tl)
+{
+    int64_t at = min_clock(tl, 0) + 2, seen = -1;
+    limit_write(cl, at);
+    for (int i = 0; i < 600 && (at = min_clock(tl, 0)) != seen; i++) {
+        seen = at;
+        usleep(200 * 1000);
+    }
+    ck_assert_int_eq(min_clock(tl, 0), seen);
+    return seen;
+}
+
+/* `zepsctl shards retire 2` with every worker held: under bsp it waits
+ * for two clocks of each, so with --clock-wait-s 1 it gives up (exit 1,
+ * saying why; shard 2 is retired all the same); run again it says
+ * "retired already", waits again (still running after 500 ms), and
+ * returns once the workers ran on (each has then learned the map and
+ * sends shard 2 no CLOCK: the caller stops it at once). */
+static void retire_waits(const zt_cluster *cl, zeps_client *tl)
+{
+    int64_t at = hold_workers(cl, tl);
+    char bin[512], log[400];
+    zt_bin("zepsctl", bin, sizeof(bin));
+    snprintf(log, sizeof(log), "%s/retire.log", cl->dir);
+    char *first[] = {"shards",         "retire",         "2", "--config",
+                     (char *)cl->conf, "--clock-wait-s", "1", NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, first), 1);
+    zt_move_print_file(log);
+    ck_assert(zt_move_file_has(log, "did not clock twice within 1 s"));
+    char *argv[] = {bin, "shards", "retire", "2", "--config", (char *)cl->conf, NULL};
+    pid_t pid = zt_spawn(bin, argv, log);
+    ck_assert_int_gt(pid, 0);
+    usleep(500 * 1000);
+    ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0,
+                  "shards retire returned before any worker clocked since");
+    limit_write(cl, at + AHEAD);
+    int st = zt_wait(pid, 120);
+    zt_move_print_file(log);
+    ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ck_assert(zt_move_file_has(log, "shards retire: shard 2 is retired already; under bsp"));
+    ck_assert(zt_move_file_has(log, "shards retire: every worker clocked twice since"));
+    ck_assert_int_ge(min_clock(tl, 0), at + 2);
+}
+
 /* The job with shard 2 added after clock 10, then removed, retired and
  * stopped: its rows into *rows, their count; *held the held pushes the
  * moves handed over. */
@@ -297,10 +345,7 @@ static size_t with_moves(bool slow, uint8_t **rows, long *held)
     char *rm[] = {"shards", "remove", "2", "--config", cl.conf, "--threshold", "16", NULL};
     wait_clock(&cl, tl, -1);
     ck_assert_int_eq(zepsctl(&cl, "remove", rm), 0);
-    char *ret[] = {"shards", "retire", "2", "--config", cl.conf, NULL};
-    wait_clock(&cl, tl, -1);
-    ck_assert_int_eq(zepsctl(&cl, "retire", ret), 0);
-    wait_clock(&cl, tl, min_clock(tl, 0) + 2); /* every worker learned the map retiring shard 2 */
+    retire_waits(&cl, tl);
     int ks = zt_server_kill(&cl, 2, SIGTERM);
     ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
     wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* the job goes on without shard 2 */

@@ -479,11 +479,12 @@ static int remove_shard(zp_mover *m, const el_opts *o)
         rc = ZP_EXIT_FAILED;
     }
     if (rc == 0)
-        printf("shards remove: shard %lld owns 0 slots and 0 rows: the running workers send it "
-               "nothing more (no CLOCK outside bsp), so it can be stopped (under bsp: once "
-               "retired: 'zepsctl shards retire' says when); a client that starts later says HELLO "
-               "to it until 'zepsctl shards retire %lld' (docs/elastic.md, \"Removing a "
-               "shard\")\n",
+        printf("shards remove: shard %lld owns 0 slots and 0 rows: a running worker sends it "
+               "nothing more once it holds the new map (from its next CLOCK's answer: no CLOCK "
+               "goes there after that outside bsp), so stop it once no worker's clock moves "
+               "there ('zepsctl stats'; under bsp: once 'zepsctl shards retire' says so); a "
+               "client that starts later says HELLO to it until 'zepsctl shards retire %lld' "
+               "(docs/elastic.md, \"Removing a shard\")\n",
                k, k);
     return rc;
 }

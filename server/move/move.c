@@ -182,12 +182,9 @@ bool zp_move_has(const zp_move *m, uint64_t id)
 static zp_idset *dirty_of(zp_move *m, uint32_t i)
 {
     if (i >= m->ntables) {
-        uint32_t n = i + 1;
-        m->dirty = zp_alloc_resize(m->dirty, n * sizeof(zp_idset));
-        m->round = zp_alloc_resize(m->round, n * sizeof(zp_move_round));
-        memset(m->dirty + m->ntables, 0, (n - m->ntables) * sizeof(zp_idset));
-        memset(m->round + m->ntables, 0, (n - m->ntables) * sizeof(zp_move_round));
-        m->ntables = n;
+        m->dirty = zp_alloc_grow(m->dirty, m->ntables, i + 1, sizeof(zp_idset));
+        m->round = zp_alloc_grow(m->round, m->ntables, i + 1, sizeof(zp_move_round));
+        m->ntables = i + 1;
     }
     return &m->dirty[i];
 }

@@ -60,6 +60,7 @@
 #include "move_fixture.h"
 #include "now.h"
 #include "rawreq.h"
+#include "slot_ids.h"
 #include "slotmap.h"
 #include "wire.h"
 #include "zeps.h"
@@ -250,15 +251,6 @@ static size_t baseline(uint8_t **rows)
     return n;
 }
 
-static int zepsctl(const zt_cluster *cl, const char *name, char **args)
-{
-    char log[400];
-    snprintf(log, sizeof(log), "%s/%s.log", cl->dir, name);
-    int st = zt_move_zepsctl(log, args);
-    zt_move_print_file(log);
-    return st;
-}
-
 /* Held pushes handed over by the moves of a log (its cut-over lines). */
 static long handed(const zt_cluster *cl, const char *name)
 {
@@ -337,14 +329,14 @@ static size_t with_moves(bool slow, uint8_t **rows, long *held)
     zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
     ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
     char *add[] = {"shards", "add", ep, "--config", cl.conf, "--threshold", "16", NULL};
-    ck_assert_int_eq(zepsctl(&cl, "add", add), 0);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "add", add), 0);
     zeps_client_destroy(&tl);
     tl = zt_move_tool(&cl); /* knows shard 2 */
     ck_assert_uint_gt(zt_move_rows(tl, 2, NULL), N / 5);
     wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* rounds close with shard 2 in the job */
     char *rm[] = {"shards", "remove", "2", "--config", cl.conf, "--threshold", "16", NULL};
     wait_clock(&cl, tl, -1);
-    ck_assert_int_eq(zepsctl(&cl, "remove", rm), 0);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "remove", rm), 0);
     retire_waits(&cl, tl);
     int ks = zt_server_kill(&cl, 2, SIGTERM);
     ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
@@ -463,18 +455,6 @@ static void relay(void *src, void *dst, uint64_t *rows, uint64_t *records)
     }
 }
 
-/* An id of slot `slot` under the default map of 3 shards, past `after`. */
-static uint64_t id_in_slot(uint32_t slot, uint64_t after)
-{
-    zp_slotmap *d = NULL;
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
-    uint64_t id = after + 1;
-    while (zp_slotmap_slot_of(d, id) != slot)
-        id++;
-    zp_slotmap_destroy(&d);
-    return id;
-}
-
 /* Two bsp workers, three shards, and the move of slot 0 from shard 0 to
  * shard 2 begun (BEGIN, IMPORT, the first pages copied): a tool's
  * sockets to both, the map's wire form, the table. */
@@ -540,7 +520,7 @@ START_TEST(test_round_closed_in_cutover)
 {
     static steps st;
     steps_begin(&st);
-    uint64_t x = id_in_slot(0, 0), rows = 0, records = 0;
+    uint64_t x = zt_slot_id_in(3, 0, 0), rows = 0, records = 0;
     float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
     ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0);
     ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0);
@@ -573,7 +553,7 @@ END_TEST
  * moving slots, a record cut short, a rank outside the cluster. */
 static void held_put_refused(steps *st, uint64_t in_m)
 {
-    uint64_t rec[5] = {0, 0, 1, id_in_slot(1, 0), 0}; /* rank 0, clock 0, 1 row, g 0 */
+    uint64_t rec[5] = {0, 0, 1, zt_slot_id_in(3, 1, 0), 0}; /* rank 0, clock 0, 1 row, g 0 */
     Zeps__Header h;
     zeps__header__init(&h);
     h.version = ZP_PROTOCOL_VERSION;
@@ -599,7 +579,7 @@ START_TEST(test_abort_gives_back)
 {
     static steps st;
     steps_begin(&st);
-    uint64_t z = id_in_slot(0, 0), rows = 0, records = 0;
+    uint64_t z = zt_slot_id_in(3, 0, 0), rows = 0, records = 0;
     float g0[2] = {1, 1}, got[2];
     ck_assert_int_eq(zeps_spull(st.c0, st.t, &z, 1, got, 0), 0);
     ck_assert_int_eq(zeps_spush(st.c0, st.t, &z, 1, g0, 0), 0); /* held */
@@ -630,7 +610,7 @@ START_TEST(test_steps)
 {
     static steps st;
     steps_begin(&st);
-    uint64_t x = id_in_slot(0, 0), y = id_in_slot(0, x), rows = 0, records = 0;
+    uint64_t x = zt_slot_id_in(3, 0, 0), y = zt_slot_id_in(3, 0, x), rows = 0, records = 0;
     float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
     ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0); /* X's row is made */
     ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0);

@@ -401,11 +401,7 @@ static Zeps__Header *step_to(void *sock, uint32_t step, uint32_t peer, const Zep
                              const void *data, size_t len, zmq_msg_t *page)
 {
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__MOVE;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
+    zt_raw_tool_header(&h, ZEPS__OP__MOVE);
     h.move_step = step;
     h.move_peer = peer;
     if (like) { /* a PUT of the page `like` answered */
@@ -555,11 +551,7 @@ static void held_put_refused(steps *st, uint64_t in_m)
 {
     uint64_t rec[5] = {0, 0, 1, zt_slot_id_in(3, 1, 0), 0}; /* rank 0, clock 0, 1 row, g 0 */
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__MOVE;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
+    zt_raw_tool_header(&h, ZEPS__OP__MOVE);
     h.move_step = ZP_MOVE_PUT;
     h.move_peer = 0;
     h.move_table = "emb";

@@ -20,7 +20,8 @@
  * test_rows_left: each page of ROWS says how many rows are left to send.
  * test_import_counted: the target's commit says the rows and bytes it took.
  * test_held_page_room: under bsp, a page of the pushes a source hands over
- * (handover.c) takes every record that fits its room, to the byte.
+ * (handover.c) takes every record that fits its room, to the byte, and
+ * at least one.
  * test_held_drop_frees: a target's drop of the held pushes of the moving
  * slots frees them (the heap stays flat over 2,000 drops).
  */
@@ -467,9 +468,10 @@ END_TEST
  * padded to 8). */
 #define REC1 ((ZP_HANDOVER_HEAD + 8 + 4 * DIM + 7) & ~7u)
 
-/* Under bsp, three pushes of a moving row held at the source (ranks 0, 1,
- * 0, clock 0) are taken at the freeze as three records; a page's room one
- * byte short of two records holds one, a room of exactly two holds both. */
+/* Under bsp, four pushes of a moving row held at the source (ranks 0, 1,
+ * 0, 1, clock 0) are taken at the freeze as four records, paged in the
+ * order held: a room smaller than one record still takes that one, a room
+ * one byte short of two records takes one, a room of exactly two both. */
 START_TEST(test_held_page_room)
 {
     zt_shard *z = zt_shard_start(zt_config("bsp", 2, 2), 0);
@@ -479,31 +481,28 @@ START_TEST(test_held_page_room)
     uint64_t id;
     ids_on(&id, 1, 0, 1);
     float g[DIM] = {1, 2, 3};
-    const uint32_t ranks[3] = {0, 1, 0};
-    for (int k = 0; k < 3; k++) {
-        ck_assert_int_eq(zt_spush(z, ranks[k], t, &id, 1, g, DIM, NULL), 1);
+    for (uint32_t k = 0; k < 4; k++) {
+        ck_assert_int_eq(zt_spush(z, k % 2, t, &id, 1, g, DIM, NULL), 1);
         ck_assert_int_eq(zt_last(z)->h->error, 0);
     }
     zp_slotmap *next = move_map(id);
     ck_assert_int_eq(step(z, ZP_MOVE_BEGIN, 1, next, 0)->h->error, 0);
     ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
-    ck_assert_uint_eq(zp_handover_left(z->s), 3);
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    zp_table *tab = NULL;
-    ck_assert_uint_eq(zp_handover_page(z->s, 2 * REC1 - 1, &buf, &len, &tab), 1);
-    ck_assert_uint_eq(len, REC1);
-    ck_assert_ptr_eq(tab, z->s->tables[t]);
-    free(buf);
-    ck_assert_uint_eq(zp_handover_page(z->s, 2 * REC1, &buf, &len, &tab), 2);
-    ck_assert_uint_eq(len, 2 * REC1);
-    uint32_t rank;
-    memcpy(&rank, buf + REC1, 4); /* the second record is the third push's */
-    ck_assert_uint_eq(rank, 0);
-    free(buf);
+    ck_assert_uint_eq(zp_handover_left(z->s), 4);
+    const uint64_t room[3] = {REC1 - 1, 2 * REC1 - 1, 2 * REC1}, want[3] = {1, 1, 2};
+    for (int k = 0; k < 3; k++) {
+        uint8_t *buf = NULL;
+        size_t len = 0;
+        zp_table *tab = NULL;
+        ck_assert_uint_eq(zp_handover_page(z->s, room[k], &buf, &len, &tab), want[k]);
+        ck_assert_uint_eq(len, want[k] * REC1);
+        ck_assert_ptr_eq(tab, z->s->tables[t]);
+        uint32_t rank;
+        memcpy(&rank, buf + len - REC1, 4); /* the last push paged so far: its rank */
+        ck_assert_uint_eq(rank, (uint32_t)(k == 2 ? 3 : k) % 2);
+        free(buf);
+    }
     ck_assert_uint_eq(zp_handover_left(z->s), 0);
-    ck_assert_uint_eq(zp_handover_page(z->s, 2 * REC1, &buf, &len, &tab), 0);
-    ck_assert_ptr_null(buf);
     ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
     zp_slotmap_destroy(&next);
     zt_shard_free(z);

@@ -5,7 +5,8 @@
  * trips and a bad one is refused; a map naming shards joined at run time
  * carries their endpoints, and a default map travels as before; dense
  * tables by range: default pieces, moved ranges cutting pieces, the dense
- * list's wire form and its refusals.
+ * list's wire form (two tables in the order of their names) and its
+ * refusals.
  */
 #include <check.h>
 #include <stdio.h>
@@ -489,6 +490,37 @@ START_TEST(test_dense_wire_refusals)
 }
 END_TEST
 
+/* Two dense tables travel in the order of their names and come back both;
+ * a list naming one twice, or out of order, is refused. */
+START_TEST(test_dense_wire_two_tables)
+{
+    zp_slotmap *d = NULL, *m1 = NULL, *m2 = NULL, *back = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "b", 100, 0, 10, 1, &m1, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(m1, "a", 100, 0, 10, 1, &m2, err, sizeof(err)), 0);
+    size_t n = zp_slotmap_wire_size(m2);
+    unsigned char *buf = malloc(n);
+    zp_slotmap_encode(m2, buf);
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), 0);
+    ck_assert_uint_eq(zp_densemap_count(zp_slotmap_dense(back)), 2);
+    zp_dense_piece p;
+    ck_assert_uint_eq(zp_slotmap_dense_find(back, "b", 100, 9, &p), 0);
+    ck_assert(p.lo == 0 && p.hi == 10 && p.owner == 1);
+    zp_slotmap_destroy(&back);
+    size_t name0 = 16 + 2 * 4096 + 4 + 4 + 4 + 2, name1 = name0 + 1 + 8 + 4 + 3 * 10 + 2;
+    ck_assert(buf[name0] == 'a' && buf[name1] == 'b');
+    buf[name1] = 'a';
+    dense_refused(buf, n, "dense table 'a' of the map is out of order");
+    buf[name0] = 'c';
+    dense_refused(buf, n, "dense table 'a' of the map is out of order");
+    free(buf);
+    zp_slotmap_destroy(&m2);
+    zp_slotmap_destroy(&m1);
+    zp_slotmap_destroy(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("slotmap");
@@ -503,6 +535,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_retired_wire);
     tcase_add_test(tc, test_dense_pieces);
     tcase_add_test(tc, test_dense_wire_refusals);
+    tcase_add_test(tc, test_dense_wire_two_tables);
     suite_add_tcase(s, tc);
     return s;
 }

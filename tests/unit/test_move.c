@@ -24,6 +24,9 @@
  * at least one.
  * test_held_drop_frees: a target's drop of the held pushes of the moving
  * slots frees them (the heap stays flat over 2,000 drops).
+ * test_dense_parked_once: a dense move's cut-over parks each write of its
+ * pieces once (dmove.c): a resend is not parked again, and is answered
+ * with the first at the abort.
  */
 #include <check.h>
 #include <malloc.h>
@@ -540,6 +543,51 @@ START_TEST(test_held_drop_frees)
 }
 END_TEST
 
+/* A PUSH of elements [0, 4) of dense table `t` from rank 0 with seq `seq`
+ * (req_id: the next); the replies it produced. */
+static int dense_push(zt_shard *z, uint32_t t, uint64_t seq)
+{
+    const float g[4] = {1, 1, 1, 1};
+    Zeps__Header h = zt_header(z, ZEPS__OP__PUSH, 0);
+    h.seq = seq;
+    h.table = t;
+    h.count = 4;
+    return zt_send(z, &h, g, sizeof(g));
+}
+
+/* A dense move's cut-over parks the writes of its pieces once each: two
+ * pushes of one worker (seqs 1, 2) are both parked, the resend of the
+ * first is not parked again, and the abort answers each of the two once,
+ * with EMOVED naming the source. */
+START_TEST(test_dense_parked_once)
+{
+    zt_shard *z = zt_shard_start(zt_config("async", 1, 2), 0);
+    zt_hello(z, 0);
+    uint32_t t = zt_declare(z, 0, "w", 100, 1.0);
+    zp_slotmap *d = NULL, *next = NULL;
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", 100, 0, 50, 1, &next, err, sizeof(err)), 0);
+    ck_assert_int_eq(step(z, ZP_MOVE_BEGIN, 1, next, 0)->h->error, 0);
+    ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(dense_push(z, t, 1), 0);
+    ck_assert_int_eq(dense_push(z, t, 2), 0);
+    ck_assert_int_eq(dense_push(z, t, 1), 0); /* a resend of seq 1 */
+    ck_assert_uint_eq(z->s->move->nparked, 2);
+    int before = z->n;
+    ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(z->n - before, 3); /* the two parked, then ABORT's */
+    for (int k = 0; k < 2; k++) {
+        const Zeps__Header *h = z->r[before + k].h;
+        ck_assert_int_eq(h->error, ZEPS_EMOVED);
+        ck_assert_uint_eq(h->seq, (uint64_t)k + 1);
+    }
+    zp_slotmap_destroy(&next);
+    zp_slotmap_destroy(&d);
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("move");
@@ -553,6 +601,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_import_counted);
     tcase_add_test(tc, test_held_page_room);
     tcase_add_test(tc, test_held_drop_frees);
+    tcase_add_test(tc, test_dense_parked_once);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -163,7 +163,8 @@ START_TEST(test_wire)
 END_TEST
 
 /* A map that names shards joined at run time: their endpoints travel
- * after the owners; a map of the base shards travels as before, byte for
+ * after the owners (and only theirs: none for a base shard or one past
+ * the last); a map of the base shards travels as before, byte for
  * byte; a list that does not fit is refused. */
 START_TEST(test_joined_wire)
 {
@@ -195,6 +196,8 @@ START_TEST(test_joined_wire)
     ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), 0);
     ck_assert_str_eq(zp_slotmap_endpoint(back, 2), "tcp://10.0.0.3:7000");
     ck_assert_str_eq(zp_slotmap_endpoint(back, 3), "tcp://10.0.0.4:7000");
+    ck_assert_ptr_null(zp_slotmap_endpoint(back, 4)); /* one past the last shard: none */
+    ck_assert_ptr_null(zp_slotmap_endpoint(back, 1)); /* a base shard: its own config's */
     ck_assert_int_eq(zp_slotmap_slot_owner(back, 5), 3);
     ck_assert_uint_eq(zp_slotmap_count(back, 3), 2);
     zp_slotmap_destroy(&back);

@@ -21,7 +21,8 @@
  *     attached again to the next batched push;
  *   - a backup being sent the whole state stops following with its
  *     transfer ended when the replica is deposed;
- *   - a request the primary refuses is not logged.
+ *   - a request the primary refuses is not logged;
+ *   - the frames of batched requests are all released with the shard.
  */
 #include <check.h>
 #include <stdio.h>
@@ -336,6 +337,46 @@ START_TEST(test_refused_not_logged)
 }
 END_TEST
 
+static int frames_freed;
+
+static void count_free(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+    frames_freed++;
+}
+
+/* Ten sparse pushes held for a round (batched), each with a payload
+ * frame of its own: every frame the log took is released by the time the
+ * shard is freed (the log keeps copies, never the request's frames). */
+START_TEST(test_batched_frames_released)
+{
+    primary p;
+    primary_up(&p, 1);
+    zp_server *s = p.z->s;
+    frames_freed = 0;
+    for (uint64_t seq = 1; seq <= 10; seq++) {
+        Zeps__Header h;
+        zeps__header__init(&h);
+        h.version = ZP_PROTOCOL_VERSION;
+        h.op = ZEPS__OP__PUSH;
+        h.seq = seq;
+        zmq_msg_t f[2];
+        zmq_msg_init_size(&f[0], zeps__header__get_packed_size(&h));
+        zeps__header__pack(&h, zmq_msg_data(&f[0]));
+        zmq_msg_init_data(&f[1], calloc(1, 256), 256, count_free, NULL);
+        ck_assert(zp_rlog_begin(s, f, 2, &p.id, &h));
+        zmq_msg_close(&f[0]);
+        zmq_msg_close(&f[1]);
+        zp_rnote_round_sparse(s, 0, 1, 64);
+        zp_rlog_end(s);
+    }
+    ck_assert_uint_gt(s->repl.batch.n, 0);
+    primary_down(&p);
+    ck_assert_int_eq(frames_freed, 10);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rlog");
@@ -347,6 +388,7 @@ int main(void)
     tcase_add_test(tc, test_rows_logged_alone_forgotten);
     tcase_add_test(tc, test_off_ends_transfer);
     tcase_add_test(tc, test_refused_not_logged);
+    tcase_add_test(tc, test_batched_frames_released);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

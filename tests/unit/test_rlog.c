@@ -18,7 +18,11 @@
  *   - a shard that logs nothing (one replica, or not the primary) asks
  *     the loop for no replication wake-up;
  *   - the rows of sparse rounds a request logged alone closed are not
- *     attached again to the next batched push.
+ *     attached again to the next batched push;
+ *   - a backup being sent the whole state stops following with its
+ *     transfer ended when the replica is deposed;
+ *   - a request the primary refuses is not logged;
+ *   - the frames of batched requests are all released with the shard.
  */
 #include <check.h>
 #include <stdio.h>
@@ -288,6 +292,91 @@ START_TEST(test_rows_logged_alone_forgotten)
 }
 END_TEST
 
+/* A backup being sent the whole state stops following when this replica
+ * is no longer the primary: its transfer ends with it (no writer child,
+ * no state file, no bytes kept for a link that is gone). */
+START_TEST(test_off_ends_transfer)
+{
+    primary p;
+    primary_up(&p, 1);
+    zp_server *s = p.z->s;
+    log_entries(&p, 2);
+    follow(&p, 2, 1, 0x5eed); /* another log's entry 2: the whole state */
+    const zp_repl_follower *f = &s->repl.followers[1];
+    ck_assert(f->on && f->xfer.phase != ZP_XFER_NONE);
+    s->role.kind = ZP_ROLE_BACKUP; /* deposed */
+    zp_rlog_pump(s);
+    ck_assert(!f->on);
+    ck_assert_int_eq(f->xfer.phase, ZP_XFER_NONE);
+    ck_assert_int_eq(f->xfer.pid, 0);
+    ck_assert_str_eq(f->xfer.path, "");
+    ck_assert_ptr_null(f->xfer.data);
+    primary_down(&p);
+}
+END_TEST
+
+/* A request the primary refuses (a PUSH to a table it does not have) is
+ * not logged: only the HELLO before it is, and the backup is sent that
+ * one alone. */
+START_TEST(test_refused_not_logged)
+{
+    primary p;
+    primary_up(&p, 1);
+    zp_server *s = p.z->s;
+    follow(&p, 0, 0, 0);
+    Zeps__Header h = zt_header(p.z, ZEPS__OP__HELLO, 0);
+    zt_send(p.z, &h, NULL, 0);
+    ck_assert_uint_eq(s->repl.lsn, 1);
+    const float g[2] = {1, 1};
+    zt_push(p.z, 0, 7, 0, g, 2, 0, 0); /* its ERROR goes out through the ROUTER */
+    ck_assert_uint_eq(s->repl.lsn, 1);
+    ck_assert_uint_eq(zp_rlog_held_count(&s->repl), 0);
+    ck_assert_uint_eq(next_entry(&p), 1);
+    ck_assert_uint_eq(next_entry(&p), 0);
+    primary_down(&p);
+}
+END_TEST
+
+static int frames_freed;
+
+static void count_free(void *data, void *hint)
+{
+    (void)hint;
+    free(data);
+    frames_freed++;
+}
+
+/* Ten sparse pushes held for a round (batched), each with a payload
+ * frame of its own: every frame the log took is released by the time the
+ * shard is freed (the log keeps copies, never the request's frames). */
+START_TEST(test_batched_frames_released)
+{
+    primary p;
+    primary_up(&p, 1);
+    zp_server *s = p.z->s;
+    frames_freed = 0;
+    for (uint64_t seq = 1; seq <= 10; seq++) {
+        Zeps__Header h;
+        zeps__header__init(&h);
+        h.version = ZP_PROTOCOL_VERSION;
+        h.op = ZEPS__OP__PUSH;
+        h.seq = seq;
+        zmq_msg_t f[2];
+        zmq_msg_init_size(&f[0], zeps__header__get_packed_size(&h));
+        zeps__header__pack(&h, zmq_msg_data(&f[0]));
+        zmq_msg_init_data(&f[1], calloc(1, 256), 256, count_free, NULL);
+        ck_assert(zp_rlog_begin(s, f, 2, &p.id, &h));
+        zmq_msg_close(&f[0]);
+        zmq_msg_close(&f[1]);
+        zp_rnote_round_sparse(s, 0, 1, 64);
+        zp_rlog_end(s);
+    }
+    ck_assert_uint_gt(s->repl.batch.n, 0);
+    primary_down(&p);
+    ck_assert_int_eq(frames_freed, 10);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rlog");
@@ -297,6 +386,9 @@ int main(void)
     tcase_add_test(tc, test_logged_request_sent_at_once);
     tcase_add_test(tc, test_no_wake_without_log);
     tcase_add_test(tc, test_rows_logged_alone_forgotten);
+    tcase_add_test(tc, test_off_ends_transfer);
+    tcase_add_test(tc, test_refused_not_logged);
+    tcase_add_test(tc, test_batched_frames_released);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

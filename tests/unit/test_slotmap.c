@@ -5,7 +5,8 @@
  * trips and a bad one is refused; a map naming shards joined at run time
  * carries their endpoints, and a default map travels as before; dense
  * tables by range: default pieces, moved ranges cutting pieces, the dense
- * list's wire form and its refusals.
+ * list's wire form (two tables in the order of their names) and its
+ * refusals.
  */
 #include <check.h>
 #include <stdio.h>
@@ -162,7 +163,8 @@ START_TEST(test_wire)
 END_TEST
 
 /* A map that names shards joined at run time: their endpoints travel
- * after the owners; a map of the base shards travels as before, byte for
+ * after the owners (and only theirs: none for a base shard or one past
+ * the last); a map of the base shards travels as before, byte for
  * byte; a list that does not fit is refused. */
 START_TEST(test_joined_wire)
 {
@@ -194,6 +196,8 @@ START_TEST(test_joined_wire)
     ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), 0);
     ck_assert_str_eq(zp_slotmap_endpoint(back, 2), "tcp://10.0.0.3:7000");
     ck_assert_str_eq(zp_slotmap_endpoint(back, 3), "tcp://10.0.0.4:7000");
+    ck_assert_ptr_null(zp_slotmap_endpoint(back, 4)); /* one past the last shard: none */
+    ck_assert_ptr_null(zp_slotmap_endpoint(back, 1)); /* a base shard: its own config's */
     ck_assert_int_eq(zp_slotmap_slot_owner(back, 5), 3);
     ck_assert_uint_eq(zp_slotmap_count(back, 3), 2);
     zp_slotmap_destroy(&back);
@@ -489,6 +493,37 @@ START_TEST(test_dense_wire_refusals)
 }
 END_TEST
 
+/* Two dense tables travel in the order of their names and come back both;
+ * a list naming one twice, or out of order, is refused. */
+START_TEST(test_dense_wire_two_tables)
+{
+    zp_slotmap *d = NULL, *m1 = NULL, *m2 = NULL, *back = NULL;
+    char err[256] = "";
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "b", 100, 0, 10, 1, &m1, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(m1, "a", 100, 0, 10, 1, &m2, err, sizeof(err)), 0);
+    size_t n = zp_slotmap_wire_size(m2);
+    unsigned char *buf = malloc(n);
+    zp_slotmap_encode(m2, buf);
+    ck_assert_int_eq(zp_slotmap_decode(&back, buf, n, 2, err, sizeof(err)), 0);
+    ck_assert_uint_eq(zp_densemap_count(zp_slotmap_dense(back)), 2);
+    zp_dense_piece p;
+    ck_assert_uint_eq(zp_slotmap_dense_find(back, "b", 100, 9, &p), 0);
+    ck_assert(p.lo == 0 && p.hi == 10 && p.owner == 1);
+    zp_slotmap_destroy(&back);
+    size_t name0 = 16 + 2 * 4096 + 4 + 4 + 4 + 2, name1 = name0 + 1 + 8 + 4 + 3 * 10 + 2;
+    ck_assert(buf[name0] == 'a' && buf[name1] == 'b');
+    buf[name1] = 'a';
+    dense_refused(buf, n, "dense table 'a' of the map is out of order");
+    buf[name0] = 'c';
+    dense_refused(buf, n, "dense table 'a' of the map is out of order");
+    free(buf);
+    zp_slotmap_destroy(&m2);
+    zp_slotmap_destroy(&m1);
+    zp_slotmap_destroy(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("slotmap");
@@ -503,6 +538,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_retired_wire);
     tcase_add_test(tc, test_dense_pieces);
     tcase_add_test(tc, test_dense_wire_refusals);
+    tcase_add_test(tc, test_dense_wire_two_tables);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -23,6 +23,7 @@
 
 struct zp_ctl_zkmap {
     zhandle_t *zh;
+    char hosts[ZP_PATH_MAX];
     int timeout_ms, nshards;
     char name[80];
     char slots[160], epoch_node[200]; /* the map's node, the source's epoch node */
@@ -72,23 +73,37 @@ static void on_state(zhandle_t *zh, int type, int state, const char *path, void 
         z->done = true;
 }
 
+/* A new session (the first, or after the last expired while the tool was
+ * stopped: the commit is conditional on versions, not on a session). */
+static int connect_zk(zp_ctl_zkmap *z, char *err, size_t errlen)
+{
+    if (z->zh)
+        zookeeper_close(z->zh);
+    z->done = false;
+    z->zh = zookeeper_init2(z->hosts, on_state, z->timeout_ms > 4000 ? z->timeout_ms : 4000, NULL,
+                            z, ZOO_NO_LOG_CLIENTENV, quiet);
+    if (z->zh && wait_done(z) == 0)
+        return 0;
+    snprintf(err, errlen,
+             "no session with ZooKeeper at %s within %d ms (the slot map of a replicated "
+             "cluster is committed there)",
+             z->hosts, z->timeout_ms);
+    return ZEPS_ETIMEDOUT;
+}
+
 int zp_ctl_zkmap_open(zp_ctl_zkmap **out, const zp_config *cfg, int timeout_ms, char *err,
                       size_t errlen)
 {
     zp_ctl_zkmap *z = zp_alloc_zeroed(1, sizeof(*z));
     z->timeout_ms = timeout_ms;
     z->nshards = cfg->num_shards;
+    snprintf(z->hosts, sizeof(z->hosts), "%s", cfg->coord_zookeeper);
     snprintf(z->name, sizeof(z->name), "%.64s", cfg->coord_name);
     snprintf(z->slots, sizeof(z->slots), "/zeps/%s/slots", z->name);
-    z->zh = zookeeper_init2(cfg->coord_zookeeper, on_state, timeout_ms > 4000 ? timeout_ms : 4000,
-                            NULL, z, ZOO_NO_LOG_CLIENTENV, quiet);
-    if (!z->zh || wait_done(z) != 0) {
-        snprintf(err, errlen,
-                 "no session with ZooKeeper at %s within %d ms (the slot map of a "
-                 "replicated cluster is committed there)",
-                 cfg->coord_zookeeper, timeout_ms);
+    int rc = connect_zk(z, err, errlen);
+    if (rc != 0) {
         zp_ctl_zkmap_close(&z);
-        return ZEPS_ETIMEDOUT;
+        return rc;
     }
     *out = z;
     return 0;
@@ -181,11 +196,20 @@ int zp_ctl_zkmap_commit(zp_ctl_zkmap *z, const void *wire, size_t len, char *err
                            NULL, 0);
     else
         zoo_set_op_init(&ops[1], z->slots, wire, (int)len, z->version, NULL);
-    z->done = false;
-    int rc = zoo_amulti(z->zh, 2, ops, res, on_multi, z);
-    if (rc == ZOK && (rc = wait_done(z)) == 0 && z->rc == ZOK)
+    int rc = ZINVALIDSTATE;
+    for (int i = 0; i < 2; i++) { /* a session that expired meanwhile: once more in a new one */
+        if (i > 0 && connect_zk(z, err, errlen) != 0)
+            break;
+        z->done = false;
+        rc = zoo_amulti(z->zh, 2, ops, res, on_multi, z);
+        if (rc == ZOK && (rc = wait_done(z)) == 0)
+            rc = z->rc; /* ZooKeeper's answer */
+        if (rc != ZINVALIDSTATE && rc != ZSESSIONEXPIRED)
+            break;
+    }
+    if (rc == ZOK)
         return 0;
-    if (rc == 0 && (z->rc == ZBADVERSION || z->rc == ZNODEEXISTS || z->rc == ZNONODE)) {
+    if (rc == ZBADVERSION || rc == ZNODEEXISTS || rc == ZNONODE) {
         snprintf(err, errlen,
                  "the slot map in ZooKeeper (%s) or the source's primary changed since the move "
                  "began: a shard of the move fenced the map when its part ended by time (the "
@@ -199,7 +223,7 @@ int zp_ctl_zkmap_commit(zp_ctl_zkmap *z, const void *wire, size_t len, char *err
     if (get(z, z->slots, why, sizeof(why)) == 0 && z->len == len && memcmp(z->data, wire, len) == 0)
         return 0;
     snprintf(err, errlen, "ZooKeeper did not confirm the commit of the slot map (%s): %s", z->slots,
-             rc == ZEPS_ETIMEDOUT ? "no answer" : zerror(rc ? rc : z->rc));
+             rc == ZEPS_ETIMEDOUT ? "no answer" : zerror(rc));
     return ZEPS_EIO;
 }
 

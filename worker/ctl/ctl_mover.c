@@ -427,6 +427,18 @@ static void hasten(mv *m, int k, int rc, const char *what)
                 what, k, m->err);
 }
 
+/* The map's write to ZooKeeper was not confirmed, and the node could not
+ * be read: no ABORT (the write may have landed), the shards decide by the
+ * node when their parts end by time. */
+static int undecided(mv *m)
+{
+    fprintf(stderr,
+            "zepsctl shards move: %s\nzepsctl shards move: not aborted: each shard of the move "
+            "reads the node when its part ends by time, and commits or aborts by it\n",
+            m->err);
+    return ZP_EXIT_FAILED;
+}
+
 /* Cut-over and commit, once the copy is done. */
 static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t0)
 {
@@ -451,8 +463,8 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
         return abort_move(m, ZP_EXIT_FAILED);
     }
     fault("before-commit");
-    if (m->zk && zp_ctl_zkmap_commit(m->zk, wire, len, m->err, sizeof(m->err)) != 0)
-        return abort_move(m, ZP_EXIT_FAILED);
+    if (m->zk && (rc = zp_ctl_zkmap_commit(m->zk, wire, len, m->err, sizeof(m->err))) != 0)
+        return rc == ZEPS_ESTALE ? abort_move(m, ZP_EXIT_FAILED) : undecided(m);
     if ((rc = send_slots(m, m->o.to, wire, len)) != 0 && !m->zk)
         return abort_move(m, ZP_EXIT_FAILED);
     hasten(m, m->o.to, rc, "SLOTS");

@@ -218,7 +218,7 @@ int zp_ctl_zkmap_commit(zp_ctl_zkmap *z, const void *wire, size_t len, char *err
                  z->slots);
         return ZEPS_ESTALE;
     }
-    /* unknown whether it landed: the node says */
+    /* unknown whether it landed: the node may say so already */
     char why[256];
     if (get(z, z->slots, why, sizeof(why)) == 0 && z->len == len && memcmp(z->data, wire, len) == 0)
         return 0;

@@ -38,7 +38,9 @@ int zp_ctl_zkmap_begin(zp_ctl_zkmap *z, int source, uint64_t have, char *err, si
  * node changed: a shard of the move fenced the map when its part ended by
  * time, another move committed, or the source's primary changed; the move
  * must abort) or another zeps_err (ZooKeeper did not answer, and a read
- * after it does not show the map); the reason in err. */
+ * after it did not show the map: a write whose answer was lost may still
+ * land, so the outcome is the node's and the caller must not abort the
+ * shards, which decide by the node); the reason in err. */
 int zp_ctl_zkmap_commit(zp_ctl_zkmap *z, const void *wire, size_t len, char *err, size_t errlen);
 
 #endif

@@ -18,7 +18,13 @@
  *     before its write of the map; the source's cut-over bound (1 s) and
  *     the target's lease (3 s) pass, each fences the node and aborts; the
  *     tool, let go, finds its conditional write refused and exits 1 saying
- *     so; nothing changed: map epoch 0, every push counted once.
+ *     so; nothing changed: map epoch 0, every push counted once;
+ *   - test_elected_takes_the_map: the source's primary stopped (SIGSTOP)
+ *     just before the tool writes the map, so neither it nor its backup's
+ *     log ever has the commit; its backup, elected, takes the map from
+ *     ZooKeeper before it serves; the stopped primary is killed with -9;
+ *     the tool ends with 0 (the source's COMMIT unanswered); every push
+ *     counted once, each shard at epoch 1 with exactly its rows.
  */
 #include <check.h>
 #include <signal.h>
@@ -142,6 +148,42 @@ START_TEST(test_fence_beats_the_tool)
 }
 END_TEST
 
+/* A new primary of the source that never had the COMMIT in its log takes
+ * the map from ZooKeeper before it serves. */
+START_TEST(test_elected_takes_the_map)
+{
+    zt_rcl c;
+    zt_rcl_up(&c, "zkelect", "");
+    pid_t pids[ZT_RCL_WORKERS];
+    zt_move_workers_start(&c.cl, ZT_RCL_WORKERS, pids);
+    zt_rcl_wait_pushes(&c, 3 * ZT_RCL_WORKERS);
+    char log[400];
+    pid_t tool = stopped_move(&c, "before-commit", "20000", "30000", log, sizeof(log));
+    int a = zt_rset_primary(&c.rs[0]);
+    uint64_t epoch = zt_rset_epoch(&c.rs[0], a);
+    ck_assert_int_eq(kill(c.rs[0].pid[a], SIGSTOP), 0); /* it never sees the map */
+    ck_assert_int_eq(kill(tool, SIGCONT), 0);           /* which the tool now writes */
+    zt_rset_wait(&c.rs[0], 1 - a, "primary", epoch + 1, -1, 30);
+    zt_rset_kill(&c.rs[0], a, SIGKILL);
+    zt_rcl_endpoint(&c, 0, 1 - a);
+    int st = zt_wait(tool, 60);
+    zt_move_print_file(log);
+    ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl: status 0x%x", st);
+    zt_move_workers_run(pids, ZT_RCL_WORKERS);
+    zt_sleep_ms(500);
+    long weighted = 0, sum = zt_move_workers_end(&c.cl, ZT_RCL_WORKERS, pids, &weighted);
+    printf("%ld pushes answered through the move and the source's failover\n", sum);
+    zt_move_check_oracle(&c.cl, sum, weighted);
+    static uint64_t ids[NIDS];
+    zt_move_ids(ids, NIDS, 0);
+    zp_slotmap *next = NULL;
+    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, NIDS, &next), 0);
+    zt_rcl_check_placed(&c, ids, NIDS, next, 1);
+    zp_slotmap_destroy(&next);
+    zt_rcl_down(&c);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("zkmap");
@@ -151,6 +193,7 @@ static Suite *suite(void)
     } cases[] = {
         {"watch", test_commit_from_the_watch},
         {"fence", test_fence_beats_the_tool},
+        {"elected", test_elected_takes_the_map},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         TCase *tc = tcase_create(cases[i].name); /* CK_RUN_CASE=<name> runs one */

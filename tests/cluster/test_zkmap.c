@@ -15,8 +15,8 @@
  *     answered for is counted once, and each shard holds the map of epoch
  *     1 and exactly its rows;
  *   - test_fence_beats_the_tool: the tool stopped after the last rows and
- *     before its write of the map; the source's cut-over bound (1 s) and
- *     the target's lease (3 s) pass, each fences the node and aborts; the
+ *     before its write of the map; the source's cut-over bound (3 s) and
+ *     the target's lease (5 s) pass, each fences the node and aborts; the
  *     tool, let go, finds its conditional write refused and exits 1 saying
  *     so; nothing changed: map epoch 0, every push counted once;
  *   - test_elected_takes_the_map: the source's primary stopped (SIGSTOP)
@@ -124,8 +124,9 @@ START_TEST(test_fence_beats_the_tool)
     zt_move_workers_start(&c.cl, ZT_RCL_WORKERS, pids);
     zt_rcl_wait_pushes(&c, 3 * ZT_RCL_WORKERS);
     char log[400];
-    pid_t tool = stopped_move(&c, "before-commit", "1000", "3000", log, sizeof(log));
-    zt_sleep_ms(4500); /* the source's bound and the target's lease pass */
+    /* a bound of 3 s: the tool stops short of half of it even on a busy machine */
+    pid_t tool = stopped_move(&c, "before-commit", "3000", "5000", log, sizeof(log));
+    zt_sleep_ms(7000); /* the source's bound and the target's lease pass */
     ck_assert_int_eq(kill(tool, SIGCONT), 0);
     int st = zt_wait(tool, 60);
     zt_move_print_file(log);

@@ -486,8 +486,8 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
                     "zepsctl shards move: shard %d did not take the map (%s): it holds no row "
                     "of the slots; its clients are redirected by the source\n",
                     k, m->err);
-    char src[96]; /* what the source said, unless it took the map from ZooKeeper first */
-    snprintf(src, sizeof(src), rep ? "dropped %" PRIu64 " rows" : "took the map from ZooKeeper",
+    char src[96]; /* what the source said; unanswered, it takes the map from ZooKeeper */
+    snprintf(src, sizeof(src), rep ? "dropped %" PRIu64 " rows" : "takes the map from ZooKeeper",
              rep ? rep->count : 0);
     if (rep)
         zeps__header__free_unpacked(rep, NULL);

@@ -14,11 +14,15 @@
  *     and the workers go on through the new one); every push a worker was
  *     answered for is counted once, and each shard holds the map of epoch
  *     1 and exactly its rows;
+ *   - test_both_commit_from_the_watch: the same with the tool stopped
+ *     right after its write to ZooKeeper, before the target's SLOTS: the
+ *     target commits its import from the watch too;
  *   - test_fence_beats_the_tool: the tool stopped after the last rows and
  *     before its write of the map; the source's cut-over bound (3 s) and
  *     the target's lease (5 s) pass, each fences the node and aborts; the
  *     tool, let go, finds its conditional write refused and exits 1 saying
- *     so; nothing changed: map epoch 0, every push counted once;
+ *     so; nothing changed: map epoch 0, every push counted once; the
+ *     next move reads the map the fence left in the node and commits;
  *   - test_elected_takes_the_map: the source's primary stopped (SIGSTOP)
  *     just before the tool writes the map, so neither it nor its backup's
  *     log ever has the commit; its backup, elected, takes the map from
@@ -80,25 +84,29 @@ static uint64_t epoch_of(const zt_rcl *c, int k)
     return e;
 }
 
-START_TEST(test_commit_from_the_watch)
+/* The tool stopped at `fault` and killed with -9 (tag: the cluster's
+ * name): every shard at epoch 1 from the watch within 2 s, then the
+ * source's primary killed; the oracle and the rows. */
+static void commit_from_the_watch(const char *tag, const char *fault)
 {
     zt_rcl c;
-    zt_rcl_up(&c, "zkwatch", "");
+    zt_rcl_up(&c, tag, "");
     pid_t pids[ZT_RCL_WORKERS];
     zt_move_workers_start(&c.cl, ZT_RCL_WORKERS, pids);
     zt_rcl_wait_pushes(&c, 3 * ZT_RCL_WORKERS);
     char log[400];
-    pid_t tool = stopped_move(&c, "after-target", "8000", "10000", log, sizeof(log));
+    pid_t tool = stopped_move(&c, fault, "8000", "10000", log, sizeof(log));
     double t0 = zt_now_s();
     ck_assert_int_eq(kill(tool, SIGKILL), 0); /* A never gets its COMMIT */
     zt_wait(tool, 15);
-    while (epoch_of(&c, 0) != 1 && zt_now_s() - t0 < 2.0)
+    while ((epoch_of(&c, 0) != 1 || epoch_of(&c, 1) != 1) && zt_now_s() - t0 < 2.0)
         zt_sleep_ms(50);
     double took = zt_now_s() - t0;
-    printf("the source holds the map of epoch %llu %.2f s after the tool was killed\n",
-           (unsigned long long)epoch_of(&c, 0), took);
-    ck_assert_msg(epoch_of(&c, 0) == 1,
-                  "the source did not commit from ZooKeeper within 2 s (its bound is 8 s)");
+    printf("source and target at map epochs %llu and %llu %.2f s after the tool was killed\n",
+           (unsigned long long)epoch_of(&c, 0), (unsigned long long)epoch_of(&c, 1), took);
+    for (int k = 0; k < 2; k++)
+        ck_assert_msg(epoch_of(&c, k) == 1,
+                      "shard %d did not commit from ZooKeeper within 2 s (the bound is 8 s)", k);
     zt_move_workers_run(pids, ZT_RCL_WORKERS);
     zt_sleep_ms(500);
     zt_rcl_fail_over(&c, 0); /* its backup took the commit from its log */
@@ -113,6 +121,17 @@ START_TEST(test_commit_from_the_watch)
     zt_rcl_check_placed(&c, ids, NIDS, next, 1);
     zp_slotmap_destroy(&next);
     zt_rcl_down(&c);
+}
+
+START_TEST(test_commit_from_the_watch)
+{
+    commit_from_the_watch("zkwatch", "after-target");
+}
+END_TEST
+
+START_TEST(test_both_commit_from_the_watch)
+{
+    commit_from_the_watch("zkboth", "after-commit");
 }
 END_TEST
 
@@ -145,6 +164,17 @@ START_TEST(test_fence_beats_the_tool)
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
     zt_rcl_check_placed(&c, ids, NIDS, d, 0);
     zp_slotmap_destroy(&d);
+    /* the node the fence left holds a map: the next move reads it and commits */
+    snprintf(log, sizeof(log), "%s/move-again.log", c.cl.dir);
+    char *args[] = {"shards", "move", "--config", c.cl.conf, "--from", "0",
+                    "--to",   "1",    "--slots",  "0-2047",  NULL};
+    st = zt_move_zepsctl(log, args);
+    zt_move_print_file(log);
+    ck_assert_int_eq(st, 0);
+    zp_slotmap *next = NULL;
+    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, NIDS, &next), 0);
+    zt_rcl_check_placed(&c, ids, NIDS, next, 1);
+    zp_slotmap_destroy(&next);
     zt_rcl_down(&c);
 }
 END_TEST
@@ -193,6 +223,7 @@ static Suite *suite(void)
         const TTest *test;
     } cases[] = {
         {"watch", test_commit_from_the_watch},
+        {"watch_both", test_both_commit_from_the_watch},
         {"fence", test_fence_beats_the_tool},
         {"elected", test_elected_takes_the_map},
     };

@@ -465,6 +465,7 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
     fault("before-commit");
     if (m->zk && (rc = zp_ctl_zkmap_commit(m->zk, wire, len, m->err, sizeof(m->err))) != 0)
         return rc == ZEPS_ESTALE ? abort_move(m, ZP_EXIT_FAILED) : undecided(m);
+    fault("after-commit");
     if ((rc = send_slots(m, m->o.to, wire, len)) != 0 && !m->zk)
         return abort_move(m, ZP_EXIT_FAILED);
     hasten(m, m->o.to, rc, "SLOTS");

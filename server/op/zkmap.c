@@ -119,6 +119,8 @@ static void fenced(void *arg, int rc, int32_t version)
     if (!m || !m->fencing)
         return; /* the move ended meanwhile (the tool's COMMIT, the watch) */
     m->fencing = false;
+    if (!zp_role_serves(&s->role))
+        return; /* demoted meanwhile: its part is the new primary's to judge */
     if (rc == 0)
         zp_move_op_end_by_time(s);
     else if (rc == ZEPS_ESTALE)
@@ -134,6 +136,10 @@ static void got(void *arg, int rc, const void *data, size_t len, int32_t version
     zp_move *m = s->move;
     if (!m || !m->fencing)
         return;
+    if (!zp_role_serves(&s->role)) {
+        m->fencing = false; /* demoted meanwhile: its part is the new primary's to judge */
+        return;
+    }
     m->fencing = rc == 0;
     zp_slotmap *map = rc == 0 ? newer(s, data, len) : NULL;
     if (map && zp_slotmap_same(map, m->next)) {

@@ -537,6 +537,20 @@ static int decode_joined(zp_slotmap *m, const unsigned char *p, size_t len, int 
     return at == len ? 0 : decode_retired(m, p + at, len - at, err, errlen);
 }
 
+bool zp_slotmap_same(const zp_slotmap *a, const zp_slotmap *b)
+{
+    size_t len = zp_slotmap_wire_size(a);
+    if (len != zp_slotmap_wire_size(b))
+        return false;
+    uint8_t *x = zp_alloc(len), *y = zp_alloc(len);
+    zp_slotmap_encode(a, x);
+    zp_slotmap_encode(b, y);
+    bool same = memcmp(x, y, len) == 0;
+    free(x);
+    free(y);
+    return same;
+}
+
 int zp_slotmap_decode(zp_slotmap **out, const void *buf, size_t len, int nshards, char *err,
                       size_t errlen)
 {

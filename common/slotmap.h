@@ -117,6 +117,9 @@ uint32_t zp_slotmap_count(const zp_slotmap *m, int k);
 size_t zp_slotmap_wire_size(const zp_slotmap *m);
 void zp_slotmap_encode(const zp_slotmap *m, void *buf);
 
+/* Whether a and b are the same map: the same wire form. */
+bool zp_slotmap_same(const zp_slotmap *a, const zp_slotmap *b);
+
 /* A map from its wire form, checked: the length, a slot count in
  * 1..ZP_SLOTS_MAX, `nshards` base shards (the cluster file's), joined
  * shards only with their endpoints, every owner below the shard count and

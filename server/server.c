@@ -147,7 +147,8 @@ static void on_tick(uv_timer_t *h)
         zp_clock_check_lost(s);
     zp_waits_check(s);
     zp_pull_turns_check(s);
-    zp_move_op_check(s);
+    if (zp_move_op_due(s) && !zp_zkmap_fence(s)) /* the map in ZooKeeper: asked first */
+        zp_move_op_end_by_time(s);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -523,6 +524,8 @@ int zp_server_new(zp_server **out, const zp_config *cfg, int shard, int replica,
     if (s->repl.on) {
         s->role.in_sync = in_sync;
         s->role.in_sync_arg = s;
+        s->role.slots_heard = zp_zkmap_heard; /* the map in ZooKeeper (op/zkmap.c) */
+        s->role.slots_arg = s;
     }
     char host[128];
     int port;

@@ -86,6 +86,17 @@ int zp_coord_clean_set(zp_coord *c, const char *snapshot, zp_coord_done done, vo
     return c->ops->clean_set(c->impl, snapshot, done, arg);
 }
 
+int zp_coord_slots_get(zp_coord *c, zp_coord_got got, void *arg)
+{
+    return c->ops->slots_get(c->impl, got, arg);
+}
+
+int zp_coord_slots_set(zp_coord *c, const void *map, size_t len, int32_t version,
+                       zp_coord_done done, void *arg)
+{
+    return c->ops->slots_set(c->impl, map, len, version, done, arg);
+}
+
 void zp_coord_snapshot_name(char *buf, size_t len, uint64_t setid, uint64_t incarnation,
                             uint64_t created_ns)
 {

@@ -64,6 +64,11 @@ typedef struct zp_coord_cbs {
     void (*isr)(void *arg, const zp_coord_isr *isr);
     /* the live members (n names, in the service's order) when they changed */
     void (*members)(void *arg, const char *const *live, int n);
+    /* the cluster's slot map node (/zeps/<name>/slots, docs/elastic.md "Where
+     * the map lives"): its bytes and version, read at each new or resumed
+     * session and after each change; len 0 and version -1: no node. May be
+     * NULL. */
+    void (*slots)(void *arg, const void *map, size_t len, int32_t version);
     void *arg;
 } zp_coord_cbs;
 
@@ -101,6 +106,10 @@ typedef struct zp_coord zp_coord;
  * the isr callback will tell), or another zeps_err. */
 typedef void (*zp_coord_done)(void *arg, int rc, int32_t new_version);
 
+/* A read's completion: 0 with the node's bytes (valid during the call) and
+ * version (-1 and len 0: no node), or ZEPS_ECLOSED / ZEPS_EIO. */
+typedef void (*zp_coord_got)(void *arg, int rc, const void *data, size_t len, int32_t version);
+
 /* The backend's operations (one const table per service). */
 typedef struct zp_coord_ops {
     const char *name;
@@ -112,6 +121,9 @@ typedef struct zp_coord_ops {
     int (*clean_set)(void *impl, const char *snapshot, zp_coord_done done, void *arg);
     void (*view)(void *impl, zp_coord_view *v);
     void (*stats)(void *impl, zp_coord_stats *st);
+    int (*slots_get)(void *impl, zp_coord_got got, void *arg);
+    int (*slots_set)(void *impl, const void *map, size_t len, int32_t version, zp_coord_done done,
+                     void *arg);
 } zp_coord_ops;
 
 /* Start talking to the service named by o->backend: connect, make the
@@ -146,6 +158,21 @@ int zp_coord_isr_set(zp_coord *c, const char *const *members, int n, int32_t ver
  * bad name. Any later election makes the record void (docs/replication.md,
  * "A whole shard restarted"). */
 int zp_coord_clean_set(zp_coord *c, const char *snapshot, zp_coord_done done, void *arg);
+
+/* Read the cluster's slot map node now (not from a cache); `got` gets it.
+ * Returns 0 if sent, ZEPS_ESTATE without a session. */
+int zp_coord_slots_get(zp_coord *c, zp_coord_got got, void *arg);
+
+/* Write map[0..len) (copied) to the slot map node if it is still at
+ * `version` (-1: create it, if there is none). `done` gets 0, ZEPS_ESTALE
+ * (the node changed or exists: read it again), ZEPS_ECLOSED (unknown
+ * whether it happened) or ZEPS_EIO. Returns 0 if sent, ZEPS_ESTATE without
+ * a session. The version is the whole point: a move commits by this write
+ * and a shard whose move ends by time fences the node by it, so that of a
+ * tool's commit and a shard's fence only the first lands
+ * (docs/elastic.md, "The map in ZooKeeper"). */
+int zp_coord_slots_set(zp_coord *c, const void *map, size_t len, int32_t version,
+                       zp_coord_done done, void *arg);
 
 /* A snapshot file's name as the nodes carry it: its set id, the
  * incarnation of the server that wrote it and its creation time, which

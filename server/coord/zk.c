@@ -542,6 +542,7 @@ static void on_session(void *arg, zp_coord_session ev, const char *why)
     if (ev == ZP_COORD_EXPIRED)
         tell_role(z, false, NULL);
     else if (ev == ZP_COORD_CONNECTED || ev == ZP_COORD_RESUMED) {
+        zp_zk_slots_watch(z); /* first: its answer comes before the election's */
         if (!z->tree_done)
             tree(z);
         else if (!z->me[0])
@@ -625,4 +626,6 @@ const zp_coord_ops zp_zk_ops = {
     .clean_set = zp_zk_clean_set,
     .view = zk_view,
     .stats = zk_stats,
+    .slots_get = zp_zk_slots_get,
+    .slots_set = zp_zk_slots_set,
 };

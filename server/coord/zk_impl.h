@@ -2,9 +2,8 @@
  * zk_impl.h - what the ZooKeeper backend's files share (zk.c: the nodes,
  * membership, evaluation and election; zk_clean.c: the clean-exit record
  * and the rule that elects on it; zk_req.c: the request tracker, below
- * both). Calls go down: zk.c calls zk_clean.c, which hands its pick back
- * through the callback it is given. Private to server/coord/: nothing
- * outside includes it.
+ * both; zk_slots.c: the slot map node). Calls go down: zk.c calls zk_clean.c, which hands its pick
+ * back through the callback it is given. Private to server/coord/: nothing outside includes it.
  *
  * Ownership: a `req` is made by zp_zk_req_new for one asynchronous call
  * and freed in that call's completion (the client answers every request
@@ -82,6 +81,7 @@ typedef struct req {
     int idx;        /* ... and the member they read */
     bool last;      /* the last request of a batch (tree) */
     zp_coord_done done;
+    zp_coord_got got; /* a read's (zk_slots.c) */
     void *arg;
     zoo_op_result_t res[4];
 } req;
@@ -114,5 +114,13 @@ void zp_zk_clean_consider(zk *z, zp_zk_stand_fn stand);
 
 /* The backend's clean_set (zp_coord_clean_set). */
 int zp_zk_clean_set(void *impl, const char *snapshot, zp_coord_done done, void *arg);
+
+/* The slot map node (zk_slots.c): watch it, telling the slots callback
+ * each version (called at every new or resumed session, before anything
+ * else is sent); the backend's slots_get and slots_set. */
+void zp_zk_slots_watch(zk *z);
+int zp_zk_slots_get(void *impl, zp_coord_got got, void *arg);
+int zp_zk_slots_set(void *impl, const void *map, size_t len, int32_t version, zp_coord_done done,
+                    void *arg);
 
 #endif

@@ -46,6 +46,7 @@ int zp_znode_paths_make(zp_znode_paths *p, const char *cluster, int shard, char 
     snprintf(p->primary, sizeof(p->primary), "/zeps/%.64s/shards/%d/primary", c, shard);
     snprintf(p->isr, sizeof(p->isr), "/zeps/%.64s/shards/%d/isr", c, shard);
     snprintf(p->clean, sizeof(p->clean), "/zeps/%.64s/shards/%d/clean", c, shard);
+    snprintf(p->slots, sizeof(p->slots), "/zeps/%.64s/slots", c);
     return 0;
 }
 

@@ -9,6 +9,7 @@
  *   /zeps/<cluster>/shards/<k>/primary                    "<epoch> <member> <replica> <endpoint>"
  *   /zeps/<cluster>/shards/<k>/isr                        "<epoch>[ <member>...]"
  *   /zeps/<cluster>/shards/<k>/clean                      "<epoch> <member> <snapshot>"
+ *   /zeps/<cluster>/slots                                 the slot map's wire form (binary)
  *
  * <restored> and <snapshot> name one snapshot file exactly (a
  * ZP_COORD_SNAP_MAX string, "-" for none): zp_coord_snapshot_name.
@@ -32,6 +33,7 @@ typedef struct zp_znode_paths {
     char primary[ZP_ZNODE_PATH_MAX];
     char isr[ZP_ZNODE_PATH_MAX];
     char clean[ZP_ZNODE_PATH_MAX];
+    char slots[ZP_ZNODE_PATH_MAX]; /* the cluster's slot map, one for every shard */
 } zp_znode_paths;
 
 /* A member node's contents: its replica, where workers reach it, and the

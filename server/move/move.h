@@ -80,6 +80,8 @@ typedef struct zp_move {
     double frozen_s;      /* when it began */
     double bound_s;       /* ... and how long it may last */
     bool drained;         /* source: a ROWS page after the freeze came back empty */
+    bool fencing;         /* ended by time: asking ZooKeeper first (op/zkmap.c) ... */
+    uint32_t fences;      /* ... how many times */
     zp_idset *dirty;      /* source: per table index, the ids of M to send (again) */
     zp_move_round *round; /* source: per table index, the round being sent */
     uint32_t ntables;     /* entries of dirty and round */

@@ -107,22 +107,26 @@ static uint64_t abort_move(zp_server *s, const char *why)
  * find the new primary, which never parked them. */
 static void end_demoted_source(zp_server *s)
 {
-    zp_info("move of %u slots to shard %d ended: this replica no longer serves (%zu parked "
-            "requests left to their clients' retries)",
-            s->move->nmoving, s->move->peer, s->move->nparked);
-    zp_move_end(s);
+    if (s->move->role == ZP_MOVE_SOURCE)
+        zp_info("move of %u slots to shard %d ended: this replica no longer serves (%zu parked "
+                "requests left to their clients' retries)",
+                s->move->nmoving, s->move->peer, s->move->nparked);
+    zp_move_end(s); /* a target's part (a backup's): the COMMIT from the log ends it */
 }
 
-void zp_move_op_check(zp_server *s)
+bool zp_move_op_due(zp_server *s)
 {
     /* a backup's move as a target is its primary's (the log's IMPORT): it
      * ends by the log's ABORT or SLOTS, the lease is the primary's to judge */
     if (s->move && s->move->role == ZP_MOVE_SOURCE && !zp_role_serves(&s->role)) {
         end_demoted_source(s);
-        return;
+        return false;
     }
-    if (!zp_role_serves(&s->role) || !zp_move_expired(s, zp_now_s()))
-        return;
+    return zp_role_serves(&s->role) && zp_move_expired(s, zp_now_s());
+}
+
+void zp_move_op_end_by_time(zp_server *s)
+{
     Zeps__Header h; /* the primary's backups end their part of it too */
     zeps__header__init(&h);
     h.version = ZP_PROTOCOL_VERSION;
@@ -131,7 +135,7 @@ void zp_move_op_check(zp_server *s)
     h.move_step = ZP_MOVE_ABORT;
     h.move_peer = (uint32_t)s->move->peer;
     abort_move(s, s->move->frozen ? "the cut-over passed its bound" : "the tool's lease passed");
-    zp_rlog_own(s, &h);
+    zp_rlog_own(s, &h, NULL, 0);
 }
 
 /* The map of r's payload, decoded and newer than the shard's with the
@@ -505,6 +509,27 @@ static void on_commit(zp_server *s, zp_request *r)
                                    "the slots may still change here");
         return;
     }
+    zp_slotmap *next = checked_map(s, r);
+    if (!next)
+        return;
+    bool same = zp_slotmap_same(next, m->next);
+    zp_slotmap_destroy(&next);
+    if (!same) {
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
+                       "MOVE COMMIT carries another map than the move's (epoch %" PRIu64 ")",
+                       zp_slotmap_epoch(m->next));
+        return;
+    }
+    uint64_t dropped = zp_move_op_commit(s);
+    Zeps__Header rep;
+    zp_reply_init(s, h, &rep);
+    rep.count = dropped;
+    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+}
+
+uint64_t zp_move_op_commit(zp_server *s)
+{
+    zp_move *m = s->move;
     /* Frozen, every request of M is parked, so what was marked since the
      * tool's last page can only be touches of pulls parked before the
      * cut-over (ssp) served since: the rows' values are the target's, their
@@ -514,23 +539,6 @@ static void on_commit(zp_server *s, zp_request *r)
         zp_info("move commit: %" PRIu64 " rows of the slots were touched by pulls parked before "
                 "the cut-over since their last page; their touch counts stay as sent",
                 touched);
-    zp_slotmap *next = checked_map(s, r);
-    if (!next)
-        return;
-    size_t len = zp_slotmap_wire_size(next);
-    uint8_t *a = zp_alloc(len), *b = zp_alloc(len);
-    zp_slotmap_encode(next, a);
-    zp_slotmap_encode(m->next, b);
-    bool same = len == zp_slotmap_wire_size(m->next) && memcmp(a, b, len) == 0;
-    free(a);
-    free(b);
-    zp_slotmap_destroy(&next);
-    if (!same) {
-        zp_reply_error(s, r->identity, h, ZEPS_EINVAL,
-                       "MOVE COMMIT carries another map than the move's (epoch %" PRIu64 ")",
-                       zp_slotmap_epoch(m->next));
-        return;
-    }
     uint64_t dropped = zp_move_drop_rows(s);
     double cut_s = zp_now_s() - m->frozen_s;
     zp_slotmap_destroy(&s->slots);
@@ -547,10 +555,7 @@ static void on_commit(zp_server *s, zp_request *r)
     answer_parked(s);
     zp_sparse_ops_refuse_moved(s); /* pulls held by ssp's bound since before the cut-over */
     zp_move_end(s);
-    Zeps__Header rep;
-    zp_reply_init(s, h, &rep);
-    rep.count = dropped;
-    zp_reply_send(s, r->identity, &rep, NULL, 0, NULL, NULL);
+    return dropped;
 }
 
 /* Whether the request's step is for this shard's side of the move in
@@ -590,7 +595,8 @@ void zp_move_op_on(zp_server *s, zp_request *r)
         return;
     }
     if (step == ZP_MOVE_COMMIT && (s->applying || !s->move)) {
-        if (s->move) /* a part left from when this backup was primary */
+        if (s->move) /* a part left from when this backup was primary, or a target's part
+                      * that its primary committed from ZooKeeper (zkmap.c) */
             end_demoted_source(s);
         commit_logged(s, r);
         return;

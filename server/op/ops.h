@@ -228,9 +228,28 @@ void zp_record_pull(zp_server *s, zp_table *t, uint32_t rank, int64_t clock, dou
 /* move.c: MOVE (tools), a step of a live move of a slot set
  * (docs/protocol.md "Moving slots"). */
 void zp_move_op_on(zp_server *s, zp_request *r);
-/* Timer: end a move whose tool went silent past its lease, or whose
- * cut-over passed its bound, with nothing changed. */
-void zp_move_op_check(zp_server *s);
+/* Timer: whether this shard's move must end by time (its tool went
+ * silent past the lease, or its cut-over passed its bound): the caller
+ * ends it with zp_move_op_end_by_time, with the map in ZooKeeper once the
+ * node says the move did not commit (zp_zkmap_fence). A demoted replica's
+ * source part is ended here. */
+bool zp_move_op_due(zp_server *s);
+/* End the move as its lease or bound passing does: aborted, and the
+ * abort logged for the backups. */
+void zp_move_op_end_by_time(zp_server *s);
+/* The source's commit of its move (its map taken, M's rows dropped, the
+ * parked requests answered EMOVED naming the target, the move ended),
+ * without a request; the rows dropped. */
+uint64_t zp_move_op_commit(zp_server *s);
+
+/* zkmap.c: the slot map in ZooKeeper (docs/elastic.md, "The map in
+ * ZooKeeper"). The role's slots_heard hook (arg: the shard): a primary
+ * takes a newer map read from the node. */
+void zp_zkmap_heard(void *arg);
+/* The move's lease or bound passed: with coordination, read the node
+ * and commit or fence it, then abort (at most one read or write in
+ * flight); true. Without coordination: false, nothing done. */
+bool zp_zkmap_fence(zp_server *s);
 
 /* FOLLOW: a backup asks for the log after its lsn (op/replicate.c). */
 void zp_replicate_on_follow(zp_server *s, zp_request *r);

@@ -359,9 +359,8 @@ bool zp_rlog_begin(zp_server *s, zmq_msg_t *f, int n, zmq_msg_t *identity, const
 static uint64_t log_entry(zp_server *s, zmq_msg_t *f, int n)
 {
     zp_repl *r = &s->repl;
-    uint64_t lsn = ++r->lsn;
-    ring_append(r, lsn, s->role.epoch, f, n);
-    return lsn;
+    ring_append(r, ++r->lsn, s->role.epoch, f, n);
+    return r->lsn;
 }
 
 /* Put batch replies back on the held ring: each waits for entry
@@ -501,17 +500,19 @@ void zp_rlog_end(zp_server *s)
         release(s);
 }
 
-void zp_rlog_own(zp_server *s, const Zeps__Header *h)
+void zp_rlog_own(zp_server *s, const Zeps__Header *h, const void *payload, size_t len)
 {
-    zp_repl *r = &s->repl;
-    if (!r->on || !zp_role_serves(&s->role))
+    if (!s->repl.on || !zp_role_serves(&s->role))
         return;
-    zmq_msg_t f;
-    zmq_msg_init_size(&f, zeps__header__get_packed_size(h));
-    zeps__header__pack(h, zmq_msg_data(&f));
+    zmq_msg_t f[2];
+    zmq_msg_init_size(&f[0], zeps__header__get_packed_size(h));
+    zeps__header__pack(h, zmq_msg_data(&f[0]));
+    zmq_msg_init_size(&f[1], payload ? len : 0);
+    memcpy(zmq_msg_data(&f[1]), payload ? payload : "", payload ? len : 0);
     flush(s);
-    log_entry(s, &f, 1);
-    zmq_msg_close(&f);
+    log_entry(s, f, payload ? 2 : 1);
+    zmq_msg_close(&f[0]);
+    zmq_msg_close(&f[1]);
     after_logging(s);
 }
 
@@ -523,7 +524,7 @@ void zp_rlog_lost(zp_server *s, uint32_t rank)
     h.op = ZEPS__OP__CLOCK;
     h.flags = ZP_FLAG_LOST;
     h.rank = rank;
-    zp_rlog_own(s, &h);
+    zp_rlog_own(s, &h, NULL, 0);
 }
 
 /* Whether this log's entry `lsn` is the one the follower has (logged at

@@ -152,9 +152,10 @@ struct zp_rround;
 void zp_rnote_round_rows(zp_server *s, uint32_t table, uint32_t dim, struct zp_rround *rr);
 
 /* Primary: a change outside any request, logged as an entry of its own
- * (header h alone, packed here), after the round batch. Nothing with one
- * replica, or on a backup. */
-void zp_rlog_own(zp_server *s, const Zeps__Header *h);
+ * (header h, packed here, and payload[0..len) as its one payload frame
+ * unless payload is NULL; both copied), after the round batch. Nothing
+ * with one replica, or on a backup. */
+void zp_rlog_own(zp_server *s, const Zeps__Header *h, const void *payload, size_t len);
 
 /* Primary: worker `rank` was declared lost by the lost-worker timer:
  * zp_rlog_own of a CLOCK with ZP_FLAG_LOST naming it. */

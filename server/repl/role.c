@@ -9,8 +9,10 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "log.h"
 #include "zeps_errors.h"
 
@@ -24,6 +26,7 @@ void zp_role_init(zp_role *r, const zp_config *cfg, int shard, int replica)
     r->kind = cfg->replicas > 1 ? ZP_ROLE_NONE : ZP_ROLE_PRIMARY;
     r->session = cfg->replicas > 1 ? ZP_ROLE_SESSION_CONNECTING : ZP_ROLE_SESSION_OFF;
     r->isr.version = -1;
+    r->zkmap.version = -1;
 }
 
 static bool in_isr(const zp_role *r, const char *m)
@@ -92,9 +95,26 @@ static void on_members(void *arg, const char *const *live, int n)
     zp_role_sync_isr(r);
 }
 
+/* The slot map node's bytes: kept (the coord's are valid during the call
+ * only) and handed to the shard. */
+static void on_slots(void *arg, const void *map, size_t len, int32_t version)
+{
+    zp_role *r = arg;
+    free(r->zkmap.map);
+    r->zkmap.map = len ? zp_alloc(len) : NULL;
+    if (len)
+        memcpy(r->zkmap.map, map, len);
+    r->zkmap.len = len;
+    r->zkmap.version = version;
+    r->zkmap.read = true;
+    if (r->slots_heard)
+        r->slots_heard(r->slots_arg);
+}
+
 static void on_role(void *arg, const zp_coord_view *v)
 {
     zp_role *r = arg;
+    bool elected = v->is_primary && (r->kind != ZP_ROLE_PRIMARY || r->fenced);
     zp_role_kind kind = v->is_primary             ? ZP_ROLE_PRIMARY
                         : v->primary_replica >= 0 ? ZP_ROLE_BACKUP
                                                   : ZP_ROLE_NONE;
@@ -112,6 +132,8 @@ static void on_role(void *arg, const zp_coord_view *v)
     r->primary_replica = v->primary_replica;
     snprintf(r->primary_endpoint, sizeof(r->primary_endpoint), "%s", v->primary_endpoint);
     snprintf(r->me, sizeof(r->me), "%s", v->me ? v->me : "");
+    if (elected && r->zkmap.read && r->slots_heard) /* the newest map before it serves */
+        r->slots_heard(r->slots_arg);
     zp_role_sync_isr(r);
 }
 
@@ -172,7 +194,13 @@ int zp_role_start(zp_role *r, uv_loop_t *loop, const zp_config *cfg, const char 
         .connect_timeout_ms = cfg->coord_connect_timeout_ms,
     };
     zp_coord_cbs cbs = {
-        .session = on_session, .role = on_role, .isr = on_isr, .members = on_members, .arg = r};
+        .session = on_session,
+        .role = on_role,
+        .isr = on_isr,
+        .members = on_members,
+        .slots = on_slots,
+        .arg = r,
+    };
     int rc = zp_coord_new(&r->coord, loop, &o, &cbs, err, errlen);
     if (rc == 0)
         zp_info("replica %d of %d: asking ZooKeeper at %s who is primary (/zeps/%s, session "
@@ -202,6 +230,9 @@ int zp_role_leave(zp_role *r, const char *snapshot, void (*done)(void *arg, int 
 void zp_role_stop(zp_role *r)
 {
     zp_coord_destroy(&r->coord);
+    free(r->zkmap.map);
+    r->zkmap.map = NULL;
+    r->zkmap.len = 0;
 }
 
 bool zp_role_serves(const zp_role *r)

@@ -71,6 +71,18 @@ typedef struct zp_role {
     } isr;
     int nlive;
     char live[ZP_COORD_ISR_MAX][ZP_COORD_MEMBER_MAX];
+    /* the cluster's slot map node as last read (docs/elastic.md, "The map
+     * in ZooKeeper"): its bytes (owned) and version (-1: no node); the
+     * shard's `slots_heard` is called when it is read and when this replica
+     * becomes primary, which then takes it before it serves */
+    struct {
+        bool read;
+        uint8_t *map;
+        size_t len;
+        int32_t version;
+    } zkmap;
+    void (*slots_heard)(void *arg);
+    void *slots_arg;
     struct { /* the clean-exit record's write (zp_role_leave) */
         void (*done)(void *arg, int rc);
         void *arg;

@@ -50,6 +50,7 @@
 #include "check_main.h"
 #include "harness.h"
 #include "move_fixture.h"
+#include "move_rset.h"
 #include "rawreq.h"
 #include "replset.h"
 #include "slotmap.h"
@@ -57,97 +58,7 @@
 #include "zeps.h"
 #include "zkserver.h"
 
-#define SESSION_MS 2000
-#define WORKERS    3
-
-typedef struct rcl {
-    zt_zk zk;
-    zt_rset rs[2];
-    zt_cluster cl; /* the cluster file and folder, for move_fixture.h */
-} rcl;
-
-/* cl's endpoint of shard k (raw requests go there): replica r's. */
-static void set_endpoint(rcl *c, int k, int r)
-{
-    _Static_assert(sizeof(c->cl.endpoints[0]) > sizeof(c->rs[0].ep[0]), "an endpoint fits");
-    _Static_assert(sizeof(c->cl.replica_endpoints[0][0]) == sizeof(c->rs[0].ep[0]), "it fits");
-    memcpy(c->cl.endpoints[k], c->rs[k].ep[r], sizeof(c->rs[k].ep[r]));
-}
-
-/* Two shards of two replicas, each replica 0 primary at epoch 1 and its
- * backup in sync; `extra` lines in the cluster group. */
-static void rcl_up(rcl *c, const char *tag, const char *extra)
-{
-    memset(c, 0, sizeof(*c));
-    ck_assert_int_eq(zt_zk_start(&c->zk), 0);
-    char lines[400];
-    snprintf(lines, sizeof(lines),
-             "  workers = %d;\n  consistency = \"async\";\n  hello_timeout_ms = 20000;\n%s",
-             WORKERS, extra);
-    zt_rset_write_shards(c->rs, 2, tag, c->zk.hosts, tag, SESSION_MS, lines);
-    for (int k = 0; k < 2; k++)
-        zt_rset_up(&c->rs[k]);
-    _Static_assert(sizeof(c->cl.dir) == sizeof(c->rs[0].dir), "the folder's path fits");
-    _Static_assert(sizeof(c->cl.conf) == sizeof(c->rs[0].conf), "the file's path fits");
-    memcpy(c->cl.dir, c->rs[0].dir, sizeof(c->cl.dir));
-    memcpy(c->cl.conf, c->rs[0].conf, sizeof(c->cl.conf));
-    c->cl.nservers = 2;
-    c->cl.nworkers = WORKERS;
-    c->cl.replicas = 2;
-    for (int k = 0; k < 2; k++) {
-        set_endpoint(c, k, 0);
-        for (int r = 0; r < 2; r++)
-            memcpy(c->cl.replica_endpoints[k][r], c->rs[k].ep[r], sizeof(c->rs[k].ep[r]));
-    }
-}
-
-static void rcl_down(rcl *c)
-{
-    for (int k = 0; k < 2; k++)
-        zt_rset_stop(&c->rs[k]);
-    zt_zk_stop(&c->zk, SIGTERM);
-}
-
-/* Kill shard k's primary (replica r) with -9 and wait until the other
- * replica is primary at the next epoch. */
-static void fail_over(rcl *c, int k)
-{
-    int r = zt_rset_primary(&c->rs[k]);
-    uint64_t epoch = zt_rset_epoch(&c->rs[k], r);
-    zt_rset_kill(&c->rs[k], r, SIGKILL);
-    double s = zt_rset_wait(&c->rs[k], 1 - r, "primary", epoch + 1, -1, 30);
-    printf("shard %d: replica %d primary %.2f s after the kill\n", k, 1 - r, s);
-    set_endpoint(c, k, 1 - r);
-}
-
-/* Start shard k's dead replica again and wait until it is in sync. */
-static void back_to_two(rcl *c, int k)
-{
-    int r = zt_rset_primary(&c->rs[k]);
-    zt_rset_start(&c->rs[k], 1 - r);
-    zt_rset_wait(&c->rs[k], r, "primary", zt_rset_epoch(&c->rs[k], r), 2, 30);
-}
-
-/* The map of shard 0's slots among `set` given to shard 1, one epoch up
- * from the default map of 2, into *next; the ids of ids[0..n) it moves. */
-static uint64_t moved_map(const char *set, const uint64_t *ids, size_t n, zp_slotmap **next)
-{
-    zp_slotmap *d = NULL;
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    uint32_t slots = zp_slotmap_slots(d);
-    uint8_t *which = calloc(slots, 1);
-    char err[256];
-    ck_assert_int_gt(zp_slotmap_parse_set(set, slots, which, err, sizeof(err)), 0);
-    for (uint32_t k = 0; k < slots; k++)
-        which[k] = which[k] && zp_slotmap_slot_owner(d, k) == 0;
-    ck_assert_int_eq(zp_slotmap_moved(d, which, 1, next), 0);
-    uint64_t moved = 0;
-    for (size_t i = 0; i < n; i++)
-        moved += zp_slotmap_owner(d, ids[i]) != zp_slotmap_owner(*next, ids[i]);
-    free(which);
-    zp_slotmap_destroy(&d);
-    return moved;
-}
+#define WORKERS ZT_RCL_WORKERS
 
 /* The map moving shard 0's slots below 2048 to shard 1 (*next, the
  * caller's) and the first of the oracle's ids it moves. */
@@ -156,7 +67,7 @@ static uint64_t moving_id(zp_slotmap **next)
     static uint64_t ids[NIDS];
     zt_move_ids(ids, NIDS, 0);
     zp_slotmap *d = NULL;
-    ck_assert_uint_gt(moved_map("0-2047", ids, NIDS, next), 0);
+    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, NIDS, next), 0);
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
     uint64_t id = 0;
     for (int i = 0; i < NIDS && !id; i++)
@@ -167,87 +78,32 @@ static uint64_t moving_id(zp_slotmap **next)
     return id;
 }
 
-/* Every shard's primary holds the map of epoch `epoch` and exactly the
- * rows of ids[0..n) that `map` gives it. */
-static void check_placed(const rcl *c, const uint64_t *ids, size_t n, const zp_slotmap *map,
-                         uint64_t epoch)
-{
-    uint64_t want[2] = {0, 0};
-    for (size_t i = 0; i < n; i++)
-        want[zp_slotmap_owner(map, ids[i])]++;
-    zeps_client *t = zt_move_tool(&c->cl);
-    for (int k = 0; k < 2; k++) {
-        uint64_t e = 0, rows = zt_move_rows(t, k, &e);
-        ck_assert_msg(rows == want[k] && e == epoch,
-                      "shard %d holds %llu rows at map epoch %llu; the map of epoch %llu gives it "
-                      "%llu",
-                      k, (unsigned long long)rows, (unsigned long long)e, (unsigned long long)epoch,
-                      (unsigned long long)want[k]);
-    }
-    zeps_client_destroy(&t);
-}
-
-/* Wait until shard 0's table has at least n pushes. */
-/* The pushes shard k's primary applied to table 0 (STATS). */
-static uint64_t pushes_at(zeps_client *t, int k)
-{
-    Zeps__ShardStats *st = zt_stats(t, k);
-    ck_assert_ptr_nonnull(st);
-    uint64_t p = st->n_tables > 0 ? st->tables[0]->pushes : 0;
-    zeps__shard_stats__free_unpacked(st, NULL);
-    return p;
-}
-
-static void wait_pushes(const rcl *c, uint64_t n)
-{
-    zeps_client *t = zt_move_tool(&c->cl);
-    for (int i = 0; i < 600 && pushes_at(t, 0) < n; i++)
-        usleep(50 * 1000);
-    zeps_client_destroy(&t);
-}
-
-/* Every worker waits on a parked push: neither shard applies one in
- * 300 ms (each worker's push spans both shards and blocks until every
- * piece is answered). */
-static void check_all_parked(const rcl *c)
-{
-    zeps_client *t = zt_move_tool(&c->cl);
-    uint64_t before = pushes_at(t, 0) + pushes_at(t, 1);
-    usleep(300 * 1000);
-    uint64_t after = pushes_at(t, 0) + pushes_at(t, 1);
-    zeps_client_destroy(&t);
-    ck_assert_msg(after == before,
-                  "pushes went on in the cut-over (%" PRIu64 " -> %" PRIu64
-                  "): not every worker's push was parked",
-                  before, after);
-}
-
 START_TEST(test_commit_survives_failovers)
 {
-    rcl c;
-    rcl_up(&c, "mvrepl", "");
+    zt_rcl c;
+    zt_rcl_up(&c, "mvrepl", "");
     pid_t pids[WORKERS];
     zt_move_workers_start(&c.cl, WORKERS, pids);
-    wait_pushes(&c, 3 * WORKERS);
+    zt_rcl_wait_pushes(&c, 3 * WORKERS);
     char *args[] = {"shards",  "move",   "--config", c.cl.conf, "--from",      "0",  "--to", "1",
                     "--slots", "0-2047", "--page",   "512",     "--threshold", "64", NULL};
     ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "move", args), 0);
     zt_move_workers_run(pids, WORKERS);
-    fail_over(&c, 1); /* the target: its backup must hold the rows and the map */
+    zt_rcl_fail_over(&c, 1); /* the target: its backup must hold the rows and the map */
     usleep(500 * 1000);
     zt_move_workers_run(pids, WORKERS);
-    fail_over(&c, 0);   /* the source: its backup must have taken the commit */
-    usleep(500 * 1000); /* the workers push on through the new primaries */
+    zt_rcl_fail_over(&c, 0); /* the source: its backup must have taken the commit */
+    usleep(500 * 1000);      /* the workers push on through the new primaries */
     long weighted = 0, sum = zt_move_workers_end(&c.cl, WORKERS, pids, &weighted);
     printf("%ld pushes answered through the move and two failovers\n", sum);
     zt_move_check_oracle(&c.cl, sum, weighted);
     static uint64_t ids[NIDS];
     zt_move_ids(ids, NIDS, 0);
     zp_slotmap *next = NULL;
-    ck_assert_uint_gt(moved_map("0-2047", ids, NIDS, &next), 0);
-    check_placed(&c, ids, NIDS, next, 1);
+    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, NIDS, &next), 0);
+    zt_rcl_check_placed(&c, ids, NIDS, next, 1);
     zp_slotmap_destroy(&next);
-    rcl_down(&c);
+    zt_rcl_down(&c);
 }
 END_TEST
 
@@ -269,7 +125,7 @@ static pid_t push_once(const zt_cluster *cl, uint64_t id)
 }
 
 /* Shard k's primary's reply to MOVE step `step` with peer `peer`. */
-static void step_ok(const rcl *c, int k, uint32_t peer, uint32_t step, const zp_slotmap *map)
+static void step_ok(const zt_rcl *c, int k, uint32_t peer, uint32_t step, const zp_slotmap *map)
 {
     size_t len = map ? zp_slotmap_wire_size(map) : 0;
     uint8_t *wire = map ? malloc(len) : NULL;
@@ -285,7 +141,7 @@ static void step_ok(const rcl *c, int k, uint32_t peer, uint32_t step, const zp_
 
 /* The move of `next` from shard 0 to shard 1 begun by hand and in its
  * cut-over: BEGIN and FREEZE to the source, IMPORT to the target. */
-static void cut_over(const rcl *c, const zp_slotmap *next)
+static void cut_over(const zt_rcl *c, const zp_slotmap *next)
 {
     step_ok(c, 0, 1, ZP_MOVE_BEGIN, next);
     step_ok(c, 1, 0, ZP_MOVE_IMPORT, next);
@@ -294,8 +150,8 @@ static void cut_over(const rcl *c, const zp_slotmap *next)
 
 START_TEST(test_parked_push_not_logged)
 {
-    rcl c;
-    rcl_up(&c, "mvpark", "");
+    zt_rcl c;
+    zt_rcl_up(&c, "mvpark", "");
     zp_slotmap *next = NULL;
     uint64_t id = moving_id(&next);
     zeps_client *w = zt_client(&c.cl, 1);
@@ -308,17 +164,17 @@ START_TEST(test_parked_push_not_logged)
     step_ok(&c, 1, 0, ZP_MOVE_ABORT, NULL);
     int ws = zt_wait(pid, 30);
     ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "the parked push failed");
-    fail_over(&c, 0);
+    zt_rcl_fail_over(&c, 0);
     float row[DIM];
     ck_assert_msg(zeps_spull(w, t, &id, 1, row, 0) == 0, "%s", zeps_last_error(w));
     ck_assert_msg(row[0] == 1.0f, "the parked push is applied %g times on the new primary", row[0]);
     zeps_client_destroy(&w);
     zp_slotmap_destroy(&next);
-    rcl_down(&c);
+    zt_rcl_down(&c);
 }
 END_TEST
 
-/* ABORT to both shards of the move from 0 to 1 (arg: the rcl). */
+/* ABORT to both shards of the move from 0 to 1 (arg: the zt_rcl). */
 static void abort_both(void *arg)
 {
     step_ok(arg, 0, 1, ZP_MOVE_ABORT, NULL);
@@ -332,8 +188,8 @@ static void abort_both(void *arg)
  * EMOVED); after a failover the row holds the one push applied. */
 START_TEST(test_late_copy_after_abort)
 {
-    rcl c;
-    rcl_up(&c, "mvlate", "");
+    zt_rcl c;
+    zt_rcl_up(&c, "mvlate", "");
     zp_slotmap *next = NULL;
     uint64_t id = moving_id(&next);
     zeps_client *w = zt_client(&c.cl, 0);
@@ -343,20 +199,20 @@ START_TEST(test_late_copy_after_abort)
     zt_move_parked_then_late(sock, 0x53, t, id, abort_both, &c);
     zmq_close(sock);
     zmq_ctx_term(zctx);
-    fail_over(&c, 0);
+    zt_rcl_fail_over(&c, 0);
     float row[DIM];
     ck_assert_msg(zeps_spull(w, t, &id, 1, row, 0) == 0, "%s", zeps_last_error(w));
     ck_assert_msg(row[0] == 1.0f, "the push is applied %g times on the new primary", row[0]);
     zeps_client_destroy(&w);
     zp_slotmap_destroy(&next);
-    rcl_down(&c);
+    zt_rcl_down(&c);
 }
 END_TEST
 
 /* zepsctl shards move of shard 0's slots below 2048 to shard 1, a row a
  * page (a copy of a few seconds), with the shards' lease and the tool's
  * wait per request as given, started; its log at <dir>/move-<tag>.log. */
-static pid_t slow_move(rcl *c, const char *tag, char *lease_ms, char *timeout_ms, char *log,
+static pid_t slow_move(zt_rcl *c, const char *tag, char *lease_ms, char *timeout_ms, char *log,
                        size_t len)
 {
     snprintf(log, len, "%s/move-%s.log", c->cl.dir, tag);
@@ -375,7 +231,7 @@ static pid_t slow_move(rcl *c, const char *tag, char *lease_ms, char *timeout_ms
 
 /* slow_move with shard `victim`'s primary (-1: the tool itself) killed
  * 300 ms in: the move fails with nothing changed. */
-static void kill_mid_copy(rcl *c, int victim)
+static void kill_mid_copy(zt_rcl *c, int victim)
 {
     char log[400], tag[16];
     snprintf(tag, sizeof(tag), "kill-%d", victim);
@@ -383,32 +239,11 @@ static void kill_mid_copy(rcl *c, int victim)
     if (victim < 0)
         ck_assert_int_eq(kill(pid, SIGKILL), 0);
     else
-        fail_over(c, victim);
+        zt_rcl_fail_over(c, victim);
     int st = zt_wait(pid, 60);
     zt_move_print_file(log);
     ck_assert_msg(victim < 0 ? WIFSIGNALED(st) : WIFEXITED(st) && WEXITSTATUS(st) == 1,
                   "zepsctl: status 0x%x", st);
-}
-
-/* Wait until shard k's primary holds exactly the rows of ids[0..n) that
- * map d gives it, within secs. */
-static void wait_owned(const rcl *c, int k, const uint64_t *ids, size_t n, const zp_slotmap *d,
-                       double secs)
-{
-    uint64_t want = 0;
-    for (size_t i = 0; i < n; i++)
-        want += zp_slotmap_owner(d, ids[i]) == k;
-    double t0 = zt_now_s();
-    for (;;) {
-        zeps_client *tl = zt_move_tool(&c->cl);
-        uint64_t e, got = zt_move_rows(tl, k, &e);
-        zeps_client_destroy(&tl);
-        if (got == want)
-            return;
-        ck_assert_msg(zt_now_s() - t0 < secs, "shard %d still holds %llu rows, %llu its own", k,
-                      (unsigned long long)got, (unsigned long long)want);
-        usleep(100 * 1000);
-    }
 }
 
 /* Rows enough that a copy of a row a page lasts a few seconds: the
@@ -417,7 +252,7 @@ enum { ALL = 24000 };
 
 /* ids[0..ALL) pushed `times` times (zt_move_populate) by worker 0's
  * client, made into *w (the caller's): the table's id. */
-static uint32_t fill(const rcl *c, uint64_t *ids, int times, zeps_client **w)
+static uint32_t fill(const zt_rcl *c, uint64_t *ids, int times, zeps_client **w)
 {
     zt_move_ids(ids, NIDS, 0);
     zt_move_ids(ids + NIDS, ALL - NIDS, 1);
@@ -431,8 +266,8 @@ static uint32_t fill(const rcl *c, uint64_t *ids, int times, zeps_client **w)
 
 START_TEST(test_killed_mid_copy)
 {
-    rcl c;
-    rcl_up(&c, "mvkill", "");
+    zt_rcl c;
+    zt_rcl_up(&c, "mvkill", "");
     static uint64_t ids[ALL];
     zeps_client *w = NULL;
     uint32_t t = fill(&c, ids, 1, &w);
@@ -441,31 +276,31 @@ START_TEST(test_killed_mid_copy)
     /* the target's primary: its backup, elected, ends its part by the
      * lease and drops the rows it took */
     kill_mid_copy(&c, 1);
-    wait_owned(&c, 1, ids, ALL, d, 15);
-    check_placed(&c, ids, ALL, d, 0);
-    back_to_two(&c, 1);
+    zt_rcl_wait_owned(&c, 1, ids, ALL, d, 15);
+    zt_rcl_check_placed(&c, ids, ALL, d, 0);
+    zt_rcl_back_to_two(&c, 1);
     /* the source's primary: the tool aborts the target */
     kill_mid_copy(&c, 0);
-    check_placed(&c, ids, ALL, d, 0);
-    back_to_two(&c, 0);
+    zt_rcl_check_placed(&c, ids, ALL, d, 0);
+    zt_rcl_back_to_two(&c, 0);
     /* the tool: both primaries end their parts by the lease, the target's
      * backup too (the ABORT its primary logs) */
     kill_mid_copy(&c, -1);
-    wait_owned(&c, 1, ids, ALL, d, 15);
+    zt_rcl_wait_owned(&c, 1, ids, ALL, d, 15);
     zt_move_check_values(w, t, ids, NIDS, 1);
     /* nothing is left of any attempt: another move commits, and the
      * target's backup holds what it took when elected */
     char *args[] = {"shards", "move", "--config", c.cl.conf,   "--from", "0",
                     "--to",   "1",    "--slots",  "2048-4095", NULL};
     ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "move-again", args), 0);
-    ck_assert_uint_gt(moved_map("2048-4095", ids, ALL, &next), 0);
-    fail_over(&c, 1);
-    check_placed(&c, ids, ALL, next, 1);
+    ck_assert_uint_gt(zt_rcl_moved_map("2048-4095", ids, ALL, &next), 0);
+    zt_rcl_fail_over(&c, 1);
+    zt_rcl_check_placed(&c, ids, ALL, next, 1);
     zt_move_check_values(w, t, ids, NIDS, 1);
     zeps_client_destroy(&w);
     zp_slotmap_destroy(&d);
     zp_slotmap_destroy(&next);
-    rcl_down(&c);
+    zt_rcl_down(&c);
 }
 END_TEST
 
@@ -477,31 +312,31 @@ END_TEST
  * every push answered once, the map stays at epoch 0. */
 static void killed_in_cutover(int victim)
 {
-    rcl c;
-    rcl_up(&c, victim ? "mvcut1" : "mvcut0", "");
+    zt_rcl c;
+    zt_rcl_up(&c, victim ? "mvcut1" : "mvcut0", "");
     pid_t pids[WORKERS];
     zt_move_workers_start(&c.cl, WORKERS, pids);
-    wait_pushes(&c, 3 * WORKERS);
+    zt_rcl_wait_pushes(&c, 3 * WORKERS);
     static uint64_t ids[NIDS];
     zt_move_ids(ids, NIDS, 0);
     zp_slotmap *next = NULL, *d = NULL;
-    ck_assert_uint_gt(moved_map("0-2047", ids, NIDS, &next), 0);
+    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, NIDS, &next), 0);
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
     cut_over(&c, next);
     usleep(300 * 1000); /* every worker's push parked at the source */
-    check_all_parked(&c);
-    fail_over(&c, victim);
+    zt_rcl_check_all_parked(&c);
+    zt_rcl_fail_over(&c, victim);
     step_ok(&c, 1 - victim, victim, ZP_MOVE_ABORT, NULL); /* the survivor's part */
     usleep(500 * 1000);                                   /* the workers push on */
     long weighted = 0, sum = zt_move_workers_end(&c.cl, WORKERS, pids, &weighted);
     printf("%ld pushes answered through a kill of shard %d in the cut-over\n", sum, victim);
     zt_move_check_oracle(&c.cl, sum, weighted);
     if (victim == 1) /* the target's new primary ends its part by the lease (10 s) */
-        wait_owned(&c, 1, ids, NIDS, d, 20);
-    check_placed(&c, ids, NIDS, d, 0);
+        zt_rcl_wait_owned(&c, 1, ids, NIDS, d, 20);
+    zt_rcl_check_placed(&c, ids, NIDS, d, 0);
     zp_slotmap_destroy(&next);
     zp_slotmap_destroy(&d);
-    rcl_down(&c);
+    zt_rcl_down(&c);
 }
 
 START_TEST(test_source_killed_in_cutover)
@@ -522,11 +357,11 @@ END_TEST
  * does not wait for the retired shard. */
 START_TEST(test_remove_and_retire)
 {
-    rcl c;
-    rcl_up(&c, "mvretire", "");
+    zt_rcl c;
+    zt_rcl_up(&c, "mvretire", "");
     pid_t pids[WORKERS];
     zt_move_workers_start(&c.cl, WORKERS, pids);
-    wait_pushes(&c, 3 * WORKERS);
+    zt_rcl_wait_pushes(&c, 3 * WORKERS);
     char *rm[] = {"shards", "remove", "1", "--config", c.cl.conf, NULL};
     ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "remove", rm), 0);
     char *rt[] = {"shards", "retire", "1", "--config", c.cl.conf, NULL};
@@ -535,7 +370,7 @@ START_TEST(test_remove_and_retire)
         zt_rset_kill(&c.rs[1], r, SIGTERM);
     usleep(500 * 1000);
     zt_move_workers_run(pids, WORKERS);
-    fail_over(&c, 0);
+    zt_rcl_fail_over(&c, 0);
     usleep(500 * 1000);
     long weighted = 0, sum = zt_move_workers_end(&c.cl, WORKERS, pids, &weighted);
     printf("%ld pushes answered through shards remove, retire and a failover\n", sum);
@@ -543,7 +378,7 @@ START_TEST(test_remove_and_retire)
     zeps_client *t = zt_move_tool(&c.cl);
     ck_assert_uint_eq(zt_move_rows(t, 0, NULL), NIDS);
     zeps_client_destroy(&t);
-    rcl_down(&c);
+    zt_rcl_down(&c);
 }
 END_TEST
 
@@ -552,8 +387,8 @@ END_TEST
  * after the move committed, and holds the moved rows when elected. */
 START_TEST(test_whole_state_waits_for_the_move)
 {
-    rcl c;
-    rcl_up(&c, "mvxfer", "  replication = { log_mb = 1; };");
+    zt_rcl c;
+    zt_rcl_up(&c, "mvxfer", "  replication = { log_mb = 1; };");
     static uint64_t ids[ALL];
     zeps_client *w = NULL;
     uint32_t t = fill(&c, ids, 4, &w); /* more than log_mb of entries */
@@ -568,13 +403,13 @@ START_TEST(test_whole_state_waits_for_the_move)
     ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl: status 0x%x", st);
     zt_rset_wait(&c.rs[1], 0, "primary", 1, 2, 60);
     zp_slotmap *next = NULL;
-    ck_assert_uint_gt(moved_map("0-2047", ids, ALL, &next), 0);
-    fail_over(&c, 1);
-    check_placed(&c, ids, ALL, next, 1);
+    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, ALL, &next), 0);
+    zt_rcl_fail_over(&c, 1);
+    zt_rcl_check_placed(&c, ids, ALL, next, 1);
     zt_move_check_values(w, t, ids, NIDS, 4);
     zeps_client_destroy(&w);
     zp_slotmap_destroy(&next);
-    rcl_down(&c);
+    zt_rcl_down(&c);
 }
 END_TEST
 

@@ -14,11 +14,15 @@
  * SLOTS with the map to the target and every other shard; COMMIT at the
  * source. Any failure before the target took the map sends ABORT to both
  * (and a tool that dies is aborted by the shards' lease): nothing changes.
- * Every request waits at most --timeout-ms.
+ * With coordination (replicated shards) the commit point is the write of
+ * the map to ZooKeeper instead (ctl_zkmap.c), which the shards watch;
+ * SLOTS and COMMIT then only hasten it. Every request waits at most
+ * --timeout-ms.
  */
 #include "ctl_mover.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +32,7 @@
 #include "alloc.h"
 #include "config.h"
 #include "ctl_primary.h"
+#include "ctl_zkmap.h"
 #include "curve.h"
 #include "exitcode.h"
 #include "now.h"
@@ -47,6 +52,7 @@ typedef struct zp_mover {
     int n;                                   /* shards: the cluster file's, then those joined */
     char ep[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX]; /* where each listens */
     void *sock[ZP_MAX_SHARDS];
+    zp_ctl_zkmap *zk;               /* with coordination: where a move commits its map */
     uint8_t retired[ZP_MAX_SHARDS]; /* the newest map of the file's shards retires them */
     uint64_t req_id;
     char err[1024];
@@ -396,6 +402,43 @@ static int send_slots(mv *m, int k, const void *wire, size_t len)
     return rc;
 }
 
+/* A test's fault hook: with ZEPS_FAULT_MOVE=<point> the tool stops itself
+ * (SIGSTOP) there, so that a test can kill it or let a shard's bound pass
+ * at that very step (docs/elastic.md, "The map in ZooKeeper"). */
+static void fault(const char *point)
+{
+    const char *f = getenv("ZEPS_FAULT_MOVE");
+    if (f && strcmp(f, point) == 0) {
+        fprintf(stderr, "zepsctl shards move: ZEPS_FAULT_MOVE=%s: stopping here\n", point);
+        fflush(stderr);
+        raise(SIGSTOP);
+    }
+}
+
+/* With the map committed in ZooKeeper, shard k's answer (rc) to the SLOTS
+ * or COMMIT that hastens it: ESTALE says it took the map from the node
+ * already; another failure is said, and the shard takes it from there. */
+static void hasten(mv *m, int k, int rc, const char *what)
+{
+    if (m->zk && rc != 0 && rc != ZEPS_ESTALE)
+        fprintf(stderr,
+                "zepsctl shards move: %s to shard %d: %s; the map is committed in ZooKeeper, "
+                "which the shard watches\n",
+                what, k, m->err);
+}
+
+/* The map's write to ZooKeeper was not confirmed, and the node could not
+ * be read: no ABORT (the write may have landed), the shards decide by the
+ * node when their parts end by time. */
+static int undecided(mv *m)
+{
+    fprintf(stderr,
+            "zepsctl shards move: %s\nzepsctl shards move: not aborted: each shard of the move "
+            "reads the node when its part ends by time, and commits or aborts by it\n",
+            m->err);
+    return ZP_EXIT_FAILED;
+}
+
 /* Cut-over and commit, once the copy is done. */
 static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t0)
 {
@@ -419,11 +462,18 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
                  (zp_now_s() - c0) * 1e3, m->o.cutover_ms);
         return abort_move(m, ZP_EXIT_FAILED);
     }
-    if (send_slots(m, m->o.to, wire, len) != 0)
+    fault("before-commit");
+    if (m->zk && (rc = zp_ctl_zkmap_commit(m->zk, wire, len, m->err, sizeof(m->err))) != 0)
+        return rc == ZEPS_ESTALE ? abort_move(m, ZP_EXIT_FAILED) : undecided(m);
+    fault("after-commit");
+    if ((rc = send_slots(m, m->o.to, wire, len)) != 0 && !m->zk)
         return abort_move(m, ZP_EXIT_FAILED);
+    hasten(m, m->o.to, rc, "SLOTS");
+    fault("after-target");
     rc = step(m, m->o.from, ZP_MOVE_COMMIT, (uint32_t)m->o.to, 0, wire, len, &rep, NULL);
     double cut_ms = (zp_now_s() - c0) * 1e3, secs = zp_now_s() - t0;
-    if (rc != 0) {
+    hasten(m, m->o.from, rc, "COMMIT");
+    if (rc != 0 && !m->zk) {
         fprintf(stderr,
                 "zepsctl shards move: shard %d took the map of epoch %" PRIu64
                 " but the source did not commit: %s\nsend shard %d MOVE COMMIT with that map "
@@ -437,16 +487,18 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
                     "zepsctl shards move: shard %d did not take the map (%s): it holds no row "
                     "of the slots; its clients are redirected by the source\n",
                     k, m->err);
-    uint64_t dropped = rep->count;
-    zeps__header__free_unpacked(rep, NULL);
+    char src[96]; /* what the source said; unanswered, it takes the map from ZooKeeper */
+    snprintf(src, sizeof(src), rep ? "dropped %" PRIu64 " rows" : "takes the map from ZooKeeper",
+             rep ? rep->count : 0);
+    if (rep)
+        zeps__header__free_unpacked(rep, NULL);
     printf("cut-over: %" PRIu64 " rows and %" PRIu64 " held bsp pushes in %.1f ms (the longest "
            "a request of the slots waited)\n",
            m->rows - before, m->held, cut_ms);
     printf("moved: %" PRIu64 " rows sent (%.1f MB) in %" PRIu64
-           " rounds, %.2f s (%.0f rows/s, %.1f MB/s); shard %d dropped %" PRIu64
-           " rows; slot map epoch %" PRIu64 "\n",
+           " rounds, %.2f s (%.0f rows/s, %.1f MB/s); shard %d %s; slot map epoch %" PRIu64 "\n",
            m->rows, m->bytes / 1e6, m->rounds, secs, m->rows / (secs > 0 ? secs : 1),
-           m->bytes / 1e6 / (secs > 0 ? secs : 1), m->o.from, dropped, epoch);
+           m->bytes / 1e6 / (secs > 0 ? secs : 1), m->o.from, src, epoch);
     printf("summary: rows=%" PRIu64 " bytes=%" PRIu64 " rounds=%" PRIu64
            " seconds=%.3f cutover_ms=%.1f epoch=%" PRIu64 "\n",
            m->rows, m->bytes, m->rounds, secs, cut_ms, epoch);
@@ -458,6 +510,8 @@ static int run(mv *m)
     zp_slotmap *cur = NULL, *next = NULL;
     uint32_t nslots = 0;
     int rc = source_map(m, m->o.from, &cur);
+    if (rc == 0 && m->zk) /* what the commit is conditional on */
+        rc = zp_ctl_zkmap_begin(m->zk, m->o.from, zp_slotmap_epoch(cur), m->err, sizeof(m->err));
     if (rc == 0)
         rc = next_map(m, cur, &next, &nslots);
     zp_slotmap_destroy(&cur);
@@ -505,11 +559,14 @@ int zp_ctl_mover_new(zp_mover **out, const zp_mv_opts *o, char *err, size_t errl
         return ZEPS_ECONFIG;
     }
     int rc = open_sockets(m);
+    if (rc == 0 && m->cfg.replicas > 1)
+        rc = zp_ctl_zkmap_open(&m->zk, &m->cfg, o->timeout_ms, m->err, sizeof(m->err));
     if (rc == 0 && o->joined && zp_ctl_mover_joined(m) != 0)
         m->err[0] = '\0'; /* shard 0 did not answer: each step then says which shard failed */
     if (rc != 0) {
         snprintf(err, errlen, "%s", m->err);
         close_sockets(m);
+        zp_ctl_zkmap_close(&m->zk);
         free(m);
         return rc;
     }
@@ -522,6 +579,7 @@ void zp_ctl_mover_destroy(zp_mover **mp)
     if (!mp || !*mp)
         return;
     close_sockets(*mp);
+    zp_ctl_zkmap_close(&(*mp)->zk);
     free(*mp);
     *mp = NULL;
 }

@@ -1,0 +1,67 @@
+/*
+ * move_rset.h - two shards of two replicas each, with a real ZooKeeper,
+ * for the tests of live moves between replicated shards (move_rset.c):
+ * test_move_replicas and test_zkmap. Every call asserts with Check: call
+ * them from a test.
+ */
+#ifndef ZT_MOVE_RSET_H
+#define ZT_MOVE_RSET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "harness.h"
+#include "move_fixture.h"
+#include "replset.h"
+#include "slotmap.h"
+#include "zkserver.h"
+
+#define ZT_RCL_SESSION_MS 2000
+#define ZT_RCL_WORKERS    3
+
+typedef struct zt_rcl {
+    zt_zk zk;
+    zt_rset rs[2];
+    zt_cluster cl; /* the cluster file and folder, for move_fixture.h */
+} zt_rcl;
+
+/* cl's endpoint of shard k (raw requests go there): replica r's. */
+void zt_rcl_endpoint(zt_rcl *c, int k, int r);
+
+/* Two shards of two replicas, each replica 0 primary at epoch 1 and its
+ * backup in sync; `extra` lines in the cluster group. */
+void zt_rcl_up(zt_rcl *c, const char *tag, const char *extra);
+
+/* Stop every replica and the ZooKeeper. */
+void zt_rcl_down(zt_rcl *c);
+
+/* Kill shard k's primary (replica r) with -9 and wait until the other
+ * replica is primary at the next epoch. */
+void zt_rcl_fail_over(zt_rcl *c, int k);
+
+/* Start shard k's dead replica again and wait until it is in sync. */
+void zt_rcl_back_to_two(zt_rcl *c, int k);
+
+/* The map of shard 0's slots among `set` given to shard 1, one epoch up
+ * from the default map of 2, into *next; the ids of ids[0..n) it moves. */
+uint64_t zt_rcl_moved_map(const char *set, const uint64_t *ids, size_t n, zp_slotmap **next);
+
+/* Every shard's primary holds the map of epoch `epoch` and exactly the
+ * rows of ids[0..n) that `map` gives it. */
+void zt_rcl_check_placed(const zt_rcl *c, const uint64_t *ids, size_t n, const zp_slotmap *map,
+                         uint64_t epoch);
+
+/* Wait until shard 0's table has at least n pushes. */
+void zt_rcl_wait_pushes(const zt_rcl *c, uint64_t n);
+
+/* Every worker waits on a parked push: neither shard applies one in
+ * 300 ms (each worker's push spans both shards and blocks until every
+ * piece is answered). */
+void zt_rcl_check_all_parked(const zt_rcl *c);
+
+/* Wait until shard k's primary holds exactly the rows of ids[0..n) that
+ * map d gives it, within secs. */
+void zt_rcl_wait_owned(const zt_rcl *c, int k, const uint64_t *ids, size_t n, const zp_slotmap *d,
+                       double secs);
+
+#endif

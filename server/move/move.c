@@ -63,10 +63,10 @@ static int kind_refused(const zp_server *s, int64_t n, bool dense, char *why, si
     }
     if (n == 0 && !dense)
         return ZEPS_EINVAL; /* why: moving_slots' "moves no slot" */
-    if (dense && ((s->cons->caps & ZP_CAP_CUTS) || s->role.replicas > 1)) {
+    if (dense && s->role.replicas > 1) {
         snprintf(why, len,
-                 "moving dense pieces is not supported %s (docs/elastic.md, \"What is built\")",
-                 s->role.replicas > 1 ? "with replicas" : "under bsp (its rounds hold pushes)");
+                 "moving dense pieces is not supported with replicas (docs/elastic.md, \"What "
+                 "is built\")");
         return ZEPS_ESTATE;
     }
     bool sparse = false;

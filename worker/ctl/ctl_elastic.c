@@ -191,21 +191,6 @@ static int rounds(zp_mover *m, const char *cmd, bool *out)
     return 0;
 }
 
-/* Whether the cluster moves dense pieces: not with replicas (the shards
- * refuse it; said here once). */
-static bool dense_moves(zp_mover *m)
-{
-    Zeps__Header *rep;
-    if (stats(m, 0, false, "add", &rep) != 0)
-        return false;
-    bool ok = rep->stats->replicas <= 1;
-    zeps__header__free_unpacked(rep, NULL);
-    if (!ok)
-        printf("dense tables keep their pieces: moving dense pieces is not built with replicas "
-               "(docs/elastic.md)\n");
-    return ok;
-}
-
 /* The new shard at m's last index answers HELLO as that shard of this
  * cluster. */
 static int check_new(zp_mover *m, int n, const char *ep, const char *conf)
@@ -341,7 +326,7 @@ static int add(zp_mover *m, const el_opts *o)
     if (rc != 0)
         return rc;
     rc = zp_ctl_rebalance_run(m, o->tolerance, o->max_moves, skip);
-    if (rc == ZP_EXIT_OK && dense_moves(m)) /* and an even share of each dense table */
+    if (rc == ZP_EXIT_OK) /* and an even share of each dense table (replicas: refused above) */
         rc = zp_ctl_dshare_give(m, n, &o->mv);
     printf("shards add: shard %d at %s %s\n", n, ep,
            rc == ZP_EXIT_OK ? "joined and holds its share of the rows"

@@ -34,9 +34,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <zmq.h>
+
 #include "check_main.h"
 #include "harness.h"
 #include "move_fixture.h"
+#include "rawreq.h"
+#include "slotmap.h"
+#include "wire.h"
 #include "zeps.h"
 
 #define W     3   /* workers */
@@ -349,6 +354,221 @@ START_TEST(test_held_pushes_handed)
 }
 END_TEST
 
+#define SLEN 100 /* the steps' table 'w': sgd, lr 1, zeros */
+
+static uint32_t declare_w(zeps_client *c)
+{
+    zeps_table_spec spec = {
+        .name = "w", .length = SLEN, .optimizer = "sgd", .lr = 1.0, .init = "zeros", .seed = 1};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    return t;
+}
+
+/* A MOVE step on sock (a tool's socket): its reply header and, if
+ * `page`, its payload (empty if none; the caller closes it). `like`: a
+ * PUT of the page it answered, `count` its count (0: like's). */
+static Zeps__Header *mstep(void *sock, uint32_t step, uint32_t peer, const Zeps__Header *like,
+                           uint64_t offset, const void *data, size_t len, zmq_msg_t *page)
+{
+    Zeps__Header h;
+    zeps__header__init(&h);
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__MOVE;
+    h.req_id = 1;
+    h.rank = 0xffffffffu;
+    h.move_step = step;
+    h.move_peer = peer;
+    h.count = step == ZP_MOVE_ROWS ? 64 : 0;
+    if (like) {
+        h.count = like->count;
+        h.offset = offset;
+        h.move_table = like->move_table;
+        h.state_per_value = like->state_per_value;
+        h.data_version = like->data_version;
+        h.flags = like->flags & ZP_FLAG_HELD;
+    }
+    zt_raw_send(sock, &h, data, len);
+    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
+    ck_assert_int_eq(zmq_poll(&it, 1, ZT_RAW_TIMEOUT_MS), 1);
+    zp_frames m;
+    ck_assert_int_eq(zp_wire_frames_recv(sock, &m, 0), 0);
+    Zeps__Header *rep = zp_wire_unpack_header(&m.f[0]);
+    ck_assert_ptr_nonnull(rep);
+    if (page) {
+        zmq_msg_init(page);
+        if (m.n > 1)
+            zmq_msg_copy(page, &m.f[1]);
+    }
+    zp_wire_frames_close(&m);
+    return rep;
+}
+
+/* The same, answered without an error (freed). */
+static void mstep_ok(void *sock, uint32_t step, uint32_t peer, const void *data, size_t len)
+{
+    Zeps__Header *rep = mstep(sock, step, peer, NULL, 0, data, len, NULL);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "MOVE step %u: %s", step,
+                  rep->error_text ? rep->error_text : "?");
+    zeps__header__free_unpacked(rep, NULL);
+}
+
+/* The round pages the target refuses, each with its code, holding nothing:
+ * page (len bytes, rank 0's push of [0, 50)) altered. */
+static void refused_rounds(void *b, const Zeps__Header *like, const uint8_t *page, size_t len)
+{
+    uint8_t *bad = malloc(len);
+    struct {
+        size_t len;
+        uint64_t offset;
+        int code;
+        const char *needle;
+    } cases[] = {{10, 0, ZEPS_ESIZE, "cut short"},
+                 {len - 4, 0, ZEPS_ESIZE, "is not the"},
+                 {len, 0, ZEPS_ESIZE, "rank 7 of 2 workers"},
+                 {len, 0, ZEPS_ENONFINITE, "NaN or Inf"},
+                 {len, 10, ZEPS_EINVAL, "is not a piece moving"}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        memcpy(bad, page, len);
+        uint32_t rank = 7;
+        float nan = strtof("nan", NULL);
+        if (i == 2)
+            memcpy(bad + 12, &rank, 4);
+        if (i == 3)
+            memcpy(bad + 24 + 4 * 17, &nan, 4);
+        Zeps__Header *rep =
+            mstep(b, ZP_MOVE_PUT, 0, like, cases[i].offset, bad, cases[i].len, NULL);
+        ck_assert_int_eq(rep->op, ZEPS__OP__ERROR);
+        zt_raw_expect_error(rep, cases[i].code, cases[i].needle);
+    }
+    free(bad);
+}
+
+/* Two bsp workers on two shards; worker 0 pushed g0 for round 0; the move
+ * of piece [0, 50) from shard 0 to 1 begun, frozen and copied (its round
+ * page refused altered, then put; a second put refused). */
+typedef struct dsteps {
+    zt_cluster cl;
+    zeps_client *c[2];
+    uint32_t t;
+    void *ctx, *a, *b;
+    uint8_t *wire;
+    size_t len;
+    float g[2][SLEN];
+} dsteps;
+
+/* The pages from A put to B; round pages are tried altered first. */
+static void copy_pages(dsteps *st)
+{
+    uint64_t held = 0;
+    for (;;) {
+        zmq_msg_t page;
+        Zeps__Header *rep = mstep(st->a, ZP_MOVE_ROWS, 1, NULL, 0, NULL, 0, &page);
+        ck_assert_int_eq(rep->op, ZEPS__OP__MOVE);
+        uint64_t n = rep->count, left = rep->cursor;
+        const uint8_t *d = zmq_msg_data(&page);
+        size_t len = zmq_msg_size(&page);
+        if (n > 0 && (rep->flags & ZP_FLAG_HELD)) {
+            ck_assert_uint_eq(len, 24 + 4 * 50); /* rank 0's push of [0, 50) */
+            refused_rounds(st->b, rep, d, len);
+            held++;
+        }
+        if (n > 0) {
+            Zeps__Header *ack = mstep(st->b, ZP_MOVE_PUT, 0, rep, rep->offset, d, len, NULL);
+            ck_assert_msg(ack->op == ZEPS__OP__MOVE, "PUT: %s", ack->error_text);
+            zeps__header__free_unpacked(ack, NULL);
+        }
+        if (n > 0 && (rep->flags & ZP_FLAG_HELD)) /* the same push again */
+            zt_raw_expect_error(mstep(st->b, ZP_MOVE_PUT, 0, rep, rep->offset, d, len, NULL),
+                                ZEPS_EINVAL, "a second push of rank 0");
+        zeps__header__free_unpacked(rep, NULL);
+        zmq_msg_close(&page);
+        if (n == 0 && left == 0)
+            break;
+    }
+    ck_assert_uint_eq(held, 1);
+}
+
+static void dsteps_begin(dsteps *st)
+{
+    ck_assert_int_eq(zt_cluster_start(&st->cl, 2, 2, "bsp", NULL, NULL), 0);
+    for (int w = 0; w < 2; w++) {
+        st->c[w] = zt_client(&st->cl, (uint32_t)w);
+        ck_assert_ptr_nonnull(st->c[w]);
+        st->t = declare_w(st->c[w]);
+    }
+    for (int i = 0; i < SLEN; i++) {
+        st->g[0][i] = (float)(i % 7 + 1);
+        st->g[1][i] = (float)(i % 5);
+    }
+    ck_assert_int_eq(zeps_push(st->c[0], st->t, st->g[0], 0, SLEN, 0), 0); /* held */
+    zp_slotmap *d = NULL, *m = NULL;
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", SLEN, 0, 50, 1, &m, err, sizeof(err)), 0);
+    st->len = zp_slotmap_wire_size(m);
+    st->wire = malloc(st->len);
+    zp_slotmap_encode(m, st->wire);
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+    st->ctx = zmq_ctx_new();
+    st->a = zt_raw_socket(st->ctx, &st->cl, 0);
+    st->b = zt_raw_socket(st->ctx, &st->cl, 1);
+    mstep_ok(st->a, ZP_MOVE_BEGIN, 1, st->wire, st->len);
+    mstep_ok(st->b, ZP_MOVE_IMPORT, 0, st->wire, st->len);
+    mstep_ok(st->a, ZP_MOVE_FREEZE, 1, NULL, 0);
+    copy_pages(st);
+}
+
+/* Worker 1 pushes g1 for round 0 (redirected once if `moved`); both
+ * workers' pulls at clock 1 read -(g0 + g1) / 2. */
+static void dsteps_end(dsteps *st, bool moved)
+{
+    ck_assert_int_eq(zeps_push(st->c[1], st->t, st->g[1], 0, SLEN, 0), 0);
+    zeps_client_stats cs;
+    zeps_client_get_stats(st->c[1], &cs);
+    ck_assert_uint_eq(cs.slot_redirects, moved ? 1 : 0);
+    float got[SLEN];
+    for (int w = 0; w < 2; w++) {
+        ck_assert_int_eq(zeps_pull(st->c[w], st->t, got, 0, SLEN, 1), 0);
+        for (int i = 0; i < SLEN; i++)
+            ck_assert_msg(got[i] == -(st->g[0][i] + st->g[1][i]) / 2,
+                          "worker %d, element %d: %g, want %g", w, i, (double)got[i],
+                          (double)(-(st->g[0][i] + st->g[1][i]) / 2));
+    }
+    zmq_close(st->a);
+    zmq_close(st->b);
+    zmq_ctx_term(st->ctx);
+    free(st->wire);
+    for (int w = 0; w < 2; w++)
+        zeps_client_destroy(&st->c[w]);
+    ck_assert_int_eq(zt_cluster_stop(&st->cl), 0);
+}
+
+START_TEST(test_steps_commit)
+{
+    static dsteps st;
+    dsteps_begin(&st);
+    zp_slotmap *next = NULL;
+    char why[256];
+    ck_assert_int_eq(zp_slotmap_decode(&next, st.wire, st.len, 2, why, sizeof(why)), 0);
+    ck_assert_int_eq(zt_raw_slots(&st.cl, 1, next), 0); /* the commit point */
+    zp_slotmap_destroy(&next);
+    mstep_ok(st.a, ZP_MOVE_COMMIT, 1, st.wire, st.len);
+    dsteps_end(&st, true);
+}
+END_TEST
+
+START_TEST(test_steps_abort)
+{
+    static dsteps st;
+    dsteps_begin(&st);
+    mstep_ok(st.b, ZP_MOVE_ABORT, 0, NULL, 0);
+    mstep_ok(st.a, ZP_MOVE_ABORT, 1, NULL, 0);
+    dsteps_end(&st, false);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("dense_bsp");
@@ -357,6 +577,11 @@ static Suite *suite(void)
     tcase_add_test(tc, test_add_remove_bits);
     tcase_add_test(tc, test_held_pushes_handed);
     suite_add_tcase(s, tc);
+    TCase *tsteps = tcase_create("steps");
+    tcase_set_timeout(tsteps, 120);
+    tcase_add_test(tsteps, test_steps_commit);
+    tcase_add_test(tsteps, test_steps_abort);
+    suite_add_tcase(s, tsteps);
     return s;
 }
 

@@ -33,9 +33,8 @@ uint64_t zp_dround_left(const zp_server *s)
     uint64_t n = 0;
     for (size_t i = m->round_piece; i < m->npieces; i++) {
         const zp_table *t = zp_dmove_record((zp_server *)s, i);
-        size_t p = t ? pages_of(&t->round) : 0;
-        n += i == m->round_piece && p > m->round_sent ? p - m->round_sent : 0;
-        n += i == m->round_piece ? 0 : p;
+        size_t p = t ? pages_of(&t->round) : 0, sent = i == m->round_piece ? m->round_sent : 0;
+        n += p > sent ? p - sent : 0;
     }
     return n;
 }
@@ -79,8 +78,7 @@ size_t zp_dround_page(zp_server *s, uint8_t **buf, zp_table **t)
 }
 
 /* Check page[0..len) for piece t: 0 or an error with why. */
-static int check(const zp_server *s, const zp_table *t, const uint8_t *page, size_t len, char *why,
-                 size_t whylen)
+static int check(const zp_table *t, const uint8_t *page, size_t len, char *why, size_t whylen)
 {
     int64_t closed;
     uint32_t head[2];
@@ -110,7 +108,6 @@ static int check(const zp_server *s, const zp_table *t, const uint8_t *page, siz
         snprintf(why, whylen, "the push of rank %u holds NaN or Inf", head[1]);
         return ZEPS_ENONFINITE;
     }
-    (void)s;
     return 0;
 }
 
@@ -123,7 +120,7 @@ int zp_dround_put(zp_server *s, const char *name, uint64_t lo, uint64_t count, c
                  lo + count, s->shard);
         return ZEPS_EINVAL;
     }
-    int rc = check(s, t, page, len, why, whylen);
+    int rc = check(t, page, len, why, whylen);
     if (rc != 0)
         return rc;
     int64_t closed;

@@ -243,6 +243,10 @@ static void dense_round(zp_server *s, zp_request *r)
     uint8_t *buf;
     zp_table *t;
     size_t len = zp_dround_page(s, &buf, &t);
+    if (len == 0) { /* not reached: the caller saw pages left */
+        zp_reply_error(s, r->identity, r->h, ZEPS_ESTATE, "MOVE ROWS: no round page left");
+        return;
+    }
     Zeps__Header rep;
     zp_reply_init(s, r->h, &rep);
     rep.flags |= ZP_FLAG_HELD;

@@ -185,6 +185,12 @@ uint64_t zp_dmove_page(zp_server *s, uint64_t max, float *out, zp_table **t, uin
     return n;
 }
 
+zp_table *zp_dmove_record(zp_server *s, size_t i)
+{
+    const zp_move_piece *p = &s->move->pieces[i];
+    return record(s, p->name, p->lo, p->hi, false);
+}
+
 zp_table *zp_dmove_piece_in(zp_server *s, const char *name, uint64_t at, uint64_t n)
 {
     zp_move *m = s->move;

@@ -63,10 +63,10 @@ static int kind_refused(const zp_server *s, int64_t n, bool dense, char *why, si
     }
     if (n == 0 && !dense)
         return ZEPS_EINVAL; /* why: moving_slots' "moves no slot" */
-    if (dense && ((s->cons->caps & ZP_CAP_CUTS) || s->role.replicas > 1)) {
+    if (dense && s->role.replicas > 1) {
         snprintf(why, len,
-                 "moving dense pieces is not supported %s (docs/elastic.md, \"What is built\")",
-                 s->role.replicas > 1 ? "with replicas" : "under bsp (its rounds hold pushes)");
+                 "moving dense pieces is not supported with replicas (docs/elastic.md, \"What "
+                 "is built\")");
         return ZEPS_ESTATE;
     }
     bool sparse = false;
@@ -129,9 +129,10 @@ int zp_move_start(zp_server *s, int role, zp_slotmap **next, int peer, double le
     uint8_t *moving = zp_alloc(zp_slotmap_slots(*next));
     int64_t n = moving_slots(s->slots, *next, src, dst, moving, why, len);
     bool dense = !zp_densemap_same(zp_slotmap_dense(s->slots), zp_slotmap_dense(*next));
-    if (n < 0 || kind_refused(s, n, dense, why, len) != 0) {
+    int rc = n < 0 ? ZEPS_EINVAL : kind_refused(s, n, dense, why, len);
+    if (rc != 0) { /* EINVAL, or ESTATE for what is not built (replicas) */
         free(moving);
-        return ZEPS_EINVAL;
+        return rc;
     }
     zp_move *m = zp_alloc_zeroed(1, sizeof(*m));
     m->role = role;

@@ -100,6 +100,10 @@ typedef struct zp_move {
     size_t npieces;
     size_t piece_at;  /* source, after FREEZE: the piece being copied ... */
     uint64_t elem_at; /* ... and its next element */
+    /* source, a dense move under bsp: the pieces' open rounds paged out
+     * after their elements (dround.h): the piece, and its pages sent */
+    size_t round_piece;
+    size_t round_sent;
 } zp_move;
 
 /* Why shard s may not take part in a move now, with the code (0: it may;
@@ -213,6 +217,10 @@ void zp_dmove_park(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *
  * *left: those still to send. 0 when all are sent. */
 uint64_t zp_dmove_page(zp_server *s, uint64_t max, float *out, zp_table **t, uint64_t *at,
                        uint64_t *left);
+
+/* The source: its record of the move's piece i (i < npieces), NULL if
+ * none. */
+zp_table *zp_dmove_record(zp_server *s, size_t i);
 
 /* The target: the imported piece of table `name` holding [at, at + n),
  * NULL if none. */

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "alloc.h"
+#include "dround.h"
 #include "finite.h"
 #include "handover.h"
 #include "log.h"
@@ -239,8 +240,32 @@ static void on_held(zp_server *s, zp_request *r, uint64_t room)
     zp_reply_send(s, r->identity, &rep, buf, len, free_page, NULL); /* the sink owns buf */
 }
 
+/* ROWS of a dense move after the pieces' elements, under bsp: a page of
+ * a piece's open round (move/dround.h). */
+static void dense_round(zp_server *s, zp_request *r)
+{
+    uint8_t *buf;
+    zp_table *t;
+    size_t len = zp_dround_page(s, &buf, &t);
+    if (len == 0) { /* not reached: the caller saw pages left */
+        zp_reply_error(s, r->identity, r->h, ZEPS_ESTATE, "MOVE ROWS: no round page left");
+        return;
+    }
+    Zeps__Header rep;
+    zp_reply_init(s, r->h, &rep);
+    rep.flags |= ZP_FLAG_HELD;
+    rep.move_table = t->name;
+    rep.offset = t->begin;
+    rep.count = t->n;
+    rep.cursor = zp_dround_left(s);
+    rep.data_version = t->version;
+    s->move->handed_rows += len > ZP_DROUND_HEAD;
+    zp_reply_send(s, r->identity, &rep, buf, len, free_page, NULL); /* the sink owns buf */
+}
+
 /* ROWS of a dense move: the next page of the moving pieces' elements
- * (after FREEZE; before it, none: a piece is copied in the cut-over). */
+ * (after FREEZE; before it, none: a piece is copied in the cut-over),
+ * then of their open rounds. */
 static void dense_rows(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
@@ -257,13 +282,18 @@ static void dense_rows(zp_server *s, zp_request *r)
     zp_table *t = NULL;
     uint64_t at = 0, left = 0;
     uint64_t n = zp_dmove_page(s, max, buf, &t, &at, &left);
+    if (n == 0 && zp_dround_left(s) > 0) {
+        free(buf);
+        dense_round(s, r);
+        return;
+    }
     Zeps__Header rep;
     zp_reply_init(s, h, &rep);
     rep.count = n;
-    rep.cursor = left;
+    rep.cursor = left + zp_dround_left(s);
     rep.offset = at;
-    if (s->move->frozen && n == 0 && left == 0)
-        s->move->drained = true; /* every element is sent */
+    if (s->move->frozen && n == 0 && rep.cursor == 0)
+        s->move->drained = true; /* every element is sent, and the rounds */
     uint32_t k = t ? (uint32_t)t->opt->state_per_param : 0;
     if (t) {
         rep.move_table = t->name;
@@ -275,10 +305,39 @@ static void dense_rows(zp_server *s, zp_request *r)
                   NULL); /* the sink owns buf */
 }
 
+/* PUT of a dense move's round page (the target). */
+static void dense_round_put(zp_server *s, zp_request *r)
+{
+    const Zeps__Header *h = r->h;
+    char why[256];
+    int rc = ZEPS_EINVAL;
+    if (!s->cons->rounds || r->npayload != 1)
+        snprintf(why, sizeof(why), "%s",
+                 r->npayload != 1 ? "one frame expected"
+                                  : "the cluster's mode holds no push in rounds");
+    else
+        rc = zp_dround_put(s, h->move_table ? h->move_table : "", h->offset, h->count,
+                           zp_request_aligned(r->payload, 8), zmq_msg_size(r->payload), why,
+                           sizeof(why));
+    if (rc != 0) {
+        zp_reply_error(s, r->identity, h, rc,
+                       "MOVE PUT of the open round of [%" PRIu64 ", %" PRIu64
+                       ") of dense table '%s': %s; nothing held",
+                       h->offset, h->offset + h->count, h->move_table ? h->move_table : "", why);
+        return;
+    }
+    s->move->handed_rows += zmq_msg_size(r->payload) > ZP_DROUND_HEAD;
+    zp_reply_ok(s, r->identity, h, 0);
+}
+
 /* PUT of a dense move: a page of a moving piece's elements (the target). */
 static void dense_put(zp_server *s, zp_request *r)
 {
     const Zeps__Header *h = r->h;
+    if (h->flags & ZP_FLAG_HELD) {
+        dense_round_put(s, r);
+        return;
+    }
     zp_table *t = h->move_table ? zp_dmove_piece_in(s, h->move_table, h->offset, h->count) : NULL;
     uint64_t k = t ? (uint64_t)t->opt->state_per_param : 0;
     if (!t || r->npayload != 1 || h->count == 0 || h->state_per_value != k ||

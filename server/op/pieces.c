@@ -81,11 +81,36 @@ static uint64_t first_lost(const zp_server *s, const zp_slotmap *m, const zp_tab
     return t->end;
 }
 
+/* The first element of a piece `next` gives this shard that overlaps
+ * record t without lying inside it, or UINT64_MAX: a piece t's held
+ * round pushes (bsp) would not cover, since each covers t alone. */
+static uint64_t grown(const zp_server *s, const zp_slotmap *next, const zp_table *t)
+{
+    zp_dense_piece *p;
+    size_t n = zp_pieces_mine(s, next, t->name, t->length, &p);
+    uint64_t at = UINT64_MAX;
+    for (size_t i = 0; i < n && at == UINT64_MAX; i++)
+        if (p[i].lo < t->end && p[i].hi > t->begin && (p[i].lo < t->begin || p[i].hi > t->end))
+            at = p[i].lo;
+    free(p);
+    return at;
+}
+
 /* Why this shard may not take `next` for dense record t (whose table's
  * pieces here change): 0 or ZEPS_ESTATE with the reason in why. */
 static int record_refused(const zp_server *s, const zp_slotmap *next, const zp_table *t, char *why,
                           size_t len)
 {
+    uint64_t big = t->round.npending > 0 ? grown(s, next, t) : UINT64_MAX;
+    if (big != UINT64_MAX) {
+        snprintf(why, len,
+                 "the map of epoch %" PRIu64 " gives shard %d a piece of dense table '%s' from "
+                 "element %" PRIu64 " that spans more than its piece [%" PRIu64 ", %" PRIu64
+                 "), whose open round holds pushes of that piece alone: only cuts while a "
+                 "round is open (docs/elastic.md, \"Moves under bsp\")",
+                 zp_slotmap_epoch(next), s->shard, t->name, big, t->begin, t->end);
+        return ZEPS_ESTATE;
+    }
     uint64_t lost = written(t) ? first_lost(s, next, t) : t->end;
     if (lost < t->end) {
         snprintf(why, len,
@@ -109,12 +134,11 @@ int zp_pieces_refused(const zp_server *s, const zp_slotmap *next, char *why, siz
 {
     if (zp_densemap_same(zp_slotmap_dense(s->slots), zp_slotmap_dense(next)))
         return 0;
-    if ((s->cons->caps & ZP_CAP_CUTS) || s->role.replicas > 1) {
+    if (s->role.replicas > 1) {
         snprintf(why, len,
                  "the map of epoch %" PRIu64 " places dense tables by range, and shard %d "
-                 "runs %s: not built (docs/elastic.md, \"Dense tables by range\")",
-                 zp_slotmap_epoch(next), s->shard,
-                 s->role.replicas > 1 ? "with replicas" : "a mode that holds pushes in rounds");
+                 "runs with replicas: not built (docs/elastic.md, \"Dense tables by range\")",
+                 zp_slotmap_epoch(next), s->shard);
         return ZEPS_ESTATE;
     }
     if (s->cfg.snapshot_dir[0]) {
@@ -169,13 +193,21 @@ static int make_pieces(zp_server *s, const zp_table *head, const zp_dense_piece 
 
 /* Record `to` takes the values, optimizer state and version of the
  * elements it shares with record `from` (a piece cut or grown keeps
- * what was written to it). */
-static void copy_overlap(zp_table *to, const zp_table *from)
+ * what was written to it), and its open round (bsp): a piece cut from
+ * `from` holds its part of each push held there, so the round's close
+ * sums the same values for its elements (a piece grown past `from` is
+ * refused while pushes are held: record_refused). 0 or ZEPS_ENOMEM. */
+static int copy_overlap(zp_table *to, const zp_table *from)
 {
     uint64_t lo = to->begin > from->begin ? to->begin : from->begin;
     uint64_t hi = to->end < from->end ? to->end : from->end;
     if (lo >= hi)
-        return;
+        return 0;
+    if (to->begin >= from->begin && to->end <= from->end &&
+        zp_round_take_part(&to->round, &from->round, (size_t)(to->begin - from->begin)) != 0)
+        return ZEPS_ENOMEM;
+    if (from->round.closed > to->round.closed)
+        to->round.closed = from->round.closed;
     size_t n = (size_t)(hi - lo), k = (size_t)from->opt->state_per_param;
     float *buf = zp_alloc(n * (1 + k) * sizeof(float));
     zp_table_read(from, (size_t)(lo - from->begin), n, buf);
@@ -183,6 +215,7 @@ static void copy_overlap(zp_table *to, const zp_table *from)
     free(buf);
     if (from->version > to->version)
         to->version = from->version;
+    return 0;
 }
 
 /* The pulls parked on record `from` (by ssp's bound), once the shard took
@@ -221,9 +254,16 @@ static int rebuild(zp_server *s, const char *name, zp_pieces_refuse_fn refuse, c
     size_t total = np > nold ? np : nold;
     zp_table **made = zp_alloc_zeroed(total, sizeof(*made));
     int rc = make_pieces(s, head, p, np, ids, nold, made, total, err, errlen);
-    for (size_t i = 0; rc == 0 && i < np; i++)
-        for (size_t j = 0; j < nold; j++)
-            copy_overlap(made[i], s->tables[ids[j]]);
+    int copied = 0;
+    for (size_t i = 0; rc == 0 && copied == 0 && i < np; i++)
+        for (size_t j = 0; copied == 0 && j < nold; j++)
+            copied = copy_overlap(made[i], s->tables[ids[j]]);
+    for (size_t i = 0; copied != 0 && i < total; i++)
+        zp_table_destroy(&made[i]); /* nothing changed */
+    if (copied != 0) {
+        rc = copied;
+        snprintf(err, errlen, "no memory for the pushes its open round holds");
+    }
     for (size_t j = 0; rc == 0 && j < nold; j++)
         rehome_parked(s, s->tables[ids[j]], made, np, refuse);
     for (size_t i = 0; rc == 0 && i < total; i++) {

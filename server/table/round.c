@@ -60,6 +60,34 @@ int zp_round_hold(zp_round *rd, uint32_t rank, zmq_msg_t *frame, uint64_t data_v
     return 0;
 }
 
+int zp_round_hold_copy(zp_round *rd, uint32_t rank, const float *g, uint64_t data_version)
+{
+    zmq_msg_t frame;
+    if (zmq_msg_init_size(&frame, rd->n * sizeof(float)) != 0)
+        return ZEPS_ENOMEM;
+    memcpy(zmq_msg_data(&frame), g, rd->n * sizeof(float));
+    int rc = zp_round_hold(rd, rank, &frame, data_version);
+    zmq_msg_close(&frame); /* empty once held */
+    return rc;
+}
+
+int zp_round_take_part(zp_round *to, const zp_round *from, size_t off)
+{
+    to->closed = from->closed;
+    for (int r = 0; r < from->nworkers && r < to->nworkers; r++) {
+        if (!from->have[r])
+            continue;
+        zmq_msg_t *f = (zmq_msg_t *)&from->pending[r];
+        int rc = zmq_msg_size(f) != from->n * sizeof(float) /* held without values (a backup) */
+                     ? zp_round_hold(to, (uint32_t)r, NULL, from->pending_version[r])
+                     : zp_round_hold_copy(to, (uint32_t)r, (const float *)zmq_msg_data(f) + off,
+                                          from->pending_version[r]);
+        if (rc != 0)
+            return rc;
+    }
+    return 0;
+}
+
 void zp_round_forget(zp_round *rd, uint32_t rank)
 {
     if (!zp_round_holds(rd, rank))

@@ -50,6 +50,19 @@ bool zp_round_holds(const zp_round *rd, uint32_t rank);
  * 0, or ZEPS_ENOMEM when the sum buffer cannot be made (nothing taken). */
 int zp_round_hold(zp_round *rd, uint32_t rank, zmq_msg_t *frame, uint64_t data_version);
 
+/* Hold a copy of rank's push of n floats at g (rd->n of them), computed
+ * from data_version: a push handed over by a live move, or a part of one
+ * held by a piece that was cut. The caller keeps g. Returns 0, or
+ * ZEPS_ENOMEM (nothing held). */
+int zp_round_hold_copy(zp_round *rd, uint32_t rank, const float *g, uint64_t data_version);
+
+/* A piece cut from a dense slice: `to` (a slice of to->n floats) takes
+ * from's count of closed rounds and a copy of elements [off, off + to->n)
+ * of each push from holds (off + to->n <= from->n), so its round sums
+ * what from's would have for those elements. to holds nothing before.
+ * Returns 0, or ZEPS_ENOMEM (to then holds a part: reset it). */
+int zp_round_take_part(zp_round *to, const zp_round *from, size_t off);
+
 /* Drop rank's held push, if any (it rejoined and redoes its clock). */
 void zp_round_forget(zp_round *rd, uint32_t rank);
 

@@ -20,7 +20,9 @@
  * shard that wrote them and changes nothing; a map that cuts a written
  * piece in two is taken (the parts keep their values), and a client that
  * cuts by the older map is redirected to the same shard and applies its
- * push once. A shard with snapshot_dir, or under bsp, refuses such a map.
+ * push once. A shard with snapshot_dir refuses such a map. Under bsp a
+ * shard cuts a piece whose open round holds a push: the parts hold its
+ * parts, and the round closes on them with the bits of the whole piece.
  */
 #include <check.h>
 #include <stdbool.h>
@@ -293,11 +295,49 @@ START_TEST(test_refused_with_snapshots)
 }
 END_TEST
 
-/* Under bsp too: a dense round holds pushes, which a piece's move does not
- * hand over (not built). */
-START_TEST(test_refused_under_bsp)
+/* Under bsp a shard cuts a piece whose open round holds a push: each part
+ * holds its part of the push, and the round closes there with the other
+ * worker's push, sent again cut by the new map, with the bits of a round
+ * on the whole piece: sgd from zeros, lr 1, two workers, -(g0 + g1) / 2. */
+START_TEST(test_cut_under_bsp)
 {
-    refused_map("bsp", NULL, "a mode that holds pushes in rounds", false);
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 2, "bsp", NULL, NULL), 0);
+    zeps_client *c[2] = {zt_client(&cl, 0), zt_client(&cl, 1)};
+    ck_assert(c[0] && c[1]);
+    uint32_t t[2] = {declare(c[0]), declare(c[1])};
+    float g[2][LEN], want[LEN], got[LEN];
+    for (int i = 0; i < LEN; i++) {
+        g[0][i] = (float)(i % 7 + 1); /* unlike at 0 and at 30, where the cut is */
+        g[1][i] = (float)(i % 5);
+        want[i] = -(g[0][i] + g[1][i]) / 2;
+    }
+    ck_assert_int_eq(zeps_push(c[0], t[0], g[0], 0, LEN, 0), 0); /* held: round 0 is open */
+    zp_slotmap *d = NULL, *m = NULL;
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    /* giving [0, 30) to its own holder cuts shard 0's piece at 30 */
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", LEN, 0, 30, 0, &m, err, sizeof(err)), 0);
+    Zeps__Header *rep[2];
+    send_map(&cl, m, rep);
+    for (int k = 0; k < 2; k++) {
+        ck_assert_msg(rep[k]->op != ZEPS__OP__ERROR, "shard %d: %s", k, rep[k]->error_text);
+        zeps__header__free_unpacked(rep[k], NULL);
+    }
+    ck_assert_int_eq(zeps_push(c[1], t[1], g[1], 0, LEN, 0), 0); /* EMOVED, sent again cut */
+    ck_assert_uint_eq(stats(c[1]).slot_redirects, 1);
+    for (int w = 0; w < 2; w++) {
+        ck_assert_int_eq(zeps_pull(c[w], t[w], got, 0, LEN, 1), 0); /* round 0 applied */
+        for (int i = 0; i < LEN; i++)
+            ck_assert_msg(got[i] == want[i], "worker %d, element %d: %g, want %g", w, i,
+                          (double)got[i], (double)want[i]);
+    }
+    check_scan(c[1], t[1], 0, want, "0-30 30-50 ");
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+    for (int w = 0; w < 2; w++)
+        zeps_client_destroy(&c[w]);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
 END_TEST
 
@@ -308,7 +348,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_placed_by_range);
     tcase_add_test(tc, test_refused_with_snapshots);
-    tcase_add_test(tc, test_refused_under_bsp);
+    tcase_add_test(tc, test_cut_under_bsp);
     suite_add_tcase(s, tc);
     return s;
 }

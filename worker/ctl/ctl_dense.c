@@ -32,6 +32,7 @@ typedef struct dm {
     char name[64];
     uint64_t lo, hi, length;
     uint64_t elems, bytes; /* copied */
+    uint64_t held;         /* bsp pushes of the pieces' open rounds handed over */
 } dm;
 
 /* "TABLE:LO-HI" into d; 0 or -1 (said). */
@@ -191,8 +192,10 @@ static int abort_both(dm *d, int from, int to, int code)
     return code;
 }
 
-/* One page from the source to the target: 0 (*n elements, *left to go)
- * or the error. */
+/* One page from the source to the target: 0 (*n elements or a round
+ * page, *left pages or elements to go) or the error. A page with flag
+ * HELD is a piece's open round under bsp (server/move/dround.h): the
+ * round's closed count and at most one push held for it. */
 static int page(dm *d, int from, int to, uint64_t *n, uint64_t *left)
 {
     Zeps__Header *rep;
@@ -213,10 +216,13 @@ static int page(dm *d, int from, int to, uint64_t *n, uint64_t *left)
         p.count = rep->count;
         p.state_per_value = rep->state_per_value;
         p.data_version = rep->data_version;
+        p.flags = rep->flags & ZP_FLAG_HELD;
         rc = zp_ctl_mover_rpc(d->m, to, &p, zmq_msg_data(&data), zmq_msg_size(&data), &ack, NULL);
         if (rc == 0)
             zeps__header__free_unpacked(ack, NULL);
-        d->elems += *n;
+        bool held = (rep->flags & ZP_FLAG_HELD) != 0;
+        d->elems += held ? 0 : *n;
+        d->held += held && zmq_msg_size(&data) > 24; /* a round page with a push */
         d->bytes += zmq_msg_size(&data);
     }
     zmq_msg_close(&data);
@@ -267,8 +273,13 @@ static int cutover(dm *d, int from, int to, const void *wire, size_t len, uint64
                         zp_ctl_mover_err(d->m));
         zp_slotmap_destroy(&next);
     }
-    printf("cut-over: %" PRIu64 " elements in %.1f ms (the longest a write of them waited)\n",
-           d->elems, cut_ms);
+    if (d->held > 0) /* under bsp: pushes the pieces' open rounds held */
+        printf("cut-over: %" PRIu64 " elements and %" PRIu64 " held bsp pushes in %.1f ms (the "
+               "longest a write of them waited)\n",
+               d->elems, d->held, cut_ms);
+    else
+        printf("cut-over: %" PRIu64 " elements in %.1f ms (the longest a write of them waited)\n",
+               d->elems, cut_ms);
     printf("summary: elements=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f cutover_ms=%.1f "
            "epoch=%" PRIu64 "\n",
            d->elems, d->bytes, secs, cut_ms, epoch);

@@ -70,8 +70,8 @@ static void usage(FILE *f, const char *cmd)
                    "index, the number of shards so far). Shard 0's tables are declared there,\n"
                    "every shard takes the slot map that names it, and live moves give it slots\n"
                    "until the rows are even within +-PCT %% (default 10), then an even share of\n"
-                   "each dense table (moves of dense ranges, 'zepsctl shards move --dense'; not\n"
-                   "under bsp). Any mode, one replica per shard (docs/elastic.md).\n"
+                   "each dense table (moves of dense ranges, 'zepsctl shards move --dense').\n"
+                   "Any mode, one replica per shard (docs/elastic.md).\n"
                    "\n"
                    "Exit status: 0 added and balanced; 1 a step failed (the steps before it\n"
                    "stand, said so); 2 bad usage or refused (nothing changed).\n");
@@ -189,21 +189,6 @@ static int rounds(zp_mover *m, const char *cmd, bool *out)
     *out = (rep->stats->caps & ZP_CAP_CUTS) != 0;
     zeps__header__free_unpacked(rep, NULL);
     return 0;
-}
-
-/* Whether the cluster moves dense pieces: not under bsp, not with
- * replicas (the shards refuse it; said here once). */
-static bool dense_moves(zp_mover *m)
-{
-    Zeps__Header *rep;
-    if (stats(m, 0, false, "add", &rep) != 0)
-        return false;
-    bool ok = !(rep->stats->caps & ZP_CAP_CUTS) && rep->stats->replicas <= 1;
-    zeps__header__free_unpacked(rep, NULL);
-    if (!ok)
-        printf("dense tables keep their pieces: moving dense pieces is not built under bsp or "
-               "with replicas (docs/elastic.md)\n");
-    return ok;
 }
 
 /* The new shard at m's last index answers HELLO as that shard of this
@@ -341,7 +326,7 @@ static int add(zp_mover *m, const el_opts *o)
     if (rc != 0)
         return rc;
     rc = zp_ctl_rebalance_run(m, o->tolerance, o->max_moves, skip);
-    if (rc == ZP_EXIT_OK && dense_moves(m)) /* and an even share of each dense table */
+    if (rc == ZP_EXIT_OK) /* and an even share of each dense table (replicas: refused above) */
         rc = zp_ctl_dshare_give(m, n, &o->mv);
     printf("shards add: shard %d at %s %s\n", n, ep,
            rc == ZP_EXIT_OK ? "joined and holds its share of the rows"

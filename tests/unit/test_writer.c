@@ -20,7 +20,8 @@
  * no division by an interval of 0 clocks) before a tick has chosen the
  * interval from that first snapshot. A ROLLBACK of no recovery to a set
  * the shard wrote rolls it back when it stands past that cut
- * (server/state/restore.c), and does nothing when it stands at it.
+ * (server/state/restore.c), and does nothing when it stands at it; a
+ * late ROLLBACK of a recovery before the last is done already.
  */
 #include <check.h>
 #include <fcntl.h>
@@ -255,6 +256,40 @@ START_TEST(test_rollback_past_cut)
 }
 END_TEST
 
+/* Two recoveries in a row (A to clock 4, then B to clock 2): a late
+ * ROLLBACK of A (a worker that asks after the others) is done already,
+ * and does not take the shard forward again to A's cut. */
+START_TEST(test_recoveries_remembered)
+{
+    char dir[160], err[256] = "";
+    zp_config *cfg = snap_config("bsp", dir, sizeof(dir));
+    cfg->snapshot_every_clocks = 2;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    uint32_t t = zt_declare(z, 0, "w", 16, 1.0);
+    for (int64_t c = 0; c < 6; c++) {
+        round_of(z, t, c);
+        zp_persist_reap(z->s, 1);
+    }
+    ck_assert_uint_eq(z->s->persist.written, 3); /* sets 2, 4 and 6 */
+    bool rolled = false;
+    ck_assert_msg(zp_restore_rollback(z->s, 4, 4, 0xa, 0, &rolled, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert(rolled);
+    ck_assert_msg(zp_restore_rollback(z->s, 2, 2, 0xb, 0, &rolled, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert(rolled);
+    ck_assert_int_eq(z->s->cons->cut(z->s), 2);
+    int rc = zp_restore_rollback(z->s, 4, 4, 0xa, 1, &rolled, err, sizeof(err));
+    ck_assert_msg(rc == 0 && !rolled, "a late ROLLBACK of recovery a: %d, rolled %d (%s)", rc,
+                  rolled, err);
+    ck_assert_int_eq(z->s->cons->cut(z->s), 2);
+    ck_assert_uint_eq(z->s->rollbacks, 2);
+    zt_shard_free(z);
+    ck_assert_int_eq(zt_scratch_remove(dir), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("writer");
@@ -264,6 +299,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_request_set_id);
     tcase_add_test(tc, test_auto_first_rounds);
     tcase_add_test(tc, test_rollback_past_cut);
+    tcase_add_test(tc, test_recoveries_remembered);
     suite_add_tcase(s, tc);
     return s;
 }

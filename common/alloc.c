@@ -40,6 +40,13 @@ void *zp_alloc_resize(void *p, size_t n)
     return q;
 }
 
+void *zp_alloc_grow(void *p, size_t had, size_t n, size_t size)
+{
+    char *q = zp_alloc_resize(p, n * size);
+    memset(q + had * size, 0, (n - had) * size);
+    return q;
+}
+
 char *zp_alloc_strdup(const char *s)
 {
     size_t n = strlen(s) + 1;

@@ -21,6 +21,12 @@ void *zp_alloc_zeroed(size_t n, size_t size);
 void *zp_alloc_resize(void *p, size_t n);
 char *zp_alloc_strdup(const char *s);
 
+/* Array p of `had` elements of `size` bytes (NULL if had is 0) resized to
+ * n >= had elements, those from had on zeroed: an array that grows by
+ * index. The caller owns the result in p's stead (it may move); aborts
+ * like zp_alloc. */
+void *zp_alloc_grow(void *p, size_t had, size_t n, size_t size);
+
 /* A large array read at random for a long time (a sparse table's record
  * chunks and its index). From ZP_ALLOC_HUGE_MIN bytes on it is its own
  * mapping, aligned to 2 MiB and advised to the kernel for transparent huge

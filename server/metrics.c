@@ -348,6 +348,24 @@ static const tfield tpairs[] = {
        "The cold tier's block cache usage."),
 };
 
+/* The labels naming table entry i: table="NAME", and piece="BEGIN-END"
+ * when this shard holds more than one piece of that dense table (after
+ * live moves, docs/elastic.md), so that no two series share labels. */
+static void table_labels(const Zeps__ShardStats *st, size_t i, char *out, size_t cap)
+{
+    const Zeps__TableStats *t = st->tables[i];
+    char name[160];
+    label_value(name, sizeof(name), t->name);
+    size_t same = 0;
+    for (size_t j = 0; j < st->n_tables; j++)
+        same += strcmp(st->tables[j]->name, t->name) == 0;
+    if (same > 1)
+        snprintf(out, cap, "table=\"%s\",piece=\"%" PRIu64 "-%" PRIu64 "\"", name, t->slice_begin,
+                 t->slice_end);
+    else
+        snprintf(out, cap, "table=\"%s\"", name);
+}
+
 static void table_family(const Zeps__ShardStats *st, const tfield *f, bool header, zp_http_reply *r)
 {
     if (header)
@@ -356,12 +374,12 @@ static void table_family(const Zeps__ShardStats *st, const tfield *f, bool heade
         const Zeps__TableStats *t = st->tables[i];
         if (f->sparse_only && t->kind != 1)
             continue;
-        char name[160];
-        label_value(name, sizeof(name), t->name);
+        char tl[220];
+        table_labels(st, i, tl, sizeof(tl));
         const char *p = (const char *)t + f->off;
         uint64_t v = f->off == offsetof(Zeps__TableStats, staleness) ? *(const uint32_t *)p
                                                                      : *(const uint64_t *)p;
-        zp_http_printf(r, "%s{table=\"%s\"%s%s} %" PRIu64 "\n", f->name, name, f->label ? "," : "",
+        zp_http_printf(r, "%s{%s%s%s} %" PRIu64 "\n", f->name, tl, f->label ? "," : "",
                        f->label ? f->label : "", v);
     }
 }
@@ -375,12 +393,12 @@ static void table_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
     head(r, "zeps_table_codec_seconds_total", "counter",
          "Time spent decoding compressed pushes and encoding compressed pulls.");
     for (size_t i = 0; i < st->n_tables; i++) {
-        char name[160];
-        label_value(name, sizeof(name), st->tables[i]->name);
-        zp_http_printf(r, "zeps_table_codec_seconds_total{table=\"%s\",stage=\"decode\"} %.17g\n",
-                       name, st->tables[i]->decode_s);
-        zp_http_printf(r, "zeps_table_codec_seconds_total{table=\"%s\",stage=\"encode\"} %.17g\n",
-                       name, st->tables[i]->encode_s);
+        char tl[220];
+        table_labels(st, i, tl, sizeof(tl));
+        zp_http_printf(r, "zeps_table_codec_seconds_total{%s,stage=\"decode\"} %.17g\n", tl,
+                       st->tables[i]->decode_s);
+        zp_http_printf(r, "zeps_table_codec_seconds_total{%s,stage=\"encode\"} %.17g\n", tl,
+                       st->tables[i]->encode_s);
     }
     static const struct {
         const char *name, *help;
@@ -397,9 +415,9 @@ static void table_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
             const Zeps__Histogram *h = hs[k].which == 0   ? t->tau
                                        : hs[k].which == 1 ? t->clock_gap
                                                           : t->pull_wait_us;
-            char name[160], labels[200];
-            label_value(name, sizeof(name), t->name);
-            snprintf(labels, sizeof(labels), "table=\"%s\",", name);
+            char tl[220], labels[224];
+            table_labels(st, i, tl, sizeof(tl));
+            snprintf(labels, sizeof(labels), "%s,", tl);
             hist_series(r, hs[k].name, labels, h, hs[k].which == 2);
         }
     }

@@ -147,26 +147,13 @@ bool zp_dmove_parks(const zp_server *s, const zp_table *t, int op)
 void zp_dmove_park(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *h,
                    const char *table)
 {
-    zp_move *m = s->move;
-    for (zp_move_parked *p = m->parked; p; p = p->next)
-        if (p->h.rank == h->rank && p->h.seq == h->seq && p->h.op == h->op)
-            return; /* a resend: answered with the first */
-    zp_move_parked *p = zp_alloc_zeroed(1, sizeof(*p));
-    zmq_msg_init(&p->identity);
-    zmq_msg_copy(&p->identity, (zmq_msg_t *)identity);
-    zeps__header__init(&p->h);
-    p->h.op = h->op;
-    p->h.req_id = h->req_id;
-    p->h.rank = h->rank;
-    p->h.seq = h->seq;
-    p->h.table = h->table;
-    p->h.count = h->count;
+    zp_move_parked *p = zp_move_parked_add(s->move, identity, h);
+    if (!p)
+        return;
+    p->h.count = h->count; /* its EMOVED text names it (op/owner.c) */
     p->id = h->offset;
     p->count = h->count;
     snprintf(p->dense, sizeof(p->dense), "%s", table);
-    *m->parked_tail = p;
-    m->parked_tail = &p->next;
-    m->nparked++;
 }
 
 uint64_t zp_dmove_page(zp_server *s, uint64_t max, float *out, zp_table **t, uint64_t *at,

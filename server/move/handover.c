@@ -43,12 +43,9 @@ static size_t rec_len(uint64_t n, uint32_t dim, int vers)
 static zp_rround *handed_of(zp_move *m, uint32_t i)
 {
     if (i >= m->nhanded) {
-        uint32_t n = i + 1;
-        m->handed = zp_alloc_resize(m->handed, n * sizeof(zp_rround));
-        m->hand_sent = zp_alloc_resize(m->hand_sent, n * sizeof(size_t));
-        memset(m->handed + m->nhanded, 0, (n - m->nhanded) * sizeof(zp_rround));
-        memset(m->hand_sent + m->nhanded, 0, (n - m->nhanded) * sizeof(size_t));
-        m->nhanded = n;
+        m->handed = zp_alloc_grow(m->handed, m->nhanded, i + 1, sizeof(zp_rround));
+        m->hand_sent = zp_alloc_grow(m->hand_sent, m->nhanded, i + 1, sizeof(size_t));
+        m->nhanded = i + 1;
     }
     return &m->handed[i];
 }

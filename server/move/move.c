@@ -182,12 +182,9 @@ bool zp_move_has(const zp_move *m, uint64_t id)
 static zp_idset *dirty_of(zp_move *m, uint32_t i)
 {
     if (i >= m->ntables) {
-        uint32_t n = i + 1;
-        m->dirty = zp_alloc_resize(m->dirty, n * sizeof(zp_idset));
-        m->round = zp_alloc_resize(m->round, n * sizeof(zp_move_round));
-        memset(m->dirty + m->ntables, 0, (n - m->ntables) * sizeof(zp_idset));
-        memset(m->round + m->ntables, 0, (n - m->ntables) * sizeof(zp_move_round));
-        m->ntables = n;
+        m->dirty = zp_alloc_grow(m->dirty, m->ntables, i + 1, sizeof(zp_idset));
+        m->round = zp_alloc_grow(m->round, m->ntables, i + 1, sizeof(zp_move_round));
+        m->ntables = i + 1;
     }
     return &m->dirty[i];
 }
@@ -217,46 +214,13 @@ ptrdiff_t zp_move_frozen(const zp_server *s, const uint64_t *ids, size_t n)
 void zp_move_park(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *h, uint64_t id,
                   size_t pos, const char *what)
 {
-    zp_move *m = s->move;
     zp_rlog_skip(s); /* parked, not applied: no backup applies it either */
-    for (zp_move_parked *p = m->parked; p; p = p->next)
-        if (p->h.rank == h->rank && p->h.seq == h->seq && p->h.op == h->op)
-            return; /* a resend: answered with the first */
-    zp_move_parked *p = zp_alloc_zeroed(1, sizeof(*p));
-    zmq_msg_init(&p->identity);
-    zmq_msg_copy(&p->identity, (zmq_msg_t *)identity);
-    zeps__header__init(&p->h);
-    p->h.op = h->op;
-    p->h.req_id = h->req_id;
-    p->h.rank = h->rank;
-    p->h.incarnation = h->incarnation; /* its seq is that process's (op/owner.c) */
-    p->h.seq = h->seq;
-    p->h.table = h->table;
+    zp_move_parked *p = zp_move_parked_add(s->move, identity, h);
+    if (!p)
+        return;
     p->id = id;
     p->pos = pos;
     snprintf(p->what, sizeof(p->what), "%s", what);
-    *m->parked_tail = p;
-    m->parked_tail = &p->next;
-    m->nparked++;
-}
-
-zp_move_parked *zp_move_unpark(zp_server *s)
-{
-    zp_move *m = s->move;
-    zp_move_parked *p = m ? m->parked : NULL;
-    if (!p)
-        return NULL;
-    m->parked = p->next;
-    if (!m->parked)
-        m->parked_tail = &m->parked;
-    m->nparked--;
-    return p;
-}
-
-void zp_move_parked_free(zp_move_parked *p)
-{
-    zmq_msg_close(&p->identity);
-    free(p);
 }
 
 uint64_t zp_move_left(const zp_server *s)
@@ -367,7 +331,7 @@ void zp_move_end(zp_server *s)
     if (!m)
         return;
     while (m->parked) /* the caller answered them; none is left but by a bug */
-        zp_move_parked_free(zp_move_unpark(s));
+        zp_move_parked_free(zp_move_parked_take(s));
     for (uint32_t i = 0; i < m->ntables; i++) {
         zp_idset_fini(&m->dirty[i]);
         free(m->round[i].ids);

@@ -47,7 +47,7 @@ enum { ZP_MOVE_SOURCE = 1, ZP_MOVE_TARGET = 2 };
 typedef struct zp_move_parked {
     struct zp_move_parked *next;
     zmq_msg_t identity; /* a copy: the parked request's own */
-    Zeps__Header h;     /* op, req_id, rank, seq, table of the request */
+    Zeps__Header h;     /* op, req_id, rank, incarnation, seq, table (dense: count) */
     uint64_t id;        /* its first id of M, at position pos */
     size_t pos;
     char what[96];  /* "PUSH of sparse table 'emb'" */
@@ -132,11 +132,6 @@ ptrdiff_t zp_move_frozen(const zp_server *s, const uint64_t *ids, size_t n);
 void zp_move_park(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *h, uint64_t id,
                   size_t pos, const char *what);
 
-/* Remove and return the oldest parked request (the caller frees it with
- * zp_move_parked_free), or NULL. */
-zp_move_parked *zp_move_unpark(zp_server *s);
-void zp_move_parked_free(zp_move_parked *p);
-
 /* The source: the next page of at most `max` rows to send, as row
  * records (the SCAN layout, table/rows.h) into out (room for `max`
  * records of the largest table): *t the table they belong to, the rows
@@ -175,6 +170,20 @@ void zp_move_map_taken(zp_server *s);
 /* End s's move: its state freed (the parked requests must have been
  * answered: it asserts none is left). */
 void zp_move_end(zp_server *s);
+
+/* --- the requests the source parks in its cut-over (move_parked.c) --- */
+
+/* Append a request h (from `identity`, copied) to m's parked ones: op,
+ * req_id, rank, incarnation, seq and table in the entry's header, for its
+ * caller to add what its answer needs; NULL (nothing parked) if it
+ * resends a parked (rank, seq, op). m owns the entry until
+ * zp_move_parked_take hands it on; identity and h stay the caller's. */
+zp_move_parked *zp_move_parked_add(zp_move *m, const zmq_msg_t *identity, const Zeps__Header *h);
+
+/* Remove and return the oldest parked request (the caller frees it with
+ * zp_move_parked_free), or NULL. */
+zp_move_parked *zp_move_parked_take(zp_server *s);
+void zp_move_parked_free(zp_move_parked *p);
 
 /* --- a dense move (dmove.c): whole pieces of dense tables from A to B,
  * copied during the cut-over (docs/elastic.md, "Dense tables by range") --- */

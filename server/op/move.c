@@ -49,7 +49,7 @@ static void free_page(void *data, void *hint)
 static void answer_parked(zp_server *s)
 {
     zp_move_parked *p;
-    while ((p = zp_move_unpark(s))) {
+    while ((p = zp_move_parked_take(s))) {
         if (p->dense[0]) { /* a dense write: the piece its first element is in now */
             const zp_table *t = zp_dmove_any(s, p->dense);
             zp_dense_piece at = {.lo = p->id, .hi = p->id + p->count, .owner = s->shard};

@@ -53,6 +53,19 @@ void zp_owner_send_with_map(zp_server *s, zmq_msg_t *identity, Zeps__Header *rep
     zp_reply_send(s, identity, rep, map, len, free_map, NULL); /* the sink owns map */
 }
 
+/* A request answered EMOVED: the client sends its elements or ids on
+ * under new seqs and never this one again, so the seq is recorded: a copy
+ * still on its way (a retry sent while it was parked in a move's
+ * cut-over) is a duplicate here, never applied once the slots or the
+ * piece are this shard's again (an abort). A process that replaced the
+ * worker has seqs of its own. */
+static void record_refused(zp_server *s, const Zeps__Header *req)
+{
+    zp_worker *w = req->rank < (uint32_t)s->nworkers ? &s->workers.w[req->rank] : NULL;
+    if (w && w->joined && req->seq && req->incarnation == w->incarnation)
+        zp_workers_record(w, req->seq);
+}
+
 void zp_owner_refuse(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req, const char *what,
                      uint64_t id, size_t pos)
 {
@@ -76,13 +89,7 @@ void zp_owner_refuse(zp_server *s, zmq_msg_t *identity, const Zeps__Header *req,
         zp_info("%s from rank %d refused (EMOVED): %s%s", zp_wire_op_name(req->op), (int)req->rank,
                 text, note);
     zp_owner_send_with_map(s, identity, &rep);
-    /* the client sends the ids on under new seqs and never this one again:
-     * recorded, a copy of it still on its way (a retry sent while it was
-     * parked in a move's cut-over) is a duplicate here, never applied once
-     * the slots are this shard's again (an abort) */
-    zp_worker *w = req->rank < (uint32_t)s->nworkers ? &s->workers.w[req->rank] : NULL;
-    if (w && w->joined && req->seq && req->incarnation == w->incarnation)
-        zp_workers_record(w, req->seq); /* (a process that replaced it has seqs of its own) */
+    record_refused(s, req);
 }
 
 /* Rows of sparse table t this shard holds whose slot `next` gives to
@@ -141,6 +148,7 @@ void zp_owner_refuse_dense(zp_server *s, zmq_msg_t *identity, const Zeps__Header
     rep.slot_owner = (uint32_t)p->owner;
     zp_reply_count_error(s, (unsigned)req->op, ZEPS_EMOVED);
     zp_owner_send_with_map(s, identity, &rep);
+    record_refused(s, req);
 }
 
 /* Why shard s may not take `next` now ("" if it may), into why. */

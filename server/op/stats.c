@@ -152,6 +152,7 @@ static void worker_stats(const zp_server *s, const zp_worker *w, int rank, doubl
     ws->push_bytes_wire = w->push_bytes_wire;
     ws->push_bytes_raw = w->push_bytes_raw;
     ws->lost = w->lost;
+    ws->left = w->left;
     ws->lost_count = w->lost_count;
     ws->seq_jumps = w->seq_jumps;
     ws->max_seq = w->max_seq;

@@ -7,7 +7,8 @@
 # push rows, writes them into the JSON, and leaves nothing running and no
 # temporary folder; interrupted (SIGINT) it stops everything too; a replica
 # count other than 1 or 2, and --log-mb without it, are refused; without
-# --replicas no replicated shard runs. Prints "N passed, N failed"; exits non-zero on a failure.
+# --replicas no replicated shard runs; with --only one side the other's columns
+# say "-". Prints "N passed, N failed"; exits non-zero on a failure.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
 BIN=${ZEPS_BINDIR:?ZEPS_BINDIR must point at the built binaries}
@@ -86,6 +87,16 @@ check "without --replicas: exits 0" test $? -eq 0
 check "without --replicas: no ZooKeeper, no r=2 cell" \
     bash -c "! grep -q -e ZooKeeper -e 'r=2' '$work/r1.err' '$work/r1.out' &&
              ! grep -q zeps_r2 '$work/r1.json'"
+
+# --only raw: the zeps columns say "-" (not measured), and no zeps / raw
+# ratio is printed; the raw columns hold figures.
+"$BIN/zepsctl" bench --only raw --sizes 64 --reps 1 --seconds 0.05 >"$work/raw.out" 2>"$work/raw.err"
+check "--only raw: exits 0" test $? -eq 0
+check "--only raw: zeps columns '-', raw ones measured" \
+    grep -Eq "^ +64 B \| +- +[0-9.]+ +- \|" "$work/raw.out"
+check "--only raw: no zeps / raw ratio" bash -c "! grep -q 'push zeps / raw' '$work/raw.out'"
+"$BIN/zepsctl" bench --only zeps --sizes 64 --reps 1 --seconds 0.05 >"$work/z.out" 2>"$work/z.err"
+check "--only zeps: raw columns '-'" grep -Eq "^ +64 B \| +[0-9.]+ +- +- \|" "$work/z.out"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

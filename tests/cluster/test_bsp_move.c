@@ -13,8 +13,9 @@
  * test_add_remove_bits: the job on two shards; after clock 10 a third
  * shard starts with --join and `zepsctl shards add` gives it a third of
  * the rows by live moves; then `zepsctl shards remove 2` moves them back,
- * `zepsctl shards retire 2`, and shard 2 is stopped once every worker
- * clocked twice since (under bsp CLOCK goes to every live shard); the
+ * `zepsctl shards retire 2`, which waits until every worker clocked
+ * twice since (under bsp CLOCK goes to every live shard), and shard 2 is
+ * stopped as soon as it returns; the
  * job goes on three more clocks. The workers run at most 100 clocks past
  * the test's last look (<dir>/limit), so every move runs mid-job, among
  * the job's 600 clocks. Then every row's record (values, adagrad state,
@@ -59,6 +60,7 @@
 #include "move_fixture.h"
 #include "now.h"
 #include "rawreq.h"
+#include "slot_ids.h"
 #include "slotmap.h"
 #include "wire.h"
 #include "zeps.h"
@@ -249,15 +251,6 @@ static size_t baseline(uint8_t **rows)
     return n;
 }
 
-static int zepsctl(const zt_cluster *cl, const char *name, char **args)
-{
-    char log[400];
-    snprintf(log, sizeof(log), "%s/%s.log", cl->dir, name);
-    int st = zt_move_zepsctl(log, args);
-    zt_move_print_file(log);
-    return st;
-}
-
 /* Held pushes handed over by the moves of a log (its cut-over lines). */
 static long handed(const zt_cluster *cl, const char *name)
 {
@@ -271,6 +264,53 @@ static long handed(const zt_cluster *cl, const char *name)
             sum += held;
     fclose(f);
     return sum;
+}
+
+/* Hold every worker before its next clock: the limit at two clocks
+ * on, a worker already past it stopping where it is. Returns the
+ * slowest worker's clock once no worker moves. */
+static int64_t hold_workers(const zt_cluster *cl, zeps_client *tl)
+{
+    int64_t at = min_clock(tl, 0) + 2, seen = -1;
+    limit_write(cl, at);
+    for (int i = 0; i < 600 && (at = min_clock(tl, 0)) != seen; i++) {
+        seen = at;
+        usleep(200 * 1000);
+    }
+    ck_assert_int_eq(min_clock(tl, 0), seen);
+    return seen;
+}
+
+/* `zepsctl shards retire 2` with every worker held: under bsp it waits
+ * for two clocks of each, so with --clock-wait-s 1 it gives up (exit 1,
+ * saying why; shard 2 is retired all the same); run again it says
+ * "retired already", waits again (still running after 500 ms), and
+ * returns once the workers ran on (each has then learned the map and
+ * sends shard 2 no CLOCK: the caller stops it at once). */
+static void retire_waits(const zt_cluster *cl, zeps_client *tl)
+{
+    int64_t at = hold_workers(cl, tl);
+    char bin[512], log[400];
+    zt_bin("zepsctl", bin, sizeof(bin));
+    snprintf(log, sizeof(log), "%s/retire.log", cl->dir);
+    char *first[] = {"shards",         "retire",         "2", "--config",
+                     (char *)cl->conf, "--clock-wait-s", "1", NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, first), 1);
+    zt_move_print_file(log);
+    ck_assert(zt_move_file_has(log, "did not clock twice within 1 s"));
+    char *argv[] = {bin, "shards", "retire", "2", "--config", (char *)cl->conf, NULL};
+    pid_t pid = zt_spawn(bin, argv, log);
+    ck_assert_int_gt(pid, 0);
+    usleep(500 * 1000);
+    ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0,
+                  "shards retire returned before any worker clocked since");
+    limit_write(cl, at + AHEAD);
+    int st = zt_wait(pid, 120);
+    zt_move_print_file(log);
+    ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    ck_assert(zt_move_file_has(log, "shards retire: shard 2 is retired already; under bsp"));
+    ck_assert(zt_move_file_has(log, "shards retire: every worker clocked twice since"));
+    ck_assert_int_ge(min_clock(tl, 0), at + 2);
 }
 
 /* The job with shard 2 added after clock 10, then removed, retired and
@@ -289,18 +329,15 @@ static size_t with_moves(bool slow, uint8_t **rows, long *held)
     zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
     ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
     char *add[] = {"shards", "add", ep, "--config", cl.conf, "--threshold", "16", NULL};
-    ck_assert_int_eq(zepsctl(&cl, "add", add), 0);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "add", add), 0);
     zeps_client_destroy(&tl);
     tl = zt_move_tool(&cl); /* knows shard 2 */
     ck_assert_uint_gt(zt_move_rows(tl, 2, NULL), N / 5);
     wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* rounds close with shard 2 in the job */
     char *rm[] = {"shards", "remove", "2", "--config", cl.conf, "--threshold", "16", NULL};
     wait_clock(&cl, tl, -1);
-    ck_assert_int_eq(zepsctl(&cl, "remove", rm), 0);
-    char *ret[] = {"shards", "retire", "2", "--config", cl.conf, NULL};
-    wait_clock(&cl, tl, -1);
-    ck_assert_int_eq(zepsctl(&cl, "retire", ret), 0);
-    wait_clock(&cl, tl, min_clock(tl, 0) + 2); /* every worker learned the map retiring shard 2 */
+    ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "remove", rm), 0);
+    retire_waits(&cl, tl);
     int ks = zt_server_kill(&cl, 2, SIGTERM);
     ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
     wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* the job goes on without shard 2 */
@@ -364,11 +401,7 @@ static Zeps__Header *step_to(void *sock, uint32_t step, uint32_t peer, const Zep
                              const void *data, size_t len, zmq_msg_t *page)
 {
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__MOVE;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
+    zt_raw_tool_header(&h, ZEPS__OP__MOVE);
     h.move_step = step;
     h.move_peer = peer;
     if (like) { /* a PUT of the page `like` answered */
@@ -416,18 +449,6 @@ static void relay(void *src, void *dst, uint64_t *rows, uint64_t *records)
         if (n == 0 && left == 0)
             return;
     }
-}
-
-/* An id of slot `slot` under the default map of 3 shards, past `after`. */
-static uint64_t id_in_slot(uint32_t slot, uint64_t after)
-{
-    zp_slotmap *d = NULL;
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
-    uint64_t id = after + 1;
-    while (zp_slotmap_slot_of(d, id) != slot)
-        id++;
-    zp_slotmap_destroy(&d);
-    return id;
 }
 
 /* Two bsp workers, three shards, and the move of slot 0 from shard 0 to
@@ -495,7 +516,7 @@ START_TEST(test_round_closed_in_cutover)
 {
     static steps st;
     steps_begin(&st);
-    uint64_t x = id_in_slot(0, 0), rows = 0, records = 0;
+    uint64_t x = zt_slot_id_in(3, 0, 0), rows = 0, records = 0;
     float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
     ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0);
     ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0);
@@ -528,13 +549,9 @@ END_TEST
  * moving slots, a record cut short, a rank outside the cluster. */
 static void held_put_refused(steps *st, uint64_t in_m)
 {
-    uint64_t rec[5] = {0, 0, 1, id_in_slot(1, 0), 0}; /* rank 0, clock 0, 1 row, g 0 */
+    uint64_t rec[5] = {0, 0, 1, zt_slot_id_in(3, 1, 0), 0}; /* rank 0, clock 0, 1 row, g 0 */
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__MOVE;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
+    zt_raw_tool_header(&h, ZEPS__OP__MOVE);
     h.move_step = ZP_MOVE_PUT;
     h.move_peer = 0;
     h.move_table = "emb";
@@ -554,7 +571,7 @@ START_TEST(test_abort_gives_back)
 {
     static steps st;
     steps_begin(&st);
-    uint64_t z = id_in_slot(0, 0), rows = 0, records = 0;
+    uint64_t z = zt_slot_id_in(3, 0, 0), rows = 0, records = 0;
     float g0[2] = {1, 1}, got[2];
     ck_assert_int_eq(zeps_spull(st.c0, st.t, &z, 1, got, 0), 0);
     ck_assert_int_eq(zeps_spush(st.c0, st.t, &z, 1, g0, 0), 0); /* held */
@@ -585,7 +602,7 @@ START_TEST(test_steps)
 {
     static steps st;
     steps_begin(&st);
-    uint64_t x = id_in_slot(0, 0), y = id_in_slot(0, x), rows = 0, records = 0;
+    uint64_t x = zt_slot_id_in(3, 0, 0), y = zt_slot_id_in(3, 0, x), rows = 0, records = 0;
     float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
     ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0); /* X's row is made */
     ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0);

@@ -15,7 +15,8 @@
  * integer gradients), pulls return them through the pieces, a client
  * made after the map is never redirected, each shard's SCAN holds
  * exactly its pieces (shard 1's page cursor goes from one piece to the
- * next); a map that would give written elements away is refused by the
+ * next) and gives them as series of their own in /metrics (label
+ * `piece`, no series twice); a map that would give written elements away is refused by the
  * shard that wrote them and changes nothing; a map that cuts a written
  * piece in two is taken (the parts keep their values), and a client that
  * cuts by the older map is redirected to the same shard and applies its
@@ -29,6 +30,7 @@
 
 #include "check_main.h"
 #include "harness.h"
+#include "httpget.h"
 #include "rawreq.h"
 #include "slotmap.h"
 #include "wire.h"
@@ -157,10 +159,26 @@ static void written_pieces(const zt_cluster *cl, zeps_client **c, const uint32_t
     zp_slotmap_destroy(&m2);
 }
 
+/* /metrics of each shard: shard 1's two pieces of 'w' are two series,
+ * told apart by their piece label; shard 0's one piece has none; no
+ * series twice (a scrape Prometheus would refuse). */
+static void check_metrics(const zt_cluster *cl)
+{
+    static char text[1 << 20];
+    zt_http_get(zt_metrics_port(cl, 1), "/metrics", text, sizeof(text));
+    zt_metrics_unique(text);
+    ck_assert_ptr_nonnull(strstr(text, "\nzeps_table_pushes_total{table=\"w\",piece=\"0-30\"} "));
+    ck_assert_ptr_nonnull(strstr(text, "\nzeps_table_pushes_total{table=\"w\",piece=\"50-100\"} "));
+    zt_http_get(zt_metrics_port(cl, 0), "/metrics", text, sizeof(text));
+    zt_metrics_unique(text);
+    ck_assert_ptr_nonnull(strstr(text, "\nzeps_table_pushes_total{table=\"w\"} "));
+}
+
 START_TEST(test_placed_by_range)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 3, "async", NULL, NULL), 0);
+    ck_assert_int_eq(
+        zt_cluster_start(&cl, 2, 3, "async", "  metrics_listen = \"127.0.0.1:0\";", NULL), 0);
     zeps_client *c[3] = {zt_client(&cl, 0), zt_client(&cl, 1), NULL};
     ck_assert(c[0] && c[1]);
     uint32_t t[3] = {declare(c[0]), declare(c[1]), 0};
@@ -215,6 +233,7 @@ START_TEST(test_placed_by_range)
     /* each shard holds exactly its pieces */
     check_scan(c[2], t[2], 0, want, "30-50 ");
     check_scan(c[2], t[2], 1, want, "0-30 50-100 ");
+    check_metrics(&cl);
 
     written_pieces(&cl, c, t, m, want);
 

@@ -26,7 +26,8 @@
  *     commit, and holds the moved rows when elected;
  *   - test_source_killed_in_cutover, test_target_killed_in_cutover: the
  *     source's or the target's primary killed in the cut-over with the
- *     workers' pushes of the moving slots parked: nothing lost, nothing
+ *     workers' pushes of the moving slots parked (checked: no shard
+ *     applies a push for 300 ms before the kill): nothing lost, nothing
  *     applied twice, the map unchanged;
  *   - test_late_copy_after_abort: a late copy of a push parked and
  *     answered EMOVED at the abort is a duplicate on the primary and is
@@ -36,6 +37,7 @@
  *     killed: nothing lost, and a new client does not wait for shard 1.
  */
 #include <check.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,19 +188,38 @@ static void check_placed(const rcl *c, const uint64_t *ids, size_t n, const zp_s
 }
 
 /* Wait until shard 0's table has at least n pushes. */
+/* The pushes shard k's primary applied to table 0 (STATS). */
+static uint64_t pushes_at(zeps_client *t, int k)
+{
+    Zeps__ShardStats *st = zt_stats(t, k);
+    ck_assert_ptr_nonnull(st);
+    uint64_t p = st->n_tables > 0 ? st->tables[0]->pushes : 0;
+    zeps__shard_stats__free_unpacked(st, NULL);
+    return p;
+}
+
 static void wait_pushes(const rcl *c, uint64_t n)
 {
     zeps_client *t = zt_move_tool(&c->cl);
-    for (int i = 0; i < 600; i++) {
-        Zeps__ShardStats *st = zt_stats(t, 0);
-        ck_assert_ptr_nonnull(st);
-        uint64_t p = st->n_tables > 0 ? st->tables[0]->pushes : 0;
-        zeps__shard_stats__free_unpacked(st, NULL);
-        if (p >= n)
-            break;
+    for (int i = 0; i < 600 && pushes_at(t, 0) < n; i++)
         usleep(50 * 1000);
-    }
     zeps_client_destroy(&t);
+}
+
+/* Every worker waits on a parked push: neither shard applies one in
+ * 300 ms (each worker's push spans both shards and blocks until every
+ * piece is answered). */
+static void check_all_parked(const rcl *c)
+{
+    zeps_client *t = zt_move_tool(&c->cl);
+    uint64_t before = pushes_at(t, 0) + pushes_at(t, 1);
+    usleep(300 * 1000);
+    uint64_t after = pushes_at(t, 0) + pushes_at(t, 1);
+    zeps_client_destroy(&t);
+    ck_assert_msg(after == before,
+                  "pushes went on in the cut-over (%" PRIu64 " -> %" PRIu64
+                  "): not every worker's push was parked",
+                  before, after);
 }
 
 START_TEST(test_commit_survives_failovers)
@@ -208,13 +229,9 @@ START_TEST(test_commit_survives_failovers)
     pid_t pids[WORKERS];
     zt_move_workers_start(&c.cl, WORKERS, pids);
     wait_pushes(&c, 3 * WORKERS);
-    char log[400];
-    snprintf(log, sizeof(log), "%s/move.log", c.cl.dir);
     char *args[] = {"shards",  "move",   "--config", c.cl.conf, "--from",      "0",  "--to", "1",
                     "--slots", "0-2047", "--page",   "512",     "--threshold", "64", NULL};
-    int st = zt_move_zepsctl(log, args);
-    zt_move_print_file(log);
-    ck_assert_int_eq(st, 0);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "move", args), 0);
     zt_move_workers_run(pids, WORKERS);
     fail_over(&c, 1); /* the target: its backup must hold the rows and the map */
     usleep(500 * 1000);
@@ -266,6 +283,15 @@ static void step_ok(const rcl *c, int k, uint32_t peer, uint32_t step, const zp_
     free(wire);
 }
 
+/* The move of `next` from shard 0 to shard 1 begun by hand and in its
+ * cut-over: BEGIN and FREEZE to the source, IMPORT to the target. */
+static void cut_over(const rcl *c, const zp_slotmap *next)
+{
+    step_ok(c, 0, 1, ZP_MOVE_BEGIN, next);
+    step_ok(c, 1, 0, ZP_MOVE_IMPORT, next);
+    step_ok(c, 0, 1, ZP_MOVE_FREEZE, NULL);
+}
+
 START_TEST(test_parked_push_not_logged)
 {
     rcl c;
@@ -274,9 +300,7 @@ START_TEST(test_parked_push_not_logged)
     uint64_t id = moving_id(&next);
     zeps_client *w = zt_client(&c.cl, 1);
     uint32_t t = zt_move_declare(w);
-    step_ok(&c, 0, 1, ZP_MOVE_BEGIN, next);
-    step_ok(&c, 1, 0, ZP_MOVE_IMPORT, next);
-    step_ok(&c, 0, 1, ZP_MOVE_FREEZE, NULL);
+    cut_over(&c, next);
     pid_t pid = push_once(&c.cl, id);
     usleep(400 * 1000);
     ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0, "the push was not parked by the cut-over");
@@ -315,9 +339,7 @@ START_TEST(test_late_copy_after_abort)
     zeps_client *w = zt_client(&c.cl, 0);
     uint32_t t = zt_move_declare(w);
     void *zctx = zmq_ctx_new(), *sock = zt_move_raw_worker(zctx, &c.cl, 0, 1, 0x53);
-    step_ok(&c, 0, 1, ZP_MOVE_BEGIN, next);
-    step_ok(&c, 1, 0, ZP_MOVE_IMPORT, next);
-    step_ok(&c, 0, 1, ZP_MOVE_FREEZE, NULL);
+    cut_over(&c, next);
     zt_move_parked_then_late(sock, 0x53, t, id, abort_both, &c);
     zmq_close(sock);
     zmq_ctx_term(zctx);
@@ -433,13 +455,9 @@ START_TEST(test_killed_mid_copy)
     zt_move_check_values(w, t, ids, NIDS, 1);
     /* nothing is left of any attempt: another move commits, and the
      * target's backup holds what it took when elected */
-    char log[400];
-    snprintf(log, sizeof(log), "%s/move-again.log", c.cl.dir);
     char *args[] = {"shards", "move", "--config", c.cl.conf,   "--from", "0",
                     "--to",   "1",    "--slots",  "2048-4095", NULL};
-    int st = zt_move_zepsctl(log, args);
-    zt_move_print_file(log);
-    ck_assert_int_eq(st, 0);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "move-again", args), 0);
     ck_assert_uint_gt(moved_map("2048-4095", ids, ALL, &next), 0);
     fail_over(&c, 1);
     check_placed(&c, ids, ALL, next, 1);
@@ -469,10 +487,9 @@ static void killed_in_cutover(int victim)
     zp_slotmap *next = NULL, *d = NULL;
     ck_assert_uint_gt(moved_map("0-2047", ids, NIDS, &next), 0);
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    step_ok(&c, 0, 1, ZP_MOVE_BEGIN, next);
-    step_ok(&c, 1, 0, ZP_MOVE_IMPORT, next);
-    step_ok(&c, 0, 1, ZP_MOVE_FREEZE, NULL);
+    cut_over(&c, next);
     usleep(300 * 1000); /* every worker's push parked at the source */
+    check_all_parked(&c);
     fail_over(&c, victim);
     step_ok(&c, 1 - victim, victim, ZP_MOVE_ABORT, NULL); /* the survivor's part */
     usleep(500 * 1000);                                   /* the workers push on */
@@ -510,17 +527,10 @@ START_TEST(test_remove_and_retire)
     pid_t pids[WORKERS];
     zt_move_workers_start(&c.cl, WORKERS, pids);
     wait_pushes(&c, 3 * WORKERS);
-    char log[400];
-    snprintf(log, sizeof(log), "%s/remove.log", c.cl.dir);
     char *rm[] = {"shards", "remove", "1", "--config", c.cl.conf, NULL};
-    int st = zt_move_zepsctl(log, rm);
-    zt_move_print_file(log);
-    ck_assert_int_eq(st, 0);
-    snprintf(log, sizeof(log), "%s/retire.log", c.cl.dir);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "remove", rm), 0);
     char *rt[] = {"shards", "retire", "1", "--config", c.cl.conf, NULL};
-    st = zt_move_zepsctl(log, rt);
-    zt_move_print_file(log);
-    ck_assert_int_eq(st, 0);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "retire", rt), 0);
     for (int r = 0; r < 2; r++)
         zt_rset_kill(&c.rs[1], r, SIGTERM);
     usleep(500 * 1000);

@@ -33,6 +33,7 @@
 
 #include "check_main.h"
 #include "harness.h"
+#include "httpget.h"
 #include "rawreq.h"
 #include "scratch.h"
 #include "wire.h"
@@ -177,23 +178,6 @@ static void wait_in_sync(rset *rs, int r, uint32_t n, double secs)
     ck_abort_msg("replica %d heard of %u in sync, not %u, within %.0f s", r, seen, n, secs);
 }
 
-/* GET /metrics of replica r into buf. */
-static void metrics_of(rset *rs, int r, char *buf, size_t len)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)rs->metrics[r])};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ck_assert_int_eq(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
-    const char req[] = "GET /metrics HTTP/1.0\r\n\r\n";
-    ck_assert_int_eq(write(fd, req, sizeof(req) - 1), (ssize_t)(sizeof(req) - 1));
-    size_t got = 0;
-    ssize_t n;
-    while (got + 1 < len && (n = read(fd, buf + got, len - 1 - got)) > 0)
-        got += (size_t)n;
-    buf[got] = '\0';
-    close(fd);
-}
-
 static void expect_metric(const char *text, const char *line)
 {
     ck_assert_msg(strstr(text, line) != NULL, "/metrics has no line '%s'", line);
@@ -336,11 +320,11 @@ START_TEST(test_roles_redirect_failover)
         zeps__header__free_unpacked(rep, NULL);
     }
     char text[65536];
-    metrics_of(&rs, 0, text, sizeof(text));
+    zt_http_get(rs.metrics[0], "/metrics", text, sizeof(text));
     expect_metric(text, "zeps_replica_role{role=\"primary\"} 1");
     expect_metric(text, "zeps_replica_epoch 1\n");
     expect_metric(text, "zeps_coord_session{state=\"connected\"} 1");
-    metrics_of(&rs, 1, text, sizeof(text));
+    zt_http_get(rs.metrics[1], "/metrics", text, sizeof(text));
     expect_metric(text, "zeps_replica_role{role=\"backup\"} 1");
     expect_metric(text, "zeps_replica_role{role=\"primary\"} 0");
     expect_metric(text, "zeps_replica_index 1\n");
@@ -364,7 +348,7 @@ START_TEST(test_roles_redirect_failover)
            SESSION_MS);
     ck_assert_msg(took < SESSION_MS / 1000.0 + 2.0, "failover took %.3f s", took);
     serves(&rs, 1, "after");
-    metrics_of(&rs, 1, text, sizeof(text));
+    zt_http_get(rs.metrics[1], "/metrics", text, sizeof(text));
     expect_metric(text, "zeps_replica_role{role=\"primary\"} 1");
     expect_metric(text, "zeps_replica_epoch 2\n");
     expect_metric(text, "zeps_coord_elections_total 1\n");

@@ -37,6 +37,7 @@
 #include "rng.h"
 #include "rawreq.h"
 #include "scratch.h"
+#include "slot_ids.h"
 #include "slotmap.h"
 #include "wire.h"
 #include "zeps.h"
@@ -349,16 +350,11 @@ START_TEST(test_redirects_followed_once_each)
 }
 END_TEST
 
-/* An id whose slot is below 1024 and that the default map gives shard 0. */
+/* An id whose slot is below 1024 (map A gives it to shard 1) and that
+ * the default map gives shard 0. */
 static uint64_t moved_id(void)
 {
-    zp_slotmap *d = NULL;
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    uint64_t x = 1;
-    while (zp_slotmap_slot_of(d, x) >= 1024 || zp_slotmap_owner(d, x) != 0)
-        x++;
-    zp_slotmap_destroy(&d);
-    return x;
+    return zt_slot_id_on(2, 0, 1024, 0);
 }
 
 START_TEST(test_redirect_not_followed_twice)
@@ -392,6 +388,13 @@ START_TEST(test_redirect_not_followed_twice)
 }
 END_TEST
 
+/* The first two ids that the default map of 3 shards gives shard 0. */
+static void two_on_shard_0(uint64_t *ids)
+{
+    ids[0] = zt_slot_id_on(3, 0, UINT32_MAX, 0);
+    ids[1] = zt_slot_id_on(3, 0, UINT32_MAX, ids[0]);
+}
+
 /* Moves in a row: a piece goes on by a newer map than the one it was
  * split by. Three shards; the client holds the default map (x and y on
  * shard 0). Shard 0 takes E1 (their slots to shard 1), shards 1 and 2
@@ -404,17 +407,11 @@ START_TEST(test_redirect_followed_by_newer_maps)
     zt_cluster cl;
     uint32_t t;
     zeps_client *c = one_worker(&cl, 3, NULL, &t);
-    zp_slotmap *d = NULL, *m1 = NULL, *m2 = NULL;
+    zp_slotmap *d = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
-    uint64_t ids[2] = {1, 0};
-    while (zp_slotmap_owner(d, ids[0]) != 0)
-        ids[0]++;
-    for (ids[1] = ids[0] + 1; zp_slotmap_owner(d, ids[1]) != 0; ids[1]++)
-        ;
-    uint8_t which[4095] = {0};
-    which[zp_slotmap_slot_of(d, ids[0])] = which[zp_slotmap_slot_of(d, ids[1])] = 1;
-    ck_assert_int_eq(zp_slotmap_moved(d, which, 1, &m1), 0);
-    ck_assert_int_eq(zp_slotmap_moved(m1, which, 2, &m2), 0);
+    uint64_t ids[2];
+    two_on_shard_0(ids);
+    zp_slotmap *m1 = zt_slot_map_giving(d, ids, 2, 1), *m2 = zt_slot_map_giving(m1, ids, 2, 2);
     ck_assert_int_eq(zt_raw_slots(&cl, 0, m1), 0);
     ck_assert_int_eq(zt_raw_slots(&cl, 1, m2), 0);
     ck_assert_int_eq(zt_raw_slots(&cl, 2, m2), 0);
@@ -452,10 +449,7 @@ START_TEST(test_map_with_unreachable_shard)
     ck_assert_int_eq(zp_slotmap_new_default(&base, 2), 0);
     ck_assert_int_eq(zp_slotmap_joined(base, dead, &joined, why, sizeof(why)), 0);
     uint64_t id = moved_id();
-    uint8_t *which = calloc(zp_slotmap_slots(joined), 1);
-    which[zp_slotmap_slot_of(joined, id)] = 1;
-    ck_assert_int_eq(zp_slotmap_moved(joined, which, 2, &next), 0);
-    free(which);
+    next = zt_slot_map_giving(joined, &id, 1, 2);
     for (int k = 0; k < 2; k++)
         ck_assert_int_eq(zt_raw_slots(&cl, k, next), 0);
     float g[DIM] = {1, 1, 1, 1};
@@ -486,13 +480,7 @@ START_TEST(test_redirected_on_both_shards)
     zt_cluster cl;
     uint32_t t;
     zeps_client *c = one_worker(&cl, 2, NULL, &t);
-    zp_slotmap *d = NULL;
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    uint64_t ids[2] = {1, 1};
-    for (int i = 0; i < 2; i++)
-        while (zp_slotmap_slot_of(d, ids[i]) != (uint32_t)i)
-            ids[i]++;
-    zp_slotmap_destroy(&d);
+    uint64_t ids[2] = {zt_slot_id_in(2, 0, 0), zt_slot_id_in(2, 1, 0)};
     slots_ok(&cl, 0, 3, own_swap);
     slots_ok(&cl, 1, 3, own_swap);
     float g[2 * DIM] = {1, 2, 3, 4, 5, 6, 7, 8}, rows[2 * DIM];
@@ -591,16 +579,11 @@ START_TEST(test_pipe_push_followed)
     zeps_client *c = zt_client(&cl, 0);
     ck_assert_ptr_nonnull(c);
     uint32_t t = declare(c);
-    zp_slotmap *d = NULL, *m1 = NULL, *m2 = NULL;
+    zp_slotmap *d = NULL, *m2 = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, 3), 0);
-    uint64_t ids[2] = {1, 0};
-    while (zp_slotmap_owner(d, ids[0]) != 0)
-        ids[0]++;
-    for (ids[1] = ids[0] + 1; zp_slotmap_owner(d, ids[1]) != 0; ids[1]++)
-        ;
-    uint8_t which[4095] = {0};
-    which[zp_slotmap_slot_of(d, ids[0])] = which[zp_slotmap_slot_of(d, ids[1])] = 1;
-    ck_assert_int_eq(zp_slotmap_moved(d, which, 1, &m1), 0);
+    uint64_t ids[2];
+    two_on_shard_0(ids);
+    zp_slotmap *m1 = zt_slot_map_giving(d, ids, 2, 1);
     zeps_pipe_opts o = {.prefetch = 0, .max_inflight = 0, .clock = 1};
     zeps_pipe *p;
     ck_assert_int_eq(zeps_pipe_new(c, &t, 1, &o, &p), 0);
@@ -654,12 +637,7 @@ START_TEST(test_bsp_held_pushes)
     zeps_client *c = zt_client(&cl, 0);
     ck_assert_ptr_nonnull(c);
     uint32_t t = declare(c);
-    zp_slotmap *d = NULL;
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    uint64_t id = 1;
-    while (!(zp_slotmap_slot_of(d, id) < 1024 && zp_slotmap_slot_of(d, id) % 2 == 0))
-        id++; /* on shard 0, and map A gives its slot to shard 1 */
-    zp_slotmap_destroy(&d);
+    uint64_t id = moved_id(); /* on shard 0, and map A gives its slot to shard 1 */
     float g[DIM] = {1.0f, 2.0f};
     ck_assert_int_eq(zeps_spush(c, t, &id, 1, g, 0), 0); /* held: worker 1 has not clocked 0 */
     zt_raw_expect_error(send_slots(&cl, 0, 3, own_a), ZEPS_ESTATE,

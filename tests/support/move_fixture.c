@@ -55,6 +55,15 @@ int zt_move_zepsctl(const char *log, char **args)
     return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
+int zt_move_zepsctl_logged(const zt_cluster *cl, const char *name, char **args)
+{
+    char log[400];
+    snprintf(log, sizeof(log), "%s/%s.log", cl->dir, name);
+    int st = zt_move_zepsctl(log, args);
+    zt_move_print_file(log);
+    return st;
+}
+
 int zt_move_file_has(const char *path, const char *needle)
 {
     static char buf[1 << 16];

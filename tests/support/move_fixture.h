@@ -1,8 +1,9 @@
 /*
  * move_fixture.h - what the live-move tests share (move_fixture.c):
- * test_migrate (moves under load, held pulls, duplicate windows) and
- * test_migrate_abort (moves that fail or are refused). Every function
- * asserts with Check: call them from a test.
+ * test_migrate (moves under load, held pulls, duplicate windows),
+ * test_migrate_abort (moves that fail or are refused), test_bsp_move,
+ * test_move_replicas and the other tests of moves. Every function asserts
+ * with Check: call them from a test.
  */
 #ifndef ZT_MOVE_FIXTURE_H
 #define ZT_MOVE_FIXTURE_H
@@ -31,6 +32,10 @@ zeps_client *zt_move_tool(const zt_cluster *cl);
 /* Run zepsctl with args (the arguments after the program, NULL-ended),
  * its output to `log`: its exit status (-1 if it did not exit in 120 s). */
 int zt_move_zepsctl(const char *log, char **args);
+
+/* zt_move_zepsctl with its output to <cl's folder>/<name>.log, printed
+ * once it ended: its exit status. */
+int zt_move_zepsctl_logged(const zt_cluster *cl, const char *name, char **args);
 
 /* Whether the file at path holds `needle`; print it, each line "  | ". */
 int zt_move_file_has(const char *path, const char *needle);

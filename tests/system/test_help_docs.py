@@ -54,8 +54,8 @@ COMMANDS = {
 }
 SUBCOMMANDS = [["zepsctl", "snapshot", s] for s in ("inspect", "take", "reshard")]
 # `zepsctl shards` is checked through `shards move`; its other subcommands'
-# options count for it too
-SHARDS_SUBCOMMANDS = [["zepsctl", "shards", "rebalance"]]
+# options count for it too (not `add`: its text quotes zeps-server's)
+SHARDS_SUBCOMMANDS = [["zepsctl", "shards", s] for s in ("rebalance", "remove", "retire")]
 
 passed = failed = 0
 

@@ -2,11 +2,12 @@
  * test_arena.c - common/alloc.c's huge-page arrays and common/arena.c:
  * alignment, where small sizes go, pieces carved back to back, a new
  * mapping when one is full, and the advice the kernel was given (read back
- * from /proc/self/smaps).
+ * from /proc/self/smaps); and an array that zp_alloc_grow grows.
  */
 #include <check.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "alloc.h"
@@ -75,12 +76,35 @@ START_TEST(test_arena_back_to_back)
 }
 END_TEST
 
+/* zp_alloc_grow keeps the elements it had and zeroes the new ones, even
+ * where the block it grows in place held other bytes. */
+START_TEST(test_grow_zeroes_the_new)
+{
+    uint32_t *a = zp_alloc(100 * sizeof(*a));
+    memset(a, 0xa5, 100 * sizeof(*a));
+    a = zp_alloc_resize(a, 3 * sizeof(*a)); /* glibc shrinks in place: 0xa5 beyond */
+    a[0] = 7, a[1] = 8, a[2] = 9;
+    a = zp_alloc_grow(a, 3, 100, sizeof(*a));
+    ck_assert(a[0] == 7 && a[1] == 8 && a[2] == 9);
+    for (int i = 3; i < 100; i++)
+        ck_assert_msg(a[i] == 0, "element %d: 0x%x", i, a[i]);
+    a = zp_alloc_grow(a, 100, 100, sizeof(*a)); /* no growth: nothing changes */
+    ck_assert_uint_eq(a[2], 9);
+    free(a);
+    uint64_t *b = zp_alloc_grow(NULL, 0, 5, sizeof(*b));
+    for (int i = 0; i < 5; i++)
+        ck_assert_uint_eq(b[i], 0);
+    free(b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("arena");
     TCase *tc = tcase_create("arena");
     tcase_add_test(tc, test_huge_alignment);
     tcase_add_test(tc, test_arena_back_to_back);
+    tcase_add_test(tc, test_grow_zeroes_the_new);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

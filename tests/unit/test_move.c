@@ -29,6 +29,8 @@
  * with the first at the abort.
  * test_cut_frees_old_piece: a map cutting a dense piece on its shard frees
  * the record it replaced (op/pieces.c).
+ * test_dense_late_copy_after_abort: a late copy of a dense write answered
+ * EMOVED at the abort is a duplicate, not a second update (owner.c).
  */
 #include <check.h>
 #include <malloc.h>
@@ -628,6 +630,44 @@ START_TEST(test_cut_frees_old_piece)
 }
 END_TEST
 
+/* A dense write parked in the cut-over and answered EMOVED by the abort:
+ * a late copy of its seq (a retry sent while it was parked) is a
+ * duplicate, not applied, though the piece is this shard's again; the
+ * client's resend under a new seq is applied once. */
+START_TEST(test_dense_late_copy_after_abort)
+{
+    zt_shard *z = zt_shard_start(zt_config("async", 1, 2), 0);
+    zt_hello(z, 0);
+    uint32_t t = zt_declare(z, 0, "w", 100, 1.0);
+    zp_slotmap *d = NULL, *next = NULL;
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", 100, 0, 50, 1, &next, err, sizeof(err)), 0);
+    ck_assert_int_eq(step(z, ZP_MOVE_BEGIN, 1, next, 0)->h->error, 0);
+    ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(dense_push(z, t, 1), 0); /* parked */
+    int before = z->n;
+    ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(z->r[before].h->error, ZEPS_EMOVED);
+    ck_assert_int_eq(dense_push(z, t, 1), 1); /* the late copy */
+    ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__PUSH);
+    ck_assert_msg(zt_last(z)->h->flags & ZP_FLAG_DUPLICATE, "a late copy applied");
+    ck_assert_int_eq(dense_push(z, t, 2), 1); /* the client's resend */
+    ck_assert_msg(zt_last(z)->h->op == ZEPS__OP__PUSH &&
+                      !(zt_last(z)->h->flags & ZP_FLAG_DUPLICATE),
+                  "the resend: op %d error %d %s", zt_last(z)->h->op, zt_last(z)->h->error,
+                  zt_last(z)->h->error_text ? zt_last(z)->h->error_text : "");
+    ck_assert_int_eq(zt_pull(z, 0, t, 0, 4, 0), 1);
+    const float *v = zt_last(z)->data;
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(v[i] == 0.0f, "element %d: %g: the push applied %g times", i, (double)v[i],
+                      1.0 - (double)v[i]); /* from 1, lr 1, g 1 */
+    zp_slotmap_destroy(&next);
+    zp_slotmap_destroy(&d);
+    zt_shard_free(z);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("move");
@@ -643,6 +683,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_held_drop_frees);
     tcase_add_test(tc, test_dense_parked_once);
     tcase_add_test(tc, test_cut_frees_old_piece);
+    tcase_add_test(tc, test_dense_late_copy_after_abort);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -362,17 +362,84 @@ static const char *mbs(double v, char *buf)
     return buf;
 }
 
+/* A figure of a side, or "-" when the run did not measure it (--only). */
+static const char *fig(bool on, const char *fmt, double v, char *buf)
+{
+    if (!on)
+        return "-";
+    if (fmt == NULL)
+        return mbs(v, buf);
+    snprintf(buf, 16, fmt, v);
+    return buf;
+}
+
 static void print_row(const bench *b, int si)
 {
     const double *z = b->res[si][SIDE_ZEPS].v, *r = b->res[si][SIDE_RAW].v;
-    char lbl[32], zl[40], rl[40], m[6][16];
-    snprintf(zl, sizeof zl, "%.0f/%.0f", z[F_PUSH_P50], z[F_PUSH_P99]);
-    snprintf(rl, sizeof rl, "%.0f/%.0f", r[F_PUSH_P50], r[F_PUSH_P99]);
-    printf("%7s | %6s %6s %5.2f | %6s %6s %5.2f | %6s %6s %5.2f | %13s | %13s\n",
-           size_label(b->o.sizes[si], lbl, sizeof lbl), mbs(z[F_PUSH], m[0]), mbs(r[F_PUSH], m[1]),
-           ratio(z[F_PUSH], r[F_PUSH]), mbs(z[F_PULL], m[2]), mbs(r[F_PULL], m[3]),
-           ratio(z[F_PULL], r[F_PULL]), mbs(z[F_BOTH], m[4]), mbs(r[F_BOTH], m[5]),
-           ratio(z[F_BOTH], r[F_BOTH]), zl, rl);
+    bool zo = measured(&b->o, SIDE_ZEPS), ro = measured(&b->o, SIDE_RAW), both = zo && ro;
+    char lbl[32], zl[40], rl[40], m[9][16];
+    snprintf(zl, sizeof zl, zo ? "%.0f/%.0f" : "-", z[F_PUSH_P50], z[F_PUSH_P99]);
+    snprintf(rl, sizeof rl, ro ? "%.0f/%.0f" : "-", r[F_PUSH_P50], r[F_PUSH_P99]);
+    printf("%7s | %6s %6s %5s | %6s %6s %5s | %6s %6s %5s | %13s | %13s\n",
+           size_label(b->o.sizes[si], lbl, sizeof lbl), fig(zo, NULL, z[F_PUSH], m[0]),
+           fig(ro, NULL, r[F_PUSH], m[1]), fig(both, "%.2f", ratio(z[F_PUSH], r[F_PUSH]), m[6]),
+           fig(zo, NULL, z[F_PULL], m[2]), fig(ro, NULL, r[F_PULL], m[3]),
+           fig(both, "%.2f", ratio(z[F_PULL], r[F_PULL]), m[7]), fig(zo, NULL, z[F_BOTH], m[4]),
+           fig(ro, NULL, r[F_BOTH], m[5]), fig(both, "%.2f", ratio(z[F_BOTH], r[F_BOTH]), m[8]), zl,
+           rl);
+}
+
+/* The pull round trips and the zero-copy pulls, "-" for a side not measured. */
+static void print_pulls(const bench *b)
+{
+    bool zo = measured(&b->o, SIDE_ZEPS), ro = measured(&b->o, SIDE_RAW), both = zo && ro;
+    char lbl[32], m[8][16];
+    printf("\npull RTT, p50/p99 µs:\n");
+    for (int si = 0; si < b->o.nsizes; si++) {
+        const double *z = b->res[si][SIDE_ZEPS].v, *r = b->res[si][SIDE_RAW].v;
+        printf("%7s | zeps %s/%s, raw %s/%s\n", size_label(b->o.sizes[si], lbl, sizeof lbl),
+               fig(zo, "%.0f", z[F_PULL_P50], m[0]), fig(zo, "%.0f", z[F_PULL_P99], m[1]),
+               fig(ro, "%.0f", r[F_PULL_P50], m[2]), fig(ro, "%.0f", r[F_PULL_P99], m[3]));
+    }
+    printf("\nzero-copy pulls (zeps_pull_view_start; raw ZeroMQ pulls are zero-copy anyway):\n");
+    printf("%7s | %-19s | %-19s\n", "", "pull view MB/s", "push+pull view MB/s");
+    for (int si = 0; si < b->o.nsizes; si++) {
+        const double *z = b->res[si][SIDE_ZEPS].v, *r = b->res[si][SIDE_RAW].v;
+        printf("%7s | %6s %6s %5s | %6s %6s %5s\n", size_label(b->o.sizes[si], lbl, sizeof lbl),
+               fig(zo, NULL, z[F_VIEW], m[0]), fig(ro, NULL, r[F_VIEW], m[1]),
+               fig(both, "%.2f", ratio(z[F_VIEW], r[F_VIEW]), m[2]),
+               fig(zo, NULL, z[F_BOTH_VIEW], m[3]), fig(ro, NULL, r[F_BOTH_VIEW], m[4]),
+               fig(both, "%.2f", ratio(z[F_BOTH_VIEW], r[F_BOTH_VIEW]), m[5]));
+    }
+}
+
+/* zeps / raw for push, and push+pull at 4 and 32 MiB against the aim. */
+static void print_ratios(const bench *b)
+{
+    char lbl[32];
+    printf("\npush zeps / raw ZeroMQ:");
+    for (int si = 0; si < b->o.nsizes; si++)
+        printf("%s %s %.3f", si ? "," : "", size_label(b->o.sizes[si], lbl, sizeof lbl),
+               ratio(b->res[si][SIDE_ZEPS].v[F_PUSH], b->res[si][SIDE_RAW].v[F_PUSH]));
+    printf("\n");
+    bool said = false;
+    for (int si = 0; si < b->o.nsizes; si++) {
+        const double *z = b->res[si][SIDE_ZEPS].v, *r = b->res[si][SIDE_RAW].v;
+        double q = ratio(z[F_BOTH], r[F_BOTH]), qv = ratio(z[F_BOTH_VIEW], r[F_BOTH_VIEW]);
+        if (b->o.sizes[si] != (4u << 20) && b->o.sizes[si] != (32u << 20))
+            continue;
+        if (!said)
+            printf(
+                "\nzeps push+pull / raw ZeroMQ push+pull, the same bytes over the same loopback\n"
+                "in alternating runs (the project aims at >= %.1f; on a busy machine both\n"
+                "sides slow down, but unevenly, so repeat with more --reps before reading\n"
+                "much into a low figure):\n",
+                ACCEPT);
+        said = true;
+        printf("  %s: %.3f with copying pulls, %.3f with zero-copy pulls%s\n",
+               size_label(b->o.sizes[si], lbl, sizeof lbl), q, qv,
+               q < ACCEPT || qv < ACCEPT ? " (below the aim)" : "");
+    }
 }
 
 static void print_table(const bench *b)
@@ -388,22 +455,7 @@ static void print_table(const bench *b)
            "ratio", "zeps", "raw", "ratio", "zeps", "raw", "ratio", "p50/p99", "p50/p99");
     for (int si = 0; si < b->o.nsizes; si++)
         print_row(b, si);
-    printf("\npull RTT, p50/p99 µs:\n");
-    for (int si = 0; si < b->o.nsizes; si++) {
-        const double *z = b->res[si][SIDE_ZEPS].v, *r = b->res[si][SIDE_RAW].v;
-        printf("%7s | zeps %.0f/%.0f, raw %.0f/%.0f\n", size_label(b->o.sizes[si], lbl, sizeof lbl),
-               z[F_PULL_P50], z[F_PULL_P99], r[F_PULL_P50], r[F_PULL_P99]);
-    }
-    printf("\nzero-copy pulls (zeps_pull_view_start; raw ZeroMQ pulls are zero-copy anyway):\n");
-    printf("%7s | %-19s | %-19s\n", "", "pull view MB/s", "push+pull view MB/s");
-    for (int si = 0; si < b->o.nsizes; si++) {
-        const double *z = b->res[si][SIDE_ZEPS].v, *r = b->res[si][SIDE_RAW].v;
-        char m[4][16];
-        printf("%7s | %6s %6s %5.2f | %6s %6s %5.2f\n", size_label(b->o.sizes[si], lbl, sizeof lbl),
-               mbs(z[F_VIEW], m[0]), mbs(r[F_VIEW], m[1]), ratio(z[F_VIEW], r[F_VIEW]),
-               mbs(z[F_BOTH_VIEW], m[2]), mbs(r[F_BOTH_VIEW], m[3]),
-               ratio(z[F_BOTH_VIEW], r[F_BOTH_VIEW]));
-    }
+    print_pulls(b);
     if (b->o.curve) {
         printf("\nCurveZMQ (authenticated and encrypted) vs plain zeps, same run:\n");
         printf("%7s | %-20s | %-20s | %-20s\n", "", "push MB/s", "pull MB/s", "push+pull MB/s");
@@ -425,31 +477,10 @@ static void print_table(const bench *b)
     }
     if (b->o.shm)
         zp_ctl_bench_mem_print(b);
-    printf("\npush zeps / raw ZeroMQ:");
-    for (int si = 0; si < b->o.nsizes; si++)
-        printf("%s %s %.3f", si ? "," : "", size_label(b->o.sizes[si], lbl, sizeof lbl),
-               ratio(b->res[si][SIDE_ZEPS].v[F_PUSH], b->res[si][SIDE_RAW].v[F_PUSH]));
-    printf("\n");
     printf("\nserver memory per dense parameter, with optimizer state: sgd %.2f B, adam %.2f B\n",
            b->mem_sgd, b->mem_adam);
-    bool said = false;
-    for (int si = 0; si < b->o.nsizes; si++) {
-        const double *z = b->res[si][SIDE_ZEPS].v, *r = b->res[si][SIDE_RAW].v;
-        double q = ratio(z[F_BOTH], r[F_BOTH]), qv = ratio(z[F_BOTH_VIEW], r[F_BOTH_VIEW]);
-        if (b->o.sizes[si] != (4u << 20) && b->o.sizes[si] != (32u << 20))
-            continue;
-        if (!said)
-            printf(
-                "\nzeps push+pull / raw ZeroMQ push+pull, the same bytes over the same loopback\n"
-                "in alternating runs (the project aims at >= %.1f; on a busy machine both\n"
-                "sides slow down, but unevenly, so repeat with more --reps before reading\n"
-                "much into a low figure):\n",
-                ACCEPT);
-        said = true;
-        printf("  %s: %.3f with copying pulls, %.3f with zero-copy pulls%s\n",
-               size_label(b->o.sizes[si], lbl, sizeof lbl), q, qv,
-               q < ACCEPT || qv < ACCEPT ? " (below the aim)" : "");
-    }
+    if (measured(&b->o, SIDE_ZEPS) && measured(&b->o, SIDE_RAW))
+        print_ratios(b); /* not with --only: no ratio to give */
 }
 
 static void json_cell(FILE *f, const char *name, const cell *c, const char *sep)

@@ -40,7 +40,8 @@ typedef struct el_opts {
 static void usage(FILE *f, const char *cmd)
 {
     if (strcmp(cmd, "retire") == 0)
-        fprintf(f, "usage: zepsctl shards retire K --config FILE [--timeout-ms MS]\n"
+        fprintf(f, "usage: zepsctl shards retire K --config FILE [--timeout-ms MS] "
+                   "[--clock-wait-s S]\n"
                    "\n"
                    "Retire shard K for good once 'zepsctl shards remove K' emptied it: every\n"
                    "shard takes the slot map one epoch up that names K retired, so that clients\n"
@@ -49,11 +50,16 @@ static void usage(FILE *f, const char *cmd)
                    "a shard that owns a slot or holds a row, for a shard of the cluster file when\n"
                    "a dense table is declared and with snapshot_dir. With replicas, each\n"
                    "shard's primary is told (not under bsp). K may already be stopped. A retired "
-                   "shard never comes back (docs/elastic.md).\n"
+                   "shard never comes back (docs/elastic.md). Under bsp the workers send K\n"
+                   "their CLOCKs until they learn the map: it then waits until each running\n"
+                   "worker clocked twice, at most --clock-wait-s S seconds (300), and says when\n"
+                   "K can be stopped.\n"
                    "\n"
-                   "Exit status: 0 retired (or retired already); 1 a shard did not take the map\n"
-                   "(the shards before it did; run it again); 2 bad usage or refused (nothing\n"
-                   "changed).\n");
+                   "Exit status: 0 retired (or retired already; under bsp: and the workers\n"
+                   "clocked twice); 1 a shard did not take the map (the shards before it did;\n"
+                   "run it again), or under bsp a worker did not clock twice in time (K is\n"
+                   "retired: do not stop it yet; run it again to wait again); 2 bad usage or\n"
+                   "refused (nothing changed).\n");
     else if (strcmp(cmd, "add") == 0)
         fprintf(f, "usage: zepsctl shards add ENDPOINT --config FILE [--tolerance PCT] "
                    "[--max-moves N]\n"
@@ -170,6 +176,19 @@ static int mode_refused(zp_mover *m, const char *cmd)
     }
     zeps__header__free_unpacked(rep, NULL);
     return rc;
+}
+
+/* Whether the cluster's mode holds pushes in rounds (bsp: its workers
+ * send every live shard their CLOCKs), into *out: 0 or ZP_EXIT_FAILED
+ * (said). */
+static int rounds(zp_mover *m, const char *cmd, bool *out)
+{
+    Zeps__Header *rep;
+    if (stats(m, 0, false, cmd, &rep) != 0)
+        return ZP_EXIT_FAILED;
+    *out = (rep->stats->caps & ZP_CAP_CUTS) != 0;
+    zeps__header__free_unpacked(rep, NULL);
+    return 0;
 }
 
 /* Whether the cluster moves dense pieces: not under bsp, not with
@@ -460,11 +479,12 @@ static int remove_shard(zp_mover *m, const el_opts *o)
         rc = ZP_EXIT_FAILED;
     }
     if (rc == 0)
-        printf("shards remove: shard %lld owns 0 slots and 0 rows: the running workers send it "
-               "nothing more (no CLOCK outside bsp), so it can be stopped (under bsp: once "
-               "retired and every worker clocked since); a client that starts later says HELLO "
-               "to it until 'zepsctl shards retire %lld' (docs/elastic.md, \"Removing a "
-               "shard\")\n",
+        printf("shards remove: shard %lld owns 0 slots and 0 rows: a running worker sends it "
+               "nothing more once it holds the new map (from its next CLOCK's answer: no CLOCK "
+               "goes there after that outside bsp), so stop it once no worker's clock moves "
+               "there ('zepsctl stats'; under bsp: once 'zepsctl shards retire' says so); a "
+               "client that starts later says HELLO to it until 'zepsctl shards retire %lld' "
+               "(docs/elastic.md, \"Removing a shard\")\n",
                k, k);
     return rc;
 }
@@ -527,19 +547,33 @@ static int send_retired(zp_mover *m, const zp_slotmap *next, int k, bool answers
     return ZP_EXIT_OK;
 }
 
+/* Under bsp, the wait for every worker's two clocks (ctl_clockwait.c). */
+static int wait_clocks(zp_mover *m, const el_opts *o, int k)
+{
+    int rc = zp_ctl_clockwait(m, k, o->mv.clock_wait_s);
+    if (rc == 0)
+        printf("shards retire: shard %d can be stopped for good (docs/elastic.md)\n", k);
+    return rc;
+}
+
 static int retire(zp_mover *m, const el_opts *o)
 {
     long long k = shard_arg(m, o, "retire");
     if (k < 0)
         return ZP_EXIT_SETUP;
-    if (zp_ctl_mover_retired(m, (int)k)) {
-        printf("shards retire: shard %lld is retired already\n", k);
-        return ZP_EXIT_OK;
+    bool bsp = false;
+    int rc = rounds(m, "retire", &bsp);
+    if (rc == 0 && zp_ctl_mover_retired(m, (int)k)) {
+        printf("shards retire: shard %lld is retired already%s\n", k,
+               bsp ? "; under bsp: waiting for each running worker to clock twice" : "");
+        fflush(stdout);
+        return bsp ? wait_clocks(m, o, (int)k) : ZP_EXIT_OK;
     }
     zp_slotmap *cur = NULL, *next = NULL;
     bool answers = false;
     char why[512];
-    int rc = mode_refused(m, "retire");
+    if (rc == 0)
+        rc = mode_refused(m, "retire");
     if (rc == 0)
         rc = common_map(m, "retire", (int)k, &cur);
     if (rc == 0 && zp_slotmap_retire(cur, (int)k, &next, why, sizeof(why)) != 0) {
@@ -550,10 +584,18 @@ static int retire(zp_mover *m, const el_opts *o)
         rc = retire_refused(m, (int)k, &answers);
     if (rc == 0)
         rc = send_retired(m, next, (int)k, answers);
-    if (rc == 0)
+    if (rc == 0 && !bsp)
         printf("shards retire: slot map epoch %" PRIu64 " retires shard %lld: no client waits "
                "for it from now on, so it can be stopped for good (docs/elastic.md)\n",
                zp_slotmap_epoch(next), k);
+    if (rc == 0 && bsp) {
+        printf("shards retire: slot map epoch %" PRIu64 " retires shard %lld: under bsp the "
+               "running workers send it their CLOCKs until they learn the map; waiting for "
+               "each to clock twice (--clock-wait-s %d)\n",
+               zp_slotmap_epoch(next), k, o->mv.clock_wait_s);
+        fflush(stdout);
+        rc = wait_clocks(m, o, (int)k);
+    }
     zp_slotmap_destroy(&next);
     zp_slotmap_destroy(&cur);
     return rc;

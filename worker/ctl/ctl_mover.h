@@ -33,6 +33,7 @@ typedef struct zp_mv_opts {
                             time (the newest map of the file's shards names them) */
     int stopped_ok;      /* replicated shards: one without a primary (stopped) is reached at
                             replica 0, where its steps fail, instead of failing at once */
+    int clock_wait_s;    /* shards retire under bsp: how long to wait for the workers' clocks */
 } zp_mv_opts;
 
 typedef struct zp_mover zp_mover;
@@ -95,6 +96,13 @@ int zp_ctl_mover_rpc(zp_mover *m, int k, Zeps__Header *h, const void *payload, s
 
 /* SLOTS with `map` to shard k: 0 or the shard's error. */
 int zp_ctl_mover_slots(zp_mover *m, int k, const zp_slotmap *map);
+
+/* After `shards retire K` under bsp (ctl_clockwait.c): wait up to
+ * wait_s seconds until every worker shard 0 knows, neither gone nor
+ * lost, has clocked twice since the call, so that none sends K a CLOCK
+ * any more; progress every 5 s on stdout. ZP_EXIT_OK, or ZP_EXIT_FAILED
+ * (said on stderr, naming a worker behind). */
+int zp_ctl_clockwait(zp_mover *m, int k, int wait_s);
 
 /* The reason of the last failure of a call below. */
 const char *zp_ctl_mover_err(const zp_mover *m);

@@ -29,6 +29,7 @@ void zp_ctl_mover_opts_default(zp_mv_opts *o)
                       .timeout_ms = 5000,
                       .threshold = 1024,
                       .max_rounds = 8,
+                      .clock_wait_s = 300,
                       .joined = 1};
 }
 
@@ -46,6 +47,8 @@ int zp_ctl_mover_opts_one(zp_mv_opts *o, const char *a, long long x)
         o->lease_ms = (uint32_t)x;
     else if (strcmp(a, "--timeout-ms") == 0 && x >= 1 && x <= 3600000)
         o->timeout_ms = (int)x;
+    else if (strcmp(a, "--clock-wait-s") == 0 && x >= 0 && x <= 86400)
+        o->clock_wait_s = (int)x;
     else
         return 0;
     return 1;

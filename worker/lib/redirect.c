@@ -190,6 +190,18 @@ static zp_req_sub *piece_add(zeps_client *c, zp_req *f, zp_req_sub *s, int k)
     return p;
 }
 
+/* The follow-up request of sub s, of n pieces (added by the caller),
+ * chained after s's request, which owns it (freed with it). */
+static zp_req *follow_up(zeps_client *c, zp_req_sub *s, int n)
+{
+    zp_req *f = zp_req_new(c, s->req->op, n);
+    f->clock = s->req->clock;
+    f->follow = s->req->follow;
+    s->req->follow = f;
+    s->pieces = n;
+    return f;
+}
+
 /* The follow-up of a dense sub s: one part per piece of s's range under
  * the client's map; NULL if a shard has no room for one now. */
 static zp_req *dense_split(zeps_client *c, zp_req_sub *s)
@@ -209,11 +221,7 @@ static zp_req *dense_split(zeps_client *c, zp_req_sub *s)
             return NULL;
         }
     }
-    zp_req *f = zp_req_new(c, s->req->op, n);
-    f->clock = s->req->clock;
-    f->follow = s->req->follow; /* s's request owns the chain */
-    s->req->follow = f;
-    s->pieces = n;
+    zp_req *f = follow_up(c, s, n);
     for (size_t i = 0; i < np; i++) {
         uint64_t lo = lo0 > pc[i].lo ? lo0 : pc[i].lo, hi = hi0 < pc[i].hi ? hi0 : pc[i].hi;
         if (lo >= hi)
@@ -258,11 +266,7 @@ zp_req *zp_redirect_split(zeps_client *c, zp_req_sub *s)
             return NULL;
         }
     }
-    zp_req *f = zp_req_new(c, s->req->op, np);
-    f->clock = s->req->clock;
-    f->follow = s->req->follow; /* s's request owns the chain */
-    s->req->follow = f;
-    s->pieces = np;
+    zp_req *f = follow_up(c, s, np);
     for (size_t k = 0; k < S; k++) {
         size_t n = at[k + 1] - at[k];
         if (n == 0)

@@ -27,6 +27,8 @@
  * test_dense_parked_once: a dense move's cut-over parks each write of its
  * pieces once (dmove.c): a resend is not parked again, and is answered
  * with the first at the abort.
+ * test_cut_frees_old_piece: a map cutting a dense piece on its shard frees
+ * the record it replaced (op/pieces.c).
  * test_dense_late_copy_after_abort: a late copy of a dense write answered
  * EMOVED at the abort is a duplicate, not a second update (owner.c).
  */
@@ -590,6 +592,44 @@ START_TEST(test_dense_parked_once)
 }
 END_TEST
 
+/* Heap in use, mapped blocks included (a large table's data is one). */
+static size_t heap_used(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* A map cutting a dense piece of 4 MiB in two on the shard that holds it
+ * is taken (both parts here, values kept), and the record it replaced is
+ * freed: the heap grows by far less than the piece. */
+START_TEST(test_cut_frees_old_piece)
+{
+    const uint64_t len = 2u << 20; /* shard 0 holds [0, len / 2): 4 MiB */
+    zt_shard *z = zt_shard_start(zt_config("async", 1, 2), 0);
+    zt_hello(z, 0);
+    zt_declare(z, 0, "w", len, 1.0);
+    zp_slotmap *d = NULL, *m = NULL;
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", len, len / 4, len / 2, 0, &m, err, sizeof(err)),
+                     0);
+    size_t wl = zp_slotmap_wire_size(m);
+    uint8_t *wire = malloc(wl);
+    zp_slotmap_encode(m, wire);
+    uint32_t before_tables = z->s->ntables;
+    size_t before = heap_used();
+    ck_assert_int_eq(slots(z, wire, wl)->h->error, 0);
+    size_t after = heap_used();
+    ck_assert_uint_eq(z->s->ntables, before_tables + 1); /* [0, len/4) and [len/4, len/2) */
+    ck_assert_msg(after < before + len, "the cut grew the heap by %zu bytes (the piece: %zu)",
+                  after - before, (size_t)(len / 2 * sizeof(float)));
+    free(wire);
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+    zt_shard_free(z);
+}
+END_TEST
+
 /* A dense write parked in the cut-over and answered EMOVED by the abort:
  * a late copy of its seq (a retry sent while it was parked) is a
  * duplicate, not applied, though the piece is this shard's again; the
@@ -642,6 +682,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_held_page_room);
     tcase_add_test(tc, test_held_drop_frees);
     tcase_add_test(tc, test_dense_parked_once);
+    tcase_add_test(tc, test_cut_frees_old_piece);
     tcase_add_test(tc, test_dense_late_copy_after_abort);
     suite_add_tcase(s, tc);
     return s;

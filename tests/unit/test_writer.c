@@ -20,10 +20,13 @@
  * no division by an interval of 0 clocks) before a tick has chosen the
  * interval from that first snapshot. A ROLLBACK of no recovery to a set
  * the shard wrote rolls it back when it stands past that cut
- * (server/state/restore.c), and does nothing when it stands at it.
+ * (server/state/restore.c), and does nothing when it stands at it; a
+ * late ROLLBACK of a recovery before the last is done already. A set
+ * written under a slot map is restored, and a restart leaks nothing.
  */
 #include <check.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,6 +42,7 @@
 #include "now.h"
 #include "persist.h"
 #include "restore.h"
+#include "slotmap.h"
 
 /* A config of `mode` (1 worker, 1 shard) whose snapshots go to a new
  * scratch folder, its path into dir[0..len). The caller's. */
@@ -255,6 +259,92 @@ START_TEST(test_rollback_past_cut)
 }
 END_TEST
 
+/* Two recoveries in a row (A to clock 4, then B to clock 2): a late
+ * ROLLBACK of A (a worker that asks after the others) is done already,
+ * and does not take the shard forward again to A's cut. */
+START_TEST(test_recoveries_remembered)
+{
+    char dir[160], err[256] = "";
+    zp_config *cfg = snap_config("bsp", dir, sizeof(dir));
+    cfg->snapshot_every_clocks = 2;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    zt_hello(z, 0);
+    uint32_t t = zt_declare(z, 0, "w", 16, 1.0);
+    for (int64_t c = 0; c < 6; c++) {
+        round_of(z, t, c);
+        zp_persist_reap(z->s, 1);
+    }
+    ck_assert_uint_eq(z->s->persist.written, 3); /* sets 2, 4 and 6 */
+    bool rolled = false;
+    ck_assert_msg(zp_restore_rollback(z->s, 4, 4, 0xa, 0, &rolled, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert(rolled);
+    ck_assert_msg(zp_restore_rollback(z->s, 2, 2, 0xb, 0, &rolled, err, sizeof(err)) == 0, "%s",
+                  err);
+    ck_assert(rolled);
+    ck_assert_int_eq(z->s->cons->cut(z->s), 2);
+    int rc = zp_restore_rollback(z->s, 4, 4, 0xa, 1, &rolled, err, sizeof(err));
+    ck_assert_msg(rc == 0 && !rolled, "a late ROLLBACK of recovery a: %d, rolled %d (%s)", rc,
+                  rolled, err);
+    ck_assert_int_eq(z->s->cons->cut(z->s), 2);
+    ck_assert_uint_eq(z->s->rollbacks, 2);
+    zt_shard_free(z);
+    ck_assert_int_eq(zt_scratch_remove(dir), 0);
+}
+END_TEST
+
+/* A config of `mode` on snapshot folder `dir` and the map file `map`. */
+static zp_config *map_config(const char *mode, const char *dir, const char *map)
+{
+    zp_config *cfg = zt_config(mode, 1, 1);
+    snprintf(cfg->snapshot_dir, sizeof(cfg->snapshot_dir), "%s", dir);
+    snprintf(cfg->slot_map, sizeof(cfg->slot_map), "%s", map);
+    cfg->snapshot_every_clocks = 2;
+    return cfg;
+}
+
+/* A shard under a slot map of epoch 1 writes a set (which carries that
+ * map); started again on it twice, it restores the set (its map checked
+ * against the shard's own, of the same epoch), and the second start and
+ * free leave the heap in use as they found it (the first may fill the
+ * libraries' caches). */
+START_TEST(test_restart_under_map_flat)
+{
+    char dir[160], mdir[160], map[200];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
+    ck_assert_int_eq(zt_scratch_dir(mdir, sizeof(mdir), "writer_map"), 0);
+    snprintf(map, sizeof(map), "%s/slots.map", mdir);
+    FILE *f = fopen(map, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs("epoch 1\nslots 4096\n0-4095 0\n", f);
+    fclose(f);
+    zt_shard *z = zt_shard_start(map_config("bsp", dir, map), 0);
+    zt_hello(z, 0);
+    uint32_t t = zt_declare(z, 0, "w", 16, 1.0);
+    for (int64_t c = 0; c < 2; c++) {
+        round_of(z, t, c);
+        zp_persist_reap(z->s, 1);
+    }
+    ck_assert_uint_eq(z->s->persist.written, 1);
+    zt_shard_free(z);
+    size_t before = 0;
+    for (int k = 0; k < 2; k++) {
+        before = mallinfo2().uordblks;
+        z = zt_shard_start(map_config("bsp", dir, map), 0);
+        char err[256] = "";
+        ck_assert_msg(zp_restore_newest(z->s, err, sizeof(err)) == 0, "%s", err);
+        ck_assert_int_eq(z->s->restored_clock, 2);
+        ck_assert_uint_eq(zp_slotmap_epoch(z->s->slots), 1);
+        zt_shard_free(z);
+    }
+    size_t after = mallinfo2().uordblks;
+    ck_assert_msg(after < before + 4096, "a restart grew the heap by %zd bytes",
+                  (ssize_t)(after - before));
+    ck_assert_int_eq(zt_scratch_remove(dir), 0);
+    ck_assert_int_eq(zt_scratch_remove(mdir), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("writer");
@@ -264,6 +354,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_request_set_id);
     tcase_add_test(tc, test_auto_first_rounds);
     tcase_add_test(tc, test_rollback_past_cut);
+    tcase_add_test(tc, test_recoveries_remembered);
+    tcase_add_test(tc, test_restart_under_map_flat);
     suite_add_tcase(s, tc);
     return s;
 }

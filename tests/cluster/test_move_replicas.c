@@ -422,8 +422,8 @@ END_TEST
  * push and pull go on by the default slices. */
 START_TEST(test_dense_refused)
 {
-    rcl c;
-    rcl_up(&c, "mvdense", "");
+    zt_rcl c;
+    zt_rcl_up(&c, "mvdense", "");
     zeps_client *w = zt_client(&c.cl, 0);
     ck_assert_ptr_nonnull(w);
     zeps_table_spec spec = {
@@ -454,7 +454,7 @@ START_TEST(test_dense_refused)
     zp_slotmap_destroy(&m);
     zp_slotmap_destroy(&d);
     zeps_client_destroy(&w);
-    rcl_down(&c);
+    zt_rcl_down(&c);
 }
 END_TEST
 

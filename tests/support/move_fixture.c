@@ -84,6 +84,7 @@ void zt_move_print_file(const char *path)
         printf("  | %s", line);
     if (f)
         fclose(f);
+    fflush(stdout); /* a failing check that follows ends the process without flushing */
 }
 
 /* Rows of table 0 on shard k, and its slot map epoch. */

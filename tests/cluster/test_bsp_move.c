@@ -56,6 +56,7 @@
 #include <zmq.h>
 
 #include "check_main.h"
+#include "gate.h"
 #include "harness.h"
 #include "move_fixture.h"
 #include "now.h"
@@ -70,7 +71,9 @@
 #define BDIM  4
 #define STEPS 600 /* clocks of the job */
 #define AHEAD 100 /* clocks the workers may run past the test's last look */
-#define REC   ZEPS_ROW_RECORD_BYTES(BDIM, 1)
+
+static const zt_gate G = {.workers = W, .steps = STEPS, .ahead = AHEAD};
+#define REC ZEPS_ROW_RECORD_BYTES(BDIM, 1)
 
 static uint32_t declare(zeps_client *c)
 {
@@ -97,32 +100,6 @@ static size_t share(const uint64_t *ids, int w, int k, uint64_t *out)
     return n;
 }
 
-/* The clock the test lets the workers reach (<dir>/limit), 0 if none. */
-static int limit_read(const zt_cluster *cl)
-{
-    char path[400];
-    int k = 0;
-    snprintf(path, sizeof(path), "%s/limit", cl->dir);
-    FILE *f = fopen(path, "r");
-    if (f && fscanf(f, "%d", &k) != 1)
-        k = 0;
-    if (f)
-        fclose(f);
-    return k;
-}
-
-static void limit_write(const zt_cluster *cl, int64_t k)
-{
-    char path[400], tmp[420];
-    snprintf(path, sizeof(path), "%s/limit", cl->dir);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "%lld\n", (long long)(k < STEPS ? k : STEPS));
-    fclose(f);
-    ck_assert_int_eq(rename(tmp, path), 0);
-}
-
 /* The job's worker process w; `slow`: sleep 30 ms before every push of
  * an odd clock (pushes of the others are then held when a move comes).
  * It starts clock k only below the test's limit, so that the job is still
@@ -138,9 +115,7 @@ static void worker(const zt_cluster *cl, int w, bool slow)
     uint32_t t = declare(c);
     int limit = 0;
     for (int k = 0; k < STEPS; k++) {
-        for (int i = 0; k >= limit && i < 60000; i++)
-            if (k >= (limit = limit_read(cl)))
-                usleep(2000);
+        zt_gate_pass(cl, k, &limit);
         size_t n = share(ids, w, k, mine);
         if (zeps_spull(c, t, mine, n, rows, k) != 0)
             goto fail;
@@ -157,50 +132,6 @@ static void worker(const zt_cluster *cl, int w, bool slow)
 fail:
     fprintf(stderr, "bsp worker %d: %s\n", w, zeps_last_error(c));
     _exit(1);
-}
-
-static void start_workers(const zt_cluster *cl, pid_t *pids, bool slow)
-{
-    for (int w = 0; w < W; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
-        if (pids[w] == 0)
-            worker(cl, w, slow);
-    }
-}
-
-static void end_workers(const zt_cluster *cl, const pid_t *pids)
-{
-    limit_write(cl, STEPS);
-    for (int w = 0; w < W; w++) {
-        int ws = zt_wait(pids[w], 120);
-        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
-    }
-}
-
-/* The slowest worker's clock on shard k (STATS), -1 before all said HELLO. */
-static int64_t min_clock(zeps_client *tl, int k)
-{
-    Zeps__ShardStats *st = zt_stats(tl, k);
-    ck_assert_ptr_nonnull(st);
-    int64_t m = st->n_workers == W ? INT64_MAX : -1;
-    for (size_t i = 0; i < st->n_workers; i++)
-        if (st->workers[i]->clock < m)
-            m = st->workers[i]->clock;
-    zeps__shard_stats__free_unpacked(st, NULL);
-    return m;
-}
-
-/* Let the workers run AHEAD clocks past where they are now, and wait
- * until the slowest ended clock at_least - 1 (-1: only let them run). */
-static void wait_clock(const zt_cluster *cl, zeps_client *tl, int64_t at_least)
-{
-    limit_write(cl, (at_least > min_clock(tl, 0) ? at_least : min_clock(tl, 0)) + AHEAD);
-    if (at_least < 0)
-        return;
-    for (int i = 0; i < 2400 && min_clock(tl, 0) < at_least; i++)
-        usleep(5000);
-    ck_assert_int_ge(min_clock(tl, 0), at_least);
 }
 
 static int by_id(const void *a, const void *b)
@@ -244,8 +175,8 @@ static size_t baseline(uint8_t **rows)
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
     pid_t pids[W];
-    start_workers(&cl, pids, false);
-    end_workers(&cl, pids);
+    zt_gate_start(&G, &cl, pids, worker, false);
+    zt_gate_end(&G, &cl, pids);
     size_t n = scan_all(&cl, rows);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
     return n;
@@ -271,13 +202,13 @@ static long handed(const zt_cluster *cl, const char *name)
  * slowest worker's clock once no worker moves. */
 static int64_t hold_workers(const zt_cluster *cl, zeps_client *tl)
 {
-    int64_t at = min_clock(tl, 0) + 2, seen = -1;
-    limit_write(cl, at);
-    for (int i = 0; i < 600 && (at = min_clock(tl, 0)) != seen; i++) {
+    int64_t at = zt_gate_min_clock(&G, tl, 0) + 2, seen = -1;
+    zt_gate_write(&G, cl, at);
+    for (int i = 0; i < 600 && (at = zt_gate_min_clock(&G, tl, 0)) != seen; i++) {
         seen = at;
         usleep(200 * 1000);
     }
-    ck_assert_int_eq(min_clock(tl, 0), seen);
+    ck_assert_int_eq(zt_gate_min_clock(&G, tl, 0), seen);
     return seen;
 }
 
@@ -304,13 +235,13 @@ static void retire_waits(const zt_cluster *cl, zeps_client *tl)
     usleep(500 * 1000);
     ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0,
                   "shards retire returned before any worker clocked since");
-    limit_write(cl, at + AHEAD);
+    zt_gate_write(&G, cl, at + AHEAD);
     int st = zt_wait(pid, 120);
     zt_move_print_file(log);
     ck_assert(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0);
     ck_assert(zt_move_file_has(log, "shards retire: shard 2 is retired already; under bsp"));
     ck_assert(zt_move_file_has(log, "shards retire: every worker clocked twice since"));
-    ck_assert_int_ge(min_clock(tl, 0), at + 2);
+    ck_assert_int_ge(zt_gate_min_clock(&G, tl, 0), at + 2);
 }
 
 /* The job with shard 2 added after clock 10, then removed, retired and
@@ -321,10 +252,10 @@ static size_t with_moves(bool slow, uint8_t **rows, long *held)
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
     pid_t pids[W];
-    start_workers(&cl, pids, slow);
+    zt_gate_start(&G, &cl, pids, worker, slow);
     zeps_client *tl = zt_move_tool(&cl);
-    limit_write(&cl, 12);
-    wait_clock(&cl, tl, 10);
+    zt_gate_write(&G, &cl, 12);
+    zt_gate_wait_clock(&G, &cl, tl, 10);
     char ep[400];
     zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
     ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
@@ -333,18 +264,20 @@ static size_t with_moves(bool slow, uint8_t **rows, long *held)
     zeps_client_destroy(&tl);
     tl = zt_move_tool(&cl); /* knows shard 2 */
     ck_assert_uint_gt(zt_move_rows(tl, 2, NULL), N / 5);
-    wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* rounds close with shard 2 in the job */
+    zt_gate_wait_clock(&G, &cl, tl,
+                       zt_gate_min_clock(&G, tl, 0) + 3); /* rounds close with shard 2 in the job */
     char *rm[] = {"shards", "remove", "2", "--config", cl.conf, "--threshold", "16", NULL};
-    wait_clock(&cl, tl, -1);
+    zt_gate_wait_clock(&G, &cl, tl, -1);
     ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "remove", rm), 0);
     retire_waits(&cl, tl);
     int ks = zt_server_kill(&cl, 2, SIGTERM);
     ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
-    wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* the job goes on without shard 2 */
+    zt_gate_wait_clock(&G, &cl, tl,
+                       zt_gate_min_clock(&G, tl, 0) + 3); /* the job goes on without shard 2 */
     zt_move_workers_run(pids, W); /* the moves ran mid-job: the workers wait at the limit */
-    ck_assert_int_lt(min_clock(tl, 0), STEPS - 1);
+    ck_assert_int_lt(zt_gate_min_clock(&G, tl, 0), STEPS - 1);
     zeps_client_destroy(&tl);
-    end_workers(&cl, pids);
+    zt_gate_end(&G, &cl, pids);
     *held = handed(&cl, "add") + handed(&cl, "remove");
     size_t n = scan_all(&cl, rows);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);

@@ -47,6 +47,7 @@
 #include <zmq.h>
 
 #include "check_main.h"
+#include "gate.h"
 #include "harness.h"
 #include "move_fixture.h"
 #include "rawreq.h"
@@ -57,7 +58,9 @@
 #define W     3   /* workers */
 #define STEPS 300 /* clocks of the job */
 #define AHEAD 40  /* clocks the workers may run past the test's last look */
-#define NT    2   /* tables */
+
+static const zt_gate G = {.workers = W, .steps = STEPS, .ahead = AHEAD};
+#define NT 2 /* tables */
 
 static const uint64_t lens[NT] = {3000, 1200};
 static const uint32_t kstate[NT] = {2, 1}; /* adam: m, v; momentum: the velocity */
@@ -83,32 +86,6 @@ static void declare(zeps_client *c, uint32_t *t)
     ck_assert_int_eq(zeps_declare(c, &b, &t[1]), 0);
 }
 
-/* The clock the test lets the workers reach (<dir>/limit), 0 if none. */
-static int limit_read(const zt_cluster *cl)
-{
-    char path[400];
-    int k = 0;
-    snprintf(path, sizeof(path), "%s/limit", cl->dir);
-    FILE *f = fopen(path, "r");
-    if (f && fscanf(f, "%d", &k) != 1)
-        k = 0;
-    if (f)
-        fclose(f);
-    return k;
-}
-
-static void limit_write(const zt_cluster *cl, int64_t k)
-{
-    char path[400], tmp[420];
-    snprintf(path, sizeof(path), "%s/limit", cl->dir);
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    ck_assert_ptr_nonnull(f);
-    fprintf(f, "%lld\n", (long long)(k < STEPS ? k : STEPS));
-    fclose(f);
-    ck_assert_int_eq(rename(tmp, path), 0);
-}
-
 /* Worker w's gradient of table i at clock k from the values it pulled. */
 static void gradient(int i, int w, int k, const float *v, float *g)
 {
@@ -128,9 +105,7 @@ static void worker(const zt_cluster *cl, int w, bool slow)
     declare(c, t);
     int limit = 0;
     for (int k = 0; k < STEPS; k++) {
-        for (int i = 0; k >= limit && i < 60000; i++)
-            if (k >= (limit = limit_read(cl)))
-                usleep(2000);
+        zt_gate_pass(cl, k, &limit);
         if (slow && w == 0 && k % 2 == 1)
             usleep(30000);
         for (int i = 0; i < NT; i++) {
@@ -148,50 +123,6 @@ static void worker(const zt_cluster *cl, int w, bool slow)
 fail:
     fprintf(stderr, "dense bsp worker %d: %s\n", w, zeps_last_error(c));
     _exit(1);
-}
-
-static void start_workers(const zt_cluster *cl, pid_t *pids, bool slow)
-{
-    for (int w = 0; w < W; w++) {
-        pids[w] = fork();
-        ck_assert_int_ge(pids[w], 0);
-        if (pids[w] == 0)
-            worker(cl, w, slow);
-    }
-}
-
-static void end_workers(const zt_cluster *cl, const pid_t *pids)
-{
-    limit_write(cl, STEPS);
-    for (int w = 0; w < W; w++) {
-        int ws = zt_wait(pids[w], 120);
-        ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
-    }
-}
-
-/* The slowest worker's clock on shard k (STATS), -1 before all said HELLO. */
-static int64_t min_clock(zeps_client *tl, int k)
-{
-    Zeps__ShardStats *st = zt_stats(tl, k);
-    ck_assert_ptr_nonnull(st);
-    int64_t m = st->n_workers == W ? INT64_MAX : -1;
-    for (size_t i = 0; i < st->n_workers; i++)
-        if (st->workers[i]->clock < m)
-            m = st->workers[i]->clock;
-    zeps__shard_stats__free_unpacked(st, NULL);
-    return m;
-}
-
-/* Let the workers run AHEAD clocks past where they are now, and wait
- * until the slowest ended clock at_least - 1 (-1: only let them run). */
-static void wait_clock(const zt_cluster *cl, zeps_client *tl, int64_t at_least)
-{
-    limit_write(cl, (at_least > min_clock(tl, 0) ? at_least : min_clock(tl, 0)) + AHEAD);
-    if (at_least < 0)
-        return;
-    for (int i = 0; i < 2400 && min_clock(tl, 0) < at_least; i++)
-        usleep(5000);
-    ck_assert_int_ge(min_clock(tl, 0), at_least);
 }
 
 /* A table's end state: per element its value, its state floats and its
@@ -246,8 +177,8 @@ static void baseline(tstate *st)
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
     pid_t pids[W];
-    start_workers(&cl, pids, false);
-    end_workers(&cl, pids);
+    zt_gate_start(&G, &cl, pids, worker, false);
+    zt_gate_end(&G, &cl, pids);
     scan_all(&cl, st);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
@@ -285,10 +216,10 @@ static void with_moves(bool slow, tstate *st, long *held)
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
     pid_t pids[W];
-    start_workers(&cl, pids, slow);
+    zt_gate_start(&G, &cl, pids, worker, slow);
     zeps_client *tl = zt_move_tool(&cl);
-    limit_write(&cl, 12);
-    wait_clock(&cl, tl, 10);
+    zt_gate_write(&G, &cl, 12);
+    zt_gate_wait_clock(&G, &cl, tl, 10);
     char ep[400];
     zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
     ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
@@ -298,21 +229,25 @@ static void with_moves(bool slow, tstate *st, long *held)
     snprintf(log, sizeof(log), "%s/add.log", cl.dir);
     ck_assert(zt_move_file_has(log, "dense table 'l1': shard 2 holds 1000 of 3000 elements"));
     ck_assert(zt_move_file_has(log, "dense table 'l2': shard 2 holds 400 of 1200 elements"));
-    wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* rounds close with shard 2 in the job */
-    wait_clock(&cl, tl, -1);
+    zt_gate_wait_clock(&G, &cl, tl,
+                       zt_gate_min_clock(&G, tl, 0) + 3); /* rounds close with shard 2 in the job */
+    zt_gate_wait_clock(&G, &cl, tl, -1);
     char *rm[] = {"shards", "remove", "2", "--config", cl.conf, NULL};
     zepsctl(&cl, "remove", rm);
-    wait_clock(&cl, tl, -1);
+    zt_gate_wait_clock(&G, &cl, tl, -1);
     char *ret[] = {"shards", "retire", "2", "--config", cl.conf, NULL};
     zepsctl(&cl, "retire", ret);
-    wait_clock(&cl, tl, min_clock(tl, 0) + 2); /* every worker learned the map retiring shard 2 */
+    zt_gate_wait_clock(&G, &cl, tl,
+                       zt_gate_min_clock(&G, tl, 0) +
+                           2); /* every worker learned the map retiring shard 2 */
     int ks = zt_server_kill(&cl, 2, SIGTERM);
     ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
-    wait_clock(&cl, tl, min_clock(tl, 0) + 3); /* the job goes on without shard 2 */
+    zt_gate_wait_clock(&G, &cl, tl,
+                       zt_gate_min_clock(&G, tl, 0) + 3); /* the job goes on without shard 2 */
     zt_move_workers_run(pids, W); /* the moves ran mid-job: the workers wait at the limit */
-    ck_assert_int_lt(min_clock(tl, 0), STEPS - 1);
+    ck_assert_int_lt(zt_gate_min_clock(&G, tl, 0), STEPS - 1);
     zeps_client_destroy(&tl);
-    end_workers(&cl, pids);
+    zt_gate_end(&G, &cl, pids);
     *held = handed(&cl, "add") + handed(&cl, "remove");
     scan_all(&cl, st);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);

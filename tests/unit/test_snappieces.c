@@ -206,7 +206,9 @@ static size_t piece1_lo_at(const zp_slotmap *m)
 
 /* Shard 1's file with its map section changed under its records: piece
  * [10, 30) made [20, 30) (CRCs made right) is refused naming the file
- * and the record; a changed byte with the CRCs left is refused too. */
+ * and the record; a changed byte with the CRCs left is refused too, and
+ * so are a piece on a shard past the count and a piece of shard 1 the
+ * file has no record of. */
 START_TEST(test_inconsistent_map_refused_on_read)
 {
     zt_snap_dir_make();
@@ -240,6 +242,16 @@ START_TEST(test_inconsistent_map_refused_on_read)
     zt_snap_spit(path, b, len);
     ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
     assert_has(err, "table 'w' piece 1 at 10 on shard 5");
+    /* piece 3, [60, 90), given to shard 1 too: every record a piece of
+     * shard 1, but one of its pieces has none */
+    payload[piece1_lo_at(m) + 8] = 1;
+    payload[piece1_lo_at(m) + 28] = 1;
+    zp_put32(sec + 16, zp_snapshot_crc32c(payload, maplen));
+    zp_put32(sec + 20, zp_snapshot_crc32c(sec, 20));
+    zt_snap_spit(path, b, len);
+    ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
+    assert_has(err, "dense table 'w': shard 1 holds 3 pieces of it under the file's slot map "
+                    "(epoch 1), the file has 2");
     free(b);
     zp_slotmap_destroy(&m);
     zt_snap_dir_remove();

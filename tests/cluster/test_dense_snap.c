@@ -17,9 +17,11 @@
  * for byte, piece by piece, and a new client pulls the same values
  * without a redirect. The set resharded to 1 and to 3 shards holds every
  * element's value and state once, on the default slices, in files of
- * format 1. Last, shard 1's file with a record's bounds changed (its
- * CRCs made right): the shard refuses to start, naming the file and the
- * record.
+ * format 1. A restored piece then moves whole ([500, 1000) back to
+ * shard 0, epoch 3) and a new client pulls the same values; a move that
+ * would cut a restored piece is refused, naming why. Last, shard 1's file
+ * with a record's bounds changed (its CRCs made right): the shard refuses
+ * to start, naming the file and the record.
  */
 #include <check.h>
 #include <signal.h>
@@ -195,25 +197,30 @@ static void bad_record_refused(zt_cluster *cl, const char *snapdir, uint64_t set
     ck_assert_msg(zt_log_has(cl, 1, want), "shard 1's log lacks \"%s\"", want);
 }
 
-START_TEST(test_restore_after_dense_move)
+/* zepsctl shards move --dense RANGE --from A --to B: exit 0. */
+static void move(const zt_cluster *cl, const char *range, const char *from, const char *to)
 {
-    zt_cluster cl;
-    ck_assert_int_eq(
-        zt_cluster_start(&cl, 2, WORKERS, "async", "  snapshot_dir = \"@DIR@/snap\";", NULL), 0);
-    char snapdir[400], stop[400], ilog[400];
-    snprintf(snapdir, sizeof(snapdir), "%s/snap", cl.dir);
-    snprintf(stop, sizeof(stop), "%s/stop", cl.dir);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/move-%s.log", cl->dir, from);
+    char *mv[] = {"shards", "move",     "--config", (char *)cl->conf, "--from", (char *)from,
+                  "--to",   (char *)to, "--dense",  (char *)range,    NULL};
+    int st = zt_move_zepsctl(log, mv);
+    zt_move_print_file(log);
+    ck_assert_msg(st == 0, "zepsctl shards move --dense %s: exit %d", range, st);
+}
+
+/* The workers push while [200, 500) of 'w' moves from shard 0 to 1
+ * (map epoch 2), then stop; each exits 0. */
+static void push_and_move(const zt_cluster *cl)
+{
+    char stop[400];
+    snprintf(stop, sizeof(stop), "%s/stop", cl->dir);
     pid_t pids[WORKERS];
     for (int w = 0; w < WORKERS; w++)
         if ((pids[w] = fork()) == 0)
-            worker(&cl, w, stop);
+            worker(cl, w, stop);
     usleep(300 * 1000);
-    snprintf(ilog, sizeof(ilog), "%s/move.log", cl.dir);
-    char *mv[] = {"shards", "move", "--config", cl.conf,     "--from", "0",
-                  "--to",   "1",    "--dense",  "w:200-500", NULL};
-    int st = zt_move_zepsctl(ilog, mv);
-    zt_move_print_file(ilog);
-    ck_assert_int_eq(st, 0);
+    move(cl, "w:200-500", "0", "1");
     usleep(200 * 1000);
     FILE *f = fopen(stop, "w");
     fclose(f);
@@ -221,19 +228,70 @@ START_TEST(test_restore_after_dense_move)
         int ws = zt_wait(pids[w], 60);
         ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
     }
+}
 
-    zeps_client *tl = zt_move_tool(&cl);
+/* A snapshot set taken now; shard 1's file, inspected, records the map
+ * with its dense pieces and a record of [200, 500). Its set id. */
+static uint64_t take_set(const zt_cluster *cl, const char *snapdir)
+{
+    zeps_client *tl = zt_move_tool(cl);
     uint64_t setid = 0;
     ck_assert_msg(zeps_snapshot_take(tl, 60, NULL, &setid) == 0, "%s", zeps_last_error(tl));
     zeps_client_destroy(&tl);
-    char file[600];
+    char file[600], ilog[400];
     ck_assert_int_eq(zp_snapshot_path(file, sizeof(file), snapdir, setid, 1, 2), 0);
-    snprintf(ilog, sizeof(ilog), "%s/inspect.log", cl.dir);
+    snprintf(ilog, sizeof(ilog), "%s/inspect.log", cl->dir);
     char *inspect[] = {"snapshot", "inspect", file, NULL};
     ck_assert_int_eq(zt_move_zepsctl(ilog, inspect), 0);
     zt_move_print_file(ilog);
     ck_assert(zt_move_file_has(ilog, "slot map: epoch 2, 4096 slots and dense pieces"));
     ck_assert(zt_move_file_has(ilog, "slice [200, 500)"));
+    return setid;
+}
+
+/* After the restore: shard 1's piece [500, 1000) moved whole to shard 0
+ * (no cut: epoch 3); a new client pulls the values of before, without a
+ * redirect, and shard 0's SCAN holds both its pieces. A move that would
+ * cut restored piece [0, 200) is refused (pieces of restored tables are
+ * not remade), exit non-zero naming why. */
+static void move_after_restore(const zt_cluster *cl, const float *pulled)
+{
+    move(cl, "w:500-1000", "1", "0");
+    zeps_client *c = zt_client_replacing(cl, 0);
+    ck_assert_ptr_nonnull(c);
+    uint32_t t = declare(c);
+    static float now[LEN];
+    ck_assert_int_eq(zeps_pull(c, t, now, 0, LEN, 0), 0);
+    ck_assert_mem_eq(now, pulled, sizeof(now));
+    zeps_client_stats cs;
+    zeps_client_get_stats(c, &cs);
+    ck_assert_uint_eq(cs.slot_redirects, 0);
+    ck_assert_uint_eq(cs.slot_epoch, 3);
+    uint8_t *scan;
+    char text[128];
+    scan_shard(c, t, 0, &scan, text, sizeof(text));
+    ck_assert_str_eq(text, "0-200 500-1000 ");
+    free(scan);
+    zeps_client_destroy(&c);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/cut.log", cl->dir);
+    char *cut[] = {"shards", "move", "--config", (char *)cl->conf, "--from", "0",
+                   "--to",   "1",    "--dense",  "w:100-150",      NULL};
+    int st = zt_move_zepsctl(log, cut);
+    zt_move_print_file(log);
+    ck_assert_int_ne(st, 0);
+    ck_assert(zt_move_file_has(log, "was declared with init segments or restored"));
+}
+
+START_TEST(test_restore_after_dense_move)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(
+        zt_cluster_start(&cl, 2, WORKERS, "async", "  snapshot_dir = \"@DIR@/snap\";", NULL), 0);
+    char snapdir[400];
+    snprintf(snapdir, sizeof(snapdir), "%s/snap", cl.dir);
+    push_and_move(&cl);
+    uint64_t setid = take_set(&cl, snapdir);
 
     zeps_client *c = zt_client_replacing(&cl, 0);
     ck_assert_ptr_nonnull(c);
@@ -278,6 +336,7 @@ START_TEST(test_restore_after_dense_move)
 
     check_reshard(snapdir, cl.dir, 1, before, nb);
     check_reshard(snapdir, cl.dir, 3, before, nb);
+    move_after_restore(&cl, pulled);
     bad_record_refused(&cl, snapdir, setid);
     for (int k = 0; k < 2; k++) {
         free(before[k]);

@@ -13,7 +13,8 @@
  * recorded, a restore falls back to the set before, and a shard that
  * missed a move not concerning it restores the set's map; a set is
  * resharded to 1, 2 and 3 shards with every element in place, and sets
- * holding a piece twice or not at all are refused.
+ * holding a piece twice or not at all are refused. A 63-byte name and a
+ * table of one element pass; a map naming a table twice does not.
  */
 #include <check.h>
 #include <inttypes.h>
@@ -366,6 +367,71 @@ START_TEST(test_reshard_refuses_a_piece_twice_or_missing)
 }
 END_TEST
 
+/* A name of 63 bytes (the most) and a table of one element, placed by
+ * the map on shard 1: written and read back. */
+START_TEST(test_bounds_of_names_and_lengths)
+{
+    zt_snap_dir_make();
+    char name[64], path[512], err[512];
+    memset(name, 'n', 63);
+    name[63] = '\0';
+    zp_slotmap *d = dflt(), *m = NULL;
+    ck_assert_msg(zp_slotmap_dense_moved(d, name, 1, 0, 1, 1, &m, err, sizeof(err)) == 0, "%s",
+                  err);
+    zp_snapshot *s = zp_snapshot_new(1, 0);
+    s->h.shard = 1;
+    s->h.nshards = S;
+    s->h.nworkers = 1;
+    s->h.setid = 3;
+    piece(&s->tables[0], 0, 1);
+    snprintf(s->tables[0].name, sizeof(s->tables[0].name), "%s", name);
+    s->tables[0].length = 1;
+    size_t len = zp_slotmap_wire_size(m);
+    uint8_t *wire = malloc(len);
+    zp_slotmap_encode(m, wire);
+    zp_snapshot_set_map(s, wire, len);
+    free(wire);
+    write_ok(s, path, sizeof(path));
+    zp_snapshot *r = NULL;
+    ck_assert_msg(zp_snapshot_read(path, &r, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_str_eq(r->tables[0].name, name);
+    ck_assert_uint_eq(r->tables[0].end, 1);
+    zp_snapshot_free(&r);
+    zp_slotmap_destroy(&m);
+    zp_slotmap_destroy(&d);
+    zt_snap_dir_remove();
+}
+END_TEST
+
+/* A map naming "a" and "w", its "a" made "w" (CRCs made right): the
+ * reader refuses a table named twice. */
+START_TEST(test_table_named_twice_refused)
+{
+    zt_snap_dir_make();
+    zp_slotmap *m = moved(), *m2 = NULL;
+    char path[512], err[512];
+    ck_assert_int_eq(zp_slotmap_dense_moved(m, "a", 10, 0, 5, 1, &m2, err, sizeof(err)), 0);
+    write_ok(record(7, 0, m2, m2), path, sizeof(path));
+    size_t len, maplen = zp_slotmap_wire_size(m2);
+    uint8_t *b = zt_snap_slurp(path, &len);
+    uint8_t *sec = b + 128, *payload = sec + 24;
+    /* owners, u32 base, u32 retired, u32 tables, u16 name length: "a" */
+    size_t at = ZP_SLOTMAP_WIRE_HDR + 2 * (size_t)zp_slotmap_slots(m2) + 14;
+    ck_assert_int_eq(payload[at], 'a');
+    payload[at] = 'w';
+    zp_put32(sec + 16, zp_snapshot_crc32c(payload, maplen));
+    zp_put32(sec + 20, zp_snapshot_crc32c(sec, 20));
+    zt_snap_spit(path, b, len);
+    free(b);
+    zp_snapshot *r = NULL;
+    ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
+    assert_has(err, "section 0 (slot map): dense list: table 'w' out of order or named twice");
+    zp_slotmap_destroy(&m2);
+    zp_slotmap_destroy(&m);
+    zt_snap_dir_remove();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("snappieces");
@@ -376,6 +442,8 @@ static Suite *suite(void)
     tcase_add_test(tc, test_set_holding_a_piece_twice_or_not_at_all);
     tcase_add_test(tc, test_reshard_assembles_pieces);
     tcase_add_test(tc, test_reshard_refuses_a_piece_twice_or_missing);
+    tcase_add_test(tc, test_bounds_of_names_and_lengths);
+    tcase_add_test(tc, test_table_named_twice_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -94,6 +94,8 @@ static zp_snapshot *record(uint64_t setid, uint32_t k, const zp_slotmap *place,
     for (size_t i = 0; i < n; i++)
         if (p[i].owner == (int)k)
             p[mine++] = p[i];
+    if (mine == 0) /* none: one empty record answers for the table, as a shard has */
+        p[mine++] = (zp_dense_piece){.lo = 0, .hi = 0, .owner = (int)k};
     zp_snapshot *s = zp_snapshot_new((uint32_t)mine, 0);
     s->h.shard = k;
     s->h.nshards = S;
@@ -341,6 +343,37 @@ START_TEST(test_reshard_assembles_pieces)
 }
 END_TEST
 
+/* [60, 90) moved on to shard 1 as well: shard 2 holds no piece, and its
+ * file one empty record [0, 0), which the reader and reshard take. */
+START_TEST(test_shard_without_a_piece)
+{
+    zt_snap_dir_make();
+    zp_slotmap *m = moved(), *m2 = NULL;
+    char path[512], err[512];
+    ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", LEN, 60, 90, 1, &m2, err, sizeof(err)), 0);
+    write_ok(record(4, 2, m2, m2), path, sizeof(path));
+    zp_snapshot *src[S];
+    for (uint32_t k = 0; k < 2; k++)
+        src[k] = record(4, k, m2, m2);
+    ck_assert_msg(zp_snapshot_read(path, &src[2], err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(src[2]->ntables, 1);
+    ck_assert_uint_eq(src[2]->tables[0].end, 0);
+    zp_snapshot *out = NULL;
+    for (uint32_t j = 0; j < 2; j++) {
+        ck_assert_msg(
+            zp_reshard_build((const zp_snapshot *const *)src, S, j, 2, &out, err, sizeof(err)) == 0,
+            "%s", err);
+        assert_piece(&out->tables[0], zp_slice_at(LEN, j, 2), zp_slice_at(LEN, j + 1, 2));
+        zp_snapshot_free(&out);
+    }
+    for (uint32_t k = 0; k < S; k++)
+        zp_snapshot_free(&src[k]);
+    zp_slotmap_destroy(&m2);
+    zp_slotmap_destroy(&m);
+    zt_snap_dir_remove();
+}
+END_TEST
+
 /* Sources holding [10, 30) twice, or not at all: refused, naming it. */
 START_TEST(test_reshard_refuses_a_piece_twice_or_missing)
 {
@@ -442,6 +475,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_set_holding_a_piece_twice_or_not_at_all);
     tcase_add_test(tc, test_reshard_assembles_pieces);
     tcase_add_test(tc, test_reshard_refuses_a_piece_twice_or_missing);
+    tcase_add_test(tc, test_shard_without_a_piece);
     tcase_add_test(tc, test_bounds_of_names_and_lengths);
     tcase_add_test(tc, test_table_named_twice_refused);
     suite_add_tcase(s, tc);

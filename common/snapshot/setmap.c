@@ -14,24 +14,78 @@
  * shards) owns the same slots under both, and the set is sound. So the
  * rule is: the set's map is the newest of its files' maps, and every
  * file's shard owns the same slots under its own map as under it.
+ * Dense pieces follow the same rule: every file's shard holds the same
+ * pieces of every table either map names under both (docs/elastic.md,
+ * "Dense tables by range"), so a set holding a moved piece twice or not
+ * at all is refused.
  */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "errors.h"
 #include "slotmap.h"
 #include "snapshot.h"
 #include "zeps_errors.h"
 
-/* True if shard k owns the same slots under a and b (of one slot count). */
+/* True if shard k holds the same pieces of dense table `name` of
+ * `length` elements under a and b (either may not name it: its default
+ * slices). */
+static bool same_pieces(const zp_slotmap *a, const zp_slotmap *b, const char *name,
+                        uint64_t length, int k)
+{
+    size_t na = zp_slotmap_dense_pieces(a, name, length, NULL, 0);
+    size_t nb = zp_slotmap_dense_pieces(b, name, length, NULL, 0);
+    zp_dense_piece *p = calloc(na + nb, sizeof(*p));
+    if (!p)
+        return false; /* refused: cannot tell */
+    zp_slotmap_dense_pieces(a, name, length, p, na);
+    zp_slotmap_dense_pieces(b, name, length, p + na, nb);
+    size_t i = 0, j = na;
+    bool same = true;
+    while (same) { /* the next piece of k under each, in order */
+        while (i < na && p[i].owner != k)
+            i++;
+        while (j < na + nb && p[j].owner != k)
+            j++;
+        if (i == na || j == na + nb)
+            break;
+        same = p[i].lo == p[j].lo && p[i].hi == p[j].hi;
+        i++;
+        j++;
+    }
+    same = same && i == na && j == na + nb;
+    free(p);
+    return same;
+}
+
+/* True if shard k owns the same slots and the same dense pieces under a
+ * and b (of one slot count; every table either names has one length). */
 static bool same_claim(const zp_slotmap *a, const zp_slotmap *b, int k)
 {
     for (uint32_t n = 0; n < zp_slotmap_slots(a); n++)
         if ((zp_slotmap_slot_owner(a, n) == k) != (zp_slotmap_slot_owner(b, n) == k))
             return false;
+    const zp_densemap *d[2] = {zp_slotmap_dense(a), zp_slotmap_dense(b)};
+    for (int q = 0; q < 2; q++)
+        for (size_t i = 0; i < zp_densemap_count(d[q]); i++)
+            if (!same_pieces(a, b, zp_densemap_name(d[q], i), zp_densemap_length(d[q], i), k))
+                return false;
     return true;
+}
+
+/* The first table both maps name with different lengths, or NULL. */
+static const char *other_length(const zp_slotmap *a, const zp_slotmap *b)
+{
+    const zp_densemap *da = zp_slotmap_dense(a), *db = zp_slotmap_dense(b);
+    for (size_t i = 0; i < zp_densemap_count(da); i++)
+        for (size_t j = 0; j < zp_densemap_count(db); j++)
+            if (strcmp(zp_densemap_name(da, i), zp_densemap_name(db, j)) == 0 &&
+                zp_densemap_length(da, i) != zp_densemap_length(db, j))
+                return zp_densemap_name(da, i);
+    return NULL;
 }
 
 /* The maps of the set's files into maps[0..nshards), the newest's index
@@ -78,13 +132,19 @@ int zp_setmap_check(const char *dir, uint64_t setid, uint32_t nshards, zp_slotma
                                "): not one cluster's maps",
                                setid, dir, k, zp_slotmap_slots(mine), zp_slotmap_epoch(mine), nw,
                                zp_slotmap_slots(set), zp_slotmap_epoch(set));
+        else if (other_length(mine, set))
+            rc = zp_errors_set(err, errlen, ZEPS_EDATA,
+                               "set %016" PRIx64 " in %s: shard %u's file and shard %u's name "
+                               "dense table '%s' with different lengths: not one cluster's maps",
+                               setid, dir, k, nw, other_length(mine, set));
         else if (!same_claim(mine, set, (int)k) || (equal_epoch && !same_claim(mine, set, (int)nw)))
             rc = zp_errors_set(
                 err, errlen, ZEPS_EDATA,
                 "set %016" PRIx64 " in %s: shard %u's file was written at slot map epoch %" PRIu64
                 " and shard %u's at epoch %" PRIu64
-                ", under which shard %u owns other slots: a move committed while the set was "
-                "taken, so the set would hold the moved rows twice or not at all",
+                ", under which shard %u owns other slots or dense pieces: a move committed while "
+                "the set was taken, so the set would hold the moved rows or pieces twice or not "
+                "at all",
                 setid, dir, k, zp_slotmap_epoch(mine), nw, zp_slotmap_epoch(set), k);
     }
     if (!rc && out) {

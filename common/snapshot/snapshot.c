@@ -135,7 +135,8 @@ int zp_snapshot_check_map(const uint8_t *map, uint64_t len, uint32_t nshards, ch
                              ZP_SLOTMAP_WIRE_HDR);
     uint64_t epoch = zp_get64(map);
     uint32_t slots = zp_get32(map + 8), shards = zp_get32(map + 12);
-    if (slots == 0 || slots > ZP_SLOTS_MAX || len != ZP_SLOTMAP_WIRE_HDR + 2 * (uint64_t)slots)
+    uint64_t owners = ZP_SLOTMAP_WIRE_HDR + 2 * (uint64_t)slots;
+    if (slots == 0 || slots > ZP_SLOTS_MAX || len < owners)
         return zp_errors_set(err, errlen, ZEPS_EINVAL,
                              "slot map of %u slots (1..%d) in %" PRIu64 " bytes", slots,
                              ZP_SLOTS_MAX, len);
@@ -153,13 +154,13 @@ int zp_snapshot_check_map(const uint8_t *map, uint64_t len, uint32_t nshards, ch
             return zp_errors_set(err, errlen, ZEPS_EINVAL, "slot map: slot %u names shard %u of %u",
                                  k, owner, nshards);
     }
-    return 0;
+    return len > owners ? zp_snapshot_pieces_map(map, owners, len, nshards, err, errlen) : 0;
 }
 
 /* The checks a table's description must pass, on write and on read. Writes
  * a message without prefix into err. */
-int zp_snapshot_check_table_meta(const zp_snap_table *t, uint32_t shard, uint32_t nshards,
-                                 char *err, size_t errlen)
+int zp_snapshot_check_table_meta(const zp_snap_table *t, const uint8_t *map, uint64_t map_len,
+                                 uint32_t shard, uint32_t nshards, char *err, size_t errlen)
 {
     if (!str_ok(t->name, sizeof(t->name), false))
         return zp_errors_set(err, errlen, ZEPS_EINVAL, "table name empty or not terminated");
@@ -184,14 +185,9 @@ int zp_snapshot_check_table_meta(const zp_snap_table *t, uint32_t shard, uint32_
     }
     if (t->length == 0)
         return zp_errors_set(err, errlen, ZEPS_EINVAL, "table '%s': length 0", t->name);
-    uint64_t b = zp_slice_at(t->length, shard, nshards),
-             e = zp_slice_at(t->length, shard + 1, nshards);
-    if (t->begin != b || t->end != e)
-        return zp_errors_set(err, errlen, ZEPS_EINVAL,
-                             "table '%s': slice [%" PRIu64 ", %" PRIu64
-                             ") is not shard %u of %u of "
-                             "length %" PRIu64 " ([%" PRIu64 ", %" PRIu64 "))",
-                             t->name, t->begin, t->end, shard, nshards, t->length, b, e);
+    int rc = zp_snapshot_pieces_slice(t, map, map_len, shard, nshards, err, errlen);
+    if (rc)
+        return rc;
     if (t->state_per_param > ZP_SNAP_MAX_STATE)
         return zp_errors_set(err, errlen, ZEPS_EINVAL,
                              "table '%s': %u state floats per parameter (max %u)", t->name,
@@ -258,7 +254,8 @@ int zp_snapshot_validate(const zp_snapshot *s, char *err, size_t errlen)
         rc = zp_snapshot_check_map(s->slotmap, s->slotmap_len, s->h.nshards, m, sizeof(m));
     for (uint32_t i = 0; !rc && i < s->ntables; i++) {
         const zp_snap_table *t = &s->tables[i];
-        rc = zp_snapshot_check_table_meta(t, s->h.shard, s->h.nshards, m, sizeof(m));
+        rc = zp_snapshot_check_table_meta(t, s->slotmap, s->slotmap_len, s->h.shard, s->h.nshards,
+                                          m, sizeof(m));
         if (!rc && t->kind == 1)
             rc = zp_snapshot_check_rows(t, s->slotmap, s->h.shard, s->h.nshards, m, sizeof(m));
         size_t n = (size_t)(t->end - t->begin);
@@ -268,6 +265,9 @@ int zp_snapshot_validate(const zp_snapshot *s, char *err, size_t errlen)
             rc =
                 zp_errors_set(m, sizeof(m), ZEPS_EINVAL, "table '%s': no optimizer state", t->name);
     }
+    if (!rc)
+        rc = zp_snapshot_pieces_check(s->tables, s->ntables, s->slotmap, s->slotmap_len, s->h.shard,
+                                      m, sizeof(m));
     for (uint32_t i = 0; !rc && i < s->nworker_recs; i++)
         if (s->workers[i].rank >= s->h.nworkers)
             rc = zp_errors_set(m, sizeof(m), ZEPS_EINVAL, "worker record %u: rank %u of %u workers",

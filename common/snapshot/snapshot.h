@@ -38,6 +38,7 @@
 #define ZP_SNAP_ROWS_HDR          64u
 #define ZP_SNAP_ROW_LEN(dim, spp) (24u + 4u * (uint64_t)(dim) * (1u + (uint64_t)(spp)))
 #define ZP_SNAP_MAX_SPEC          65536u /* largest packed declaration accepted */
+#define ZP_SNAP_MAX_MAP           (64u << 20) /* largest slot map section (its dense list) */
 
 /* One table of a shard. Dense (kind 0): the slice [begin, end) of a table
  * of `length` elements. Sparse (kind 1): `length` is the row width (dim),

@@ -69,16 +69,39 @@ uint32_t zp_snapshot_crc_raw(uint32_t raw, const void *p, size_t n);
 /* The checks a table's description (and, for a sparse table, its rows) must
  * pass, on write and on read: 0 or ZEPS_EINVAL with a message without
  * prefix in err. */
-int zp_snapshot_check_table_meta(const zp_snap_table *t, uint32_t shard, uint32_t nshards,
-                                 char *err, size_t errlen);
+int zp_snapshot_check_table_meta(const zp_snap_table *t, const uint8_t *map, uint64_t map_len,
+                                 uint32_t shard, uint32_t nshards, char *err, size_t errlen);
 int zp_snapshot_check_rows(const zp_snap_table *t, const uint8_t *map, uint32_t shard,
                            uint32_t nshards, char *err, size_t errlen);
 
 /* A wire-form slot map as a file may record it: its length, 1..
- * ZP_SLOTS_MAX slots, `nshards` shards, every owner below it, epoch >= 1.
+ * ZP_SLOTS_MAX slots, `nshards` shards, every owner below it, epoch >= 1,
+ * and after the owners nothing or a dense list (zp_snapshot_pieces_map).
  * 0 or ZEPS_EINVAL with a message without prefix. Allocates nothing. */
 int zp_snapshot_check_map(const uint8_t *map, uint64_t len, uint32_t nshards, char *err,
                           size_t errlen);
+
+/* The dense list of a map whose owners end at byte `at` of its `len`
+ * (snapshot_pieces.c): no joined or retired shard, tables named once each in
+ * ascending order, each one's pieces ascending from 0 below its length on
+ * shards below nshards, nothing after. 0 or ZEPS_EINVAL with a message
+ * without prefix. Allocates nothing. */
+int zp_snapshot_pieces_map(const uint8_t *map, uint64_t at, uint64_t len, uint32_t nshards,
+                           char *err, size_t errlen);
+
+/* Where dense record t may lie on `shard` of `nshards` under the checked
+ * map (NULL: the default map): a table the map names, on a piece the map
+ * gives the shard (or empty at 0); any other, on its default slice. 0 or
+ * ZEPS_EINVAL with a message without prefix. Allocates nothing. */
+int zp_snapshot_pieces_slice(const zp_snap_table *t, const uint8_t *map, uint64_t len,
+                             uint32_t shard, uint32_t nshards, char *err, size_t errlen);
+
+/* The records tables[0..n) of a file (each passed zp_snapshot_pieces_slice)
+ * hold every piece the map gives `shard` of each table it names once: no
+ * piece twice, none missing. 0 or ZEPS_EINVAL with a message without
+ * prefix. Allocates nothing. */
+int zp_snapshot_pieces_check(const zp_snap_table *tables, uint32_t n, const uint8_t *map,
+                             uint64_t len, uint32_t shard, char *err, size_t errlen);
 
 /* Check a header's shard numbering and its consistency name: 0 or
  * ZEPS_EINVAL with a sentence in err. */

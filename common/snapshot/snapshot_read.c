@@ -36,6 +36,7 @@ typedef struct rd {
     uint8_t *scratch; /* verify only */
     uint8_t *map;     /* format 2: the slot map (wire form, checked); NULL: default */
     uint64_t map_len;
+    zp_snap_table *metas; /* with a map: every table's meta, for zp_snapshot_pieces_check */
     char *err;
     size_t errlen;
 } rd;
@@ -351,8 +352,11 @@ static int read_table(rd *r, const zp_snap_info *in, uint32_t i, zp_snapshot *s)
     zp_snap_table t;
     decode_meta(b, &t);
     char m[320];
-    if (zp_snapshot_check_table_meta(&t, in->h.shard, in->h.nshards, m, sizeof(m)))
+    if (zp_snapshot_check_table_meta(&t, r->map, r->map_len, in->h.shard, in->h.nshards, m,
+                                     sizeof(m)))
         return RD_FAIL(r, ZEPS_EDATA, "section %d (%s): %s", r->k - 1, label, m);
+    if (r->metas)
+        r->metas[i] = t;
 
     if (t.kind == 1)
         return read_sparse(r, in, i, &t, s);
@@ -405,9 +409,9 @@ static int read_map(rd *r, const zp_snap_info *in)
     int rc = sec_begin(r, SEC_SLOTMAP, 0, "slot map", &len, &crc);
     if (rc)
         return rc;
-    if (len > ZP_SLOTMAP_WIRE_HDR + 2u * ZP_SLOTS_MAX)
+    if (len > ZP_SNAP_MAX_MAP)
         return RD_FAIL(r, ZEPS_EDATA, "section %d (slot map): %" PRIu64 " bytes (at most %u)", r->k,
-                       len, ZP_SLOTMAP_WIRE_HDR + 2u * ZP_SLOTS_MAX);
+                       len, ZP_SNAP_MAX_MAP);
     r->map = malloc((size_t)len + 1);
     if (!r->map)
         return RD_FAIL(r, ZEPS_ENOMEM, "no memory for the slot map");
@@ -457,6 +461,9 @@ static int parse(const char *path, zp_snapshot **out, zp_snap_info *info, bool h
         }
         if (!rc && in.h.format >= 2)
             rc = read_map(&r, &in);
+        if (!rc && r.map && !map_only &&
+            !(r.metas = calloc(in.ntables ? in.ntables : 1, sizeof(*r.metas))))
+            rc = RD_FAIL(&r, ZEPS_ENOMEM, "no memory for %u tables", in.ntables);
         if (!rc && !map_only)
             rc = read_workers(&r, &in, s);
         for (uint32_t i = 0; !rc && !map_only && i < in.ntables; i++) {
@@ -467,7 +474,13 @@ static int parse(const char *path, zp_snapshot **out, zp_snap_info *info, bool h
         if (!rc && !map_only && r.pos != r.size)
             rc =
                 RD_FAIL(&r, ZEPS_EDATA, "%" PRIu64 " bytes after the last section", r.size - r.pos);
+        char m[320];
+        if (!rc && r.metas &&
+            zp_snapshot_pieces_check(r.metas, in.ntables, r.map, r.map_len, in.h.shard, m,
+                                     sizeof(m)))
+            rc = RD_FAIL(&r, ZEPS_EDATA, "%s", m);
     }
+    free(r.metas);
     free(r.scratch);
     close(r.fd);
     if (rc) {

@@ -167,13 +167,6 @@ static zp_slotmap *checked_map(zp_server *s, zp_request *r)
         snprintf(why, sizeof(why), "the map does not retire shard %d, which shard %d's retires",
                  zp_slotmap_unretires(s->slots, next), s->shard);
         rc = ZEPS_EINVAL;
-    } else if (rc == 0 && s->cfg.snapshot_dir[0] &&
-               !zp_densemap_same(zp_slotmap_dense(s->slots), zp_slotmap_dense(next))) {
-        snprintf(why, sizeof(why),
-                 "shard %d takes snapshots: dense pieces in snapshots are not built "
-                 "(docs/elastic.md, \"Dense tables by range\")",
-                 s->shard);
-        rc = ZEPS_ESTATE;
     }
     if (rc != 0) {
         zp_slotmap_destroy(&next);

@@ -141,14 +141,6 @@ int zp_pieces_refused(const zp_server *s, const zp_slotmap *next, char *why, siz
                  zp_slotmap_epoch(next), s->shard);
         return ZEPS_ESTATE;
     }
-    if (s->cfg.snapshot_dir[0]) {
-        snprintf(why, len,
-                 "the map of epoch %" PRIu64 " places dense tables by range, and shard %d "
-                 "takes snapshots: pieces in snapshots are not built (docs/elastic.md, \"Dense "
-                 "tables by range\")",
-                 zp_slotmap_epoch(next), s->shard);
-        return ZEPS_ESTATE;
-    }
     for (uint32_t i = 0; i < s->ntables; i++) {
         const zp_table *t = s->tables[i];
         if (t->rows || same_pieces(s, s->slots, next, t))

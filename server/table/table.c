@@ -262,7 +262,11 @@ int zp_table_declared_from_snap(zp_table **out, uint32_t id, const zp_snap_table
     int rc = kind->snap_spec(st, &spec, err, errlen);
     if (rc != 0)
         return rc;
-    rc = zp_table_new(out, id, spec, shard, nshards, nworkers, err, errlen);
+    /* the record's own slice: the default one, or a piece the file's map
+     * gave the shard (checked as the file was read; sparse: [0, 0)) */
+    (void)shard;
+    (void)nshards;
+    rc = zp_table_new_piece(out, id, spec, st->begin, st->end, nworkers, err, errlen);
     zeps__table_spec__free_unpacked(spec, NULL);
     return rc;
 }

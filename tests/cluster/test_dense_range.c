@@ -20,7 +20,7 @@
  * shard that wrote them and changes nothing; a map that cuts a written
  * piece in two is taken (the parts keep their values), and a client that
  * cuts by the older map is redirected to the same shard and applies its
- * push once. A shard with snapshot_dir refuses such a map. Under bsp a
+ * push once. Under bsp a
  * shard cuts a piece whose open round holds a push: the parts hold its
  * parts, and the round closes on them with the bits of the whole piece.
  */
@@ -247,54 +247,6 @@ START_TEST(test_placed_by_range)
 }
 END_TEST
 
-/* A shard of a cluster in `mode` with the `extra` lines refuses a map
- * placing a dense table by range, with `needle` in its words, changing
- * nothing; with `push`, a push and a pull then go on exact. */
-static void refused_map(const char *mode, const char *extra, const char *needle, bool push)
-{
-    zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, mode, extra, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
-    uint32_t t = declare(c);
-    zp_slotmap *d = NULL, *m = NULL;
-    char err[256];
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", LEN, 0, 30, 1, &m, err, sizeof(err)), 0);
-    Zeps__Header *rep[2];
-    send_map(&cl, m, rep);
-    for (int k = 0; k < 2; k++) {
-        ck_assert_int_eq(rep[k]->op, ZEPS__OP__ERROR);
-        ck_assert_int_eq(rep[k]->error, ZEPS_ESTATE);
-        ck_assert_msg(strstr(rep[k]->error_text, needle), "%s", rep[k]->error_text);
-        zeps__header__free_unpacked(rep[k], NULL);
-    }
-    float g[LEN], want[LEN];
-    for (int i = 0; i < LEN; i++) {
-        g[i] = (float)(i % 3);
-        want[i] = -g[i];
-    }
-    if (push) {
-        ck_assert_int_eq(zeps_push(c, t, g, 0, LEN, 0), 0);
-        check_values(c, t, want);
-        check_scan(c, t, 0, want, "0-50 ");
-    }
-    ck_assert_uint_eq(stats(c).slot_redirects, 0);
-    ck_assert_uint_eq(stats(c).slot_epoch, 0);
-    zp_slotmap_destroy(&m);
-    zp_slotmap_destroy(&d);
-    zeps_client_destroy(&c);
-    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
-}
-
-/* A shard that takes snapshots refuses a map placing a dense table by
- * range (pieces in snapshot files are not built), changing nothing. */
-START_TEST(test_refused_with_snapshots)
-{
-    refused_map("async", "  snapshot_dir = \"@DIR@/snap\";", "takes snapshots", true);
-}
-END_TEST
-
 /* Under bsp a shard cuts a piece whose open round holds a push: each part
  * holds its part of the push, and the round closes there with the other
  * worker's push, sent again cut by the new map, with the bits of a round
@@ -347,7 +299,6 @@ static Suite *suite(void)
     TCase *tc = tcase_create("cluster");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_placed_by_range);
-    tcase_add_test(tc, test_refused_with_snapshots);
     tcase_add_test(tc, test_cut_under_bsp);
     suite_add_tcase(s, tc);
     return s;

@@ -69,19 +69,30 @@ static int by_id(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* s's record of sparse table `name` (reshard checked there is one: a
+ * shard's file may hold several records of a dense table, so indexes
+ * differ between files). */
+static const zp_snap_table *sparse_of(const zp_snapshot *s, const char *name)
+{
+    for (uint32_t i = 0; i < s->ntables; i++)
+        if (s->tables[i].kind == 1 && strcmp(s->tables[i].name, name) == 0)
+            return &s->tables[i];
+    return NULL;
+}
+
 /* The ids of table i's hot rows over the set's shard files, sorted. */
 static uint64_t *hot_ids(const zp_snapshot *const *src, uint32_t nsrc, uint32_t i, size_t *n)
 {
     const zp_snap_table *t0 = &src[0]->tables[i];
     uint64_t rec = ZP_SNAP_ROW_LEN(t0->length, t0->state_per_param), total = 0;
     for (uint32_t k = 0; k < nsrc; k++)
-        total += zp_get64(src[k]->tables[i].rows);
+        total += zp_get64(sparse_of(src[k], t0->name)->rows);
     uint64_t *ids = malloc((size_t)(total ? total : 1) * sizeof *ids);
     if (ids == NULL)
         return NULL;
     size_t m = 0;
     for (uint32_t k = 0; k < nsrc; k++) {
-        const zp_snap_table *t = &src[k]->tables[i];
+        const zp_snap_table *t = sparse_of(src[k], t0->name);
         for (uint64_t j = 0; j < zp_get64(t->rows); j++)
             ids[m++] = zp_get64(t->rows + ZP_SNAP_ROWS_HDR + j * rec);
     }

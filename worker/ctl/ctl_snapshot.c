@@ -228,10 +228,15 @@ static int inspect_file(const char *path)
            s->h.setid, s->h.clock >= 0 ? "consistent cut after clock" : "point in time, clock",
            s->h.clock, s->h.incarnation);
     if (s->slotmap) /* format 2: the map the rows were placed by */
-        printf("  slot map: epoch %" PRIu64 ", %" PRIu64 " slots (recorded: rows checked against "
+    {
+        uint32_t slots;
+        memcpy(&slots, s->slotmap + 8, 4);
+        bool dense = s->slotmap_len > ZP_SLOTMAP_WIRE_HDR + 2 * (uint64_t)slots;
+        printf("  slot map: epoch %" PRIu64 ", %u slots%s (recorded: rows %schecked against "
                "it)\n",
-               s->h.slot_epoch, (s->slotmap_len - ZP_SLOTMAP_WIRE_HDR) / 2);
-    else
+               s->h.slot_epoch, slots, dense ? " and dense pieces" : "",
+               dense ? "and dense records " : "");
+    } else
         printf("  slot map: the default map of %u shards (epoch 0)\n", s->h.nshards);
     printf("  tables (%u)\n", s->ntables);
     for (uint32_t i = 0; i < s->ntables; i++) {

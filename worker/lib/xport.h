@@ -89,6 +89,9 @@ int zp_xport_shm_recv(zeps_client *c, int k, zp_frames *m);
 typedef struct zp_shmseg zp_shmseg;
 zp_shmseg *zp_xport_shm_segment(const zp_shard *sh, uint64_t *id);
 
+/* sh's attach connection (borrowed), or -1 (tests). */
+int zp_xport_shm_socket(const zp_shard *sh);
+
 /* The endpoint sh's segment is attached at, or "" (TCP). */
 const char *zp_xport_shm_endpoint(const zp_shard *sh);
 

@@ -394,3 +394,8 @@ zp_shmseg *zp_xport_shm_segment(const zp_shard *sh, uint64_t *id)
     *id = ((const shmc *)sh->xs)->id;
     return ((const shmc *)sh->xs)->seg;
 }
+
+int zp_xport_shm_socket(const zp_shard *sh)
+{
+    return sh->xp == &zp_xport_shm ? ((const shmc *)sh->xs)->sock : -1;
+}

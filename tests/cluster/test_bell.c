@@ -10,7 +10,9 @@
  *   - malformed packets are answered EPROTO with what is wrong, and the
  *     same connection goes on serving;
  *   - a shard killed with a request outstanding there: the worker falls
- *     back to ZeroMQ, finishes it on the restarted shard and attaches anew.
+ *     back to ZeroMQ, finishes it on the restarted shard and attaches anew;
+ *   - with CURVE the payloads go through the segment but every header
+ *     stays on the authenticated ZeroMQ socket.
  */
 #define _GNU_SOURCE
 #include <check.h>
@@ -19,14 +21,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>
 
 #include "bell.h"
 #include "check_main.h"
 #include "client.h"
+#include "curve.h"
 #include "harness.h"
 #include "rawreq.h"
+#include "scratch.h"
 #include "shard.h"
 #include "xport.h"
 #include "zeps.h"
@@ -196,6 +201,49 @@ START_TEST(test_shard_killed_mid_request)
 }
 END_TEST
 
+START_TEST(test_curve_keeps_headers_on_zeromq)
+{
+    char dir[256], keys[300], err[512], extra[2048];
+    ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "bell-curve"), 0);
+    snprintf(keys, sizeof(keys), "%s/keys", dir);
+    ck_assert_int_eq(mkdir(keys, 0700), 0);
+    ck_assert_msg(zp_curve_keygen(keys, "server", NULL, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(zp_curve_keygen(keys, "w0", NULL, err, sizeof(err)) == 0, "%s", err);
+    snprintf(extra, sizeof(extra),
+             AUTO "curve_server_secret = \"%s/server.key\";\n"
+                  "curve_server_public = \"%s/server.pub\";\n"
+                  "curve_allow_dir = \"%s\";\n"
+                  "curve_client_secret = \"%s/w0.key\";\n"
+                  "curve_client_public = \"%s/w0.pub\";\n",
+             keys, keys, keys, keys, keys);
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 1, 1, "async", extra, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    zeps_table_spec spec = {.name = "v", .length = 1000, .optimizer = "sgd", .lr = 1.0};
+    uint32_t t;
+    float g[1000], w[1000];
+    for (int i = 0; i < 1000; i++)
+        g[i] = 1.0f;
+    ck_assert_int_eq(zeps_declare(c, &spec, &t), 0);
+    ck_assert_int_eq(zeps_push(c, t, g, 0, 1000, 0), 0);
+    ck_assert_int_eq(zeps_pull(c, t, w, 0, 1000, 1), 0);
+    ck_assert_float_eq(w[999], -1.0f);
+    ck_assert(zt_wait_log(&cl, 0, "worker 0 attached segment"));
+    Zeps__ShardStats *st = zt_stats(c, 0);
+    ck_assert_ptr_nonnull(st);
+    ck_assert_uint_eq(st->n_workers, 1);
+    ck_assert_str_eq(st->workers[0]->transport, "shm"); /* the payloads: in the segment */
+    ck_assert_uint_eq(st->workers[0]->shm_requests, 0); /* the headers: none on the connection */
+    zeps__shard_stats__free_unpacked(st, NULL);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+    char cmd[300];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("bell");
@@ -204,6 +252,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_requests_on_the_connection);
     tcase_add_test(tc, test_bad_packets);
     tcase_add_test(tc, test_shard_killed_mid_request);
+    tcase_add_test(tc, test_curve_keeps_headers_on_zeromq);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -17,6 +17,10 @@
  * scatter of sparse rows, a kept frame for views, version counters), so the
  * engine never calls back into the layers that built the request.
  *
+ * A shard's transport (xport.h) carries each request: on the shard's
+ * DEALER, or for a co-located shard in a shared-memory segment and on the
+ * connection it was attached on; replies are read from both the same way.
+ *
  * Push payloads are handed to ZeroMQ without copying; a counter in the
  * request drops as ZeroMQ releases each frame, and zeps_wait() returns only
  * when it is zero, so the caller may reuse its buffer afterwards. When a

@@ -132,8 +132,9 @@ static void bell_send(zp_shard *sh, zp_req_sub *s, const Zeps__Header *h, int fr
             return;
         zp_debug("%s %" PRIu64 " goes over ZeroMQ: %s", zp_wire_op_name(h->op), h->seq,
                  rc == ZEPS_ESIZE ? "larger than a packet" : strerror(errno));
-        use_zmq(x, s);
     }
+    if (x->bell) /* every request on the DEALER counts: none may be overtaken */
+        use_zmq(x, s);
     zp_xport_zmq.send(sh, s, h, frame);
 }
 

@@ -132,6 +132,14 @@ START_TEST(test_bad_packets)
     expect_refused(fd, magic, sizeof(magic), "not the magic");
     uint32_t over[4] = {ZP_BELL_MAGIC, 1u | (1u << 16), 100, 0};
     expect_refused(fd, over, sizeof(over), "names a 100-byte header in the 4 bytes");
+    uint32_t trail[4] = {ZP_BELL_MAGIC, 1u | (1u << 16), 2, 0}; /* 2 bytes left over */
+    expect_refused(fd, trail, sizeof(trail),
+                   "names a 2-byte header in the 4 bytes after its "
+                   "prelude (1 frames)");
+    uint32_t over2[4] = {ZP_BELL_MAGIC, 1u | (2u << 16), 100, 0}; /* with a payload */
+    expect_refused(fd, over2, sizeof(over2),
+                   "names a 100-byte header in the 4 bytes after its "
+                   "prelude (2 frames)");
     uint32_t frames[4] = {ZP_BELL_MAGIC, 1u | (3u << 16), 4, 0};
     expect_refused(fd, frames, sizeof(frames), "with 3 frames");
     uint32_t resend[5] = {ZP_BELL_MAGIC, 2, 0, 1, 0};

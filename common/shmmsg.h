@@ -24,7 +24,12 @@ typedef struct zp_shm_ok {
     uint64_t magic;   /* ZP_SHM_MAGIC_OK */
     uint64_t segment; /* the name requests give the segment (Header.shm_segment) */
     int32_t code;     /* 0, or the zeps_err of a refusal */
-    char text[236];   /* why it was refused */
+    char text[232];   /* why it was refused */
+    uint32_t flags;   /* ZP_SHM_OK_BELL (last: an older shard's answer has zeros there) */
 } zp_shm_ok;
+
+/* zp_shm_ok.flags: the connection carries requests and replies too
+ * (common/bell.h); without it the client keeps its headers on ZeroMQ. */
+#define ZP_SHM_OK_BELL 0x1u
 
 #endif

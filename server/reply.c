@@ -29,6 +29,12 @@ size_t zp_reply_socket_send(void *server, zmq_msg_t *identity, const Zeps__Heade
 {
     zp_server *s = server;
     void *sock = s->sock;
+    if (zp_shmhost_is_conn(identity)) { /* the request came on an attach connection */
+        size_t out = zp_shmhost_send(&s->shm, identity, rep, data, len);
+        if (ffn)
+            ffn((void *)data, hint);
+        return out;
+    }
     Zeps__Header placed;
     if (data && s->shm.on) {
         placed = *rep;

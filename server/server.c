@@ -67,6 +67,10 @@ static int drain(zp_server *s)
                 zp_warn("receive failed: %s", zmq_strerror(zmq_errno()));
             return zmq_has_input(s);
         }
+        /* what a client sent on its attach connection before this message
+         * is handled first (xport/shmhost.h) */
+        if (s->shm.nconns)
+            zp_shmhost_drain(&s->shm);
         zp_dispatch(s, &m);
         zp_wire_frames_close(&m);
     }
@@ -313,6 +317,21 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
     return bind_waiting(s, bind_ep, ep, err, errlen);
 }
 
+/* A request read on an attach connection: handled as a ROUTER message. */
+static void on_bell(void *server, zp_frames *m)
+{
+    zp_dispatch(server, m);
+}
+
+/* A packet there that is not a message: an ERROR reply says why. */
+static void on_bell_bad(void *server, zmq_msg_t *identity, int code, const char *text)
+{
+    zp_server *s = server;
+    s->requests++;
+    s->op_requests[0]++;
+    zp_reply_error(s, identity, NULL, code, "%s", text);
+}
+
 /* Offer shared memory to co-located clients where the cluster file
  * allows it (transport = "auto"); a replicated shard does not (its log
  * forwards requests' frames to backups on other hosts). Without it the
@@ -332,6 +351,12 @@ static void start_shm(zp_server *s)
     snprintf(ep, sizeof(ep), "ipc://@zeps-zmq-%016" PRIx64 "-%d", s->incarnation, s->shard);
     if (!s->zap.enabled && zmq_bind(s->sock, ep) == 0)
         snprintf(s->shm.zmq_name, sizeof(s->shm.zmq_name), "%s", ep);
+    /* and, without CURVE, the requests themselves on the attach connection:
+     * no packet there carries a CURVE key to check the rank against */
+    s->shm.bell = !s->zap.enabled;
+    s->shm.deliver = on_bell;
+    s->shm.refuse = on_bell_bad;
+    s->shm.arg = s;
 }
 
 static int setup_loop(zp_server *s, char *err, size_t errlen)

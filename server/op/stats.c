@@ -138,6 +138,7 @@ static void worker_stats(const zp_server *s, const zp_worker *w, int rank, doubl
 {
     zeps__worker_stats__init(ws);
     ws->transport = (char *)zp_shmhost_transport(&s->shm, (uint32_t)rank);
+    ws->shm_requests = zp_shmhost_requests(&s->shm, (uint32_t)rank);
     ws->rank = (uint32_t)rank;
     ws->clock = w->clock;
     ws->incarnation = w->incarnation;

@@ -8,7 +8,9 @@
  * Each client keeps its connection open for as long as its segment is
  * attached: its end of file (the client exited or was killed) detaches the
  * segment, which is unmapped when the last frame on it is released, so a
- * killed client leaves nothing mapped here.
+ * killed client leaves nothing mapped here. Once attached (and without
+ * CURVE) the connection carries the client's requests and their replies,
+ * one packet each (common/bell.h): the headers skip ZeroMQ.
  */
 #define _GNU_SOURCE
 #include "shmhost.h"
@@ -24,6 +26,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "bell.h"
 #include "errors.h"
 #include "log.h"
 #include "rng.h"
@@ -32,6 +35,10 @@
 #include "zeps_errors.h"
 
 #define MAX_CONNS 4096
+/* Packets read per wake-up of one connection: the others get their turn. */
+#define PACKETS_PER_WAKE 64
+/* An attach connection's identity: a zero, then its serial (little-endian). */
+#define IDENT_LEN 9
 
 struct zp_shmconn {
     zp_shmhost *x;
@@ -43,6 +50,8 @@ struct zp_shmconn {
     uint64_t inc;
     unsigned char ident[256]; /* the ROUTER identity of its last request */
     size_t ident_len;
+    uint64_t serial;   /* its identity as a reply destination (IDENT_LEN) */
+    uint64_t requests; /* requests read on it */
 };
 
 static void on_conn_closed(uv_handle_t *h)
@@ -71,7 +80,10 @@ static void conn_close(zp_shmhost *x, zp_shmconn *c)
 /* Answer an attach on c: 0, or a zeps_err with the reason (sent too). */
 static void answer(zp_shmconn *c, int code, uint64_t id, const char *text)
 {
-    zp_shm_ok ok = {.magic = ZP_SHM_MAGIC_OK, .segment = id, .code = code};
+    zp_shm_ok ok = {.magic = ZP_SHM_MAGIC_OK,
+                    .segment = id,
+                    .code = code,
+                    .flags = code == 0 && c->x->bell ? ZP_SHM_OK_BELL : 0};
     snprintf(ok.text, sizeof(ok.text), "%s", text);
     if (send(c->fd, &ok, sizeof(ok), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(ok))
         zp_debug("shared memory: answering an attach failed: %s", strerror(errno));
@@ -98,6 +110,7 @@ static int attach(zp_shmhost *x, zp_shmconn *c, const zp_shm_attach *a, int fd, 
     c->rank = a->rank;
     c->inc = a->incarnation;
     c->id = zp_rng_random64() | 1u;
+    c->serial = ++x->serial;
     x->attached++;
     zp_info("shared memory: worker %u attached segment %016" PRIx64 " (%" PRIu64 " MiB per area)",
             c->rank, c->id, zp_shmseg_area_bytes(c->seg) >> 20);
@@ -105,10 +118,93 @@ static int attach(zp_shmhost *x, zp_shmconn *c, const zp_shm_attach *a, int fd, 
     return 0;
 }
 
+/* The descriptors a message passed (SCM_RIGHTS): the first one, the
+ * others closed at once (one is expected), or -1. */
+static int take_fds(struct msghdr *msg, ssize_t n)
+{
+    int fd = -1;
+    for (struct cmsghdr *m = n > 0 ? CMSG_FIRSTHDR(msg) : NULL; m; m = CMSG_NXTHDR(msg, m))
+        if (m->cmsg_level == SOL_SOCKET && m->cmsg_type == SCM_RIGHTS) {
+            int *fds = (int *)CMSG_DATA(m);
+            size_t k = (m->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                if (fd < 0)
+                    fd = fds[i];
+                else
+                    close(fds[i]);
+            }
+        }
+    return fd;
+}
+
+static void conn_ident(const zp_shmconn *c, zmq_msg_t *f)
+{
+    zmq_msg_init_size(f, IDENT_LEN);
+    uint8_t *b = zmq_msg_data(f);
+    b[0] = 0;
+    memcpy(b + 1, &c->serial, sizeof(c->serial));
+}
+
+/* One packet of n bytes in x->rbuf, read on c: a request to deliver, or
+ * bad input answered ERROR (the connection stays: nothing else is lost). */
+static void on_packet(zp_shmhost *x, zp_shmconn *c, size_t n, int trunc)
+{
+    zp_frames m = {.n = 1};
+    conn_ident(c, &m.f[0]);
+    char err[256];
+    int kind = 0;
+    uint64_t rid;
+    int rc = zp_bell_parse(x->rbuf, n, trunc, &m, &kind, &rid, err, sizeof(err));
+    if (rc == 0 && kind != ZP_BELL_MESSAGE)
+        rc = zp_errors_set(err, sizeof(err), ZEPS_EPROTO,
+                           "a RESEND packet is the shard's to send, not a client's");
+    if (rc != 0) {
+        x->bell_bad++;
+        x->refuse(x->arg, &m.f[0], rc, err);
+    } else {
+        x->bell_in++;
+        c->requests++;
+        x->deliver(x->arg, &m);
+    }
+    zp_wire_frames_close(&m);
+}
+
+/* Read and deliver what waits on attached connection c (at most
+ * PACKETS_PER_WAKE packets); its end of file or an error closes it. */
+static void read_packets(zp_shmhost *x, zp_shmconn *c)
+{
+    for (int i = 0; i < PACKETS_PER_WAKE; i++) {
+        union {
+            char buf[CMSG_SPACE(sizeof(int) * 4)];
+            struct cmsghdr align;
+        } ctl;
+        struct iovec iov = {.iov_base = x->rbuf, .iov_len = ZP_BELL_MAX};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = ctl.buf,
+                             .msg_controllen = sizeof(ctl.buf)};
+        ssize_t n = recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return;
+        int fd = take_fds(&msg, n);
+        if (fd >= 0)
+            close(fd); /* no descriptors travel with requests */
+        if (n <= 0) {
+            conn_close(x, c);
+            return;
+        }
+        on_packet(x, c, (size_t)n, (msg.msg_flags & MSG_TRUNC) != 0);
+    }
+}
+
 static void on_conn(uv_poll_t *h, int status, int events)
 {
     (void)events;
     zp_shmconn *c = h->data;
+    if (c->seg && c->x->bell && status >= 0) {
+        read_packets(c->x, c);
+        return;
+    }
     zp_shm_attach a;
     union {
         char buf[CMSG_SPACE(sizeof(int) * 4)];
@@ -122,18 +218,7 @@ static void on_conn(uv_poll_t *h, int status, int events)
     ssize_t n = status < 0 ? -1 : recvmsg(c->fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
     if (n < 0 && status >= 0 && (errno == EAGAIN || errno == EINTR))
         return;
-    int fd = -1;
-    for (struct cmsghdr *m = n > 0 ? CMSG_FIRSTHDR(&msg) : NULL; m; m = CMSG_NXTHDR(&msg, m))
-        if (m->cmsg_level == SOL_SOCKET && m->cmsg_type == SCM_RIGHTS) {
-            int *fds = (int *)CMSG_DATA(m);
-            size_t k = (m->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-            for (size_t i = 0; i < k; i++) {
-                if (fd < 0)
-                    fd = fds[i];
-                else
-                    close(fds[i]); /* one is expected: the others go at once */
-            }
-        }
+    int fd = take_fds(&msg, n);
     /* end of file, an error, anything after the attach, or a refused attach: gone */
     int keep = n > 0 && !c->seg && attach(c->x, c, &a, fd, n) == 0;
     if (fd >= 0)
@@ -205,6 +290,7 @@ int zp_shmhost_start(zp_shmhost *x, uv_loop_t *loop, int shard, uint64_t inc, ch
                              strerror(e));
     }
     x->lfd = fd;
+    x->rbuf = zp_alloc(ZP_BELL_MAX);
     x->lpoll.data = x;
     uv_poll_init(loop, &x->lpoll, fd);
     uv_poll_start(&x->lpoll, UV_READABLE, on_accept);
@@ -228,6 +314,8 @@ void zp_shmhost_stop(zp_shmhost *x)
         conn_close(x, x->conns[0]);
     free(x->conns);
     x->conns = NULL;
+    free(x->rbuf);
+    x->rbuf = NULL;
     x->cap = 0;
     uv_poll_stop(&x->lpoll);
     uv_close((uv_handle_t *)&x->lpoll, on_listener_closed);
@@ -288,6 +376,22 @@ int zp_shmhost_resolve(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Hea
     return 0;
 }
 
+/* Copy a reply's payload into c's reply area and name it in rep: true, or
+ * false (no room). */
+static bool place_in(zp_shmconn *c, Zeps__Header *rep, const void *data, size_t len)
+{
+    zp_shm_desc d;
+    void *dst;
+    if (len == 0 || zp_shmseg_alloc(c->seg, len, &d, &dst) != 0)
+        return false;
+    memcpy(dst, data, len);
+    zp_shmseg_written(c->seg, &d, 0);
+    rep->shm_offset = d.offset;
+    rep->shm_length = d.length;
+    rep->shm_generation = d.generation;
+    return true;
+}
+
 bool zp_shmhost_place(zp_shmhost *x, const zmq_msg_t *identity, Zeps__Header *rep, const void *data,
                       size_t len)
 {
@@ -297,18 +401,63 @@ bool zp_shmhost_place(zp_shmhost *x, const zmq_msg_t *identity, Zeps__Header *re
         zp_shmconn *c = x->conns[i];
         if (!c->seg || c->ident_len != il || !il || memcmp(c->ident, id, il) != 0)
             continue;
-        zp_shm_desc d;
-        void *dst;
-        if (len == 0 || zp_shmseg_alloc(c->seg, len, &d, &dst) != 0)
-            return false;
-        memcpy(dst, data, len);
-        zp_shmseg_written(c->seg, &d, 0);
-        rep->shm_offset = d.offset;
-        rep->shm_length = d.length;
-        rep->shm_generation = d.generation;
-        return true;
+        return place_in(c, rep, data, len);
     }
     return false;
+}
+
+bool zp_shmhost_is_conn(const zmq_msg_t *identity)
+{
+    return zmq_msg_size((zmq_msg_t *)identity) == IDENT_LEN &&
+           ((const uint8_t *)zmq_msg_data((zmq_msg_t *)identity))[0] == 0;
+}
+
+size_t zp_shmhost_send(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Header *rep,
+                       const void *data, size_t len)
+{
+    uint64_t serial;
+    memcpy(&serial, (const uint8_t *)zmq_msg_data((zmq_msg_t *)identity) + 1, sizeof(serial));
+    zp_shmconn *c = NULL;
+    for (int i = 0; i < x->nconns && !c; i++)
+        if (x->conns[i]->seg && x->conns[i]->serial == serial)
+            c = x->conns[i];
+    if (!c) {
+        zp_debug("reply to a closed attach connection dropped");
+        return 0;
+    }
+    Zeps__Header placed = *rep;
+    int payload = data != NULL && !place_in(c, &placed, data, len);
+    int rc = zp_bell_send(c->fd, &placed, payload, data, len);
+    if (rc == ZEPS_ESIZE) { /* the client asks again over ZeroMQ: answered there */
+        x->bell_resent++;
+        zp_debug("a %s reply of %zu bytes does not fit a packet: RESEND", zp_wire_op_name(rep->op),
+                 len + zeps__header__get_packed_size(&placed));
+        zp_bell_send_resend(c->fd, rep->req_id);
+        return 0;
+    }
+    if (rc != 0) {
+        zp_debug("reply on an attach connection dropped: %s", strerror(errno));
+        return 0;
+    }
+    return zeps__header__get_packed_size(&placed) + (payload ? len : 0);
+}
+
+void zp_shmhost_drain(zp_shmhost *x)
+{
+    if (!x->bell)
+        return;
+    for (int i = x->nconns - 1; i >= 0; i--) /* read_packets may close (and drop) conns[i] */
+        if (i < x->nconns && x->conns[i]->seg)
+            read_packets(x, x->conns[i]);
+}
+
+uint64_t zp_shmhost_requests(const zp_shmhost *x, uint32_t rank)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < x->nconns; i++)
+        if (x->conns[i]->seg && x->conns[i]->rank == rank)
+            n += x->conns[i]->requests;
+    return n;
 }
 
 const char *zp_shmhost_transport(const zp_shmhost *x, uint32_t rank)

@@ -6,7 +6,12 @@
  * payload written into the client's reply area (reply.c).
  * docs/protocol.md, "Shared memory", has the protocol.
  *
- * Nothing here replies or calls back into the shard: each function says
+ * Without CURVE the attach connection also carries the client's requests
+ * and the shard's replies, one packet each (common/bell.h): a request read
+ * there is handed to `deliver` as a ROUTER message would be, under an
+ * identity that names the connection (zp_shmhost_is_conn), and reply.c
+ * sends the reply to such an identity back with zp_shmhost_send. Those two
+ * hooks are the only calls out of this file; otherwise each function says
  * what happened and the caller acts. Everything runs on the loop's thread
  * but the frames' release, which may run in ZeroMQ's I/O thread.
  */
@@ -25,6 +30,13 @@
 
 typedef struct zp_shmconn zp_shmconn;
 
+/* What the owner does with a message read on an attach connection: m->f[0]
+ * is the connection's identity, then the header and payload frames; the
+ * frames stay the caller's (zp_dispatch's contract). */
+typedef void (*zp_shmhost_deliver_fn)(void *arg, zp_frames *m);
+/* ... and with a packet that is not a message: answer it ERROR `code`. */
+typedef void (*zp_shmhost_refuse_fn)(void *arg, zmq_msg_t *identity, int code, const char *text);
+
 typedef struct zp_shmhost {
     bool on;           /* offered in HELLO replies */
     int lfd;           /* the listening socket (abstract unix namespace), -1 if none */
@@ -36,6 +48,15 @@ typedef struct zp_shmhost {
     zp_shmconn **conns; /* attached or attaching clients */
     int nconns, cap;
     uint64_t attached, refused, released; /* segments attached, attaches refused, detached */
+    /* headers on the attach connections (set by the owner after start; bell
+     * false: a packet after the attach closes the connection, as before) */
+    bool bell;
+    zp_shmhost_deliver_fn deliver;
+    zp_shmhost_refuse_fn refuse;
+    void *arg;
+    uint8_t *rbuf;                           /* one packet being read (ZP_BELL_MAX + 1 bytes) */
+    uint64_t serial;                         /* the last connection's number (its identity) */
+    uint64_t bell_in, bell_bad, bell_resent; /* packets read, refused, replies sent RESEND */
 } zp_shmhost;
 
 /* Listen for attaches of shard `shard` of incarnation `inc` on `loop`.
@@ -67,6 +88,28 @@ int zp_shmhost_resolve(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Hea
  * send it as a frame (no segment, or no room). */
 bool zp_shmhost_place(zp_shmhost *x, const zmq_msg_t *identity, Zeps__Header *rep, const void *data,
                       size_t len);
+
+/* Whether `identity` names an attach connection (9 bytes, a zero first:
+ * no ROUTER identity looks so: ZeroMQ's own are 5 bytes, a peer's chosen
+ * ones may not start with a zero). */
+bool zp_shmhost_is_conn(const zmq_msg_t *identity);
+
+/* Send reply `rep` and its payload (data, len; data NULL: none) to the
+ * attach connection `identity` names: the payload in its segment where it
+ * fits, else in the packet; a packet larger than ZP_BELL_MAX is answered
+ * RESEND instead (the client asks again over ZeroMQ). data stays the
+ * caller's. Returns the bytes sent, 0 if the connection is gone or full
+ * (the client resends at its timeout). */
+size_t zp_shmhost_send(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Header *rep,
+                       const void *data, size_t len);
+
+/* Read and deliver every packet waiting on every attach connection: a
+ * request sent there before one that came over ZeroMQ is handled first
+ * (server.c calls it before handing over a ZeroMQ message). */
+void zp_shmhost_drain(zp_shmhost *x);
+
+/* Requests worker `rank` sent on its attach connection (STATS). */
+uint64_t zp_shmhost_requests(const zp_shmhost *x, uint32_t rank);
 
 /* "shm" if worker `rank` has a segment attached here, else "tcp" (STATS). */
 const char *zp_shmhost_transport(const zp_shmhost *x, uint32_t rank);

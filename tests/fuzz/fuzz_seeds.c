@@ -79,6 +79,42 @@ static void msg(seed *s, uint32_t rank, const Zeps__Header *h, const void *p1, s
 
 static float ones[64] = {[0 ... 63] = 0.5f};
 
+/* Append a server message as a packet of an attach connection (control
+ * bit 7): the prelude of common/bell.h, the header, the payload if any. */
+static void packet(seed *s, uint32_t rank, const Zeps__Header *h, const void *p, size_t l)
+{
+    uint8_t b[1024 + 12 + 64 * sizeof(float)];
+    uint32_t hl = (uint32_t)zeps__header__pack(h, b + 12);
+    uint32_t pre[3] = {ZP_BELL_MAGIC, ZP_BELL_MESSAGE | ((p ? 2u : 1u) << 16), hl};
+    memcpy(b, pre, 12);
+    if (p)
+        memcpy(b + 12 + hl, p, l);
+    zf_put_byte(s->b, CAP, &s->n, (uint8_t)(rank | 0x80));
+    zf_put_frame(s->b, CAP, &s->n, b, 12 + hl + (p ? l : 0));
+}
+
+/* A worker's HELLO, pull, push and CLOCK as packets of its attach
+ * connection, then a packet that is not a message. */
+static void server_packets(uint8_t shape, const char *name)
+{
+    seed s = {.n = 0};
+    zf_put_byte(s.b, CAP, &s.n, shape);
+    uint64_t seq = 5;
+    Zeps__Header h = hdr(ZEPS__OP__HELLO, 0, seq++);
+    packet(&s, 0, &h, NULL, 0);
+    h = hdr(ZEPS__OP__PULL, 0, seq++);
+    h.count = 64;
+    packet(&s, 0, &h, NULL, 0);
+    h = hdr(ZEPS__OP__PUSH, 0, seq++);
+    h.count = 64;
+    packet(&s, 0, &h, ones, sizeof(ones));
+    h = hdr(ZEPS__OP__CLOCK, 0, seq++);
+    packet(&s, 0, &h, NULL, 0);
+    zf_put_byte(s.b, CAP, &s.n, 0x80);
+    zf_put_frame(s.b, CAP, &s.n, "ZPBL", 4);
+    seed_save("server", name, &s);
+}
+
 /* Dense pull, push, pull, clock and stats from each worker of `shape`. */
 static void server_dense(uint8_t shape, const char *name)
 {
@@ -539,6 +575,7 @@ int main(int argc, char **argv)
     mkdir(outdir, 0755);
     zp_log_init("fuzz_seeds", ZP_LOG_WARN);
     server_dense(0x01, "async-dense");
+    server_packets(0x01, "async-packets");
     server_dense(0x04, "bsp-2-workers");
     server_dense(0x06, "ssp-2-workers");
     server_dense(0x17, "weighted-2-shards");

@@ -10,8 +10,9 @@
  * control byte (bits 0-1: the sender's identity "w<r>", bits 3-4: one
  * header frame plus 0..2 payload frames, bit 5: as if more frames than
  * ZP_MAX_FRAMES arrived, bit 6: applied as an entry of the primary's log,
- * as a backup applies it: a bsp round entry, a lost worker) and its frames
- * (fuzz_input.h). Crashes, sanitizer
+ * as a backup applies it: a bsp round entry, a lost worker; bit 7: its
+ * first frame is a packet of an attach connection, common/bell.h, read by
+ * the packet parser first) and its frames (fuzz_input.h). Crashes, sanitizer
  * reports and aborts are the findings; a refused message is not.
  */
 #include <stdlib.h>
@@ -47,7 +48,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t len[3];
         for (int k = 0; k < nframes; k++)
             f[k] = zf_frame(&c, &len[k]);
-        if ((ctl >> 6) & 1) /* as an entry of the primary's log (a bsp round entry...) */
+        if (ctl >> 7) /* a packet of an attach connection: parsed, then dispatched */
+            zf_deliver_packet(s, id, f[0], len[0]);
+        else if ((ctl >> 6) & 1) /* as an entry of the primary's log (a bsp round entry...) */
             zf_apply_entry(s, f, len, nframes);
         else
             zf_deliver(s, id, f, len, nframes, (ctl >> 5) & 1);

@@ -16,10 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bell.h"
 #include "config.h"
 #include "dispatch.h"
+#include "reply.h"
 #include "server.h"
 #include "wire.h"
+#include "zeps_errors.h"
 
 static const char *const zf_modes[] = {"bsp", "async", "ssp", "weighted"};
 
@@ -48,6 +51,25 @@ static inline void zf_deliver(zp_server *s, const char *id, const void *const *f
         m.bytes += flen[i];
     }
     zp_dispatch(s, &m);
+    zp_wire_frames_close(&m);
+}
+
+/* Bytes as a packet of an attach connection (common/bell.h) from `id`:
+ * read by the packet parser, then dispatched as a message, or refused
+ * EPROTO as the shard refuses it (xport/shmhost.c). */
+static inline void zf_deliver_packet(zp_server *s, const char *id, const void *p, size_t n)
+{
+    zp_frames m = {.n = 1};
+    zmq_msg_init_size(&m.f[0], strlen(id));
+    memcpy(zmq_msg_data(&m.f[0]), id, strlen(id));
+    char err[256] = "a RESEND packet";
+    int kind = 0;
+    uint64_t req_id;
+    if (zp_bell_parse(p, n, 0, &m, &kind, &req_id, err, sizeof(err)) == 0 &&
+        kind == ZP_BELL_MESSAGE)
+        zp_dispatch(s, &m);
+    else
+        zp_reply_error(s, &m.f[0], NULL, ZEPS_EPROTO, "%s", err);
     zp_wire_frames_close(&m);
 }
 

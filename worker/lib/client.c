@@ -51,6 +51,7 @@ static void client_free(zeps_client *c)
     zp_slotmap_destroy(&c->slots);
     free(c->shards);
     free(c->items);
+    free(c->bell_items);
     free(c);
 }
 

@@ -45,6 +45,8 @@ struct zeps_client {
     zmq_pollitem_t *items; /* [npoll]: shards, then (CURVE or replicas >= 2) their
                               monitors, then (replicas >= 2) failover.c's probe slots */
     int npoll;
+    zmq_pollitem_t *bell_items; /* xport_shm.c: items, then the attach connections */
+    int bell_cap;
     int replicas;    /* endpoints per shard (cluster.replicas); 1 = not replicated */
     zp_failover *fo; /* replicas >= 2: finding each shard's primary (failover.c), else NULL */
     uint32_t rank;

@@ -17,6 +17,10 @@
  * scatter of sparse rows, a kept frame for views, version counters), so the
  * engine never calls back into the layers that built the request.
  *
+ * A shard's transport (xport.h) carries each request: on the shard's
+ * DEALER, or for a co-located shard in a shared-memory segment and on the
+ * connection it was attached on; replies are read from both the same way.
+ *
  * Push payloads are handed to ZeroMQ without copying; a counter in the
  * request drops as ZeroMQ releases each frame, and zeps_wait() returns only
  * when it is zero, so the caller may reuse its buffer afterwards. When a
@@ -68,12 +72,6 @@
 #include "xport.h"
 #include "zeps.h"
 
-static void release_payload(void *data, void *hint)
-{
-    zp_req *r = hint;
-    atomic_fetch_sub_explicit(&r->zrefs, 1, memory_order_release);
-}
-
 static void sub_fill_header(const zeps_client *c, const zp_req_sub *s, Zeps__Header *h)
 {
     zeps__header__init(h);
@@ -123,7 +121,6 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
     Zeps__Header h;
     sub_fill_header(c, s, &h);
     int frame = !ZP_XPORT(sh)->place(sh, s, &h) && s->data; /* or in the transport (copied) */
-    int more = frame ? ZMQ_SNDMORE : 0;
     s->deadline_ns = zp_now_ns() + (uint64_t)c->opt.request_timeout_ms * 1000000ull;
     if (!s->sent_ns)
         s->sent_ns = zp_now_ns();
@@ -134,16 +131,7 @@ static void sub_send(zeps_client *c, zp_req_sub *s)
         zp_debug("fault injection: %s to shard %d dropped", zp_wire_op_name(s->req->op), s->shard);
         return;
     }
-    if (zp_wire_send_header(sh->sock, &h, more | ZMQ_DONTWAIT) != 0) {
-        zp_debug("send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
-        return;
-    }
-    if (frame) {
-        atomic_fetch_add_explicit(&s->req->zrefs, 1, memory_order_relaxed);
-        if (zp_wire_send_data(sh->sock, s->data, s->data_len, release_payload, s->req,
-                              ZMQ_DONTWAIT) != 0)
-            zp_debug("payload send to shard %d failed: %s", s->shard, zmq_strerror(zmq_errno()));
-    }
+    ZP_XPORT(sh)->send(sh, s, &h, frame);
 }
 
 /* Take s out of the list at *pp; 1 if it was there. */
@@ -383,13 +371,13 @@ static void on_reply(zeps_client *c, int k, zp_frames *m)
     sub_finish(c, s, err);
 }
 
-/* Receive everything waiting on shard k. */
+/* Receive everything waiting on shard k: on its DEALER, then on its attach
+ * connection if its requests go there (xport.h). */
 static void drain_shard(zeps_client *c, int k)
 {
-    for (;;) {
-        zp_frames m;
-        if (zp_wire_frames_recv(c->shards[k].sock, &m, ZMQ_DONTWAIT) != 0)
-            return;
+    zp_frames m;
+    while (zp_wire_frames_recv(c->shards[k].sock, &m, ZMQ_DONTWAIT) == 0 ||
+           zp_xport_shm_recv(c, k, &m) == 1) {
         on_reply(c, k, &m);
         zp_wire_frames_close(&m);
     }
@@ -551,7 +539,7 @@ static void progress(zeps_client *c, long timeout_ms)
         if (until < timeout_ms)
             timeout_ms = until;
     }
-    int n = zmq_poll(c->items, c->npoll, timeout_ms);
+    int n = zp_xport_shm_poll(c, timeout_ms);
     if (n > 0) {
         for (int k = 0; k < c->nshards; k++)
             if (c->items[k].revents & ZMQ_POLLIN)

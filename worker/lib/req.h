@@ -84,6 +84,8 @@ struct zp_req_sub {
     zmq_msg_t frame;         /* view PULL, SCAN: the received payload (8-byte aligned for SCAN) */
     zp_shm_desc xdesc;       /* xport_shm.c: the payload's buffer in the segment */
     uint64_t xseg;           /* ... of the segment so named (0: not placed) */
+    uint64_t xzmq;           /* ... sent on the DEALER while that segment's attach connection
+                                carries requests (0: not) */
     int has_frame;
     zp_req_resend resend; /* a PULL/PUSH: how an EMOVED sends it again */
     zp_req_sub *parent;   /* a redirect's piece: the sub it answers for (redirect.c) */

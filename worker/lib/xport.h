@@ -1,8 +1,9 @@
 /*
  * xport.h - how a shard connection carries payloads: the transport, a
  * strategy of libzeps chosen per shard (docs/protocol.md, "Shared memory").
- * Headers always travel on the shard's DEALER socket (connected, once a
- * segment is attached, to the shard's ipc:// endpoint); a payload travels
+ * Headers travel on the shard's DEALER socket (connected, once a segment
+ * is attached, to the shard's ipc:// endpoint) or, once attached without
+ * CURVE, on the attach connection itself (common/bell.h); a payload travels
  * as a ZeroMQ frame (xport_zmq.c) or, for a shard on this host whose HELLO
  * offered it and a cluster file that allows it, in a shared-memory
  * segment of the connection, named in the header by a descriptor
@@ -34,6 +35,14 @@ typedef struct zp_xport_ops {
      * appended to m as its frame (holding the buffer until closed). 0 (also
      * when h names none), or a zeps_err with the reason in err. */
     int (*resolve)(zp_shard *sh, const Zeps__Header *h, zp_frames *m, char *err, size_t errlen);
+    /* Send s with header h, and its payload (s->data) as a frame if
+     * `frame`: on the shard's DEALER (xport_zmq.c: the payload without
+     * copying, r->zrefs counting what ZeroMQ holds), or on the attach
+     * connection (xport_shm.c: copied), which hands a message too big for a
+     * packet, or met with a full connection, to the DEALER (and what
+     * follows while it is unanswered, so the shard sees the requests in
+     * their order). A failed send is logged; the retry timer resends. */
+    void (*send)(zp_shard *sh, zp_req_sub *s, const Zeps__Header *h, int frame);
     /* s is answered or failed: what place gave it may be reused. */
     void (*done)(zp_shard *sh, zp_req_sub *s);
     /* Let go of the connection's transport state (frames out keep what they need). */
@@ -61,9 +70,27 @@ int zp_xport_shm_attach(zp_shard *sh, const char *endpoint, uint32_t rank, uint6
 typedef struct zeps_client zeps_client;
 void zp_xport_shm_hello(zeps_client *c, int k, const Zeps__Header *h);
 
+/* zmq_poll over c->items and the attach connections that carry requests,
+ * for up to timeout_ms; c->items' revents are set as by zmq_poll on them,
+ * and shard k's ZMQ_POLLIN also when its attach connection is readable.
+ * Returns what zmq_poll returns. */
+int zp_xport_shm_poll(zeps_client *c, long timeout_ms);
+
+/* The next reply on shard k's attach connection, without waiting: 1 and
+ * the reply in m (header first, as from the DEALER; the caller closes it),
+ * or 0: nothing (also when the shard closed the connection: it was killed
+ * or stopped, and shard k is back on ZeroMQ at the cluster file's
+ * endpoint). A RESEND packet (the reply did not fit a packet) makes its
+ * request due at once, to be resent on the DEALER (req.c's deadlines); a
+ * packet that is not a reply is logged and skipped. */
+int zp_xport_shm_recv(zeps_client *c, int k, zp_frames *m);
+
 /* sh's segment (borrowed) and its name in requests, or NULL (tests). */
 typedef struct zp_shmseg zp_shmseg;
 zp_shmseg *zp_xport_shm_segment(const zp_shard *sh, uint64_t *id);
+
+/* sh's attach connection (borrowed), or -1 (tests). */
+int zp_xport_shm_socket(const zp_shard *sh);
 
 /* The endpoint sh's segment is attached at, or "" (TCP). */
 const char *zp_xport_shm_endpoint(const zp_shard *sh);

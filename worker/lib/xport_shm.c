@@ -10,6 +10,11 @@
  * request is answered (zp_shmseg_done) and the shard released it. A
  * reply's payload in the reply area becomes the reply's frame, read in
  * place; a view keeps it (and the segment mapped) until released.
+ *
+ * When the shard offers it (ZP_SHM_OK_BELL, no CURVE), the same socket
+ * carries the requests and their replies, one packet each (common/bell.h),
+ * polled beside the DEALERs: a request's header costs a send and a receive
+ * on each side instead of ZeroMQ's hand-overs between threads.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -24,6 +29,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "bell.h"
 #include "client.h"
 #include "errors.h"
 #include "log.h"
@@ -39,6 +45,11 @@ typedef struct shmc {
     zp_shmseg *seg; /* this side's reference */
     uint64_t id;    /* the segment's name in requests */
     char endpoint[64];
+    int offered;      /* the shard's answer had ZP_SHM_OK_BELL */
+    int bell;         /* requests go on sock (offered, and no CURVE) */
+    int ready;        /* the last poll saw sock readable */
+    uint64_t zmq_out; /* requests sent on the DEALER meanwhile, unanswered */
+    uint8_t *rbuf;    /* one packet (ZP_BELL_MAX bytes) */
 } shmc;
 
 /* The shard at the other end of the attach is gone (killed or stopped):
@@ -103,12 +114,39 @@ static int resolve(zp_shard *sh, const Zeps__Header *h, zp_frames *m, char *err,
     return 0;
 }
 
+/* s goes on the DEALER from now on, and what follows while it is unanswered. */
+static void use_zmq(shmc *x, zp_req_sub *s)
+{
+    if (s->xzmq == x->id)
+        return;
+    s->xzmq = x->id;
+    x->zmq_out++;
+}
+
+static void bell_send(zp_shard *sh, zp_req_sub *s, const Zeps__Header *h, int frame)
+{
+    shmc *x = sh->xs;
+    if (x->bell && !x->zmq_out) {
+        int rc = zp_bell_send(x->sock, h, frame, s->data, s->data_len);
+        if (rc == 0)
+            return;
+        zp_debug("%s %" PRIu64 " goes over ZeroMQ: %s", zp_wire_op_name(h->op), h->seq,
+                 rc == ZEPS_ESIZE ? "larger than a packet" : strerror(errno));
+    }
+    if (x->bell) /* every request on the DEALER counts: none may be overtaken */
+        use_zmq(x, s);
+    zp_xport_zmq.send(sh, s, h, frame);
+}
+
 static void done(zp_shard *sh, zp_req_sub *s)
 {
     shmc *x = sh->xs;
     if (s->xseg == x->id)
         zp_shmseg_done(x->seg, &s->xdesc);
     s->xseg = 0;
+    if (s->xzmq == x->id)
+        x->zmq_out--;
+    s->xzmq = 0;
 }
 
 static void let_go(zp_shard *sh)
@@ -116,6 +154,7 @@ static void let_go(zp_shard *sh)
     shmc *x = sh->xs;
     close(x->sock);
     zp_shmseg_unref(&x->seg);
+    free(x->rbuf);
     free(x);
     sh->xs = NULL;
     sh->xp = &zp_xport_zmq;
@@ -126,6 +165,7 @@ const zp_xport_ops zp_xport_shm = {
     .name = "shm",
     .place = place,
     .resolve = resolve,
+    .send = bell_send,
     .done = done,
     .close = let_go,
 };
@@ -157,8 +197,8 @@ static int dial(const char *endpoint, char *err, size_t errlen)
 }
 
 /* Send the attach with the memfd and read the shard's answer: 0 and *id, or a zeps_err. */
-static int handshake(int sock, int memfd, const zp_shm_attach *a, uint64_t *id, char *err,
-                     size_t errlen)
+static int handshake(int sock, int memfd, const zp_shm_attach *a, uint64_t *id, uint32_t *flags,
+                     char *err, size_t errlen)
 {
     union {
         char buf[CMSG_SPACE(sizeof(int))];
@@ -188,6 +228,7 @@ static int handshake(int sock, int memfd, const zp_shm_attach *a, uint64_t *id, 
         return zp_errors_set(err, errlen, ok.code, "the shard refused the segment: %s", ok.text);
     }
     *id = ok.segment;
+    *flags = ok.flags;
     return 0;
 }
 
@@ -207,7 +248,8 @@ int zp_xport_shm_attach(zp_shard *sh, const char *endpoint, uint32_t rank, uint6
     zp_shm_attach a = {
         .magic = ZP_SHM_MAGIC_ATTACH, .rank = rank, .incarnation = incarnation, .token = token};
     uint64_t id = 0;
-    rc = handshake(sock, memfd, &a, &id, err, errlen);
+    uint32_t flags = 0;
+    rc = handshake(sock, memfd, &a, &id, &flags, err, errlen);
     close(memfd); /* the mappings keep the memory: ours, and the shard's */
     if (rc != 0) {
         close(sock);
@@ -220,6 +262,7 @@ int zp_xport_shm_attach(zp_shard *sh, const char *endpoint, uint32_t rank, uint6
     x->sock = sock;
     x->seg = seg;
     x->id = id;
+    x->offered = (flags & ZP_SHM_OK_BELL) != 0;
     snprintf(x->endpoint, sizeof(x->endpoint), "%s", endpoint);
     sh->xs = x;
     sh->xp = &zp_xport_shm;
@@ -261,6 +304,88 @@ void zp_xport_shm_hello(zeps_client *c, int k, const Zeps__Header *h)
         snprintf(sh->fast, sizeof(sh->fast), "%s", h->shm_zmq_endpoint);
         zp_shard_reset(c, k);
     }
+    shmc *x = rc == 0 ? sh->xs : NULL;
+    if (x && x->offered && !c->curve) { /* the requests themselves on the attach connection */
+        x->bell = 1;
+        x->rbuf = zp_alloc(ZP_BELL_MAX);
+    }
+}
+
+int zp_xport_shm_poll(zeps_client *c, long timeout_ms)
+{
+    int nb = 0;
+    for (int k = 0; k < c->nshards; k++)
+        nb += c->shards[k].xp == &zp_xport_shm && ((shmc *)c->shards[k].xs)->bell;
+    if (!nb)
+        return zmq_poll(c->items, c->npoll, timeout_ms);
+    int need = c->npoll + c->nshards;
+    if (need > c->bell_cap) {
+        c->bell_items = zp_alloc_resize(c->bell_items, (size_t)need * sizeof(zmq_pollitem_t));
+        c->bell_cap = need;
+    }
+    zmq_pollitem_t *it = c->bell_items;
+    memcpy(it, c->items, (size_t)c->npoll * sizeof(zmq_pollitem_t));
+    for (int k = 0; k < c->nshards; k++) {
+        const zp_shard *sh = &c->shards[k];
+        int fd = sh->xp == &zp_xport_shm && ((shmc *)sh->xs)->bell ? ((shmc *)sh->xs)->sock : -1;
+        it[c->npoll + k] = (zmq_pollitem_t){.socket = NULL, .fd = fd, .events = ZMQ_POLLIN};
+    }
+    int n = zmq_poll(it, need, timeout_ms);
+    for (int i = 0; i < c->npoll; i++)
+        c->items[i].revents = it[i].revents;
+    for (int k = 0; k < c->nshards && n > 0; k++)
+        if (it[c->npoll + k].fd >= 0 && it[c->npoll + k].revents) {
+            ((shmc *)c->shards[k].xs)->ready = 1; /* readable, or closed */
+            c->items[k].revents |= ZMQ_POLLIN;
+        }
+    return n;
+}
+
+/* The shard asks for request req_id again over ZeroMQ: due at once. */
+static void on_resend(zp_shard *sh, uint64_t req_id)
+{
+    for (zp_req_sub *s = sh->out; s; s = s->next)
+        if (s->req_id == req_id) {
+            use_zmq(sh->xs, s);
+            s->deadline_ns = 0;
+            return;
+        }
+}
+
+int zp_xport_shm_recv(zeps_client *c, int k, zp_frames *m)
+{
+    zp_shard *sh = &c->shards[k];
+    shmc *x = sh->xp == &zp_xport_shm ? sh->xs : NULL;
+    while (x && x->bell && x->ready) {
+        struct iovec iov = {.iov_base = x->rbuf, .iov_len = ZP_BELL_MAX};
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+        ssize_t n = recvmsg(x->sock, &msg, MSG_DONTWAIT);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN) {
+            x->ready = 0;
+            return 0;
+        }
+        if (n <= 0) { /* the shard closed its end: back to the cluster file's endpoint */
+            zp_info("shard %d: the attach connection closed (%s); requests over %s", k,
+                    n < 0 ? strerror(errno) : "the shard stopped or was killed", sh->endpoint);
+            let_go(sh);
+            zp_shard_reset(c, k);
+            return 0;
+        }
+        char err[256];
+        int kind;
+        uint64_t req_id;
+        *m = (zp_frames){.n = 0};
+        if (zp_bell_parse(x->rbuf, (size_t)n, (msg.msg_flags & MSG_TRUNC) != 0, m, &kind, &req_id,
+                          err, sizeof(err)) != 0)
+            zp_warn("shard %d: %s; ignored", k, err);
+        else if (kind == ZP_BELL_RESEND)
+            on_resend(sh, req_id);
+        else
+            return 1;
+    }
+    return 0;
 }
 
 zp_shmseg *zp_xport_shm_segment(const zp_shard *sh, uint64_t *id)
@@ -269,4 +394,9 @@ zp_shmseg *zp_xport_shm_segment(const zp_shard *sh, uint64_t *id)
         return NULL;
     *id = ((const shmc *)sh->xs)->id;
     return ((const shmc *)sh->xs)->seg;
+}
+
+int zp_xport_shm_socket(const zp_shard *sh)
+{
+    return sh->xp == &zp_xport_shm ? ((const shmc *)sh->xs)->sock : -1;
 }

@@ -53,16 +53,13 @@ static pid_t stopped_move(zt_rcl *c, const char *fault, char *bound_ms, char *le
                           size_t len)
 {
     snprintf(log, len, "%s/move.log", c->cl.dir);
-    char bin[512];
-    zt_bin("zepsctl", bin, sizeof(bin));
-    char *argv[] = {bin,      "shards",      "move", "--config",     c->cl.conf, "--from",
-                    "0",      "--to",        "1",    "--slots",      "0-2047",   "--page",
-                    "512",    "--threshold", "64",   "--cutover-ms", bound_ms,   "--lease-ms",
-                    lease_ms, NULL};
+    char *args[] = {"shards", "move",       "--config",    c->cl.conf, "--from",
+                    "0",      "--to",       "1",           "--slots",  "0-2047",
+                    "--page", "512",        "--threshold", "64",       "--cutover-ms",
+                    bound_ms, "--lease-ms", lease_ms,      NULL};
     setenv("ZEPS_FAULT_MOVE", fault, 1);
-    pid_t pid = zt_spawn(bin, argv, log);
+    pid_t pid = zt_move_zepsctl_start(log, args);
     unsetenv("ZEPS_FAULT_MOVE");
-    ck_assert_int_gt(pid, 0);
     int st = 0;
     double t0 = zt_now_s();
     pid_t got;
@@ -90,10 +87,8 @@ static uint64_t epoch_of(const zt_rcl *c, int k)
 static void commit_from_the_watch(const char *tag, const char *fault)
 {
     zt_rcl c;
-    zt_rcl_up(&c, tag, "");
     pid_t pids[ZT_RCL_WORKERS];
-    zt_move_workers_start(&c.cl, ZT_RCL_WORKERS, pids);
-    zt_rcl_wait_pushes(&c, 3 * ZT_RCL_WORKERS);
+    zt_rcl_up_pushing(&c, tag, pids);
     char log[400];
     pid_t tool = stopped_move(&c, fault, "8000", "10000", log, sizeof(log));
     double t0 = zt_now_s();
@@ -111,15 +106,8 @@ static void commit_from_the_watch(const char *tag, const char *fault)
     zt_sleep_ms(500);
     zt_rcl_fail_over(&c, 0); /* its backup took the commit from its log */
     zt_sleep_ms(500);
-    long weighted = 0, sum = zt_move_workers_end(&c.cl, ZT_RCL_WORKERS, pids, &weighted);
-    printf("%ld pushes answered through the move and a failover of the source\n", sum);
-    zt_move_check_oracle(&c.cl, sum, weighted);
-    static uint64_t ids[NIDS];
-    zt_move_ids(ids, NIDS, 0);
-    zp_slotmap *next = NULL;
-    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, NIDS, &next), 0);
-    zt_rcl_check_placed(&c, ids, NIDS, next, 1);
-    zp_slotmap_destroy(&next);
+    zt_rcl_workers_end(&c, pids, "the move and a failover of the source");
+    zt_rcl_check_oracle_placed(&c, "0-2047");
     zt_rcl_down(&c);
 }
 
@@ -138,43 +126,25 @@ END_TEST
 START_TEST(test_fence_beats_the_tool)
 {
     zt_rcl c;
-    zt_rcl_up(&c, "zkfence", "");
     pid_t pids[ZT_RCL_WORKERS];
-    zt_move_workers_start(&c.cl, ZT_RCL_WORKERS, pids);
-    zt_rcl_wait_pushes(&c, 3 * ZT_RCL_WORKERS);
+    zt_rcl_up_pushing(&c, "zkfence", pids);
     char log[400];
     /* a bound of 3 s: the tool stops short of half of it even on a busy machine */
     pid_t tool = stopped_move(&c, "before-commit", "3000", "5000", log, sizeof(log));
     zt_sleep_ms(7000); /* the source's bound and the target's lease pass */
     ck_assert_int_eq(kill(tool, SIGCONT), 0);
-    int st = zt_wait(tool, 60);
-    zt_move_print_file(log);
-    ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 1,
-                  "zepsctl: status 0x%x, not exit 1", st);
+    zt_move_zepsctl_exits(tool, log, 60, 1);
     ck_assert(zt_move_file_has(log, "changed since the move began"));
     ck_assert(zt_move_file_has(log, "aborted; the slot map is unchanged"));
     zt_move_workers_run(pids, ZT_RCL_WORKERS);
     zt_sleep_ms(500);
-    long weighted = 0, sum = zt_move_workers_end(&c.cl, ZT_RCL_WORKERS, pids, &weighted);
-    printf("%ld pushes answered through the fenced move\n", sum);
-    zt_move_check_oracle(&c.cl, sum, weighted);
-    static uint64_t ids[NIDS];
-    zt_move_ids(ids, NIDS, 0);
-    zp_slotmap *d = NULL;
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    zt_rcl_check_placed(&c, ids, NIDS, d, 0);
-    zp_slotmap_destroy(&d);
+    zt_rcl_workers_end(&c, pids, "the fenced move");
+    zt_rcl_check_oracle_placed(&c, NULL);
     /* the node the fence left holds a map: the next move reads it and commits */
-    snprintf(log, sizeof(log), "%s/move-again.log", c.cl.dir);
     char *args[] = {"shards", "move", "--config", c.cl.conf, "--from", "0",
                     "--to",   "1",    "--slots",  "0-2047",  NULL};
-    st = zt_move_zepsctl(log, args);
-    zt_move_print_file(log);
-    ck_assert_int_eq(st, 0);
-    zp_slotmap *next = NULL;
-    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, NIDS, &next), 0);
-    zt_rcl_check_placed(&c, ids, NIDS, next, 1);
-    zp_slotmap_destroy(&next);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "move-again", args), 0);
+    zt_rcl_check_oracle_placed(&c, "0-2047");
     zt_rcl_down(&c);
 }
 END_TEST
@@ -184,10 +154,8 @@ END_TEST
 START_TEST(test_elected_takes_the_map)
 {
     zt_rcl c;
-    zt_rcl_up(&c, "zkelect", "");
     pid_t pids[ZT_RCL_WORKERS];
-    zt_move_workers_start(&c.cl, ZT_RCL_WORKERS, pids);
-    zt_rcl_wait_pushes(&c, 3 * ZT_RCL_WORKERS);
+    zt_rcl_up_pushing(&c, "zkelect", pids);
     char log[400];
     pid_t tool = stopped_move(&c, "before-commit", "20000", "30000", log, sizeof(log));
     int a = zt_rset_primary(&c.rs[0]);
@@ -197,20 +165,11 @@ START_TEST(test_elected_takes_the_map)
     zt_rset_wait(&c.rs[0], 1 - a, "primary", epoch + 1, -1, 30);
     zt_rset_kill(&c.rs[0], a, SIGKILL);
     zt_rcl_endpoint(&c, 0, 1 - a);
-    int st = zt_wait(tool, 60);
-    zt_move_print_file(log);
-    ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl: status 0x%x", st);
+    zt_move_zepsctl_exits(tool, log, 60, 0);
     zt_move_workers_run(pids, ZT_RCL_WORKERS);
     zt_sleep_ms(500);
-    long weighted = 0, sum = zt_move_workers_end(&c.cl, ZT_RCL_WORKERS, pids, &weighted);
-    printf("%ld pushes answered through the move and the source's failover\n", sum);
-    zt_move_check_oracle(&c.cl, sum, weighted);
-    static uint64_t ids[NIDS];
-    zt_move_ids(ids, NIDS, 0);
-    zp_slotmap *next = NULL;
-    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, NIDS, &next), 0);
-    zt_rcl_check_placed(&c, ids, NIDS, next, 1);
-    zp_slotmap_destroy(&next);
+    zt_rcl_workers_end(&c, pids, "the move and the source's failover");
+    zt_rcl_check_oracle_placed(&c, "0-2047");
     zt_rcl_down(&c);
 }
 END_TEST

@@ -29,9 +29,17 @@ uint32_t zt_move_declare(zeps_client *c);
 /* A tool client (rank ZEPS_RANK_TOOL) of the cluster. */
 zeps_client *zt_move_tool(const zt_cluster *cl);
 
-/* Run zepsctl with args (the arguments after the program, NULL-ended),
- * its output to `log`: its exit status (-1 if it did not exit in 120 s). */
+/* Start zepsctl with args (the arguments after the program, NULL-ended,
+ * at most 30), its output to `log`: its pid, the caller's to wait for. */
+pid_t zt_move_zepsctl_start(const char *log, char **args);
+
+/* Run zepsctl with args (as zt_move_zepsctl_start), its output to `log`:
+ * its exit status (-1 if it did not exit in 120 s). */
 int zt_move_zepsctl(const char *log, char **args);
+
+/* Wait up to secs for the zepsctl of pid (zt_move_zepsctl_start), print
+ * its log, and check that it exited with `code`. */
+void zt_move_zepsctl_exits(pid_t pid, const char *log, double secs, int code);
 
 /* zt_move_zepsctl with its output to <cl's folder>/<name>.log, printed
  * once it ended: its exit status. */

@@ -572,24 +572,11 @@ START_TEST(test_steps)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("bsp_move");
-    TCase *tc = tcase_create("bsp_move");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_add_remove_bits);
-    tcase_add_test(tc, test_held_pushes_handed);
-    suite_add_tcase(s, tc);
-    TCase *tsteps = tcase_create("steps");
-    tcase_set_timeout(tsteps, 120);
-    tcase_add_test(tsteps, test_steps);
-    tcase_add_test(tsteps, test_round_closed_in_cutover);
-    tcase_add_test(tsteps, test_abort_gives_back);
-    suite_add_tcase(s, tsteps);
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"bsp_move", 300, {test_add_remove_bits, test_held_pushes_handed}},
+        {"steps", 120, {test_steps, test_round_closed_in_cutover, test_abort_gives_back}},
+    };
+    return zt_run_cases("bsp_move", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -522,23 +522,11 @@ START_TEST(test_steps_abort)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("dense_bsp");
-    TCase *tc = tcase_create("job");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_add_remove_bits);
-    tcase_add_test(tc, test_held_pushes_handed);
-    suite_add_tcase(s, tc);
-    TCase *tsteps = tcase_create("steps");
-    tcase_set_timeout(tsteps, 120);
-    tcase_add_test(tsteps, test_steps_commit);
-    tcase_add_test(tsteps, test_steps_abort);
-    suite_add_tcase(s, tsteps);
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"job", 300, {test_add_remove_bits, test_held_pushes_handed}},
+        {"steps", 120, {test_steps_commit, test_steps_abort}},
+    };
+    return zt_run_cases("dense_bsp", cases, sizeof(cases) / sizeof(cases[0]));
 }

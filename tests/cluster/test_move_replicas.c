@@ -438,33 +438,18 @@ START_TEST(test_dense_refused)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("move_replicas");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
-        {"commit", test_commit_survives_failovers},
-        {"parked", test_parked_push_not_logged},
-        {"killed", test_killed_mid_copy},
-        {"transfer", test_whole_state_waits_for_the_move},
-        {"cutover_source", test_source_killed_in_cutover},
-        {"cutover_target", test_target_killed_in_cutover},
-        {"retire", test_remove_and_retire},
-        {"late_copy", test_late_copy_after_abort},
-        {"dense", test_dense_refused},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name); /* CK_RUN_CASE=<name> runs one */
-        tcase_set_timeout(tc, 240);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"commit", 240, {test_commit_survives_failovers}},
+        {"parked", 240, {test_parked_push_not_logged}},
+        {"killed", 240, {test_killed_mid_copy}},
+        {"transfer", 240, {test_whole_state_waits_for_the_move}},
+        {"cutover_source", 240, {test_source_killed_in_cutover}},
+        {"cutover_target", 240, {test_target_killed_in_cutover}},
+        {"retire", 240, {test_remove_and_retire}},
+        {"late_copy", 240, {test_late_copy_after_abort}},
+        {"dense", 240, {test_dense_refused}},
+    };
+    return zt_run_cases("move_replicas", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -174,28 +174,13 @@ START_TEST(test_elected_takes_the_map)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("zkmap");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
-        {"watch", test_commit_from_the_watch},
-        {"watch_both", test_both_commit_from_the_watch},
-        {"fence", test_fence_beats_the_tool},
-        {"elected", test_elected_takes_the_map},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name); /* CK_RUN_CASE=<name> runs one */
-        tcase_set_timeout(tc, 180);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"watch", 180, {test_commit_from_the_watch}},
+        {"watch_both", 180, {test_both_commit_from_the_watch}},
+        {"fence", 180, {test_fence_beats_the_tool}},
+        {"elected", 180, {test_elected_takes_the_map}},
+    };
+    return zt_run_cases("zkmap", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -499,33 +499,17 @@ START_TEST(in_process_training)
 }
 END_TEST
 
-static Suite *ctr_suite(void)
-{
-    Suite *s = suite_create("ctr");
-    struct {
-        const char *name;
-        const TTest *fn;
-        int timeout;
-    } cases[] = {
-        {"generator_deterministic", generator_deterministic, 30},
-        {"generator_bad_options", generator_bad_options, 10},
-        {"reader_criteo_good", reader_criteo_good, 10},
-        {"reader_criteo_malformed", reader_criteo_malformed, 20},
-        {"reader_libsvm", reader_libsvm, 10},
-        {"auc_against_pair_count", auc_against_pair_count, 30},
-        {"gradient_finite_differences", gradient_finite_differences, 30},
-        {"in_process_training", in_process_training, 120},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, cases[i].timeout);
-        tcase_add_test(tc, cases[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(ctr_suite());
+    const zt_case cases[] = {
+        {"generator_deterministic", 30, {generator_deterministic}},
+        {"generator_bad_options", 10, {generator_bad_options}},
+        {"reader_criteo_good", 10, {reader_criteo_good}},
+        {"reader_criteo_malformed", 20, {reader_criteo_malformed}},
+        {"reader_libsvm", 10, {reader_libsvm}},
+        {"auc_against_pair_count", 30, {auc_against_pair_count}},
+        {"gradient_finite_differences", 30, {gradient_finite_differences}},
+        {"in_process_training", 120, {in_process_training}},
+    };
+    return zt_run_cases("ctr", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -674,27 +674,15 @@ START_TEST(test_dense_late_copy_after_abort)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("move");
-    TCase *tc = tcase_create("move");
-    tcase_add_test(tc, test_parked_commit);
-    tcase_add_test(tc, test_parked_abort);
-    tcase_add_test(tc, test_foreign_map_mid_import);
-    tcase_add_test(tc, test_clock_brings_map);
-    tcase_add_test(tc, test_put_parked);
-    tcase_add_test(tc, test_rows_left);
-    tcase_add_test(tc, test_import_counted);
-    tcase_add_test(tc, test_held_page_room);
-    tcase_add_test(tc, test_held_drop_frees);
-    tcase_add_test(tc, test_dense_parked_once);
-    tcase_add_test(tc, test_cut_frees_old_piece);
-    tcase_add_test(tc, test_dense_late_copy_after_abort);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"move",
+         0,
+         {test_parked_commit, test_parked_abort, test_foreign_map_mid_import, test_clock_brings_map,
+          test_put_parked, test_rows_left, test_import_counted, test_held_page_room,
+          test_held_drop_frees, test_dense_parked_once, test_cut_frees_old_piece,
+          test_dense_late_copy_after_abort}},
+    };
+    return zt_run_cases("move", cases, sizeof(cases) / sizeof(cases[0]));
 }

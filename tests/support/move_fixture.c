@@ -78,6 +78,20 @@ int zt_move_zepsctl_logged(const zt_cluster *cl, const char *name, char **args)
     return st;
 }
 
+long zt_move_handed(const zt_cluster *cl, const char *name)
+{
+    char path[400], line[512], what[32];
+    snprintf(path, sizeof(path), "%s/%s.log", cl->dir, name);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long sum = 0, n, held;
+    while (fgets(line, sizeof(line), f)) /* "cut-over: N rows and ..." or "N elements" */
+        if (sscanf(line, "cut-over: %ld %31s and %ld held bsp pushes", &n, what, &held) == 3)
+            sum += held;
+    fclose(f);
+    return sum;
+}
+
 int zt_move_file_has(const char *path, const char *needle)
 {
     static char buf[1 << 16];
@@ -223,6 +237,12 @@ void zt_move_push_worker(const zt_cluster *cl, int w, const char *stop, const ch
 void zt_move_join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len)
 {
     snprintf(buf, len, "ipc://%s/joined-%d", cl->dir, k);
+}
+
+void zt_move_join(zt_cluster *cl, int k, char *buf, size_t len)
+{
+    zt_move_join_endpoint(cl, k, buf, len);
+    ck_assert_int_eq(zt_server_join(cl, k, buf), 0);
 }
 
 void zt_move_check_oracle(const zt_cluster *cl, long sum, long weighted)

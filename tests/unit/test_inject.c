@@ -6,7 +6,6 @@
  * table's by round), with every push recorded exactly tau old.
  */
 #include <check.h>
-#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "heap.h"
 #include "scratch.h"
 #include "inject.h"
 #include "inproc.h"
@@ -215,12 +215,6 @@ END_TEST
 /* A shard with a replay schedule frees its histogram with itself: making
  * and destroying it again and again does not grow the heap (each one
  * reads 4096 counts, 32 KiB). */
-static size_t heap_used(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
-
 START_TEST(test_shard_frees_replay)
 {
     char path[256];
@@ -229,7 +223,7 @@ START_TEST(test_shard_frees_replay)
     size_t before = 0;
     for (int i = 0; i < 12; i++) {
         if (i == 2) /* the first ones warm the allocator's caches */
-            before = heap_used();
+            before = zt_heap_used();
         zp_config *cfg = zt_config("async", 1, 1);
         cfg->inject = ZP_INJECT_REPLAY;
         snprintf(cfg->inject_replay, sizeof(cfg->inject_replay), "%s", path);
@@ -237,7 +231,7 @@ START_TEST(test_shard_frees_replay)
         ck_assert_uint_eq(z->s->inject.nreplay, 4096);
         zt_shard_free(z);
     }
-    size_t after = heap_used();
+    size_t after = zt_heap_used();
     ck_assert_msg(after < before + 64 * 1024, "heap grew %zu -> %zu bytes", before, after);
     unlink(path);
 }

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "heap.h"
 #include "handover.h"
 #include "inproc.h"
 #include "move.h"
@@ -605,13 +606,6 @@ START_TEST(test_dense_parked_once)
 }
 END_TEST
 
-/* Heap in use, mapped blocks included (a large table's data is one). */
-static size_t heap_used(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
-
 /* A map cutting a dense piece of 4 MiB in two on the shard that holds it
  * is taken (both parts here, values kept), and the record it replaced is
  * freed: the heap grows by far less than the piece. */
@@ -630,9 +624,9 @@ START_TEST(test_cut_frees_old_piece)
     uint8_t *wire = malloc(wl);
     zp_slotmap_encode(m, wire);
     uint32_t before_tables = z->s->ntables;
-    size_t before = heap_used();
+    size_t before = zt_heap_used();
     ck_assert_int_eq(slots(z, wire, wl)->h->error, 0);
-    size_t after = heap_used();
+    size_t after = zt_heap_used();
     ck_assert_uint_eq(z->s->ntables, before_tables + 1); /* [0, len/4) and [len/4, len/2) */
     ck_assert_msg(after < before + len, "the cut grew the heap by %zu bytes (the piece: %zu)",
                   after - before, (size_t)(len / 2 * sizeof(float)));

@@ -28,7 +28,11 @@
  *     log ever has the commit; its backup, elected, takes the map from
  *     ZooKeeper before it serves; the stopped primary is killed with -9;
  *     the tool ends with 0 (the source's COMMIT unanswered); every push
- *     counted once, each shard at epoch 1 with exactly its rows.
+ *     counted once, each shard at epoch 1 with exactly its rows;
+ *   - test_commit_after_a_stall: the tool stopped before its write of
+ *     the map for 3.3 s (past 2/3 of its ZooKeeper session's 4 s), then
+ *     let go: it commits (exit 0), every push counted once, each shard
+ *     at epoch 1 with exactly its rows.
  */
 #include <check.h>
 #include <signal.h>
@@ -149,6 +153,31 @@ START_TEST(test_fence_beats_the_tool)
 }
 END_TEST
 
+/* The tool stopped before its write of the map for 3.3 s, nothing
+ * changed meanwhile (a bound and a lease far longer): a copy that long
+ * leaves the tool's ZooKeeper session (4 s, the most this ZooKeeper
+ * grants) unserved past 2/3 of its timeout, when the client drops the
+ * connection at its next turn with what it just sent. Let go, it writes
+ * the map in a session of its own and the move commits (exit 0); written
+ * in the old one, it failed with "operation timeout" (exit 1). */
+START_TEST(test_commit_after_a_stall)
+{
+    zt_rcl c;
+    pid_t pids[ZT_RCL_WORKERS];
+    zt_rcl_up_pushing(&c, "zkstall", pids);
+    char log[400];
+    pid_t tool = stopped_move(&c, "before-commit", "20000", "30000", log, sizeof(log));
+    zt_sleep_ms(3300);
+    ck_assert_int_eq(kill(tool, SIGCONT), 0);
+    zt_move_zepsctl_exits(tool, log, 60, 0);
+    zt_move_workers_run(pids, ZT_RCL_WORKERS);
+    zt_sleep_ms(500);
+    zt_rcl_workers_end(&c, pids, "a move stalled past its session");
+    zt_rcl_check_oracle_placed(&c, "0-2047");
+    zt_rcl_down(&c);
+}
+END_TEST
+
 /* A new primary of the source that never had the COMMIT in its log takes
  * the map from ZooKeeper before it serves. */
 START_TEST(test_elected_takes_the_map)
@@ -181,6 +210,7 @@ int main(void)
         {"watch_both", 180, {test_both_commit_from_the_watch}},
         {"fence", 180, {test_fence_beats_the_tool}},
         {"elected", 180, {test_elected_takes_the_map}},
+        {"stall", 180, {test_commit_after_a_stall}},
     };
     return zt_run_cases("zkmap", cases, sizeof(cases) / sizeof(cases[0]));
 }

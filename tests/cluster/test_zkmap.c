@@ -85,6 +85,26 @@ static uint64_t epoch_of(const zt_rcl *c, int k)
     return e;
 }
 
+/* stopped_move at before-commit, let go after stall_ms: it exits with
+ * `code` (its log at <dir>/move.log, into log[0..len)). */
+static void stalled_move(zt_rcl *c, char *bound_ms, char *lease_ms, int stall_ms, int code,
+                         char *log, size_t len)
+{
+    pid_t tool = stopped_move(c, "before-commit", bound_ms, lease_ms, log, len);
+    zt_sleep_ms(stall_ms);
+    ck_assert_int_eq(kill(tool, SIGCONT), 0);
+    zt_move_zepsctl_exits(tool, log, 60, code);
+}
+
+/* The workers of zt_rcl_up_pushing still push; 500 ms on they end and
+ * the oracle is checked (zt_rcl_workers_end, `what` the print's). */
+static void workers_checked(zt_rcl *c, const pid_t *pids, const char *what)
+{
+    zt_move_workers_run(pids, ZT_RCL_WORKERS);
+    zt_sleep_ms(500);
+    zt_rcl_workers_end(c, pids, what);
+}
+
 /* The tool stopped at `fault` and killed with -9 (tag: the cluster's
  * name): every shard at epoch 1 from the watch within 2 s, then the
  * source's primary killed; the oracle and the rows. */
@@ -133,16 +153,12 @@ START_TEST(test_fence_beats_the_tool)
     pid_t pids[ZT_RCL_WORKERS];
     zt_rcl_up_pushing(&c, "zkfence", pids);
     char log[400];
-    /* a bound of 3 s: the tool stops short of half of it even on a busy machine */
-    pid_t tool = stopped_move(&c, "before-commit", "3000", "5000", log, sizeof(log));
-    zt_sleep_ms(7000); /* the source's bound and the target's lease pass */
-    ck_assert_int_eq(kill(tool, SIGCONT), 0);
-    zt_move_zepsctl_exits(tool, log, 60, 1);
+    /* a bound of 3 s: the tool stops short of half of it even on a busy
+     * machine; in 7 s the source's bound and the target's lease pass */
+    stalled_move(&c, "3000", "5000", 7000, 1, log, sizeof(log));
     ck_assert(zt_move_file_has(log, "changed since the move began"));
     ck_assert(zt_move_file_has(log, "aborted; the slot map is unchanged"));
-    zt_move_workers_run(pids, ZT_RCL_WORKERS);
-    zt_sleep_ms(500);
-    zt_rcl_workers_end(&c, pids, "the fenced move");
+    workers_checked(&c, pids, "the fenced move");
     zt_rcl_check_oracle_placed(&c, NULL);
     /* the node the fence left holds a map: the next move reads it and commits */
     char *args[] = {"shards", "move", "--config", c.cl.conf, "--from", "0",
@@ -166,13 +182,8 @@ START_TEST(test_commit_after_a_stall)
     pid_t pids[ZT_RCL_WORKERS];
     zt_rcl_up_pushing(&c, "zkstall", pids);
     char log[400];
-    pid_t tool = stopped_move(&c, "before-commit", "20000", "30000", log, sizeof(log));
-    zt_sleep_ms(3300);
-    ck_assert_int_eq(kill(tool, SIGCONT), 0);
-    zt_move_zepsctl_exits(tool, log, 60, 0);
-    zt_move_workers_run(pids, ZT_RCL_WORKERS);
-    zt_sleep_ms(500);
-    zt_rcl_workers_end(&c, pids, "a move stalled past its session");
+    stalled_move(&c, "20000", "30000", 3300, 0, log, sizeof(log));
+    workers_checked(&c, pids, "a move stalled past its session");
     zt_rcl_check_oracle_placed(&c, "0-2047");
     zt_rcl_down(&c);
 }
@@ -195,9 +206,7 @@ START_TEST(test_elected_takes_the_map)
     zt_rset_kill(&c.rs[0], a, SIGKILL);
     zt_rcl_endpoint(&c, 0, 1 - a);
     zt_move_zepsctl_exits(tool, log, 60, 0);
-    zt_move_workers_run(pids, ZT_RCL_WORKERS);
-    zt_sleep_ms(500);
-    zt_rcl_workers_end(&c, pids, "the move and the source's failover");
+    workers_checked(&c, pids, "the move and the source's failover");
     zt_rcl_check_oracle_placed(&c, "0-2047");
     zt_rcl_down(&c);
 }

@@ -322,10 +322,7 @@ START_TEST(test_restart_under_map_flat)
     ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
     ck_assert_int_eq(zt_scratch_dir(mdir, sizeof(mdir), "writer_map"), 0);
     snprintf(map, sizeof(map), "%s/slots.map", mdir);
-    FILE *f = fopen(map, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("epoch 1\nslots 4096\n0-4095 0\n", f);
-    fclose(f);
+    zt_scratch_write(map, "epoch 1\nslots 4096\n0-4095 0\n");
     zt_shard *z = zt_shard_start(map_config("bsp", dir, map), 0);
     rounds_written(z, 2);
     ck_assert_uint_eq(z->s->persist.written, 1);

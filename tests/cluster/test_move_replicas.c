@@ -83,18 +83,17 @@ static uint64_t moving_id(zp_slotmap **next)
 START_TEST(test_commit_survives_failovers)
 {
     zt_rcl c;
-    pid_t pids[WORKERS];
-    zt_rcl_up_pushing(&c, "mvrepl", pids);
+    zt_rcl_up_pushing(&c, "mvrepl");
     char *args[] = {"shards",  "move",   "--config", c.cl.conf, "--from",      "0",  "--to", "1",
                     "--slots", "0-2047", "--page",   "512",     "--threshold", "64", NULL};
     ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "move", args), 0);
-    zt_move_workers_run(pids, WORKERS);
+    zt_rcl_workers_run(&c);
     zt_rcl_fail_over(&c, 1); /* the target: its backup must hold the rows and the map */
     usleep(500 * 1000);
-    zt_move_workers_run(pids, WORKERS);
+    zt_rcl_workers_run(&c);
     zt_rcl_fail_over(&c, 0); /* the source: its backup must have taken the commit */
     usleep(500 * 1000);      /* the workers push on through the new primaries */
-    zt_rcl_workers_end(&c, pids, "the move and two failovers");
+    zt_rcl_workers_end(&c, "the move and two failovers");
     zt_rcl_check_oracle_placed(&c, "0-2047");
     zt_rcl_down(&c);
 }
@@ -303,8 +302,7 @@ END_TEST
 static void killed_in_cutover(int victim)
 {
     zt_rcl c;
-    pid_t pids[WORKERS];
-    zt_rcl_up_pushing(&c, victim ? "mvcut1" : "mvcut0", pids);
+    zt_rcl_up_pushing(&c, victim ? "mvcut1" : "mvcut0");
     static uint64_t ids[NIDS];
     zt_move_ids(ids, NIDS, 0);
     zp_slotmap *next = NULL, *d = NULL;
@@ -316,9 +314,8 @@ static void killed_in_cutover(int victim)
     zt_rcl_fail_over(&c, victim);
     step_ok(&c, 1 - victim, victim, ZP_MOVE_ABORT, NULL); /* the survivor's part */
     usleep(500 * 1000);                                   /* the workers push on */
-    zt_rcl_workers_end(&c, pids,
-                       victim ? "a kill of shard 1 in the cut-over"
-                              : "a kill of shard 0 in the cut-over");
+    zt_rcl_workers_end(&c, victim ? "a kill of shard 1 in the cut-over"
+                                  : "a kill of shard 0 in the cut-over");
     if (victim == 1) /* the target's new primary ends its part by the lease (10 s) */
         zt_rcl_wait_owned(&c, 1, ids, NIDS, d, 20);
     zt_rcl_check_placed(&c, ids, NIDS, d, 0);
@@ -346,8 +343,7 @@ END_TEST
 START_TEST(test_remove_and_retire)
 {
     zt_rcl c;
-    pid_t pids[WORKERS];
-    zt_rcl_up_pushing(&c, "mvretire", pids);
+    zt_rcl_up_pushing(&c, "mvretire");
     char *rm[] = {"shards", "remove", "1", "--config", c.cl.conf, NULL};
     ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "remove", rm), 0);
     char *rt[] = {"shards", "retire", "1", "--config", c.cl.conf, NULL};
@@ -355,10 +351,10 @@ START_TEST(test_remove_and_retire)
     for (int r = 0; r < 2; r++)
         zt_rset_kill(&c.rs[1], r, SIGTERM);
     usleep(500 * 1000);
-    zt_move_workers_run(pids, WORKERS);
+    zt_rcl_workers_run(&c);
     zt_rcl_fail_over(&c, 0);
     usleep(500 * 1000);
-    zt_rcl_workers_end(&c, pids, "shards remove, retire and a failover");
+    zt_rcl_workers_end(&c, "shards remove, retire and a failover");
     zeps_client *t = zt_move_tool(&c.cl);
     ck_assert_uint_eq(zt_move_rows(t, 0, NULL), NIDS);
     zeps_client_destroy(&t);

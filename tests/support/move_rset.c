@@ -43,16 +43,21 @@ void zt_rcl_up(zt_rcl *c, const char *tag, const char *extra)
     }
 }
 
-void zt_rcl_up_pushing(zt_rcl *c, const char *tag, pid_t pids[ZT_RCL_WORKERS])
+void zt_rcl_up_pushing(zt_rcl *c, const char *tag)
 {
     zt_rcl_up(c, tag, "");
-    zt_move_workers_start(&c->cl, ZT_RCL_WORKERS, pids);
+    zt_move_workers_start(&c->cl, ZT_RCL_WORKERS, c->workers);
     zt_rcl_wait_pushes(c, 3 * ZT_RCL_WORKERS);
 }
 
-void zt_rcl_workers_end(const zt_rcl *c, const pid_t pids[ZT_RCL_WORKERS], const char *what)
+void zt_rcl_workers_run(const zt_rcl *c)
 {
-    long weighted = 0, sum = zt_move_workers_end(&c->cl, ZT_RCL_WORKERS, pids, &weighted);
+    zt_move_workers_run(c->workers, ZT_RCL_WORKERS);
+}
+
+void zt_rcl_workers_end(const zt_rcl *c, const char *what)
+{
+    long weighted = 0, sum = zt_move_workers_end(&c->cl, ZT_RCL_WORKERS, c->workers, &weighted);
     printf("%ld pushes answered through %s\n", sum, what);
     zt_move_check_oracle(&c->cl, sum, weighted);
 }

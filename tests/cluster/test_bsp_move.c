@@ -173,28 +173,12 @@ static size_t scan_all(const zt_cluster *cl, uint8_t **out)
 static size_t baseline(uint8_t **rows)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
     pid_t pids[W];
-    zt_gate_start(&G, &cl, pids, worker, false);
+    zt_gate_up(&G, &cl, pids, worker, false);
     zt_gate_end(&G, &cl, pids);
     size_t n = scan_all(&cl, rows);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
     return n;
-}
-
-/* Held pushes handed over by the moves of a log (its cut-over lines). */
-static long handed(const zt_cluster *cl, const char *name)
-{
-    char path[400], line[512];
-    snprintf(path, sizeof(path), "%s/%s.log", cl->dir, name);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    long sum = 0, rows, held;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "cut-over: %ld rows and %ld held bsp pushes", &rows, &held) == 2)
-            sum += held;
-    fclose(f);
-    return sum;
 }
 
 /* Hold every worker before its next clock: the limit at two clocks
@@ -250,35 +234,29 @@ static void retire_waits(const zt_cluster *cl, zeps_client *tl)
 static size_t with_moves(bool slow, uint8_t **rows, long *held)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
     pid_t pids[W];
-    zt_gate_start(&G, &cl, pids, worker, slow);
+    zt_gate_up(&G, &cl, pids, worker, slow);
     zeps_client *tl = zt_move_tool(&cl);
     zt_gate_write(&G, &cl, 12);
     zt_gate_wait_clock(&G, &cl, tl, 10);
     char ep[400];
-    zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
-    ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
+    zt_move_join(&cl, 2, ep, sizeof(ep));
     char *add[] = {"shards", "add", ep, "--config", cl.conf, "--threshold", "16", NULL};
     ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "add", add), 0);
     zeps_client_destroy(&tl);
     tl = zt_move_tool(&cl); /* knows shard 2 */
     ck_assert_uint_gt(zt_move_rows(tl, 2, NULL), N / 5);
-    zt_gate_wait_clock(&G, &cl, tl,
-                       zt_gate_min_clock(&G, tl, 0) + 3); /* rounds close with shard 2 in the job */
+    zt_gate_clocks(&G, &cl, tl, 3); /* rounds close with shard 2 in the job */
     char *rm[] = {"shards", "remove", "2", "--config", cl.conf, "--threshold", "16", NULL};
     zt_gate_wait_clock(&G, &cl, tl, -1);
     ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "remove", rm), 0);
     retire_waits(&cl, tl);
     int ks = zt_server_kill(&cl, 2, SIGTERM);
     ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
-    zt_gate_wait_clock(&G, &cl, tl,
-                       zt_gate_min_clock(&G, tl, 0) + 3); /* the job goes on without shard 2 */
-    zt_move_workers_run(pids, W); /* the moves ran mid-job: the workers wait at the limit */
-    ck_assert_int_lt(zt_gate_min_clock(&G, tl, 0), STEPS - 1);
+    zt_gate_clocks(&G, &cl, tl, 3); /* the job goes on without shard 2 */
+    zt_gate_end_mid_job(&G, &cl, tl, pids);
     zeps_client_destroy(&tl);
-    zt_gate_end(&G, &cl, pids);
-    *held = handed(&cl, "add") + handed(&cl, "remove");
+    *held = zt_move_handed(&cl, "add") + zt_move_handed(&cl, "remove");
     size_t n = scan_all(&cl, rows);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
     return n;
@@ -346,20 +324,9 @@ static Zeps__Header *step_to(void *sock, uint32_t step, uint32_t peer, const Zep
         h.count = 100;
     }
     zt_raw_send(sock, &h, data, len);
-    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
-    ck_assert_int_eq(zmq_poll(&it, 1, ZT_RAW_TIMEOUT_MS), 1);
-    zp_frames m;
-    ck_assert_int_eq(zp_wire_frames_recv(sock, &m, 0), 0);
-    Zeps__Header *rep = zp_wire_unpack_header(&m.f[0]);
-    ck_assert_ptr_nonnull(rep);
+    Zeps__Header *rep = zt_raw_recv_payload(sock, ZT_RAW_TIMEOUT_MS, page);
     ck_assert_msg(rep->op == ZEPS__OP__MOVE, "MOVE step %u: %s", step,
                   rep->error_text ? rep->error_text : "?");
-    if (page) {
-        zmq_msg_init(page);
-        if (m.n > 1)
-            zmq_msg_copy(page, &m.f[1]);
-    }
-    zp_wire_frames_close(&m);
     return rep;
 }
 
@@ -572,24 +539,11 @@ START_TEST(test_steps)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("bsp_move");
-    TCase *tc = tcase_create("bsp_move");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_add_remove_bits);
-    tcase_add_test(tc, test_held_pushes_handed);
-    suite_add_tcase(s, tc);
-    TCase *tsteps = tcase_create("steps");
-    tcase_set_timeout(tsteps, 120);
-    tcase_add_test(tsteps, test_steps);
-    tcase_add_test(tsteps, test_round_closed_in_cutover);
-    tcase_add_test(tsteps, test_abort_gives_back);
-    suite_add_tcase(s, tsteps);
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"bsp_move", 300, {test_add_remove_bits, test_held_pushes_handed}},
+        {"steps", 120, {test_steps, test_round_closed_in_cutover, test_abort_gives_back}},
+    };
+    return zt_run_cases("bsp_move", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -175,38 +175,11 @@ static void scan_all(const zt_cluster *cl, tstate *st)
 static void baseline(tstate *st)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
     pid_t pids[W];
-    zt_gate_start(&G, &cl, pids, worker, false);
+    zt_gate_up(&G, &cl, pids, worker, false);
     zt_gate_end(&G, &cl, pids);
     scan_all(&cl, st);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
-}
-
-/* zepsctl with args (NULL-ended) logged to <dir>/<name>.log: exit 0. */
-static void zepsctl(const zt_cluster *cl, const char *name, char **args)
-{
-    char log[400];
-    snprintf(log, sizeof(log), "%s/%s.log", cl->dir, name);
-    int st = zt_move_zepsctl(log, args);
-    zt_move_print_file(log);
-    fflush(stdout);
-    ck_assert_msg(st == 0, "zepsctl %s: exit %d", name, st);
-}
-
-/* Held pushes handed over by the dense moves of a log. */
-static long handed(const zt_cluster *cl, const char *name)
-{
-    char path[400], line[512];
-    snprintf(path, sizeof(path), "%s/%s.log", cl->dir, name);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
-    long sum = 0, elems, held;
-    while (fgets(line, sizeof(line), f))
-        if (sscanf(line, "cut-over: %ld elements and %ld held bsp pushes", &elems, &held) == 2)
-            sum += held;
-    fclose(f);
-    return sum;
 }
 
 /* The job with shard 2 added after clock 10, then removed, retired and
@@ -214,41 +187,33 @@ static long handed(const zt_cluster *cl, const char *name)
 static void with_moves(bool slow, tstate *st, long *held)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, W, "bsp", NULL, NULL), 0);
     pid_t pids[W];
-    zt_gate_start(&G, &cl, pids, worker, slow);
+    zt_gate_up(&G, &cl, pids, worker, slow);
     zeps_client *tl = zt_move_tool(&cl);
     zt_gate_write(&G, &cl, 12);
     zt_gate_wait_clock(&G, &cl, tl, 10);
     char ep[400];
-    zt_move_join_endpoint(&cl, 2, ep, sizeof(ep));
-    ck_assert_int_eq(zt_server_join(&cl, 2, ep), 0);
+    zt_move_join(&cl, 2, ep, sizeof(ep));
     char *add[] = {"shards", "add", ep, "--config", cl.conf, NULL};
-    zepsctl(&cl, "add", add);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "add", add), 0);
     char log[400];
     snprintf(log, sizeof(log), "%s/add.log", cl.dir);
     ck_assert(zt_move_file_has(log, "dense table 'l1': shard 2 holds 1000 of 3000 elements"));
     ck_assert(zt_move_file_has(log, "dense table 'l2': shard 2 holds 400 of 1200 elements"));
-    zt_gate_wait_clock(&G, &cl, tl,
-                       zt_gate_min_clock(&G, tl, 0) + 3); /* rounds close with shard 2 in the job */
+    zt_gate_clocks(&G, &cl, tl, 3); /* rounds close with shard 2 in the job */
     zt_gate_wait_clock(&G, &cl, tl, -1);
     char *rm[] = {"shards", "remove", "2", "--config", cl.conf, NULL};
-    zepsctl(&cl, "remove", rm);
+    ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "remove", rm), 0);
     zt_gate_wait_clock(&G, &cl, tl, -1);
     char *ret[] = {"shards", "retire", "2", "--config", cl.conf, NULL};
-    zepsctl(&cl, "retire", ret);
-    zt_gate_wait_clock(&G, &cl, tl,
-                       zt_gate_min_clock(&G, tl, 0) +
-                           2); /* every worker learned the map retiring shard 2 */
+    ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "retire", ret), 0);
+    zt_gate_clocks(&G, &cl, tl, 2); /* every worker learned the map retiring shard 2 */
     int ks = zt_server_kill(&cl, 2, SIGTERM);
     ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
-    zt_gate_wait_clock(&G, &cl, tl,
-                       zt_gate_min_clock(&G, tl, 0) + 3); /* the job goes on without shard 2 */
-    zt_move_workers_run(pids, W); /* the moves ran mid-job: the workers wait at the limit */
-    ck_assert_int_lt(zt_gate_min_clock(&G, tl, 0), STEPS - 1);
+    zt_gate_clocks(&G, &cl, tl, 3); /* the job goes on without shard 2 */
+    zt_gate_end_mid_job(&G, &cl, tl, pids);
     zeps_client_destroy(&tl);
-    zt_gate_end(&G, &cl, pids);
-    *held = handed(&cl, "add") + handed(&cl, "remove");
+    *held = zt_move_handed(&cl, "add") + zt_move_handed(&cl, "remove");
     scan_all(&cl, st);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
@@ -317,11 +282,7 @@ static Zeps__Header *mstep(void *sock, uint32_t step, uint32_t peer, const Zeps_
                            uint64_t offset, const void *data, size_t len, zmq_msg_t *page)
 {
     Zeps__Header h;
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__MOVE;
-    h.req_id = 1;
-    h.rank = 0xffffffffu;
+    zt_raw_tool_header(&h, ZEPS__OP__MOVE);
     h.move_step = step;
     h.move_peer = peer;
     h.count = step == ZP_MOVE_ROWS ? 64 : 0;
@@ -334,19 +295,7 @@ static Zeps__Header *mstep(void *sock, uint32_t step, uint32_t peer, const Zeps_
         h.flags = like->flags & ZP_FLAG_HELD;
     }
     zt_raw_send(sock, &h, data, len);
-    zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
-    ck_assert_int_eq(zmq_poll(&it, 1, ZT_RAW_TIMEOUT_MS), 1);
-    zp_frames m;
-    ck_assert_int_eq(zp_wire_frames_recv(sock, &m, 0), 0);
-    Zeps__Header *rep = zp_wire_unpack_header(&m.f[0]);
-    ck_assert_ptr_nonnull(rep);
-    if (page) {
-        zmq_msg_init(page);
-        if (m.n > 1)
-            zmq_msg_copy(page, &m.f[1]);
-    }
-    zp_wire_frames_close(&m);
-    return rep;
+    return zt_raw_recv_payload(sock, ZT_RAW_TIMEOUT_MS, page);
 }
 
 /* The same, answered without an error (freed). */
@@ -522,23 +471,11 @@ START_TEST(test_steps_abort)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("dense_bsp");
-    TCase *tc = tcase_create("job");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_add_remove_bits);
-    tcase_add_test(tc, test_held_pushes_handed);
-    suite_add_tcase(s, tc);
-    TCase *tsteps = tcase_create("steps");
-    tcase_set_timeout(tsteps, 120);
-    tcase_add_test(tsteps, test_steps_commit);
-    tcase_add_test(tsteps, test_steps_abort);
-    suite_add_tcase(s, tsteps);
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"job", 300, {test_add_remove_bits, test_held_pushes_handed}},
+        {"steps", 120, {test_steps_commit, test_steps_abort}},
+    };
+    return zt_run_cases("dense_bsp", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -38,14 +38,6 @@
 
 static char keydir[128];
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* Keys: server; w (the workers, bound to ranks 0-2 and tools); m (an
  * attacker's allowed key, bound to rank 2). Returns the cluster-file lines. */
 static const char *make_keys(char *extra, size_t len)
@@ -60,9 +52,9 @@ static const char *make_keys(char *extra, size_t len)
     for (int i = 0; i < 2; i++) {
         ck_assert_msg(zp_curve_keygen(keydir, names[i], pub, err, sizeof(err)) == 0, "%s", err);
         snprintf(path, sizeof(path), "%s/allow/%s.pub", keydir, names[i]);
-        write_file(path, pub);
+        zt_scratch_write(path, pub);
         snprintf(path, sizeof(path), "%s/allow/%s.id", keydir, names[i]);
-        write_file(path, ids[i]);
+        zt_scratch_write(path, ids[i]);
     }
     snprintf(extra, len,
              "  curve_server_secret = \"%s/server.key\";\n"

@@ -452,21 +452,13 @@ START_TEST(test_move_new_table)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("migrate");
-    TCase *tc = tcase_create("migrate");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_move_under_async_load);
-    tcase_add_test(tc, test_move_under_ssp_load);
-    tcase_add_test(tc, test_move_parked_pull);
-    tcase_add_test(tc, test_move_keeps_windows);
-    tcase_add_test(tc, test_move_new_table);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"migrate",
+         300,
+         {test_move_under_async_load, test_move_under_ssp_load, test_move_parked_pull,
+          test_move_keeps_windows, test_move_new_table}},
+    };
+    return zt_run_cases("migrate", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -488,18 +488,10 @@ START_TEST(test_snapshot_during_move)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("migrate_snap");
-    TCase *tc = tcase_create("migrate_snap");
-    tcase_set_timeout(tc, 300);
-    tcase_add_test(tc, test_restore_after_move);
-    tcase_add_test(tc, test_snapshot_during_move);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"migrate_snap", 300, {test_restore_after_move, test_snapshot_during_move}},
+    };
+    return zt_run_cases("migrate_snap", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -83,28 +83,18 @@ static uint64_t moving_id(zp_slotmap **next)
 START_TEST(test_commit_survives_failovers)
 {
     zt_rcl c;
-    zt_rcl_up(&c, "mvrepl", "");
-    pid_t pids[WORKERS];
-    zt_move_workers_start(&c.cl, WORKERS, pids);
-    zt_rcl_wait_pushes(&c, 3 * WORKERS);
+    zt_rcl_up_pushing(&c, "mvrepl");
     char *args[] = {"shards",  "move",   "--config", c.cl.conf, "--from",      "0",  "--to", "1",
                     "--slots", "0-2047", "--page",   "512",     "--threshold", "64", NULL};
     ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "move", args), 0);
-    zt_move_workers_run(pids, WORKERS);
+    zt_rcl_workers_run(&c);
     zt_rcl_fail_over(&c, 1); /* the target: its backup must hold the rows and the map */
     usleep(500 * 1000);
-    zt_move_workers_run(pids, WORKERS);
+    zt_rcl_workers_run(&c);
     zt_rcl_fail_over(&c, 0); /* the source: its backup must have taken the commit */
     usleep(500 * 1000);      /* the workers push on through the new primaries */
-    long weighted = 0, sum = zt_move_workers_end(&c.cl, WORKERS, pids, &weighted);
-    printf("%ld pushes answered through the move and two failovers\n", sum);
-    zt_move_check_oracle(&c.cl, sum, weighted);
-    static uint64_t ids[NIDS];
-    zt_move_ids(ids, NIDS, 0);
-    zp_slotmap *next = NULL;
-    ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, NIDS, &next), 0);
-    zt_rcl_check_placed(&c, ids, NIDS, next, 1);
-    zp_slotmap_destroy(&next);
+    zt_rcl_workers_end(&c, "the move and two failovers");
+    zt_rcl_check_oracle_placed(&c, "0-2047");
     zt_rcl_down(&c);
 }
 END_TEST
@@ -218,14 +208,11 @@ static pid_t slow_move(zt_rcl *c, const char *tag, char *lease_ms, char *timeout
                        size_t len)
 {
     snprintf(log, len, "%s/move-%s.log", c->cl.dir, tag);
-    char bin[512];
-    zt_bin("zepsctl", bin, sizeof(bin));
-    char *argv[] = {bin,        "shards",      "move", "--config",   c->cl.conf, "--from",
-                    "0",        "--to",        "1",    "--slots",    "0-2047",   "--page",
-                    "1",        "--threshold", "0",    "--lease-ms", lease_ms,   "--timeout-ms",
-                    timeout_ms, NULL};
-    pid_t pid = zt_spawn(bin, argv, log);
-    ck_assert_int_gt(pid, 0);
+    char *args[] = {"shards",      "move", "--config",   c->cl.conf, "--from",       "0",
+                    "--to",        "1",    "--slots",    "0-2047",   "--page",       "1",
+                    "--threshold", "0",    "--lease-ms", lease_ms,   "--timeout-ms", timeout_ms,
+                    NULL};
+    pid_t pid = zt_move_zepsctl_start(log, args);
     usleep(300 * 1000);
     ck_assert_msg(waitpid(pid, NULL, WNOHANG) == 0, "the move ended within 300 ms");
     return pid;
@@ -315,10 +302,7 @@ END_TEST
 static void killed_in_cutover(int victim)
 {
     zt_rcl c;
-    zt_rcl_up(&c, victim ? "mvcut1" : "mvcut0", "");
-    pid_t pids[WORKERS];
-    zt_move_workers_start(&c.cl, WORKERS, pids);
-    zt_rcl_wait_pushes(&c, 3 * WORKERS);
+    zt_rcl_up_pushing(&c, victim ? "mvcut1" : "mvcut0");
     static uint64_t ids[NIDS];
     zt_move_ids(ids, NIDS, 0);
     zp_slotmap *next = NULL, *d = NULL;
@@ -330,9 +314,8 @@ static void killed_in_cutover(int victim)
     zt_rcl_fail_over(&c, victim);
     step_ok(&c, 1 - victim, victim, ZP_MOVE_ABORT, NULL); /* the survivor's part */
     usleep(500 * 1000);                                   /* the workers push on */
-    long weighted = 0, sum = zt_move_workers_end(&c.cl, WORKERS, pids, &weighted);
-    printf("%ld pushes answered through a kill of shard %d in the cut-over\n", sum, victim);
-    zt_move_check_oracle(&c.cl, sum, weighted);
+    zt_rcl_workers_end(&c, victim ? "a kill of shard 1 in the cut-over"
+                                  : "a kill of shard 0 in the cut-over");
     if (victim == 1) /* the target's new primary ends its part by the lease (10 s) */
         zt_rcl_wait_owned(&c, 1, ids, NIDS, d, 20);
     zt_rcl_check_placed(&c, ids, NIDS, d, 0);
@@ -360,10 +343,7 @@ END_TEST
 START_TEST(test_remove_and_retire)
 {
     zt_rcl c;
-    zt_rcl_up(&c, "mvretire", "");
-    pid_t pids[WORKERS];
-    zt_move_workers_start(&c.cl, WORKERS, pids);
-    zt_rcl_wait_pushes(&c, 3 * WORKERS);
+    zt_rcl_up_pushing(&c, "mvretire");
     char *rm[] = {"shards", "remove", "1", "--config", c.cl.conf, NULL};
     ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "remove", rm), 0);
     char *rt[] = {"shards", "retire", "1", "--config", c.cl.conf, NULL};
@@ -371,12 +351,10 @@ START_TEST(test_remove_and_retire)
     for (int r = 0; r < 2; r++)
         zt_rset_kill(&c.rs[1], r, SIGTERM);
     usleep(500 * 1000);
-    zt_move_workers_run(pids, WORKERS);
+    zt_rcl_workers_run(&c);
     zt_rcl_fail_over(&c, 0);
     usleep(500 * 1000);
-    long weighted = 0, sum = zt_move_workers_end(&c.cl, WORKERS, pids, &weighted);
-    printf("%ld pushes answered through shards remove, retire and a failover\n", sum);
-    zt_move_check_oracle(&c.cl, sum, weighted);
+    zt_rcl_workers_end(&c, "shards remove, retire and a failover");
     zeps_client *t = zt_move_tool(&c.cl);
     ck_assert_uint_eq(zt_move_rows(t, 0, NULL), NIDS);
     zeps_client_destroy(&t);
@@ -400,9 +378,7 @@ START_TEST(test_whole_state_waits_for_the_move)
     pid_t pid = slow_move(&c, "xfer", "8000", "10000", log, sizeof(log));
     zt_rset_kill(&c.rs[1], 1, SIGKILL);
     zt_rset_start(&c.rs[1], 1);
-    int st = zt_wait(pid, 120);
-    zt_move_print_file(log);
-    ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "zepsctl: status 0x%x", st);
+    zt_move_zepsctl_exits(pid, log, 120, 0);
     zt_rset_wait(&c.rs[1], 0, "primary", 1, 2, 60);
     zp_slotmap *next = NULL;
     ck_assert_uint_gt(zt_rcl_moved_map("0-2047", ids, ALL, &next), 0);
@@ -458,33 +434,18 @@ START_TEST(test_dense_refused)
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("move_replicas");
-    struct {
-        const char *name;
-        const TTest *test;
-    } cases[] = {
-        {"commit", test_commit_survives_failovers},
-        {"parked", test_parked_push_not_logged},
-        {"killed", test_killed_mid_copy},
-        {"transfer", test_whole_state_waits_for_the_move},
-        {"cutover_source", test_source_killed_in_cutover},
-        {"cutover_target", test_target_killed_in_cutover},
-        {"retire", test_remove_and_retire},
-        {"late_copy", test_late_copy_after_abort},
-        {"dense", test_dense_refused},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name); /* CK_RUN_CASE=<name> runs one */
-        tcase_set_timeout(tc, 240);
-        tcase_add_test(tc, cases[i].test);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"commit", 240, {test_commit_survives_failovers}},
+        {"parked", 240, {test_parked_push_not_logged}},
+        {"killed", 240, {test_killed_mid_copy}},
+        {"transfer", 240, {test_whole_state_waits_for_the_move}},
+        {"cutover_source", 240, {test_source_killed_in_cutover}},
+        {"cutover_target", 240, {test_target_killed_in_cutover}},
+        {"retire", 240, {test_remove_and_retire}},
+        {"late_copy", 240, {test_late_copy_after_abort}},
+        {"dense", 240, {test_dense_refused}},
+    };
+    return zt_run_cases("move_replicas", cases, sizeof(cases) / sizeof(cases[0]));
 }

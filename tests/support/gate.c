@@ -8,6 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "move_fixture.h"
+
 /* The clock the test lets the workers reach, 0 if none yet. */
 static int gate_read(const zt_cluster *cl)
 {
@@ -64,6 +66,11 @@ void zt_gate_wait_clock(const zt_gate *g, const zt_cluster *cl, zeps_client *too
     ck_assert_int_ge(zt_gate_min_clock(g, tool, 0), at_least);
 }
 
+void zt_gate_clocks(const zt_gate *g, const zt_cluster *cl, zeps_client *tool, int64_t n)
+{
+    zt_gate_wait_clock(g, cl, tool, zt_gate_min_clock(g, tool, 0) + n);
+}
+
 void zt_gate_start(const zt_gate *g, const zt_cluster *cl, pid_t *pids,
                    void (*worker)(const zt_cluster *cl, int w, bool slow), bool slow)
 {
@@ -75,6 +82,13 @@ void zt_gate_start(const zt_gate *g, const zt_cluster *cl, pid_t *pids,
     }
 }
 
+void zt_gate_up(const zt_gate *g, zt_cluster *cl, pid_t *pids,
+                void (*worker)(const zt_cluster *cl, int w, bool slow), bool slow)
+{
+    ck_assert_int_eq(zt_cluster_start(cl, 2, g->workers, "bsp", NULL, NULL), 0);
+    zt_gate_start(g, cl, pids, worker, slow);
+}
+
 void zt_gate_end(const zt_gate *g, const zt_cluster *cl, const pid_t *pids)
 {
     zt_gate_write(g, cl, g->steps);
@@ -82,4 +96,12 @@ void zt_gate_end(const zt_gate *g, const zt_cluster *cl, const pid_t *pids)
         int ws = zt_wait(pids[w], 120);
         ck_assert_msg(ws >= 0 && WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "worker %d failed", w);
     }
+}
+
+void zt_gate_end_mid_job(const zt_gate *g, const zt_cluster *cl, zeps_client *tool,
+                         const pid_t *pids)
+{
+    zt_move_workers_run(pids, g->workers); /* they wait at the limit */
+    ck_assert_int_lt(zt_gate_min_clock(g, tool, 0), g->steps - 1);
+    zt_gate_end(g, cl, pids);
 }

@@ -45,7 +45,21 @@ void zt_gate_wait_clock(const zt_gate *g, const zt_cluster *cl, zeps_client *too
 void zt_gate_start(const zt_gate *g, const zt_cluster *cl, pid_t *pids,
                    void (*worker)(const zt_cluster *cl, int w, bool slow), bool slow);
 
+/* A bsp cluster of two shards for g->workers workers started into *cl
+ * (the caller stops it: zt_cluster_stop), and zt_gate_start on it. */
+void zt_gate_up(const zt_gate *g, zt_cluster *cl, pid_t *pids,
+                void (*worker)(const zt_cluster *cl, int w, bool slow), bool slow);
+
+/* zt_gate_wait_clock until the slowest worker ended n more clocks than
+ * it has now. */
+void zt_gate_clocks(const zt_gate *g, const zt_cluster *cl, zeps_client *tool, int64_t n);
+
 /* Let the workers run to the end and wait for each to exit 0 (120 s). */
 void zt_gate_end(const zt_gate *g, const zt_cluster *cl, const pid_t *pids);
+
+/* Check that every worker still runs and the slowest has not reached the
+ * job's last clock (what the test did came mid-job), then zt_gate_end. */
+void zt_gate_end_mid_job(const zt_gate *g, const zt_cluster *cl, zeps_client *tool,
+                         const pid_t *pids);
 
 #endif

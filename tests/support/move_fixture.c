@@ -40,19 +40,33 @@ zeps_client *zt_move_tool(const zt_cluster *cl)
     return c;
 }
 
-/* Run zepsctl with args (NULL-terminated after the program), output to
- * `log`; its exit status (-1 if it did not exit within 120 s). */
-int zt_move_zepsctl(const char *log, char **args)
+pid_t zt_move_zepsctl_start(const char *log, char **args)
 {
     char bin[512];
     zt_bin("zepsctl", bin, sizeof(bin));
     char *argv[32] = {bin};
-    for (int i = 0; args[i]; i++)
-        argv[i + 1] = args[i];
+    int n = 0;
+    for (; args[n]; n++) {
+        ck_assert_int_lt(n + 2, 32);
+        argv[n + 1] = args[n];
+    }
     pid_t pid = zt_spawn(bin, argv, log);
     ck_assert_int_gt(pid, 0);
-    int st = zt_wait(pid, 120);
+    return pid;
+}
+
+int zt_move_zepsctl(const char *log, char **args)
+{
+    int st = zt_wait(zt_move_zepsctl_start(log, args), 120);
     return st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+void zt_move_zepsctl_exits(pid_t pid, const char *log, double secs, int code)
+{
+    int st = zt_wait(pid, secs);
+    zt_move_print_file(log);
+    ck_assert_msg(st >= 0 && WIFEXITED(st) && WEXITSTATUS(st) == code,
+                  "zepsctl: status 0x%x, not exit %d", st, code);
 }
 
 int zt_move_zepsctl_logged(const zt_cluster *cl, const char *name, char **args)
@@ -62,6 +76,20 @@ int zt_move_zepsctl_logged(const zt_cluster *cl, const char *name, char **args)
     int st = zt_move_zepsctl(log, args);
     zt_move_print_file(log);
     return st;
+}
+
+long zt_move_handed(const zt_cluster *cl, const char *name)
+{
+    char path[400], line[512], what[32];
+    snprintf(path, sizeof(path), "%s/%s.log", cl->dir, name);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    long sum = 0, n, held;
+    while (fgets(line, sizeof(line), f)) /* "cut-over: N rows and ..." or "N elements" */
+        if (sscanf(line, "cut-over: %ld %31s and %ld held bsp pushes", &n, what, &held) == 3)
+            sum += held;
+    fclose(f);
+    return sum;
 }
 
 int zt_move_file_has(const char *path, const char *needle)
@@ -209,6 +237,12 @@ void zt_move_push_worker(const zt_cluster *cl, int w, const char *stop, const ch
 void zt_move_join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len)
 {
     snprintf(buf, len, "ipc://%s/joined-%d", cl->dir, k);
+}
+
+void zt_move_join(zt_cluster *cl, int k, char *buf, size_t len)
+{
+    zt_move_join_endpoint(cl, k, buf, len);
+    ck_assert_int_eq(zt_server_join(cl, k, buf), 0);
 }
 
 void zt_move_check_oracle(const zt_cluster *cl, long sum, long weighted)

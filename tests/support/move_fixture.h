@@ -29,13 +29,25 @@ uint32_t zt_move_declare(zeps_client *c);
 /* A tool client (rank ZEPS_RANK_TOOL) of the cluster. */
 zeps_client *zt_move_tool(const zt_cluster *cl);
 
-/* Run zepsctl with args (the arguments after the program, NULL-ended),
- * its output to `log`: its exit status (-1 if it did not exit in 120 s). */
+/* Start zepsctl with args (the arguments after the program, NULL-ended,
+ * at most 30), its output to `log`: its pid, the caller's to wait for. */
+pid_t zt_move_zepsctl_start(const char *log, char **args);
+
+/* Run zepsctl with args (as zt_move_zepsctl_start), its output to `log`:
+ * its exit status (-1 if it did not exit in 120 s). */
 int zt_move_zepsctl(const char *log, char **args);
+
+/* Wait up to secs for the zepsctl of pid (zt_move_zepsctl_start), print
+ * its log, and check that it exited with `code`. */
+void zt_move_zepsctl_exits(pid_t pid, const char *log, double secs, int code);
 
 /* zt_move_zepsctl with its output to <cl's folder>/<name>.log, printed
  * once it ended: its exit status. */
 int zt_move_zepsctl_logged(const zt_cluster *cl, const char *name, char **args);
+
+/* The held bsp pushes handed over by the moves that <cl's folder>/<name>.log
+ * (a zepsctl log) tells of: the sum over its cut-over lines. */
+long zt_move_handed(const zt_cluster *cl, const char *name);
 
 /* Whether the file at path holds `needle`; print it, each line "  | ". */
 int zt_move_file_has(const char *path, const char *needle);
@@ -74,6 +86,10 @@ void zt_move_push_worker(const zt_cluster *cl, int w, const char *stop, const ch
 /* The endpoint of a shard that joins as index k: ipc:// in the cluster's
  * folder. */
 void zt_move_join_endpoint(const zt_cluster *cl, int k, char *buf, size_t len);
+
+/* Start server k with --join at zt_move_join_endpoint(k), that endpoint
+ * into buf[0..len). */
+void zt_move_join(zt_cluster *cl, int k, char *buf, size_t len);
 
 /* Worker processes 0..n-1 of zt_move_push_worker into pids[], stopping at
  * <dir>/stop, each writing <dir>/worker-W.out. */

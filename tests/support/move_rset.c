@@ -43,6 +43,25 @@ void zt_rcl_up(zt_rcl *c, const char *tag, const char *extra)
     }
 }
 
+void zt_rcl_up_pushing(zt_rcl *c, const char *tag)
+{
+    zt_rcl_up(c, tag, "");
+    zt_move_workers_start(&c->cl, ZT_RCL_WORKERS, c->workers);
+    zt_rcl_wait_pushes(c, 3 * ZT_RCL_WORKERS);
+}
+
+void zt_rcl_workers_run(const zt_rcl *c)
+{
+    zt_move_workers_run(c->workers, ZT_RCL_WORKERS);
+}
+
+void zt_rcl_workers_end(const zt_rcl *c, const char *what)
+{
+    long weighted = 0, sum = zt_move_workers_end(&c->cl, ZT_RCL_WORKERS, c->workers, &weighted);
+    printf("%ld pushes answered through %s\n", sum, what);
+    zt_move_check_oracle(&c->cl, sum, weighted);
+}
+
 void zt_rcl_down(zt_rcl *c)
 {
     for (int k = 0; k < 2; k++)
@@ -102,6 +121,19 @@ void zt_rcl_check_placed(const zt_rcl *c, const uint64_t *ids, size_t n, const z
                       (unsigned long long)want[k]);
     }
     zeps_client_destroy(&t);
+}
+
+void zt_rcl_check_oracle_placed(const zt_rcl *c, const char *moved)
+{
+    static uint64_t ids[NIDS];
+    zt_move_ids(ids, NIDS, 0);
+    zp_slotmap *map = NULL;
+    if (moved)
+        ck_assert_uint_gt(zt_rcl_moved_map(moved, ids, NIDS, &map), 0);
+    else
+        ck_assert_int_eq(zp_slotmap_new_default(&map, 2), 0);
+    zt_rcl_check_placed(c, ids, NIDS, map, moved ? 1 : 0);
+    zp_slotmap_destroy(&map);
 }
 
 /* The pushes shard k's primary applied to table 0 (STATS). */

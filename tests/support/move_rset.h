@@ -9,6 +9,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "harness.h"
 #include "move_fixture.h"
@@ -22,7 +23,8 @@
 typedef struct zt_rcl {
     zt_zk zk;
     zt_rset rs[2];
-    zt_cluster cl; /* the cluster file and folder, for move_fixture.h */
+    zt_cluster cl;                 /* the cluster file and folder, for move_fixture.h */
+    pid_t workers[ZT_RCL_WORKERS]; /* zt_rcl_up_pushing's worker processes */
 } zt_rcl;
 
 /* cl's endpoint of shard k (raw requests go there): replica r's. */
@@ -31,6 +33,19 @@ void zt_rcl_endpoint(zt_rcl *c, int k, int r);
 /* Two shards of two replicas, each replica 0 primary at epoch 1 and its
  * backup in sync; `extra` lines in the cluster group. */
 void zt_rcl_up(zt_rcl *c, const char *tag, const char *extra);
+
+/* zt_rcl_up (no extra lines) with the ZT_RCL_WORKERS worker processes of
+ * zt_move_workers_start pushing, their pids in c->workers: back once
+ * shard 0's table has 3 pushes a worker. The caller ends them
+ * (zt_rcl_workers_end). */
+void zt_rcl_up_pushing(zt_rcl *c, const char *tag);
+
+/* Every worker of zt_rcl_up_pushing still runs. */
+void zt_rcl_workers_run(const zt_rcl *c);
+
+/* End the workers of zt_rcl_up_pushing (zt_move_workers_end), print
+ * "<sum> pushes answered through <what>" and check the counter oracle. */
+void zt_rcl_workers_end(const zt_rcl *c, const char *what);
 
 /* Stop every replica and the ZooKeeper. */
 void zt_rcl_down(zt_rcl *c);
@@ -50,6 +65,11 @@ uint64_t zt_rcl_moved_map(const char *set, const uint64_t *ids, size_t n, zp_slo
  * rows of ids[0..n) that `map` gives it. */
 void zt_rcl_check_placed(const zt_rcl *c, const uint64_t *ids, size_t n, const zp_slotmap *map,
                          uint64_t epoch);
+
+/* zt_rcl_check_placed for the oracle's NIDS ids (zt_move_ids, seed 0):
+ * under the default map of 2 at epoch 0 if `moved` is NULL, else under
+ * zt_rcl_moved_map(moved) at epoch 1 (which must move some of them). */
+void zt_rcl_check_oracle_placed(const zt_rcl *c, const char *moved);
 
 /* Wait until shard 0's table has at least n pushes. */
 void zt_rcl_wait_pushes(const zt_rcl *c, uint64_t n);

@@ -33,16 +33,26 @@ void zt_raw_send(void *sock, const Zeps__Header *h, const void *payload, size_t 
     zt_raw_send_frames(sock, frames, lens, payload ? 2 : 1);
 }
 
-Zeps__Header *zt_raw_recv(void *sock, int timeout_ms)
+Zeps__Header *zt_raw_recv_payload(void *sock, int timeout_ms, zmq_msg_t *payload)
 {
     zmq_pollitem_t it = {.socket = sock, .events = ZMQ_POLLIN};
     ck_assert_msg(zmq_poll(&it, 1, timeout_ms) == 1, "no reply within %g s", timeout_ms / 1000.0);
     zp_frames m;
     ck_assert_int_eq(zp_wire_frames_recv(sock, &m, 0), 0);
     Zeps__Header *rep = zp_wire_unpack_header(&m.f[0]);
+    if (rep && payload) {
+        zmq_msg_init(payload);
+        if (m.n > 1)
+            zmq_msg_copy(payload, &m.f[1]);
+    }
     zp_wire_frames_close(&m);
     ck_assert_ptr_nonnull(rep);
     return rep;
+}
+
+Zeps__Header *zt_raw_recv(void *sock, int timeout_ms)
+{
+    return zt_raw_recv_payload(sock, timeout_ms, NULL);
 }
 
 Zeps__Header *zt_raw_req(void *sock, const Zeps__Header *h, const void *payload, size_t len)

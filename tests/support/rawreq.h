@@ -17,6 +17,8 @@
 
 #include <stddef.h>
 
+#include <zmq.h>
+
 #include "harness.h"
 #include "slotmap.h"
 #include "zeps.pb-c.h"
@@ -34,6 +36,10 @@ void zt_raw_send(void *sock, const Zeps__Header *h, const void *payload, size_t 
 /* The next reply's header, which must come within timeout_ms; the caller
  * frees it with zeps__header__free_unpacked. */
 Zeps__Header *zt_raw_recv(void *sock, int timeout_ms);
+
+/* zt_raw_recv, and the reply's first payload frame into *payload (empty
+ * if it has none), which the caller closes. */
+Zeps__Header *zt_raw_recv_payload(void *sock, int timeout_ms, zmq_msg_t *payload);
 
 /* zt_raw_send (or zt_raw_send_frames), then zt_raw_recv with
  * ZT_RAW_TIMEOUT_MS: the reply's header, which the caller frees. */

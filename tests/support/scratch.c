@@ -4,6 +4,7 @@
 #define _GNU_SOURCE /* program_invocation_short_name, nftw */
 #include "scratch.h"
 
+#include <check.h>
 #include <errno.h>
 #include <ftw.h>
 #include <stdio.h>
@@ -80,4 +81,12 @@ int zt_scratch_file(char *buf, size_t len, const char *name)
         return -1;
     close(fd);
     return 0;
+}
+
+void zt_scratch_write(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_msg(f != NULL, "%s: %s", path, strerror(errno));
+    fputs(text, f);
+    ck_assert_int_eq(fclose(f), 0);
 }

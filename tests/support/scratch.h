@@ -32,4 +32,8 @@ int zt_scratch_file(char *buf, size_t len, const char *name);
 /* Remove folder `dir` with everything in it: 0 once it is gone, or -1. */
 int zt_scratch_remove(const char *dir);
 
+/* Write `text` to the file at path (made, or emptied first) and close it;
+ * asserts with Check, so only a test may call it. */
+void zt_scratch_write(const char *path, const char *text);
+
 #endif

@@ -14,10 +14,7 @@ START_TEST(test_make_then_maybe_fail)
     char dir[512], file[600];
     ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "probe"), 0);
     snprintf(file, sizeof(file), "%s/data", dir);
-    FILE *f = fopen(file, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("x\n", f);
-    fclose(f);
+    zt_scratch_write(file, "x\n");
     printf("scratch folder %s\n", dir);
     fflush(stdout);
     const char *fail = getenv("ZT_PROBE_FAIL");

@@ -53,14 +53,6 @@ static char *read_all(const char *path, size_t *len)
     return buf;
 }
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    ck_assert_int_eq(fclose(f), 0);
-}
-
 static zp_criteo_truth gen(const char *dir, uint64_t train, uint64_t test, uint64_t seed,
                            double scale)
 {
@@ -208,7 +200,7 @@ START_TEST(reader_criteo_good)
     criteo_line(line, sizeof(line), "1", good_ints, good_cats);
     strcpy(line + strlen(line) - 1, "\r\n\n");
     strcat(text, line);
-    write_file(path, text);
+    zt_scratch_write(path, text);
     zp_ctr_data *d = load(dir, "c.txt", &zp_ctr_data_criteo_ops);
     ck_assert_uint_eq(d->n, 6);
     ck_assert_int_eq(d->ndense, 13);
@@ -254,7 +246,7 @@ static void expect_bad(const zp_ctr_reader_ops *ops, const char *good, const cha
     size_t n = strlen(good) * 2 + strlen(bad) + 2;
     char *text = malloc(n);
     snprintf(text, n, "%s%s%s\n", good, good, bad);
-    write_file(path, text);
+    zt_scratch_write(path, text);
     free(text);
     zp_ctr_data *d = NULL;
     int rc = zp_ctr_data_load(&d, ops, path, 0, 1, 0, err, sizeof(err));
@@ -322,7 +314,7 @@ START_TEST(reader_libsvm)
     char dir[64], path[128];
     make_dir(dir, sizeof(dir));
     snprintf(path, sizeof(path), "%s/l.txt", dir);
-    write_file(path, "1 3:1 7:0.5\n-1 2:1\n+1\n0 5:2 5:1  9:-0.25\t\n");
+    zt_scratch_write(path, "1 3:1 7:0.5\n-1 2:1\n+1\n0 5:2 5:1  9:-0.25\t\n");
     zp_ctr_data *d = load(dir, "l.txt", &zp_ctr_data_libsvm_ops);
     ck_assert_uint_eq(d->n, 4);
     ck_assert_int_eq(d->ndense, 0);
@@ -456,7 +448,7 @@ START_TEST(gradient_finite_differences)
     grad_check(c, 1);
     zp_ctr_data_destroy(&c);
     snprintf(path, sizeof(path), "%s/l.txt", dir);
-    write_file(path, "1 3:1.5 7:0.5 3:1\n0 2:-1 9:2\n1 3:0.25\n0 4:1 5:1 6:1 7:1\n");
+    zt_scratch_write(path, "1 3:1.5 7:0.5 3:1\n0 2:-1 9:2\n1 3:0.25\n0 4:1 5:1 6:1 7:1\n");
     zp_ctr_data *l = load(dir, "l.txt", &zp_ctr_data_libsvm_ops);
     grad_check(l, 3);
     zp_ctr_data_destroy(&l);
@@ -499,33 +491,17 @@ START_TEST(in_process_training)
 }
 END_TEST
 
-static Suite *ctr_suite(void)
-{
-    Suite *s = suite_create("ctr");
-    struct {
-        const char *name;
-        const TTest *fn;
-        int timeout;
-    } cases[] = {
-        {"generator_deterministic", generator_deterministic, 30},
-        {"generator_bad_options", generator_bad_options, 10},
-        {"reader_criteo_good", reader_criteo_good, 10},
-        {"reader_criteo_malformed", reader_criteo_malformed, 20},
-        {"reader_libsvm", reader_libsvm, 10},
-        {"auc_against_pair_count", auc_against_pair_count, 30},
-        {"gradient_finite_differences", gradient_finite_differences, 30},
-        {"in_process_training", in_process_training, 120},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        TCase *tc = tcase_create(cases[i].name);
-        tcase_set_timeout(tc, cases[i].timeout);
-        tcase_add_test(tc, cases[i].fn);
-        suite_add_tcase(s, tc);
-    }
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(ctr_suite());
+    const zt_case cases[] = {
+        {"generator_deterministic", 30, {generator_deterministic}},
+        {"generator_bad_options", 10, {generator_bad_options}},
+        {"reader_criteo_good", 10, {reader_criteo_good}},
+        {"reader_criteo_malformed", 20, {reader_criteo_malformed}},
+        {"reader_libsvm", 10, {reader_libsvm}},
+        {"auc_against_pair_count", 30, {auc_against_pair_count}},
+        {"gradient_finite_differences", 30, {gradient_finite_differences}},
+        {"in_process_training", 120, {in_process_training}},
+    };
+    return zt_run_cases("ctr", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -6,7 +6,6 @@
  * table's by round), with every push recorded exactly tau old.
  */
 #include <check.h>
-#include <malloc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "heap.h"
 #include "scratch.h"
 #include "inject.h"
 #include "inproc.h"
@@ -133,20 +133,12 @@ START_TEST(test_geometric)
 }
 END_TEST
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* replay: a run's histogram drawn back; bad files named with their line. */
 START_TEST(test_replay)
 {
     char path[256];
     ck_assert_int_eq(zt_scratch_file(path, sizeof(path), "replay"), 0);
-    write_file(path, "# tau count\n0 100\n2 300\n\n5 600\n");
+    zt_scratch_write(path, "# tau count\n0 100\n2 300\n\n5 600\n");
     zp_config c = base_config(ZP_INJECT_REPLAY);
     snprintf(c.inject_replay, sizeof(c.inject_replay), "%s", path);
     zp_inject in;
@@ -161,15 +153,15 @@ START_TEST(test_replay)
     ck_assert_double_lt(chi2(obs, p, 3, DRAWS), 13.82); /* 2 dof, 0.1% */
     zp_inject_fini(&in);
 
-    write_file(path, "0 10\n3 x\n");
+    zt_scratch_write(path, "0 10\n3 x\n");
     ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), ZEPS_ECONFIG);
     char want[300];
     snprintf(want, sizeof(want), "%s:2: expected 'tau count'", path);
     ck_assert_msg(strstr(err, want), "%s", err);
-    write_file(path, "4 0\n");
+    zt_scratch_write(path, "4 0\n");
     ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_msg(strstr(err, "no 'tau count' line with a count > 0"), "%s", err);
-    write_file(path, "9 1\n");
+    zt_scratch_write(path, "9 1\n");
     c.inject_window = 4;
     ck_assert_int_eq(zp_inject_init(&in, &c, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_msg(strstr(err, "keeps fewer versions"), "%s", err);
@@ -198,7 +190,7 @@ START_TEST(test_init_clears)
 
     char path[256];
     ck_assert_int_eq(zt_scratch_file(path, sizeof(path), "replay"), 0);
-    write_file(path, "0 1\n1 2\n2 4\n"); /* 3 x 8 bytes; a sum of 7 one past them */
+    zt_scratch_write(path, "0 1\n1 2\n2 4\n"); /* 3 x 8 bytes; a sum of 7 one past them */
     c = base_config(ZP_INJECT_REPLAY);
     snprintf(c.inject_replay, sizeof(c.inject_replay), "%s", path);
     memset(&in, 0xa5, sizeof(in));
@@ -215,21 +207,15 @@ END_TEST
 /* A shard with a replay schedule frees its histogram with itself: making
  * and destroying it again and again does not grow the heap (each one
  * reads 4096 counts, 32 KiB). */
-static size_t heap_used(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
-
 START_TEST(test_shard_frees_replay)
 {
     char path[256];
     ck_assert_int_eq(zt_scratch_file(path, sizeof(path), "replay"), 0);
-    write_file(path, "0 1\n4095 1\n");
+    zt_scratch_write(path, "0 1\n4095 1\n");
     size_t before = 0;
     for (int i = 0; i < 12; i++) {
         if (i == 2) /* the first ones warm the allocator's caches */
-            before = heap_used();
+            before = zt_heap_used();
         zp_config *cfg = zt_config("async", 1, 1);
         cfg->inject = ZP_INJECT_REPLAY;
         snprintf(cfg->inject_replay, sizeof(cfg->inject_replay), "%s", path);
@@ -237,7 +223,7 @@ START_TEST(test_shard_frees_replay)
         ck_assert_uint_eq(z->s->inject.nreplay, 4096);
         zt_shard_free(z);
     }
-    size_t after = heap_used();
+    size_t after = zt_heap_used();
     ck_assert_msg(after < before + 64 * 1024, "heap grew %zu -> %zu bytes", before, after);
     unlink(path);
 }

@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "heap.h"
 #include "handover.h"
 #include "inproc.h"
 #include "move.h"
@@ -62,6 +63,19 @@ static void ids_on(uint64_t *ids, size_t n, int shard, uint64_t from)
         if (zp_slotmap_owner(d, id) == shard)
             ids[k++] = id;
     zp_slotmap_destroy(&d);
+}
+
+/* Shard `index` of 2 in `mode`, each of its `workers` said HELLO, the
+ * table "emb" (dim DIM) declared, its id into *t if t: the caller's. */
+static zt_shard *emb_shard(const char *mode, int workers, int index, uint32_t *t)
+{
+    zt_shard *z = zt_shard_start(zt_config(mode, workers, 2), index);
+    for (int w = 0; w < workers; w++)
+        zt_hello(z, (uint32_t)w);
+    uint32_t id = zt_declare_sparse(z, "emb", DIM);
+    if (t)
+        *t = id;
+    return z;
 }
 
 /* The default map of 2 shards at epoch 1 with the slot of `id` given to
@@ -118,10 +132,7 @@ static uint64_t rows_of(zt_shard *z, uint32_t t)
  * move's map (the caller's). */
 static zt_shard *frozen_source(const uint64_t *ids, size_t n, uint32_t *t, zp_slotmap **next)
 {
-    zt_shard *z = zt_shard_start(zt_config("async", 2, 2), 0);
-    zt_hello(z, 0);
-    zt_hello(z, 1);
-    *t = zt_declare_sparse(z, "emb", DIM);
+    zt_shard *z = emb_shard("async", 2, 0, t);
     float g[8 * DIM];
     ck_assert_uint_le(n, 8);
     for (size_t i = 0; i < n * DIM; i++)
@@ -241,9 +252,8 @@ START_TEST(test_foreign_map_mid_import)
 {
     /* shard 1 of 2 holds rows of its own slots and imports the slot of an
      * id of shard 0 */
-    zt_shard *z = zt_shard_start(zt_config("async", 1, 2), 1);
-    zt_hello(z, 0);
-    uint32_t t = zt_declare_sparse(z, "emb", DIM);
+    uint32_t t;
+    zt_shard *z = emb_shard("async", 1, 1, &t);
     uint64_t mine[3], moving;
     ids_on(mine, 3, 1, 1);
     ids_on(&moving, 1, 0, 1);
@@ -375,10 +385,8 @@ END_TEST
  * send). *next is the move's map (the caller's). */
 static zt_shard *two_row_source(zp_slotmap **next)
 {
-    zt_shard *z = zt_shard_start(zt_config("async", 2, 2), 0);
-    zt_hello(z, 0);
-    zt_hello(z, 1);
-    uint32_t t = zt_declare_sparse(z, "emb", DIM);
+    uint32_t t;
+    zt_shard *z = emb_shard("async", 2, 0, &t);
     zp_slotmap *d = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
     uint64_t ids[2];
@@ -445,9 +453,7 @@ START_TEST(test_import_counted)
     ck_assert_uint_eq(page->h->count, 2);
     ck_assert_ptr_nonnull(page->data);
 
-    zt_shard *b = zt_shard_start(zt_config("async", 1, 2), 1);
-    zt_hello(b, 0);
-    zt_declare_sparse(b, "emb", DIM);
+    zt_shard *b = emb_shard("async", 1, 1, NULL);
     ck_assert_int_eq(step(b, ZP_MOVE_IMPORT, 0, next, 0)->h->error, 0);
     Zeps__Header h = zt_header(b, ZEPS__OP__MOVE, TOOL);
     h.move_step = ZP_MOVE_PUT;
@@ -481,10 +487,8 @@ END_TEST
  * one byte short of two records takes one, a room of exactly two both. */
 START_TEST(test_held_page_room)
 {
-    zt_shard *z = zt_shard_start(zt_config("bsp", 2, 2), 0);
-    zt_hello(z, 0);
-    zt_hello(z, 1);
-    uint32_t t = zt_declare_sparse(z, "emb", DIM);
+    uint32_t t;
+    zt_shard *z = emb_shard("bsp", 2, 0, &t);
     uint64_t id;
     ids_on(&id, 1, 0, 1);
     float g[DIM] = {1, 2, 3};
@@ -522,9 +526,8 @@ END_TEST
  * grows by less than one drop's leak would make it over the loop. */
 START_TEST(test_held_drop_frees)
 {
-    zt_shard *z = zt_shard_start(zt_config("bsp", 1, 2), 1);
-    zt_hello(z, 0);
-    uint32_t t = zt_declare_sparse(z, "emb", DIM);
+    uint32_t t;
+    zt_shard *z = emb_shard("bsp", 1, 1, &t);
     uint64_t moving;
     ids_on(&moving, 1, 0, 1);
     zp_slotmap *next = move_map(moving);
@@ -559,21 +562,33 @@ static int dense_push(zt_shard *z, uint32_t t, uint64_t seq)
     return zt_send(z, &h, g, sizeof(g));
 }
 
+/* Shard 0 of 2 (async, one worker) with the dense table "w" of 100 (*t),
+ * the source of a move of [0, 50) to shard 1 in its cut-over (a write of
+ * the piece is parked): the shard and *next, the move's map, the caller's. */
+static zt_shard *frozen_dense_source(uint32_t *t, zp_slotmap **next)
+{
+    zt_shard *z = zt_shard_start(zt_config("async", 1, 2), 0);
+    zt_hello(z, 0);
+    *t = zt_declare(z, 0, "w", 100, 1.0);
+    zp_slotmap *d = NULL;
+    char err[256];
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", 100, 0, 50, 1, next, err, sizeof(err)), 0);
+    zp_slotmap_destroy(&d);
+    ck_assert_int_eq(step(z, ZP_MOVE_BEGIN, 1, *next, 0)->h->error, 0);
+    ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
+    return z;
+}
+
 /* A dense move's cut-over parks the writes of its pieces once each: two
  * pushes of one worker (seqs 1, 2) are both parked, the resend of the
  * first is not parked again, and the abort answers each of the two once,
  * with EMOVED naming the source. */
 START_TEST(test_dense_parked_once)
 {
-    zt_shard *z = zt_shard_start(zt_config("async", 1, 2), 0);
-    zt_hello(z, 0);
-    uint32_t t = zt_declare(z, 0, "w", 100, 1.0);
-    zp_slotmap *d = NULL, *next = NULL;
-    char err[256];
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", 100, 0, 50, 1, &next, err, sizeof(err)), 0);
-    ck_assert_int_eq(step(z, ZP_MOVE_BEGIN, 1, next, 0)->h->error, 0);
-    ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
+    uint32_t t;
+    zp_slotmap *next = NULL;
+    zt_shard *z = frozen_dense_source(&t, &next);
     ck_assert_int_eq(dense_push(z, t, 1), 0);
     ck_assert_int_eq(dense_push(z, t, 2), 0);
     ck_assert_int_eq(dense_push(z, t, 1), 0); /* a resend of seq 1 */
@@ -587,17 +602,9 @@ START_TEST(test_dense_parked_once)
         ck_assert_uint_eq(h->seq, (uint64_t)k + 1);
     }
     zp_slotmap_destroy(&next);
-    zp_slotmap_destroy(&d);
     zt_shard_free(z);
 }
 END_TEST
-
-/* Heap in use, mapped blocks included (a large table's data is one). */
-static size_t heap_used(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
 
 /* A map cutting a dense piece of 4 MiB in two on the shard that holds it
  * is taken (both parts here, values kept), and the record it replaced is
@@ -617,9 +624,9 @@ START_TEST(test_cut_frees_old_piece)
     uint8_t *wire = malloc(wl);
     zp_slotmap_encode(m, wire);
     uint32_t before_tables = z->s->ntables;
-    size_t before = heap_used();
+    size_t before = zt_heap_used();
     ck_assert_int_eq(slots(z, wire, wl)->h->error, 0);
-    size_t after = heap_used();
+    size_t after = zt_heap_used();
     ck_assert_uint_eq(z->s->ntables, before_tables + 1); /* [0, len/4) and [len/4, len/2) */
     ck_assert_msg(after < before + len, "the cut grew the heap by %zu bytes (the piece: %zu)",
                   after - before, (size_t)(len / 2 * sizeof(float)));
@@ -636,15 +643,9 @@ END_TEST
  * client's resend under a new seq is applied once. */
 START_TEST(test_dense_late_copy_after_abort)
 {
-    zt_shard *z = zt_shard_start(zt_config("async", 1, 2), 0);
-    zt_hello(z, 0);
-    uint32_t t = zt_declare(z, 0, "w", 100, 1.0);
-    zp_slotmap *d = NULL, *next = NULL;
-    char err[256];
-    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", 100, 0, 50, 1, &next, err, sizeof(err)), 0);
-    ck_assert_int_eq(step(z, ZP_MOVE_BEGIN, 1, next, 0)->h->error, 0);
-    ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
+    uint32_t t;
+    zp_slotmap *next = NULL;
+    zt_shard *z = frozen_dense_source(&t, &next);
     ck_assert_int_eq(dense_push(z, t, 1), 0); /* parked */
     int before = z->n;
     ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
@@ -663,32 +664,19 @@ START_TEST(test_dense_late_copy_after_abort)
         ck_assert_msg(v[i] == 0.0f, "element %d: %g: the push applied %g times", i, (double)v[i],
                       1.0 - (double)v[i]); /* from 1, lr 1, g 1 */
     zp_slotmap_destroy(&next);
-    zp_slotmap_destroy(&d);
     zt_shard_free(z);
 }
 END_TEST
 
-static Suite *suite(void)
-{
-    Suite *s = suite_create("move");
-    TCase *tc = tcase_create("move");
-    tcase_add_test(tc, test_parked_commit);
-    tcase_add_test(tc, test_parked_abort);
-    tcase_add_test(tc, test_foreign_map_mid_import);
-    tcase_add_test(tc, test_clock_brings_map);
-    tcase_add_test(tc, test_put_parked);
-    tcase_add_test(tc, test_rows_left);
-    tcase_add_test(tc, test_import_counted);
-    tcase_add_test(tc, test_held_page_room);
-    tcase_add_test(tc, test_held_drop_frees);
-    tcase_add_test(tc, test_dense_parked_once);
-    tcase_add_test(tc, test_cut_frees_old_piece);
-    tcase_add_test(tc, test_dense_late_copy_after_abort);
-    suite_add_tcase(s, tc);
-    return s;
-}
-
 int main(void)
 {
-    return zt_run_suite(suite());
+    const zt_case cases[] = {
+        {"move",
+         0,
+         {test_parked_commit, test_parked_abort, test_foreign_map_mid_import, test_clock_brings_map,
+          test_put_parked, test_rows_left, test_import_counted, test_held_page_room,
+          test_held_drop_frees, test_dense_parked_once, test_cut_frees_old_piece,
+          test_dense_late_copy_after_abort}},
+    };
+    return zt_run_cases("move", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -19,14 +19,6 @@
 #include "quota.h"
 #include "zeps_errors.h"
 
-static void write_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 /* The smallest memory.max of the cgroup and its parents wins over the
  * physical memory; "max" means none; the root's own file is not read. */
 START_TEST(test_memlimit_cgroup)
@@ -38,11 +30,11 @@ START_TEST(test_memlimit_cgroup)
     snprintf(p, sizeof(p), "%s/a/b", root);
     ck_assert_int_eq(mkdir(p, 0700), 0);
     snprintf(p, sizeof(p), "%s/a/b/memory.max", root);
-    write_file(p, "max\n");
+    zt_scratch_write(p, "max\n");
     snprintf(p, sizeof(p), "%s/a/memory.max", root);
-    write_file(p, "1048576\n");
+    zt_scratch_write(p, "1048576\n");
     snprintf(p, sizeof(p), "%s/memory.max", root);
-    write_file(p, "1024\n"); /* the root itself has no limit file in cgroup v2 */
+    zt_scratch_write(p, "1024\n"); /* the root itself has no limit file in cgroup v2 */
     char from[256];
     ck_assert_uint_eq(zp_memlimit_from(root, "/a/b", 8ull << 30, from, sizeof(from)), 1048576);
     ck_assert_msg(strstr(from, "/a/memory.max") != NULL, "from: %s", from);

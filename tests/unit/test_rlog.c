@@ -146,6 +146,20 @@ static uint64_t next_entry(primary *p)
     return lsn;
 }
 
+/* primary_up at epoch 1, the backup following from the start and a
+ * HELLO of rank 0 logged as entry 1 (its reply goes out through the
+ * ROUTER): the shard, which p owns (primary_down frees it). */
+static zp_server *hello_logged(primary *p)
+{
+    primary_up(p, 1);
+    zp_server *s = p->z->s;
+    follow(p, 0, 0, 0);
+    Zeps__Header h = zt_header(p->z, ZEPS__OP__HELLO, 0);
+    zt_send(p->z, &h, NULL, 0);
+    ck_assert_uint_eq(s->repl.lsn, 1);
+    return s;
+}
+
 /* Entries 1-5 logged at epoch 1, 6-8 at epoch 2 (a failover between). A
  * backup holding entry 4 of epoch 1 is sent 5-8 from the log; one holding
  * an entry 4 of epoch 2 (which this log never had) gets the whole state. */
@@ -211,12 +225,7 @@ END_TEST
 START_TEST(test_logged_request_sent_at_once)
 {
     primary p;
-    primary_up(&p, 1);
-    zp_server *s = p.z->s;
-    follow(&p, 0, 0, 0);
-    Zeps__Header h = zt_header(p.z, ZEPS__OP__HELLO, 0);
-    zt_send(p.z, &h, NULL, 0);
-    ck_assert_uint_eq(s->repl.lsn, 1);
+    zp_server *s = hello_logged(&p);
     ck_assert_msg(zp_rlog_held_count(&s->repl) == 0,
                   "the HELLO's reply is held though no backup is in the in-sync set");
     ck_assert_uint_eq(s->repl.followers[1].sent, 1);
@@ -246,20 +255,28 @@ START_TEST(test_no_wake_without_log)
 }
 END_TEST
 
-/* A request of rank 0 begun on the primary as dispatch begins one (its
- * header frame packed from op and seq); zp_rlog_end closes it. */
-static void begin(primary *p, Zeps__Op op, uint64_t seq)
+/* A request of rank 0 begun on the primary as dispatch begins one: its
+ * header frame packed from op and seq, then *payload if not NULL (this
+ * call takes it: the log keeps copies, and the frames are closed here);
+ * zp_rlog_end closes the request. */
+static void begin(primary *p, Zeps__Op op, uint64_t seq, zmq_msg_t *payload)
 {
     Zeps__Header h;
     zeps__header__init(&h);
     h.version = ZP_PROTOCOL_VERSION;
     h.op = op;
     h.seq = seq;
-    zmq_msg_t f;
-    zmq_msg_init_size(&f, zeps__header__get_packed_size(&h));
-    zeps__header__pack(&h, zmq_msg_data(&f));
-    ck_assert(zp_rlog_begin(p->z->s, &f, 1, &p->id, &h));
-    zmq_msg_close(&f);
+    zmq_msg_t f[2];
+    zmq_msg_init_size(&f[0], zeps__header__get_packed_size(&h));
+    zeps__header__pack(&h, zmq_msg_data(&f[0]));
+    if (payload) {
+        zmq_msg_init(&f[1]);
+        zmq_msg_move(&f[1], payload); /* *payload is left empty */
+    }
+    ck_assert(zp_rlog_begin(p->z->s, f, payload ? 2 : 1, &p->id, &h));
+    zmq_msg_close(&f[0]);
+    if (payload)
+        zmq_msg_close(&f[1]);
 }
 
 /* A request that closed a sparse round and is logged alone (here: none
@@ -270,7 +287,7 @@ START_TEST(test_rows_logged_alone_forgotten)
     primary p;
     primary_up(&p, 1);
     zp_server *s = p.z->s;
-    begin(&p, ZEPS__OP__CLOCK, 1);
+    begin(&p, ZEPS__OP__CLOCK, 1, NULL);
     uint64_t id = 7;
     float g = 1.5f;
     zp_rbatch_rows_put(&s->repl.note_rows, 0, 0, &id, 1, &g, 1, NULL); /* round 0 merged */
@@ -281,7 +298,7 @@ START_TEST(test_rows_logged_alone_forgotten)
     ck_assert_uint_eq(s->repl.note_rows.len, 0);
     ck_assert_uint_eq(s->repl.note_rows.nrec, 0);
 
-    begin(&p, ZEPS__OP__PUSH, 2); /* a sparse push held for round 1: batched */
+    begin(&p, ZEPS__OP__PUSH, 2, NULL); /* a sparse push held for round 1: batched */
     zp_rnote_round_sparse(s, 0, 1, 64);
     zp_rlog_end(s);
     ck_assert_uint_eq(s->repl.batch.n, 1);
@@ -321,12 +338,7 @@ END_TEST
 START_TEST(test_refused_not_logged)
 {
     primary p;
-    primary_up(&p, 1);
-    zp_server *s = p.z->s;
-    follow(&p, 0, 0, 0);
-    Zeps__Header h = zt_header(p.z, ZEPS__OP__HELLO, 0);
-    zt_send(p.z, &h, NULL, 0);
-    ck_assert_uint_eq(s->repl.lsn, 1);
+    zp_server *s = hello_logged(&p);
     const float g[2] = {1, 1};
     zt_push(p.z, 0, 7, 0, g, 2, 0, 0); /* its ERROR goes out through the ROUTER */
     ck_assert_uint_eq(s->repl.lsn, 1);
@@ -356,18 +368,9 @@ START_TEST(test_batched_frames_released)
     zp_server *s = p.z->s;
     frames_freed = 0;
     for (uint64_t seq = 1; seq <= 10; seq++) {
-        Zeps__Header h;
-        zeps__header__init(&h);
-        h.version = ZP_PROTOCOL_VERSION;
-        h.op = ZEPS__OP__PUSH;
-        h.seq = seq;
-        zmq_msg_t f[2];
-        zmq_msg_init_size(&f[0], zeps__header__get_packed_size(&h));
-        zeps__header__pack(&h, zmq_msg_data(&f[0]));
-        zmq_msg_init_data(&f[1], calloc(1, 256), 256, count_free, NULL);
-        ck_assert(zp_rlog_begin(s, f, 2, &p.id, &h));
-        zmq_msg_close(&f[0]);
-        zmq_msg_close(&f[1]);
+        zmq_msg_t payload;
+        zmq_msg_init_data(&payload, calloc(1, 256), 256, count_free, NULL);
+        begin(&p, ZEPS__OP__PUSH, seq, &payload);
         zp_rnote_round_sparse(s, 0, 1, 64);
         zp_rlog_end(s);
     }

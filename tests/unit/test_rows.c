@@ -11,7 +11,6 @@
  * unmapped page).
  */
 #include <check.h>
-#include <malloc.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "check_main.h"
+#include "heap.h"
 #include "rng.h"
 #include "rows.h"
 #include "sparse_hash.h"
@@ -126,13 +126,6 @@ START_TEST(test_ids_in_place)
 }
 END_TEST
 
-/* Heap bytes in use (arena and mmapped blocks). */
-static size_t heap_used(void)
-{
-    struct mallinfo2 mi = mallinfo2();
-    return mi.uordblks + mi.hblkhd;
-}
-
 /* A copy that outgrows the scratch replaces it: 2,000 misaligned requests,
  * each one id longer than the last (so each grows the scratch, 8-24 KB),
  * leave one scratch on the heap, not 2,000 (32 MB). */
@@ -143,13 +136,13 @@ START_TEST(test_ids_copy_grows_in_place)
     unsigned char *raw = malloc((BASE + GROWS) * sizeof(uint64_t) + 8);
     for (size_t i = 0; i < (BASE + GROWS) * sizeof(uint64_t) + 8; i++)
         raw[i] = (unsigned char)(i * 7);
-    size_t before = heap_used();
+    size_t before = zt_heap_used();
     for (size_t n = BASE; n < BASE + GROWS; n++) {
         const uint64_t *ids = zp_rows_ids(&r, raw + 4, n);
         ck_assert_int_eq(((uintptr_t)ids & 7u), 0);
         ck_assert_int_eq(memcmp(ids, raw + 4, n * sizeof(uint64_t)), 0);
     }
-    size_t grown = heap_used() - before;
+    size_t grown = zt_heap_used() - before;
     ck_assert_msg(grown < (BASE + GROWS) * sizeof(uint64_t) * 4,
                   "%zu bytes kept after %d growths of the scratch", grown, GROWS);
     rows_fini(&r);

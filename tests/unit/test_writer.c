@@ -196,6 +196,18 @@ static void round_of(zt_shard *z, uint32_t t, int64_t clock)
     zt_send(z, &h, NULL, 0);
 }
 
+/* Worker 0's HELLO, the dense table "w" (16, sgd lr 1) declared, and its
+ * rounds of clocks 0 to n - 1 under bsp, the writer of each reaped. */
+static void rounds_written(zt_shard *z, int64_t n)
+{
+    zt_hello(z, 0);
+    uint32_t t = zt_declare(z, 0, "w", 16, 1.0);
+    for (int64_t c = 0; c < n; c++) {
+        round_of(z, t, c);
+        zp_persist_reap(z->s, 1);
+    }
+}
+
 /* auto snapshots under bsp (snapshot_mtbf_s): the first at clock 1; the
  * time per clock measured from the second round on, between rounds (not
  * from the clock's zero); and until the next tick chooses the interval
@@ -229,21 +241,25 @@ START_TEST(test_auto_first_rounds)
 }
 END_TEST
 
+/* A bsp shard with a snapshot every 2 clocks to a new scratch folder (its
+ * path into dir[0..len)), n rounds written: the shard and the folder are
+ * the caller's (zt_shard_free, zt_scratch_remove). */
+static zt_shard *bsp_rounds_written(char *dir, size_t len, int64_t n)
+{
+    zp_config *cfg = snap_config("bsp", dir, len);
+    cfg->snapshot_every_clocks = 2;
+    zt_shard *z = zt_shard_start(cfg, 0);
+    rounds_written(z, n);
+    return z;
+}
+
 /* A ROLLBACK of no recovery (0) to a set the shard wrote two clocks ago
  * rolls the state back to that cut (server/state/restore.c): standing past
  * the cut is not standing at it. */
 START_TEST(test_rollback_past_cut)
 {
     char dir[160], err[256] = "";
-    zp_config *cfg = snap_config("bsp", dir, sizeof(dir));
-    cfg->snapshot_every_clocks = 2;
-    zt_shard *z = zt_shard_start(cfg, 0);
-    zt_hello(z, 0);
-    uint32_t t = zt_declare(z, 0, "w", 16, 1.0);
-    for (int64_t c = 0; c < 4; c++) {
-        round_of(z, t, c);
-        zp_persist_reap(z->s, 1);
-    }
+    zt_shard *z = bsp_rounds_written(dir, sizeof(dir), 4);
     ck_assert_uint_eq(z->s->persist.written, 2); /* sets 2 and 4 */
     ck_assert_int_eq(z->s->cons->cut(z->s), 4);
     bool rolled = false;
@@ -265,15 +281,7 @@ END_TEST
 START_TEST(test_recoveries_remembered)
 {
     char dir[160], err[256] = "";
-    zp_config *cfg = snap_config("bsp", dir, sizeof(dir));
-    cfg->snapshot_every_clocks = 2;
-    zt_shard *z = zt_shard_start(cfg, 0);
-    zt_hello(z, 0);
-    uint32_t t = zt_declare(z, 0, "w", 16, 1.0);
-    for (int64_t c = 0; c < 6; c++) {
-        round_of(z, t, c);
-        zp_persist_reap(z->s, 1);
-    }
+    zt_shard *z = bsp_rounds_written(dir, sizeof(dir), 6);
     ck_assert_uint_eq(z->s->persist.written, 3); /* sets 2, 4 and 6 */
     bool rolled = false;
     ck_assert_msg(zp_restore_rollback(z->s, 4, 4, 0xa, 0, &rolled, err, sizeof(err)) == 0, "%s",
@@ -314,17 +322,9 @@ START_TEST(test_restart_under_map_flat)
     ck_assert_int_eq(zt_scratch_dir(dir, sizeof(dir), "writer"), 0);
     ck_assert_int_eq(zt_scratch_dir(mdir, sizeof(mdir), "writer_map"), 0);
     snprintf(map, sizeof(map), "%s/slots.map", mdir);
-    FILE *f = fopen(map, "w");
-    ck_assert_ptr_nonnull(f);
-    fputs("epoch 1\nslots 4096\n0-4095 0\n", f);
-    fclose(f);
+    zt_scratch_write(map, "epoch 1\nslots 4096\n0-4095 0\n");
     zt_shard *z = zt_shard_start(map_config("bsp", dir, map), 0);
-    zt_hello(z, 0);
-    uint32_t t = zt_declare(z, 0, "w", 16, 1.0);
-    for (int64_t c = 0; c < 2; c++) {
-        round_of(z, t, c);
-        zp_persist_reap(z->s, 1);
-    }
+    rounds_written(z, 2);
     ck_assert_uint_eq(z->s->persist.written, 1);
     zt_shard_free(z);
     size_t before = 0;

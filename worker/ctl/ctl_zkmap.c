@@ -196,10 +196,19 @@ int zp_ctl_zkmap_commit(zp_ctl_zkmap *z, const void *wire, size_t len, char *err
                            NULL, 0);
     else
         zoo_set_op_init(&ops[1], z->slots, wire, (int)len, z->version, NULL);
+    /* The write goes in a session of its own. The one begin read in was
+     * not served while the tool copied (this client turns only inside
+     * these calls), and a client that heard nothing for 2/3 of its
+     * session's timeout drops the connection at its next turn, failing
+     * what it just sent (ZOPERATIONTIMEOUT): a copy that outlasted that
+     * lost its commit. Once more in another if this one expires. */
     int rc = ZINVALIDSTATE;
-    for (int i = 0; i < 2; i++) { /* a session that expired meanwhile: once more in a new one */
-        if (i > 0 && connect_zk(z, err, errlen) != 0)
+    for (int i = 0; i < 2; i++) {
+        if (connect_zk(z, err, errlen) != 0) {
+            if (i == 0)
+                return ZEPS_ETIMEDOUT; /* nothing sent */
             break;
+        }
         z->done = false;
         rc = zoo_amulti(z->zh, 2, ops, res, on_multi, z);
         if (rc == ZOK && (rc = wait_done(z)) == 0)

@@ -2,8 +2,10 @@
  * ctl_zkmap.h - the slot map in ZooKeeper as a tool commits a move
  * (ctl_zkmap.c; docs/elastic.md, "The map in ZooKeeper"): with
  * `cluster.coordination`, a move commits by one conditional write of the
- * new map to /zeps/<name>/slots, which the shards watch. One session per
- * tool, used by one thread; every call blocks at most its timeout.
+ * new map to /zeps/<name>/slots, which the shards watch. A session to
+ * read in at the move's begin and one made anew for its commit (the
+ * first is not served while the tool copies), used by one thread; every
+ * call blocks at most its timeout.
  */
 #ifndef ZP_CTL_ZKMAP_H
 #define ZP_CTL_ZKMAP_H

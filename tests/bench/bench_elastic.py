@@ -10,7 +10,7 @@ invocation: once undisturbed, once with moves. In the second run, after
 --join`, runs `zepsctl shards add` (the map naming it, then live moves
 until rows per shard are within +-10 %), lets the job train --gap seconds,
 runs `zepsctl shards remove 3` (every slot of the new shard moved back by
-live moves), reads shard 3's counters and stops it. It prints:
+live moves; both with --max-mb-s N when given: the copy's pace), reads shard 3's counters and stops it. It prints:
 
 - the final test AUC of both runs (rank 0's evaluation after the barrier);
 - examples/s summed over the workers before, during and after each
@@ -34,7 +34,7 @@ live moves), reads shard 3's counters and stops it. It prints:
 
   bench_elastic.py [--bin DIR] [--epochs E] [--before S] [--gap S]
                    [--dir DIR] [--json PATH] [--no-baseline] [--no-raw]
-                   [--check]
+                   [--check] [--max-mb-s N]
 
 Exit status 0 when both runs finished and the oracle held; the issue's
 bars (AUC, stall, examples/s, migration speed) are printed, not enforced.
@@ -265,10 +265,11 @@ def drive_moves(a, binp, conf, run, sampler, wrk, res):
                f"{run}/server-3.log")
     res["extra"] = [s3]
     time.sleep(0.5)
-    ctl(binp, ["shards", "add", ep, "--config", conf], log, rec)
+    pace = ["--max-mb-s", f"{a.max_mb_s:g}"] if a.max_mb_s > 0 else []
+    ctl(binp, ["shards", "add", ep, "--config", conf] + pace, log, rec)
     res["rows_after_add"] = rows_per_shard(stats(binp, conf))
     time.sleep(a.gap)
-    ctl(binp, ["shards", "remove", "3", "--config", conf], log, rec)
+    ctl(binp, ["shards", "remove", "3", "--config", conf] + pace, log, rec)
     res["rows_after_remove"] = rows_per_shard(stats(binp, conf))
     st, res["quiet_s"] = quiet(binp, conf, 3)
     res["shard3_stats"] = [s for s in st if s.get("shard") == 3]
@@ -330,6 +331,9 @@ def report(a, base, moved):
         print(f"  without moves: AUC {auc(base)}, {eps(base):,.0f} examples/s "
               f"(whole run, sum of workers), worker exits {base['worker_rc']}")
         out["auc_without"] = auc(base)
+    out["max_mb_s"] = a.max_mb_s
+    print(f"  moves paced at --max-mb-s {a.max_mb_s:g}" if a.max_mb_s > 0 else
+          "  moves unpaced (no --max-mb-s)")
     print(f"  with moves:    AUC {auc(moved)}, {eps(moved):,.0f} examples/s, "
           f"worker exits {moved['worker_rc']}")
     out["auc_with"] = auc(moved)
@@ -438,6 +442,8 @@ def main():
     ap.add_argument("--no-baseline", action="store_true", help="skip the run without moves")
     ap.add_argument("--no-raw", action="store_true", help="skip the raw ZeroMQ reference")
     ap.add_argument("--check", action="store_true", help="fail unless the moves went right")
+    ap.add_argument("--max-mb-s", type=float, default=0.0,
+                    help="pace of the moves' copy, passed to shards add/remove (0: unlimited)")
     a = ap.parse_args()
     a.dir = a.dir or tempfile.mkdtemp(prefix="zeps-elastic-")
     binp = os.path.abspath(a.bin)

@@ -366,7 +366,7 @@ static int give_some(zp_mover *m, int k, const uint8_t *to, int nth, uint32_t *l
     for (int j = 0; j < n; j++) {
         if (j != k && !to[j])
             continue;
-        if (zp_ctl_mover_rows(m, j, &rows[j]) != 0) {
+        if (zp_ctl_rebalance_rows(m, j, &rows[j]) != 0) {
             fprintf(stderr, "zepsctl shards remove: %s\n", zp_ctl_mover_err(m));
             return ZP_EXIT_FAILED;
         }
@@ -454,7 +454,7 @@ static int remove_shard(zp_mover *m, const el_opts *o)
     for (int nth = 1; rc == 0 && left > 0 && nth <= o->max_moves + 1; nth++)
         rc = give_some(m, (int)k, to, nth, &left);
     uint64_t rows = 0;
-    if (rc == 0 && zp_ctl_mover_rows(m, (int)k, &rows) != 0)
+    if (rc == 0 && zp_ctl_rebalance_rows(m, (int)k, &rows) != 0)
         rc = ZP_EXIT_FAILED;
     if (rc == 0 && (left > 0 || rows > 0)) {
         fprintf(stderr,
@@ -500,7 +500,7 @@ static int retire_refused(zp_mover *m, int k, bool *answers)
         }
     zeps__header__free_unpacked(st, NULL);
     uint64_t rows = 0;
-    *answers = rc == 0 && zp_ctl_mover_rows(m, k, &rows) == 0;
+    *answers = rc == 0 && zp_ctl_rebalance_rows(m, k, &rows) == 0;
     if (*answers && rows > 0) {
         fprintf(stderr,
                 "zepsctl shards retire: shard %d holds %" PRIu64 " rows: run 'zepsctl shards "

@@ -31,6 +31,7 @@
 
 #include "alloc.h"
 #include "config.h"
+#include "ctl_pace.h"
 #include "ctl_primary.h"
 #include "ctl_zkmap.h"
 #include "curve.h"
@@ -59,6 +60,7 @@ typedef struct zp_mover {
     uint64_t rows, bytes, rounds;     /* copied so far */
     uint64_t held;                    /* round records (bsp pushes held) handed over */
     uint64_t round_rows, round_bytes; /* ... when the round in progress began */
+    zp_ctl_pace pace;                 /* --max-mb-s: kept over the moves of one command */
 } mv;
 
 /* Send h (+ payload) to shard k and wait for its reply to h's req_id:
@@ -325,6 +327,7 @@ static int page_put(mv *m, flight *f, uint64_t *n, uint64_t *left, uint64_t *rou
             m->rows += rep->count;
             m->bytes += zmq_msg_size(&data);
         }
+        zp_ctl_pace_note(&m->pace, zp_now_s(), zmq_msg_size(&data));
         p->move_table = NULL; /* rep's, freed below; the ack is matched by req_id */
     }
     zeps__header__free_unpacked(rep, NULL);
@@ -333,16 +336,17 @@ static int page_put(mv *m, flight *f, uint64_t *n, uint64_t *left, uint64_t *rou
 }
 
 /* Copy rounds until at most --threshold rows are left (or --max-rounds
- * passed); with `last`, until nothing is left. Pages asked past that end
- * are put all the same (a row read is always written). Prints each round
- * as it ends. */
+ * passed); with `last` (the cut-over: never paced), until nothing is
+ * left. Pages asked past that end are put all the same (a row read is
+ * always written). Pages are asked at --max-mb-s's pace. Prints each
+ * round as it ends. */
 static int copy(mv *m, bool last, double t0)
 {
     uint64_t shown = m->rounds;
     flight f = {0};
     int rc = 0;
     for (bool more = true; rc == 0 && (more || f.na > 0);) {
-        while (rc == 0 && more && f.na < ZP_MV_WINDOW)
+        while (rc == 0 && more && f.na < ZP_MV_WINDOW && (last || zp_ctl_pace_ask(&m->pace, f.na)))
             rc = page_ask(m, &f);
         uint64_t n, left, round, rows = m->rows, bytes = m->bytes;
         if (rc != 0 || (rc = page_put(m, &f, &n, &left, &round)) != 0)
@@ -356,6 +360,9 @@ static int copy(mv *m, bool last, double t0)
                    " holds %" PRIu64 " rows changed meanwhile\n",
                    shown, rows - m->round_rows, (bytes - m->round_bytes) / 1e6, zp_now_s() - t0,
                    round, n + left);
+            if (m->pace.limit > 0)
+                printf("  paced: %.2f MB in the last second (--max-mb-s %g), %.2f s waited\n",
+                       zp_ctl_pace_bytes(&m->pace, zp_now_s()) / 1e6, m->o.max_mb_s, m->pace.slept);
             fflush(stdout);
         }
         if (round > shown) {
@@ -499,6 +506,10 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
            " rounds, %.2f s (%.0f rows/s, %.1f MB/s); shard %d %s; slot map epoch %" PRIu64 "\n",
            m->rows, m->bytes / 1e6, m->rounds, secs, m->rows / (secs > 0 ? secs : 1),
            m->bytes / 1e6 / (secs > 0 ? secs : 1), m->o.from, src, epoch);
+    if (m->pace.limit > 0)
+        printf("paced: at most %g MB/s (--max-mb-s); the busiest second held %.2f MB; %.2f s "
+               "waited\n",
+               m->o.max_mb_s, m->pace.peak / 1e6, m->pace.slept);
     printf("summary: rows=%" PRIu64 " bytes=%" PRIu64 " rounds=%" PRIu64
            " seconds=%.3f cutover_ms=%.1f epoch=%" PRIu64 "\n",
            m->rows, m->bytes, m->rounds, secs, cut_ms, epoch);
@@ -554,6 +565,7 @@ int zp_ctl_mover_new(zp_mover **out, const zp_mv_opts *o, char *err, size_t errl
 {
     mv *m = zp_alloc_zeroed(1, sizeof(*m));
     m->o = *o;
+    zp_ctl_pace_init(&m->pace, o->max_mb_s);
     if (zp_config_load(&m->cfg, o->conf, err, errlen) != 0) {
         free(m);
         return ZEPS_ECONFIG;
@@ -670,23 +682,6 @@ int zp_ctl_mover_map(zp_mover *m, int k, zp_slotmap **out)
     return source_map(m, k, out);
 }
 
-int zp_ctl_mover_rows(zp_mover *m, int k, uint64_t *rows)
-{
-    Zeps__Header h, *rep;
-    zeps__header__init(&h);
-    h.op = ZEPS__OP__STATS;
-    int rc = rpc(m, k, &h, NULL, 0, &rep, NULL);
-    if (rc != 0)
-        return rc;
-    uint64_t n = 0;
-    for (size_t i = 0; rep->stats && i < rep->stats->n_tables; i++)
-        if (rep->stats->tables[i]->kind == 1 /* sparse */)
-            n += rep->stats->tables[i]->rows;
-    zeps__header__free_unpacked(rep, NULL);
-    *rows = n;
-    return 0;
-}
-
 int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const char *slots)
 {
     m->o.from = from;
@@ -694,6 +689,8 @@ int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const
     m->o.slots = slots;
     m->which = which;
     m->rows = m->bytes = m->rounds = m->round_rows = m->round_bytes = m->held = 0;
+    m->pace.peak = 0; /* per move; the sliding second goes on from the move before */
+    m->pace.slept = 0;
     int rc = run(m);
     m->which = NULL;
     return rc;

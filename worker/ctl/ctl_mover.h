@@ -34,6 +34,7 @@ typedef struct zp_mv_opts {
     int stopped_ok;      /* replicated shards: one without a primary (stopped) is reached at
                             replica 0, where its steps fail, instead of failing at once */
     int clock_wait_s;    /* shards retire under bsp: how long to wait for the workers' clocks */
+    double max_mb_s;     /* the copy rounds' pace (ctl_pace.h), MB/s in any second; 0: none */
 } zp_mv_opts;
 
 typedef struct zp_mover zp_mover;
@@ -45,6 +46,11 @@ void zp_ctl_mover_opts_default(zp_mv_opts *o);
  * --timeout-ms) with value x (-1: not a number): 1 if taken, 0 if it is
  * not one of them or x is out of its range. */
 int zp_ctl_mover_opts_one(zp_mv_opts *o, const char *a, long long x);
+
+/* A move option whose value is not a whole number (--max-mb-s) with
+ * value v: 1 if taken, 0 if `a` is not one of them, -1 if v is bad (said
+ * on stderr, naming the option and `zepsctl shards CMD`). */
+int zp_ctl_mover_opts_text(zp_mv_opts *o, const char *a, const char *v, const char *cmd);
 
 /* text as a number in [lo, hi], or -1. */
 long long zp_ctl_mover_opts_number(const char *text, long long lo, long long hi);
@@ -108,9 +114,10 @@ int zp_ctl_clockwait(zp_mover *m, int k, int wait_s);
 const char *zp_ctl_mover_err(const zp_mover *m);
 
 /* Shard k's slot map (from its HELLO; *out the caller's), and the rows of
- * its sparse tables (STATS). 0 or the error (zp_ctl_mover_err says why). */
+ * its sparse tables (STATS; ctl_rebalance.c). 0 or the error
+ * (zp_ctl_mover_err says why). */
 int zp_ctl_mover_map(zp_mover *m, int k, zp_slotmap **out);
-int zp_ctl_mover_rows(zp_mover *m, int k, uint64_t *rows);
+int zp_ctl_rebalance_rows(zp_mover *m, int k, uint64_t *rows);
 
 /* Move the slots `which` (which[slot] != 0, over the map's slot count),
  * or when which is NULL those the text `slots` names (--slots), that are

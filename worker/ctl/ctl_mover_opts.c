@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "ctl_mover.h"
+#include "ctl_pace.h"
 
 /* A number option's value in [lo, hi]; -1 if it is not one. */
 static long long number(const char *text, long long lo, long long hi)
@@ -54,6 +55,20 @@ int zp_ctl_mover_opts_one(zp_mv_opts *o, const char *a, long long x)
     return 1;
 }
 
+int zp_ctl_mover_opts_text(zp_mv_opts *o, const char *a, const char *v, const char *cmd)
+{
+    if (strcmp(a, "--max-mb-s") != 0)
+        return 0;
+    if (zp_ctl_pace_parse(v, &o->max_mb_s) != 0) {
+        fprintf(stderr,
+                "zepsctl shards %s: --max-mb-s '%s': the copy's pace wants a number of MB/s, "
+                "0 (unlimited, the default) to 1000000\n",
+                cmd, v);
+        return -1;
+    }
+    return 1;
+}
+
 long long zp_ctl_mover_opts_number(const char *text, long long lo, long long hi)
 {
     return number(text, lo, hi);
@@ -82,7 +97,11 @@ int zp_ctl_mover_opts_parse(zp_mv_opts *o, double *tolerance, int *max_moves, co
             return -1;
         }
         i++;
-        if (strcmp(a, "--config") == 0)
+        int text = zp_ctl_mover_opts_text(o, a, v, cmd);
+        if (text != 0) {
+            if (text < 0)
+                return -1;
+        } else if (strcmp(a, "--config") == 0)
             o->conf = v;
         else if (strcmp(a, "--tolerance") == 0 && x >= 1 && x <= 100)
             *tolerance = (double)x / 100.0;

@@ -43,6 +43,7 @@ static void usage(FILE *f)
             "usage: zepsctl shards rebalance --config FILE [--tolerance PCT] [--max-moves N]\n"
             "                                [--page ROWS] [--threshold ROWS] [--max-rounds N]\n"
             "                                [--cutover-ms MS] [--lease-ms MS] [--timeout-ms MS]\n"
+            "                                [--max-mb-s N]\n"
             "\n"
             "Move slot sets among the running shards, one live move at a time (as\n"
             "'zepsctl shards move'), until every shard holds the mean of the sparse rows\n"
@@ -80,7 +81,7 @@ static int64_t read_rows(zp_mover *m, uint64_t *rows, const uint8_t *skip)
         rows[k] = 0;
         if (zp_ctl_mover_retired(m, k))
             continue;
-        if (zp_ctl_mover_rows(m, k, &rows[k]) != 0) {
+        if (zp_ctl_rebalance_rows(m, k, &rows[k]) != 0) {
             fprintf(stderr, "zepsctl shards rebalance: %s\n", zp_ctl_mover_err(m));
             return -1;
         }
@@ -222,4 +223,21 @@ int zp_ctl_rebalance(int argc, char **argv)
     rc = rebalance(m, &o);
     zp_ctl_mover_destroy(&m);
     return rc;
+}
+
+int zp_ctl_rebalance_rows(zp_mover *m, int k, uint64_t *rows)
+{
+    Zeps__Header h, *rep;
+    zeps__header__init(&h);
+    h.op = ZEPS__OP__STATS;
+    int rc = zp_ctl_mover_rpc(m, k, &h, NULL, 0, &rep, NULL);
+    if (rc != 0)
+        return rc;
+    uint64_t n = 0;
+    for (size_t i = 0; rep->stats && i < rep->stats->n_tables; i++)
+        if (rep->stats->tables[i]->kind == 1 /* sparse */)
+            n += rep->stats->tables[i]->rows;
+    zeps__header__free_unpacked(rep, NULL);
+    *rows = n;
+    return 0;
 }

@@ -23,6 +23,7 @@ static void usage(FILE *f)
            "       zepsctl shards move --config FILE --from A --to B --dense TABLE:LO-HI\n"
            "                           [--page ROWS] [--threshold ROWS] [--max-rounds N]\n"
            "                           [--cutover-ms MS] [--lease-ms MS] [--timeout-ms MS]\n"
+           "                           [--max-mb-s N]\n"
            "\n"
            "Move the slots of shard A among those named (LO-HI ranges and single slots of\n"
            "the slot map, docs/elastic.md) to shard B while workers train: the rows of\n"
@@ -48,6 +49,8 @@ static void usage(FILE *f)
            "  --lease-ms MS      the shards abort the move after MS without a step (default\n"
            "                     10000)\n"
            "  --timeout-ms MS    how long each request may wait for its reply (default 5000)\n"
+           "  --max-mb-s N       pace the copy rounds: at most N MB of pages in any second\n"
+           "                     (default 0: unlimited); the cut-over is never paced\n"
            "\n"
            "Exit status: 0 moved; 1 failed and aborted (nothing changed) or, said so, the\n"
            "source did not take the commit; 2 bad usage or a move the shards refused.\n");
@@ -66,7 +69,11 @@ static int parse(mv_opts *o, int argc, char **argv)
             return -1;
         }
         i++;
-        if (strcmp(a, "--config") == 0)
+        int text = zp_ctl_mover_opts_text(o, a, v, "move");
+        if (text != 0) {
+            if (text < 0)
+                return -1;
+        } else if (strcmp(a, "--config") == 0)
             o->conf = v;
         else if (strcmp(a, "--slots") == 0)
             o->slots = v;

@@ -324,8 +324,9 @@ START_TEST(test_tree_refused)
 }
 END_TEST
 
-/* An unknown backend, a bad cluster name, hosts the client refuses:
- * refused with their words. */
+/* An unknown backend (a misspelt one not sent to install the ZooKeeper
+ * client), a bad cluster name, hosts the client refuses: refused with
+ * their words. */
 START_TEST(test_refusals)
 {
     zp_coord *c = NULL;
@@ -334,6 +335,11 @@ START_TEST(test_refusals)
     zp_coord_opts o = {.backend = "etcd", .hosts = "127.0.0.1:1", .cluster = "t"};
     ck_assert_int_eq(zp_coord_new(&c, &fx.lp.l, &o, &cbs, err, sizeof(err)), ZEPS_ECONFIG);
     ck_assert_ptr_nonnull(strstr(err, "etcd"));
+    ck_assert_ptr_null(strstr(err, "C client"));
+    o.backend = "zookeepes"; /* misspelt: no word of the ZooKeeper client's install */
+    ck_assert_int_eq(zp_coord_new(&c, &fx.lp.l, &o, &cbs, err, sizeof(err)), ZEPS_ECONFIG);
+    ck_assert_msg(strstr(err, "'zookeepes' is not available") && !strstr(err, "C client"), "%s",
+                  err);
     o.backend = "zookeeper";
     o.cluster = "a/b";
     ck_assert_int_eq(zp_coord_new(&c, &fx.lp.l, &o, &cbs, err, sizeof(err)), ZEPS_ECONFIG);

@@ -18,6 +18,7 @@
 #include "config.h"
 #include "dispatch.h"
 #include "server.h"
+#include "slotmap.h"
 #include "wire.h"
 
 #define ZT_MAX_REPLIES 256
@@ -153,6 +154,28 @@ static inline zt_reply *zt_last(zt_shard *z)
 {
     ck_assert_int_gt(z->n, 0);
     return &z->r[z->n - 1];
+}
+
+/* The rank a tool's requests carry. */
+#define ZT_TOOL 0xffffffffu
+
+/* MOVE step `st` from the tool (peer `peer`, the map m as the payload if
+ * not NULL, `count` for ROWS); its reply, the last of those it produced
+ * (COMMIT and ABORT answer the parked requests first). */
+static inline zt_reply *zt_move_step(zt_shard *z, uint32_t st, uint32_t peer, const zp_slotmap *m,
+                                     uint64_t count)
+{
+    Zeps__Header h = zt_header(z, ZEPS__OP__MOVE, ZT_TOOL);
+    h.move_step = st;
+    h.move_peer = peer;
+    h.count = count;
+    size_t len = m ? zp_slotmap_wire_size(m) : 0;
+    uint8_t *wire = m ? malloc(len) : NULL;
+    if (m)
+        zp_slotmap_encode(m, wire);
+    ck_assert_int_ge(zt_send(z, &h, wire, len), 1);
+    free(wire);
+    return zt_last(z);
 }
 
 /* Send a HELLO from `rank`; asserts it was accepted. */

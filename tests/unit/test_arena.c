@@ -2,13 +2,20 @@
  * test_arena.c - common/alloc.c's huge-page arrays and common/arena.c:
  * alignment, where small sizes go, pieces carved back to back, a new
  * mapping when one is full, and the advice the kernel was given (read back
- * from /proc/self/smaps); and an array that zp_alloc_grow grows.
+ * from /proc/self/smaps); and an array that zp_alloc_grow grows. A huge
+ * array keeps only its own length mapped (the rest of the span it was cut
+ * from is given back), and after zp_alloc_tune another thread's
+ * allocations come from the one arena.
  */
 #include <check.h>
+#include <fcntl.h>
+#include <malloc.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "arena.h"
@@ -98,6 +105,82 @@ START_TEST(test_grow_zeroes_the_new)
 }
 END_TEST
 
+/* The process's mapped bytes (VmSize, in KiB), read without allocating. */
+static long vm_kib(void)
+{
+    char buf[4096];
+    int fd = open("/proc/self/status", O_RDONLY);
+    ck_assert_int_ge(fd, 0);
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    ck_assert_int_gt(n, 0);
+    buf[n] = '\0';
+    const char *v = strstr(buf, "VmSize:");
+    ck_assert_ptr_nonnull(v);
+    return strtol(v + 7, NULL, 10);
+}
+
+/* A huge array maps its length rounded up to 2 MiB, no more: the head and
+ * the tail of the span it was aligned in are unmapped, and its free gives
+ * back the rest. */
+START_TEST(test_huge_maps_its_length)
+{
+    size_t n = ZP_ALLOC_HUGE_MIN * 3 + 4096; /* 4 huge pages */
+    for (int i = 0; i < 3; i++) {
+        long before = vm_kib();
+        char *p = zp_alloc_huge(n);
+        long held = vm_kib() - before;
+        p[n - 1] = 1;
+        zp_alloc_huge_free(p, n);
+        long after = vm_kib() - before;
+        ck_assert_msg(held == (long)(4 * ZP_ALLOC_HUGE_MIN / 1024),
+                      "a huge array of %zu bytes mapped %ld KiB", n, held);
+        ck_assert_msg(after == 0, "%ld KiB left mapped after its free", after);
+    }
+}
+END_TEST
+
+static void *take_mib(void *arg)
+{
+    char *p = malloc(1 << 20);
+    memset(p, 1, 1 << 20);
+    *(char **)arg = p;
+    return NULL;
+}
+
+/* The arenas glibc's allocator has (malloc_info lists one <heap> each). */
+static int arenas(void)
+{
+    char *xml = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&xml, &len);
+    ck_assert_ptr_nonnull(f);
+    ck_assert_int_eq(malloc_info(0, f), 0);
+    fclose(f);
+    int n = 0;
+    for (const char *q = xml; (q = strstr(q, "<heap nr=")); q++)
+        n++;
+    free(xml);
+    return n;
+}
+
+/* After zp_alloc_tune, a thread's allocations come from the one arena
+ * (ZeroMQ's I/O thread would otherwise get its own: alloc.c says why). */
+START_TEST(test_threads_share_the_arena)
+{
+#ifdef __SANITIZE_ADDRESS__
+    return; /* the sanitizer's allocator has no arenas */
+#endif
+    zp_alloc_tune();
+    char *p = NULL;
+    pthread_t t;
+    ck_assert_int_eq(pthread_create(&t, NULL, take_mib, &p), 0);
+    ck_assert_int_eq(pthread_join(t, NULL), 0);
+    ck_assert_int_eq(arenas(), 1);
+    free(p);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("arena");
@@ -105,6 +188,8 @@ int main(void)
     tcase_add_test(tc, test_huge_alignment);
     tcase_add_test(tc, test_arena_back_to_back);
     tcase_add_test(tc, test_grow_zeroes_the_new);
+    tcase_add_test(tc, test_huge_maps_its_length);
+    tcase_add_test(tc, test_threads_share_the_arena);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

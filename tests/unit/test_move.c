@@ -49,8 +49,7 @@
 #include "sparse.h"
 #include "zeps_errors.h"
 
-#define DIM  3
-#define TOOL 0xffffffffu
+#define DIM 3
 
 /* The first n ids (from `from`) that the default map of 2 shards gives to
  * `shard`. */
@@ -93,28 +92,10 @@ static zp_slotmap *move_map(uint64_t id)
     return next;
 }
 
-/* MOVE step `st` from the tool (peer `peer`, the map m as the payload
- * if not NULL, `count` for ROWS); its reply, the last of those it produced
- * (COMMIT and ABORT answer the parked requests first). */
-static zt_reply *step(zt_shard *z, uint32_t st, uint32_t peer, const zp_slotmap *m, uint64_t count)
-{
-    Zeps__Header h = zt_header(z, ZEPS__OP__MOVE, TOOL);
-    h.move_step = st;
-    h.move_peer = peer;
-    h.count = count;
-    size_t len = m ? zp_slotmap_wire_size(m) : 0;
-    uint8_t *wire = m ? malloc(len) : NULL;
-    if (m)
-        zp_slotmap_encode(m, wire);
-    ck_assert_int_ge(zt_send(z, &h, wire, len), 1);
-    free(wire);
-    return zt_last(z);
-}
-
 /* A SLOTS from the tool carrying wire[0..len); its one reply. */
 static zt_reply *slots(zt_shard *z, const void *wire, size_t len)
 {
-    Zeps__Header h = zt_header(z, ZEPS__OP__SLOTS, TOOL);
+    Zeps__Header h = zt_header(z, ZEPS__OP__SLOTS, ZT_TOOL);
     ck_assert_int_eq(zt_send(z, &h, wire, len), 1);
     return zt_last(z);
 }
@@ -140,12 +121,12 @@ static zt_shard *frozen_source(const uint64_t *ids, size_t n, uint32_t *t, zp_sl
     ck_assert_int_eq(zt_spush(z, 0, *t, ids, n, g, n * DIM, NULL), 1);
     ck_assert_int_eq(zt_last(z)->h->error, 0);
     *next = move_map(ids[0]);
-    zt_reply *r = step(z, ZP_MOVE_BEGIN, 1, *next, 0);
+    zt_reply *r = zt_move_step(z, ZP_MOVE_BEGIN, 1, *next, 0);
     ck_assert_int_eq(r->h->error, 0);
     ck_assert_uint_eq(r->h->count, 1); /* the row of ids[0] */
-    ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
     for (int i = 0; i < 4 && !z->s->move->drained; i++) /* a page, then an empty one */
-        ck_assert_int_eq(step(z, ZP_MOVE_ROWS, 1, NULL, 100)->h->error, 0);
+        ck_assert_int_eq(zt_move_step(z, ZP_MOVE_ROWS, 1, NULL, 100)->h->error, 0);
     ck_assert(z->s->move->drained);
     return z;
 }
@@ -203,7 +184,7 @@ START_TEST(test_parked_commit)
     Zeps__Header pull, push;
     park_two(z, t, ids, &pull, &push);
     int before = z->n;
-    zt_reply *r = step(z, ZP_MOVE_COMMIT, 1, next, 0); /* the parked two, then COMMIT's */
+    zt_reply *r = zt_move_step(z, ZP_MOVE_COMMIT, 1, next, 0); /* the parked two, then COMMIT's */
     ck_assert_int_eq(z->n, before + 3);
     ck_assert_int_eq(r->h->error, 0);
     ck_assert_uint_eq(r->h->count, 1); /* the row of ids[0] dropped */
@@ -226,12 +207,13 @@ START_TEST(test_parked_abort)
     zt_shard *z = frozen_source(ids, 2, &t, &next);
     Zeps__Header pull, push;
     park_two(z, t, ids, &pull, &push);
-    zt_reply *r = step(z, ZP_MOVE_ABORT, 2, NULL, 0); /* another move's peer: not this one */
+    /* another move's peer: not this one */
+    zt_reply *r = zt_move_step(z, ZP_MOVE_ABORT, 2, NULL, 0);
     ck_assert_int_eq(r->h->error, 0);
     ck_assert_uint_eq(r->h->count, 0);
     ck_assert_ptr_nonnull(z->s->move);
     int before = z->n;
-    r = step(z, ZP_MOVE_ABORT, 1, NULL, 0);
+    r = zt_move_step(z, ZP_MOVE_ABORT, 1, NULL, 0);
     ck_assert_int_eq(z->n, before + 3);
     ck_assert_int_eq(r->h->error, 0);
     assert_answers(&z->r[before], &pull, 0, 0); /* send it here again */
@@ -240,7 +222,7 @@ START_TEST(test_parked_abort)
     ck_assert_uint_eq(rows_of(z, t), 2);
     ck_assert_int_eq(zt_spull(z, 0, t, ids, 2, 0), 1); /* served now */
     ck_assert_int_eq(zt_last(z)->h->error, 0);
-    r = step(z, ZP_MOVE_ABORT, 1, NULL, 0); /* no move any more: nothing to abort */
+    r = zt_move_step(z, ZP_MOVE_ABORT, 1, NULL, 0); /* no move any more: nothing to abort */
     ck_assert_int_eq(r->h->error, 0);
     ck_assert_uint_eq(r->h->count, 0);
     zp_slotmap_destroy(&next);
@@ -261,7 +243,7 @@ START_TEST(test_foreign_map_mid_import)
     ck_assert_int_eq(zt_spush(z, 0, t, mine, 3, g, 3 * DIM, NULL), 1);
     ck_assert_int_eq(zt_last(z)->h->error, 0);
     zp_slotmap *next = move_map(moving);
-    ck_assert_int_eq(step(z, ZP_MOVE_IMPORT, 0, next, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_IMPORT, 0, next, 0)->h->error, 0);
     ck_assert_ptr_nonnull(z->s->move);
     /* the move's map at its epoch with every slot's owner turned over:
      * not the move's commit, and it would leave shard 1's rows behind */
@@ -368,7 +350,7 @@ START_TEST(test_put_parked)
     ck_assert(zp_sparse_get(z->s->tables[t]->rows->store, ids[0], &row));
     ck_assert_float_eq(row.values[0], -1.0f); /* the push's, not the PUT's */
     int before = z->n;
-    ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
     ck_assert_int_eq(z->n, before + 2);
     const zt_reply *r = &z->r[before];
     ck_assert_int_eq(r->h->error, ZEPS_EMOVED);
@@ -399,7 +381,7 @@ static zt_shard *two_row_source(zp_slotmap **next)
     ck_assert_int_eq(zt_spush(z, 0, t, ids, 2, g, 2 * DIM, NULL), 1);
     ck_assert_int_eq(zt_last(z)->h->error, 0);
     *next = move_map(ids[0]);
-    zt_reply *r = step(z, ZP_MOVE_BEGIN, 1, *next, 0);
+    zt_reply *r = zt_move_step(z, ZP_MOVE_BEGIN, 1, *next, 0);
     ck_assert_int_eq(r->h->error, 0);
     ck_assert_uint_eq(r->h->count, 2);
     return z;
@@ -410,11 +392,11 @@ START_TEST(test_rows_left)
 {
     zp_slotmap *next = NULL;
     zt_shard *z = two_row_source(&next);
-    zt_reply *r = step(z, ZP_MOVE_ROWS, 1, NULL, 1);
+    zt_reply *r = zt_move_step(z, ZP_MOVE_ROWS, 1, NULL, 1);
     ck_assert_int_eq(r->h->error, 0);
     ck_assert_uint_eq(r->h->count, 1);
     ck_assert_uint_eq(r->h->cursor, 1);
-    r = step(z, ZP_MOVE_ROWS, 1, NULL, 1);
+    r = zt_move_step(z, ZP_MOVE_ROWS, 1, NULL, 1);
     ck_assert_uint_eq(r->h->count, 1);
     ck_assert_uint_eq(r->h->cursor, 0);
     zp_slotmap_destroy(&next);
@@ -449,13 +431,13 @@ START_TEST(test_import_counted)
 {
     zp_slotmap *next = NULL;
     zt_shard *a = two_row_source(&next);
-    const zt_reply *page = step(a, ZP_MOVE_ROWS, 1, NULL, 100);
+    const zt_reply *page = zt_move_step(a, ZP_MOVE_ROWS, 1, NULL, 100);
     ck_assert_uint_eq(page->h->count, 2);
     ck_assert_ptr_nonnull(page->data);
 
     zt_shard *b = emb_shard("async", 1, 1, NULL);
-    ck_assert_int_eq(step(b, ZP_MOVE_IMPORT, 0, next, 0)->h->error, 0);
-    Zeps__Header h = zt_header(b, ZEPS__OP__MOVE, TOOL);
+    ck_assert_int_eq(zt_move_step(b, ZP_MOVE_IMPORT, 0, next, 0)->h->error, 0);
+    Zeps__Header h = zt_header(b, ZEPS__OP__MOVE, ZT_TOOL);
     h.move_step = ZP_MOVE_PUT;
     h.move_peer = 0;
     h.move_table = (char *)"emb";
@@ -497,8 +479,8 @@ START_TEST(test_held_page_room)
         ck_assert_int_eq(zt_last(z)->h->error, 0);
     }
     zp_slotmap *next = move_map(id);
-    ck_assert_int_eq(step(z, ZP_MOVE_BEGIN, 1, next, 0)->h->error, 0);
-    ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_BEGIN, 1, next, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
     ck_assert_uint_eq(zp_handover_left(z->s), 4);
     const uint64_t room[3] = {REC1 - 1, 2 * REC1 - 1, 2 * REC1}, want[3] = {1, 1, 2};
     for (int k = 0; k < 3; k++) {
@@ -514,7 +496,7 @@ START_TEST(test_held_page_room)
         free(buf);
     }
     ck_assert_uint_eq(zp_handover_left(z->s), 0);
-    ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
     zp_slotmap_destroy(&next);
     zt_shard_free(z);
 }
@@ -531,7 +513,7 @@ START_TEST(test_held_drop_frees)
     uint64_t moving;
     ids_on(&moving, 1, 0, 1);
     zp_slotmap *next = move_map(moving);
-    ck_assert_int_eq(step(z, ZP_MOVE_IMPORT, 0, next, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_IMPORT, 0, next, 0)->h->error, 0);
     zp_rround *held = &z->s->tables[t]->rows->held;
     float g[DIM] = {1, 2, 3};
     size_t before = 0;
@@ -544,7 +526,7 @@ START_TEST(test_held_drop_frees)
     }
     size_t grown = mallinfo2().uordblks - before;
     ck_assert_msg(grown < 1900 * (8 + 4 * DIM), "the heap grew %zu bytes over 1,900 drops", grown);
-    ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 0, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_ABORT, 0, NULL, 0)->h->error, 0);
     zp_slotmap_destroy(&next);
     zt_shard_free(z);
 }
@@ -575,8 +557,8 @@ static zt_shard *frozen_dense_source(uint32_t *t, zp_slotmap **next)
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
     ck_assert_int_eq(zp_slotmap_dense_moved(d, "w", 100, 0, 50, 1, next, err, sizeof(err)), 0);
     zp_slotmap_destroy(&d);
-    ck_assert_int_eq(step(z, ZP_MOVE_BEGIN, 1, *next, 0)->h->error, 0);
-    ck_assert_int_eq(step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_BEGIN, 1, *next, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_FREEZE, 1, NULL, 0)->h->error, 0);
     return z;
 }
 
@@ -594,7 +576,7 @@ START_TEST(test_dense_parked_once)
     ck_assert_int_eq(dense_push(z, t, 1), 0); /* a resend of seq 1 */
     ck_assert_uint_eq(z->s->move->nparked, 2);
     int before = z->n;
-    ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
     ck_assert_int_eq(z->n - before, 3); /* the two parked, then ABORT's */
     for (int k = 0; k < 2; k++) {
         const Zeps__Header *h = z->r[before + k].h;
@@ -648,7 +630,7 @@ START_TEST(test_dense_late_copy_after_abort)
     zt_shard *z = frozen_dense_source(&t, &next);
     ck_assert_int_eq(dense_push(z, t, 1), 0); /* parked */
     int before = z->n;
-    ck_assert_int_eq(step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
+    ck_assert_int_eq(zt_move_step(z, ZP_MOVE_ABORT, 1, NULL, 0)->h->error, 0);
     ck_assert_int_eq(z->r[before].h->error, ZEPS_EMOVED);
     ck_assert_int_eq(dense_push(z, t, 1), 1); /* the late copy */
     ck_assert_int_eq(zt_last(z)->h->op, ZEPS__OP__PUSH);

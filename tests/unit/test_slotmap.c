@@ -82,6 +82,12 @@ START_TEST(test_parse)
         ck_assert_int_eq(zp_slotmap_owner(m, id),
                          zp_slotmap_slot_owner(m, zp_slotmap_slot_of(m, id)));
     zp_slotmap_destroy(&m);
+    /* the most slots a file may name (16385 is refused: test_parse_refusals) */
+    const char *most = "epoch 1\nslots 16384\n0-16383 1\n";
+    ck_assert_msg(zp_slotmap_parse(&m, most, strlen(most), 2, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_uint_eq(zp_slotmap_slots(m), ZP_SLOTS_MAX);
+    ck_assert_int_eq(zp_slotmap_slot_owner(m, 16383), 1);
+    zp_slotmap_destroy(&m);
 }
 END_TEST
 

@@ -114,6 +114,32 @@ START_TEST(test_rows_by_frequency)
 }
 END_TEST
 
+/* The top frequency bucket in /metrics is open-ended: a row pushed 2^15
+ * times is labelled touches="32768+", not a closed range. */
+START_TEST(test_top_frequency_label)
+{
+    zt_shard *z = zt_shard_new("weighted", 1);
+    zt_hello(z, 0);
+    uint32_t t = zt_declare_sparse(z, "emb", 1);
+    uint64_t a = 5;
+    float g = 0;
+    uint32_t rv0 = 0;
+    for (int i = 0; i < 1 << 15; i++) {
+        ck_assert_int_eq(zt_spush(z, 0, t, &a, 1, &g, 1, &rv0), 1);
+        zt_clear(z);
+    }
+    ck_assert_uint_eq(stats(z)->tables[0]->n_tau_by_freq, ZP_FREQ_BUCKETS);
+    zp_http_reply rep = {0};
+    zp_metrics_render(z->s, &rep);
+    ck_assert_ptr_nonnull(strstr(rep.body, "touches=\"16384-32767\""));
+    const char *top = strstr(rep.body, "touches=\"32768");
+    ck_assert_msg(top && strncmp(top, "touches=\"32768+\"", 16) == 0, "the top bucket: %.24s",
+                  top ? top : "(none)");
+    free(rep.body);
+    zt_shard_free(z);
+}
+END_TEST
+
 /* The snapshot lists the workers of the cluster and no more: a record
  * just past them that looks joined (the test's own array of three for a
  * cluster of two) is not read. */
@@ -162,6 +188,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("stats");
     tcase_add_test(tc, test_shard_figures);
     tcase_add_test(tc, test_rows_by_frequency);
+    tcase_add_test(tc, test_top_frequency_label);
     tcase_add_test(tc, test_workers_within_cluster);
     tcase_add_test(tc, test_hist_log2_top);
     suite_add_tcase(s, tc);

@@ -592,7 +592,9 @@ uint64_t zp_move_op_commit(zp_server *s)
                 "the cut-over since their last page; their touch counts stay as sent",
                 touched);
     uint64_t dropped = zp_move_drop_rows(s);
-    double cut_s = zp_now_s() - m->frozen_s;
+    char cut[48] = "no cut-over (committed unfrozen)";
+    if (m->frozen) /* a fence's read may find the map committed before FREEZE */
+        snprintf(cut, sizeof(cut), "cut-over %.1f ms", (zp_now_s() - m->frozen_s) * 1e3);
     zp_slotmap_destroy(&s->slots);
     s->slots = m->next; /* the shard owns it */
     m->next = NULL;
@@ -600,10 +602,10 @@ uint64_t zp_move_op_commit(zp_server *s)
     dropped += zp_dmove_drop(s);
     zp_info("move of %u slots to shard %d committed at map epoch %" PRIu64 ": %" PRIu64
             " rows (%" PRIu64 " bytes) sent in %" PRIu64 " rounds, %" PRIu64
-            " rows dropped here, cut-over %.1f ms, %zu parked requests sent to shard %d, %" PRIu64
+            " rows dropped here, %s, %zu parked requests sent to shard %d, %" PRIu64
             " rows of held bsp pushes handed over",
             m->nmoving, m->peer, zp_slotmap_epoch(s->slots), m->rows_sent, m->bytes_sent, m->rounds,
-            dropped, cut_s * 1e3, m->nparked, m->peer, m->handed_rows);
+            dropped, cut, m->nparked, m->peer, m->handed_rows);
     answer_parked(s);
     zp_sparse_ops_refuse_moved(s); /* pulls held by ssp's bound since before the cut-over */
     zp_move_end(s);

@@ -2,9 +2,9 @@
  * follow.h - a backup following its primary (docs/replication.md): a
  * DEALER socket to the primary's endpoint, a FOLLOW naming the last entry
  * applied, then every entry the primary streams applied in LSN order
- * through the shard's own handlers (replies discarded), and the position
- * acknowledged after each batch. The role says whom to follow; a new
- * primary or epoch means a new link.
+ * through the shard's own handlers (replies discarded); the last entry
+ * waiting is acknowledged just before it is applied (follow.c). The role
+ * says whom to follow; a new primary or epoch means a new link.
  *
  * Threading: the shard's loop thread only.
  */

@@ -279,7 +279,9 @@ int zp_follow_check(zp_server *s)
     ack(s);
     if (!f->accepted && zp_now_s() - f->asked_s > FOLLOW_RETRY_S)
         ask(s);
-    return more || zp_follow_pending(s);
+    /* what arrived since drain's last receive: the loop's check handle
+     * reads ZMQ_EVENTS after this turn (server.c), as after every turn */
+    return more;
 }
 
 int zp_follow_pending(zp_server *s)

@@ -13,7 +13,9 @@
  *     sent before the last is applied and not before: nothing has reached
  *     the primary when entry 1 of two is applied;
  *   - every entry is applied, in order, and kept in the backup's log
- *     before its acknowledgement leaves.
+ *     before its acknowledgement leaves;
+ *   - an entry sent again (a new FOLLOW resends what the backup may have)
+ *     is neither applied nor acknowledged a second time.
  */
 #include <check.h>
 #include <stdio.h>
@@ -222,6 +224,26 @@ START_TEST(test_one_ack_for_entries_together)
 }
 END_TEST
 
+/* Entry 1, then entry 1 again and entry 2: the copy is skipped, entry 2
+ * applied; two applies in all. */
+START_TEST(test_entry_again_not_applied)
+{
+    backup b;
+    backup_up(&b);
+    seen.wait_ms = 100;
+    send_entry(&b, 1);
+    backup_take(&b, 1);
+    send_entry(&b, 1);
+    send_entry(&b, 2);
+    backup_take(&b, 2);
+    zp_follow_check(b.z->s); /* anything left */
+    ck_assert_int_eq(seen.n, 2);
+    ck_assert_msg(seen.lsn[1] == 2, "entry 1 sent again was applied again");
+    ck_assert_uint_eq(seen.acked[1], 2);
+    backup_down(&b);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("follow");
@@ -229,6 +251,7 @@ int main(void)
     tcase_set_timeout(tc, 30);
     tcase_add_test(tc, test_ack_before_apply);
     tcase_add_test(tc, test_one_ack_for_entries_together);
+    tcase_add_test(tc, test_entry_again_not_applied);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -84,14 +84,20 @@ static void on_rwake(uv_timer_t *h)
     zp_server_kick(h->data);
 }
 
-static int drain_all(zp_server *s)
+/* The ROUTER (unless `router` is false), a backup's link, the log. */
+static int drain_some(zp_server *s, bool router)
 {
-    int more = drain(s);
+    int more = router ? drain(s) : 0;
     more |= zp_follow_check(s);
     zp_rlog_pump(s);
     if (s->repl.wake_s >= 0 && s->has_loop && !s->stopping)
         uv_timer_start(&s->rwake, on_rwake, (uint64_t)(s->repl.wake_s * 1000) + 1, 0);
     return more;
+}
+
+static int drain_all(zp_server *s)
+{
+    return drain_some(s, true);
 }
 
 static void on_idle(uv_idle_t *h)
@@ -106,6 +112,20 @@ void zp_server_kick(zp_server *s)
     if (s->stopping)
         return;
     if (drain_all(s))
+        uv_idle_start(&s->idle, on_idle);
+}
+
+/* A backup's link to its primary woke the loop (an entry arrived): the
+ * link and the log, not the ROUTER, which a backup's clients seldom use
+ * and whose ZMQ_EVENTS on_check reads at the end of this loop turn as
+ * after every turn (its own poll handle fires on its edge too). Draining
+ * it here cost four system calls an entry on the replicated push's
+ * critical path (docs/performance.md, "Where a replicated push waits"). */
+static void kick_follow(zp_server *s)
+{
+    if (s->stopping)
+        return;
+    if (drain_some(s, false))
         uv_idle_start(&s->idle, on_idle);
 }
 
@@ -466,7 +486,7 @@ int zp_server_new_core(zp_server **out, const zp_config *cfg, int shard, zp_repl
     zp_rlog_init(&s->repl, cfg);
     s->follow.apply = zp_dispatch_entry;
     zp_xfer_in_init(&s->follow.xin);
-    s->follow.kick = zp_server_kick;
+    s->follow.kick = kick_follow;
     s->barrier_gen = 1;
     s->start_s = zp_now_s();
     s->persist.requested_cut = -1;

@@ -133,10 +133,11 @@ static void refuse(zp_server *s, const char *fmt, uint64_t a, uint64_t b)
     snprintf(f->why, sizeof(f->why), "%s", why);
 }
 
-/* One entry: [REPLICATE header][the request's header][payloads]. Returns
- * 0 if applied, -1 if the link must be made again from the last entry
- * applied. */
-static int apply(zp_server *s, zp_frames *m, const Zeps__Header *h)
+/* One entry: [REPLICATE header][the request's header][payloads]. Checks
+ * it and keeps it in this replica's log: returns 1 if it is to be applied
+ * now, 0 if not (applied already, or of an older epoch), -1 if the link
+ * must be made again from the last entry applied. */
+static int take_entry(zp_server *s, zp_frames *m, const Zeps__Header *h)
 {
     zp_follow *f = &s->follow;
     if (h->epoch != f->epoch || h->log_base != s->repl.base) {
@@ -152,8 +153,7 @@ static int apply(zp_server *s, zp_frames *m, const Zeps__Header *h)
     }
     /* first: the handler may move the frames; the entry keeps the epoch it was logged at */
     zp_rlog_keep(&s->repl, &m->f[1], m->n - 1, h->lsn, h->lsn_epoch ? h->lsn_epoch : h->epoch);
-    f->apply(s, &m->f[1], m->n - 1);
-    return 0;
+    return 1;
 }
 
 /* The primary's answer to FOLLOW, or an error. */
@@ -200,6 +200,39 @@ static int take_chunk(zp_server *s, zp_frames *m, const Zeps__Header *h)
     return rc < 0 ? -1 : 0;
 }
 
+/* Tell the primary how far this replica's log goes (every entry in it is
+ * applied, or is being applied in this call: see apply_entry). */
+static void ack(zp_server *s)
+{
+    zp_follow *f = &s->follow;
+    if (!f->sock || s->repl.lsn == f->acked)
+        return;
+    Zeps__Header h;
+    zp_rmsg_header(s, &h, ZEPS__OP__REPLICATE, f->epoch);
+    if (zp_wire_send_header(f->sock, &h, ZMQ_DONTWAIT) == 0)
+        f->acked = s->repl.lsn;
+}
+
+/* Take an entry and apply it. The last entry waiting is acknowledged
+ * before it is applied, so that the primary's reply, and the worker's
+ * next request, overlap this replica's apply instead of waiting for it
+ * (entries that arrived together get one acknowledgement, the last's).
+ * What the acknowledgement promises holds all the same: the entry is in
+ * this replica's log, and it is applied in this very call, before the
+ * loop does anything else (a role change, a FOLLOW, a request), so an
+ * acknowledged entry outlives the primary as an applied one would
+ * (docs/replication.md, "acks=all"). Returns what take_entry did. */
+static int apply_entry(zp_server *s, zp_frames *m, const Zeps__Header *h)
+{
+    int rc = take_entry(s, m, h);
+    if (rc <= 0)
+        return rc;
+    if (!zp_follow_pending(s))
+        ack(s);
+    s->follow.apply(s, &m->f[1], m->n - 1);
+    return 0;
+}
+
 /* Apply what arrived, at most APPLY_BATCH entries; 1 if more wait. */
 static int drain(zp_server *s)
 {
@@ -213,7 +246,7 @@ static int drain(zp_server *s)
         if (h && h->op == ZEPS__OP__REPLICATE && (h->flags & ZP_FLAG_STATE))
             again = take_chunk(s, &m, h);
         else if (h && h->op == ZEPS__OP__REPLICATE)
-            again = apply(s, &m, h);
+            again = apply_entry(s, &m, h);
         else if (h)
             answer(s, h);
         if (h)
@@ -225,18 +258,6 @@ static int drain(zp_server *s)
         }
     }
     return f->sock != NULL;
-}
-
-/* Tell the primary how far this replica has applied. */
-static void ack(zp_server *s)
-{
-    zp_follow *f = &s->follow;
-    if (!f->sock || s->repl.lsn == f->acked)
-        return;
-    Zeps__Header h;
-    zp_rmsg_header(s, &h, ZEPS__OP__REPLICATE, f->epoch);
-    if (zp_wire_send_header(f->sock, &h, ZMQ_DONTWAIT) == 0)
-        f->acked = s->repl.lsn;
 }
 
 int zp_follow_check(zp_server *s)
@@ -258,7 +279,9 @@ int zp_follow_check(zp_server *s)
     ack(s);
     if (!f->accepted && zp_now_s() - f->asked_s > FOLLOW_RETRY_S)
         ask(s);
-    return more || zp_follow_pending(s);
+    /* what arrived since drain's last receive: the loop's check handle
+     * reads ZMQ_EVENTS after this turn (server.c), as after every turn */
+    return more;
 }
 
 int zp_follow_pending(zp_server *s)

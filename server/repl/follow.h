@@ -2,9 +2,9 @@
  * follow.h - a backup following its primary (docs/replication.md): a
  * DEALER socket to the primary's endpoint, a FOLLOW naming the last entry
  * applied, then every entry the primary streams applied in LSN order
- * through the shard's own handlers (replies discarded), and the position
- * acknowledged after each batch. The role says whom to follow; a new
- * primary or epoch means a new link.
+ * through the shard's own handlers (replies discarded); the last entry
+ * waiting is acknowledged just before it is applied (follow.c). The role
+ * says whom to follow; a new primary or epoch means a new link.
  *
  * Threading: the shard's loop thread only.
  */
@@ -44,7 +44,10 @@ typedef struct zp_follow {
 
 /* Follow, stop following or follow another primary as the role now says,
  * then apply what arrived (a batch at most) and acknowledge it. Returns 1
- * if more is waiting. From the loop's idle and check handles and timer. */
+ * if the batch was full (more is waiting); what arrives after its last
+ * receive the loop's check handle finds (ZMQ_EVENTS, after every turn).
+ * From the shard's kicks: the link's poll handle, the loop's idle handle
+ * and timers. */
 int zp_follow_check(zp_server *s);
 
 /* Whether entries are waiting on the link (ZMQ_EVENTS: its FD is an edge). */

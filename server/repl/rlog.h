@@ -2,8 +2,9 @@
  * rlog.h - a replicated shard's log (docs/replication.md): on the primary,
  * the requests that change state, numbered (LSN) in the order they were
  * applied, streamed to each backup that follows, and the replies to them
- * held until every in-sync backup applied their entry (acks=all); on a
- * backup, the position it has applied up to.
+ * held until every in-sync backup has their entry (acks=all: a backup
+ * acknowledges an entry kept in its log, and applies it in the same call,
+ * follow.c); on a backup, the position it has applied up to.
  *
  * An entry is the request as it arrived (its header frame and payload
  * frames, shared with ZeroMQ's reference counts, never copied): a backup
@@ -43,7 +44,7 @@ typedef struct zp_repl_follower {
     int replica;
     char member[ZP_COORD_MEMBER_MAX];
     zmq_msg_t identity; /* its FOLLOW's routing id at our ROUTER */
-    uint64_t acked;     /* the last LSN it applied */
+    uint64_t acked;     /* the last LSN it acknowledged (kept, and applied in that call) */
     uint64_t sent;      /* the last LSN sent to it */
     uint64_t target;    /* the log's end when it last caught up: reaching it catches up again */
     double since_s;     /* when it last caught up (0: not yet) */

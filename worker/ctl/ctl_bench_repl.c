@@ -5,10 +5,11 @@
  * zeps-server replicas on loopback whose cluster file's coordination group
  * names it. Replica 0 is started first and waited for as primary, then
  * replica 1, until the primary's STATS say in_sync = 2: from then on every
- * push is acknowledged only once the backup applied it (acks=all,
- * docs/replication.md), which is the cost measured. Its client (b->zr) is
- * driven through zp_ctl_bench_zeps_r2_ops, as a fourth cell of each
- * repetition, so that the machine's noise falls on r=1 and r=2 alike.
+ * push is acknowledged only once the backup has it in its log, which it
+ * applies at once (acks=all, docs/replication.md), which is the cost
+ * measured. Its client (b->zr) is driven through zp_ctl_bench_zeps_r2_ops,
+ * as a fourth cell of each repetition, so that the machine's noise falls
+ * on r=1 and r=2 alike.
  *
  * This file also prints the r=2 / r=1 ratios against the issue's bars and
  * writes the r=2 cell into the JSON.

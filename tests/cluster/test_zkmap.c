@@ -17,6 +17,13 @@
  *   - test_both_commit_from_the_watch: the same with the tool stopped
  *     right after its write to ZooKeeper, before the target's SLOTS: the
  *     target commits its import from the watch too;
+ *   - test_target_late_from_the_watch: the same, the target taking the
+ *     node's map 300 ms after its watch brought it (fault hook
+ *     ZEPS_FAULT_MAP_LATE_MS), so the source commits first: the pushes of
+ *     the moving slots it answers EMOVED are refused by the target too,
+ *     with its older map, until it takes the map; the workers wait for
+ *     it (docs/elastic.md, "A shard behind the map") and finish, every
+ *     push counted once;
  *   - test_fence_beats_the_tool: the tool stopped after the last rows and
  *     before its write of the map; the source's cut-over bound (3 s) and
  *     the target's lease (5 s) pass, each fences the node and aborts; the
@@ -87,10 +94,13 @@ static uint64_t epoch_of(const zt_rcl *c, int k)
 /* The tool stopped at `fault` and killed with -9 (tag: the cluster's
  * name): every shard at epoch 1 from the watch within 2 s, then the
  * source's primary killed; the oracle and the rows. */
-static void commit_from_the_watch(const char *tag, const char *fault)
+static void commit_from_the_watch(const char *tag, const char *fault, const char *late_ms)
 {
     zt_rcl c;
+    if (late_ms) /* the target takes the node's map late (server/op/zkmap.c) */
+        setenv("ZEPS_FAULT_MAP_LATE_MS", late_ms, 1);
     zt_rcl_up(&c, tag, "");
+    unsetenv("ZEPS_FAULT_MAP_LATE_MS");
     pid_t pids[ZT_RCL_WORKERS];
     zt_move_workers_start(&c.cl, ZT_RCL_WORKERS, pids);
     zt_rcl_wait_pushes(&c, 3 * ZT_RCL_WORKERS);
@@ -125,13 +135,19 @@ static void commit_from_the_watch(const char *tag, const char *fault)
 
 START_TEST(test_commit_from_the_watch)
 {
-    commit_from_the_watch("zkwatch", "after-target");
+    commit_from_the_watch("zkwatch", "after-target", NULL);
 }
 END_TEST
 
 START_TEST(test_both_commit_from_the_watch)
 {
-    commit_from_the_watch("zkboth", "after-commit");
+    commit_from_the_watch("zkboth", "after-commit", NULL);
+}
+END_TEST
+
+START_TEST(test_target_late_from_the_watch)
+{
+    commit_from_the_watch("zklate", "after-commit", "300");
 }
 END_TEST
 
@@ -224,6 +240,7 @@ static Suite *suite(void)
     } cases[] = {
         {"watch", test_commit_from_the_watch},
         {"watch_both", test_both_commit_from_the_watch},
+        {"watch_late", test_target_late_from_the_watch},
         {"fence", test_fence_beats_the_tool},
         {"elected", test_elected_takes_the_map},
     };

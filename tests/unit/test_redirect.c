@@ -112,6 +112,7 @@ START_TEST(test_behind_waits_doubling)
         ck_assert_int_eq(f.s->behind, i + 1);
     }
     ck_assert_uint_eq(f.c.stats.slot_redirects, 0);
+    ck_assert_uint_ne(f.s->behind_ns, 0); /* the budget runs from the first refusal */
     ck_assert_ptr_eq(f.c.slots, f.mine);      /* never back to an older map */
     f.s->behind_ns = zp_now_ns() - 1000 * MS; /* the budget spent */
     ck_assert_int_eq(take(&f, 0), 0);

@@ -5,8 +5,9 @@
  * slot it does not own, with EMOVED and its slot map. The client takes
  * the map if it is newer than its own, and sends the refused sub-request's
  * ids again, split by their owners under the new map: one piece per
- * owner, each a new sub-request with a new seq (the refused one was not
- * recorded, so nothing can be applied twice). A piece refused again goes
+ * owner, each a new sub-request with a new seq (the refused seq is
+ * recorded by the shard and never sent again, so nothing can be applied
+ * twice). A piece refused again goes
  * again only if the client's map is now newer than the one it was split
  * by (moves in a row can send a slot on twice), or if the refusing shard's
  * map is older than that one: the shard has not taken the map yet (shards

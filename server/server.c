@@ -218,9 +218,10 @@ void zp_server_stop(zp_server *s)
     }
     zp_shmhost_stop(&s->shm);
     uv_handle_t *handles[] = {
-        (uv_handle_t *)&s->poll,   (uv_handle_t *)&s->idle,   (uv_handle_t *)&s->check,
-        (uv_handle_t *)&s->tick,   (uv_handle_t *)&s->rwake,  (uv_handle_t *)&s->sigterm,
-        (uv_handle_t *)&s->sigint, (uv_handle_t *)&s->sighup, (uv_handle_t *)&s->zap.poll,
+        (uv_handle_t *)&s->poll,     (uv_handle_t *)&s->idle,   (uv_handle_t *)&s->check,
+        (uv_handle_t *)&s->tick,     (uv_handle_t *)&s->rwake,  (uv_handle_t *)&s->sigterm,
+        (uv_handle_t *)&s->sigint,   (uv_handle_t *)&s->sighup, (uv_handle_t *)&s->zap.poll,
+        (uv_handle_t *)&s->map_late,
     };
     for (size_t i = 0; i < sizeof(handles) / sizeof(handles[0]); i++)
         if ((handles[i] != (uv_handle_t *)&s->zap.poll || s->zap.enabled) &&
@@ -398,11 +399,15 @@ static int setup_loop(zp_server *s, char *err, size_t errlen)
     uv_check_init(&s->loop, &s->check);
     uv_timer_init(&s->loop, &s->tick);
     uv_timer_init(&s->loop, &s->rwake);
+    uv_timer_init(&s->loop, &s->map_late);
     uv_signal_init(&s->loop, &s->sigterm);
     uv_signal_init(&s->loop, &s->sigint);
     uv_signal_init(&s->loop, &s->sighup);
-    s->open_handles = 8;
+    s->open_handles = 9;
     s->poll.data = s->idle.data = s->check.data = s->tick.data = s->rwake.data = s;
+    s->map_late.data = s;
+    const char *late = getenv("ZEPS_FAULT_MAP_LATE_MS"); /* a test's fault hook (op/zkmap.c) */
+    s->map_late_ms = late ? (unsigned)strtoul(late, NULL, 10) : 0;
     s->sigterm.data = s->sigint.data = s->sighup.data = s;
     if (s->zap.enabled) {
         if ((rc = zp_zap_start(&s->zap, &s->loop, err, errlen)) != 0)

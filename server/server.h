@@ -65,11 +65,13 @@ struct zp_server {
     double start_s;
 
     uv_loop_t loop;
-    uv_poll_t poll;   /* readable edge of ZMQ_FD */
-    uv_idle_t idle;   /* keeps draining while messages remain */
-    uv_check_t check; /* re-checks ZMQ_EVENTS every loop turn */
-    uv_timer_t tick;  /* housekeeping, and a safety net for lost edges */
-    uv_timer_t rwake; /* the replication log asked to be pumped again (rlog.h wake_s) */
+    uv_poll_t poll;       /* readable edge of ZMQ_FD */
+    uv_idle_t idle;       /* keeps draining while messages remain */
+    uv_check_t check;     /* re-checks ZMQ_EVENTS every loop turn */
+    uv_timer_t tick;      /* housekeeping, and a safety net for lost edges */
+    uv_timer_t rwake;     /* the replication log asked to be pumped again (rlog.h wake_s) */
+    uv_timer_t map_late;  /* fault hook ZEPS_FAULT_MAP_LATE_MS (op/zkmap.c) */
+    unsigned map_late_ms; /* ... a move's target takes the node's map this late; 0: at once */
     uv_signal_t sigterm, sigint;
     uv_signal_t sighup; /* reloads the CURVE allow-list */
     int open_handles;

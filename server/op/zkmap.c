@@ -97,11 +97,37 @@ static zp_slotmap *newer(zp_server *s, const void *data, size_t len)
     return map;
 }
 
+static void on_map_late(uv_timer_t *t)
+{
+    zp_server *s = t->data;
+    unsigned ms = s->map_late_ms;
+    s->map_late_ms = 0; /* once */
+    zp_zkmap_heard(s);
+    s->map_late_ms = ms;
+}
+
+/* A test's fault hook (docs/testing.md): with ZEPS_FAULT_MAP_LATE_MS=<ms>
+ * in its environment a move's target takes the map the node's watch
+ * brought that many ms late, so its source takes it first. Returns
+ * whether it deferred this one. */
+static bool map_late(zp_server *s)
+{
+    if (!s->map_late_ms || !s->has_loop || !s->move || s->move->role != ZP_MOVE_TARGET)
+        return false;
+    if (!uv_is_active((uv_handle_t *)&s->map_late)) {
+        zp_warn("fault injection: the map read from ZooKeeper taken %u ms late", s->map_late_ms);
+        uv_timer_start(&s->map_late, on_map_late, s->map_late_ms, 0);
+    }
+    return true;
+}
+
 void zp_zkmap_heard(void *arg)
 {
     zp_server *s = arg;
     if (!zp_role_serves(&s->role))
         return; /* a backup takes maps from its primary's log */
+    if (map_late(s))
+        return;
     zp_slotmap *map = newer(s, s->role.zkmap.map, s->role.zkmap.len);
     if (map)
         take(s, map);

@@ -17,6 +17,13 @@
  *   - test_both_commit_from_the_watch: the same with the tool stopped
  *     right after its write to ZooKeeper, before the target's SLOTS: the
  *     target commits its import from the watch too;
+ *   - test_target_late_from_the_watch: the same, the target taking the
+ *     node's map 300 ms after its watch brought it (fault hook
+ *     ZEPS_FAULT_MAP_LATE_MS), so the source commits first: the pushes of
+ *     the moving slots it answers EMOVED are refused by the target too,
+ *     with its older map, until it takes the map; the workers wait for
+ *     it (docs/elastic.md, "A shard behind the map") and finish, every
+ *     push counted once;
  *   - test_fence_beats_the_tool: the tool stopped after the last rows and
  *     before its write of the map; the source's cut-over bound (3 s) and
  *     the target's lease (5 s) pass, each fences the node and aborts; the
@@ -108,10 +115,13 @@ static void workers_checked(zt_rcl *c, const char *what)
 /* The tool stopped at `fault` and killed with -9 (tag: the cluster's
  * name): every shard at epoch 1 from the watch within 2 s, then the
  * source's primary killed; the oracle and the rows. */
-static void commit_from_the_watch(const char *tag, const char *fault)
+static void commit_from_the_watch(const char *tag, const char *fault, const char *late_ms)
 {
     zt_rcl c;
-    zt_rcl_up_pushing(&c, tag);
+    if (late_ms) /* the target takes the node's map late (server/op/zkmap.c) */
+        setenv("ZEPS_FAULT_MAP_LATE_MS", late_ms, 1);
+    zt_rcl_up_pushing(&c, tag); /* the workers do not read the hook */
+    unsetenv("ZEPS_FAULT_MAP_LATE_MS");
     char log[400];
     pid_t tool = stopped_move(&c, fault, "8000", "10000", log, sizeof(log));
     double t0 = zt_now_s();
@@ -136,13 +146,19 @@ static void commit_from_the_watch(const char *tag, const char *fault)
 
 START_TEST(test_commit_from_the_watch)
 {
-    commit_from_the_watch("zkwatch", "after-target");
+    commit_from_the_watch("zkwatch", "after-target", NULL);
 }
 END_TEST
 
 START_TEST(test_both_commit_from_the_watch)
 {
-    commit_from_the_watch("zkboth", "after-commit");
+    commit_from_the_watch("zkboth", "after-commit", NULL);
+}
+END_TEST
+
+START_TEST(test_target_late_from_the_watch)
+{
+    commit_from_the_watch("zklate", "after-commit", "300");
 }
 END_TEST
 
@@ -225,6 +241,7 @@ int main(void)
     const zt_case cases[] = {
         {"watch", 180, {test_commit_from_the_watch}},
         {"watch_both", 180, {test_both_commit_from_the_watch}},
+        {"watch_late", 180, {test_target_late_from_the_watch}},
         {"fence", 180, {test_fence_beats_the_tool}},
         {"elected", 180, {test_elected_takes_the_map}},
         {"stall", 180, {test_commit_after_a_stall}},

@@ -5,12 +5,17 @@
  * slot it does not own, with EMOVED and its slot map. The client takes
  * the map if it is newer than its own, and sends the refused sub-request's
  * ids again, split by their owners under the new map: one piece per
- * owner, each a new sub-request with a new seq (the refused one was not
- * recorded, so nothing can be applied twice). A piece refused again goes
+ * owner, each a new sub-request with a new seq (the refused seq is
+ * recorded by the shard and never sent again, so nothing can be applied
+ * twice). A piece refused again goes
  * again only if the client's map is now newer than the one it was split
- * by (moves in a row can send a slot on twice); refused at the same epoch
- * (two shards that disagree), the error reaches the caller with the
- * shard's words.
+ * by (moves in a row can send a slot on twice), or if the refusing shard's
+ * map is older than that one: the shard has not taken the map yet (shards
+ * learn it one by one, from ZooKeeper's watch or SLOTS), so the piece goes
+ * again after a wait of 2 ms, doubling up to 256 ms, for up to
+ * request_timeout_ms from the first such refusal. Refused at the same
+ * epoch (two shards that disagree), or behind for longer, the error
+ * reaches the caller with the shard's words.
  *
  * A map that names shards this client does not know (they joined at run
  * time) is taken only once join.c reached them all.
@@ -34,6 +39,7 @@
 #include "client.h"
 #include "join.h"
 #include "log.h"
+#include "now.h"
 #include "redirect.h"
 #include "slotmap.h"
 #include "tables.h" /* zp_table: its name and length, nothing called */
@@ -47,11 +53,19 @@
  * the pieces' owners get the step's clock from the step itself (its
  * clocked push or CLOCK there), and the refusing shard, which applied
  * nothing, from the worker's next clock there (docs/elastic.md). */
+static int splittable(const zp_req_sub *s);
+
 static int resendable(const zeps_client *c, const zp_req_sub *s)
 {
-    if (!s->resend.table_ids)
-        return 0;
     if (s->parent && zp_slotmap_epoch(c->slots) <= s->split_epoch)
+        return 0;
+    return splittable(s);
+}
+
+/* Whether s is of a kind that can be split and sent again at all. */
+static int splittable(const zp_req_sub *s)
+{
+    if (!s->resend.table_ids)
         return 0;
     if (s->resend.dense && s->req->op == ZEPS__OP__PULL) /* not a view, not compressed */
         return s->dst != NULL && !s->compressed;
@@ -60,7 +74,26 @@ static int resendable(const zeps_client *c, const zp_req_sub *s)
     return s->req->op == ZEPS__OP__PUSH && s->resend.raw != NULL;
 }
 
-void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m)
+/* Whether piece s, refused by a shard whose map is of epoch `theirs`, is
+ * to go again later: that shard is behind the map s was split by, and
+ * will take it (ZooKeeper's watch, SLOTS). The refused seq is recorded
+ * there (docs/protocol.md, "Retries and duplicates"), so it goes as new
+ * pieces with new seqs, as any redirect; sets when (s->split_ns). */
+static int behind(const zeps_client *c, zp_req_sub *s, uint64_t theirs)
+{
+    if (!s->parent || theirs >= s->split_epoch || !splittable(s))
+        return 0;
+    uint64_t now = zp_now_ns();
+    if (!s->behind_ns)
+        s->behind_ns = now;
+    else if (now - s->behind_ns >= (uint64_t)c->opt.request_timeout_ms * 1000000ull)
+        return 0; /* the shard never took it: the error reaches the caller */
+    s->split_ns = now + (2000000ull << (s->behind < 7 ? s->behind : 7));
+    s->behind++;
+    return 1;
+}
+
+uint64_t zp_redirect_learn(zeps_client *c, int k, const zp_frames *m)
 {
     zp_slotmap *map = NULL;
     char why[256] = "";
@@ -70,8 +103,9 @@ void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m)
                        : ZEPS_EPROTO;
     if (rc != 0) {
         zp_warn("shard %d sent no usable slot map (%s)", k, why[0] ? why : "no payload frame");
-        return;
+        return UINT64_MAX;
     }
+    uint64_t theirs = zp_slotmap_epoch(map);
     if (zp_slotmap_epoch(map) > zp_slotmap_epoch(c->slots) &&
         zp_slotmap_shards(map) != c->nshards && zp_join_map(c, map) != 0) {
         /* a shard it names cannot be reached: placing ids by this map would
@@ -79,7 +113,7 @@ void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m)
         zp_warn("shard %d: slot map epoch %" PRIu64 " not taken: %s", k, zp_slotmap_epoch(map),
                 c->err);
         zp_slotmap_destroy(&map);
-        return;
+        return theirs;
     }
     if (zp_slotmap_epoch(map) > zp_slotmap_epoch(c->slots)) {
         zp_info("shard %d: slot map epoch %" PRIu64 " (was %" PRIu64 "); id owners follow it", k,
@@ -90,14 +124,23 @@ void zp_redirect_learn(zeps_client *c, int k, const zp_frames *m)
     } else {
         zp_slotmap_destroy(&map);
     }
+    return theirs;
 }
 
 int zp_redirect_take(zeps_client *c, int k, zp_req_sub *s, const zp_frames *m)
 {
-    zp_redirect_learn(c, k, m);
-    if (!resendable(c, s))
+    uint64_t theirs = zp_redirect_learn(c, k, m);
+    if (resendable(c, s)) {
+        s->split_ns = 0;
+        c->stats.slot_redirects++;
+        return 1;
+    }
+    if (!behind(c, s, theirs))
         return 0;
-    c->stats.slot_redirects++;
+    zp_debug("%s piece (seq %" PRIu64 ") refused by shard %d at slot map epoch %" PRIu64
+             ", behind the client's %" PRIu64 ": sent again in %" PRIu64 " ms",
+             zp_wire_op_name(s->req->op), s->seq, k, theirs, s->split_epoch,
+             (uint64_t)((s->split_ns - zp_now_ns()) / 1000000ull));
     return 1;
 }
 
@@ -184,6 +227,8 @@ static zp_req_sub *piece_add(zeps_client *c, zp_req *f, zp_req_sub *s, int k)
     p->max_retries = c->opt.max_retries;
     p->parent = s;
     p->split_epoch = zp_slotmap_epoch(c->slots);
+    p->behind_ns = s->behind_ns; /* a shard behind the map: one budget for the whole chain */
+    p->behind = s->behind;
     p->resend = s->resend; /* a piece refused by a newer map goes again in turn */
     p->table = s->resend.table_ids[k];
     p->data_version = s->data_version;

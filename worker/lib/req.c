@@ -534,6 +534,9 @@ static void progress(zeps_client *c, long timeout_ms)
         for (zp_req_sub *s = c->shards[k].out; s; s = s->next)
             if (s->deadline_ns < next)
                 next = s->deadline_ns;
+    for (zp_req_sub *s = c->moved; s; s = s->next) /* a piece waiting for a shard behind */
+        if (s->split_ns && s->split_ns < next)
+            next = s->split_ns;
     if (next != UINT64_MAX) {
         long until = next > now ? (long)((next - now) / 1000000ull) + 1 : 0;
         if (until < timeout_ms)
@@ -552,9 +555,11 @@ static void progress(zeps_client *c, long timeout_ms)
         failover_progress(c);
     if (c->abort_all)
         abort_outstanding(c);
-    /* redirected subs (EMOVED): sent again to their owners, room permitting */
+    /* redirected subs (EMOVED): sent again to their owners, room permitting,
+     * a piece refused by a shard behind the map once its wait is over */
+    now = zp_now_ns();
     for (zp_req_sub **pp = &c->moved, *s; (s = *pp) != NULL;) {
-        zp_req *f = zp_redirect_split(c, s);
+        zp_req *f = s->split_ns > now ? NULL : zp_redirect_split(c, s);
         if (!f) {
             pp = &s->next;
             continue;

@@ -90,6 +90,9 @@ struct zp_req_sub {
     zp_req_resend resend; /* a PULL/PUSH: how an EMOVED sends it again */
     zp_req_sub *parent;   /* a redirect's piece: the sub it answers for (redirect.c) */
     uint64_t split_epoch; /* ... and the epoch of the map it was split by */
+    uint64_t split_ns;    /* a redirected sub: not split before this (redirect.c) */
+    uint64_t behind_ns;   /* ... first refused by a shard behind the map, or a parent was */
+    int behind;           /* ... times so far: the wait doubles with each */
     int pieces;           /* a redirected sub: its pieces not yet answered */
     int piece_err;        /* ... the first error one of them had */
     uint32_t *jmap;       /* a pull piece's scatter.jmap (owned) */

@@ -150,6 +150,17 @@ void zt_snap_write_ok(const zp_snapshot *s, char *path, size_t len)
     ck_assert_msg(rc == 0, "write: %s", err);
 }
 
+void zt_snap_write_free(zp_snapshot *s, char *path, size_t len)
+{
+    zt_snap_write_ok(s, path, len);
+    zp_snapshot_free(&s);
+}
+
+void zt_snap_assert_has(const char *err, const char *needle)
+{
+    ck_assert_msg(strstr(err, needle) != NULL, "\"%s\" lacks \"%s\"", err, needle);
+}
+
 int zt_snap_count_entries(const char *dir)
 {
     DIR *d = opendir(dir);

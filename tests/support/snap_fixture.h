@@ -50,6 +50,10 @@ uint8_t *zt_snap_slurp(const char *path, size_t *len);
 void zt_snap_spit(const char *path, const uint8_t *b, size_t len);
 /* zp_snapshot_write into zt_snap_dir, which must succeed; path as there. */
 void zt_snap_write_ok(const zp_snapshot *s, char *path, size_t len);
+/* zt_snap_write_ok, then zp_snapshot_free: the call takes s. */
+void zt_snap_write_free(zp_snapshot *s, char *path, size_t len);
+/* That err (an error message) contains needle. */
+void zt_snap_assert_has(const char *err, const char *needle);
 /* Entries of dir but . and ..; -1 if it cannot be opened. */
 int zt_snap_count_entries(const char *dir);
 /* Every field and every float of two dense tables equal. */

@@ -93,23 +93,12 @@ static zp_snapshot *record(uint64_t setid, uint32_t k, const zp_slotmap *place,
     return s;
 }
 
-static void write_ok(zp_snapshot *s, char *path, size_t len)
-{
-    zt_snap_write_ok(s, path, len);
-    zp_snapshot_free(&s);
-}
-
-static void assert_has(const char *err, const char *needle)
-{
-    ck_assert_msg(strstr(err, needle) != NULL, "\"%s\" lacks \"%s\"", err, needle);
-}
-
 START_TEST(test_format2_round_trip)
 {
     zt_snap_dir_make();
     zp_slotmap *m = moved();
     char path[512], err[512];
-    write_ok(record(7, 2, m, m), path, sizeof(path));
+    zt_snap_write_free(record(7, 2, m, m), path, sizeof(path));
     zp_snapshot *r = NULL;
     ck_assert_msg(zp_snapshot_read(path, &r, err, sizeof(err)) == 0, "%s", err);
     ck_assert_uint_eq(r->h.format, 2);
@@ -131,7 +120,7 @@ START_TEST(test_format2_round_trip)
     zp_slotmap_destroy(&got);
     zp_slotmap *d = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, S), 0);
-    write_ok(record(8, 1, d, NULL), path, sizeof(path));
+    zt_snap_write_free(record(8, 1, d, NULL), path, sizeof(path));
     ck_assert_int_eq(zp_snapshot_read_map(path, &got, &in, err, sizeof(err)), 0);
     ck_assert_uint_eq(in.h.format, 1);
     ck_assert_uint_eq(zp_slotmap_epoch(got), 0);
@@ -152,7 +141,7 @@ START_TEST(test_rows_checked_against_the_map)
     zp_snapshot *s = record(7, 0, d, m);
     char err[512];
     ck_assert_int_eq(zp_snapshot_write(zt_snap_dir, s, NULL, 0, err, sizeof(err)), ZEPS_EINVAL);
-    assert_has(err, "belongs to shard 2, not 0 of 3 (slot map of epoch 1)");
+    zt_snap_assert_has(err, "belongs to shard 2, not 0 of 3 (slot map of epoch 1)");
     zp_snapshot_free(&s);
     zp_slotmap_destroy(&d);
     zp_slotmap_destroy(&m);
@@ -166,7 +155,7 @@ START_TEST(test_map_of_another_shard_count)
     zt_snap_dir_make();
     zp_slotmap *m = moved();
     char path[512], err[512];
-    write_ok(record(7, 1, m, m), path, sizeof(path));
+    zt_snap_write_free(record(7, 1, m, m), path, sizeof(path));
     size_t len;
     uint8_t *b = zt_snap_slurp(path, &len);
     uint8_t *sec = b + 128, *payload = sec + 24;
@@ -177,11 +166,12 @@ START_TEST(test_map_of_another_shard_count)
     free(b);
     zp_snapshot *r = NULL;
     ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
-    assert_has(err, path);
-    assert_has(err, "section 0 (slot map): slot map over 4 shards, the file is one of 3 shards");
+    zt_snap_assert_has(err, path);
+    zt_snap_assert_has(err,
+                       "section 0 (slot map): slot map over 4 shards, the file is one of 3 shards");
     zp_slotmap *got = NULL;
     ck_assert_int_eq(zp_snapshot_read_map(path, &got, NULL, err, sizeof(err)), ZEPS_EDATA);
-    assert_has(err, "slot map over 4 shards");
+    zt_snap_assert_has(err, "slot map over 4 shards");
     zp_slotmap_destroy(&m);
     zt_snap_dir_remove();
 }
@@ -197,22 +187,23 @@ START_TEST(test_set_straddling_a_commit)
     zt_snap_dir_make();
     zp_slotmap *m = moved(), *d = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, S), 0);
-    write_ok(record(9, 0, d, NULL), NULL, 0);
-    write_ok(record(9, 1, m, m), NULL, 0);
-    write_ok(record(9, 2, m, m), NULL, 0);
+    zt_snap_write_free(record(9, 0, d, NULL), NULL, 0);
+    zt_snap_write_free(record(9, 1, m, m), NULL, 0);
+    zt_snap_write_free(record(9, 2, m, m), NULL, 0);
     char err[600];
     ck_assert_int_eq(zp_manifest_set_complete(zt_snap_dir, 9, S, err, sizeof(err)), 0);
     ck_assert_int_eq(zp_manifest_add_set(zt_snap_dir, 9, S, err, sizeof(err)), ZEPS_EDATA);
-    assert_has(err, "shard 0's file was written at slot map epoch 0 and shard 1's at epoch 1");
-    assert_has(err, "a move committed while the set was taken");
+    zt_snap_assert_has(err,
+                       "shard 0's file was written at slot map epoch 0 and shard 1's at epoch 1");
+    zt_snap_assert_has(err, "a move committed while the set was taken");
     zp_manifest *man = NULL;
     ck_assert_int_eq(zp_manifest_load(zt_snap_dir, &man, err, sizeof(err)), 0);
     ck_assert_uint_eq(man->nsets, 0);
     zp_manifest_free(&man);
 
-    write_ok(record(10, 0, m, m), NULL, 0);
-    write_ok(record(10, 1, m, NULL), NULL, 0); /* shard 1: the same rows either way */
-    write_ok(record(10, 2, m, m), NULL, 0);
+    zt_snap_write_free(record(10, 0, m, m), NULL, 0);
+    zt_snap_write_free(record(10, 1, m, NULL), NULL, 0); /* shard 1: the same rows either way */
+    zt_snap_write_free(record(10, 2, m, m), NULL, 0);
     ck_assert_msg(zp_manifest_add_set(zt_snap_dir, 10, S, err, sizeof(err)) == 0, "%s", err);
     zp_snapshot *r = NULL;
     uint64_t setid = 0;

@@ -114,17 +114,6 @@ static zp_snapshot *record(uint64_t setid, uint32_t k, const zp_slotmap *place,
     return s;
 }
 
-static void write_ok(zp_snapshot *s, char *path, size_t len)
-{
-    zt_snap_write_ok(s, path, len);
-    zp_snapshot_free(&s);
-}
-
-static void assert_has(const char *err, const char *needle)
-{
-    ck_assert_msg(strstr(err, needle) != NULL, "\"%s\" lacks \"%s\"", err, needle);
-}
-
 /* Every element of record t as piece() made it. */
 static void assert_piece(const zp_snap_table *t, uint64_t lo, uint64_t hi)
 {
@@ -142,7 +131,7 @@ START_TEST(test_pieces_round_trip)
     zt_snap_dir_make();
     zp_slotmap *m = moved();
     char path[512], err[512];
-    write_ok(record(7, 1, m, m), path, sizeof(path));
+    zt_snap_write_free(record(7, 1, m, m), path, sizeof(path));
     zp_snapshot *r = NULL;
     ck_assert_msg(zp_snapshot_read(path, &r, err, sizeof(err)) == 0, "%s", err);
     ck_assert_uint_eq(r->h.format, 2);
@@ -171,27 +160,30 @@ START_TEST(test_records_checked)
     char err[512];
     zp_snapshot *s = record(7, 1, d, m); /* [30, 60) only */
     ck_assert_int_eq(zp_snapshot_write(zt_snap_dir, s, NULL, 0, err, sizeof(err)), ZEPS_EINVAL);
-    assert_has(err, "dense table 'w': shard 1 holds 2 pieces of it under the file's slot map "
-                    "(epoch 1), the file has 1");
+    zt_snap_assert_has(err,
+                       "dense table 'w': shard 1 holds 2 pieces of it under the file's slot map "
+                       "(epoch 1), the file has 1");
     zp_snapshot_free(&s);
     s = record(7, 1, m, m);
     s->tables[0].begin = 15; /* [15, 30): no piece */
     ck_assert_int_eq(zp_snapshot_write(zt_snap_dir, s, NULL, 0, err, sizeof(err)), ZEPS_EINVAL);
-    assert_has(err, "record [15, 30) is not a piece shard 1 holds under the file's slot map");
+    zt_snap_assert_has(err,
+                       "record [15, 30) is not a piece shard 1 holds under the file's slot map");
     s->tables[0].begin = 30;
     s->tables[0].end = 60; /* [30, 60) twice */
     ck_assert_int_eq(zp_snapshot_write(zt_snap_dir, s, NULL, 0, err, sizeof(err)), ZEPS_EINVAL);
-    assert_has(err, "records 0 and 1 are both the piece [30, 60)");
+    zt_snap_assert_has(err, "records 0 and 1 are both the piece [30, 60)");
     s->tables[0].begin = 10;
     s->tables[0].end = 30;
     s->tables[1].length = 91;
     ck_assert_int_eq(zp_snapshot_write(zt_snap_dir, s, NULL, 0, err, sizeof(err)), ZEPS_EINVAL);
-    assert_has(err, "dense table 'w' of length 91: the file's slot map (epoch 1) names it with "
-                    "length 90");
+    zt_snap_assert_has(err,
+                       "dense table 'w' of length 91: the file's slot map (epoch 1) names it with "
+                       "length 90");
     zp_snapshot_free(&s);
     s = record(7, 0, m, NULL); /* [0, 10) without the map that makes it a piece */
     ck_assert_int_eq(zp_snapshot_write(zt_snap_dir, s, NULL, 0, err, sizeof(err)), ZEPS_EINVAL);
-    assert_has(err, "slice [0, 10) is not shard 0 of 3");
+    zt_snap_assert_has(err, "slice [0, 10) is not shard 0 of 3");
     zp_snapshot_free(&s);
     zp_slotmap_destroy(&d);
     zp_slotmap_destroy(&m);
@@ -217,7 +209,7 @@ START_TEST(test_inconsistent_map_refused_on_read)
     zt_snap_dir_make();
     zp_slotmap *m = moved();
     char path[512], err[512];
-    write_ok(record(7, 1, m, m), path, sizeof(path));
+    zt_snap_write_free(record(7, 1, m, m), path, sizeof(path));
     size_t len, maplen = zp_slotmap_wire_size(m);
     uint8_t *b = zt_snap_slurp(path, &len);
     uint8_t *sec = b + 128, *payload = sec + 24;
@@ -228,14 +220,14 @@ START_TEST(test_inconsistent_map_refused_on_read)
     zt_snap_spit(path, b, len);
     zp_snapshot *r = NULL;
     ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
-    assert_has(err, path);
-    assert_has(err, "dense table 'w': record [10, 30) is not a piece shard 1 holds");
+    zt_snap_assert_has(err, path);
+    zt_snap_assert_has(err, "dense table 'w': record [10, 30) is not a piece shard 1 holds");
     ck_assert_int_eq(zp_snapshot_read_verify(path, NULL, err, sizeof(err)), ZEPS_EDATA);
-    assert_has(err, "record [10, 30) is not a piece");
+    zt_snap_assert_has(err, "record [10, 30) is not a piece");
     payload[piece1_lo_at(m)] ^= 1; /* CRC no longer right */
     zt_snap_spit(path, b, len);
     ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
-    assert_has(err, "section 0 (slot map) CRC mismatch");
+    zt_snap_assert_has(err, "section 0 (slot map) CRC mismatch");
     /* a piece on shard 5 of 3, its CRCs made right */
     payload[piece1_lo_at(m)] ^= 1;
     zp_put64(payload + piece1_lo_at(m), 10);
@@ -244,7 +236,7 @@ START_TEST(test_inconsistent_map_refused_on_read)
     zp_put32(sec + 20, zp_snapshot_crc32c(sec, 20));
     zt_snap_spit(path, b, len);
     ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
-    assert_has(err, "table 'w' piece 1 at 10 on shard 5");
+    zt_snap_assert_has(err, "table 'w' piece 1 at 10 on shard 5");
     /* piece 3, [60, 90), given to shard 1 too: every record a piece of
      * shard 1, but one of its pieces has none */
     payload[piece1_lo_at(m) + 8] = 1;
@@ -253,8 +245,9 @@ START_TEST(test_inconsistent_map_refused_on_read)
     zp_put32(sec + 20, zp_snapshot_crc32c(sec, 20));
     zt_snap_spit(path, b, len);
     ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
-    assert_has(err, "dense table 'w': shard 1 holds 3 pieces of it under the file's slot map "
-                    "(epoch 1), the file has 2");
+    zt_snap_assert_has(err,
+                       "dense table 'w': shard 1 holds 3 pieces of it under the file's slot map "
+                       "(epoch 1), the file has 2");
     free(b);
     zp_slotmap_destroy(&m);
     zt_snap_dir_remove();
@@ -273,22 +266,24 @@ START_TEST(test_set_holding_a_piece_twice_or_not_at_all)
     zp_slotmap *m = moved(), *d = dflt();
     char err[700];
     for (uint32_t k = 0; k < S; k++)
-        write_ok(record(8, k, m, m), NULL, 0);
+        zt_snap_write_free(record(8, k, m, m), NULL, 0);
     ck_assert_msg(zp_manifest_add_set(zt_snap_dir, 8, S, err, sizeof(err)) == 0, "%s", err);
     const zp_slotmap *at[2][S] = {{d, m, m}, {m, d, m}};
     for (int q = 0; q < 2; q++) {
         for (uint32_t k = 0; k < S; k++)
-            write_ok(record(9 + (uint64_t)q, k, at[q][k], at[q][k] == m ? m : NULL), NULL, 0);
+            zt_snap_write_free(record(9 + (uint64_t)q, k, at[q][k], at[q][k] == m ? m : NULL), NULL,
+                               0);
         ck_assert_int_eq(
             zp_manifest_set_complete(zt_snap_dir, 9 + (uint64_t)q, S, err, sizeof(err)), 0);
         ck_assert_int_eq(zp_manifest_add_set(zt_snap_dir, 9 + (uint64_t)q, S, err, sizeof(err)),
                          ZEPS_EDATA);
-        assert_has(err, q == 0 ? "shard 0's file was written at slot map epoch 0 and shard 1's at "
-                                 "epoch 1, under which shard 0 owns other slots or dense pieces"
-                               : "shard 1's file was written at slot map epoch 0 and shard 0's "
-                                 "at epoch 1, under which shard 1 owns other slots or dense "
-                                 "pieces");
-        assert_has(err, "the moved rows or pieces twice or not at all");
+        zt_snap_assert_has(
+            err, q == 0 ? "shard 0's file was written at slot map epoch 0 and shard 1's at "
+                          "epoch 1, under which shard 0 owns other slots or dense pieces"
+                        : "shard 1's file was written at slot map epoch 0 and shard 0's "
+                          "at epoch 1, under which shard 1 owns other slots or dense "
+                          "pieces");
+        zt_snap_assert_has(err, "the moved rows or pieces twice or not at all");
     }
     zp_snapshot *r = NULL;
     uint64_t setid = 0;
@@ -297,9 +292,9 @@ START_TEST(test_set_holding_a_piece_twice_or_not_at_all)
         0);
     ck_assert_uint_eq(setid, 8);
     zp_snapshot_free(&r);
-    write_ok(record(11, 0, m, m), NULL, 0);
-    write_ok(record(11, 1, m, m), NULL, 0);
-    write_ok(record(11, 2, d, NULL), NULL, 0);
+    zt_snap_write_free(record(11, 0, m, m), NULL, 0);
+    zt_snap_write_free(record(11, 1, m, m), NULL, 0);
+    zt_snap_write_free(record(11, 2, d, NULL), NULL, 0);
     ck_assert_msg(zp_manifest_add_set(zt_snap_dir, 11, S, err, sizeof(err)) == 0, "%s", err);
     ck_assert_int_eq(
         zp_manifest_find_restorable(zt_snap_dir, 2, S, &r, &setid, NULL, NULL, err, sizeof(err)),
@@ -351,7 +346,7 @@ START_TEST(test_shard_without_a_piece)
     zp_slotmap *m = moved(), *m2 = NULL;
     char path[512], err[512];
     ck_assert_int_eq(zp_slotmap_dense_moved(m, "w", LEN, 60, 90, 1, &m2, err, sizeof(err)), 0);
-    write_ok(record(4, 2, m2, m2), path, sizeof(path));
+    zt_snap_write_free(record(4, 2, m2, m2), path, sizeof(path));
     zp_snapshot *src[S];
     for (uint32_t k = 0; k < 2; k++)
         src[k] = record(4, k, m2, m2);
@@ -391,7 +386,7 @@ START_TEST(test_reshard_refuses_a_piece_twice_or_missing)
         ck_assert_int_eq(
             zp_reshard_build((const zp_snapshot *const *)src, S, 0, 2, &out, err, sizeof(err)),
             ZEPS_EDATA);
-        assert_has(err, why[q]);
+        zt_snap_assert_has(err, why[q]);
         for (uint32_t k = 0; k < S; k++)
             zp_snapshot_free(&src[k]);
     }
@@ -424,7 +419,7 @@ START_TEST(test_bounds_of_names_and_lengths)
     zp_slotmap_encode(m, wire);
     zp_snapshot_set_map(s, wire, len);
     free(wire);
-    write_ok(s, path, sizeof(path));
+    zt_snap_write_free(s, path, sizeof(path));
     zp_snapshot *r = NULL;
     ck_assert_msg(zp_snapshot_read(path, &r, err, sizeof(err)) == 0, "%s", err);
     ck_assert_str_eq(r->tables[0].name, name);
@@ -444,7 +439,7 @@ START_TEST(test_table_named_twice_refused)
     zp_slotmap *m = moved(), *m2 = NULL;
     char path[512], err[512];
     ck_assert_int_eq(zp_slotmap_dense_moved(m, "a", 10, 0, 5, 1, &m2, err, sizeof(err)), 0);
-    write_ok(record(7, 0, m2, m2), path, sizeof(path));
+    zt_snap_write_free(record(7, 0, m2, m2), path, sizeof(path));
     size_t len, maplen = zp_slotmap_wire_size(m2);
     uint8_t *b = zt_snap_slurp(path, &len);
     uint8_t *sec = b + 128, *payload = sec + 24;
@@ -458,7 +453,8 @@ START_TEST(test_table_named_twice_refused)
     free(b);
     zp_snapshot *r = NULL;
     ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
-    assert_has(err, "section 0 (slot map): dense list: table 'w' out of order or named twice");
+    zt_snap_assert_has(err,
+                       "section 0 (slot map): dense list: table 'w' out of order or named twice");
     zp_slotmap_destroy(&m2);
     zp_slotmap_destroy(&m);
     zt_snap_dir_remove();

@@ -147,13 +147,6 @@ static zeps_client *one_worker(zt_cluster *cl, int shards, zeps_options *o, uint
     return c;
 }
 
-static zeps_client_stats stats(const zeps_client *c)
-{
-    zeps_client_stats st;
-    zeps_client_get_stats(c, &st);
-    return st;
-}
-
 /* N ids, the last 10 repeating the first 10. */
 static void make_ids(uint64_t *ids)
 {
@@ -252,10 +245,10 @@ static void after_the_change(const zt_cluster *cl, zeps_client **c, uint32_t *t,
     zeps_client_destroy(&c[2]);
     c[2] = zt_client(cl, 2);
     ck_assert_ptr_nonnull(c[2]);
-    ck_assert_uint_eq(stats(c[2]).slot_epoch, 3);
+    ck_assert_uint_eq(zt_client_stats(c[2]).slot_epoch, 3);
     t[2] = declare(c[2]);
     ck_assert_int_eq(zeps_spull(c[2], t[2], ids, N, rows, 1), 0);
-    ck_assert_uint_eq(stats(c[2]).slot_redirects, 0);
+    ck_assert_uint_eq(zt_client_stats(c[2]).slot_redirects, 0);
     check_rows(ids, g, rows, 2);
 
     /* refused, changing nothing: a map that would move rows away (back to
@@ -268,7 +261,7 @@ static void after_the_change(const zt_cluster *cl, zeps_client **c, uint32_t *t,
     zt_raw_expect_error(send_slots_n(cl, 0, 5, own_a, 2048), ZEPS_EINVAL,
                         "a map of 2048 slots; shard 0's has 4096");
     ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
-    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
+    ck_assert_uint_eq(zt_client_stats(c[1]).slot_redirects, 2);
     check_rows(ids, g, rows, 2);
     check_placement(c[1], ids, 2);
 
@@ -277,7 +270,7 @@ static void after_the_change(const zt_cluster *cl, zeps_client **c, uint32_t *t,
     slots_ok(cl, 0, 4, own_a);
     slots_ok(cl, 1, 4, own_a);
     ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
-    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
+    ck_assert_uint_eq(zt_client_stats(c[1]).slot_redirects, 2);
     check_rows(ids, g, rows, 2);
     check_placement(c[1], ids, 2);
 }
@@ -296,7 +289,7 @@ START_TEST(test_redirects_followed_once_each)
         c[w] = zt_client(&cl, (uint32_t)w);
         ck_assert_ptr_nonnull(c[w]);
         t[w] = declare(c[w]);
-        ck_assert_uint_eq(stats(c[w]).slot_epoch, 0);
+        ck_assert_uint_eq(zt_client_stats(c[w]).slot_epoch, 0);
     }
     /* the map changes while the clients hold the default one */
     slots_ok(&cl, 0, 3, own_a);
@@ -312,8 +305,8 @@ START_TEST(test_redirects_followed_once_each)
 
     /* worker 0's first call is a push */
     ck_assert_int_eq(zeps_spush(c[0], t[0], ids, N, g, 0), 0);
-    ck_assert_uint_eq(stats(c[0]).slot_redirects, 1);
-    ck_assert_uint_eq(stats(c[0]).slot_epoch, 3);
+    ck_assert_uint_eq(zt_client_stats(c[0]).slot_redirects, 1);
+    ck_assert_uint_eq(zt_client_stats(c[0]).slot_epoch, 3);
     check_placement(c[0], ids, 1);
 
     /* worker 1: a batch cut by the default map (shard 0's part holds ids
@@ -322,25 +315,25 @@ START_TEST(test_redirects_followed_once_each)
     zeps_sbatch *b;
     ck_assert_int_eq(zeps_sbatch_new(c[1], t[1], ids, N, &b), 0);
     ck_assert_int_eq(zeps_sbatch_pull(b, rows, 0), 0);
-    ck_assert_uint_eq(stats(c[1]).slot_redirects, 1);
+    ck_assert_uint_eq(zt_client_stats(c[1]).slot_redirects, 1);
     check_rows(ids, g, rows, 1);
     for (int k = 0; k < 2; k++) /* what each shard's part read, the pieces' too */
         ck_assert_uint_eq(zeps_pulled_version(c[1], t[1], k), table_version(c[1], k));
     ck_assert_int_eq(zeps_sbatch_push(b, g, 0), 0);
-    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
+    ck_assert_uint_eq(zt_client_stats(c[1]).slot_redirects, 2);
     /* the pull counted as complete: the push carried its row versions,
      * the pieces' too (the shards measured tau for every distinct row) */
     ck_assert_uint_eq(tau_count(c[1]), N - 10);
     zeps_sbatch_free(&b);
     /* a batch cut by the map from the shards: no redirect */
     ck_assert_int_eq(zeps_spull(c[1], t[1], ids, N, rows, 1), 0);
-    ck_assert_uint_eq(stats(c[1]).slot_redirects, 2);
+    ck_assert_uint_eq(zt_client_stats(c[1]).slot_redirects, 2);
     check_rows(ids, g, rows, 2);
     check_placement(c[1], ids, 2);
 
     /* worker 2: the unique-rows pull, redirected */
     pull_unique(c[2], t[2], ids, rows);
-    ck_assert_uint_eq(stats(c[2]).slot_redirects, 1);
+    ck_assert_uint_eq(zt_client_stats(c[2]).slot_redirects, 1);
     check_rows(ids, g, rows, 2);
 
     after_the_change(&cl, c, t, ids, g, rows);
@@ -374,15 +367,15 @@ START_TEST(test_redirect_not_followed_twice)
     /* the newest map of the HELLO replies (shard 1's) places x on shard
      * 0, which refuses it by its own (older) map; the resend goes to shard
      * 0 again by the client's map, and is refused once more */
-    ck_assert_uint_eq(stats(c).slot_epoch, 4);
+    ck_assert_uint_eq(zt_client_stats(c).slot_epoch, 4);
     ck_assert_int_eq(zeps_spull(c, t, &x, 1, row, 0), ZEPS_EMOVED);
     ck_assert_msg(strstr(zeps_last_error(c), "shard 1 owns at slot map epoch 3, not shard 0"), "%s",
                   zeps_last_error(c));
-    ck_assert_uint_eq(stats(c).slot_redirects, 1);
-    ck_assert_uint_eq(stats(c).slot_epoch, 4); /* never back to an older map */
+    ck_assert_uint_eq(zt_client_stats(c).slot_redirects, 1);
+    ck_assert_uint_eq(zt_client_stats(c).slot_epoch, 4); /* never back to an older map */
     /* and again, the same way */
     ck_assert_int_eq(zeps_spull(c, t, &x, 1, row, 0), ZEPS_EMOVED);
-    ck_assert_uint_eq(stats(c).slot_redirects, 2);
+    ck_assert_uint_eq(zt_client_stats(c).slot_redirects, 2);
     zeps_client_destroy(&c);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }
@@ -417,10 +410,10 @@ START_TEST(test_redirect_followed_by_newer_maps)
     ck_assert_int_eq(zt_raw_slots(&cl, 2, m2), 0);
     float g[DIM] = {1, 2, 3, 4}, rows[2 * DIM];
     ck_assert_msg(zeps_spush(c, t, &ids[1], 1, g, 0) == 0, "%s", zeps_last_error(c));
-    ck_assert_uint_eq(stats(c).slot_redirects, 2);
-    ck_assert_uint_eq(stats(c).slot_epoch, 2);
+    ck_assert_uint_eq(zt_client_stats(c).slot_redirects, 2);
+    ck_assert_uint_eq(zt_client_stats(c).slot_epoch, 2);
     ck_assert_msg(zeps_spull(c, t, ids, 2, rows, 0) == 0, "%s", zeps_last_error(c));
-    ck_assert_uint_eq(stats(c).slot_redirects, 2); /* the map of E2 places both */
+    ck_assert_uint_eq(zt_client_stats(c).slot_redirects, 2); /* the map of E2 places both */
     for (int k = 0; k < DIM; k++) {
         ck_assert(rows[k] == 0.0f);        /* x: never pushed */
         ck_assert(rows[DIM + k] == -g[k]); /* y: pushed once */
@@ -455,7 +448,7 @@ START_TEST(test_map_with_unreachable_shard)
     float g[DIM] = {1, 1, 1, 1};
     ck_assert_int_eq(zeps_spush(c, t, &id, 1, g, 0), ZEPS_EMOVED);
     ck_assert_int_eq(zeps_num_shards(c), 2);
-    ck_assert_uint_eq(stats(c).slot_epoch, 0);
+    ck_assert_uint_eq(zt_client_stats(c).slot_epoch, 0);
     zp_slotmap_destroy(&base);
     zp_slotmap_destroy(&joined);
     zp_slotmap_destroy(&next);
@@ -485,7 +478,7 @@ START_TEST(test_redirected_on_both_shards)
     slots_ok(&cl, 1, 3, own_swap);
     float g[2 * DIM] = {1, 2, 3, 4, 5, 6, 7, 8}, rows[2 * DIM];
     ck_assert_int_eq(zeps_spush(c, t, ids, 2, g, 0), 0);
-    ck_assert_uint_eq(stats(c).slot_epoch, 3);
+    ck_assert_uint_eq(zt_client_stats(c).slot_epoch, 3);
     ck_assert_int_eq(zeps_spull(c, t, ids, 2, rows, 0), 0);
     for (int i = 0; i < 2 * DIM; i++)
         ck_assert_float_eq(rows[i], -g[i]);
@@ -519,7 +512,7 @@ START_TEST(test_clock_to_dense_slice)
     slots_ok(&cl, 1, 3, own_all0);
     zeps_client *c = zt_client(&cl, 0);
     ck_assert_ptr_nonnull(c);
-    ck_assert_uint_eq(stats(c).slot_epoch, 3); /* from HELLO */
+    ck_assert_uint_eq(zt_client_stats(c).slot_epoch, 3); /* from HELLO */
     zeps_table_spec sp = {.name = "d", .length = 100, .optimizer = "sgd", .lr = 1.0};
     uint32_t t;
     ck_assert_int_eq(zeps_declare(c, &sp, &t), 0);
@@ -606,19 +599,19 @@ START_TEST(test_pipe_push_followed)
         memcpy(st->grads[0], g, sizeof(g));
         ck_assert_msg(zeps_pipe_push(p, st) == 0, "%s", zeps_last_error(c));
         ck_assert_msg(zeps_pipe_drain(p) == 0, "%s", zeps_last_error(c));
-        ck_assert_uint_eq(stats(c).slot_redirects, 1); /* step 0's push */
+        ck_assert_uint_eq(zt_client_stats(c).slot_redirects, 1); /* step 0's push */
         if (step == 1)
             for (int k = 0; k < 3; k++)
                 ck_assert_int_eq(shard_clock(c, k), 2);
     }
     zeps_pipe_destroy(&p);
-    ck_assert_uint_eq(stats(c).slot_epoch, 2);
+    ck_assert_uint_eq(zt_client_stats(c).slot_epoch, 2);
     for (int k = 0; k < 3; k++)
         ck_assert_int_eq(shard_clock(c, k), k == 2 ? 3 : 4);
     ck_assert_msg(zeps_spull(c, t, ids, 2, rows, 0) == 0, "%s", zeps_last_error(c));
     for (int k = 0; k < 2 * DIM; k++)
         ck_assert(rows[k] == -4 * g[k]);
-    ck_assert_uint_eq(stats(c).slot_redirects, 1);
+    ck_assert_uint_eq(zt_client_stats(c).slot_redirects, 1);
     zp_slotmap_destroy(&m2);
     zp_slotmap_destroy(&m1);
     zp_slotmap_destroy(&d);

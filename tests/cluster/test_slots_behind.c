@@ -56,13 +56,6 @@ static uint64_t max_seq(zeps_client *c, int k)
     return seq;
 }
 
-static zeps_client_stats stats(const zeps_client *c)
-{
-    zeps_client_stats st;
-    zeps_client_get_stats(c, &st);
-    return st;
-}
-
 /* Give `map` to shard 0 now and to shard 1 LATE_MS later; run `op` (a
  * push or a pull of ids) meanwhile; return its status and the time it
  * took, in ms. */
@@ -104,8 +97,9 @@ START_TEST(test_target_takes_the_map_late)
     int rc = while_target_behind(&cl, m1, c, 1, t, xz, g, &ms);
     ck_assert_msg(rc == 0, "push: %s", zeps_last_error(c));
     ck_assert_msg(ms >= LATE_MS - 50, "the push took %.0f ms: it never met the target behind", ms);
-    ck_assert_uint_eq(stats(c).slot_epoch, 1);
-    ck_assert_uint_eq(stats(c).slot_redirects, 1); /* the source's; the waits are not redirects */
+    ck_assert_uint_eq(zt_client_stats(c).slot_epoch, 1);
+    ck_assert_uint_eq(zt_client_stats(c).slot_redirects,
+                      1); /* the source's; the waits are not redirects */
     /* the target was asked again a few times, at 2 ms doubling, not at
      * every turn of the loop for 300 ms */
     uint64_t tries = max_seq(c, 1);
@@ -115,8 +109,8 @@ START_TEST(test_target_takes_the_map_late)
     rc = while_target_behind(&cl, m2, c, 0, t, yz, rows, &ms);
     ck_assert_msg(rc == 0, "pull: %s", zeps_last_error(c));
     ck_assert_msg(ms >= LATE_MS - 50, "the pull took %.0f ms: it never met the target behind", ms);
-    ck_assert_uint_eq(stats(c).slot_epoch, 2);
-    ck_assert_uint_eq(stats(c).slot_redirects, 2);
+    ck_assert_uint_eq(zt_client_stats(c).slot_epoch, 2);
+    ck_assert_uint_eq(zt_client_stats(c).slot_redirects, 2);
     for (int k = 0; k < DIM; k++) {
         ck_assert(rows[k] == 0.0f);              /* y: never pushed */
         ck_assert(rows[DIM + k] == -g[DIM + k]); /* z: pushed once */
@@ -126,7 +120,7 @@ START_TEST(test_target_takes_the_map_late)
     ck_assert_msg(zeps_spull(c, t, xy, 2, rows, 0) == 0, "%s", zeps_last_error(c));
     for (int k = 0; k < DIM; k++)
         ck_assert(rows[k] == -g[k] && rows[DIM + k] == 0.0f);
-    ck_assert_uint_eq(stats(c).slot_redirects, 2);
+    ck_assert_uint_eq(zt_client_stats(c).slot_redirects, 2);
     zp_slotmap_destroy(&m2);
     zp_slotmap_destroy(&m1);
     zp_slotmap_destroy(&d);

@@ -305,6 +305,13 @@ Zeps__ShardStats *zt_stats(zeps_client *c, int k)
     return st;
 }
 
+zeps_client_stats zt_client_stats(const zeps_client *c)
+{
+    zeps_client_stats st;
+    zeps_client_get_stats(c, &st);
+    return st;
+}
+
 void *zt_raw_socket(void *zctx, const zt_cluster *c, int k)
 {
     void *s = zmq_socket(zctx, ZMQ_DEALER);

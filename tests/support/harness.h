@@ -102,6 +102,9 @@ zeps_client *zt_client_opts(const zt_cluster *c, uint32_t rank, zeps_options *op
  * zeps__shard_stats__free_unpacked(st, NULL). */
 Zeps__ShardStats *zt_stats(zeps_client *c, int k);
 
+/* c's client statistics (zeps_client_get_stats), by value. */
+zeps_client_stats zt_client_stats(const zeps_client *c);
+
 /* A raw DEALER socket connected to shard k (linger 0; with the cluster
  * file's CURVE client keys when it sets them). */
 void *zt_raw_socket(void *zctx, const zt_cluster *c, int k);

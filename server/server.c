@@ -95,9 +95,14 @@ static int drain_some(zp_server *s, bool router)
     return more;
 }
 
+/* From timers, the idle handle and the ROUTER's poll handle: a backup's
+ * link may hold what arrived after the follower's last receive, with no
+ * new edge and, from a timer or the idle handle, no check handle before
+ * the loop blocks in poll; so its ZMQ_EVENTS is read here (kick_follow,
+ * from the link's own poll handle, leaves that to on_check). */
 static int drain_all(zp_server *s)
 {
-    return drain_some(s, true);
+    return drain_some(s, true) || zp_follow_pending(s);
 }
 
 static void on_idle(uv_idle_t *h)

@@ -45,7 +45,8 @@ typedef struct zp_follow {
 /* Follow, stop following or follow another primary as the role now says,
  * then apply what arrived (a batch at most) and acknowledge it. Returns 1
  * if the batch was full (more is waiting); what arrives after its last
- * receive the loop's check handle finds (ZMQ_EVENTS, after every turn).
+ * receive its caller finds (zp_follow_pending: server.c's drain_all, or
+ * the check handle after the link's own wake-up).
  * From the shard's kicks: the link's poll handle, the loop's idle handle
  * and timers. */
 int zp_follow_check(zp_server *s);

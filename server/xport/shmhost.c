@@ -37,6 +37,11 @@
 #define MAX_CONNS 4096
 /* Packets read per wake-up of one connection: the others get their turn. */
 #define PACKETS_PER_WAKE 64
+/* Packets read before a ZeroMQ message: every one a worker sent before it
+ * (its requests in flight and their retries after a stalled shard's
+ * timeouts), so none is overtaken; bounded so a flood cannot starve the
+ * ROUTER. */
+#define PACKETS_BEFORE_ZMQ 4096
 /* An attach connection's identity: a zero, then its serial (little-endian). */
 #define IDENT_LEN 9
 
@@ -169,11 +174,11 @@ static void on_packet(zp_shmhost *x, zp_shmconn *c, size_t n, int trunc)
     zp_wire_frames_close(&m);
 }
 
-/* Read and deliver what waits on attached connection c (at most
- * PACKETS_PER_WAKE packets); its end of file or an error closes it. */
-static void read_packets(zp_shmhost *x, zp_shmconn *c)
+/* Read and deliver what waits on attached connection c (at most max
+ * packets); its end of file or an error closes it. */
+static void read_packets(zp_shmhost *x, zp_shmconn *c, int max)
 {
-    for (int i = 0; i < PACKETS_PER_WAKE; i++) {
+    for (int i = 0; i < max; i++) {
         union {
             char buf[CMSG_SPACE(sizeof(int) * 4)];
             struct cmsghdr align;
@@ -202,7 +207,7 @@ static void on_conn(uv_poll_t *h, int status, int events)
     (void)events;
     zp_shmconn *c = h->data;
     if (c->seg && c->x->bell && status >= 0) {
-        read_packets(c->x, c);
+        read_packets(c->x, c, PACKETS_PER_WAKE);
         return;
     }
     zp_shm_attach a;
@@ -448,7 +453,7 @@ void zp_shmhost_drain(zp_shmhost *x)
         return;
     for (int i = x->nconns - 1; i >= 0; i--) /* read_packets may close (and drop) conns[i] */
         if (i < x->nconns && x->conns[i]->seg)
-            read_packets(x, x->conns[i]);
+            read_packets(x, x->conns[i], PACKETS_BEFORE_ZMQ);
 }
 
 uint64_t zp_shmhost_requests(const zp_shmhost *x, uint32_t rank)

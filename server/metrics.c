@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -348,25 +349,36 @@ static const tfield tpairs[] = {
        "The cold tier's block cache usage."),
 };
 
-/* The labels naming table entry i: table="NAME", and piece="BEGIN-END"
- * when this shard holds more than one piece of that dense table (after
- * live moves, docs/elastic.md), so that no two series share labels. */
-static void table_labels(const Zeps__ShardStats *st, size_t i, char *out, size_t cap)
+/* The labels naming each table entry, computed once a scrape rather
+ * than once per series: table="NAME", and
+ * piece="BEGIN-END" when this shard holds more than one piece of that
+ * dense table (after live moves, docs/elastic.md), so that no two series
+ * share labels. The caller frees the array; NULL when out of memory. */
+typedef char zp_metrics_tl[220];
+
+static zp_metrics_tl *table_labels(const Zeps__ShardStats *st)
 {
-    const Zeps__TableStats *t = st->tables[i];
-    char name[160];
-    label_value(name, sizeof(name), t->name);
-    size_t same = 0;
-    for (size_t j = 0; j < st->n_tables; j++)
-        same += strcmp(st->tables[j]->name, t->name) == 0;
-    if (same > 1)
-        snprintf(out, cap, "table=\"%s\",piece=\"%" PRIu64 "-%" PRIu64 "\"", name, t->slice_begin,
-                 t->slice_end);
-    else
-        snprintf(out, cap, "table=\"%s\"", name);
+    zp_metrics_tl *out = calloc(st->n_tables ? st->n_tables : 1, sizeof(*out));
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < st->n_tables; i++) {
+        const Zeps__TableStats *t = st->tables[i];
+        char name[160];
+        label_value(name, sizeof(name), t->name);
+        bool pieces = false;
+        for (size_t j = 0; j < st->n_tables && !pieces; j++)
+            pieces = j != i && strcmp(st->tables[j]->name, t->name) == 0;
+        if (pieces)
+            snprintf(out[i], sizeof(out[i]), "table=\"%s\",piece=\"%" PRIu64 "-%" PRIu64 "\"", name,
+                     t->slice_begin, t->slice_end);
+        else
+            snprintf(out[i], sizeof(out[i]), "table=\"%s\"", name);
+    }
+    return out;
 }
 
-static void table_family(const Zeps__ShardStats *st, const tfield *f, bool header, zp_http_reply *r)
+static void table_family(const Zeps__ShardStats *st, const zp_metrics_tl *tl, const tfield *f,
+                         bool header, zp_http_reply *r)
 {
     if (header)
         head(r, f->name, f->type, f->help);
@@ -374,30 +386,29 @@ static void table_family(const Zeps__ShardStats *st, const tfield *f, bool heade
         const Zeps__TableStats *t = st->tables[i];
         if (f->sparse_only && t->kind != 1)
             continue;
-        char tl[220];
-        table_labels(st, i, tl, sizeof(tl));
         const char *p = (const char *)t + f->off;
         uint64_t v = f->off == offsetof(Zeps__TableStats, staleness) ? *(const uint32_t *)p
                                                                      : *(const uint64_t *)p;
-        zp_http_printf(r, "%s{%s%s%s} %" PRIu64 "\n", f->name, tl, f->label ? "," : "",
+        zp_http_printf(r, "%s{%s%s%s} %" PRIu64 "\n", f->name, tl[i], f->label ? "," : "",
                        f->label ? f->label : "", v);
     }
 }
 
 static void table_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
 {
+    zp_metrics_tl *tl = table_labels(st);
+    if (!tl)
+        return; /* the scrape goes without its table series */
     for (size_t k = 0; k < sizeof(tfields) / sizeof(tfields[0]); k++)
-        table_family(st, &tfields[k], true, r);
+        table_family(st, tl, &tfields[k], true, r);
     for (size_t k = 0; k < sizeof(tpairs) / sizeof(tpairs[0]); k++)
-        table_family(st, &tpairs[k], tpairs[k].help != NULL, r);
+        table_family(st, tl, &tpairs[k], tpairs[k].help != NULL, r);
     head(r, "zeps_table_codec_seconds_total", "counter",
          "Time spent decoding compressed pushes and encoding compressed pulls.");
     for (size_t i = 0; i < st->n_tables; i++) {
-        char tl[220];
-        table_labels(st, i, tl, sizeof(tl));
-        zp_http_printf(r, "zeps_table_codec_seconds_total{%s,stage=\"decode\"} %.17g\n", tl,
+        zp_http_printf(r, "zeps_table_codec_seconds_total{%s,stage=\"decode\"} %.17g\n", tl[i],
                        st->tables[i]->decode_s);
-        zp_http_printf(r, "zeps_table_codec_seconds_total{%s,stage=\"encode\"} %.17g\n", tl,
+        zp_http_printf(r, "zeps_table_codec_seconds_total{%s,stage=\"encode\"} %.17g\n", tl[i],
                        st->tables[i]->encode_s);
     }
     static const struct {
@@ -415,12 +426,12 @@ static void table_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
             const Zeps__Histogram *h = hs[k].which == 0   ? t->tau
                                        : hs[k].which == 1 ? t->clock_gap
                                                           : t->pull_wait_us;
-            char tl[220], labels[224];
-            table_labels(st, i, tl, sizeof(tl));
-            snprintf(labels, sizeof(labels), "%s,", tl);
+            char labels[sizeof(zp_metrics_tl) + 4];
+            snprintf(labels, sizeof(labels), "%s,", tl[i]);
             hist_series(r, hs[k].name, labels, h, hs[k].which == 2);
         }
     }
+    free(tl);
 }
 
 /* Per-row tau of sparse tables by row frequency: a series per table and

@@ -55,8 +55,7 @@ static int restore_table(zp_server *s, const zp_snap_table *st, uint64_t setid, 
                          size_t errlen)
 {
     zp_table *t;
-    int rc = zp_table_declared_from_snap(&t, s->ntables, st, s->shard, s->nshards, s->nworkers, err,
-                                         errlen);
+    int rc = zp_table_declared_from_snap(&t, s->ntables, st, s->nworkers, err, errlen);
     if (rc != 0)
         return rc;
     /* a cold tier before the hot rows: a hot row the table has no room for

@@ -251,8 +251,8 @@ void zp_table_destroy(zp_table **tp)
     *tp = NULL;
 }
 
-int zp_table_declared_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard,
-                                int nshards, int nworkers, char *err, size_t errlen)
+int zp_table_declared_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int nworkers,
+                                char *err, size_t errlen)
 {
     const zp_table_kind *kind = zp_table_kind_for(st->kind);
     if (!kind)
@@ -264,8 +264,6 @@ int zp_table_declared_from_snap(zp_table **out, uint32_t id, const zp_snap_table
         return rc;
     /* the record's own slice: the default one, or a piece the file's map
      * gave the shard (checked as the file was read; sparse: [0, 0)) */
-    (void)shard;
-    (void)nshards;
     rc = zp_table_new_piece(out, id, spec, st->begin, st->end, nworkers, err, errlen);
     zeps__table_spec__free_unpacked(spec, NULL);
     return rc;
@@ -280,11 +278,11 @@ int zp_table_load_snap(zp_table *t, const zp_snap_table *st, char *err, size_t e
     return rc;
 }
 
-int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard, int nshards,
-                       int nworkers, char *err, size_t errlen)
+int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int nworkers,
+                       char *err, size_t errlen)
 {
     zp_table *t;
-    int rc = zp_table_declared_from_snap(&t, id, st, shard, nshards, nworkers, err, errlen);
+    int rc = zp_table_declared_from_snap(&t, id, st, nworkers, err, errlen);
     if (rc != 0)
         return rc;
     rc = zp_table_load_snap(t, st, err, errlen);

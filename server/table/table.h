@@ -167,8 +167,8 @@ int zp_table_new_piece(zp_table **out, uint32_t id, const Zeps__TableSpec *spec,
 /* A table declared from a snapshot record's recorded declaration as
  * table `id`, empty (zp_table_load_snap loads it). *out owns it on
  * success. */
-int zp_table_declared_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard,
-                                int nshards, int nworkers, char *err, size_t errlen);
+int zp_table_declared_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int nworkers,
+                                char *err, size_t errlen);
 
 /* Load table t (zp_table_declared_from_snap of st) with st's contents.
  * 0 or a zeps_err; on error the caller destroys t. */
@@ -176,8 +176,8 @@ int zp_table_load_snap(zp_table *t, const zp_snap_table *st, char *err, size_t e
 
 /* A table made from a snapshot record as table `id`: declared from the
  * recorded declaration, then loaded. *out owns it on success. */
-int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int shard, int nshards,
-                       int nworkers, char *err, size_t errlen);
+int zp_table_from_snap(zp_table **out, uint32_t id, const zp_snap_table *st, int nworkers,
+                       char *err, size_t errlen);
 
 /* Append t to a growing array of tables; the array takes t. */
 void zp_table_append(zp_table ***tables, uint32_t *n, uint32_t *cap, zp_table *t);

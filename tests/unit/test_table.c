@@ -163,7 +163,7 @@ START_TEST(test_dense_load_keeps_rounds)
     memset(&st, 0, sizeof(st));
     zp_table_describe(t, &st);
     t->kind->pack(t, &st);
-    ck_assert_int_eq(zp_table_from_snap(&u, 1, &st, 0, 1, 1, err, sizeof(err)), 0);
+    ck_assert_int_eq(zp_table_from_snap(&u, 1, &st, 1, err, sizeof(err)), 0);
     ck_assert_uint_eq(u->version, 5);
     ck_assert_int_eq(u->round.closed, 7);
     zp_table_destroy(&u);

@@ -218,6 +218,13 @@ int zp_ctl_zkmap_commit(zp_ctl_zkmap *z, const void *wire, size_t len, char *err
     }
     if (rc == ZOK)
         return 0;
+    /* A write sent in a session that expired may have landed before the
+     * second one was refused for the version it changed: the node says. */
+    char why[256];
+    bool landed = get(z, z->slots, why, sizeof(why)) == 0 && z->len == len &&
+                  memcmp(z->data, wire, len) == 0;
+    if (landed)
+        return 0;
     if (rc == ZBADVERSION || rc == ZNODEEXISTS || rc == ZNONODE) {
         snprintf(err, errlen,
                  "the slot map in ZooKeeper (%s) or the source's primary changed since the move "
@@ -227,10 +234,6 @@ int zp_ctl_zkmap_commit(zp_ctl_zkmap *z, const void *wire, size_t len, char *err
                  z->slots);
         return ZEPS_ESTALE;
     }
-    /* unknown whether it landed: the node may say so already */
-    char why[256];
-    if (get(z, z->slots, why, sizeof(why)) == 0 && z->len == len && memcmp(z->data, wire, len) == 0)
-        return 0;
     snprintf(err, errlen, "ZooKeeper did not confirm the commit of the slot map (%s): %s", z->slots,
              rc == ZEPS_ETIMEDOUT ? "no answer" : zerror(rc));
     return ZEPS_EIO;

@@ -114,6 +114,12 @@ START_TEST(test_paced_then_unlimited)
         ck_assert_int_eq(zt_move_zepsctl(log, move), 2);
         ck_assert(zt_move_file_has(log, "--max-mb-s"));
     }
+    snprintf(log, sizeof(log), "%s/bad-lease.log", cl.dir); /* waits longer than the lease */
+    char *short_lease[] = {"shards",     "move", "--config",   cl.conf,   "--from",
+                           "0",          "--to", "1",          "--slots", "0-4095",
+                           "--max-mb-s", cap,    "--lease-ms", "500",     NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, short_lease), 2);
+    ck_assert(zt_move_file_has(log, "give --lease-ms 2000 or more"));
     ck_assert_uint_gt(zt_move_rows(c, 0, NULL), WIDS / 3); /* nothing moved */
 
     snprintf(log, sizeof(log), "%s/paced.log", cl.dir);

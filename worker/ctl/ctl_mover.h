@@ -52,6 +52,15 @@ int zp_ctl_mover_opts_one(zp_mv_opts *o, const char *a, long long x);
  * on stderr, naming the option and `zepsctl shards CMD`). */
 int zp_ctl_mover_opts_text(zp_mv_opts *o, const char *a, const char *v, const char *cmd);
 
+/* The least --lease-ms a paced copy (--max-mb-s) runs with: its waits
+ * between two steps reach 1 s (ctl_pace.h). */
+enum { ZP_MV_PACED_LEASE_MS = 2000 };
+
+/* The options' checks across options once all are read: 0, or -1 said on
+ * stderr naming `zepsctl shards CMD` (--max-mb-s with a --lease-ms under
+ * ZP_MV_PACED_LEASE_MS). */
+int zp_ctl_mover_opts_check(const zp_mv_opts *o, const char *cmd);
+
 /* text as a number in [lo, hi], or -1. */
 long long zp_ctl_mover_opts_number(const char *text, long long lo, long long hi);
 

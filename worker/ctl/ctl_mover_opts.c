@@ -69,6 +69,19 @@ int zp_ctl_mover_opts_text(zp_mv_opts *o, const char *a, const char *v, const ch
     return 1;
 }
 
+int zp_ctl_mover_opts_check(const zp_mv_opts *o, const char *cmd)
+{
+    if (o->max_mb_s > 0 && o->lease_ms < ZP_MV_PACED_LEASE_MS) {
+        fprintf(stderr,
+                "zepsctl shards %s: --max-mb-s with --lease-ms %u: a paced copy may wait up to "
+                "1 s between two steps, and the shards end a move that sent none within its "
+                "lease; give --lease-ms %d or more\n",
+                cmd, o->lease_ms, ZP_MV_PACED_LEASE_MS);
+        return -1;
+    }
+    return 0;
+}
+
 long long zp_ctl_mover_opts_number(const char *text, long long lo, long long hi)
 {
     return number(text, lo, hi);
@@ -112,5 +125,5 @@ int zp_ctl_mover_opts_parse(zp_mv_opts *o, double *tolerance, int *max_moves, co
             return -1;
         }
     }
-    return 0;
+    return zp_ctl_mover_opts_check(o, cmd);
 }

@@ -93,7 +93,7 @@ static int parse(mv_opts *o, int argc, char **argv)
                         "--dense are required\n");
         return -1;
     }
-    return 0;
+    return zp_ctl_mover_opts_check(o, "move");
 }
 
 static int shards_move(int argc, char **argv)

@@ -221,8 +221,8 @@ int zp_ctl_zkmap_commit(zp_ctl_zkmap *z, const void *wire, size_t len, char *err
     /* A write sent in a session that expired may have landed before the
      * second one was refused for the version it changed: the node says. */
     char why[256];
-    bool landed = get(z, z->slots, why, sizeof(why)) == 0 && z->len == len &&
-                  memcmp(z->data, wire, len) == 0;
+    bool landed =
+        get(z, z->slots, why, sizeof(why)) == 0 && z->len == len && memcmp(z->data, wire, len) == 0;
     if (landed)
         return 0;
     if (rc == ZBADVERSION || rc == ZNODEEXISTS || rc == ZNONODE) {

@@ -129,12 +129,78 @@ START_TEST(test_target_takes_the_map_late)
 }
 END_TEST
 
+/* Set *flag after `ms` (a Ctrl-C during a call). */
+typedef struct alarm_arg {
+    volatile int *flag;
+    long ms;
+} alarm_arg;
+
+static void *raise_after(void *arg)
+{
+    alarm_arg *a = arg;
+    struct timespec ts = {a->ms / 1000, (a->ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+    *a->flag = 1;
+    return NULL;
+}
+
+/* A push interrupted while its piece waits for a target behind the map:
+ * the call ends with ECLOSED at once, and the piece ends with it (its
+ * memory is the request's, freed by the wait): the client goes on
+ * serving, and nothing more of the push reaches the target, which takes
+ * the map only later. Without the pieces failed with their request the
+ * freed piece stays on the client's list of redirects (ASan: a
+ * use-after-free in the next call; else it keeps being sent). */
+START_TEST(test_interrupted_while_behind)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_ptr_nonnull(c);
+    zeps_sparse_spec spec = {
+        .name = "emb", .dim = DIM, .optimizer = "sgd", .lr = 1.0, .init = "zeros", .seed = 1};
+    uint32_t t;
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    uint64_t x = zt_slot_id_on(2, 0, UINT32_MAX, 0), z = zt_slot_id_on(2, 0, UINT32_MAX, x);
+    zp_slotmap *d = NULL;
+    ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
+    zp_slotmap *m1 = zt_slot_map_giving(d, &x, 1, 1);
+    ck_assert_int_eq(zt_raw_slots(&cl, 0, m1), 0); /* the target never takes it here */
+    volatile int flag = 0;
+    zeps_client_set_interrupt(c, &flag);
+    alarm_arg a = {.flag = &flag, .ms = 150};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, raise_after, &a), 0);
+    float g[2 * DIM] = {1, 2, 3, 4, 5, 6, 7, 8}, rows[2 * DIM];
+    uint64_t xz[2] = {x, z};
+    uint64_t t0 = zp_now_ns();
+    int rc = zeps_spush(c, t, xz, 2, g, 0);
+    double ms = (double)(zp_now_ns() - t0) / 1e6;
+    ck_assert_int_eq(pthread_join(th, NULL), 0);
+    ck_assert_int_eq(rc, ZEPS_ECLOSED);
+    ck_assert_msg(ms < 1000, "the interrupted push took %.0f ms", ms);
+    flag = 0;
+    uint64_t sent = max_seq(c, 1);
+    for (int i = 0; i < 40; i++) { /* 400 ms of calls to the source alone */
+        ck_assert_msg(zeps_spull(c, t, &z, 1, rows, 0) == 0, "%s", zeps_last_error(c));
+        struct timespec ts = {0, 10000000L};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_uint_eq(max_seq(c, 1), sent); /* the piece is gone */
+    zp_slotmap_destroy(&m1);
+    zp_slotmap_destroy(&d);
+    zeps_client_destroy(&c);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("slots_behind");
     TCase *tc = tcase_create("slots_behind");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_target_takes_the_map_late);
+    tcase_add_test(tc, test_interrupted_while_behind);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -534,9 +534,13 @@ static void progress(zeps_client *c, long timeout_ms)
         for (zp_req_sub *s = c->shards[k].out; s; s = s->next)
             if (s->deadline_ns < next)
                 next = s->deadline_ns;
-    for (zp_req_sub *s = c->moved; s; s = s->next) /* a piece waiting for a shard behind */
-        if (s->split_ns && s->split_ns < next)
-            next = s->split_ns;
+    for (zp_req_sub *s = c->moved; s; s = s->next) { /* a piece waiting for a shard behind */
+        /* its wait over but no room at its owner yet: a reply makes room,
+         * so poll at least 1 ms rather than spin */
+        uint64_t at = s->split_ns > now ? s->split_ns : now + 1000000ull;
+        if (s->split_ns && at < next)
+            next = at;
+    }
     if (next != UINT64_MAX) {
         long until = next > now ? (long)((next - now) / 1000000ull) + 1 : 0;
         if (until < timeout_ms)
@@ -608,20 +612,23 @@ void zp_req_send(zp_req *r, zp_req_sub *s)
     sub_send(c, s);
 }
 
-/* Interrupted: fail r's outstanding sub-requests with ZEPS_ECLOSED and reset
- * their shards' sockets, so ZeroMQ drops (and releases) what it queued. */
+/* Interrupted: fail r's outstanding sub-requests with ZEPS_ECLOSED, and
+ * its redirects' pieces (r->follow's, freed with r: none may stay on a
+ * shard's list or on c->moved); reset their shards' sockets, so ZeroMQ
+ * drops (and releases) what it queued. */
 static void give_up(zeps_client *c, zp_req *r)
 {
     zp_fail(c, ZEPS_ECLOSED, "interrupted while waiting for %s", zp_wire_op_name(r->op));
-    for (int i = 0; i < r->nsub; i++) {
-        zp_req_sub *s = &r->subs[i];
-        if (s->done)
-            continue;
-        sub_finish(c, s, ZEPS_ECLOSED);
-        zp_shard_reset(c, s->shard);
-        for (zp_req_sub *o = c->shards[s->shard].out; o; o = o->next)
-            sub_send(c, o);
-    }
+    for (zp_req *q = r; q; q = q->follow)
+        for (int i = 0; i < q->nsub; i++) {
+            zp_req_sub *s = &q->subs[i];
+            if (s->done)
+                continue;
+            sub_finish(c, s, ZEPS_ECLOSED);
+            zp_shard_reset(c, s->shard);
+            for (zp_req_sub *o = c->shards[s->shard].out; o; o = o->next)
+                sub_send(c, o);
+        }
 }
 
 /* Payload frames ZeroMQ still holds of r and its redirects' pieces. */

@@ -48,7 +48,8 @@
 /* Whether s can be sent again split: a sparse PULL with a scatter, or an
  * uncompressed sparse PUSH; a piece only by a newer map than the one it
  * was split by (the map moves forward at each step, so this cannot loop:
- * two shards that disagree at one epoch end it). A push that carried the
+ * two shards that disagree at one epoch end it), or later, by behind(),
+ * when the refusing shard's map is older than that one. A push that carried the
  * clock (a zeps_pipe step's, push_clock.h) goes on as pieces without it:
  * the pieces' owners get the step's clock from the step itself (its
  * clocked push or CLOCK there), and the refusing shard, which applied

@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "errors.h"
 #include "slotmap.h"
 #include "snapshot.h"
@@ -38,9 +39,7 @@ static bool same_pieces(const zp_slotmap *a, const zp_slotmap *b, const char *na
 {
     size_t na = zp_slotmap_dense_pieces(a, name, length, NULL, 0);
     size_t nb = zp_slotmap_dense_pieces(b, name, length, NULL, 0);
-    zp_dense_piece *p = calloc(na + nb, sizeof(*p));
-    if (!p)
-        return false; /* refused: cannot tell */
+    zp_dense_piece *p = zp_alloc_zeroed(na + nb ? na + nb : 1, sizeof(*p));
     zp_slotmap_dense_pieces(a, name, length, p, na);
     zp_slotmap_dense_pieces(b, name, length, p + na, nb);
     size_t i = 0, j = na;

@@ -88,7 +88,12 @@ static uint64_t walk_table(const uint8_t *p, uint64_t n, uint32_t nshards, dtabl
 static int dense_list(const uint8_t *map, uint64_t at, uint64_t len, uint32_t nshards,
                       const uint8_t **dl, uint64_t *dlen, char *err, size_t errlen)
 {
-    if (len - at < 12 || zp_get32(map + at) != nshards || zp_get32(map + at + 4) != 0)
+    if (len - at < 12)
+        return zp_errors_set(err, errlen, ZEPS_EINVAL,
+                             "slot map of %" PRIu64 " bytes ends %" PRIu64 " bytes after its "
+                             "owners, inside the 12 of its shard counts and dense list",
+                             len, len - at);
+    if (zp_get32(map + at) != nshards || zp_get32(map + at + 4) != 0)
         return zp_errors_set(err, errlen, ZEPS_EINVAL,
                              "slot map of %" PRIu64 " bytes names joined or retired shards "
                              "(snapshots hold the cluster file's shards only)",

@@ -26,6 +26,7 @@
 #include "slotmap.h"
 #include "snap_fixture.h"
 #include "snapshot.h"
+#include "snapshot_format.h"
 #include "snapshot_io.h"
 #include "zeps_errors.h"
 
@@ -461,6 +462,22 @@ START_TEST(test_table_named_twice_refused)
 }
 END_TEST
 
+/* A map whose bytes after the owners stop inside the 12 of its shard
+ * counts and dense list is refused as such, not as naming joined shards;
+ * one naming a joined shard as that. */
+START_TEST(test_short_tail_refused)
+{
+    uint8_t tail[20] = {0};
+    char err[256];
+    zp_put32(tail, 3);
+    ck_assert_int_eq(zp_snapshot_pieces_map(tail, 0, 8, 3, err, sizeof(err)), ZEPS_EINVAL);
+    zt_snap_assert_has(err, "ends 8 bytes after its owners, inside the 12");
+    zp_put32(tail, 4); /* base 4 of a 3-shard file: a shard joined */
+    ck_assert_int_eq(zp_snapshot_pieces_map(tail, 0, 20, 3, err, sizeof(err)), ZEPS_EINVAL);
+    zt_snap_assert_has(err, "names joined or retired shards");
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("snappieces");
@@ -474,6 +491,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_shard_without_a_piece);
     tcase_add_test(tc, test_bounds_of_names_and_lengths);
     tcase_add_test(tc, test_table_named_twice_refused);
+    tcase_add_test(tc, test_short_tail_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -74,16 +74,24 @@ static int while_target_behind(const zt_cluster *cl, const zp_slotmap *map, zeps
     return rc;
 }
 
-START_TEST(test_target_takes_the_map_late)
+/* Two async shards, worker 0's client, and its sparse table "emb" of
+ * DIM (sgd, lr 1, zeros: a row is minus the gradients pushed) in *t. */
+static zeps_client *start(zt_cluster *cl, uint32_t *t)
 {
-    zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
+    ck_assert_int_eq(zt_cluster_start(cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *c = zt_client(cl, 0);
     ck_assert_ptr_nonnull(c);
     zeps_sparse_spec spec = {
         .name = "emb", .dim = DIM, .optimizer = "sgd", .lr = 1.0, .init = "zeros", .seed = 1};
+    ck_assert_int_eq(zeps_declare_sparse(c, &spec, t), 0);
+    return c;
+}
+
+START_TEST(test_target_takes_the_map_late)
+{
+    zt_cluster cl;
     uint32_t t;
-    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    zeps_client *c = start(&cl, &t);
     /* x moves from shard 0 to shard 1 at epoch 1, y at epoch 2; z stays */
     uint64_t x = zt_slot_id_on(2, 0, UINT32_MAX, 0), y = zt_slot_id_on(2, 0, UINT32_MAX, x);
     uint64_t z = zt_slot_id_on(2, 0, UINT32_MAX, y);
@@ -154,13 +162,8 @@ static void *raise_after(void *arg)
 START_TEST(test_interrupted_while_behind)
 {
     zt_cluster cl;
-    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
-    zeps_client *c = zt_client(&cl, 0);
-    ck_assert_ptr_nonnull(c);
-    zeps_sparse_spec spec = {
-        .name = "emb", .dim = DIM, .optimizer = "sgd", .lr = 1.0, .init = "zeros", .seed = 1};
     uint32_t t;
-    ck_assert_int_eq(zeps_declare_sparse(c, &spec, &t), 0);
+    zeps_client *c = start(&cl, &t);
     uint64_t x = zt_slot_id_on(2, 0, UINT32_MAX, 0), z = zt_slot_id_on(2, 0, UINT32_MAX, x);
     zp_slotmap *d = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);

@@ -196,8 +196,10 @@ bool zp_move_ask(zp_server *s)
     return true;
 }
 
-/* Whether `map` still gives shard a a slot that `next` gives to shard b:
- * then the move of `next` (from a to b) has not committed under `map`. */
+/* Whether `map` (newer than `next`) still gives shard a a slot that
+ * `next` gives to shard b: then the move of `next` (from a to b) has not
+ * committed. A source in doubt is in no other move, so no later map gave
+ * it back a slot of the move. */
 static bool still_gives(const zp_slotmap *map, const zp_slotmap *next, int a, int b)
 {
     for (uint32_t k = 0; k < zp_slotmap_slots(next); k++)
@@ -242,7 +244,9 @@ void zp_move_ask_on(zp_server *s, zp_request *r)
         return;
     }
     uint64_t epoch = zp_slotmap_epoch(next);
-    bool done = zp_slotmap_epoch(s->slots) >= epoch && !still_gives(s->slots, next, a, s->shard);
+    uint64_t have = zp_slotmap_epoch(s->slots);
+    bool done = have == epoch ? zp_slotmap_same(s->slots, next) /* that very map */
+                              : have > epoch && !still_gives(s->slots, next, a, s->shard);
     if (!done)
         fence(s, &next, a);
     zp_warn("shard %d asked what became of its move to this shard (map epoch %" PRIu64 "): %s", a,

@@ -328,6 +328,16 @@ static void drained_move(const zt_cluster *cl)
     ck_assert_uint_eq(n, 0);
 }
 
+/* MOVE ASK of the map `wire` (of 4095 slots) to shard 1 from shard 0:
+ * answered `count`. */
+static void ask_answers(const zt_cluster *cl, const uint8_t *wire, uint64_t count)
+{
+    Zeps__Header *rep = zt_move_step(cl, 1, 0, ZP_MOVE_ASK, wire, 16 + 2 * 4095);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE && rep->count == count, "ASK: %s (count %llu)",
+                  rep->error_text ? rep->error_text : "", (unsigned long long)rep->count);
+    zeps__header__free_unpacked(rep, NULL);
+}
+
 /* The window of "What each failure does", without coordination: the last
  * rows sent, no COMMIT comes to the source; its cut-over bound passed, it
  * asks the target. First without the target's SLOTS: the target ends its
@@ -367,9 +377,20 @@ START_TEST(test_source_asks_the_target)
         zt_move_rows(tl, k, &epoch);
         ck_assert_uint_eq(epoch, 1);
     }
-    Zeps__Header *rep = zt_move_step(&cl, 1, 0, ZP_MOVE_ASK, wire, 16 + 2 * 4095);
-    ck_assert_msg(rep->op == ZEPS__OP__MOVE && rep->count == 1, "ASK: %s", rep->error_text);
-    zeps__header__free_unpacked(rep, NULL);
+    ask_answers(&cl, wire, 1); /* that very map */
+    zt_raw_expect_error(
+        zt_move_step(&cl, 1, 0, ZP_MOVE_ASK, zt_move_map_wire(1, 2048, 1), 16 + 2 * 2048),
+        ZEPS_EINVAL, "a map of 2048 slots from shard 0; shard 1's has 4095");
+    zt_raw_expect_error(
+        zt_move_step(&cl, 1, 1, ZP_MOVE_ASK, zt_move_map_wire(1, 4095, 1), 16 + 2 * 4095),
+        ZEPS_EINVAL, "from shard 1; shard 1's");
+    zp_slotmap *m2 = NULL; /* the same owners at epoch 2: a newer map that took the move */
+    ck_assert_int_eq(
+        zp_slotmap_decode(&m2, zt_move_map_wire(2, 4095, 1), 16 + 2 * 4095, 3, why, sizeof(why)),
+        0);
+    ck_assert_int_eq(zt_raw_slots(&cl, 1, m2), 0);
+    ask_answers(&cl, zt_move_map_wire(1, 4095, 1), 1);
+    zp_slotmap_destroy(&m2);
     ck_assert_int_eq(zeps_spush(c, t, &id, 1, g, 0), 0); /* now at the target */
     ck_assert_int_eq(zeps_spull(c, t, &id, 1, row, 0), 0);
     ck_assert_msg(row[0] == 1.0f, "the row counts %g pushes; 1 was answered", row[0]);

@@ -145,14 +145,12 @@ static void ask_again(zp_server *s, double now)
     m->ask_wait_s = m->asks == 0 ? ASK_FIRST_S : m->ask_wait_s * 2;
     m->ask_wait_s = m->ask_wait_s > ASK_MAX_S ? ASK_MAX_S : m->ask_wait_s;
     if (m->asks == 0) {
+        const char *by =
+            now - m->heard_s > m->lease_s ? "the tool's lease" : "the cut-over's bound";
         m->doubt_s = now;
         zp_warn("move of %u slots to shard %d ends by time (%s): asking shard %d at %s whether "
                 "it committed the map of epoch %" PRIu64 " before aborting",
-                m->nmoving, m->peer,
-                now - m->heard_s > m->lease_s ? "the tool's lease"
-                                              : "the "
-                                                "cut-over's bound",
-                m->peer, ep, zp_slotmap_epoch(m->next));
+                m->nmoving, m->peer, by, m->peer, ep, zp_slotmap_epoch(m->next));
     } else {
         zp_error("move of %u slots to shard %d in doubt for %.1f s: shard %d at %s did not "
                  "answer whether it committed the map of epoch %" PRIu64 " (asked %u times); "

@@ -269,3 +269,23 @@ int zp_curve_apply_client(void *sock, const char *server_public, const char *cli
         return ZEPS_ETRANSPORT;
     return ZEPS_OK;
 }
+
+int zp_curve_apply_server_pair(const zp_config *cfg, void *sock, char *err, size_t errlen)
+{
+    if (!zp_curve_server_enabled(cfg))
+        return 0;
+    char secret[ZP_CURVE_KEY_LEN + 1], pub[ZP_CURVE_KEY_LEN + 1];
+    int rc = zp_curve_read_key(cfg->curve_server_secret, true, secret, err, errlen);
+    if (rc == 0 && zmq_curve_public(pub, secret) != 0) {
+        snprintf(err, errlen, "bad server key");
+        rc = ZEPS_ECONFIG;
+    }
+    if (rc == 0 && (zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, pub, ZP_CURVE_KEY_LEN + 1) |
+                    zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, ZP_CURVE_KEY_LEN + 1) |
+                    zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, secret, ZP_CURVE_KEY_LEN + 1))) {
+        snprintf(err, errlen, "%s", zmq_strerror(zmq_errno()));
+        rc = ZEPS_ETRANSPORT;
+    }
+    explicit_bzero(secret, sizeof(secret));
+    return rc;
+}

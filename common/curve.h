@@ -72,4 +72,12 @@ int zp_curve_load_client(const zp_config *cfg, zp_curve_client_keys *out, char *
 int zp_curve_apply_client(void *sock, const char *server_public, const char *client_public,
                           const char *client_secret);
 
+/* With CURVE on for servers (cfg), set `sock` (before connect) to speak it
+ * with the servers' own key pair, as one server reaching another does:
+ * every server holds the cluster's server key, and a server's ZAP allows
+ * that key as a tool (a backup following its primary, a move's source
+ * asking its target). 0 (also with CURVE off), or ZEPS_EIO, ZEPS_ECONFIG
+ * or ZEPS_ETRANSPORT with a message in err. */
+int zp_curve_apply_server_pair(const zp_config *cfg, void *sock, char *err, size_t errlen);
+
 #endif

@@ -82,6 +82,7 @@
 #define ZP_MOVE_FREEZE 5 /* to A: cut-over: park requests of the slots for at most bound ms */
 #define ZP_MOVE_COMMIT 6 /* to A: payload the map again; A takes it and drops the rows */
 #define ZP_MOVE_ABORT  7 /* to A or B: end the move, change nothing (B drops what it took) */
+#define ZP_MOVE_ASK    8 /* A to B, no tool: what became of the move committing the payload's map */
 
 /* A received multipart message. */
 typedef struct zp_frames {

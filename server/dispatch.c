@@ -12,6 +12,7 @@
 #include "now.h"
 #include "ops.h"
 #include "server.h"
+#include "wire.h"
 #include "zeps_errors.h"
 
 typedef void (*zp_op_handler)(zp_server *s, zp_request *r);
@@ -24,6 +25,17 @@ static void on_push(zp_server *s, zp_request *r)
         zp_batch_on(s, r);
     else
         zp_push_on(s, r);
+}
+
+/* A MOVE: a tool's step, or a move's source asking this shard what
+ * became of the move (step ASK, op/move_ask.c, which ends moves through
+ * op/move.c: so it is reached from here, not from there). */
+static void on_move(zp_server *s, zp_request *r)
+{
+    if (r->h->move_step == ZP_MOVE_ASK)
+        zp_move_ask_on(s, r);
+    else
+        zp_move_op_on(s, r);
 }
 
 static const zp_op_handler handlers[] = {
@@ -45,7 +57,7 @@ static const zp_op_handler handlers[] = {
     [ZEPS__OP__SCAN] = zp_scan_on,
     [ZEPS__OP__PUT] = zp_scan_on_put,
     [ZEPS__OP__SLOTS] = zp_owner_on_slots,
-    [ZEPS__OP__MOVE] = zp_move_op_on,
+    [ZEPS__OP__MOVE] = on_move,
 };
 /* every op has its own slot in the metrics' per-op counters (server.h) */
 _Static_assert(sizeof(handlers) / sizeof(handlers[0]) <= ZP_SERVER_OPS,

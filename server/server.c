@@ -176,7 +176,8 @@ static void on_tick(uv_timer_t *h)
         zp_clock_check_lost(s);
     zp_waits_check(s);
     zp_pull_turns_check(s);
-    if (zp_move_op_due(s) && !zp_zkmap_fence(s)) /* the map in ZooKeeper: asked first */
+    /* the map in ZooKeeper asked first; without it, the target */
+    if (zp_move_op_due(s) && !zp_zkmap_fence(s) && !zp_move_ask(s))
         zp_move_op_end_by_time(s);
 }
 
@@ -311,8 +312,10 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
         if (rc == 0)
             rc = zp_zap_open(&s->zap, s->zctx, s->cfg.curve_allow_dir, err, errlen);
         char pub[ZP_CURVE_KEY_LEN + 1];
-        if (rc == 0 && s->cfg.replicas > 1 && zmq_curve_public(pub, secret) == 0)
-            zp_zap_allow_peer(&s->zap, pub); /* backups follow their primary with this key */
+        /* the servers' own key speaks as a tool: backups follow their primary
+         * with it, and a move's source asks its target (op/move_ask.c) */
+        if (rc == 0 && zmq_curve_public(pub, secret) == 0)
+            zp_zap_allow_peer(&s->zap, pub);
         if (rc != 0) {
             explicit_bzero(secret, sizeof(secret));
             return rc;
@@ -452,6 +455,7 @@ static void free_core(zp_server *s)
     zp_workers_fini(&s->workers);
     zp_move_end(s); /* a move in progress ends with the shard; its peer's lease aborts it */
     zp_slotmap_destroy(&s->slots);
+    zp_slotmap_destroy(&s->fenced);
     free(s);
 }
 

@@ -61,6 +61,11 @@ struct zp_server {
 
     struct zp_move *move; /* this shard's part of a live move of slots, or NULL
                              (move/move.h); owned */
+    /* the map of a move whose target part this shard ended when the source
+     * asked (op/move_ask.c): a SLOTS of it is refused until the next move
+     * begins here; owned, NULL if none */
+    zp_slotmap *fenced;
+    int fenced_source;
     uint64_t incarnation;
     double start_s;
 

@@ -345,6 +345,8 @@ void zp_move_end(zp_server *s)
     free(m->round);
     free(m->moving);
     zp_dmove_fini(m);
+    if (m->ask_sock) /* the source's question to the target (op/move_ask.c) */
+        zmq_close(m->ask_sock);
     zp_slotmap_destroy(&m->next);
     free(m);
     s->move = NULL;
@@ -373,4 +375,16 @@ bool zp_move_commits(const zp_server *s, const zp_slotmap *next)
         if (zp_slotmap_slot_owner(next, k) != zp_slotmap_slot_owner(m->next, k))
             return false;
     return true;
+}
+
+int zp_move_fenced(const zp_server *s, const zp_slotmap *next, char *why, size_t len)
+{
+    if (!s->fenced || !zp_slotmap_same(next, s->fenced))
+        return 0;
+    snprintf(why, len,
+             "shard %d ended its part of the move committing the map of epoch %" PRIu64
+             " when its source, shard %d, asked what became of it, and the source aborted it: "
+             "this commit comes too late",
+             s->shard, zp_slotmap_epoch(next), s->fenced_source);
+    return ZEPS_ESTATE;
 }

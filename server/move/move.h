@@ -82,6 +82,14 @@ typedef struct zp_move {
     bool drained;         /* source: a ROWS page after the freeze came back empty */
     bool fencing;         /* ended by time: asking ZooKeeper first (op/zkmap.c) ... */
     uint32_t fences;      /* ... how many times */
+    /* source, without coordination: ended by time after its last rows were
+     * sent, it asks the target what became of the move (op/move_ask.c) */
+    void *ask_sock;      /* a DEALER to the target; owned */
+    uint32_t asks;       /* asked so often ... */
+    double ask_s;        /* ... the last time at ... */
+    double ask_wait_s;   /* ... waiting this long for the answer ... */
+    double doubt_s;      /* ... since this time */
+    char doubt[320];     /* what STATS says of it ("" until the first ask) */
     zp_idset *dirty;      /* source: per table index, the ids of M to send (again) */
     zp_move_round *round; /* source: per table index, the round being sent */
     uint32_t ntables;     /* entries of dirty and round */
@@ -176,6 +184,11 @@ void zp_move_map_taken(zp_server *s);
 /* End s's move: its state freed (the parked requests must have been
  * answered: it asserts none is left). */
 void zp_move_end(zp_server *s);
+
+/* SLOTS of `next` at s: ZEPS_ESTATE with why if it commits a move whose
+ * target part s ended when its source asked (s->fenced, op/move_ask.c),
+ * else 0. */
+int zp_move_fenced(const zp_server *s, const zp_slotmap *next, char *why, size_t len);
 
 /* --- the requests the source parks in its cut-over (move_parked.c) --- */
 

@@ -64,7 +64,6 @@ static void answer_parked(zp_server *s)
     }
 }
 
-/* End the move with nothing changed; why says why (for the log). */
 /* Ids still to send, and the source's round records (handover.h). */
 static uint64_t left_all(const zp_server *s)
 {
@@ -80,7 +79,8 @@ static void rounds_handed(zp_server *s)
             s->cons->rows_handed(s, s->tables[i]);
 }
 
-static uint64_t abort_move(zp_server *s, const char *why)
+/* End the move with nothing changed; why says why (for the log). */
+uint64_t zp_move_op_abort(zp_server *s, const char *why)
 {
     zp_move *m = s->move;
     uint64_t dropped = 0;
@@ -135,7 +135,8 @@ void zp_move_op_end_by_time(zp_server *s)
     h.rank = 0xffffffffu;
     h.move_step = ZP_MOVE_ABORT;
     h.move_peer = (uint32_t)s->move->peer;
-    abort_move(s, s->move->frozen ? "the cut-over passed its bound" : "the tool's lease passed");
+    zp_move_op_abort(s,
+                     s->move->frozen ? "the cut-over passed its bound" : "the tool's lease passed");
     zp_rlog_own(s, &h, NULL, 0);
 }
 
@@ -204,6 +205,7 @@ static void on_start(zp_server *s, zp_request *r, int role)
                        role == ZP_MOVE_SOURCE ? "BEGIN" : "IMPORT", why);
         return;
     }
+    zp_slotmap_destroy(&s->fenced); /* a new move: its SLOTS is its own */
     zp_info("move of %u slots %s shard %d begins (map epoch %" PRIu64 " to commit): %" PRIu64
             " rows of them here",
             s->move->nmoving, role == ZP_MOVE_SOURCE ? "to" : "from", s->move->peer,
@@ -636,7 +638,7 @@ void zp_move_op_on(zp_server *s, zp_request *r)
     }
     if (step == ZP_MOVE_ABORT) {
         uint64_t n = s->move && r->h->move_peer == (uint32_t)s->move->peer
-                         ? abort_move(s, "the tool aborted it")
+                         ? zp_move_op_abort(s, "the tool aborted it")
                          : 0;
         Zeps__Header rep;
         zp_reply_init(s, h, &rep);
@@ -645,7 +647,7 @@ void zp_move_op_on(zp_server *s, zp_request *r)
         return;
     }
     if (step < ZP_MOVE_ROWS || step > ZP_MOVE_COMMIT) {
-        zp_reply_error(s, r->identity, h, ZEPS_EINVAL, "MOVE: unknown step %u (1 to 7)", step);
+        zp_reply_error(s, r->identity, h, ZEPS_EINVAL, "MOVE: unknown step %u (1 to 8)", step);
         return;
     }
     if (step == ZP_MOVE_COMMIT && (s->applying || !s->move)) {

@@ -241,6 +241,24 @@ void zp_move_op_end_by_time(zp_server *s);
  * parked requests answered EMOVED naming the target, the move ended),
  * without a request; the rows dropped. */
 uint64_t zp_move_op_commit(zp_server *s);
+/* End this shard's part of its move with nothing changed (the target drops
+ * what it imported, the source answers what it parked EMOVED naming
+ * itself); why goes to the log. The rows dropped. */
+uint64_t zp_move_op_abort(zp_server *s, const char *why);
+
+/* move_ask.c: the window between the target's commit and the source's,
+ * without coordination (docs/elastic.md, "What each failure does"). The
+ * move's lease or bound passed: a source whose last rows were sent asks
+ * the target what became of the move, and commits or aborts by its answer
+ * (the slots' requests stay parked until then; asked again with a backoff,
+ * said in the log and in STATS); true. Anything else: false, nothing done
+ * (the caller aborts). */
+bool zp_move_ask(zp_server *s);
+/* MOVE ASK at the target: committed, or not (then its part of the move
+ * ends, and a SLOTS of the move's map is refused from then on:
+ * zp_move_fenced). Reached from dispatch.c, as it ends moves through
+ * move.c. */
+void zp_move_ask_on(zp_server *s, zp_request *r);
 
 /* zkmap.c: the slot map in ZooKeeper (docs/elastic.md, "The map in
  * ZooKeeper"). The role's slots_heard hook (arg: the shard): a primary

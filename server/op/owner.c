@@ -160,6 +160,9 @@ static int slots_refused(zp_server *s, const zp_slotmap *next, char *why, size_t
                  s->shard, have);
         return ZEPS_ESTALE;
     }
+    int fenced = zp_move_fenced(s, next, why, len); /* a move ended at its source's question */
+    if (fenced != 0)
+        return fenced;
     if (zp_slotmap_shards(next) < zp_slotmap_shards(s->slots) ||
         zp_slotmap_shards(next) <= s->shard) {
         snprintf(why, len,

@@ -10,6 +10,7 @@
 
 #include "alloc.h"
 #include "modes.h"
+#include "move.h"
 #include "now.h"
 #include "ops.h"
 #include "server.h"
@@ -83,6 +84,8 @@ static void shard_stats(const zp_server *s, Zeps__ShardStats *st, double now)
     st->slot_epoch = zp_slotmap_epoch(s->slots);
     st->slots_owned = zp_slotmap_count(s->slots, s->shard);
     st->slots = zp_slotmap_slots(s->slots);
+    if (s->move && s->move->doubt[0]) /* asked its target (op/move_ask.c) */
+        st->move_doubt = (char *)s->move->doubt;
 }
 
 /* ts points into t, into th[0..TH_PER_TABLE) and into fp[0..ZP_FREQ_BUCKETS)

@@ -63,27 +63,6 @@ static void ask(zp_server *s)
         zp_debug("FOLLOW to %s not sent: %s", f->endpoint, zmq_strerror(zmq_errno()));
 }
 
-/* With CURVE on, the link speaks it with the servers' own key pair (every
- * replica holds the cluster's server key; the primary's ZAP allows that
- * key as a tool, state/zap.c). 0, or -1 after logging why. */
-static int curve_link(zp_server *s, void *sock)
-{
-    if (!zp_curve_server_enabled(&s->cfg))
-        return 0;
-    char secret[ZP_CURVE_KEY_LEN + 1], pub[ZP_CURVE_KEY_LEN + 1], err[512] = "";
-    int rc = zp_curve_read_key(s->cfg.curve_server_secret, true, secret, err, sizeof(err));
-    if (rc == 0 && zmq_curve_public(pub, secret) != 0)
-        rc = -1;
-    if (rc == 0)
-        rc = zmq_setsockopt(sock, ZMQ_CURVE_SERVERKEY, pub, ZP_CURVE_KEY_LEN + 1) |
-             zmq_setsockopt(sock, ZMQ_CURVE_PUBLICKEY, pub, ZP_CURVE_KEY_LEN + 1) |
-             zmq_setsockopt(sock, ZMQ_CURVE_SECRETKEY, secret, ZP_CURVE_KEY_LEN + 1);
-    explicit_bzero(secret, sizeof(secret));
-    if (rc != 0)
-        zp_error("cannot follow the primary over CURVE: %s", err[0] ? err : "bad server key");
-    return rc == 0 ? 0 : -1;
-}
-
 static void link_open(zp_server *s)
 {
     zp_follow *f = &s->follow;
@@ -93,7 +72,9 @@ static void link_open(zp_server *s)
     zmq_setsockopt(f->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
     zmq_setsockopt(f->sock, ZMQ_RCVHWM, &zero, sizeof(zero));
     zmq_setsockopt(f->sock, ZMQ_LINGER, &linger, sizeof(linger));
-    if (curve_link(s, f->sock) != 0) {
+    char err[512] = "";
+    if (zp_curve_apply_server_pair(&s->cfg, f->sock, err, sizeof(err)) != 0) {
+        zp_error("cannot follow the primary over CURVE: %s", err);
         zmq_close(f->sock);
         f->sock = NULL;
         return;

@@ -15,8 +15,10 @@
  * test_move_unsupported: a shard without sparse tables.
  * test_late_copy_of_parked_push: a push parked in the cut-over and
  * answered EMOVED by the abort: a late copy of its seq is a duplicate.
- * test_commit_repairs_the_window: the target committed, the source did
- * not; a COMMIT sent to the source afterwards repairs it.
+ * test_source_asks_the_target: the source's cut-over bound passed after
+ * its last rows were sent, without a COMMIT: it asks the target, which
+ * either had not committed (it ends its part and refuses a late SLOTS of
+ * the map; the source aborts) or had (the source commits too).
  */
 #include <check.h>
 #include <signal.h>
@@ -303,12 +305,47 @@ START_TEST(test_move_unsupported)
 }
 END_TEST
 
-/* The window of "What each failure does": the target took the commit's
- * map (SLOTS) and the source never got its COMMIT, its cut-over bound
- * passed and it serves the slots again. A COMMIT with the map, sent to the
- * source now in no move, repairs it: the source takes the map and drops
- * the rows it gives away. */
-START_TEST(test_commit_repairs_the_window)
+/* BEGIN, IMPORT, FREEZE (its bound 2 s) and ROWS until a page comes back
+ * empty (the last rows sent; not put to the target: the test looks at
+ * the commit only), raw: slot 0 from shard 0 to shard 1. */
+static void drained_move(const zt_cluster *cl)
+{
+    raw_step_ok(cl, 0, 1, ZP_MOVE_BEGIN);
+    raw_step_ok(cl, 1, 0, ZP_MOVE_IMPORT);
+    raw_step_ok(cl, 0, 1, ZP_MOVE_FREEZE);
+    Zeps__Header h;
+    zt_raw_tool_header(&h, ZEPS__OP__MOVE);
+    h.move_step = ZP_MOVE_ROWS;
+    h.move_peer = 1;
+    h.count = 16;
+    uint64_t n = 1;
+    for (int i = 0; i < 4 && n > 0; i++) { /* the row of slot 0, then none */
+        Zeps__Header *rep = zt_raw_req_once(cl, 0, &h, NULL, 0);
+        ck_assert_msg(rep->op == ZEPS__OP__MOVE, "ROWS: %s", rep->error_text);
+        n = rep->count + rep->cursor;
+        zeps__header__free_unpacked(rep, NULL);
+    }
+    ck_assert_uint_eq(n, 0);
+}
+
+/* MOVE ASK of the map `wire` (of 4095 slots) to shard 1 from shard 0:
+ * answered `count`. */
+static void ask_answers(const zt_cluster *cl, const uint8_t *wire, uint64_t count)
+{
+    Zeps__Header *rep = zt_move_step(cl, 1, 0, ZP_MOVE_ASK, wire, 16 + 2 * 4095);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE && rep->count == count, "ASK: %s (count %llu)",
+                  rep->error_text ? rep->error_text : "", (unsigned long long)rep->count);
+    zeps__header__free_unpacked(rep, NULL);
+}
+
+/* The window of "What each failure does", without coordination: the last
+ * rows sent, no COMMIT comes to the source; its cut-over bound passed, it
+ * asks the target. First without the target's SLOTS: the target ends its
+ * part and says so, the source aborts, and a late SLOTS of the map is
+ * refused at the target (fenced). Then a new move with the target's SLOTS
+ * (the tool died before the COMMIT): the source learns the target
+ * committed and commits too, and a push of the slot goes to the target. */
+START_TEST(test_source_asks_the_target)
 {
     zt_cluster cl;
     ck_assert_int_eq(zt_cluster_start(&cl, 3, 1, "async", NULL, NULL), 0);
@@ -319,44 +356,44 @@ START_TEST(test_commit_repairs_the_window)
     uint64_t id = 1; /* in slot 0, which the map of epoch 1 gives to shard 1 */
     while (zp_slotmap_slot_of(d3, id) != 0)
         id++;
-    raw_step_ok(&cl, 0, 1, ZP_MOVE_BEGIN);
-    raw_step_ok(&cl, 1, 0, ZP_MOVE_IMPORT);
-    raw_step_ok(&cl, 0, 1, ZP_MOVE_FREEZE);
-    void *zctx = zmq_ctx_new(), *sock = zt_raw_socket(zctx, &cl, 0);
-    Zeps__Header h; /* a page of ROWS: none, so drained */
-    zeps__header__init(&h);
-    h.version = ZP_PROTOCOL_VERSION;
-    h.op = ZEPS__OP__MOVE;
-    h.req_id = 9;
-    h.rank = 0xffffffffu;
-    h.move_step = ZP_MOVE_ROWS;
-    h.move_peer = 1;
-    h.count = 16;
-    Zeps__Header *rep = zt_raw_req(sock, &h, NULL, 0);
-    ck_assert_msg(rep->op == ZEPS__OP__MOVE && rep->count == 0 && rep->cursor == 0, "%s",
-                  rep->error_text ? rep->error_text : "rows left");
-    zeps__header__free_unpacked(rep, NULL);
-    zmq_close(sock);
-    zmq_ctx_term(zctx);
+    float g[DIM] = {-1.0f, -1.0f}, row[DIM];
     const uint8_t *wire = zt_move_map_wire(1, 4095, 1);
     char why[256];
     ck_assert_int_eq(zp_slotmap_decode(&m1, wire, 16 + 2 * 4095, 3, why, sizeof(why)), 0);
-    ck_assert_int_eq(zt_raw_slots(&cl, 1, m1), 0); /* the target commits */
-    ck_assert(zt_wait_log(&cl, 0, "aborted (the cut-over passed its bound)"));
-    float g[DIM] = {-1.0f, -1.0f}, row[DIM];
-    ck_assert_int_eq(zeps_spush(c, t, &id, 1, g, 0), 0); /* served by the source again */
-    rep = zt_move_step(&cl, 0, 1, ZP_MOVE_COMMIT, wire, 16 + 2 * 4095);
-    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "the repair: %s", rep->error_text);
-    ck_assert_uint_eq(rep->count, 1); /* the row of slot 0 */
-    zeps__header__free_unpacked(rep, NULL);
+    drained_move(&cl); /* no SLOTS */
+    ck_assert(zt_wait_log(&cl, 1, "not committed here; a SLOTS of that map is refused now"));
+    ck_assert(zt_wait_log(&cl, 0, "aborted (ended by time, and shard 1, asked, had not"));
+    ck_assert_int_eq(zt_raw_slots(&cl, 1, m1), ZEPS_ESTATE); /* the tool's commit, late */
+    for (int k = 0; k < 2; k++) {
+        uint64_t epoch;
+        zt_move_rows(tl, k, &epoch);
+        ck_assert_uint_eq(epoch, 0);
+    }
+    drained_move(&cl); /* a new move: its SLOTS is taken */
+    ck_assert_int_eq(zt_raw_slots(&cl, 1, m1), 0);
+    ck_assert(zt_wait_log(&cl, 0, "shard 1 committed the map of epoch 1"));
     for (int k = 0; k < 2; k++) {
         uint64_t epoch;
         zt_move_rows(tl, k, &epoch);
         ck_assert_uint_eq(epoch, 1);
     }
+    ask_answers(&cl, wire, 1); /* that very map */
+    zt_raw_expect_error(
+        zt_move_step(&cl, 1, 0, ZP_MOVE_ASK, zt_move_map_wire(1, 2048, 1), 16 + 2 * 2048),
+        ZEPS_EINVAL, "a map of 2048 slots from shard 0; shard 1's has 4095");
+    zt_raw_expect_error(
+        zt_move_step(&cl, 1, 1, ZP_MOVE_ASK, zt_move_map_wire(1, 4095, 1), 16 + 2 * 4095),
+        ZEPS_EINVAL, "from shard 1; shard 1's");
+    zp_slotmap *m2 = NULL; /* the same owners at epoch 2: a newer map that took the move */
+    ck_assert_int_eq(
+        zp_slotmap_decode(&m2, zt_move_map_wire(2, 4095, 1), 16 + 2 * 4095, 3, why, sizeof(why)),
+        0);
+    ck_assert_int_eq(zt_raw_slots(&cl, 1, m2), 0);
+    ask_answers(&cl, zt_move_map_wire(1, 4095, 1), 1);
+    zp_slotmap_destroy(&m2);
     ck_assert_int_eq(zeps_spush(c, t, &id, 1, g, 0), 0); /* now at the target */
     ck_assert_int_eq(zeps_spull(c, t, &id, 1, row, 0), 0);
-    ck_assert_msg(row[0] == 1.0f, "%g: the push the source took in the window is lost", row[0]);
+    ck_assert_msg(row[0] == 1.0f, "the row counts %g pushes; 1 was answered", row[0]);
     zp_slotmap_destroy(&m1);
     zp_slotmap_destroy(&d3);
     zeps_client_destroy(&tl);
@@ -374,7 +411,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_move_refusals);
     tcase_add_test(tc, test_move_unsupported);
     tcase_add_test(tc, test_late_copy_of_parked_push);
-    tcase_add_test(tc, test_commit_repairs_the_window);
+    tcase_add_test(tc, test_source_asks_the_target);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -55,7 +55,7 @@ COMMANDS = {
 SUBCOMMANDS = [["zepsctl", "snapshot", s] for s in ("inspect", "take", "reshard")]
 # `zepsctl shards` is checked through `shards move`; its other subcommands'
 # options count for it too (not `add`: its text quotes zeps-server's)
-SHARDS_SUBCOMMANDS = [["zepsctl", "shards", s] for s in ("rebalance", "remove", "retire")]
+SHARDS_SUBCOMMANDS = [["zepsctl", "shards", s] for s in ("rebalance", "remove", "retire", "resolve")]
 
 passed = failed = 0
 

@@ -46,6 +46,11 @@ int zp_ctl_elastic_add(int argc, char **argv);
 int zp_ctl_elastic_remove(int argc, char **argv);
 int zp_ctl_elastic_retire(int argc, char **argv);
 
+/* zepsctl shards resolve: an operator ends a move whose source is in
+ * doubt, by COMMIT or ABORT (ctl_resolve.c, docs/elastic.md "What each
+ * failure does"). */
+int zp_ctl_resolve(int argc, char **argv);
+
 /* zepsctl keygen: write a CurveZMQ key pair (NAME.key, NAME.pub). */
 int zp_ctl_keygen(int argc, char **argv);
 

@@ -483,8 +483,9 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
     if (rc != 0 && !m->zk) {
         fprintf(stderr,
                 "zepsctl shards move: shard %d took the map of epoch %" PRIu64
-                " but the source did not commit: %s\nsend shard %d MOVE COMMIT with that map "
-                "again (docs/elastic.md, \"What each failure does\")\n",
+                " but the source did not commit: %s\nshard %d asks it when its cut-over's bound "
+                "ends and commits by the answer; in doubt (zepsctl status), zepsctl shards "
+                "resolve (docs/elastic.md, \"What each failure does\")\n",
                 m->o.to, epoch, m->err, m->o.from);
         return ZP_EXIT_FAILED;
     }

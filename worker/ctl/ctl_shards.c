@@ -137,13 +137,17 @@ int zp_ctl_shards(int argc, char **argv)
         return zp_ctl_elastic_remove(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "retire") == 0)
         return zp_ctl_elastic_retire(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "resolve") == 0)
+        return zp_ctl_resolve(argc - 1, argv + 1);
     FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? stdout
                                                                                           : stderr;
-    fprintf(f, "usage: zepsctl shards move --config FILE --from A --to B --slots LO-HI[,..]\n"
-               "       zepsctl shards rebalance --config FILE [--tolerance PCT] [--max-moves N]\n"
-               "       zepsctl shards add ENDPOINT --config FILE [--tolerance PCT]\n"
-               "       zepsctl shards remove K --config FILE\n"
-               "       zepsctl shards retire K --config FILE\n"
-               "'zepsctl shards CMD --help' describes each one's options.\n");
+    fprintf(f,
+            "usage: zepsctl shards move --config FILE --from A --to B --slots LO-HI[,..]\n"
+            "       zepsctl shards rebalance --config FILE [--tolerance PCT] [--max-moves N]\n"
+            "       zepsctl shards add ENDPOINT --config FILE [--tolerance PCT]\n"
+            "       zepsctl shards remove K --config FILE\n"
+            "       zepsctl shards retire K --config FILE\n"
+            "       zepsctl shards resolve --config FILE --from A --to B --outcome abort|commit\n"
+            "'zepsctl shards CMD --help' describes each one's options.\n");
     return f == stdout ? ZP_EXIT_OK : ZP_EXIT_SETUP;
 }

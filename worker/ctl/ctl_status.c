@@ -345,6 +345,8 @@ static void print_shard(const Zeps__ShardStats *st)
            "requests %" PRIu64 "  errors %" PRIu64 "  bytes in %s  out %s\n",
            st->shard, st->num_shards, st->incarnation, st->consistency, st->uptime_s, st->requests,
            st->errors, human(st->bytes_in, in, sizeof(in)), human(st->bytes_out, out, sizeof(out)));
+    if (st->move_doubt && st->move_doubt[0]) /* docs/elastic.md, "What each failure does" */
+        printf("  MOVE IN DOUBT: %s\n", st->move_doubt);
     if (st->replicas > 1) {
         char who[320] = "none known";
         if (st->primary_replica >= 0)

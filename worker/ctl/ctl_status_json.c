@@ -97,6 +97,10 @@ void zp_ctl_status_json_shard(int i, const Zeps__ShardStats *st, const answer *a
         printf("}");
         return;
     }
+    if (st->move_doubt && st->move_doubt[0]) {
+        printf(", \"move_doubt\": ");
+        json_str(st->move_doubt);
+    }
     if (st->replicas > 1) {
         printf(", \"replica\": %u, \"replicas\": %u, \"role\": ", st->replica, st->replicas);
         json_str(st->role);

@@ -316,14 +316,23 @@ uint64_t zp_move_drop_foreign(zp_server *s, const zp_slotmap *next)
     return drop_where(s, is_foreign, &a);
 }
 
+bool zp_move_past_bound(const zp_server *s, double now_s)
+{
+    const zp_move *m = s->move;
+    /* Without coordination the bound ends a source's cut-over only until
+     * its last page (drained): the tool commits at the target (SLOTS) right
+     * after that page and before its COMMIT here, which this shard cannot
+     * ask about. Ended in between, it would serve M at the old map beside
+     * the target at the new one, and what it acknowledged meanwhile would be
+     * lost at the COMMIT (taken as a repair, op/move.c). The lease still
+     * ends it; with coordination the bound asks ZooKeeper first (zkmap.c). */
+    return m && m->frozen && !(m->drained && !s->role.coord) && now_s - m->frozen_s > m->bound_s;
+}
+
 bool zp_move_expired(const zp_server *s, double now_s)
 {
     const zp_move *m = s->move;
-    if (!m)
-        return false;
-    if (m->frozen && now_s - m->frozen_s > m->bound_s)
-        return true;
-    return now_s - m->heard_s > m->lease_s;
+    return m && (zp_move_past_bound(s, now_s) || now_s - m->heard_s > m->lease_s);
 }
 
 void zp_move_end(zp_server *s)

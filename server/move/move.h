@@ -164,6 +164,11 @@ uint64_t zp_move_drop_foreign(zp_server *s, const zp_slotmap *next);
  * bound at time now_s. */
 bool zp_move_expired(const zp_server *s, double now_s);
 
+/* Whether s's move is a cut-over past its bound at time now_s; without
+ * coordination a source's bound counts only until its last page (the tool
+ * may have committed at the target since, docs/elastic.md). */
+bool zp_move_past_bound(const zp_server *s, double now_s);
+
 /* Whether `next` is the map the move s imports commits: then no row of
  * s leaves it (its own slots keep their owner, the moving ones come to
  * it), and SLOTS need not look at every row in its cut-over. */

@@ -135,7 +135,8 @@ void zp_move_op_end_by_time(zp_server *s)
     h.rank = 0xffffffffu;
     h.move_step = ZP_MOVE_ABORT;
     h.move_peer = (uint32_t)s->move->peer;
-    abort_move(s, s->move->frozen ? "the cut-over passed its bound" : "the tool's lease passed");
+    abort_move(s, zp_move_past_bound(s, zp_now_s()) ? "the cut-over passed its bound"
+                                                    : "the tool's lease passed");
     zp_rlog_own(s, &h, NULL, 0);
 }
 

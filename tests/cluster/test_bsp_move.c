@@ -46,6 +46,7 @@
  * short, a rank outside the cluster).
  */
 #include <check.h>
+#include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,11 @@ static void worker(const zt_cluster *cl, int w, bool slow)
             goto fail;
         usleep(2000);
     }
+    zeps_client_stats st = zt_client_stats(c);
+    printf("bsp worker %d: %" PRIu64 " requests, %" PRIu64 " retries, %" PRIu64 " dropped, %" PRIu64
+           " slot redirects, slot map epoch %" PRIu64 "\n",
+           w, st.requests, st.retries, st.dropped, st.slot_redirects, st.slot_epoch);
+    fflush(stdout);
     zeps_client_destroy(&c);
     _exit(0);
 fail:
@@ -228,6 +234,20 @@ static void retire_waits(const zt_cluster *cl, zeps_client *tl)
     ck_assert_int_ge(zt_gate_min_clock(&G, tl, 0), at + 2);
 }
 
+/* Each worker's pushes, duplicates and dropped rows on shard k (a push
+ * dropped as late would make rows differ: said beside the comparison). */
+static void print_workers(zeps_client *tl, int k)
+{
+    Zeps__ShardStats *st = zt_stats(tl, k);
+    ck_assert_ptr_nonnull(st);
+    for (size_t i = 0; i < st->n_workers; i++)
+        printf("shard %d, worker %u: clock %" PRId64 ", %" PRIu64 " pushes, %" PRIu64
+               " duplicates, %" PRIu64 " rows dropped\n",
+               k, st->workers[i]->rank, st->workers[i]->clock, st->workers[i]->pushes,
+               st->workers[i]->duplicates, st->workers[i]->dropped);
+    zeps__shard_stats__free_unpacked(st, NULL);
+}
+
 /* The job with shard 2 added after clock 10, then removed, retired and
  * stopped: its rows into *rows, their count; *held the held pushes the
  * moves handed over. */
@@ -251,10 +271,13 @@ static size_t with_moves(bool slow, uint8_t **rows, long *held)
     zt_gate_wait_clock(&G, &cl, tl, -1);
     ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "remove", rm), 0);
     retire_waits(&cl, tl);
+    print_workers(tl, 2);
     int ks = zt_server_kill(&cl, 2, SIGTERM);
     ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
     zt_gate_clocks(&G, &cl, tl, 3); /* the job goes on without shard 2 */
     zt_gate_end_mid_job(&G, &cl, tl, pids);
+    print_workers(tl, 0);
+    print_workers(tl, 1);
     zeps_client_destroy(&tl);
     *held = zt_move_handed(&cl, "add") + zt_move_handed(&cl, "remove");
     size_t n = scan_all(&cl, rows);
@@ -445,6 +468,65 @@ START_TEST(test_round_closed_in_cutover)
 }
 END_TEST
 
+/* `zepsctl shards move` of slot 0 from shard 0 to shard 2 with a cut-over
+ * bound of 400 ms, stopped (ZEPS_FAULT_MOVE=after-target) between the
+ * target's SLOTS (the commit point) and the source's COMMIT: its pid. */
+static pid_t move_stalled(const steps *st, char *log, size_t len)
+{
+    snprintf(log, len, "%s/move.log", st->cl.dir);
+    char *args[] = {"shards", "move",    "--config", (char *)st->cl.conf, "--from", "0", "--to",
+                    "2",      "--slots", "0-2",      "--cutover-ms",      "400",    NULL};
+    setenv("ZEPS_FAULT_MOVE", "after-target", 1);
+    pid_t tool = zt_move_zepsctl_start(log, args);
+    unsetenv("ZEPS_FAULT_MOVE");
+    int ws = 0;
+    ck_assert_int_eq(waitpid(tool, &ws, WUNTRACED), tool);
+    zt_move_print_file(log);
+    ck_assert_msg(WIFSTOPPED(ws), "zepsctl did not stop after the target's SLOTS (0x%x)", ws);
+    return tool;
+}
+
+/* The tool stalls after the last page, between the target's SLOTS and the
+ * source's COMMIT, past the cut-over's bound. Ended by the bound then,
+ * the source would serve X at the old map beside the target: worker 1's
+ * push of X, parked after the last page, would be sent back to it,
+ * acknowledged there and lost at the COMMIT (taken as a repair; the tool
+ * says nothing): X -1 at the target. The source, drained, waits for the
+ * COMMIT (or its lease); the push goes to the target, whose round 0 sums
+ * both workers' pushes of X: -3 in each column. */
+START_TEST(test_commit_after_bound)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t x = zt_slot_id_in(3, 0, 0);
+    float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0); /* held: handed over */
+    char log[400];
+    pid_t tool = move_stalled(&st, log, sizeof(log));
+    zeps_sbatch *bt;
+    zeps_req *pending;
+    ck_assert_int_eq(zeps_sbatch_new(st.c1, st.t, &x, 1, &bt), 0);
+    ck_assert_int_eq(zeps_sbatch_push_start(bt, g1, 0, &pending), 0); /* parked */
+    pid_t waker = fork(); /* the tool goes on 1.5 s later: past the bound and its ticks */
+    ck_assert_int_ge(waker, 0);
+    if (waker == 0) {
+        usleep(1500 * 1000);
+        _exit(kill(tool, SIGCONT) == 0 ? 0 : 1);
+    }
+    ck_assert_msg(zeps_wait(&pending) == 0, "%s", zeps_last_error(st.c1));
+    zeps_sbatch_free(&bt);
+    zt_move_zepsctl_exits(tool, log, 60, 0);
+    int wk = zt_wait(waker, 10);
+    ck_assert(wk >= 0 && WIFEXITED(wk) && WEXITSTATUS(wk) == 0);
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 1), 0);
+    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "X: %g %g", got[0], got[1]);
+    steps_end(&st);
+}
+END_TEST
+
 /* Round records the target refuses, holding nothing: an id outside the
  * moving slots, a record cut short, a rank outside the cluster. */
 static void held_put_refused(steps *st, uint64_t in_m)
@@ -543,7 +625,10 @@ int main(void)
 {
     const zt_case cases[] = {
         {"bsp_move", 300, {test_add_remove_bits, test_held_pushes_handed}},
-        {"steps", 120, {test_steps, test_round_closed_in_cutover, test_abort_gives_back}},
+        {"steps",
+         120,
+         {test_steps, test_round_closed_in_cutover, test_abort_gives_back,
+          test_commit_after_bound}},
     };
     return zt_run_cases("bsp_move", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -16,7 +16,8 @@
  * test_late_copy_of_parked_push: a push parked in the cut-over and
  * answered EMOVED by the abort: a late copy of its seq is a duplicate.
  * test_commit_repairs_the_window: the target committed, the source did
- * not; a COMMIT sent to the source afterwards repairs it.
+ * not (the tool silent past its lease); a COMMIT sent to the source
+ * afterwards repairs it.
  */
 #include <check.h>
 #include <signal.h>
@@ -304,7 +305,8 @@ START_TEST(test_move_unsupported)
 END_TEST
 
 /* The window of "What each failure does": the target took the commit's
- * map (SLOTS) and the source never got its COMMIT, its cut-over bound
+ * map (SLOTS) and the source never got its COMMIT, its lease (1.5 s: the
+ * cut-over's bound no longer ends a drained cut-over without coordination)
  * passed and it serves the slots again. A COMMIT with the map, sent to the
  * source now in no move, repairs it: the source takes the map and drops
  * the rows it gives away. */
@@ -319,11 +321,18 @@ START_TEST(test_commit_repairs_the_window)
     uint64_t id = 1; /* in slot 0, which the map of epoch 1 gives to shard 1 */
     while (zp_slotmap_slot_of(d3, id) != 0)
         id++;
-    raw_step_ok(&cl, 0, 1, ZP_MOVE_BEGIN);
+    Zeps__Header h;
+    zt_raw_tool_header(&h, ZEPS__OP__MOVE);
+    h.move_step = ZP_MOVE_BEGIN;
+    h.move_peer = 1;
+    h.move_bound_ms = 1500; /* BEGIN: the tool's lease */
+    Zeps__Header *rep = zt_raw_req_once(&cl, 0, &h, zt_move_map_wire(1, 4095, 1), 16 + 2 * 4095);
+    ck_assert_msg(rep->op == ZEPS__OP__MOVE, "BEGIN: %s", rep->error_text);
+    zeps__header__free_unpacked(rep, NULL);
     raw_step_ok(&cl, 1, 0, ZP_MOVE_IMPORT);
     raw_step_ok(&cl, 0, 1, ZP_MOVE_FREEZE);
     void *zctx = zmq_ctx_new(), *sock = zt_raw_socket(zctx, &cl, 0);
-    Zeps__Header h; /* a page of ROWS: none, so drained */
+    /* a page of ROWS: none, so drained */
     zeps__header__init(&h);
     h.version = ZP_PROTOCOL_VERSION;
     h.op = ZEPS__OP__MOVE;
@@ -332,7 +341,7 @@ START_TEST(test_commit_repairs_the_window)
     h.move_step = ZP_MOVE_ROWS;
     h.move_peer = 1;
     h.count = 16;
-    Zeps__Header *rep = zt_raw_req(sock, &h, NULL, 0);
+    rep = zt_raw_req(sock, &h, NULL, 0);
     ck_assert_msg(rep->op == ZEPS__OP__MOVE && rep->count == 0 && rep->cursor == 0, "%s",
                   rep->error_text ? rep->error_text : "rows left");
     zeps__header__free_unpacked(rep, NULL);
@@ -342,7 +351,7 @@ START_TEST(test_commit_repairs_the_window)
     char why[256];
     ck_assert_int_eq(zp_slotmap_decode(&m1, wire, 16 + 2 * 4095, 3, why, sizeof(why)), 0);
     ck_assert_int_eq(zt_raw_slots(&cl, 1, m1), 0); /* the target commits */
-    ck_assert(zt_wait_log(&cl, 0, "aborted (the cut-over passed its bound)"));
+    ck_assert(zt_wait_log(&cl, 0, "aborted (the tool's lease passed)"));
     float g[DIM] = {-1.0f, -1.0f}, row[DIM];
     ck_assert_int_eq(zeps_spush(c, t, &id, 1, g, 0), 0); /* served by the source again */
     rep = zt_move_step(&cl, 0, 1, ZP_MOVE_COMMIT, wire, 16 + 2 * 4095);

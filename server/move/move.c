@@ -359,10 +359,17 @@ void zp_move_end(zp_server *s)
     s->move = NULL;
 }
 
+bool zp_move_taken_ends(const zp_server *s)
+{
+    const zp_move *m = s->move;
+    return m && m->role == ZP_MOVE_TARGET &&
+           zp_slotmap_epoch(s->slots) >= zp_slotmap_epoch(m->next);
+}
+
 void zp_move_map_taken(zp_server *s)
 {
     zp_move *m = s->move;
-    if (!m || m->role != ZP_MOVE_TARGET || zp_slotmap_epoch(s->slots) < zp_slotmap_epoch(m->next))
+    if (!zp_move_taken_ends(s))
         return;
     zp_dmove_adopt(s); /* a dense move's pieces: served from now on */
     zp_info("move of %u slots from shard %d committed here at map epoch %" PRIu64 ": %" PRIu64

@@ -174,8 +174,13 @@ bool zp_move_past_bound(const zp_server *s, double now_s);
  * it), and SLOTS need not look at every row in its cut-over. */
 bool zp_move_commits(const zp_server *s, const zp_slotmap *next);
 
-/* s took a new map (SLOTS): the target's move ends if it is the map
- * the move commits (or a later one). */
+/* Whether the map s holds ends its move as the target's commit: the map
+ * the move commits, or a later one. */
+bool zp_move_taken_ends(const zp_server *s);
+
+/* s took a new map (SLOTS): the target's move ends if zp_move_taken_ends
+ * (the caller put its bsp round records into the rounds first,
+ * handover.h). */
 void zp_move_map_taken(zp_server *s);
 
 /* End s's move: its state freed (the parked requests must have been

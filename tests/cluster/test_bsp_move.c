@@ -43,11 +43,14 @@
  * test_abort_gives_back: an abort gives a taken push back to the
  * source, which applies it though its round closed meanwhile; round
  * records the target refuses (an id outside the slots, a record cut
- * short, a rank outside the cluster).
+ * short, a rank outside the cluster). test_commit_after_bound: the tool
+ * stalled past the bound after the target's SLOTS. test_records_around_
+ * a_close: one round's records before and after the target closes it.
  */
 #include <check.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,17 +191,20 @@ static size_t baseline(uint8_t **rows)
 }
 
 /* Hold every worker before its next clock: the limit at two clocks
- * on, a worker already past it stopping where it is. Returns the
- * slowest worker's clock once no worker moves. */
+ * on, a worker already past it stopping after the clock it is in (the
+ * workers read the limit at every clock). Returns the slowest worker's
+ * clock once it reached the limit: no worker can clock twice from then
+ * on (a slowest clock that stood still for 200 ms, the test's sign
+ * before, did not say so under load: a worker stalled that long, and
+ * `retire --clock-wait-s 1` saw every worker clock twice). */
 static int64_t hold_workers(const zt_cluster *cl, zeps_client *tl)
 {
-    int64_t at = zt_gate_min_clock(&G, tl, 0) + 2, seen = -1;
+    int64_t at = zt_gate_min_clock(&G, tl, 0) + 2;
     zt_gate_write(&G, cl, at);
-    for (int i = 0; i < 600 && (at = zt_gate_min_clock(&G, tl, 0)) != seen; i++) {
-        seen = at;
-        usleep(200 * 1000);
-    }
-    ck_assert_int_eq(zt_gate_min_clock(&G, tl, 0), seen);
+    for (int i = 0; i < 1200 && zt_gate_min_clock(&G, tl, 0) < at; i++)
+        usleep(100 * 1000);
+    int64_t seen = zt_gate_min_clock(&G, tl, 0);
+    ck_assert_int_ge(seen, at);
     return seen;
 }
 
@@ -527,6 +533,59 @@ START_TEST(test_commit_after_bound)
 }
 END_TEST
 
+/* Pages from shard 0 put to shard 2 up to the first page of round
+ * records (there must be one before the last page). */
+static void relay_to_records(void *src, void *dst)
+{
+    for (bool held = false; !held;) {
+        zmq_msg_t page;
+        Zeps__Header *rep = step_to(src, ZP_MOVE_ROWS, 2, NULL, NULL, 0, &page);
+        ck_assert_msg(rep->count > 0, "the last page came before any round record");
+        zeps__header__free_unpacked(
+            step_to(dst, ZP_MOVE_PUT, 0, rep, zmq_msg_data(&page), zmq_msg_size(&page), NULL),
+            NULL);
+        held = (rep->flags & ZP_FLAG_HELD) != 0;
+        zeps__header__free_unpacked(rep, NULL);
+        zmq_msg_close(&page);
+    }
+}
+
+/* The round records of one round reach the target in two pages, one
+ * before and one after the target closes the round: worker 0's push of
+ * X, held before FREEZE, in the first; worker 1's, held in the cut-over
+ * and answered, in the next, while worker 1's CLOCK, sent on that answer,
+ * closes round 0 at the target first. Applied as they came, X would meet
+ * round 0 in two parts, and the first part would be lost under X's row
+ * sent again (worker 1's push marked it) in the last pages: X -2. The
+ * target keeps the records until the commit and merges the round whole:
+ * X -3, as Y, a row of shard 1 (no move) given the same pushes. */
+START_TEST(test_records_around_a_close)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t ids[2] = {zt_slot_id_in(3, 0, 0), zt_slot_id_on(3, 1, 4095, 0)}; /* X, Y */
+    float g0[4] = {1, 1, 1, 1}, g1[4] = {2, 2, 2, 2}, got[4];
+    uint64_t rows = 0, records = 0;
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, ids, 2, got, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, ids, 2, g0, 0), 0); /* X's held: a record */
+    steps_move(&st);
+    relay(st.a, st.b, &rows, &records);
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
+    relay_to_records(st.a, st.b);
+    ck_assert_int_eq(zeps_spush(st.c1, st.t, ids, 2, g1, 0), 0); /* held in the cut-over */
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0); /* round 0 closes at the target */
+    rows = records = 0;
+    relay(st.a, st.b, &rows, &records);
+    ck_assert_uint_eq(records, 1); /* worker 1's push of X, after the close */
+    steps_commit(&st);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, ids, 2, got, 1), 0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(got[i] == -3.0f, "X %g %g, Y %g %g", got[0], got[1], got[2], got[3]);
+    steps_end(&st);
+}
+END_TEST
+
 /* Round records the target refuses, holding nothing: an id outside the
  * moving slots, a record cut short, a rank outside the cluster. */
 static void held_put_refused(steps *st, uint64_t in_m)
@@ -627,8 +686,8 @@ int main(void)
         {"bsp_move", 300, {test_add_remove_bits, test_held_pushes_handed}},
         {"steps",
          120,
-         {test_steps, test_round_closed_in_cutover, test_abort_gives_back,
-          test_commit_after_bound}},
+         {test_steps, test_round_closed_in_cutover, test_abort_gives_back, test_commit_after_bound,
+          test_records_around_a_close}},
     };
     return zt_run_cases("bsp_move", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -39,7 +39,7 @@
  * test_round_closed_in_cutover: the round closes at the source during
  * the cut-over, after its pushes were taken: a pull that waited for it
  * is answered by the target after the commit, with the round applied
- * (the target applies records of a round it closed on arrival).
+ * (the target applies records of a round it closed at its commit).
  * test_abort_gives_back: an abort gives a taken push back to the
  * source, which applies it though its round closed meanwhile; round
  * records the target refuses (an id outside the slots, a record cut
@@ -440,7 +440,7 @@ static void steps_end(steps *st)
  * the slots were taken: a pull of X that waited for it is not served
  * there (X would miss the round), but at the target after the commit;
  * the target, which closed the round before the records came, applies
- * them on arrival. */
+ * them at its commit. */
 START_TEST(test_round_closed_in_cutover)
 {
     static steps st;
@@ -463,7 +463,7 @@ START_TEST(test_round_closed_in_cutover)
     usleep(100 * 1000);
     rows = records = 0;
     relay(st.a, st.b, &rows, &records);
-    ck_assert_uint_eq(records, 2); /* both pushes of X, applied by the target on arrival */
+    ck_assert_uint_eq(records, 2); /* both pushes of X, applied by the target at its commit */
     steps_commit(&st);
     ck_assert_msg(zeps_wait(&pull) == 0, "%s", zeps_last_error(st.c1));
     zeps_sbatch_free(&bt);

@@ -171,8 +171,8 @@ static int check_rec(const zp_server *s, const zp_table *t, const uint8_t *rec, 
     return 0;
 }
 
-/* Hold the checked record rec in t's rounds. */
-static int hold_rec(zp_table *t, const uint8_t *rec)
+/* Hold the checked record rec of table t in rr. */
+static int hold_rec(zp_rround *rr, const zp_table *t, const uint8_t *rec)
 {
     uint32_t head[2], dim = t->rows->dim;
     int64_t clock;
@@ -185,7 +185,7 @@ static int hold_rec(zp_table *t, const uint8_t *rec)
     const uint64_t *ids = (const uint64_t *)body;
     const float *g = (const float *)(body + n * 8);
     const uint32_t *vers = head[1] & VERS ? (const uint32_t *)(g + n * dim) : NULL;
-    int rc = zp_rround_hold(&t->rows->held, head[0], clock, ids, n, g, dim, vers);
+    int rc = zp_rround_hold(rr, head[0], clock, ids, n, g, dim, vers);
     free(body);
     return rc;
 }
@@ -209,13 +209,40 @@ int zp_handover_put(zp_server *s, zp_table *t, const uint8_t *page, size_t len, 
     for (at = 0; count-- > 0;) {
         size_t l = 0;
         check_rec(s, t, page + at, len - at, &l, why, whylen);
-        if (hold_rec(t, page + at) != 0) {
+        if (hold_rec(handed_of(s->move, t->id), t, page + at) != 0) {
             snprintf(why, whylen, "no memory to hold a round record of sparse table '%s'", t->name);
             return ZEPS_ENOMEM; /* the move aborts, which drops those held */
         }
         at += l;
     }
     return 0;
+}
+
+uint64_t zp_handover_adopt(zp_server *s)
+{
+    zp_move *m = s->move;
+    uint64_t n = 0;
+    for (uint32_t i = 0; m && i < m->nhanded && i < s->ntables; i++) {
+        zp_table *t = s->tables[i];
+        if (t->rows) /* after what t holds: no push of M came before the commit */
+            n += zp_rround_split(&m->handed[i], &t->rows->held, any, NULL, t->rows->dim);
+    }
+    return n;
+}
+
+void zp_handover_apply(zp_server *s)
+{
+    for (uint32_t i = 0; s->cons->rows_handed && i < s->ntables; i++)
+        if (s->tables[i]->rows)
+            s->cons->rows_handed(s, s->tables[i]);
+}
+
+void zp_handover_map_taken(zp_server *s)
+{
+    if (zp_move_taken_ends(s))
+        zp_handover_adopt(s); /* before the move ends with them */
+    zp_move_map_taken(s);
+    zp_handover_apply(s);
 }
 
 uint64_t zp_handover_drop(zp_server *s)

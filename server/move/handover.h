@@ -12,9 +12,14 @@
  * the last page). A worker that sends its CLOCK without waiting for its
  * push's answer thus never has a push of M parked behind its CLOCK
  * unless it came in the last round trip. The tool carries them with the last pages, as
- * round records, and the target holds them in its own rounds, in the
- * order they were held, so that its close of each round merges exactly
- * what the source's would have. An abort gives them back to the source.
+ * round records. The target keeps them apart until the commit (SLOTS),
+ * then holds them in its own rounds, in the order they were held, so
+ * that its close of each round merges exactly what the source's would
+ * have; a round it closed already is merged then, whole: the records of
+ * one round may come in several pages, before and after the target's
+ * close of it (a push held in the cut-over is answered, and its worker's
+ * CLOCK may reach the target before the page that carries it). An abort
+ * gives them back to the source.
  *
  * A round record (little-endian, padded to 8 bytes):
  *
@@ -60,18 +65,33 @@ uint64_t zp_handover_page(zp_server *s, uint64_t room, uint8_t **buf, size_t *le
 /* The source, at an abort: every push taken goes back into its table's
  * rounds (after what was held since, which names no row of M). The
  * caller then lets the policy apply those of rounds already closed
- * (rows_handed). */
+ * (zp_handover_apply). */
 void zp_handover_give_back(zp_server *s);
 
-/* The target: hold the `count` round records of page[0..len) in sparse
- * table t's rounds, all or none: each checked (rank, clock, sizes, ids
- * in M, finite gradients) first. 0, or an error code with why. The caller
- * then lets the policy apply those of rounds already closed. */
+/* The target: keep the `count` round records of page[0..len) of sparse
+ * table t, apart from its rounds until the commit, all or none: each
+ * checked (rank, clock, sizes, ids in M, finite gradients) first. 0, or
+ * an error code with why. */
 int zp_handover_put(zp_server *s, zp_table *t, const uint8_t *page, size_t len, uint64_t count,
                     char *why, size_t whylen);
 
-/* The target, at an abort: drop every held push's rows of M. Returns the
- * rows dropped. */
+/* The target, at its commit: every record kept goes into its table's
+ * rounds, after what they hold. Returns the rows. The caller then lets the
+ * policy apply those of rounds already closed (zp_handover_apply). */
+uint64_t zp_handover_adopt(zp_server *s);
+
+/* The policy applies what a move put into the rounds of every sparse
+ * table that rounds here have passed already (its rows_handed hook: bsp
+ * merges each such round whole, oldest first). */
+void zp_handover_apply(zp_server *s);
+
+/* s took a new map (SLOTS, or the node in ZooKeeper): zp_move_map_taken,
+ * with the records of a move it ends as the target put into the rounds
+ * first (zp_handover_adopt) and applied where their round closed here. */
+void zp_handover_map_taken(zp_server *s);
+
+/* The target, at an abort: drop every held push's rows of M (the records
+ * kept apart go with the move). Returns the rows dropped. */
 uint64_t zp_handover_drop(zp_server *s);
 
 /* The source while a move runs: the held pushes of rounds below `below`

@@ -316,14 +316,21 @@ uint64_t zp_move_drop_foreign(zp_server *s, const zp_slotmap *next)
     return drop_where(s, is_foreign, &a);
 }
 
+bool zp_move_past_bound(const zp_server *s, double now_s)
+{
+    const zp_move *m = s->move;
+    /* Past its last page (drained) the tool may have committed at the
+     * target (SLOTS comes before the COMMIT here): an end by time then
+     * asks first, ZooKeeper's node with coordination (zkmap.c), else the
+     * target (op/move_ask.c); ended without asking, this shard would
+     * serve M at the old map beside the target at the new one. */
+    return m && m->frozen && now_s - m->frozen_s > m->bound_s;
+}
+
 bool zp_move_expired(const zp_server *s, double now_s)
 {
     const zp_move *m = s->move;
-    if (!m)
-        return false;
-    if (m->frozen && now_s - m->frozen_s > m->bound_s)
-        return true;
-    return now_s - m->heard_s > m->lease_s;
+    return m && (zp_move_past_bound(s, now_s) || now_s - m->heard_s > m->lease_s);
 }
 
 void zp_move_end(zp_server *s)
@@ -352,10 +359,17 @@ void zp_move_end(zp_server *s)
     s->move = NULL;
 }
 
+bool zp_move_taken_ends(const zp_server *s)
+{
+    const zp_move *m = s->move;
+    return m && m->role == ZP_MOVE_TARGET &&
+           zp_slotmap_epoch(s->slots) >= zp_slotmap_epoch(m->next);
+}
+
 void zp_move_map_taken(zp_server *s)
 {
     zp_move *m = s->move;
-    if (!m || m->role != ZP_MOVE_TARGET || zp_slotmap_epoch(s->slots) < zp_slotmap_epoch(m->next))
+    if (!zp_move_taken_ends(s))
         return;
     zp_dmove_adopt(s); /* a dense move's pieces: served from now on */
     zp_info("move of %u slots from shard %d committed here at map epoch %" PRIu64 ": %" PRIu64

@@ -172,13 +172,23 @@ uint64_t zp_move_drop_foreign(zp_server *s, const zp_slotmap *next);
  * bound at time now_s. */
 bool zp_move_expired(const zp_server *s, double now_s);
 
+/* Whether s's move is a cut-over past its bound at time now_s; without
+ * coordination a source's bound counts only until its last page (the tool
+ * may have committed at the target since, docs/elastic.md). */
+bool zp_move_past_bound(const zp_server *s, double now_s);
+
 /* Whether `next` is the map the move s imports commits: then no row of
  * s leaves it (its own slots keep their owner, the moving ones come to
  * it), and SLOTS need not look at every row in its cut-over. */
 bool zp_move_commits(const zp_server *s, const zp_slotmap *next);
 
-/* s took a new map (SLOTS): the target's move ends if it is the map
- * the move commits (or a later one). */
+/* Whether the map s holds ends its move as the target's commit: the map
+ * the move commits, or a later one. */
+bool zp_move_taken_ends(const zp_server *s);
+
+/* s took a new map (SLOTS): the target's move ends if zp_move_taken_ends
+ * (the caller put its bsp round records into the rounds first,
+ * handover.h). */
 void zp_move_map_taken(zp_server *s);
 
 /* End s's move: its state freed (the parked requests must have been

@@ -70,15 +70,6 @@ static uint64_t left_all(const zp_server *s)
     return zp_move_left(s) + zp_handover_left(s);
 }
 
-/* The policy applies what a move put into the rounds of every sparse
- * table that rounds here have passed already (bsp: handover.h). */
-static void rounds_handed(zp_server *s)
-{
-    for (uint32_t i = 0; s->cons->rows_handed && i < s->ntables; i++)
-        if (s->tables[i]->rows)
-            s->cons->rows_handed(s, s->tables[i]);
-}
-
 /* End the move with nothing changed; why says why (for the log). */
 uint64_t zp_move_op_abort(zp_server *s, const char *why)
 {
@@ -89,7 +80,7 @@ uint64_t zp_move_op_abort(zp_server *s, const char *why)
         dropped = zp_move_drop_rows(s);
     } else if (m->nhanded > 0) { /* the held pushes taken at the cut-over come back */
         zp_handover_give_back(s);
-        rounds_handed(s);
+        zp_handover_apply(s);
     }
     zp_warn("move of %u slots %s shard %d aborted (%s): the map stays at epoch %" PRIu64
             "%s; %" PRIu64 " imported rows dropped, %zu parked requests sent back",
@@ -135,8 +126,8 @@ void zp_move_op_end_by_time(zp_server *s)
     h.rank = 0xffffffffu;
     h.move_step = ZP_MOVE_ABORT;
     h.move_peer = (uint32_t)s->move->peer;
-    zp_move_op_abort(s,
-                     s->move->frozen ? "the cut-over passed its bound" : "the tool's lease passed");
+    zp_move_op_abort(s, zp_move_past_bound(s, zp_now_s()) ? "the cut-over passed its bound"
+                                                          : "the tool's lease passed");
     zp_rlog_own(s, &h, NULL, 0);
 }
 
@@ -474,8 +465,7 @@ static void put_held(zp_server *s, zp_request *r, zp_table *t)
                        h->count, t->name, why);
         return;
     }
-    s->cons->rows_handed(s, t);
-    s->move->handed_rows += h->count;
+    s->move->handed_rows += h->count; /* applied from the commit on (handover.h) */
     zp_reply_ok(s, r->identity, h, 0);
 }
 

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 
 #include "alloc.h"
+#include "handover.h"
 #include "log.h"
 #include "move.h"
 #include "now.h"
@@ -275,6 +276,7 @@ void zp_owner_on_slots(zp_server *s, zp_request *r)
     if (!commit)     /* dense pieces placed otherwise, nothing written given away */
         zp_pieces_rebuild(s, old, zp_owner_refuse_parked_pull);
     zp_slotmap_destroy(&old);
-    zp_move_map_taken(s); /* the commit: a dense move's pieces join the tables */
+    zp_handover_map_taken(
+        s); /* the commit: a dense move's pieces and bsp records join the tables */
     zp_reply_ok(s, r->identity, h, 0);
 }

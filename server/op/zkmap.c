@@ -25,8 +25,10 @@
 #include <stdlib.h>
 
 #include "alloc.h"
+#include "handover.h"
 #include "log.h"
 #include "move.h"
+#include "now.h"
 #include "ops.h"
 #include "server.h"
 #include "slotmap.h"
@@ -62,7 +64,7 @@ static void take(zp_server *s, zp_slotmap *map)
     } else if (m && m->role == ZP_MOVE_TARGET && zp_slotmap_same(map, m->next)) {
         zp_slotmap_destroy(&s->slots);
         s->slots = map; /* the shard owns it */
-        zp_move_map_taken(s);
+        zp_handover_map_taken(s);
         how = "the move's commit (the target's part)";
     } else {
         if (m) /* another map won: this move never commits */
@@ -200,7 +202,8 @@ bool zp_zkmap_fence(zp_server *s)
         zp_info("move of %u slots %s shard %d ends by time (%s): asking ZooKeeper whether its "
                 "map of epoch %" PRIu64 " was committed before aborting",
                 m->nmoving, m->role == ZP_MOVE_SOURCE ? "to" : "from", m->peer,
-                m->frozen ? "the cut-over's bound" : "the tool's lease", zp_slotmap_epoch(m->next));
+                zp_move_past_bound(s, zp_now_s()) ? "the cut-over's bound" : "the tool's lease",
+                zp_slotmap_epoch(m->next));
     if (!m->fencing)
         fence(s);
     return true;

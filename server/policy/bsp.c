@@ -177,8 +177,8 @@ static bool bsp_bounds_moved(zp_server *s, zp_table *t)
 }
 
 /* A live move handed t pushes of rounds this shard has closed already (the
- * target, when every worker's CLOCK of that round reached it before the
- * source's pushes did; the source, given them back by an abort): every
+ * target at its commit, when every worker's CLOCK of that round reached it
+ * before the move's last pages; the source, given them back by an abort): every
  * push of such a round naming those rows is among them (a worker whose
  * push of the round was parked instead has not ended the round: it waits
  * for that push's answer), so each is merged in rank order and applied

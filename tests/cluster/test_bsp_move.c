@@ -39,14 +39,18 @@
  * test_round_closed_in_cutover: the round closes at the source during
  * the cut-over, after its pushes were taken: a pull that waited for it
  * is answered by the target after the commit, with the round applied
- * (the target applies records of a round it closed on arrival).
+ * (the target applies records of a round it closed at its commit).
  * test_abort_gives_back: an abort gives a taken push back to the
  * source, which applies it though its round closed meanwhile; round
  * records the target refuses (an id outside the slots, a record cut
- * short, a rank outside the cluster).
+ * short, a rank outside the cluster). test_commit_after_bound: the tool
+ * stalled past the bound after the target's SLOTS. test_records_around_
+ * a_close: one round's records before and after the target closes it.
  */
 #include <check.h>
+#include <inttypes.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,6 +131,11 @@ static void worker(const zt_cluster *cl, int w, bool slow)
             goto fail;
         usleep(2000);
     }
+    zeps_client_stats st = zt_client_stats(c);
+    printf("bsp worker %d: %" PRIu64 " requests, %" PRIu64 " retries, %" PRIu64 " dropped, %" PRIu64
+           " slot redirects, slot map epoch %" PRIu64 "\n",
+           w, st.requests, st.retries, st.dropped, st.slot_redirects, st.slot_epoch);
+    fflush(stdout);
     zeps_client_destroy(&c);
     _exit(0);
 fail:
@@ -182,17 +191,20 @@ static size_t baseline(uint8_t **rows)
 }
 
 /* Hold every worker before its next clock: the limit at two clocks
- * on, a worker already past it stopping where it is. Returns the
- * slowest worker's clock once no worker moves. */
+ * on, a worker already past it stopping after the clock it is in (the
+ * workers read the limit at every clock). Returns the slowest worker's
+ * clock once it reached the limit: no worker can clock twice from then
+ * on (a slowest clock that stood still for 200 ms, the test's sign
+ * before, did not say so under load: a worker stalled that long, and
+ * `retire --clock-wait-s 1` saw every worker clock twice). */
 static int64_t hold_workers(const zt_cluster *cl, zeps_client *tl)
 {
-    int64_t at = zt_gate_min_clock(&G, tl, 0) + 2, seen = -1;
+    int64_t at = zt_gate_min_clock(&G, tl, 0) + 2;
     zt_gate_write(&G, cl, at);
-    for (int i = 0; i < 600 && (at = zt_gate_min_clock(&G, tl, 0)) != seen; i++) {
-        seen = at;
-        usleep(200 * 1000);
-    }
-    ck_assert_int_eq(zt_gate_min_clock(&G, tl, 0), seen);
+    for (int i = 0; i < 1200 && zt_gate_min_clock(&G, tl, 0) < at; i++)
+        usleep(100 * 1000);
+    int64_t seen = zt_gate_min_clock(&G, tl, 0);
+    ck_assert_int_ge(seen, at);
     return seen;
 }
 
@@ -228,6 +240,20 @@ static void retire_waits(const zt_cluster *cl, zeps_client *tl)
     ck_assert_int_ge(zt_gate_min_clock(&G, tl, 0), at + 2);
 }
 
+/* Each worker's pushes, duplicates and dropped rows on shard k (a push
+ * dropped as late would make rows differ: said beside the comparison). */
+static void print_workers(zeps_client *tl, int k)
+{
+    Zeps__ShardStats *st = zt_stats(tl, k);
+    ck_assert_ptr_nonnull(st);
+    for (size_t i = 0; i < st->n_workers; i++)
+        printf("shard %d, worker %u: clock %" PRId64 ", %" PRIu64 " pushes, %" PRIu64
+               " duplicates, %" PRIu64 " rows dropped\n",
+               k, st->workers[i]->rank, st->workers[i]->clock, st->workers[i]->pushes,
+               st->workers[i]->duplicates, st->workers[i]->dropped);
+    zeps__shard_stats__free_unpacked(st, NULL);
+}
+
 /* The job with shard 2 added after clock 10, then removed, retired and
  * stopped: its rows into *rows, their count; *held the held pushes the
  * moves handed over. */
@@ -251,10 +277,13 @@ static size_t with_moves(bool slow, uint8_t **rows, long *held)
     zt_gate_wait_clock(&G, &cl, tl, -1);
     ck_assert_int_eq(zt_move_zepsctl_logged(&cl, "remove", rm), 0);
     retire_waits(&cl, tl);
+    print_workers(tl, 2);
     int ks = zt_server_kill(&cl, 2, SIGTERM);
     ck_assert(ks >= 0 && WIFEXITED(ks) && WEXITSTATUS(ks) == 0);
     zt_gate_clocks(&G, &cl, tl, 3); /* the job goes on without shard 2 */
     zt_gate_end_mid_job(&G, &cl, tl, pids);
+    print_workers(tl, 0);
+    print_workers(tl, 1);
     zeps_client_destroy(&tl);
     *held = zt_move_handed(&cl, "add") + zt_move_handed(&cl, "remove");
     size_t n = scan_all(&cl, rows);
@@ -411,7 +440,7 @@ static void steps_end(steps *st)
  * the slots were taken: a pull of X that waited for it is not served
  * there (X would miss the round), but at the target after the commit;
  * the target, which closed the round before the records came, applies
- * them on arrival. */
+ * them at its commit. */
 START_TEST(test_round_closed_in_cutover)
 {
     static steps st;
@@ -434,13 +463,125 @@ START_TEST(test_round_closed_in_cutover)
     usleep(100 * 1000);
     rows = records = 0;
     relay(st.a, st.b, &rows, &records);
-    ck_assert_uint_eq(records, 2); /* both pushes of X, applied by the target on arrival */
+    ck_assert_uint_eq(records, 2); /* both pushes of X, applied by the target at its commit */
     steps_commit(&st);
     ck_assert_msg(zeps_wait(&pull) == 0, "%s", zeps_last_error(st.c1));
     zeps_sbatch_free(&bt);
     ck_assert_msg(late[0] == -3.0f && late[1] == -3.0f, "X as pulled: %g %g", late[0], late[1]);
     ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 1), 0);
     ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "X: %g %g", got[0], got[1]);
+    steps_end(&st);
+}
+END_TEST
+
+/* `zepsctl shards move` of slot 0 from shard 0 to shard 2 with a cut-over
+ * bound of 400 ms, stopped (ZEPS_FAULT_MOVE=after-target) between the
+ * target's SLOTS (the commit point) and the source's COMMIT: its pid. */
+static pid_t move_stalled(const steps *st, char *log, size_t len)
+{
+    snprintf(log, len, "%s/move.log", st->cl.dir);
+    char *args[] = {"shards", "move",    "--config", (char *)st->cl.conf, "--from", "0", "--to",
+                    "2",      "--slots", "0-2",      "--cutover-ms",      "400",    NULL};
+    setenv("ZEPS_FAULT_MOVE", "after-target", 1);
+    pid_t tool = zt_move_zepsctl_start(log, args);
+    unsetenv("ZEPS_FAULT_MOVE");
+    int ws = 0;
+    ck_assert_int_eq(waitpid(tool, &ws, WUNTRACED), tool);
+    zt_move_print_file(log);
+    ck_assert_msg(WIFSTOPPED(ws), "zepsctl did not stop after the target's SLOTS (0x%x)", ws);
+    return tool;
+}
+
+/* The tool stalls after the last page, between the target's SLOTS and the
+ * source's COMMIT, past the cut-over's bound. Ended by the bound then,
+ * the source would serve X at the old map beside the target: worker 1's
+ * push of X, parked after the last page, would be sent back to it,
+ * acknowledged there and lost at the COMMIT (taken as a repair; the tool
+ * says nothing): X -1 at the target. The source, drained, waits for the
+ * COMMIT (or its lease); the push goes to the target, whose round 0 sums
+ * both workers' pushes of X: -3 in each column. */
+START_TEST(test_commit_after_bound)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t x = zt_slot_id_in(3, 0, 0);
+    float g0[2] = {1, 1}, g1[2] = {2, 2}, got[2];
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, &x, 1, g0, 0), 0); /* held: handed over */
+    char log[400];
+    pid_t tool = move_stalled(&st, log, sizeof(log));
+    zeps_sbatch *bt;
+    zeps_req *pending;
+    ck_assert_int_eq(zeps_sbatch_new(st.c1, st.t, &x, 1, &bt), 0);
+    ck_assert_int_eq(zeps_sbatch_push_start(bt, g1, 0, &pending), 0); /* parked */
+    pid_t waker = fork(); /* the tool goes on 1.5 s later: past the bound and its ticks */
+    ck_assert_int_ge(waker, 0);
+    if (waker == 0) {
+        usleep(1500 * 1000);
+        _exit(kill(tool, SIGCONT) == 0 ? 0 : 1);
+    }
+    ck_assert_msg(zeps_wait(&pending) == 0, "%s", zeps_last_error(st.c1));
+    zeps_sbatch_free(&bt);
+    zt_move_zepsctl_exits(tool, log, 60, 0);
+    int wk = zt_wait(waker, 10);
+    ck_assert(wk >= 0 && WIFEXITED(wk) && WEXITSTATUS(wk) == 0);
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, &x, 1, got, 1), 0);
+    ck_assert_msg(got[0] == -3.0f && got[1] == -3.0f, "X: %g %g", got[0], got[1]);
+    steps_end(&st);
+}
+END_TEST
+
+/* Pages from shard 0 put to shard 2 up to the first page of round
+ * records (there must be one before the last page). */
+static void relay_to_records(void *src, void *dst)
+{
+    for (bool held = false; !held;) {
+        zmq_msg_t page;
+        Zeps__Header *rep = step_to(src, ZP_MOVE_ROWS, 2, NULL, NULL, 0, &page);
+        ck_assert_msg(rep->count > 0, "the last page came before any round record");
+        zeps__header__free_unpacked(
+            step_to(dst, ZP_MOVE_PUT, 0, rep, zmq_msg_data(&page), zmq_msg_size(&page), NULL),
+            NULL);
+        held = (rep->flags & ZP_FLAG_HELD) != 0;
+        zeps__header__free_unpacked(rep, NULL);
+        zmq_msg_close(&page);
+    }
+}
+
+/* The round records of one round reach the target in two pages, one
+ * before and one after the target closes the round: worker 0's push of
+ * X, held before FREEZE, in the first; worker 1's, held in the cut-over
+ * and answered, in the next, while worker 1's CLOCK, sent on that answer,
+ * closes round 0 at the target first. Applied as they came, X would meet
+ * round 0 in two parts, and the first part would be lost under X's row
+ * sent again (worker 1's push marked it) in the last pages: X -2. The
+ * target keeps the records until the commit and merges the round whole:
+ * X -3, as Y, a row of shard 1 (no move) given the same pushes. */
+START_TEST(test_records_around_a_close)
+{
+    static steps st;
+    steps_begin(&st);
+    uint64_t ids[2] = {zt_slot_id_in(3, 0, 0), zt_slot_id_on(3, 1, 4095, 0)}; /* X, Y */
+    float g0[4] = {1, 1, 1, 1}, g1[4] = {2, 2, 2, 2}, got[4];
+    uint64_t rows = 0, records = 0;
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, ids, 2, got, 0), 0);
+    ck_assert_int_eq(zeps_spush(st.c0, st.t, ids, 2, g0, 0), 0); /* X's held: a record */
+    steps_move(&st);
+    relay(st.a, st.b, &rows, &records);
+    zeps__header__free_unpacked(step_to(st.a, ZP_MOVE_FREEZE, 2, NULL, NULL, 0, NULL), NULL);
+    relay_to_records(st.a, st.b);
+    ck_assert_int_eq(zeps_spush(st.c1, st.t, ids, 2, g1, 0), 0); /* held in the cut-over */
+    ck_assert_int_eq(zeps_clock(st.c0, 0), 0);
+    ck_assert_int_eq(zeps_clock(st.c1, 0), 0); /* round 0 closes at the target */
+    rows = records = 0;
+    relay(st.a, st.b, &rows, &records);
+    ck_assert_uint_eq(records, 1); /* worker 1's push of X, after the close */
+    steps_commit(&st);
+    ck_assert_int_eq(zeps_spull(st.c0, st.t, ids, 2, got, 1), 0);
+    for (int i = 0; i < 4; i++)
+        ck_assert_msg(got[i] == -3.0f, "X %g %g, Y %g %g", got[0], got[1], got[2], got[3]);
     steps_end(&st);
 }
 END_TEST
@@ -543,7 +684,10 @@ int main(void)
 {
     const zt_case cases[] = {
         {"bsp_move", 300, {test_add_remove_bits, test_held_pushes_handed}},
-        {"steps", 120, {test_steps, test_round_closed_in_cutover, test_abort_gives_back}},
+        {"steps",
+         120,
+         {test_steps, test_round_closed_in_cutover, test_abort_gives_back, test_commit_after_bound,
+          test_records_around_a_close}},
     };
     return zt_run_cases("bsp_move", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -26,9 +26,11 @@ static int gate_read(const zt_cluster *cl)
 
 void zt_gate_pass(const zt_cluster *cl, int64_t k, int *limit)
 {
-    for (int i = 0; k >= *limit && i < 60000; i++)
-        if (k >= (*limit = gate_read(cl)))
-            usleep(2000);
+    *limit = gate_read(cl); /* at every clock: a limit lowered holds at once */
+    for (int i = 0; k >= *limit && i < 60000; i++) {
+        usleep(2000);
+        *limit = gate_read(cl);
+    }
 }
 
 void zt_gate_write(const zt_gate *g, const zt_cluster *cl, int64_t k)

@@ -23,8 +23,9 @@ typedef struct zt_gate {
     int64_t ahead; /* clocks the workers may run past the test's last look */
 } zt_gate;
 
-/* A worker about to start clock k: waits (up to 120 s) until the limit
- * is past k; *limit keeps the last limit read (start it at 0). */
+/* A worker about to start clock k: waits (up to 120 s) until the limit,
+ * read anew at every clock (a test may lower it to hold the workers), is
+ * past k; *limit keeps the last limit read. */
 void zt_gate_pass(const zt_cluster *cl, int64_t k, int *limit);
 
 /* Let the workers start clocks below k (at most g->steps). */

@@ -43,6 +43,7 @@
 #include "rawreq.h"
 #include "scratch.h"
 #include "shard.h"
+#include "tables.h"
 #include "xport.h"
 #include "zeps.h"
 #include "zeps_errors.h"
@@ -106,6 +107,9 @@ START_TEST(test_requests_on_the_connection)
     ck_assert_int_eq(zeps_declare(c, &big, &tb), 0);
     float *g = filled(BIG, 1.0f), *w = filled(BIG, 0.0f);
     uint64_t before = bell_requests(c, 0, 0);
+    /* the first request after the attach (the DECLARE of s) went on the DEALER,
+     * so the shard has its route once answered; the next ones came here */
+    ck_assert_uint_eq(before, 2);
     for (int i = 0; i < 20; i++) {
         ck_assert_int_eq(zeps_push(c, ts, g, 0, 1000, i), 0);
         ck_assert_int_eq(zeps_pull(c, ts, w, 0, 1000, i + 1), 0);
@@ -197,7 +201,7 @@ START_TEST(test_full_connection)
 END_TEST
 
 #define TUNES 70        /* more than the 64 packets of one read */
-#define BUSY  (1 << 25) /* a table whose initial values keep a loop busy */
+#define BUSY  (1 << 24) /* a table whose initial values keep a loop busy */
 
 /* A tool declares a table of BUSY normal values: its shard's loop makes
  * them while the test goes on (a tool's requests go over ZeroMQ). */
@@ -210,13 +214,38 @@ static void *declare_busy(void *arg)
     return (void *)(intptr_t)zeps_declare(tool, &spec, &t);
 }
 
-/* While the shard's loop is busy (a tool's DECLARE over ZeroMQ), worker 0
- * sends TUNES learning rates on its attach connection, giving up on each
- * at its timeout (the shard still holds them: a worker has at most 48
- * requests in flight), then a push too big for its segment, on the
- * DEALER: once free, the loop reads that push next from the ROUTER and
- * applies it after every TUNE, so with the last one's lr. (Reading 64
- * packets before a ZeroMQ message, it was applied with the 64th's.) */
+/* TUNEs of table t to lr 0.01 * i for i in (from, from + n], as worker c
+ * sends them, as packets on its attach connection at once: the seqs it
+ * would give them, req_ids it never waits for (their replies are
+ * dropped). */
+static void tunes_sent(zeps_client *c, uint32_t t, int from, int n)
+{
+    zp_shard *sh = &c->shards[0];
+    zp_table *ti = zp_tables_get(c, t);
+    Zeps__TableSpec spec = ZEPS__TABLE_SPEC__INIT;
+    spec.name = ti->name;
+    Zeps__Header h = ZEPS__HEADER__INIT;
+    h.version = ZP_PROTOCOL_VERSION;
+    h.op = ZEPS__OP__TUNE;
+    h.rank = c->rank;
+    h.incarnation = c->incarnation;
+    h.table = ti->ids[0];
+    h.spec = &spec;
+    for (int i = from + 1; i <= from + n; i++) {
+        spec.lr = 0.01 * i;
+        h.seq = ++sh->next_seq;
+        h.req_id = (1ull << 48) + h.seq;
+        ck_assert_int_eq(zp_bell_send(zp_xport_shm_socket(sh), &h, 0, NULL, 0), 0);
+    }
+}
+
+/* While the shard's loop is busy (a tool's DECLARE over ZeroMQ: busy once
+ * a TUNE of worker 0 goes unanswered for 50 ms), worker 0 sends TUNES more
+ * learning rates as packets on its attach connection, then a push too big
+ * for its segment, on the DEALER: once free, the loop reads that push
+ * next from the ROUTER and applies it after every TUNE, so with the last
+ * one's lr. (Reading 64 packets before a ZeroMQ message, it was applied
+ * with the 64th's.) */
 START_TEST(test_dealer_after_queued_packets)
 {
     zt_cluster cl;
@@ -229,14 +258,17 @@ START_TEST(test_dealer_after_queued_packets)
     ck_assert_ptr_nonnull(tool);
     pthread_t busy;
     ck_assert_int_eq(pthread_create(&busy, NULL, declare_busy, tool), 0);
-    usleep(30 * 1000); /* its DECLARE reached the loop */
     int patient = c->opt.request_timeout_ms, retries = c->opt.max_retries;
-    c->opt.request_timeout_ms = 5; /* given up on, unanswered, without a resend */
-    c->opt.max_retries = 0;
-    for (int i = 1; i <= TUNES; i++) /* unanswered: the loop is busy */
-        ck_assert_int_eq(zeps_set_lr(c, t, 0.01 * i), ZEPS_ETIMEDOUT);
+    c->opt.request_timeout_ms = 50; /* a free loop answers sooner */
+    c->opt.max_retries = 0;         /* given up on, unanswered, without a resend */
+    int sent = 0;
+    double t0 = zp_now_s();
+    while (zeps_set_lr(c, t, 0.01 * ++sent) == 0)
+        ck_assert_msg(zp_now_s() - t0 < 10, "the DECLARE never kept the loop busy");
     c->opt.request_timeout_ms = patient;
     c->opt.max_retries = retries;
+    tunes_sent(c, t, sent, TUNES);
+    sent += TUNES;
     zeps_req *r;
     ck_assert_int_eq(zeps_push_start(c, t, hundred, 0, BIG, 0, &r), 0);
     void *declared;
@@ -244,10 +276,10 @@ START_TEST(test_dealer_after_queued_packets)
     ck_assert_ptr_null(declared);
     ck_assert_int_eq(zeps_wait(&r), 0);
     /* the STATS, and the TUNEs: packets */
-    ck_assert_uint_eq(bell_requests(c, 0, 0), before + 1 + TUNES);
+    ck_assert_uint_eq(bell_requests(c, 0, 0), before + 1 + (uint64_t)sent);
     ck_assert_int_eq(zeps_pull(c, t, w, 0, BIG, 1), 0);
-    ck_assert_float_eq_tol(w[0], -100.0f * 0.01f * TUNES, 1e-3);
-    ck_assert_float_eq_tol(w[BIG - 1], -100.0f * 0.01f * TUNES, 1e-3);
+    ck_assert_float_eq_tol(w[0], -100.0f * 0.01f * (float)sent, 1e-3);
+    ck_assert_float_eq_tol(w[BIG - 1], -100.0f * 0.01f * (float)sent, 1e-3);
     free(hundred);
     free(w);
     zeps_client_destroy(&tool);

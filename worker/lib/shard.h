@@ -29,6 +29,7 @@ typedef struct zp_shard {
      * reply that does not go as a packet (common/bell.h) */
     uint8_t route[16];
     size_t route_len;
+    int routed; /* a request under this route was answered: the shard knows it */
     /* req.c */
     char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
     char held[384];     /* HELLO refused: the rank is held by a live incarnation (why) */

@@ -128,7 +128,9 @@ static void use_zmq(shmc *x, zp_req_sub *s)
 static void bell_send(zp_shard *sh, zp_req_sub *s, const Zeps__Header *h, int frame)
 {
     shmc *x = sh->xs;
-    if (x->bell && !x->zmq_out) {
+    /* the first request under a new route goes on the DEALER: once it is
+     * answered the shard has the route, for replies that are not packets */
+    if (x->bell && !x->zmq_out && sh->routed) {
         int rc = zp_bell_send(x->sock, h, frame, s->data, s->data_len);
         if (rc == 0)
             return;
@@ -146,8 +148,10 @@ static void done(zp_shard *sh, zp_req_sub *s)
     if (s->xseg == x->id)
         zp_shmseg_done(x->seg, &s->xdesc);
     s->xseg = 0;
-    if (s->xzmq == x->id)
+    if (s->xzmq == x->id) {
         x->zmq_out--;
+        sh->routed = 1;
+    }
     s->xzmq = 0;
 }
 
@@ -307,6 +311,7 @@ void zp_xport_shm_hello(zeps_client *c, int k, const Zeps__Header *h)
         _Static_assert(sizeof(sh->route) >= ZP_BELL_ROUTE_LEN, "a route fits");
         zp_bell_route(x->id, sh->route); /* the DEALER's name, for replies too big for a packet */
         sh->route_len = ZP_BELL_ROUTE_LEN;
+        sh->routed = 0;
     }
     int fast = rc == 0 && h->shm_zmq_endpoint && h->shm_zmq_endpoint[0] && !c->curve &&
                strlen(h->shm_zmq_endpoint) < sizeof(sh->fast);

@@ -14,8 +14,9 @@
  *
  * A reply that cannot go as a packet (too big, or the connection is full)
  * goes on the shard's ROUTER to the client's DEALER, whose routing id the
- * client sets from the segment's name (zp_bell_route), so the shard knows
- * it without a request on that DEALER.
+ * client sets from the segment's name (zp_bell_route), so the shard can
+ * name it; the client's first request after the attach goes on that
+ * DEALER, so it is connected before a reply needs it.
  */
 #ifndef ZP_BELL_H
 #define ZP_BELL_H

@@ -57,6 +57,12 @@ int zp_bell_send_resend(int fd, uint64_t req_id)
     return send_iov(fd, iov, 2);
 }
 
+void zp_bell_route(uint64_t segment, uint8_t out[ZP_BELL_ROUTE_LEN])
+{
+    out[0] = 'B';
+    memcpy(out + 1, &segment, sizeof(segment));
+}
+
 static void frame_copy(zp_frames *m, const uint8_t *b, size_t n)
 {
     zmq_msg_init_size(&m->f[m->n], n);

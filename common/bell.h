@@ -9,7 +9,14 @@
  * u32 header length, little-endian as in memory: both ends are on one
  * host), then for a MESSAGE its header and, with frames = 2, its payload
  * (the rest of the packet); for a RESEND, a u64 req_id: the reply to that
- * request did not fit a packet, send the request again over ZeroMQ.
+ * request did not fit a packet and the shard had no route to the client's
+ * DEALER, send the request again over ZeroMQ.
+ *
+ * A reply that cannot go as a packet (too big, or the connection is full)
+ * goes on the shard's ROUTER to the client's DEALER, whose routing id the
+ * client sets from the segment's name (zp_bell_route), so the shard can
+ * name it; the client's first request after the attach goes on that
+ * DEALER, so it is connected before a reply needs it.
  */
 #ifndef ZP_BELL_H
 #define ZP_BELL_H
@@ -26,6 +33,12 @@
  * fit goes over ZeroMQ (a request), or is answered RESEND (a reply). */
 #define ZP_BELL_MAX (64 * 1024)
 
+/* The routing id of a client's DEALER while its requests go on the attach
+ * connection: 'B', then the segment's name (u64, as in memory); a chosen
+ * routing id may not start with a zero, and no attach connection's
+ * identity (a zero first) looks so. */
+#define ZP_BELL_ROUTE_LEN 9
+
 #define ZP_BELL_MESSAGE 1
 #define ZP_BELL_RESEND  2
 
@@ -37,6 +50,9 @@ int zp_bell_send(int fd, const Zeps__Header *h, int payload, const void *data, s
 
 /* Send a RESEND packet for req_id on fd: 0, or ZEPS_ETRANSPORT. */
 int zp_bell_send_resend(int fd, uint64_t req_id);
+
+/* The DEALER routing id for segment `segment` into out. */
+void zp_bell_route(uint64_t segment, uint8_t out[ZP_BELL_ROUTE_LEN]);
 
 /* Read packet p[0..n) (trunc: the packet was longer than the buffer it was
  * read into). A MESSAGE: its frames appended to m (copied; the header

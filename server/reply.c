@@ -5,6 +5,7 @@
  */
 #include "reply.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,34 +25,20 @@ static void send_failed(zp_server *s, const char *what, const char *why)
         zp_warn("sending %s failed: %s%s", what, why, note);
 }
 
-size_t zp_reply_socket_send(void *server, zmq_msg_t *identity, const Zeps__Header *rep,
-                            const void *data, size_t len, zmq_free_fn *ffn, void *hint)
+/* Send rep, and data[0..len) as a frame unless NULL (given to ffn either
+ * way), on the ROUTER to `identity`: the bytes sent, 0 if not; *unroutable
+ * says the ROUTER knows no peer of that identity. */
+static size_t router_send(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *rep,
+                          const void *data, size_t len, zmq_free_fn *ffn, void *hint,
+                          bool *unroutable)
 {
-    zp_server *s = server;
     void *sock = s->sock;
-    if (zp_shmhost_is_conn(identity)) { /* the request came on an attach connection */
-        size_t out = zp_shmhost_send(&s->shm, identity, rep, data, len);
-        if (ffn)
-            ffn((void *)data, hint);
-        return out;
-    }
-    Zeps__Header placed;
-    if (data && s->shm.on) {
-        placed = *rep;
-        if (zp_shmhost_place(&s->shm, identity, &placed, data, len)) {
-            /* copied into the client's segment: the payload is ours to give back now */
-            if (ffn)
-                ffn((void *)data, hint);
-            data = NULL;
-            ffn = NULL;
-            rep = &placed;
-        }
-    }
     zmq_msg_t id;
     zmq_msg_init(&id);
-    zmq_msg_copy(&id, identity);
+    zmq_msg_copy(&id, (zmq_msg_t *)identity);
     int more = data ? ZMQ_SNDMORE : 0;
     if (zmq_msg_send(&id, sock, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0) {
+        *unroutable = zmq_errno() == EHOSTUNREACH;
         zp_debug("reply to a gone peer dropped: %s", zmq_strerror(zmq_errno()));
         zmq_msg_close(&id);
         if (ffn)
@@ -72,6 +59,53 @@ size_t zp_reply_socket_send(void *server, zmq_msg_t *identity, const Zeps__Heade
             out += len;
     }
     return out;
+}
+
+/* A reply to a request read on an attach connection: a packet there, or
+ * (too big for one, or the connection full) on the ROUTER to the client's
+ * DEALER; RESEND or dropped when the ROUTER has no route to it yet. */
+static size_t conn_send(zp_server *s, const zmq_msg_t *identity, const Zeps__Header *rep,
+                        const void *data, size_t len, zmq_free_fn *ffn, void *hint)
+{
+    zp_shmhost_out out;
+    zp_shmhost_send(&s->shm, identity, rep, data, len, &out);
+    if (!out.route || !out.payload) { /* sent, dropped, or its payload in the segment */
+        if (ffn)
+            ffn((void *)data, hint);
+        data = NULL;
+        ffn = NULL;
+    }
+    if (!out.route)
+        return out.bytes;
+    bool unroutable = false;
+    size_t n = router_send(s, &out.dealer, &out.rep, data, len, ffn, hint, &unroutable);
+    if (unroutable)
+        zp_shmhost_unrouted(&s->shm, identity, &out);
+    else
+        zmq_msg_close(&out.dealer);
+    return n;
+}
+
+size_t zp_reply_socket_send(void *server, zmq_msg_t *identity, const Zeps__Header *rep,
+                            const void *data, size_t len, zmq_free_fn *ffn, void *hint)
+{
+    zp_server *s = server;
+    if (zp_shmhost_is_conn(identity)) /* the request came on an attach connection */
+        return conn_send(s, identity, rep, data, len, ffn, hint);
+    Zeps__Header placed;
+    if (data && s->shm.on) {
+        placed = *rep;
+        if (zp_shmhost_place(&s->shm, identity, &placed, data, len)) {
+            /* copied into the client's segment: the payload is ours to give back now */
+            if (ffn)
+                ffn((void *)data, hint);
+            data = NULL;
+            ffn = NULL;
+            rep = &placed;
+        }
+    }
+    bool unroutable;
+    return router_send(s, identity, rep, data, len, ffn, hint, &unroutable);
 }
 
 void zp_reply_init(const zp_server *s, const Zeps__Header *req, Zeps__Header *rep)

@@ -338,6 +338,9 @@ static int setup_socket(zp_server *s, char *err, size_t errlen)
     zmq_setsockopt(s->sock, ZMQ_SNDHWM, &zero, sizeof(zero));
     zmq_setsockopt(s->sock, ZMQ_RCVHWM, &zero, sizeof(zero));
     zmq_setsockopt(s->sock, ZMQ_ROUTER_MANDATORY, &one, sizeof(one));
+    /* a co-located client's DEALER names itself after its segment (common/bell.h):
+     * its reconnect takes the route over from the connection it replaces */
+    zmq_setsockopt(s->sock, ZMQ_ROUTER_HANDOVER, &one, sizeof(one));
     zmq_setsockopt(s->sock, ZMQ_LINGER, &linger, sizeof(linger));
     zmq_setsockopt(s->sock, ZMQ_MAXMSGSIZE, &maxmsg, sizeof(maxmsg));
     snprintf(s->endpoint, sizeof(s->endpoint), "%s", ep);

@@ -417,34 +417,55 @@ bool zp_shmhost_is_conn(const zmq_msg_t *identity)
            ((const uint8_t *)zmq_msg_data((zmq_msg_t *)identity))[0] == 0;
 }
 
-size_t zp_shmhost_send(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Header *rep,
-                       const void *data, size_t len)
+static zp_shmconn *by_ident(zp_shmhost *x, const zmq_msg_t *identity)
 {
     uint64_t serial;
     memcpy(&serial, (const uint8_t *)zmq_msg_data((zmq_msg_t *)identity) + 1, sizeof(serial));
-    zp_shmconn *c = NULL;
-    for (int i = 0; i < x->nconns && !c; i++)
+    for (int i = 0; i < x->nconns; i++)
         if (x->conns[i]->seg && x->conns[i]->serial == serial)
-            c = x->conns[i];
+            return x->conns[i];
+    return NULL;
+}
+
+void zp_shmhost_send(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Header *rep,
+                     const void *data, size_t len, zp_shmhost_out *out)
+{
+    out->bytes = 0;
+    out->route = false;
+    zp_shmconn *c = by_ident(x, identity);
     if (!c) {
         zp_debug("reply to a closed attach connection dropped");
-        return 0;
+        return;
     }
-    Zeps__Header placed = *rep;
-    int payload = data != NULL && !place_in(c, &placed, data, len);
-    int rc = zp_bell_send(c->fd, &placed, payload, data, len);
-    if (rc == ZEPS_ESIZE) { /* the client asks again over ZeroMQ: answered there */
+    out->rep = *rep;
+    out->payload = data != NULL && !place_in(c, &out->rep, data, len);
+    int rc = zp_bell_send(c->fd, &out->rep, out->payload, data, len);
+    if (rc == 0) {
+        out->bytes = zeps__header__get_packed_size(&out->rep) + (out->payload ? len : 0);
+        return;
+    }
+    /* too big, or the connection is full: the client's DEALER takes it */
+    out->route = true;
+    out->too_big = rc == ZEPS_ESIZE;
+    zmq_msg_init_size(&out->dealer, ZP_BELL_ROUTE_LEN);
+    zp_bell_route(c->id, zmq_msg_data(&out->dealer));
+}
+
+void zp_shmhost_unrouted(zp_shmhost *x, const zmq_msg_t *identity, zp_shmhost_out *out)
+{
+    zmq_msg_close(&out->dealer);
+    zp_shmconn *c = by_ident(x, identity);
+    if (c && out->too_big) { /* the client asks again over ZeroMQ: answered there */
         x->bell_resent++;
-        zp_debug("a %s reply of %zu bytes does not fit a packet: RESEND", zp_wire_op_name(rep->op),
-                 len + zeps__header__get_packed_size(&placed));
-        zp_bell_send_resend(c->fd, rep->req_id);
-        return 0;
+        zp_debug("a %s reply does not fit a packet, and worker %u's DEALER is not connected: "
+                 "RESEND",
+                 zp_wire_op_name(out->rep.op), c->rank);
+        zp_bell_send_resend(c->fd, out->rep.req_id);
+    } else {
+        zp_debug("reply on an attach connection dropped: the connection is full and worker "
+                 "%u's DEALER is not connected",
+                 c ? c->rank : 0);
     }
-    if (rc != 0) {
-        zp_debug("reply on an attach connection dropped: %s", strerror(errno));
-        return 0;
-    }
-    return zeps__header__get_packed_size(&placed) + (payload ? len : 0);
 }
 
 void zp_shmhost_drain(zp_shmhost *x)

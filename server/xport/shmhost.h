@@ -94,14 +94,37 @@ bool zp_shmhost_place(zp_shmhost *x, const zmq_msg_t *identity, Zeps__Header *re
  * ones may not start with a zero). */
 bool zp_shmhost_is_conn(const zmq_msg_t *identity);
 
+/* How zp_shmhost_send left a reply. */
+typedef struct zp_shmhost_out {
+    size_t bytes; /* sent as a packet: its bytes; 0: not sent */
+    /* not sent as a packet but to go on the ROUTER (too big for one, or the
+     * connection is full): to `dealer`, the client's DEALER routing id
+     * (zp_bell_route; the caller closes it), header `rep` (its payload in
+     * the segment if it fit there), data as a frame if `payload` */
+    bool route;
+    bool too_big; /* why: larger than a packet (else: the connection was full) */
+    bool payload;
+    zmq_msg_t dealer;
+    Zeps__Header rep;
+} zp_shmhost_out;
+
 /* Send reply `rep` and its payload (data, len; data NULL: none) to the
  * attach connection `identity` names: the payload in its segment where it
- * fits, else in the packet; a packet larger than ZP_BELL_MAX is answered
- * RESEND instead (the client asks again over ZeroMQ). data stays the
- * caller's. Returns the bytes sent, 0 if the connection is gone or full
- * (the client resends at its timeout). */
-size_t zp_shmhost_send(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Header *rep,
-                       const void *data, size_t len);
+ * fits, else in the packet. A reply that does not go as a packet (larger
+ * than ZP_BELL_MAX, or the connection is full) is handed back in *out to
+ * go on the ROUTER to the client's DEALER (its routing id named after the
+ * segment, docs/protocol.md), so it is that request's answer and nothing
+ * is served twice. data stays the caller's. Nothing sent and out->route
+ * false: the connection is gone (the client resends at its timeout). */
+void zp_shmhost_send(zp_shmhost *x, const zmq_msg_t *identity, const Zeps__Header *rep,
+                     const void *data, size_t len, zp_shmhost_out *out);
+
+/* The ROUTER had no route to out->dealer (the client's DEALER is not
+ * connected yet, or reconnecting): a reply too big for a packet is
+ * answered RESEND on the connection (the client asks again over ZeroMQ);
+ * one that met a full connection is dropped (the client resends at its
+ * timeout). Closes out->dealer. */
+void zp_shmhost_unrouted(zp_shmhost *x, const zmq_msg_t *identity, zp_shmhost_out *out);
 
 /* Read and deliver every packet waiting on every attach connection: a
  * request sent there before one that came over ZeroMQ is handled first

@@ -101,6 +101,8 @@ int zp_shard_open(zeps_client *c, int k)
         zmq_setsockopt(sh->sock, ZMQ_HEARTBEAT_IVL, &ivl, sizeof(ivl));
         zmq_setsockopt(sh->sock, ZMQ_HEARTBEAT_TIMEOUT, &timeout, sizeof(timeout));
     }
+    if (sh->route_len) /* the shard's route for a reply that is not a packet */
+        zmq_setsockopt(sh->sock, ZMQ_ROUTING_ID, sh->route, sh->route_len);
     if ((c->curve &&
          zp_curve_apply_client(sh->sock, c->curve_server, c->curve_public, c->curve_secret) != 0) ||
         (monitored(c) && monitor_open(c, k) != 0)) {

@@ -24,6 +24,12 @@ typedef struct zp_shard {
     const zp_xport_ops *xp;
     void *xs;      /* the transport's state */
     char fast[96]; /* its ipc:// endpoint the socket connects to instead, or "" */
+    /* the routing id the socket takes (route_len bytes; 0: ZeroMQ picks one):
+     * while requests go on the attach connection, the shard's route for a
+     * reply that does not go as a packet (common/bell.h) */
+    uint8_t route[16];
+    size_t route_len;
+    int routed; /* a request under this route was answered: the shard knows it */
     /* req.c */
     char handshake[96]; /* CURVE: the last handshake failure seen, for messages */
     char held[384];     /* HELLO refused: the rank is held by a live incarnation (why) */

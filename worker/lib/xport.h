@@ -80,9 +80,11 @@ int zp_xport_shm_poll(zeps_client *c, long timeout_ms);
  * the reply in m (header first, as from the DEALER; the caller closes it),
  * or 0: nothing (also when the shard closed the connection: it was killed
  * or stopped, and shard k is back on ZeroMQ at the cluster file's
- * endpoint). A RESEND packet (the reply did not fit a packet) makes its
- * request due at once, to be resent on the DEALER (req.c's deadlines); a
- * packet that is not a reply is logged and skipped. */
+ * endpoint). A reply that does not go as a packet comes on the DEALER
+ * (its routing id is the shard's route to it: zp_shard's route); a RESEND
+ * packet (the reply did not fit a packet and the DEALER was not connected
+ * yet) makes its request due at once, to be resent on the DEALER (req.c's
+ * deadlines); a packet that is not a reply is logged and skipped. */
 int zp_xport_shm_recv(zeps_client *c, int k, zp_frames *m);
 
 /* sh's segment (borrowed) and its name in requests, or NULL (tests). */

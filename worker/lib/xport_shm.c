@@ -14,7 +14,9 @@
  * When the shard offers it (ZP_SHM_OK_BELL, no CURVE), the same socket
  * carries the requests and their replies, one packet each (common/bell.h),
  * polled beside the DEALERs: a request's header costs a send and a receive
- * on each side instead of ZeroMQ's hand-overs between threads.
+ * on each side instead of ZeroMQ's hand-overs between threads. The DEALER
+ * then takes a routing id named after the segment, so a reply that cannot
+ * go as a packet comes there.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -126,7 +128,9 @@ static void use_zmq(shmc *x, zp_req_sub *s)
 static void bell_send(zp_shard *sh, zp_req_sub *s, const Zeps__Header *h, int frame)
 {
     shmc *x = sh->xs;
-    if (x->bell && !x->zmq_out) {
+    /* the first request under a new route goes on the DEALER: once it is
+     * answered the shard has the route, for replies that are not packets */
+    if (x->bell && !x->zmq_out && sh->routed) {
         int rc = zp_bell_send(x->sock, h, frame, s->data, s->data_len);
         if (rc == 0)
             return;
@@ -144,8 +148,10 @@ static void done(zp_shard *sh, zp_req_sub *s)
     if (s->xseg == x->id)
         zp_shmseg_done(x->seg, &s->xdesc);
     s->xseg = 0;
-    if (s->xzmq == x->id)
+    if (s->xzmq == x->id) {
         x->zmq_out--;
+        sh->routed = 1;
+    }
     s->xzmq = 0;
 }
 
@@ -159,6 +165,7 @@ static void let_go(zp_shard *sh)
     sh->xs = NULL;
     sh->xp = &zp_xport_zmq;
     sh->fast[0] = '\0'; /* the socket's next connection is to the cluster file's endpoint */
+    sh->route_len = 0;  /* under a name of ZeroMQ's */
 }
 
 const zp_xport_ops zp_xport_shm = {
@@ -297,18 +304,22 @@ void zp_xport_shm_hello(zeps_client *c, int k, const Zeps__Header *h)
         zp_warn("shard %d: no shared memory (%s): payloads over %s", k, why, sh->endpoint);
     else
         zp_debug("shard %d: payloads in shared memory (%s)", k, ep);
-    if (rc == 0 && h->shm_zmq_endpoint && h->shm_zmq_endpoint[0] && !c->curve &&
-        strlen(h->shm_zmq_endpoint) < sizeof(sh->fast)) {
-        /* the headers too: this socket is answered (only the HELLO is out), the
-         * next connects to the shard's unix socket */
-        snprintf(sh->fast, sizeof(sh->fast), "%s", h->shm_zmq_endpoint);
-        zp_shard_reset(c, k);
-    }
     shmc *x = rc == 0 ? sh->xs : NULL;
     if (x && x->offered && !c->curve) { /* the requests themselves on the attach connection */
         x->bell = 1;
         x->rbuf = zp_alloc(ZP_BELL_MAX);
+        _Static_assert(sizeof(sh->route) >= ZP_BELL_ROUTE_LEN, "a route fits");
+        zp_bell_route(x->id, sh->route); /* the DEALER's name, for replies too big for a packet */
+        sh->route_len = ZP_BELL_ROUTE_LEN;
+        sh->routed = 0;
     }
+    int fast = rc == 0 && h->shm_zmq_endpoint && h->shm_zmq_endpoint[0] && !c->curve &&
+               strlen(h->shm_zmq_endpoint) < sizeof(sh->fast);
+    if (fast) /* the headers too: the next socket connects to the shard's unix socket */
+        snprintf(sh->fast, sizeof(sh->fast), "%s", h->shm_zmq_endpoint);
+    if (fast || (x && x->bell)) /* this socket is answered (only the HELLO is out); the
+                                   next takes the route */
+        zp_shard_reset(c, k);
 }
 
 int zp_xport_shm_poll(zeps_client *c, long timeout_ms)
@@ -341,7 +352,8 @@ int zp_xport_shm_poll(zeps_client *c, long timeout_ms)
     return n;
 }
 
-/* The shard asks for request req_id again over ZeroMQ: due at once. */
+/* The shard asks for request req_id again over ZeroMQ (its reply did not
+ * fit a packet and the DEALER had no route yet): due at once. */
 static void on_resend(zp_shard *sh, uint64_t req_id)
 {
     for (zp_req_sub *s = sh->out; s; s = s->next)

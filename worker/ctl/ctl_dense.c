@@ -289,6 +289,15 @@ static int cutover(dm *d, int from, int to, const void *wire, size_t len, uint64
 int zp_ctl_dense_move(zp_mover *m, const zp_mv_opts *o, const char *range)
 {
     dm d = {.m = m, .o = o};
+    int replicas = zp_ctl_mover_config(m)->replicas;
+    if (replicas > 1) { /* the shards refuse the cut's map; say so before asking */
+        fprintf(stderr,
+                "zepsctl shards move: --dense with shards of %d replicas: not built (a move's "
+                "pieces are not replicated; docs/elastic.md, \"Dense tables by range\"); "
+                "nothing changed\n",
+                replicas);
+        return ZP_EXIT_SETUP;
+    }
     if (parse_range(&d, range) != 0)
         return ZP_EXIT_SETUP;
     if (table_length(&d, o->from) != 0)

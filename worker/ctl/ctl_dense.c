@@ -162,15 +162,20 @@ static int cut(dm *d, int from, zp_slotmap **out)
         return 0;
     }
     zp_slotmap_destroy(&cur);
-    /* the holder first: it alone may refuse a cut, and then nobody took it */
-    int rc = send_all(d, c, from, -1, NULL);
+    /* the holder first: it alone may refuse a cut, and then nobody took it
+     * (a refusal: exit 2, as a refused BEGIN) */
+    int rc = zp_ctl_mover_slots(d->m, from, c), code = ZP_EXIT_FAILED;
+    if (rc != 0 && rc != ZEPS_ETIMEDOUT && rc != ZEPS_ETRANSPORT)
+        code = ZP_EXIT_SETUP;
+    if (rc == 0)
+        rc = send_all(d, c, from, from, NULL);
     if (rc != 0) {
         fprintf(stderr,
                 "zepsctl shards move: the cut of the pieces (epoch %" PRIu64
                 ") was not taken: %s\n",
                 zp_slotmap_epoch(c), zp_ctl_mover_err(d->m));
         zp_slotmap_destroy(&c);
-        return ZP_EXIT_FAILED;
+        return code;
     }
     printf("cut dense table '%s' at %" PRIu64 " and %" PRIu64 " (slot map epoch %" PRIu64 ")\n",
            d->name, d->lo, d->hi, zp_slotmap_epoch(c));

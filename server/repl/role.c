@@ -123,6 +123,10 @@ static void on_role(void *arg, const zp_coord_view *v)
     if (kind == ZP_ROLE_PRIMARY && r->fenced) {
         r->fenced = false;
         zp_info("elected again at epoch %" PRIu64 ": no longer fenced", v->epoch);
+    } else if (kind == ZP_ROLE_BACKUP && r->fenced) { /* it follows the primary that replaced it */
+        r->fenced = false;
+        zp_info("a backup of replica %d at epoch %" PRIu64 ": no longer fenced", v->primary_replica,
+                v->epoch);
     }
     if (kind != r->kind)
         zp_info("role: %s -> %s at epoch %" PRIu64, zp_role_kind_name(r->kind),

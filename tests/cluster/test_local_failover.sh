@@ -7,7 +7,9 @@
 #    shard carries on at its other replicas; its summary says "done";
 #  - the final loss and accuracy equal the undisturbed run's to the last
 #    digit, and every worker followed the shard twice (2 redirects);
-#  - the third replica ends primary at epoch 3.
+#  - the third replica ends primary at epoch 3;
+#  - the undisturbed run (with --metrics) prints each replica's /metrics
+#    URL as "server S.R".
 # Prints "N passed, N failed"; exits non-zero on a failure.
 set -u
 . "$(dirname "${BASH_SOURCE[0]}")/../support/lib.sh"
@@ -44,8 +46,11 @@ print(repr(w[0]["final_loss"]), repr(w[0]["final_accuracy"]), *[x["redirects"] f
 ' "$1"
 }
 
-"$BIN/zepsctl" local "${JOB[@]}" --dir "$work/calm" >"$work/calm.out" 2>&1
+"$BIN/zepsctl" local "${JOB[@]}" --metrics --dir "$work/calm" >"$work/calm.out" 2>&1
 check "the undisturbed run trains (exit 0)" test $? = 0
+check "  with --metrics it names each replica's URL (server S.R)" test "$(grep -o \
+    'server [0-9]\.[0-9] metrics on http://127.0.0.1:[0-9]*/metrics' "$work/calm.out" |
+    cut -d' ' -f2 | sort -u | tr '\n' ' ')" = "0.0 0.1 0.2 1.0 1.1 1.2 "
 calm=$(final "$work/calm")
 echo "undisturbed: $calm"
 

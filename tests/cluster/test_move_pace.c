@@ -11,8 +11,15 @@
  * moves every slot back to shard 0 faster than the cap: unlimited is the
  * default. A bad value (text, negative, NaN) is refused, naming the
  * option, before any shard changes.
+ *
+ * test_cutover_not_in_pace: the same paced move while a thread pulls
+ * every row over and over (a pull touches its rows, so every round holds
+ * them all again), with --max-rounds 1: the cut-over sends every row
+ * again, unpaced, and the busiest second the move reports (the copy
+ * rounds' pages, which the pace holds) stays under the cap.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,12 +165,79 @@ START_TEST(test_paced_then_unlimited)
 }
 END_TEST
 
+typedef struct puller {
+    zeps_client *c;
+    uint32_t t;
+    volatile int stop;
+} puller;
+
+/* Pull every id, 4000 at a time, until told to stop. */
+static void *pull_loop(void *arg)
+{
+    static float buf[4000 * WDIM];
+    puller *p = arg;
+    while (!p->stop)
+        for (size_t at = 0; at < WIDS && !p->stop; at += 4000) {
+            size_t k = WIDS - at < 4000 ? WIDS - at : 4000;
+            ck_assert_int_eq(zeps_spull(p->c, p->t, ids + at, k, buf, 0), 0);
+        }
+    return NULL;
+}
+
+/* The rows the cut-over line of the move's log says it sent. */
+static long cutover_rows(const char *log)
+{
+    FILE *f = fopen(log, "r");
+    ck_assert_ptr_nonnull(f);
+    char line[512];
+    long n = -1;
+    while (fgets(line, sizeof(line), f) && sscanf(line, "cut-over: %ld rows", &n) != 1)
+        ;
+    fclose(f);
+    return n;
+}
+
+START_TEST(test_cutover_not_in_pace)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *w = NULL;
+    ck_assert_int_eq(zeps_client_new(&w, cl.conf, 0), 0);
+    puller p = {.c = w, .t = populate(w)};
+    pthread_t th;
+    ck_assert_int_eq(pthread_create(&th, NULL, pull_loop, &p), 0);
+    char log[400], cap[16];
+    snprintf(cap, sizeof(cap), "%g", CAPMB);
+    snprintf(log, sizeof(log), "%s/paced.log", cl.dir);
+    char *paced[] = {"shards",       "move", "--config",     cl.conf,  "--from",     "0",
+                     "--to",         "1",    "--slots",      "0-4095", "--max-mb-s", cap,
+                     "--max-rounds", "1",    "--cutover-ms", "10000",  NULL};
+    int st = zt_move_zepsctl(log, paced);
+    p.stop = 1;
+    pthread_join(th, NULL);
+    zt_move_print_file(log);
+    ck_assert_int_eq(st, 0);
+    long cut = cutover_rows(log);
+    ck_assert_msg(cut > WIDS / 4, "the cut-over sent %ld rows: too few to tell", cut);
+    double held = busiest(log);
+    ck_assert_msg(held > 0 && held <= CAPMB, "the busiest second held %.2f MB", held);
+    zeps_client *c = zt_move_tool(&cl);
+    ck_assert_uint_eq(zt_move_rows(c, 0, NULL), 0);
+    check_rows(w, p.t);
+    printf("cut-over of %ld rows; busiest second %.2f MB\n", cut, held);
+    zeps_client_destroy(&c);
+    zeps_client_destroy(&w);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("move_pace");
     TCase *tc = tcase_create("move_pace");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_paced_then_unlimited);
+    tcase_add_test(tc, test_cutover_not_in_pace);
     suite_add_tcase(s, tc);
     return s;
 }

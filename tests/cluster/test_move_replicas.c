@@ -36,7 +36,8 @@
  *     under three pushing workers, shard 1 stopped, shard 0's primary
  *     killed: nothing lost, and a new client does not wait for shard 1;
  *   - test_dense_refused: a move of a dense piece (BEGIN) and a map
- *     placing a dense table by range (SLOTS) refused with replicas.
+ *     placing a dense table by range (SLOTS) refused with replicas, and
+ *     `zepsctl shards move --dense` refused before asking (exit 2).
  */
 #include <check.h>
 #include <inttypes.h>
@@ -422,6 +423,13 @@ START_TEST(test_dense_refused)
     Zeps__Header *rep = zt_move_step(&c.cl, 0, 1, ZP_MOVE_BEGIN, wire, len);
     zt_raw_expect_error(rep, ZEPS_ESTATE, "moving dense pieces is not supported with replicas");
     ck_assert_int_eq(zt_raw_slots(&c.cl, 0, m), ZEPS_ESTATE);
+    /* zepsctl says so at once: a refusal, nothing changed (exit 2) */
+    char *dense[] = {"shards", "move", "--config", c.cl.conf, "--from", "0",
+                     "--to",   "1",    "--dense",  "w:0-50",  NULL};
+    ck_assert_int_eq(zt_move_zepsctl_logged(&c.cl, "dense", dense), 2);
+    char log[600];
+    snprintf(log, sizeof(log), "%s/dense.log", c.cl.dir);
+    ck_assert(zt_move_file_has(log, "--dense with shards of 2 replicas: not built"));
     float g[100], got[100];
     for (int i = 0; i < 100; i++)
         g[i] = (float)(i % 4);

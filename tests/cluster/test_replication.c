@@ -333,7 +333,7 @@ static Zeps__Header raw_header(Zeps__Op op, uint64_t seq)
  * elected, the old one thawed: a push sent to it at once is not
  * acknowledged (no reply, or ENOTPRIMARY), and it ends a backup of the new
  * epoch, in sync again (its log had an entry the new primary never got:
- * it is sent the whole state). */
+ * it is sent the whole state), no longer reporting itself fenced. */
 START_TEST(test_frozen_primary_acknowledges_nothing)
 {
     zt_zk zk;
@@ -368,6 +368,9 @@ START_TEST(test_frozen_primary_acknowledges_nothing)
     if (rep)
         zeps__header__free_unpacked(rep, NULL);
     zt_rset_wait(&rs, 0, "backup", 2, 2, 10); /* sent the whole state, in sync again */
+    rep = zt_rset_stats(&rs, 0);              /* a backup now: no longer the fenced primary */
+    ck_assert_msg(rep && !rep->stats->fenced, "replica 0, a backup of epoch 2, still fenced");
+    zeps__header__free_unpacked(rep, NULL);
     zmq_close(s);
     zeps_client_destroy(&c);
     zt_rset_stop(&rs);

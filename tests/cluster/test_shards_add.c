@@ -28,8 +28,9 @@
  *
  * test_refusals: `zeps-server --join` with snapshot_dir, `shards add` of an endpoint nobody listens
  * at, of a shard started with another index; `shards remove` of a shard
- * holding a dense slice and of a shard that does not exist. Each exits
- * with its reason and changes no shard's map. A shard that joined holds
+ * holding a dense slice and of a shard that does not exist, and of a
+ * joined shard that owns every slot (refused before its dense pieces
+ * move). Each exits with its reason and changes no shard's map. A shard that joined holds
  * no dense slice: a client with a dense table goes on using it after
  * learning the new shard, and its SCAN of the table there is empty.
  */
@@ -528,6 +529,34 @@ static void dense_after_join(zt_cluster *cl, zeps_client *a, uint32_t te, uint32
     zeps_client_destroy(&tl);
 }
 
+/* Once joined shard 2 owns every slot, `shards remove 2` is refused
+ * before its dense pieces move: every shard's map stays at its epoch. */
+static void only_owner_refused(zt_cluster *cl)
+{
+    char log[400];
+    char *from[] = {"0", "1"};
+    for (int i = 0; i < 2; i++) {
+        snprintf(log, sizeof(log), "%s/all-from-%s.log", cl->dir, from[i]);
+        char *mv[] = {"shards", "move", "--config", cl->conf, "--from", from[i],
+                      "--to",   "2",    "--slots",  "0-4095", NULL};
+        ck_assert_int_eq(zt_move_zepsctl(log, mv), 0);
+    }
+    zeps_client *tl = zt_move_tool(cl);
+    uint64_t before[3], e;
+    for (int k = 0; k < 3; k++)
+        zt_move_rows(tl, k, &before[k]);
+    snprintf(log, sizeof(log), "%s/only.log", cl->dir);
+    char *rm[] = {"shards", "remove", "2", "--config", cl->conf, NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, rm), 2);
+    ck_assert(zt_move_file_has(log, "shard 2 is the only shard that owns slots; nothing changed"));
+    for (int k = 0; k < 3; k++) {
+        zt_move_rows(tl, k, &e);
+        ck_assert_msg(e == before[k], "shard %d: map epoch %llu, %llu before", k,
+                      (unsigned long long)e, (unsigned long long)before[k]);
+    }
+    zeps_client_destroy(&tl);
+}
+
 START_TEST(test_refusals)
 {
     zt_cluster cl;
@@ -576,6 +605,7 @@ START_TEST(test_refusals)
 
     zeps_client_destroy(&tl);
     dense_after_join(&cl, a, te, tw);
+    only_owner_refused(&cl);
     zeps_client_destroy(&a);
     ck_assert_int_eq(zt_cluster_stop(&cl), 0);
 }

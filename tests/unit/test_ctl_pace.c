@@ -103,6 +103,23 @@ START_TEST(test_big_page_and_full_ring)
 }
 END_TEST
 
+/* A short page (a round's tail) counts the pages in flight after it as
+ * full pages of its rows, not as itself: the full pages of the next round
+ * would pass the limit. */
+START_TEST(test_short_page)
+{
+    zp_ctl_pace p;
+    zp_ctl_pace_init(&p, 10);
+    zp_ctl_pace_note_rows(&p, 0, 2 * MB, 100, 100);  /* full pages of 100 rows, 2 MB */
+    zp_ctl_pace_note_rows(&p, 0.1, MB / 5, 10, 100); /* the tail: 10 rows */
+    ck_assert_uint_eq(zp_ctl_pace_bytes(&p, 0.1), 2 * MB + MB / 5);
+    ck_assert(zp_ctl_pace_wait(&p, 1.2, 4) == 0); /* the window slid: 5 pages of 2 MB fit */
+    ck_assert(zp_ctl_pace_wait(&p, 1.2, 5) > 0);  /* 6 do not */
+    zp_ctl_pace_note_rows(&p, 2.0, 0, 0, 100);    /* an empty page: the estimate stays */
+    ck_assert(zp_ctl_pace_wait(&p, 2.0, 5) > 0);
+}
+END_TEST
+
 /* --max-mb-s: numbers >= 0; text, negatives, NaN, inf and empty refused. */
 START_TEST(test_parse)
 {
@@ -130,6 +147,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_window);
     tcase_add_test(tc, test_schedule);
     tcase_add_test(tc, test_big_page_and_full_ring);
+    tcase_add_test(tc, test_short_page);
     tcase_add_test(tc, test_parse);
     suite_add_tcase(s, tc);
     return s;

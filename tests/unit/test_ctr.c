@@ -15,6 +15,7 @@
 #include "ctr_local.h"
 #include "ctr_metrics.h"
 #include "ctr_math.h"
+#include "model.h"
 #include "rng.h"
 #include "zeps_errors.h"
 
@@ -491,6 +492,51 @@ START_TEST(in_process_training)
 }
 END_TEST
 
+/* The ctr model's minibatch of a step does not depend on the steps asked
+ * before it: a worker resuming at a clock within an epoch (a restart from
+ * a snapshot) reads what an uninterrupted one reads there (it read an
+ * order never shuffled, and crashed). */
+START_TEST(batch_pick_resumes_mid_epoch)
+{
+    char dir[64], path[96];
+    make_dir(dir, sizeof(dir));
+    gen(dir, 2000, 200, 1, 0.01);
+    zp_config cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    snprintf(cfg.model, sizeof(cfg.model), "ctr");
+    snprintf(cfg.ctr_format, sizeof(cfg.ctr_format), "criteo");
+    snprintf(path, sizeof(path), "%s/train.txt", dir);
+    snprintf(cfg.ctr_train_file, sizeof(cfg.ctr_train_file), "%s", path);
+    snprintf(path, sizeof(path), "%s/test.txt", dir);
+    snprintf(cfg.ctr_test_file, sizeof(cfg.ctr_test_file), "%s", path);
+    snprintf(cfg.ctr_sparse_optimizer, sizeof(cfg.ctr_sparse_optimizer), "adagrad");
+    cfg.ctr_emb_dim = 4;
+    cfg.batch_size = 64;
+    cfg.seed = 3;
+    const zp_model_ops *ops = zp_model_find("ctr");
+    zp_model *a = NULL, *b = NULL;
+    char err[256];
+    ck_assert_msg(ops->create(&a, &cfg, 1, 2, err, sizeof(err)) == 0, "%s", err);
+    ck_assert_msg(ops->create(&b, &cfg, 1, 2, err, sizeof(err)) == 0, "%s", err);
+    int64_t spe = ops->steps_per_epoch(a), at = 2 * spe + spe / 2; /* mid third epoch */
+    ck_assert_int_gt(spe, 4);
+    zp_model_batch *ba = ops->batch_new(a), *bb = ops->batch_new(b);
+    const uint64_t *ia = NULL, *ib = NULL;
+    size_t na = 0, nb = 0;
+    for (int64_t step = 0; step <= at; step++) /* a: every step from the start */
+        ops->batch_pick(a, ba, step, &ia, &na);
+    ops->batch_pick(b, bb, at, &ib, &nb); /* b: resumed there */
+    ck_assert_uint_gt(na, 0);
+    ck_assert_uint_eq(na, nb);
+    ck_assert(memcmp(ia, ib, na * sizeof(uint64_t)) == 0);
+    ops->batch_free(&ba);
+    ops->batch_free(&bb);
+    ops->destroy(&a);
+    ops->destroy(&b);
+    rmdir_all(dir);
+}
+END_TEST
+
 int main(void)
 {
     const zt_case cases[] = {
@@ -502,6 +548,7 @@ int main(void)
         {"auc_against_pair_count", 30, {auc_against_pair_count}},
         {"gradient_finite_differences", 30, {gradient_finite_differences}},
         {"in_process_training", 120, {in_process_training}},
+        {"batch_pick_resumes_mid_epoch", 30, {batch_pick_resumes_mid_epoch}},
     };
     return zt_run_cases("ctr", cases, sizeof(cases) / sizeof(cases[0]));
 }

@@ -162,15 +162,20 @@ static int cut(dm *d, int from, zp_slotmap **out)
         return 0;
     }
     zp_slotmap_destroy(&cur);
-    /* the holder first: it alone may refuse a cut, and then nobody took it */
-    int rc = send_all(d, c, from, -1, NULL);
+    /* the holder first: it alone may refuse a cut, and then nobody took it
+     * (a refusal: exit 2, as a refused BEGIN) */
+    int rc = zp_ctl_mover_slots(d->m, from, c), code = ZP_EXIT_FAILED;
+    if (rc != 0 && rc != ZEPS_ETIMEDOUT && rc != ZEPS_ETRANSPORT)
+        code = ZP_EXIT_SETUP;
+    if (rc == 0)
+        rc = send_all(d, c, from, from, NULL);
     if (rc != 0) {
         fprintf(stderr,
                 "zepsctl shards move: the cut of the pieces (epoch %" PRIu64
                 ") was not taken: %s\n",
                 zp_slotmap_epoch(c), zp_ctl_mover_err(d->m));
         zp_slotmap_destroy(&c);
-        return ZP_EXIT_FAILED;
+        return code;
     }
     printf("cut dense table '%s' at %" PRIu64 " and %" PRIu64 " (slot map epoch %" PRIu64 ")\n",
            d->name, d->lo, d->hi, zp_slotmap_epoch(c));
@@ -289,6 +294,15 @@ static int cutover(dm *d, int from, int to, const void *wire, size_t len, uint64
 int zp_ctl_dense_move(zp_mover *m, const zp_mv_opts *o, const char *range)
 {
     dm d = {.m = m, .o = o};
+    int replicas = zp_ctl_mover_config(m)->replicas;
+    if (replicas > 1) { /* the shards refuse the cut's map; say so before asking */
+        fprintf(stderr,
+                "zepsctl shards move: --dense with shards of %d replicas: not built (a move's "
+                "pieces are not replicated; docs/elastic.md, \"Dense tables by range\"); "
+                "nothing changed\n",
+                replicas);
+        return ZP_EXIT_SETUP;
+    }
     if (parse_range(&d, range) != 0)
         return ZP_EXIT_SETUP;
     if (table_length(&d, o->from) != 0)

@@ -432,17 +432,13 @@ static int remove_shard(zp_mover *m, const el_opts *o)
     int rc = mode_refused(m, "remove");
     if (rc == 0)
         rc = common_map(m, "remove", -1, &cur);
-    if (rc == 0 && k >= zp_ctl_mover_base(m)) /* a joined shard gives its pieces away */
-        rc = zp_ctl_dshare_evacuate(m, (int)k, &o->mv);
-    if (rc == 0)
-        rc = dense_refused(m, (int)k);
     uint8_t to[ZP_MAX_SHARDS] = {0};
     int others = 0;
     for (int j = 0; rc == 0 && j < n; j++) {
         to[j] = j != k && zp_slotmap_count(cur, j) > 0;
         others += to[j];
     }
-    if (rc == 0 && others == 0) {
+    if (rc == 0 && others == 0) { /* before a joined shard's pieces move: nothing changed */
         fprintf(stderr,
                 "zepsctl shards remove: shard %lld is the only shard that owns slots; nothing "
                 "changed\n",
@@ -450,6 +446,10 @@ static int remove_shard(zp_mover *m, const el_opts *o)
         rc = ZP_EXIT_SETUP;
     }
     zp_slotmap_destroy(&cur);
+    if (rc == 0 && k >= zp_ctl_mover_base(m)) /* a joined shard gives its pieces away */
+        rc = zp_ctl_dshare_evacuate(m, (int)k, &o->mv);
+    if (rc == 0)
+        rc = dense_refused(m, (int)k);
     uint32_t left = 1;
     for (int nth = 1; rc == 0 && left > 0 && nth <= o->max_moves + 1; nth++)
         rc = give_some(m, (int)k, to, nth, &left);

@@ -337,15 +337,18 @@ bool zp_ctl_local_conf_metrics(local_run *r)
             return false;
         }
         const char *job = i < r->nservers ? "zeps-server" : "zeps-worker";
-        char replica[40] = "";
-        if (k->replica >= 0)
+        char replica[40] = "", who[32]; /* who: "0", or "0.1" for replica 1 of shard 0 */
+        snprintf(who, sizeof(who), "%d", k->index);
+        if (k->replica >= 0) {
             snprintf(replica, sizeof(replica), ", \"replica\": \"%d\"", k->replica);
+            snprintf(who, sizeof(who), "%d.%d", k->index, k->replica);
+        }
         fprintf(f,
                 "%s\n  {\"targets\": [\"127.0.0.1:%d\"], \"labels\": {\"job\": \"%s\", "
                 "\"%s\": \"%d\"%s}}",
                 i ? "," : "", k->metrics_port, job, i < r->nservers ? "shard" : "rank", k->index,
                 replica);
-        printf("zeps local: %s %d metrics on http://127.0.0.1:%d/metrics\n", k->role, k->index,
+        printf("zeps local: %s %s metrics on http://127.0.0.1:%d/metrics\n", k->role, who,
                k->metrics_port);
     }
     fprintf(f, "\n]\n");

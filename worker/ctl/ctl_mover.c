@@ -266,6 +266,7 @@ enum { ZP_MV_WINDOW = 4 };
 typedef struct flight {
     Zeps__Header ask[ZP_MV_WINDOW], put[ZP_MV_WINDOW];
     int a0, na, p0, np;
+    bool cutover; /* its pages are never paced, nor counted in the pace */
 } flight;
 
 /* Ask the source for one more page. */
@@ -327,7 +328,8 @@ static int page_put(mv *m, flight *f, uint64_t *n, uint64_t *left, uint64_t *rou
             m->rows += rep->count;
             m->bytes += zmq_msg_size(&data);
         }
-        zp_ctl_pace_note(&m->pace, zp_now_s(), zmq_msg_size(&data));
+        if (!f->cutover)
+            zp_ctl_pace_note_rows(&m->pace, zp_now_s(), zmq_msg_size(&data), rep->count, m->o.page);
         p->move_table = NULL; /* rep's, freed below; the ack is matched by req_id */
     }
     zeps__header__free_unpacked(rep, NULL);
@@ -343,7 +345,7 @@ static int page_put(mv *m, flight *f, uint64_t *n, uint64_t *left, uint64_t *rou
 static int copy(mv *m, bool last, double t0)
 {
     uint64_t shown = m->rounds;
-    flight f = {0};
+    flight f = {.cutover = last};
     int rc = 0;
     for (bool more = true; rc == 0 && (more || f.na > 0);) {
         while (rc == 0 && more && f.na < ZP_MV_WINDOW && (last || zp_ctl_pace_ask(&m->pace, f.na)))
@@ -360,7 +362,7 @@ static int copy(mv *m, bool last, double t0)
                    " holds %" PRIu64 " rows changed meanwhile\n",
                    shown, rows - m->round_rows, (bytes - m->round_bytes) / 1e6, zp_now_s() - t0,
                    round, n + left);
-            if (m->pace.limit > 0)
+            if (m->pace.limit > 0 && !last)
                 printf("  paced: %.2f MB in the last second (--max-mb-s %g), %.2f s waited\n",
                        zp_ctl_pace_bytes(&m->pace, zp_now_s()) / 1e6, m->o.max_mb_s, m->pace.slept);
             fflush(stdout);

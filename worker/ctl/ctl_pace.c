@@ -51,6 +51,14 @@ void zp_ctl_pace_note(zp_ctl_pace *p, double now, uint64_t bytes)
         p->peak = p->window;
 }
 
+void zp_ctl_pace_note_rows(zp_ctl_pace *p, double now, uint64_t bytes, uint64_t rows,
+                           uint64_t page_rows)
+{
+    zp_ctl_pace_note(p, now, bytes);
+    if (bytes > 0 && rows > 0 && rows < page_rows)
+        p->last = (uint64_t)((double)bytes / (double)rows * (double)page_rows);
+}
+
 double zp_ctl_pace_wait(zp_ctl_pace *p, double now, int inflight)
 {
     if (p->limit <= 0)

@@ -34,6 +34,13 @@ void zp_ctl_pace_init(zp_ctl_pace *p, double mb_s);
  * going back). */
 void zp_ctl_pace_note(zp_ctl_pace *p, double now, uint64_t bytes);
 
+/* zp_ctl_pace_note of a page of `rows` rows, asked as pages of
+ * `page_rows`: a shorter page (the tail of a round or a table) sets the
+ * estimate of each page in flight to a full page of its rows, so that
+ * the full pages that follow it do not pass the limit. */
+void zp_ctl_pace_note_rows(zp_ctl_pace *p, double now, uint64_t bytes, uint64_t rows,
+                           uint64_t page_rows);
+
 /* How long (seconds, >= 0, at most 1) to wait at time now before asking
  * one more page while `inflight` pages are asked and not yet noted: 0
  * when the last second's bytes and those pages (each as the last one

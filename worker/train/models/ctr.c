@@ -44,6 +44,7 @@ struct zp_model {
     zp_ctr_data *train, *test;
     uint32_t dim, ndw; /* embedding size; dense weights (ndense + 1) */
     uint32_t *order;   /* this epoch's permutation of the partition */
+    int64_t order_of;  /* the epoch `order` was shuffled for (-1: none yet) */
     size_t batch, spe;
     size_t part_max; /* examples in the largest partition: every worker runs its steps */
     float *logit;    /* rank 0: the test set's logits, filled chunk by chunk */
@@ -134,6 +135,7 @@ static int create(zp_model **out, const zp_config *cfg, int rank, int num_worker
     m->part_max = largest_partition(m);
     m->spe = (m->part_max + m->batch - 1) / m->batch;
     m->order = zp_alloc(m->train->n * sizeof(uint32_t));
+    m->order_of = -1;
     if (m->test)
         m->logit = zp_alloc((m->test->n ? m->test->n : 1) * sizeof(float));
     zp_info("ctr: %zu steps per epoch (batch %zu), emb_dim %u, sparse %s", m->spe, m->batch, m->dim,
@@ -195,8 +197,9 @@ static void batch_free(zp_model_batch **bp)
     *bp = NULL;
 }
 
-/* Example positions of global step `step` into b->ex; reshuffles at the
- * start of each epoch. Every worker runs ceil(part_max / batch) steps per
+/* Example positions of global step `step` into b->ex; shuffles at the
+ * first step asked of each epoch (its first, or any after resuming at a
+ * clock within it: the same order either way). Every worker runs ceil(part_max / batch) steps per
  * epoch, whatever the size of its own partition (they differ by at most
  * one example, or more under max_train_examples), so that clocks line up
  * under bsp/ssp; a smaller partition wraps around to its first examples. */
@@ -205,13 +208,14 @@ static size_t batch_pick(zp_model *m, zp_model_batch *b, int64_t step, const uin
 {
     size_t n = m->train->n;
     size_t k = (size_t)(step % (int64_t)m->spe);
-    if (k == 0) {
+    int64_t epoch = step / (int64_t)m->spe;
+    if (epoch != m->order_of) {
         for (size_t i = 0; i < n; i++)
             m->order[i] = (uint32_t)i;
         zp_rng r;
-        zp_rng_seed(&r, m->cfg->seed ^ 0x637472ull, (uint64_t)m->rank,
-                    (uint64_t)(step / (int64_t)m->spe));
+        zp_rng_seed(&r, m->cfg->seed ^ 0x637472ull, (uint64_t)m->rank, (uint64_t)epoch);
         zp_rng_shuffle(&r, m->order, n);
+        m->order_of = epoch;
     }
     size_t a = k * m->batch;
     b->nb = m->part_max - a < m->batch ? m->part_max - a : m->batch;

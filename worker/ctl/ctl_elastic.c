@@ -210,9 +210,9 @@ static int check_new(zp_mover *m, int n, const char *ep, const char *conf)
     int rc = 0;
     if (rep->shard != (uint32_t)n || rep->num_shards != (uint32_t)zp_ctl_mover_base(m)) {
         fprintf(stderr,
-                "zepsctl shards add: %s answers as shard %u of a cluster of %u; the next shard "
-                "of this one is %d of %d: start it with 'zeps-server --config %s --shard %d "
-                "--join %s'; nothing changed\n",
+                "zepsctl shards add: %s answers as shard %u of a cluster of %u; this "
+                "cluster's next shard is %d (its cluster file names %d): start it with "
+                "'zeps-server --config %s --shard %d --join %s'; nothing changed\n",
                 ep, rep->shard, rep->num_shards, n, zp_ctl_mover_base(m), conf, n, ep);
         rc = ZP_EXIT_SETUP;
     }

@@ -121,7 +121,10 @@ int zp_ctl_mover_opts_parse(zp_mv_opts *o, double *tolerance, int *max_moves, co
         else if (strcmp(a, "--max-moves") == 0 && x >= 1 && x <= 1000)
             *max_moves = (int)x;
         else if (!zp_ctl_mover_opts_one(o, a, x)) {
-            fprintf(stderr, "zepsctl shards %s: bad option '%s %s'\n", cmd, a, v);
+            fprintf(stderr,
+                    "zepsctl shards %s: bad option '%s %s' (unknown, or out "
+                    "of its range: see --help)\n",
+                    cmd, a, v);
             return -1;
         }
     }

@@ -71,7 +71,10 @@ static int parse(zp_mv_opts *o, const char **outcome, int argc, char **argv)
         else if (strcmp(a, "--timeout-ms") == 0 && x >= 1 && x <= 3600000)
             o->timeout_ms = (int)x;
         else {
-            fprintf(stderr, "zepsctl shards resolve: bad option '%s %s'\n", a, v);
+            fprintf(stderr,
+                    "zepsctl shards resolve: bad option '%s %s' (unknown, or out "
+                    "of its range: see --help)\n",
+                    a, v);
             return -1;
         }
     }
@@ -192,6 +195,8 @@ int zp_ctl_resolve(int argc, char **argv)
     } else if (step(m, o.from, o.to, ZP_MOVE_ABORT, NULL, 0) != 0) {
         fprintf(stderr, "zepsctl shards resolve: shard %d: %s\n", o.from, zp_ctl_mover_err(m));
         rc = ZP_EXIT_FAILED;
+    } else if (!said[0]) {
+        printf("nothing to resolve: shard %d took part in no move in doubt\n", o.from);
     } else {
         printf("aborted: shard %d serves the slots of its move to shard %d again\n", o.from, o.to);
     }

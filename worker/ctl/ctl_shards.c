@@ -31,8 +31,9 @@ static void usage(FILE *f)
            "touch clocks while A serves; then rounds of the rows changed meanwhile; then a\n"
            "short cut-over (A parks the requests of those slots, at most --cutover-ms) and\n"
            "the commit (the slot map one epoch up, on every shard). A failure before the\n"
-           "commit aborts the move and changes nothing. async and ssp clusters, sparse\n"
-           "tables, no cold tier; with replicas, between the primaries (docs/elastic.md).\n"
+           "commit aborts the move and changes nothing. Any mode (bsp: not with replicas),\n"
+           "sparse tables, no cold tier; with replicas, between the primaries\n"
+           "(docs/elastic.md).\n"
            "\n"
            "With --dense, move elements [LO, HI) of dense table TABLE, all on shard A,\n"
            "to shard B: every shard first takes a map that cuts the table's pieces at LO\n"
@@ -84,7 +85,10 @@ static int parse(mv_opts *o, int argc, char **argv)
         else if (strcmp(a, "--to") == 0 && x >= 0 && x < ZP_MAX_SHARDS)
             o->to = (int)x;
         else if (!zp_ctl_mover_opts_one(o, a, x)) {
-            fprintf(stderr, "zepsctl shards move: bad option '%s %s'\n", a, v);
+            fprintf(stderr,
+                    "zepsctl shards move: bad option '%s %s' (unknown, or out "
+                    "of its range: see --help)\n",
+                    a, v);
             return -1;
         }
     }

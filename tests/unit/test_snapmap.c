@@ -5,11 +5,10 @@
  *
  * A record of one sparse table whose rows are placed by a map: written as
  * format 2, read back with the same map; a row the map gives another
- * shard is refused on write; a map section naming another shard count
- * (its CRCs made right) is refused on read naming the file; a set whose
- * files straddle a move's commit is not recorded, and one where a shard
- * only missed a change that did not concern it is, and restores the
- * set's newest map on that shard.
+ * shard is refused on write, and on read (its section named); a map section naming another shard
+ * count (its CRCs made right) is refused on read naming the file; a set whose files straddle a
+ * move's commit is not recorded, and one where a shard only missed a change that did not concern it
+ * is, and restores the set's newest map on that shard.
  */
 #include <check.h>
 #include <inttypes.h>
@@ -177,6 +176,41 @@ START_TEST(test_map_of_another_shard_count)
 }
 END_TEST
 
+/* A file whose map section (its CRCs made right) gives shard 0 a slot
+ * holding one of shard 2's rows: the reader refuses it, naming the rows'
+ * section, 4 (0 the map, 1 the workers, 2 the meta, 3 the declaration). */
+START_TEST(test_row_of_another_shard_on_read)
+{
+    zt_snap_dir_make();
+    zp_slotmap *m = moved();
+    char path[512], err[512];
+    zt_snap_write_free(record(7, 2, m, m), path, sizeof(path));
+    uint64_t id = 1;
+    while (zp_slotmap_owner(m, id) != 2)
+        id++;
+    size_t len;
+    uint8_t *b = zt_snap_slurp(path, &len);
+    uint8_t *sec = b + 128, *payload = sec + 24;
+    uint8_t *owner = payload + ZP_SLOTMAP_WIRE_HDR + 2 * zp_slotmap_slot_of(m, id);
+    owner[0] = owner[1] = 0;
+    zp_put32(sec + 16, zp_snapshot_crc32c(payload, ZP_SLOTMAP_WIRE_HDR + 2 * SLOTS));
+    zp_put32(sec + 20, zp_snapshot_crc32c(sec, 20));
+    zt_snap_spit(path, b, len);
+    free(b);
+    zp_snapshot *r = NULL;
+    ck_assert_int_eq(zp_snapshot_read(path, &r, err, sizeof(err)), ZEPS_EDATA);
+    zt_snap_assert_has(err, path);
+    char want[128];
+    snprintf(want, sizeof(want),
+             "section 4 (sparse table 'emb' rows): sparse table 'emb': row 0 (id %" PRIu64
+             ") belongs to shard 0, not 2 of 3",
+             id);
+    zt_snap_assert_has(err, want);
+    zp_slotmap_destroy(&m);
+    zt_snap_dir_remove();
+}
+END_TEST
+
 /* Set 9: shard 0 wrote its file before the commit (the default map, the
  * moved slots' rows), shard 2 after (the moved map, those rows again):
  * not recorded, both named. Set 10: shard 1 missed the commit (the
@@ -228,6 +262,7 @@ static Suite *suite(void)
     tcase_add_test(tc, test_format2_round_trip);
     tcase_add_test(tc, test_rows_checked_against_the_map);
     tcase_add_test(tc, test_map_of_another_shard_count);
+    tcase_add_test(tc, test_row_of_another_shard_on_read);
     tcase_add_test(tc, test_set_straddling_a_commit);
     suite_add_tcase(s, tc);
     return s;

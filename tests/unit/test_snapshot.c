@@ -1,14 +1,15 @@
 /*
  * test_snapshot.c - the snapshot file format (common/snapshot/snapshot*.c):
  * the round trip, detection of corruption, truncation and foreign files, and
- * the write protocol's failures. The manifest is test_manifest.c,
- * resharding test_reshard.c; the fixture is tests/support/snap_fixture.c.
+ * the write protocol's failures; a record read and freed keeping nothing. The manifest is
+ * test_manifest.c, resharding test_reshard.c; the fixture is tests/support/snap_fixture.c.
  */
 #define _GNU_SOURCE
 #include <check.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -345,6 +346,42 @@ START_TEST(test_write_failures)
 }
 END_TEST
 
+/* Heap in use, mapped blocks included. */
+static size_t heap_used(void)
+{
+    struct mallinfo2 mi = mallinfo2();
+    return mi.uordblks + mi.hblkhd;
+}
+
+/* A record read and freed 200 times: the floats each read allocates
+ * for a dense table are the record's, freed with it (the heap stays
+ * flat). */
+START_TEST(test_read_frees_tables)
+{
+    zt_snap_dir_make();
+    zt_snap_fx f;
+    zt_snap_fx_make(&f, 0x77, 0, 2, 0);
+    char path[512], err[512];
+    zt_snap_write_ok(f.s, path, sizeof(path));
+    zt_snap_fx_free(&f);
+    size_t before = 0;
+    for (int i = 0; i < 220; i++) {
+        if (i == 20)
+            before = heap_used();
+        zp_snapshot *r = NULL;
+        ck_assert_msg(zp_snapshot_read(path, &r, err, sizeof(err)) == 0, "read: %s", err);
+        zp_snapshot_free(&r);
+    }
+    struct stat st;
+    ck_assert_int_eq(stat(path, &st), 0);
+    size_t after = heap_used();
+    ck_assert_msg(after < before + (size_t)st.st_size * 10,
+                  "200 reads of a %jd-byte file grew the heap by %zu bytes", (intmax_t)st.st_size,
+                  after - before);
+    zt_snap_dir_remove();
+}
+END_TEST
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -357,6 +394,7 @@ int main(int argc, char **argv)
     tcase_add_test(tc, test_truncation);
     tcase_add_test(tc, test_magic_and_version);
     tcase_add_test(tc, test_write_failures);
+    tcase_add_test(tc, test_read_frees_tables);
     suite_add_tcase(s, tc);
     return zt_run_suite(s);
 }

@@ -535,6 +535,18 @@ static void process_metrics(const zp_server *s, zp_http_reply *r)
                    c.timed_out);
 }
 
+/* The shard's slot map and a move of it in doubt (docs/elastic.md). */
+static void slot_metrics(const Zeps__ShardStats *st, zp_http_reply *r)
+{
+    gauge1(r, "zeps_slot_map_epoch", "The epoch of this shard's slot map (0: the default map).",
+           (double)st->slot_epoch);
+    gauge1(r, "zeps_slots_owned", "Slots of the map this shard owns.", st->slots_owned);
+    gauge1(r, "zeps_move_in_doubt",
+           "1 while a move's source waits for its target to say whether it committed "
+           "(the slots' requests parked; zepsctl shards resolve).",
+           st->move_doubt && st->move_doubt[0]);
+}
+
 void zp_metrics_render(const zp_server *s, zp_http_reply *r)
 {
     zp_stats_view v;
@@ -542,6 +554,7 @@ void zp_metrics_render(const zp_server *s, zp_http_reply *r)
     shard_metrics(s, &v.st, r);
     state_metrics(s, &v.st, r);
     replica_metrics(&v.st, r);
+    slot_metrics(&v.st, r);
     table_metrics(&v.st, r);
     row_tau_metrics(&v.st, r);
     worker_metrics(&v.st, r);

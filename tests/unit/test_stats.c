@@ -17,6 +17,7 @@
 #include "http.h"
 #include "inproc.h"
 #include "metrics.h"
+#include "move.h"
 #include "now.h"
 #include "ops.h"
 #include "stats.h"
@@ -87,7 +88,21 @@ START_TEST(test_shard_figures)
     has_line(&rep, "\nzeps_worker_lost_total{rank=\"1\"} 1\n");
     has_line(&rep, "\nzeps_worker_parked_pulls{rank=\"0\"} 0\n");
     has_line(&rep, "\nzeps_worker_parked_pulls{rank=\"1\"} 0\n");
+    has_line(&rep, "\nzeps_slot_map_epoch 0\n");
+    has_line(&rep, "\nzeps_slots_owned 4096\n");
+    has_line(&rep, "\nzeps_move_in_doubt 0\n");
     free(rep.body);
+    /* a move's source in doubt (op/move_ask.c): said by STATS and /metrics */
+    zp_move *m = calloc(1, sizeof(*m));
+    snprintf(m->doubt, sizeof(m->doubt), "move of 1 slots to shard 1 in doubt for 0.3 s");
+    z->s->move = m;
+    ck_assert_str_eq(stats(z)->move_doubt, m->doubt);
+    memset(&rep, 0, sizeof(rep));
+    zp_metrics_render(z->s, &rep);
+    has_line(&rep, "\nzeps_move_in_doubt 1\n");
+    free(rep.body);
+    z->s->move = NULL;
+    free(m);
     zt_shard_free(z);
 }
 END_TEST

@@ -20,6 +20,7 @@
  */
 #include <check.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -231,6 +232,48 @@ START_TEST(test_cutover_not_in_pace)
 }
 END_TEST
 
+/* Ctrl-C of a paced move mid-copy: zepsctl aborts the move at both
+ * shards and exits 130 within a second, so a move of the same slots can
+ * begin at once (without the ABORT both shards keep their parts until the
+ * lease, 10 s, and refuse it: "already takes part in a move"); nothing
+ * moved, every row as it was. */
+START_TEST(test_ctrl_c_aborts)
+{
+    zt_cluster cl;
+    ck_assert_int_eq(zt_cluster_start(&cl, 2, 1, "async", NULL, NULL), 0);
+    zeps_client *w = NULL, *c = zt_move_tool(&cl);
+    ck_assert_int_eq(zeps_client_new(&w, cl.conf, 0), 0);
+    uint32_t t = populate(w);
+    uint64_t held = zt_move_rows(c, 0, NULL);
+    char log[400];
+    snprintf(log, sizeof(log), "%s/interrupted.log", cl.dir);
+    char *paced[] = {"shards", "move",    "--config", cl.conf,      "--from", "0", "--to",
+                     "1",      "--slots", "0-4095",   "--max-mb-s", "2",      NULL};
+    pid_t tool = zt_move_zepsctl_start(log, paced);
+    struct timespec ts = {0, 700000000L}; /* into the paced copy */
+    nanosleep(&ts, NULL);
+    double t0 = zp_now_s();
+    ck_assert_int_eq(kill(tool, SIGINT), 0);
+    zt_move_zepsctl_exits(tool, log, 5, 130);
+    double took = zp_now_s() - t0;
+    ck_assert_msg(took < 1.0, "zepsctl took %.2f s to end after SIGINT", took);
+    ck_assert(zt_move_file_has(log, "interrupted (SIGINT)"));
+    ck_assert(zt_move_file_has(log, "aborted; the slot map is unchanged"));
+    uint64_t epoch;
+    ck_assert_uint_eq(zt_move_rows(c, 0, &epoch), held);
+    ck_assert_uint_eq(epoch, 0);
+    snprintf(log, sizeof(log), "%s/again.log", cl.dir);
+    char *again[] = {"shards", "move", "--config", cl.conf,  "--from", "0",
+                     "--to",   "1",    "--slots",  "0-4095", NULL};
+    ck_assert_int_eq(zt_move_zepsctl(log, again), 0); /* at once: no part left */
+    ck_assert_uint_eq(zt_move_rows(c, 0, NULL), 0);
+    check_rows(w, t);
+    zeps_client_destroy(&c);
+    zeps_client_destroy(&w);
+    ck_assert_int_eq(zt_cluster_stop(&cl), 0);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("move_pace");
@@ -238,6 +281,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, test_paced_then_unlimited);
     tcase_add_test(tc, test_cutover_not_in_pace);
+    tcase_add_test(tc, test_ctrl_c_aborts);
     suite_add_tcase(s, tc);
     return s;
 }

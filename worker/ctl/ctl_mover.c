@@ -20,7 +20,9 @@
  * --timeout-ms.
  */
 #include "ctl_mover.h"
+#include "ctl_mover_impl.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +33,7 @@
 
 #include "alloc.h"
 #include "config.h"
+#include "ctl_interrupt.h"
 #include "ctl_pace.h"
 #include "ctl_primary.h"
 #include "ctl_zkmap.h"
@@ -41,27 +44,6 @@
 #include "wire.h"
 #include "zeps.h"
 #include "zeps.pb-c.h"
-
-typedef zp_mv_opts mv_opts;
-
-typedef struct zp_mover {
-    mv_opts o;
-    const uint8_t *which; /* the slot set, when not --slots (zp_ctl_mover_move) */
-    zp_config cfg;
-    void *zctx;
-    zp_curve_client_keys keys;
-    int n;                                   /* shards: the cluster file's, then those joined */
-    char ep[ZP_MAX_SHARDS][ZP_ENDPOINT_MAX]; /* where each listens */
-    void *sock[ZP_MAX_SHARDS];
-    zp_ctl_zkmap *zk;               /* with coordination: where a move commits its map */
-    uint8_t retired[ZP_MAX_SHARDS]; /* the newest map of the file's shards retires them */
-    uint64_t req_id;
-    char err[1024];
-    uint64_t rows, bytes, rounds;     /* copied so far */
-    uint64_t held;                    /* round records (bsp pushes held) handed over */
-    uint64_t round_rows, round_bytes; /* ... when the round in progress began */
-    zp_ctl_pace pace;                 /* --max-mb-s: kept over the moves of one command */
-} mv;
 
 /* Send h (+ payload) to shard k and wait for its reply to h's req_id:
  * 0 with *rep (the caller frees it) and, if data is not NULL, its payload
@@ -104,7 +86,16 @@ static int rpc_recv(mv *m, int k, const Zeps__Header *h, Zeps__Header **rep, zmq
     for (;;) {
         zmq_pollitem_t it = {.socket = m->sock[k], .events = ZMQ_POLLIN};
         long left = (long)((until - zp_now_s()) * 1000);
-        if (left <= 0 || zmq_poll(&it, 1, left) != 1) {
+        int got =
+            left > 0 && !(zp_ctl_interrupt_taken() && !m->aborting) ? zmq_poll(&it, 1, left) : 0;
+        if (got < 0 && zmq_errno() == EINTR && !zp_ctl_interrupt_taken())
+            continue;
+        if (zp_ctl_interrupt_taken() && !m->aborting) {
+            snprintf(m->err, sizeof(m->err), "interrupted (%s) waiting for shard %d",
+                     zp_ctl_interrupt_taken() == SIGINT ? "SIGINT" : "SIGTERM", k);
+            return ZEPS_ECLOSED;
+        }
+        if (got != 1) {
             snprintf(m->err, sizeof(m->err), "shard %d (%s) did not answer %s%s within %d ms", k,
                      m->ep[k], zp_wire_op_name(h->op), step_name(h), m->o.timeout_ms);
             return ZEPS_ETIMEDOUT;
@@ -382,6 +373,7 @@ static int copy(mv *m, bool last, double t0)
 static int abort_move(mv *m, int code)
 {
     fprintf(stderr, "zepsctl shards move: %s\n", m->err);
+    m->aborting = true;
     int ends[2] = {m->o.from, m->o.to}, peers[2] = {m->o.to, m->o.from};
     for (int i = 0; i < 2; i++) {
         Zeps__Header *rep;
@@ -396,7 +388,8 @@ static int abort_move(mv *m, int code)
         snprintf(m->err, sizeof(m->err), "%s", keep);
     }
     fprintf(stderr, "zepsctl shards move: aborted; the slot map is unchanged\n");
-    return code;
+    m->aborting = false;
+    return zp_ctl_interrupt_taken() ? zp_ctl_interrupt_status() : code;
 }
 
 /* SLOTS with map `wire` to shard k. */
@@ -424,29 +417,8 @@ static void fault(const char *point)
     }
 }
 
-/* With the map committed in ZooKeeper, shard k's answer (rc) to the SLOTS
- * or COMMIT that hastens it: ESTALE says it took the map from the node
- * already; another failure is said, and the shard takes it from there. */
-static void hasten(mv *m, int k, int rc, const char *what)
-{
-    if (m->zk && rc != 0 && rc != ZEPS_ESTALE)
-        fprintf(stderr,
-                "zepsctl shards move: %s to shard %d: %s; the map is committed in ZooKeeper, "
-                "which the shard watches\n",
-                what, k, m->err);
-}
-
-/* The map's write to ZooKeeper was not confirmed, and the node could not
- * be read: no ABORT (the write may have landed), the shards decide by the
- * node when their parts end by time. */
-static int undecided(mv *m)
-{
-    fprintf(stderr,
-            "zepsctl shards move: %s\nzepsctl shards move: not aborted: each shard of the move "
-            "reads the node when its part ends by time, and commits or aborts by it\n",
-            m->err);
-    return ZP_EXIT_FAILED;
-}
+static int commit(mv *m, const void *wire, size_t len, uint64_t epoch, double t0, double c0,
+                  uint64_t before);
 
 /* Cut-over and commit, once the copy is done. */
 static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t0)
@@ -471,17 +443,35 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
                  (zp_now_s() - c0) * 1e3, m->o.cutover_ms);
         return abort_move(m, ZP_EXIT_FAILED);
     }
+    zp_ctl_interrupt_hold(true); /* from here every step of the commit goes out */
+    if (zp_ctl_interrupt_taken()) {
+        zp_ctl_interrupt_hold(false);
+        snprintf(m->err, sizeof(m->err), "interrupted before the commit");
+        return abort_move(m, ZP_EXIT_FAILED);
+    }
     fault("before-commit");
+    rc = commit(m, wire, len, epoch, t0, c0, before);
+    zp_ctl_interrupt_hold(false);
+    return rc;
+}
+
+/* The commit (signals held): the map to ZooKeeper with coordination, SLOTS
+ * to the target, COMMIT to the source, SLOTS to the others; the summary. */
+static int commit(mv *m, const void *wire, size_t len, uint64_t epoch, double t0, double c0,
+                  uint64_t before)
+{
+    Zeps__Header *rep;
+    int rc;
     if (m->zk && (rc = zp_ctl_zkmap_commit(m->zk, wire, len, m->err, sizeof(m->err))) != 0)
-        return rc == ZEPS_ESTALE ? abort_move(m, ZP_EXIT_FAILED) : undecided(m);
+        return rc == ZEPS_ESTALE ? abort_move(m, ZP_EXIT_FAILED) : zp_ctl_mover_say_undecided(m);
     fault("after-commit");
     if ((rc = send_slots(m, m->o.to, wire, len)) != 0 && !m->zk)
         return abort_move(m, ZP_EXIT_FAILED);
-    hasten(m, m->o.to, rc, "SLOTS");
+    zp_ctl_mover_say_hasten(m, m->o.to, rc, "SLOTS");
     fault("after-target");
     rc = step(m, m->o.from, ZP_MOVE_COMMIT, (uint32_t)m->o.to, 0, wire, len, &rep, NULL);
     double cut_ms = (zp_now_s() - c0) * 1e3, secs = zp_now_s() - t0;
-    hasten(m, m->o.from, rc, "COMMIT");
+    zp_ctl_mover_say_hasten(m, m->o.from, rc, "COMMIT");
     if (rc != 0 && !m->zk) {
         fprintf(stderr,
                 "zepsctl shards move: shard %d took the map of epoch %" PRIu64
@@ -502,20 +492,7 @@ static int cutover(mv *m, const void *wire, size_t len, uint64_t epoch, double t
              rep ? rep->count : 0);
     if (rep)
         zeps__header__free_unpacked(rep, NULL);
-    printf("cut-over: %" PRIu64 " rows and %" PRIu64 " held bsp pushes in %.1f ms (the longest "
-           "a request of the slots waited)\n",
-           m->rows - before, m->held, cut_ms);
-    printf("moved: %" PRIu64 " rows sent (%.1f MB) in %" PRIu64
-           " rounds, %.2f s (%.0f rows/s, %.1f MB/s); shard %d %s; slot map epoch %" PRIu64 "\n",
-           m->rows, m->bytes / 1e6, m->rounds, secs, m->rows / (secs > 0 ? secs : 1),
-           m->bytes / 1e6 / (secs > 0 ? secs : 1), m->o.from, src, epoch);
-    if (m->pace.limit > 0)
-        printf("paced: at most %g MB/s (--max-mb-s); the busiest second held %.2f MB; %.2f s "
-               "waited\n",
-               m->o.max_mb_s, m->pace.peak / 1e6, m->pace.slept);
-    printf("summary: rows=%" PRIu64 " bytes=%" PRIu64 " rounds=%" PRIu64
-           " seconds=%.3f cutover_ms=%.1f epoch=%" PRIu64 "\n",
-           m->rows, m->bytes, m->rounds, secs, cut_ms, epoch);
+    zp_ctl_mover_say_report(m, m->rows - before, cut_ms, secs, src, epoch);
     return ZP_EXIT_OK;
 }
 
@@ -569,6 +546,7 @@ int zp_ctl_mover_new(zp_mover **out, const zp_mv_opts *o, char *err, size_t errl
     mv *m = zp_alloc_zeroed(1, sizeof(*m));
     m->o = *o;
     zp_ctl_pace_init(&m->pace, o->max_mb_s);
+    zp_ctl_interrupt_arm();
     if (zp_config_load(&m->cfg, o->conf, err, errlen) != 0) {
         free(m);
         return ZEPS_ECONFIG;
@@ -694,6 +672,10 @@ int zp_ctl_mover_move(zp_mover *m, int from, int to, const uint8_t *which, const
     m->rows = m->bytes = m->rounds = m->round_rows = m->round_bytes = m->held = 0;
     m->pace.peak = 0; /* per move; the sliding second goes on from the move before */
     m->pace.slept = 0;
+    if (zp_ctl_interrupt_taken()) {
+        fprintf(stderr, "zepsctl shards: interrupted: no further move begun\n");
+        return zp_ctl_interrupt_status();
+    }
     int rc = run(m);
     m->which = NULL;
     return rc;

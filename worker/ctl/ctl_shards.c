@@ -54,7 +54,8 @@ static void usage(FILE *f)
            "                     (default 0: unlimited); the cut-over is never paced\n"
            "\n"
            "Exit status: 0 moved; 1 failed and aborted (nothing changed) or, said so, the\n"
-           "source did not take the commit; 2 bad usage or a move the shards refused.\n");
+           "source did not take the commit; 2 bad usage or a move the shards refused;\n"
+           "130 (SIGINT) or 143 (SIGTERM): interrupted, the move aborted before its commit.\n");
 }
 
 static int parse(mv_opts *o, int argc, char **argv)

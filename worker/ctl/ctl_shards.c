@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "ctl.h"
+#include "ctl_interrupt.h"
 #include "ctl_mover.h"
 #include "exitcode.h"
 #include "zeps.h"
@@ -130,20 +131,31 @@ static int shards_move(int argc, char **argv)
     return rc;
 }
 
+/* The subcommand `cmd` (NULL if there is none such). */
+static int (*subcommand(const char *cmd))(int, char **)
+{
+    static const struct {
+        const char *name;
+        int (*run)(int, char **);
+    } cmds[] = {{"move", shards_move},
+                {"rebalance", zp_ctl_rebalance},
+                {"add", zp_ctl_elastic_add},
+                {"remove", zp_ctl_elastic_remove},
+                {"retire", zp_ctl_elastic_retire},
+                {"resolve", zp_ctl_resolve}};
+    for (size_t i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++)
+        if (strcmp(cmd, cmds[i].name) == 0)
+            return cmds[i].run;
+    return NULL;
+}
+
 int zp_ctl_shards(int argc, char **argv)
 {
-    if (argc >= 2 && strcmp(argv[1], "move") == 0)
-        return shards_move(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "rebalance") == 0)
-        return zp_ctl_rebalance(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "add") == 0)
-        return zp_ctl_elastic_add(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "remove") == 0)
-        return zp_ctl_elastic_remove(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "retire") == 0)
-        return zp_ctl_elastic_retire(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "resolve") == 0)
-        return zp_ctl_resolve(argc - 1, argv + 1);
+    int (*run)(int, char **) = argc >= 2 ? subcommand(argv[1]) : NULL;
+    if (run) { /* a signal taken (ctl_interrupt.h) ends it as interrupted, whatever failed */
+        int rc = run(argc - 1, argv + 1);
+        return zp_ctl_interrupt_taken() ? zp_ctl_interrupt_status() : rc;
+    }
     FILE *f = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) ? stdout
                                                                                           : stderr;
     fprintf(f,

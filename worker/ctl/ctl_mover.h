@@ -61,6 +61,12 @@ enum { ZP_MV_PACED_LEASE_MS = 2000 };
  * ZP_MV_PACED_LEASE_MS). */
 int zp_ctl_mover_opts_check(const zp_mv_opts *o, const char *cmd);
 
+/* Option argv[*i] of `zepsctl shards CMD` into *a, its value into *v
+ * (and *x: a whole number, or -1) with *i moved past it: 0; 1 for --help
+ * or -h; -1 (said on stderr) when the value is missing. */
+int zp_ctl_mover_opts_pair(int argc, char **argv, int *i, const char **a, const char **v,
+                           long long *x, const char *cmd);
+
 /* text as a number in [lo, hi], or -1. */
 long long zp_ctl_mover_opts_number(const char *text, long long lo, long long hi);
 

@@ -82,6 +82,22 @@ int zp_ctl_mover_opts_check(const zp_mv_opts *o, const char *cmd)
     return 0;
 }
 
+int zp_ctl_mover_opts_pair(int argc, char **argv, int *i, const char **a, const char **v,
+                           long long *x, const char *cmd)
+{
+    *a = argv[*i];
+    *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    *x = *v ? number(*v, 0, 1ll << 40) : -1;
+    if (strcmp(*a, "--help") == 0 || strcmp(*a, "-h") == 0)
+        return 1;
+    if (!*v) {
+        fprintf(stderr, "zepsctl shards %s: option '%s' needs a value (or is unknown)\n", cmd, *a);
+        return -1;
+    }
+    (*i)++;
+    return 0;
+}
+
 long long zp_ctl_mover_opts_number(const char *text, long long lo, long long hi)
 {
     return number(text, lo, hi);
@@ -96,20 +112,15 @@ int zp_ctl_mover_opts_parse(zp_mv_opts *o, double *tolerance, int *max_moves, co
     if (what)
         *what = NULL;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long x = v ? number(v, 0, 1ll << 40) : -1;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return 1;
-        if (what && a[0] != '-' && !*what) {
-            *what = a;
+        if (what && argv[i][0] != '-' && !*what) {
+            *what = argv[i];
             continue;
         }
-        if (!v) {
-            fprintf(stderr, "zepsctl shards %s: option '%s' needs a value (or is unknown)\n", cmd,
-                    a);
-            return -1;
-        }
-        i++;
+        const char *a, *v;
+        long long x;
+        int got = zp_ctl_mover_opts_pair(argc, argv, &i, &a, &v, &x, cmd);
+        if (got != 0)
+            return got;
         int text = zp_ctl_mover_opts_text(o, a, v, cmd);
         if (text != 0) {
             if (text < 0)

@@ -49,15 +49,11 @@ static int parse(zp_mv_opts *o, const char **outcome, int argc, char **argv)
     o->timeout_ms = 2000;
     *outcome = NULL;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long x = v ? zp_ctl_mover_opts_number(v, 0, 1ll << 40) : -1;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return 1;
-        if (!v) {
-            fprintf(stderr, "zepsctl shards resolve: option '%s' needs a value\n", a);
-            return -1;
-        }
-        i++;
+        const char *a, *v;
+        long long x;
+        int got = zp_ctl_mover_opts_pair(argc, argv, &i, &a, &v, &x, "resolve");
+        if (got != 0)
+            return got;
         if (strcmp(a, "--config") == 0)
             o->conf = v;
         else if (strcmp(a, "--slots") == 0)

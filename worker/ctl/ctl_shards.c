@@ -63,15 +63,11 @@ static int parse(mv_opts *o, int argc, char **argv)
 {
     zp_ctl_mover_opts_default(o);
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long long x = v ? zp_ctl_mover_opts_number(v, 0, 1ll << 40) : -1;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
-            return 1;
-        if (!v) {
-            fprintf(stderr, "zepsctl shards move: option '%s' needs a value (or is unknown)\n", a);
-            return -1;
-        }
-        i++;
+        const char *a, *v;
+        long long x;
+        int got = zp_ctl_mover_opts_pair(argc, argv, &i, &a, &v, &x, "move");
+        if (got != 0)
+            return got;
         int text = zp_ctl_mover_opts_text(o, a, v, "move");
         if (text != 0) {
             if (text < 0)

@@ -90,11 +90,13 @@ static zp_slotmap *moved_map(void)
 {
     zp_slotmap *d = NULL, *next = NULL;
     ck_assert_int_eq(zp_slotmap_new_default(&d, 2), 0);
-    uint8_t which[4095];
+    uint32_t slots = zp_slotmap_slots(d);
+    uint8_t which[ZP_SLOTS_MAX];
     char err[256];
-    ck_assert_int_eq(zp_slotmap_parse_set("0-2047", 4095, which, err, sizeof(err)), 2048);
-    for (int k = 0; k < 4095; k++)
-        which[k] = which[k] && zp_slotmap_slot_owner(d, (uint32_t)k) == 0;
+    ck_assert_uint_le(slots, ZP_SLOTS_MAX);
+    ck_assert_int_eq(zp_slotmap_parse_set("0-2047", slots, which, err, sizeof(err)), 2048);
+    for (uint32_t k = 0; k < slots; k++)
+        which[k] = which[k] && zp_slotmap_slot_owner(d, k) == 0;
     ck_assert_int_eq(zp_slotmap_moved(d, which, 1, &next), 0);
     zp_slotmap_destroy(&d);
     return next;

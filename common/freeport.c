@@ -41,6 +41,21 @@ static int can_bind(int port)
     return ok;
 }
 
+/* The ports this process picked last: not picked again, since a server
+ * given one may not have bound it yet (two endpoints of one cluster file
+ * once got the same port). */
+#define RECENT 64
+static int recent[RECENT];
+static unsigned nrecent;
+
+static int picked_lately(int port)
+{
+    for (unsigned i = 0; i < RECENT; i++)
+        if (__atomic_load_n(&recent[i], __ATOMIC_RELAXED) == port)
+            return 1;
+    return 0;
+}
+
 int zp_freeport_pick(void)
 {
     int span = ephemeral_low() - LOWEST;
@@ -52,8 +67,11 @@ int zp_freeport_pick(void)
     int start = (int)(rand_r(&seed) % (unsigned)span);
     for (int i = 0; i < span; i++) {
         int port = LOWEST + (start + i) % span;
-        if (can_bind(port))
+        if (!picked_lately(port) && can_bind(port)) {
+            unsigned at = __atomic_fetch_add(&nrecent, 1, __ATOMIC_RELAXED) % RECENT;
+            __atomic_store_n(&recent[at], port, __ATOMIC_RELAXED);
             return port;
+        }
     }
     errno = EADDRINUSE;
     return -1;

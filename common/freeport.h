@@ -14,8 +14,9 @@
 #ifndef ZP_FREEPORT_H
 #define ZP_FREEPORT_H
 
-/* The port (20000 up to the ephemeral range), or -1 with errno set if
- * none could be bound. */
+/* The port (20000 up to the ephemeral range), never one of the last 64
+ * this process picked, or -1 with errno set if none could be bound. Any
+ * thread. */
 int zp_freeport_pick(void);
 
 #endif
